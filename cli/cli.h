@@ -1,0 +1,12 @@
+/* The attn program: the only code that prints or exits.  Each subcommand is a function
+ * `int attn_cmd_<name>(int argc, char **argv)` (argv[0] is the subcommand name) returning the
+ * process exit status: 0 success, 1 failure, 2 usage error. */
+#ifndef ATTN_CLI_H
+#define ATTN_CLI_H
+#include "attn.h"
+
+int attn_cmd_eval(int argc, char **argv);        /* cli/eval_cmd.c */
+int attn_cmd_walkthrough(int argc, char **argv); /* cli/walkthrough.c */
+int attn_cmd_info(int argc, char **argv);        /* cli/eval_cmd.c: list a safetensors file */
+
+#endif

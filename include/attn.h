@@ -1,0 +1,669 @@
+/*
+ * attn.h -- attention and Transformer layers in C.  This header is the manual.
+ *
+ * attn is a C11 library with no dependency beyond libc, libm and threads.  Every layer matches
+ * the PyTorch module of the same name: same mathematics, same parameter names as its
+ * state_dict, so weights move across directly (see attn_module_load).
+ *
+ * A first program (scaled dot-product attention, B=1, H=2, L=S=3, D=4):
+ *
+ *     #include <attn.h>
+ *     #include <stdio.h>
+ *     int main(void) {
+ *         attn_ctx *ctx;
+ *         if (attn_ctx_create(NULL, &ctx) != ATTN_OK) return 1;
+ *         float q[24], k[24], v[24], o[24];
+ *         for (int i = 0; i < 24; i++) q[i] = k[i] = v[i] = (float)i / 24;
+ *         attn_tensor Q = attn_view4(q, 1, 2, 3, 4), K = attn_view4(k, 1, 2, 3, 4),
+ *                     V = attn_view4(v, 1, 2, 3, 4), O = attn_view4(o, 1, 2, 3, 4);
+ *         attn_sdpa_options opt = attn_sdpa_defaults();
+ *         opt.causal = ATTN_CAUSAL_TOP_LEFT;
+ *         attn_status st = attn_sdpa(ctx, &Q, &K, &V, NULL, &opt, &O, NULL, NULL);
+ *         if (st != ATTN_OK) fprintf(stderr, "%s\n", attn_ctx_errmsg(ctx));
+ *         else printf("o[0][0][2] = %f\n", o[8]);
+ *         attn_ctx_free(ctx);
+ *         return st != ATTN_OK;
+ *     }
+ *
+ * Build with `cc prog.c $(pkg-config --cflags --libs attn)`.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * Conventions (read once; every declaration below relies on them)
+ *
+ *  Shape letters.  B batch, H query heads, Hkv key/value heads, L query (target) length,
+ *  S key (source) length, E model dimension, D head dimension (query/key), Dv value head
+ *  dimension, T tokens, V vocabulary size, F feed-forward dimension.  Layers are batch-first:
+ *  sequences are [B, L, E] as PyTorch's batch_first=True.
+ *
+ *  Ownership.  attn_tensor is a non-owning view: the caller owns the memory it points to, and
+ *  it must stay valid for the duration of the call only.  Objects made by attn_*_create are
+ *  owned by the caller and released by the matching *_free, which accepts NULL.
+ *
+ *  Errors.  Every function that can fail returns attn_status; ATTN_OK is 0.  On failure the
+ *  context keeps a message with the detail (attn_ctx_errmsg), e.g. which shape did not
+ *  broadcast.  Output tensors may have been partly written when a call fails.  The library
+ *  never prints, exits or aborts.
+ *
+ *  Masks.  The C API names the polarity in the type (attn_mask_kind): ATTN_MASK_KEEP means a
+ *  nonzero entry may be attended (PyTorch scaled_dot_product_attention's bool mask);
+ *  ATTN_MASK_BLOCK means a nonzero entry is masked out (nn.MultiheadAttention and
+ *  nn.Transformer's bool masks); ATTN_MASK_ADD is a float mask added to the scores (-inf
+ *  blocks).  A query row whose keys are all masked gives an output of zeros (and zero
+ *  weights), never NaN.
+ *
+ *  Memory inside calls.  Compute calls take temporary memory from the context's workspace,
+ *  which grows through the context's allocator as needed and is kept for later calls; a
+ *  context created with a fixed caller workspace never allocates and returns
+ *  ATTN_E_WORKSPACE when it is too small.  Modules allocate their parameters at create time.
+ *
+ *  Threads.  Results are bit-identical for every thread count.
+ *
+ *  Finite inputs.  By default compute calls refuse inputs containing NaN or +-Inf
+ *  (ATTN_E_NONFINITE; additive masks may hold -inf).  ATTN_CTX_NO_FINITE_CHECK turns the
+ *  check off.
+ * ---------------------------------------------------------------------------------------------
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(ATTN_SHARED_BUILD)
+#define ATTN_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define ATTN_API __attribute__((visibility("default")))
+#else
+#define ATTN_API
+#endif
+
+#define ATTN_VERSION_MAJOR 0
+#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_STRING "0.1.0"
+ATTN_API const char *attn_version(void);
+
+/* ============================================================================================
+ * Status codes.  One list generates the enum and the messages; numbers are frozen once
+ * released.  X(name, value, message)
+ * ========================================================================================== */
+#define ATTN_STATUS_MAP(X)                                                                    \
+    X(OK, 0, "success")                                                                       \
+    X(E_INVALID, 1, "invalid argument")                                                       \
+    X(E_SHAPE, 2, "shape mismatch")                                                           \
+    X(E_BROADCAST, 3, "mask does not broadcast")                                              \
+    X(E_DTYPE, 4, "unsupported data type")                                                    \
+    X(E_NOMEM, 5, "out of memory")                                                            \
+    X(E_OVERFLOW, 6, "size overflow")                                                         \
+    X(E_NONFINITE, 7, "NaN or infinity in input")                                             \
+    X(E_IO, 8, "input/output error")                                                          \
+    X(E_FORMAT, 9, "malformed file or data")                                                  \
+    X(E_NOT_FOUND, 10, "not found")                                                           \
+    X(E_UNSUPPORTED, 11, "unsupported operation or option")                                   \
+    X(E_WORKSPACE, 12, "workspace too small")                                                 \
+    X(E_INTERNAL, 13, "internal error")
+
+typedef enum attn_status {
+#define ATTN__STATUS_ENUM(name, value, msg) ATTN_##name = value,
+    ATTN_STATUS_MAP(ATTN__STATUS_ENUM)
+#undef ATTN__STATUS_ENUM
+} attn_status;
+
+/* Static text for a status ("shape mismatch"); never NULL. */
+ATTN_API const char *attn_strerror(attn_status status);
+/* The status's symbolic name ("ATTN_E_SHAPE"); never NULL. */
+ATTN_API const char *attn_status_name(attn_status status);
+
+/* ============================================================================================
+ * Context: thread count, allocator hooks, workspace, last error message.
+ * ========================================================================================== */
+typedef struct attn_ctx attn_ctx;
+
+/* Allocator hooks (Lua's lua_Alloc style): alloc returns NULL on failure; free accepts NULL. */
+typedef void *(*attn_alloc_fn)(void *user, size_t size);
+typedef void (*attn_free_fn)(void *user, void *ptr);
+
+enum {
+    ATTN_CTX_NO_FINITE_CHECK = 1u << 0 /* do not scan inputs for NaN/Inf */
+};
+
+typedef struct attn_ctx_params {
+    int threads;            /* worker threads; 0 or 1 = run on the calling thread */
+    attn_alloc_fn alloc;    /* NULL = malloc */
+    attn_free_fn free;      /* NULL = free; must be set together with alloc */
+    void *alloc_user;       /* passed to alloc/free */
+    void *workspace;        /* optional caller memory for temporaries; NULL = grow on demand */
+    size_t workspace_size;  /* bytes at workspace */
+    unsigned flags;         /* ATTN_CTX_* */
+} attn_ctx_params;
+
+/* params may be NULL for defaults.  *out receives the context (caller frees it). */
+ATTN_API attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out /* OUT */);
+ATTN_API void attn_ctx_free(attn_ctx *ctx);
+/* The message of the last failed call on ctx ("" if none); valid until the next call. */
+ATTN_API const char *attn_ctx_errmsg(const attn_ctx *ctx);
+/* The status of the last failed call on ctx (ATTN_OK if none). */
+ATTN_API attn_status attn_ctx_status(const attn_ctx *ctx);
+ATTN_API void attn_ctx_clear_error(attn_ctx *ctx);
+ATTN_API int attn_ctx_threads(const attn_ctx *ctx);
+/* Largest workspace use seen so far, in bytes. */
+ATTN_API size_t attn_ctx_workspace_peak(const attn_ctx *ctx);
+
+/* ============================================================================================
+ * Tensor views
+ * ========================================================================================== */
+typedef enum attn_dtype {
+    ATTN_F32 = 0,
+    ATTN_F64 = 1,
+    ATTN_F16 = 2,
+    ATTN_BF16 = 3,
+    ATTN_I64 = 4,
+    ATTN_I32 = 5,
+    ATTN_I8 = 6,
+    ATTN_U8 = 7,
+    ATTN_BOOL = 8 /* one byte; nonzero is true */
+} attn_dtype;
+
+/* Size in bytes of one element (0 for an unknown dtype). */
+ATTN_API size_t attn_dtype_size(attn_dtype dtype);
+/* Safetensors name of a dtype ("F32", "BOOL", ...), or NULL. */
+ATTN_API const char *attn_dtype_name(attn_dtype dtype);
+
+#define ATTN_MAX_DIMS 4
+
+/* A non-owning strided view of up to 4 dimensions.  Strides count elements, not bytes; a
+ * stride of 0 repeats (broadcasts) along that dimension.  A view with data == NULL is
+ * "absent" (optional arguments).  Compute calls accept F32 data tensors, BOOL/U8 masks and
+ * I32/I64 token ids. */
+typedef struct attn_tensor {
+    void *data;
+    attn_dtype dtype;
+    int ndim;
+    int64_t shape[ATTN_MAX_DIMS];
+    int64_t stride[ATTN_MAX_DIMS];
+} attn_tensor;
+
+/* Contiguous (row-major) view of ndim <= 4 dimensions; returns an absent view if ndim is out
+ * of range. */
+ATTN_API attn_tensor attn_tensor_make(void *data, attn_dtype dtype, int ndim,
+                                      const int64_t *shape);
+/* Number of elements (product of shape), or -1 on overflow. */
+ATTN_API int64_t attn_tensor_numel(const attn_tensor *t);
+ATTN_API int attn_tensor_is_contiguous(const attn_tensor *t);
+
+static inline attn_tensor attn_view1(float *p, int64_t a) {
+    int64_t s[1] = {a};
+    return attn_tensor_make(p, ATTN_F32, 1, s);
+}
+static inline attn_tensor attn_view2(float *p, int64_t a, int64_t b) {
+    int64_t s[2] = {a, b};
+    return attn_tensor_make(p, ATTN_F32, 2, s);
+}
+static inline attn_tensor attn_view3(float *p, int64_t a, int64_t b, int64_t c) {
+    int64_t s[3] = {a, b, c};
+    return attn_tensor_make(p, ATTN_F32, 3, s);
+}
+static inline attn_tensor attn_view4(float *p, int64_t a, int64_t b, int64_t c, int64_t d) {
+    int64_t s[4] = {a, b, c, d};
+    return attn_tensor_make(p, ATTN_F32, 4, s);
+}
+
+/* Masks: the polarity is part of the type (see Conventions). */
+typedef enum attn_mask_kind {
+    ATTN_MASK_NONE = 0,
+    ATTN_MASK_KEEP = 1,  /* BOOL/U8: nonzero = may attend (PyTorch SDPA bool mask) */
+    ATTN_MASK_BLOCK = 2, /* BOOL/U8: nonzero = masked out (nn.MultiheadAttention bool mask) */
+    ATTN_MASK_ADD = 3    /* F32: added to the scaled scores; -inf blocks */
+} attn_mask_kind;
+
+typedef struct attn_mask {
+    attn_mask_kind kind;
+    attn_tensor t;
+} attn_mask;
+
+/* ============================================================================================
+ * Elementwise and small ops.  Data tensors are F32 of any shape up to 4-D, any strides;
+ * outputs may alias inputs only where stated.
+ * ========================================================================================== */
+
+/* y[..., j] = softmax over the last axis of x.  x, y [..., C]; y may alias x. */
+ATTN_API attn_status attn_softmax(attn_ctx *ctx, const attn_tensor *x, attn_tensor *y);
+
+/* y = x W^T + b (torch.nn.functional.linear).  x [..., IN], W [OUT, IN], b [OUT] or NULL,
+ * y [..., OUT] with the same leading dimensions as x. */
+ATTN_API attn_status attn_linear(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *W,
+                                 const attn_tensor *b, attn_tensor *y);
+
+/* Layer normalisation over the last axis (torch.nn.functional.layer_norm).  x, y [..., E];
+ * weight, bias [E] or NULL (NULL weight = 1, NULL bias = 0); eps > 0. y may alias x. */
+ATTN_API attn_status attn_layer_norm(attn_ctx *ctx, const attn_tensor *x,
+                                     const attn_tensor *weight, const attn_tensor *bias,
+                                     float eps, attn_tensor *y);
+
+typedef enum attn_activation {
+    ATTN_ACT_RELU = 0,
+    ATTN_ACT_GELU = 1,      /* exact: x * Phi(x) (erf) */
+    ATTN_ACT_GELU_TANH = 2, /* PyTorch approximate='tanh' */
+    ATTN_ACT_TANH = 3
+} attn_activation;
+
+/* y = act(x) elementwise; x, y same shape; y may alias x. */
+ATTN_API attn_status attn_activate(attn_ctx *ctx, attn_activation act, const attn_tensor *x,
+                                   attn_tensor *y);
+
+/* out[..., :] = table[ids[...], :] (torch.nn.functional.embedding).  ids I32/I64 of any shape
+ * [...] with values in [0, V); table [V, E]; out [..., E]. */
+ATTN_API attn_status attn_embedding(attn_ctx *ctx, const attn_tensor *ids,
+                                    const attn_tensor *table, attn_tensor *out);
+
+/* Sinusoidal positional encoding ("Attention Is All You Need", section 3.5):
+ * pe[pos, 2i] = sin(pos / base^(2i/E)), pe[pos, 2i+1] = cos(pos / base^(2i/E)).
+ * pe [L, E]; base is usually 10000; positions start at `start`. */
+ATTN_API attn_status attn_sinusoidal_encoding(attn_ctx *ctx, int64_t start, float base,
+                                              attn_tensor *pe);
+
+typedef enum attn_pe_mode {
+    ATTN_PE_ADD = 0,   /* out [B, L, E]     = x + pe */
+    ATTN_PE_CONCAT = 1 /* out [B, L, E + P] = [x, pe] with pe [L, P] */
+} attn_pe_mode;
+
+/* Applies a positional table to a sequence batch.  x [B, L, E]; pe [L, P] (P = E for ADD;
+ * a sinusoidal table from attn_sinusoidal_encoding or learned rows); out as per mode. */
+ATTN_API attn_status attn_positional_apply(attn_ctx *ctx, attn_pe_mode mode,
+                                           const attn_tensor *x, const attn_tensor *pe,
+                                           attn_tensor *out);
+
+/* ============================================================================================
+ * Attention without parameters
+ * ========================================================================================== */
+
+typedef enum attn_normalize {
+    ATTN_NORM_SOFTMAX = 0, /* weights = softmax(scores) */
+    ATTN_NORM_SUM = 1      /* weights = scores / sum(scores): seed 001's first try, for teaching;
+                              refused (ATTN_E_INVALID) if a row sums to 0 */
+} attn_normalize;
+
+/* Simplified self-attention (seed 001): scores = X X^T (no scaling, no weights), weights =
+ * normalize(scores) over the key axis, context = weights X.
+ * X [T, E] or [B, T, E]; scores, weights [T, T] or [B, T, T] (each may be NULL);
+ * context [T, E] or [B, T, E]. */
+ATTN_API attn_status attn_simple_self_attention(attn_ctx *ctx, const attn_tensor *X,
+                                                attn_normalize norm, attn_tensor *scores,
+                                                attn_tensor *weights, attn_tensor *context);
+
+typedef enum attn_causal {
+    ATTN_CAUSAL_NONE = 0,
+    ATTN_CAUSAL_TOP_LEFT = 1,    /* query i sees keys j <= i (PyTorch is_causal) */
+    ATTN_CAUSAL_BOTTOM_RIGHT = 2 /* query i sees keys j <= i + S - L (FlashAttention) */
+} attn_causal;
+
+typedef struct attn_sdpa_options {
+    attn_causal causal;
+    float scale;        /* 0 = 1/sqrt(D) */
+    float dropout_p;    /* probability of zeroing a weight, in [0, 1); kept ones scale 1/(1-p) */
+    uint64_t seed;      /* dropout: Philox key */
+    uint64_t offset;    /* dropout: Philox counter offset (advance between calls) */
+} attn_sdpa_options;
+
+ATTN_API attn_sdpa_options attn_sdpa_defaults(void);
+
+/* Scaled dot-product attention with torch.nn.functional.scaled_dot_product_attention
+ * semantics:  out = dropout(softmax(scale * Q K^T + mask)) V.
+ *
+ *  q       [B, H, L, D]
+ *  k       [B, Hkv, S, D]     H must be a multiple of Hkv (GQA/MQA: head h uses h / (H/Hkv))
+ *  v       [B, Hkv, S, Dv]
+ *  mask    NULL or a mask broadcastable to [B, H, L, S] (1-D to 4-D, aligned on the right)
+ *  out     [B, H, L, Dv]
+ *  weights NULL or [B, H, L, S]: the attention weights after dropout
+ *  lse     NULL or [B, H, L]: log-sum-exp of the masked, scaled scores (-inf for a row with
+ *          every key masked)
+ * The causal mask, if any, is combined with `mask`. Dropout element (b,h,i,j) is dropped iff
+ * attn_dropout_keep(seed, offset, ((b*H + h)*L + i)*S + j, p) is 0. */
+ATTN_API attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_mask *mask,
+                               const attn_sdpa_options *opt, attn_tensor *out,
+                               attn_tensor *weights, attn_tensor *lse);
+
+/* The dropout stream: Philox-4x32-10 keyed by seed, counter (index/4, offset).  Returns 1 if
+ * element `index` is kept at drop probability p. Exposed so tests and other kernels agree. */
+ATTN_API int attn_dropout_keep(uint64_t seed, uint64_t offset, uint64_t index, float p);
+
+/* ============================================================================================
+ * Modules: layers that own parameters.
+ *
+ * Every layer below is an attn_module.  Its parameters are named exactly as the state_dict
+ * of the PyTorch module it mirrors ("in_proj_weight", "out_proj.weight",
+ * "layers.0.self_attn.in_proj_weight", ...), are stored contiguously as F32 and may be read
+ * and written through the views returned by attn_module_param.  Parameters start at zero
+ * (layer-norm weights at one); load real ones with attn_module_load.
+ * ========================================================================================== */
+typedef struct attn_module attn_module;
+
+ATTN_API void attn_module_free(attn_module *m);
+/* A short name of the module's kind ("multihead_attention", ...). */
+ATTN_API const char *attn_module_kind(const attn_module *m);
+ATTN_API size_t attn_module_param_count(const attn_module *m);
+/* i-th parameter in state_dict order; *name and *view stay valid while m lives. */
+ATTN_API attn_status attn_module_param_at(const attn_module *m, size_t i,
+                                          const char **name /* OUT */,
+                                          attn_tensor *view /* OUT */);
+/* Parameter by state_dict name; ATTN_E_NOT_FOUND if m has none of that name. */
+ATTN_API attn_status attn_module_param(attn_ctx *ctx, const attn_module *m, const char *name,
+                                       attn_tensor *view /* OUT */);
+/* Total number of scalar parameters. */
+ATTN_API int64_t attn_module_numel(const attn_module *m);
+
+/* Options shared by every module forward call. */
+typedef struct attn_run {
+    int training;     /* 1 = apply dropout (with the module's dropout probabilities) */
+    uint64_t seed;    /* dropout stream */
+    uint64_t offset;  /* dropout counter offset */
+} attn_run;
+
+/* --- Linear (torch.nn.Linear): weight [OUT, IN], bias [OUT] ------------------------------ */
+ATTN_API attn_status attn_linear_create(attn_ctx *ctx, int64_t in_features,
+                                        int64_t out_features, int bias,
+                                        attn_module **out /* OUT */);
+/* x [..., IN] -> y [..., OUT] */
+ATTN_API attn_status attn_linear_forward(attn_ctx *ctx, const attn_module *m,
+                                         const attn_tensor *x, attn_tensor *y);
+
+/* --- LayerNorm (torch.nn.LayerNorm): weight [E], bias [E] -------------------------------- */
+ATTN_API attn_status attn_layer_norm_create(attn_ctx *ctx, int64_t E, float eps, int bias,
+                                            attn_module **out /* OUT */);
+ATTN_API attn_status attn_layer_norm_forward(attn_ctx *ctx, const attn_module *m,
+                                             const attn_tensor *x, attn_tensor *y);
+
+/* --- Embedding (torch.nn.Embedding): weight [V, E] ---------------------------------------- */
+ATTN_API attn_status attn_embedding_create(attn_ctx *ctx, int64_t num_embeddings, int64_t E,
+                                           attn_module **out /* OUT */);
+ATTN_API attn_status attn_embedding_forward(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *ids, attn_tensor *out);
+
+/* --- Seed 000 self-attention ---------------------------------------------------------------
+ * SelfAttention_v1: raw matrices W_query, W_key, W_value [d_in, d_out];
+ *   out = softmax((x Wq)(x Wk)^T / sqrt(d_out)) (x Wv).
+ * SelfAttention_v2: nn.Linear W_query, W_key, W_value (weight [d_out, d_in], bias if
+ *   qkv_bias), same formula.
+ * CausalAttention: as v2 plus a causal mask before softmax and dropout on the weights.
+ * MultiHeadAttention (the seed's): as CausalAttention split into num_heads heads of
+ *   d_out/num_heads, plus out_proj (nn.Linear(d_out, d_out) with bias).
+ * x [B, T, d_in] (or [T, d_in]) -> out [B, T, d_out]; weights NULL or [B, heads, T, T]. */
+typedef enum attn_seed_attention_kind {
+    ATTN_SEED_SELF_V1 = 0,
+    ATTN_SEED_SELF_V2 = 1,
+    ATTN_SEED_CAUSAL = 2,
+    ATTN_SEED_MULTIHEAD = 3
+} attn_seed_attention_kind;
+
+typedef struct attn_seed_attention_config {
+    attn_seed_attention_kind kind;
+    int64_t d_in, d_out;
+    int qkv_bias;        /* v2, causal, multihead */
+    float dropout;       /* causal, multihead */
+    int64_t num_heads;   /* multihead: must divide d_out (refused otherwise, not rounded) */
+} attn_seed_attention_config;
+
+ATTN_API attn_status attn_seed_attention_create(attn_ctx *ctx,
+                                                const attn_seed_attention_config *cfg,
+                                                attn_module **out /* OUT */);
+ATTN_API attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m,
+                                                 const attn_tensor *x, const attn_run *run,
+                                                 attn_tensor *out, attn_tensor *weights);
+
+/* --- torch.nn.MultiheadAttention (batch_first=True) ---------------------------------------
+ * Parameters: in_proj_weight [3E, E] and in_proj_bias [3E] when kdim == vdim == E, otherwise
+ * q_proj_weight [E, E], k_proj_weight [E, kdim], v_proj_weight [E, vdim] (+ in_proj_bias);
+ * bias_k, bias_v [1, 1, E] when add_bias_kv; out_proj.weight [E, E], out_proj.bias [E]. */
+typedef struct attn_mha_config {
+    int64_t embed_dim, num_heads;
+    int64_t kdim, vdim; /* 0 = embed_dim */
+    int bias;           /* in_proj_bias and out_proj.bias (PyTorch default: 1) */
+    int add_bias_kv;
+    int add_zero_attn;
+    float dropout;      /* on the attention weights, when run->training */
+} attn_mha_config;
+
+ATTN_API attn_mha_config attn_mha_defaults(int64_t embed_dim, int64_t num_heads);
+ATTN_API attn_status attn_mha_create(attn_ctx *ctx, const attn_mha_config *cfg,
+                                     attn_module **out /* OUT */);
+
+typedef struct attn_mha_options {
+    int need_weights;         /* fill `weights` */
+    int average_attn_weights; /* weights [B, L, S'] averaged over heads, else [B, H, L, S'] */
+    int is_causal;            /* apply a causal (top-left) mask */
+} attn_mha_options;
+
+/*  query [B, L, E], key [B, S, kdim], value [B, S, vdim]
+ *  key_padding_mask  NULL or [B, S] (BLOCK/KEEP bool or ADD float)
+ *  attn_mask         NULL or [L, S] or [B*H, L, S]
+ *  out [B, L, E]; weights [B, L, S'] or [B, H, L, S'] (S' = S + add_bias_kv + add_zero_attn)
+ *  or NULL.  run may be NULL (inference). */
+ATTN_API attn_status attn_mha_forward(attn_ctx *ctx, const attn_module *m,
+                                      const attn_tensor *query, const attn_tensor *key,
+                                      const attn_tensor *value,
+                                      const attn_mask *key_padding_mask,
+                                      const attn_mask *attn_mask,
+                                      const attn_mha_options *opt, const attn_run *run,
+                                      attn_tensor *out, attn_tensor *weights);
+
+/* --- General attention layer (seed 002) ---------------------------------------------------
+ * Queries are given; keys and values come from the inputs: K = X Wk^T, V = X Wv^T (nn.Linear
+ * W_key [Dq, Dx], W_value [Dv, Dx], biases if bias); out = softmax(Q K^T / sqrt(Dq)) V.
+ * With self_attention = 1 the queries are also projected: Q = X Wq^T (W_query [Dq, Dx]).
+ * q [B, L, Dq] (ignored for self-attention), x [B, S, Dx]; out [B, L, Dv]; weights [B, L, S]. */
+typedef struct attn_general_config {
+    int64_t query_dim, input_dim, value_dim;
+    int bias;
+    int self_attention;
+} attn_general_config;
+ATTN_API attn_status attn_general_attention_create(attn_ctx *ctx,
+                                                   const attn_general_config *cfg,
+                                                   attn_module **out /* OUT */);
+ATTN_API attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
+                                                    const attn_tensor *q,
+                                                    const attn_tensor *x,
+                                                    const attn_mask *mask, attn_tensor *out,
+                                                    attn_tensor *weights);
+
+/* --- Additive (Bahdanau) attention --------------------------------------------------------
+ * score[b,i,j] = w_v . tanh(W_q q_i + W_k k_j); weights = softmax over j (with mask);
+ * out = weights V.  Parameters W_q.weight [A, Dq], W_k.weight [A, Dk], w_v.weight [1, A].
+ * q [B, L, Dq], k [B, S, Dk], v [B, S, Dv], mask NULL or broadcastable to [B, L, S];
+ * out [B, L, Dv]; weights NULL or [B, L, S]. */
+ATTN_API attn_status attn_additive_attention_create(attn_ctx *ctx, int64_t query_dim,
+                                                    int64_t key_dim, int64_t hidden_dim,
+                                                    attn_module **out /* OUT */);
+ATTN_API attn_status attn_additive_attention_forward(attn_ctx *ctx, const attn_module *m,
+                                                     const attn_tensor *q,
+                                                     const attn_tensor *k,
+                                                     const attn_tensor *v,
+                                                     const attn_mask *mask, attn_tensor *out,
+                                                     attn_tensor *weights);
+
+/* --- Transformer layers (torch.nn.TransformerEncoderLayer / DecoderLayer / Transformer) ---- */
+typedef struct attn_transformer_config {
+    int64_t d_model, nhead;
+    int64_t dim_feedforward;   /* PyTorch default 2048 */
+    float dropout;             /* PyTorch default 0.1 (applied only when run->training) */
+    attn_activation activation;/* RELU (default), GELU or GELU_TANH */
+    float layer_norm_eps;      /* PyTorch default 1e-5 */
+    int norm_first;            /* pre-norm when 1 */
+    int bias;                  /* biases in linears and layer norms (PyTorch default 1) */
+    int64_t num_encoder_layers, num_decoder_layers; /* stacks and nn.Transformer */
+} attn_transformer_config;
+
+ATTN_API attn_transformer_config attn_transformer_defaults(int64_t d_model, int64_t nhead);
+
+/* Position-wise feed-forward network (seed 004): out = w_2(dropout(act(w_1(x)))).
+ * Parameters w_1.weight [F, E], w_1.bias [F], w_2.weight [E, F], w_2.bias [E] (uses
+ * d_model, dim_feedforward, activation, dropout, bias of cfg). x, out [..., E]. */
+ATTN_API attn_status attn_ffn_create(attn_ctx *ctx, const attn_transformer_config *cfg,
+                                     attn_module **out /* OUT */);
+ATTN_API attn_status attn_ffn_forward(attn_ctx *ctx, const attn_module *m,
+                                      const attn_tensor *x, const attn_run *run,
+                                      attn_tensor *out);
+
+/* Encoder layer: self_attn.*, linear1.*, linear2.*, norm1.*, norm2.*.
+ * src [B, L, E] -> out [B, L, E]; src_mask NULL or [L, L] / [B*H, L, L];
+ * src_key_padding_mask NULL or [B, L]; is_causal adds a causal mask. */
+ATTN_API attn_status attn_encoder_layer_create(attn_ctx *ctx,
+                                               const attn_transformer_config *cfg,
+                                               attn_module **out /* OUT */);
+ATTN_API attn_status attn_encoder_layer_forward(attn_ctx *ctx, const attn_module *m,
+                                                const attn_tensor *src,
+                                                const attn_mask *src_mask,
+                                                const attn_mask *src_key_padding_mask,
+                                                int is_causal, const attn_run *run,
+                                                attn_tensor *out);
+
+/* Decoder layer: self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1-3.*.
+ * tgt [B, T, E], memory [B, S, E] -> out [B, T, E]; tgt_mask [T, T] / [B*H, T, T];
+ * memory_mask [T, S] / [B*H, T, S]; padding masks [B, T] and [B, S]. */
+ATTN_API attn_status attn_decoder_layer_create(attn_ctx *ctx,
+                                               const attn_transformer_config *cfg,
+                                               attn_module **out /* OUT */);
+ATTN_API attn_status attn_decoder_layer_forward(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
+    const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
+    int tgt_is_causal, const attn_run *run, attn_tensor *out);
+
+/* Stacks (torch.nn.TransformerEncoder / TransformerDecoder): layers.N.* and, when
+ * final_norm, norm.*.  num_layers from cfg->num_encoder_layers / num_decoder_layers. */
+ATTN_API attn_status attn_encoder_create(attn_ctx *ctx, const attn_transformer_config *cfg,
+                                         int final_norm, attn_module **out /* OUT */);
+ATTN_API attn_status attn_encoder_forward(attn_ctx *ctx, const attn_module *m,
+                                          const attn_tensor *src, const attn_mask *mask,
+                                          const attn_mask *src_key_padding_mask,
+                                          int is_causal, const attn_run *run,
+                                          attn_tensor *out);
+ATTN_API attn_status attn_decoder_create(attn_ctx *ctx, const attn_transformer_config *cfg,
+                                         int final_norm, attn_module **out /* OUT */);
+ATTN_API attn_status attn_decoder_forward(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
+    const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
+    int tgt_is_causal, const attn_run *run, attn_tensor *out);
+
+/* torch.nn.Transformer: encoder.layers.N.*, encoder.norm.*, decoder.layers.N.*,
+ * decoder.norm.*.  src [B, S, E], tgt [B, T, E] -> out [B, T, E]. */
+ATTN_API attn_status attn_transformer_create(attn_ctx *ctx,
+                                             const attn_transformer_config *cfg,
+                                             attn_module **out /* OUT */);
+ATTN_API attn_status attn_transformer_forward(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *src, const attn_tensor *tgt,
+    const attn_mask *src_mask, const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *src_key_padding_mask, const attn_mask *tgt_key_padding_mask,
+    const attn_mask *memory_key_padding_mask, int tgt_is_causal, const attn_run *run,
+    attn_tensor *out);
+
+/* Decoder-only (GPT) language model: tok_emb.weight [V, E], pos_emb.weight [P, E],
+ * layers.N.* (encoder layers run with a causal mask; norm_first as configured),
+ * norm.* (final layer norm), lm_head.weight [V, E].  ids [B, T] (I32/I64, T <= P)
+ * -> logits [B, T, V]. */
+ATTN_API attn_status attn_gpt_create(attn_ctx *ctx, const attn_transformer_config *cfg,
+                                     int64_t vocab_size, int64_t max_positions,
+                                     attn_module **out /* OUT */);
+ATTN_API attn_status attn_gpt_forward(attn_ctx *ctx, const attn_module *m,
+                                      const attn_tensor *ids, const attn_run *run,
+                                      attn_tensor *logits);
+
+/* ViT-style input (seed 003): patches [B, N, P] -> z [B, N+1, E] = [cls_token; proj(patches)]
+ * + pos_embed.  Parameters cls_token [1, 1, E], proj.weight [E, P], proj.bias [E],
+ * pos_embed [1, N_max+1, E] (N <= N_max). */
+ATTN_API attn_status attn_vit_embed_create(attn_ctx *ctx, int64_t patch_dim, int64_t E,
+                                           int64_t max_patches, attn_module **out /* OUT */);
+ATTN_API attn_status attn_vit_embed_forward(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *patches, attn_tensor *z);
+
+/* ============================================================================================
+ * Safetensors files (https://github.com/huggingface/safetensors): 8-byte little-endian header
+ * length N, N bytes of JSON header, then the data.  Reading is bounds-checked: a malformed,
+ * truncated or hostile file gives ATTN_E_FORMAT and a message, never an out-of-bounds read.
+ * ========================================================================================== */
+typedef struct attn_st attn_st;
+
+#define ATTN_ST_MAX_DIMS 8
+
+typedef struct attn_st_tensor {
+    const char *name;   /* valid while the attn_st lives */
+    attn_dtype dtype;
+    int ndim;
+    int64_t shape[ATTN_ST_MAX_DIMS];
+    int64_t numel;
+    const void *data;   /* little-endian raw bytes inside the file image; may be unaligned */
+    size_t nbytes;
+} attn_st_tensor;
+
+/* Parses a file image.  The bytes are copied; data may be freed after the call. */
+ATTN_API attn_status attn_st_read_memory(attn_ctx *ctx, const void *data, size_t size,
+                                         attn_st **out /* OUT */);
+ATTN_API attn_status attn_st_read_file(attn_ctx *ctx, const char *path,
+                                       attn_st **out /* OUT */);
+ATTN_API void attn_st_free(attn_st *st);
+/* Tensors in file order (the order of the JSON header). */
+ATTN_API size_t attn_st_count(const attn_st *st);
+ATTN_API attn_status attn_st_at(const attn_st *st, size_t i, attn_st_tensor *info /* OUT */);
+/* ATTN_E_NOT_FOUND (no message set) if absent. */
+ATTN_API attn_status attn_st_find(const attn_st *st, const char *name,
+                                  attn_st_tensor *info /* OUT */);
+/* __metadata__ entries (string to string). Value of key, or NULL. */
+ATTN_API const char *attn_st_meta(const attn_st *st, const char *key);
+ATTN_API size_t attn_st_meta_count(const attn_st *st);
+ATTN_API attn_status attn_st_meta_at(const attn_st *st, size_t i, const char **key /* OUT */,
+                                     const char **value /* OUT */);
+/* Converts a tensor of any floating or integer dtype to F32 into dst (n = info->numel
+ * elements).  ATTN_E_DTYPE for BOOL. */
+ATTN_API attn_status attn_st_to_f32(attn_ctx *ctx, const attn_st_tensor *info, float *dst,
+                                    size_t n);
+
+typedef struct attn_st_writer attn_st_writer;
+ATTN_API attn_status attn_st_writer_create(attn_ctx *ctx, attn_st_writer **out /* OUT */);
+ATTN_API void attn_st_writer_free(attn_st_writer *w);
+/* Adds (or replaces) a __metadata__ entry; strings are copied. */
+ATTN_API attn_status attn_st_writer_meta(attn_st_writer *w, const char *key,
+                                         const char *value);
+/* Adds a tensor; data (nbytes = numel * dtype size, little-endian) is copied.  Duplicate
+ * names are refused (ATTN_E_INVALID). */
+ATTN_API attn_status attn_st_writer_add(attn_st_writer *w, const char *name, attn_dtype dtype,
+                                        int ndim, const int64_t *shape, const void *data);
+/* Adds an F32 tensor from a (possibly strided) view. */
+ATTN_API attn_status attn_st_writer_add_view(attn_st_writer *w, const char *name,
+                                             const attn_tensor *t);
+/* Serialises: to a file, or to a buffer allocated with the context allocator that the caller
+ * releases with attn_buffer_free. Tensors are written sorted by name, data 8-byte aligned. */
+ATTN_API attn_status attn_st_writer_save(attn_st_writer *w, const char *path);
+ATTN_API attn_status attn_st_writer_to_memory(attn_st_writer *w, void **data /* OUT */,
+                                              size_t *size /* OUT */);
+ATTN_API void attn_buffer_free(attn_ctx *ctx, void *data);
+/* The last error message of the writer's context. */
+
+/* Loads the module's parameters from tensors named prefix + state_dict name (prefix may be
+ * NULL).  strict: every parameter must be present, with the right shape; any floating dtype
+ * is converted to F32. */
+ATTN_API attn_status attn_module_load(attn_ctx *ctx, attn_module *m, const attn_st *st,
+                                      const char *prefix, int strict);
+/* Adds every parameter as prefix + name. */
+ATTN_API attn_status attn_module_save(attn_ctx *ctx, const attn_module *m, attn_st_writer *w,
+                                      const char *prefix);
+
+/* ============================================================================================
+ * attn eval: run one op described by a safetensors file (docs/eval-format.md).
+ * The input's __metadata__ names the op ("op") and its attributes; tensors carry PyTorch's
+ * argument and state_dict names.  Outputs ("out", "attn_weights", ...) are added to `out`.
+ * Unknown ops, attributes or tensors are refused with a message naming them.
+ * ========================================================================================== */
+ATTN_API attn_status attn_eval(attn_ctx *ctx, const attn_st *in, attn_st_writer *out);
+/* Names of the ops attn_eval knows, NULL-terminated. */
+ATTN_API const char *const *attn_eval_ops(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_H */

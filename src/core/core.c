@@ -1,0 +1,454 @@
+/* Status list, context, allocator hooks, workspace arena, tensor views and checks. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *attn_version(void) { return ATTN_VERSION_STRING; }
+
+/* ---- status ---------------------------------------------------------------------------- */
+const char *attn_strerror(attn_status status) {
+    switch (status) {
+#define ATTN__STATUS_MSG(name, value, msg)                                                    \
+    case ATTN_##name: return msg;
+        ATTN_STATUS_MAP(ATTN__STATUS_MSG)
+#undef ATTN__STATUS_MSG
+    }
+    return "unknown status";
+}
+
+const char *attn_status_name(attn_status status) {
+    switch (status) {
+#define ATTN__STATUS_NAME(name, value, msg)                                                   \
+    case ATTN_##name: return "ATTN_" #name;
+        ATTN_STATUS_MAP(ATTN__STATUS_NAME)
+#undef ATTN__STATUS_NAME
+    }
+    return "ATTN_UNKNOWN";
+}
+
+attn_status attn__fail(attn_ctx *ctx, attn_status st, const char *fmt, ...) {
+    if (!ctx) return st;
+    ctx->status = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* ---- memory ---------------------------------------------------------------------------- */
+static void *attn__default_alloc(void *user, size_t size) {
+    (void)user;
+    return malloc(size);
+}
+static void attn__default_free(void *user, void *p) {
+    (void)user;
+    free(p);
+}
+
+void *attn__malloc(attn_ctx *ctx, size_t size) {
+    if (size == 0) size = 1;
+    return ctx->alloc(ctx->alloc_user, size);
+}
+void *attn__calloc(attn_ctx *ctx, size_t n, size_t size) {
+    size_t total;
+    if (!attn__mul_size(n, size, &total)) return NULL;
+    void *p = attn__malloc(ctx, total);
+    if (p) memset(p, 0, total);
+    return p;
+}
+void attn__free(attn_ctx *ctx, void *p) {
+    if (p) ctx->free(ctx->alloc_user, p);
+}
+char *attn__strdup(attn_ctx *ctx, const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = attn__malloc(ctx, n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* ---- context --------------------------------------------------------------------------- */
+attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
+    if (!out) return ATTN_E_INVALID;
+    *out = NULL;
+    attn_ctx_params p;
+    memset(&p, 0, sizeof p);
+    if (params) p = *params;
+    if ((p.alloc == NULL) != (p.free == NULL)) return ATTN_E_INVALID;
+    if (p.threads < 0 || p.threads > 1024) return ATTN_E_INVALID;
+    if (p.workspace && p.workspace_size == 0) return ATTN_E_INVALID;
+    if (!p.alloc) {
+        p.alloc = attn__default_alloc;
+        p.free = attn__default_free;
+    }
+    attn_ctx *c = p.alloc(p.alloc_user, sizeof *c);
+    if (!c) return ATTN_E_NOMEM;
+    memset(c, 0, sizeof *c);
+    c->threads = p.threads > 0 ? p.threads : 1;
+    c->alloc = p.alloc;
+    c->free = p.free;
+    c->alloc_user = p.alloc_user;
+    c->flags = p.flags;
+    if (p.workspace) {
+        c->blocks = attn__malloc(c, sizeof *c->blocks);
+        if (!c->blocks) {
+            p.free(p.alloc_user, c);
+            return ATTN_E_NOMEM;
+        }
+        /* align the caller's block to 64 bytes */
+        uintptr_t a = (uintptr_t)p.workspace, al = (a + 63) & ~(uintptr_t)63;
+        size_t skip = (size_t)(al - a);
+        c->blocks[0].ptr = (unsigned char *)al;
+        c->blocks[0].size = p.workspace_size > skip ? p.workspace_size - skip : 0;
+        c->blocks[0].used = 0;
+        c->nblocks = c->capblocks = 1;
+        c->fixed = 1;
+    }
+    *out = c;
+    return ATTN_OK;
+}
+
+void attn_ctx_free(attn_ctx *ctx) {
+    if (!ctx) return;
+    if (!ctx->fixed)
+        for (size_t i = 0; i < ctx->nblocks; i++) attn__free(ctx, ctx->blocks[i].ptr);
+    attn__free(ctx, ctx->blocks);
+    ctx->free(ctx->alloc_user, ctx);
+}
+
+const char *attn_ctx_errmsg(const attn_ctx *ctx) {
+    if (!ctx) return "no context";
+    return ctx->status == ATTN_OK ? "" : ctx->msg;
+}
+attn_status attn_ctx_status(const attn_ctx *ctx) { return ctx ? ctx->status : ATTN_E_INVALID; }
+void attn_ctx_clear_error(attn_ctx *ctx) {
+    if (!ctx) return;
+    ctx->status = ATTN_OK;
+    ctx->msg[0] = 0;
+}
+int attn_ctx_threads(const attn_ctx *ctx) { return ctx ? ctx->threads : 1; }
+size_t attn_ctx_workspace_peak(const attn_ctx *ctx) { return ctx ? ctx->peak : 0; }
+
+/* ---- workspace ------------------------------------------------------------------------- */
+attn__mark attn__ws_mark(attn_ctx *ctx) {
+    attn__mark m = {ctx->cur, ctx->nblocks ? ctx->blocks[ctx->cur].used : 0, ctx->in_use};
+    return m;
+}
+
+void attn__ws_release(attn_ctx *ctx, attn__mark m) {
+    if (!ctx->nblocks) return;
+    for (size_t i = m.block + 1; i < ctx->nblocks; i++) ctx->blocks[i].used = 0;
+    ctx->cur = m.block;
+    ctx->blocks[m.block].used = m.used;
+    ctx->in_use = m.in_use;
+}
+
+attn_status attn__ws_alloc(attn_ctx *ctx, size_t n, size_t elem, void **out) {
+    size_t bytes;
+    *out = NULL;
+    if (!attn__mul_size(n, elem, &bytes) || !attn__add_size(bytes, 63, &bytes))
+        return attn__fail(ctx, ATTN_E_OVERFLOW, "workspace request of %zu x %zu bytes overflows",
+                          n, elem);
+    bytes &= ~(size_t)63;
+    if (bytes == 0) bytes = 64;
+    for (;;) {
+        if (ctx->nblocks) {
+            attn__block *b = &ctx->blocks[ctx->cur];
+            if (b->size - b->used >= bytes) {
+                *out = b->ptr + b->used;
+                b->used += bytes;
+                ctx->in_use += bytes;
+                if (ctx->in_use > ctx->peak) ctx->peak = ctx->in_use;
+                return ATTN_OK;
+            }
+            if (ctx->cur + 1 < ctx->nblocks && ctx->blocks[ctx->cur + 1].size >= bytes) {
+                ctx->cur++;
+                ctx->blocks[ctx->cur].used = 0;
+                continue;
+            }
+        }
+        if (ctx->fixed)
+            return attn__fail(ctx, ATTN_E_WORKSPACE,
+                              "caller workspace too small: %zu more bytes needed", bytes);
+        /* drop the unused blocks after cur and append one big enough */
+        size_t keep = ctx->nblocks ? ctx->cur + 1 : 0;
+        for (size_t i = keep; i < ctx->nblocks; i++) attn__free(ctx, ctx->blocks[i].ptr);
+        ctx->nblocks = keep;
+        if (ctx->nblocks == ctx->capblocks) {
+            size_t cap = ctx->capblocks ? ctx->capblocks * 2 : 8;
+            attn__block *nb = attn__calloc(ctx, cap, sizeof *nb);
+            if (!nb) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (workspace table)");
+            if (ctx->blocks) memcpy(nb, ctx->blocks, ctx->nblocks * sizeof *nb);
+            attn__free(ctx, ctx->blocks);
+            ctx->blocks = nb;
+            ctx->capblocks = cap;
+        }
+        size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes;
+        if (ctx->nblocks && ctx->blocks[ctx->nblocks - 1].size * 2 > want &&
+            ctx->blocks[ctx->nblocks - 1].size < SIZE_MAX / 4)
+            want = ctx->blocks[ctx->nblocks - 1].size * 2;
+        unsigned char *p = attn__malloc(ctx, want + 64);
+        if (!p && want > bytes) p = attn__malloc(ctx, (want = bytes) + 64);
+        if (!p) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (workspace of %zu bytes)", bytes);
+        attn__block *b = &ctx->blocks[ctx->nblocks];
+        b->ptr = p;
+        b->size = want + 64;
+        b->used = (size_t)((((uintptr_t)p + 63) & ~(uintptr_t)63) - (uintptr_t)p);
+        ctx->cur = ctx->nblocks++;
+    }
+}
+
+attn_status attn__ws_f32(attn_ctx *ctx, float **out, int64_t n0, int64_t n1, int64_t n2,
+                         int64_t n3) {
+    int64_t n;
+    if (!attn__mul_i64(n0, n1, &n) || !attn__mul_i64(n, n2, &n) || !attn__mul_i64(n, n3, &n) ||
+        (uint64_t)n > SIZE_MAX / sizeof(float))
+        return attn__fail(ctx, ATTN_E_OVERFLOW, "temporary buffer size overflows");
+    return attn__ws_alloc(ctx, (size_t)n, sizeof(float), (void **)out);
+}
+
+/* ---- tensors --------------------------------------------------------------------------- */
+size_t attn_dtype_size(attn_dtype dtype) {
+    switch (dtype) {
+    case ATTN_F64: case ATTN_I64: return 8;
+    case ATTN_F32: case ATTN_I32: return 4;
+    case ATTN_F16: case ATTN_BF16: return 2;
+    case ATTN_I8: case ATTN_U8: case ATTN_BOOL: return 1;
+    }
+    return 0;
+}
+
+const char *attn_dtype_name(attn_dtype dtype) {
+    static const char *names[] = {"F32", "F64", "F16", "BF16", "I64", "I32", "I8", "U8", "BOOL"};
+    if ((unsigned)dtype < sizeof names / sizeof names[0]) return names[dtype];
+    return NULL;
+}
+
+attn_tensor attn_tensor_make(void *data, attn_dtype dtype, int ndim, const int64_t *shape) {
+    attn_tensor t;
+    memset(&t, 0, sizeof t);
+    if (ndim < 0 || ndim > ATTN_MAX_DIMS || (ndim > 0 && !shape)) return t;
+    t.data = data;
+    t.dtype = dtype;
+    t.ndim = ndim;
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        t.shape[d] = shape[d];
+        t.stride[d] = s;
+        if (!attn__mul_i64(s, shape[d] > 0 ? shape[d] : 1, &s)) s = 0;
+    }
+    return t;
+}
+
+int64_t attn_tensor_numel(const attn_tensor *t) {
+    if (!t) return -1;
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        if (!attn__mul_i64(n, t->shape[d], &n)) return -1;
+    return n;
+}
+
+int attn_tensor_is_contiguous(const attn_tensor *t) {
+    if (!t) return 0;
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->stride[d] != s) return 0;
+        s *= t->shape[d];
+    }
+    return 1;
+}
+
+const char *attn__shape_str(const attn_tensor *t, char *buf, size_t n) {
+    size_t o = 0;
+    if (n == 0) return buf;
+    buf[0] = 0;
+    o += (size_t)snprintf(buf + o, n - o, "[");
+    for (int d = 0; t && d < t->ndim && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+    return buf;
+}
+
+attn_status attn__check(attn_ctx *ctx, const attn_tensor *t, const char *what, attn_dtype dtype,
+                        int min_nd, int max_nd) {
+    if (!t || !t->data) return attn__fail(ctx, ATTN_E_INVALID, "%s is missing", what);
+    if (t->dtype != dtype) {
+        /* BOOL and U8 are interchangeable for masks */
+        int boolish = (dtype == ATTN_BOOL || dtype == ATTN_U8) &&
+                      (t->dtype == ATTN_BOOL || t->dtype == ATTN_U8);
+        if (!boolish) {
+            const char *n = attn_dtype_name(t->dtype);
+            return attn__fail(ctx, ATTN_E_DTYPE, "%s has dtype %s, expected %s", what,
+                              n ? n : "?", attn_dtype_name(dtype));
+        }
+    }
+    if (t->ndim < min_nd || t->ndim > max_nd) {
+        if (min_nd == max_nd)
+            return attn__fail(ctx, ATTN_E_SHAPE, "%s must be %d-D, got %d-D", what, min_nd,
+                              t->ndim);
+        return attn__fail(ctx, ATTN_E_SHAPE, "%s must be %d-D to %d-D, got %d-D", what, min_nd,
+                          max_nd, t->ndim);
+    }
+    int64_t n = 1;
+    char buf[96];
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] <= 0)
+            return attn__fail(ctx, ATTN_E_SHAPE, "%s has a zero or negative size: %s", what,
+                              attn__shape_str(t, buf, sizeof buf));
+        if (t->stride[d] < 0)
+            return attn__fail(ctx, ATTN_E_INVALID, "%s has a negative stride", what);
+        if (!attn__mul_i64(n, t->shape[d], &n))
+            return attn__fail(ctx, ATTN_E_OVERFLOW, "%s: element count of %s overflows", what,
+                              attn__shape_str(t, buf, sizeof buf));
+    }
+    /* the largest offset must be addressable */
+    int64_t maxoff = 0, term;
+    for (int d = 0; d < t->ndim; d++) {
+        if (!attn__mul_i64(t->shape[d] - 1, t->stride[d], &term) || maxoff > INT64_MAX - term)
+            return attn__fail(ctx, ATTN_E_OVERFLOW, "%s: strides overflow", what);
+        maxoff += term;
+    }
+    if ((uint64_t)maxoff > (uint64_t)(SIZE_MAX / 8))
+        return attn__fail(ctx, ATTN_E_OVERFLOW, "%s: extent overflows", what);
+    return ATTN_OK;
+}
+
+attn_status attn__check_shape(attn_ctx *ctx, const attn_tensor *t, const char *what, int n,
+                              const int64_t *shape) {
+    int ok = t->ndim == n;
+    for (int d = 0; ok && d < n; d++) ok = t->shape[d] == shape[d];
+    if (ok) return ATTN_OK;
+    attn_tensor want;
+    memset(&want, 0, sizeof want);
+    want.ndim = n;
+    for (int d = 0; d < n; d++) want.shape[d] = shape[d];
+    char a[96], b[96];
+    return attn__fail(ctx, ATTN_E_SHAPE, "%s has shape %s, expected %s", what,
+                      attn__shape_str(t, a, sizeof a), attn__shape_str(&want, b, sizeof b));
+}
+
+/* Calls fn(ptr, user) for every element offset of t in row-major order. */
+#define ATTN__FOR_EACH(t, off, body)                                                          \
+    do {                                                                                      \
+        int64_t sh_[4] = {1, 1, 1, 1}, sd_[4] = {0, 0, 0, 0};                                 \
+        int k_ = 4 - (t)->ndim;                                                               \
+        for (int d_ = 0; d_ < (t)->ndim; d_++) {                                              \
+            sh_[k_ + d_] = (t)->shape[d_];                                                    \
+            sd_[k_ + d_] = (t)->stride[d_];                                                   \
+        }                                                                                     \
+        for (int64_t i0 = 0; i0 < sh_[0]; i0++)                                               \
+            for (int64_t i1 = 0; i1 < sh_[1]; i1++)                                           \
+                for (int64_t i2 = 0; i2 < sh_[2]; i2++)                                       \
+                    for (int64_t i3 = 0; i3 < sh_[3]; i3++) {                                 \
+                        int64_t off = i0 * sd_[0] + i1 * sd_[1] + i2 * sd_[2] + i3 * sd_[3];  \
+                        body;                                                                 \
+                    }                                                                         \
+    } while (0)
+
+attn_status attn__check_finite(attn_ctx *ctx, const attn_tensor *t, const char *what,
+                               int allow_neg_inf) {
+    if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
+    if (!t || !t->data || t->dtype != ATTN_F32) return ATTN_OK;
+    const float *p = t->data;
+    int64_t bad = -1;
+    ATTN__FOR_EACH(t, off, {
+        float x = p[off];
+        if (bad < 0 && !isfinite(x) && !(allow_neg_inf && x == -INFINITY)) bad = off;
+    });
+    if (bad >= 0)
+        return attn__fail(ctx, ATTN_E_NONFINITE, "%s contains %s", what,
+                          isnan(p[bad]) ? "NaN" : "an infinity");
+    return ATTN_OK;
+}
+
+attn_status attn__contig(attn_ctx *ctx, const attn_tensor *t, const float **out) {
+    if (attn_tensor_is_contiguous(t)) {
+        *out = t->data;
+        return ATTN_OK;
+    }
+    float *buf;
+    ATTN_TRY(attn__ws_f32(ctx, &buf, attn_tensor_numel(t), 1, 1, 1));
+    const float *p = t->data;
+    int64_t n = 0;
+    ATTN__FOR_EACH(t, off, { buf[n++] = p[off]; });
+    *out = buf;
+    return ATTN_OK;
+}
+
+void attn__store(const float *src, attn_tensor *dst) {
+    float *p = dst->data;
+    if (attn_tensor_is_contiguous(dst)) {
+        if (p != src) memmove(p, src, (size_t)attn_tensor_numel(dst) * sizeof(float));
+        return;
+    }
+    int64_t n = 0;
+    ATTN__FOR_EACH(dst, off, { p[off] = src[n++]; });
+}
+
+int attn__rows(const attn_tensor *t, int64_t *rows, int64_t *row_stride) {
+    if (t->ndim == 0) return 0;
+    int last = t->ndim - 1;
+    int64_t r = 1;
+    for (int d = 0; d < last; d++) r *= t->shape[d];
+    *rows = r;
+    if (last == 0) {
+        *row_stride = 0;
+        return t->stride[0] == 1 || t->shape[0] == 1;
+    }
+    /* leading dims must collapse into one stride */
+    int64_t s = t->stride[last - 1];
+    int64_t expect = s;
+    for (int d = last - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->stride[d] != expect) return 0;
+        expect *= t->shape[d];
+    }
+    *row_stride = s;
+    return t->stride[last] == 1 || t->shape[last] == 1;
+}
+
+/* ---- masks ----------------------------------------------------------------------------- */
+attn_status attn__mask_bind(attn_ctx *ctx, const attn_mask *m, const char *what,
+                            const int64_t target[4], attn__mask4 *out) {
+    memset(out, 0, sizeof *out);
+    out->kind = ATTN_MASK_NONE;
+    if (!m || m->kind == ATTN_MASK_NONE) return ATTN_OK;
+    if (m->kind != ATTN_MASK_KEEP && m->kind != ATTN_MASK_BLOCK && m->kind != ATTN_MASK_ADD)
+        return attn__fail(ctx, ATTN_E_INVALID, "%s has an unknown mask kind %d", what,
+                          (int)m->kind);
+    const attn_tensor *t = &m->t;
+    if (m->kind == ATTN_MASK_ADD) {
+        ATTN_TRY(attn__check(ctx, t, what, ATTN_F32, 1, 4));
+        ATTN_TRY(attn__check_finite(ctx, t, what, 1));
+    } else {
+        ATTN_TRY(attn__check(ctx, t, what, ATTN_BOOL, 1, 4));
+    }
+    int k = 4 - t->ndim;
+    for (int d = 0; d < 4; d++) {
+        if (d < k) {
+            out->stride[d] = 0;
+            continue;
+        }
+        int64_t n = t->shape[d - k];
+        if (n == target[d])
+            out->stride[d] = target[d] == 1 ? 0 : t->stride[d - k];
+        else if (n == 1)
+            out->stride[d] = 0;
+        else {
+            attn_tensor tt;
+            memset(&tt, 0, sizeof tt);
+            tt.ndim = 4;
+            for (int e = 0; e < 4; e++) tt.shape[e] = target[e];
+            char a[96], b[96];
+            return attn__fail(ctx, ATTN_E_BROADCAST, "%s shape %s does not broadcast to %s",
+                              what, attn__shape_str(t, a, sizeof a),
+                              attn__shape_str(&tt, b, sizeof b));
+        }
+    }
+    out->kind = m->kind;
+    out->data = t->data;
+    out->dtype = t->dtype;
+    return ATTN_OK;
+}

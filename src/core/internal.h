@@ -1,0 +1,156 @@
+/* Internal declarations shared by the library's source files.  Never installed.
+ * Prefix: attn__ (double underscore) for internal symbols, all hidden. */
+#ifndef ATTN_INTERNAL_H
+#define ATTN_INTERNAL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn.h"
+
+#if defined(__GNUC__)
+#define ATTN__HIDDEN __attribute__((visibility("hidden")))
+#define ATTN__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define ATTN__HIDDEN
+#define ATTN__PRINTF(a, b)
+#endif
+
+#define ATTN__MSG_MAX 512
+
+typedef struct attn__block {
+    unsigned char *ptr;
+    size_t size, used;
+} attn__block;
+
+struct attn_ctx {
+    int threads;
+    attn_alloc_fn alloc;
+    attn_free_fn free;
+    void *alloc_user;
+    unsigned flags;
+    attn_status status;
+    char msg[ATTN__MSG_MAX];
+    /* workspace: a stack of blocks; marks record (block, offset) */
+    attn__block *blocks;
+    size_t nblocks, capblocks, cur;
+    int fixed;        /* caller workspace: never grows */
+    size_t in_use, peak;
+};
+
+/* ---- errors ---------------------------------------------------------------------------- */
+/* Records status and a formatted message in ctx (if not NULL); returns status. */
+ATTN__HIDDEN attn_status attn__fail(attn_ctx *ctx, attn_status st, const char *fmt, ...)
+    ATTN__PRINTF(3, 4);
+
+#define ATTN_TRY(expr)                                                                        \
+    do {                                                                                      \
+        attn_status attn__s = (expr);                                                         \
+        if (attn__s != ATTN_OK) return attn__s;                                               \
+    } while (0)
+
+/* RETURN_ERROR_IF (zstd): fail with status and message when cond holds. */
+#define ATTN_FAIL_IF(cond, ctx, st, ...)                                                      \
+    do {                                                                                      \
+        if (cond) return attn__fail((ctx), (st), __VA_ARGS__);                                \
+    } while (0)
+
+/* TRY that jumps to a cleanup label (variable `st` must exist). */
+#define ATTN_TRYG(expr)                                                                       \
+    do {                                                                                      \
+        st = (expr);                                                                          \
+        if (st != ATTN_OK) goto done;                                                         \
+    } while (0)
+
+/* ---- memory ---------------------------------------------------------------------------- */
+ATTN__HIDDEN void *attn__malloc(attn_ctx *ctx, size_t size);
+ATTN__HIDDEN void *attn__calloc(attn_ctx *ctx, size_t n, size_t size);
+ATTN__HIDDEN void attn__free(attn_ctx *ctx, void *p);
+ATTN__HIDDEN char *attn__strdup(attn_ctx *ctx, const char *s);
+
+/* Overflow-checked arithmetic: return 0 on overflow. */
+static inline int attn__mul_size(size_t a, size_t b, size_t *r) {
+    if (a != 0 && b > SIZE_MAX / a) return 0;
+    *r = a * b;
+    return 1;
+}
+static inline int attn__add_size(size_t a, size_t b, size_t *r) {
+    if (b > SIZE_MAX - a) return 0;
+    *r = a + b;
+    return 1;
+}
+static inline int attn__mul_i64(int64_t a, int64_t b, int64_t *r) {
+    if (a < 0 || b < 0) return 0;
+    if (a != 0 && b > INT64_MAX / a) return 0;
+    *r = a * b;
+    return 1;
+}
+
+/* ---- workspace ------------------------------------------------------------------------- */
+typedef struct attn__mark {
+    size_t block, used, in_use;
+} attn__mark;
+
+ATTN__HIDDEN attn__mark attn__ws_mark(attn_ctx *ctx);
+ATTN__HIDDEN void attn__ws_release(attn_ctx *ctx, attn__mark m);
+/* 64-byte aligned temporary memory for n elements of elem bytes; valid until release. */
+ATTN__HIDDEN attn_status attn__ws_alloc(attn_ctx *ctx, size_t n, size_t elem, void **out);
+/* F32 buffer of n0*n1*n2*n3 elements (pass 1 for unused dims), overflow-checked. */
+ATTN__HIDDEN attn_status attn__ws_f32(attn_ctx *ctx, float **out, int64_t n0, int64_t n1,
+                                      int64_t n2, int64_t n3);
+
+/* ---- tensor checks --------------------------------------------------------------------- */
+/* Formats "[2, 3, 4]" into buf. */
+ATTN__HIDDEN const char *attn__shape_str(const attn_tensor *t, char *buf, size_t n);
+/* Checks that t is present, of dtype, with ndim in [min_nd, max_nd], positive sizes, valid
+ * strides and no overflow.  `what` names the argument in messages. */
+ATTN__HIDDEN attn_status attn__check(attn_ctx *ctx, const attn_tensor *t, const char *what,
+                                     attn_dtype dtype, int min_nd, int max_nd);
+/* Shape must equal the given list (n dims). */
+ATTN__HIDDEN attn_status attn__check_shape(attn_ctx *ctx, const attn_tensor *t,
+                                           const char *what, int n, const int64_t *shape);
+/* NaN/+-Inf scan of an F32 view (allow_neg_inf for additive masks), unless disabled. */
+ATTN__HIDDEN attn_status attn__check_finite(attn_ctx *ctx, const attn_tensor *t,
+                                            const char *what, int allow_neg_inf);
+/* Element offset of a multi-index (ndim entries). */
+static inline int64_t attn__off(const attn_tensor *t, const int64_t *idx) {
+    int64_t o = 0;
+    for (int d = 0; d < t->ndim; d++) o += idx[d] * t->stride[d];
+    return o;
+}
+/* Contiguous F32 copy (or the data itself if already contiguous). */
+ATTN__HIDDEN attn_status attn__contig(attn_ctx *ctx, const attn_tensor *t, const float **out);
+/* Copies contiguous src into a (possibly strided) F32 view. */
+ATTN__HIDDEN void attn__store(const float *src, attn_tensor *dst);
+/* View t as [rows, last] when all but the last dim are contiguous-collapsible; returns 0 if
+ * not.  Fills *rows, *row_stride. */
+ATTN__HIDDEN int attn__rows(const attn_tensor *t, int64_t *rows, int64_t *row_stride);
+
+/* ---- masks ----------------------------------------------------------------------------- */
+/* A mask normalised to 4-D [B?, H?, L, S] broadcast strides (0 where broadcast), with a
+ * per-element additive value (0 or -inf for bool kinds). */
+typedef struct attn__mask4 {
+    attn_mask_kind kind; /* NONE if absent */
+    const void *data;
+    attn_dtype dtype;
+    int64_t stride[4];
+} attn__mask4;
+
+/* Validates m and aligns it on the right against target [B, H, L, S]. `what` names it. */
+ATTN__HIDDEN attn_status attn__mask_bind(attn_ctx *ctx, const attn_mask *m, const char *what,
+                                         const int64_t target[4], attn__mask4 *out);
+/* Additive value of mask element (b,h,i,j): 0, -inf, or the float. */
+static inline float attn__mask_at(const attn__mask4 *m, int64_t b, int64_t h, int64_t i,
+                                  int64_t j) {
+    int64_t o = b * m->stride[0] + h * m->stride[1] + i * m->stride[2] + j * m->stride[3];
+    switch (m->kind) {
+    case ATTN_MASK_ADD: return ((const float *)m->data)[o];
+    case ATTN_MASK_KEEP: return ((const unsigned char *)m->data)[o] ? 0.0f : -INFINITY;
+    case ATTN_MASK_BLOCK: return ((const unsigned char *)m->data)[o] ? -INFINITY : 0.0f;
+    default: return 0.0f;
+    }
+}
+
+#endif

@@ -1,0 +1,332 @@
+/* The seeds' attention layers: SelfAttention_v1/v2, CausalAttention and the seed's
+ * MultiHeadAttention (seed 000), the general attention layer (seed 002) and additive
+ * (Bahdanau) attention.  All run on the SDPA reference core. */
+#include <math.h>
+#include <string.h>
+
+#include "layers.h"
+
+/* ---- seed 000 ------------------------------------------------------------------------ */
+typedef struct seed {
+    attn_seed_attention_config cfg;
+    int64_t H, D;
+    float *Wq, *Wk, *Wv;      /* v1: raw [d_in, d_out] */
+    attn__lin q, k, v, out_proj;
+} seed;
+
+attn_status attn_seed_attention_create(attn_ctx *ctx, const attn_seed_attention_config *cfg,
+                                       attn_module **out) {
+    if (!ctx || !out) return attn__fail(ctx, ATTN_E_INVALID, "NULL argument");
+    *out = NULL;
+    ATTN_FAIL_IF(!cfg, ctx, ATTN_E_INVALID, "config is NULL");
+    ATTN_FAIL_IF((unsigned)cfg->kind > ATTN_SEED_MULTIHEAD, ctx, ATTN_E_INVALID,
+                 "unknown seed attention kind %d", (int)cfg->kind);
+    ATTN_FAIL_IF(cfg->d_in <= 0 || cfg->d_out <= 0, ctx, ATTN_E_INVALID,
+                 "d_in (%lld) and d_out (%lld) must be positive", (long long)cfg->d_in,
+                 (long long)cfg->d_out);
+    ATTN_FAIL_IF(!(cfg->dropout >= 0.0f && cfg->dropout < 1.0f), ctx, ATTN_E_INVALID,
+                 "dropout must be in [0, 1)");
+    int64_t H = cfg->kind == ATTN_SEED_MULTIHEAD ? cfg->num_heads : 1;
+    ATTN_FAIL_IF(H <= 0, ctx, ATTN_E_INVALID, "num_heads must be positive");
+    ATTN_FAIL_IF(cfg->d_out % H != 0, ctx, ATTN_E_SHAPE,
+                 "d_out %lld is not divisible by num_heads %lld: head_dim must divide d_out "
+                 "exactly", (long long)cfg->d_out, (long long)H);
+    attn_module *m;
+    ATTN_TRY(attn__module_new(ctx, ATTN__SEED, sizeof(seed), &m));
+    seed *s = m->impl;
+    s->cfg = *cfg;
+    s->H = H;
+    s->D = cfg->d_out / H;
+    int64_t di = cfg->d_in, dout = cfg->d_out;
+    attn_status st;
+    if (cfg->kind == ATTN_SEED_SELF_V1) {
+        st = attn__param_reg(ctx, m, "", "W_query", &s->Wq, 0, 2, di, dout, 0);
+        if (st == ATTN_OK) st = attn__param_reg(ctx, m, "", "W_key", &s->Wk, 0, 2, di, dout, 0);
+        if (st == ATTN_OK) st = attn__param_reg(ctx, m, "", "W_value", &s->Wv, 0, 2, di, dout, 0);
+    } else {
+        st = attn__lin_reg(ctx, m, "", "W_query", &s->q, di, dout, cfg->qkv_bias);
+        if (st == ATTN_OK) st = attn__lin_reg(ctx, m, "", "W_key", &s->k, di, dout, cfg->qkv_bias);
+        if (st == ATTN_OK) st = attn__lin_reg(ctx, m, "", "W_value", &s->v, di, dout, cfg->qkv_bias);
+        if (st == ATTN_OK && cfg->kind == ATTN_SEED_MULTIHEAD)
+            st = attn__lin_reg(ctx, m, "", "out_proj", &s->out_proj, dout, dout, 1);
+    }
+    if (st != ATTN_OK) {
+        attn_module_free(m);
+        return st;
+    }
+    ATTN_TRY(attn__module_finish(ctx, m));
+    *out = m;
+    return ATTN_OK;
+}
+
+/* y[M, dout] = x[M, din] W[din, dout] (a raw matrix, not nn.Linear's transpose) */
+static void matmul_raw(const float *x, const float *W, float *y, int64_t M, int64_t din,
+                       int64_t dout) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < dout; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < din; k++) acc += (double)x[i * din + k] * W[k * dout + j];
+            y[i * dout + j] = (float)acc;
+        }
+}
+
+attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *x,
+                                        const attn_run *run, attn_tensor *out,
+                                        attn_tensor *weights) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__SEED, "attn_seed_attention_forward"));
+    const seed *s = m->impl;
+    int64_t di = s->cfg.d_in, dout = s->cfg.d_out, H = s->H, D = s->D;
+    ATTN_TRY(attn__check(ctx, x, "x", ATTN_F32, 2, 3));
+    int b3 = x->ndim == 3;
+    int64_t B = b3 ? x->shape[0] : 1, T = x->shape[b3];
+    char s1[96];
+    ATTN_FAIL_IF(x->shape[x->ndim - 1] != di, ctx, ATTN_E_SHAPE,
+                 "x has shape %s, its last dimension must be d_in = %lld",
+                 attn__shape_str(x, s1, sizeof s1), (long long)di);
+    int64_t oshape[3] = {B, T, dout};
+    ATTN_TRY(attn__check(ctx, out, "output", ATTN_F32, x->ndim, x->ndim));
+    ATTN_TRY(attn__check_shape(ctx, out, "output", x->ndim, oshape + !b3));
+    if (weights && weights->data) {
+        int64_t wshape[4] = {B, H, T, T};
+        ATTN_TRY(attn__check(ctx, weights, "weights", ATTN_F32, 4, 4));
+        ATTN_TRY(attn__check_shape(ctx, weights, "weights", 4, wshape));
+    }
+    ATTN_TRY(attn__check_finite(ctx, x, "x", 0));
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *xp;
+    float *q, *k, *v, *o, *y, *scratch;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    int64_t M = B * T;
+    ATTN_TRYG(attn__contig(ctx, x, &xp));
+    ATTN_TRYG(attn__ws_f32(ctx, &q, M, dout, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &k, M, dout, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &v, M, dout, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &o, M, dout, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &y, M, dout, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, T, 1, 1));
+    if (s->cfg.kind == ATTN_SEED_SELF_V1) {
+        matmul_raw(xp, s->Wq, q, M, di, dout);
+        matmul_raw(xp, s->Wk, k, M, di, dout);
+        matmul_raw(xp, s->Wv, v, M, di, dout);
+    } else {
+        attn__lin_fwd(&s->q, xp, q, M);
+        attn__lin_fwd(&s->k, xp, k, M);
+        attn__lin_fwd(&s->v, xp, v, M);
+    }
+    attn__sdpa_args a;
+    memset(&a, 0, sizeof a);
+    a.B = B, a.H = H, a.Hkv = H, a.L = T, a.S = T, a.D = D, a.Dv = D;
+    int64_t str[4] = {T * dout, D, dout, 1};
+    a.q = q, a.k = k, a.v = v, a.o = o;
+    memcpy(a.qs, str, sizeof str);
+    memcpy(a.ks, str, sizeof str);
+    memcpy(a.vs, str, sizeof str);
+    memcpy(a.os, str, sizeof str);
+    if (weights && weights->data) {
+        a.w = weights->data;
+        memcpy(a.ws, weights->stride, sizeof a.ws);
+    }
+    /* scale by sqrt of the key dimension of one head (keys.shape[-1] in the seed) */
+    a.scale = (float)(1.0 / sqrt((double)D));
+    if (s->cfg.kind >= ATTN_SEED_CAUSAL) a.causal = ATTN_CAUSAL_TOP_LEFT;
+    if (s->cfg.kind >= ATTN_SEED_CAUSAL && rng.training && s->cfg.dropout > 0.0f) {
+        a.dropout_p = s->cfg.dropout;
+        a.seed = rng.seed;
+        a.offset = rng.offset++;
+    }
+    attn__sdpa_ref(&a, scratch);
+    if (s->cfg.kind == ATTN_SEED_MULTIHEAD) {
+        attn__lin_fwd(&s->out_proj, o, y, M);
+        attn__store(y, out);
+    } else {
+        attn__store(o, out);
+    }
+    st = ATTN_OK;
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* ---- general attention layer (seed 002) --------------------------------------------- */
+typedef struct general {
+    attn_general_config cfg;
+    attn__lin q, k, v;
+} general;
+
+attn_status attn_general_attention_create(attn_ctx *ctx, const attn_general_config *cfg,
+                                          attn_module **out) {
+    if (!ctx || !out) return attn__fail(ctx, ATTN_E_INVALID, "NULL argument");
+    *out = NULL;
+    ATTN_FAIL_IF(!cfg, ctx, ATTN_E_INVALID, "config is NULL");
+    ATTN_FAIL_IF(cfg->query_dim <= 0 || cfg->input_dim <= 0 || cfg->value_dim <= 0, ctx,
+                 ATTN_E_INVALID, "query_dim, input_dim and value_dim must be positive");
+    attn_module *m;
+    ATTN_TRY(attn__module_new(ctx, ATTN__GENERAL, sizeof(general), &m));
+    general *g = m->impl;
+    g->cfg = *cfg;
+    attn_status st = ATTN_OK;
+    if (cfg->self_attention)
+        st = attn__lin_reg(ctx, m, "", "W_query", &g->q, cfg->input_dim, cfg->query_dim, cfg->bias);
+    if (st == ATTN_OK)
+        st = attn__lin_reg(ctx, m, "", "W_key", &g->k, cfg->input_dim, cfg->query_dim, cfg->bias);
+    if (st == ATTN_OK)
+        st = attn__lin_reg(ctx, m, "", "W_value", &g->v, cfg->input_dim, cfg->value_dim, cfg->bias);
+    if (st != ATTN_OK) {
+        attn_module_free(m);
+        return st;
+    }
+    ATTN_TRY(attn__module_finish(ctx, m));
+    *out = m;
+    return ATTN_OK;
+}
+
+/* Shared by the general and additive layers: validates an optional weights output [B, L, S]
+ * and binds a mask broadcastable to [B, L, S] (as [B, 1, L, S]). */
+static attn_status bls_outputs(attn_ctx *ctx, const attn_mask *mask, attn_tensor *weights,
+                               int64_t B, int64_t L, int64_t S, attn__mask4 *m4) {
+    if (weights && weights->data) {
+        int64_t wshape[3] = {B, L, S};
+        ATTN_TRY(attn__check(ctx, weights, "weights", ATTN_F32, 3, 3));
+        ATTN_TRY(attn__check_shape(ctx, weights, "weights", 3, wshape));
+    }
+    memset(m4, 0, sizeof *m4);
+    if (!mask || mask->kind == ATTN_MASK_NONE) return ATTN_OK;
+    ATTN_FAIL_IF(mask->t.ndim > 3, ctx, ATTN_E_SHAPE, "attn_mask must be at most 3-D [B, L, S]");
+    int64_t target[4] = {1, B, L, S};
+    ATTN_TRY(attn__mask_bind(ctx, mask, "attn_mask", target, m4));
+    /* the bound batch axis is dim 1 of the target: move it to dim 0 */
+    m4->stride[0] = m4->stride[1];
+    m4->stride[1] = 0;
+    return ATTN_OK;
+}
+
+attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
+                                           const attn_tensor *q, const attn_tensor *x,
+                                           const attn_mask *mask, attn_tensor *out,
+                                           attn_tensor *weights) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__GENERAL, "attn_general_attention_forward"));
+    const general *g = m->impl;
+    int64_t Dq = g->cfg.query_dim, Dx = g->cfg.input_dim, Dv = g->cfg.value_dim;
+    int64_t B = 0, L = 0, S = 0;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *xp, *qin = NULL;
+    float *qp, *kp, *vp, *op, *scratch;
+    attn_status st;
+    attn__sdpa_args a;
+    memset(&a, 0, sizeof a);
+    ATTN_TRYG(attn__seq_in(ctx, x, "inputs", Dx, &B, &S, &xp));
+    if (g->cfg.self_attention) {
+        L = S;
+    } else {
+        ATTN_TRYG(attn__seq_in(ctx, q, "query", Dq, &B, &L, &qin));
+    }
+    ATTN_TRYG(attn__seq_out(ctx, out, "output", B, L, Dv, &op));
+    ATTN_TRYG(bls_outputs(ctx, mask, weights, B, L, S, &a.mask[0]));
+    ATTN_TRYG(attn__ws_f32(ctx, &kp, B, S, Dq, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &vp, B, S, Dv, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, S, 1, 1));
+    attn__lin_fwd(&g->k, xp, kp, B * S); /* K = X Wk^T */
+    attn__lin_fwd(&g->v, xp, vp, B * S); /* V = X Wv^T */
+    if (g->cfg.self_attention) {
+        ATTN_TRYG(attn__ws_f32(ctx, &qp, B, S, Dq, 1));
+        attn__lin_fwd(&g->q, xp, qp, B * S); /* Q = X Wq^T */
+    } else {
+        qp = (float *)qin;
+    }
+    a.B = B, a.H = 1, a.Hkv = 1, a.L = L, a.S = S, a.D = Dq, a.Dv = Dv;
+    a.q = qp, a.qs[0] = L * Dq, a.qs[2] = Dq, a.qs[3] = 1;
+    a.k = kp, a.ks[0] = S * Dq, a.ks[2] = Dq, a.ks[3] = 1;
+    a.v = vp, a.vs[0] = S * Dv, a.vs[2] = Dv, a.vs[3] = 1;
+    a.o = op, a.os[0] = L * Dv, a.os[2] = Dv, a.os[3] = 1;
+    if (weights && weights->data) {
+        a.w = weights->data;
+        a.ws[0] = weights->stride[0], a.ws[2] = weights->stride[1], a.ws[3] = weights->stride[2];
+    }
+    a.mask_ncols[0] = S;
+    a.scale = (float)(1.0 / sqrt((double)Dq)); /* the key/query dimension, not D_x */
+    attn__sdpa_ref(&a, scratch);
+    attn__seq_out_end(op, out);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* ---- additive (Bahdanau) attention --------------------------------------------------- */
+typedef struct additive {
+    int64_t Dq, Dk, A;
+    attn__lin Wq, Wk, wv;
+} additive;
+
+attn_status attn_additive_attention_create(attn_ctx *ctx, int64_t query_dim, int64_t key_dim,
+                                           int64_t hidden_dim, attn_module **out) {
+    if (!ctx || !out) return attn__fail(ctx, ATTN_E_INVALID, "NULL argument");
+    *out = NULL;
+    ATTN_FAIL_IF(query_dim <= 0 || key_dim <= 0 || hidden_dim <= 0, ctx, ATTN_E_INVALID,
+                 "query_size, key_size and num_hiddens must be positive");
+    attn_module *m;
+    ATTN_TRY(attn__module_new(ctx, ATTN__ADDITIVE, sizeof(additive), &m));
+    additive *d = m->impl;
+    d->Dq = query_dim, d->Dk = key_dim, d->A = hidden_dim;
+    attn_status st = attn__lin_reg(ctx, m, "", "W_q", &d->Wq, query_dim, hidden_dim, 0);
+    if (st == ATTN_OK) st = attn__lin_reg(ctx, m, "", "W_k", &d->Wk, key_dim, hidden_dim, 0);
+    if (st == ATTN_OK) st = attn__lin_reg(ctx, m, "", "w_v", &d->wv, hidden_dim, 1, 0);
+    if (st != ATTN_OK) {
+        attn_module_free(m);
+        return st;
+    }
+    ATTN_TRY(attn__module_finish(ctx, m));
+    *out = m;
+    return ATTN_OK;
+}
+
+attn_status attn_additive_attention_forward(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *q, const attn_tensor *k,
+                                            const attn_tensor *v, const attn_mask *mask,
+                                            attn_tensor *out, attn_tensor *weights) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ADDITIVE, "attn_additive_attention_forward"));
+    const additive *d = m->impl;
+    int64_t B = 0, L = 0, S = 0, Dv = 0, A = d->A;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *qp, *kp, *vp;
+    float *qa, *ka, *sc, *w, *op;
+    attn__mask4 m4;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, q, "queries", d->Dq, &B, &L, &qp));
+    ATTN_TRYG(attn__seq_in(ctx, k, "keys", d->Dk, &B, &S, &kp));
+    ATTN_TRYG(attn__check(ctx, v, "values", ATTN_F32, 3, 3));
+    Dv = v->shape[2];
+    ATTN_TRYG(attn__seq_in(ctx, v, "values", Dv, &B, &S, &vp));
+    ATTN_TRYG(attn__seq_out(ctx, out, "output", B, L, Dv, &op));
+    ATTN_TRYG(bls_outputs(ctx, mask, weights, B, L, S, &m4));
+    ATTN_TRYG(attn__ws_f32(ctx, &qa, B, L, A, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &ka, B, S, A, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &sc, S, 1, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &w, B, L, S, 1));
+    attn__lin_fwd(&d->Wq, qp, qa, B * L);
+    attn__lin_fwd(&d->Wk, kp, ka, B * S);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < L; i++) {
+            const float *qi = qa + (b * L + i) * A;
+            for (int64_t j = 0; j < S; j++) {
+                const float *kj = ka + (b * S + j) * A;
+                double acc = 0; /* score = w_v . tanh(W_q q + W_k k) */
+                for (int64_t t = 0; t < A; t++) acc += (double)d->wv.weight[t] * tanhf(qi[t] + kj[t]);
+                sc[j] = (float)acc;
+                if (m4.kind != ATTN_MASK_NONE) sc[j] += attn__mask_at(&m4, b, 0, i, j);
+            }
+            float *wr = w + (b * L + i) * S;
+            attn__softmax_row(sc, wr, S);
+            float *orow = op + (b * L + i) * Dv;
+            for (int64_t e = 0; e < Dv; e++) {
+                double acc = 0;
+                for (int64_t j = 0; j < S; j++) acc += (double)wr[j] * vp[(b * S + j) * Dv + e];
+                orow[e] = (float)acc;
+            }
+        }
+    attn__seq_out_end(op, out);
+    if (weights && weights->data) attn__store(w, weights);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}

@@ -1,0 +1,150 @@
+/* Internal layer structures.  A module owns one parameter arena; layer structs hold pointers
+ * into it, registered by name at create time (the state_dict).  Internal forward functions
+ * take contiguous row-major buffers with the shapes written beside them; public wrappers in
+ * the same files validate attn_tensor arguments and call them. */
+#ifndef ATTN_LAYERS_H
+#define ATTN_LAYERS_H
+#include "../kernels/kernels.h"
+
+typedef struct attn__param {
+    char *name;
+    int ndim;
+    int64_t shape[ATTN_MAX_DIMS];
+    int64_t numel;
+    float **slot;   /* where the layer struct wants the data pointer */
+    float init;     /* initial value of every element */
+    float *data;
+} attn__param;
+
+typedef enum attn__kind {
+    ATTN__LINEAR, ATTN__LAYER_NORM, ATTN__EMBEDDING, ATTN__SEED, ATTN__MHA, ATTN__GENERAL,
+    ATTN__ADDITIVE, ATTN__FFN, ATTN__ENC_LAYER, ATTN__DEC_LAYER, ATTN__ENCODER, ATTN__DECODER,
+    ATTN__TRANSFORMER, ATTN__GPT, ATTN__VIT_EMBED
+} attn__kind;
+
+struct attn_module {
+    attn__kind kind;
+    attn_alloc_fn alloc;
+    attn_free_fn free;
+    void *alloc_user;
+    attn__param *params;
+    size_t nparams, capparams;
+    float *arena;
+    int64_t numel;
+    void *impl;  /* the layer struct (one allocation, freed with the module) */
+    void *extra; /* optional second allocation (layer arrays of stacks), freed with it */
+};
+
+/* Dropout stream state for one forward call: every dropout site takes the next offset, so
+ * each site draws independent bits and results do not depend on threads. */
+typedef struct attn__rng {
+    int training;
+    uint64_t seed, offset;
+} attn__rng;
+ATTN__HIDDEN attn__rng attn__rng_from(const attn_run *run);
+/* In-place dropout of x[n] with probability p (no-op unless training and p > 0). */
+ATTN__HIDDEN void attn__dropout(attn__rng *rng, float p, float *x, int64_t n);
+
+/* ---- module construction ------------------------------------------------------------- */
+ATTN__HIDDEN attn_status attn__module_new(attn_ctx *ctx, attn__kind kind, size_t impl_size,
+                                          attn_module **out);
+/* Registers prefix+name with a shape (ndim <= 4; dims > 0) whose data pointer goes to *slot. */
+ATTN__HIDDEN attn_status attn__param_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                         const char *name, float **slot, float init, int ndim,
+                                         int64_t d0, int64_t d1, int64_t d2);
+/* Allocates the arena and fills the slots.  On failure frees m. */
+ATTN__HIDDEN attn_status attn__module_finish(attn_ctx *ctx, attn_module *m);
+ATTN__HIDDEN attn_status attn__module_expect(attn_ctx *ctx, const attn_module *m,
+                                             attn__kind kind, const char *fn);
+
+/* ---- building blocks ------------------------------------------------------------------- */
+typedef struct attn__lin {
+    float *weight, *bias; /* [out, in], [out] or NULL */
+    int64_t in, out;
+} attn__lin;
+typedef struct attn__ln {
+    float *weight, *bias; /* [E], [E] or NULL */
+    int64_t E;
+    float eps;
+} attn__ln;
+
+ATTN__HIDDEN attn_status attn__lin_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                       const char *name, attn__lin *l, int64_t in, int64_t out,
+                                       int bias);
+ATTN__HIDDEN attn_status attn__ln_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                      const char *name, attn__ln *l, int64_t E, float eps,
+                                      int bias);
+/* y[M, out] = x[M, in] W^T + b */
+static inline void attn__lin_fwd(const attn__lin *l, const float *x, float *y, int64_t M) {
+    attn__linear_ref(x, l->in, l->weight, l->bias, y, l->out, M, l->in, l->out);
+}
+static inline void attn__ln_fwd(const attn__ln *l, const float *x, float *y, int64_t M) {
+    attn__layer_norm_ref(x, l->E, l->weight, l->bias, l->eps, y, l->E, M, l->E);
+}
+
+/* ---- multi-head attention (nn.MultiheadAttention) ------------------------------------- */
+typedef struct attn__mha {
+    attn_mha_config cfg; /* kdim, vdim resolved */
+    int64_t E, H, D;
+    int packed;          /* in_proj_weight [3E, E] vs separate q/k/v_proj_weight */
+    float *in_proj_weight, *q_proj_weight, *k_proj_weight, *v_proj_weight;
+    float *in_proj_bias, *bias_k, *bias_v;
+    attn__lin out_proj;
+} attn__mha;
+
+ATTN__HIDDEN attn_status attn__mha_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                       attn__mha *a, const attn_mha_config *cfg);
+/* query [B, L, E], key [B, S, kdim], value [B, S, vdim] contiguous; out [B, L, E];
+ * weights NULL or [B, L, S'] (average) / [B, H, L, S'].  Masks are validated here. */
+ATTN__HIDDEN attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
+                                       const float *key, const float *value, int64_t B,
+                                       int64_t L, int64_t S, const attn_mask *key_padding_mask,
+                                       const attn_mask *attn_mask, int is_causal,
+                                       int average, attn__rng *rng, float *out, float *weights);
+
+/* ---- Transformer blocks -------------------------------------------------------------- */
+typedef struct attn__enc_layer {
+    attn_transformer_config cfg;
+    attn__mha self_attn;
+    attn__lin linear1, linear2;
+    attn__ln norm1, norm2;
+} attn__enc_layer;
+typedef struct attn__dec_layer {
+    attn_transformer_config cfg;
+    attn__mha self_attn, multihead_attn;
+    attn__lin linear1, linear2;
+    attn__ln norm1, norm2, norm3;
+} attn__dec_layer;
+
+ATTN__HIDDEN attn_status attn__enc_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                             attn__enc_layer *l,
+                                             const attn_transformer_config *cfg);
+ATTN__HIDDEN attn_status attn__dec_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                             attn__dec_layer *l,
+                                             const attn_transformer_config *cfg);
+/* x [B, L, E] updated in place. */
+ATTN__HIDDEN attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l, float *x,
+                                             int64_t B, int64_t L, const attn_mask *mask,
+                                             const attn_mask *kpm, int is_causal,
+                                             attn__rng *rng);
+/* x [B, T, E] updated in place; memory [B, S, E]. */
+ATTN__HIDDEN attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, float *x,
+                                             const float *memory, int64_t B, int64_t T,
+                                             int64_t S, const attn_mask *tgt_mask,
+                                             const attn_mask *memory_mask,
+                                             const attn_mask *tgt_kpm,
+                                             const attn_mask *memory_kpm, int tgt_is_causal,
+                                             attn__rng *rng);
+ATTN__HIDDEN attn_status attn__check_tcfg(attn_ctx *ctx, const attn_transformer_config *cfg);
+
+/* Validates an F32 sequence tensor [B, L, E] (E fixed, B/L from the tensor, or checked when
+ * *B / *L are nonzero) and returns a contiguous pointer (maybe a workspace copy). */
+ATTN__HIDDEN attn_status attn__seq_in(attn_ctx *ctx, const attn_tensor *t, const char *what,
+                                      int64_t E, int64_t *B, int64_t *L, const float **p);
+/* Validates an output sequence [B, L, E] and gives a contiguous buffer to fill (the tensor's
+ * memory or workspace); finish with attn__seq_out_end. */
+ATTN__HIDDEN attn_status attn__seq_out(attn_ctx *ctx, attn_tensor *t, const char *what,
+                                       int64_t B, int64_t L, int64_t E, float **p);
+ATTN__HIDDEN void attn__seq_out_end(float *p, attn_tensor *t);
+
+#endif

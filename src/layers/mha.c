@@ -1,0 +1,248 @@
+/* torch.nn.MultiheadAttention (batch_first=True), reference implementation. */
+#include <math.h>
+#include <string.h>
+
+#include "layers.h"
+
+attn_mha_config attn_mha_defaults(int64_t embed_dim, int64_t num_heads) {
+    attn_mha_config c;
+    memset(&c, 0, sizeof c);
+    c.embed_dim = embed_dim;
+    c.num_heads = num_heads;
+    c.bias = 1;
+    return c;
+}
+
+static attn_status check_cfg(attn_ctx *ctx, const attn_mha_config *c) {
+    ATTN_FAIL_IF(!c, ctx, ATTN_E_INVALID, "multihead attention config is NULL");
+    ATTN_FAIL_IF(c->embed_dim <= 0 || c->num_heads <= 0, ctx, ATTN_E_INVALID,
+                 "embed_dim (%lld) and num_heads (%lld) must be positive",
+                 (long long)c->embed_dim, (long long)c->num_heads);
+    ATTN_FAIL_IF(c->embed_dim % c->num_heads != 0, ctx, ATTN_E_SHAPE,
+                 "embed_dim %lld is not divisible by num_heads %lld (head_dim must divide "
+                 "exactly)", (long long)c->embed_dim, (long long)c->num_heads);
+    ATTN_FAIL_IF(c->kdim < 0 || c->vdim < 0, ctx, ATTN_E_INVALID, "kdim and vdim must be >= 0");
+    ATTN_FAIL_IF(!(c->dropout >= 0.0f && c->dropout < 1.0f), ctx, ATTN_E_INVALID,
+                 "dropout must be in [0, 1), got %g", (double)c->dropout);
+    return ATTN_OK;
+}
+
+attn_status attn__mha_reg(attn_ctx *ctx, attn_module *m, const char *prefix, attn__mha *a,
+                          const attn_mha_config *cfg) {
+    ATTN_TRY(check_cfg(ctx, cfg));
+    a->cfg = *cfg;
+    int64_t E = cfg->embed_dim;
+    if (!a->cfg.kdim) a->cfg.kdim = E;
+    if (!a->cfg.vdim) a->cfg.vdim = E;
+    a->E = E;
+    a->H = cfg->num_heads;
+    a->D = E / cfg->num_heads;
+    a->packed = a->cfg.kdim == E && a->cfg.vdim == E;
+    /* registration order follows PyTorch's state_dict */
+    if (a->packed) {
+        ATTN_TRY(attn__param_reg(ctx, m, prefix, "in_proj_weight", &a->in_proj_weight, 0, 2,
+                                 3 * E, E, 0));
+    } else {
+        ATTN_TRY(attn__param_reg(ctx, m, prefix, "q_proj_weight", &a->q_proj_weight, 0, 2, E, E, 0));
+        ATTN_TRY(attn__param_reg(ctx, m, prefix, "k_proj_weight", &a->k_proj_weight, 0, 2, E,
+                                 a->cfg.kdim, 0));
+        ATTN_TRY(attn__param_reg(ctx, m, prefix, "v_proj_weight", &a->v_proj_weight, 0, 2, E,
+                                 a->cfg.vdim, 0));
+    }
+    if (cfg->bias)
+        ATTN_TRY(attn__param_reg(ctx, m, prefix, "in_proj_bias", &a->in_proj_bias, 0, 1, 3 * E, 0, 0));
+    if (cfg->add_bias_kv) {
+        ATTN_TRY(attn__param_reg(ctx, m, prefix, "bias_k", &a->bias_k, 0, 3, 1, 1, E));
+        ATTN_TRY(attn__param_reg(ctx, m, prefix, "bias_v", &a->bias_v, 0, 3, 1, 1, E));
+    }
+    return attn__lin_reg(ctx, m, prefix, "out_proj", &a->out_proj, E, E, cfg->bias);
+}
+
+attn_status attn_mha_create(attn_ctx *ctx, const attn_mha_config *cfg, attn_module **out) {
+    if (!ctx || !out) return attn__fail(ctx, ATTN_E_INVALID, "attn_mha_create: NULL argument");
+    *out = NULL;
+    ATTN_TRY(check_cfg(ctx, cfg));
+    attn_module *m;
+    ATTN_TRY(attn__module_new(ctx, ATTN__MHA, sizeof(attn__mha), &m));
+    attn_status st = attn__mha_reg(ctx, m, "", m->impl, cfg);
+    if (st != ATTN_OK) {
+        attn_module_free(m);
+        return st;
+    }
+    ATTN_TRY(attn__module_finish(ctx, m));
+    *out = m;
+    return ATTN_OK;
+}
+
+/* Binds attn_mask ([L, S] or [B*H, L, S]) to [B, H, L, S] strides. */
+static attn_status bind_attn_mask(attn_ctx *ctx, const attn_mask *m, int64_t B, int64_t H,
+                                  int64_t L, int64_t S, attn__mask4 *out) {
+    memset(out, 0, sizeof *out);
+    if (!m || m->kind == ATTN_MASK_NONE) return ATTN_OK;
+    const attn_tensor *t = &m->t;
+    char s1[96];
+    ATTN_FAIL_IF(!t->data, ctx, ATTN_E_INVALID, "attn_mask has no data");
+    if (t->ndim == 2) {
+        int64_t want[2] = {L, S};
+        ATTN_FAIL_IF(t->shape[0] != L || t->shape[1] != S, ctx, ATTN_E_BROADCAST,
+                     "attn_mask shape %s does not match [%lld, %lld] (2-D masks are [L, S])",
+                     attn__shape_str(t, s1, sizeof s1), (long long)want[0], (long long)want[1]);
+        int64_t target[4] = {B, H, L, S};
+        return attn__mask_bind(ctx, m, "attn_mask", target, out);
+    }
+    ATTN_FAIL_IF(t->ndim != 3, ctx, ATTN_E_SHAPE, "attn_mask must be 2-D [L, S] or 3-D "
+                 "[B*num_heads, L, S], got %s", attn__shape_str(t, s1, sizeof s1));
+    ATTN_FAIL_IF(t->shape[0] != B * H || t->shape[1] != L || t->shape[2] != S, ctx,
+                 ATTN_E_BROADCAST, "attn_mask shape %s does not match [%lld, %lld, %lld] "
+                 "(3-D masks are [B*num_heads, L, S])", attn__shape_str(t, s1, sizeof s1),
+                 (long long)(B * H), (long long)L, (long long)S);
+    /* validate dtype/values through the generic binder on a [B*H, L, S] target */
+    int64_t target[4] = {1, B * H, L, S};
+    ATTN_TRY(attn__mask_bind(ctx, m, "attn_mask", target, out));
+    out->stride[0] = H * t->stride[0];
+    out->stride[1] = t->stride[0];
+    out->stride[2] = t->stride[1];
+    out->stride[3] = t->stride[2];
+    return ATTN_OK;
+}
+
+static attn_status bind_kpm(attn_ctx *ctx, const attn_mask *m, int64_t B, int64_t S,
+                            attn__mask4 *out) {
+    memset(out, 0, sizeof *out);
+    if (!m || m->kind == ATTN_MASK_NONE) return ATTN_OK;
+    const attn_tensor *t = &m->t;
+    char s1[96];
+    ATTN_FAIL_IF(!t->data, ctx, ATTN_E_INVALID, "key_padding_mask has no data");
+    ATTN_FAIL_IF(t->ndim != 2 || t->shape[0] != B || t->shape[1] != S, ctx, ATTN_E_BROADCAST,
+                 "key_padding_mask shape %s does not match [%lld, %lld] ([B, S])",
+                 attn__shape_str(t, s1, sizeof s1), (long long)B, (long long)S);
+    int64_t target[4] = {1, 1, B, S};
+    ATTN_TRY(attn__mask_bind(ctx, m, "key_padding_mask", target, out));
+    out->stride[0] = t->stride[0];
+    out->stride[1] = 0;
+    out->stride[2] = 0;
+    out->stride[3] = t->stride[1];
+    return ATTN_OK;
+}
+
+attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
+                          const float *key, const float *value, int64_t B, int64_t L, int64_t S,
+                          const attn_mask *key_padding_mask, const attn_mask *amask,
+                          int is_causal, int average, attn__rng *rng, float *out,
+                          float *weights) {
+    int64_t E = a->E, H = a->H, D = a->D, kd = a->cfg.kdim, vd = a->cfg.vdim;
+    int64_t Sx = S + (a->cfg.add_bias_kv ? 1 : 0) + (a->cfg.add_zero_attn ? 1 : 0);
+    attn__sdpa_args s;
+    memset(&s, 0, sizeof s);
+    ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &s.mask[0]));
+    ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s.mask[1]));
+    s.mask_ncols[0] = s.mask_ncols[1] = S; /* appended bias/zero columns are never masked */
+
+    attn__mark mk = attn__ws_mark(ctx);
+    float *qp, *kp, *vp, *ao, *w = NULL, *scratch;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &vp, B, Sx, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, Sx, 1, 1));
+    if (weights) ATTN_TRYG(attn__ws_f32(ctx, &w, B, H, L, Sx));
+
+    /* in-projection: q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv */
+    const float *Wq = a->packed ? a->in_proj_weight : a->q_proj_weight;
+    const float *Wk = a->packed ? a->in_proj_weight + E * E : a->k_proj_weight;
+    const float *Wv = a->packed ? a->in_proj_weight + 2 * E * E : a->v_proj_weight;
+    const float *bq = a->in_proj_bias, *bk = bq ? bq + E : NULL, *bv = bq ? bq + 2 * E : NULL;
+    attn__linear_ref(query, E, Wq, bq, qp, E, B * L, E, E);
+    for (int64_t b = 0; b < B; b++) {
+        float *kb = kp + b * Sx * E, *vb = vp + b * Sx * E;
+        attn__linear_ref(key + b * S * kd, kd, Wk, bk, kb, E, S, kd, E);
+        attn__linear_ref(value + b * S * vd, vd, Wv, bv, vb, E, S, vd, E);
+        int64_t j = S;
+        if (a->cfg.add_bias_kv) { /* torch.cat([k, bias_k.repeat(1, bsz, 1)]) */
+            memcpy(kb + j * E, a->bias_k, (size_t)E * sizeof(float));
+            memcpy(vb + j * E, a->bias_v, (size_t)E * sizeof(float));
+            j++;
+        }
+        if (a->cfg.add_zero_attn) { /* a key and value of zeros after everything else */
+            memset(kb + j * E, 0, (size_t)E * sizeof(float));
+            memset(vb + j * E, 0, (size_t)E * sizeof(float));
+        }
+    }
+
+    /* heads are column blocks of width D: head h of row i starts at i*E + h*D */
+    s.B = B, s.H = H, s.Hkv = H, s.L = L, s.S = Sx, s.D = D, s.Dv = D;
+    s.q = qp, s.qs[0] = L * E, s.qs[1] = D, s.qs[2] = E, s.qs[3] = 1;
+    s.k = kp, s.ks[0] = Sx * E, s.ks[1] = D, s.ks[2] = E, s.ks[3] = 1;
+    s.v = vp, s.vs[0] = Sx * E, s.vs[1] = D, s.vs[2] = E, s.vs[3] = 1;
+    s.o = ao, s.os[0] = L * E, s.os[1] = D, s.os[2] = E, s.os[3] = 1;
+    if (w) s.w = w, s.ws[0] = H * L * Sx, s.ws[1] = L * Sx, s.ws[2] = Sx, s.ws[3] = 1;
+    s.causal = is_causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    s.scale = (float)(1.0 / sqrt((double)D));
+    if (rng && rng->training && a->cfg.dropout > 0.0f) {
+        s.dropout_p = a->cfg.dropout;
+        s.seed = rng->seed;
+        s.offset = rng->offset++;
+    }
+    attn__sdpa_ref(&s, scratch);
+    attn__lin_fwd(&a->out_proj, ao, out, B * L);
+
+    if (weights) {
+        if (average) { /* attn_output_weights.mean(dim=1) */
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t i = 0; i < L; i++)
+                    for (int64_t j = 0; j < Sx; j++) {
+                        double acc = 0;
+                        for (int64_t h = 0; h < H; h++) acc += w[((b * H + h) * L + i) * Sx + j];
+                        weights[(b * L + i) * Sx + j] = (float)(acc / (double)H);
+                    }
+        } else {
+            memcpy(weights, w, (size_t)(B * H * L * Sx) * sizeof(float));
+        }
+    }
+    st = ATTN_OK;
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_mha_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *query,
+                             const attn_tensor *key, const attn_tensor *value,
+                             const attn_mask *key_padding_mask, const attn_mask *amask,
+                             const attn_mha_options *opt, const attn_run *run, attn_tensor *out,
+                             attn_tensor *weights) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__MHA, "attn_mha_forward"));
+    const attn__mha *a = m->impl;
+    attn_mha_options o = {0, 1, 0};
+    if (opt) o = *opt;
+    int64_t B = 0, L = 0, S = 0;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *q, *k, *v;
+    float *op, *wp = NULL;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, query, "query", a->E, &B, &L, &q));
+    ATTN_TRYG(attn__seq_in(ctx, key, "key", a->cfg.kdim, &B, &S, &k));
+    ATTN_TRYG(attn__seq_in(ctx, value, "value", a->cfg.vdim, &B, &S, &v));
+    ATTN_TRYG(attn__seq_out(ctx, out, "output", B, L, a->E, &op));
+    int64_t Sx = S + (a->cfg.add_bias_kv ? 1 : 0) + (a->cfg.add_zero_attn ? 1 : 0);
+    if (o.need_weights) {
+        if (!weights || !weights->data) {
+            st = attn__fail(ctx, ATTN_E_INVALID, "need_weights is set but weights is NULL");
+            goto done;
+        }
+        int64_t ws4[4] = {B, a->H, L, Sx}, ws3[3] = {B, L, Sx};
+        ATTN_TRYG(attn__check(ctx, weights, "weights", ATTN_F32, 3, 4));
+        if (o.average_attn_weights) ATTN_TRYG(attn__check_shape(ctx, weights, "weights", 3, ws3));
+        else ATTN_TRYG(attn__check_shape(ctx, weights, "weights", 4, ws4));
+        if (attn_tensor_is_contiguous(weights)) wp = weights->data;
+        else ATTN_TRYG(attn__ws_f32(ctx, &wp, B, a->H, L, Sx));
+    }
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__mha_fwd(ctx, a, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
+                            o.average_attn_weights, &rng, op, wp));
+    attn__seq_out_end(op, out);
+    if (wp && wp != weights->data) attn__store(wp, weights);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}

@@ -1,0 +1,222 @@
+/* Modules: a named parameter table over one arena (the state_dict), shared by every layer. */
+#include <stdio.h>
+#include <string.h>
+
+#include "layers.h"
+
+static const char *const kind_names[] = {
+    "linear", "layer_norm", "embedding", "seed_attention", "multihead_attention",
+    "general_attention", "additive_attention", "feed_forward", "transformer_encoder_layer",
+    "transformer_decoder_layer", "transformer_encoder", "transformer_decoder", "transformer",
+    "gpt", "vit_embed"};
+
+attn_status attn__module_new(attn_ctx *ctx, attn__kind kind, size_t impl_size,
+                             attn_module **out) {
+    attn_module *m = attn__calloc(ctx, 1, sizeof *m);
+    if (!m) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory creating a module");
+    m->kind = kind;
+    m->alloc = ctx->alloc;
+    m->free = ctx->free;
+    m->alloc_user = ctx->alloc_user;
+    m->impl = attn__calloc(ctx, 1, impl_size);
+    if (!m->impl) {
+        attn__free(ctx, m);
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory creating a module");
+    }
+    *out = m;
+    return ATTN_OK;
+}
+
+void attn_module_free(attn_module *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->nparams; i++)
+        if (m->params[i].name) m->free(m->alloc_user, m->params[i].name);
+    if (m->params) m->free(m->alloc_user, m->params);
+    if (m->arena) m->free(m->alloc_user, m->arena);
+    if (m->impl) m->free(m->alloc_user, m->impl);
+    if (m->extra) m->free(m->alloc_user, m->extra);
+    m->free(m->alloc_user, m);
+}
+
+attn_status attn__param_reg(attn_ctx *ctx, attn_module *m, const char *prefix, const char *name,
+                            float **slot, float init, int ndim, int64_t d0, int64_t d1,
+                            int64_t d2) {
+    if (m->nparams == m->capparams) {
+        size_t cap = m->capparams ? m->capparams * 2 : 16;
+        attn__param *np = attn__calloc(ctx, cap, sizeof *np);
+        if (!np) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (parameter table)");
+        if (m->params) memcpy(np, m->params, m->nparams * sizeof *np);
+        attn__free(ctx, m->params);
+        m->params = np;
+        m->capparams = cap;
+    }
+    attn__param *p = &m->params[m->nparams];
+    memset(p, 0, sizeof *p);
+    size_t n = strlen(prefix ? prefix : "") + strlen(name) + 1;
+    p->name = attn__malloc(ctx, n);
+    if (!p->name) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (parameter name)");
+    snprintf(p->name, n, "%s%s", prefix ? prefix : "", name);
+    m->nparams++;
+    int64_t d[3] = {d0, d1, d2}, numel = 1;
+    p->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        if (d[i] <= 0)
+            return attn__fail(ctx, ATTN_E_SHAPE, "parameter %s would have size %lld", p->name,
+                              (long long)d[i]);
+        p->shape[i] = d[i];
+        if (!attn__mul_i64(numel, d[i], &numel))
+            return attn__fail(ctx, ATTN_E_OVERFLOW, "parameter %s is too large", p->name);
+    }
+    p->numel = numel;
+    p->slot = slot;
+    p->init = init;
+    if (m->numel > INT64_MAX - numel)
+        return attn__fail(ctx, ATTN_E_OVERFLOW, "module parameters overflow");
+    m->numel += numel;
+    return ATTN_OK;
+}
+
+attn_status attn__module_finish(attn_ctx *ctx, attn_module *m) {
+    if ((uint64_t)m->numel > SIZE_MAX / sizeof(float)) {
+        attn_module_free(m);
+        return attn__fail(ctx, ATTN_E_OVERFLOW, "module parameters overflow");
+    }
+    m->arena = attn__malloc(ctx, (size_t)m->numel * sizeof(float));
+    if (!m->arena) {
+        attn_module_free(m);
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory for %lld parameters",
+                          (long long)m->numel);
+    }
+    float *p = m->arena;
+    for (size_t i = 0; i < m->nparams; i++) {
+        attn__param *q = &m->params[i];
+        q->data = p;
+        for (int64_t j = 0; j < q->numel; j++) p[j] = q->init;
+        *q->slot = p;
+        p += q->numel;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn__module_expect(attn_ctx *ctx, const attn_module *m, attn__kind kind,
+                                const char *fn) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!m, ctx, ATTN_E_INVALID, "%s: module is NULL", fn);
+    ATTN_FAIL_IF(m->kind != kind, ctx, ATTN_E_INVALID, "%s: module is a %s, not a %s", fn,
+                 kind_names[m->kind], kind_names[kind]);
+    return ATTN_OK;
+}
+
+const char *attn_module_kind(const attn_module *m) {
+    return m ? kind_names[m->kind] : "";
+}
+size_t attn_module_param_count(const attn_module *m) { return m ? m->nparams : 0; }
+int64_t attn_module_numel(const attn_module *m) { return m ? m->numel : 0; }
+
+static attn_tensor param_view(const attn__param *p) {
+    return attn_tensor_make(p->data, ATTN_F32, p->ndim, p->shape);
+}
+
+attn_status attn_module_param_at(const attn_module *m, size_t i, const char **name,
+                                 attn_tensor *view) {
+    if (!m || i >= m->nparams) return ATTN_E_NOT_FOUND;
+    if (name) *name = m->params[i].name;
+    if (view) *view = param_view(&m->params[i]);
+    return ATTN_OK;
+}
+
+attn_status attn_module_param(attn_ctx *ctx, const attn_module *m, const char *name,
+                              attn_tensor *view) {
+    if (!m || !name) return attn__fail(ctx, ATTN_E_INVALID, "module or name is NULL");
+    for (size_t i = 0; i < m->nparams; i++)
+        if (strcmp(m->params[i].name, name) == 0) {
+            if (view) *view = param_view(&m->params[i]);
+            return ATTN_OK;
+        }
+    return attn__fail(ctx, ATTN_E_NOT_FOUND, "%s has no parameter named \"%s\"",
+                      kind_names[m->kind], name);
+}
+
+/* ---- shared helpers -------------------------------------------------------------------- */
+attn__rng attn__rng_from(const attn_run *run) {
+    attn__rng r = {0, 0, 0};
+    if (run) {
+        r.training = run->training;
+        r.seed = run->seed;
+        r.offset = run->offset;
+    }
+    return r;
+}
+
+void attn__dropout(attn__rng *rng, float p, float *x, int64_t n) {
+    if (!rng || !rng->training || !(p > 0.0f)) return;
+    uint64_t off = rng->offset++;
+    float scale = 1.0f / (1.0f - p);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = attn_dropout_keep(rng->seed, off, (uint64_t)i, p) ? x[i] * scale : 0.0f;
+}
+
+attn_status attn__lin_reg(attn_ctx *ctx, attn_module *m, const char *prefix, const char *name,
+                          attn__lin *l, int64_t in, int64_t out, int bias) {
+    char buf[128];
+    l->in = in;
+    l->out = out;
+    l->bias = NULL;
+    snprintf(buf, sizeof buf, "%s.weight", name);
+    ATTN_TRY(attn__param_reg(ctx, m, prefix, buf, &l->weight, 0.0f, 2, out, in, 0));
+    if (bias) {
+        snprintf(buf, sizeof buf, "%s.bias", name);
+        ATTN_TRY(attn__param_reg(ctx, m, prefix, buf, &l->bias, 0.0f, 1, out, 0, 0));
+    }
+    return ATTN_OK;
+}
+
+attn_status attn__ln_reg(attn_ctx *ctx, attn_module *m, const char *prefix, const char *name,
+                         attn__ln *l, int64_t E, float eps, int bias) {
+    char buf[128];
+    l->E = E;
+    l->eps = eps;
+    l->bias = NULL;
+    snprintf(buf, sizeof buf, "%s.weight", name);
+    ATTN_TRY(attn__param_reg(ctx, m, prefix, buf, &l->weight, 1.0f, 1, E, 0, 0));
+    if (bias) {
+        snprintf(buf, sizeof buf, "%s.bias", name);
+        ATTN_TRY(attn__param_reg(ctx, m, prefix, buf, &l->bias, 0.0f, 1, E, 0, 0));
+    }
+    return ATTN_OK;
+}
+
+attn_status attn__seq_in(attn_ctx *ctx, const attn_tensor *t, const char *what, int64_t E,
+                         int64_t *B, int64_t *L, const float **p) {
+    ATTN_TRY(attn__check(ctx, t, what, ATTN_F32, 3, 3));
+    char s[96];
+    ATTN_FAIL_IF(t->shape[2] != E, ctx, ATTN_E_SHAPE,
+                 "%s has shape %s, its last dimension must be %lld", what,
+                 attn__shape_str(t, s, sizeof s), (long long)E);
+    ATTN_FAIL_IF(*B && t->shape[0] != *B, ctx, ATTN_E_SHAPE,
+                 "%s has shape %s, batch must be %lld", what, attn__shape_str(t, s, sizeof s),
+                 (long long)*B);
+    ATTN_FAIL_IF(*L && t->shape[1] != *L, ctx, ATTN_E_SHAPE,
+                 "%s has shape %s, length must be %lld", what, attn__shape_str(t, s, sizeof s),
+                 (long long)*L);
+    *B = t->shape[0];
+    *L = t->shape[1];
+    ATTN_TRY(attn__check_finite(ctx, t, what, 0));
+    return attn__contig(ctx, t, p);
+}
+
+attn_status attn__seq_out(attn_ctx *ctx, attn_tensor *t, const char *what, int64_t B,
+                          int64_t L, int64_t E, float **p) {
+    ATTN_TRY(attn__check(ctx, t, what, ATTN_F32, 3, 3));
+    int64_t shape[3] = {B, L, E};
+    ATTN_TRY(attn__check_shape(ctx, t, what, 3, shape));
+    if (attn_tensor_is_contiguous(t)) {
+        *p = t->data;
+        return ATTN_OK;
+    }
+    return attn__ws_f32(ctx, p, B, L, E, 1);
+}
+
+void attn__seq_out_end(float *p, attn_tensor *t) {
+    if (p != t->data) attn__store(p, t);
+}

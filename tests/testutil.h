@@ -1,0 +1,29 @@
+/* Minimal test harness: checks count failures; main returns tu_finish(). NaN always fails. */
+#ifndef ATTN_TESTUTIL_H
+#define ATTN_TESTUTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "attn.h"
+
+extern int tu_failures, tu_checks;
+
+#define TU_CHECK(cond, ...)                                                                   \
+    do {                                                                                      \
+        tu_checks++;                                                                          \
+        if (!(cond)) tu_fail(__FILE__, __LINE__, __VA_ARGS__);                                \
+    } while (0)
+/* status must equal expected */
+#define TU_STATUS(expr, expected, ctx) tu_status((expr), (expected), (ctx), #expr, __FILE__, __LINE__)
+
+void tu_fail(const char *file, int line, const char *fmt, ...);
+int tu_status(attn_status got, attn_status expected, attn_ctx *ctx, const char *expr,
+              const char *file, int line);
+/* max |a - b| <= tol * max(1, max|b|); NaN anywhere fails. Returns 1 on pass. */
+int tu_close(const char *what, const float *got, const float *ref, size_t n, double tol);
+/* Max abs error and the scale used, for reports. */
+double tu_max_err(const float *got, const float *ref, size_t n, double *ref_max);
+/* Deterministic uniform floats in [lo, hi). */
+void tu_fill(float *p, size_t n, uint64_t seed, float lo, float hi);
+uint64_t tu_rand(uint64_t *state);
+int tu_finish(const char *name);
+#endif
