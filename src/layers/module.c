@@ -83,9 +83,9 @@ attn_status attn__module_finish(attn_ctx *ctx, attn_module *m) {
     }
     m->arena = attn__malloc(ctx, (size_t)m->numel * sizeof(float));
     if (!m->arena) {
+        long long n = (long long)m->numel;
         attn_module_free(m);
-        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory for %lld parameters",
-                          (long long)m->numel);
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory for %lld parameters", n);
     }
     float *p = m->arena;
     for (size_t i = 0; i < m->nparams; i++) {

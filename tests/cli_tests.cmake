@@ -1,0 +1,55 @@
+# Tests of the attn program; included by tests/CMakeLists.txt.  Commands run in tests/, where
+# fixtures/ and data/ are.
+if(NOT TARGET attn_cli)
+  return()
+endif()
+set(ATTN_CLI_WD ${CMAKE_CURRENT_SOURCE_DIR})
+
+add_test(NAME cli_help COMMAND attn_cli --help)
+set_tests_properties(cli_help PROPERTIES PASS_REGULAR_EXPRESSION "eval.*walkthrough.*info")
+add_test(NAME cli_version COMMAND attn_cli --version)
+set_tests_properties(cli_version PROPERTIES PASS_REGULAR_EXPRESSION "attn ${PROJECT_VERSION}")
+# an unknown subcommand is a usage error (exit 2)
+add_test(NAME cli_unknown_command COMMAND attn_cli frobnicate)
+set_tests_properties(cli_unknown_command PROPERTIES WILL_FAIL TRUE)
+add_test(NAME cli_eval_list_ops COMMAND attn_cli eval --list-ops)
+set_tests_properties(cli_eval_list_ops PROPERTIES PASS_REGULAR_EXPRESSION "multihead_attention")
+
+# attn eval on a fixture, then the output compared with the expected file (one script so the
+# comparison always sees this run's output)
+add_test(NAME cli_eval_fixture
+         COMMAND ${CMAKE_COMMAND} -DATTN=$<TARGET_FILE:attn_cli>
+                 -DCOMPARE=$<TARGET_FILE:test_fixtures> -DCASE=multihead_attention_1
+                 -DOUT=${CMAKE_CURRENT_BINARY_DIR}/cli_out.safetensors
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/cli_eval_compare.cmake
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+
+add_test(NAME cli_eval_missing_file
+         COMMAND attn_cli eval fixtures/no_such_case.safetensors
+                 -o ${CMAKE_CURRENT_BINARY_DIR}/cli_missing_out.safetensors
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_eval_missing_file PROPERTIES WILL_FAIL TRUE)
+
+# the failure must be the refusal, with its message (the return code is checked by the next)
+add_test(NAME cli_eval_unknown_op
+         COMMAND attn_cli eval data/unknown_op.safetensors
+                 -o ${CMAKE_CURRENT_BINARY_DIR}/cli_unknown_out.safetensors
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_eval_unknown_op PROPERTIES
+                     PASS_REGULAR_EXPRESSION "attn eval: unknown op 'no_such_op'")
+add_test(NAME cli_eval_unknown_op_status
+         COMMAND attn_cli eval data/unknown_op.safetensors
+                 -o ${CMAKE_CURRENT_BINARY_DIR}/cli_unknown_out.safetensors
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_eval_unknown_op_status PROPERTIES WILL_FAIL TRUE)
+
+# -o is required: usage error
+add_test(NAME cli_eval_no_output COMMAND attn_cli eval data/unknown_op.safetensors
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_eval_no_output PROPERTIES WILL_FAIL TRUE)
+
+add_test(NAME cli_info COMMAND attn_cli info data/unknown_op.safetensors
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_info PROPERTIES PASS_REGULAR_EXPRESSION "op = no_such_op.*x +F32 +\\[2\\]")
+
+add_test(NAME cli_walkthrough COMMAND attn_cli walkthrough WORKING_DIRECTORY ${ATTN_CLI_WD})
