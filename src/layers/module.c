@@ -162,7 +162,8 @@ attn_status attn__lin_reg(attn_ctx *ctx, attn_module *m, const char *prefix, con
     l->in = in;
     l->out = out;
     l->bias = NULL;
-    snprintf(buf, sizeof buf, "%s.weight", name);
+    if (snprintf(buf, sizeof buf, "%s.weight", name) >= (int)sizeof buf)
+        return attn__fail(ctx, ATTN_E_INVALID, "parameter name too long");
     ATTN_TRY(attn__param_reg(ctx, m, prefix, buf, &l->weight, 0.0f, 2, out, in, 0));
     if (bias) {
         snprintf(buf, sizeof buf, "%s.bias", name);
@@ -177,7 +178,8 @@ attn_status attn__ln_reg(attn_ctx *ctx, attn_module *m, const char *prefix, cons
     l->E = E;
     l->eps = eps;
     l->bias = NULL;
-    snprintf(buf, sizeof buf, "%s.weight", name);
+    if (snprintf(buf, sizeof buf, "%s.weight", name) >= (int)sizeof buf)
+        return attn__fail(ctx, ATTN_E_INVALID, "parameter name too long");
     ATTN_TRY(attn__param_reg(ctx, m, prefix, buf, &l->weight, 1.0f, 1, E, 0, 0));
     if (bias) {
         snprintf(buf, sizeof buf, "%s.bias", name);

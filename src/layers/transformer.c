@@ -132,7 +132,8 @@ attn_status attn__enc_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefi
     l->cfg = *cfg;
     attn_mha_config mc = mha_cfg(cfg);
     int64_t E = cfg->d_model, F = cfg->dim_feedforward;
-    snprintf(p, sizeof p, "%sself_attn.", prefix);
+    if (snprintf(p, sizeof p, "%sself_attn.", prefix) >= (int)sizeof p)
+        return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
     ATTN_TRY(attn__mha_reg(ctx, m, p, &l->self_attn, &mc));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear1", &l->linear1, E, F, cfg->bias));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear2", &l->linear2, F, E, cfg->bias));
@@ -191,9 +192,11 @@ attn_status attn__dec_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefi
     attn_mha_config mc = mha_cfg(cfg);
     int64_t E = cfg->d_model, F = cfg->dim_feedforward;
     float eps = cfg->layer_norm_eps;
-    snprintf(p, sizeof p, "%sself_attn.", prefix);
+    if (snprintf(p, sizeof p, "%sself_attn.", prefix) >= (int)sizeof p)
+        return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
     ATTN_TRY(attn__mha_reg(ctx, m, p, &l->self_attn, &mc));
-    snprintf(p, sizeof p, "%smultihead_attn.", prefix);
+    if (snprintf(p, sizeof p, "%smultihead_attn.", prefix) >= (int)sizeof p)
+        return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
     ATTN_TRY(attn__mha_reg(ctx, m, p, &l->multihead_attn, &mc));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear1", &l->linear1, E, F, cfg->bias));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear2", &l->linear2, F, E, cfg->bias));
@@ -286,7 +289,8 @@ static attn_status stack_reg(attn_ctx *ctx, attn_module *m, stack *s,
     s->enc = nenc ? (attn__enc_layer *)m->extra : NULL;
     s->dec = ndec ? (attn__dec_layer *)((char *)m->extra + ne) : NULL;
     for (int64_t i = 0; i < nenc; i++) {
-        snprintf(p, sizeof p, "%s%lld.", enc_prefix, (long long)i);
+        if (snprintf(p, sizeof p, "%s%lld.", enc_prefix, (long long)i) >= (int)sizeof p)
+            return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
         ATTN_TRY(attn__enc_layer_reg(ctx, m, p, &s->enc[i], cfg));
     }
     if (enc_norm) {
@@ -295,7 +299,8 @@ static attn_status stack_reg(attn_ctx *ctx, attn_module *m, stack *s,
                               cfg->layer_norm_eps, cfg->bias));
     }
     for (int64_t i = 0; i < ndec; i++) {
-        snprintf(p, sizeof p, "%s%lld.", dec_prefix, (long long)i);
+        if (snprintf(p, sizeof p, "%s%lld.", dec_prefix, (long long)i) >= (int)sizeof p)
+            return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
         ATTN_TRY(attn__dec_layer_reg(ctx, m, p, &s->dec[i], cfg));
     }
     if (dec_norm) {
