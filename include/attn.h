@@ -601,7 +601,10 @@ typedef struct attn_st_tensor {
     size_t nbytes;
 } attn_st_tensor;
 
-/* Parses a file image.  The bytes are copied; data may be freed after the call. */
+/* Parses a file image.  The bytes are copied; data may be freed after the call.  The JSON
+ * header may be at most 100,000,000 bytes.  Gaps between tensors and trailing bytes are
+ * tolerated (they cannot cause an out-of-bounds read); overlapping tensors are refused.  The
+ * attn_st keeps a pointer to ctx for its allocator: ctx must outlive it. */
 ATTN_API attn_status attn_st_read_memory(attn_ctx *ctx, const void *data, size_t size,
                                          attn_st **out /* OUT */);
 ATTN_API attn_status attn_st_read_file(attn_ctx *ctx, const char *path,
@@ -619,7 +622,8 @@ ATTN_API size_t attn_st_meta_count(const attn_st *st);
 ATTN_API attn_status attn_st_meta_at(const attn_st *st, size_t i, const char **key /* OUT */,
                                      const char **value /* OUT */);
 /* Converts a tensor of any floating or integer dtype to F32 into dst (n = info->numel
- * elements).  ATTN_E_DTYPE for BOOL. */
+ * elements, else ATTN_E_INVALID).  ATTN_E_DTYPE for BOOL.  A zero-element tensor's data
+ * pointer may point one past the end of the image; it is never read. */
 ATTN_API attn_status attn_st_to_f32(attn_ctx *ctx, const attn_st_tensor *info, float *dst,
                                     size_t n);
 
@@ -637,16 +641,23 @@ ATTN_API attn_status attn_st_writer_add(attn_st_writer *w, const char *name, att
 ATTN_API attn_status attn_st_writer_add_view(attn_st_writer *w, const char *name,
                                              const attn_tensor *t);
 /* Serialises: to a file, or to a buffer allocated with the context allocator that the caller
- * releases with attn_buffer_free. Tensors are written sorted by name, data 8-byte aligned. */
+ * releases with attn_buffer_free.  Layout (as the reference implementation requires): the
+ * header, __metadata__ first and tensors sorted by name, padded with spaces to a multiple of
+ * 8 bytes; then the tensors back to back with no gaps, 8-byte dtypes first, then 4-, 2- and
+ * 1-byte ones (by name within a size), so each starts aligned to its element size.  Writing
+ * the same content twice gives identical bytes.  A partly written file is removed on error. */
 ATTN_API attn_status attn_st_writer_save(attn_st_writer *w, const char *path);
 ATTN_API attn_status attn_st_writer_to_memory(attn_st_writer *w, void **data /* OUT */,
                                               size_t *size /* OUT */);
+/* Frees a buffer from attn_st_writer_to_memory; attn_buffer_free(NULL, p) does nothing. */
 ATTN_API void attn_buffer_free(attn_ctx *ctx, void *data);
-/* The last error message of the writer's context. */
 
 /* Loads the module's parameters from tensors named prefix + state_dict name (prefix may be
- * NULL).  strict: every parameter must be present, with the right shape; any floating dtype
- * is converted to F32. */
+ * NULL); any floating dtype is converted to F32.  strict = 1: every parameter must be present
+ * (else ATTN_E_NOT_FOUND); strict = 0 skips missing ones.  Tensors of the file that are not
+ * parameters are ignored in both modes.  A wrong shape is ATTN_E_SHAPE (naming the tensor and
+ * both shapes), an integer or BOOL tensor ATTN_E_DTYPE.  Every tensor is checked before any
+ * is copied, so a failed load leaves the module unchanged. */
 ATTN_API attn_status attn_module_load(attn_ctx *ctx, attn_module *m, const attn_st *st,
                                       const char *prefix, int strict);
 /* Adds every parameter as prefix + name. */

@@ -125,8 +125,9 @@ static attn_status read_int(attn__json_reader *r, const char *name, const char *
         return attn__fail(r->ctx, st, "tensor " NAME ": %s: %s", name, field, why);
     }
     if (*v < 0)
-        return attn__fail(r->ctx, ATTN_E_FORMAT, "tensor " NAME ": %s holds a negative value (%lld)",
-                          name, field, (long long)*v);
+        return attn__fail(r->ctx, ATTN_E_FORMAT,
+                          "tensor " NAME ": %s holds a negative value (%lld)", name, field,
+                          (long long)*v);
     return ATTN_OK;
 }
 
@@ -504,8 +505,8 @@ attn_status attn_st_read_file(attn_ctx *ctx, const char *path, attn_st **out) {
         /* not seekable (a pipe) or of unknown size (/proc): read on after the first bytes */
         clearerr(f);
         if (fseek(f, (long)sizeof head, SEEK_SET) != 0) clearerr(f);
-        unsigned char *rest;
-        size_t nrest;
+        unsigned char *rest = NULL;
+        size_t nrest = 0;
         ATTN_TRYG(read_stream(ctx, f, path, &rest, &nrest));
         if (!attn__add_size(nrest, sizeof head, &size) || !(image = attn__malloc(ctx, size))) {
             attn__free(ctx, rest);
@@ -627,7 +628,7 @@ static float f16_to_f32(uint16_t h) {
 
 static uint64_t load_le(const unsigned char *p, size_t n) {
     uint64_t v = 0;
-    for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
+    for (size_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
 
