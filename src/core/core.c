@@ -63,6 +63,19 @@ void *attn__calloc(attn_ctx *ctx, size_t n, size_t size) {
 void attn__free(attn_ctx *ctx, void *p) {
     if (p) ctx->free(ctx->alloc_user, p);
 }
+int attn__grow(attn_ctx *ctx, void **arr, size_t *cap, size_t n, size_t elem) {
+    if (n < *cap) return 1;
+    size_t ncap = *cap ? *cap * 2 : 16, bytes;
+    if (ncap <= *cap || !attn__mul_size(ncap, elem, &bytes)) return 0;
+    void *p = attn__malloc(ctx, bytes);
+    if (!p) return 0;
+    if (n) memcpy(p, *arr, n * elem);
+    attn__free(ctx, *arr);
+    *arr = p;
+    *cap = ncap;
+    return 1;
+}
+
 char *attn__strdup(attn_ctx *ctx, const char *s) {
     size_t n = strlen(s) + 1;
     char *d = attn__malloc(ctx, n);
@@ -177,15 +190,9 @@ attn_status attn__ws_alloc(attn_ctx *ctx, size_t n, size_t elem, void **out) {
         size_t keep = ctx->nblocks ? ctx->cur + 1 : 0;
         for (size_t i = keep; i < ctx->nblocks; i++) attn__free(ctx, ctx->blocks[i].ptr);
         ctx->nblocks = keep;
-        if (ctx->nblocks == ctx->capblocks) {
-            size_t cap = ctx->capblocks ? ctx->capblocks * 2 : 8;
-            attn__block *nb = attn__calloc(ctx, cap, sizeof *nb);
-            if (!nb) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (workspace table)");
-            if (ctx->blocks) memcpy(nb, ctx->blocks, ctx->nblocks * sizeof *nb);
-            attn__free(ctx, ctx->blocks);
-            ctx->blocks = nb;
-            ctx->capblocks = cap;
-        }
+        if (!attn__grow(ctx, (void **)&ctx->blocks, &ctx->capblocks, ctx->nblocks,
+                        sizeof *ctx->blocks))
+            return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (workspace table)");
         size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes;
         if (ctx->nblocks && ctx->blocks[ctx->nblocks - 1].size * 2 > want &&
             ctx->blocks[ctx->nblocks - 1].size < SIZE_MAX / 4)
@@ -261,15 +268,19 @@ int attn_tensor_is_contiguous(const attn_tensor *t) {
     return 1;
 }
 
-const char *attn__shape_str(const attn_tensor *t, char *buf, size_t n) {
+const char *attn__dims_str(const int64_t *shape, int ndim, char *buf, size_t n) {
     size_t o = 0;
     if (n == 0) return buf;
     buf[0] = 0;
     o += (size_t)snprintf(buf + o, n - o, "[");
-    for (int d = 0; t && d < t->ndim && o < n; d++)
-        o += (size_t)snprintf(buf + o, n - o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+    for (int d = 0; d < ndim && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, d ? ", %lld" : "%lld", (long long)shape[d]);
     if (o < n) snprintf(buf + o, n - o, "]");
     return buf;
+}
+
+const char *attn__shape_str(const attn_tensor *t, char *buf, size_t n) {
+    return attn__dims_str(t ? t->shape : NULL, t ? t->ndim : 0, buf, n);
 }
 
 attn_status attn__check(attn_ctx *ctx, const attn_tensor *t, const char *what, attn_dtype dtype,

@@ -69,6 +69,9 @@ ATTN__HIDDEN void *attn__malloc(attn_ctx *ctx, size_t size);
 ATTN__HIDDEN void *attn__calloc(attn_ctx *ctx, size_t n, size_t size);
 ATTN__HIDDEN void attn__free(attn_ctx *ctx, void *p);
 ATTN__HIDDEN char *attn__strdup(attn_ctx *ctx, const char *s);
+/* Makes room for element n of a growing array of `elem`-byte items (the allocator hooks have
+ * no realloc): doubles *cap when n reaches it.  Returns 0 on overflow or out of memory. */
+ATTN__HIDDEN int attn__grow(attn_ctx *ctx, void **arr, size_t *cap, size_t n, size_t elem);
 
 /* Overflow-checked arithmetic: return 0 on overflow. */
 static inline int attn__mul_size(size_t a, size_t b, size_t *r) {
@@ -102,8 +105,9 @@ ATTN__HIDDEN attn_status attn__ws_f32(attn_ctx *ctx, float **out, int64_t n0, in
                                       int64_t n2, int64_t n3);
 
 /* ---- tensor checks --------------------------------------------------------------------- */
-/* Formats "[2, 3, 4]" into buf. */
+/* Formats "[2, 3, 4]" into buf: a tensor's shape, or ndim raw dims. */
 ATTN__HIDDEN const char *attn__shape_str(const attn_tensor *t, char *buf, size_t n);
+ATTN__HIDDEN const char *attn__dims_str(const int64_t *shape, int ndim, char *buf, size_t n);
 /* Checks that t is present, of dtype, with ndim in [min_nd, max_nd], positive sizes, valid
  * strides and no overflow.  `what` names the argument in messages. */
 ATTN__HIDDEN attn_status attn__check(attn_ctx *ctx, const attn_tensor *t, const char *what,

@@ -87,16 +87,6 @@ static attn_status ev_alloc(ev *e, size_t bytes, void **out) {
     return ATTN_OK;
 }
 
-static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-    size_t o = 0;
-    buf[0] = 0;
-    o += (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < ndim && o < n; d++)
-        o += (size_t)snprintf(buf + o, n - o, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (o < n) snprintf(buf + o, n - o, "]");
-    return buf;
-}
-
 /* Bytes for ndim dims of shape with elements of `elem` bytes; 0 on overflow. */
 static int ev_bytes(int ndim, const int64_t *shape, size_t elem, size_t *bytes) {
     int64_t n = 1;
@@ -115,7 +105,7 @@ static attn_status ev_new(ev *e, const char *what, int ndim, const int64_t *shap
     char sb[128];
     if (!ev_bytes(ndim, shape, sizeof(float), &bytes))
         return attn__fail(e->ctx, ATTN_E_OVERFLOW, "output '%s' of shape %s is too large", what,
-                          shape_str(ndim, shape, sb, sizeof sb));
+                          attn__dims_str(shape, ndim, sb, sizeof sb));
     ATTN_TRY(ev_alloc(e, bytes, &p));
     *t = attn_tensor_make(p, ATTN_F32, ndim, shape);
     return ATTN_OK;
@@ -270,7 +260,7 @@ static int ev_present(const ev *e, const char *name) { return ev_find(e, name, N
 static attn_status ev_dims(ev *e, const attn_st_tensor *t, const char *name, int min_nd,
                            int max_nd) {
     char sb[160];
-    shape_str(t->ndim, t->shape, sb, sizeof sb);
+    attn__dims_str(t->shape, t->ndim, sb, sizeof sb);
     if (t->ndim < min_nd || t->ndim > max_nd) {
         if (min_nd == max_nd)
             return attn__fail(e->ctx, ATTN_E_SHAPE, "tensor '%s' must be %d-D, got %s", name,
@@ -916,7 +906,7 @@ static attn_status ev_seed_mask(ev *e, int64_t C) {
     char sb[96];
     ATTN_FAIL_IF(info.shape[0] != C || info.shape[1] != C, e->ctx, ATTN_E_SHAPE,
                  "tensor 'mask' has shape %s, expected [%lld, %lld] (context_length)",
-                 shape_str(info.ndim, info.shape, sb, sizeof sb), (long long)C, (long long)C);
+                 attn__dims_str(info.shape, info.ndim, sb, sizeof sb), (long long)C, (long long)C);
     const unsigned char *bytes = NULL;
     float *f = NULL;
     if (info.dtype == ATTN_BOOL || info.dtype == ATTN_U8)
@@ -1362,7 +1352,7 @@ static attn_status ev_run(ev *e) {
         ATTN_TRY(attn_st_at(e->in, i, &t));
         ATTN_FAIL_IF(t.ndim > ATTN_MAX_DIMS, e->ctx, ATTN_E_SHAPE,
                      "tensor '%s' has %d dimensions %s; attn supports at most %d", t.name,
-                     t.ndim, shape_str(t.ndim, t.shape, sb, sizeof sb), ATTN_MAX_DIMS);
+                     t.ndim, attn__dims_str(t.shape, t.ndim, sb, sizeof sb), ATTN_MAX_DIMS);
         for (const char *const *n = e->op->inputs; *n; n++)
             if (!strcmp(*n, t.name)) e->used[i] = 1;
     }

@@ -58,30 +58,6 @@ static uint64_t le64(const unsigned char *p) {
     return v;
 }
 
-/* Makes room for one more element in a growing array (the allocator hooks have no realloc). */
-static int grow(attn_ctx *ctx, void **arr, size_t *cap, size_t n, size_t elem) {
-    if (n < *cap) return 1;
-    size_t ncap = *cap ? *cap * 2 : 16, bytes;
-    if (ncap <= *cap || !attn__mul_size(ncap, elem, &bytes)) return 0;
-    void *p = attn__malloc(ctx, bytes);
-    if (!p) return 0;
-    if (n) memcpy(p, *arr, n * elem);
-    attn__free(ctx, *arr);
-    *arr = p;
-    *cap = ncap;
-    return 1;
-}
-
-static const char *shape_str(const int64_t *shape, int ndim, char *buf, size_t n) {
-    size_t o = 0;
-    buf[0] = 0;
-    o += (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < ndim && o < n; d++)
-        o += (size_t)snprintf(buf + o, n - o, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (o < n) snprintf(buf + o, n - o, "]");
-    return buf;
-}
-
 /* dtypes of the safetensors format that attn does not handle, for a precise message */
 static const char *const st_foreign_dtypes[] = {"I16", "U16", "U32", "U64", "F8_E4M3",
                                                 "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3",
@@ -215,10 +191,10 @@ static attn_status parse_tensor(attn__json_reader *r, const char *name, st_entry
     for (int d = 0; d < e->ndim; d++)
         ATTN_FAIL_IF(!attn__mul_i64(numel, e->shape[d], &numel), ctx, ATTN_E_FORMAT,
                      "tensor " NAME ": the element count of shape %s overflows", name,
-                     shape_str(e->shape, e->ndim, sbuf, sizeof sbuf));
+                     attn__dims_str(e->shape, e->ndim, sbuf, sizeof sbuf));
     ATTN_FAIL_IF(!attn__mul_i64(numel, (int64_t)attn_dtype_size(e->dtype), &nbytes), ctx,
                  ATTN_E_FORMAT, "tensor " NAME ": the byte size of %s shape %s overflows", name,
-                 attn_dtype_name(e->dtype), shape_str(e->shape, e->ndim, sbuf, sizeof sbuf));
+                 attn_dtype_name(e->dtype), attn__dims_str(e->shape, e->ndim, sbuf, sizeof sbuf));
     e->numel = numel;
     e->begin = (uint64_t)off[0];
     e->end = (uint64_t)off[1];
@@ -232,7 +208,7 @@ static attn_status parse_tensor(attn__json_reader *r, const char *name, st_entry
     ATTN_FAIL_IF(e->end - e->begin != (uint64_t)nbytes, ctx, ATTN_E_FORMAT,
                  "tensor " NAME ": %s %s needs %lld bytes but data_offsets [%llu, %llu] "
                  "span %llu",
-                 name, attn_dtype_name(e->dtype), shape_str(e->shape, e->ndim, sbuf, sizeof sbuf),
+                 name, attn_dtype_name(e->dtype), attn__dims_str(e->shape, e->ndim, sbuf, sizeof sbuf),
                  (long long)nbytes, (unsigned long long)e->begin, (unsigned long long)e->end,
                  (unsigned long long)(e->end - e->begin));
     return ATTN_OK;
@@ -264,7 +240,7 @@ static attn_status parse_meta(attn_st *s, attn__json_reader *r) {
         ATTN_TRY(attn__json_string(r, &val, &vlen));
         ATTN_FAIL_IF(strlen(val) != vlen, ctx, ATTN_E_FORMAT,
                      "__metadata__ entry " NAME " contains a NUL character", key);
-        if (!grow(ctx, (void **)&s->meta, &s->capmeta, s->nmeta, sizeof *s->meta))
+        if (!attn__grow(ctx, (void **)&s->meta, &s->capmeta, s->nmeta, sizeof *s->meta))
             return attn__fail(ctx, ATTN_E_NOMEM, "out of memory reading __metadata__");
         s->meta[s->nmeta].key = key;
         s->meta[s->nmeta].value = val;
@@ -381,7 +357,7 @@ static attn_status parse_header(attn_st *s) {
             ATTN_TRYG(parse_meta(s, &r));
             continue;
         }
-        if (!grow(ctx, (void **)&s->entries, &s->cap, s->count, sizeof *s->entries)) {
+        if (!attn__grow(ctx, (void **)&s->entries, &s->cap, s->count, sizeof *s->entries)) {
             st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory reading %zu tensors", s->count);
             goto done;
         }

@@ -47,19 +47,6 @@ struct attn_st_writer {
 
 attn_ctx *attn__st_writer_ctx(const attn_st_writer *w) { return w ? w->ctx : NULL; }
 
-static int grow(attn_ctx *ctx, void **arr, size_t *cap, size_t n, size_t elem) {
-    if (n < *cap) return 1;
-    size_t ncap = *cap ? *cap * 2 : 16, bytes;
-    if (ncap <= *cap || !attn__mul_size(ncap, elem, &bytes)) return 0;
-    void *p = attn__malloc(ctx, bytes);
-    if (!p) return 0;
-    if (n) memcpy(p, *arr, n * elem);
-    attn__free(ctx, *arr);
-    *arr = p;
-    *cap = ncap;
-    return 1;
-}
-
 attn_status attn_st_writer_create(attn_ctx *ctx, attn_st_writer **out) {
     if (!out) return attn__fail(ctx, ATTN_E_INVALID, "attn_st_writer_create: out is NULL");
     *out = NULL;
@@ -105,7 +92,7 @@ attn_status attn_st_writer_meta(attn_st_writer *w, const char *key, const char *
             return ATTN_OK;
         }
     char *k = attn__strdup(ctx, key);
-    if (!k || !grow(ctx, (void **)&w->m, &w->capm, w->nm, sizeof *w->m)) {
+    if (!k || !attn__grow(ctx, (void **)&w->m, &w->capm, w->nm, sizeof *w->m)) {
         attn__free(ctx, k);
         attn__free(ctx, v);
         return attn__fail(ctx, ATTN_E_NOMEM, "out of memory storing metadata");
@@ -152,7 +139,7 @@ static attn_status push_tensor(attn_st_writer *w, const char *name, attn_dtype d
                                const int64_t *shape, unsigned char *data, size_t nbytes) {
     attn_ctx *ctx = w->ctx;
     char *nm = attn__strdup(ctx, name);
-    if (!nm || !grow(ctx, (void **)&w->t, &w->cap, w->n, sizeof *w->t)) {
+    if (!nm || !attn__grow(ctx, (void **)&w->t, &w->cap, w->n, sizeof *w->t)) {
         attn__free(ctx, nm);
         attn__free(ctx, data);
         return attn__fail(ctx, ATTN_E_NOMEM, "out of memory adding tensor " NAME, name);

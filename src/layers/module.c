@@ -41,15 +41,8 @@ void attn_module_free(attn_module *m) {
 attn_status attn__param_reg(attn_ctx *ctx, attn_module *m, const char *prefix, const char *name,
                             float **slot, float init, int ndim, int64_t d0, int64_t d1,
                             int64_t d2) {
-    if (m->nparams == m->capparams) {
-        size_t cap = m->capparams ? m->capparams * 2 : 16;
-        attn__param *np = attn__calloc(ctx, cap, sizeof *np);
-        if (!np) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (parameter table)");
-        if (m->params) memcpy(np, m->params, m->nparams * sizeof *np);
-        attn__free(ctx, m->params);
-        m->params = np;
-        m->capparams = cap;
-    }
+    if (!attn__grow(ctx, (void **)&m->params, &m->capparams, m->nparams, sizeof *m->params))
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (parameter table)");
     attn__param *p = &m->params[m->nparams];
     memset(p, 0, sizeof *p);
     size_t n = strlen(prefix ? prefix : "") + strlen(name) + 1;
