@@ -665,6 +665,150 @@ ATTN_API attn_status attn_module_save(attn_ctx *ctx, const attn_module *m, attn_
                                       const char *prefix);
 
 /* ============================================================================================
+ * Backward.  Every op and layer above has a backward function beside it, following
+ * PyTorch autograd exactly.
+ *
+ *  - Stateless ops (attn_softmax, attn_linear, ..., attn_sdpa): *_backward takes the forward's
+ *    inputs and dout (the gradient of the loss with respect to the forward's output) and
+ *    OVERWRITES the gradients it is given; any gradient output may be NULL (not wanted).
+ *  - Modules: gradients of the parameters live in the module, allocated once by
+ *    attn_module_enable_grad, named as the parameters.  *_backward ADDS into them (as
+ *    PyTorch's .grad accumulates; clear them with attn_module_zero_grad) and OVERWRITES the
+ *    gradients of the inputs (each may be NULL).
+ *  - Backward recomputes what it needs of the forward (activation recomputation): pass the
+ *    same inputs, masks, options and attn_run (seed and offset) as the forward call, so that
+ *    dropout draws the same mask.  Nothing is kept between calls.
+ * ========================================================================================== */
+
+/* Allocates the gradient buffers (zeroed); idempotent. */
+ATTN_API attn_status attn_module_enable_grad(attn_ctx *ctx, attn_module *m);
+ATTN_API int attn_module_has_grad(const attn_module *m);
+/* Sets every gradient to zero (no-op without gradients). */
+ATTN_API void attn_module_zero_grad(attn_module *m);
+/* Gradient of the i-th parameter / of the named parameter (ATTN_E_INVALID without
+ * attn_module_enable_grad). */
+ATTN_API attn_status attn_module_grad_at(const attn_module *m, size_t i,
+                                         const char **name /* OUT */,
+                                         attn_tensor *view /* OUT */);
+ATTN_API attn_status attn_module_grad(attn_ctx *ctx, const attn_module *m, const char *name,
+                                      attn_tensor *view /* OUT */);
+
+/* ---- stateless ops ------------------------------------------------------------------- */
+/* y = softmax(x) (last axis): dx = y * (dy - sum(dy * y)).  y, dy, dx [..., C]. */
+ATTN_API attn_status attn_softmax_backward(attn_ctx *ctx, const attn_tensor *y,
+                                           const attn_tensor *dy, attn_tensor *dx);
+/* y = x W^T + b: dx = dy W [..., IN], dW = dy^T x [OUT, IN], db = sum dy [OUT]. */
+ATTN_API attn_status attn_linear_backward(attn_ctx *ctx, const attn_tensor *x,
+                                          const attn_tensor *W, const attn_tensor *dy,
+                                          attn_tensor *dx, attn_tensor *dW, attn_tensor *db);
+/* y = layer_norm(x) * weight + bias: dx [..., E], dweight [E], dbias [E]. */
+ATTN_API attn_status attn_layer_norm_backward(attn_ctx *ctx, const attn_tensor *x,
+                                              const attn_tensor *weight, float eps,
+                                              const attn_tensor *dy, attn_tensor *dx,
+                                              attn_tensor *dweight, attn_tensor *dbias);
+/* y = act(x): dx = act'(x) dy. */
+ATTN_API attn_status attn_activate_backward(attn_ctx *ctx, attn_activation act,
+                                            const attn_tensor *x, const attn_tensor *dy,
+                                            attn_tensor *dx);
+/* out = table[ids]: dtable [V, E] = scatter-add of dout rows (rows not used are zero). */
+ATTN_API attn_status attn_embedding_backward(attn_ctx *ctx, const attn_tensor *ids,
+                                             const attn_tensor *dout, attn_tensor *dtable);
+/* out = x + pe (ADD) or [x, pe] (CONCAT): dx [B, L, E]; dpe [L', P] receives the sum over the
+ * batch in its first L rows (other rows zero). */
+ATTN_API attn_status attn_positional_apply_backward(attn_ctx *ctx, attn_pe_mode mode,
+                                                    const attn_tensor *dout, attn_tensor *dx,
+                                                    attn_tensor *dpe);
+/* Gradient of the context vectors of attn_simple_self_attention with respect to X. */
+ATTN_API attn_status attn_simple_self_attention_backward(attn_ctx *ctx, const attn_tensor *X,
+                                                         attn_normalize norm,
+                                                         const attn_tensor *dcontext,
+                                                         attn_tensor *dX);
+/* Scaled dot-product attention backward: dq [B,H,L,D], dk [B,Hkv,S,D], dv [B,Hkv,S,Dv] (GQA
+ * heads summed), dmask (ATTN_MASK_ADD masks only; the mask's shape, broadcast dimensions
+ * summed) — each may be NULL.  Same q, k, v, mask and options (incl. dropout seed/offset) as
+ * the forward. */
+ATTN_API attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q,
+                                        const attn_tensor *k, const attn_tensor *v,
+                                        const attn_mask *mask, const attn_sdpa_options *opt,
+                                        const attn_tensor *dout, attn_tensor *dq,
+                                        attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask);
+
+/* Cross-entropy (torch.nn.functional.cross_entropy, mean over the targets that are not
+ * ignore_index).  logits [N, C], targets [N] I32/I64 in [0, C) or ignore_index;
+ * label_smoothing in [0, 1).  *loss receives the mean; dlogits [N, C] (may be NULL) the
+ * gradient of that mean.  With every target ignored the loss is 0 (not NaN). */
+ATTN_API attn_status attn_cross_entropy(attn_ctx *ctx, const attn_tensor *logits,
+                                        const attn_tensor *targets, int64_t ignore_index,
+                                        float label_smoothing, float *loss /* OUT */,
+                                        attn_tensor *dlogits);
+
+/* ---- modules: same arguments as the forward, then dout and the input gradients -------- */
+ATTN_API attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
+                                                  const attn_tensor *x, const attn_run *run,
+                                                  const attn_tensor *dout, attn_tensor *dx);
+ATTN_API attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *query, const attn_tensor *key,
+                                       const attn_tensor *value,
+                                       const attn_mask *key_padding_mask,
+                                       const attn_mask *attn_mask, const attn_mha_options *opt,
+                                       const attn_run *run, const attn_tensor *dout,
+                                       attn_tensor *dquery, attn_tensor *dkey,
+                                       attn_tensor *dvalue);
+ATTN_API attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
+                                                     const attn_tensor *q,
+                                                     const attn_tensor *x,
+                                                     const attn_mask *mask,
+                                                     const attn_tensor *dout, attn_tensor *dq,
+                                                     attn_tensor *dx);
+ATTN_API attn_status attn_additive_attention_backward(attn_ctx *ctx, const attn_module *m,
+                                                      const attn_tensor *q,
+                                                      const attn_tensor *k,
+                                                      const attn_tensor *v,
+                                                      const attn_mask *mask,
+                                                      const attn_tensor *dout,
+                                                      attn_tensor *dq, attn_tensor *dk,
+                                                      attn_tensor *dv);
+ATTN_API attn_status attn_ffn_backward(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *x, const attn_run *run,
+                                       const attn_tensor *dout, attn_tensor *dx);
+ATTN_API attn_status attn_encoder_layer_backward(attn_ctx *ctx, const attn_module *m,
+                                                 const attn_tensor *src,
+                                                 const attn_mask *src_mask,
+                                                 const attn_mask *src_key_padding_mask,
+                                                 int is_causal, const attn_run *run,
+                                                 const attn_tensor *dout, attn_tensor *dsrc);
+ATTN_API attn_status attn_decoder_layer_backward(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
+    const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
+    int tgt_is_causal, const attn_run *run, const attn_tensor *dout, attn_tensor *dtgt,
+    attn_tensor *dmemory);
+ATTN_API attn_status attn_encoder_backward(attn_ctx *ctx, const attn_module *m,
+                                           const attn_tensor *src, const attn_mask *mask,
+                                           const attn_mask *src_key_padding_mask,
+                                           int is_causal, const attn_run *run,
+                                           const attn_tensor *dout, attn_tensor *dsrc);
+ATTN_API attn_status attn_decoder_backward(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
+    const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
+    int tgt_is_causal, const attn_run *run, const attn_tensor *dout, attn_tensor *dtgt,
+    attn_tensor *dmemory);
+ATTN_API attn_status attn_transformer_backward(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *src, const attn_tensor *tgt,
+    const attn_mask *src_mask, const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *src_key_padding_mask, const attn_mask *tgt_key_padding_mask,
+    const attn_mask *memory_key_padding_mask, int tgt_is_causal, const attn_run *run,
+    const attn_tensor *dout, attn_tensor *dsrc, attn_tensor *dtgt);
+/* ids have no gradient: only the parameter gradients are accumulated. */
+ATTN_API attn_status attn_gpt_backward(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *ids, const attn_run *run,
+                                       const attn_tensor *dlogits);
+ATTN_API attn_status attn_vit_embed_backward(attn_ctx *ctx, const attn_module *m,
+                                             const attn_tensor *patches,
+                                             const attn_tensor *dz, attn_tensor *dpatches);
+
+/* ============================================================================================
  * attn eval: run one op described by a safetensors file (docs/eval-format.md).
  * The input's __metadata__ names the op ("op") and its attributes; tensors carry PyTorch's
  * argument and state_dict names.  Outputs ("out", "attn_weights", ...) are added to `out`.

@@ -38,6 +38,7 @@ struct attn_ctx {
     size_t nblocks, capblocks, cur;
     int fixed;        /* caller workspace: never grows */
     size_t in_use, peak;
+    struct attn__pool *pool; /* worker threads (src/core/pool.c); NULL when threads == 1 */
 };
 
 /* ---- errors ---------------------------------------------------------------------------- */

@@ -49,4 +49,45 @@ typedef struct attn__sdpa_args {
 /* scratch: 2*S floats. */
 ATTN__HIDDEN void attn__sdpa_ref(const attn__sdpa_args *a, float *scratch);
 
+/* ---- backward (reference) ------------------------------------------------------------
+ * Parameter gradients (dW, db, dw, dmask) ACCUMULATE (+=); input gradients (dx, dq, dk, dv)
+ * are OVERWRITTEN.  Any gradient pointer may be NULL (not wanted). */
+
+/* forward: y[M, N] = x[M, K] W[N, K]^T + b.  dx[M, K] = dy W; dW += dy^T x; db += sum_m dy. */
+ATTN__HIDDEN void attn__linear_bwd_ref(const float *x, int64_t ldx, const float *W,
+                                       const float *dy, int64_t lddy, float *dx, int64_t lddx,
+                                       float *dW, float *db, int64_t M, int64_t K, int64_t N);
+/* forward: y = act(x) on n contiguous elements.  dx = act'(x) * dy; dx may alias dy. */
+ATTN__HIDDEN void attn__act_bwd_ref(attn_activation act, const float *x, const float *dy,
+                                    float *dx, int64_t n);
+/* forward: y = layer_norm(x[M, E]) * w + b.  dx (may alias dy); dw, db accumulate. */
+ATTN__HIDDEN void attn__layer_norm_bwd_ref(const float *x, int64_t ldx, const float *w,
+                                           float eps, const float *dy, int64_t lddy, float *dx,
+                                           int64_t lddx, float *dw, float *db, int64_t M,
+                                           int64_t E);
+/* forward: y = softmax(x[n]).  dx = y * (dy - sum(dy * y)); dx may alias dy. */
+ATTN__HIDDEN void attn__softmax_row_bwd(const float *y, const float *dy, float *dx, int64_t n);
+
+typedef struct attn__sdpa_grads {
+    const float *dout; int64_t dos[4]; /* [B, H, L, Dv] */
+    float *dq; int64_t dqs[4];         /* [B, H, L, D]    overwritten */
+    float *dk; int64_t dks[4];         /* [B, Hkv, S, D]  overwritten, GQA heads summed */
+    float *dv; int64_t dvs[4];         /* [B, Hkv, S, Dv] overwritten */
+    float *dmask; int64_t dms[4];      /* gradient of mask[0] when ATTN_MASK_ADD: accumulates,
+                                          strides 0 on broadcast dims */
+} attn__sdpa_grads;
+/* Recomputes the weights (same dropout stream as the forward).  scratch: 4*S floats. */
+ATTN__HIDDEN void attn__sdpa_bwd_ref(const attn__sdpa_args *a, const attn__sdpa_grads *g,
+                                     float *scratch);
+
+/* ---- GEMM (fast path, chosen at run time; falls back to a plain C kernel) ---------------
+ * C[M, N] = alpha * op(A) op(B) + beta * C, row-major.  op(A) is A [M, K] (row stride lda) or,
+ * with transA, A^T where A is stored [K, M]; likewise B ([K, N] or, with transB, [N, K]).
+ * beta = 0 never reads C.  Uses the context's threads; the result is bit-identical for every
+ * thread count (threads split M and N, never K).  Fails only on workspace exhaustion. */
+ATTN__HIDDEN attn_status attn__gemm(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t N,
+                                    int64_t K, float alpha, const float *A, int64_t lda,
+                                    const float *B, int64_t ldb, float beta, float *C,
+                                    int64_t ldc);
+
 #endif
