@@ -809,6 +809,55 @@ ATTN_API attn_status attn_vit_embed_backward(attn_ctx *ctx, const attn_module *m
                                              const attn_tensor *dz, attn_tensor *dpatches);
 
 /* ============================================================================================
+ * Training: initialisation, optimiser, clipping, learning-rate schedule.
+ * ========================================================================================== */
+
+/* Fills every parameter as PyTorch initialises the module it mirrors, from a Philox stream
+ * keyed by seed (same distributions as PyTorch, not the same numbers): nn.Linear weights and
+ * biases U(-1/sqrt(in), 1/sqrt(in)); nn.MultiheadAttention in-projections xavier_uniform,
+ * in_proj_bias and out_proj.bias 0, bias_k/bias_v xavier_normal; LayerNorm 1 and 0;
+ * nn.Embedding N(0, 1); nn.Transformer xavier_uniform on every matrix (its
+ * _reset_parameters); SelfAttention_v1 U[0, 1) (torch.rand).  Modules without a PyTorch
+ * counterpart: GPT token/position embeddings N(0, 0.02), ViT cls_token and pos_embed
+ * N(0, 0.02). */
+ATTN_API attn_status attn_module_init(attn_ctx *ctx, attn_module *m, uint64_t seed);
+
+/* Global L2 norm of all gradients (torch.nn.utils.clip_grad_norm_): if max_norm > 0 and the
+ * norm exceeds it, every gradient is scaled by max_norm / (norm + 1e-6).  *norm (may be NULL)
+ * receives the norm before clipping. */
+ATTN_API attn_status attn_module_clip_grad_norm(attn_ctx *ctx, attn_module *m, float max_norm,
+                                               float *norm /* OUT */);
+
+/* torch.optim.AdamW: decoupled weight decay, bias-corrected moments. */
+typedef struct attn_adamw_config {
+    float lr;           /* default 1e-3 */
+    float beta1, beta2; /* 0.9, 0.999 */
+    float eps;          /* 1e-8 */
+    float weight_decay; /* 1e-2 (applied to every parameter, as PyTorch's single group) */
+} attn_adamw_config;
+ATTN_API attn_adamw_config attn_adamw_defaults(void);
+
+typedef struct attn_adamw attn_adamw;
+/* The optimiser keeps m's parameter count; m must have gradients enabled. */
+ATTN_API attn_status attn_adamw_create(attn_ctx *ctx, const attn_module *m,
+                                       const attn_adamw_config *cfg, attn_adamw **out /* OUT */);
+ATTN_API void attn_adamw_free(attn_adamw *opt);
+/* One update of m's parameters from its gradients with learning rate lr (<= 0: cfg->lr). */
+ATTN_API attn_status attn_adamw_step(attn_ctx *ctx, attn_adamw *opt, attn_module *m, float lr);
+ATTN_API int64_t attn_adamw_step_count(const attn_adamw *opt);
+/* Optimiser state as tensors "<prefix>exp_avg.<param>", "<prefix>exp_avg_sq.<param>" and
+ * metadata "<prefix>step", for checkpoints and resume. */
+ATTN_API attn_status attn_adamw_save(attn_ctx *ctx, const attn_adamw *opt, const attn_module *m,
+                                     attn_st_writer *w, const char *prefix);
+ATTN_API attn_status attn_adamw_load(attn_ctx *ctx, attn_adamw *opt, const attn_module *m,
+                                     const attn_st *st, const char *prefix);
+
+/* Learning rate at `step` (from 0): lr_max * (step + 1) / warmup for the first `warmup` steps,
+ * then a cosine decay from lr_max to lr_min reached at `total`, lr_min after. */
+ATTN_API float attn_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, float lr_max,
+                                     float lr_min);
+
+/* ============================================================================================
  * attn eval: run one op described by a safetensors file (docs/eval-format.md).
  * The input's __metadata__ names the op ("op") and its attributes; tensors carry PyTorch's
  * argument and state_dict names.  Outputs ("out", "attn_weights", ...) are added to `out`.

@@ -40,9 +40,14 @@ attn_status attn_seed_attention_create(attn_ctx *ctx, const attn_seed_attention_
     int64_t di = cfg->d_in, dout = cfg->d_out;
     attn_status st;
     if (cfg->kind == ATTN_SEED_SELF_V1) {
-        st = attn__param_reg(ctx, m, "", "W_query", &s->Wq, 0, 2, di, dout, 0);
-        if (st == ATTN_OK) st = attn__param_reg(ctx, m, "", "W_key", &s->Wk, 0, 2, di, dout, 0);
-        if (st == ATTN_OK) st = attn__param_reg(ctx, m, "", "W_value", &s->Wv, 0, 2, di, dout, 0);
+        /* nn.Parameter(torch.rand(d_in, d_out)) */
+        float **raw[3] = {&s->Wq, &s->Wk, &s->Wv};
+        const char *names[3] = {"W_query", "W_key", "W_value"};
+        st = ATTN_OK;
+        for (int i = 0; i < 3 && st == ATTN_OK; i++) {
+            st = attn__param_reg(ctx, m, "", names[i], raw[i], 0, 2, di, dout, 0);
+            attn__param_init_last(m, ATTN__INIT_UNIFORM01, 0);
+        }
     } else {
         st = attn__lin_reg(ctx, m, "", "W_query", &s->q, di, dout, cfg->qkv_bias);
         if (st == ATTN_OK) st = attn__lin_reg(ctx, m, "", "W_key", &s->k, di, dout, cfg->qkv_bias);
@@ -326,6 +331,285 @@ attn_status attn_additive_attention_forward(attn_ctx *ctx, const attn_module *m,
         }
     attn__seq_out_end(op, out);
     if (weights && weights->data) attn__store(w, weights);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* =========================================================================================
+ * Backward (recomputing the forward; see the Backward section of attn.h).
+ * ======================================================================================= */
+
+/* forward: y = x W (raw W [din, dout]).  dx (+=) = dy W^T; gW += x^T dy. */
+static void matmul_raw_bwd(const float *x, const float *W, const float *dy, float *dx, float *gW,
+                           int64_t M, int64_t din, int64_t dout) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < din; k++) {
+            double acc = 0;
+            for (int64_t j = 0; j < dout; j++) acc += (double)dy[i * dout + j] * W[k * dout + j];
+            dx[i * din + k] += (float)acc;
+        }
+    for (int64_t k = 0; k < din; k++)
+        for (int64_t j = 0; j < dout; j++) {
+            double acc = 0;
+            for (int64_t i = 0; i < M; i++) acc += (double)x[i * din + k] * dy[i * dout + j];
+            gW[k * dout + j] += (float)acc;
+        }
+}
+
+static void add_to(float *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
+                                         const attn_tensor *x, const attn_run *run,
+                                         const attn_tensor *dout, attn_tensor *dx) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__SEED, "attn_seed_attention_backward"));
+    const seed *s = m->impl;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    int64_t di = s->cfg.d_in, dout_dim = s->cfg.d_out, H = s->H, D = s->D;
+    ATTN_TRY(attn__check(ctx, x, "x", ATTN_F32, 2, 3));
+    int b3 = x->ndim == 3;
+    int64_t B = b3 ? x->shape[0] : 1, T = x->shape[b3], M = B * T;
+    char s1[96];
+    ATTN_FAIL_IF(x->shape[x->ndim - 1] != di, ctx, ATTN_E_SHAPE,
+                 "x has shape %s, its last dimension must be d_in = %lld",
+                 attn__shape_str(x, s1, sizeof s1), (long long)di);
+    int64_t oshape[3] = {B, T, dout_dim}, xshape[3] = {B, T, di};
+    ATTN_TRY(attn__check(ctx, dout, "dout", ATTN_F32, x->ndim, x->ndim));
+    ATTN_TRY(attn__check_shape(ctx, dout, "dout", x->ndim, oshape + !b3));
+    if (dx && dx->data) {
+        ATTN_TRY(attn__check(ctx, dx, "dx", ATTN_F32, x->ndim, x->ndim));
+        ATTN_TRY(attn__check_shape(ctx, dx, "dx", x->ndim, xshape + !b3));
+    }
+    ATTN_TRY(attn__check_finite(ctx, x, "x", 0));
+    ATTN_TRY(attn__check_finite(ctx, dout, "dout", 0));
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *xp, *dy;
+    float *q, *k, *v, *o, *dq, *dk, *dv, *d_o, *dxp, *scratch;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__contig(ctx, x, &xp));
+    ATTN_TRYG(attn__contig(ctx, dout, &dy));
+    float **bufs[8] = {&q, &k, &v, &o, &dq, &dk, &dv, &d_o};
+    for (int i = 0; i < 8; i++) ATTN_TRYG(attn__ws_f32(ctx, bufs[i], M, dout_dim, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dxp, M, di, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, T, 1, 1));
+    if (s->cfg.kind == ATTN_SEED_SELF_V1) {
+        matmul_raw(xp, s->Wq, q, M, di, dout_dim);
+        matmul_raw(xp, s->Wk, k, M, di, dout_dim);
+        matmul_raw(xp, s->Wv, v, M, di, dout_dim);
+    } else {
+        attn__lin_fwd(&s->q, xp, q, M);
+        attn__lin_fwd(&s->k, xp, k, M);
+        attn__lin_fwd(&s->v, xp, v, M);
+    }
+    attn__sdpa_args a;
+    memset(&a, 0, sizeof a);
+    a.B = B, a.H = H, a.Hkv = H, a.L = T, a.S = T, a.D = D, a.Dv = D;
+    int64_t str[4] = {T * dout_dim, D, dout_dim, 1};
+    a.q = q, a.k = k, a.v = v, a.o = o;
+    memcpy(a.qs, str, sizeof str), memcpy(a.ks, str, sizeof str);
+    memcpy(a.vs, str, sizeof str), memcpy(a.os, str, sizeof str);
+    a.scale = (float)(1.0 / sqrt((double)D));
+    if (s->cfg.kind >= ATTN_SEED_CAUSAL) a.causal = ATTN_CAUSAL_TOP_LEFT;
+    if (s->cfg.kind >= ATTN_SEED_CAUSAL && rng.training && s->cfg.dropout > 0.0f) {
+        a.dropout_p = s->cfg.dropout;
+        a.seed = rng.seed;
+        a.offset = rng.offset++;
+    }
+    if (s->cfg.kind == ATTN_SEED_MULTIHEAD) {
+        attn__sdpa_ref(&a, scratch); /* o is needed for out_proj's weight gradient */
+        attn__linear_bwd_ref(o, dout_dim, s->out_proj.weight, dy, dout_dim, d_o, dout_dim,
+                             attn__g(&g, s->out_proj.weight), attn__g(&g, s->out_proj.bias), M,
+                             dout_dim, dout_dim);
+    } else {
+        memcpy(d_o, dy, (size_t)(M * dout_dim) * sizeof(float));
+    }
+    attn__sdpa_grads sg;
+    memset(&sg, 0, sizeof sg);
+    sg.dout = d_o, sg.dq = dq, sg.dk = dk, sg.dv = dv;
+    memcpy(sg.dos, str, sizeof str), memcpy(sg.dqs, str, sizeof str);
+    memcpy(sg.dks, str, sizeof str), memcpy(sg.dvs, str, sizeof str);
+    attn__sdpa_bwd_ref(&a, &sg, scratch);
+    memset(dxp, 0, (size_t)(M * di) * sizeof(float));
+    if (s->cfg.kind == ATTN_SEED_SELF_V1) {
+        matmul_raw_bwd(xp, s->Wq, dq, dxp, attn__g(&g, s->Wq), M, di, dout_dim);
+        matmul_raw_bwd(xp, s->Wk, dk, dxp, attn__g(&g, s->Wk), M, di, dout_dim);
+        matmul_raw_bwd(xp, s->Wv, dv, dxp, attn__g(&g, s->Wv), M, di, dout_dim);
+    } else {
+        /* x feeds three projections: its gradient is the sum of their input gradients */
+        const attn__lin *ls[3] = {&s->q, &s->k, &s->v};
+        float *ds[3] = {dq, dk, dv}, *tmp;
+        ATTN_TRYG(attn__ws_f32(ctx, &tmp, M, di, 1, 1));
+        for (int i = 0; i < 3; i++) {
+            attn__linear_bwd_ref(xp, di, ls[i]->weight, ds[i], dout_dim, tmp, di,
+                                 attn__g(&g, ls[i]->weight), attn__g(&g, ls[i]->bias), M, di,
+                                 dout_dim);
+            add_to(dxp, tmp, M * di);
+        }
+    }
+    if (dx && dx->data) attn__store(dxp, dx);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *q, const attn_tensor *x,
+                                            const attn_mask *mask, const attn_tensor *dout,
+                                            attn_tensor *dq, attn_tensor *dx) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__GENERAL, "attn_general_attention_backward"));
+    const general *gn = m->impl;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    int64_t Dq = gn->cfg.query_dim, Dx = gn->cfg.input_dim, Dv = gn->cfg.value_dim;
+    int64_t B = 0, L = 0, S = 0;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *xp, *qin = NULL, *dy;
+    float *qp, *kp, *vp, *op, *dqp, *dkp, *dvp, *dxp, *tmp, *dqo = NULL, *scratch;
+    attn_status st;
+    attn__sdpa_args a;
+    memset(&a, 0, sizeof a);
+    ATTN_TRYG(attn__seq_in(ctx, x, "inputs", Dx, &B, &S, &xp));
+    if (gn->cfg.self_attention) L = S;
+    else ATTN_TRYG(attn__seq_in(ctx, q, "query", Dq, &B, &L, &qin));
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", Dv, &B, &L, &dy));
+    ATTN_TRYG(bls_outputs(ctx, mask, NULL, B, L, S, &a.mask[0]));
+    if (dx && dx->data) ATTN_TRYG(attn__seq_out(ctx, dx, "dx", B, S, Dx, &dxp));
+    else ATTN_TRYG(attn__ws_f32(ctx, &dxp, B, S, Dx, 1));
+    if (!gn->cfg.self_attention && dq && dq->data)
+        ATTN_TRYG(attn__seq_out(ctx, dq, "dq", B, L, Dq, &dqo));
+    ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, Dq, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &kp, B, S, Dq, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &vp, B, S, Dv, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &op, B, L, Dv, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dqp, B, L, Dq, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dkp, B, S, Dq, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, S, Dv, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &tmp, B, S, Dx, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, S, 1, 1));
+    attn__lin_fwd(&gn->k, xp, kp, B * S);
+    attn__lin_fwd(&gn->v, xp, vp, B * S);
+    if (gn->cfg.self_attention) attn__lin_fwd(&gn->q, xp, qp, B * S);
+    else memcpy(qp, qin, (size_t)(B * L * Dq) * sizeof(float));
+    a.B = B, a.H = 1, a.Hkv = 1, a.L = L, a.S = S, a.D = Dq, a.Dv = Dv;
+    a.q = qp, a.qs[0] = L * Dq, a.qs[2] = Dq, a.qs[3] = 1;
+    a.k = kp, a.ks[0] = S * Dq, a.ks[2] = Dq, a.ks[3] = 1;
+    a.v = vp, a.vs[0] = S * Dv, a.vs[2] = Dv, a.vs[3] = 1;
+    a.o = op, a.os[0] = L * Dv, a.os[2] = Dv, a.os[3] = 1;
+    a.mask_ncols[0] = S;
+    a.scale = (float)(1.0 / sqrt((double)Dq));
+    attn__sdpa_grads sg;
+    memset(&sg, 0, sizeof sg);
+    sg.dout = dy, memcpy(sg.dos, a.os, sizeof sg.dos);
+    sg.dq = dqp, memcpy(sg.dqs, a.qs, sizeof sg.dqs);
+    sg.dk = dkp, memcpy(sg.dks, a.ks, sizeof sg.dks);
+    sg.dv = dvp, memcpy(sg.dvs, a.vs, sizeof sg.dvs);
+    attn__sdpa_bwd_ref(&a, &sg, scratch);
+    /* inputs feed W_key, W_value (and W_query for self-attention) */
+    attn__linear_bwd_ref(xp, Dx, gn->k.weight, dkp, Dq, dxp, Dx, attn__g(&g, gn->k.weight),
+                         attn__g(&g, gn->k.bias), B * S, Dx, Dq);
+    attn__linear_bwd_ref(xp, Dx, gn->v.weight, dvp, Dv, tmp, Dx, attn__g(&g, gn->v.weight),
+                         attn__g(&g, gn->v.bias), B * S, Dx, Dv);
+    add_to(dxp, tmp, B * S * Dx);
+    if (gn->cfg.self_attention) {
+        attn__linear_bwd_ref(xp, Dx, gn->q.weight, dqp, Dq, tmp, Dx, attn__g(&g, gn->q.weight),
+                             attn__g(&g, gn->q.bias), B * S, Dx, Dq);
+        add_to(dxp, tmp, B * S * Dx);
+    } else if (dqo) {
+        memcpy(dqo, dqp, (size_t)(B * L * Dq) * sizeof(float));
+        attn__seq_out_end(dqo, dq);
+    }
+    if (dx && dx->data) attn__seq_out_end(dxp, dx);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_additive_attention_backward(attn_ctx *ctx, const attn_module *m,
+                                             const attn_tensor *q, const attn_tensor *k,
+                                             const attn_tensor *v, const attn_mask *mask,
+                                             const attn_tensor *dout, attn_tensor *dq,
+                                             attn_tensor *dk, attn_tensor *dv) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ADDITIVE, "attn_additive_attention_backward"));
+    const additive *d = m->impl;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    int64_t B = 0, L = 0, S = 0, Dv = 0, A = d->A;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *qp, *kp, *vp, *dy;
+    float *qa, *ka, *dqa, *dka, *sc, *w, *dw, *dqo = NULL, *dko = NULL, *dvo;
+    attn__mask4 m4;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, q, "queries", d->Dq, &B, &L, &qp));
+    ATTN_TRYG(attn__seq_in(ctx, k, "keys", d->Dk, &B, &S, &kp));
+    ATTN_TRYG(attn__check(ctx, v, "values", ATTN_F32, 3, 3));
+    Dv = v->shape[2];
+    ATTN_TRYG(attn__seq_in(ctx, v, "values", Dv, &B, &S, &vp));
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", Dv, &B, &L, &dy));
+    ATTN_TRYG(bls_outputs(ctx, mask, NULL, B, L, S, &m4));
+    if (dq && dq->data) ATTN_TRYG(attn__seq_out(ctx, dq, "dq", B, L, d->Dq, &dqo));
+    if (dk && dk->data) ATTN_TRYG(attn__seq_out(ctx, dk, "dk", B, S, d->Dk, &dko));
+    if (dv && dv->data) ATTN_TRYG(attn__seq_out(ctx, dv, "dv", B, S, Dv, &dvo));
+    else ATTN_TRYG(attn__ws_f32(ctx, &dvo, B, S, Dv, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &qa, B, L, A, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &ka, B, S, A, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dqa, B, L, A, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dka, B, S, A, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &sc, S, 1, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &w, S, 1, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dw, S, 1, 1, 1));
+    attn__lin_fwd(&d->Wq, qp, qa, B * L);
+    attn__lin_fwd(&d->Wk, kp, ka, B * S);
+    memset(dqa, 0, (size_t)(B * L * A) * sizeof(float));
+    memset(dka, 0, (size_t)(B * S * A) * sizeof(float));
+    memset(dvo, 0, (size_t)(B * S * Dv) * sizeof(float));
+    float *gwv = attn__g(&g, d->wv.weight);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < L; i++) {
+            const float *qi = qa + (b * L + i) * A;
+            const float *di = dy + (b * L + i) * Dv;
+            for (int64_t j = 0; j < S; j++) { /* forward: score, mask, softmax */
+                const float *kj = ka + (b * S + j) * A;
+                double acc = 0;
+                for (int64_t t = 0; t < A; t++) acc += (double)d->wv.weight[t] * tanhf(qi[t] + kj[t]);
+                sc[j] = (float)acc;
+                if (m4.kind != ATTN_MASK_NONE) sc[j] += attn__mask_at(&m4, b, 0, i, j);
+            }
+            attn__softmax_row(sc, w, S);
+            /* out_i = sum_j w_j v_j:  dw_j = dout_i . v_j;  dv_j += w_j dout_i */
+            for (int64_t j = 0; j < S; j++) {
+                const float *vj = vp + (b * S + j) * Dv;
+                double acc = 0;
+                for (int64_t e = 0; e < Dv; e++) {
+                    acc += (double)di[e] * vj[e];
+                    dvo[(b * S + j) * Dv + e] += w[j] * di[e];
+                }
+                dw[j] = (float)acc;
+            }
+            attn__softmax_row_bwd(w, dw, dw, S); /* now d score */
+            for (int64_t j = 0; j < S; j++) {
+                if (dw[j] == 0.0f) continue; /* masked or no gradient */
+                const float *kj = ka + (b * S + j) * A;
+                float *dqi = dqa + (b * L + i) * A, *dkj = dka + (b * S + j) * A;
+                for (int64_t t = 0; t < A; t++) {
+                    float th = tanhf(qi[t] + kj[t]);
+                    float dt = dw[j] * d->wv.weight[t] * (1.0f - th * th);
+                    gwv[t] += dw[j] * th;
+                    dqi[t] += dt;
+                    dkj[t] += dt;
+                }
+            }
+        }
+    attn__linear_bwd_ref(qp, d->Dq, d->Wq.weight, dqa, A, dqo, d->Dq, attn__g(&g, d->Wq.weight),
+                         NULL, B * L, d->Dq, A);
+    attn__linear_bwd_ref(kp, d->Dk, d->Wk.weight, dka, A, dko, d->Dk, attn__g(&g, d->Wk.weight),
+                         NULL, B * S, d->Dk, A);
+    if (dqo) attn__seq_out_end(dqo, dq);
+    if (dko) attn__seq_out_end(dko, dk);
+    if (dv && dv->data) attn__seq_out_end(dvo, dv);
 done:
     attn__ws_release(ctx, mk);
     return st;

@@ -1,4 +1,5 @@
 /* nn.Linear, nn.LayerNorm and nn.Embedding as modules: thin wrappers over the stateless ops. */
+#include <math.h>
 #include <string.h>
 
 #include "layers.h"
@@ -20,8 +21,11 @@ attn_status attn_linear_create(attn_ctx *ctx, int64_t in_features, int64_t out_f
     /* names "weight" and "bias": register with an empty layer name */
     attn_status st = attn__param_reg(ctx, m, "", "weight", &l->l.weight, 0, 2, out_features,
                                      in_features, 0);
-    if (st == ATTN_OK && bias)
+    attn__param_init_last(m, ATTN__INIT_UNIFORM, 1.0 / sqrt((double)in_features));
+    if (st == ATTN_OK && bias) {
         st = attn__param_reg(ctx, m, "", "bias", &l->l.bias, 0, 1, out_features, 0, 0);
+        attn__param_init_last(m, ATTN__INIT_UNIFORM, 1.0 / sqrt((double)in_features));
+    }
     l->l.in = in_features;
     l->l.out = out_features;
     if (st != ATTN_OK) {
@@ -83,6 +87,7 @@ attn_status attn_embedding_create(attn_ctx *ctx, int64_t num_embeddings, int64_t
     e->V = num_embeddings;
     e->E = E;
     attn_status st = attn__param_reg(ctx, m, "", "weight", &e->weight, 0, 2, num_embeddings, E, 0);
+    attn__param_init_last(m, ATTN__INIT_NORMAL, 1.0);
     if (st != ATTN_OK) {
         attn_module_free(m);
         return st;

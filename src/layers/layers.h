@@ -12,9 +12,25 @@ typedef struct attn__param {
     int64_t shape[ATTN_MAX_DIMS];
     int64_t numel;
     float **slot;   /* where the layer struct wants the data pointer */
-    float init;     /* initial value of every element */
+    float init;     /* value at create time */
+    int init_kind;  /* attn__init: how attn_module_init fills it */
+    float init_a;   /* its bound or standard deviation */
     float *data;
 } attn__param;
+
+/* PyTorch's default initialisations (attn_module_init). */
+enum attn__init {
+    ATTN__INIT_CONST = 0,   /* the create-time value (0, or 1 for norm weights) */
+    ATTN__INIT_UNIFORM,     /* U(-a, a) */
+    ATTN__INIT_UNIFORM01,   /* U[0, 1) (torch.rand) */
+    ATTN__INIT_NORMAL       /* N(0, a^2) */
+};
+/* Sets the init rule of the most recently registered parameter. */
+ATTN__HIDDEN void attn__param_init_last(attn_module *m, int kind, double a);
+/* The xavier_uniform bound and xavier_normal std of a [fan_out, fan_in] matrix. */
+static inline double attn__xavier_bound(int64_t fan_in, int64_t fan_out) {
+    return sqrt(6.0 / (double)(fan_in + fan_out));
+}
 
 typedef enum attn__kind {
     ATTN__LINEAR, ATTN__LAYER_NORM, ATTN__EMBEDDING, ATTN__SEED, ATTN__MHA, ATTN__GENERAL,
@@ -33,7 +49,21 @@ struct attn_module {
     int64_t numel;
     void *impl;  /* the layer struct (one allocation, freed with the module) */
     void *extra; /* optional second allocation (layer arrays of stacks), freed with it */
+    float *grad; /* gradients, parallel to arena (attn_module_enable_grad), or NULL */
 };
+
+/* Maps a parameter pointer (inside the arena) to its gradient.  Backward functions take one
+ * and accumulate parameter gradients through it. */
+typedef struct attn__gmap {
+    const float *arena;
+    float *grad;
+} attn__gmap;
+static inline float *attn__g(const attn__gmap *g, const float *p) {
+    return p ? g->grad + (p - g->arena) : NULL;
+}
+/* The module's map; fails with a message when gradients are not enabled. */
+ATTN__HIDDEN attn_status attn__module_gmap(attn_ctx *ctx, const attn_module *m,
+                                           attn__gmap *out);
 
 /* Dropout stream state for one forward call: every dropout site takes the next offset, so
  * each site draws independent bits and results do not depend on threads. */
@@ -101,6 +131,17 @@ ATTN__HIDDEN attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const 
                                        int64_t L, int64_t S, const attn_mask *key_padding_mask,
                                        const attn_mask *attn_mask, int is_causal,
                                        int average, attn__rng *rng, float *out, float *weights);
+
+/* Backward of attn__mha_fwd, recomputing it from the same inputs and rng state.  dout
+ * [B, L, E]; dquery [B, L, E], dkey [B, S, kdim], dvalue [B, S, vdim] are overwritten (each may
+ * be NULL); parameter gradients accumulate through g. */
+ATTN__HIDDEN attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
+                                       const float *query, const float *key,
+                                       const float *value, int64_t B, int64_t L, int64_t S,
+                                       const attn_mask *key_padding_mask,
+                                       const attn_mask *attn_mask, int is_causal,
+                                       attn__rng *rng, const float *dout, float *dquery,
+                                       float *dkey, float *dvalue);
 
 /* ---- Transformer blocks -------------------------------------------------------------- */
 typedef struct attn__enc_layer {

@@ -39,23 +39,32 @@ attn_status attn__mha_reg(attn_ctx *ctx, attn_module *m, const char *prefix, att
     a->D = E / cfg->num_heads;
     a->packed = a->cfg.kdim == E && a->cfg.vdim == E;
     /* registration order follows PyTorch's state_dict */
+    /* initialisation as MultiheadAttention._reset_parameters */
     if (a->packed) {
         ATTN_TRY(attn__param_reg(ctx, m, prefix, "in_proj_weight", &a->in_proj_weight, 0, 2,
                                  3 * E, E, 0));
+        attn__param_init_last(m, ATTN__INIT_UNIFORM, attn__xavier_bound(E, 3 * E));
     } else {
         ATTN_TRY(attn__param_reg(ctx, m, prefix, "q_proj_weight", &a->q_proj_weight, 0, 2, E, E, 0));
+        attn__param_init_last(m, ATTN__INIT_UNIFORM, attn__xavier_bound(E, E));
         ATTN_TRY(attn__param_reg(ctx, m, prefix, "k_proj_weight", &a->k_proj_weight, 0, 2, E,
                                  a->cfg.kdim, 0));
+        attn__param_init_last(m, ATTN__INIT_UNIFORM, attn__xavier_bound(a->cfg.kdim, E));
         ATTN_TRY(attn__param_reg(ctx, m, prefix, "v_proj_weight", &a->v_proj_weight, 0, 2, E,
                                  a->cfg.vdim, 0));
+        attn__param_init_last(m, ATTN__INIT_UNIFORM, attn__xavier_bound(a->cfg.vdim, E));
     }
     if (cfg->bias)
         ATTN_TRY(attn__param_reg(ctx, m, prefix, "in_proj_bias", &a->in_proj_bias, 0, 1, 3 * E, 0, 0));
-    if (cfg->add_bias_kv) {
+    if (cfg->add_bias_kv) { /* xavier_normal_ of [1, 1, E]: fan_in = fan_out = E */
         ATTN_TRY(attn__param_reg(ctx, m, prefix, "bias_k", &a->bias_k, 0, 3, 1, 1, E));
+        attn__param_init_last(m, ATTN__INIT_NORMAL, 1.0 / sqrt((double)E));
         ATTN_TRY(attn__param_reg(ctx, m, prefix, "bias_v", &a->bias_v, 0, 3, 1, 1, E));
+        attn__param_init_last(m, ATTN__INIT_NORMAL, 1.0 / sqrt((double)E));
     }
-    return attn__lin_reg(ctx, m, prefix, "out_proj", &a->out_proj, E, E, cfg->bias);
+    ATTN_TRY(attn__lin_reg(ctx, m, prefix, "out_proj", &a->out_proj, E, E, cfg->bias));
+    if (cfg->bias) attn__param_init_last(m, ATTN__INIT_CONST, 0); /* out_proj.bias = 0 */
+    return ATTN_OK;
 }
 
 attn_status attn_mha_create(attn_ctx *ctx, const attn_mha_config *cfg, attn_module **out) {
@@ -125,29 +134,11 @@ static attn_status bind_kpm(attn_ctx *ctx, const attn_mask *m, int64_t B, int64_
     return ATTN_OK;
 }
 
-attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
-                          const float *key, const float *value, int64_t B, int64_t L, int64_t S,
-                          const attn_mask *key_padding_mask, const attn_mask *amask,
-                          int is_causal, int average, attn__rng *rng, float *out,
-                          float *weights) {
-    int64_t E = a->E, H = a->H, D = a->D, kd = a->cfg.kdim, vd = a->cfg.vdim;
-    int64_t Sx = S + (a->cfg.add_bias_kv ? 1 : 0) + (a->cfg.add_zero_attn ? 1 : 0);
-    attn__sdpa_args s;
-    memset(&s, 0, sizeof s);
-    ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &s.mask[0]));
-    ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s.mask[1]));
-    s.mask_ncols[0] = s.mask_ncols[1] = S; /* appended bias/zero columns are never masked */
-
-    attn__mark mk = attn__ws_mark(ctx);
-    float *qp, *kp, *vp, *ao, *w = NULL, *scratch;
-    attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &vp, B, Sx, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, Sx, 1, 1));
-    if (weights) ATTN_TRYG(attn__ws_f32(ctx, &w, B, H, L, Sx));
-
+/* Projected q [B, L, E], k and v [B, Sx, E] (bias_k/bias_v and a zero key appended). */
+static void project(const attn__mha *a, const float *query, const float *key,
+                    const float *value, int64_t B, int64_t L, int64_t S, int64_t Sx, float *qp,
+                    float *kp, float *vp) {
+    int64_t E = a->E, kd = a->cfg.kdim, vd = a->cfg.vdim;
     /* in-projection: q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv */
     const float *Wq = a->packed ? a->in_proj_weight : a->q_proj_weight;
     const float *Wk = a->packed ? a->in_proj_weight + E * E : a->k_proj_weight;
@@ -169,21 +160,56 @@ attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
             memset(vb + j * E, 0, (size_t)E * sizeof(float));
         }
     }
+}
 
-    /* heads are column blocks of width D: head h of row i starts at i*E + h*D */
-    s.B = B, s.H = H, s.Hkv = H, s.L = L, s.S = Sx, s.D = D, s.Dv = D;
-    s.q = qp, s.qs[0] = L * E, s.qs[1] = D, s.qs[2] = E, s.qs[3] = 1;
-    s.k = kp, s.ks[0] = Sx * E, s.ks[1] = D, s.ks[2] = E, s.ks[3] = 1;
-    s.v = vp, s.vs[0] = Sx * E, s.vs[1] = D, s.vs[2] = E, s.vs[3] = 1;
-    s.o = ao, s.os[0] = L * E, s.os[1] = D, s.os[2] = E, s.os[3] = 1;
-    if (w) s.w = w, s.ws[0] = H * L * Sx, s.ws[1] = L * Sx, s.ws[2] = Sx, s.ws[3] = 1;
-    s.causal = is_causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
-    s.scale = (float)(1.0 / sqrt((double)D));
+/* SDPA arguments over the head-blocked buffers: head h of row i starts at i*E + h*D.  Masks
+ * must already be bound in s->mask.  Takes the dropout offset from rng (one site). */
+static void sdpa_setup(const attn__mha *a, attn__sdpa_args *s, int64_t B, int64_t L,
+                       int64_t S, int64_t Sx, const float *qp, const float *kp,
+                       const float *vp, float *ao, int is_causal, attn__rng *rng) {
+    int64_t E = a->E, H = a->H, D = a->D;
+    s->mask_ncols[0] = s->mask_ncols[1] = S; /* appended bias/zero columns are never masked */
+    s->B = B, s->H = H, s->Hkv = H, s->L = L, s->S = Sx, s->D = D, s->Dv = D;
+    s->q = qp, s->qs[0] = L * E, s->qs[1] = D, s->qs[2] = E, s->qs[3] = 1;
+    s->k = kp, s->ks[0] = Sx * E, s->ks[1] = D, s->ks[2] = E, s->ks[3] = 1;
+    s->v = vp, s->vs[0] = Sx * E, s->vs[1] = D, s->vs[2] = E, s->vs[3] = 1;
+    s->o = ao, s->os[0] = L * E, s->os[1] = D, s->os[2] = E, s->os[3] = 1;
+    s->causal = is_causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    s->scale = (float)(1.0 / sqrt((double)D));
     if (rng && rng->training && a->cfg.dropout > 0.0f) {
-        s.dropout_p = a->cfg.dropout;
-        s.seed = rng->seed;
-        s.offset = rng->offset++;
+        s->dropout_p = a->cfg.dropout;
+        s->seed = rng->seed;
+        s->offset = rng->offset++;
     }
+}
+
+static int64_t extra_cols(const attn__mha *a) {
+    return (a->cfg.add_bias_kv ? 1 : 0) + (a->cfg.add_zero_attn ? 1 : 0);
+}
+
+attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
+                          const float *key, const float *value, int64_t B, int64_t L, int64_t S,
+                          const attn_mask *key_padding_mask, const attn_mask *amask,
+                          int is_causal, int average, attn__rng *rng, float *out,
+                          float *weights) {
+    int64_t E = a->E, H = a->H, Sx = S + extra_cols(a);
+    attn__sdpa_args s;
+    memset(&s, 0, sizeof s);
+    ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &s.mask[0]));
+    ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s.mask[1]));
+
+    attn__mark mk = attn__ws_mark(ctx);
+    float *qp, *kp, *vp, *ao, *w = NULL, *scratch;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &vp, B, Sx, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, Sx, 1, 1));
+    if (weights) ATTN_TRYG(attn__ws_f32(ctx, &w, B, H, L, Sx));
+    project(a, query, key, value, B, L, S, Sx, qp, kp, vp);
+    sdpa_setup(a, &s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
+    if (w) s.w = w, s.ws[0] = H * L * Sx, s.ws[1] = L * Sx, s.ws[2] = Sx, s.ws[3] = 1;
     attn__sdpa_ref(&s, scratch);
     attn__lin_fwd(&a->out_proj, ao, out, B * L);
 
@@ -199,6 +225,71 @@ attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
         } else {
             memcpy(weights, w, (size_t)(B * H * L * Sx) * sizeof(float));
         }
+    }
+    st = ATTN_OK;
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
+                          const float *query, const float *key, const float *value, int64_t B,
+                          int64_t L, int64_t S, const attn_mask *key_padding_mask,
+                          const attn_mask *amask, int is_causal, attn__rng *rng,
+                          const float *dout, float *dquery, float *dkey, float *dvalue) {
+    int64_t E = a->E, H = a->H, Sx = S + extra_cols(a), kd = a->cfg.kdim, vd = a->cfg.vdim;
+    attn__sdpa_args s;
+    memset(&s, 0, sizeof s);
+    ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &s.mask[0]));
+    ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s.mask[1]));
+    attn__mark mk = attn__ws_mark(ctx);
+    float *qp, *kp, *vp, *ao, *dao, *dqp, *dkp, *dvp, *scratch;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &vp, B, Sx, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dao, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dqp, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dkp, B, Sx, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, Sx, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, Sx, 1, 1));
+    /* recompute the forward up to the attention output */
+    project(a, query, key, value, B, L, S, Sx, qp, kp, vp);
+    sdpa_setup(a, &s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
+    attn__sdpa_ref(&s, scratch);
+    /* out = ao Wo^T + bo */
+    attn__linear_bwd_ref(ao, E, a->out_proj.weight, dout, E, dao, E,
+                         attn__g(g, a->out_proj.weight), attn__g(g, a->out_proj.bias), B * L, E, E);
+    /* attention: gradients of the head-blocked q, k, v buffers */
+    attn__sdpa_grads sg;
+    memset(&sg, 0, sizeof sg);
+    sg.dout = dao, memcpy(sg.dos, s.os, sizeof sg.dos);
+    sg.dq = dqp, memcpy(sg.dqs, s.qs, sizeof sg.dqs);
+    sg.dk = dkp, memcpy(sg.dks, s.ks, sizeof sg.dks);
+    sg.dv = dvp, memcpy(sg.dvs, s.vs, sizeof sg.dvs);
+    attn__sdpa_bwd_ref(&s, &sg, scratch);
+    if (a->cfg.add_bias_kv) { /* the appended row S of every batch came from bias_k / bias_v */
+        float *gbk = attn__g(g, a->bias_k), *gbv = attn__g(g, a->bias_v);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t e = 0; e < E; e++) {
+                gbk[e] += dkp[(b * Sx + S) * E + e];
+                gbv[e] += dvp[(b * Sx + S) * E + e];
+            }
+    }
+    /* in-projections */
+    const float *Wq = a->packed ? a->in_proj_weight : a->q_proj_weight;
+    const float *Wk = a->packed ? a->in_proj_weight + E * E : a->k_proj_weight;
+    const float *Wv = a->packed ? a->in_proj_weight + 2 * E * E : a->v_proj_weight;
+    float *gbq = attn__g(g, a->in_proj_bias), *gbk = gbq ? gbq + E : NULL,
+          *gbv = gbq ? gbq + 2 * E : NULL;
+    attn__linear_bwd_ref(query, E, Wq, dqp, E, dquery, E, attn__g(g, Wq), gbq, B * L, E, E);
+    for (int64_t b = 0; b < B; b++) {
+        attn__linear_bwd_ref(key + b * S * kd, kd, Wk, dkp + b * Sx * E, E,
+                             dkey ? dkey + b * S * kd : NULL, kd, attn__g(g, Wk), gbk, S, kd, E);
+        attn__linear_bwd_ref(value + b * S * vd, vd, Wv, dvp + b * Sx * E, E,
+                             dvalue ? dvalue + b * S * vd : NULL, vd, attn__g(g, Wv), gbv, S, vd,
+                             E);
     }
     st = ATTN_OK;
 done:
@@ -242,6 +333,42 @@ attn_status attn_mha_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
                             o.average_attn_weights, &rng, op, wp));
     attn__seq_out_end(op, out);
     if (wp && wp != weights->data) attn__store(wp, weights);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *query,
+                              const attn_tensor *key, const attn_tensor *value,
+                              const attn_mask *key_padding_mask, const attn_mask *amask,
+                              const attn_mha_options *opt, const attn_run *run,
+                              const attn_tensor *dout, attn_tensor *dquery, attn_tensor *dkey,
+                              attn_tensor *dvalue) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__MHA, "attn_mha_backward"));
+    const attn__mha *a = m->impl;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    attn_mha_options o = {0, 1, 0};
+    if (opt) o = *opt;
+    int64_t B = 0, L = 0, S = 0;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *q, *k, *v, *dy;
+    float *dq = NULL, *dk = NULL, *dv = NULL;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, query, "query", a->E, &B, &L, &q));
+    ATTN_TRYG(attn__seq_in(ctx, key, "key", a->cfg.kdim, &B, &S, &k));
+    ATTN_TRYG(attn__seq_in(ctx, value, "value", a->cfg.vdim, &B, &S, &v));
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", a->E, &B, &L, &dy));
+    if (dquery && dquery->data) ATTN_TRYG(attn__seq_out(ctx, dquery, "dquery", B, L, a->E, &dq));
+    if (dkey && dkey->data) ATTN_TRYG(attn__seq_out(ctx, dkey, "dkey", B, S, a->cfg.kdim, &dk));
+    if (dvalue && dvalue->data)
+        ATTN_TRYG(attn__seq_out(ctx, dvalue, "dvalue", B, S, a->cfg.vdim, &dv));
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__mha_bwd(ctx, a, &g, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
+                            &rng, dy, dq, dk, dv));
+    if (dq) attn__seq_out_end(dq, dquery);
+    if (dk) attn__seq_out_end(dk, dkey);
+    if (dv) attn__seq_out_end(dv, dvalue);
 done:
     attn__ws_release(ctx, mk);
     return st;

@@ -1,4 +1,5 @@
 /* Modules: a named parameter table over one arena (the state_dict), shared by every layer. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +36,7 @@ void attn_module_free(attn_module *m) {
     if (m->arena) m->free(m->alloc_user, m->arena);
     if (m->impl) m->free(m->alloc_user, m->impl);
     if (m->extra) m->free(m->alloc_user, m->extra);
+    if (m->grad) m->free(m->alloc_user, m->grad);
     m->free(m->alloc_user, m);
 }
 
@@ -67,6 +69,12 @@ attn_status attn__param_reg(attn_ctx *ctx, attn_module *m, const char *prefix, c
         return attn__fail(ctx, ATTN_E_OVERFLOW, "module parameters overflow");
     m->numel += numel;
     return ATTN_OK;
+}
+
+void attn__param_init_last(attn_module *m, int kind, double a) {
+    if (!m->nparams) return;
+    m->params[m->nparams - 1].init_kind = kind;
+    m->params[m->nparams - 1].init_a = (float)a;
 }
 
 attn_status attn__module_finish(attn_ctx *ctx, attn_module *m) {
@@ -158,9 +166,12 @@ attn_status attn__lin_reg(attn_ctx *ctx, attn_module *m, const char *prefix, con
     if (snprintf(buf, sizeof buf, "%s.weight", name) >= (int)sizeof buf)
         return attn__fail(ctx, ATTN_E_INVALID, "parameter name too long");
     ATTN_TRY(attn__param_reg(ctx, m, prefix, buf, &l->weight, 0.0f, 2, out, in, 0));
+    /* nn.Linear: kaiming_uniform_(a=sqrt(5)) is U(-1/sqrt(in), 1/sqrt(in)); the bias too */
+    attn__param_init_last(m, ATTN__INIT_UNIFORM, 1.0 / sqrt((double)in));
     if (bias) {
         snprintf(buf, sizeof buf, "%s.bias", name);
         ATTN_TRY(attn__param_reg(ctx, m, prefix, buf, &l->bias, 0.0f, 1, out, 0, 0));
+        attn__param_init_last(m, ATTN__INIT_UNIFORM, 1.0 / sqrt((double)in));
     }
     return ATTN_OK;
 }
@@ -214,4 +225,85 @@ attn_status attn__seq_out(attn_ctx *ctx, attn_tensor *t, const char *what, int64
 
 void attn__seq_out_end(float *p, attn_tensor *t) {
     if (p != t->data) attn__store(p, t);
+}
+
+/* ---- gradients ------------------------------------------------------------------------- */
+attn_status attn_module_enable_grad(attn_ctx *ctx, attn_module *m) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!m, ctx, ATTN_E_INVALID, "attn_module_enable_grad: module is NULL");
+    if (m->grad) return ATTN_OK;
+    m->grad = attn__calloc(ctx, (size_t)m->numel, sizeof(float));
+    ATTN_FAIL_IF(!m->grad, ctx, ATTN_E_NOMEM, "out of memory for %lld gradients",
+                 (long long)m->numel);
+    return ATTN_OK;
+}
+
+int attn_module_has_grad(const attn_module *m) { return m && m->grad; }
+
+void attn_module_zero_grad(attn_module *m) {
+    if (m && m->grad) memset(m->grad, 0, (size_t)m->numel * sizeof(float));
+}
+
+attn_status attn_module_grad_at(const attn_module *m, size_t i, const char **name,
+                                attn_tensor *view) {
+    if (!m || i >= m->nparams) return ATTN_E_NOT_FOUND;
+    if (!m->grad) return ATTN_E_INVALID;
+    const attn__param *p = &m->params[i];
+    if (name) *name = p->name;
+    if (view) *view = attn_tensor_make(m->grad + (p->data - m->arena), ATTN_F32, p->ndim, p->shape);
+    return ATTN_OK;
+}
+
+attn_status attn_module_grad(attn_ctx *ctx, const attn_module *m, const char *name,
+                             attn_tensor *view) {
+    if (!m || !name) return attn__fail(ctx, ATTN_E_INVALID, "module or name is NULL");
+    ATTN_FAIL_IF(!m->grad, ctx, ATTN_E_INVALID,
+                 "gradients are not enabled (call attn_module_enable_grad)");
+    for (size_t i = 0; i < m->nparams; i++)
+        if (strcmp(m->params[i].name, name) == 0) return attn_module_grad_at(m, i, NULL, view);
+    return attn__fail(ctx, ATTN_E_NOT_FOUND, "%s has no parameter named \"%s\"",
+                      kind_names[m->kind], name);
+}
+
+attn_status attn__module_gmap(attn_ctx *ctx, const attn_module *m, attn__gmap *out) {
+    ATTN_FAIL_IF(!m->grad, ctx, ATTN_E_INVALID,
+                 "%s: gradients are not enabled (call attn_module_enable_grad first)",
+                 kind_names[m->kind]);
+    out->arena = m->arena;
+    out->grad = m->grad;
+    return ATTN_OK;
+}
+
+/* ---- initialisation -------------------------------------------------------------------- */
+/* Uniform [0, 1) and standard normal draws from Philox: parameter i, element j, draw k. */
+static void draws(uint64_t seed, uint64_t i, uint64_t j, uint32_t out[4]) {
+    uint32_t ctr[4] = {(uint32_t)j, (uint32_t)(j >> 32), (uint32_t)i, 0x696e6974u /* "init" */};
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    attn__philox(ctr, key, out);
+}
+static double u01(uint32_t x) { return (double)(x >> 8) * (1.0 / 16777216.0); }
+
+attn_status attn_module_init(attn_ctx *ctx, attn_module *m, uint64_t seed) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!m, ctx, ATTN_E_INVALID, "attn_module_init: module is NULL");
+    for (size_t i = 0; i < m->nparams; i++) {
+        attn__param *p = &m->params[i];
+        for (int64_t j = 0; j < p->numel; j++) {
+            uint32_t r[4];
+            draws(seed, i, (uint64_t)j, r);
+            double v;
+            switch (p->init_kind) {
+            case ATTN__INIT_UNIFORM: v = (2.0 * u01(r[0]) - 1.0) * p->init_a; break;
+            case ATTN__INIT_UNIFORM01: v = u01(r[0]); break;
+            case ATTN__INIT_NORMAL: { /* Box-Muller on 2 x 32 random bits */
+                double u1 = ((double)r[0] + 1.0) / 4294967297.0, u2 = (double)r[1] / 4294967296.0;
+                v = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2) * p->init_a;
+                break;
+            }
+            default: v = p->init; break;
+            }
+            p->data[j] = (float)v;
+        }
+    }
+    return ATTN_OK;
 }
