@@ -574,6 +574,38 @@ ATTN_API attn_status attn_gpt_forward(attn_ctx *ctx, const attn_module *m,
                                       const attn_tensor *ids, const attn_run *run,
                                       attn_tensor *logits);
 
+/* Encoder-decoder translator (the PyTorch translation tutorial's Seq2SeqTransformer):
+ *   s = dropout(src_emb(src) * sqrt(E) + pe[:S]);  t = dropout(tgt_emb(tgt) * sqrt(E) + pe[:T])
+ *   logits = generator(transformer(s, t, tgt_mask = causal, src_key_padding_mask = src == pad,
+ *                                  tgt_key_padding_mask = tgt == pad,
+ *                                  memory_key_padding_mask = src == pad))
+ * with pe the sinusoidal table (not a parameter).  Parameters: src_emb.weight [Vs, E],
+ * tgt_emb.weight [Vt, E], transformer.* (nn.Transformer's names: transformer.encoder.layers.0.
+ * self_attn.in_proj_weight, ...), generator.weight [Vt, E], generator.bias [Vt]. */
+typedef struct attn_seq2seq_config {
+    attn_transformer_config tf; /* d_model, nhead, layer counts, feed-forward, dropout, ... */
+    int64_t src_vocab, tgt_vocab;
+    int64_t max_len;            /* longest source or target sequence */
+    int64_t pad_id;             /* padding token id (in both vocabularies) */
+} attn_seq2seq_config;
+ATTN_API attn_status attn_seq2seq_create(attn_ctx *ctx, const attn_seq2seq_config *cfg,
+                                         attn_module **out /* OUT */);
+/* src [B, S], tgt [B, T] ids (I32/I64; tgt starts with BOS) -> logits [B, T, Vt].  cross: NULL or
+ * [B, T, S], the last decoder layer's cross-attention weights averaged over heads. */
+ATTN_API attn_status attn_seq2seq_forward(attn_ctx *ctx, const attn_module *m,
+                                          const attn_tensor *src, const attn_tensor *tgt,
+                                          const attn_run *run, attn_tensor *logits,
+                                          attn_tensor *cross);
+/* Accumulates the parameter gradients for dlogits [B, T, Vt] (see the Backward section). */
+ATTN_API attn_status attn_seq2seq_backward(attn_ctx *ctx, const attn_module *m,
+                                           const attn_tensor *src, const attn_tensor *tgt,
+                                           const attn_run *run, const attn_tensor *dlogits);
+/* Greedy decoding: out [B, T] (I64) receives up to T tokens after bos_id, then eos_id, then
+ * pad_id.  cross: NULL or [B, T, S], the cross-attention weights that chose each token. */
+ATTN_API attn_status attn_seq2seq_greedy(attn_ctx *ctx, const attn_module *m,
+                                         const attn_tensor *src, int64_t bos_id, int64_t eos_id,
+                                         attn_tensor *out, attn_tensor *cross);
+
 /* ViT-style input (seed 003): patches [B, N, P] -> z [B, N+1, E] = [cls_token; proj(patches)]
  * + pos_embed.  Parameters cls_token [1, 1, E], proj.weight [E, P], proj.bias [E],
  * pos_embed [1, N_max+1, E] (N <= N_max). */

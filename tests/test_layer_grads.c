@@ -11,7 +11,7 @@
 
 #include "testutil.h"
 
-enum { K_MHA, K_ENC, K_DEC, K_ENCS, K_DECS, K_TF, K_FFN, K_SEED, K_GEN, K_ADD, K_GPT, K_VIT };
+enum { K_MHA, K_ENC, K_DEC, K_ENCS, K_DECS, K_TF, K_FFN, K_SEED, K_GEN, K_ADD, K_GPT, K_VIT, K_S2S };
 
 typedef struct {
     int kind;
@@ -25,8 +25,8 @@ typedef struct {
     attn_run run;
     attn_mha_options mo;
     int causal;
-    int64_t ids[2 * 5];
-    attn_tensor idt;
+    int64_t ids[2 * 5], ids2[2 * 4];
+    attn_tensor idt, idt2;
 } gcase;
 
 static attn_status fwd(attn_ctx *ctx, gcase *g) {
@@ -44,6 +44,7 @@ static attn_status fwd(attn_ctx *ctx, gcase *g) {
     case K_ADD: return attn_additive_attention_forward(ctx, g->m, &g->in[0], &g->in[1], &g->in[2], m1, &g->out, NULL);
     case K_GPT: return attn_gpt_forward(ctx, g->m, &g->idt, &g->run, &g->out);
     case K_VIT: return attn_vit_embed_forward(ctx, g->m, &g->in[0], &g->out);
+    case K_S2S: return attn_seq2seq_forward(ctx, g->m, &g->idt, &g->idt2, &g->run, &g->out, NULL);
     }
     return ATTN_E_INVALID;
 }
@@ -65,6 +66,7 @@ static attn_status bwd(attn_ctx *ctx, gcase *g, attn_tensor *d) {
     case K_ADD: return attn_additive_attention_backward(ctx, g->m, &g->in[0], &g->in[1], &g->in[2], m1, &C, &d[0], &d[1], &d[2]);
     case K_GPT: return attn_gpt_backward(ctx, g->m, &g->idt, &g->run, &C);
     case K_VIT: return attn_vit_embed_backward(ctx, g->m, &g->in[0], &C, &d[0]);
+    case K_S2S: return attn_seq2seq_backward(ctx, g->m, &g->idt, &g->idt2, &g->run, &C);
     }
     return ATTN_E_INVALID;
 }
@@ -294,6 +296,21 @@ int main(void) {
         g.in[0] = seq(0, B, 4, 6, 14), g.out = attn_view3(out, B, 5, E);
         snprintf(name, sizeof name, "vit embed v%d", variant);
         run_case(ctx, &g, name, 90 + variant);
+        attn_module_free(g.m);
+        /* translator: padded source and target (pad id 0) */
+        memset(&g, 0, sizeof g);
+        attn_seq2seq_config qc = {tc, 9, 7, 8, 0};
+        qc.tf.num_encoder_layers = qc.tf.num_decoder_layers = 1;
+        attn_seq2seq_create(ctx, &qc, &g.m);
+        g.kind = K_S2S, g.nin = 0, g.run = run;
+        int64_t sids[10] = {3, 4, 5, 6, 0, 8, 2, 1, 0, 0}, tids[8] = {1, 2, 3, 0, 1, 5, 6, 4};
+        memcpy(g.ids, sids, sizeof sids), memcpy(g.ids2, tids, sizeof tids);
+        int64_t ss[2] = {2, 5}, ts[2] = {2, 4};
+        g.idt = attn_tensor_make(g.ids, ATTN_I64, 2, ss);
+        g.idt2 = attn_tensor_make(g.ids2, ATTN_I64, 2, ts);
+        g.out = attn_view3(out, 2, 4, 7);
+        snprintf(name, sizeof name, "seq2seq v%d", variant);
+        run_case(ctx, &g, name, 95 + variant);
         attn_module_free(g.m);
     }
     attn_ctx_free(ctx);

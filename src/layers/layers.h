@@ -35,7 +35,7 @@ static inline double attn__xavier_bound(int64_t fan_in, int64_t fan_out) {
 typedef enum attn__kind {
     ATTN__LINEAR, ATTN__LAYER_NORM, ATTN__EMBEDDING, ATTN__SEED, ATTN__MHA, ATTN__GENERAL,
     ATTN__ADDITIVE, ATTN__FFN, ATTN__ENC_LAYER, ATTN__DEC_LAYER, ATTN__ENCODER, ATTN__DECODER,
-    ATTN__TRANSFORMER, ATTN__GPT, ATTN__VIT_EMBED
+    ATTN__TRANSFORMER, ATTN__GPT, ATTN__VIT_EMBED, ATTN__SEQ2SEQ
 } attn__kind;
 
 struct attn_module {
@@ -175,7 +175,50 @@ ATTN__HIDDEN attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_laye
                                              const attn_mask *memory_mask,
                                              const attn_mask *tgt_kpm,
                                              const attn_mask *memory_kpm, int tgt_is_causal,
-                                             attn__rng *rng);
+                                             attn__rng *rng, float *cross_w);
+/* cross_w (attn__dec_layer_fwd): NULL or [B, T, S] receives the cross-attention weights averaged
+ * over heads. */
+
+/* Encoder and decoder stacks (nn.TransformerEncoder/Decoder and the halves of
+ * nn.Transformer); layer arrays live in the module's extra allocation. */
+typedef struct attn__stack {
+    attn_transformer_config cfg;
+    int64_t nenc, ndec;
+    int enc_norm, dec_norm;
+    attn__enc_layer *enc;
+    attn__dec_layer *dec;
+    attn__ln enc_final, dec_final;
+} attn__stack;
+/* Forward in place: x [B, L, E] (encoder) / x [B, T, E] with memory [B, S, E] (decoder).
+ * cross_w: NULL or [B, T, S], the last decoder layer's cross-attention weights (head mean). */
+ATTN__HIDDEN attn_status attn__enc_run(attn_ctx *ctx, const attn__stack *s, float *x, int64_t B,
+                                       int64_t L, const attn_mask *mask, const attn_mask *kpm,
+                                       int is_causal, attn__rng *rng);
+ATTN__HIDDEN attn_status attn__dec_run(attn_ctx *ctx, const attn__stack *s, float *x,
+                                       const float *mem, int64_t B, int64_t T, int64_t S,
+                                       const attn_mask *tm, const attn_mask *mm,
+                                       const attn_mask *tk, const attn_mask *mk,
+                                       int tgt_is_causal, attn__rng *rng, float *cross_w);
+/* Backward of the stacks, recomputing them: dx overwritten, dmem accumulates. */
+ATTN__HIDDEN attn_status attn__enc_stack_bwd(attn_ctx *ctx, const attn__stack *s,
+                                             const attn__gmap *g, const float *x0, int64_t B,
+                                             int64_t L, const attn_mask *mask,
+                                             const attn_mask *kpm, int is_causal,
+                                             attn__rng *rng, const float *dout, float *dx);
+ATTN__HIDDEN attn_status attn__dec_stack_bwd(attn_ctx *ctx, const attn__stack *s,
+                                             const attn__gmap *g, const float *x0,
+                                             const float *mem, int64_t B, int64_t T, int64_t S,
+                                             const attn_mask *tm, const attn_mask *mm,
+                                             const attn_mask *tk, const attn_mask *mkpm,
+                                             int tgt_is_causal, attn__rng *rng,
+                                             const float *dout, float *dx, float *dmem);
+/* Registers a stack's layers and final norms under the given prefixes (NULL norm = none).
+ * tail_bytes of zeroed memory for the caller follow the layers in m->extra (*tail). */
+ATTN__HIDDEN attn_status attn__stack_reg(attn_ctx *ctx, attn_module *m, attn__stack *s,
+                                         const attn_transformer_config *cfg, int64_t nenc,
+                                         int64_t ndec, const char *enc_prefix,
+                                         const char *dec_prefix, const char *enc_norm,
+                                         const char *dec_norm, size_t tail_bytes, void **tail);
 ATTN__HIDDEN attn_status attn__check_tcfg(attn_ctx *ctx, const attn_transformer_config *cfg);
 
 /* Validates an F32 sequence tensor [B, L, E] (E fixed, B/L from the tensor, or checked when

@@ -210,7 +210,7 @@ attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, float *
                                 const float *memory, int64_t B, int64_t T, int64_t S,
                                 const attn_mask *tgt_mask, const attn_mask *memory_mask,
                                 const attn_mask *tgt_kpm, const attn_mask *memory_kpm,
-                                int tgt_is_causal, attn__rng *rng) {
+                                int tgt_is_causal, attn__rng *rng, float *cross_w) {
     const attn_transformer_config *c = &l->cfg;
     int64_t E = c->d_model, n = B * T * E;
     attn__mark mk = attn__ws_mark(ctx);
@@ -236,7 +236,7 @@ attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, float *
         in = t;
     }
     ATTN_TRYG(attn__mha_fwd(ctx, &l->multihead_attn, in, memory, memory, B, T, S, memory_kpm,
-                            memory_mask, 0, 0, rng, u, NULL));
+                            memory_mask, 0, 1, rng, u, cross_w));
     attn__dropout(rng, c->dropout, u, n);
     add_into(x, u, n);
     if (!c->norm_first) attn__ln_fwd(&l->norm2, x, x, B * T);
@@ -256,17 +256,9 @@ done:
 }
 
 /* ---- module wrappers ----------------------------------------------------------------- */
-typedef struct stack {
-    attn_transformer_config cfg;
-    int64_t nenc, ndec;
-    int enc_norm, dec_norm;
-    attn__enc_layer *enc; /* nenc layers (allocated with the module's allocator) */
-    attn__dec_layer *dec;
-    attn__ln enc_final, dec_final;
-} stack;
 
 typedef struct gpt {
-    stack s;
+    attn__stack s;
     int64_t V, P;
     float *tok, *pos; /* [V, E], [P, E] */
     attn__lin lm_head;
@@ -274,18 +266,24 @@ typedef struct gpt {
 
 /* Builds encoder layers under enc_prefix ("layers." or "encoder.layers.") and decoder layers
  * under dec_prefix; final norms under the given names (NULL = none). */
-static attn_status stack_reg(attn_ctx *ctx, attn_module *m, stack *s,
-                             const attn_transformer_config *cfg, int64_t nenc, int64_t ndec,
-                             const char *enc_prefix, const char *dec_prefix,
-                             const char *enc_norm, const char *dec_norm) {
+attn_status attn__stack_reg(attn_ctx *ctx, attn_module *m, attn__stack *s,
+                            const attn_transformer_config *cfg, int64_t nenc, int64_t ndec,
+                            const char *enc_prefix, const char *dec_prefix, const char *enc_norm,
+                            const char *dec_norm, size_t tail_bytes, void **tail) {
     char p[160];
     s->cfg = *cfg;
     s->nenc = nenc;
     s->ndec = ndec;
     /* one allocation for both layer arrays, owned by the module (m->extra) */
     size_t ne = (size_t)nenc * sizeof(attn__enc_layer), nd = (size_t)ndec * sizeof(attn__dec_layer);
-    m->extra = attn__calloc(ctx, 1, ne + nd);
+    size_t tot = ne + nd; /* the caller's tail after the layers, 64-byte aligned */
+    tot = (tot + 63) & ~(size_t)63;
+    size_t tail_off = tot;
+    if (!attn__add_size(tot, tail_bytes, &tot))
+        return attn__fail(ctx, ATTN_E_OVERFLOW, "model too large");
+    m->extra = attn__calloc(ctx, 1, tot);
     if (!m->extra) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (layers)");
+    if (tail) *tail = tail_bytes ? (char *)m->extra + tail_off : NULL;
     s->enc = nenc ? (attn__enc_layer *)m->extra : NULL;
     s->dec = ndec ? (attn__dec_layer *)((char *)m->extra + ne) : NULL;
     for (int64_t i = 0; i < nenc; i++) {
@@ -363,7 +361,7 @@ static attn_status make_stack(attn_ctx *ctx, attn__kind kind, const attn_transfo
     ATTN_TRY(attn__check_tcfg(ctx, cfg));
     attn_module *m;
     ATTN_TRY(attn__module_new(ctx, kind, impl, &m));
-    attn_status st = stack_reg(ctx, m, m->impl, cfg, nenc, ndec, ep, dp, en, dn);
+    attn_status st = attn__stack_reg(ctx, m, m->impl, cfg, nenc, ndec, ep, dp, en, dn, 0, NULL);
     return finish_stack(ctx, m, st, out);
 }
 
@@ -372,7 +370,7 @@ attn_status attn_encoder_create(attn_ctx *ctx, const attn_transformer_config *cf
     ATTN_FAIL_IF(cfg && cfg->num_encoder_layers < 1, ctx, ATTN_E_INVALID,
                  "an encoder needs at least one layer");
     return make_stack(ctx, ATTN__ENCODER, cfg, cfg ? cfg->num_encoder_layers : 0, 0, "layers.",
-                      "", final_norm ? "norm" : NULL, NULL, sizeof(stack), out);
+                      "", final_norm ? "norm" : NULL, NULL, sizeof(attn__stack), out);
 }
 
 attn_status attn_decoder_create(attn_ctx *ctx, const attn_transformer_config *cfg,
@@ -380,7 +378,7 @@ attn_status attn_decoder_create(attn_ctx *ctx, const attn_transformer_config *cf
     ATTN_FAIL_IF(cfg && cfg->num_decoder_layers < 1, ctx, ATTN_E_INVALID,
                  "a decoder needs at least one layer");
     return make_stack(ctx, ATTN__DECODER, cfg, 0, cfg ? cfg->num_decoder_layers : 0, "",
-                      "layers.", NULL, final_norm ? "norm" : NULL, sizeof(stack), out);
+                      "layers.", NULL, final_norm ? "norm" : NULL, sizeof(attn__stack), out);
 }
 
 attn_status attn_transformer_create(attn_ctx *ctx, const attn_transformer_config *cfg,
@@ -389,7 +387,7 @@ attn_status attn_transformer_create(attn_ctx *ctx, const attn_transformer_config
                  ATTN_E_INVALID, "a transformer needs at least one encoder and decoder layer");
     ATTN_TRY(make_stack(ctx, ATTN__TRANSFORMER, cfg, cfg ? cfg->num_encoder_layers : 0,
                         cfg ? cfg->num_decoder_layers : 0, "encoder.layers.", "decoder.layers.",
-                        "encoder.norm", "decoder.norm", sizeof(stack), out));
+                        "encoder.norm", "decoder.norm", sizeof(attn__stack), out));
     /* nn.Transformer._reset_parameters: xavier_uniform_ on every parameter with dim > 1 */
     attn_module *m = *out;
     for (size_t i = 0; i < m->nparams; i++) {
@@ -403,7 +401,7 @@ attn_status attn_transformer_create(attn_ctx *ctx, const attn_transformer_config
 }
 
 /* Encoder stack over x [B, L, E] in place. */
-static attn_status enc_run(attn_ctx *ctx, const stack *s, float *x, int64_t B, int64_t L,
+attn_status attn__enc_run(attn_ctx *ctx, const attn__stack *s, float *x, int64_t B, int64_t L,
                            const attn_mask *mask, const attn_mask *kpm, int is_causal,
                            attn__rng *rng) {
     for (int64_t i = 0; i < s->nenc; i++)
@@ -412,13 +410,13 @@ static attn_status enc_run(attn_ctx *ctx, const stack *s, float *x, int64_t B, i
     return ATTN_OK;
 }
 
-static attn_status dec_run(attn_ctx *ctx, const stack *s, float *x, const float *mem,
+attn_status attn__dec_run(attn_ctx *ctx, const attn__stack *s, float *x, const float *mem,
                            int64_t B, int64_t T, int64_t S, const attn_mask *tm,
                            const attn_mask *mm, const attn_mask *tk, const attn_mask *mk,
-                           int tgt_is_causal, attn__rng *rng) {
+                           int tgt_is_causal, attn__rng *rng, float *cross_w) {
     for (int64_t i = 0; i < s->ndec; i++)
         ATTN_TRY(attn__dec_layer_fwd(ctx, &s->dec[i], x, mem, B, T, S, tm, mm, tk, mk,
-                                     tgt_is_causal, rng));
+                                     tgt_is_causal, rng, i == s->ndec - 1 ? cross_w : NULL));
     if (s->dec_norm) attn__ln_fwd(&s->dec_final, x, x, B * T);
     return ATTN_OK;
 }
@@ -429,7 +427,7 @@ static attn_status enc_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
                              const attn_mask *kpm, int is_causal, const attn_run *run,
                              attn_tensor *out) {
     const attn_transformer_config *c =
-        is_stack ? &((const stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
+        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
     int64_t B = 0, L = 0, E = c->d_model;
     attn__mark mk = attn__ws_mark(ctx);
     const float *in;
@@ -444,7 +442,7 @@ static attn_status enc_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
     }
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, L, E, 1));
     memcpy(x, in, (size_t)(B * L * E) * sizeof(float));
-    if (is_stack) ATTN_TRYG(enc_run(ctx, m->impl, x, B, L, mask, kpm, is_causal, &rng));
+    if (is_stack) ATTN_TRYG(attn__enc_run(ctx, m->impl, x, B, L, mask, kpm, is_causal, &rng));
     else ATTN_TRYG(attn__enc_layer_fwd(ctx, m->impl, x, B, L, mask, kpm, is_causal, &rng));
     attn__store(x, out);
 done:
@@ -473,7 +471,7 @@ static attn_status dec_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
                              const attn_mask *mkpm, int tgt_is_causal, const attn_run *run,
                              attn_tensor *out) {
     const attn_transformer_config *c =
-        is_stack ? &((const stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
+        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
     int64_t B = 0, T = 0, S = 0, E = c->d_model;
     attn__mark mk = attn__ws_mark(ctx);
     const float *in, *mem;
@@ -490,10 +488,10 @@ static attn_status dec_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
     memcpy(x, in, (size_t)(B * T * E) * sizeof(float));
     if (is_stack)
-        ATTN_TRYG(dec_run(ctx, m->impl, x, mem, B, T, S, tm, mm, tk, mkpm, tgt_is_causal, &rng));
+        ATTN_TRYG(attn__dec_run(ctx, m->impl, x, mem, B, T, S, tm, mm, tk, mkpm, tgt_is_causal, &rng, NULL));
     else
         ATTN_TRYG(attn__dec_layer_fwd(ctx, m->impl, x, mem, B, T, S, tm, mm, tk, mkpm,
-                                      tgt_is_causal, &rng));
+                                      tgt_is_causal, &rng, NULL));
     attn__store(x, out);
 done:
     attn__ws_release(ctx, mk);
@@ -531,7 +529,7 @@ attn_status attn_transformer_forward(attn_ctx *ctx, const attn_module *m, const 
                                      const attn_mask *memory_key_padding_mask,
                                      int tgt_is_causal, const attn_run *run, attn_tensor *out) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__TRANSFORMER, "attn_transformer_forward"));
-    const stack *s = m->impl;
+    const attn__stack *s = m->impl;
     int64_t B = 0, S = 0, T = 0, E = s->cfg.d_model;
     attn__mark mk = attn__ws_mark(ctx);
     const float *sp, *tp;
@@ -549,9 +547,9 @@ attn_status attn_transformer_forward(attn_ctx *ctx, const attn_module *m, const 
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
     memcpy(mem, sp, (size_t)(B * S * E) * sizeof(float));
     memcpy(x, tp, (size_t)(B * T * E) * sizeof(float));
-    ATTN_TRYG(enc_run(ctx, s, mem, B, S, src_mask, src_key_padding_mask, 0, &rng));
-    ATTN_TRYG(dec_run(ctx, s, x, mem, B, T, S, tgt_mask, memory_mask, tgt_key_padding_mask,
-                      memory_key_padding_mask, tgt_is_causal, &rng));
+    ATTN_TRYG(attn__enc_run(ctx, s, mem, B, S, src_mask, src_key_padding_mask, 0, &rng));
+    ATTN_TRYG(attn__dec_run(ctx, s, x, mem, B, T, S, tgt_mask, memory_mask, tgt_key_padding_mask,
+                      memory_key_padding_mask, tgt_is_causal, &rng, NULL));
     attn__store(x, out);
 done:
     attn__ws_release(ctx, mk);
@@ -581,7 +579,8 @@ attn_status attn_gpt_create(attn_ctx *ctx, const attn_transformer_config *cfg,
         attn__param_init_last(m, ATTN__INIT_NORMAL, 0.02);
     }
     if (st == ATTN_OK)
-        st = stack_reg(ctx, m, &g->s, cfg, cfg->num_encoder_layers, 0, "layers.", "", "norm", NULL);
+        st = attn__stack_reg(ctx, m, &g->s, cfg, cfg->num_encoder_layers, 0, "layers.", "", "norm",
+                                 NULL, 0, NULL);
     if (st == ATTN_OK) st = attn__lin_reg(ctx, m, "", "lm_head", &g->lm_head, E, vocab_size, 0);
     return finish_stack(ctx, m, st, out);
 }
@@ -620,7 +619,7 @@ attn_status attn_gpt_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
             for (int64_t e = 0; e < E; e++) xr[e] = g->tok[id * E + e] + g->pos[t * E + e];
         }
     attn__dropout(&rng, g->s.cfg.dropout, x, B * T * E);
-    ATTN_TRYG(enc_run(ctx, &g->s, x, B, T, NULL, NULL, 1, &rng));
+    ATTN_TRYG(attn__enc_run(ctx, &g->s, x, B, T, NULL, NULL, 1, &rng));
     attn__lin_fwd(&g->lm_head, x, y, B * T);
     attn__store(y, logits);
 done:
@@ -920,7 +919,7 @@ done:
 
 /* Encoder stack backward: recomputes the forward saving each layer's input and dropout
  * state.  x0 [B, L, E]; dx overwritten.  If xout is not NULL it receives the stack output. */
-static attn_status enc_stack_bwd(attn_ctx *ctx, const stack *s, const attn__gmap *g,
+attn_status attn__enc_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
                                  const float *x0, int64_t B, int64_t L, const attn_mask *mask,
                                  const attn_mask *kpm, int is_causal, attn__rng *rng,
                                  const float *dout, float *dx) {
@@ -958,7 +957,7 @@ done:
 }
 
 /* Decoder stack backward.  dx overwritten, dmem accumulates. */
-static attn_status dec_stack_bwd(attn_ctx *ctx, const stack *s, const attn__gmap *g,
+attn_status attn__dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
                                  const float *x0, const float *mem, int64_t B, int64_t T,
                                  int64_t S, const attn_mask *tm, const attn_mask *mm,
                                  const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
@@ -977,7 +976,7 @@ static attn_status dec_stack_bwd(attn_ctx *ctx, const stack *s, const attn__gmap
         rs[i] = *rng;
         copy_f(xs + (i + 1) * n, xs + i * n, n);
         ATTN_TRYG(attn__dec_layer_fwd(ctx, &s->dec[i], xs + (i + 1) * n, mem, B, T, S, tm, mm,
-                                      tk, mkpm, tgt_is_causal, rng));
+                                      tk, mkpm, tgt_is_causal, rng, NULL));
     }
     if (s->dec_norm)
         attn__layer_norm_bwd_ref(xs + N * n, E, s->dec_final.weight, s->dec_final.eps, dout, E,
@@ -1041,7 +1040,7 @@ static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
                                  const attn_mask *kpm, int is_causal, const attn_run *run,
                                  const attn_tensor *dout, attn_tensor *dsrc) {
     const attn_transformer_config *c =
-        is_stack ? &((const stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
+        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
     attn__gmap g;
     ATTN_TRY(attn__module_gmap(ctx, m, &g));
     int64_t B = 0, L = 0, E = c->d_model;
@@ -1059,7 +1058,7 @@ static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
         ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
     }
     if (is_stack)
-        ATTN_TRYG(enc_stack_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy, d));
+        ATTN_TRYG(attn__enc_stack_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy, d));
     else
         ATTN_TRYG(enc_layer_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy, d));
     if (dsrc && dsrc->data) attn__store(d, dsrc);
@@ -1094,7 +1093,7 @@ static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
                                  const attn_tensor *dout, attn_tensor *dtgt,
                                  attn_tensor *dmemory) {
     const attn_transformer_config *c =
-        is_stack ? &((const stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
+        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
     attn__gmap g;
     ATTN_TRY(attn__module_gmap(ctx, m, &g));
     int64_t B = 0, T = 0, S = 0, E = c->d_model;
@@ -1120,7 +1119,7 @@ static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
         ATTN_TRYG(attn__check_shape(ctx, dmemory, "dmemory", 3, shape));
     }
     if (is_stack)
-        ATTN_TRYG(dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
+        ATTN_TRYG(attn__dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
                                 tgt_is_causal, &rng, dy, d, dm));
     else
         ATTN_TRYG(dec_layer_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
@@ -1168,7 +1167,7 @@ attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
                                       const attn_tensor *dout, attn_tensor *dsrc,
                                       attn_tensor *dtgt) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__TRANSFORMER, "attn_transformer_backward"));
-    const stack *s = m->impl;
+    const attn__stack *s = m->impl;
     attn__gmap g;
     ATTN_TRY(attn__module_gmap(ctx, m, &g));
     int64_t B = 0, S = 0, T = 0, E = s->cfg.d_model;
@@ -1197,12 +1196,12 @@ attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
     /* memory = encoder(src); the decoder's dropout stream starts where the encoder's ended */
     attn__rng r_enc = rng;
     copy_f(mem, sp, B * S * E);
-    ATTN_TRYG(enc_run(ctx, s, mem, B, S, src_mask, src_key_padding_mask, 0, &rng));
+    ATTN_TRYG(attn__enc_run(ctx, s, mem, B, S, src_mask, src_key_padding_mask, 0, &rng));
     memset(dmem, 0, (size_t)(B * S * E) * sizeof(float));
-    ATTN_TRYG(dec_stack_bwd(ctx, s, &g, tp, mem, B, T, S, tgt_mask, memory_mask,
+    ATTN_TRYG(attn__dec_stack_bwd(ctx, s, &g, tp, mem, B, T, S, tgt_mask, memory_mask,
                             tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, &rng,
                             dy, dt, dmem));
-    ATTN_TRYG(enc_stack_bwd(ctx, s, &g, sp, B, S, src_mask, src_key_padding_mask, 0, &r_enc,
+    ATTN_TRYG(attn__enc_stack_bwd(ctx, s, &g, sp, B, S, src_mask, src_key_padding_mask, 0, &r_enc,
                             dmem, ds));
     if (dsrc && dsrc->data) attn__store(ds, dsrc);
     if (dtgt && dtgt->data) attn__store(dt, dtgt);
@@ -1259,10 +1258,10 @@ attn_status attn_gpt_backward(attn_ctx *ctx, const attn_module *m, const attn_te
     /* the stack's output (after the final norm) feeds lm_head */
     attn__rng r_stack = rng;
     copy_f(xf, x, n);
-    ATTN_TRYG(enc_run(ctx, &gp->s, xf, B, T, NULL, NULL, 1, &rng));
+    ATTN_TRYG(attn__enc_run(ctx, &gp->s, xf, B, T, NULL, NULL, 1, &rng));
     attn__linear_bwd_ref(xf, E, gp->lm_head.weight, dl, V, dx, E, attn__g(&g, gp->lm_head.weight),
                          NULL, B * T, E, V);
-    ATTN_TRYG(enc_stack_bwd(ctx, &gp->s, &g, x, B, T, NULL, NULL, 1, &r_stack, dx, d0));
+    ATTN_TRYG(attn__enc_stack_bwd(ctx, &gp->s, &g, x, B, T, NULL, NULL, 1, &r_stack, dx, d0));
     attn__dropout(&r_drop, gp->s.cfg.dropout, d0, n);
     float *gtok = attn__g(&g, gp->tok), *gpos = attn__g(&g, gp->pos);
     for (int64_t r = 0; r < B * T; r++) {
