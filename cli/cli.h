@@ -8,5 +8,8 @@
 int attn_cmd_eval(int argc, char **argv);        /* cli/eval_cmd.c */
 int attn_cmd_walkthrough(int argc, char **argv); /* cli/walkthrough.c */
 int attn_cmd_info(int argc, char **argv);        /* cli/eval_cmd.c: list a safetensors file */
+int attn_cmd_train(int argc, char **argv);       /* cli/train_cmd.c */
+int attn_cmd_translate(int argc, char **argv);   /* cli/train_cmd.c */
+int attn_cmd_heatmap(int argc, char **argv);     /* cli/train_cmd.c */
 
 #endif

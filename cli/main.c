@@ -14,6 +14,9 @@ static const cmd cmds[] = {
     {"eval", attn_cmd_eval, "run the op described by a safetensors file, write its outputs"},
     {"walkthrough", attn_cmd_walkthrough, "a guided tour of attention, step by step"},
     {"info", attn_cmd_info, "list a safetensors file: metadata, tensor names, dtypes, shapes"},
+    {"train", attn_cmd_train, "train a model from scratch: dates (translate dates to ISO)"},
+    {"translate", attn_cmd_translate, "translate dates with a trained model"},
+    {"heatmap", attn_cmd_heatmap, "draw a translation's cross-attention as a PNG heatmap"},
 };
 
 static void usage(FILE *f) {

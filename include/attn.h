@@ -890,6 +890,87 @@ ATTN_API float attn_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total
                                      float lr_min);
 
 /* ============================================================================================
+ * Pictures, with no dependency: PNG and SVG writers.
+ * ========================================================================================== */
+/* rgb [height, width, 3] 8-bit pixels to a PNG file (deflate-compressed). */
+ATTN_API attn_status attn_png_write(attn_ctx *ctx, const char *path, int width, int height,
+                                    const unsigned char *rgb);
+/* A heatmap of weights [rows, cols] (e.g. attention weights: rows = queries, columns = keys)
+ * with a perceptual colour map, row labels on the left, column labels on top (spaces drawn
+ * as a dot), a colour bar and an optional title (NULL: none). */
+ATTN_API attn_status attn_heatmap_png(attn_ctx *ctx, const char *path, const float *weights,
+                                      int rows, int cols, const char *const *row_labels,
+                                      const char *const *col_labels, const char *title);
+/* A line chart of a training run as SVG: train_loss at steps [n], and a second series (e.g.
+ * validation loss or held-out accuracy) val at val_steps [nval] (nval may be 0). */
+ATTN_API attn_status attn_loss_curve_svg(attn_ctx *ctx, const char *path, const float *steps,
+                                         const float *train_loss, int n,
+                                         const float *val_steps, const float *val, int nval,
+                                         const char *title);
+
+/* ============================================================================================
+ * Task: dates.  An attn_seq2seq translator learns to turn dates written by people
+ * ("21 Nov 2026", "saturday, november 21, 2026", "11/21/26", "the 3rd of may 1999", 22
+ * formats) into ISO form ("2026-11-21").  The data generator is part of the library and
+ * deterministic; about 1 date in 20 is held out and never appears in training.  Characters are
+ * the tokens (vocabulary: 0 <pad>, 1 <bos>, 2 <eos>, 3 <unk>, then " ',-./", digits, letters).
+ * ========================================================================================== */
+typedef struct attn_dates_config {
+    /* model */
+    int64_t d_model, nhead, num_layers, dim_feedforward; /* num_layers: encoder and decoder */
+    float dropout;
+    int norm_first;
+    int fold_case;          /* map capitals to small letters before encoding */
+    /* training */
+    int64_t batch, steps, warmup;
+    float lr, lr_min, weight_decay, clip, label_smoothing;
+    uint64_t seed;
+    double time_limit_s;    /* stop after this many seconds (0: no limit) */
+    int64_t eval_every;     /* evaluate on the held-out dates every this many steps (0: end) */
+    int eval_n;             /* held-out dates per evaluation (1000) */
+    float target_accuracy;  /* stop once a held-out evaluation reaches it (0: never) */
+    const char *state_path; /* resumable state (model, optimiser, step) written here (NULL: no) */
+    int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
+} attn_dates_config;
+ATTN_API attn_dates_config attn_dates_defaults(void);
+
+/* What a training loop reports after each step. */
+typedef struct attn_train_progress {
+    int64_t step, steps;      /* steps done, planned */
+    float loss, lr, grad_norm;
+    double elapsed_s, eta_s, tokens_per_s;
+    float accuracy;           /* held-out exact match of this step's evaluation, or -1 */
+} attn_train_progress;
+/* Called after every step; return nonzero to stop training early. */
+typedef int (*attn_progress_fn)(void *user, const attn_train_progress *p);
+
+/* Trains from scratch, or continues from resume_path (a state file written during an earlier
+ * run with the same config), and returns the model (*model, caller frees).  progress may be
+ * NULL.  Deterministic: the same config gives bit-identical losses whatever the thread count,
+ * and a resumed run continues exactly as the uninterrupted one. */
+ATTN_API attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg,
+                                      const char *resume_path, attn_progress_fn progress,
+                                      void *user, attn_module **model /* OUT */);
+/* Exact-match accuracy of greedy translations on n held-out dates (a set fixed by seed). */
+ATTN_API attn_status attn_dates_evaluate(attn_ctx *ctx, const attn_module *model,
+                                         const attn_dates_config *cfg, int n, uint64_t seed,
+                                         float *accuracy /* OUT */);
+/* Translates one phrase: iso (cap >= 11 bytes) receives the output text.  cross (may be NULL):
+ * [11, n] floats, n = strlen(text), receives the last decoder layer's cross-attention weights
+ * (mean over heads) of each output step: row i for output character i, row 10 for <eos>. */
+ATTN_API attn_status attn_dates_translate(attn_ctx *ctx, const attn_module *model,
+                                          const attn_dates_config *cfg, const char *text,
+                                          char *iso, size_t cap, float *cross);
+/* Checkpoints: the model's parameters under PyTorch state_dict names plus metadata holding
+ * the config (loadable into the equivalent PyTorch module), and a resumable training state
+ * (model, optimiser, step). */
+ATTN_API attn_status attn_dates_save(attn_ctx *ctx, const attn_module *model,
+                                     const attn_dates_config *cfg, const char *path);
+ATTN_API attn_status attn_dates_load(attn_ctx *ctx, const char *path,
+                                     attn_dates_config *cfg /* OUT */,
+                                     attn_module **model /* OUT */);
+
+/* ============================================================================================
  * attn eval: run one op described by a safetensors file (docs/eval-format.md).
  * The input's __metadata__ names the op ("op") and its attributes; tensors carry PyTorch's
  * argument and state_dict names.  Outputs ("out", "attn_weights", ...) are added to `out`.

@@ -461,17 +461,193 @@ static void test_tensors(void) {
     expect("memory_is_causal without memory_mask", &c, ATTN_E_INVALID, "memory_mask", NULL);
 }
 
+/* ---- backward ------------------------------------------------------------------------------ */
+
+/* Shape of tensor `name` in res is the ndim dims given (and it exists). */
+static int has_shape(const attn_st *res, const char *name, int ndim, int64_t d0, int64_t d1,
+                     int64_t d2, int64_t d3) {
+    attn_st_tensor t;
+    int64_t want[4] = {d0, d1, d2, d3};
+    if (!res || attn_st_find(res, name, &t) != ATTN_OK || t.ndim != ndim) return 0;
+    for (int d = 0; d < ndim; d++)
+        if (t.shape[d] != want[d]) return 0;
+    return 1;
+}
+
+static void test_backward(void) {
+    attn_st *res = NULL;
+
+    /* valid: multihead_attention gives the gradients of its inputs and every parameter */
+    tcase c = mha_base(NULL);
+    meta(&c, "backward", "true");
+    F3(&c, "grad.out", 1, 3, 4);
+    TU_STATUS(run(&c, &res), ATTN_OK, ctx);
+    TU_CHECK(has_shape(res, "out", 3, 1, 3, 4, 0), "mha backward: out");
+    TU_CHECK(has_shape(res, "attn_weights", 3, 1, 3, 3, 0), "mha backward: attn_weights");
+    TU_CHECK(has_shape(res, "grad.query", 3, 1, 3, 4, 0), "mha backward: grad.query");
+    TU_CHECK(has_shape(res, "grad.key", 3, 1, 3, 4, 0), "mha backward: grad.key");
+    TU_CHECK(has_shape(res, "grad.value", 3, 1, 3, 4, 0), "mha backward: grad.value");
+    TU_CHECK(has_shape(res, "grad.in_proj_weight", 2, 12, 4, 0, 0), "grad.in_proj_weight");
+    TU_CHECK(has_shape(res, "grad.in_proj_bias", 1, 12, 0, 0, 0), "grad.in_proj_bias");
+    TU_CHECK(has_shape(res, "grad.out_proj.weight", 2, 4, 4, 0, 0), "grad.out_proj.weight");
+    TU_CHECK(has_shape(res, "grad.out_proj.bias", 1, 4, 0, 0, 0), "grad.out_proj.bias");
+    attn_st_free(res);
+    res = NULL;
+
+    /* the same case twice in one process gives the same gradients (module gradients start
+     * from zero each time, they do not accumulate across calls) */
+    attn_st *r1 = NULL, *r2 = NULL;
+    for (int i = 0; i < 2; i++) {
+        c = mha_base(NULL);
+        meta(&c, "backward", "true");
+        F3(&c, "grad.out", 1, 3, 4);
+        TU_STATUS(run(&c, i ? &r2 : &r1), ATTN_OK, ctx);
+    }
+    if (r1 && r2) {
+        attn_st_tensor a, b;
+        int ok = attn_st_find(r1, "grad.in_proj_weight", &a) == ATTN_OK &&
+                 attn_st_find(r2, "grad.in_proj_weight", &b) == ATTN_OK &&
+                 a.nbytes == b.nbytes && !memcmp(a.data, b.data, a.nbytes);
+        TU_CHECK(ok, "repeated backward: parameter gradients differ");
+    }
+    attn_st_free(r1);
+    attn_st_free(r2);
+
+    /* unbatched multihead_attention: 2-D grad.out and input gradients */
+    c = begin("multihead_attention");
+    meta(&c, "embed_dim", "4");
+    meta(&c, "num_heads", "2");
+    meta(&c, "backward", "true");
+    F2(&c, "in_proj_weight", 12, 4);
+    F1(&c, "in_proj_bias", 12);
+    F2(&c, "out_proj.weight", 4, 4);
+    F1(&c, "out_proj.bias", 4);
+    F2(&c, "query", 3, 4);
+    F2(&c, "key", 5, 4);
+    F2(&c, "value", 5, 4);
+    F2(&c, "grad.out", 3, 4);
+    TU_STATUS(run(&c, &res), ATTN_OK, ctx);
+    TU_CHECK(has_shape(res, "grad.query", 2, 3, 4, 0, 0), "unbatched grad.query");
+    TU_CHECK(has_shape(res, "grad.key", 2, 5, 4, 0, 0), "unbatched grad.key");
+    attn_st_free(res);
+    res = NULL;
+
+    /* backward = false: a plain forward (grad.out then is refused) */
+    c = mha_base(NULL);
+    meta(&c, "backward", "false");
+    TU_STATUS(run(&c, &res), ATTN_OK, ctx);
+    attn_st_tensor t;
+    TU_CHECK(res && attn_st_find(res, "grad.query", &t) == ATTN_E_NOT_FOUND,
+             "backward = false wrote gradients");
+    attn_st_free(res);
+    res = NULL;
+
+    /* 3-D sdpa with a float mask: gradients in the file's shapes, incl. the mask's */
+    c = begin("sdpa");
+    meta(&c, "backward", "true");
+    F3(&c, "query", 2, 3, 4);
+    F3(&c, "key", 2, 5, 4);
+    F3(&c, "value", 2, 5, 6);
+    F2(&c, "attn_mask", 3, 5);
+    F3(&c, "grad.out", 2, 3, 6);
+    TU_STATUS(run(&c, &res), ATTN_OK, ctx);
+    TU_CHECK(has_shape(res, "grad.query", 3, 2, 3, 4, 0), "3-D sdpa grad.query");
+    TU_CHECK(has_shape(res, "grad.value", 3, 2, 5, 6, 0), "3-D sdpa grad.value");
+    TU_CHECK(has_shape(res, "grad.attn_mask", 2, 3, 5, 0, 0), "sdpa grad.attn_mask");
+    attn_st_free(res);
+    res = NULL;
+
+    /* refusals */
+    c = mha_base(NULL);
+    meta(&c, "backward", "maybe");
+    F3(&c, "grad.out", 1, 3, 4);
+    expect("backward = maybe", &c, ATTN_E_INVALID, "backward", "maybe");
+
+    c = mha_base(NULL);
+    meta(&c, "backward", "true");
+    expect("backward without grad.out", &c, ATTN_E_INVALID, "grad.out", NULL);
+
+    c = mha_base(NULL);
+    meta(&c, "backward", "true");
+    F3(&c, "grad.out", 1, 3, 5);
+    expect("grad.out of the wrong shape", &c, ATTN_E_SHAPE, "grad.out", "[1, 3, 4]");
+
+    c = sdpa_base();
+    meta(&c, "backward", "true");
+    F3(&c, "grad.out", 2, 3, 4); /* out is [1, 2, 3, 4] */
+    expect("grad.out with a dimension less", &c, ATTN_E_SHAPE, "grad.out", NULL);
+
+    c = sdpa_base();
+    meta(&c, "backward", "true");
+    int64_t s4[4] = {1, 2, 3, 4};
+    unsigned char bz[24] = {0};
+    raw(&c, "grad.out", ATTN_BOOL, 4, s4, bz);
+    expect("BOOL grad.out", &c, ATTN_E_DTYPE, "grad.out", NULL);
+
+    c = sdpa_base();
+    F4(&c, "grad.out", 1, 2, 3, 4);
+    expect("grad.out without backward", &c, ATTN_E_INVALID, "grad.out", "backward");
+
+    c = sdpa_base();
+    meta(&c, "backward", "true");
+    F4(&c, "grad.out", 1, 2, 3, 4);
+    F4(&c, "grad.query", 1, 2, 3, 4);
+    expect("a gradient given as input", &c, ATTN_E_INVALID, "grad.query", NULL);
+
+    c = mha_base(NULL);
+    meta(&c, "backward", "true");
+    float g[12];
+    tu_fill(g, 12, 3, -1, 1);
+    g[7] = INFINITY;
+    int64_t s134[3] = {1, 3, 4};
+    raw(&c, "grad.out", ATTN_F32, 3, s134, g);
+    expect("infinite grad.out", &c, ATTN_E_NONFINITE, NULL, NULL);
+
+    /* cross_entropy */
+    c = begin("cross_entropy");
+    F2(&c, "input", 3, 5);
+    int64_t tg[3] = {0, 4, 2}, s3[1] = {3}, s2[1] = {2};
+    raw(&c, "target", ATTN_I64, 1, s3, tg);
+    meta(&c, "reduction", "sum");
+    expect("cross_entropy reduction sum", &c, ATTN_E_UNSUPPORTED, "reduction", NULL);
+
+    c = begin("cross_entropy");
+    F2(&c, "input", 3, 5);
+    raw(&c, "target", ATTN_I64, 1, s2, tg);
+    expect("cross_entropy target length", &c, ATTN_E_SHAPE, "target", NULL);
+
+    c = begin("cross_entropy");
+    F2(&c, "input", 3, 5);
+    raw(&c, "target", ATTN_I64, 1, s3, tg);
+    meta(&c, "backward", "true");
+    float one = 1.0f;
+    raw(&c, "grad.out", ATTN_F32, 0, NULL, &one);
+    TU_STATUS(run(&c, &res), ATTN_OK, ctx);
+    TU_CHECK(has_shape(res, "out", 0, 0, 0, 0, 0), "cross_entropy out is 0-d");
+    TU_CHECK(has_shape(res, "grad.input", 2, 3, 5, 0, 0), "cross_entropy grad.input");
+    attn_st_free(res);
+    res = NULL;
+
+    c = begin("cross_entropy");
+    F2(&c, "input", 3, 5);
+    raw(&c, "target", ATTN_I64, 1, s3, tg);
+    meta(&c, "backward", "true");
+    F1(&c, "grad.out", 1);
+    expect("cross_entropy grad.out [1] for a 0-d loss", &c, ATTN_E_SHAPE, "grad.out", NULL);
+}
+
 int main(void) {
     if (attn_ctx_create(NULL, &ctx) != ATTN_OK) return 1;
     test_valid();
     test_names();
     test_values();
     test_tensors();
+    test_backward();
     TU_CHECK(attn_eval(ctx, NULL, NULL) == ATTN_E_INVALID, "NULL arguments");
     TU_CHECK(attn_eval(NULL, NULL, NULL) == ATTN_E_INVALID, "NULL context");
     int n = 0;
     for (const char *const *op = attn_eval_ops(); *op; op++) n++;
-    TU_CHECK(n == 26, "attn_eval_ops lists %d ops, expected 26", n);
+    TU_CHECK(n == 27, "attn_eval_ops lists %d ops, expected 27", n);
     attn_ctx_free(ctx);
     return tu_finish("test_eval_errors");
 }

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pool.h"
+#include "../kernels/dispatch.h"
 
 const char *attn_version(void) { return ATTN_VERSION_STRING; }
 
@@ -120,12 +122,19 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
         c->nblocks = c->capblocks = 1;
         c->fixed = 1;
     }
+    c->isa = attn__isa_default();
+    if (c->threads > 1 && attn__pool_create(c, c->threads, &c->pool) != ATTN_OK) {
+        attn__free(c, c->blocks);
+        p.free(p.alloc_user, c);
+        return ATTN_E_NOMEM;
+    }
     *out = c;
     return ATTN_OK;
 }
 
 void attn_ctx_free(attn_ctx *ctx) {
     if (!ctx) return;
+    attn__pool_free(ctx, ctx->pool);
     if (!ctx->fixed)
         for (size_t i = 0; i < ctx->nblocks; i++) attn__free(ctx, ctx->blocks[i].ptr);
     attn__free(ctx, ctx->blocks);

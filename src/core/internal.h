@@ -39,6 +39,7 @@ struct attn_ctx {
     int fixed;        /* caller workspace: never grows */
     size_t in_use, peak;
     struct attn__pool *pool; /* worker threads (src/core/pool.c); NULL when threads == 1 */
+    int isa;                 /* GEMM kernel set (src/kernels/dispatch.h ATTN__ISA_*) */
 };
 
 /* ---- errors ---------------------------------------------------------------------------- */

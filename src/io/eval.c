@@ -64,6 +64,8 @@ struct ev {
     const ev_attr *defs[EV_MAX_ATTRS];
     ev_val vals[EV_MAX_ATTRS];
     int nattrs;
+    int bwd;      /* metadata backward = true: also compute gradients from grad.out */
+    int bwd_done; /* set by the op once it has written its gradients */
 };
 
 /* ---- memory ---------------------------------------------------------------------------- */
@@ -220,7 +222,9 @@ static attn_status ev_attrs(ev *e) {
     for (size_t i = 0; i < nm; i++) {
         const char *k, *v;
         if (attn_st_meta_at(e->in, i, &k, &v) != ATTN_OK) continue;
-        if (!strcmp(k, "op") || !strcmp(k, "tol") || !strncmp(k, "comment", 7)) continue;
+        if (!strcmp(k, "op") || !strcmp(k, "tol") || !strcmp(k, "backward") ||
+            !strncmp(k, "comment", 7))
+            continue;
         if (ev_attr_index(e, k) < 0)
             return attn__fail(e->ctx, ATTN_E_INVALID, "unknown attribute '%s' (= \"%s\")", k,
                               v);
@@ -417,8 +421,14 @@ static attn_status ev_ready(ev *e) {
         return attn__fail(e->ctx, ATTN_E_INVALID, "unknown tensor '%s': not an input of the op",
                           t.name);
     }
-    for (int i = 0; i < e->nmods; i++)
+    for (int i = 0; i < e->nmods; i++) {
         ATTN_TRY(attn_module_load(e->ctx, e->mods[i], e->in, e->pfx[i], 1));
+        if (e->bwd) {
+            /* module backward accumulates into the parameter gradients: start from zero */
+            ATTN_TRY(attn_module_enable_grad(e->ctx, e->mods[i]));
+            attn_module_zero_grad(e->mods[i]);
+        }
+    }
     e->ready = 1;
     return ATTN_OK;
 }
@@ -432,6 +442,80 @@ static attn_status ev_write_as(ev *e, const char *name, const attn_tensor *t, in
                                const int64_t *shape) {
     attn_tensor v = ev_reshape(t, ndim, shape);
     return ev_write(e, name, &v);
+}
+
+/* ---- backward ---------------------------------------------------------------------------- */
+
+/* grad.out, the cotangent of "out": required with backward = true, and of the shape that "out"
+ * has in the output file (ndim, shape).  Returned contiguous, as F32, in that shape; the op
+ * reshapes it as it reshapes its own output. */
+static attn_status ev_grad_out(ev *e, int ndim, const int64_t *shape, attn_tensor *g) {
+    attn_st_tensor info;
+    char s1[160], s2[160];
+    memset(g, 0, sizeof *g);
+    ATTN_FAIL_IF(ev_find(e, "grad.out", &info) < 0, e->ctx, ATTN_E_INVALID,
+                 "backward = true needs the tensor 'grad.out' (the gradient of the loss with "
+                 "respect to 'out', of the shape of 'out')");
+    int same = info.ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = info.shape[d] == shape[d];
+    ATTN_FAIL_IF(!same, e->ctx, ATTN_E_SHAPE,
+                 "tensor 'grad.out' has shape %s but 'out' has shape %s",
+                 attn__dims_str(info.shape, info.ndim, s1, sizeof s1),
+                 attn__dims_str(shape, ndim, s2, sizeof s2));
+    ATTN_FAIL_IF(info.dtype == ATTN_BOOL || info.dtype == ATTN_U8 || info.dtype == ATTN_I8 ||
+                     info.dtype == ATTN_I32 || info.dtype == ATTN_I64,
+                 e->ctx, ATTN_E_DTYPE, "tensor 'grad.out' has dtype %s; a floating-point "
+                 "tensor is expected", attn_dtype_name(info.dtype) ? attn_dtype_name(info.dtype)
+                                                                   : "?");
+    float *p;
+    ATTN_TRY(ev_to_f32(e, &info, "grad.out", &p));
+    *g = attn_tensor_make(p, ATTN_F32, ndim, shape);
+    return ATTN_OK;
+}
+
+/* grad.out for an output held as t (contiguous) and written as t itself. */
+static attn_status ev_grad_out_like(ev *e, const attn_tensor *t, attn_tensor *g) {
+    return ev_grad_out(e, t->ndim, t->shape, g);
+}
+
+/* A new zeroed gradient of the shape of t. */
+static attn_status ev_grad_like(ev *e, const char *name, const attn_tensor *t, attn_tensor *g) {
+    return ev_new(e, name, t->ndim, t->shape, g);
+}
+
+/* Writes "grad." + name. */
+static attn_status ev_write_grad(ev *e, const char *name, const attn_tensor *t) {
+    char full[256];
+    ATTN_FAIL_IF(strlen(name) + 6 >= sizeof full, e->ctx, ATTN_E_INVALID,
+                 "tensor name '%s' is too long", name);
+    snprintf(full, sizeof full, "grad.%s", name);
+    return ev_write(e, full, t);
+}
+
+static attn_status ev_write_grad_as(ev *e, const char *name, const attn_tensor *t, int ndim,
+                                    const int64_t *shape) {
+    attn_tensor v = ev_reshape(t, ndim, shape);
+    return ev_write_grad(e, name, &v);
+}
+
+/* Writes the gradient of every parameter of every module as "grad." + prefix + name, and
+ * marks the op's backward as done. */
+static attn_status ev_write_param_grads(ev *e) {
+    for (int i = 0; i < e->nmods; i++) {
+        size_t np = attn_module_param_count(e->mods[i]);
+        for (size_t j = 0; j < np; j++) {
+            const char *pn;
+            attn_tensor g;
+            char full[512];
+            ATTN_TRY(attn_module_grad_at(e->mods[i], j, &pn, &g));
+            ATTN_FAIL_IF(strlen(e->pfx[i]) + strlen(pn) >= sizeof full, e->ctx, ATTN_E_INVALID,
+                         "parameter name '%s%s' is too long", e->pfx[i], pn);
+            snprintf(full, sizeof full, "%s%s", e->pfx[i], pn);
+            ATTN_TRY(ev_write_grad(e, full, &g));
+        }
+    }
+    e->bwd_done = 1;
+    return ATTN_OK;
 }
 
 /* ---- shared attribute lists ------------------------------------------------------------- */
@@ -526,6 +610,8 @@ static attn_status op_sdpa(ev *e) {
                  q.ndim, k.ndim, v.ndim);
     ATTN_TRY(ev_mask(e, "attn_mask", ATTN_MASK_KEEP, 4, &mask));
     ATTN_TRY(ev_ready(e));
+    /* the file's shapes, for the gradients */
+    attn_tensor q0 = q, k0 = k, v0 = v, m0 = mask.t;
     int three = q.ndim == 3;
     if (three) {
         /* [B, L, D] is one head: view as [B, 1, L, D] */
@@ -575,16 +661,39 @@ static attn_status op_sdpa(ev *e) {
     ATTN_TRY(attn_sdpa(e->ctx, &q, &k, &v, mask.kind ? &mask : NULL, &opt, &o,
                        w.data ? &w : NULL, lse.data ? &lse : NULL));
     (void)D;
+    int64_t o3[3] = {B, L, Dv};
     if (three) {
-        int64_t o3[3] = {B, L, Dv}, w3[3] = {B, L, S}, l2[2] = {B, L};
+        int64_t w3[3] = {B, L, S}, l2[2] = {B, L};
         ATTN_TRY(ev_write_as(e, "out", &o, 3, o3));
         if (w.data) ATTN_TRY(ev_write_as(e, "attn_weights", &w, 3, w3));
         if (lse.data) ATTN_TRY(ev_write_as(e, "lse", &lse, 2, l2));
-        return ATTN_OK;
+    } else {
+        ATTN_TRY(ev_write(e, "out", &o));
+        if (w.data) ATTN_TRY(ev_write(e, "attn_weights", &w));
+        if (lse.data) ATTN_TRY(ev_write(e, "lse", &lse));
     }
-    ATTN_TRY(ev_write(e, "out", &o));
-    if (w.data) ATTN_TRY(ev_write(e, "attn_weights", &w));
-    if (lse.data) ATTN_TRY(ev_write(e, "lse", &lse));
+    if (!e->bwd) return ATTN_OK;
+    /* backward: the gradients of query, key, value and of a float attn_mask (a bool mask is
+     * not differentiable) */
+    attn_tensor go, dq, dk, dv, dm;
+    ATTN_TRY(ev_grad_out(e, three ? 3 : 4, three ? o3 : os, &go));
+    go = ev_reshape(&go, 4, os);
+    ATTN_TRY(ev_grad_like(e, "grad.query", &q, &dq));
+    ATTN_TRY(ev_grad_like(e, "grad.key", &k, &dk));
+    ATTN_TRY(ev_grad_like(e, "grad.value", &v, &dv));
+    memset(&dm, 0, sizeof dm);
+    if (mask.kind == ATTN_MASK_ADD) ATTN_TRY(ev_grad_like(e, "grad.attn_mask", &mask.t, &dm));
+    ATTN_TRY(attn_sdpa_backward(e->ctx, &q, &k, &v, mask.kind ? &mask : NULL, &opt, &go, &dq,
+                                &dk, &dv, dm.data ? &dm : NULL));
+    /* scale 0 ran as a zeroed query with the default scale: PyTorch's scores q k^T * 0 give
+     * dquery = 0 (dkey is already 0: it is proportional to the zeroed query) */
+    if (ev_has(e, "scale") && ev_f(e, "scale") == 0.0)
+        memset(dq.data, 0, (size_t)attn_tensor_numel(&dq) * sizeof(float));
+    ATTN_TRY(ev_write_grad_as(e, "query", &dq, q0.ndim, q0.shape));
+    ATTN_TRY(ev_write_grad_as(e, "key", &dk, k0.ndim, k0.shape));
+    ATTN_TRY(ev_write_grad_as(e, "value", &dv, v0.ndim, v0.shape));
+    if (dm.data) ATTN_TRY(ev_write_grad_as(e, "attn_mask", &dm, m0.ndim, m0.shape));
+    e->bwd_done = 1;
     return ATTN_OK;
 }
 
@@ -643,6 +752,7 @@ static attn_status op_multihead_attention(ev *e) {
     ATTN_TRY(ev_mask(e, "attn_mask", ATTN_MASK_BLOCK, 3, &am));
     ATTN_TRY(ev_hint_needs_mask(e, "is_causal", &am, "attn_mask"));
     ATTN_TRY(ev_ready(e));
+    attn_tensor q0 = q, k0 = k, v0 = v; /* the file's shapes, for the gradients */
     int unbatched = q.ndim == 2;
     if (unbatched) {
         /* PyTorch's unbatched form [L, E]: run as a batch of one */
@@ -676,16 +786,30 @@ static attn_status op_multihead_attention(ev *e) {
     if (!unbatched) {
         ATTN_TRY(ev_write(e, "out", &o));
         if (w.data) ATTN_TRY(ev_write(e, "attn_weights", &w));
-        return ATTN_OK;
+    } else {
+        ATTN_TRY(ev_write_as(e, "out", &o, 2, os + 1));
+        if (w.data) {
+            if (opt.average_attn_weights)
+                ATTN_TRY(ev_write_as(e, "attn_weights", &w, 2, wa + 1));
+            else
+                ATTN_TRY(ev_write_as(e, "attn_weights", &w, 3, wh + 1));
+        }
     }
-    ATTN_TRY(ev_write_as(e, "out", &o, 2, os + 1));
-    if (w.data) {
-        if (opt.average_attn_weights)
-            ATTN_TRY(ev_write_as(e, "attn_weights", &w, 2, wa + 1));
-        else
-            ATTN_TRY(ev_write_as(e, "attn_weights", &w, 3, wh + 1));
-    }
-    return ATTN_OK;
+    if (!e->bwd) return ATTN_OK;
+    /* query, key and value are separate tensors of the file even when equal: each gets its
+     * own gradient */
+    attn_tensor go, dq, dk, dv;
+    ATTN_TRY(ev_grad_out(e, unbatched ? 2 : 3, unbatched ? os + 1 : os, &go));
+    go = ev_reshape(&go, 3, os);
+    ATTN_TRY(ev_grad_like(e, "grad.query", &q, &dq));
+    ATTN_TRY(ev_grad_like(e, "grad.key", &k, &dk));
+    ATTN_TRY(ev_grad_like(e, "grad.value", &v, &dv));
+    ATTN_TRY(attn_mha_backward(e->ctx, m, &q, &k, &v, kpm.kind ? &kpm : NULL,
+                               am.kind ? &am : NULL, &opt, NULL, &go, &dq, &dk, &dv));
+    ATTN_TRY(ev_write_grad_as(e, "query", &dq, q0.ndim, q0.shape));
+    ATTN_TRY(ev_write_grad_as(e, "key", &dk, k0.ndim, k0.shape));
+    ATTN_TRY(ev_write_grad_as(e, "value", &dv, v0.ndim, v0.shape));
+    return ev_write_param_grads(e);
 }
 
 /* ---- transformer layers and stacks ----------------------------------------------------- */
@@ -713,7 +837,16 @@ static attn_status op_transformer_encoder_layer(ev *e) {
     ATTN_TRY(ev_new_like(e, &src, &o));
     ATTN_TRY(attn_encoder_layer_forward(e->ctx, m, &src, mask.kind ? &mask : NULL,
                                         kpm.kind ? &kpm : NULL, ev_b(e, "is_causal"), NULL, &o));
-    return ev_write(e, "out", &o);
+    ATTN_TRY(ev_write(e, "out", &o));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, ds;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.src", &src, &ds));
+    ATTN_TRY(attn_encoder_layer_backward(e->ctx, m, &src, mask.kind ? &mask : NULL,
+                                         kpm.kind ? &kpm : NULL, ev_b(e, "is_causal"), NULL,
+                                         &go, &ds));
+    ATTN_TRY(ev_write_grad(e, "src", &ds));
+    return ev_write_param_grads(e);
 }
 
 static const ev_attr A_DEC_LAYER[] = {{"tgt_is_causal", 'b', "false", NULL},
@@ -756,7 +889,18 @@ static attn_status op_transformer_decoder_layer(ev *e) {
     ATTN_TRY(attn_decoder_layer_forward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm),
                                         opt_mask(&d.mm), opt_mask(&d.tkpm), opt_mask(&d.mkpm),
                                         ev_b(e, "tgt_is_causal"), NULL, &o));
-    return ev_write(e, "out", &o);
+    ATTN_TRY(ev_write(e, "out", &o));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dt, dm;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.tgt", &d.tgt, &dt));
+    ATTN_TRY(ev_grad_like(e, "grad.memory", &d.mem, &dm));
+    ATTN_TRY(attn_decoder_layer_backward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm),
+                                         opt_mask(&d.mm), opt_mask(&d.tkpm), opt_mask(&d.mkpm),
+                                         ev_b(e, "tgt_is_causal"), NULL, &go, &dt, &dm));
+    ATTN_TRY(ev_write_grad(e, "tgt", &dt));
+    ATTN_TRY(ev_write_grad(e, "memory", &dm));
+    return ev_write_param_grads(e);
 }
 
 static const ev_attr A_ENCODER[] = {{"num_layers", 'i', EV_REQ, NULL},
@@ -789,7 +933,15 @@ static attn_status op_transformer_encoder(ev *e) {
     ATTN_TRY(ev_new_like(e, &src, &o));
     ATTN_TRY(attn_encoder_forward(e->ctx, m, &src, opt_mask(&mask), opt_mask(&kpm),
                                   ev_b(e, "is_causal"), NULL, &o));
-    return ev_write(e, "out", &o);
+    ATTN_TRY(ev_write(e, "out", &o));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, ds;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.src", &src, &ds));
+    ATTN_TRY(attn_encoder_backward(e->ctx, m, &src, opt_mask(&mask), opt_mask(&kpm),
+                                   ev_b(e, "is_causal"), NULL, &go, &ds));
+    ATTN_TRY(ev_write_grad(e, "src", &ds));
+    return ev_write_param_grads(e);
 }
 
 static const ev_attr A_DECODER[] = {{"num_layers", 'i', EV_REQ, NULL},
@@ -811,7 +963,18 @@ static attn_status op_transformer_decoder(ev *e) {
     ATTN_TRY(attn_decoder_forward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm), opt_mask(&d.mm),
                                   opt_mask(&d.tkpm), opt_mask(&d.mkpm),
                                   ev_b(e, "tgt_is_causal"), NULL, &o));
-    return ev_write(e, "out", &o);
+    ATTN_TRY(ev_write(e, "out", &o));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dt, dm;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.tgt", &d.tgt, &dt));
+    ATTN_TRY(ev_grad_like(e, "grad.memory", &d.mem, &dm));
+    ATTN_TRY(attn_decoder_backward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm), opt_mask(&d.mm),
+                                   opt_mask(&d.tkpm), opt_mask(&d.mkpm),
+                                   ev_b(e, "tgt_is_causal"), NULL, &go, &dt, &dm));
+    ATTN_TRY(ev_write_grad(e, "tgt", &dt));
+    ATTN_TRY(ev_write_grad(e, "memory", &dm));
+    return ev_write_param_grads(e);
 }
 
 /* nn.Transformer: d_model and nhead default as in PyTorch (512, 8). */
@@ -856,7 +1019,19 @@ static attn_status op_transformer(ev *e) {
     ATTN_TRY(attn_transformer_forward(e->ctx, m, &src, &tgt, opt_mask(&sm), opt_mask(&tm),
                                       opt_mask(&mm), opt_mask(&skpm), opt_mask(&tkpm),
                                       opt_mask(&mkpm), ev_b(e, "tgt_is_causal"), NULL, &o));
-    return ev_write(e, "out", &o);
+    ATTN_TRY(ev_write(e, "out", &o));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, ds, dt;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.src", &src, &ds));
+    ATTN_TRY(ev_grad_like(e, "grad.tgt", &tgt, &dt));
+    ATTN_TRY(attn_transformer_backward(e->ctx, m, &src, &tgt, opt_mask(&sm), opt_mask(&tm),
+                                       opt_mask(&mm), opt_mask(&skpm), opt_mask(&tkpm),
+                                       opt_mask(&mkpm), ev_b(e, "tgt_is_causal"), NULL, &go,
+                                       &ds, &dt));
+    ATTN_TRY(ev_write_grad(e, "src", &ds));
+    ATTN_TRY(ev_write_grad(e, "tgt", &dt));
+    return ev_write_param_grads(e);
 }
 
 /* ---- seed attention modules ------------------------------------------------------------ */
@@ -878,7 +1053,16 @@ static attn_status op_simple_self_attention(ev *e) {
     ATTN_TRY(attn_simple_self_attention(e->ctx, &x, norm, &s, &w, &o));
     ATTN_TRY(ev_write(e, "out", &o));
     ATTN_TRY(ev_write(e, "attn_scores", &s));
-    return ev_write(e, "attn_weights", &w);
+    ATTN_TRY(ev_write(e, "attn_weights", &w));
+    if (!e->bwd) return ATTN_OK;
+    /* the cotangent is that of "out" (the context vectors) only */
+    attn_tensor go, dx;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.inputs", &x, &dx));
+    ATTN_TRY(attn_simple_self_attention_backward(e->ctx, &x, norm, &go, &dx));
+    ATTN_TRY(ev_write_grad(e, "inputs", &dx));
+    e->bwd_done = 1;
+    return ATTN_OK;
 }
 
 static const ev_attr A_SEED_V1[] = {{"d_in", 'i', EV_REQ, NULL}, {"d_out", 'i', EV_REQ, NULL},
@@ -968,7 +1152,18 @@ static attn_status ev_seed(ev *e, attn_seed_attention_kind kind) {
     else
         ATTN_TRY(ev_write_as(e, "out", &o, 2, os + 1));
     /* attn_weights is always [B, heads, T, T] (B = 1 for a 2-D x): docs/eval-format.md */
-    return ev_write(e, "attn_weights", &w);
+    ATTN_TRY(ev_write(e, "attn_weights", &w));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dx;
+    ATTN_TRY(ev_grad_out(e, b3 ? 3 : 2, b3 ? os : os + 1, &go));
+    go = ev_reshape(&go, 3, os);
+    ATTN_TRY(ev_grad_like(e, "grad.x", &x, &dx));
+    ATTN_TRY(attn_seed_attention_backward(e->ctx, m, &x, NULL, &go, &dx));
+    if (b3)
+        ATTN_TRY(ev_write_grad(e, "x", &dx));
+    else
+        ATTN_TRY(ev_write_grad_as(e, "x", &dx, 2, x.shape + 1));
+    return ev_write_param_grads(e);
 }
 
 static attn_status op_self_attention_v1(ev *e) { return ev_seed(e, ATTN_SEED_SELF_V1); }
@@ -1010,7 +1205,18 @@ static attn_status op_general_attention(ev *e) {
     ATTN_TRY(attn_general_attention_forward(e->ctx, m, cfg.self_attention ? NULL : &q, &x,
                                             opt_mask(&mask), &o, &w));
     ATTN_TRY(ev_write(e, "out", &o));
-    return ev_write(e, "attn_weights", &w);
+    ATTN_TRY(ev_write(e, "attn_weights", &w));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dq, dx;
+    memset(&dq, 0, sizeof dq);
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    if (!cfg.self_attention) ATTN_TRY(ev_grad_like(e, "grad.query", &q, &dq));
+    ATTN_TRY(ev_grad_like(e, "grad.inputs", &x, &dx));
+    ATTN_TRY(attn_general_attention_backward(e->ctx, m, cfg.self_attention ? NULL : &q, &x,
+                                             opt_mask(&mask), &go, dq.data ? &dq : NULL, &dx));
+    if (dq.data) ATTN_TRY(ev_write_grad(e, "query", &dq));
+    ATTN_TRY(ev_write_grad(e, "inputs", &dx));
+    return ev_write_param_grads(e);
 }
 
 static const ev_attr A_ADDITIVE[] = {{"query_size", 'i', EV_REQ, NULL},
@@ -1038,7 +1244,19 @@ static attn_status op_additive_attention(ev *e) {
     ATTN_TRY(ev_new(e, "attn_weights", 3, ws, &w));
     ATTN_TRY(attn_additive_attention_forward(e->ctx, m, &q, &k, &v, opt_mask(&mask), &o, &w));
     ATTN_TRY(ev_write(e, "out", &o));
-    return ev_write(e, "attn_weights", &w);
+    ATTN_TRY(ev_write(e, "attn_weights", &w));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dq, dk, dv;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.queries", &q, &dq));
+    ATTN_TRY(ev_grad_like(e, "grad.keys", &k, &dk));
+    ATTN_TRY(ev_grad_like(e, "grad.values", &v, &dv));
+    ATTN_TRY(attn_additive_attention_backward(e->ctx, m, &q, &k, &v, opt_mask(&mask), &go, &dq,
+                                              &dk, &dv));
+    ATTN_TRY(ev_write_grad(e, "queries", &dq));
+    ATTN_TRY(ev_write_grad(e, "keys", &dk));
+    ATTN_TRY(ev_write_grad(e, "values", &dv));
+    return ev_write_param_grads(e);
 }
 
 /* ---- positional encodings ---------------------------------------------------------------- */
@@ -1071,7 +1289,14 @@ static attn_status op_positional_encoding(ev *e) {
         int64_t ps[2] = {n, d};
         ATTN_TRY(ev_new(e, "out", 2, ps, &pe));
         ATTN_TRY(attn_sinusoidal_encoding(e->ctx, 0, (float)base, &pe));
-        return ev_write(e, "out", &pe);
+        ATTN_TRY(ev_write(e, "out", &pe));
+        if (e->bwd) {
+            /* the table depends on no tensor: grad.out is checked, no gradient results */
+            attn_tensor go;
+            ATTN_TRY(ev_grad_out_like(e, &pe, &go));
+            e->bwd_done = 1;
+        }
+        return ATTN_OK;
     }
     ATTN_FAIL_IF(ev_has(e, "length"), e->ctx, ATTN_E_INVALID,
                  "attribute 'length' is only used without an input 'x' (the length is x's)");
@@ -1087,8 +1312,17 @@ static attn_status op_positional_encoding(ev *e) {
     ATTN_TRY(ev_new(e, "pe", 2, ps, &pe));
     ATTN_TRY(ev_new(e, "out", 3, os, &o));
     ATTN_TRY(attn_sinusoidal_encoding(e->ctx, 0, (float)base, &pe));
-    ATTN_TRY(attn_positional_apply(e->ctx, concat ? ATTN_PE_CONCAT : ATTN_PE_ADD, &x, &pe, &o));
-    return ev_write(e, "out", &o);
+    attn_pe_mode mode = concat ? ATTN_PE_CONCAT : ATTN_PE_ADD;
+    ATTN_TRY(attn_positional_apply(e->ctx, mode, &x, &pe, &o));
+    ATTN_TRY(ev_write(e, "out", &o));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dx;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.x", &x, &dx));
+    ATTN_TRY(attn_positional_apply_backward(e->ctx, mode, &go, &dx, NULL));
+    ATTN_TRY(ev_write_grad(e, "x", &dx));
+    e->bwd_done = 1;
+    return ATTN_OK;
 }
 
 static const ev_attr A_NONE[] = {EV_END};
@@ -1111,7 +1345,18 @@ static attn_status op_learned_positional_encoding(ev *e) {
     attn_tensor rows = ev_reshape(&wt, 2, ps); /* the first L rows */
     ATTN_TRY(ev_new_like(e, &x, &o));
     ATTN_TRY(attn_positional_apply(e->ctx, ATTN_PE_ADD, &x, &rows, &o));
-    return ev_write(e, "out", &o);
+    ATTN_TRY(ev_write(e, "out", &o));
+    if (!e->bwd) return ATTN_OK;
+    /* grad.weight: the batch sum in the first L rows, zero below */
+    attn_tensor go, dx, dw;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.x", &x, &dx));
+    ATTN_TRY(ev_grad_like(e, "grad.weight", &wt, &dw));
+    ATTN_TRY(attn_positional_apply_backward(e->ctx, ATTN_PE_ADD, &go, &dx, &dw));
+    ATTN_TRY(ev_write_grad(e, "x", &dx));
+    ATTN_TRY(ev_write_grad(e, "weight", &dw));
+    e->bwd_done = 1;
+    return ATTN_OK;
 }
 
 /* ---- stateless ops ----------------------------------------------------------------------- */
@@ -1140,7 +1385,20 @@ static attn_status op_linear(ev *e) {
     ys[x.ndim - 1] = W.shape[0];
     ATTN_TRY(ev_new(e, "out", x.ndim, ys, &y));
     ATTN_TRY(attn_linear(e->ctx, &x, &W, b.data ? &b : NULL, &y));
-    return ev_write(e, "out", &y);
+    ATTN_TRY(ev_write(e, "out", &y));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dx, dW, db;
+    memset(&db, 0, sizeof db);
+    ATTN_TRY(ev_grad_out_like(e, &y, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.input", &x, &dx));
+    ATTN_TRY(ev_grad_like(e, "grad.weight", &W, &dW));
+    if (b.data) ATTN_TRY(ev_grad_like(e, "grad.bias", &b, &db));
+    ATTN_TRY(attn_linear_backward(e->ctx, &x, &W, &go, &dx, &dW, db.data ? &db : NULL));
+    ATTN_TRY(ev_write_grad(e, "input", &dx));
+    ATTN_TRY(ev_write_grad(e, "weight", &dW));
+    if (db.data) ATTN_TRY(ev_write_grad(e, "bias", &db));
+    e->bwd_done = 1;
+    return ATTN_OK;
 }
 
 static const ev_attr A_LAYER_NORM[] = {{"eps", 'f', "1e-5", NULL},
@@ -1166,7 +1424,22 @@ static attn_status op_layer_norm(ev *e) {
     ATTN_TRY(ev_new_like(e, &x, &y));
     ATTN_TRY(attn_layer_norm(e->ctx, &x, w.data ? &w : NULL, b.data ? &b : NULL, (float)eps,
                              &y));
-    return ev_write(e, "out", &y);
+    ATTN_TRY(ev_write(e, "out", &y));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dx, dw, db;
+    memset(&dw, 0, sizeof dw);
+    memset(&db, 0, sizeof db);
+    ATTN_TRY(ev_grad_out_like(e, &y, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.input", &x, &dx));
+    if (w.data) ATTN_TRY(ev_grad_like(e, "grad.weight", &w, &dw));
+    if (b.data) ATTN_TRY(ev_grad_like(e, "grad.bias", &b, &db));
+    ATTN_TRY(attn_layer_norm_backward(e->ctx, &x, w.data ? &w : NULL, (float)eps, &go, &dx,
+                                      dw.data ? &dw : NULL, db.data ? &db : NULL));
+    ATTN_TRY(ev_write_grad(e, "input", &dx));
+    if (dw.data) ATTN_TRY(ev_write_grad(e, "weight", &dw));
+    if (db.data) ATTN_TRY(ev_write_grad(e, "bias", &db));
+    e->bwd_done = 1;
+    return ATTN_OK;
 }
 
 static const char *const I_INPUT[] = {"input", NULL};
@@ -1177,7 +1450,15 @@ static attn_status ev_act(ev *e, attn_activation act) {
     ATTN_TRY(ev_ready(e));
     ATTN_TRY(ev_new_like(e, &x, &y));
     ATTN_TRY(attn_activate(e->ctx, act, &x, &y));
-    return ev_write(e, "out", &y);
+    ATTN_TRY(ev_write(e, "out", &y));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dx;
+    ATTN_TRY(ev_grad_out_like(e, &y, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.input", &x, &dx));
+    ATTN_TRY(attn_activate_backward(e->ctx, act, &x, &go, &dx));
+    ATTN_TRY(ev_write_grad(e, "input", &dx));
+    e->bwd_done = 1;
+    return ATTN_OK;
 }
 
 static const ev_attr A_GELU[] = {{"approximate", 'e', "none", "none|tanh"}, EV_END};
@@ -1200,7 +1481,15 @@ static attn_status op_softmax(ev *e) {
                  (long long)dim, x.ndim - 1);
     ATTN_TRY(ev_new_like(e, &x, &y));
     ATTN_TRY(attn_softmax(e->ctx, &x, &y));
-    return ev_write(e, "out", &y);
+    ATTN_TRY(ev_write(e, "out", &y));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dx;
+    ATTN_TRY(ev_grad_out_like(e, &y, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.input", &x, &dx));
+    ATTN_TRY(attn_softmax_backward(e->ctx, &y, &go, &dx));
+    ATTN_TRY(ev_write_grad(e, "input", &dx));
+    e->bwd_done = 1;
+    return ATTN_OK;
 }
 
 static const char *const I_EMBEDDING[] = {"input", "weight", NULL};
@@ -1215,7 +1504,58 @@ static attn_status op_embedding(ev *e) {
     ys[ids.ndim] = W.shape[1];
     ATTN_TRY(ev_new(e, "out", ids.ndim + 1, ys, &y));
     ATTN_TRY(attn_embedding(e->ctx, &ids, &W, &y));
-    return ev_write(e, "out", &y);
+    ATTN_TRY(ev_write(e, "out", &y));
+    if (!e->bwd) return ATTN_OK;
+    /* ids have no gradient */
+    attn_tensor go, dW;
+    ATTN_TRY(ev_grad_out_like(e, &y, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.weight", &W, &dW));
+    ATTN_TRY(attn_embedding_backward(e->ctx, &ids, &go, &dW));
+    ATTN_TRY(ev_write_grad(e, "weight", &dW));
+    e->bwd_done = 1;
+    return ATTN_OK;
+}
+
+static const ev_attr A_CROSS_ENTROPY[] = {{"ignore_index", 'i', "-100", NULL},
+                                          {"label_smoothing", 'f', "0.0", NULL},
+                                          {"reduction", 'e', "mean", "mean|sum|none"}, EV_END};
+static const char *const I_CROSS_ENTROPY[] = {"input", "target", NULL};
+
+/* F.cross_entropy(input [N, C], target [N], ignore_index, label_smoothing) with reduction
+ * "mean": out is the 0-d loss, as PyTorch's. */
+static attn_status op_cross_entropy(ev *e) {
+    attn_tensor x, t, dx;
+    char s1[96], s2[96];
+    ATTN_TRY(ev_input(e, "input", 1, 2, 2, &x));
+    ATTN_TRY(ev_ids(e, "target", 1, 1, &t));
+    ATTN_TRY(ev_ready(e));
+    ATTN_FAIL_IF(ev_e(e, "reduction") != 0, e->ctx, ATTN_E_UNSUPPORTED,
+                 "attribute 'reduction' = \"%s\": only \"mean\" is supported",
+                 ev_e(e, "reduction") == 1 ? "sum" : "none");
+    ATTN_FAIL_IF(t.shape[0] != x.shape[0], e->ctx, ATTN_E_SHAPE,
+                 "target %s does not match input %s: one target per row is needed",
+                 attn__shape_str(&t, s1, sizeof s1), attn__shape_str(&x, s2, sizeof s2));
+    double ls = ev_f(e, "label_smoothing");
+    ATTN_FAIL_IF(!(ls >= 0.0 && ls < 1.0), e->ctx, ATTN_E_INVALID,
+                 "attribute 'label_smoothing' must be in [0, 1), got %g", ls);
+    attn_tensor go;
+    memset(&dx, 0, sizeof dx);
+    if (e->bwd) {
+        ATTN_TRY(ev_grad_out(e, 0, NULL, &go)); /* the loss is 0-d, so is its cotangent */
+        ATTN_TRY(ev_grad_like(e, "grad.input", &x, &dx));
+    }
+    float loss = 0.0f;
+    ATTN_TRY(attn_cross_entropy(e->ctx, &x, &t, ev_i(e, "ignore_index"), (float)ls, &loss,
+                                dx.data ? &dx : NULL));
+    ATTN_TRY(attn_st_writer_add(e->out, "out", ATTN_F32, 0, NULL, &loss));
+    if (!e->bwd) return ATTN_OK;
+    /* dx holds the gradient of the mean: scale it by the cotangent of the loss */
+    float g = *(const float *)go.data, *d = dx.data;
+    ATTN_FAIL_IF(!isfinite(g), e->ctx, ATTN_E_NONFINITE, "tensor 'grad.out' is %g", (double)g);
+    for (int64_t i = 0, n = attn_tensor_numel(&dx); i < n; i++) d[i] *= g;
+    ATTN_TRY(ev_write_grad(e, "input", &dx));
+    e->bwd_done = 1;
+    return ATTN_OK;
 }
 
 /* ---- feed-forward, ViT, GPT ------------------------------------------------------------- */
@@ -1240,7 +1580,14 @@ static attn_status op_feed_forward(ev *e) {
     ATTN_TRY(ev_ready(e));
     ATTN_TRY(ev_new_like(e, &x, &y));
     ATTN_TRY(attn_ffn_forward(e->ctx, m, &x, NULL, &y));
-    return ev_write(e, "out", &y);
+    ATTN_TRY(ev_write(e, "out", &y));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dx;
+    ATTN_TRY(ev_grad_out_like(e, &y, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.x", &x, &dx));
+    ATTN_TRY(attn_ffn_backward(e->ctx, m, &x, NULL, &go, &dx));
+    ATTN_TRY(ev_write_grad(e, "x", &dx));
+    return ev_write_param_grads(e);
 }
 
 static const ev_attr A_VIT[] = {{"patch_dim", 'i', EV_REQ, NULL},
@@ -1269,7 +1616,23 @@ static attn_status op_vit_self_attention(ev *e) {
     attn_mha_options opt = {1, 1, 0}; /* need_weights, averaged, not causal */
     ATTN_TRY(attn_mha_forward(e->ctx, mha, &z, &z, &z, NULL, NULL, &opt, NULL, &o, &w));
     ATTN_TRY(ev_write(e, "out", &o));
-    return ev_write(e, "attn_weights", &w);
+    ATTN_TRY(ev_write(e, "attn_weights", &w));
+    if (!e->bwd) return ATTN_OK;
+    /* z is the query, key and value: its gradient is the sum of the three */
+    attn_tensor go, dq, dk, dv, dx;
+    ATTN_TRY(ev_grad_out_like(e, &o, &go));
+    ATTN_TRY(ev_grad_like(e, "dz (query)", &z, &dq));
+    ATTN_TRY(ev_grad_like(e, "dz (key)", &z, &dk));
+    ATTN_TRY(ev_grad_like(e, "dz (value)", &z, &dv));
+    ATTN_TRY(ev_grad_like(e, "grad.patches", &x, &dx));
+    ATTN_TRY(attn_mha_backward(e->ctx, mha, &z, &z, &z, NULL, NULL, &opt, NULL, &go, &dq, &dk,
+                               &dv));
+    float *a = dq.data;
+    const float *bk = dk.data, *bv = dv.data;
+    for (int64_t i = 0, n = attn_tensor_numel(&dq); i < n; i++) a[i] = a[i] + bk[i] + bv[i];
+    ATTN_TRY(attn_vit_embed_backward(e->ctx, emb, &x, &dq, &dx));
+    ATTN_TRY(ev_write_grad(e, "patches", &dx));
+    return ev_write_param_grads(e);
 }
 
 static const ev_attr A_GPT[] = {
@@ -1295,7 +1658,13 @@ static attn_status op_gpt(ev *e) {
     int64_t ys[3] = {ids.shape[0], ids.shape[1], V};
     ATTN_TRY(ev_new(e, "out", 3, ys, &y));
     ATTN_TRY(attn_gpt_forward(e->ctx, m, &ids, NULL, &y));
-    return ev_write(e, "out", &y);
+    ATTN_TRY(ev_write(e, "out", &y));
+    if (!e->bwd) return ATTN_OK;
+    /* ids have no gradient: the parameters' only */
+    attn_tensor go;
+    ATTN_TRY(ev_grad_out_like(e, &y, &go));
+    ATTN_TRY(attn_gpt_backward(e->ctx, m, &ids, NULL, &go));
+    return ev_write_param_grads(e);
 }
 
 /* ---- the op table ------------------------------------------------------------------------ */
@@ -1324,6 +1693,7 @@ static attn_status op_gpt(ev *e) {
     X(tanh, A_NONE, NULL, I_INPUT)                                                            \
     X(softmax, A_SOFTMAX, NULL, I_INPUT)                                                      \
     X(embedding, A_NONE, NULL, I_EMBEDDING)                                                   \
+    X(cross_entropy, A_CROSS_ENTROPY, NULL, I_CROSS_ENTROPY)                                  \
     X(feed_forward, A_FFN, NULL, I_X)                                                         \
     X(vit_self_attention, A_VIT, NULL, I_VIT)                                                 \
     X(gpt, A_GPT, NULL, I_GPT)
@@ -1344,6 +1714,13 @@ static attn_status ev_run(ev *e) {
     ATTN_FAIL_IF(!e->op, e->ctx, ATTN_E_INVALID,
                  "unknown op '%s' (attn eval --list-ops lists the known ones)", opname);
     ATTN_TRY(ev_attrs(e));
+    const char *bw = attn_st_meta(e->in, "backward");
+    ATTN_FAIL_IF(bw && !ev_parse_bool(bw, &e->bwd), e->ctx, ATTN_E_INVALID,
+                 "attribute 'backward' has the bad value \"%s\": expected a boolean (true or "
+                 "false)", bw);
+    ATTN_FAIL_IF(!e->bwd && ev_present(e, "grad.out"), e->ctx, ATTN_E_INVALID,
+                 "tensor 'grad.out' is given but backward is not true (set the metadata "
+                 "\"backward\" to \"true\" to compute gradients)");
     ATTN_TRY(attn_st_writer_meta(e->out, "op", e->op->name));
     /* attn views hold at most 4 dimensions */
     for (size_t i = 0; i < e->nt; i++) {
@@ -1355,9 +1732,14 @@ static attn_status ev_run(ev *e) {
                      t.ndim, attn__dims_str(t.shape, t.ndim, sb, sizeof sb), ATTN_MAX_DIMS);
         for (const char *const *n = e->op->inputs; *n; n++)
             if (!strcmp(*n, t.name)) e->used[i] = 1;
+        if (e->bwd && !strcmp(t.name, "grad.out")) e->used[i] = 1;
     }
     ATTN_TRY(e->op->run(e));
     ATTN_FAIL_IF(!e->ready, e->ctx, ATTN_E_INTERNAL, "op did not check its tensors");
+    /* every op has a backward; an op added without one is refused rather than giving a file
+     * without gradients */
+    ATTN_FAIL_IF(e->bwd && !e->bwd_done, e->ctx, ATTN_E_UNSUPPORTED,
+                 "op '%s' has no backward (metadata \"backward\" = \"true\")", e->op->name);
     return ATTN_OK;
 }
 

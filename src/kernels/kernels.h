@@ -80,6 +80,33 @@ typedef struct attn__sdpa_grads {
 ATTN__HIDDEN void attn__sdpa_bwd_ref(const attn__sdpa_args *a, const attn__sdpa_grads *g,
                                      float *scratch);
 
+/* Simplified self-attention (seed 001) on contiguous X [B, T, E]: s = X X^T, w = normalize(s)
+ * (each [B, T, T]), c = w X [B, T, E] (c may be NULL).  The backward recomputes s and w and
+ * OVERWRITES dX [B, T, E] from dC; scratch: 3*T*T floats.  Both return -1, or the row whose
+ * scores sum to zero under ATTN_NORM_SUM (then the outputs are incomplete). */
+ATTN__HIDDEN int64_t attn__simple_attn_ref(const float *X, int64_t B, int64_t T, int64_t E,
+                                           attn_normalize norm, float *s, float *w, float *c);
+ATTN__HIDDEN int64_t attn__simple_attn_bwd_ref(const float *X, int64_t B, int64_t T, int64_t E,
+                                               attn_normalize norm, const float *dC,
+                                               float *dX, float *scratch);
+/* Cross-entropy of logits [N, C] (row stride ld) against targets [N] (each in [0, C) or
+ * ignore_index), PyTorch's mean reduction and label smoothing; returns the loss (0 when every
+ * target is ignored).  dlogits [N, C] (row stride ldd; may be NULL) is OVERWRITTEN with the
+ * gradient of that mean.  Evaluated in double. */
+ATTN__HIDDEN float attn__cross_entropy_ref(const float *logits, int64_t ld,
+                                           const int64_t *targets, int64_t N, int64_t C,
+                                           int64_t ignore_index, float label_smoothing,
+                                           float *dlogits, int64_t ldd);
+
+/* ---- linear on the fast GEMM (same contracts as attn__linear_ref / attn__linear_bwd_ref) --- */
+ATTN__HIDDEN attn_status attn__linear(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
+                                      const float *b, float *y, int64_t ldy, int64_t M,
+                                      int64_t K, int64_t N);
+ATTN__HIDDEN attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx,
+                                          const float *W, const float *dy, int64_t lddy,
+                                          float *dx, int64_t lddx, float *dW, float *db,
+                                          int64_t M, int64_t K, int64_t N);
+
 /* ---- GEMM (fast path, chosen at run time; falls back to a plain C kernel) ---------------
  * C[M, N] = alpha * op(A) op(B) + beta * C, row-major.  op(A) is A [M, K] (row stride lda) or,
  * with transA, A^T where A is stored [K, M]; likewise B ([K, N] or, with transB, [N, K]).

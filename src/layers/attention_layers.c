@@ -115,9 +115,9 @@ attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, con
         matmul_raw(xp, s->Wk, k, M, di, dout);
         matmul_raw(xp, s->Wv, v, M, di, dout);
     } else {
-        attn__lin_fwd(&s->q, xp, q, M);
-        attn__lin_fwd(&s->k, xp, k, M);
-        attn__lin_fwd(&s->v, xp, v, M);
+        ATTN_TRYG(attn__lin_fwd(ctx, &s->q, xp, q, M));
+        ATTN_TRYG(attn__lin_fwd(ctx, &s->k, xp, k, M));
+        ATTN_TRYG(attn__lin_fwd(ctx, &s->v, xp, v, M));
     }
     attn__sdpa_args a;
     memset(&a, 0, sizeof a);
@@ -142,7 +142,7 @@ attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, con
     }
     attn__sdpa_ref(&a, scratch);
     if (s->cfg.kind == ATTN_SEED_MULTIHEAD) {
-        attn__lin_fwd(&s->out_proj, o, y, M);
+        ATTN_TRYG(attn__lin_fwd(ctx, &s->out_proj, o, y, M));
         attn__store(y, out);
     } else {
         attn__store(o, out);
@@ -231,11 +231,11 @@ attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRYG(attn__ws_f32(ctx, &kp, B, S, Dq, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &vp, B, S, Dv, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, S, 1, 1));
-    attn__lin_fwd(&g->k, xp, kp, B * S); /* K = X Wk^T */
-    attn__lin_fwd(&g->v, xp, vp, B * S); /* V = X Wv^T */
+    ATTN_TRYG(attn__lin_fwd(ctx, &g->k, xp, kp, B * S)); /* K = X Wk^T */
+    ATTN_TRYG(attn__lin_fwd(ctx, &g->v, xp, vp, B * S)); /* V = X Wv^T */
     if (g->cfg.self_attention) {
         ATTN_TRYG(attn__ws_f32(ctx, &qp, B, S, Dq, 1));
-        attn__lin_fwd(&g->q, xp, qp, B * S); /* Q = X Wq^T */
+        ATTN_TRYG(attn__lin_fwd(ctx, &g->q, xp, qp, B * S)); /* Q = X Wq^T */
     } else {
         qp = (float *)qin;
     }
@@ -308,8 +308,8 @@ attn_status attn_additive_attention_forward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRYG(attn__ws_f32(ctx, &ka, B, S, A, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &sc, S, 1, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &w, B, L, S, 1));
-    attn__lin_fwd(&d->Wq, qp, qa, B * L);
-    attn__lin_fwd(&d->Wk, kp, ka, B * S);
+    ATTN_TRYG(attn__lin_fwd(ctx, &d->Wq, qp, qa, B * L));
+    ATTN_TRYG(attn__lin_fwd(ctx, &d->Wk, kp, ka, B * S));
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < L; i++) {
             const float *qi = qa + (b * L + i) * A;
@@ -401,9 +401,9 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
         matmul_raw(xp, s->Wk, k, M, di, dout_dim);
         matmul_raw(xp, s->Wv, v, M, di, dout_dim);
     } else {
-        attn__lin_fwd(&s->q, xp, q, M);
-        attn__lin_fwd(&s->k, xp, k, M);
-        attn__lin_fwd(&s->v, xp, v, M);
+        ATTN_TRYG(attn__lin_fwd(ctx, &s->q, xp, q, M));
+        ATTN_TRYG(attn__lin_fwd(ctx, &s->k, xp, k, M));
+        ATTN_TRYG(attn__lin_fwd(ctx, &s->v, xp, v, M));
     }
     attn__sdpa_args a;
     memset(&a, 0, sizeof a);
@@ -421,9 +421,9 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
     }
     if (s->cfg.kind == ATTN_SEED_MULTIHEAD) {
         attn__sdpa_ref(&a, scratch); /* o is needed for out_proj's weight gradient */
-        attn__linear_bwd_ref(o, dout_dim, s->out_proj.weight, dy, dout_dim, d_o, dout_dim,
+        ATTN_TRYG(attn__linear_bwd(ctx, o, dout_dim, s->out_proj.weight, dy, dout_dim, d_o, dout_dim,
                              attn__g(&g, s->out_proj.weight), attn__g(&g, s->out_proj.bias), M,
-                             dout_dim, dout_dim);
+                             dout_dim, dout_dim));
     } else {
         memcpy(d_o, dy, (size_t)(M * dout_dim) * sizeof(float));
     }
@@ -444,9 +444,9 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
         float *ds[3] = {dq, dk, dv}, *tmp;
         ATTN_TRYG(attn__ws_f32(ctx, &tmp, M, di, 1, 1));
         for (int i = 0; i < 3; i++) {
-            attn__linear_bwd_ref(xp, di, ls[i]->weight, ds[i], dout_dim, tmp, di,
+            ATTN_TRYG(attn__linear_bwd(ctx, xp, di, ls[i]->weight, ds[i], dout_dim, tmp, di,
                                  attn__g(&g, ls[i]->weight), attn__g(&g, ls[i]->bias), M, di,
-                                 dout_dim);
+                                 dout_dim));
             add_to(dxp, tmp, M * di);
         }
     }
@@ -490,9 +490,9 @@ attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, S, Dv, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &tmp, B, S, Dx, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, S, 1, 1));
-    attn__lin_fwd(&gn->k, xp, kp, B * S);
-    attn__lin_fwd(&gn->v, xp, vp, B * S);
-    if (gn->cfg.self_attention) attn__lin_fwd(&gn->q, xp, qp, B * S);
+    ATTN_TRYG(attn__lin_fwd(ctx, &gn->k, xp, kp, B * S));
+    ATTN_TRYG(attn__lin_fwd(ctx, &gn->v, xp, vp, B * S));
+    if (gn->cfg.self_attention) ATTN_TRYG(attn__lin_fwd(ctx, &gn->q, xp, qp, B * S));
     else memcpy(qp, qin, (size_t)(B * L * Dq) * sizeof(float));
     a.B = B, a.H = 1, a.Hkv = 1, a.L = L, a.S = S, a.D = Dq, a.Dv = Dv;
     a.q = qp, a.qs[0] = L * Dq, a.qs[2] = Dq, a.qs[3] = 1;
@@ -509,14 +509,14 @@ attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
     sg.dv = dvp, memcpy(sg.dvs, a.vs, sizeof sg.dvs);
     attn__sdpa_bwd_ref(&a, &sg, scratch);
     /* inputs feed W_key, W_value (and W_query for self-attention) */
-    attn__linear_bwd_ref(xp, Dx, gn->k.weight, dkp, Dq, dxp, Dx, attn__g(&g, gn->k.weight),
-                         attn__g(&g, gn->k.bias), B * S, Dx, Dq);
-    attn__linear_bwd_ref(xp, Dx, gn->v.weight, dvp, Dv, tmp, Dx, attn__g(&g, gn->v.weight),
-                         attn__g(&g, gn->v.bias), B * S, Dx, Dv);
+    ATTN_TRYG(attn__linear_bwd(ctx, xp, Dx, gn->k.weight, dkp, Dq, dxp, Dx, attn__g(&g, gn->k.weight),
+                         attn__g(&g, gn->k.bias), B * S, Dx, Dq));
+    ATTN_TRYG(attn__linear_bwd(ctx, xp, Dx, gn->v.weight, dvp, Dv, tmp, Dx, attn__g(&g, gn->v.weight),
+                         attn__g(&g, gn->v.bias), B * S, Dx, Dv));
     add_to(dxp, tmp, B * S * Dx);
     if (gn->cfg.self_attention) {
-        attn__linear_bwd_ref(xp, Dx, gn->q.weight, dqp, Dq, tmp, Dx, attn__g(&g, gn->q.weight),
-                             attn__g(&g, gn->q.bias), B * S, Dx, Dq);
+        ATTN_TRYG(attn__linear_bwd(ctx, xp, Dx, gn->q.weight, dqp, Dq, tmp, Dx, attn__g(&g, gn->q.weight),
+                             attn__g(&g, gn->q.bias), B * S, Dx, Dq));
         add_to(dxp, tmp, B * S * Dx);
     } else if (dqo) {
         memcpy(dqo, dqp, (size_t)(B * L * Dq) * sizeof(float));
@@ -561,8 +561,8 @@ attn_status attn_additive_attention_backward(attn_ctx *ctx, const attn_module *m
     ATTN_TRYG(attn__ws_f32(ctx, &sc, S, 1, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &w, S, 1, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dw, S, 1, 1, 1));
-    attn__lin_fwd(&d->Wq, qp, qa, B * L);
-    attn__lin_fwd(&d->Wk, kp, ka, B * S);
+    ATTN_TRYG(attn__lin_fwd(ctx, &d->Wq, qp, qa, B * L));
+    ATTN_TRYG(attn__lin_fwd(ctx, &d->Wk, kp, ka, B * S));
     memset(dqa, 0, (size_t)(B * L * A) * sizeof(float));
     memset(dka, 0, (size_t)(B * S * A) * sizeof(float));
     memset(dvo, 0, (size_t)(B * S * Dv) * sizeof(float));
@@ -603,10 +603,10 @@ attn_status attn_additive_attention_backward(attn_ctx *ctx, const attn_module *m
                 }
             }
         }
-    attn__linear_bwd_ref(qp, d->Dq, d->Wq.weight, dqa, A, dqo, d->Dq, attn__g(&g, d->Wq.weight),
-                         NULL, B * L, d->Dq, A);
-    attn__linear_bwd_ref(kp, d->Dk, d->Wk.weight, dka, A, dko, d->Dk, attn__g(&g, d->Wk.weight),
-                         NULL, B * S, d->Dk, A);
+    ATTN_TRYG(attn__linear_bwd(ctx, qp, d->Dq, d->Wq.weight, dqa, A, dqo, d->Dq, attn__g(&g, d->Wq.weight),
+                         NULL, B * L, d->Dq, A));
+    ATTN_TRYG(attn__linear_bwd(ctx, kp, d->Dk, d->Wk.weight, dka, A, dko, d->Dk, attn__g(&g, d->Wk.weight),
+                         NULL, B * S, d->Dk, A));
     if (dqo) attn__seq_out_end(dqo, dq);
     if (dko) attn__seq_out_end(dko, dk);
     if (dv && dv->data) attn__seq_out_end(dvo, dv);

@@ -104,9 +104,10 @@ ATTN__HIDDEN attn_status attn__lin_reg(attn_ctx *ctx, attn_module *m, const char
 ATTN__HIDDEN attn_status attn__ln_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
                                       const char *name, attn__ln *l, int64_t E, float eps,
                                       int bias);
-/* y[M, out] = x[M, in] W^T + b */
-static inline void attn__lin_fwd(const attn__lin *l, const float *x, float *y, int64_t M) {
-    attn__linear_ref(x, l->in, l->weight, l->bias, y, l->out, M, l->in, l->out);
+/* y[M, out] = x[M, in] W^T + b (fast GEMM) */
+static inline attn_status attn__lin_fwd(attn_ctx *ctx, const attn__lin *l, const float *x,
+                                        float *y, int64_t M) {
+    return attn__linear(ctx, x, l->in, l->weight, l->bias, y, l->out, M, l->in, l->out);
 }
 static inline void attn__ln_fwd(const attn__ln *l, const float *x, float *y, int64_t M) {
     attn__layer_norm_ref(x, l->E, l->weight, l->bias, l->eps, y, l->E, M, l->E);

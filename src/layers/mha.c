@@ -135,20 +135,20 @@ static attn_status bind_kpm(attn_ctx *ctx, const attn_mask *m, int64_t B, int64_
 }
 
 /* Projected q [B, L, E], k and v [B, Sx, E] (bias_k/bias_v and a zero key appended). */
-static void project(const attn__mha *a, const float *query, const float *key,
-                    const float *value, int64_t B, int64_t L, int64_t S, int64_t Sx, float *qp,
-                    float *kp, float *vp) {
+static attn_status project(attn_ctx *ctx, const attn__mha *a, const float *query,
+                           const float *key, const float *value, int64_t B, int64_t L, int64_t S,
+                           int64_t Sx, float *qp, float *kp, float *vp) {
     int64_t E = a->E, kd = a->cfg.kdim, vd = a->cfg.vdim;
     /* in-projection: q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv */
     const float *Wq = a->packed ? a->in_proj_weight : a->q_proj_weight;
     const float *Wk = a->packed ? a->in_proj_weight + E * E : a->k_proj_weight;
     const float *Wv = a->packed ? a->in_proj_weight + 2 * E * E : a->v_proj_weight;
     const float *bq = a->in_proj_bias, *bk = bq ? bq + E : NULL, *bv = bq ? bq + 2 * E : NULL;
-    attn__linear_ref(query, E, Wq, bq, qp, E, B * L, E, E);
+    ATTN_TRY(attn__linear(ctx, query, E, Wq, bq, qp, E, B * L, E, E));
     for (int64_t b = 0; b < B; b++) {
         float *kb = kp + b * Sx * E, *vb = vp + b * Sx * E;
-        attn__linear_ref(key + b * S * kd, kd, Wk, bk, kb, E, S, kd, E);
-        attn__linear_ref(value + b * S * vd, vd, Wv, bv, vb, E, S, vd, E);
+        ATTN_TRY(attn__linear(ctx, key + b * S * kd, kd, Wk, bk, kb, E, S, kd, E));
+        ATTN_TRY(attn__linear(ctx, value + b * S * vd, vd, Wv, bv, vb, E, S, vd, E));
         int64_t j = S;
         if (a->cfg.add_bias_kv) { /* torch.cat([k, bias_k.repeat(1, bsz, 1)]) */
             memcpy(kb + j * E, a->bias_k, (size_t)E * sizeof(float));
@@ -160,6 +160,7 @@ static void project(const attn__mha *a, const float *query, const float *key,
             memset(vb + j * E, 0, (size_t)E * sizeof(float));
         }
     }
+    return ATTN_OK;
 }
 
 /* SDPA arguments over the head-blocked buffers: head h of row i starts at i*E + h*D.  Masks
@@ -207,11 +208,11 @@ attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
     ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, Sx, 1, 1));
     if (weights) ATTN_TRYG(attn__ws_f32(ctx, &w, B, H, L, Sx));
-    project(a, query, key, value, B, L, S, Sx, qp, kp, vp);
+    ATTN_TRYG(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp));
     sdpa_setup(a, &s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
     if (w) s.w = w, s.ws[0] = H * L * Sx, s.ws[1] = L * Sx, s.ws[2] = Sx, s.ws[3] = 1;
     attn__sdpa_ref(&s, scratch);
-    attn__lin_fwd(&a->out_proj, ao, out, B * L);
+    ATTN_TRYG(attn__lin_fwd(ctx, &a->out_proj, ao, out, B * L));
 
     if (weights) {
         if (average) { /* attn_output_weights.mean(dim=1) */
@@ -255,12 +256,12 @@ attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g
     ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, Sx, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, Sx, 1, 1));
     /* recompute the forward up to the attention output */
-    project(a, query, key, value, B, L, S, Sx, qp, kp, vp);
+    ATTN_TRYG(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp));
     sdpa_setup(a, &s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
     attn__sdpa_ref(&s, scratch);
     /* out = ao Wo^T + bo */
-    attn__linear_bwd_ref(ao, E, a->out_proj.weight, dout, E, dao, E,
-                         attn__g(g, a->out_proj.weight), attn__g(g, a->out_proj.bias), B * L, E, E);
+    ATTN_TRYG(attn__linear_bwd(ctx, ao, E, a->out_proj.weight, dout, E, dao, E,
+                         attn__g(g, a->out_proj.weight), attn__g(g, a->out_proj.bias), B * L, E, E));
     /* attention: gradients of the head-blocked q, k, v buffers */
     attn__sdpa_grads sg;
     memset(&sg, 0, sizeof sg);
@@ -283,13 +284,13 @@ attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g
     const float *Wv = a->packed ? a->in_proj_weight + 2 * E * E : a->v_proj_weight;
     float *gbq = attn__g(g, a->in_proj_bias), *gbk = gbq ? gbq + E : NULL,
           *gbv = gbq ? gbq + 2 * E : NULL;
-    attn__linear_bwd_ref(query, E, Wq, dqp, E, dquery, E, attn__g(g, Wq), gbq, B * L, E, E);
+    ATTN_TRYG(attn__linear_bwd(ctx, query, E, Wq, dqp, E, dquery, E, attn__g(g, Wq), gbq, B * L, E, E));
     for (int64_t b = 0; b < B; b++) {
-        attn__linear_bwd_ref(key + b * S * kd, kd, Wk, dkp + b * Sx * E, E,
-                             dkey ? dkey + b * S * kd : NULL, kd, attn__g(g, Wk), gbk, S, kd, E);
-        attn__linear_bwd_ref(value + b * S * vd, vd, Wv, dvp + b * Sx * E, E,
+        ATTN_TRYG(attn__linear_bwd(ctx, key + b * S * kd, kd, Wk, dkp + b * Sx * E, E,
+                             dkey ? dkey + b * S * kd : NULL, kd, attn__g(g, Wk), gbk, S, kd, E));
+        ATTN_TRYG(attn__linear_bwd(ctx, value + b * S * vd, vd, Wv, dvp + b * Sx * E, E,
                              dvalue ? dvalue + b * S * vd : NULL, vd, attn__g(g, Wv), gbv, S, vd,
-                             E);
+                             E));
     }
     st = ATTN_OK;
 done:

@@ -64,10 +64,10 @@ static attn_status ffn_fwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *
     float *h;
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &h, M, l1->out, 1, 1));
-    attn__lin_fwd(l1, x, h, M);
+    ATTN_TRYG(attn__lin_fwd(ctx, l1, x, h, M));
     attn__act_ref(act, h, l1->out, h, l1->out, M, l1->out);
     attn__dropout(rng, p, h, M * l1->out);
-    attn__lin_fwd(l2, h, y, M);
+    ATTN_TRYG(attn__lin_fwd(ctx, l2, h, y, M));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -620,7 +620,7 @@ attn_status attn_gpt_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
         }
     attn__dropout(&rng, g->s.cfg.dropout, x, B * T * E);
     ATTN_TRYG(attn__enc_run(ctx, &g->s, x, B, T, NULL, NULL, 1, &rng));
-    attn__lin_fwd(&g->lm_head, x, y, B * T);
+    ATTN_TRYG(attn__lin_fwd(ctx, &g->lm_head, x, y, B * T));
     attn__store(y, logits);
 done:
     attn__ws_release(ctx, mk);
@@ -684,7 +684,7 @@ attn_status attn_vit_embed_forward(attn_ctx *ctx, const attn_module *m,
     for (int64_t b = 0; b < B; b++) {
         float *zb = zp + b * (N + 1) * v->E;
         memcpy(zb, v->cls, (size_t)v->E * sizeof(float));
-        attn__lin_fwd(&v->proj, p + b * N * v->P, zb + v->E, N);
+        ATTN_TRYG(attn__lin_fwd(ctx, &v->proj, p + b * N * v->P, zb + v->E, N));
         for (int64_t i = 0; i < (N + 1) * v->E; i++) zb[i] += v->pos[i];
     }
     attn__store(zp, z);
@@ -715,16 +715,16 @@ static attn_status ffn_bwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *
     ATTN_TRYG(attn__ws_f32(ctx, &h, M, F, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &a, M, F, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &da, M, F, 1, 1));
-    attn__lin_fwd(l1, x, h, M);
+    ATTN_TRYG(attn__lin_fwd(ctx, l1, x, h, M));
     attn__act_ref(act, h, F, a, F, M, F);
     attn__rng site = *rng;
     attn__dropout(rng, p, a, M * F);
-    attn__linear_bwd_ref(a, F, l2->weight, dy, l2->out, da, F, attn__g(g, l2->weight),
-                         attn__g(g, l2->bias), M, F, l2->out);
+    ATTN_TRYG(attn__linear_bwd(ctx, a, F, l2->weight, dy, l2->out, da, F, attn__g(g, l2->weight),
+                         attn__g(g, l2->bias), M, F, l2->out));
     attn__dropout(&site, p, da, M * F);
     attn__act_bwd_ref(act, h, da, da, M * F);
-    attn__linear_bwd_ref(x, l1->in, l1->weight, da, F, dx, l1->in, attn__g(g, l1->weight),
-                         attn__g(g, l1->bias), M, l1->in, F);
+    ATTN_TRYG(attn__linear_bwd(ctx, x, l1->in, l1->weight, da, F, dx, l1->in, attn__g(g, l1->weight),
+                         attn__g(g, l1->bias), M, l1->in, F));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -1259,8 +1259,8 @@ attn_status attn_gpt_backward(attn_ctx *ctx, const attn_module *m, const attn_te
     attn__rng r_stack = rng;
     copy_f(xf, x, n);
     ATTN_TRYG(attn__enc_run(ctx, &gp->s, xf, B, T, NULL, NULL, 1, &rng));
-    attn__linear_bwd_ref(xf, E, gp->lm_head.weight, dl, V, dx, E, attn__g(&g, gp->lm_head.weight),
-                         NULL, B * T, E, V);
+    ATTN_TRYG(attn__linear_bwd(ctx, xf, E, gp->lm_head.weight, dl, V, dx, E, attn__g(&g, gp->lm_head.weight),
+                         NULL, B * T, E, V));
     ATTN_TRYG(attn__enc_stack_bwd(ctx, &gp->s, &g, x, B, T, NULL, NULL, 1, &r_stack, dx, d0));
     attn__dropout(&r_drop, gp->s.cfg.dropout, d0, n);
     float *gtok = attn__g(&g, gp->tok), *gpos = attn__g(&g, gp->pos);
@@ -1306,9 +1306,9 @@ attn_status attn_vit_embed_backward(attn_ctx *ctx, const attn_module *m,
         const float *db = d + b * (N + 1) * E;
         for (int64_t e = 0; e < E; e++) gcls[e] += db[e];
         for (int64_t i = 0; i < (N + 1) * E; i++) gpos[i] += db[i];
-        attn__linear_bwd_ref(p + b * N * v->P, v->P, v->proj.weight, db + E, E,
+        ATTN_TRYG(attn__linear_bwd(ctx, p + b * N * v->P, v->P, v->proj.weight, db + E, E,
                              dp ? dp + b * N * v->P : NULL, v->P, attn__g(&g, v->proj.weight),
-                             attn__g(&g, v->proj.bias), N, v->P, E);
+                             attn__g(&g, v->proj.bias), N, v->P, E));
     }
     if (dp) attn__seq_out_end(dp, dpatches);
 done:

@@ -185,7 +185,7 @@ attn_status attn_seq2seq_forward(attn_ctx *ctx, const attn_module *m, const attn
     ATTN_TRYG(attn__ws_f32(ctx, &xo, bt.B, bt.T, bt.E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &y, bt.B, bt.T, V, 1));
     ATTN_TRYG(run_fwd(ctx, q, &bt, &rng, s0, t0, mem, xo, cw));
-    attn__lin_fwd(&q->gen, xo, y, bt.B * bt.T);
+    ATTN_TRYG(attn__lin_fwd(ctx, &q->gen, xo, y, bt.B * bt.T));
     attn__store(y, logits);
     if (cw) attn__store(cw, cross);
 done:
@@ -239,8 +239,8 @@ attn_status attn_seq2seq_backward(attn_ctx *ctx, const attn_module *m, const att
     ATTN_TRYG(attn__dec_run(ctx, &q->s, xo, mem, B, T, S, NULL, NULL, &bt.tkpm, &bt.skpm, 1, &rng,
                             NULL));
     /* generator, decoder, encoder */
-    attn__linear_bwd_ref(xo, E, q->gen.weight, dl, V, dxo, E, attn__g(&g, q->gen.weight),
-                         attn__g(&g, q->gen.bias), B * T, E, V);
+    ATTN_TRYG(attn__linear_bwd(ctx, xo, E, q->gen.weight, dl, V, dxo, E, attn__g(&g, q->gen.weight),
+                         attn__g(&g, q->gen.bias), B * T, E, V));
     memset(dmem, 0, (size_t)(B * S * E) * sizeof(float));
     ATTN_TRYG(attn__dec_stack_bwd(ctx, &q->s, &g, t0, mem, B, T, S, NULL, NULL, &bt.tkpm,
                                   &bt.skpm, 1, &r_dec, dxo, dt0, dmem));
@@ -318,7 +318,7 @@ attn_status attn_seq2seq_greedy(attn_ctx *ctx, const attn_module *m, const attn_
         ATTN_TRYG(attn__dec_run(ctx, &q->s, x, mem, B, L, S, NULL, NULL, &tk, &bt.skpm, 1, &rng,
                                 cw));
         for (int64_t b = 0; b < B; b++) {
-            attn__lin_fwd(&q->gen, x + (b * L + t) * E, y + b * V, 1);
+            ATTN_TRYG(attn__lin_fwd(ctx, &q->gen, x + (b * L + t) * E, y + b * V, 1));
             int64_t best = 0;
             for (int64_t v = 1; v < V; v++)
                 if (y[b * V + v] > y[b * V + best]) best = v;

@@ -32,51 +32,21 @@ attn_status attn_simple_self_attention(attn_ctx *ctx, const attn_tensor *X, attn
         }
     ATTN_TRY(attn__check_finite(ctx, X, "inputs", 0));
     attn__mark mk = attn__ws_mark(ctx);
-    float *s, *w;
+    float *s, *w, *c;
     const float *x;
     attn_status st;
     ATTN_TRYG(attn__contig(ctx, X, &x));
     ATTN_TRYG(attn__ws_f32(ctx, &s, B, T, T, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &w, B, T, T, 1));
-    for (int64_t b = 0; b < B; b++) {
-        const float *xb = x + b * T * E;
-        float *sb = s + b * T * T, *wb = w + b * T * T;
-        /* scores = X X^T: the dot product of every pair of tokens */
-        for (int64_t i = 0; i < T; i++)
-            for (int64_t j = 0; j < T; j++) {
-                double acc = 0;
-                for (int64_t e = 0; e < E; e++) acc += (double)xb[i * E + e] * xb[j * E + e];
-                sb[i * T + j] = (float)acc;
-            }
-        for (int64_t i = 0; i < T; i++) {
-            if (norm == ATTN_NORM_SOFTMAX) {
-                attn__softmax_row(sb + i * T, wb + i * T, T);
-                continue;
-            }
-            double sum = 0;
-            for (int64_t j = 0; j < T; j++) sum += sb[i * T + j];
-            if (sum == 0.0) {
-                st = attn__fail(ctx, ATTN_E_INVALID,
-                                "sum-normalisation: scores of row %lld sum to zero", (long long)i);
-                goto done;
-            }
-            for (int64_t j = 0; j < T; j++) wb[i * T + j] = (float)(sb[i * T + j] / sum);
-        }
+    ATTN_TRYG(attn__ws_f32(ctx, &c, B, T, E, 1));
+    /* scores = X X^T (every pair of tokens), weights = normalize(scores), context = weights X */
+    int64_t bad = attn__simple_attn_ref(x, B, T, E, norm, s, w, c);
+    if (bad >= 0) {
+        st = attn__fail(ctx, ATTN_E_INVALID, "sum-normalisation: scores of row %lld sum to zero",
+                        (long long)bad);
+        goto done;
     }
-    /* context = weights X */
-    {
-        float *c;
-        ATTN_TRYG(attn__ws_f32(ctx, &c, B, T, E, 1));
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t i = 0; i < T; i++)
-                for (int64_t e = 0; e < E; e++) {
-                    double acc = 0;
-                    for (int64_t j = 0; j < T; j++)
-                        acc += (double)w[(b * T + i) * T + j] * x[(b * T + j) * E + e];
-                    c[(b * T + i) * E + e] = (float)acc;
-                }
-        attn__store(c, context);
-    }
+    attn__store(c, context);
     if (scores && scores->data) attn__store(s, scores);
     if (weights && weights->data) attn__store(w, weights);
 done:
@@ -84,15 +54,53 @@ done:
     return st;
 }
 
-attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
-                      const attn_tensor *v, const attn_mask *mask, const attn_sdpa_options *opt,
-                      attn_tensor *out, attn_tensor *weights, attn_tensor *lse) {
+attn_status attn_simple_self_attention_backward(attn_ctx *ctx, const attn_tensor *X,
+                                                attn_normalize norm,
+                                                const attn_tensor *dcontext, attn_tensor *dX) {
     if (!ctx) return ATTN_E_INVALID;
+    ATTN_TRY(attn__check(ctx, X, "inputs", ATTN_F32, 2, 3));
+    ATTN_FAIL_IF(norm != ATTN_NORM_SOFTMAX && norm != ATTN_NORM_SUM, ctx, ATTN_E_INVALID,
+                 "unknown normalisation %d", (int)norm);
+    int b3 = X->ndim == 3;
+    int64_t B = b3 ? X->shape[0] : 1, T = X->shape[b3], E = X->shape[b3 + 1];
+    ATTN_TRY(attn__check(ctx, dcontext, "dcontext", ATTN_F32, X->ndim, X->ndim));
+    ATTN_TRY(attn__check_shape(ctx, dcontext, "dcontext", X->ndim, X->shape));
+    int want = dX && dX->data;
+    if (want) {
+        ATTN_TRY(attn__check(ctx, dX, "dX", ATTN_F32, X->ndim, X->ndim));
+        ATTN_TRY(attn__check_shape(ctx, dX, "dX", X->ndim, X->shape));
+    }
+    ATTN_TRY(attn__check_finite(ctx, X, "inputs", 0));
+    ATTN_TRY(attn__check_finite(ctx, dcontext, "dcontext", 0));
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *x, *dc;
+    float *dx, *scratch;
+    attn_status st;
+    ATTN_TRYG(attn__contig(ctx, X, &x));
+    ATTN_TRYG(attn__contig(ctx, dcontext, &dc));
+    ATTN_TRYG(attn__ws_f32(ctx, &dx, B, T, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 3, T, T, 1));
+    int64_t bad = attn__simple_attn_bwd_ref(x, B, T, E, norm, dc, dx, scratch);
+    if (bad >= 0) {
+        st = attn__fail(ctx, ATTN_E_INVALID, "sum-normalisation: scores of row %lld sum to zero",
+                        (long long)bad);
+        goto done;
+    }
+    if (want) attn__store(dx, dX);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* Validates q, k, v, the mask and the options (shared by attn_sdpa and attn_sdpa_backward)
+ * and fills the input half of *a (no outputs). */
+static attn_status sdpa_inputs(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_mask *mask,
+                               const attn_sdpa_options *opt, attn__sdpa_args *a) {
     attn_sdpa_options o = opt ? *opt : attn_sdpa_defaults();
     ATTN_TRY(attn__check(ctx, q, "query", ATTN_F32, 4, 4));
     ATTN_TRY(attn__check(ctx, k, "key", ATTN_F32, 4, 4));
     ATTN_TRY(attn__check(ctx, v, "value", ATTN_F32, 4, 4));
-    ATTN_TRY(attn__check(ctx, out, "output", ATTN_F32, 4, 4));
     int64_t B = q->shape[0], H = q->shape[1], L = q->shape[2], D = q->shape[3];
     int64_t Hkv = k->shape[1], S = k->shape[2], Dv = v->shape[3];
     char s1[96], s2[96];
@@ -105,7 +113,39 @@ attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
     ATTN_FAIL_IF(H % Hkv != 0, ctx, ATTN_E_SHAPE,
                  "query heads (%lld) must be a multiple of key/value heads (%lld)", (long long)H,
                  (long long)Hkv);
-    int64_t oshape[4] = {B, H, L, Dv}, wshape[4] = {B, H, L, S};
+    ATTN_FAIL_IF((unsigned)o.causal > ATTN_CAUSAL_BOTTOM_RIGHT, ctx, ATTN_E_INVALID,
+                 "unknown causal mode %d", (int)o.causal);
+    ATTN_FAIL_IF(!isfinite(o.scale), ctx, ATTN_E_INVALID, "scale must be finite");
+    ATTN_FAIL_IF(!(o.dropout_p >= 0.0f && o.dropout_p < 1.0f), ctx, ATTN_E_INVALID,
+                 "dropout_p must be in [0, 1), got %g", (double)o.dropout_p);
+    int64_t wshape[4] = {B, H, L, S};
+    memset(a, 0, sizeof *a);
+    ATTN_TRY(attn__mask_bind(ctx, mask, "attn_mask", wshape, &a->mask[0]));
+    ATTN_TRY(attn__check_finite(ctx, q, "query", 0));
+    ATTN_TRY(attn__check_finite(ctx, k, "key", 0));
+    ATTN_TRY(attn__check_finite(ctx, v, "value", 0));
+    a->B = B, a->H = H, a->Hkv = Hkv, a->L = L, a->S = S, a->D = D, a->Dv = Dv;
+    a->q = q->data, a->k = k->data, a->v = v->data;
+    memcpy(a->qs, q->stride, sizeof a->qs);
+    memcpy(a->ks, k->stride, sizeof a->ks);
+    memcpy(a->vs, v->stride, sizeof a->vs);
+    a->mask_ncols[0] = S;
+    a->causal = o.causal;
+    a->scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)D));
+    a->dropout_p = o.dropout_p;
+    a->seed = o.seed;
+    a->offset = o.offset;
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                      const attn_tensor *v, const attn_mask *mask, const attn_sdpa_options *opt,
+                      attn_tensor *out, attn_tensor *weights, attn_tensor *lse) {
+    if (!ctx) return ATTN_E_INVALID;
+    attn__sdpa_args a;
+    ATTN_TRY(sdpa_inputs(ctx, q, k, v, mask, opt, &a));
+    int64_t oshape[4] = {a.B, a.H, a.L, a.Dv}, wshape[4] = {a.B, a.H, a.L, a.S};
+    ATTN_TRY(attn__check(ctx, out, "output", ATTN_F32, 4, 4));
     ATTN_TRY(attn__check_shape(ctx, out, "output", 4, oshape));
     if (weights && weights->data) {
         ATTN_TRY(attn__check(ctx, weights, "weights", ATTN_F32, 4, 4));
@@ -115,22 +155,7 @@ attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
         ATTN_TRY(attn__check(ctx, lse, "lse", ATTN_F32, 3, 3));
         ATTN_TRY(attn__check_shape(ctx, lse, "lse", 3, wshape));
     }
-    ATTN_FAIL_IF((unsigned)o.causal > ATTN_CAUSAL_BOTTOM_RIGHT, ctx, ATTN_E_INVALID,
-                 "unknown causal mode %d", (int)o.causal);
-    ATTN_FAIL_IF(!isfinite(o.scale), ctx, ATTN_E_INVALID, "scale must be finite");
-    ATTN_FAIL_IF(!(o.dropout_p >= 0.0f && o.dropout_p < 1.0f), ctx, ATTN_E_INVALID,
-                 "dropout_p must be in [0, 1), got %g", (double)o.dropout_p);
-    attn__sdpa_args a;
-    memset(&a, 0, sizeof a);
-    ATTN_TRY(attn__mask_bind(ctx, mask, "attn_mask", wshape, &a.mask[0]));
-    ATTN_TRY(attn__check_finite(ctx, q, "query", 0));
-    ATTN_TRY(attn__check_finite(ctx, k, "key", 0));
-    ATTN_TRY(attn__check_finite(ctx, v, "value", 0));
-    a.B = B, a.H = H, a.Hkv = Hkv, a.L = L, a.S = S, a.D = D, a.Dv = Dv;
-    a.q = q->data, a.k = k->data, a.v = v->data, a.o = out->data;
-    memcpy(a.qs, q->stride, sizeof a.qs);
-    memcpy(a.ks, k->stride, sizeof a.ks);
-    memcpy(a.vs, v->stride, sizeof a.vs);
+    a.o = out->data;
     memcpy(a.os, out->stride, sizeof a.os);
     if (weights && weights->data) {
         a.w = weights->data;
@@ -140,17 +165,83 @@ attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
         a.lse = lse->data;
         memcpy(a.ls, lse->stride, sizeof a.ls);
     }
-    a.mask_ncols[0] = S;
-    a.causal = o.causal;
-    a.scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)D));
-    a.dropout_p = o.dropout_p;
-    a.seed = o.seed;
-    a.offset = o.offset;
     attn__mark mk = attn__ws_mark(ctx);
     float *scratch;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, S, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, a.S, 1, 1));
     attn__sdpa_ref(&a, scratch);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* Contiguous strides of a buffer of `shape`, written as 4-D [B, H, L, S] gradient strides:
+ * 0 on the dimensions the mask broadcasts (absent or of size 1), so that they are summed. */
+static void dmask_strides(const attn_tensor *m, int64_t dms[4]) {
+    int64_t s = 1;
+    for (int d = 0; d < 4; d++) dms[d] = 0;
+    for (int d = m->ndim - 1; d >= 0; d--) {
+        dms[4 - m->ndim + d] = m->shape[d] == 1 ? 0 : s;
+        s *= m->shape[d];
+    }
+}
+
+attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_mask *mask,
+                               const attn_sdpa_options *opt, const attn_tensor *dout,
+                               attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                               attn_tensor *dmask) {
+    if (!ctx) return ATTN_E_INVALID;
+    attn__sdpa_args a;
+    ATTN_TRY(sdpa_inputs(ctx, q, k, v, mask, opt, &a));
+    int64_t oshape[4] = {a.B, a.H, a.L, a.Dv}, qshape[4] = {a.B, a.H, a.L, a.D},
+            kshape[4] = {a.B, a.Hkv, a.S, a.D}, vshape[4] = {a.B, a.Hkv, a.S, a.Dv};
+    ATTN_TRY(attn__check(ctx, dout, "dout", ATTN_F32, 4, 4));
+    ATTN_TRY(attn__check_shape(ctx, dout, "dout", 4, oshape));
+    attn_tensor *outs[3] = {dq, dk, dv};
+    const char *names[3] = {"dq", "dk", "dv"};
+    const int64_t *shapes[3] = {qshape, kshape, vshape};
+    for (int i = 0; i < 3; i++)
+        if (outs[i] && outs[i]->data) {
+            ATTN_TRY(attn__check(ctx, outs[i], names[i], ATTN_F32, 4, 4));
+            ATTN_TRY(attn__check_shape(ctx, outs[i], names[i], 4, shapes[i]));
+        }
+    int want_dmask = dmask && dmask->data;
+    if (want_dmask) {
+        ATTN_FAIL_IF(!mask || mask->kind != ATTN_MASK_ADD, ctx, ATTN_E_INVALID,
+                     "dmask is only defined for an additive attn_mask (ATTN_MASK_ADD)");
+        ATTN_TRY(attn__check(ctx, dmask, "dmask", ATTN_F32, 1, 4));
+        ATTN_TRY(attn__check_shape(ctx, dmask, "dmask", mask->t.ndim, mask->t.shape));
+    }
+    ATTN_TRY(attn__check_finite(ctx, dout, "dout", 0));
+    attn__sdpa_grads g;
+    memset(&g, 0, sizeof g);
+    g.dout = dout->data;
+    memcpy(g.dos, dout->stride, sizeof g.dos);
+    attn__mark mk = attn__ws_mark(ctx);
+    float *scratch, *buf[3] = {NULL, NULL, NULL};
+    attn_status st;
+    for (int i = 0; i < 3; i++)
+        if (outs[i] && outs[i]->data)
+            ATTN_TRYG(attn__ws_f32(ctx, &buf[i], shapes[i][0], shapes[i][1], shapes[i][2],
+                                   shapes[i][3]));
+    g.dq = buf[0], g.dk = buf[1], g.dv = buf[2];
+    for (int d = 3; d >= 0; d--) { /* contiguous strides of the buffers */
+        g.dqs[d] = d == 3 ? 1 : g.dqs[d + 1] * qshape[d + 1];
+        g.dks[d] = d == 3 ? 1 : g.dks[d + 1] * kshape[d + 1];
+        g.dvs[d] = d == 3 ? 1 : g.dvs[d + 1] * vshape[d + 1];
+    }
+    if (want_dmask) {
+        int64_t n = attn_tensor_numel(dmask);
+        ATTN_TRYG(attn__ws_f32(ctx, &g.dmask, n, 1, 1, 1));
+        memset(g.dmask, 0, (size_t)n * sizeof(float));
+        dmask_strides(dmask, g.dms);
+    }
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, a.S, 1, 1));
+    attn__sdpa_bwd_ref(&a, &g, scratch);
+    for (int i = 0; i < 3; i++)
+        if (buf[i]) attn__store(buf[i], outs[i]);
+    if (want_dmask) attn__store(g.dmask, dmask);
 done:
     attn__ws_release(ctx, mk);
     return st;

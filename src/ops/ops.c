@@ -3,11 +3,10 @@
 #include <string.h>
 
 #include "../kernels/kernels.h"
+#include "ops_util.h" /* attn__rows_in, attn__rows_out_*, attn__same_shape: defined here */
 
-/* Views t as rows [M, N] (N = last dim); copies into workspace when the leading dims do not
- * collapse.  *ld receives the row stride. */
-static attn_status rows_in(attn_ctx *ctx, const attn_tensor *t, const float **p, int64_t *M,
-                           int64_t *ld) {
+attn_status attn__rows_in(attn_ctx *ctx, const attn_tensor *t, const float **p, int64_t *M,
+                          int64_t *ld) {
     if (attn__rows(t, M, ld)) {
         *p = t->data;
         if (*M == 1) *ld = t->shape[t->ndim - 1];
@@ -18,8 +17,7 @@ static attn_status rows_in(attn_ctx *ctx, const attn_tensor *t, const float **p,
     return ATTN_OK;
 }
 
-/* Output rows: direct when collapsible, else a workspace buffer stored back by rows_out. */
-static attn_status rows_out_begin(attn_ctx *ctx, attn_tensor *t, float **p, int64_t *ld) {
+attn_status attn__rows_out_begin(attn_ctx *ctx, attn_tensor *t, float **p, int64_t *ld) {
     int64_t M;
     if (attn__rows(t, &M, ld)) {
         *p = t->data;
@@ -29,12 +27,12 @@ static attn_status rows_out_begin(attn_ctx *ctx, attn_tensor *t, float **p, int6
     *ld = t->shape[t->ndim - 1];
     return attn__ws_f32(ctx, p, attn_tensor_numel(t), 1, 1, 1);
 }
-static void rows_out_end(float *p, attn_tensor *t) {
+void attn__rows_out_end(float *p, attn_tensor *t) {
     if (p != t->data) attn__store(p, t);
 }
 
-static attn_status same_shape(attn_ctx *ctx, const attn_tensor *a, const char *an,
-                              const attn_tensor *b, const char *bn) {
+attn_status attn__same_shape(attn_ctx *ctx, const attn_tensor *a, const char *an,
+                             const attn_tensor *b, const char *bn) {
     int ok = a->ndim == b->ndim;
     for (int d = 0; ok && d < a->ndim; d++) ok = a->shape[d] == b->shape[d];
     if (ok) return ATTN_OK;
@@ -47,17 +45,17 @@ attn_status attn_softmax(attn_ctx *ctx, const attn_tensor *x, attn_tensor *y) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_TRY(attn__check(ctx, x, "softmax input", ATTN_F32, 1, 4));
     ATTN_TRY(attn__check(ctx, y, "softmax output", ATTN_F32, 1, 4));
-    ATTN_TRY(same_shape(ctx, x, "input", y, "output"));
+    ATTN_TRY(attn__same_shape(ctx, x, "input", y, "output"));
     ATTN_TRY(attn__check_finite(ctx, x, "softmax input", 1));
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp;
     float *yp;
     int64_t M, ldx, ldy, N = x->shape[x->ndim - 1];
     attn_status st;
-    ATTN_TRYG(rows_in(ctx, x, &xp, &M, &ldx));
-    ATTN_TRYG(rows_out_begin(ctx, y, &yp, &ldy));
+    ATTN_TRYG(attn__rows_in(ctx, x, &xp, &M, &ldx));
+    ATTN_TRYG(attn__rows_out_begin(ctx, y, &yp, &ldy));
     for (int64_t m = 0; m < M; m++) attn__softmax_row(xp + m * ldx, yp + m * ldy, N);
-    rows_out_end(yp, y);
+    attn__rows_out_end(yp, y);
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -92,16 +90,16 @@ attn_status attn_linear(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *
     float *yp;
     int64_t M, ldx, ldy;
     attn_status st;
-    ATTN_TRYG(rows_in(ctx, x, &xp, &M, &ldx));
+    ATTN_TRYG(attn__rows_in(ctx, x, &xp, &M, &ldx));
     ATTN_TRYG(attn__contig(ctx, W, &wp));
     if (b && b->data) ATTN_TRYG(attn__contig(ctx, b, &bp));
-    ATTN_TRYG(rows_out_begin(ctx, y, &yp, &ldy));
+    ATTN_TRYG(attn__rows_out_begin(ctx, y, &yp, &ldy));
     if (yp == xp) {
         st = attn__fail(ctx, ATTN_E_INVALID, "linear output may not alias its input");
         goto done;
     }
     attn__linear_ref(xp, ldx, wp, bp, yp, ldy, M, IN, OUT);
-    rows_out_end(yp, y);
+    attn__rows_out_end(yp, y);
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -112,7 +110,7 @@ attn_status attn_layer_norm(attn_ctx *ctx, const attn_tensor *x, const attn_tens
     if (!ctx) return ATTN_E_INVALID;
     ATTN_TRY(attn__check(ctx, x, "layer_norm input", ATTN_F32, 1, 4));
     ATTN_TRY(attn__check(ctx, y, "layer_norm output", ATTN_F32, 1, 4));
-    ATTN_TRY(same_shape(ctx, x, "input", y, "output"));
+    ATTN_TRY(attn__same_shape(ctx, x, "input", y, "output"));
     ATTN_FAIL_IF(!(eps > 0.0f) || !isfinite(eps), ctx, ATTN_E_INVALID,
                  "layer_norm eps must be positive and finite, got %g", (double)eps);
     int64_t E = x->shape[x->ndim - 1];
@@ -130,12 +128,12 @@ attn_status attn_layer_norm(attn_ctx *ctx, const attn_tensor *x, const attn_tens
     float *yp;
     int64_t M, ldx, ldy;
     attn_status st;
-    ATTN_TRYG(rows_in(ctx, x, &xp, &M, &ldx));
+    ATTN_TRYG(attn__rows_in(ctx, x, &xp, &M, &ldx));
     if (weight && weight->data) ATTN_TRYG(attn__contig(ctx, weight, &wp));
     if (bias && bias->data) ATTN_TRYG(attn__contig(ctx, bias, &bp));
-    ATTN_TRYG(rows_out_begin(ctx, y, &yp, &ldy));
+    ATTN_TRYG(attn__rows_out_begin(ctx, y, &yp, &ldy));
     attn__layer_norm_ref(xp, ldx, wp, bp, eps, yp, ldy, M, E);
-    rows_out_end(yp, y);
+    attn__rows_out_end(yp, y);
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -148,17 +146,17 @@ attn_status attn_activate(attn_ctx *ctx, attn_activation act, const attn_tensor 
                  (int)act);
     ATTN_TRY(attn__check(ctx, x, "activation input", ATTN_F32, 1, 4));
     ATTN_TRY(attn__check(ctx, y, "activation output", ATTN_F32, 1, 4));
-    ATTN_TRY(same_shape(ctx, x, "input", y, "output"));
+    ATTN_TRY(attn__same_shape(ctx, x, "input", y, "output"));
     ATTN_TRY(attn__check_finite(ctx, x, "activation input", 0));
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp;
     float *yp;
     int64_t M, ldx, ldy, N = x->shape[x->ndim - 1];
     attn_status st;
-    ATTN_TRYG(rows_in(ctx, x, &xp, &M, &ldx));
-    ATTN_TRYG(rows_out_begin(ctx, y, &yp, &ldy));
+    ATTN_TRYG(attn__rows_in(ctx, x, &xp, &M, &ldx));
+    ATTN_TRYG(attn__rows_out_begin(ctx, y, &yp, &ldy));
     attn__act_ref(act, xp, ldx, yp, ldy, M, N);
-    rows_out_end(yp, y);
+    attn__rows_out_end(yp, y);
 done:
     attn__ws_release(ctx, mk);
     return st;

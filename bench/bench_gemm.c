@@ -1,0 +1,294 @@
+/* bench_gemm: attn__gemm on the shapes of the Transformer layers, against the machine's FMA peak
+ * and (when built with OpenBLAS) OpenBLAS's sgemm measured in the same run.
+ *
+ *   bench_gemm [--quick] [--runs N]
+ *
+ * The kernel set is the context's default (ATTN_ISA=ref|avx2|avx512 caps it).  For every shape
+ * and for 1 and 2 threads: median milliseconds over the runs, GFLOP/s, percent of the FMA peak
+ * of that many threads, and the speed ratio attn / OpenBLAS (> 1: attn is faster).  Also the
+ * thread pool's dispatch latency (an empty attn__parallel_for). */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dispatch.h"
+#include "internal.h"
+#include "kernels.h"
+#include "pool.h"
+
+#ifdef ATTN_BENCH_OPENBLAS
+#include <cblas.h>
+#endif
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define BENCH_X86 1
+#endif
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- FMA peak: independent register-only FMA chains, one loop per thread ---------------- */
+#define PEAK_ITERS 20000000L
+
+#ifdef BENCH_X86
+__attribute__((target("avx512f"))) static float peak_loop_avx512(long iters) {
+    __m512 x[12], m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) x[i] = _mm512_set1_ps((float)i);
+    for (long it = 0; it < iters; it++) {
+        x[0] = _mm512_fmadd_ps(x[0], m, a); x[1] = _mm512_fmadd_ps(x[1], m, a);
+        x[2] = _mm512_fmadd_ps(x[2], m, a); x[3] = _mm512_fmadd_ps(x[3], m, a);
+        x[4] = _mm512_fmadd_ps(x[4], m, a); x[5] = _mm512_fmadd_ps(x[5], m, a);
+        x[6] = _mm512_fmadd_ps(x[6], m, a); x[7] = _mm512_fmadd_ps(x[7], m, a);
+        x[8] = _mm512_fmadd_ps(x[8], m, a); x[9] = _mm512_fmadd_ps(x[9], m, a);
+        x[10] = _mm512_fmadd_ps(x[10], m, a); x[11] = _mm512_fmadd_ps(x[11], m, a);
+    }
+    __m512 s = x[0];
+    for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, x[i]);
+    return _mm512_reduce_add_ps(s);
+}
+__attribute__((target("avx2,fma"))) static float peak_loop_avx2(long iters) {
+    __m256 x[12], m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) x[i] = _mm256_set1_ps((float)i);
+    for (long it = 0; it < iters; it++) {
+        x[0] = _mm256_fmadd_ps(x[0], m, a); x[1] = _mm256_fmadd_ps(x[1], m, a);
+        x[2] = _mm256_fmadd_ps(x[2], m, a); x[3] = _mm256_fmadd_ps(x[3], m, a);
+        x[4] = _mm256_fmadd_ps(x[4], m, a); x[5] = _mm256_fmadd_ps(x[5], m, a);
+        x[6] = _mm256_fmadd_ps(x[6], m, a); x[7] = _mm256_fmadd_ps(x[7], m, a);
+        x[8] = _mm256_fmadd_ps(x[8], m, a); x[9] = _mm256_fmadd_ps(x[9], m, a);
+        x[10] = _mm256_fmadd_ps(x[10], m, a); x[11] = _mm256_fmadd_ps(x[11], m, a);
+    }
+    __m256 s = x[0];
+    for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, x[i]);
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return out[0] + out[7];
+}
+#endif
+
+typedef struct peak_arg {
+    int isa;
+    double gflops;
+    volatile float sink;
+} peak_arg;
+
+static void *peak_thread(void *p) {
+    peak_arg *a = p;
+    double t0 = now_s();
+    float r = 0;
+    int lanes = 0;
+#ifdef BENCH_X86
+    if (a->isa == ATTN__ISA_AVX512) r = peak_loop_avx512(PEAK_ITERS), lanes = 16;
+    else r = peak_loop_avx2(PEAK_ITERS), lanes = 8;
+#endif
+    double t = now_s() - t0;
+    a->sink = r;
+    a->gflops = lanes ? 12.0 * lanes * 2.0 * (double)PEAK_ITERS / t * 1e-9 : 0;
+    return NULL;
+}
+
+/* Sum of the per-thread rates of `threads` concurrent FMA loops (best of 3). */
+static double fma_peak(int isa, int threads) {
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        pthread_t tid[8];
+        peak_arg arg[8];
+        for (int t = 0; t < threads; t++) {
+            memset(&arg[t], 0, sizeof arg[t]);
+            arg[t].isa = isa;
+            pthread_create(&tid[t], NULL, peak_thread, &arg[t]);
+        }
+        double sum = 0;
+        for (int t = 0; t < threads; t++) {
+            pthread_join(tid[t], NULL);
+            sum += arg[t].gflops;
+        }
+        if (sum > best) best = sum;
+    }
+    return best;
+}
+
+/* ---- pool dispatch latency ------------------------------------------------------------ */
+static void empty_task(void *arg, int64_t b, int64_t e, int tid) { (void)arg, (void)b, (void)e, (void)tid; }
+
+static double dispatch_us(attn_ctx *ctx, int spaced) {
+    const int n = spaced ? 200 : 20000;
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        if (spaced) sleep_ms(2); /* workers asleep: measures the wake-up path */
+        double t0 = now_s();
+        attn__parallel_for(ctx, 2, empty_task, NULL);
+        total += now_s() - t0;
+    }
+    return total / n * 1e6;
+}
+
+/* ---- shapes ---------------------------------------------------------------------------- */
+typedef struct shape {
+    const char *what;
+    int ta, tb;
+    int64_t M, N, K;
+} shape;
+
+/* Linear layers y[M, F] = x[M, E] W[F, E]^T with M = B*L tokens: forward (transB), backward
+ * dx = dy W (no transpose) and dW = dy^T x (transA). */
+static const shape shapes[] = {
+    {"fwd  E64->F256", 0, 1, 512, 256, 64},
+    {"dx   F256->E64", 0, 0, 512, 64, 256},
+    {"dW   [256,64]", 1, 0, 256, 64, 512},
+    {"fwd  E128->F512", 0, 1, 1024, 512, 128},
+    {"dx   F512->E128", 0, 0, 1024, 128, 512},
+    {"dW   [512,128]", 1, 0, 512, 128, 1024},
+    {"fwd  E256->E256", 0, 1, 2048, 256, 256},
+    {"fwd  E512->F2048", 0, 1, 2048, 2048, 512},
+    {"dx   F2048->E512", 0, 0, 2048, 512, 2048},
+    {"dW   [2048,512]", 1, 0, 2048, 512, 2048},
+    {"fwd  E768->E768", 0, 1, 4096, 768, 768},
+    {"fwd  E768->F3072", 0, 1, 2048, 3072, 768},
+    {"dx   F3072->E768", 0, 0, 2048, 768, 3072},
+    {"dW   [3072,768]", 1, 0, 3072, 768, 2048},
+};
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct runner {
+    attn_ctx *ctx; /* NULL: OpenBLAS */
+    int threads;
+    const shape *s;
+    const float *A, *B;
+    float *C;
+} runner;
+
+static void run_once(const runner *r) {
+    const shape *s = r->s;
+    int64_t lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    if (r->ctx) {
+        if (attn__gemm(r->ctx, s->ta, s->tb, s->M, s->N, s->K, 1.0f, r->A, lda, r->B, ldb, 0.0f,
+                       r->C, s->N) != ATTN_OK) {
+            fprintf(stderr, "attn__gemm failed: %s\n", attn_ctx_errmsg(r->ctx));
+            exit(1);
+        }
+    }
+#ifdef ATTN_BENCH_OPENBLAS
+    else {
+        cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+                    s->tb ? CblasTrans : CblasNoTrans, (int)s->M, (int)s->N, (int)s->K, 1.0f,
+                    r->A, (int)lda, r->B, (int)ldb, 0.0f, r->C, (int)s->N);
+    }
+#endif
+}
+
+/* Median seconds over `runs` timed runs after one warm-up. */
+static double time_median(const runner *r, int runs) {
+    double t[64];
+    if (runs > 64) runs = 64;
+    run_once(r);
+    for (int i = 0; i < runs; i++) {
+        double t0 = now_s();
+        run_once(r);
+        t[i] = now_s() - t0;
+    }
+    qsort(t, (size_t)runs, sizeof t[0], cmp_double);
+    return t[runs / 2];
+}
+
+static void fill(float *p, size_t n, unsigned seed) {
+    uint32_t s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        p[i] = (float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f;
+    }
+}
+
+int main(int argc, char **argv) {
+    int runs = 7, quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = 1, runs = 3;
+        else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_gemm [--quick] [--runs N]\n");
+            return 2;
+        }
+    }
+    if (runs < 1) runs = 1;
+    attn_ctx *ctx[3] = {NULL, NULL, NULL};
+    for (int t = 1; t <= 2; t++) {
+        attn_ctx_params p;
+        memset(&p, 0, sizeof p);
+        p.threads = t;
+        p.flags = ATTN_CTX_NO_FINITE_CHECK;
+        if (attn_ctx_create(&p, &ctx[t]) != ATTN_OK) return 1;
+    }
+    int isa = ctx[1]->isa;
+    const attn__gemm_kernel *kr = attn__gemm_kernel_for(ctx[1]);
+    printf("kernel set: %s (tile %d x %d, kc %d, nc %d)\n", attn__isa_name(isa), kr->mr, kr->nr,
+           kr->kc, kr->nc);
+    double peak[3] = {0, 0, 0};
+#ifdef BENCH_X86
+    int peak_isa = attn__isa_supported(ATTN__ISA_AVX512) ? ATTN__ISA_AVX512 : ATTN__ISA_AVX2;
+    if (isa == ATTN__ISA_AVX2) peak_isa = ATTN__ISA_AVX2;
+    if (attn__isa_supported(ATTN__ISA_AVX2)) {
+        for (int t = 1; t <= 2; t++) peak[t] = fma_peak(peak_isa, t);
+        printf("FMA peak (%s, register-only loop): %.1f GFLOP/s 1 thread, %.1f GFLOP/s 2 threads\n",
+               attn__isa_name(peak_isa), peak[1], peak[2]);
+    }
+#endif
+    printf("pool dispatch (2 threads, empty task): %.2f us back-to-back, %.1f us after 2 ms idle\n",
+           dispatch_us(ctx[2], 0), dispatch_us(ctx[2], 1));
+#ifdef ATTN_BENCH_OPENBLAS
+    printf("OpenBLAS: %s\n", openblas_get_config());
+#else
+    printf("OpenBLAS: not built in, no comparison\n");
+#endif
+    printf("\n%-18s %5s %5s %5s %2s | %3s | %8s %7s %6s | %8s %7s | %6s\n", "shape", "M", "N",
+           "K", "tr", "thr", "attn ms", "GFLOP/s", "%peak", "oblas ms", "GFLOP/s", "ratio");
+    size_t ns = sizeof shapes / sizeof shapes[0];
+    for (size_t i = 0; i < ns; i++) {
+        const shape *s = &shapes[i];
+        if (quick && s->M * s->N * s->K > (int64_t)2048 * 2048 * 768) continue;
+        size_t na = (size_t)(s->M * s->K), nb = (size_t)(s->K * s->N), nc = (size_t)(s->M * s->N);
+        float *A = malloc(na * sizeof(float)), *B = malloc(nb * sizeof(float));
+        float *C = malloc(nc * sizeof(float));
+        if (!A || !B || !C) return 1;
+        fill(A, na, 1), fill(B, nb, 2), fill(C, nc, 3);
+        double flop = 2.0 * (double)s->M * (double)s->N * (double)s->K;
+        for (int t = 1; t <= 2; t++) {
+            runner r = {ctx[t], t, s, A, B, C};
+            double ta = time_median(&r, runs), tb = 0;
+#ifdef ATTN_BENCH_OPENBLAS
+            openblas_set_num_threads(t);
+            runner rb = {NULL, t, s, A, B, C};
+            tb = time_median(&rb, runs);
+            openblas_set_num_threads(1);
+            sleep_ms(300); /* let OpenBLAS's spinning workers go to sleep */
+#endif
+            char tr[3] = {s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', 0};
+            printf("%-18s %5lld %5lld %5lld %2s | %3d | %8.3f %7.1f %5.1f%% | ", s->what,
+                   (long long)s->M, (long long)s->N, (long long)s->K, tr, t, ta * 1e3,
+                   flop / ta * 1e-9, peak[t] > 0 ? 100.0 * flop / ta * 1e-9 / peak[t] : 0.0);
+            if (tb > 0)
+                printf("%8.3f %7.1f | %6.2f\n", tb * 1e3, flop / tb * 1e-9, tb / ta);
+            else
+                printf("%8s %7s | %6s\n", "-", "-", "-");
+            fflush(stdout);
+        }
+        free(A), free(B), free(C);
+    }
+    attn_ctx_free(ctx[1]);
+    attn_ctx_free(ctx[2]);
+    return 0;
+}

@@ -1,0 +1,271 @@
+/* Persistent thread pool (see pool.h).
+ *
+ * One job at a time.  The job is a fixed list of chunks (pool.h gives the split).  The caller
+ * publishes it through one 64-bit ticket, generation << 32 | width << 16 | next chunk, runs
+ * chunk 0, then claims (compare-and-swap on the ticket) any chunk that no worker has taken yet,
+ * and finally waits for the chunks still running.  A worker that wakes late finds nothing left
+ * to claim, so a slow wake-up (hundreds of microseconds on a virtual machine whose idle vCPU
+ * halts) costs parallelism, never latency.  A claim names the generation, so a late worker can
+ * never take a chunk of a newer job, and the caller does not publish a newer job before every
+ * chunk of the current one is done, so the job fields a claimant reads are those of its ticket.
+ *
+ * Which thread runs a chunk never matters: chunks are independent and per-chunk scratch is
+ * indexed by the chunk (tid), not by the thread.
+ *
+ * Waiting.  Idle workers spin on the ticket, then sleep on a condition variable; the caller
+ * spins on the done count (yielding the CPU after a while, in case a worker was woken onto the
+ * caller's own CPU), then sleeps.  The sleep hand-offs use sequentially consistent atomics
+ * (publish, then look for sleepers; announce sleeping, then look again) so that no wake-up is
+ * lost. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "pool.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define ATTN__RELAX() __builtin_ia32_pause()
+#elif defined(__GNUC__) && defined(__aarch64__)
+#define ATTN__RELAX() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define ATTN__RELAX() ((void)0)
+#endif
+
+/* A worker spins this long for the next job before sleeping (back-to-back jobs, e.g. the
+ * blocks of one GEMM, then start without a system call). */
+#define ATTN__WORKER_SPIN_NS 1000000
+/* The caller spins with pause this long for running chunks, then with sched_yield up to
+ * ATTN__CALLER_SLEEP_NS, then sleeps. */
+#define ATTN__CALLER_PAUSE_NS 20000
+#define ATTN__CALLER_SLEEP_NS 2000000
+
+#define ATTN__TICKET(gen, width, next)                                                        \
+    (((uint64_t)(gen) << 32) | ((uint64_t)(width) << 16) | (uint64_t)(next))
+#define ATTN__T_GEN(t) ((uint32_t)((t) >> 32))
+#define ATTN__T_WIDTH(t) ((int)(((t) >> 16) & 0xffff))
+#define ATTN__T_NEXT(t) ((int)((t)&0xffff))
+
+typedef struct attn__worker {
+    struct attn__pool *pool;
+} attn__worker;
+
+struct attn__pool {
+    int nthreads; /* including the caller (<= 1024, so widths fit the ticket's 16 bits) */
+    int started;  /* workers running */
+    pthread_t *tids;
+    attn__worker *workers;
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* workers sleep here between jobs */
+    pthread_cond_t done_cv; /* the caller sleeps here until every chunk is done */
+    /* the current job: written by the caller before it publishes the ticket */
+    attn__task_fn fn;
+    void *arg;
+    int64_t n;
+    uint32_t gen;            /* caller-side copy of the generation */
+    _Atomic uint64_t ticket; /* generation, width, next unclaimed chunk */
+    atomic_int done;         /* chunks finished in the current job */
+    atomic_int sleepers;     /* workers inside the condition wait */
+    atomic_int caller_sleeping;
+    atomic_int stop;
+    atomic_int busy; /* a parallel loop is running: nested calls run inline */
+};
+
+static int64_t attn__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void attn__chunk(int64_t n, int width, int t, int64_t *begin, int64_t *end) {
+    int64_t q = n / width, r = n % width;
+    *begin = t * q + (t < r ? t : r);
+    *end = *begin + q + (t < r);
+}
+
+static void attn__run_chunk(struct attn__pool *p, int width, int t) {
+    int64_t b, e;
+    attn__chunk(p->n, width, t, &b, &e);
+    p->fn(p->arg, b, e, t);
+    if (atomic_fetch_add(&p->done, 1) + 1 == width && atomic_load(&p->caller_sleeping)) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_signal(&p->done_cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* Claims and runs chunks of the job in ticket t until none is left (or a newer job appears). */
+static void attn__claim_all(struct attn__pool *p, uint64_t t) {
+    const uint32_t gen = ATTN__T_GEN(t);
+    for (;;) {
+        if (ATTN__T_GEN(t) != gen || ATTN__T_NEXT(t) >= ATTN__T_WIDTH(t)) return;
+        if (atomic_compare_exchange_weak(&p->ticket, &t, t + 1))
+            attn__run_chunk(p, ATTN__T_WIDTH(t), ATTN__T_NEXT(t));
+        else
+            continue; /* t was reloaded */
+        t = atomic_load(&p->ticket);
+    }
+}
+
+/* Waits until the ticket's generation differs from seen; returns the ticket. */
+static uint64_t attn__wait_job(struct attn__pool *p, uint32_t seen) {
+    int64_t t0 = 0;
+    for (unsigned i = 0;; i++) {
+        uint64_t t = atomic_load_explicit(&p->ticket, memory_order_acquire);
+        if (ATTN__T_GEN(t) != seen) return t;
+        if ((i & 63) == 63) {
+            int64_t now = attn__now_ns();
+            if (!t0) t0 = now;
+            else if (now - t0 > ATTN__WORKER_SPIN_NS) break;
+        }
+        ATTN__RELAX();
+    }
+    uint64_t t;
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add(&p->sleepers, 1);
+    while (ATTN__T_GEN(t = atomic_load(&p->ticket)) == seen) pthread_cond_wait(&p->wake, &p->mu);
+    atomic_fetch_sub(&p->sleepers, 1);
+    pthread_mutex_unlock(&p->mu);
+    return t;
+}
+
+static void *attn__worker_main(void *arg) {
+    struct attn__pool *p = ((attn__worker *)arg)->pool;
+    uint32_t seen = 0;
+    for (;;) {
+        uint64_t t = attn__wait_job(p, seen);
+        if (atomic_load(&p->stop)) break;
+        seen = ATTN__T_GEN(t);
+        attn__claim_all(p, t);
+    }
+    return NULL;
+}
+
+/* Publishes ticket t (a job, or the stop request) and wakes sleeping workers. */
+static void attn__publish(struct attn__pool *p, uint64_t t) {
+    atomic_store(&p->ticket, t); /* seq_cst: orders the job before the sleepers check */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+static void attn__wait_done(struct attn__pool *p, int width) {
+    int64_t t0 = 0;
+    int yielding = 0;
+    for (unsigned i = 0;; i++) {
+        if (atomic_load_explicit(&p->done, memory_order_acquire) == width) return;
+        if ((i & 15) == 15) {
+            int64_t now = attn__now_ns();
+            if (!t0) t0 = now;
+            else if (now - t0 > ATTN__CALLER_SLEEP_NS) break;
+            yielding = now - t0 > ATTN__CALLER_PAUSE_NS;
+        }
+        if (yielding) sched_yield();
+        else ATTN__RELAX();
+    }
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->caller_sleeping, 1);
+    while (atomic_load(&p->done) != width) pthread_cond_wait(&p->done_cv, &p->mu);
+    atomic_store(&p->caller_sleeping, 0);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void attn__stop_workers(struct attn__pool *p) {
+    if (p->started) {
+        atomic_store(&p->stop, 1);
+        attn__publish(p, ATTN__TICKET(++p->gen, 0, 0));
+        for (int i = 0; i < p->started; i++) pthread_join(p->tids[i], NULL);
+    }
+    p->started = 0;
+}
+
+attn_status attn__pool_create(attn_ctx *ctx, int nthreads, struct attn__pool **out) {
+    *out = NULL;
+    if (nthreads < 2 || nthreads > 0xffff) return ATTN_E_INVALID;
+    struct attn__pool *p = attn__malloc(ctx, sizeof *p);
+    if (!p) return ATTN_E_NOMEM;
+    memset(p, 0, sizeof *p);
+    p->nthreads = nthreads;
+    atomic_init(&p->ticket, 0);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->caller_sleeping, 0);
+    atomic_init(&p->stop, 0);
+    atomic_init(&p->busy, 0);
+    p->tids = attn__calloc(ctx, (size_t)nthreads - 1, sizeof *p->tids);
+    p->workers = attn__calloc(ctx, (size_t)nthreads - 1, sizeof *p->workers);
+    int have_mu = 0, have_wake = 0, have_done = 0;
+    if (!p->tids || !p->workers) goto fail;
+    if (pthread_mutex_init(&p->mu, NULL) != 0) goto fail;
+    have_mu = 1;
+    if (pthread_cond_init(&p->wake, NULL) != 0) goto fail;
+    have_wake = 1;
+    if (pthread_cond_init(&p->done_cv, NULL) != 0) goto fail;
+    have_done = 1;
+    /* workers take no signals: handlers run on the application's own threads */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (int i = 0; i < nthreads - 1; i++) {
+        p->workers[i].pool = p;
+        if (pthread_create(&p->tids[i], NULL, attn__worker_main, &p->workers[i]) != 0) break;
+        p->started++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (p->started != nthreads - 1) goto fail;
+    *out = p;
+    return ATTN_OK;
+fail:
+    attn__stop_workers(p);
+    if (have_done) pthread_cond_destroy(&p->done_cv);
+    if (have_wake) pthread_cond_destroy(&p->wake);
+    if (have_mu) pthread_mutex_destroy(&p->mu);
+    attn__free(ctx, p->workers);
+    attn__free(ctx, p->tids);
+    attn__free(ctx, p);
+    return ATTN_E_NOMEM;
+}
+
+void attn__pool_free(attn_ctx *ctx, struct attn__pool *p) {
+    if (!p) return;
+    attn__stop_workers(p);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->mu);
+    attn__free(ctx, p->workers);
+    attn__free(ctx, p->tids);
+    attn__free(ctx, p);
+}
+
+int attn__parallel_width(const attn_ctx *ctx, int64_t n) {
+    struct attn__pool *p = ctx->pool;
+    if (!p || n <= 1 || atomic_load_explicit(&p->busy, memory_order_relaxed)) return 1;
+    return n < p->nthreads ? (int)n : p->nthreads;
+}
+
+void attn__parallel_for(attn_ctx *ctx, int64_t n, attn__task_fn fn, void *arg) {
+    if (n <= 0) return;
+    struct attn__pool *p = ctx->pool;
+    int width = attn__parallel_width(ctx, n);
+    if (width == 1) {
+        fn(arg, 0, n, 0);
+        return;
+    }
+    atomic_store_explicit(&p->busy, 1, memory_order_relaxed);
+    p->fn = fn;
+    p->arg = arg;
+    p->n = n;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    /* chunk 0 is claimed by the caller from the start */
+    uint64_t t = ATTN__TICKET(++p->gen, width, 1);
+    attn__publish(p, t);
+    attn__run_chunk(p, width, 0);
+    attn__claim_all(p, atomic_load(&p->ticket));
+    attn__wait_done(p, width);
+    atomic_store_explicit(&p->busy, 0, memory_order_relaxed);
+}

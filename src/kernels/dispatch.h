@@ -1,0 +1,61 @@
+/* Run-time choice of the ISA-specific kernels (BLIS cntx_init style): each instruction set
+ * provides one table, src/kernels/dispatch.c picks the best one the CPU and the OS support when
+ * a context is created (stored in ctx->isa), and the plain C table (src/kernels/ref) is always
+ * there as the fallback and the oracle.
+ *
+ * ATTN_ISA=ref|avx2|avx512 in the environment, read at attn_ctx_create, caps the choice (for
+ * testing and benchmarking): the named set is used if the machine supports it, else the best
+ * supported set below it.  Tests force a set on one context with attn__isa_set instead.
+ *
+ * Rounding.  Each set rounds differently (the ref kernel multiplies then adds; the AVX2 and
+ * AVX-512 kernels use fused multiply-add and different K blocking), so results may differ in
+ * the last bits between sets.  Within one set every result is deterministic and bit-identical
+ * for every thread count. */
+#ifndef ATTN_DISPATCH_H
+#define ATTN_DISPATCH_H
+#include "internal.h"
+
+enum {
+    ATTN__ISA_REF = 0,    /* plain C */
+    ATTN__ISA_AVX2 = 1,   /* AVX2 + FMA (x86_avx2/) */
+    ATTN__ISA_AVX512 = 2, /* AVX-512F (x86_avx512/) */
+    ATTN__ISA_COUNT = 3
+};
+
+/* ---- GEMM microkernel contract ---------------------------------------------------------
+ * c[mr, nr] (row stride ldc) = alpha * sum_{k < kc} a[k*mr + i] * b[k*nr + j] + beta * c.
+ * a is a packed A micro-panel (kc columns of mr values), b a packed B micro-panel (kc rows of
+ * nr values; the driver aligns it to 64 bytes, kernels must not rely on it).  Always the full mr x nr tile: the driver (gemm.c) routes edge
+ * tiles through a scratch tile so that edges round exactly like interior tiles.  beta == 0 never
+ * reads c.  kc >= 1. */
+typedef void (*attn__gemm_ukr_fn)(int64_t kc, const float *a, const float *b, float *c,
+                                  int64_t ldc, float alpha, float beta);
+
+#define ATTN__GEMM_MR_MAX 16
+#define ATTN__GEMM_NR_MAX 64
+
+typedef struct attn__gemm_kernel {
+    int isa;
+    int mr, nr; /* register tile, <= ATTN__GEMM_MR_MAX / NR_MAX */
+    int kc;     /* K chunk: the K loop runs in chunks of kc, in order (fixed per set) */
+    int nc;     /* N block (a multiple of nr): a packed kc x nc block of B stays in L2 */
+    attn__gemm_ukr_fn ukr;
+} attn__gemm_kernel;
+
+/* One table per set; the ISA ones return NULL when the build could not compile them. */
+ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_ref(void);
+ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_avx2(void);
+ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_avx512(void);
+
+/* 1 when the set is compiled in and this CPU and OS can run it. */
+ATTN__HIDDEN int attn__isa_supported(int isa);
+/* The best supported set, capped by ATTN_ISA. */
+ATTN__HIDDEN int attn__isa_default(void);
+/* Forces a set on ctx; returns 0 (ctx unchanged) when it is not supported. */
+ATTN__HIDDEN int attn__isa_set(attn_ctx *ctx, int isa);
+/* "ref", "avx2", "avx512" (or "?"). */
+ATTN__HIDDEN const char *attn__isa_name(int isa);
+/* The table of ctx->isa (the ref table if that set is unavailable). */
+ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_for(const attn_ctx *ctx);
+
+#endif

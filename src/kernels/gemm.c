@@ -1,0 +1,235 @@
+/* attn__gemm (contract in kernels.h): BLIS/GotoBLAS-style blocked GEMM around the microkernel
+ * of the context's kernel set (dispatch.h).
+ *
+ *   for jc in N, step nc:                       B block of nc columns
+ *     for pc in K, step kc (in order):          K chunk; beta applies to the first chunk only
+ *       pack B[pc:pc+kc, jc:jc+nc] into nr-wide micro-panels   (threads split the panels)
+ *       for each mr-row micro-panel of A:        (threads split these, or the B panels)
+ *         pack A[i:i+mr, pc:pc+kc] (stays in L1)
+ *         for each B micro-panel: microkernel on the mr x nr tile of C
+ *
+ * Determinism.  Every C element is computed by the same microkernel over the same K chunks
+ * in the same order, whatever the thread count or which thread owns its tile: threads only
+ * decide who computes a tile, never how.  Edge tiles go through a scratch tile and the same
+ * microkernel, so they round like interior ones.
+ *
+ * Memory: the packed B block and one packed A micro-panel per thread come from the context
+ * workspace (mark/release); nothing else is allocated. */
+#include <string.h>
+
+#include "dispatch.h"
+#include "kernels.h"
+#include "pool.h"
+
+typedef struct attn__gemm_job {
+    const attn__gemm_kernel *kr;
+    int transA, transB;
+    int64_t M, N, K;
+    float alpha;
+    const float *A;
+    int64_t lda;
+    const float *B;
+    int64_t ldb;
+    float *C;
+    int64_t ldc;
+    /* the current block */
+    int64_t jc, nc, pc, kc;
+    float beta;       /* beta for this K chunk */
+    int64_t nb_panels; /* B micro-panels in the block */
+    int64_t m_panels;  /* A micro-panels in M */
+    float *bpack;      /* nb_panels x (kc x nr) */
+    float *apack;      /* per chunk: mr x kc */
+    int64_t apack_stride;
+} attn__gemm_job;
+
+/* Packs op(B)[pc:pc+kc, j0:j0+nr] (zero beyond column jc+nc) as kc rows of nr values. */
+static void attn__gemm_pack_b(const attn__gemm_job *g, int64_t p, float *restrict dst) {
+    const int nr = g->kr->nr;
+    const int64_t kc = g->kc, j0 = g->jc + p * nr;
+    const int64_t nv = g->jc + g->nc - j0 < nr ? g->jc + g->nc - j0 : nr;
+    if (!g->transB) { /* B [K, N] */
+        const float *src = g->B + g->pc * g->ldb + j0;
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = src + k * g->ldb;
+            float *d = dst + k * nr;
+            int64_t j = 0;
+            for (; j < nv; j++) d[j] = s[j];
+            for (; j < nr; j++) d[j] = 0.0f;
+        }
+    } else { /* B [N, K]: column j of op(B) is row j of B */
+        const float *src = g->B + j0 * g->ldb + g->pc;
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            int64_t kn = kc - k0 < 16 ? kc - k0 : 16;
+            for (int64_t j = 0; j < nv; j++) {
+                const float *s = src + j * g->ldb + k0;
+                float *d = dst + k0 * nr + j;
+                for (int64_t k = 0; k < kn; k++) d[k * nr] = s[k];
+            }
+            for (int64_t j = nv; j < nr; j++)
+                for (int64_t k = 0; k < kn; k++) dst[(k0 + k) * nr + j] = 0.0f;
+        }
+    }
+}
+
+/* Packs op(A)[i0:i0+mr, pc:pc+kc] (zero beyond row M) as kc columns of mr values. */
+static void attn__gemm_pack_a(const attn__gemm_job *g, int64_t i0, float *restrict dst) {
+    const int mr = g->kr->mr;
+    const int64_t kc = g->kc, mv = g->M - i0 < mr ? g->M - i0 : mr;
+    if (g->transA) { /* A [K, M]: row k of A is column k of op(A) */
+        const float *src = g->A + g->pc * g->lda + i0;
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = src + k * g->lda;
+            float *d = dst + k * mr;
+            int64_t i = 0;
+            for (; i < mv; i++) d[i] = s[i];
+            for (; i < mr; i++) d[i] = 0.0f;
+        }
+    } else { /* A [M, K] */
+        const float *src = g->A + i0 * g->lda + g->pc;
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            int64_t kn = kc - k0 < 16 ? kc - k0 : 16;
+            for (int64_t i = 0; i < mv; i++) {
+                const float *s = src + i * g->lda + k0;
+                float *d = dst + k0 * mr + i;
+                for (int64_t k = 0; k < kn; k++) d[k * mr] = s[k];
+            }
+            for (int64_t i = mv; i < mr; i++)
+                for (int64_t k = 0; k < kn; k++) dst[(k0 + k) * mr + i] = 0.0f;
+        }
+    }
+}
+
+/* One mr x nr tile of C at (i0, j0); full tiles in place, edge tiles through scratch. */
+static void attn__gemm_tile(const attn__gemm_job *g, const float *a, const float *b, int64_t i0,
+                            int64_t j0) {
+    const int mr = g->kr->mr, nr = g->kr->nr;
+    const int64_t mv = g->M - i0 < mr ? g->M - i0 : mr;
+    const int64_t nv = g->N - j0 < nr ? g->N - j0 : nr;
+    float *c = g->C + i0 * g->ldc + j0;
+    if (mv == mr && nv == nr) {
+        g->kr->ukr(g->kc, a, b, c, g->ldc, g->alpha, g->beta);
+        return;
+    }
+    _Alignas(64) float t[ATTN__GEMM_MR_MAX * ATTN__GEMM_NR_MAX];
+    if (g->beta != 0.0f) {
+        memset(t, 0, sizeof(float) * (size_t)(mr * nr));
+        for (int64_t i = 0; i < mv; i++) memcpy(t + i * nr, c + i * g->ldc, sizeof(float) * (size_t)nv);
+    }
+    g->kr->ukr(g->kc, a, b, t, nr, g->alpha, g->beta);
+    for (int64_t i = 0; i < mv; i++) memcpy(c + i * g->ldc, t + i * nr, sizeof(float) * (size_t)nv);
+}
+
+static void attn__gemm_pack_b_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const attn__gemm_job *g = arg;
+    (void)tid;
+    const int64_t panel = g->kc * g->kr->nr;
+    for (int64_t p = begin; p < end; p++) attn__gemm_pack_b(g, p, g->bpack + p * panel);
+}
+
+/* Threads split the A micro-panels [begin, end); each sweeps all B panels of the block. */
+static void attn__gemm_rows_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const attn__gemm_job *g = arg;
+    const int mr = g->kr->mr, nr = g->kr->nr;
+    float *a = g->apack + tid * g->apack_stride;
+    const int64_t panel = g->kc * nr;
+    for (int64_t r = begin; r < end; r++) {
+        attn__gemm_pack_a(g, r * mr, a);
+        for (int64_t p = 0; p < g->nb_panels; p++)
+            attn__gemm_tile(g, a, g->bpack + p * panel, r * mr, g->jc + p * nr);
+    }
+}
+
+/* Threads split the B micro-panels [begin, end) (few rows, wide N); each packs all of A. */
+static void attn__gemm_cols_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const attn__gemm_job *g = arg;
+    const int mr = g->kr->mr, nr = g->kr->nr;
+    float *a = g->apack + tid * g->apack_stride;
+    const int64_t panel = g->kc * nr;
+    for (int64_t r = 0; r < g->m_panels; r++) {
+        attn__gemm_pack_a(g, r * mr, a);
+        for (int64_t p = begin; p < end; p++)
+            attn__gemm_tile(g, a, g->bpack + p * panel, r * mr, g->jc + p * nr);
+    }
+}
+
+static float *attn__align64(float *p) {
+    uintptr_t a = (uintptr_t)p;
+    return (float *)(void *)(p + ((64 - (a & 63)) & 63) / sizeof(float));
+}
+
+/* C = beta * C (K == 0 or alpha == 0: A and B are not read). */
+static void attn__gemm_scale(float *C, int64_t ldc, int64_t M, int64_t N, float beta) {
+    if (beta == 1.0f) return;
+    for (int64_t i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        if (beta == 0.0f)
+            memset(c, 0, sizeof(float) * (size_t)N);
+        else
+            for (int64_t j = 0; j < N; j++) c[j] *= beta;
+    }
+}
+
+attn_status attn__gemm(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return ATTN_OK;
+    if (K <= 0 || alpha == 0.0f) {
+        attn__gemm_scale(C, ldc, M, N, beta);
+        return ATTN_OK;
+    }
+    const attn__gemm_kernel *kr = attn__gemm_kernel_for(ctx);
+    attn__gemm_job g;
+    memset(&g, 0, sizeof g);
+    g.kr = kr;
+    g.transA = transA != 0;
+    g.transB = transB != 0;
+    g.M = M, g.N = N, g.K = K;
+    g.alpha = alpha;
+    g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
+    g.m_panels = (M + kr->mr - 1) / kr->mr;
+
+    const int64_t kc_max = K < kr->kc ? K : kr->kc;
+    const int64_t nc_max = N < kr->nc ? (N + kr->nr - 1) / kr->nr * kr->nr : kr->nc;
+    const int threads = ctx->threads > 0 ? ctx->threads : 1;
+    attn__mark mark = attn__ws_mark(ctx);
+    attn_status st;
+    float *bpack, *apack;
+    g.apack_stride = (kr->mr * kc_max + 15) / 16 * 16; /* keep each 64-byte aligned */
+    /* 16 spare floats: the pointers are re-aligned to 64 bytes here rather than trusting the
+     * workspace's alignment after a release */
+    st = attn__ws_alloc(ctx, (size_t)(kc_max * nc_max + 16), sizeof(float), (void **)&bpack);
+    if (st == ATTN_OK)
+        st = attn__ws_alloc(ctx, (size_t)(g.apack_stride * threads + 16), sizeof(float),
+                            (void **)&apack);
+    if (st != ATTN_OK) {
+        attn__ws_release(ctx, mark);
+        return st;
+    }
+    g.bpack = attn__align64(bpack);
+    g.apack = attn__align64(apack);
+
+    for (int64_t jc = 0; jc < N; jc += kr->nc) {
+        g.jc = jc;
+        g.nc = N - jc < kr->nc ? N - jc : kr->nc;
+        g.nb_panels = (g.nc + kr->nr - 1) / kr->nr;
+        /* Split rows unless that leaves threads idle or badly balanced and columns do not;
+         * either way every tile is computed the same way. */
+        int64_t w_rows = attn__parallel_width(ctx, g.m_panels);
+        int64_t w_cols = attn__parallel_width(ctx, g.nb_panels);
+        int64_t cost_rows = (g.m_panels + w_rows - 1) / w_rows * g.nb_panels;
+        int64_t cost_cols = (g.nb_panels + w_cols - 1) / w_cols * g.m_panels;
+        int split_cols = cost_cols * 10 < cost_rows * 9;
+        for (int64_t pc = 0; pc < K; pc += kr->kc) {
+            g.pc = pc;
+            g.kc = K - pc < kr->kc ? K - pc : kr->kc;
+            g.beta = pc == 0 ? beta : 1.0f;
+            attn__parallel_for(ctx, g.nb_panels, attn__gemm_pack_b_task, &g);
+            if (split_cols)
+                attn__parallel_for(ctx, g.nb_panels, attn__gemm_cols_task, &g);
+            else
+                attn__parallel_for(ctx, g.m_panels, attn__gemm_rows_task, &g);
+        }
+    }
+    attn__ws_release(ctx, mark);
+    return ATTN_OK;
+}

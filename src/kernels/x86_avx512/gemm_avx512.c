@@ -1,0 +1,113 @@
+/* GEMM microkernel for AVX-512F: a 14 x 32 tile held in 28 zmm accumulators; each K step
+ * loads two vectors of the B micro-panel and broadcasts fourteen A values (folded into the FMA
+ * as embedded broadcasts).  Contract in dispatch.h.  Compiled with -mavx512f (CMakeLists.txt);
+ * without it the table is absent (NULL). */
+#include "../dispatch.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#define MR 14
+#define NR 32
+#ifndef ATTN__PFD
+#define ATTN__PFD 0
+#endif
+#if ATTN__PFD
+#define ATTN__PF_B(b)                                                                         \
+    do {                                                                                      \
+        _mm_prefetch((const char *)((b) + NR * ATTN__PFD), _MM_HINT_T0);                      \
+        _mm_prefetch((const char *)((b) + NR * ATTN__PFD + 16), _MM_HINT_T0);                 \
+    } while (0)
+#else
+#define ATTN__PF_B(b) ((void)0)
+#endif
+
+#define ROW(i)                                                                                \
+    do {                                                                                      \
+        __m512 ai = _mm512_set1_ps(a[i]);                                                     \
+        c##i##_0 = _mm512_fmadd_ps(ai, b0, c##i##_0);                                         \
+        c##i##_1 = _mm512_fmadd_ps(ai, b1, c##i##_1);                                         \
+    } while (0)
+
+#define STEP()                                                                                \
+    do {                                                                                      \
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);                           \
+        ATTN__PF_B(b);                                                                        \
+        ROW(0);                                                                               \
+        ROW(1);                                                                               \
+        ROW(2);                                                                               \
+        ROW(3);                                                                               \
+        ROW(4);                                                                               \
+        ROW(5);                                                                               \
+        ROW(6);                                                                               \
+        ROW(7);                                                                               \
+        ROW(8);                                                                               \
+        ROW(9);                                                                               \
+        ROW(10);                                                                              \
+        ROW(11);                                                                              \
+        ROW(12);                                                                              \
+        ROW(13);                                                                              \
+        a += MR;                                                                              \
+        b += NR;                                                                              \
+    } while (0)
+
+/* c = alpha * acc (beta == 0: c is not read) or fma(alpha, acc, beta * c). */
+#define OUT(i)                                                                                \
+    do {                                                                                      \
+        float *ci = c + (i) * ldc;                                                            \
+        if (beta == 0.0f) {                                                                   \
+            _mm512_storeu_ps(ci, _mm512_mul_ps(va, c##i##_0));                                \
+            _mm512_storeu_ps(ci + 16, _mm512_mul_ps(va, c##i##_1));                           \
+        } else {                                                                              \
+            _mm512_storeu_ps(ci, _mm512_fmadd_ps(va, c##i##_0,                                \
+                                                 _mm512_mul_ps(vb, _mm512_loadu_ps(ci))));    \
+            _mm512_storeu_ps(ci + 16,                                                         \
+                             _mm512_fmadd_ps(va, c##i##_1,                                    \
+                                             _mm512_mul_ps(vb, _mm512_loadu_ps(ci + 16))));   \
+        }                                                                                     \
+    } while (0)
+
+static void attn__gemm_ukr_avx512(int64_t kc, const float *restrict a, const float *restrict b,
+                                  float *restrict c, int64_t ldc, float alpha, float beta) {
+    __m512 z = _mm512_setzero_ps();
+    __m512 c0_0 = z, c0_1 = z, c1_0 = z, c1_1 = z, c2_0 = z, c2_1 = z, c3_0 = z, c3_1 = z,
+           c4_0 = z, c4_1 = z, c5_0 = z, c5_1 = z, c6_0 = z, c6_1 = z, c7_0 = z, c7_1 = z,
+           c8_0 = z, c8_1 = z, c9_0 = z, c9_1 = z, c10_0 = z, c10_1 = z, c11_0 = z, c11_1 = z,
+           c12_0 = z, c12_1 = z, c13_0 = z, c13_1 = z;
+    for (int i = 0; i < MR; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+    }
+    int64_t k = 0;
+    for (; k + 4 <= kc; k += 4) {
+        STEP();
+        STEP();
+        STEP();
+        STEP();
+    }
+    for (; k < kc; k++) STEP();
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    OUT(0);
+    OUT(1);
+    OUT(2);
+    OUT(3);
+    OUT(4);
+    OUT(5);
+    OUT(6);
+    OUT(7);
+    OUT(8);
+    OUT(9);
+    OUT(10);
+    OUT(11);
+    OUT(12);
+    OUT(13);
+}
+
+static const attn__gemm_kernel attn__avx512_table = {ATTN__ISA_AVX512, MR, NR, 384, 1024,
+                                                     attn__gemm_ukr_avx512};
+
+const attn__gemm_kernel *attn__gemm_kernel_avx512(void) { return &attn__avx512_table; }
+
+#else
+const attn__gemm_kernel *attn__gemm_kernel_avx512(void) { return NULL; }
+#endif
