@@ -87,7 +87,8 @@ static void train_usage(FILE *f) {
             "  --threads N        worker threads (default 2; results do not depend on it)\n"
             "  --time-limit SEC   stop after this long\n"
             "  --target X         stop once held-out exact match reaches X (e.g. 0.99)\n"
-            "  --eval-every N     evaluate on 1000 held-out dates every N steps (default 250)\n"
+            "  --eval-every N     evaluate on the held-out dates every N steps (default 250)\n"
+            "  --eval-n N         how many held-out dates to evaluate on (default 1000)\n"
             "  --resume FILE      continue from a state.safetensors of the same run\n");
 }
 
@@ -127,6 +128,7 @@ int attn_cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--ff")) { NEED_VAL if (!parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.dim_feedforward = v; }
         else if (!strcmp(a, "--seed")) { NEED_VAL if (!parse_i64(val, 0, (1LL << 62), &v)) BAD(a); cfg.seed = (uint64_t)v; }
         else if (!strcmp(a, "--threads")) { NEED_VAL if (!parse_i64(val, 1, 256, &threads)) BAD(a); }
+        else if (!strcmp(a, "--eval-n")) { NEED_VAL if (!parse_i64(val, 0, 3000, &v)) BAD(a); cfg.eval_n = (int)v; }
         else if (!strcmp(a, "--eval-every")) { NEED_VAL if (!parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.eval_every = v; }
         else if (!strcmp(a, "--lr")) { NEED_VAL if (!parse_f(val, 1e-7, 10, &x)) BAD(a); cfg.lr = (float)x; }
         else if (!strcmp(a, "--dropout")) { NEED_VAL if (!parse_f(val, 0, 0.99, &x)) BAD(a); cfg.dropout = (float)x; }

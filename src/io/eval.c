@@ -508,9 +508,9 @@ static attn_status ev_write_param_grads(ev *e) {
             attn_tensor g;
             char full[512];
             ATTN_TRY(attn_module_grad_at(e->mods[i], j, &pn, &g));
-            ATTN_FAIL_IF(strlen(e->pfx[i]) + strlen(pn) >= sizeof full, e->ctx, ATTN_E_INVALID,
-                         "parameter name '%s%s' is too long", e->pfx[i], pn);
-            snprintf(full, sizeof full, "%s%s", e->pfx[i], pn);
+            ATTN_FAIL_IF(snprintf(full, sizeof full, "%s%s", e->pfx[i], pn) >= (int)sizeof full,
+                         e->ctx, ATTN_E_INVALID, "parameter name '%s%s' is too long", e->pfx[i],
+                         pn);
             ATTN_TRY(ev_write_grad(e, full, &g));
         }
     }

@@ -158,7 +158,7 @@ static attn_status push_tensor(attn_st_writer *w, const char *name, attn_dtype d
 attn_status attn_st_writer_add(attn_st_writer *w, const char *name, attn_dtype dtype, int ndim,
                                const int64_t *shape, const void *data) {
     if (!w) return ATTN_E_INVALID;
-    size_t nbytes;
+    size_t nbytes = 0;
     ATTN_TRY(check_tensor(w, name, dtype, ndim, shape, &nbytes));
     ATTN_FAIL_IF(nbytes && !data, w->ctx, ATTN_E_INVALID, "tensor " NAME ": data is NULL",
                  name);
@@ -179,7 +179,7 @@ attn_status attn_st_writer_add_view(attn_st_writer *w, const char *name, const a
     ATTN_FAIL_IF(t->ndim < 0 || t->ndim > ATTN_MAX_DIMS, ctx, ATTN_E_INVALID,
                  "tensor " NAME ": view ndim %d outside 0..%d", name ? name : "?", t->ndim,
                  ATTN_MAX_DIMS);
-    size_t nbytes;
+    size_t nbytes = 0;
     ATTN_TRY(check_tensor(w, name, ATTN_F32, t->ndim, t->shape, &nbytes));
     size_t numel = nbytes / sizeof(float);
     ATTN_FAIL_IF(numel && !t->data, ctx, ATTN_E_INVALID, "tensor " NAME ": view data is NULL",

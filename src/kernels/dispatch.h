@@ -31,6 +31,14 @@ enum {
 typedef void (*attn__gemm_ukr_fn)(int64_t kc, const float *a, const float *b, float *c,
                                   int64_t ldc, float alpha, float beta);
 
+/* Packing of one micro-panel of width w (mr for A, nr for B): kc steps of w values,
+ *   contig:  dst[k*w + i] = src[k*ld + i]   (the panel's w values are contiguous in memory)
+ *   else:    dst[k*w + i] = src[i*ld + k]   (the panel's K values are; a transposing copy)
+ * for i < nv (nv <= w), and 0 for nv <= i < w.  Reads nothing outside those elements.
+ * Packing only copies, so it never changes results; NULL hooks use the plain C version. */
+typedef void (*attn__gemm_pack_fn)(int contig, int64_t kc, const float *src, int64_t ld,
+                                   int64_t nv, float *dst);
+
 #define ATTN__GEMM_MR_MAX 16
 #define ATTN__GEMM_NR_MAX 64
 
@@ -40,6 +48,8 @@ typedef struct attn__gemm_kernel {
     int kc;     /* K chunk: the K loop runs in chunks of kc, in order (fixed per set) */
     int nc;     /* N block (a multiple of nr): a packed kc x nc block of B stays in L2 */
     attn__gemm_ukr_fn ukr;
+    attn__gemm_pack_fn pack_a; /* w = mr, or NULL */
+    attn__gemm_pack_fn pack_b; /* w = nr, or NULL */
 } attn__gemm_kernel;
 
 /* One table per set; the ISA ones return NULL when the build could not compile them. */

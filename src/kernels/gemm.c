@@ -42,61 +42,54 @@ typedef struct attn__gemm_job {
     int64_t apack_stride;
 } attn__gemm_job;
 
-/* Packs op(B)[pc:pc+kc, j0:j0+nr] (zero beyond column jc+nc) as kc rows of nr values. */
-static void attn__gemm_pack_b(const attn__gemm_job *g, int64_t p, float *restrict dst) {
-    const int nr = g->kr->nr;
-    const int64_t kc = g->kc, j0 = g->jc + p * nr;
-    const int64_t nv = g->jc + g->nc - j0 < nr ? g->jc + g->nc - j0 : nr;
-    if (!g->transB) { /* B [K, N] */
-        const float *src = g->B + g->pc * g->ldb + j0;
+/* Plain C packing (contract in dispatch.h). */
+static void attn__gemm_pack_c(int contig, int64_t kc, const float *restrict src, int64_t ld,
+                              int64_t nv, int w, float *restrict dst) {
+    if (contig) {
         for (int64_t k = 0; k < kc; k++) {
-            const float *s = src + k * g->ldb;
-            float *d = dst + k * nr;
-            int64_t j = 0;
-            for (; j < nv; j++) d[j] = s[j];
-            for (; j < nr; j++) d[j] = 0.0f;
+            const float *s = src + k * ld;
+            float *d = dst + k * w;
+            int64_t i = 0;
+            for (; i < nv; i++) d[i] = s[i];
+            for (; i < w; i++) d[i] = 0.0f;
         }
-    } else { /* B [N, K]: column j of op(B) is row j of B */
-        const float *src = g->B + j0 * g->ldb + g->pc;
-        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-            int64_t kn = kc - k0 < 16 ? kc - k0 : 16;
-            for (int64_t j = 0; j < nv; j++) {
-                const float *s = src + j * g->ldb + k0;
-                float *d = dst + k0 * nr + j;
-                for (int64_t k = 0; k < kn; k++) d[k * nr] = s[k];
-            }
-            for (int64_t j = nv; j < nr; j++)
-                for (int64_t k = 0; k < kn; k++) dst[(k0 + k) * nr + j] = 0.0f;
+        return;
+    }
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) { /* 16 K values of each row at a time */
+        int64_t kn = kc - k0 < 16 ? kc - k0 : 16;
+        for (int64_t i = 0; i < nv; i++) {
+            const float *s = src + i * ld + k0;
+            float *d = dst + k0 * w + i;
+            for (int64_t k = 0; k < kn; k++) d[k * w] = s[k];
         }
+        for (int64_t i = nv; i < w; i++)
+            for (int64_t k = 0; k < kn; k++) dst[(k0 + k) * w + i] = 0.0f;
     }
 }
 
+/* Packs op(B)[pc:pc+kc, j0:j0+nr] (zero beyond column jc+nc) as kc rows of nr values. */
+static void attn__gemm_pack_b(const attn__gemm_job *g, int64_t p, float *dst) {
+    const int nr = g->kr->nr;
+    const int64_t j0 = g->jc + p * nr;
+    const int64_t nv = g->jc + g->nc - j0 < nr ? g->jc + g->nc - j0 : nr;
+    /* B [K, N]: a panel's columns are contiguous; B [N, K] (transB): its K values are */
+    const float *src = g->transB ? g->B + j0 * g->ldb + g->pc : g->B + g->pc * g->ldb + j0;
+    if (g->kr->pack_b)
+        g->kr->pack_b(!g->transB, g->kc, src, g->ldb, nv, dst);
+    else
+        attn__gemm_pack_c(!g->transB, g->kc, src, g->ldb, nv, nr, dst);
+}
+
 /* Packs op(A)[i0:i0+mr, pc:pc+kc] (zero beyond row M) as kc columns of mr values. */
-static void attn__gemm_pack_a(const attn__gemm_job *g, int64_t i0, float *restrict dst) {
+static void attn__gemm_pack_a(const attn__gemm_job *g, int64_t i0, float *dst) {
     const int mr = g->kr->mr;
-    const int64_t kc = g->kc, mv = g->M - i0 < mr ? g->M - i0 : mr;
-    if (g->transA) { /* A [K, M]: row k of A is column k of op(A) */
-        const float *src = g->A + g->pc * g->lda + i0;
-        for (int64_t k = 0; k < kc; k++) {
-            const float *s = src + k * g->lda;
-            float *d = dst + k * mr;
-            int64_t i = 0;
-            for (; i < mv; i++) d[i] = s[i];
-            for (; i < mr; i++) d[i] = 0.0f;
-        }
-    } else { /* A [M, K] */
-        const float *src = g->A + i0 * g->lda + g->pc;
-        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-            int64_t kn = kc - k0 < 16 ? kc - k0 : 16;
-            for (int64_t i = 0; i < mv; i++) {
-                const float *s = src + i * g->lda + k0;
-                float *d = dst + k0 * mr + i;
-                for (int64_t k = 0; k < kn; k++) d[k * mr] = s[k];
-            }
-            for (int64_t i = mv; i < mr; i++)
-                for (int64_t k = 0; k < kn; k++) dst[(k0 + k) * mr + i] = 0.0f;
-        }
-    }
+    const int64_t mv = g->M - i0 < mr ? g->M - i0 : mr;
+    /* A [M, K]: a panel's K values are contiguous; A [K, M] (transA): its rows are */
+    const float *src = g->transA ? g->A + g->pc * g->lda + i0 : g->A + i0 * g->lda + g->pc;
+    if (g->kr->pack_a)
+        g->kr->pack_a(g->transA, g->kc, src, g->lda, mv, dst);
+    else
+        attn__gemm_pack_c(g->transA, g->kc, src, g->lda, mv, mr, dst);
 }
 
 /* One mr x nr tile of C at (i0, j0); full tiles in place, edge tiles through scratch. */

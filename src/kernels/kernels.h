@@ -98,6 +98,12 @@ ATTN__HIDDEN float attn__cross_entropy_ref(const float *logits, int64_t ld,
                                            int64_t ignore_index, float label_smoothing,
                                            float *dlogits, int64_t ldd);
 
+/* ---- SDPA for the layers: the same contracts in float, parallel over heads, deterministic
+ * for every thread count (src/kernels/sdpa_fast.c). */
+ATTN__HIDDEN attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a);
+ATTN__HIDDEN attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a,
+                                        const attn__sdpa_grads *g);
+
 /* ---- linear on the fast GEMM (same contracts as attn__linear_ref / attn__linear_bwd_ref) --- */
 ATTN__HIDDEN attn_status attn__linear(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
                                       const float *b, float *y, int64_t ldy, int64_t M,

@@ -99,7 +99,7 @@ attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, con
     ATTN_TRY(attn__check_finite(ctx, x, "x", 0));
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp;
-    float *q, *k, *v, *o, *y, *scratch;
+    float *q, *k, *v, *o, *y;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     int64_t M = B * T;
@@ -109,7 +109,6 @@ attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, con
     ATTN_TRYG(attn__ws_f32(ctx, &v, M, dout, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &o, M, dout, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &y, M, dout, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, T, 1, 1));
     if (s->cfg.kind == ATTN_SEED_SELF_V1) {
         matmul_raw(xp, s->Wq, q, M, di, dout);
         matmul_raw(xp, s->Wk, k, M, di, dout);
@@ -140,7 +139,7 @@ attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, con
         a.seed = rng.seed;
         a.offset = rng.offset++;
     }
-    attn__sdpa_ref(&a, scratch);
+    ATTN_TRYG(attn__sdpa(ctx, &a));
     if (s->cfg.kind == ATTN_SEED_MULTIHEAD) {
         ATTN_TRYG(attn__lin_fwd(ctx, &s->out_proj, o, y, M));
         attn__store(y, out);
@@ -216,7 +215,7 @@ attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
     int64_t B = 0, L = 0, S = 0;
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp, *qin = NULL;
-    float *qp, *kp, *vp, *op, *scratch;
+    float *qp, *kp, *vp, *op;
     attn_status st;
     attn__sdpa_args a;
     memset(&a, 0, sizeof a);
@@ -230,7 +229,6 @@ attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRYG(bls_outputs(ctx, mask, weights, B, L, S, &a.mask[0]));
     ATTN_TRYG(attn__ws_f32(ctx, &kp, B, S, Dq, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &vp, B, S, Dv, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, S, 1, 1));
     ATTN_TRYG(attn__lin_fwd(ctx, &g->k, xp, kp, B * S)); /* K = X Wk^T */
     ATTN_TRYG(attn__lin_fwd(ctx, &g->v, xp, vp, B * S)); /* V = X Wv^T */
     if (g->cfg.self_attention) {
@@ -250,7 +248,7 @@ attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
     }
     a.mask_ncols[0] = S;
     a.scale = (float)(1.0 / sqrt((double)Dq)); /* the key/query dimension, not D_x */
-    attn__sdpa_ref(&a, scratch);
+    ATTN_TRYG(attn__sdpa(ctx, &a));
     attn__seq_out_end(op, out);
 done:
     attn__ws_release(ctx, mk);
@@ -387,7 +385,7 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRY(attn__check_finite(ctx, dout, "dout", 0));
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp, *dy;
-    float *q, *k, *v, *o, *dq, *dk, *dv, *d_o, *dxp, *scratch;
+    float *q, *k, *v, *o, *dq, *dk, *dv, *d_o, *dxp;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__contig(ctx, x, &xp));
@@ -395,7 +393,6 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
     float **bufs[8] = {&q, &k, &v, &o, &dq, &dk, &dv, &d_o};
     for (int i = 0; i < 8; i++) ATTN_TRYG(attn__ws_f32(ctx, bufs[i], M, dout_dim, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dxp, M, di, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, T, 1, 1));
     if (s->cfg.kind == ATTN_SEED_SELF_V1) {
         matmul_raw(xp, s->Wq, q, M, di, dout_dim);
         matmul_raw(xp, s->Wk, k, M, di, dout_dim);
@@ -420,7 +417,7 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
         a.offset = rng.offset++;
     }
     if (s->cfg.kind == ATTN_SEED_MULTIHEAD) {
-        attn__sdpa_ref(&a, scratch); /* o is needed for out_proj's weight gradient */
+        ATTN_TRYG(attn__sdpa(ctx, &a)); /* o is needed for out_proj's weight gradient */
         ATTN_TRYG(attn__linear_bwd(ctx, o, dout_dim, s->out_proj.weight, dy, dout_dim, d_o, dout_dim,
                              attn__g(&g, s->out_proj.weight), attn__g(&g, s->out_proj.bias), M,
                              dout_dim, dout_dim));
@@ -432,7 +429,7 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
     sg.dout = d_o, sg.dq = dq, sg.dk = dk, sg.dv = dv;
     memcpy(sg.dos, str, sizeof str), memcpy(sg.dqs, str, sizeof str);
     memcpy(sg.dks, str, sizeof str), memcpy(sg.dvs, str, sizeof str);
-    attn__sdpa_bwd_ref(&a, &sg, scratch);
+    ATTN_TRYG(attn__sdpa_bwd(ctx, &a, &sg));
     memset(dxp, 0, (size_t)(M * di) * sizeof(float));
     if (s->cfg.kind == ATTN_SEED_SELF_V1) {
         matmul_raw_bwd(xp, s->Wq, dq, dxp, attn__g(&g, s->Wq), M, di, dout_dim);
@@ -468,7 +465,7 @@ attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
     int64_t B = 0, L = 0, S = 0;
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp, *qin = NULL, *dy;
-    float *qp, *kp, *vp, *op, *dqp, *dkp, *dvp, *dxp, *tmp, *dqo = NULL, *scratch;
+    float *qp, *kp, *vp, *op, *dqp, *dkp, *dvp, *dxp, *tmp, *dqo = NULL;
     attn_status st;
     attn__sdpa_args a;
     memset(&a, 0, sizeof a);
@@ -489,7 +486,6 @@ attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRYG(attn__ws_f32(ctx, &dkp, B, S, Dq, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, S, Dv, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &tmp, B, S, Dx, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, S, 1, 1));
     ATTN_TRYG(attn__lin_fwd(ctx, &gn->k, xp, kp, B * S));
     ATTN_TRYG(attn__lin_fwd(ctx, &gn->v, xp, vp, B * S));
     if (gn->cfg.self_attention) ATTN_TRYG(attn__lin_fwd(ctx, &gn->q, xp, qp, B * S));
@@ -507,7 +503,7 @@ attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
     sg.dq = dqp, memcpy(sg.dqs, a.qs, sizeof sg.dqs);
     sg.dk = dkp, memcpy(sg.dks, a.ks, sizeof sg.dks);
     sg.dv = dvp, memcpy(sg.dvs, a.vs, sizeof sg.dvs);
-    attn__sdpa_bwd_ref(&a, &sg, scratch);
+    ATTN_TRYG(attn__sdpa_bwd(ctx, &a, &sg));
     /* inputs feed W_key, W_value (and W_query for self-attention) */
     ATTN_TRYG(attn__linear_bwd(ctx, xp, Dx, gn->k.weight, dkp, Dq, dxp, Dx, attn__g(&g, gn->k.weight),
                          attn__g(&g, gn->k.bias), B * S, Dx, Dq));

@@ -200,18 +200,17 @@ attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
     ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s.mask[1]));
 
     attn__mark mk = attn__ws_mark(ctx);
-    float *qp, *kp, *vp, *ao, *w = NULL, *scratch;
+    float *qp, *kp, *vp, *ao, *w = NULL;
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &vp, B, Sx, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, Sx, 1, 1));
     if (weights) ATTN_TRYG(attn__ws_f32(ctx, &w, B, H, L, Sx));
     ATTN_TRYG(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp));
     sdpa_setup(a, &s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
     if (w) s.w = w, s.ws[0] = H * L * Sx, s.ws[1] = L * Sx, s.ws[2] = Sx, s.ws[3] = 1;
-    attn__sdpa_ref(&s, scratch);
+    ATTN_TRYG(attn__sdpa(ctx, &s));
     ATTN_TRYG(attn__lin_fwd(ctx, &a->out_proj, ao, out, B * L));
 
     if (weights) {
@@ -244,7 +243,7 @@ attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g
     ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &s.mask[0]));
     ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s.mask[1]));
     attn__mark mk = attn__ws_mark(ctx);
-    float *qp, *kp, *vp, *ao, *dao, *dqp, *dkp, *dvp, *scratch;
+    float *qp, *kp, *vp, *ao, *dao, *dqp, *dkp, *dvp;
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
@@ -254,11 +253,10 @@ attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g
     ATTN_TRYG(attn__ws_f32(ctx, &dqp, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dkp, B, Sx, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, Sx, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, Sx, 1, 1));
     /* recompute the forward up to the attention output */
     ATTN_TRYG(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp));
     sdpa_setup(a, &s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
-    attn__sdpa_ref(&s, scratch);
+    ATTN_TRYG(attn__sdpa(ctx, &s));
     /* out = ao Wo^T + bo */
     ATTN_TRYG(attn__linear_bwd(ctx, ao, E, a->out_proj.weight, dout, E, dao, E,
                          attn__g(g, a->out_proj.weight), attn__g(g, a->out_proj.bias), B * L, E, E));
@@ -269,7 +267,7 @@ attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g
     sg.dq = dqp, memcpy(sg.dqs, s.qs, sizeof sg.dqs);
     sg.dk = dkp, memcpy(sg.dks, s.ks, sizeof sg.dks);
     sg.dv = dvp, memcpy(sg.dvs, s.vs, sizeof sg.dvs);
-    attn__sdpa_bwd_ref(&s, &sg, scratch);
+    ATTN_TRYG(attn__sdpa_bwd(ctx, &s, &sg));
     if (a->cfg.add_bias_kv) { /* the appended row S of every batch came from bias_k / bias_v */
         float *gbk = attn__g(g, a->bias_k), *gbv = attn__g(g, a->bias_v);
         for (int64_t b = 0; b < B; b++)

@@ -1,5 +1,6 @@
-/* GEMM microkernel for AVX2 + FMA: a 6 x 16 tile held in 12 ymm accumulators; each K step
- * loads two vectors of the B micro-panel and broadcasts six A values.  Contract in dispatch.h.
+/* GEMM kernels for AVX2 + FMA: a 6 x 16 microkernel tile held in 12 ymm accumulators (each K
+ * step loads two vectors of the B micro-panel and broadcasts six A values), and packing
+ * routines built on masked loads and an 8 x 8 register transpose.  Contract in dispatch.h.
  * Compiled with -mavx2 -mfma (CMakeLists.txt); without them the table is absent (NULL). */
 #include "../dispatch.h"
 
@@ -66,8 +67,92 @@ static void attn__gemm_ukr_avx2(int64_t kc, const float *restrict a, const float
     OUT(5);
 }
 
-static const attn__gemm_kernel attn__avx2_table = {ATTN__ISA_AVX2, MR, NR, 256, 1536,
-                                                   attn__gemm_ukr_avx2};
+/* ---- packing (contract in dispatch.h) ---------------------------------------------------- */
+
+/* In-place 8 x 8 transpose: lane k of r[i] becomes lane i of r[k]. */
+static inline void attn__tr8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) { /* per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3] */
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int q = 0; q < 2; q++) { /* u[4q+c], lane L: column 4L+c of rows 4q..4q+3 */
+        u[4 * q + 0] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+/* Lane mask for the first n lanes (n clamped to [0, 8]). */
+static inline __m256i attn__mask8(int64_t n) {
+    if (n < 0) n = 0;
+    if (n > 8) n = 8;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Loads 8 rows of up to 8 K values (rows >= nv and masked lanes are zero), transposed. */
+static inline void attn__load_tr8(__m256 r[8], const float *src, int64_t ld, int64_t nv,
+                                  __m256i km) {
+    for (int i = 0; i < 8; i++)
+        r[i] = i < nv ? _mm256_maskload_ps(src + i * ld, km) : _mm256_setzero_ps();
+    attn__tr8(r);
+}
+
+static void attn__pack_a_avx2(int contig, int64_t kc, const float *src, int64_t ld, int64_t nv,
+                              float *dst) {
+    const __m256i out = attn__mask8(MR);
+    if (contig) {
+        const __m256i m = attn__mask8(nv);
+        for (int64_t k = 0; k < kc; k++) {
+            /* rows ld apart defeat the hardware prefetcher across pages */
+            _mm_prefetch((const char *)(src + (k + 16) * ld), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + (k + 16) * ld + MR - 1), _MM_HINT_T0);
+            _mm256_maskstore_ps(dst + k * MR, out, _mm256_maskload_ps(src + k * ld, m));
+        }
+        return;
+    }
+    for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+        int64_t kn = kc - k0 < 8 ? kc - k0 : 8;
+        __m256 r[8];
+        attn__load_tr8(r, src + k0, ld, nv, attn__mask8(kn));
+        for (int64_t k = 0; k < kn; k++) _mm256_maskstore_ps(dst + (k0 + k) * MR, out, r[k]);
+    }
+}
+
+static void attn__pack_b_avx2(int contig, int64_t kc, const float *src, int64_t ld, int64_t nv,
+                              float *dst) {
+    if (contig) {
+        const __m256i m0 = attn__mask8(nv), m1 = attn__mask8(nv - 8);
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = src + k * ld;
+            _mm256_storeu_ps(dst + k * NR, _mm256_maskload_ps(s, m0));
+            _mm256_storeu_ps(dst + k * NR + 8, _mm256_maskload_ps(s + 8, m1));
+        }
+        return;
+    }
+    for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+        int64_t kn = kc - k0 < 8 ? kc - k0 : 8;
+        __m256i km = attn__mask8(kn);
+        for (int h = 0; h < NR / 8; h++) {
+            float *d = dst + k0 * NR + 8 * h;
+            if (nv <= 8 * h) {
+                for (int64_t k = 0; k < kn; k++) _mm256_storeu_ps(d + k * NR, _mm256_setzero_ps());
+                continue;
+            }
+            __m256 r[8];
+            attn__load_tr8(r, src + 8 * h * ld + k0, ld, nv - 8 * h, km);
+            for (int64_t k = 0; k < kn; k++) _mm256_storeu_ps(d + k * NR, r[k]);
+        }
+    }
+}
+
+static const attn__gemm_kernel attn__avx2_table = {
+    ATTN__ISA_AVX2, MR, NR, 256, 1536, attn__gemm_ukr_avx2, attn__pack_a_avx2, attn__pack_b_avx2};
 
 const attn__gemm_kernel *attn__gemm_kernel_avx2(void) { return &attn__avx2_table; }
 

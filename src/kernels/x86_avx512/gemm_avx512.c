@@ -1,7 +1,7 @@
-/* GEMM microkernel for AVX-512F: a 14 x 32 tile held in 28 zmm accumulators; each K step
- * loads two vectors of the B micro-panel and broadcasts fourteen A values (folded into the FMA
- * as embedded broadcasts).  Contract in dispatch.h.  Compiled with -mavx512f (CMakeLists.txt);
- * without it the table is absent (NULL). */
+/* GEMM kernels for AVX-512F: a 14 x 32 microkernel tile held in 28 zmm accumulators (each K
+ * step loads two vectors of the B micro-panel and broadcasts fourteen A values), and packing
+ * routines built on masked loads and a 16 x 16 register transpose.  Contract in dispatch.h.
+ * Compiled with -mavx512f (CMakeLists.txt); without it the table is absent (NULL). */
 #include "../dispatch.h"
 
 #if defined(__AVX512F__)
@@ -9,18 +9,6 @@
 
 #define MR 14
 #define NR 32
-#ifndef ATTN__PFD
-#define ATTN__PFD 0
-#endif
-#if ATTN__PFD
-#define ATTN__PF_B(b)                                                                         \
-    do {                                                                                      \
-        _mm_prefetch((const char *)((b) + NR * ATTN__PFD), _MM_HINT_T0);                      \
-        _mm_prefetch((const char *)((b) + NR * ATTN__PFD + 16), _MM_HINT_T0);                 \
-    } while (0)
-#else
-#define ATTN__PF_B(b) ((void)0)
-#endif
 
 #define ROW(i)                                                                                \
     do {                                                                                      \
@@ -32,7 +20,6 @@
 #define STEP()                                                                                \
     do {                                                                                      \
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);                           \
-        ATTN__PF_B(b);                                                                        \
         ROW(0);                                                                               \
         ROW(1);                                                                               \
         ROW(2);                                                                               \
@@ -103,8 +90,96 @@ static void attn__gemm_ukr_avx512(int64_t kc, const float *restrict a, const flo
     OUT(13);
 }
 
-static const attn__gemm_kernel attn__avx512_table = {ATTN__ISA_AVX512, MR, NR, 384, 1024,
-                                                     attn__gemm_ukr_avx512};
+/* ---- packing (contract in dispatch.h) ---------------------------------------------------- */
+
+/* In-place 16 x 16 transpose: lane k of r[i] becomes lane i of r[k]. */
+static inline void attn__tr16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) { /* per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3] */
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int q = 0; q < 4; q++) { /* u[4q+c], lane L: column 4L+c of rows 4q..4q+3 */
+        u[4 * q + 0] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) { /* gather the four 128-bit lanes of each column */
+        __m512 v = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+        __m512 w = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+        __m512 x = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        __m512 y = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(v, x, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(v, x, 0xDD);
+        r[4 + c] = _mm512_shuffle_f32x4(w, y, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(w, y, 0xDD);
+    }
+}
+
+static inline __mmask16 attn__mask(int64_t n) {
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* Loads 16 rows of up to 16 K values (rows >= nv and lanes >= kn are zero), transposed. */
+static inline void attn__load_tr16(__m512 r[16], const float *src, int64_t ld, int64_t nv,
+                                   __mmask16 km) {
+    for (int i = 0; i < 16; i++)
+        r[i] = i < nv ? _mm512_maskz_loadu_ps(km, src + i * ld) : _mm512_setzero_ps();
+    attn__tr16(r);
+}
+
+static void attn__pack_a_avx512(int contig, int64_t kc, const float *src, int64_t ld,
+                                int64_t nv, float *dst) {
+    const __mmask16 out = attn__mask(MR);
+    if (contig) {
+        const __mmask16 m = attn__mask(nv);
+        for (int64_t k = 0; k < kc; k++) {
+            /* rows ld apart defeat the hardware prefetcher across pages */
+            _mm_prefetch((const char *)(src + (k + 16) * ld), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + (k + 16) * ld + MR - 1), _MM_HINT_T0);
+            _mm512_mask_storeu_ps(dst + k * MR, out, _mm512_maskz_loadu_ps(m, src + k * ld));
+        }
+        return;
+    }
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        int64_t kn = kc - k0 < 16 ? kc - k0 : 16;
+        __m512 r[16];
+        attn__load_tr16(r, src + k0, ld, nv, attn__mask(kn));
+        for (int64_t k = 0; k < kn; k++) _mm512_mask_storeu_ps(dst + (k0 + k) * MR, out, r[k]);
+    }
+}
+
+static void attn__pack_b_avx512(int contig, int64_t kc, const float *src, int64_t ld,
+                                int64_t nv, float *dst) {
+    if (contig) {
+        const __mmask16 m0 = attn__mask(nv), m1 = attn__mask(nv - 16);
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = src + k * ld;
+            _mm512_storeu_ps(dst + k * NR, _mm512_maskz_loadu_ps(m0, s));
+            _mm512_storeu_ps(dst + k * NR + 16, _mm512_maskz_loadu_ps(m1, s + 16));
+        }
+        return;
+    }
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        int64_t kn = kc - k0 < 16 ? kc - k0 : 16;
+        __mmask16 km = attn__mask(kn);
+        for (int h = 0; h < NR / 16; h++) {
+            float *d = dst + k0 * NR + 16 * h;
+            if (nv <= 16 * h) {
+                for (int64_t k = 0; k < kn; k++) _mm512_storeu_ps(d + k * NR, _mm512_setzero_ps());
+                continue;
+            }
+            __m512 r[16];
+            attn__load_tr16(r, src + 16 * h * ld + k0, ld, nv - 16 * h, km);
+            for (int64_t k = 0; k < kn; k++) _mm512_storeu_ps(d + k * NR, r[k]);
+        }
+    }
+}
+
+static const attn__gemm_kernel attn__avx512_table = {
+    ATTN__ISA_AVX512,      MR, NR, 384, 1024, attn__gemm_ukr_avx512, attn__pack_a_avx512,
+    attn__pack_b_avx512};
 
 const attn__gemm_kernel *attn__gemm_kernel_avx512(void) { return &attn__avx512_table; }
 

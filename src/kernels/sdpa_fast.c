@@ -1,0 +1,213 @@
+/* Scaled dot-product attention for the layers: the contract of attn__sdpa_ref /
+ * attn__sdpa_bwd_ref (kernels.h) in float arithmetic with unit-stride inner loops the compiler
+ * vectorises, run in parallel over (batch, head) for the forward and over (batch, key/value
+ * head) for the backward, so no two tasks write the same memory and every result is computed
+ * in the same order whatever the thread count.  Views whose last dimension is not contiguous,
+ * and requests for the mask gradient, go to the reference kernels.  (The fused, tiled kernel
+ * that never materialises a row of scores is the subject of a later step; this one keeps one
+ * row of S scores per task.) */
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "pool.h"
+
+typedef struct job {
+    const attn__sdpa_args *a;
+    const attn__sdpa_grads *g;
+    float *scratch;     /* per chunk: 4 * S floats */
+    int64_t per_chunk;
+} job;
+
+static int unit_inner(const attn__sdpa_args *a) {
+    return a->qs[3] == 1 && a->ks[3] == 1 && a->vs[3] == 1 && a->os[3] == 1 &&
+           (!a->w || a->ws[3] == 1);
+}
+
+/* Scores of row i of head (b, h): s[j] = scale q_i . k_j + masks, -inf where masked. */
+static void scores(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i, float *s) {
+    int64_t hk = h / (a->H / a->Hkv);
+    const float *qi = a->q + b * a->qs[0] + h * a->qs[1] + i * a->qs[2];
+    const float *kb = a->k + b * a->ks[0] + hk * a->ks[1];
+    int64_t jmax = a->S - 1;
+    if (a->causal == ATTN_CAUSAL_TOP_LEFT) jmax = i;
+    else if (a->causal == ATTN_CAUSAL_BOTTOM_RIGHT) jmax = i + a->S - a->L;
+    if (jmax > a->S - 1) jmax = a->S - 1;
+    for (int64_t j = 0; j <= jmax; j++) {
+        const float *kj = kb + j * a->ks[2];
+        float acc = 0.0f;
+        for (int64_t d = 0; d < a->D; d++) acc += qi[d] * kj[d];
+        s[j] = acc * a->scale;
+    }
+    for (int64_t j = jmax + 1 < 0 ? 0 : jmax + 1; j < a->S; j++) s[j] = -INFINITY;
+    for (int m = 0; m < 2; m++)
+        if (a->mask[m].kind != ATTN_MASK_NONE) {
+            int64_t nc = a->mask_ncols[m] < a->S ? a->mask_ncols[m] : a->S;
+            for (int64_t j = 0; j < nc; j++)
+                if (s[j] != -INFINITY) s[j] += attn__mask_at(&a->mask[m], b, h, i, j);
+        }
+}
+
+/* p = softmax(s) (zeros when every entry is -inf); returns the log-sum-exp. */
+static float softmax(const float *s, float *p, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    if (mx == -INFINITY) {
+        memset(p, 0, (size_t)n * sizeof(float));
+        return -INFINITY;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        float e = s[j] == -INFINITY ? 0.0f : expf(s[j] - mx);
+        p[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; j++) p[j] *= inv;
+    return mx + logf(sum);
+}
+
+/* keep[j]: the dropout multiplier of (b, h, i, j): 0 or 1/(1-p) (1 without dropout). */
+static void keep_row(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i, float *keep) {
+    if (!(a->dropout_p > 0.0f)) {
+        for (int64_t j = 0; j < a->S; j++) keep[j] = 1.0f;
+        return;
+    }
+    float sc = 1.0f / (1.0f - a->dropout_p);
+    uint64_t base = (uint64_t)(((b * a->H + h) * a->L + i) * a->S);
+    for (int64_t j = 0; j < a->S; j++)
+        keep[j] = attn_dropout_keep(a->seed, a->offset, base + (uint64_t)j, a->dropout_p) ? sc : 0.0f;
+}
+
+static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const job *jb = arg;
+    const attn__sdpa_args *a = jb->a;
+    float *s = jb->scratch + (int64_t)tid * jb->per_chunk, *p = s + a->S, *keep = p + a->S;
+    for (int64_t bh = begin; bh < end; bh++) {
+        int64_t b = bh / a->H, h = bh % a->H, hk = h / (a->H / a->Hkv);
+        const float *vb = a->v + b * a->vs[0] + hk * a->vs[1];
+        for (int64_t i = 0; i < a->L; i++) {
+            scores(a, b, h, i, s);
+            float lse = softmax(s, p, a->S);
+            if (a->lse) a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]] = lse;
+            if (a->dropout_p > 0.0f) {
+                keep_row(a, b, h, i, keep);
+                for (int64_t j = 0; j < a->S; j++) p[j] *= keep[j];
+            }
+            if (a->w) memcpy(a->w + b * a->ws[0] + h * a->ws[1] + i * a->ws[2], p,
+                             (size_t)a->S * sizeof(float));
+            float *oi = a->o + b * a->os[0] + h * a->os[1] + i * a->os[2];
+            memset(oi, 0, (size_t)a->Dv * sizeof(float));
+            for (int64_t j = 0; j < a->S; j++) {
+                float pj = p[j];
+                if (pj == 0.0f) continue;
+                const float *vj = vb + j * a->vs[2];
+                for (int64_t e = 0; e < a->Dv; e++) oi[e] += pj * vj[e];
+            }
+        }
+    }
+}
+
+attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a) {
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    float *scratch;
+    if (!unit_inner(a)) { /* strided inner dimension: the reference handles every layout */
+        ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, a->S, 1, 1));
+        attn__sdpa_ref(a, scratch);
+        goto done;
+    }
+    {
+        int width = attn__parallel_width(ctx, a->B * a->H);
+        job jb = {a, NULL, NULL, 4 * a->S};
+        ATTN_TRYG(attn__ws_f32(ctx, &jb.scratch, width, 4, a->S, 1));
+        attn__parallel_for(ctx, a->B * a->H, fwd_task, &jb);
+    }
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const job *jb = arg;
+    const attn__sdpa_args *a = jb->a;
+    const attn__sdpa_grads *g = jb->g;
+    float *s = jb->scratch + (int64_t)tid * jb->per_chunk, *p = s + a->S, *dp = p + a->S,
+          *keep = dp + a->S;
+    int64_t group = a->H / a->Hkv;
+    for (int64_t bk = begin; bk < end; bk++) {
+        int64_t b = bk / a->Hkv, hk = bk % a->Hkv;
+        const float *kb = a->k + b * a->ks[0] + hk * a->ks[1];
+        const float *vb = a->v + b * a->vs[0] + hk * a->vs[1];
+        float *dkb = g->dk ? g->dk + b * g->dks[0] + hk * g->dks[1] : NULL;
+        float *dvb = g->dv ? g->dv + b * g->dvs[0] + hk * g->dvs[1] : NULL;
+        for (int64_t j = 0; j < a->S; j++) {
+            if (dkb) memset(dkb + j * g->dks[2], 0, (size_t)a->D * sizeof(float));
+            if (dvb) memset(dvb + j * g->dvs[2], 0, (size_t)a->Dv * sizeof(float));
+        }
+        for (int64_t h = hk * group; h < (hk + 1) * group; h++)
+            for (int64_t i = 0; i < a->L; i++) {
+                const float *qi = a->q + b * a->qs[0] + h * a->qs[1] + i * a->qs[2];
+                const float *doi = g->dout + b * g->dos[0] + h * g->dos[1] + i * g->dos[2];
+                float *dqi = g->dq ? g->dq + b * g->dqs[0] + h * g->dqs[1] + i * g->dqs[2] : NULL;
+                scores(a, b, h, i, s);
+                if (softmax(s, p, a->S) == -INFINITY) { /* every key masked: no gradient */
+                    if (dqi) memset(dqi, 0, (size_t)a->D * sizeof(float));
+                    continue;
+                }
+                keep_row(a, b, h, i, keep);
+                float delta = 0.0f;
+                for (int64_t j = 0; j < a->S; j++) {
+                    dp[j] = 0.0f;
+                    if (p[j] == 0.0f || keep[j] == 0.0f) continue;
+                    const float *vj = vb + j * a->vs[2];
+                    float acc = 0.0f;
+                    for (int64_t e = 0; e < a->Dv; e++) acc += doi[e] * vj[e];
+                    dp[j] = acc * keep[j];
+                    delta += p[j] * dp[j];
+                }
+                if (dvb) /* dv += W^T dout with the forward's (dropped) weights */
+                    for (int64_t j = 0; j < a->S; j++) {
+                        float wj = p[j] * keep[j];
+                        if (wj == 0.0f) continue;
+                        float *dvj = dvb + j * g->dvs[2];
+                        for (int64_t e = 0; e < a->Dv; e++) dvj[e] += wj * doi[e];
+                    }
+                for (int64_t j = 0; j < a->S; j++) s[j] = p[j] == 0.0f ? 0.0f : p[j] * (dp[j] - delta);
+                if (dqi) memset(dqi, 0, (size_t)a->D * sizeof(float));
+                for (int64_t j = 0; j < a->S; j++) {
+                    if (s[j] == 0.0f) continue;
+                    float f = a->scale * s[j];
+                    const float *kj = kb + j * a->ks[2];
+                    if (dqi)
+                        for (int64_t d = 0; d < a->D; d++) dqi[d] += f * kj[d];
+                    if (dkb) {
+                        float *dkj = dkb + j * g->dks[2];
+                        for (int64_t d = 0; d < a->D; d++) dkj[d] += f * qi[d];
+                    }
+                }
+            }
+    }
+}
+
+attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn__sdpa_grads *g) {
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    float *scratch;
+    int inner = unit_inner(a) && g->dos[3] == 1 && (!g->dq || g->dqs[3] == 1) &&
+                (!g->dk || g->dks[3] == 1) && (!g->dv || g->dvs[3] == 1);
+    if (!inner || (g->dmask && a->mask[0].kind == ATTN_MASK_ADD)) {
+        ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, a->S, 1, 1));
+        attn__sdpa_bwd_ref(a, g, scratch);
+        goto done;
+    }
+    {
+        int width = attn__parallel_width(ctx, a->B * a->Hkv);
+        job jb = {a, g, NULL, 4 * a->S};
+        ATTN_TRYG(attn__ws_f32(ctx, &jb.scratch, width, 4, a->S, 1));
+        attn__parallel_for(ctx, a->B * a->Hkv, bwd_task, &jb);
+    }
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
