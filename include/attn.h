@@ -581,7 +581,9 @@ ATTN_API attn_status attn_gpt_forward(attn_ctx *ctx, const attn_module *m,
  *                                  memory_key_padding_mask = src == pad))
  * with pe the sinusoidal table (not a parameter).  Parameters: src_emb.weight [Vs, E],
  * tgt_emb.weight [Vt, E], transformer.* (nn.Transformer's names: transformer.encoder.layers.0.
- * self_attn.in_proj_weight, ...), generator.weight [Vt, E], generator.bias [Vt]. */
+ * self_attn.in_proj_weight, ...), generator.weight [Vt, E], generator.bias [Vt].
+ * attn_module_init draws the embeddings from N(0, 1/E), so that scaled by sqrt(E) they are the
+ * size of the positional encoding; the rest as the PyTorch modules. */
 typedef struct attn_seq2seq_config {
     attn_transformer_config tf; /* d_model, nhead, layer counts, feed-forward, dropout, ... */
     int64_t src_vocab, tgt_vocab;
@@ -940,6 +942,8 @@ typedef struct attn_train_progress {
     float loss, lr, grad_norm;
     double elapsed_s, eta_s, tokens_per_s;
     float accuracy;           /* held-out exact match of this step's evaluation, or -1 */
+    float val_bpc;            /* charlm: validation bits per character of this step's
+                                 evaluation; 0 when the step has none (and in other tasks) */
 } attn_train_progress;
 /* Called after every step; return nonzero to stop training early. */
 typedef int (*attn_progress_fn)(void *user, const attn_train_progress *p);
@@ -969,6 +973,75 @@ ATTN_API attn_status attn_dates_save(attn_ctx *ctx, const attn_module *model,
 ATTN_API attn_status attn_dates_load(attn_ctx *ctx, const char *path,
                                      attn_dates_config *cfg /* OUT */,
                                      attn_module **model /* OUT */);
+
+/* ============================================================================================
+ * Task: charlm.  A decoder-only Transformer (attn_gpt_*, pre-norm layers with GELU) learns a
+ * text one byte at a time and is measured in bits per character: the mean cross-entropy of
+ * the next byte on held-out text, in bits (nats / ln 2).  A character is a byte (UTF-8 text
+ * is learnt byte by byte).
+ *
+ *  Vocabulary: a sorted set of distinct bytes 1..255 (NUL is never a token), token id i being
+ *  vocab[i].  attn_charlm_train fills it in with the bytes that occur in the text when
+ *  cfg->vocab_size is 0 on entry, else uses the one given (every byte of the text must be in
+ *  it).  Checkpoints keep it in their metadata.
+ *  Split: the first len - len/10 bytes train, the last len/10 bytes validate (contiguous).
+ *  Batches: row r of step s is the window of block_size + 1 bytes of the training split
+ *  starting at an offset drawn by a counter-based hash of (seed, s * batch + r): inputs are
+ *  its first block_size bytes, targets the next byte of each.  Runs are deterministic for a
+ *  seed and independent of the thread count; a resumed run continues exactly.
+ *  Evaluation: the validation split cut into consecutive windows of at most block_size
+ *  inputs, each byte after the first predicted once.
+ * ========================================================================================== */
+typedef struct attn_charlm_config {
+    /* model */
+    int64_t d_model, nhead, num_layers, dim_feedforward;
+    float dropout;
+    int64_t block_size;     /* context length in bytes (the GPT's max_positions) */
+    int vocab_size;         /* tokens, 1..255; 0 = the bytes of the text (set by training) */
+    unsigned char vocab[256]; /* vocab[0 .. vocab_size-1], strictly increasing, no 0 */
+    /* training */
+    int64_t batch, steps, warmup;
+    float lr, lr_min, weight_decay, clip;
+    uint64_t seed;
+    double time_limit_s;    /* stop after this many seconds (0: no limit) */
+    int64_t eval_every;     /* validation bpc every this many steps (0: at the end only) */
+    const char *state_path; /* resumable state (model, optimiser, step) written here (NULL: no) */
+    int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
+} attn_charlm_config;
+/* d_model 128, 4 heads, 3 layers, ff 512, dropout 0, block 128, batch 16, 1500 steps,
+ * warmup 100, lr 2e-3 -> 1e-4 (cosine), weight decay 0.01, clip 1, seed 1, eval every 250. */
+ATTN_API attn_charlm_config attn_charlm_defaults(void);
+
+/* Trains from scratch on text[0 .. len-1] (no NUL bytes; the training split must hold
+ * block_size + 1 bytes and the validation split 2), or continues from resume_path (a state
+ * written by an earlier run with the same model, batch, seed and text), and returns the model
+ * (*model, caller frees).  cfg is IN/OUT: only the vocabulary is written (see above).
+ * progress (may be NULL) is called after every step; val_bpc is set on evaluation steps. */
+ATTN_API attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg,
+                                       const char *text, size_t len, const char *resume_path,
+                                       attn_progress_fn progress, void *user,
+                                       attn_module **model /* OUT */);
+/* Bits per character on the validation split of text (the same text as training). */
+ATTN_API attn_status attn_charlm_evaluate(attn_ctx *ctx, const attn_module *model,
+                                          const attn_charlm_config *cfg, const char *text,
+                                          size_t len, float *bpc /* OUT */);
+/* Continues prompt (NULL or "" = a newline, or vocab[0] if the vocabulary has none; bytes
+ * must be in the vocabulary; only its last block_size bytes are seen) by n_chars bytes, which
+ * out receives followed by a NUL (cap >= n_chars + 1).  Each byte is drawn from
+ * softmax(logits / temperature) restricted to the top_k most likely (0 = all), with a uniform
+ * number hashed from (seed, position): the same arguments give the same text.  temperature 0
+ * is greedy (the most likely byte, the lowest id on ties), and so is top_k 1. */
+ATTN_API attn_status attn_charlm_generate(attn_ctx *ctx, const attn_module *model,
+                                          const attn_charlm_config *cfg, const char *prompt,
+                                          int64_t n_chars, float temperature, int top_k,
+                                          uint64_t seed, char *out, size_t cap);
+/* Checkpoints: the GPT's parameters under its state_dict names plus metadata with the config
+ * and the vocabulary (metadata "vocab": two hex digits per byte). */
+ATTN_API attn_status attn_charlm_save(attn_ctx *ctx, const attn_module *model,
+                                      const attn_charlm_config *cfg, const char *path);
+ATTN_API attn_status attn_charlm_load(attn_ctx *ctx, const char *path,
+                                      attn_charlm_config *cfg /* OUT */,
+                                      attn_module **model /* OUT */);
 
 /* ============================================================================================
  * attn eval: run one op described by a safetensors file (docs/eval-format.md).

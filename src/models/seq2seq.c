@@ -34,10 +34,12 @@ attn_status attn_seq2seq_create(attn_ctx *ctx, const attn_seq2seq_config *cfg,
     q->cfg = *cfg;
     attn_status st = attn__param_reg(ctx, m, "", "src_emb.weight", &q->src_emb, 0, 2,
                                      cfg->src_vocab, E, 0);
-    attn__param_init_last(m, ATTN__INIT_NORMAL, 1.0); /* nn.Embedding */
+    /* N(0, 1/E): after the sqrt(E) scale the embeddings are N(0, 1), the size of the
+     * sinusoidal positions, which N(0, 1) (nn.Embedding's default) would drown */
+    attn__param_init_last(m, ATTN__INIT_NORMAL, 1.0 / sqrt((double)E));
     if (st == ATTN_OK) {
         st = attn__param_reg(ctx, m, "", "tgt_emb.weight", &q->tgt_emb, 0, 2, cfg->tgt_vocab, E, 0);
-        attn__param_init_last(m, ATTN__INIT_NORMAL, 1.0);
+        attn__param_init_last(m, ATTN__INIT_NORMAL, 1.0 / sqrt((double)E));
     }
     size_t first = m->nparams;
     void *tail = NULL;

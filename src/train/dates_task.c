@@ -208,7 +208,7 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_dates_config 
     ATTN_FAIL_IF(!task || strcmp(task, "dates") != 0, ctx, ATTN_E_FORMAT,
                  "not a dates checkpoint (metadata task = %s)", task ? task : "(none)");
     *c = attn_dates_defaults();
-    int64_t v, seed;
+    int64_t v = 0, seed = 0;
     ATTN_TRY(get_i(ctx, st, "d_model", &c->d_model));
     ATTN_TRY(get_i(ctx, st, "nhead", &c->nhead));
     ATTN_TRY(get_i(ctx, st, "num_encoder_layers", &c->num_layers));
