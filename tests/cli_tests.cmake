@@ -53,3 +53,23 @@ add_test(NAME cli_info COMMAND attn_cli info data/unknown_op.safetensors
 set_tests_properties(cli_info PROPERTIES PASS_REGULAR_EXPRESSION "op = no_such_op.*x +F32 +\\[2\\]")
 
 add_test(NAME cli_walkthrough COMMAND attn_cli walkthrough WORKING_DIRECTORY ${ATTN_CLI_WD})
+
+# attn train dates on a tiny model, then translate and draw with the checkpoint it wrote
+set(ATTN_TINY ${CMAKE_CURRENT_BINARY_DIR}/tiny_dates)
+add_test(NAME cli_train_tiny
+         COMMAND attn_cli train dates --steps 4 --batch 4 --d-model 16 --heads 2 --layers 1
+                 --ff 16 --eval-n 20 --eval-every 2 --out ${ATTN_TINY})
+set_tests_properties(cli_train_tiny PROPERTIES FIXTURES_SETUP tiny_dates
+                     PASS_REGULAR_EXPRESSION "model: .*model.safetensors")
+add_test(NAME cli_translate COMMAND attn_cli translate --model ${ATTN_TINY}/model.safetensors
+                                    "21 Nov 2026" "the 3rd of may 1999")
+set_tests_properties(cli_translate PROPERTIES FIXTURES_REQUIRED tiny_dates
+                     PASS_REGULAR_EXPRESSION "21 Nov 2026 +-> .*\nthe 3rd of may 1999 +-> ")
+add_test(NAME cli_heatmap COMMAND attn_cli heatmap --model ${ATTN_TINY}/model.safetensors
+                                  -o ${ATTN_TINY}/heat.png "21 Nov 2026")
+set_tests_properties(cli_heatmap PROPERTIES FIXTURES_REQUIRED tiny_dates
+                     PASS_REGULAR_EXPRESSION "heatmap: .*heat.png")
+add_test(NAME cli_translate_bad_model COMMAND attn_cli translate --model no_such.safetensors "x")
+set_tests_properties(cli_translate_bad_model PROPERTIES WILL_FAIL TRUE)
+add_test(NAME cli_train_bad_option COMMAND attn_cli train dates --steps -3)
+set_tests_properties(cli_train_bad_option PROPERTIES WILL_FAIL TRUE)
