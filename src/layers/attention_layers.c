@@ -75,12 +75,45 @@ static void matmul_raw(const float *x, const float *W, float *y, int64_t M, int6
         }
 }
 
+/* The seed modules' shared forward start: q, k, v [M, d_out] from x [M, d_in] (raw matrices
+ * for SelfAttention_v1, nn.Linear otherwise) and the SDPA arguments over their head blocks
+ * (causal for CausalAttention and the seed's MultiHeadAttention, dropout from rng). */
+static attn_status seed_qkv(attn_ctx *ctx, const seed *s, const float *xp, int64_t B, int64_t T,
+                            float *q, float *k, float *v, float *o, attn__rng *rng,
+                            attn__sdpa_args *a) {
+    int64_t M = B * T, di = s->cfg.d_in, dout = s->cfg.d_out, H = s->H, D = s->D;
+    if (s->cfg.kind == ATTN_SEED_SELF_V1) {
+        matmul_raw(xp, s->Wq, q, M, di, dout);
+        matmul_raw(xp, s->Wk, k, M, di, dout);
+        matmul_raw(xp, s->Wv, v, M, di, dout);
+    } else {
+        ATTN_TRY(attn__lin_fwd(ctx, &s->q, xp, q, M));
+        ATTN_TRY(attn__lin_fwd(ctx, &s->k, xp, k, M));
+        ATTN_TRY(attn__lin_fwd(ctx, &s->v, xp, v, M));
+    }
+    memset(a, 0, sizeof *a);
+    a->B = B, a->H = H, a->Hkv = H, a->L = T, a->S = T, a->D = D, a->Dv = D;
+    int64_t str[4] = {T * dout, D, dout, 1};
+    a->q = q, a->k = k, a->v = v, a->o = o;
+    memcpy(a->qs, str, sizeof str), memcpy(a->ks, str, sizeof str);
+    memcpy(a->vs, str, sizeof str), memcpy(a->os, str, sizeof str);
+    /* scale by sqrt of the key dimension of one head (keys.shape[-1] in the seed) */
+    a->scale = (float)(1.0 / sqrt((double)D));
+    if (s->cfg.kind >= ATTN_SEED_CAUSAL) a->causal = ATTN_CAUSAL_TOP_LEFT;
+    if (s->cfg.kind >= ATTN_SEED_CAUSAL && rng->training && s->cfg.dropout > 0.0f) {
+        a->dropout_p = s->cfg.dropout;
+        a->seed = rng->seed;
+        a->offset = rng->offset++;
+    }
+    return ATTN_OK;
+}
+
 attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *x,
                                         const attn_run *run, attn_tensor *out,
                                         attn_tensor *weights) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__SEED, "attn_seed_attention_forward"));
     const seed *s = m->impl;
-    int64_t di = s->cfg.d_in, dout = s->cfg.d_out, H = s->H, D = s->D;
+    int64_t di = s->cfg.d_in, dout = s->cfg.d_out, H = s->H;
     ATTN_TRY(attn__check(ctx, x, "x", ATTN_F32, 2, 3));
     int b3 = x->ndim == 3;
     int64_t B = b3 ? x->shape[0] : 1, T = x->shape[b3];
@@ -109,35 +142,11 @@ attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, con
     ATTN_TRYG(attn__ws_f32(ctx, &v, M, dout, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &o, M, dout, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &y, M, dout, 1, 1));
-    if (s->cfg.kind == ATTN_SEED_SELF_V1) {
-        matmul_raw(xp, s->Wq, q, M, di, dout);
-        matmul_raw(xp, s->Wk, k, M, di, dout);
-        matmul_raw(xp, s->Wv, v, M, di, dout);
-    } else {
-        ATTN_TRYG(attn__lin_fwd(ctx, &s->q, xp, q, M));
-        ATTN_TRYG(attn__lin_fwd(ctx, &s->k, xp, k, M));
-        ATTN_TRYG(attn__lin_fwd(ctx, &s->v, xp, v, M));
-    }
     attn__sdpa_args a;
-    memset(&a, 0, sizeof a);
-    a.B = B, a.H = H, a.Hkv = H, a.L = T, a.S = T, a.D = D, a.Dv = D;
-    int64_t str[4] = {T * dout, D, dout, 1};
-    a.q = q, a.k = k, a.v = v, a.o = o;
-    memcpy(a.qs, str, sizeof str);
-    memcpy(a.ks, str, sizeof str);
-    memcpy(a.vs, str, sizeof str);
-    memcpy(a.os, str, sizeof str);
+    ATTN_TRYG(seed_qkv(ctx, s, xp, B, T, q, k, v, o, &rng, &a));
     if (weights && weights->data) {
         a.w = weights->data;
         memcpy(a.ws, weights->stride, sizeof a.ws);
-    }
-    /* scale by sqrt of the key dimension of one head (keys.shape[-1] in the seed) */
-    a.scale = (float)(1.0 / sqrt((double)D));
-    if (s->cfg.kind >= ATTN_SEED_CAUSAL) a.causal = ATTN_CAUSAL_TOP_LEFT;
-    if (s->cfg.kind >= ATTN_SEED_CAUSAL && rng.training && s->cfg.dropout > 0.0f) {
-        a.dropout_p = s->cfg.dropout;
-        a.seed = rng.seed;
-        a.offset = rng.offset++;
     }
     ATTN_TRYG(attn__sdpa(ctx, &a));
     if (s->cfg.kind == ATTN_SEED_MULTIHEAD) {
@@ -366,7 +375,7 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
     const seed *s = m->impl;
     attn__gmap g;
     ATTN_TRY(attn__module_gmap(ctx, m, &g));
-    int64_t di = s->cfg.d_in, dout_dim = s->cfg.d_out, H = s->H, D = s->D;
+    int64_t di = s->cfg.d_in, dout_dim = s->cfg.d_out, D = s->D;
     ATTN_TRY(attn__check(ctx, x, "x", ATTN_F32, 2, 3));
     int b3 = x->ndim == 3;
     int64_t B = b3 ? x->shape[0] : 1, T = x->shape[b3], M = B * T;
@@ -393,29 +402,9 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
     float **bufs[8] = {&q, &k, &v, &o, &dq, &dk, &dv, &d_o};
     for (int i = 0; i < 8; i++) ATTN_TRYG(attn__ws_f32(ctx, bufs[i], M, dout_dim, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dxp, M, di, 1, 1));
-    if (s->cfg.kind == ATTN_SEED_SELF_V1) {
-        matmul_raw(xp, s->Wq, q, M, di, dout_dim);
-        matmul_raw(xp, s->Wk, k, M, di, dout_dim);
-        matmul_raw(xp, s->Wv, v, M, di, dout_dim);
-    } else {
-        ATTN_TRYG(attn__lin_fwd(ctx, &s->q, xp, q, M));
-        ATTN_TRYG(attn__lin_fwd(ctx, &s->k, xp, k, M));
-        ATTN_TRYG(attn__lin_fwd(ctx, &s->v, xp, v, M));
-    }
     attn__sdpa_args a;
-    memset(&a, 0, sizeof a);
-    a.B = B, a.H = H, a.Hkv = H, a.L = T, a.S = T, a.D = D, a.Dv = D;
+    ATTN_TRYG(seed_qkv(ctx, s, xp, B, T, q, k, v, o, &rng, &a));
     int64_t str[4] = {T * dout_dim, D, dout_dim, 1};
-    a.q = q, a.k = k, a.v = v, a.o = o;
-    memcpy(a.qs, str, sizeof str), memcpy(a.ks, str, sizeof str);
-    memcpy(a.vs, str, sizeof str), memcpy(a.os, str, sizeof str);
-    a.scale = (float)(1.0 / sqrt((double)D));
-    if (s->cfg.kind >= ATTN_SEED_CAUSAL) a.causal = ATTN_CAUSAL_TOP_LEFT;
-    if (s->cfg.kind >= ATTN_SEED_CAUSAL && rng.training && s->cfg.dropout > 0.0f) {
-        a.dropout_p = s->cfg.dropout;
-        a.seed = rng.seed;
-        a.offset = rng.offset++;
-    }
     if (s->cfg.kind == ATTN_SEED_MULTIHEAD) {
         ATTN_TRYG(attn__sdpa(ctx, &a)); /* o is needed for out_proj's weight gradient */
         ATTN_TRYG(attn__linear_bwd(ctx, o, dout_dim, s->out_proj.weight, dy, dout_dim, d_o, dout_dim,
