@@ -11,6 +11,9 @@ int attn_cmd_info(int argc, char **argv);        /* cli/eval_cmd.c: list a safet
 int attn_cmd_train(int argc, char **argv);       /* cli/train_cmd.c */
 int attn_cmd_translate(int argc, char **argv);   /* cli/train_cmd.c */
 int attn_cmd_heatmap(int argc, char **argv);     /* cli/train_cmd.c */
+/* `attn train charlm ...`: argv[0] is "charlm" (cli/charlm_cmd.c) */
+int attn_cmd_charlm_train(int argc, char **argv);
+int attn_cmd_generate(int argc, char **argv);    /* cli/charlm_cmd.c */
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 
 #endif

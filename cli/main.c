@@ -15,9 +15,10 @@ static const cmd cmds[] = {
     {"demo", attn_cmd_demo, "train a date translator in minutes, translate, draw its attention"},
     {"walkthrough", attn_cmd_walkthrough, "a guided tour of attention, step by step"},
     {"info", attn_cmd_info, "list a safetensors file: metadata, tensor names, dtypes, shapes"},
-    {"train", attn_cmd_train, "train a model from scratch: dates (translate dates to ISO)"},
+    {"train", attn_cmd_train, "train a model from scratch: dates (translate dates to ISO), charlm (GPT)"},
     {"translate", attn_cmd_translate, "translate dates with a trained model"},
     {"heatmap", attn_cmd_heatmap, "draw a translation's cross-attention as a PNG heatmap"},
+    {"generate", attn_cmd_generate, "sample text from a character-level model (train charlm)"},
 };
 
 static void usage(FILE *f) {

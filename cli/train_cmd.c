@@ -73,7 +73,7 @@ static int on_progress(void *user, const attn_train_progress *p) {
 
 static void train_usage(FILE *f) {
     fprintf(f,
-            "usage: attn train dates [options]\n"
+            "usage: attn train dates [options]   (attn train charlm --help: the other task)\n"
             "  Trains an encoder-decoder Transformer to translate dates written by people\n"
             "  (\"21 Nov 2026\", \"saturday, november 21, 2026\", \"11/21/26\") into ISO form.\n"
             "options:\n"
@@ -97,8 +97,9 @@ int attn_cmd_train(int argc, char **argv) {
         train_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "charlm")) return attn_cmd_charlm_train(argc - 1, argv + 1);
     if (strcmp(argv[1], "dates") != 0) {
-        fprintf(stderr, "attn train: unknown task '%s' (known: dates)\n", argv[1]);
+        fprintf(stderr, "attn train: unknown task '%s' (known: dates, charlm)\n", argv[1]);
         return 2;
     }
     attn_dates_config cfg = attn_dates_defaults();

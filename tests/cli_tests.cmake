@@ -73,3 +73,17 @@ add_test(NAME cli_translate_bad_model COMMAND attn_cli translate --model no_such
 set_tests_properties(cli_translate_bad_model PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli_train_bad_option COMMAND attn_cli train dates --steps -3)
 set_tests_properties(cli_train_bad_option PROPERTIES WILL_FAIL TRUE)
+
+# attn train charlm (a tiny GPT on the Debian licence texts, or a given file) and attn generate
+set(ATTN_TINYLM ${CMAKE_CURRENT_BINARY_DIR}/tiny_charlm)
+add_test(NAME cli_charlm_tiny
+         COMMAND attn_cli train charlm --text ${CMAKE_CURRENT_SOURCE_DIR}/../README.md
+                 --d-model 16 --heads 2 --layers 1 --ff 32 --steps 5 --out ${ATTN_TINYLM})
+set_tests_properties(cli_charlm_tiny PROPERTIES FIXTURES_SETUP tiny_charlm)
+add_test(NAME cli_generate
+         COMMAND attn_cli generate --model ${ATTN_TINYLM}/model.safetensors --prompt "The "
+                 --length 20 --seed 1)
+set_tests_properties(cli_generate PROPERTIES FIXTURES_REQUIRED tiny_charlm
+                     PASS_REGULAR_EXPRESSION "The ")
+add_test(NAME cli_generate_bad COMMAND attn_cli generate --model no_such.safetensors)
+set_tests_properties(cli_generate_bad PROPERTIES WILL_FAIL TRUE)
