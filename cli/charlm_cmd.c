@@ -16,26 +16,7 @@
 #define LICENSES_DIR "/usr/share/common-licenses"
 #define FORTUNES_DIR "/usr/share/games/fortunes"
 
-static int fail(attn_ctx *ctx, const char *cmd, attn_status st) {
-    fprintf(stderr, "attn %s: %s (%s)\n", cmd, attn_ctx_errmsg(ctx), attn_status_name(st));
-    return 1;
-}
 
-static int parse_i64(const char *s, long long lo, long long hi, long long *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || *end || end == s || x < lo || x > hi) return 0;
-    *v = x;
-    return 1;
-}
-static int parse_f(const char *s, double lo, double hi, double *v) {
-    char *end;
-    double x = strtod(s, &end);
-    if (*end || end == s || !(x >= lo && x <= hi)) return 0;
-    *v = x;
-    return 1;
-}
 
 /* ---- the text -------------------------------------------------------------------------- */
 typedef struct textbuf {
@@ -182,11 +163,6 @@ typedef struct curve {
     double last_print;
 } curve;
 
-static void fmt_time(double s, char *b, size_t n) {
-    if (s < 0 || s > 1e7) s = 0;
-    int m = (int)(s / 60), sec = (int)s % 60;
-    snprintf(b, n, "%d:%02d", m, sec);
-}
 
 static int on_progress(void *user, const attn_train_progress *p) {
     curve *c = user;
@@ -203,8 +179,8 @@ static int on_progress(void *user, const attn_train_progress *p) {
     if (!report) return 0;
     c->last_print = p->elapsed_s;
     char el[16], eta[16];
-    fmt_time(p->elapsed_s, el, sizeof el);
-    fmt_time(p->eta_s, eta, sizeof eta);
+    attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
+    attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
     fprintf(stderr, "%sstep %6lld/%lld  loss %.3f bpc  lr %.2e  %6.0f tok/s  %s elapsed  ETA %s",
             c->tty ? "\r\033[K" : "", (long long)p->step, (long long)p->steps, (double)bpc,
             (double)p->lr, p->tokens_per_s, el, eta);
@@ -269,20 +245,20 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         else if (!strcmp(a, "--text")) { NEED_VAL text_path = val; }
         else if (!strcmp(a, "--corpus")) { NEED_VAL corpus = val; }
         else if (!strcmp(a, "--install")) { install = 1; }
-        else if (!strcmp(a, "--steps")) { NEED_VAL if (!parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.steps = v; }
-        else if (!strcmp(a, "--batch")) { NEED_VAL if (!parse_i64(val, 1, 65536, &v)) BAD(a); cfg.batch = v; }
-        else if (!strcmp(a, "--block")) { NEED_VAL if (!parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.block_size = v; }
-        else if (!strcmp(a, "--d-model")) { NEED_VAL if (!parse_i64(val, 1, 65536, &v)) BAD(a); cfg.d_model = v; }
-        else if (!strcmp(a, "--heads")) { NEED_VAL if (!parse_i64(val, 1, 1024, &v)) BAD(a); cfg.nhead = v; }
-        else if (!strcmp(a, "--layers")) { NEED_VAL if (!parse_i64(val, 1, 1000, &v)) BAD(a); cfg.num_layers = v; }
-        else if (!strcmp(a, "--ff")) { NEED_VAL if (!parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.dim_feedforward = v; }
-        else if (!strcmp(a, "--seed")) { NEED_VAL if (!parse_i64(val, 0, (1LL << 62), &v)) BAD(a); cfg.seed = (uint64_t)v; }
-        else if (!strcmp(a, "--threads")) { NEED_VAL if (!parse_i64(val, 1, 256, &threads)) BAD(a); }
-        else if (!strcmp(a, "--eval-every")) { NEED_VAL if (!parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.eval_every = v; }
-        else if (!strcmp(a, "--sample")) { NEED_VAL if (!parse_i64(val, 0, 1000000, &sample)) BAD(a); }
-        else if (!strcmp(a, "--lr")) { NEED_VAL if (!parse_f(val, 1e-7, 10, &x)) BAD(a); cfg.lr = (float)x; }
-        else if (!strcmp(a, "--dropout")) { NEED_VAL if (!parse_f(val, 0, 0.99, &x)) BAD(a); cfg.dropout = (float)x; }
-        else if (!strcmp(a, "--time-limit")) { NEED_VAL if (!parse_f(val, 0, 1e9, &x)) BAD(a); cfg.time_limit_s = x; }
+        else if (!strcmp(a, "--steps")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.steps = v; }
+        else if (!strcmp(a, "--batch")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 65536, &v)) BAD(a); cfg.batch = v; }
+        else if (!strcmp(a, "--block")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.block_size = v; }
+        else if (!strcmp(a, "--d-model")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 65536, &v)) BAD(a); cfg.d_model = v; }
+        else if (!strcmp(a, "--heads")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1024, &v)) BAD(a); cfg.nhead = v; }
+        else if (!strcmp(a, "--layers")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1000, &v)) BAD(a); cfg.num_layers = v; }
+        else if (!strcmp(a, "--ff")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.dim_feedforward = v; }
+        else if (!strcmp(a, "--seed")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, (1LL << 62), &v)) BAD(a); cfg.seed = (uint64_t)v; }
+        else if (!strcmp(a, "--threads")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 256, &threads)) BAD(a); }
+        else if (!strcmp(a, "--eval-every")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.eval_every = v; }
+        else if (!strcmp(a, "--sample")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 1000000, &sample)) BAD(a); }
+        else if (!strcmp(a, "--lr")) { NEED_VAL if (!attn_cli_parse_f(val, 1e-7, 10, &x)) BAD(a); cfg.lr = (float)x; }
+        else if (!strcmp(a, "--dropout")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 0.99, &x)) BAD(a); cfg.dropout = (float)x; }
+        else if (!strcmp(a, "--time-limit")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 1e9, &x)) BAD(a); cfg.time_limit_s = x; }
         else {
             fprintf(stderr, "attn train charlm: unknown option '%s'\n", a);
             charlm_usage(stderr);
@@ -342,16 +318,16 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     attn_status st = attn_charlm_train(ctx, &cfg, text.p, text.len, resume, on_progress, &c, &m);
     if (c.tty) fputc('\n', stderr);
     if (st != ATTN_OK) {
-        rc = fail(ctx, "train charlm", st);
+        rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;
     }
     if ((st = attn_charlm_save(ctx, m, &cfg, model_path)) != ATTN_OK) {
-        rc = fail(ctx, "train charlm", st);
+        rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;
     }
     st = attn_loss_curve_svg(ctx, svg_path, c.step, c.bpc, c.n, c.vstep, c.vbpc, c.nv,
                              "attn train charlm: training and validation bits per character");
-    if (st != ATTN_OK) rc = fail(ctx, "train charlm", st);
+    if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train charlm", st);
     printf("vocabulary: %d bytes\n", cfg.vocab_size);
     if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.vbpc[c.nv - 1]);
     printf("model: %s\nstate: %s\nloss curve: %s\n", model_path, state_path, svg_path);
@@ -359,7 +335,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         st = attn_charlm_generate(ctx, m, &cfg, NULL, sample, 0.8f, 0, cfg.seed, smp,
                                   (size_t)sample + 1);
         if (st == ATTN_OK) printf("sample (temperature 0.8):\n%s\n", smp);
-        else rc = fail(ctx, "train charlm", st);
+        else rc = attn_cli_fail(ctx, "train charlm", st);
     }
 out:
     free(smp);
@@ -399,11 +375,11 @@ int attn_cmd_generate(int argc, char **argv) {
         i++;
         if (!strcmp(a, "--model")) model = val;
         else if (!strcmp(a, "--prompt")) prompt = val;
-        else if (!strcmp(a, "--length")) ok = parse_i64(val, 0, 100000000, &length);
-        else if (!strcmp(a, "--top-k")) ok = parse_i64(val, 0, 255, &top_k);
-        else if (!strcmp(a, "--seed")) ok = parse_i64(val, 0, 1LL << 62, &seed);
-        else if (!strcmp(a, "--threads")) ok = parse_i64(val, 1, 256, &threads);
-        else if (!strcmp(a, "--temperature")) ok = parse_f(val, 0, 100, &temperature);
+        else if (!strcmp(a, "--length")) ok = attn_cli_parse_i64(val, 0, 100000000, &length);
+        else if (!strcmp(a, "--top-k")) ok = attn_cli_parse_i64(val, 0, 255, &top_k);
+        else if (!strcmp(a, "--seed")) ok = attn_cli_parse_i64(val, 0, 1LL << 62, &seed);
+        else if (!strcmp(a, "--threads")) ok = attn_cli_parse_i64(val, 1, 256, &threads);
+        else if (!strcmp(a, "--temperature")) ok = attn_cli_parse_f(val, 0, 100, &temperature);
         else {
             fprintf(stderr, "attn generate: unknown option '%s'\n", a);
             generate_usage(stderr);
@@ -429,7 +405,7 @@ int attn_cmd_generate(int argc, char **argv) {
     int rc = 0;
     attn_status st = attn_charlm_load(ctx, model, &cfg, &m);
     if (st != ATTN_OK) {
-        rc = fail(ctx, "generate", st);
+        rc = attn_cli_fail(ctx, "generate", st);
         goto out;
     }
     if (!(buf = malloc((size_t)length + 1))) {
@@ -440,7 +416,7 @@ int attn_cmd_generate(int argc, char **argv) {
     st = attn_charlm_generate(ctx, m, &cfg, prompt, length, (float)temperature, (int)top_k,
                               (uint64_t)seed, buf, (size_t)length + 1);
     if (st != ATTN_OK) {
-        rc = fail(ctx, "generate", st);
+        rc = attn_cli_fail(ctx, "generate", st);
         goto out;
     }
     printf("%s%s\n", prompt, buf);

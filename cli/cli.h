@@ -16,4 +16,14 @@ int attn_cmd_charlm_train(int argc, char **argv);
 int attn_cmd_generate(int argc, char **argv);    /* cli/charlm_cmd.c */
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 
+/* cli/cli_util.c */
+#include <stddef.h>
+/* Prints "attn CMD: message (STATUS)" to stderr; returns 1. */
+int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st);
+/* Whole-string decimal parse within [lo, hi]; 1 on success. */
+int attn_cli_parse_i64(const char *s, long long lo, long long hi, long long *v);
+int attn_cli_parse_f(const char *s, double lo, double hi, double *v);
+/* "m:ss" */
+void attn_cli_fmt_time(double s, char *b, size_t n);
+
 #endif

@@ -9,26 +9,7 @@
 
 #include "cli.h"
 
-static int fail(attn_ctx *ctx, const char *cmd, attn_status st) {
-    fprintf(stderr, "attn %s: %s (%s)\n", cmd, attn_ctx_errmsg(ctx), attn_status_name(st));
-    return 1;
-}
 
-static int parse_i64(const char *s, long long lo, long long hi, long long *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || *end || end == s || x < lo || x > hi) return 0;
-    *v = x;
-    return 1;
-}
-static int parse_f(const char *s, double lo, double hi, double *v) {
-    char *end;
-    double x = strtod(s, &end);
-    if (*end || end == s || !(x >= lo && x <= hi)) return 0;
-    *v = x;
-    return 1;
-}
 
 /* ---- attn train ------------------------------------------------------------------------ */
 typedef struct curve {
@@ -38,11 +19,6 @@ typedef struct curve {
     double last_print;
 } curve;
 
-static void fmt_time(double s, char *b, size_t n) {
-    if (s < 0 || s > 1e7) s = 0;
-    int m = (int)(s / 60), sec = (int)s % 60;
-    snprintf(b, n, "%d:%02d", m, sec);
-}
 
 static int on_progress(void *user, const attn_train_progress *p) {
     curve *c = user;
@@ -58,8 +34,8 @@ static int on_progress(void *user, const attn_train_progress *p) {
     if (!report) return 0;
     c->last_print = p->elapsed_s;
     char el[16], eta[16];
-    fmt_time(p->elapsed_s, el, sizeof el);
-    fmt_time(p->eta_s, eta, sizeof eta);
+    attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
+    attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
     fprintf(stderr, "%sstep %6lld/%lld  loss %.4f  lr %.2e  %7.0f tok/s  %s elapsed  ETA %s",
             c->tty ? "\r\033[K" : "", (long long)p->step, (long long)p->steps, (double)p->loss,
             (double)p->lr, p->tokens_per_s, el, eta);
@@ -121,20 +97,20 @@ int attn_cmd_train(int argc, char **argv) {
     } while (0)
         if (!strcmp(a, "--out")) { NEED_VAL out = val; }
         else if (!strcmp(a, "--resume")) { NEED_VAL resume = val; }
-        else if (!strcmp(a, "--steps")) { NEED_VAL if (!parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.steps = v; }
-        else if (!strcmp(a, "--batch")) { NEED_VAL if (!parse_i64(val, 1, 65536, &v)) BAD(a); cfg.batch = v; }
-        else if (!strcmp(a, "--d-model")) { NEED_VAL if (!parse_i64(val, 1, 65536, &v)) BAD(a); cfg.d_model = v; }
-        else if (!strcmp(a, "--heads")) { NEED_VAL if (!parse_i64(val, 1, 1024, &v)) BAD(a); cfg.nhead = v; }
-        else if (!strcmp(a, "--layers")) { NEED_VAL if (!parse_i64(val, 1, 1024, &v)) BAD(a); cfg.num_layers = v; }
-        else if (!strcmp(a, "--ff")) { NEED_VAL if (!parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.dim_feedforward = v; }
-        else if (!strcmp(a, "--seed")) { NEED_VAL if (!parse_i64(val, 0, (1LL << 62), &v)) BAD(a); cfg.seed = (uint64_t)v; }
-        else if (!strcmp(a, "--threads")) { NEED_VAL if (!parse_i64(val, 1, 256, &threads)) BAD(a); }
-        else if (!strcmp(a, "--eval-n")) { NEED_VAL if (!parse_i64(val, 0, 3000, &v)) BAD(a); cfg.eval_n = (int)v; }
-        else if (!strcmp(a, "--eval-every")) { NEED_VAL if (!parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.eval_every = v; }
-        else if (!strcmp(a, "--lr")) { NEED_VAL if (!parse_f(val, 1e-7, 10, &x)) BAD(a); cfg.lr = (float)x; }
-        else if (!strcmp(a, "--dropout")) { NEED_VAL if (!parse_f(val, 0, 0.99, &x)) BAD(a); cfg.dropout = (float)x; }
-        else if (!strcmp(a, "--time-limit")) { NEED_VAL if (!parse_f(val, 0, 1e9, &x)) BAD(a); cfg.time_limit_s = x; }
-        else if (!strcmp(a, "--target")) { NEED_VAL if (!parse_f(val, 0, 1, &x)) BAD(a); cfg.target_accuracy = (float)x; }
+        else if (!strcmp(a, "--steps")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.steps = v; }
+        else if (!strcmp(a, "--batch")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 65536, &v)) BAD(a); cfg.batch = v; }
+        else if (!strcmp(a, "--d-model")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 65536, &v)) BAD(a); cfg.d_model = v; }
+        else if (!strcmp(a, "--heads")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1024, &v)) BAD(a); cfg.nhead = v; }
+        else if (!strcmp(a, "--layers")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1024, &v)) BAD(a); cfg.num_layers = v; }
+        else if (!strcmp(a, "--ff")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.dim_feedforward = v; }
+        else if (!strcmp(a, "--seed")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, (1LL << 62), &v)) BAD(a); cfg.seed = (uint64_t)v; }
+        else if (!strcmp(a, "--threads")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 256, &threads)) BAD(a); }
+        else if (!strcmp(a, "--eval-n")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 3000, &v)) BAD(a); cfg.eval_n = (int)v; }
+        else if (!strcmp(a, "--eval-every")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.eval_every = v; }
+        else if (!strcmp(a, "--lr")) { NEED_VAL if (!attn_cli_parse_f(val, 1e-7, 10, &x)) BAD(a); cfg.lr = (float)x; }
+        else if (!strcmp(a, "--dropout")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 0.99, &x)) BAD(a); cfg.dropout = (float)x; }
+        else if (!strcmp(a, "--time-limit")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 1e9, &x)) BAD(a); cfg.time_limit_s = x; }
+        else if (!strcmp(a, "--target")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 1, &x)) BAD(a); cfg.target_accuracy = (float)x; }
         else {
             fprintf(stderr, "attn train: unknown option '%s'\n", a);
             train_usage(stderr);
@@ -186,18 +162,18 @@ int attn_cmd_train(int argc, char **argv) {
     attn_status st = attn_dates_train(ctx, &cfg, resume, on_progress, &c, &m);
     if (c.tty) fputc('\n', stderr);
     if (st != ATTN_OK) {
-        rc = fail(ctx, "train", st);
+        rc = attn_cli_fail(ctx, "train", st);
         goto out;
     }
     st = attn_dates_save(ctx, m, &cfg, model_path);
     if (st != ATTN_OK) {
-        rc = fail(ctx, "train", st);
+        rc = attn_cli_fail(ctx, "train", st);
         attn_module_free(m);
         goto out;
     }
     st = attn_loss_curve_svg(ctx, svg_path, c.step, c.loss, c.n, c.vstep, c.vacc, c.nv,
                              "attn train dates: training loss and held-out exact match");
-    if (st != ATTN_OK) rc = fail(ctx, "train", st);
+    if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train", st);
     printf("model: %s\nstate: %s\nloss curve: %s\n", model_path, state_path, svg_path);
     static const char *examples[] = {"21 Nov 2026", "saturday, november 21, 2026", "11/21/26",
                                      "the 3rd of may 1999"};
@@ -235,7 +211,7 @@ int attn_cmd_translate(int argc, char **argv) {
     attn_module *m;
     attn_status st = attn_dates_load(ctx, model, &cfg, &m);
     if (st != ATTN_OK) {
-        int rc = fail(ctx, "translate", st);
+        int rc = attn_cli_fail(ctx, "translate", st);
         attn_ctx_free(ctx);
         return rc;
     }
@@ -244,7 +220,7 @@ int attn_cmd_translate(int argc, char **argv) {
         char iso[32];
         st = attn_dates_translate(ctx, m, &cfg, argv[i], iso, sizeof iso, NULL);
         if (st != ATTN_OK) {
-            rc = fail(ctx, "translate", st);
+            rc = attn_cli_fail(ctx, "translate", st);
             continue;
         }
         printf("%-32s -> %s\n", argv[i], iso);
@@ -311,7 +287,7 @@ int attn_cmd_heatmap(int argc, char **argv) {
         fprintf(stderr, "attn heatmap: out of memory\n");
         rc = 1;
     } else if (st != ATTN_OK) {
-        rc = fail(ctx, "heatmap", st);
+        rc = attn_cli_fail(ctx, "heatmap", st);
     }
     free(cross);
     attn_module_free(m);
@@ -332,8 +308,8 @@ int attn_cmd_demo(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc && parse_i64(argv[i + 1], 1, 1000000, &steps)) i++;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc && parse_i64(argv[i + 1], 1, 256, &threads)) i++;
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc && attn_cli_parse_i64(argv[i + 1], 1, 1000000, &steps)) i++;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc && attn_cli_parse_i64(argv[i + 1], 1, 256, &threads)) i++;
         else {
             fprintf(stderr, "attn demo: bad argument '%s'\n", argv[i]);
             return 2;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "../layers/layers.h"
+#include "train_util.h"
 
 #define LN2 0.69314718055994530942
 
@@ -26,11 +27,6 @@ attn_charlm_config attn_charlm_defaults(void) {
     return c;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- counter-based random numbers (splitmix64's finaliser) ------------------------------ */
 static uint64_t mix64(uint64_t z) {
@@ -329,16 +325,6 @@ done:
 }
 
 /* ---- checkpoints ----------------------------------------------------------------------- */
-static attn_status put_i(attn_st_writer *w, const char *k, long long v) {
-    char b[32];
-    snprintf(b, sizeof b, "%lld", v);
-    return attn_st_writer_meta(w, k, b);
-}
-static attn_status put_f(attn_st_writer *w, const char *k, double v) {
-    char b[48];
-    snprintf(b, sizeof b, "%.9g", v);
-    return attn_st_writer_meta(w, k, b);
-}
 
 static attn_status put_cfg(attn_st_writer *w, const attn_charlm_config *c) {
     char hex[2 * 255 + 1];
@@ -346,49 +332,29 @@ static attn_status put_cfg(attn_st_writer *w, const attn_charlm_config *c) {
     hex[2 * c->vocab_size] = '\0';
     ATTN_TRY(attn_st_writer_meta(w, "task", "charlm"));
     ATTN_TRY(attn_st_writer_meta(w, "model", "gpt"));
-    ATTN_TRY(put_i(w, "d_model", c->d_model));
-    ATTN_TRY(put_i(w, "nhead", c->nhead));
-    ATTN_TRY(put_i(w, "num_layers", c->num_layers));
-    ATTN_TRY(put_i(w, "dim_feedforward", c->dim_feedforward));
-    ATTN_TRY(put_f(w, "dropout", c->dropout));
+    ATTN_TRY(attn__meta_put_i(w, "d_model", c->d_model));
+    ATTN_TRY(attn__meta_put_i(w, "nhead", c->nhead));
+    ATTN_TRY(attn__meta_put_i(w, "num_layers", c->num_layers));
+    ATTN_TRY(attn__meta_put_i(w, "dim_feedforward", c->dim_feedforward));
+    ATTN_TRY(attn__meta_put_f(w, "dropout", c->dropout));
     ATTN_TRY(attn_st_writer_meta(w, "activation", "gelu"));
     ATTN_TRY(attn_st_writer_meta(w, "norm_first", "true"));
-    ATTN_TRY(put_f(w, "layer_norm_eps", 1e-5));
-    ATTN_TRY(put_i(w, "block_size", c->block_size));
-    ATTN_TRY(put_i(w, "max_positions", c->block_size));
-    ATTN_TRY(put_i(w, "vocab_size", c->vocab_size));
+    ATTN_TRY(attn__meta_put_f(w, "layer_norm_eps", 1e-5));
+    ATTN_TRY(attn__meta_put_i(w, "block_size", c->block_size));
+    ATTN_TRY(attn__meta_put_i(w, "max_positions", c->block_size));
+    ATTN_TRY(attn__meta_put_i(w, "vocab_size", c->vocab_size));
     ATTN_TRY(attn_st_writer_meta(w, "vocab", hex));
     /* training settings, so a resumed run can check it continues the same run */
-    ATTN_TRY(put_i(w, "batch", c->batch));
-    ATTN_TRY(put_i(w, "steps", c->steps));
-    ATTN_TRY(put_i(w, "warmup", c->warmup));
-    ATTN_TRY(put_f(w, "lr", c->lr));
-    ATTN_TRY(put_f(w, "lr_min", c->lr_min));
-    ATTN_TRY(put_f(w, "weight_decay", c->weight_decay));
-    ATTN_TRY(put_f(w, "clip", c->clip));
-    return put_i(w, "seed", (long long)c->seed);
+    ATTN_TRY(attn__meta_put_i(w, "batch", c->batch));
+    ATTN_TRY(attn__meta_put_i(w, "steps", c->steps));
+    ATTN_TRY(attn__meta_put_i(w, "warmup", c->warmup));
+    ATTN_TRY(attn__meta_put_f(w, "lr", c->lr));
+    ATTN_TRY(attn__meta_put_f(w, "lr_min", c->lr_min));
+    ATTN_TRY(attn__meta_put_f(w, "weight_decay", c->weight_decay));
+    ATTN_TRY(attn__meta_put_f(w, "clip", c->clip));
+    return attn__meta_put_i(w, "seed", (long long)c->seed);
 }
 
-static attn_status get_i(attn_ctx *ctx, const attn_st *st, const char *k, int64_t *v) {
-    const char *s = attn_st_meta(st, k);
-    ATTN_FAIL_IF(!s, ctx, ATTN_E_FORMAT, "checkpoint metadata has no \"%s\"", k);
-    char *end;
-    long long x = strtoll(s, &end, 10);
-    ATTN_FAIL_IF(*end || end == s, ctx, ATTN_E_FORMAT,
-                 "checkpoint metadata %s = \"%s\" is not an integer", k, s);
-    *v = x;
-    return ATTN_OK;
-}
-static attn_status get_f(attn_ctx *ctx, const attn_st *st, const char *k, float *v) {
-    const char *s = attn_st_meta(st, k);
-    ATTN_FAIL_IF(!s, ctx, ATTN_E_FORMAT, "checkpoint metadata has no \"%s\"", k);
-    char *end;
-    double x = strtod(s, &end);
-    ATTN_FAIL_IF(*end || end == s || !isfinite(x), ctx, ATTN_E_FORMAT,
-                 "checkpoint metadata %s = \"%s\" is not a number", k, s);
-    *v = (float)x;
-    return ATTN_OK;
-}
 static int hexval(char ch) {
     if (ch >= '0' && ch <= '9') return ch - '0';
     if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
@@ -402,13 +368,13 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_charlm_config
                  "not a charlm checkpoint (metadata task = %s)", task ? task : "(none)");
     *c = attn_charlm_defaults();
     int64_t v = 0, seed = 0;
-    ATTN_TRY(get_i(ctx, st, "d_model", &c->d_model));
-    ATTN_TRY(get_i(ctx, st, "nhead", &c->nhead));
-    ATTN_TRY(get_i(ctx, st, "num_layers", &c->num_layers));
-    ATTN_TRY(get_i(ctx, st, "dim_feedforward", &c->dim_feedforward));
-    ATTN_TRY(get_f(ctx, st, "dropout", &c->dropout));
-    ATTN_TRY(get_i(ctx, st, "block_size", &c->block_size));
-    ATTN_TRY(get_i(ctx, st, "vocab_size", &v));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "d_model", &c->d_model));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "nhead", &c->nhead));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "num_layers", &c->num_layers));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "dim_feedforward", &c->dim_feedforward));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "dropout", &c->dropout));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "block_size", &c->block_size));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "vocab_size", &v));
     ATTN_FAIL_IF(v < 1 || v > 255, ctx, ATTN_E_FORMAT,
                  "checkpoint vocab_size %lld is not in [1, 255]", (long long)v);
     c->vocab_size = (int)v;
@@ -421,14 +387,14 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_charlm_config
                      "checkpoint metadata \"vocab\" is not hexadecimal");
         c->vocab[i] = (unsigned char)(hi * 16 + lo);
     }
-    ATTN_TRY(get_i(ctx, st, "batch", &c->batch));
-    ATTN_TRY(get_i(ctx, st, "steps", &c->steps));
-    ATTN_TRY(get_i(ctx, st, "warmup", &c->warmup));
-    ATTN_TRY(get_f(ctx, st, "lr", &c->lr));
-    ATTN_TRY(get_f(ctx, st, "lr_min", &c->lr_min));
-    ATTN_TRY(get_f(ctx, st, "weight_decay", &c->weight_decay));
-    ATTN_TRY(get_f(ctx, st, "clip", &c->clip));
-    ATTN_TRY(get_i(ctx, st, "seed", &seed));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "batch", &c->batch));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "steps", &c->steps));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "warmup", &c->warmup));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "lr", &c->lr));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "lr_min", &c->lr_min));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "weight_decay", &c->weight_decay));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "clip", &c->clip));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "seed", &seed));
     c->seed = (uint64_t)seed;
     attn_status s = check_model_cfg(ctx, c);
     if (s == ATTN_OK) s = check_vocab(ctx, c, 1);
@@ -484,7 +450,7 @@ static attn_status put_text_id(attn_st_writer *w, const char *text, size_t len) 
     char b[24];
     snprintf(b, sizeof b, "%016llx", (unsigned long long)fnv1a(text, len));
     ATTN_TRY(attn_st_writer_meta(w, "text_fnv1a64", b));
-    return put_i(w, "text_bytes", (long long)len);
+    return attn__meta_put_i(w, "text_bytes", (long long)len);
 }
 
 static attn_status save_state(attn_ctx *ctx, const attn_module *m, const attn_adamw *opt,
@@ -494,7 +460,7 @@ static attn_status save_state(attn_ctx *ctx, const attn_module *m, const attn_ad
     ATTN_TRY(attn_st_writer_create(ctx, &w));
     attn_status st = put_cfg(w, cfg);
     if (st == ATTN_OK) st = put_text_id(w, text, len);
-    if (st == ATTN_OK) st = put_i(w, "train_step", step);
+    if (st == ATTN_OK) st = attn__meta_put_i(w, "train_step", step);
     if (st == ATTN_OK) st = attn_module_save(ctx, m, w, "model.");
     if (st == ATTN_OK) st = attn_adamw_save(ctx, opt, m, w, "optim.");
     if (st == ATTN_OK) st = attn_st_writer_save(w, path);
@@ -557,20 +523,20 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
         }
         snprintf(fp, sizeof fp, "%016llx", (unsigned long long)fnv1a(text, len));
         const char *sfp = attn_st_meta(rs, "text_fnv1a64");
-        ATTN_TRYG(get_i(ctx, rs, "text_bytes", &tb));
+        ATTN_TRYG(attn__meta_get_i(ctx, rs, "text_bytes", &tb));
         if (!sfp || strcmp(sfp, fp) != 0 || tb != (int64_t)len) {
             st = attn__fail(ctx, ATTN_E_INVALID, "%s was written by a run on another text",
                             resume_path);
             goto done;
         }
-        ATTN_TRYG(get_i(ctx, rs, "train_step", &step0));
+        ATTN_TRYG(attn__meta_get_i(ctx, rs, "train_step", &step0));
         ATTN_TRYG(attn_module_load(ctx, m, rs, "model.", 1));
         ATTN_TRYG(attn_adamw_load(ctx, opt, m, rs, "optim."));
     }
     {
         const int64_t B = c.batch, T = c.block_size, V = c.vocab_size;
         const uint64_t span = (uint64_t)(ntrain - (size_t)T); /* window starts: [0, span) */
-        double t0 = now_s(), t_prev = t0;
+        double t0 = attn__now_s(), t_prev = t0;
         int64_t *ids, *tgt;
         float *logits, *dlogits;
         ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(B * T), sizeof *ids, (void **)&ids));
@@ -600,7 +566,7 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
             ATTN_TRYG(attn_gpt_backward(ctx, m, &Ids, &run, &DLg));
             ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, c.clip, &gnorm));
             ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
-            double t = now_s();
+            double t = attn__now_s();
             attn_train_progress p;
             memset(&p, 0, sizeof p);
             p.step = step + 1, p.steps = c.steps, p.loss = loss, p.lr = lr, p.grad_norm = gnorm;
@@ -612,7 +578,7 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
             int last = step + 1 == c.steps || (c.time_limit_s > 0 && p.elapsed_s >= c.time_limit_s);
             if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
                 ATTN_TRYG(eval_bpc(ctx, m, &c, tok, len, &p.val_bpc));
-                t_prev = now_s(); /* do not count evaluation as training time */
+                t_prev = attn__now_s(); /* do not count evaluation as training time */
             }
             if (c.state_path && (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)))
                 ATTN_TRYG(save_state(ctx, m, opt, &c, text, len, step + 1, c.state_path));

@@ -10,6 +10,7 @@
 
 #include "../layers/layers.h"
 #include "dates.h"
+#include "train_util.h"
 
 attn_dates_config attn_dates_defaults(void) {
     attn_dates_config c;
@@ -24,11 +25,6 @@ attn_dates_config attn_dates_defaults(void) {
     return c;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static attn_status check_cfg(attn_ctx *ctx, const attn_dates_config *c) {
     ATTN_FAIL_IF(!c, ctx, ATTN_E_INVALID, "dates config is NULL");
@@ -142,62 +138,32 @@ attn_status attn_dates_translate(attn_ctx *ctx, const attn_module *model,
 }
 
 /* ---- checkpoints ----------------------------------------------------------------------- */
-static attn_status put_i(attn_st_writer *w, const char *k, long long v) {
-    char b[32];
-    snprintf(b, sizeof b, "%lld", v);
-    return attn_st_writer_meta(w, k, b);
-}
-static attn_status put_f(attn_st_writer *w, const char *k, double v) {
-    char b[48];
-    snprintf(b, sizeof b, "%.9g", v);
-    return attn_st_writer_meta(w, k, b);
-}
 
 static attn_status put_cfg(attn_st_writer *w, const attn_dates_config *c) {
     ATTN_TRY(attn_st_writer_meta(w, "task", "dates"));
-    ATTN_TRY(put_i(w, "d_model", c->d_model));
-    ATTN_TRY(put_i(w, "nhead", c->nhead));
-    ATTN_TRY(put_i(w, "num_encoder_layers", c->num_layers));
-    ATTN_TRY(put_i(w, "num_decoder_layers", c->num_layers));
-    ATTN_TRY(put_i(w, "dim_feedforward", c->dim_feedforward));
-    ATTN_TRY(put_f(w, "dropout", c->dropout));
+    ATTN_TRY(attn__meta_put_i(w, "d_model", c->d_model));
+    ATTN_TRY(attn__meta_put_i(w, "nhead", c->nhead));
+    ATTN_TRY(attn__meta_put_i(w, "num_encoder_layers", c->num_layers));
+    ATTN_TRY(attn__meta_put_i(w, "num_decoder_layers", c->num_layers));
+    ATTN_TRY(attn__meta_put_i(w, "dim_feedforward", c->dim_feedforward));
+    ATTN_TRY(attn__meta_put_f(w, "dropout", c->dropout));
     ATTN_TRY(attn_st_writer_meta(w, "norm_first", c->norm_first ? "true" : "false"));
     ATTN_TRY(attn_st_writer_meta(w, "fold_case", c->fold_case ? "true" : "false"));
-    ATTN_TRY(put_i(w, "vocab_size", ATTN__DATES_VOCAB));
-    ATTN_TRY(put_i(w, "max_len", ATTN__DATES_MAX_SRC + 2));
-    ATTN_TRY(put_i(w, "pad_id", ATTN__DATES_PAD));
+    ATTN_TRY(attn__meta_put_i(w, "vocab_size", ATTN__DATES_VOCAB));
+    ATTN_TRY(attn__meta_put_i(w, "max_len", ATTN__DATES_MAX_SRC + 2));
+    ATTN_TRY(attn__meta_put_i(w, "pad_id", ATTN__DATES_PAD));
     /* training settings, so a resumed run can check it continues the same run */
-    ATTN_TRY(put_i(w, "batch", c->batch));
-    ATTN_TRY(put_i(w, "steps", c->steps));
-    ATTN_TRY(put_i(w, "warmup", c->warmup));
-    ATTN_TRY(put_f(w, "lr", c->lr));
-    ATTN_TRY(put_f(w, "lr_min", c->lr_min));
-    ATTN_TRY(put_f(w, "weight_decay", c->weight_decay));
-    ATTN_TRY(put_f(w, "clip", c->clip));
-    ATTN_TRY(put_f(w, "label_smoothing", c->label_smoothing));
-    return put_i(w, "seed", (long long)c->seed);
+    ATTN_TRY(attn__meta_put_i(w, "batch", c->batch));
+    ATTN_TRY(attn__meta_put_i(w, "steps", c->steps));
+    ATTN_TRY(attn__meta_put_i(w, "warmup", c->warmup));
+    ATTN_TRY(attn__meta_put_f(w, "lr", c->lr));
+    ATTN_TRY(attn__meta_put_f(w, "lr_min", c->lr_min));
+    ATTN_TRY(attn__meta_put_f(w, "weight_decay", c->weight_decay));
+    ATTN_TRY(attn__meta_put_f(w, "clip", c->clip));
+    ATTN_TRY(attn__meta_put_f(w, "label_smoothing", c->label_smoothing));
+    return attn__meta_put_i(w, "seed", (long long)c->seed);
 }
 
-static attn_status get_i(attn_ctx *ctx, const attn_st *st, const char *k, int64_t *v) {
-    const char *s = attn_st_meta(st, k);
-    ATTN_FAIL_IF(!s, ctx, ATTN_E_FORMAT, "checkpoint metadata has no \"%s\"", k);
-    char *end;
-    long long x = strtoll(s, &end, 10);
-    ATTN_FAIL_IF(*end || end == s, ctx, ATTN_E_FORMAT, "checkpoint metadata %s = \"%s\" is not "
-                 "an integer", k, s);
-    *v = x;
-    return ATTN_OK;
-}
-static attn_status get_f(attn_ctx *ctx, const attn_st *st, const char *k, float *v) {
-    const char *s = attn_st_meta(st, k);
-    ATTN_FAIL_IF(!s, ctx, ATTN_E_FORMAT, "checkpoint metadata has no \"%s\"", k);
-    char *end;
-    double x = strtod(s, &end);
-    ATTN_FAIL_IF(*end || end == s || !isfinite(x), ctx, ATTN_E_FORMAT,
-                 "checkpoint metadata %s = \"%s\" is not a number", k, s);
-    *v = (float)x;
-    return ATTN_OK;
-}
 static int get_b(const attn_st *st, const char *k) {
     const char *s = attn_st_meta(st, k);
     return s && strcmp(s, "true") == 0;
@@ -209,26 +175,26 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_dates_config 
                  "not a dates checkpoint (metadata task = %s)", task ? task : "(none)");
     *c = attn_dates_defaults();
     int64_t v = 0, seed = 0;
-    ATTN_TRY(get_i(ctx, st, "d_model", &c->d_model));
-    ATTN_TRY(get_i(ctx, st, "nhead", &c->nhead));
-    ATTN_TRY(get_i(ctx, st, "num_encoder_layers", &c->num_layers));
-    ATTN_TRY(get_i(ctx, st, "dim_feedforward", &c->dim_feedforward));
-    ATTN_TRY(get_f(ctx, st, "dropout", &c->dropout));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "d_model", &c->d_model));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "nhead", &c->nhead));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "num_encoder_layers", &c->num_layers));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "dim_feedforward", &c->dim_feedforward));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "dropout", &c->dropout));
     c->norm_first = get_b(st, "norm_first");
     c->fold_case = get_b(st, "fold_case");
-    ATTN_TRY(get_i(ctx, st, "vocab_size", &v));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "vocab_size", &v));
     ATTN_FAIL_IF(v != ATTN__DATES_VOCAB, ctx, ATTN_E_FORMAT,
                  "checkpoint vocabulary has %lld tokens, this attn has %d", (long long)v,
                  ATTN__DATES_VOCAB);
-    ATTN_TRY(get_i(ctx, st, "batch", &c->batch));
-    ATTN_TRY(get_i(ctx, st, "steps", &c->steps));
-    ATTN_TRY(get_i(ctx, st, "warmup", &c->warmup));
-    ATTN_TRY(get_f(ctx, st, "lr", &c->lr));
-    ATTN_TRY(get_f(ctx, st, "lr_min", &c->lr_min));
-    ATTN_TRY(get_f(ctx, st, "weight_decay", &c->weight_decay));
-    ATTN_TRY(get_f(ctx, st, "clip", &c->clip));
-    ATTN_TRY(get_f(ctx, st, "label_smoothing", &c->label_smoothing));
-    ATTN_TRY(get_i(ctx, st, "seed", &seed));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "batch", &c->batch));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "steps", &c->steps));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "warmup", &c->warmup));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "lr", &c->lr));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "lr_min", &c->lr_min));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "weight_decay", &c->weight_decay));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "clip", &c->clip));
+    ATTN_TRY(attn__meta_get_f(ctx, st, "label_smoothing", &c->label_smoothing));
+    ATTN_TRY(attn__meta_get_i(ctx, st, "seed", &seed));
     c->seed = (uint64_t)seed;
     return ATTN_OK;
 }
@@ -276,7 +242,7 @@ static attn_status save_state(attn_ctx *ctx, const attn_module *m, const attn_ad
     attn_st_writer *w;
     ATTN_TRY(attn_st_writer_create(ctx, &w));
     attn_status st = put_cfg(w, cfg);
-    if (st == ATTN_OK) st = put_i(w, "train_step", step);
+    if (st == ATTN_OK) st = attn__meta_put_i(w, "train_step", step);
     if (st == ATTN_OK) st = attn_module_save(ctx, m, w, "model.");
     if (st == ATTN_OK) st = attn_adamw_save(ctx, opt, m, w, "optim.");
     if (st == ATTN_OK) st = attn_st_writer_save(w, path);
@@ -317,13 +283,13 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
                             "batch or seed", resume_path);
             goto done;
         }
-        ATTN_TRYG(get_i(ctx, rs, "train_step", &step0));
+        ATTN_TRYG(attn__meta_get_i(ctx, rs, "train_step", &step0));
         ATTN_TRYG(attn_module_load(ctx, m, rs, "model.", 1));
         ATTN_TRYG(attn_adamw_load(ctx, opt, m, rs, "optim."));
     }
     {
         const int B = (int)c.batch, T = ATTN__DATES_TGT_LEN, V = ATTN__DATES_VOCAB;
-        double t0 = now_s(), t_prev = t0;
+        double t0 = attn__now_s(), t_prev = t0;
         attn__date_pair *pairs;
         int64_t *src, *tin, *tout;
         float *logits, *dlogits;
@@ -358,7 +324,7 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
             ATTN_TRYG(attn_seq2seq_backward(ctx, m, &Src, &Tin, &run, &DLg));
             ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, c.clip, &gnorm));
             ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
-            double t = now_s();
+            double t = attn__now_s();
             attn_train_progress p;
             memset(&p, 0, sizeof p);
             p.step = step + 1, p.steps = c.steps, p.loss = loss, p.lr = lr, p.grad_norm = gnorm;
@@ -370,7 +336,7 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
             int last = step + 1 == c.steps || (c.time_limit_s > 0 && p.elapsed_s >= c.time_limit_s);
             if (c.eval_n > 0 && ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last)) {
                 ATTN_TRYG(attn_dates_evaluate(ctx, m, &c, c.eval_n, c.seed, &p.accuracy));
-                t_prev = now_s(); /* do not count evaluation as training time */
+                t_prev = attn__now_s(); /* do not count evaluation as training time */
                 if (c.target_accuracy > 0 && p.accuracy >= c.target_accuracy) last = 1;
             }
             if (c.state_path && (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)))

@@ -1,0 +1,34 @@
+/* Helpers shared by the subcommands: error reporting and strict number parsing. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
+    fprintf(stderr, "attn %s: %s (%s)\n", cmd, attn_ctx_errmsg(ctx), attn_status_name(st));
+    return 1;
+}
+
+int attn_cli_parse_i64(const char *s, long long lo, long long hi, long long *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || *end || end == s || x < lo || x > hi) return 0;
+    *v = x;
+    return 1;
+}
+
+int attn_cli_parse_f(const char *s, double lo, double hi, double *v) {
+    char *end;
+    double x = strtod(s, &end);
+    if (*end || end == s || !(x >= lo && x <= hi)) return 0;
+    *v = x;
+    return 1;
+}
+
+void attn_cli_fmt_time(double s, char *b, size_t n) {
+    if (s < 0 || s > 1e7) s = 0;
+    int m = (int)(s / 60), sec = (int)s % 60;
+    snprintf(b, n, "%d:%02d", m, sec);
+}

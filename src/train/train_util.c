@@ -1,0 +1,48 @@
+/* Helpers shared by the training tasks: time, checkpoint metadata. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "train_util.h"
+
+double attn__now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+attn_status attn__meta_put_i(attn_st_writer *w, const char *k, long long v) {
+    char b[32];
+    snprintf(b, sizeof b, "%lld", v);
+    return attn_st_writer_meta(w, k, b);
+}
+
+attn_status attn__meta_put_f(attn_st_writer *w, const char *k, double v) {
+    char b[48];
+    snprintf(b, sizeof b, "%.9g", v);
+    return attn_st_writer_meta(w, k, b);
+}
+
+attn_status attn__meta_get_i(attn_ctx *ctx, const attn_st *st, const char *k, int64_t *v) {
+    const char *s = attn_st_meta(st, k);
+    ATTN_FAIL_IF(!s, ctx, ATTN_E_FORMAT, "checkpoint metadata has no \"%s\"", k);
+    char *end;
+    long long x = strtoll(s, &end, 10);
+    ATTN_FAIL_IF(*end || end == s, ctx, ATTN_E_FORMAT,
+                 "checkpoint metadata %s = \"%s\" is not an integer", k, s);
+    *v = x;
+    return ATTN_OK;
+}
+
+attn_status attn__meta_get_f(attn_ctx *ctx, const attn_st *st, const char *k, float *v) {
+    const char *s = attn_st_meta(st, k);
+    ATTN_FAIL_IF(!s, ctx, ATTN_E_FORMAT, "checkpoint metadata has no \"%s\"", k);
+    char *end;
+    double x = strtod(s, &end);
+    ATTN_FAIL_IF(*end || end == s || !isfinite(x), ctx, ATTN_E_FORMAT,
+                 "checkpoint metadata %s = \"%s\" is not a number", k, s);
+    *v = (float)x;
+    return ATTN_OK;
+}
