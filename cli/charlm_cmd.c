@@ -326,6 +326,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         goto out;
     }
     st = attn_loss_curve_svg(ctx, svg_path, c.step, c.bpc, c.n, c.vstep, c.vbpc, c.nv,
+                             "validation bits/char",
                              "attn train charlm: training and validation bits per character");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train charlm", st);
     printf("vocabulary: %d bytes\n", cfg.vocab_size);

@@ -171,7 +171,9 @@ int attn_cmd_train(int argc, char **argv) {
         attn_module_free(m);
         goto out;
     }
+    for (int i = 0; i < c.nv; i++) c.vacc[i] = 1.0f - c.vacc[i]; /* plot the error: both fall */
     st = attn_loss_curve_svg(ctx, svg_path, c.step, c.loss, c.n, c.vstep, c.vacc, c.nv,
+                             "held-out error (1 - exact match)",
                              "attn train dates: training loss and held-out exact match");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train", st);
     printf("model: %s\nstate: %s\nloss curve: %s\n", model_path, state_path, svg_path);

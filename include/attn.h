@@ -904,11 +904,12 @@ ATTN_API attn_status attn_heatmap_png(attn_ctx *ctx, const char *path, const flo
                                       int rows, int cols, const char *const *row_labels,
                                       const char *const *col_labels, const char *title);
 /* A line chart of a training run as SVG: train_loss at steps [n], and a second series (e.g.
- * validation loss or held-out accuracy) val at val_steps [nval] (nval may be 0). */
+ * validation loss or held-out error) val at val_steps [nval] (nval may be 0) named val_label
+ * in the legend (NULL: "validation"). */
 ATTN_API attn_status attn_loss_curve_svg(attn_ctx *ctx, const char *path, const float *steps,
                                          const float *train_loss, int n,
                                          const float *val_steps, const float *val, int nval,
-                                         const char *title);
+                                         const char *val_label, const char *title);
 
 /* ============================================================================================
  * Task: dates.  An attn_seq2seq translator learns to turn dates written by people

@@ -505,8 +505,8 @@ static void test_svg(void) {
     for (int i = 0; i < 10; i++) vs[i] = (float)(i * 200 + 190), vl[i] = 4.0f * expf(-i * 0.5f) + 0.2f;
     char *t = NULL;
     size_t n = 0;
-    if (TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 200, vs, vl, 10, "loss <dates> & \"co\"",
-                                            &t, &n),
+    if (TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 200, vs, vl, 10, "held-out <error>",
+                                            "loss <dates> & \"co\"", &t, &n),
                   ATTN_OK, ctx)) {
         TU_CHECK(strlen(t) == n, "svg length");
         TU_CHECK(strncmp(t, "<?xml", 5) == 0 && strstr(t, "<svg ") != NULL, "svg header");
@@ -515,7 +515,7 @@ static void test_svg(void) {
         TU_CHECK(count_str(t, "<polyline") == 2, "one line per series");
         TU_CHECK(count_str(t, "<circle") == 11, "validation markers (+1 in the legend)");
         TU_CHECK(count_str(t, "<text") == count_str(t, "</text>"), "text elements closed");
-        TU_CHECK(strstr(t, ">train<") && strstr(t, ">validation<") && strstr(t, ">step<") &&
+        TU_CHECK(strstr(t, ">train<") && strstr(t, ">held-out &lt;error&gt;<") && strstr(t, ">step<") &&
                      strstr(t, ">loss<"),
                  "legend and axis titles");
         TU_CHECK(strstr(t, "nan") == NULL && strstr(t, "inf") == NULL, "no non-finite numbers");
@@ -523,7 +523,7 @@ static void test_svg(void) {
     }
     /* a NaN breaks the line; no validation series; no title */
     l[100] = NAN;
-    if (TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 200, NULL, NULL, 0, NULL, &t, &n), ATTN_OK,
+    if (TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 200, NULL, NULL, 0, NULL, NULL, &t, &n), ATTN_OK,
                   ctx)) {
         TU_CHECK(count_str(t, "<polyline") == 2 && count_str(t, "<circle") == 0,
                  "NaN splits the line");
@@ -532,24 +532,24 @@ static void test_svg(void) {
     }
     /* one point, constant values */
     float one = 3.0f;
-    if (TU_STATUS(attn__loss_curve_svg_text(ctx, &one, &one, 1, NULL, NULL, 0, "x", &t, &n),
+    if (TU_STATUS(attn__loss_curve_svg_text(ctx, &one, &one, 1, NULL, NULL, 0, NULL, "x", &t, &n),
                   ATTN_OK, ctx))
         attn__free(ctx, t);
     const char *path = "test_viz_loss.svg";
-    if (TU_STATUS(attn__loss_curve_svg(ctx, path, s, l, 200, vs, vl, 10, "loss"), ATTN_OK, ctx)) {
+    if (TU_STATUS(attn__loss_curve_svg(ctx, path, s, l, 200, vs, vl, 10, NULL, "loss"), ATTN_OK, ctx)) {
         size_t fn = 0;
         unsigned char *f = read_all(path, &fn);
         TU_CHECK(f && fn > 1000 && memcmp(f, "<?xml", 5) == 0, "svg file written");
         free(f);
         remove(path);
     }
-    TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 0, NULL, NULL, 0, NULL, &t, &n),
+    TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 0, NULL, NULL, 0, NULL, NULL, &t, &n),
               ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__loss_curve_svg_text(ctx, NULL, l, 5, NULL, NULL, 0, NULL, &t, &n),
+    TU_STATUS(attn__loss_curve_svg_text(ctx, NULL, l, 5, NULL, NULL, 0, NULL, NULL, &t, &n),
               ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 5, vs, NULL, 3, NULL, &t, &n),
+    TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 5, vs, NULL, 3, NULL, NULL, &t, &n),
               ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__loss_curve_svg(ctx, "no/such/dir/l.svg", s, l, 5, NULL, NULL, 0, NULL),
+    TU_STATUS(attn__loss_curve_svg(ctx, "no/such/dir/l.svg", s, l, 5, NULL, NULL, 0, NULL, NULL),
               ATTN_E_IO, ctx);
 }
 

@@ -103,7 +103,8 @@ static void series(sbuf *b, const float *xs, const float *ys, int n, double x0, 
 
 attn_status attn__loss_curve_svg_text(attn_ctx *ctx, const float *steps, const float *train_loss,
                                       int n, const float *val_steps, const float *val_loss,
-                                      int nval, const char *title, char **out, size_t *out_n) {
+                                      int nval, const char *val_label, const char *title,
+                                      char **out, size_t *out_n) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!out || !out_n, ctx, ATTN_E_INVALID, "loss curve: output is NULL");
     *out = NULL;
@@ -230,8 +231,10 @@ attn_status attn__loss_curve_svg_text(attn_ctx *ctx, const float *steps, const f
         sb_printf(&b,
                   "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#e6550d\" "
                   "stroke-width=\"2\"/><circle cx=\"%d\" cy=\"%d\" r=\"3\" fill=\"#e6550d\"/>"
-                  "<text x=\"%d\" y=\"%d\" fill=\"#222\">validation</text>\n",
+                  "<text x=\"%d\" y=\"%d\" fill=\"#222\">",
                   lx + 10, y, lx + 40, y, lx + 25, y, lx + 48, y + 4);
+        sb_text(&b, val_label ? val_label : "validation");
+        sb_printf(&b, "</text>\n");
     }
     sb_printf(&b, "</svg>\n");
     if (b.failed) {
@@ -245,14 +248,15 @@ attn_status attn__loss_curve_svg_text(attn_ctx *ctx, const float *steps, const f
 
 attn_status attn__loss_curve_svg(attn_ctx *ctx, const char *path, const float *steps,
                                  const float *train_loss, int n, const float *val_steps,
-                                 const float *val_loss, int nval, const char *title) {
+                                 const float *val_loss, int nval, const char *val_label,
+                                 const char *title) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!path || !path[0], ctx, ATTN_E_INVALID,
                  "loss curve: output path is NULL or empty");
     char *text;
     size_t len;
     ATTN_TRY(attn__loss_curve_svg_text(ctx, steps, train_loss, n, val_steps, val_loss, nval,
-                                       title, &text, &len));
+                                       val_label, title, &text, &len));
     attn_status st = attn__write_file(ctx, path, text, len);
     attn__free(ctx, text);
     return st;
@@ -261,7 +265,8 @@ attn_status attn__loss_curve_svg(attn_ctx *ctx, const char *path, const float *s
 /* Public entry point (declared in attn.h by the lead). */
 ATTN_API attn_status attn_loss_curve_svg(attn_ctx *ctx, const char *path, const float *steps,
                                          const float *train_loss, int n, const float *val_steps,
-                                         const float *val_loss, int nval, const char *title) {
+                                         const float *val_loss, int nval,
+                                         const char *val_label, const char *title) {
     return attn__loss_curve_svg(ctx, path, steps, train_loss, n, val_steps, val_loss, nval,
-                                title);
+                                val_label, title);
 }

@@ -85,13 +85,13 @@ ATTN__HIDDEN attn_status attn__heatmap_png(attn_ctx *ctx, const char *path,
 ATTN__HIDDEN attn_status attn__loss_curve_svg_text(attn_ctx *ctx, const float *steps,
                                                    const float *train_loss, int n,
                                                    const float *val_steps,
-                                                   const float *val_loss, int nval,
+                                                   const float *val_loss, int nval, const char *val_label,
                                                    const char *title, char **out /* OUT */,
                                                    size_t *out_n /* OUT */);
 ATTN__HIDDEN attn_status attn__loss_curve_svg(attn_ctx *ctx, const char *path,
                                               const float *steps, const float *train_loss,
                                               int n, const float *val_steps,
-                                              const float *val_loss, int nval,
+                                              const float *val_loss, int nval, const char *val_label,
                                               const char *title);
 
 #endif
