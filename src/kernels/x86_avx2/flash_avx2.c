@@ -1,0 +1,165 @@
+/* Fused-attention microkernels for AVX2 + FMA (contract in flash.h): the tile product as a
+ * 6 x 16 register block (12 ymm accumulators; each k step loads two vectors of B and
+ * broadcasts six values of A), a vector exp (Cody-Waite reduction, degree-7 polynomial,
+ * exponent bits) and the elementwise steps.  Compiled with -mavx2 -mfma; else the table is
+ * NULL. */
+#include "../flash.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+#define MR 6
+
+static inline __attribute__((always_inline)) void block(int mr, int64_t K, const float *A,
+                                                        int64_t ars, int64_t acs,
+                                                        const float *B, int64_t ldb, float *C,
+                                                        int64_t ldc, int accum,
+                                                        const float *cs) {
+    __m256 acc[MR][2];
+    for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    const float *ar[MR];
+    for (int r = 0; r < mr; r++) ar[r] = A + r * ars;
+    for (int64_t k = 0; k < K; k++) {
+        __m256 b0 = _mm256_loadu_ps(B), b1 = _mm256_loadu_ps(B + 8);
+        for (int r = 0; r < mr; r++) {
+            __m256 x = _mm256_broadcast_ss(ar[r]);
+            acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+            ar[r] += acs;
+        }
+        B += ldb;
+    }
+    for (int r = 0; r < mr; r++) {
+        float *c = C + r * ldc;
+        if (accum) {
+            __m256 s = _mm256_set1_ps(cs ? cs[r] : 1.0f);
+            acc[r][0] = _mm256_fmadd_ps(s, _mm256_loadu_ps(c), acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(s, _mm256_loadu_ps(c + 8), acc[r][1]);
+        }
+        _mm256_storeu_ps(c, acc[r][0]);
+        _mm256_storeu_ps(c + 8, acc[r][1]);
+    }
+}
+
+typedef void (*blk_fn)(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
+                       int64_t, int, const float *);
+#define INST(R)                                                                               \
+    static void blk_##R(int64_t K, const float *A, int64_t ars, int64_t acs, const float *B,    \
+                        int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {       \
+        block(R, K, A, ars, acs, B, ldb, C, ldc, accum, cs);                                    \
+    }
+INST(1)
+INST(2)
+INST(3)
+INST(4)
+INST(5)
+INST(6)
+static const blk_fn blk_table[MR] = {blk_1, blk_2, blk_3, blk_4, blk_5, blk_6};
+
+static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
+               const float *B, int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {
+    for (int64_t i0 = 0; i0 < m; i0 += MR) {
+        int mr = (int)(m - i0 < MR ? m - i0 : MR);
+        for (int64_t j0 = 0; j0 < n; j0 += 16)
+            blk_table[mr - 1](K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0, ldc,
+                              accum, cs ? cs + i0 : NULL);
+    }
+}
+
+/* exp(x) for x <= 0 (x = -inf gives 0; below -87, 0). */
+static inline __m256 exp8(__m256 x) {
+    __m256 lo = _mm256_set1_ps(-87.0f);
+    __m256 ok = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
+    x = _mm256_max_ps(x, lo);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(ok, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+static float hmax(__m256 v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
+    return _mm_cvtss_f32(x);
+}
+
+static float hsum(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_shuffle_ps(x, x, 1));
+    return _mm_cvtss_f32(x);
+}
+
+static void smax(float *s, int64_t ld, int64_t rows, int64_t n, const int64_t *nvalid,
+                 float scale, float *mx) {
+    __m256 ninf = _mm256_set1_ps(-INFINITY), sc = _mm256_set1_ps(scale);
+    __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = s + r * ld;
+        int64_t nv = nvalid ? nvalid[r] : n;
+        __m256 m = ninf;
+        for (int64_t j = 0; j < n; j += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), sc);
+            int64_t left = nv - j;
+            if (left < 8) {
+                __m256 keep = _mm256_cmp_ps(lane, _mm256_set1_ps((float)(left < 0 ? 0 : left)),
+                                            _CMP_LT_OQ);
+                v = _mm256_blendv_ps(ninf, v, keep);
+            }
+            _mm256_storeu_ps(x + j, v);
+            m = _mm256_max_ps(m, v);
+        }
+        mx[r] = hmax(m);
+    }
+}
+
+static void expsum(float *s, int64_t ld, int64_t rows, int64_t n, const float *mx, float *sum) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = s + r * ld;
+        if (mx[r] == -INFINITY) {
+            for (int64_t j = 0; j < n; j += 8) _mm256_storeu_ps(x + j, _mm256_setzero_ps());
+            if (sum) sum[r] = 0.0f;
+            continue;
+        }
+        __m256 acc = _mm256_setzero_ps(), m = _mm256_set1_ps(mx[r]);
+        for (int64_t j = 0; j < n; j += 8) {
+            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m));
+            _mm256_storeu_ps(x + j, e);
+            acc = _mm256_add_ps(acc, e);
+        }
+        if (sum) sum[r] = hsum(acc);
+    }
+}
+
+static void vexp(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+}
+
+static void ds(const float *p, float *dp, const float *keep, float delta, float scale, int64_t n) {
+    __m256 d = _mm256_set1_ps(delta), sc = _mm256_set1_ps(scale);
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256 x = _mm256_loadu_ps(dp + j);
+        if (keep) x = _mm256_mul_ps(x, _mm256_loadu_ps(keep + j));
+        x = _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_sub_ps(x, d));
+        _mm256_storeu_ps(dp + j, _mm256_mul_ps(sc, x));
+    }
+}
+
+static const attn__flash_kernels kernels = {1 /* ATTN__ISA_AVX2 */, mm, smax, expsum, vexp, ds};
+
+const attn__flash_kernels *attn__flash_kernels_avx2(void) { return &kernels; }
+
+#else
+const attn__flash_kernels *attn__flash_kernels_avx2(void) { return NULL; }
+#endif

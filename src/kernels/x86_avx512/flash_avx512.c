@@ -1,0 +1,151 @@
+/* Fused-attention microkernels for AVX-512F (contract in flash.h): the tile product as a 6 x 64
+ * register block (24 zmm accumulators; each k step loads four vectors of B and broadcasts six
+ * values of A), a vector exp (as 2^(x log2 e): degree-6 polynomial, scalef) for the
+ * softmax rows, and the elementwise steps.  Compiled with -mavx512f; else the table is NULL. */
+#include "../flash.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#define MR 6
+
+static inline __attribute__((always_inline)) void block(int mr, int nv, int64_t K,
+                                                        const float *A, int64_t ars,
+                                                        int64_t acs, const float *B,
+                                                        int64_t ldb, float *C, int64_t ldc,
+                                                        int accum, const float *cs) {
+    __m512 acc[MR][4];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+    const float *ar[MR];
+    for (int r = 0; r < mr; r++) ar[r] = A + r * ars;
+    for (int64_t k = 0; k < K; k++) {
+        __m512 bv[4];
+        for (int v = 0; v < nv; v++) bv[v] = _mm512_loadu_ps(B + 16 * v);
+        for (int r = 0; r < mr; r++) {
+            __m512 x = _mm512_set1_ps(*ar[r]);
+            for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+            ar[r] += acs;
+        }
+        B += ldb;
+    }
+    for (int r = 0; r < mr; r++) {
+        float *c = C + r * ldc;
+        if (accum) {
+            __m512 s = _mm512_set1_ps(cs ? cs[r] : 1.0f);
+            for (int v = 0; v < nv; v++)
+                acc[r][v] = _mm512_fmadd_ps(s, _mm512_loadu_ps(c + 16 * v), acc[r][v]);
+        }
+        for (int v = 0; v < nv; v++) _mm512_storeu_ps(c + 16 * v, acc[r][v]);
+    }
+}
+
+typedef void (*blk_fn)(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
+                       int64_t, int, const float *);
+#define INST(R, V)                                                                            \
+    static void blk_##R##_##V(int64_t K, const float *A, int64_t ars, int64_t acs,              \
+                              const float *B, int64_t ldb, float *C, int64_t ldc, int accum,    \
+                              const float *cs) {                                                \
+        block(R, V, K, A, ars, acs, B, ldb, C, ldc, accum, cs);                                 \
+    }
+#define INST_R(R) INST(R, 1) INST(R, 2) INST(R, 3) INST(R, 4)
+INST_R(1)
+INST_R(2)
+INST_R(3)
+INST_R(4)
+INST_R(5)
+INST_R(6)
+#define ROWFN(R) {blk_##R##_1, blk_##R##_2, blk_##R##_3, blk_##R##_4}
+static const blk_fn blk_table[MR][4] = {ROWFN(1), ROWFN(2), ROWFN(3), ROWFN(4), ROWFN(5), ROWFN(6)};
+
+static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
+               const float *B, int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {
+    for (int64_t j0 = 0; j0 < n; j0 += 64) {
+        int nv = (int)((n - j0) / 16 < 4 ? (n - j0) / 16 : 4);
+        for (int64_t i0 = 0; i0 < m; i0 += MR) {
+            int mr = (int)(m - i0 < MR ? m - i0 : MR);
+            blk_table[mr - 1][nv - 1](K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0,
+                                      ldc, accum, cs ? cs + i0 : NULL);
+        }
+    }
+}
+
+/* 2^t for t <= 0: n = round(t), 2^(t-n) by its degree-6 Taylor polynomial (relative error
+ * < 1.3e-7 on [-1/2, 1/2]), scalef by n.  t is clamped at -200 first, so -inf (a masked score)
+ * and anything below 2^-149 give exactly 0. */
+static inline __m512 exp2_16(__m512 t) {
+    t = _mm512_max_ps(t, _mm512_set1_ps(-200.0f));
+    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_set1_ps(1.5403530393381606e-4f);  /* ln2^6/720 */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f)); /* ln2^5/120 */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f)); /* ln2^4/24 */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f)); /* ln2^3/6 */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f)); /* ln2^2/2 */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f)); /* ln2 */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+static void smax(float *s, int64_t ld, int64_t rows, int64_t n, const int64_t *nvalid,
+                 float scale, float *mx) {
+    __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = s + r * ld;
+        int64_t nv = nvalid ? nvalid[r] : n;
+        __m512 m = ninf;
+        for (int64_t j = 0; j < n; j += 16) {
+            int64_t left = nv - j;
+            __mmask16 mk = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+            __m512 v = _mm512_mask_mul_ps(ninf, mk, _mm512_loadu_ps(x + j), sc);
+            _mm512_storeu_ps(x + j, v);
+            m = _mm512_max_ps(m, v);
+        }
+        mx[r] = _mm512_reduce_max_ps(m);
+    }
+}
+
+static void expsum(float *s, int64_t ld, int64_t rows, int64_t n, const float *mx, float *sum) {
+    const float log2e = 1.44269504088896341f;
+    __m512 l2 = _mm512_set1_ps(log2e);
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = s + r * ld;
+        if (mx[r] == -INFINITY) {
+            for (int64_t j = 0; j < n; j += 16) _mm512_storeu_ps(x + j, _mm512_setzero_ps());
+            if (sum) sum[r] = 0.0f;
+            continue;
+        }
+        __m512 acc = _mm512_setzero_ps(), m = _mm512_set1_ps(-mx[r] * log2e);
+        for (int64_t j = 0; j < n; j += 16) {
+            __m512 e = exp2_16(_mm512_fmadd_ps(_mm512_loadu_ps(x + j), l2, m));
+            _mm512_storeu_ps(x + j, e);
+            acc = _mm512_add_ps(acc, e);
+        }
+        if (sum) sum[r] = _mm512_reduce_add_ps(acc);
+    }
+}
+
+static void vexp(const float *x, float *y, int64_t n) {
+    __m512 l2 = _mm512_set1_ps(1.44269504088896341f);
+    for (int64_t i = 0; i < n; i += 16)
+        _mm512_storeu_ps(y + i, exp2_16(_mm512_mul_ps(_mm512_loadu_ps(x + i), l2)));
+}
+
+static void ds(const float *p, float *dp, const float *keep, float delta, float scale, int64_t n) {
+    __m512 d = _mm512_set1_ps(delta), sc = _mm512_set1_ps(scale);
+    for (int64_t j = 0; j < n; j += 16) {
+        __m512 x = _mm512_loadu_ps(dp + j);
+        if (keep) x = _mm512_mul_ps(x, _mm512_loadu_ps(keep + j));
+        x = _mm512_mul_ps(_mm512_loadu_ps(p + j), _mm512_sub_ps(x, d));
+        _mm512_storeu_ps(dp + j, _mm512_mul_ps(sc, x));
+    }
+}
+
+static const attn__flash_kernels kernels = {2 /* ATTN__ISA_AVX512 */, mm, smax, expsum, vexp,
+                                            ds};
+
+const attn__flash_kernels *attn__flash_kernels_avx512(void) { return &kernels; }
+
+#else
+const attn__flash_kernels *attn__flash_kernels_avx512(void) { return NULL; }
+#endif

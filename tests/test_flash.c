@@ -1,0 +1,268 @@
+/* The fused attention kernels (src/kernels/flash.c: attn__flash_fwd, attn__flash_bwd) against the
+ * reference (attn__sdpa_ref, attn__sdpa_bwd_ref) for every kernel set this machine runs, on
+ * random shapes around the tile sizes (1, 3, 17, 63, 64, 65, 127, 129, ... and S = 1000), every
+ * mask kind with broadcast strides (both mask slots, mask_ncols < S, a non-unit key stride,
+ * fully masked rows), both causal alignments with L != S, GQA/MQA, dropout, lse, strided
+ * (B, L, H, D) layouts; bit-identical results for 1, 2 and 3 threads (which also switches the
+ * backward between its one-pass and two-pass schedules).
+ *
+ * Tolerances, as max|err| <= tol * max(1, max|ref|) per output:
+ *  forward 2e-5.  Each output is a convex combination of V rows; the fp32 online softmax
+ *    differs from the reference (double sums) by the rounding of the D-term fp32 score dot
+ *    products (~sqrt(D) u |s|, |s| <= ~10 here), of the exp polynomial (~2 u) and of the running
+ *    rescaling (one rounding per key tile, <= 16 tiles at S = 1000): a few 1e-6, measured below
+ *    1e-5 at S = 1000; a wrong, missing or differently dropped key changes an output by ~1/S of
+ *    the scale or more (>= 1e-3 here).
+ *  backward 1e-4.  The gradients add the S- or L-term fp32 sums of dS K, dS^T Q, W^T dO on top
+ *    of the same score error (the reference accumulates in double); measured <= ~2e-5.
+ * The dropout case with uniform weights checks the kept set itself: one key dropped or kept
+ * differently moves an output by v / (S (1 - p)) ~ 0.05. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/kernels/dispatch.h"
+#include "../src/kernels/flash.h"
+#include "../src/kernels/kernels.h"
+#include "testutil.h"
+
+#define FWD_TOL 2e-5
+#define BWD_TOL 1e-4
+
+static attn_ctx *make_ctx(int threads) {
+    attn_ctx_params p;
+    memset(&p, 0, sizeof p);
+    p.threads = threads;
+    attn_ctx *c = NULL;
+    attn_ctx_create(&p, &c);
+    return c;
+}
+
+typedef struct tcase {
+    int64_t B, H, Hkv, L, S, D, Dv;
+    attn_causal causal;
+    int maskcfg; /* 0..6, see make_masks */
+    float dropout;
+    int blhd;    /* q, k, v, o, grads in (B, L, H, D) layout */
+    int uniform; /* q = 0: uniform weights (dropout kept-set check) */
+    int no_dq;   /* dq not requested */
+} tcase;
+
+static double worst_fwd, worst_bwd;
+
+static void strides_of(const tcase *c, int64_t heads, int64_t len, int64_t d, int64_t s[4]) {
+    if (c->blhd) s[0] = len * heads * d, s[1] = d, s[2] = heads * d, s[3] = 1;
+    else s[0] = heads * len * d, s[1] = len * d, s[2] = d, s[3] = 1;
+}
+
+/* Masks: 0 none; 1 KEEP [L, S]; 2 ADD [B, H, L, S] + BLOCK key padding [B, 1, 1, S] in slot 1;
+ * 3 ADD [1, H, 1, S] with -inf entries; 4 KEEP [B, 1, L, S] with fully masked rows and
+ * mask_ncols = S - 2 (last columns unmasked); 5 BLOCK [L, S] stored transposed (stride[3] = L);
+ * 6 KEEP [S] (1-D, broadcast everywhere) in slot 1 plus ADD [L, 1] broadcast over keys. */
+static void make_masks(const tcase *c, attn__sdpa_args *a, uint64_t *rs, float **fbuf,
+                       unsigned char **bbuf) {
+    int64_t B = c->B, H = c->H, L = c->L, S = c->S;
+    size_t nf = (size_t)(B * H * L * S), nb = (size_t)(B * L * S + B * S + L * S);
+    *fbuf = malloc(4 * nf + 4), *bbuf = malloc(nb + 1);
+    float *f = *fbuf;
+    unsigned char *u = *bbuf;
+    for (size_t i = 0; i < nf; i++) f[i] = (float)((double)(tu_rand(rs) % 2001) / 1000.0 - 1.0);
+    for (size_t i = 0; i < nb; i++) u[i] = (tu_rand(rs) % 5) != 0;
+    a->mask_ncols[0] = a->mask_ncols[1] = S;
+    attn__mask4 *m0 = &a->mask[0], *m1 = &a->mask[1];
+    switch (c->maskcfg) {
+    case 1:
+        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_BOOL;
+        m0->stride[2] = S, m0->stride[3] = 1;
+        break;
+    case 2:
+        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
+        m0->stride[0] = H * L * S, m0->stride[1] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
+        m1->kind = ATTN_MASK_BLOCK, m1->data = u, m1->dtype = ATTN_BOOL;
+        for (int64_t i = 0; i < B * S; i++) u[i] = (tu_rand(rs) % 4) == 0;
+        m1->stride[0] = S, m1->stride[3] = 1;
+        break;
+    case 3:
+        for (int64_t i = 0; i < H * S; i++)
+            if (tu_rand(rs) % 6 == 0) f[i] = -INFINITY;
+        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
+        m0->stride[1] = S, m0->stride[3] = 1;
+        break;
+    case 4:
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < L; i += 3)
+                memset(u + (b * L + i) * S, 0, (size_t)(S - 2 > 0 ? S - 2 : 0));
+        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_U8;
+        m0->stride[0] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
+        a->mask_ncols[0] = S - 2 > 0 ? S - 2 : 0;
+        break;
+    case 5:
+        m0->kind = ATTN_MASK_BLOCK, m0->data = u, m0->dtype = ATTN_BOOL;
+        for (int64_t i = 0; i < L * S; i++) u[i] = (tu_rand(rs) % 5) == 0;
+        m0->stride[2] = 1, m0->stride[3] = L;
+        break;
+    case 6:
+        m1->kind = ATTN_MASK_KEEP, m1->data = u, m1->dtype = ATTN_BOOL, m1->stride[3] = 1;
+        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32, m0->stride[2] = 1;
+        break;
+    }
+}
+
+static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
+    uint64_t rs = seed;
+    int64_t B = c->B, H = c->H, Hkv = c->Hkv, L = c->L, S = c->S, D = c->D, Dv = c->Dv;
+    size_t nq = (size_t)(B * H * L * D), nk = (size_t)(B * Hkv * S * D),
+           nv = (size_t)(B * Hkv * S * Dv), no = (size_t)(B * H * L * Dv),
+           nl = (size_t)(B * H * L);
+    float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nv), *dout = malloc(4 * no);
+    tu_fill(q, nq, seed + 1, -2, 2), tu_fill(k, nk, seed + 2, -2, 2);
+    tu_fill(v, nv, seed + 3, -1, 1), tu_fill(dout, no, seed + 4, -1, 1);
+    if (c->uniform) memset(q, 0, 4 * nq);
+    attn__sdpa_args a;
+    memset(&a, 0, sizeof a);
+    a.B = B, a.H = H, a.Hkv = Hkv, a.L = L, a.S = S, a.D = D, a.Dv = Dv;
+    a.q = q, a.k = k, a.v = v;
+    strides_of(c, H, L, D, a.qs), strides_of(c, Hkv, S, D, a.ks);
+    strides_of(c, Hkv, S, Dv, a.vs), strides_of(c, H, L, Dv, a.os);
+    a.ls[0] = H * L, a.ls[1] = L, a.ls[2] = 1;
+    a.causal = c->causal;
+    a.scale = 1.0f / sqrtf((float)D) * (c->maskcfg == 3 ? 1.5f : 1.0f);
+    if (c->dropout > 0) a.dropout_p = c->dropout, a.seed = seed * 7 + 1, a.offset = seed % 5;
+    float *fm;
+    unsigned char *bm;
+    make_masks(c, &a, &rs, &fm, &bm);
+    attn__sdpa_grads g;
+    memset(&g, 0, sizeof g);
+    g.dout = dout;
+    memcpy(g.dos, a.os, sizeof g.dos), memcpy(g.dqs, a.qs, sizeof g.dqs);
+    memcpy(g.dks, a.ks, sizeof g.dks), memcpy(g.dvs, a.vs, sizeof g.dvs);
+
+    /* reference */
+    float *o_ref = malloc(4 * no), *lse_ref = malloc(4 * nl), *scratch = malloc(16 * (size_t)S);
+    float *dq_ref = calloc(nq, 4), *dk_ref = calloc(nk, 4), *dv_ref = calloc(nv, 4);
+    attn__sdpa_args r = a;
+    r.o = o_ref, r.lse = lse_ref;
+    attn__sdpa_ref(&r, scratch);
+    attn__sdpa_grads gr = g;
+    gr.dq = c->no_dq ? NULL : dq_ref, gr.dk = dk_ref, gr.dv = dv_ref;
+    attn__sdpa_bwd_ref(&r, &gr, scratch);
+
+    float *o[3], *lse[3], *dq[3], *dk[3], *dv[3];
+    for (int t = 0; t < 3; t++) {
+        o[t] = malloc(4 * no), lse[t] = malloc(4 * nl);
+        dq[t] = calloc(nq, 4), dk[t] = calloc(nk, 4), dv[t] = calloc(nv, 4);
+    }
+    float *dq2 = calloc(nq, 4), *dk2 = calloc(nk, 4), *dv2 = calloc(nv, 4);
+    char what[160];
+    for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+        if (!attn__isa_supported(isa)) continue;
+        for (int t = 0; t < 3; t++) {
+            TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
+            attn__sdpa_args f = a;
+            f.o = o[t], f.lse = lse[t];
+            TU_STATUS(attn__flash_fwd(ctx[t], &f), ATTN_OK, ctx[t]);
+            attn__sdpa_grads gf = g;
+            gf.dq = c->no_dq ? NULL : dq[t], gf.dk = dk[t], gf.dv = dv[t];
+            TU_STATUS(attn__flash_bwd(ctx[t], &f, &gf, lse[t]), ATTN_OK, ctx[t]);
+            if (t == 0) { /* delta recomputed from the scores instead of dout . o */
+                f.o = NULL;
+                gf.dq = c->no_dq ? NULL : dq2, gf.dk = dk2, gf.dv = dv2;
+                TU_STATUS(attn__flash_bwd(ctx[t], &f, &gf, lse[t]), ATTN_OK, ctx[t]);
+            }
+        }
+        snprintf(what, sizeof what,
+                 "[%s B%lld H%lld/%lld L%lld S%lld D%lld/%lld causal%d mask%d p%.2f blhd%d]",
+                 attn__isa_name(isa), (long long)B, (long long)H, (long long)Hkv, (long long)L,
+                 (long long)S, (long long)D, (long long)Dv, (int)c->causal, c->maskcfg,
+                 (double)c->dropout, c->blhd);
+        double m, e;
+        char w2[200];
+#define CLOSE(name, got, ref, n, tol, worst)                                                  \
+    do {                                                                                      \
+        snprintf(w2, sizeof w2, "%s %s", name, what);                                         \
+        tu_close(w2, got, ref, n, tol);                                                       \
+        e = tu_max_err(got, ref, n, &m) / (m > 1 ? m : 1);                                    \
+        if (e > worst) worst = e;                                                             \
+    } while (0)
+        CLOSE("out", o[0], o_ref, no, FWD_TOL, worst_fwd);
+        CLOSE("lse", lse[0], lse_ref, nl, FWD_TOL, worst_fwd);
+        if (!c->no_dq) CLOSE("dq", dq[0], dq_ref, nq, BWD_TOL, worst_bwd);
+        CLOSE("dk", dk[0], dk_ref, nk, BWD_TOL, worst_bwd);
+        CLOSE("dv", dv[0], dv_ref, nv, BWD_TOL, worst_bwd);
+        if (!c->no_dq) CLOSE("dq(no o)", dq2, dq_ref, nq, BWD_TOL, worst_bwd);
+        CLOSE("dk(no o)", dk2, dk_ref, nk, BWD_TOL, worst_bwd);
+        CLOSE("dv(no o)", dv2, dv_ref, nv, BWD_TOL, worst_bwd);
+        for (int t = 1; t < 3; t++) {
+            TU_CHECK(memcmp(o[t], o[0], 4 * no) == 0, "out differs with %d threads %s", t + 1, what);
+            TU_CHECK(memcmp(lse[t], lse[0], 4 * nl) == 0, "lse differs with %d threads %s", t + 1, what);
+            TU_CHECK(memcmp(dq[t], dq[0], 4 * nq) == 0, "dq differs with %d threads %s", t + 1, what);
+            TU_CHECK(memcmp(dk[t], dk[0], 4 * nk) == 0, "dk differs with %d threads %s", t + 1, what);
+            TU_CHECK(memcmp(dv[t], dv[0], 4 * nv) == 0, "dv differs with %d threads %s", t + 1, what);
+        }
+    }
+    for (int t = 0; t < 3; t++) free(o[t]), free(lse[t]), free(dq[t]), free(dk[t]), free(dv[t]);
+    free(dq2), free(dk2), free(dv2);
+    free(o_ref), free(lse_ref), free(scratch), free(dq_ref), free(dk_ref), free(dv_ref);
+    free(q), free(k), free(v), free(dout), free(fm), free(bm);
+}
+
+static void errors(attn_ctx *ctx) {
+    float x[16] = {0}, w[16], lse[4];
+    attn__sdpa_args a;
+    memset(&a, 0, sizeof a);
+    a.B = a.H = a.Hkv = 1, a.L = a.S = 2, a.D = a.Dv = 4, a.scale = 0.5f;
+    a.q = a.k = a.v = x, a.o = w;
+    int64_t s[4] = {8, 8, 4, 1};
+    memcpy(a.qs, s, sizeof s), memcpy(a.ks, s, sizeof s), memcpy(a.vs, s, sizeof s),
+        memcpy(a.os, s, sizeof s);
+    a.w = w;
+    TU_STATUS(attn__flash_fwd(ctx, &a), ATTN_E_INVALID, ctx);
+    a.w = NULL;
+    attn__sdpa_grads g;
+    memset(&g, 0, sizeof g);
+    g.dout = x, g.dmask = w;
+    memcpy(g.dos, s, sizeof s);
+    TU_STATUS(attn__flash_bwd(ctx, &a, &g, lse), ATTN_E_UNSUPPORTED, ctx);
+}
+
+int main(void) {
+    attn_ctx *ctx[3] = {make_ctx(1), make_ctx(2), make_ctx(3)};
+    errors(ctx[0]);
+    uint64_t rs = 2024;
+    const int64_t lens[] = {1, 3, 17, 63, 64, 65, 127, 129, 5, 100};
+    const int64_t dims[] = {1, 8, 16, 17, 64, 33, 64, 80};
+    int ncase = 0;
+    for (int t = 0; t < 120 && !tu_failures; t++) {
+        tcase c;
+        memset(&c, 0, sizeof c);
+        c.B = 1 + (int64_t)(tu_rand(&rs) % 2), c.Hkv = 1 + (int64_t)(tu_rand(&rs) % 2);
+        c.H = c.Hkv * (1 + (int64_t)(tu_rand(&rs) % 3));
+        c.L = lens[tu_rand(&rs) % 10], c.S = lens[tu_rand(&rs) % 10];
+        c.D = dims[tu_rand(&rs) % 8], c.Dv = tu_rand(&rs) % 3 ? c.D : dims[tu_rand(&rs) % 8];
+        c.causal = (attn_causal)(t % 3);
+        c.maskcfg = (t / 3) % 7;
+        c.dropout = t % 5 == 4 ? 0.25f : 0.0f;
+        c.blhd = t % 4 == 1;
+        c.no_dq = t % 11 == 7;
+        run_case(ctx, &c, 1000 + (uint64_t)t);
+        ncase++;
+    }
+    /* long rows (tolerance at S = 1000), many tiles, causal both ways, dropout */
+    tcase big[] = {
+        {1, 2, 1, 70, 1000, 64, 64, ATTN_CAUSAL_NONE, 0, 0.0f, 0, 0, 0},
+        {1, 2, 2, 200, 300, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0.1f, 0, 0, 0},
+        {2, 4, 1, 300, 200, 32, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0.0f, 1, 0, 0},
+        {1, 3, 3, 257, 257, 64, 64, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 0, 0, 0},
+        {2, 2, 2, 130, 190, 64, 64, ATTN_CAUSAL_TOP_LEFT, 4, 0.0f, 0, 0, 0},
+        /* uniform weights: the kept set must be the reference's exactly */
+        {1, 2, 1, 33, 37, 16, 16, ATTN_CAUSAL_NONE, 0, 0.3f, 0, 1, 0},
+        {2, 2, 2, 70, 130, 8, 8, ATTN_CAUSAL_NONE, 0, 0.5f, 0, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0] && !tu_failures; i++, ncase++)
+        run_case(ctx, &big[i], 5000 + i);
+    printf("test_flash: %d cases; worst relative error forward %.2g, backward %.2g\n", ncase,
+           worst_fwd, worst_bwd);
+    for (int c = 0; c < 3; c++) attn_ctx_free(ctx[c]);
+    return tu_finish("test_flash");
+}
