@@ -1,14 +1,15 @@
-/* Scaled dot-product attention for the layers: the contract of attn__sdpa_ref /
- * attn__sdpa_bwd_ref (kernels.h) in float arithmetic with unit-stride inner loops the compiler
- * vectorises, run in parallel over (batch, head) for the forward and over (batch, key/value
- * head) for the backward, so no two tasks write the same memory and every result is computed
- * in the same order whatever the thread count.  Views whose last dimension is not contiguous,
- * and requests for the mask gradient, go to the reference kernels.  (The fused, tiled kernel
- * that never materialises a row of scores is the subject of a later step; this one keeps one
- * row of S scores per task.) */
+/* Scaled dot-product attention for the layers, with the contract of attn__sdpa_ref /
+ * attn__sdpa_bwd_ref (kernels.h).  Without a weights output the forward and the backward run on
+ * the fused kernels (flash.c: tiled online softmax, never an L x S matrix) once the problem
+ * fills a tile.  Small problems, and the forward when the weights are wanted, run here: one row
+ * of scores at a time, in float with unit-stride
+ * inner loops, in parallel over (batch, head): every result is computed in the same order
+ * whatever the thread count.  Views whose last dimension is not contiguous, and the mask
+ * gradient, go to the reference kernels. */
 #include <math.h>
 #include <string.h>
 
+#include "flash.h"
 #include "kernels.h"
 #include "pool.h"
 
@@ -18,6 +19,10 @@ typedef struct job {
     float *scratch;     /* per chunk: 4 * S floats */
     int64_t per_chunk;
 } job;
+
+/* The fused kernels pay for their tiles (96 queries x 64 keys) and packing: below about a tile
+ * of work per head the row kernels here are faster (measured on the dates model, L <= 40). */
+static int use_flash(const attn__sdpa_args *a) { return a->L * a->S >= 64 * 64; }
 
 static int unit_inner(const attn__sdpa_args *a) {
     return a->qs[3] == 1 && a->ks[3] == 1 && a->vs[3] == 1 && a->os[3] == 1 &&
@@ -109,6 +114,7 @@ static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
 }
 
 attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a) {
+    if (!a->w && use_flash(a)) return attn__flash_fwd(ctx, a); /* fused: no row of scores */
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     float *scratch;
@@ -193,19 +199,38 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
 attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn__sdpa_grads *g) {
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
-    float *scratch;
-    int inner = unit_inner(a) && g->dos[3] == 1 && (!g->dq || g->dqs[3] == 1) &&
-                (!g->dk || g->dks[3] == 1) && (!g->dv || g->dvs[3] == 1);
-    if (!inner || (g->dmask && a->mask[0].kind == ATTN_MASK_ADD)) {
+    if (g->dmask && a->mask[0].kind == ATTN_MASK_ADD) { /* the mask gradient: reference only */
+        float *scratch;
         ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, a->S, 1, 1));
         attn__sdpa_bwd_ref(a, g, scratch);
         goto done;
     }
-    {
+    if (!use_flash(a)) {
+        int inner = unit_inner(a) && g->dos[3] == 1 && (!g->dq || g->dqs[3] == 1) &&
+                    (!g->dk || g->dks[3] == 1) && (!g->dv || g->dvs[3] == 1);
+        if (!inner) {
+            float *scratch;
+            ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, a->S, 1, 1));
+            attn__sdpa_bwd_ref(a, g, scratch);
+            goto done;
+        }
         int width = attn__parallel_width(ctx, a->B * a->Hkv);
         job jb = {a, g, NULL, 4 * a->S};
         ATTN_TRYG(attn__ws_f32(ctx, &jb.scratch, width, 4, a->S, 1));
         attn__parallel_for(ctx, a->B * a->Hkv, bwd_task, &jb);
+        goto done;
+    }
+    {
+        /* the fused backward needs the forward's output and log-sum-exp: recompute them */
+        attn__sdpa_args f = *a;
+        float *o, *lse;
+        ATTN_TRYG(attn__ws_f32(ctx, &o, a->B, a->H, a->L, a->Dv));
+        ATTN_TRYG(attn__ws_f32(ctx, &lse, a->B, a->H, a->L, 1));
+        f.o = o, f.os[0] = a->H * a->L * a->Dv, f.os[1] = a->L * a->Dv, f.os[2] = a->Dv, f.os[3] = 1;
+        f.lse = lse, f.ls[0] = a->H * a->L, f.ls[1] = a->L, f.ls[2] = 1;
+        f.w = NULL;
+        ATTN_TRYG(attn__flash_fwd(ctx, &f));
+        ATTN_TRYG(attn__flash_bwd(ctx, &f, g, lse));
     }
 done:
     attn__ws_release(ctx, mk);
