@@ -165,14 +165,8 @@ attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
         a.lse = lse->data;
         memcpy(a.ls, lse->stride, sizeof a.ls);
     }
-    attn__mark mk = attn__ws_mark(ctx);
-    float *scratch;
-    attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, a.S, 1, 1));
-    attn__sdpa_ref(&a, scratch);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
+    /* the fast kernels (fused from 64 x 64, row kernels below); the reference stays the oracle */
+    return attn__sdpa(ctx, &a);
 }
 
 /* Contiguous strides of a buffer of `shape`, written as 4-D [B, H, L, S] gradient strides:
@@ -219,7 +213,7 @@ attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q, const attn_t
     g.dout = dout->data;
     memcpy(g.dos, dout->stride, sizeof g.dos);
     attn__mark mk = attn__ws_mark(ctx);
-    float *scratch, *buf[3] = {NULL, NULL, NULL};
+    float *buf[3] = {NULL, NULL, NULL};
     attn_status st;
     for (int i = 0; i < 3; i++)
         if (outs[i] && outs[i]->data)
@@ -237,8 +231,7 @@ attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q, const attn_t
         memset(g.dmask, 0, (size_t)n * sizeof(float));
         dmask_strides(dmask, g.dms);
     }
-    ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, a.S, 1, 1));
-    attn__sdpa_bwd_ref(&a, &g, scratch);
+    ATTN_TRYG(attn__sdpa_bwd(ctx, &a, &g)); /* fast kernels; the mask gradient on the reference */
     for (int i = 0; i < 3; i++)
         if (buf[i]) attn__store(buf[i], outs[i]);
     if (want_dmask) attn__store(g.dmask, dmask);
