@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h"
 #include "testutil.h"
 
 static size_t live_allocs = 0, total_allocs = 0, fail_after = (size_t)-1;
@@ -140,7 +141,27 @@ static void test_dropout_stream(void) {
     TU_CHECK(attn_dropout_keep(1, 2, 3, 0.0f) == 1, "p = 0 keeps all");
 }
 
+/* Workspace pointers are 64-byte aligned, also after a rewind reuses later blocks (blocks
+ * come from malloc, which aligns less). */
+static void test_workspace_alignment(void) {
+    attn_ctx *ctx;
+    attn_ctx_create(NULL, &ctx);
+    for (int round = 0; round < 3; round++) {
+        attn__mark m0 = attn__ws_mark(ctx);
+        for (int i = 0; i < 40; i++) {
+            void *p;
+            size_t n = (size_t)(1 + i * 7919 % 300000); /* forces several blocks */
+            TU_STATUS(attn__ws_alloc(ctx, n, 4, &p), ATTN_OK, ctx);
+            TU_CHECK(((uintptr_t)p & 63) == 0, "workspace pointer %p not 64-byte aligned", p);
+            if (i % 5 == 4) attn__ws_release(ctx, m0);
+        }
+        attn__ws_release(ctx, m0);
+    }
+    attn_ctx_free(ctx);
+}
+
 int main(void) {
+    test_workspace_alignment();
     test_status();
     test_ctx();
     test_views();

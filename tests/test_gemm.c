@@ -262,6 +262,7 @@ static void test_gemm_determinism(void) {
 /* ---- pool ---------------------------------------------------------------------------- */
 typedef struct cover {
     atomic_int *hits;
+    atomic_int slot_busy[8];
     int64_t n;
     int width;
     atomic_int bad;
@@ -269,12 +270,25 @@ typedef struct cover {
     atomic_int nested_ok;
 } cover;
 
+/* Checks that [b, e) is one of the chunks pool.h promises, tid a valid slot, and counts hits;
+ * the tid's slot is marked busy for the duration to catch two chunks sharing a slot. */
 static void cover_task(void *arg, int64_t b, int64_t e, int tid) {
     cover *c = arg;
-    int64_t q = c->n / c->width, r = c->n % c->width;
-    int64_t eb = tid * q + (tid < r ? tid : r), ee = eb + q + (tid < r);
-    if (tid < 0 || tid >= c->width || b != eb || e != ee) atomic_fetch_add(&c->bad, 1);
+    int64_t nch = c->width <= 1 ? 1 : c->n < (int64_t)c->width * ATTN__POOL_OVERSPLIT
+                                          ? c->n
+                                          : (int64_t)c->width * ATTN__POOL_OVERSPLIT;
+    int64_t q = c->n / nch, r = c->n % nch, found = 0;
+    for (int64_t t = 0; t < nch; t++) {
+        int64_t eb = t * q + (t < r ? t : r), ee = eb + q + (t < r);
+        if (b == eb && e == ee) found = 1;
+    }
+    if (tid < 0 || tid >= c->width || !found) {
+        atomic_fetch_add(&c->bad, 1);
+        return;
+    }
+    if (atomic_fetch_add(&c->slot_busy[tid], 1) != 0) atomic_fetch_add(&c->bad, 1);
     for (int64_t i = b; i < e; i++) atomic_fetch_add(&c->hits[i], 1);
+    atomic_fetch_sub(&c->slot_busy[tid], 1);
 }
 
 static void nested_inner(void *arg, int64_t b, int64_t e, int tid) {
@@ -327,6 +341,7 @@ static void test_pool(void) {
                 c.hits = malloc(sizeof(atomic_int) * (size_t)(c.n + 1));
                 for (int64_t i = 0; i < c.n; i++) atomic_init(&c.hits[i], 0);
                 atomic_init(&c.bad, 0);
+                for (int i = 0; i < 8; i++) atomic_init(&c.slot_busy[i], 0);
                 attn__parallel_for(ctx, c.n, cover_task, &c);
                 int once = 1;
                 for (int64_t i = 0; i < c.n; i++) once &= atomic_load(&c.hits[i]) == 1;

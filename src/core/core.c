@@ -118,7 +118,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
         size_t skip = (size_t)(al - a);
         c->blocks[0].ptr = (unsigned char *)al;
         c->blocks[0].size = p.workspace_size > skip ? p.workspace_size - skip : 0;
-        c->blocks[0].used = 0;
+        c->blocks[0].used = c->blocks[0].start = 0;
         c->nblocks = c->capblocks = 1;
         c->fixed = 1;
     }
@@ -162,9 +162,11 @@ attn__mark attn__ws_mark(attn_ctx *ctx) {
 
 void attn__ws_release(attn_ctx *ctx, attn__mark m) {
     if (!ctx->nblocks) return;
-    for (size_t i = m.block + 1; i < ctx->nblocks; i++) ctx->blocks[i].used = 0;
+    for (size_t i = m.block + 1; i < ctx->nblocks; i++) ctx->blocks[i].used = ctx->blocks[i].start;
     ctx->cur = m.block;
-    ctx->blocks[m.block].used = m.used;
+    /* a mark taken before the block existed says 0: never go below the aligned start */
+    ctx->blocks[m.block].used = m.used > ctx->blocks[m.block].start ? m.used
+                                                                     : ctx->blocks[m.block].start;
     ctx->in_use = m.in_use;
 }
 
@@ -186,9 +188,10 @@ attn_status attn__ws_alloc(attn_ctx *ctx, size_t n, size_t elem, void **out) {
                 if (ctx->in_use > ctx->peak) ctx->peak = ctx->in_use;
                 return ATTN_OK;
             }
-            if (ctx->cur + 1 < ctx->nblocks && ctx->blocks[ctx->cur + 1].size >= bytes) {
+            if (ctx->cur + 1 < ctx->nblocks &&
+                ctx->blocks[ctx->cur + 1].size - ctx->blocks[ctx->cur + 1].start >= bytes) {
                 ctx->cur++;
-                ctx->blocks[ctx->cur].used = 0;
+                ctx->blocks[ctx->cur].used = ctx->blocks[ctx->cur].start;
                 continue;
             }
         }
@@ -212,7 +215,7 @@ attn_status attn__ws_alloc(attn_ctx *ctx, size_t n, size_t elem, void **out) {
         attn__block *b = &ctx->blocks[ctx->nblocks];
         b->ptr = p;
         b->size = want + 64;
-        b->used = (size_t)((((uintptr_t)p + 63) & ~(uintptr_t)63) - (uintptr_t)p);
+        b->used = b->start = (size_t)((((uintptr_t)p + 63) & ~(uintptr_t)63) - (uintptr_t)p);
         ctx->cur = ctx->nblocks++;
     }
 }

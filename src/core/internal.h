@@ -23,6 +23,7 @@
 typedef struct attn__block {
     unsigned char *ptr;
     size_t size, used;
+    size_t start; /* offset of the first 64-byte aligned byte: `used` never goes below it */
 } attn__block;
 
 struct attn_ctx {

@@ -1,16 +1,17 @@
 /* Persistent thread pool (see pool.h).
  *
  * One job at a time.  The job is a fixed list of chunks (pool.h gives the split).  The caller
- * publishes it through one 64-bit ticket, generation << 32 | width << 16 | next chunk, runs
- * chunk 0, then claims (compare-and-swap on the ticket) any chunk that no worker has taken yet,
- * and finally waits for the chunks still running.  A worker that wakes late finds nothing left
- * to claim, so a slow wake-up (hundreds of microseconds on a virtual machine whose idle vCPU
- * halts) costs parallelism, never latency.  A claim names the generation, so a late worker can
- * never take a chunk of a newer job, and the caller does not publish a newer job before every
- * chunk of the current one is done, so the job fields a claimant reads are those of its ticket.
+ * publishes it through one 64-bit ticket, generation << 32 | chunks << 16 | next chunk, then it
+ * and the workers with a slot below the job's width claim chunks in order by compare-and-swap
+ * on the ticket until none is left; the caller then waits for the chunks still running.  A
+ * worker that wakes late, or shares its core with another process, simply claims fewer chunks:
+ * a slow wake-up (hundreds of microseconds on a virtual machine whose idle vCPU halts) costs
+ * parallelism, never latency.  A claim names the generation, so a late worker can never take a
+ * chunk of a newer job, and the caller does not publish a newer job before every chunk of the
+ * current one is done, so the job fields a claimant reads are those of its ticket.
  *
- * Which thread runs a chunk never matters: chunks are independent and per-chunk scratch is
- * indexed by the chunk (tid), not by the thread.
+ * Which thread runs a chunk never matters: chunks are independent, and a thread runs one chunk
+ * at a time, so scratch indexed by the thread's slot (tid) is never shared.
  *
  * Waiting.  Idle workers spin on the ticket, then sleep on a condition variable; the caller
  * spins on the done count (yielding the CPU after a while, in case a worker was woken onto the
@@ -46,15 +47,16 @@
 #define ATTN__TICKET(gen, width, next)                                                        \
     (((uint64_t)(gen) << 32) | ((uint64_t)(width) << 16) | (uint64_t)(next))
 #define ATTN__T_GEN(t) ((uint32_t)((t) >> 32))
-#define ATTN__T_WIDTH(t) ((int)(((t) >> 16) & 0xffff))
+#define ATTN__T_CHUNKS(t) ((int)(((t) >> 16) & 0xffff))
 #define ATTN__T_NEXT(t) ((int)((t)&0xffff))
 
 typedef struct attn__worker {
     struct attn__pool *pool;
+    int slot; /* 1 .. nthreads-1; the caller is slot 0 */
 } attn__worker;
 
 struct attn__pool {
-    int nthreads; /* including the caller (<= 1024, so widths fit the ticket's 16 bits) */
+    int nthreads; /* including the caller (<= 1024: chunk counts fit the ticket's 16 bits) */
     int started;  /* workers running */
     pthread_t *tids;
     attn__worker *workers;
@@ -66,7 +68,8 @@ struct attn__pool {
     void *arg;
     int64_t n;
     uint32_t gen;            /* caller-side copy of the generation */
-    _Atomic uint64_t ticket; /* generation, width, next unclaimed chunk */
+    _Atomic uint64_t ticket; /* generation, chunk count, next unclaimed chunk */
+    atomic_int width;        /* slots taking part in the current job */
     atomic_int done;         /* chunks finished in the current job */
     atomic_int sleepers;     /* workers inside the condition wait */
     atomic_int caller_sleeping;
@@ -80,32 +83,35 @@ static int64_t attn__now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void attn__chunk(int64_t n, int width, int t, int64_t *begin, int64_t *end) {
-    int64_t q = n / width, r = n % width;
+static int64_t attn__nchunks(int64_t n, int width) {
+    int64_t c = (int64_t)width * ATTN__POOL_OVERSPLIT;
+    return width <= 1 ? 1 : n < c ? n : c;
+}
+
+static void attn__chunk(int64_t n, int64_t nchunks, int64_t t, int64_t *begin, int64_t *end) {
+    int64_t q = n / nchunks, r = n % nchunks;
     *begin = t * q + (t < r ? t : r);
     *end = *begin + q + (t < r);
 }
 
-static void attn__run_chunk(struct attn__pool *p, int width, int t) {
-    int64_t b, e;
-    attn__chunk(p->n, width, t, &b, &e);
-    p->fn(p->arg, b, e, t);
-    if (atomic_fetch_add(&p->done, 1) + 1 == width && atomic_load(&p->caller_sleeping)) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_signal(&p->done_cv);
-        pthread_mutex_unlock(&p->mu);
-    }
-}
-
-/* Claims and runs chunks of the job in ticket t until none is left (or a newer job appears). */
-static void attn__claim_all(struct attn__pool *p, uint64_t t) {
+/* Claims and runs chunks of the job in ticket t, as slot `slot`, until none is left (or a
+ * newer job appears). */
+static void attn__claim_all(struct attn__pool *p, uint64_t t, int slot) {
     const uint32_t gen = ATTN__T_GEN(t);
     for (;;) {
-        if (ATTN__T_GEN(t) != gen || ATTN__T_NEXT(t) >= ATTN__T_WIDTH(t)) return;
-        if (atomic_compare_exchange_weak(&p->ticket, &t, t + 1))
-            attn__run_chunk(p, ATTN__T_WIDTH(t), ATTN__T_NEXT(t));
-        else
-            continue; /* t was reloaded */
+        if (ATTN__T_GEN(t) != gen || ATTN__T_NEXT(t) >= ATTN__T_CHUNKS(t)) return;
+        /* the ticket check validates this read: a newer width comes with a newer ticket */
+        if (slot >= atomic_load_explicit(&p->width, memory_order_relaxed)) return;
+        if (!atomic_compare_exchange_weak(&p->ticket, &t, t + 1)) continue; /* t reloaded */
+        const int nchunks = ATTN__T_CHUNKS(t);
+        int64_t b, e;
+        attn__chunk(p->n, nchunks, ATTN__T_NEXT(t), &b, &e);
+        p->fn(p->arg, b, e, slot);
+        if (atomic_fetch_add(&p->done, 1) + 1 == nchunks && atomic_load(&p->caller_sleeping)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
         t = atomic_load(&p->ticket);
     }
 }
@@ -133,13 +139,14 @@ static uint64_t attn__wait_job(struct attn__pool *p, uint32_t seen) {
 }
 
 static void *attn__worker_main(void *arg) {
-    struct attn__pool *p = ((attn__worker *)arg)->pool;
+    attn__worker *w = arg;
+    struct attn__pool *p = w->pool;
     uint32_t seen = 0;
     for (;;) {
         uint64_t t = attn__wait_job(p, seen);
         if (atomic_load(&p->stop)) break;
         seen = ATTN__T_GEN(t);
-        attn__claim_all(p, t);
+        attn__claim_all(p, t, w->slot);
     }
     return NULL;
 }
@@ -154,11 +161,11 @@ static void attn__publish(struct attn__pool *p, uint64_t t) {
     }
 }
 
-static void attn__wait_done(struct attn__pool *p, int width) {
+static void attn__wait_done(struct attn__pool *p, int nchunks) {
     int64_t t0 = 0;
     int yielding = 0;
     for (unsigned i = 0;; i++) {
-        if (atomic_load_explicit(&p->done, memory_order_acquire) == width) return;
+        if (atomic_load_explicit(&p->done, memory_order_acquire) == nchunks) return;
         if ((i & 15) == 15) {
             int64_t now = attn__now_ns();
             if (!t0) t0 = now;
@@ -170,7 +177,7 @@ static void attn__wait_done(struct attn__pool *p, int width) {
     }
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->caller_sleeping, 1);
-    while (atomic_load(&p->done) != width) pthread_cond_wait(&p->done_cv, &p->mu);
+    while (atomic_load(&p->done) != nchunks) pthread_cond_wait(&p->done_cv, &p->mu);
     atomic_store(&p->caller_sleeping, 0);
     pthread_mutex_unlock(&p->mu);
 }
@@ -186,12 +193,13 @@ static void attn__stop_workers(struct attn__pool *p) {
 
 attn_status attn__pool_create(attn_ctx *ctx, int nthreads, struct attn__pool **out) {
     *out = NULL;
-    if (nthreads < 2 || nthreads > 0xffff) return ATTN_E_INVALID;
+    if (nthreads < 2 || (int64_t)nthreads * ATTN__POOL_OVERSPLIT > 0xffff) return ATTN_E_INVALID;
     struct attn__pool *p = attn__malloc(ctx, sizeof *p);
     if (!p) return ATTN_E_NOMEM;
     memset(p, 0, sizeof *p);
     p->nthreads = nthreads;
     atomic_init(&p->ticket, 0);
+    atomic_init(&p->width, 0);
     atomic_init(&p->done, 0);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->caller_sleeping, 0);
@@ -213,6 +221,7 @@ attn_status attn__pool_create(attn_ctx *ctx, int nthreads, struct attn__pool **o
     pthread_sigmask(SIG_SETMASK, &all, &old);
     for (int i = 0; i < nthreads - 1; i++) {
         p->workers[i].pool = p;
+        p->workers[i].slot = i + 1;
         if (pthread_create(&p->tids[i], NULL, attn__worker_main, &p->workers[i]) != 0) break;
         p->started++;
     }
@@ -260,12 +269,12 @@ void attn__parallel_for(attn_ctx *ctx, int64_t n, attn__task_fn fn, void *arg) {
     p->fn = fn;
     p->arg = arg;
     p->n = n;
+    int nchunks = (int)attn__nchunks(n, width);
+    atomic_store_explicit(&p->width, width, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    /* chunk 0 is claimed by the caller from the start */
-    uint64_t t = ATTN__TICKET(++p->gen, width, 1);
+    uint64_t t = ATTN__TICKET(++p->gen, nchunks, 0);
     attn__publish(p, t);
-    attn__run_chunk(p, width, 0);
-    attn__claim_all(p, atomic_load(&p->ticket));
-    attn__wait_done(p, width);
+    attn__claim_all(p, t, 0);
+    attn__wait_done(p, nchunks);
     atomic_store_explicit(&p->busy, 0, memory_order_relaxed);
 }

@@ -14,7 +14,8 @@
  * microkernel, so they round like interior ones.
  *
  * Memory: the packed B block and one packed A micro-panel per thread come from the context
- * workspace (mark/release); nothing else is allocated. */
+ * workspace (mark/release); nothing else is allocated.  Like every use of the workspace, a call
+ * must not come from inside a parallel_for task of the same context. */
 #include <string.h>
 
 #include "dispatch.h"
@@ -35,10 +36,11 @@ typedef struct attn__gemm_job {
     /* the current block */
     int64_t jc, nc, pc, kc;
     float beta;       /* beta for this K chunk */
+    int serial;       /* too small to be worth waking the pool */
     int64_t nb_panels; /* B micro-panels in the block */
     int64_t m_panels;  /* A micro-panels in M */
     float *bpack;      /* nb_panels x (kc x nr) */
-    float *apack;      /* per chunk: mr x kc */
+    float *apack;      /* per thread slot (tid): mr x kc */
     int64_t apack_stride;
 } attn__gemm_job;
 
@@ -150,6 +152,13 @@ static float *attn__align64(float *p) {
     return (float *)(void *)(p + ((64 - (a & 63)) & 63) / sizeof(float));
 }
 
+static void attn__gemm_run(attn_ctx *ctx, attn__gemm_job *g, int64_t n, attn__task_fn fn) {
+    if (g->serial)
+        fn(g, 0, n, 0);
+    else
+        attn__parallel_for(ctx, n, fn, g);
+}
+
 /* C = beta * C (K == 0 or alpha == 0: A and B are not read). */
 static void attn__gemm_scale(float *C, int64_t ldc, int64_t M, int64_t N, float beta) {
     if (beta == 1.0f) return;
@@ -180,6 +189,9 @@ attn_status attn__gemm(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t
     g.alpha = alpha;
     g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
     g.m_panels = (M + kr->mr - 1) / kr->mr;
+    /* below ~2^18 multiply-adds (a few microseconds) two pool dispatches per block cost more
+     * than they save; the result is the same either way */
+    g.serial = (double)M * (double)N * (double)K < 262144.0;
 
     const int64_t kc_max = K < kr->kc ? K : kr->kc;
     const int64_t nc_max = N < kr->nc ? (N + kr->nr - 1) / kr->nr * kr->nr : kr->nc;
@@ -207,8 +219,8 @@ attn_status attn__gemm(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t
         g.nb_panels = (g.nc + kr->nr - 1) / kr->nr;
         /* Split rows unless that leaves threads idle or badly balanced and columns do not;
          * either way every tile is computed the same way. */
-        int64_t w_rows = attn__parallel_width(ctx, g.m_panels);
-        int64_t w_cols = attn__parallel_width(ctx, g.nb_panels);
+        int64_t w_rows = g.serial ? 1 : attn__parallel_width(ctx, g.m_panels);
+        int64_t w_cols = g.serial ? 1 : attn__parallel_width(ctx, g.nb_panels);
         int64_t cost_rows = (g.m_panels + w_rows - 1) / w_rows * g.nb_panels;
         int64_t cost_cols = (g.nb_panels + w_cols - 1) / w_cols * g.m_panels;
         int split_cols = cost_cols * 10 < cost_rows * 9;
@@ -216,11 +228,11 @@ attn_status attn__gemm(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t
             g.pc = pc;
             g.kc = K - pc < kr->kc ? K - pc : kr->kc;
             g.beta = pc == 0 ? beta : 1.0f;
-            attn__parallel_for(ctx, g.nb_panels, attn__gemm_pack_b_task, &g);
+            attn__gemm_run(ctx, &g, g.nb_panels, attn__gemm_pack_b_task);
             if (split_cols)
-                attn__parallel_for(ctx, g.nb_panels, attn__gemm_cols_task, &g);
+                attn__gemm_run(ctx, &g, g.nb_panels, attn__gemm_cols_task);
             else
-                attn__parallel_for(ctx, g.m_panels, attn__gemm_rows_task, &g);
+                attn__gemm_run(ctx, &g, g.m_panels, attn__gemm_rows_task);
         }
     }
     attn__ws_release(ctx, mark);
