@@ -15,6 +15,8 @@ int attn_cmd_heatmap(int argc, char **argv);     /* cli/train_cmd.c */
 int attn_cmd_charlm_train(int argc, char **argv);
 int attn_cmd_generate(int argc, char **argv);    /* cli/charlm_cmd.c */
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
+int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
+int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
 
 /* cli/cli_util.c */
 #include <stddef.h>

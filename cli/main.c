@@ -19,6 +19,8 @@ static const cmd cmds[] = {
     {"translate", attn_cmd_translate, "translate dates with a trained model"},
     {"heatmap", attn_cmd_heatmap, "draw a translation's cross-attention as a PNG heatmap"},
     {"generate", attn_cmd_generate, "sample text from a character-level model (train charlm)"},
+    {"embed", attn_cmd_embed, "sentence embeddings with a BERT sentence-transformers model"},
+    {"similar", attn_cmd_similar, "rank the lines of a file by similarity to a query"},
 };
 
 static void usage(FILE *f) {

@@ -1047,6 +1047,74 @@ ATTN_API attn_status attn_charlm_load(attn_ctx *ctx, const char *path,
                                       attn_module **model /* OUT */);
 
 /* ============================================================================================
+ * BERT sentence embeddings (sentence-transformers compatible).
+ *
+ * attn_bert_load reads a Hugging Face / sentence-transformers model folder as it is:
+ *   config.json              model_type "bert", hidden_act "gelu", absolute positions; sizes
+ *                            and layer_norm_eps from it (other model types are refused by name)
+ *   model.safetensors        HF BertModel state_dict names (an optional "bert." prefix; pooler.*
+ *                            and buffers ignored), any float dtype
+ *   vocab.txt                WordPiece vocabulary (one token a line; id = line number)
+ *   tokenizer_config.json    optional: do_lower_case (default true), strip_accents,
+ *                            tokenize_chinese_chars, unk/cls/sep/pad tokens
+ *   sentence_bert_config.json optional: max_seq_length (default min(512, max_position))
+ *   modules.json             optional: Transformer, Pooling (its folder's config.json:
+ *                            pooling_mode_mean_tokens / cls_token / max_tokens, exactly one) and
+ *                            Normalize; other modules (Dense, ...) are refused by name.  Without
+ *                            modules.json: mean pooling, no normalisation.
+ * A missing file is ATTN_E_NOT_FOUND and an unsupported setting ATTN_E_UNSUPPORTED, with a
+ * message naming it.
+ *
+ * Tokenisation is BERT's normaliser, pre-tokeniser and WordPiece as the Hugging Face tokenizers
+ * library runs them (BertTokenizerFast, what sentence-transformers uses): invalid UTF-8 bytes
+ * are dropped, control/format/private-use characters removed, whitespace splits, CJK
+ * ideographs become single-character words, accents stripped (NFD, nonspacing marks dropped)
+ * and lower-cased as configured, punctuation split off, then greedy longest-match WordPiece
+ * with "##" continuations (a word over 100 characters is [UNK]); truncation to
+ * max_seq_length - 2 then [CLS] ... [SEP].  The Unicode tables are measured from that library
+ * one code point at a time (tests/gen_bert.py --unicode).  Limits: texts are NUL-terminated
+ * (an embedded NUL ends the text); special-token strings inside a text ("[SEP]") are tokenised
+ * as ordinary text; token_type_ids are all 0.
+
+ * attn_bert_embed tokenises, batches (32 texts, sorted by length, padded, key padding masks),
+ * runs the encoder, pools over the real tokens and normalises when configured:
+ * out [n, hidden_size] row-major.  Results do not depend on the batch or the thread count
+ * beyond float rounding (bit-identical across thread counts).  GELU's erf is Abramowitz &
+ * Stegun 7.1.28 (|error| <= 3e-7), vectorisable; against sentence-transformers the
+ * all-MiniLM-L6-v2 embeddings differ by under 3e-7 (tests/test_bert.c).  A loaded attn_bert is
+ * read-only: several contexts may use it at once, one per thread.
+ * ========================================================================================== */
+typedef struct attn_bert attn_bert;
+
+typedef enum attn_bert_pooling {
+    ATTN_BERT_POOL_MEAN = 0,
+    ATTN_BERT_POOL_CLS = 1,
+    ATTN_BERT_POOL_MAX = 2
+} attn_bert_pooling;
+
+typedef struct attn_bert_info {
+    int64_t hidden_size, num_layers, num_heads, intermediate_size, vocab_size;
+    int64_t max_position_embeddings, max_seq_length;
+    double layer_norm_eps;
+    int pooling;                /* attn_bert_pooling */
+    int normalize;              /* 1: L2-normalised output */
+    int do_lower_case;          /* 0 / 1 */
+    int strip_accents;          /* -1: follow do_lower_case (HF's None), 0, 1 */
+    int tokenize_chinese_chars; /* 0 / 1 */
+} attn_bert_info;
+
+ATTN_API attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out /* OUT */);
+ATTN_API void attn_bert_free(attn_bert *b);
+ATTN_API attn_status attn_bert_get_info(const attn_bert *b, attn_bert_info *info /* OUT */);
+/* Token ids of one text with [CLS]/[SEP], truncated to max_seq_length: *n is their count;
+ * the first min(*n, cap) are written to ids. */
+ATTN_API attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *text,
+                                        int32_t *ids, int64_t cap, int64_t *n /* OUT */);
+/* Sentence embeddings of n NUL-terminated UTF-8 texts into out [n, hidden_size]. */
+ATTN_API attn_status attn_bert_embed(attn_ctx *ctx, const attn_bert *b,
+                                     const char *const *texts, int64_t n, float *out);
+
+/* ============================================================================================
  * attn eval: run one op described by a safetensors file (docs/eval-format.md).
  * The input's __metadata__ names the op ("op") and its attributes; tensors carry PyTorch's
  * argument and state_dict names.  Outputs ("out", "attn_weights", ...) are added to `out`.

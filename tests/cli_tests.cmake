@@ -87,3 +87,18 @@ set_tests_properties(cli_generate PROPERTIES FIXTURES_REQUIRED tiny_charlm
                      PASS_REGULAR_EXPRESSION "The ")
 add_test(NAME cli_generate_bad COMMAND attn_cli generate --model no_such.safetensors)
 set_tests_properties(cli_generate_bad PROPERTIES WILL_FAIL TRUE)
+
+# attn embed / attn similar on the tiny random BERT written by tests/gen_bert.py
+add_test(NAME cli_embed COMMAND attn_cli embed --model fixtures/bert_tiny "hello world" "東京"
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_embed PROPERTIES PASS_REGULAR_EXPRESSION "^-?[0-9]")
+add_test(NAME cli_embed_json COMMAND attn_cli embed --model fixtures/bert_tiny --json "hello"
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_embed_json PROPERTIES PASS_REGULAR_EXPRESSION "\\[")
+add_test(NAME cli_similar
+         COMMAND attn_cli similar --model fixtures/bert_tiny --corpus data/corpus.txt "a cat on a mat"
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_similar PROPERTIES PASS_REGULAR_EXPRESSION "[0-9]\\.[0-9]+\t")
+add_test(NAME cli_embed_bad_model COMMAND attn_cli embed --model no_such_dir "x"
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_embed_bad_model PROPERTIES WILL_FAIL TRUE)
