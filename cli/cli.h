@@ -17,6 +17,7 @@ int attn_cmd_generate(int argc, char **argv);    /* cli/charlm_cmd.c */
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
 int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
+int attn_cmd_bench(int argc, char **argv);       /* cli/bench_cmd.c */
 
 /* cli/cli_util.c */
 #include <stddef.h>

@@ -21,6 +21,7 @@ static const cmd cmds[] = {
     {"generate", attn_cmd_generate, "sample text from a character-level model (train charlm)"},
     {"embed", attn_cmd_embed, "sentence embeddings with a BERT sentence-transformers model"},
     {"similar", attn_cmd_similar, "rank the lines of a file by similarity to a query"},
+    {"bench", attn_cmd_bench, "time attention ops: median ms, GFLOP/s, % of FMA peak"},
 };
 
 static void usage(FILE *f) {

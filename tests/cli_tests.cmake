@@ -102,3 +102,26 @@ set_tests_properties(cli_similar PROPERTIES PASS_REGULAR_EXPRESSION "[0-9]\\.[0-
 add_test(NAME cli_embed_bad_model COMMAND attn_cli embed --model no_such_dir "x"
          WORKING_DIRECTORY ${ATTN_CLI_WD})
 set_tests_properties(cli_embed_bad_model PROPERTIES WILL_FAIL TRUE)
+
+# attn bench: tiny sizes only (the FMA-peak loop dominates the run time)
+add_test(NAME cli_bench_sdpa COMMAND attn_cli bench --op sdpa --len 64 --repeat 1)
+set_tests_properties(cli_bench_sdpa PROPERTIES PASS_REGULAR_EXPRESSION "GFLOP/s")
+add_test(NAME cli_bench_json
+         COMMAND attn_cli bench --op sdpa-backward --len 32 --heads 2 --repeat 1 --causal --json)
+set_tests_properties(cli_bench_json PROPERTIES PASS_REGULAR_EXPRESSION "\"gflops\"")
+add_test(NAME cli_bench_layers
+         COMMAND attn_cli bench --op encoder-layer-backward --len 16 --heads 2 --dim 8 --repeat 1)
+set_tests_properties(cli_bench_layers PROPERTIES PASS_REGULAR_EXPRESSION "GFLOP/s")
+add_test(NAME cli_bench_mha_cross
+         COMMAND attn_cli bench --op mha-backward --len 16 --kv-len 24 --heads 2 --dim 8
+                 --repeat 1 --json)
+set_tests_properties(cli_bench_mha_cross PROPERTIES PASS_REGULAR_EXPRESSION "\"gflops\"")
+add_test(NAME cli_bench_bf16 COMMAND attn_cli bench --dtype bf16 --len 64)
+set_tests_properties(cli_bench_bf16 PROPERTIES WILL_FAIL TRUE)
+add_test(NAME cli_bench_bf16_message COMMAND attn_cli bench --dtype bf16 --len 64)
+set_tests_properties(cli_bench_bf16_message PROPERTIES
+                     PASS_REGULAR_EXPRESSION "bf16 is not implemented yet")
+add_test(NAME cli_bench_unknown_op COMMAND attn_cli bench --op frobnicate --len 64)
+set_tests_properties(cli_bench_unknown_op PROPERTIES WILL_FAIL TRUE)
+add_test(NAME cli_bench_bad_value COMMAND attn_cli bench --len 0)
+set_tests_properties(cli_bench_bad_value PROPERTIES WILL_FAIL TRUE)
