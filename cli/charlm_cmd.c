@@ -229,17 +229,8 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     double x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL                                                                             \
-    if (!val) {                                                                              \
-        fprintf(stderr, "attn train charlm: %s needs a value\n", a);                          \
-        return 2;                                                                            \
-    }                                                                                        \
-    i++;
-#define BAD(what)                                                                            \
-    do {                                                                                     \
-        fprintf(stderr, "attn train charlm: bad value '%s' for %s\n", val, what);             \
-        return 2;                                                                            \
-    } while (0)
+#define NEED_VAL ATTN_CLI_NEED_VAL("train charlm")
+#define BAD(what) ATTN_CLI_BAD("train charlm", what)
         if (!strcmp(a, "--out")) { NEED_VAL out = val; }
         else if (!strcmp(a, "--resume")) { NEED_VAL resume = val; }
         else if (!strcmp(a, "--text")) { NEED_VAL text_path = val; }

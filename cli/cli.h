@@ -3,6 +3,8 @@
  * process exit status: 0 success, 1 failure, 2 usage error. */
 #ifndef ATTN_CLI_H
 #define ATTN_CLI_H
+#include <stdio.h>
+
 #include "attn.h"
 
 int attn_cmd_eval(int argc, char **argv);        /* cli/eval_cmd.c */
@@ -28,5 +30,20 @@ int attn_cli_parse_i64(const char *s, long long lo, long long hi, long long *v);
 int attn_cli_parse_f(const char *s, double lo, double hi, double *v);
 /* "m:ss" */
 void attn_cli_fmt_time(double s, char *b, size_t n);
+
+/* Option loops: `a` is the option, `val` the next argument (or NULL) and `i` the index.
+ * ATTN_CLI_NEED_VAL consumes the value or fails with a usage error (exit 2); ATTN_CLI_BAD
+ * reports a value that does not parse. */
+#define ATTN_CLI_NEED_VAL(cmd)                                                               \
+    if (!val) {                                                                              \
+        fprintf(stderr, "attn %s: %s needs a value\n", cmd, a);                              \
+        return 2;                                                                            \
+    }                                                                                        \
+    i++;
+#define ATTN_CLI_BAD(cmd, what)                                                              \
+    do {                                                                                     \
+        fprintf(stderr, "attn %s: bad value '%s' for %s\n", cmd, val, what);                 \
+        return 2;                                                                            \
+    } while (0)
 
 #endif

@@ -84,17 +84,8 @@ int attn_cmd_train(int argc, char **argv) {
     double x;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL                                                                             \
-    if (!val) {                                                                              \
-        fprintf(stderr, "attn train: %s needs a value\n", a);                                 \
-        return 2;                                                                            \
-    }                                                                                        \
-    i++;
-#define BAD(what)                                                                            \
-    do {                                                                                     \
-        fprintf(stderr, "attn train: bad value '%s' for %s\n", val, what);                    \
-        return 2;                                                                            \
-    } while (0)
+#define NEED_VAL ATTN_CLI_NEED_VAL("train")
+#define BAD(what) ATTN_CLI_BAD("train", what)
         if (!strcmp(a, "--out")) { NEED_VAL out = val; }
         else if (!strcmp(a, "--resume")) { NEED_VAL resume = val; }
         else if (!strcmp(a, "--steps")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.steps = v; }
