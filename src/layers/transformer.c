@@ -917,52 +917,19 @@ done:
     return st;
 }
 
-/* Encoder stack backward: recomputes the forward saving each layer's input and dropout
- * state.  x0 [B, L, E]; dx overwritten.  If xout is not NULL it receives the stack output. */
-attn_status attn__enc_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
-                                 const float *x0, int64_t B, int64_t L, const attn_mask *mask,
-                                 const attn_mask *kpm, int is_causal, attn__rng *rng,
-                                 const float *dout, float *dx) {
-    int64_t E = s->cfg.d_model, n = B * L * E, N = s->nenc;
-    attn__mark mk = attn__ws_mark(ctx);
-    float *xs, *d, *t;
-    attn__rng *rs;
-    attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &xs, N + 1, B, L, E));
-    ATTN_TRYG(attn__ws_f32(ctx, &d, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &t, B, L, E, 1));
-    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)N, sizeof *rs, (void **)&rs));
-    copy_f(xs, x0, n);
-    for (int64_t i = 0; i < N; i++) {
-        rs[i] = *rng;
-        copy_f(xs + (i + 1) * n, xs + i * n, n);
-        ATTN_TRYG(attn__enc_layer_fwd(ctx, &s->enc[i], xs + (i + 1) * n, B, L, mask, kpm,
-                                      is_causal, rng));
-    }
-    if (s->enc_norm)
-        attn__layer_norm_bwd_ref(xs + N * n, E, s->enc_final.weight, s->enc_final.eps, dout, E,
-                                 d, E, attn__g(g, s->enc_final.weight),
-                                 attn__g(g, s->enc_final.bias), B * L, E);
-    else
-        copy_f(d, dout, n);
-    for (int64_t i = N - 1; i >= 0; i--) {
-        ATTN_TRYG(enc_layer_bwd(ctx, &s->enc[i], g, xs + i * n, B, L, mask, kpm, is_causal,
-                                &rs[i], d, t));
-        copy_f(d, t, n);
-    }
-    copy_f(dx, d, n);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
-/* Decoder stack backward.  dx overwritten, dmem accumulates. */
-attn_status attn__dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
-                                 const float *x0, const float *mem, int64_t B, int64_t T,
-                                 int64_t S, const attn_mask *tm, const attn_mask *mm,
-                                 const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
-                                 attn__rng *rng, const float *dout, float *dx, float *dmem) {
-    int64_t E = s->cfg.d_model, n = B * T * E, N = s->ndec;
+/* Backward of an encoder stack (dec = 0: x [B, L, E], L = T) or a decoder stack (dec = 1:
+ * x [B, T, E] over memory [B, S, E]).  Recomputes the forward, saving each layer's input and
+ * dropout state, takes the final norm's backward, then the layers' in reverse.  dx is
+ * overwritten; dmem (decoder) accumulates.  Masks: m1/m2 = mask/kpm (encoder) or
+ * tgt_mask/tgt_kpm (decoder); mm/mkpm = memory_mask/memory_kpm (decoder only). */
+static attn_status stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g, int dec,
+                             const float *x0, const float *mem, int64_t B, int64_t T, int64_t S,
+                             const attn_mask *m1, const attn_mask *m2, const attn_mask *mm,
+                             const attn_mask *mkpm, int is_causal, attn__rng *rng,
+                             const float *dout, float *dx, float *dmem) {
+    int64_t E = s->cfg.d_model, n = B * T * E, N = dec ? s->ndec : s->nenc;
+    const attn__ln *fin = dec ? (s->dec_norm ? &s->dec_final : NULL)
+                              : (s->enc_norm ? &s->enc_final : NULL);
     attn__mark mk = attn__ws_mark(ctx);
     float *xs, *d, *t;
     attn__rng *rs;
@@ -973,26 +940,50 @@ attn_status attn__dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn_
     ATTN_TRYG(attn__ws_alloc(ctx, (size_t)N, sizeof *rs, (void **)&rs));
     copy_f(xs, x0, n);
     for (int64_t i = 0; i < N; i++) {
+        float *xi = xs + (i + 1) * n;
         rs[i] = *rng;
-        copy_f(xs + (i + 1) * n, xs + i * n, n);
-        ATTN_TRYG(attn__dec_layer_fwd(ctx, &s->dec[i], xs + (i + 1) * n, mem, B, T, S, tm, mm,
-                                      tk, mkpm, tgt_is_causal, rng, NULL));
+        copy_f(xi, xs + i * n, n);
+        if (dec)
+            ATTN_TRYG(attn__dec_layer_fwd(ctx, &s->dec[i], xi, mem, B, T, S, m1, mm, m2, mkpm,
+                                          is_causal, rng, NULL));
+        else
+            ATTN_TRYG(attn__enc_layer_fwd(ctx, &s->enc[i], xi, B, T, m1, m2, is_causal, rng));
     }
-    if (s->dec_norm)
-        attn__layer_norm_bwd_ref(xs + N * n, E, s->dec_final.weight, s->dec_final.eps, dout, E,
-                                 d, E, attn__g(g, s->dec_final.weight),
-                                 attn__g(g, s->dec_final.bias), B * T, E);
+    if (fin)
+        attn__layer_norm_bwd_ref(xs + N * n, E, fin->weight, fin->eps, dout, E, d, E,
+                                 attn__g(g, fin->weight), attn__g(g, fin->bias), B * T, E);
     else
         copy_f(d, dout, n);
     for (int64_t i = N - 1; i >= 0; i--) {
-        ATTN_TRYG(dec_layer_bwd(ctx, &s->dec[i], g, xs + i * n, mem, B, T, S, tm, mm, tk, mkpm,
-                                tgt_is_causal, &rs[i], d, t, dmem));
+        if (dec)
+            ATTN_TRYG(dec_layer_bwd(ctx, &s->dec[i], g, xs + i * n, mem, B, T, S, m1, mm, m2,
+                                    mkpm, is_causal, &rs[i], d, t, dmem));
+        else
+            ATTN_TRYG(enc_layer_bwd(ctx, &s->enc[i], g, xs + i * n, B, T, m1, m2, is_causal,
+                                    &rs[i], d, t));
         copy_f(d, t, n);
     }
     copy_f(dx, d, n);
 done:
     attn__ws_release(ctx, mk);
     return st;
+}
+
+attn_status attn__enc_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
+                                const float *x0, int64_t B, int64_t L, const attn_mask *mask,
+                                const attn_mask *kpm, int is_causal, attn__rng *rng,
+                                const float *dout, float *dx) {
+    return stack_bwd(ctx, s, g, 0, x0, NULL, B, L, 0, mask, kpm, NULL, NULL, is_causal, rng,
+                     dout, dx, NULL);
+}
+
+attn_status attn__dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
+                                const float *x0, const float *mem, int64_t B, int64_t T,
+                                int64_t S, const attn_mask *tm, const attn_mask *mm,
+                                const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
+                                attn__rng *rng, const float *dout, float *dx, float *dmem) {
+    return stack_bwd(ctx, s, g, 1, x0, mem, B, T, S, tm, tk, mm, mkpm, tgt_is_causal, rng, dout,
+                     dx, dmem);
 }
 
 /* ---- public backward entry points ------------------------------------------------------ */
