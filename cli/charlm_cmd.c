@@ -263,27 +263,14 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         free(text.p);
         return 1;
     }
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "attn train charlm: cannot create %s: %s\n", out, strerror(errno));
-        free(text.p);
-        return 1;
-    }
-    char model_path[4096], state_path[4096], svg_path[4096];
-    snprintf(model_path, sizeof model_path, "%s/model.safetensors", out);
-    snprintf(state_path, sizeof state_path, "%s/state.safetensors", out);
-    snprintf(svg_path, sizeof svg_path, "%s/loss.svg", out);
-    cfg.state_path = state_path;
-    cfg.save_every = 100;
-
-    attn_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    cp.threads = (int)threads;
+    attn_cli_paths paths;
     attn_ctx *ctx;
-    if (attn_ctx_create(&cp, &ctx) != ATTN_OK) {
-        fprintf(stderr, "attn train charlm: cannot create a context\n");
+    if (attn_cli_train_setup("train charlm", out, (int)threads, &paths, &ctx)) {
         free(text.p);
         return 1;
     }
+    cfg.state_path = paths.state;
+    cfg.save_every = 100;
     curve c;
     memset(&c, 0, sizeof c);
     c.cap = (int)(cfg.steps < 1000000 ? cfg.steps + 1 : 1000000);
@@ -312,17 +299,17 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;
     }
-    if ((st = attn_charlm_save(ctx, m, &cfg, model_path)) != ATTN_OK) {
+    if ((st = attn_charlm_save(ctx, m, &cfg, paths.model)) != ATTN_OK) {
         rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;
     }
-    st = attn_loss_curve_svg(ctx, svg_path, c.step, c.bpc, c.n, c.vstep, c.vbpc, c.nv,
+    st = attn_loss_curve_svg(ctx, paths.svg, c.step, c.bpc, c.n, c.vstep, c.vbpc, c.nv,
                              "validation bits/char",
                              "attn train charlm: training and validation bits per character");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train charlm", st);
     printf("vocabulary: %d bytes\n", cfg.vocab_size);
     if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.vbpc[c.nv - 1]);
-    printf("model: %s\nstate: %s\nloss curve: %s\n", model_path, state_path, svg_path);
+    printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state, paths.svg);
     if (sample > 0 && (smp = malloc((size_t)sample + 1)) != NULL) {
         st = attn_charlm_generate(ctx, m, &cfg, NULL, sample, 0.8f, 0, cfg.seed, smp,
                                   (size_t)sample + 1);

@@ -31,6 +31,14 @@ int attn_cli_parse_f(const char *s, double lo, double hi, double *v);
 /* "m:ss" */
 void attn_cli_fmt_time(double s, char *b, size_t n);
 
+/* A training command's output folder (created if missing), its file names and a context with
+ * `threads` threads.  Prints the problem and returns 1 on failure, else 0. */
+typedef struct attn_cli_paths {
+    char model[4096], state[4096], svg[4096];
+} attn_cli_paths;
+int attn_cli_train_setup(const char *cmd, const char *out, int threads, attn_cli_paths *paths,
+                         attn_ctx **ctx);
+
 /* Option loops: `a` is the option, `val` the next argument (or NULL) and `i` the index.
  * ATTN_CLI_NEED_VAL consumes the value or fails with a usage error (exit 2); ATTN_CLI_BAD
  * reports a value that does not parse. */

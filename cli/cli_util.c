@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -31,4 +33,23 @@ void attn_cli_fmt_time(double s, char *b, size_t n) {
     if (s < 0 || s > 1e7) s = 0;
     int m = (int)(s / 60), sec = (int)s % 60;
     snprintf(b, n, "%d:%02d", m, sec);
+}
+
+int attn_cli_train_setup(const char *cmd, const char *out, int threads, attn_cli_paths *paths,
+                         attn_ctx **ctx) {
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out, strerror(errno));
+        return 1;
+    }
+    snprintf(paths->model, sizeof paths->model, "%s/model.safetensors", out);
+    snprintf(paths->state, sizeof paths->state, "%s/state.safetensors", out);
+    snprintf(paths->svg, sizeof paths->svg, "%s/loss.svg", out);
+    attn_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.threads = threads;
+    if (attn_ctx_create(&cp, ctx) != ATTN_OK) {
+        fprintf(stderr, "attn %s: cannot create a context\n", cmd);
+        return 1;
+    }
+    return 0;
 }

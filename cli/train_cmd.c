@@ -110,25 +110,13 @@ int attn_cmd_train(int argc, char **argv) {
 #undef NEED_VAL
 #undef BAD
     }
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "attn train: cannot create %s: %s\n", out, strerror(errno));
-        return 1;
-    }
-    char model_path[4096], state_path[4096], svg_path[4096];
-    snprintf(model_path, sizeof model_path, "%s/model.safetensors", out);
-    snprintf(state_path, sizeof state_path, "%s/state.safetensors", out);
-    snprintf(svg_path, sizeof svg_path, "%s/loss.svg", out);
-    cfg.state_path = state_path;
-    cfg.save_every = 500;
-
-    attn_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    cp.threads = (int)threads;
+    attn_cli_paths paths;
     attn_ctx *ctx;
-    if (attn_ctx_create(&cp, &ctx) != ATTN_OK) {
-        fprintf(stderr, "attn train: cannot create a context\n");
+    if (attn_cli_train_setup("train", out, (int)threads, &paths, &ctx)) {
         return 1;
     }
+    cfg.state_path = paths.state;
+    cfg.save_every = 500;
     curve c;
     memset(&c, 0, sizeof c);
     c.cap = (int)(cfg.steps < 1000000 ? cfg.steps + 1 : 1000000);
@@ -156,18 +144,18 @@ int attn_cmd_train(int argc, char **argv) {
         rc = attn_cli_fail(ctx, "train", st);
         goto out;
     }
-    st = attn_dates_save(ctx, m, &cfg, model_path);
+    st = attn_dates_save(ctx, m, &cfg, paths.model);
     if (st != ATTN_OK) {
         rc = attn_cli_fail(ctx, "train", st);
         attn_module_free(m);
         goto out;
     }
     for (int i = 0; i < c.nv; i++) c.vacc[i] = 1.0f - c.vacc[i]; /* plot the error: both fall */
-    st = attn_loss_curve_svg(ctx, svg_path, c.step, c.loss, c.n, c.vstep, c.vacc, c.nv,
+    st = attn_loss_curve_svg(ctx, paths.svg, c.step, c.loss, c.n, c.vstep, c.vacc, c.nv,
                              "held-out error (1 - exact match)",
                              "attn train dates: training loss and held-out exact match");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train", st);
-    printf("model: %s\nstate: %s\nloss curve: %s\n", model_path, state_path, svg_path);
+    printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state, paths.svg);
     static const char *examples[] = {"21 Nov 2026", "saturday, november 21, 2026", "11/21/26",
                                      "the 3rd of may 1999"};
     for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++) {
