@@ -31,7 +31,27 @@ static int attn__x86_has(int isa) {
     if (isa == ATTN__ISA_AVX512) return avx2 && avx512f && (xcr0 & 0xe6) == 0xe6;
     return 0;
 }
+
+static int attn__x86_bf16(void) {
+    unsigned a, b, c, d;
+    if (!attn__x86_has(ATTN__ISA_AVX512) || __get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 5) & 1;
+}
 #endif
+
+int attn__has_bf16(const attn_ctx *ctx) {
+#ifdef ATTN__X86
+    if (ctx->isa != ATTN__ISA_AVX512 || !attn__bf16_kernels_built())
+        return 0;
+    const char *env = getenv("ATTN_BF16");
+    if (env && strcmp(env, "0") == 0) return 0;
+    return attn__x86_bf16();
+#else
+    (void)ctx;
+    return 0;
+#endif
+}
 
 static const attn__gemm_kernel *attn__table(int isa) {
     switch (isa) {

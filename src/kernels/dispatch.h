@@ -65,6 +65,12 @@ ATTN__HIDDEN int attn__isa_default(void);
 ATTN__HIDDEN int attn__isa_set(attn_ctx *ctx, int isa);
 /* "ref", "avx2", "avx512" (or "?"). */
 ATTN__HIDDEN const char *attn__isa_name(int isa);
+/* 1 when ctx->isa is AVX-512 and the CPU (CPUID.(7,1):EAX bit 5) has the AVX512_BF16
+ * dot-product instructions and the build compiled the kernels of src/kernels/x86_avx512bf16.
+ * Environment ATTN_BF16=0 turns it off (tests of the plain C bf16 path). */
+ATTN__HIDDEN int attn__has_bf16(const attn_ctx *ctx);
+/* 1 when src/kernels/x86_avx512bf16 was compiled with the bf16 instructions. */
+ATTN__HIDDEN int attn__bf16_kernels_built(void);
 /* The table of ctx->isa (the ref table if that set is unavailable). */
 ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_for(const attn_ctx *ctx);
 

@@ -118,21 +118,8 @@ static int live(const fl *f, int64_t qt, int64_t kt) {
 static void keep_row(const fl *f, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n,
                      float *out) {
     const attn__sdpa_args *a = f->a;
-    uint64_t idx = (uint64_t)(((b * a->H + h) * a->L + i) * a->S + j0);
-    uint32_t key[2] = {(uint32_t)a->seed, (uint32_t)(a->seed >> 32)};
-    float p = a->dropout_p, sc = f->keep_scale;
-    int64_t j = 0;
-    while (j < n) {
-        uint64_t blk = idx >> 2;
-        uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)a->offset,
-                           (uint32_t)(a->offset >> 32)},
-                 r[4];
-        attn__philox(ctr, key, r);
-        for (unsigned lane = (unsigned)(idx & 3); lane < 4 && j < n; lane++, j++, idx++) {
-            float u = (float)(r[lane] >> 8) * (1.0f / 16777216.0f);
-            out[j] = u >= p ? sc : 0.0f;
-        }
-    }
+    uint64_t idx = a->drop_base + (uint64_t)(((b * a->H + h) * a->L + i) * a->S + j0);
+    attn__dropout_row(a->seed, a->offset, idx, n, a->dropout_p, f->keep_scale, out);
 }
 
 /* Adds both masks to the scaled scores s[0..n) of row (b, h, i), keys from j0; returns the new

@@ -9,6 +9,12 @@
 /* Philox-4x32-10 block: ctr[4] under key[2] -> out[4]. */
 ATTN__HIDDEN void attn__philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
+/* Dropout multipliers of n consecutive elements of the attn_dropout_keep stream starting at
+ * index idx: out[j] = keep(idx + j) ? scale : 0.  Bit-identical to attn_dropout_keep for every
+ * ISA (src/kernels/dropout.c; vectorised where the CPU allows). */
+ATTN__HIDDEN void attn__dropout_row(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n,
+                                    float p, float scale, float *out);
+
 /* y[M, N] = x[M, K] W[N, K]^T + b[N] (b may be NULL).  Row strides ldx, ldy (elements). */
 ATTN__HIDDEN void attn__linear_ref(const float *x, int64_t ldx, const float *W, const float *b,
                                    float *y, int64_t ldy, int64_t M, int64_t K, int64_t N);
@@ -44,6 +50,8 @@ typedef struct attn__sdpa_args {
     float scale;
     float dropout_p;
     uint64_t seed, offset;
+    uint64_t drop_base;  /* dropout index of element (0,0,0,0); element (b,h,i,j) draws index
+                            drop_base + ((b*H + h)*L + i)*S + j (packed sequences offset it) */
 } attn__sdpa_args;
 
 /* scratch: 2*S floats. */

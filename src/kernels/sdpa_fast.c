@@ -78,10 +78,9 @@ static void keep_row(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i, 
         for (int64_t j = 0; j < a->S; j++) keep[j] = 1.0f;
         return;
     }
-    float sc = 1.0f / (1.0f - a->dropout_p);
-    uint64_t base = (uint64_t)(((b * a->H + h) * a->L + i) * a->S);
-    for (int64_t j = 0; j < a->S; j++)
-        keep[j] = attn_dropout_keep(a->seed, a->offset, base + (uint64_t)j, a->dropout_p) ? sc : 0.0f;
+    uint64_t base = a->drop_base + (uint64_t)(((b * a->H + h) * a->L + i) * a->S);
+    attn__dropout_row(a->seed, a->offset, base, a->S, a->dropout_p, 1.0f / (1.0f - a->dropout_p),
+                      keep);
 }
 
 static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {

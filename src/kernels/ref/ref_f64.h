@@ -48,6 +48,7 @@ typedef struct attn__sdpa_args_f64 {
     double scale;
     float dropout_p; /* float, so that attn_dropout_keep draws the float kernel's mask */
     uint64_t seed, offset;
+    uint64_t drop_base;
 } attn__sdpa_args_f64;
 
 typedef struct attn__sdpa_grads_f64 {

@@ -253,7 +253,7 @@ static void RF(attn__sdpa_scores)(const SDPA_ARGS *a, int64_t b, int64_t h, int6
  * dropout. */
 static void RF(attn__sdpa_keep)(const SDPA_ARGS *a, int64_t b, int64_t h, int64_t i, R *keep) {
     R keep_scale = a->dropout_p > 0.0f ? (R)1 / ((R)1 - (R)a->dropout_p) : (R)1;
-    uint64_t base = (uint64_t)(((b * a->H + h) * a->L + i) * a->S);
+    uint64_t base = a->drop_base + (uint64_t)(((b * a->H + h) * a->L + i) * a->S);
     for (int64_t j = 0; j < a->S; j++)
         keep[j] = a->dropout_p > 0.0f && !attn_dropout_keep(a->seed, a->offset, base + (uint64_t)j,
                                                              a->dropout_p)
@@ -274,7 +274,7 @@ void RF(attn__sdpa_ref)(const SDPA_ARGS *a, R *scratch) {
                 R lse = RF(attn__softmax_row)(s, p, a->S);
                 if (a->lse) a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]] = lse;
                 if (a->dropout_p > 0.0f) {
-                    uint64_t base = (uint64_t)(((b * a->H + h) * a->L + i) * a->S);
+                    uint64_t base = a->drop_base + (uint64_t)(((b * a->H + h) * a->L + i) * a->S);
                     for (int64_t j = 0; j < a->S; j++)
                         p[j] = attn_dropout_keep(a->seed, a->offset, base + (uint64_t)j,
                                                  a->dropout_p)
