@@ -27,7 +27,7 @@ static void usage(FILE *f) {
             "\n"
             "options:\n"
             "  --op NAME      sdpa (default), sdpa-backward, mha, mha-backward, encoder-layer,\n"
-            "                 encoder-layer-backward\n"
+            "                 encoder-layer-backward, decode (see below)\n"
             "  --batch B      batch size (default 1)\n"
             "  --heads H      query heads (default 12)\n"
             "  --kv-heads K   key/value heads, H a multiple of K (default H; sdpa ops only)\n"
@@ -36,7 +36,8 @@ static void usage(FILE *f) {
             "  --dim D        head dimension (default 64); model dimension E = H*D\n"
             "  --causal       causal (top-left) mask\n"
             "  --threads N    worker threads (default 2)\n"
-            "  --dtype T      f32 (default; the only one implemented)\n"
+            "  --dtype T      f32 (default) or bf16 (--op sdpa: q, k, v stored as bf16, out f32;\n"
+            "                 the f32 forward runs in turn with it and the speed-up is printed)\n"
             "  --repeat N     timed runs (default 5)\n"
             "  --no-ref       skip the plain C kernels\n"
             "  --json         print one JSON object instead of the table\n"
@@ -52,7 +53,15 @@ static void usage(FILE *f) {
             "\n"
             "The plain C kernels are the same op in a context created with ATTN_ISA=ref (no SIMD\n"
             "kernels); when the requested size would take long they run at a smaller L (and S),\n"
-            "shown in their row, with fewer runs.  bench/ has the internal kernel benchmarks.\n");
+            "shown in their row, with fewer runs.  bench/ has the internal kernel benchmarks.\n"
+            "\n"
+            "--op decode: attn_sdpa of L queries against a K/V cache of S keys, bottom-right\n"
+            "causal (defaults L=1, S=32768, H=32, D=128; --kv-heads for GQA).  Memory-bound, so\n"
+            "it measures the read bandwidth first (a streaming read of 1 GiB on --threads\n"
+            "threads, median of 7) and prints median ms, GB/s of K and V read (their bytes /\n"
+            "time) and %% of that bandwidth for the fast path (split-KV decode), the fused\n"
+            "kernels (ATTN_DECODE=0) and the plain C kernels.  Contexts skip the NaN scan of the\n"
+            "inputs (ATTN_CTX_NO_FINITE_CHECK), which would read the cache once more.\n");
 }
 
 /* ---- timing and memory ------------------------------------------------------------------ */
@@ -161,7 +170,9 @@ done:
 }
 
 /* ---- the ops ---------------------------------------------------------------------------- */
-typedef enum op_kind { OP_SDPA, OP_SDPA_BWD, OP_MHA, OP_MHA_BWD, OP_ENC, OP_ENC_BWD } op_kind;
+typedef enum op_kind {
+    OP_SDPA, OP_SDPA_BWD, OP_MHA, OP_MHA_BWD, OP_ENC, OP_ENC_BWD, OP_DECODE
+} op_kind;
 static const struct {
     const char *name;
     op_kind kind;
@@ -169,11 +180,13 @@ static const struct {
     {"sdpa", OP_SDPA},          {"sdpa-backward", OP_SDPA_BWD},
     {"mha", OP_MHA},            {"mha-backward", OP_MHA_BWD},
     {"encoder-layer", OP_ENC},  {"encoder-layer-backward", OP_ENC_BWD},
+    {"decode", OP_DECODE},
 };
 
 typedef struct shape {
     long long B, H, Hkv, L, S, D;
     int causal;
+    int bf16; /* sdpa: q, k, v in bf16 */
 } shape;
 
 static double op_flops(op_kind k, const shape *s) {
@@ -205,6 +218,7 @@ typedef struct bench_state {
     attn_ctx *ctx;
     attn_module *m;
     float *buf[8];
+    uint16_t *h[3]; /* bf16 copies of q, k, v (--dtype bf16) */
     attn_tensor q, k, v, o, dout, dq, dk, dv;
     attn_sdpa_options sopt;
     attn_mha_options mopt;
@@ -232,12 +246,14 @@ static attn_status run_once(bench_state *b) {
     case OP_ENC_BWD:
         return attn_encoder_layer_backward(b->ctx, b->m, &b->q, NULL, NULL, b->s.causal, NULL,
                                            &b->dout, &b->dq);
+    case OP_DECODE: break; /* bench_decode times it */
     }
     return ATTN_E_INVALID;
 }
 
 static void state_free(bench_state *b) {
     for (int i = 0; i < 8; i++) free(b->buf[i]);
+    for (int i = 0; i < 3; i++) free(b->h[i]);
     attn_module_free(b->m);
     attn_ctx_free(b->ctx);
     memset(b, 0, sizeof *b);
@@ -289,6 +305,25 @@ static int state_init(bench_state *b, op_kind kind, const shape *s, int threads,
         b->dout = attn_view4(u[4], B, H, L, D), b->dq = attn_view4(u[5], B, H, L, D);
         b->dk = attn_view4(u[6], B, Hkv, S, D), b->dv = attn_view4(u[7], B, Hkv, S, D);
         b->sopt = attn_sdpa_defaults();
+        if (s->bf16) { /* the same values, rounded to bf16 (nearest, ties to even) */
+            size_t nn[3] = {nq, nk, nk};
+            for (int i = 0; i < 3; i++) {
+                b->h[i] = malloc(nn[i] ? nn[i] * 2 : 1);
+                if (!b->h[i]) {
+                    fprintf(stderr, "attn bench: out of memory for the inputs\n");
+                    return 1;
+                }
+                for (size_t j = 0; j < nn[i]; j++) {
+                    uint32_t x;
+                    memcpy(&x, &u[i][j], 4);
+                    b->h[i][j] = (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+                }
+            }
+            int64_t qs[4] = {B, H, L, D}, ks[4] = {B, Hkv, S, D};
+            b->q = attn_tensor_make(b->h[0], ATTN_BF16, 4, qs);
+            b->k = attn_tensor_make(b->h[1], ATTN_BF16, 4, ks);
+            b->v = attn_tensor_make(b->h[2], ATTN_BF16, 4, ks);
+        }
         b->sopt.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
         return 0;
     }
@@ -354,7 +389,8 @@ static int measure(op_kind kind, const shape *s, int threads, int ref, int repea
     }
     qsort(t, (size_t)repeat, sizeof *t, cmp_double);
     double med = repeat % 2 ? t[repeat / 2] : 0.5 * (t[repeat / 2 - 1] + t[repeat / 2]);
-    r->path = ref ? "plain C kernels (ATTN_ISA=ref)" : "fast path";
+    r->path = ref ? (s->bf16 ? "plain C kernels (ref), bf16" : "plain C kernels (ATTN_ISA=ref)")
+                  : (s->bf16 ? "fast path, bf16" : "fast path");
     r->s = *s;
     r->runs = repeat;
     r->ms = med * 1e3;
@@ -365,6 +401,60 @@ static int measure(op_kind kind, const shape *s, int threads, int ref, int repea
     free(t);
     state_free(&b);
     return 0;
+}
+
+/* --dtype bf16: the bf16 and the f32 sdpa forward in turn (a warm-up of each, then `repeat`
+ * pairs), so that both see the same load on a shared machine; *ratio is the median over the
+ * pairs of t(f32) / t(bf16). */
+static int measure_bf16_f32(const shape *s, int threads, int repeat, double peak, result *rb,
+                            result *rf, double *ratio) {
+    bench_state b[2];
+    shape sh[2] = {*s, *s};
+    sh[1].bf16 = 0;
+    double rss0 = rss_mib();
+    int rc = state_init(&b[0], OP_SDPA, &sh[0], threads, 0);
+    if (!rc) rc = state_init(&b[1], OP_SDPA, &sh[1], threads, 0);
+    else memset(&b[1], 0, sizeof b[1]);
+    double *t = calloc(3 * (size_t)repeat, sizeof *t);
+    attn_status st = ATTN_OK;
+    int bad_i = 0;
+    if (!rc && !t) fprintf(stderr, "attn bench: out of memory\n"), rc = 1;
+    for (int i = -1; !rc && st == ATTN_OK && i < repeat; i++)
+        for (int k = 0; k < 2 && st == ATTN_OK; k++) {
+            double t0 = now_s();
+            st = run_once(&b[k]);
+            if (i >= 0) t[k * repeat + i] = now_s() - t0;
+            bad_i = k;
+        }
+    if (!rc && st != ATTN_OK) {
+        attn_cli_fail(b[bad_i].ctx, "bench", st);
+        rc = 1;
+    }
+    if (!rc) {
+        for (int i = 0; i < repeat; i++) t[2 * repeat + i] = t[repeat + i] / t[i];
+        result *rr[2] = {rb, rf};
+        for (int k = 0; k < 3; k++) {
+            double *x = t + k * repeat;
+            qsort(x, (size_t)repeat, sizeof *x, cmp_double);
+            double med = repeat % 2 ? x[repeat / 2] : 0.5 * (x[repeat / 2 - 1] + x[repeat / 2]);
+            if (k == 2) {
+                *ratio = med;
+                break;
+            }
+            rr[k]->path = k ? "fast path, f32" : "fast path, bf16";
+            rr[k]->s = sh[k];
+            rr[k]->runs = repeat;
+            rr[k]->ms = med * 1e3;
+            rr[k]->gflops = med > 0 ? op_flops(OP_SDPA, &sh[k]) / med * 1e-9 : 0;
+            rr[k]->pct = peak > 0 ? 100.0 * rr[k]->gflops / peak : 0;
+            rr[k]->rss_mib = rss_mib();
+            rr[k]->rss_growth_mib = rr[k]->rss_mib - rss0;
+        }
+    }
+    free(t);
+    state_free(&b[0]);
+    state_free(&b[1]);
+    return rc;
 }
 
 /* ---- the command ------------------------------------------------------------------------ */
@@ -382,19 +472,271 @@ static void print_row(const result *r) {
 }
 
 static void json_row(const result *r, int last) {
-    printf("{\"path\": \"%s\", \"len\": %lld, \"kv_len\": %lld, \"runs\": %d, "
-           "\"median_ms\": %.4f, \"gflops\": %.3f, \"pct_peak\": %.2f, \"peak_rss_mib\": %.1f, "
-           "\"rss_growth_mib\": %.1f}%s",
-           r->path, r->s.L, r->s.S, r->runs, r->ms, r->gflops, r->pct, r->rss_mib,
-           r->rss_growth_mib, last ? "" : ", ");
+    printf("{\"path\": \"%s\", \"dtype\": \"%s\", \"len\": %lld, \"kv_len\": %lld, "
+           "\"runs\": %d, \"median_ms\": %.4f, \"gflops\": %.3f, \"pct_peak\": %.2f, "
+           "\"peak_rss_mib\": %.1f, \"rss_growth_mib\": %.1f}%s",
+           r->path, r->s.bf16 ? "bf16" : "f32", r->s.L, r->s.S, r->runs, r->ms, r->gflops,
+           r->pct, r->rss_mib, r->rss_growth_mib, last ? "" : ", ");
+}
+
+/* ---- --op decode: attention of a few queries against a KV cache, against memory bandwidth --
+ * Decode is memory-bound: each call reads the whole K and V cache once (B*Hkv*S*(D + Dv)
+ * floats) and does 4 FLOPs per 8 bytes per query row.  The yardstick is therefore the read
+ * bandwidth of this machine, measured at start: `threads` threads each sum their slice of a
+ * 1 GiB buffer (well above the last-level caches) with vector loads; the median of 7 runs. */
+#define BW_BYTES ((size_t)1 << 30)
+#define BW_RUNS 7
+
+typedef struct bw_job {
+    const float *p;
+    size_t n; /* floats, a multiple of 64 */
+    volatile float sink;
+} bw_job;
+
+#ifdef BENCH_X86
+__attribute__((target("avx512f"))) static float read_avx512(const float *p, size_t n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+        a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+__attribute__((target("avx2"))) static float read_avx2(const float *p, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n; i += 64)
+        for (size_t j = 0; j < 64; j += 32) {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i + j));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + j + 8));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + j + 16));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + j + 24));
+        }
+    float o[8];
+    _mm256_storeu_ps(o, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return o[0] + o[1] + o[2] + o[3] + o[4] + o[5] + o[6] + o[7];
+}
+#endif
+
+static void *bw_thread(void *arg) {
+    bw_job *j = arg;
+#ifdef BENCH_X86
+    if (__builtin_cpu_supports("avx512f")) {
+        j->sink = read_avx512(j->p, j->n);
+        return NULL;
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        j->sink = read_avx2(j->p, j->n);
+        return NULL;
+    }
+#endif
+    float acc[8] = {0};
+    for (size_t i = 0; i < j->n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += j->p[i + k];
+    j->sink = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+    return NULL;
+}
+
+/* GB/s (1e9 bytes) of `threads` concurrent streaming reads of BW_BYTES; 0 on failure. */
+static double read_bandwidth(int threads) {
+#ifdef BENCH_X86
+    __builtin_cpu_init();
+#endif
+    size_t n = BW_BYTES / sizeof(float);
+    float *buf = malloc(BW_BYTES);
+    bw_job *jobs = calloc((size_t)threads, sizeof *jobs);
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    char *started = calloc((size_t)threads, 1);
+    double t[BW_RUNS], med = 0;
+    if (!buf || !jobs || !tid || !started) goto done;
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 1023); /* every page really backed */
+    size_t per = n / (size_t)threads / 64 * 64;
+    for (int run = 0; run < BW_RUNS; run++) {
+        double t0 = now_s();
+        for (int k = 0; k < threads; k++) {
+            jobs[k].p = buf + (size_t)k * per, jobs[k].n = per;
+            started[k] = k > 0 && pthread_create(&tid[k], NULL, bw_thread, &jobs[k]) == 0;
+        }
+        for (int k = 0; k < threads; k++)
+            if (!started[k]) bw_thread(&jobs[k]); /* the caller is thread 0 */
+        for (int k = 0; k < threads; k++)
+            if (started[k]) pthread_join(tid[k], NULL);
+        double dt = now_s() - t0;
+        t[run] = dt > 0 ? (double)(per * (size_t)threads * sizeof(float)) / dt * 1e-9 : 0;
+    }
+    qsort(t, BW_RUNS, sizeof t[0], cmp_double);
+    med = t[BW_RUNS / 2];
+done:
+    free(buf), free(jobs), free(tid), free(started);
+    return med;
+}
+
+typedef struct dec_result {
+    const char *path;
+    int runs;
+    double ms, gbs, pct;
+} dec_result;
+
+/* One path of the decode benchmark: a context (plain C kernels when ref; the decode path
+ * turned off with ATTN_DECODE=0 when no_decode), a warm-up and `repeat` timed attn_sdpa calls
+ * (at most ~max_s seconds of them). */
+static int dec_measure(const char *path, int ref, int no_decode, int threads, int repeat,
+                       double max_s, attn_tensor *q, attn_tensor *k, attn_tensor *v,
+                       attn_tensor *o, double bytes, double bw, dec_result *r) {
+    const char *old_isa = getenv("ATTN_ISA");
+    char *saved = old_isa ? strdup(old_isa) : NULL;
+    if (ref) setenv("ATTN_ISA", "ref", 1);
+    attn_ctx_params p;
+    memset(&p, 0, sizeof p);
+    p.threads = threads;
+    p.flags = ATTN_CTX_NO_FINITE_CHECK; /* a NaN scan would read the whole cache once more */
+    attn_ctx *ctx = NULL;
+    attn_status st = attn_ctx_create(&p, &ctx);
+    if (ref) {
+        if (saved) setenv("ATTN_ISA", saved, 1);
+        else unsetenv("ATTN_ISA");
+    }
+    free(saved);
+    if (st != ATTN_OK) {
+        fprintf(stderr, "attn bench: cannot create a context (%s)\n", attn_status_name(st));
+        return 1;
+    }
+    const char *old_dec = getenv("ATTN_DECODE");
+    char *saved_dec = old_dec ? strdup(old_dec) : NULL;
+    if (no_decode) setenv("ATTN_DECODE", "0", 1);
+    attn_sdpa_options opt = attn_sdpa_defaults();
+    opt.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* the new queries see the whole cache */
+    double t0 = now_s();
+    st = attn_sdpa(ctx, q, k, v, NULL, &opt, o, NULL, NULL);
+    double warm = now_s() - t0;
+    if (max_s > 0 && warm * repeat > max_s) {
+        int nr = (int)(max_s / (warm > 0 ? warm : 1));
+        repeat = nr < 1 ? 1 : nr;
+    }
+    double *t = calloc((size_t)repeat, sizeof *t);
+    if (!t && st == ATTN_OK) st = ATTN_E_NOMEM;
+    for (int i = 0; st == ATTN_OK && i < repeat; i++) {
+        t0 = now_s();
+        st = attn_sdpa(ctx, q, k, v, NULL, &opt, o, NULL, NULL);
+        t[i] = now_s() - t0;
+    }
+    if (no_decode) {
+        if (saved_dec) setenv("ATTN_DECODE", saved_dec, 1);
+        else unsetenv("ATTN_DECODE");
+    }
+    free(saved_dec);
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, "bench", st);
+        free(t);
+        attn_ctx_free(ctx);
+        return 1;
+    }
+    qsort(t, (size_t)repeat, sizeof *t, cmp_double);
+    double med = repeat % 2 ? t[repeat / 2] : 0.5 * (t[repeat / 2 - 1] + t[repeat / 2]);
+    r->path = path, r->runs = repeat, r->ms = med * 1e3;
+    r->gbs = med > 0 ? bytes / med * 1e-9 : 0;
+    r->pct = bw > 0 ? 100.0 * r->gbs / bw : 0;
+    free(t);
+    attn_ctx_free(ctx);
+    return 0;
+}
+
+/* n random floats in [-1, 1) (rnd's sequence) in 64-byte aligned memory, as a KV cache would
+ * be: rows of K and V then start on cache lines (unaligned rows cost the compute-bound cases
+ * up to 2x in split loads); NULL when out of memory. */
+static float *rnd_aligned(size_t n, uint64_t seed) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n * sizeof(float) : 64) != 0) return NULL;
+    float *f = p;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        f[i] = (float)((double)(x >> 40) / 16777216.0 * 2.0 - 1.0);
+    }
+    return f;
+}
+
+/* q [B, H, L, D], K and V caches [B, Hkv, S, D] (contiguous, 64-byte aligned), bottom-right
+ * causal (the decode case: every query sees the whole cache).  Rows: the fast path (split-KV
+ * decode), the same call with the decode path off (the fused kernels, which pack K and V
+ * first), and the plain C kernels. */
+static int bench_decode(const shape *s, int threads, int repeat, int json, int do_ref) {
+    int64_t B = s->B, H = s->H, Hkv = s->Hkv, L = s->L, S = s->S, D = s->D;
+    if ((double)B * (double)(H > Hkv ? H : Hkv) * (double)(L > S ? L : S) * (double)D * 4 >
+        16.0 * 1024 * 1024 * 1024) {
+        fprintf(stderr, "attn bench: problem too large (over 16 GiB per tensor)\n");
+        return 1;
+    }
+    size_t nq = (size_t)(B * H * L * D), nk = (size_t)(B * Hkv * S * D);
+    double bw = read_bandwidth(threads);
+    float *qb = rnd_aligned(nq, 1), *kb = rnd_aligned(nk, 2), *vb = rnd_aligned(nk, 3),
+          *ob = rnd_aligned(nq, 4);
+    int rc = 0, n = 0;
+    dec_result r[3];
+    if (!qb || !kb || !vb || !ob) {
+        fprintf(stderr, "attn bench: out of memory for the inputs\n");
+        rc = 1;
+        goto done;
+    }
+    attn_tensor q = attn_view4(qb, B, H, L, D), k = attn_view4(kb, B, Hkv, S, D),
+                v = attn_view4(vb, B, Hkv, S, D), o = attn_view4(ob, B, H, L, D);
+    double bytes = 2.0 * (double)nk * sizeof(float); /* K and V, read once */
+    rc = dec_measure("fast path (split-KV decode)", 0, 0, threads, repeat, 0, &q, &k, &v, &o,
+                     bytes, bw, &r[n]);
+    if (rc) goto done;
+    n++;
+    rc = dec_measure("fused kernels (ATTN_DECODE=0)", 0, 1, threads, repeat, 20.0, &q, &k, &v,
+                     &o, bytes, bw, &r[n]);
+    if (rc) goto done;
+    n++;
+    if (do_ref) {
+        rc = dec_measure("plain C kernels (ATTN_ISA=ref)", 1, 0, threads, repeat, 20.0, &q, &k,
+                         &v, &o, bytes, bw, &r[n]);
+        if (rc) goto done;
+        n++;
+    }
+    /* again at the end: the machine may be shared, and the difference shows the drift */
+    double bw_end = read_bandwidth(threads);
+    if (json) {
+        printf("{\"op\": \"decode\", \"dtype\": \"f32\", \"batch\": %lld, \"heads\": %lld, "
+               "\"kv_heads\": %lld, \"len\": %lld, \"kv_len\": %lld, \"dim\": %lld, "
+               "\"causal\": \"bottom-right\", \"threads\": %d, \"repeat\": %d, "
+               "\"kv_bytes\": %.0f, \"read_bandwidth_gbs\": %.3f, "
+               "\"read_bandwidth_end_gbs\": %.3f, \"results\": [",
+               s->B, s->H, s->Hkv, s->L, s->S, s->D, threads, repeat, bytes, bw, bw_end);
+        for (int i = 0; i < n; i++)
+            printf("{\"path\": \"%s\", \"runs\": %d, \"median_ms\": %.4f, \"kv_gbs\": %.3f, "
+                   "\"pct_bandwidth\": %.2f}%s",
+                   r[i].path, r[i].runs, r[i].ms, r[i].gbs, r[i].pct, i == n - 1 ? "" : ", ");
+        printf("]}\n");
+        goto done;
+    }
+    printf("attn bench: decode  B=%lld H=%lld Hkv=%lld L=%lld S=%lld D=%lld  f32  %d thread%s\n",
+           s->B, s->H, s->Hkv, s->L, s->S, s->D, threads, threads == 1 ? "" : "s");
+    printf("read bandwidth: %.2f GB/s (median of %d streaming reads of 1 GiB, %d thread%s); "
+           "K+V %.1f MiB per call\n\n", bw, BW_RUNS, threads, threads == 1 ? "" : "s",
+           bytes / (1024.0 * 1024.0));
+    printf("  %-31s %4s %11s %10s %8s\n", "path", "runs", "median ms", "K+V GB/s", "% bw");
+    for (int i = 0; i < n; i++)
+        printf("  %-31s %4d %11.3f %10.2f %7.1f%%\n", r[i].path, r[i].runs, r[i].ms, r[i].gbs,
+               r[i].pct);
+    printf("\nread bandwidth measured again at the end: %.2f GB/s (%% bw uses the first)\n",
+           bw_end);
+done:
+    free(qb), free(kb), free(vb), free(ob);
+    return rc;
 }
 
 int attn_cmd_bench(int argc, char **argv) {
     op_kind kind = OP_SDPA;
     const char *op_name = "sdpa";
-    shape s = {1, 12, -1, 1024, -1, 64, 0};
+    shape s = {1, 12, -1, 1024, -1, 64, 0, 0};
     long long threads = 2, repeat = 5;
     int json = 0, do_ref = 1;
+    for (int i = 1; i + 1 < argc; i++) /* --op decode has its own defaults */
+        if (!strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "decode"))
+            s.H = 32, s.L = 1, s.S = 32768, s.D = 128;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -423,16 +765,21 @@ int attn_cmd_bench(int argc, char **argv) {
                 if (!strcmp(v, ops[j].name)) kind = ops[j].kind, op_name = ops[j].name, found = 1;
             if (!found) {
                 fprintf(stderr, "attn bench: unknown op '%s' (sdpa, sdpa-backward, mha, "
-                                "mha-backward, encoder-layer, encoder-layer-backward)\n", v);
+                                "mha-backward, encoder-layer, encoder-layer-backward, "
+                                "decode)\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--dtype")) {
             if (!strcmp(v, "f32") || !strcmp(v, "F32") || !strcmp(v, "float32")) continue;
-            if (!strcmp(v, "bf16") || !strcmp(v, "f16") || !strcmp(v, "f64")) {
-                fprintf(stderr, "attn bench: %s is not implemented yet (only f32)\n", v);
+            if (!strcmp(v, "bf16") || !strcmp(v, "BF16") || !strcmp(v, "bfloat16")) {
+                s.bf16 = 1;
+                continue;
+            }
+            if (!strcmp(v, "f16") || !strcmp(v, "f64")) {
+                fprintf(stderr, "attn bench: %s is not implemented yet (f32, bf16)\n", v);
                 return 2;
             }
-            return bad(a, v, "expected f32");
+            return bad(a, v, "expected f32 or bf16");
         } else {
             long long *dst = !strcmp(a, "--batch")      ? &s.B
                              : !strcmp(a, "--heads")    ? &s.H
@@ -458,8 +805,21 @@ int attn_cmd_bench(int argc, char **argv) {
                 s.Hkv);
         return 2;
     }
+    if (kind == OP_DECODE) { /* memory-bound: timed against the read bandwidth */
+        if (s.causal || s.bf16) {
+            fprintf(stderr, "attn bench: --op decode is f32 with the bottom-right causal mask "
+                            "(no --causal, --dtype bf16)\n");
+            return 2;
+        }
+        return bench_decode(&s, (int)threads, (int)repeat, json, do_ref);
+    }
     if (!sdpa && s.Hkv != s.H) {
         fprintf(stderr, "attn bench: --kv-heads applies to sdpa ops only\n");
+        return 2;
+    }
+    if (s.bf16 && kind != OP_SDPA) {
+        fprintf(stderr, "attn bench: --dtype bf16 applies to --op sdpa only (the bf16 path is "
+                        "the attention forward)\n");
         return 2;
     }
     if ((kind == OP_ENC || kind == OP_ENC_BWD) && s.S != s.L) {
@@ -481,11 +841,18 @@ int attn_cmd_bench(int argc, char **argv) {
 
     const char *isa;
     double peak = fma_peak((int)threads, &isa);
-    result r[2];
-    int n = 0;
-    int rc = measure(kind, &s, (int)threads, 0, (int)repeat, 0, peak, &r[n]);
-    if (rc) return rc;
-    n++;
+    result r[3];
+    int n = 0, rc;
+    double ratio = 0; /* bf16: the f32 forward in the same run, for the speed-up */
+    if (s.bf16) {
+        rc = measure_bf16_f32(&s, (int)threads, (int)repeat, peak, &r[0], &r[1], &ratio);
+        if (rc) return rc;
+        n = 2;
+    } else {
+        rc = measure(kind, &s, (int)threads, 0, (int)repeat, 0, peak, &r[n]);
+        if (rc) return rc;
+        n++;
+    }
     if (do_ref) {
         /* the plain C kernels are much slower: shrink L and S (keeping their ratio) until one
          * run is at most ~1.5 GFLOP, and spend at most ~5 s on the timed runs */
@@ -497,23 +864,27 @@ int attn_cmd_bench(int argc, char **argv) {
     }
 
     if (json) {
-        printf("{\"op\": \"%s\", \"dtype\": \"f32\", \"batch\": %lld, \"heads\": %lld, "
+        printf("{\"op\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, \"heads\": %lld, "
                "\"kv_heads\": %lld, \"len\": %lld, \"kv_len\": %lld, \"dim\": %lld, "
                "\"causal\": %s, \"threads\": %lld, \"repeat\": %lld, \"gflop_per_run\": %.4f, "
                "\"fma_peak_gflops\": %.2f, \"fma_isa\": \"%s\", \"results\": [",
-               op_name, s.B, s.H, s.Hkv, s.L, s.S, s.D, s.causal ? "true" : "false", threads,
-               repeat, op_flops(kind, &s) * 1e-9, peak, isa);
+               op_name, s.bf16 ? "bf16" : "f32", s.B, s.H, s.Hkv, s.L, s.S, s.D,
+               s.causal ? "true" : "false", threads, repeat, op_flops(kind, &s) * 1e-9, peak, isa);
         for (int i = 0; i < n; i++) json_row(&r[i], i == n - 1);
-        printf("]}\n");
+        if (s.bf16) printf("], \"bf16_speedup_over_f32\": %.3f}\n", ratio);
+        else printf("]}\n");
         return 0;
     }
-    printf("attn bench: %s  B=%lld H=%lld Hkv=%lld L=%lld S=%lld D=%lld%s  f32  %lld thread%s\n",
-           op_name, s.B, s.H, s.Hkv, s.L, s.S, s.D, s.causal ? " causal" : "", threads,
-           threads == 1 ? "" : "s");
+    printf("attn bench: %s  B=%lld H=%lld Hkv=%lld L=%lld S=%lld D=%lld%s  %s  %lld thread%s\n",
+           op_name, s.B, s.H, s.Hkv, s.L, s.S, s.D, s.causal ? " causal" : "",
+           s.bf16 ? "bf16" : "f32", threads, threads == 1 ? "" : "s");
     printf("FMA peak: %.1f GFLOP/s (%s, %lld thread%s); %.3f GFLOP per run\n\n", peak, isa,
            threads, threads == 1 ? "" : "s", op_flops(kind, &s) * 1e-9);
     printf("  %-31s %-17s %4s %11s %10s %8s %9s\n", "path", "size", "runs", "median ms",
            "GFLOP/s", "% peak", "RSS MiB");
     for (int i = 0; i < n; i++) print_row(&r[i]);
+    if (s.bf16)
+        printf("\nbf16 speed-up over f32: %.2fx (median over %lld alternating pairs of runs)\n",
+               ratio, repeat);
     return 0;
 }

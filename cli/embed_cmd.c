@@ -90,20 +90,26 @@ typedef struct opts {
     const char *model, *file, *corpus;
     long long threads, top, repeat;
     int json, ids;
+    attn_dtype dtype;
     lines texts; /* positional arguments (not owned) */
 } opts;
 
 #define USAGE_EMBED                                                                          \
-    "usage: attn embed --model DIR [--file FILE] [--json] [--threads N] [TEXT...]\n"        \
+    "usage: attn embed --model DIR [--file FILE] [--json] [--threads N] [--dtype T]\n"      \
+    "                  [TEXT...]\n"                                                          \
     "  Prints one sentence embedding per text: space-separated floats, or with --json one\n" \
     "  JSON object per line {\"index\": i, \"embedding\": [...]}.  Texts are the arguments\n" \
     "  followed by the lines of FILE.  DIR: a BERT sentence-transformers / Hugging Face\n"   \
     "  folder (config.json, model.safetensors, vocab.txt, modules.json, 1_Pooling).\n"      \
     "  --threads N   worker threads (default 2)\n"                                         \
+    "  --dtype T     f32 (default), f16 or bf16: the encoder's matrix products on 16-bit\n"  \
+    "                weights and activations (faster with f16 where the CPU has AVX512_FP16;\n" \
+    "                less accurate: see attn_bert_set_dtype in attn.h)\n"                   \
     "  --ids         print the token ids of each text instead ([CLS] ... [SEP], truncated)\n" \
     "  --repeat N    benchmark: embed the texts N more times, print sentences/s to stderr\n"
 #define USAGE_SIMILAR                                                                        \
-    "usage: attn similar --model DIR --corpus FILE [--top K] [--json] [--threads N] QUERY\n" \
+    "usage: attn similar --model DIR --corpus FILE [--top K] [--json] [--threads N]\n"      \
+    "                    [--dtype f32|f16|bf16] QUERY\n"                                         \
     "  Ranks the non-empty lines of FILE by cosine similarity to QUERY, printing\n"          \
     "  \"score<TAB>line\" best first (all lines, or the best K).\n"
 
@@ -120,6 +126,16 @@ static int parse(const char *cmd, int argc, char **argv, opts *o, const char *us
             o->json = 1;
         } else if (!strcmp(a, "--ids") && !strcmp(cmd, "embed")) {
             o->ids = 1;
+        } else if (!strcmp(a, "--dtype")) {
+            const char *v = has ? argv[++i] : "";
+            if (!strcmp(v, "bf16")) o->dtype = ATTN_BF16;
+            else if (!strcmp(v, "f16")) o->dtype = ATTN_F16;
+            else if (!strcmp(v, "f32")) o->dtype = ATTN_F32;
+            else {
+                fprintf(stderr, "attn %s: --dtype must be f32, bf16 or f16, got '%s'\n", cmd,
+                        v);
+                return 2;
+            }
         } else if (!strcmp(a, "--model") || !strcmp(a, "--file") || !strcmp(a, "--corpus") ||
                    !strcmp(a, "--threads") || !strcmp(a, "--top") ||
                    !strcmp(a, "--repeat")) {
@@ -165,6 +181,10 @@ static int open_model(const char *cmd, const opts *o, attn_ctx **ctx, attn_bert 
         return 0;
     }
     attn_status st = attn_bert_load(*ctx, o->model, b);
+    if (st == ATTN_OK && o->dtype != ATTN_F32) {
+        st = attn_bert_set_dtype(*ctx, *b, o->dtype);
+        if (st != ATTN_OK) attn_bert_free(*b);
+    }
     if (st != ATTN_OK) {
         attn_cli_fail(*ctx, cmd, st);
         attn_ctx_free(*ctx);

@@ -307,12 +307,31 @@ typedef struct attn_sdpa_options {
     float dropout_p;    /* probability of zeroing a weight, in [0, 1); kept ones scale 1/(1-p) */
     uint64_t seed;      /* dropout: Philox key */
     uint64_t offset;    /* dropout: Philox counter offset (advance between calls) */
+    /* Sliding window (local attention, FlashAttention's window_size): query i sees key j only
+     * when  i + S - L - window_left <= j <= i + S - L + window_right.  The window is aligned
+     * bottom-right whatever `causal` is (the last query is centred on the last key, so decoding
+     * with a KV cache, L = 1, sees the last window_left + 1 keys); with L = S it is the usual
+     * |i - j| window.  A negative value leaves that side unlimited; -1 (the default) on both
+     * sides is no window.  Combined with `causal` and the mask as an intersection: e.g. causal
+     * BOTTOM_RIGHT with window_left = W - 1 is a causal window of W keys. */
+    int64_t window_left, window_right;
+    /* ALiBi (Press et al.; FlashAttention-2's definition): NULL, or [H] finite per-head slopes;
+     * adds  -alibi_slopes[h] * |i + S - L - j|  to the score (after the soft cap, before the
+     * mask). */
+    const float *alibi_slopes;
+    /* Logit soft-capping (Gemma 2): > 0 replaces the scaled score x = scale q.k by
+     * softcap * tanh(x / softcap) before ALiBi and the mask are added; 0 (default) is off. */
+    float softcap;
 } attn_sdpa_options;
 
+/* causal NONE, scale 0, no dropout, window -1/-1, no ALiBi, softcap 0.  Start from this rather
+ * than a zeroed struct: a zero window is a real (one key) window. */
 ATTN_API attn_sdpa_options attn_sdpa_defaults(void);
 
 /* Scaled dot-product attention with torch.nn.functional.scaled_dot_product_attention
- * semantics:  out = dropout(softmax(scale * Q K^T + mask)) V.
+ * semantics:  out = dropout(softmax(scale * Q K^T + mask)) V,  extended with a sliding window,
+ * ALiBi and soft-capping (see attn_sdpa_options): score(i, j) = cap(scale q_i . k_j) + alibi(i,
+ * j) + mask(i, j), -inf outside the causal mask and the window.
  *
  *  q       [B, H, L, D]
  *  k       [B, Hkv, S, D]     H must be a multiple of Hkv (GQA/MQA: head h uses h / (H/Hkv))
@@ -323,7 +342,16 @@ ATTN_API attn_sdpa_options attn_sdpa_defaults(void);
  *  lse     NULL or [B, H, L]: log-sum-exp of the masked, scaled scores (-inf for a row with
  *          every key masked)
  * The causal mask, if any, is combined with `mask`. Dropout element (b,h,i,j) is dropped iff
- * attn_dropout_keep(seed, offset, ((b*H + h)*L + i)*S + j, p) is 0. */
+ * attn_dropout_keep(seed, offset, ((b*H + h)*L + i)*S + j, p) is 0.
+ *
+ * bf16 storage (forward only): q, k and v may be ATTN_BF16, all three (a mix with F32 is
+ * ATTN_E_DTYPE); out and lse stay F32; weights are refused (ATTN_E_UNSUPPORTED), and so is
+ * attn_sdpa_backward.  Numerics: the scores accumulate in fp32 from the exact products of the
+ * bf16 values, the online softmax runs in fp32, and each weight exp(s - m) (m: the running row
+ * maximum; times its dropout multiplier) is rounded to bf16 before its product with V, as
+ * FlashAttention does; out accumulates in fp32, divided by the sum of the unrounded weights.
+ * So out is within 2^-8 max|v| (2^-8 max|v| / (1-p) with dropout) of the F32 result on the
+ * same values, and lse is as accurate as with F32. */
 ATTN_API attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_mask *mask,
                                const attn_sdpa_options *opt, attn_tensor *out,
@@ -332,6 +360,30 @@ ATTN_API attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_t
 /* The dropout stream: Philox-4x32-10 keyed by seed, counter (index/4, offset).  Returns 1 if
  * element `index` is kept at drop probability p. Exposed so tests and other kernels agree. */
 ATTN_API int attn_dropout_keep(uint64_t seed, uint64_t offset, uint64_t index, float p);
+
+/* Attention over variable-length sequences packed back to back, without padding
+ * (FlashAttention's "varlen"): sequence b has the query rows cu_seqlens_q[b] ..
+ * cu_seqlens_q[b+1]-1 and the key/value rows cu_seqlens_k[b] .. cu_seqlens_k[b+1]-1, and
+ * attends only within itself.
+ *
+ *  q             [Tq, H, D]      the B query sequences, one after the other
+ *  k             [Tk, Hkv, D]    H a multiple of Hkv, as in attn_sdpa
+ *  v             [Tk, Hkv, Dv]
+ *  cu_seqlens_q  I32 or I64 [B + 1]: 0, then the running total of query lengths, ending at Tq
+ *  cu_seqlens_k  I32 or I64 [B + 1]: likewise for keys, ending at Tk
+ *  out           [Tq, H, Dv]
+ *  lse           NULL or [H, Tq]
+ * Every option of attn_sdpa applies to each sequence on its own lengths Lb, Sb (causal
+ * alignments use Lb and Sb; a sequence may have zero queries, or zero keys: then its rows are
+ * zeros and lse -inf).  Dropout: element (h, i, j) of sequence b draws index
+ *   sum_{c<b} H*Lc*Sc + (h*Lb + i)*Sb + j
+ * of the attn_dropout_keep stream.  Each sequence runs as one attn_sdpa call on views into the
+ * packed tensors (so packed sequences cost what their lengths cost, and any strides work). */
+ATTN_API attn_status attn_sdpa_varlen(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                                      const attn_tensor *v, const attn_tensor *cu_seqlens_q,
+                                      const attn_tensor *cu_seqlens_k,
+                                      const attn_sdpa_options *opt, attn_tensor *out,
+                                      attn_tensor *lse);
 
 /* ============================================================================================
  * Modules: layers that own parameters.
@@ -766,6 +818,15 @@ ATTN_API attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q,
                                         const attn_mask *mask, const attn_sdpa_options *opt,
                                         const attn_tensor *dout, attn_tensor *dq,
                                         attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask);
+/* Backward of attn_sdpa_varlen: dq [Tq, H, D], dk [Tk, Hkv, D], dv [Tk, Hkv, Dv] (each may be
+ * NULL), overwritten; rows of sequences without keys or queries get zeros. */
+ATTN_API attn_status attn_sdpa_varlen_backward(attn_ctx *ctx, const attn_tensor *q,
+                                               const attn_tensor *k, const attn_tensor *v,
+                                               const attn_tensor *cu_seqlens_q,
+                                               const attn_tensor *cu_seqlens_k,
+                                               const attn_sdpa_options *opt,
+                                               const attn_tensor *dout, attn_tensor *dq,
+                                               attn_tensor *dk, attn_tensor *dv);
 
 /* Cross-entropy (torch.nn.functional.cross_entropy, mean over the targets that are not
  * ignore_index).  logits [N, C], targets [N] I32/I64 in [0, C) or ignore_index;
@@ -1113,6 +1174,23 @@ ATTN_API attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const
 /* Sentence embeddings of n NUL-terminated UTF-8 texts into out [n, hidden_size]. */
 ATTN_API attn_status attn_bert_embed(attn_ctx *ctx, const attn_bert *b,
                                      const char *const *texts, int64_t n, float *out);
+/* Precision of the encoder's matrix products (the four nn.Linear of each layer, ~99% of the
+ * arithmetic); everything else (embeddings, attention, layer norm, GELU, pooling) stays float.
+ *   ATTN_F32 (the default): float weights and products, the accuracy stated above.
+ *   ATTN_BF16: the weights are rounded to bfloat16 once, here (a packed copy, half the size of
+ *   the float matrices, kept next to them; ATTN_F32 frees it), and each product rounds its
+ *   activations to bf16 too; products are exact and sums are float.  Uses the AVX512_BF16 dot
+ *   product where the CPU has it (environment ATTN_BF16=0 forces the plain C kernel, which
+ *   gives the same bits up to subnormals), and is bit-identical across thread counts.  On
+ *   all-MiniLM-L6-v2 (the 50 sentences of tests/test_bert.c) its embeddings differ from
+ *   sentence-transformers' float ones by up to 1.3e-3 (min cosine 0.99996), not 3e-7.  Speed:
+ *   see README.md; on CPUs where VDPBF16PS issues at half the float FMA rate (measured on
+ *   Sapphire Rapids) it is slower than ATTN_F32: use it to trade accuracy for memory traffic,
+ *   not for speed.  Call it before sharing b between threads (it changes b).
+ * ATTN_E_UNSUPPORTED for other dtypes; ATTN_E_NOMEM leaves b as it was. */
+ATTN_API attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype);
+/* ATTN_F32 or ATTN_BF16 (ATTN_F32 for NULL). */
+ATTN_API attn_dtype attn_bert_get_dtype(const attn_bert *b);
 
 /* ============================================================================================
  * attn eval: run one op described by a safetensors file (docs/eval-format.md).

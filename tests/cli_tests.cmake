@@ -102,6 +102,13 @@ set_tests_properties(cli_similar PROPERTIES PASS_REGULAR_EXPRESSION "[0-9]\\.[0-
 add_test(NAME cli_embed_bad_model COMMAND attn_cli embed --model no_such_dir "x"
          WORKING_DIRECTORY ${ATTN_CLI_WD})
 set_tests_properties(cli_embed_bad_model PROPERTIES WILL_FAIL TRUE)
+add_test(NAME cli_similar_bf16
+         COMMAND attn_cli similar --model fixtures/bert_tiny --dtype bf16 --corpus data/corpus.txt
+                 "a cat on a mat" WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_similar_bf16 PROPERTIES PASS_REGULAR_EXPRESSION "[0-9]\\.[0-9]+\t")
+add_test(NAME cli_embed_bad_dtype COMMAND attn_cli embed --model fixtures/bert_tiny --dtype f64 "x"
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_embed_bad_dtype PROPERTIES WILL_FAIL TRUE)
 
 # attn bench: tiny sizes only (the FMA-peak loop dominates the run time)
 add_test(NAME cli_bench_sdpa COMMAND attn_cli bench --op sdpa --len 64 --repeat 1)
@@ -116,11 +123,17 @@ add_test(NAME cli_bench_mha_cross
          COMMAND attn_cli bench --op mha-backward --len 16 --kv-len 24 --heads 2 --dim 8
                  --repeat 1 --json)
 set_tests_properties(cli_bench_mha_cross PROPERTIES PASS_REGULAR_EXPRESSION "\"gflops\"")
-add_test(NAME cli_bench_bf16 COMMAND attn_cli bench --dtype bf16 --len 64)
-set_tests_properties(cli_bench_bf16 PROPERTIES WILL_FAIL TRUE)
-add_test(NAME cli_bench_bf16_message COMMAND attn_cli bench --dtype bf16 --len 64)
+add_test(NAME cli_bench_bf16 COMMAND attn_cli bench --dtype bf16 --len 64 --repeat 1 --json)
+set_tests_properties(cli_bench_bf16 PROPERTIES
+                     PASS_REGULAR_EXPRESSION "\"dtype\": \"bf16\".*bf16_speedup_over_f32")
+add_test(NAME cli_bench_bf16_backward COMMAND attn_cli bench --dtype bf16 --op sdpa-backward)
+set_tests_properties(cli_bench_bf16_backward PROPERTIES WILL_FAIL TRUE)
+add_test(NAME cli_bench_bf16_message COMMAND attn_cli bench --dtype bf16 --op mha --len 64)
 set_tests_properties(cli_bench_bf16_message PROPERTIES
-                     PASS_REGULAR_EXPRESSION "bf16 is not implemented yet")
+                     PASS_REGULAR_EXPRESSION "bf16 applies to --op sdpa only")
+add_test(NAME cli_bench_f16_message COMMAND attn_cli bench --dtype f16 --len 64)
+set_tests_properties(cli_bench_f16_message PROPERTIES
+                     PASS_REGULAR_EXPRESSION "f16 is not implemented yet")
 add_test(NAME cli_bench_unknown_op COMMAND attn_cli bench --op frobnicate --len 64)
 set_tests_properties(cli_bench_unknown_op PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli_bench_bad_value COMMAND attn_cli bench --len 0)

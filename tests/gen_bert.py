@@ -340,12 +340,18 @@ def bench(d, attn):
     pt = 32 * reps / (time.perf_counter() - t0)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(texts) + "\n")
-    r = subprocess.run([attn, "embed", "--model", d, "--file", f.name, "--threads", "2",
-                        "--repeat", str(reps)], capture_output=True, text=True, check=True)
+
+    def run(dtype):
+        r = subprocess.run([attn, "embed", "--model", d, "--file", f.name, "--threads", "2",
+                            "--repeat", str(reps), "--dtype", dtype], capture_output=True,
+                           text=True, check=True)
+        return float(r.stderr.split("attn embed: ")[1].split()[0])
+
+    c, cb = run("f32"), run("bf16")
     os.unlink(f.name)
-    c = float(r.stderr.split("attn embed: ")[1].split()[0])
     print("batch 32, length %d, 2 threads: attn %.1f sentences/s, PyTorch %s %.1f sentences/s, "
-          "ratio %.2f" % (n, c, torch.__version__, pt, c / pt))
+          "ratio %.2f; attn --dtype bf16 %.1f sentences/s, ratio %.2f"
+          % (n, c, torch.__version__, pt, c / pt, cb, cb / pt))
 
 
 def fuzz(d, attn, seed=0):

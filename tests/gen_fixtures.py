@@ -119,19 +119,21 @@ class Writer:
         self._write(name + ".expected.safetensors", outputs, {"op": op, "tol": tol})
         self.cases.append(name)
 
-    def emit_bwd(self, op, inputs, attrs, outputs):
-        """A backward case <op>_bwd_<k>: metadata backward = "true", inputs with grad.out,
+    def emit_bwd(self, op, inputs, attrs, outputs, tag="_bwd"):
+        """A backward case <op><tag>_<k>: metadata backward = "true", inputs with grad.out,
         expected "out" and grad.* (tolerance 1e-4)."""
         assert "grad.out" in inputs and "out" in outputs
         assert inputs["grad.out"].shape == outputs["out"].shape, op
         for n, t in inputs.items():
-            # every floating-point input has a gradient; masks only sdpa's float attn_mask
+            # every floating-point input has a gradient; masks only sdpa's float attn_mask;
+            # sdpa's alibi_slopes none
             if t.dtype == torch.float32 and n != "grad.out":
-                want = "mask" not in n or (op == "sdpa" and n == "attn_mask")
+                want = ("mask" not in n and n != "alibi_slopes") or (op == "sdpa" and
+                                                                     n == "attn_mask")
                 assert ("grad." + n in outputs) == want, (op, n)
         attrs = dict(attrs)
         attrs["backward"] = True
-        self.emit(op, inputs, attrs, outputs, tol="1e-4", tag="_bwd")
+        self.emit(op, inputs, attrs, outputs, tol="1e-4", tag=tag)
 
     def _write(self, fname, tensors, meta):
         data = st_serialize({n: t.detach().contiguous() for n, t in tensors.items()}, meta)
@@ -1362,7 +1364,7 @@ def grad_or_zero(t):
     return t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)
 
 
-def emit_backward(W, g, op, inputs, attrs, out, leaves, modules=()):
+def emit_backward(W, g, op, inputs, attrs, out, leaves, modules=(), tag="_bwd"):
     """Backpropagates a random cotangent of `out`; writes the case.  `leaves`: the input
     tensors (by file name) whose gradients are expected; `modules`: (module, prefix) pairs
     whose parameters' gradients are expected."""
@@ -1376,7 +1378,7 @@ def emit_backward(W, g, op, inputs, attrs, out, leaves, modules=()):
             outputs["grad." + pre + n] = grad_or_zero(p)
     ins = {n: t.detach().clone() for n, t in inputs.items()}
     ins["grad.out"] = gout
-    W.emit_bwd(op, ins, attrs, outputs)
+    W.emit_bwd(op, ins, attrs, outputs, tag=tag)
     return outputs
 
 
@@ -1939,6 +1941,148 @@ def gen_vit_bwd(W):
 # ------------------------------------------------------------------------------------------
 
 
+# ------------------------------------------------------------------------------------------
+# sdpa: sliding window, ALiBi, logit soft-capping (attn extensions)
+# ------------------------------------------------------------------------------------------
+
+
+def alibi_geometric(H):
+    """ALiBi's slopes 2^(-8 (h+1) / H)."""
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)])
+
+
+def sdpa_feat_case(W, g, B, H, Hkv, L, S, D, Dv, window=None, slopes=None, softcap=None,
+                   mask=None, is_causal=False, align=None, scale=None, three=False,
+                   need_weights=False, return_lse=False, backward=False):
+    """score = cap(scale q.k) - slope[h] |i + S - L - j| + mask, -inf outside the causal mask
+    and the window (i + S - L - wl <= j <= i + S - L + wr, a negative side unlimited).  The
+    reference is written out in torch; without a cap it is checked against
+    F.scaled_dot_product_attention given window and ALiBi as an additive float mask."""
+    if three:
+        q, k, v = rn(g, B, L, D), rn(g, B, S, D), rn(g, B, S, Dv)
+    else:
+        q, k, v = rn(g, B, H, L, D), rn(g, B, Hkv, S, D), rn(g, B, Hkv, S, Dv)
+    if backward:
+        q, k, v = leaf(q), leaf(k), leaf(v)
+    m = leaf(mask) if backward and mask is not None and mask.dtype == torch.float32 else mask
+    gqa = H != Hkv
+    i = torch.arange(L)[:, None]
+    j = torch.arange(S)[None, :]
+    c = i + S - L                                   # the row's centre key
+    keep = torch.ones(L, S, dtype=torch.bool)
+    if window is not None:
+        wl, wr = window
+        if wl >= 0:
+            keep &= j >= c - wl
+        if wr >= 0:
+            keep &= j <= c + wr
+    if is_causal:
+        keep &= j <= i + ((S - L) if align == "bottom_right" else 0)
+    bias = torch.zeros((1, L, S) if three else (H, L, S))
+    if slopes is not None:
+        bias = -slopes.view(-1, 1, 1) * (c - j).abs().float()
+    sc = scale if scale is not None else 1.0 / math.sqrt(D)
+
+    def additive():
+        add = bias + torch.zeros(L, S).masked_fill(~keep, NEG_INF)
+        if m is not None:
+            mm = m.view(1, -1) if m.dim() == 1 else m
+            add = add + (torch.zeros(mm.shape).masked_fill(~mm, NEG_INF)
+                         if mm.dtype == torch.bool else mm)
+        return add
+
+    def hand():
+        kk, vv = k, v
+        if gqa:
+            kk, vv = k.repeat_interleave(H // Hkv, 1), v.repeat_interleave(H // Hkv, 1)
+        s = (q @ kk.transpose(-2, -1)) * sc
+        if softcap:
+            s = softcap * torch.tanh(s / softcap)
+        s = s + additive()
+        w, dead = safe_softmax(s)
+        return w @ vv, w, torch.logsumexp(s, -1), dead
+
+    out, w, lse, dead = hand()
+    if not softcap:
+        tout = F.scaled_dot_product_attention(q, k, v, attn_mask=additive(), scale=scale,
+                                              enable_gqa=gqa)
+        tout = tout.masked_fill(dead, 0.0)  # rows without a key: the attn convention
+        close(out, tout, 1e-5, "sdpa features hand vs torch")
+    inputs = {"query": q, "key": k, "value": v}
+    if m is not None:
+        inputs["attn_mask"] = m
+    if slopes is not None:
+        inputs["alibi_slopes"] = slopes
+    attrs = {}
+    if window is not None:
+        attrs["window_left"], attrs["window_right"] = window
+    if softcap:
+        attrs["softcap"] = softcap
+    if is_causal:
+        attrs["is_causal"] = True
+    if align is not None:
+        attrs["causal_alignment"] = align
+    if scale is not None:
+        attrs["scale"] = scale
+    if gqa:
+        attrs["enable_gqa"] = True
+    if backward:
+        assert not dead.any(), "a fully masked row in a backward case"
+        leaves = {"query": q, "key": k, "value": v}
+        if m is not None and m.dtype == torch.float32:
+            leaves["attn_mask"] = m
+        ins = {n: t.detach() for n, t in inputs.items()}
+        emit_backward(W, g, "sdpa", ins, attrs, out, leaves, tag="_feat_bwd")
+        return
+    if need_weights:
+        attrs["need_weights"] = True
+    if return_lse:
+        attrs["return_lse"] = True
+    outputs = {"out": out}
+    if need_weights:
+        outputs["attn_weights"] = w
+    if return_lse:
+        outputs["lse"] = lse
+    W.emit("sdpa", inputs, attrs, outputs, tag="_feat")
+
+
+def gen_sdpa_features(W):
+    g = gen_for("sdpa_features")
+    # 0: a symmetric-ish window (2 left, 1 right), L == S
+    sdpa_feat_case(W, g, 2, 2, 2, 7, 7, 4, 4, window=(2, 1), need_weights=True, return_lse=True)
+    # 1: a causal sliding window of 4 keys, bottom-right, L < S (a KV cache)
+    sdpa_feat_case(W, g, 1, 2, 2, 3, 9, 4, 5, window=(3, -1), is_causal=True,
+                   align="bottom_right", need_weights=True, return_lse=True)
+    # 2: ALiBi (geometric slopes), L != S, GQA
+    sdpa_feat_case(W, g, 2, 4, 2, 5, 7, 4, 4, slopes=alibi_geometric(4), need_weights=True,
+                   return_lse=True)
+    # 3: soft cap with an explicit scale
+    sdpa_feat_case(W, g, 1, 2, 2, 6, 6, 8, 8, softcap=2.0, scale=0.9, need_weights=True,
+                   return_lse=True)
+    # 4: everything: window, ALiBi, soft cap, float mask, causal bottom-right, GQA
+    sdpa_feat_case(W, g, 2, 4, 2, 5, 8, 4, 3, window=(4, 0), slopes=alibi_geometric(4),
+                   softcap=3.0, mask=float_mask(g, (2, 1, 5, 8)), is_causal=True,
+                   align="bottom_right", need_weights=True, return_lse=True)
+    # 5: 3-D inputs (one head): one slope, a window, a bool mask
+    m = ur(g, 6, 6) < 0.8
+    m[:, :] |= torch.eye(6, dtype=torch.bool)
+    sdpa_feat_case(W, g, 2, 1, 1, 6, 6, 4, 4, window=(1, 2), slopes=torch.tensor([0.3]),
+                   mask=m, three=True, need_weights=True, return_lse=True)
+    # 6: L > S: the first rows see no key under the window -> zeros, lse -inf
+    sdpa_feat_case(W, g, 1, 2, 2, 7, 3, 4, 4, window=(1, 0), softcap=4.0, need_weights=True,
+                   return_lse=True)
+    # backward (grad.query, key, value, attn_mask; the slopes have no gradient)
+    # 0: window and ALiBi
+    sdpa_feat_case(W, g, 2, 2, 2, 5, 7, 4, 3, window=(2, 1), slopes=alibi_geometric(2),
+                   backward=True)
+    # 1: soft cap, bottom-right causal, float mask
+    sdpa_feat_case(W, g, 1, 2, 2, 4, 6, 4, 4, softcap=1.5, mask=float_mask(g, (1, 2, 4, 6)),
+                   is_causal=True, align="bottom_right", backward=True)
+    # 2: everything, GQA
+    sdpa_feat_case(W, g, 2, 4, 2, 5, 7, 4, 4, window=(3, 0), slopes=alibi_geometric(4),
+                   softcap=2.5, is_causal=True, align="bottom_right", backward=True)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
@@ -1955,7 +2099,9 @@ def main():
                # added later: after every earlier case, so those stay byte-identical
                gen_cross_entropy, gen_sdpa_bwd, gen_mha_bwd, gen_enc_layer_bwd,
                gen_dec_layer_bwd, gen_stacks_bwd, gen_seeds_bwd, gen_general_additive_bwd,
-               gen_small_bwd, gen_vit_bwd):
+               gen_small_bwd, gen_vit_bwd,
+               # sliding window, ALiBi, soft cap: sdpa_feat_<k>, sdpa_feat_bwd_<k>
+               gen_sdpa_features):
         fn(W)
     with open(os.path.join(args.out, "MANIFEST.txt"), "w") as f:
         f.write("\n".join(W.cases) + "\n")

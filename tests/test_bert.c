@@ -85,8 +85,12 @@ static void free_ref(ref *r) {
     free(r->text), free(r->ids), free(r->nids), free(r->emb);
 }
 
-/* Compares tokenisation and embeddings of every reference sentence. */
-static void check_model(attn_ctx *ctx, const char *dir, const char *refpath, const char *name) {
+/* Compares tokenisation and embeddings of every reference sentence; with dtype ATTN_BF16 or
+ * ATTN_F16 the model runs its matrix products in 16 bits (attn_bert_set_dtype) and must stay
+ * within tol_err (max abs) and tol_cos (min cosine) of the float reference; the float model
+ * within 1e-5 and 0.99999. */
+static void check_model_dt(attn_ctx *ctx, const char *dir, const char *refpath,
+                           const char *name, attn_dtype dtype, double tol_err, double tol_cos) {
     ref r;
     if (!load_ref(refpath, &r)) {
         TU_CHECK(0, "cannot read %s", refpath);
@@ -97,6 +101,8 @@ static void check_model(attn_ctx *ctx, const char *dir, const char *refpath, con
         free_ref(&r);
         return;
     }
+    TU_STATUS(attn_bert_set_dtype(ctx, b, dtype), ATTN_OK, ctx);
+    TU_CHECK(attn_bert_get_dtype(b) == dtype, "dtype not set");
     attn_bert_info info;
     attn_bert_get_info(b, &info);
     TU_CHECK(info.hidden_size == r.E, "%s: hidden %lld vs reference %lld", name,
@@ -131,10 +137,12 @@ static void check_model(attn_ctx *ctx, const char *dir, const char *refpath, con
         double cs = dot / sqrt(na * nb + 1e-300);
         if (cs < mincos || cs != cs) mincos = cs != cs ? -1 : cs;
     }
-    printf("%s: %d sentences, ids %s, embeddings max abs err %.3g, min cosine %.9f\n", name,
-           r.n, id_fail ? "DIFFER" : "identical", maxerr, mincos);
-    TU_CHECK(maxerr <= 1e-5, "%s: max abs error %g > 1e-5", name, maxerr);
-    TU_CHECK(mincos >= 0.99999, "%s: min cosine %.9f < 0.99999", name, mincos);
+    const char *dn = dtype == ATTN_BF16 ? " (bf16)" : dtype == ATTN_F16 ? " (f16)" : "";
+    printf("%s%s: %d sentences, ids %s, embeddings max abs err %.3g, min cosine %.9f\n", name,
+           dn, r.n, id_fail ? "DIFFER" : "identical", maxerr,
+           mincos);
+    TU_CHECK(maxerr <= tol_err, "%s: max abs error %g > %g", name, maxerr, tol_err);
+    TU_CHECK(mincos >= tol_cos, "%s: min cosine %.9f < %.9f", name, mincos, tol_cos);
     /* the same texts one at a time (no padding) agree with the batch */
     float one[1024];
     double batch_err = 0;
@@ -144,10 +152,41 @@ static void check_model(attn_ctx *ctx, const char *dir, const char *refpath, con
         for (int64_t e = 0; e < r.E; e++)
             batch_err = fmax(batch_err, fabs(one[e] - out[k * r.E + e]));
     }
-    TU_CHECK(batch_err <= 1e-5, "%s: batched vs single differ by %g", name, batch_err);
+    TU_CHECK(batch_err <= (dtype != ATTN_F32 ? tol_err : 1e-5),
+             "%s: batched vs single differ by %g", name, batch_err);
+    if (dtype != ATTN_F32) {
+        const char *env = dtype == ATTN_BF16 ? "ATTN_BF16" : "ATTN_F16";
+        /* the same bits on 1 thread, and (up to subnormal partial sums) on the plain C kernel */
+        /* the plain C f16 kernel emulates each fp16 fma in double: too slow for MiniLM */
+        attn_ctx *c1;
+        int small = dtype == ATTN_BF16 || info.hidden_size <= 64;
+        if (small && attn_ctx_create(NULL, &c1) == ATTN_OK) {
+            float *o1 = malloc(sizeof(float) * (size_t)(r.n * r.E));
+            TU_STATUS(attn_bert_embed(c1, b, (const char *const *)r.text, r.n, o1), ATTN_OK, c1);
+            TU_CHECK(!memcmp(o1, out, sizeof(float) * (size_t)(r.n * r.E)),
+                     "%s%s: 1 and 2 threads differ", name, dn);
+            setenv(env, "0", 1);
+            TU_STATUS(attn_bert_embed(c1, b, (const char *const *)r.text, r.n, o1), ATTN_OK, c1);
+            unsetenv(env);
+            double d = 0;
+            for (int64_t i = 0; i < r.n * r.E; i++) d = fmax(d, fabs((double)o1[i] - out[i]));
+            printf("%s%s: plain C kernel vs default: max abs diff %.3g\n", name, dn, d);
+            TU_CHECK(d <= 1e-6, "%s%s: plain C kernel differs by %g", name, dn, d);
+            free(o1);
+            attn_ctx_free(c1);
+        }
+        TU_STATUS(attn_bert_set_dtype(ctx, b, ATTN_F32), ATTN_OK, ctx);
+        TU_CHECK(attn_bert_get_dtype(b) == ATTN_F32, "dtype back to f32");
+        TU_CHECK(attn_bert_set_dtype(ctx, b, ATTN_U8) == ATTN_E_UNSUPPORTED, "u8 refused");
+        attn_ctx_clear_error(ctx);
+    }
     free(out);
     attn_bert_free(b);
     free_ref(&r);
+}
+
+static void check_model(attn_ctx *ctx, const char *dir, const char *refpath, const char *name) {
+    check_model_dt(ctx, dir, refpath, name, ATTN_F32, 1e-5, 0.99999);
 }
 
 /* ---- broken folders ---------------------------------------------------------------------- */
@@ -311,12 +350,26 @@ int main(void) {
     attn_ctx *ctx;
     if (attn_ctx_create(&p, &ctx) != ATTN_OK) return 1;
     check_model(ctx, "fixtures/bert_tiny", "fixtures/bert_tiny_expected.txt", "bert_tiny");
+    /* bf16 tolerance: 2^-7, the worst relative error of one bf16 product (two roundings of
+     * 2^-8), at the scale of a normalised embedding (entries <= 1); errors through the layers
+     * stay of that order because every layer norm rescales them (measured: 3.8e-3 on the tiny
+     * model, 1.3e-3 on all-MiniLM-L6-v2).  A wrong term or panel gives errors of order 0.1. */
+    check_model_dt(ctx, "fixtures/bert_tiny", "fixtures/bert_tiny_expected.txt", "bert_tiny",
+                   ATTN_BF16, 0x1p-7, 0.9998);
+    check_model_dt(ctx, "fixtures/bert_tiny", "fixtures/bert_tiny_expected.txt", "bert_tiny",
+                   ATTN_F16, 0x1p-7, 0.9998); /* same tolerance as bf16: f16 errors are smaller */
     test_refusals(ctx);
     test_tokenizer_edges(ctx);
     test_threads(ctx);
     const char *mini = getenv("ATTN_MINILM_DIR");
     if (mini && *mini)
+    {
         check_model(ctx, mini, "fixtures/minilm_expected.txt", "all-MiniLM-L6-v2");
+        check_model_dt(ctx, mini, "fixtures/minilm_expected.txt", "all-MiniLM-L6-v2", ATTN_BF16,
+                       0x1p-7, 0.9998);
+        check_model_dt(ctx, mini, "fixtures/minilm_expected.txt", "all-MiniLM-L6-v2", ATTN_F16,
+                       0x1p-7, 0.9998);
+    }
     else
         printf("all-MiniLM-L6-v2: skipped (set ATTN_MINILM_DIR to the model folder)\n");
     attn_ctx_free(ctx);

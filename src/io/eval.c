@@ -595,8 +595,11 @@ static const ev_attr A_SDPA[] = {
     {"causal_alignment", 'e', "top_left", "top_left|bottom_right"},
     {"need_weights", 'b', "false", NULL},
     {"return_lse", 'b', "false", NULL},
+    {"window_left", 'i', "-1", NULL},
+    {"window_right", 'i', "-1", NULL},
+    {"softcap", 'f', "0", NULL},
     EV_END};
-static const char *const I_SDPA[] = {"query", "key", "value", "attn_mask", NULL};
+static const char *const I_SDPA[] = {"query", "key", "value", "attn_mask", "alibi_slopes", NULL};
 
 static attn_status op_sdpa(ev *e) {
     attn_tensor q, k, v, o, w, lse;
@@ -609,6 +612,8 @@ static attn_status op_sdpa(ev *e) {
                  "query, key and value must have the same number of dimensions (%d, %d, %d)",
                  q.ndim, k.ndim, v.ndim);
     ATTN_TRY(ev_mask(e, "attn_mask", ATTN_MASK_KEEP, 4, &mask));
+    attn_tensor slopes;
+    ATTN_TRY(ev_input(e, "alibi_slopes", 0, 1, 1, &slopes));
     ATTN_TRY(ev_ready(e));
     /* the file's shapes, for the gradients */
     attn_tensor q0 = q, k0 = k, v0 = v, m0 = mask.t;
@@ -652,6 +657,17 @@ static attn_status op_sdpa(ev *e) {
     ATTN_FAIL_IF(ev_i(e, "seed") < 0, e->ctx, ATTN_E_INVALID,
                  "attribute 'seed' must be >= 0, got %lld", (long long)ev_i(e, "seed"));
     opt.seed = (uint64_t)ev_i(e, "seed");
+    opt.window_left = ev_i(e, "window_left");
+    opt.window_right = ev_i(e, "window_right");
+    ATTN_FAIL_IF(fabs(ev_f(e, "softcap")) > 3.4e38, e->ctx, ATTN_E_INVALID,
+                 "attribute 'softcap' (%g) is out of the float range", ev_f(e, "softcap"));
+    opt.softcap = (float)ev_f(e, "softcap"); /* attn_sdpa refuses a negative one */
+    if (slopes.data) {
+        ATTN_FAIL_IF(slopes.shape[0] != H, e->ctx, ATTN_E_SHAPE,
+                     "tensor 'alibi_slopes' must have one slope per query head (%lld), got %lld",
+                     (long long)H, (long long)slopes.shape[0]);
+        opt.alibi_slopes = slopes.data;
+    }
     int64_t os[4] = {B, H, L, Dv}, ws[4] = {B, H, L, S};
     ATTN_TRY(ev_new(e, "out", 4, os, &o));
     memset(&w, 0, sizeof w);

@@ -77,8 +77,34 @@ static void ref_ds(const float *p, float *dp, const float *keep, float delta, fl
         dp[j] = scale * (p[j] * ((keep ? dp[j] * keep[j] : dp[j]) - delta));
 }
 
-static const attn__flash_kernels ref_kernels = {ATTN__ISA_REF, ref_mm, ref_smax, ref_expsum,
-                                                ref_vexp, ref_ds};
+static void ref_softcap(float *s, int64_t ld, int64_t rows, int64_t n, float cap, float *dt,
+                        float *mx) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = s + r * ld, m = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            float t = x[j] == -INFINITY ? -1.0f : tanhf(x[j] / cap);
+            if (x[j] != -INFINITY) x[j] = cap * t;
+            if (dt) dt[r * ld + j] = 1.0f - t * t;
+            m = x[j] > m ? x[j] : m;
+        }
+        mx[r] = m;
+    }
+}
+
+static void ref_alibi(float *s, int64_t ld, int64_t rows, int64_t n, float slope, float d0,
+                      float *mx) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = s + r * ld, m = -INFINITY, dr = d0 + (float)r;
+        for (int64_t j = 0; j < n; j++) {
+            x[j] -= slope * fabsf(dr - (float)j);
+            m = x[j] > m ? x[j] : m;
+        }
+        mx[r] = m;
+    }
+}
+
+static const attn__flash_kernels ref_kernels = {
+    ATTN__ISA_REF, ref_mm, ref_smax, ref_expsum, ref_vexp, ref_ds, ref_softcap, ref_alibi};
 
 const attn__flash_kernels *attn__flash_kernels_ref(void) { return &ref_kernels; }
 
@@ -94,23 +120,49 @@ typedef struct fl {
     const attn__sdpa_args *a;
     const attn__sdpa_grads *g;
     const attn__flash_kernels *kr;
-    int64_t Dp, Dvp, nqt, nkt, group, off;
-    int causal, masked, dropout;
+    int64_t Dp, Dvp, nqt, nkt, group;
+    int masked, dropout;
+    int open;    /* 0: the causal mask and the window leave no key to any row */
     float keep_scale;
     /* packed operands */
     float *Kt, *Kp, *Vp, *Vt, *Qp, *dOp, *delta;
     const float *lse;
     float *scratch;
     int64_t per_thread;
+    /* bf16 storage (attn__flash_fwd_bf16): kb != NULL; q16, k16, v16 are the inputs.  widen:
+     * packed to fp32 (Kt, Vp, Q) for the fp32 products; else Kt16 holds the K^T tiles
+     * [Dp/2][BN][2] and Vp16 the V tiles [BN/2][Dvp][2] (pair-interleaved) */
+    const attn__flash_bf16_kernels *kb;
+    int widen;
+    int64_t p16_off; /* dot: P as bf16 [BM][BN] at this offset of the per-thread scratch */
+    const attn__bf16 *q16, *k16, *v16;
+    attn__bf16 *Kt16, *Vp16;
 } fl;
 
 static int64_t rup16(int64_t x) { return (x + 15) & ~(int64_t)15; }
 
-/* Does query tile qt see any key of key tile kt under the causal mask? */
+/* The key tiles [*k0, *k1) that query tile qt sees under the causal mask and the window
+ * (attn__sdpa_range).  Unclipped, each row's range is the previous row's moved by one key, so
+ * the rows that see anything see together one range: from the first row's lowest key to the
+ * last row's highest.  Tiles outside it are skipped, so a window costs O(L window). */
+static void key_tiles(const fl *f, int64_t qt, int64_t *k0, int64_t *k1) {
+    const attn__sdpa_args *a = f->a;
+    int64_t i0 = qt * BM, i1 = ((qt + 1) * BM < a->L ? (qt + 1) * BM : a->L) - 1;
+    int64_t lo0, hi0, lo1, hi1;
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S, i0, &lo0,
+                     &hi0);
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S, i1, &lo1,
+                     &hi1);
+    *k0 = *k1 = 0;
+    if (!f->open || hi1 < 0 || lo0 > a->S - 1) return;
+    *k0 = lo0 / BN, *k1 = hi1 / BN + 1;
+}
+
+/* Does query tile qt see any key of key tile kt? */
 static int live(const fl *f, int64_t qt, int64_t kt) {
-    if (!f->causal) return 1;
-    int64_t i1 = (qt + 1) * BM < f->a->L ? (qt + 1) * BM : f->a->L;
-    return kt * BN <= i1 - 1 + f->off;
+    int64_t k0, k1;
+    key_tiles(f, qt, &k0, &k1);
+    return kt >= k0 && kt < k1;
 }
 
 /* Dropout multipliers of keys j0 .. j0+n-1 of row (b, h, i): 0 or 1/(1-p), the stream of
@@ -120,6 +172,20 @@ static void keep_row(const fl *f, int64_t b, int64_t h, int64_t i, int64_t j0, i
     const attn__sdpa_args *a = f->a;
     uint64_t idx = a->drop_base + (uint64_t)(((b * a->H + h) * a->L + i) * a->S + j0);
     attn__dropout_row(a->seed, a->offset, idx, n, a->dropout_p, f->keep_scale, out);
+}
+
+/* max of s[0..n) with eight independent maxima (a vector max: one chain of scalar maxima
+ * costs as much as the tile product) */
+static float row_max(const float *s, int64_t n) {
+    float m8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                   -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t n8 = n & ~(int64_t)7;
+    for (int64_t j = 0; j < n8; j += 8)
+        for (int u = 0; u < 8; u++) m8[u] = s[j + u] > m8[u] ? s[j + u] : m8[u];
+    float mx = -INFINITY;
+    for (int64_t j = n8; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    for (int u = 0; u < 8; u++) mx = m8[u] > mx ? m8[u] : mx;
+    return mx;
 }
 
 /* Adds both masks to the scaled scores s[0..n) of row (b, h, i), keys from j0; returns the new
@@ -144,27 +210,65 @@ static float add_masks(const fl *f, int64_t b, int64_t h, int64_t i, int64_t j0,
                 if ((d[j * st] != 0) == blockv) s[j] = -INFINITY;
         }
     }
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-    return mx;
+    return row_max(s, n);
 }
 
-/* Scales and masks the raw dot products of rows [i0, i0+qn) of head (b, h) against the key tile
- * at j0 with kn keys (S [BM][BN]): invisible keys become -inf; mx[r] = the row maximum. */
-static void block_scores(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t qn, int64_t j0,
-                         int64_t kn, float *S, int64_t *nvalid, float *mx) {
-    for (int64_t r = 0; r < qn; r++) {
-        int64_t nv = kn;
-        if (f->causal) {
-            int64_t lim = i0 + r + f->off - j0 + 1;
-            if (lim < nv) nv = lim < 0 ? 0 : lim;
-        }
-        nvalid[r] = nv;
+/* ALiBi on the block S [BM][BN] of rows [i0, i0+qn) of head h, keys from j0: s -= slope
+ * |i + S - L - j| (-inf stays); mx[r] = the new row maximum. */
+static void block_alibi(const fl *f, int64_t h, int64_t i0, int64_t qn, int64_t j0, float *S,
+                        float *mx) {
+    const attn__sdpa_args *a = f->a;
+    float slope = a->alibi[h];
+    int64_t d0 = i0 + a->S - a->L - j0; /* row r's distance to key j0 + j is |d0 + r - j| */
+    if (d0 > -(1 << 23) + BN && d0 < (1 << 23) - BM) {
+        f->kr->alibi(S, BN, qn, BN, slope, (float)d0, mx); /* float distances are exact */
+        return;
     }
-    f->kr->smax(S, BN, qn, BN, nvalid, f->a->scale, mx);
+    for (int64_t r = 0; r < qn; r++) { /* beyond 2^23 keys: integer distances */
+        float *s = S + r * BN;
+        for (int64_t j = 0; j < BN; j++) {
+            int64_t d = d0 + r - j;
+            s[j] -= slope * (float)(d < 0 ? -d : d);
+        }
+        mx[r] = row_max(s, BN);
+    }
+}
+
+/* Scales, caps and masks the raw dot products of rows [i0, i0+qn) of head (b, h) against the
+ * key tile at j0 with kn keys (S [BM][BN]): invisible keys become -inf; mx[r] = the row
+ * maximum; dt [BM][BN] (may be NULL; only read under a soft cap) receives the cap's
+ * derivative 1 - tanh^2 for the backward. */
+static void block_scores_dt(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t qn,
+                            int64_t j0, int64_t kn, float *S, int64_t *nvalid, float *mx,
+                            float *dt) {
+    const attn__sdpa_args *a = f->a;
+    for (int64_t r = 0; r < qn; r++) { /* keys [lo, nv) of the tile are visible */
+        int64_t lo, hi;
+        attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S,
+                         i0 + r, &lo, &hi);
+        int64_t nv = hi - j0 + 1 < kn ? hi - j0 + 1 : kn;
+        nvalid[r] = nv < 0 || lo - j0 >= nv ? 0 : nv;
+    }
+    f->kr->smax(S, BN, qn, BN, nvalid, a->scale, mx);
+    if (a->softcap > 0) f->kr->softcap(S, BN, qn, BN, a->softcap, dt, mx);
+    if (a->window) /* the window's left edge; the right one is in nvalid */
+        for (int64_t r = 0; r < qn; r++) {
+            int64_t lo, hi;
+            attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S,
+                             i0 + r, &lo, &hi);
+            if (nvalid[r] == 0 || lo <= j0) continue;
+            for (int64_t j = 0; j < lo - j0; j++) S[r * BN + j] = -INFINITY;
+            mx[r] = row_max(S + r * BN, nvalid[r]);
+        }
+    if (a->alibi) block_alibi(f, h, i0, qn, j0, S, mx);
     if (f->masked)
         for (int64_t r = 0; r < qn; r++)
             if (nvalid[r] > 0) mx[r] = add_masks(f, b, h, i0 + r, j0, nvalid[r], S + r * BN);
+}
+
+static void block_scores(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t qn, int64_t j0,
+                         int64_t kn, float *S, int64_t *nvalid, float *mx) {
+    block_scores_dt(f, b, h, i0, qn, j0, kn, S, nvalid, mx, NULL);
 }
 
 /* ---- packing ------------------------------------------------------------------------------ */
@@ -212,6 +316,59 @@ static void pack_rows(const float *x, const int64_t *xs, int64_t b, int64_t h, i
         for (int64_t e = 0; e < d; e++) dst[r * w + e] = xb[r * xs[2] + e * xs[3]];
 }
 
+/* bf16 storage: one key tile (b, hk, kt) as K^T [Dp/2][BN][2] and V [BN/2][Dvp][2], zero
+ * padded: the pairs along the product's K dimension that VDPBF16PS multiplies together; when
+ * widening, as fp32 K^T [Dp][BN] and V [BN][Dvp] like pack_kv_task. */
+static void pack_kv_bf16_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const fl *f = arg;
+    const attn__sdpa_args *a = f->a;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t bk = t / f->nkt, kt = t % f->nkt, b = bk / a->Hkv, hk = bk % a->Hkv;
+        int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN, Dvp = f->Dvp;
+        const attn__bf16 *kb = f->k16 + b * a->ks[0] + hk * a->ks[1] + j0 * a->ks[2];
+        const attn__bf16 *vb = f->v16 + b * a->vs[0] + hk * a->vs[1] + j0 * a->vs[2];
+        if (f->widen) {
+            float *ktf = f->Kt + t * f->Dp * BN, *vpf = f->Vp + t * BN * Dvp;
+            memset(ktf, 0, sizeof(float) * (size_t)(f->Dp * BN));
+            memset(vpf, 0, sizeof(float) * (size_t)(BN * Dvp));
+            for (int64_t j = 0; j < kn; j++) {
+                for (int64_t d = 0; d < a->D; d++)
+                    ktf[d * BN + j] = attn__bf16_to_f32(kb[j * a->ks[2] + d * a->ks[3]]);
+                for (int64_t e = 0; e < a->Dv; e++)
+                    vpf[j * Dvp + e] = attn__bf16_to_f32(vb[j * a->vs[2] + e * a->vs[3]]);
+            }
+            continue;
+        }
+        attn__bf16 *kt_ = f->Kt16 + t * f->Dp * BN, *vp = f->Vp16 + t * BN * Dvp;
+        memset(kt_, 0, sizeof(attn__bf16) * (size_t)(f->Dp * BN));
+        memset(vp, 0, sizeof(attn__bf16) * (size_t)(BN * Dvp));
+        for (int64_t j = 0; j < kn; j++) {
+            for (int64_t d = 0; d < a->D; d++)
+                kt_[(d >> 1) * 2 * BN + 2 * j + (d & 1)] = kb[j * a->ks[2] + d * a->ks[3]];
+            for (int64_t e = 0; e < a->Dv; e++)
+                vp[(j >> 1) * 2 * Dvp + 2 * e + (j & 1)] = vb[j * a->vs[2] + e * a->vs[3]];
+        }
+    }
+}
+
+/* bf16 storage: rows [i0, i0+qn) of q (b, h) into dst [BM][w] bf16 (or, with fdst, into
+ * fdst [BM][w] fp32), zero padded. */
+static void pack_rows_bf16(const attn__bf16 *x, const int64_t *xs, int64_t b, int64_t h,
+                           int64_t i0, int64_t qn, int64_t d, int64_t w, attn__bf16 *dst,
+                           float *fdst) {
+    const attn__bf16 *xb = x + b * xs[0] + h * xs[1] + i0 * xs[2];
+    if (fdst) {
+        memset(fdst, 0, sizeof(float) * (size_t)(BM * w));
+        for (int64_t r = 0; r < qn; r++)
+            for (int64_t e = 0; e < d; e++)
+                fdst[r * w + e] = attn__bf16_to_f32(xb[r * xs[2] + e * xs[3]]);
+        return;
+    }
+    memset(dst, 0, sizeof(attn__bf16) * (size_t)(BM * w));
+    for (int64_t r = 0; r < qn; r++)
+        for (int64_t e = 0; e < d; e++) dst[r * w + e] = xb[r * xs[2] + e * xs[3]];
+}
+
 /* ---- forward ---------------------------------------------------------------------------- */
 static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     const attn__sdpa_args *a = f->a;
@@ -221,14 +378,23 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     float *Q = ws, *Sb = Q + BM * Dp, *O = Sb + BM * BN, *m = O + BM * Dvp, *l = m + BM,
           *alpha = l + BM, *mx = alpha + BM, *mn = mx + BM, *sum = mn + BM, *keep = sum + BM;
     int64_t *nvalid = (int64_t *)(keep + BN);
-    pack_rows(a->q, a->qs, b, h, i0, qn, a->D, Dp, Q);
+    /* bf16 storage: Q tile as bf16 in Q's place (dot) or widened into Q; P as bf16 apart */
+    attn__bf16 *Q16 = (attn__bf16 *)Q, *P16 = (attn__bf16 *)(ws + f->p16_off);
+    int dot = f->kb && !f->widen; /* bf16 products (else fp32 ones, bf16 data widened) */
+    if (f->kb) pack_rows_bf16(f->q16, a->qs, b, h, i0, qn, a->D, Dp, Q16, f->widen ? Q : NULL);
+    else pack_rows(a->q, a->qs, b, h, i0, qn, a->D, Dp, Q);
     memset(O, 0, sizeof(float) * (size_t)(BM * Dvp));
     for (int64_t r = 0; r < BM; r++) m[r] = -INFINITY, l[r] = 0.0f, mx[r] = 0.0f;
-    for (int64_t kt = 0; kt < f->nkt; kt++) {
-        if (!live(f, qt, kt)) break;
+    int64_t kt0, kt1;
+    key_tiles(f, qt, &kt0, &kt1);
+    for (int64_t kt = kt0; kt < kt1; kt++) {
         int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
         int64_t tile = (b * a->Hkv + hk) * f->nkt + kt;
-        kr->mm(qn, BN, a->D, Q, Dp, 1, f->Kt + tile * Dp * BN, BN, Sb, BN, 0, NULL);
+        if (dot)
+            f->kb->mm(qn, BN, (a->D + 1) / 2, Q16, Dp, f->Kt16 + tile * Dp * BN, BN, Sb, BN, 0,
+                      NULL);
+        else
+            kr->mm(qn, BN, a->D, Q, Dp, 1, f->Kt + tile * Dp * BN, BN, Sb, BN, 0, NULL);
         block_scores(f, b, h, i0, qn, j0, kn, Sb, nvalid, mx);
         int any = 0;
         for (int64_t r = 0; r < qn; r++) {
@@ -250,7 +416,14 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
                 keep_row(f, b, h, i0 + r, j0, kn, keep);
                 for (int64_t j = 0; j < kn; j++) s[j] *= keep[j];
             }
-        kr->mm(qn, Dvp, kn, Sb, BN, 1, f->Vp + tile * BN * Dvp, Dvp, O, Dvp, 1, alpha);
+        if (dot) { /* P to bf16 (keys past kn are 0 in both P and the packed V) */
+            f->kb->cvt(Sb, BN, qn, BN, P16, BN);
+            f->kb->mm(qn, Dvp, (kn + 1) / 2, P16, BN, f->Vp16 + tile * BN * Dvp, Dvp, O, Dvp, 1,
+                      alpha);
+        } else {
+            if (f->kb) f->kb->round(Sb, BN, qn, BN); /* widened bf16: P to bf16 values */
+            kr->mm(qn, Dvp, kn, Sb, BN, 1, f->Vp + tile * BN * Dvp, Dvp, O, Dvp, 1, alpha);
+        }
     }
     for (int64_t r = 0; r < qn; r++) {
         int64_t i = i0 + r;
@@ -280,26 +453,44 @@ static void setup(fl *f, attn_ctx *ctx, const attn__sdpa_args *a, const attn__sd
     f->Dp = rup16(a->D), f->Dvp = rup16(a->Dv);
     f->nqt = (a->L + BM - 1) / BM, f->nkt = (a->S + BN - 1) / BN;
     f->group = a->H / a->Hkv;
-    f->causal = a->causal != ATTN_CAUSAL_NONE;
-    f->off = a->causal == ATTN_CAUSAL_BOTTOM_RIGHT ? a->S - a->L : 0;
     f->masked = a->mask[0].kind != ATTN_MASK_NONE || a->mask[1].kind != ATTN_MASK_NONE;
+    /* Unclipped, row i sees [i + lo, i + hi] with the same offsets for every row: only a
+     * top-left causal mask (hi = 0) below a window's left edge (lo = S - L - window_left > 0)
+     * leaves every row empty; a right edge never passes the left one. */
+    f->open = !(a->window && a->causal == ATTN_CAUSAL_TOP_LEFT && a->window_left >= 0 &&
+                a->window_left < a->S + a->L && a->S - a->L - a->window_left > 0);
     f->dropout = a->dropout_p > 0.0f;
     f->keep_scale = f->dropout ? 1.0f / (1.0f - a->dropout_p) : 1.0f;
 }
 
-attn_status attn__flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a) {
+/* The forward; qkv16 != NULL: bf16 storage, q, k, v from qkv16[0..2]. */
+static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
+                             const attn__bf16 *const *qkv16) {
     if (a->w)
         return attn__fail(ctx, ATTN_E_INVALID, "attn__flash_fwd: attention weights requested");
     fl f;
     setup(&f, ctx, a, NULL);
+    if (qkv16) {
+        f.kb = attn__flash_bf16_kernels_for(ctx, &f.widen);
+        f.q16 = qkv16[0], f.k16 = qkv16[1], f.v16 = qkv16[2];
+    }
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     int64_t nkv = a->B * a->Hkv * f.nkt, ntask = a->B * a->H * f.nqt;
-    ATTN_TRYG(attn__ws_f32(ctx, &f.Kt, nkv, f.Dp, BN, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &f.Vp, nkv, BN, f.Dvp, 1));
-    attn__parallel_for(ctx, nkv, pack_kv_task, &f);
+    if (f.kb && !f.widen) { /* bf16 tiles: half the floats */
+        float *kt16, *vp16;
+        ATTN_TRYG(attn__ws_f32(ctx, &kt16, nkv, f.Dp, BN / 2, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &vp16, nkv, BN / 2, f.Dvp, 1));
+        f.Kt16 = (attn__bf16 *)kt16, f.Vp16 = (attn__bf16 *)vp16;
+        attn__parallel_for(ctx, nkv, pack_kv_bf16_task, &f);
+    } else {
+        ATTN_TRYG(attn__ws_f32(ctx, &f.Kt, nkv, f.Dp, BN, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &f.Vp, nkv, BN, f.Dvp, 1));
+        attn__parallel_for(ctx, nkv, f.kb ? pack_kv_bf16_task : pack_kv_task, &f);
+    }
     int width = attn__parallel_width(ctx, ntask);
     f.per_thread = BM * f.Dp + BM * BN + BM * f.Dvp + 6 * BM + BN + 2 * BM /* nvalid */;
+    if (f.kb && !f.widen) f.p16_off = f.per_thread, f.per_thread += BM * BN / 2;
     ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, width, f.per_thread, 1, 1));
     attn__parallel_for(ctx, ntask, fwd_task, &f);
 done:
@@ -307,9 +498,20 @@ done:
     return st;
 }
 
+attn_status attn__flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a) {
+    return flash_fwd(ctx, a, NULL);
+}
+
+attn_status attn__flash_fwd_bf16(attn_ctx *ctx, const attn__sdpa_args *a, const attn__bf16 *q,
+                                 const attn__bf16 *k, const attn__bf16 *v) {
+    const attn__bf16 *qkv[3] = {q, k, v};
+    return flash_fwd(ctx, a, qkv);
+}
+
 /* ---- backward ------------------------------------------------------------------------------ */
-/* Per-thread block scratch: P, dP, W, keep [BM][BN] each, mx [BM], nvalid [BM] (int64). */
-#define BLK_FLOATS (4 * BM * BN + 3 * BM) /* + mx, nvalid */
+/* Per-thread block scratch: P, dP, W, keep [BM][BN] each, mx [BM], nvalid [BM] (int64), then
+ * the soft cap's derivative dt [BM][BN]. */
+#define BLK_FLOATS (5 * BM * BN + 3 * BM) /* + mx, nvalid */
 
 /* One (query tile, key tile) block of head (b, h).  With delta_acc, only accumulates
  * sum_j P dP into delta_acc[r] (delta recomputation).  Otherwise updates dK, dV [BN][Dp|Dvp]
@@ -328,8 +530,9 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     float *P = blk, *dP = P + BM * BN, *W = dP + BM * BN, *keep = W + BM * BN;
     float *mx = keep + BM * BN;
     int64_t *nvalid = (int64_t *)(mx + BM);
+    float *dt = (float *)(nvalid + BM);
     kr->mm(qn, BN, a->D, Q, Dp, 1, f->Kt + tile * Dp * BN, BN, P, BN, 0, NULL);
-    block_scores(f, b, h, i0, qn, j0, kn, P, nvalid, mx);
+    block_scores_dt(f, b, h, i0, qn, j0, kn, P, nvalid, mx, dt);
     int any = 0;
     for (int64_t r = 0; r < qn; r++) {
         any |= mx[r] != -INFINITY && lse[r] != -INFINITY;
@@ -363,6 +566,8 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     for (int64_t r = 0; r < qn; r++)
         kr->ds(P + r * BN, dP + r * BN, f->dropout ? keep + r * BN : NULL, delta[r], a->scale,
                BN);
+    if (a->softcap > 0) /* through the cap: dS (1 - tanh^2) */
+        for (int64_t x = 0; x < qn * BN; x++) dP[x] *= dt[x];
     if (dK) kr->mm(kn, Dp, qn, dP, 1, BN, Q, Dp, dK, Dp, 1, NULL);
     if (dQ) kr->mm(qn, Dp, kn, dP, BN, 1, f->Kp + tile * BN * Dp, Dp, dQ, Dp, 1, NULL);
 }
@@ -388,8 +593,10 @@ static void pack_q_task(void *arg, int64_t begin, int64_t end, int tid) {
             }
         } else {
             float *blk = f->scratch + (int64_t)tid * f->per_thread;
+            int64_t kt0, kt1;
+            key_tiles(f, qt, &kt0, &kt1);
             for (int64_t r = 0; r < qn; r++) dl[r] = 0.0f;
-            for (int64_t kt = 0; kt < f->nkt && live(f, qt, kt); kt++)
+            for (int64_t kt = kt0; kt < kt1; kt++)
                 bwd_block(f, blk, b, h, qt, kt, NULL, NULL, NULL, dl);
         }
     }
@@ -446,8 +653,10 @@ static void dq_task(void *arg, int64_t begin, int64_t end, int tid) {
     for (int64_t t = begin; t < end; t++) {
         int64_t qt = f->nqt - 1 - t / BH, bh = t % BH, b = bh / a->H, h = bh % a->H;
         int64_t i0 = qt * BM, qn = a->L - i0 < BM ? a->L - i0 : BM;
+        int64_t kt0, kt1;
+        key_tiles(f, qt, &kt0, &kt1);
         memset(dQ, 0, sizeof(float) * (size_t)(BM * f->Dp));
-        for (int64_t kt = 0; kt < f->nkt && live(f, qt, kt); kt++)
+        for (int64_t kt = kt0; kt < kt1; kt++)
             bwd_block(f, blk, b, h, qt, kt, NULL, NULL, dQ, NULL);
         store_rows(dQ, f->Dp, qn, a->D, g->dq + b * g->dqs[0] + h * g->dqs[1] + i0 * g->dqs[2],
                    g->dqs[2], g->dqs[3]);

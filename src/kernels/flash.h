@@ -2,10 +2,12 @@
  *
  * The contract is attn__sdpa_ref / attn__sdpa_bwd_ref (kernels.h): every feature of the
  * reference (two masks of kind KEEP/BLOCK/ADD with broadcast strides and mask_ncols, causal in
- * both alignments, GQA/MQA, dropout on the attn_dropout_keep stream, lse, zero rows for fully
- * masked queries), but the L x S score matrix is never materialised: queries are processed in
- * tiles of ATTN__FLASH_BM rows against key tiles of ATTN__FLASH_BN keys with an online softmax;
- * only per-tile blocks live in the workspace.  Any strides are accepted (operands are packed).
+ * both alignments, sliding window, ALiBi, soft cap, GQA/MQA, dropout on the attn_dropout_keep
+ * stream, lse, zero rows for fully masked queries), but the L x S score matrix is never
+ * materialised: queries are processed in tiles of ATTN__FLASH_BM rows against key tiles of
+ * ATTN__FLASH_BN keys with an online softmax (tiles outside the causal mask or the window are
+ * skipped); only per-tile blocks live in the workspace.  Any strides are accepted (operands
+ * are packed).
  *
  * Threads: the forward splits (batch, head, query tile), the heaviest causal tiles first; the
  * backward computes dK/dV per key tile (query tiles and heads visited in a fixed order) and dQ
@@ -14,6 +16,7 @@
  * differ in the last bits (FMA, exp polynomial). */
 #ifndef ATTN_FLASH_H
 #define ATTN_FLASH_H
+#include "bf16.h"
 #include "kernels.h"
 
 #define ATTN__FLASH_BM 96 /* query rows per tile */
@@ -39,7 +42,14 @@ ATTN__HIDDEN attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a
  * expsum: in place, s[j] = exp(s[j] - mx[r]) (0 where s[j] = -inf; the whole row 0 when
  *         mx[r] = -inf) for j < n; sum[r] = the row sum (sum may be NULL).
  * vexp:   y[i] = exp(x[i]) for i < n (n a multiple of 16, x <= 0; -inf gives 0).
- * ds:     dp[j] = scale * p[j] * (dp[j] * (keep ? keep[j] : 1) - delta), j < n. */
+ * ds:     dp[j] = scale * p[j] * (dp[j] * (keep ? keep[j] : 1) - delta), j < n.
+ * softcap: for each row r < rows of s (row stride ld), j < n (a multiple of 16): t = tanh(s[j] /
+ *         cap), s[j] = cap * t, except that -inf stays -inf; when dt is not NULL, dt[r*ld + j] =
+ *         1 - t^2 (0 at -inf); mx[r] = the new row maximum.  |error| of t within a few ulp
+ *         of 1 (relative to |t| near 0).
+ * alibi:  for each row r < rows of s (row stride ld), j < n (a multiple of 16):
+ *         s[j] -= slope * |d0 + r - j| (-inf stays -inf; the distance formed in float, exact
+ *         while |d0| + rows + n < 2^24); mx[r] = the new row maximum. */
 typedef struct attn__flash_kernels {
     int isa;
     void (*mm)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
@@ -49,6 +59,10 @@ typedef struct attn__flash_kernels {
     void (*expsum)(float *s, int64_t ld, int64_t rows, int64_t n, const float *mx, float *sum);
     void (*vexp)(const float *x, float *y, int64_t n);
     void (*ds)(const float *p, float *dp, const float *keep, float delta, float scale, int64_t n);
+    void (*softcap)(float *s, int64_t ld, int64_t rows, int64_t n, float cap, float *dt,
+                    float *mx);
+    void (*alibi)(float *s, int64_t ld, int64_t rows, int64_t n, float slope, float d0,
+                  float *mx);
 } attn__flash_kernels;
 
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_ref(void);
@@ -56,5 +70,62 @@ ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_avx2(void);   /* NUL
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_avx512(void); /* NULL if not built */
 /* The table for ctx->isa (ref when that set has no flash kernels). */
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_for(const attn_ctx *ctx);
+
+/* ---- bf16 storage (forward only) -------------------------------------------------------------
+ * attn__flash_fwd_bf16: attn__flash_fwd with q, k, v in bf16 (a->q, a->k, a->v are ignored; the
+ * strides a->qs, a->ks, a->vs apply, in elements); o and lse stay float.  Numerics (the contract
+ * of attn__sdpa_bf16_ref): scores accumulate in fp32 from the exact bf16 products; the online
+ * softmax runs in fp32 as above; the unnormalised weights exp(s - m) (m: the running row
+ * maximum), times the dropout multiplier, are rounded to bf16 before the product with V, which
+ * accumulates in fp32; l sums the unrounded weights.  The driver is the fp32 one: only the
+ * packing, the two products and the rounding of P differ.  Two ways to multiply:
+ *  - dot: the operands stay bf16 (packed in the pair layouts below) and the bf16 microkernels
+ *    multiply them (VDPBF16PS with AVX512_BF16, else plain C);
+ *  - widen: the packing widens q, k, v to fp32 (exact) and the fp32 microkernels of ctx's set
+ *    multiply, P being rounded to bf16 values in place (same numerics, other last bits).
+ * attn__flash_bf16_kernels_for picks one (see there).
+ *
+ * bf16 microkernels (A row-major bf16, B "pair-interleaved": element (k, j) at
+ * B[(k/2)*2*ldb + 2*j + (k&1)], the operand layout of VDPBF16PS):
+ * mm:  C[i][j] = (accum ? (cs ? cs[i] : 1) * C[i][j] : 0)
+ *                + sum_{kk<K2} (A[i*lda + 2kk+1] B(2kk+1, j) + A[i*lda + 2kk] B(2kk, j))
+ *      for i < m, j < n; n a multiple of 16; products exact, sums in fp32, kk in order.
+ * cvt: p[r*ldp + j] = bf16(s[r*ld + j]) (round to nearest even) for r < rows, j < n (n a
+ *      multiple of 32).
+ * round: s[r*ld + j] = bf16(s[r*ld + j]) as a float, r < rows, j < n (n a multiple of 16). */
+typedef struct attn__flash_bf16_kernels {
+    int isa; /* ATTN__ISA_REF for the plain C ones, ATTN__ISA_AVX512 for AVX512_BF16 */
+    void (*mm)(int64_t m, int64_t n, int64_t K2, const attn__bf16 *A, int64_t lda,
+               const attn__bf16 *B, int64_t ldb, float *C, int64_t ldc, int accum,
+               const float *cs);
+    void (*cvt)(const float *s, int64_t ld, int64_t rows, int64_t n, attn__bf16 *p,
+                int64_t ldp);
+    void (*round)(float *s, int64_t ld, int64_t rows, int64_t n);
+} attn__flash_bf16_kernels;
+
+ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_ref(void);
+/* NULL when src/kernels/x86_avx512bf16 was built without the instructions. */
+ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_avx512(void);
+/* The bf16 table for ctx (the AVX512_BF16 one when attn__has_bf16(ctx), else plain C) and the
+ * way to multiply: *widen = 0 (dot) when ctx->isa is ATTN__ISA_REF, or when the environment
+ * says ATTN_BF16=dot and attn__has_bf16(ctx); else *widen = 1.  Widening is the default on
+ * SIMD sets because on the CPU measured (Xeon, family 6 model 207) VDPBF16PS issues once per
+ * two cycles and holds both FMA ports meanwhile: its 32 products take the time of four FMAs
+ * (64 products), so the fp32 FMA kernels multiply bf16 operands twice as fast.  ATTN_BF16=dot
+ * is for CPUs where VDPBF16PS runs at the FMA rate (and for tests). */
+ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_for(const attn_ctx *ctx,
+                                                                         int *widen);
+
+ATTN__HIDDEN attn_status attn__flash_fwd_bf16(attn_ctx *ctx, const attn__sdpa_args *a,
+                                              const attn__bf16 *q, const attn__bf16 *k,
+                                              const attn__bf16 *v);
+
+/* The oracle of the bf16 path (src/kernels/ref/sdpa_bf16_ref.c): per query row, scores
+ * s_j = scale * q.k_j + masks in float from the exact bf16 products (summed in double), m the
+ * row maximum, e_j = exp(s_j - m), l = sum_j e_j, out = sum_j bf16(e_j * keep_j) v_j / l
+ * (summed in double), lse = m + log l; a fully masked row gives zeros and -inf.  The same
+ * arguments as attn__flash_fwd_bf16 (a->w must be NULL); scratch: 2*S floats. */
+ATTN__HIDDEN void attn__sdpa_bf16_ref(const attn__sdpa_args *a, const attn__bf16 *q,
+                                      const attn__bf16 *k, const attn__bf16 *v, float *scratch);
 
 #endif

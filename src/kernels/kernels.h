@@ -14,6 +14,9 @@ ATTN__HIDDEN void attn__philox(const uint32_t ctr[4], const uint32_t key[2], uin
  * ISA (src/kernels/dropout.c; vectorised where the CPU allows). */
 ATTN__HIDDEN void attn__dropout_row(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n,
                                     float p, float scale, float *out);
+/* The plain C version (always one Philox block at a time), for tests. */
+ATTN__HIDDEN void attn__dropout_row_c(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n,
+                                      float p, float scale, float *out);
 
 /* y[M, N] = x[M, K] W[N, K]^T + b[N] (b may be NULL).  Row strides ldx, ldy (elements). */
 ATTN__HIDDEN void attn__linear_ref(const float *x, int64_t ldx, const float *W, const float *b,
@@ -52,7 +55,32 @@ typedef struct attn__sdpa_args {
     uint64_t seed, offset;
     uint64_t drop_base;  /* dropout index of element (0,0,0,0); element (b,h,i,j) draws index
                             drop_base + ((b*H + h)*L + i)*S + j (packed sequences offset it) */
+    /* Score features of attn_sdpa_options; a zeroed struct has all three off.  Per element:
+     *   x = scale q.k;  x = softcap tanh(x / softcap) if softcap > 0;
+     *   x += -alibi[h] |i + S - L - j| if alibi;  x += masks;  -inf outside the causal mask
+     *   and, when window is set, outside i + S - L - window_left <= j <= i + S - L +
+     *   window_right (a negative side is unlimited).  attn__sdpa_range gives the visible keys. */
+    int window;                          /* 0: no sliding window (window_left/right ignored) */
+    int64_t window_left, window_right;
+    const float *alibi;                  /* [H] ALiBi slopes or NULL */
+    float softcap;                       /* 0: off */
 } attn__sdpa_args;
+
+/* The keys query row i may see under the causal mode and the sliding window (masks aside):
+ * [*lo, *hi] within [0, S); empty when *lo > *hi.  Shared by every SDPA kernel so that they
+ * agree on the window edges.  The window is aligned bottom-right, like
+ * ATTN_CAUSAL_BOTTOM_RIGHT: row i is centred on key i + S - L. */
+static inline void attn__sdpa_range(attn_causal causal, int window, int64_t wl, int64_t wr,
+                                    int64_t L, int64_t S, int64_t i, int64_t *lo, int64_t *hi) {
+    int64_t l = 0, h = S - 1, off = S - L;
+    if (causal == ATTN_CAUSAL_TOP_LEFT) h = i;
+    else if (causal == ATTN_CAUSAL_BOTTOM_RIGHT) h = i + off;
+    /* a side wider than S + L reaches past every key: unlimited (and no overflow) */
+    if (window && wl >= 0 && wl < S + L && i + off - wl > l) l = i + off - wl;
+    if (window && wr >= 0 && wr < S + L && i + off + wr < h) h = i + off + wr;
+    *lo = l;
+    *hi = h < S - 1 ? h : S - 1;
+}
 
 /* scratch: 2*S floats. */
 ATTN__HIDDEN void attn__sdpa_ref(const attn__sdpa_args *a, float *scratch);

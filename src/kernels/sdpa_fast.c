@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "decode.h"
 #include "flash.h"
 #include "kernels.h"
 #include "pool.h"
@@ -16,7 +17,7 @@
 typedef struct job {
     const attn__sdpa_args *a;
     const attn__sdpa_grads *g;
-    float *scratch;     /* per chunk: 4 * S floats */
+    float *scratch;     /* per chunk: 4 (forward) or 5 (backward) * S floats */
     int64_t per_chunk;
 } job;
 
@@ -29,22 +30,36 @@ static int unit_inner(const attn__sdpa_args *a) {
            (!a->w || a->ws[3] == 1);
 }
 
-/* Scores of row i of head (b, h): s[j] = scale q_i . k_j + masks, -inf where masked. */
-static void scores(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i, float *s) {
+/* Scores of row i of head (b, h): s[j] = cap(scale q_i . k_j) - slope |i + S - L - j| + masks,
+ * -inf outside the causal mask and the window (attn__sdpa_args).  Under a soft cap, dt (may be
+ * NULL) receives its derivative 1 - tanh^2 for the visible keys. */
+static void scores(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i, float *s,
+                   float *dt) {
     int64_t hk = h / (a->H / a->Hkv);
     const float *qi = a->q + b * a->qs[0] + h * a->qs[1] + i * a->qs[2];
     const float *kb = a->k + b * a->ks[0] + hk * a->ks[1];
-    int64_t jmax = a->S - 1;
-    if (a->causal == ATTN_CAUSAL_TOP_LEFT) jmax = i;
-    else if (a->causal == ATTN_CAUSAL_BOTTOM_RIGHT) jmax = i + a->S - a->L;
-    if (jmax > a->S - 1) jmax = a->S - 1;
-    for (int64_t j = 0; j <= jmax; j++) {
+    int64_t lo, hi; /* visible keys [lo, hi] */
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S, i, &lo,
+                     &hi);
+    for (int64_t j = 0; j < lo && j < a->S; j++) s[j] = -INFINITY;
+    for (int64_t j = lo; j <= hi; j++) {
         const float *kj = kb + j * a->ks[2];
         float acc = 0.0f;
         for (int64_t d = 0; d < a->D; d++) acc += qi[d] * kj[d];
         s[j] = acc * a->scale;
     }
-    for (int64_t j = jmax + 1 < 0 ? 0 : jmax + 1; j < a->S; j++) s[j] = -INFINITY;
+    for (int64_t j = hi + 1 > lo ? hi + 1 : lo; j < a->S; j++) s[j] = -INFINITY;
+    if (a->softcap > 0)
+        for (int64_t j = lo; j <= hi; j++) {
+            float t = tanhf(s[j] / a->softcap);
+            s[j] = a->softcap * t;
+            if (dt) dt[j] = 1.0f - t * t;
+        }
+    if (a->alibi)
+        for (int64_t j = lo; j <= hi; j++) {
+            int64_t d = i + a->S - a->L - j;
+            s[j] -= a->alibi[h] * (float)(d < 0 ? -d : d);
+        }
     for (int m = 0; m < 2; m++)
         if (a->mask[m].kind != ATTN_MASK_NONE) {
             int64_t nc = a->mask_ncols[m] < a->S ? a->mask_ncols[m] : a->S;
@@ -91,7 +106,7 @@ static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
         int64_t b = bh / a->H, h = bh % a->H, hk = h / (a->H / a->Hkv);
         const float *vb = a->v + b * a->vs[0] + hk * a->vs[1];
         for (int64_t i = 0; i < a->L; i++) {
-            scores(a, b, h, i, s);
+            scores(a, b, h, i, s, NULL);
             float lse = softmax(s, p, a->S);
             if (a->lse) a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]] = lse;
             if (a->dropout_p > 0.0f) {
@@ -113,6 +128,7 @@ static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
 }
 
 attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a) {
+    if (attn__decode_eligible(ctx, a)) return attn__decode(ctx, a); /* few queries: split-KV */
     if (!a->w && use_flash(a)) return attn__flash_fwd(ctx, a); /* fused: no row of scores */
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
@@ -138,7 +154,7 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
     const attn__sdpa_args *a = jb->a;
     const attn__sdpa_grads *g = jb->g;
     float *s = jb->scratch + (int64_t)tid * jb->per_chunk, *p = s + a->S, *dp = p + a->S,
-          *keep = dp + a->S;
+          *keep = dp + a->S, *dt = keep + a->S;
     int64_t group = a->H / a->Hkv;
     for (int64_t bk = begin; bk < end; bk++) {
         int64_t b = bk / a->Hkv, hk = bk % a->Hkv;
@@ -155,7 +171,7 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
                 const float *qi = a->q + b * a->qs[0] + h * a->qs[1] + i * a->qs[2];
                 const float *doi = g->dout + b * g->dos[0] + h * g->dos[1] + i * g->dos[2];
                 float *dqi = g->dq ? g->dq + b * g->dqs[0] + h * g->dqs[1] + i * g->dqs[2] : NULL;
-                scores(a, b, h, i, s);
+                scores(a, b, h, i, s, dt);
                 if (softmax(s, p, a->S) == -INFINITY) { /* every key masked: no gradient */
                     if (dqi) memset(dqi, 0, (size_t)a->D * sizeof(float));
                     continue;
@@ -179,6 +195,8 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
                         for (int64_t e = 0; e < a->Dv; e++) dvj[e] += wj * doi[e];
                     }
                 for (int64_t j = 0; j < a->S; j++) s[j] = p[j] == 0.0f ? 0.0f : p[j] * (dp[j] - delta);
+                if (a->softcap > 0) /* through the cap */
+                    for (int64_t j = 0; j < a->S; j++) s[j] *= p[j] == 0.0f ? 0.0f : dt[j];
                 if (dqi) memset(dqi, 0, (size_t)a->D * sizeof(float));
                 for (int64_t j = 0; j < a->S; j++) {
                     if (s[j] == 0.0f) continue;
@@ -214,8 +232,8 @@ attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn__
             goto done;
         }
         int width = attn__parallel_width(ctx, a->B * a->Hkv);
-        job jb = {a, g, NULL, 4 * a->S};
-        ATTN_TRYG(attn__ws_f32(ctx, &jb.scratch, width, 4, a->S, 1));
+        job jb = {a, g, NULL, 5 * a->S}; /* s, p, dp, keep, dt */
+        ATTN_TRYG(attn__ws_f32(ctx, &jb.scratch, width, 5, a->S, 1));
         attn__parallel_for(ctx, a->B * a->Hkv, bwd_task, &jb);
         goto done;
     }

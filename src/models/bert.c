@@ -8,6 +8,9 @@
 #include <string.h>
 
 #include "../io/json.h"
+#include "../kernels/ew.h"
+#include "../kernels/gemm_bf16.h"
+#include "../kernels/gemm_f16.h"
 #include "../layers/layers.h"
 #include "pool.h"
 
@@ -36,6 +39,12 @@ struct attn_bert {
     int32_t *table;     /* [tcap] id or -1 */
     uint64_t tcap;
     int32_t unk, cls, sep, pad;
+    /* attn_bert_set_dtype(ATTN_BF16 / ATTN_F16): the four matrices of each layer (qkv,
+     * attention output, intermediate, output) rounded and packed for attn__linear_bf16 /
+     * attn__linear_f16 */
+    attn_dtype dtype;
+    void *lw;   /* all packed matrices */
+    void **lwp; /* [layers * 4] into lw */
 };
 
 static void bfree(attn_bert *b, void *p) {
@@ -48,6 +57,8 @@ void attn_bert_free(attn_bert *b) {
     bfree(b, b->text);
     bfree(b, b->off);
     bfree(b, b->table);
+    bfree(b, b->lw);
+    bfree(b, b->lwp);
     b->free(b->alloc_user, b);
     attn_module_free(m);
 }
@@ -635,6 +646,61 @@ attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out) {
     *out = b;
     return ATTN_OK;
 }
+
+attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
+    if (!ctx || !b) return attn__fail(ctx, ATTN_E_INVALID, "attn_bert_set_dtype: NULL argument");
+    ATTN_FAIL_IF(dtype != ATTN_F32 && dtype != ATTN_BF16 && dtype != ATTN_F16, ctx,
+                 ATTN_E_UNSUPPORTED, "attn_bert_set_dtype: only f32, bf16 and f16 (got %s)",
+                 attn_dtype_name(dtype));
+    if (dtype == b->dtype) return ATTN_OK;
+    if (dtype == ATTN_F32) {
+        bfree(b, b->lw), bfree(b, b->lwp);
+        b->lw = NULL, b->lwp = NULL, b->dtype = ATTN_F32;
+        return ATTN_OK;
+    }
+    const int f16 = dtype == ATTN_F16;
+    const bert_impl *q = b->m->impl;
+    const int64_t E = b->info.hidden_size, I = b->info.intermediate_size;
+    const int64_t nl = b->info.num_layers;
+    const int64_t shape[4][2] = {{E, 3 * E}, {E, E}, {E, I}, {I, E}}; /* K, N */
+    size_t per = 0, total, sz;
+    size_t bytes[4]; /* of each packed matrix */
+    for (int k = 0; k < 4; k++) {
+        sz = f16 ? attn__f16_packed_size(shape[k][0], shape[k][1])
+                 : attn__bf16_packed_size(shape[k][0], shape[k][1]);
+        ATTN_FAIL_IF(!sz || (!f16 && !attn__mul_size(sz, sizeof(attn__bf16), &sz)) ||
+                         !attn__add_size(per, sz, &per),
+                     ctx, ATTN_E_INVALID, "attn_bert_set_dtype: model too large");
+        bytes[k] = sz;
+    }
+    ATTN_FAIL_IF(!attn__mul_size(per, (size_t)nl, &total), ctx, ATTN_E_INVALID,
+                 "attn_bert_set_dtype: model too large");
+    unsigned char *w = attn__malloc(ctx, total ? total : 1);
+    void **p = attn__malloc(ctx, (size_t)(4 * nl + 1) * sizeof *p);
+    if (!w || !p) {
+        attn__free(ctx, w), attn__free(ctx, p);
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (%s weights)",
+                          attn_dtype_name(dtype));
+    }
+    unsigned char *at = w;
+    for (int64_t li = 0; li < nl; li++) {
+        const bert_layer *l = &q->layers[li];
+        const float *src[4] = {l->qkv.weight, l->ao.weight, l->inter.weight, l->out.weight};
+        for (int k = 0; k < 4; k++) {
+            p[4 * li + k] = at;
+            if (f16)
+                attn__f16_pack_weight(src[k], shape[k][0], shape[k][1], at);
+            else
+                attn__bf16_pack_weight(src[k], shape[k][0], shape[k][1], (attn__bf16 *)at);
+            at += bytes[k];
+        }
+    }
+    bfree(b, b->lw), bfree(b, b->lwp);
+    b->lw = w, b->lwp = p, b->dtype = dtype;
+    return ATTN_OK;
+}
+
+attn_dtype attn_bert_get_dtype(const attn_bert *b) { return b ? b->dtype : ATTN_F32; }
 
 attn_status attn_bert_get_info(const attn_bert *b, attn_bert_info *info) {
     if (!b || !info) return ATTN_E_INVALID;
@@ -2059,35 +2125,11 @@ attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *te
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
-/* Row-parallel elementwise work: GELU (exact, erff) in place, and y = LN(y + r). */
-typedef struct rows_job {
-    float *y;
-    const float *r;
-    const attn__ln *ln;
-    int64_t n; /* row length */
-} rows_job;
-
-/* GELU x * Phi(x) with erf from Abramowitz & Stegun 7.1.28 (|error| <= 3e-7, no exp or
- * branch, so the loop vectorises): erf(z) = 1 - (1 + a1 z + ... + a6 z^6)^-16 for z >= 0. */
-static void gelu_task(void *arg, int64_t begin, int64_t end, int tid) {
-    const rows_job *j = arg;
-    float *y = j->y + begin * j->n;
-    for (int64_t i = 0, m = (end - begin) * j->n; i < m; i++) {
-        float x = y[i], z = fabsf(x) * 0.70710678118654752f;
-        float p = 1.0f + z * (0.0705230784f + z * (0.0422820123f + z * (0.0092705272f +
-                  z * (0.0001520143f + z * (0.0002765672f + z * 0.0000430638f)))));
-        p = p * p, p = p * p, p = p * p, p = p * p;
-        float e = 1.0f - 1.0f / p;
-        y[i] = 0.5f * x * (1.0f + (x < 0 ? -e : e));
-    }
-}
-
-static void add_ln_task(void *arg, int64_t begin, int64_t end, int tid) {
-    const rows_job *j = arg;
-    float *y = j->y + begin * j->n;
-    const float *r = j->r + begin * j->n;
-    for (int64_t i = 0, m = (end - begin) * j->n; i < m; i++) y[i] += r[i];
-    attn__ln_fwd(j->ln, y, y, end - begin);
+/* y [M, N] = x [M, K] W^T + b (+ r [M, N]) on packed bf16 or f16 weights (rows contiguous). */
+static attn_status lowp(attn_ctx *ctx, int f16, const float *x, const void *w, const float *bias,
+                        const float *r, float *y, int64_t M, int64_t K, int64_t N) {
+    return f16 ? attn__linear_f16(ctx, x, K, w, bias, r, N, y, N, M, K, N)
+               : attn__linear_bf16(ctx, x, K, w, bias, r, N, y, N, M, K, N);
 }
 
 /* x [B, L, E] from ids [B, L]; pad [B, L] 1 = padding (key mask). */
@@ -2101,7 +2143,9 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
         float *xr = x + r * E;
         for (int64_t e = 0; e < E; e++) xr[e] = (we[e] + q->temb[e]) + pe[e];
     }
-    attn__ln_fwd(&q->eln, x, x, M);
+    attn__add_ln(ctx, x, NULL, NULL, q->eln.weight, q->eln.bias, q->eln.eps, M, E);
+    int any_pad = 0; /* without padding the attention needs no mask (saves adding zeros) */
+    for (int64_t r = 0; r < M && !any_pad; r++) any_pad = pad[r] != 0;
     attn__mark mk = attn__ws_mark(ctx);
     float *qkv, *ao, *h, *it;
     attn_status st;
@@ -2111,11 +2155,17 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
     ATTN_TRYG(attn__ws_f32(ctx, &it, M, I, 1, 1));
     for (int64_t li = 0; li < b->info.num_layers; li++) {
         const bert_layer *l = &q->layers[li];
-        ATTN_TRYG(attn__lin_fwd(ctx, &l->qkv, x, qkv, M)); /* [M, 3E]: q | k | v */
+        /* bf16 / f16: the packed matrices; bias and residual added in the GEMM's epilogue */
+        void *const *wp = b->dtype != ATTN_F32 ? b->lwp + 4 * li : NULL;
+        const int f16 = b->dtype == ATTN_F16;
+        if (wp) /* [M, 3E]: q | k | v */
+            ATTN_TRYG(lowp(ctx, f16, x, wp[0], l->qkv.bias, NULL, qkv, M, E, 3 * E));
+        else
+            ATTN_TRYG(attn__lin_fwd(ctx, &l->qkv, x, qkv, M));
         const float *qp = qkv, *kp = qkv + E, *vp = qkv + 2 * E;
         attn__sdpa_args s;
         memset(&s, 0, sizeof s);
-        s.mask[1].kind = ATTN_MASK_BLOCK;
+        s.mask[1].kind = any_pad ? ATTN_MASK_BLOCK : ATTN_MASK_NONE;
         s.mask[1].data = pad;
         s.mask[1].dtype = ATTN_U8;
         s.mask[1].stride[0] = L, s.mask[1].stride[3] = 1;
@@ -2128,15 +2178,23 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
         s.causal = ATTN_CAUSAL_NONE;
         s.scale = (float)(1.0 / sqrt((double)D));
         ATTN_TRYG(attn__sdpa(ctx, &s));
-        ATTN_TRYG(attn__lin_fwd(ctx, &l->ao, ao, h, M));
-        rows_job j1 = {h, x, &l->ln1, E}; /* h = LN(attn + x) */
-        attn__parallel_for(ctx, M, add_ln_task, &j1);
-        ATTN_TRYG(attn__lin_fwd(ctx, &l->inter, h, it, M));
-        rows_job jg = {it, NULL, NULL, I};
-        attn__parallel_for(ctx, M, gelu_task, &jg);
-        ATTN_TRYG(attn__lin_fwd(ctx, &l->out, it, x, M));
-        rows_job j2 = {x, h, &l->ln2, E}; /* x = LN(ffn + h) */
-        attn__parallel_for(ctx, M, add_ln_task, &j2);
+        /* h = LN((ao W^T + b) + x); x = LN((gelu(h W1^T + b1) W2^T + b2) + h).  In fp32 the
+         * GEMMs leave out the bias, added with the residual and the activation in one pass. */
+        if (wp) {
+            ATTN_TRYG(lowp(ctx, f16, ao, wp[1], l->ao.bias, x, h, M, E, E));
+            attn__add_ln(ctx, h, NULL, NULL, l->ln1.weight, l->ln1.bias, l->ln1.eps, M, E);
+            ATTN_TRYG(lowp(ctx, f16, h, wp[2], l->inter.bias, NULL, it, M, E, I));
+            attn__bias_gelu(ctx, it, NULL, M, I);
+            ATTN_TRYG(lowp(ctx, f16, it, wp[3], l->out.bias, h, x, M, I, E));
+            attn__add_ln(ctx, x, NULL, NULL, l->ln2.weight, l->ln2.bias, l->ln2.eps, M, E);
+        } else {
+            ATTN_TRYG(attn__linear(ctx, ao, E, l->ao.weight, NULL, h, E, M, E, E));
+            attn__add_ln(ctx, h, l->ao.bias, x, l->ln1.weight, l->ln1.bias, l->ln1.eps, M, E);
+            ATTN_TRYG(attn__linear(ctx, h, E, l->inter.weight, NULL, it, I, M, E, I));
+            attn__bias_gelu(ctx, it, l->inter.bias, M, I);
+            ATTN_TRYG(attn__linear(ctx, it, I, l->out.weight, NULL, x, E, M, I, E));
+            attn__add_ln(ctx, x, l->out.bias, h, l->ln2.weight, l->ln2.bias, l->ln2.eps, M, E);
+        }
     }
     st = ATTN_OK;
 done:

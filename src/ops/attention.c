@@ -3,11 +3,14 @@
 #include <math.h>
 #include <string.h>
 
+#include "../kernels/flash.h"
 #include "../kernels/kernels.h"
+#include "ops_util.h"
 
 attn_sdpa_options attn_sdpa_defaults(void) {
     attn_sdpa_options o;
     memset(&o, 0, sizeof o);
+    o.window_left = o.window_right = -1; /* no window */
     return o;
 }
 
@@ -98,9 +101,10 @@ static attn_status sdpa_inputs(attn_ctx *ctx, const attn_tensor *q, const attn_t
                                const attn_tensor *v, const attn_mask *mask,
                                const attn_sdpa_options *opt, attn__sdpa_args *a) {
     attn_sdpa_options o = opt ? *opt : attn_sdpa_defaults();
-    ATTN_TRY(attn__check(ctx, q, "query", ATTN_F32, 4, 4));
-    ATTN_TRY(attn__check(ctx, k, "key", ATTN_F32, 4, 4));
-    ATTN_TRY(attn__check(ctx, v, "value", ATTN_F32, 4, 4));
+    attn_dtype dt = q && q->dtype == ATTN_BF16 ? ATTN_BF16 : ATTN_F32; /* all three alike */
+    ATTN_TRY(attn__check(ctx, q, "query", dt, 4, 4));
+    ATTN_TRY(attn__check(ctx, k, "key", dt, 4, 4));
+    ATTN_TRY(attn__check(ctx, v, "value", dt, 4, 4));
     int64_t B = q->shape[0], H = q->shape[1], L = q->shape[2], D = q->shape[3];
     int64_t Hkv = k->shape[1], S = k->shape[2], Dv = v->shape[3];
     char s1[96], s2[96];
@@ -118,6 +122,12 @@ static attn_status sdpa_inputs(attn_ctx *ctx, const attn_tensor *q, const attn_t
     ATTN_FAIL_IF(!isfinite(o.scale), ctx, ATTN_E_INVALID, "scale must be finite");
     ATTN_FAIL_IF(!(o.dropout_p >= 0.0f && o.dropout_p < 1.0f), ctx, ATTN_E_INVALID,
                  "dropout_p must be in [0, 1), got %g", (double)o.dropout_p);
+    ATTN_FAIL_IF(!(isfinite(o.softcap) && o.softcap >= 0.0f), ctx, ATTN_E_INVALID,
+                 "softcap must be finite and >= 0 (0 = off), got %g", (double)o.softcap);
+    if (o.alibi_slopes)
+        for (int64_t h = 0; h < H; h++)
+            ATTN_FAIL_IF(!isfinite(o.alibi_slopes[h]), ctx, ATTN_E_INVALID,
+                         "alibi_slopes[%lld] is not finite", (long long)h);
     int64_t wshape[4] = {B, H, L, S};
     memset(a, 0, sizeof *a);
     ATTN_TRY(attn__mask_bind(ctx, mask, "attn_mask", wshape, &a->mask[0]));
@@ -135,15 +145,45 @@ static attn_status sdpa_inputs(attn_ctx *ctx, const attn_tensor *q, const attn_t
     a->dropout_p = o.dropout_p;
     a->seed = o.seed;
     a->offset = o.offset;
+    /* any negative side is unlimited; no window at all when both are */
+    a->window = o.window_left >= 0 || o.window_right >= 0;
+    a->window_left = o.window_left < 0 ? -1 : o.window_left;
+    a->window_right = o.window_right < 0 ? -1 : o.window_right;
+    a->alibi = o.alibi_slopes;
+    a->softcap = o.softcap;
     return ATTN_OK;
 }
 
 attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
                       const attn_tensor *v, const attn_mask *mask, const attn_sdpa_options *opt,
                       attn_tensor *out, attn_tensor *weights, attn_tensor *lse) {
+    return attn__sdpa_call(ctx, q, k, v, mask, opt, out, weights, lse, 0);
+}
+
+/* NaN/inf scan of a 4-D bf16 view (attn__check_finite scans F32 only). */
+static attn_status bf16_finite(attn_ctx *ctx, const attn_tensor *t, const char *what) {
+    if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
+    const attn__bf16 *p = t->data;
+    for (int64_t i0 = 0; i0 < t->shape[0]; i0++)
+        for (int64_t i1 = 0; i1 < t->shape[1]; i1++)
+            for (int64_t i2 = 0; i2 < t->shape[2]; i2++)
+                for (int64_t i3 = 0; i3 < t->shape[3]; i3++) {
+                    attn__bf16 x = p[i0 * t->stride[0] + i1 * t->stride[1] +
+                                     i2 * t->stride[2] + i3 * t->stride[3]];
+                    ATTN_FAIL_IF((x & 0x7f80u) == 0x7f80u, ctx, ATTN_E_NONFINITE,
+                                 "%s contains %s", what, x & 0x7fu ? "NaN" : "an infinity");
+                }
+    return ATTN_OK;
+}
+
+attn_status attn__sdpa_call(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                            const attn_tensor *v, const attn_mask *mask,
+                            const attn_sdpa_options *opt, attn_tensor *out, attn_tensor *weights,
+                            attn_tensor *lse, uint64_t drop_base) {
     if (!ctx) return ATTN_E_INVALID;
     attn__sdpa_args a;
     ATTN_TRY(sdpa_inputs(ctx, q, k, v, mask, opt, &a));
+    a.drop_base = drop_base;
     int64_t oshape[4] = {a.B, a.H, a.L, a.Dv}, wshape[4] = {a.B, a.H, a.L, a.S};
     ATTN_TRY(attn__check(ctx, out, "output", ATTN_F32, 4, 4));
     ATTN_TRY(attn__check_shape(ctx, out, "output", 4, oshape));
@@ -165,6 +205,14 @@ attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
         a.lse = lse->data;
         memcpy(a.ls, lse->stride, sizeof a.ls);
     }
+    if (q->dtype == ATTN_BF16) { /* bf16 storage: the fused forward at every size */
+        ATTN_FAIL_IF(a.w, ctx, ATTN_E_UNSUPPORTED,
+                     "attention weights are not available with bf16 inputs (use F32)");
+        ATTN_TRY(bf16_finite(ctx, q, "query"));
+        ATTN_TRY(bf16_finite(ctx, k, "key"));
+        ATTN_TRY(bf16_finite(ctx, v, "value"));
+        return attn__flash_fwd_bf16(ctx, &a, q->data, k->data, v->data);
+    }
     /* the fast kernels (fused from 64 x 64, row kernels below); the reference stays the oracle */
     return attn__sdpa(ctx, &a);
 }
@@ -185,9 +233,20 @@ attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q, const attn_t
                                const attn_sdpa_options *opt, const attn_tensor *dout,
                                attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
                                attn_tensor *dmask) {
+    return attn__sdpa_backward_call(ctx, q, k, v, mask, opt, dout, dq, dk, dv, dmask, 0);
+}
+
+attn_status attn__sdpa_backward_call(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                                     const attn_tensor *v, const attn_mask *mask,
+                                     const attn_sdpa_options *opt, const attn_tensor *dout,
+                                     attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                                     attn_tensor *dmask, uint64_t drop_base) {
     if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(q && q->dtype == ATTN_BF16, ctx, ATTN_E_UNSUPPORTED,
+                 "attn_sdpa_backward: bf16 inputs are supported by the forward only (use F32)");
     attn__sdpa_args a;
     ATTN_TRY(sdpa_inputs(ctx, q, k, v, mask, opt, &a));
+    a.drop_base = drop_base;
     int64_t oshape[4] = {a.B, a.H, a.L, a.Dv}, qshape[4] = {a.B, a.H, a.L, a.D},
             kshape[4] = {a.B, a.Hkv, a.S, a.D}, vshape[4] = {a.B, a.Hkv, a.S, a.Dv};
     ATTN_TRY(attn__check(ctx, dout, "dout", ATTN_F32, 4, 4));

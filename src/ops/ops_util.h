@@ -15,4 +15,19 @@ ATTN__HIDDEN void attn__rows_out_end(float *p, attn_tensor *t);
 /* ATTN_E_SHAPE naming both arguments and shapes unless a and b have the same shape. */
 ATTN__HIDDEN attn_status attn__same_shape(attn_ctx *ctx, const attn_tensor *a, const char *an,
                                           const attn_tensor *b, const char *bn);
+
+/* attn_sdpa / attn_sdpa_backward with the dropout stream starting at index drop_base (the
+ * packed-sequence calls of varlen.c give each sequence its own range of the stream). */
+ATTN__HIDDEN attn_status attn__sdpa_call(attn_ctx *ctx, const attn_tensor *q,
+                                         const attn_tensor *k, const attn_tensor *v,
+                                         const attn_mask *mask, const attn_sdpa_options *opt,
+                                         attn_tensor *out, attn_tensor *weights,
+                                         attn_tensor *lse, uint64_t drop_base);
+ATTN__HIDDEN attn_status attn__sdpa_backward_call(attn_ctx *ctx, const attn_tensor *q,
+                                                  const attn_tensor *k, const attn_tensor *v,
+                                                  const attn_mask *mask,
+                                                  const attn_sdpa_options *opt,
+                                                  const attn_tensor *dout, attn_tensor *dq,
+                                                  attn_tensor *dk, attn_tensor *dv,
+                                                  attn_tensor *dmask, uint64_t drop_base);
 #endif

@@ -49,6 +49,10 @@ typedef struct attn__sdpa_args_f64 {
     float dropout_p; /* float, so that attn_dropout_keep draws the float kernel's mask */
     uint64_t seed, offset;
     uint64_t drop_base;
+    int window;                          /* as attn__sdpa_args */
+    int64_t window_left, window_right;
+    const double *alibi;                 /* [H] or NULL */
+    double softcap;
 } attn__sdpa_args_f64;
 
 typedef struct attn__sdpa_grads_f64 {

@@ -222,26 +222,42 @@ void RF(attn__softmax_row_bwd)(const R *y, const R *dy, R *dx, int64_t n) {
 }
 
 /* ---- scaled dot-product attention ------------------------------------------------------ */
-/* Masked, scaled scores of query row (b, h, i) into s[S]; the forward and the backward both
- * call this, so the backward recomputes exactly the forward's scores. */
-static void RF(attn__sdpa_scores)(const SDPA_ARGS *a, int64_t b, int64_t h, int64_t i, R *s) {
+/* scale q_i . k_j of row (b, h, i), soft-capped when a->softcap > 0: softcap tanh(x / softcap)
+ * (Gemma 2); *t (may be NULL) receives that tanh (0 without a cap) for the backward. */
+static R RF(attn__sdpa_dot)(const SDPA_ARGS *a, int64_t b, int64_t h, int64_t i, int64_t j,
+                            R *t) {
     int64_t hk = h / (a->H / a->Hkv);
-    const R *kb = a->k + b * a->ks[0] + hk * a->ks[1];
+    const R *kj = a->k + b * a->ks[0] + hk * a->ks[1] + j * a->ks[2];
     const R *qi = a->q + b * a->qs[0] + h * a->qs[1] + i * a->qs[2];
-    /* last visible key for causal masks */
-    int64_t jmax = a->S - 1;
-    if (a->causal == ATTN_CAUSAL_TOP_LEFT) jmax = i;
-    else if (a->causal == ATTN_CAUSAL_BOTTOM_RIGHT) jmax = i + a->S - a->L;
+    double acc = 0;
+    for (int64_t d = 0; d < a->D; d++) acc += (double)qi[d * a->qs[3]] * (double)kj[d * a->ks[3]];
+    R sc = (R)acc * a->scale, th = (R)0;
+    if (a->softcap > 0) {
+        th = R_TANH(sc / (R)a->softcap);
+        sc = (R)a->softcap * th;
+    }
+    if (t) *t = th;
+    return sc;
+}
+
+/* Masked, scaled scores of query row (b, h, i) into s[S]; the forward and the backward both
+ * call this, so the backward recomputes exactly the forward's scores.  Keys outside the causal
+ * mask and the sliding window are -inf; ALiBi adds -slope |i + S - L - j| to the (capped)
+ * score, then the masks are added. */
+static void RF(attn__sdpa_scores)(const SDPA_ARGS *a, int64_t b, int64_t h, int64_t i, R *s) {
+    int64_t lo, hi;
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S, i, &lo,
+                     &hi);
     for (int64_t j = 0; j < a->S; j++) {
-        if (j > jmax) {
+        if (j < lo || j > hi) {
             s[j] = -INFINITY;
             continue;
         }
-        const R *kj = kb + j * a->ks[2];
-        double acc = 0;
-        for (int64_t d = 0; d < a->D; d++)
-            acc += (double)qi[d * a->qs[3]] * (double)kj[d * a->ks[3]];
-        R sc = (R)acc * a->scale;
+        R sc = RF(attn__sdpa_dot)(a, b, h, i, j, NULL);
+        if (a->alibi) {
+            int64_t dist = i + a->S - a->L - j;
+            sc -= a->alibi[h] * (R)(dist < 0 ? -dist : dist);
+        }
         for (int m = 0; m < 2; m++)
             if (a->mask[m].kind != ATTN_MASK_NONE && j < a->mask_ncols[m])
                 sc += attn__mask_at(&a->mask[m], b, h, i, j);
@@ -299,7 +315,8 @@ void RF(attn__sdpa_ref)(const SDPA_ARGS *a, R *scratch) {
 
 /* Per query row: P = softmax(scores) recomputed, W = P * keep (dropout), out = W V.
  *   dW_j = dout . v_j,  dP_j = dW_j keep_j,  dS_j = P_j (dP_j - sum_k P_k dP_k)
- *   dq = scale dS K,  dk += scale dS^T q,  dv += W^T dout,  dmask += dS.
+ *   dq = scale dS' K,  dk += scale dS'^T q,  dv += W^T dout,  dmask += dS,
+ * with dS' = dS (1 - t^2) under a soft cap (t = the cap's tanh, recomputed), else dS.
  * A row with every key masked has P = 0 and contributes nothing (dq row = 0). */
 void RF(attn__sdpa_bwd_ref)(const SDPA_ARGS *a, const SDPA_GRADS *g, R *scratch) {
     R *s = scratch, *p = scratch + a->S, *dp = p + a->S, *keep = dp + a->S;
@@ -365,6 +382,14 @@ void RF(attn__sdpa_bwd_ref)(const SDPA_ARGS *a, const SDPA_GRADS *g, R *scratch)
                         if (s[j] != 0)
                             dm[j * g->dms[3]] = (R)((double)dm[j * g->dms[3]] + (double)s[j]);
                 }
+                /* through the soft cap: d(c tanh(x / c))/dx = 1 - tanh^2, recomputed */
+                if (a->softcap > 0)
+                    for (int64_t j = 0; j < a->S; j++) {
+                        if (s[j] == 0) continue;
+                        R t;
+                        RF(attn__sdpa_dot)(a, b, h, i, j, &t);
+                        s[j] = (R)((double)s[j] * (1.0 - (double)t * (double)t));
+                    }
                 if (g->dk)
                     for (int64_t j = 0; j < a->S; j++) {
                         if (s[j] == 0) continue;

@@ -1,0 +1,78 @@
+/* Row-wise elementwise kernels (contract in ew.h): plain C versions and the threaded drivers. */
+#include <math.h>
+
+#include "dispatch.h"
+#include "ew.h"
+#include "kernels.h"
+#include "pool.h"
+
+/* A&S 7.1.28: erf(z) = 1 - (1 + a1 z + ... + a6 z^6)^-16 for z >= 0 (no exp, no branch). */
+float attn__gelu_as(float x) {
+    float z = fabsf(x) * 0.70710678118654752f;
+    float p = 1.0f + z * (0.0705230784f + z * (0.0422820123f + z * (0.0092705272f +
+              z * (0.0001520143f + z * (0.0002765672f + z * 0.0000430638f)))));
+    p = p * p, p = p * p, p = p * p, p = p * p;
+    float e = 1.0f - 1.0f / p;
+    return 0.5f * x * (1.0f + (x < 0 ? -e : e));
+}
+
+static void add_ln_ref(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
+                       const float *w, const float *lb, float eps, int64_t M, int64_t E) {
+    for (int64_t m = 0; m < M; m++) {
+        float *yr = y + m * ldy;
+        if (b)
+            for (int64_t e = 0; e < E; e++) yr[e] += b[e];
+        if (r)
+            for (int64_t e = 0; e < E; e++) yr[e] += r[m * ldr + e];
+        attn__layer_norm_ref(yr, E, w, lb, eps, yr, E, 1, E);
+    }
+}
+
+static void bias_gelu_ref(float *y, int64_t ldy, const float *b, int64_t M, int64_t N) {
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            float *p = y + m * ldy + n;
+            *p = attn__gelu_as(b ? *p + b[n] : *p);
+        }
+}
+
+static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref};
+
+const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
+
+const attn__ew_kernel *attn__ew_kernel_for(const attn_ctx *ctx) {
+    const attn__ew_kernel *k = ctx->isa == ATTN__ISA_AVX512 ? attn__ew_kernel_avx512() : NULL;
+    return k ? k : &attn__ew_ref;
+}
+
+typedef struct ew_job {
+    const attn__ew_kernel *k;
+    float *y;
+    const float *b, *r, *w, *lb;
+    float eps;
+    int64_t n;
+} ew_job;
+
+static void add_ln_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const ew_job *j = arg;
+    (void)tid;
+    j->k->add_ln(j->y + begin * j->n, j->n, j->b, j->r ? j->r + begin * j->n : NULL, j->n, j->w,
+                 j->lb, j->eps, end - begin, j->n);
+}
+
+static void gelu_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const ew_job *j = arg;
+    (void)tid;
+    j->k->bias_gelu(j->y + begin * j->n, j->n, j->b, end - begin, j->n);
+}
+
+void attn__add_ln(attn_ctx *ctx, float *y, const float *b, const float *r, const float *w,
+                  const float *lb, float eps, int64_t M, int64_t E) {
+    ew_job j = {attn__ew_kernel_for(ctx), y, b, r, w, lb, eps, E};
+    attn__parallel_for(ctx, M, add_ln_task, &j);
+}
+
+void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64_t M, int64_t N) {
+    ew_job j = {attn__ew_kernel_for(ctx), y, b, NULL, NULL, NULL, 0.0f, N};
+    attn__parallel_for(ctx, M, gelu_task, &j);
+}

@@ -1,0 +1,237 @@
+/* fp16 linear layer (contract, scaling and arithmetic in gemm_f16.h): half conversions,
+ * weight packing, the plain C microkernel (fallback and oracle), CPU detection and the driver.
+ * The driver is the one of gemm_bf16.c: threads split row micro-panels of x; each stages its
+ * MR rows (scaled, rounded, duplicated into 32-bit words for broadcasting) in its own scratch
+ * and runs the microkernel over every packed panel, one K chunk at a time, in order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "gemm_f16.h"
+#include "pool.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#define MR ATTN__F16_MR
+#define NR ATTN__F16_NR
+#define KB ATTN__F16_KB
+#define KCH 256 /* k per chunk (a multiple of KB): MR x 256 words = 14 KiB of staged x */
+
+float attn__f16_to_f32(uint16_t h) {
+    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, f = h & 1023u, u;
+    if (e == 0) { /* zero or subnormal: f 2^-24 */
+        float v = ldexpf((float)f, -24);
+        return s ? -v : v;
+    }
+    if (e == 31)
+        u = s | 0x7f800000u | (f << 13);
+    else
+        u = s | ((e + 112u) << 23) | (f << 13);
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+uint16_t attn__f64_to_f16(double x) {
+    uint16_t sign = signbit(x) ? 0x8000u : 0;
+    double a = fabs(x);
+    if (isnan(x)) return (uint16_t)(sign | 0x7e00u);
+    if (a >= 65520.0) return (uint16_t)(sign | 0x7c00u); /* 65504 + half an ulp: infinity */
+    if (a < 0x1p-14) /* subnormal range, quantum 2^-24 (1024 becomes the smallest normal) */
+        return (uint16_t)(sign | (uint16_t)nearbyint(a * 0x1p24));
+    int e;
+    double q = nearbyint(ldexp(frexp(a, &e), 11)); /* a = q 2^(e - 11), q in [1024, 2048] */
+    if (q == 2048.0) q = 1024.0, e++;
+    return (uint16_t)(sign | (uint16_t)((e + 14) << 10) | (uint16_t)(q - 1024.0));
+}
+
+float attn__f16_pow2_scale(float max) {
+    if (!(max > 0.0f) || !isfinite(max)) return 1.0f;
+    int e;
+    frexpf(max, &e);
+    e = e < -126 ? -126 : e > 127 ? 127 : e; /* 2^e and 2^-e both normal floats */
+    return ldexpf(1.0f, e);
+}
+
+size_t attn__f16_packed_size(int64_t K, int64_t N) {
+    int64_t np, e;
+    if (K < 0 || N < 0 || N > INT64_MAX - NR) return 0;
+    np = (N + NR - 1) / NR * NR;
+    if (!attn__mul_i64(np, K, &e) || !attn__mul_i64(e, 2, &e) || e > INT64_MAX - 4 * np - 64)
+        return 0;
+    e += 4 * np;
+    if ((uint64_t)e > SIZE_MAX - 64) return 0;
+    return (size_t)((e + 63) / 64 * 64);
+}
+
+void attn__f16_pack_weight(const float *W, int64_t K, int64_t N, void *dst) {
+    const int64_t panels = (N + NR - 1) / NR, np = panels * NR;
+    float *cs = dst;
+    uint16_t *w = (uint16_t *)(cs + np);
+    for (int64_t n = 0; n < np; n++) {
+        float mx = 0.0f;
+        for (int64_t k = 0; n < N && k < K; k++) mx = fmaxf(mx, fabsf(W[n * K + k]));
+        cs[n] = n < N ? attn__f16_pow2_scale(mx) : 1.0f;
+    }
+    for (int64_t p = 0; p < panels; p++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < NR; j++) {
+                int64_t n = p * NR + j;
+                w[(p * K + k) * NR + j] =
+                    n < N ? attn__f64_to_f16((double)(W[n * K + k] / cs[n])) : 0;
+            }
+}
+
+/* ---- plain C microkernel (contract in gemm_f16.h) ---------------------------------------- */
+static void ukr_ref(int64_t kc, const uint32_t *a, int64_t lda, int64_t mv, const uint16_t *b,
+                    float *c, int64_t ldc, int64_t nv, int first, int last, const float *rs,
+                    const float *cs, const float *bias, const float *r, int64_t ldr) {
+    for (int64_t i = 0; i < mv; i++) {
+        float *ci = c + i * ldc;
+        const uint32_t *ai = a + i * lda;
+        for (int64_t j = 0; j < nv; j++) {
+            float acc = first ? 0.0f : ci[j];
+            for (int64_t k0 = 0; k0 < kc; k0 += KB) {
+                const int64_t kn = kc - k0 < KB ? kc - k0 : KB;
+                uint16_t h = 0;
+                for (int64_t k = k0; k < k0 + kn; k++) {
+                    /* the product of two halves is exact in double, and so (within double's
+                     * range of exponents) is its sum with a half: one rounding, as the FMA */
+                    double p = (double)attn__f16_to_f32((uint16_t)ai[k]) *
+                               (double)attn__f16_to_f32(b[k * NR + j]);
+                    h = attn__f64_to_f16(p + (double)attn__f16_to_f32(h));
+                }
+                acc += attn__f16_to_f32(h);
+            }
+            if (last) {
+                acc = acc * (rs[i] * cs[j]);
+                if (bias) acc += bias[j];
+                if (r) acc += r[i * ldr + j];
+            }
+            ci[j] = acc;
+        }
+    }
+}
+
+static float stage_ref(const float *x, int64_t n, uint32_t *dst, int64_t np) {
+    float mx = 0.0f;
+    for (int64_t k = 0; k < n; k++) mx = fmaxf(mx, fabsf(x[k]));
+    const float s = attn__f16_pow2_scale(mx);
+    for (int64_t k = 0; k < np; k++) {
+        uint32_t h = k < n ? attn__f64_to_f16((double)(x[k] / s)) : 0;
+        dst[k] = h | h << 16;
+    }
+    return s;
+}
+
+static const attn__f16_kernel attn__f16_ref_table = {"ref", ukr_ref, stage_ref};
+
+const attn__f16_kernel *attn__f16_kernel_ref(void) { return &attn__f16_ref_table; }
+
+int attn__has_f16(const attn_ctx *ctx) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (ctx->isa != ATTN__ISA_AVX512 || !attn__f16_kernel_avx512()) return 0;
+    const char *env = getenv("ATTN_F16");
+    if (env && strcmp(env, "0") == 0) return 0;
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    /* AVX512_FP16 (EDX bit 23) with AVX512BW/VL (EBX bits 30, 31) */
+    return (d >> 23) & 1 && (b >> 30) & 1 && (b >> 31) & 1;
+#else
+    (void)ctx;
+    return 0;
+#endif
+}
+
+const attn__f16_kernel *attn__f16_kernel_for(const attn_ctx *ctx) {
+    return attn__has_f16(ctx) ? attn__f16_kernel_avx512() : attn__f16_kernel_ref();
+}
+
+/* ---- driver -------------------------------------------------------------------------------- */
+typedef struct f16_job {
+    const attn__f16_kernel *k;
+    const float *x;
+    int64_t ldx;
+    const float *cs;
+    const uint16_t *w;
+    const float *b, *r;
+    int64_t ldr;
+    float *y;
+    int64_t ldy, M, K, N, kp, panels;
+    uint32_t *stage; /* per tid: MR rows of kp words */
+} f16_job;
+
+static void f16_rows_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const f16_job *g = arg;
+    uint32_t *a = g->stage + (int64_t)tid * MR * g->kp;
+    float rs[MR];
+    for (int64_t rp = begin; rp < end; rp++) {
+        const int64_t i0 = rp * MR, mv = g->M - i0 < MR ? g->M - i0 : MR;
+        for (int64_t i = 0; i < MR; i++) {
+            if (i < mv) {
+                rs[i] = g->k->stage(g->x + (i0 + i) * g->ldx, g->K, a + i * g->kp, g->kp);
+            } else {
+                rs[i] = 1.0f;
+                memset(a + i * g->kp, 0, sizeof(uint32_t) * (size_t)g->kp);
+            }
+        }
+        for (int64_t k0 = 0; k0 < g->K; k0 += KCH) {
+            const int64_t kn = g->K - k0 < KCH ? g->K - k0 : KCH;
+            const int first = k0 == 0, last = k0 + kn == g->K;
+            for (int64_t p = 0; p < g->panels; p++) {
+                const int64_t j0 = p * NR, nv = g->N - j0 < NR ? g->N - j0 : NR;
+                g->k->ukr(kn, a + k0, g->kp, mv, g->w + (p * g->K + k0) * NR,
+                          g->y + i0 * g->ldy + j0, g->ldy, nv, first, last, rs, g->cs + j0,
+                          g->b ? g->b + j0 : NULL, last && g->r ? g->r + i0 * g->ldr + j0 : NULL,
+                          g->ldr);
+            }
+        }
+    }
+}
+
+attn_status attn__linear_f16_k(attn_ctx *ctx, const attn__f16_kernel *k, const float *x,
+                               int64_t ldx, const void *Wp, const float *b, const float *r,
+                               int64_t ldr, float *y, int64_t ldy, int64_t M, int64_t K,
+                               int64_t N) {
+    if (M <= 0 || N <= 0) return ATTN_OK;
+    f16_job g;
+    memset(&g, 0, sizeof g);
+    g.k = k;
+    g.x = x, g.ldx = ldx, g.b = b, g.r = r, g.ldr = ldr, g.y = y, g.ldy = ldy;
+    g.M = M, g.K = K, g.N = N;
+    g.panels = (N + NR - 1) / NR;
+    g.cs = Wp;
+    g.w = (const uint16_t *)(g.cs + g.panels * NR);
+    g.kp = (K + 15) / 16 * 16; /* staged rows start on 64 bytes */
+    if (K == 0) {
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++)
+                y[m * ldy + n] = (b ? b[n] : 0.0f) + (r ? r[m * ldr + n] : 0.0f);
+        return ATTN_OK;
+    }
+    const int64_t rpanels = (M + MR - 1) / MR;
+    const int serial = (double)M * (double)N * (double)K < 262144.0;
+    const int width = serial ? 1 : attn__parallel_width(ctx, rpanels);
+    attn__mark mark = attn__ws_mark(ctx);
+    size_t n;
+    if (!attn__mul_size((size_t)(MR * g.kp), (size_t)width, &n))
+        return attn__fail(ctx, ATTN_E_NOMEM, "f16 linear: scratch size overflows");
+    ATTN_TRY(attn__ws_alloc(ctx, n, sizeof(uint32_t), (void **)&g.stage));
+    if (serial)
+        f16_rows_task(&g, 0, rpanels, 0);
+    else
+        attn__parallel_for(ctx, rpanels, f16_rows_task, &g);
+    attn__ws_release(ctx, mark);
+    return ATTN_OK;
+}
+
+attn_status attn__linear_f16(attn_ctx *ctx, const float *x, int64_t ldx, const void *Wp,
+                             const float *b, const float *r, int64_t ldr, float *y, int64_t ldy,
+                             int64_t M, int64_t K, int64_t N) {
+    return attn__linear_f16_k(ctx, attn__f16_kernel_for(ctx), x, ldx, Wp, b, r, ldr, y, ldy, M,
+                              K, N);
+}
