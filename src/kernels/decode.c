@@ -79,7 +79,7 @@ int attn__decode_eligible(const attn_ctx *ctx, const attn__sdpa_args *a) {
 typedef struct dc {
     const attn__sdpa_args *a;
     const attn__decode_kernels *kr;
-    const attn__flash_kernels *fk; /* smax, expsum */
+    const attn__flash_kernels *fk; /* smax, softcap, expsum */
     int64_t G, R, Dp, Dvp, ch, nch; /* ch: keys per chunk (ATTN__DECODE_CHUNK) */
     int rowwise; /* masks or ALiBi: a pass over each row of scores */
     float *part;    /* [B*Hkv][nch][R][Dvp]: unnormalised chunk outputs O_c */
@@ -109,6 +109,7 @@ static float row_pass(const dc *f, int64_t b, int64_t h, int64_t i, int64_t j0, 
         if (m->kind == ATTN_MASK_NONE) continue;
         int64_t nc = (a->mask_ncols[mi] < a->S ? a->mask_ncols[mi] : a->S) - j0;
         int64_t cnt = n < nc ? n : nc, st = m->stride[3];
+        if (cnt <= lo) continue; /* no masked column here (mask_ncols) */
         int64_t o = b * m->stride[0] + h * m->stride[1] + i * m->stride[2] + j0 * st;
         if (m->kind == ATTN_MASK_ADD) {
             const float *d = (const float *)m->data + o;

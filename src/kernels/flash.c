@@ -199,15 +199,22 @@ static float add_masks(const fl *f, int64_t b, int64_t h, int64_t i, int64_t j0,
         int64_t nc = (a->mask_ncols[mi] < a->S ? a->mask_ncols[mi] : a->S) - j0;
         int64_t cnt = n < nc ? n : nc, st = m->stride[3];
         int64_t o = b * m->stride[0] + h * m->stride[1] + i * m->stride[2] + j0 * st;
+        /* branch-free selects, with a unit-stride copy of each loop for the vectoriser */
         if (m->kind == ATTN_MASK_ADD) {
             const float *d = (const float *)m->data + o;
-            for (int64_t j = 0; j < cnt; j++)
-                if (s[j] != -INFINITY) s[j] += d[j * st];
+            if (st == 1)
+                for (int64_t j = 0; j < cnt; j++) s[j] = s[j] == -INFINITY ? s[j] : s[j] + d[j];
+            else
+                for (int64_t j = 0; j < cnt; j++)
+                    s[j] = s[j] == -INFINITY ? s[j] : s[j] + d[j * st];
         } else {
             const unsigned char *d = (const unsigned char *)m->data + o;
-            unsigned char blockv = m->kind == ATTN_MASK_BLOCK;
-            for (int64_t j = 0; j < cnt; j++)
-                if ((d[j * st] != 0) == blockv) s[j] = -INFINITY;
+            int blockv = m->kind == ATTN_MASK_BLOCK;
+            if (st == 1)
+                for (int64_t j = 0; j < cnt; j++) s[j] = (d[j] != 0) == blockv ? -INFINITY : s[j];
+            else
+                for (int64_t j = 0; j < cnt; j++)
+                    s[j] = (d[j * st] != 0) == blockv ? -INFINITY : s[j];
         }
     }
     return row_max(s, n);
