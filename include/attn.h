@@ -1174,22 +1174,28 @@ ATTN_API attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const
 /* Sentence embeddings of n NUL-terminated UTF-8 texts into out [n, hidden_size]. */
 ATTN_API attn_status attn_bert_embed(attn_ctx *ctx, const attn_bert *b,
                                      const char *const *texts, int64_t n, float *out);
-/* Precision of the encoder's matrix products (the four nn.Linear of each layer, ~99% of the
+/* Precision of the encoder's matrix products (the four nn.Linear of each layer, ~95% of the
  * arithmetic); everything else (embeddings, attention, layer norm, GELU, pooling) stays float.
+ * The weights are rounded and packed once, here (a copy kept next to the float matrices, half
+ * their size; ATTN_F32 frees it); each product rounds its activations the same way.
  *   ATTN_F32 (the default): float weights and products, the accuracy stated above.
- *   ATTN_BF16: the weights are rounded to bfloat16 once, here (a packed copy, half the size of
- *   the float matrices, kept next to them; ATTN_F32 frees it), and each product rounds its
- *   activations to bf16 too; products are exact and sums are float.  Uses the AVX512_BF16 dot
- *   product where the CPU has it (environment ATTN_BF16=0 forces the plain C kernel, which
- *   gives the same bits up to subnormals), and is bit-identical across thread counts.  On
- *   all-MiniLM-L6-v2 (the 50 sentences of tests/test_bert.c) its embeddings differ from
- *   sentence-transformers' float ones by up to 1.3e-3 (min cosine 0.99996), not 3e-7.  Speed:
- *   see README.md; on CPUs where VDPBF16PS issues at half the float FMA rate (measured on
- *   Sapphire Rapids) it is slower than ATTN_F32: use it to trade accuracy for memory traffic,
- *   not for speed.  Call it before sharing b between threads (it changes b).
- * ATTN_E_UNSUPPORTED for other dtypes; ATTN_E_NOMEM leaves b as it was. */
+ *   ATTN_F16: the fast one where the CPU has AVX512_FP16 (Sapphire Rapids and later): rows of
+ *     x and columns of W scaled by powers of two into [0.5, 1), rounded to IEEE half, fp16
+ *     fused multiply-adds summed in fp16 over blocks of 64 terms, blocks summed in float (no
+ *     overflow whatever the data).  ~1.5-1.9x the float GEMM speed.  all-MiniLM-L6-v2 on the
+ *     50 sentences of tests/test_bert.c: max abs error 7.4e-4, min cosine 0.999994 against
+ *     sentence-transformers' float embeddings.
+ *   ATTN_BF16: weights and activations rounded to bfloat16, products exact, float sums
+ *     (VDPBF16PS where the CPU has AVX512_BF16).  Max abs error 1.3e-3, min cosine 0.99996 on
+ *     the same sentences.  VDPBF16PS issues at half the float FMA rate on Sapphire Rapids, so
+ *     there it is slower than ATTN_F32: it trades accuracy for memory traffic, not for speed.
+ * Without the instructions a plain C kernel gives the same bits (up to subnormal partial sums
+ * for bf16), far more slowly for f16 (each fp16 operation emulated); environment ATTN_F16=0 /
+ * ATTN_BF16=0 forces it.  Results are bit-identical across thread counts.  Call before sharing
+ * b between threads (it changes b).  ATTN_E_UNSUPPORTED for other dtypes; ATTN_E_NOMEM leaves
+ * b as it was. */
 ATTN_API attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype);
-/* ATTN_F32 or ATTN_BF16 (ATTN_F32 for NULL). */
+/* ATTN_F32, ATTN_F16 or ATTN_BF16 (ATTN_F32 for NULL). */
 ATTN_API attn_dtype attn_bert_get_dtype(const attn_bert *b);
 
 /* ============================================================================================

@@ -5,7 +5,8 @@
     python3 tests/gen_bert.py --minilm DIR    # tests/fixtures/minilm_expected.txt from the real
                                               # all-MiniLM-L6-v2 folder with sentence-transformers
     python3 tests/gen_bert.py --bench DIR ATTN  # sentences/s at batch 32, length 128, 2 threads:
-                                              # the attn program against sentence-transformers
+                                              # the attn program (--dtype f32, f16, bf16)
+                                              # against sentence-transformers
     python3 tests/gen_bert.py --fuzz DIR ATTN # token ids of `attn embed --ids` against the HF
                                               # tokenizer on random text and every code point
     python3 tests/gen_bert.py --unicode       # regenerates the Unicode tables in
@@ -347,11 +348,12 @@ def bench(d, attn):
                            text=True, check=True)
         return float(r.stderr.split("attn embed: ")[1].split()[0])
 
-    c, cb = run("f32"), run("bf16")
+    c, ch, cb = run("f32"), run("f16"), run("bf16")
     os.unlink(f.name)
     print("batch 32, length %d, 2 threads: attn %.1f sentences/s, PyTorch %s %.1f sentences/s, "
-          "ratio %.2f; attn --dtype bf16 %.1f sentences/s, ratio %.2f"
-          % (n, c, torch.__version__, pt, c / pt, cb, cb / pt))
+          "ratio %.2f; attn --dtype f16 %.1f sentences/s, ratio %.2f; --dtype bf16 %.1f "
+          "sentences/s, ratio %.2f"
+          % (n, c, torch.__version__, pt, c / pt, ch, ch / pt, cb, cb / pt))
 
 
 def fuzz(d, attn, seed=0):

@@ -356,6 +356,37 @@ static void test_values(void) {
     meta(&c, "dim", "0");
     F2(&c, "input", 2, 3);
     expect("softmax over dim 0", &c, ATTN_E_UNSUPPORTED, "dim", NULL);
+    /* sdpa's window / soft-cap / ALiBi attributes */
+    c = sdpa_base();
+    meta(&c, "softcap", "-1");
+    expect("negative softcap", &c, ATTN_E_INVALID, "softcap", NULL);
+
+    c = sdpa_base();
+    meta(&c, "softcap", "inf");
+    expect("infinite softcap", &c, ATTN_E_INVALID, "softcap", NULL);
+
+    c = sdpa_base();
+    meta(&c, "window_left", "two");
+    expect("bad window", &c, ATTN_E_INVALID, "window_left", "two");
+
+    c = sdpa_base();
+    meta(&c, "window_left", "1");
+    meta(&c, "window_right", "0");
+    meta(&c, "softcap", "5");
+    F1(&c, "alibi_slopes", 2);
+    expect("window + softcap + ALiBi", &c, ATTN_OK, NULL, NULL);
+
+    c = sdpa_base();
+    F1(&c, "alibi_slopes", 3); /* H = 2 */
+    expect("ALiBi slopes of the wrong length", &c, ATTN_E_SHAPE, "alibi_slopes", NULL);
+
+    c = sdpa_base();
+    {
+        float nan_slopes[2] = {0.5f, NAN};
+        int64_t n2 = 2;
+        raw(&c, "alibi_slopes", ATTN_F32, 1, &n2, nan_slopes);
+    }
+    expect("NaN ALiBi slope", &c, ATTN_E_INVALID, NULL, NULL);
 }
 
 static void test_tensors(void) {
