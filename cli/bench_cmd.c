@@ -61,7 +61,10 @@ static void usage(FILE *f) {
             "threads, median of 7) and prints median ms, GB/s of K and V read (their bytes /\n"
             "time) and %% of that bandwidth for the fast path (split-KV decode), the fused\n"
             "kernels (ATTN_DECODE=0) and the plain C kernels.  Contexts skip the NaN scan of the\n"
-            "inputs (ATTN_CTX_NO_FINITE_CHECK), which would read the cache once more.\n");
+            "inputs (ATTN_CTX_NO_FINITE_CHECK), which would read the cache once more.  With\n"
+            "--dtype bf16, q, K and V are bf16 (GB/s counts bf16 bytes) and the f32 decode is\n"
+            "timed in the same run, bf16 and f32 calls alternating; the speed-up printed is the\n"
+            "median over the pairs of f32 ms / bf16 ms.\n");
 }
 
 /* ---- timing and memory ------------------------------------------------------------------ */
@@ -581,9 +584,7 @@ typedef struct dec_result {
 /* One path of the decode benchmark: a context (plain C kernels when ref; the decode path
  * turned off with ATTN_DECODE=0 when no_decode), a warm-up and `repeat` timed attn_sdpa calls
  * (at most ~max_s seconds of them). */
-static int dec_measure(const char *path, int ref, int no_decode, int threads, int repeat,
-                       double max_s, attn_tensor *q, attn_tensor *k, attn_tensor *v,
-                       attn_tensor *o, double bytes, double bw, dec_result *r) {
+static attn_ctx *dec_ctx(int ref, int threads) {
     const char *old_isa = getenv("ATTN_ISA");
     char *saved = old_isa ? strdup(old_isa) : NULL;
     if (ref) setenv("ATTN_ISA", "ref", 1);
@@ -600,8 +601,17 @@ static int dec_measure(const char *path, int ref, int no_decode, int threads, in
     free(saved);
     if (st != ATTN_OK) {
         fprintf(stderr, "attn bench: cannot create a context (%s)\n", attn_status_name(st));
-        return 1;
+        return NULL;
     }
+    return ctx;
+}
+
+static int dec_measure(const char *path, int ref, int no_decode, int threads, int repeat,
+                       double max_s, attn_tensor *q, attn_tensor *k, attn_tensor *v,
+                       attn_tensor *o, double bytes, double bw, dec_result *r) {
+    attn_ctx *ctx = dec_ctx(ref, threads);
+    if (!ctx) return 1;
+    attn_status st;
     const char *old_dec = getenv("ATTN_DECODE");
     char *saved_dec = old_dec ? strdup(old_dec) : NULL;
     if (no_decode) setenv("ATTN_DECODE", "0", 1);
@@ -642,6 +652,52 @@ static int dec_measure(const char *path, int ref, int no_decode, int threads, in
     return 0;
 }
 
+/* --dtype bf16: the bf16 and the f32 decode in turn (a warm-up of each, then `repeat` pairs),
+ * so that both see the same load on a shared machine.  t16[4] / t32[4]: q, k, v, o of each;
+ * *ratio: the median over the pairs of t(f32) / t(bf16). */
+static int dec_pairs(int threads, int repeat, attn_tensor *t16, attn_tensor *t32,
+                     double bytes16, double bytes32, double bw, dec_result *r16,
+                     dec_result *r32, double *ratio) {
+    attn_ctx *ctx = dec_ctx(0, threads);
+    if (!ctx) return 1;
+    attn_sdpa_options opt = attn_sdpa_defaults();
+    opt.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    double *t = calloc(3 * (size_t)repeat, sizeof *t);
+    attn_status st = t ? ATTN_OK : ATTN_E_NOMEM;
+    for (int i = -1; st == ATTN_OK && i < repeat; i++)
+        for (int kk = 0; kk < 2 && st == ATTN_OK; kk++) {
+            attn_tensor *x = kk ? t32 : t16;
+            double t0 = now_s();
+            st = attn_sdpa(ctx, &x[0], &x[1], &x[2], NULL, &opt, &x[3], NULL, NULL);
+            if (i >= 0) t[kk * repeat + i] = now_s() - t0;
+        }
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, "bench", st);
+        free(t);
+        attn_ctx_free(ctx);
+        return 1;
+    }
+    for (int i = 0; i < repeat; i++) t[2 * repeat + i] = t[repeat + i] / t[i];
+    dec_result *rr[2] = {r16, r32};
+    double bytes[2] = {bytes16, bytes32};
+    for (int kk = 0; kk < 3; kk++) {
+        double *x = t + kk * repeat;
+        qsort(x, (size_t)repeat, sizeof *x, cmp_double);
+        double med = repeat % 2 ? x[repeat / 2] : 0.5 * (x[repeat / 2 - 1] + x[repeat / 2]);
+        if (kk == 2) {
+            *ratio = med;
+            break;
+        }
+        rr[kk]->path = kk ? "fast path, f32 (split-KV)" : "fast path, bf16 (split-KV)";
+        rr[kk]->runs = repeat, rr[kk]->ms = med * 1e3;
+        rr[kk]->gbs = med > 0 ? bytes[kk] / med * 1e-9 : 0;
+        rr[kk]->pct = bw > 0 ? 100.0 * rr[kk]->gbs / bw : 0;
+    }
+    free(t);
+    attn_ctx_free(ctx);
+    return 0;
+}
+
 /* n random floats in [-1, 1) (rnd's sequence) in 64-byte aligned memory, as a KV cache would
  * be: rows of K and V then start on cache lines (unaligned rows cost the compute-bound cases
  * up to 2x in split loads); NULL when out of memory. */
@@ -657,10 +713,26 @@ static float *rnd_aligned(size_t n, uint64_t seed) {
     return f;
 }
 
+/* n bf16 values (round to nearest even) of x in 64-byte aligned memory; NULL when out of
+ * memory. */
+static uint16_t *bf16_aligned(const float *x, size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n * sizeof(uint16_t) : 64) != 0) return NULL;
+    uint16_t *h = p;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        h[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    return h;
+}
+
 /* q [B, H, L, D], K and V caches [B, Hkv, S, D] (contiguous, 64-byte aligned), bottom-right
  * causal (the decode case: every query sees the whole cache).  Rows: the fast path (split-KV
  * decode), the same call with the decode path off (the fused kernels, which pack K and V
- * first), and the plain C kernels. */
+ * first), and the plain C kernels.  With bf16 (s->bf16), q, K and V are bf16 copies of the
+ * same values: the bf16 and f32 fast paths alternate (dec_pairs), then the other two rows run
+ * on bf16. */
 static int bench_decode(const shape *s, int threads, int repeat, int json, int do_ref) {
     int64_t B = s->B, H = s->H, Hkv = s->Hkv, L = s->L, S = s->S, D = s->D;
     if ((double)B * (double)(H > Hkv ? H : Hkv) * (double)(L > S ? L : S) * (double)D * 4 >
@@ -672,59 +744,87 @@ static int bench_decode(const shape *s, int threads, int repeat, int json, int d
     double bw = read_bandwidth(threads);
     float *qb = rnd_aligned(nq, 1), *kb = rnd_aligned(nk, 2), *vb = rnd_aligned(nk, 3),
           *ob = rnd_aligned(nq, 4);
-    int rc = 0, n = 0;
-    dec_result r[3];
-    if (!qb || !kb || !vb || !ob) {
-        fprintf(stderr, "attn bench: out of memory for the inputs\n");
-        rc = 1;
-        goto done;
+    uint16_t *h[3] = {NULL, NULL, NULL};
+    int rc = 0, n = 0, bf = s->bf16;
+    dec_result r[4];
+    double ratio = 0;
+    if (!qb || !kb || !vb || !ob) goto oom;
+    if (bf) {
+        h[0] = bf16_aligned(qb, nq), h[1] = bf16_aligned(kb, nk), h[2] = bf16_aligned(vb, nk);
+        if (!h[0] || !h[1] || !h[2]) goto oom;
     }
     attn_tensor q = attn_view4(qb, B, H, L, D), k = attn_view4(kb, B, Hkv, S, D),
                 v = attn_view4(vb, B, Hkv, S, D), o = attn_view4(ob, B, H, L, D);
-    double bytes = 2.0 * (double)nk * sizeof(float); /* K and V, read once */
-    rc = dec_measure("fast path (split-KV decode)", 0, 0, threads, repeat, 0, &q, &k, &v, &o,
-                     bytes, bw, &r[n]);
-    if (rc) goto done;
-    n++;
-    rc = dec_measure("fused kernels (ATTN_DECODE=0)", 0, 1, threads, repeat, 20.0, &q, &k, &v,
-                     &o, bytes, bw, &r[n]);
+    double bytes32 = 2.0 * (double)nk * sizeof(float); /* K and V, read once */
+    double bytes = bf ? bytes32 / 2 : bytes32;
+    attn_tensor t32[4] = {q, k, v, o}, t16[4] = {q, k, v, o}, *in = t32;
+    if (bf) {
+        for (int i = 0; i < 3; i++) t16[i].data = h[i], t16[i].dtype = ATTN_BF16;
+        in = t16;
+        rc = dec_pairs(threads, repeat, t16, t32, bytes, bytes32, bw, &r[0], &r[1], &ratio);
+        if (rc) goto done;
+        n = 2;
+    } else {
+        rc = dec_measure("fast path (split-KV decode)", 0, 0, threads, repeat, 0, &q, &k, &v,
+                         &o, bytes, bw, &r[n]);
+        if (rc) goto done;
+        n++;
+    }
+    rc = dec_measure(bf ? "fused kernels, bf16 (ATTN_DECODE=0)" : "fused kernels (ATTN_DECODE=0)",
+                     0, 1, threads, repeat, 20.0, &in[0], &in[1], &in[2], &in[3], bytes, bw,
+                     &r[n]);
     if (rc) goto done;
     n++;
     if (do_ref) {
-        rc = dec_measure("plain C kernels (ATTN_ISA=ref)", 1, 0, threads, repeat, 20.0, &q, &k,
-                         &v, &o, bytes, bw, &r[n]);
+        rc = dec_measure(bf ? "plain C kernels, bf16" : "plain C kernels (ATTN_ISA=ref)", 1, 0,
+                         threads, repeat, 20.0, &in[0], &in[1], &in[2], &in[3], bytes, bw,
+                         &r[n]);
         if (rc) goto done;
         n++;
     }
     /* again at the end: the machine may be shared, and the difference shows the drift */
     double bw_end = read_bandwidth(threads);
     if (json) {
-        printf("{\"op\": \"decode\", \"dtype\": \"f32\", \"batch\": %lld, \"heads\": %lld, "
+        printf("{\"op\": \"decode\", \"dtype\": \"%s\", \"batch\": %lld, \"heads\": %lld, "
                "\"kv_heads\": %lld, \"len\": %lld, \"kv_len\": %lld, \"dim\": %lld, "
                "\"causal\": \"bottom-right\", \"threads\": %d, \"repeat\": %d, "
                "\"kv_bytes\": %.0f, \"read_bandwidth_gbs\": %.3f, "
-               "\"read_bandwidth_end_gbs\": %.3f, \"results\": [",
-               s->B, s->H, s->Hkv, s->L, s->S, s->D, threads, repeat, bytes, bw, bw_end);
+               "\"read_bandwidth_end_gbs\": %.3f, ",
+               bf ? "bf16" : "f32", s->B, s->H, s->Hkv, s->L, s->S, s->D, threads, repeat, bytes,
+               bw, bw_end);
+        if (bf) /* speedup: median over the alternating pairs of f32 ms / bf16 ms */
+            printf("\"kv_bytes_f32\": %.0f, \"speedup_bf16_vs_f32\": %.4f, ", bytes32, ratio);
+        printf("\"results\": [");
         for (int i = 0; i < n; i++)
-            printf("{\"path\": \"%s\", \"runs\": %d, \"median_ms\": %.4f, \"kv_gbs\": %.3f, "
-                   "\"pct_bandwidth\": %.2f}%s",
-                   r[i].path, r[i].runs, r[i].ms, r[i].gbs, r[i].pct, i == n - 1 ? "" : ", ");
+            printf("{\"path\": \"%s\", \"dtype\": \"%s\", \"runs\": %d, \"median_ms\": %.4f, "
+                   "\"kv_gbs\": %.3f, \"pct_bandwidth\": %.2f}%s",
+                   r[i].path, bf && i != 1 ? "bf16" : "f32", r[i].runs, r[i].ms, r[i].gbs,
+                   r[i].pct, i == n - 1 ? "" : ", ");
         printf("]}\n");
         goto done;
     }
-    printf("attn bench: decode  B=%lld H=%lld Hkv=%lld L=%lld S=%lld D=%lld  f32  %d thread%s\n",
-           s->B, s->H, s->Hkv, s->L, s->S, s->D, threads, threads == 1 ? "" : "s");
+    printf("attn bench: decode  B=%lld H=%lld Hkv=%lld L=%lld S=%lld D=%lld  %s  %d thread%s\n",
+           s->B, s->H, s->Hkv, s->L, s->S, s->D, bf ? "bf16" : "f32", threads,
+           threads == 1 ? "" : "s");
     printf("read bandwidth: %.2f GB/s (median of %d streaming reads of 1 GiB, %d thread%s); "
-           "K+V %.1f MiB per call\n\n", bw, BW_RUNS, threads, threads == 1 ? "" : "s",
-           bytes / (1024.0 * 1024.0));
-    printf("  %-31s %4s %11s %10s %8s\n", "path", "runs", "median ms", "K+V GB/s", "% bw");
+           "K+V %.1f MiB per call%s\n\n", bw, BW_RUNS, threads, threads == 1 ? "" : "s",
+           bytes / (1024.0 * 1024.0), bf ? " in bf16 (twice that in f32)" : "");
+    printf("  %-36s %4s %11s %10s %8s\n", "path", "runs", "median ms", "K+V GB/s", "% bw");
     for (int i = 0; i < n; i++)
-        printf("  %-31s %4d %11.3f %10.2f %7.1f%%\n", r[i].path, r[i].runs, r[i].ms, r[i].gbs,
+        printf("  %-36s %4d %11.3f %10.2f %7.1f%%\n", r[i].path, r[i].runs, r[i].ms, r[i].gbs,
                r[i].pct);
+    if (bf)
+        printf("\nbf16 over f32 (split-KV decode): %.2fx faster (median over %d alternating "
+               "pairs of f32 ms / bf16 ms)\n", ratio, repeat);
     printf("\nread bandwidth measured again at the end: %.2f GB/s (%% bw uses the first)\n",
            bw_end);
+    goto done;
+oom:
+    fprintf(stderr, "attn bench: out of memory for the inputs\n");
+    rc = 1;
 done:
     free(qb), free(kb), free(vb), free(ob);
+    for (int i = 0; i < 3; i++) free(h[i]);
     return rc;
 }
 
@@ -806,9 +906,9 @@ int attn_cmd_bench(int argc, char **argv) {
         return 2;
     }
     if (kind == OP_DECODE) { /* memory-bound: timed against the read bandwidth */
-        if (s.causal || s.bf16) {
-            fprintf(stderr, "attn bench: --op decode is f32 with the bottom-right causal mask "
-                            "(no --causal, --dtype bf16)\n");
+        if (s.causal) {
+            fprintf(stderr, "attn bench: --op decode uses the bottom-right causal mask (no "
+                            "--causal)\n");
             return 2;
         }
         return bench_decode(&s, (int)threads, (int)repeat, json, do_ref);

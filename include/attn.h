@@ -351,7 +351,10 @@ ATTN_API attn_sdpa_options attn_sdpa_defaults(void);
  * maximum; times its dropout multiplier) is rounded to bf16 before its product with V, as
  * FlashAttention does; out accumulates in fp32, divided by the sum of the unrounded weights.
  * So out is within 2^-8 max|v| (2^-8 max|v| / (1-p) with dropout) of the F32 result on the
- * same values, and lse is as accurate as with F32. */
+ * same values, and lse is as accurate as with F32.  Decoding against a bf16 KV cache (few
+ * queries, the conditions of the split-KV path in docs/kernels.md) reads K and V in place as
+ * bf16, with the same numerics (m: the maximum over a chunk of 512 keys): half the bytes of
+ * F32, so about twice as fast where memory bandwidth is the limit. */
 ATTN_API attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_mask *mask,
                                const attn_sdpa_options *opt, attn_tensor *out,
@@ -1182,7 +1185,7 @@ ATTN_API attn_status attn_bert_embed(attn_ctx *ctx, const attn_bert *b,
  *   ATTN_F16: the fast one where the CPU has AVX512_FP16 (Sapphire Rapids and later): rows of
  *     x and columns of W scaled by powers of two into [0.5, 1), rounded to IEEE half, fp16
  *     fused multiply-adds summed in fp16 over blocks of 64 terms, blocks summed in float (no
- *     overflow whatever the data).  ~1.5-1.9x the float GEMM speed.  all-MiniLM-L6-v2 on the
+ *     overflow whatever the data).  ~1.6-1.8x the float GEMM speed.  all-MiniLM-L6-v2 on the
  *     50 sentences of tests/test_bert.c: max abs error 7.4e-4, min cosine 0.999994 against
  *     sentence-transformers' float embeddings.
  *   ATTN_BF16: weights and activations rounded to bfloat16, products exact, float sums

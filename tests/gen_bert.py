@@ -321,7 +321,11 @@ def gen_unicode():
     open(path, "w", encoding="utf-8").write(src[:a] + "\n".join(text) + src[b:])
 
 
-def bench(d, attn):
+def bench(d, attn, rounds=3):
+    """Sentences/s of sentence-transformers and of `attn embed` (f32, f16, bf16), measured in
+    turns (rounds x each), medians reported: the machine may be shared, and alternating keeps
+    a slow spell from favouring one side."""
+    import statistics
     import subprocess
     import tempfile
     import time
@@ -335,10 +339,6 @@ def bench(d, attn):
     n = len(m.tokenizer(texts[0])["input_ids"])
     reps = 10
     m.encode(texts, batch_size=32)
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        m.encode(texts, batch_size=32)
-    pt = 32 * reps / (time.perf_counter() - t0)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(texts) + "\n")
 
@@ -348,12 +348,21 @@ def bench(d, attn):
                            text=True, check=True)
         return float(r.stderr.split("attn embed: ")[1].split()[0])
 
-    c, ch, cb = run("f32"), run("f16"), run("bf16")
+    got = {"pt": [], "f32": [], "f16": [], "bf16": []}
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            m.encode(texts, batch_size=32)
+        got["pt"].append(32 * reps / (time.perf_counter() - t0))
+        for dt in ("f32", "f16", "bf16"):
+            got[dt].append(run(dt))
     os.unlink(f.name)
-    print("batch 32, length %d, 2 threads: attn %.1f sentences/s, PyTorch %s %.1f sentences/s, "
-          "ratio %.2f; attn --dtype f16 %.1f sentences/s, ratio %.2f; --dtype bf16 %.1f "
-          "sentences/s, ratio %.2f"
-          % (n, c, torch.__version__, pt, c / pt, ch, ch / pt, cb, cb / pt))
+    med = {k: statistics.median(v) for k, v in got.items()}
+    pt = med["pt"]
+    print("batch 32, length %d, 2 threads, medians of %d turns: PyTorch %s %.1f sentences/s; "
+          "attn f32 %.1f (ratio %.2f), f16 %.1f (ratio %.2f), bf16 %.1f (ratio %.2f)"
+          % (n, rounds, torch.__version__, pt, med["f32"], med["f32"] / pt, med["f16"],
+             med["f16"] / pt, med["bf16"], med["bf16"] / pt))
 
 
 def fuzz(d, attn, seed=0):

@@ -26,6 +26,7 @@
 #include "../src/kernels/dispatch.h"
 #include "../src/kernels/gemm_bf16.h"
 #include "../src/kernels/gemm_f16.h"
+#include "../src/kernels/ew.h"
 
 static float bfr(float x) { /* the rounding the kernels use (attn__bf16_round_row) */
     attn__bf16 h;
@@ -119,10 +120,12 @@ static void test_cases(void) {
                         e0 += xv * wv, s0 += fabs(xv * wv);
                     }
                     double extra = (c.bias ? b[n] : 0.0) + (c.res ? r[m * c.ldr + n] : 0.0);
-                    double sx = (c.bias ? fabs(b[n]) : 0.0) + (c.res ? fabs(r[m * c.ldr + n]) : 0.0);
+                    double sx = (c.bias ? fabs(b[n]) : 0.0) +
+                                (c.res ? fabs(r[m * c.ldr + n]) : 0.0);
                     double g = (double)(2 * kh + 2) * 0x1p-24;
                     double tol1 = g * (s1 + sx), tol0 = (0x1p-7 + 0x1p-16) * s0 + g * (s1 + sx);
-                    double d1 = fabs((double)got - (e1 + extra)), d0 = fabs((double)got - (e0 + extra));
+                    double d1 = fabs((double)got - (e1 + extra));
+                    double d0 = fabs((double)got - (e0 + extra));
                     if (!(d1 <= tol1) || !(d0 <= tol0)) {
                         bad++;
                         tu_fail(__FILE__, __LINE__,
@@ -236,7 +239,8 @@ static void test_sizes(void) {
  * dropped or doubled term (~1/K of S' each, K <= 1100) moves it far above.  Against the float
  * inputs add (2^-10 + 2^-22) sum_k |x_k W_k| for the rounding of x and W and 2^-24 per
  * product of the scaled domain for subnormal halves.  The AVX512_FP16 kernel must equal the
- * plain C one bit for bit (both round each fp16 fma once). */
+ * plain C one bit for bit (both round each fp16 fma once), and the GELU epilogue must give
+ * exactly attn__gelu_as of the plain result (and the row maxima it reports of y, exactly). */
 static void test_f16(void) {
     static const int64_t shapes[][3] = {{1, 1, 1},    {3, 2, 5},     {14, 64, 64},
                                         {15, 63, 65}, {29, 129, 31}, {40, 383, 97},
@@ -251,8 +255,10 @@ static void test_f16(void) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
         const int64_t ldx = K + 1, ldy = N + 2, ldr = N + 3;
-        float *x = malloc(sizeof(float) * (size_t)(M * ldx)), *W = malloc(sizeof(float) * (size_t)(N * K));
-        float *b = malloc(sizeof(float) * (size_t)N), *r = malloc(sizeof(float) * (size_t)(M * ldr));
+        float *x = malloc(sizeof(float) * (size_t)(M * ldx));
+        float *W = malloc(sizeof(float) * (size_t)(N * K));
+        float *b = malloc(sizeof(float) * (size_t)N);
+        float *r = malloc(sizeof(float) * (size_t)(M * ldr));
         tu_fill(x, (size_t)(M * ldx), 101 + s, -2, 2);
         tu_fill(W, (size_t)(N * K), 202 + s, -1, 1);
         tu_fill(b, (size_t)N, 303 + s, -1, 1);
@@ -271,12 +277,39 @@ static void test_f16(void) {
             float *y3 = malloc(sizeof(float) * (size_t)(M * ldy));
             for (int64_t i = 0; i < M * ldy; i++) y1[i] = y3[i] = 12345.0f;
             TU_STATUS(attn__linear_f16_k(c1, ks[ki], x, ldx, Wp, use_b ? b : NULL,
-                                         use_r ? r : NULL, ldr, y1, ldy, M, K, N), ATTN_OK, c1);
+                                         use_r ? r : NULL, ldr, 0, y1, ldy, M, K, N, NULL),
+                      ATTN_OK, c1);
             TU_STATUS(attn__linear_f16_k(c3, ks[ki], x, ldx, Wp, use_b ? b : NULL,
-                                         use_r ? r : NULL, ldr, y3, ldy, M, K, N), ATTN_OK, c3);
+                                         use_r ? r : NULL, ldr, 0, y3, ldy, M, K, N, NULL),
+                      ATTN_OK, c3);
             TU_CHECK(!memcmp(y1, y3, sizeof(float) * (size_t)(M * ldy)),
                      "f16 %s: 3 threads differ from 1 (M=%lld K=%lld N=%lld)", ks[ki]->name,
                      (long long)M, (long long)K, (long long)N);
+            /* the GELU epilogue: exactly attn__gelu_as of the plain result */
+            /* with the row maxima of y asked for, and those of x handed in */
+            float *xmax = malloc(sizeof(float) * (size_t)M);
+            float *ymax = malloc(sizeof(float) * (size_t)M);
+            for (int64_t m = 0; m < M; m++) {
+                xmax[m] = 0;
+                for (int64_t k = 0; k < K; k++) xmax[m] = fmaxf(xmax[m], fabsf(x[m * ldx + k]));
+            }
+            attn__f16_rows rows = {xmax, ymax};
+            TU_STATUS(attn__linear_f16_k(c3, ks[ki], x, ldx, Wp, use_b ? b : NULL,
+                                         use_r ? r : NULL, ldr, 1, y3, ldy, M, K, N, &rows),
+                      ATTN_OK, c3);
+            int gbad = 0;
+            for (int64_t m = 0; m < M; m++) {
+                float mx = 0;
+                for (int64_t n = 0; n < N; n++) {
+                    float want = attn__gelu_as(y1[m * ldy + n]), got = y3[m * ldy + n];
+                    gbad += memcmp(&want, &got, 4) != 0;
+                    mx = fmaxf(mx, fabsf(got));
+                }
+                gbad += ymax[m] != mx;
+            }
+            TU_CHECK(!gbad, "f16 %s: GELU epilogue or row maxima differ in %d places",
+                     ks[ki]->name, gbad);
+            free(xmax), free(ymax);
             free(y3);
             ys[ki] = y1;
             double msum = 0;
@@ -359,6 +392,20 @@ static void test_half(void) {
         }
     }
     TU_CHECK(!bad, "half conversions: %d failures", bad);
+#ifdef __FLT16_MAX__
+    /* random doubles over the whole half range against the compiler's conversion */
+    uint64_t st = 7;
+    bad = 0;
+    for (int i = 0; i < 1000000; i++) {
+        uint64_t r = tu_rand(&st);
+        double d = ldexp((double)(r >> 11) * 0x1p-53, (int)(r % 48) - 30) * (r & 1024 ? -1 : 1);
+        _Float16 h = (_Float16)d;
+        uint16_t hb;
+        memcpy(&hb, &h, 2);
+        bad += attn__f64_to_f16(d) != hb;
+    }
+    TU_CHECK(!bad, "half conversion vs _Float16: %d differ", bad);
+#endif
     TU_CHECK(attn__f64_to_f16(65519.99) == 0x7bff && attn__f64_to_f16(65520) == 0x7c00 &&
                  attn__f64_to_f16(-1e9) == 0xfc00 && attn__f64_to_f16(0x1p-25) == 0 &&
                  attn__f64_to_f16(0x1.8p-25) == 1,

@@ -2,7 +2,8 @@
  * against the reference attn__sdpa_ref, for every kernel set this machine runs (ref, avx2,
  * avx512 via attn__isa_set), on 1, 2 and 3 threads (bit-identical), on shapes around the chunk
  * size (S = 1, 3, 511, 513, 1000, 4097 with chunks of 512), L = 1, 2, 5, 16, H/Hkv = 1/1, 8/2,
- * 32/8, 4/1, D = 32, 64, 80, 128 and tails (33, 100; Dv = D, 17 or 48).
+ * 32/8, 4/1, D = 32, 64, 80, 128 and tails (33, 100; Dv = D, 17 or 48), and decode shapes with
+ * an odd number of rows per kv head (L = 1, 3; H/Hkv = 2/2, 3/1) against long caches.
  *
  * K and V are strided cache views: [B, Hkv, S_max, Dpad] or [B, S_max, Hkv, Dpad] with
  * S_max > S and Dpad >= D, everything outside the view NaN, so a read past a row or past the
@@ -16,7 +17,26 @@
  * sums) by the rounding of the fp32 score dot products (~sqrt(D) u |s|), of the exp polynomial
  * (~2 u), of the fp32 sums over a chunk of 512 keys and of the merge (one rescaling per chunk):
  * a few 1e-6; a wrong, missing or extra key moves an output by ~1/S of the scale of V or more
- * (>= 2e-4 at S = 4097). */
+ * (>= 2e-4 at S = 4097).
+ *
+ * bf16 storage (attn__decode_bf16, and attn_sdpa routing bf16 inputs to it): the same cases
+ * with q, k, v rounded to bf16 (NaN outside the views too), against the bf16 oracle
+ * attn__sdpa_bf16_ref and against the bf16 fused forward attn__flash_fwd_bf16 on the same
+ * inputs, every ISA, 1-3 threads bit-identical, masked rows exactly zero / -inf.
+ *  out: BF16_TOL = 4e-3 (2^-8, as test_flash_bf16.c).  Each weight exp(s_j - m) is rounded to
+ *    bf16 (relative error <= 2^-8) before its product with V; the decode rounds it relative
+ *    to its chunk's maximum m_c, the oracle relative to the row maximum and the fused kernel
+ *    relative to its running maximum, and fp32 exponentials that differ in the last bit next
+ *    to a rounding boundary round apart: a weight then differs by one bf16 ulp (<= 2^-7 e_j).
+ *    Such differences are rare and of either sign, so an output moves by about
+ *    2^-8 sqrt(sum e_j^2) / l |v| (|v| <= 1), up to 2^-7 w where one weight w near 1 rounds
+ *    apart.  Measured <= 6.4e-4 (printed).  A missing, extra or wrongly scored key
+ *    shows in lse, held to fp32 accuracy:
+ *  lse: TOL (2e-5): lse sums the unrounded weights, so it sees only the fp32 rounding of the
+ *    scores, as the fp32 path.
+ * Where the rounding of P shows (bf16_rounding: one chunk, one weight 1 and the others just
+ * below a rounding boundary, V = 1, so the rounding moves the output by 3.9e-3): 1e-5 of the
+ * oracle, and through attn_sdpa (bit for bit the kernel's). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -25,10 +45,12 @@
 
 #include "../src/kernels/decode.h"
 #include "../src/kernels/dispatch.h"
+#include "../src/kernels/flash.h"
 #include "../src/kernels/kernels.h"
 #include "testutil.h"
 
 #define TOL 2e-5
+#define BF16_TOL 4e-3
 
 static attn_ctx *make_ctx(int threads) {
     attn_ctx_params p;
@@ -51,7 +73,19 @@ typedef struct tcase {
     float softcap;
 } tcase;
 
-static double worst;
+static double worst, worst16_out, worst16_lse, worst16_flash;
+
+static attn__bf16 *to_bf16(const float *x, size_t n) {
+    attn__bf16 *y = malloc(2 * n + 2);
+    for (size_t i = 0; i < n; i++) y[i] = attn__f32_to_bf16(x[i]);
+    return y;
+}
+
+/* max|got - ref| / max(1, max|ref|), for the report */
+static double rel_err(const float *got, const float *ref, size_t n) {
+    double m, e = tu_max_err(got, ref, n, &m);
+    return e / (m > 1 ? m : 1);
+}
 
 /* Masks: 0 none; 1 KEEP [L, S]; 2 ADD [B, H, L, S] + BLOCK key padding [B, 1, 1, S] in slot 1;
  * 3 ADD [1, H, 1, S] with -inf entries; 4 KEEP [B, 1, L, S] with every third row fully masked
@@ -136,6 +170,80 @@ static float *make_cache(const tcase *c, int64_t Smax, int64_t d, int64_t dpad, 
             }
     free(r);
     return x;
+}
+
+/* Rows that see no key (lse_ref = -inf) must be exactly zero. */
+static void zero_rows(const attn__sdpa_args *a, const float *o, const float *lse_ref,
+                      const char *what) {
+    for (int64_t b = 0; b < a->B; b++)
+        for (int64_t h = 0; h < a->H; h++)
+            for (int64_t i = 0; i < a->L; i++) {
+                if (lse_ref[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]] != -INFINITY) continue;
+                const float *orow = o + b * a->os[0] + h * a->os[1] + i * a->os[2];
+                int zero = 1;
+                for (int64_t e = 0; e < a->Dv; e++) zero &= orow[e] == 0.0f;
+                TU_CHECK(zero, "masked row (%lld,%lld,%lld) not zero %s", (long long)b,
+                         (long long)h, (long long)i, what);
+            }
+}
+
+/* The case of a with q, k, v (nq, nk, nv floats, NaN outside the views) rounded to bf16:
+ * attn__decode_bf16 against the bf16 oracle and the bf16 fused forward, every ISA, 1-3
+ * threads; o, lse: buffers of no, nl floats per thread count. */
+static void run_bf16(attn_ctx *ctx[3], const tcase *c, const attn__sdpa_args *a, const float *q,
+                     size_t nq, const float *k, size_t nk, const float *v, size_t nv, float *o[3],
+                     float *lse[3], size_t no, size_t nl, float *scratch) {
+    attn__bf16 *q16 = to_bf16(q, nq), *k16 = to_bf16(k, nk), *v16 = to_bf16(v, nv);
+    float *o_ref = malloc(4 * no), *lse_ref = malloc(4 * nl), *o_fl = malloc(4 * no),
+          *lse_fl = malloc(4 * nl);
+    attn__sdpa_args r = *a;
+    r.q = r.k = r.v = NULL; /* the bf16 entry points must not read them */
+    r.o = o_ref, r.lse = lse_ref;
+    attn__sdpa_bf16_ref(&r, q16, k16, v16, scratch);
+    char what[240], w2[280];
+    for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+        if (!attn__isa_supported(isa)) continue;
+        snprintf(what, sizeof what,
+                 "[bf16 %s B%lld H%lld/%lld L%lld S%lld D%lld/%lld causal%d mask%d layout%d "
+                 "win%d(%lld,%lld) alibi%d cap%g]",
+                 attn__isa_name(isa), (long long)a->B, (long long)a->H, (long long)a->Hkv,
+                 (long long)a->L, (long long)a->S, (long long)a->D, (long long)a->Dv,
+                 (int)c->causal, c->maskcfg, c->layout, c->window, (long long)c->wl,
+                 (long long)c->wr, c->alibi, (double)c->softcap);
+        for (int t = 0; t < 3; t++) {
+            TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
+            attn__sdpa_args f = r;
+            memset(o[t], 0xff, 4 * no);
+            f.o = o[t], f.lse = lse[t];
+            TU_STATUS(attn__decode_bf16(ctx[t], &f, q16, k16, v16), ATTN_OK, ctx[t]);
+        }
+        snprintf(w2, sizeof w2, "out %s", what);
+        tu_close(w2, o[0], o_ref, no, BF16_TOL);
+        double e = rel_err(o[0], o_ref, no);
+        worst16_out = e > worst16_out ? e : worst16_out;
+        snprintf(w2, sizeof w2, "lse %s", what);
+        tu_close(w2, lse[0], lse_ref, nl, TOL);
+        e = rel_err(lse[0], lse_ref, nl);
+        worst16_lse = e > worst16_lse ? e : worst16_lse;
+        zero_rows(a, o[0], lse_ref, what);
+        for (int t = 1; t < 3; t++) {
+            TU_CHECK(memcmp(o[t], o[0], 4 * no) == 0, "out differs with %d threads %s", t + 1,
+                     what);
+            TU_CHECK(memcmp(lse[t], lse[0], 4 * nl) == 0, "lse differs with %d threads %s",
+                     t + 1, what);
+        }
+        /* the bf16 fused forward on the same inputs (what attn_sdpa runs when not eligible) */
+        attn__sdpa_args f = r;
+        f.o = o_fl, f.lse = lse_fl;
+        TU_STATUS(attn__flash_fwd_bf16(ctx[1], &f, q16, k16, v16), ATTN_OK, ctx[1]);
+        snprintf(w2, sizeof w2, "out vs bf16 flash %s", what);
+        tu_close(w2, o[0], o_fl, no, BF16_TOL);
+        e = rel_err(o[0], o_fl, no);
+        worst16_flash = e > worst16_flash ? e : worst16_flash;
+        snprintf(w2, sizeof w2, "lse vs bf16 flash %s", what);
+        tu_close(w2, lse[0], lse_fl, nl, TOL);
+    }
+    free(q16), free(k16), free(v16), free(o_ref), free(lse_ref), free(o_fl), free(lse_fl);
 }
 
 static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
@@ -227,17 +335,7 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
         tu_close(w2, lse[0], lse_ref, nl, TOL);
         e = tu_max_err(lse[0], lse_ref, nl, &m) / (m > 1 ? m : 1);
         if (e > worst) worst = e;
-        /* rows that see no key: exactly zeros and -inf */
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t i = 0; i < L; i++) {
-                    if (lse_ref[b * a.ls[0] + h * a.ls[1] + i * a.ls[2]] != -INFINITY) continue;
-                    const float *orow = o[0] + b * a.os[0] + h * a.os[1] + i * a.os[2];
-                    int zero = 1;
-                    for (int64_t e2 = 0; e2 < Dv; e2++) zero &= orow[e2] == 0.0f;
-                    TU_CHECK(zero, "masked row (%lld,%lld,%lld) not zero %s", (long long)b,
-                             (long long)h, (long long)i, what);
-                }
+        zero_rows(&a, o[0], lse_ref, what); /* rows that see no key: exactly zeros and -inf */
         for (int t = 1; t < 3; t++) {
             TU_CHECK(memcmp(o[t], o[0], 4 * no) == 0, "out differs with %d threads %s", t + 1,
                      what);
@@ -245,9 +343,83 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
                      t + 1, what);
         }
     }
+    size_t nk = (size_t)(B * Hkv * Smax * (D + pad)), nv = (size_t)(B * Hkv * Smax * (Dv + pad));
+    run_bf16(ctx, c, &a, q, nq, k, nk, v, nv, o, lse, no, nl, scratch);
     for (int t = 0; t < 3; t++) free(o[t]), free(lse[t]);
     free(o_sdpa), free(lse_sdpa), free(o_ref), free(lse_ref), free(scratch);
     free(q), free(k), free(v), free(fm), free(bm);
+}
+
+/* One query against S = 300 keys (one chunk): q = 0 and an additive mask give score 0 to key 0
+ * and log x to the others, x = 1/2 + 0.99 2^-9 just below the midpoint between the bf16 values
+ * 1/2 and 1/2 + 2^-8, so that each of those weights rounds down by ~2^-8 of itself; V = 1.
+ * Then out = (1 + (S-1)/2) / (1 + (S-1) x) = 1 - 3.9e-3, exactly the oracle's (the chunk maximum
+ * is the row maximum); without the rounding of P it would be 1.  Also through attn_sdpa with
+ * GQA (H = 4 on Hkv = 2), which must route to attn__decode_bf16: the same bits. */
+static void bf16_rounding(attn_ctx *ctx) {
+    enum { S = 300, D = 24, H = 4, HKV = 2 };
+    attn__bf16 q16[H * D], k16[HKV * S * D], v16[HKV * S * D];
+    float mask[S], o[H * D], o2[H * D], lse[H], lse2[H], scratch[2 * S];
+    float x = 0.5f + 0.99f * 0x1p-9f;
+    float kf[HKV * S * D];
+    tu_fill(kf, HKV * S * D, 77, -1, 1);
+    for (int i = 0; i < HKV * S * D; i++) k16[i] = attn__f32_to_bf16(kf[i]), v16[i] = 0x3f80;
+    for (int i = 0; i < H * D; i++) q16[i] = 0;
+    for (int j = 0; j < S; j++) mask[j] = j == 0 ? 0.0f : logf(x);
+    attn__sdpa_args a;
+    memset(&a, 0, sizeof a);
+    a.B = 1, a.H = H, a.Hkv = HKV, a.L = 1, a.S = S, a.D = a.Dv = D, a.scale = 0.25f;
+    int64_t qs[4] = {H * D, D, D, 1}, ks[4] = {HKV * S * D, S * D, D, 1}, ls[3] = {H, 1, 1};
+    memcpy(a.qs, qs, sizeof qs), memcpy(a.os, qs, sizeof qs), memcpy(a.ks, ks, sizeof ks);
+    memcpy(a.vs, ks, sizeof ks), memcpy(a.ls, ls, sizeof ls);
+    a.mask[0].kind = ATTN_MASK_ADD, a.mask[0].data = mask, a.mask[0].dtype = ATTN_F32;
+    a.mask[0].stride[3] = 1;
+    a.mask_ncols[0] = a.mask_ncols[1] = S;
+    a.o = o, a.lse = lse;
+    attn__sdpa_bf16_ref(&a, q16, k16, v16, scratch);
+    float want = (1.0f + (S - 1) * 0.5f) / (1.0f + (S - 1) * x);
+    TU_CHECK(fabsf(o[0] - want) < 1e-5f && 1.0f - want > 3.5e-3f, "oracle %g, expected %g",
+             (double)o[0], (double)want);
+    memcpy(o2, o, sizeof o);
+    char what[80];
+    for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+        if (!attn__isa_supported(isa)) continue;
+        TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
+        snprintf(what, sizeof what, "bf16 rounding of P [%s]", attn__isa_name(isa));
+        TU_STATUS(attn__decode_bf16(ctx, &a, q16, k16, v16), ATTN_OK, ctx);
+        tu_close(what, o, o2, H * D, 1e-5);
+    }
+    /* attn_sdpa routes bf16 decode shapes to attn__decode_bf16: the same bits, which the
+     * fused forward does not give (random q and V here) */
+    for (int i = 0; i < H * D; i++) q16[i] = attn__f32_to_bf16(kf[i] * 3.0f);
+    tu_fill(kf, HKV * S * D, 78, -1, 1);
+    for (int i = 0; i < HKV * S * D; i++) v16[i] = attn__f32_to_bf16(kf[i]);
+    float o3[H * D], lse3[H];
+    int64_t qsh[4] = {1, H, 1, D}, ksh[4] = {1, HKV, S, D}, msh[1] = {S}, lsh[3] = {1, H, 1};
+    attn_tensor qt = attn_tensor_make(q16, ATTN_BF16, 4, qsh),
+                kt = attn_tensor_make(k16, ATTN_BF16, 4, ksh),
+                vt = attn_tensor_make(v16, ATTN_BF16, 4, ksh),
+                ot = attn_tensor_make(o3, ATTN_F32, 4, qsh),
+                lt = attn_tensor_make(lse3, ATTN_F32, 3, lsh);
+    attn_mask m;
+    memset(&m, 0, sizeof m);
+    m.kind = ATTN_MASK_ADD, m.t = attn_tensor_make(mask, ATTN_F32, 1, msh);
+    attn_sdpa_options opt = attn_sdpa_defaults();
+    opt.scale = a.scale;
+    for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+        if (!attn__isa_supported(isa)) continue;
+        TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
+        TU_STATUS(attn__decode_bf16(ctx, &a, q16, k16, v16), ATTN_OK, ctx);
+        TU_STATUS(attn_sdpa(ctx, &qt, &kt, &vt, &m, &opt, &ot, NULL, &lt), ATTN_OK, ctx);
+        TU_CHECK(memcmp(o3, o, sizeof o) == 0 && memcmp(lse3, lse, sizeof lse) == 0,
+                 "attn_sdpa (bf16, L = 1) differs from attn__decode_bf16 [%s]",
+                 attn__isa_name(isa));
+        attn__sdpa_args f = a;
+        f.o = o3, f.lse = lse3;
+        TU_STATUS(attn__flash_fwd_bf16(ctx, &f, q16, k16, v16), ATTN_OK, ctx);
+        TU_CHECK(memcmp(o3, o, sizeof o) != 0, "the fused forward gives the decode's bits [%s]",
+                 attn__isa_name(isa));
+    }
 }
 
 /* What the path refuses: weights, dropout, a strided last dimension, too many queries,
@@ -291,6 +463,7 @@ static void refusals(attn_ctx *ctx) {
 int main(void) {
     attn_ctx *ctx[3] = {make_ctx(1), make_ctx(2), make_ctx(3)};
     refusals(ctx[0]);
+    bf16_rounding(ctx[1]);
     uint64_t rs = 4242;
     const int64_t lens[] = {1, 2, 5, 16};
     const int64_t kvl[] = {1, 3, 511, 513, 1000, 4097};
@@ -323,8 +496,32 @@ int main(void) {
         run_case(ctx, &c, 5000 + (uint64_t)t);
         ncase++;
     }
+    /* the decode case proper, with an odd number of rows per kv head (the 1 x 16 and 2 x 8 qk
+     * blocks, which the shapes above rarely reach with many visible keys): L = 1 or 3, G = 1
+     * or 3, long caches, no causal limit or the bottom-right one */
+    for (int t = 0; t < 12 && !tu_failures; t++) {
+        tcase c;
+        memset(&c, 0, sizeof c);
+        const int64_t odd_s[] = {511, 513, 1000, 4097};
+        c.L = t % 4 < 2 ? 1 : 3;
+        c.H = t % 2 ? 3 : 2, c.Hkv = t % 2 ? 1 : 2;
+        c.S = odd_s[tu_rand(&rs) % 4];
+        c.B = 1 + (int64_t)(tu_rand(&rs) % 2);
+        c.D = dims[tu_rand(&rs) % 6];
+        c.Dv = t % 3 == 2 ? 48 : c.D;
+        c.causal = t % 2 ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
+        c.maskcfg = (t * 5) % 9;
+        c.layout = (t / 2) % 2;
+        c.alibi = t % 5 == 3;
+        c.softcap = t % 4 == 1 ? 5.0f : 0.0f;
+        run_case(ctx, &c, 7000 + (uint64_t)t);
+        ncase++;
+    }
     printf("test_decode: %d cases, worst relative error %.3g (tolerance %.0e)\n", ncase, worst,
            TOL);
+    printf("test_decode bf16: worst relative error out %.3g (tolerance %.0e), lse %.3g "
+           "(tolerance %.0e), out vs bf16 flash %.3g\n",
+           worst16_out, BF16_TOL, worst16_lse, TOL, worst16_flash);
     for (int t = 0; t < 3; t++) attn_ctx_free(ctx[t]);
     return tu_finish("test_decode");
 }

@@ -34,6 +34,8 @@ static void test_add_ln(const attn__ew_kernel *fast) {
             float *r = malloc(sizeof(float) * (size_t)(M * ld));
             float *b = malloc(sizeof(float) * (size_t)E), *w = malloc(sizeof(float) * (size_t)E);
             float *lb = malloc(sizeof(float) * (size_t)E);
+            float *am0 = malloc(sizeof(float) * (size_t)M);
+            float *am1 = malloc(sizeof(float) * (size_t)M);
             tu_fill(y0, (size_t)(M * ld), 5 + s, -3, 5);
             tu_fill(r, (size_t)(M * ld), 6 + s, -2, 2);
             tu_fill(b, (size_t)E, 7 + s, -1, 1);
@@ -43,8 +45,8 @@ static void test_add_ln(const attn__ew_kernel *fast) {
             memcpy(y1, y0, sizeof(float) * (size_t)(M * ld));
             const float *bb = var & 1 ? b : NULL, *rr = var & 1 ? r : NULL;
             const float *ww = var & 2 ? w : NULL, *ll = var & 2 ? lb : NULL;
-            attn__ew_kernel_ref()->add_ln(y0, ld, bb, rr, ld, ww, ll, 1e-5f, M, E);
-            fast->add_ln(y1, ld, bb, rr, ld, ww, ll, 1e-5f, M, E);
+            attn__ew_kernel_ref()->add_ln(y0, ld, bb, rr, ld, ww, ll, 1e-5f, M, E, am0);
+            fast->add_ln(y1, ld, bb, rr, ld, ww, ll, 1e-5f, M, E, am1);
             int bad = 0;
             for (int64_t m = 0; m < M; m++) {
                 bad += y1[m * ld + E] != 777.0f;
@@ -55,6 +57,15 @@ static void test_add_ln(const attn__ew_kernel *fast) {
             }
             TU_CHECK(!bad, "add_ln M=%lld E=%lld variant %d: %d outputs differ", (long long)M,
                      (long long)E, var, bad);
+            /* the row maxima handed to the fp16 GEMM: exactly max |y| of each row */
+            for (int64_t m = 0; m < M; m++) {
+                float mx0 = 0, mx1 = 0;
+                for (int64_t e = 0; e < E; e++) {
+                    mx0 = fmaxf(mx0, fabsf(y0[m * ld + e]));
+                    mx1 = fmaxf(mx1, fabsf(y1[m * ld + e]));
+                }
+                TU_CHECK(am0[m] == mx0 && am1[m] == mx1, "add_ln row max %lld", (long long)m);
+            }
             /* independent check of one row: mean 0, variance 1 before the affine map */
             if (var == 1 && E > 1) {
                 double mu = 0, v = 0;
@@ -64,7 +75,7 @@ static void test_add_ln(const attn__ew_kernel *fast) {
                 v /= (double)E;
                 TU_CHECK(fabs(mu) < 1e-5 && fabs(v - 1) < 1e-3, "normalised row: %g %g", mu, v);
             }
-            free(y0), free(y1), free(r), free(b), free(w), free(lb);
+            free(y0), free(y1), free(r), free(b), free(w), free(lb), free(am0), free(am1);
         }
     }
 }
@@ -84,7 +95,8 @@ static void test_gelu(const attn__ew_kernel *fast) {
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         double xd = x[i], ex = 0.5 * xd * (1.0 + erf(xd * 0.70710678118654752440));
-        double err = fabs((double)y0[i] - ex), tol = 1e-6 * fmin(fabs(xd), 1.0) + 0x1p-24 * fabs(xd);
+        double err = fabs((double)y0[i] - ex);
+        double tol = 1e-6 * fmin(fabs(xd), 1.0) + 0x1p-24 * fabs(xd);
         if (!(err <= tol)) bad++;
         if (err > worst) worst = err;
     }
@@ -95,7 +107,8 @@ static void test_gelu(const attn__ew_kernel *fast) {
         TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)n), "gelu: AVX-512 differs from C");
     /* with a bias and rows of odd length: still bit-identical */
     const int64_t M = 5, N = 37, ld = 40;
-    float *a = malloc(sizeof(float) * (size_t)(M * ld)), *c = malloc(sizeof(float) * (size_t)(M * ld));
+    float *a = malloc(sizeof(float) * (size_t)(M * ld));
+    float *c = malloc(sizeof(float) * (size_t)(M * ld));
     float b[37];
     tu_fill(a, (size_t)(M * ld), 3, -6, 6);
     tu_fill(b, (size_t)N, 4, -1, 1);
@@ -130,7 +143,7 @@ static void test_threads(void) {
         g[t] = malloc(sizeof(float) * (size_t)(M * E));
         tu_fill(y[t], (size_t)(M * E), 5, -2, 2);
         tu_fill(g[t], (size_t)(M * E), 6, -4, 4);
-        attn__add_ln(c[t], y[t], b, r, w, lb, 1e-12f, M, E);
+        attn__add_ln(c[t], y[t], b, r, w, lb, 1e-12f, M, E, NULL);
         attn__bias_gelu(c[t], g[t], b, M, E);
     }
     TU_CHECK(!memcmp(y[0], y[1], sizeof(float) * (size_t)(M * E)), "add_ln: threads differ");

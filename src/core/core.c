@@ -123,6 +123,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
         c->fixed = 1;
     }
     c->isa = attn__isa_default();
+    c->cpu = attn__cpu_extensions();
     if (c->threads > 1 && attn__pool_create(c, c->threads, &c->pool) != ATTN_OK) {
         attn__free(c, c->blocks);
         p.free(p.alloc_user, c);

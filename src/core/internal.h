@@ -41,6 +41,8 @@ struct attn_ctx {
     size_t in_use, peak;
     struct attn__pool *pool; /* worker threads (src/core/pool.c); NULL when threads == 1 */
     int isa;                 /* GEMM kernel set (src/kernels/dispatch.h ATTN__ISA_*) */
+    unsigned cpu;            /* ATTN__CPU_* extension bits, read once at creation (CPUID is
+                                slow under a hypervisor: tens of microseconds per query) */
 };
 
 /* ---- errors ---------------------------------------------------------------------------- */

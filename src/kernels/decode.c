@@ -11,7 +11,11 @@
  * The rows' (m_c, l_c) and O_c go to the workspace; chunks that no row can see (before a causal
  * limit or a window) are skipped and marked m_c = -inf.  The merge then runs per output row,
  * chunks in order.  Q is packed per task (R x D floats, zero padded to a multiple of 16); K and
- * V never are. */
+ * V never are.
+ *
+ * bf16 storage (attn__decode_bf16) changes three steps only: Q is widened as it is packed, the
+ * qk_bf16 / pv_bf16 microkernels widen K and V in registers, and P is rounded to bf16 values
+ * (round_p) between expsum, whose l_c sums the unrounded weights, and the product with V. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +55,36 @@ static void ref_pv(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t 
     }
 }
 
-static const attn__decode_kernels ref_kernels = {ATTN__ISA_REF, ref_qk, ref_pv};
+static void ref_qk_bf16(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq,
+                        const attn__bf16 *k, int64_t ldk, float *s, int64_t lds) {
+    for (int64_t j = 0; j < n; j++) {
+        const attn__bf16 *kj = k + j * ldk;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *qr = q + r * ldq;
+            float acc = 0.0f;
+            for (int64_t d = 0; d < D; d++) acc += qr[d] * attn__bf16_to_f32(kj[d]);
+            s[r * lds + j] = acc;
+        }
+    }
+}
+
+static void ref_pv_bf16(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp,
+                        const attn__bf16 *v, int64_t ldv, float *o, int64_t ldo) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *orow = o + r * ldo;
+        const float *pr = p + r * ldp;
+        memset(orow, 0, sizeof(float) * (size_t)Dv);
+        for (int64_t j = 0; j < n; j++) {
+            float pj = pr[j];
+            if (pj == 0.0f) continue;
+            const attn__bf16 *vj = v + j * ldv;
+            for (int64_t e = 0; e < Dv; e++) orow[e] += pj * attn__bf16_to_f32(vj[e]);
+        }
+    }
+}
+
+static const attn__decode_kernels ref_kernels = {ATTN__ISA_REF, ref_qk, ref_pv, ref_qk_bf16,
+                                                 ref_pv_bf16};
 
 const attn__decode_kernels *attn__decode_kernels_ref(void) { return &ref_kernels; }
 
@@ -80,6 +113,8 @@ typedef struct dc {
     const attn__sdpa_args *a;
     const attn__decode_kernels *kr;
     const attn__flash_kernels *fk; /* smax, softcap, expsum */
+    int bf16;                          /* bf16 storage */
+    const attn__bf16 *q16, *k16, *v16; /* bf16 storage: the inputs (a->q, a->k, a->v else) */
     int64_t G, R, Dp, Dvp, ch, nch; /* ch: keys per chunk (ATTN__DECODE_CHUNK) */
     int rowwise; /* masks or ALiBi: a pass over each row of scores */
     float *part;    /* [B*Hkv][nch][R][Dvp]: unnormalised chunk outputs O_c */
@@ -127,14 +162,32 @@ static float row_pass(const dc *f, int64_t b, int64_t h, int64_t i, int64_t j0, 
     return mx;
 }
 
-/* Q rows of (b, hk) into Q [R][Dp], zero padded. */
+/* s[r*ld + j] = attn__bf16_round(s[r*ld + j]) for r < rows, j < n, written without the NaN
+ * case (weights are never NaN) so that it vectorises.  Not the bf16 flash kernels' round:
+ * choosing that table asks CPUID, which costs tens of microseconds per call in a VM. */
+static void round_p(float *s, int64_t ld, int64_t rows, int64_t n) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = s + r * ld;
+        for (int64_t j = 0; j < n; j++) {
+            uint32_t u;
+            memcpy(&u, &row[j], 4);
+            u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+            memcpy(&row[j], &u, 4);
+        }
+    }
+}
+
+/* Q rows of (b, hk) into Q [R][Dp], zero padded (bf16: widened). */
 static void pack_q(const dc *f, int64_t b, int64_t hk, float *Q) {
     const attn__sdpa_args *a = f->a;
     memset(Q, 0, sizeof(float) * (size_t)(f->R * f->Dp));
     for (int64_t r = 0; r < f->R; r++) {
         int64_t h = hk * f->G + r / a->L, i = r % a->L;
-        memcpy(Q + r * f->Dp, a->q + b * a->qs[0] + h * a->qs[1] + i * a->qs[2],
-               sizeof(float) * (size_t)a->D);
+        int64_t off = b * a->qs[0] + h * a->qs[1] + i * a->qs[2];
+        if (f->bf16)
+            for (int64_t d = 0; d < a->D; d++)
+                Q[r * f->Dp + d] = attn__bf16_to_f32(f->q16[off + d]);
+        else memcpy(Q + r * f->Dp, a->q + off, sizeof(float) * (size_t)a->D);
     }
 }
 
@@ -173,12 +226,15 @@ static void chunk_task(void *arg, int64_t begin, int64_t end, int tid) {
             continue;
         }
         if (packed != bk) pack_q(f, b, hk, Q), packed = bk;
-        const float *kc = a->k + b * a->ks[0] + hk * a->ks[1] + j0 * a->ks[2];
-        const float *vc = a->v + b * a->vs[0] + hk * a->vs[1] + j0 * a->vs[2];
+        /* the chunk's first visible key and value (element offsets) */
+        int64_t ko = b * a->ks[0] + hk * a->ks[1] + (j0 + jmin) * a->ks[2];
+        int64_t vo = b * a->vs[0] + hk * a->vs[1] + (j0 + jmin) * a->vs[2];
         int64_t n16 = rup16(nmax);
         if (jmin > 0) /* a window starts inside the chunk: the keys before it are not computed */
             for (int64_t r = 0; r < R; r++) memset(Sb + r * CH, 0, sizeof(float) * (size_t)jmin);
-        f->kr->qk(R, nmax - jmin, a->D, Q, f->Dp, kc + jmin * a->ks[2], a->ks[2], Sb + jmin, CH);
+        if (f->bf16)
+            f->kr->qk_bf16(R, nmax - jmin, a->D, Q, f->Dp, f->k16 + ko, a->ks[2], Sb + jmin, CH);
+        else f->kr->qk(R, nmax - jmin, a->D, Q, f->Dp, a->k + ko, a->ks[2], Sb + jmin, CH);
         f->fk->smax(Sb, CH, R, n16, nvalid, a->scale, mx);
         if (a->softcap > 0) f->fk->softcap(Sb, CH, R, n16, a->softcap, NULL, mx);
         if (rowwise)
@@ -187,8 +243,12 @@ static void chunk_task(void *arg, int64_t begin, int64_t end, int tid) {
                     mx[r] = row_pass(f, b, hk * f->G + r / a->L, r % a->L, j0, lo[r], nvalid[r],
                                      Sb + r * CH);
         f->fk->expsum(Sb, CH, R, n16, mx, sum);
-        f->kr->pv(R, nmax - jmin, a->Dv, Sb + jmin, CH, vc + jmin * a->vs[2], a->vs[2],
-                  f->part + t * R * f->Dvp, f->Dvp);
+        float *oc = f->part + t * R * f->Dvp;
+        if (f->bf16) { /* the weights to bf16 values, after l_c summed them unrounded */
+            round_p(Sb, CH, R, n16);
+            f->kr->pv_bf16(R, nmax - jmin, a->Dv, Sb + jmin, CH, f->v16 + vo, a->vs[2], oc,
+                           f->Dvp);
+        } else f->kr->pv(R, nmax - jmin, a->Dv, Sb + jmin, CH, a->v + vo, a->vs[2], oc, f->Dvp);
         for (int64_t r = 0; r < R; r++) ml[2 * r] = mx[r], ml[2 * r + 1] = sum[r];
     }
 }
@@ -224,7 +284,9 @@ static void merge_task(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
-attn_status attn__decode(attn_ctx *ctx, const attn__sdpa_args *a) {
+/* fp32 (q16 == NULL) or bf16 storage */
+static attn_status decode_run(attn_ctx *ctx, const attn__sdpa_args *a, const attn__bf16 *q16,
+                              const attn__bf16 *k16, const attn__bf16 *v16) {
     if (a->w || a->dropout_p > 0.0f)
         return attn__fail(ctx, ATTN_E_UNSUPPORTED, "attn__decode: weights or dropout requested");
     if (a->qs[3] != 1 || a->ks[3] != 1 || a->vs[3] != 1 || a->os[3] != 1)
@@ -232,6 +294,7 @@ attn_status attn__decode(attn_ctx *ctx, const attn__sdpa_args *a) {
     dc f;
     memset(&f, 0, sizeof f);
     f.a = a, f.kr = attn__decode_kernels_for(ctx), f.fk = attn__flash_kernels_for(ctx);
+    f.bf16 = q16 != NULL, f.q16 = q16, f.k16 = k16, f.v16 = v16;
     f.G = a->H / a->Hkv, f.R = f.G * a->L;
     f.Dp = rup16(a->D), f.Dvp = rup16(a->Dv);
     f.ch = ATTN__DECODE_CHUNK;
@@ -259,4 +322,13 @@ attn_status attn__decode(attn_ctx *ctx, const attn__sdpa_args *a) {
 done:
     attn__ws_release(ctx, mk);
     return st;
+}
+
+attn_status attn__decode(attn_ctx *ctx, const attn__sdpa_args *a) {
+    return decode_run(ctx, a, NULL, NULL, NULL);
+}
+
+attn_status attn__decode_bf16(attn_ctx *ctx, const attn__sdpa_args *a, const attn__bf16 *q,
+                              const attn__bf16 *k, const attn__bf16 *v) {
+    return decode_run(ctx, a, q, k, v);
 }

@@ -22,6 +22,7 @@
  * forward), so there is no decode backward. */
 #ifndef ATTN_DECODE_H
 #define ATTN_DECODE_H
+#include "bf16.h"
 #include "kernels.h"
 
 /* Keys per task (a multiple of 16).  256 to 2048 ran within noise of each other at S = 32768
@@ -47,19 +48,35 @@ ATTN__HIDDEN int attn__decode_eligible(const attn_ctx *ctx, const attn__sdpa_arg
  * only when the workspace runs out. */
 ATTN__HIDDEN attn_status attn__decode(attn_ctx *ctx, const attn__sdpa_args *a);
 
+/* attn__decode with q, k, v in bf16 (a->q, a->k, a->v are ignored; the strides a->qs, a->ks,
+ * a->vs apply, in elements); o and lse stay float.  The numerics are attn__flash_fwd_bf16's
+ * (flash.h, oracle attn__sdpa_bf16_ref): K and V are read in place as bf16 and widened to fp32
+ * in registers (exact), so the scores sum exact products in fp32; each chunk's weights
+ * exp(s - m_c) are rounded to bf16 before the product with V (l_c sums the unrounded ones).
+ * The driver, eligibility and features are the fp32 path's; it reads half the bytes. */
+ATTN__HIDDEN attn_status attn__decode_bf16(attn_ctx *ctx, const attn__sdpa_args *a,
+                                           const attn__bf16 *q, const attn__bf16 *k,
+                                           const attn__bf16 *v);
+
 /* ---- microkernels, one table per ISA (ref always present) ----------------------------------
  * qk: s[r*lds + j] = sum_{d<D} q[r*ldq + d] * k[j*ldk + d] for r < rows, j < n.  q rows are
  *     zero padded up to ldq >= rup16(D) (kernels may read them whole); k rows hold D floats
  *     (nothing past them is read).  n >= 1.
  * pv: o[r*ldo + e] = sum_{j<n} p[r*ldp + j] * v[j*ldv + e] for r < rows, e < Dv, the j sum in
  *     order; o is overwritten, its columns up to rup16(Dv) may be written (ldo >= rup16(Dv));
- *     v rows hold Dv floats (nothing past them is read).  n >= 1. */
+ *     v rows hold Dv floats (nothing past them is read).  n >= 1.
+ * qk_bf16, pv_bf16: the same with k, v in bf16 (ldk, ldv in elements), widened to fp32 as they
+ *     are loaded (exact): the products are those of qk and pv on the widened values. */
 typedef struct attn__decode_kernels {
     int isa;
     void (*qk)(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq, const float *k,
                int64_t ldk, float *s, int64_t lds);
     void (*pv)(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp, const float *v,
                int64_t ldv, float *o, int64_t ldo);
+    void (*qk_bf16)(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq,
+                    const attn__bf16 *k, int64_t ldk, float *s, int64_t lds);
+    void (*pv_bf16)(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp,
+                    const attn__bf16 *v, int64_t ldv, float *o, int64_t ldo);
 } attn__decode_kernels;
 
 ATTN__HIDDEN const attn__decode_kernels *attn__decode_kernels_ref(void);

@@ -32,25 +32,27 @@ static int attn__x86_has(int isa) {
     return 0;
 }
 
-static int attn__x86_bf16(void) {
+#endif
+
+unsigned attn__cpu_extensions(void) {
+    unsigned bits = 0;
+#ifdef ATTN__X86
     unsigned a, b, c, d;
     if (!attn__x86_has(ATTN__ISA_AVX512) || __get_cpuid_max(0, NULL) < 7) return 0;
     __cpuid_count(7, 1, a, b, c, d);
-    return (a >> 5) & 1;
-}
+    if ((a >> 5) & 1) bits |= ATTN__CPU_BF16;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (((d >> 23) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1)) bits |= ATTN__CPU_F16;
 #endif
+    return bits;
+}
 
 int attn__has_bf16(const attn_ctx *ctx) {
-#ifdef ATTN__X86
-    if (ctx->isa != ATTN__ISA_AVX512 || !attn__bf16_kernels_built())
+    if (ctx->isa != ATTN__ISA_AVX512 || !(ctx->cpu & ATTN__CPU_BF16) ||
+        !attn__bf16_kernels_built())
         return 0;
     const char *env = getenv("ATTN_BF16");
-    if (env && strcmp(env, "0") == 0) return 0;
-    return attn__x86_bf16();
-#else
-    (void)ctx;
-    return 0;
-#endif
+    return !(env && strcmp(env, "0") == 0);
 }
 
 static const attn__gemm_kernel *attn__table(int isa) {

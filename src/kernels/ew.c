@@ -17,7 +17,8 @@ float attn__gelu_as(float x) {
 }
 
 static void add_ln_ref(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
-                       const float *w, const float *lb, float eps, int64_t M, int64_t E) {
+                       const float *w, const float *lb, float eps, int64_t M, int64_t E,
+                       float *amax) {
     for (int64_t m = 0; m < M; m++) {
         float *yr = y + m * ldy;
         if (b)
@@ -25,6 +26,12 @@ static void add_ln_ref(float *y, int64_t ldy, const float *b, const float *r, in
         if (r)
             for (int64_t e = 0; e < E; e++) yr[e] += r[m * ldr + e];
         attn__layer_norm_ref(yr, E, w, lb, eps, yr, E, 1, E);
+        if (amax) {
+            float mx = 0.0f;
+            for (int64_t e = 0; e < E; e++)
+                mx = isnan(yr[e]) || isnan(mx) ? NAN : fmaxf(mx, fabsf(yr[e]));
+            amax[m] = mx;
+        }
     }
 }
 
@@ -51,13 +58,14 @@ typedef struct ew_job {
     const float *b, *r, *w, *lb;
     float eps;
     int64_t n;
+    float *amax;
 } ew_job;
 
 static void add_ln_task(void *arg, int64_t begin, int64_t end, int tid) {
     const ew_job *j = arg;
     (void)tid;
     j->k->add_ln(j->y + begin * j->n, j->n, j->b, j->r ? j->r + begin * j->n : NULL, j->n, j->w,
-                 j->lb, j->eps, end - begin, j->n);
+                 j->lb, j->eps, end - begin, j->n, j->amax ? j->amax + begin : NULL);
 }
 
 static void gelu_task(void *arg, int64_t begin, int64_t end, int tid) {
@@ -67,12 +75,12 @@ static void gelu_task(void *arg, int64_t begin, int64_t end, int tid) {
 }
 
 void attn__add_ln(attn_ctx *ctx, float *y, const float *b, const float *r, const float *w,
-                  const float *lb, float eps, int64_t M, int64_t E) {
-    ew_job j = {attn__ew_kernel_for(ctx), y, b, r, w, lb, eps, E};
+                  const float *lb, float eps, int64_t M, int64_t E, float *amax) {
+    ew_job j = {attn__ew_kernel_for(ctx), y, b, r, w, lb, eps, E, amax};
     attn__parallel_for(ctx, M, add_ln_task, &j);
 }
 
 void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64_t M, int64_t N) {
-    ew_job j = {attn__ew_kernel_for(ctx), y, b, NULL, NULL, NULL, 0.0f, N};
+    ew_job j = {attn__ew_kernel_for(ctx), y, b, NULL, NULL, NULL, 0.0f, N, NULL};
     attn__parallel_for(ctx, M, gelu_task, &j);
 }

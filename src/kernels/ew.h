@@ -11,10 +11,12 @@
  *   t[e] = (y[e] + b[e]) + r[m, e]          (float adds in this order; b, r may be NULL)
  *   y[e] = (t[e] - mean(t)) / sqrt(var(t) + eps) * w[e] + lb[e]   (w, lb may be NULL)
  * The statistics and the affine map in double, as attn__layer_norm_ref (so the results agree
- * to the last bit or two: only the order of the double sums differs). */
+ * to the last bit or two: only the order of the double sums differs).  amax [M] (may be NULL)
+ * receives max_e |y[m, e]| of the result (NaN when a result is NaN): the row scale of the fp16
+ * GEMM that reads y next (gemm_f16.h), without another pass. */
 typedef void (*attn__add_ln_fn)(float *y, int64_t ldy, const float *b, const float *r,
                                 int64_t ldr, const float *w, const float *lb, float eps,
-                                int64_t M, int64_t E);
+                                int64_t M, int64_t E, float *amax);
 /* y [M, N] (row stride ldy), in place: y = gelu(y + b) (b [N] may be NULL), the exact GELU
  * x Phi(x) with erf from Abramowitz & Stegun 7.1.28 (|erf error| <= 3e-7, so |gelu error| <=
  * 1.5e-7 |x| + a float rounding or two).  The AVX-512 version evaluates the same float
@@ -37,7 +39,8 @@ ATTN__HIDDEN float attn__gelu_as(float x);
 
 /* Row-parallel versions on the context's threads (contiguous rows: ld = E or N). */
 ATTN__HIDDEN void attn__add_ln(attn_ctx *ctx, float *y, const float *b, const float *r,
-                               const float *w, const float *lb, float eps, int64_t M, int64_t E);
+                               const float *w, const float *lb, float eps, int64_t M, int64_t E,
+                               float *amax);
 ATTN__HIDDEN void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64_t M, int64_t N);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "ew.h"
 #include "gemm_f16.h"
 #include "pool.h"
 
@@ -18,12 +19,13 @@
 #define MR ATTN__F16_MR
 #define NR ATTN__F16_NR
 #define KB ATTN__F16_KB
-#define KCH 256 /* k per chunk (a multiple of KB): MR x 256 words = 14 KiB of staged x */
+#define KC ATTN__F16_KC /* MR x 512 words = 28 KiB of staged x per chunk */
+#define LDA ATTN__F16_LDA
 
 float attn__f16_to_f32(uint16_t h) {
     uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, f = h & 1023u, u;
-    if (e == 0) { /* zero or subnormal: f 2^-24 */
-        float v = ldexpf((float)f, -24);
+    if (e == 0) { /* zero or subnormal: f 2^-24, exact */
+        float v = (float)f * 0x1p-24f;
         return s ? -v : v;
     }
     if (e == 31)
@@ -35,17 +37,28 @@ float attn__f16_to_f32(uint16_t h) {
     return x;
 }
 
+/* Integer rounding of the double's significand (no libm: this also packs the weights). */
 uint16_t attn__f64_to_f16(double x) {
-    uint16_t sign = signbit(x) ? 0x8000u : 0;
-    double a = fabs(x);
-    if (isnan(x)) return (uint16_t)(sign | 0x7e00u);
-    if (a >= 65520.0) return (uint16_t)(sign | 0x7c00u); /* 65504 + half an ulp: infinity */
-    if (a < 0x1p-14) /* subnormal range, quantum 2^-24 (1024 becomes the smallest normal) */
-        return (uint16_t)(sign | (uint16_t)nearbyint(a * 0x1p24));
-    int e;
-    double q = nearbyint(ldexp(frexp(a, &e), 11)); /* a = q 2^(e - 11), q in [1024, 2048] */
-    if (q == 2048.0) q = 1024.0, e++;
-    return (uint16_t)(sign | (uint16_t)((e + 14) << 10) | (uint16_t)(q - 1024.0));
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    const uint16_t sign = (uint16_t)((u >> 48) & 0x8000u);
+    u &= 0x7fffffffffffffffull;
+    if (u >= 0x7ff0000000000000ull) /* infinity or NaN (quiet) */
+        return (uint16_t)(sign | (u > 0x7ff0000000000000ull ? 0x7e00u : 0x7c00u));
+    const int e = (int)(u >> 52) - 1023; /* x = m 2^(e - 52), m of 53 bits */
+    if (e >= 16) return (uint16_t)(sign | 0x7c00u);
+    if (e < -25) return sign; /* below half the smallest subnormal (2^-25): zero */
+    const uint64_t m = (u & 0x000fffffffffffffull) | 0x0010000000000000ull;
+    /* keep 11 bits (normal halves) or the bits above 2^-24 (subnormal ones) */
+    const int shift = e >= -14 ? 42 : 42 + (-14 - e); /* 42..53 */
+    uint64_t q = m >> shift;
+    const uint64_t rem = m & ((1ull << shift) - 1), half = 1ull << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) q++; /* nearest, ties to even */
+    if (e < -14) return (uint16_t)(sign | q); /* 1024 is the smallest normal's encoding */
+    int E = e + 15;
+    if (q == 2048) q = 1024, E++;
+    if (E >= 31) return (uint16_t)(sign | 0x7c00u);
+    return (uint16_t)(sign | (uint16_t)(E << 10) | (uint16_t)(q - 1024));
 }
 
 float attn__f16_pow2_scale(float max) {
@@ -86,12 +99,13 @@ void attn__f16_pack_weight(const float *W, int64_t K, int64_t N, void *dst) {
 }
 
 /* ---- plain C microkernel (contract in gemm_f16.h) ---------------------------------------- */
-static void ukr_ref(int64_t kc, const uint32_t *a, int64_t lda, int64_t mv, const uint16_t *b,
+static void ukr_ref(int64_t kc, const uint32_t *a, int64_t mv, const uint16_t *b,
                     float *c, int64_t ldc, int64_t nv, int first, int last, const float *rs,
-                    const float *cs, const float *bias, const float *r, int64_t ldr) {
+                    const float *cs, const float *bias, const float *r, int64_t ldr, int gelu,
+                    float *tmax) {
     for (int64_t i = 0; i < mv; i++) {
         float *ci = c + i * ldc;
-        const uint32_t *ai = a + i * lda;
+        const uint32_t *ai = a + i * LDA;
         for (int64_t j = 0; j < nv; j++) {
             float acc = first ? 0.0f : ci[j];
             for (int64_t k0 = 0; k0 < kc; k0 += KB) {
@@ -110,24 +124,28 @@ static void ukr_ref(int64_t kc, const uint32_t *a, int64_t lda, int64_t mv, cons
                 acc = acc * (rs[i] * cs[j]);
                 if (bias) acc += bias[j];
                 if (r) acc += r[i * ldr + j];
+                if (gelu) acc = attn__gelu_as(acc);
+                if (tmax) tmax[i] = isnan(acc) || isnan(tmax[i]) ? NAN : fmaxf(tmax[i], fabsf(acc));
             }
             ci[j] = acc;
         }
     }
 }
 
-static float stage_ref(const float *x, int64_t n, uint32_t *dst, int64_t np) {
+static float absmax_ref(const float *x, int64_t n) {
     float mx = 0.0f;
-    for (int64_t k = 0; k < n; k++) mx = fmaxf(mx, fabsf(x[k]));
-    const float s = attn__f16_pow2_scale(mx);
+    for (int64_t k = 0; k < n; k++) mx = isnan(x[k]) || isnan(mx) ? NAN : fmaxf(mx, fabsf(x[k]));
+    return mx;
+}
+
+static void stage_ref(const float *x, int64_t n, float s, uint32_t *dst, int64_t np) {
     for (int64_t k = 0; k < np; k++) {
         uint32_t h = k < n ? attn__f64_to_f16((double)(x[k] / s)) : 0;
         dst[k] = h | h << 16;
     }
-    return s;
 }
 
-static const attn__f16_kernel attn__f16_ref_table = {"ref", ukr_ref, stage_ref};
+static const attn__f16_kernel attn__f16_ref_table = {"ref", ukr_ref, absmax_ref, stage_ref};
 
 const attn__f16_kernel *attn__f16_kernel_ref(void) { return &attn__f16_ref_table; }
 
@@ -161,56 +179,69 @@ typedef struct f16_job {
     const float *b, *r;
     int64_t ldr;
     float *y;
-    int64_t ldy, M, K, N, kp, panels;
-    uint32_t *stage; /* per tid: MR rows of kp words */
+    int64_t ldy, M, K, N, panels;
+    int gelu;
+    const float *xmax;
+    float *ymax;
+    uint32_t *stage; /* per tid: MR rows of LDA words */
 } f16_job;
 
 static void f16_rows_task(void *arg, int64_t begin, int64_t end, int tid) {
     const f16_job *g = arg;
-    uint32_t *a = g->stage + (int64_t)tid * MR * g->kp;
-    float rs[MR];
+    uint32_t *a = g->stage + (int64_t)tid * MR * LDA;
+    float rs[MR], tmax[MR];
     for (int64_t rp = begin; rp < end; rp++) {
         const int64_t i0 = rp * MR, mv = g->M - i0 < MR ? g->M - i0 : MR;
         for (int64_t i = 0; i < MR; i++) {
-            if (i < mv) {
-                rs[i] = g->k->stage(g->x + (i0 + i) * g->ldx, g->K, a + i * g->kp, g->kp);
-            } else {
-                rs[i] = 1.0f;
-                memset(a + i * g->kp, 0, sizeof(uint32_t) * (size_t)g->kp);
-            }
+            float mx = i >= mv ? 0.0f
+                       : g->xmax ? g->xmax[i0 + i]
+                                 : g->k->absmax(g->x + (i0 + i) * g->ldx, g->K);
+            rs[i] = attn__f16_pow2_scale(mx);
+            tmax[i] = 0.0f;
         }
-        for (int64_t k0 = 0; k0 < g->K; k0 += KCH) {
-            const int64_t kn = g->K - k0 < KCH ? g->K - k0 : KCH;
+        for (int64_t k0 = 0; k0 < g->K; k0 += KC) {
+            const int64_t kn = g->K - k0 < KC ? g->K - k0 : KC;
             const int first = k0 == 0, last = k0 + kn == g->K;
+            for (int64_t i = 0; i < MR; i++) {
+                if (i < mv)
+                    g->k->stage(g->x + (i0 + i) * g->ldx + k0, kn, rs[i], a + i * LDA, kn);
+                else
+                    memset(a + i * LDA, 0, sizeof(uint32_t) * (size_t)kn);
+            }
             for (int64_t p = 0; p < g->panels; p++) {
                 const int64_t j0 = p * NR, nv = g->N - j0 < NR ? g->N - j0 : NR;
-                g->k->ukr(kn, a + k0, g->kp, mv, g->w + (p * g->K + k0) * NR,
+                g->k->ukr(kn, a, mv, g->w + (p * g->K + k0) * NR,
                           g->y + i0 * g->ldy + j0, g->ldy, nv, first, last, rs, g->cs + j0,
                           g->b ? g->b + j0 : NULL, last && g->r ? g->r + i0 * g->ldr + j0 : NULL,
-                          g->ldr);
+                          g->ldr, g->gelu, g->ymax && last ? tmax : NULL);
             }
         }
+        if (g->ymax) memcpy(g->ymax + i0, tmax, sizeof(float) * (size_t)mv);
     }
 }
 
 attn_status attn__linear_f16_k(attn_ctx *ctx, const attn__f16_kernel *k, const float *x,
                                int64_t ldx, const void *Wp, const float *b, const float *r,
-                               int64_t ldr, float *y, int64_t ldy, int64_t M, int64_t K,
-                               int64_t N) {
+                               int64_t ldr, int gelu, float *y, int64_t ldy, int64_t M,
+                               int64_t K, int64_t N, const attn__f16_rows *rows) {
     if (M <= 0 || N <= 0) return ATTN_OK;
     f16_job g;
     memset(&g, 0, sizeof g);
     g.k = k;
     g.x = x, g.ldx = ldx, g.b = b, g.r = r, g.ldr = ldr, g.y = y, g.ldy = ldy;
-    g.M = M, g.K = K, g.N = N;
+    g.M = M, g.K = K, g.N = N, g.gelu = gelu;
+    g.xmax = rows ? rows->xmax : NULL, g.ymax = rows ? rows->ymax : NULL;
     g.panels = (N + NR - 1) / NR;
     g.cs = Wp;
     g.w = (const uint16_t *)(g.cs + g.panels * NR);
-    g.kp = (K + 15) / 16 * 16; /* staged rows start on 64 bytes */
     if (K == 0) {
         for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++)
-                y[m * ldy + n] = (b ? b[n] : 0.0f) + (r ? r[m * ldr + n] : 0.0f);
+            for (int64_t n = 0; n < N; n++) {
+                float v = (b ? b[n] : 0.0f) + (r ? r[m * ldr + n] : 0.0f);
+                y[m * ldy + n] = gelu ? attn__gelu_as(v) : v;
+            }
+        if (g.ymax)
+            for (int64_t m = 0; m < M; m++) g.ymax[m] = k->absmax(y + m * ldy, N);
         return ATTN_OK;
     }
     const int64_t rpanels = (M + MR - 1) / MR;
@@ -218,7 +249,7 @@ attn_status attn__linear_f16_k(attn_ctx *ctx, const attn__f16_kernel *k, const f
     const int width = serial ? 1 : attn__parallel_width(ctx, rpanels);
     attn__mark mark = attn__ws_mark(ctx);
     size_t n;
-    if (!attn__mul_size((size_t)(MR * g.kp), (size_t)width, &n))
+    if (!attn__mul_size((size_t)(MR * LDA), (size_t)width, &n))
         return attn__fail(ctx, ATTN_E_NOMEM, "f16 linear: scratch size overflows");
     ATTN_TRY(attn__ws_alloc(ctx, n, sizeof(uint32_t), (void **)&g.stage));
     if (serial)
@@ -230,8 +261,9 @@ attn_status attn__linear_f16_k(attn_ctx *ctx, const attn__f16_kernel *k, const f
 }
 
 attn_status attn__linear_f16(attn_ctx *ctx, const float *x, int64_t ldx, const void *Wp,
-                             const float *b, const float *r, int64_t ldr, float *y, int64_t ldy,
-                             int64_t M, int64_t K, int64_t N) {
-    return attn__linear_f16_k(ctx, attn__f16_kernel_for(ctx), x, ldx, Wp, b, r, ldr, y, ldy, M,
-                              K, N);
+                             const float *b, const float *r, int64_t ldr, int gelu, float *y,
+                             int64_t ldy, int64_t M, int64_t K, int64_t N,
+                             const attn__f16_rows *rows) {
+    return attn__linear_f16_k(ctx, attn__f16_kernel_for(ctx), x, ldx, Wp, b, r, ldr, gelu, y,
+                              ldy, M, K, N, rows);
 }

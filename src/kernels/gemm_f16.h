@@ -25,6 +25,8 @@
 #define ATTN__F16_MR 14 /* rows of x per microkernel call */
 #define ATTN__F16_NR 64 /* columns of W per packed panel */
 #define ATTN__F16_KB 64 /* k per fp16 partial sum */
+#define ATTN__F16_KC 512 /* k per chunk (a multiple of KB) */
+#define ATTN__F16_LDA 528 /* words between staged rows (not 2 KiB: no cache-set aliasing) */
 
 /* Packed W (bytes, 64-byte multiple): Np = ceil(N / NR) * NR floats 2^cn (1 beyond N), then
  * ceil(N / NR) panels of K rows of NR fp16 values W[n, k] 2^-cn (0 beyond N). */
@@ -41,23 +43,31 @@ ATTN__HIDDEN uint16_t attn__f64_to_f16(double x);
 ATTN__HIDDEN float attn__f16_pow2_scale(float max);
 
 /* ---- microkernel contract ----------------------------------------------------------------
- * c[mv, nv] (row stride ldc) over kc values of k (a multiple of KB except in the last chunk):
- *   a: MR rows of kc 32-bit words, each an fp16 value in both halves (row stride lda words;
- *      rows >= mv are zero), b: kc rows of NR fp16 values (a slice of one packed panel).
+ * c[mv, nv] (row stride ldc) over kc <= KC values of k (a multiple of KB except in the last
+ *   chunk): a: MR rows of kc 32-bit words, each an fp16 value in both halves (row stride LDA
+ *   words, a constant so that the kernel addresses the rows with immediate offsets; rows >= mv
+ *   are zero), b: kc rows of NR fp16 values (a slice of one packed panel).
  *   acc starts at 0 (first) or at c; gains the blocks as above; then when last
- *   c = (acc * (rs[i] * cs[j]) + bias[j]) + r[i*ldr + j] (bias, r may be NULL), else c = acc.
+ *   c = (acc * (rs[i] * cs[j]) + bias[j]) + r[i*ldr + j] (bias, r may be NULL), then with gelu
+ *   c = attn__gelu_as(c), and when tmax is not NULL tmax[i] = max(tmax[i], max_j |c[i, j]|)
+ *   (NaN sticky) for i < mv; else c = acc.
  *   Rows >= mv and columns >= nv of c, r and bias are neither read nor written. */
-typedef void (*attn__f16_ukr_fn)(int64_t kc, const uint32_t *a, int64_t lda, int64_t mv,
+typedef void (*attn__f16_ukr_fn)(int64_t kc, const uint32_t *a, int64_t mv,
                                  const uint16_t *b, float *c, int64_t ldc, int64_t nv,
                                  int first, int last, const float *rs, const float *cs,
-                                 const float *bias, const float *r, int64_t ldr);
-/* Stages one row: s = 2^e with max|x| / s in [0.5, 1) (s = 1 for a zero or non-finite max),
- * dst[k] = half(x[k] / s) in both halves for k < n, 0 for n <= k < np.  Returns s. */
-typedef float (*attn__f16_stage_fn)(const float *x, int64_t n, uint32_t *dst, int64_t np);
+                                 const float *bias, const float *r, int64_t ldr, int gelu,
+                                 float *tmax);
+/* max |x[k]| over k < n (NaN if any is NaN). */
+typedef float (*attn__f16_absmax_fn)(const float *x, int64_t n);
+/* Stages part of a row: dst[k] = half(x[k] / s) in both halves for k < n, 0 for n <= k < np
+ * (s a power of two, from attn__f16_pow2_scale of the row's absmax). */
+typedef void (*attn__f16_stage_fn)(const float *x, int64_t n, float s, uint32_t *dst,
+                                   int64_t np);
 
 typedef struct attn__f16_kernel {
     const char *name;
     attn__f16_ukr_fn ukr;
+    attn__f16_absmax_fn absmax;
     attn__f16_stage_fn stage;
 } attn__f16_kernel;
 
@@ -69,17 +79,25 @@ ATTN__HIDDEN const attn__f16_kernel *attn__f16_kernel_avx512(void);
 ATTN__HIDDEN int attn__has_f16(const attn_ctx *ctx);
 ATTN__HIDDEN const attn__f16_kernel *attn__f16_kernel_for(const attn_ctx *ctx);
 
-/* y[M, N] (row stride ldy) = x[M, K] Wp^T + b[N] (+ r[M, N], row stride ldr), Wp packed by
- * attn__f16_pack_weight(W, K, N).  b and r may be NULL; neither x nor r may overlap y.  Same
- * bits for every thread count; fails only when the workspace runs out. */
+/* y[M, N] (row stride ldy) = x[M, K] Wp^T + b[N] (+ r[M, N], row stride ldr), then with gelu
+ * y = attn__gelu_as(y) (the GELU of ew.h, in the epilogue: no extra pass), Wp packed by
+ * attn__f16_pack_weight(W, K, N).  b and r may be NULL; neither x nor r may overlap y.  rows
+ * (may be NULL) passes the row maxima of x when the producer of x has them (saves a pass over
+ * x) and asks for those of y (for the next fp16 GEMM).  Same bits for every thread count;
+ * fails only when the workspace runs out. */
+typedef struct attn__f16_rows {
+    const float *xmax; /* [M] max_k |x[m, k]| (NaN if any is NaN), or NULL: computed here */
+    float *ymax;       /* [M] receives max_n |y[m, n]| (NaN if any is NaN), or NULL */
+} attn__f16_rows;
 ATTN__HIDDEN attn_status attn__linear_f16(attn_ctx *ctx, const float *x, int64_t ldx,
                                           const void *Wp, const float *b, const float *r,
-                                          int64_t ldr, float *y, int64_t ldy, int64_t M,
-                                          int64_t K, int64_t N);
+                                          int64_t ldr, int gelu, float *y, int64_t ldy,
+                                          int64_t M, int64_t K, int64_t N,
+                                          const attn__f16_rows *rows);
 ATTN__HIDDEN attn_status attn__linear_f16_k(attn_ctx *ctx, const attn__f16_kernel *k,
                                             const float *x, int64_t ldx, const void *Wp,
                                             const float *b, const float *r, int64_t ldr,
-                                            float *y, int64_t ldy, int64_t M, int64_t K,
-                                            int64_t N);
+                                            int gelu, float *y, int64_t ldy, int64_t M,
+                                            int64_t K, int64_t N, const attn__f16_rows *rows);
 
 #endif

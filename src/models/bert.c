@@ -2125,41 +2125,47 @@ attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *te
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
-/* y [M, N] = x [M, K] W^T + b (+ r [M, N]) on packed bf16 or f16 weights (rows contiguous). */
-static attn_status lowp(attn_ctx *ctx, int f16, const float *x, const void *w, const float *bias,
-                        const float *r, float *y, int64_t M, int64_t K, int64_t N) {
-    return f16 ? attn__linear_f16(ctx, x, K, w, bias, r, N, y, N, M, K, N)
-               : attn__linear_bf16(ctx, x, K, w, bias, r, N, y, N, M, K, N);
-}
-
-/* x [B, L, E] from ids [B, L]; pad [B, L] 1 = padding (key mask). */
+/* x [B, L, E] from ids [B, L]; pad [B, L] 1 = padding (key mask).
+ * Per layer: h = LN((ao Wo^T + bo) + x); x = LN((gelu(h W1^T + b1) W2^T + b2) + h).
+ *   f32:  the GEMMs leave out the bias; bias, residual and layer norm (or bias and GELU) are
+ *         one pass each afterwards.
+ *   bf16 / f16: bias and residual (and for f16 the GELU) in the GEMM's epilogue; for f16 the
+ *         layer norms and the GELU epilogue also hand the row maxima of their outputs to the
+ *         next GEMM (its row scales), which then need not read its input twice. */
 static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
                           const unsigned char *pad, int64_t B, int64_t L, float *x) {
     const bert_impl *q = b->m->impl;
     int64_t E = b->info.hidden_size, I = b->info.intermediate_size, M = B * L;
     int64_t H = b->info.num_heads, D = E / H;
-    for (int64_t r = 0; r < M; r++) {
-        const float *we = q->wemb + (int64_t)ids[r] * E, *pe = q->pemb + (r % L) * E;
-        float *xr = x + r * E;
-        for (int64_t e = 0; e < E; e++) xr[e] = (we[e] + q->temb[e]) + pe[e];
-    }
-    attn__add_ln(ctx, x, NULL, NULL, q->eln.weight, q->eln.bias, q->eln.eps, M, E);
-    int any_pad = 0; /* without padding the attention needs no mask (saves adding zeros) */
-    for (int64_t r = 0; r < M && !any_pad; r++) any_pad = pad[r] != 0;
+    const int f16 = b->dtype == ATTN_F16, bf16 = b->dtype == ATTN_BF16;
     attn__mark mk = attn__ws_mark(ctx);
-    float *qkv, *ao, *h, *it;
+    float *qkv, *ao, *h, *it, *xm, *hm, *im;
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &qkv, M, 3 * E, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &ao, M, E, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &h, M, E, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &it, M, I, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &xm, 3, M, 1, 1)); /* row maxima of x, h, it (f16) */
+    hm = xm + M, im = hm + M;
+    for (int64_t r = 0; r < M; r++) {
+        const float *we = q->wemb + (int64_t)ids[r] * E, *pe = q->pemb + (r % L) * E;
+        float *xr = x + r * E;
+        for (int64_t e = 0; e < E; e++) xr[e] = (we[e] + q->temb[e]) + pe[e];
+    }
+    attn__add_ln(ctx, x, NULL, NULL, q->eln.weight, q->eln.bias, q->eln.eps, M, E,
+                 f16 ? xm : NULL);
+    int any_pad = 0; /* without padding the attention needs no mask (saves adding zeros) */
+    for (int64_t r = 0; r < M && !any_pad; r++) any_pad = pad[r] != 0;
     for (int64_t li = 0; li < b->info.num_layers; li++) {
         const bert_layer *l = &q->layers[li];
-        /* bf16 / f16: the packed matrices; bias and residual added in the GEMM's epilogue */
-        void *const *wp = b->dtype != ATTN_F32 ? b->lwp + 4 * li : NULL;
-        const int f16 = b->dtype == ATTN_F16;
-        if (wp) /* [M, 3E]: q | k | v */
-            ATTN_TRYG(lowp(ctx, f16, x, wp[0], l->qkv.bias, NULL, qkv, M, E, 3 * E));
+        void *const *wp = b->lwp ? b->lwp + 4 * li : NULL; /* packed bf16 / f16 matrices */
+        const attn__f16_rows rx = {xm, NULL}, rh = {hm, im}, ri = {im, NULL};
+        if (f16) /* [M, 3E]: q | k | v */
+            ATTN_TRYG(attn__linear_f16(ctx, x, E, wp[0], l->qkv.bias, NULL, 0, 0, qkv, 3 * E, M,
+                                       E, 3 * E, &rx));
+        else if (bf16)
+            ATTN_TRYG(attn__linear_bf16(ctx, x, E, wp[0], l->qkv.bias, NULL, 0, qkv, 3 * E, M,
+                                        E, 3 * E));
         else
             ATTN_TRYG(attn__lin_fwd(ctx, &l->qkv, x, qkv, M));
         const float *qp = qkv, *kp = qkv + E, *vp = qkv + 2 * E;
@@ -2178,22 +2184,31 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
         s.causal = ATTN_CAUSAL_NONE;
         s.scale = (float)(1.0 / sqrt((double)D));
         ATTN_TRYG(attn__sdpa(ctx, &s));
-        /* h = LN((ao W^T + b) + x); x = LN((gelu(h W1^T + b1) W2^T + b2) + h).  In fp32 the
-         * GEMMs leave out the bias, added with the residual and the activation in one pass. */
-        if (wp) {
-            ATTN_TRYG(lowp(ctx, f16, ao, wp[1], l->ao.bias, x, h, M, E, E));
-            attn__add_ln(ctx, h, NULL, NULL, l->ln1.weight, l->ln1.bias, l->ln1.eps, M, E);
-            ATTN_TRYG(lowp(ctx, f16, h, wp[2], l->inter.bias, NULL, it, M, E, I));
+        const attn__ln *n1 = &l->ln1, *n2 = &l->ln2;
+        if (f16) {
+            ATTN_TRYG(attn__linear_f16(ctx, ao, E, wp[1], l->ao.bias, x, E, 0, h, E, M, E, E,
+                                       NULL));
+            attn__add_ln(ctx, h, NULL, NULL, n1->weight, n1->bias, n1->eps, M, E, hm);
+            ATTN_TRYG(attn__linear_f16(ctx, h, E, wp[2], l->inter.bias, NULL, 0, 1, it, I, M, E,
+                                       I, &rh));
+            ATTN_TRYG(attn__linear_f16(ctx, it, I, wp[3], l->out.bias, h, E, 0, x, E, M, I, E,
+                                       &ri));
+            attn__add_ln(ctx, x, NULL, NULL, n2->weight, n2->bias, n2->eps, M, E, xm);
+        } else if (bf16) {
+            ATTN_TRYG(attn__linear_bf16(ctx, ao, E, wp[1], l->ao.bias, x, E, h, E, M, E, E));
+            attn__add_ln(ctx, h, NULL, NULL, n1->weight, n1->bias, n1->eps, M, E, NULL);
+            ATTN_TRYG(attn__linear_bf16(ctx, h, E, wp[2], l->inter.bias, NULL, 0, it, I, M, E,
+                                        I));
             attn__bias_gelu(ctx, it, NULL, M, I);
-            ATTN_TRYG(lowp(ctx, f16, it, wp[3], l->out.bias, h, x, M, I, E));
-            attn__add_ln(ctx, x, NULL, NULL, l->ln2.weight, l->ln2.bias, l->ln2.eps, M, E);
+            ATTN_TRYG(attn__linear_bf16(ctx, it, I, wp[3], l->out.bias, h, E, x, E, M, I, E));
+            attn__add_ln(ctx, x, NULL, NULL, n2->weight, n2->bias, n2->eps, M, E, NULL);
         } else {
             ATTN_TRYG(attn__linear(ctx, ao, E, l->ao.weight, NULL, h, E, M, E, E));
-            attn__add_ln(ctx, h, l->ao.bias, x, l->ln1.weight, l->ln1.bias, l->ln1.eps, M, E);
+            attn__add_ln(ctx, h, l->ao.bias, x, n1->weight, n1->bias, n1->eps, M, E, NULL);
             ATTN_TRYG(attn__linear(ctx, h, E, l->inter.weight, NULL, it, I, M, E, I));
             attn__bias_gelu(ctx, it, l->inter.bias, M, I);
             ATTN_TRYG(attn__linear(ctx, it, I, l->out.weight, NULL, x, E, M, I, E));
-            attn__add_ln(ctx, x, l->out.bias, h, l->ln2.weight, l->ln2.bias, l->ln2.eps, M, E);
+            attn__add_ln(ctx, x, l->out.bias, h, n2->weight, n2->bias, n2->eps, M, E, NULL);
         }
     }
     st = ATTN_OK;

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../kernels/decode.h"
 #include "../kernels/flash.h"
 #include "../kernels/kernels.h"
 #include "ops_util.h"
@@ -205,12 +206,14 @@ attn_status attn__sdpa_call(attn_ctx *ctx, const attn_tensor *q, const attn_tens
         a.lse = lse->data;
         memcpy(a.ls, lse->stride, sizeof a.ls);
     }
-    if (q->dtype == ATTN_BF16) { /* bf16 storage: the fused forward at every size */
+    if (q->dtype == ATTN_BF16) { /* bf16 storage: split-KV decode where eligible, else fused */
         ATTN_FAIL_IF(a.w, ctx, ATTN_E_UNSUPPORTED,
                      "attention weights are not available with bf16 inputs (use F32)");
         ATTN_TRY(bf16_finite(ctx, q, "query"));
         ATTN_TRY(bf16_finite(ctx, k, "key"));
         ATTN_TRY(bf16_finite(ctx, v, "value"));
+        if (attn__decode_eligible(ctx, &a)) /* the fp32 path's rules (sdpa_fast.c) */
+            return attn__decode_bf16(ctx, &a, q->data, k->data, v->data);
         return attn__flash_fwd_bf16(ctx, &a, q->data, k->data, v->data);
     }
     /* the fast kernels (fused from 64 x 64, row kernels below); the reference stays the oracle */

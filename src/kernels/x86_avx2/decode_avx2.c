@@ -9,7 +9,12 @@
  * pv: a register block of rb rows x nv vectors of Dv (at most 12 accumulators with several
  *   rows; one row takes up to 8 vectors); each key loads its V row's vectors and broadcasts rb
  *   weights.
+ * bf16 K and V (qk_bf16, pv_bf16): the same kernels, each load of 8 values widened in
+ *   registers (zero extension to 32 bits, shift into the top half: exact); written once over
+ *   `const void *` with a constant bf flag and instantiated for each storage type.
  * Compiled with -mavx2 -mfma; else the table is NULL. */
+#include <string.h>
+
 #include "../decode.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -21,6 +26,28 @@
 static inline __m256i lanes_below(int64_t cnt) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)cnt),
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Element i of p, fp32 (bf = 0) or bf16 (bf = 1). */
+static inline __attribute__((always_inline)) const void *at(const void *p, int64_t i, int bf) {
+    return (const char *)p + i * (bf ? 2 : 4);
+}
+
+/* 8 values at p as fp32: bf16 widened exactly. */
+static inline __attribute__((always_inline)) __m256 ld8(const void *p, int bf) {
+    if (!bf) return _mm256_loadu_ps(p);
+    __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+}
+
+/* The first cnt values of p (cnt < 8; tm = lanes_below(cnt)), zeros above; nothing past them
+ * is read.  There is no 16-bit maskload: bf16 goes through a zeroed copy (tails only). */
+static inline __attribute__((always_inline)) __m256 ld8_tail(const void *p, __m256i tm,
+                                                             int64_t cnt, int bf) {
+    if (!bf) return _mm256_maskload_ps(p, tm);
+    attn__bf16 t[8] = {0};
+    memcpy(t, p, sizeof(attn__bf16) * (size_t)cnt);
+    return ld8(t, 1);
 }
 
 /* out lane u = the sum of the 8 lanes of v[u]. */
@@ -41,15 +68,16 @@ static float hsum8(__m256 v) {
 /* s[u] = q0 . k_u and s[lds + u] = q1 . k_u for the 4 keys k_u = kj + u ldk: 8 accumulators,
  * each K vector loaded once for both rows. */
 static inline __attribute__((always_inline)) void qk_2x4(const float *q0, const float *q1,
-                                                         const float *kj, int64_t ldk,
+                                                         const void *kj, int64_t ldk,
                                                          int64_t dfull, int64_t tail,
-                                                         __m256i tm, float *s, int64_t lds) {
+                                                         __m256i tm, float *s, int64_t lds,
+                                                         int bf) {
     __m256 acc[8];
     for (int u = 0; u < 8; u++) acc[u] = _mm256_setzero_ps();
     for (int64_t d = 0; d < dfull; d += 8) {
         __m256 a = _mm256_loadu_ps(q0 + d), b = _mm256_loadu_ps(q1 + d);
         for (int u = 0; u < 4; u++) {
-            __m256 kv = _mm256_loadu_ps(kj + u * ldk + d);
+            __m256 kv = ld8(at(kj, u * ldk + d, bf), bf);
             acc[u] = _mm256_fmadd_ps(a, kv, acc[u]);
             acc[4 + u] = _mm256_fmadd_ps(b, kv, acc[4 + u]);
         }
@@ -57,7 +85,7 @@ static inline __attribute__((always_inline)) void qk_2x4(const float *q0, const 
     if (tail) {
         __m256 a = _mm256_loadu_ps(q0 + dfull), b = _mm256_loadu_ps(q1 + dfull);
         for (int u = 0; u < 4; u++) {
-            __m256 kv = _mm256_maskload_ps(kj + u * ldk + dfull, tm);
+            __m256 kv = ld8_tail(at(kj, u * ldk + dfull, bf), tm, tail, bf);
             acc[u] = _mm256_fmadd_ps(a, kv, acc[u]);
             acc[4 + u] = _mm256_fmadd_ps(b, kv, acc[4 + u]);
         }
@@ -67,18 +95,20 @@ static inline __attribute__((always_inline)) void qk_2x4(const float *q0, const 
     _mm_storeu_ps(s + lds, _mm256_extractf128_ps(x, 1));
 }
 
-static void qk(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq, const float *k,
-               int64_t ldk, float *s, int64_t lds) {
+static inline __attribute__((always_inline)) void qk_any(int64_t rows, int64_t n, int64_t D,
+                                                         const float *q, int64_t ldq,
+                                                         const void *k, int64_t ldk, float *s,
+                                                         int64_t lds, int bf) {
     int64_t dfull = D & ~(int64_t)7, tail = D - dfull;
     __m256i tm = lanes_below(tail);
     int64_t j = 0;
     for (; j + KB <= n; j += KB) { /* rows in pairs (2 x 4 keys), then the odd one (1 x 8) */
-        const float *kj = k + j * ldk;
+        const void *kj = at(k, j * ldk, bf);
         int64_t r = 0;
         for (; r + 2 <= rows; r += 2)
             for (int u = 0; u < KB; u += 4)
-                qk_2x4(q + r * ldq, q + (r + 1) * ldq, kj + u * ldk, ldk, dfull, tail, tm,
-                       s + r * lds + j + u, lds);
+                qk_2x4(q + r * ldq, q + (r + 1) * ldq, at(kj, u * ldk, bf), ldk, dfull, tail, tm,
+                       s + r * lds + j + u, lds, bf);
         for (; r < rows; r++) {
             const float *qr = q + r * ldq;
             __m256 acc[KB];
@@ -86,30 +116,40 @@ static void qk(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq, 
             for (int64_t d = 0; d < dfull; d += 8) {
                 __m256 qv = _mm256_loadu_ps(qr + d);
                 for (int u = 0; u < KB; u++)
-                    acc[u] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kj + u * ldk + d), acc[u]);
+                    acc[u] = _mm256_fmadd_ps(qv, ld8(at(kj, u * ldk + d, bf), bf), acc[u]);
             }
             if (tail) {
                 __m256 qv = _mm256_loadu_ps(qr + dfull);
                 for (int u = 0; u < KB; u++)
-                    acc[u] = _mm256_fmadd_ps(qv, _mm256_maskload_ps(kj + u * ldk + dfull, tm),
-                                             acc[u]);
+                    acc[u] = _mm256_fmadd_ps(
+                        qv, ld8_tail(at(kj, u * ldk + dfull, bf), tm, tail, bf), acc[u]);
             }
             _mm256_storeu_ps(s + r * lds + j, reduce8(acc));
         }
     }
     for (; j < n; j++) {
-        const float *kj = k + j * ldk;
+        const void *kj = at(k, j * ldk, bf);
         for (int64_t r = 0; r < rows; r++) {
             const float *qr = q + r * ldq;
             __m256 acc = _mm256_setzero_ps();
             for (int64_t d = 0; d < dfull; d += 8)
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), _mm256_loadu_ps(kj + d), acc);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), ld8(at(kj, d, bf), bf), acc);
             if (tail)
                 acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + dfull),
-                                      _mm256_maskload_ps(kj + dfull, tm), acc);
+                                      ld8_tail(at(kj, dfull, bf), tm, tail, bf), acc);
             s[r * lds + j] = hsum8(acc);
         }
     }
+}
+
+static void qk(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq, const float *k,
+               int64_t ldk, float *s, int64_t lds) {
+    qk_any(rows, n, D, q, ldq, k, ldk, s, lds, 0);
+}
+
+static void qk_bf16(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq,
+                    const attn__bf16 *k, int64_t ldk, float *s, int64_t lds) {
+    qk_any(rows, n, D, q, ldq, k, ldk, s, lds, 1);
 }
 
 /* o[r][0 .. 8 nv) = sum_j p[r][j] v[j][0 .. 8 nv) for r < rb; with masked, the last vector of
@@ -118,8 +158,8 @@ static void qk(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq, 
  * and spills around a masked load in the loop: hence the unmasked variant for Dv % 8 == 0). */
 #define PV_BLOCK(NAME, MR, NV)                                                                \
     static inline __attribute__((always_inline)) void NAME(                                   \
-        int rb, int nv, int masked, int64_t n, const float *p, int64_t ldp, const float *v,    \
-        int64_t ldv, __m256i tm, float *o, int64_t ldo) {                                      \
+        int rb, int nv, int masked, int64_t n, const float *p, int64_t ldp, const void *v,     \
+        int64_t ldv, __m256i tm, int64_t cnt, float *o, int64_t ldo, int bf) {                 \
         __m256 acc[MR][NV];                                                                   \
         for (int r = 0; r < rb; r++)                                                          \
             for (int u = 0; u < nv; u++) acc[r][u] = _mm256_setzero_ps();                     \
@@ -127,14 +167,14 @@ static void qk(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq, 
         for (int r = 0; r < rb; r++) pr[r] = p + r * ldp;                                     \
         for (int64_t j = 0; j < n; j++) {                                                     \
             __m256 vv[NV];                                                                    \
-            for (int u = 0; u < nv - 1; u++) vv[u] = _mm256_loadu_ps(v + 8 * u);             \
-            vv[nv - 1] = masked ? _mm256_maskload_ps(v + 8 * (nv - 1), tm)                    \
-                                : _mm256_loadu_ps(v + 8 * (nv - 1));                          \
+            for (int u = 0; u < nv - 1; u++) vv[u] = ld8(at(v, 8 * u, bf), bf);              \
+            vv[nv - 1] = masked ? ld8_tail(at(v, 8 * (nv - 1), bf), tm, cnt, bf)              \
+                                : ld8(at(v, 8 * (nv - 1), bf), bf);                           \
             for (int r = 0; r < rb; r++) {                                                    \
                 __m256 x = _mm256_broadcast_ss(pr[r]++);                                      \
                 for (int u = 0; u < nv; u++) acc[r][u] = _mm256_fmadd_ps(x, vv[u], acc[r][u]); \
             }                                                                                 \
-            v += ldv;                                                                         \
+            v = at(v, ldv, bf);                                                               \
         }                                                                                     \
         for (int r = 0; r < rb; r++)                                                          \
             for (int u = 0; u < nv; u++) _mm256_storeu_ps(o + r * ldo + 8 * u, acc[r][u]);    \
@@ -145,17 +185,20 @@ PV_BLOCK(pv_43, 4, 3) /* up to 4 rows x 24 values */
 PV_BLOCK(pv_24, 2, 4) /* up to 2 rows x 32 values */
 PV_BLOCK(pv_18, 1, 8) /* one row x 64 values */
 
-#define PV_INST(KIND, R, V)                                                                   \
-    static __attribute__((noinline)) void KIND##_##R##_##V##m(                                \
-        int64_t n, const float *p, int64_t ldp, const float *v, int64_t ldv, __m256i tm,       \
-        float *o, int64_t ldo) {                                                               \
-        KIND(R, V, 1, n, p, ldp, v, ldv, tm, o, ldo);                                          \
+/* KIND_R_V (fp32 V) and KIND_R_Vb (bf16 V): R rows, V vectors; masked variants apart */
+#define PV_INST1(KIND, R, V, SUF, BF)                                                         \
+    static __attribute__((noinline)) void KIND##_##R##_##V##SUF##m(                           \
+        int64_t n, const float *p, int64_t ldp, const void *v, int64_t ldv, __m256i tm,        \
+        int64_t cnt, float *o, int64_t ldo) {                                                  \
+        KIND(R, V, 1, n, p, ldp, v, ldv, tm, cnt, o, ldo, BF);                                 \
     }                                                                                         \
-    static void KIND##_##R##_##V(int64_t n, const float *p, int64_t ldp, const float *v,       \
-                                 int64_t ldv, __m256i tm, int full, float *o, int64_t ldo) {   \
-        if (full) KIND(R, V, 0, n, p, ldp, v, ldv, tm, o, ldo);                                \
-        else KIND##_##R##_##V##m(n, p, ldp, v, ldv, tm, o, ldo);                               \
+    static void KIND##_##R##_##V##SUF(int64_t n, const float *p, int64_t ldp, const void *v,   \
+                                      int64_t ldv, __m256i tm, int64_t cnt, float *o,          \
+                                      int64_t ldo) {                                           \
+        if (cnt >= 8) KIND(R, V, 0, n, p, ldp, v, ldv, tm, cnt, o, ldo, BF);                   \
+        else KIND##_##R##_##V##SUF##m(n, p, ldp, v, ldv, tm, cnt, o, ldo);                     \
     }
+#define PV_INST(KIND, R, V) PV_INST1(KIND, R, V, , 0) PV_INST1(KIND, R, V, b, 1)
 PV_INST(pv_18, 1, 1) PV_INST(pv_18, 1, 2) PV_INST(pv_18, 1, 3) PV_INST(pv_18, 1, 4)
 PV_INST(pv_18, 1, 5) PV_INST(pv_18, 1, 6) PV_INST(pv_18, 1, 7) PV_INST(pv_18, 1, 8)
 PV_INST(pv_62, 2, 1) PV_INST(pv_62, 3, 1) PV_INST(pv_62, 4, 1) PV_INST(pv_62, 5, 1)
@@ -164,19 +207,21 @@ PV_INST(pv_62, 2, 2) PV_INST(pv_62, 3, 2) PV_INST(pv_62, 4, 2) PV_INST(pv_62, 5,
 PV_INST(pv_62, 6, 2)
 PV_INST(pv_43, 2, 3) PV_INST(pv_43, 3, 3) PV_INST(pv_43, 4, 3)
 PV_INST(pv_24, 2, 4)
-typedef void (*pv_fn)(int64_t, const float *, int64_t, const float *, int64_t, __m256i, int,
-                       float *, int64_t);
-/* [rows - 1][nv - 1] */
-static const pv_fn pv_table[6][8] = {
-    {pv_18_1_1, pv_18_1_2, pv_18_1_3, pv_18_1_4, pv_18_1_5, pv_18_1_6, pv_18_1_7, pv_18_1_8},
-    {pv_62_2_1, pv_62_2_2, pv_43_2_3, pv_24_2_4, NULL, NULL, NULL, NULL},
-    {pv_62_3_1, pv_62_3_2, pv_43_3_3, NULL, NULL, NULL, NULL, NULL},
-    {pv_62_4_1, pv_62_4_2, pv_43_4_3, NULL, NULL, NULL, NULL, NULL},
-    {pv_62_5_1, pv_62_5_2, NULL, NULL, NULL, NULL, NULL, NULL},
-    {pv_62_6_1, pv_62_6_2, NULL, NULL, NULL, NULL, NULL, NULL}};
+typedef void (*pv_fn)(int64_t, const float *, int64_t, const void *, int64_t, __m256i, int64_t,
+                      float *, int64_t);
+/* [bf][rows - 1][nv - 1] */
+#define PV_TABLE(S)                                                                           \
+    {{pv_18_1_1##S, pv_18_1_2##S, pv_18_1_3##S, pv_18_1_4##S, pv_18_1_5##S, pv_18_1_6##S,     \
+      pv_18_1_7##S, pv_18_1_8##S},                                                            \
+     {pv_62_2_1##S, pv_62_2_2##S, pv_43_2_3##S, pv_24_2_4##S, NULL, NULL, NULL, NULL},        \
+     {pv_62_3_1##S, pv_62_3_2##S, pv_43_3_3##S, NULL, NULL, NULL, NULL, NULL},                \
+     {pv_62_4_1##S, pv_62_4_2##S, pv_43_4_3##S, NULL, NULL, NULL, NULL, NULL},                \
+     {pv_62_5_1##S, pv_62_5_2##S, NULL, NULL, NULL, NULL, NULL, NULL},                        \
+     {pv_62_6_1##S, pv_62_6_2##S, NULL, NULL, NULL, NULL, NULL, NULL}}
+static const pv_fn pv_table[2][6][8] = {PV_TABLE(), PV_TABLE(b)};
 
-static void pv(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp, const float *v,
-               int64_t ldv, float *o, int64_t ldo) {
+static void pv_any(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp,
+                   const void *v, int64_t ldv, float *o, int64_t ldo, int bf) {
     int64_t nvec = (Dv + 7) / 8;
     /* one row: blocks of 8 vectors (each V row read in two halves of 64 values at most);
      * several rows: at most 4 vectors (2 rows of 4, 4 rows of 3, 6 rows of 2 or 1) */
@@ -188,13 +233,23 @@ static void pv(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp,
         int rmax = rows == 1 ? 1 : nv <= 2 ? 6 : nv == 3 ? 4 : 2;
         for (int64_t r0 = 0; r0 < rows; r0 += rmax) {
             int rb = (int)(rows - r0 < rmax ? rows - r0 : rmax);
-            pv_table[rb - 1][nv - 1](n, p + r0 * ldp, ldp, v + 8 * e0, ldv, tm, last >= 8,
-                                     o + r0 * ldo + 8 * e0, ldo);
+            pv_table[bf][rb - 1][nv - 1](n, p + r0 * ldp, ldp, at(v, 8 * e0, bf), ldv, tm, last,
+                                         o + r0 * ldo + 8 * e0, ldo);
         }
     }
 }
 
-static const attn__decode_kernels kernels = {1 /* ATTN__ISA_AVX2 */, qk, pv};
+static void pv(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp, const float *v,
+               int64_t ldv, float *o, int64_t ldo) {
+    pv_any(rows, n, Dv, p, ldp, v, ldv, o, ldo, 0);
+}
+
+static void pv_bf16(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp,
+                    const attn__bf16 *v, int64_t ldv, float *o, int64_t ldo) {
+    pv_any(rows, n, Dv, p, ldp, v, ldv, o, ldo, 1);
+}
+
+static const attn__decode_kernels kernels = {1 /* ATTN__ISA_AVX2 */, qk, pv, qk_bf16, pv_bf16};
 
 const attn__decode_kernels *attn__decode_kernels_avx2(void) { return &kernels; }
 

@@ -8,12 +8,15 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+#include "gelu_avx512.h"
+
 static inline __mmask16 m16(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
 static void add_ln_avx512(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
-                          const float *w, const float *lb, float eps, int64_t M, int64_t E) {
+                          const float *w, const float *lb, float eps, int64_t M, int64_t E,
+                          float *amax) {
     for (int64_t m = 0; m < M; m++) {
         float *yr = y + m * ldy;
         const float *rr = r ? r + m * ldr : NULL;
@@ -46,6 +49,8 @@ static void add_ln_avx512(float *y, int64_t ldy, const float *b, const float *r,
         const double var = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) / (double)E;
         const __m512d vr = _mm512_set1_pd(1.0 / sqrt(var + (double)eps));
         /* pass 3: ((t - mean) * rstd) * w + lb in double, rounded once to float */
+        __m512 mx = _mm512_setzero_ps();
+        __mmask16 nan = 0;
         for (int64_t e = 0; e < E; e += 16) {
             __mmask16 k = m16(E - e);
             __m512 v = _mm512_maskz_loadu_ps(k, yr + e);
@@ -59,12 +64,14 @@ static void add_ln_avx512(float *y, int64_t ldy, const float *b, const float *r,
             for (int t = 0; t < 2; t++) {
                 __m512d x = _mm512_mul_pd(_mm512_sub_pd(h[t], vm), vr);
                 if (w) {
-                    __m256 wh = t ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(wv), 1))
+                    __m256 wh = t ? _mm256_castpd_ps(
+                                        _mm512_extractf64x4_pd(_mm512_castps_pd(wv), 1))
                                   : _mm512_castps512_ps256(wv);
                     x = _mm512_mul_pd(x, _mm512_cvtps_pd(wh));
                 }
                 if (lb) {
-                    __m256 bh = t ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(bv), 1))
+                    __m256 bh = t ? _mm256_castpd_ps(
+                                        _mm512_extractf64x4_pd(_mm512_castps_pd(bv), 1))
                                   : _mm512_castps512_ps256(bv);
                     x = _mm512_add_pd(x, _mm512_cvtps_pd(bh));
                 }
@@ -73,38 +80,21 @@ static void add_ln_avx512(float *y, int64_t ldy, const float *b, const float *r,
             __m512 out = _mm512_castpd_ps(_mm512_insertf64x4(
                 _mm512_castps_pd(_mm512_castps256_ps512(o[0])), _mm256_castps_pd(o[1]), 1));
             _mm512_mask_storeu_ps(yr + e, k, out);
+            nan |= _mm512_mask_cmp_ps_mask(k, out, out, _CMP_UNORD_Q);
+            mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_mov_ps(k, out)));
         }
+        if (amax) amax[m] = nan ? __builtin_nanf("") : _mm512_reduce_max_ps(mx);
     }
 }
 
 static void bias_gelu_avx512(float *y, int64_t ldy, const float *b, int64_t M, int64_t N) {
-    const __m512 c = _mm512_set1_ps(0.70710678118654752f), one = _mm512_set1_ps(1.0f);
-    const __m512 a1 = _mm512_set1_ps(0.0705230784f), a2 = _mm512_set1_ps(0.0422820123f),
-                 a3 = _mm512_set1_ps(0.0092705272f), a4 = _mm512_set1_ps(0.0001520143f),
-                 a5 = _mm512_set1_ps(0.0002765672f), a6 = _mm512_set1_ps(0.0000430638f);
-    const __m512 half = _mm512_set1_ps(0.5f), zero = _mm512_setzero_ps();
     for (int64_t m = 0; m < M; m++) {
         float *yr = y + m * ldy;
         for (int64_t n = 0; n < N; n += 16) {
             __mmask16 k = m16(N - n);
             __m512 x = _mm512_maskz_loadu_ps(k, yr + n);
             if (b) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, b + n));
-            __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), c);
-            /* Horner in the order of attn__gelu_as, no fused multiply-add */
-            __m512 p = _mm512_add_ps(a5, _mm512_mul_ps(z, a6));
-            p = _mm512_add_ps(a4, _mm512_mul_ps(z, p));
-            p = _mm512_add_ps(a3, _mm512_mul_ps(z, p));
-            p = _mm512_add_ps(a2, _mm512_mul_ps(z, p));
-            p = _mm512_add_ps(a1, _mm512_mul_ps(z, p));
-            p = _mm512_add_ps(one, _mm512_mul_ps(z, p));
-            p = _mm512_mul_ps(p, p);
-            p = _mm512_mul_ps(p, p);
-            p = _mm512_mul_ps(p, p);
-            p = _mm512_mul_ps(p, p);
-            __m512 e = _mm512_sub_ps(one, _mm512_div_ps(one, p));
-            __mmask16 neg = _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ);
-            e = _mm512_mask_sub_ps(e, neg, zero, e);
-            _mm512_mask_storeu_ps(yr + n, k, _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, e)));
+            _mm512_mask_storeu_ps(yr + n, k, attn__gelu16(x));
         }
     }
 }

@@ -14,9 +14,12 @@
      (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12))
 #include <immintrin.h>
 
+#include "../x86_avx512/gelu_avx512.h"
+
 #define MR ATTN__F16_MR
 #define NR ATTN__F16_NR
 #define KB ATTN__F16_KB
+#define LDA ATTN__F16_LDA
 #define TARGET __attribute__((target("avx512fp16,avx512bw,avx512vl,avx512dq,avx512f")))
 
 static inline __mmask16 m16(int64_t n) {
@@ -25,7 +28,7 @@ static inline __mmask16 m16(int64_t n) {
 
 #define ROW(i)                                                                                \
     do {                                                                                      \
-        __m512h ai = _mm512_castsi512_ph(_mm512_set1_epi32((int)a[(i) * lda + k]));           \
+        __m512h ai = _mm512_castsi512_ph(_mm512_set1_epi32((int)a[(i) * LDA + k]));           \
         h##i##_0 = _mm512_fmadd_ph(ai, b0, h##i##_0);                                         \
         h##i##_1 = _mm512_fmadd_ph(ai, b1, h##i##_1);                                         \
     } while (0)
@@ -48,10 +51,11 @@ static inline __mmask16 m16(int64_t n) {
                                                   _mm512_extracti64x4_epi64(u1, 1)))));       \
     } while (0)
 
-static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t lda, int64_t mv,
+static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t mv,
                                   const uint16_t *b, float *c, int64_t ldc, int64_t nv,
                                   int first, int last, const float *rs, const float *cs,
-                                  const float *bias, const float *r, int64_t ldr) {
+                                  const float *bias, const float *r, int64_t ldr, int gelu,
+                                  float *tmax) {
     _Alignas(64) float acc[MR][NR];
     const __mmask16 km[4] = {m16(nv), m16(nv - 16), m16(nv - 32), m16(nv - 48)};
     for (int64_t i = 0; i < MR; i++)
@@ -67,6 +71,9 @@ static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t lda, in
                 h8_0 = z, h8_1 = z, h9_0 = z, h9_1 = z, h10_0 = z, h10_1 = z, h11_0 = z,
                 h11_1 = z, h12_0 = z, h12_1 = z, h13_0 = z, h13_1 = z;
         for (int64_t k = k0; k < k1; k++) {
+            /* the packed weights stream from L2: fetch 8 steps (1 KiB) ahead */
+            _mm_prefetch((const char *)(b + (k + 8) * NR), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + (k + 8) * NR + 32), _MM_HINT_T0);
             const __m512h b0 = _mm512_loadu_ph(b + k * NR), b1 = _mm512_loadu_ph(b + k * NR + 32);
             ROW(0);
             ROW(1);
@@ -98,7 +105,9 @@ static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t lda, in
         WIDEN(12);
         WIDEN(13);
     }
-    for (int64_t i = 0; i < mv; i++)
+    for (int64_t i = 0; i < mv; i++) {
+        __m512 mx = _mm512_setzero_ps();
+        __mmask16 nan = 0;
         for (int q = 0; q < 4; q++) {
             __m512 v = _mm512_load_ps(acc[i] + 16 * q);
             if (last) {
@@ -106,27 +115,46 @@ static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t lda, in
                                                    _mm512_loadu_ps(cs + 16 * q)));
                 if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(km[q], bias + 16 * q));
                 if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(km[q], r + i * ldr + 16 * q));
+                if (gelu) v = attn__gelu16(v);
+                if (tmax) {
+                    nan |= _mm512_mask_cmp_ps_mask(km[q], v, v, _CMP_UNORD_Q);
+                    mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_mov_ps(km[q], v)));
+                }
             }
             _mm512_mask_storeu_ps(c + i * ldc + 16 * q, km[q], v);
         }
+        if (tmax) {
+            float t = _mm512_reduce_max_ps(mx);
+            tmax[i] = nan || tmax[i] != tmax[i] ? __builtin_nanf("") : t > tmax[i] ? t : tmax[i];
+        }
+    }
 }
 
-static TARGET float stage_avx512fp16(const float *x, int64_t n, uint32_t *dst, int64_t np) {
+/* max |x|; NaN when any element is NaN (a NaN row must stay NaN: the scale is then 1) */
+static TARGET float absmax_avx512fp16(const float *x, int64_t n) {
     __m512 mx = _mm512_setzero_ps();
-    for (int64_t k = 0; k < n; k += 16)
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(m16(n - k), x + k)));
-    const float s = attn__f16_pow2_scale(_mm512_reduce_max_ps(mx));
+    __mmask16 nan = 0;
+    for (int64_t k = 0; k < n; k += 16) {
+        __m512 v = _mm512_maskz_loadu_ps(m16(n - k), x + k);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+    }
+    return nan ? __builtin_nanf("") : _mm512_reduce_max_ps(mx);
+}
+
+static TARGET void stage_avx512fp16(const float *x, int64_t n, float s, uint32_t *dst,
+                                    int64_t np) {
     const __m512 inv = _mm512_set1_ps(1.0f / s); /* exact: s is a power of two */
     for (int64_t k = 0; k < np; k += 16) {
         __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m16(n - k), x + k), inv);
         __m512i w = _mm512_cvtepu16_epi32(_mm256_castph_si256(_mm512_cvtxps_ph(v)));
-        _mm512_mask_storeu_epi32(dst + k, m16(np - k), _mm512_or_si512(w, _mm512_slli_epi32(w, 16)));
+        w = _mm512_or_si512(w, _mm512_slli_epi32(w, 16)); /* the half in both halves */
+        _mm512_mask_storeu_epi32(dst + k, m16(np - k), w);
     }
-    return s;
 }
 
 static const attn__f16_kernel attn__f16_avx512_table = {"avx512fp16", ukr_avx512fp16,
-                                                        stage_avx512fp16};
+                                                        absmax_avx512fp16, stage_avx512fp16};
 
 const attn__f16_kernel *attn__f16_kernel_avx512(void) { return &attn__f16_avx512_table; }
 
