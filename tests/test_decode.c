@@ -47,24 +47,15 @@
 #include "../src/kernels/dispatch.h"
 #include "../src/kernels/flash.h"
 #include "../src/kernels/kernels.h"
-#include "testutil.h"
+#include "testutil_sdpa.h"
 
 #define TOL 2e-5
 #define BF16_TOL 4e-3
 
-static attn_ctx *make_ctx(int threads) {
-    attn_ctx_params p;
-    memset(&p, 0, sizeof p);
-    p.threads = threads;
-    attn_ctx *c = NULL;
-    attn_ctx_create(&p, &c);
-    return c;
-}
-
 typedef struct tcase {
     int64_t B, H, Hkv, L, S, D, Dv;
     attn_causal causal;
-    int maskcfg; /* 0..8, see make_masks */
+    int maskcfg; /* 0..8, see tu_sdpa_masks in testutil_sdpa.h */
     int layout;  /* 0: cache [B, Hkv, S_max, Dpad], q/o [B, H, L, D]; 1: [B, S_max, Hkv, Dpad],
                     q/o [B, L, H, D] */
     int window;
@@ -85,71 +76,6 @@ static attn__bf16 *to_bf16(const float *x, size_t n) {
 static double rel_err(const float *got, const float *ref, size_t n) {
     double m, e = tu_max_err(got, ref, n, &m);
     return e / (m > 1 ? m : 1);
-}
-
-/* Masks: 0 none; 1 KEEP [L, S]; 2 ADD [B, H, L, S] + BLOCK key padding [B, 1, 1, S] in slot 1;
- * 3 ADD [1, H, 1, S] with -inf entries; 4 KEEP [B, 1, L, S] with every third row fully masked
- * and mask_ncols = S - 2; 5 BLOCK [L, S] stored transposed (stride[3] = L); 6 KEEP [S] in
- * slot 1 plus ADD [L, 1] broadcast over keys; 7 BLOCK key padding [B, 1, 1, S] with every key
- * of batch 0 blocked (fully masked rows); 8 KEEP [B, 1, L, S] with rows fully masked. */
-static void make_masks(const tcase *c, attn__sdpa_args *a, uint64_t *rs, float **fbuf,
-                       unsigned char **bbuf) {
-    int64_t B = c->B, H = c->H, L = c->L, S = c->S;
-    size_t nf = (size_t)(B * H * L * S), nb = (size_t)(B * L * S + B * S + L * S);
-    *fbuf = malloc(4 * nf + 4), *bbuf = malloc(nb + 1);
-    float *f = *fbuf;
-    unsigned char *u = *bbuf;
-    for (size_t i = 0; i < nf; i++) f[i] = (float)((double)(tu_rand(rs) % 2001) / 1000.0 - 1.0);
-    for (size_t i = 0; i < nb; i++) u[i] = (tu_rand(rs) % 5) != 0;
-    a->mask_ncols[0] = a->mask_ncols[1] = S;
-    attn__mask4 *m0 = &a->mask[0], *m1 = &a->mask[1];
-    switch (c->maskcfg) {
-    case 1:
-        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_BOOL;
-        m0->stride[2] = S, m0->stride[3] = 1;
-        break;
-    case 2:
-        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
-        m0->stride[0] = H * L * S, m0->stride[1] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
-        m1->kind = ATTN_MASK_BLOCK, m1->data = u, m1->dtype = ATTN_BOOL;
-        for (int64_t i = 0; i < B * S; i++) u[i] = (tu_rand(rs) % 4) == 0;
-        m1->stride[0] = S, m1->stride[3] = 1;
-        break;
-    case 3:
-        for (int64_t i = 0; i < H * S; i++)
-            if (tu_rand(rs) % 6 == 0) f[i] = -INFINITY;
-        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
-        m0->stride[1] = S, m0->stride[3] = 1;
-        break;
-    case 4:
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t i = 0; i < L; i += 3)
-                memset(u + (b * L + i) * S, 0, (size_t)(S - 2 > 0 ? S - 2 : 0));
-        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_U8;
-        m0->stride[0] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
-        a->mask_ncols[0] = S - 2 > 0 ? S - 2 : 0;
-        break;
-    case 5:
-        m0->kind = ATTN_MASK_BLOCK, m0->data = u, m0->dtype = ATTN_BOOL;
-        for (int64_t i = 0; i < L * S; i++) u[i] = (tu_rand(rs) % 5) == 0;
-        m0->stride[2] = 1, m0->stride[3] = L;
-        break;
-    case 6:
-        m1->kind = ATTN_MASK_KEEP, m1->data = u, m1->dtype = ATTN_BOOL, m1->stride[3] = 1;
-        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32, m0->stride[2] = 1;
-        break;
-    case 7:
-        for (int64_t i = 0; i < B * S; i++) u[i] = i < S || (tu_rand(rs) % 3) == 0;
-        m1->kind = ATTN_MASK_BLOCK, m1->data = u, m1->dtype = ATTN_BOOL;
-        m1->stride[0] = S, m1->stride[3] = 1;
-        break;
-    case 8:
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t i = b; i < L; i += 2) memset(u + (b * L + i) * S, 0, (size_t)S);
-        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_BOOL;
-        m0->stride[0] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
-        break;
-    }
 }
 
 /* A cache view [B, Hkv, S, d] inside [B, Hkv, Smax, dpad] (layout 0) or [B, Smax, Hkv, dpad]
@@ -283,7 +209,7 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
     a.alibi = c->alibi ? slopes : NULL;
     float *fm;
     unsigned char *bm;
-    make_masks(c, &a, &rs, &fm, &bm);
+    tu_sdpa_masks(c->maskcfg, c->B, c->H, c->L, c->S, &a, &rs, &fm, &bm);
 
     float *o_ref = malloc(4 * no), *lse_ref = malloc(4 * nl), *scratch = malloc(8 * (size_t)S);
     attn__sdpa_args r = a;
@@ -461,7 +387,7 @@ static void refusals(attn_ctx *ctx) {
 }
 
 int main(void) {
-    attn_ctx *ctx[3] = {make_ctx(1), make_ctx(2), make_ctx(3)};
+    attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     refusals(ctx[0]);
     bf16_rounding(ctx[1]);
     uint64_t rs = 4242;

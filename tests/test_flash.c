@@ -25,24 +25,15 @@
 #include "../src/kernels/dispatch.h"
 #include "../src/kernels/flash.h"
 #include "../src/kernels/kernels.h"
-#include "testutil.h"
+#include "testutil_sdpa.h"
 
 #define FWD_TOL 2e-5
 #define BWD_TOL 1e-4
 
-static attn_ctx *make_ctx(int threads) {
-    attn_ctx_params p;
-    memset(&p, 0, sizeof p);
-    p.threads = threads;
-    attn_ctx *c = NULL;
-    attn_ctx_create(&p, &c);
-    return c;
-}
-
 typedef struct tcase {
     int64_t B, H, Hkv, L, S, D, Dv;
     attn_causal causal;
-    int maskcfg; /* 0..6, see make_masks */
+    int maskcfg; /* 0..6, see tu_sdpa_masks in testutil_sdpa.h */
     float dropout;
     int blhd;    /* q, k, v, o, grads in (B, L, H, D) layout */
     int uniform; /* q = 0: uniform weights (dropout kept-set check) */
@@ -54,59 +45,6 @@ static double worst_fwd, worst_bwd;
 static void strides_of(const tcase *c, int64_t heads, int64_t len, int64_t d, int64_t s[4]) {
     if (c->blhd) s[0] = len * heads * d, s[1] = d, s[2] = heads * d, s[3] = 1;
     else s[0] = heads * len * d, s[1] = len * d, s[2] = d, s[3] = 1;
-}
-
-/* Masks: 0 none; 1 KEEP [L, S]; 2 ADD [B, H, L, S] + BLOCK key padding [B, 1, 1, S] in slot 1;
- * 3 ADD [1, H, 1, S] with -inf entries; 4 KEEP [B, 1, L, S] with fully masked rows and
- * mask_ncols = S - 2 (last columns unmasked); 5 BLOCK [L, S] stored transposed (stride[3] = L);
- * 6 KEEP [S] (1-D, broadcast everywhere) in slot 1 plus ADD [L, 1] broadcast over keys. */
-static void make_masks(const tcase *c, attn__sdpa_args *a, uint64_t *rs, float **fbuf,
-                       unsigned char **bbuf) {
-    int64_t B = c->B, H = c->H, L = c->L, S = c->S;
-    size_t nf = (size_t)(B * H * L * S), nb = (size_t)(B * L * S + B * S + L * S);
-    *fbuf = malloc(4 * nf + 4), *bbuf = malloc(nb + 1);
-    float *f = *fbuf;
-    unsigned char *u = *bbuf;
-    for (size_t i = 0; i < nf; i++) f[i] = (float)((double)(tu_rand(rs) % 2001) / 1000.0 - 1.0);
-    for (size_t i = 0; i < nb; i++) u[i] = (tu_rand(rs) % 5) != 0;
-    a->mask_ncols[0] = a->mask_ncols[1] = S;
-    attn__mask4 *m0 = &a->mask[0], *m1 = &a->mask[1];
-    switch (c->maskcfg) {
-    case 1:
-        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_BOOL;
-        m0->stride[2] = S, m0->stride[3] = 1;
-        break;
-    case 2:
-        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
-        m0->stride[0] = H * L * S, m0->stride[1] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
-        m1->kind = ATTN_MASK_BLOCK, m1->data = u, m1->dtype = ATTN_BOOL;
-        for (int64_t i = 0; i < B * S; i++) u[i] = (tu_rand(rs) % 4) == 0;
-        m1->stride[0] = S, m1->stride[3] = 1;
-        break;
-    case 3:
-        for (int64_t i = 0; i < H * S; i++)
-            if (tu_rand(rs) % 6 == 0) f[i] = -INFINITY;
-        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
-        m0->stride[1] = S, m0->stride[3] = 1;
-        break;
-    case 4:
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t i = 0; i < L; i += 3)
-                memset(u + (b * L + i) * S, 0, (size_t)(S - 2 > 0 ? S - 2 : 0));
-        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_U8;
-        m0->stride[0] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
-        a->mask_ncols[0] = S - 2 > 0 ? S - 2 : 0;
-        break;
-    case 5:
-        m0->kind = ATTN_MASK_BLOCK, m0->data = u, m0->dtype = ATTN_BOOL;
-        for (int64_t i = 0; i < L * S; i++) u[i] = (tu_rand(rs) % 5) == 0;
-        m0->stride[2] = 1, m0->stride[3] = L;
-        break;
-    case 6:
-        m1->kind = ATTN_MASK_KEEP, m1->data = u, m1->dtype = ATTN_BOOL, m1->stride[3] = 1;
-        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32, m0->stride[2] = 1;
-        break;
-    }
 }
 
 static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
@@ -131,7 +69,7 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
     if (c->dropout > 0) a.dropout_p = c->dropout, a.seed = seed * 7 + 1, a.offset = seed % 5;
     float *fm;
     unsigned char *bm;
-    make_masks(c, &a, &rs, &fm, &bm);
+    tu_sdpa_masks(c->maskcfg, c->B, c->H, c->L, c->S, &a, &rs, &fm, &bm);
     attn__sdpa_grads g;
     memset(&g, 0, sizeof g);
     g.dout = dout;
@@ -227,7 +165,7 @@ static void errors(attn_ctx *ctx) {
 }
 
 int main(void) {
-    attn_ctx *ctx[3] = {make_ctx(1), make_ctx(2), make_ctx(3)};
+    attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     errors(ctx[0]);
     uint64_t rs = 2024;
     const int64_t lens[] = {1, 3, 17, 63, 64, 65, 127, 129, 5, 100};

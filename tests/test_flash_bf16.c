@@ -38,19 +38,10 @@
 #include "../src/kernels/dispatch.h"
 #include "../src/kernels/flash.h"
 #include "../src/kernels/kernels.h"
-#include "testutil.h"
+#include "testutil_sdpa.h"
 
 #define BF16_TOL 4e-3
 #define LSE_TOL 2e-5
-
-static attn_ctx *make_ctx(int threads) {
-    attn_ctx_params p;
-    memset(&p, 0, sizeof p);
-    p.threads = threads;
-    attn_ctx *c = NULL;
-    attn_ctx_create(&p, &c);
-    return c;
-}
 
 static double worst_out, worst_lse, worst_f32;
 
@@ -129,7 +120,7 @@ static void microkernels(void) {
     const attn__flash_bf16_kernels *tabs[2] = {attn__flash_bf16_kernels_ref(),
                                                attn__flash_bf16_kernels_avx512()};
     uint64_t rs = 77;
-    attn_ctx *c = make_ctx(1);
+    attn_ctx *c = tu_ctx(1);
     int cpu = attn__isa_set(c, ATTN__ISA_AVX512) && attn__has_bf16(c);
     attn_ctx_free(c);
     printf("test_flash_bf16: AVX512_BF16 kernels %s\n",
@@ -146,7 +137,7 @@ static void microkernels(void) {
 typedef struct tcase {
     int64_t B, H, Hkv, L, S, D, Dv;
     attn_causal causal;
-    int maskcfg; /* 0..6, see make_masks */
+    int maskcfg; /* 0..6, see tu_sdpa_masks in testutil_sdpa.h */
     float dropout;
     int blhd;    /* q, k, v, o in (B, L, H, D) layout */
     int uniform; /* q = 0: uniform weights, every e_j = 1 (exact in bf16) */
@@ -156,59 +147,6 @@ typedef struct tcase {
 static void strides_of(const tcase *c, int64_t heads, int64_t len, int64_t d, int64_t s[4]) {
     if (c->blhd) s[0] = len * heads * d, s[1] = d, s[2] = heads * d, s[3] = 1;
     else s[0] = heads * len * d, s[1] = len * d, s[2] = d, s[3] = 1;
-}
-
-/* Masks (as test_flash.c): 0 none; 1 KEEP [L, S]; 2 ADD [B, H, L, S] + BLOCK key padding
- * [B, 1, 1, S] in slot 1; 3 ADD [1, H, 1, S] with -inf entries; 4 KEEP [B, 1, L, S] with fully
- * masked rows and mask_ncols = S - 2; 5 BLOCK [L, S] stored transposed; 6 KEEP [S] in slot 1
- * plus ADD [L, 1]. */
-static void make_masks(const tcase *c, attn__sdpa_args *a, uint64_t *rs, float **fbuf,
-                       unsigned char **bbuf) {
-    int64_t B = c->B, H = c->H, L = c->L, S = c->S;
-    size_t nf = (size_t)(B * H * L * S), nb = (size_t)(B * L * S + B * S + L * S);
-    *fbuf = malloc(4 * nf + 4), *bbuf = malloc(nb + 1);
-    float *f = *fbuf;
-    unsigned char *u = *bbuf;
-    for (size_t i = 0; i < nf; i++) f[i] = (float)((double)(tu_rand(rs) % 2001) / 1000.0 - 1.0);
-    for (size_t i = 0; i < nb; i++) u[i] = (tu_rand(rs) % 5) != 0;
-    a->mask_ncols[0] = a->mask_ncols[1] = S;
-    attn__mask4 *m0 = &a->mask[0], *m1 = &a->mask[1];
-    switch (c->maskcfg) {
-    case 1:
-        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_BOOL;
-        m0->stride[2] = S, m0->stride[3] = 1;
-        break;
-    case 2:
-        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
-        m0->stride[0] = H * L * S, m0->stride[1] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
-        m1->kind = ATTN_MASK_BLOCK, m1->data = u, m1->dtype = ATTN_BOOL;
-        for (int64_t i = 0; i < B * S; i++) u[i] = (tu_rand(rs) % 4) == 0;
-        m1->stride[0] = S, m1->stride[3] = 1;
-        break;
-    case 3:
-        for (int64_t i = 0; i < H * S; i++)
-            if (tu_rand(rs) % 6 == 0) f[i] = -INFINITY;
-        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
-        m0->stride[1] = S, m0->stride[3] = 1;
-        break;
-    case 4:
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t i = 0; i < L; i += 3)
-                memset(u + (b * L + i) * S, 0, (size_t)(S - 2 > 0 ? S - 2 : 0));
-        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_U8;
-        m0->stride[0] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
-        a->mask_ncols[0] = S - 2 > 0 ? S - 2 : 0;
-        break;
-    case 5:
-        m0->kind = ATTN_MASK_BLOCK, m0->data = u, m0->dtype = ATTN_BOOL;
-        for (int64_t i = 0; i < L * S; i++) u[i] = (tu_rand(rs) % 5) == 0;
-        m0->stride[2] = 1, m0->stride[3] = L;
-        break;
-    case 6:
-        m1->kind = ATTN_MASK_KEEP, m1->data = u, m1->dtype = ATTN_BOOL, m1->stride[3] = 1;
-        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32, m0->stride[2] = 1;
-        break;
-    }
 }
 
 /* bf16 copy of n floats, and the floats replaced by their bf16 values. */
@@ -240,7 +178,7 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
     if (c->dropout > 0) a.dropout_p = c->dropout, a.seed = seed * 7 + 1, a.offset = seed % 5;
     float *fm, slopes[8];
     unsigned char *bm;
-    make_masks(c, &a, &rs, &fm, &bm);
+    tu_sdpa_masks(c->maskcfg, c->B, c->H, c->L, c->S, &a, &rs, &fm, &bm);
     if (c->feat & 1) { /* either side may be unlimited (-1) */
         a.window = 1;
         a.window_left = (int64_t)(tu_rand(&rs) % 80) - 10;
@@ -406,7 +344,7 @@ static void api(attn_ctx *ctx) {
 }
 
 int main(void) {
-    attn_ctx *ctx[3] = {make_ctx(1), make_ctx(2), make_ctx(3)};
+    attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     microkernels();
     api(ctx[1]);
     rounding(ctx[0]);

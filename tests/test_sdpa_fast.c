@@ -8,17 +8,8 @@
 #include "../src/kernels/kernels.h"
 #include "testutil.h"
 
-static attn_ctx *make_ctx(int threads) {
-    attn_ctx_params p;
-    memset(&p, 0, sizeof p);
-    p.threads = threads;
-    attn_ctx *c = NULL;
-    attn_ctx_create(&p, &c);
-    return c;
-}
-
 int main(void) {
-    attn_ctx *ctx[3] = {make_ctx(1), make_ctx(2), make_ctx(3)};
+    attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     uint64_t rs = 777;
     const int64_t sizes[] = {1, 2, 3, 5, 8, 13, 17, 32, 70, 100};
     for (int t = 0; t < 80 && !tu_failures; t++) {

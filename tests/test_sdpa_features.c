@@ -41,15 +41,6 @@
 
 static double worst_eq, worst_cap, worst_fd, worst_fwd, worst_bwd;
 
-static attn_ctx *make_ctx(int threads) {
-    attn_ctx_params p;
-    memset(&p, 0, sizeof p);
-    p.threads = threads;
-    attn_ctx *c = NULL;
-    attn_ctx_create(&p, &c);
-    return c;
-}
-
 static void contig4(int64_t *st, const int64_t *sh) {
     st[3] = 1;
     for (int d = 2; d >= 0; d--) st[d] = st[d + 1] * sh[d + 1];
@@ -628,7 +619,7 @@ static void random_case(tcase *c, uint64_t *rs, int t) {
 }
 
 int main(void) {
-    attn_ctx *ctx[3] = {make_ctx(1), make_ctx(2), make_ctx(3)};
+    attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     uint64_t rs = 4242;
     int nref = 0, nfd = 0, nfast = 0;
 

@@ -10,15 +10,6 @@
 #include "../src/kernels/kernels.h"
 #include "testutil.h"
 
-static attn_ctx *make_ctx(int threads) {
-    attn_ctx_params p;
-    memset(&p, 0, sizeof p);
-    p.threads = threads;
-    attn_ctx *c = NULL;
-    attn_ctx_create(&p, &c);
-    return c;
-}
-
 /* Rows [r0, r0+n) of packed x [T, H, d] into dst [H, n, d]. */
 static void unpack(const float *x, int64_t H, int64_t d, int64_t r0, int64_t n, float *dst) {
     for (int64_t h = 0; h < H; h++)
@@ -102,7 +93,7 @@ static int lse_close(const float *got, const float *ref, int64_t n) {
 }
 
 int main(void) {
-    attn_ctx *c1 = make_ctx(1), *c2 = make_ctx(2);
+    attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
     uint64_t rs = 4242;
     const int64_t lens[] = {0, 1, 5, 64, 97, 130};
     for (int t = 0; t < 40 && !tu_failures; t++) {

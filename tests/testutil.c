@@ -1,7 +1,9 @@
-#include "testutil.h"
+#include "testutil_sdpa.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
 
 int tu_failures = 0, tu_checks = 0;
 
@@ -69,4 +71,72 @@ int tu_finish(const char *name) {
     }
     printf("%s: all %d checks passed\n", name, tu_checks);
     return 0;
+}
+
+/* ---- testutil_sdpa.h -------------------------------------------------------------------- */
+void tu_sdpa_masks(int cfg, int64_t B, int64_t H, int64_t L, int64_t S, attn__sdpa_args *a,
+                   uint64_t *rs, float **fbuf, unsigned char **bbuf) {
+    size_t nf = (size_t)(B * H * L * S), nb = (size_t)(B * L * S + B * S + L * S);
+    *fbuf = malloc(4 * nf + 4), *bbuf = malloc(nb + 1);
+    float *f = *fbuf;
+    unsigned char *u = *bbuf;
+    for (size_t i = 0; i < nf; i++) f[i] = (float)((double)(tu_rand(rs) % 2001) / 1000.0 - 1.0);
+    for (size_t i = 0; i < nb; i++) u[i] = (tu_rand(rs) % 5) != 0;
+    a->mask_ncols[0] = a->mask_ncols[1] = S;
+    attn__mask4 *m0 = &a->mask[0], *m1 = &a->mask[1];
+    switch (cfg) {
+    case 1:
+        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_BOOL;
+        m0->stride[2] = S, m0->stride[3] = 1;
+        break;
+    case 2:
+        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
+        m0->stride[0] = H * L * S, m0->stride[1] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
+        m1->kind = ATTN_MASK_BLOCK, m1->data = u, m1->dtype = ATTN_BOOL;
+        for (int64_t i = 0; i < B * S; i++) u[i] = (tu_rand(rs) % 4) == 0;
+        m1->stride[0] = S, m1->stride[3] = 1;
+        break;
+    case 3:
+        for (int64_t i = 0; i < H * S; i++)
+            if (tu_rand(rs) % 6 == 0) f[i] = -INFINITY;
+        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32;
+        m0->stride[1] = S, m0->stride[3] = 1;
+        break;
+    case 4:
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < L; i += 3)
+                memset(u + (b * L + i) * S, 0, (size_t)(S - 2 > 0 ? S - 2 : 0));
+        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_U8;
+        m0->stride[0] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
+        a->mask_ncols[0] = S - 2 > 0 ? S - 2 : 0;
+        break;
+    case 5:
+        m0->kind = ATTN_MASK_BLOCK, m0->data = u, m0->dtype = ATTN_BOOL;
+        for (int64_t i = 0; i < L * S; i++) u[i] = (tu_rand(rs) % 5) == 0;
+        m0->stride[2] = 1, m0->stride[3] = L;
+        break;
+    case 6:
+        m1->kind = ATTN_MASK_KEEP, m1->data = u, m1->dtype = ATTN_BOOL, m1->stride[3] = 1;
+        m0->kind = ATTN_MASK_ADD, m0->data = f, m0->dtype = ATTN_F32, m0->stride[2] = 1;
+        break;
+    case 7:
+        for (int64_t i = 0; i < B * S; i++) u[i] = i < S || (tu_rand(rs) % 3) == 0;
+        m1->kind = ATTN_MASK_BLOCK, m1->data = u, m1->dtype = ATTN_BOOL;
+        m1->stride[0] = S, m1->stride[3] = 1;
+        break;
+    case 8:
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = b; i < L; i += 2) memset(u + (b * L + i) * S, 0, (size_t)S);
+        m0->kind = ATTN_MASK_KEEP, m0->data = u, m0->dtype = ATTN_BOOL;
+        m0->stride[0] = L * S, m0->stride[2] = S, m0->stride[3] = 1;
+        break;
+    }
+}
+
+attn_ctx *tu_ctx(int threads) {
+    attn_ctx_params p;
+    memset(&p, 0, sizeof p);
+    p.threads = threads;
+    attn_ctx *c = NULL;
+    return attn_ctx_create(&p, &c) == ATTN_OK ? c : NULL;
 }

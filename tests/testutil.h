@@ -26,4 +26,6 @@ double tu_max_err(const float *got, const float *ref, size_t n, double *ref_max)
 void tu_fill(float *p, size_t n, uint64_t seed, float lo, float hi);
 uint64_t tu_rand(uint64_t *state);
 int tu_finish(const char *name);
+/* A context with `threads` worker threads (NULL on failure). */
+attn_ctx *tu_ctx(int threads);
 #endif
