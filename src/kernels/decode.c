@@ -27,61 +27,38 @@
 
 
 /* ---- plain C microkernels ----------------------------------------------------------------- */
-static void ref_qk(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq,
-                   const float *k, int64_t ldk, float *s, int64_t lds) {
-    for (int64_t j = 0; j < n; j++) {
-        const float *kj = k + j * ldk;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *qr = q + r * ldq;
-            float acc = 0.0f;
-            for (int64_t d = 0; d < D; d++) acc += qr[d] * kj[d];
-            s[r * lds + j] = acc;
-        }
+/* The plain C kernels for both storage types: T is the K/V element type, LD(x) its value as a
+ * float. */
+static inline float ld_f32(float x) { return x; }
+#define REF_KERNELS(QK, PV, T, LD)                                                             \
+    static void QK(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq, const T *k, \
+                   int64_t ldk, float *s, int64_t lds) {                                       \
+        for (int64_t j = 0; j < n; j++) {                                                      \
+            const T *kj = k + j * ldk;                                                         \
+            for (int64_t r = 0; r < rows; r++) {                                               \
+                const float *qr = q + r * ldq;                                                 \
+                float acc = 0.0f;                                                              \
+                for (int64_t d = 0; d < D; d++) acc += qr[d] * LD(kj[d]);                      \
+                s[r * lds + j] = acc;                                                          \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    static void PV(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp,           \
+                   const T *v, int64_t ldv, float *o, int64_t ldo) {                           \
+        for (int64_t r = 0; r < rows; r++) {                                                   \
+            float *orow = o + r * ldo;                                                         \
+            const float *pr = p + r * ldp;                                                     \
+            memset(orow, 0, sizeof(float) * (size_t)Dv);                                       \
+            for (int64_t j = 0; j < n; j++) {                                                  \
+                float pj = pr[j];                                                              \
+                if (pj == 0.0f) continue; /* masked key: adds nothing */                       \
+                const T *vj = v + j * ldv;                                                     \
+                for (int64_t e = 0; e < Dv; e++) orow[e] += pj * LD(vj[e]);                    \
+            }                                                                                  \
+        }                                                                                      \
     }
-}
-
-static void ref_pv(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp,
-                   const float *v, int64_t ldv, float *o, int64_t ldo) {
-    for (int64_t r = 0; r < rows; r++) {
-        float *orow = o + r * ldo;
-        const float *pr = p + r * ldp;
-        memset(orow, 0, sizeof(float) * (size_t)Dv);
-        for (int64_t j = 0; j < n; j++) {
-            float pj = pr[j];
-            if (pj == 0.0f) continue; /* masked key: adds nothing */
-            const float *vj = v + j * ldv;
-            for (int64_t e = 0; e < Dv; e++) orow[e] += pj * vj[e];
-        }
-    }
-}
-
-static void ref_qk_bf16(int64_t rows, int64_t n, int64_t D, const float *q, int64_t ldq,
-                        const attn__bf16 *k, int64_t ldk, float *s, int64_t lds) {
-    for (int64_t j = 0; j < n; j++) {
-        const attn__bf16 *kj = k + j * ldk;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *qr = q + r * ldq;
-            float acc = 0.0f;
-            for (int64_t d = 0; d < D; d++) acc += qr[d] * attn__bf16_to_f32(kj[d]);
-            s[r * lds + j] = acc;
-        }
-    }
-}
-
-static void ref_pv_bf16(int64_t rows, int64_t n, int64_t Dv, const float *p, int64_t ldp,
-                        const attn__bf16 *v, int64_t ldv, float *o, int64_t ldo) {
-    for (int64_t r = 0; r < rows; r++) {
-        float *orow = o + r * ldo;
-        const float *pr = p + r * ldp;
-        memset(orow, 0, sizeof(float) * (size_t)Dv);
-        for (int64_t j = 0; j < n; j++) {
-            float pj = pr[j];
-            if (pj == 0.0f) continue;
-            const attn__bf16 *vj = v + j * ldv;
-            for (int64_t e = 0; e < Dv; e++) orow[e] += pj * attn__bf16_to_f32(vj[e]);
-        }
-    }
-}
+REF_KERNELS(ref_qk, ref_pv, float, ld_f32)
+REF_KERNELS(ref_qk_bf16, ref_pv_bf16, attn__bf16, attn__bf16_to_f32)
 
 static const attn__decode_kernels ref_kernels = {ATTN__ISA_REF, ref_qk, ref_pv, ref_qk_bf16,
                                                  ref_pv_bf16};
