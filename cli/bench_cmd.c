@@ -85,6 +85,12 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Median of x[0..n) (sorts x in place); n >= 1. */
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
 /* ---- FMA peak: 12 independent FMA chains per thread, on every thread at once ------------ */
 #define PEAK_CHAINS 12
 #ifdef BENCH_X86
@@ -390,8 +396,7 @@ static int measure(op_kind kind, const shape *s, int threads, int ref, int repea
         state_free(&b);
         return 1;
     }
-    qsort(t, (size_t)repeat, sizeof *t, cmp_double);
-    double med = repeat % 2 ? t[repeat / 2] : 0.5 * (t[repeat / 2 - 1] + t[repeat / 2]);
+    double med = median(t, (int)repeat);
     r->path = ref ? (s->bf16 ? "plain C kernels (ref), bf16" : "plain C kernels (ATTN_ISA=ref)")
                   : (s->bf16 ? "fast path, bf16" : "fast path");
     r->s = *s;
@@ -437,9 +442,7 @@ static int measure_bf16_f32(const shape *s, int threads, int repeat, double peak
         for (int i = 0; i < repeat; i++) t[2 * repeat + i] = t[repeat + i] / t[i];
         result *rr[2] = {rb, rf};
         for (int k = 0; k < 3; k++) {
-            double *x = t + k * repeat;
-            qsort(x, (size_t)repeat, sizeof *x, cmp_double);
-            double med = repeat % 2 ? x[repeat / 2] : 0.5 * (x[repeat / 2 - 1] + x[repeat / 2]);
+            double med = median(t + k * repeat, (int)repeat);
             if (k == 2) {
                 *ratio = med;
                 break;
@@ -568,8 +571,7 @@ static double read_bandwidth(int threads) {
         double dt = now_s() - t0;
         t[run] = dt > 0 ? (double)(per * (size_t)threads * sizeof(float)) / dt * 1e-9 : 0;
     }
-    qsort(t, BW_RUNS, sizeof t[0], cmp_double);
-    med = t[BW_RUNS / 2];
+    med = median(t, BW_RUNS);
 done:
     free(buf), free(jobs), free(tid), free(started);
     return med;
@@ -642,8 +644,7 @@ static int dec_measure(const char *path, int ref, int no_decode, int threads, in
         attn_ctx_free(ctx);
         return 1;
     }
-    qsort(t, (size_t)repeat, sizeof *t, cmp_double);
-    double med = repeat % 2 ? t[repeat / 2] : 0.5 * (t[repeat / 2 - 1] + t[repeat / 2]);
+    double med = median(t, (int)repeat);
     r->path = path, r->runs = repeat, r->ms = med * 1e3;
     r->gbs = med > 0 ? bytes / med * 1e-9 : 0;
     r->pct = bw > 0 ? 100.0 * r->gbs / bw : 0;
@@ -681,9 +682,7 @@ static int dec_pairs(int threads, int repeat, attn_tensor *t16, attn_tensor *t32
     dec_result *rr[2] = {r16, r32};
     double bytes[2] = {bytes16, bytes32};
     for (int kk = 0; kk < 3; kk++) {
-        double *x = t + kk * repeat;
-        qsort(x, (size_t)repeat, sizeof *x, cmp_double);
-        double med = repeat % 2 ? x[repeat / 2] : 0.5 * (x[repeat / 2 - 1] + x[repeat / 2]);
+        double med = median(t + kk * repeat, (int)repeat);
         if (kk == 2) {
             *ratio = med;
             break;
