@@ -195,7 +195,7 @@ static void prefetch_next(const f16_job *g, int64_t i1, int64_t k0, int64_t kn, 
     const int64_t lines = rows * per_row;
     const int64_t a = p * lines / g->panels, b = (p + 1) * lines / g->panels;
     for (int64_t t = a; t < b; t++)
-        __builtin_prefetch(g->x + (i1 + t / per_row) * g->ldx + k0 + t % per_row * 16, 0, 2);
+        __builtin_prefetch(g->x + (i1 + t / per_row) * g->ldx + k0 + t % per_row * 16, 0, 3);
 #else
     (void)g, (void)i1, (void)k0, (void)kn, (void)p;
 #endif

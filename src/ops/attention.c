@@ -161,19 +161,29 @@ attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
     return attn__sdpa_call(ctx, q, k, v, mask, opt, out, weights, lse, 0);
 }
 
-/* NaN/inf scan of a 4-D bf16 view (attn__check_finite scans F32 only). */
+/* NaN/inf scan of a 4-D bf16 view (attn__check_finite scans F32 only): a branch-free OR over
+ * each row (the vectoriser's form), the message only once something is found. */
 static attn_status bf16_finite(attn_ctx *ctx, const attn_tensor *t, const char *what) {
     if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
     const attn__bf16 *p = t->data;
+    int64_t n = t->shape[3], s3 = t->stride[3];
     for (int64_t i0 = 0; i0 < t->shape[0]; i0++)
         for (int64_t i1 = 0; i1 < t->shape[1]; i1++)
-            for (int64_t i2 = 0; i2 < t->shape[2]; i2++)
-                for (int64_t i3 = 0; i3 < t->shape[3]; i3++) {
-                    attn__bf16 x = p[i0 * t->stride[0] + i1 * t->stride[1] +
-                                     i2 * t->stride[2] + i3 * t->stride[3]];
+            for (int64_t i2 = 0; i2 < t->shape[2]; i2++) {
+                const attn__bf16 *r = p + i0 * t->stride[0] + i1 * t->stride[1] +
+                                      i2 * t->stride[2];
+                unsigned bad = 0;
+                if (s3 == 1)
+                    for (int64_t j = 0; j < n; j++) bad |= (r[j] & 0x7f80u) == 0x7f80u;
+                else
+                    for (int64_t j = 0; j < n; j++) bad |= (r[j * s3] & 0x7f80u) == 0x7f80u;
+                if (!bad) continue;
+                for (int64_t j = 0; j < n; j++) {
+                    attn__bf16 x = r[j * s3];
                     ATTN_FAIL_IF((x & 0x7f80u) == 0x7f80u, ctx, ATTN_E_NONFINITE,
                                  "%s contains %s", what, x & 0x7fu ? "NaN" : "an infinity");
                 }
+            }
     return ATTN_OK;
 }
 
