@@ -71,7 +71,7 @@ float attn__f16_pow2_scale(float max) {
 
 size_t attn__f16_packed_size(int64_t K, int64_t N) {
     int64_t np, e;
-    if (K < 0 || N < 0 || N > INT64_MAX - NR) return 0;
+    if (K < 0 || N < 0 || N > INT64_MAX / 8) return 0;
     np = (N + NR - 1) / NR * NR;
     if (!attn__mul_i64(np, K, &e) || !attn__mul_i64(e, 2, &e) || e > INT64_MAX - 4 * np - 64)
         return 0;
@@ -186,21 +186,6 @@ typedef struct f16_job {
     uint32_t *stage; /* per tid: MR rows of LDA words */
 } f16_job;
 
-/* Activations come from memory (MiniLM's are 6 to 25 MB per GEMM) and staging a chunk of MR
- * rows would wait for them: while the microkernel works on panel p of this row panel, fetch
- * part p of the next row panel's chunk [k0, k0 + kn) into L2. */
-static void prefetch_next(const f16_job *g, int64_t i1, int64_t k0, int64_t kn, int64_t p) {
-#if defined(__GNUC__)
-    const int64_t rows = g->M - i1 < MR ? g->M - i1 : MR, per_row = (kn + 15) / 16;
-    const int64_t lines = rows * per_row;
-    const int64_t a = p * lines / g->panels, b = (p + 1) * lines / g->panels;
-    for (int64_t t = a; t < b; t++)
-        __builtin_prefetch(g->x + (i1 + t / per_row) * g->ldx + k0 + t % per_row * 16, 0, 3);
-#else
-    (void)g, (void)i1, (void)k0, (void)kn, (void)p;
-#endif
-}
-
 static void f16_rows_task(void *arg, int64_t begin, int64_t end, int tid) {
     const f16_job *g = arg;
     uint32_t *a = g->stage + (int64_t)tid * MR * LDA;
@@ -225,7 +210,6 @@ static void f16_rows_task(void *arg, int64_t begin, int64_t end, int tid) {
             }
             for (int64_t p = 0; p < g->panels; p++) {
                 const int64_t j0 = p * NR, nv = g->N - j0 < NR ? g->N - j0 : NR;
-                if (rp + 1 < end) prefetch_next(g, i0 + MR, k0, kn, p);
                 g->k->ukr(kn, a, mv, g->w + (p * g->K + k0) * NR,
                           g->y + i0 * g->ldy + j0, g->ldy, nv, first, last, rs, g->cs + j0,
                           g->b ? g->b + j0 : NULL, last && g->r ? g->r + i0 * g->ldr + j0 : NULL,

@@ -1,6 +1,6 @@
 /* fp16 linear microkernel on AVX512_FP16 (contract in ../gemm_f16.h): a 14 x 64 tile in 28
  * zmm fp16 accumulators (32 lanes each); each k step loads 64 fp16 weights and broadcasts one
- * 32-bit word (the value twice) per row.  Every KB = 64 steps the fp16 sums are widened and
+ * 32-bit word (the value twice) per row.  Every KB = 128 steps the fp16 sums are widened and
  * added to float accumulators kept in a tile on the stack (L1).  VFMADD231PH issues at the
  * float FMA's rate with twice the lanes.  This directory is compiled for AVX-512 + BF16; the
  * FP16 instructions are enabled per function (target attribute), and used only where
