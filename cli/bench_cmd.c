@@ -44,7 +44,8 @@ static void usage(FILE *f) {
             "\n"
             "FLOPs (a multiply-add counts 2; c = 1/2 with --causal, else 1):\n"
             "  sdpa                   4*B*H*L*S*D*c\n"
-            "  sdpa-backward          2.5 x sdpa\n"
+            "  sdpa-backward          2.5 x sdpa (attn_sdpa_backward_saved: from the saved\n"
+            "                         forward's out and lse, as a training step runs it)\n"
             "  mha                    projections 2*B*L*E*E (q, out) + 2*B*S*E*E (k, v) + sdpa\n"
             "  encoder-layer          4 projections 2*B*L*E*E + sdpa (S = L)\n"
             "                         + feed-forward 2*2*B*L*E*F with F = 4E\n"
@@ -228,7 +229,8 @@ typedef struct bench_state {
     attn_module *m;
     float *buf[8];
     uint16_t *h[3]; /* bf16 copies of q, k, v (--dtype bf16) */
-    attn_tensor q, k, v, o, dout, dq, dk, dv;
+    float *lse;     /* sdpa-backward: the saved forward's log-sum-exp (o holds its output) */
+    attn_tensor q, k, v, o, dout, dq, dk, dv, lt;
     attn_sdpa_options sopt;
     attn_mha_options mopt;
     int self; /* mha: key/value are the query */
@@ -237,9 +239,9 @@ typedef struct bench_state {
 static attn_status run_once(bench_state *b) {
     switch (b->kind) {
     case OP_SDPA: return attn_sdpa(b->ctx, &b->q, &b->k, &b->v, NULL, &b->sopt, &b->o, NULL, NULL);
-    case OP_SDPA_BWD:
-        return attn_sdpa_backward(b->ctx, &b->q, &b->k, &b->v, NULL, &b->sopt, &b->dout, &b->dq,
-                                  &b->dk, &b->dv, NULL);
+    case OP_SDPA_BWD: /* from the saved forward, as a training step runs it */
+        return attn_sdpa_backward_saved(b->ctx, &b->q, &b->k, &b->v, NULL, &b->sopt, &b->o,
+                                        &b->lt, &b->dout, &b->dq, &b->dk, &b->dv, NULL);
     case OP_MHA: {
         const attn_tensor *kv = b->self ? &b->q : &b->k;
         return attn_mha_forward(b->ctx, b->m, &b->q, kv, kv, NULL, NULL, &b->mopt, NULL, &b->o,
@@ -263,6 +265,7 @@ static attn_status run_once(bench_state *b) {
 static void state_free(bench_state *b) {
     for (int i = 0; i < 8; i++) free(b->buf[i]);
     for (int i = 0; i < 3; i++) free(b->h[i]);
+    free(b->lse);
     attn_module_free(b->m);
     attn_ctx_free(b->ctx);
     memset(b, 0, sizeof *b);
@@ -334,6 +337,19 @@ static int state_init(bench_state *b, op_kind kind, const shape *s, int threads,
             b->v = attn_tensor_make(b->h[2], ATTN_BF16, 4, ks);
         }
         b->sopt.causal = s->causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+        if (kind == OP_SDPA_BWD) { /* the forward once, untimed: its out and lse are saved */
+            b->lse = malloc(sizeof(float) * (size_t)(B * H * L));
+            if (!b->lse) {
+                fprintf(stderr, "attn bench: out of memory for the inputs\n");
+                return 1;
+            }
+            b->lt = attn_view3(b->lse, B, H, L);
+            st = attn_sdpa(b->ctx, &b->q, &b->k, &b->v, NULL, &b->sopt, &b->o, NULL, &b->lt);
+            if (st != ATTN_OK) {
+                attn_cli_fail(b->ctx, "bench", st);
+                return 1;
+            }
+        }
         return 0;
     }
     b->q = attn_view3(u[0], B, L, E), b->k = attn_view3(u[1], B, S, E);

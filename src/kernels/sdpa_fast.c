@@ -237,6 +237,19 @@ attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn__
         attn__parallel_for(ctx, a->B * a->Hkv, bwd_task, &jb);
         goto done;
     }
+    if (a->o && a->lse) { /* the caller saved the forward: out as it is, lse made contiguous */
+        float *lse;
+        ATTN_TRYG(attn__ws_f32(ctx, &lse, a->B, a->H, a->L, 1));
+        for (int64_t b = 0; b < a->B; b++)
+            for (int64_t h = 0; h < a->H; h++)
+                for (int64_t i = 0; i < a->L; i++)
+                    lse[(b * a->H + h) * a->L + i] =
+                        a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]];
+        attn__sdpa_args f = *a;
+        f.w = NULL;
+        ATTN_TRYG(attn__flash_bwd(ctx, &f, g, lse));
+        goto done;
+    }
     {
         /* the fused backward needs the forward's output and log-sum-exp: recompute them */
         attn__sdpa_args f = *a;

@@ -246,12 +246,27 @@ attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q, const attn_t
                                const attn_sdpa_options *opt, const attn_tensor *dout,
                                attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
                                attn_tensor *dmask) {
-    return attn__sdpa_backward_call(ctx, q, k, v, mask, opt, dout, dq, dk, dv, dmask, 0);
+    return attn__sdpa_backward_call(ctx, q, k, v, mask, opt, NULL, NULL, dout, dq, dk, dv, dmask,
+                                    0);
+}
+
+attn_status attn_sdpa_backward_saved(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                                     const attn_tensor *v, const attn_mask *mask,
+                                     const attn_sdpa_options *opt, const attn_tensor *out,
+                                     const attn_tensor *lse, const attn_tensor *dout,
+                                     attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                                     attn_tensor *dmask) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!out || !out->data || !lse || !lse->data, ctx, ATTN_E_INVALID,
+                 "attn_sdpa_backward_saved needs the forward's out and lse");
+    return attn__sdpa_backward_call(ctx, q, k, v, mask, opt, out, lse, dout, dq, dk, dv, dmask,
+                                    0);
 }
 
 attn_status attn__sdpa_backward_call(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
                                      const attn_tensor *v, const attn_mask *mask,
-                                     const attn_sdpa_options *opt, const attn_tensor *dout,
+                                     const attn_sdpa_options *opt, const attn_tensor *out,
+                                     const attn_tensor *lse, const attn_tensor *dout,
                                      attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
                                      attn_tensor *dmask, uint64_t drop_base) {
     if (!ctx) return ATTN_E_INVALID;
@@ -264,6 +279,17 @@ attn_status attn__sdpa_backward_call(attn_ctx *ctx, const attn_tensor *q, const 
             kshape[4] = {a.B, a.Hkv, a.S, a.D}, vshape[4] = {a.B, a.Hkv, a.S, a.Dv};
     ATTN_TRY(attn__check(ctx, dout, "dout", ATTN_F32, 4, 4));
     ATTN_TRY(attn__check_shape(ctx, dout, "dout", 4, oshape));
+    if (out && lse) { /* the saved forward: the fused backward starts from them */
+        ATTN_TRY(attn__check(ctx, out, "out", ATTN_F32, 4, 4));
+        ATTN_TRY(attn__check_shape(ctx, out, "out", 4, oshape));
+        ATTN_TRY(attn__check(ctx, lse, "lse", ATTN_F32, 3, 3));
+        ATTN_TRY(attn__check_shape(ctx, lse, "lse", 3, oshape));
+        ATTN_TRY(attn__check_finite(ctx, out, "out", 0));
+        ATTN_TRY(attn__check_finite(ctx, lse, "lse", 1)); /* -inf: a fully masked row */
+        a.o = out->data, a.lse = lse->data;
+        memcpy(a.os, out->stride, sizeof a.os);
+        memcpy(a.ls, lse->stride, sizeof a.ls);
+    }
     attn_tensor *outs[3] = {dq, dk, dv};
     const char *names[3] = {"dq", "dk", "dv"};
     const int64_t *shapes[3] = {qshape, kshape, vshape};

@@ -17,7 +17,8 @@ ATTN__HIDDEN attn_status attn__same_shape(attn_ctx *ctx, const attn_tensor *a, c
                                           const attn_tensor *b, const char *bn);
 
 /* attn_sdpa / attn_sdpa_backward with the dropout stream starting at index drop_base (the
- * packed-sequence calls of varlen.c give each sequence its own range of the stream). */
+ * packed-sequence calls of varlen.c give each sequence its own range of the stream); the
+ * backward takes the saved forward (out and lse, both or neither) as attn_sdpa_backward_saved. */
 ATTN__HIDDEN attn_status attn__sdpa_call(attn_ctx *ctx, const attn_tensor *q,
                                          const attn_tensor *k, const attn_tensor *v,
                                          const attn_mask *mask, const attn_sdpa_options *opt,
@@ -27,6 +28,7 @@ ATTN__HIDDEN attn_status attn__sdpa_backward_call(attn_ctx *ctx, const attn_tens
                                                   const attn_tensor *k, const attn_tensor *v,
                                                   const attn_mask *mask,
                                                   const attn_sdpa_options *opt,
+                                                  const attn_tensor *out, const attn_tensor *lse,
                                                   const attn_tensor *dout, attn_tensor *dq,
                                                   attn_tensor *dk, attn_tensor *dv,
                                                   attn_tensor *dmask, uint64_t drop_base);

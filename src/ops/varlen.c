@@ -190,7 +190,7 @@ attn_status attn_sdpa_varlen_backward(attn_ctx *ctx, const attn_tensor *q, const
             if (gs[0]) dqb = seq_view(gs[0], r0, Lb);
             if (gs[1]) dkb = seq_view(gs[1], c0, Sb);
             if (gs[2]) dvb = seq_view(gs[2], c0, Sb);
-            ATTN_TRYG(attn__sdpa_backward_call(ctx, &qb, &kb, &vb, NULL, opt, &gb,
+            ATTN_TRYG(attn__sdpa_backward_call(ctx, &qb, &kb, &vb, NULL, opt, NULL, NULL, &gb,
                                                gs[0] ? &dqb : NULL, gs[1] ? &dkb : NULL,
                                                gs[2] ? &dvb : NULL, NULL, base));
             ATTN_TRYG(advance(ctx, &base, p.H, Lb, Sb));
