@@ -8,8 +8,9 @@
  * FLOPs: forward 4 B H L S D (two products), halved under a causal mask; backward 2.5x the
  * forward (the usual convention: five products, although the kernel evaluates the scores
  * again).  For each row: median milliseconds over the runs, GFLOP/s, percent of the FMA peak of
- * that many threads, and the peak RSS of the process so far.  Lines starting with "RESULT" are
- * for bench/bench_torch.py.  The kernel set is the context's default (ATTN_ISA caps it). */
+ * that many threads, and the peak RSS of the process so far; "RESULT" lines are for scripts
+ * (bench/attn_vs_torch.py compares `attn bench` with PyTorch).  The kernel set is the
+ * context's default (ATTN_ISA caps it). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
