@@ -271,18 +271,18 @@ static void state_free(bench_state *b) {
     memset(b, 0, sizeof *b);
 }
 
-/* Creates the context (ISA capped by ATTN_ISA=ref when ref), the module and the inputs.
- * Returns 0 or an exit status after printing the problem. */
-static int state_init(bench_state *b, op_kind kind, const shape *s, int threads, int ref) {
-    memset(b, 0, sizeof *b);
-    b->kind = kind, b->s = *s;
-    const char *old = getenv("ATTN_ISA");
-    char *saved = old ? strdup(old) : NULL;
+/* A context on `threads` threads with `flags`; with ref, created under ATTN_ISA=ref (the plain
+ * C kernels).  NULL after printing the problem. */
+static attn_ctx *bench_ctx(int ref, int threads, unsigned flags) {
+    const char *old_isa = getenv("ATTN_ISA");
+    char *saved = old_isa ? strdup(old_isa) : NULL;
     if (ref) setenv("ATTN_ISA", "ref", 1);
     attn_ctx_params p;
     memset(&p, 0, sizeof p);
     p.threads = threads;
-    attn_status st = attn_ctx_create(&p, &b->ctx);
+    p.flags = flags;
+    attn_ctx *ctx = NULL;
+    attn_status st = attn_ctx_create(&p, &ctx);
     if (ref) {
         if (saved) setenv("ATTN_ISA", saved, 1);
         else unsetenv("ATTN_ISA");
@@ -290,8 +290,19 @@ static int state_init(bench_state *b, op_kind kind, const shape *s, int threads,
     free(saved);
     if (st != ATTN_OK) {
         fprintf(stderr, "attn bench: cannot create a context (%s)\n", attn_status_name(st));
-        return 1;
+        return NULL;
     }
+    return ctx;
+}
+
+/* Creates the context (ISA capped by ATTN_ISA=ref when ref), the module and the inputs.
+ * Returns 0 or an exit status after printing the problem. */
+static int state_init(bench_state *b, op_kind kind, const shape *s, int threads, int ref) {
+    memset(b, 0, sizeof *b);
+    b->kind = kind, b->s = *s;
+    b->ctx = bench_ctx(ref, threads, 0);
+    if (!b->ctx) return 1;
+    attn_status st;
     int64_t B = s->B, H = s->H, Hkv = s->Hkv, L = s->L, S = s->S, D = s->D, E = H * D;
     int sdpa = kind == OP_SDPA || kind == OP_SDPA_BWD, bwd = kind == OP_SDPA_BWD ||
                kind == OP_MHA_BWD || kind == OP_ENC_BWD;
@@ -602,32 +613,10 @@ typedef struct dec_result {
 /* One path of the decode benchmark: a context (plain C kernels when ref; the decode path
  * turned off with ATTN_DECODE=0 when no_decode), a warm-up and `repeat` timed attn_sdpa calls
  * (at most ~max_s seconds of them). */
-static attn_ctx *dec_ctx(int ref, int threads) {
-    const char *old_isa = getenv("ATTN_ISA");
-    char *saved = old_isa ? strdup(old_isa) : NULL;
-    if (ref) setenv("ATTN_ISA", "ref", 1);
-    attn_ctx_params p;
-    memset(&p, 0, sizeof p);
-    p.threads = threads;
-    p.flags = ATTN_CTX_NO_FINITE_CHECK; /* a NaN scan would read the whole cache once more */
-    attn_ctx *ctx = NULL;
-    attn_status st = attn_ctx_create(&p, &ctx);
-    if (ref) {
-        if (saved) setenv("ATTN_ISA", saved, 1);
-        else unsetenv("ATTN_ISA");
-    }
-    free(saved);
-    if (st != ATTN_OK) {
-        fprintf(stderr, "attn bench: cannot create a context (%s)\n", attn_status_name(st));
-        return NULL;
-    }
-    return ctx;
-}
-
 static int dec_measure(const char *path, int ref, int no_decode, int threads, int repeat,
                        double max_s, attn_tensor *q, attn_tensor *k, attn_tensor *v,
                        attn_tensor *o, double bytes, double bw, dec_result *r) {
-    attn_ctx *ctx = dec_ctx(ref, threads);
+    attn_ctx *ctx = bench_ctx(ref, threads, ATTN_CTX_NO_FINITE_CHECK);
     if (!ctx) return 1;
     attn_status st;
     const char *old_dec = getenv("ATTN_DECODE");
@@ -675,7 +664,7 @@ static int dec_measure(const char *path, int ref, int no_decode, int threads, in
 static int dec_pairs(int threads, int repeat, attn_tensor *t16, attn_tensor *t32,
                      double bytes16, double bytes32, double bw, dec_result *r16,
                      dec_result *r32, double *ratio) {
-    attn_ctx *ctx = dec_ctx(0, threads);
+    attn_ctx *ctx = bench_ctx(0, threads, ATTN_CTX_NO_FINITE_CHECK);
     if (!ctx) return 1;
     attn_sdpa_options opt = attn_sdpa_defaults();
     opt.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
