@@ -281,6 +281,21 @@ static void block_scores(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t 
 /* ---- packing ------------------------------------------------------------------------------ */
 /* One key tile (b, hk, kt): K^T [Dp][BN] and V [BN][Dvp] (forward), or K^T, K [BN][Dp] and
  * V^T [Dvp][BN] (backward). */
+/* n rows of d values (row stride rs, column stride cs) into dst [rows][w], zero padded on the
+ * right and below; rows with a unit column stride are plain copies. */
+static void copy_rows(const float *src, int64_t rs, int64_t cs, int64_t n, int64_t d,
+                      int64_t rows, int64_t w, float *dst) {
+    for (int64_t r = 0; r < n; r++) {
+        float *o = dst + r * w;
+        const float *x = src + r * rs;
+        if (cs == 1) memcpy(o, x, sizeof(float) * (size_t)d);
+        else
+            for (int64_t e = 0; e < d; e++) o[e] = x[e * cs];
+        memset(o + d, 0, sizeof(float) * (size_t)(w - d));
+    }
+    memset(dst + n * w, 0, sizeof(float) * (size_t)((rows - n) * w));
+}
+
 static void pack_kv_task(void *arg, int64_t begin, int64_t end, int tid) {
     const fl *f = arg;
     const attn__sdpa_args *a = f->a;
@@ -295,21 +310,14 @@ static void pack_kv_task(void *arg, int64_t begin, int64_t end, int tid) {
         for (int64_t j = 0; j < kn; j++)
             for (int64_t d = 0; d < a->D; d++) kt_[d * BN + j] = kb[j * a->ks[2] + d * a->ks[3]];
         if (!bwd) {
-            float *vp = f->Vp + t * BN * f->Dvp;
-            memset(vp, 0, sizeof(float) * (size_t)(BN * f->Dvp));
+            copy_rows(vb, a->vs[2], a->vs[3], kn, a->Dv, BN, f->Dvp, f->Vp + t * BN * f->Dvp);
+        } else {
+            float *vt = f->Vt + t * f->Dvp * BN;
+            copy_rows(kb, a->ks[2], a->ks[3], kn, a->D, BN, f->Dp, f->Kp + t * BN * f->Dp);
+            memset(vt, 0, sizeof(float) * (size_t)(f->Dvp * BN));
             for (int64_t j = 0; j < kn; j++)
                 for (int64_t e = 0; e < a->Dv; e++)
-                    vp[j * f->Dvp + e] = vb[j * a->vs[2] + e * a->vs[3]];
-        } else {
-            float *kp = f->Kp + t * BN * f->Dp, *vt = f->Vt + t * f->Dvp * BN;
-            memset(kp, 0, sizeof(float) * (size_t)(BN * f->Dp));
-            memset(vt, 0, sizeof(float) * (size_t)(f->Dvp * BN));
-            for (int64_t j = 0; j < kn; j++) {
-                for (int64_t d = 0; d < a->D; d++)
-                    kp[j * f->Dp + d] = kb[j * a->ks[2] + d * a->ks[3]];
-                for (int64_t e = 0; e < a->Dv; e++)
                     vt[e * BN + j] = vb[j * a->vs[2] + e * a->vs[3]];
-            }
         }
     }
 }
@@ -317,10 +325,7 @@ static void pack_kv_task(void *arg, int64_t begin, int64_t end, int tid) {
 /* Rows [i0, i0+qn) of x (b, h) into dst [BM][w], zero padded. */
 static void pack_rows(const float *x, const int64_t *xs, int64_t b, int64_t h, int64_t i0,
                       int64_t qn, int64_t d, int64_t w, float *dst) {
-    memset(dst, 0, sizeof(float) * (size_t)(BM * w));
-    const float *xb = x + b * xs[0] + h * xs[1] + i0 * xs[2];
-    for (int64_t r = 0; r < qn; r++)
-        for (int64_t e = 0; e < d; e++) dst[r * w + e] = xb[r * xs[2] + e * xs[3]];
+    copy_rows(x + b * xs[0] + h * xs[1] + i0 * xs[2], xs[2], xs[3], qn, d, BM, w, dst);
 }
 
 /* bf16 storage: one key tile (b, hk, kt) as K^T [Dp/2][BN][2] and V [BN/2][Dvp][2], zero
