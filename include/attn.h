@@ -307,13 +307,15 @@ typedef struct attn_sdpa_options {
     float dropout_p;    /* probability of zeroing a weight, in [0, 1); kept ones scale 1/(1-p) */
     uint64_t seed;      /* dropout: Philox key */
     uint64_t offset;    /* dropout: Philox counter offset (advance between calls) */
-    /* Sliding window (local attention, FlashAttention's window_size): query i sees key j only
-     * when  i + S - L - window_left <= j <= i + S - L + window_right.  The window is aligned
-     * bottom-right whatever `causal` is (the last query is centred on the last key, so decoding
-     * with a KV cache, L = 1, sees the last window_left + 1 keys); with L = S it is the usual
-     * |i - j| window.  A negative value leaves that side unlimited; -1 (the default) on both
-     * sides is no window.  Combined with `causal` and the mask as an intersection: e.g. causal
-     * BOTTOM_RIGHT with window_left = W - 1 is a causal window of W keys. */
+    /* Sliding window (local attention, FlashAttention's window_size), used when window != 0:
+     * query i sees key j only when  i + S - L - window_left <= j <= i + S - L + window_right.
+     * The window is aligned bottom-right whatever `causal` is (the last query is centred on the
+     * last key, so decoding with a KV cache, L = 1, sees the last window_left + 1 keys); with
+     * L = S it is the usual |i - j| window.  A negative side is unlimited.  Combined with
+     * `causal` and the mask as an intersection: e.g. window = 1, window_left = W - 1,
+     * window_right = 0 is a causal window of W keys.  (The flag keeps a zeroed struct free of
+     * windows: 0 and 0 is a real, one-key window.) */
+    int window;
     int64_t window_left, window_right;
     /* ALiBi (Press et al.; FlashAttention-2's definition): NULL, or [H] finite per-head slopes;
      * adds  -alibi_slopes[h] * |i + S - L - j|  to the score (after the soft cap, before the
@@ -324,8 +326,8 @@ typedef struct attn_sdpa_options {
     float softcap;
 } attn_sdpa_options;
 
-/* causal NONE, scale 0, no dropout, window -1/-1, no ALiBi, softcap 0.  Start from this rather
- * than a zeroed struct: a zero window is a real (one key) window. */
+/* causal NONE, scale 0, no dropout, no window (window 0, sides -1), no ALiBi, softcap 0: the
+ * same as a zeroed struct apart from the unlimited window sides. */
 ATTN_API attn_sdpa_options attn_sdpa_defaults(void);
 
 /* Scaled dot-product attention with torch.nn.functional.scaled_dot_product_attention

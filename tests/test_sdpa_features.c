@@ -511,7 +511,8 @@ static attn_tensor tens(float *d, int64_t a, int64_t b, int64_t c, int64_t e) {
 
 static void public_api(attn_ctx *ctx) {
     attn_sdpa_options o = attn_sdpa_defaults();
-    TU_CHECK(o.window_left == -1 && o.window_right == -1 && !o.alibi_slopes && o.softcap == 0,
+    TU_CHECK(!o.window && o.window_left == -1 && o.window_right == -1 && !o.alibi_slopes &&
+                 o.softcap == 0,
              "defaults");
     tcase c = {2, 4, 2, 37, 150, 24, 16, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 20, 3, 1, 3.0f, 0, 0, 0};
     prob p;
@@ -544,7 +545,7 @@ static void public_api(attn_ctx *ctx) {
     }
     /* against the reference, all features at once */
     o = attn_sdpa_defaults();
-    o.causal = c.causal, o.window_left = c.wl, o.window_right = c.wr;
+    o.causal = c.causal, o.window = 1, o.window_left = c.wl, o.window_right = c.wr;
     o.alibi_slopes = p.slopes, o.softcap = c.softcap;
     outs r;
     outs_alloc(&r, &p, 0);
@@ -563,12 +564,16 @@ static void public_api(attn_ctx *ctx) {
     }
     /* any negative window value is unlimited: (-7, -3) is no window at all */
     o = attn_sdpa_defaults();
-    o.window_left = -7, o.window_right = -3;
+    o.window = 1, o.window_left = -7, o.window_right = -3;
     float *out2 = malloc(4 * p.no);
     attn_tensor O2 = tens(out2, c.B, c.H, c.L, c.Dv);
     TU_STATUS(attn_sdpa(ctx, &Q, &K, &V, NULL, &o, &O, NULL, NULL), ATTN_OK, ctx);
     TU_STATUS(attn_sdpa(ctx, &Q, &K, &V, NULL, NULL, &O2, NULL, NULL), ATTN_OK, ctx);
     TU_CHECK(!memcmp(out, out2, 4 * p.no), "negative window values are not 'unlimited'");
+    /* a zeroed options struct has no window (its zero sides only count with window = 1) */
+    memset(&o, 0, sizeof o);
+    TU_STATUS(attn_sdpa(ctx, &Q, &K, &V, NULL, &o, &O, NULL, NULL), ATTN_OK, ctx);
+    TU_CHECK(!memcmp(out, out2, 4 * p.no), "a zeroed attn_sdpa_options applies a window");
     /* a decode step (L = 1) with a window of W keys sees exactly the last W: equal to the
      * attention over those keys alone */
     {
@@ -582,7 +587,7 @@ static void public_api(attn_ctx *ctx) {
                     va = tens(v1 + (S - W) * D, 1, 1, W, D), o_ = tens(o1, 1, 1, 1, D),
                     ob = tens(o2, 1, 1, 1, D);
         o = attn_sdpa_defaults();
-        o.window_left = W - 1, o.window_right = 0;
+        o.window = 1, o.window_left = W - 1, o.window_right = 0;
         TU_STATUS(attn_sdpa(ctx, &q_, &k_, &v_, NULL, &o, &o_, NULL, NULL), ATTN_OK, ctx);
         TU_STATUS(attn_sdpa(ctx, &q_, &ka, &va, NULL, NULL, &ob, NULL, NULL), ATTN_OK, ctx);
         tu_close("decode window vs last W keys", o1, o2, (size_t)D, 1e-6);

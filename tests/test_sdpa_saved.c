@@ -34,7 +34,7 @@ int main(void) {
         attn_sdpa_options opt = attn_sdpa_defaults();
         opt.causal = (attn_causal)(t % 3);
         if (t % 4 == 1) opt.dropout_p = 0.2f, opt.seed = 5, opt.offset = (uint64_t)t;
-        if (t % 5 == 2) opt.window_left = 17, opt.softcap = 4.0f;
+        if (t % 5 == 2) opt.window = 1, opt.window_left = 17, opt.softcap = 4.0f;
         const attn_mask *mp = t % 2 ? &m : NULL;
         TU_STATUS(attn_sdpa(ctx, &tq, &tk, &tv, mp, &opt, &to, NULL, &tl), ATTN_OK, ctx);
         for (int r = 0; r < 2; r++) {

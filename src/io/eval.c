@@ -659,6 +659,7 @@ static attn_status op_sdpa(ev *e) {
     opt.seed = (uint64_t)ev_i(e, "seed");
     opt.window_left = ev_i(e, "window_left");
     opt.window_right = ev_i(e, "window_right");
+    opt.window = opt.window_left >= 0 || opt.window_right >= 0; /* -1 and -1: none */
     ATTN_FAIL_IF(fabs(ev_f(e, "softcap")) > 3.4e38, e->ctx, ATTN_E_INVALID,
                  "attribute 'softcap' (%g) is out of the float range", ev_f(e, "softcap"));
     opt.softcap = (float)ev_f(e, "softcap"); /* attn_sdpa refuses a negative one */

@@ -11,7 +11,7 @@
 attn_sdpa_options attn_sdpa_defaults(void) {
     attn_sdpa_options o;
     memset(&o, 0, sizeof o);
-    o.window_left = o.window_right = -1; /* no window */
+    o.window = 0, o.window_left = o.window_right = -1; /* no window */
     return o;
 }
 
@@ -147,7 +147,7 @@ static attn_status sdpa_inputs(attn_ctx *ctx, const attn_tensor *q, const attn_t
     a->seed = o.seed;
     a->offset = o.offset;
     /* any negative side is unlimited; no window at all when both are */
-    a->window = o.window_left >= 0 || o.window_right >= 0;
+    a->window = o.window && (o.window_left >= 0 || o.window_right >= 0);
     a->window_left = o.window_left < 0 ? -1 : o.window_left;
     a->window_right = o.window_right < 0 ? -1 : o.window_right;
     a->alibi = o.alibi_slopes;
