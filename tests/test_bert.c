@@ -344,7 +344,44 @@ static void test_threads(attn_ctx *ctx2) {
     attn_ctx_free(ctx1);
 }
 
+/* An allocator whose blocks start 16 bytes into what malloc returned: freeing one with plain
+ * free (or a plain block with it) breaks at once, sanitizer or not. */
+static int64_t live_blocks;
+static void *off_alloc(void *u, size_t n) {
+    (void)u;
+    char *p = malloc(n + 16);
+    if (!p) return NULL;
+    live_blocks++;
+    return p + 16;
+}
+static void off_free(void *u, void *p) {
+    (void)u;
+    if (!p) return;
+    live_blocks--;
+    free((char *)p - 16);
+}
+
+/* attn_bert_set_dtype through another context than the model's own: the packed weights come
+ * from (and return to) the model's allocator. */
+static void test_other_allocator(void) {
+    attn_ctx_params p = {0};
+    p.alloc = off_alloc, p.free = off_free;
+    attn_ctx *own, *plain;
+    if (attn_ctx_create(&p, &own) != ATTN_OK) return;
+    if (attn_ctx_create(NULL, &plain) != ATTN_OK) return;
+    attn_bert *b = NULL;
+    if (TU_STATUS(attn_bert_load(own, "fixtures/bert_tiny", &b), ATTN_OK, own)) {
+        TU_STATUS(attn_bert_set_dtype(plain, b, ATTN_BF16), ATTN_OK, plain);
+        TU_STATUS(attn_bert_set_dtype(plain, b, ATTN_F16), ATTN_OK, plain);
+    }
+    attn_bert_free(b);
+    attn_ctx_free(own);
+    attn_ctx_free(plain);
+    TU_CHECK(live_blocks == 0, "%lld blocks of the model's allocator left", (long long)live_blocks);
+}
+
 int main(void) {
+    test_other_allocator();
     attn_ctx_params p = {0};
     p.threads = 2;
     attn_ctx *ctx;

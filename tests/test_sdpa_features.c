@@ -534,8 +534,8 @@ static void public_api(attn_ctx *ctx) {
                   ATTN_E_INVALID, ctx);
     }
     float bad_slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
-    float bad_vals[2] = {NAN, -INFINITY};
-    for (int i = 0; i < 2; i++) {
+    float bad_vals[3] = {NAN, -INFINITY, -1e38f}; /* the last overflows slope * distance */
+    for (int i = 0; i < 3; i++) {
         o = attn_sdpa_defaults();
         bad_slopes[3] = bad_vals[i]; /* the last head: all H values are read */
         o.alibi_slopes = bad_slopes;

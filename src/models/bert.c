@@ -675,10 +675,12 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
     }
     ATTN_FAIL_IF(!attn__mul_size(per, (size_t)nl, &total), ctx, ATTN_E_INVALID,
                  "attn_bert_set_dtype: model too large");
-    unsigned char *w = attn__malloc(ctx, total ? total : 1);
-    void **p = attn__malloc(ctx, (size_t)(4 * nl + 1) * sizeof *p);
+    /* the model's allocator (the one it was loaded with, which attn_bert_free uses), not ctx's */
+    attn_alloc_fn alloc = b->m->alloc;
+    unsigned char *w = alloc(b->alloc_user, total ? total : 1);
+    void **p = alloc(b->alloc_user, (size_t)(4 * nl + 1) * sizeof *p);
     if (!w || !p) {
-        attn__free(ctx, w), attn__free(ctx, p);
+        bfree(b, w), bfree(b, p);
         return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (%s weights)",
                           attn_dtype_name(dtype));
     }

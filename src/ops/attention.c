@@ -126,9 +126,16 @@ static attn_status sdpa_inputs(attn_ctx *ctx, const attn_tensor *q, const attn_t
     ATTN_FAIL_IF(!(isfinite(o.softcap) && o.softcap >= 0.0f), ctx, ATTN_E_INVALID,
                  "softcap must be finite and >= 0 (0 = off), got %g", (double)o.softcap);
     if (o.alibi_slopes)
-        for (int64_t h = 0; h < H; h++)
-            ATTN_FAIL_IF(!isfinite(o.alibi_slopes[h]), ctx, ATTN_E_INVALID,
-                         "alibi_slopes[%lld] is not finite", (long long)h);
+        for (int64_t h = 0; h < H; h++) {
+            float sl = o.alibi_slopes[h];
+            ATTN_FAIL_IF(!isfinite(sl), ctx, ATTN_E_INVALID, "alibi_slopes[%lld] is not finite",
+                         (long long)h);
+            /* the bias reaches |slope| (L + S): keep it far from float overflow */
+            ATTN_FAIL_IF(fabs((double)sl) * ((double)L + (double)S) > 1e30, ctx, ATTN_E_INVALID,
+                         "alibi_slopes[%lld] = %g is too large: slope * (L + S) must stay "
+                         "below 1e30",
+                         (long long)h, (double)sl);
+        }
     int64_t wshape[4] = {B, H, L, S};
     memset(a, 0, sizeof *a);
     ATTN_TRY(attn__mask_bind(ctx, mask, "attn_mask", wshape, &a->mask[0]));
