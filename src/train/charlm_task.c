@@ -345,14 +345,8 @@ static attn_status put_cfg(attn_st_writer *w, const attn_charlm_config *c) {
     ATTN_TRY(attn__meta_put_i(w, "vocab_size", c->vocab_size));
     ATTN_TRY(attn_st_writer_meta(w, "vocab", hex));
     /* training settings, so a resumed run can check it continues the same run */
-    ATTN_TRY(attn__meta_put_i(w, "batch", c->batch));
-    ATTN_TRY(attn__meta_put_i(w, "steps", c->steps));
-    ATTN_TRY(attn__meta_put_i(w, "warmup", c->warmup));
-    ATTN_TRY(attn__meta_put_f(w, "lr", c->lr));
-    ATTN_TRY(attn__meta_put_f(w, "lr_min", c->lr_min));
-    ATTN_TRY(attn__meta_put_f(w, "weight_decay", c->weight_decay));
-    ATTN_TRY(attn__meta_put_f(w, "clip", c->clip));
-    return attn__meta_put_i(w, "seed", (long long)c->seed);
+    attn__train_meta tm = ATTN__TRAIN_META((attn_charlm_config *)c);
+    return attn__train_meta_put(w, &tm);
 }
 
 static int hexval(char ch) {
@@ -367,7 +361,7 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_charlm_config
     ATTN_FAIL_IF(!task || strcmp(task, "charlm") != 0, ctx, ATTN_E_FORMAT,
                  "not a charlm checkpoint (metadata task = %s)", task ? task : "(none)");
     *c = attn_charlm_defaults();
-    int64_t v = 0, seed = 0;
+    int64_t v = 0;
     ATTN_TRY(attn__meta_get_i(ctx, st, "d_model", &c->d_model));
     ATTN_TRY(attn__meta_get_i(ctx, st, "nhead", &c->nhead));
     ATTN_TRY(attn__meta_get_i(ctx, st, "num_layers", &c->num_layers));
@@ -387,15 +381,8 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_charlm_config
                      "checkpoint metadata \"vocab\" is not hexadecimal");
         c->vocab[i] = (unsigned char)(hi * 16 + lo);
     }
-    ATTN_TRY(attn__meta_get_i(ctx, st, "batch", &c->batch));
-    ATTN_TRY(attn__meta_get_i(ctx, st, "steps", &c->steps));
-    ATTN_TRY(attn__meta_get_i(ctx, st, "warmup", &c->warmup));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "lr", &c->lr));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "lr_min", &c->lr_min));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "weight_decay", &c->weight_decay));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "clip", &c->clip));
-    ATTN_TRY(attn__meta_get_i(ctx, st, "seed", &seed));
-    c->seed = (uint64_t)seed;
+    attn__train_meta tm = ATTN__TRAIN_META(c);
+    ATTN_TRY(attn__train_meta_get(ctx, st, &tm));
     attn_status s = check_model_cfg(ctx, c);
     if (s == ATTN_OK) s = check_vocab(ctx, c, 1);
     if (s != ATTN_OK)

@@ -152,16 +152,10 @@ static attn_status put_cfg(attn_st_writer *w, const attn_dates_config *c) {
     ATTN_TRY(attn__meta_put_i(w, "vocab_size", ATTN__DATES_VOCAB));
     ATTN_TRY(attn__meta_put_i(w, "max_len", ATTN__DATES_MAX_SRC + 2));
     ATTN_TRY(attn__meta_put_i(w, "pad_id", ATTN__DATES_PAD));
-    /* training settings, so a resumed run can check it continues the same run */
-    ATTN_TRY(attn__meta_put_i(w, "batch", c->batch));
-    ATTN_TRY(attn__meta_put_i(w, "steps", c->steps));
-    ATTN_TRY(attn__meta_put_i(w, "warmup", c->warmup));
-    ATTN_TRY(attn__meta_put_f(w, "lr", c->lr));
-    ATTN_TRY(attn__meta_put_f(w, "lr_min", c->lr_min));
-    ATTN_TRY(attn__meta_put_f(w, "weight_decay", c->weight_decay));
-    ATTN_TRY(attn__meta_put_f(w, "clip", c->clip));
     ATTN_TRY(attn__meta_put_f(w, "label_smoothing", c->label_smoothing));
-    return attn__meta_put_i(w, "seed", (long long)c->seed);
+    /* training settings, so a resumed run can check it continues the same run */
+    attn__train_meta tm = ATTN__TRAIN_META((attn_dates_config *)c);
+    return attn__train_meta_put(w, &tm);
 }
 
 static int get_b(const attn_st *st, const char *k) {
@@ -174,7 +168,7 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_dates_config 
     ATTN_FAIL_IF(!task || strcmp(task, "dates") != 0, ctx, ATTN_E_FORMAT,
                  "not a dates checkpoint (metadata task = %s)", task ? task : "(none)");
     *c = attn_dates_defaults();
-    int64_t v = 0, seed = 0;
+    int64_t v = 0;
     ATTN_TRY(attn__meta_get_i(ctx, st, "d_model", &c->d_model));
     ATTN_TRY(attn__meta_get_i(ctx, st, "nhead", &c->nhead));
     ATTN_TRY(attn__meta_get_i(ctx, st, "num_encoder_layers", &c->num_layers));
@@ -186,16 +180,9 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_dates_config 
     ATTN_FAIL_IF(v != ATTN__DATES_VOCAB, ctx, ATTN_E_FORMAT,
                  "checkpoint vocabulary has %lld tokens, this attn has %d", (long long)v,
                  ATTN__DATES_VOCAB);
-    ATTN_TRY(attn__meta_get_i(ctx, st, "batch", &c->batch));
-    ATTN_TRY(attn__meta_get_i(ctx, st, "steps", &c->steps));
-    ATTN_TRY(attn__meta_get_i(ctx, st, "warmup", &c->warmup));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "lr", &c->lr));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "lr_min", &c->lr_min));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "weight_decay", &c->weight_decay));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "clip", &c->clip));
     ATTN_TRY(attn__meta_get_f(ctx, st, "label_smoothing", &c->label_smoothing));
-    ATTN_TRY(attn__meta_get_i(ctx, st, "seed", &seed));
-    c->seed = (uint64_t)seed;
+    attn__train_meta tm = ATTN__TRAIN_META(c);
+    ATTN_TRY(attn__train_meta_get(ctx, st, &tm));
     return ATTN_OK;
 }
 
