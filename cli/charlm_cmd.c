@@ -156,28 +156,10 @@ static int load_text(textbuf *t, const char *path, const char *corpus, int insta
 }
 
 /* ---- progress -------------------------------------------------------------------------- */
-typedef struct curve {
-    float *step, *bpc, *vstep, *vbpc;
-    int n, nv, cap;
-    int tty;
-    double last_print;
-} curve;
-
-
 static int on_progress(void *user, const attn_train_progress *p) {
-    curve *c = user;
+    attn_cli_curve *c = user;
     float bpc = (float)(p->loss / 0.69314718055994530942);
-    if (c->n < c->cap) {
-        c->step[c->n] = (float)p->step;
-        c->bpc[c->n++] = bpc;
-    }
-    if (p->val_bpc > 0 && c->nv < c->cap) {
-        c->vstep[c->nv] = (float)p->step;
-        c->vbpc[c->nv++] = p->val_bpc;
-    }
-    int report = p->val_bpc > 0 || p->step == p->steps || p->elapsed_s - c->last_print >= 1.0;
-    if (!report) return 0;
-    c->last_print = p->elapsed_s;
+    if (!attn_cli_curve_add(c, p, bpc, p->val_bpc > 0, p->val_bpc)) return 0;
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
     attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
@@ -271,20 +253,11 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     }
     cfg.state_path = paths.state;
     cfg.save_every = 100;
-    curve c;
-    memset(&c, 0, sizeof c);
-    c.cap = (int)(cfg.steps < 1000000 ? cfg.steps + 1 : 1000000);
-    c.step = calloc((size_t)c.cap, sizeof(float));
-    c.bpc = calloc((size_t)c.cap, sizeof(float));
-    c.vstep = calloc((size_t)c.cap, sizeof(float));
-    c.vbpc = calloc((size_t)c.cap, sizeof(float));
-    c.tty = isatty(2);
-    c.last_print = -1;
+    attn_cli_curve c;
     char *smp = NULL;
     attn_module *m = NULL;
     int rc = 0;
-    if (!c.step || !c.bpc || !c.vstep || !c.vbpc) {
-        fprintf(stderr, "attn train charlm: out of memory\n");
+    if (attn_cli_curve_init(&c, "train charlm", cfg.steps)) {
         rc = 1;
         goto out;
     }
@@ -303,12 +276,12 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;
     }
-    st = attn_loss_curve_svg(ctx, paths.svg, c.step, c.bpc, c.n, c.vstep, c.vbpc, c.nv,
+    st = attn_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val, c.nv,
                              "validation bits/char",
                              "attn train charlm: training and validation bits per character");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train charlm", st);
     printf("vocabulary: %d bytes\n", cfg.vocab_size);
-    if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.vbpc[c.nv - 1]);
+    if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.val[c.nv - 1]);
     printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state, paths.svg);
     if (sample > 0 && (smp = malloc((size_t)sample + 1)) != NULL) {
         st = attn_charlm_generate(ctx, m, &cfg, NULL, sample, 0.8f, 0, cfg.seed, smp,
@@ -319,7 +292,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
 out:
     free(smp);
     attn_module_free(m);
-    free(c.step), free(c.bpc), free(c.vstep), free(c.vbpc);
+    attn_cli_curve_free(&c);
     free(text.p);
     attn_ctx_free(ctx);
     return rc;

@@ -31,6 +31,21 @@ int attn_cli_parse_f(const char *s, double lo, double hi, double *v);
 /* "m:ss" */
 void attn_cli_fmt_time(double s, char *b, size_t n);
 
+/* A training run's loss curve for the SVG plot and the pacing of its progress lines: `train`
+ * per step, `val` at each validation. */
+typedef struct attn_cli_curve {
+    float *step, *train, *vstep, *val;
+    int n, nv, cap, tty;
+    double last_print;
+} attn_cli_curve;
+/* Room for steps + 1 points; 1 (after printing) when out of memory. */
+int attn_cli_curve_init(attn_cli_curve *c, const char *cmd, int64_t steps);
+void attn_cli_curve_free(attn_cli_curve *c);
+/* Records step p->step (train value; val when has_val) and says whether to print a progress
+ * line now: at a validation, at the last step, or a second after the previous line. */
+int attn_cli_curve_add(attn_cli_curve *c, const attn_train_progress *p, float train, int has_val,
+                       float val);
+
 /* A training command's output folder (created if missing), its file names and a context with
  * `threads` threads.  Prints the problem and returns 1 on failure, else 0. */
 typedef struct attn_cli_paths {

@@ -12,27 +12,9 @@
 
 
 /* ---- attn train ------------------------------------------------------------------------ */
-typedef struct curve {
-    float *step, *loss, *vstep, *vacc;
-    int n, nv, cap;
-    int tty;
-    double last_print;
-} curve;
-
-
 static int on_progress(void *user, const attn_train_progress *p) {
-    curve *c = user;
-    if (c->n < c->cap) {
-        c->step[c->n] = (float)p->step;
-        c->loss[c->n++] = p->loss;
-    }
-    if (p->accuracy >= 0 && c->nv < c->cap) {
-        c->vstep[c->nv] = (float)p->step;
-        c->vacc[c->nv++] = p->accuracy;
-    }
-    int report = p->accuracy >= 0 || p->step == p->steps || p->elapsed_s - c->last_print >= 1.0;
-    if (!report) return 0;
-    c->last_print = p->elapsed_s;
+    attn_cli_curve *c = user;
+    if (!attn_cli_curve_add(c, p, p->loss, p->accuracy >= 0, p->accuracy)) return 0;
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
     attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
@@ -117,18 +99,9 @@ int attn_cmd_train(int argc, char **argv) {
     }
     cfg.state_path = paths.state;
     cfg.save_every = 500;
-    curve c;
-    memset(&c, 0, sizeof c);
-    c.cap = (int)(cfg.steps < 1000000 ? cfg.steps + 1 : 1000000);
-    c.step = calloc((size_t)c.cap, sizeof(float));
-    c.loss = calloc((size_t)c.cap, sizeof(float));
-    c.vstep = calloc((size_t)c.cap, sizeof(float));
-    c.vacc = calloc((size_t)c.cap, sizeof(float));
-    c.tty = isatty(2);
-    c.last_print = -1;
+    attn_cli_curve c;
     int rc = 0;
-    if (!c.step || !c.loss || !c.vstep || !c.vacc) {
-        fprintf(stderr, "attn train: out of memory\n");
+    if (attn_cli_curve_init(&c, "train", cfg.steps)) {
         rc = 1;
         goto out;
     }
@@ -150,8 +123,8 @@ int attn_cmd_train(int argc, char **argv) {
         attn_module_free(m);
         goto out;
     }
-    for (int i = 0; i < c.nv; i++) c.vacc[i] = 1.0f - c.vacc[i]; /* plot the error: both fall */
-    st = attn_loss_curve_svg(ctx, paths.svg, c.step, c.loss, c.n, c.vstep, c.vacc, c.nv,
+    for (int i = 0; i < c.nv; i++) c.val[i] = 1.0f - c.val[i]; /* plot the error: both fall */
+    st = attn_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val, c.nv,
                              "held-out error (1 - exact match)",
                              "attn train dates: training loss and held-out exact match");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train", st);
@@ -165,7 +138,7 @@ int attn_cmd_train(int argc, char **argv) {
     }
     attn_module_free(m);
 out:
-    free(c.step), free(c.loss), free(c.vstep), free(c.vacc);
+    attn_cli_curve_free(&c);
     attn_ctx_free(ctx);
     return rc;
 }
