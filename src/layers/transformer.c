@@ -43,6 +43,14 @@ attn_status attn__check_tcfg(attn_ctx *ctx, const attn_transformer_config *c) {
     return ATTN_OK;
 }
 
+/* Backward of attn__ln_fwd: dx [M, E] (may alias dy) from dy; the weight and bias gradients
+ * accumulate into g's buffers. */
+static void ln_bwd(const attn__gmap *g, const attn__ln *ln, const float *x, const float *dy,
+                   float *dx, int64_t M) {
+    attn__layer_norm_bwd_ref(x, ln->E, ln->weight, ln->eps, dy, ln->E, dx, ln->E,
+                             attn__g(g, ln->weight), attn__g(g, ln->bias), M, ln->E);
+}
+
 static attn_mha_config mha_cfg(const attn_transformer_config *c) {
     attn_mha_config m = attn_mha_defaults(c->d_model, c->nhead);
     m.bias = c->bias;
@@ -777,8 +785,7 @@ static attn_status enc_layer_bwd(attn_ctx *ctx, const attn__enc_layer *l, const 
         copy_f(t, dout, n);
         attn__dropout(&r_d2, p, t, n);
         ATTN_TRYG(ffn_bwd(ctx, &l->linear1, &l->linear2, g, c->activation, p, x1, t, d1, M, &r_ffn));
-        attn__layer_norm_bwd_ref(r1, E, l->norm2.weight, l->norm2.eps, d1, E, d1, E,
-                                 attn__g(g, l->norm2.weight), attn__g(g, l->norm2.bias), M, E);
+        ln_bwd(g, &l->norm2, r1, d1, d1, M);
         for (int64_t i = 0; i < n; i++) d1[i] += dout[i]; /* d r1 */
         /* r1 = x0 + drop1(mha(n1 = norm1(x0))) */
         copy_f(t, d1, n);
@@ -786,21 +793,18 @@ static attn_status enc_layer_bwd(attn_ctx *ctx, const attn__enc_layer *l, const 
         ATTN_TRYG(attn__mha_bwd(ctx, &l->self_attn, g, n1, n1, n1, B, L, L, kpm, mask, is_causal,
                                 &r_mha, t, dq, dk, dv));
         for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i];
-        attn__layer_norm_bwd_ref(x0, E, l->norm1.weight, l->norm1.eps, dq, E, dq, E,
-                                 attn__g(g, l->norm1.weight), attn__g(g, l->norm1.bias), M, E);
+        ln_bwd(g, &l->norm1, x0, dq, dq, M);
         for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
     } else {
         /* r2 = x1 + drop2(ffn(x1)); out = norm2(r2) */
         for (int64_t i = 0; i < n; i++) u[i] += x1[i]; /* u = r2 */
-        attn__layer_norm_bwd_ref(u, E, l->norm2.weight, l->norm2.eps, dout, E, d1, E,
-                                 attn__g(g, l->norm2.weight), attn__g(g, l->norm2.bias), M, E);
+        ln_bwd(g, &l->norm2, u, dout, d1, M);
         copy_f(t, d1, n);
         attn__dropout(&r_d2, p, t, n);
         ATTN_TRYG(ffn_bwd(ctx, &l->linear1, &l->linear2, g, c->activation, p, x1, t, dq, M, &r_ffn));
         for (int64_t i = 0; i < n; i++) d1[i] += dq[i]; /* d x1 */
         /* x1 = norm1(r1), r1 = x0 + drop1(mha(x0)) */
-        attn__layer_norm_bwd_ref(r1, E, l->norm1.weight, l->norm1.eps, d1, E, d1, E,
-                                 attn__g(g, l->norm1.weight), attn__g(g, l->norm1.bias), M, E);
+        ln_bwd(g, &l->norm1, r1, d1, d1, M);
         copy_f(t, d1, n);
         attn__dropout(&r_d1, p, t, n);
         ATTN_TRYG(attn__mha_bwd(ctx, &l->self_attn, g, x0, x0, x0, B, L, L, kpm, mask, is_causal,
@@ -869,8 +873,7 @@ static attn_status dec_layer_bwd(attn_ctx *ctx, const attn__dec_layer *l, const 
     if (pre) {
         copy_f(d, dout, n);
     } else {
-        attn__layer_norm_bwd_ref(u, E, l->norm3.weight, l->norm3.eps, dout, E, d, E,
-                                 attn__g(g, l->norm3.weight), attn__g(g, l->norm3.bias), M, E);
+        ln_bwd(g, &l->norm3, u, dout, d, M);
     }
     /* feed-forward block: r3 = base3 + drop3(ffn(n3)) */
     copy_f(t, d, n);
@@ -878,13 +881,11 @@ static attn_status dec_layer_bwd(attn_ctx *ctx, const attn__dec_layer *l, const 
     ATTN_TRYG(ffn_bwd(ctx, &l->linear1, &l->linear2, g, c->activation, p, n3, t, dq, M, &r_ff));
     /* dq = d n3 */
     if (pre) {
-        attn__layer_norm_bwd_ref(r2, E, l->norm3.weight, l->norm3.eps, dq, E, dq, E,
-                                 attn__g(g, l->norm3.weight), attn__g(g, l->norm3.bias), M, E);
+        ln_bwd(g, &l->norm3, r2, dq, dq, M);
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r2 */
     } else {
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x2 (= n3) */
-        attn__layer_norm_bwd_ref(r2, E, l->norm2.weight, l->norm2.eps, d, E, d, E,
-                                 attn__g(g, l->norm2.weight), attn__g(g, l->norm2.bias), M, E);
+        ln_bwd(g, &l->norm2, r2, d, d, M);
     }
     /* cross-attention block: r2 = base2 + drop2(ca(n2, mem)); d = d r2 */
     copy_f(t, d, n);
@@ -894,13 +895,11 @@ static attn_status dec_layer_bwd(attn_ctx *ctx, const attn__dec_layer *l, const 
     for (int64_t i = 0; i < ns; i++) dmem[i] += dk[i] + dv[i];
     /* dq = d n2 */
     if (pre) {
-        attn__layer_norm_bwd_ref(r1, E, l->norm2.weight, l->norm2.eps, dq, E, dq, E,
-                                 attn__g(g, l->norm2.weight), attn__g(g, l->norm2.bias), M, E);
+        ln_bwd(g, &l->norm2, r1, dq, dq, M);
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r1 */
     } else {
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x1 (= n2) */
-        attn__layer_norm_bwd_ref(r1, E, l->norm1.weight, l->norm1.eps, d, E, d, E,
-                                 attn__g(g, l->norm1.weight), attn__g(g, l->norm1.bias), M, E);
+        ln_bwd(g, &l->norm1, r1, d, d, M);
     }
     /* self-attention block: r1 = x0 + drop1(sa(in)); d = d r1 */
     copy_f(t, d, n);
@@ -909,8 +908,7 @@ static attn_status dec_layer_bwd(attn_ctx *ctx, const attn__dec_layer *l, const 
                             &r_sa, t, dq, dk, dv));
     for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i]; /* d in */
     if (pre)
-        attn__layer_norm_bwd_ref(x0, E, l->norm1.weight, l->norm1.eps, dq, E, dq, E,
-                                 attn__g(g, l->norm1.weight), attn__g(g, l->norm1.bias), M, E);
+        ln_bwd(g, &l->norm1, x0, dq, dq, M);
     for (int64_t i = 0; i < n; i++) dx[i] = d[i] + dq[i];
 done:
     attn__ws_release(ctx, mk);
@@ -950,8 +948,7 @@ static attn_status stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gm
             ATTN_TRYG(attn__enc_layer_fwd(ctx, &s->enc[i], xi, B, T, m1, m2, is_causal, rng));
     }
     if (fin)
-        attn__layer_norm_bwd_ref(xs + N * n, E, fin->weight, fin->eps, dout, E, d, E,
-                                 attn__g(g, fin->weight), attn__g(g, fin->bias), B * T, E);
+        ln_bwd(g, fin, xs + N * n, dout, d, B * T);
     else
         copy_f(d, dout, n);
     for (int64_t i = N - 1; i >= 0; i--) {
