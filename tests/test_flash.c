@@ -164,9 +164,47 @@ static void errors(attn_ctx *ctx) {
     TU_STATUS(attn__flash_bwd(ctx, &a, &g, lse), ATTN_E_UNSUPPORTED, ctx);
 }
 
+/* The transpose microkernel of every ISA against the plain C one: values, zero padding to
+ * whole 16 x 16 blocks, and nothing written beyond them (a canary). */
+static void transposes(void) {
+    const attn__flash_kernels *ks[3] = {attn__flash_kernels_ref(), attn__flash_kernels_avx2(),
+                                        attn__flash_kernels_avx512()};
+    uint64_t rs = 77;
+    int nt = 0;
+    for (int t = 0; t < 300 && !tu_failures; t++) {
+        int64_t n = 1 + (int64_t)(tu_rand(&rs) % 40), d = 1 + (int64_t)(tu_rand(&rs) % 40);
+        int64_t cs = t % 4 == 3 ? 3 : 1, rstride = cs == 1 ? d + (int64_t)(tu_rand(&rs) % 5)
+                                                            : 1 + 3 * d;
+        int64_t np = (n + 15) / 16 * 16, dp = (d + 15) / 16 * 16, ld = np + 16 * (t % 2);
+        size_t nsrc = (size_t)(n * rstride + d * cs), ndst = (size_t)(dp * ld);
+        float *src = malloc(4 * nsrc), *want = malloc(4 * ndst), *got = malloc(4 * ndst);
+        tu_fill(src, nsrc, 500 + (uint64_t)t, -1, 1);
+        for (size_t i = 0; i < ndst; i++) want[i] = 12345.0f;
+        attn__flash_tr_c(src, rstride, cs, n, d, want, ld);
+        for (int64_t e = 0; e < dp; e++)
+            for (int64_t j = 0; j < ld; j++) {
+                float w = want[e * ld + j];
+                float x = j >= np ? 12345.0f : j < n && e < d ? src[j * rstride + e * cs] : 0.0f;
+                TU_CHECK(w == x, "C transpose: n %lld d %lld (%lld, %lld)", (long long)n,
+                         (long long)d, (long long)e, (long long)j);
+            }
+        for (int k = 1; k < 3; k++) {
+            if (!ks[k]) continue;
+            for (size_t i = 0; i < ndst; i++) got[i] = 12345.0f;
+            ks[k]->tr(src, rstride, cs, n, d, got, ld);
+            TU_CHECK(memcmp(got, want, 4 * ndst) == 0, "transpose (isa %d): n %lld d %lld cs %lld",
+                     ks[k]->isa, (long long)n, (long long)d, (long long)cs);
+            nt++;
+        }
+        free(src), free(want), free(got);
+    }
+    printf("transposes: %d fast-kernel cases identical to the C one\n", nt);
+}
+
 int main(void) {
     attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     errors(ctx[0]);
+    transposes();
     uint64_t rs = 2024;
     const int64_t lens[] = {1, 3, 17, 63, 64, 65, 127, 129, 5, 100};
     const int64_t dims[] = {1, 8, 16, 17, 64, 33, 64, 80};

@@ -5,7 +5,8 @@
  *   S = Q_t K_t^T (mm), per row: scale, causal/mask -> -inf, m' = max(m, max S), alpha =
  *   exp(m - m'), P = exp(S - m'), l = alpha l + sum P, P *= dropout multiplier,
  *   O = alpha O + P V_t (mm with a per-row scale).  At the end O /= l, lse = m + log l
- *   (l = 0: the row had no visible key: zeros and -inf).
+ *   (l = 0: the row had no visible key: zeros and -inf).  With at most ATTN__FLASH_SHORT_S
+ *   keys, one tile holds them all and the plain softmax replaces the online one (fwd_short_task).
  * Backward (FlashAttention-2), per (query tile, key tile) block, from the saved lse:
  *   P = exp(S - lse), W = P * keep, dP = (dO V^T) * keep, dS = scale P (dP - delta) with
  *   delta_i = dO_i . O_i;  dV += W^T dO,  dK += dS^T Q,  dQ += dS K.
@@ -103,8 +104,18 @@ static void ref_alibi(float *s, int64_t ld, int64_t rows, int64_t n, float slope
     }
 }
 
-static const attn__flash_kernels ref_kernels = {
-    ATTN__ISA_REF, ref_mm, ref_smax, ref_expsum, ref_vexp, ref_ds, ref_softcap, ref_alibi};
+void attn__flash_tr_c(const float *src, int64_t rs, int64_t cs, int64_t n, int64_t d,
+                      float *dst, int64_t ld) {
+    int64_t np = (n + 15) & ~(int64_t)15, dp = (d + 15) & ~(int64_t)15;
+    for (int64_t e = 0; e < dp; e++) {
+        float *o = dst + e * ld;
+        for (int64_t j = 0; j < np; j++) o[j] = j < n && e < d ? src[j * rs + e * cs] : 0.0f;
+    }
+}
+
+static const attn__flash_kernels ref_kernels = {ATTN__ISA_REF, ref_mm,      ref_smax,
+                                                ref_expsum,    ref_vexp,    ref_ds,
+                                                ref_softcap,   ref_alibi,   attn__flash_tr_c};
 
 const attn__flash_kernels *attn__flash_kernels_ref(void) { return &ref_kernels; }
 
@@ -129,6 +140,10 @@ typedef struct fl {
     const float *lse;
     float *scratch;
     int64_t per_thread;
+    /* short keys (fwd_short_task): Sp = rup16(S), query rows per task, tasks per head, and
+     * whether V is read in place */
+    int64_t sp, srows, snch;
+    int vin;
     /* bf16 storage (attn__flash_fwd_bf16): kb != NULL; q16, k16, v16 are the inputs.  widen:
      * packed to fp32 (Kt, Vp, Q) for the fp32 products; else Kt16 holds the K^T tiles
      * [Dp/2][BN][2] and Vp16 the V tiles [BN/2][Dvp][2] (pair-interleaved) */
@@ -220,34 +235,34 @@ static float add_masks(const fl *f, int64_t b, int64_t h, int64_t i, int64_t j0,
     return row_max(s, n);
 }
 
-/* ALiBi on the block S [BM][BN] of rows [i0, i0+qn) of head h, keys from j0: s -= slope
+/* ALiBi on the block S [BM][w] of rows [i0, i0+qn) of head h, keys from j0: s -= slope
  * |i + S - L - j| (-inf stays); mx[r] = the new row maximum. */
-static void block_alibi(const fl *f, int64_t h, int64_t i0, int64_t qn, int64_t j0, float *S,
-                        float *mx) {
+static void block_alibi(const fl *f, int64_t h, int64_t i0, int64_t qn, int64_t j0, int64_t w,
+                        float *S, float *mx) {
     const attn__sdpa_args *a = f->a;
     float slope = a->alibi[h];
     int64_t d0 = i0 + a->S - a->L - j0; /* row r's distance to key j0 + j is |d0 + r - j| */
-    if (d0 > -(1 << 23) + BN && d0 < (1 << 23) - BM) {
-        f->kr->alibi(S, BN, qn, BN, slope, (float)d0, mx); /* float distances are exact */
+    if (d0 > -(1 << 23) + w && d0 < (1 << 23) - BM) {
+        f->kr->alibi(S, w, qn, w, slope, (float)d0, mx); /* float distances are exact */
         return;
     }
     for (int64_t r = 0; r < qn; r++) { /* beyond 2^23 keys: integer distances */
-        float *s = S + r * BN;
-        for (int64_t j = 0; j < BN; j++) {
+        float *s = S + r * w;
+        for (int64_t j = 0; j < w; j++) {
             int64_t d = d0 + r - j;
             s[j] -= slope * (float)(d < 0 ? -d : d);
         }
-        mx[r] = row_max(s, BN);
+        mx[r] = row_max(s, w);
     }
 }
 
 /* Scales, caps and masks the raw dot products of rows [i0, i0+qn) of head (b, h) against the
- * key tile at j0 with kn keys (S [BM][BN]): invisible keys become -inf; mx[r] = the row
- * maximum; dt [BM][BN] (may be NULL; only read under a soft cap) receives the cap's
+ * key tile at j0 with kn keys (S [BM][w], w a multiple of 16 >= kn): invisible keys become -inf; mx[r] = the row
+ * maximum; dt [BM][w] (may be NULL; only read under a soft cap) receives the cap's
  * derivative 1 - tanh^2 for the backward. */
 static void block_scores_dt(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t qn,
-                            int64_t j0, int64_t kn, float *S, int64_t *nvalid, float *mx,
-                            float *dt) {
+                            int64_t j0, int64_t kn, int64_t w, float *S, int64_t *nvalid,
+                            float *mx, float *dt) {
     const attn__sdpa_args *a = f->a;
     for (int64_t r = 0; r < qn; r++) { /* keys [lo, nv) of the tile are visible */
         int64_t lo, hi;
@@ -256,26 +271,26 @@ static void block_scores_dt(const fl *f, int64_t b, int64_t h, int64_t i0, int64
         int64_t nv = hi - j0 + 1 < kn ? hi - j0 + 1 : kn;
         nvalid[r] = nv < 0 || lo - j0 >= nv ? 0 : nv;
     }
-    f->kr->smax(S, BN, qn, BN, nvalid, a->scale, mx);
-    if (a->softcap > 0) f->kr->softcap(S, BN, qn, BN, a->softcap, dt, mx);
+    f->kr->smax(S, w, qn, w, nvalid, a->scale, mx);
+    if (a->softcap > 0) f->kr->softcap(S, w, qn, w, a->softcap, dt, mx);
     if (a->window) /* the window's left edge; the right one is in nvalid */
         for (int64_t r = 0; r < qn; r++) {
             int64_t lo, hi;
             attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S,
                              i0 + r, &lo, &hi);
             if (nvalid[r] == 0 || lo <= j0) continue;
-            for (int64_t j = 0; j < lo - j0; j++) S[r * BN + j] = -INFINITY;
-            mx[r] = row_max(S + r * BN, nvalid[r]);
+            for (int64_t j = 0; j < lo - j0; j++) S[r * w + j] = -INFINITY;
+            mx[r] = row_max(S + r * w, nvalid[r]);
         }
-    if (a->alibi) block_alibi(f, h, i0, qn, j0, S, mx);
+    if (a->alibi) block_alibi(f, h, i0, qn, j0, w, S, mx);
     if (f->masked)
         for (int64_t r = 0; r < qn; r++)
-            if (nvalid[r] > 0) mx[r] = add_masks(f, b, h, i0 + r, j0, nvalid[r], S + r * BN);
+            if (nvalid[r] > 0) mx[r] = add_masks(f, b, h, i0 + r, j0, nvalid[r], S + r * w);
 }
 
 static void block_scores(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t qn, int64_t j0,
                          int64_t kn, float *S, int64_t *nvalid, float *mx) {
-    block_scores_dt(f, b, h, i0, qn, j0, kn, S, nvalid, mx, NULL);
+    block_scores_dt(f, b, h, i0, qn, j0, kn, BN, S, nvalid, mx, NULL);
 }
 
 /* ---- packing ------------------------------------------------------------------------------ */
@@ -296,6 +311,16 @@ static void copy_rows(const float *src, int64_t rs, int64_t cs, int64_t n, int64
     memset(dst + n * w, 0, sizeof(float) * (size_t)((rows - n) * w));
 }
 
+/* x^T [rup16(d)][w] of n rows of d values (w >= rup16(n), a multiple of 16), zero padded */
+static void tr_tile(const attn__flash_kernels *kr, const float *x, int64_t rs, int64_t cs,
+                    int64_t n, int64_t d, float *dst, int64_t w) {
+    int64_t np = rup16(n);
+    kr->tr(x, rs, cs, n, d, dst, w);
+    if (np < w)
+        for (int64_t e = 0; e < rup16(d); e++)
+            memset(dst + e * w + np, 0, sizeof(float) * (size_t)(w - np));
+}
+
 static void pack_kv_task(void *arg, int64_t begin, int64_t end, int tid) {
     const fl *f = arg;
     const attn__sdpa_args *a = f->a;
@@ -306,18 +331,12 @@ static void pack_kv_task(void *arg, int64_t begin, int64_t end, int tid) {
         const float *kb = a->k + b * a->ks[0] + hk * a->ks[1] + j0 * a->ks[2];
         const float *vb = a->v + b * a->vs[0] + hk * a->vs[1] + j0 * a->vs[2];
         float *kt_ = f->Kt + t * f->Dp * BN;
-        memset(kt_, 0, sizeof(float) * (size_t)(f->Dp * BN));
-        for (int64_t j = 0; j < kn; j++)
-            for (int64_t d = 0; d < a->D; d++) kt_[d * BN + j] = kb[j * a->ks[2] + d * a->ks[3]];
+        tr_tile(f->kr, kb, a->ks[2], a->ks[3], kn, a->D, kt_, BN);
         if (!bwd) {
             copy_rows(vb, a->vs[2], a->vs[3], kn, a->Dv, BN, f->Dvp, f->Vp + t * BN * f->Dvp);
         } else {
-            float *vt = f->Vt + t * f->Dvp * BN;
             copy_rows(kb, a->ks[2], a->ks[3], kn, a->D, BN, f->Dp, f->Kp + t * BN * f->Dp);
-            memset(vt, 0, sizeof(float) * (size_t)(f->Dvp * BN));
-            for (int64_t j = 0; j < kn; j++)
-                for (int64_t e = 0; e < a->Dv; e++)
-                    vt[e * BN + j] = vb[j * a->vs[2] + e * a->vs[3]];
+            tr_tile(f->kr, vb, a->vs[2], a->vs[3], kn, a->Dv, f->Vt + t * f->Dvp * BN, BN);
         }
     }
 }
@@ -459,6 +478,91 @@ static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
+/* ---- short key ranges: all keys in one tile -----------------------------------------------
+ * With S <= ATTN__FLASH_SHORT_S keys (fp32 data), a task takes (b, h, a range of query rows):
+ * it transposes its head's K into its own scratch (K^T [Dp][Sp]), reads Q (and V when its rows
+ * are unit-stride multiples of 16) in place, and per block of SBM rows computes S = Q K^T, the
+ * scores, P = exp(S - row max), O = P V and O / sum P: one pass, no rescaling, no packing pass
+ * over the whole batch, the head's K^T and V hot in the thread's cache.  Each row's arithmetic
+ * is the same whichever task holds it, so the split never changes a bit. */
+#define SBM 32
+
+static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const fl *f = arg;
+    const attn__sdpa_args *a = f->a;
+    const attn__flash_kernels *kr = f->kr;
+    const int64_t Sp = f->sp, Dp = f->Dp, Dvp = f->Dvp, S = a->S;
+    int64_t *nvalid = (int64_t *)(f->scratch + (int64_t)tid * f->per_thread);
+    float *Kt = (float *)(nvalid + SBM), *Sb = Kt + Dp * Sp, *O = Sb + SBM * Sp,
+          *mx = O + SBM * Dvp, *sum = mx + SBM, *keep = sum + SBM, *Vp = keep + Sp;
+    int64_t packed = -1; /* the (b, kv head) whose K^T (and V) the scratch holds */
+    for (int64_t t = begin; t < end; t++) {
+        int64_t bh = t / f->snch, ch = t % f->snch, b = bh / a->H, h = bh % a->H;
+        int64_t hk = h / f->group;
+        const float *kb = a->k + b * a->ks[0] + hk * a->ks[1];
+        const float *vb = a->v + b * a->vs[0] + hk * a->vs[1];
+        if (packed != b * a->Hkv + hk) {
+            tr_tile(kr, kb, a->ks[2], a->ks[3], S, a->D, Kt, Sp);
+            if (!f->vin) copy_rows(vb, a->vs[2], a->vs[3], S, a->Dv, Sp, Dvp, Vp);
+            packed = b * a->Hkv + hk;
+        }
+        const float *V = f->vin ? vb : Vp;
+        const int64_t ldv = f->vin ? a->vs[2] : Dvp;
+        int64_t r0 = ch * f->srows, r1 = r0 + f->srows < a->L ? r0 + f->srows : a->L;
+        for (int64_t i0 = r0; i0 < r1; i0 += SBM) {
+            int64_t qn = r1 - i0 < SBM ? r1 - i0 : SBM;
+            kr->mm(qn, Sp, a->D, a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2], a->qs[2],
+                   a->qs[3], Kt, Sp, Sb, Sp, 0, NULL);
+            block_scores_dt(f, b, h, i0, qn, 0, S, Sp, Sb, nvalid, mx, NULL);
+            kr->expsum(Sb, Sp, qn, Sp, mx, sum);
+            if (f->dropout)
+                for (int64_t r = 0; r < qn; r++) {
+                    float *s = Sb + r * Sp;
+                    keep_row(f, b, h, i0 + r, 0, S, keep);
+                    for (int64_t j = 0; j < S; j++) s[j] *= keep[j];
+                }
+            kr->mm(qn, Dvp, S, Sb, Sp, 1, V, ldv, O, Dvp, 0, NULL);
+            for (int64_t r = 0; r < qn; r++) {
+                int64_t i = i0 + r;
+                float *o = a->o + b * a->os[0] + h * a->os[1] + i * a->os[2];
+                const float *Or = O + r * Dvp;
+                float inv = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;
+                if (sum[r] > 0.0f && a->os[3] == 1)
+                    for (int64_t e = 0; e < a->Dv; e++) o[e] = Or[e] * inv;
+                else
+                    for (int64_t e = 0; e < a->Dv; e++)
+                        o[e * a->os[3]] = sum[r] > 0.0f ? Or[e] * inv : 0.0f;
+                if (a->lse)
+                    a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]] =
+                        sum[r] > 0.0f ? mx[r] + logf(sum[r]) : -INFINITY;
+            }
+        }
+    }
+}
+
+static attn_status flash_fwd_short(attn_ctx *ctx, fl *f) {
+    const attn__sdpa_args *a = f->a;
+    f->sp = rup16(a->S);
+    f->vin = a->vs[3] == 1 && a->Dv % 16 == 0;
+    /* enough tasks to balance the threads: at least 4 per thread when the rows allow it */
+    int64_t nrb = (a->L + SBM - 1) / SBM, bh = a->B * a->H;
+    int width = attn__parallel_width(ctx, bh * nrb);
+    int64_t per_head = (4 * (int64_t)width + bh - 1) / bh;
+    per_head = per_head < 1 ? 1 : per_head > nrb ? nrb : per_head;
+    f->srows = SBM * ((nrb + per_head - 1) / per_head);
+    f->snch = (a->L + f->srows - 1) / f->srows;
+    f->per_thread = 2 * SBM + f->Dp * f->sp + SBM * f->sp + SBM * f->Dvp + 2 * SBM + f->sp +
+                    (f->vin ? 0 : f->sp * f->Dvp);
+    f->per_thread = rup16(f->per_thread);
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &f->scratch, width, f->per_thread, 1, 1));
+    attn__parallel_for(ctx, bh * f->snch, fwd_short_task, f);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
 static void setup(fl *f, attn_ctx *ctx, const attn__sdpa_args *a, const attn__sdpa_grads *g) {
     memset(f, 0, sizeof *f);
     f->a = a, f->g = g, f->kr = attn__flash_kernels_for(ctx);
@@ -486,6 +590,7 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
         f.kb = attn__flash_bf16_kernels_for(ctx, &f.widen);
         f.q16 = qkv16[0], f.k16 = qkv16[1], f.v16 = qkv16[2];
     }
+    if (!qkv16 && a->S >= 1 && a->S <= ATTN__FLASH_SHORT_S) return flash_fwd_short(ctx, &f);
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     int64_t nkv = a->B * a->Hkv * f.nkt, ntask = a->B * a->H * f.nqt;
@@ -544,7 +649,7 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     int64_t *nvalid = (int64_t *)(mx + BM);
     float *dt = (float *)(nvalid + BM);
     kr->mm(qn, BN, a->D, Q, Dp, 1, f->Kt + tile * Dp * BN, BN, P, BN, 0, NULL);
-    block_scores_dt(f, b, h, i0, qn, j0, kn, P, nvalid, mx, dt);
+    block_scores_dt(f, b, h, i0, qn, j0, kn, BN, P, nvalid, mx, dt);
     int any = 0;
     for (int64_t r = 0; r < qn; r++) {
         any |= mx[r] != -INFINITY && lse[r] != -INFINITY;

@@ -21,6 +21,9 @@
 
 #define ATTN__FLASH_BM 96 /* query rows per tile */
 #define ATTN__FLASH_BN 64 /* keys per tile (a multiple of 16) */
+/* Forward with at most this many keys (fp32): one tile of all keys per row block, no online
+ * softmax (flash.c, "short key ranges") */
+#define ATTN__FLASH_SHORT_S 256
 
 /* Forward: writes a->o and, if a->lse, the log-sum-exp (-inf for a fully masked row).
  * a->w must be NULL (ATTN_E_INVALID otherwise: use attn__sdpa when weights are wanted). */
@@ -49,7 +52,10 @@ ATTN__HIDDEN attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a
  *         of 1 (relative to |t| near 0).
  * alibi:  for each row r < rows of s (row stride ld), j < n (a multiple of 16):
  *         s[j] -= slope * |d0 + r - j| (-inf stays -inf; the distance formed in float, exact
- *         while |d0| + rows + n < 2^24); mx[r] = the new row maximum. */
+ *         while |d0| + rows + n < 2^24); mx[r] = the new row maximum.
+ * tr:     the transpose of n rows of d values (row stride rs, column stride cs), zero padded to
+ *         whole 16 x 16 blocks: dst[e*ld + j] = src[j*rs + e*cs] for j < n, e < d, and 0 for
+ *         the other j < rup16(n), e < rup16(d) (ld >= rup16(n)). */
 typedef struct attn__flash_kernels {
     int isa;
     void (*mm)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
@@ -63,7 +69,13 @@ typedef struct attn__flash_kernels {
                     float *mx);
     void (*alibi)(float *s, int64_t ld, int64_t rows, int64_t n, float slope, float d0,
                   float *mx);
+    void (*tr)(const float *src, int64_t rs, int64_t cs, int64_t n, int64_t d, float *dst,
+               int64_t ld);
 } attn__flash_kernels;
+
+/* The plain C transpose (the table's tr for ISAs without their own). */
+ATTN__HIDDEN void attn__flash_tr_c(const float *src, int64_t rs, int64_t cs, int64_t n,
+                                   int64_t d, float *dst, int64_t ld);
 
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_ref(void);
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_avx2(void);   /* NULL if not built */

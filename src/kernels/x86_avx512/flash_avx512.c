@@ -1,13 +1,14 @@
-/* Fused-attention microkernels for AVX-512F (contract in flash.h): the tile product as a 6 x 64
- * register block (24 zmm accumulators; each k step loads four vectors of B and broadcasts six
- * values of A), a vector exp (as 2^(x log2 e): degree-6 polynomial, scalef) for the
+/* Fused-attention microkernels for AVX-512F (contract in flash.h): the tile product in register
+ * blocks of 24 zmm accumulators (6 rows x 64 columns, 8 x 48, or 12 x 32 for narrow products
+ * such as P V with a head size of 32; each k step loads the row of B and broadcasts a value of
+ * A per row), a vector exp (as 2^(x log2 e): degree-6 polynomial, scalef) for the
  * softmax rows, and the elementwise steps.  Compiled with -mavx512f; else the table is NULL. */
 #include "../flash.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
-#define MR 6
+#define MR 12 /* most rows of a register block (12 x 2 vectors; 8 x 3, 6 x 4) */
 
 static inline __attribute__((always_inline)) void block(int mr, int nv, int64_t K,
                                                         const float *A, int64_t ars,
@@ -49,22 +50,41 @@ typedef void (*blk_fn)(int64_t, const float *, int64_t, int64_t, const float *, 
         block(R, V, K, A, ars, acs, B, ldb, C, ldc, accum, cs);                                 \
     }
 #define INST_R(R) INST(R, 1) INST(R, 2) INST(R, 3) INST(R, 4)
+#define INST_R2(R) INST(R, 1) INST(R, 2) INST(R, 3)
+#define INST_R3(R) INST(R, 1) INST(R, 2)
 INST_R(1)
 INST_R(2)
 INST_R(3)
 INST_R(4)
 INST_R(5)
 INST_R(6)
-#define ROWFN(R) {blk_##R##_1, blk_##R##_2, blk_##R##_3, blk_##R##_4}
-static const blk_fn blk_table[MR][4] = {ROWFN(1), ROWFN(2), ROWFN(3), ROWFN(4), ROWFN(5), ROWFN(6)};
+INST_R2(7)
+INST_R2(8)
+INST_R3(9)
+INST_R3(10)
+INST_R3(11)
+INST_R3(12)
+/* blk_table[v - 1]: the blocks of v vectors, 1 .. rows_of[v - 1] rows (24 accumulators) */
+static const int rows_of[4] = {12, 12, 8, 6};
+#define F1(R) blk_##R##_1
+#define F2(R) blk_##R##_2
+#define F3(R) blk_##R##_3
+#define F4(R) blk_##R##_4
+static const blk_fn blk_table[4][MR] = {
+    {F1(1), F1(2), F1(3), F1(4), F1(5), F1(6), F1(7), F1(8), F1(9), F1(10), F1(11), F1(12)},
+    {F2(1), F2(2), F2(3), F2(4), F2(5), F2(6), F2(7), F2(8), F2(9), F2(10), F2(11), F2(12)},
+    {F3(1), F3(2), F3(3), F3(4), F3(5), F3(6), F3(7), F3(8), 0, 0, 0, 0},
+    {F4(1), F4(2), F4(3), F4(4), F4(5), F4(6), 0, 0, 0, 0, 0, 0}};
 
+/* Each element of C is one chain of FMAs over k in order, whatever the block shape: the
+ * blocking never changes a bit. */
 static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
                const float *B, int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {
     for (int64_t j0 = 0; j0 < n; j0 += 64) {
-        int nv = (int)((n - j0) / 16 < 4 ? (n - j0) / 16 : 4);
-        for (int64_t i0 = 0; i0 < m; i0 += MR) {
-            int mr = (int)(m - i0 < MR ? m - i0 : MR);
-            blk_table[mr - 1][nv - 1](K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0,
+        int nv = (int)((n - j0) / 16 < 4 ? (n - j0) / 16 : 4), rows = rows_of[nv - 1];
+        for (int64_t i0 = 0; i0 < m; i0 += rows) {
+            int mr = (int)(m - i0 < rows ? m - i0 : rows);
+            blk_table[nv - 1][mr - 1](K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0,
                                       ldc, accum, cs ? cs + i0 : NULL);
         }
     }
@@ -205,8 +225,57 @@ static void alibi(float *s, int64_t ld, int64_t rows, int64_t n, float slope, fl
     }
 }
 
+/* Transpose of a 16 x 16 block held in r[0..15] (rows), in three rounds of shuffles: pairs
+ * of rows interleaved (unpack), 2 x 2 blocks of those (shuffle_ps), then 128-bit lanes
+ * (shuffle_f32x4, twice). */
+static inline void tr16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) { /* t[4i + {0,1,2,3}] pair with t[4i + {2,3}] */
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) { /* 128-bit lanes: rows i and i + 4, i + 8 and i + 12 */
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+    }
+}
+
+static void tr(const float *src, int64_t rs, int64_t cs, int64_t n, int64_t d, float *dst,
+               int64_t ld) {
+    if (cs != 1) {
+        attn__flash_tr_c(src, rs, cs, n, d, dst, ld);
+        return;
+    }
+    for (int64_t e0 = 0; e0 < d; e0 += 16) {
+        int64_t de = d - e0;
+        __mmask16 cm = de >= 16 ? 0xffff : (__mmask16)((1u << de) - 1);
+        for (int64_t j0 = 0; j0 < n; j0 += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = j0 + i < n ? _mm512_maskz_loadu_ps(cm, src + (j0 + i) * rs + e0)
+                                  : _mm512_setzero_ps();
+            tr16(r);
+            for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + (e0 + i) * ld + j0, r[i]);
+        }
+    }
+}
+
 static const attn__flash_kernels kernels = {2 /* ATTN__ISA_AVX512 */, mm, smax, expsum, vexp,
-                                            ds, softcap, alibi};
+                                            ds, softcap, alibi, tr};
 
 const attn__flash_kernels *attn__flash_kernels_avx512(void) { return &kernels; }
 
