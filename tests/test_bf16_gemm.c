@@ -315,6 +315,25 @@ static void test_f16(void) {
             }
             TU_CHECK(!gbad, "f16 %s: GELU epilogue or row maxima differ in %d places",
                      ks[ki]->name, gbad);
+            /* the layer norm of finished row panels: the bits of a separate pass after it */
+            {
+                const attn__ew_kernel *ek = attn__ew_kernel_for(c3);
+                float *lw = malloc(sizeof(float) * (size_t)N), *lb = malloc(sizeof(float) * (size_t)N);
+                float *want = malloc(sizeof(float) * (size_t)(M * ldy));
+                float *wmax = malloc(sizeof(float) * (size_t)M);
+                tu_fill(lw, (size_t)N, 505 + s, 0.5, 1.5), tu_fill(lb, (size_t)N, 606 + s, -1, 1);
+                memcpy(want, y1, sizeof(float) * (size_t)(M * ldy));
+                ek->add_ln(want, ldy, NULL, NULL, 0, lw, lb, 1e-5f, M, N, wmax);
+                attn__f16_rows lrows = {NULL, ymax, ek, lw, lb, 1e-5f};
+                TU_STATUS(attn__linear_f16_k(c3, ks[ki], x, ldx, Wp, use_b ? b : NULL,
+                                             use_r ? r : NULL, ldr, 0, y3, ldy, M, K, N, &lrows),
+                          ATTN_OK, c3);
+                TU_CHECK(!memcmp(want, y3, sizeof(float) * (size_t)(M * ldy)) &&
+                             !memcmp(wmax, ymax, sizeof(float) * (size_t)M),
+                         "f16 %s: layer norm of row panels differs from a separate pass (M=%lld "
+                         "N=%lld)", ks[ki]->name, (long long)M, (long long)N);
+                free(lw), free(lb), free(want), free(wmax);
+            }
             free(xmax), free(ymax);
             free(y3);
             ys[ki] = y1;

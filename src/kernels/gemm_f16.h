@@ -89,6 +89,13 @@ ATTN__HIDDEN const attn__f16_kernel *attn__f16_kernel_for(const attn_ctx *ctx);
 typedef struct attn__f16_rows {
     const float *xmax; /* [M] max_k |x[m, k]| (NaN if any is NaN), or NULL: computed here */
     float *ymax;       /* [M] receives max_n |y[m, n]| (NaN if any is NaN), or NULL */
+    /* Optional layer norm of y's rows (ln != NULL): as soon as a micro-panel of rows is
+     * complete, while it is still in cache, ln->add_ln(rows, no bias, no residual, ln_w, ln_b,
+     * ln_eps) normalises them in place (ew.h; the same bits as a separate attn__add_ln pass),
+     * and ymax, when asked for, holds the maxima of the normalised rows. */
+    const struct attn__ew_kernel *ln;
+    const float *ln_w, *ln_b;
+    float ln_eps;
 } attn__f16_rows;
 ATTN__HIDDEN attn_status attn__linear_f16(attn_ctx *ctx, const float *x, int64_t ldx,
                                           const void *Wp, const float *b, const float *r,

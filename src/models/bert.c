@@ -2161,7 +2161,14 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
     for (int64_t li = 0; li < b->info.num_layers; li++) {
         const bert_layer *l = &q->layers[li];
         void *const *wp = b->lwp ? b->lwp + 4 * li : NULL; /* packed bf16 / f16 matrices */
-        const attn__f16_rows rx = {xm, NULL}, rh = {hm, im}, ri = {im, NULL};
+        const attn__ln *n1 = &l->ln1, *n2 = &l->ln2;
+        const attn__ew_kernel *ewk = attn__ew_kernel_for(ctx);
+        /* fp16: the row maxima travel from producer to consumer; the layer norms run on each
+         * micro-panel of rows as the GEMM completes it */
+        const attn__f16_rows rx = {xm, NULL, NULL, NULL, NULL, 0.0f},
+                             rh = {hm, im, NULL, NULL, NULL, 0.0f},
+                             ra = {NULL, hm, ewk, n1->weight, n1->bias, n1->eps},
+                             ri = {im, xm, ewk, n2->weight, n2->bias, n2->eps};
         if (f16) /* [M, 3E]: q | k | v */
             ATTN_TRYG(attn__linear_f16(ctx, x, E, wp[0], l->qkv.bias, NULL, 0, 0, qkv, 3 * E, M,
                                        E, 3 * E, &rx));
@@ -2186,16 +2193,13 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
         s.causal = ATTN_CAUSAL_NONE;
         s.scale = (float)(1.0 / sqrt((double)D));
         ATTN_TRYG(attn__sdpa(ctx, &s));
-        const attn__ln *n1 = &l->ln1, *n2 = &l->ln2;
         if (f16) {
             ATTN_TRYG(attn__linear_f16(ctx, ao, E, wp[1], l->ao.bias, x, E, 0, h, E, M, E, E,
-                                       NULL));
-            attn__add_ln(ctx, h, NULL, NULL, n1->weight, n1->bias, n1->eps, M, E, hm);
+                                       &ra));
             ATTN_TRYG(attn__linear_f16(ctx, h, E, wp[2], l->inter.bias, NULL, 0, 1, it, I, M, E,
                                        I, &rh));
             ATTN_TRYG(attn__linear_f16(ctx, it, I, wp[3], l->out.bias, h, E, 0, x, E, M, I, E,
                                        &ri));
-            attn__add_ln(ctx, x, NULL, NULL, n2->weight, n2->bias, n2->eps, M, E, xm);
         } else if (bf16) {
             ATTN_TRYG(attn__linear_bf16(ctx, ao, E, wp[1], l->ao.bias, x, E, h, E, M, E, E));
             attn__add_ln(ctx, h, NULL, NULL, n1->weight, n1->bias, n1->eps, M, E, NULL);
