@@ -56,7 +56,11 @@ static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t mv,
                                   int first, int last, const float *rs, const float *cs,
                                   const float *bias, const float *r, int64_t ldr, int gelu,
                                   float *tmax) {
-    _Alignas(64) float acc[MR][NR];
+    _Alignas(64) float acc_tile[MR][NR];
+    /* the float tile stays in memory (L1): hidden from the optimiser, which would otherwise
+     * keep it as 56 vector variables and copy them through the stack at every widening */
+    float(*acc)[NR] = acc_tile;
+    __asm__("" : "+r"(acc));
     const __mmask16 km[4] = {m16(nv), m16(nv - 16), m16(nv - 32), m16(nv - 48)};
     for (int64_t i = 0; i < MR; i++)
         for (int q = 0; q < 4; q++)
