@@ -6,14 +6,24 @@
 #include "kernels.h"
 #include "pool.h"
 
-/* A&S 7.1.28: erf(z) = 1 - (1 + a1 z + ... + a6 z^6)^-16 for z >= 0 (no exp, no branch). */
+/* x Phi(x) with Phi(-|x|) = P(|x|)^16: formula, error and special values in ew.h.  fmaf is
+ * one instruction where the compiler may assume FMA (AArch64, x86 with -mfma), else a library
+ * call: slow, but x86 machines with AVX2 run the AVX2 kernel instead. */
 float attn__gelu_as(float x) {
-    float z = fabsf(x) * 0.70710678118654752f;
-    float p = 1.0f + z * (0.0705230784f + z * (0.0422820123f + z * (0.0092705272f +
-              z * (0.0001520143f + z * (0.0002765672f + z * 0.0000430638f)))));
-    p = p * p, p = p * p, p = p * p, p = p * p;
-    float e = 1.0f - 1.0f / p;
-    return 0.5f * x * (1.0f + (x < 0 ? -e : e));
+    float a = fabsf(x), c = a < ATTN__GELU_AMAX ? a : ATTN__GELU_AMAX;
+    float p = fmaf(c, ATTN__GELU_C10, ATTN__GELU_C9);
+    p = fmaf(c, p, ATTN__GELU_C8);
+    p = fmaf(c, p, ATTN__GELU_C7);
+    p = fmaf(c, p, ATTN__GELU_C6);
+    p = fmaf(c, p, ATTN__GELU_C5);
+    p = fmaf(c, p, ATTN__GELU_C4);
+    p = fmaf(c, p, ATTN__GELU_C3);
+    p = fmaf(c, p, ATTN__GELU_C2);
+    p = fmaf(c, p, ATTN__GELU_C1);
+    p = fmaf(c, p, ATTN__GELU_C0);
+    p = p * p, p = p * p, p = p * p, p = p * p; /* Phi(-|x|) */
+    float t = a <= ATTN__GELU_AMAX ? x * p : 0.0f;
+    return x <= 0 ? t : x - t;
 }
 
 static void add_ln_ref(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
@@ -48,7 +58,9 @@ static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref};
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 
 const attn__ew_kernel *attn__ew_kernel_for(const attn_ctx *ctx) {
-    const attn__ew_kernel *k = ctx->isa == ATTN__ISA_AVX512 ? attn__ew_kernel_avx512() : NULL;
+    const attn__ew_kernel *k = ctx->isa == ATTN__ISA_AVX512 ? attn__ew_kernel_avx512()
+                               : ctx->isa == ATTN__ISA_AVX2 ? attn__ew_kernel_avx2()
+                                                            : NULL;
     return k ? k : &attn__ew_ref;
 }
 
