@@ -487,6 +487,14 @@ static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
  * is the same whichever task holds it, so the split never changes a bit. */
 #define SBM 32
 
+/* Rows [r0, r1) of n floats each (row stride rs) toward the cache: the next task's operands,
+ * fetched while this one computes (their rows are strided views of a larger matrix in
+ * memory, where the hardware prefetchers do not look ahead). */
+static void prefetch_rows(const float *x, int64_t rs, int64_t r0, int64_t r1, int64_t n) {
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t e = 0; e < n; e += 16) __builtin_prefetch(x + r * rs + e, 0, 2);
+}
+
 static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
     const fl *f = arg;
     const attn__sdpa_args *a = f->a;
@@ -509,8 +517,22 @@ static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
         const float *V = f->vin ? vb : Vp;
         const int64_t ldv = f->vin ? a->vs[2] : Dvp;
         int64_t r0 = ch * f->srows, r1 = r0 + f->srows < a->L ? r0 + f->srows : a->L;
+        /* the next task's K, V and Q rows, a share per row block */
+        int64_t nb = (r1 - r0 + SBM - 1) / SBM, nbh = (t + 1) / f->snch, nch = (t + 1) % f->snch;
+        int64_t nb_ = nbh / a->H, nh = nbh % a->H, nhk = nh / f->group;
+        int64_t nr0 = nch * f->srows, nr1 = nr0 + f->srows < a->L ? nr0 + f->srows : a->L;
+        int pf = t + 1 < end && a->ks[3] == 1 && a->vs[3] == 1 && a->qs[3] == 1;
         for (int64_t i0 = r0; i0 < r1; i0 += SBM) {
-            int64_t qn = r1 - i0 < SBM ? r1 - i0 : SBM;
+            int64_t qn = r1 - i0 < SBM ? r1 - i0 : SBM, rb = (i0 - r0) / SBM;
+            if (pf) {
+                int64_t k0 = S * rb / nb, k1 = S * (rb + 1) / nb;
+                int64_t q0 = nr0 + (nr1 - nr0) * rb / nb, q1 = nr0 + (nr1 - nr0) * (rb + 1) / nb;
+                if (nb_ * a->Hkv + nhk != b * a->Hkv + hk) {
+                    prefetch_rows(a->k + nb_ * a->ks[0] + nhk * a->ks[1], a->ks[2], k0, k1, a->D);
+                    prefetch_rows(a->v + nb_ * a->vs[0] + nhk * a->vs[1], a->vs[2], k0, k1, a->Dv);
+                }
+                prefetch_rows(a->q + nb_ * a->qs[0] + nh * a->qs[1], a->qs[2], q0, q1, a->D);
+            }
             kr->mm(qn, Sp, a->D, a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2], a->qs[2],
                    a->qs[3], Kt, Sp, Sb, Sp, 0, NULL);
             block_scores_dt(f, b, h, i0, qn, 0, S, Sp, Sb, nvalid, mx, NULL);
