@@ -102,7 +102,8 @@ void attn__f16_pack_weight(const float *W, int64_t K, int64_t N, void *dst) {
 static void ukr_ref(int64_t kc, const uint32_t *a, int64_t mv, const uint16_t *b,
                     float *c, int64_t ldc, int64_t nv, int first, int last, const float *rs,
                     const float *cs, const float *bias, const float *r, int64_t ldr, int gelu,
-                    float *tmax) {
+                    float *tmax, const attn__f16_pf *pf) {
+    (void)pf;
     for (int64_t i = 0; i < mv; i++) {
         float *ci = c + i * ldc;
         const uint32_t *ai = a + i * LDA;
@@ -194,6 +195,8 @@ static void f16_rows_task(void *arg, int64_t begin, int64_t end, int tid) {
     float rs[MR], tmax[MR];
     for (int64_t rp = begin; rp < end; rp++) {
         const int64_t i0 = rp * MR, mv = g->M - i0 < MR ? g->M - i0 : MR;
+        const int64_t nchunk = (g->K + KC - 1) / KC;
+        const int64_t nmv = g->M - i0 - MR < MR ? g->M - i0 - MR : MR; /* rows of the next */
         for (int64_t i = 0; i < MR; i++) {
             float mx = i >= mv ? 0.0f
                        : g->xmax ? g->xmax[i0 + i]
@@ -212,10 +215,19 @@ static void f16_rows_task(void *arg, int64_t begin, int64_t end, int tid) {
             }
             for (int64_t p = 0; p < g->panels; p++) {
                 const int64_t j0 = p * NR, nv = g->N - j0 < NR ? g->N - j0 : NR;
+                /* call c of the micro-panel's C calls fetches rows [c * R / C, (c+1) * R / C)
+                 * of the next micro-panel (R rows) */
+                attn__f16_pf pf = {NULL, 0, g->ldx, g->K};
+                const int64_t c = (k0 / KC) * g->panels + p, C = nchunk * g->panels;
+                if (rp + 1 < end) {
+                    const int64_t r0 = c * nmv / C, r1 = (c + 1) * nmv / C;
+                    pf.x = g->x + (i0 + MR + r0) * g->ldx, pf.rows = r1 - r0;
+                }
                 g->k->ukr(kn, a, mv, g->w + (p * g->K + k0) * NR,
                           g->y + i0 * g->ldy + j0, g->ldy, nv, first, last, rs, g->cs + j0,
                           g->b ? g->b + j0 : NULL, last && g->r ? g->r + i0 * g->ldr + j0 : NULL,
-                          g->ldr, g->gelu, g->ymax && last && !ln ? tmax : NULL);
+                          g->ldr, g->gelu, g->ymax && last && !ln ? tmax : NULL,
+                          pf.rows > 0 ? &pf : NULL);
             }
         }
         if (ln)

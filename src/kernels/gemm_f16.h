@@ -53,11 +53,18 @@ ATTN__HIDDEN float attn__f16_pow2_scale(float max);
  *   c = attn__gelu_as(c), and when tmax is not NULL tmax[i] = max(tmax[i], max_j |c[i, j]|)
  *   (NaN sticky) for i < mv; else c = acc.
  *   Rows >= mv and columns >= nv of c, r and bias are neither read nor written. */
+/* pf (may be NULL; a hint, no effect on results): rows of x that the driver will stage next,
+ * fetched toward the cache a line at a time spread over the k loop, so that their memory
+ * latency overlaps the products. */
+typedef struct attn__f16_pf {
+    const float *x; /* first row */
+    int64_t rows, ld, n; /* rows of n floats, row stride ld */
+} attn__f16_pf;
 typedef void (*attn__f16_ukr_fn)(int64_t kc, const uint32_t *a, int64_t mv,
                                  const uint16_t *b, float *c, int64_t ldc, int64_t nv,
                                  int first, int last, const float *rs, const float *cs,
                                  const float *bias, const float *r, int64_t ldr, int gelu,
-                                 float *tmax);
+                                 float *tmax, const attn__f16_pf *pf);
 /* max |x[k]| over k < n (NaN if any is NaN). */
 typedef float (*attn__f16_absmax_fn)(const float *x, int64_t n);
 /* Stages part of a row: dst[k] = half(x[k] / s) in both halves for k < n, 0 for n <= k < np

@@ -55,7 +55,7 @@ static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t mv,
                                   const uint16_t *b, float *c, int64_t ldc, int64_t nv,
                                   int first, int last, const float *rs, const float *cs,
                                   const float *bias, const float *r, int64_t ldr, int gelu,
-                                  float *tmax) {
+                                  float *tmax, const attn__f16_pf *pf) {
     _Alignas(64) float acc_tile[MR][NR];
     /* the float tile stays in memory (L1): hidden from the optimiser, which would otherwise
      * keep it as 56 vector variables and copy them through the stack at every widening */
@@ -67,6 +67,10 @@ static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t mv,
             _mm512_store_ps(acc[i] + 16 * q, first || i >= mv ? _mm512_setzero_ps()
                                                               : _mm512_maskz_loadu_ps(
                                                                     km[q], c + i * ldc + 16 * q));
+    /* the next rows to stage: one line every `every` steps */
+    const float *pr = pf ? pf->x : NULL;
+    int64_t lpr = pf ? (pf->n + 15) / 16 : 0, left = pf ? pf->rows * lpr : 0, li = 0;
+    int64_t every = left ? (kc / left > 1 ? kc / left : 1) : kc + 1, cnt = every;
     for (int64_t k0 = 0; k0 < kc; k0 += KB) {
         const int64_t k1 = kc - k0 < KB ? kc : k0 + KB;
         const __m512h z = _mm512_setzero_ph();
@@ -78,6 +82,11 @@ static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t mv,
             /* the packed weights stream from L2: fetch 8 steps (1 KiB) ahead */
             _mm_prefetch((const char *)(b + (k + 8) * NR), _MM_HINT_T0);
             _mm_prefetch((const char *)(b + (k + 8) * NR + 32), _MM_HINT_T0);
+            if (--cnt == 0 && left > 0) {
+                cnt = every, left--;
+                _mm_prefetch((const char *)(pr + 16 * li), _MM_HINT_T1);
+                if (++li == lpr) li = 0, pr += pf->ld;
+            }
             const __m512h b0 = _mm512_loadu_ph(b + k * NR), b1 = _mm512_loadu_ph(b + k * NR + 32);
             ROW(0);
             ROW(1);
