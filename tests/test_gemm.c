@@ -379,6 +379,61 @@ static void test_pool(void) {
     fail_at = (size_t)-1;
 }
 
+/* Row epilogues (attn__gemm_epi, attn__linear): run inside the GEMM on finished micro-panels
+ * (one column block, rows split) or as a pass afterwards (wide N, few rows, K = 0); either way
+ * the bits of the plain product followed by the same row operation, for 1 and 3 threads. */
+typedef struct epi_arg {
+    const float *b;
+    int64_t n;
+} epi_arg;
+static void epi_fn(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
+    const epi_arg *a = arg;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < a->n; j++)
+            y[r * ldy + j] = y[r * ldy + j] * (float)(1 + (i0 + r) % 7) + a->b[j];
+}
+
+static void test_gemm_epilogue(void) {
+    static const int64_t shapes[][3] = {{1, 1, 1},     {37, 50, 29},   {300, 384, 130},
+                                        {5, 2100, 64}, {200, 1100, 40}, {64, 96, 0},
+                                        {129, 1536, 385}, {129, 1000, 800}, {5, 900, 64}};
+    attn_ctx *c1 = tu_ctx(1), *c3 = tu_ctx(3);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0] && c1 && c3; s++) {
+        const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldc = N + 3;
+        float *x = malloc(sizeof(float) * (size_t)(M * K + 1));
+        float *W = malloc(sizeof(float) * (size_t)(N * K + 1));
+        float *b = malloc(sizeof(float) * (size_t)N);
+        float *want = malloc(sizeof(float) * (size_t)(M * ldc));
+        float *got = malloc(sizeof(float) * (size_t)(M * ldc));
+        tu_fill(x, (size_t)(M * K + 1), 71 + s, -1, 1), tu_fill(W, (size_t)(N * K + 1), 72 + s, -1, 1);
+        tu_fill(b, (size_t)N, 73 + s, -1, 1);
+        epi_arg ea = {b, N};
+        attn__row_epi epi = {epi_fn, &ea};
+        for (int64_t i = 0; i < M * ldc; i++) want[i] = 7.0f;
+        TU_STATUS(attn__gemm(c1, 0, 1, M, N, K, 1.0f, x, K, W, K, 0.0f, want, ldc), ATTN_OK, c1);
+        epi_fn(&ea, want, ldc, 0, M);
+        for (int t = 0; t < 2; t++) {
+            attn_ctx *c = t ? c3 : c1;
+            for (int64_t i = 0; i < M * ldc; i++) got[i] = 7.0f;
+            TU_STATUS(attn__gemm_epi(c, 0, 1, M, N, K, 1.0f, x, K, W, K, 0.0f, got, ldc, &epi),
+                      ATTN_OK, c);
+            TU_CHECK(!memcmp(want, got, sizeof(float) * (size_t)(M * ldc)),
+                     "gemm epilogue (%d threads): M %lld N %lld K %lld", t ? 3 : 1, (long long)M,
+                     (long long)N, (long long)K);
+        }
+        /* attn__linear's bias: the product, then + b, row by row */
+        for (int64_t i = 0; i < M * ldc; i++) want[i] = got[i] = 7.0f;
+        TU_STATUS(attn__gemm(c1, 0, 1, M, N, K, 1.0f, x, K, W, K, 0.0f, want, ldc), ATTN_OK, c1);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) want[i * ldc + j] += b[j];
+        TU_STATUS(attn__linear(c3, x, K, W, b, got, ldc, M, K, N), ATTN_OK, c3);
+        TU_CHECK(!memcmp(want, got, sizeof(float) * (size_t)(M * ldc)),
+                 "linear bias: M %lld N %lld K %lld", (long long)M, (long long)N, (long long)K);
+        free(x), free(W), free(b), free(want), free(got);
+    }
+    attn_ctx_free(c1), attn_ctx_free(c3);
+}
+
 int main(void) {
     size_t big = 3000 * 3100;
     A_ = malloc(big * sizeof(float));
@@ -400,6 +455,7 @@ int main(void) {
     test_gemm_degenerate();
     test_gemm_accuracy();
     test_gemm_determinism();
+    test_gemm_epilogue();
     free(A_), free(B_), free(C0_), free(C_), free(R_), free(S_);
     return tu_finish("test_gemm");
 }

@@ -42,6 +42,7 @@ typedef struct attn__gemm_job {
     float *bpack;      /* nb_panels x (kc x nr) */
     float *apack;      /* per thread slot (tid): mr x kc */
     int64_t apack_stride;
+    const attn__row_epi *epi; /* run by the rows task on finished micro-panels, or NULL */
 } attn__gemm_job;
 
 /* Plain C packing (contract in dispatch.h). */
@@ -131,7 +132,17 @@ static void attn__gemm_rows_task(void *arg, int64_t begin, int64_t end, int tid)
         attn__gemm_pack_a(g, r * mr, a);
         for (int64_t p = 0; p < g->nb_panels; p++)
             attn__gemm_tile(g, a, g->bpack + p * panel, r * mr, g->jc + p * nr);
+        if (g->epi) {
+            const int64_t i0 = r * mr, mv = g->M - i0 < mr ? g->M - i0 : mr;
+            g->epi->fn(g->epi->arg, g->C + i0 * g->ldc, g->ldc, i0, mv);
+        }
     }
+}
+
+static void attn__gemm_epi_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const attn__gemm_job *g = arg;
+    (void)tid;
+    g->epi->fn(g->epi->arg, g->C + begin * g->ldc, g->ldc, begin, end - begin);
 }
 
 /* Threads split the B micro-panels [begin, end) (few rows, wide N); each packs all of A. */
@@ -174,9 +185,31 @@ static void attn__gemm_scale(float *C, int64_t ldc, int64_t M, int64_t N, float 
 attn_status attn__gemm(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t N, int64_t K,
                        float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float beta, float *C, int64_t ldc) {
+    return attn__gemm_epi(ctx, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                          NULL);
+}
+
+/* The epilogue as a pass over the rows of C (when it could not run inside the GEMM). */
+static void attn__gemm_epi_pass(attn_ctx *ctx, attn__gemm_job *g, int64_t M) {
+    if (g->serial)
+        attn__gemm_epi_task(g, 0, M, 0);
+    else
+        attn__parallel_for(ctx, M, attn__gemm_epi_task, g);
+}
+
+attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t N,
+                           int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                           int64_t ldb, float beta, float *C, int64_t ldc,
+                           const attn__row_epi *epi) {
     if (M <= 0 || N <= 0) return ATTN_OK;
     if (K <= 0 || alpha == 0.0f) {
         attn__gemm_scale(C, ldc, M, N, beta);
+        if (epi) {
+            attn__gemm_job e;
+            memset(&e, 0, sizeof e);
+            e.C = C, e.ldc = ldc, e.epi = epi, e.serial = (double)M * (double)N < 262144.0;
+            attn__gemm_epi_pass(ctx, &e, M);
+        }
         return ATTN_OK;
     }
     const attn__gemm_kernel *kr = attn__gemm_kernel_for(ctx);
@@ -212,6 +245,7 @@ attn_status attn__gemm(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t
     }
     g.bpack = attn__align64(bpack);
     g.apack = attn__align64(apack);
+    int fused = 0;
 
     for (int64_t jc = 0; jc < N; jc += kr->nc) {
         g.jc = jc;
@@ -224,16 +258,23 @@ attn_status attn__gemm(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t
         int64_t cost_rows = (g.m_panels + w_rows - 1) / w_rows * g.nb_panels;
         int64_t cost_cols = (g.nb_panels + w_cols - 1) / w_cols * g.m_panels;
         int split_cols = cost_cols * 10 < cost_rows * 9;
+        /* the epilogue inside: when one block holds every column and rows are split */
+        if (epi && jc == 0 && g.nc == N && !split_cols) fused = 1;
         for (int64_t pc = 0; pc < K; pc += kr->kc) {
             g.pc = pc;
             g.kc = K - pc < kr->kc ? K - pc : kr->kc;
             g.beta = pc == 0 ? beta : 1.0f;
+            g.epi = fused && pc + g.kc == K ? epi : NULL;
             attn__gemm_run(ctx, &g, g.nb_panels, attn__gemm_pack_b_task);
             if (split_cols)
                 attn__gemm_run(ctx, &g, g.nb_panels, attn__gemm_cols_task);
             else
                 attn__gemm_run(ctx, &g, g.m_panels, attn__gemm_rows_task);
         }
+    }
+    if (epi && !fused) {
+        g.epi = epi;
+        attn__gemm_epi_pass(ctx, &g, M);
     }
     attn__ws_release(ctx, mark);
     return ATTN_OK;

@@ -140,10 +140,25 @@ ATTN__HIDDEN attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a);
 ATTN__HIDDEN attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a,
                                         const attn__sdpa_grads *g);
 
+/* A row epilogue of a GEMM: fn(arg, y, ldy, i0, rows) transforms rows [i0, i0 + rows) of the
+ * result (y points at row i0) in place once they are final: a bias, a GELU, a residual add and
+ * layer norm.  It must treat each row on its own (nothing read from other rows), so that
+ * running it on each row micro-panel as the GEMM finishes it, while the rows are in cache, or
+ * in a pass afterwards gives the same bits; the GEMM picks either.  It runs on the pool's
+ * threads and must not use the context's workspace. */
+typedef struct attn__row_epi {
+    void (*fn)(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows);
+    void *arg;
+} attn__row_epi;
+
 /* ---- linear on the fast GEMM (same contracts as attn__linear_ref / attn__linear_bwd_ref) --- */
 ATTN__HIDDEN attn_status attn__linear(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
                                       const float *b, float *y, int64_t ldy, int64_t M,
                                       int64_t K, int64_t N);
+/* y = x W^T, then epi (may be NULL) on its rows: the bias, or whatever follows the product. */
+ATTN__HIDDEN attn_status attn__linear_epi(attn_ctx *ctx, const float *x, int64_t ldx,
+                                          const float *W, const attn__row_epi *epi, float *y,
+                                          int64_t ldy, int64_t M, int64_t K, int64_t N);
 ATTN__HIDDEN attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx,
                                           const float *W, const float *dy, int64_t lddy,
                                           float *dx, int64_t lddx, float *dW, float *db,
@@ -158,5 +173,10 @@ ATTN__HIDDEN attn_status attn__gemm(attn_ctx *ctx, int transA, int transB, int64
                                     int64_t K, float alpha, const float *A, int64_t lda,
                                     const float *B, int64_t ldb, float beta, float *C,
                                     int64_t ldc);
+/* attn__gemm, then epi (may be NULL) on the rows of C. */
+ATTN__HIDDEN attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, int64_t M,
+                                        int64_t N, int64_t K, float alpha, const float *A,
+                                        int64_t lda, const float *B, int64_t ldb, float beta,
+                                        float *C, int64_t ldc, const attn__row_epi *epi);
 
 #endif

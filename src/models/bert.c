@@ -2134,6 +2134,28 @@ attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *te
  *   bf16 / f16: bias and residual (and for f16 the GELU) in the GEMM's epilogue; for f16 the
  *         layer norms and the GELU epilogue also hand the row maxima of their outputs to the
  *         next GEMM (its row scales), which then need not read its input twice. */
+/* Row epilogues of the float GEMMs (attn__row_epi): bias + residual + layer norm, and bias +
+ * GELU, on each finished micro-panel of rows while it is in cache (the same bits as the
+ * separate passes attn__add_ln and attn__bias_gelu). */
+typedef struct ln_epi {
+    const attn__ew_kernel *k;
+    const float *b, *r; /* bias [n], residual [M, n] (row stride n) */
+    const attn__ln *ln;
+    int64_t n;
+} ln_epi;
+
+static void ln_epi_fn(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
+    const ln_epi *e = arg;
+    e->k->add_ln(y, ldy, e->b, e->r + i0 * e->n, e->n, e->ln->weight, e->ln->bias, e->ln->eps,
+                 rows, e->n, NULL);
+}
+
+static void gelu_epi_fn(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
+    const ln_epi *e = arg;
+    (void)i0;
+    e->k->bias_gelu(y, ldy, e->b, rows, e->n);
+}
+
 static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
                           const unsigned char *pad, int64_t B, int64_t L, float *x) {
     const bert_impl *q = b->m->impl;
@@ -2209,12 +2231,13 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
             ATTN_TRYG(attn__linear_bf16(ctx, it, I, wp[3], l->out.bias, h, E, x, E, M, I, E));
             attn__add_ln(ctx, x, NULL, NULL, n2->weight, n2->bias, n2->eps, M, E, NULL);
         } else {
-            ATTN_TRYG(attn__linear(ctx, ao, E, l->ao.weight, NULL, h, E, M, E, E));
-            attn__add_ln(ctx, h, l->ao.bias, x, n1->weight, n1->bias, n1->eps, M, E, NULL);
-            ATTN_TRYG(attn__linear(ctx, h, E, l->inter.weight, NULL, it, I, M, E, I));
-            attn__bias_gelu(ctx, it, l->inter.bias, M, I);
-            ATTN_TRYG(attn__linear(ctx, it, I, l->out.weight, NULL, x, E, M, I, E));
-            attn__add_ln(ctx, x, l->out.bias, h, n2->weight, n2->bias, n2->eps, M, E, NULL);
+            ln_epi e1 = {ewk, l->ao.bias, x, n1, E}, eg = {ewk, l->inter.bias, NULL, NULL, I},
+                   e2 = {ewk, l->out.bias, h, n2, E};
+            const attn__row_epi p1 = {ln_epi_fn, &e1}, pg = {gelu_epi_fn, &eg},
+                                p2 = {ln_epi_fn, &e2};
+            ATTN_TRYG(attn__linear_epi(ctx, ao, E, l->ao.weight, &p1, h, E, M, E, E));
+            ATTN_TRYG(attn__linear_epi(ctx, h, E, l->inter.weight, &pg, it, I, M, E, I));
+            ATTN_TRYG(attn__linear_epi(ctx, it, I, l->out.weight, &p2, x, E, M, I, E));
         }
     }
     st = ATTN_OK;
