@@ -8,6 +8,8 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+#include "tr16_avx512.h"
+
 #define MR 12 /* most rows of a register block (12 x 2 vectors; 8 x 3, 6 x 4) */
 
 static inline __attribute__((always_inline)) void block(int mr, int nv, int64_t K,
@@ -225,35 +227,6 @@ static void alibi(float *s, int64_t ld, int64_t rows, int64_t n, float slope, fl
     }
 }
 
-/* Transpose of a 16 x 16 block held in r[0..15] (rows), in three rounds of shuffles: pairs
- * of rows interleaved (unpack), 2 x 2 blocks of those (shuffle_ps), then 128-bit lanes
- * (shuffle_f32x4, twice). */
-static inline void tr16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) { /* t[4i + {0,1,2,3}] pair with t[4i + {2,3}] */
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-    for (int i = 0; i < 4; i++) { /* 128-bit lanes: rows i and i + 4, i + 8 and i + 12 */
-        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-        r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
-        r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
-    }
-}
-
 static void tr(const float *src, int64_t rs, int64_t cs, int64_t n, int64_t d, float *dst,
                int64_t ld) {
     if (cs != 1) {
@@ -265,10 +238,7 @@ static void tr(const float *src, int64_t rs, int64_t cs, int64_t n, int64_t d, f
         __mmask16 cm = de >= 16 ? 0xffff : (__mmask16)((1u << de) - 1);
         for (int64_t j0 = 0; j0 < n; j0 += 16) {
             __m512 r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = j0 + i < n ? _mm512_maskz_loadu_ps(cm, src + (j0 + i) * rs + e0)
-                                  : _mm512_setzero_ps();
-            tr16(r);
+            attn__load_tr16(r, src + j0 * rs + e0, rs, n - j0, cm);
             for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + (e0 + i) * ld + j0, r[i]);
         }
     }
