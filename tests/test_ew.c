@@ -1,12 +1,17 @@
-/* Row-wise kernels of src/kernels/ew.h (residual add + layer norm, bias + GELU): the AVX-512
- * versions against the plain C ones on shapes that are not multiples of 16, the GELU against
- * the exact erf GELU over a dense sweep, and the threaded drivers across thread counts.
+/* Row-wise kernels of src/kernels/ew.h (residual add + layer norm, bias + GELU): the plain C
+ * layer norm against one in double, the AVX2 and AVX-512 versions against the plain C ones on
+ * shapes that are not multiples of 16, the GELU against the exact erf GELU over a dense sweep,
+ * and the threaded drivers across thread counts and instruction sets.
  *
  * Tolerances.
- *  - add_ln: both versions compute the statistics and the affine map in double and round once
- *    to float; only the order of the double sums differs (relative ~1e-15), so the outputs
- *    differ by at most one float ulp: |fast - ref| <= 2^-23 |ref| (+ 1e-30 for zeros).  A wrong
- *    mean, variance, bias or residual moves outputs by far more.
+ *  - add_ln: the plain C version against the layer norm in double, on uniform rows, N(0, 1)
+ *    rows and rows 100 + N(0, 1) (a large common offset: the mean correction of ew.h), with
+ *    lengths that are not multiples of 16 or 64: |err| <= 3 ulp of the output scale
+ *    (|xhat| + 1) |w| + |lb| (measured: at most 1.5; without the mean correction of ew.h the
+ *    offset rows are off by ~100 ulp, without the bias or residual by far more).  The AVX2 and
+ *    AVX-512 versions perform the same float operations in the same order: bit-identical to
+ *    it, checked with memcmp, also on rows with a NaN, an infinity or huge values (normalised
+ *    in double).
  *  - bias_gelu (plain C, AVX2, AVX-512): the same float operations in the same order:
  *    bit-identical, checked on a dense sweep, special values and random bit patterns (NaNs,
  *    infinities, subnormals, huge values).
@@ -27,61 +32,146 @@
 #include "internal.h"
 #include "../src/kernels/dispatch.h"
 #include "../src/kernels/ew.h"
+#include "../src/kernels/kernels.h"
 
-static void test_add_ln(const attn__ew_kernel *fast) {
-    static const int64_t shapes[][2] = {{1, 1}, {3, 7}, {5, 16}, {4, 17}, {9, 100},
-                                        {2, 384}, {7, 385}, {3, 1030}};
+/* add_ln on a copy of y0: y, amax */
+static void run_ln(const attn__ew_kernel *k, const float *y0, float *y, int64_t M, int64_t E,
+                   int64_t ld, const float *b, const float *r, const float *w, const float *lb,
+                   float eps, float *am) {
+    memcpy(y, y0, sizeof(float) * (size_t)(M * ld));
+    k->add_ln(y, ld, b, r, ld, w, lb, eps, M, E, am);
+}
+
+/* max over the rows of y [M, E] of |y - layer norm in double| in ulps of the output scale
+ * (|xhat| + 1) |w| + |lb| (t = (y0 + b) + r as the kernel forms it; the 1 for the error of
+ * the float mean, about an ulp of the spread, which outputs near 0 see in full) */
+static double ln_err_ulps(const float *y, const float *y0, int64_t M, int64_t E, int64_t ld,
+                          const float *b, const float *r, const float *w, const float *lb,
+                          float eps) {
+    double worst = 0;
+    double *t = malloc(sizeof(double) * (size_t)E);
+    for (int64_t m = 0; m < M; m++) {
+        double mu = 0, var = 0;
+        for (int64_t e = 0; e < E; e++) {
+            float v = y0[m * ld + e];
+            if (b) v = v + b[e];
+            if (r) v = v + r[m * ld + e];
+            t[e] = v, mu += v;
+        }
+        mu /= (double)E;
+        for (int64_t e = 0; e < E; e++) var += (t[e] - mu) * (t[e] - mu);
+        const double rs = 1 / sqrt(var / (double)E + eps);
+        for (int64_t e = 0; e < E; e++) {
+            const double xw = (t[e] - mu) * rs * (w ? w[e] : 1), want = xw + (lb ? lb[e] : 0);
+            const double u =
+                0x1p-23 * (fabs(xw) + fabs(w ? w[e] : 1) + fabs(lb ? lb[e] : 0)) + 1e-30;
+            worst = fmax(worst, fabs(y[m * ld + e] - want) / u);
+        }
+    }
+    free(t);
+    return worst;
+}
+
+static double gauss(uint64_t *st) {
+    const double u1 = ((double)(tu_rand(st) >> 11) + 1) * 0x1p-53;
+    const double u2 = (double)(tu_rand(st) >> 11) * 0x1p-53;
+    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* The plain C version against the layer norm in double; every vector version bit for bit
+ * against the plain C one (outputs, untouched padding, row maxima). */
+static void test_add_ln(const attn__ew_kernel *const *fast, int nf) {
+    static const int64_t shapes[][2] = {{1, 1},  {3, 7},   {5, 16},  {4, 17},  {9, 100},
+                                        {2, 384}, {64, 384}, {7, 385}, {3, 447}, {3, 1030}};
+    const char *dname[3] = {"uniform [-3, 5]", "N(0, 1)", "100 + N(0, 1)"};
+    double worst[3] = {0, 0, 0};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int64_t M = shapes[s][0], E = shapes[s][1], ld = E + 3;
-        for (int var = 0; var < 4; var++) { /* with / without bias+residual, weight+bias */
-            float *y0 = malloc(sizeof(float) * (size_t)(M * ld));
-            float *y1 = malloc(sizeof(float) * (size_t)(M * ld));
-            float *r = malloc(sizeof(float) * (size_t)(M * ld));
-            float *b = malloc(sizeof(float) * (size_t)E), *w = malloc(sizeof(float) * (size_t)E);
-            float *lb = malloc(sizeof(float) * (size_t)E);
-            float *am0 = malloc(sizeof(float) * (size_t)M);
-            float *am1 = malloc(sizeof(float) * (size_t)M);
-            tu_fill(y0, (size_t)(M * ld), 5 + s, -3, 5);
-            tu_fill(r, (size_t)(M * ld), 6 + s, -2, 2);
-            tu_fill(b, (size_t)E, 7 + s, -1, 1);
-            tu_fill(w, (size_t)E, 8 + s, 0.5f, 1.5f);
-            tu_fill(lb, (size_t)E, 9 + s, -1, 1);
+        const size_t n = (size_t)(M * ld);
+        float *y0 = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n);
+        float *y2 = malloc(sizeof(float) * n), *r = malloc(sizeof(float) * n);
+        float *b = malloc(sizeof(float) * (size_t)E), *w = malloc(sizeof(float) * (size_t)E);
+        float *lb = malloc(sizeof(float) * (size_t)E);
+        float *am1 = malloc(sizeof(float) * (size_t)M), *am2 = malloc(sizeof(float) * (size_t)M);
+        tu_fill(r, n, 6 + s, -2, 2);
+        tu_fill(b, (size_t)E, 7 + s, -1, 1);
+        tu_fill(w, (size_t)E, 8 + s, 0.5f, 1.5f);
+        tu_fill(lb, (size_t)E, 9 + s, -1, 1);
+        for (int dist = 0; dist < 3; dist++) {
+            uint64_t st = 100 * s + (uint64_t)dist;
+            tu_fill(y0, n, 5 + s, -3, 5);
+            if (dist)
+                for (size_t i = 0; i < n; i++) y0[i] = (float)((dist == 2 ? 100 : 0) + gauss(&st));
             for (int64_t m = 0; m < M; m++) y0[m * ld + E] = 777.0f; /* padding: untouched */
-            memcpy(y1, y0, sizeof(float) * (size_t)(M * ld));
-            const float *bb = var & 1 ? b : NULL, *rr = var & 1 ? r : NULL;
-            const float *ww = var & 2 ? w : NULL, *ll = var & 2 ? lb : NULL;
-            attn__ew_kernel_ref()->add_ln(y0, ld, bb, rr, ld, ww, ll, 1e-5f, M, E, am0);
-            fast->add_ln(y1, ld, bb, rr, ld, ww, ll, 1e-5f, M, E, am1);
-            int bad = 0;
-            for (int64_t m = 0; m < M; m++) {
-                bad += y1[m * ld + E] != 777.0f;
-                for (int64_t e = 0; e < E; e++) {
-                    double a = y1[m * ld + e], c = y0[m * ld + e];
-                    if (!(fabs(a - c) <= 0x1p-23 * fabs(c) + 1e-30)) bad++;
+            for (int var = 0; var < 4; var++) { /* with / without bias+residual, weight+bias */
+                const float *bb = var & 1 ? b : NULL, *rr = var & 1 ? r : NULL;
+                const float *ww = var & 2 ? w : NULL, *ll = var & 2 ? lb : NULL;
+                const float eps = var == 3 ? 1e-12f : 1e-5f;
+                run_ln(attn__ew_kernel_ref(), y0, y1, M, E, ld, bb, rr, ww, ll, eps, am1);
+                const double err = ln_err_ulps(y1, y0, M, E, ld, bb, rr, ww, ll, eps);
+                worst[dist] = fmax(worst[dist], err);
+                TU_CHECK(err <= 3, "add_ln M=%lld E=%lld %s variant %d: error %.3g ulp",
+                         (long long)M, (long long)E, dname[dist], var, err);
+                int bad = 0;
+                for (int64_t m = 0; m < M; m++) {
+                    bad += y1[m * ld + E] != 777.0f;
+                    float mx = 0;
+                    for (int64_t e = 0; e < E; e++) mx = fmaxf(mx, fabsf(y1[m * ld + e]));
+                    bad += am1[m] != mx; /* exactly max |y| of each row */
+                }
+                TU_CHECK(!bad, "add_ln M=%lld E=%lld variant %d: padding or row max wrong",
+                         (long long)M, (long long)E, var);
+                for (int f = 0; f < nf; f++) {
+                    run_ln(fast[f], y0, y2, M, E, ld, bb, rr, ww, ll, eps, am2);
+                    TU_CHECK(!memcmp(y1, y2, sizeof(float) * n) &&
+                                 !memcmp(am1, am2, sizeof(float) * (size_t)M),
+                             "add_ln M=%lld E=%lld %s variant %d: vector kernel %d differs",
+                             (long long)M, (long long)E, dname[dist], var, f);
                 }
             }
-            TU_CHECK(!bad, "add_ln M=%lld E=%lld variant %d: %d outputs differ", (long long)M,
-                     (long long)E, var, bad);
-            /* the row maxima handed to the fp16 GEMM: exactly max |y| of each row */
-            for (int64_t m = 0; m < M; m++) {
-                float mx0 = 0, mx1 = 0;
-                for (int64_t e = 0; e < E; e++) {
-                    mx0 = fmaxf(mx0, fabsf(y0[m * ld + e]));
-                    mx1 = fmaxf(mx1, fabsf(y1[m * ld + e]));
-                }
-                TU_CHECK(am0[m] == mx0 && am1[m] == mx1, "add_ln row max %lld", (long long)m);
-            }
-            /* independent check of one row: mean 0, variance 1 before the affine map */
-            if (var == 1 && E > 1) {
-                double mu = 0, v = 0;
-                for (int64_t e = 0; e < E; e++) mu += y1[e];
-                mu /= (double)E;
-                for (int64_t e = 0; e < E; e++) v += (y1[e] - mu) * (y1[e] - mu);
-                v /= (double)E;
-                TU_CHECK(fabs(mu) < 1e-5 && fabs(v - 1) < 1e-3, "normalised row: %g %g", mu, v);
-            }
-            free(y0), free(y1), free(r), free(b), free(w), free(lb), free(am0), free(am1);
         }
+        free(y0), free(y1), free(y2), free(r), free(b), free(w), free(lb), free(am1), free(am2);
+    }
+    printf("add_ln: vs the layer norm in double: max error %.2f / %.2f / %.2f ulp of "
+           "(|xhat| + 1) |w| + |lb| (rows %s / %s / %s)\n", worst[0], worst[1], worst[2], dname[0],
+           dname[1], dname[2]);
+
+    /* special rows: a NaN, an infinity, values whose float statistics overflow (normalised in
+     * double, as attn__layer_norm_ref), a constant row; the other rows are unaffected */
+    const int64_t M = 6, E = 53;
+    float y[6 * 53], yv[6 * 53], w[53], lb[53], am[6], amv[6], ref[53];
+    tu_fill(y, (size_t)(M * E), 11, -2, 2);
+    tu_fill(w, (size_t)E, 12, 0.5f, 1.5f);
+    tu_fill(lb, (size_t)E, 13, -1, 1);
+    y[0 * E + 17] = NAN;
+    y[1 * E + 52] = -INFINITY;
+    for (int64_t e = 0; e < E; e++) y[2 * E + e] = 1e25f * y[2 * E + e]; /* d^2 overflows */
+    for (int64_t e = 0; e < E; e++) y[3 * E + e] = 3e37f + 1e36f * y[3 * E + e]; /* the sum */
+    for (int64_t e = 0; e < E; e++) y[4 * E + e] = 0.1f;
+    memcpy(yv, y, sizeof y);
+    attn__ew_kernel_ref()->add_ln(y, E, NULL, NULL, 0, w, lb, 1e-5f, M, E, am);
+    int nan0 = 1, nan1 = 1;
+    for (int64_t e = 0; e < E; e++) nan0 &= isnan(y[e]) != 0, nan1 &= isnan(y[E + e]) != 0;
+    TU_CHECK(nan0 && nan1 && isnan(am[0]) && isnan(am[1]), "add_ln: NaN or inf row not NaN");
+    for (int64_t m = 2; m < 4; m++) {
+        memcpy(ref, yv + m * E, sizeof ref);
+        attn__layer_norm_ref(ref, E, w, lb, 1e-5f, ref, E, 1, E);
+        int fin = 1;
+        for (int64_t e = 0; e < E; e++) fin &= isfinite(y[m * E + e]) != 0;
+        TU_CHECK(fin && !memcmp(ref, y + m * E, sizeof ref), "add_ln: huge row %lld",
+                 (long long)m);
+    }
+    int cst = 1;
+    for (int64_t e = 0; e < E; e++) cst &= y[4 * E + e] == lb[e];
+    TU_CHECK(cst && am[4] > 0, "add_ln: a constant row gives lb");
+    for (int f = 0; f < nf; f++) {
+        float yf[6 * 53];
+        memcpy(yf, yv, sizeof yf);
+        fast[f]->add_ln(yf, E, NULL, NULL, 0, w, lb, 1e-5f, M, E, amv);
+        int same = isnan(amv[0]) && isnan(amv[1]);
+        for (int64_t i = 0; i < M * E; i++) same &= isnan(y[i]) ? isnan(yf[i]) != 0 : y[i] == yf[i];
+        for (int64_t m = 2; m < M; m++) same &= am[m] == amv[m];
+        TU_CHECK(same, "add_ln special rows: vector kernel %d differs", f);
     }
 }
 
@@ -215,6 +305,10 @@ static void test_threads(void) {
     /* every instruction set the context can be given: the same bits */
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
         if (!attn__isa_set(c[1], isa)) continue;
+        tu_fill(g[1], (size_t)(M * E), 5, -2, 2);
+        attn__add_ln(c[1], g[1], b, r, w, lb, 1e-12f, M, E, NULL);
+        TU_CHECK(!memcmp(y[0], g[1], sizeof(float) * (size_t)(M * E)), "add_ln: %s differs",
+                 attn__isa_name(isa));
         tu_fill(y[1], (size_t)(M * E), 6, -4, 4);
         attn__bias_gelu(c[1], y[1], b, M, E);
         TU_CHECK(!memcmp(g[0], y[1], sizeof(float) * (size_t)(M * E)), "bias_gelu: %s differs",
@@ -233,9 +327,8 @@ int main(void) {
     int nv = 0;
     if (fast) vec[nv++] = fast;
     if (avx2) vec[nv++] = avx2;
-    if (!fast) printf("ew: no AVX-512 here: plain C add_ln only\n");
-    if (!nv) printf("ew: no AVX2 or AVX-512 here: plain C GELU only\n");
-    test_add_ln(fast ? fast : attn__ew_kernel_ref());
+    if (!nv) printf("ew: no AVX2 or AVX-512 here: plain C kernels only\n");
+    test_add_ln(vec, nv);
     test_gelu(vec, nv);
     test_threads();
     return tu_finish("test_ew");

@@ -1,5 +1,6 @@
 /* Row-wise elementwise kernels (contract in ew.h): plain C versions and the threaded drivers. */
 #include <math.h>
+#include <string.h>
 
 #include "dispatch.h"
 #include "ew.h"
@@ -26,21 +27,78 @@ float attn__gelu_as(float x) {
     return x <= 0 ? t : x - t;
 }
 
+/* max |y[e]|, NaN when one is NaN: the largest |y| as an integer (the order of non-negative
+ * floats, NaNs above infinity), a loop compilers vectorise */
+static float ln_amax(const float *y, int64_t E) {
+    uint32_t mx = 0;
+    for (int64_t e = 0; e < E; e++) {
+        uint32_t u;
+        memcpy(&u, y + e, sizeof u);
+        u &= 0x7fffffffu;
+        mx = u > mx ? u : mx;
+    }
+    float f;
+    memcpy(&f, &mx, sizeof f);
+    return mx > 0x7f800000u ? NAN : f;
+}
+
+float attn__ln_row_wide(float *t, int64_t E, const float *w, const float *lb, float eps) {
+    attn__layer_norm_ref(t, E, w, lb, eps, t, E, 1, E);
+    return ln_amax(t, E);
+}
+
+/* s[0] = the sum of the lane sums s[0..64), folded in the order of every add_ln version */
+static float ln_fold(float *s) {
+    for (int h = ATTN__LN_LANES / 2; h; h /= 2)
+        for (int j = 0; j < h; j++) s[j] = s[j] + s[j + h];
+    return s[0];
+}
+
+/* The definition of add_ln (ew.h), one 64-element block of lanes at a time; the statements
+ * hold one operation each where a compiler could otherwise fuse a multiply-add. */
 static void add_ln_ref(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
                        const float *w, const float *lb, float eps, int64_t M, int64_t E,
                        float *amax) {
+    enum { L = ATTN__LN_LANES };
     for (int64_t m = 0; m < M; m++) {
         float *yr = y + m * ldy;
-        if (b)
-            for (int64_t e = 0; e < E; e++) yr[e] += b[e];
-        if (r)
-            for (int64_t e = 0; e < E; e++) yr[e] += r[m * ldr + e];
-        attn__layer_norm_ref(yr, E, w, lb, eps, yr, E, 1, E);
-        if (amax) {
-            float mx = 0.0f;
-            for (int64_t e = 0; e < E; e++)
-                mx = isnan(yr[e]) || isnan(mx) ? NAN : fmaxf(mx, fabsf(yr[e]));
-            amax[m] = mx;
+        const float *rr = r ? r + m * ldr : NULL;
+        float s[L] = {0}, q[L] = {0};
+        for (int64_t e0 = 0; e0 < E; e0 += L) { /* 1: t, stored, and its lane sums */
+            const int n = E - e0 < L ? (int)(E - e0) : L;
+            float *t = yr + e0;
+            if (b)
+                for (int j = 0; j < n; j++) t[j] = t[j] + b[e0 + j];
+            if (rr)
+                for (int j = 0; j < n; j++) t[j] = t[j] + rr[e0 + j];
+            for (int j = 0; j < n; j++) s[j] = s[j] + t[j];
+        }
+        const float mh = ln_fold(s) / (float)E;
+        for (int j = 0; j < L; j++) s[j] = 0.0f;
+        for (int64_t e0 = 0; e0 < E; e0 += L) { /* 2: sums of d and d^2 */
+            const int n = E - e0 < L ? (int)(E - e0) : L;
+            for (int j = 0; j < n; j++) {
+                const float d = yr[e0 + j] - mh;
+                const float dd = d * d;
+                s[j] = s[j] + d;
+                q[j] = q[j] + dd;
+            }
+        }
+        const float s1 = ln_fold(s), s2 = ln_fold(q);
+        float ml, rstd;
+        if (attn__ln_finish(s1, s2, E, eps, &ml, &rstd)) { /* 4: the affine map */
+            for (int64_t e = 0; e < E; e++) {
+                float x = yr[e] - mh;
+                x = x - ml;
+                x = x * rstd;
+                if (w) x = x * w[e];
+                if (lb) x = x + lb[e];
+                yr[e] = x;
+            }
+            if (amax) amax[m] = ln_amax(yr, E);
+        } else {
+            const float mx = attn__ln_row_wide(yr, E, w, lb, eps);
+            if (amax) amax[m] = mx;
         }
     }
 }

@@ -1,8 +1,11 @@
-/* AVX2 + FMA version of the bias with GELU of ew.h: the float operations of attn__gelu_as
- * (src/kernels/ew.c) on 8 lanes, its fmaf as fused multiply-adds and nothing else fused, so
- * the results are bit-identical to it (the plain C one calls fmaf, which is a library call
- * where the compiler may not assume FMA).  The residual add with layer norm is the plain C
- * one.  Compiled with -mavx2 -mfma; else the table is NULL. */
+/* AVX2 + FMA versions of the row-wise kernels of ew.h, bit-identical to the plain C ones in
+ * src/kernels/ew.c: the residual add with layer norm (its float operations and lane sums on 8
+ * lanes) and the bias with GELU (the float operations of attn__gelu_as on 8 lanes, its fmaf as
+ * fused multiply-adds and nothing else fused; the plain C one calls fmaf, which is a library
+ * call where the compiler may not assume FMA).  Compiled with -mavx2 -mfma; else the table is
+ * NULL. */
+#include <string.h>
+
 #include "../ew.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -33,10 +36,123 @@ static inline __m256 gelu8(__m256 x) {
                             _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LE_OQ));
 }
 
+/* The add_ln lane sums (ew.h) in eight vectors: lanes 0-7, 8-15, ..., 56-63. */
+typedef struct ln_acc {
+    __m256 a[8];
+} ln_acc;
+
+/* folded as the plain C ln_fold: s[j] += s[j + h], h = 32, 16, ..., 1 */
+static inline float ln_fold8(const ln_acc *s) {
+    __m256 v[4];
+    for (int i = 0; i < 4; i++) v[i] = _mm256_add_ps(s->a[i], s->a[i + 4]);
+    const __m256 h = _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3]));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q)); /* lanes 0, 1: s0 + s2, s1 + s3 */
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));  /* s0 + s1 */
+    return _mm_cvtss_f32(q);
+}
+
+/* The elements of a tail block of n < 64 outside the row read as 0, which adds nothing to a
+ * lane sum (never -0), as in the plain C version, which skips them. */
+static inline __m256 ld_tail(const float *p, int64_t e, int64_t n) {
+    const __m256i i = _mm256_add_epi32(_mm256_set1_epi32((int)e),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), i));
+}
+
+/* add_ln of ew.h: the plain C version's float operations on 8 lanes, bit-identical. */
 static void add_ln_avx2(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
                         const float *w, const float *lb, float eps, int64_t M, int64_t E,
                         float *amax) {
-    attn__ew_kernel_ref()->add_ln(y, ldy, b, r, ldr, w, lb, eps, M, E, amax);
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    for (int64_t m = 0; m < M; m++) {
+        float *yr = y + m * ldy;
+        const float *rr = r ? r + m * ldr : NULL;
+        ln_acc s, q;
+        for (int i = 0; i < 8; i++) s.a[i] = _mm256_setzero_ps();
+        /* 1: t, stored, and its lane sums */
+        int64_t e = 0;
+        for (; e + 64 <= E; e += 64)
+            for (int i = 0; i < 8; i++) {
+                __m256 v = _mm256_loadu_ps(yr + e + 8 * i);
+                if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + e + 8 * i));
+                if (rr) v = _mm256_add_ps(v, _mm256_loadu_ps(rr + e + 8 * i));
+                if (b || rr) _mm256_storeu_ps(yr + e + 8 * i, v);
+                s.a[i] = _mm256_add_ps(s.a[i], v);
+            }
+        if (e < E) {
+            const int64_t n = E - e;
+            float *t = yr + e;
+            for (int64_t j = 0; j < n; j++) {
+                if (b) t[j] = t[j] + b[e + j];
+                if (rr) t[j] = t[j] + rr[e + j];
+            }
+            for (int i = 0; i < 8 && 8 * i < n; i++)
+                s.a[i] = _mm256_add_ps(s.a[i], ld_tail(t + 8 * i, 8 * i, n));
+        }
+        const __m256 mh = _mm256_set1_ps(ln_fold8(&s) / (float)E);
+        /* 2: sums of d and d^2; 4 vectors of each at a time (16 registers would spill), which
+         * changes no sum: each lane still adds its elements in increasing e */
+        for (int i = 0; i < 8; i++) s.a[i] = q.a[i] = _mm256_setzero_ps();
+        for (int h = 0; h < 2; h++) {
+            __m256 s4[4], q4[4];
+            for (int i = 0; i < 4; i++) s4[i] = q4[i] = _mm256_setzero_ps();
+            for (e = 32 * h; e + 32 <= E; e += 64)
+                for (int i = 0; i < 4; i++) {
+                    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(yr + e + 8 * i), mh);
+                    s4[i] = _mm256_add_ps(s4[i], d);
+                    q4[i] = _mm256_add_ps(q4[i], _mm256_mul_ps(d, d));
+                }
+            if (e < E)
+                for (int i = 0; i < 4 && e + 8 * i < E; i++) {
+                    const __m256i k = _mm256_cmpgt_epi32(
+                        _mm256_set1_epi32((int)(E - e - 8 * i)),
+                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                    const __m256 d = _mm256_and_ps(
+                        _mm256_sub_ps(_mm256_maskload_ps(yr + e + 8 * i, k), mh),
+                        _mm256_castsi256_ps(k));
+                    s4[i] = _mm256_add_ps(s4[i], d);
+                    q4[i] = _mm256_add_ps(q4[i], _mm256_mul_ps(d, d));
+                }
+            for (int i = 0; i < 4; i++) s.a[4 * h + i] = s4[i], q.a[4 * h + i] = q4[i];
+        }
+        float ml, rstd, mx;
+        if (attn__ln_finish(ln_fold8(&s), ln_fold8(&q), E, eps, &ml, &rstd)) {
+            /* 4: the affine map */
+            const __m256 vl = _mm256_set1_ps(ml), vr = _mm256_set1_ps(rstd);
+            __m256i am = _mm256_setzero_si256();
+            for (e = 0; e + 8 <= E; e += 8) {
+                __m256 x = _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(yr + e), mh), vl);
+                x = _mm256_mul_ps(x, vr);
+                if (w) x = _mm256_mul_ps(x, _mm256_loadu_ps(w + e));
+                if (lb) x = _mm256_add_ps(x, _mm256_loadu_ps(lb + e));
+                _mm256_storeu_ps(yr + e, x);
+                am = _mm256_max_epi32(am, _mm256_and_si256(_mm256_castps_si256(x), absm));
+            }
+            __m128i a4 = _mm_max_epi32(_mm256_castsi256_si128(am), _mm256_extracti128_si256(am, 1));
+            a4 = _mm_max_epi32(a4, _mm_shuffle_epi32(a4, 0x4e));
+            a4 = _mm_max_epi32(a4, _mm_shuffle_epi32(a4, 0xb1));
+            int32_t a = _mm_cvtsi128_si32(a4);
+            const float mhs = _mm256_cvtss_f32(mh);
+            for (; e < E; e++) {
+                float x = yr[e] - mhs;
+                x = x - ml;
+                x = x * rstd;
+                if (w) x = x * w[e];
+                if (lb) x = x + lb[e];
+                yr[e] = x;
+                int32_t u;
+                memcpy(&u, &x, sizeof u);
+                u &= 0x7fffffff;
+                a = u > a ? u : a;
+            }
+            memcpy(&mx, &a, sizeof mx);
+            if (a > 0x7f800000) mx = NAN;
+        } else {
+            mx = attn__ln_row_wide(yr, E, w, lb, eps);
+        }
+        if (amax) amax[m] = mx;
+    }
 }
 
 static void bias_gelu_avx2(float *y, int64_t ldy, const float *b, int64_t M, int64_t N) {
