@@ -30,6 +30,12 @@ enum {
  * reads c.  kc >= 1. */
 typedef void (*attn__gemm_ukr_fn)(int64_t kc, const float *a, const float *b, float *c,
                                   int64_t ldc, float alpha, float beta);
+/* The same, and meanwhile fetches toward the cache, a line every few k steps, rows [0, rows)
+ * of n floats (row stride ld) from pf: the source of the next A micro-panel, whose first touch
+ * would otherwise wait on memory while packing.  A hint: no effect on results. */
+typedef void (*attn__gemm_ukr_pf_fn)(int64_t kc, const float *a, const float *b, float *c,
+                                     int64_t ldc, float alpha, float beta, const float *pf,
+                                     int64_t rows, int64_t ld, int64_t n);
 
 /* Packing of one micro-panel of width w (mr for A, nr for B): kc steps of w values,
  *   contig:  dst[k*w + i] = src[k*ld + i]   (the panel's w values are contiguous in memory)
@@ -50,6 +56,7 @@ typedef struct attn__gemm_kernel {
     attn__gemm_ukr_fn ukr;
     attn__gemm_pack_fn pack_a; /* w = mr, or NULL */
     attn__gemm_pack_fn pack_b; /* w = nr, or NULL */
+    attn__gemm_ukr_pf_fn ukr_pf; /* or NULL */
 } attn__gemm_kernel;
 
 /* One table per set; the ISA ones return NULL when the build could not compile them. */

@@ -95,15 +95,20 @@ static void attn__gemm_pack_a(const attn__gemm_job *g, int64_t i0, float *dst) {
         attn__gemm_pack_c(g->transA, g->kc, src, g->lda, mv, mr, dst);
 }
 
-/* One mr x nr tile of C at (i0, j0); full tiles in place, edge tiles through scratch. */
+/* One mr x nr tile of C at (i0, j0); full tiles in place, edge tiles through scratch.  pf
+ * (may be NULL): rows [0, pf_rows) of the next A micro-panel's source to fetch meanwhile. */
 static void attn__gemm_tile(const attn__gemm_job *g, const float *a, const float *b, int64_t i0,
-                            int64_t j0) {
+                            int64_t j0, const float *pf, int64_t pf_rows) {
     const int mr = g->kr->mr, nr = g->kr->nr;
     const int64_t mv = g->M - i0 < mr ? g->M - i0 : mr;
     const int64_t nv = g->N - j0 < nr ? g->N - j0 : nr;
     float *c = g->C + i0 * g->ldc + j0;
     if (mv == mr && nv == nr) {
-        g->kr->ukr(g->kc, a, b, c, g->ldc, g->alpha, g->beta);
+        if (pf && pf_rows > 0 && g->kr->ukr_pf)
+            g->kr->ukr_pf(g->kc, a, b, c, g->ldc, g->alpha, g->beta, pf, pf_rows, g->lda,
+                          g->kc);
+        else
+            g->kr->ukr(g->kc, a, b, c, g->ldc, g->alpha, g->beta);
         return;
     }
     _Alignas(64) float t[ATTN__GEMM_MR_MAX * ATTN__GEMM_NR_MAX];
@@ -130,8 +135,16 @@ static void attn__gemm_rows_task(void *arg, int64_t begin, int64_t end, int tid)
     const int64_t panel = g->kc * nr;
     for (int64_t r = begin; r < end; r++) {
         attn__gemm_pack_a(g, r * mr, a);
-        for (int64_t p = 0; p < g->nb_panels; p++)
-            attn__gemm_tile(g, a, g->bpack + p * panel, r * mr, g->jc + p * nr);
+        /* rows of the next micro-panel (its source is row-major when A is not transposed),
+         * a share per tile */
+        const int pf = !g->transA && r + 1 < end;
+        const int64_t nmv = g->M - (r + 1) * mr < mr ? g->M - (r + 1) * mr : mr;
+        const float *nx = pf ? g->A + (r + 1) * mr * g->lda + g->pc : NULL;
+        for (int64_t p = 0; p < g->nb_panels; p++) {
+            const int64_t r0 = p * nmv / g->nb_panels, r1 = (p + 1) * nmv / g->nb_panels;
+            attn__gemm_tile(g, a, g->bpack + p * panel, r * mr, g->jc + p * nr,
+                            nx ? nx + r0 * g->lda : NULL, r1 - r0);
+        }
         if (g->epi) {
             const int64_t i0 = r * mr, mv = g->M - i0 < mr ? g->M - i0 : mr;
             g->epi->fn(g->epi->arg, g->C + i0 * g->ldc, g->ldc, i0, mv);
@@ -154,7 +167,7 @@ static void attn__gemm_cols_task(void *arg, int64_t begin, int64_t end, int tid)
     for (int64_t r = 0; r < g->m_panels; r++) {
         attn__gemm_pack_a(g, r * mr, a);
         for (int64_t p = begin; p < end; p++)
-            attn__gemm_tile(g, a, g->bpack + p * panel, r * mr, g->jc + p * nr);
+            attn__gemm_tile(g, a, g->bpack + p * panel, r * mr, g->jc + p * nr, NULL, 0);
     }
 }
 

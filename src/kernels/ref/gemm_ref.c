@@ -30,6 +30,6 @@ static void attn__gemm_ukr_ref(int64_t kc, const float *restrict a, const float 
 }
 
 static const attn__gemm_kernel attn__ref_table = {ATTN__ISA_REF, MR, NR, 256, 1024,
-                                                  attn__gemm_ukr_ref, NULL, NULL};
+                                                  attn__gemm_ukr_ref, NULL, NULL, NULL};
 
 const attn__gemm_kernel *attn__gemm_kernel_ref(void) { return &attn__ref_table; }

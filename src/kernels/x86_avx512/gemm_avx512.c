@@ -56,8 +56,14 @@
         }                                                                                     \
     } while (0)
 
-static void attn__gemm_ukr_avx512(int64_t kc, const float *restrict a, const float *restrict b,
-                                  float *restrict c, int64_t ldc, float alpha, float beta) {
+static inline __attribute__((always_inline)) void ukr_body(
+    int64_t kc, const float *restrict a, const float *restrict b, float *restrict c, int64_t ldc,
+    float alpha, float beta, const float *pf, int64_t rows, int64_t ld, int64_t n) {
+    /* one line of the next rows every `every` groups of four steps */
+    const int64_t lpr = (n + 15) / 16;
+    int64_t left = pf ? rows * lpr : 0, li = 0;
+    const int64_t every = left ? (kc / 4 / left > 1 ? kc / 4 / left : 1) : kc + 1;
+    int64_t cnt = every;
     __m512 z = _mm512_setzero_ps();
     __m512 c0_0 = z, c0_1 = z, c1_0 = z, c1_1 = z, c2_0 = z, c2_1 = z, c3_0 = z, c3_1 = z,
            c4_0 = z, c4_1 = z, c5_0 = z, c5_1 = z, c6_0 = z, c6_1 = z, c7_0 = z, c7_1 = z,
@@ -69,6 +75,11 @@ static void attn__gemm_ukr_avx512(int64_t kc, const float *restrict a, const flo
     }
     int64_t k = 0;
     for (; k + 4 <= kc; k += 4) {
+        if (--cnt == 0 && left > 0) {
+            cnt = every, left--;
+            _mm_prefetch((const char *)(pf + 16 * li), _MM_HINT_T1);
+            if (++li == lpr) li = 0, pf += ld;
+        }
         STEP();
         STEP();
         STEP();
@@ -90,6 +101,18 @@ static void attn__gemm_ukr_avx512(int64_t kc, const float *restrict a, const flo
     OUT(11);
     OUT(12);
     OUT(13);
+}
+
+static void attn__gemm_ukr_avx512(int64_t kc, const float *restrict a, const float *restrict b,
+                                  float *restrict c, int64_t ldc, float alpha, float beta) {
+    ukr_body(kc, a, b, c, ldc, alpha, beta, NULL, 0, 0, 0);
+}
+
+static void attn__gemm_ukr_pf_avx512(int64_t kc, const float *restrict a,
+                                     const float *restrict b, float *restrict c, int64_t ldc,
+                                     float alpha, float beta, const float *pf, int64_t rows,
+                                     int64_t ld, int64_t n) {
+    ukr_body(kc, a, b, c, ldc, alpha, beta, pf, rows, ld, n);
 }
 
 /* ---- packing (contract in dispatch.h) ---------------------------------------------------- */
@@ -144,7 +167,7 @@ static void attn__pack_b_avx512(int contig, int64_t kc, const float *src, int64_
 
 static const attn__gemm_kernel attn__avx512_table = {
     ATTN__ISA_AVX512,      MR, NR, 384, 1024, attn__gemm_ukr_avx512, attn__pack_a_avx512,
-    attn__pack_b_avx512};
+    attn__pack_b_avx512,   attn__gemm_ukr_pf_avx512};
 
 const attn__gemm_kernel *attn__gemm_kernel_avx512(void) { return &attn__avx512_table; }
 
