@@ -321,7 +321,7 @@ def gen_unicode():
     open(path, "w", encoding="utf-8").write(src[:a] + "\n".join(text) + src[b:])
 
 
-def bench(d, attn, rounds=3):
+def bench(d, attn, rounds=5):
     """Sentences/s of sentence-transformers and of `attn embed` (f32, f16, bf16), measured in
     turns (rounds x each), medians reported: the machine may be shared, and alternating keeps
     a slow spell from favouring one side."""

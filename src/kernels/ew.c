@@ -87,14 +87,7 @@ static void add_ln_ref(float *y, int64_t ldy, const float *b, const float *r, in
         const float s1 = ln_fold(s), s2 = ln_fold(q);
         float ml, rstd;
         if (attn__ln_finish(s1, s2, E, eps, &ml, &rstd)) { /* 4: the affine map */
-            for (int64_t e = 0; e < E; e++) {
-                float x = yr[e] - mh;
-                x = x - ml;
-                x = x * rstd;
-                if (w) x = x * w[e];
-                if (lb) x = x + lb[e];
-                yr[e] = x;
-            }
+            for (int64_t e = 0; e < E; e++) yr[e] = attn__ln_map(yr[e], mh, ml, rstd, w, lb, e);
             if (amax) amax[m] = ln_amax(yr, E);
         } else {
             const float mx = attn__ln_row_wide(yr, E, w, lb, eps);

@@ -69,6 +69,16 @@ static inline int attn__ln_finish(float s1, float s2, int64_t E, float eps, floa
     *rstd = (float)(1.0 / sqrt(var + (double)eps));
     return 1;
 }
+/* Step 4 for one element (the plain C version, and the vector versions' tails). */
+static inline float attn__ln_map(float t, float mh, float ml, float rstd, const float *w,
+                                 const float *lb, int64_t e) {
+    float x = t - mh;
+    x = x - ml;
+    x = x * rstd;
+    if (w) x = x * w[e];
+    if (lb) x = x + lb[e];
+    return x;
+}
 /* t [E] (step 1's t, stored) normalised in place in double, as attn__layer_norm_ref; returns
  * max |result| (NaN when a result is NaN). */
 ATTN__HIDDEN float attn__ln_row_wide(float *t, int64_t E, const float *w, const float *lb,

@@ -135,11 +135,7 @@ static void add_ln_avx2(float *y, int64_t ldy, const float *b, const float *r, i
             int32_t a = _mm_cvtsi128_si32(a4);
             const float mhs = _mm256_cvtss_f32(mh);
             for (; e < E; e++) {
-                float x = yr[e] - mhs;
-                x = x - ml;
-                x = x * rstd;
-                if (w) x = x * w[e];
-                if (lb) x = x + lb[e];
+                const float x = attn__ln_map(yr[e], mhs, ml, rstd, w, lb, e);
                 yr[e] = x;
                 int32_t u;
                 memcpy(&u, &x, sizeof u);
