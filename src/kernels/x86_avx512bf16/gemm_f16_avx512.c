@@ -9,8 +9,10 @@
 
 #include "../gemm_f16.h"
 
+/* Clang before 16 declares the fp16 vector types only under -mavx512fp16 (not through a
+ * target attribute), so older Clang builds leave this kernel out (the plain C one runs). */
 #if defined(__AVX512BW__) && defined(__x86_64__) &&                                           \
-    ((defined(__clang__) && __clang_major__ >= 14) ||                                         \
+    ((defined(__clang__) && (__clang_major__ >= 16 || defined(__AVX512FP16__))) ||           \
      (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12))
 #include <immintrin.h>
 
