@@ -78,7 +78,7 @@ static inline __attribute__((always_inline)) void ukr_body(
         if (--cnt == 0 && left > 0) {
             cnt = every, left--;
             _mm_prefetch((const char *)(pf + 16 * li), _MM_HINT_T1);
-            if (++li == lpr) li = 0, pf += ld;
+            if (++li == lpr && left > 0) li = 0, pf += ld; /* never past the last row */
         }
         STEP();
         STEP();

@@ -87,7 +87,7 @@ static TARGET void ukr_avx512fp16(int64_t kc, const uint32_t *a, int64_t mv,
             if (--cnt == 0 && left > 0) {
                 cnt = every, left--;
                 _mm_prefetch((const char *)(pr + 16 * li), _MM_HINT_T1);
-                if (++li == lpr) li = 0, pr += pf->ld;
+                if (++li == lpr && left > 0) li = 0, pr += pf->ld; /* never past the last row */
             }
             const __m512h b0 = _mm512_loadu_ph(b + k * NR), b1 = _mm512_loadu_ph(b + k * NR + 32);
             ROW(0);
