@@ -201,9 +201,29 @@ static void transposes(void) {
     printf("transposes: %d fast-kernel cases identical to the C one\n", nt);
 }
 
+/* Empty batches, heads or queries (the public calls refuse them; the kernels must not divide
+ * by them either): nothing to write, status OK (the tiled and the short-key forward). */
+static void empty(attn_ctx *ctx) {
+    static float k[300 * 16], v[300 * 16], q[16], o[16];
+    const int64_t S_[2] = {100, 300};
+    for (int si = 0; si < 2; si++)
+        for (int which = 0; which < 3; which++) {
+            attn__sdpa_args a;
+            memset(&a, 0, sizeof a);
+            a.B = which == 0 ? 0 : 1, a.H = which == 1 ? 0 : 2, a.Hkv = which == 1 ? 1 : 2;
+            a.L = which == 2 ? 0 : 128, a.S = S_[si], a.D = a.Dv = 16, a.scale = 0.25f;
+            a.q = q, a.k = k, a.v = v, a.o = o;
+            const int64_t s4[4] = {0, 0, 16, 1};
+            memcpy(a.qs, s4, sizeof s4), memcpy(a.ks, s4, sizeof s4);
+            memcpy(a.vs, s4, sizeof s4), memcpy(a.os, s4, sizeof s4);
+            TU_STATUS(attn__flash_fwd(ctx, &a), ATTN_OK, ctx);
+        }
+}
+
 int main(void) {
     attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     errors(ctx[0]);
+    empty(ctx[1]);
     transposes();
     uint64_t rs = 2024;
     const int64_t lens[] = {1, 3, 17, 63, 64, 65, 127, 129, 5, 100};

@@ -564,6 +564,7 @@ static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
 
 static attn_status flash_fwd_short(attn_ctx *ctx, fl *f) {
     const attn__sdpa_args *a = f->a;
+    if (a->B <= 0 || a->H <= 0 || a->L <= 0) return ATTN_OK; /* no output row */
     f->sp = rup16(a->S);
     f->vin = a->vs[3] == 1 && a->Dv % 16 == 0;
     /* enough tasks to balance the threads: at least 4 per thread when the rows allow it */
