@@ -390,7 +390,8 @@ static void epi_fn(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
     const epi_arg *a = arg;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < a->n; j++)
-            y[r * ldy + j] = y[r * ldy + j] * (float)(1 + (i0 + r) % 7) + a->b[j];
+            /* row-dependent: 17, which no micro-panel height divides, shows a wrong i0 */
+            y[r * ldy + j] = y[r * ldy + j] * (float)(1 + (i0 + r) % 17) + a->b[j];
 }
 
 static void test_gemm_epilogue(void) {
