@@ -247,6 +247,18 @@ static void test_sizes(void) {
  * product of the scaled domain for subnormal halves.  The AVX512_FP16 kernel must equal the
  * plain C one bit for bit (both round each fp16 fma once), and the GELU epilogue must give
  * exactly attn__gelu_as of the plain result (and the row maxima it reports of y, exactly). */
+/* A row epilogue: the layer norm (no bias, no residual) with row maxima, as BERT uses it. */
+typedef struct ln_arg {
+    const attn__ew_kernel *k;
+    const float *w, *lb;
+    int64_t n;
+    float *amax;
+} ln_arg;
+static void ln_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
+    const ln_arg *a = arg;
+    a->k->add_ln(y, ldy, NULL, NULL, 0, a->w, a->lb, 1e-5f, rows, a->n, a->amax + i0);
+}
+
 static void test_f16(void) {
     static const int64_t shapes[][3] = {{1, 1, 1},    {3, 2, 5},     {14, 64, 64},
                                         {15, 63, 65}, {29, 129, 31}, {40, 383, 97},
@@ -324,7 +336,10 @@ static void test_f16(void) {
                 tu_fill(lw, (size_t)N, 505 + s, 0.5, 1.5), tu_fill(lb, (size_t)N, 606 + s, -1, 1);
                 memcpy(want, y1, sizeof(float) * (size_t)(M * ldy));
                 ek->add_ln(want, ldy, NULL, NULL, 0, lw, lb, 1e-5f, M, N, wmax);
-                attn__f16_rows lrows = {NULL, ymax, ek, lw, lb, 1e-5f};
+                ln_arg la = {ek, lw, lb, N, ymax};
+                const attn__row_epi epi = {ln_rows, &la};
+                attn__f16_rows lrows = {NULL, ymax /* not written under an epilogue */, &epi};
+                for (int64_t m = 0; m < M; m++) ymax[m] = -1.0f;
                 TU_STATUS(attn__linear_f16_k(c3, ks[ki], x, ldx, Wp, use_b ? b : NULL,
                                              use_r ? r : NULL, ldr, 0, y3, ldy, M, K, N, &lrows),
                           ATTN_OK, c3);

@@ -191,7 +191,7 @@ typedef struct f16_job {
 static void f16_rows_task(void *arg, int64_t begin, int64_t end, int tid) {
     const f16_job *g = arg;
     uint32_t *a = g->stage + (int64_t)tid * MR * LDA;
-    const attn__ew_kernel *ln = g->rows ? g->rows->ln : NULL;
+    const attn__row_epi *epi = g->rows ? g->rows->epi : NULL;
     float rs[MR], tmax[MR];
     for (int64_t rp = begin; rp < end; rp++) {
         const int64_t i0 = rp * MR, mv = g->M - i0 < MR ? g->M - i0 : MR;
@@ -226,14 +226,12 @@ static void f16_rows_task(void *arg, int64_t begin, int64_t end, int tid) {
                 g->k->ukr(kn, a, mv, g->w + (p * g->K + k0) * NR,
                           g->y + i0 * g->ldy + j0, g->ldy, nv, first, last, rs, g->cs + j0,
                           g->b ? g->b + j0 : NULL, last && g->r ? g->r + i0 * g->ldr + j0 : NULL,
-                          g->ldr, g->gelu, g->ymax && last && !ln ? tmax : NULL,
+                          g->ldr, g->gelu, g->ymax && last ? tmax : NULL,
                           pf.rows > 0 ? &pf : NULL);
             }
         }
-        if (ln)
-            ln->add_ln(g->y + i0 * g->ldy, g->ldy, NULL, NULL, 0, g->rows->ln_w, g->rows->ln_b,
-                       g->rows->ln_eps, mv, g->N, g->ymax ? g->ymax + i0 : NULL);
-        else if (g->ymax)
+        if (epi) epi->fn(epi->arg, g->y + i0 * g->ldy, g->ldy, i0, mv);
+        if (g->ymax)
             memcpy(g->ymax + i0, tmax, sizeof(float) * (size_t)mv);
     }
 }
@@ -248,7 +246,8 @@ attn_status attn__linear_f16_k(attn_ctx *ctx, const attn__f16_kernel *k, const f
     g.k = k;
     g.x = x, g.ldx = ldx, g.b = b, g.r = r, g.ldr = ldr, g.y = y, g.ldy = ldy;
     g.M = M, g.K = K, g.N = N, g.gelu = gelu;
-    g.xmax = rows ? rows->xmax : NULL, g.ymax = rows ? rows->ymax : NULL, g.rows = rows;
+    g.xmax = rows ? rows->xmax : NULL, g.rows = rows;
+    g.ymax = rows && !rows->epi ? rows->ymax : NULL; /* with an epilogue, its business */
     g.panels = (N + NR - 1) / NR;
     g.cs = Wp;
     g.w = (const uint16_t *)(g.cs + g.panels * NR);
@@ -258,10 +257,8 @@ attn_status attn__linear_f16_k(attn_ctx *ctx, const attn__f16_kernel *k, const f
                 float v = (b ? b[n] : 0.0f) + (r ? r[m * ldr + n] : 0.0f);
                 y[m * ldy + n] = gelu ? attn__gelu_as(v) : v;
             }
-        if (rows && rows->ln)
-            rows->ln->add_ln(y, ldy, NULL, NULL, 0, rows->ln_w, rows->ln_b, rows->ln_eps, M, N,
-                             g.ymax);
-        else if (g.ymax)
+        if (rows && rows->epi) rows->epi->fn(rows->epi->arg, y, ldy, 0, M);
+        if (g.ymax)
             for (int64_t m = 0; m < M; m++) g.ymax[m] = k->absmax(y + m * ldy, N);
         return ATTN_OK;
     }

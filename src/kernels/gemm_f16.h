@@ -21,6 +21,7 @@
 #ifndef ATTN_GEMM_F16_H
 #define ATTN_GEMM_F16_H
 #include "internal.h"
+#include "kernels.h"
 
 #define ATTN__F16_MR 14 /* rows of x per microkernel call */
 #define ATTN__F16_NR 64 /* columns of W per packed panel */
@@ -96,13 +97,11 @@ ATTN__HIDDEN const attn__f16_kernel *attn__f16_kernel_for(const attn_ctx *ctx);
 typedef struct attn__f16_rows {
     const float *xmax; /* [M] max_k |x[m, k]| (NaN if any is NaN), or NULL: computed here */
     float *ymax;       /* [M] receives max_n |y[m, n]| (NaN if any is NaN), or NULL */
-    /* Optional layer norm of y's rows (ln != NULL): as soon as a micro-panel of rows is
-     * complete, while it is still in cache, ln->add_ln(rows, no bias, no residual, ln_w, ln_b,
-     * ln_eps) normalises them in place (ew.h; the same bits as a separate attn__add_ln pass),
-     * and ymax, when asked for, holds the maxima of the normalised rows. */
-    const struct attn__ew_kernel *ln;
-    const float *ln_w, *ln_b;
-    float ln_eps;
+    /* Optional row epilogue (kernels.h): run on each micro-panel of y's rows as soon as it is
+     * complete, while it is in cache (a layer norm, say: the same bits as a pass afterwards).
+     * With it, ymax is not written: the epilogue, which sees the final rows, may produce
+     * their maxima itself (add_ln's amax does, at no cost). */
+    const attn__row_epi *epi;
 } attn__f16_rows;
 ATTN__HIDDEN attn_status attn__linear_f16(attn_ctx *ctx, const float *x, int64_t ldx,
                                           const void *Wp, const float *b, const float *r,

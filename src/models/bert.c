@@ -2139,15 +2139,16 @@ attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *te
  * separate passes attn__add_ln and attn__bias_gelu). */
 typedef struct ln_epi {
     const attn__ew_kernel *k;
-    const float *b, *r; /* bias [n], residual [M, n] (row stride n) */
+    const float *b, *r; /* bias [n], residual [M, n] (row stride n); either may be NULL */
     const attn__ln *ln;
     int64_t n;
+    float *amax; /* [M] row maxima of the result (the next fp16 GEMM's scales), or NULL */
 } ln_epi;
 
 static void ln_epi_fn(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
     const ln_epi *e = arg;
-    e->k->add_ln(y, ldy, e->b, e->r + i0 * e->n, e->n, e->ln->weight, e->ln->bias, e->ln->eps,
-                 rows, e->n, NULL);
+    e->k->add_ln(y, ldy, e->b, e->r ? e->r + i0 * e->n : NULL, e->n, e->ln->weight,
+                 e->ln->bias, e->ln->eps, rows, e->n, e->amax ? e->amax + i0 : NULL);
 }
 
 static void gelu_epi_fn(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
@@ -2187,10 +2188,10 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
         const attn__ew_kernel *ewk = attn__ew_kernel_for(ctx);
         /* fp16: the row maxima travel from producer to consumer; the layer norms run on each
          * micro-panel of rows as the GEMM completes it */
-        const attn__f16_rows rx = {xm, NULL, NULL, NULL, NULL, 0.0f},
-                             rh = {hm, im, NULL, NULL, NULL, 0.0f},
-                             ra = {NULL, hm, ewk, n1->weight, n1->bias, n1->eps},
-                             ri = {im, xm, ewk, n2->weight, n2->bias, n2->eps};
+        ln_epi f1 = {ewk, NULL, NULL, n1, E, hm}, f2 = {ewk, NULL, NULL, n2, E, xm};
+        const attn__row_epi q1 = {ln_epi_fn, &f1}, q2 = {ln_epi_fn, &f2};
+        const attn__f16_rows rx = {xm, NULL, NULL}, rh = {hm, im, NULL}, ra = {NULL, NULL, &q1},
+                             ri = {im, NULL, &q2};
         if (f16) /* [M, 3E]: q | k | v */
             ATTN_TRYG(attn__linear_f16(ctx, x, E, wp[0], l->qkv.bias, NULL, 0, 0, qkv, 3 * E, M,
                                        E, 3 * E, &rx));
@@ -2231,8 +2232,9 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
             ATTN_TRYG(attn__linear_bf16(ctx, it, I, wp[3], l->out.bias, h, E, x, E, M, I, E));
             attn__add_ln(ctx, x, NULL, NULL, n2->weight, n2->bias, n2->eps, M, E, NULL);
         } else {
-            ln_epi e1 = {ewk, l->ao.bias, x, n1, E}, eg = {ewk, l->inter.bias, NULL, NULL, I},
-                   e2 = {ewk, l->out.bias, h, n2, E};
+            ln_epi e1 = {ewk, l->ao.bias, x, n1, E, NULL},
+                   eg = {ewk, l->inter.bias, NULL, NULL, I, NULL},
+                   e2 = {ewk, l->out.bias, h, n2, E, NULL};
             const attn__row_epi p1 = {ln_epi_fn, &e1}, pg = {gelu_epi_fn, &eg},
                                 p2 = {ln_epi_fn, &e2};
             ATTN_TRYG(attn__linear_epi(ctx, ao, E, l->ao.weight, &p1, h, E, M, E, E));
