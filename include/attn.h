@@ -153,6 +153,21 @@ ATTN_API int attn_ctx_threads(const attn_ctx *ctx);
 /* Largest workspace use seen so far, in bytes. */
 ATTN_API size_t attn_ctx_workspace_peak(const attn_ctx *ctx);
 
+/* Limits on what input may claim, where a claim cannot be checked against the data that backs
+ * it (or where the data itself could be endless).  A loader that meets a claim past a limit
+ * refuses it with ATTN_E_UNSUPPORTED and a message naming the field and the limit.  Set per
+ * context; values must be positive. */
+typedef enum attn_limit {
+    ATTN_LIMIT_FILE_BYTES = 0, /* largest file read into memory; default: physical memory */
+    ATTN_LIMIT_LAYERS = 1,     /* most layers a model's config may declare; default 1024 */
+    ATTN_LIMIT_VOCAB = 2,      /* most entries of a vocabulary file; default 2^24 */
+    ATTN_LIMIT_TEXT_BYTES = 3, /* largest text a tokenizer or text reader takes; default 2^30 */
+    ATTN_LIMIT_COUNT = 4
+} attn_limit;
+ATTN_API attn_status attn_ctx_set_limit(attn_ctx *ctx, attn_limit which, int64_t value);
+/* The limit in force (0 for an unknown one). */
+ATTN_API int64_t attn_ctx_limit(const attn_ctx *ctx, attn_limit which);
+
 /* ============================================================================================
  * Tensor views
  * ========================================================================================== */
@@ -698,6 +713,10 @@ typedef struct attn_st_tensor {
  * attn_st keeps a pointer to ctx for its allocator: ctx must outlive it. */
 ATTN_API attn_status attn_st_read_memory(attn_ctx *ctx, const void *data, size_t size,
                                          attn_st **out /* OUT */);
+/* Reads a regular file (sized with fstat before it is read, and at most
+ * ATTN_LIMIT_FILE_BYTES).  A missing file is ATTN_E_NOT_FOUND; a directory, FIFO, pipe, socket
+ * or device is ATTN_E_IO ("not a regular file"), so nothing endless is read and nothing
+ * blocks waiting for a writer. */
 ATTN_API attn_status attn_st_read_file(attn_ctx *ctx, const char *path,
                                        attn_st **out /* OUT */);
 ATTN_API void attn_st_free(attn_st *st);
@@ -736,7 +755,10 @@ ATTN_API attn_status attn_st_writer_add_view(attn_st_writer *w, const char *name
  * header, __metadata__ first and tensors sorted by name, padded with spaces to a multiple of
  * 8 bytes; then the tensors back to back with no gaps, 8-byte dtypes first, then 4-, 2- and
  * 1-byte ones (by name within a size), so each starts aligned to its element size.  Writing
- * the same content twice gives identical bytes.  A partly written file is removed on error. */
+ * the same content twice gives identical bytes.  The file is written beside path and renamed
+ * into place once complete (a symbolic link is followed), so on error an existing file at path
+ * is left as it was; a character device or FIFO at path (/dev/null) is written in place and
+ * never removed; a directory is refused. */
 ATTN_API attn_status attn_st_writer_save(attn_st_writer *w, const char *path);
 ATTN_API attn_status attn_st_writer_to_memory(attn_st_writer *w, void **data /* OUT */,
                                               size_t *size /* OUT */);

@@ -204,7 +204,7 @@ static void test_train_generate_save(void) {
     TU_STATUS(attn_charlm_save(ctx, m, &c, NULL), ATTN_E_INVALID, ctx);
     TU_STATUS(attn_charlm_save(ctx, m, &cw, path), ATTN_E_INVALID, ctx);
     attn_module *none = NULL;
-    TU_STATUS(attn_charlm_load(ctx, "test_charlm.does-not-exist", &c2, &none), ATTN_E_IO, ctx);
+    TU_STATUS(attn_charlm_load(ctx, "test_charlm.does-not-exist", &c2, &none), ATTN_E_NOT_FOUND, ctx);
     TU_CHECK(!none, "no model on a failed load");
     attn_module_free(m2);
     attn_module_free(m);
@@ -244,7 +244,7 @@ static void test_bad_train_inputs(void) {
              attn_ctx_errmsg(ctx));
     c = tiny();
     TU_STATUS(attn_charlm_train(ctx, &c, TEXT, len, "test_charlm.does-not-exist", NULL, NULL, &m),
-              ATTN_E_IO, ctx);
+              ATTN_E_NOT_FOUND, ctx);
     TU_CHECK(m == NULL, "no model after failures");
 }
 

@@ -764,7 +764,7 @@ static void test_malformed(void) {
 
     /* file errors */
     attn_st *st = NULL;
-    TU_STATUS(attn_st_read_file(ctx, "no/such/file.safetensors", &st), ATTN_E_IO, ctx);
+    TU_STATUS(attn_st_read_file(ctx, "no/such/file.safetensors", &st), ATTN_E_NOT_FOUND, ctx);
     TU_CHECK(st == NULL && attn_ctx_errmsg(ctx)[0], "missing file message");
     TU_STATUS(attn_st_read_file(ctx, ".", &st), ATTN_E_IO, ctx);
     TU_STATUS(attn_st_read_file(ctx, NULL, &st), ATTN_E_INVALID, ctx);

@@ -1,8 +1,10 @@
 /* Status list, context, allocator hooks, workspace arena, tensor views and checks. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "pool.h"
@@ -34,10 +36,14 @@ const char *attn_status_name(attn_status status) {
 attn_status attn__fail(attn_ctx *ctx, attn_status st, const char *fmt, ...) {
     if (!ctx) return st;
     ctx->status = st;
+    /* format aside first: an argument may be the context's own message (a caller adding a
+     * prefix to it), and vsnprintf into the buffer it reads from is undefined */
+    char buf[ATTN__MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(ctx->msg, buf, sizeof buf);
     return st;
 }
 
@@ -86,6 +92,34 @@ char *attn__strdup(attn_ctx *ctx, const char *s) {
 }
 
 /* ---- context --------------------------------------------------------------------------- */
+static void attn__limits_default(int64_t *lim) {
+    /* a file larger than this machine's memory cannot be held: refuse it before reading */
+    int64_t mem = (int64_t)1 << 40;
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psize > 0 && pages <= INT64_MAX / psize) mem = (int64_t)pages * psize;
+#endif
+    lim[ATTN_LIMIT_FILE_BYTES] = mem;
+    lim[ATTN_LIMIT_LAYERS] = 1024;
+    lim[ATTN_LIMIT_VOCAB] = (int64_t)1 << 24;
+    lim[ATTN_LIMIT_TEXT_BYTES] = (int64_t)1 << 30;
+}
+
+attn_status attn_ctx_set_limit(attn_ctx *ctx, attn_limit which, int64_t value) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF((int)which < 0 || which >= ATTN_LIMIT_COUNT, ctx, ATTN_E_INVALID,
+                 "attn_ctx_set_limit: unknown limit %d", (int)which);
+    ATTN_FAIL_IF(value <= 0, ctx, ATTN_E_INVALID, "attn_ctx_set_limit: limit %d must be > 0, "
+                 "got %lld", (int)which, (long long)value);
+    ctx->limit[which] = value;
+    return ATTN_OK;
+}
+
+int64_t attn_ctx_limit(const attn_ctx *ctx, attn_limit which) {
+    if (!ctx || (int)which < 0 || which >= ATTN_LIMIT_COUNT) return 0;
+    return ctx->limit[which];
+}
+
 attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
     if (!out) return ATTN_E_INVALID;
     *out = NULL;
@@ -122,6 +156,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
         c->nblocks = c->capblocks = 1;
         c->fixed = 1;
     }
+    attn__limits_default(c->limit);
     c->isa = attn__isa_default();
     c->cpu = attn__cpu_extensions();
     if (c->threads > 1 && attn__pool_create(c, c->threads, &c->pool) != ATTN_OK) {

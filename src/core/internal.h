@@ -43,6 +43,7 @@ struct attn_ctx {
     int isa;                 /* GEMM kernel set (src/kernels/dispatch.h ATTN__ISA_*) */
     unsigned cpu;            /* ATTN__CPU_* extension bits, read once at creation (CPUID is
                                 slow under a hypervisor: tens of microseconds per query) */
+    int64_t limit[ATTN_LIMIT_COUNT]; /* attn_ctx_set_limit */
 };
 
 /* ---- errors ---------------------------------------------------------------------------- */

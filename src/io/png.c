@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "viz.h"
+#include "file.h"
 
 /* ---- checksums ------------------------------------------------------------------------- */
 /* Nibble table of the reflected polynomial 0xEDB88320: small, constant, thread-safe. */
@@ -346,20 +347,8 @@ done:
 }
 
 attn_status attn__write_file(attn_ctx *ctx, const char *path, const void *data, size_t n) {
-    ATTN_FAIL_IF(!path || !path[0], ctx, ATTN_E_INVALID, "output path is NULL or empty");
-    FILE *f = fopen(path, "wb");
-    if (!f) return attn__fail(ctx, ATTN_E_IO, "cannot create '%s': %s", path, strerror(errno));
-    int ok = n == 0 || fwrite(data, 1, n, f) == n;
-    int err = ok ? 0 : errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
-    }
-    if (!ok) {
-        remove(path); /* a truncated picture would only puzzle later */
-        return attn__fail(ctx, ATTN_E_IO, "cannot write '%s': %s", path, strerror(err));
-    }
-    return ATTN_OK;
+    attn__piece pc = {data, n};
+    return attn__file_write(ctx, path, &pc, 1);
 }
 
 attn_status attn__png_write(attn_ctx *ctx, const char *path, int width, int height,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "file.h"
 #include "json.h"
 
 /* The reference implementation's limit; it bounds the memory a hostile header can claim. */
@@ -405,107 +406,18 @@ attn_status attn_st_read_memory(attn_ctx *ctx, const void *data, size_t size, at
     return st_from_image(ctx, image, size, out);
 }
 
-/* Reads a stream of unknown size (a pipe): doubling buffer. */
-static attn_status read_stream(attn_ctx *ctx, FILE *f, const char *path, unsigned char **out,
-                               size_t *size) {
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = attn__malloc(ctx, cap);
-    ATTN_FAIL_IF(!buf, ctx, ATTN_E_NOMEM, "out of memory reading '%s'", path);
-    for (;;) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (ferror(f)) {
-            attn__free(ctx, buf);
-            return attn__fail(ctx, ATTN_E_IO, "cannot read '%s': %s", path, strerror(errno));
-        }
-        if (n < cap) break; /* EOF */
-        size_t ncap;
-        unsigned char *nb = NULL;
-        if (attn__mul_size(cap, 2, &ncap)) nb = attn__malloc(ctx, ncap);
-        if (!nb) {
-            attn__free(ctx, buf);
-            return attn__fail(ctx, ATTN_E_NOMEM, "out of memory reading '%s'", path);
-        }
-        memcpy(nb, buf, n);
-        attn__free(ctx, buf);
-        buf = nb;
-        cap = ncap;
-    }
-    *out = buf;
-    *size = n;
-    return ATTN_OK;
-}
-
 attn_status attn_st_read_file(attn_ctx *ctx, const char *path, attn_st **out) {
     if (!out) return attn__fail(ctx, ATTN_E_INVALID, "attn_st_read_file: out is NULL");
     *out = NULL;
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!path, ctx, ATTN_E_INVALID, "attn_st_read_file: path is NULL");
-    FILE *f = fopen(path, "rb");
-    ATTN_FAIL_IF(!f, ctx, ATTN_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    /* a regular file only, sized before it is read: pipes, devices and directories are
+     * refused by type, so nothing endless is ever read */
     unsigned char *image = NULL;
     size_t size = 0;
-    attn_status st = ATTN_OK;
-    /* a first small read makes directories and unreadable files fail before any size is
-     * trusted (ftell of a directory can report a huge number) */
-    unsigned char head[8];
-    size_t got = fread(head, 1, sizeof head, f);
-    if (ferror(f)) {
-        st = attn__fail(ctx, ATTN_E_IO, "cannot read '%s': %s", path, strerror(errno));
-        goto done;
-    }
-    long end = -1;
-    if (got == sizeof head && fseek(f, 0, SEEK_END) == 0) end = ftell(f);
-    if (got < sizeof head) {
-        size = got;
-        image = attn__malloc(ctx, size);
-        if (!image) {
-            st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory reading '%s'", path);
-            goto done;
-        }
-        memcpy(image, head, got);
-    } else if (end >= 8 && (unsigned long)end <= SIZE_MAX && fseek(f, 0, SEEK_SET) == 0) {
-        size = (size_t)end;
-        image = attn__malloc(ctx, size);
-        if (!image) {
-            st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory reading '%s' (%zu bytes)", path,
-                            size);
-            goto done;
-        }
-        if (fread(image, 1, size, f) != size) {
-            st = ferror(f) ? attn__fail(ctx, ATTN_E_IO, "cannot read '%s': %s", path,
-                                        strerror(errno))
-                           : attn__fail(ctx, ATTN_E_IO, "'%s' shrank while being read", path);
-            goto done;
-        }
-    } else {
-        /* not seekable (a pipe) or of unknown size (/proc): read on after the first bytes */
-        clearerr(f);
-        if (fseek(f, (long)sizeof head, SEEK_SET) != 0) clearerr(f);
-        unsigned char *rest = NULL;
-        size_t nrest = 0;
-        ATTN_TRYG(read_stream(ctx, f, path, &rest, &nrest));
-        if (!attn__add_size(nrest, sizeof head, &size) || !(image = attn__malloc(ctx, size))) {
-            attn__free(ctx, rest);
-            st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory reading '%s'", path);
-            goto done;
-        }
-        memcpy(image, head, sizeof head);
-        memcpy(image + sizeof head, rest, nrest);
-        attn__free(ctx, rest);
-    }
-done:
-    fclose(f);
-    if (st) {
-        attn__free(ctx, image);
-        return st;
-    }
-    st = st_from_image(ctx, image, size, out);
-    if (st) {
-        /* say which file */
-        char why[ATTN__MSG_MAX];
-        snprintf(why, sizeof why, "%s", attn_ctx_errmsg(ctx));
-        attn__fail(ctx, st, "%s: %s", path, why);
-    }
+    ATTN_TRY(attn__file_read(ctx, path, "safetensors file", 0, &image, &size));
+    attn_status st = st_from_image(ctx, image, size, out);
+    if (st) attn__fail(ctx, st, "%.300s: %s", path, attn_ctx_errmsg(ctx)); /* say which file */
     return st;
 }
 

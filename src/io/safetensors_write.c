@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "file.h"
 #include "json.h"
 #include "st_internal.h"
 
@@ -426,26 +427,20 @@ attn_status attn_st_writer_save(attn_st_writer *w, const char *path) {
     ATTN_FAIL_IF(!path, ctx, ATTN_E_INVALID, "attn_st_writer_save: path is NULL");
     wt_plan p;
     ATTN_TRY(plan_build(w, &p));
+    /* header, then the tensors in file order, written beside the target and renamed into
+     * place: a failed save leaves an existing file as it was */
+    attn__piece *pc = NULL;
+    size_t npc = 0, cap;
     attn_status st = ATTN_OK;
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        st = attn__fail(ctx, ATTN_E_IO, "cannot create '%s': %s", path, strerror(errno));
+    if (!attn__add_size(w->n, 1, &cap) || !(pc = attn__calloc(ctx, cap, sizeof *pc))) {
         plan_free(ctx, &p);
-        return st;
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory saving '%.300s'", path);
     }
-    int ok = fwrite(p.head, 1, p.head_size, f) == p.head_size;
-    for (size_t i = 0; ok && i < w->n; i++)
-        if (p.layout[i]->nbytes)
-            ok = fwrite(p.layout[i]->data, 1, p.layout[i]->nbytes, f) == p.layout[i]->nbytes;
-    int err = ok ? 0 : errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
-    }
-    if (!ok) {
-        remove(path); /* a truncated file would only fail later, further from the cause */
-        st = attn__fail(ctx, ATTN_E_IO, "cannot write '%s': %s", path, strerror(err));
-    }
+    pc[npc++] = (attn__piece){p.head, p.head_size};
+    for (size_t i = 0; i < w->n; i++)
+        if (p.layout[i]->nbytes) pc[npc++] = (attn__piece){p.layout[i]->data, p.layout[i]->nbytes};
+    st = attn__file_write(ctx, path, pc, npc);
+    attn__free(ctx, pc);
     plan_free(ctx, &p);
     return st;
 }

@@ -33,7 +33,7 @@ ATTN__HIDDEN attn_status attn__png_encode(attn_ctx *ctx, int width, int height,
                                           const unsigned char *rgb, int mode,
                                           unsigned char **out /* OUT */,
                                           size_t *out_n /* OUT */);
-/* Writes bytes to a file; a partly written file is removed. */
+/* Writes bytes to a file atomically (attn__file_write: a failed write leaves it as it was). */
 ATTN__HIDDEN attn_status attn__write_file(attn_ctx *ctx, const char *path, const void *data,
                                           size_t n);
 ATTN__HIDDEN attn_status attn__png_write(attn_ctx *ctx, const char *path, int width, int height,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../io/json.h"
+#include "file.h"
 #include "../kernels/ew.h"
 #include "../kernels/gemm_bf16.h"
 #include "../kernels/gemm_f16.h"
@@ -68,41 +69,25 @@ static int path_join(char *buf, size_t n, const char *dir, const char *name) {
     return snprintf(buf, n, "%s/%s", dir, name) < (int)n;
 }
 
-/* Reads a whole file; *data NULL and ATTN_OK with *missing = 1 when it does not exist. */
+/* Reads a whole regular file (NUL-terminated); *data NULL and ATTN_OK with *missing = 1 when
+ * it does not exist.  Directories, FIFOs and devices are refused by type; text files of a
+ * model folder are bounded by ATTN_LIMIT_TEXT_BYTES. */
 static attn_status read_file(attn_ctx *ctx, const char *path, char **data, size_t *len,
                              int *missing) {
     *data = NULL;
     *len = 0;
     if (missing) *missing = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (missing) {
-            *missing = 1;
-            return ATTN_OK;
-        }
-        return attn__fail(ctx, ATTN_E_IO, "cannot open %s", path);
+    unsigned char *p = NULL;
+    attn_status st = attn__file_read(ctx, path, "model file",
+                                     (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &p,
+                                     len);
+    if (st == ATTN_E_NOT_FOUND && missing) {
+        attn_ctx_clear_error(ctx);
+        *missing = 1;
+        return ATTN_OK;
     }
-    long sz = -1;
-    if (fseek(f, 0, SEEK_END) == 0) sz = ftell(f);
-    if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return attn__fail(ctx, ATTN_E_IO, "cannot read %s", path);
-    }
-    char *p = attn__malloc(ctx, (size_t)sz + 1);
-    if (!p) {
-        fclose(f);
-        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory reading %s", path);
-    }
-    size_t got = fread(p, 1, (size_t)sz, f);
-    fclose(f);
-    if (got != (size_t)sz) {
-        attn__free(ctx, p);
-        return attn__fail(ctx, ATTN_E_IO, "short read of %s", path);
-    }
-    p[sz] = 0;
-    *data = p;
-    *len = (size_t)sz;
-    return ATTN_OK;
+    *data = (char *)p;
+    return st;
 }
 
 /* A JSON number as double (the parser has integers only): read the literal, then skip it. */
@@ -617,16 +602,14 @@ attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out) {
     if (!st) {
         char path[4096];
         attn_st *sf = NULL;
-        FILE *f = NULL;
         if (!path_join(path, sizeof path, dir, "model.safetensors")) {
             st = attn__fail(ctx, ATTN_E_INVALID, "model folder path too long");
-        } else if (!(f = fopen(path, "rb"))) {
-            st = attn__fail(ctx, ATTN_E_NOT_FOUND,
-                            "%s: missing model.safetensors (pytorch_model.bin is not read)",
-                            dir);
         } else {
-            fclose(f);
             st = attn_st_read_file(ctx, path, &sf);
+            if (st == ATTN_E_NOT_FOUND)
+                st = attn__fail(ctx, ATTN_E_NOT_FOUND,
+                                "%.300s: missing model.safetensors (pytorch_model.bin is not "
+                                "read)", dir);
         }
         if (!st) {
             attn_st_tensor ti;

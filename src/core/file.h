@@ -1,0 +1,39 @@
+/* Files: bounded reads of regular files and atomic writes (src/core/file.c).  Internal.
+ *
+ * Every file the library reads goes through attn__file_read: the file is opened without
+ * blocking (a FIFO with no writer cannot hang the open), refused by type unless it is a
+ * regular file, sized with fstat and refused past a bound before anything is allocated.
+ * Every file it writes goes through attn__file_write: the bytes go to a temporary file beside
+ * the target, which replaces the target by rename() only once everything is written and
+ * synced, so a failed write leaves an existing file as it was. */
+#ifndef ATTN_FILE_H
+#define ATTN_FILE_H
+
+#include "internal.h"
+
+/* Reads the whole regular file at path into memory from ctx, with a 0 byte after the data
+ * (not counted in *len), so text parsers may rely on it.  `what` names the file in messages
+ * ("config.json").  max bounds the size in bytes (0 = only the context's
+ * ATTN_LIMIT_FILE_BYTES); both bounds apply.  A missing file is ATTN_E_NOT_FOUND, a directory,
+ * FIFO, socket or device ATTN_E_IO ("not a regular file"), a file over the bound
+ * ATTN_E_UNSUPPORTED naming the limit. */
+ATTN__HIDDEN attn_status attn__file_read(attn_ctx *ctx, const char *path, const char *what,
+                                         uint64_t max, unsigned char **data /* OUT */,
+                                         size_t *len /* OUT */);
+
+/* One piece of an output file. */
+typedef struct attn__piece {
+    const void *data;
+    size_t n;
+} attn__piece;
+
+/* Writes the pieces, in order, as the file at path.  A regular file (or a path that does not
+ * exist yet) is replaced atomically: temporary file in the same directory, fsync, rename; a
+ * symbolic link is followed and its target replaced.  A character device or FIFO (/dev/null,
+ * /dev/stdout on a terminal or pipe) is written in place and never removed.  A directory or
+ * any other kind of file is refused.  On failure nothing at path has changed (except a device
+ * or FIFO, which may have received part of the data). */
+ATTN__HIDDEN attn_status attn__file_write(attn_ctx *ctx, const char *path,
+                                          const attn__piece *pieces, size_t npieces);
+
+#endif
