@@ -44,6 +44,11 @@ struct attn_ctx {
     unsigned cpu;            /* ATTN__CPU_* extension bits, read once at creation (CPUID is
                                 slow under a hypervisor: tens of microseconds per query) */
     int64_t limit[ATTN_LIMIT_COUNT]; /* attn_ctx_set_limit */
+    /* parameter source (attn__param_source): while st is set, every parameter registered
+     * must exist in it under prefix + name, so a module built from a file's claims never
+     * grows past the tensors the file holds */
+    const attn_st *psrc;
+    const char *psrc_prefix;
 };
 
 /* ---- errors ---------------------------------------------------------------------------- */
@@ -96,6 +101,22 @@ static inline int attn__mul_i64(int64_t a, int64_t b, int64_t *r) {
     *r = a * b;
     return 1;
 }
+
+/* ---- parameter source ------------------------------------------------------------------ */
+/* Sets (st != NULL) or clears (st == NULL) the context's parameter source: while set,
+ * attn__param_reg checks each parameter as it is registered (attn__param_match, strict) and
+ * refuses a layer count over ATTN_LIMIT_LAYERS, so loaders build a module only from tensors
+ * that exist.  Loaders set it around the create call and clear it on every path. */
+static inline void attn__param_source(attn_ctx *ctx, const attn_st *st, const char *prefix) {
+    ctx->psrc = st;
+    ctx->psrc_prefix = st ? prefix : NULL;
+}
+/* The tensor prefix + pname of st for a parameter of ndim dims `shape` (src/io/st_module.c):
+ * present (else ATTN_E_NOT_FOUND when strict, *found = 0 otherwise), a floating dtype
+ * (ATTN_E_DTYPE) and exactly that shape (ATTN_E_SHAPE), with the strict-load messages. */
+ATTN__HIDDEN attn_status attn__param_match(attn_ctx *ctx, const attn_st *st, const char *prefix,
+                                           const char *pname, int ndim, const int64_t *shape,
+                                           int strict, attn_st_tensor *info, int *found);
 
 /* ---- workspace ------------------------------------------------------------------------- */
 typedef struct attn__mark {

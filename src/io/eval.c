@@ -113,6 +113,19 @@ static attn_status ev_new(ev *e, const char *what, int ndim, const int64_t *shap
     return ATTN_OK;
 }
 
+/* An output whose size comes from attributes alone (no data of the file bounds it): at most
+ * ATTN_LIMIT_FILE_BYTES, the most a file read back into memory may hold. */
+static attn_status ev_claim(ev *e, const char *what, int ndim, const int64_t *shape) {
+    size_t bytes;
+    char sb[128];
+    int64_t lim = attn_ctx_limit(e->ctx, ATTN_LIMIT_FILE_BYTES);
+    ATTN_FAIL_IF(!ev_bytes(ndim, shape, sizeof(float), &bytes) || (uint64_t)bytes > (uint64_t)lim,
+                 e->ctx, ATTN_E_UNSUPPORTED,
+                 "%s: shape %s from the attributes is over ATTN_LIMIT_FILE_BYTES (%lld bytes)",
+                 what, attn__dims_str(shape, ndim, sb, sizeof sb), (long long)lim);
+    return ATTN_OK;
+}
+
 /* A contiguous view of the same data with another shape (same element count). */
 static attn_tensor ev_reshape(const attn_tensor *t, int ndim, const int64_t *shape) {
     return attn_tensor_make(t->data, t->dtype, ndim, shape);
@@ -311,9 +324,12 @@ static attn_status ev_input(ev *e, const char *name, int required, int min_nd, i
         return ATTN_OK;
     }
     ATTN_TRY(ev_dims(e, &info, name, min_nd, max_nd));
-    if (info.dtype == ATTN_BOOL)
-        return attn__fail(e->ctx, ATTN_E_DTYPE,
-                          "tensor '%s' has dtype BOOL; a floating-point tensor is expected", name);
+    /* docs/eval-format.md: data is F32; another dtype would compare something else */
+    if (info.dtype != ATTN_F32) {
+        const char *dn = attn_dtype_name(info.dtype);
+        return attn__fail(e->ctx, ATTN_E_DTYPE, "tensor '%s' has dtype %s; F32 is expected",
+                          name, dn ? dn : "?");
+    }
     ATTN_TRY(ev_to_f32(e, &info, name, &p));
     *t = attn_tensor_make(p, ATTN_F32, info.ndim, info.shape);
     return ATTN_OK;
@@ -336,11 +352,10 @@ static attn_status ev_mask(ev *e, const char *name, attn_mask_kind bool_kind, in
         m->t = attn_tensor_make(p, info.dtype, info.ndim, info.shape);
         return ATTN_OK;
     }
-    if (info.dtype != ATTN_F32 && info.dtype != ATTN_F64 && info.dtype != ATTN_F16 &&
-        info.dtype != ATTN_BF16) {
+    if (info.dtype != ATTN_F32) { /* additive masks are F32 (docs/eval-format.md) */
         const char *dn = attn_dtype_name(info.dtype);
         return attn__fail(e->ctx, ATTN_E_DTYPE,
-                          "mask '%s' has dtype %s; expected BOOL or a floating type", name,
+                          "mask '%s' has dtype %s; expected BOOL, U8 or F32", name,
                           dn ? dn : "?");
     }
     float *p;
@@ -899,8 +914,8 @@ static attn_status op_transformer_decoder_layer(ev *e) {
     ev_dec_in d;
     attn_tensor o;
     ATTN_TRY(ev_tf_config(e, &cfg));
+    ATTN_TRY(ev_dec_inputs(e, &d)); /* first: a mask hint without its mask is the news */
     ATTN_TRY(ev_module(e, attn_decoder_layer_create(e->ctx, &cfg, &m), &m, ""));
-    ATTN_TRY(ev_dec_inputs(e, &d));
     ATTN_TRY(ev_ready(e));
     ATTN_TRY(ev_new_like(e, &d.tgt, &o));
     ATTN_TRY(attn_decoder_layer_forward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm),
@@ -973,8 +988,8 @@ static attn_status op_transformer_decoder(ev *e) {
     ATTN_TRY(ev_tf_config(e, &cfg));
     ATTN_TRY(ev_num_layers(e, "num_layers", &cfg.num_decoder_layers));
     int final_norm = ev_present(e, "norm.weight");
-    ATTN_TRY(ev_module(e, attn_decoder_create(e->ctx, &cfg, final_norm, &m), &m, ""));
     ATTN_TRY(ev_dec_inputs(e, &d));
+    ATTN_TRY(ev_module(e, attn_decoder_create(e->ctx, &cfg, final_norm, &m), &m, ""));
     ATTN_TRY(ev_ready(e));
     ATTN_TRY(ev_new_like(e, &d.tgt, &o));
     ATTN_TRY(attn_decoder_forward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm), opt_mask(&d.mm),
@@ -1304,6 +1319,7 @@ static attn_status op_positional_encoding(ev *e) {
                      "attribute 'length' (%lld) must be in [1, max_len = %lld]", (long long)n,
                      (long long)max_len);
         int64_t ps[2] = {n, d};
+        ATTN_TRY(ev_claim(e, "length x d_model", 2, ps));
         ATTN_TRY(ev_new(e, "out", 2, ps, &pe));
         ATTN_TRY(attn_sinusoidal_encoding(e->ctx, 0, (float)base, &pe));
         ATTN_TRY(ev_write(e, "out", &pe));
@@ -1326,6 +1342,7 @@ static attn_status op_positional_encoding(ev *e) {
                  "x has %lld positions, more than max_len (%lld)", (long long)L,
                  (long long)max_len);
     int64_t ps[2] = {L, d}, os[3] = {B, L, concat ? E + d : E};
+    if (concat) ATTN_TRY(ev_claim(e, "the concatenated output (d_model columns)", 3, os));
     ATTN_TRY(ev_new(e, "pe", 2, ps, &pe));
     ATTN_TRY(ev_new(e, "out", 3, os, &o));
     ATTN_TRY(attn_sinusoidal_encoding(e->ctx, 0, (float)base, &pe));
@@ -1620,7 +1637,10 @@ static attn_status op_vit_self_attention(ev *e) {
     ATTN_TRY(ev_module(e, attn_vit_embed_create(e->ctx, P, E, ev_i(e, "max_patches"), &emb), &emb,
                        ""));
     attn_mha_config mc = attn_mha_defaults(E, H);
-    ATTN_TRY(ev_module(e, attn_mha_create(e->ctx, &mc, &mha), &mha, "attn."));
+    attn__param_source(e->ctx, e->in, "attn."); /* the second module's parameters */
+    attn_status st = attn_mha_create(e->ctx, &mc, &mha);
+    attn__param_source(e->ctx, e->in, "");
+    ATTN_TRY(ev_module(e, st, &mha, "attn."));
     attn_tensor x, z, o, w;
     ATTN_TRY(ev_input(e, "patches", 1, 3, 3, &x));
     ATTN_TRY(ev_ready(e));
@@ -1751,7 +1771,12 @@ static attn_status ev_run(ev *e) {
             if (!strcmp(*n, t.name)) e->used[i] = 1;
         if (e->bwd && !strcmp(t.name, "grad.out")) e->used[i] = 1;
     }
-    ATTN_TRY(e->op->run(e));
+    /* modules are built from the file: each parameter must be one of its tensors, with its
+     * shape, as it is registered (a size in the attributes is a claim the tensors back) */
+    attn__param_source(e->ctx, e->in, "");
+    attn_status st = e->op->run(e);
+    attn__param_source(e->ctx, NULL, NULL);
+    ATTN_TRY(st);
     ATTN_FAIL_IF(!e->ready, e->ctx, ATTN_E_INTERNAL, "op did not check its tensors");
     /* every op has a backward; an op added without one is refused rather than giving a file
      * without gradients */

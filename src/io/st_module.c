@@ -4,6 +4,7 @@
  * not pull the module machinery in from the static library.  Only the public module API is
  * used (attn_module_param_count / attn_module_param_at).
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,13 +36,10 @@ static const char *dims_str(int ndim, const int64_t *shape, char *buf, size_t n)
     return buf;
 }
 
-/* Finds parameter i's tensor and checks it.  *found = 0 when absent (an error if strict). */
-static attn_status match_param(attn_ctx *ctx, const attn_module *m, const attn_st *st,
-                               const char *prefix, int strict, size_t i, attn_tensor *view,
-                               attn_st_tensor *info, int *found) {
-    const char *pname;
+attn_status attn__param_match(attn_ctx *ctx, const attn_st *st, const char *prefix,
+                              const char *pname, int ndim, const int64_t *shape, int strict,
+                              attn_st_tensor *info, int *found) {
     *found = 0;
-    ATTN_TRY(attn_module_param_at(m, i, &pname, view));
     char *full = join(ctx, prefix, pname);
     ATTN_FAIL_IF(!full, ctx, ATTN_E_NOMEM, "out of memory loading parameter " NAME, pname);
     attn_status s = attn_st_find(st, full, info);
@@ -65,22 +63,69 @@ static attn_status match_param(attn_ctx *ctx, const attn_module *m, const attn_s
         attn__free(ctx, full);
         return s;
     }
-    int same = info->ndim == view->ndim;
-    for (int d = 0; same && d < view->ndim; d++) same = info->shape[d] == view->shape[d];
+    int same = info->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = info->shape[d] == shape[d];
     if (!same) {
         char a[160], b[160];
         s = attn__fail(ctx, ATTN_E_SHAPE, "tensor " NAME " has shape %s but parameter " NAME
                        " needs %s",
                        full, dims_str(info->ndim, info->shape, a, sizeof a), pname,
-                       dims_str(view->ndim, view->shape, b, sizeof b));
+                       dims_str(ndim, shape, b, sizeof b));
         attn__free(ctx, full);
         return s;
     }
     attn__free(ctx, full);
-    ATTN_FAIL_IF(view->dtype != ATTN_F32 || !view->data || info->numel < 0, ctx,
-                 ATTN_E_INTERNAL, "parameter " NAME " is not an F32 view", pname);
     *found = 1;
     return ATTN_OK;
+}
+
+/* Finds parameter i's tensor and checks it.  *found = 0 when absent (an error if strict). */
+static attn_status match_param(attn_ctx *ctx, const attn_module *m, const attn_st *st,
+                               const char *prefix, int strict, size_t i, attn_tensor *view,
+                               attn_st_tensor *info, int *found) {
+    const char *pname;
+    *found = 0;
+    ATTN_TRY(attn_module_param_at(m, i, &pname, view));
+    ATTN_TRY(attn__param_match(ctx, st, prefix, pname, view->ndim, view->shape, strict, info,
+                               found));
+    ATTN_FAIL_IF(*found && (view->dtype != ATTN_F32 || !view->data || info->numel < 0), ctx,
+                 ATTN_E_INTERNAL, "parameter " NAME " is not an F32 view", pname);
+    return ATTN_OK;
+}
+
+/* Index of the first element of a floating tensor that is not finite once converted to F32
+ * (NaN, an infinity, or an F64 value past the float range), or -1.  Read from the file's
+ * bytes, before anything is converted, so that a refused load leaves the module unchanged;
+ * every loader goes through attn_module_load, so this is the one finiteness check of
+ * weights. */
+static int64_t first_nonfinite(const attn_st_tensor *t, int *is_nan) {
+    const unsigned char *b = t->data;
+    size_t w = attn_dtype_size(t->dtype);
+    for (int64_t i = 0; i < t->numel; i++) {
+        const unsigned char *e = b + (size_t)i * w;
+        uint64_t u = 0;
+        for (size_t k = 0; k < w; k++) u |= (uint64_t)e[k] << (8 * k); /* little-endian */
+        switch (t->dtype) {
+        case ATTN_F32:
+            if ((u & 0x7f800000u) == 0x7f800000u) return *is_nan = (u & 0x7fffffu) != 0, i;
+            break;
+        case ATTN_F16:
+            if ((u & 0x7c00u) == 0x7c00u) return *is_nan = (u & 0x3ffu) != 0, i;
+            break;
+        case ATTN_BF16:
+            if ((u & 0x7f80u) == 0x7f80u) return *is_nan = (u & 0x7fu) != 0, i;
+            break;
+        case ATTN_F64: {
+            double d;
+            memcpy(&d, &u, sizeof d);
+            /* from FLT_MAX plus half an ulp on, float rounding gives an infinity */
+            if (!(fabs(d) < 0x1.ffffffp127)) return *is_nan = isnan(d), i;
+            break;
+        }
+        default: return -1;
+        }
+    }
+    return -1;
 }
 
 attn_status attn_module_load(attn_ctx *ctx, attn_module *m, const attn_st *st,
@@ -92,8 +137,18 @@ attn_status attn_module_load(attn_ctx *ctx, attn_module *m, const attn_st *st,
     attn_st_tensor info;
     int found;
     /* check everything first, so that a failed load leaves the module as it was */
-    for (size_t i = 0; i < np; i++)
+    for (size_t i = 0; i < np; i++) {
         ATTN_TRY(match_param(ctx, m, st, prefix, strict, i, &view, &info, &found));
+        if (!found || (ctx->flags & ATTN_CTX_NO_FINITE_CHECK)) continue;
+        int is_nan = 0;
+        int64_t bad = first_nonfinite(&info, &is_nan);
+        ATTN_FAIL_IF(bad >= 0, ctx, ATTN_E_NONFINITE,
+                     "tensor " NAME " (%s) holds %s at element %lld", info.name,
+                     attn_dtype_name(info.dtype),
+                     is_nan ? "NaN" : info.dtype == ATTN_F64 ? "a value past the float range"
+                                                             : "an infinity",
+                     (long long)bad);
+    }
     for (size_t i = 0; i < np; i++) {
         ATTN_TRY(match_param(ctx, m, st, prefix, strict, i, &view, &info, &found));
         if (!found) continue;

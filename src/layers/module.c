@@ -63,6 +63,14 @@ attn_status attn__param_reg(attn_ctx *ctx, attn_module *m, const char *prefix, c
             return attn__fail(ctx, ATTN_E_OVERFLOW, "parameter %s is too large", p->name);
     }
     p->numel = numel;
+    if (ctx->psrc) {
+        /* built from a file's claims: the tensor must be there with this exact shape before
+         * the parameter counts towards the arena */
+        attn_st_tensor info;
+        int found;
+        ATTN_TRY(attn__param_match(ctx, ctx->psrc, ctx->psrc_prefix, p->name, ndim, p->shape, 1,
+                                   &info, &found));
+    }
     p->slot = slot;
     p->init = init;
     if (m->numel > INT64_MAX - numel)

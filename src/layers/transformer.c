@@ -282,6 +282,13 @@ attn_status attn__stack_reg(attn_ctx *ctx, attn_module *m, attn__stack *s,
     s->cfg = *cfg;
     s->nenc = nenc;
     s->ndec = ndec;
+    if (ctx->psrc) { /* counts from a file's claims size the layer arrays below */
+        int64_t lim = attn_ctx_limit(ctx, ATTN_LIMIT_LAYERS);
+        ATTN_FAIL_IF(nenc > lim || ndec > lim, ctx, ATTN_E_UNSUPPORTED,
+                     "%s layer count %lld is over ATTN_LIMIT_LAYERS (%lld)",
+                     nenc > lim ? "encoder" : "decoder", (long long)(nenc > lim ? nenc : ndec),
+                     (long long)lim);
+    }
     /* one allocation for both layer arrays, owned by the module (m->extra) */
     size_t ne = (size_t)nenc * sizeof(attn__enc_layer), nd = (size_t)ndec * sizeof(attn__dec_layer);
     size_t tot = ne + nd; /* the caller's tail after the layers, 64-byte aligned */

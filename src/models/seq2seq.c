@@ -43,7 +43,11 @@ attn_status attn_seq2seq_create(attn_ctx *ctx, const attn_seq2seq_config *cfg,
     }
     size_t first = m->nparams;
     void *tail = NULL;
-    size_t pe_bytes = (size_t)cfg->max_len * (size_t)E * sizeof(float);
+    size_t pe_bytes = 0;
+    if (!attn__mul_size((size_t)cfg->max_len, (size_t)E, &pe_bytes) ||
+        !attn__mul_size(pe_bytes, sizeof(float), &pe_bytes))
+        st = attn__fail(ctx, ATTN_E_OVERFLOW, "positional table max_len %lld x d_model %lld is "
+                        "too large", (long long)cfg->max_len, (long long)E);
     if (st == ATTN_OK)
         st = attn__stack_reg(ctx, m, &q->s, &cfg->tf, cfg->tf.num_encoder_layers,
                              cfg->tf.num_decoder_layers, "transformer.encoder.layers.",

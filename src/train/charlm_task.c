@@ -406,9 +406,15 @@ attn_status attn_charlm_save(attn_ctx *ctx, const attn_module *model,
     return st;
 }
 
-static attn_status create_model(attn_ctx *ctx, const attn_charlm_config *c, attn_module **m) {
+/* src: the checkpoint the parameters will come from (then each must be there under prefix
+ * with its shape as it is registered), or NULL for a fresh model. */
+static attn_status create_model(attn_ctx *ctx, const attn_charlm_config *c, const attn_st *src,
+                                const char *prefix, attn_module **m) {
     attn_transformer_config t = tf_cfg(c);
-    return attn_gpt_create(ctx, &t, c->vocab_size, c->block_size, m);
+    attn__param_source(ctx, src, prefix);
+    attn_status s = attn_gpt_create(ctx, &t, c->vocab_size, c->block_size, m);
+    attn__param_source(ctx, NULL, NULL);
+    return s;
 }
 
 attn_status attn_charlm_load(attn_ctx *ctx, const char *path, attn_charlm_config *cfg,
@@ -419,10 +425,10 @@ attn_status attn_charlm_load(attn_ctx *ctx, const char *path, attn_charlm_config
     attn_st *st;
     ATTN_TRY(attn_st_read_file(ctx, path, &st));
     attn_status s = read_cfg(ctx, st, cfg);
-    if (s == ATTN_OK) s = create_model(ctx, cfg, model);
+    /* a training state keeps the parameters under "model." */
+    const char *prefix = attn_st_meta(st, "train_step") ? "model." : NULL;
+    if (s == ATTN_OK) s = create_model(ctx, cfg, st, prefix, model);
     if (s == ATTN_OK) {
-        /* a training state keeps the parameters under "model." */
-        const char *prefix = attn_st_meta(st, "train_step") ? "model." : NULL;
         s = attn_module_load(ctx, *model, st, prefix, 1);
         if (s != ATTN_OK) {
             attn_module_free(*model);
@@ -486,14 +492,7 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
     unsigned char *tok;
     ATTN_TRYG(attn__ws_alloc(ctx, len, 1, (void **)&tok));
     ATTN_TRYG(encode(ctx, &c, text, len, tok, "text"));
-    ATTN_TRYG(create_model(ctx, &c, &m));
-    ATTN_TRYG(attn_module_init(ctx, m, c.seed));
-    ATTN_TRYG(attn_module_enable_grad(ctx, m));
-    attn_adamw_config oc = attn_adamw_defaults();
-    oc.lr = c.lr;
-    oc.weight_decay = c.weight_decay;
-    ATTN_TRYG(attn_adamw_create(ctx, m, &oc, &opt));
-    if (resume_path) {
+    if (resume_path) { /* checked before the model is built: it is built from the file */
         attn_charlm_config saved;
         int64_t tb = -1;
         char fp[24];
@@ -517,6 +516,15 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
             goto done;
         }
         ATTN_TRYG(attn__meta_get_i(ctx, rs, "train_step", &step0));
+    }
+    ATTN_TRYG(create_model(ctx, &c, rs, "model.", &m));
+    ATTN_TRYG(attn_module_init(ctx, m, c.seed));
+    ATTN_TRYG(attn_module_enable_grad(ctx, m));
+    attn_adamw_config oc = attn_adamw_defaults();
+    oc.lr = c.lr;
+    oc.weight_decay = c.weight_decay;
+    ATTN_TRYG(attn_adamw_create(ctx, m, &oc, &opt));
+    if (rs) {
         ATTN_TRYG(attn_module_load(ctx, m, rs, "model.", 1));
         ATTN_TRYG(attn_adamw_load(ctx, opt, m, rs, "optim."));
     }

@@ -203,8 +203,12 @@ static attn_status load_model(attn_ctx *ctx, const attn_st *st, const char *pref
                               attn_dates_config *cfg, attn_module **model) {
     ATTN_TRY(read_cfg(ctx, st, cfg));
     attn_seq2seq_config q = model_cfg(cfg);
-    ATTN_TRY(attn_seq2seq_create(ctx, &q, model));
-    attn_status s = attn_module_load(ctx, *model, st, prefix, 1);
+    /* built from the file: each parameter must be there as it is registered */
+    attn__param_source(ctx, st, prefix);
+    attn_status s = attn_seq2seq_create(ctx, &q, model);
+    attn__param_source(ctx, NULL, NULL);
+    ATTN_TRY(s);
+    s = attn_module_load(ctx, *model, st, prefix, 1);
     if (s != ATTN_OK) {
         attn_module_free(*model);
         *model = NULL;
@@ -252,14 +256,7 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
     int64_t step0 = 0;
     attn_status st;
     attn__mark mk = attn__ws_mark(ctx);
-    ATTN_TRYG(attn_seq2seq_create(ctx, &qc, &m));
-    ATTN_TRYG(attn_module_init(ctx, m, c.seed));
-    ATTN_TRYG(attn_module_enable_grad(ctx, m));
-    attn_adamw_config oc = attn_adamw_defaults();
-    oc.lr = c.lr;
-    oc.weight_decay = c.weight_decay;
-    ATTN_TRYG(attn_adamw_create(ctx, m, &oc, &opt));
-    if (resume_path) {
+    if (resume_path) { /* checked before the model is built: it is built from the file */
         attn_dates_config saved;
         ATTN_TRYG(attn_st_read_file(ctx, resume_path, &rs));
         ATTN_TRYG(read_cfg(ctx, rs, &saved));
@@ -271,6 +268,18 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
             goto done;
         }
         ATTN_TRYG(attn__meta_get_i(ctx, rs, "train_step", &step0));
+    }
+    attn__param_source(ctx, rs, "model.");
+    st = attn_seq2seq_create(ctx, &qc, &m);
+    attn__param_source(ctx, NULL, NULL);
+    if (st != ATTN_OK) goto done;
+    ATTN_TRYG(attn_module_init(ctx, m, c.seed));
+    ATTN_TRYG(attn_module_enable_grad(ctx, m));
+    attn_adamw_config oc = attn_adamw_defaults();
+    oc.lr = c.lr;
+    oc.weight_decay = c.weight_decay;
+    ATTN_TRYG(attn_adamw_create(ctx, m, &oc, &opt));
+    if (rs) {
         ATTN_TRYG(attn_module_load(ctx, m, rs, "model.", 1));
         ATTN_TRYG(attn_adamw_load(ctx, opt, m, rs, "optim."));
     }

@@ -1,5 +1,6 @@
 /* Helpers shared by the training tasks: time, checkpoint metadata. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +29,14 @@ attn_status attn__meta_put_f(attn_st_writer *w, const char *k, double v) {
 attn_status attn__meta_get_i(attn_ctx *ctx, const attn_st *st, const char *k, int64_t *v) {
     const char *s = attn_st_meta(st, k);
     ATTN_FAIL_IF(!s, ctx, ATTN_E_FORMAT, "checkpoint metadata has no \"%s\"", k);
+    /* as the writer puts it: optional '-', then digits only (strtoll would also take leading
+     * spaces, a '+' and an out-of-range value, clamped) */
+    const char *d = s + (*s == '-');
     char *end;
+    errno = 0;
     long long x = strtoll(s, &end, 10);
-    ATTN_FAIL_IF(*end || end == s, ctx, ATTN_E_FORMAT,
-                 "checkpoint metadata %s = \"%s\" is not an integer", k, s);
+    ATTN_FAIL_IF(*d < '0' || *d > '9' || *end || errno == ERANGE, ctx, ATTN_E_FORMAT,
+                 "checkpoint metadata %s = \"%s\" is not a decimal integer", k, s);
     *v = x;
     return ATTN_OK;
 }
@@ -41,7 +46,9 @@ attn_status attn__meta_get_f(attn_ctx *ctx, const attn_st *st, const char *k, fl
     ATTN_FAIL_IF(!s, ctx, ATTN_E_FORMAT, "checkpoint metadata has no \"%s\"", k);
     char *end;
     double x = strtod(s, &end);
-    ATTN_FAIL_IF(*end || end == s || !isfinite(x), ctx, ATTN_E_FORMAT,
+    /* strtod skips leading spaces; the writer never puts any */
+    ATTN_FAIL_IF(*end || end == s || !isfinite(x) || *s == ' ' || (*s >= '\t' && *s <= '\r'),
+                 ctx, ATTN_E_FORMAT,
                  "checkpoint metadata %s = \"%s\" is not a number", k, s);
     *v = (float)x;
     return ATTN_OK;
