@@ -106,28 +106,44 @@ static attn_status json_double(attn__json_reader *r, double *v) {
     return attn__json_skip(r);
 }
 
-/* A string, or an AddedToken object's "content"; NULL for null. */
-static attn_status json_token(attn__json_reader *r, const char **s) {
+/* A string, or an AddedToken object's string "content"; null leaves *s as it was (the
+ * default).  Anything else is refused naming the key: a token must be text. */
+static attn_status json_token(attn__json_reader *r, const char *key, const char **s) {
     attn__json_kind k;
-    *s = NULL;
     ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
     if (k == ATTN__JSON_STRING) return attn__json_string(r, s, NULL);
-    if (k != ATTN__JSON_OBJECT) return attn__json_skip(r);
+    if (k != ATTN__JSON_OBJECT)
+        return attn__fail(r->ctx, ATTN_E_FORMAT, "%s: %s must be a string or an object with a "
+                          "string \"content\", found %s", r->what, key, attn__json_kind_name(k));
+    const char *content = NULL;
     ATTN_TRY(attn__json_object_begin(r));
     for (;;) {
         int more;
-        const char *key;
-        ATTN_TRY(attn__json_member(r, &more, &key, NULL));
-        if (!more) return ATTN_OK;
-        if (!strcmp(key, "content")) {
+        const char *mk;
+        ATTN_TRY(attn__json_member(r, &more, &mk, NULL));
+        if (!more) break;
+        if (!strcmp(mk, "content")) {
             ATTN_TRY(attn__json_peek(r, &k));
-            if (k == ATTN__JSON_STRING) {
-                ATTN_TRY(attn__json_string(r, s, NULL));
-                continue;
-            }
+            ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT,
+                         "%s: %s.content must be a string, found %s", r->what, key,
+                         attn__json_kind_name(k));
+            ATTN_TRY(attn__json_string(r, &content, NULL));
+            continue;
         }
         ATTN_TRY(attn__json_skip(r));
     }
+    ATTN_FAIL_IF(!content, r->ctx, ATTN_E_FORMAT, "%s: %s has no string \"content\"", r->what,
+                 key);
+    *s = content;
+    return ATTN_OK;
+}
+
+/* An integer member; a wrong type or a value outside int64 is refused naming the key. */
+static attn_status json_int_named(attn__json_reader *r, const char *key, int64_t *v) {
+    attn_status st = attn__json_int(r, v);
+    if (st) return attn__fail(r->ctx, st, "%s %s: %s", r->what, key, attn_ctx_errmsg(r->ctx));
+    return ATTN_OK;
 }
 
 /* Flag: bool (or null -> -1). */
@@ -179,9 +195,11 @@ static attn_status parse_config(attn_ctx *ctx, const char *dir, bert_cfg *c) {
                       : !strcmp(key, "pad_token_id")            ? &c->pad_id
                                                                 : NULL;
         if (iv) {
-            st = attn__json_int(&r, iv);
+            st = json_int_named(&r, key, iv);
         } else if (!strcmp(key, "layer_norm_eps")) {
             st = json_double(&r, &c->eps);
+            if (st)
+                st = attn__fail(ctx, st, "config.json layer_norm_eps: %s", attn_ctx_errmsg(ctx));
         } else if (!strcmp(key, "hidden_act") || !strcmp(key, "model_type") ||
                    !strcmp(key, "position_embedding_type")) {
             const char *s;
@@ -208,11 +226,28 @@ static attn_status parse_config(attn_ctx *ctx, const char *dir, bert_cfg *c) {
         int64_t vals[] = {c->hidden, c->heads, c->layers, c->inter, c->maxpos, c->vocab};
         for (int i = 0; i < 6; i++)
             if (vals[i] <= 0 || vals[i] > (1 << 24)) {
-                st = attn__fail(ctx, ATTN_E_FORMAT, "%s: %s %s", path, names[i],
-                                vals[i] == -1 ? "is missing" : "is out of range");
+                if (vals[i] == -1)
+                    st = attn__fail(ctx, ATTN_E_FORMAT, "%s: %s is missing", path, names[i]);
+                else
+                    st = attn__fail(ctx, ATTN_E_FORMAT, "config.json %s %lld is out of range "
+                                    "[1, %d]", names[i], (long long)vals[i], 1 << 24);
                 goto done;
             }
-        if (c->types <= 0 || c->hidden % c->heads || !(c->eps > 0 && c->eps < 1) ||
+        /* the layer array and the vocabulary tables are sized from these before any tensor
+         * is seen: the named limits bound them */
+        int64_t ll = attn_ctx_limit(ctx, ATTN_LIMIT_LAYERS);
+        int64_t vl = attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB);
+        if (c->layers > ll || c->vocab > vl) {
+            int lay = c->layers > ll;
+            st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "config.json %s %lld is over %s (%lld)",
+                            lay ? "num_hidden_layers" : "vocab_size",
+                            (long long)(lay ? c->layers : c->vocab),
+                            lay ? "ATTN_LIMIT_LAYERS" : "ATTN_LIMIT_VOCAB",
+                            (long long)(lay ? ll : vl));
+            goto done;
+        }
+        if (c->types <= 0 || c->types > (1 << 24) || c->hidden % c->heads ||
+            !(c->eps > 0 && c->eps < 1) ||
             c->pad_id < 0) {
             st = attn__fail(ctx, ATTN_E_FORMAT,
                             "%s: inconsistent config (type_vocab_size, hidden_size divisible "
@@ -254,9 +289,17 @@ static attn_status load_vocab(attn_ctx *ctx, attn_bert *b, const char *dir) {
                  "%s: missing vocab.txt (the WordPiece vocabulary; tokenizer.json alone is not "
                  "supported)", dir);
     int64_t n = 0;
-    for (size_t i = 0; i < len; i++) n += b->text[i] == '\n';
+    for (size_t i = 0; i < len; i++) {
+        /* a NUL would cut a token short in the NUL-separated table */
+        ATTN_FAIL_IF(!b->text[i], ctx, ATTN_E_FORMAT, "%s: line %lld holds a NUL byte", path,
+                     (long long)n + 1);
+        n += b->text[i] == '\n';
+    }
     if (len && b->text[len - 1] != '\n') n++;
     ATTN_FAIL_IF(n == 0, ctx, ATTN_E_FORMAT, "%s is empty", path);
+    ATTN_FAIL_IF(n > attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB), ctx, ATTN_E_UNSUPPORTED,
+                 "%s has %lld lines, over ATTN_LIMIT_VOCAB (%lld)", path, (long long)n,
+                 (long long)attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB));
     ATTN_FAIL_IF(n > b->info.vocab_size, ctx, ATTN_E_FORMAT,
                  "%s has %lld tokens, more than config.json's vocab_size %lld", path,
                  (long long)n, (long long)b->info.vocab_size);
@@ -314,10 +357,10 @@ static attn_status parse_tokenizer_config(attn_ctx *ctx, attn_bert *b, const cha
             else if (!strcmp(key, "strip_accents")) st = json_flag(&r, &b->info.strip_accents);
             else if (!strcmp(key, "tokenize_chinese_chars"))
                 st = json_flag(&r, &b->info.tokenize_chinese_chars);
-            else if (!strcmp(key, "unk_token")) st = json_token(&r, &tok[0]);
-            else if (!strcmp(key, "cls_token")) st = json_token(&r, &tok[1]);
-            else if (!strcmp(key, "sep_token")) st = json_token(&r, &tok[2]);
-            else if (!strcmp(key, "pad_token")) st = json_token(&r, &tok[3]);
+            else if (!strcmp(key, "unk_token")) st = json_token(&r, key, &tok[0]);
+            else if (!strcmp(key, "cls_token")) st = json_token(&r, key, &tok[1]);
+            else if (!strcmp(key, "sep_token")) st = json_token(&r, key, &tok[2]);
+            else if (!strcmp(key, "pad_token")) st = json_token(&r, key, &tok[3]);
             else if (!strcmp(key, "tokenizer_class")) {
                 const char *s = NULL;
                 attn__json_kind k;
@@ -382,7 +425,7 @@ static attn_status parse_object_file(attn_ctx *ctx, const char *dir, const char 
 static attn_status sbert_member(attn_ctx *ctx, attn__json_reader *r, const char *key,
                                 void *user) {
     attn_bert *b = user;
-    if (!strcmp(key, "max_seq_length")) return attn__json_int(r, &b->info.max_seq_length);
+    if (!strcmp(key, "max_seq_length")) return json_int_named(r, key, &b->info.max_seq_length);
     if (!strcmp(key, "do_lower_case")) {
         int v;
         ATTN_TRY(json_flag(r, &v));
@@ -415,6 +458,18 @@ static attn_status pool_member(attn_ctx *ctx, attn__json_reader *r, const char *
         return ATTN_OK;
     }
     return attn__json_skip(r);
+}
+
+/* Whether a relative path stays below its folder: not absolute, no ".." component. */
+static int path_inside(const char *p) {
+    if (p[0] == '/') return 0;
+    for (const char *c = p; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 2 && c[0] == '.' && c[1] == '.') return 0;
+        c += n;
+        if (*c) c++;
+    }
+    return 1;
 }
 
 /* modules.json: [{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.X"}, ...] */
@@ -456,7 +511,10 @@ static attn_status parse_modules(attn_ctx *ctx, attn_bert *b, const char *dir, c
         if (!strcmp(t, "Transformer")) {
             seen_transformer = 1;
         } else if (!strcmp(t, "Pooling")) {
-            if (snprintf(pool_dir, pool_dir_n, "%s", mpath) >= (int)pool_dir_n)
+            if (!path_inside(mpath))
+                st = attn__fail(ctx, ATTN_E_FORMAT, "%s: Pooling path \"%.200s\" leaves the "
+                                "model folder (absolute, or a \"..\" component)", path, mpath);
+            else if (snprintf(pool_dir, pool_dir_n, "%s", mpath) >= (int)pool_dir_n)
                 st = attn__fail(ctx, ATTN_E_INVALID, "modules.json: pooling path too long");
         } else if (!strcmp(t, "Normalize")) {
             b->info.normalize = 1;
@@ -538,10 +596,33 @@ attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out) {
     *out = NULL;
     bert_cfg c;
     ATTN_TRY(parse_config(ctx, dir, &c));
+    /* the weights first: the module is built from them (each parameter must be there with
+     * the shape config.json gives it as it is registered), never from config.json alone */
+    char path[4096];
+    attn_st *sf = NULL;
+    ATTN_FAIL_IF(!path_join(path, sizeof path, dir, "model.safetensors"), ctx, ATTN_E_INVALID,
+                 "model folder path too long");
+    attn_status st = attn_st_read_file(ctx, path, &sf);
+    if (st == ATTN_E_NOT_FOUND)
+        return attn__fail(ctx, ATTN_E_NOT_FOUND,
+                          "%.300s: missing model.safetensors (pytorch_model.bin is not read)",
+                          dir);
+    ATTN_TRY(st);
+    attn_st_tensor ti;
+    const char *prefix =
+        attn_st_find(sf, "bert.embeddings.word_embeddings.weight", &ti) == ATTN_OK ? "bert."
+                                                                                   : "";
     attn_module *m;
-    ATTN_TRY(build_module(ctx, &c, &m));
+    attn__param_source(ctx, sf, prefix);
+    st = build_module(ctx, &c, &m);
+    attn__param_source(ctx, NULL, NULL);
+    if (st) {
+        attn_st_free(sf);
+        return st;
+    }
     attn_bert *b = attn__calloc(ctx, 1, sizeof *b);
     if (!b) {
+        attn_st_free(sf);
         attn_module_free(m);
         return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (attn_bert)");
     }
@@ -558,7 +639,7 @@ attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out) {
     in->layer_norm_eps = c.eps;
     in->pooling = ATTN_BERT_POOL_MEAN;
     in->max_seq_length = 0;
-    attn_status st = load_vocab(ctx, b, dir);
+    st = load_vocab(ctx, b, dir);
     if (!st) st = parse_tokenizer_config(ctx, b, dir);
     int missing = 0;
     if (!st) st = parse_object_file(ctx, dir, "sentence_bert_config.json", sbert_member, b,
@@ -599,28 +680,8 @@ attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out) {
                                    : ATTN_BERT_POOL_MEAN;
         }
     }
-    if (!st) {
-        char path[4096];
-        attn_st *sf = NULL;
-        if (!path_join(path, sizeof path, dir, "model.safetensors")) {
-            st = attn__fail(ctx, ATTN_E_INVALID, "model folder path too long");
-        } else {
-            st = attn_st_read_file(ctx, path, &sf);
-            if (st == ATTN_E_NOT_FOUND)
-                st = attn__fail(ctx, ATTN_E_NOT_FOUND,
-                                "%.300s: missing model.safetensors (pytorch_model.bin is not "
-                                "read)", dir);
-        }
-        if (!st) {
-            attn_st_tensor ti;
-            const char *prefix =
-                attn_st_find(sf, "bert.embeddings.word_embeddings.weight", &ti) == ATTN_OK
-                    ? "bert."
-                    : NULL;
-            st = attn_module_load(ctx, m, sf, prefix, 1);
-        }
-        attn_st_free(sf);
-    }
+    if (!st) st = attn_module_load(ctx, m, sf, prefix, 1);
+    attn_st_free(sf);
     if (!st) st = stack_qkv(ctx, m, c.layers, c.hidden);
     if (st) {
         attn_bert_free(b);
