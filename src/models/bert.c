@@ -719,6 +719,16 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
     }
     ATTN_FAIL_IF(!attn__mul_size(per, (size_t)nl, &total), ctx, ATTN_E_INVALID,
                  "attn_bert_set_dtype: model too large");
+    if (f16) /* finite F32 weights past the F16 range would become infinities when packed */
+        for (int64_t li = 0; li < nl; li++) {
+            const bert_layer *l = &q->layers[li];
+            const float *src[4] = {l->qkv.weight, l->ao.weight, l->inter.weight, l->out.weight};
+            for (int k = 0; k < 4; k++)
+                for (int64_t i = 0, n = shape[k][0] * shape[k][1]; i < n; i++)
+                    ATTN_FAIL_IF(fabsf(src[k][i]) >= 65520.0f, ctx, ATTN_E_NONFINITE,
+                                 "attn_bert_set_dtype: layer %lld holds the weight %g, which "
+                                 "overflows F16", (long long)li, (double)src[k][i]);
+        }
     /* the model's allocator (the one it was loaded with, which attn_bert_free uses), not ctx's */
     attn_alloc_fn alloc = b->m->alloc;
     unsigned char *w = alloc(b->alloc_user, total ? total : 1);
