@@ -769,8 +769,12 @@ ATTN_API void attn_buffer_free(attn_ctx *ctx, void *data);
  * NULL); any floating dtype is converted to F32.  strict = 1: every parameter must be present
  * (else ATTN_E_NOT_FOUND); strict = 0 skips missing ones.  Tensors of the file that are not
  * parameters are ignored in both modes.  A wrong shape is ATTN_E_SHAPE (naming the tensor and
- * both shapes), an integer or BOOL tensor ATTN_E_DTYPE.  Every tensor is checked before any
- * is copied, so a failed load leaves the module unchanged. */
+ * both shapes), an integer or BOOL tensor ATTN_E_DTYPE, a NaN or infinity (or an F64 value
+ * past the float range) ATTN_E_NONFINITE naming the tensor and element, unless the context has
+ * ATTN_CTX_NO_FINITE_CHECK.  Every tensor is checked before any is copied, so a failed load
+ * leaves the module unchanged.  The library's own loaders (checkpoints, model folders,
+ * attn_eval) also build their modules only from tensors present in the file, so a size a file
+ * claims is never allocated unless its tensor is there. */
 ATTN_API attn_status attn_module_load(attn_ctx *ctx, attn_module *m, const attn_st *st,
                                       const char *prefix, int strict);
 /* Adds every parameter as prefix + name. */
