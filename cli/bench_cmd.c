@@ -1,5 +1,5 @@
 /* attn bench: time one attention op through the public API and compare it with the machine's
- * FMA peak.  See usage() for the options and the FLOP formulas. */
+ * FMA peak.  See attn_cmd_bench and BENCH_MORE for the options and the FLOP formulas. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>
@@ -16,57 +16,32 @@
 #define BENCH_X86 1
 #endif
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: attn bench [options]\n"
-            "\n"
-            "Times one op on random inputs: one warm-up run, then the median of --repeat runs.\n"
-            "Measures the machine's FMA peak first (independent vector FMAs on --threads threads)\n"
-            "and prints, for the fast path and for the plain C kernels: median ms, GFLOP/s,\n"
-            "%% of that peak and the peak resident memory of the process (getrusage).\n"
-            "\n"
-            "options:\n"
-            "  --op NAME      sdpa (default), sdpa-backward, mha, mha-backward, encoder-layer,\n"
-            "                 encoder-layer-backward, decode (see below)\n"
-            "  --batch B      batch size (default 1)\n"
-            "  --heads H      query heads (default 12)\n"
-            "  --kv-heads K   key/value heads, H a multiple of K (default H; sdpa ops only)\n"
-            "  --len L        query length (default 1024)\n"
-            "  --kv-len S     key length (default L; encoder-layer needs S = L)\n"
-            "  --dim D        head dimension (default 64); model dimension E = H*D\n"
-            "  --causal       causal (top-left) mask\n"
-            "  --threads N    worker threads (default 2)\n"
-            "  --dtype T      f32 (default) or bf16 (--op sdpa: q, k, v stored as bf16, out f32;\n"
-            "                 the f32 forward runs in turn with it and the speed-up is printed)\n"
-            "  --repeat N     timed runs (default 5)\n"
-            "  --no-ref       skip the plain C kernels\n"
-            "  --json         print one JSON object instead of the table\n"
-            "\n"
-            "FLOPs (a multiply-add counts 2; c = 1/2 with --causal, else 1):\n"
-            "  sdpa                   4*B*H*L*S*D*c\n"
-            "  sdpa-backward          2.5 x sdpa (attn_sdpa_backward_saved: from the saved\n"
-            "                         forward's out and lse, as a training step runs it)\n"
-            "  mha                    projections 2*B*L*E*E (q, out) + 2*B*S*E*E (k, v) + sdpa\n"
-            "  encoder-layer          4 projections 2*B*L*E*E + sdpa (S = L)\n"
-            "                         + feed-forward 2*2*B*L*E*F with F = 4E\n"
-            "  *-backward (modules)   2 x the projections and feed-forward + 2.5 x sdpa\n"
-            "  Layer norms, softmax, biases and activations are not counted.\n"
-            "\n"
-            "The plain C kernels are the same op in a context created with ATTN_ISA=ref (no SIMD\n"
-            "kernels); when the requested size would take long they run at a smaller L (and S),\n"
-            "shown in their row, with fewer runs.  bench/ has the internal kernel benchmarks.\n"
-            "\n"
-            "--op decode: attn_sdpa of L queries against a K/V cache of S keys, bottom-right\n"
-            "causal (defaults L=1, S=32768, H=32, D=128; --kv-heads for GQA).  Memory-bound, so\n"
-            "it measures the read bandwidth first (a streaming read of 1 GiB on --threads\n"
-            "threads, median of 7) and prints median ms, GB/s of K and V read (their bytes /\n"
-            "time) and %% of that bandwidth for the fast path (split-KV decode), the fused\n"
-            "kernels (ATTN_DECODE=0) and the plain C kernels.  Contexts skip the NaN scan of the\n"
-            "inputs (ATTN_CTX_NO_FINITE_CHECK), which would read the cache once more.  With\n"
-            "--dtype bf16, q, K and V are bf16 (GB/s counts bf16 bytes) and the f32 decode is\n"
-            "timed in the same run, bf16 and f32 calls alternating; the speed-up printed is the\n"
-            "median over the pairs of f32 ms / bf16 ms.\n");
-}
+/* What attn bench --help prints after the options. */
+static const char BENCH_MORE[] =
+    "FLOPs (a multiply-add counts 2; c = 1/2 with --causal, else 1):\n"
+    "  sdpa                   4*B*H*L*S*D*c\n"
+    "  sdpa-backward          2.5 x sdpa (attn_sdpa_backward_saved: from the saved\n"
+    "                         forward's out and lse, as a training step runs it)\n"
+    "  mha                    projections 2*B*L*E*E (q, out) + 2*B*S*E*E (k, v) + sdpa\n"
+    "  encoder-layer          4 projections 2*B*L*E*E + sdpa (S = L)\n"
+    "                         + feed-forward 2*2*B*L*E*F with F = 4E\n"
+    "  *-backward (modules)   2 x the projections and feed-forward + 2.5 x sdpa\n"
+    "  Layer norms, softmax, biases and activations are not counted.\n"
+    "\n"
+    "The plain C kernels are the same op in a context created with ATTN_ISA=ref (no SIMD\n"
+    "kernels); when the requested size would take long they run at a smaller L (and S),\n"
+    "shown in their row, with fewer runs.  bench/ has the internal kernel benchmarks.\n"
+    "\n"
+    "--op decode: attn_sdpa of L queries against a K/V cache of S keys, bottom-right\n"
+    "causal (defaults L=1, S=32768, H=32, D=128; --kv-heads for GQA).  Memory-bound, so\n"
+    "it measures the read bandwidth first (a streaming read of 1 GiB on --threads\n"
+    "threads, median of 7) and prints median ms, GB/s of K and V read (their bytes /\n"
+    "time) and % of that bandwidth for the fast path (split-KV decode), the fused\n"
+    "kernels (ATTN_DECODE=0) and the plain C kernels.  Contexts skip the NaN scan of the\n"
+    "inputs (ATTN_CTX_NO_FINITE_CHECK), which would read the cache once more.  With\n"
+    "--dtype bf16, q, K and V are bf16 (GB/s counts bf16 bytes) and the f32 decode is\n"
+    "timed in the same run, bf16 and f32 calls alternating; the speed-up printed is the\n"
+    "median over the pairs of f32 ms / bf16 ms.";
 
 /* ---- timing and memory ------------------------------------------------------------------ */
 static double now_s(void) {
@@ -833,74 +808,67 @@ done:
 }
 
 int attn_cmd_bench(int argc, char **argv) {
-    op_kind kind = OP_SDPA;
-    const char *op_name = "sdpa";
-    shape s = {1, 12, -1, 1024, -1, 64, 0, 0};
-    long long threads = 2, repeat = 5;
-    int json = 0, do_ref = 1;
-    for (int i = 1; i + 1 < argc; i++) /* --op decode has its own defaults */
-        if (!strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "decode"))
-            s.H = 32, s.L = 1, s.S = 32768, s.D = 128;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--causal")) { s.causal = 1; continue; }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--no-ref")) { do_ref = 0; continue; }
-        static const char *const with_value[] = {"--op", "--batch", "--heads", "--kv-heads",
-                                                  "--len", "--kv-len", "--dim", "--threads",
-                                                  "--dtype", "--repeat"};
-        int known = 0;
-        for (size_t j = 0; j < sizeof with_value / sizeof with_value[0]; j++)
-            if (!strcmp(a, with_value[j])) known = 1;
-        if (!known) {
-            fprintf(stderr, "attn bench: unknown option '%s'\n", a);
-            fprintf(stderr, "'attn bench --help' lists the options\n");
-            return 2;
-        }
-        if (i + 1 >= argc) return bad(a, "", "missing value");
-        const char *v = argv[++i];
-        if (!strcmp(a, "--op")) {
-            int found = 0;
-            for (size_t j = 0; j < sizeof ops / sizeof ops[0]; j++)
-                if (!strcmp(v, ops[j].name)) kind = ops[j].kind, op_name = ops[j].name, found = 1;
-            if (!found) {
-                fprintf(stderr, "attn bench: unknown op '%s' (sdpa, sdpa-backward, mha, "
-                                "mha-backward, encoder-layer, encoder-layer-backward, "
-                                "decode)\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--dtype")) {
-            if (!strcmp(v, "f32") || !strcmp(v, "F32") || !strcmp(v, "float32")) continue;
-            if (!strcmp(v, "bf16") || !strcmp(v, "BF16") || !strcmp(v, "bfloat16")) {
-                s.bf16 = 1;
-                continue;
-            }
-            if (!strcmp(v, "f16") || !strcmp(v, "f64")) {
-                fprintf(stderr, "attn bench: %s is not implemented yet (f32, bf16)\n", v);
-                return 2;
-            }
-            return bad(a, v, "expected f32 or bf16");
-        } else {
-            long long *dst = !strcmp(a, "--batch")      ? &s.B
-                             : !strcmp(a, "--heads")    ? &s.H
-                             : !strcmp(a, "--kv-heads") ? &s.Hkv
-                             : !strcmp(a, "--len")      ? &s.L
-                             : !strcmp(a, "--kv-len")   ? &s.S
-                             : !strcmp(a, "--dim")      ? &s.D
-                             : !strcmp(a, "--threads")  ? &threads
-                                                        : &repeat;
-            long long hi = dst == &threads ? 1024 : dst == &repeat ? 100000 : (1LL << 24);
-            if (!attn_cli_parse_i64(v, 1, hi, dst)) {
-                char why[64];
-                snprintf(why, sizeof why, "an integer in [1, %lld]", hi);
-                return bad(a, v, why);
-            }
-        }
+    shape s = {1, -1, -1, -1, -1, -1, 0, 0}; /* -1: the op's default, set below */
+    long long threads = 0, repeat = 5;
+    int json = 0, no_ref = 0, op = 0, npos;
+    const char *dtype = "f32";
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_CHOICE("op", 0, &op,
+                        "sdpa|sdpa-backward|mha|mha-backward|encoder-layer|"
+                        "encoder-layer-backward|decode",
+                        "NAME",
+                        "sdpa (default), sdpa-backward, mha, mha-backward,\n"
+                        "encoder-layer, encoder-layer-backward, decode (see below)"),
+        ATTN_OPT_INT("batch", 0, &s.B, 1, 1 << 24, "B", "batch size (default 1)"),
+        ATTN_OPT_INT("heads", 0, &s.H, 1, 1 << 24, "H", "query heads (default 12)"),
+        ATTN_OPT_INT("kv-heads", 0, &s.Hkv, 1, 1 << 24, "K",
+                     "key/value heads, H a multiple of K (default H; sdpa ops\n"
+                     "only)"),
+        ATTN_OPT_INT("len", 0, &s.L, 1, 1 << 24, "L", "query length (default 1024)"),
+        ATTN_OPT_INT("kv-len", 0, &s.S, 1, 1 << 24, "S",
+                     "key length (default L; encoder-layer needs S = L)"),
+        ATTN_OPT_INT("dim", 0, &s.D, 1, 1 << 24, "D",
+                     "head dimension (default 64); model dimension E = H*D"),
+        ATTN_OPT_FLAG("causal", 0, &s.causal, "causal (top-left) mask"),
+        ATTN_OPT_THREADS(&threads),
+        ATTN_OPT_STR("dtype", 0, &dtype, "T",
+                     "f32 (default) or bf16 (--op sdpa: q, k, v stored as bf16,\n"
+                     "out f32; the f32 forward runs in turn with it and the\n"
+                     "speed-up is printed)"),
+        ATTN_OPT_INT("repeat", 0, &repeat, 1, 100000, "N", "timed runs (default 5)"),
+        ATTN_OPT_FLAG("no-ref", 0, &no_ref, "skip the plain C kernels"),
+        ATTN_OPT_FLAG("json", 0, &json, "print one JSON object instead of the table"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "bench", "attn bench [options]",
+        "Times one op on random inputs: one warm-up run, then the median of --repeat runs.\n"
+        "Measures the machine's FMA peak first (independent vector FMAs on --threads threads)\n"
+        "and prints, for the fast path and for the plain C kernels: median ms, GFLOP/s,\n"
+        "% of that peak and the peak resident memory of the process (getrusage).",
+        opts, BENCH_MORE,
+        "attn bench --op sdpa --len 4096 --causal\n"
+        "attn bench --op decode --kv-heads 8 --dtype bf16 --json"};
+    int pr = attn_cli_parse(&spec, argc, argv, &npos);
+    if (pr != ATTN_CLI_GO) return pr;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    op_kind kind = ops[op].kind;
+    const char *op_name = ops[op].name;
+    int do_ref = !no_ref;
+    threads = attn_cli_threads(threads);
+    if (!strcmp(dtype, "bf16") || !strcmp(dtype, "BF16") || !strcmp(dtype, "bfloat16")) {
+        s.bf16 = 1;
+    } else if (!strcmp(dtype, "f16") || !strcmp(dtype, "f64")) {
+        fprintf(stderr, "attn bench: %s is not implemented yet (f32, bf16)\n", dtype);
+        return 2;
+    } else if (strcmp(dtype, "f32") && strcmp(dtype, "F32") && strcmp(dtype, "float32")) {
+        return bad("--dtype", dtype, "expected f32 or bf16");
     }
+    /* --op decode has its own defaults */
+    int dec = kind == OP_DECODE;
+    if (s.H < 0) s.H = dec ? 32 : 12;
+    if (s.L < 0) s.L = dec ? 1 : 1024;
+    if (s.D < 0) s.D = dec ? 128 : 64;
+    if (s.S < 0 && dec) s.S = 32768;
     if (s.Hkv < 0) s.Hkv = s.H;
     if (s.S < 0) s.S = s.L;
     int sdpa = kind == OP_SDPA || kind == OP_SDPA_BWD;

@@ -25,35 +25,31 @@ typedef struct textbuf {
     int files;
 } textbuf;
 
-/* Appends a whole file; 0 on error (message printed). */
-static int append_file(textbuf *t, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "attn train charlm: cannot open %s: %s\n", path, strerror(errno));
-        return 0;
-    }
-    char buf[65536];
+/* Appends a whole file (attn_cli_read_text's rules: "-" is standard input), keeping the whole
+ * text within max bytes; 0 on error (message printed). */
+static int append_file(textbuf *t, const char *path, uint64_t max) {
+    char *data;
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        if (t->len + n > t->cap) {
-            size_t cap = t->cap ? t->cap : 1 << 16;
-            while (cap < t->len + n) cap *= 2;
+    uint64_t room = max > t->len ? max - t->len : 0;
+    if (!attn_cli_read_all("train charlm", path, (int64_t)room, "ATTN_LIMIT_TEXT_BYTES, for the "
+                           "whole text", &data, &n))
+        return 0;
+    if (!t->p) { /* the first file: its buffer becomes the text's */
+        t->p = data, t->len = n, t->cap = n + 1;
+    } else {
+        if (t->len + n + 1 > t->cap) {
+            size_t cap = t->cap * 2 > t->len + n + 1 ? t->cap * 2 : t->len + n + 1;
             char *q = realloc(t->p, cap);
             if (!q) {
+                free(data);
                 fprintf(stderr, "attn train charlm: out of memory reading %s\n", path);
-                fclose(f);
                 return 0;
             }
             t->p = q, t->cap = cap;
         }
-        memcpy(t->p + t->len, buf, n);
+        memcpy(t->p + t->len, data, n + 1);
         t->len += n;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        fprintf(stderr, "attn train charlm: cannot read %s\n", path);
-        return 0;
+        free(data);
     }
     t->files++;
     return 1;
@@ -65,7 +61,7 @@ static int cmp_str(const void *a, const void *b) {
 
 /* Appends the regular files (not links) of dir in name order, skipping names that end in
  * skip_suffix (may be NULL).  Returns the number of files, -1 on a read error. */
-static int append_dir(textbuf *t, const char *dir, const char *skip_suffix) {
+static int append_dir(textbuf *t, const char *dir, const char *skip_suffix, uint64_t max) {
     DIR *d = opendir(dir);
     if (!d) return 0;
     char **names = NULL;
@@ -101,7 +97,7 @@ static int append_dir(textbuf *t, const char *dir, const char *skip_suffix) {
         for (size_t i = 0; i < n && rc == 0; i++) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-            if (!append_file(t, path)) rc = -1;
+            if (!append_file(t, path, max)) rc = -1;
         }
         if (rc == 0) rc = (int)n;
     } else {
@@ -112,33 +108,38 @@ static int append_dir(textbuf *t, const char *dir, const char *skip_suffix) {
     return rc;
 }
 
-/* Loads the text of --text PATH or of --corpus NAME; prints what it used.  0 on error. */
-static int load_text(textbuf *t, const char *path, const char *corpus, int install) {
+/* Loads the text of --text PATH or of --corpus NAME, at most max bytes; prints what it used
+ * unless quiet.  0 on error. */
+static int load_text(textbuf *t, const char *path, const char *corpus, int install,
+                     uint64_t max, int quiet) {
     if (path) {
-        if (!append_file(t, path)) return 0;
-        fprintf(stderr, "text: %s, %zu bytes\n", path, t->len);
+        if (!append_file(t, path, max)) return 0;
+        if (!quiet)
+            fprintf(stderr, "text: %s, %zu bytes\n", strcmp(path, "-") ? path : "standard input",
+                    t->len);
         return 1;
     }
     if (!strcmp(corpus, "licenses")) {
-        int n = append_dir(t, LICENSES_DIR, NULL);
+        int n = append_dir(t, LICENSES_DIR, NULL, max);
         if (n < 0) return 0;
         if (n == 0) {
             fprintf(stderr, "attn train charlm: no text in %s (Debian package base-files); "
                             "give one with --text FILE\n", LICENSES_DIR);
             return 0;
         }
-        fprintf(stderr, "text: the %d licence texts in %s (Debian package base-files), %zu "
+        if (!quiet)
+            fprintf(stderr, "text: the %d licence texts in %s (Debian package base-files), %zu "
                         "bytes\n", n, LICENSES_DIR, t->len);
         return 1;
     }
     if (!strcmp(corpus, "fortunes")) {
-        int n = append_dir(t, FORTUNES_DIR, ".dat");
+        int n = append_dir(t, FORTUNES_DIR, ".dat", max);
         if (n == 0 && install) {
             fprintf(stderr, "installing the Debian package fortunes: "
                             "apt-get install -y --no-install-recommends fortunes\n");
             int rc = system("apt-get install -y --no-install-recommends fortunes >&2");
             if (rc != 0) fprintf(stderr, "attn train charlm: apt-get failed (status %d)\n", rc);
-            else n = append_dir(t, FORTUNES_DIR, ".dat");
+            else n = append_dir(t, FORTUNES_DIR, ".dat", max);
         }
         if (n < 0) return 0;
         if (n == 0) {
@@ -146,7 +147,8 @@ static int load_text(textbuf *t, const char *path, const char *corpus, int insta
                             "'apt-get install fortunes' (or add --install)\n", FORTUNES_DIR);
             return 0;
         }
-        fprintf(stderr, "text: the %d fortune files in %s (Debian packages fortunes-min, "
+        if (!quiet)
+            fprintf(stderr, "text: the %d fortune files in %s (Debian packages fortunes-min, "
                         "fortunes), %zu bytes\n", n, FORTUNES_DIR, t->len);
         return 1;
     }
@@ -159,7 +161,7 @@ static int load_text(textbuf *t, const char *path, const char *corpus, int insta
 static int on_progress(void *user, const attn_train_progress *p) {
     attn_cli_curve *c = user;
     float bpc = (float)(p->loss / 0.69314718055994530942);
-    if (!attn_cli_curve_add(c, p, bpc, p->val_bpc > 0, p->val_bpc)) return 0;
+    if (!attn_cli_curve_add(c, p, bpc, p->val_bpc > 0, p->val_bpc) || c->quiet) return 0;
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
     attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
@@ -172,83 +174,76 @@ static int on_progress(void *user, const attn_train_progress *p) {
     return 0;
 }
 
-static void charlm_usage(FILE *f) {
-    fprintf(f,
-            "usage: attn train charlm [options]\n"
-            "  Trains a decoder-only Transformer (GPT) on a real English text, one byte at a\n"
-            "  time; reports the validation loss (the last tenth of the text) in bits per\n"
-            "  character.  Sample from the model with 'attn generate --model DIR/model.safetensors'.\n"
-            "options:\n"
-            "  --corpus NAME      licenses (default): the licence texts in " LICENSES_DIR "\n"
-            "                     (Debian package base-files, on every Debian system);\n"
-            "                     fortunes: " FORTUNES_DIR " (apt-get install fortunes)\n"
-            "  --install          install the fortunes package with apt-get if missing\n"
-            "  --text FILE        train on this file instead\n"
-            "  --out DIR          where to write model.safetensors, state.safetensors and\n"
-            "                     loss.svg (default: charlm-model)\n"
-            "  --steps N          optimiser steps (default 600: about 5 minutes on one core)\n"
-            "  --batch N          windows per step (default 32)\n"
-            "  --block N          context length in bytes (default 64)\n"
-            "  --lr X             peak learning rate (default 4e-3)\n"
-            "  --d-model N --heads N --layers N --ff N --dropout X   model size\n"
-            "  --seed N           everything random follows from it (default 1)\n"
-            "  --threads N        worker threads (default 2; results do not depend on it)\n"
-            "  --time-limit SEC   stop after this long\n"
-            "  --eval-every N     validation bpc every N steps (default 100)\n"
-            "  --sample N         characters to sample at the end (default 400)\n"
-            "  --resume FILE      continue from a state.safetensors of the same run\n");
-}
-
 int attn_cmd_charlm_train(int argc, char **argv) {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        charlm_usage(stdout);
-        return 0;
-    }
     attn_charlm_config cfg = attn_charlm_defaults();
     const char *out = "charlm-model", *resume = NULL, *text_path = NULL, *corpus = "licenses";
-    long long threads = 2, sample = 400, v;
-    int install = 0;
-    double x;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL ATTN_CLI_NEED_VAL("train charlm")
-#define BAD(what) ATTN_CLI_BAD("train charlm", what)
-        if (!strcmp(a, "--out")) { NEED_VAL out = val; }
-        else if (!strcmp(a, "--resume")) { NEED_VAL resume = val; }
-        else if (!strcmp(a, "--text")) { NEED_VAL text_path = val; }
-        else if (!strcmp(a, "--corpus")) { NEED_VAL corpus = val; }
-        else if (!strcmp(a, "--install")) { install = 1; }
-        else if (!strcmp(a, "--steps")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.steps = v; }
-        else if (!strcmp(a, "--batch")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 65536, &v)) BAD(a); cfg.batch = v; }
-        else if (!strcmp(a, "--block")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.block_size = v; }
-        else if (!strcmp(a, "--d-model")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 65536, &v)) BAD(a); cfg.d_model = v; }
-        else if (!strcmp(a, "--heads")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1024, &v)) BAD(a); cfg.nhead = v; }
-        else if (!strcmp(a, "--layers")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1000, &v)) BAD(a); cfg.num_layers = v; }
-        else if (!strcmp(a, "--ff")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.dim_feedforward = v; }
-        else if (!strcmp(a, "--seed")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, (1LL << 62), &v)) BAD(a); cfg.seed = (uint64_t)v; }
-        else if (!strcmp(a, "--threads")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 256, &threads)) BAD(a); }
-        else if (!strcmp(a, "--eval-every")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.eval_every = v; }
-        else if (!strcmp(a, "--sample")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 1000000, &sample)) BAD(a); }
-        else if (!strcmp(a, "--lr")) { NEED_VAL if (!attn_cli_parse_f(val, 1e-7, 10, &x)) BAD(a); cfg.lr = (float)x; }
-        else if (!strcmp(a, "--dropout")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 0.99, &x)) BAD(a); cfg.dropout = (float)x; }
-        else if (!strcmp(a, "--time-limit")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 1e9, &x)) BAD(a); cfg.time_limit_s = x; }
-        else {
-            fprintf(stderr, "attn train charlm: unknown option '%s'\n", a);
-            charlm_usage(stderr);
-            return 2;
-        }
-#undef NEED_VAL
-#undef BAD
-    }
+    long long threads = 0, sample = 400, steps = cfg.steps, batch = cfg.batch,
+              block = cfg.block_size, d_model = cfg.d_model, heads = cfg.nhead,
+              layers = cfg.num_layers, ff = cfg.dim_feedforward, seed = (long long)cfg.seed,
+              eval_every = cfg.eval_every;
+    double lr = cfg.lr, dropout = cfg.dropout, time_limit = cfg.time_limit_s;
+    int install = 0, quiet = 0, npos;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("corpus", 0, &corpus, "NAME",
+                     "licenses (default): the licence texts in " LICENSES_DIR "\n"
+                     "(Debian package base-files, on every Debian system);\n"
+                     "fortunes: " FORTUNES_DIR " (apt-get install fortunes)"),
+        ATTN_OPT_FLAG("install", 0, &install,
+                      "install the fortunes package with apt-get if missing"),
+        ATTN_OPT_STR("text", 0, &text_path, "FILE",
+                     "train on this file instead ('-': standard input)"),
+        ATTN_OPT_STR("out", 'o', &out, "DIR",
+                     "where to write model.safetensors, state.safetensors and\n"
+                     "loss.svg (default: charlm-model)"),
+        ATTN_OPT_STR("output", 0, &out, "DIR", NULL),
+        ATTN_OPT_INT("steps", 0, &steps, 0, 100000000, "N",
+                     "optimiser steps (default 600: about 5 minutes on one core)"),
+        ATTN_OPT_INT("batch", 0, &batch, 1, 65536, "N", "windows per step (default 32)"),
+        ATTN_OPT_INT("block", 0, &block, 1, 1 << 20, "N", "context length in bytes (default 64)"),
+        ATTN_OPT_NUM("lr", 0, &lr, 1e-7, 10, "X", "peak learning rate (default 4e-3)"),
+        ATTN_OPT_INT("d-model", 0, &d_model, 1, 65536, "N", "model width (default 128)"),
+        ATTN_OPT_INT("heads", 0, &heads, 1, 1024, "N", "attention heads (default 4)"),
+        ATTN_OPT_INT("layers", 0, &layers, 1, 1000, "N", "layers (default 3)"),
+        ATTN_OPT_INT("ff", 0, &ff, 1, 1 << 20, "N", "feed-forward width (default 512)"),
+        ATTN_OPT_NUM("dropout", 0, &dropout, 0, 0.99, "X", "dropout probability"),
+        ATTN_OPT_INT("seed", 0, &seed, 0, 1LL << 62, "N",
+                     "everything random follows from it (default 1)"),
+        ATTN_OPT_THREADS(&threads),
+        ATTN_OPT_NUM("time-limit", 0, &time_limit, 0, 1e9, "SEC", "stop after this long"),
+        ATTN_OPT_INT("eval-every", 0, &eval_every, 0, 100000000, "N",
+                     "validation bpc every N steps (default 100)"),
+        ATTN_OPT_INT("sample", 0, &sample, 0, 1000000, "N",
+                     "characters to sample at the end (default 400)"),
+        ATTN_OPT_STR("resume", 0, &resume, "FILE",
+                     "continue from a state.safetensors of the same run"),
+        ATTN_OPT_FLAG("quiet", 'q', &quiet, "no progress lines on stderr"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "train charlm", "attn train charlm [options]",
+        "Trains a decoder-only Transformer (GPT) on a real English text, one byte at a\n"
+        "time; reports the validation loss (the last tenth of the text) in bits per\n"
+        "character.  Sample from the model with 'attn generate --model DIR/model.safetensors'.\n"
+        "The text is at most ATTN_LIMIT_TEXT_BYTES (1 GiB) long.",
+        opts, NULL,
+        "attn train charlm -o lm\n"
+        "attn train charlm --text README.md --steps 200 --threads 1 -o lm\n"
+        "cat *.txt | attn train charlm --text - -o lm"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    cfg.steps = steps, cfg.batch = batch, cfg.block_size = block, cfg.d_model = d_model;
+    cfg.nhead = heads, cfg.num_layers = layers, cfg.dim_feedforward = ff;
+    cfg.seed = (uint64_t)seed, cfg.eval_every = eval_every, cfg.lr = (float)lr;
+    cfg.dropout = (float)dropout, cfg.time_limit_s = time_limit;
     textbuf text = {NULL, 0, 0, 0};
-    if (!load_text(&text, text_path, corpus, install)) {
-        free(text.p);
-        return 1;
-    }
     attn_cli_paths paths;
-    attn_ctx *ctx;
-    if (attn_cli_train_setup("train charlm", out, (int)threads, &paths, &ctx)) {
+    attn_ctx *ctx = NULL;
+    if (attn_cli_ctx("train charlm", threads, 0, &ctx)) return 1;
+    if (!load_text(&text, text_path, corpus, install,
+                   (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), quiet) ||
+        attn_cli_train_dir("train charlm", out, &paths)) {
         free(text.p);
+        attn_ctx_free(ctx);
         return 1;
     }
     cfg.state_path = paths.state;
@@ -261,13 +256,15 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         rc = 1;
         goto out;
     }
-    fprintf(stderr, "training charlm: d_model %lld, %lld heads, %lld layers, ff %lld, block %lld, "
+    c.quiet = quiet;
+    if (!quiet)
+        fprintf(stderr, "training charlm: d_model %lld, %lld heads, %lld layers, ff %lld, block %lld, "
                     "batch %lld, %lld steps, %lld threads\n",
             (long long)cfg.d_model, (long long)cfg.nhead, (long long)cfg.num_layers,
             (long long)cfg.dim_feedforward, (long long)cfg.block_size, (long long)cfg.batch,
-            (long long)cfg.steps, threads);
+            (long long)cfg.steps, (long long)attn_ctx_threads(ctx));
     attn_status st = attn_charlm_train(ctx, &cfg, text.p, text.len, resume, on_progress, &c, &m);
-    if (c.tty) fputc('\n', stderr);
+    if (c.tty && !quiet) fputc('\n', stderr);
     if (st != ATTN_OK) {
         rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;
@@ -299,58 +296,37 @@ out:
 }
 
 /* ---- attn generate --------------------------------------------------------------------- */
-static void generate_usage(FILE *f) {
-    fprintf(f, "usage: attn generate --model FILE [--prompt TEXT] [--length N] [--temperature X]\n"
-               "                     [--top-k K] [--seed N] [--threads N]\n"
-               "  Samples text from a model of 'attn train charlm': prints the prompt and its\n"
-               "  continuation.  --length characters (default 500); --temperature X (default\n"
-               "  0.8; 0 = greedy); --top-k K draws among the K most likely bytes (default 0 =\n"
-               "  all); --seed N (default 1): the same seed gives the same text.\n");
-}
-
 int attn_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = "";
-    long long length = 500, top_k = 0, seed = 1, threads = 1;
+    long long length = 500, top_k = 0, seed = 1, threads = 0;
     double temperature = 0.8;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            generate_usage(stdout);
-            return 0;
-        }
-        if (!val) {
-            fprintf(stderr, "attn generate: %s needs a value\n", a);
-            generate_usage(stderr);
-            return 2;
-        }
-        int ok = 1;
-        i++;
-        if (!strcmp(a, "--model")) model = val;
-        else if (!strcmp(a, "--prompt")) prompt = val;
-        else if (!strcmp(a, "--length")) ok = attn_cli_parse_i64(val, 0, 100000000, &length);
-        else if (!strcmp(a, "--top-k")) ok = attn_cli_parse_i64(val, 0, 255, &top_k);
-        else if (!strcmp(a, "--seed")) ok = attn_cli_parse_i64(val, 0, 1LL << 62, &seed);
-        else if (!strcmp(a, "--threads")) ok = attn_cli_parse_i64(val, 1, 256, &threads);
-        else if (!strcmp(a, "--temperature")) ok = attn_cli_parse_f(val, 0, 100, &temperature);
-        else {
-            fprintf(stderr, "attn generate: unknown option '%s'\n", a);
-            generate_usage(stderr);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "attn generate: bad value '%s' for %s\n", val, a);
-            return 2;
-        }
-    }
-    if (!model) {
-        generate_usage(stderr);
-        return 2;
-    }
-    attn_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    cp.threads = (int)threads;
+    int npos;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("model", 0, &model, "FILE",
+                     "a model.safetensors written by 'attn train charlm' (required)"),
+        ATTN_OPT_STR("prompt", 0, &prompt, "TEXT", "the text to continue (default: none)"),
+        ATTN_OPT_INT("length", 0, &length, 0, 100000000, "N",
+                     "characters to generate (default 500)"),
+        ATTN_OPT_NUM("temperature", 0, &temperature, 0, 100, "X",
+                     "sampling temperature (default 0.8; 0 = greedy)"),
+        ATTN_OPT_INT("top-k", 0, &top_k, 0, 255, "K",
+                     "draw among the K most likely bytes (default 0 = all)"),
+        ATTN_OPT_INT("seed", 0, &seed, 0, 1LL << 62, "N",
+                     "the same seed gives the same text (default 1)"),
+        ATTN_OPT_THREADS(&threads), ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "generate", "attn generate --model FILE [options]",
+        "Samples text from a model of 'attn train charlm': prints the prompt and its\n"
+        "continuation.",
+        opts, NULL,
+        "attn generate --model lm/model.safetensors --prompt \"This License\" --temperature 0.7 "
+        "--top-k 10"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (!model) return attn_cli_usage_error(&spec, "--model FILE is required");
     attn_ctx *ctx;
-    if (attn_ctx_create(&cp, &ctx) != ATTN_OK) return 1;
+    if (attn_cli_ctx("generate", threads, 0, &ctx)) return 1;
     attn_charlm_config cfg;
     attn_module *m = NULL;
     char *buf = NULL;

@@ -36,6 +36,7 @@ void attn_cli_fmt_time(double s, char *b, size_t n);
 typedef struct attn_cli_curve {
     float *step, *train, *vstep, *val;
     int n, nv, cap, tty;
+    int quiet; /* -q: no progress lines */
     double last_print;
 } attn_cli_curve;
 /* Room for steps + 1 points; 1 (after printing) when out of memory. */
@@ -46,27 +47,103 @@ void attn_cli_curve_free(attn_cli_curve *c);
 int attn_cli_curve_add(attn_cli_curve *c, const attn_train_progress *p, float train, int has_val,
                        float val);
 
-/* A training command's output folder (created if missing), its file names and a context with
- * `threads` threads.  Prints the problem and returns 1 on failure, else 0. */
+/* A training command's output folder (created if missing; refused unless it is a directory
+ * where a file can be created: checked before training, not at the first save) and its file
+ * names.  Prints the problem and returns 1 on failure, else 0. */
 typedef struct attn_cli_paths {
     char model[4096], state[4096], svg[4096];
 } attn_cli_paths;
-int attn_cli_train_setup(const char *cmd, const char *out, int threads, attn_cli_paths *paths,
-                         attn_ctx **ctx);
+int attn_cli_train_dir(const char *cmd, const char *out, attn_cli_paths *paths);
 
-/* Option loops: `a` is the option, `val` the next argument (or NULL) and `i` the index.
- * ATTN_CLI_NEED_VAL consumes the value or fails with a usage error (exit 2); ATTN_CLI_BAD
- * reports a value that does not parse. */
-#define ATTN_CLI_NEED_VAL(cmd)                                                               \
-    if (!val) {                                                                              \
-        fprintf(stderr, "attn %s: %s needs a value\n", cmd, a);                              \
-        return 2;                                                                            \
-    }                                                                                        \
-    i++;
-#define ATTN_CLI_BAD(cmd, what)                                                              \
-    do {                                                                                     \
-        fprintf(stderr, "attn %s: bad value '%s' for %s\n", cmd, val, what);                 \
-        return 2;                                                                            \
-    } while (0)
+/* ---- options (cli/cli_opt.c): one table-driven parser for every command ----------------
+ * Long options "--name VALUE" or "--name=VALUE", short ones "-x VALUE", "-xVALUE" or bundled
+ * flags "-qj"; options may come anywhere, "--" ends them, "-" alone is an argument (stdin or
+ * stdout).  -h/--help is built in.  A table ends with an entry whose name is NULL. */
+typedef enum attn_cli_kind {
+    ATTN_CLI_FLAG,   /* int *: set to 1 */
+    ATTN_CLI_STR,    /* const char **: the value */
+    ATTN_CLI_INT,    /* long long *: a whole decimal number in [lo, hi] */
+    ATTN_CLI_NUM,    /* double *: a number in [flo, fhi] */
+    ATTN_CLI_CHOICE  /* int *: the index of the value in choices ("f32|f16|bf16") */
+} attn_cli_kind;
+typedef struct attn_cli_opt {
+    const char *name;    /* long name without "--"; NULL ends the table */
+    char shrt;           /* short letter, or 0 */
+    attn_cli_kind kind;
+    void *dst;
+    const char *arg;     /* the value's name in the help ("N", "FILE") */
+    const char *help;    /* NULL: an alias, not listed in the help */
+    long long lo, hi;    /* ATTN_CLI_INT */
+    double flo, fhi;     /* ATTN_CLI_NUM */
+    const char *choices; /* ATTN_CLI_CHOICE */
+} attn_cli_opt;
+#define ATTN_OPT_FLAG(name, s, dst, help) {name, s, ATTN_CLI_FLAG, dst, NULL, help, 0, 0, 0, 0, NULL}
+#define ATTN_OPT_STR(name, s, dst, arg, help) {name, s, ATTN_CLI_STR, dst, arg, help, 0, 0, 0, 0, NULL}
+#define ATTN_OPT_INT(name, s, dst, lo, hi, arg, help)                                         \
+    {name, s, ATTN_CLI_INT, dst, arg, help, lo, hi, 0, 0, NULL}
+#define ATTN_OPT_NUM(name, s, dst, lo, hi, arg, help)                                         \
+    {name, s, ATTN_CLI_NUM, dst, arg, help, 0, 0, lo, hi, NULL}
+#define ATTN_OPT_CHOICE(name, s, dst, choices, arg, help)                                     \
+    {name, s, ATTN_CLI_CHOICE, dst, arg, help, 0, 0, 0, 0, choices}
+/* The same --threads everywhere: 0 (the default) = every core this process may use. */
+#define ATTN_OPT_THREADS(dst)                                                                 \
+    ATTN_OPT_INT("threads", 't', dst, 0, 1024, "N",                                           \
+                 "worker threads (default 0: every core this process may use)")
+#define ATTN_OPT_END {NULL, 0, ATTN_CLI_FLAG, NULL, NULL, NULL, 0, 0, 0, 0, NULL}
+
+/* A command's options and help.  usage: one or more lines, each a command line ("attn embed
+ * --model DIR [options] [TEXT...]"); about: what it does; more: text after the options (may
+ * be NULL); examples: command lines, one per line. */
+typedef struct attn_cli_spec {
+    const char *cmd; /* "embed", "train dates" */
+    const char *usage, *about;
+    const attn_cli_opt *opts;
+    const char *more, *examples;
+} attn_cli_spec;
+#define ATTN_CLI_GO (-1)
+/* Parses argv[1..argc) against spec.  Returns ATTN_CLI_GO with the other arguments moved, in
+ * order, to argv[1..*npos]; 0 after printing the help (-h, --help) to stdout; 2 after printing
+ * a usage error ("attn CMD: unknown option '--x'") to stderr. */
+int attn_cli_parse(const attn_cli_spec *spec, int argc, char **argv, int *npos);
+void attn_cli_help(const attn_cli_spec *spec, FILE *f);
+/* Prints "attn CMD: MESSAGE", the usage lines and where the help is to stderr; returns 2. */
+int attn_cli_usage_error(const attn_cli_spec *spec, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---- contexts, input and output (cli/cli_util.c, cli/cli_io.c) ------------------------- */
+/* The CPUs this process may run on (sched_getaffinity), at least 1, at most 1024. */
+int attn_cli_cpus(void);
+/* threads as given by --threads: 0 becomes attn_cli_cpus(). */
+int attn_cli_threads(long long threads);
+/* A context with attn_cli_threads(threads) threads and flags; ATTN_MAX_TEXT_BYTES from the
+ * environment, when set, lowers ATTN_LIMIT_TEXT_BYTES.  Prints the problem and returns 1 on
+ * failure, else 0. */
+int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **ctx);
+
+/* Reads a whole text: a regular file (sized with fstat and refused past max before it is
+ * read), "-" (standard input) or a FIFO/pipe (read as a stream, refused once past max; a FIFO
+ * is opened without blocking, so one with no writer reads as empty instead of hanging).
+ * Directories, devices and sockets are refused by type.  limit_name names the bound in the
+ * messages ("ATTN_LIMIT_TEXT_BYTES").  *data is NUL-terminated (free() it), *len its length.
+ * Prints "attn CMD: PATH: ..." and returns 0 on failure, else 1. */
+int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char *limit_name,
+                      char **data, size_t *len);
+/* attn_cli_read_all bounded by the context's ATTN_LIMIT_TEXT_BYTES. */
+int attn_cli_read_text(const char *cmd, attn_ctx *ctx, const char *path, char **data,
+                       size_t *len);
+/* Writes s with bytes below 0x20, 0x7f and bytes of invalid UTF-8 as \xNN (text from a file
+ * cannot move the cursor, forge a line or switch the terminal's mode).  Returns the bytes
+ * written. */
+size_t attn_cli_put_escaped(FILE *f, const char *s);
+/* Run by main after a command: fflush and fclose stdout; on a write error (now or earlier:
+ * ferror) prints "attn CMD: error writing to standard output: REASON" and returns 1 if rc was
+ * 0; otherwise returns rc. */
+int attn_cli_close_stdout(const char *cmd, int rc);
+/* Makes sure descriptors 0, 1 and 2 are open (a closed one gets /dev/null opened the other way,
+ * so using it still fails), so that no file the program opens lands on them. */
+void attn_cli_guard_fds(void);
 
 #endif

@@ -1,5 +1,9 @@
-/* Helpers shared by the subcommands: error reporting and strict number parsing. */
+/* Helpers shared by the subcommands: error reporting, strict number parsing, contexts and
+ * training output folders. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +13,51 @@
 #include "cli.h"
 
 int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
-    fprintf(stderr, "attn %s: %s (%s)\n", cmd, attn_ctx_errmsg(ctx), attn_status_name(st));
+    fprintf(stderr, "attn %s: ", cmd);
+    attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx)); /* it may quote a file's bytes */
+    fprintf(stderr, " (%s)\n", attn_status_name(st));
     return 1;
+}
+
+int attn_cli_cpus(void) {
+    long n = 0;
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
+int attn_cli_threads(long long threads) {
+    return threads <= 0 ? attn_cli_cpus() : threads > 1024 ? 1024 : (int)threads;
+}
+
+int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **ctx) {
+    attn_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.threads = attn_cli_threads(threads);
+    cp.flags = flags;
+    *ctx = NULL;
+    attn_status st = attn_ctx_create(&cp, ctx);
+    if (st != ATTN_OK) {
+        fprintf(stderr, "attn %s: cannot create a context (%s)\n", cmd, attn_status_name(st));
+        return 1;
+    }
+    /* a lower text bound for tests and cautious callers (the CLI's own setting) */
+    const char *env = getenv("ATTN_MAX_TEXT_BYTES");
+    long long v;
+    if (env && *env) {
+        if (!attn_cli_parse_i64(env, 1, (1LL << 62), &v) ||
+            attn_ctx_set_limit(*ctx, ATTN_LIMIT_TEXT_BYTES, v) != ATTN_OK) {
+            fprintf(stderr, "attn %s: ATTN_MAX_TEXT_BYTES: expected a positive integer, got "
+                            "'%s'\n", cmd, env);
+            attn_ctx_free(*ctx);
+            *ctx = NULL;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int attn_cli_parse_i64(const char *s, long long lo, long long hi, long long *v) {
@@ -36,22 +83,42 @@ void attn_cli_fmt_time(double s, char *b, size_t n) {
     snprintf(b, n, "%d:%02d", m, sec);
 }
 
-int attn_cli_train_setup(const char *cmd, const char *out, int threads, attn_cli_paths *paths,
-                         attn_ctx **ctx) {
+int attn_cli_train_dir(const char *cmd, const char *out, attn_cli_paths *paths) {
+    if (!out[0]) {
+        fprintf(stderr, "attn %s: the output folder name is empty\n", cmd);
+        return 1;
+    }
+    if (strlen(out) > sizeof paths->model - 32) {
+        fprintf(stderr, "attn %s: the output folder name is too long\n", cmd);
+        return 1;
+    }
     if (mkdir(out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out, strerror(errno));
         return 1;
     }
+    struct stat sb;
+    if (stat(out, &sb) != 0) {
+        fprintf(stderr, "attn %s: cannot use %s: %s\n", cmd, out, strerror(errno));
+        return 1;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "attn %s: %s exists and is not a directory (the output folder)\n", cmd,
+                out);
+        return 1;
+    }
+    /* the checkpoints are written into it: find out now rather than at the first save */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.attn-write-test-XXXXXX", out);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        fprintf(stderr, "attn %s: cannot write in %s: %s\n", cmd, out, strerror(errno));
+        return 1;
+    }
+    close(fd);
+    unlink(probe);
     snprintf(paths->model, sizeof paths->model, "%s/model.safetensors", out);
     snprintf(paths->state, sizeof paths->state, "%s/state.safetensors", out);
     snprintf(paths->svg, sizeof paths->svg, "%s/loss.svg", out);
-    attn_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    cp.threads = threads;
-    if (attn_ctx_create(&cp, ctx) != ATTN_OK) {
-        fprintf(stderr, "attn %s: cannot create a context\n", cmd);
-        return 1;
-    }
     return 0;
 }
 

@@ -1,90 +1,94 @@
 /* attn eval and attn info: the command-line faces of attn_eval and the safetensors reader. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
-static void eval_usage(FILE *f) {
-    fprintf(f, "usage: attn eval CASE.safetensors -o OUT.safetensors [--threads N]\n"
-               "       attn eval --list-ops\n\n"
-               "Runs the op named by CASE's metadata (\"op\") on its tensors and writes the\n"
-               "outputs (\"out\", \"attn_weights\", ...) to OUT.  Format: docs/eval-format.md.\n\n"
-               "  -o, --output FILE  where to write the outputs (required)\n"
-               "  --threads N        worker threads (default 1; results do not depend on it)\n"
-               "  --list-ops         print the ops attn eval knows, one per line\n");
-}
-
-/* Strict decimal int in [lo, hi]. */
-static int parse_int(const char *s, long lo, long hi, long *v) {
-    char *end;
-    errno = 0;
-    long x = strtol(s, &end, 10);
-    if (errno || end == s || *end || x < lo || x > hi) return 0;
-    *v = x;
-    return 1;
+/* Reads a safetensors file, or standard input for "-" (bounded by ATTN_LIMIT_FILE_BYTES).
+ * 0 on failure (message printed). */
+static int read_st(const char *cmd, attn_ctx *ctx, const char *path, attn_st **st) {
+    if (strcmp(path, "-") != 0) {
+        attn_status s = attn_st_read_file(ctx, path, st);
+        if (s != ATTN_OK) {
+            fprintf(stderr, "attn %s: ", cmd);
+            attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx));
+            fputc('\n', stderr);
+        }
+        return s == ATTN_OK;
+    }
+    char *data;
+    size_t len;
+    if (!attn_cli_read_all(cmd, "-", attn_ctx_limit(ctx, ATTN_LIMIT_FILE_BYTES),
+                           "ATTN_LIMIT_FILE_BYTES", &data, &len))
+        return 0;
+    attn_status s = attn_st_read_memory(ctx, data, len, st);
+    free(data);
+    if (s != ATTN_OK) {
+        fprintf(stderr, "attn %s: standard input: ", cmd);
+        attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx));
+        fputc('\n', stderr);
+    }
+    return s == ATTN_OK;
 }
 
 int attn_cmd_eval(int argc, char **argv) {
-    const char *in_path = NULL, *out_path = NULL;
-    long threads = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            eval_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--list-ops")) {
-            for (const char *const *op = attn_eval_ops(); *op; op++) printf("%s\n", *op);
-            return 0;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "attn eval: %s needs a file name\n", a);
-                return 2;
-            }
-            out_path = argv[++i];
-        } else if (!strcmp(a, "--threads")) {
-            if (i + 1 >= argc || !parse_int(argv[i + 1], 0, 1024, &threads)) {
-                fprintf(stderr, "attn eval: --threads needs a number in [0, 1024]\n");
-                return 2;
-            }
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "attn eval: unknown option '%s'\n", a);
-            eval_usage(stderr);
-            return 2;
-        } else if (!in_path) {
-            in_path = a;
-        } else {
-            fprintf(stderr, "attn eval: more than one input file ('%s', '%s')\n", in_path, a);
-            return 2;
-        }
+    const char *out_path = NULL;
+    long long threads = 0;
+    int list_ops = 0, npos;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("output", 'o', &out_path, "FILE",
+                     "where to write the outputs (required; '-': standard output)"),
+        ATTN_OPT_THREADS(&threads),
+        ATTN_OPT_FLAG("list-ops", 0, &list_ops, "print the ops attn eval knows, one per line"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "eval", "attn eval CASE.safetensors -o OUT.safetensors [options]\nattn eval --list-ops",
+        "Runs the op named by CASE's metadata (\"op\") on its tensors and writes the outputs\n"
+        "(\"out\", \"attn_weights\", ...) to OUT.  CASE '-' reads standard input.  Format:\n"
+        "docs/eval-format.md.  The results do not depend on --threads.",
+        opts, NULL,
+        "attn eval tests/fixtures/multihead_attention_1.safetensors -o out.safetensors\n"
+        "attn eval - -o - < case.safetensors > out.safetensors"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (list_ops) {
+        if (npos) return attn_cli_usage_error(&spec, "--list-ops takes no file");
+        for (const char *const *op = attn_eval_ops(); *op; op++) printf("%s\n", *op);
+        return 0;
     }
-    if (!in_path || !out_path) {
-        fprintf(stderr, "attn eval: %s\n", !in_path ? "no input file" : "-o OUT is required");
-        eval_usage(stderr);
-        return 2;
-    }
+    if (npos == 0) return attn_cli_usage_error(&spec, "no input file");
+    if (npos > 1)
+        return attn_cli_usage_error(&spec, "more than one input file ('%s', '%s')", argv[1],
+                                    argv[2]);
+    if (!out_path) return attn_cli_usage_error(&spec, "-o OUT is required");
+    const char *in_path = argv[1];
 
-    attn_ctx_params p;
-    memset(&p, 0, sizeof p);
-    p.threads = (int)threads;
     attn_ctx *ctx = NULL;
-    if (attn_ctx_create(&p, &ctx) != ATTN_OK) {
-        fprintf(stderr, "attn eval: cannot create a context\n");
-        return 1;
-    }
+    if (attn_cli_ctx("eval", threads, 0, &ctx)) return 1;
     attn_st *in = NULL;
     attn_st_writer *w = NULL;
-    int rc = 1;
-    if (attn_st_read_file(ctx, in_path, &in) != ATTN_OK ||
-        attn_st_writer_create(ctx, &w) != ATTN_OK || attn_eval(ctx, in, w) != ATTN_OK ||
-        attn_st_writer_save(w, out_path) != ATTN_OK) {
-        fprintf(stderr, "attn eval: %s\n", attn_ctx_errmsg(ctx));
+    void *buf = NULL;
+    size_t nbuf = 0;
+    int rc = 1, to_stdout = !strcmp(out_path, "-");
+    if (!read_st("eval", ctx, in_path, &in)) goto done;
+    if (attn_st_writer_create(ctx, &w) != ATTN_OK || attn_eval(ctx, in, w) != ATTN_OK ||
+        (to_stdout ? attn_st_writer_to_memory(w, &buf, &nbuf)
+                   : attn_st_writer_save(w, out_path)) != ATTN_OK) {
+        fprintf(stderr, "attn eval: ");
+        attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx));
+        fputc('\n', stderr);
+        goto done;
+    }
+    if (to_stdout) {
+        if (fwrite(buf, 1, nbuf, stdout) == nbuf) rc = 0; /* the summary goes to stderr */
+        fprintf(stderr, "%s: %s -> standard output\n", attn_st_meta(in, "op"), in_path);
     } else {
         printf("%s: %s -> %s\n", attn_st_meta(in, "op"), in_path, out_path);
         rc = 0;
     }
+done:
+    attn_buffer_free(ctx, buf);
     attn_st_writer_free(w);
     attn_st_free(in);
     attn_ctx_free(ctx);
@@ -98,38 +102,44 @@ static void print_shape(const attn_st_tensor *t) {
 }
 
 int attn_cmd_info(int argc, char **argv) {
-    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: attn info FILE.safetensors\n\n"
-               "Prints the file's metadata and each tensor's name, dtype and shape.\n");
-        return 0;
-    }
-    if (argc != 2) {
-        fprintf(stderr, "usage: attn info FILE.safetensors\n");
-        return 2;
-    }
+    int npos;
+    const attn_cli_opt opts[] = {ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "info", "attn info FILE.safetensors",
+        "Prints the file's metadata and each tensor's name, dtype and shape.  FILE '-' reads\n"
+        "standard input.  Bytes of names and metadata below 0x20, 0x7f and invalid UTF-8 are\n"
+        "shown as \\xNN.",
+        opts, NULL, "attn info tests/fixtures/bert_tiny/model.safetensors"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos != 1) return attn_cli_usage_error(&spec, npos ? "one file at a time" : "no file");
+    const char *path = argv[1];
     attn_ctx *ctx = NULL;
-    if (attn_ctx_create(NULL, &ctx) != ATTN_OK) {
-        fprintf(stderr, "attn info: cannot create a context\n");
-        return 1;
-    }
+    if (attn_cli_ctx("info", 1, 0, &ctx)) return 1;
     attn_st *st = NULL;
-    if (attn_st_read_file(ctx, argv[1], &st) != ATTN_OK) {
-        fprintf(stderr, "attn info: %s\n", attn_ctx_errmsg(ctx));
+    if (!read_st("info", ctx, path, &st)) {
         attn_ctx_free(ctx);
         return 1;
     }
     size_t nm = attn_st_meta_count(st), nt = attn_st_count(st);
-    printf("%s: %zu metadata entr%s, %zu tensor%s\n", argv[1], nm, nm == 1 ? "y" : "ies", nt,
+    printf("%s: %zu metadata entr%s, %zu tensor%s\n", path, nm, nm == 1 ? "y" : "ies", nt,
            nt == 1 ? "" : "s");
-    for (size_t i = 0; i < nm; i++) {
+    for (size_t i = 0; i < nm && !ferror(stdout); i++) {
         const char *k, *v;
-        if (attn_st_meta_at(st, i, &k, &v) == ATTN_OK) printf("  %s = %s\n", k, v);
+        if (attn_st_meta_at(st, i, &k, &v) != ATTN_OK) continue;
+        printf("  ");
+        attn_cli_put_escaped(stdout, k);
+        printf(" = ");
+        attn_cli_put_escaped(stdout, v);
+        printf("\n");
     }
-    for (size_t i = 0; i < nt; i++) {
+    for (size_t i = 0; i < nt && !ferror(stdout); i++) {
         attn_st_tensor t;
         if (attn_st_at(st, i, &t) != ATTN_OK) continue;
         const char *dn = attn_dtype_name(t.dtype);
-        printf("  %-40s %-5s ", t.name, dn ? dn : "?");
+        printf("  ");
+        size_t w = attn_cli_put_escaped(stdout, t.name);
+        printf("%*s %-5s ", w < 40 ? (int)(40 - w) : 0, "", dn ? dn : "?");
         print_shape(&t);
         printf("\n");
     }

@@ -30,10 +30,26 @@ static void usage(FILE *f) {
                "commands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
-    fprintf(f, "\n'attn <command> --help' describes a command's options.\n");
+    fprintf(f, "\n'attn <command> --help' describes a command's options, with examples.\n"
+               "Every command takes -h/--help; options may come anywhere, as --name VALUE or\n"
+               "--name=VALUE, and '--' ends them.  -t/--threads N sets the worker threads:\n"
+               "0, the default, uses every core this process may run on.  Where a command reads\n"
+               "or writes a file, '-' means standard input or output.\n"
+               "\nexit status:\n"
+               "  0  success\n"
+               "  1  failure: bad input, a file that cannot be read or written, out of memory,\n"
+               "     or an error writing to standard output\n"
+               "  2  usage error: an unknown option, a missing or malformed value\n"
+               "\nexamples:\n"
+               "  attn walkthrough --section 1\n"
+               "  attn demo\n"
+               "  attn info model.safetensors\n");
 }
 
+/* Every command's output is checked once it returns (attn_cli_close_stdout): a full disk or
+ * a closed standard output is a failure, never a silent success. */
 int main(int argc, char **argv) {
+    attn_cli_guard_fds();
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -41,14 +57,15 @@ int main(int argc, char **argv) {
     const char *c = argv[1];
     if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
         usage(stdout);
-        return 0;
+        return attn_cli_close_stdout(NULL, 0);
     }
     if (!strcmp(c, "--version") || !strcmp(c, "-V")) {
         printf("attn %s\n", attn_version());
-        return 0;
+        return attn_cli_close_stdout(NULL, 0);
     }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(c, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+        if (!strcmp(c, cmds[i].name))
+            return attn_cli_close_stdout(cmds[i].name, cmds[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "attn: unknown command '%s'\n\n", c);
     usage(stderr);
     return 2;

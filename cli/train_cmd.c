@@ -14,7 +14,7 @@
 /* ---- attn train ------------------------------------------------------------------------ */
 static int on_progress(void *user, const attn_train_progress *p) {
     attn_cli_curve *c = user;
-    if (!attn_cli_curve_add(c, p, p->loss, p->accuracy >= 0, p->accuracy)) return 0;
+    if (!attn_cli_curve_add(c, p, p->loss, p->accuracy >= 0, p->accuracy) || c->quiet) return 0;
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
     attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
@@ -29,30 +29,21 @@ static int on_progress(void *user, const attn_train_progress *p) {
     return 0;
 }
 
-static void train_usage(FILE *f) {
-    fprintf(f,
-            "usage: attn train dates [options]   (attn train charlm --help: the other task)\n"
-            "  Trains an encoder-decoder Transformer to translate dates written by people\n"
-            "  (\"21 Nov 2026\", \"saturday, november 21, 2026\", \"11/21/26\") into ISO form.\n"
-            "options:\n"
-            "  --out DIR          where to write model.safetensors, state.safetensors and\n"
-            "                     loss.svg (default: dates-model)\n"
-            "  --steps N          optimiser steps (default 3000)\n"
-            "  --batch N          examples per step (default 64)\n"
-            "  --lr X             peak learning rate (default 2e-3)\n"
-            "  --d-model N --heads N --layers N --ff N --dropout X   model size\n"
-            "  --seed N           everything random follows from it (default 1)\n"
-            "  --threads N        worker threads (default 2; results do not depend on it)\n"
-            "  --time-limit SEC   stop after this long\n"
-            "  --target X         stop once held-out exact match reaches X (e.g. 0.99)\n"
-            "  --eval-every N     evaluate on the held-out dates every N steps (default 250)\n"
-            "  --eval-n N         how many held-out dates to evaluate on (default 1000)\n"
-            "  --resume FILE      continue from a state.safetensors of the same run\n");
-}
+static const char TRAIN_USAGE[] =
+    "usage: attn train dates [options]\n"
+    "       attn train charlm [options]\n\n"
+    "Trains a model from scratch:\n"
+    "  dates    an encoder-decoder Transformer that translates dates written by people\n"
+    "           into ISO form\n"
+    "  charlm   a character-level GPT on English text\n\n"
+    "'attn train dates --help' and 'attn train charlm --help' describe their options.\n\n"
+    "examples:\n"
+    "  attn train dates --steps 1000 -o dates-model\n"
+    "  attn train charlm --text README.md --steps 200 -o lm\n";
 
 int attn_cmd_train(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        train_usage(argc < 2 ? stderr : stdout);
+        fputs(TRAIN_USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "charlm")) return attn_cmd_charlm_train(argc - 1, argv + 1);
@@ -62,41 +53,60 @@ int attn_cmd_train(int argc, char **argv) {
     }
     attn_dates_config cfg = attn_dates_defaults();
     const char *out = "dates-model", *resume = NULL;
-    long long threads = 2, v;
-    double x;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL ATTN_CLI_NEED_VAL("train")
-#define BAD(what) ATTN_CLI_BAD("train", what)
-        if (!strcmp(a, "--out")) { NEED_VAL out = val; }
-        else if (!strcmp(a, "--resume")) { NEED_VAL resume = val; }
-        else if (!strcmp(a, "--steps")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.steps = v; }
-        else if (!strcmp(a, "--batch")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 65536, &v)) BAD(a); cfg.batch = v; }
-        else if (!strcmp(a, "--d-model")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 65536, &v)) BAD(a); cfg.d_model = v; }
-        else if (!strcmp(a, "--heads")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1024, &v)) BAD(a); cfg.nhead = v; }
-        else if (!strcmp(a, "--layers")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1024, &v)) BAD(a); cfg.num_layers = v; }
-        else if (!strcmp(a, "--ff")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 1 << 20, &v)) BAD(a); cfg.dim_feedforward = v; }
-        else if (!strcmp(a, "--seed")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, (1LL << 62), &v)) BAD(a); cfg.seed = (uint64_t)v; }
-        else if (!strcmp(a, "--threads")) { NEED_VAL if (!attn_cli_parse_i64(val, 1, 256, &threads)) BAD(a); }
-        else if (!strcmp(a, "--eval-n")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 3000, &v)) BAD(a); cfg.eval_n = (int)v; }
-        else if (!strcmp(a, "--eval-every")) { NEED_VAL if (!attn_cli_parse_i64(val, 0, 100000000, &v)) BAD(a); cfg.eval_every = v; }
-        else if (!strcmp(a, "--lr")) { NEED_VAL if (!attn_cli_parse_f(val, 1e-7, 10, &x)) BAD(a); cfg.lr = (float)x; }
-        else if (!strcmp(a, "--dropout")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 0.99, &x)) BAD(a); cfg.dropout = (float)x; }
-        else if (!strcmp(a, "--time-limit")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 1e9, &x)) BAD(a); cfg.time_limit_s = x; }
-        else if (!strcmp(a, "--target")) { NEED_VAL if (!attn_cli_parse_f(val, 0, 1, &x)) BAD(a); cfg.target_accuracy = (float)x; }
-        else {
-            fprintf(stderr, "attn train: unknown option '%s'\n", a);
-            train_usage(stderr);
-            return 2;
-        }
-#undef NEED_VAL
-#undef BAD
-    }
+    long long threads = 0, steps = cfg.steps, batch = cfg.batch, d_model = cfg.d_model,
+              heads = cfg.nhead, layers = cfg.num_layers, ff = cfg.dim_feedforward,
+              seed = (long long)cfg.seed, eval_n = cfg.eval_n, eval_every = cfg.eval_every;
+    double lr = cfg.lr, dropout = cfg.dropout, time_limit = cfg.time_limit_s,
+           target = cfg.target_accuracy;
+    int quiet = 0, npos;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("out", 'o', &out, "DIR",
+                     "where to write model.safetensors, state.safetensors and\n"
+                     "loss.svg (default: dates-model)"),
+        ATTN_OPT_STR("output", 0, &out, "DIR", NULL),
+        ATTN_OPT_INT("steps", 0, &steps, 0, 100000000, "N", "optimiser steps (default 3000)"),
+        ATTN_OPT_INT("batch", 0, &batch, 1, 65536, "N", "examples per step (default 64)"),
+        ATTN_OPT_NUM("lr", 0, &lr, 1e-7, 10, "X", "peak learning rate (default 2e-3)"),
+        ATTN_OPT_INT("d-model", 0, &d_model, 1, 65536, "N", "model width (default 64)"),
+        ATTN_OPT_INT("heads", 0, &heads, 1, 1024, "N", "attention heads (default 4)"),
+        ATTN_OPT_INT("layers", 0, &layers, 1, 1024, "N",
+                     "encoder layers, and as many decoder layers (default 2)"),
+        ATTN_OPT_INT("ff", 0, &ff, 1, 1 << 20, "N", "feed-forward width (default 256)"),
+        ATTN_OPT_NUM("dropout", 0, &dropout, 0, 0.99, "X", "dropout probability"),
+        ATTN_OPT_INT("seed", 0, &seed, 0, 1LL << 62, "N",
+                     "everything random follows from it (default 1)"),
+        ATTN_OPT_THREADS(&threads),
+        ATTN_OPT_NUM("time-limit", 0, &time_limit, 0, 1e9, "SEC", "stop after this long"),
+        ATTN_OPT_NUM("target", 0, &target, 0, 1, "X",
+                     "stop once held-out exact match reaches X (e.g. 0.99)"),
+        ATTN_OPT_INT("eval-every", 0, &eval_every, 0, 100000000, "N",
+                     "evaluate on the held-out dates every N steps (default 250)"),
+        ATTN_OPT_INT("eval-n", 0, &eval_n, 0, 3000, "N",
+                     "how many held-out dates to evaluate on (default 1000)"),
+        ATTN_OPT_STR("resume", 0, &resume, "FILE",
+                     "continue from a state.safetensors of the same run"),
+        ATTN_OPT_FLAG("quiet", 'q', &quiet, "no progress lines on stderr"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "train dates", "attn train dates [options]",
+        "Trains an encoder-decoder Transformer to translate dates written by people\n"
+        "(\"21 Nov 2026\", \"saturday, november 21, 2026\", \"11/21/26\") into ISO form.\n"
+        "The same seed gives the same model whatever --threads is.",
+        opts, "'attn train charlm --help': the other task.",
+        "attn train dates --steps 1000 -o dates-model\n"
+        "attn train dates --resume dates-model/state.safetensors -o dates-model"};
+    int r = attn_cli_parse(&spec, argc - 1, argv + 1, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[2]);
+    cfg.steps = steps, cfg.batch = batch, cfg.d_model = d_model, cfg.nhead = heads;
+    cfg.num_layers = layers, cfg.dim_feedforward = ff, cfg.seed = (uint64_t)seed;
+    cfg.eval_n = (int)eval_n, cfg.eval_every = eval_every, cfg.lr = (float)lr;
+    cfg.dropout = (float)dropout, cfg.time_limit_s = time_limit;
+    cfg.target_accuracy = (float)target;
     attn_cli_paths paths;
     attn_ctx *ctx;
-    if (attn_cli_train_setup("train", out, (int)threads, &paths, &ctx)) {
+    if (attn_cli_train_dir("train", out, &paths) || attn_cli_ctx("train", threads, 0, &ctx))
         return 1;
-    }
     cfg.state_path = paths.state;
     cfg.save_every = 500;
     attn_cli_curve c;
@@ -105,14 +115,16 @@ int attn_cmd_train(int argc, char **argv) {
         rc = 1;
         goto out;
     }
-    fprintf(stderr, "training dates: d_model %lld, %lld heads, %lld+%lld layers, ff %lld, batch %lld, "
+    c.quiet = quiet;
+    if (!quiet)
+        fprintf(stderr, "training dates: d_model %lld, %lld heads, %lld+%lld layers, ff %lld, batch %lld, "
                     "%lld steps, %lld threads\n",
             (long long)cfg.d_model, (long long)cfg.nhead, (long long)cfg.num_layers,
             (long long)cfg.num_layers, (long long)cfg.dim_feedforward, (long long)cfg.batch,
-            (long long)cfg.steps, threads);
+            (long long)cfg.steps, (long long)attn_ctx_threads(ctx));
     attn_module *m = NULL;
     attn_status st = attn_dates_train(ctx, &cfg, resume, on_progress, &c, &m);
-    if (c.tty) fputc('\n', stderr);
+    if (c.tty && !quiet) fputc('\n', stderr);
     if (st != ATTN_OK) {
         rc = attn_cli_fail(ctx, "train", st);
         goto out;
@@ -146,21 +158,25 @@ out:
 /* ---- attn translate -------------------------------------------------------------------- */
 int attn_cmd_translate(int argc, char **argv) {
     const char *model = NULL;
-    int first = 1;
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: attn translate --model FILE \"TEXT\" [\"TEXT\" ...]\n");
-        return 0;
-    }
-    for (; first < argc; first++) {
-        if (!strcmp(argv[first], "--model") && first + 1 < argc) model = argv[++first];
-        else break;
-    }
-    if (!model || first >= argc) {
-        fprintf(stderr, "usage: attn translate --model FILE \"TEXT\" [\"TEXT\" ...]\n");
-        return 2;
-    }
+    long long threads = 0;
+    int npos;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("model", 0, &model, "FILE",
+                     "a model.safetensors written by 'attn train dates' (required)"),
+        ATTN_OPT_THREADS(&threads), ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "translate", "attn translate --model FILE [options] TEXT...",
+        "Translates each TEXT, a date as people write it, into ISO form (YYYY-MM-DD).\n"
+        "A TEXT that starts with '-' goes after '--'.",
+        opts, NULL,
+        "attn translate --model dates-model/model.safetensors \"21 Nov 2026\" \"the 3rd of may "
+        "1999\""};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (!model) return attn_cli_usage_error(&spec, "--model FILE is required");
+    if (!npos) return attn_cli_usage_error(&spec, "no TEXT to translate");
     attn_ctx *ctx;
-    if (attn_ctx_create(NULL, &ctx) != ATTN_OK) return 1;
+    if (attn_cli_ctx("translate", threads, 0, &ctx)) return 1;
     attn_dates_config cfg;
     attn_module *m;
     attn_status st = attn_dates_load(ctx, model, &cfg, &m);
@@ -170,7 +186,7 @@ int attn_cmd_translate(int argc, char **argv) {
         return rc;
     }
     int rc = 0;
-    for (int i = first; i < argc; i++) {
+    for (int i = 1; i <= npos && !ferror(stdout); i++) {
         char iso[32];
         st = attn_dates_translate(ctx, m, &cfg, argv[i], iso, sizeof iso, NULL);
         if (st != ATTN_OK) {
@@ -185,32 +201,56 @@ int attn_cmd_translate(int argc, char **argv) {
 }
 
 /* ---- attn heatmap ---------------------------------------------------------------------- */
+/* Copies the file at path to standard output; 0 on failure (message printed). */
+static int copy_to_stdout(const char *cmd, const char *path) {
+    char *data;
+    size_t len;
+    if (!attn_cli_read_all(cmd, path, (int64_t)1 << 40, "its own output", &data, &len)) return 0;
+    size_t w = fwrite(data, 1, len, stdout);
+    free(data);
+    return w == len; /* a write error is reported by main (attn_cli_close_stdout) */
+}
+
 int attn_cmd_heatmap(int argc, char **argv) {
-    const char *model = NULL, *out = "heatmap.png", *text = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: attn heatmap --model FILE [-o OUT.png] \"TEXT\"\n"
-                   "  Translates TEXT and draws the cross-attention weights (last decoder layer,\n"
-                   "  mean over heads): one row per output character, one column per input one.\n");
-            return 0;
-        }
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!text) text = argv[i];
-        else {
-            fprintf(stderr, "attn heatmap: unexpected argument '%s'\n", argv[i]);
-            return 2;
-        }
-    }
-    if (!model || !text) {
-        fprintf(stderr, "usage: attn heatmap --model FILE [-o OUT.png] \"TEXT\"\n");
-        return 2;
-    }
+    const char *model = NULL, *out = "heatmap.png";
+    long long threads = 0;
+    int npos;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("model", 0, &model, "FILE",
+                     "a model.safetensors written by 'attn train dates' (required)"),
+        ATTN_OPT_STR("output", 'o', &out, "OUT.png",
+                     "where to write the picture (default heatmap.png; '-': standard\n"
+                     "output)"),
+        ATTN_OPT_THREADS(&threads), ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "heatmap", "attn heatmap --model FILE [-o OUT.png] [options] TEXT",
+        "Translates TEXT and draws the cross-attention weights (last decoder layer, mean\n"
+        "over heads) as a PNG: one row per output character, one column per input one.",
+        opts, NULL,
+        "attn heatmap --model dates-model/model.safetensors -o heat.png \"21 Nov 2026\"\n"
+        "attn heatmap --model dates-model/model.safetensors -o - \"21 Nov 2026\" > heat.png"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (!model) return attn_cli_usage_error(&spec, "--model FILE is required");
+    if (npos != 1) return attn_cli_usage_error(&spec, "needs exactly one TEXT");
+    const char *text = argv[1];
     attn_ctx *ctx;
-    if (attn_ctx_create(NULL, &ctx) != ATTN_OK) return 1;
+    if (attn_cli_ctx("heatmap", threads, 0, &ctx)) return 1;
     attn_dates_config cfg;
     attn_module *m = NULL;
-    int rc = 0;
+    int rc = 0, to_stdout = !strcmp(out, "-"), tmp_fd = -1;
+    char tmp[4096];
+    if (to_stdout) { /* the picture is written to a temporary file, then copied */
+        const char *dir = getenv("TMPDIR");
+        snprintf(tmp, sizeof tmp, "%s/attn-heatmap-XXXXXX", dir && *dir ? dir : "/tmp");
+        if ((tmp_fd = mkstemp(tmp)) < 0) {
+            fprintf(stderr, "attn heatmap: cannot create a temporary file %s: %s\n", tmp,
+                    strerror(errno));
+            attn_ctx_free(ctx);
+            return 1;
+        }
+        close(tmp_fd);
+    }
     size_t n = strlen(text);
     float *cross = calloc(11 * (n ? n : 1), sizeof(float));
     attn_status st = attn_dates_load(ctx, model, &cfg, &m);
@@ -222,10 +262,10 @@ int attn_cmd_heatmap(int argc, char **argv) {
         char rowbuf[11][8], colbuf[64][8];
         const char *rows[11], *cols[64];
         size_t niso = strlen(iso);
-        for (int r = 0; r < 11; r++) {
-            if ((size_t)r < niso) snprintf(rowbuf[r], sizeof rowbuf[r], "%c", iso[r]);
-            else snprintf(rowbuf[r], sizeof rowbuf[r], "%s", (size_t)r == niso ? "<eos>" : "");
-            rows[r] = rowbuf[r];
+        for (int r2 = 0; r2 < 11; r2++) {
+            if ((size_t)r2 < niso) snprintf(rowbuf[r2], sizeof rowbuf[r2], "%c", iso[r2]);
+            else snprintf(rowbuf[r2], sizeof rowbuf[r2], "%s", (size_t)r2 == niso ? "<eos>" : "");
+            rows[r2] = rowbuf[r2];
         }
         for (size_t j = 0; j < n && j < 64; j++) {
             snprintf(colbuf[j], sizeof colbuf[j], "%c", text[j]);
@@ -234,8 +274,14 @@ int attn_cmd_heatmap(int argc, char **argv) {
         int nrows = (int)(niso + 1 < 11 ? niso + 1 : 11);
         char title[160];
         snprintf(title, sizeof title, "\"%s\" -> %s", text, iso);
-        st = attn_heatmap_png(ctx, out, cross, nrows, (int)n, rows, cols, title);
-        if (st == ATTN_OK) printf("%s -> %s\nheatmap: %s\n", text, iso, out);
+        st = attn_heatmap_png(ctx, to_stdout ? tmp : out, cross, nrows, (int)n, rows, cols,
+                              title);
+        if (st == ATTN_OK && to_stdout) {
+            if (!copy_to_stdout("heatmap", tmp)) rc = 1;
+            fprintf(stderr, "%s -> %s\nheatmap: standard output\n", text, iso);
+        } else if (st == ATTN_OK) {
+            printf("%s -> %s\nheatmap: %s\n", text, iso, out);
+        }
     }
     if (!cross) {
         fprintf(stderr, "attn heatmap: out of memory\n");
@@ -243,6 +289,7 @@ int attn_cmd_heatmap(int argc, char **argv) {
     } else if (st != ATTN_OK) {
         rc = attn_cli_fail(ctx, "heatmap", st);
     }
+    if (to_stdout) unlink(tmp);
     free(cross);
     attn_module_free(m);
     attn_ctx_free(ctx);
@@ -253,42 +300,49 @@ int attn_cmd_heatmap(int argc, char **argv) {
 /* Trains the dates model briefly, translates the seeds' examples and draws the heatmap. */
 int attn_cmd_demo(int argc, char **argv) {
     const char *out = "attn-demo";
-    long long steps = 1200, threads = 2;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: attn demo [--out DIR] [--steps N] [--threads N]\n"
-                   "  Trains a small Transformer to translate dates into ISO form (a few minutes),\n"
-                   "  translates the seeds' examples and draws the cross-attention as a heatmap.\n");
-            return 0;
-        }
-        if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc && attn_cli_parse_i64(argv[i + 1], 1, 1000000, &steps)) i++;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc && attn_cli_parse_i64(argv[i + 1], 1, 256, &threads)) i++;
-        else {
-            fprintf(stderr, "attn demo: bad argument '%s'\n", argv[i]);
-            return 2;
-        }
-    }
+    long long steps = 1200, threads = 0;
+    int quiet = 0, npos;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("out", 'o', &out, "DIR",
+                     "where to write the model, loss curve and heatmap (default\n"
+                     "attn-demo)"),
+        ATTN_OPT_STR("output", 0, &out, "DIR", NULL),
+        ATTN_OPT_INT("steps", 0, &steps, 1, 1000000, "N",
+                     "at most this many steps (default 1200; it stops at 99%)"),
+        ATTN_OPT_THREADS(&threads),
+        ATTN_OPT_FLAG("quiet", 'q', &quiet, "no training progress lines on stderr"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "demo", "attn demo [options]",
+        "Trains a small Transformer to translate dates into ISO form (a few minutes),\n"
+        "translates the seeds' examples and draws the cross-attention as a heatmap.",
+        opts, NULL, "attn demo\nattn demo --steps 400 -o /tmp/demo"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
     char s_steps[32], s_threads[32], model[4096], png[4096];
     snprintf(s_steps, sizeof s_steps, "%lld", steps);
     snprintf(s_threads, sizeof s_threads, "%lld", threads);
     char *targv[] = {"train", "dates", "--out", (char *)out, "--steps", s_steps, "--threads",
-                     s_threads, "--eval-every", "200", "--target", "0.99", NULL};
+                     s_threads, "--eval-every", "200", "--target", "0.99",
+                     quiet ? "--quiet" : "--", NULL};
     printf("== 1. Train an encoder-decoder Transformer to read dates (stops at 99%% held-out "
            "exact match)\n");
     fflush(stdout);
-    int rc = attn_cmd_train(12, targv);
+    int rc = attn_cmd_train(13, targv);
     if (rc) return rc;
     snprintf(model, sizeof model, "%s/model.safetensors", out);
     snprintf(png, sizeof png, "%s/heatmap.png", out);
     printf("\n== 2. Translate dates it has never seen\n");
     fflush(stdout);
-    char *xargv[] = {"translate", "--model", model, "21 Nov 2026", "saturday, november 21, 2026",
-                     "the 3rd of may 1999", "Jan. 5, 1987", "2001/09/30", NULL};
-    rc = attn_cmd_translate(8, xargv);
+    char *xargv[] = {"translate", "--model", model, "--threads", s_threads, "21 Nov 2026",
+                     "saturday, november 21, 2026", "the 3rd of may 1999", "Jan. 5, 1987",
+                     "2001/09/30", NULL};
+    rc = attn_cmd_translate(10, xargv);
     if (rc) return rc;
     printf("\n== 3. Where did it look?  Cross-attention of one translation as a heatmap\n");
     fflush(stdout);
-    char *hargv[] = {"heatmap", "--model", model, "-o", png, "saturday, november 21, 2026", NULL};
+    char *hargv[] = {"heatmap", "--model", model, "-o", png, "saturday, november 21, 2026",
+                     NULL};
     return attn_cmd_heatmap(6, hargv);
 }

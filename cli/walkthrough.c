@@ -565,43 +565,22 @@ done:
 
 /* ---- command ------------------------------------------------------------------------------- */
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: attn walkthrough [--section N]\n"
-               "Prints the seeds' worked examples step by step, every number computed by the\n"
-               "library.  Sections: 1 simplified self-attention (seed 001), 2 \"Hello shiny sun\"\n"
-               "(seed 000), 3 trainable weights, 4 causal mask and dropout, 5 multi-head.\n"
-               "Without --section all five are printed.\n");
-}
-
 int attn_cmd_walkthrough(int argc, char **argv) {
-    int section = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--section")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "attn walkthrough: --section needs a number (1-5)\n");
-                return 2;
-            }
-            val = argv[++i];
-        } else if (!strncmp(a, "--section=", 10)) {
-            val = a + 10;
-        } else {
-            fprintf(stderr, "attn walkthrough: unknown argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        char *end;
-        long n = strtol(val, &end, 10);
-        if (*val == '\0' || *end != '\0' || n < 1 || n > 5) {
-            fprintf(stderr, "attn walkthrough: --section must be 1 to 5, got '%s'\n", val);
-            return 2;
-        }
-        section = (int)n;
-    }
+    long long section = 0;
+    int npos;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_INT("section", 0, &section, 1, 5, "N", "print only section N (1 to 5)"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "walkthrough", "attn walkthrough [--section N]",
+        "Prints the seeds' worked examples step by step, every number computed by the\n"
+        "library.  Sections: 1 simplified self-attention (seed 001), 2 \"Hello shiny sun\"\n"
+        "(seed 000), 3 trainable weights, 4 causal mask and dropout, 5 multi-head.\n"
+        "Without --section all five are printed.",
+        opts, NULL, "attn walkthrough\nattn walkthrough --section 4"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
     attn_ctx *ctx = NULL;
     attn_status st = attn_ctx_create(NULL, &ctx);
     if (st != ATTN_OK) {
@@ -611,7 +590,7 @@ int attn_cmd_walkthrough(int argc, char **argv) {
     int (*const sections[5])(attn_ctx *) = {section_simple, section_hello, section_trainable,
                                             section_causal, section_multihead};
     int rc = 0;
-    for (int s = 1; s <= 5 && rc == 0; s++)
+    for (int s = 1; s <= 5 && rc == 0 && !ferror(stdout); s++) /* stdout: see main */
         if (section == 0 || section == s) rc = sections[s - 1](ctx);
     attn_ctx_free(ctx);
     return rc ? 1 : 0;

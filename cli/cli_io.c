@@ -1,0 +1,207 @@
+/* Input and output shared by the commands (cli.h): the one bounded reader of text files and
+ * standard input, the escaping of text that comes from files, and the check of standard
+ * output at exit. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0
+#endif
+#ifndef O_NOCTTY
+#define O_NOCTTY 0
+#endif
+
+static const char *kind_of(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+#ifdef S_ISSOCK
+    if (S_ISSOCK(m)) return "a socket";
+#endif
+    return "of an unknown kind";
+}
+
+/* Reads fd to its end into a NUL-terminated buffer, refusing more than max bytes; size_hint:
+ * the expected size (a regular file's), 0 if unknown.  Returns 0, an errno value, or -1 when
+ * there was more than max. */
+static int read_bounded(int fd, uint64_t max, uint64_t size_hint, char **data, size_t *len) {
+    /* room for max + 1 bytes (to see one past the bound) and the NUL */
+    uint64_t most = max < SIZE_MAX - 2 ? max + 2 : SIZE_MAX;
+    uint64_t want = size_hint ? size_hint + 2 : 65536;
+    size_t cap = (size_t)(want < most ? want : most), n = 0;
+    char *p = malloc(cap);
+    if (!p) return ENOMEM;
+    while ((uint64_t)n <= max) {
+        if (n + 1 >= cap) {
+            size_t nc = cap <= SIZE_MAX / 2 ? cap * 2 : SIZE_MAX;
+            if ((uint64_t)nc > most) nc = (size_t)most;
+            char *q = realloc(p, nc);
+            if (!q) {
+                free(p);
+                return ENOMEM;
+            }
+            p = q, cap = nc;
+        }
+        ssize_t r = read(fd, p + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            free(p);
+            return e;
+        }
+        if (r == 0) {
+            p[n] = 0;
+            *data = p;
+            *len = n;
+            return 0;
+        }
+        n += (size_t)r;
+    }
+    free(p);
+    return -1;
+}
+
+int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char *limit_name,
+                      char **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    uint64_t lim = max > 0 ? (uint64_t)max : 0;
+    int is_stdin = !strcmp(path, "-"), fd = 0;
+    const char *shown = is_stdin ? "standard input" : path;
+    uint64_t hint = 0;
+    if (is_stdin) { /* standard input from a file: refused early when it is too long */
+        struct stat sb;
+        off_t at = lseek(0, 0, SEEK_CUR);
+        if (fstat(0, &sb) == 0 && S_ISREG(sb.st_mode) && at >= 0 && sb.st_size > at) {
+            hint = (uint64_t)(sb.st_size - at);
+            if (hint > lim) {
+                fprintf(stderr, "attn %s: %s: %llu bytes, over the limit of %llu bytes (%s)\n",
+                        cmd, shown, (unsigned long long)hint, (unsigned long long)lim,
+                        limit_name);
+                return 0;
+            }
+        }
+    } else {
+        /* O_NONBLOCK: opening a FIFO with no writer would otherwise wait for one forever */
+        do fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        while (fd < 0 && errno == EINTR);
+        if (fd < 0) {
+            fprintf(stderr, "attn %s: cannot open %s: %s\n", cmd, path, strerror(errno));
+            return 0;
+        }
+        struct stat sb;
+        if (fstat(fd, &sb) != 0) {
+            fprintf(stderr, "attn %s: cannot stat %s: %s\n", cmd, path, strerror(errno));
+            close(fd);
+            return 0;
+        }
+        if (!S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode)) {
+            fprintf(stderr, "attn %s: %s: not a regular file (%s)\n", cmd, path,
+                    kind_of(sb.st_mode));
+            close(fd);
+            return 0;
+        }
+        if (S_ISREG(sb.st_mode)) {
+            uint64_t size = sb.st_size > 0 ? (uint64_t)sb.st_size : 0;
+            if (size > lim) {
+                fprintf(stderr, "attn %s: %s: %llu bytes, over the limit of %llu bytes (%s)\n",
+                        cmd, path, (unsigned long long)size, (unsigned long long)lim,
+                        limit_name);
+                close(fd);
+                return 0;
+            }
+            hint = size;
+        }
+        /* reads block again: a FIFO's writer may be slow; with no writer a read sees the end */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    }
+    int e = read_bounded(fd, lim, hint, data, len);
+    if (!is_stdin) close(fd);
+    if (e == -1) {
+        fprintf(stderr, "attn %s: %s: more than the limit of %llu bytes (%s)\n", cmd, shown,
+                (unsigned long long)lim, limit_name);
+    } else if (e == ENOMEM) {
+        fprintf(stderr, "attn %s: out of memory reading %s\n", cmd, shown);
+    } else if (e) {
+        fprintf(stderr, "attn %s: cannot read %s: %s\n", cmd, shown, strerror(e));
+    }
+    return e == 0;
+}
+
+int attn_cli_read_text(const char *cmd, attn_ctx *ctx, const char *path, char **data,
+                       size_t *len) {
+    return attn_cli_read_all(cmd, path, attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES),
+                             "ATTN_LIMIT_TEXT_BYTES", data, len);
+}
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 if the bytes there are not one. */
+static int utf8_len(const unsigned char *p) {
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    int n;
+    unsigned min;
+    if (c >= 0xc2 && c <= 0xdf) n = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, min = 0x10000;
+    else return 0;
+    unsigned cp = c & (0x7f >> n);
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the NUL */
+        cp = cp << 6 | (p[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+size_t attn_cli_put_escaped(FILE *f, const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t out = 0;
+    while (*p) {
+        int n = utf8_len(p);
+        if (n == 0 || (n == 1 && (*p < 0x20 || *p == 0x7f))) {
+            fprintf(f, "\\x%02x", *p);
+            out += 4, p++;
+        } else {
+            fwrite(p, 1, (size_t)n, f);
+            out += (size_t)n, p += n;
+        }
+    }
+    return out;
+}
+
+int attn_cli_close_stdout(const char *cmd, int rc) {
+    int failed = ferror(stdout) != 0, e = 0;
+    errno = 0;
+    if (fflush(stdout) != 0) failed = 1, e = errno; /* retries what is pending: its errno */
+    errno = 0;
+    if (fclose(stdout) != 0) {
+        if (!e) e = errno;
+        failed = 1;
+    }
+    if (!failed) return rc;
+    fprintf(stderr, "attn%s%s: error writing to standard output: %s\n", cmd ? " " : "",
+            cmd ? cmd : "", strerror(e ? e : EIO));
+    return rc ? rc : 1;
+}
+
+void attn_cli_guard_fds(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        /* open the wrong way round: the descriptor is taken, and using it still fails */
+        int g = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+        if (g >= 0 && g != fd) {
+            dup2(g, fd);
+            close(g);
+        }
+    }
+}
