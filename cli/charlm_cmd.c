@@ -27,13 +27,13 @@ typedef struct textbuf {
 
 /* Appends a whole file (attn_cli_read_text's rules: "-" is standard input), keeping the whole
  * text within max bytes; 0 on error (message printed). */
-static int append_file(textbuf *t, const char *path, uint64_t max) {
+static int append_file(textbuf *t, const char *path, uint64_t max, const char *bound) {
     char *data;
     size_t n;
     uint64_t room = max > t->len ? max - t->len : 0;
-    if (!attn_cli_read_all("train charlm", path, (int64_t)room, "ATTN_LIMIT_TEXT_BYTES, for the "
-                           "whole text", &data, &n))
-        return 0;
+    char name[96];
+    snprintf(name, sizeof name, "%s%s", bound, t->files ? ", for the whole text" : "");
+    if (!attn_cli_read_all("train charlm", path, (int64_t)room, name, &data, &n)) return 0;
     if (!t->p) { /* the first file: its buffer becomes the text's */
         t->p = data, t->len = n, t->cap = n + 1;
     } else {
@@ -61,7 +61,8 @@ static int cmp_str(const void *a, const void *b) {
 
 /* Appends the regular files (not links) of dir in name order, skipping names that end in
  * skip_suffix (may be NULL).  Returns the number of files, -1 on a read error. */
-static int append_dir(textbuf *t, const char *dir, const char *skip_suffix, uint64_t max) {
+static int append_dir(textbuf *t, const char *dir, const char *skip_suffix, uint64_t max,
+                      const char *bound) {
     DIR *d = opendir(dir);
     if (!d) return 0;
     char **names = NULL;
@@ -97,7 +98,7 @@ static int append_dir(textbuf *t, const char *dir, const char *skip_suffix, uint
         for (size_t i = 0; i < n && rc == 0; i++) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-            if (!append_file(t, path, max)) rc = -1;
+            if (!append_file(t, path, max, bound)) rc = -1;
         }
         if (rc == 0) rc = (int)n;
     } else {
@@ -111,16 +112,16 @@ static int append_dir(textbuf *t, const char *dir, const char *skip_suffix, uint
 /* Loads the text of --text PATH or of --corpus NAME, at most max bytes; prints what it used
  * unless quiet.  0 on error. */
 static int load_text(textbuf *t, const char *path, const char *corpus, int install,
-                     uint64_t max, int quiet) {
+                     uint64_t max, const char *bound, int quiet) {
     if (path) {
-        if (!append_file(t, path, max)) return 0;
+        if (!append_file(t, path, max, bound)) return 0;
         if (!quiet)
             fprintf(stderr, "text: %s, %zu bytes\n", strcmp(path, "-") ? path : "standard input",
                     t->len);
         return 1;
     }
     if (!strcmp(corpus, "licenses")) {
-        int n = append_dir(t, LICENSES_DIR, NULL, max);
+        int n = append_dir(t, LICENSES_DIR, NULL, max, bound);
         if (n < 0) return 0;
         if (n == 0) {
             fprintf(stderr, "attn train charlm: no text in %s (Debian package base-files); "
@@ -133,13 +134,13 @@ static int load_text(textbuf *t, const char *path, const char *corpus, int insta
         return 1;
     }
     if (!strcmp(corpus, "fortunes")) {
-        int n = append_dir(t, FORTUNES_DIR, ".dat", max);
+        int n = append_dir(t, FORTUNES_DIR, ".dat", max, bound);
         if (n == 0 && install) {
             fprintf(stderr, "installing the Debian package fortunes: "
                             "apt-get install -y --no-install-recommends fortunes\n");
             int rc = system("apt-get install -y --no-install-recommends fortunes >&2");
             if (rc != 0) fprintf(stderr, "attn train charlm: apt-get failed (status %d)\n", rc);
-            else n = append_dir(t, FORTUNES_DIR, ".dat", max);
+            else n = append_dir(t, FORTUNES_DIR, ".dat", max, bound);
         }
         if (n < 0) return 0;
         if (n == 0) {
@@ -238,9 +239,11 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     textbuf text = {NULL, 0, 0, 0};
     attn_cli_paths paths;
     attn_ctx *ctx = NULL;
+    int64_t max;
+    const char *bound;
     if (attn_cli_ctx("train charlm", threads, 0, &ctx)) return 1;
-    if (!load_text(&text, text_path, corpus, install,
-                   (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), quiet) ||
+    if (!attn_cli_text_bound("train charlm", ctx, &max, &bound) ||
+        !load_text(&text, text_path, corpus, install, (uint64_t)max, bound, quiet) ||
         attn_cli_train_dir("train charlm", out, &paths)) {
         free(text.p);
         attn_ctx_free(ctx);

@@ -118,9 +118,8 @@ int attn_cli_usage_error(const attn_cli_spec *spec, const char *fmt, ...)
 int attn_cli_cpus(void);
 /* threads as given by --threads: 0 becomes attn_cli_cpus(). */
 int attn_cli_threads(long long threads);
-/* A context with attn_cli_threads(threads) threads and flags; ATTN_MAX_TEXT_BYTES from the
- * environment, when set, lowers ATTN_LIMIT_TEXT_BYTES.  Prints the problem and returns 1 on
- * failure, else 0. */
+/* A context with attn_cli_threads(threads) threads and flags.  Prints the problem and returns
+ * 1 on failure, else 0. */
 int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **ctx);
 
 /* Reads a whole text: a regular file (sized with fstat and refused past max before it is
@@ -131,9 +130,16 @@ int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **
  * Prints "attn CMD: PATH: ..." and returns 0 on failure, else 1. */
 int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char *limit_name,
                       char **data, size_t *len);
-/* attn_cli_read_all bounded by the context's ATTN_LIMIT_TEXT_BYTES. */
+/* The bound on a text the CLI reads: the context's ATTN_LIMIT_TEXT_BYTES, or the environment
+ * variable ATTN_MAX_TEXT_BYTES where it is lower (read by the CLI only, for tests and cautious
+ * callers); *name names the one in force.  Prints the problem and returns 0 when
+ * ATTN_MAX_TEXT_BYTES is not a positive integer, else 1. */
+int attn_cli_text_bound(const char *cmd, attn_ctx *ctx, int64_t *max, const char **name);
+/* attn_cli_read_all bounded by attn_cli_text_bound. */
 int attn_cli_read_text(const char *cmd, attn_ctx *ctx, const char *path, char **data,
                        size_t *len);
+/* fwrite to stdout, remembering why it failed for attn_cli_close_stdout. */
+size_t attn_cli_write_stdout(const void *p, size_t n);
 /* Writes s with bytes below 0x20, 0x7f and bytes of invalid UTF-8 as \xNN (text from a file
  * cannot move the cursor, forge a line or switch the terminal's mode).  Returns the bytes
  * written. */

@@ -138,10 +138,38 @@ int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char
     return e == 0;
 }
 
+int attn_cli_text_bound(const char *cmd, attn_ctx *ctx, int64_t *max, const char **name) {
+    *max = attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES);
+    *name = "ATTN_LIMIT_TEXT_BYTES";
+    const char *env = getenv("ATTN_MAX_TEXT_BYTES");
+    long long v;
+    if (!env || !*env) return 1;
+    if (!attn_cli_parse_i64(env, 1, INT64_MAX, &v)) {
+        fprintf(stderr, "attn %s: ATTN_MAX_TEXT_BYTES: expected a positive integer, got '%s'\n",
+                cmd, env);
+        return 0;
+    }
+    if (v < *max) *max = v, *name = "ATTN_MAX_TEXT_BYTES";
+    return 1;
+}
+
 int attn_cli_read_text(const char *cmd, attn_ctx *ctx, const char *path, char **data,
                        size_t *len) {
-    return attn_cli_read_all(cmd, path, attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES),
-                             "ATTN_LIMIT_TEXT_BYTES", data, len);
+    int64_t max;
+    const char *name;
+    *data = NULL;
+    *len = 0;
+    if (!attn_cli_text_bound(cmd, ctx, &max, &name)) return 0;
+    return attn_cli_read_all(cmd, path, max, name, data, len);
+}
+
+static int stdout_errno; /* the errno of a failed write to stdout (attn_cli_write_stdout) */
+
+size_t attn_cli_write_stdout(const void *p, size_t n) {
+    errno = 0;
+    size_t w = fwrite(p, 1, n, stdout);
+    if (w != n && !stdout_errno) stdout_errno = errno ? errno : EIO;
+    return w;
 }
 
 /* Length of the valid UTF-8 sequence at p (1-4), or 0 if the bytes there are not one. */
@@ -189,6 +217,7 @@ int attn_cli_close_stdout(const char *cmd, int rc) {
         failed = 1;
     }
     if (!failed) return rc;
+    if (!e) e = stdout_errno; /* nothing was pending: the write that failed said why */
     fprintf(stderr, "attn%s%s: error writing to standard output: %s\n", cmd ? " " : "",
             cmd ? cmd : "", strerror(e ? e : EIO));
     return rc ? rc : 1;

@@ -44,19 +44,6 @@ int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **
         fprintf(stderr, "attn %s: cannot create a context (%s)\n", cmd, attn_status_name(st));
         return 1;
     }
-    /* a lower text bound for tests and cautious callers (the CLI's own setting) */
-    const char *env = getenv("ATTN_MAX_TEXT_BYTES");
-    long long v;
-    if (env && *env) {
-        if (!attn_cli_parse_i64(env, 1, (1LL << 62), &v) ||
-            attn_ctx_set_limit(*ctx, ATTN_LIMIT_TEXT_BYTES, v) != ATTN_OK) {
-            fprintf(stderr, "attn %s: ATTN_MAX_TEXT_BYTES: expected a positive integer, got "
-                            "'%s'\n", cmd, env);
-            attn_ctx_free(*ctx);
-            *ctx = NULL;
-            return 1;
-        }
-    }
     return 0;
 }
 

@@ -81,7 +81,7 @@ int attn_cmd_eval(int argc, char **argv) {
         goto done;
     }
     if (to_stdout) {
-        if (fwrite(buf, 1, nbuf, stdout) == nbuf) rc = 0; /* the summary goes to stderr */
+        if (attn_cli_write_stdout(buf, nbuf) == nbuf) rc = 0; /* the summary goes to stderr */
         fprintf(stderr, "%s: %s -> standard output\n", attn_st_meta(in, "op"), in_path);
     } else {
         printf("%s: %s -> %s\n", attn_st_meta(in, "op"), in_path, out_path);

@@ -206,7 +206,7 @@ static int copy_to_stdout(const char *cmd, const char *path) {
     char *data;
     size_t len;
     if (!attn_cli_read_all(cmd, path, (int64_t)1 << 40, "its own output", &data, &len)) return 0;
-    size_t w = fwrite(data, 1, len, stdout);
+    size_t w = attn_cli_write_stdout(data, len);
     free(data);
     return w == len; /* a write error is reported by main (attn_cli_close_stdout) */
 }
