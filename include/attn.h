@@ -437,6 +437,55 @@ typedef struct attn_run {
     uint64_t offset;  /* dropout counter offset */
 } attn_run;
 
+/* Saved activations, for training.  Every module's *_backward recomputes what it needs of the
+ * forward (see Backward below).  The models used for training also have a pair that runs the
+ * forward once per step: *_forward_train computes what the forward computes (the same bits)
+ * and records in an attn_saved what the backward will read; *_backward_saved then reads it
+ * instead of running the forward again:
+ *
+ *     attn_saved *sv;
+ *     attn_saved_create(ctx, 0, &sv);
+ *     for (each step) {
+ *         attn_gpt_forward_train(ctx, m, &ids, &run, &logits, sv);
+ *         attn_cross_entropy(ctx, &logits2, &targets, -100, 0.0f, &loss, &dlogits2);
+ *         attn_module_zero_grad(m);
+ *         attn_gpt_backward_saved(ctx, m, sv, &dlogits);
+ *         attn_adamw_step(ctx, opt, m, lr);
+ *     }
+ *     attn_saved_free(sv);
+ *
+ * Recorded, per layer: the layer's input, its residual streams and layer-norm inputs and
+ * outputs, the attention's projected q, k, v, its output and log-sum-exp (the fused backward
+ * starts from them), the feed-forward's values before and after the activation, and the
+ * dropout stream at each dropout site (masks are drawn again from it, never stored); per
+ * model, the inputs the backward needs (token ids, a copy of the masks and of the memory).  In
+ * floats per token and layer: 8E + 2F + H for an encoder or GPT layer; 12E + 2F + 2H for a
+ * decoder layer, plus 2E per memory token.  The inputs are copied, so the caller's tensors may
+ * change after the forward; the module's parameters must not (the record belongs to the
+ * forward of those parameters).
+ *
+ * *_backward_saved gives the same bits as *_backward with the arguments of the forward; it
+ * leaves the record as it is, so it may run more than once.  A *_forward_train replaces what
+ * sv held; if it fails, sv holds nothing.  The memory is kept for the next step (allocated with
+ * the hooks of the context that created sv; from the second step on in one block, a quarter
+ * larger than the largest step so far, for batches of varying length).
+ *
+ * flags: ATTN_SAVED_CHECKPOINT (activation checkpointing, for long sequences) records only each
+ * layer's input and dropout stream, E floats per token and layer, and the backward runs each
+ * layer's forward again just before that layer's backward, holding one layer's full record at
+ * a time: less memory for one more forward pass of time, and the same bits. */
+typedef struct attn_saved attn_saved;
+enum {
+    ATTN_SAVED_CHECKPOINT = 1u << 0
+};
+/* Empty; nothing is allocated until the first training forward.  ATTN_E_INVALID for unknown
+ * flags. */
+ATTN_API attn_status attn_saved_create(attn_ctx *ctx, unsigned flags,
+                                       attn_saved **out /* OUT */);
+ATTN_API void attn_saved_free(attn_saved *s);
+/* Bytes the last training forward recorded (0 when s holds none). */
+ATTN_API size_t attn_saved_bytes(const attn_saved *s);
+
 /* --- Linear (torch.nn.Linear): weight [OUT, IN], bias [OUT] ------------------------------ */
 ATTN_API attn_status attn_linear_create(attn_ctx *ctx, int64_t in_features,
                                         int64_t out_features, int bias,
@@ -674,6 +723,17 @@ ATTN_API attn_status attn_seq2seq_forward(attn_ctx *ctx, const attn_module *m,
 ATTN_API attn_status attn_seq2seq_backward(attn_ctx *ctx, const attn_module *m,
                                            const attn_tensor *src, const attn_tensor *tgt,
                                            const attn_run *run, const attn_tensor *dlogits);
+/* Training forward (see attn_saved): logits [B, T, Vt] as attn_seq2seq_forward, recording
+ * into saved (the ids, padding masks, embeddings, both stacks and the memory).  Its backward
+ * accumulates the parameter gradients for dlogits [B, T, Vt], the same as
+ * attn_seq2seq_backward. */
+ATTN_API attn_status attn_seq2seq_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                const attn_tensor *src, const attn_tensor *tgt,
+                                                const attn_run *run, attn_tensor *logits,
+                                                attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_seq2seq_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                 const attn_saved *saved,
+                                                 const attn_tensor *dlogits);
 /* Greedy decoding: out [B, T] (I64) receives up to T tokens after bos_id, then eos_id, then
  * pad_id.  cross: NULL or [B, T, S], the cross-attention weights that chose each token. */
 ATTN_API attn_status attn_seq2seq_greedy(attn_ctx *ctx, const attn_module *m,
@@ -795,6 +855,9 @@ ATTN_API attn_status attn_module_save(attn_ctx *ctx, const attn_module *m, attn_
  *  - Backward recomputes what it needs of the forward (activation recomputation): pass the
  *    same inputs, masks, options and attn_run (seed and offset) as the forward call, so that
  *    dropout draws the same mask.  Nothing is kept between calls.
+ *  - For training, the Transformer layers, stacks, GPT and seq2seq models also have
+ *    *_forward_train / *_backward_saved, which keep the forward's activations in an attn_saved
+ *    instead (see attn_saved: one forward pass per step, the same gradients).
  * ========================================================================================== */
 
 /* Allocates the gradient buffers (zeroed); idempotent. */
@@ -916,23 +979,68 @@ ATTN_API attn_status attn_encoder_layer_backward(attn_ctx *ctx, const attn_modul
                                                  const attn_mask *src_key_padding_mask,
                                                  int is_causal, const attn_run *run,
                                                  const attn_tensor *dout, attn_tensor *dsrc);
+/* Training forward and backward of the encoder layer (see attn_saved): out [B, L, E] as
+ * attn_encoder_layer_forward; the backward takes dout [B, L, E] and overwrites dsrc [B, L, E]
+ * (may be NULL), as attn_encoder_layer_backward with the forward's arguments. */
+ATTN_API attn_status attn_encoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                      const attn_tensor *src,
+                                                      const attn_mask *src_mask,
+                                                      const attn_mask *src_key_padding_mask,
+                                                      int is_causal, const attn_run *run,
+                                                      attn_tensor *out,
+                                                      attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_encoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                       const attn_saved *saved,
+                                                       const attn_tensor *dout,
+                                                       attn_tensor *dsrc);
 ATTN_API attn_status attn_decoder_layer_backward(
     attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
     const attn_mask *tgt_mask, const attn_mask *memory_mask,
     const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
     int tgt_is_causal, const attn_run *run, const attn_tensor *dout, attn_tensor *dtgt,
     attn_tensor *dmemory);
+/* Training forward and backward of the decoder layer (see attn_saved): out [B, T, E] as
+ * attn_decoder_layer_forward (memory is copied into saved); the backward overwrites
+ * dtgt [B, T, E] and dmemory [B, S, E] (each may be NULL). */
+ATTN_API attn_status attn_decoder_layer_forward_train(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
+    const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
+    int tgt_is_causal, const attn_run *run, attn_tensor *out, attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_decoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                       const attn_saved *saved,
+                                                       const attn_tensor *dout,
+                                                       attn_tensor *dtgt, attn_tensor *dmemory);
 ATTN_API attn_status attn_encoder_backward(attn_ctx *ctx, const attn_module *m,
                                            const attn_tensor *src, const attn_mask *mask,
                                            const attn_mask *src_key_padding_mask,
                                            int is_causal, const attn_run *run,
                                            const attn_tensor *dout, attn_tensor *dsrc);
+/* The same pair for the encoder stack (attn_encoder_forward / attn_encoder_backward). */
+ATTN_API attn_status attn_encoder_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                const attn_tensor *src, const attn_mask *mask,
+                                                const attn_mask *src_key_padding_mask,
+                                                int is_causal, const attn_run *run,
+                                                attn_tensor *out, attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_encoder_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                 const attn_saved *saved,
+                                                 const attn_tensor *dout, attn_tensor *dsrc);
 ATTN_API attn_status attn_decoder_backward(
     attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
     const attn_mask *tgt_mask, const attn_mask *memory_mask,
     const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
     int tgt_is_causal, const attn_run *run, const attn_tensor *dout, attn_tensor *dtgt,
     attn_tensor *dmemory);
+/* The same pair for the decoder stack (attn_decoder_forward / attn_decoder_backward). */
+ATTN_API attn_status attn_decoder_forward_train(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
+    const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
+    int tgt_is_causal, const attn_run *run, attn_tensor *out, attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_decoder_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                 const attn_saved *saved,
+                                                 const attn_tensor *dout, attn_tensor *dtgt,
+                                                 attn_tensor *dmemory);
 ATTN_API attn_status attn_transformer_backward(
     attn_ctx *ctx, const attn_module *m, const attn_tensor *src, const attn_tensor *tgt,
     const attn_mask *src_mask, const attn_mask *tgt_mask, const attn_mask *memory_mask,
@@ -943,6 +1051,14 @@ ATTN_API attn_status attn_transformer_backward(
 ATTN_API attn_status attn_gpt_backward(attn_ctx *ctx, const attn_module *m,
                                        const attn_tensor *ids, const attn_run *run,
                                        const attn_tensor *dlogits);
+/* Training forward and backward of the GPT (see attn_saved): logits [B, T, V] as
+ * attn_gpt_forward; the backward accumulates the parameter gradients for dlogits [B, T, V]. */
+ATTN_API attn_status attn_gpt_forward_train(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *ids, const attn_run *run,
+                                            attn_tensor *logits, attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_gpt_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                             const attn_saved *saved,
+                                             const attn_tensor *dlogits);
 ATTN_API attn_status attn_vit_embed_backward(attn_ctx *ctx, const attn_module *m,
                                              const attn_tensor *patches,
                                              const attn_tensor *dz, attn_tensor *dpatches);

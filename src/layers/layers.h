@@ -75,6 +75,69 @@ ATTN__HIDDEN attn__rng attn__rng_from(const attn_run *run);
 /* In-place dropout of x[n] with probability p (no-op unless training and p > 0). */
 ATTN__HIDDEN void attn__dropout(attn__rng *rng, float p, float *x, int64_t n);
 
+/* ---- saved activations ---------------------------------------------------------------------
+ * A training forward records what its backward needs (a record per layer, below), and the
+ * backward reads it instead of running the forward again.  Records live in a tape owned by an
+ * attn_saved (attn_*_forward_train) or, for the recomputing backwards (attn_*_backward), in the
+ * workspace frame of the caller.  Rule: whoever holds the frame allocates a record (the
+ * *_saved_alloc functions); forwards only fill the records they are given, so that their own
+ * workspace marks never release one. */
+
+/* The tape: a growable arena of 64-byte aligned buffers, allocated with the hooks it was given.
+ * Buffers stay where they are until the tape is reset or freed.  attn__tape_reset hands the
+ * memory out again; when the last pass spilled into several blocks they are freed, and the
+ * next allocation takes one block of that pass's size plus a quarter. */
+typedef struct attn__tape_block {
+    unsigned char *ptr;
+    size_t size, used, start; /* start: the first 64-byte aligned offset */
+} attn__tape_block;
+typedef struct attn__tape {
+    attn_alloc_fn alloc;
+    attn_free_fn free;
+    void *user;
+    attn__tape_block *blocks;
+    size_t nblocks, capblocks, cur;
+    size_t bytes; /* handed out since the last reset */
+    size_t want;  /* size of the next block (0: the default rule) */
+} attn__tape;
+ATTN__HIDDEN attn_status attn__tape_alloc(attn_ctx *ctx, attn__tape *t, size_t n, size_t elem,
+                                          void **out);
+ATTN__HIDDEN void attn__tape_reset(attn__tape *t);
+ATTN__HIDDEN void attn__tape_free(attn__tape *t);
+/* Record memory: from t, or from the workspace (the caller's frame) when t is NULL.  Sizes are
+ * overflow-checked (ATTN_E_OVERFLOW). */
+ATTN__HIDDEN attn_status attn__rec_alloc(attn_ctx *ctx, attn__tape *t, size_t n, size_t elem,
+                                         void **out);
+ATTN__HIDDEN attn_status attn__rec_f32(attn_ctx *ctx, attn__tape *t, float **out, int64_t n0,
+                                       int64_t n1, int64_t n2, int64_t n3);
+
+struct attn_saved {
+    attn_alloc_fn alloc; /* the creating context's hooks */
+    attn_free_fn free;
+    void *alloc_user;
+    unsigned flags;      /* ATTN_SAVED_* */
+    attn__tape tape;
+    const attn_module *m; /* the module of the recorded forward; NULL: nothing recorded */
+    attn__kind kind;      /* its kind and size, checked again by the backward */
+    int64_t numel;
+    void *rec;            /* the model's record, in the tape */
+};
+/* Starts a recording: forgets the last one and rewinds the tape. */
+ATTN__HIDDEN void attn__saved_begin(attn_saved *s);
+/* Marks rec (in s's tape) as the record of m's training forward. */
+ATTN__HIDDEN void attn__saved_end(attn_saved *s, const attn_module *m, void *rec);
+/* m's record; fails, naming fn, when s holds none for m. */
+ATTN__HIDDEN attn_status attn__saved_get(attn_ctx *ctx, const attn_saved *s,
+                                         const attn_module *m, const char *fn, void **rec);
+/* A copy of mask m (NULL or NONE: out->kind NONE) in t, so that the backward does not read
+ * the caller's memory: contiguous, broadcast (stride 0) dimensions kept broadcast.  Validates
+ * the kind and dtype (the shape is checked where the mask is bound). */
+ATTN__HIDDEN attn_status attn__saved_mask(attn_ctx *ctx, attn__tape *t, const attn_mask *m,
+                                          const char *what, attn_mask *out);
+static inline const attn_mask *attn__mask_opt(const attn_mask *m) {
+    return m->kind != ATTN_MASK_NONE ? m : NULL;
+}
+
 /* ---- module construction ------------------------------------------------------------- */
 ATTN__HIDDEN attn_status attn__module_new(attn_ctx *ctx, attn__kind kind, size_t impl_size,
                                           attn_module **out);
@@ -125,13 +188,37 @@ typedef struct attn__mha {
 
 ATTN__HIDDEN attn_status attn__mha_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
                                        attn__mha *a, const attn_mha_config *cfg);
+/* What attn__mha_bwd_saved needs of a forward: the projections, the attention output and
+ * its log-sum-exp, and the attention call as it ran (masks bound, dropout seed and offset). */
+typedef struct attn__mha_saved {
+    float *qp, *kp, *vp; /* [B, L, E], [B, S', E], [B, S', E], head h of row i at i*E + h*D */
+    float *ao;           /* [B, L, E] attention output (out_proj's input) */
+    float *lse;          /* [B, H, L] log-sum-exp of each row of scores (-inf: all masked) */
+    attn__sdpa_args s;   /* o = ao, lse = lse */
+} attn__mha_saved;
+/* Allocates sv's buffers for query length L and key length S (attn__rec_f32). */
+ATTN__HIDDEN attn_status attn__mha_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__mha *a,
+                                               int64_t B, int64_t L, int64_t S,
+                                               attn__mha_saved *sv);
+
 /* query [B, L, E], key [B, S, kdim], value [B, S, vdim] contiguous; out [B, L, E];
- * weights NULL or [B, L, S'] (average) / [B, H, L, S'].  Masks are validated here. */
+ * weights NULL or [B, L, S'] (average) / [B, H, L, S'].  Masks are validated here.  sv: NULL,
+ * or a record from attn__mha_saved_alloc for these sizes, which the forward fills (the mask
+ * data must then stay valid until the backward). */
 ATTN__HIDDEN attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
                                        const float *key, const float *value, int64_t B,
                                        int64_t L, int64_t S, const attn_mask *key_padding_mask,
                                        const attn_mask *attn_mask, int is_causal,
-                                       int average, attn__rng *rng, float *out, float *weights);
+                                       int average, attn__rng *rng, float *out, float *weights,
+                                       attn__mha_saved *sv);
+/* Backward of attn__mha_fwd from its record sv and the same query, key and value: the same
+ * outputs as attn__mha_bwd (below). */
+ATTN__HIDDEN attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a,
+                                             const attn__gmap *g, const attn__mha_saved *sv,
+                                             const float *query, const float *key,
+                                             const float *value, int64_t B, int64_t L,
+                                             int64_t S, const float *dout, float *dquery,
+                                             float *dkey, float *dvalue);
 
 /* Backward of attn__mha_fwd, recomputing it from the same inputs and rng state.  dout
  * [B, L, E]; dquery [B, L, E], dkey [B, S, kdim], dvalue [B, S, vdim] are overwritten (each may
@@ -164,21 +251,61 @@ ATTN__HIDDEN attn_status attn__enc_layer_reg(attn_ctx *ctx, attn_module *m, cons
 ATTN__HIDDEN attn_status attn__dec_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
                                              attn__dec_layer *l,
                                              const attn_transformer_config *cfg);
-/* x [B, L, E] updated in place. */
-ATTN__HIDDEN attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l, float *x,
-                                             int64_t B, int64_t L, const attn_mask *mask,
-                                             const attn_mask *kpm, int is_causal,
-                                             attn__rng *rng);
-/* x [B, T, E] updated in place; memory [B, S, E]. */
-ATTN__HIDDEN attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, float *x,
-                                             const float *memory, int64_t B, int64_t T,
-                                             int64_t S, const attn_mask *tgt_mask,
+
+/* Records of the layers' forwards (buffers [B, L, E] unless stated; M = B*L rows).  The
+ * feed-forward: h = linear1(x), a = dropout(act(h)), y = linear2(a). */
+typedef struct attn__ffn_saved {
+    float *h, *a;  /* [M, F] */
+    attn__rng rng; /* the stream at its dropout */
+} attn__ffn_saved;
+/* Encoder layer, x0 its input:
+ *   norm_first:  n1 = norm1(x0), r1 = x0 + drop(sa(n1)), x1 = norm2(r1), out = r1 + drop(ff(x1))
+ *   otherwise:   r1 = x0 + drop(sa(x0)), x1 = norm1(r1), r2 = x1 + drop(ff(x1)), out = norm2(r2) */
+typedef struct attn__enc_saved {
+    const float *x0; /* the caller's buffer: must stay valid and unchanged */
+    float *n1, *r1, *x1, *r2; /* n1 only with norm_first, r2 only without */
+    attn__mha_saved sa;
+    attn__ffn_saved ff;
+    attn__rng d1, d2; /* the streams at the two residual dropouts */
+} attn__enc_saved;
+/* Decoder layer, x0 its input, mem the memory:
+ *   norm_first:  n1 = norm1(x0), r1 = x0 + drop(sa(n1)), n2 = norm2(r1),
+ *                r2 = r1 + drop(ca(n2, mem)), n3 = norm3(r2), out = r2 + drop(ff(n3))
+ *   otherwise:   r1 = x0 + drop(sa(x0)), n2 = norm1(r1), r2 = n2 + drop(ca(n2, mem)),
+ *                n3 = norm2(r2), r3 = n3 + drop(ff(n3)), out = norm3(r3) */
+typedef struct attn__dec_saved {
+    const float *x0, *mem; /* the caller's buffers */
+    float *n1, *r1, *n2, *r2, *n3, *r3; /* n1 only with norm_first, r3 only without */
+    attn__mha_saved sa, ca;
+    attn__ffn_saved ff;
+    attn__rng d1, d2, d3;
+} attn__dec_saved;
+/* Allocate a record's buffers (attn__rec_f32) for x [B, L, E] (and memory [B, S, E]). */
+ATTN__HIDDEN attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t,
+                                               const attn__enc_layer *l, int64_t B, int64_t L,
+                                               attn__enc_saved *sv);
+ATTN__HIDDEN attn_status attn__dec_saved_alloc(attn_ctx *ctx, attn__tape *t,
+                                               const attn__dec_layer *l, int64_t B, int64_t T,
+                                               int64_t S, attn__dec_saved *sv);
+
+/* x [B, L, E] -> out [B, L, E]; out may be x (in place).  sv: NULL, or a record from
+ * attn__enc_saved_alloc that the forward fills; then out must not be x, x and the mask data
+ * must stay valid and unchanged until the backward. */
+ATTN__HIDDEN attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l,
+                                             const float *x, float *out, int64_t B, int64_t L,
+                                             const attn_mask *mask, const attn_mask *kpm,
+                                             int is_causal, attn__rng *rng, attn__enc_saved *sv);
+/* x [B, T, E] -> out [B, T, E] (the same rules); memory [B, S, E].  cross_w: NULL or
+ * [B, T, S] receives the cross-attention weights averaged over heads. */
+ATTN__HIDDEN attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l,
+                                             const float *x, float *out, const float *memory,
+                                             int64_t B, int64_t T, int64_t S,
+                                             const attn_mask *tgt_mask,
                                              const attn_mask *memory_mask,
                                              const attn_mask *tgt_kpm,
                                              const attn_mask *memory_kpm, int tgt_is_causal,
-                                             attn__rng *rng, float *cross_w);
-/* cross_w (attn__dec_layer_fwd): NULL or [B, T, S] receives the cross-attention weights averaged
- * over heads. */
+                                             attn__rng *rng, float *cross_w,
+                                             attn__dec_saved *sv);
 
 /* Encoder and decoder stacks (nn.TransformerEncoder/Decoder and the halves of
  * nn.Transformer); layer arrays live in the module's extra allocation. */
@@ -200,6 +327,37 @@ ATTN__HIDDEN attn_status attn__dec_run(attn_ctx *ctx, const attn__stack *s, floa
                                        const attn_mask *tm, const attn_mask *mm,
                                        const attn_mask *tk, const attn_mask *mk,
                                        int tgt_is_causal, attn__rng *rng, float *cross_w);
+
+/* The record of a stack's forward: an encoder stack (dec = 0; x [B, T, E]; m1 = mask,
+ * m2 = key padding mask) or a decoder stack (dec = 1; x [B, T, E] over mem [B, S, E];
+ * m1 = tgt_mask, m2 = tgt key padding mask, mm = memory_mask, mk = memory key padding mask).
+ * With ckpt (activation checkpointing) only each layer's input and dropout stream are kept,
+ * and the backward runs each layer's forward again, one layer at a time. */
+typedef struct attn__stack_saved {
+    int decoder, ckpt, is_causal;
+    int64_t N, B, T, S;
+    attn_mask m1, m2, mm, mk; /* kind NONE when absent; their data must outlive the record */
+    const float *mem;         /* decoder: the caller's buffer */
+    float *xs;                /* [N + 1, B, T, E]: layer i's input, then the last output */
+    float *out;               /* the stack's output: the final norm's, or xs + N*B*T*E */
+    attn__enc_saved *enc;     /* [N] records (not with ckpt) */
+    attn__dec_saved *dec;
+    attn__rng *rs;            /* [N] the stream entering each layer */
+} attn__stack_saved;
+/* Runs the stack forward from x (copied; not changed) and fills *rec, its buffers from t
+ * (NULL: the caller's workspace frame).  Masks may be NULL. */
+ATTN__HIDDEN attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s, int dec,
+                                             int ckpt, attn__tape *t, const float *x,
+                                             const float *mem, int64_t B, int64_t T, int64_t S,
+                                             const attn_mask *m1, const attn_mask *m2,
+                                             const attn_mask *mm, const attn_mask *mk,
+                                             int is_causal, attn__rng *rng,
+                                             attn__stack_saved *rec);
+/* Backward from rec: dx [B, T, E] overwritten; dmem [B, S, E] (decoder) accumulates.  Parameter
+ * gradients accumulate through g in the order of the recomputing backwards (the same bits). */
+ATTN__HIDDEN attn_status attn__stack_bwd_rec(attn_ctx *ctx, const attn__stack *s,
+                                             const attn__gmap *g, const attn__stack_saved *rec,
+                                             const float *dout, float *dx, float *dmem);
 /* Backward of the stacks, recomputing them: dx overwritten, dmem accumulates. */
 ATTN__HIDDEN attn_status attn__enc_stack_bwd(attn_ctx *ctx, const attn__stack *s,
                                              const attn__gmap *g, const float *x0, int64_t B,

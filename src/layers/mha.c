@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../kernels/decode.h"
 #include "layers.h"
 
 attn_mha_config attn_mha_defaults(int64_t embed_dim, int64_t num_heads) {
@@ -188,29 +189,61 @@ static int64_t extra_cols(const attn__mha *a) {
     return (a->cfg.add_bias_kv ? 1 : 0) + (a->cfg.add_zero_attn ? 1 : 0);
 }
 
+attn_status attn__mha_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__mha *a,
+                                  int64_t B, int64_t L, int64_t S, attn__mha_saved *sv) {
+    int64_t E = a->E, Sx = S + extra_cols(a);
+    memset(sv, 0, sizeof *sv);
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->qp, B, L, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->kp, B, Sx, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->vp, B, Sx, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->ao, B, L, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->lse, B, a->H, L, 1));
+    return ATTN_OK;
+}
+
+/* The forward up to the attention output: projections into qp, kp, vp, attention into ao
+ * (lse, w: NULL or [B, H, L], [B, H, L, S']); *s receives the call's arguments. */
+static attn_status attend(attn_ctx *ctx, const attn__mha *a, const float *query,
+                          const float *key, const float *value, int64_t B, int64_t L, int64_t S,
+                          const attn_mask *key_padding_mask, const attn_mask *amask,
+                          int is_causal, attn__rng *rng, float *qp, float *kp, float *vp,
+                          float *ao, float *lse, float *w, attn__sdpa_args *s) {
+    int64_t H = a->H, Sx = S + extra_cols(a);
+    memset(s, 0, sizeof *s);
+    ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &s->mask[0]));
+    ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s->mask[1]));
+    ATTN_TRY(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp));
+    sdpa_setup(a, s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
+    if (w) s->w = w, s->ws[0] = H * L * Sx, s->ws[1] = L * Sx, s->ws[2] = Sx, s->ws[3] = 1;
+    if (lse) s->lse = lse, s->ls[0] = H * L, s->ls[1] = L, s->ls[2] = 1;
+    return attn__sdpa(ctx, s);
+}
+
 attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
                           const float *key, const float *value, int64_t B, int64_t L, int64_t S,
                           const attn_mask *key_padding_mask, const attn_mask *amask,
                           int is_causal, int average, attn__rng *rng, float *out,
-                          float *weights) {
+                          float *weights, attn__mha_saved *sv) {
     int64_t E = a->E, H = a->H, Sx = S + extra_cols(a);
     attn__sdpa_args s;
-    memset(&s, 0, sizeof s);
-    ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &s.mask[0]));
-    ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s.mask[1]));
-
     attn__mark mk = attn__ws_mark(ctx);
     float *qp, *kp, *vp, *ao, *w = NULL;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &vp, B, Sx, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
+    if (sv) {
+        qp = sv->qp, kp = sv->kp, vp = sv->vp, ao = sv->ao;
+    } else {
+        ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &vp, B, Sx, E, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
+    }
     if (weights) ATTN_TRYG(attn__ws_f32(ctx, &w, B, H, L, Sx));
-    ATTN_TRYG(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp));
-    sdpa_setup(a, &s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
-    if (w) s.w = w, s.ws[0] = H * L * Sx, s.ws[1] = L * Sx, s.ws[2] = Sx, s.ws[3] = 1;
-    ATTN_TRYG(attn__sdpa(ctx, &s));
+    ATTN_TRYG(attend(ctx, a, query, key, value, B, L, S, key_padding_mask, amask, is_causal, rng,
+                     qp, kp, vp, ao, sv ? sv->lse : NULL, w, &s));
+    if (sv) {
+        sv->s = s;
+        sv->s.w = NULL;
+    }
     ATTN_TRYG(attn__lin_fwd(ctx, &a->out_proj, ao, out, B * L));
 
     if (weights) {
@@ -232,35 +265,28 @@ done:
     return st;
 }
 
-attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
-                          const float *query, const float *key, const float *value, int64_t B,
-                          int64_t L, int64_t S, const attn_mask *key_padding_mask,
-                          const attn_mask *amask, int is_causal, attn__rng *rng,
-                          const float *dout, float *dquery, float *dkey, float *dvalue) {
-    int64_t E = a->E, H = a->H, Sx = S + extra_cols(a), kd = a->cfg.kdim, vd = a->cfg.vdim;
-    attn__sdpa_args s;
-    memset(&s, 0, sizeof s);
-    ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &s.mask[0]));
-    ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s.mask[1]));
+attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
+                                const attn__mha_saved *sv, const float *query, const float *key,
+                                const float *value, int64_t B, int64_t L, int64_t S,
+                                const float *dout, float *dquery, float *dkey, float *dvalue) {
+    int64_t E = a->E, Sx = S + extra_cols(a), kd = a->cfg.kdim, vd = a->cfg.vdim;
+    attn__sdpa_args s = sv->s;
+    /* A forward that ran on the split-KV decode kernels (a few queries, no dropout) saved their
+     * output and lse; the fused backward would start from them and differ from the recomputing
+     * backward in the last bits, so it recomputes its own (the fused forward's) instead. */
+    if (attn__decode_eligible(ctx, &s)) s.lse = NULL;
     attn__mark mk = attn__ws_mark(ctx);
-    float *qp, *kp, *vp, *ao, *dao, *dqp, *dkp, *dvp;
+    float *dao, *dqp, *dkp, *dvp;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &vp, B, Sx, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dao, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dqp, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dkp, B, Sx, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, Sx, E, 1));
-    /* recompute the forward up to the attention output */
-    ATTN_TRYG(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp));
-    sdpa_setup(a, &s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
-    ATTN_TRYG(attn__sdpa(ctx, &s));
     /* out = ao Wo^T + bo */
-    ATTN_TRYG(attn__linear_bwd(ctx, ao, E, a->out_proj.weight, dout, E, dao, E,
+    ATTN_TRYG(attn__linear_bwd(ctx, sv->ao, E, a->out_proj.weight, dout, E, dao, E,
                          attn__g(g, a->out_proj.weight), attn__g(g, a->out_proj.bias), B * L, E, E));
-    /* attention: gradients of the head-blocked q, k, v buffers */
+    /* attention: gradients of the head-blocked q, k, v buffers (the fused backward starts from
+     * the saved output and lse) */
     attn__sdpa_grads sg;
     memset(&sg, 0, sizeof sg);
     sg.dout = dao, memcpy(sg.dos, s.os, sizeof sg.dos);
@@ -291,6 +317,25 @@ attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g
                              E));
     }
     st = ATTN_OK;
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
+                          const float *query, const float *key, const float *value, int64_t B,
+                          int64_t L, int64_t S, const attn_mask *key_padding_mask,
+                          const attn_mask *amask, int is_causal, attn__rng *rng,
+                          const float *dout, float *dquery, float *dkey, float *dvalue) {
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__mha_saved sv;
+    attn_status st;
+    /* recompute the forward up to the attention output, then the saved backward */
+    ATTN_TRYG(attn__mha_saved_alloc(ctx, NULL, a, B, L, S, &sv));
+    ATTN_TRYG(attend(ctx, a, query, key, value, B, L, S, key_padding_mask, amask, is_causal, rng,
+                     sv.qp, sv.kp, sv.vp, sv.ao, sv.lse, NULL, &sv.s));
+    ATTN_TRYG(attn__mha_bwd_saved(ctx, a, g, &sv, query, key, value, B, L, S, dout, dquery, dkey,
+                                  dvalue));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -329,7 +374,7 @@ attn_status attn_mha_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
     }
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__mha_fwd(ctx, a, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
-                            o.average_attn_weights, &rng, op, wp));
+                            o.average_attn_weights, &rng, op, wp, NULL));
     attn__seq_out_end(op, out);
     if (wp && wp != weights->data) attn__store(wp, weights);
 done:

@@ -64,21 +64,35 @@ typedef struct ffn {
     attn__lin w1, w2;
 } ffn;
 
-/* y[M, E] = lin2(dropout(act(lin1(x[M, E])))); y may alias x. */
+/* y[M, E] = lin2(dropout(act(lin1(x[M, E])))); y may alias x.  sv: NULL, or a record whose
+ * h and a ([M, F]) the forward fills. */
 static attn_status ffn_fwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *l2,
                            attn_activation act, float p, const float *x, float *y, int64_t M,
-                           attn__rng *rng) {
+                           attn__rng *rng, attn__ffn_saved *sv) {
+    int64_t F = l1->out;
     attn__mark mk = attn__ws_mark(ctx);
-    float *h;
+    float *h, *a;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &h, M, l1->out, 1, 1));
+    if (sv) {
+        h = sv->h, a = sv->a;
+    } else {
+        ATTN_TRYG(attn__ws_f32(ctx, &h, M, F, 1, 1));
+        a = h;
+    }
     ATTN_TRYG(attn__lin_fwd(ctx, l1, x, h, M));
-    attn__act_ref(act, h, l1->out, h, l1->out, M, l1->out);
-    attn__dropout(rng, p, h, M * l1->out);
-    ATTN_TRYG(attn__lin_fwd(ctx, l2, h, y, M));
+    attn__act_ref(act, h, F, a, F, M, F);
+    if (sv) sv->rng = *rng;
+    attn__dropout(rng, p, a, M * F);
+    ATTN_TRYG(attn__lin_fwd(ctx, l2, a, y, M));
 done:
     attn__ws_release(ctx, mk);
     return st;
+}
+
+static attn_status ffn_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__lin *l1, int64_t M,
+                                   attn__ffn_saved *sv) {
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->h, M, l1->out, 1, 1));
+    return attn__rec_f32(ctx, t, &sv->a, M, l1->out, 1, 1);
 }
 
 attn_status attn_ffn_create(attn_ctx *ctx, const attn_transformer_config *cfg,
@@ -126,7 +140,8 @@ attn_status attn_ffn_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__contig(ctx, x, &xp));
     ATTN_TRYG(attn__ws_f32(ctx, &y, M, f->cfg.d_model, 1, 1));
-    ATTN_TRYG(ffn_fwd(ctx, &f->w1, &f->w2, f->cfg.activation, f->cfg.dropout, xp, y, M, &rng));
+    ATTN_TRYG(ffn_fwd(ctx, &f->w1, &f->w2, f->cfg.activation, f->cfg.dropout, xp, y, M, &rng,
+                      NULL));
     attn__store(y, out);
 done:
     attn__ws_release(ctx, mk);
@@ -150,43 +165,66 @@ attn_status attn__enc_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefi
     return ATTN_OK;
 }
 
-static void add_into(float *x, const float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+/* out[i] = a[i] + b[i]; out may alias a or b. */
+static void add2(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__enc_layer *l,
+                                  int64_t B, int64_t L, attn__enc_saved *sv) {
+    int64_t E = l->cfg.d_model;
+    memset(sv, 0, sizeof *sv);
+    if (l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->n1, B, L, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->r1, B, L, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->x1, B, L, E, 1));
+    if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r2, B, L, E, 1));
+    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, L, L, &sv->sa));
+    return ffn_saved_alloc(ctx, t, &l->linear1, B * L, &sv->ff);
 }
 
 /* norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))
- * otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x)) */
-attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l, float *x, int64_t B,
-                                int64_t L, const attn_mask *mask, const attn_mask *kpm,
-                                int is_causal, attn__rng *rng) {
+ * otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
+ * Without a record the intermediate values share out (and one workspace buffer). */
+attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l, const float *x,
+                                float *out, int64_t B, int64_t L, const attn_mask *mask,
+                                const attn_mask *kpm, int is_causal, attn__rng *rng,
+                                attn__enc_saved *sv) {
     const attn_transformer_config *c = &l->cfg;
-    int64_t E = c->d_model, n = B * L * E;
+    int64_t E = c->d_model, n = B * L * E, M = B * L;
+    int pre = c->norm_first;
     attn__mark mk = attn__ws_mark(ctx);
-    float *t, *u;
+    float *t = NULL, *u, *r1, *x1;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &t, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &u, B, L, E, 1));
+    if (!sv && pre) ATTN_TRYG(attn__ws_f32(ctx, &t, B, L, E, 1));
     /* self-attention block */
     const float *in = x;
-    if (c->norm_first) {
-        attn__ln_fwd(&l->norm1, x, t, B * L);
-        in = t;
+    if (pre) {
+        float *n1 = sv ? sv->n1 : t;
+        attn__ln_fwd(&l->norm1, x, n1, M);
+        in = n1;
     }
     ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, L, L, kpm, mask, is_causal, 0,
-                            rng, u, NULL));
+                            rng, u, NULL, sv ? &sv->sa : NULL));
+    if (sv) sv->d1 = *rng;
     attn__dropout(rng, c->dropout, u, n);
-    add_into(x, u, n);
-    if (!c->norm_first) attn__ln_fwd(&l->norm1, x, x, B * L);
+    r1 = sv ? sv->r1 : out;
+    add2(r1, x, u, n);
     /* feed-forward block */
-    in = x;
-    if (c->norm_first) {
-        attn__ln_fwd(&l->norm2, x, t, B * L);
-        in = t;
-    }
-    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, in, u, B * L, rng));
+    x1 = sv ? sv->x1 : pre ? t : out;
+    attn__ln_fwd(pre ? &l->norm2 : &l->norm1, r1, x1, M);
+    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, x1, u, M, rng,
+                      sv ? &sv->ff : NULL));
+    if (sv) sv->d2 = *rng;
     attn__dropout(rng, c->dropout, u, n);
-    add_into(x, u, n);
-    if (!c->norm_first) attn__ln_fwd(&l->norm2, x, x, B * L);
+    if (pre) {
+        add2(out, r1, u, n);
+    } else {
+        float *r2 = sv ? sv->r2 : out;
+        add2(r2, x1, u, n);
+        attn__ln_fwd(&l->norm2, r2, out, M);
+    }
+    if (sv) sv->x0 = x;
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -214,50 +252,75 @@ attn_status attn__dec_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefi
     return ATTN_OK;
 }
 
-attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, float *x,
-                                const float *memory, int64_t B, int64_t T, int64_t S,
+attn_status attn__dec_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__dec_layer *l,
+                                  int64_t B, int64_t T, int64_t S, attn__dec_saved *sv) {
+    int64_t E = l->cfg.d_model;
+    memset(sv, 0, sizeof *sv);
+    if (l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->n1, B, T, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->r1, B, T, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->n2, B, T, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->r2, B, T, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->n3, B, T, E, 1));
+    if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r3, B, T, E, 1));
+    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, T, T, &sv->sa));
+    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->multihead_attn, B, T, S, &sv->ca));
+    return ffn_saved_alloc(ctx, t, &l->linear1, B * T, &sv->ff);
+}
+
+attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, const float *x,
+                                float *out, const float *memory, int64_t B, int64_t T, int64_t S,
                                 const attn_mask *tgt_mask, const attn_mask *memory_mask,
                                 const attn_mask *tgt_kpm, const attn_mask *memory_kpm,
-                                int tgt_is_causal, attn__rng *rng, float *cross_w) {
+                                int tgt_is_causal, attn__rng *rng, float *cross_w,
+                                attn__dec_saved *sv) {
     const attn_transformer_config *c = &l->cfg;
-    int64_t E = c->d_model, n = B * T * E;
+    int64_t E = c->d_model, n = B * T * E, M = B * T;
+    int pre = c->norm_first;
     attn__mark mk = attn__ws_mark(ctx);
-    float *t, *u;
+    float *t = NULL, *u, *r1, *n2, *r2, *n3;
+    const float *base;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &u, B, T, E, 1));
-    const float *in = x;
+    if (!sv && pre) ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, E, 1));
     /* self-attention block */
-    if (c->norm_first) {
-        attn__ln_fwd(&l->norm1, x, t, B * T);
-        in = t;
+    const float *in = x;
+    if (pre) {
+        float *n1 = sv ? sv->n1 : t;
+        attn__ln_fwd(&l->norm1, x, n1, M);
+        in = n1;
     }
     ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, T, T, tgt_kpm, tgt_mask,
-                            tgt_is_causal, 0, rng, u, NULL));
+                            tgt_is_causal, 0, rng, u, NULL, sv ? &sv->sa : NULL));
+    if (sv) sv->d1 = *rng;
     attn__dropout(rng, c->dropout, u, n);
-    add_into(x, u, n);
-    if (!c->norm_first) attn__ln_fwd(&l->norm1, x, x, B * T);
-    /* cross-attention block: queries from x, keys and values from memory */
-    in = x;
-    if (c->norm_first) {
-        attn__ln_fwd(&l->norm2, x, t, B * T);
-        in = t;
-    }
-    ATTN_TRYG(attn__mha_fwd(ctx, &l->multihead_attn, in, memory, memory, B, T, S, memory_kpm,
-                            memory_mask, 0, 1, rng, u, cross_w));
+    r1 = sv ? sv->r1 : out;
+    add2(r1, x, u, n);
+    /* cross-attention block: queries from the stream, keys and values from memory */
+    n2 = sv ? sv->n2 : pre ? t : out;
+    attn__ln_fwd(pre ? &l->norm2 : &l->norm1, r1, n2, M);
+    base = pre ? r1 : n2;
+    ATTN_TRYG(attn__mha_fwd(ctx, &l->multihead_attn, n2, memory, memory, B, T, S, memory_kpm,
+                            memory_mask, 0, 1, rng, u, cross_w, sv ? &sv->ca : NULL));
+    if (sv) sv->d2 = *rng;
     attn__dropout(rng, c->dropout, u, n);
-    add_into(x, u, n);
-    if (!c->norm_first) attn__ln_fwd(&l->norm2, x, x, B * T);
+    r2 = sv ? sv->r2 : out;
+    add2(r2, base, u, n);
     /* feed-forward block */
-    in = x;
-    if (c->norm_first) {
-        attn__ln_fwd(&l->norm3, x, t, B * T);
-        in = t;
-    }
-    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, in, u, B * T, rng));
+    n3 = sv ? sv->n3 : pre ? t : out;
+    attn__ln_fwd(pre ? &l->norm3 : &l->norm2, r2, n3, M);
+    base = pre ? r2 : n3;
+    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, n3, u, M, rng,
+                      sv ? &sv->ff : NULL));
+    if (sv) sv->d3 = *rng;
     attn__dropout(rng, c->dropout, u, n);
-    add_into(x, u, n);
-    if (!c->norm_first) attn__ln_fwd(&l->norm3, x, x, B * T);
+    if (pre) {
+        add2(out, base, u, n);
+    } else {
+        float *r3 = sv ? sv->r3 : out;
+        add2(r3, base, u, n);
+        attn__ln_fwd(&l->norm3, r3, out, M);
+    }
+    if (sv) sv->x0 = x, sv->mem = memory;
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -420,7 +483,8 @@ attn_status attn__enc_run(attn_ctx *ctx, const attn__stack *s, float *x, int64_t
                            const attn_mask *mask, const attn_mask *kpm, int is_causal,
                            attn__rng *rng) {
     for (int64_t i = 0; i < s->nenc; i++)
-        ATTN_TRY(attn__enc_layer_fwd(ctx, &s->enc[i], x, B, L, mask, kpm, is_causal, rng));
+        ATTN_TRY(attn__enc_layer_fwd(ctx, &s->enc[i], x, x, B, L, mask, kpm, is_causal, rng,
+                                     NULL));
     if (s->enc_norm) attn__ln_fwd(&s->enc_final, x, x, B * L);
     return ATTN_OK;
 }
@@ -430,8 +494,9 @@ attn_status attn__dec_run(attn_ctx *ctx, const attn__stack *s, float *x, const f
                            const attn_mask *mm, const attn_mask *tk, const attn_mask *mk,
                            int tgt_is_causal, attn__rng *rng, float *cross_w) {
     for (int64_t i = 0; i < s->ndec; i++)
-        ATTN_TRY(attn__dec_layer_fwd(ctx, &s->dec[i], x, mem, B, T, S, tm, mm, tk, mk,
-                                     tgt_is_causal, rng, i == s->ndec - 1 ? cross_w : NULL));
+        ATTN_TRY(attn__dec_layer_fwd(ctx, &s->dec[i], x, x, mem, B, T, S, tm, mm, tk, mk,
+                                     tgt_is_causal, rng, i == s->ndec - 1 ? cross_w : NULL,
+                                     NULL));
     if (s->dec_norm) attn__ln_fwd(&s->dec_final, x, x, B * T);
     return ATTN_OK;
 }
@@ -458,7 +523,8 @@ static attn_status enc_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, L, E, 1));
     memcpy(x, in, (size_t)(B * L * E) * sizeof(float));
     if (is_stack) ATTN_TRYG(attn__enc_run(ctx, m->impl, x, B, L, mask, kpm, is_causal, &rng));
-    else ATTN_TRYG(attn__enc_layer_fwd(ctx, m->impl, x, B, L, mask, kpm, is_causal, &rng));
+    else ATTN_TRYG(attn__enc_layer_fwd(ctx, m->impl, x, x, B, L, mask, kpm, is_causal, &rng,
+                                       NULL));
     attn__store(x, out);
 done:
     attn__ws_release(ctx, mk);
@@ -505,8 +571,8 @@ static attn_status dec_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
     if (is_stack)
         ATTN_TRYG(attn__dec_run(ctx, m->impl, x, mem, B, T, S, tm, mm, tk, mkpm, tgt_is_causal, &rng, NULL));
     else
-        ATTN_TRYG(attn__dec_layer_fwd(ctx, m->impl, x, mem, B, T, S, tm, mm, tk, mkpm,
-                                      tgt_is_causal, &rng, NULL));
+        ATTN_TRYG(attn__dec_layer_fwd(ctx, m->impl, x, x, mem, B, T, S, tm, mm, tk, mkpm,
+                                      tgt_is_causal, &rng, NULL, NULL));
     attn__store(x, out);
 done:
     attn__ws_release(ctx, mk);
@@ -709,37 +775,54 @@ done:
 }
 
 /* =========================================================================================
- * Backward.  Each block recomputes its forward, keeping the intermediate values it needs and
- * a snapshot of the dropout stream before every dropout site, so the backward draws the same
- * masks; dropout is linear, so its backward is the same masking applied to the gradient.
- * Input gradients are overwritten; parameter gradients accumulate through the gmap.
+ * Backward.  Each block's backward reads the record its forward filled (attn__enc_saved, ...):
+ * the intermediate values and a snapshot of the dropout stream before every dropout site, so
+ * that the backward draws the same masks; dropout is linear, so its backward is the same
+ * masking applied to the gradient.  The recomputing backwards run the forward again into a
+ * record in the workspace first.  Input gradients are overwritten; parameter gradients
+ * accumulate through the gmap.
  * ======================================================================================= */
 
 static void copy_f(float *dst, const float *src, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-/* forward (ffn_fwd): y = lin2(dropout(act(lin1(x)))).  dx [M, E] overwritten. */
+/* forward (ffn_fwd): y = lin2(dropout(act(lin1(x)))) with record sv.  dx [M, E] overwritten. */
+static attn_status ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1, const attn__lin *l2,
+                                 const attn__gmap *g, attn_activation act, float p,
+                                 const attn__ffn_saved *sv, const float *x, const float *dy,
+                                 float *dx, int64_t M) {
+    int64_t F = l1->out;
+    attn__mark mk = attn__ws_mark(ctx);
+    float *da;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &da, M, F, 1, 1));
+    attn__rng site = sv->rng;
+    ATTN_TRYG(attn__linear_bwd(ctx, sv->a, F, l2->weight, dy, l2->out, da, F,
+                               attn__g(g, l2->weight), attn__g(g, l2->bias), M, F, l2->out));
+    attn__dropout(&site, p, da, M * F);
+    attn__act_bwd_ref(act, sv->h, da, da, M * F);
+    ATTN_TRYG(attn__linear_bwd(ctx, x, l1->in, l1->weight, da, F, dx, l1->in,
+                               attn__g(g, l1->weight), attn__g(g, l1->bias), M, l1->in, F));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* The same, recomputing h and a from x and the stream (lin2 itself is not needed). */
 static attn_status ffn_bwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *l2,
                            const attn__gmap *g, attn_activation act, float p, const float *x,
                            const float *dy, float *dx, int64_t M, attn__rng *rng) {
     int64_t F = l1->out;
     attn__mark mk = attn__ws_mark(ctx);
-    float *h, *a, *da;
+    attn__ffn_saved sv;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &h, M, F, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &a, M, F, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &da, M, F, 1, 1));
-    ATTN_TRYG(attn__lin_fwd(ctx, l1, x, h, M));
-    attn__act_ref(act, h, F, a, F, M, F);
-    attn__rng site = *rng;
-    attn__dropout(rng, p, a, M * F);
-    ATTN_TRYG(attn__linear_bwd(ctx, a, F, l2->weight, dy, l2->out, da, F, attn__g(g, l2->weight),
-                         attn__g(g, l2->bias), M, F, l2->out));
-    attn__dropout(&site, p, da, M * F);
-    attn__act_bwd_ref(act, h, da, da, M * F);
-    ATTN_TRYG(attn__linear_bwd(ctx, x, l1->in, l1->weight, da, F, dx, l1->in, attn__g(g, l1->weight),
-                         attn__g(g, l1->bias), M, l1->in, F));
+    ATTN_TRYG(ffn_saved_alloc(ctx, NULL, l1, M, &sv));
+    ATTN_TRYG(attn__lin_fwd(ctx, l1, x, sv.h, M));
+    attn__act_ref(act, sv.h, F, sv.a, F, M, F);
+    sv.rng = *rng;
+    attn__dropout(rng, p, sv.a, M * F);
+    ATTN_TRYG(ffn_bwd_saved(ctx, l1, l2, g, act, p, &sv, x, dy, dx, M));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -749,73 +832,56 @@ static void add3(float *dst, const float *a, const float *b, const float *c, int
     for (int64_t i = 0; i < n; i++) dst[i] += a[i] + b[i] + c[i];
 }
 
-/* Encoder layer (see attn__enc_layer_fwd).  x0 [B, L, E] input, dout; dx overwritten. */
-static attn_status enc_layer_bwd(attn_ctx *ctx, const attn__enc_layer *l, const attn__gmap *g,
-                                 const float *x0, int64_t B, int64_t L, const attn_mask *mask,
-                                 const attn_mask *kpm, int is_causal, attn__rng *rng,
-                                 const float *dout, float *dx) {
+/* Encoder layer from its record (see attn__enc_saved).  dout [B, L, E]; dx overwritten. */
+static attn_status enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
+                                       const attn__gmap *g, const attn__enc_saved *sv,
+                                       int64_t B, int64_t L, const float *dout, float *dx) {
     const attn_transformer_config *c = &l->cfg;
     int64_t E = c->d_model, n = B * L * E, M = B * L;
     float p = c->dropout;
     attn__mark mk = attn__ws_mark(ctx);
-    float *n1 = NULL, *r1, *x1, *u, *t, *dq, *dk, *dv, *d1;
+    float *t, *dq, *dk, *dv, *d1;
+    attn__rng r;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &r1, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &x1, B, L, E, 1)); /* post-norm: norm1(r1); pre-norm: norm2(r1) */
-    ATTN_TRYG(attn__ws_f32(ctx, &u, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &t, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dq, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dk, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dv, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &d1, B, L, E, 1));
-    if (c->norm_first) ATTN_TRYG(attn__ws_f32(ctx, &n1, B, L, E, 1));
-    /* recompute */
-    const float *ain = x0;
-    if (c->norm_first) {
-        attn__ln_fwd(&l->norm1, x0, n1, M);
-        ain = n1;
-    }
-    attn__rng r_mha = *rng;
-    ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, ain, ain, ain, B, L, L, kpm, mask, is_causal, 0,
-                            rng, u, NULL));
-    attn__rng r_d1 = *rng;
-    attn__dropout(rng, p, u, n);
-    for (int64_t i = 0; i < n; i++) r1[i] = x0[i] + u[i];
-    if (c->norm_first) attn__ln_fwd(&l->norm2, r1, x1, M);
-    else attn__ln_fwd(&l->norm1, r1, x1, M);
-    attn__rng r_ffn = *rng;
-    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, p, x1, u, M, rng));
-    attn__rng r_d2 = *rng;
-    attn__dropout(rng, p, u, n);
     if (c->norm_first) {
         /* out = r1 + drop2(ffn(x1 = norm2(r1))) */
         copy_f(t, dout, n);
-        attn__dropout(&r_d2, p, t, n);
-        ATTN_TRYG(ffn_bwd(ctx, &l->linear1, &l->linear2, g, c->activation, p, x1, t, d1, M, &r_ffn));
-        ln_bwd(g, &l->norm2, r1, d1, d1, M);
+        r = sv->d2;
+        attn__dropout(&r, p, t, n);
+        ATTN_TRYG(ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
+                                sv->x1, t, d1, M));
+        ln_bwd(g, &l->norm2, sv->r1, d1, d1, M);
         for (int64_t i = 0; i < n; i++) d1[i] += dout[i]; /* d r1 */
         /* r1 = x0 + drop1(mha(n1 = norm1(x0))) */
         copy_f(t, d1, n);
-        attn__dropout(&r_d1, p, t, n);
-        ATTN_TRYG(attn__mha_bwd(ctx, &l->self_attn, g, n1, n1, n1, B, L, L, kpm, mask, is_causal,
-                                &r_mha, t, dq, dk, dv));
+        r = sv->d1;
+        attn__dropout(&r, p, t, n);
+        ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, sv->n1, sv->n1, sv->n1, B,
+                                      L, L, t, dq, dk, dv));
         for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i];
-        ln_bwd(g, &l->norm1, x0, dq, dq, M);
+        ln_bwd(g, &l->norm1, sv->x0, dq, dq, M);
         for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
     } else {
         /* r2 = x1 + drop2(ffn(x1)); out = norm2(r2) */
-        for (int64_t i = 0; i < n; i++) u[i] += x1[i]; /* u = r2 */
-        ln_bwd(g, &l->norm2, u, dout, d1, M);
+        ln_bwd(g, &l->norm2, sv->r2, dout, d1, M);
         copy_f(t, d1, n);
-        attn__dropout(&r_d2, p, t, n);
-        ATTN_TRYG(ffn_bwd(ctx, &l->linear1, &l->linear2, g, c->activation, p, x1, t, dq, M, &r_ffn));
+        r = sv->d2;
+        attn__dropout(&r, p, t, n);
+        ATTN_TRYG(ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
+                                sv->x1, t, dq, M));
         for (int64_t i = 0; i < n; i++) d1[i] += dq[i]; /* d x1 */
         /* x1 = norm1(r1), r1 = x0 + drop1(mha(x0)) */
-        ln_bwd(g, &l->norm1, r1, d1, d1, M);
+        ln_bwd(g, &l->norm1, sv->r1, d1, d1, M);
         copy_f(t, d1, n);
-        attn__dropout(&r_d1, p, t, n);
-        ATTN_TRYG(attn__mha_bwd(ctx, &l->self_attn, g, x0, x0, x0, B, L, L, kpm, mask, is_causal,
-                                &r_mha, t, dq, dk, dv));
+        r = sv->d1;
+        attn__dropout(&r, p, t, n);
+        ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, sv->x0, sv->x0, sv->x0, B,
+                                      L, L, t, dq, dk, dv));
         copy_f(dx, d1, n);
         add3(dx, dq, dk, dv, n);
     }
@@ -824,161 +890,212 @@ done:
     return st;
 }
 
-/* Decoder layer (see attn__dec_layer_fwd).  dx overwritten; dmem [B, S, E] accumulates. */
-static attn_status dec_layer_bwd(attn_ctx *ctx, const attn__dec_layer *l, const attn__gmap *g,
-                                 const float *x0, const float *mem, int64_t B, int64_t T,
-                                 int64_t S, const attn_mask *tm, const attn_mask *mm,
-                                 const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
-                                 attn__rng *rng, const float *dout, float *dx, float *dmem) {
+/* Encoder layer, recomputing its forward from x0 [B, L, E] and the stream. */
+static attn_status enc_layer_bwd(attn_ctx *ctx, const attn__enc_layer *l, const attn__gmap *g,
+                                 const float *x0, int64_t B, int64_t L, const attn_mask *mask,
+                                 const attn_mask *kpm, int is_causal, attn__rng *rng,
+                                 const float *dout, float *dx) {
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__enc_saved sv;
+    float *out;
+    attn_status st;
+    ATTN_TRYG(attn__enc_saved_alloc(ctx, NULL, l, B, L, &sv));
+    ATTN_TRYG(attn__ws_f32(ctx, &out, B, L, l->cfg.d_model, 1));
+    ATTN_TRYG(attn__enc_layer_fwd(ctx, l, x0, out, B, L, mask, kpm, is_causal, rng, &sv));
+    ATTN_TRYG(enc_layer_bwd_saved(ctx, l, g, &sv, B, L, dout, dx));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* Decoder layer from its record (see attn__dec_saved).  dx overwritten; dmem [B, S, E]
+ * accumulates. */
+static attn_status dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
+                                       const attn__gmap *g, const attn__dec_saved *sv,
+                                       int64_t B, int64_t T, int64_t S, const float *dout,
+                                       float *dx, float *dmem) {
     const attn_transformer_config *c = &l->cfg;
     int64_t E = c->d_model, n = B * T * E, ns = B * S * E, M = B * T;
     float p = c->dropout;
     int pre = c->norm_first;
     attn__mark mk = attn__ws_mark(ctx);
-    float *n1, *r1, *n2, *r2, *n3, *u, *t, *dq, *dk, *dv, *d;
+    float *t, *dq, *dk, *dv, *d;
+    attn__rng r;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &n1, B, T, E, 1)); /* pre: norm1(x0) */
-    ATTN_TRYG(attn__ws_f32(ctx, &r1, B, T, E, 1)); /* x0 + sa */
-    ATTN_TRYG(attn__ws_f32(ctx, &n2, B, T, E, 1)); /* pre: norm2(r1); post: norm1(r1) = x1 */
-    ATTN_TRYG(attn__ws_f32(ctx, &r2, B, T, E, 1)); /* (x1 or r1) + ca */
-    ATTN_TRYG(attn__ws_f32(ctx, &n3, B, T, E, 1)); /* pre: norm3(r2); post: norm2(r2) = x2 */
-    ATTN_TRYG(attn__ws_f32(ctx, &u, B, T, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dq, B, T, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dk, B, (T > S ? T : S), E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dv, B, (T > S ? T : S), E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
-    /* recompute */
-    const float *in = x0;
-    if (pre) {
-        attn__ln_fwd(&l->norm1, x0, n1, M);
-        in = n1;
-    }
-    attn__rng r_sa = *rng;
-    ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, T, T, tk, tm, tgt_is_causal, 0, rng,
-                            u, NULL));
-    attn__rng r_d1 = *rng;
-    attn__dropout(rng, p, u, n);
-    for (int64_t i = 0; i < n; i++) r1[i] = x0[i] + u[i];
-    attn__ln_fwd(pre ? &l->norm2 : &l->norm1, r1, n2, M);
-    const float *base2 = pre ? r1 : n2; /* residual stream entering the cross-attention block */
-    attn__rng r_ca = *rng;
-    ATTN_TRYG(attn__mha_fwd(ctx, &l->multihead_attn, n2, mem, mem, B, T, S, mkpm, mm, 0, 0, rng,
-                            u, NULL));
-    attn__rng r_d2 = *rng;
-    attn__dropout(rng, p, u, n);
-    for (int64_t i = 0; i < n; i++) r2[i] = base2[i] + u[i];
-    attn__ln_fwd(pre ? &l->norm3 : &l->norm2, r2, n3, M);
-    const float *base3 = pre ? r2 : n3;
-    attn__rng r_ff = *rng;
-    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, p, n3, u, M, rng));
-    attn__rng r_d3 = *rng;
-    attn__dropout(rng, p, u, n);
-    for (int64_t i = 0; i < n; i++) u[i] += base3[i]; /* r3 = out (pre) or pre-norm3 (post) */
-
-    /* backward: d = gradient of the residual stream, block by block */
-    if (pre) {
-        copy_f(d, dout, n);
-    } else {
-        ln_bwd(g, &l->norm3, u, dout, d, M);
-    }
+    /* d = gradient of the residual stream, block by block */
+    if (pre) copy_f(d, dout, n);
+    else ln_bwd(g, &l->norm3, sv->r3, dout, d, M);
     /* feed-forward block: r3 = base3 + drop3(ffn(n3)) */
     copy_f(t, d, n);
-    attn__dropout(&r_d3, p, t, n);
-    ATTN_TRYG(ffn_bwd(ctx, &l->linear1, &l->linear2, g, c->activation, p, n3, t, dq, M, &r_ff));
+    r = sv->d3;
+    attn__dropout(&r, p, t, n);
+    ATTN_TRYG(ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff, sv->n3,
+                            t, dq, M));
     /* dq = d n3 */
     if (pre) {
-        ln_bwd(g, &l->norm3, r2, dq, dq, M);
+        ln_bwd(g, &l->norm3, sv->r2, dq, dq, M);
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r2 */
     } else {
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x2 (= n3) */
-        ln_bwd(g, &l->norm2, r2, d, d, M);
+        ln_bwd(g, &l->norm2, sv->r2, d, d, M);
     }
     /* cross-attention block: r2 = base2 + drop2(ca(n2, mem)); d = d r2 */
     copy_f(t, d, n);
-    attn__dropout(&r_d2, p, t, n);
-    ATTN_TRYG(attn__mha_bwd(ctx, &l->multihead_attn, g, n2, mem, mem, B, T, S, mkpm, mm, 0, &r_ca,
-                            t, dq, dk, dv));
+    r = sv->d2;
+    attn__dropout(&r, p, t, n);
+    ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->multihead_attn, g, &sv->ca, sv->n2, sv->mem, sv->mem,
+                                  B, T, S, t, dq, dk, dv));
     for (int64_t i = 0; i < ns; i++) dmem[i] += dk[i] + dv[i];
     /* dq = d n2 */
     if (pre) {
-        ln_bwd(g, &l->norm2, r1, dq, dq, M);
+        ln_bwd(g, &l->norm2, sv->r1, dq, dq, M);
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r1 */
     } else {
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x1 (= n2) */
-        ln_bwd(g, &l->norm1, r1, d, d, M);
+        ln_bwd(g, &l->norm1, sv->r1, d, d, M);
     }
     /* self-attention block: r1 = x0 + drop1(sa(in)); d = d r1 */
     copy_f(t, d, n);
-    attn__dropout(&r_d1, p, t, n);
-    ATTN_TRYG(attn__mha_bwd(ctx, &l->self_attn, g, in, in, in, B, T, T, tk, tm, tgt_is_causal,
-                            &r_sa, t, dq, dk, dv));
+    r = sv->d1;
+    attn__dropout(&r, p, t, n);
+    const float *in = pre ? sv->n1 : sv->x0;
+    ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, in, in, in, B, T, T, t, dq, dk,
+                                  dv));
     for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i]; /* d in */
-    if (pre)
-        ln_bwd(g, &l->norm1, x0, dq, dq, M);
+    if (pre) ln_bwd(g, &l->norm1, sv->x0, dq, dq, M);
     for (int64_t i = 0; i < n; i++) dx[i] = d[i] + dq[i];
 done:
     attn__ws_release(ctx, mk);
     return st;
 }
 
-/* Backward of an encoder stack (dec = 0: x [B, L, E], L = T) or a decoder stack (dec = 1:
- * x [B, T, E] over memory [B, S, E]).  Recomputes the forward, saving each layer's input and
- * dropout state, takes the final norm's backward, then the layers' in reverse.  dx is
- * overwritten; dmem (decoder) accumulates.  Masks: m1/m2 = mask/kpm (encoder) or
- * tgt_mask/tgt_kpm (decoder); mm/mkpm = memory_mask/memory_kpm (decoder only). */
-static attn_status stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g, int dec,
-                             const float *x0, const float *mem, int64_t B, int64_t T, int64_t S,
-                             const attn_mask *m1, const attn_mask *m2, const attn_mask *mm,
-                             const attn_mask *mkpm, int is_causal, attn__rng *rng,
-                             const float *dout, float *dx, float *dmem) {
-    int64_t E = s->cfg.d_model, n = B * T * E, N = dec ? s->ndec : s->nenc;
-    const attn__ln *fin = dec ? (s->dec_norm ? &s->dec_final : NULL)
-                              : (s->enc_norm ? &s->enc_final : NULL);
+/* Decoder layer, recomputing its forward from x0 [B, T, E], mem and the stream. */
+static attn_status dec_layer_bwd(attn_ctx *ctx, const attn__dec_layer *l, const attn__gmap *g,
+                                 const float *x0, const float *mem, int64_t B, int64_t T,
+                                 int64_t S, const attn_mask *tm, const attn_mask *mm,
+                                 const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
+                                 attn__rng *rng, const float *dout, float *dx, float *dmem) {
     attn__mark mk = attn__ws_mark(ctx);
-    float *xs, *d, *t;
-    attn__rng *rs;
+    attn__dec_saved sv;
+    float *out;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &xs, N + 1, B, T, E));
-    ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, E, 1));
-    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)N, sizeof *rs, (void **)&rs));
-    copy_f(xs, x0, n);
-    for (int64_t i = 0; i < N; i++) {
-        float *xi = xs + (i + 1) * n;
-        rs[i] = *rng;
-        copy_f(xi, xs + i * n, n);
-        if (dec)
-            ATTN_TRYG(attn__dec_layer_fwd(ctx, &s->dec[i], xi, mem, B, T, S, m1, mm, m2, mkpm,
-                                          is_causal, rng, NULL));
-        else
-            ATTN_TRYG(attn__enc_layer_fwd(ctx, &s->enc[i], xi, B, T, m1, m2, is_causal, rng));
-    }
-    if (fin)
-        ln_bwd(g, fin, xs + N * n, dout, d, B * T);
-    else
-        copy_f(d, dout, n);
-    for (int64_t i = N - 1; i >= 0; i--) {
-        if (dec)
-            ATTN_TRYG(dec_layer_bwd(ctx, &s->dec[i], g, xs + i * n, mem, B, T, S, m1, mm, m2,
-                                    mkpm, is_causal, &rs[i], d, t, dmem));
-        else
-            ATTN_TRYG(enc_layer_bwd(ctx, &s->enc[i], g, xs + i * n, B, T, m1, m2, is_causal,
-                                    &rs[i], d, t));
-        copy_f(d, t, n);
-    }
-    copy_f(dx, d, n);
+    ATTN_TRYG(attn__dec_saved_alloc(ctx, NULL, l, B, T, S, &sv));
+    ATTN_TRYG(attn__ws_f32(ctx, &out, B, T, l->cfg.d_model, 1));
+    ATTN_TRYG(attn__dec_layer_fwd(ctx, l, x0, out, mem, B, T, S, tm, mm, tk, mkpm, tgt_is_causal,
+                                  rng, NULL, &sv));
+    ATTN_TRYG(dec_layer_bwd_saved(ctx, l, g, &sv, B, T, S, dout, dx, dmem));
 done:
     attn__ws_release(ctx, mk);
     return st;
 }
 
+attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s, int dec, int ckpt,
+                                attn__tape *t, const float *x, const float *mem, int64_t B,
+                                int64_t T, int64_t S, const attn_mask *m1, const attn_mask *m2,
+                                const attn_mask *mm, const attn_mask *mk, int is_causal,
+                                attn__rng *rng, attn__stack_saved *rec) {
+    int64_t E = s->cfg.d_model, n = B * T * E, N = dec ? s->ndec : s->nenc;
+    const attn__ln *fin = dec ? (s->dec_norm ? &s->dec_final : NULL)
+                              : (s->enc_norm ? &s->enc_final : NULL);
+    memset(rec, 0, sizeof *rec);
+    rec->decoder = dec, rec->ckpt = ckpt, rec->is_causal = is_causal;
+    rec->N = N, rec->B = B, rec->T = T, rec->S = S;
+    if (m1) rec->m1 = *m1;
+    if (m2) rec->m2 = *m2;
+    if (mm) rec->mm = *mm;
+    if (mk) rec->mk = *mk;
+    rec->mem = mem;
+    ATTN_TRY(attn__rec_f32(ctx, t, &rec->xs, N + 1, B, T, E));
+    ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)N, sizeof *rec->rs, (void **)&rec->rs));
+    if (!ckpt && dec)
+        ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)N, sizeof *rec->dec, (void **)&rec->dec));
+    if (!ckpt && !dec)
+        ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)N, sizeof *rec->enc, (void **)&rec->enc));
+    copy_f(rec->xs, x, n);
+    for (int64_t i = 0; i < N; i++) {
+        const float *xi = rec->xs + i * n;
+        float *xo = rec->xs + (i + 1) * n;
+        rec->rs[i] = *rng;
+        if (dec) {
+            attn__dec_saved *sv = ckpt ? NULL : &rec->dec[i];
+            if (sv) ATTN_TRY(attn__dec_saved_alloc(ctx, t, &s->dec[i], B, T, S, sv));
+            ATTN_TRY(attn__dec_layer_fwd(ctx, &s->dec[i], xi, xo, mem, B, T, S, m1, mm, m2, mk,
+                                         is_causal, rng, NULL, sv));
+        } else {
+            attn__enc_saved *sv = ckpt ? NULL : &rec->enc[i];
+            if (sv) ATTN_TRY(attn__enc_saved_alloc(ctx, t, &s->enc[i], B, T, sv));
+            ATTN_TRY(attn__enc_layer_fwd(ctx, &s->enc[i], xi, xo, B, T, m1, m2, is_causal, rng,
+                                         sv));
+        }
+    }
+    rec->out = rec->xs + N * n;
+    if (fin) {
+        ATTN_TRY(attn__rec_f32(ctx, t, &rec->out, B, T, E, 1));
+        attn__ln_fwd(fin, rec->xs + N * n, rec->out, B * T);
+    }
+    return ATTN_OK;
+}
+
+/* The final norm's backward, then the layers' in reverse: from their records, or (ckpt) each
+ * layer's forward again from its input and stream, then its backward. */
+attn_status attn__stack_bwd_rec(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
+                                const attn__stack_saved *rec, const float *dout, float *dx,
+                                float *dmem) {
+    int dec = rec->decoder;
+    int64_t B = rec->B, T = rec->T, S = rec->S, N = rec->N, n = B * T * s->cfg.d_model;
+    const attn__ln *fin = dec ? (s->dec_norm ? &s->dec_final : NULL)
+                              : (s->enc_norm ? &s->enc_final : NULL);
+    const attn_mask *m1 = attn__mask_opt(&rec->m1), *m2 = attn__mask_opt(&rec->m2),
+                    *mm = attn__mask_opt(&rec->mm), *mk = attn__mask_opt(&rec->mk);
+    attn__mark mark = attn__ws_mark(ctx);
+    float *d, *t;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, s->cfg.d_model, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, s->cfg.d_model, 1));
+    if (fin) ln_bwd(g, fin, rec->xs + N * n, dout, d, B * T);
+    else copy_f(d, dout, n);
+    for (int64_t i = N - 1; i >= 0; i--) {
+        const float *xi = rec->xs + i * n;
+        attn__rng r = rec->rs[i];
+        if (dec && rec->ckpt)
+            ATTN_TRYG(dec_layer_bwd(ctx, &s->dec[i], g, xi, rec->mem, B, T, S, m1, mm, m2, mk,
+                                    rec->is_causal, &r, d, t, dmem));
+        else if (dec)
+            ATTN_TRYG(dec_layer_bwd_saved(ctx, &s->dec[i], g, &rec->dec[i], B, T, S, d, t, dmem));
+        else if (rec->ckpt)
+            ATTN_TRYG(enc_layer_bwd(ctx, &s->enc[i], g, xi, B, T, m1, m2, rec->is_causal, &r, d,
+                                    t));
+        else
+            ATTN_TRYG(enc_layer_bwd_saved(ctx, &s->enc[i], g, &rec->enc[i], B, T, d, t));
+        float *sw = d;
+        d = t, t = sw;
+    }
+    copy_f(dx, d, n);
+done:
+    attn__ws_release(ctx, mark);
+    return st;
+}
+
+/* The recomputing stack backwards: a checkpointed record in the workspace, then its
+ * backward. */
 attn_status attn__enc_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
                                 const float *x0, int64_t B, int64_t L, const attn_mask *mask,
                                 const attn_mask *kpm, int is_causal, attn__rng *rng,
                                 const float *dout, float *dx) {
-    return stack_bwd(ctx, s, g, 0, x0, NULL, B, L, 0, mask, kpm, NULL, NULL, is_causal, rng,
-                     dout, dx, NULL);
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__stack_saved rec;
+    attn_status st;
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 0, 1, NULL, x0, NULL, B, L, 0, mask, kpm, NULL, NULL,
+                                  is_causal, rng, &rec));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec, dout, dx, NULL));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
 }
 
 attn_status attn__dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
@@ -986,8 +1103,15 @@ attn_status attn__dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn_
                                 int64_t S, const attn_mask *tm, const attn_mask *mm,
                                 const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
                                 attn__rng *rng, const float *dout, float *dx, float *dmem) {
-    return stack_bwd(ctx, s, g, 1, x0, mem, B, T, S, tm, tk, mm, mkpm, tgt_is_causal, rng, dout,
-                     dx, dmem);
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__stack_saved rec;
+    attn_status st;
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 1, 1, NULL, x0, mem, B, T, S, tm, tk, mm, mkpm,
+                                  tgt_is_causal, rng, &rec));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec, dout, dx, dmem));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
 }
 
 /* ---- public backward entry points ------------------------------------------------------ */
@@ -1151,6 +1275,245 @@ attn_status attn_decoder_backward(attn_ctx *ctx, const attn_module *m, const att
                          memory_key_padding_mask, tgt_is_causal, run, dout, dtgt, dmemory);
 }
 
+/* ---- training forwards and saved backwards ------------------------------------------------ */
+
+/* A layer module as a stack of one layer without final norm, so that layers and stacks share
+ * the records. */
+static const attn__stack *as_stack(const attn_module *m, attn__stack *one) {
+    if (m->kind == ATTN__ENCODER || m->kind == ATTN__DECODER) return m->impl;
+    memset(one, 0, sizeof *one);
+    if (m->kind == ATTN__ENC_LAYER) {
+        one->enc = m->impl;
+        one->cfg = one->enc->cfg;
+        one->nenc = 1;
+    } else {
+        one->dec = m->impl;
+        one->cfg = one->dec->cfg;
+        one->ndec = 1;
+    }
+    return one;
+}
+
+/* Record of an encoder or decoder layer or stack (in the tape). */
+typedef struct seq_rec {
+    attn__stack_saved st; /* its masks and memory are copies in the tape */
+} seq_rec;
+
+static attn_status enc_train_entry(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
+                                   const attn_mask *mask, const attn_mask *kpm, int is_causal,
+                                   const attn_run *run, attn_tensor *out, attn_saved *saved) {
+    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    attn__saved_begin(saved);
+    attn__stack one;
+    const attn__stack *s = as_stack(m, &one);
+    int64_t B = 0, L = 0, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__tape *t = &saved->tape;
+    const float *in;
+    seq_rec *rec;
+    attn_mask cm, ck;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &in));
+    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
+    {
+        int64_t shape[3] = {B, L, E};
+        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
+    }
+    ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
+    ATTN_TRYG(attn__saved_mask(ctx, t, mask, "src_mask", &cm));
+    ATTN_TRYG(attn__saved_mask(ctx, t, kpm, "src_key_padding_mask", &ck));
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 0, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
+                                  NULL, B, L, 0, attn__mask_opt(&cm), attn__mask_opt(&ck), NULL,
+                                  NULL, is_causal, &rng, &rec->st));
+    attn__store(rec->st.out, out);
+    attn__saved_end(saved, m, rec);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+static attn_status enc_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, const char *fn,
+                                       const attn_saved *saved, const attn_tensor *dout,
+                                       attn_tensor *dsrc) {
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    seq_rec *rec;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, fn, (void **)&rec));
+    attn__stack one;
+    const attn__stack *s = as_stack(m, &one);
+    int64_t B = rec->st.B, L = rec->st.T, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *dy;
+    float *d;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &L, &dy));
+    if (dsrc && dsrc->data) {
+        int64_t shape[3] = {B, L, E};
+        ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
+    }
+    ATTN_TRYG(attn__ws_f32(ctx, &d, B, L, E, 1));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, NULL));
+    if (dsrc && dsrc->data) attn__store(d, dsrc);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_encoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                             const attn_tensor *src, const attn_mask *src_mask,
+                                             const attn_mask *src_key_padding_mask,
+                                             int is_causal, const attn_run *run,
+                                             attn_tensor *out, attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_forward_train"));
+    return enc_train_entry(ctx, m, src, src_mask, src_key_padding_mask, is_causal, run, out,
+                           saved);
+}
+
+attn_status attn_encoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                              const attn_saved *saved, const attn_tensor *dout,
+                                              attn_tensor *dsrc) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_backward_saved"));
+    return enc_bwd_saved_entry(ctx, m, "attn_encoder_layer_backward_saved", saved, dout, dsrc);
+}
+
+attn_status attn_encoder_forward_train(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *src, const attn_mask *mask,
+                                       const attn_mask *src_key_padding_mask, int is_causal,
+                                       const attn_run *run, attn_tensor *out,
+                                       attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_forward_train"));
+    return enc_train_entry(ctx, m, src, mask, src_key_padding_mask, is_causal, run, out, saved);
+}
+
+attn_status attn_encoder_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                        const attn_saved *saved, const attn_tensor *dout,
+                                        attn_tensor *dsrc) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_backward_saved"));
+    return enc_bwd_saved_entry(ctx, m, "attn_encoder_backward_saved", saved, dout, dsrc);
+}
+
+static attn_status dec_train_entry(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
+                                   const attn_tensor *memory, const attn_mask *tm,
+                                   const attn_mask *mm, const attn_mask *tk,
+                                   const attn_mask *mkpm, int tgt_is_causal,
+                                   const attn_run *run, attn_tensor *out, attn_saved *saved) {
+    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    attn__saved_begin(saved);
+    attn__stack one;
+    const attn__stack *s = as_stack(m, &one);
+    int64_t B = 0, T = 0, S = 0, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__tape *t = &saved->tape;
+    const float *in, *mem;
+    float *memc;
+    seq_rec *rec;
+    attn_mask c1, c2, c3, c4;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &in));
+    ATTN_TRYG(attn__seq_in(ctx, memory, "memory", E, &B, &S, &mem));
+    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
+    {
+        int64_t shape[3] = {B, T, E};
+        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
+    }
+    ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
+    ATTN_TRYG(attn__rec_f32(ctx, t, &memc, B, S, E, 1));
+    copy_f(memc, mem, B * S * E);
+    ATTN_TRYG(attn__saved_mask(ctx, t, tm, "tgt_mask", &c1));
+    ATTN_TRYG(attn__saved_mask(ctx, t, tk, "tgt_key_padding_mask", &c2));
+    ATTN_TRYG(attn__saved_mask(ctx, t, mm, "memory_mask", &c3));
+    ATTN_TRYG(attn__saved_mask(ctx, t, mkpm, "memory_key_padding_mask", &c4));
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 1, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
+                                  memc, B, T, S, attn__mask_opt(&c1), attn__mask_opt(&c2),
+                                  attn__mask_opt(&c3), attn__mask_opt(&c4), tgt_is_causal, &rng,
+                                  &rec->st));
+    attn__store(rec->st.out, out);
+    attn__saved_end(saved, m, rec);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+static attn_status dec_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, const char *fn,
+                                       const attn_saved *saved, const attn_tensor *dout,
+                                       attn_tensor *dtgt, attn_tensor *dmemory) {
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    seq_rec *rec;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, fn, (void **)&rec));
+    attn__stack one;
+    const attn__stack *s = as_stack(m, &one);
+    int64_t B = rec->st.B, T = rec->st.T, S = rec->st.S, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *dy;
+    float *d, *dm;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
+    if (dtgt && dtgt->data) {
+        int64_t shape[3] = {B, T, E};
+        ATTN_TRYG(attn__check(ctx, dtgt, "dtgt", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dtgt, "dtgt", 3, shape));
+    }
+    if (dmemory && dmemory->data) {
+        int64_t shape[3] = {B, S, E};
+        ATTN_TRYG(attn__check(ctx, dmemory, "dmemory", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dmemory, "dmemory", 3, shape));
+    }
+    ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dm, B, S, E, 1));
+    memset(dm, 0, (size_t)(B * S * E) * sizeof(float));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, dm));
+    if (dtgt && dtgt->data) attn__store(d, dtgt);
+    if (dmemory && dmemory->data) attn__store(dm, dmemory);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_decoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                             const attn_tensor *tgt, const attn_tensor *memory,
+                                             const attn_mask *tgt_mask,
+                                             const attn_mask *memory_mask,
+                                             const attn_mask *tgt_key_padding_mask,
+                                             const attn_mask *memory_key_padding_mask,
+                                             int tgt_is_causal, const attn_run *run,
+                                             attn_tensor *out, attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_forward_train"));
+    return dec_train_entry(ctx, m, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                           memory_key_padding_mask, tgt_is_causal, run, out, saved);
+}
+
+attn_status attn_decoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                              const attn_saved *saved, const attn_tensor *dout,
+                                              attn_tensor *dtgt, attn_tensor *dmemory) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_backward_saved"));
+    return dec_bwd_saved_entry(ctx, m, "attn_decoder_layer_backward_saved", saved, dout, dtgt,
+                               dmemory);
+}
+
+attn_status attn_decoder_forward_train(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *tgt, const attn_tensor *memory,
+                                       const attn_mask *tgt_mask, const attn_mask *memory_mask,
+                                       const attn_mask *tgt_key_padding_mask,
+                                       const attn_mask *memory_key_padding_mask,
+                                       int tgt_is_causal, const attn_run *run, attn_tensor *out,
+                                       attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_forward_train"));
+    return dec_train_entry(ctx, m, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                           memory_key_padding_mask, tgt_is_causal, run, out, saved);
+}
+
+attn_status attn_decoder_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                        const attn_saved *saved, const attn_tensor *dout,
+                                        attn_tensor *dtgt, attn_tensor *dmemory) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_backward_saved"));
+    return dec_bwd_saved_entry(ctx, m, "attn_decoder_backward_saved", saved, dout, dtgt,
+                               dmemory);
+}
+
 attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
                                       const attn_tensor *src, const attn_tensor *tgt,
                                       const attn_mask *src_mask, const attn_mask *tgt_mask,
@@ -1205,67 +1568,155 @@ done:
     return st;
 }
 
+/* ---- GPT: training forward and backward ------------------------------------------------- */
+
+/* Validates ids [B, T] against g (the forward's checks) and reads them into int64. */
+static attn_status gpt_ids(attn_ctx *ctx, const gpt *g, const attn_tensor *ids, int64_t *B,
+                           int64_t *T) {
+    ATTN_FAIL_IF(!ids || !ids->data, ctx, ATTN_E_INVALID, "ids are missing");
+    ATTN_FAIL_IF(ids->dtype != ATTN_I64 && ids->dtype != ATTN_I32, ctx, ATTN_E_DTYPE,
+                 "ids must be I32 or I64");
+    ATTN_TRY(attn__check(ctx, ids, "ids", ids->dtype, 2, 2));
+    *B = ids->shape[0], *T = ids->shape[1];
+    ATTN_FAIL_IF(*T > g->P, ctx, ATTN_E_SHAPE, "sequence length %lld exceeds max_positions %lld",
+                 (long long)*T, (long long)g->P);
+    return ATTN_OK;
+}
+
+/* The record of a GPT forward. */
+typedef struct gpt_rec {
+    int64_t B, T;
+    int64_t *ids;          /* [B*T] */
+    attn__rng drop;        /* the stream at the embedding dropout */
+    attn__stack_saved st;  /* st.out: the final norm's output, lm_head's input */
+} gpt_rec;
+
+/* Embeds ids (checked) and runs the stack, recording into rec (buffers from t, NULL: the
+ * caller's workspace frame). */
+static attn_status gpt_fwd_rec(attn_ctx *ctx, const gpt *gp, const attn_tensor *ids,
+                               const attn_run *run, attn__tape *t, int ckpt, gpt_rec *rec) {
+    int64_t B = 0, T = 0, E = gp->s.cfg.d_model;
+    ATTN_TRY(gpt_ids(ctx, gp, ids, &B, &T));
+    float *x;
+    attn__rng rng = attn__rng_from(run);
+    rec->B = B, rec->T = T;
+    ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)(B * T), sizeof *rec->ids, (void **)&rec->ids));
+    ATTN_TRY(attn__ws_f32(ctx, &x, B, T, E, 1)); /* copied by the stack's record */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < T; i++) {
+            int64_t off = b * ids->stride[0] + i * ids->stride[1];
+            int64_t id = ids->dtype == ATTN_I64 ? ((const int64_t *)ids->data)[off]
+                                                : ((const int32_t *)ids->data)[off];
+            ATTN_FAIL_IF(id < 0 || id >= gp->V, ctx, ATTN_E_INVALID,
+                         "token id %lld out of range [0, %lld)", (long long)id, (long long)gp->V);
+            rec->ids[b * T + i] = id;
+            float *xr = x + (b * T + i) * E;
+            for (int64_t e = 0; e < E; e++) xr[e] = gp->tok[id * E + e] + gp->pos[i * E + e];
+        }
+    rec->drop = rng;
+    attn__dropout(&rng, gp->s.cfg.dropout, x, B * T * E);
+    return attn__stack_fwd_rec(ctx, &gp->s, 0, ckpt, t, x, NULL, B, T, 0, NULL, NULL, NULL, NULL,
+                               1, &rng, &rec->st);
+}
+
+/* dl [B, T, V] contiguous: lm_head, the stack, the embedding dropout, the two tables. */
+static attn_status gpt_bwd_rec(attn_ctx *ctx, const gpt *gp, const attn__gmap *g,
+                               const gpt_rec *rec, const float *dl) {
+    int64_t B = rec->B, T = rec->T, E = gp->s.cfg.d_model, V = gp->V, n = B * T * E;
+    attn__mark mk = attn__ws_mark(ctx);
+    float *dx, *d0;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &dx, B, T, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &d0, B, T, E, 1));
+    ATTN_TRYG(attn__linear_bwd(ctx, rec->st.out, E, gp->lm_head.weight, dl, V, dx, E,
+                               attn__g(g, gp->lm_head.weight), NULL, B * T, E, V));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, &gp->s, g, &rec->st, dx, d0, NULL));
+    attn__rng r = rec->drop;
+    attn__dropout(&r, gp->s.cfg.dropout, d0, n);
+    float *gtok = attn__g(g, gp->tok), *gpos = attn__g(g, gp->pos);
+    for (int64_t i = 0; i < B * T; i++) {
+        int64_t p = i % T;
+        for (int64_t e = 0; e < E; e++) {
+            gtok[rec->ids[i] * E + e] += d0[i * E + e];
+            gpos[p * E + e] += d0[i * E + e];
+        }
+    }
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* dlogits [B, T, V] checked against the record's sizes and made contiguous. */
+static attn_status gpt_dlogits(attn_ctx *ctx, const gpt *gp, int64_t B, int64_t T,
+                               const attn_tensor *dlogits, const float **dl) {
+    ATTN_TRY(attn__check(ctx, dlogits, "dlogits", ATTN_F32, 3, 3));
+    int64_t shape[3] = {B, T, gp->V};
+    ATTN_TRY(attn__check_shape(ctx, dlogits, "dlogits", 3, shape));
+    ATTN_TRY(attn__check_finite(ctx, dlogits, "dlogits", 0));
+    return attn__contig(ctx, dlogits, dl);
+}
+
 attn_status attn_gpt_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *ids,
                               const attn_run *run, const attn_tensor *dlogits) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__GPT, "attn_gpt_backward"));
     const gpt *gp = m->impl;
     attn__gmap g;
     ATTN_TRY(attn__module_gmap(ctx, m, &g));
-    ATTN_FAIL_IF(!ids || !ids->data, ctx, ATTN_E_INVALID, "ids are missing");
-    ATTN_FAIL_IF(ids->dtype != ATTN_I64 && ids->dtype != ATTN_I32, ctx, ATTN_E_DTYPE,
-                 "ids must be I32 or I64");
-    ATTN_TRY(attn__check(ctx, ids, "ids", ids->dtype, 2, 2));
-    int64_t B = ids->shape[0], T = ids->shape[1], E = gp->s.cfg.d_model, V = gp->V, n = B * T * E;
-    ATTN_FAIL_IF(T > gp->P, ctx, ATTN_E_SHAPE, "sequence length %lld exceeds max_positions %lld",
-                 (long long)T, (long long)gp->P);
-    ATTN_TRY(attn__check(ctx, dlogits, "dlogits", ATTN_F32, 3, 3));
-    int64_t shape[3] = {B, T, V};
-    ATTN_TRY(attn__check_shape(ctx, dlogits, "dlogits", 3, shape));
-    ATTN_TRY(attn__check_finite(ctx, dlogits, "dlogits", 0));
+    int64_t B = 0, T = 0;
+    ATTN_TRY(gpt_ids(ctx, gp, ids, &B, &T));
     attn__mark mk = attn__ws_mark(ctx);
-    float *x, *xf, *dx, *d0;
     const float *dl;
-    int64_t *idv;
+    gpt_rec rec;
     attn_status st;
-    attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(attn__contig(ctx, dlogits, &dl));
-    ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &xf, B, T, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dx, B, T, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &d0, B, T, E, 1));
-    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(B * T), sizeof *idv, (void **)&idv));
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) {
-            int64_t off = b * ids->stride[0] + t * ids->stride[1];
-            int64_t id = ids->dtype == ATTN_I64 ? ((const int64_t *)ids->data)[off]
-                                                : ((const int32_t *)ids->data)[off];
-            if (id < 0 || id >= V) {
-                st = attn__fail(ctx, ATTN_E_INVALID, "token id %lld out of range [0, %lld)",
-                                (long long)id, (long long)V);
-                goto done;
-            }
-            idv[b * T + t] = id;
-            for (int64_t e = 0; e < E; e++)
-                x[(b * T + t) * E + e] = gp->tok[id * E + e] + gp->pos[t * E + e];
-        }
-    attn__rng r_drop = rng;
-    attn__dropout(&rng, gp->s.cfg.dropout, x, n);
-    /* the stack's output (after the final norm) feeds lm_head */
-    attn__rng r_stack = rng;
-    copy_f(xf, x, n);
-    ATTN_TRYG(attn__enc_run(ctx, &gp->s, xf, B, T, NULL, NULL, 1, &rng));
-    ATTN_TRYG(attn__linear_bwd(ctx, xf, E, gp->lm_head.weight, dl, V, dx, E, attn__g(&g, gp->lm_head.weight),
-                         NULL, B * T, E, V));
-    ATTN_TRYG(attn__enc_stack_bwd(ctx, &gp->s, &g, x, B, T, NULL, NULL, 1, &r_stack, dx, d0));
-    attn__dropout(&r_drop, gp->s.cfg.dropout, d0, n);
-    float *gtok = attn__g(&g, gp->tok), *gpos = attn__g(&g, gp->pos);
-    for (int64_t r = 0; r < B * T; r++) {
-        int64_t t = r % T;
-        for (int64_t e = 0; e < E; e++) {
-            gtok[idv[r] * E + e] += d0[r * E + e];
-            gpos[t * E + e] += d0[r * E + e];
-        }
-    }
+    ATTN_TRYG(gpt_dlogits(ctx, gp, B, T, dlogits, &dl));
+    /* recompute: a checkpointed record (each layer's input) in the workspace */
+    ATTN_TRYG(gpt_fwd_rec(ctx, gp, ids, run, NULL, 1, &rec));
+    ATTN_TRYG(gpt_bwd_rec(ctx, gp, &g, &rec, dl));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_gpt_forward_train(attn_ctx *ctx, const attn_module *m, const attn_tensor *ids,
+                                   const attn_run *run, attn_tensor *logits, attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__GPT, "attn_gpt_forward_train"));
+    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    attn__saved_begin(saved);
+    const gpt *gp = m->impl;
+    int64_t B = 0, T = 0;
+    ATTN_TRY(gpt_ids(ctx, gp, ids, &B, &T));
+    ATTN_TRY(attn__check(ctx, logits, "logits", ATTN_F32, 3, 3));
+    int64_t shape[3] = {B, T, gp->V};
+    ATTN_TRY(attn__check_shape(ctx, logits, "logits", 3, shape));
+    attn__mark mk = attn__ws_mark(ctx);
+    gpt_rec *rec;
+    float *y;
+    attn_status st;
+    ATTN_TRYG(attn__tape_alloc(ctx, &saved->tape, 1, sizeof *rec, (void **)&rec));
+    ATTN_TRYG(gpt_fwd_rec(ctx, gp, ids, run, &saved->tape,
+                          (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, rec));
+    ATTN_TRYG(attn__ws_f32(ctx, &y, B, T, gp->V, 1));
+    ATTN_TRYG(attn__lin_fwd(ctx, &gp->lm_head, rec->st.out, y, B * T));
+    attn__store(y, logits);
+    attn__saved_end(saved, m, rec);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_gpt_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                    const attn_saved *saved, const attn_tensor *dlogits) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__GPT, "attn_gpt_backward_saved"));
+    const gpt *gp = m->impl;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    gpt_rec *rec;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, "attn_gpt_backward_saved", (void **)&rec));
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *dl;
+    attn_status st;
+    ATTN_TRYG(gpt_dlogits(ctx, gp, rec->B, rec->T, dlogits, &dl));
+    ATTN_TRYG(gpt_bwd_rec(ctx, gp, &g, rec, dl));
 done:
     attn__ws_release(ctx, mk);
     return st;

@@ -79,9 +79,11 @@ attn_status attn_seq2seq_create(attn_ctx *ctx, const attn_seq2seq_config *cfg,
     return ATTN_OK;
 }
 
-/* Reads ids [B, L] into int64 and builds the padding mask (1 = pad). */
-static attn_status read_ids(attn_ctx *ctx, const attn_tensor *t, const char *what, int64_t V,
-                            int64_t pad, int64_t maxlen, int64_t **ids, unsigned char **padm) {
+/* Reads ids [B, L] into int64 and builds the padding mask (1 = pad), both in tp (NULL: the
+ * workspace). */
+static attn_status read_ids(attn_ctx *ctx, attn__tape *tp, const attn_tensor *t,
+                            const char *what, int64_t V, int64_t pad, int64_t maxlen,
+                            int64_t **ids, unsigned char **padm) {
     ATTN_FAIL_IF(!t || !t->data, ctx, ATTN_E_INVALID, "%s is missing", what);
     ATTN_FAIL_IF(t->dtype != ATTN_I64 && t->dtype != ATTN_I32, ctx, ATTN_E_DTYPE,
                  "%s must be I32 or I64 token ids", what);
@@ -89,8 +91,8 @@ static attn_status read_ids(attn_ctx *ctx, const attn_tensor *t, const char *wha
     int64_t B = t->shape[0], L = t->shape[1];
     ATTN_FAIL_IF(L > maxlen, ctx, ATTN_E_SHAPE, "%s has length %lld, max_len is %lld", what,
                  (long long)L, (long long)maxlen);
-    ATTN_TRY(attn__ws_alloc(ctx, (size_t)(B * L), sizeof **ids, (void **)ids));
-    ATTN_TRY(attn__ws_alloc(ctx, (size_t)(B * L), 1, (void **)padm));
+    ATTN_TRY(attn__rec_alloc(ctx, tp, (size_t)(B * L), sizeof **ids, (void **)ids));
+    ATTN_TRY(attn__rec_alloc(ctx, tp, (size_t)(B * L), 1, (void **)padm));
     for (int64_t b = 0; b < B; b++)
         for (int64_t l = 0; l < L; l++) {
             int64_t off = b * t->stride[0] + l * t->stride[1];
@@ -124,14 +126,15 @@ typedef struct batch {
     attn_mask skpm, tkpm;
 } batch;
 
-static attn_status prepare(attn_ctx *ctx, const seq2seq *q, const attn_tensor *src,
-                           const attn_tensor *tgt, batch *bt) {
+static attn_status prepare(attn_ctx *ctx, attn__tape *tp, const seq2seq *q,
+                           const attn_tensor *src, const attn_tensor *tgt, batch *bt) {
     const attn_seq2seq_config *c = &q->cfg;
     memset(bt, 0, sizeof *bt);
-    ATTN_TRY(read_ids(ctx, src, "src", c->src_vocab, c->pad_id, c->max_len, &bt->sid, &bt->spad));
+    ATTN_TRY(read_ids(ctx, tp, src, "src", c->src_vocab, c->pad_id, c->max_len, &bt->sid,
+                      &bt->spad));
     bt->B = src->shape[0], bt->S = src->shape[1], bt->E = c->tf.d_model;
     if (tgt) {
-        ATTN_TRY(read_ids(ctx, tgt, "tgt", c->tgt_vocab, c->pad_id, c->max_len, &bt->tid,
+        ATTN_TRY(read_ids(ctx, tp, tgt, "tgt", c->tgt_vocab, c->pad_id, c->max_len, &bt->tid,
                           &bt->tpad));
         ATTN_FAIL_IF(tgt->shape[0] != bt->B, ctx, ATTN_E_SHAPE,
                      "tgt has batch %lld, src has %lld", (long long)tgt->shape[0],
@@ -173,7 +176,7 @@ attn_status attn_seq2seq_forward(attn_ctx *ctx, const attn_module *m, const attn
     float *s0, *t0, *mem, *xo, *y, *cw = NULL;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(prepare(ctx, q, src, tgt, &bt));
+    ATTN_TRYG(prepare(ctx, NULL, q, src, tgt, &bt));
     int64_t V = q->cfg.tgt_vocab;
     ATTN_TRYG(attn__check(ctx, logits, "logits", ATTN_F32, 3, 3));
     {
@@ -199,6 +202,85 @@ done:
     return st;
 }
 
+/* ---- training forward and backward ------------------------------------------------------ */
+
+/* The record of a forward: the batch (ids and padding masks), the dropout streams of the two
+ * embeddings and the two stacks' records (enc.out is the memory, dec.out the generator's
+ * input). */
+typedef struct s2s_rec {
+    batch bt;
+    attn__rng rsrc, rtgt;
+    attn__stack_saved enc, dec;
+} s2s_rec;
+
+/* The forward of run_fwd, recording into rec (buffers from t, NULL: the caller's workspace
+ * frame); rec->bt must be prepared. */
+static attn_status fwd_rec(attn_ctx *ctx, const seq2seq *q, const attn_run *run, attn__tape *t,
+                           int ckpt, s2s_rec *rec) {
+    const batch *bt = &rec->bt;
+    int64_t B = bt->B, S = bt->S, T = bt->T, E = bt->E;
+    float p = q->cfg.tf.dropout;
+    float *s0, *t0; /* copied by the stacks' records */
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRY(attn__ws_f32(ctx, &s0, B, S, E, 1));
+    ATTN_TRY(attn__ws_f32(ctx, &t0, B, T, E, 1));
+    rec->rsrc = rng;
+    embed(q, q->src_emb, bt->sid, B, S, s0);
+    attn__dropout(&rng, p, s0, B * S * E);
+    rec->rtgt = rng;
+    embed(q, q->tgt_emb, bt->tid, B, T, t0);
+    attn__dropout(&rng, p, t0, B * T * E);
+    ATTN_TRY(attn__stack_fwd_rec(ctx, &q->s, 0, ckpt, t, s0, NULL, B, S, 0, NULL, &bt->skpm, NULL,
+                                 NULL, 0, &rng, &rec->enc));
+    return attn__stack_fwd_rec(ctx, &q->s, 1, ckpt, t, t0, rec->enc.out, B, T, S, NULL, &bt->tkpm,
+                               NULL, &bt->skpm, 1, &rng, &rec->dec);
+}
+
+/* generator, decoder, encoder, then the embeddings; dl [B, T, Vt] contiguous. */
+static attn_status bwd_rec(attn_ctx *ctx, const seq2seq *q, const attn__gmap *g,
+                           const s2s_rec *rec, const float *dl) {
+    const batch *bt = &rec->bt;
+    int64_t B = bt->B, S = bt->S, T = bt->T, E = bt->E, V = q->cfg.tgt_vocab;
+    float p = q->cfg.tf.dropout;
+    attn__mark mk = attn__ws_mark(ctx);
+    float *dxo, *dt0, *ds0, *dmem;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &ds0, B, S, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dmem, B, S, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dxo, B, T, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dt0, B, T, E, 1));
+    ATTN_TRYG(attn__linear_bwd(ctx, rec->dec.out, E, q->gen.weight, dl, V, dxo, E,
+                               attn__g(g, q->gen.weight), attn__g(g, q->gen.bias), B * T, E, V));
+    memset(dmem, 0, (size_t)(B * S * E) * sizeof(float));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, &q->s, g, &rec->dec, dxo, dt0, dmem));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, &q->s, g, &rec->enc, dmem, ds0, NULL));
+    /* embeddings: dropout, then the sqrt(E) scale, scattered to the used rows */
+    attn__rng r = rec->rsrc;
+    attn__dropout(&r, p, ds0, B * S * E);
+    r = rec->rtgt;
+    attn__dropout(&r, p, dt0, B * T * E);
+    {
+        float sc = (float)sqrt((double)E);
+        float *gs = attn__g(g, q->src_emb), *gt = attn__g(g, q->tgt_emb);
+        for (int64_t i = 0; i < B * S; i++)
+            for (int64_t e = 0; e < E; e++) gs[bt->sid[i] * E + e] += ds0[i * E + e] * sc;
+        for (int64_t i = 0; i < B * T; i++)
+            for (int64_t e = 0; e < E; e++) gt[bt->tid[i] * E + e] += dt0[i * E + e] * sc;
+    }
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+static attn_status check_dlogits(attn_ctx *ctx, const seq2seq *q, const batch *bt,
+                                 const attn_tensor *dlogits, const float **dl) {
+    ATTN_TRY(attn__check(ctx, dlogits, "dlogits", ATTN_F32, 3, 3));
+    int64_t ls[3] = {bt->B, bt->T, q->cfg.tgt_vocab};
+    ATTN_TRY(attn__check_shape(ctx, dlogits, "dlogits", 3, ls));
+    ATTN_TRY(attn__check_finite(ctx, dlogits, "dlogits", 0));
+    return attn__contig(ctx, dlogits, dl);
+}
+
 attn_status attn_seq2seq_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
                                   const attn_tensor *tgt, const attn_run *run,
                                   const attn_tensor *dlogits) {
@@ -207,61 +289,64 @@ attn_status attn_seq2seq_backward(attn_ctx *ctx, const attn_module *m, const att
     attn__gmap g;
     ATTN_TRY(attn__module_gmap(ctx, m, &g));
     attn__mark mk = attn__ws_mark(ctx);
-    batch bt;
-    float *s0, *t0, *mem, *xo, *dxo, *dt0, *ds0, *dmem;
+    s2s_rec rec;
     const float *dl;
     attn_status st;
-    attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(prepare(ctx, q, src, tgt, &bt));
-    int64_t B = bt.B, S = bt.S, T = bt.T, E = bt.E, V = q->cfg.tgt_vocab;
-    ATTN_TRYG(attn__check(ctx, dlogits, "dlogits", ATTN_F32, 3, 3));
+    ATTN_TRYG(prepare(ctx, NULL, q, src, tgt, &rec.bt));
+    ATTN_TRYG(check_dlogits(ctx, q, &rec.bt, dlogits, &dl));
+    /* recompute: checkpointed records (each layer's input) in the workspace */
+    ATTN_TRYG(fwd_rec(ctx, q, run, NULL, 1, &rec));
+    ATTN_TRYG(bwd_rec(ctx, q, &g, &rec, dl));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_seq2seq_forward_train(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *src, const attn_tensor *tgt,
+                                       const attn_run *run, attn_tensor *logits,
+                                       attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__SEQ2SEQ, "attn_seq2seq_forward_train"));
+    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    ATTN_FAIL_IF(!tgt, ctx, ATTN_E_INVALID, "tgt is missing");
+    attn__saved_begin(saved);
+    const seq2seq *q = m->impl;
+    attn__mark mk = attn__ws_mark(ctx);
+    s2s_rec *rec;
+    float *y;
+    attn_status st;
+    ATTN_TRYG(attn__tape_alloc(ctx, &saved->tape, 1, sizeof *rec, (void **)&rec));
+    ATTN_TRYG(prepare(ctx, &saved->tape, q, src, tgt, &rec->bt));
+    int64_t B = rec->bt.B, T = rec->bt.T, V = q->cfg.tgt_vocab;
+    ATTN_TRYG(attn__check(ctx, logits, "logits", ATTN_F32, 3, 3));
     {
         int64_t ls[3] = {B, T, V};
-        ATTN_TRYG(attn__check_shape(ctx, dlogits, "dlogits", 3, ls));
+        ATTN_TRYG(attn__check_shape(ctx, logits, "logits", 3, ls));
     }
-    ATTN_TRYG(attn__check_finite(ctx, dlogits, "dlogits", 0));
-    ATTN_TRYG(attn__contig(ctx, dlogits, &dl));
-    ATTN_TRYG(attn__ws_f32(ctx, &s0, B, S, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &mem, B, S, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &ds0, B, S, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dmem, B, S, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &t0, B, T, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &xo, B, T, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dxo, B, T, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dt0, B, T, E, 1));
-    /* recompute, remembering the stream at each stage (same order as run_fwd) */
-    attn__rng r_src = rng;
-    float p = q->cfg.tf.dropout;
-    embed(q, q->src_emb, bt.sid, B, S, s0);
-    attn__dropout(&rng, p, s0, B * S * E);
-    attn__rng r_tgt = rng;
-    embed(q, q->tgt_emb, bt.tid, B, T, t0);
-    attn__dropout(&rng, p, t0, B * T * E);
-    attn__rng r_enc = rng;
-    memcpy(mem, s0, (size_t)(B * S * E) * sizeof(float));
-    ATTN_TRYG(attn__enc_run(ctx, &q->s, mem, B, S, NULL, &bt.skpm, 0, &rng));
-    attn__rng r_dec = rng;
-    memcpy(xo, t0, (size_t)(B * T * E) * sizeof(float));
-    ATTN_TRYG(attn__dec_run(ctx, &q->s, xo, mem, B, T, S, NULL, NULL, &bt.tkpm, &bt.skpm, 1, &rng,
-                            NULL));
-    /* generator, decoder, encoder */
-    ATTN_TRYG(attn__linear_bwd(ctx, xo, E, q->gen.weight, dl, V, dxo, E, attn__g(&g, q->gen.weight),
-                         attn__g(&g, q->gen.bias), B * T, E, V));
-    memset(dmem, 0, (size_t)(B * S * E) * sizeof(float));
-    ATTN_TRYG(attn__dec_stack_bwd(ctx, &q->s, &g, t0, mem, B, T, S, NULL, NULL, &bt.tkpm,
-                                  &bt.skpm, 1, &r_dec, dxo, dt0, dmem));
-    ATTN_TRYG(attn__enc_stack_bwd(ctx, &q->s, &g, s0, B, S, NULL, &bt.skpm, 0, &r_enc, dmem, ds0));
-    /* embeddings: dropout, then the sqrt(E) scale, scattered to the used rows */
-    attn__dropout(&r_src, p, ds0, B * S * E);
-    attn__dropout(&r_tgt, p, dt0, B * T * E);
-    {
-        float sc = (float)sqrt((double)E);
-        float *gs = attn__g(&g, q->src_emb), *gt = attn__g(&g, q->tgt_emb);
-        for (int64_t r = 0; r < B * S; r++)
-            for (int64_t e = 0; e < E; e++) gs[bt.sid[r] * E + e] += ds0[r * E + e] * sc;
-        for (int64_t r = 0; r < B * T; r++)
-            for (int64_t e = 0; e < E; e++) gt[bt.tid[r] * E + e] += dt0[r * E + e] * sc;
-    }
+    ATTN_TRYG(fwd_rec(ctx, q, run, &saved->tape, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0,
+                      rec));
+    ATTN_TRYG(attn__ws_f32(ctx, &y, B, T, V, 1));
+    ATTN_TRYG(attn__lin_fwd(ctx, &q->gen, rec->dec.out, y, B * T));
+    attn__store(y, logits);
+    attn__saved_end(saved, m, rec);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_seq2seq_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                        const attn_saved *saved, const attn_tensor *dlogits) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__SEQ2SEQ, "attn_seq2seq_backward_saved"));
+    const seq2seq *q = m->impl;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    s2s_rec *rec;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, "attn_seq2seq_backward_saved", (void **)&rec));
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *dl;
+    attn_status st;
+    ATTN_TRYG(check_dlogits(ctx, q, &rec->bt, dlogits, &dl));
+    ATTN_TRYG(bwd_rec(ctx, q, &g, rec, dl));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -283,7 +368,7 @@ attn_status attn_seq2seq_greedy(attn_ctx *ctx, const attn_module *m, const attn_
     unsigned char *tpad, *done_row;
     attn_status st;
     attn__rng rng = attn__rng_from(NULL);
-    ATTN_TRYG(prepare(ctx, q, src, NULL, &bt));
+    ATTN_TRYG(prepare(ctx, NULL, q, src, NULL, &bt));
     int64_t B = bt.B, S = bt.S, E = bt.E, V = c->tgt_vocab, T = out->shape[1];
     if (out->shape[0] != B || T + 1 > c->max_len) {
         st = attn__fail(ctx, ATTN_E_SHAPE, "out must be [%lld, T] with T < max_len %lld",
