@@ -485,6 +485,7 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
     }
     attn_module *m = NULL;
     attn_adamw *opt = NULL;
+    attn_saved *sv = NULL; /* each step's activations, from its forward to its backward */
     attn_st *rs = NULL;
     int64_t step0 = 0;
     attn_status st;
@@ -524,6 +525,7 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
     oc.lr = c.lr;
     oc.weight_decay = c.weight_decay;
     ATTN_TRYG(attn_adamw_create(ctx, m, &oc, &opt));
+    ATTN_TRYG(attn_saved_create(ctx, 0, &sv));
     if (rs) {
         ATTN_TRYG(attn_module_load(ctx, m, rs, "model.", 1));
         ATTN_TRYG(attn_adamw_load(ctx, opt, m, rs, "optim."));
@@ -555,10 +557,10 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
             attn_run run = {c.dropout > 0.0f, c.seed, (uint64_t)step << 16};
             float loss, gnorm = 0.0f;
             float lr = attn_lr_warmup_cosine(step, c.warmup, c.steps, c.lr, c.lr_min);
-            ATTN_TRYG(attn_gpt_forward(ctx, m, &Ids, &run, &Lg));
+            ATTN_TRYG(attn_gpt_forward_train(ctx, m, &Ids, &run, &Lg, sv));
             ATTN_TRYG(attn_cross_entropy(ctx, &Lg2, &Tg, -100, 0.0f, &loss, &DLg2));
             attn_module_zero_grad(m);
-            ATTN_TRYG(attn_gpt_backward(ctx, m, &Ids, &run, &DLg));
+            ATTN_TRYG(attn_gpt_backward_saved(ctx, m, sv, &DLg));
             ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, c.clip, &gnorm));
             ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
             double t = attn__now_s();
@@ -585,6 +587,7 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
 done:
     attn__ws_release(ctx, mk);
     attn_st_free(rs);
+    attn_saved_free(sv);
     attn_adamw_free(opt);
     if (st == ATTN_OK) {
         *model = m;

@@ -252,6 +252,7 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
     attn_seq2seq_config qc = model_cfg(&c);
     attn_module *m = NULL;
     attn_adamw *opt = NULL;
+    attn_saved *sv = NULL; /* each step's activations, from its forward to its backward */
     attn_st *rs = NULL;
     int64_t step0 = 0;
     attn_status st;
@@ -279,6 +280,7 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
     oc.lr = c.lr;
     oc.weight_decay = c.weight_decay;
     ATTN_TRYG(attn_adamw_create(ctx, m, &oc, &opt));
+    ATTN_TRYG(attn_saved_create(ctx, 0, &sv));
     if (rs) {
         ATTN_TRYG(attn_module_load(ctx, m, rs, "model.", 1));
         ATTN_TRYG(attn_adamw_load(ctx, opt, m, rs, "optim."));
@@ -313,11 +315,11 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
             attn_run run = {c.dropout > 0.0f, c.seed, (uint64_t)step << 16};
             float loss, gnorm = 0.0f, lr = attn_lr_warmup_cosine(step, c.warmup, c.steps, c.lr,
                                                                  c.lr_min);
-            ATTN_TRYG(attn_seq2seq_forward(ctx, m, &Src, &Tin, &run, &Lg, NULL));
+            ATTN_TRYG(attn_seq2seq_forward_train(ctx, m, &Src, &Tin, &run, &Lg, sv));
             ATTN_TRYG(attn_cross_entropy(ctx, &Lg2, &Tout, ATTN__DATES_PAD, c.label_smoothing,
                                          &loss, &DLg2));
             attn_module_zero_grad(m);
-            ATTN_TRYG(attn_seq2seq_backward(ctx, m, &Src, &Tin, &run, &DLg));
+            ATTN_TRYG(attn_seq2seq_backward_saved(ctx, m, sv, &DLg));
             ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, c.clip, &gnorm));
             ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
             double t = attn__now_s();
@@ -345,6 +347,7 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
 done:
     attn__ws_release(ctx, mk);
     attn_st_free(rs);
+    attn_saved_free(sv);
     attn_adamw_free(opt);
     if (st == ATTN_OK) *model = m;
     else attn_module_free(m);
