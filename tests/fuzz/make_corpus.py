@@ -1,11 +1,25 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of fuzz_safetensors into corpus/ (standard library only).
+"""Writes the seed corpora of the fuzz targets (standard library only):
 
-Run from tests/fuzz: python3 make_corpus.py.  The files are committed; the library and its tests
-never need Python."""
+    corpus/             fuzz_safetensors
+    corpus_hf_config/   fuzz_hf_config   (config.json, modules.json, 1_Pooling/config.json,
+                                          sentence_bert_config.json, split by SEP)
+    corpus_tokenizer/   fuzz_tokenizer   (vocab.txt, tokenizer_config.json, text, split by SEP)
+    corpus_checkpoint/  fuzz_checkpoint  (checkpoints made by `attn train ... --steps 2`)
+
+Run from tests/fuzz: python3 make_corpus.py [ATTN]; with ATTN (the attn program, e.g.
+../../build/attn) the checkpoints are made again, else they are left as they are.  The files
+are committed (all are small); the library and its tests never need Python."""
 import json
 import os
+import shutil
 import struct
+import subprocess
+import sys
+import tempfile
+
+SEP = b"\x1e\x1e"  # fuzz_util.h FZ_SEP
+FIXTURE = os.path.join("..", "fixtures", "bert_tiny")
 
 
 def write(path, tensors, metadata=None, pad=True):
@@ -41,3 +55,86 @@ write("corpus/alltypes.safetensors",
        ("empty", "F32", [0, 3], b""),
        ("scalar\u00e9\U0001F600\n\"", "U8", [], b"\x07")],
       {"k\t": "v\u20ac", "": ""}, pad=False)
+
+
+def put(folder, name, *parts):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(SEP.join(p if isinstance(p, bytes) else p.encode() for p in parts))
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURE, name), "rb") as f:
+        return f.read()
+
+
+# ---- fuzz_hf_config: the fixture's JSON files, and variants that still load ----------------
+cfg, mods = fixture("config.json"), fixture("modules.json")
+pool, sbert = fixture("1_Pooling/config.json"), fixture("sentence_bert_config.json")
+H = "corpus_hf_config"
+put(H, "fixture", cfg, mods, pool, sbert)
+put(H, "config_only", cfg)
+put(H, "no_sbert", cfg, mods, pool)
+c = json.loads(cfg)
+c.update(num_hidden_layers=1, layer_norm_eps=1e-5, pad_token_id=1)
+del c["model_type"], c["type_vocab_size"]
+m = json.loads(mods)[:2]
+put(H, "one_layer_cls", json.dumps(c),
+    json.dumps(m), json.dumps({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}),
+    json.dumps({"max_seq_length": 8, "do_lower_case": True}))
+m = [{"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
+     {"idx": 1, "path": "1_Pooling/", "type": "Pooling"}, {"type": "models.Normalize"}]
+put(H, "max_pooling", json.dumps(c, indent=1), json.dumps(m),
+    json.dumps({"pooling_mode_max_tokens": True, "pooling_mode_mean_sqrt_len_tokens": False}),
+    '{"max_seq_length": 200}')
+
+# ---- fuzz_tokenizer: vocabularies, settings and texts, hostile UTF-8 among them -------------
+vocab, tok = fixture("vocab.txt"), fixture("tokenizer_config.json")
+T = "corpus_tokenizer"
+put(T, "fixture_en", vocab, tok, "Caf\u00e9 au lait, s'il vous pla\u00eet! The quick brown fox.")
+put(T, "fixture_cjk", vocab, tok, "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3067\u3059"
+    " \u6771\u4eac\u30bf\u30ef\u30fc\uff46\uff11 unbelievable supercalifragi")
+put(T, "no_config", vocab)
+put(T, "cased_accents", vocab,
+    '{"do_lower_case": false, "strip_accents": true, "tokenize_chinese_chars": false}',
+    "R\u00e9sum\u00e9 \u00c5ngstr\u00f6m \u00c9cole Normale Sup\u00e9rieure, Z\u00fcrich "
+    "M\u00fcnchen K\u00f6ln \u0130stanbul \u0141\u00f3d\u017a \u00df\u00e6 \ufb01")
+hostile = (b"ok \xc0\xaf \xe0\x80\xaf \xed\xa0\x80\xed\xb0\x80 \xf4\x90\x80\x80 \xf8\x88\x80\x80\x80 "
+           b"\xe6\x97 trunc\xc3 \xef\xbf\xbd \xef\xbb\xbf bom \xe2\x80\x8b zero\xe2\x80\x8cwidth "
+           b"\xe2\x80\xae rtl \xcc\x81\xcc\x81 combining a\xcc\x8a \x01\x7f\t\r\n \xc2\xa0nbsp "
+           b"\xf0\x9f\x98\x80 \xf3\xa0\x80\x81 \xee\x80\x80 \xff\xfe")
+put(T, "hostile_utf8", vocab, tok, hostile)
+small = b"[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\nun\r\n##aff\r\n##able\r\nun\r\n##\r\n\r\n" \
+        b"\xc3\xa9\n##\xc3\xa9\n!\n"
+put(T, "small_crlf", small,
+    '{"unk_token": {"content": "[UNK]", "lstrip": false}, "cls_token": "[CLS]", '
+    '"pad_token": null, "tokenizer_class": "BertTokenizerFast", "strip_accents": null}',
+    "unaffable un!aff able \u00e9\u00e9 " + "x" * 120 + " unaffableunaffable")
+put(T, "truncated", vocab, "{}", "hello world " * 80)
+
+# ---- fuzz_checkpoint: the smallest models `attn train` makes, two steps of training ----------
+if len(sys.argv) > 1:
+    attn = os.path.abspath(sys.argv[1])
+    C = os.path.abspath("corpus_checkpoint")
+    os.makedirs(C, exist_ok=True)
+    tmp = tempfile.mkdtemp()
+    try:
+        with open(os.path.join(tmp, "text.txt"), "w") as f:
+            f.write("the cat sat on the mat. a cat is not a hat.\n" * 8)
+        small = ["--d-model", "8", "--heads", "2", "--layers", "1", "--ff", "16", "--batch", "2",
+                 "--steps", "2", "--threads", "1", "--eval-every", "0"]
+        subprocess.run([attn, "train", "charlm", "--text", "text.txt", "--block", "8",
+                        "--sample", "4", "--out", "lm"] + small, cwd=tmp, check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run([attn, "train", "dates", "--eval-n", "1", "--out", "dm"] + small, cwd=tmp,
+                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([attn, "train", "dates", "--eval-n", "1", "--out", "dpost", "--layers",
+                        "2", "--ff", "8", "--d-model", "4", "--heads", "1", "--dropout", "0.1"]
+                       + small[8:], cwd=tmp, check=True, stdout=subprocess.DEVNULL)
+        for src, dst in [("lm/model.safetensors", "charlm.safetensors"),
+                         ("lm/state.safetensors", "charlm_state.safetensors"),
+                         ("dm/model.safetensors", "dates.safetensors"),
+                         ("dpost/model.safetensors", "dates_2layers.safetensors")]:
+            shutil.copy(os.path.join(tmp, src), os.path.join(C, dst))
+    finally:
+        shutil.rmtree(tmp)
