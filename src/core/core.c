@@ -120,21 +120,47 @@ int64_t attn_ctx_limit(const attn_ctx *ctx, attn_limit which) {
     return ctx->limit[which];
 }
 
+/* Why the last attn_ctx_create of this thread failed (there is no context to hold it);
+ * attn_ctx_errmsg(NULL) returns it. */
+static _Thread_local char create_msg[ATTN__MSG_MAX];
+
+static attn_status create_fail(attn_status st, const char *fmt, ...) ATTN__PRINTF(2, 3);
+static attn_status create_fail(attn_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(create_msg, sizeof create_msg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+#define ATTN__CTX_FLAGS_KNOWN ((unsigned)ATTN_CTX_NO_FINITE_CHECK)
+
 attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
-    if (!out) return ATTN_E_INVALID;
+    create_msg[0] = 0;
+    if (!out) return create_fail(ATTN_E_INVALID, "attn_ctx_create: out is NULL");
     *out = NULL;
     attn_ctx_params p;
     memset(&p, 0, sizeof p);
     if (params) p = *params;
-    if ((p.alloc == NULL) != (p.free == NULL)) return ATTN_E_INVALID;
-    if (p.threads < 0 || p.threads > 1024) return ATTN_E_INVALID;
-    if (p.workspace && p.workspace_size == 0) return ATTN_E_INVALID;
+    if ((p.alloc == NULL) != (p.free == NULL))
+        return create_fail(ATTN_E_INVALID,
+                           "attn_ctx_create: alloc and free must be set together");
+    if (p.threads < 0 || p.threads > 1024)
+        return create_fail(ATTN_E_INVALID, "attn_ctx_create: threads must be in [0, 1024], got %d",
+                           p.threads);
+    if (p.workspace && p.workspace_size == 0)
+        return create_fail(ATTN_E_INVALID,
+                           "attn_ctx_create: workspace is set but workspace_size is 0");
+    if (p.flags & ~ATTN__CTX_FLAGS_KNOWN)
+        return create_fail(ATTN_E_INVALID,
+                           "attn_ctx_create: unknown flags 0x%x (known: ATTN_CTX_NO_FINITE_CHECK "
+                           "= 0x%x)", p.flags & ~ATTN__CTX_FLAGS_KNOWN, ATTN__CTX_FLAGS_KNOWN);
     if (!p.alloc) {
         p.alloc = attn__default_alloc;
         p.free = attn__default_free;
     }
     attn_ctx *c = p.alloc(p.alloc_user, sizeof *c);
-    if (!c) return ATTN_E_NOMEM;
+    if (!c) return create_fail(ATTN_E_NOMEM, "attn_ctx_create: out of memory");
     memset(c, 0, sizeof *c);
     c->threads = p.threads > 0 ? p.threads : 1;
     c->alloc = p.alloc;
@@ -145,7 +171,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
         c->blocks = attn__malloc(c, sizeof *c->blocks);
         if (!c->blocks) {
             p.free(p.alloc_user, c);
-            return ATTN_E_NOMEM;
+            return create_fail(ATTN_E_NOMEM, "attn_ctx_create: out of memory");
         }
         /* align the caller's block to 64 bytes */
         uintptr_t a = (uintptr_t)p.workspace, al = (a + 63) & ~(uintptr_t)63;
@@ -162,7 +188,8 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
     if (c->threads > 1 && attn__pool_create(c, c->threads, &c->pool) != ATTN_OK) {
         attn__free(c, c->blocks);
         p.free(p.alloc_user, c);
-        return ATTN_E_NOMEM;
+        return create_fail(ATTN_E_NOMEM, "attn_ctx_create: cannot start %d worker threads",
+                           p.threads);
     }
     *out = c;
     return ATTN_OK;
@@ -178,7 +205,7 @@ void attn_ctx_free(attn_ctx *ctx) {
 }
 
 const char *attn_ctx_errmsg(const attn_ctx *ctx) {
-    if (!ctx) return "no context";
+    if (!ctx) return create_msg[0] ? create_msg : "no context";
     return ctx->status == ATTN_OK ? "" : ctx->msg;
 }
 attn_status attn_ctx_status(const attn_ctx *ctx) { return ctx ? ctx->status : ATTN_E_INVALID; }
@@ -387,6 +414,123 @@ attn_status attn__check_shape(attn_ctx *ctx, const attn_tensor *t, const char *w
     char a[96], b[96];
     return attn__fail(ctx, ATTN_E_SHAPE, "%s has shape %s, expected %s", what,
                       attn__shape_str(t, a, sizeof a), attn__shape_str(&want, b, sizeof b));
+}
+
+/* ---- output aliasing ------------------------------------------------------------------- */
+static int present(const attn_tensor *t) { return t && t->data; }
+
+/* |a| * b for b >= 0 into *r (0 on overflow, or for INT64_MIN). */
+static int abs_mul(int64_t a, int64_t b, int64_t *r) {
+    if (a == INT64_MIN) return 0;
+    return attn__mul_i64(a < 0 ? -a : a, b, r);
+}
+
+/* The bytes [*lo, *hi] that t addresses.  Returns 1, 0 when t has no element (*lo > *hi is
+ * not used then), or -1 on overflow. */
+static int view_extent(const attn_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+    int64_t below = 0, above = 0; /* element offsets below and above data */
+    if (t->ndim < 0 || t->ndim > ATTN_MAX_DIMS) return -1;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] <= 0) return 0;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t term;
+        if (!abs_mul(t->stride[d], t->shape[d] - 1, &term)) return -1;
+        int64_t *side = t->stride[d] < 0 ? &below : &above;
+        if (*side > INT64_MAX - term) return -1;
+        *side += term;
+    }
+    size_t esz = attn_dtype_size(t->dtype);
+    if (esz == 0) esz = 1;
+    size_t bb, ab;
+    if ((uint64_t)below > SIZE_MAX || (uint64_t)above > SIZE_MAX ||
+        !attn__mul_size((size_t)below, esz, &bb) || !attn__mul_size((size_t)above, esz, &ab) ||
+        !attn__add_size(ab, esz - 1, &ab))
+        return -1;
+    uintptr_t base = (uintptr_t)t->data;
+    if (bb > base || ab > UINTPTR_MAX - base) return -1;
+    *lo = base - bb;
+    *hi = base + ab;
+    return 1;
+}
+
+int attn__same_view(const attn_tensor *a, const attn_tensor *b) {
+    if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->stride[d] != b->stride[d]))
+            return 0;
+    return 1;
+}
+
+attn_status attn__check_disjoint(attn_ctx *ctx, const char *fn, const attn_tensor *out,
+                                 const char *out_name, const attn_tensor *in,
+                                 const char *in_name) {
+    if (!present(out) || !present(in)) return ATTN_OK;
+    uintptr_t alo, ahi, blo, bhi;
+    int ea = view_extent(out, &alo, &ahi), eb = view_extent(in, &blo, &bhi);
+    ATTN_FAIL_IF(ea < 0 || eb < 0, ctx, ATTN_E_OVERFLOW, "%s: the memory extent of %s overflows",
+                 fn, ea < 0 ? out_name : in_name);
+    if (ea == 0 || eb == 0 || ahi < blo || bhi < alo) return ATTN_OK;
+    return attn__fail(ctx, ATTN_E_INVALID,
+                      "%s: %s overlaps %s (outputs may not share memory with inputs or with "
+                      "each other)", fn, out_name, in_name);
+}
+
+attn_status attn__check_distinct(attn_ctx *ctx, const char *fn, const attn_tensor *out,
+                                 const char *out_name) {
+    if (!present(out) || out->ndim < 0 || out->ndim > ATTN_MAX_DIMS) return ATTN_OK;
+    int dims[ATTN_MAX_DIMS], n = 0;
+    for (int d = 0; d < out->ndim; d++) {
+        if (out->shape[d] <= 1) continue;
+        if (out->stride[d] == INT64_MIN) return ATTN_OK; /* attn__check refuses it */
+        ATTN_FAIL_IF(out->stride[d] == 0, ctx, ATTN_E_INVALID,
+                     "%s: output %s has stride 0 on dimension %d (size %lld): its elements "
+                     "would share memory", fn, out_name, d, (long long)out->shape[d]);
+        /* insertion by |stride| */
+        int k = n++;
+        int64_t s = out->stride[d] < 0 ? -out->stride[d] : out->stride[d];
+        while (k > 0) {
+            int64_t p = out->stride[dims[k - 1]];
+            if ((p < 0 ? -p : p) <= s) break;
+            dims[k] = dims[k - 1];
+            k--;
+        }
+        dims[k] = d;
+    }
+    int64_t reach = 0; /* largest offset covered by the smaller dimensions */
+    for (int i = 0; i < n; i++) {
+        int d = dims[i];
+        int64_t term;
+        int64_t s = out->stride[d] < 0 ? -out->stride[d] : out->stride[d];
+        char buf[96];
+        ATTN_FAIL_IF(s <= reach, ctx, ATTN_E_INVALID,
+                     "%s: output %s has strides that give two elements the same memory (or "
+                     "interleave dimensions, which outputs may not): stride %lld on dimension "
+                     "%d of shape %s", fn, out_name, (long long)out->stride[d], d,
+                     attn__shape_str(out, buf, sizeof buf));
+        ATTN_FAIL_IF(!attn__mul_i64(s, out->shape[d] - 1, &term) || reach > INT64_MAX - term, ctx,
+                     ATTN_E_OVERFLOW, "%s: output %s: strides overflow", fn, out_name);
+        reach += term;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn__check_outputs(attn_ctx *ctx, const char *fn, const attn__arg *outs, int nout,
+                                const attn__arg *ins, int nin) {
+    for (int i = 0; i < nout; i++) {
+        if (!present(outs[i].t)) continue;
+        ATTN_TRY(attn__check_distinct(ctx, fn, outs[i].t, outs[i].name));
+        for (int j = 0; j < i; j++)
+            ATTN_TRY(attn__check_disjoint(ctx, fn, outs[i].t, outs[i].name, outs[j].t,
+                                          outs[j].name));
+        for (int j = 0; j < nin; j++) {
+            if (i < 32 && (ins[j].same_ok >> i & 1u) && present(ins[j].t) &&
+                attn__same_view(outs[i].t, ins[j].t))
+                continue;
+            ATTN_TRY(attn__check_disjoint(ctx, fn, outs[i].t, outs[i].name, ins[j].t,
+                                          ins[j].name));
+        }
+    }
+    return ATTN_OK;
 }
 
 /* Calls fn(ptr, user) for every element offset of t in row-major order. */

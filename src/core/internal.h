@@ -151,6 +151,45 @@ static inline int64_t attn__off(const attn_tensor *t, const int64_t *idx) {
     for (int d = 0; d < t->ndim; d++) o += idx[d] * t->stride[d];
     return o;
 }
+/* ---- output aliasing ------------------------------------------------------------------- */
+/* Overlap is judged on byte extents: a view covers the bytes from its lowest to its highest
+ * addressed element (computed from shape and strides, overflow-checked), and two views
+ * overlap when those ranges intersect.  This is conservative: two strided views that
+ * interleave without sharing an element (the even and the odd columns of one buffer) are
+ * refused too.  An absent view (NULL or NULL data) never overlaps.  Every check is O(ndim):
+ * nothing reads the data.  Messages start with `fn` and name both arguments:
+ * "attn_sdpa: out overlaps q" (ATTN_E_INVALID). */
+ATTN__HIDDEN attn_status attn__check_disjoint(attn_ctx *ctx, const char *fn,
+                                              const attn_tensor *out, const char *out_name,
+                                              const attn_tensor *in, const char *in_name);
+/* An output whose distinct elements all have distinct addresses: no stride 0 on a dimension
+ * of size > 1, and, with the dimensions of size > 1 ordered by stride, each stride larger
+ * than the extent of the smaller ones (every slice or permutation of a dense buffer
+ * qualifies; other self-disjoint layouts are refused as well). */
+ATTN__HIDDEN attn_status attn__check_distinct(attn_ctx *ctx, const char *fn,
+                                              const attn_tensor *out, const char *out_name);
+/* 1 when a and b are the same view: data, dtype, ndim, shape and the strides of the
+ * dimensions of size > 1 equal. */
+ATTN__HIDDEN int attn__same_view(const attn_tensor *a, const attn_tensor *b);
+
+/* An argument of attn__check_outputs.  same_ok (inputs only): bit i set = output i may be
+ * exactly this view (an op documented to work in place); any other overlap is refused. */
+typedef struct attn__arg {
+    const attn_tensor *t;
+    const char *name;
+    unsigned same_ok;
+} attn__arg;
+#define ATTN__NARGS(arr) ((int)(sizeof(arr) / sizeof((arr)[0])))
+/* The output checks of one call: each present output attn__check_distinct, the outputs
+ * pairwise disjoint, and each output disjoint from each input (or the same view where
+ * same_ok allows).  Call after the arguments' attn__check and before anything is written. */
+ATTN__HIDDEN attn_status attn__check_outputs(attn_ctx *ctx, const char *fn, const attn__arg *outs,
+                                             int nout, const attn__arg *ins, int nin);
+/* The tensor of a mask, or NULL when the mask is absent. */
+static inline const attn_tensor *attn__mask_t(const attn_mask *m) {
+    return m && m->kind != ATTN_MASK_NONE ? &m->t : NULL;
+}
+
 /* Contiguous F32 copy (or the data itself if already contiguous). */
 ATTN__HIDDEN attn_status attn__contig(attn_ctx *ctx, const attn_tensor *t, const float **out);
 /* Copies contiguous src into a (possibly strided) F32 view. */
