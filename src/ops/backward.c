@@ -1,8 +1,11 @@
 /* Backward of the stateless ops of ops.c (PyTorch autograd semantics) and cross-entropy.
  * Every function validates as its forward does and OVERWRITES the gradients it is given; a
- * gradient argument that is NULL (or has NULL data) is not computed.  Parameter-like
- * gradients (dW, db, dweight, dbias) are summed in a zeroed workspace buffer and then stored,
- * so any output may overlap any input.  The attention backwards are in attention.c. */
+ * gradient argument that is NULL (or has NULL data) is not computed.  Outputs may not overlap
+ * inputs or each other (attn__check_outputs), except that the elementwise input gradients
+ * (softmax, activation, layer norm: dx; positional ADD: dx) may be exactly dy / y / x / dout,
+ * as the header states: their kernels read each element before writing it.  Parameter-like
+ * gradients (dW, db, dweight, dbias) are summed in a zeroed workspace buffer and then stored.
+ * The attention backwards are in attention.c. */
 #include <math.h>
 #include <string.h>
 
@@ -38,6 +41,10 @@ attn_status attn_softmax_backward(attn_ctx *ctx, const attn_tensor *y, const att
     ATTN_TRY(attn__check(ctx, y, "softmax_backward y", ATTN_F32, 1, 4));
     ATTN_TRY(check_like(ctx, dy, "softmax_backward dy", y, "softmax_backward y"));
     if (wanted(dx)) ATTN_TRY(check_like(ctx, dx, "softmax_backward dx", y, "softmax_backward y"));
+    {
+        attn__arg o[] = {{dx, "dx", 0}}, in[] = {{y, "y", 1u}, {dy, "dy", 1u}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_softmax_backward", o, 1, in, 2));
+    }
     ATTN_TRY(attn__check_finite(ctx, y, "softmax_backward y", 0));
     ATTN_TRY(attn__check_finite(ctx, dy, "softmax_backward dy", 0));
     if (!wanted(dx)) return ATTN_OK;
@@ -79,6 +86,11 @@ attn_status attn_linear_backward(attn_ctx *ctx, const attn_tensor *x, const attn
     if (wanted(dx)) ATTN_TRY(check_like(ctx, dx, "linear_backward dx", x, "linear_backward x"));
     if (wanted(dW)) ATTN_TRY(check_out(ctx, dW, "linear_backward dW", 2, W->shape));
     if (wanted(db)) ATTN_TRY(check_out(ctx, db, "linear_backward db", 1, &OUT));
+    {
+        attn__arg o[] = {{dx, "dx", 0}, {dW, "dW", 0}, {db, "db", 0}},
+                  in[] = {{x, "x", 0}, {W, "W", 0}, {dy, "dy", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_linear_backward", o, 3, in, 3));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "linear_backward x", 0));
     ATTN_TRY(attn__check_finite(ctx, W, "linear_backward W", 0));
     ATTN_TRY(attn__check_finite(ctx, dy, "linear_backward dy", 0));
@@ -93,13 +105,7 @@ attn_status attn_linear_backward(attn_ctx *ctx, const attn_tensor *x, const attn
     ATTN_TRYG(attn__contig(ctx, W, &wp));
     if (wanted(dW)) ATTN_TRYG(ws_zero(ctx, &dwp, OUT * IN));
     if (wanted(db)) ATTN_TRYG(ws_zero(ctx, &dbp, OUT));
-    if (wanted(dx)) {
-        ATTN_TRYG(attn__rows_out_begin(ctx, dx, &dxp, &lddx));
-        if (dxp == dyp || dxp == wp) {
-            st = attn__fail(ctx, ATTN_E_INVALID, "linear_backward dx may not alias dy or W");
-            goto done;
-        }
-    }
+    if (wanted(dx)) ATTN_TRYG(attn__rows_out_begin(ctx, dx, &dxp, &lddx));
     attn__linear_bwd_ref(xp, ldx, wp, dyp, lddy, dxp, lddx, dwp, dbp, M, IN, OUT);
     if (dxp) attn__rows_out_end(dxp, dx);
     if (dwp) attn__store(dwp, dW);
@@ -127,6 +133,11 @@ attn_status attn_layer_norm_backward(attn_ctx *ctx, const attn_tensor *x,
         ATTN_TRY(check_like(ctx, dx, "layer_norm_backward dx", x, "layer_norm_backward x"));
     if (wanted(dweight)) ATTN_TRY(check_out(ctx, dweight, "layer_norm_backward dweight", 1, &E));
     if (wanted(dbias)) ATTN_TRY(check_out(ctx, dbias, "layer_norm_backward dbias", 1, &E));
+    {
+        attn__arg o[] = {{dx, "dx", 0}, {dweight, "dweight", 0}, {dbias, "dbias", 0}},
+                  in[] = {{x, "x", 1u}, {weight, "weight", 0}, {dy, "dy", 1u}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_layer_norm_backward", o, 3, in, 3));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "layer_norm_backward x", 0));
     ATTN_TRY(attn__check_finite(ctx, dy, "layer_norm_backward dy", 0));
     if (!wanted(dx) && !wanted(dweight) && !wanted(dbias)) return ATTN_OK;
@@ -159,6 +170,10 @@ attn_status attn_activate_backward(attn_ctx *ctx, attn_activation act, const att
     ATTN_TRY(check_like(ctx, dy, "activation_backward dy", x, "activation_backward x"));
     if (wanted(dx))
         ATTN_TRY(check_like(ctx, dx, "activation_backward dx", x, "activation_backward x"));
+    {
+        attn__arg o[] = {{dx, "dx", 0}}, in[] = {{x, "x", 1u}, {dy, "dy", 1u}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_activate_backward", o, 1, in, 2));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "activation_backward x", 0));
     ATTN_TRY(attn__check_finite(ctx, dy, "activation_backward dy", 0));
     if (!wanted(dx)) return ATTN_OK;
@@ -211,6 +226,10 @@ attn_status attn_embedding_backward(attn_ctx *ctx, const attn_tensor *ids,
                      "embedding_backward dtable %s does not match dout %s (width %lld)",
                      attn__shape_str(dtable, s1, sizeof s1),
                      attn__shape_str(dout, s2, sizeof s2), (long long)E);
+    }
+    {
+        attn__arg o[] = {{dtable, "dtable", 0}}, in[] = {{ids, "ids", 0}, {dout, "dout", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_embedding_backward", o, 1, in, 2));
     }
     ATTN_TRY(attn__check_finite(ctx, dout, "embedding_backward dout", 0));
     if (!wanted(dtable)) return ATTN_OK;
@@ -273,11 +292,17 @@ attn_status attn_positional_apply_backward(attn_ctx *ctx, attn_pe_mode mode,
                      attn__shape_str(dpe, s1, sizeof s1), (long long)L, (long long)P,
                      attn__shape_str(dout, s2, sizeof s2));
     }
+    {
+        /* ADD: dx is a copy of dout, so it may be dout itself */
+        attn__arg o[] = {{dx, "dx", 0}, {dpe, "dpe", 0}},
+                  in[] = {{dout, "dout", mode == ATTN_PE_ADD ? 1u : 0u}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_positional_apply_backward", o, 2, in, 1));
+    }
     ATTN_TRY(attn__check_finite(ctx, dout, "positional_backward dout", 0));
     const float *op = dout->data;
     const int64_t *os = dout->stride;
     int64_t poff = mode == ATTN_PE_ADD ? 0 : E;
-    /* dpe first: dx may overlap dout (ADD), and it receives the same values */
+    /* dpe first: dx may be dout (ADD), and it receives the same values */
     if (wanted(dpe)) {
         float *pp = dpe->data;
         for (int64_t l = 0; l < dpe->shape[0]; l++)
@@ -318,6 +343,12 @@ attn_status attn_cross_entropy(attn_ctx *ctx, const attn_tensor *logits,
                  (double)label_smoothing);
     if (wanted(dlogits))
         ATTN_TRY(check_out(ctx, dlogits, "cross_entropy dlogits", 2, logits->shape));
+    {
+        attn_tensor L1 = attn_view1(loss, 1);
+        attn__arg o[] = {{dlogits, "dlogits", 0}, {&L1, "loss", 0}},
+                  in[] = {{logits, "logits", 0}, {targets, "targets", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_cross_entropy", o, 2, in, 2));
+    }
     ATTN_TRY(attn__check_finite(ctx, logits, "cross_entropy logits", 0));
     attn__mark mk = attn__ws_mark(ctx);
     int64_t *tg;

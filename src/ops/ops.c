@@ -46,6 +46,10 @@ attn_status attn_softmax(attn_ctx *ctx, const attn_tensor *x, attn_tensor *y) {
     ATTN_TRY(attn__check(ctx, x, "softmax input", ATTN_F32, 1, 4));
     ATTN_TRY(attn__check(ctx, y, "softmax output", ATTN_F32, 1, 4));
     ATTN_TRY(attn__same_shape(ctx, x, "input", y, "output"));
+    {
+        attn__arg o[] = {{y, "y", 0}}, in[] = {{x, "x", 1u}}; /* y may be x */
+        ATTN_TRY(attn__check_outputs(ctx, "attn_softmax", o, 1, in, 1));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "softmax input", 1));
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp;
@@ -82,6 +86,10 @@ attn_status attn_linear(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *
         ATTN_TRY(attn__check(ctx, b, "linear bias", ATTN_F32, 1, 1));
         ATTN_TRY(attn__check_shape(ctx, b, "linear bias", 1, &OUT));
     }
+    {
+        attn__arg o[] = {{y, "y", 0}}, in[] = {{x, "x", 0}, {W, "W", 0}, {b, "b", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_linear", o, 1, in, 3));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "linear input", 0));
     ATTN_TRY(attn__check_finite(ctx, W, "linear weight", 0));
     if (b && b->data) ATTN_TRY(attn__check_finite(ctx, b, "linear bias", 0));
@@ -94,10 +102,6 @@ attn_status attn_linear(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *
     ATTN_TRYG(attn__contig(ctx, W, &wp));
     if (b && b->data) ATTN_TRYG(attn__contig(ctx, b, &bp));
     ATTN_TRYG(attn__rows_out_begin(ctx, y, &yp, &ldy));
-    if (yp == xp) {
-        st = attn__fail(ctx, ATTN_E_INVALID, "linear output may not alias its input");
-        goto done;
-    }
     attn__linear_ref(xp, ldx, wp, bp, yp, ldy, M, IN, OUT);
     attn__rows_out_end(yp, y);
 done:
@@ -122,6 +126,11 @@ attn_status attn_layer_norm(attn_ctx *ctx, const attn_tensor *x, const attn_tens
             ATTN_TRY(attn__check_shape(ctx, pw[i], pn[i], 1, &E));
             ATTN_TRY(attn__check_finite(ctx, pw[i], pn[i], 0));
         }
+    {
+        attn__arg o[] = {{y, "y", 0}},
+                  in[] = {{x, "x", 1u}, {weight, "weight", 0}, {bias, "bias", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_layer_norm", o, 1, in, 3));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "layer_norm input", 0));
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp, *wp = NULL, *bp = NULL;
@@ -147,6 +156,10 @@ attn_status attn_activate(attn_ctx *ctx, attn_activation act, const attn_tensor 
     ATTN_TRY(attn__check(ctx, x, "activation input", ATTN_F32, 1, 4));
     ATTN_TRY(attn__check(ctx, y, "activation output", ATTN_F32, 1, 4));
     ATTN_TRY(attn__same_shape(ctx, x, "input", y, "output"));
+    {
+        attn__arg o[] = {{y, "y", 0}}, in[] = {{x, "x", 1u}}; /* y may be x */
+        ATTN_TRY(attn__check_outputs(ctx, "attn_activate", o, 1, in, 1));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "activation input", 0));
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp;
@@ -178,6 +191,10 @@ attn_status attn_embedding(attn_ctx *ctx, const attn_tensor *ids, const attn_ten
     ATTN_FAIL_IF(!ok, ctx, ATTN_E_SHAPE, "embedding output %s does not match ids %s plus [%lld]",
                  attn__shape_str(out, s1, sizeof s1), attn__shape_str(ids, s2, sizeof s2),
                  (long long)E);
+    {
+        attn__arg o[] = {{out, "out", 0}}, in[] = {{ids, "ids", 0}, {table, "table", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_embedding", o, 1, in, 2));
+    }
     int64_t n = attn_tensor_numel(ids);
     int64_t idx[4] = {0, 0, 0, 0}, oidx[4] = {0, 0, 0, 0};
     float *op = out->data;
@@ -209,6 +226,14 @@ attn_status attn_sinusoidal_encoding(attn_ctx *ctx, int64_t start, float base, a
     ATTN_FAIL_IF(!(base > 1.0f) || !isfinite(base), ctx, ATTN_E_INVALID,
                  "positional encoding base must be > 1, got %g", (double)base);
     int64_t L = pe->shape[0], E = pe->shape[1];
+    /* start + pos is converted to double: every position must be exact there (and the sum
+     * must not overflow) */
+    const int64_t exact = (int64_t)1 << 53;
+    ATTN_FAIL_IF(start > exact || L - 1 > exact - start, ctx, ATTN_E_INVALID,
+                 "attn_sinusoidal_encoding: positions start .. start + L - 1 (start %lld, L %lld) "
+                 "must stay within 2^53, the range where a double holds every integer",
+                 (long long)start, (long long)L);
+    ATTN_TRY(attn__check_distinct(ctx, "attn_sinusoidal_encoding", pe, "pe"));
     float *p = pe->data;
     for (int64_t pos = 0; pos < L; pos++)
         for (int64_t e = 0; e < E; e++) {
@@ -239,6 +264,10 @@ attn_status attn_positional_apply(attn_ctx *ctx, attn_pe_mode mode, const attn_t
         ATTN_FAIL_IF(mode != ATTN_PE_CONCAT, ctx, ATTN_E_INVALID, "unknown positional mode %d",
                      (int)mode);
     ATTN_TRY(attn__check_shape(ctx, out, "positional output", 3, oshape));
+    {
+        attn__arg o[] = {{out, "out", 0}}, in[] = {{x, "x", 0}, {pe, "pe", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_positional_apply", o, 1, in, 2));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "positional input", 0));
     ATTN_TRY(attn__check_finite(ctx, pe, "positional table", 0));
     const float *xp = x->data, *pp = pe->data;
