@@ -15,6 +15,23 @@ attn_sdpa_options attn_sdpa_defaults(void) {
     return o;
 }
 
+/* Scores that overflow float (review F7b).  The inputs are finite (checked), so a row of the
+ * result can only be non-finite when a score, or the weighted sum of the values, overflowed.
+ * This reads element 0 of each row of a contiguous [rows, width] result: O(rows), never a pass
+ * over the scores.  ATTN_CTX_NO_FINITE_CHECK turns it off with the input check (NaN inputs
+ * then give NaN results, as they always did). */
+static attn_status rows_finite(attn_ctx *ctx, const char *fn, const char *what, const float *p,
+                               int64_t rows, int64_t width) {
+    if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
+    for (int64_t r = 0; r < rows; r++)
+        if (!isfinite(p[r * width]))
+            return attn__fail(ctx, ATTN_E_NONFINITE,
+                              "%s: %s row %lld is %s: the scores (or a sum of products) "
+                              "overflow float; scale the inputs",
+                              fn, what, (long long)r, isnan(p[r * width]) ? "NaN" : "infinite");
+    return ATTN_OK;
+}
+
 attn_status attn_simple_self_attention(attn_ctx *ctx, const attn_tensor *X, attn_normalize norm,
                                        attn_tensor *scores, attn_tensor *weights,
                                        attn_tensor *context) {
@@ -34,6 +51,11 @@ attn_status attn_simple_self_attention(attn_ctx *ctx, const attn_tensor *X, attn
             ATTN_TRY(attn__check(ctx, opt[i], on[i], ATTN_F32, X->ndim, X->ndim));
             ATTN_TRY(attn__check_shape(ctx, opt[i], on[i], X->ndim, wshape + !b3));
         }
+    {
+        attn__arg o[] = {{scores, "scores", 0}, {weights, "weights", 0}, {context, "context", 0}},
+                  in[] = {{X, "X", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_simple_self_attention", o, 3, in, 1));
+    }
     ATTN_TRY(attn__check_finite(ctx, X, "inputs", 0));
     attn__mark mk = attn__ws_mark(ctx);
     float *s, *w, *c;
@@ -50,6 +72,7 @@ attn_status attn_simple_self_attention(attn_ctx *ctx, const attn_tensor *X, attn
                         (long long)bad);
         goto done;
     }
+    ATTN_TRYG(rows_finite(ctx, "attn_simple_self_attention", "context", c, B * T, E));
     attn__store(c, context);
     if (scores && scores->data) attn__store(s, scores);
     if (weights && weights->data) attn__store(w, weights);
@@ -74,6 +97,10 @@ attn_status attn_simple_self_attention_backward(attn_ctx *ctx, const attn_tensor
         ATTN_TRY(attn__check(ctx, dX, "dX", ATTN_F32, X->ndim, X->ndim));
         ATTN_TRY(attn__check_shape(ctx, dX, "dX", X->ndim, X->shape));
     }
+    {
+        attn__arg o[] = {{dX, "dX", 0}}, in[] = {{X, "X", 0}, {dcontext, "dcontext", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_simple_self_attention_backward", o, 1, in, 2));
+    }
     ATTN_TRY(attn__check_finite(ctx, X, "inputs", 0));
     ATTN_TRY(attn__check_finite(ctx, dcontext, "dcontext", 0));
     attn__mark mk = attn__ws_mark(ctx);
@@ -90,6 +117,7 @@ attn_status attn_simple_self_attention_backward(attn_ctx *ctx, const attn_tensor
                         (long long)bad);
         goto done;
     }
+    ATTN_TRYG(rows_finite(ctx, "attn_simple_self_attention_backward", "dX", dx, B * T, E));
     if (want) attn__store(dx, dX);
 done:
     attn__ws_release(ctx, mk);
@@ -165,7 +193,7 @@ static attn_status sdpa_inputs(attn_ctx *ctx, const attn_tensor *q, const attn_t
 attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
                       const attn_tensor *v, const attn_mask *mask, const attn_sdpa_options *opt,
                       attn_tensor *out, attn_tensor *weights, attn_tensor *lse) {
-    return attn__sdpa_call(ctx, q, k, v, mask, opt, out, weights, lse, 0);
+    return attn__sdpa_call(ctx, "attn_sdpa", q, k, v, mask, opt, out, weights, lse, 0);
 }
 
 /* NaN/inf scan of a 4-D bf16 view (attn__check_finite scans F32 only): a branch-free OR over
@@ -194,8 +222,58 @@ static attn_status bf16_finite(attn_ctx *ctx, const attn_tensor *t, const char *
     return ATTN_OK;
 }
 
-attn_status attn__sdpa_call(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
-                            const attn_tensor *v, const attn_mask *mask,
+/* opt->alibi_slopes as an [H] view (absent without ALiBi), for the overlap checks. */
+static attn_tensor alibi_view(const attn_sdpa_options *opt, int64_t H) {
+    attn_tensor t = attn_view1(NULL, H);
+    if (opt && opt->alibi_slopes) t.data = (void *)(uintptr_t)opt->alibi_slopes;
+    return t;
+}
+
+/* Whether row (b, h, i) has a key that neither the causal mode, the window nor the mask hides
+ * (the mask row is read only for a row that came out fully masked). */
+static int row_has_keys(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i) {
+    int64_t lo, hi;
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S, i, &lo,
+                     &hi);
+    if (lo > hi) return 0;
+    if (a->mask[0].kind == ATTN_MASK_NONE) return 1;
+    for (int64_t j = lo; j <= hi; j++)
+        if (attn__mask_at(&a->mask[0], b, h, i, j) != -INFINITY) return 1;
+    return 0;
+}
+
+/* Scores that overflow float (review F7b) after a forward that wrote a->o and a->lse: a row
+ * whose log-sum-exp is NaN or +inf, or -inf (the look of a fully masked row) although the row
+ * has visible keys, had a score past the float range (the kernels differ in what they make
+ * of it: NaN, or zeros); an output row that is not finite had its weighted sum of values
+ * overflow.  One value of lse and of out per row: O(B H L), never a pass over L x S.  Off
+ * with ATTN_CTX_NO_FINITE_CHECK, as rows_finite. */
+static attn_status sdpa_overflow(attn_ctx *ctx, const char *fn, const attn__sdpa_args *a) {
+    if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
+    for (int64_t b = 0; b < a->B; b++)
+        for (int64_t h = 0; h < a->H; h++)
+            for (int64_t i = 0; i < a->L; i++) {
+                float l = a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]];
+                float o = a->o[b * a->os[0] + h * a->os[1] + i * a->os[2]];
+                if (isfinite(l) || (l == -INFINITY && !row_has_keys(a, b, h, i))) {
+                    ATTN_FAIL_IF(!isfinite(o), ctx, ATTN_E_NONFINITE,
+                                 "%s: out is %s at (b, h, i) = (%lld, %lld, %lld): the weighted "
+                                 "sum of the values overflows float; scale the values",
+                                 fn, isnan(o) ? "NaN" : "infinite", (long long)b, (long long)h,
+                                 (long long)i);
+                    continue;
+                }
+                return attn__fail(ctx, ATTN_E_NONFINITE,
+                                  "%s: scores overflow float (row max is infinite, or too large "
+                                  "for the exponential) at (b, h, i) = (%lld, %lld, %lld); scale "
+                                  "the inputs",
+                                  fn, (long long)b, (long long)h, (long long)i);
+            }
+    return ATTN_OK;
+}
+
+attn_status attn__sdpa_call(attn_ctx *ctx, const char *fn, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, const attn_mask *mask,
                             const attn_sdpa_options *opt, attn_tensor *out, attn_tensor *weights,
                             attn_tensor *lse, uint64_t drop_base) {
     if (!ctx) return ATTN_E_INVALID;
@@ -213,6 +291,13 @@ attn_status attn__sdpa_call(attn_ctx *ctx, const attn_tensor *q, const attn_tens
         ATTN_TRY(attn__check(ctx, lse, "lse", ATTN_F32, 3, 3));
         ATTN_TRY(attn__check_shape(ctx, lse, "lse", 3, wshape));
     }
+    {
+        attn_tensor al = alibi_view(opt, a.H);
+        attn__arg o[] = {{out, "out", 0}, {weights, "weights", 0}, {lse, "lse", 0}},
+                  in[] = {{q, "q", 0}, {k, "k", 0}, {v, "v", 0}, {attn__mask_t(mask), "mask", 0},
+                          {&al, "alibi_slopes", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, fn, o, 3, in, 5));
+    }
     a.o = out->data;
     memcpy(a.os, out->stride, sizeof a.os);
     if (weights && weights->data) {
@@ -223,18 +308,35 @@ attn_status attn__sdpa_call(attn_ctx *ctx, const attn_tensor *q, const attn_tens
         a.lse = lse->data;
         memcpy(a.ls, lse->stride, sizeof a.ls);
     }
-    if (q->dtype == ATTN_BF16) { /* bf16 storage: split-KV decode where eligible, else fused */
+    if (q->dtype == ATTN_BF16) {
         ATTN_FAIL_IF(a.w, ctx, ATTN_E_UNSUPPORTED,
                      "attention weights are not available with bf16 inputs (use F32)");
         ATTN_TRY(bf16_finite(ctx, q, "query"));
         ATTN_TRY(bf16_finite(ctx, k, "key"));
         ATTN_TRY(bf16_finite(ctx, v, "value"));
-        if (attn__decode_eligible(ctx, &a)) /* the fp32 path's rules (sdpa_fast.c) */
-            return attn__decode_bf16(ctx, &a, q->data, k->data, v->data);
-        return attn__flash_fwd_bf16(ctx, &a, q->data, k->data, v->data);
     }
-    /* the fast kernels (fused from 64 x 64, row kernels below); the reference stays the oracle */
-    return attn__sdpa(ctx, &a);
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    if (!a.lse && !(ctx->flags & ATTN_CTX_NO_FINITE_CHECK)) {
+        /* the overflow check reads each row's log-sum-exp: have the kernel write it */
+        float *l;
+        ATTN_TRYG(attn__ws_f32(ctx, &l, a.B, a.H, a.L, 1));
+        a.lse = l, a.ls[0] = a.H * a.L, a.ls[1] = a.L, a.ls[2] = 1;
+    }
+    if (q->dtype == ATTN_BF16) { /* bf16 storage: split-KV decode where eligible, else fused */
+        if (attn__decode_eligible(ctx, &a)) /* the fp32 path's rules (sdpa_fast.c) */
+            ATTN_TRYG(attn__decode_bf16(ctx, &a, q->data, k->data, v->data));
+        else
+            ATTN_TRYG(attn__flash_fwd_bf16(ctx, &a, q->data, k->data, v->data));
+    } else {
+        /* the fast kernels (fused from 64 x 64, row kernels below); the reference stays the
+         * oracle */
+        ATTN_TRYG(attn__sdpa(ctx, &a));
+    }
+    st = sdpa_overflow(ctx, fn, &a);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
 }
 
 /* Contiguous strides of a buffer of `shape`, written as 4-D [B, H, L, S] gradient strides:
@@ -253,8 +355,8 @@ attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q, const attn_t
                                const attn_sdpa_options *opt, const attn_tensor *dout,
                                attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
                                attn_tensor *dmask) {
-    return attn__sdpa_backward_call(ctx, q, k, v, mask, opt, NULL, NULL, dout, dq, dk, dv, dmask,
-                                    0);
+    return attn__sdpa_backward_call(ctx, "attn_sdpa_backward", q, k, v, mask, opt, NULL, NULL,
+                                    dout, dq, dk, dv, dmask, 0);
 }
 
 attn_status attn_sdpa_backward_saved(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
@@ -266,12 +368,13 @@ attn_status attn_sdpa_backward_saved(attn_ctx *ctx, const attn_tensor *q, const 
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!out || !out->data || !lse || !lse->data, ctx, ATTN_E_INVALID,
                  "attn_sdpa_backward_saved needs the forward's out and lse");
-    return attn__sdpa_backward_call(ctx, q, k, v, mask, opt, out, lse, dout, dq, dk, dv, dmask,
-                                    0);
+    return attn__sdpa_backward_call(ctx, "attn_sdpa_backward_saved", q, k, v, mask, opt, out, lse,
+                                    dout, dq, dk, dv, dmask, 0);
 }
 
-attn_status attn__sdpa_backward_call(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
-                                     const attn_tensor *v, const attn_mask *mask,
+attn_status attn__sdpa_backward_call(attn_ctx *ctx, const char *fn, const attn_tensor *q,
+                                     const attn_tensor *k, const attn_tensor *v,
+                                     const attn_mask *mask,
                                      const attn_sdpa_options *opt, const attn_tensor *out,
                                      const attn_tensor *lse, const attn_tensor *dout,
                                      attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
@@ -312,6 +415,14 @@ attn_status attn__sdpa_backward_call(attn_ctx *ctx, const attn_tensor *q, const 
         ATTN_TRY(attn__check(ctx, dmask, "dmask", ATTN_F32, 1, 4));
         ATTN_TRY(attn__check_shape(ctx, dmask, "dmask", mask->t.ndim, mask->t.shape));
     }
+    {
+        attn_tensor al = alibi_view(opt, a.H);
+        attn__arg o[] = {{dq, "dq", 0}, {dk, "dk", 0}, {dv, "dv", 0}, {dmask, "dmask", 0}},
+                  in[] = {{q, "q", 0},   {k, "k", 0},       {v, "v", 0},
+                          {attn__mask_t(mask), "mask", 0},   {&al, "alibi_slopes", 0},
+                          {dout, "dout", 0}, {out, "out", 0}, {lse, "lse", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, fn, o, 4, in, 8));
+    }
     ATTN_TRY(attn__check_finite(ctx, dout, "dout", 0));
     attn__sdpa_grads g;
     memset(&g, 0, sizeof g);
@@ -336,7 +447,31 @@ attn_status attn__sdpa_backward_call(attn_ctx *ctx, const attn_tensor *q, const 
         memset(g.dmask, 0, (size_t)n * sizeof(float));
         dmask_strides(dmask, g.dms);
     }
+    if (a.o) { /* a saved forward: a row it lost to overflow has lse -inf but visible keys */
+        ATTN_TRYG(sdpa_overflow(ctx, fn, &a));
+    } else if (!(ctx->flags & ATTN_CTX_NO_FINITE_CHECK) && !want_dmask && a.L * a.S >= 64 * 64) {
+        /* The fused backward (sdpa_fast.c's rule: from 64 x 64, no mask gradient) starts from the
+         * forward's out and lse, which it would recompute itself: run that forward here instead
+         * (the same kernel, so the same bits) and check its rows for overflow. */
+        attn__sdpa_args f = a;
+        float *o, *l;
+        ATTN_TRYG(attn__ws_f32(ctx, &o, a.B, a.H, a.L, a.Dv));
+        ATTN_TRYG(attn__ws_f32(ctx, &l, a.B, a.H, a.L, 1));
+        f.o = o, f.os[0] = a.H * a.L * a.Dv, f.os[1] = a.L * a.Dv, f.os[2] = a.Dv, f.os[3] = 1;
+        f.lse = l, f.ls[0] = a.H * a.L, f.ls[1] = a.L, f.ls[2] = 1;
+        f.w = NULL;
+        ATTN_TRYG(attn__flash_fwd(ctx, &f));
+        ATTN_TRYG(sdpa_overflow(ctx, fn, &f));
+        a.o = f.o, a.lse = f.lse;
+        memcpy(a.os, f.os, sizeof a.os);
+        memcpy(a.ls, f.ls, sizeof a.ls);
+    }
     ATTN_TRYG(attn__sdpa_bwd(ctx, &a, &g)); /* fast kernels; the mask gradient on the reference */
+    /* the row and reference backwards recompute each row: one that overflowed is NaN */
+    for (int i = 0; i < 3; i++)
+        if (buf[i])
+            ATTN_TRYG(rows_finite(ctx, fn, names[i], buf[i],
+                                  shapes[i][0] * shapes[i][1] * shapes[i][2], shapes[i][3]));
     for (int i = 0; i < 3; i++)
         if (buf[i]) attn__store(buf[i], outs[i]);
     if (want_dmask) attn__store(g.dmask, dmask);

@@ -18,13 +18,15 @@ ATTN__HIDDEN attn_status attn__same_shape(attn_ctx *ctx, const attn_tensor *a, c
 
 /* attn_sdpa / attn_sdpa_backward with the dropout stream starting at index drop_base (the
  * packed-sequence calls of varlen.c give each sequence its own range of the stream); the
- * backward takes the saved forward (out and lse, both or neither) as attn_sdpa_backward_saved. */
-ATTN__HIDDEN attn_status attn__sdpa_call(attn_ctx *ctx, const attn_tensor *q,
+ * backward takes the saved forward (out and lse, both or neither) as attn_sdpa_backward_saved.
+ * fn names the public function in messages. */
+ATTN__HIDDEN attn_status attn__sdpa_call(attn_ctx *ctx, const char *fn, const attn_tensor *q,
                                          const attn_tensor *k, const attn_tensor *v,
                                          const attn_mask *mask, const attn_sdpa_options *opt,
                                          attn_tensor *out, attn_tensor *weights,
                                          attn_tensor *lse, uint64_t drop_base);
-ATTN__HIDDEN attn_status attn__sdpa_backward_call(attn_ctx *ctx, const attn_tensor *q,
+ATTN__HIDDEN attn_status attn__sdpa_backward_call(attn_ctx *ctx, const char *fn,
+                                                  const attn_tensor *q,
                                                   const attn_tensor *k, const attn_tensor *v,
                                                   const attn_mask *mask,
                                                   const attn_sdpa_options *opt,

@@ -126,6 +126,15 @@ attn_status attn_sdpa_varlen(attn_ctx *ctx, const attn_tensor *q, const attn_ten
             ATTN_TRYG(attn__check(ctx, lse, "lse", ATTN_F32, 2, 2));
             ATTN_TRYG(attn__check_shape(ctx, lse, "lse", 2, lshape));
         }
+        {
+            attn_tensor al = attn_view1(NULL, p.H);
+            if (opt && opt->alibi_slopes) al.data = (void *)(uintptr_t)opt->alibi_slopes;
+            attn__arg o[] = {{out, "out", 0}, {lse, "lse", 0}},
+                      in[] = {{q, "q", 0}, {k, "k", 0}, {v, "v", 0},
+                              {cu_seqlens_q, "cu_seqlens_q", 0}, {cu_seqlens_k, "cu_seqlens_k", 0},
+                              {&al, "alibi_slopes", 0}};
+            ATTN_TRYG(attn__check_outputs(ctx, "attn_sdpa_varlen", o, 2, in, 6));
+        }
         uint64_t base = 0;
         for (int64_t b = 0; b < p.B; b++) {
             int64_t r0 = p.cq[b], Lb = p.cq[b + 1] - r0, c0 = p.ck[b], Sb = p.ck[b + 1] - c0;
@@ -142,8 +151,8 @@ attn_status attn_sdpa_varlen(attn_ctx *ctx, const attn_tensor *q, const attn_ten
             attn_tensor qb = seq_view(q, r0, Lb), kb = seq_view(k, c0, Sb),
                         vb = seq_view(v, c0, Sb), ob = seq_view(out, r0, Lb), lb;
             if (want_lse) lb = lse_view(lse, r0, Lb);
-            ATTN_TRYG(attn__sdpa_call(ctx, &qb, &kb, &vb, NULL, opt, &ob, NULL,
-                                      want_lse ? &lb : NULL, base));
+            ATTN_TRYG(attn__sdpa_call(ctx, "attn_sdpa_varlen", &qb, &kb, &vb, NULL, opt, &ob,
+                                      NULL, want_lse ? &lb : NULL, base));
             ATTN_TRYG(advance(ctx, &base, p.H, Lb, Sb));
         }
     }
@@ -176,6 +185,15 @@ attn_status attn_sdpa_varlen_backward(attn_ctx *ctx, const attn_tensor *q, const
             } else {
                 gs[i] = NULL;
             }
+        {
+            attn_tensor al = attn_view1(NULL, p.H);
+            if (opt && opt->alibi_slopes) al.data = (void *)(uintptr_t)opt->alibi_slopes;
+            attn__arg o[] = {{dq, "dq", 0}, {dk, "dk", 0}, {dv, "dv", 0}},
+                      in[] = {{q, "q", 0}, {k, "k", 0}, {v, "v", 0},
+                              {cu_seqlens_q, "cu_seqlens_q", 0}, {cu_seqlens_k, "cu_seqlens_k", 0},
+                              {&al, "alibi_slopes", 0}, {dout, "dout", 0}};
+            ATTN_TRYG(attn__check_outputs(ctx, "attn_sdpa_varlen_backward", o, 3, in, 7));
+        }
         uint64_t base = 0;
         for (int64_t b = 0; b < p.B; b++) {
             int64_t r0 = p.cq[b], Lb = p.cq[b + 1] - r0, c0 = p.ck[b], Sb = p.ck[b + 1] - c0;
@@ -190,9 +208,10 @@ attn_status attn_sdpa_varlen_backward(attn_ctx *ctx, const attn_tensor *q, const
             if (gs[0]) dqb = seq_view(gs[0], r0, Lb);
             if (gs[1]) dkb = seq_view(gs[1], c0, Sb);
             if (gs[2]) dvb = seq_view(gs[2], c0, Sb);
-            ATTN_TRYG(attn__sdpa_backward_call(ctx, &qb, &kb, &vb, NULL, opt, NULL, NULL, &gb,
-                                               gs[0] ? &dqb : NULL, gs[1] ? &dkb : NULL,
-                                               gs[2] ? &dvb : NULL, NULL, base));
+            ATTN_TRYG(attn__sdpa_backward_call(ctx, "attn_sdpa_varlen_backward", &qb, &kb, &vb,
+                                               NULL, opt, NULL, NULL, &gb, gs[0] ? &dqb : NULL,
+                                               gs[1] ? &dkb : NULL, gs[2] ? &dvb : NULL, NULL,
+                                               base));
             ATTN_TRYG(advance(ctx, &base, p.H, Lb, Sb));
         }
     }
