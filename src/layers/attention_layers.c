@@ -129,6 +129,12 @@ attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, con
         ATTN_TRY(attn__check(ctx, weights, "weights", ATTN_F32, 4, 4));
         ATTN_TRY(attn__check_shape(ctx, weights, "weights", 4, wshape));
     }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg o[] = {{out, "out", 0}, {weights, "weights", 0}},
+                  in[] = {{x, "x", 0}, {&P, "the module's parameters", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_seed_attention_forward", o, 2, in, 2));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "x", 0));
     attn__mark mk = attn__ws_mark(ctx);
     const float *xp;
@@ -236,6 +242,13 @@ attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
     }
     ATTN_TRYG(attn__seq_out(ctx, out, "output", B, L, Dv, &op));
     ATTN_TRYG(bls_outputs(ctx, mask, weights, B, L, S, &a.mask[0]));
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg o[] = {{out, "out", 0}, {weights, "weights", 0}},
+                  in[] = {{g->cfg.self_attention ? NULL : q, "q", 0}, {x, "x", 0},
+                          {attn__mask_t(mask), "mask", 0}, {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_general_attention_forward", o, 2, in, 4));
+    }
     ATTN_TRYG(attn__ws_f32(ctx, &kp, B, S, Dq, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &vp, B, S, Dv, 1));
     ATTN_TRYG(attn__lin_fwd(ctx, &g->k, xp, kp, B * S)); /* K = X Wk^T */
@@ -311,6 +324,13 @@ attn_status attn_additive_attention_forward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRYG(attn__seq_in(ctx, v, "values", Dv, &B, &S, &vp));
     ATTN_TRYG(attn__seq_out(ctx, out, "output", B, L, Dv, &op));
     ATTN_TRYG(bls_outputs(ctx, mask, weights, B, L, S, &m4));
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg o[] = {{out, "out", 0}, {weights, "weights", 0}},
+                  in[] = {{q, "q", 0}, {k, "k", 0}, {v, "v", 0}, {attn__mask_t(mask), "mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_additive_attention_forward", o, 2, in, 5));
+    }
     ATTN_TRYG(attn__ws_f32(ctx, &qa, B, L, A, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &ka, B, S, A, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &sc, S, 1, 1, 1));
@@ -390,6 +410,13 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
         ATTN_TRY(attn__check(ctx, dx, "dx", ATTN_F32, x->ndim, x->ndim));
         ATTN_TRY(attn__check_shape(ctx, dx, "dx", x->ndim, xshape + !b3));
     }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg o[] = {{dx, "dx", 0}},
+                  in[] = {{x, "x", 0}, {dout, "dout", 0}, {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_seed_attention_backward", o, 1, in, 4));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "x", 0));
     ATTN_TRY(attn__check_finite(ctx, dout, "dout", 0));
     attn__mark mk = attn__ws_mark(ctx);
@@ -467,6 +494,14 @@ attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
     else ATTN_TRYG(attn__ws_f32(ctx, &dxp, B, S, Dx, 1));
     if (!gn->cfg.self_attention && dq && dq->data)
         ATTN_TRYG(attn__seq_out(ctx, dq, "dq", B, L, Dq, &dqo));
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg o[] = {{gn->cfg.self_attention ? NULL : dq, "dq", 0}, {dx, "dx", 0}},
+                  in[] = {{gn->cfg.self_attention ? NULL : q, "q", 0}, {x, "x", 0},
+                          {attn__mask_t(mask), "mask", 0}, {dout, "dout", 0},
+                          {&P, "the module's parameters", 0}, {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_general_attention_backward", o, 2, in, 6));
+    }
     ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, Dq, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &kp, B, S, Dq, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &vp, B, S, Dv, 1));
@@ -539,6 +574,15 @@ attn_status attn_additive_attention_backward(attn_ctx *ctx, const attn_module *m
     if (dk && dk->data) ATTN_TRYG(attn__seq_out(ctx, dk, "dk", B, S, d->Dk, &dko));
     if (dv && dv->data) ATTN_TRYG(attn__seq_out(ctx, dv, "dv", B, S, Dv, &dvo));
     else ATTN_TRYG(attn__ws_f32(ctx, &dvo, B, S, Dv, 1));
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg o[] = {{dq, "dq", 0}, {dk, "dk", 0}, {dv, "dv", 0}},
+                  in[] = {{q, "q", 0},          {k, "k", 0},
+                          {v, "v", 0},          {attn__mask_t(mask), "mask", 0},
+                          {dout, "dout", 0},    {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_additive_attention_backward", o, 3, in, 7));
+    }
     ATTN_TRYG(attn__ws_f32(ctx, &qa, B, L, A, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &ka, B, S, A, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dqa, B, L, A, 1));

@@ -372,6 +372,17 @@ attn_status attn_mha_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
         if (attn_tensor_is_contiguous(weights)) wp = weights->data;
         else ATTN_TRYG(attn__ws_f32(ctx, &wp, B, a->H, L, Sx));
     }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}, {o.need_weights ? weights : NULL, "weights", 0}},
+                  ia[] = {{query, "query", 0},
+                          {key, "key", 0},
+                          {value, "value", 0},
+                          {attn__mask_t(key_padding_mask), "key_padding_mask", 0},
+                          {attn__mask_t(amask), "attn_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_mha_forward", oa, 2, ia, 6));
+    }
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__mha_fwd(ctx, a, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
                             o.average_attn_weights, &rng, op, wp, NULL));
@@ -407,6 +418,19 @@ attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_te
     if (dkey && dkey->data) ATTN_TRYG(attn__seq_out(ctx, dkey, "dkey", B, S, a->cfg.kdim, &dk));
     if (dvalue && dvalue->data)
         ATTN_TRYG(attn__seq_out(ctx, dvalue, "dvalue", B, S, a->cfg.vdim, &dv));
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dquery, "dquery", 0}, {dkey, "dkey", 0}, {dvalue, "dvalue", 0}},
+                  ia[] = {{query, "query", 0},
+                          {key, "key", 0},
+                          {value, "value", 0},
+                          {attn__mask_t(key_padding_mask), "key_padding_mask", 0},
+                          {attn__mask_t(amask), "attn_mask", 0},
+                          {dout, "dout", 0},
+                          {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_mha_backward", oa, 3, ia, 8));
+    }
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__mha_bwd(ctx, a, &g, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
                             &rng, dy, dq, dk, dv));

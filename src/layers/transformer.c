@@ -131,6 +131,12 @@ attn_status attn_ffn_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
     ATTN_FAIL_IF(!ok, ctx, ATTN_E_SHAPE, "feed-forward input %s and output %s must both be "
                  "[..., %lld]", attn__shape_str(x, s1, sizeof s1),
                  attn__shape_str(out, s2, sizeof s2), (long long)f->cfg.d_model);
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{x, "x", 0}, {&P, "the module's parameters", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_ffn_forward", oa, 1, ia, 2));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "x", 0));
     int64_t M = attn_tensor_numel(x) / f->cfg.d_model;
     attn__mark mk = attn__ws_mark(ctx);
@@ -520,6 +526,15 @@ static attn_status enc_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
         int64_t shape[3] = {B, L, E};
         ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
     }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{src, "src", 0}, {attn__mask_t(mask), "mask", 0},
+                          {attn__mask_t(kpm), "src_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(
+            ctx, is_stack ? "attn_encoder_forward" : "attn_encoder_layer_forward", oa, 1, ia, 4));
+    }
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, L, E, 1));
     memcpy(x, in, (size_t)(B * L * E) * sizeof(float));
     if (is_stack) ATTN_TRYG(attn__enc_run(ctx, m->impl, x, B, L, mask, kpm, is_causal, &rng));
@@ -565,6 +580,17 @@ static attn_status dec_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
     {
         int64_t shape[3] = {B, T, E};
         ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{tgt, "tgt", 0}, {memory, "memory", 0}, {attn__mask_t(tm), "tgt_mask", 0},
+                          {attn__mask_t(mm), "memory_mask", 0},
+                          {attn__mask_t(tk), "tgt_key_padding_mask", 0},
+                          {attn__mask_t(mkpm), "memory_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(
+            ctx, is_stack ? "attn_decoder_forward" : "attn_decoder_layer_forward", oa, 1, ia, 7));
     }
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
     memcpy(x, in, (size_t)(B * T * E) * sizeof(float));
@@ -624,6 +650,20 @@ attn_status attn_transformer_forward(attn_ctx *ctx, const attn_module *m, const 
         int64_t shape[3] = {B, T, E};
         ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
     }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{src, "src", 0},
+                          {tgt, "tgt", 0},
+                          {attn__mask_t(src_mask), "src_mask", 0},
+                          {attn__mask_t(tgt_mask), "tgt_mask", 0},
+                          {attn__mask_t(memory_mask), "memory_mask", 0},
+                          {attn__mask_t(src_key_padding_mask), "src_key_padding_mask", 0},
+                          {attn__mask_t(tgt_key_padding_mask), "tgt_key_padding_mask", 0},
+                          {attn__mask_t(memory_key_padding_mask), "memory_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_forward", oa, 1, ia, 9));
+    }
     ATTN_TRYG(attn__ws_f32(ctx, &mem, B, S, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
     memcpy(mem, sp, (size_t)(B * S * E) * sizeof(float));
@@ -680,6 +720,12 @@ attn_status attn_gpt_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
     ATTN_TRY(attn__check(ctx, logits, "logits", ATTN_F32, 3, 3));
     int64_t shape[3] = {B, T, g->V};
     ATTN_TRY(attn__check_shape(ctx, logits, "logits", 3, shape));
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{logits, "logits", 0}},
+                  ia[] = {{ids, "ids", 0}, {&P, "the module's parameters", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_gpt_forward", oa, 1, ia, 2));
+    }
     attn__mark mk = attn__ws_mark(ctx);
     float *x, *y;
     attn_status st;
@@ -760,6 +806,12 @@ attn_status attn_vit_embed_forward(attn_ctx *ctx, const attn_module *m,
     {
         int64_t shape[3] = {B, N + 1, v->E};
         ATTN_TRYG(attn__check_shape(ctx, z, "z", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{z, "z", 0}},
+                  ia[] = {{patches, "patches", 0}, {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_vit_embed_forward", oa, 1, ia, 2));
     }
     ATTN_TRYG(attn__ws_f32(ctx, &zp, B, N + 1, v->E, 1));
     for (int64_t b = 0; b < B; b++) {
@@ -1134,6 +1186,13 @@ attn_status attn_ffn_backward(attn_ctx *ctx, const attn_module *m, const attn_te
         ATTN_TRY(attn__check(ctx, dx, "dx", ATTN_F32, x->ndim, x->ndim));
         ATTN_TRY(attn__check_shape(ctx, dx, "dx", x->ndim, x->shape));
     }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dx, "dx", 0}},
+                  ia[] = {{x, "x", 0}, {dout, "dout", 0}, {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_ffn_backward", oa, 1, ia, 4));
+    }
     ATTN_TRY(attn__check_finite(ctx, x, "x", 0));
     ATTN_TRY(attn__check_finite(ctx, dout, "dout", 0));
     int64_t M = attn_tensor_numel(x) / E;
@@ -1175,6 +1234,19 @@ static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
         int64_t shape[3] = {B, L, E};
         ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
         ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dsrc, "dsrc", 0}},
+                  ia[] = {{src, "src", 0},
+                          {attn__mask_t(mask), "mask", 0},
+                          {attn__mask_t(kpm), "src_key_padding_mask", 0},
+                          {dout, "dout", 0},
+                          {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(
+            ctx, is_stack ? "attn_encoder_backward" : "attn_encoder_layer_backward", oa, 1, ia,
+            6));
     }
     if (is_stack)
         ATTN_TRYG(attn__enc_stack_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy, d));
@@ -1236,6 +1308,22 @@ static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
         int64_t shape[3] = {B, S, E};
         ATTN_TRYG(attn__check(ctx, dmemory, "dmemory", ATTN_F32, 3, 3));
         ATTN_TRYG(attn__check_shape(ctx, dmemory, "dmemory", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dtgt, "dtgt", 0}, {dmemory, "dmemory", 0}},
+                  ia[] = {{tgt, "tgt", 0},
+                          {memory, "memory", 0},
+                          {attn__mask_t(tm), "tgt_mask", 0},
+                          {attn__mask_t(mm), "memory_mask", 0},
+                          {attn__mask_t(tk), "tgt_key_padding_mask", 0},
+                          {attn__mask_t(mkpm), "memory_key_padding_mask", 0},
+                          {dout, "dout", 0},
+                          {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(
+            ctx, is_stack ? "attn_decoder_backward" : "attn_decoder_layer_backward", oa, 2, ia,
+            9));
     }
     if (is_stack)
         ATTN_TRYG(attn__dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
@@ -1320,6 +1408,17 @@ static attn_status enc_train_entry(attn_ctx *ctx, const attn_module *m, const at
         int64_t shape[3] = {B, L, E};
         ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
     }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{src, "src", 0}, {attn__mask_t(mask), "mask", 0},
+                          {attn__mask_t(kpm), "src_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx,
+                                      m->kind == ATTN__ENCODER ? "attn_encoder_forward_train"
+                                                               : "attn_encoder_layer_forward_train",
+                                      oa, 1, ia, 4));
+    }
     ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
     ATTN_TRYG(attn__saved_mask(ctx, t, mask, "src_mask", &cm));
     ATTN_TRYG(attn__saved_mask(ctx, t, kpm, "src_key_padding_mask", &ck));
@@ -1352,6 +1451,13 @@ static attn_status enc_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, cons
         int64_t shape[3] = {B, L, E};
         ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
         ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dsrc, "dsrc", 0}},
+                  ia[] = {{dout, "dout", 0}, {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 1, ia, 3));
     }
     ATTN_TRYG(attn__ws_f32(ctx, &d, B, L, E, 1));
     ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, NULL));
@@ -1419,6 +1525,19 @@ static attn_status dec_train_entry(attn_ctx *ctx, const attn_module *m, const at
         int64_t shape[3] = {B, T, E};
         ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
     }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{tgt, "tgt", 0}, {memory, "memory", 0}, {attn__mask_t(tm), "tgt_mask", 0},
+                          {attn__mask_t(mm), "memory_mask", 0},
+                          {attn__mask_t(tk), "tgt_key_padding_mask", 0},
+                          {attn__mask_t(mkpm), "memory_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx,
+                                      m->kind == ATTN__DECODER ? "attn_decoder_forward_train"
+                                                               : "attn_decoder_layer_forward_train",
+                                      oa, 1, ia, 7));
+    }
     ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
     ATTN_TRYG(attn__rec_f32(ctx, t, &memc, B, S, E, 1));
     copy_f(memc, mem, B * S * E);
@@ -1461,6 +1580,13 @@ static attn_status dec_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, cons
         int64_t shape[3] = {B, S, E};
         ATTN_TRYG(attn__check(ctx, dmemory, "dmemory", ATTN_F32, 3, 3));
         ATTN_TRYG(attn__check_shape(ctx, dmemory, "dmemory", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dtgt, "dtgt", 0}, {dmemory, "dmemory", 0}},
+                  ia[] = {{dout, "dout", 0}, {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 2, ia, 3));
     }
     ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dm, B, S, E, 1));
@@ -1546,6 +1672,22 @@ attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
         int64_t shape[3] = {B, T, E};
         ATTN_TRYG(attn__check(ctx, dtgt, "dtgt", ATTN_F32, 3, 3));
         ATTN_TRYG(attn__check_shape(ctx, dtgt, "dtgt", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dsrc, "dsrc", 0}, {dtgt, "dtgt", 0}},
+                  ia[] = {{src, "src", 0},
+                          {tgt, "tgt", 0},
+                          {attn__mask_t(src_mask), "src_mask", 0},
+                          {attn__mask_t(tgt_mask), "tgt_mask", 0},
+                          {attn__mask_t(memory_mask), "memory_mask", 0},
+                          {attn__mask_t(src_key_padding_mask), "src_key_padding_mask", 0},
+                          {attn__mask_t(tgt_key_padding_mask), "tgt_key_padding_mask", 0},
+                          {attn__mask_t(memory_key_padding_mask), "memory_key_padding_mask", 0},
+                          {dout, "dout", 0},
+                          {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_backward", oa, 2, ia, 11));
     }
     ATTN_TRYG(attn__ws_f32(ctx, &mem, B, S, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dmem, B, S, E, 1));
@@ -1688,6 +1830,12 @@ attn_status attn_gpt_forward_train(attn_ctx *ctx, const attn_module *m, const at
     ATTN_TRY(attn__check(ctx, logits, "logits", ATTN_F32, 3, 3));
     int64_t shape[3] = {B, T, gp->V};
     ATTN_TRY(attn__check_shape(ctx, logits, "logits", 3, shape));
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{logits, "logits", 0}},
+                  ia[] = {{ids, "ids", 0}, {&P, "the module's parameters", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, "attn_gpt_forward_train", oa, 1, ia, 2));
+    }
     attn__mark mk = attn__ws_mark(ctx);
     gpt_rec *rec;
     float *y;
@@ -1746,6 +1894,13 @@ attn_status attn_vit_embed_backward(attn_ctx *ctx, const attn_module *m,
     }
     if (dpatches && dpatches->data) {
         ATTN_TRYG(attn__seq_out(ctx, dpatches, "dpatches", B, N, v->P, &dp));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dpatches, "dpatches", 0}},
+                  ia[] = {{patches, "patches", 0}, {dz, "dz", 0},
+                          {&P, "the module's parameters", 0}, {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_vit_embed_backward", oa, 1, ia, 4));
     }
     float *gcls = attn__g(&g, v->cls), *gpos = attn__g(&g, v->pos);
     for (int64_t b = 0; b < B; b++) {
