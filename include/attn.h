@@ -56,11 +56,35 @@
  *  context created with a fixed caller workspace never allocates and returns
  *  ATTN_E_WORKSPACE when it is too small.  Modules allocate their parameters at create time.
  *
- *  Threads.  Results are bit-identical for every thread count.
+ *  Outputs.  An output view may not overlap any input or any other output of the same call:
+ *  such a call fails with ATTN_E_INVALID and a message naming both ("attn_sdpa: out overlaps
+ *  q").  Where a function states that an output may be an input (the elementwise ops that work
+ *  in place), it must be exactly that view (same data, shape and strides); a partial overlap is
+ *  refused all the same.  Overlap is judged on each view's memory extent, from its lowest to
+ *  its highest addressed byte, so two views that interleave without sharing an element (the
+ *  even and the odd columns of one buffer) are refused too; two disjoint slices of one buffer
+ *  (its first and second halves, or two blocks of rows) are fine.  An output may not give two
+ *  of its elements the same memory either: a stride of 0 on a dimension of size > 1 is refused
+ *  (broadcasting is for inputs), as are strides that interleave its own dimensions.  The
+ *  outputs of a module call may not overlap the module's parameters or gradients either.  These
+ *  checks look at shapes and strides only, never at the data.
+ *
+ *  Threads.  A context is used by one thread at a time: calls on one context must not overlap
+ *  (it holds the workspace, the worker pool and the last error).  A module or an attn_bert may
+ *  be shared by several threads at once, each calling with its own context, as long as every
+ *  call only reads it (forwards, attn_bert_embed) and no thread changes it meanwhile
+ *  (attn_module_load, attn_module_init, the backwards, which accumulate into the module's
+ *  gradients, attn_adamw_step, attn_bert_set_dtype).  Results are bit-identical for every
+ *  thread count.
  *
  *  Finite inputs.  By default compute calls refuse inputs containing NaN or +-Inf
  *  (ATTN_E_NONFINITE; additive masks may hold -inf).  ATTN_CTX_NO_FINITE_CHECK turns the
- *  check off.
+ *  check off.  Finite inputs can still overflow float inside a call: attn_sdpa,
+ *  attn_sdpa_varlen, their backwards and attn_simple_self_attention check every row of their
+ *  result and return ATTN_E_NONFINITE when a score (scale q.k plus bias and mask) overflowed
+ *  (see attn_sdpa); ATTN_CTX_NO_FINITE_CHECK turns that check off too.  Module calls do not
+ *  make it (their attention runs inside the layer): there an overflowing score gives NaN, or
+ *  a row of zeros from the fused kernels, with ATTN_OK, as in PyTorch.
  * ---------------------------------------------------------------------------------------------
  */
 #ifndef ATTN_H
@@ -129,7 +153,7 @@ typedef void (*attn_free_fn)(void *user, void *ptr);
 
 enum {
     ATTN_CTX_NO_FINITE_CHECK = 1u << 0 /* do not scan inputs for NaN/Inf */
-};
+};                                     /* other bits are refused by attn_ctx_create */
 
 typedef struct attn_ctx_params {
     int threads;            /* worker threads; 0 or 1 = run on the calling thread */
@@ -141,10 +165,18 @@ typedef struct attn_ctx_params {
     unsigned flags;         /* ATTN_CTX_* */
 } attn_ctx_params;
 
-/* params may be NULL for defaults.  *out receives the context (caller frees it). */
+/* params may be NULL for defaults.  *out receives the context (caller frees it).  Invalid
+ * params (threads outside [0, 1024], alloc without free or the reverse, a workspace of size 0,
+ * flags with bits other than the ATTN_CTX_* ones) are ATTN_E_INVALID; attn_ctx_errmsg(NULL)
+ * then says which ("attn_ctx_create: unknown flags 0x4 ...").
+ * Threads: a context serves one thread at a time (never two calls on it at once); give each
+ * thread its own.  Modules and attn_bert may then be shared read-only between those threads
+ * (see Conventions, Threads). */
 ATTN_API attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out /* OUT */);
 ATTN_API void attn_ctx_free(attn_ctx *ctx);
-/* The message of the last failed call on ctx ("" if none); valid until the next call. */
+/* The message of the last failed call on ctx ("" if none); valid until the next call.  With
+ * ctx NULL: why the last attn_ctx_create of the calling thread failed ("no context" if it
+ * did not). */
 ATTN_API const char *attn_ctx_errmsg(const attn_ctx *ctx);
 /* The status of the last failed call on ctx (ATTN_OK if none). */
 ATTN_API attn_status attn_ctx_status(const attn_ctx *ctx);
@@ -245,16 +277,17 @@ typedef struct attn_mask {
  * outputs may alias inputs only where stated.
  * ========================================================================================== */
 
-/* y[..., j] = softmax over the last axis of x.  x, y [..., C]; y may alias x. */
+/* y[..., j] = softmax over the last axis of x.  x, y [..., C]; y may be x (in place). */
 ATTN_API attn_status attn_softmax(attn_ctx *ctx, const attn_tensor *x, attn_tensor *y);
 
 /* y = x W^T + b (torch.nn.functional.linear).  x [..., IN], W [OUT, IN], b [OUT] or NULL,
- * y [..., OUT] with the same leading dimensions as x. */
+ * y [..., OUT] with the same leading dimensions as x; y may not overlap x, W or b. */
 ATTN_API attn_status attn_linear(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *W,
                                  const attn_tensor *b, attn_tensor *y);
 
 /* Layer normalisation over the last axis (torch.nn.functional.layer_norm).  x, y [..., E];
- * weight, bias [E] or NULL (NULL weight = 1, NULL bias = 0); eps > 0. y may alias x. */
+ * weight, bias [E] or NULL (NULL weight = 1, NULL bias = 0); eps > 0.  y may be x (in
+ * place). */
 ATTN_API attn_status attn_layer_norm(attn_ctx *ctx, const attn_tensor *x,
                                      const attn_tensor *weight, const attn_tensor *bias,
                                      float eps, attn_tensor *y);
@@ -266,7 +299,7 @@ typedef enum attn_activation {
     ATTN_ACT_TANH = 3
 } attn_activation;
 
-/* y = act(x) elementwise; x, y same shape; y may alias x. */
+/* y = act(x) elementwise; x, y same shape; y may be x (in place). */
 ATTN_API attn_status attn_activate(attn_ctx *ctx, attn_activation act, const attn_tensor *x,
                                    attn_tensor *y);
 
@@ -277,7 +310,8 @@ ATTN_API attn_status attn_embedding(attn_ctx *ctx, const attn_tensor *ids,
 
 /* Sinusoidal positional encoding ("Attention Is All You Need", section 3.5):
  * pe[pos, 2i] = sin(pos / base^(2i/E)), pe[pos, 2i+1] = cos(pos / base^(2i/E)).
- * pe [L, E]; base is usually 10000; positions start at `start`. */
+ * pe [L, E]; base is usually 10000; positions start at `start` >= 0.  Every position must
+ * be exact in double: start + L - 1 <= 2^53, else ATTN_E_INVALID. */
 ATTN_API attn_status attn_sinusoidal_encoding(attn_ctx *ctx, int64_t start, float base,
                                               attn_tensor *pe);
 
@@ -371,7 +405,23 @@ ATTN_API attn_sdpa_options attn_sdpa_defaults(void);
  * same values, and lse is as accurate as with F32.  Decoding against a bf16 KV cache (few
  * queries, the conditions of the split-KV path in docs/kernels.md) reads K and V in place as
  * bf16, with the same numerics (m: the maximum over a chunk of 512 keys): half the bytes of
- * F32, so about twice as fast where memory bandwidth is the limit. */
+ * F32, so about twice as fast where memory bandwidth is the limit.
+ *
+ * Overflow: finite q and k can still give a score past the float range (|scale q.k| above
+ * about 3.4e38, or a score plus an additive mask value).  PyTorch returns NaN there; attn_sdpa
+ * checks each row of the result (one value of lse and of out per row, whether or not lse was
+ * asked for; nothing is added to the L x S work) and returns ATTN_E_NONFINITE ("attn_sdpa:
+ * scores overflow float (row max is infinite ...) at (b, h, i) = ...; scale the inputs") when
+ * a row's log-sum-exp is not finite although the row has keys that neither the causal mode,
+ * the window nor the mask hides, or when out is not finite (the weighted sum of huge values
+ * overflowed).  On AVX-512 the fused and decode kernels compute exp(s - max) in a base-2 form
+ * whose rounding error grows with the row maximum: from a maximum score of about 3e9 it can
+ * overflow the exponential and lose the row (measured: lost at 3e9 and 1e10, not at 2e9 or
+ * below); such rows are reported the same way.  A score that overflows to
+ * -inf counts as masked (its weight is 0, as the limit is).  out and lse hold the computed
+ * values (NaN or zeros in the rows concerned) when the call fails.
+ *
+ * out, weights and lse may not overlap each other or q, k, v, the mask or alibi_slopes. */
 ATTN_API attn_status attn_sdpa(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_mask *mask,
                                const attn_sdpa_options *opt, attn_tensor *out,
@@ -398,7 +448,9 @@ ATTN_API int attn_dropout_keep(uint64_t seed, uint64_t offset, uint64_t index, f
  * zeros and lse -inf).  Dropout: element (h, i, j) of sequence b draws index
  *   sum_{c<b} H*Lc*Sc + (h*Lb + i)*Sb + j
  * of the attn_dropout_keep stream.  Each sequence runs as one attn_sdpa call on views into the
- * packed tensors (so packed sequences cost what their lengths cost, and any strides work). */
+ * packed tensors (so packed sequences cost what their lengths cost, and any strides work), with
+ * attn_sdpa's overflow check (ATTN_E_NONFINITE).  out and lse may not overlap each other or any
+ * input (q, k, v, the offsets, alibi_slopes). */
 ATTN_API attn_status attn_sdpa_varlen(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
                                       const attn_tensor *v, const attn_tensor *cu_seqlens_q,
                                       const attn_tensor *cu_seqlens_k,
@@ -848,6 +900,8 @@ ATTN_API attn_status attn_module_save(attn_ctx *ctx, const attn_module *m, attn_
  *  - Stateless ops (attn_softmax, attn_linear, ..., attn_sdpa): *_backward takes the forward's
  *    inputs and dout (the gradient of the loss with respect to the forward's output) and
  *    OVERWRITES the gradients it is given; any gradient output may be NULL (not wanted).
+ *    The gradients may not overlap the inputs or each other (see Conventions, Outputs), except
+ *    the in-place cases stated below (softmax, activation, layer norm, positional ADD).
  *  - Modules: gradients of the parameters live in the module, allocated once by
  *    attn_module_enable_grad, named as the parameters.  *_backward ADDS into them (as
  *    PyTorch's .grad accumulates; clear them with attn_module_zero_grad) and OVERWRITES the
@@ -874,19 +928,21 @@ ATTN_API attn_status attn_module_grad(attn_ctx *ctx, const attn_module *m, const
                                       attn_tensor *view /* OUT */);
 
 /* ---- stateless ops ------------------------------------------------------------------- */
-/* y = softmax(x) (last axis): dx = y * (dy - sum(dy * y)).  y, dy, dx [..., C]. */
+/* y = softmax(x) (last axis): dx = y * (dy - sum(dy * y)).  y, dy, dx [..., C]; dx may be
+ * y or dy (in place). */
 ATTN_API attn_status attn_softmax_backward(attn_ctx *ctx, const attn_tensor *y,
                                            const attn_tensor *dy, attn_tensor *dx);
 /* y = x W^T + b: dx = dy W [..., IN], dW = dy^T x [OUT, IN], db = sum dy [OUT]. */
 ATTN_API attn_status attn_linear_backward(attn_ctx *ctx, const attn_tensor *x,
                                           const attn_tensor *W, const attn_tensor *dy,
                                           attn_tensor *dx, attn_tensor *dW, attn_tensor *db);
-/* y = layer_norm(x) * weight + bias: dx [..., E], dweight [E], dbias [E]. */
+/* y = layer_norm(x) * weight + bias: dx [..., E], dweight [E], dbias [E].  dx may be x or dy
+ * (in place). */
 ATTN_API attn_status attn_layer_norm_backward(attn_ctx *ctx, const attn_tensor *x,
                                               const attn_tensor *weight, float eps,
                                               const attn_tensor *dy, attn_tensor *dx,
                                               attn_tensor *dweight, attn_tensor *dbias);
-/* y = act(x): dx = act'(x) dy. */
+/* y = act(x): dx = act'(x) dy; dx may be x or dy (in place). */
 ATTN_API attn_status attn_activate_backward(attn_ctx *ctx, attn_activation act,
                                             const attn_tensor *x, const attn_tensor *dy,
                                             attn_tensor *dx);
@@ -894,7 +950,7 @@ ATTN_API attn_status attn_activate_backward(attn_ctx *ctx, attn_activation act,
 ATTN_API attn_status attn_embedding_backward(attn_ctx *ctx, const attn_tensor *ids,
                                              const attn_tensor *dout, attn_tensor *dtable);
 /* out = x + pe (ADD) or [x, pe] (CONCAT): dx [B, L, E]; dpe [L', P] receives the sum over the
- * batch in its first L rows (other rows zero). */
+ * batch in its first L rows (other rows zero).  ADD: dx may be dout (in place). */
 ATTN_API attn_status attn_positional_apply_backward(attn_ctx *ctx, attn_pe_mode mode,
                                                     const attn_tensor *dout, attn_tensor *dx,
                                                     attn_tensor *dpe);
@@ -906,7 +962,10 @@ ATTN_API attn_status attn_simple_self_attention_backward(attn_ctx *ctx, const at
 /* Scaled dot-product attention backward: dq [B,H,L,D], dk [B,Hkv,S,D], dv [B,Hkv,S,Dv] (GQA
  * heads summed), dmask (ATTN_MASK_ADD masks only; the mask's shape, broadcast dimensions
  * summed) — each may be NULL.  Same q, k, v, mask and options (incl. dropout seed/offset) as
- * the forward. */
+ * the forward.  Overflow (see attn_sdpa) is ATTN_E_NONFINITE: from 64 x 64 up the rows of the
+ * forward are checked as attn_sdpa checks them; below, a gradient row that comes out NaN or
+ * infinite is (a row all of whose scores overflow to -inf counts as fully masked there: zero
+ * gradients). */
 ATTN_API attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q,
                                         const attn_tensor *k, const attn_tensor *v,
                                         const attn_mask *mask, const attn_sdpa_options *opt,
@@ -916,7 +975,9 @@ ATTN_API attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q,
  * them (as FlashAttention's backward does): out [B, H, L, Dv] and lse [B, H, L] exactly as
  * attn_sdpa wrote them for the same q, k, v, mask and options.  From 64 x 64 up this skips a
  * whole forward pass (about 30% of the backward's time); the gradients agree with
- * attn_sdpa_backward's to rounding (the same bits when the forward ran the fused kernels). */
+ * attn_sdpa_backward's to rounding (the same bits when the forward ran the fused kernels).
+ * A saved lse of -inf on a row that has visible keys (a forward that lost the row to
+ * overflow) is ATTN_E_NONFINITE. */
 ATTN_API attn_status attn_sdpa_backward_saved(attn_ctx *ctx, const attn_tensor *q,
                                               const attn_tensor *k, const attn_tensor *v,
                                               const attn_mask *mask,
