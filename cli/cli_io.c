@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,10 @@ static int read_bounded(int fd, uint64_t max, uint64_t size_hint, char **data, s
         }
         ssize_t r = read(fd, p + n, cap - 1 - n);
         if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) { /* inherited O_NONBLOCK */
+            struct pollfd pf = {fd, POLLIN, 0};
+            if (poll(&pf, 1, -1) >= 0 || errno == EINTR) continue;
+        }
         if (r < 0) {
             int e = errno;
             free(p);
