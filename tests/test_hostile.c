@@ -407,6 +407,20 @@ static attn_status do_bert_f16(attn_ctx *ctx, const char *dir) {
     return s;
 }
 
+/* Loads with texts limited to 4 KB, then embeds a short text and one of 5000 bytes. */
+static attn_status do_bert_long_text(attn_ctx *ctx, const char *dir) {
+    static char text[5001];
+    memset(text, 'a', 5000);
+    attn_bert *b = NULL;
+    attn_status s = attn_ctx_set_limit(ctx, ATTN_LIMIT_TEXT_BYTES, 4096);
+    if (s == ATTN_OK) s = attn_bert_load(ctx, dir, &b);
+    float out[2 * 32];
+    const char *texts[2] = {"a short one", text};
+    if (s == ATTN_OK) s = attn_bert_embed(ctx, b, texts, 2, out);
+    attn_bert_free(b);
+    return s;
+}
+
 static void put_file(const char *dir, const char *name, const char *text) {
     char p[1024];
     snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -601,6 +615,10 @@ static void test_bert(attn_ctx *ctx) {
     bert_weight(ctx, d, "encoder.layer.0.attention.self.query.weight", 1e6f);
     run_case("bert weight past the F16 range, packed to F16", do_bert_f16, d, ATTN_E_NONFINITE,
              "overflows F16", NULL);
+    /* the tokenizer takes texts up to ATTN_LIMIT_TEXT_BYTES (found writing fuzz_tokenizer) */
+    d = bert_copy();
+    run_case("bert text over ATTN_LIMIT_TEXT_BYTES", do_bert_long_text, d, ATTN_E_UNSUPPORTED,
+             "ATTN_LIMIT_TEXT_BYTES", "5000 bytes");
 }
 
 int main(void) {

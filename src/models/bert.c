@@ -2164,6 +2164,12 @@ attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *te
                                int32_t *ids, int64_t cap, int64_t *n) {
     if (!ctx || !b || !text || !n || (cap > 0 && !ids))
         return attn__fail(ctx, ATTN_E_INVALID, "attn_bert_tokenize: NULL argument");
+    /* the tokenizer's buffers grow with the text (16 code points a byte): bound it */
+    size_t len = strlen(text);
+    int64_t lim = attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES);
+    ATTN_FAIL_IF((uint64_t)len > (uint64_t)lim, ctx, ATTN_E_UNSUPPORTED,
+                 "attn_bert_tokenize: a text of %zu bytes is over ATTN_LIMIT_TEXT_BYTES (%lld)",
+                 len, (long long)lim);
     int64_t L = b->info.max_seq_length;
     int32_t *tmp = attn__malloc(ctx, (size_t)L * sizeof *tmp);
     ATTN_FAIL_IF(!tmp, ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
