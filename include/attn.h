@@ -909,9 +909,10 @@ ATTN_API attn_status attn_module_save(attn_ctx *ctx, const attn_module *m, attn_
  *  - Backward recomputes what it needs of the forward (activation recomputation): pass the
  *    same inputs, masks, options and attn_run (seed and offset) as the forward call, so that
  *    dropout draws the same mask.  Nothing is kept between calls.
- *  - For training, the Transformer layers, stacks, GPT and seq2seq models also have
- *    *_forward_train / *_backward_saved, which keep the forward's activations in an attn_saved
- *    instead (see attn_saved: one forward pass per step, the same gradients).
+ *  - For training, multi-head attention, the Transformer layers, stacks and nn.Transformer,
+ *    GPT and seq2seq also have *_forward_train / *_backward_saved, which keep the forward's
+ *    activations in an attn_saved instead (see attn_saved: one forward pass per step, the same
+ *    gradients).
  * ========================================================================================== */
 
 /* Allocates the gradient buffers (zeroed); idempotent. */
@@ -1017,6 +1018,21 @@ ATTN_API attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m,
                                        const attn_run *run, const attn_tensor *dout,
                                        attn_tensor *dquery, attn_tensor *dkey,
                                        attn_tensor *dvalue);
+/* Training forward and backward of multi-head attention (see attn_saved): out and weights as
+ * attn_mha_forward (query, key and value are copied into saved, once when they are the same
+ * view); the backward overwrites dquery, dkey, dvalue (each may be NULL). */
+ATTN_API attn_status attn_mha_forward_train(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *query, const attn_tensor *key,
+                                            const attn_tensor *value,
+                                            const attn_mask *key_padding_mask,
+                                            const attn_mask *attn_mask,
+                                            const attn_mha_options *opt, const attn_run *run,
+                                            attn_tensor *out, attn_tensor *weights,
+                                            attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_mha_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                             const attn_saved *saved, const attn_tensor *dout,
+                                             attn_tensor *dquery, attn_tensor *dkey,
+                                             attn_tensor *dvalue);
 ATTN_API attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
                                                      const attn_tensor *q,
                                                      const attn_tensor *x,
@@ -1108,6 +1124,18 @@ ATTN_API attn_status attn_transformer_backward(
     const attn_mask *src_key_padding_mask, const attn_mask *tgt_key_padding_mask,
     const attn_mask *memory_key_padding_mask, int tgt_is_causal, const attn_run *run,
     const attn_tensor *dout, attn_tensor *dsrc, attn_tensor *dtgt);
+/* The same pair for nn.Transformer: out [B, T, E] as attn_transformer_forward; the backward
+ * overwrites dsrc [B, S, E] and dtgt [B, T, E] (each may be NULL). */
+ATTN_API attn_status attn_transformer_forward_train(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *src, const attn_tensor *tgt,
+    const attn_mask *src_mask, const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *src_key_padding_mask, const attn_mask *tgt_key_padding_mask,
+    const attn_mask *memory_key_padding_mask, int tgt_is_causal, const attn_run *run,
+    attn_tensor *out, attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_transformer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                     const attn_saved *saved,
+                                                     const attn_tensor *dout, attn_tensor *dsrc,
+                                                     attn_tensor *dtgt);
 /* ids have no gradient: only the parameter gradients are accumulated. */
 ATTN_API attn_status attn_gpt_backward(attn_ctx *ctx, const attn_module *m,
                                        const attn_tensor *ids, const attn_run *run,

@@ -1,5 +1,6 @@
-/* Saved activations (attn_saved, *_forward_train, *_backward_saved): for the encoder layer and
- * stack, the decoder layer and stack, GPT and seq2seq, pre- and post-norm, dropout off and on,
+/* Saved activations (attn_saved, *_forward_train, *_backward_saved): for multi-head attention,
+ * the encoder layer and stack, the decoder layer and stack, nn.Transformer, GPT and seq2seq,
+ * pre- and post-norm, dropout off and on,
  * masks (bool, additive, padding) and causal, on the row kernels and the fused ones:
  *  - the training forward's output is bit-identical to the forward's;
  *  - the saved backward's input and parameter gradients match the recomputing backward's
@@ -19,16 +20,20 @@
 #include "../src/layers/layers.h"
 #include "testutil.h"
 
-enum { K_ENC, K_ENCS, K_DEC, K_DECS, K_GPT, K_S2S };
+enum { K_ENC, K_ENCS, K_DEC, K_DECS, K_GPT, K_S2S, K_MHA, K_TF };
 
 typedef struct {
     char name[96];
     int kind;
     attn_module *m;
-    attn_tensor x, mem;       /* float inputs: src or tgt, memory */
+    attn_tensor x, mem, val;  /* float inputs: src or tgt, memory (MHA: query, key, value;
+                                 nn.Transformer: src, tgt) */
     attn_tensor ids, ids2;    /* GPT ids; seq2seq src and tgt */
-    attn_mask m1, m2, m3, m4; /* encoder: mask, kpm; decoder: tgt_mask, memory_mask, tgt_kpm,
-                                 memory_kpm */
+    attn_mask m1, m2, m3, m4; /* encoder: mask, kpm; decoder and nn.Transformer: tgt_mask,
+                                 memory_mask, tgt_kpm, memory_kpm (also the src kpm); MHA:
+                                 attn_mask, key_padding_mask */
+    attn_mha_options mo;
+    attn_tensor w;            /* MHA weights (need_weights) */
     int causal;
     attn_run run;
     attn_tensor out;          /* output shape (data set per run) */
@@ -36,8 +41,8 @@ typedef struct {
 } tcase;
 
 typedef struct {
-    float *out, *grad, *dx, *dmem;
-    size_t nout, ngrad, nx, nmem;
+    float *out, *grad, *dx, *dmem, *dval;
+    size_t nout, ngrad, nx, nmem, nval;
     size_t bytes; /* attn_saved_bytes after the forward */
 } result;
 
@@ -77,12 +82,25 @@ static attn_status fwd(attn_ctx *ctx, tcase *c, attn_tensor *out, attn_saved *sv
     case K_S2S:
         return sv ? attn_seq2seq_forward_train(ctx, c->m, &c->ids, &c->ids2, &c->run, out, sv)
                   : attn_seq2seq_forward(ctx, c->m, &c->ids, &c->ids2, &c->run, out, NULL);
+    case K_MHA:
+        return sv ? attn_mha_forward_train(ctx, c->m, &c->x, &c->mem, &c->val, mo(&c->m2),
+                                           mo(&c->m1), &c->mo, &c->run, out,
+                                           c->mo.need_weights ? &c->w : NULL, sv)
+                  : attn_mha_forward(ctx, c->m, &c->x, &c->mem, &c->val, mo(&c->m2), mo(&c->m1),
+                                     &c->mo, &c->run, out, c->mo.need_weights ? &c->w : NULL);
+    case K_TF:
+        return sv ? attn_transformer_forward_train(ctx, c->m, &c->x, &c->mem, NULL, mo(&c->m1),
+                                                   mo(&c->m2), mo(&c->m4), mo(&c->m3),
+                                                   mo(&c->m4), c->causal, &c->run, out, sv)
+                  : attn_transformer_forward(ctx, c->m, &c->x, &c->mem, NULL, mo(&c->m1),
+                                             mo(&c->m2), mo(&c->m4), mo(&c->m3), mo(&c->m4),
+                                             c->causal, &c->run, out);
     }
     return ATTN_E_INVALID;
 }
 
 static attn_status bwd(attn_ctx *ctx, tcase *c, const attn_tensor *dout, attn_saved *sv,
-                       attn_tensor *dx, attn_tensor *dmem) {
+                       attn_tensor *dx, attn_tensor *dmem, attn_tensor *dval) {
     switch (c->kind) {
     case K_ENC:
         return sv ? attn_encoder_layer_backward_saved(ctx, c->m, sv, dout, dx)
@@ -108,6 +126,15 @@ static attn_status bwd(attn_ctx *ctx, tcase *c, const attn_tensor *dout, attn_sa
     case K_S2S:
         return sv ? attn_seq2seq_backward_saved(ctx, c->m, sv, dout)
                   : attn_seq2seq_backward(ctx, c->m, &c->ids, &c->ids2, &c->run, dout);
+    case K_MHA:
+        return sv ? attn_mha_backward_saved(ctx, c->m, sv, dout, dx, dmem, dval)
+                  : attn_mha_backward(ctx, c->m, &c->x, &c->mem, &c->val, mo(&c->m2), mo(&c->m1),
+                                      &c->mo, &c->run, dout, dx, dmem, dval);
+    case K_TF:
+        return sv ? attn_transformer_backward_saved(ctx, c->m, sv, dout, dx, dmem)
+                  : attn_transformer_backward(ctx, c->m, &c->x, &c->mem, NULL, mo(&c->m1),
+                                              mo(&c->m2), mo(&c->m4), mo(&c->m3), mo(&c->m4),
+                                              c->causal, &c->run, dout, dx, dmem);
     }
     return ATTN_E_INVALID;
 }
@@ -125,9 +152,9 @@ static void grads(const attn_module *m, float *dst) {
 
 /* Every byte of the caller's inputs (floats, ids, masks) set to garbage, or back. */
 typedef struct {
-    void *p[8];
-    void *keep[8];
-    size_t n[8];
+    void *p[12];
+    void *keep[12];
+    size_t n[12];
     int count;
 } scribble;
 
@@ -146,6 +173,7 @@ static void scr_on(tcase *c, scribble *s) {
     memset(s, 0, sizeof *s);
     scr_add(s, c->x.data, tbytes(&c->x));
     scr_add(s, c->mem.data, tbytes(&c->mem));
+    scr_add(s, c->val.data, tbytes(&c->val));
     scr_add(s, c->ids.data, tbytes(&c->ids));
     scr_add(s, c->ids2.data, tbytes(&c->ids2));
     const attn_mask *ms[4] = {&c->m1, &c->m2, &c->m3, &c->m4};
@@ -167,13 +195,16 @@ static int run(attn_ctx *ctx, tcase *c, int flags, result *r) {
     r->ngrad = (size_t)attn_module_numel(c->m);
     r->nx = c->x.data ? (size_t)attn_tensor_numel(&c->x) : 0;
     r->nmem = c->mem.data ? (size_t)attn_tensor_numel(&c->mem) : 0;
+    r->nval = c->val.data ? (size_t)attn_tensor_numel(&c->val) : 0;
     r->out = calloc(r->nout, sizeof(float));
     r->grad = calloc(r->ngrad, sizeof(float));
     r->dx = calloc(r->nx + 1, sizeof(float));
     r->dmem = calloc(r->nmem + 1, sizeof(float));
-    attn_tensor out = c->out, dout = c->out, dx = c->x, dmem = c->mem;
+    r->dval = calloc(r->nval + 1, sizeof(float));
+    attn_tensor out = c->out, dout = c->out, dx = c->x, dmem = c->mem, dval = c->val;
     out.data = r->out, dout.data = c->cot, dx.data = r->nx ? r->dx : NULL;
     dmem.data = r->nmem ? r->dmem : NULL;
+    dval.data = r->nval ? r->dval : NULL;
     attn_saved *sv = NULL;
     if (flags >= 0 && !TU_STATUS(attn_saved_create(ctx, (unsigned)flags, &sv), ATTN_OK, ctx))
         return 0;
@@ -185,7 +216,7 @@ static int run(attn_ctx *ctx, tcase *c, int flags, result *r) {
     attn_module_zero_grad(c->m);
     scribble s;
     if (sv) scr_on(c, &s); /* the record must not read the caller's memory */
-    ok = ok && TU_STATUS(bwd(ctx, c, &dout, sv, &dx, &dmem), ATTN_OK, ctx);
+    ok = ok && TU_STATUS(bwd(ctx, c, &dout, sv, &dx, &dmem, &dval), ATTN_OK, ctx);
     if (sv) scr_off(&s);
     grads(c->m, r->grad);
     if (ok && sv) { /* the record is intact: a second backward gives the same bits */
@@ -193,7 +224,7 @@ static int run(attn_ctx *ctx, tcase *c, int flags, result *r) {
         attn_tensor dx2t = dx;
         if (dx2t.data) dx2t.data = dx2;
         attn_module_zero_grad(c->m);
-        ok = TU_STATUS(bwd(ctx, c, &dout, sv, &dx2t, NULL), ATTN_OK, ctx);
+        ok = TU_STATUS(bwd(ctx, c, &dout, sv, &dx2t, NULL, NULL), ATTN_OK, ctx);
         grads(c->m, g2);
         TU_CHECK(memcmp(g2, r->grad, r->ngrad * sizeof(float)) == 0 &&
                      memcmp(dx2, r->dx, r->nx * sizeof(float)) == 0,
@@ -206,7 +237,7 @@ static int run(attn_ctx *ctx, tcase *c, int flags, result *r) {
 }
 
 static void result_free(result *r) {
-    free(r->out), free(r->grad), free(r->dx), free(r->dmem);
+    free(r->out), free(r->grad), free(r->dx), free(r->dmem), free(r->dval);
 }
 
 /* |got - ref| <= 1e-5 max|ref| (NaN fails); prints the error. */
@@ -241,6 +272,8 @@ static void same_bits(const char *name, const char *what, const result *a, const
              name, what);
     TU_CHECK(memcmp(a->dmem, b->dmem, a->nmem * sizeof(float)) == 0,
              "%s: %s: memory gradients differ", name, what);
+    TU_CHECK(memcmp(a->dval, b->dval, a->nval * sizeof(float)) == 0,
+             "%s: %s: value gradients differ", name, what);
 }
 
 static void check_case(attn_ctx *c1, attn_ctx *c3, tcase *c, uint64_t seed) {
@@ -265,6 +298,7 @@ static void check_case(attn_ctx *c1, attn_ctx *c3, tcase *c, uint64_t seed) {
         close_to(c->name, "params", sv.grad, ref.grad, sv.ngrad);
         close_to(c->name, "dx", sv.dx, ref.dx, sv.nx);
         close_to(c->name, "dmem", sv.dmem, ref.dmem, sv.nmem);
+        close_to(c->name, "dval", sv.dval, ref.dval, sv.nval);
         same_bits(c->name, "checkpointing vs full saving", &ck, &sv);
         same_bits(c->name, "3 threads vs 1", &sv3, &sv);
         TU_CHECK(ck.bytes < sv.bytes, "%s: checkpointing records %zu bytes, full saving %zu",
@@ -303,7 +337,7 @@ int main(void) {
     if (!c1 || !c3) return 1;
     static float outb[200000];
     static unsigned char kpm_enc[2 * 80], kpm_dec[2 * 300], kpm_mem[2 * 300];
-    static float addm[80 * 80];
+    static float addm[80 * 80], wbuf[2 * 9 * 8];
     static unsigned char causal_blk[16 * 16];
     static int64_t ids[2 * 64], sids[3 * 9], tids[3 * 7];
     uint64_t seed = 1;
@@ -371,6 +405,62 @@ int main(void) {
             c.m4.kind = ATTN_MASK_BLOCK, c.m4.t = attn_tensor_make(kpm_mem, ATTN_BOOL, 2, ss);
             snprintf(c.name, sizeof c.name, "%s T=%lld S=%lld, %s",
                      stack ? "decoder" : "decoder layer", (long long)T, (long long)S, vn);
+            check_case(c1, c3, &c, seed++);
+            attn_module_free(c.m);
+        }
+        /* multi-head attention: self-attention (one view for query, key and value) with
+         * padding and causal, short and long; cross-attention with kdim/vdim, bias_kv,
+         * zero_attn, a 3-D additive mask and averaged weights */
+        for (int k = 0; k < 3; k++) {
+            int64_t B = 2, L = k == 1 ? 80 : 9, S = k == 2 ? 6 : L, E = 32, H = 4;
+            memset(&c, 0, sizeof c);
+            attn_mha_config mc = attn_mha_defaults(E, H);
+            mc.dropout = tc.dropout;
+            if (k == 2) mc.kdim = 5, mc.vdim = 7, mc.add_bias_kv = 1, mc.add_zero_attn = 1;
+            attn_mha_create(c1, &mc, &c.m);
+            c.kind = K_MHA, c.run = run;
+            c.x = seq(0, B, L, E, seed++);
+            c.out = attn_view3(outb, B, L, E);
+            int64_t ks[2] = {B, S};
+            memset(kpm_enc, 0, sizeof kpm_enc);
+            kpm_enc[S - 1] = kpm_enc[S + 1] = 1;
+            c.m2.kind = ATTN_MASK_BLOCK, c.m2.t = attn_tensor_make(kpm_enc, ATTN_BOOL, 2, ks);
+            if (k < 2) {
+                c.mem = c.val = c.x;
+                c.mo.is_causal = 1;
+            } else {
+                c.mem = seq(1, B, S, 5, seed++);
+                c.val = seq(2, B, S, 7, seed++);
+                int64_t as[3] = {B * H, L, S};
+                for (int64_t i = 0; i < B * H * L * S; i++) addm[i] = 0.25f * (float)(i % 3);
+                c.m1.kind = ATTN_MASK_ADD, c.m1.t = attn_tensor_make(addm, ATTN_F32, 3, as);
+                c.mo.need_weights = 1, c.mo.average_attn_weights = 1;
+                c.w = attn_view3(wbuf, B, L, S + 2);
+            }
+            snprintf(c.name, sizeof c.name, "mha %s L=%lld, %s", k == 2 ? "cross" : "self",
+                     (long long)L, drop ? "dropout" : "no dropout");
+            if (!pre) check_case(c1, c3, &c, seed++); /* norm order does not apply */
+            attn_module_free(c.m);
+        }
+        /* nn.Transformer: padded source, causal padded target */
+        {
+            int64_t B = 2, S = 10, T = 7, E = 32;
+            memset(&c, 0, sizeof c);
+            attn_transformer_create(c1, &tc, &c.m);
+            c.kind = K_TF, c.run = run, c.causal = 0;
+            c.x = seq(0, B, S, E, seed++);
+            c.mem = seq(1, B, T, E, seed++);
+            c.out = attn_view3(outb, B, T, E);
+            int64_t ts[2] = {B, T}, ss[2] = {B, S}, cs[2] = {T, T};
+            memset(kpm_dec, 0, sizeof kpm_dec), memset(kpm_mem, 0, sizeof kpm_mem);
+            kpm_dec[2 * T - 1] = 1;
+            kpm_mem[S - 1] = kpm_mem[S + 3] = 1;
+            for (int64_t i = 0; i < T * T; i++) causal_blk[i] = (i % T) > (i / T);
+            c.m1.kind = ATTN_MASK_BLOCK, c.m1.t = attn_tensor_make(causal_blk, ATTN_BOOL, 2, cs);
+            c.m3.kind = ATTN_MASK_BLOCK, c.m3.t = attn_tensor_make(kpm_dec, ATTN_BOOL, 2, ts);
+            c.m4.kind = ATTN_MASK_BLOCK, c.m4.t = attn_tensor_make(kpm_mem, ATTN_BOOL, 2, ss);
+            snprintf(c.name, sizeof c.name, "transformer S=%lld T=%lld, %s", (long long)S,
+                     (long long)T, vn);
             check_case(c1, c3, &c, seed++);
             attn_module_free(c.m);
         }

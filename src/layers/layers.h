@@ -358,19 +358,6 @@ ATTN__HIDDEN attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s
 ATTN__HIDDEN attn_status attn__stack_bwd_rec(attn_ctx *ctx, const attn__stack *s,
                                              const attn__gmap *g, const attn__stack_saved *rec,
                                              const float *dout, float *dx, float *dmem);
-/* Backward of the stacks, recomputing them: dx overwritten, dmem accumulates. */
-ATTN__HIDDEN attn_status attn__enc_stack_bwd(attn_ctx *ctx, const attn__stack *s,
-                                             const attn__gmap *g, const float *x0, int64_t B,
-                                             int64_t L, const attn_mask *mask,
-                                             const attn_mask *kpm, int is_causal,
-                                             attn__rng *rng, const float *dout, float *dx);
-ATTN__HIDDEN attn_status attn__dec_stack_bwd(attn_ctx *ctx, const attn__stack *s,
-                                             const attn__gmap *g, const float *x0,
-                                             const float *mem, int64_t B, int64_t T, int64_t S,
-                                             const attn_mask *tm, const attn_mask *mm,
-                                             const attn_mask *tk, const attn_mask *mkpm,
-                                             int tgt_is_causal, attn__rng *rng,
-                                             const float *dout, float *dx, float *dmem);
 /* Registers a stack's layers and final norms under the given prefixes (NULL norm = none).
  * tail_bytes of zeroed memory for the caller follow the layers in m->extra (*tail). */
 ATTN__HIDDEN attn_status attn__stack_reg(attn_ctx *ctx, attn_module *m, attn__stack *s,

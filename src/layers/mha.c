@@ -341,12 +341,41 @@ done:
     return st;
 }
 
-attn_status attn_mha_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *query,
-                             const attn_tensor *key, const attn_tensor *value,
-                             const attn_mask *key_padding_mask, const attn_mask *amask,
-                             const attn_mha_options *opt, const attn_run *run, attn_tensor *out,
-                             attn_tensor *weights) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__MHA, "attn_mha_forward"));
+/* The record of attn_mha_forward_train (in the tape). */
+typedef struct mha_rec {
+    int64_t B, L, S;
+    const float *q, *k, *v; /* copies of the inputs (shared where the views are the same) */
+    attn_mask kpm, am;      /* copies */
+    int ckpt, is_causal;    /* ckpt: only the inputs, the masks and the stream are kept */
+    attn__rng rng;
+    attn__mha_saved sv;     /* its masks bound to the copies (not with ckpt) */
+} mha_rec;
+
+/* A contiguous copy of x [n] in the tape, or prev when the view is the same as prev's. */
+static attn_status copy_in(attn_ctx *ctx, attn__tape *t, const attn_tensor *view, const float *x,
+                           int64_t n, const attn_tensor *prev_view, const float *prev,
+                           const float **out) {
+    if (prev && attn__same_view(view, prev_view)) {
+        *out = prev;
+        return ATTN_OK;
+    }
+    float *c;
+    ATTN_TRY(attn__rec_f32(ctx, t, &c, n, 1, 1, 1));
+    memcpy(c, x, (size_t)n * sizeof(float));
+    *out = c;
+    return ATTN_OK;
+}
+
+/* attn_mha_forward, and with train (named fn) its training forward into saved. */
+static attn_status mha_forward(attn_ctx *ctx, const char *fn, int train, const attn_module *m,
+                               const attn_tensor *query, const attn_tensor *key,
+                               const attn_tensor *value, const attn_mask *key_padding_mask,
+                               const attn_mask *amask, const attn_mha_options *opt,
+                               const attn_run *run, attn_tensor *out, attn_tensor *weights,
+                               attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__MHA, fn));
+    ATTN_FAIL_IF(train && !saved, ctx, ATTN_E_INVALID, "%s: saved is NULL", fn);
+    if (saved) attn__saved_begin(saved);
     const attn__mha *a = m->impl;
     attn_mha_options o = {0, 1, 0};
     if (opt) o = *opt;
@@ -381,16 +410,52 @@ attn_status attn_mha_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
                           {attn__mask_t(key_padding_mask), "key_padding_mask", 0},
                           {attn__mask_t(amask), "attn_mask", 0},
                           {&P, "the module's parameters", 0}};
-        ATTN_TRYG(attn__check_outputs(ctx, "attn_mha_forward", oa, 2, ia, 6));
+        ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 2, ia, 6));
     }
     attn__rng rng = attn__rng_from(run);
+    mha_rec *rec = NULL;
+    if (saved) { /* the inputs and masks are copied: the backward reads only the record */
+        attn__tape *t = &saved->tape;
+        ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
+        rec->B = B, rec->L = L, rec->S = S;
+        ATTN_TRYG(copy_in(ctx, t, query, q, B * L * a->E, NULL, NULL, &rec->q));
+        ATTN_TRYG(copy_in(ctx, t, key, k, B * S * a->cfg.kdim, query, rec->q, &rec->k));
+        ATTN_TRYG(copy_in(ctx, t, value, v, B * S * a->cfg.vdim, key, rec->k, &rec->v));
+        ATTN_TRYG(attn__saved_mask(ctx, t, key_padding_mask, "key_padding_mask", &rec->kpm));
+        ATTN_TRYG(attn__saved_mask(ctx, t, amask, "attn_mask", &rec->am));
+        rec->ckpt = (saved->flags & ATTN_SAVED_CHECKPOINT) != 0;
+        rec->is_causal = o.is_causal;
+        rec->rng = rng;
+        if (!rec->ckpt) ATTN_TRYG(attn__mha_saved_alloc(ctx, t, a, B, L, S, &rec->sv));
+        key_padding_mask = attn__mask_opt(&rec->kpm), amask = attn__mask_opt(&rec->am);
+    }
     ATTN_TRYG(attn__mha_fwd(ctx, a, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
-                            o.average_attn_weights, &rng, op, wp, NULL));
+                            o.average_attn_weights, &rng, op, wp,
+                            rec && !rec->ckpt ? &rec->sv : NULL));
     attn__seq_out_end(op, out);
     if (wp && wp != weights->data) attn__store(wp, weights);
+    if (rec) attn__saved_end(saved, m, rec);
 done:
     attn__ws_release(ctx, mk);
     return st;
+}
+
+attn_status attn_mha_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *query,
+                             const attn_tensor *key, const attn_tensor *value,
+                             const attn_mask *key_padding_mask, const attn_mask *amask,
+                             const attn_mha_options *opt, const attn_run *run, attn_tensor *out,
+                             attn_tensor *weights) {
+    return mha_forward(ctx, "attn_mha_forward", 0, m, query, key, value, key_padding_mask, amask,
+                       opt, run, out, weights, NULL);
+}
+
+attn_status attn_mha_forward_train(attn_ctx *ctx, const attn_module *m, const attn_tensor *query,
+                                   const attn_tensor *key, const attn_tensor *value,
+                                   const attn_mask *key_padding_mask, const attn_mask *amask,
+                                   const attn_mha_options *opt, const attn_run *run,
+                                   attn_tensor *out, attn_tensor *weights, attn_saved *saved) {
+    return mha_forward(ctx, "attn_mha_forward_train", 1, m, query, key, value, key_padding_mask,
+                       amask, opt, run, out, weights, saved);
 }
 
 attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *query,
@@ -434,6 +499,50 @@ attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_te
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__mha_bwd(ctx, a, &g, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
                             &rng, dy, dq, dk, dv));
+    if (dq) attn__seq_out_end(dq, dquery);
+    if (dk) attn__seq_out_end(dk, dkey);
+    if (dv) attn__seq_out_end(dv, dvalue);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_mha_backward_saved(attn_ctx *ctx, const attn_module *m, const attn_saved *saved,
+                                    const attn_tensor *dout, attn_tensor *dquery,
+                                    attn_tensor *dkey, attn_tensor *dvalue) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__MHA, "attn_mha_backward_saved"));
+    const attn__mha *a = m->impl;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    mha_rec *rec;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, "attn_mha_backward_saved", (void **)&rec));
+    int64_t B = rec->B, L = rec->L, S = rec->S;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *dy;
+    float *dq = NULL, *dk = NULL, *dv = NULL;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", a->E, &B, &L, &dy));
+    if (dquery && dquery->data) ATTN_TRYG(attn__seq_out(ctx, dquery, "dquery", B, L, a->E, &dq));
+    if (dkey && dkey->data) ATTN_TRYG(attn__seq_out(ctx, dkey, "dkey", B, S, a->cfg.kdim, &dk));
+    if (dvalue && dvalue->data)
+        ATTN_TRYG(attn__seq_out(ctx, dvalue, "dvalue", B, S, a->cfg.vdim, &dv));
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dquery, "dquery", 0}, {dkey, "dkey", 0}, {dvalue, "dvalue", 0}},
+                  ia[] = {{dout, "dout", 0},
+                          {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_mha_backward_saved", oa, 3, ia, 3));
+    }
+    if (rec->ckpt) { /* the forward again, from the copies */
+        attn__rng r = rec->rng;
+        ATTN_TRYG(attn__mha_bwd(ctx, a, &g, rec->q, rec->k, rec->v, B, L, S,
+                                attn__mask_opt(&rec->kpm), attn__mask_opt(&rec->am),
+                                rec->is_causal, &r, dy, dq, dk, dv));
+    } else {
+        ATTN_TRYG(attn__mha_bwd_saved(ctx, a, &g, &rec->sv, rec->q, rec->k, rec->v, B, L, S, dy,
+                                      dq, dk, dv));
+    }
     if (dq) attn__seq_out_end(dq, dquery);
     if (dk) attn__seq_out_end(dk, dkey);
     if (dv) attn__seq_out_end(dv, dvalue);

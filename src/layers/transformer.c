@@ -1135,10 +1135,10 @@ done:
 
 /* The recomputing stack backwards: a checkpointed record in the workspace, then its
  * backward. */
-attn_status attn__enc_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
-                                const float *x0, int64_t B, int64_t L, const attn_mask *mask,
-                                const attn_mask *kpm, int is_causal, attn__rng *rng,
-                                const float *dout, float *dx) {
+static attn_status enc_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
+                                 const float *x0, int64_t B, int64_t L, const attn_mask *mask,
+                                 const attn_mask *kpm, int is_causal, attn__rng *rng,
+                                 const float *dout, float *dx) {
     attn__mark mk = attn__ws_mark(ctx);
     attn__stack_saved rec;
     attn_status st;
@@ -1150,11 +1150,11 @@ done:
     return st;
 }
 
-attn_status attn__dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
-                                const float *x0, const float *mem, int64_t B, int64_t T,
-                                int64_t S, const attn_mask *tm, const attn_mask *mm,
-                                const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
-                                attn__rng *rng, const float *dout, float *dx, float *dmem) {
+static attn_status dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
+                                 const float *x0, const float *mem, int64_t B, int64_t T,
+                                 int64_t S, const attn_mask *tm, const attn_mask *mm,
+                                 const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
+                                 attn__rng *rng, const float *dout, float *dx, float *dmem) {
     attn__mark mk = attn__ws_mark(ctx);
     attn__stack_saved rec;
     attn_status st;
@@ -1249,7 +1249,7 @@ static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
             6));
     }
     if (is_stack)
-        ATTN_TRYG(attn__enc_stack_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy, d));
+        ATTN_TRYG(enc_stack_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy, d));
     else
         ATTN_TRYG(enc_layer_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy, d));
     if (dsrc && dsrc->data) attn__store(d, dsrc);
@@ -1326,7 +1326,7 @@ static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
             9));
     }
     if (is_stack)
-        ATTN_TRYG(attn__dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
+        ATTN_TRYG(dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
                                 tgt_is_causal, &rng, dy, d, dm));
     else
         ATTN_TRYG(dec_layer_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
@@ -1640,6 +1640,39 @@ attn_status attn_decoder_backward_saved(attn_ctx *ctx, const attn_module *m,
                                dmemory);
 }
 
+/* nn.Transformer as two stack records: the encoder's output is the decoder's memory. */
+typedef struct tf_rec {
+    attn__stack_saved enc, dec;
+} tf_rec;
+
+static attn_status tf_fwd_rec(attn_ctx *ctx, const attn__stack *s, attn__tape *t, int ckpt,
+                              const float *sp, const float *tp, int64_t B, int64_t S, int64_t T,
+                              const attn_mask *src_mask, const attn_mask *tgt_mask,
+                              const attn_mask *memory_mask, const attn_mask *src_kpm,
+                              const attn_mask *tgt_kpm, const attn_mask *memory_kpm,
+                              int tgt_is_causal, attn__rng *rng, tf_rec *rec) {
+    /* the decoder's dropout stream starts where the encoder's ended */
+    ATTN_TRY(attn__stack_fwd_rec(ctx, s, 0, ckpt, t, sp, NULL, B, S, 0, src_mask, src_kpm, NULL,
+                                 NULL, 0, rng, &rec->enc));
+    return attn__stack_fwd_rec(ctx, s, 1, ckpt, t, tp, rec->enc.out, B, T, S, tgt_mask, tgt_kpm,
+                               memory_mask, memory_kpm, tgt_is_causal, rng, &rec->dec);
+}
+
+/* dy [B, T, E] -> ds [B, S, E], dt [B, T, E] (overwritten). */
+static attn_status tf_bwd_rec(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
+                              const tf_rec *rec, const float *dy, float *ds, float *dt) {
+    attn__mark mk = attn__ws_mark(ctx);
+    float *dmem;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &dmem, rec->enc.B, rec->enc.T, s->cfg.d_model, 1));
+    memset(dmem, 0, (size_t)(rec->enc.B * rec->enc.T * s->cfg.d_model) * sizeof(float));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec->dec, dy, dt, dmem));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec->enc, dmem, ds, NULL));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
 attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
                                       const attn_tensor *src, const attn_tensor *tgt,
                                       const attn_mask *src_mask, const attn_mask *tgt_mask,
@@ -1657,7 +1690,8 @@ attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
     int64_t B = 0, S = 0, T = 0, E = s->cfg.d_model;
     attn__mark mk = attn__ws_mark(ctx);
     const float *sp, *tp, *dy;
-    float *mem, *dmem, *ds, *dt;
+    float *ds, *dt;
+    tf_rec rec;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &S, &sp));
@@ -1689,20 +1723,114 @@ attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
                           {&G, "the module's gradients", 0}};
         ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_backward", oa, 2, ia, 11));
     }
-    ATTN_TRYG(attn__ws_f32(ctx, &mem, B, S, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dmem, B, S, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &ds, B, S, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dt, B, T, E, 1));
-    /* memory = encoder(src); the decoder's dropout stream starts where the encoder's ended */
-    attn__rng r_enc = rng;
-    copy_f(mem, sp, B * S * E);
-    ATTN_TRYG(attn__enc_run(ctx, s, mem, B, S, src_mask, src_key_padding_mask, 0, &rng));
-    memset(dmem, 0, (size_t)(B * S * E) * sizeof(float));
-    ATTN_TRYG(attn__dec_stack_bwd(ctx, s, &g, tp, mem, B, T, S, tgt_mask, memory_mask,
-                            tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, &rng,
-                            dy, dt, dmem));
-    ATTN_TRYG(attn__enc_stack_bwd(ctx, s, &g, sp, B, S, src_mask, src_key_padding_mask, 0, &r_enc,
-                            dmem, ds));
+    /* recompute: checkpointed records (each layer's input) in the workspace */
+    ATTN_TRYG(tf_fwd_rec(ctx, s, NULL, 1, sp, tp, B, S, T, src_mask, tgt_mask, memory_mask,
+                         src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                         tgt_is_causal, &rng, &rec));
+    ATTN_TRYG(tf_bwd_rec(ctx, s, &g, &rec, dy, ds, dt));
+    if (dsrc && dsrc->data) attn__store(ds, dsrc);
+    if (dtgt && dtgt->data) attn__store(dt, dtgt);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_transformer_forward_train(
+    attn_ctx *ctx, const attn_module *m, const attn_tensor *src, const attn_tensor *tgt,
+    const attn_mask *src_mask, const attn_mask *tgt_mask, const attn_mask *memory_mask,
+    const attn_mask *src_key_padding_mask, const attn_mask *tgt_key_padding_mask,
+    const attn_mask *memory_key_padding_mask, int tgt_is_causal, const attn_run *run,
+    attn_tensor *out, attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__TRANSFORMER, "attn_transformer_forward_train"));
+    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    attn__saved_begin(saved);
+    const attn__stack *s = m->impl;
+    int64_t B = 0, S = 0, T = 0, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__tape *t = &saved->tape;
+    const float *sp, *tp;
+    tf_rec *rec;
+    attn_mask c[6];
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &S, &sp));
+    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &tp));
+    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
+    {
+        int64_t shape[3] = {B, T, E};
+        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{src, "src", 0},
+                          {tgt, "tgt", 0},
+                          {attn__mask_t(src_mask), "src_mask", 0},
+                          {attn__mask_t(tgt_mask), "tgt_mask", 0},
+                          {attn__mask_t(memory_mask), "memory_mask", 0},
+                          {attn__mask_t(src_key_padding_mask), "src_key_padding_mask", 0},
+                          {attn__mask_t(tgt_key_padding_mask), "tgt_key_padding_mask", 0},
+                          {attn__mask_t(memory_key_padding_mask), "memory_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_forward_train", oa, 1, ia, 9));
+    }
+    ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
+    ATTN_TRYG(attn__saved_mask(ctx, t, src_mask, "src_mask", &c[0]));
+    ATTN_TRYG(attn__saved_mask(ctx, t, tgt_mask, "tgt_mask", &c[1]));
+    ATTN_TRYG(attn__saved_mask(ctx, t, memory_mask, "memory_mask", &c[2]));
+    ATTN_TRYG(attn__saved_mask(ctx, t, src_key_padding_mask, "src_key_padding_mask", &c[3]));
+    ATTN_TRYG(attn__saved_mask(ctx, t, tgt_key_padding_mask, "tgt_key_padding_mask", &c[4]));
+    ATTN_TRYG(attn__saved_mask(ctx, t, memory_key_padding_mask, "memory_key_padding_mask",
+                               &c[5]));
+    ATTN_TRYG(tf_fwd_rec(ctx, s, t, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, sp, tp, B, S, T,
+                         attn__mask_opt(&c[0]), attn__mask_opt(&c[1]), attn__mask_opt(&c[2]),
+                         attn__mask_opt(&c[3]), attn__mask_opt(&c[4]), attn__mask_opt(&c[5]),
+                         tgt_is_causal, &rng, rec));
+    attn__store(rec->dec.out, out);
+    attn__saved_end(saved, m, rec);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_transformer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                            const attn_saved *saved, const attn_tensor *dout,
+                                            attn_tensor *dsrc, attn_tensor *dtgt) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__TRANSFORMER, "attn_transformer_backward_saved"));
+    const attn__stack *s = m->impl;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    tf_rec *rec;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, "attn_transformer_backward_saved", (void **)&rec));
+    int64_t B = rec->dec.B, S = rec->dec.S, T = rec->dec.T, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *dy;
+    float *ds, *dt;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
+    if (dsrc && dsrc->data) {
+        int64_t shape[3] = {B, S, E};
+        ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
+    }
+    if (dtgt && dtgt->data) {
+        int64_t shape[3] = {B, T, E};
+        ATTN_TRYG(attn__check(ctx, dtgt, "dtgt", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dtgt, "dtgt", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dsrc, "dsrc", 0}, {dtgt, "dtgt", 0}},
+                  ia[] = {{dout, "dout", 0},
+                          {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_backward_saved", oa, 2, ia, 3));
+    }
+    ATTN_TRYG(attn__ws_f32(ctx, &ds, B, S, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dt, B, T, E, 1));
+    ATTN_TRYG(tf_bwd_rec(ctx, s, &g, rec, dy, ds, dt));
     if (dsrc && dsrc->data) attn__store(ds, dsrc);
     if (dtgt && dtgt->data) attn__store(dt, dtgt);
 done:
