@@ -12,12 +12,24 @@ For each configuration it runs `ATTN bench ... --json --no-ref`, then the same o
 nn.TransformerEncoderLayer with batch_first=True, the same threads, dtype and shapes; one
 warm-up, then the median of --repeat runs) and prints both times and attn's speed-up
 (torch ms / attn ms; > 1: attn is faster).  Supported ops: sdpa, sdpa-backward, decode, mha,
-mha-backward, encoder-layer, encoder-layer-backward.  Needs `pip install torch`.
+mha-backward, encoder-layer, encoder-layer-backward, gpt-step.  The module -backward ops are
+a training step's forward and backward on both sides (parameter gradients included).
+
+gpt-step: attn writes its initial weights and its batch (--save-init); the PyTorch twin (the
+same GPT built from nn.TransformerEncoderLayer, norm_first, GELU, causal, loaded from that
+file; torch.optim.AdamW with attn's settings) runs the same steps, and the script checks that
+its losses over the first 3 steps match attn's to 1e-4 relative before it compares times
+(median ms/step, tokens/s) and peak RSS (each framework in its own process).  Needs
+`pip install torch`.
 """
 import json
+import os
+import resource
 import statistics
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -92,11 +104,120 @@ def torch_ms(cfg, repeat):
     y = fwd()
     g = torch.rand_like(y)
 
-    def back():
+    def step():  # a training step: forward and backward, parameter gradients too
         x.grad = None
         m.zero_grad(set_to_none=True)
-        y.backward(g, retain_graph=True)
-    return median_ms(back, repeat)
+        fwd().backward(g)
+    return median_ms(step, repeat)
+
+
+def read_safetensors(path):
+    """name -> torch tensor, and the metadata (F32 and I64: what attn bench --save-init
+    writes)."""
+    import torch
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    meta = head.pop("__metadata__", {})
+    body = raw[8 + n:]
+    dt = {"F32": torch.float32, "I64": torch.int64}
+    out = {}
+    for name, t in head.items():
+        a, b = t["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(body[a:b]), dtype=dt[t["dtype"]]).reshape(
+            t["shape"])
+    return out, meta
+
+
+def torch_gpt_step(path, threads, repeat):
+    """The PyTorch twin of attn bench --op gpt-step, from attn's initial weights and batch:
+    the losses of the warm-up and timed steps, the median ms/step, the peak RSS."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    P, meta = read_safetensors(path)
+    ids, tgt = P.pop("data.ids"), P.pop("data.targets")
+    V, E = P["tok_emb.weight"].shape
+    nl = 1 + max(int(k.split(".")[1]) for k in P if k.startswith("layers."))
+    H = int(meta["heads"])
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_emb = nn.Embedding(V, E)
+            self.pos_emb = nn.Embedding(P["pos_emb.weight"].shape[0], E)
+            self.layers = nn.ModuleList(
+                nn.TransformerEncoderLayer(E, H, 4 * E, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True)
+                for _ in range(nl))
+            self.norm = nn.LayerNorm(E)
+            self.lm_head = nn.Linear(E, V, bias=False)
+
+        def forward(self, idx):
+            x = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1]))
+            mask = nn.Transformer.generate_square_subsequent_mask(idx.shape[1])
+            for layer in self.layers:
+                x = layer(x, src_mask=mask, is_causal=True)
+            return self.lm_head(self.norm(x))
+
+    model = GPT()
+    model.load_state_dict(P, strict=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=float(meta["adamw.lr"]),
+                            weight_decay=float(meta["adamw.weight_decay"]))
+    losses, times = [], []
+    for i in range(repeat + 1):  # step 0 is the warm-up, as in attn bench
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(ids).reshape(-1, V), tgt.reshape(-1))
+        loss.backward()
+        opt.step()
+        if i > 0:
+            times.append((time.perf_counter() - t0) * 1e3)
+        losses.append(loss.item())
+    return {"losses": losses, "median_ms": statistics.median(times),
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+
+
+def gpt_step(attn, args):
+    """attn bench --op gpt-step and its PyTorch twin; returns the exit status."""
+    threads, repeat = opt(args, "--threads", 2), opt(args, "--repeat", 5)
+    if repeat < 2:
+        print("gpt-step: --repeat must be at least 2 (3 losses are compared)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "init.safetensors")
+        cfg = attn_run(attn, args + ["--save-init", path])
+        r = subprocess.run([sys.executable, __file__, "--torch-gpt-step", path, str(threads),
+                            str(repeat)], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(r.stderr)
+            return 1
+        tw = json.loads(r.stdout)
+    a, t = cfg["losses"][:3], tw["losses"][:3]
+    rel = max(abs(x - y) / max(abs(y), 1e-30) for x, y in zip(a, t))
+    print(f"gpt-step: {cfg['layers']} layers, E={cfg['d_model']} (H={cfg['heads']}), "
+          f"T={cfg['len']}, B={cfg['batch']}, vocab {cfg['vocab']}, {cfg['params']} "
+          f"parameters, {threads} threads")
+    print(f"losses of the first 3 steps: attn {', '.join(f'{x:.6f}' for x in a)}; "
+          f"torch {', '.join(f'{x:.6f}' for x in t)}; max relative difference {rel:.2e}")
+    if not rel <= 1e-4:
+        print("gpt-step: the twin does not compute the same steps (losses differ by more than "
+              "1e-4 relative); not timed", file=sys.stderr)
+        return 1
+    N = cfg["batch"] * cfg["len"]
+    am, tm = cfg["median_ms"], tw["median_ms"]
+    print(f"{'':6} {'ms/step':>10} {'tokens/s':>10} {'GFLOP/s':>9} {'peak RSS MiB':>13}")
+    print(f"{'attn':6} {am:10.1f} {N / am * 1e3:10.0f} {cfg['gflops']:9.1f} "
+          f"{cfg['peak_rss_mib']:13.0f}")
+    print(f"{'torch':6} {tm:10.1f} {N / tm * 1e3:10.0f} "
+          f"{cfg['gflop_per_step'] / tm * 1e3:9.1f} {tw['peak_rss_mib']:13.0f}")
+    print(f"speed-up (torch ms / attn ms): {tm / am:.2f}x; peak RSS attn / torch: "
+          f"{cfg['peak_rss_mib'] / tw['peak_rss_mib']:.2f}; FMA peak "
+          f"{cfg['fma_peak_gflops']:.0f} GFLOP/s ({cfg['fma_isa']})", flush=True)
+    return 0
 
 
 SUITE = [
@@ -113,7 +234,12 @@ def main():
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         return 2
+    if sys.argv[1] == "--torch-gpt-step":  # the twin, in its own process (its own peak RSS)
+        print(json.dumps(torch_gpt_step(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
+        return 0
     attn, rest = sys.argv[1], sys.argv[2:]
+    if opt(rest, "--op", "") == "gpt-step":
+        return gpt_step(attn, rest)
     threads, repeat = opt(rest, "--threads", 2), opt(rest, "--repeat", 5)
     configs = [c + ["--threads", str(threads), "--repeat", str(repeat)] for c in SUITE] \
         if "--suite" in rest else [rest]

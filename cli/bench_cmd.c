@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench.h"
 #include "cli.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -25,8 +26,22 @@ static const char BENCH_MORE[] =
     "  mha                    projections 2*B*L*E*E (q, out) + 2*B*S*E*E (k, v) + sdpa\n"
     "  encoder-layer          4 projections 2*B*L*E*E + sdpa (S = L)\n"
     "                         + feed-forward 2*2*B*L*E*F with F = 4E\n"
-    "  *-backward (modules)   2 x the projections and feed-forward + 2.5 x sdpa\n"
+    "  mha-backward,          a training step's forward and backward, parameter\n"
+    "  encoder-layer-backward gradients included (attn_*_forward_train, then\n"
+    "                         attn_*_backward_saved): 3 x the projections and\n"
+    "                         feed-forward + 3.5 x sdpa\n"
     "  Layer norms, softmax, biases and activations are not counted.\n"
+    "\n"
+    "--op gpt-step: one whole GPT training step, as a training loop runs it: zero the\n"
+    "gradients, attn_gpt_forward_train (token and position embeddings, --layers\n"
+    "pre-norm GELU blocks with causal self-attention, E = heads x dim, feed-forward 4E,\n"
+    "final layer norm, LM head), attn_cross_entropy, attn_gpt_backward_saved,\n"
+    "attn_adamw_step, on one random batch of --batch x --len tokens, dropout 0.\n"
+    "Defaults: the GPT-2 small shape (12 layers, 12 heads of 64, vocab 50257, T=256,\n"
+    "B=4).  FLOPs per step: 3 x the forward's matrix products, 3 x (layers x\n"
+    "(24*B*T*E*E + 2*B*T*T*E) + 2*B*T*E*vocab) (projections, feed-forward, causal\n"
+    "attention, LM head); prints ms/step, tokens/s, GFLOP/s, % of the FMA peak, peak\n"
+    "RSS and the loss of each step.  bench/attn_vs_torch.py runs its PyTorch twin.\n"
     "\n"
     "The plain C kernels are the same op in a context created with ATTN_ISA=ref (no SIMD\n"
     "kernels); when the requested size would take long they run at a smaller L (and S),\n"
@@ -44,13 +59,13 @@ static const char BENCH_MORE[] =
     "median over the pairs of f32 ms / bf16 ms.";
 
 /* ---- timing and memory ------------------------------------------------------------------ */
-static double now_s(void) {
+double attn_bench_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double rss_mib(void) {
+double attn_bench_rss_mib(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
@@ -61,8 +76,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Median of x[0..n) (sorts x in place); n >= 1. */
-static double median(double *x, int n) {
+double attn_bench_median(double *x, int n) {
     qsort(x, (size_t)n, sizeof *x, cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
@@ -108,7 +122,7 @@ typedef struct peak_job {
 
 static void *peak_thread(void *p) {
     peak_job *j = p;
-    double t0 = now_s();
+    double t0 = attn_bench_now_s();
 #ifdef BENCH_X86
     if (j->lanes == 16) j->sink = fma_avx512(j->n);
     else if (j->lanes == 8) j->sink = fma_avx2(j->n);
@@ -116,13 +130,13 @@ static void *peak_thread(void *p) {
 #else
     j->sink = fma_scalar(j->n);
 #endif
-    double dt = now_s() - t0;
+    double dt = attn_bench_now_s() - t0;
     j->gflops = dt > 0 ? PEAK_CHAINS * j->lanes * 2.0 * (double)j->n / dt * 1e-9 : 0;
     return NULL;
 }
 
 /* Best of 5 rounds of `threads` concurrent loops, summed over the threads. */
-static double fma_peak(int threads, const char **isa) {
+double attn_bench_fma_peak(int threads, const char **isa) {
     int lanes = 1;
     *isa = "scalar";
 #ifdef BENCH_X86
@@ -156,7 +170,7 @@ done:
 
 /* ---- the ops ---------------------------------------------------------------------------- */
 typedef enum op_kind {
-    OP_SDPA, OP_SDPA_BWD, OP_MHA, OP_MHA_BWD, OP_ENC, OP_ENC_BWD, OP_DECODE
+    OP_SDPA, OP_SDPA_BWD, OP_MHA, OP_MHA_BWD, OP_ENC, OP_ENC_BWD, OP_DECODE, OP_GPT_STEP
 } op_kind;
 static const struct {
     const char *name;
@@ -165,7 +179,7 @@ static const struct {
     {"sdpa", OP_SDPA},          {"sdpa-backward", OP_SDPA_BWD},
     {"mha", OP_MHA},            {"mha-backward", OP_MHA_BWD},
     {"encoder-layer", OP_ENC},  {"encoder-layer-backward", OP_ENC_BWD},
-    {"decode", OP_DECODE},
+    {"decode", OP_DECODE},      {"gpt-step", OP_GPT_STEP},
 };
 
 typedef struct shape {
@@ -182,7 +196,8 @@ static double op_flops(op_kind k, const shape *s) {
     int bwd = k == OP_SDPA_BWD || k == OP_MHA_BWD || k == OP_ENC_BWD;
     if (k == OP_MHA || k == OP_MHA_BWD) proj = 2 * (2.0 * B * L * E * E) + 2 * (2.0 * B * S * E * E);
     if (k == OP_ENC || k == OP_ENC_BWD) proj = 4 * (2.0 * B * L * E * E), ffn = 2 * 2.0 * B * L * E * F;
-    return bwd ? 2.0 * (proj + ffn) + 2.5 * att : proj + ffn + att;
+    if (k == OP_SDPA_BWD) return 2.5 * att;
+    return bwd ? 3.0 * (proj + ffn) + 3.5 * att : proj + ffn + att;
 }
 
 static float *rnd(size_t n, uint64_t seed) {
@@ -209,6 +224,7 @@ typedef struct bench_state {
     attn_sdpa_options sopt;
     attn_mha_options mopt;
     int self; /* mha: key/value are the query */
+    attn_saved *sv; /* module backward ops: the training forward's activations */
 } bench_state;
 
 static attn_status run_once(bench_state *b) {
@@ -222,17 +238,23 @@ static attn_status run_once(bench_state *b) {
         return attn_mha_forward(b->ctx, b->m, &b->q, kv, kv, NULL, NULL, &b->mopt, NULL, &b->o,
                                 NULL);
     }
-    case OP_MHA_BWD: {
+    case OP_MHA_BWD: { /* a training step's forward and backward, parameter gradients too */
         const attn_tensor *kv = b->self ? &b->q : &b->k;
-        return attn_mha_backward(b->ctx, b->m, &b->q, kv, kv, NULL, NULL, &b->mopt, NULL,
-                                 &b->dout, &b->dq, &b->dk, &b->dv);
+        attn_status st = attn_mha_forward_train(b->ctx, b->m, &b->q, kv, kv, NULL, NULL,
+                                                &b->mopt, NULL, &b->o, NULL, b->sv);
+        if (st != ATTN_OK) return st;
+        return attn_mha_backward_saved(b->ctx, b->m, b->sv, &b->dout, &b->dq,
+                                       b->self ? NULL : &b->dk, b->self ? NULL : &b->dv);
     }
     case OP_ENC:
         return attn_encoder_layer_forward(b->ctx, b->m, &b->q, NULL, NULL, b->s.causal, NULL, &b->o);
-    case OP_ENC_BWD:
-        return attn_encoder_layer_backward(b->ctx, b->m, &b->q, NULL, NULL, b->s.causal, NULL,
-                                           &b->dout, &b->dq);
-    case OP_DECODE: break; /* bench_decode times it */
+    case OP_ENC_BWD: { /* a training step's forward and backward, parameter gradients too */
+        attn_status st = attn_encoder_layer_forward_train(b->ctx, b->m, &b->q, NULL, NULL,
+                                                          b->s.causal, NULL, &b->o, b->sv);
+        if (st != ATTN_OK) return st;
+        return attn_encoder_layer_backward_saved(b->ctx, b->m, b->sv, &b->dout, &b->dq);
+    }
+    case OP_DECODE: case OP_GPT_STEP: break; /* bench_decode, attn_bench_gpt_step */
     }
     return ATTN_E_INVALID;
 }
@@ -241,6 +263,7 @@ static void state_free(bench_state *b) {
     for (int i = 0; i < 8; i++) free(b->buf[i]);
     for (int i = 0; i < 3; i++) free(b->h[i]);
     free(b->lse);
+    attn_saved_free(b->sv);
     attn_module_free(b->m);
     attn_ctx_free(b->ctx);
     memset(b, 0, sizeof *b);
@@ -355,6 +378,7 @@ static int state_init(bench_state *b, op_kind kind, const shape *s, int threads,
     }
     if (st == ATTN_OK) st = attn_module_init(b->ctx, b->m, 1);
     if (st == ATTN_OK && bwd) st = attn_module_enable_grad(b->ctx, b->m);
+    if (st == ATTN_OK && bwd) st = attn_saved_create(b->ctx, 0, &b->sv);
     if (st != ATTN_OK) return attn_cli_fail(b->ctx, "bench", st);
     return 0;
 }
@@ -371,15 +395,15 @@ typedef struct result {
 static int measure(op_kind kind, const shape *s, int threads, int ref, int repeat, double max_s,
                    double peak, result *r) {
     bench_state b;
-    double rss0 = rss_mib();
+    double rss0 = attn_bench_rss_mib();
     int rc = state_init(&b, kind, s, threads, ref);
     if (rc) {
         state_free(&b);
         return rc;
     }
-    double t0 = now_s();
+    double t0 = attn_bench_now_s();
     attn_status st = run_once(&b);
-    double warm = now_s() - t0;
+    double warm = attn_bench_now_s() - t0;
     if (max_s > 0 && warm * repeat > max_s) {
         int n = (int)(max_s / (warm > 0 ? warm : 1));
         repeat = n < 1 ? 1 : n;
@@ -387,9 +411,9 @@ static int measure(op_kind kind, const shape *s, int threads, int ref, int repea
     double *t = calloc((size_t)repeat, sizeof *t);
     if (!t) st = ATTN_E_NOMEM;
     for (int i = 0; st == ATTN_OK && i < repeat; i++) {
-        t0 = now_s();
+        t0 = attn_bench_now_s();
         st = run_once(&b);
-        t[i] = now_s() - t0;
+        t[i] = attn_bench_now_s() - t0;
     }
     if (st != ATTN_OK) {
         if (st == ATTN_E_NOMEM && !t) fprintf(stderr, "attn bench: out of memory\n");
@@ -398,7 +422,7 @@ static int measure(op_kind kind, const shape *s, int threads, int ref, int repea
         state_free(&b);
         return 1;
     }
-    double med = median(t, (int)repeat);
+    double med = attn_bench_median(t, (int)repeat);
     r->path = ref ? (s->bf16 ? "plain C kernels (ref), bf16" : "plain C kernels (ATTN_ISA=ref)")
                   : (s->bf16 ? "fast path, bf16" : "fast path");
     r->s = *s;
@@ -406,7 +430,7 @@ static int measure(op_kind kind, const shape *s, int threads, int ref, int repea
     r->ms = med * 1e3;
     r->gflops = med > 0 ? op_flops(kind, s) / med * 1e-9 : 0;
     r->pct = peak > 0 ? 100.0 * r->gflops / peak : 0;
-    r->rss_mib = rss_mib();
+    r->rss_mib = attn_bench_rss_mib();
     r->rss_growth_mib = r->rss_mib - rss0;
     free(t);
     state_free(&b);
@@ -421,7 +445,7 @@ static int measure_bf16_f32(const shape *s, int threads, int repeat, double peak
     bench_state b[2];
     shape sh[2] = {*s, *s};
     sh[1].bf16 = 0;
-    double rss0 = rss_mib();
+    double rss0 = attn_bench_rss_mib();
     int rc = state_init(&b[0], OP_SDPA, &sh[0], threads, 0);
     if (!rc) rc = state_init(&b[1], OP_SDPA, &sh[1], threads, 0);
     else memset(&b[1], 0, sizeof b[1]);
@@ -431,9 +455,9 @@ static int measure_bf16_f32(const shape *s, int threads, int repeat, double peak
     if (!rc && !t) fprintf(stderr, "attn bench: out of memory\n"), rc = 1;
     for (int i = -1; !rc && st == ATTN_OK && i < repeat; i++)
         for (int k = 0; k < 2 && st == ATTN_OK; k++) {
-            double t0 = now_s();
+            double t0 = attn_bench_now_s();
             st = run_once(&b[k]);
-            if (i >= 0) t[k * repeat + i] = now_s() - t0;
+            if (i >= 0) t[k * repeat + i] = attn_bench_now_s() - t0;
             bad_i = k;
         }
     if (!rc && st != ATTN_OK) {
@@ -444,7 +468,7 @@ static int measure_bf16_f32(const shape *s, int threads, int repeat, double peak
         for (int i = 0; i < repeat; i++) t[2 * repeat + i] = t[repeat + i] / t[i];
         result *rr[2] = {rb, rf};
         for (int k = 0; k < 3; k++) {
-            double med = median(t + k * repeat, (int)repeat);
+            double med = attn_bench_median(t + k * repeat, (int)repeat);
             if (k == 2) {
                 *ratio = med;
                 break;
@@ -455,7 +479,7 @@ static int measure_bf16_f32(const shape *s, int threads, int repeat, double peak
             rr[k]->ms = med * 1e3;
             rr[k]->gflops = med > 0 ? op_flops(OP_SDPA, &sh[k]) / med * 1e-9 : 0;
             rr[k]->pct = peak > 0 ? 100.0 * rr[k]->gflops / peak : 0;
-            rr[k]->rss_mib = rss_mib();
+            rr[k]->rss_mib = attn_bench_rss_mib();
             rr[k]->rss_growth_mib = rr[k]->rss_mib - rss0;
         }
     }
@@ -561,7 +585,7 @@ static double read_bandwidth(int threads) {
     for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 1023); /* every page really backed */
     size_t per = n / (size_t)threads / 64 * 64;
     for (int run = 0; run < BW_RUNS; run++) {
-        double t0 = now_s();
+        double t0 = attn_bench_now_s();
         for (int k = 0; k < threads; k++) {
             jobs[k].p = buf + (size_t)k * per, jobs[k].n = per;
             started[k] = k > 0 && pthread_create(&tid[k], NULL, bw_thread, &jobs[k]) == 0;
@@ -570,10 +594,10 @@ static double read_bandwidth(int threads) {
             if (!started[k]) bw_thread(&jobs[k]); /* the caller is thread 0 */
         for (int k = 0; k < threads; k++)
             if (started[k]) pthread_join(tid[k], NULL);
-        double dt = now_s() - t0;
+        double dt = attn_bench_now_s() - t0;
         t[run] = dt > 0 ? (double)(per * (size_t)threads * sizeof(float)) / dt * 1e-9 : 0;
     }
-    med = median(t, BW_RUNS);
+    med = attn_bench_median(t, BW_RUNS);
 done:
     free(buf), free(jobs), free(tid), free(started);
     return med;
@@ -599,9 +623,9 @@ static int dec_measure(const char *path, int ref, int no_decode, int threads, in
     if (no_decode) setenv("ATTN_DECODE", "0", 1);
     attn_sdpa_options opt = attn_sdpa_defaults();
     opt.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* the new queries see the whole cache */
-    double t0 = now_s();
+    double t0 = attn_bench_now_s();
     st = attn_sdpa(ctx, q, k, v, NULL, &opt, o, NULL, NULL);
-    double warm = now_s() - t0;
+    double warm = attn_bench_now_s() - t0;
     if (max_s > 0 && warm * repeat > max_s) {
         int nr = (int)(max_s / (warm > 0 ? warm : 1));
         repeat = nr < 1 ? 1 : nr;
@@ -609,9 +633,9 @@ static int dec_measure(const char *path, int ref, int no_decode, int threads, in
     double *t = calloc((size_t)repeat, sizeof *t);
     if (!t && st == ATTN_OK) st = ATTN_E_NOMEM;
     for (int i = 0; st == ATTN_OK && i < repeat; i++) {
-        t0 = now_s();
+        t0 = attn_bench_now_s();
         st = attn_sdpa(ctx, q, k, v, NULL, &opt, o, NULL, NULL);
-        t[i] = now_s() - t0;
+        t[i] = attn_bench_now_s() - t0;
     }
     if (no_decode) {
         if (saved_dec) setenv("ATTN_DECODE", saved_dec, 1);
@@ -624,7 +648,7 @@ static int dec_measure(const char *path, int ref, int no_decode, int threads, in
         attn_ctx_free(ctx);
         return 1;
     }
-    double med = median(t, (int)repeat);
+    double med = attn_bench_median(t, (int)repeat);
     r->path = path, r->runs = repeat, r->ms = med * 1e3;
     r->gbs = med > 0 ? bytes / med * 1e-9 : 0;
     r->pct = bw > 0 ? 100.0 * r->gbs / bw : 0;
@@ -648,9 +672,9 @@ static int dec_pairs(int threads, int repeat, attn_tensor *t16, attn_tensor *t32
     for (int i = -1; st == ATTN_OK && i < repeat; i++)
         for (int kk = 0; kk < 2 && st == ATTN_OK; kk++) {
             attn_tensor *x = kk ? t32 : t16;
-            double t0 = now_s();
+            double t0 = attn_bench_now_s();
             st = attn_sdpa(ctx, &x[0], &x[1], &x[2], NULL, &opt, &x[3], NULL, NULL);
-            if (i >= 0) t[kk * repeat + i] = now_s() - t0;
+            if (i >= 0) t[kk * repeat + i] = attn_bench_now_s() - t0;
         }
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, "bench", st);
@@ -662,7 +686,7 @@ static int dec_pairs(int threads, int repeat, attn_tensor *t16, attn_tensor *t32
     dec_result *rr[2] = {r16, r32};
     double bytes[2] = {bytes16, bytes32};
     for (int kk = 0; kk < 3; kk++) {
-        double med = median(t + kk * repeat, (int)repeat);
+        double med = attn_bench_median(t + kk * repeat, (int)repeat);
         if (kk == 2) {
             *ratio = med;
             break;
@@ -808,28 +832,37 @@ done:
 }
 
 int attn_cmd_bench(int argc, char **argv) {
-    shape s = {1, -1, -1, -1, -1, -1, 0, 0}; /* -1: the op's default, set below */
-    long long threads = 0, repeat = 5;
+    shape s = {-1, -1, -1, -1, -1, -1, 0, 0}; /* -1: the op's default, set below */
+    long long threads = 0, repeat = 5, layers = -1, vocab = -1;
+    const char *save_init = NULL;
     int json = 0, no_ref = 0, op = 0, npos;
     const char *dtype = "f32";
     const attn_cli_opt opts[] = {
         ATTN_OPT_CHOICE("op", 0, &op,
                         "sdpa|sdpa-backward|mha|mha-backward|encoder-layer|"
-                        "encoder-layer-backward|decode",
+                        "encoder-layer-backward|decode|gpt-step",
                         "NAME",
                         "sdpa (default), sdpa-backward, mha, mha-backward,\n"
-                        "encoder-layer, encoder-layer-backward, decode (see below)"),
-        ATTN_OPT_INT("batch", 0, &s.B, 1, 1 << 24, "B", "batch size (default 1)"),
+                        "encoder-layer, encoder-layer-backward, decode, gpt-step\n"
+                        "(see below)"),
+        ATTN_OPT_INT("batch", 0, &s.B, 1, 1 << 24, "B", "batch size (default 1; gpt-step 4)"),
         ATTN_OPT_INT("heads", 0, &s.H, 1, 1 << 24, "H", "query heads (default 12)"),
         ATTN_OPT_INT("kv-heads", 0, &s.Hkv, 1, 1 << 24, "K",
                      "key/value heads, H a multiple of K (default H; sdpa ops\n"
                      "only)"),
-        ATTN_OPT_INT("len", 0, &s.L, 1, 1 << 24, "L", "query length (default 1024)"),
+        ATTN_OPT_INT("len", 0, &s.L, 1, 1 << 24, "L",
+                     "query length (default 1024; gpt-step 256)"),
         ATTN_OPT_INT("kv-len", 0, &s.S, 1, 1 << 24, "S",
                      "key length (default L; encoder-layer needs S = L)"),
         ATTN_OPT_INT("dim", 0, &s.D, 1, 1 << 24, "D",
                      "head dimension (default 64); model dimension E = H*D"),
         ATTN_OPT_FLAG("causal", 0, &s.causal, "causal (top-left) mask"),
+        ATTN_OPT_INT("layers", 0, &layers, 1, 1 << 16, "N", "gpt-step: GPT blocks (default 12)"),
+        ATTN_OPT_INT("vocab", 0, &vocab, 1, 1 << 26, "V",
+                     "gpt-step: vocabulary size (default 50257)"),
+        ATTN_OPT_STR("save-init", 0, &save_init, "FILE",
+                     "gpt-step: write the initial weights and the batch\n"
+                     "(safetensors) for a twin in another framework"),
         ATTN_OPT_THREADS(&threads),
         ATTN_OPT_STR("dtype", 0, &dtype, "T",
                      "f32 (default) or bf16 (--op sdpa: q, k, v stored as bf16,\n"
@@ -853,6 +886,9 @@ int attn_cmd_bench(int argc, char **argv) {
     if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
     op_kind kind = ops[op].kind;
     const char *op_name = ops[op].name;
+    if (kind != OP_GPT_STEP && (layers > 0 || vocab > 0 || save_init))
+        return attn_cli_usage_error(&spec, "--layers, --vocab and --save-init apply to --op "
+                                           "gpt-step only");
     int do_ref = !no_ref;
     threads = attn_cli_threads(threads);
     if (!strcmp(dtype, "bf16") || !strcmp(dtype, "BF16") || !strcmp(dtype, "bfloat16")) {
@@ -863,8 +899,18 @@ int attn_cmd_bench(int argc, char **argv) {
     } else if (strcmp(dtype, "f32") && strcmp(dtype, "F32") && strcmp(dtype, "float32")) {
         return bad("--dtype", dtype, "expected f32 or bf16");
     }
+    if (kind == OP_GPT_STEP) { /* a whole training step: its own defaults (GPT-2 small) */
+        if (s.bf16 || s.causal || s.Hkv >= 0 || s.S >= 0)
+            return attn_cli_usage_error(&spec, "gpt-step is f32 and causal; --dtype, --causal, "
+                                               "--kv-heads and --kv-len do not apply");
+        attn_bench_gpt g = {layers > 0 ? layers : 12, s.H > 0 ? s.H : 12, s.D > 0 ? s.D : 64,
+                            s.L > 0 ? s.L : 256, s.B > 0 ? s.B : 4, vocab > 0 ? vocab : 50257,
+                            threads, repeat, json, save_init};
+        return attn_bench_gpt_step(&g);
+    }
     /* --op decode has its own defaults */
     int dec = kind == OP_DECODE;
+    if (s.B < 0) s.B = 1;
     if (s.H < 0) s.H = dec ? 32 : 12;
     if (s.L < 0) s.L = dec ? 1 : 1024;
     if (s.D < 0) s.D = dec ? 128 : 64;
@@ -912,7 +958,7 @@ int attn_cmd_bench(int argc, char **argv) {
     }
 
     const char *isa;
-    double peak = fma_peak((int)threads, &isa);
+    double peak = attn_bench_fma_peak((int)threads, &isa);
     result r[3];
     int n = 0, rc;
     double ratio = 0; /* bf16: the f32 forward in the same run, for the speed-up */

@@ -123,6 +123,16 @@ add_test(NAME cli_bench_mha_cross
          COMMAND attn_cli bench --op mha-backward --len 16 --kv-len 24 --heads 2 --dim 8
                  --repeat 1 --json)
 set_tests_properties(cli_bench_mha_cross PROPERTIES PASS_REGULAR_EXPRESSION "\"gflops\"")
+# gpt-step: a tiny GPT, its losses falling over the steps (the same batch each step)
+add_test(NAME cli_bench_gpt_step
+         COMMAND attn_cli bench --op gpt-step --layers 2 --heads 2 --dim 8 --len 16 --batch 2
+                 --vocab 40 --repeat 3 --json)
+set_tests_properties(cli_bench_gpt_step PROPERTIES
+                     PASS_REGULAR_EXPRESSION "\"tokens_per_s\".*\"losses\": \\[[0-9.]+, ")
+add_test(NAME cli_bench_gpt_step_wrong_op
+         COMMAND attn_cli bench --op sdpa --layers 2 --len 16)
+set_tests_properties(cli_bench_gpt_step_wrong_op PROPERTIES
+                     PASS_REGULAR_EXPRESSION "apply to --op gpt-step only")
 add_test(NAME cli_bench_bf16 COMMAND attn_cli bench --dtype bf16 --len 64 --repeat 1 --json)
 set_tests_properties(cli_bench_bf16 PROPERTIES
                      PASS_REGULAR_EXPRESSION "\"dtype\": \"bf16\".*bf16_speedup_over_f32")

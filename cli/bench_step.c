@@ -1,0 +1,191 @@
+/* attn bench --op gpt-step: one whole GPT training step through the public API, as a training
+ * loop runs it:
+ *
+ *   attn_module_zero_grad;  attn_gpt_forward_train (token + position embedding, N pre-norm
+ *   GELU blocks with causal self-attention, final layer norm, LM head; activations recorded in
+ *   an attn_saved);  attn_cross_entropy (mean over B*T tokens, and its gradient);
+ *   attn_gpt_backward_saved;  attn_adamw_step
+ *
+ * on one random batch (the same batch every step), dropout 0.  It prints the median step time,
+ * tokens/s, GFLOP/s against the FMA peak, peak RSS and the loss of every step (the warm-up
+ * step first), so that a twin in another framework, started from the same weights (--save-init
+ * writes them with the batch), can check it computes the same steps before it is timed
+ * (bench/attn_vs_torch.py does so with PyTorch). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+
+/* FLOPs of one step (a multiply-add counts 2), the usual model count: 3 x the forward's
+ * matrix products (the backward does two per forward one), with E = heads * head_dim, N =
+ * layers, BT = batch * len tokens:
+ *   per layer  2*BT*(4*E*E + 2*E*4E)     q, k, v, out projections and the 4E feed-forward
+ *              + 2*BT*len*E              scores and weighted sum, halved by the causal mask
+ *   head       2*BT*E*vocab
+ * Embedding lookups, norms, biases, activations, softmax and the optimiser are not counted. */
+static double gpt_flops(const attn_bench_gpt *o) {
+    double E = (double)o->heads * (double)o->head_dim, BT = (double)o->batch * (double)o->len;
+    double layer = 2.0 * BT * (12.0 * E * E) + 2.0 * BT * (double)o->len * E;
+    return 3.0 * ((double)o->layers * layer + 2.0 * BT * E * (double)o->vocab);
+}
+
+static int fail(attn_ctx *ctx, attn_status st) { return attn_cli_fail(ctx, "bench", st); }
+
+int attn_bench_gpt_step(const attn_bench_gpt *o) {
+    const int64_t B = o->batch, T = o->len, V = o->vocab, H = o->heads, E = H * o->head_dim;
+    const int64_t N = B * T;
+    int repeat = (int)o->repeat, rc = 1;
+    /* the largest buffers are the logits and their gradient, N*V floats each */
+    if ((double)N * (double)V * sizeof(float) > 16.0 * 1024 * 1024 * 1024 ||
+        (double)E * (double)E * 4 > 16.0 * 1024 * 1024 * 1024) {
+        fprintf(stderr, "attn bench: problem too large (logits of %.0f GiB)\n",
+                (double)N * (double)V * sizeof(float) / (1024.0 * 1024 * 1024));
+        return 1;
+    }
+    const char *isa;
+    double peak = attn_bench_fma_peak((int)o->threads, &isa);
+    double rss0 = attn_bench_rss_mib();
+
+    attn_ctx_params p;
+    memset(&p, 0, sizeof p);
+    p.threads = (int)o->threads;
+    attn_ctx *ctx = NULL;
+    attn_status st = attn_ctx_create(&p, &ctx);
+    if (st != ATTN_OK) {
+        fprintf(stderr, "attn bench: cannot create a context (%s)\n", attn_status_name(st));
+        return 1;
+    }
+    attn_module *m = NULL;
+    attn_adamw *opt = NULL;
+    attn_saved *sv = NULL;
+    int64_t *ids = malloc(sizeof *ids * (size_t)N), *tgt = malloc(sizeof *tgt * (size_t)N);
+    float *logits = malloc(sizeof(float) * (size_t)N * (size_t)V);
+    float *dlogits = malloc(sizeof(float) * (size_t)N * (size_t)V);
+    double *t = calloc((size_t)repeat, sizeof *t);
+    float *losses = calloc((size_t)repeat + 1, sizeof *losses);
+    if (!ids || !tgt || !logits || !dlogits || !t || !losses) {
+        fprintf(stderr, "attn bench: out of memory for the batch and the logits\n");
+        goto done;
+    }
+    /* a batch of random tokens, each target the next token (a fixed LCG, any V) */
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (int64_t i = 0; i < N + B; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        int64_t id = (int64_t)((x >> 33) % (uint64_t)V);
+        int64_t b = i / (T + 1), k = i % (T + 1);
+        if (b >= B) break;
+        if (k < T) ids[b * T + k] = id;
+        if (k > 0) tgt[b * T + k - 1] = id;
+    }
+
+    attn_transformer_config c = attn_transformer_defaults(E, H);
+    c.dim_feedforward = 4 * E;
+    c.dropout = 0.0f;
+    c.activation = ATTN_ACT_GELU;
+    c.norm_first = 1;
+    c.num_encoder_layers = o->layers;
+    attn_adamw_config oc = attn_adamw_defaults();
+    oc.lr = 3e-4f;
+    oc.weight_decay = 0.1f;
+    if ((st = attn_gpt_create(ctx, &c, V, T, &m)) != ATTN_OK ||
+        (st = attn_module_init(ctx, m, 1)) != ATTN_OK ||
+        (st = attn_module_enable_grad(ctx, m)) != ATTN_OK ||
+        (st = attn_adamw_create(ctx, m, &oc, &opt)) != ATTN_OK ||
+        (st = attn_saved_create(ctx, 0, &sv)) != ATTN_OK) {
+        fail(ctx, st);
+        goto done;
+    }
+    if (o->save_init) { /* the weights before the first step, and the batch */
+        attn_st_writer *w = NULL;
+        int64_t bs[2] = {B, T};
+        char buf[32];
+        if ((st = attn_st_writer_create(ctx, &w)) == ATTN_OK)
+            st = attn_module_save(ctx, m, w, "");
+        if (st == ATTN_OK) st = attn_st_writer_add(w, "data.ids", ATTN_I64, 2, bs, ids);
+        if (st == ATTN_OK) st = attn_st_writer_add(w, "data.targets", ATTN_I64, 2, bs, tgt);
+        snprintf(buf, sizeof buf, "%lld", o->heads);
+        if (st == ATTN_OK) st = attn_st_writer_meta(w, "heads", buf);
+        snprintf(buf, sizeof buf, "%.9g", (double)oc.lr);
+        if (st == ATTN_OK) st = attn_st_writer_meta(w, "adamw.lr", buf);
+        snprintf(buf, sizeof buf, "%.9g", (double)oc.weight_decay);
+        if (st == ATTN_OK) st = attn_st_writer_meta(w, "adamw.weight_decay", buf);
+        if (st == ATTN_OK) st = attn_st_writer_save(w, o->save_init);
+        attn_st_writer_free(w);
+        if (st != ATTN_OK) {
+            fail(ctx, st);
+            goto done;
+        }
+    }
+    {
+        int64_t is[2] = {B, T}, ls[3] = {B, T, V}, l2[2] = {N, V}, ts[1] = {N};
+        attn_tensor Ids = attn_tensor_make(ids, ATTN_I64, 2, is);
+        attn_tensor Lg = attn_tensor_make(logits, ATTN_F32, 3, ls);
+        attn_tensor Lg2 = attn_tensor_make(logits, ATTN_F32, 2, l2);
+        attn_tensor DLg = attn_tensor_make(dlogits, ATTN_F32, 3, ls);
+        attn_tensor DLg2 = attn_tensor_make(dlogits, ATTN_F32, 2, l2);
+        attn_tensor Tg = attn_tensor_make(tgt, ATTN_I64, 1, ts);
+        attn_run run = {0, 1, 0};
+        for (int i = 0; i <= repeat; i++) { /* step 0 is the warm-up */
+            double t0 = attn_bench_now_s();
+            attn_module_zero_grad(m);
+            if ((st = attn_gpt_forward_train(ctx, m, &Ids, &run, &Lg, sv)) != ATTN_OK ||
+                (st = attn_cross_entropy(ctx, &Lg2, &Tg, -100, 0.0f, &losses[i], &DLg2)) !=
+                    ATTN_OK ||
+                (st = attn_gpt_backward_saved(ctx, m, sv, &DLg)) != ATTN_OK ||
+                (st = attn_adamw_step(ctx, opt, m, 0.0f)) != ATTN_OK) {
+                fail(ctx, st);
+                goto done;
+            }
+            if (i > 0) t[i - 1] = attn_bench_now_s() - t0;
+        }
+    }
+    {
+        double med = attn_bench_median(t, repeat), fl = gpt_flops(o);
+        double gf = med > 0 ? fl / med * 1e-9 : 0, tps = med > 0 ? (double)N / med : 0;
+        double rss = attn_bench_rss_mib();
+        size_t saved = attn_saved_bytes(sv);
+        int64_t params = attn_module_numel(m);
+        if (o->json) {
+            printf("{\"op\": \"gpt-step\", \"layers\": %lld, \"heads\": %lld, \"dim\": %lld, "
+                   "\"d_model\": %lld, \"len\": %lld, \"batch\": %lld, \"vocab\": %lld, "
+                   "\"threads\": %lld, \"repeat\": %d, \"params\": %lld, "
+                   "\"gflop_per_step\": %.4f, \"fma_peak_gflops\": %.2f, \"fma_isa\": \"%s\", "
+                   "\"median_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.3f, "
+                   "\"pct_peak\": %.2f, \"peak_rss_mib\": %.1f, \"rss_growth_mib\": %.1f, "
+                   "\"saved_mib\": %.1f, \"losses\": [",
+                   o->layers, o->heads, o->head_dim, (long long)E, o->len, o->batch, o->vocab,
+                   o->threads, repeat, (long long)params, fl * 1e-9, peak, isa, med * 1e3, tps,
+                   gf, peak > 0 ? 100 * gf / peak : 0, rss, rss - rss0,
+                   (double)saved / (1024.0 * 1024));
+            for (int i = 0; i <= repeat; i++)
+                printf("%.9g%s", (double)losses[i], i == repeat ? "" : ", ");
+            printf("]}\n");
+        } else {
+            printf("attn bench: gpt-step  %lld layers, E=%lld (H=%lld x %lld), T=%lld, B=%lld, "
+                   "vocab %lld, %lld parameters, %lld thread%s\n",
+                   o->layers, (long long)E, o->heads, o->head_dim, o->len, o->batch, o->vocab,
+                   (long long)params, o->threads, o->threads == 1 ? "" : "s");
+            printf("FMA peak: %.1f GFLOP/s (%s); %.2f GFLOP per step\n\n", peak, isa, fl * 1e-9);
+            printf("  median ms/step %10.1f   (%d steps after a warm-up)\n", med * 1e3, repeat);
+            printf("  tokens/s       %10.0f\n", tps);
+            printf("  GFLOP/s        %10.1f   (%.1f%% of the FMA peak)\n", gf,
+                   peak > 0 ? 100 * gf / peak : 0);
+            printf("  peak RSS MiB   %10.0f   (activations saved: %.1f MiB)\n", rss,
+                   (double)saved / (1024.0 * 1024));
+            printf("  loss           %.4f (warm-up step) -> %.4f (step %d)\n", (double)losses[0],
+                   (double)losses[repeat], repeat);
+        }
+    }
+    rc = 0;
+done:
+    free(ids), free(tgt), free(logits), free(dlogits), free(t), free(losses);
+    attn_saved_free(sv);
+    attn_adamw_free(opt);
+    attn_module_free(m);
+    attn_ctx_free(ctx);
+    return rc;
+}
