@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/pool.h"
 #include "../layers/layers.h"
 
 struct attn_adamw {
@@ -64,6 +65,50 @@ void attn_adamw_free(attn_adamw *o) {
 
 int64_t attn_adamw_step_count(const attn_adamw *o) { return o ? o->step : 0; }
 
+/* The update runs over blocks of parameters on the context's threads; each element's
+ * arithmetic is its own, so the result is the same for any thread count. */
+#define ADAMW_BLOCK 16384
+typedef struct adamw_job {
+    float *p, *m, *v;
+    const float *g;
+    int64_t n;
+    float b1, b2, w, decay, step_size, bc2_sqrt, eps;
+    int64_t *bad; /* per block: the first non-finite gradient's index, or -1 */
+} adamw_job;
+
+static void adamw_check_task(void *arg, int64_t b0, int64_t b1, int tid) {
+    const adamw_job *j = arg;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t i0 = b * ADAMW_BLOCK, i1 = i0 + ADAMW_BLOCK < j->n ? i0 + ADAMW_BLOCK : j->n;
+        float acc = 0.0f; /* finite values times 0 stay 0; Inf or NaN make it NaN */
+        for (int64_t i = i0; i < i1; i++) acc += j->g[i] * 0.0f;
+        j->bad[b] = -1;
+        if (acc != 0.0f)
+            for (int64_t i = i0; i < i1; i++)
+                if (!isfinite(j->g[i])) {
+                    j->bad[b] = i;
+                    break;
+                }
+    }
+}
+
+static void adamw_update_task(void *arg, int64_t b0, int64_t b1, int tid) {
+    const adamw_job *j = arg;
+    const float b2 = j->b2, w = j->w, decay = j->decay, step_size = j->step_size,
+                bc2_sqrt = j->bc2_sqrt, eps = j->eps;
+    int64_t i0 = b0 * ADAMW_BLOCK, i1 = b1 * ADAMW_BLOCK < j->n ? b1 * ADAMW_BLOCK : j->n;
+    float *restrict p = j->p, *restrict m = j->m, *restrict v = j->v;
+    const float *restrict gr = j->g;
+    for (int64_t i = i0; i < i1; i++) {
+        float g = gr[i];
+        p[i] *= decay;
+        m[i] += w * (g - m[i]); /* exp_avg.lerp_(grad, 1 - beta1) */
+        v[i] = v[i] * b2 + (1.0f - b2) * g * g;
+        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] -= step_size * (m[i] / denom);
+    }
+}
+
 attn_status attn_adamw_step(attn_ctx *ctx, attn_adamw *o, attn_module *m, float lr) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!o || !m, ctx, ATTN_E_INVALID, "attn_adamw_step: NULL argument");
@@ -73,27 +118,32 @@ attn_status attn_adamw_step(attn_ctx *ctx, attn_adamw *o, attn_module *m, float 
     ATTN_FAIL_IF(!m->grad, ctx, ATTN_E_INVALID, "the module has no gradients");
     if (!(lr > 0.0f)) lr = o->cfg.lr;
     ATTN_FAIL_IF(!isfinite(lr), ctx, ATTN_E_INVALID, "lr must be finite");
-    for (int64_t i = 0; i < o->n; i++)
-        ATTN_FAIL_IF(!isfinite(m->grad[i]), ctx, ATTN_E_NONFINITE,
-                     "gradient %lld is not finite: refusing the step", (long long)i);
-    o->step++;
+    const int64_t nb = (o->n + ADAMW_BLOCK - 1) / ADAMW_BLOCK;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    int64_t *bad;
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(nb ? nb : 1), sizeof *bad, (void **)&bad));
     /* the same arithmetic as torch.optim.AdamW's update, in float */
     const float b1 = o->cfg.beta1, b2 = o->cfg.beta2;
-    const double bc1 = 1.0 - pow((double)b1, (double)o->step);
-    const double bc2 = 1.0 - pow((double)b2, (double)o->step);
-    const float decay = (float)(1.0 - (double)lr * (double)o->cfg.weight_decay);
-    const float step_size = (float)((double)lr / bc1);
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float w = 1.0f - b1;
-    for (int64_t i = 0; i < o->n; i++) {
-        float g = m->grad[i];
-        m->arena[i] *= decay;
-        o->m[i] += w * (g - o->m[i]); /* exp_avg.lerp_(grad, 1 - beta1) */
-        o->v[i] = o->v[i] * b2 + (1.0f - b2) * g * g;
-        float denom = sqrtf(o->v[i]) / bc2_sqrt + o->cfg.eps;
-        m->arena[i] -= step_size * (o->m[i] / denom);
-    }
-    return ATTN_OK;
+    const double bc1 = 1.0 - pow((double)b1, (double)(o->step + 1));
+    const double bc2 = 1.0 - pow((double)b2, (double)(o->step + 1));
+    adamw_job j = {m->arena, o->m, o->v, m->grad, o->n, b1, b2, 1.0f - b1,
+                   (float)(1.0 - (double)lr * (double)o->cfg.weight_decay),
+                   (float)((double)lr / bc1), (float)sqrt(bc2), o->cfg.eps, bad};
+    /* every gradient is checked before anything changes */
+    attn__parallel_for(ctx, nb, adamw_check_task, &j);
+    for (int64_t b = 0; b < nb; b++)
+        if (bad[b] >= 0) {
+            st = attn__fail(ctx, ATTN_E_NONFINITE, "gradient %lld is not finite: refusing the step",
+                            (long long)bad[b]);
+            goto done;
+        }
+    o->step++;
+    attn__parallel_for(ctx, nb, adamw_update_task, &j);
+    st = ATTN_OK;
+done:
+    attn__ws_release(ctx, mk);
+    return st;
 }
 
 static attn_status state_name(attn_ctx *ctx, char *buf, size_t n, const char *prefix,
