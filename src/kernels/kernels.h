@@ -133,6 +133,18 @@ ATTN__HIDDEN float attn__cross_entropy_ref(const float *logits, int64_t ld,
                                            const int64_t *targets, int64_t N, int64_t C,
                                            int64_t ignore_index, float label_smoothing,
                                            float *dlogits, int64_t ldd);
+/* Its row: a target t not ignored; dr (may be NULL) = the row's gradient times inv, and the
+ * row's terms added to *nll (lse - x_t) and *smooth (C lse - sum_c x_c). */
+ATTN__HIDDEN void attn__cross_entropy_row_ref(const float *xr, int64_t t, int64_t C, double eps,
+                                              double inv, float *dr, double *nll,
+                                              double *smooth);
+/* The same loss and gradient as attn__cross_entropy_ref, bit for bit, with the rows spread
+ * over the context's threads (src/kernels/loss.c).  ATTN_E_NOMEM when the per-row terms find
+ * no workspace. */
+ATTN__HIDDEN attn_status attn__cross_entropy(attn_ctx *ctx, const float *logits, int64_t ld,
+                                             const int64_t *targets, int64_t N, int64_t C,
+                                             int64_t ignore_index, float label_smoothing,
+                                             float *dlogits, int64_t ldd, float *loss);
 
 /* ---- SDPA for the layers: the same contracts in float, parallel over heads, deterministic
  * for every thread count (src/kernels/sdpa_fast.c). */

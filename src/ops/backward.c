@@ -372,7 +372,8 @@ attn_status attn_cross_entropy(attn_ctx *ctx, const attn_tensor *logits,
     }
     ATTN_TRYG(attn__rows_in(ctx, logits, &lp, &M, &ld));
     if (wanted(dlogits)) ATTN_TRYG(attn__rows_out_begin(ctx, dlogits, &dp, &ldd));
-    *loss = attn__cross_entropy_ref(lp, ld, tg, N, C, ignore_index, label_smoothing, dp, ldd);
+    ATTN_TRYG(attn__cross_entropy(ctx, lp, ld, tg, N, C, ignore_index, label_smoothing, dp, ldd,
+                                  loss));
     if (dp) attn__rows_out_end(dp, dlogits);
 done:
     attn__ws_release(ctx, mk);

@@ -75,6 +75,9 @@ ATTN__HIDDEN int64_t attn__simple_attn_bwd_ref_f64(const double *X, int64_t B, i
                                                    const double *dC, double *dX,
                                                    double *scratch);
 
+ATTN__HIDDEN void attn__cross_entropy_row_ref_f64(const double *xr, int64_t t, int64_t C,
+                                                  double eps, double inv, double *dr,
+                                                  double *nll, double *smooth);
 ATTN__HIDDEN double attn__cross_entropy_ref_f64(const double *logits, int64_t ld,
                                                 const int64_t *targets, int64_t N, int64_t C,
                                                 int64_t ignore_index, double label_smoothing,

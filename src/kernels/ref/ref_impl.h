@@ -497,6 +497,27 @@ int64_t RF(attn__simple_attn_bwd_ref)(const R *X, int64_t B, int64_t T, int64_t 
  *   (1 - eps) (lse - x_t) + eps / C * sum_c (lse - x_c)     (PyTorch label smoothing);
  * dlogits (may be NULL) = (softmax - (1 - eps) onehot(t) - eps / C) / count, ignored rows 0.
  * Targets are in [0, C) or ignore_index (the caller checks).  No target counted: loss 0. */
+/* One row whose target t is not ignored: dr (may be NULL) receives the row's gradient
+ * (scaled by inv = 1 / count); *nll += lse - x_t and *smooth += C lse - sum_c x_c. */
+void RF(attn__cross_entropy_row_ref)(const R *xr, int64_t t, int64_t C, double eps, double inv,
+                                     R *dr, double *nll, double *smooth) {
+    double mx = -INFINITY, sum = 0, xsum = 0;
+    for (int64_t c = 0; c < C; c++)
+        if ((double)xr[c] > mx) mx = (double)xr[c];
+    for (int64_t c = 0; c < C; c++) {
+        sum += exp((double)xr[c] - mx);
+        xsum += (double)xr[c];
+    }
+    double lse = mx + log(sum);
+    *nll += lse - (double)xr[t];
+    *smooth += (double)C * lse - xsum;
+    if (dr)
+        for (int64_t c = 0; c < C; c++) {
+            double pc = exp((double)xr[c] - lse);
+            dr[c] = (R)((pc - (c == t ? 1.0 - eps : 0.0) - eps / (double)C) * inv);
+        }
+}
+
 R RF(attn__cross_entropy_ref)(const R *logits, int64_t ld, const int64_t *targets, int64_t N,
                               int64_t C, int64_t ignore_index, R label_smoothing, R *dlogits,
                               int64_t ldd) {
@@ -505,29 +526,14 @@ R RF(attn__cross_entropy_ref)(const R *logits, int64_t ld, const int64_t *target
     double eps = (double)label_smoothing, nll = 0, smooth = 0;
     double inv = count ? 1.0 / (double)count : 0.0;
     for (int64_t n = 0; n < N; n++) {
-        const R *xr = logits + n * ld;
         R *dr = dlogits ? dlogits + n * ldd : NULL;
-        int64_t t = targets[n];
-        if (t == ignore_index) {
+        if (targets[n] == ignore_index) {
             if (dr)
                 for (int64_t c = 0; c < C; c++) dr[c] = (R)0;
             continue;
         }
-        double mx = -INFINITY, sum = 0, xsum = 0;
-        for (int64_t c = 0; c < C; c++)
-            if ((double)xr[c] > mx) mx = (double)xr[c];
-        for (int64_t c = 0; c < C; c++) {
-            sum += exp((double)xr[c] - mx);
-            xsum += (double)xr[c];
-        }
-        double lse = mx + log(sum);
-        nll += lse - (double)xr[t];
-        smooth += (double)C * lse - xsum;
-        if (dr)
-            for (int64_t c = 0; c < C; c++) {
-                double pc = exp((double)xr[c] - lse);
-                dr[c] = (R)((pc - (c == t ? 1.0 - eps : 0.0) - eps / (double)C) * inv);
-            }
+        RF(attn__cross_entropy_row_ref)(logits + n * ld, targets[n], C, eps, inv, dr, &nll,
+                                        &smooth);
     }
     if (!count) return (R)0;
     return (R)(((1.0 - eps) * nll + eps / (double)C * smooth) * inv);
