@@ -1382,7 +1382,7 @@ ATTN_API attn_status attn_charlm_load(attn_ctx *ctx, const char *path,
  * and lower-cased as configured, punctuation split off, then greedy longest-match WordPiece
  * with "##" continuations (a word over 100 characters is [UNK]); truncation to
  * max_seq_length - 2 then [CLS] ... [SEP].  The Unicode tables are measured from that library
- * one code point at a time (tests/gen_bert.py --unicode).  Limits: texts are NUL-terminated
+ * one code point at a time (tools/gen_unicode_tables.py).  Limits: texts are NUL-terminated
  * (an embedded NUL ends the text); special-token strings inside a text ("[SEP]") are tokenised
  * as ordinary text; token_type_ids are all 0.
 

@@ -90,7 +90,7 @@ ATTN__HIDDEN float attn__ln_row_wide(float *t, int64_t E, const float *w, const 
  *   F = P^16 (four squarings) ~ Phi(-a) = erfc(a / sqrt 2) / 2,
  *   t = a <= 7 ? x F : 0 (Phi(-7) < 1.3e-12; also 0 for NaN),  gelu = x <= 0 ? t : x - t.
  * P is a weighted minimax fit of Phi(-a)^(1/16) on [0, 7], C0 = 2^(-1/16) in float
- * (tests/fit_gelu.py makes the constants: float64 fit, then rounded to float).  Measured
+ * (tools/fit_gelu.py makes the constants: float64 fit, then rounded to float).  Measured
  * against x Phi(x) in double on every 4th float in [-12, 12]: max |error| 2.4e-7 (the A&S
  * 7.1.28 erf with a division used before: 8.7e-7), max relative error 2.1e-6 where
  * |gelu| > 1e-3 (before: 3.3e-4 near x = -3.4, where 1 - erf cancels), 1.4e-6 on [-1, 1]

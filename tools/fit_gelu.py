@@ -13,7 +13,7 @@ Weight: the relative error of P^16 is the relative error of gelu(x) for x < 0; i
 uniform while |gelu| > G0 and may grow as G0 / |gelu| below that (the absolute error there
 stays below G0 times the uniform bound).
 
-Rerun:  python3 tests/fit_gelu.py   (numpy, scipy; prints the C constants; takes seconds) """
+Rerun:  python3 tools/fit_gelu.py   (numpy, scipy; prints the C constants; takes seconds) """
 import numpy as np
 from numpy.polynomial import Chebyshev
 from scipy.optimize import linprog
