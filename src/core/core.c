@@ -8,7 +8,6 @@
 
 #include "internal.h"
 #include "pool.h"
-#include "../kernels/dispatch.h"
 
 const char *attn_version(void) { return ATTN_VERSION_STRING; }
 
@@ -183,8 +182,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
         c->fixed = 1;
     }
     attn__limits_default(c->limit);
-    c->isa = attn__isa_default();
-    c->cpu = attn__cpu_extensions();
+    attn__kernels_init(c);
     if (c->threads > 1 && attn__pool_create(c, c->threads, &c->pool) != ATTN_OK) {
         attn__free(c, c->blocks);
         p.free(p.alloc_user, c);

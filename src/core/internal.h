@@ -41,8 +41,6 @@ struct attn_ctx {
     size_t in_use, peak;
     struct attn__pool *pool; /* worker threads (src/core/pool.c); NULL when threads == 1 */
     int isa;                 /* GEMM kernel set (src/kernels/dispatch.h ATTN__ISA_*) */
-    unsigned cpu;            /* ATTN__CPU_* extension bits, read once at creation (CPUID is
-                                slow under a hypervisor: tens of microseconds per query) */
     int64_t limit[ATTN_LIMIT_COUNT]; /* attn_ctx_set_limit */
     /* parameter source (attn__param_source): while st is set, every parameter registered
      * must exist in it under prefix + name, so a module built from a file's claims never
@@ -50,6 +48,11 @@ struct attn_ctx {
     const attn_st *psrc;
     const char *psrc_prefix;
 };
+
+/* Chooses the context's kernels (src/kernels/dispatch.c) from the CPU features (cpu.h) and
+ * the ATTN_* environment; attn_ctx_create calls it once.  Declared here so that core includes
+ * no header of the kernel layer. */
+ATTN__HIDDEN void attn__kernels_init(attn_ctx *ctx);
 
 /* ---- errors ---------------------------------------------------------------------------- */
 /* Records status and a formatted message in ctx (if not NULL); returns status. */

@@ -72,14 +72,6 @@ ATTN__HIDDEN int attn__isa_default(void);
 ATTN__HIDDEN int attn__isa_set(attn_ctx *ctx, int isa);
 /* "ref", "avx2", "avx512" (or "?"). */
 ATTN__HIDDEN const char *attn__isa_name(int isa);
-/* Instruction-set extensions beyond the ISA levels, as bits of ctx->cpu. */
-enum {
-    ATTN__CPU_BF16 = 1, /* AVX512_BF16 (CPUID.(7,1):EAX bit 5) with OS AVX-512 state */
-    ATTN__CPU_F16 = 2   /* AVX512_FP16 (CPUID.(7,0):EDX bit 23) with AVX512BW/VL */
-};
-/* The ATTN__CPU_* bits of this CPU (CPUID; called once per context). */
-ATTN__HIDDEN unsigned attn__cpu_extensions(void);
-
 /* 1 when ctx->isa is AVX-512 and the CPU (CPUID.(7,1):EAX bit 5) has the AVX512_BF16
  * dot-product instructions and the build compiled the kernels of src/kernels/x86_avx512bf16.
  * Environment ATTN_BF16=0 turns it off (tests of the plain C bf16 path). */

@@ -1,5 +1,5 @@
 /* fp16 linear layer (contract, scaling and arithmetic in gemm_f16.h): half conversions,
- * weight packing, the plain C microkernel (fallback and oracle), CPU detection and the driver.
+ * weight packing, the plain C microkernel (fallback and oracle) and the driver.
  * The driver is the one of gemm_bf16.c: threads split row micro-panels of x; each stages its
  * MR rows (scaled, rounded, duplicated into 32-bit words for broadcasting) in its own scratch
  * and runs the microkernel over every packed panel, one K chunk at a time, in order. */
@@ -7,14 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "dispatch.h"
 #include "ew.h"
 #include "gemm_f16.h"
 #include "pool.h"
-
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 #define MR ATTN__F16_MR
 #define NR ATTN__F16_NR
@@ -151,19 +148,12 @@ static const attn__f16_kernel attn__f16_ref_table = {"ref", ukr_ref, absmax_ref,
 const attn__f16_kernel *attn__f16_kernel_ref(void) { return &attn__f16_ref_table; }
 
 int attn__has_f16(const attn_ctx *ctx) {
-#if defined(__GNUC__) && defined(__x86_64__)
-    if (ctx->isa != ATTN__ISA_AVX512 || !attn__f16_kernel_avx512()) return 0;
+    const unsigned need = ATTN__CPU_AVX512_FP16 | ATTN__CPU_AVX512BW | ATTN__CPU_AVX512VL;
+    if (ctx->isa != ATTN__ISA_AVX512 || !attn__f16_kernel_avx512() ||
+        (attn__cpu_features() & need) != need)
+        return 0;
     const char *env = getenv("ATTN_F16");
-    if (env && strcmp(env, "0") == 0) return 0;
-    unsigned a, b, c, d;
-    if (__get_cpuid_max(0, NULL) < 7) return 0;
-    __cpuid_count(7, 0, a, b, c, d);
-    /* AVX512_FP16 (EDX bit 23) with AVX512BW/VL (EBX bits 30, 31) */
-    return (d >> 23) & 1 && (b >> 30) & 1 && (b >> 31) & 1;
-#else
-    (void)ctx;
-    return 0;
-#endif
+    return !(env && strcmp(env, "0") == 0);
 }
 
 const attn__f16_kernel *attn__f16_kernel_for(const attn_ctx *ctx) {

@@ -1,0 +1,74 @@
+/* CPU feature detection (cpu.h): CPUID and XGETBV once per process. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+
+#include "cpu.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
+
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+#define BIT(r, n) (((r) >> (n)) & 1u)
+
+/* CPU support from CPUID; OS support from XCR0: bits 1-2 (SSE, AVX: the YMM state) for the
+ * AVX and VEX extensions, 5-7 (opmask, ZMM0-15 high halves, ZMM16-31) as well for AVX-512,
+ * 17-18 (XTILECFG, XTILEDATA) for AMX.  XGETBV is only valid where CPUID says OSXSAVE. */
+static unsigned detect(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    unsigned fma = BIT(c, 12), osxsave = BIT(c, 27), avx = BIT(c, 28);
+    if (!osxsave || !avx) return 0;
+    uint64_t xcr0 = xgetbv0();
+    if ((xcr0 & 0x6) != 0x6 || __get_cpuid_max(0, NULL) < 7) return 0;
+    int zmm = (xcr0 & 0xe6) == 0xe6, tiles = (xcr0 & 0x60000) == 0x60000;
+    __cpuid_count(7, 0, a, b, c, d);
+    unsigned sub = a; /* the highest subleaf of leaf 7 */
+    unsigned f = 0;
+    if (fma && BIT(b, 5)) f |= ATTN__CPU_AVX2;
+    if (zmm) {
+        if (BIT(b, 16)) f |= ATTN__CPU_AVX512F;
+        if (BIT(b, 17)) f |= ATTN__CPU_AVX512DQ;
+        if (BIT(b, 30)) f |= ATTN__CPU_AVX512BW;
+        if (BIT(b, 31)) f |= ATTN__CPU_AVX512VL;
+        if (BIT(c, 11)) f |= ATTN__CPU_AVX512_VNNI;
+        if (BIT(d, 23)) f |= ATTN__CPU_AVX512_FP16;
+    }
+    if (tiles) {
+        if (BIT(d, 24)) f |= ATTN__CPU_AMX_TILE;
+        if (BIT(d, 22)) f |= ATTN__CPU_AMX_BF16;
+        if (BIT(d, 25)) f |= ATTN__CPU_AMX_INT8;
+    }
+    if (sub >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        if (BIT(a, 4)) f |= ATTN__CPU_AVX_VNNI;
+        if (zmm && BIT(a, 5)) f |= ATTN__CPU_AVX512_BF16;
+    }
+    return f;
+}
+#else
+static unsigned detect(void) { return 0; }
+#endif
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static unsigned features;
+
+static void init(void) { features = detect(); }
+
+unsigned attn__cpu_features(void) {
+    pthread_once(&once, init);
+    return features;
+}
+
+const char *attn__cpu_feature_name(unsigned bit) {
+    static const char *const names[ATTN__CPU_COUNT] = {
+        "avx2",        "avx512f",     "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
+        "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8"};
+    for (int i = 0; i < ATTN__CPU_COUNT; i++)
+        if (bit == 1u << i) return names[i];
+    return NULL;
+}

@@ -1,0 +1,38 @@
+/* CPU feature detection: which instruction-set extensions this CPU has and the operating
+ * system lets a program use (the register state is saved on context switch).  CPUID and
+ * XGETBV run once per process, on the first call, under pthread_once: CPUID is slow under a
+ * hypervisor (tens of microseconds per query), so nothing asks it per call.  The kernel layer
+ * turns these bits into a context's kernel table at attn_ctx_create (src/kernels/dispatch.c,
+ * docs/kernels.md). */
+#ifndef ATTN_CPU_H
+#define ATTN_CPU_H
+#include "internal.h"
+
+/* Bits of attn__cpu_features().  Each one means "the CPU reports it and the OS saves the
+ * registers it needs" (XCR0: YMM for AVX2/AVX-VNNI, opmask + ZMM for AVX-512, tile state for
+ * AMX).  Linux still asks a program to request the AMX tile state (arch_prctl) before its
+ * first tile instruction: the bits only say that the hardware and the kernel support it. */
+enum {
+    ATTN__CPU_AVX2 = 1u << 0,         /* AVX2 and FMA (CPUID.1:ECX bit 12, .7.0:EBX bit 5) */
+    ATTN__CPU_AVX512F = 1u << 1,      /* CPUID.(7,0):EBX bit 16 */
+    ATTN__CPU_AVX512DQ = 1u << 2,     /* EBX bit 17 */
+    ATTN__CPU_AVX512BW = 1u << 3,     /* EBX bit 30 */
+    ATTN__CPU_AVX512VL = 1u << 4,     /* EBX bit 31 */
+    ATTN__CPU_AVX512_VNNI = 1u << 5,  /* CPUID.(7,0):ECX bit 11 */
+    ATTN__CPU_AVX512_BF16 = 1u << 6,  /* CPUID.(7,1):EAX bit 5 */
+    ATTN__CPU_AVX512_FP16 = 1u << 7,  /* CPUID.(7,0):EDX bit 23 */
+    ATTN__CPU_AVX_VNNI = 1u << 8,     /* CPUID.(7,1):EAX bit 4 (VEX-encoded, 256-bit) */
+    ATTN__CPU_AMX_TILE = 1u << 9,     /* CPUID.(7,0):EDX bit 24 */
+    ATTN__CPU_AMX_BF16 = 1u << 10,    /* EDX bit 22 */
+    ATTN__CPU_AMX_INT8 = 1u << 11,    /* EDX bit 25 */
+    ATTN__CPU_COUNT = 12              /* number of bits above */
+};
+
+/* The ATTN__CPU_* bits of this machine (0 off x86-64 or without GCC/Clang's cpuid.h).
+ * Thread-safe; detection runs once per process. */
+ATTN__HIDDEN unsigned attn__cpu_features(void);
+/* The lower-case name of one bit ("avx2", "avx512f", "avx512_bf16", "amx_tile"...; the names
+ * of /proc/cpuinfo), or NULL for anything that is not a single known bit. */
+ATTN__HIDDEN const char *attn__cpu_feature_name(unsigned bit);
+
+#endif
