@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pictures/pictures.h"
 
 /* The default text: the licence texts of Debian's base-files package (Essential: present on
  * every Debian system).  The larger alternative: the fortunes packages' cookie files. */
@@ -276,9 +277,9 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;
     }
-    st = attn_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val, c.nv,
-                             "validation bits/char",
-                             "attn train charlm: training and validation bits per character");
+    st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val, c.nv,
+                                 "validation bits/char",
+                                 "attn train charlm: training and validation bits per character");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train charlm", st);
     printf("vocabulary: %d bytes\n", cfg.vocab_size);
     if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.val[c.nv - 1]);

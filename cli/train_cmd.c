@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pictures/pictures.h"
 
 
 
@@ -136,9 +137,9 @@ int attn_cmd_train(int argc, char **argv) {
         goto out;
     }
     for (int i = 0; i < c.nv; i++) c.val[i] = 1.0f - c.val[i]; /* plot the error: both fall */
-    st = attn_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val, c.nv,
-                             "held-out error (1 - exact match)",
-                             "attn train dates: training loss and held-out exact match");
+    st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val, c.nv,
+                                 "held-out error (1 - exact match)",
+                                 "attn train dates: training loss and held-out exact match");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train", st);
     printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state, paths.svg);
     static const char *examples[] = {"21 Nov 2026", "saturday, november 21, 2026", "11/21/26",
@@ -274,8 +275,8 @@ int attn_cmd_heatmap(int argc, char **argv) {
         int nrows = (int)(niso + 1 < 11 ? niso + 1 : 11);
         char title[160];
         snprintf(title, sizeof title, "\"%s\" -> %s", text, iso);
-        st = attn_heatmap_png(ctx, to_stdout ? tmp : out, cross, nrows, (int)n, rows, cols,
-                              title);
+        st = attn_cli_heatmap_png(ctx, to_stdout ? tmp : out, cross, nrows, (int)n, rows,
+                                  cols, title);
         if (st == ATTN_OK && to_stdout) {
             if (!copy_to_stdout("heatmap", tmp)) rc = 1;
             fprintf(stderr, "%s -> %s\nheatmap: standard output\n", text, iso);

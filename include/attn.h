@@ -1202,26 +1202,6 @@ ATTN_API float attn_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total
                                      float lr_min);
 
 /* ============================================================================================
- * Pictures, with no dependency: PNG and SVG writers.
- * ========================================================================================== */
-/* rgb [height, width, 3] 8-bit pixels to a PNG file (deflate-compressed). */
-ATTN_API attn_status attn_png_write(attn_ctx *ctx, const char *path, int width, int height,
-                                    const unsigned char *rgb);
-/* A heatmap of weights [rows, cols] (e.g. attention weights: rows = queries, columns = keys)
- * with a perceptual colour map, row labels on the left, column labels on top (spaces drawn
- * as a dot), a colour bar and an optional title (NULL: none). */
-ATTN_API attn_status attn_heatmap_png(attn_ctx *ctx, const char *path, const float *weights,
-                                      int rows, int cols, const char *const *row_labels,
-                                      const char *const *col_labels, const char *title);
-/* A line chart of a training run as SVG: train_loss at steps [n], and a second series (e.g.
- * validation loss or held-out error) val at val_steps [nval] (nval may be 0) named val_label
- * in the legend (NULL: "validation"). */
-ATTN_API attn_status attn_loss_curve_svg(attn_ctx *ctx, const char *path, const float *steps,
-                                         const float *train_loss, int n,
-                                         const float *val_steps, const float *val, int nval,
-                                         const char *val_label, const char *title);
-
-/* ============================================================================================
  * Task: dates.  An attn_seq2seq translator learns to turn dates written by people
  * ("21 Nov 2026", "saturday, november 21, 2026", "11/21/26", "the 3rd of may 1999", 22
  * formats) into ISO form ("2026-11-21").  The data generator is part of the library and

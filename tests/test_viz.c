@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/io/viz.h"
+#include "../cli/pictures/draw.h"
 #include "testutil.h"
 
 static attn_ctx *ctx;
@@ -136,7 +136,7 @@ static unsigned char *unzlib(const unsigned char *z, size_t zn, size_t *n, int *
     unsigned char *out = NULL;
     size_t on = 0, used = 0;
     if (!inflate_raw(z + 2, zn - 6, &out, &on, &used, nstored, nfixed)) return NULL;
-    if (used != zn - 6 || be32(z + zn - 4) != attn__adler32(1, out, on)) {
+    if (used != zn - 6 || be32(z + zn - 4) != attn_cli_adler32(1, out, on)) {
         free(out);
         return NULL;
     }
@@ -163,21 +163,21 @@ static uint32_t naive_crc(const unsigned char *p, size_t n) {
 }
 
 static void test_checksums(void) {
-    TU_CHECK(attn__crc32(0, "123456789", 9) == 0xCBF43926u, "crc32 check value");
-    TU_CHECK(attn__crc32(0, "", 0) == 0, "crc32 of nothing");
-    TU_CHECK(attn__crc32(0, "IEND", 4) == 0xAE426082u, "crc32 of IEND");
-    TU_CHECK(attn__adler32(1, "Wikipedia", 9) == 0x11E60398u, "adler32 of Wikipedia");
-    TU_CHECK(attn__adler32(1, "", 0) == 1, "adler32 of nothing");
+    TU_CHECK(attn_cli_crc32(0, "123456789", 9) == 0xCBF43926u, "crc32 check value");
+    TU_CHECK(attn_cli_crc32(0, "", 0) == 0, "crc32 of nothing");
+    TU_CHECK(attn_cli_crc32(0, "IEND", 4) == 0xAE426082u, "crc32 of IEND");
+    TU_CHECK(attn_cli_adler32(1, "Wikipedia", 9) == 0x11E60398u, "adler32 of Wikipedia");
+    TU_CHECK(attn_cli_adler32(1, "", 0) == 1, "adler32 of nothing");
     size_t n = 200000;
     unsigned char *b = malloc(n);
     uint64_t st = 7;
     for (size_t i = 0; i < n; i++) b[i] = (i % 3 == 0) ? 0xFF : (unsigned char)tu_rand(&st);
-    TU_CHECK(attn__adler32(1, b, n) == naive_adler(b, n), "adler32 long input");
-    TU_CHECK(attn__crc32(0, b, n) == naive_crc(b, n), "crc32 long input");
+    TU_CHECK(attn_cli_adler32(1, b, n) == naive_adler(b, n), "adler32 long input");
+    TU_CHECK(attn_cli_crc32(0, b, n) == naive_crc(b, n), "crc32 long input");
     /* continuing over pieces gives the same value */
-    uint32_t a = attn__adler32(1, b, 777), c = attn__crc32(0, b, 777);
-    a = attn__adler32(a, b + 777, n - 777);
-    c = attn__crc32(c, b + 777, n - 777);
+    uint32_t a = attn_cli_adler32(1, b, 777), c = attn_cli_crc32(0, b, 777);
+    a = attn_cli_adler32(a, b + 777, n - 777);
+    c = attn_cli_crc32(c, b + 777, n - 777);
     TU_CHECK(a == naive_adler(b, n) && c == naive_crc(b, n), "checksums in pieces");
     free(b);
 }
@@ -187,7 +187,7 @@ static void roundtrip(const char *what, const unsigned char *in, size_t n, int m
                       size_t *zsize, int *nstored, int *nfixed) {
     unsigned char *z = NULL;
     size_t zn = 0;
-    if (!TU_STATUS(attn__zlib_compress(ctx, in, n, mode, &z, &zn), ATTN_OK, ctx)) return;
+    if (!TU_STATUS(attn_cli_zlib_compress(ctx, in, n, mode, &z, &zn), ATTN_OK, ctx)) return;
     size_t on = 0;
     unsigned char *out = unzlib(z, zn, &on, nstored, nfixed);
     TU_CHECK(out != NULL, "%s (mode %d): stream does not inflate", what, mode);
@@ -204,45 +204,45 @@ static void test_zlib(void) {
     int ns, nf;
     size_t zn;
     /* empty and tiny inputs */
-    roundtrip("empty", b, 0, ATTN__ZLIB_STORED, &zn, &ns, &nf);
+    roundtrip("empty", b, 0, ATTN_CLI_ZLIB_STORED, &zn, &ns, &nf);
     TU_CHECK(ns == 1 && nf == 0 && zn == 11, "empty stored stream: %d blocks, %zu bytes", ns, zn);
-    roundtrip("empty", b, 0, ATTN__ZLIB_FIXED, NULL, &ns, &nf);
+    roundtrip("empty", b, 0, ATTN_CLI_ZLIB_FIXED, NULL, &ns, &nf);
     b[0] = 'x';
-    roundtrip("one byte", b, 1, ATTN__ZLIB_FIXED, NULL, &ns, &nf);
+    roundtrip("one byte", b, 1, ATTN_CLI_ZLIB_FIXED, NULL, &ns, &nf);
     /* stored: several blocks of at most 65535 bytes */
     for (size_t i = 0; i < n; i++) b[i] = (unsigned char)tu_rand(&st);
-    roundtrip("random stored", b, n, ATTN__ZLIB_STORED, &zn, &ns, &nf);
+    roundtrip("random stored", b, n, ATTN_CLI_ZLIB_STORED, &zn, &ns, &nf);
     TU_CHECK(ns == 5 && nf == 0 && zn == n + 5 * 5 + 6, "stored: %d blocks, %zu bytes", ns, zn);
     /* random data does not compress: the fixed mode falls back to stored blocks */
-    roundtrip("random fixed", b, n, ATTN__ZLIB_FIXED, &zn, &ns, &nf);
+    roundtrip("random fixed", b, n, ATTN_CLI_ZLIB_FIXED, &zn, &ns, &nf);
     TU_CHECK(nf == 0 && ns == 5, "random data: expected the stored fallback");
     /* runs, repeats at every distance up to the 32K window, text */
     for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(i / 1000);
-    roundtrip("runs", b, n, ATTN__ZLIB_FIXED, &zn, &ns, &nf);
+    roundtrip("runs", b, n, ATTN_CLI_ZLIB_FIXED, &zn, &ns, &nf);
     TU_CHECK(nf == 1 && zn < n / 50, "runs: %zu bytes from %zu (fixed blocks %d)", zn, n, nf);
     for (size_t i = 0; i < 32768; i++) b[i] = (unsigned char)tu_rand(&st);
     for (size_t i = 32768; i < 100000; i++) b[i] = b[i - 32768];
-    roundtrip("window repeat", b, 100000, ATTN__ZLIB_FIXED, &zn, &ns, &nf);
+    roundtrip("window repeat", b, 100000, ATTN_CLI_ZLIB_FIXED, &zn, &ns, &nf);
     TU_CHECK(nf == 1 && zn < 60000, "window repeat: %zu bytes", zn);
     for (size_t i = 0; i < 50000; i++) {
         size_t span = 3 + tu_rand(&st) % 300, d = 1 + tu_rand(&st) % 30000;
         for (size_t k = 0; k < span && i < 50000; k++, i++)
             b[i] = i >= d ? b[i - d] : (unsigned char)tu_rand(&st);
     }
-    roundtrip("mixed distances", b, 50000, ATTN__ZLIB_FIXED, NULL, &ns, &nf);
+    roundtrip("mixed distances", b, 50000, ATTN_CLI_ZLIB_FIXED, NULL, &ns, &nf);
     const char *text = "the 3rd of may 1999 -> 1999-05-03; saturday, november 21, 2026 -> ";
     size_t tl = strlen(text);
     for (size_t i = 0; i < 20000; i++) b[i] = (unsigned char)text[(i * 7 + i / tl) % tl];
-    roundtrip("text", b, 20000, ATTN__ZLIB_FIXED, NULL, &ns, &nf);
+    roundtrip("text", b, 20000, ATTN_CLI_ZLIB_FIXED, NULL, &ns, &nf);
     for (size_t len = 2; len < 600; len += 37) { /* short inputs around MIN/MAX match */
         for (size_t i = 0; i < len; i++) b[i] = (unsigned char)"abcab"[i % 5];
-        roundtrip("short", b, len, ATTN__ZLIB_FIXED, NULL, &ns, &nf);
+        roundtrip("short", b, len, ATTN_CLI_ZLIB_FIXED, NULL, &ns, &nf);
     }
     free(b);
     unsigned char *z;
     size_t zz;
-    TU_STATUS(attn__zlib_compress(ctx, NULL, 5, 1, &z, &zz), ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__zlib_compress(ctx, (const unsigned char *)"a", 1, 7, &z, &zz),
+    TU_STATUS(attn_cli_zlib_compress(ctx, NULL, 5, 1, &z, &zz), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_zlib_compress(ctx, (const unsigned char *)"a", 1, 7, &z, &zz),
               ATTN_E_INVALID, ctx);
 }
 
@@ -344,7 +344,7 @@ static void test_png(void) {
     for (int mode = 0; mode < 2; mode++) {
         unsigned char *png = NULL;
         size_t n = 0;
-        if (!TU_STATUS(attn__png_encode(ctx, W, H, img, mode, &png, &n), ATTN_OK, ctx)) continue;
+        if (!TU_STATUS(attn_cli_png_encode(ctx, W, H, img, mode, &png, &n), ATTN_OK, ctx)) continue;
         int w, h, seen[5] = {0};
         unsigned char *px = png_decode(png, n, &w, &h, seen);
         TU_CHECK(px && w == W && h == H, "png mode %d: decode failed", mode);
@@ -359,7 +359,7 @@ static void test_png(void) {
     unsigned char one[3] = {1, 2, 3};
     unsigned char *png;
     size_t n;
-    if (TU_STATUS(attn__png_encode(ctx, 1, 1, one, 1, &png, &n), ATTN_OK, ctx)) {
+    if (TU_STATUS(attn_cli_png_encode(ctx, 1, 1, one, 1, &png, &n), ATTN_OK, ctx)) {
         int w, h, seen[5] = {0};
         unsigned char *px = png_decode(png, n, &w, &h, seen);
         TU_CHECK(px && w == 1 && h == 1 && px[0] == 1 && px[1] == 2 && px[2] == 3, "png 1x1");
@@ -368,25 +368,25 @@ static void test_png(void) {
     }
     /* file output matches the memory encoding */
     const char *path = "test_viz_tmp.png";
-    if (TU_STATUS(attn__png_write(ctx, path, W, H, img), ATTN_OK, ctx)) {
+    if (TU_STATUS(attn_cli_png_write(ctx, path, W, H, img), ATTN_OK, ctx)) {
         size_t fn = 0;
         unsigned char *f = read_all(path, &fn);
-        attn__png_encode(ctx, W, H, img, ATTN__ZLIB_FIXED, &png, &n);
+        attn_cli_png_encode(ctx, W, H, img, ATTN_CLI_ZLIB_FIXED, &png, &n);
         TU_CHECK(f && fn == n && memcmp(f, png, n) == 0, "png file differs from memory");
         free(f);
         attn__free(ctx, png);
         remove(path);
     }
     /* errors */
-    TU_STATUS(attn__png_encode(ctx, 0, 5, img, 1, &png, &n), ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__png_encode(ctx, 5, -1, img, 1, &png, &n), ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__png_encode(ctx, ATTN__PNG_MAX_DIM + 1, 1, img, 1, &png, &n), ATTN_E_INVALID,
+    TU_STATUS(attn_cli_png_encode(ctx, 0, 5, img, 1, &png, &n), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_png_encode(ctx, 5, -1, img, 1, &png, &n), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_png_encode(ctx, ATTN_CLI_PNG_MAX_DIM + 1, 1, img, 1, &png, &n), ATTN_E_INVALID,
               ctx);
-    TU_STATUS(attn__png_encode(ctx, 5, 5, NULL, 1, &png, &n), ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__png_write(ctx, NULL, W, H, img), ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__png_write(ctx, "no/such/dir/x.png", W, H, img), ATTN_E_IO, ctx);
+    TU_STATUS(attn_cli_png_encode(ctx, 5, 5, NULL, 1, &png, &n), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_png_write(ctx, NULL, W, H, img), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_png_write(ctx, "no/such/dir/x.png", W, H, img), ATTN_E_IO, ctx);
     TU_CHECK(strstr(attn_ctx_errmsg(ctx), "no/such/dir") != NULL, "png: message names path");
-    TU_CHECK(attn__png_write(NULL, path, W, H, img) == ATTN_E_INVALID, "png: NULL ctx");
+    TU_CHECK(attn_cli_png_write(NULL, path, W, H, img) == ATTN_E_INVALID, "png: NULL ctx");
     free(img);
 }
 
@@ -394,40 +394,40 @@ static void test_png(void) {
 static void test_font_colormap(void) {
     int blank = 0, dup = 0;
     for (int c = 32; c <= 127; c++) {
-        int code = c == 127 ? ATTN__GLYPH_SPACE_DOT : c;
-        const unsigned char *g = attn__font_glyph(code);
+        int code = c == 127 ? ATTN_CLI_GLYPH_SPACE_DOT : c;
+        const unsigned char *g = attn_cli_font_glyph(code);
         int ink = 0;
-        for (int r = 0; r < ATTN__FONT_H; r++) {
+        for (int r = 0; r < ATTN_CLI_FONT_H; r++) {
             TU_CHECK(g[r] < 32, "glyph %d row %d wider than 5", c, r);
             ink += g[r] != 0;
         }
         blank += ink == 0;
         for (int d = 33; d < c; d++)
-            dup += memcmp(g, attn__font_glyph(d), ATTN__FONT_H) == 0;
+            dup += memcmp(g, attn_cli_font_glyph(d), ATTN_CLI_FONT_H) == 0;
     }
     TU_CHECK(blank == 1, "%d blank glyphs (only space should be)", blank);
     TU_CHECK(dup == 0, "%d pairs of identical glyphs", dup);
-    TU_CHECK(attn__font_glyph(200) == attn__font_glyph('?'), "unknown -> '?'");
-    TU_CHECK(attn__text_width("abc", 2) == (3 * 6 - 1) * 2 && attn__text_width("", 1) == 0,
+    TU_CHECK(attn_cli_font_glyph(200) == attn_cli_font_glyph('?'), "unknown -> '?'");
+    TU_CHECK(attn_cli_text_width("abc", 2) == (3 * 6 - 1) * 2 && attn_cli_text_width("", 1) == 0,
              "text width");
     double prev = -1;
     for (int i = 0; i <= 100; i++) {
         unsigned char c[3];
-        attn__colormap(i / 100.0f, c);
+        attn_cli_colormap(i / 100.0f, c);
         double lum = 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
         TU_CHECK(lum > prev, "colour map lightness not increasing at %d", i);
         prev = lum;
     }
     unsigned char a[3], b[3];
-    attn__colormap(-5, a);
-    attn__colormap(0, b);
+    attn_cli_colormap(-5, a);
+    attn_cli_colormap(0, b);
     TU_CHECK(memcmp(a, b, 3) == 0, "colour map clamps below");
-    attn__colormap(NAN, a);
+    attn_cli_colormap(NAN, a);
     TU_CHECK(memcmp(a, b, 3) == 0, "colour map NaN -> 0");
 }
 
 /* ---- heatmap --------------------------------------------------------------------------- */
-static size_t count_colour(const attn__canvas *cv, const unsigned char c[3]) {
+static size_t count_colour(const attn_cli_canvas *cv, const unsigned char c[3]) {
     size_t k = 0;
     for (size_t i = 0; i < (size_t)cv->w * cv->h; i++) k += memcmp(cv->px + 3 * i, c, 3) == 0;
     return k;
@@ -446,14 +446,14 @@ static void test_heatmap(void) {
         rlp[r] = rl[r];
         for (int c = 0; c < C; c++) w[r * C + c] = c == (r * 2) % C ? 1.0f : 0.0f;
     }
-    attn__canvas cv;
-    if (TU_STATUS(attn__heatmap_render(ctx, w, R, C, rlp, clp, "cross-attention", &cv), ATTN_OK,
+    attn_cli_canvas cv;
+    if (TU_STATUS(attn_cli_heatmap_render(ctx, w, R, C, rlp, clp, "cross-attention", &cv), ATTN_OK,
                   ctx)) {
         TU_CHECK(cv.w > C * 20 && cv.h > R * 20 && cv.w < 2000 && cv.h < 1000, "size %d x %d",
                  cv.w, cv.h);
         unsigned char hot[3], cold[3];
-        attn__colormap(1, hot);
-        attn__colormap(0, cold);
+        attn_cli_colormap(1, hot);
+        attn_cli_colormap(0, cold);
         /* one bright cell per row (at least 20x20 px each), the rest dark */
         size_t nh = count_colour(&cv, hot), nc = count_colour(&cv, cold);
         TU_CHECK(nh >= (size_t)R * 400, "bright pixels %zu", nh);
@@ -463,17 +463,17 @@ static void test_heatmap(void) {
         attn__free(ctx, cv.px);
     }
     /* without labels or title; one cell; large maps get small cells */
-    if (TU_STATUS(attn__heatmap_render(ctx, w, 1, 1, NULL, NULL, NULL, &cv), ATTN_OK, ctx))
+    if (TU_STATUS(attn_cli_heatmap_render(ctx, w, 1, 1, NULL, NULL, NULL, &cv), ATTN_OK, ctx))
         attn__free(ctx, cv.px);
     float *big = calloc(300 * 200, sizeof(float));
     big[5] = -2.0f; /* outside [0, 1]: the range becomes min..max */
-    if (TU_STATUS(attn__heatmap_render(ctx, big, 300, 200, NULL, NULL, "big", &cv), ATTN_OK, ctx)) {
+    if (TU_STATUS(attn_cli_heatmap_render(ctx, big, 300, 200, NULL, NULL, "big", &cv), ATTN_OK, ctx)) {
         TU_CHECK(cv.w < 2000 && cv.h < 1500, "big map %d x %d", cv.w, cv.h);
         attn__free(ctx, cv.px);
     }
     free(big);
     const char *path = "test_viz_heatmap.png";
-    if (TU_STATUS(attn__heatmap_png(ctx, path, w, R, C, rlp, clp, "t"), ATTN_OK, ctx)) {
+    if (TU_STATUS(attn_cli_heatmap_png(ctx, path, w, R, C, rlp, clp, "t"), ATTN_OK, ctx)) {
         size_t n = 0;
         unsigned char *f = read_all(path, &n);
         int pw, ph, seen[5] = {0};
@@ -484,12 +484,12 @@ static void test_heatmap(void) {
         remove(path);
     }
     /* errors */
-    TU_STATUS(attn__heatmap_render(ctx, NULL, 2, 2, NULL, NULL, NULL, &cv), ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__heatmap_render(ctx, w, 0, 2, NULL, NULL, NULL, &cv), ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__heatmap_render(ctx, w, 2, 5000, NULL, NULL, NULL, &cv), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_heatmap_render(ctx, NULL, 2, 2, NULL, NULL, NULL, &cv), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_heatmap_render(ctx, w, 0, 2, NULL, NULL, NULL, &cv), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_heatmap_render(ctx, w, 2, 5000, NULL, NULL, NULL, &cv), ATTN_E_INVALID, ctx);
     w[3] = NAN;
-    TU_STATUS(attn__heatmap_render(ctx, w, R, C, NULL, NULL, NULL, &cv), ATTN_E_NONFINITE, ctx);
-    TU_STATUS(attn__heatmap_png(ctx, "", w, R, C, NULL, NULL, NULL), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_heatmap_render(ctx, w, R, C, NULL, NULL, NULL, &cv), ATTN_E_NONFINITE, ctx);
+    TU_STATUS(attn_cli_heatmap_png(ctx, "", w, R, C, NULL, NULL, NULL), ATTN_E_INVALID, ctx);
 }
 
 /* ---- SVG ------------------------------------------------------------------------------- */
@@ -505,7 +505,7 @@ static void test_svg(void) {
     for (int i = 0; i < 10; i++) vs[i] = (float)(i * 200 + 190), vl[i] = 4.0f * expf(-i * 0.5f) + 0.2f;
     char *t = NULL;
     size_t n = 0;
-    if (TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 200, vs, vl, 10, "held-out <error>",
+    if (TU_STATUS(attn_cli_loss_curve_svg_text(ctx, s, l, 200, vs, vl, 10, "held-out <error>",
                                             "loss <dates> & \"co\"", &t, &n),
                   ATTN_OK, ctx)) {
         TU_CHECK(strlen(t) == n, "svg length");
@@ -523,7 +523,7 @@ static void test_svg(void) {
     }
     /* a NaN breaks the line; no validation series; no title */
     l[100] = NAN;
-    if (TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 200, NULL, NULL, 0, NULL, NULL, &t, &n), ATTN_OK,
+    if (TU_STATUS(attn_cli_loss_curve_svg_text(ctx, s, l, 200, NULL, NULL, 0, NULL, NULL, &t, &n), ATTN_OK,
                   ctx)) {
         TU_CHECK(count_str(t, "<polyline") == 2 && count_str(t, "<circle") == 0,
                  "NaN splits the line");
@@ -532,24 +532,24 @@ static void test_svg(void) {
     }
     /* one point, constant values */
     float one = 3.0f;
-    if (TU_STATUS(attn__loss_curve_svg_text(ctx, &one, &one, 1, NULL, NULL, 0, NULL, "x", &t, &n),
+    if (TU_STATUS(attn_cli_loss_curve_svg_text(ctx, &one, &one, 1, NULL, NULL, 0, NULL, "x", &t, &n),
                   ATTN_OK, ctx))
         attn__free(ctx, t);
     const char *path = "test_viz_loss.svg";
-    if (TU_STATUS(attn__loss_curve_svg(ctx, path, s, l, 200, vs, vl, 10, NULL, "loss"), ATTN_OK, ctx)) {
+    if (TU_STATUS(attn_cli_loss_curve_svg(ctx, path, s, l, 200, vs, vl, 10, NULL, "loss"), ATTN_OK, ctx)) {
         size_t fn = 0;
         unsigned char *f = read_all(path, &fn);
         TU_CHECK(f && fn > 1000 && memcmp(f, "<?xml", 5) == 0, "svg file written");
         free(f);
         remove(path);
     }
-    TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 0, NULL, NULL, 0, NULL, NULL, &t, &n),
+    TU_STATUS(attn_cli_loss_curve_svg_text(ctx, s, l, 0, NULL, NULL, 0, NULL, NULL, &t, &n),
               ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__loss_curve_svg_text(ctx, NULL, l, 5, NULL, NULL, 0, NULL, NULL, &t, &n),
+    TU_STATUS(attn_cli_loss_curve_svg_text(ctx, NULL, l, 5, NULL, NULL, 0, NULL, NULL, &t, &n),
               ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__loss_curve_svg_text(ctx, s, l, 5, vs, NULL, 3, NULL, NULL, &t, &n),
+    TU_STATUS(attn_cli_loss_curve_svg_text(ctx, s, l, 5, vs, NULL, 3, NULL, NULL, &t, &n),
               ATTN_E_INVALID, ctx);
-    TU_STATUS(attn__loss_curve_svg(ctx, "no/such/dir/l.svg", s, l, 5, NULL, NULL, 0, NULL, NULL),
+    TU_STATUS(attn_cli_loss_curve_svg(ctx, "no/such/dir/l.svg", s, l, 5, NULL, NULL, 0, NULL, NULL),
               ATTN_E_IO, ctx);
 }
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "viz.h"
+#include "draw.h"
 
 typedef struct sbuf {
     attn_ctx *ctx;
@@ -101,10 +101,10 @@ static void series(sbuf *b, const float *xs, const float *ys, int n, double x0, 
 
 #define SVG_MAX_POINTS 10000000
 
-attn_status attn__loss_curve_svg_text(attn_ctx *ctx, const float *steps, const float *train_loss,
-                                      int n, const float *val_steps, const float *val_loss,
-                                      int nval, const char *val_label, const char *title,
-                                      char **out, size_t *out_n) {
+attn_status attn_cli_loss_curve_svg_text(attn_ctx *ctx, const float *steps, const float *train_loss,
+                                         int n, const float *val_steps, const float *val_loss,
+                                         int nval, const char *val_label, const char *title,
+                                         char **out, size_t *out_n) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!out || !out_n, ctx, ATTN_E_INVALID, "loss curve: output is NULL");
     *out = NULL;
@@ -246,27 +246,18 @@ attn_status attn__loss_curve_svg_text(attn_ctx *ctx, const float *steps, const f
     return ATTN_OK;
 }
 
-attn_status attn__loss_curve_svg(attn_ctx *ctx, const char *path, const float *steps,
-                                 const float *train_loss, int n, const float *val_steps,
-                                 const float *val_loss, int nval, const char *val_label,
-                                 const char *title) {
+attn_status attn_cli_loss_curve_svg(attn_ctx *ctx, const char *path, const float *steps,
+                                    const float *train_loss, int n, const float *val_steps,
+                                    const float *val_loss, int nval, const char *val_label,
+                                    const char *title) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!path || !path[0], ctx, ATTN_E_INVALID,
                  "loss curve: output path is NULL or empty");
     char *text;
     size_t len;
-    ATTN_TRY(attn__loss_curve_svg_text(ctx, steps, train_loss, n, val_steps, val_loss, nval,
-                                       val_label, title, &text, &len));
-    attn_status st = attn__write_file(ctx, path, text, len);
+    ATTN_TRY(attn_cli_loss_curve_svg_text(ctx, steps, train_loss, n, val_steps, val_loss, nval,
+                                          val_label, title, &text, &len));
+    attn_status st = attn_cli_write_file(ctx, path, text, len);
     attn__free(ctx, text);
     return st;
-}
-
-/* Public entry point (declared in attn.h by the lead). */
-ATTN_API attn_status attn_loss_curve_svg(attn_ctx *ctx, const char *path, const float *steps,
-                                         const float *train_loss, int n, const float *val_steps,
-                                         const float *val_loss, int nval,
-                                         const char *val_label, const char *title) {
-    return attn__loss_curve_svg(ctx, path, steps, train_loss, n, val_steps, val_loss, nval,
-                                val_label, title);
 }

@@ -5,14 +5,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "viz.h"
+#include "draw.h"
 
 /* ---- font ------------------------------------------------------------------------------ */
 /* One glyph = 9 rows of 5 bits, bit 4 the leftmost column.  Rows 0..6 hold capitals and digits
  * (row 6 is the baseline row), lower case has its x-height on rows 2..6, and rows 7..8 hold
  * descenders (g j p q y , ; _ |).  Index = code - 32 for 32..126; the last entry is the
  * centred dot drawn for spaces in labels. */
-static const unsigned char font5x9[96][ATTN__FONT_H] = {
+static const unsigned char font5x9[96][ATTN_CLI_FONT_H] = {
     {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, /*   */
     {0x04, 0x04, 0x04, 0x04, 0x04, 0x00, 0x04, 0x00, 0x00}, /* ! */
     {0x0a, 0x0a, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, /* " */
@@ -111,14 +111,15 @@ static const unsigned char font5x9[96][ATTN__FONT_H] = {
     {0x00, 0x00, 0x0e, 0x0e, 0x0e, 0x00, 0x00, 0x00, 0x00}, /* centred dot (space) */
 };
 
-const unsigned char *attn__font_glyph(int c) {
-    if (c == ATTN__GLYPH_SPACE_DOT) return font5x9[95];
+const unsigned char *attn_cli_font_glyph(int c) {
+    if (c == ATTN_CLI_GLYPH_SPACE_DOT) return font5x9[95];
     if (c < 32 || c > 126) c = '?';
     return font5x9[c - 32];
 }
 
 /* ---- canvas ---------------------------------------------------------------------------- */
-void attn__fill_rect(attn__canvas *cv, int x, int y, int w, int h, const unsigned char rgb[3]) {
+void attn_cli_fill_rect(attn_cli_canvas *cv, int x, int y, int w, int h,
+                        const unsigned char rgb[3]) {
     int x0 = x < 0 ? 0 : x, y0 = y < 0 ? 0 : y;
     int x1 = x + w > cv->w ? cv->w : x + w, y1 = y + h > cv->h ? cv->h : y + h;
     for (int yy = y0; yy < y1; yy++)
@@ -130,29 +131,29 @@ void attn__fill_rect(attn__canvas *cv, int x, int y, int w, int h, const unsigne
         }
 }
 
-int attn__text_width(const char *s, int scale) {
+int attn_cli_text_width(const char *s, int scale) {
     size_t n = s ? strlen(s) : 0;
     if (n == 0) return 0;
     if (n > 4096) n = 4096;
-    return ((int)n * ATTN__FONT_ADV - 1) * scale;
+    return ((int)n * ATTN_CLI_FONT_ADV - 1) * scale;
 }
 
-void attn__draw_text(attn__canvas *cv, int x, int y, const char *s, int scale, int vertical,
-                     int show_space, const unsigned char rgb[3]) {
+void attn_cli_draw_text(attn_cli_canvas *cv, int x, int y, const char *s, int scale, int vertical,
+                        int show_space, const unsigned char rgb[3]) {
     if (!s || scale <= 0) return;
     int pen = 0; /* unscaled advance along the text */
-    for (size_t i = 0; s[i] && i < 4096; i++, pen += ATTN__FONT_ADV) {
+    for (size_t i = 0; s[i] && i < 4096; i++, pen += ATTN_CLI_FONT_ADV) {
         int c = (unsigned char)s[i];
-        if (c == ' ' && show_space) c = ATTN__GLYPH_SPACE_DOT;
-        const unsigned char *g = attn__font_glyph(c);
-        for (int gy = 0; gy < ATTN__FONT_H; gy++)
-            for (int gx = 0; gx < ATTN__FONT_W; gx++) {
-                if (!((g[gy] >> (ATTN__FONT_W - 1 - gx)) & 1)) continue;
+        if (c == ' ' && show_space) c = ATTN_CLI_GLYPH_SPACE_DOT;
+        const unsigned char *g = attn_cli_font_glyph(c);
+        for (int gy = 0; gy < ATTN_CLI_FONT_H; gy++)
+            for (int gx = 0; gx < ATTN_CLI_FONT_W; gx++) {
+                if (!((g[gy] >> (ATTN_CLI_FONT_W - 1 - gx)) & 1)) continue;
                 int u = pen + gx; /* along the text */
                 if (!vertical)
-                    attn__fill_rect(cv, x + u * scale, y + gy * scale, scale, scale, rgb);
+                    attn_cli_fill_rect(cv, x + u * scale, y + gy * scale, scale, scale, rgb);
                 else /* 90 degrees counter-clockwise: along = up, glyph rows = right */
-                    attn__fill_rect(cv, x + gy * scale, y - (u + 1) * scale, scale, scale, rgb);
+                    attn_cli_fill_rect(cv, x + gy * scale, y - (u + 1) * scale, scale, scale, rgb);
             }
     }
 }
@@ -164,7 +165,7 @@ static const unsigned char viridis9[9][3] = {
     {68, 1, 84},    {71, 44, 122},  {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
     {39, 173, 129}, {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
 
-void attn__colormap(float t, unsigned char rgb[3]) {
+void attn_cli_colormap(float t, unsigned char rgb[3]) {
     if (!(t > 0.0f)) t = 0.0f; /* NaN too */
     if (t > 1.0f) t = 1.0f;
     float f = t * 8.0f;
@@ -213,9 +214,9 @@ static void fmt_tick(double v, char *buf, size_t n) {
     snprintf(buf, n, "%.3g", v);
 }
 
-attn_status attn__heatmap_render(attn_ctx *ctx, const float *weights, int rows, int cols,
-                                 const char *const *row_labels, const char *const *col_labels,
-                                 const char *title, attn__canvas *out) {
+attn_status attn_cli_heatmap_render(attn_ctx *ctx, const float *weights, int rows, int cols,
+                                    const char *const *row_labels, const char *const *col_labels,
+                                    const char *title, attn_cli_canvas *out) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!out, ctx, ATTN_E_INVALID, "heatmap: output is NULL");
     memset(out, 0, sizeof *out);
@@ -248,20 +249,20 @@ attn_status attn__heatmap_render(attn_ctx *ctx, const float *weights, int rows, 
     int show_labels = cell >= 12;
     const int ts = 2;                     /* title and legend scale */
     const int pad = 16;
-    const int line = ATTN__FONT_LINE;
+    const int line = ATTN_CLI_FONT_LINE;
 
     /* row labels: right-aligned left of the grid */
     int rl_len = show_labels ? max_label_len(row_labels, rows) : 0;
-    int rl_w = rl_len ? (rl_len * ATTN__FONT_ADV - 1) * ls + 8 : 0;
+    int rl_w = rl_len ? (rl_len * ATTN_CLI_FONT_ADV - 1) * ls + 8 : 0;
     /* column labels: upright when all are single characters, else turned */
     int cl_len = show_labels ? max_label_len(col_labels, cols) : 0;
     int cl_vertical = cl_len > 1;
-    int cl_h = cl_len == 0 ? 0 : cl_vertical ? (cl_len * ATTN__FONT_ADV - 1) * ls + 6
-                                             : ATTN__FONT_H * ls + 4;
+    int cl_h = cl_len == 0 ? 0 : cl_vertical ? (cl_len * ATTN_CLI_FONT_ADV - 1) * ls + 6
+                                             : ATTN_CLI_FONT_H * ls + 4;
 
     char tbuf[HM_TITLE_MAX + 1];
     clip_label(title, tbuf, sizeof tbuf);
-    int title_w = attn__text_width(tbuf, ts);
+    int title_w = attn_cli_text_width(tbuf, ts);
     int title_h = tbuf[0] ? line * ts + 10 : 0;
 
     int grid_w = cols * cell, grid_h = rows * cell;
@@ -271,7 +272,7 @@ attn_status attn__heatmap_render(attn_ctx *ctx, const float *weights, int rows, 
     int tick_w = 0;
     for (int k = 0; k < 5; k++) {
         fmt_tick(vmin + (vmax - vmin) * k / 4.0, ticks[k], sizeof ticks[k]);
-        int w = attn__text_width(ticks[k], ts);
+        int w = attn_cli_text_width(ticks[k], ts);
         if (w > tick_w) tick_w = w;
     }
     int legend_w = 18 + bar_w + 9 + tick_w;
@@ -288,10 +289,10 @@ attn_status attn__heatmap_render(attn_ctx *ctx, const float *weights, int rows, 
         return attn__fail(ctx, ATTN_E_OVERFLOW, "heatmap: %d x %d picture overflows", W, H);
     unsigned char *px = attn__malloc(ctx, nbytes);
     if (!px) return attn__fail(ctx, ATTN_E_NOMEM, "heatmap: out of memory (%zu bytes)", nbytes);
-    attn__canvas cv = {W, H, px};
-    attn__fill_rect(&cv, 0, 0, W, H, C_BG);
+    attn_cli_canvas cv = {W, H, px};
+    attn_cli_fill_rect(&cv, 0, 0, W, H, C_BG);
 
-    if (tbuf[0]) attn__draw_text(&cv, (W - title_w) / 2, pad, tbuf, ts, 0, 0, C_TEXT);
+    if (tbuf[0]) attn_cli_draw_text(&cv, (W - title_w) / 2, pad, tbuf, ts, 0, 0, C_TEXT);
 
     /* cells */
     double span = vmax - vmin;
@@ -300,12 +301,14 @@ attn_status attn__heatmap_render(attn_ctx *ctx, const float *weights, int rows, 
             double v = weights[(size_t)r * (size_t)cols + (size_t)c];
             float t = span > 0 ? (float)((v - vmin) / span) : 0.5f;
             unsigned char rgb[3];
-            attn__colormap(t, rgb);
-            attn__fill_rect(&cv, gx + c * cell, gy + r * cell, cell, cell, rgb);
+            attn_cli_colormap(t, rgb);
+            attn_cli_fill_rect(&cv, gx + c * cell, gy + r * cell, cell, cell, rgb);
         }
     if (gap) {
-        for (int r = 1; r < rows; r++) attn__fill_rect(&cv, gx, gy + r * cell, grid_w, gap, C_GRID);
-        for (int c = 1; c < cols; c++) attn__fill_rect(&cv, gx + c * cell, gy, gap, grid_h, C_GRID);
+        for (int r = 1; r < rows; r++)
+            attn_cli_fill_rect(&cv, gx, gy + r * cell, grid_w, gap, C_GRID);
+        for (int c = 1; c < cols; c++)
+            attn_cli_fill_rect(&cv, gx + c * cell, gy, gap, grid_h, C_GRID);
     }
 
     /* labels (capitals span 7 font rows: centre those on the cell) */
@@ -313,20 +316,20 @@ attn_status attn__heatmap_render(attn_ctx *ctx, const float *weights, int rows, 
     if (rl_len)
         for (int r = 0; r < rows; r++) {
             clip_label(row_labels[r], lb, sizeof lb);
-            int w = attn__text_width(lb, ls);
+            int w = attn_cli_text_width(lb, ls);
             int y = gy + r * cell + (cell - 7 * ls) / 2;
-            attn__draw_text(&cv, gx - 8 - w, y, lb, ls, 0, 1, C_TEXT);
+            attn_cli_draw_text(&cv, gx - 8 - w, y, lb, ls, 0, 1, C_TEXT);
         }
     if (cl_len)
         for (int c = 0; c < cols; c++) {
             clip_label(col_labels[c], lb, sizeof lb);
             if (!cl_vertical) {
-                int w = attn__text_width(lb, ls);
-                attn__draw_text(&cv, gx + c * cell + (cell - w) / 2 + (gap ? 1 : 0),
-                                gy - 4 - 7 * ls, lb, ls, 0, 1, C_TEXT);
+                int w = attn_cli_text_width(lb, ls);
+                attn_cli_draw_text(&cv, gx + c * cell + (cell - w) / 2 + (gap ? 1 : 0),
+                                   gy - 4 - 7 * ls, lb, ls, 0, 1, C_TEXT);
             } else {
                 int x = gx + c * cell + (cell - 7 * ls) / 2;
-                attn__draw_text(&cv, x, gy - 6, lb, ls, 1, 1, C_TEXT);
+                attn_cli_draw_text(&cv, x, gy - 6, lb, ls, 1, 1, C_TEXT);
             }
         }
 
@@ -334,37 +337,30 @@ attn_status attn__heatmap_render(attn_ctx *ctx, const float *weights, int rows, 
     int bx = gx + grid_w + 18, by = gy;
     for (int y = 0; y < bar_h; y++) {
         unsigned char rgb[3];
-        attn__colormap(1.0f - (float)y / (float)(bar_h - 1), rgb);
-        attn__fill_rect(&cv, bx, by + y, bar_w, 1, rgb);
+        attn_cli_colormap(1.0f - (float)y / (float)(bar_h - 1), rgb);
+        attn_cli_fill_rect(&cv, bx, by + y, bar_w, 1, rgb);
     }
-    attn__fill_rect(&cv, bx - 1, by - 1, bar_w + 2, 1, C_FRAME);
-    attn__fill_rect(&cv, bx - 1, by + bar_h, bar_w + 2, 1, C_FRAME);
-    attn__fill_rect(&cv, bx - 1, by - 1, 1, bar_h + 2, C_FRAME);
-    attn__fill_rect(&cv, bx + bar_w, by - 1, 1, bar_h + 2, C_FRAME);
+    attn_cli_fill_rect(&cv, bx - 1, by - 1, bar_w + 2, 1, C_FRAME);
+    attn_cli_fill_rect(&cv, bx - 1, by + bar_h, bar_w + 2, 1, C_FRAME);
+    attn_cli_fill_rect(&cv, bx - 1, by - 1, 1, bar_h + 2, C_FRAME);
+    attn_cli_fill_rect(&cv, bx + bar_w, by - 1, 1, bar_h + 2, C_FRAME);
     for (int k = 0; k < 5; k++) {
         int y = by + (bar_h - 1) - (bar_h - 1) * k / 4;
-        attn__fill_rect(&cv, bx + bar_w, y, 4, 1, C_DIM);
-        attn__draw_text(&cv, bx + bar_w + 9, y - (7 * ts) / 2, ticks[k], ts, 0, 0, C_TEXT);
+        attn_cli_fill_rect(&cv, bx + bar_w, y, 4, 1, C_DIM);
+        attn_cli_draw_text(&cv, bx + bar_w + 9, y - (7 * ts) / 2, ticks[k], ts, 0, 0, C_TEXT);
     }
     *out = cv;
     return ATTN_OK;
 }
 
-attn_status attn__heatmap_png(attn_ctx *ctx, const char *path, const float *weights, int rows,
-                              int cols, const char *const *row_labels,
-                              const char *const *col_labels, const char *title) {
+attn_status attn_cli_heatmap_png(attn_ctx *ctx, const char *path, const float *weights, int rows,
+                                 int cols, const char *const *row_labels,
+                                 const char *const *col_labels, const char *title) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!path || !path[0], ctx, ATTN_E_INVALID, "heatmap: output path is NULL or empty");
-    attn__canvas cv;
-    ATTN_TRY(attn__heatmap_render(ctx, weights, rows, cols, row_labels, col_labels, title, &cv));
-    attn_status st = attn__png_write(ctx, path, cv.w, cv.h, cv.px);
+    attn_cli_canvas cv;
+    ATTN_TRY(attn_cli_heatmap_render(ctx, weights, rows, cols, row_labels, col_labels, title, &cv));
+    attn_status st = attn_cli_png_write(ctx, path, cv.w, cv.h, cv.px);
     attn__free(ctx, cv.px);
     return st;
-}
-
-/* Public entry point (declared in attn.h by the lead). */
-ATTN_API attn_status attn_heatmap_png(attn_ctx *ctx, const char *path, const float *weights,
-                                      int rows, int cols, const char *const *row_labels,
-                                      const char *const *col_labels, const char *title) {
-    return attn__heatmap_png(ctx, path, weights, rows, cols, row_labels, col_labels, title);
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "viz.h"
+#include "draw.h"
 #include "file.h"
 
 /* ---- checksums ------------------------------------------------------------------------- */
@@ -16,7 +16,7 @@ static const uint32_t crc_nibble[16] = {
     0x4DB26158u, 0x5005713Cu, 0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu,
     0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu};
 
-uint32_t attn__crc32(uint32_t crc, const void *data, size_t n) {
+uint32_t attn_cli_crc32(uint32_t crc, const void *data, size_t n) {
     const unsigned char *p = data;
     crc = ~crc;
     for (size_t i = 0; i < n; i++) {
@@ -26,7 +26,7 @@ uint32_t attn__crc32(uint32_t crc, const void *data, size_t n) {
     return ~crc;
 }
 
-uint32_t attn__adler32(uint32_t adler, const void *data, size_t n) {
+uint32_t attn_cli_adler32(uint32_t adler, const void *data, size_t n) {
     const unsigned char *p = data;
     uint32_t a = adler & 0xFFFF, b = adler >> 16;
     while (n > 0) {
@@ -173,13 +173,13 @@ static void put_be32(unsigned char *p, uint32_t v) {
     p[3] = (unsigned char)v;
 }
 
-attn_status attn__zlib_compress(attn_ctx *ctx, const unsigned char *in, size_t n, int mode,
-                                unsigned char **out, size_t *out_n) {
+attn_status attn_cli_zlib_compress(attn_ctx *ctx, const unsigned char *in, size_t n, int mode,
+                                   unsigned char **out, size_t *out_n) {
     ATTN_FAIL_IF(!ctx || !out || !out_n || (!in && n), ctx, ATTN_E_INVALID,
                  "zlib: NULL argument");
     *out = NULL;
     *out_n = 0;
-    ATTN_FAIL_IF(mode != ATTN__ZLIB_STORED && mode != ATTN__ZLIB_FIXED, ctx, ATTN_E_INVALID,
+    ATTN_FAIL_IF(mode != ATTN_CLI_ZLIB_STORED && mode != ATTN_CLI_ZLIB_FIXED, ctx, ATTN_E_INVALID,
                  "zlib: unknown mode %d", mode);
     /* stored: header 2, then per block of <= 65535 bytes 5 bytes + data, then Adler-32 4 */
     size_t nblocks = n / 65535 + (n % 65535 != 0), total;
@@ -193,7 +193,7 @@ attn_status attn__zlib_compress(attn_ctx *ctx, const unsigned char *in, size_t n
     buf[1] = 0x01; /* check bits: 0x7801 % 31 == 0 */
     size_t pos = 2;
     int done = 0;
-    if (mode == ATTN__ZLIB_FIXED && n >= 16 && n <= LZ_MAX_INPUT) {
+    if (mode == ATTN_CLI_ZLIB_FIXED && n >= 16 && n <= LZ_MAX_INPUT) {
         uint32_t *head = attn__malloc(ctx, sizeof(uint32_t) << HBITS);
         uint32_t *prev = attn__malloc(ctx, sizeof(uint32_t) * WSIZE);
         if (head && prev) {
@@ -224,7 +224,7 @@ attn_status attn__zlib_compress(attn_ctx *ctx, const unsigned char *in, size_t n
             off += len;
         }
     }
-    put_be32(buf + pos, attn__adler32(1, in, n));
+    put_be32(buf + pos, attn_cli_adler32(1, in, n));
     *out = buf;
     *out_n = pos + 4;
     return ATTN_OK;
@@ -259,22 +259,22 @@ static size_t put_chunk(unsigned char *p, const char *type, const unsigned char 
     put_be32(p, (uint32_t)n);
     memcpy(p + 4, type, 4);
     if (n) memcpy(p + 8, data, n);
-    put_be32(p + 8 + n, attn__crc32(0, p + 4, n + 4));
+    put_be32(p + 8 + n, attn_cli_crc32(0, p + 4, n + 4));
     return n + 12;
 }
 
 #define IDAT_MAX ((size_t)1 << 24) /* bytes of zlib data per IDAT chunk */
 
-attn_status attn__png_encode(attn_ctx *ctx, int width, int height, const unsigned char *rgb,
-                             int mode, unsigned char **out, size_t *out_n) {
+attn_status attn_cli_png_encode(attn_ctx *ctx, int width, int height, const unsigned char *rgb,
+                                int mode, unsigned char **out, size_t *out_n) {
     ATTN_FAIL_IF(!ctx || !out || !out_n, ctx, ATTN_E_INVALID, "png: NULL argument");
     *out = NULL;
     *out_n = 0;
     ATTN_FAIL_IF(!rgb, ctx, ATTN_E_INVALID, "png: pixel data is NULL");
-    ATTN_FAIL_IF(width <= 0 || height <= 0 || width > ATTN__PNG_MAX_DIM ||
-                     height > ATTN__PNG_MAX_DIM,
+    ATTN_FAIL_IF(width <= 0 || height <= 0 || width > ATTN_CLI_PNG_MAX_DIM ||
+                     height > ATTN_CLI_PNG_MAX_DIM,
                  ctx, ATTN_E_INVALID, "png: image size %d x %d outside 1..%d", width, height,
-                 ATTN__PNG_MAX_DIM);
+                 ATTN_CLI_PNG_MAX_DIM);
     size_t stride, raw_n;
     if (!attn__mul_size((size_t)width, 3, &stride) ||
         !attn__mul_size(stride + 1, (size_t)height, &raw_n))
@@ -306,7 +306,7 @@ attn_status attn__png_encode(attn_ctx *ctx, int width, int height, const unsigne
         row[0] = (unsigned char)best;
         memcpy(row + 1, cand + (size_t)best * stride, stride);
     }
-    ATTN_TRYG(attn__zlib_compress(ctx, raw, raw_n, mode, &z, &zn));
+    ATTN_TRYG(attn_cli_zlib_compress(ctx, raw, raw_n, mode, &z, &zn));
     size_t nidat = zn / IDAT_MAX + (zn % IDAT_MAX != 0), total;
     /* signature 8, IHDR 25, IDAT chunks 12 + data, IEND 12 */
     if (!attn__mul_size(nidat, 12, &total) || !attn__add_size(total, zn + 45, &total)) {
@@ -346,25 +346,19 @@ done:
     return st;
 }
 
-attn_status attn__write_file(attn_ctx *ctx, const char *path, const void *data, size_t n) {
+attn_status attn_cli_write_file(attn_ctx *ctx, const char *path, const void *data, size_t n) {
     attn__piece pc = {data, n};
     return attn__file_write(ctx, path, &pc, 1);
 }
 
-attn_status attn__png_write(attn_ctx *ctx, const char *path, int width, int height,
-                            const unsigned char *rgb) {
+attn_status attn_cli_png_write(attn_ctx *ctx, const char *path, int width, int height,
+                               const unsigned char *rgb) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!path || !path[0], ctx, ATTN_E_INVALID, "png: output path is NULL or empty");
     unsigned char *png;
     size_t n;
-    ATTN_TRY(attn__png_encode(ctx, width, height, rgb, ATTN__ZLIB_FIXED, &png, &n));
-    attn_status st = attn__write_file(ctx, path, png, n);
+    ATTN_TRY(attn_cli_png_encode(ctx, width, height, rgb, ATTN_CLI_ZLIB_FIXED, &png, &n));
+    attn_status st = attn_cli_write_file(ctx, path, png, n);
     attn__free(ctx, png);
     return st;
-}
-
-/* Public entry point (declared in attn.h by the lead). */
-ATTN_API attn_status attn_png_write(attn_ctx *ctx, const char *path, int width, int height,
-                                    const unsigned char *rgb) {
-    return attn__png_write(ctx, path, width, height, rgb);
 }
