@@ -211,7 +211,7 @@ int main(int argc, char **argv) {
     prm.flags = ATTN_CTX_NO_FINITE_CHECK;
     attn_ctx *ctx;
     if (attn_ctx_create(&prm, &ctx) != ATTN_OK) return 1;
-    int isa = ctx->isa;
+    int isa = ctx->kern.isa;
     int pisa = isa == ATTN__ISA_REF ? ATTN__ISA_AVX2 : isa;
     double peak1 = fma_peak(pisa, 1), peakn = fma_peak(pisa, threads);
     printf("kernels %s; FMA peak (%s): 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s\n",

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dispatch.h"
+#include "gemm.h"
 #include "internal.h"
 #include "kernels.h"
 #include "pool.h"
@@ -299,8 +300,8 @@ int main(int argc, char **argv) {
         p.flags = ATTN_CTX_NO_FINITE_CHECK;
         if (attn_ctx_create(&p, &ctx[t]) != ATTN_OK) return 1;
     }
-    int isa = ctx[1]->isa;
-    const attn__gemm_kernel *kr = attn__gemm_kernel_for(ctx[1]);
+    int isa = ctx[1]->kern.isa;
+    const attn__gemm_kernel *kr = ctx[1]->kern.gemm;
     printf("kernel set: %s (tile %d x %d, kc %d, nc %d)\n", attn__isa_name(isa), kr->mr, kr->nr,
            kr->kc, kr->nc);
     double peak[3] = {0, 0, 0};

@@ -615,12 +615,18 @@ typedef struct dec_result {
 static int dec_measure(const char *path, int ref, int no_decode, int threads, int repeat,
                        double max_s, attn_tensor *q, attn_tensor *k, attn_tensor *v,
                        attn_tensor *o, double bytes, double bw, dec_result *r) {
-    attn_ctx *ctx = bench_ctx(ref, threads, ATTN_CTX_NO_FINITE_CHECK);
-    if (!ctx) return 1;
-    attn_status st;
+    /* the context reads ATTN_DECODE when it is created */
     const char *old_dec = getenv("ATTN_DECODE");
     char *saved_dec = old_dec ? strdup(old_dec) : NULL;
     if (no_decode) setenv("ATTN_DECODE", "0", 1);
+    attn_ctx *ctx = bench_ctx(ref, threads, ATTN_CTX_NO_FINITE_CHECK);
+    if (no_decode) {
+        if (saved_dec) setenv("ATTN_DECODE", saved_dec, 1);
+        else unsetenv("ATTN_DECODE");
+    }
+    free(saved_dec);
+    if (!ctx) return 1;
+    attn_status st;
     attn_sdpa_options opt = attn_sdpa_defaults();
     opt.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* the new queries see the whole cache */
     double t0 = attn_bench_now_s();
@@ -637,11 +643,6 @@ static int dec_measure(const char *path, int ref, int no_decode, int threads, in
         st = attn_sdpa(ctx, q, k, v, NULL, &opt, o, NULL, NULL);
         t[i] = attn_bench_now_s() - t0;
     }
-    if (no_decode) {
-        if (saved_dec) setenv("ATTN_DECODE", saved_dec, 1);
-        else unsetenv("ATTN_DECODE");
-    }
-    free(saved_dec);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, "bench", st);
         free(t);

@@ -529,7 +529,7 @@ static void overflow_case(attn_ctx *ctx, const char *path, int64_t Lq, int64_t S
     }
     attn_status st = attn_sdpa(ctx, &Q, &K, &V, NULL, NULL, &O, NULL, NULL);
     char what[96];
-    snprintf(what, sizeof what, "%s path, isa %s, big %g", path, attn__isa_name(ctx->isa),
+    snprintf(what, sizeof what, "%s path, isa %s, big %g", path, attn__isa_name(ctx->kern.isa),
              (double)big);
     expect_(ctx, st, want, sub, what, __LINE__);
     free(q), free(k), free(v), free(o), free(b16);

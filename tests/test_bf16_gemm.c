@@ -70,7 +70,7 @@ static void test_cases(void) {
         TU_CHECK(0, "ctx");
         return;
     }
-    if (attn__has_bf16(c1)) ks[1] = attn__bf16_kernel_avx512();
+    if (c1->kern.has_bf16) ks[1] = attn__bf16_kernel_avx512();
     else printf("bf16 gemm: no AVX512_BF16 here (or ATTN_BF16=0): C kernel only\n");
     int identical = 0, compared = 0;
     double worst_r = 0, worst_f = 0; /* error / bound */
@@ -178,7 +178,7 @@ static void test_convert(void) {
     attn_ctx *c = mkctx(1);
     if (!c) return;
     const attn__bf16_kernel *ks[2] = {attn__bf16_kernel_ref(),
-                                      attn__has_bf16(c) ? attn__bf16_kernel_avx512() : NULL};
+                                      c->kern.has_bf16 ? attn__bf16_kernel_avx512() : NULL};
     enum { N = 1000, NP = 1030 };
     float x[N];
     uint64_t st = 99;
@@ -266,7 +266,7 @@ static void test_f16(void) {
     attn_ctx *c1 = mkctx(1), *c3 = mkctx(3);
     if (!c1 || !c3) return;
     const attn__f16_kernel *ks[2] = {attn__f16_kernel_ref(),
-                                     attn__has_f16(c1) ? attn__f16_kernel_avx512() : NULL};
+                                     c1->kern.has_f16 ? attn__f16_kernel_avx512() : NULL};
     if (!ks[1]) printf("f16 gemm: no AVX512_FP16 here (or ATTN_F16=0): C kernel only\n");
     int identical = 0, compared = 0;
     double worst = 0, mean_worst = 0;
@@ -329,7 +329,7 @@ static void test_f16(void) {
                      ks[ki]->name, gbad);
             /* the layer norm of finished row panels: the bits of a separate pass after it */
             {
-                const attn__ew_kernel *ek = attn__ew_kernel_for(c3);
+                const attn__ew_kernel *ek = c3->kern.ew;
                 float *lw = malloc(sizeof(float) * (size_t)N), *lb = malloc(sizeof(float) * (size_t)N);
                 float *want = malloc(sizeof(float) * (size_t)(M * ldy));
                 float *wmax = malloc(sizeof(float) * (size_t)M);

@@ -361,9 +361,12 @@ static void refusals(attn_ctx *ctx) {
         memcpy(a.os, s, sizeof s);
     TU_CHECK(attn__decode_eligible(ctx, &a), "plain case not eligible");
     TU_STATUS(attn__decode(ctx, &a), ATTN_OK, ctx);
-    setenv("ATTN_DECODE", "0", 1);
-    TU_CHECK(!attn__decode_eligible(ctx, &a), "ATTN_DECODE=0 ignored");
+    setenv("ATTN_DECODE", "0", 1); /* read by attn_ctx_create, not per call */
+    attn_ctx *off = tu_ctx(1);
+    TU_CHECK(off && !attn__decode_eligible(off, &a), "ATTN_DECODE=0 ignored");
+    TU_CHECK(attn__decode_eligible(ctx, &a), "ATTN_DECODE=0 read after the context's creation");
     unsetenv("ATTN_DECODE");
+    attn_ctx_free(off);
     attn__sdpa_args b = a;
     b.w = w;
     TU_CHECK(!attn__decode_eligible(ctx, &b), "weights eligible");

@@ -29,7 +29,6 @@
  *    combination of |v| <= 1 scaled by 1/(1-p), plus the fp32 error of both.
  * Microkernels: the tile product within 1e-6 of the double sum |a||b| scale (fp32 sums of exact
  * products); the conversion bit-exact against attn__f32_to_bf16 (ties included). */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,7 +120,7 @@ static void microkernels(void) {
                                                attn__flash_bf16_kernels_avx512()};
     uint64_t rs = 77;
     attn_ctx *c = tu_ctx(1);
-    int cpu = attn__isa_set(c, ATTN__ISA_AVX512) && attn__has_bf16(c);
+    int cpu = attn__isa_set(c, ATTN__ISA_AVX512) && c->kern.has_bf16;
     attn_ctx_free(c);
     printf("test_flash_bf16: AVX512_BF16 kernels %s\n",
            tabs[1] ? (cpu ? "built and run" : "built, not run (CPU or ATTN_BF16=0)")
@@ -209,21 +208,22 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
      * has them) and with ATTN_BF16=0 (widened, P rounded by plain C) */
     for (int var = 0; var < ATTN__ISA_COUNT + 2; var++) {
         int isa = var < ATTN__ISA_COUNT ? var : ATTN__ISA_AVX512;
-        const char *env = var == ATTN__ISA_COUNT ? "dot" : var > ATTN__ISA_COUNT ? "0" : NULL;
+        /* ATTN_BF16 as the contexts would have read it: 2 = dot, 0 = "0", 1 = unset */
+        int env = var == ATTN__ISA_COUNT ? 2 : var > ATTN__ISA_COUNT ? 0 : 1;
         if (!attn__isa_supported(isa)) continue;
-        if (env) setenv("ATTN_BF16", env, 1);
         for (int t = 0; t < 3; t++) {
+            ctx[t]->env.bf16 = env;
             TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
             attn__sdpa_args f = a;
             f.o = o[t], f.lse = lse[t];
             memset(o[t], 0xff, 4 * no); /* NaN: every output must be written */
             TU_STATUS(attn__flash_fwd_bf16(ctx[t], &f, q16, k16, v16), ATTN_OK, ctx[t]);
         }
-        int widen;
-        const attn__flash_bf16_kernels *kb = attn__flash_bf16_kernels_for(ctx[0], &widen);
+        const attn__flash_bf16_kernels *kb = ctx[0]->kern.flash_bf16;
+        int widen = ctx[0]->kern.flash_bf16_widen;
         const char *ukr = widen ? (kb->isa ? "widen+avx512bf16" : "widen+C")
                                 : (kb->isa ? "dot avx512bf16" : "dot C");
-        if (env) unsetenv("ATTN_BF16");
+        for (int t = 0; t < 3; t++) ctx[t]->env.bf16 = 1, attn__isa_set(ctx[t], ATTN__ISA_DEFAULT);
         snprintf(what, sizeof what,
                  "[%s/%s B%lld H%lld/%lld L%lld S%lld D%lld/%lld causal%d mask%d p%.2f blhd%d "
                  "feat%d]",
@@ -277,7 +277,7 @@ static void rounding(attn_ctx *ctx) {
     for (int var = 0; var < ATTN__ISA_COUNT + 1; var++) {
         int isa = var < ATTN__ISA_COUNT ? var : ATTN__ISA_AVX512;
         if (!attn__isa_supported(isa)) continue;
-        if (var == ATTN__ISA_COUNT) setenv("ATTN_BF16", "dot", 1);
+        ctx->env.bf16 = var == ATTN__ISA_COUNT ? 2 : 1; /* ATTN_BF16=dot, else unset */
         TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
         TU_STATUS(attn__flash_fwd_bf16(ctx, &a, q, k, v), ATTN_OK, ctx);
         double err = 0;
@@ -285,7 +285,7 @@ static void rounding(attn_ctx *ctx) {
         TU_CHECK(err < 1e-6, "P not rounded to bf16 (%s%s): error %.3g, unrounded %.3g",
                  attn__isa_name(isa), var == ATTN__ISA_COUNT ? ", dot" : "", err,
                  fabs(o[0] - unrounded));
-        unsetenv("ATTN_BF16");
+        ctx->env.bf16 = 1, attn__isa_set(ctx, ATTN__ISA_DEFAULT);
     }
 }
 

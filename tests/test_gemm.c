@@ -449,7 +449,7 @@ int main(void) {
                attn__isa_supported(i) ? "available" : "not available");
     attn_ctx *ctx;
     if (attn_ctx_create(NULL, &ctx) == ATTN_OK) {
-        printf("gemm: default kernel set %s\n", attn__isa_name(ctx->isa));
+        printf("gemm: default kernel set %s\n", attn__isa_name(ctx->kern.isa));
         attn_ctx_free(ctx);
     }
     test_pool();

@@ -424,7 +424,7 @@ static void fast_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
      * without (fused from 64 x 64), attn__sdpa_bwd (row kernels below 64 x 64, else fused) */
     describe(c, "attn__sdpa", what, sizeof what);
     for (int t = 0; t < 3; t++) {
-        attn__isa_set(ctx[t], attn__isa_default());
+        attn__isa_set(ctx[t], ATTN__ISA_DEFAULT);
         attn__sdpa_args a = p.a;
         a.o = f[t].o, a.lse = f[t].lse, a.w = f[t].w;
         TU_STATUS(attn__sdpa(ctx[t], &a), ATTN_OK, ctx[t]);

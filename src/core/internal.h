@@ -26,6 +26,39 @@ typedef struct attn__block {
     size_t start; /* offset of the first 64-byte aligned byte: `used` never goes below it */
 } attn__block;
 
+/* ---- kernel table ----------------------------------------------------------------------
+ * The kernels a context calls, one entry per family, chosen once by attn_ctx_create
+ * (attn__kernels_init, src/kernels/dispatch.c; docs/kernels.md says how) from the CPU features
+ * (cpu.h) and the ATTN_* environment.  Every call site reads ctx->kern: nothing is queried per
+ * call.  The tables' types belong to the kernel families (gemm.h, flash.h, decode.h, ew.h,
+ * gemm_bf16.h, gemm_f16.h); core only names them. */
+typedef void (*attn__dropout_row_fn)(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n,
+                                     float p, float scale, float *out); /* kernels.h */
+
+/* The ATTN_* overrides, read from the environment once, at attn_ctx_create. */
+typedef struct attn__kernel_env {
+    int isa;    /* ATTN_ISA=ref|avx2|avx512: the highest set allowed, or -1 (unset, unknown) */
+    int bf16;   /* ATTN_BF16: 0 for "0" (plain C bf16 kernels), 2 for "dot", else 1 */
+    int f16;    /* ATTN_F16: 0 for "0" (the plain C fp16 kernel), else 1 */
+    int decode; /* ATTN_DECODE: 0 for "0" (no split-KV decode path), else 1 */
+} attn__kernel_env;
+
+typedef struct attn__kernels {
+    int isa; /* the SIMD set of the tables below (src/kernels/dispatch.h ATTN__ISA_*) */
+    const struct attn__gemm_kernel *gemm;              /* fp32 GEMM (gemm.h) */
+    const struct attn__flash_kernels *flash;           /* fused attention (flash.h) */
+    const struct attn__flash_bf16_kernels *flash_bf16; /* bf16 storage (flash.h) */
+    int flash_bf16_widen; /* bf16 storage multiplies on the fp32 kernels (flash.h) */
+    const struct attn__decode_kernels *decode;         /* split-KV decode (decode.h) */
+    int decode_on;                                     /* 0: attn__sdpa never decodes */
+    const struct attn__ew_kernel *ew;                  /* row epilogues (ew.h) */
+    const struct attn__bf16_kernel *gemm_bf16;         /* bf16-weight linear (gemm_bf16.h) */
+    const struct attn__f16_kernel *gemm_f16;           /* fp16-weight linear (gemm_f16.h) */
+    attn__dropout_row_fn dropout_row;                  /* dropout multipliers (kernels.h) */
+    int has_bf16; /* gemm_bf16 and flash_bf16 are the AVX512_BF16 kernels */
+    int has_f16;  /* gemm_f16 is the AVX512_FP16 kernel */
+} attn__kernels;
+
 struct attn_ctx {
     int threads;
     attn_alloc_fn alloc;
@@ -40,7 +73,8 @@ struct attn_ctx {
     int fixed;        /* caller workspace: never grows */
     size_t in_use, peak;
     struct attn__pool *pool; /* worker threads (src/core/pool.c); NULL when threads == 1 */
-    int isa;                 /* GEMM kernel set (src/kernels/dispatch.h ATTN__ISA_*) */
+    attn__kernels kern;      /* the kernels of this context (attn__kernels_init) */
+    attn__kernel_env env;    /* the ATTN_* overrides it was chosen under */
     int64_t limit[ATTN_LIMIT_COUNT]; /* attn_ctx_set_limit */
     /* parameter source (attn__param_source): while st is set, every parameter registered
      * must exist in it under prefix + name, so a module built from a file's claims never
@@ -49,9 +83,9 @@ struct attn_ctx {
     const char *psrc_prefix;
 };
 
-/* Chooses the context's kernels (src/kernels/dispatch.c) from the CPU features (cpu.h) and
- * the ATTN_* environment; attn_ctx_create calls it once.  Declared here so that core includes
- * no header of the kernel layer. */
+/* Reads the ATTN_* environment into ctx->env and chooses ctx->kern from it and the CPU
+ * features (src/kernels/dispatch.c); attn_ctx_create calls it once.  Declared here so that
+ * core includes no header of the kernel layer. */
 ATTN__HIDDEN void attn__kernels_init(attn_ctx *ctx);
 
 /* ---- errors ---------------------------------------------------------------------------- */

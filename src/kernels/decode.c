@@ -17,7 +17,6 @@
  * qk_bf16 / pv_bf16 microkernels widen K and V in registers, and P is rounded to bf16 values
  * (round_p) between expsum, whose l_c sums the unrounded weights, and the product with V. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "decode.h"
@@ -65,24 +64,14 @@ static const attn__decode_kernels ref_kernels = {ATTN__ISA_REF, ref_qk, ref_pv, 
 
 const attn__decode_kernels *attn__decode_kernels_ref(void) { return &ref_kernels; }
 
-const attn__decode_kernels *attn__decode_kernels_for(const attn_ctx *ctx) {
-    const attn__decode_kernels *k = NULL;
-    if (ctx->isa == ATTN__ISA_AVX512) k = attn__decode_kernels_avx512();
-    else if (ctx->isa == ATTN__ISA_AVX2) k = attn__decode_kernels_avx2();
-    return k ? k : &ref_kernels;
-}
-
 /* ---- eligibility -------------------------------------------------------------------------- */
 int attn__decode_eligible(const attn_ctx *ctx, const attn__sdpa_args *a) {
-    (void)ctx;
+    if (!ctx->kern.decode_on) return 0; /* ATTN_DECODE=0 */
     /* dropout (and so drop_base) and the weights output stay with the other paths */
     if (a->w || a->dropout_p > 0.0f) return 0;
     if (a->L < 1 || a->L > ATTN__DECODE_MAX_L || a->S < ATTN__DECODE_MIN_S) return 0;
     if (a->Hkv < 1 || a->H % a->Hkv || a->H / a->Hkv > ATTN__DECODE_MAX_ROWS / a->L) return 0;
-    if (a->qs[3] != 1 || a->ks[3] != 1 || a->vs[3] != 1 || a->os[3] != 1) return 0;
-    const char *env = getenv("ATTN_DECODE");
-    if (env && strcmp(env, "0") == 0) return 0;
-    return 1;
+    return a->qs[3] == 1 && a->ks[3] == 1 && a->vs[3] == 1 && a->os[3] == 1;
 }
 
 /* ---- the call's shared state -------------------------------------------------------------- */
@@ -270,7 +259,7 @@ static attn_status decode_run(attn_ctx *ctx, const attn__sdpa_args *a, const att
         return attn__fail(ctx, ATTN_E_UNSUPPORTED, "attn__decode: last dimension not contiguous");
     dc f;
     memset(&f, 0, sizeof f);
-    f.a = a, f.kr = attn__decode_kernels_for(ctx), f.fk = attn__flash_kernels_for(ctx);
+    f.a = a, f.kr = ctx->kern.decode, f.fk = ctx->kern.flash;
     f.bf16 = q16 != NULL, f.q16 = q16, f.k16 = k16, f.v16 = v16;
     f.G = a->H / a->Hkv, f.R = f.G * a->L;
     f.Dp = rup16(a->D), f.Dvp = rup16(a->Dv);

@@ -82,7 +82,5 @@ typedef struct attn__decode_kernels {
 ATTN__HIDDEN const attn__decode_kernels *attn__decode_kernels_ref(void);
 ATTN__HIDDEN const attn__decode_kernels *attn__decode_kernels_avx2(void);   /* NULL if not built */
 ATTN__HIDDEN const attn__decode_kernels *attn__decode_kernels_avx512(void); /* NULL if not built */
-/* The table for ctx->isa (ref when that set has none). */
-ATTN__HIDDEN const attn__decode_kernels *attn__decode_kernels_for(const attn_ctx *ctx);
 
 #endif

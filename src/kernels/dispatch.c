@@ -1,38 +1,17 @@
-/* The choice of kernel set (see dispatch.h) from the CPU features (src/core/cpu.h).  The
- * choice is made at attn_ctx_create and kept in the context. */
+/* The choice of a context's kernels (dispatch.h) from the CPU features (src/core/cpu.h) and
+ * the ATTN_* environment, made at attn_ctx_create and kept in the context. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
+#include "decode.h"
 #include "dispatch.h"
-
-int attn__has_bf16(const attn_ctx *ctx) {
-    if (ctx->isa != ATTN__ISA_AVX512 || !(attn__cpu_features() & ATTN__CPU_AVX512_BF16) ||
-        !attn__bf16_kernels_built())
-        return 0;
-    const char *env = getenv("ATTN_BF16");
-    return !(env && strcmp(env, "0") == 0);
-}
-
-static const attn__gemm_kernel *attn__table(int isa) {
-    switch (isa) {
-    case ATTN__ISA_REF: return attn__gemm_kernel_ref();
-    case ATTN__ISA_AVX2: return attn__gemm_kernel_avx2();
-    case ATTN__ISA_AVX512: return attn__gemm_kernel_avx512();
-    default: return NULL;
-    }
-}
-
-int attn__isa_supported(int isa) {
-    if (!attn__table(isa)) return 0;
-    unsigned cpu = attn__cpu_features();
-    switch (isa) {
-    case ATTN__ISA_REF: return 1;
-    case ATTN__ISA_AVX2: return (cpu & ATTN__CPU_AVX2) != 0;
-    case ATTN__ISA_AVX512: return (cpu & ATTN__CPU_AVX2) && (cpu & ATTN__CPU_AVX512F);
-    default: return 0;
-    }
-}
+#include "ew.h"
+#include "flash.h"
+#include "gemm.h"
+#include "gemm_bf16.h"
+#include "gemm_f16.h"
+#include "kernels.h"
 
 const char *attn__isa_name(int isa) {
     switch (isa) {
@@ -43,28 +22,88 @@ const char *attn__isa_name(int isa) {
     }
 }
 
-/* ATTN_ISA=ref|avx2|avx512 caps the set chosen for new contexts (testing, benchmarks). */
-int attn__isa_default(void) {
-    int cap = ATTN__ISA_COUNT - 1;
-    const char *env = getenv("ATTN_ISA");
-    if (env && *env) {
-        for (int i = 0; i < ATTN__ISA_COUNT; i++)
-            if (strcmp(env, attn__isa_name(i)) == 0) cap = i;
+/* The GEMM table of a set: NULL when the build could not compile it. */
+static const attn__gemm_kernel *gemm_table(int isa) {
+    switch (isa) {
+    case ATTN__ISA_REF: return attn__gemm_kernel_ref();
+    case ATTN__ISA_AVX2: return attn__gemm_kernel_avx2();
+    case ATTN__ISA_AVX512: return attn__gemm_kernel_avx512();
+    default: return NULL;
     }
-    for (int i = cap; i > ATTN__ISA_REF; i--)
-        if (attn__isa_supported(i)) return i;
+}
+
+int attn__isa_runs(int isa, unsigned cpu) {
+    if (!gemm_table(isa)) return 0;
+    switch (isa) {
+    case ATTN__ISA_REF: return 1;
+    case ATTN__ISA_AVX2: return (cpu & ATTN__CPU_AVX2) != 0;
+    case ATTN__ISA_AVX512: return (cpu & ATTN__CPU_AVX2) && (cpu & ATTN__CPU_AVX512F);
+    default: return 0;
+    }
+}
+
+int attn__isa_supported(int isa) { return attn__isa_runs(isa, attn__cpu_features()); }
+
+int attn__isa_best(unsigned cpu, int cap) {
+    int top = cap >= 0 && cap < ATTN__ISA_COUNT ? cap : ATTN__ISA_COUNT - 1;
+    for (int i = top; i > ATTN__ISA_REF; i--)
+        if (attn__isa_runs(i, cpu)) return i;
     return ATTN__ISA_REF;
 }
 
-void attn__kernels_init(attn_ctx *ctx) { ctx->isa = attn__isa_default(); }
-
-int attn__isa_set(attn_ctx *ctx, int isa) {
-    if (!attn__isa_supported(isa)) return 0;
-    ctx->isa = isa;
-    return 1;
+static int env_is(const char *name, const char *value) {
+    const char *s = getenv(name);
+    return s && strcmp(s, value) == 0;
 }
 
-const attn__gemm_kernel *attn__gemm_kernel_for(const attn_ctx *ctx) {
-    const attn__gemm_kernel *k = attn__table(ctx->isa);
-    return k ? k : attn__gemm_kernel_ref();
+void attn__kernel_env_read(attn__kernel_env *env) {
+    const char *isa = getenv("ATTN_ISA");
+    env->isa = -1;
+    for (int i = 0; isa && i < ATTN__ISA_COUNT; i++)
+        if (strcmp(isa, attn__isa_name(i)) == 0) env->isa = i;
+    env->bf16 = env_is("ATTN_BF16", "0") ? 0 : env_is("ATTN_BF16", "dot") ? 2 : 1;
+    env->f16 = !env_is("ATTN_F16", "0");
+    env->decode = !env_is("ATTN_DECODE", "0");
+}
+
+void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__kernel_env *env) {
+    const unsigned wide = ATTN__CPU_AVX512BW | ATTN__CPU_AVX512DQ | ATTN__CPU_AVX512VL,
+                   bf16 = wide | ATTN__CPU_AVX512_BF16, f16 = wide | ATTN__CPU_AVX512_FP16;
+    memset(k, 0, sizeof *k);
+    k->isa = gemm_table(isa) ? isa : ATTN__ISA_REF;
+    const int x512 = k->isa == ATTN__ISA_AVX512, x2 = k->isa == ATTN__ISA_AVX2;
+    k->gemm = gemm_table(k->isa);
+    k->flash = x512 ? attn__flash_kernels_avx512() : x2 ? attn__flash_kernels_avx2() : NULL;
+    if (!k->flash) k->flash = attn__flash_kernels_ref();
+    k->decode = x512 ? attn__decode_kernels_avx512() : x2 ? attn__decode_kernels_avx2() : NULL;
+    if (!k->decode) k->decode = attn__decode_kernels_ref();
+    k->decode_on = env->decode != 0;
+    k->ew = x512 ? attn__ew_kernel_avx512() : x2 ? attn__ew_kernel_avx2() : NULL;
+    if (!k->ew) k->ew = attn__ew_kernel_ref();
+    /* bf16: the AVX512_BF16 kernels, unless ATTN_BF16=0; bf16 attention widens to fp32 on the
+     * SIMD sets unless ATTN_BF16=dot (and the dot kernels are the AVX512_BF16 ones) */
+    k->has_bf16 = x512 && (cpu & bf16) == bf16 && attn__bf16_kernels_built() && env->bf16 != 0;
+    k->gemm_bf16 = k->has_bf16 ? attn__bf16_kernel_avx512() : NULL;
+    if (!k->gemm_bf16) k->gemm_bf16 = attn__bf16_kernel_ref();
+    const attn__flash_bf16_kernels *fb = k->has_bf16 ? attn__flash_bf16_kernels_avx512() : NULL;
+    k->flash_bf16 = fb ? fb : attn__flash_bf16_kernels_ref();
+    k->flash_bf16_widen = k->isa != ATTN__ISA_REF && !(fb && env->bf16 == 2);
+    k->has_f16 = x512 && (cpu & f16) == f16 && attn__f16_kernel_avx512() && env->f16 != 0;
+    k->gemm_f16 = k->has_f16 ? attn__f16_kernel_avx512() : attn__f16_kernel_ref();
+    /* the same bits either way: the instruction set only changes the speed */
+    k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;
+}
+
+void attn__kernels_init(attn_ctx *ctx) {
+    unsigned cpu = attn__cpu_features();
+    attn__kernel_env_read(&ctx->env);
+    attn__kernels_select(&ctx->kern, attn__isa_best(cpu, ctx->env.isa), cpu, &ctx->env);
+}
+
+int attn__isa_set(attn_ctx *ctx, int isa) {
+    unsigned cpu = attn__cpu_features();
+    if (isa == ATTN__ISA_DEFAULT) isa = attn__isa_best(cpu, ctx->env.isa);
+    if (!attn__isa_runs(isa, cpu)) return 0;
+    attn__kernels_select(&ctx->kern, isa, cpu, &ctx->env);
+    return 1;
 }

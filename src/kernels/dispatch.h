@@ -1,11 +1,19 @@
-/* Run-time choice of the ISA-specific kernels (BLIS cntx_init style): each instruction set
- * provides one table, src/kernels/dispatch.c picks the best one the CPU and the OS support when
- * a context is created (stored in ctx->isa), and the plain C table (src/kernels/ref) is always
- * there as the fallback and the oracle.
+/* Run-time choice of the kernels (BLIS cntx_init style).  Each instruction set provides one
+ * table per kernel family (gemm.h, flash.h, decode.h, ew.h, gemm_bf16.h, gemm_f16.h, the
+ * dropout stream of kernels.h); the plain C tables (src/kernels/ref and the families' own
+ * files) are always there, as the fallback and the oracle.  attn_ctx_create chooses, once, the
+ * tables of the best set that the CPU and the OS support (src/core/cpu.h) and stores them in
+ * ctx->kern (internal.h attn__kernels); every call site reads them from there.
  *
- * ATTN_ISA=ref|avx2|avx512 in the environment, read at attn_ctx_create, caps the choice (for
- * testing and benchmarking): the named set is used if the machine supports it, else the best
- * supported set below it.  Tests force a set on one context with attn__isa_set instead.
+ * The environment, read once at attn_ctx_create (ctx->env) and never per call:
+ *   ATTN_ISA=ref|avx2|avx512  caps the set: the named one where the machine runs it, else the
+ *                             best one below it (any other value: no cap);
+ *   ATTN_BF16=0               the plain C bf16 kernels instead of the AVX512_BF16 ones;
+ *   ATTN_BF16=dot             bf16 attention multiplies with the bf16 dot-product kernels (the
+ *                             AVX512_BF16 ones) instead of widening to fp32 (flash.h);
+ *   ATTN_F16=0                the plain C fp16 linear kernel instead of the AVX512_FP16 one;
+ *   ATTN_DECODE=0             attn__sdpa never takes the split-KV decode path (decode.h).
+ * Tests force a set on one context with attn__isa_set instead.  docs/kernels.md tells the same.
  *
  * Rounding.  Each set rounds differently (the ref kernel multiplies then adds; the AVX2 and
  * AVX-512 kernels use fused multiply-add and different K blocking), so results may differ in
@@ -18,67 +26,33 @@
 enum {
     ATTN__ISA_REF = 0,    /* plain C */
     ATTN__ISA_AVX2 = 1,   /* AVX2 + FMA (x86_avx2/) */
-    ATTN__ISA_AVX512 = 2, /* AVX-512F (x86_avx512/) */
-    ATTN__ISA_COUNT = 3
+    ATTN__ISA_AVX512 = 2, /* AVX-512F, with AVX2 + FMA (x86_avx512/) */
+    ATTN__ISA_COUNT = 3,
+    ATTN__ISA_DEFAULT = -1 /* attn__isa_set: the set the context was created with */
 };
 
-/* ---- GEMM microkernel contract ---------------------------------------------------------
- * c[mr, nr] (row stride ldc) = alpha * sum_{k < kc} a[k*mr + i] * b[k*nr + j] + beta * c.
- * a is a packed A micro-panel (kc columns of mr values), b a packed B micro-panel (kc rows of
- * nr values; the driver aligns it to 64 bytes, kernels must not rely on it).  Always the full mr x nr tile: the driver (gemm.c) routes edge
- * tiles through a scratch tile so that edges round exactly like interior tiles.  beta == 0 never
- * reads c.  kc >= 1. */
-typedef void (*attn__gemm_ukr_fn)(int64_t kc, const float *a, const float *b, float *c,
-                                  int64_t ldc, float alpha, float beta);
-/* The same, and meanwhile fetches toward the cache, a line every few k steps, rows [0, rows)
- * of n floats (row stride ld) from pf: the source of the next A micro-panel, whose first touch
- * would otherwise wait on memory while packing.  A hint: no effect on results. */
-typedef void (*attn__gemm_ukr_pf_fn)(int64_t kc, const float *a, const float *b, float *c,
-                                     int64_t ldc, float alpha, float beta, const float *pf,
-                                     int64_t rows, int64_t ld, int64_t n);
-
-/* Packing of one micro-panel of width w (mr for A, nr for B): kc steps of w values,
- *   contig:  dst[k*w + i] = src[k*ld + i]   (the panel's w values are contiguous in memory)
- *   else:    dst[k*w + i] = src[i*ld + k]   (the panel's K values are; a transposing copy)
- * for i < nv (nv <= w), and 0 for nv <= i < w.  Reads nothing outside those elements.
- * Packing only copies, so it never changes results; NULL hooks use the plain C version. */
-typedef void (*attn__gemm_pack_fn)(int contig, int64_t kc, const float *src, int64_t ld,
-                                   int64_t nv, float *dst);
-
-#define ATTN__GEMM_MR_MAX 16
-#define ATTN__GEMM_NR_MAX 64
-
-typedef struct attn__gemm_kernel {
-    int isa;
-    int mr, nr; /* register tile, <= ATTN__GEMM_MR_MAX / NR_MAX */
-    int kc;     /* K chunk: the K loop runs in chunks of kc, in order (fixed per set) */
-    int nc;     /* N block (a multiple of nr): a packed kc x nc block of B stays in L2 */
-    attn__gemm_ukr_fn ukr;
-    attn__gemm_pack_fn pack_a; /* w = mr, or NULL */
-    attn__gemm_pack_fn pack_b; /* w = nr, or NULL */
-    attn__gemm_ukr_pf_fn ukr_pf; /* or NULL */
-} attn__gemm_kernel;
-
-/* One table per set; the ISA ones return NULL when the build could not compile them. */
-ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_ref(void);
-ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_avx2(void);
-ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_avx512(void);
-
-/* 1 when the set is compiled in and this CPU and OS can run it. */
-ATTN__HIDDEN int attn__isa_supported(int isa);
-/* The best supported set, capped by ATTN_ISA. */
-ATTN__HIDDEN int attn__isa_default(void);
-/* Forces a set on ctx; returns 0 (ctx unchanged) when it is not supported. */
-ATTN__HIDDEN int attn__isa_set(attn_ctx *ctx, int isa);
 /* "ref", "avx2", "avx512" (or "?"). */
 ATTN__HIDDEN const char *attn__isa_name(int isa);
-/* 1 when ctx->isa is AVX-512 and the CPU (CPUID.(7,1):EAX bit 5) has the AVX512_BF16
- * dot-product instructions and the build compiled the kernels of src/kernels/x86_avx512bf16.
- * Environment ATTN_BF16=0 turns it off (tests of the plain C bf16 path). */
-ATTN__HIDDEN int attn__has_bf16(const attn_ctx *ctx);
+/* 1 when the set is compiled in and a CPU with the features cpu (ATTN__CPU_* bits) can run
+ * it: AVX2 needs ATTN__CPU_AVX2, AVX-512 needs ATTN__CPU_AVX2 and ATTN__CPU_AVX512F. */
+ATTN__HIDDEN int attn__isa_runs(int isa, unsigned cpu);
+/* attn__isa_runs on this machine. */
+ATTN__HIDDEN int attn__isa_supported(int isa);
+/* The best set that runs on cpu, at most cap (an ATTN__ISA_*, or -1 for no cap). */
+ATTN__HIDDEN int attn__isa_best(unsigned cpu, int cap);
+/* Parses the ATTN_* variables above (getenv) into *env. */
+ATTN__HIDDEN void attn__kernel_env_read(attn__kernel_env *env);
+/* Fills *k with the tables of set isa for a CPU with the features cpu, under env.  A pure
+ * function (tests give it made-up CPUs): a family the set lacks, or an isa not compiled in,
+ * gets the plain C table.  The bf16 kernels need AVX512_BF16 with AVX512BW/DQ/VL and the fp16
+ * one AVX512_FP16 with AVX512BW/DQ/VL, both on the AVX-512 set only. */
+ATTN__HIDDEN void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu,
+                                       const attn__kernel_env *env);
+/* Forces set isa on ctx (ATTN__ISA_DEFAULT: the one attn_ctx_create chose), its tables chosen
+ * under ctx->env; returns 0 (ctx unchanged) when this machine cannot run it.  For tests and
+ * benchmarks, on a context that no other thread uses meanwhile. */
+ATTN__HIDDEN int attn__isa_set(attn_ctx *ctx, int isa);
 /* 1 when src/kernels/x86_avx512bf16 was compiled with the bf16 instructions. */
 ATTN__HIDDEN int attn__bf16_kernels_built(void);
-/* The table of ctx->isa (the ref table if that set is unavailable). */
-ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_for(const attn_ctx *ctx);
 
 #endif

@@ -1,6 +1,7 @@
-/* The dropout stream for the fast kernels (kernels.h attn__dropout_row): the same bits as
- * attn_dropout_keep.  Eight Philox blocks at a time with AVX-512 where the CPU has it, else
- * one block (four elements) at a time in plain C.  Both draw the identical mask. */
+/* The dropout stream for the fast kernels (kernels.h attn__dropout_row_c / _simd): the same
+ * bits as attn_dropout_keep.  Eight Philox blocks at a time with AVX-512 (the version of the
+ * AVX-512 kernel set, dispatch.c), else one block (four elements) at a time in plain C.  Both
+ * draw the identical mask. */
 #include "kernels.h"
 
 /* x86_avx512/dropout_avx512.c: returns 0 when not compiled with AVX-512. */
@@ -24,13 +25,9 @@ void attn__dropout_row_c(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n
     }
 }
 
-void attn__dropout_row(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n, float p,
-                       float scale, float *out) {
-#if defined(__GNUC__) && defined(__x86_64__)
-    /* the instruction set only changes speed, never the bits, so no context is needed */
-    if (n >= 32 && __builtin_cpu_supports("avx512f") &&
-        attn__dropout_row_avx512(seed, offset, idx, n, p, scale, out))
-        return;
-#endif
+void attn__dropout_row_simd(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n, float p,
+                            float scale, float *out) {
+    /* rows of fewer than 32 elements are not worth the setup */
+    if (n >= 32 && attn__dropout_row_avx512(seed, offset, idx, n, p, scale, out)) return;
     attn__dropout_row_c(seed, offset, idx, n, p, scale, out);
 }

@@ -2,7 +2,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "dispatch.h"
 #include "ew.h"
 #include "kernels.h"
 #include "pool.h"
@@ -108,13 +107,6 @@ static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref};
 
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 
-const attn__ew_kernel *attn__ew_kernel_for(const attn_ctx *ctx) {
-    const attn__ew_kernel *k = ctx->isa == ATTN__ISA_AVX512 ? attn__ew_kernel_avx512()
-                               : ctx->isa == ATTN__ISA_AVX2 ? attn__ew_kernel_avx2()
-                                                            : NULL;
-    return k ? k : &attn__ew_ref;
-}
-
 typedef struct ew_job {
     const attn__ew_kernel *k;
     float *y;
@@ -139,11 +131,11 @@ static void gelu_task(void *arg, int64_t begin, int64_t end, int tid) {
 
 void attn__add_ln(attn_ctx *ctx, float *y, const float *b, const float *r, const float *w,
                   const float *lb, float eps, int64_t M, int64_t E, float *amax) {
-    ew_job j = {attn__ew_kernel_for(ctx), y, b, r, w, lb, eps, E, amax};
+    ew_job j = {ctx->kern.ew, y, b, r, w, lb, eps, E, amax};
     attn__parallel_for(ctx, M, add_ln_task, &j);
 }
 
 void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64_t M, int64_t N) {
-    ew_job j = {attn__ew_kernel_for(ctx), y, b, NULL, NULL, NULL, 0.0f, N, NULL};
+    ew_job j = {ctx->kern.ew, y, b, NULL, NULL, NULL, 0.0f, N, NULL};
     attn__parallel_for(ctx, M, gelu_task, &j);
 }

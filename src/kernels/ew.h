@@ -1,8 +1,9 @@
 /* Row-wise elementwise kernels of the encoder layers (src/kernels/ew.c): the residual add with
  * layer norm and the bias with GELU, each one pass over memory.  Plain C versions are the
  * definition and the oracle; the AVX2 and AVX-512 versions (x86_avx2/ew_avx2.c,
- * x86_avx512/ew_avx512.c), chosen by ctx->isa, give the same bits.  Rows are independent: the
- * parallel versions split rows only, so the result is the same for every thread count. */
+ * x86_avx512/ew_avx512.c; a context calls the one in ctx->kern.ew) give the same bits.  Rows
+ * are independent: the parallel versions split rows only, so the result is the same for every
+ * thread count. */
 #ifndef ATTN_EW_H
 #define ATTN_EW_H
 #include <float.h>
@@ -50,8 +51,6 @@ ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_ref(void);
 /* NULL when not compiled with AVX-512, resp. AVX2 + FMA. */
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_avx512(void);
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_avx2(void);
-/* The set of ctx->isa (AVX-512, AVX2 or the plain C one). */
-ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_for(const attn_ctx *ctx);
 
 /* The shared scalar steps of add_ln (contract above). */
 #define ATTN__LN_LANES 64

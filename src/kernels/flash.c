@@ -119,18 +119,12 @@ static const attn__flash_kernels ref_kernels = {ATTN__ISA_REF, ref_mm,      ref_
 
 const attn__flash_kernels *attn__flash_kernels_ref(void) { return &ref_kernels; }
 
-const attn__flash_kernels *attn__flash_kernels_for(const attn_ctx *ctx) {
-    const attn__flash_kernels *k = NULL;
-    if (ctx->isa == ATTN__ISA_AVX512) k = attn__flash_kernels_avx512();
-    else if (ctx->isa == ATTN__ISA_AVX2) k = attn__flash_kernels_avx2();
-    return k ? k : &ref_kernels;
-}
-
 /* ---- the call's shared state ---------------------------------------------------------------- */
 typedef struct fl {
     const attn__sdpa_args *a;
     const attn__sdpa_grads *g;
     const attn__flash_kernels *kr;
+    attn__dropout_row_fn drop; /* the context's dropout stream */
     int64_t Dp, Dvp, nqt, nkt, group;
     int masked, dropout;
     int open;    /* 0: the causal mask and the window leave no key to any row */
@@ -186,7 +180,7 @@ static void keep_row(const fl *f, int64_t b, int64_t h, int64_t i, int64_t j0, i
                      float *out) {
     const attn__sdpa_args *a = f->a;
     uint64_t idx = a->drop_base + (uint64_t)(((b * a->H + h) * a->L + i) * a->S + j0);
-    attn__dropout_row(a->seed, a->offset, idx, n, a->dropout_p, f->keep_scale, out);
+    f->drop(a->seed, a->offset, idx, n, a->dropout_p, f->keep_scale, out);
 }
 
 /* max of s[0..n) with eight independent maxima (a vector max: one chain of scalar maxima
@@ -588,7 +582,7 @@ done:
 
 static void setup(fl *f, attn_ctx *ctx, const attn__sdpa_args *a, const attn__sdpa_grads *g) {
     memset(f, 0, sizeof *f);
-    f->a = a, f->g = g, f->kr = attn__flash_kernels_for(ctx);
+    f->a = a, f->g = g, f->kr = ctx->kern.flash, f->drop = ctx->kern.dropout_row;
     f->Dp = rup16(a->D), f->Dvp = rup16(a->Dv);
     f->nqt = (a->L + BM - 1) / BM, f->nkt = (a->S + BN - 1) / BN;
     f->group = a->H / a->Hkv;
@@ -610,7 +604,7 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
     fl f;
     setup(&f, ctx, a, NULL);
     if (qkv16) {
-        f.kb = attn__flash_bf16_kernels_for(ctx, &f.widen);
+        f.kb = ctx->kern.flash_bf16, f.widen = ctx->kern.flash_bf16_widen;
         f.q16 = qkv16[0], f.k16 = qkv16[1], f.v16 = qkv16[2];
     }
     if (!qkv16 && a->S >= 1 && a->S <= ATTN__FLASH_SHORT_S) return flash_fwd_short(ctx, &f);

@@ -80,8 +80,6 @@ ATTN__HIDDEN void attn__flash_tr_c(const float *src, int64_t rs, int64_t cs, int
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_ref(void);
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_avx2(void);   /* NULL if not built */
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_avx512(void); /* NULL if not built */
-/* The table for ctx->isa (ref when that set has no flash kernels). */
-ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_for(const attn_ctx *ctx);
 
 /* ---- bf16 storage (forward only) -------------------------------------------------------------
  * attn__flash_fwd_bf16: attn__flash_fwd with q, k, v in bf16 (a->q, a->k, a->v are ignored; the
@@ -95,7 +93,7 @@ ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_for(const attn_ctx *
  *    multiply them (VDPBF16PS with AVX512_BF16, else plain C);
  *  - widen: the packing widens q, k, v to fp32 (exact) and the fp32 microkernels of ctx's set
  *    multiply, P being rounded to bf16 values in place (same numerics, other last bits).
- * attn__flash_bf16_kernels_for picks one (see there).
+ * A context's table (ctx->kern.flash_bf16, flash_bf16_widen) picks one (see below).
  *
  * bf16 microkernels (A row-major bf16, B "pair-interleaved": element (k, j) at
  * B[(k/2)*2*ldb + 2*j + (k&1)], the operand layout of VDPBF16PS):
@@ -118,15 +116,14 @@ typedef struct attn__flash_bf16_kernels {
 ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_ref(void);
 /* NULL when src/kernels/x86_avx512bf16 was built without the instructions. */
 ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_avx512(void);
-/* The bf16 table for ctx (the AVX512_BF16 one when attn__has_bf16(ctx), else plain C) and the
- * way to multiply: *widen = 0 (dot) when ctx->isa is ATTN__ISA_REF, or when the environment
- * says ATTN_BF16=dot and attn__has_bf16(ctx); else *widen = 1.  Widening is the default on
- * SIMD sets because on the CPU measured (Xeon, family 6 model 207) VDPBF16PS issues once per
- * two cycles and holds both FMA ports meanwhile: its 32 products take the time of four FMAs
- * (64 products), so the fp32 FMA kernels multiply bf16 operands twice as fast.  ATTN_BF16=dot
- * is for CPUs where VDPBF16PS runs at the FMA rate (and for tests). */
-ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_for(const attn_ctx *ctx,
-                                                                         int *widen);
+/* A context's bf16 table (ctx->kern.flash_bf16, dispatch.c) is the AVX512_BF16 one where
+ * ctx->kern.has_bf16, else plain C, and the way to multiply (ctx->kern.flash_bf16_widen) is
+ * dot on the ref set, or under ATTN_BF16=dot with the AVX512_BF16 kernels; else widen.
+ * Widening is the default on SIMD sets because on the CPU measured (Xeon, family 6 model 207)
+ * VDPBF16PS issues once per two cycles and holds both FMA ports meanwhile: its 32 products
+ * take the time of four FMAs (64 products), so the fp32 FMA kernels multiply bf16 operands
+ * twice as fast.  ATTN_BF16=dot is for CPUs where VDPBF16PS runs at the FMA rate (and for
+ * tests). */
 
 ATTN__HIDDEN attn_status attn__flash_fwd_bf16(attn_ctx *ctx, const attn__sdpa_args *a,
                                               const attn__bf16 *q, const attn__bf16 *k,

@@ -4,8 +4,6 @@
  * the even ones, to the fp32 accumulator (the products of two bf16 values are exact in fp32),
  * so they differ from the AVX512_BF16 kernels only where the hardware rounds differently
  * (it flushes denormals). */
-#include <stdlib.h>
-#include <string.h>
 
 #include "dispatch.h"
 #include "flash.h"
@@ -51,11 +49,3 @@ static void ref_round(float *s, int64_t ld, int64_t rows, int64_t n) {
 static const attn__flash_bf16_kernels ref_kernels = {ATTN__ISA_REF, ref_mm, ref_cvt, ref_round};
 
 const attn__flash_bf16_kernels *attn__flash_bf16_kernels_ref(void) { return &ref_kernels; }
-
-const attn__flash_bf16_kernels *attn__flash_bf16_kernels_for(const attn_ctx *ctx, int *widen) {
-    const attn__flash_bf16_kernels *k = attn__has_bf16(ctx) ? attn__flash_bf16_kernels_avx512()
-                                                            : NULL;
-    const char *env = getenv("ATTN_BF16");
-    *widen = ctx->isa != ATTN__ISA_REF && !(k && env && strcmp(env, "dot") == 0);
-    return k ? k : &ref_kernels;
-}

@@ -1,5 +1,5 @@
 /* attn__gemm (contract in kernels.h): BLIS/GotoBLAS-style blocked GEMM around the microkernel
- * of the context's kernel set (dispatch.h).
+ * of the context's kernel set (gemm.h, ctx->kern.gemm).
  *
  *   for jc in N, step nc:                       B block of nc columns
  *     for pc in K, step kc (in order):          K chunk; beta applies to the first chunk only
@@ -18,7 +18,7 @@
  * must not come from inside a parallel_for task of the same context. */
 #include <string.h>
 
-#include "dispatch.h"
+#include "gemm.h"
 #include "kernels.h"
 #include "pool.h"
 
@@ -45,7 +45,7 @@ typedef struct attn__gemm_job {
     const attn__row_epi *epi; /* run by the rows task on finished micro-panels, or NULL */
 } attn__gemm_job;
 
-/* Plain C packing (contract in dispatch.h). */
+/* Plain C packing (contract in gemm.h). */
 static void attn__gemm_pack_c(int contig, int64_t kc, const float *restrict src, int64_t ld,
                               int64_t nv, int w, float *restrict dst) {
     if (contig) {
@@ -225,7 +225,7 @@ attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, int64_t M, int
         }
         return ATTN_OK;
     }
-    const attn__gemm_kernel *kr = attn__gemm_kernel_for(ctx);
+    const attn__gemm_kernel *kr = ctx->kern.gemm;
     attn__gemm_job g;
     memset(&g, 0, sizeof g);
     g.kr = kr;

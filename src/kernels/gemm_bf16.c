@@ -9,7 +9,6 @@
  * operations whoever computes it: bit-identical for every thread count. */
 #include <string.h>
 
-#include "dispatch.h"
 #include "gemm_bf16.h"
 #include "pool.h"
 
@@ -87,11 +86,6 @@ static const attn__bf16_kernel attn__bf16_ref_table = {"ref", ukr_ref, cvt_ref};
 
 const attn__bf16_kernel *attn__bf16_kernel_ref(void) { return &attn__bf16_ref_table; }
 
-const attn__bf16_kernel *attn__bf16_kernel_for(const attn_ctx *ctx) {
-    const attn__bf16_kernel *k = attn__has_bf16(ctx) ? attn__bf16_kernel_avx512() : NULL;
-    return k ? k : attn__bf16_kernel_ref();
-}
-
 /* ---- driver -------------------------------------------------------------------------------- */
 typedef struct bf16_job {
     const attn__bf16_kernel *k;
@@ -168,6 +162,6 @@ attn_status attn__linear_bf16_k(attn_ctx *ctx, const attn__bf16_kernel *k, const
 attn_status attn__linear_bf16(attn_ctx *ctx, const float *x, int64_t ldx, const attn__bf16 *Wp,
                               const float *b, const float *r, int64_t ldr, float *y,
                               int64_t ldy, int64_t M, int64_t K, int64_t N) {
-    return attn__linear_bf16_k(ctx, attn__bf16_kernel_for(ctx), x, ldx, Wp, b, r, ldr, y, ldy,
+    return attn__linear_bf16_k(ctx, ctx->kern.gemm_bf16, x, ldx, Wp, b, r, ldr, y, ldy,
                                M, K, N);
 }

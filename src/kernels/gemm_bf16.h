@@ -4,7 +4,7 @@
  * activations are rounded while being staged for the microkernel.
  *
  * Two microkernels with one contract: AVX512_BF16 (VDPBF16PS, x86_avx512bf16/
- * gemm_bf16_avx512.c), used where attn__has_bf16(ctx), and plain C (the fallback and the test
+ * gemm_bf16_avx512.c), used where ctx->kern.has_bf16, and plain C (the fallback and the test
  * oracle).  Both evaluate, for every output element, the same sequence of float operations:
  *     acc = b[n] (0 without a bias)
  *     for each pair k = 2p, 2p+1 in order:  acc += x'[m,2p+1] W'[n,2p+1];  acc += x'[m,2p] W'[n,2p]
@@ -60,8 +60,6 @@ typedef struct attn__bf16_kernel {
 ATTN__HIDDEN const attn__bf16_kernel *attn__bf16_kernel_ref(void);
 /* NULL when the build could not compile the AVX512_BF16 kernels. */
 ATTN__HIDDEN const attn__bf16_kernel *attn__bf16_kernel_avx512(void);
-/* The AVX512_BF16 kernel where attn__has_bf16(ctx), else the plain C one. */
-ATTN__HIDDEN const attn__bf16_kernel *attn__bf16_kernel_for(const attn_ctx *ctx);
 
 /* y[M, N] (row stride ldy) = x[M, K] (row stride ldx) Wp^T + b[N] (+ r[M, N], row stride ldr)
  * on the kernel of the context, Wp packed by attn__bf16_pack_weight(W, K, N).  b and r may be

@@ -4,11 +4,8 @@
  * MR rows (scaled, rounded, duplicated into 32-bit words for broadcasting) in its own scratch
  * and runs the microkernel over every packed panel, one K chunk at a time, in order. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "dispatch.h"
 #include "ew.h"
 #include "gemm_f16.h"
 #include "pool.h"
@@ -147,19 +144,6 @@ static const attn__f16_kernel attn__f16_ref_table = {"ref", ukr_ref, absmax_ref,
 
 const attn__f16_kernel *attn__f16_kernel_ref(void) { return &attn__f16_ref_table; }
 
-int attn__has_f16(const attn_ctx *ctx) {
-    const unsigned need = ATTN__CPU_AVX512_FP16 | ATTN__CPU_AVX512BW | ATTN__CPU_AVX512VL;
-    if (ctx->isa != ATTN__ISA_AVX512 || !attn__f16_kernel_avx512() ||
-        (attn__cpu_features() & need) != need)
-        return 0;
-    const char *env = getenv("ATTN_F16");
-    return !(env && strcmp(env, "0") == 0);
-}
-
-const attn__f16_kernel *attn__f16_kernel_for(const attn_ctx *ctx) {
-    return attn__has_f16(ctx) ? attn__f16_kernel_avx512() : attn__f16_kernel_ref();
-}
-
 /* ---- driver -------------------------------------------------------------------------------- */
 typedef struct f16_job {
     const attn__f16_kernel *k;
@@ -272,6 +256,6 @@ attn_status attn__linear_f16(attn_ctx *ctx, const float *x, int64_t ldx, const v
                              const float *b, const float *r, int64_t ldr, int gelu, float *y,
                              int64_t ldy, int64_t M, int64_t K, int64_t N,
                              const attn__f16_rows *rows) {
-    return attn__linear_f16_k(ctx, attn__f16_kernel_for(ctx), x, ldx, Wp, b, r, ldr, gelu, y,
+    return attn__linear_f16_k(ctx, ctx->kern.gemm_f16, x, ldx, Wp, b, r, ldr, gelu, y,
                               ldy, M, K, N, rows);
 }

@@ -83,10 +83,6 @@ typedef struct attn__f16_kernel {
 ATTN__HIDDEN const attn__f16_kernel *attn__f16_kernel_ref(void);
 /* NULL when the build could not compile the AVX512_FP16 kernel. */
 ATTN__HIDDEN const attn__f16_kernel *attn__f16_kernel_avx512(void);
-/* 1 when ctx->isa is AVX-512, the CPU has AVX512_FP16 (CPUID.(7,0):EDX bit 23) and the kernel
- * was compiled; environment ATTN_F16=0 turns it off (tests of the plain C kernel). */
-ATTN__HIDDEN int attn__has_f16(const attn_ctx *ctx);
-ATTN__HIDDEN const attn__f16_kernel *attn__f16_kernel_for(const attn_ctx *ctx);
 
 /* y[M, N] (row stride ldy) = x[M, K] Wp^T + b[N] (+ r[M, N], row stride ldr), then with gelu
  * y = attn__gelu_as(y) (the GELU of ew.h, in the epilogue: no extra pass), Wp packed by

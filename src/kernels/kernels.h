@@ -10,13 +10,14 @@
 ATTN__HIDDEN void attn__philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 /* Dropout multipliers of n consecutive elements of the attn_dropout_keep stream starting at
- * index idx: out[j] = keep(idx + j) ? scale : 0.  Bit-identical to attn_dropout_keep for every
- * ISA (src/kernels/dropout.c; vectorised where the CPU allows). */
-ATTN__HIDDEN void attn__dropout_row(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n,
-                                    float p, float scale, float *out);
-/* The plain C version (always one Philox block at a time), for tests. */
+ * index idx: out[j] = keep(idx + j) ? scale : 0 (the attn__dropout_row_fn of internal.h; a
+ * context calls ctx->kern.dropout_row).  Bit-identical to attn_dropout_keep in every version
+ * (src/kernels/dropout.c): the plain C one, one Philox block at a time, and the one of the
+ * AVX-512 set, eight blocks at a time where the build compiled it (else the plain C one). */
 ATTN__HIDDEN void attn__dropout_row_c(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n,
                                       float p, float scale, float *out);
+ATTN__HIDDEN void attn__dropout_row_simd(uint64_t seed, uint64_t offset, uint64_t idx,
+                                         int64_t n, float p, float scale, float *out);
 
 /* y[M, N] = x[M, K] W[N, K]^T + b[N] (b may be NULL).  Row strides ldx, ldy (elements). */
 ATTN__HIDDEN void attn__linear_ref(const float *x, int64_t ldx, const float *W, const float *b,

@@ -19,6 +19,7 @@ typedef struct job {
     const attn__sdpa_grads *g;
     float *scratch;     /* per chunk: 4 (forward) or 5 (backward) * S floats */
     int64_t per_chunk;
+    attn__dropout_row_fn drop; /* the context's dropout stream */
 } job;
 
 /* The fused kernels pay for their tiles (96 queries x 64 keys) and packing: below about a tile
@@ -88,14 +89,14 @@ static float softmax(const float *s, float *p, int64_t n) {
 }
 
 /* keep[j]: the dropout multiplier of (b, h, i, j): 0 or 1/(1-p) (1 without dropout). */
-static void keep_row(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i, float *keep) {
+static void keep_row(const job *jb, int64_t b, int64_t h, int64_t i, float *keep) {
+    const attn__sdpa_args *a = jb->a;
     if (!(a->dropout_p > 0.0f)) {
         for (int64_t j = 0; j < a->S; j++) keep[j] = 1.0f;
         return;
     }
     uint64_t base = a->drop_base + (uint64_t)(((b * a->H + h) * a->L + i) * a->S);
-    attn__dropout_row(a->seed, a->offset, base, a->S, a->dropout_p, 1.0f / (1.0f - a->dropout_p),
-                      keep);
+    jb->drop(a->seed, a->offset, base, a->S, a->dropout_p, 1.0f / (1.0f - a->dropout_p), keep);
 }
 
 static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
@@ -110,7 +111,7 @@ static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
             float lse = softmax(s, p, a->S);
             if (a->lse) a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]] = lse;
             if (a->dropout_p > 0.0f) {
-                keep_row(a, b, h, i, keep);
+                keep_row(jb, b, h, i, keep);
                 for (int64_t j = 0; j < a->S; j++) p[j] *= keep[j];
             }
             if (a->w) memcpy(a->w + b * a->ws[0] + h * a->ws[1] + i * a->ws[2], p,
@@ -140,7 +141,7 @@ attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a) {
     }
     {
         int width = attn__parallel_width(ctx, a->B * a->H);
-        job jb = {a, NULL, NULL, 4 * a->S};
+        job jb = {a, NULL, NULL, 4 * a->S, ctx->kern.dropout_row};
         ATTN_TRYG(attn__ws_f32(ctx, &jb.scratch, width, 4, a->S, 1));
         attn__parallel_for(ctx, a->B * a->H, fwd_task, &jb);
     }
@@ -176,7 +177,7 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
                     if (dqi) memset(dqi, 0, (size_t)a->D * sizeof(float));
                     continue;
                 }
-                keep_row(a, b, h, i, keep);
+                keep_row(jb, b, h, i, keep);
                 float delta = 0.0f;
                 for (int64_t j = 0; j < a->S; j++) {
                     dp[j] = 0.0f;
@@ -232,7 +233,7 @@ attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn__
             goto done;
         }
         int width = attn__parallel_width(ctx, a->B * a->Hkv);
-        job jb = {a, g, NULL, 5 * a->S}; /* s, p, dp, keep, dt */
+        job jb = {a, g, NULL, 5 * a->S, ctx->kern.dropout_row}; /* s, p, dp, keep, dt */
         ATTN_TRYG(attn__ws_f32(ctx, &jb.scratch, width, 5, a->S, 1));
         attn__parallel_for(ctx, a->B * a->Hkv, bwd_task, &jb);
         goto done;

@@ -793,7 +793,7 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
         const bert_layer *l = &q->layers[li];
         void *const *wp = b->lwp ? b->lwp + 4 * li : NULL; /* packed bf16 / f16 matrices */
         const attn__ln *n1 = &l->ln1, *n2 = &l->ln2;
-        const attn__ew_kernel *ewk = attn__ew_kernel_for(ctx);
+        const attn__ew_kernel *ewk = ctx->kern.ew;
         /* fp16: the row maxima travel from producer to consumer; the layer norms run on each
          * micro-panel of rows as the GEMM completes it */
         ln_epi f1 = {ewk, NULL, NULL, n1, E, hm}, f2 = {ewk, NULL, NULL, n2, E, xm};

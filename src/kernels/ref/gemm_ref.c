@@ -1,7 +1,7 @@
 /* GEMM microkernel in plain C: the fallback on every machine and the kernel set the others are
- * tested against.  Contract in dispatch.h.  Each product is rounded, then added (no fused
+ * tested against.  Contract in gemm.h.  Each product is rounded, then added (no fused
  * multiply-add), so results differ in the last bits from the AVX2/AVX-512 sets. */
-#include "../dispatch.h"
+#include "../gemm.h"
 
 #define MR 6
 #define NR 8

@@ -1,8 +1,8 @@
 /* GEMM kernels for AVX2 + FMA: a 6 x 16 microkernel tile held in 12 ymm accumulators (each K
  * step loads two vectors of the B micro-panel and broadcasts six A values), and packing
- * routines built on masked loads and an 8 x 8 register transpose.  Contract in dispatch.h.
+ * routines built on masked loads and an 8 x 8 register transpose.  Contract in gemm.h.
  * Compiled with -mavx2 -mfma (CMakeLists.txt); without them the table is absent (NULL). */
-#include "../dispatch.h"
+#include "../gemm.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -67,7 +67,7 @@ static void attn__gemm_ukr_avx2(int64_t kc, const float *restrict a, const float
     OUT(5);
 }
 
-/* ---- packing (contract in dispatch.h) ---------------------------------------------------- */
+/* ---- packing (contract in gemm.h) ---------------------------------------------------------- */
 
 /* In-place 8 x 8 transpose: lane k of r[i] becomes lane i of r[k]. */
 static inline void attn__tr8(__m256 r[8]) {

@@ -1,8 +1,8 @@
 /* GEMM kernels for AVX-512F: a 14 x 32 microkernel tile held in 28 zmm accumulators (each K
  * step loads two vectors of the B micro-panel and broadcasts fourteen A values), and packing
- * routines built on masked loads and a 16 x 16 register transpose.  Contract in dispatch.h.
+ * routines built on masked loads and a 16 x 16 register transpose.  Contract in gemm.h.
  * Compiled with -mavx512f (CMakeLists.txt); without it the table is absent (NULL). */
-#include "../dispatch.h"
+#include "../gemm.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -115,7 +115,7 @@ static void attn__gemm_ukr_pf_avx512(int64_t kc, const float *restrict a,
     ukr_body(kc, a, b, c, ldc, alpha, beta, pf, rows, ld, n);
 }
 
-/* ---- packing (contract in dispatch.h) ---------------------------------------------------- */
+/* ---- packing (contract in gemm.h) ---------------------------------------------------------- */
 
 static void attn__pack_a_avx512(int contig, int64_t kc, const float *src, int64_t ld,
                                 int64_t nv, float *dst) {

@@ -4,7 +4,7 @@
  * added to float accumulators kept in a tile on the stack (L1).  VFMADD231PH issues at the
  * float FMA's rate with twice the lanes.  This directory is compiled for AVX-512 + BF16; the
  * FP16 instructions are enabled per function (target attribute), and used only where
- * attn__has_f16 found them in CPUID. */
+ * the CPU reports them (ctx->kern.has_f16, src/kernels/dispatch.c). */
 #include <string.h>
 
 #include "../gemm_f16.h"
