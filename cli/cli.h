@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "attn.h"
+#include "attn_tasks.h" /* the demo tier: dates and charlm, run by train, translate, ... */
 
 int attn_cmd_eval(int argc, char **argv);        /* cli/eval_cmd.c */
 int attn_cmd_walkthrough(int argc, char **argv); /* cli/walkthrough.c */
@@ -130,6 +131,13 @@ int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **
  * Prints "attn CMD: PATH: ..." and returns 0 on failure, else 1. */
 int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char *limit_name,
                       char **data, size_t *len);
+/* Reads a safetensors image from standard input.  A regular file is read as by
+ * attn_cli_read_all; a stream is read no further than its 8-byte header length, its header
+ * and the data its tensors' data_offsets describe (so an endless stream ends there), and
+ * refused when that is over max.  Prints "attn CMD: ..." and returns 0 on failure, else 1; a
+ * short or malformed image is returned as read, for the parser to describe. */
+int attn_cli_read_st_stdin(const char *cmd, int64_t max, const char *limit_name, char **data,
+                           size_t *len);
 /* The bound on a text the CLI reads: the context's ATTN_LIMIT_TEXT_BYTES, or the environment
  * variable ATTN_MAX_TEXT_BYTES where it is lower (read by the CLI only, for tests and cautious
  * callers); *name names the one in force.  Prints the problem and returns 0 when

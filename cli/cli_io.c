@@ -143,6 +143,118 @@ int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char
     return e == 0;
 }
 
+/* Reads from fd until `want` bytes are in or the stream ends; returns the count, or -1 with
+ * errno set. */
+static ssize_t read_upto(int fd, unsigned char *p, size_t want) {
+    size_t n = 0;
+    while (n < want) {
+        ssize_t r = read(fd, p + n, want - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) { /* inherited O_NONBLOCK */
+            struct pollfd pf = {fd, POLLIN, 0};
+            if (poll(&pf, 1, -1) >= 0 || errno == EINTR) continue;
+        }
+        if (r < 0) return -1;
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    return (ssize_t)n;
+}
+
+/* The largest integer in the "data_offsets" arrays of a safetensors JSON header: where the
+ * data section ends, if the header is valid.  Only a bound on how much to read: the parser
+ * checks the header itself. */
+static uint64_t st_data_extent(const unsigned char *h, size_t n) {
+    uint64_t most = 0;
+    int state = 0; /* 1: after the key "data_offsets"; 2: inside its array */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = h[i];
+        if (c == '"') {
+            size_t j = i + 1;
+            while (j < n && h[j] != '"') j += h[j] == '\\' ? 2 : 1;
+            state = j - i - 1 == 12 && j < n && !memcmp(h + i + 1, "data_offsets", 12);
+            i = j;
+        } else if (state == 1 && c == '[') {
+            state = 2;
+        } else if (state == 2 && c >= '0' && c <= '9') {
+            uint64_t v = 0;
+            for (; i < n && h[i] >= '0' && h[i] <= '9'; i++)
+                v = v > (UINT64_MAX - 9) / 10 ? UINT64_MAX : v * 10 + (uint64_t)(h[i] - '0');
+            i--;
+            if (v > most) most = v;
+        } else if (state == 2 && c == ']') {
+            state = 0;
+        } else if (state == 1 && c != ':' && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+            state = 0;
+        }
+    }
+    return most;
+}
+
+int attn_cli_read_st_stdin(const char *cmd, int64_t max, const char *limit_name, char **data,
+                           size_t *len) {
+    *data = NULL;
+    *len = 0;
+    struct stat sb;
+    if (fstat(0, &sb) == 0 && S_ISREG(sb.st_mode)) /* a file: sized before it is read */
+        return attn_cli_read_all(cmd, "-", max, limit_name, data, len);
+    uint64_t lim = max > 0 ? (uint64_t)max : 0, most = 100000000; /* the parser's header limit */
+    /* the 8-byte header length, then the header, then as much data as the header describes:
+     * an endless stream is read no further than what its first bytes claim */
+    size_t cap = 65536, n = 0;
+    unsigned char *p = malloc(cap + 1);
+    if (!p) goto nomem;
+    ssize_t r = read_upto(0, p, 8);
+    if (r < 0) goto ioerr;
+    n = (size_t)r;
+    if (n == 8) {
+        uint64_t hl = 0;
+        for (int i = 7; i >= 0; i--) hl = hl << 8 | p[i];
+        if (hl <= most) { /* else the parser names the limit from these 8 bytes */
+            uint64_t total = 8 + hl;
+            if (total > lim) goto over;
+            for (int pass = 0; pass < 2; pass++) {
+                while ((uint64_t)n < total) {
+                    if (n == cap) {
+                        size_t nc = (uint64_t)cap * 2 < total ? cap * 2 : (size_t)total;
+                        unsigned char *q = realloc(p, nc + 1);
+                        if (!q) goto nomem;
+                        p = q, cap = nc;
+                    }
+                    size_t want = (size_t)total - n < cap - n ? (size_t)total - n : cap - n;
+                    r = read_upto(0, p + n, want);
+                    if (r < 0) goto ioerr;
+                    n += (size_t)r;
+                    if ((size_t)r < want) break; /* the end: the parser says what is missing */
+                }
+                if (pass == 0) {
+                    if ((uint64_t)n < total) break;
+                    uint64_t ext = st_data_extent(p + 8, (size_t)hl);
+                    if (ext > lim - total) goto over;
+                    total += ext;
+                }
+            }
+        }
+    }
+    p[n] = 0;
+    *data = (char *)p;
+    *len = n;
+    return 1;
+over:
+    fprintf(stderr, "attn %s: standard input: the safetensors header describes more than the "
+            "limit of %llu bytes (%s)\n", cmd, (unsigned long long)lim, limit_name);
+    free(p);
+    return 0;
+ioerr:
+    fprintf(stderr, "attn %s: cannot read standard input: %s\n", cmd, strerror(errno));
+    free(p);
+    return 0;
+nomem:
+    fprintf(stderr, "attn %s: out of memory reading standard input\n", cmd);
+    free(p);
+    return 0;
+}
+
 int attn_cli_text_bound(const char *cmd, attn_ctx *ctx, int64_t *max, const char **name) {
     *max = attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES);
     *name = "ATTN_LIMIT_TEXT_BYTES";

@@ -5,7 +5,8 @@
 
 #include "cli.h"
 
-/* Reads a safetensors file, or standard input for "-" (bounded by ATTN_LIMIT_FILE_BYTES).
+/* Reads a safetensors file, or standard input for "-" (bounded by ATTN_LIMIT_FILE_BYTES and,
+ * for a stream, by what its header describes).
  * 0 on failure (message printed). */
 static int read_st(const char *cmd, attn_ctx *ctx, const char *path, attn_st **st) {
     if (strcmp(path, "-") != 0) {
@@ -19,8 +20,8 @@ static int read_st(const char *cmd, attn_ctx *ctx, const char *path, attn_st **s
     }
     char *data;
     size_t len;
-    if (!attn_cli_read_all(cmd, "-", attn_ctx_limit(ctx, ATTN_LIMIT_FILE_BYTES),
-                           "ATTN_LIMIT_FILE_BYTES", &data, &len))
+    if (!attn_cli_read_st_stdin(cmd, attn_ctx_limit(ctx, ATTN_LIMIT_FILE_BYTES),
+                                "ATTN_LIMIT_FILE_BYTES", &data, &len))
         return 0;
     attn_status s = attn_st_read_memory(ctx, data, len, st);
     free(data);

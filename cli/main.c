@@ -1,4 +1,5 @@
 /* attn: the command-line program.  Dispatches to one subcommand per file (cli/cli.h). */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,6 +51,9 @@ static void usage(FILE *f) {
  * a closed standard output is a failure, never a silent success. */
 int main(int argc, char **argv) {
     attn_cli_guard_fds();
+    /* a reader that went away is a failed write like any other (exit 1 with a message), not a
+     * death by SIGPIPE */
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -27,6 +27,13 @@
  *
  * Build with `cc prog.c $(pkg-config --cflags --libs attn)`.
  *
+ * API tiers (as zstd.h has them).  The CORE tier (status, context, tensors, ops, attention,
+ * modules, safetensors, backward, training primitives) is stable.  The EXTRA tier at the end
+ * of this header (BERT embeddings, attn eval) is supported but may still change; define
+ * ATTN_CORE_ONLY to leave it out.  The demo tasks (dates translator, character-level GPT) are
+ * a separate DEMO tier in <attn_tasks.h>: examples of whole training loops that may change
+ * at any release.  All three are in the one library.
+ *
  * ---------------------------------------------------------------------------------------------
  * Conventions (read once; every declaration below relies on them)
  *
@@ -110,6 +117,12 @@ extern "C" {
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION_STRING "0.1.0"
 ATTN_API const char *attn_version(void);
+
+/* ############################################################################################
+ * CORE TIER (stable): status codes, context, tensor views, ops, attention, modules, safetensors,
+ * backward, training primitives.  Everything from here to the EXTRA TIER banner keeps its
+ * names, arguments and meaning within a major version (numbers of status codes are frozen).
+ * ######################################################################################### */
 
 /* ============================================================================================
  * Status codes.  One list generates the enum and the messages; numbers are frozen once
@@ -1201,140 +1214,13 @@ ATTN_API attn_status attn_adamw_load(attn_ctx *ctx, attn_adamw *opt, const attn_
 ATTN_API float attn_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total, float lr_max,
                                      float lr_min);
 
-/* ============================================================================================
- * Task: dates.  An attn_seq2seq translator learns to turn dates written by people
- * ("21 Nov 2026", "saturday, november 21, 2026", "11/21/26", "the 3rd of may 1999", 22
- * formats) into ISO form ("2026-11-21").  The data generator is part of the library and
- * deterministic; about 1 date in 20 is held out and never appears in training.  Characters are
- * the tokens (vocabulary: 0 <pad>, 1 <bos>, 2 <eos>, 3 <unk>, then " ',-./", digits, letters).
- * ========================================================================================== */
-typedef struct attn_dates_config {
-    /* model */
-    int64_t d_model, nhead, num_layers, dim_feedforward; /* num_layers: encoder and decoder */
-    float dropout;
-    int norm_first;
-    int fold_case;          /* map capitals to small letters before encoding */
-    /* training */
-    int64_t batch, steps, warmup;
-    float lr, lr_min, weight_decay, clip, label_smoothing;
-    uint64_t seed;
-    double time_limit_s;    /* stop after this many seconds (0: no limit) */
-    int64_t eval_every;     /* evaluate on the held-out dates every this many steps (0: end) */
-    int eval_n;             /* held-out dates per evaluation (1000) */
-    float target_accuracy;  /* stop once a held-out evaluation reaches it (0: never) */
-    const char *state_path; /* resumable state (model, optimiser, step) written here (NULL: no) */
-    int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
-} attn_dates_config;
-ATTN_API attn_dates_config attn_dates_defaults(void);
-
-/* What a training loop reports after each step. */
-typedef struct attn_train_progress {
-    int64_t step, steps;      /* steps done, planned */
-    float loss, lr, grad_norm;
-    double elapsed_s, eta_s, tokens_per_s;
-    float accuracy;           /* held-out exact match of this step's evaluation, or -1 */
-    float val_bpc;            /* charlm: validation bits per character of this step's
-                                 evaluation; 0 when the step has none (and in other tasks) */
-} attn_train_progress;
-/* Called after every step; return nonzero to stop training early. */
-typedef int (*attn_progress_fn)(void *user, const attn_train_progress *p);
-
-/* Trains from scratch, or continues from resume_path (a state file written during an earlier
- * run with the same config), and returns the model (*model, caller frees).  progress may be
- * NULL.  Deterministic: the same config gives bit-identical losses whatever the thread count,
- * and a resumed run continues exactly as the uninterrupted one. */
-ATTN_API attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg,
-                                      const char *resume_path, attn_progress_fn progress,
-                                      void *user, attn_module **model /* OUT */);
-/* Exact-match accuracy of greedy translations on n held-out dates (a set fixed by seed). */
-ATTN_API attn_status attn_dates_evaluate(attn_ctx *ctx, const attn_module *model,
-                                         const attn_dates_config *cfg, int n, uint64_t seed,
-                                         float *accuracy /* OUT */);
-/* Translates one phrase: iso (cap >= 11 bytes) receives the output text.  cross (may be NULL):
- * [11, n] floats, n = strlen(text), receives the last decoder layer's cross-attention weights
- * (mean over heads) of each output step: row i for output character i, row 10 for <eos>. */
-ATTN_API attn_status attn_dates_translate(attn_ctx *ctx, const attn_module *model,
-                                          const attn_dates_config *cfg, const char *text,
-                                          char *iso, size_t cap, float *cross);
-/* Checkpoints: the model's parameters under PyTorch state_dict names plus metadata holding
- * the config (loadable into the equivalent PyTorch module), and a resumable training state
- * (model, optimiser, step). */
-ATTN_API attn_status attn_dates_save(attn_ctx *ctx, const attn_module *model,
-                                     const attn_dates_config *cfg, const char *path);
-ATTN_API attn_status attn_dates_load(attn_ctx *ctx, const char *path,
-                                     attn_dates_config *cfg /* OUT */,
-                                     attn_module **model /* OUT */);
-
-/* ============================================================================================
- * Task: charlm.  A decoder-only Transformer (attn_gpt_*, pre-norm layers with GELU) learns a
- * text one byte at a time and is measured in bits per character: the mean cross-entropy of
- * the next byte on held-out text, in bits (nats / ln 2).  A character is a byte (UTF-8 text
- * is learnt byte by byte).
- *
- *  Vocabulary: a sorted set of distinct bytes 1..255 (NUL is never a token), token id i being
- *  vocab[i].  attn_charlm_train fills it in with the bytes that occur in the text when
- *  cfg->vocab_size is 0 on entry, else uses the one given (every byte of the text must be in
- *  it).  Checkpoints keep it in their metadata.
- *  Split: the first len - len/10 bytes train, the last len/10 bytes validate (contiguous).
- *  Batches: row r of step s is the window of block_size + 1 bytes of the training split
- *  starting at an offset drawn by a counter-based hash of (seed, s * batch + r): inputs are
- *  its first block_size bytes, targets the next byte of each.  Runs are deterministic for a
- *  seed and independent of the thread count; a resumed run continues exactly.
- *  Evaluation: the validation split cut into consecutive windows of at most block_size
- *  inputs, each byte after the first predicted once.
- * ========================================================================================== */
-typedef struct attn_charlm_config {
-    /* model */
-    int64_t d_model, nhead, num_layers, dim_feedforward;
-    float dropout;
-    int64_t block_size;     /* context length in bytes (the GPT's max_positions) */
-    int vocab_size;         /* tokens, 1..255; 0 = the bytes of the text (set by training) */
-    unsigned char vocab[256]; /* vocab[0 .. vocab_size-1], strictly increasing, no 0 */
-    /* training */
-    int64_t batch, steps, warmup;
-    float lr, lr_min, weight_decay, clip;
-    uint64_t seed;
-    double time_limit_s;    /* stop after this many seconds (0: no limit) */
-    int64_t eval_every;     /* validation bpc every this many steps (0: at the end only) */
-    const char *state_path; /* resumable state (model, optimiser, step) written here (NULL: no) */
-    int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
-} attn_charlm_config;
-/* d_model 128, 4 heads, 3 layers, ff 512, dropout 0, block 64, batch 32, 600 steps (about 5
- * minutes on one core), warmup 100, lr 4e-3 -> 1e-4 (cosine), weight decay 0.01, clip 1,
- * seed 1, eval every 100. */
-ATTN_API attn_charlm_config attn_charlm_defaults(void);
-
-/* Trains from scratch on text[0 .. len-1] (no NUL bytes; the training split must hold
- * block_size + 1 bytes and the validation split 2), or continues from resume_path (a state
- * written by an earlier run with the same model, batch, seed and text), and returns the model
- * (*model, caller frees).  cfg is IN/OUT: only the vocabulary is written (see above).
- * progress (may be NULL) is called after every step; val_bpc is set on evaluation steps. */
-ATTN_API attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg,
-                                       const char *text, size_t len, const char *resume_path,
-                                       attn_progress_fn progress, void *user,
-                                       attn_module **model /* OUT */);
-/* Bits per character on the validation split of text (the same text as training). */
-ATTN_API attn_status attn_charlm_evaluate(attn_ctx *ctx, const attn_module *model,
-                                          const attn_charlm_config *cfg, const char *text,
-                                          size_t len, float *bpc /* OUT */);
-/* Continues prompt (NULL or "" = a newline, or vocab[0] if the vocabulary has none; bytes
- * must be in the vocabulary; only its last block_size bytes are seen) by n_chars bytes, which
- * out receives followed by a NUL (cap >= n_chars + 1).  Each byte is drawn from
- * softmax(logits / temperature) restricted to the top_k most likely (0 = all), with a uniform
- * number hashed from (seed, position): the same arguments give the same text.  temperature 0
- * is greedy (the most likely byte, the lowest id on ties), and so is top_k 1. */
-ATTN_API attn_status attn_charlm_generate(attn_ctx *ctx, const attn_module *model,
-                                          const attn_charlm_config *cfg, const char *prompt,
-                                          int64_t n_chars, float temperature, int top_k,
-                                          uint64_t seed, char *out, size_t cap);
-/* Checkpoints: the GPT's parameters under its state_dict names plus metadata with the config
- * and the vocabulary (metadata "vocab": two hex digits per byte).  attn_charlm_load also
- * reads the model of a training state (cfg->state_path). */
-ATTN_API attn_status attn_charlm_save(attn_ctx *ctx, const attn_module *model,
-                                      const attn_charlm_config *cfg, const char *path);
-ATTN_API attn_status attn_charlm_load(attn_ctx *ctx, const char *path,
-                                      attn_charlm_config *cfg /* OUT */,
-                                      attn_module **model /* OUT */);
+/* ############################################################################################
+ * EXTRA TIER: BERT sentence embeddings and attn eval.  Whole applications built on the core:
+ * supported and tested, but their interfaces may still change between minor versions.
+ * Define ATTN_CORE_ONLY before including attn.h to leave them out (and check that a program
+ * uses the stable core only).  The demo tasks (dates, charlm) are in attn_tasks.h.
+ * ######################################################################################### */
+#ifndef ATTN_CORE_ONLY
 
 /* ============================================================================================
  * BERT sentence embeddings (sentence-transformers compatible).
@@ -1436,6 +1322,8 @@ ATTN_API attn_dtype attn_bert_get_dtype(const attn_bert *b);
 ATTN_API attn_status attn_eval(attn_ctx *ctx, const attn_st *in, attn_st_writer *out);
 /* Names of the ops attn_eval knows, NULL-terminated. */
 ATTN_API const char *const *attn_eval_ops(void);
+
+#endif /* ATTN_CORE_ONLY: end of the extra tier */
 
 #ifdef __cplusplus
 }

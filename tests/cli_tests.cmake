@@ -150,8 +150,10 @@ add_test(NAME cli_bench_bad_value COMMAND attn_cli bench --len 0)
 set_tests_properties(cli_bench_bad_value PROPERTIES WILL_FAIL TRUE)
 
 # Hostile input and output (tests/test_cli_io.sh, one test per case): standard output on
-# /dev/full or closed fails every printing command; the one text reader refuses devices,
-# directories and streams past the bound, reads '-' and pipes, and never hangs on a FIFO; every
+# /dev/full, closed or a pipe with no reader fails every printing command (exit 1, no SIGPIPE);
+# the one text reader refuses devices, directories and streams past the bound, reads '-' and
+# pipes, and never hangs on a FIFO; info/eval '-' read a stream no further than its safetensors
+# header describes; every
 # command refuses unknown options and takes --opt=value, '--' and -h; --threads 0 is the
 # default; a training output folder is checked before training; -o - writes to stdout;
 # attn info escapes control bytes from the file.
@@ -162,9 +164,9 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
       full_help full_version full_info full_eval full_eval_file full_walkthrough full_translate
       full_heatmap full_heatmap_stdout full_generate full_embed full_embed_ids full_similar
       full_bench full_train full_charlm full_demo help_full
-      closed_embed closed_info closed_walkthrough closed_bench outputs_closed
+      closed_embed closed_info closed_walkthrough closed_bench outputs_closed broken_pipe
       devzero directory missing fifo_no_writer stdin_dash pipe_path stdin_over_bound
-      file_over_bound
+      stdin_st_stream file_over_bound
       unknown_option help_every opt_equals opt_errors double_dash threads_default
       train_out_not_dir stdout_dash info_escapes)
   foreach(case ${ATTN_CLI_IO_CASES})

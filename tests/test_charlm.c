@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_tasks.h"
 #include "testutil.h"
 
 static attn_ctx *ctx;

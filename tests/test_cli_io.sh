@@ -86,6 +86,24 @@ help_full)     # every command's --help to /dev/full
         # shellcheck disable=SC2046
         full "$ATTN" $(cmdline "$c") --help
     done ;;
+broken_pipe)       # a reader that has gone: exit 1 with a message, no SIGPIPE; nothing removed
+    { sleep 1; exec "$ATTN" walkthrough --section 1; } 2>"$T/err" | true
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 1 ] || fail "walkthrough into a closed pipe: exit status $rc, expected 1"
+    err_has "attn walkthrough: error writing to standard output: Broken pipe"
+    { sleep 1; exec "$ATTN" eval fixtures/multihead_attention_1.safetensors -o -; } 2>"$T/err" |
+        true
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 1 ] || fail "eval -o - into a closed pipe: exit status $rc, expected 1"
+    err_has "Broken pipe"
+    ln -s /proc/self/fd/1 "$T/link"
+    { sleep 1; exec "$ATTN" eval fixtures/multihead_attention_1.safetensors -o "$T/link"; } \
+        2>"$T/err" | true
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 1 ] || fail "eval -o LINK-TO-STDOUT into a closed pipe: exit status $rc, expected 1"
+    err_has "cannot write .*link.*: Broken pipe"
+    [ -L "$T/link" ] || fail "eval removed the output path after a write error"
+    true ;;
 outputs_closed)    # binary output to a closed stdout fails; files still go where they belong
     timeout 120 "$ATTN" eval fixtures/multihead_attention_1.safetensors -o - >&- 2>"$T/err"
     [ $? = 1 ] || fail "eval -o - with stdout closed must fail"
@@ -169,6 +187,37 @@ stdin_over_bound)  # a stream past the bound is refused, naming the bound
     # within the bound it works
     printf 'hello\n' | ATTN_MAX_TEXT_BYTES=1000 timeout 60 "$ATTN" embed --model $BERT \
         --file - >"$T/out" 2>"$T/err" || fail "a short stream under the bound was refused" ;;
+stdin_st_stream)   # info/eval '-' on a stream read no further than the header describes
+    # /dev/zero's header length is 0: 8 bytes are read, the rest stays in the pipe
+    head -c 50000000 /dev/zero | { timeout 60 "$ATTN" info - >"$T/out" 2>"$T/err"
+        echo $? >"$T/rc"; wc -c >"$T/rest"; }
+    [ "$(cat "$T/rc")" = 1 ] || fail "info - from zeros: exit status $(cat "$T/rc")"
+    err_has "standard input: safetensors header"
+    [ "$(tr -d ' ' <"$T/rest")" = 49999992 ] ||
+        fail "info - read $((50000000 - $(cat "$T/rest"))) bytes of zeros, expected 8"
+    # a valid image followed by more: read up to the end of its data, the rest left unread
+    { cat fixtures/multihead_attention_1.safetensors; printf TRAILER; } |
+        { timeout 60 "$ATTN" info - >"$T/out" 2>"$T/err"; echo $? >"$T/rc"; cat >"$T/rest"; }
+    [ "$(cat "$T/rc")" = 0 ] || fail "info - on a valid image followed by bytes: exit status $(cat "$T/rc")"
+    out_has "key_padding_mask +BOOL +\[2, 7\]"
+    [ "$(cat "$T/rest")" = TRAILER ] || fail "info - read past the image's data"
+    # endless streams end at once
+    run 1 "$ATTN" info - </dev/zero
+    cat /dev/zero | timeout 60 "$ATTN" eval - -o "$T/o.st" >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc = 124 ] && fail "eval - < endless pipe did not stop"
+    [ $rc = 1 ] || fail "eval - < endless pipe: exit status $rc"
+    { cat fixtures/multihead_attention_1.safetensors; cat /dev/zero; } |
+        timeout 60 "$ATTN" eval - -o "$T/o.st" >"$T/out" 2>"$T/err" ||
+        fail "eval - on a valid image followed by endless zeros failed"
+    # a header claiming more data than ATTN_LIMIT_FILE_BYTES is refused before the data is read
+    hdr='{"a":{"dtype":"F32","shape":[25000000000000],"data_offsets":[0,100000000000000]}}'
+    n=${#hdr}
+    { printf "$(printf '\\%03o' $((n & 255)) $(((n >> 8) & 255)))\0\0\0\0\0\0%s" "$hdr"
+      cat /dev/zero; } | timeout 60 "$ATTN" info - >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc = 1 ] || fail "info - with a header claiming 100 TB: exit status $rc"
+    err_has "the safetensors header describes more than the limit of [0-9]+ bytes \(ATTN_LIMIT_FILE_BYTES\)" ;;
 file_over_bound)   # a regular file past the bound is refused before it is read
     run 1 env ATTN_MAX_TEXT_BYTES=100 "$ATTN" embed --model $BERT --file ../README.md
     err_has "README.md: [0-9]+ bytes, over the limit of 100 bytes \(ATTN_MAX_TEXT_BYTES\)"

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "attn_tasks.h"
 #include "testutil.h"
 
 #if defined(__SANITIZE_ADDRESS__)

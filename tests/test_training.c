@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_tasks.h"
 #include "testutil.h"
 
 #define DIR "fixtures/training/"

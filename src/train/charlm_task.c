@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "../layers/layers.h"
+#include "attn_tasks.h"
 #include "train_util.h"
 
 #define LN2 0.69314718055994530942

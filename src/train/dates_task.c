@@ -10,6 +10,7 @@
 
 #include "../layers/layers.h"
 #include "dates.h"
+#include "attn_tasks.h"
 #include "train_util.h"
 
 attn_dates_config attn_dates_defaults(void) {

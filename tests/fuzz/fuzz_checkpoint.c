@@ -14,6 +14,7 @@
  * enormous weights may overflow float arithmetic as they would in PyTorch: not a loader
  * bug.) */
 #include "fuzz_util.h"
+#include "attn_tasks.h"
 
 #define WMAX 16.0f
 
