@@ -4,6 +4,7 @@
  * caller.  Shapes are written next to every pointer. */
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
+#include "bf16.h"
 #include "internal.h"
 
 /* Philox-4x32-10 block: ctr[4] under key[2] -> out[4]. */
@@ -147,9 +148,34 @@ ATTN__HIDDEN attn_status attn__cross_entropy(attn_ctx *ctx, const float *logits,
                                              int64_t ignore_index, float label_smoothing,
                                              float *dlogits, int64_t ldd, float *loss);
 
-/* ---- SDPA for the layers: the same contracts in float, parallel over heads, deterministic
- * for every thread count (src/kernels/sdpa_fast.c). */
+/* ---- SDPA for the ops and the layers: the contracts of attn__sdpa_ref / attn__sdpa_bwd_ref
+ * (and attn__sdpa_bf16_ref for bf16 storage, flash.h), parallel over heads, deterministic for
+ * every thread count (src/kernels/sdpa_fast.c).  Which kernel runs is decided in one place,
+ * attn__sdpa_path (forward, fp32 and bf16 storage) and attn__sdpa_bwd_path (backward):
+ *   DECODE  the split-KV decode kernels (decode.h) where attn__decode_eligible: a few queries
+ *           over many keys, no weights output, no dropout, not under ATTN_DECODE=0;
+ *   FLASH   the fused kernels (flash.h, tiles, no L x S matrix): bf16 storage always, fp32
+ *           without a weights output (and, backward, without a mask gradient) from 64 x 64
+ *           scores on;
+ *   ROWS    the row kernels of sdpa_fast.c (one row of scores at a time): smaller problems
+ *           and the weights output;
+ *   REF     the reference: views whose last dimension is strided, and the mask gradient. */
+typedef enum attn__sdpa_kernel {
+    ATTN__SDPA_DECODE,
+    ATTN__SDPA_FLASH,
+    ATTN__SDPA_ROWS,
+    ATTN__SDPA_REF
+} attn__sdpa_kernel;
+ATTN__HIDDEN attn__sdpa_kernel attn__sdpa_path(const attn_ctx *ctx, const attn__sdpa_args *a,
+                                               int bf16);
+ATTN__HIDDEN attn__sdpa_kernel attn__sdpa_bwd_path(const attn__sdpa_args *a,
+                                                   const attn__sdpa_grads *g);
 ATTN__HIDDEN attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a);
+/* The forward with q, k, v in bf16 storage (a->q, a->k, a->v ignored; the arguments of
+ * attn__flash_fwd_bf16, flash.h): no weights output. */
+ATTN__HIDDEN attn_status attn__sdpa_bf16(attn_ctx *ctx, const attn__sdpa_args *a,
+                                         const attn__bf16 *q, const attn__bf16 *k,
+                                         const attn__bf16 *v);
 ATTN__HIDDEN attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a,
                                         const attn__sdpa_grads *g);
 

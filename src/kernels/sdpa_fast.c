@@ -1,11 +1,12 @@
-/* Scaled dot-product attention for the layers, with the contract of attn__sdpa_ref /
- * attn__sdpa_bwd_ref (kernels.h).  Without a weights output the forward and the backward run on
- * the fused kernels (flash.c: tiled online softmax, never an L x S matrix) once the problem
- * fills a tile.  Small problems, and the forward when the weights are wanted, run here: one row
- * of scores at a time, in float with unit-stride
- * inner loops, in parallel over (batch, head): every result is computed in the same order
- * whatever the thread count.  Views whose last dimension is not contiguous, and the mask
- * gradient, go to the reference kernels. */
+/* Scaled dot-product attention for the ops and the layers, with the contract of
+ * attn__sdpa_ref / attn__sdpa_bwd_ref (kernels.h), and the one choice of its kernel
+ * (attn__sdpa_path, attn__sdpa_bwd_path).  A few queries over many keys run on the split-KV
+ * decode kernels (decode.c).  Without a weights output the forward and the backward run on the
+ * fused kernels (flash.c: tiled online softmax, never an L x S matrix) once the problem fills a
+ * tile.  Small problems, and the forward when the weights are wanted, run here: one row of
+ * scores at a time, in float with unit-stride inner loops, in parallel over (batch, head):
+ * every result is computed in the same order whatever the thread count.  Views whose last
+ * dimension is not contiguous, and the mask gradient, go to the reference kernels. */
 #include <math.h>
 #include <string.h>
 
@@ -128,13 +129,22 @@ static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
+attn__sdpa_kernel attn__sdpa_path(const attn_ctx *ctx, const attn__sdpa_args *a, int bf16) {
+    if (attn__decode_eligible(ctx, a)) return ATTN__SDPA_DECODE; /* few queries: split-KV */
+    if (bf16) return ATTN__SDPA_FLASH; /* bf16 storage: the fused kernels take every layout */
+    if (!a->w && use_flash(a)) return ATTN__SDPA_FLASH; /* no row of scores */
+    /* a strided inner dimension: the reference handles every layout */
+    return unit_inner(a) ? ATTN__SDPA_ROWS : ATTN__SDPA_REF;
+}
+
 attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a) {
-    if (attn__decode_eligible(ctx, a)) return attn__decode(ctx, a); /* few queries: split-KV */
-    if (!a->w && use_flash(a)) return attn__flash_fwd(ctx, a); /* fused: no row of scores */
+    attn__sdpa_kernel path = attn__sdpa_path(ctx, a, 0);
+    if (path == ATTN__SDPA_DECODE) return attn__decode(ctx, a);
+    if (path == ATTN__SDPA_FLASH) return attn__flash_fwd(ctx, a);
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     float *scratch;
-    if (!unit_inner(a)) { /* strided inner dimension: the reference handles every layout */
+    if (path == ATTN__SDPA_REF) {
         ATTN_TRYG(attn__ws_f32(ctx, &scratch, 2, a->S, 1, 1));
         attn__sdpa_ref(a, scratch);
         goto done;
@@ -148,6 +158,13 @@ attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a) {
 done:
     attn__ws_release(ctx, mk);
     return st;
+}
+
+attn_status attn__sdpa_bf16(attn_ctx *ctx, const attn__sdpa_args *a, const attn__bf16 *q,
+                            const attn__bf16 *k, const attn__bf16 *v) {
+    if (attn__sdpa_path(ctx, a, 1) == ATTN__SDPA_DECODE)
+        return attn__decode_bf16(ctx, a, q, k, v);
+    return attn__flash_fwd_bf16(ctx, a, q, k, v);
 }
 
 static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
@@ -214,24 +231,25 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
+attn__sdpa_kernel attn__sdpa_bwd_path(const attn__sdpa_args *a, const attn__sdpa_grads *g) {
+    if (g->dmask && a->mask[0].kind == ATTN_MASK_ADD) return ATTN__SDPA_REF; /* mask gradient */
+    if (use_flash(a)) return ATTN__SDPA_FLASH;
+    int inner = unit_inner(a) && g->dos[3] == 1 && (!g->dq || g->dqs[3] == 1) &&
+                (!g->dk || g->dks[3] == 1) && (!g->dv || g->dvs[3] == 1);
+    return inner ? ATTN__SDPA_ROWS : ATTN__SDPA_REF;
+}
+
 attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn__sdpa_grads *g) {
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
-    if (g->dmask && a->mask[0].kind == ATTN_MASK_ADD) { /* the mask gradient: reference only */
+    attn__sdpa_kernel path = attn__sdpa_bwd_path(a, g);
+    if (path == ATTN__SDPA_REF) {
         float *scratch;
         ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, a->S, 1, 1));
         attn__sdpa_bwd_ref(a, g, scratch);
         goto done;
     }
-    if (!use_flash(a)) {
-        int inner = unit_inner(a) && g->dos[3] == 1 && (!g->dq || g->dqs[3] == 1) &&
-                    (!g->dk || g->dks[3] == 1) && (!g->dv || g->dvs[3] == 1);
-        if (!inner) {
-            float *scratch;
-            ATTN_TRYG(attn__ws_f32(ctx, &scratch, 4, a->S, 1, 1));
-            attn__sdpa_bwd_ref(a, g, scratch);
-            goto done;
-        }
+    if (path == ATTN__SDPA_ROWS) {
         int width = attn__parallel_width(ctx, a->B * a->Hkv);
         job jb = {a, g, NULL, 5 * a->S, ctx->kern.dropout_row}; /* s, p, dp, keep, dt */
         ATTN_TRYG(attn__ws_f32(ctx, &jb.scratch, width, 5, a->S, 1));

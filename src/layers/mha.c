@@ -274,7 +274,7 @@ attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__g
     /* A forward that ran on the split-KV decode kernels (a few queries, no dropout) saved their
      * output and lse; the fused backward would start from them and differ from the recomputing
      * backward in the last bits, so it recomputes its own (the fused forward's) instead. */
-    if (attn__decode_eligible(ctx, &s)) s.lse = NULL;
+    if (attn__sdpa_path(ctx, &s, 0) == ATTN__SDPA_DECODE) s.lse = NULL;
     attn__mark mk = attn__ws_mark(ctx);
     float *dao, *dqp, *dkp, *dvp;
     attn_status st;

@@ -3,7 +3,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "../kernels/decode.h"
 #include "../kernels/flash.h"
 #include "../kernels/kernels.h"
 #include "ops_util.h"
@@ -323,16 +322,9 @@ attn_status attn__sdpa_call(attn_ctx *ctx, const char *fn, const attn_tensor *q,
         ATTN_TRYG(attn__ws_f32(ctx, &l, a.B, a.H, a.L, 1));
         a.lse = l, a.ls[0] = a.H * a.L, a.ls[1] = a.L, a.ls[2] = 1;
     }
-    if (q->dtype == ATTN_BF16) { /* bf16 storage: split-KV decode where eligible, else fused */
-        if (attn__decode_eligible(ctx, &a)) /* the fp32 path's rules (sdpa_fast.c) */
-            ATTN_TRYG(attn__decode_bf16(ctx, &a, q->data, k->data, v->data));
-        else
-            ATTN_TRYG(attn__flash_fwd_bf16(ctx, &a, q->data, k->data, v->data));
-    } else {
-        /* the fast kernels (fused from 64 x 64, row kernels below); the reference stays the
-         * oracle */
-        ATTN_TRYG(attn__sdpa(ctx, &a));
-    }
+    /* the fast kernels (attn__sdpa_path chooses); the reference stays the oracle */
+    if (q->dtype == ATTN_BF16) ATTN_TRYG(attn__sdpa_bf16(ctx, &a, q->data, k->data, v->data));
+    else ATTN_TRYG(attn__sdpa(ctx, &a));
     st = sdpa_overflow(ctx, fn, &a);
 done:
     attn__ws_release(ctx, mk);
@@ -449,10 +441,11 @@ attn_status attn__sdpa_backward_call(attn_ctx *ctx, const char *fn, const attn_t
     }
     if (a.o) { /* a saved forward: a row it lost to overflow has lse -inf but visible keys */
         ATTN_TRYG(sdpa_overflow(ctx, fn, &a));
-    } else if (!(ctx->flags & ATTN_CTX_NO_FINITE_CHECK) && !want_dmask && a.L * a.S >= 64 * 64) {
-        /* The fused backward (sdpa_fast.c's rule: from 64 x 64, no mask gradient) starts from the
-         * forward's out and lse, which it would recompute itself: run that forward here instead
-         * (the same kernel, so the same bits) and check its rows for overflow. */
+    } else if (!(ctx->flags & ATTN_CTX_NO_FINITE_CHECK) &&
+               attn__sdpa_bwd_path(&a, &g) == ATTN__SDPA_FLASH) {
+        /* The fused backward starts from the forward's out and lse, which it would recompute
+         * itself: run that forward here instead (the same kernel, so the same bits) and check
+         * its rows for overflow. */
         attn__sdpa_args f = a;
         float *o, *l;
         ATTN_TRYG(attn__ws_f32(ctx, &o, a.B, a.H, a.L, a.Dv));
