@@ -153,10 +153,9 @@ set_tests_properties(cli_bench_bad_value PROPERTIES WILL_FAIL TRUE)
 # /dev/full, closed or a pipe with no reader fails every printing command (exit 1, no SIGPIPE);
 # the one text reader refuses devices, directories and streams past the bound, reads '-' and
 # pipes, and never hangs on a FIFO; info/eval '-' read a stream no further than its safetensors
-# header describes; every
-# command refuses unknown options and takes --opt=value, '--' and -h; --threads 0 is the
-# default; a training output folder is checked before training; -o - writes to stdout;
-# attn info escapes control bytes from the file.
+# header describes; every command refuses unknown options and takes --opt=value, '--' and -h;
+# --threads 0 is the default; a training output folder is checked before training; -o - writes
+# to stdout; attn info escapes control bytes from the file.
 find_program(ATTN_BASH bash)
 find_program(ATTN_TIMEOUT timeout)
 if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)

@@ -83,6 +83,7 @@ static double run_case(const char *what, case_fn fn, const char *path, attn_stat
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
+        alarm(120); /* a loader that blocks (a FIFO with no writer) fails instead of hanging */
         attn_ctx *ctx = NULL;
         attn_status st = attn_ctx_create(NULL, &ctx);
         if (st == ATTN_OK) st = fn(ctx, path);
@@ -384,6 +385,15 @@ static void test_checkpoints(attn_ctx *ctx) {
     run_case("dates nhead \" 2\"", do_dates, p, ATTN_E_FORMAT, "nhead", NULL);
     copy_st(ctx, lm, p, "block_size", "0", NULL, 0);
     run_case("charlm block_size 0", do_charlm, p, ATTN_E_FORMAT, "block_size must be in", NULL);
+    /* F3: a checkpoint that is a FIFO with no writer, or /dev/zero */
+    snprintf(p, sizeof p, "%s/ck.fifo", tmp);
+    TU_CHECK(mkfifo(p, 0600) == 0, "cannot make %s", p);
+    run_case("charlm checkpoint FIFO", do_charlm, p, ATTN_E_IO, "a FIFO", NULL);
+    run_case("dates checkpoint FIFO", do_dates, p, ATTN_E_IO, "a FIFO", NULL);
+    unlink(p);
+    run_case("charlm checkpoint /dev/zero", do_charlm, "/dev/zero", ATTN_E_IO,
+             "a character device", NULL);
+    snprintf(p, sizeof p, "%s/ck.st", tmp);
     copy_st(ctx, lm, p, NULL, NULL, "layers.0.linear1.weight", NAN);
     run_case("charlm NaN weight", do_charlm, p, ATTN_E_NONFINITE, "layers.0.linear1.weight",
              "NaN");
@@ -575,6 +585,24 @@ static void test_bert(attn_ctx *ctx) {
         mkdir(p, 0700);
         snprintf(what, sizeof what, "directory as %s", files[i]);
         run_case(what, do_bert, d, ATTN_E_IO, files[i], "not a regular file");
+    }
+    /* F3: a device or a FIFO with no writer in place of a file: refused by type, no read */
+    static const char *const special[][2] = {{"config.json", "/dev/zero"},
+                                             {"vocab.txt", NULL},
+                                             {"tokenizer_config.json", "/dev/zero"},
+                                             {"model.safetensors", "/dev/zero"},
+                                             {"model.safetensors", NULL}};
+    for (int i = 0; i < 5; i++) {
+        char p[1024], what[96];
+        d = bert_copy();
+        snprintf(p, sizeof p, "%s/%s", d, special[i][0]);
+        unlink(p);
+        int made = special[i][1] ? symlink(special[i][1], p) : mkfifo(p, 0600);
+        TU_CHECK(made == 0, "cannot make %s", p);
+        snprintf(what, sizeof what, "%s as %s", special[i][1] ? "/dev/zero" : "FIFO",
+                 special[i][0]);
+        run_case(what, do_bert, d, ATTN_E_IO, special[i][0],
+                 special[i][1] ? "a character device" : "a FIFO");
     }
     /* vocab.txt */
     d = bert_copy();
