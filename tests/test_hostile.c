@@ -273,6 +273,12 @@ static void test_eval(attn_ctx *ctx) {
               (kv[]){{"op", "positional_encoding"}, {"d_model", "1099511627776"},
                      {"max_len", "1048576"}, {"length", "1048576"}, {NULL, NULL}},
               NULL, ATTN_E_UNSUPPORTED, "ATTN_LIMIT_FILE_BYTES", "length x d_model");
+    /* 1 GiB from a few bytes of attributes, under the file limit (physical memory): refused
+     * at 256 MiB, not allocated three times over */
+    eval_case(ctx, "posenc 16384 x 16384 table",
+              (kv[]){{"op", "positional_encoding"}, {"d_model", "16384"},
+                     {"max_len", "16384"}, {"length", "16384"}, {NULL, NULL}},
+              NULL, ATTN_E_UNSUPPORTED, "256 MiB", "length x d_model");
     eval_case(ctx, "posenc concat d_model 2^40",
               (kv[]){{"op", "positional_encoding"}, {"d_model", "1099511627776"},
                      {"mode", "concat"}, {NULL, NULL}},

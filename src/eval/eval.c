@@ -65,14 +65,20 @@ attn_status ev_new(ev *e, const char *what, int ndim, const int64_t *shape,
 }
 
 /* An output whose size comes from attributes alone (no data of the file bounds it): at most
- * ATTN_LIMIT_FILE_BYTES, the most a file read back into memory may hold. */
+ * EV_CLAIM_BYTES, or ATTN_LIMIT_FILE_BYTES when that is lower.  attn_eval keeps such an
+ * output about three times (the tensor, the writer's copy, the serialised result), so a few
+ * bytes of attributes must not reach for a share of the machine's memory: reference cases
+ * are small, and a larger table is reached with an input tensor whose data bounds it. */
+#define EV_CLAIM_BYTES ((int64_t)256 << 20)
 attn_status ev_claim(ev *e, const char *what, int ndim, const int64_t *shape) {
     size_t bytes;
     char sb[128];
     int64_t lim = attn_ctx_limit(e->ctx, ATTN_LIMIT_FILE_BYTES);
+    if (lim > EV_CLAIM_BYTES) lim = EV_CLAIM_BYTES;
     ATTN_FAIL_IF(!ev_bytes(ndim, shape, sizeof(float), &bytes) || (uint64_t)bytes > (uint64_t)lim,
                  e->ctx, ATTN_E_UNSUPPORTED,
-                 "%s: shape %s from the attributes is over ATTN_LIMIT_FILE_BYTES (%lld bytes)",
+                 "%s: shape %s from the attributes alone is over the %lld bytes attn_eval "
+                 "allows such an output (256 MiB, or ATTN_LIMIT_FILE_BYTES if lower)",
                  what, attn__dims_str(shape, ndim, sb, sizeof sb), (long long)lim);
     return ATTN_OK;
 }
