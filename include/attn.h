@@ -184,7 +184,10 @@ typedef struct attn_ctx_params {
  * then says which ("attn_ctx_create: unknown flags 0x4 ...").
  * Threads: a context serves one thread at a time (never two calls on it at once); give each
  * thread its own.  Modules and attn_bert may then be shared read-only between those threads
- * (see Conventions, Threads). */
+ * (see Conventions, Threads).
+ * Kernels: chosen here, once per context, from the CPU's features and the environment
+ * (ATTN_ISA=ref|avx2|avx512 caps the instruction set; ATTN_BF16, ATTN_F16, ATTN_DECODE:
+ * docs/kernels.md); changing the environment later affects only contexts created after. */
 ATTN_API attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out /* OUT */);
 ATTN_API void attn_ctx_free(attn_ctx *ctx);
 /* The message of the last failed call on ctx ("" if none); valid until the next call.  With
@@ -365,7 +368,8 @@ typedef enum attn_causal {
 
 typedef struct attn_sdpa_options {
     attn_causal causal;
-    float scale;        /* 0 = 1/sqrt(D) */
+    float scale;        /* 0 = 1/sqrt(D) (so PyTorch's scale=0.0, all-equal scores, has no
+                         * equivalent: use a tiny scale such as 1e-30 instead) */
     float dropout_p;    /* probability of zeroing a weight, in [0, 1); kept ones scale 1/(1-p) */
     uint64_t seed;      /* dropout: Philox key */
     uint64_t offset;    /* dropout: Philox counter offset (advance between calls) */
