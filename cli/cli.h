@@ -115,9 +115,8 @@ int attn_cli_usage_error(const attn_cli_spec *spec, const char *fmt, ...)
     ;
 
 /* ---- contexts, input and output (cli/cli_util.c, cli/cli_io.c) ------------------------- */
-/* The CPUs this process may run on (sched_getaffinity), at least 1, at most 1024. */
-int attn_cli_cpus(void);
-/* threads as given by --threads: 0 becomes attn_cli_cpus(). */
+/* threads as given by --threads: 0 becomes attn_cpu_count() (the CPUs this process may run
+ * on). */
 int attn_cli_threads(long long threads);
 /* A context with attn_cli_threads(threads) threads and flags.  Prints the problem and returns
  * 1 on failure, else 0. */

@@ -19,18 +19,8 @@ int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
     return 1;
 }
 
-int attn_cli_cpus(void) {
-    long n = 0;
-#ifdef __linux__
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
-#endif
-    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
-}
-
 int attn_cli_threads(long long threads) {
-    return threads <= 0 ? attn_cli_cpus() : threads > 1024 ? 1024 : (int)threads;
+    return threads <= 0 ? attn_cpu_count() : threads > 1024 ? 1024 : (int)threads;
 }
 
 int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **ctx) {

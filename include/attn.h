@@ -169,7 +169,9 @@ enum {
 };                                     /* other bits are refused by attn_ctx_create */
 
 typedef struct attn_ctx_params {
-    int threads;            /* worker threads; 0 or 1 = run on the calling thread */
+    int threads;            /* threads, the caller's among them: 1 = the calling thread
+                             * alone; 0 = attn_cpu_count() (all the CPUs this process may
+                             * run on) */
     attn_alloc_fn alloc;    /* NULL = malloc */
     attn_free_fn free;      /* NULL = free; must be set together with alloc */
     void *alloc_user;       /* passed to alloc/free */
@@ -198,6 +200,9 @@ ATTN_API const char *attn_ctx_errmsg(const attn_ctx *ctx);
 ATTN_API attn_status attn_ctx_status(const attn_ctx *ctx);
 ATTN_API void attn_ctx_clear_error(attn_ctx *ctx);
 ATTN_API int attn_ctx_threads(const attn_ctx *ctx);
+/* The CPUs this process may run on (its affinity mask on Linux, else the online CPUs), in
+ * [1, 1024]: the thread count of a context created with threads 0. */
+ATTN_API int attn_cpu_count(void);
 /* Largest workspace use seen so far, in bytes. */
 ATTN_API size_t attn_ctx_workspace_peak(const attn_ctx *ctx);
 

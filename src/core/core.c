@@ -161,7 +161,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
     attn_ctx *c = p.alloc(p.alloc_user, sizeof *c);
     if (!c) return create_fail(ATTN_E_NOMEM, "attn_ctx_create: out of memory");
     memset(c, 0, sizeof *c);
-    c->threads = p.threads > 0 ? p.threads : 1;
+    c->threads = p.threads > 0 ? p.threads : attn_cpu_count();
     c->alloc = p.alloc;
     c->free = p.free;
     c->alloc_user = p.alloc_user;
@@ -187,7 +187,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
         attn__free(c, c->blocks);
         p.free(p.alloc_user, c);
         return create_fail(ATTN_E_NOMEM, "attn_ctx_create: cannot start %d worker threads",
-                           p.threads);
+                           c->threads);
     }
     *out = c;
     return ATTN_OK;

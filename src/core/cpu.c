@@ -1,6 +1,8 @@
 /* CPU feature detection (cpu.h): CPUID and XGETBV once per process. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include "cpu.h"
 
@@ -71,4 +73,14 @@ const char *attn__cpu_feature_name(unsigned bit) {
     for (int i = 0; i < ATTN__CPU_COUNT; i++)
         if (bit == 1u << i) return names[i];
     return NULL;
+}
+
+int attn_cpu_count(void) {
+    long n = 0;
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
 }
