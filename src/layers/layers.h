@@ -151,9 +151,28 @@ ATTN__HIDDEN attn_status attn__module_expect(attn_ctx *ctx, const attn_module *m
                                              attn__kind kind, const char *fn);
 
 /* ---- building blocks ------------------------------------------------------------------- */
+/* A weight matrix W [N, K] (y = x W^T) in the form a linear layer runs it: ATTN_F32 (data is
+ * W itself, row-major), or ATTN_BF16 / ATTN_F16 packed once by attn__pw_pack for the 16-bit
+ * kernels (gemm_bf16.h, gemm_f16.h; their arithmetic and error are stated there). */
+typedef struct attn__pw {
+    attn_dtype dtype;
+    const void *data;
+} attn__pw;
+/* Bytes of the packed form of W [N, K] in dtype (F32: K * N floats); ATTN_E_OVERFLOW. */
+ATTN__HIDDEN attn_status attn__pw_size(attn_ctx *ctx, attn_dtype dtype, int64_t K, int64_t N,
+                                       size_t *bytes);
+/* Packs W [N, K] into dst (attn__pw_size bytes) and describes it in *out.  F16 refuses
+ * (ATTN_E_NONFINITE, naming what) a finite weight past the F16 range, which would become an
+ * infinity; other dtypes cannot fail. */
+ATTN__HIDDEN attn_status attn__pw_pack(attn_ctx *ctx, attn_dtype dtype, const float *W,
+                                       int64_t K, int64_t N, void *dst, const char *what,
+                                       attn__pw *out);
+
 typedef struct attn__lin {
     float *weight, *bias; /* [out, in], [out] or NULL */
     int64_t in, out;
+    attn__pw pw; /* the form the forwards run: data NULL means weight in F32 (set by the
+                    owner of a packed copy, for inference only: backwards read weight) */
 } attn__lin;
 typedef struct attn__ln {
     float *weight, *bias; /* [E], [E] or NULL */
@@ -161,16 +180,55 @@ typedef struct attn__ln {
     float eps;
 } attn__ln;
 
+/* What follows the product in one linear call, on each row as soon as it is final (the same
+ * bits as separate passes afterwards, and for every thread count).  t = x W^T + b (b may be
+ * NULL), then:
+ *   NONE    y = t
+ *   ACT     y = act(t): GELU is the kernels' GELU (attn__gelu_as, ew.h), the others
+ *           attn__act1
+ *   RES     y = t + r                       (float adds in this order)
+ *   RES_LN  y = layer_norm(t + r) * w + lb  (attn__add_ln's arithmetic, ew.h; r may be NULL)
+ * For BF16 / F16 weights the kernel adds b and r itself (its own order, gemm_*.h). */
+typedef enum attn__epi_kind {
+    ATTN__EPI_NONE = 0,
+    ATTN__EPI_ACT,
+    ATTN__EPI_RES,
+    ATTN__EPI_RES_LN
+} attn__epi_kind;
+typedef struct attn__epi {
+    attn__epi_kind kind;
+    attn_activation act; /* ACT */
+    const float *r;      /* RES, RES_LN: [M, N] contiguous; must not overlap y */
+    const attn__ln *ln;  /* RES_LN: the norm over N */
+    const float *xmax;   /* NULL, or [M] max_k |x[m, k]| (NaN if any is NaN): the F16 kernel's
+                            row scales, which it otherwise computes (a hint for the others) */
+    float *ymax;         /* NULL, or [M] receiving max_n |y[m, n]| (NaN if any is NaN) */
+} attn__epi;
+
+/* y[M, N] (row stride ldy) = epilogue(x[M, K] (row stride ldx) W^T + b) with W in any form,
+ * on the context's kernels and threads; e may be NULL (NONE).  x must not overlap y.  Fails
+ * only when the workspace runs out. */
+ATTN__HIDDEN attn_status attn__linear_pw(attn_ctx *ctx, const float *x, int64_t ldx,
+                                         const attn__pw *w, const float *b, const attn__epi *e,
+                                         float *y, int64_t ldy, int64_t M, int64_t K,
+                                         int64_t N);
+/* The layer's linear on contiguous rows: y[M, out] = epilogue(x[M, in] W^T + b). */
+ATTN__HIDDEN attn_status attn__lin_run(attn_ctx *ctx, const attn__lin *l, const float *x,
+                                       const attn__epi *e, float *y, int64_t M);
+/* y[M, N] = act(x[M, N]) as the ACT epilogue computes it (y may be x). */
+ATTN__HIDDEN void attn__act_fwd(attn_ctx *ctx, attn_activation act, const float *x, float *y,
+                                int64_t M, int64_t N);
+
 ATTN__HIDDEN attn_status attn__lin_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
                                        const char *name, attn__lin *l, int64_t in, int64_t out,
                                        int bias);
 ATTN__HIDDEN attn_status attn__ln_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
                                       const char *name, attn__ln *l, int64_t E, float eps,
                                       int bias);
-/* y[M, out] = x[M, in] W^T + b (fast GEMM) */
+/* y[M, out] = x[M, in] W^T + b */
 static inline attn_status attn__lin_fwd(attn_ctx *ctx, const attn__lin *l, const float *x,
                                         float *y, int64_t M) {
-    return attn__linear(ctx, x, l->in, l->weight, l->bias, y, l->out, M, l->in, l->out);
+    return attn__lin_run(ctx, l, x, NULL, y, M);
 }
 static inline void attn__ln_fwd(const attn__ln *l, const float *x, float *y, int64_t M) {
     attn__layer_norm_ref(x, l->E, l->weight, l->bias, l->eps, y, l->E, M, l->E);
