@@ -230,9 +230,9 @@ static inline attn_status attn__lin_fwd(attn_ctx *ctx, const attn__lin *l, const
                                         float *y, int64_t M) {
     return attn__lin_run(ctx, l, x, NULL, y, M);
 }
-static inline void attn__ln_fwd(const attn__ln *l, const float *x, float *y, int64_t M) {
-    attn__layer_norm_ref(x, l->E, l->weight, l->bias, l->eps, y, l->E, M, l->E);
-}
+/* y[M, E] = layer_norm(x[M, E]) (the RES_LN arithmetic without a residual); y may be x. */
+ATTN__HIDDEN void attn__ln_fwd(attn_ctx *ctx, const attn__ln *l, const float *x, float *y,
+                               int64_t M);
 
 /* ---- multi-head attention (nn.MultiheadAttention) ------------------------------------- */
 typedef struct attn__mha {
@@ -262,13 +262,14 @@ ATTN__HIDDEN attn_status attn__mha_saved_alloc(attn_ctx *ctx, attn__tape *t, con
 /* query [B, L, E], key [B, S, kdim], value [B, S, vdim] contiguous; out [B, L, E];
  * weights NULL or [B, L, S'] (average) / [B, H, L, S'].  Masks are validated here.  sv: NULL,
  * or a record from attn__mha_saved_alloc for these sizes, which the forward fills (the mask
- * data must then stay valid until the backward). */
+ * data must then stay valid until the backward).  oepi: NULL, or the epilogue of out_proj
+ * (attn__epi: a residual, a layer norm; its r must not overlap out). */
 ATTN__HIDDEN attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
                                        const float *key, const float *value, int64_t B,
                                        int64_t L, int64_t S, const attn_mask *key_padding_mask,
                                        const attn_mask *attn_mask, int is_causal,
                                        int average, attn__rng *rng, float *out, float *weights,
-                                       attn__mha_saved *sv);
+                                       attn__mha_saved *sv, const attn__epi *oepi);
 /* Backward of attn__mha_fwd from its record sv and the same query, key and value: the same
  * outputs as attn__mha_bwd (below). */
 ATTN__HIDDEN attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a,

@@ -155,3 +155,8 @@ void attn__act_fwd(attn_ctx *ctx, attn_activation act, const float *x, float *y,
         attn__act_ref(act, x, N, y, N, M, N);
     }
 }
+
+void attn__ln_fwd(attn_ctx *ctx, const attn__ln *l, const float *x, float *y, int64_t M) {
+    if (y != x) memcpy(y, x, (size_t)(M * l->E) * sizeof(float));
+    attn__add_ln(ctx, y, NULL, NULL, l->weight, l->bias, l->eps, M, l->E, NULL);
+}

@@ -223,7 +223,7 @@ attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
                           const float *key, const float *value, int64_t B, int64_t L, int64_t S,
                           const attn_mask *key_padding_mask, const attn_mask *amask,
                           int is_causal, int average, attn__rng *rng, float *out,
-                          float *weights, attn__mha_saved *sv) {
+                          float *weights, attn__mha_saved *sv, const attn__epi *oepi) {
     int64_t E = a->E, H = a->H, Sx = S + extra_cols(a);
     attn__sdpa_args s;
     attn__mark mk = attn__ws_mark(ctx);
@@ -244,7 +244,7 @@ attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
         sv->s = s;
         sv->s.w = NULL;
     }
-    ATTN_TRYG(attn__lin_fwd(ctx, &a->out_proj, ao, out, B * L));
+    ATTN_TRYG(attn__lin_run(ctx, &a->out_proj, ao, oepi, out, B * L));
 
     if (weights) {
         if (average) { /* attn_output_weights.mean(dim=1) */
@@ -431,7 +431,7 @@ static attn_status mha_forward(attn_ctx *ctx, const char *fn, int train, const a
     }
     ATTN_TRYG(attn__mha_fwd(ctx, a, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
                             o.average_attn_weights, &rng, op, wp,
-                            rec && !rec->ckpt ? &rec->sv : NULL));
+                            rec && !rec->ckpt ? &rec->sv : NULL, NULL));
     attn__seq_out_end(op, out);
     if (wp && wp != weights->data) attn__store(wp, weights);
     if (rec) attn__saved_end(saved, m, rec);

@@ -64,26 +64,43 @@ typedef struct ffn {
     attn__lin w1, w2;
 } ffn;
 
-/* y[M, E] = lin2(dropout(act(lin1(x[M, E])))); y may alias x.  sv: NULL, or a record whose
- * h and a ([M, F]) the forward fills. */
+/* Whether dropout with probability p draws anything in this call (attn__dropout's rule):
+ * without it the residual adds and layer norms fuse into the linears' epilogues. */
+static int drops(const attn__rng *rng, float p) {
+    return rng && rng->training && p > 0.0f;
+}
+
+/* The hidden values of the feed-forward into a record: h = lin1(x), a = dropout(act(h)). */
+static attn_status ffn_hidden(attn_ctx *ctx, const attn__lin *l1, attn_activation act, float p,
+                              const float *x, int64_t M, attn__rng *rng, attn__ffn_saved *sv) {
+    ATTN_TRY(attn__lin_run(ctx, l1, x, NULL, sv->h, M));
+    attn__act_fwd(ctx, act, sv->h, sv->a, M, l1->out);
+    sv->rng = *rng;
+    attn__dropout(rng, p, sv->a, M * l1->out);
+    return ATTN_OK;
+}
+
+/* y[M, E] = lin2(dropout(act(lin1(x[M, E])))), then oepi (NULL, or lin2's epilogue: a
+ * residual, a layer norm); y must not overlap x or oepi->r.  sv: NULL, or a record whose h
+ * and a ([M, F]) the forward fills.  Without a record the activation runs in lin1's
+ * epilogue (the same bits). */
 static attn_status ffn_fwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *l2,
                            attn_activation act, float p, const float *x, float *y, int64_t M,
-                           attn__rng *rng, attn__ffn_saved *sv) {
+                           attn__rng *rng, attn__ffn_saved *sv, const attn__epi *oepi) {
     int64_t F = l1->out;
     attn__mark mk = attn__ws_mark(ctx);
-    float *h, *a;
+    float *a;
     attn_status st;
     if (sv) {
-        h = sv->h, a = sv->a;
+        ATTN_TRYG(ffn_hidden(ctx, l1, act, p, x, M, rng, sv));
+        a = sv->a;
     } else {
-        ATTN_TRYG(attn__ws_f32(ctx, &h, M, F, 1, 1));
-        a = h;
+        attn__epi e = {ATTN__EPI_ACT, act, NULL, NULL, NULL, NULL};
+        ATTN_TRYG(attn__ws_f32(ctx, &a, M, F, 1, 1));
+        ATTN_TRYG(attn__lin_run(ctx, l1, x, &e, a, M));
+        attn__dropout(rng, p, a, M * F);
     }
-    ATTN_TRYG(attn__lin_fwd(ctx, l1, x, h, M));
-    attn__act_ref(act, h, F, a, F, M, F);
-    if (sv) sv->rng = *rng;
-    attn__dropout(rng, p, a, M * F);
-    ATTN_TRYG(attn__lin_fwd(ctx, l2, a, y, M));
+    ATTN_TRYG(attn__lin_run(ctx, l2, a, oepi, y, M));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -147,7 +164,7 @@ attn_status attn_ffn_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
     ATTN_TRYG(attn__contig(ctx, x, &xp));
     ATTN_TRYG(attn__ws_f32(ctx, &y, M, f->cfg.d_model, 1, 1));
     ATTN_TRYG(ffn_fwd(ctx, &f->w1, &f->w2, f->cfg.activation, f->cfg.dropout, xp, y, M, &rng,
-                      NULL));
+                      NULL, NULL));
     attn__store(y, out);
 done:
     attn__ws_release(ctx, mk);
@@ -176,6 +193,44 @@ static void add2(float *out, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+/* One residual block of a layer, rows [M, E]: r = base + dropout(f(in)), then (post-norm)
+ * dst = norm(r); pre-norm blocks have no norm and their output is r.  Without dropout the
+ * add and the norm run in the epilogue of f's last linear (res_target says where it writes
+ * and with which epilogue); with dropout f writes to scratch and res_end adds.  rstore: where
+ * a record keeps r (NULL: not kept).  The bits are the same either way: r = (y + b) + base is
+ * base + (y + b), and the norm is attn__ln_fwd's. */
+typedef struct res_blk {
+    int drop;
+    const float *base;
+    const attn__ln *norm;        /* post-norm: the norm after the add; pre-norm: NULL */
+    float *rstore, *dst, *scratch;
+} res_blk;
+
+static float *res_target(const res_blk *b, attn__epi *e) {
+    memset(e, 0, sizeof *e);
+    if (b->drop) return b->scratch;
+    e->r = b->base;
+    if (b->norm && !b->rstore) {
+        e->kind = ATTN__EPI_RES_LN, e->ln = b->norm;
+        return b->dst;
+    }
+    e->kind = ATTN__EPI_RES;
+    return b->rstore ? b->rstore : b->dst;
+}
+
+/* After f: site (a record's, or NULL) receives the stream at the dropout; returns r. */
+static float *res_end(attn_ctx *ctx, const res_blk *b, attn__rng *rng, float p, int64_t M,
+                      int64_t E, attn__rng *site) {
+    float *r = b->rstore ? b->rstore : b->dst;
+    if (site) *site = *rng;
+    if (b->drop) {
+        attn__dropout(rng, p, b->scratch, M * E);
+        add2(r, b->base, b->scratch, M * E);
+    }
+    if (b->norm && (b->drop || b->rstore)) attn__ln_fwd(ctx, b->norm, r, b->dst, M);
+    return r;
+}
+
 attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__enc_layer *l,
                                   int64_t B, int64_t L, attn__enc_saved *sv) {
     int64_t E = l->cfg.d_model;
@@ -190,46 +245,48 @@ attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__enc_
 
 /* norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))
  * otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
- * Without a record the intermediate values share out (and one workspace buffer). */
+ * (res_blk: without dropout the adds and norms run in the epilogues of out_proj and linear2).
+ * Without a record the intermediate values live in workspace buffers. */
 attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l, const float *x,
                                 float *out, int64_t B, int64_t L, const attn_mask *mask,
                                 const attn_mask *kpm, int is_causal, attn__rng *rng,
                                 attn__enc_saved *sv) {
     const attn_transformer_config *c = &l->cfg;
-    int64_t E = c->d_model, n = B * L * E, M = B * L;
-    int pre = c->norm_first;
+    int64_t E = c->d_model, M = B * L;
+    int pre = c->norm_first, drop = drops(rng, c->dropout);
     attn__mark mk = attn__ws_mark(ctx);
-    float *t = NULL, *u, *r1, *x1;
+    float *t = NULL, *u, *v = NULL, *y;
+    const float *in = x, *r1;
+    attn__epi e;
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &u, B, L, E, 1));
+    if (drop) ATTN_TRYG(attn__ws_f32(ctx, &v, B, L, E, 1));
     if (!sv && pre) ATTN_TRYG(attn__ws_f32(ctx, &t, B, L, E, 1));
     /* self-attention block */
-    const float *in = x;
     if (pre) {
         float *n1 = sv ? sv->n1 : t;
-        attn__ln_fwd(&l->norm1, x, n1, M);
+        attn__ln_fwd(ctx, &l->norm1, x, n1, M);
         in = n1;
     }
+    res_blk b1 = {drop, x, pre ? NULL : &l->norm1, sv ? sv->r1 : NULL, u, v};
+    if (!pre && sv) b1.dst = sv->x1;
+    y = res_target(&b1, &e);
     ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, L, L, kpm, mask, is_causal, 0,
-                            rng, u, NULL, sv ? &sv->sa : NULL));
-    if (sv) sv->d1 = *rng;
-    attn__dropout(rng, c->dropout, u, n);
-    r1 = sv ? sv->r1 : out;
-    add2(r1, x, u, n);
-    /* feed-forward block */
-    x1 = sv ? sv->x1 : pre ? t : out;
-    attn__ln_fwd(pre ? &l->norm2 : &l->norm1, r1, x1, M);
-    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, x1, u, M, rng,
-                      sv ? &sv->ff : NULL));
-    if (sv) sv->d2 = *rng;
-    attn__dropout(rng, c->dropout, u, n);
+                            rng, y, NULL, sv ? &sv->sa : NULL, &e));
+    r1 = res_end(ctx, &b1, rng, c->dropout, M, E, sv ? &sv->d1 : NULL);
+    /* feed-forward block: x1 its input */
+    const float *x1 = b1.dst;
     if (pre) {
-        add2(out, r1, u, n);
-    } else {
-        float *r2 = sv ? sv->r2 : out;
-        add2(r2, x1, u, n);
-        attn__ln_fwd(&l->norm2, r2, out, M);
+        float *n2 = sv ? sv->x1 : t;
+        attn__ln_fwd(ctx, &l->norm2, r1, n2, M);
+        x1 = n2;
     }
+    res_blk b2 = {drop, pre ? r1 : x1, pre ? NULL : &l->norm2, sv && !pre ? sv->r2 : NULL, out,
+                  v};
+    y = res_target(&b2, &e);
+    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, x1, y, M, rng,
+                      sv ? &sv->ff : NULL, &e));
+    res_end(ctx, &b2, rng, c->dropout, M, E, sv ? &sv->d2 : NULL);
     if (sv) sv->x0 = x;
 done:
     attn__ws_release(ctx, mk);
@@ -280,52 +337,57 @@ attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, const f
                                 int tgt_is_causal, attn__rng *rng, float *cross_w,
                                 attn__dec_saved *sv) {
     const attn_transformer_config *c = &l->cfg;
-    int64_t E = c->d_model, n = B * T * E, M = B * T;
-    int pre = c->norm_first;
+    int64_t E = c->d_model, M = B * T;
+    int pre = c->norm_first, drop = drops(rng, c->dropout);
     attn__mark mk = attn__ws_mark(ctx);
-    float *t = NULL, *u, *r1, *n2, *r2, *n3;
-    const float *base;
+    float *t = NULL, *u = NULL, *w = NULL, *v = NULL, *y;
+    const float *in = x, *r;
+    attn__epi e;
     attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &u, B, T, E, 1));
-    if (!sv && pre) ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, E, 1));
-    /* self-attention block */
-    const float *in = x;
+    if (!sv) {
+        ATTN_TRYG(attn__ws_f32(ctx, &u, B, T, E, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, E, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &w, B, T, E, 1));
+    }
+    if (drop) ATTN_TRYG(attn__ws_f32(ctx, &v, B, T, E, 1));
+    /* self-attention block.  Buffers without a record: pre-norm n1, n2, n3 in t and r1, r2 in
+     * u, w; post-norm n2 in u, n3 in t */
     if (pre) {
         float *n1 = sv ? sv->n1 : t;
-        attn__ln_fwd(&l->norm1, x, n1, M);
+        attn__ln_fwd(ctx, &l->norm1, x, n1, M);
         in = n1;
     }
+    res_blk b1 = {drop, x, pre ? NULL : &l->norm1, sv ? sv->r1 : NULL, sv ? sv->n2 : u, v};
+    y = res_target(&b1, &e);
     ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, T, T, tgt_kpm, tgt_mask,
-                            tgt_is_causal, 0, rng, u, NULL, sv ? &sv->sa : NULL));
-    if (sv) sv->d1 = *rng;
-    attn__dropout(rng, c->dropout, u, n);
-    r1 = sv ? sv->r1 : out;
-    add2(r1, x, u, n);
+                            tgt_is_causal, 0, rng, y, NULL, sv ? &sv->sa : NULL, &e));
+    r = res_end(ctx, &b1, rng, c->dropout, M, E, sv ? &sv->d1 : NULL);
     /* cross-attention block: queries from the stream, keys and values from memory */
-    n2 = sv ? sv->n2 : pre ? t : out;
-    attn__ln_fwd(pre ? &l->norm2 : &l->norm1, r1, n2, M);
-    base = pre ? r1 : n2;
-    ATTN_TRYG(attn__mha_fwd(ctx, &l->multihead_attn, n2, memory, memory, B, T, S, memory_kpm,
-                            memory_mask, 0, 1, rng, u, cross_w, sv ? &sv->ca : NULL));
-    if (sv) sv->d2 = *rng;
-    attn__dropout(rng, c->dropout, u, n);
-    r2 = sv ? sv->r2 : out;
-    add2(r2, base, u, n);
-    /* feed-forward block */
-    n3 = sv ? sv->n3 : pre ? t : out;
-    attn__ln_fwd(pre ? &l->norm3 : &l->norm2, r2, n3, M);
-    base = pre ? r2 : n3;
-    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, n3, u, M, rng,
-                      sv ? &sv->ff : NULL));
-    if (sv) sv->d3 = *rng;
-    attn__dropout(rng, c->dropout, u, n);
+    const float *n2 = b1.dst;
     if (pre) {
-        add2(out, base, u, n);
-    } else {
-        float *r3 = sv ? sv->r3 : out;
-        add2(r3, base, u, n);
-        attn__ln_fwd(&l->norm3, r3, out, M);
+        float *p2 = sv ? sv->n2 : t;
+        attn__ln_fwd(ctx, &l->norm2, r, p2, M);
+        n2 = p2;
     }
+    res_blk b2 = {drop, pre ? r : n2, pre ? NULL : &l->norm2, sv ? sv->r2 : NULL,
+                  sv ? sv->n3 : pre ? w : t, v};
+    y = res_target(&b2, &e);
+    ATTN_TRYG(attn__mha_fwd(ctx, &l->multihead_attn, n2, memory, memory, B, T, S, memory_kpm,
+                            memory_mask, 0, 1, rng, y, cross_w, sv ? &sv->ca : NULL, &e));
+    r = res_end(ctx, &b2, rng, c->dropout, M, E, sv ? &sv->d2 : NULL);
+    /* feed-forward block */
+    const float *n3 = b2.dst;
+    if (pre) {
+        float *p3 = sv ? sv->n3 : t;
+        attn__ln_fwd(ctx, &l->norm3, r, p3, M);
+        n3 = p3;
+    }
+    res_blk b3 = {drop, pre ? r : n3, pre ? NULL : &l->norm3, sv && !pre ? sv->r3 : NULL, out,
+                  v};
+    y = res_target(&b3, &e);
+    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, n3, y, M, rng,
+                      sv ? &sv->ff : NULL, &e));
+    res_end(ctx, &b3, rng, c->dropout, M, E, sv ? &sv->d3 : NULL);
     if (sv) sv->x0 = x, sv->mem = memory;
 done:
     attn__ws_release(ctx, mk);
@@ -491,7 +553,7 @@ attn_status attn__enc_run(attn_ctx *ctx, const attn__stack *s, float *x, int64_t
     for (int64_t i = 0; i < s->nenc; i++)
         ATTN_TRY(attn__enc_layer_fwd(ctx, &s->enc[i], x, x, B, L, mask, kpm, is_causal, rng,
                                      NULL));
-    if (s->enc_norm) attn__ln_fwd(&s->enc_final, x, x, B * L);
+    if (s->enc_norm) attn__ln_fwd(ctx, &s->enc_final, x, x, B * L);
     return ATTN_OK;
 }
 
@@ -503,7 +565,7 @@ attn_status attn__dec_run(attn_ctx *ctx, const attn__stack *s, float *x, const f
         ATTN_TRY(attn__dec_layer_fwd(ctx, &s->dec[i], x, x, mem, B, T, S, tm, mm, tk, mk,
                                      tgt_is_causal, rng, i == s->ndec - 1 ? cross_w : NULL,
                                      NULL));
-    if (s->dec_norm) attn__ln_fwd(&s->dec_final, x, x, B * T);
+    if (s->dec_norm) attn__ln_fwd(ctx, &s->dec_final, x, x, B * T);
     return ATTN_OK;
 }
 
@@ -865,15 +927,11 @@ done:
 static attn_status ffn_bwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *l2,
                            const attn__gmap *g, attn_activation act, float p, const float *x,
                            const float *dy, float *dx, int64_t M, attn__rng *rng) {
-    int64_t F = l1->out;
     attn__mark mk = attn__ws_mark(ctx);
     attn__ffn_saved sv;
     attn_status st;
     ATTN_TRYG(ffn_saved_alloc(ctx, NULL, l1, M, &sv));
-    ATTN_TRYG(attn__lin_fwd(ctx, l1, x, sv.h, M));
-    attn__act_ref(act, sv.h, F, sv.a, F, M, F);
-    sv.rng = *rng;
-    attn__dropout(rng, p, sv.a, M * F);
+    ATTN_TRYG(ffn_hidden(ctx, l1, act, p, x, M, rng, &sv));
     ATTN_TRYG(ffn_bwd_saved(ctx, l1, l2, g, act, p, &sv, x, dy, dx, M));
 done:
     attn__ws_release(ctx, mk);
@@ -1088,7 +1146,7 @@ attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s, int dec, in
     rec->out = rec->xs + N * n;
     if (fin) {
         ATTN_TRY(attn__rec_f32(ctx, t, &rec->out, B, T, E, 1));
-        attn__ln_fwd(fin, rec->xs + N * n, rec->out, B * T);
+        attn__ln_fwd(ctx, fin, rec->xs + N * n, rec->out, B * T);
     }
     return ATTN_OK;
 }
