@@ -91,14 +91,8 @@ static attn_status seed_qkv(attn_ctx *ctx, const seed *s, const float *xp, int64
         ATTN_TRY(attn__lin_fwd(ctx, &s->k, xp, k, M));
         ATTN_TRY(attn__lin_fwd(ctx, &s->v, xp, v, M));
     }
-    memset(a, 0, sizeof *a);
-    a->B = B, a->H = H, a->Hkv = H, a->L = T, a->S = T, a->D = D, a->Dv = D;
-    int64_t str[4] = {T * dout, D, dout, 1};
-    a->q = q, a->k = k, a->v = v, a->o = o;
-    memcpy(a->qs, str, sizeof str), memcpy(a->ks, str, sizeof str);
-    memcpy(a->vs, str, sizeof str), memcpy(a->os, str, sizeof str);
     /* scale by sqrt of the key dimension of one head (keys.shape[-1] in the seed) */
-    a->scale = (float)(1.0 / sqrt((double)D));
+    attn__sdpa_heads(a, B, H, T, T, D, D, q, dout, k, dout, v, dout, o, dout);
     if (s->cfg.kind >= ATTN_SEED_CAUSAL) a->causal = ATTN_CAUSAL_TOP_LEFT;
     if (s->cfg.kind >= ATTN_SEED_CAUSAL && rng->training && s->cfg.dropout > 0.0f) {
         a->dropout_p = s->cfg.dropout;
@@ -233,7 +227,7 @@ attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
     float *qp, *kp, *vp, *op;
     attn_status st;
     attn__sdpa_args a;
-    memset(&a, 0, sizeof a);
+    attn__mask4 m0;
     ATTN_TRYG(attn__seq_in(ctx, x, "inputs", Dx, &B, &S, &xp));
     if (g->cfg.self_attention) {
         L = S;
@@ -241,7 +235,7 @@ attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
         ATTN_TRYG(attn__seq_in(ctx, q, "query", Dq, &B, &L, &qin));
     }
     ATTN_TRYG(attn__seq_out(ctx, out, "output", B, L, Dv, &op));
-    ATTN_TRYG(bls_outputs(ctx, mask, weights, B, L, S, &a.mask[0]));
+    ATTN_TRYG(bls_outputs(ctx, mask, weights, B, L, S, &m0));
     {
         attn_tensor P = attn_view1(m->arena, m->numel);
         attn__arg o[] = {{out, "out", 0}, {weights, "weights", 0}},
@@ -259,17 +253,13 @@ attn_status attn_general_attention_forward(attn_ctx *ctx, const attn_module *m,
     } else {
         qp = (float *)qin;
     }
-    a.B = B, a.H = 1, a.Hkv = 1, a.L = L, a.S = S, a.D = Dq, a.Dv = Dv;
-    a.q = qp, a.qs[0] = L * Dq, a.qs[2] = Dq, a.qs[3] = 1;
-    a.k = kp, a.ks[0] = S * Dq, a.ks[2] = Dq, a.ks[3] = 1;
-    a.v = vp, a.vs[0] = S * Dv, a.vs[2] = Dv, a.vs[3] = 1;
-    a.o = op, a.os[0] = L * Dv, a.os[2] = Dv, a.os[3] = 1;
+    /* one head; the scale is of the key/query dimension, not D_x */
+    attn__sdpa_heads(&a, B, 1, L, S, Dq, Dv, qp, Dq, kp, Dq, vp, Dv, op, Dv);
+    a.mask[0] = m0;
     if (weights && weights->data) {
         a.w = weights->data;
         a.ws[0] = weights->stride[0], a.ws[2] = weights->stride[1], a.ws[3] = weights->stride[2];
     }
-    a.mask_ncols[0] = S;
-    a.scale = (float)(1.0 / sqrt((double)Dq)); /* the key/query dimension, not D_x */
     ATTN_TRYG(attn__sdpa(ctx, &a));
     attn__seq_out_end(op, out);
 done:
@@ -484,12 +474,12 @@ attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
     float *qp, *kp, *vp, *op, *dqp, *dkp, *dvp, *dxp, *tmp, *dqo = NULL;
     attn_status st;
     attn__sdpa_args a;
-    memset(&a, 0, sizeof a);
+    attn__mask4 m0;
     ATTN_TRYG(attn__seq_in(ctx, x, "inputs", Dx, &B, &S, &xp));
     if (gn->cfg.self_attention) L = S;
     else ATTN_TRYG(attn__seq_in(ctx, q, "query", Dq, &B, &L, &qin));
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", Dv, &B, &L, &dy));
-    ATTN_TRYG(bls_outputs(ctx, mask, NULL, B, L, S, &a.mask[0]));
+    ATTN_TRYG(bls_outputs(ctx, mask, NULL, B, L, S, &m0));
     if (dx && dx->data) ATTN_TRYG(attn__seq_out(ctx, dx, "dx", B, S, Dx, &dxp));
     else ATTN_TRYG(attn__ws_f32(ctx, &dxp, B, S, Dx, 1));
     if (!gn->cfg.self_attention && dq && dq->data)
@@ -514,13 +504,8 @@ attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRYG(attn__lin_fwd(ctx, &gn->v, xp, vp, B * S));
     if (gn->cfg.self_attention) ATTN_TRYG(attn__lin_fwd(ctx, &gn->q, xp, qp, B * S));
     else memcpy(qp, qin, (size_t)(B * L * Dq) * sizeof(float));
-    a.B = B, a.H = 1, a.Hkv = 1, a.L = L, a.S = S, a.D = Dq, a.Dv = Dv;
-    a.q = qp, a.qs[0] = L * Dq, a.qs[2] = Dq, a.qs[3] = 1;
-    a.k = kp, a.ks[0] = S * Dq, a.ks[2] = Dq, a.ks[3] = 1;
-    a.v = vp, a.vs[0] = S * Dv, a.vs[2] = Dv, a.vs[3] = 1;
-    a.o = op, a.os[0] = L * Dv, a.os[2] = Dv, a.os[3] = 1;
-    a.mask_ncols[0] = S;
-    a.scale = (float)(1.0 / sqrt((double)Dq));
+    attn__sdpa_heads(&a, B, 1, L, S, Dq, Dv, qp, Dq, kp, Dq, vp, Dv, op, Dv);
+    a.mask[0] = m0;
     attn__sdpa_grads sg;
     memset(&sg, 0, sizeof sg);
     sg.dout = dy, memcpy(sg.dos, a.os, sizeof sg.dos);

@@ -4,6 +4,8 @@
  * the same files validate attn_tensor arguments and call them. */
 #ifndef ATTN_LAYERS_H
 #define ATTN_LAYERS_H
+#include <string.h>
+
 #include "../kernels/kernels.h"
 
 typedef struct attn__param {
@@ -233,6 +235,26 @@ static inline attn_status attn__lin_fwd(attn_ctx *ctx, const attn__lin *l, const
 /* y[M, E] = layer_norm(x[M, E]) (the RES_LN arithmetic without a residual); y may be x. */
 ATTN__HIDDEN void attn__ln_fwd(attn_ctx *ctx, const attn__ln *l, const float *x, float *y,
                                int64_t M);
+
+/* SDPA arguments (kernels.h) over head-blocked row-major buffers, as the layers keep them:
+ * head h of query i of batch b at q + (b*L + i)*ldq + h*D, of key / value j at
+ * k + (b*S + j)*ldk + h*D / v + (b*S + j)*ldv + h*Dv, of the output at o + (b*L + i)*ldo + h*Dv.
+ * Hkv = H, scale 1/sqrt(D), masks counted over all S columns; no mask, causality, dropout,
+ * weights or lse until the caller sets them. */
+static inline void attn__sdpa_heads(attn__sdpa_args *a, int64_t B, int64_t H, int64_t L,
+                                    int64_t S, int64_t D, int64_t Dv, const float *q,
+                                    int64_t ldq, const float *k, int64_t ldk, const float *v,
+                                    int64_t ldv, float *o, int64_t ldo) {
+    memset(a, 0, sizeof *a);
+    a->B = B, a->H = H, a->Hkv = H, a->L = L, a->S = S, a->D = D, a->Dv = Dv;
+    a->q = q, a->qs[0] = L * ldq, a->qs[1] = D, a->qs[2] = ldq, a->qs[3] = 1;
+    a->k = k, a->ks[0] = S * ldk, a->ks[1] = D, a->ks[2] = ldk, a->ks[3] = 1;
+    a->v = v, a->vs[0] = S * ldv, a->vs[1] = Dv, a->vs[2] = ldv, a->vs[3] = 1;
+    a->o = o, a->os[0] = L * ldo, a->os[1] = Dv, a->os[2] = ldo, a->os[3] = 1;
+    a->mask_ncols[0] = a->mask_ncols[1] = S;
+    a->causal = ATTN_CAUSAL_NONE;
+    a->scale = (float)(1.0 / sqrt((double)D));
+}
 
 /* ---- multi-head attention (nn.MultiheadAttention) ------------------------------------- */
 typedef struct attn__mha {

@@ -165,19 +165,14 @@ static attn_status project(attn_ctx *ctx, const attn__mha *a, const float *query
 }
 
 /* SDPA arguments over the head-blocked buffers: head h of row i starts at i*E + h*D.  Masks
- * must already be bound in s->mask.  Takes the dropout offset from rng (one site). */
+ * are bound afterwards.  Takes the dropout offset from rng (one site). */
 static void sdpa_setup(const attn__mha *a, attn__sdpa_args *s, int64_t B, int64_t L,
                        int64_t S, int64_t Sx, const float *qp, const float *kp,
                        const float *vp, float *ao, int is_causal, attn__rng *rng) {
     int64_t E = a->E, H = a->H, D = a->D;
+    attn__sdpa_heads(s, B, H, L, Sx, D, D, qp, E, kp, E, vp, E, ao, E);
     s->mask_ncols[0] = s->mask_ncols[1] = S; /* appended bias/zero columns are never masked */
-    s->B = B, s->H = H, s->Hkv = H, s->L = L, s->S = Sx, s->D = D, s->Dv = D;
-    s->q = qp, s->qs[0] = L * E, s->qs[1] = D, s->qs[2] = E, s->qs[3] = 1;
-    s->k = kp, s->ks[0] = Sx * E, s->ks[1] = D, s->ks[2] = E, s->ks[3] = 1;
-    s->v = vp, s->vs[0] = Sx * E, s->vs[1] = D, s->vs[2] = E, s->vs[3] = 1;
-    s->o = ao, s->os[0] = L * E, s->os[1] = D, s->os[2] = E, s->os[3] = 1;
     s->causal = is_causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
-    s->scale = (float)(1.0 / sqrt((double)D));
     if (rng && rng->training && a->cfg.dropout > 0.0f) {
         s->dropout_p = a->cfg.dropout;
         s->seed = rng->seed;
@@ -209,11 +204,12 @@ static attn_status attend(attn_ctx *ctx, const attn__mha *a, const float *query,
                           int is_causal, attn__rng *rng, float *qp, float *kp, float *vp,
                           float *ao, float *lse, float *w, attn__sdpa_args *s) {
     int64_t H = a->H, Sx = S + extra_cols(a);
-    memset(s, 0, sizeof *s);
-    ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &s->mask[0]));
-    ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &s->mask[1]));
+    attn__mask4 m0, m1;
+    ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &m0));
+    ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &m1));
     ATTN_TRY(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp));
     sdpa_setup(a, s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
+    s->mask[0] = m0, s->mask[1] = m1;
     if (w) s->w = w, s->ws[0] = H * L * Sx, s->ws[1] = L * Sx, s->ws[2] = Sx, s->ws[3] = 1;
     if (lse) s->lse = lse, s->ls[0] = H * L, s->ls[1] = L, s->ls[2] = 1;
     return attn__sdpa(ctx, s);
