@@ -264,6 +264,8 @@ typedef struct attn__mha {
     float *in_proj_weight, *q_proj_weight, *k_proj_weight, *v_proj_weight;
     float *in_proj_bias, *bias_k, *bias_v;
     attn__lin out_proj;
+    attn__pw in_pw; /* in_proj_weight as the self-attention projection runs it (data NULL:
+                       F32), for inference only, as attn__lin's pw */
 } attn__mha;
 
 ATTN__HIDDEN attn_status attn__mha_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
@@ -271,15 +273,23 @@ ATTN__HIDDEN attn_status attn__mha_reg(attn_ctx *ctx, attn_module *m, const char
 /* What attn__mha_bwd_saved needs of a forward: the projections, the attention output and
  * its log-sum-exp, and the attention call as it ran (masks bound, dropout seed and offset). */
 typedef struct attn__mha_saved {
-    float *qp, *kp, *vp; /* [B, L, E], [B, S', E], [B, S', E], head h of row i at i*E + h*D */
+    float *qp, *kp, *vp; /* [B, L, E], [B, S', E], [B, S', E], head h of row i at i*ld + h*D;
+                            self-attention keeps the three in one [B, L, 3E] buffer (ld = 3E,
+                            kp = qp + E, vp = qp + 2E: one GEMM projects them) */
+    int64_t ld;
     float *ao;           /* [B, L, E] attention output (out_proj's input) */
     float *lse;          /* [B, H, L] log-sum-exp of each row of scores (-inf: all masked) */
     attn__sdpa_args s;   /* o = ao, lse = lse */
 } attn__mha_saved;
-/* Allocates sv's buffers for query length L and key length S (attn__rec_f32). */
+/* Allocates sv's buffers for query length L and key length S (attn__rec_f32); self: the
+ * forward will be self-attention (query, key and value the same buffer). */
 ATTN__HIDDEN attn_status attn__mha_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__mha *a,
-                                               int64_t B, int64_t L, int64_t S,
+                                               int64_t B, int64_t L, int64_t S, int self,
                                                attn__mha_saved *sv);
+/* Points a at given parameters (not registered; for a model that keeps its own names):
+ * in_w [3E, E] and in_b [3E] (or NULL), and out_proj; bias = in_b != NULL. */
+ATTN__HIDDEN void attn__mha_bind(attn__mha *a, int64_t E, int64_t H, float *in_w, float *in_b,
+                                 const attn__lin *out_proj);
 
 /* query [B, L, E], key [B, S, kdim], value [B, S, vdim] contiguous; out [B, L, E];
  * weights NULL or [B, L, S'] (average) / [B, H, L, S'].  Masks are validated here.  sv: NULL,

@@ -135,42 +135,71 @@ static attn_status bind_kpm(attn_ctx *ctx, const attn_mask *m, int64_t B, int64_
     return ATTN_OK;
 }
 
-/* Projected q [B, L, E], k and v [B, Sx, E] (bias_k/bias_v and a zero key appended). */
+/* Whether the forward of a with these inputs projects q, k and v with one GEMM into one
+ * [B, L, 3E] buffer: self-attention (the same buffer thrice) with in_proj_weight, no
+ * appended keys. */
+static int fusable(const attn__mha *a, int64_t L, int64_t S) {
+    return L == S && a->packed && !a->cfg.add_bias_kv && !a->cfg.add_zero_attn;
+}
+static int fuses(const attn__mha *a, const float *query, const float *key, const float *value,
+                 int64_t L, int64_t S) {
+    return query == key && key == value && fusable(a, L, S);
+}
+
+/* Projected q [B, L, E], k and v [B, Sx, E] (bias_k/bias_v and a zero key appended), rows
+ * ld apart; with ld = 3E (fuses) one GEMM writes q | k | v of each row. */
 static attn_status project(attn_ctx *ctx, const attn__mha *a, const float *query,
                            const float *key, const float *value, int64_t B, int64_t L, int64_t S,
-                           int64_t Sx, float *qp, float *kp, float *vp) {
+                           int64_t Sx, float *qp, float *kp, float *vp, int64_t ld) {
     int64_t E = a->E, kd = a->cfg.kdim, vd = a->cfg.vdim;
+    if (ld == 3 * E) {
+        attn__pw f32 = {ATTN_F32, a->in_proj_weight};
+        return attn__linear_pw(ctx, query, E, a->in_pw.data ? &a->in_pw : &f32, a->in_proj_bias,
+                               NULL, qp, ld, B * L, E, 3 * E);
+    }
     /* in-projection: q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv */
     const float *Wq = a->packed ? a->in_proj_weight : a->q_proj_weight;
     const float *Wk = a->packed ? a->in_proj_weight + E * E : a->k_proj_weight;
     const float *Wv = a->packed ? a->in_proj_weight + 2 * E * E : a->v_proj_weight;
     const float *bq = a->in_proj_bias, *bk = bq ? bq + E : NULL, *bv = bq ? bq + 2 * E : NULL;
-    ATTN_TRY(attn__linear(ctx, query, E, Wq, bq, qp, E, B * L, E, E));
+    ATTN_TRY(attn__linear(ctx, query, E, Wq, bq, qp, ld, B * L, E, E));
     for (int64_t b = 0; b < B; b++) {
-        float *kb = kp + b * Sx * E, *vb = vp + b * Sx * E;
-        ATTN_TRY(attn__linear(ctx, key + b * S * kd, kd, Wk, bk, kb, E, S, kd, E));
-        ATTN_TRY(attn__linear(ctx, value + b * S * vd, vd, Wv, bv, vb, E, S, vd, E));
+        float *kb = kp + b * Sx * ld, *vb = vp + b * Sx * ld;
+        ATTN_TRY(attn__linear(ctx, key + b * S * kd, kd, Wk, bk, kb, ld, S, kd, E));
+        ATTN_TRY(attn__linear(ctx, value + b * S * vd, vd, Wv, bv, vb, ld, S, vd, E));
         int64_t j = S;
         if (a->cfg.add_bias_kv) { /* torch.cat([k, bias_k.repeat(1, bsz, 1)]) */
-            memcpy(kb + j * E, a->bias_k, (size_t)E * sizeof(float));
-            memcpy(vb + j * E, a->bias_v, (size_t)E * sizeof(float));
+            memcpy(kb + j * ld, a->bias_k, (size_t)E * sizeof(float));
+            memcpy(vb + j * ld, a->bias_v, (size_t)E * sizeof(float));
             j++;
         }
         if (a->cfg.add_zero_attn) { /* a key and value of zeros after everything else */
-            memset(kb + j * E, 0, (size_t)E * sizeof(float));
-            memset(vb + j * E, 0, (size_t)E * sizeof(float));
+            memset(kb + j * ld, 0, (size_t)E * sizeof(float));
+            memset(vb + j * ld, 0, (size_t)E * sizeof(float));
         }
     }
     return ATTN_OK;
+}
+
+void attn__mha_bind(attn__mha *a, int64_t E, int64_t H, float *in_w, float *in_b,
+                    const attn__lin *out_proj) {
+    memset(a, 0, sizeof *a);
+    a->cfg = attn_mha_defaults(E, H);
+    a->cfg.bias = in_b != NULL;
+    a->cfg.kdim = a->cfg.vdim = E;
+    a->E = E, a->H = H, a->D = E / H;
+    a->packed = 1;
+    a->in_proj_weight = in_w, a->in_proj_bias = in_b;
+    a->out_proj = *out_proj;
 }
 
 /* SDPA arguments over the head-blocked buffers: head h of row i starts at i*E + h*D.  Masks
  * are bound afterwards.  Takes the dropout offset from rng (one site). */
 static void sdpa_setup(const attn__mha *a, attn__sdpa_args *s, int64_t B, int64_t L,
                        int64_t S, int64_t Sx, const float *qp, const float *kp,
-                       const float *vp, float *ao, int is_causal, attn__rng *rng) {
+                       const float *vp, int64_t ld, float *ao, int is_causal, attn__rng *rng) {
     int64_t E = a->E, H = a->H, D = a->D;
-    attn__sdpa_heads(s, B, H, L, Sx, D, D, qp, E, kp, E, vp, E, ao, E);
+    attn__sdpa_heads(s, B, H, L, Sx, D, D, qp, ld, kp, ld, vp, ld, ao, E);
     s->mask_ncols[0] = s->mask_ncols[1] = S; /* appended bias/zero columns are never masked */
     s->causal = is_causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
     if (rng && rng->training && a->cfg.dropout > 0.0f) {
@@ -185,12 +214,19 @@ static int64_t extra_cols(const attn__mha *a) {
 }
 
 attn_status attn__mha_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__mha *a,
-                                  int64_t B, int64_t L, int64_t S, attn__mha_saved *sv) {
+                                  int64_t B, int64_t L, int64_t S, int self,
+                                  attn__mha_saved *sv) {
     int64_t E = a->E, Sx = S + extra_cols(a);
     memset(sv, 0, sizeof *sv);
-    ATTN_TRY(attn__rec_f32(ctx, t, &sv->qp, B, L, E, 1));
-    ATTN_TRY(attn__rec_f32(ctx, t, &sv->kp, B, Sx, E, 1));
-    ATTN_TRY(attn__rec_f32(ctx, t, &sv->vp, B, Sx, E, 1));
+    if (self && fusable(a, L, S)) {
+        ATTN_TRY(attn__rec_f32(ctx, t, &sv->qp, B, L, 3 * E, 1));
+        sv->kp = sv->qp + E, sv->vp = sv->qp + 2 * E, sv->ld = 3 * E;
+    } else {
+        ATTN_TRY(attn__rec_f32(ctx, t, &sv->qp, B, L, E, 1));
+        ATTN_TRY(attn__rec_f32(ctx, t, &sv->kp, B, Sx, E, 1));
+        ATTN_TRY(attn__rec_f32(ctx, t, &sv->vp, B, Sx, E, 1));
+        sv->ld = E;
+    }
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->ao, B, L, E, 1));
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->lse, B, a->H, L, 1));
     return ATTN_OK;
@@ -202,13 +238,13 @@ static attn_status attend(attn_ctx *ctx, const attn__mha *a, const float *query,
                           const float *key, const float *value, int64_t B, int64_t L, int64_t S,
                           const attn_mask *key_padding_mask, const attn_mask *amask,
                           int is_causal, attn__rng *rng, float *qp, float *kp, float *vp,
-                          float *ao, float *lse, float *w, attn__sdpa_args *s) {
+                          int64_t ld, float *ao, float *lse, float *w, attn__sdpa_args *s) {
     int64_t H = a->H, Sx = S + extra_cols(a);
     attn__mask4 m0, m1;
     ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &m0));
     ATTN_TRY(bind_kpm(ctx, key_padding_mask, B, S, &m1));
-    ATTN_TRY(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp));
-    sdpa_setup(a, s, B, L, S, Sx, qp, kp, vp, ao, is_causal, rng);
+    ATTN_TRY(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp, ld));
+    sdpa_setup(a, s, B, L, S, Sx, qp, kp, vp, ld, ao, is_causal, rng);
     s->mask[0] = m0, s->mask[1] = m1;
     if (w) s->w = w, s->ws[0] = H * L * Sx, s->ws[1] = L * Sx, s->ws[2] = Sx, s->ws[3] = 1;
     if (lse) s->lse = lse, s->ls[0] = H * L, s->ls[1] = L, s->ls[2] = 1;
@@ -224,9 +260,19 @@ attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
     attn__sdpa_args s;
     attn__mark mk = attn__ws_mark(ctx);
     float *qp, *kp, *vp, *ao, *w = NULL;
+    int64_t ld = E;
     attn_status st;
     if (sv) {
-        qp = sv->qp, kp = sv->kp, vp = sv->vp, ao = sv->ao;
+        qp = sv->qp, kp = sv->kp, vp = sv->vp, ao = sv->ao, ld = sv->ld;
+        if (ld != E && !fuses(a, query, key, value, L, S)) {
+            st = attn__fail(ctx, ATTN_E_INVALID, "internal: a self-attention record for "
+                            "another attention");
+            goto done;
+        }
+    } else if (fuses(a, query, key, value, L, S)) {
+        ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, 3 * E, 1));
+        kp = qp + E, vp = qp + 2 * E, ld = 3 * E;
+        ATTN_TRYG(attn__ws_f32(ctx, &ao, B, L, E, 1));
     } else {
         ATTN_TRYG(attn__ws_f32(ctx, &qp, B, L, E, 1));
         ATTN_TRYG(attn__ws_f32(ctx, &kp, B, Sx, E, 1));
@@ -235,7 +281,7 @@ attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
     }
     if (weights) ATTN_TRYG(attn__ws_f32(ctx, &w, B, H, L, Sx));
     ATTN_TRYG(attend(ctx, a, query, key, value, B, L, S, key_padding_mask, amask, is_causal, rng,
-                     qp, kp, vp, ao, sv ? sv->lse : NULL, w, &s));
+                     qp, kp, vp, ld, ao, sv ? sv->lse : NULL, w, &s));
     if (sv) {
         sv->s = s;
         sv->s.w = NULL;
@@ -285,10 +331,11 @@ attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__g
      * the saved output and lse) */
     attn__sdpa_grads sg;
     memset(&sg, 0, sizeof sg);
+    const int64_t D = a->D, qs[4] = {L * E, D, E, 1}, ks[4] = {Sx * E, D, E, 1};
     sg.dout = dao, memcpy(sg.dos, s.os, sizeof sg.dos);
-    sg.dq = dqp, memcpy(sg.dqs, s.qs, sizeof sg.dqs);
-    sg.dk = dkp, memcpy(sg.dks, s.ks, sizeof sg.dks);
-    sg.dv = dvp, memcpy(sg.dvs, s.vs, sizeof sg.dvs);
+    sg.dq = dqp, memcpy(sg.dqs, qs, sizeof sg.dqs);
+    sg.dk = dkp, memcpy(sg.dks, ks, sizeof sg.dks);
+    sg.dv = dvp, memcpy(sg.dvs, ks, sizeof sg.dvs);
     ATTN_TRYG(attn__sdpa_bwd(ctx, &s, &sg));
     if (a->cfg.add_bias_kv) { /* the appended row S of every batch came from bias_k / bias_v */
         float *gbk = attn__g(g, a->bias_k), *gbv = attn__g(g, a->bias_v);
@@ -327,9 +374,10 @@ attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g
     attn__mha_saved sv;
     attn_status st;
     /* recompute the forward up to the attention output, then the saved backward */
-    ATTN_TRYG(attn__mha_saved_alloc(ctx, NULL, a, B, L, S, &sv));
+    ATTN_TRYG(attn__mha_saved_alloc(ctx, NULL, a, B, L, S,
+                                    fuses(a, query, key, value, L, S), &sv));
     ATTN_TRYG(attend(ctx, a, query, key, value, B, L, S, key_padding_mask, amask, is_causal, rng,
-                     sv.qp, sv.kp, sv.vp, sv.ao, sv.lse, NULL, &sv.s));
+                     sv.qp, sv.kp, sv.vp, sv.ld, sv.ao, sv.lse, NULL, &sv.s));
     ATTN_TRYG(attn__mha_bwd_saved(ctx, a, g, &sv, query, key, value, B, L, S, dout, dquery, dkey,
                                   dvalue));
 done:
@@ -383,6 +431,8 @@ static attn_status mha_forward(attn_ctx *ctx, const char *fn, int train, const a
     ATTN_TRYG(attn__seq_in(ctx, query, "query", a->E, &B, &L, &q));
     ATTN_TRYG(attn__seq_in(ctx, key, "key", a->cfg.kdim, &B, &S, &k));
     ATTN_TRYG(attn__seq_in(ctx, value, "value", a->cfg.vdim, &B, &S, &v));
+    if (attn__same_view(query, key)) k = q; /* self-attention: one projection GEMM */
+    if (attn__same_view(key, value)) v = k;
     ATTN_TRYG(attn__seq_out(ctx, out, "output", B, L, a->E, &op));
     int64_t Sx = S + (a->cfg.add_bias_kv ? 1 : 0) + (a->cfg.add_zero_attn ? 1 : 0);
     if (o.need_weights) {
@@ -422,7 +472,9 @@ static attn_status mha_forward(attn_ctx *ctx, const char *fn, int train, const a
         rec->ckpt = (saved->flags & ATTN_SAVED_CHECKPOINT) != 0;
         rec->is_causal = o.is_causal;
         rec->rng = rng;
-        if (!rec->ckpt) ATTN_TRYG(attn__mha_saved_alloc(ctx, t, a, B, L, S, &rec->sv));
+        if (!rec->ckpt)
+            ATTN_TRYG(attn__mha_saved_alloc(ctx, t, a, B, L, S,
+                                            fuses(a, rec->q, rec->k, rec->v, L, S), &rec->sv));
         key_padding_mask = attn__mask_opt(&rec->kpm), amask = attn__mask_opt(&rec->am);
     }
     ATTN_TRYG(attn__mha_fwd(ctx, a, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
@@ -474,6 +526,8 @@ attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_te
     ATTN_TRYG(attn__seq_in(ctx, query, "query", a->E, &B, &L, &q));
     ATTN_TRYG(attn__seq_in(ctx, key, "key", a->cfg.kdim, &B, &S, &k));
     ATTN_TRYG(attn__seq_in(ctx, value, "value", a->cfg.vdim, &B, &S, &v));
+    if (attn__same_view(query, key)) k = q; /* as the forward: one projection GEMM */
+    if (attn__same_view(key, value)) v = k;
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", a->E, &B, &L, &dy));
     if (dquery && dquery->data) ATTN_TRYG(attn__seq_out(ctx, dquery, "dquery", B, L, a->E, &dq));
     if (dkey && dkey->data) ATTN_TRYG(attn__seq_out(ctx, dkey, "dkey", B, S, a->cfg.kdim, &dk));

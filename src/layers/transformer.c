@@ -239,7 +239,7 @@ attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__enc_
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->r1, B, L, E, 1));
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->x1, B, L, E, 1));
     if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r2, B, L, E, 1));
-    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, L, L, &sv->sa));
+    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, L, L, 1, &sv->sa));
     return ffn_saved_alloc(ctx, t, &l->linear1, B * L, &sv->ff);
 }
 
@@ -325,8 +325,8 @@ attn_status attn__dec_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__dec_
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->r2, B, T, E, 1));
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->n3, B, T, E, 1));
     if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r3, B, T, E, 1));
-    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, T, T, &sv->sa));
-    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->multihead_attn, B, T, S, &sv->ca));
+    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, T, T, 1, &sv->sa));
+    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->multihead_attn, B, T, S, 0, &sv->ca));
     return ffn_saved_alloc(ctx, t, &l->linear1, B * T, &sv->ff);
 }
 
