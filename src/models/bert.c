@@ -1,6 +1,7 @@
 /* BERT sentence encoder (attn_bert_*): a Hugging Face / sentence-transformers folder as it
- * is, the encoder (post-norm, GELU, key padding masks), pooling and normalisation.  The
- * tokenizer (BasicTokenizer + WordPiece and its Unicode tables) is src/text/wordpiece.c.  See
+ * is, the embeddings, pooling and normalisation.  The encoder is the shared post-norm encoder
+ * layer (GELU, key padding masks; src/layers/transformer.c) over BERT's parameters, the
+ * tokenizer (BasicTokenizer + WordPiece and its Unicode tables) src/text/wordpiece.c.  See
  * attn_bert_load in attn.h for the contract and the limits of the tables. */
 #include <math.h>
 #include <stdio.h>
@@ -9,9 +10,6 @@
 
 #include "../io/json.h"
 #include "file.h"
-#include "../kernels/ew.h"
-#include "../kernels/gemm_bf16.h"
-#include "../kernels/gemm_f16.h"
 #include "../layers/layers.h"
 #include "pool.h"
 #include "../text/wordpiece.h"
@@ -19,8 +17,10 @@
 /* ---- model -------------------------------------------------------------------------------- */
 typedef struct bert_layer {
     attn__lin q, k, v, ao, inter, out;
-    attn__lin qkv; /* q, k, v stacked [3E, E] (a copy in m->extra made after loading) */
     attn__ln ln1, ln2;
+    /* the shared encoder layer over these, q, k and v stacked into its in_proj [3E, E] (a copy
+     * in m->extra made after loading): out_proj = ao, linear1 = inter, linear2 = out */
+    attn__enc_layer enc;
 } bert_layer;
 
 typedef struct bert_impl {
@@ -36,12 +36,11 @@ struct attn_bert {
     attn_bert_info info;
     attn__wordpiece wp; /* vocabulary and [UNK] (src/text/wordpiece.c) */
     int32_t cls, sep, pad;
-    /* attn_bert_set_dtype(ATTN_BF16 / ATTN_F16): the four matrices of each layer (qkv,
-     * attention output, intermediate, output) rounded and packed for attn__linear_bf16 /
-     * attn__linear_f16 */
+    /* attn_bert_set_dtype(ATTN_BF16 / ATTN_F16): the four matrices of each layer (in_proj,
+     * attention output, intermediate, output) rounded and packed (attn__pw_pack), described
+     * in the encoder layers' attn__pw */
     attn_dtype dtype;
-    void *lw;   /* all packed matrices */
-    void **lwp; /* [layers * 4] into lw */
+    void *lw; /* all packed matrices */
 };
 
 static void bfree(attn_bert *b, void *p) {
@@ -53,7 +52,6 @@ void attn_bert_free(attn_bert *b) {
     attn_module *m = b->m;
     attn__wp_release(&b->wp, b->free, b->alloc_user);
     bfree(b, b->lw);
-    bfree(b, b->lwp);
     b->free(b->alloc_user, b);
     attn_module_free(m);
 }
@@ -512,14 +510,22 @@ static attn_status build_module(attn_ctx *ctx, const bert_cfg *c, attn_module **
     return ATTN_OK;
 }
 
-/* One [3E, E] projection per layer instead of three [E, E] ones: one GEMM for q, k and v. */
-static attn_status stack_qkv(attn_ctx *ctx, attn_module *m, int64_t layers, int64_t E) {
+/* One [3E, E] projection per layer instead of three [E, E] ones (one GEMM for q, k and v),
+ * and the shared encoder layer over the parameters: post-norm, GELU, no dropout. */
+static attn_status bind_layers(attn_ctx *ctx, attn_module *m, const bert_cfg *c) {
     bert_impl *q = m->impl;
+    const int64_t E = c->hidden;
     size_t per = (size_t)(3 * E * E + 3 * E);
-    float *w = attn__malloc(ctx, (size_t)layers * per * sizeof(float));
+    float *w = attn__malloc(ctx, (size_t)c->layers * per * sizeof(float));
     ATTN_FAIL_IF(!w, ctx, ATTN_E_NOMEM, "out of memory (stacked projections)");
     m->extra = w;
-    for (int64_t i = 0; i < layers; i++) {
+    attn_transformer_config tc = attn_transformer_defaults(E, c->heads);
+    tc.dim_feedforward = c->inter;
+    tc.dropout = 0.0f;
+    tc.activation = ATTN_ACT_GELU;
+    tc.layer_norm_eps = (float)c->eps;
+    tc.num_encoder_layers = tc.num_decoder_layers = 0;
+    for (int64_t i = 0; i < c->layers; i++) {
         bert_layer *l = &q->layers[i];
         float *wi = w + (size_t)i * per, *bi = wi + 3 * E * E;
         const attn__lin *src[3] = {&l->q, &l->k, &l->v};
@@ -527,7 +533,12 @@ static attn_status stack_qkv(attn_ctx *ctx, attn_module *m, int64_t layers, int6
             memcpy(wi + k * E * E, src[k]->weight, (size_t)(E * E) * sizeof(float));
             memcpy(bi + k * E, src[k]->bias, (size_t)E * sizeof(float));
         }
-        l->qkv.weight = wi, l->qkv.bias = bi, l->qkv.in = E, l->qkv.out = 3 * E;
+        attn__enc_layer *e = &l->enc;
+        memset(e, 0, sizeof *e);
+        e->cfg = tc;
+        attn__mha_bind(&e->self_attn, E, c->heads, wi, bi, &l->ao);
+        e->linear1 = l->inter, e->linear2 = l->out;
+        e->norm1 = l->ln1, e->norm2 = l->ln2;
     }
     return ATTN_OK;
 }
@@ -624,7 +635,7 @@ attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out) {
     }
     if (!st) st = attn_module_load(ctx, m, sf, prefix, 1);
     attn_st_free(sf);
-    if (!st) st = stack_qkv(ctx, m, c.layers, c.hidden);
+    if (!st) st = bind_layers(ctx, m, &c);
     if (st) {
         attn_bert_free(b);
         return st;
@@ -640,61 +651,68 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
                  attn_dtype_name(dtype));
     if (dtype == b->dtype) return ATTN_OK;
     if (dtype == ATTN_F32) {
-        bfree(b, b->lw), bfree(b, b->lwp);
-        b->lw = NULL, b->lwp = NULL, b->dtype = ATTN_F32;
+        bert_impl *q = b->m->impl;
+        const attn__pw f32 = {ATTN_F32, NULL};
+        for (int64_t li = 0; li < b->info.num_layers; li++) {
+            attn__enc_layer *e = &q->layers[li].enc;
+            e->self_attn.in_pw = e->self_attn.out_proj.pw = f32;
+            e->linear1.pw = e->linear2.pw = f32;
+        }
+        bfree(b, b->lw);
+        b->lw = NULL, b->dtype = ATTN_F32;
         return ATTN_OK;
     }
-    const int f16 = dtype == ATTN_F16;
-    const bert_impl *q = b->m->impl;
+    bert_impl *q = b->m->impl;
     const int64_t E = b->info.hidden_size, I = b->info.intermediate_size;
     const int64_t nl = b->info.num_layers;
     const int64_t shape[4][2] = {{E, 3 * E}, {E, E}, {E, I}, {I, E}}; /* K, N */
-    size_t per = 0, total, sz;
+    size_t per = 0, total;
     size_t bytes[4]; /* of each packed matrix */
     for (int k = 0; k < 4; k++) {
-        sz = f16 ? attn__f16_packed_size(shape[k][0], shape[k][1])
-                 : attn__bf16_packed_size(shape[k][0], shape[k][1]);
-        ATTN_FAIL_IF(!sz || (!f16 && !attn__mul_size(sz, sizeof(attn__bf16), &sz)) ||
-                         !attn__add_size(per, sz, &per),
-                     ctx, ATTN_E_INVALID, "attn_bert_set_dtype: model too large");
-        bytes[k] = sz;
+        ATTN_TRY(attn__pw_size(ctx, dtype, shape[k][0], shape[k][1], &bytes[k]));
+        ATTN_FAIL_IF(!attn__add_size(per, bytes[k], &per), ctx, ATTN_E_OVERFLOW,
+                     "attn_bert_set_dtype: model too large");
     }
-    ATTN_FAIL_IF(!attn__mul_size(per, (size_t)nl, &total), ctx, ATTN_E_INVALID,
+    ATTN_FAIL_IF(!attn__mul_size(per, (size_t)nl, &total), ctx, ATTN_E_OVERFLOW,
                  "attn_bert_set_dtype: model too large");
-    if (f16) /* finite F32 weights past the F16 range would become infinities when packed */
-        for (int64_t li = 0; li < nl; li++) {
-            const bert_layer *l = &q->layers[li];
-            const float *src[4] = {l->qkv.weight, l->ao.weight, l->inter.weight, l->out.weight};
-            for (int k = 0; k < 4; k++)
-                for (int64_t i = 0, n = shape[k][0] * shape[k][1]; i < n; i++)
-                    ATTN_FAIL_IF(fabsf(src[k][i]) >= 65520.0f, ctx, ATTN_E_NONFINITE,
-                                 "attn_bert_set_dtype: layer %lld holds the weight %g, which "
-                                 "overflows F16", (long long)li, (double)src[k][i]);
-        }
-    /* the model's allocator (the one it was loaded with, which attn_bert_free uses), not ctx's */
+    /* the model's allocator (the one it was loaded with, which attn_bert_free uses), not ctx's;
+     * the layers see the packed forms only once all of them are packed */
     attn_alloc_fn alloc = b->m->alloc;
     unsigned char *w = alloc(b->alloc_user, total ? total : 1);
-    void **p = alloc(b->alloc_user, (size_t)(4 * nl + 1) * sizeof *p);
-    if (!w || !p) {
-        bfree(b, w), bfree(b, p);
+    attn__pw *pw = attn__malloc(ctx, (size_t)(4 * nl) * sizeof *pw);
+    if (!w || !pw) {
+        bfree(b, w);
+        attn__free(ctx, pw);
         return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (%s weights)",
                           attn_dtype_name(dtype));
     }
     unsigned char *at = w;
-    for (int64_t li = 0; li < nl; li++) {
-        const bert_layer *l = &q->layers[li];
-        const float *src[4] = {l->qkv.weight, l->ao.weight, l->inter.weight, l->out.weight};
-        for (int k = 0; k < 4; k++) {
-            p[4 * li + k] = at;
-            if (f16)
-                attn__f16_pack_weight(src[k], shape[k][0], shape[k][1], at);
-            else
-                attn__bf16_pack_weight(src[k], shape[k][0], shape[k][1], (attn__bf16 *)at);
+    attn_status st = ATTN_OK;
+    for (int64_t li = 0; li < nl && !st; li++) {
+        const attn__enc_layer *e = &q->layers[li].enc;
+        const float *src[4] = {e->self_attn.in_proj_weight, e->self_attn.out_proj.weight,
+                               e->linear1.weight, e->linear2.weight};
+        char what[64];
+        snprintf(what, sizeof what, "attn_bert_set_dtype: layer %lld", (long long)li);
+        for (int k = 0; k < 4 && !st; k++) {
+            st = attn__pw_pack(ctx, dtype, src[k], shape[k][0], shape[k][1], at, what,
+                               &pw[4 * li + k]);
             at += bytes[k];
         }
     }
-    bfree(b, b->lw), bfree(b, b->lwp);
-    b->lw = w, b->lwp = p, b->dtype = dtype;
+    if (st) {
+        bfree(b, w);
+        attn__free(ctx, pw);
+        return st;
+    }
+    for (int64_t li = 0; li < nl; li++) {
+        attn__enc_layer *e = &q->layers[li].enc;
+        e->self_attn.in_pw = pw[4 * li], e->self_attn.out_proj.pw = pw[4 * li + 1];
+        e->linear1.pw = pw[4 * li + 2], e->linear2.pw = pw[4 * li + 3];
+    }
+    attn__free(ctx, pw);
+    bfree(b, b->lw);
+    b->lw = w, b->dtype = dtype;
     return ATTN_OK;
 }
 
@@ -735,125 +753,30 @@ attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *te
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
-/* x [B, L, E] from ids [B, L]; pad [B, L] 1 = padding (key mask).
- * Per layer: h = LN((ao Wo^T + bo) + x); x = LN((gelu(h W1^T + b1) W2^T + b2) + h).
- *   f32:  the GEMMs leave out the bias; bias, residual and layer norm (or bias and GELU) are
- *         one pass each afterwards.
- *   bf16 / f16: bias and residual (and for f16 the GELU) in the GEMM's epilogue; for f16 the
- *         layer norms and the GELU epilogue also hand the row maxima of their outputs to the
- *         next GEMM (its row scales), which then need not read its input twice. */
-/* Row epilogues of the float GEMMs (attn__row_epi): bias + residual + layer norm, and bias +
- * GELU, on each finished micro-panel of rows while it is in cache (the same bits as the
- * separate passes attn__add_ln and attn__bias_gelu). */
-typedef struct ln_epi {
-    const attn__ew_kernel *k;
-    const float *b, *r; /* bias [n], residual [M, n] (row stride n); either may be NULL */
-    const attn__ln *ln;
-    int64_t n;
-    float *amax; /* [M] row maxima of the result (the next fp16 GEMM's scales), or NULL */
-} ln_epi;
-
-static void ln_epi_fn(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
-    const ln_epi *e = arg;
-    e->k->add_ln(y, ldy, e->b, e->r ? e->r + i0 * e->n : NULL, e->n, e->ln->weight,
-                 e->ln->bias, e->ln->eps, rows, e->n, e->amax ? e->amax + i0 : NULL);
-}
-
-static void gelu_epi_fn(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
-    const ln_epi *e = arg;
-    (void)i0;
-    e->k->bias_gelu(y, ldy, e->b, rows, e->n);
-}
-
+/* x [B, L, E] from ids [B, L]; pad [B, L] 1 = padding (a key padding mask).  The embeddings
+ * and their layer norm, then per layer the shared encoder layer (post-norm, GELU):
+ *   h = LN((ao Wo^T + bo) + x);  x = LN((gelu(h W1^T + b1) W2^T + b2) + h)
+ * with bias, residual, GELU and layer norm in the epilogues of the products, on the weights
+ * attn_bert_set_dtype packed (attn__linear_pw). */
 static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
                           const unsigned char *pad, int64_t B, int64_t L, float *x) {
     const bert_impl *q = b->m->impl;
-    int64_t E = b->info.hidden_size, I = b->info.intermediate_size, M = B * L;
-    int64_t H = b->info.num_heads, D = E / H;
-    const int f16 = b->dtype == ATTN_F16, bf16 = b->dtype == ATTN_BF16;
-    attn__mark mk = attn__ws_mark(ctx);
-    float *qkv, *ao, *h, *it, *xm, *hm, *im;
-    attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &qkv, M, 3 * E, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &ao, M, E, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &h, M, E, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &it, M, I, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &xm, 3, M, 1, 1)); /* row maxima of x, h, it (f16) */
-    hm = xm + M, im = hm + M;
+    int64_t E = b->info.hidden_size, M = B * L;
     for (int64_t r = 0; r < M; r++) {
         const float *we = q->wemb + (int64_t)ids[r] * E, *pe = q->pemb + (r % L) * E;
         float *xr = x + r * E;
         for (int64_t e = 0; e < E; e++) xr[e] = (we[e] + q->temb[e]) + pe[e];
     }
-    attn__add_ln(ctx, x, NULL, NULL, q->eln.weight, q->eln.bias, q->eln.eps, M, E,
-                 f16 ? xm : NULL);
+    attn__ln_fwd(ctx, &q->eln, x, x, M);
     int any_pad = 0; /* without padding the attention needs no mask (saves adding zeros) */
     for (int64_t r = 0; r < M && !any_pad; r++) any_pad = pad[r] != 0;
-    for (int64_t li = 0; li < b->info.num_layers; li++) {
-        const bert_layer *l = &q->layers[li];
-        void *const *wp = b->lwp ? b->lwp + 4 * li : NULL; /* packed bf16 / f16 matrices */
-        const attn__ln *n1 = &l->ln1, *n2 = &l->ln2;
-        const attn__ew_kernel *ewk = ctx->kern.ew;
-        /* fp16: the row maxima travel from producer to consumer; the layer norms run on each
-         * micro-panel of rows as the GEMM completes it */
-        ln_epi f1 = {ewk, NULL, NULL, n1, E, hm}, f2 = {ewk, NULL, NULL, n2, E, xm};
-        const attn__row_epi q1 = {ln_epi_fn, &f1}, q2 = {ln_epi_fn, &f2};
-        const attn__f16_rows rx = {xm, NULL, NULL}, rh = {hm, im, NULL}, ra = {NULL, NULL, &q1},
-                             ri = {im, NULL, &q2};
-        if (f16) /* [M, 3E]: q | k | v */
-            ATTN_TRYG(attn__linear_f16(ctx, x, E, wp[0], l->qkv.bias, NULL, 0, 0, qkv, 3 * E, M,
-                                       E, 3 * E, &rx));
-        else if (bf16)
-            ATTN_TRYG(attn__linear_bf16(ctx, x, E, wp[0], l->qkv.bias, NULL, 0, qkv, 3 * E, M,
-                                        E, 3 * E));
-        else
-            ATTN_TRYG(attn__lin_fwd(ctx, &l->qkv, x, qkv, M));
-        const float *qp = qkv, *kp = qkv + E, *vp = qkv + 2 * E;
-        attn__sdpa_args s;
-        memset(&s, 0, sizeof s);
-        s.mask[1].kind = any_pad ? ATTN_MASK_BLOCK : ATTN_MASK_NONE;
-        s.mask[1].data = pad;
-        s.mask[1].dtype = ATTN_U8;
-        s.mask[1].stride[0] = L, s.mask[1].stride[3] = 1;
-        s.mask_ncols[0] = s.mask_ncols[1] = L;
-        s.B = B, s.H = H, s.Hkv = H, s.L = L, s.S = L, s.D = D, s.Dv = D;
-        s.q = qp, s.qs[0] = 3 * L * E, s.qs[1] = D, s.qs[2] = 3 * E, s.qs[3] = 1;
-        s.k = kp, s.ks[0] = 3 * L * E, s.ks[1] = D, s.ks[2] = 3 * E, s.ks[3] = 1;
-        s.v = vp, s.vs[0] = 3 * L * E, s.vs[1] = D, s.vs[2] = 3 * E, s.vs[3] = 1;
-        s.o = ao, s.os[0] = L * E, s.os[1] = D, s.os[2] = E, s.os[3] = 1;
-        s.causal = ATTN_CAUSAL_NONE;
-        s.scale = (float)(1.0 / sqrt((double)D));
-        ATTN_TRYG(attn__sdpa(ctx, &s));
-        if (f16) {
-            ATTN_TRYG(attn__linear_f16(ctx, ao, E, wp[1], l->ao.bias, x, E, 0, h, E, M, E, E,
-                                       &ra));
-            ATTN_TRYG(attn__linear_f16(ctx, h, E, wp[2], l->inter.bias, NULL, 0, 1, it, I, M, E,
-                                       I, &rh));
-            ATTN_TRYG(attn__linear_f16(ctx, it, I, wp[3], l->out.bias, h, E, 0, x, E, M, I, E,
-                                       &ri));
-        } else if (bf16) {
-            ATTN_TRYG(attn__linear_bf16(ctx, ao, E, wp[1], l->ao.bias, x, E, h, E, M, E, E));
-            attn__add_ln(ctx, h, NULL, NULL, n1->weight, n1->bias, n1->eps, M, E, NULL);
-            ATTN_TRYG(attn__linear_bf16(ctx, h, E, wp[2], l->inter.bias, NULL, 0, it, I, M, E,
-                                        I));
-            attn__bias_gelu(ctx, it, NULL, M, I);
-            ATTN_TRYG(attn__linear_bf16(ctx, it, I, wp[3], l->out.bias, h, E, x, E, M, I, E));
-            attn__add_ln(ctx, x, NULL, NULL, n2->weight, n2->bias, n2->eps, M, E, NULL);
-        } else {
-            ln_epi e1 = {ewk, l->ao.bias, x, n1, E, NULL},
-                   eg = {ewk, l->inter.bias, NULL, NULL, I, NULL},
-                   e2 = {ewk, l->out.bias, h, n2, E, NULL};
-            const attn__row_epi p1 = {ln_epi_fn, &e1}, pg = {gelu_epi_fn, &eg},
-                                p2 = {ln_epi_fn, &e2};
-            ATTN_TRYG(attn__linear_epi(ctx, ao, E, l->ao.weight, &p1, h, E, M, E, E));
-            ATTN_TRYG(attn__linear_epi(ctx, h, E, l->inter.weight, &pg, it, I, M, E, I));
-            ATTN_TRYG(attn__linear_epi(ctx, it, I, l->out.weight, &p2, x, E, M, I, E));
-        }
-    }
-    st = ATTN_OK;
-done:
-    attn__ws_release(ctx, mk);
-    return st;
+    const int64_t ps[2] = {B, L};
+    const attn_mask kpm = {ATTN_MASK_BLOCK, attn_tensor_make((void *)pad, ATTN_U8, 2, ps)};
+    attn__rng rng = {0, 0, 0}; /* inference: no dropout */
+    for (int64_t li = 0; li < b->info.num_layers; li++)
+        ATTN_TRY(attn__enc_layer_fwd(ctx, &q->layers[li].enc, x, x, B, L, NULL,
+                                     any_pad ? &kpm : NULL, 0, &rng, NULL));
+    return ATTN_OK;
 }
 
 typedef struct len_idx { int64_t len, idx; } len_idx;
