@@ -28,7 +28,7 @@ float attn__gelu_as(float x) {
 
 /* max |y[e]|, NaN when one is NaN: the largest |y| as an integer (the order of non-negative
  * floats, NaNs above infinity), a loop compilers vectorise */
-static float ln_amax(const float *y, int64_t E) {
+float attn__row_absmax(const float *y, int64_t E) {
     uint32_t mx = 0;
     for (int64_t e = 0; e < E; e++) {
         uint32_t u;
@@ -43,7 +43,7 @@ static float ln_amax(const float *y, int64_t E) {
 
 float attn__ln_row_wide(float *t, int64_t E, const float *w, const float *lb, float eps) {
     attn__layer_norm_ref(t, E, w, lb, eps, t, E, 1, E);
-    return ln_amax(t, E);
+    return attn__row_absmax(t, E);
 }
 
 /* s[0] = the sum of the lane sums s[0..64), folded in the order of every add_ln version */
@@ -87,7 +87,7 @@ static void add_ln_ref(float *y, int64_t ldy, const float *b, const float *r, in
         float ml, rstd;
         if (attn__ln_finish(s1, s2, E, eps, &ml, &rstd)) { /* 4: the affine map */
             for (int64_t e = 0; e < E; e++) yr[e] = attn__ln_map(yr[e], mh, ml, rstd, w, lb, e);
-            if (amax) amax[m] = ln_amax(yr, E);
+            if (amax) amax[m] = attn__row_absmax(yr, E);
         } else {
             const float mx = attn__ln_row_wide(yr, E, w, lb, eps);
             if (amax) amax[m] = mx;

@@ -78,6 +78,8 @@ static inline float attn__ln_map(float t, float mh, float ml, float rstd, const 
     if (lb) x = x + lb[e];
     return x;
 }
+/* max |y[e]| over e < E (NaN when one is NaN), as add_ln's amax. */
+ATTN__HIDDEN float attn__row_absmax(const float *y, int64_t E);
 /* t [E] (step 1's t, stored) normalised in place in double, as attn__layer_norm_ref; returns
  * max |result| (NaN when a result is NaN). */
 ATTN__HIDDEN float attn__ln_row_wide(float *t, int64_t E, const float *w, const float *lb,

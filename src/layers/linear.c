@@ -43,20 +43,6 @@ attn_status attn__pw_pack(attn_ctx *ctx, attn_dtype dtype, const float *W, int64
     return ATTN_OK;
 }
 
-/* max |y[n]|, NaN when one is NaN (as add_ln's amax) */
-static float row_absmax(const float *y, int64_t n) {
-    uint32_t mx = 0;
-    for (int64_t j = 0; j < n; j++) {
-        uint32_t u;
-        memcpy(&u, y + j, sizeof u);
-        u &= 0x7fffffffu;
-        mx = u > mx ? u : mx;
-    }
-    float f;
-    memcpy(&f, &mx, sizeof f);
-    return mx > 0x7f800000u ? NAN : f;
-}
-
 /* The epilogue on rows [i0, i0 + rows) of y (y points at row i0): b and r are NULL where the
  * kernel has added them. */
 typedef struct epi_job {
@@ -93,7 +79,7 @@ static void epi_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows)
         }
     }
     if (ym)
-        for (int64_t m = 0; m < rows; m++) ym[m] = row_absmax(y + m * ldy, n);
+        for (int64_t m = 0; m < rows; m++) ym[m] = attn__row_absmax(y + m * ldy, n);
 }
 
 typedef struct pass_job {

@@ -231,6 +231,28 @@ static float *res_end(attn_ctx *ctx, const res_blk *b, attn__rng *rng, float p, 
     return r;
 }
 
+/* The last block of both layers, on the stream r: pre-norm out = r + drop(ff(norm(r))) (the
+ * norm into nbuf); post-norm (r already normalised) out = norm(r + drop(ff(r))), the sum kept
+ * in rstore when a record wants it. */
+static attn_status ffn_block(attn_ctx *ctx, const attn_transformer_config *c,
+                             const attn__lin *l1, const attn__lin *l2, const attn__ln *norm,
+                             int drop, const float *r, float *nbuf, float *rstore, float *out,
+                             float *scratch, int64_t M, attn__rng *rng, attn__ffn_saved *ff,
+                             attn__rng *site) {
+    const int pre = c->norm_first;
+    const float *in = r;
+    if (pre) {
+        attn__ln_fwd(ctx, norm, r, nbuf, M);
+        in = nbuf;
+    }
+    res_blk b = {drop, r, pre ? NULL : norm, pre ? NULL : rstore, out, scratch};
+    attn__epi e;
+    float *y = res_target(&b, &e);
+    ATTN_TRY(ffn_fwd(ctx, l1, l2, c->activation, c->dropout, in, y, M, rng, ff, &e));
+    res_end(ctx, &b, rng, c->dropout, M, c->d_model, site);
+    return ATTN_OK;
+}
+
 attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__enc_layer *l,
                                   int64_t B, int64_t L, attn__enc_saved *sv) {
     int64_t E = l->cfg.d_model;
@@ -274,19 +296,10 @@ attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l, const f
     ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, L, L, kpm, mask, is_causal, 0,
                             rng, y, NULL, sv ? &sv->sa : NULL, &e));
     r1 = res_end(ctx, &b1, rng, c->dropout, M, E, sv ? &sv->d1 : NULL);
-    /* feed-forward block: x1 its input */
-    const float *x1 = b1.dst;
-    if (pre) {
-        float *n2 = sv ? sv->x1 : t;
-        attn__ln_fwd(ctx, &l->norm2, r1, n2, M);
-        x1 = n2;
-    }
-    res_blk b2 = {drop, pre ? r1 : x1, pre ? NULL : &l->norm2, sv && !pre ? sv->r2 : NULL, out,
-                  v};
-    y = res_target(&b2, &e);
-    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, x1, y, M, rng,
-                      sv ? &sv->ff : NULL, &e));
-    res_end(ctx, &b2, rng, c->dropout, M, E, sv ? &sv->d2 : NULL);
+    /* feed-forward block (pre-norm: its input x1 = norm2(r1)) */
+    ATTN_TRYG(ffn_block(ctx, c, &l->linear1, &l->linear2, &l->norm2, drop, pre ? r1 : b1.dst,
+                        sv ? sv->x1 : t, sv ? sv->r2 : NULL, out, v, M, rng,
+                        sv ? &sv->ff : NULL, sv ? &sv->d2 : NULL));
     if (sv) sv->x0 = x;
 done:
     attn__ws_release(ctx, mk);
@@ -375,19 +388,10 @@ attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, const f
     ATTN_TRYG(attn__mha_fwd(ctx, &l->multihead_attn, n2, memory, memory, B, T, S, memory_kpm,
                             memory_mask, 0, 1, rng, y, cross_w, sv ? &sv->ca : NULL, &e));
     r = res_end(ctx, &b2, rng, c->dropout, M, E, sv ? &sv->d2 : NULL);
-    /* feed-forward block */
-    const float *n3 = b2.dst;
-    if (pre) {
-        float *p3 = sv ? sv->n3 : t;
-        attn__ln_fwd(ctx, &l->norm3, r, p3, M);
-        n3 = p3;
-    }
-    res_blk b3 = {drop, pre ? r : n3, pre ? NULL : &l->norm3, sv && !pre ? sv->r3 : NULL, out,
-                  v};
-    y = res_target(&b3, &e);
-    ATTN_TRYG(ffn_fwd(ctx, &l->linear1, &l->linear2, c->activation, c->dropout, n3, y, M, rng,
-                      sv ? &sv->ff : NULL, &e));
-    res_end(ctx, &b3, rng, c->dropout, M, E, sv ? &sv->d3 : NULL);
+    /* feed-forward block (pre-norm: its input n3 = norm3(r2)) */
+    ATTN_TRYG(ffn_block(ctx, c, &l->linear1, &l->linear2, &l->norm3, drop, pre ? r : b2.dst,
+                        sv ? sv->n3 : t, sv ? sv->r3 : NULL, out, v, M, rng,
+                        sv ? &sv->ff : NULL, sv ? &sv->d3 : NULL));
     if (sv) sv->x0 = x, sv->mem = memory;
 done:
     attn__ws_release(ctx, mk);
