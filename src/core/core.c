@@ -184,10 +184,11 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
     attn__limits_default(c->limit);
     attn__kernels_init(c);
     if (c->threads > 1 && attn__pool_create(c, c->threads, &c->pool) != ATTN_OK) {
+        int threads = c->threads;
         attn__free(c, c->blocks);
         p.free(p.alloc_user, c);
         return create_fail(ATTN_E_NOMEM, "attn_ctx_create: cannot start %d worker threads",
-                           c->threads);
+                           threads);
     }
     *out = c;
     return ATTN_OK;
