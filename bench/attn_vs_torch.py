@@ -16,8 +16,8 @@ mha-backward, encoder-layer, encoder-layer-backward, gpt-step.  The module -back
 a training step's forward and backward on both sides (parameter gradients included).
 
 gpt-step: attn writes its initial weights and its batch (--save-init); the PyTorch twin (the
-same GPT built from nn.TransformerEncoderLayer, norm_first, GELU, causal, loaded from that
-file; torch.optim.AdamW with attn's settings) runs the same steps, and the script checks that
+same GPT built from nn.TransformerEncoderLayer, norm_first, GELU, causal, LM head tied to the
+token embedding, loaded from that file; torch.optim.AdamW with attn's settings) runs the same steps, and the script checks that
 its losses over the first 3 steps match attn's to 1e-4 relative before it compares times
 (median ms/step, tokens/s) and peak RSS (each framework in its own process).  Needs
 `pip install torch`.
@@ -155,6 +155,7 @@ def torch_gpt_step(path, threads, repeat):
                 for _ in range(nl))
             self.norm = nn.LayerNorm(E)
             self.lm_head = nn.Linear(E, V, bias=False)
+            self.lm_head.weight = self.tok_emb.weight  # tied, as attn's (and GPT-2's)
 
         def forward(self, idx):
             x = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1]))
@@ -164,6 +165,7 @@ def torch_gpt_step(path, threads, repeat):
             return self.lm_head(self.norm(x))
 
     model = GPT()
+    P["lm_head.weight"] = P["tok_emb.weight"]  # the tied head: one tensor under both names
     model.load_state_dict(P, strict=True)
     opt = torch.optim.AdamW(model.parameters(), lr=float(meta["adamw.lr"]),
                             weight_decay=float(meta["adamw.weight_decay"]))

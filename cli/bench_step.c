@@ -2,8 +2,8 @@
  * loop runs it:
  *
  *   attn_module_zero_grad;  attn_gpt_forward_train (token + position embedding, N pre-norm
- *   GELU blocks with causal self-attention, final layer norm, LM head; activations recorded in
- *   an attn_saved);  attn_cross_entropy (mean over B*T tokens, and its gradient);
+ *   GELU blocks with causal self-attention, final layer norm, LM head tied to the token
+ *   embedding as in GPT-2; activations recorded in an attn_saved);  attn_cross_entropy (mean over B*T tokens, and its gradient);
  *   attn_gpt_backward_saved;  attn_adamw_step
  *
  * on one random batch (the same batch every step), dropout 0.  It prints the median step time,
@@ -25,7 +25,7 @@
  * layers, BT = batch * len tokens:
  *   per layer  2*BT*(4*E*E + 2*E*4E)     q, k, v, out projections and the 4E feed-forward
  *              + 2*BT*len*E              scores and weighted sum, halved by the causal mask
- *   head       2*BT*E*vocab
+ *   head       2*BT*E*vocab            (tied to the token embedding)
  * Embedding lookups, norms, biases, activations, softmax and the optimiser are not counted. */
 static double gpt_flops(const attn_bench_gpt *o) {
     double E = (double)o->heads * (double)o->head_dim, BT = (double)o->batch * (double)o->len;
@@ -91,7 +91,7 @@ int attn_bench_gpt_step(const attn_bench_gpt *o) {
     attn_adamw_config oc = attn_adamw_defaults();
     oc.lr = 3e-4f;
     oc.weight_decay = 0.1f;
-    if ((st = attn_gpt_create(ctx, &c, V, T, &m)) != ATTN_OK ||
+    if ((st = attn_gpt_create_ex(ctx, &c, V, T, ATTN_GPT_TIED, &m)) != ATTN_OK ||
         (st = attn_module_init(ctx, m, 1)) != ATTN_OK ||
         (st = attn_module_enable_grad(ctx, m)) != ATTN_OK ||
         (st = attn_adamw_create(ctx, m, &oc, &opt)) != ATTN_OK ||

@@ -765,6 +765,13 @@ ATTN_API attn_status attn_transformer_forward(
 ATTN_API attn_status attn_gpt_create(attn_ctx *ctx, const attn_transformer_config *cfg,
                                      int64_t vocab_size, int64_t max_positions,
                                      attn_module **out /* OUT */);
+/* The same with flags: ATTN_GPT_TIED ties the LM head to the token embedding (GPT-2's and
+ * most LLMs' weight tying): there is no lm_head.weight, logits = x tok_emb.weight^T, and the
+ * head's weight gradient adds into tok_emb.weight's.  Other bits are refused. */
+enum { ATTN_GPT_TIED = 1u << 0 };
+ATTN_API attn_status attn_gpt_create_ex(attn_ctx *ctx, const attn_transformer_config *cfg,
+                                        int64_t vocab_size, int64_t max_positions,
+                                        unsigned flags, attn_module **out /* OUT */);
 ATTN_API attn_status attn_gpt_forward(attn_ctx *ctx, const attn_module *m,
                                       const attn_tensor *ids, const attn_run *run,
                                       attn_tensor *logits);

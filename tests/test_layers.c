@@ -201,6 +201,61 @@ static void bad_layer_inputs(attn_ctx *ctx) {
     attn_module_free(lin);
 }
 
+/* ATTN_GPT_TIED against an untied GPT holding the same weights with lm_head.weight a copy of
+ * tok_emb.weight: the same logits (bit for bit: the same products), and tok_emb's gradient
+ * equal to the untied tok_emb + lm_head gradients (summed in another order: 1e-6 relative);
+ * no lm_head.weight parameter; unknown flags refused. */
+static void gpt_tied_head(attn_ctx *ctx) {
+    attn_transformer_config tc = attn_transformer_defaults(8, 2);
+    tc.dim_feedforward = 16, tc.num_encoder_layers = 2, tc.norm_first = 1;
+    tc.activation = ATTN_ACT_GELU;
+    attn_module *t = NULL, *u = NULL;
+    TU_STATUS(attn_gpt_create_ex(ctx, &tc, 11, 6, 2u, &t), ATTN_E_INVALID, ctx);
+    TU_CHECK(strstr(attn_ctx_errmsg(ctx), "0x2"), "flags named: %s", attn_ctx_errmsg(ctx));
+    TU_STATUS(attn_gpt_create_ex(ctx, &tc, 11, 6, ATTN_GPT_TIED, &t), ATTN_OK, ctx);
+    TU_STATUS(attn_gpt_create(ctx, &tc, 11, 6, &u), ATTN_OK, ctx);
+    if (!t || !u) goto done;
+    attn_tensor v;
+    TU_STATUS(attn_module_param(ctx, t, "lm_head.weight", &v), ATTN_E_NOT_FOUND, ctx);
+    TU_CHECK(attn_module_param_count(t) + 1 == attn_module_param_count(u), "%zu vs %zu params",
+             attn_module_param_count(t), attn_module_param_count(u));
+    TU_STATUS(attn_module_init(ctx, t, 3), ATTN_OK, ctx);
+    for (size_t i = 0; i < attn_module_param_count(t); i++) { /* u takes t's weights */
+        const char *name;
+        attn_tensor a, b;
+        attn_module_param_at(t, i, &name, &a);
+        TU_STATUS(attn_module_param(ctx, u, name, &b), ATTN_OK, ctx);
+        memcpy(b.data, a.data, sizeof(float) * (size_t)attn_tensor_numel(&a));
+    }
+    attn_tensor tok, head;
+    TU_STATUS(attn_module_param(ctx, t, "tok_emb.weight", &tok), ATTN_OK, ctx);
+    TU_STATUS(attn_module_param(ctx, u, "lm_head.weight", &head), ATTN_OK, ctx);
+    memcpy(head.data, tok.data, sizeof(float) * 11 * 8);
+    TU_STATUS(attn_module_enable_grad(ctx, t), ATTN_OK, ctx);
+    TU_STATUS(attn_module_enable_grad(ctx, u), ATTN_OK, ctx);
+    int64_t ids[2 * 6] = {1, 4, 9, 10, 0, 3, 7, 7, 2, 5, 8, 6}, is[2] = {2, 6};
+    float lt[2 * 6 * 11], lu[2 * 6 * 11], dl[2 * 6 * 11];
+    tu_fill(dl, 2 * 6 * 11, 9, -1, 1);
+    attn_tensor I = attn_tensor_make(ids, ATTN_I64, 2, is), Lt = attn_view3(lt, 2, 6, 11),
+                Lu = attn_view3(lu, 2, 6, 11), DL = attn_view3(dl, 2, 6, 11);
+    TU_STATUS(attn_gpt_forward(ctx, t, &I, NULL, &Lt), ATTN_OK, ctx);
+    TU_STATUS(attn_gpt_forward(ctx, u, &I, NULL, &Lu), ATTN_OK, ctx);
+    TU_CHECK(!memcmp(lt, lu, sizeof lt), "tied logits differ from the untied copy");
+    TU_STATUS(attn_gpt_backward(ctx, t, &I, NULL, &DL), ATTN_OK, ctx);
+    TU_STATUS(attn_gpt_backward(ctx, u, &I, NULL, &DL), ATTN_OK, ctx);
+    attn_tensor gt, gu, gh;
+    TU_STATUS(attn_module_grad(ctx, t, "tok_emb.weight", &gt), ATTN_OK, ctx);
+    TU_STATUS(attn_module_grad(ctx, u, "tok_emb.weight", &gu), ATTN_OK, ctx);
+    TU_STATUS(attn_module_grad(ctx, u, "lm_head.weight", &gh), ATTN_OK, ctx);
+    float sum[11 * 8];
+    for (int i = 0; i < 11 * 8; i++)
+        sum[i] = ((const float *)gu.data)[i] + ((const float *)gh.data)[i];
+    tu_close("tied tok_emb gradient", gt.data, sum, 11 * 8, 1e-6);
+done:
+    attn_module_free(t);
+    attn_module_free(u);
+}
+
 static void dropout_is_deterministic_and_training_only(attn_ctx *ctx) {
     attn_transformer_config tc = attn_transformer_defaults(8, 2);
     tc.dim_feedforward = 16, tc.dropout = 0.3f;
@@ -229,6 +284,7 @@ int main(void) {
     state_dict_names(ctx);
     bad_layer_inputs(ctx);
     dropout_is_deterministic_and_training_only(ctx);
+    gpt_tied_head(ctx);
     attn_ctx_free(ctx);
     return tu_finish("test_layers");
 }

@@ -61,6 +61,7 @@ static const ev_attr A_GPT[] = {
     {"activation", 'e', "relu", ACTS},      {"layer_norm_eps", 'f', "1e-5", NULL},
     {"norm_first", 'b', "true", NULL},      {"bias", 'b', "true", NULL},
     {"dropout", 'f', "0.1", NULL},          {"batch_first", 'b', "true", NULL},
+    {"tie_word_embeddings", 'b', "false", NULL},
     EV_END};
 static const char *const I_GPT[] = {"idx", NULL};
 
@@ -71,7 +72,9 @@ static attn_status op_gpt(ev *e) {
     int64_t V = ev_i(e, "vocab_size");
     attn_module *m = NULL;
     attn_tensor ids, y;
-    ATTN_TRY(ev_module(e, attn_gpt_create(e->ctx, &cfg, V, ev_i(e, "block_size"), &m), &m, ""));
+    unsigned flags = ev_b(e, "tie_word_embeddings") ? ATTN_GPT_TIED : 0;
+    ATTN_TRY(ev_module(e, attn_gpt_create_ex(e->ctx, &cfg, V, ev_i(e, "block_size"), flags, &m),
+                       &m, ""));
     ATTN_TRY(ev_ids(e, "idx", 2, 2, &ids));
     ATTN_TRY(ev_ready(e));
     int64_t ys[3] = {ids.shape[0], ids.shape[1], V};

@@ -405,7 +405,7 @@ typedef struct gpt {
     attn__stack s;
     int64_t V, P;
     float *tok, *pos; /* [V, E], [P, E] */
-    attn__lin lm_head;
+    attn__lin lm_head; /* tied: its weight is tok (no parameter of its own) */
 } gpt;
 
 /* Builds encoder layers under enc_prefix ("layers." or "encoder.layers.") and decoder layers
@@ -747,8 +747,16 @@ done:
 /* ---- GPT ----------------------------------------------------------------------------- */
 attn_status attn_gpt_create(attn_ctx *ctx, const attn_transformer_config *cfg,
                             int64_t vocab_size, int64_t max_positions, attn_module **out) {
+    return attn_gpt_create_ex(ctx, cfg, vocab_size, max_positions, 0, out);
+}
+
+attn_status attn_gpt_create_ex(attn_ctx *ctx, const attn_transformer_config *cfg,
+                               int64_t vocab_size, int64_t max_positions, unsigned flags,
+                               attn_module **out) {
     if (!ctx || !out) return attn__fail(ctx, ATTN_E_INVALID, "NULL argument");
     *out = NULL;
+    ATTN_FAIL_IF(flags & ~(unsigned)ATTN_GPT_TIED, ctx, ATTN_E_INVALID,
+                 "attn_gpt_create_ex: unknown flags 0x%x", flags & ~(unsigned)ATTN_GPT_TIED);
     ATTN_TRY(attn__check_tcfg(ctx, cfg));
     ATTN_FAIL_IF(vocab_size <= 0 || max_positions <= 0, ctx, ATTN_E_INVALID,
                  "vocab_size and max_positions must be positive");
@@ -769,8 +777,14 @@ attn_status attn_gpt_create(attn_ctx *ctx, const attn_transformer_config *cfg,
     if (st == ATTN_OK)
         st = attn__stack_reg(ctx, m, &g->s, cfg, cfg->num_encoder_layers, 0, "layers.", "", "norm",
                                  NULL, 0, NULL);
-    if (st == ATTN_OK) st = attn__lin_reg(ctx, m, "", "lm_head", &g->lm_head, E, vocab_size, 0);
-    return finish_stack(ctx, m, st, out);
+    if (st == ATTN_OK && !(flags & ATTN_GPT_TIED))
+        st = attn__lin_reg(ctx, m, "", "lm_head", &g->lm_head, E, vocab_size, 0);
+    ATTN_TRY(finish_stack(ctx, m, st, out));
+    if (flags & ATTN_GPT_TIED) { /* the head reads the token table, in place */
+        memset(&g->lm_head, 0, sizeof g->lm_head);
+        g->lm_head.weight = g->tok, g->lm_head.in = E, g->lm_head.out = vocab_size;
+    }
+    return ATTN_OK;
 }
 
 attn_status attn_gpt_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *ids,
