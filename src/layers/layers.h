@@ -149,6 +149,10 @@ ATTN__HIDDEN attn_status attn__param_reg(attn_ctx *ctx, attn_module *m, const ch
                                          int64_t d0, int64_t d1, int64_t d2);
 /* Allocates the arena and fills the slots.  On failure frees m. */
 ATTN__HIDDEN attn_status attn__module_finish(attn_ctx *ctx, attn_module *m);
+/* The end of a create: st (the registrations' status) failed: frees m and returns st;
+ * otherwise finishes m (attn__module_finish) and stores it in *out. */
+ATTN__HIDDEN attn_status attn__module_done(attn_ctx *ctx, attn_module *m, attn_status st,
+                                           attn_module **out);
 ATTN__HIDDEN attn_status attn__module_expect(attn_ctx *ctx, const attn_module *m,
                                              attn__kind kind, const char *fn);
 

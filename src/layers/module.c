@@ -107,6 +107,17 @@ attn_status attn__module_finish(attn_ctx *ctx, attn_module *m) {
     return ATTN_OK;
 }
 
+attn_status attn__module_done(attn_ctx *ctx, attn_module *m, attn_status st,
+                              attn_module **out) {
+    if (st != ATTN_OK) {
+        attn_module_free(m);
+        return st;
+    }
+    ATTN_TRY(attn__module_finish(ctx, m));
+    *out = m;
+    return ATTN_OK;
+}
+
 attn_status attn__module_expect(attn_ctx *ctx, const attn_module *m, attn__kind kind,
                                 const char *fn) {
     if (!ctx) return ATTN_E_INVALID;
