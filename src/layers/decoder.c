@@ -1,0 +1,520 @@
+/* torch.nn.TransformerDecoderLayer and TransformerDecoder: the layer's forward, its backward
+ * from a record or recomputing, and the public entry points of the layer and of the decoder
+ * stack (forward, backward, training forward, saved backward), which share them: a layer is run
+ * as a stack of one (the stack itself is stack.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "transformer.h"
+
+attn_status attn__dec_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                attn__dec_layer *l, const attn_transformer_config *cfg) {
+    char p[160];
+    l->cfg = *cfg;
+    attn_mha_config mc = attn__mha_cfg(cfg);
+    int64_t E = cfg->d_model, F = cfg->dim_feedforward;
+    float eps = cfg->layer_norm_eps;
+    if (snprintf(p, sizeof p, "%sself_attn.", prefix) >= (int)sizeof p)
+        return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
+    ATTN_TRY(attn__mha_reg(ctx, m, p, &l->self_attn, &mc));
+    if (snprintf(p, sizeof p, "%smultihead_attn.", prefix) >= (int)sizeof p)
+        return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
+    ATTN_TRY(attn__mha_reg(ctx, m, p, &l->multihead_attn, &mc));
+    ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear1", &l->linear1, E, F, cfg->bias));
+    ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear2", &l->linear2, F, E, cfg->bias));
+    ATTN_TRY(attn__ln_reg(ctx, m, prefix, "norm1", &l->norm1, E, eps, cfg->bias));
+    ATTN_TRY(attn__ln_reg(ctx, m, prefix, "norm2", &l->norm2, E, eps, cfg->bias));
+    ATTN_TRY(attn__ln_reg(ctx, m, prefix, "norm3", &l->norm3, E, eps, cfg->bias));
+    return ATTN_OK;
+}
+
+attn_status attn__dec_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__dec_layer *l,
+                                  int64_t B, int64_t T, int64_t S, attn__dec_saved *sv) {
+    int64_t E = l->cfg.d_model;
+    memset(sv, 0, sizeof *sv);
+    if (l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->n1, B, T, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->r1, B, T, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->n2, B, T, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->r2, B, T, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->n3, B, T, E, 1));
+    if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r3, B, T, E, 1));
+    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, T, T, 1, &sv->sa));
+    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->multihead_attn, B, T, S, 0, &sv->ca));
+    return attn__ffn_saved_alloc(ctx, t, &l->linear1, B * T, &sv->ff);
+}
+
+attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, const float *x,
+                                float *out, const float *memory, int64_t B, int64_t T, int64_t S,
+                                const attn_mask *tgt_mask, const attn_mask *memory_mask,
+                                const attn_mask *tgt_kpm, const attn_mask *memory_kpm,
+                                int tgt_is_causal, attn__rng *rng, float *cross_w,
+                                attn__dec_saved *sv) {
+    const attn_transformer_config *c = &l->cfg;
+    int64_t E = c->d_model, M = B * T;
+    int pre = c->norm_first, drop = attn__drops(rng, c->dropout);
+    attn__mark mk = attn__ws_mark(ctx);
+    float *t = NULL, *u = NULL, *w = NULL, *v = NULL, *y;
+    const float *in = x, *r;
+    attn__epi e;
+    attn_status st;
+    if (!sv) {
+        ATTN_TRYG(attn__ws_f32(ctx, &u, B, T, E, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, E, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &w, B, T, E, 1));
+    }
+    if (drop) ATTN_TRYG(attn__ws_f32(ctx, &v, B, T, E, 1));
+    /* self-attention block.  Buffers without a record: pre-norm n1, n2, n3 in t and r1, r2 in
+     * u, w; post-norm n2 in u, n3 in t */
+    if (pre) {
+        float *n1 = sv ? sv->n1 : t;
+        attn__ln_fwd(ctx, &l->norm1, x, n1, M);
+        in = n1;
+    }
+    attn__res_blk b1 = {drop, x, pre ? NULL : &l->norm1, sv ? sv->r1 : NULL, sv ? sv->n2 : u, v};
+    y = attn__res_target(&b1, &e);
+    ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, T, T, tgt_kpm, tgt_mask,
+                            tgt_is_causal, 0, rng, y, NULL, sv ? &sv->sa : NULL, &e));
+    r = attn__res_end(ctx, &b1, rng, c->dropout, M, E, sv ? &sv->d1 : NULL);
+    /* cross-attention block: queries from the stream, keys and values from memory */
+    const float *n2 = b1.dst;
+    if (pre) {
+        float *p2 = sv ? sv->n2 : t;
+        attn__ln_fwd(ctx, &l->norm2, r, p2, M);
+        n2 = p2;
+    }
+    attn__res_blk b2 = {drop, pre ? r : n2, pre ? NULL : &l->norm2, sv ? sv->r2 : NULL,
+                  sv ? sv->n3 : pre ? w : t, v};
+    y = attn__res_target(&b2, &e);
+    ATTN_TRYG(attn__mha_fwd(ctx, &l->multihead_attn, n2, memory, memory, B, T, S, memory_kpm,
+                            memory_mask, 0, 1, rng, y, cross_w, sv ? &sv->ca : NULL, &e));
+    r = attn__res_end(ctx, &b2, rng, c->dropout, M, E, sv ? &sv->d2 : NULL);
+    /* feed-forward block (pre-norm: its input n3 = norm3(r2)) */
+    ATTN_TRYG(attn__ffn_block(ctx, c, &l->linear1, &l->linear2, &l->norm3, drop, pre ? r : b2.dst,
+                              sv ? sv->n3 : t, sv ? sv->r3 : NULL, out, v, M, rng,
+                              sv ? &sv->ff : NULL, sv ? &sv->d3 : NULL));
+    if (sv) sv->x0 = x, sv->mem = memory;
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* Decoder layer from its record (see attn__dec_saved).  dx overwritten; dmem [B, S, E]
+ * accumulates. */
+attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
+                                      const attn__gmap *g, const attn__dec_saved *sv, int64_t B,
+                                      int64_t T, int64_t S, const float *dout, float *dx,
+                                      float *dmem) {
+    const attn_transformer_config *c = &l->cfg;
+    int64_t E = c->d_model, n = B * T * E, ns = B * S * E, M = B * T;
+    float p = c->dropout;
+    int pre = c->norm_first;
+    attn__mark mk = attn__ws_mark(ctx);
+    float *t, *dq, *dk, *dv, *d;
+    attn__rng r;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dq, B, T, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dk, B, (T > S ? T : S), E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dv, B, (T > S ? T : S), E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
+    /* d = gradient of the residual stream, block by block */
+    if (pre) attn__copy_f(d, dout, n);
+    else attn__ln_bwd(g, &l->norm3, sv->r3, dout, d, M);
+    /* feed-forward block: r3 = base3 + drop3(ffn(n3)) */
+    attn__copy_f(t, d, n);
+    r = sv->d3;
+    attn__dropout(&r, p, t, n);
+    ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
+                                  sv->n3, t, dq, M));
+    /* dq = d n3 */
+    if (pre) {
+        attn__ln_bwd(g, &l->norm3, sv->r2, dq, dq, M);
+        for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r2 */
+    } else {
+        for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x2 (= n3) */
+        attn__ln_bwd(g, &l->norm2, sv->r2, d, d, M);
+    }
+    /* cross-attention block: r2 = base2 + drop2(ca(n2, mem)); d = d r2 */
+    attn__copy_f(t, d, n);
+    r = sv->d2;
+    attn__dropout(&r, p, t, n);
+    ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->multihead_attn, g, &sv->ca, sv->n2, sv->mem, sv->mem,
+                                  B, T, S, t, dq, dk, dv));
+    for (int64_t i = 0; i < ns; i++) dmem[i] += dk[i] + dv[i];
+    /* dq = d n2 */
+    if (pre) {
+        attn__ln_bwd(g, &l->norm2, sv->r1, dq, dq, M);
+        for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r1 */
+    } else {
+        for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x1 (= n2) */
+        attn__ln_bwd(g, &l->norm1, sv->r1, d, d, M);
+    }
+    /* self-attention block: r1 = x0 + drop1(sa(in)); d = d r1 */
+    attn__copy_f(t, d, n);
+    r = sv->d1;
+    attn__dropout(&r, p, t, n);
+    const float *in = pre ? sv->n1 : sv->x0;
+    ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, in, in, in, B, T, T, t, dq, dk,
+                                  dv));
+    for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i]; /* d in */
+    if (pre) attn__ln_bwd(g, &l->norm1, sv->x0, dq, dq, M);
+    for (int64_t i = 0; i < n; i++) dx[i] = d[i] + dq[i];
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* Decoder layer, recomputing its forward from x0 [B, T, E], mem and the stream. */
+attn_status attn__dec_layer_bwd(attn_ctx *ctx, const attn__dec_layer *l, const attn__gmap *g,
+                                const float *x0, const float *mem, int64_t B, int64_t T,
+                                int64_t S, const attn_mask *tm, const attn_mask *mm,
+                                const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
+                                attn__rng *rng, const float *dout, float *dx, float *dmem) {
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__dec_saved sv;
+    float *out;
+    attn_status st;
+    ATTN_TRYG(attn__dec_saved_alloc(ctx, NULL, l, B, T, S, &sv));
+    ATTN_TRYG(attn__ws_f32(ctx, &out, B, T, l->cfg.d_model, 1));
+    ATTN_TRYG(attn__dec_layer_fwd(ctx, l, x0, out, mem, B, T, S, tm, mm, tk, mkpm, tgt_is_causal,
+                                  rng, NULL, &sv));
+    ATTN_TRYG(attn__dec_layer_bwd_saved(ctx, l, g, &sv, B, T, S, dout, dx, dmem));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_decoder_layer_create(attn_ctx *ctx, const attn_transformer_config *cfg,
+                                      attn_module **out) {
+    if (!ctx || !out) return attn__fail(ctx, ATTN_E_INVALID, "NULL argument");
+    *out = NULL;
+    ATTN_TRY(attn__check_tcfg(ctx, cfg));
+    attn_module *m;
+    ATTN_TRY(attn__module_new(ctx, ATTN__DEC_LAYER, sizeof(attn__dec_layer), &m));
+    attn_status st = attn__dec_layer_reg(ctx, m, "", m->impl, cfg);
+    if (st != ATTN_OK) {
+        attn_module_free(m);
+        return st;
+    }
+    ATTN_TRY(attn__module_finish(ctx, m));
+    *out = m;
+    return ATTN_OK;
+}
+
+attn_status attn_decoder_create(attn_ctx *ctx, const attn_transformer_config *cfg,
+                                int final_norm, attn_module **out) {
+    ATTN_FAIL_IF(cfg && cfg->num_decoder_layers < 1, ctx, ATTN_E_INVALID,
+                 "a decoder needs at least one layer");
+    return attn__stack_new(ctx, ATTN__DECODER, cfg, 0, cfg ? cfg->num_decoder_layers : 0, "",
+                           "layers.", NULL, final_norm ? "norm" : NULL, sizeof(attn__stack), out);
+}
+
+static attn_status dec_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
+                             const attn_tensor *tgt, const attn_tensor *memory,
+                             const attn_mask *tm, const attn_mask *mm, const attn_mask *tk,
+                             const attn_mask *mkpm, int tgt_is_causal, const attn_run *run,
+                             attn_tensor *out) {
+    const attn_transformer_config *c =
+        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
+    int64_t B = 0, T = 0, S = 0, E = c->d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *in, *mem;
+    float *x;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &in));
+    ATTN_TRYG(attn__seq_in(ctx, memory, "memory", E, &B, &S, &mem));
+    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
+    {
+        int64_t shape[3] = {B, T, E};
+        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{tgt, "tgt", 0}, {memory, "memory", 0}, {attn__mask_t(tm), "tgt_mask", 0},
+                          {attn__mask_t(mm), "memory_mask", 0},
+                          {attn__mask_t(tk), "tgt_key_padding_mask", 0},
+                          {attn__mask_t(mkpm), "memory_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(
+            ctx, is_stack ? "attn_decoder_forward" : "attn_decoder_layer_forward", oa, 1, ia, 7));
+    }
+    ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
+    memcpy(x, in, (size_t)(B * T * E) * sizeof(float));
+    if (is_stack)
+        ATTN_TRYG(attn__dec_run(ctx, m->impl, x, mem, B, T, S, tm, mm, tk, mkpm, tgt_is_causal, &rng, NULL));
+    else
+        ATTN_TRYG(attn__dec_layer_fwd(ctx, m->impl, x, x, mem, B, T, S, tm, mm, tk, mkpm,
+                                      tgt_is_causal, &rng, NULL, NULL));
+    attn__store(x, out);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_decoder_layer_forward(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *tgt, const attn_tensor *memory,
+                                       const attn_mask *tgt_mask, const attn_mask *memory_mask,
+                                       const attn_mask *tgt_key_padding_mask,
+                                       const attn_mask *memory_key_padding_mask,
+                                       int tgt_is_causal, const attn_run *run,
+                                       attn_tensor *out) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_forward"));
+    return dec_entry(ctx, m, 0, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                     memory_key_padding_mask, tgt_is_causal, run, out);
+}
+
+attn_status attn_decoder_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
+                                 const attn_tensor *memory, const attn_mask *tgt_mask,
+                                 const attn_mask *memory_mask,
+                                 const attn_mask *tgt_key_padding_mask,
+                                 const attn_mask *memory_key_padding_mask, int tgt_is_causal,
+                                 const attn_run *run, attn_tensor *out) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_forward"));
+    return dec_entry(ctx, m, 1, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                     memory_key_padding_mask, tgt_is_causal, run, out);
+}
+
+static attn_status dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
+                                 const float *x0, const float *mem, int64_t B, int64_t T,
+                                 int64_t S, const attn_mask *tm, const attn_mask *mm,
+                                 const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
+                                 attn__rng *rng, const float *dout, float *dx, float *dmem) {
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__stack_saved rec;
+    attn_status st;
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 1, 1, NULL, x0, mem, B, T, S, tm, tk, mm, mkpm,
+                                  tgt_is_causal, rng, &rec));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec, dout, dx, dmem));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* Decoder layer or stack. */
+static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
+                                 const attn_tensor *tgt, const attn_tensor *memory,
+                                 const attn_mask *tm, const attn_mask *mm, const attn_mask *tk,
+                                 const attn_mask *mkpm, int tgt_is_causal, const attn_run *run,
+                                 const attn_tensor *dout, attn_tensor *dtgt,
+                                 attn_tensor *dmemory) {
+    const attn_transformer_config *c =
+        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    int64_t B = 0, T = 0, S = 0, E = c->d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *x, *mem, *dy;
+    float *d, *dm;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &x));
+    ATTN_TRYG(attn__seq_in(ctx, memory, "memory", E, &B, &S, &mem));
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
+    ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dm, B, S, E, 1));
+    memset(dm, 0, (size_t)(B * S * E) * sizeof(float));
+    if (dtgt && dtgt->data) {
+        int64_t shape[3] = {B, T, E};
+        ATTN_TRYG(attn__check(ctx, dtgt, "dtgt", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dtgt, "dtgt", 3, shape));
+    }
+    if (dmemory && dmemory->data) {
+        int64_t shape[3] = {B, S, E};
+        ATTN_TRYG(attn__check(ctx, dmemory, "dmemory", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dmemory, "dmemory", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dtgt, "dtgt", 0}, {dmemory, "dmemory", 0}},
+                  ia[] = {{tgt, "tgt", 0},
+                          {memory, "memory", 0},
+                          {attn__mask_t(tm), "tgt_mask", 0},
+                          {attn__mask_t(mm), "memory_mask", 0},
+                          {attn__mask_t(tk), "tgt_key_padding_mask", 0},
+                          {attn__mask_t(mkpm), "memory_key_padding_mask", 0},
+                          {dout, "dout", 0},
+                          {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(
+            ctx, is_stack ? "attn_decoder_backward" : "attn_decoder_layer_backward", oa, 2, ia,
+            9));
+    }
+    if (is_stack)
+        ATTN_TRYG(dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
+                                tgt_is_causal, &rng, dy, d, dm));
+    else
+        ATTN_TRYG(attn__dec_layer_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
+                                      tgt_is_causal, &rng, dy, d, dm));
+    if (dtgt && dtgt->data) attn__store(d, dtgt);
+    if (dmemory && dmemory->data) attn__store(dm, dmemory);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_decoder_layer_backward(attn_ctx *ctx, const attn_module *m,
+                                        const attn_tensor *tgt, const attn_tensor *memory,
+                                        const attn_mask *tgt_mask, const attn_mask *memory_mask,
+                                        const attn_mask *tgt_key_padding_mask,
+                                        const attn_mask *memory_key_padding_mask,
+                                        int tgt_is_causal, const attn_run *run,
+                                        const attn_tensor *dout, attn_tensor *dtgt,
+                                        attn_tensor *dmemory) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_backward"));
+    return dec_bwd_entry(ctx, m, 0, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                         memory_key_padding_mask, tgt_is_causal, run, dout, dtgt, dmemory);
+}
+
+attn_status attn_decoder_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
+                                  const attn_tensor *memory, const attn_mask *tgt_mask,
+                                  const attn_mask *memory_mask,
+                                  const attn_mask *tgt_key_padding_mask,
+                                  const attn_mask *memory_key_padding_mask, int tgt_is_causal,
+                                  const attn_run *run, const attn_tensor *dout,
+                                  attn_tensor *dtgt, attn_tensor *dmemory) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_backward"));
+    return dec_bwd_entry(ctx, m, 1, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                         memory_key_padding_mask, tgt_is_causal, run, dout, dtgt, dmemory);
+}
+
+static attn_status dec_train_entry(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
+                                   const attn_tensor *memory, const attn_mask *tm,
+                                   const attn_mask *mm, const attn_mask *tk,
+                                   const attn_mask *mkpm, int tgt_is_causal,
+                                   const attn_run *run, attn_tensor *out, attn_saved *saved) {
+    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    attn__saved_begin(saved);
+    attn__stack one;
+    const attn__stack *s = attn__as_stack(m, &one);
+    int64_t B = 0, T = 0, S = 0, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__tape *t = &saved->tape;
+    const float *in, *mem;
+    float *memc;
+    attn__seq_rec *rec;
+    attn_mask c1, c2, c3, c4;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &in));
+    ATTN_TRYG(attn__seq_in(ctx, memory, "memory", E, &B, &S, &mem));
+    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
+    {
+        int64_t shape[3] = {B, T, E};
+        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{tgt, "tgt", 0}, {memory, "memory", 0}, {attn__mask_t(tm), "tgt_mask", 0},
+                          {attn__mask_t(mm), "memory_mask", 0},
+                          {attn__mask_t(tk), "tgt_key_padding_mask", 0},
+                          {attn__mask_t(mkpm), "memory_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx,
+                                      m->kind == ATTN__DECODER ? "attn_decoder_forward_train"
+                                                               : "attn_decoder_layer_forward_train",
+                                      oa, 1, ia, 7));
+    }
+    ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
+    ATTN_TRYG(attn__rec_f32(ctx, t, &memc, B, S, E, 1));
+    attn__copy_f(memc, mem, B * S * E);
+    ATTN_TRYG(attn__saved_mask(ctx, t, tm, "tgt_mask", &c1));
+    ATTN_TRYG(attn__saved_mask(ctx, t, tk, "tgt_key_padding_mask", &c2));
+    ATTN_TRYG(attn__saved_mask(ctx, t, mm, "memory_mask", &c3));
+    ATTN_TRYG(attn__saved_mask(ctx, t, mkpm, "memory_key_padding_mask", &c4));
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 1, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
+                                  memc, B, T, S, attn__mask_opt(&c1), attn__mask_opt(&c2),
+                                  attn__mask_opt(&c3), attn__mask_opt(&c4), tgt_is_causal, &rng,
+                                  &rec->st));
+    attn__store(rec->st.out, out);
+    attn__saved_end(saved, m, rec);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+static attn_status dec_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, const char *fn,
+                                       const attn_saved *saved, const attn_tensor *dout,
+                                       attn_tensor *dtgt, attn_tensor *dmemory) {
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    attn__seq_rec *rec;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, fn, (void **)&rec));
+    attn__stack one;
+    const attn__stack *s = attn__as_stack(m, &one);
+    int64_t B = rec->st.B, T = rec->st.T, S = rec->st.S, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *dy;
+    float *d, *dm;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
+    if (dtgt && dtgt->data) {
+        int64_t shape[3] = {B, T, E};
+        ATTN_TRYG(attn__check(ctx, dtgt, "dtgt", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dtgt, "dtgt", 3, shape));
+    }
+    if (dmemory && dmemory->data) {
+        int64_t shape[3] = {B, S, E};
+        ATTN_TRYG(attn__check(ctx, dmemory, "dmemory", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dmemory, "dmemory", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dtgt, "dtgt", 0}, {dmemory, "dmemory", 0}},
+                  ia[] = {{dout, "dout", 0}, {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 2, ia, 3));
+    }
+    ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dm, B, S, E, 1));
+    memset(dm, 0, (size_t)(B * S * E) * sizeof(float));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, dm));
+    if (dtgt && dtgt->data) attn__store(d, dtgt);
+    if (dmemory && dmemory->data) attn__store(dm, dmemory);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_decoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                             const attn_tensor *tgt, const attn_tensor *memory,
+                                             const attn_mask *tgt_mask,
+                                             const attn_mask *memory_mask,
+                                             const attn_mask *tgt_key_padding_mask,
+                                             const attn_mask *memory_key_padding_mask,
+                                             int tgt_is_causal, const attn_run *run,
+                                             attn_tensor *out, attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_forward_train"));
+    return dec_train_entry(ctx, m, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                           memory_key_padding_mask, tgt_is_causal, run, out, saved);
+}
+
+attn_status attn_decoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                              const attn_saved *saved, const attn_tensor *dout,
+                                              attn_tensor *dtgt, attn_tensor *dmemory) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_backward_saved"));
+    return dec_bwd_saved_entry(ctx, m, "attn_decoder_layer_backward_saved", saved, dout, dtgt,
+                               dmemory);
+}
+
+attn_status attn_decoder_forward_train(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *tgt, const attn_tensor *memory,
+                                       const attn_mask *tgt_mask, const attn_mask *memory_mask,
+                                       const attn_mask *tgt_key_padding_mask,
+                                       const attn_mask *memory_key_padding_mask,
+                                       int tgt_is_causal, const attn_run *run, attn_tensor *out,
+                                       attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_forward_train"));
+    return dec_train_entry(ctx, m, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                           memory_key_padding_mask, tgt_is_causal, run, out, saved);
+}
+
+attn_status attn_decoder_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                        const attn_saved *saved, const attn_tensor *dout,
+                                        attn_tensor *dtgt, attn_tensor *dmemory) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_backward_saved"));
+    return dec_bwd_saved_entry(ctx, m, "attn_decoder_backward_saved", saved, dout, dtgt,
+                               dmemory);
+}

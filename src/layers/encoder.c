@@ -1,0 +1,431 @@
+/* torch.nn.TransformerEncoderLayer and TransformerEncoder: the layer's forward, its backward
+ * from a record or recomputing, and the public entry points of the layer and of the encoder
+ * stack (forward, backward, training forward, saved backward), which share them: a layer is run
+ * as a stack of one (the stack itself is stack.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "transformer.h"
+
+attn_status attn__enc_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                attn__enc_layer *l, const attn_transformer_config *cfg) {
+    char p[160];
+    l->cfg = *cfg;
+    attn_mha_config mc = attn__mha_cfg(cfg);
+    int64_t E = cfg->d_model, F = cfg->dim_feedforward;
+    if (snprintf(p, sizeof p, "%sself_attn.", prefix) >= (int)sizeof p)
+        return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
+    ATTN_TRY(attn__mha_reg(ctx, m, p, &l->self_attn, &mc));
+    ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear1", &l->linear1, E, F, cfg->bias));
+    ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear2", &l->linear2, F, E, cfg->bias));
+    ATTN_TRY(attn__ln_reg(ctx, m, prefix, "norm1", &l->norm1, E, cfg->layer_norm_eps, cfg->bias));
+    ATTN_TRY(attn__ln_reg(ctx, m, prefix, "norm2", &l->norm2, E, cfg->layer_norm_eps, cfg->bias));
+    return ATTN_OK;
+}
+
+attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__enc_layer *l,
+                                  int64_t B, int64_t L, attn__enc_saved *sv) {
+    int64_t E = l->cfg.d_model;
+    memset(sv, 0, sizeof *sv);
+    if (l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->n1, B, L, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->r1, B, L, E, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->x1, B, L, E, 1));
+    if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r2, B, L, E, 1));
+    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, L, L, 1, &sv->sa));
+    return attn__ffn_saved_alloc(ctx, t, &l->linear1, B * L, &sv->ff);
+}
+
+/* norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))
+ * otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
+ * (attn__res_blk: without dropout the adds and norms run in the epilogues of out_proj and linear2).
+ * Without a record the intermediate values live in workspace buffers. */
+attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l, const float *x,
+                                float *out, int64_t B, int64_t L, const attn_mask *mask,
+                                const attn_mask *kpm, int is_causal, attn__rng *rng,
+                                attn__enc_saved *sv) {
+    const attn_transformer_config *c = &l->cfg;
+    int64_t E = c->d_model, M = B * L;
+    int pre = c->norm_first, drop = attn__drops(rng, c->dropout);
+    attn__mark mk = attn__ws_mark(ctx);
+    float *t = NULL, *u, *v = NULL, *y;
+    const float *in = x, *r1;
+    attn__epi e;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &u, B, L, E, 1));
+    if (drop) ATTN_TRYG(attn__ws_f32(ctx, &v, B, L, E, 1));
+    if (!sv && pre) ATTN_TRYG(attn__ws_f32(ctx, &t, B, L, E, 1));
+    /* self-attention block */
+    if (pre) {
+        float *n1 = sv ? sv->n1 : t;
+        attn__ln_fwd(ctx, &l->norm1, x, n1, M);
+        in = n1;
+    }
+    attn__res_blk b1 = {drop, x, pre ? NULL : &l->norm1, sv ? sv->r1 : NULL, u, v};
+    if (!pre && sv) b1.dst = sv->x1;
+    y = attn__res_target(&b1, &e);
+    ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, L, L, kpm, mask, is_causal, 0,
+                            rng, y, NULL, sv ? &sv->sa : NULL, &e));
+    r1 = attn__res_end(ctx, &b1, rng, c->dropout, M, E, sv ? &sv->d1 : NULL);
+    /* feed-forward block (pre-norm: its input x1 = norm2(r1)) */
+    ATTN_TRYG(attn__ffn_block(ctx, c, &l->linear1, &l->linear2, &l->norm2, drop, pre ? r1 : b1.dst,
+                              sv ? sv->x1 : t, sv ? sv->r2 : NULL, out, v, M, rng,
+                              sv ? &sv->ff : NULL, sv ? &sv->d2 : NULL));
+    if (sv) sv->x0 = x;
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+static void add3(float *dst, const float *a, const float *b, const float *c, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] += a[i] + b[i] + c[i];
+}
+
+/* Encoder layer from its record (see attn__enc_saved).  dout [B, L, E]; dx overwritten. */
+attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
+                                      const attn__gmap *g, const attn__enc_saved *sv, int64_t B,
+                                      int64_t L, const float *dout, float *dx) {
+    const attn_transformer_config *c = &l->cfg;
+    int64_t E = c->d_model, n = B * L * E, M = B * L;
+    float p = c->dropout;
+    attn__mark mk = attn__ws_mark(ctx);
+    float *t, *dq, *dk, *dv, *d1;
+    attn__rng r;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &t, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dq, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dk, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dv, B, L, E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &d1, B, L, E, 1));
+    if (c->norm_first) {
+        /* out = r1 + drop2(ffn(x1 = norm2(r1))) */
+        attn__copy_f(t, dout, n);
+        r = sv->d2;
+        attn__dropout(&r, p, t, n);
+        ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
+                                      sv->x1, t, d1, M));
+        attn__ln_bwd(g, &l->norm2, sv->r1, d1, d1, M);
+        for (int64_t i = 0; i < n; i++) d1[i] += dout[i]; /* d r1 */
+        /* r1 = x0 + drop1(mha(n1 = norm1(x0))) */
+        attn__copy_f(t, d1, n);
+        r = sv->d1;
+        attn__dropout(&r, p, t, n);
+        ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, sv->n1, sv->n1, sv->n1, B,
+                                      L, L, t, dq, dk, dv));
+        for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i];
+        attn__ln_bwd(g, &l->norm1, sv->x0, dq, dq, M);
+        for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
+    } else {
+        /* r2 = x1 + drop2(ffn(x1)); out = norm2(r2) */
+        attn__ln_bwd(g, &l->norm2, sv->r2, dout, d1, M);
+        attn__copy_f(t, d1, n);
+        r = sv->d2;
+        attn__dropout(&r, p, t, n);
+        ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
+                                      sv->x1, t, dq, M));
+        for (int64_t i = 0; i < n; i++) d1[i] += dq[i]; /* d x1 */
+        /* x1 = norm1(r1), r1 = x0 + drop1(mha(x0)) */
+        attn__ln_bwd(g, &l->norm1, sv->r1, d1, d1, M);
+        attn__copy_f(t, d1, n);
+        r = sv->d1;
+        attn__dropout(&r, p, t, n);
+        ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, sv->x0, sv->x0, sv->x0, B,
+                                      L, L, t, dq, dk, dv));
+        attn__copy_f(dx, d1, n);
+        add3(dx, dq, dk, dv, n);
+    }
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* Encoder layer, recomputing its forward from x0 [B, L, E] and the stream. */
+attn_status attn__enc_layer_bwd(attn_ctx *ctx, const attn__enc_layer *l, const attn__gmap *g,
+                                const float *x0, int64_t B, int64_t L, const attn_mask *mask,
+                                const attn_mask *kpm, int is_causal, attn__rng *rng,
+                                const float *dout, float *dx) {
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__enc_saved sv;
+    float *out;
+    attn_status st;
+    ATTN_TRYG(attn__enc_saved_alloc(ctx, NULL, l, B, L, &sv));
+    ATTN_TRYG(attn__ws_f32(ctx, &out, B, L, l->cfg.d_model, 1));
+    ATTN_TRYG(attn__enc_layer_fwd(ctx, l, x0, out, B, L, mask, kpm, is_causal, rng, &sv));
+    ATTN_TRYG(attn__enc_layer_bwd_saved(ctx, l, g, &sv, B, L, dout, dx));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_encoder_layer_create(attn_ctx *ctx, const attn_transformer_config *cfg,
+                                      attn_module **out) {
+    if (!ctx || !out) return attn__fail(ctx, ATTN_E_INVALID, "NULL argument");
+    *out = NULL;
+    ATTN_TRY(attn__check_tcfg(ctx, cfg));
+    attn_module *m;
+    ATTN_TRY(attn__module_new(ctx, ATTN__ENC_LAYER, sizeof(attn__enc_layer), &m));
+    attn_status st = attn__enc_layer_reg(ctx, m, "", m->impl, cfg);
+    if (st != ATTN_OK) {
+        attn_module_free(m);
+        return st;
+    }
+    ATTN_TRY(attn__module_finish(ctx, m));
+    *out = m;
+    return ATTN_OK;
+}
+
+attn_status attn_encoder_create(attn_ctx *ctx, const attn_transformer_config *cfg,
+                                int final_norm, attn_module **out) {
+    ATTN_FAIL_IF(cfg && cfg->num_encoder_layers < 1, ctx, ATTN_E_INVALID,
+                 "an encoder needs at least one layer");
+    return attn__stack_new(ctx, ATTN__ENCODER, cfg, cfg ? cfg->num_encoder_layers : 0, 0, "layers.",
+                           "", final_norm ? "norm" : NULL, NULL, sizeof(attn__stack), out);
+}
+
+/* Shared by the layer and stack entry points: copy src to a working buffer, run, store. */
+static attn_status enc_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
+                             const attn_tensor *src, const attn_mask *mask,
+                             const attn_mask *kpm, int is_causal, const attn_run *run,
+                             attn_tensor *out) {
+    const attn_transformer_config *c =
+        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
+    int64_t B = 0, L = 0, E = c->d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *in;
+    float *x;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &in));
+    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
+    {
+        int64_t shape[3] = {B, L, E};
+        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{src, "src", 0}, {attn__mask_t(mask), "mask", 0},
+                          {attn__mask_t(kpm), "src_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(
+            ctx, is_stack ? "attn_encoder_forward" : "attn_encoder_layer_forward", oa, 1, ia, 4));
+    }
+    ATTN_TRYG(attn__ws_f32(ctx, &x, B, L, E, 1));
+    memcpy(x, in, (size_t)(B * L * E) * sizeof(float));
+    if (is_stack) ATTN_TRYG(attn__enc_run(ctx, m->impl, x, B, L, mask, kpm, is_causal, &rng));
+    else ATTN_TRYG(attn__enc_layer_fwd(ctx, m->impl, x, x, B, L, mask, kpm, is_causal, &rng,
+                                       NULL));
+    attn__store(x, out);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_encoder_layer_forward(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *src, const attn_mask *src_mask,
+                                       const attn_mask *src_key_padding_mask, int is_causal,
+                                       const attn_run *run, attn_tensor *out) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_forward"));
+    return enc_entry(ctx, m, 0, src, src_mask, src_key_padding_mask, is_causal, run, out);
+}
+
+attn_status attn_encoder_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
+                                 const attn_mask *mask, const attn_mask *src_key_padding_mask,
+                                 int is_causal, const attn_run *run, attn_tensor *out) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_forward"));
+    return enc_entry(ctx, m, 1, src, mask, src_key_padding_mask, is_causal, run, out);
+}
+
+/* The recomputing stack backwards: a checkpointed record in the workspace, then its
+ * backward. */
+static attn_status enc_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
+                                 const float *x0, int64_t B, int64_t L, const attn_mask *mask,
+                                 const attn_mask *kpm, int is_causal, attn__rng *rng,
+                                 const float *dout, float *dx) {
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__stack_saved rec;
+    attn_status st;
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 0, 1, NULL, x0, NULL, B, L, 0, mask, kpm, NULL, NULL,
+                                  is_causal, rng, &rec));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec, dout, dx, NULL));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* Encoder layer or stack. */
+static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
+                                 const attn_tensor *src, const attn_mask *mask,
+                                 const attn_mask *kpm, int is_causal, const attn_run *run,
+                                 const attn_tensor *dout, attn_tensor *dsrc) {
+    const attn_transformer_config *c =
+        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    int64_t B = 0, L = 0, E = c->d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *x, *dy;
+    float *d;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &x));
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &L, &dy));
+    ATTN_TRYG(attn__ws_f32(ctx, &d, B, L, E, 1));
+    if (dsrc && dsrc->data) {
+        int64_t shape[3] = {B, L, E};
+        ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dsrc, "dsrc", 0}},
+                  ia[] = {{src, "src", 0},
+                          {attn__mask_t(mask), "mask", 0},
+                          {attn__mask_t(kpm), "src_key_padding_mask", 0},
+                          {dout, "dout", 0},
+                          {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(
+            ctx, is_stack ? "attn_encoder_backward" : "attn_encoder_layer_backward", oa, 1, ia,
+            6));
+    }
+    if (is_stack)
+        ATTN_TRYG(enc_stack_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy, d));
+    else
+        ATTN_TRYG(attn__enc_layer_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy,
+                                      d));
+    if (dsrc && dsrc->data) attn__store(d, dsrc);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_encoder_layer_backward(attn_ctx *ctx, const attn_module *m,
+                                        const attn_tensor *src, const attn_mask *src_mask,
+                                        const attn_mask *src_key_padding_mask, int is_causal,
+                                        const attn_run *run, const attn_tensor *dout,
+                                        attn_tensor *dsrc) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_backward"));
+    return enc_bwd_entry(ctx, m, 0, src, src_mask, src_key_padding_mask, is_causal, run, dout,
+                         dsrc);
+}
+
+attn_status attn_encoder_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
+                                  const attn_mask *mask, const attn_mask *src_key_padding_mask,
+                                  int is_causal, const attn_run *run, const attn_tensor *dout,
+                                  attn_tensor *dsrc) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_backward"));
+    return enc_bwd_entry(ctx, m, 1, src, mask, src_key_padding_mask, is_causal, run, dout, dsrc);
+}
+
+static attn_status enc_train_entry(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
+                                   const attn_mask *mask, const attn_mask *kpm, int is_causal,
+                                   const attn_run *run, attn_tensor *out, attn_saved *saved) {
+    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    attn__saved_begin(saved);
+    attn__stack one;
+    const attn__stack *s = attn__as_stack(m, &one);
+    int64_t B = 0, L = 0, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__tape *t = &saved->tape;
+    const float *in;
+    attn__seq_rec *rec;
+    attn_mask cm, ck;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &in));
+    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
+    {
+        int64_t shape[3] = {B, L, E};
+        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel);
+        attn__arg oa[] = {{out, "out", 0}},
+                  ia[] = {{src, "src", 0}, {attn__mask_t(mask), "mask", 0},
+                          {attn__mask_t(kpm), "src_key_padding_mask", 0},
+                          {&P, "the module's parameters", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx,
+                                      m->kind == ATTN__ENCODER ? "attn_encoder_forward_train"
+                                                               : "attn_encoder_layer_forward_train",
+                                      oa, 1, ia, 4));
+    }
+    ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
+    ATTN_TRYG(attn__saved_mask(ctx, t, mask, "src_mask", &cm));
+    ATTN_TRYG(attn__saved_mask(ctx, t, kpm, "src_key_padding_mask", &ck));
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 0, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
+                                  NULL, B, L, 0, attn__mask_opt(&cm), attn__mask_opt(&ck), NULL,
+                                  NULL, is_causal, &rng, &rec->st));
+    attn__store(rec->st.out, out);
+    attn__saved_end(saved, m, rec);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+static attn_status enc_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, const char *fn,
+                                       const attn_saved *saved, const attn_tensor *dout,
+                                       attn_tensor *dsrc) {
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    attn__seq_rec *rec;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, fn, (void **)&rec));
+    attn__stack one;
+    const attn__stack *s = attn__as_stack(m, &one);
+    int64_t B = rec->st.B, L = rec->st.T, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *dy;
+    float *d;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &L, &dy));
+    if (dsrc && dsrc->data) {
+        int64_t shape[3] = {B, L, E};
+        ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
+        ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
+    }
+    {
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dsrc, "dsrc", 0}},
+                  ia[] = {{dout, "dout", 0}, {&P, "the module's parameters", 0},
+                          {&G, "the module's gradients", 0}};
+        ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 1, ia, 3));
+    }
+    ATTN_TRYG(attn__ws_f32(ctx, &d, B, L, E, 1));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, NULL));
+    if (dsrc && dsrc->data) attn__store(d, dsrc);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_encoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                             const attn_tensor *src, const attn_mask *src_mask,
+                                             const attn_mask *src_key_padding_mask,
+                                             int is_causal, const attn_run *run,
+                                             attn_tensor *out, attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_forward_train"));
+    return enc_train_entry(ctx, m, src, src_mask, src_key_padding_mask, is_causal, run, out,
+                           saved);
+}
+
+attn_status attn_encoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                              const attn_saved *saved, const attn_tensor *dout,
+                                              attn_tensor *dsrc) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_backward_saved"));
+    return enc_bwd_saved_entry(ctx, m, "attn_encoder_layer_backward_saved", saved, dout, dsrc);
+}
+
+attn_status attn_encoder_forward_train(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *src, const attn_mask *mask,
+                                       const attn_mask *src_key_padding_mask, int is_causal,
+                                       const attn_run *run, attn_tensor *out,
+                                       attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_forward_train"));
+    return enc_train_entry(ctx, m, src, mask, src_key_padding_mask, is_causal, run, out, saved);
+}
+
+attn_status attn_encoder_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                        const attn_saved *saved, const attn_tensor *dout,
+                                        attn_tensor *dsrc) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_backward_saved"));
+    return enc_bwd_saved_entry(ctx, m, "attn_encoder_backward_saved", saved, dout, dsrc);
+}

@@ -1,0 +1,152 @@
+/* Internal to the Transformer family in src/layers/ (ffn.c, encoder.c, decoder.c, stack.c,
+ * transformer.c): what the encoder and decoder layers share (residual blocks, the feed-forward
+ * block), the layers' backwards that the stacks call, and the stack module helpers.  The types
+ * and the entry points that other folders use (src/models/) are in layers.h.
+ *
+ * Backward.  Each block's backward reads the record its forward filled (attn__enc_saved, ...):
+ * the intermediate values and a snapshot of the dropout stream before every dropout site, so
+ * that the backward draws the same masks; dropout is linear, so its backward is the same
+ * masking applied to the gradient.  The recomputing backwards run the forward again into a
+ * record in the workspace first.  Input gradients are overwritten; parameter gradients
+ * accumulate through the gmap. */
+#ifndef ATTN_LAYERS_TRANSFORMER_H
+#define ATTN_LAYERS_TRANSFORMER_H
+#include <string.h>
+
+#include "layers.h"
+
+/* Backward of attn__ln_fwd: dx [M, E] (may alias dy) from dy; the weight and bias gradients
+ * accumulate into g's buffers. */
+static inline void attn__ln_bwd(const attn__gmap *g, const attn__ln *ln, const float *x,
+                                const float *dy, float *dx, int64_t M) {
+    attn__layer_norm_bwd_ref(x, ln->E, ln->weight, ln->eps, dy, ln->E, dx, ln->E,
+                             attn__g(g, ln->weight), attn__g(g, ln->bias), M, ln->E);
+}
+
+/* The attention configuration of a layer's self- and cross-attention. */
+static inline attn_mha_config attn__mha_cfg(const attn_transformer_config *c) {
+    attn_mha_config m = attn_mha_defaults(c->d_model, c->nhead);
+    m.bias = c->bias;
+    m.dropout = c->dropout;
+    return m;
+}
+
+/* Whether dropout with probability p draws anything in this call (attn__dropout's rule):
+ * without it the residual adds and layer norms fuse into the linears' epilogues. */
+static inline int attn__drops(const attn__rng *rng, float p) {
+    return rng && rng->training && p > 0.0f;
+}
+
+static inline void attn__copy_f(float *dst, const float *src, int64_t n) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+/* out[i] = a[i] + b[i]; out may alias a or b. */
+static inline void attn__add2(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* One residual block of a layer, rows [M, E]: r = base + dropout(f(in)), then (post-norm)
+ * dst = norm(r); pre-norm blocks have no norm and their output is r.  Without dropout the
+ * add and the norm run in the epilogue of f's last linear (attn__res_target says where it
+ * writes and with which epilogue); with dropout f writes to scratch and attn__res_end adds.
+ * rstore: where a record keeps r (NULL: not kept).  The bits are the same either way:
+ * r = (y + b) + base is base + (y + b), and the norm is attn__ln_fwd's. */
+typedef struct attn__res_blk {
+    int drop;
+    const float *base;
+    const attn__ln *norm;        /* post-norm: the norm after the add; pre-norm: NULL */
+    float *rstore, *dst, *scratch;
+} attn__res_blk;
+
+static inline float *attn__res_target(const attn__res_blk *b, attn__epi *e) {
+    memset(e, 0, sizeof *e);
+    if (b->drop) return b->scratch;
+    e->r = b->base;
+    if (b->norm && !b->rstore) {
+        e->kind = ATTN__EPI_RES_LN, e->ln = b->norm;
+        return b->dst;
+    }
+    e->kind = ATTN__EPI_RES;
+    return b->rstore ? b->rstore : b->dst;
+}
+
+/* After f: site (a record's, or NULL) receives the stream at the dropout; returns r. */
+static inline float *attn__res_end(attn_ctx *ctx, const attn__res_blk *b, attn__rng *rng,
+                                   float p, int64_t M, int64_t E, attn__rng *site) {
+    float *r = b->rstore ? b->rstore : b->dst;
+    if (site) *site = *rng;
+    if (b->drop) {
+        attn__dropout(rng, p, b->scratch, M * E);
+        attn__add2(r, b->base, b->scratch, M * E);
+    }
+    if (b->norm && (b->drop || b->rstore)) attn__ln_fwd(ctx, b->norm, r, b->dst, M);
+    return r;
+}
+
+/* ---- feed-forward (ffn.c) ------------------------------------------------------------ */
+/* The record's h and a ([M, F]) for the feed-forward of l1 (attn__rec_f32). */
+ATTN__HIDDEN attn_status attn__ffn_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__lin *l1,
+                                               int64_t M, attn__ffn_saved *sv);
+/* The last block of both layers, on the stream r: pre-norm out = r + drop(ff(norm(r))) (the
+ * norm into nbuf); post-norm (r already normalised) out = norm(r + drop(ff(r))), the sum kept
+ * in rstore when a record wants it.  ff, site: NULL, or the record's feed-forward and the
+ * stream at the block's dropout. */
+ATTN__HIDDEN attn_status attn__ffn_block(attn_ctx *ctx, const attn_transformer_config *c,
+                                         const attn__lin *l1, const attn__lin *l2,
+                                         const attn__ln *norm, int drop, const float *r,
+                                         float *nbuf, float *rstore, float *out, float *scratch,
+                                         int64_t M, attn__rng *rng, attn__ffn_saved *ff,
+                                         attn__rng *site);
+/* Backward of y = lin2(dropout(act(lin1(x)))) from its record sv: dx [M, E] overwritten. */
+ATTN__HIDDEN attn_status attn__ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1,
+                                             const attn__lin *l2, const attn__gmap *g,
+                                             attn_activation act, float p,
+                                             const attn__ffn_saved *sv, const float *x,
+                                             const float *dy, float *dx, int64_t M);
+
+/* ---- layer backwards (encoder.c, decoder.c) ------------------------------------------ */
+/* Encoder layer from its record (attn__enc_saved).  dout [B, L, E]; dx overwritten. */
+ATTN__HIDDEN attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
+                                                   const attn__gmap *g,
+                                                   const attn__enc_saved *sv, int64_t B,
+                                                   int64_t L, const float *dout, float *dx);
+/* Encoder layer, recomputing its forward from x0 [B, L, E] and the stream. */
+ATTN__HIDDEN attn_status attn__enc_layer_bwd(attn_ctx *ctx, const attn__enc_layer *l,
+                                             const attn__gmap *g, const float *x0, int64_t B,
+                                             int64_t L, const attn_mask *mask,
+                                             const attn_mask *kpm, int is_causal,
+                                             attn__rng *rng, const float *dout, float *dx);
+/* Decoder layer from its record (attn__dec_saved).  dx overwritten; dmem [B, S, E]
+ * accumulates. */
+ATTN__HIDDEN attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
+                                                   const attn__gmap *g,
+                                                   const attn__dec_saved *sv, int64_t B,
+                                                   int64_t T, int64_t S, const float *dout,
+                                                   float *dx, float *dmem);
+/* Decoder layer, recomputing its forward from x0 [B, T, E], mem and the stream. */
+ATTN__HIDDEN attn_status attn__dec_layer_bwd(attn_ctx *ctx, const attn__dec_layer *l,
+                                             const attn__gmap *g, const float *x0,
+                                             const float *mem, int64_t B, int64_t T, int64_t S,
+                                             const attn_mask *tm, const attn_mask *mm,
+                                             const attn_mask *tk, const attn_mask *mkpm,
+                                             int tgt_is_causal, attn__rng *rng,
+                                             const float *dout, float *dx, float *dmem);
+
+/* ---- stack modules (stack.c) --------------------------------------------------------- */
+/* Creates a stack module of the given kind (impl bytes, an attn__stack first): nenc encoder
+ * layers under prefix ep, ndec decoder layers under dp, final norms en / dn (NULL = none). */
+ATTN__HIDDEN attn_status attn__stack_new(attn_ctx *ctx, attn__kind kind,
+                                         const attn_transformer_config *cfg, int64_t nenc,
+                                         int64_t ndec, const char *ep, const char *dp,
+                                         const char *en, const char *dn, size_t impl,
+                                         attn_module **out);
+/* A layer module as a stack of one layer without final norm (one: its storage), so that
+ * layers and stacks share the records; a stack module is returned as it is. */
+ATTN__HIDDEN const attn__stack *attn__as_stack(const attn_module *m, attn__stack *one);
+/* Record of an encoder or decoder layer or stack (in the tape). */
+typedef struct attn__seq_rec {
+    attn__stack_saved st; /* its masks and memory are copies in the tape */
+} attn__seq_rec;
+
+#endif
