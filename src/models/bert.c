@@ -1,6 +1,6 @@
 /* BERT sentence encoder (attn_bert_*): a Hugging Face / sentence-transformers folder as it
  * is, the embeddings, pooling and normalisation.  The encoder is the shared post-norm encoder
- * layer (GELU, key padding masks; src/layers/transformer.c) over BERT's parameters, the
+ * layer (GELU, key padding masks; src/layers/encoder.c) over BERT's parameters, the
  * tokenizer (BasicTokenizer + WordPiece and its Unicode tables) src/text/wordpiece.c.  See
  * attn_bert_load in attn.h for the contract and the limits of the tables. */
 #include <math.h>

@@ -1,5 +1,5 @@
 /* A decoder-only GPT: token and learned position embeddings, a stack of causal pre- or
- * post-norm encoder layers with a final norm (layers/transformer.c), and an LM head, untied or
+ * post-norm encoder layers with a final norm (layers/stack.c), and an LM head, untied or
  * tied to the token table (ATTN_GPT_TIED); forward, backward, training forward and saved
  * backward. */
 #include <string.h>
