@@ -55,13 +55,7 @@ attn_status attn_seed_attention_create(attn_ctx *ctx, const attn_seed_attention_
         if (st == ATTN_OK && cfg->kind == ATTN_SEED_MULTIHEAD)
             st = attn__lin_reg(ctx, m, "", "out_proj", &s->out_proj, dout, dout, 1);
     }
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 /* y[M, dout] = x[M, din] W[din, dout] (a raw matrix, not nn.Linear's transpose) */
@@ -185,13 +179,7 @@ attn_status attn_general_attention_create(attn_ctx *ctx, const attn_general_conf
         st = attn__lin_reg(ctx, m, "", "W_key", &g->k, cfg->input_dim, cfg->query_dim, cfg->bias);
     if (st == ATTN_OK)
         st = attn__lin_reg(ctx, m, "", "W_value", &g->v, cfg->input_dim, cfg->value_dim, cfg->bias);
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 /* Shared by the general and additive layers: validates an optional weights output [B, L, S]
@@ -286,13 +274,7 @@ attn_status attn_additive_attention_create(attn_ctx *ctx, int64_t query_dim, int
     attn_status st = attn__lin_reg(ctx, m, "", "W_q", &d->Wq, query_dim, hidden_dim, 0);
     if (st == ATTN_OK) st = attn__lin_reg(ctx, m, "", "W_k", &d->Wk, key_dim, hidden_dim, 0);
     if (st == ATTN_OK) st = attn__lin_reg(ctx, m, "", "w_v", &d->wv, hidden_dim, 1, 0);
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 attn_status attn_additive_attention_forward(attn_ctx *ctx, const attn_module *m,

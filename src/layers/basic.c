@@ -28,13 +28,7 @@ attn_status attn_linear_create(attn_ctx *ctx, int64_t in_features, int64_t out_f
     }
     l->l.in = in_features;
     l->l.out = out_features;
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 attn_status attn_linear_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *x,
@@ -58,13 +52,7 @@ attn_status attn_layer_norm_create(attn_ctx *ctx, int64_t E, float eps, int bias
     if (st == ATTN_OK && bias) st = attn__param_reg(ctx, m, "", "bias", &l->l.bias, 0, 1, E, 0, 0);
     l->l.E = E;
     l->l.eps = eps;
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 attn_status attn_layer_norm_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *x,
@@ -88,13 +76,7 @@ attn_status attn_embedding_create(attn_ctx *ctx, int64_t num_embeddings, int64_t
     e->E = E;
     attn_status st = attn__param_reg(ctx, m, "", "weight", &e->weight, 0, 2, num_embeddings, E, 0);
     attn__param_init_last(m, ATTN__INIT_NORMAL, 1.0);
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 attn_status attn_embedding_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *ids,

@@ -192,13 +192,7 @@ attn_status attn_decoder_layer_create(attn_ctx *ctx, const attn_transformer_conf
     attn_module *m;
     ATTN_TRY(attn__module_new(ctx, ATTN__DEC_LAYER, sizeof(attn__dec_layer), &m));
     attn_status st = attn__dec_layer_reg(ctx, m, "", m->impl, cfg);
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 attn_status attn_decoder_create(attn_ctx *ctx, const attn_transformer_config *cfg,

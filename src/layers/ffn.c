@@ -126,13 +126,7 @@ attn_status attn_ffn_create(attn_ctx *ctx, const attn_transformer_config *cfg,
     attn_status st = attn__lin_reg(ctx, m, "", "w_1", &f->w1, c.d_model, c.dim_feedforward, c.bias);
     if (st == ATTN_OK)
         st = attn__lin_reg(ctx, m, "", "w_2", &f->w2, c.dim_feedforward, c.d_model, c.bias);
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 attn_status attn_ffn_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *x,

@@ -2,7 +2,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "../kernels/decode.h"
 #include "layers.h"
 
 attn_mha_config attn_mha_defaults(int64_t embed_dim, int64_t num_heads) {
@@ -75,13 +74,7 @@ attn_status attn_mha_create(attn_ctx *ctx, const attn_mha_config *cfg, attn_modu
     attn_module *m;
     ATTN_TRY(attn__module_new(ctx, ATTN__MHA, sizeof(attn__mha), &m));
     attn_status st = attn__mha_reg(ctx, m, "", m->impl, cfg);
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 /* Binds attn_mask ([L, S] or [B*H, L, S]) to [B, H, L, S] strides. */

@@ -70,13 +70,7 @@ attn_status attn_seq2seq_create(attn_ctx *ctx, const attn_seq2seq_config *cfg,
                 q->pe[pos * E + e] = (float)((e & 1) ? cos(ang) : sin(ang));
             }
     }
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 /* Reads ids [B, L] into int64 and builds the padding mask (1 = pad), both in tp (NULL: the

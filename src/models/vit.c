@@ -28,13 +28,7 @@ attn_status attn_vit_embed_create(attn_ctx *ctx, int64_t patch_dim, int64_t E,
         st = attn__param_reg(ctx, m, "", "pos_embed", &v->pos, 0, 3, 1, max_patches + 1, E);
         attn__param_init_last(m, ATTN__INIT_NORMAL, 0.02);
     }
-    if (st != ATTN_OK) {
-        attn_module_free(m);
-        return st;
-    }
-    ATTN_TRY(attn__module_finish(ctx, m));
-    *out = m;
-    return ATTN_OK;
+    return attn__module_done(ctx, m, st, out);
 }
 
 attn_status attn_vit_embed_forward(attn_ctx *ctx, const attn_module *m,
