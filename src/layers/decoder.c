@@ -309,16 +309,8 @@ static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
     ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dm, B, S, E, 1));
     memset(dm, 0, (size_t)(B * S * E) * sizeof(float));
-    if (dtgt && dtgt->data) {
-        int64_t shape[3] = {B, T, E};
-        ATTN_TRYG(attn__check(ctx, dtgt, "dtgt", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dtgt, "dtgt", 3, shape));
-    }
-    if (dmemory && dmemory->data) {
-        int64_t shape[3] = {B, S, E};
-        ATTN_TRYG(attn__check(ctx, dmemory, "dmemory", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dmemory, "dmemory", 3, shape));
-    }
+    ATTN_TRYG(attn__seq_grad_out(ctx, dtgt, "dtgt", B, T, E));
+    ATTN_TRYG(attn__seq_grad_out(ctx, dmemory, "dmemory", B, S, E));
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dtgt, "dtgt", 0}, {dmemory, "dmemory", 0}},
@@ -444,16 +436,8 @@ static attn_status dec_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, cons
     float *d, *dm;
     attn_status st;
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
-    if (dtgt && dtgt->data) {
-        int64_t shape[3] = {B, T, E};
-        ATTN_TRYG(attn__check(ctx, dtgt, "dtgt", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dtgt, "dtgt", 3, shape));
-    }
-    if (dmemory && dmemory->data) {
-        int64_t shape[3] = {B, S, E};
-        ATTN_TRYG(attn__check(ctx, dmemory, "dmemory", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dmemory, "dmemory", 3, shape));
-    }
+    ATTN_TRYG(attn__seq_grad_out(ctx, dtgt, "dtgt", B, T, E));
+    ATTN_TRYG(attn__seq_grad_out(ctx, dmemory, "dmemory", B, S, E));
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dtgt, "dtgt", 0}, {dmemory, "dmemory", 0}},

@@ -264,11 +264,7 @@ static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
     ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &x));
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &L, &dy));
     ATTN_TRYG(attn__ws_f32(ctx, &d, B, L, E, 1));
-    if (dsrc && dsrc->data) {
-        int64_t shape[3] = {B, L, E};
-        ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
-    }
+    ATTN_TRYG(attn__seq_grad_out(ctx, dsrc, "dsrc", B, L, E));
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dsrc, "dsrc", 0}},
@@ -371,11 +367,7 @@ static attn_status enc_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, cons
     float *d;
     attn_status st;
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &L, &dy));
-    if (dsrc && dsrc->data) {
-        int64_t shape[3] = {B, L, E};
-        ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
-    }
+    ATTN_TRYG(attn__seq_grad_out(ctx, dsrc, "dsrc", B, L, E));
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dsrc, "dsrc", 0}},

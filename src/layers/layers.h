@@ -471,5 +471,8 @@ ATTN__HIDDEN attn_status attn__seq_in(attn_ctx *ctx, const attn_tensor *t, const
 ATTN__HIDDEN attn_status attn__seq_out(attn_ctx *ctx, attn_tensor *t, const char *what,
                                        int64_t B, int64_t L, int64_t E, float **p);
 ATTN__HIDDEN void attn__seq_out_end(float *p, attn_tensor *t);
+/* An optional input-gradient output (NULL or no data: not wanted, ATTN_OK): F32 [B, L, E]. */
+ATTN__HIDDEN attn_status attn__seq_grad_out(attn_ctx *ctx, const attn_tensor *t,
+                                            const char *what, int64_t B, int64_t L, int64_t E);
 
 #endif

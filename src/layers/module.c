@@ -230,6 +230,14 @@ attn_status attn__seq_in(attn_ctx *ctx, const attn_tensor *t, const char *what, 
     return attn__contig(ctx, t, p);
 }
 
+attn_status attn__seq_grad_out(attn_ctx *ctx, const attn_tensor *t, const char *what,
+                               int64_t B, int64_t L, int64_t E) {
+    if (!t || !t->data) return ATTN_OK;
+    ATTN_TRY(attn__check(ctx, t, what, ATTN_F32, 3, 3));
+    int64_t shape[3] = {B, L, E};
+    return attn__check_shape(ctx, t, what, 3, shape);
+}
+
 attn_status attn__seq_out(attn_ctx *ctx, attn_tensor *t, const char *what, int64_t B,
                           int64_t L, int64_t E, float **p) {
     ATTN_TRY(attn__check(ctx, t, what, ATTN_F32, 3, 3));

@@ -170,16 +170,8 @@ attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &S, &sp));
     ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &tp));
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
-    if (dsrc && dsrc->data) {
-        int64_t shape[3] = {B, S, E};
-        ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
-    }
-    if (dtgt && dtgt->data) {
-        int64_t shape[3] = {B, T, E};
-        ATTN_TRYG(attn__check(ctx, dtgt, "dtgt", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dtgt, "dtgt", 3, shape));
-    }
+    ATTN_TRYG(attn__seq_grad_out(ctx, dsrc, "dsrc", B, S, E));
+    ATTN_TRYG(attn__seq_grad_out(ctx, dtgt, "dtgt", B, T, E));
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dsrc, "dsrc", 0}, {dtgt, "dtgt", 0}},
@@ -283,16 +275,8 @@ attn_status attn_transformer_backward_saved(attn_ctx *ctx, const attn_module *m,
     float *ds, *dt;
     attn_status st;
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
-    if (dsrc && dsrc->data) {
-        int64_t shape[3] = {B, S, E};
-        ATTN_TRYG(attn__check(ctx, dsrc, "dsrc", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dsrc, "dsrc", 3, shape));
-    }
-    if (dtgt && dtgt->data) {
-        int64_t shape[3] = {B, T, E};
-        ATTN_TRYG(attn__check(ctx, dtgt, "dtgt", ATTN_F32, 3, 3));
-        ATTN_TRYG(attn__check_shape(ctx, dtgt, "dtgt", 3, shape));
-    }
+    ATTN_TRYG(attn__seq_grad_out(ctx, dsrc, "dsrc", B, S, E));
+    ATTN_TRYG(attn__seq_grad_out(ctx, dtgt, "dtgt", B, T, E));
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dsrc, "dsrc", 0}, {dtgt, "dtgt", 0}},
