@@ -17,6 +17,7 @@ typedef struct attn_bench_gpt {
     long long layers, heads, head_dim, len, batch, vocab, threads, repeat;
     int json;
     const char *save_init; /* NULL, or where to write the initial weights and the batch */
+    int bf16;              /* linear products with bf16 operands (ATTN_CTX_BF16_MATMUL) */
 } attn_bench_gpt;
 int attn_bench_gpt_step(const attn_bench_gpt *o);
 

@@ -869,7 +869,8 @@ int attn_cmd_bench(int argc, char **argv) {
         ATTN_OPT_STR("dtype", 0, &dtype, "T",
                      "f32 (default) or bf16 (--op sdpa: q, k, v stored as bf16,\n"
                      "out f32; the f32 forward runs in turn with it and the\n"
-                     "speed-up is printed)"),
+                     "speed-up is printed; --op gpt-step: mixed precision,\n"
+                     "linear products on bf16 operands)"),
         ATTN_OPT_INT("repeat", 0, &repeat, 1, 100000, "N", "timed runs (default 5)"),
         ATTN_OPT_FLAG("no-ref", 0, &no_ref, "skip the plain C kernels"),
         ATTN_OPT_FLAG("json", 0, &json, "print one JSON object instead of the table"),
@@ -902,12 +903,12 @@ int attn_cmd_bench(int argc, char **argv) {
         return bad("--dtype", dtype, "expected f32 or bf16");
     }
     if (kind == OP_GPT_STEP) { /* a whole training step: its own defaults (GPT-2 small) */
-        if (s.bf16 || s.causal || s.Hkv >= 0 || s.S >= 0)
-            return attn_cli_usage_error(&spec, "gpt-step is f32 and causal; --dtype, --causal, "
-                                               "--kv-heads and --kv-len do not apply");
+        if (s.causal || s.Hkv >= 0 || s.S >= 0)
+            return attn_cli_usage_error(&spec, "gpt-step is causal; --causal, --kv-heads and "
+                                               "--kv-len do not apply");
         attn_bench_gpt g = {layers > 0 ? layers : 12, s.H > 0 ? s.H : 12, s.D > 0 ? s.D : 64,
                             s.L > 0 ? s.L : 256, s.B > 0 ? s.B : 4, vocab > 0 ? vocab : 50257,
-                            threads, repeat, json, save_init};
+                            threads, repeat, json, save_init, s.bf16};
         return attn_bench_gpt_step(&g);
     }
     /* --op decode has its own defaults */

@@ -6,7 +6,9 @@
  *   embedding as in GPT-2; activations recorded in an attn_saved);  attn_cross_entropy (mean over B*T tokens, and its gradient);
  *   attn_gpt_backward_saved;  attn_adamw_step
  *
- * on one random batch (the same batch every step), dropout 0.  It prints the median step time,
+ * on one random batch (the same batch every step), dropout 0; with --dtype bf16 on a context
+ * created with ATTN_CTX_BF16_MATMUL (every linear product on bf16 operands, float sums: mixed
+ * precision, as torch.autocast(bfloat16)).  It prints the median step time,
  * tokens/s, GFLOP/s against the FMA peak, peak RSS and the loss of every step (the warm-up
  * step first), so that a twin in another framework, started from the same weights (--save-init
  * writes them with the batch), can check it computes the same steps before it is timed
@@ -53,6 +55,7 @@ int attn_bench_gpt_step(const attn_bench_gpt *o) {
     attn_ctx_params p;
     memset(&p, 0, sizeof p);
     p.threads = (int)o->threads;
+    p.flags = o->bf16 ? ATTN_CTX_BF16_MATMUL : 0;
     attn_ctx *ctx = NULL;
     attn_status st = attn_ctx_create(&p, &ctx);
     if (st != ATTN_OK) {
@@ -67,7 +70,12 @@ int attn_bench_gpt_step(const attn_bench_gpt *o) {
     float *dlogits = malloc(sizeof(float) * (size_t)N * (size_t)V);
     double *t = calloc((size_t)repeat, sizeof *t);
     float *losses = calloc((size_t)repeat + 1, sizeof *losses);
-    if (!ids || !tgt || !logits || !dlogits || !t || !losses) {
+    /* per phase: zero_grad, forward, loss, backward, optimiser */
+    double *tph[5] = {calloc((size_t)repeat, sizeof(double)), calloc((size_t)repeat, sizeof(double)),
+                      calloc((size_t)repeat, sizeof(double)), calloc((size_t)repeat, sizeof(double)),
+                      calloc((size_t)repeat, sizeof(double))};
+    if (!ids || !tgt || !logits || !dlogits || !t || !losses || !tph[0] || !tph[1] || !tph[2] ||
+        !tph[3] || !tph[4]) {
         fprintf(stderr, "attn bench: out of memory for the batch and the logits\n");
         goto done;
     }
@@ -130,17 +138,27 @@ int attn_bench_gpt_step(const attn_bench_gpt *o) {
         attn_tensor Tg = attn_tensor_make(tgt, ATTN_I64, 1, ts);
         attn_run run = {0, 1, 0};
         for (int i = 0; i <= repeat; i++) { /* step 0 is the warm-up */
-            double t0 = attn_bench_now_s();
+            double t0 = attn_bench_now_s(), tp[5];
             attn_module_zero_grad(m);
-            if ((st = attn_gpt_forward_train(ctx, m, &Ids, &run, &Lg, sv)) != ATTN_OK ||
-                (st = attn_cross_entropy(ctx, &Lg2, &Tg, -100, 0.0f, &losses[i], &DLg2)) !=
-                    ATTN_OK ||
-                (st = attn_gpt_backward_saved(ctx, m, sv, &DLg)) != ATTN_OK ||
-                (st = attn_adamw_step(ctx, opt, m, 0.0f)) != ATTN_OK) {
+            tp[0] = attn_bench_now_s();
+            if ((st = attn_gpt_forward_train(ctx, m, &Ids, &run, &Lg, sv)) == ATTN_OK &&
+                ((void)(tp[1] = attn_bench_now_s()),
+                 (st = attn_cross_entropy(ctx, &Lg2, &Tg, -100, 0.0f, &losses[i], &DLg2)) ==
+                     ATTN_OK) &&
+                ((void)(tp[2] = attn_bench_now_s()),
+                 (st = attn_gpt_backward_saved(ctx, m, sv, &DLg)) == ATTN_OK) &&
+                ((void)(tp[3] = attn_bench_now_s()),
+                 (st = attn_adamw_step(ctx, opt, m, 0.0f)) == ATTN_OK))
+                tp[4] = attn_bench_now_s();
+            if (st != ATTN_OK) {
                 fail(ctx, st);
                 goto done;
             }
-            if (i > 0) t[i - 1] = attn_bench_now_s() - t0;
+            if (i > 0) {
+                t[i - 1] = tp[4] - t0;
+                for (int ph = 0; ph < 5; ph++)
+                    tph[ph][i - 1] = tp[ph] - (ph ? tp[ph - 1] : t0);
+            }
         }
     }
     {
@@ -152,28 +170,37 @@ int attn_bench_gpt_step(const attn_bench_gpt *o) {
         if (o->json) {
             printf("{\"op\": \"gpt-step\", \"layers\": %lld, \"heads\": %lld, \"dim\": %lld, "
                    "\"d_model\": %lld, \"len\": %lld, \"batch\": %lld, \"vocab\": %lld, "
-                   "\"threads\": %lld, \"repeat\": %d, \"params\": %lld, "
+                   "\"threads\": %lld, \"repeat\": %d, \"params\": %lld, \"matmul\": \"%s\", "
                    "\"gflop_per_step\": %.4f, \"fma_peak_gflops\": %.2f, \"fma_isa\": \"%s\", "
                    "\"median_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.3f, "
                    "\"pct_peak\": %.2f, \"peak_rss_mib\": %.1f, \"rss_growth_mib\": %.1f, "
-                   "\"saved_mib\": %.1f, \"losses\": [",
+                   "\"saved_mib\": %.1f, \"phase_ms\": {\"zero_grad\": %.3f, \"forward\": %.3f, "
+                   "\"loss\": %.3f, \"backward\": %.3f, \"optimizer\": %.3f}, \"losses\": [",
                    o->layers, o->heads, o->head_dim, (long long)E, o->len, o->batch, o->vocab,
-                   o->threads, repeat, (long long)params, fl * 1e-9, peak, isa, med * 1e3, tps,
+                   o->threads, repeat, (long long)params, o->bf16 ? "bf16" : "f32", fl * 1e-9, peak, isa, med * 1e3, tps,
                    gf, peak > 0 ? 100 * gf / peak : 0, rss, rss - rss0,
-                   (double)saved / (1024.0 * 1024));
+                   (double)saved / (1024.0 * 1024), 1e3 * attn_bench_median(tph[0], repeat),
+                   1e3 * attn_bench_median(tph[1], repeat), 1e3 * attn_bench_median(tph[2], repeat),
+                   1e3 * attn_bench_median(tph[3], repeat), 1e3 * attn_bench_median(tph[4], repeat));
             for (int i = 0; i <= repeat; i++)
                 printf("%.9g%s", (double)losses[i], i == repeat ? "" : ", ");
             printf("]}\n");
         } else {
             printf("attn bench: gpt-step  %lld layers, E=%lld (H=%lld x %lld), T=%lld, B=%lld, "
-                   "vocab %lld, %lld parameters, %lld thread%s\n",
+                   "vocab %lld, %lld parameters, %lld thread%s, %s products\n",
                    o->layers, (long long)E, o->heads, o->head_dim, o->len, o->batch, o->vocab,
-                   (long long)params, o->threads, o->threads == 1 ? "" : "s");
+                   (long long)params, o->threads, o->threads == 1 ? "" : "s",
+                   o->bf16 ? "bf16-operand (mixed precision)" : "f32");
             printf("FMA peak: %.1f GFLOP/s (%s); %.2f GFLOP per step\n\n", peak, isa, fl * 1e-9);
             printf("  median ms/step %10.1f   (%d steps after a warm-up)\n", med * 1e3, repeat);
             printf("  tokens/s       %10.0f\n", tps);
             printf("  GFLOP/s        %10.1f   (%.1f%% of the FMA peak)\n", gf,
                    peak > 0 ? 100 * gf / peak : 0);
+            printf("  phases ms      zero_grad %.1f, forward %.1f, loss %.1f, backward %.1f, "
+                   "optimiser %.1f (medians)\n",
+                   1e3 * attn_bench_median(tph[0], repeat), 1e3 * attn_bench_median(tph[1], repeat),
+                   1e3 * attn_bench_median(tph[2], repeat), 1e3 * attn_bench_median(tph[3], repeat),
+                   1e3 * attn_bench_median(tph[4], repeat));
             printf("  peak RSS MiB   %10.0f   (activations saved: %.1f MiB)\n", rss,
                    (double)saved / (1024.0 * 1024));
             printf("  loss           %.4f (warm-up step) -> %.4f (step %d)\n", (double)losses[0],
@@ -183,6 +210,7 @@ int attn_bench_gpt_step(const attn_bench_gpt *o) {
     rc = 0;
 done:
     free(ids), free(tgt), free(logits), free(dlogits), free(t), free(losses);
+    for (int ph = 0; ph < 5; ph++) free(tph[ph]);
     attn_saved_free(sv);
     attn_adamw_free(opt);
     attn_module_free(m);

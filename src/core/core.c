@@ -132,7 +132,7 @@ static attn_status create_fail(attn_status st, const char *fmt, ...) {
     return st;
 }
 
-#define ATTN__CTX_FLAGS_KNOWN ((unsigned)ATTN_CTX_NO_FINITE_CHECK)
+#define ATTN__CTX_FLAGS_KNOWN ((unsigned)(ATTN_CTX_NO_FINITE_CHECK | ATTN_CTX_BF16_MATMUL))
 
 attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
     create_msg[0] = 0;
@@ -152,8 +152,8 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
                            "attn_ctx_create: workspace is set but workspace_size is 0");
     if (p.flags & ~ATTN__CTX_FLAGS_KNOWN)
         return create_fail(ATTN_E_INVALID,
-                           "attn_ctx_create: unknown flags 0x%x (known: ATTN_CTX_NO_FINITE_CHECK "
-                           "= 0x%x)", p.flags & ~ATTN__CTX_FLAGS_KNOWN, ATTN__CTX_FLAGS_KNOWN);
+                           "attn_ctx_create: unknown flags 0x%x (known: ATTN_CTX_NO_FINITE_CHECK | "
+                           "ATTN_CTX_BF16_MATMUL = 0x%x)", p.flags & ~ATTN__CTX_FLAGS_KNOWN, ATTN__CTX_FLAGS_KNOWN);
     if (!p.alloc) {
         p.alloc = attn__default_alloc;
         p.free = attn__default_free;

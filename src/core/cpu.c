@@ -3,6 +3,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
 #include "cpu.h"
 
@@ -64,6 +67,26 @@ static void init(void) { features = detect(); }
 unsigned attn__cpu_features(void) {
     pthread_once(&once, init);
     return features;
+}
+
+/* Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) lets this process (every thread,
+ * present and future) use the AMX tile data; without it the first tile load faults. */
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static int amx_ok;
+
+static void amx_init(void) {
+    const unsigned need = ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16;
+    if ((attn__cpu_features() & need) != need) return;
+#if defined(__linux__) && defined(__x86_64__) && defined(SYS_arch_prctl)
+    amx_ok = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    amx_ok = 0;
+#endif
+}
+
+int attn__cpu_amx_request(void) {
+    pthread_once(&amx_once, amx_init);
+    return amx_ok;
 }
 
 const char *attn__cpu_feature_name(unsigned bit) {

@@ -31,6 +31,9 @@ enum {
 /* The ATTN__CPU_* bits of this machine (0 off x86-64 or without GCC/Clang's cpuid.h).
  * Thread-safe; detection runs once per process. */
 ATTN__HIDDEN unsigned attn__cpu_features(void);
+/* Asks the OS, once per process, to let it use the AMX tiles (Linux arch_prctl); 1 when the
+ * CPU has AMX_TILE and AMX_BF16 and the OS agreed, else 0.  Thread-safe. */
+ATTN__HIDDEN int attn__cpu_amx_request(void);
 /* The lower-case name of one bit ("avx2", "avx512f", "avx512_bf16", "amx_tile"...; the names
  * of /proc/cpuinfo), or NULL for anything that is not a single known bit. */
 ATTN__HIDDEN const char *attn__cpu_feature_name(unsigned bit);

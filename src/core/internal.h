@@ -41,6 +41,7 @@ typedef struct attn__kernel_env {
     int bf16;   /* ATTN_BF16: 0 for "0" (plain C bf16 kernels), 2 for "dot", else 1 */
     int f16;    /* ATTN_F16: 0 for "0" (the plain C fp16 kernel), else 1 */
     int decode; /* ATTN_DECODE: 0 for "0" (no split-KV decode path), else 1 */
+    int amx;    /* ATTN_AMX: 0 for "0" (bf16-operand GEMMs without the AMX tiles), else 1 */
 } attn__kernel_env;
 
 typedef struct attn__kernels {
@@ -54,7 +55,10 @@ typedef struct attn__kernels {
     const struct attn__ew_kernel *ew;                  /* row epilogues (ew.h) */
     const struct attn__bf16_kernel *gemm_bf16;         /* bf16-weight linear (gemm_bf16.h) */
     const struct attn__f16_kernel *gemm_f16;           /* fp16-weight linear (gemm_f16.h) */
+    const struct attn__mixed_kernel *mixed;            /* bf16-operand GEMM (gemm_mixed.h) */
     attn__dropout_row_fn dropout_row;                  /* dropout multipliers (kernels.h) */
+    void (*ce_row)(const float *, int64_t, int64_t, double, double, float *, double *,
+                   double *);                          /* cross-entropy row (kernels.h) */
     int has_bf16; /* gemm_bf16 and flash_bf16 are the AVX512_BF16 kernels */
     int has_f16;  /* gemm_f16 is the AVX512_FP16 kernel */
 } attn__kernels;

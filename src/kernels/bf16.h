@@ -23,6 +23,15 @@ static inline float attn__bf16_to_f32(attn__bf16 h) {
     return x;
 }
 
+/* The same with subnormal inputs taken as (signed) zero, as VCVTNE2PS2BF16 rounds: the
+ * rounding of every bf16 kernel's operands. */
+static inline attn__bf16 attn__f32_to_bf16_daz(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0) return (attn__bf16)((u >> 16) & 0x8000u);
+    return attn__f32_to_bf16(x);
+}
+
 /* x rounded to the nearest bf16 value, as a float. */
 static inline float attn__bf16_round(float x) { return attn__bf16_to_f32(attn__f32_to_bf16(x)); }
 

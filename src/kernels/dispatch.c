@@ -11,6 +11,7 @@
 #include "gemm.h"
 #include "gemm_bf16.h"
 #include "gemm_f16.h"
+#include "gemm_mixed.h"
 #include "kernels.h"
 
 const char *attn__isa_name(int isa) {
@@ -64,6 +65,7 @@ void attn__kernel_env_read(attn__kernel_env *env) {
     env->bf16 = env_is("ATTN_BF16", "0") ? 0 : env_is("ATTN_BF16", "dot") ? 2 : 1;
     env->f16 = !env_is("ATTN_F16", "0");
     env->decode = !env_is("ATTN_DECODE", "0");
+    env->amx = !env_is("ATTN_AMX", "0");
 }
 
 void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__kernel_env *env) {
@@ -90,18 +92,34 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     k->flash_bf16_widen = k->isa != ATTN__ISA_REF && !(fb && env->bf16 == 2);
     k->has_f16 = x512 && (cpu & f16) == f16 && attn__f16_kernel_avx512() && env->f16 != 0;
     k->gemm_f16 = k->has_f16 ? attn__f16_kernel_avx512() : attn__f16_kernel_ref();
+    /* bf16-operand GEMM (ATTN_CTX_BF16_MATMUL): AMX tiles where the CPU has them (and the OS
+     * granted them: the caller clears the AMX bits otherwise), else VDPBF16PS, else plain C */
+    const unsigned amx = ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16;
+    k->mixed = k->has_bf16 && (cpu & amx) == amx && env->amx ? attn__mixed_kernel_amx() : NULL;
+    if (!k->mixed && k->has_bf16) k->mixed = attn__mixed_kernel_avx512();
+    if (!k->mixed) k->mixed = attn__mixed_kernel_ref();
     /* the same bits either way: the instruction set only changes the speed */
     k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;
+    /* cross-entropy rows: float exponentials on AVX-512, else the double reference */
+    k->ce_row = x512 ? attn__ce_row_avx512() : NULL;
+    if (!k->ce_row) k->ce_row = attn__cross_entropy_row_ref;
+}
+
+/* The CPU features, less AMX where the OS does not grant the tile state. */
+static unsigned usable_features(void) {
+    unsigned cpu = attn__cpu_features();
+    if (!attn__cpu_amx_request()) cpu &= ~(unsigned)(ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16);
+    return cpu;
 }
 
 void attn__kernels_init(attn_ctx *ctx) {
-    unsigned cpu = attn__cpu_features();
+    unsigned cpu = usable_features();
     attn__kernel_env_read(&ctx->env);
     attn__kernels_select(&ctx->kern, attn__isa_best(cpu, ctx->env.isa), cpu, &ctx->env);
 }
 
 int attn__isa_set(attn_ctx *ctx, int isa) {
-    unsigned cpu = attn__cpu_features();
+    unsigned cpu = usable_features();
     if (isa == ATTN__ISA_DEFAULT) isa = attn__isa_best(cpu, ctx->env.isa);
     if (!attn__isa_runs(isa, cpu)) return 0;
     attn__kernels_select(&ctx->kern, isa, cpu, &ctx->env);

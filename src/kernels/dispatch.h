@@ -12,7 +12,8 @@
  *   ATTN_BF16=dot             bf16 attention multiplies with the bf16 dot-product kernels (the
  *                             AVX512_BF16 ones) instead of widening to fp32 (flash.h);
  *   ATTN_F16=0                the plain C fp16 linear kernel instead of the AVX512_FP16 one;
- *   ATTN_DECODE=0             attn__sdpa never takes the split-KV decode path (decode.h).
+ *   ATTN_DECODE=0             attn__sdpa never takes the split-KV decode path (decode.h);
+ *   ATTN_AMX=0                the bf16-operand GEMM (gemm_mixed.h) uses VDPBF16PS, not AMX.
  * Tests force a set on one context with attn__isa_set instead.  docs/kernels.md tells the same.
  *
  * Rounding.  Each set rounds differently (the ref kernel multiplies then adds; the AVX2 and

@@ -16,16 +16,8 @@
 #define NR ATTN__BF16_NR
 #define KCH 256 /* pairs per K chunk: MR x 512 bf16 = 14 KiB of staged x */
 
-/* Round to nearest even with subnormal inputs taken as (signed) zero, as VCVTNE2PS2BF16. */
-static inline attn__bf16 bf16_daz(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0) return (attn__bf16)((u >> 16) & 0x8000u);
-    return attn__f32_to_bf16(x);
-}
-
 void attn__bf16_round_row(const float *x, int64_t n, attn__bf16 *dst) {
-    for (int64_t i = 0; i < n; i++) dst[i] = bf16_daz(x[i]);
+    for (int64_t i = 0; i < n; i++) dst[i] = attn__f32_to_bf16_daz(x[i]);
 }
 
 size_t attn__bf16_packed_size(int64_t K, int64_t N) {
@@ -46,7 +38,7 @@ void attn__bf16_pack_weight(const float *W, int64_t K, int64_t N, attn__bf16 *ds
                 int64_t n = p * NR + j;
                 for (int t = 0; t < 2; t++) {
                     int64_t k = 2 * q + t;
-                    d[2 * j + t] = n < N && k < K ? bf16_daz(W[n * K + k]) : 0;
+                    d[2 * j + t] = n < N && k < K ? attn__f32_to_bf16_daz(W[n * K + k]) : 0;
                 }
             }
         }

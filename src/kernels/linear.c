@@ -1,8 +1,19 @@
-/* nn.Linear forward and backward on the fast GEMM (the layers' hot path).  The plain C
- * versions in ref/ (attn__linear_ref, attn__linear_bwd_ref) stay as the oracle. */
+/* nn.Linear forward and backward on the fast GEMM (the layers' hot path): float operands, or
+ * bf16 operands with float sums on a context created with ATTN_CTX_BF16_MATMUL (gemm_mixed.h).
+ * The plain C versions in ref/ (attn__linear_ref, attn__linear_bwd_ref) stay as the oracle. */
 #include <string.h>
 
+#include "gemm_mixed.h"
 #include "kernels.h"
+
+/* C = op(A) op(B) + beta C (beta 0 or 1) on the context's precision, then epi. */
+static attn_status product(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t N,
+                           int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float beta, float *C, int64_t ldc, const attn__row_epi *epi) {
+    if (ctx->flags & ATTN_CTX_BF16_MATMUL)
+        return attn__gemm_mixed(ctx, transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc, epi);
+    return attn__gemm_epi(ctx, transA, transB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, epi);
+}
 
 typedef struct bias_arg {
     const float *b;
@@ -22,7 +33,7 @@ attn_status attn__linear_epi(attn_ctx *ctx, const float *x, int64_t ldx, const f
                              const attn__row_epi *epi, float *y, int64_t ldy, int64_t M,
                              int64_t K, int64_t N) {
     /* y = x W^T: op(B) = W^T with W stored [N, K] */
-    return attn__gemm_epi(ctx, 0, 1, M, N, K, 1.0f, x, ldx, W, K, 0.0f, y, ldy, epi);
+    return product(ctx, 0, 1, M, N, K, x, ldx, W, K, 0.0f, y, ldy, epi);
 }
 
 attn_status attn__linear(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
@@ -37,9 +48,9 @@ attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const f
                              const float *dy, int64_t lddy, float *dx, int64_t lddx, float *dW,
                              float *db, int64_t M, int64_t K, int64_t N) {
     /* dx[M, K] = dy[M, N] W[N, K] */
-    if (dx) ATTN_TRY(attn__gemm(ctx, 0, 0, M, K, N, 1.0f, dy, lddy, W, K, 0.0f, dx, lddx));
+    if (dx) ATTN_TRY(product(ctx, 0, 0, M, K, N, dy, lddy, W, K, 0.0f, dx, lddx, NULL));
     /* dW[N, K] += dy^T x: op(A) = dy^T with dy stored [M, N] */
-    if (dW) ATTN_TRY(attn__gemm(ctx, 1, 0, N, K, M, 1.0f, dy, lddy, x, ldx, 1.0f, dW, K));
+    if (dW) ATTN_TRY(product(ctx, 1, 0, N, K, M, dy, lddy, x, ldx, 1.0f, dW, K, NULL));
     if (db) /* column sums in a fixed order: the same result for every thread count */
         for (int64_t m = 0; m < M; m++) {
             const float *r = dy + m * lddy;

@@ -1,13 +1,15 @@
-/* Cross-entropy over the context's threads: each row's terms are computed by the reference row
- * kernel (attn__cross_entropy_row_ref) on whichever thread owns the row, then added in row
- * order, so that the loss and the gradient are those of attn__cross_entropy_ref bit for bit
- * whatever the thread count. */
+/* Cross-entropy over the context's threads: each row's terms are computed by the context's row
+ * kernel (ctx->kern.ce_row: the reference attn__cross_entropy_row_ref, or the AVX-512 one) on
+ * whichever thread owns the row, then added in row order, so that the loss and the gradient
+ * are the same whatever the thread count (and the reference's, bit for bit, on the plain C
+ * kernel). */
 #include <math.h>
 
 #include "../core/pool.h"
 #include "kernels.h"
 
 typedef struct ce_job {
+    attn__ce_row_fn row;
     const float *logits;
     int64_t ld, C, ldd, ignore;
     const int64_t *targets;
@@ -26,7 +28,7 @@ static void ce_task(void *arg, int64_t n0, int64_t n1, int tid) {
                 for (int64_t c = 0; c < j->C; c++) dr[c] = 0.0f;
             continue;
         }
-        attn__cross_entropy_row_ref(j->logits + n * j->ld, j->targets[n], j->C, j->eps, j->inv,
+        j->row(j->logits + n * j->ld, j->targets[n], j->C, j->eps, j->inv,
                                     dr, &j->nll[n], &j->smooth[n]);
     }
 }
@@ -41,7 +43,7 @@ attn_status attn__cross_entropy(attn_ctx *ctx, const float *logits, int64_t ld,
     double *terms;
     attn_status st = attn__ws_alloc(ctx, (size_t)(N ? 2 * N : 1), sizeof *terms, (void **)&terms);
     if (st != ATTN_OK) return st;
-    ce_job j = {logits, ld, C, ldd, ignore_index, targets, (double)label_smoothing,
+    ce_job j = {ctx->kern.ce_row, logits, ld, C, ldd, ignore_index, targets, (double)label_smoothing,
                 count ? 1.0 / (double)count : 0.0, dlogits, terms, terms + N};
     attn__parallel_for(ctx, N, ce_task, &j);
     /* the reference's sums: each row's term added in row order (a row's own term is 0 + x,

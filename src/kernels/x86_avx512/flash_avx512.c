@@ -8,6 +8,8 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+#include "exp_avx512.h"
+
 #include "tr16_avx512.h"
 
 #define MR 12 /* most rows of a register block (12 x 2 vectors; 8 x 3, 6 x 4) */
@@ -92,25 +94,6 @@ static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int
     }
 }
 
-/* 2^t for t <= 0: n = round(t), 2^(t-n) by its degree-6 Taylor polynomial (relative error
- * < 1.3e-7 on [-1/2, 1/2]), scalef by n.  Below t = -126 the result is exactly 0, so -inf (a
- * masked score) gives 0 and no result is subnormal: subnormal weights cost microcode assists
- * in the products that follow (ALiBi's long linear tails made the forward 6x slower). */
-static inline __m512 exp2_16(__m512 t) {
-    __mmask16 normal = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
-    t = _mm512_max_ps(t, _mm512_set1_ps(-127.0f));
-    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(t, n);
-    __m512 p = _mm512_set1_ps(1.5403530393381606e-4f);  /* ln2^6/720 */
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f)); /* ln2^5/120 */
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f)); /* ln2^4/24 */
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f)); /* ln2^3/6 */
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f)); /* ln2^2/2 */
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f)); /* ln2 */
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(normal, p, n);
-}
-
 static void smax(float *s, int64_t ld, int64_t rows, int64_t n, const int64_t *nvalid,
                  float scale, float *mx) {
     __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
@@ -141,7 +124,7 @@ static void expsum(float *s, int64_t ld, int64_t rows, int64_t n, const float *m
         }
         __m512 acc = _mm512_setzero_ps(), m = _mm512_set1_ps(-mx[r] * log2e);
         for (int64_t j = 0; j < n; j += 16) {
-            __m512 e = exp2_16(_mm512_fmadd_ps(_mm512_loadu_ps(x + j), l2, m));
+            __m512 e = attn__exp2_16(_mm512_fmadd_ps(_mm512_loadu_ps(x + j), l2, m));
             _mm512_storeu_ps(x + j, e);
             acc = _mm512_add_ps(acc, e);
         }
@@ -152,7 +135,7 @@ static void expsum(float *s, int64_t ld, int64_t rows, int64_t n, const float *m
 static void vexp(const float *x, float *y, int64_t n) {
     __m512 l2 = _mm512_set1_ps(1.44269504088896341f);
     for (int64_t i = 0; i < n; i += 16)
-        _mm512_storeu_ps(y + i, exp2_16(_mm512_mul_ps(_mm512_loadu_ps(x + i), l2)));
+        _mm512_storeu_ps(y + i, attn__exp2_16(_mm512_mul_ps(_mm512_loadu_ps(x + i), l2)));
 }
 
 static void ds(const float *p, float *dp, const float *keep, float delta, float scale, int64_t n) {
@@ -177,7 +160,7 @@ static inline __m512 tanh16(__m512 y) {
     p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(-1.0f / 3.0f));
     __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(a, a2), p, a);
     __m512 one = _mm512_set1_ps(1.0f);
-    __m512 e = exp2_16(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f * 1.44269504088896341f)));
+    __m512 e = attn__exp2_16(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f * 1.44269504088896341f)));
     __m512 den = _mm512_add_ps(one, e), r = _mm512_rcp14_ps(den);
     r = _mm512_mul_ps(r, _mm512_fnmadd_ps(den, r, _mm512_set1_ps(2.0f)));
     __m512 large = _mm512_mul_ps(_mm512_sub_ps(one, e), r);

@@ -1,0 +1,130 @@
+/* Mixed-precision GEMM on AVX512_BF16 (contract in ../gemm_mixed.h): the packing routines
+ * (VCVTNE2PS2BF16: nearest even, subnormals as zero, as attn__f32_to_bf16_daz), shared with the
+ * AMX kernel, and a VDPBF16PS microkernel for CPUs without AMX: a 14 x 32 tile in 28 zmm
+ * accumulators over the whole K; each step broadcasts one pair of each of the 14 rows of A and
+ * issues two VDPBF16PS against the 32 column pairs of B. */
+#include <string.h>
+
+#include "../gemm_mixed.h"
+
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+
+static inline __mmask16 m16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* 32 floats at p (n of them valid, the rest zero) as 32 bf16. */
+static inline __m512i cvt32(const float *p, int64_t n) {
+    __m512 lo = _mm512_maskz_loadu_ps(m16(n), p), hi = _mm512_maskz_loadu_ps(m16(n - 16), p + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+/* 16 floats as 16 bf16 zero-extended into the low halves of 16 dwords. */
+static inline __m512i cvt16_lo(const float *p, int64_t n) {
+    __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m16(n), p));
+    return _mm512_cvtepu16_epi32((__m256i)h);
+}
+
+void attn__mixed_pack_a_avx512(int trans, const float *src, int64_t ld, int64_t mv, int mr,
+                               int64_t K, int64_t kp, attn__bf16 *dst, int64_t lda) {
+    if (!trans) {
+        for (int64_t i = 0; i < mv; i++)
+            for (int64_t k = 0; k < kp; k += 32)
+                _mm512_storeu_si512(dst + i * lda + k, cvt32(src + i * ld + k, K - k));
+    } else {
+        /* op(A)[i, k] = src[k ld + i]: two rows k, k + 1 of src give row i its pair (k, k+1) */
+        uint32_t *d = (uint32_t *)(void *)dst;
+        const int64_t ldp = lda / 2;
+        for (int64_t k = 0; k < K; k += 2) {
+            const float *s0 = src + k * ld, *s1 = s0 + ld;
+            const int two = k + 1 < K;
+            for (int64_t i0 = 0; i0 < mv; i0 += 16) {
+                const int64_t n = mv - i0;
+                __m512i lo = cvt16_lo(s0 + i0, n);
+                __m512i hi = two ? cvt16_lo(s1 + i0, n) : _mm512_setzero_si512();
+                __m512i pr = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+                __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                 _mm512_set1_epi32((int)ldp));
+                _mm512_mask_i32scatter_epi32(d + i0 * ldp + k / 2, m16(n), idx, pr, 4);
+            }
+        }
+        for (int64_t i = 0; i < mv; i++) {
+            const int64_t k0 = (K + 1) / 2 * 2;
+            memset(dst + i * lda + k0, 0, sizeof(attn__bf16) * (size_t)(kp - k0));
+        }
+    }
+    for (int64_t i = mv; i < mr; i++) memset(dst + i * lda, 0, sizeof(attn__bf16) * (size_t)kp);
+}
+
+void attn__mixed_pack_b_avx512(int trans, const float *src, int64_t ld, int64_t nv, int nr,
+                               int64_t K, int64_t kp, attn__bf16 *dst) {
+    if (nv < nr) memset(dst, 0, sizeof(attn__bf16) * (size_t)(kp * nr));
+    uint32_t *d = (uint32_t *)(void *)dst; /* pair (q, j) at d[q nr + j] */
+    if (!trans) { /* op(B)[k, j] = src[k ld + j]: rows k and k + 1 interleave */
+        for (int64_t q = 0; q < kp / 2; q++) {
+            const int64_t k = 2 * q;
+            if (k >= K) {
+                memset(d + q * nr, 0, sizeof(uint32_t) * (size_t)nr);
+                continue;
+            }
+            const float *s0 = src + k * ld, *s1 = s0 + ld;
+            const int two = k + 1 < K;
+            for (int64_t j0 = 0; j0 < nv; j0 += 16) {
+                const int64_t n = nv - j0;
+                __m512i lo = cvt16_lo(s0 + j0, n);
+                __m512i hi = two ? cvt16_lo(s1 + j0, n) : _mm512_setzero_si512();
+                _mm512_mask_storeu_epi32(d + q * nr + j0, m16(n),
+                                         _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            }
+        }
+        return;
+    }
+    /* op(B)[k, j] = src[j ld + k]: column j's pairs are contiguous; scattered to stride nr */
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(nr));
+    for (int64_t j = 0; j < nv; j++)
+        for (int64_t k = 0; k < kp; k += 32)
+            _mm512_i32scatter_epi32(d + (k / 2) * nr + j, idx, cvt32(src + j * ld + k, K - k), 4);
+}
+
+/* ---- VDPBF16PS microkernel: 14 x 32 ------------------------------------------------------- */
+#define MR 14
+#define NR 32
+
+static inline __m512bh brd(const attn__bf16 *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return (__m512bh)_mm512_set1_epi32(v);
+}
+
+static void ukr_dp(int64_t kh, const attn__bf16 *a, int64_t lda, const attn__bf16 *b, float *c,
+                   int64_t ldc, int acc) {
+    __m512 s[MR][2];
+    for (int i = 0; i < MR; i++) {
+        s[i][0] = acc ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
+        s[i][1] = acc ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t q = 0; q < kh; q++) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + q * 2 * NR);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + q * 2 * NR + 32);
+        for (int i = 0; i < MR; i++) { /* unrolled by the compiler: s stays in registers */
+            const __m512bh ai = brd(a + i * lda + 2 * q);
+            s[i][0] = _mm512_dpbf16_ps(s[i][0], ai, b0);
+            s[i][1] = _mm512_dpbf16_ps(s[i][1], ai, b1);
+        }
+    }
+    for (int i = 0; i < MR; i++) {
+        _mm512_storeu_ps(c + i * ldc, s[i][0]);
+        _mm512_storeu_ps(c + i * ldc + 16, s[i][1]);
+    }
+}
+
+static const attn__mixed_kernel table = {"avx512_bf16", MR, NR, (size_t)768 << 10, ukr_dp,
+                                         NULL, NULL, attn__mixed_pack_a_avx512,
+                                         attn__mixed_pack_b_avx512};
+
+const attn__mixed_kernel *attn__mixed_kernel_avx512(void) { return &table; }
+#else
+const attn__mixed_kernel *attn__mixed_kernel_avx512(void) { return NULL; }
+#endif
