@@ -93,13 +93,13 @@ static attn_status step(attn_ctx *ctx, model *md, int v, attn_saved *sv) {
     attn_tensor DX = attn_view3(md->dx, md->B, md->T, md->E);
 #ifndef BENCH_RECOMPUTE_ONLY
     if (v != V_RECOMPUTE) {
-        if ((st = attn_encoder_layer_forward_train(ctx, md->m, &X, NULL, NULL, 0, NULL, &Y, sv)))
+        if ((st = attn_encoder_layer_forward_train(ctx, md->m, &X, NULL, NULL, &Y, sv)))
             return st;
         return attn_encoder_layer_backward_saved(ctx, md->m, sv, &DY, &DX);
     }
 #endif
-    if ((st = attn_encoder_layer_forward(ctx, md->m, &X, NULL, NULL, 0, NULL, &Y))) return st;
-    return attn_encoder_layer_backward(ctx, md->m, &X, NULL, NULL, 0, NULL, &DY, &DX);
+    if ((st = attn_encoder_layer_forward(ctx, md->m, &X, NULL, NULL, &Y))) return st;
+    return attn_encoder_layer_backward(ctx, md->m, &X, NULL, NULL, &DY, &DX);
 }
 
 static int bench(attn_ctx *ctx, model *md, const char *title, int runs) {

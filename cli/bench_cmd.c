@@ -247,11 +247,14 @@ static attn_status run_once(bench_state *b) {
         return attn_mha_backward_saved(b->ctx, b->m, b->sv, &b->dout, &b->dq,
                                        b->self ? NULL : &b->dk, b->self ? NULL : &b->dv);
     }
-    case OP_ENC:
-        return attn_encoder_layer_forward(b->ctx, b->m, &b->q, NULL, NULL, b->s.causal, NULL, &b->o);
+    case OP_ENC: {
+        attn_transformer_masks k = {.src_is_causal = b->s.causal};
+        return attn_encoder_layer_forward(b->ctx, b->m, &b->q, &k, NULL, &b->o);
+    }
     case OP_ENC_BWD: { /* a training step's forward and backward, parameter gradients too */
-        attn_status st = attn_encoder_layer_forward_train(b->ctx, b->m, &b->q, NULL, NULL,
-                                                          b->s.causal, NULL, &b->o, b->sv);
+        attn_transformer_masks k = {.src_is_causal = b->s.causal};
+        attn_status st = attn_encoder_layer_forward_train(b->ctx, b->m, &b->q, &k, NULL, &b->o,
+                                                          b->sv);
         if (st != ATTN_OK) return st;
         return attn_encoder_layer_backward_saved(b->ctx, b->m, b->sv, &b->dout, &b->dq);
     }

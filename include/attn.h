@@ -710,59 +710,76 @@ ATTN_API attn_status attn_ffn_forward(attn_ctx *ctx, const attn_module *m,
                                       const attn_tensor *x, const attn_run *run,
                                       attn_tensor *out);
 
+/* The masks of the Transformer family, with nn.Transformer's names and meaning: one pointer
+ * to this struct is the mask argument of every encoder / decoder layer, stack and
+ * nn.Transformer forward, backward and _forward_train.  A NULL member (or one of kind
+ * ATTN_MASK_NONE), or a NULL pointer to the whole struct, means "no mask".  Each function
+ * reads only the members its comment names and ignores the others.  S is the source (encoder)
+ * length, T the target (decoder) length, H the number of heads; masks are BLOCK/KEEP bool or
+ * ADD float, as attn_mha_forward's.  A _forward_train copies the masks it reads into saved:
+ * they need not outlive the call. */
+typedef struct attn_transformer_masks {
+    const attn_mask *src_mask;                /* encoder self-attention: [S, S] or [B*H, S, S] */
+    const attn_mask *tgt_mask;                /* decoder self-attention: [T, T] or [B*H, T, T] */
+    const attn_mask *memory_mask;             /* decoder cross-attention: [T, S] or [B*H, T, S] */
+    const attn_mask *src_key_padding_mask;    /* [B, S] */
+    const attn_mask *tgt_key_padding_mask;    /* [B, T] */
+    const attn_mask *memory_key_padding_mask; /* [B, S] (cross-attention keys) */
+    int src_is_causal; /* add a causal (top-left) mask to the encoder's self-attention */
+    int tgt_is_causal; /* add a causal (top-left) mask to the decoder's self-attention */
+} attn_transformer_masks;
+
 /* Encoder layer: self_attn.*, linear1.*, linear2.*, norm1.*, norm2.*.
- * src [B, L, E] -> out [B, L, E]; src_mask NULL or [L, L] / [B*H, L, L];
- * src_key_padding_mask NULL or [B, L]; is_causal adds a causal mask. */
+ * src [B, S, E] -> out [B, S, E].  masks (may be NULL): reads src_mask, src_key_padding_mask
+ * and src_is_causal. */
 ATTN_API attn_status attn_encoder_layer_create(attn_ctx *ctx,
                                                const attn_transformer_config *cfg,
                                                attn_module **out /* OUT */);
 ATTN_API attn_status attn_encoder_layer_forward(attn_ctx *ctx, const attn_module *m,
                                                 const attn_tensor *src,
-                                                const attn_mask *src_mask,
-                                                const attn_mask *src_key_padding_mask,
-                                                int is_causal, const attn_run *run,
-                                                attn_tensor *out);
+                                                const attn_transformer_masks *masks,
+                                                const attn_run *run, attn_tensor *out);
 
 /* Decoder layer: self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1-3.*.
- * tgt [B, T, E], memory [B, S, E] -> out [B, T, E]; tgt_mask [T, T] / [B*H, T, T];
- * memory_mask [T, S] / [B*H, T, S]; padding masks [B, T] and [B, S]. */
+ * tgt [B, T, E], memory [B, S, E] -> out [B, T, E].  masks (may be NULL): reads tgt_mask,
+ * memory_mask, tgt_key_padding_mask, memory_key_padding_mask and tgt_is_causal. */
 ATTN_API attn_status attn_decoder_layer_create(attn_ctx *ctx,
                                                const attn_transformer_config *cfg,
                                                attn_module **out /* OUT */);
-ATTN_API attn_status attn_decoder_layer_forward(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
-    const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
-    int tgt_is_causal, const attn_run *run, attn_tensor *out);
+ATTN_API attn_status attn_decoder_layer_forward(attn_ctx *ctx, const attn_module *m,
+                                                const attn_tensor *tgt,
+                                                const attn_tensor *memory,
+                                                const attn_transformer_masks *masks,
+                                                const attn_run *run, attn_tensor *out);
 
 /* Stacks (torch.nn.TransformerEncoder / TransformerDecoder): layers.N.* and, when
- * final_norm, norm.*.  num_layers from cfg->num_encoder_layers / num_decoder_layers. */
+ * final_norm, norm.*.  num_layers from cfg->num_encoder_layers / num_decoder_layers.  Every
+ * layer gets the same masks: the encoder stack reads the members the encoder layer reads
+ * (src_*; nn.TransformerEncoder's `mask` is src_mask), the decoder stack those the decoder
+ * layer reads (tgt_*, memory_*). */
 ATTN_API attn_status attn_encoder_create(attn_ctx *ctx, const attn_transformer_config *cfg,
                                          int final_norm, attn_module **out /* OUT */);
 ATTN_API attn_status attn_encoder_forward(attn_ctx *ctx, const attn_module *m,
-                                          const attn_tensor *src, const attn_mask *mask,
-                                          const attn_mask *src_key_padding_mask,
-                                          int is_causal, const attn_run *run,
-                                          attn_tensor *out);
+                                          const attn_tensor *src,
+                                          const attn_transformer_masks *masks,
+                                          const attn_run *run, attn_tensor *out);
 ATTN_API attn_status attn_decoder_create(attn_ctx *ctx, const attn_transformer_config *cfg,
                                          int final_norm, attn_module **out /* OUT */);
-ATTN_API attn_status attn_decoder_forward(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
-    const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
-    int tgt_is_causal, const attn_run *run, attn_tensor *out);
+ATTN_API attn_status attn_decoder_forward(attn_ctx *ctx, const attn_module *m,
+                                          const attn_tensor *tgt, const attn_tensor *memory,
+                                          const attn_transformer_masks *masks,
+                                          const attn_run *run, attn_tensor *out);
 
 /* torch.nn.Transformer: encoder.layers.N.*, encoder.norm.*, decoder.layers.N.*,
- * decoder.norm.*.  src [B, S, E], tgt [B, T, E] -> out [B, T, E]. */
+ * decoder.norm.*.  src [B, S, E], tgt [B, T, E] -> out [B, T, E].  masks (may be NULL): reads
+ * every member (the encoder the src_* ones, the decoder the tgt_* and memory_* ones). */
 ATTN_API attn_status attn_transformer_create(attn_ctx *ctx,
                                              const attn_transformer_config *cfg,
                                              attn_module **out /* OUT */);
-ATTN_API attn_status attn_transformer_forward(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *src, const attn_tensor *tgt,
-    const attn_mask *src_mask, const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *src_key_padding_mask, const attn_mask *tgt_key_padding_mask,
-    const attn_mask *memory_key_padding_mask, int tgt_is_causal, const attn_run *run,
-    attn_tensor *out);
+ATTN_API attn_status attn_transformer_forward(attn_ctx *ctx, const attn_module *m,
+                                              const attn_tensor *src, const attn_tensor *tgt,
+                                              const attn_transformer_masks *masks,
+                                              const attn_run *run, attn_tensor *out);
 
 /* Decoder-only (GPT) language model: tok_emb.weight [V, E], pos_emb.weight [P, E],
  * layers.N.* (encoder layers run with a causal mask; norm_first as configured),
@@ -834,6 +851,60 @@ ATTN_API attn_status attn_vit_embed_create(attn_ctx *ctx, int64_t patch_dim, int
                                            int64_t max_patches, attn_module **out /* OUT */);
 ATTN_API attn_status attn_vit_embed_forward(attn_ctx *ctx, const attn_module *m,
                                             const attn_tensor *patches, attn_tensor *z);
+
+/* Vision Transformer classifier (ViT, Dosovitskiy et al. 2020), square images [B, C, H, W]
+ * (H = W = image_size), p = patch, G = image_size / p, N = G*G patches, E = tf.d_model:
+ *   patches = patchify(images)                           [B, N, C*p*p]
+ *   x = dropout([embed.cls_token; embed.proj(patches)] + embed.pos_embed)   [B, N+1, E]
+ *   x = layers(x)       (tf.num_encoder_layers encoder layers, no mask; pre-norm when
+ *                        tf.norm_first = 1, as a ViT is: nn.TransformerEncoderLayer(E, nhead,
+ *                        dim_feedforward, dropout, activation (GELU), layer_norm_eps,
+ *                        batch_first=True, norm_first=True))
+ *   logits = head(norm(x)[:, 0])                         [B, num_classes]
+ * Patchify: patch n = py*G + px (row-major over the grid); its vector is [c][dy][dx], pixel
+ * (py*p + dy, px*p + dx) of channel c (torch: x.unfold(2, p, p).unfold(3, p, p) permuted to
+ * [B, G, G, C, p, p], or a Conv2d with kernel = stride = p whose weight is
+ * embed.proj.weight.view(E, C, p, p)).  Parameters: embed.cls_token [1, 1, E],
+ * embed.proj.weight [E, C*p*p], embed.proj.bias [E], embed.pos_embed [1, N+1, E],
+ * layers.N.* (encoder layer names), norm.weight, norm.bias (when tf.bias), head.weight
+ * [num_classes, E], head.bias [num_classes].  attn_module_init: the cls token and positions
+ * N(0, 0.02^2), the linears and layers as PyTorch's modules.  images must be finite; patch
+ * must divide image_size. */
+typedef struct attn_vit_config {
+    attn_transformer_config tf; /* d_model, nhead, dim_feedforward, num_encoder_layers, dropout,
+                                   activation, layer_norm_eps, norm_first, bias */
+    int64_t image_size;         /* H = W */
+    int64_t channels;
+    int64_t patch;              /* patch side p */
+    int64_t num_classes;
+} attn_vit_config;
+ATTN_API attn_status attn_vit_create(attn_ctx *ctx, const attn_vit_config *cfg,
+                                     attn_module **out /* OUT */);
+/* images [B, C, H, W] F32 -> logits [B, num_classes]. */
+ATTN_API attn_status attn_vit_forward(attn_ctx *ctx, const attn_module *m,
+                                      const attn_tensor *images, const attn_run *run,
+                                      attn_tensor *logits);
+/* The [CLS] query's attention in every layer: cls_attn [num_layers, B, nhead, N+1] receives
+ * row 0 of each head's attention probabilities (after the softmax, before the attention
+ * dropout) over the tokens [CLS, patch 0, ..., patch N-1], in the forward of images with run
+ * (dropout between layers as attn_vit_forward). */
+ATTN_API attn_status attn_vit_attention(attn_ctx *ctx, const attn_module *m,
+                                        const attn_tensor *images, const attn_run *run,
+                                        attn_tensor *cls_attn);
+/* Accumulates the parameter gradients for dlogits [B, num_classes], running the forward again
+ * (see the Backward section); dimages [B, C, H, W] (NULL, or a view without data: not
+ * wanted) is overwritten with the images' gradient. */
+ATTN_API attn_status attn_vit_backward(attn_ctx *ctx, const attn_module *m,
+                                       const attn_tensor *images, const attn_run *run,
+                                       const attn_tensor *dlogits, attn_tensor *dimages);
+/* Training forward and backward (see attn_saved): logits as attn_vit_forward, recording into
+ * saved; the backward gives what attn_vit_backward gives (the same bits). */
+ATTN_API attn_status attn_vit_forward_train(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *images, const attn_run *run,
+                                            attn_tensor *logits, attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_vit_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                             const attn_saved *saved,
+                                             const attn_tensor *dlogits, attn_tensor *dimages);
 
 /* ============================================================================================
  * Safetensors files (https://github.com/huggingface/safetensors): 8-byte little-endian header
@@ -1085,88 +1156,97 @@ ATTN_API attn_status attn_additive_attention_backward(attn_ctx *ctx, const attn_
 ATTN_API attn_status attn_ffn_backward(attn_ctx *ctx, const attn_module *m,
                                        const attn_tensor *x, const attn_run *run,
                                        const attn_tensor *dout, attn_tensor *dx);
+/* The layer, stack and nn.Transformer backwards and _forward_train read the same members of
+ * masks (attn_transformer_masks) as their forward: src_mask, src_key_padding_mask and
+ * src_is_causal for an encoder layer or stack; tgt_mask, memory_mask, tgt_key_padding_mask,
+ * memory_key_padding_mask and tgt_is_causal for a decoder layer or stack; all of them for
+ * nn.Transformer.  Encoder layer backward, masks as attn_encoder_layer_forward's: */
 ATTN_API attn_status attn_encoder_layer_backward(attn_ctx *ctx, const attn_module *m,
                                                  const attn_tensor *src,
-                                                 const attn_mask *src_mask,
-                                                 const attn_mask *src_key_padding_mask,
-                                                 int is_causal, const attn_run *run,
-                                                 const attn_tensor *dout, attn_tensor *dsrc);
+                                                 const attn_transformer_masks *masks,
+                                                 const attn_run *run, const attn_tensor *dout,
+                                                 attn_tensor *dsrc);
 /* Training forward and backward of the encoder layer (see attn_saved): out [B, L, E] as
- * attn_encoder_layer_forward; the backward takes dout [B, L, E] and overwrites dsrc [B, L, E]
- * (may be NULL), as attn_encoder_layer_backward with the forward's arguments. */
+ * attn_encoder_layer_forward (masks: the src_* members); the backward takes dout [B, L, E]
+ * and overwrites dsrc [B, L, E] (may be NULL), as attn_encoder_layer_backward with the
+ * forward's arguments. */
 ATTN_API attn_status attn_encoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
                                                       const attn_tensor *src,
-                                                      const attn_mask *src_mask,
-                                                      const attn_mask *src_key_padding_mask,
-                                                      int is_causal, const attn_run *run,
-                                                      attn_tensor *out,
+                                                      const attn_transformer_masks *masks,
+                                                      const attn_run *run, attn_tensor *out,
                                                       attn_saved *saved /* IN/OUT */);
 ATTN_API attn_status attn_encoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
                                                        const attn_saved *saved,
                                                        const attn_tensor *dout,
                                                        attn_tensor *dsrc);
-ATTN_API attn_status attn_decoder_layer_backward(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
-    const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
-    int tgt_is_causal, const attn_run *run, const attn_tensor *dout, attn_tensor *dtgt,
-    attn_tensor *dmemory);
+/* Decoder layer backward; masks: the tgt_* and memory_* members. */
+ATTN_API attn_status attn_decoder_layer_backward(attn_ctx *ctx, const attn_module *m,
+                                                 const attn_tensor *tgt,
+                                                 const attn_tensor *memory,
+                                                 const attn_transformer_masks *masks,
+                                                 const attn_run *run, const attn_tensor *dout,
+                                                 attn_tensor *dtgt, attn_tensor *dmemory);
 /* Training forward and backward of the decoder layer (see attn_saved): out [B, T, E] as
- * attn_decoder_layer_forward (memory is copied into saved); the backward overwrites
- * dtgt [B, T, E] and dmemory [B, S, E] (each may be NULL). */
-ATTN_API attn_status attn_decoder_layer_forward_train(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
-    const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
-    int tgt_is_causal, const attn_run *run, attn_tensor *out, attn_saved *saved /* IN/OUT */);
+ * attn_decoder_layer_forward (masks: the tgt_* and memory_* members; memory is copied into
+ * saved); the backward overwrites dtgt [B, T, E] and dmemory [B, S, E] (each may be NULL). */
+ATTN_API attn_status attn_decoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                      const attn_tensor *tgt,
+                                                      const attn_tensor *memory,
+                                                      const attn_transformer_masks *masks,
+                                                      const attn_run *run, attn_tensor *out,
+                                                      attn_saved *saved /* IN/OUT */);
 ATTN_API attn_status attn_decoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
                                                        const attn_saved *saved,
                                                        const attn_tensor *dout,
                                                        attn_tensor *dtgt, attn_tensor *dmemory);
+/* Encoder stack backward; masks: the src_* members. */
 ATTN_API attn_status attn_encoder_backward(attn_ctx *ctx, const attn_module *m,
-                                           const attn_tensor *src, const attn_mask *mask,
-                                           const attn_mask *src_key_padding_mask,
-                                           int is_causal, const attn_run *run,
-                                           const attn_tensor *dout, attn_tensor *dsrc);
-/* The same pair for the encoder stack (attn_encoder_forward / attn_encoder_backward). */
+                                           const attn_tensor *src,
+                                           const attn_transformer_masks *masks,
+                                           const attn_run *run, const attn_tensor *dout,
+                                           attn_tensor *dsrc);
+/* The same pair for the encoder stack (attn_encoder_forward / attn_encoder_backward; masks:
+ * the src_* members). */
 ATTN_API attn_status attn_encoder_forward_train(attn_ctx *ctx, const attn_module *m,
-                                                const attn_tensor *src, const attn_mask *mask,
-                                                const attn_mask *src_key_padding_mask,
-                                                int is_causal, const attn_run *run,
-                                                attn_tensor *out, attn_saved *saved /* IN/OUT */);
+                                                const attn_tensor *src,
+                                                const attn_transformer_masks *masks,
+                                                const attn_run *run, attn_tensor *out,
+                                                attn_saved *saved /* IN/OUT */);
 ATTN_API attn_status attn_encoder_backward_saved(attn_ctx *ctx, const attn_module *m,
                                                  const attn_saved *saved,
                                                  const attn_tensor *dout, attn_tensor *dsrc);
-ATTN_API attn_status attn_decoder_backward(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
-    const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
-    int tgt_is_causal, const attn_run *run, const attn_tensor *dout, attn_tensor *dtgt,
-    attn_tensor *dmemory);
-/* The same pair for the decoder stack (attn_decoder_forward / attn_decoder_backward). */
-ATTN_API attn_status attn_decoder_forward_train(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt, const attn_tensor *memory,
-    const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *tgt_key_padding_mask, const attn_mask *memory_key_padding_mask,
-    int tgt_is_causal, const attn_run *run, attn_tensor *out, attn_saved *saved /* IN/OUT */);
+/* Decoder stack backward; masks: the tgt_* and memory_* members. */
+ATTN_API attn_status attn_decoder_backward(attn_ctx *ctx, const attn_module *m,
+                                           const attn_tensor *tgt, const attn_tensor *memory,
+                                           const attn_transformer_masks *masks,
+                                           const attn_run *run, const attn_tensor *dout,
+                                           attn_tensor *dtgt, attn_tensor *dmemory);
+/* The same pair for the decoder stack (attn_decoder_forward / attn_decoder_backward; masks:
+ * the tgt_* and memory_* members). */
+ATTN_API attn_status attn_decoder_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                const attn_tensor *tgt,
+                                                const attn_tensor *memory,
+                                                const attn_transformer_masks *masks,
+                                                const attn_run *run, attn_tensor *out,
+                                                attn_saved *saved /* IN/OUT */);
 ATTN_API attn_status attn_decoder_backward_saved(attn_ctx *ctx, const attn_module *m,
                                                  const attn_saved *saved,
                                                  const attn_tensor *dout, attn_tensor *dtgt,
                                                  attn_tensor *dmemory);
-ATTN_API attn_status attn_transformer_backward(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *src, const attn_tensor *tgt,
-    const attn_mask *src_mask, const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *src_key_padding_mask, const attn_mask *tgt_key_padding_mask,
-    const attn_mask *memory_key_padding_mask, int tgt_is_causal, const attn_run *run,
-    const attn_tensor *dout, attn_tensor *dsrc, attn_tensor *dtgt);
-/* The same pair for nn.Transformer: out [B, T, E] as attn_transformer_forward; the backward
- * overwrites dsrc [B, S, E] and dtgt [B, T, E] (each may be NULL). */
-ATTN_API attn_status attn_transformer_forward_train(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *src, const attn_tensor *tgt,
-    const attn_mask *src_mask, const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *src_key_padding_mask, const attn_mask *tgt_key_padding_mask,
-    const attn_mask *memory_key_padding_mask, int tgt_is_causal, const attn_run *run,
-    attn_tensor *out, attn_saved *saved /* IN/OUT */);
+/* nn.Transformer backward; masks: every member. */
+ATTN_API attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
+                                               const attn_tensor *src, const attn_tensor *tgt,
+                                               const attn_transformer_masks *masks,
+                                               const attn_run *run, const attn_tensor *dout,
+                                               attn_tensor *dsrc, attn_tensor *dtgt);
+/* The same pair for nn.Transformer: out [B, T, E] as attn_transformer_forward (masks: every
+ * member); the backward overwrites dsrc [B, S, E] and dtgt [B, T, E] (each may be NULL). */
+ATTN_API attn_status attn_transformer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                    const attn_tensor *src,
+                                                    const attn_tensor *tgt,
+                                                    const attn_transformer_masks *masks,
+                                                    const attn_run *run, attn_tensor *out,
+                                                    attn_saved *saved /* IN/OUT */);
 ATTN_API attn_status attn_transformer_backward_saved(attn_ctx *ctx, const attn_module *m,
                                                      const attn_saved *saved,
                                                      const attn_tensor *dout, attn_tensor *dsrc,

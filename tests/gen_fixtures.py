@@ -150,7 +150,7 @@ class Writer:
 
 
 STACK_OPS = {"transformer_encoder_layer", "transformer_decoder_layer", "transformer_encoder",
-             "transformer_decoder", "transformer", "gpt"}
+             "transformer_decoder", "transformer", "gpt", "vit"}
 
 # ------------------------------------------------------------------------------------------
 # random helpers
@@ -2083,6 +2083,100 @@ def gen_sdpa_features(W):
                    softcap=2.5, is_causal=True, align="bottom_right", backward=True)
 
 
+# ------------------------------------------------------------------------------------------
+# ViT classifier (op vit): patch embedding, [CLS], learned positions, pre-norm encoder
+# layers, final norm, linear head on the [CLS] vector
+# ------------------------------------------------------------------------------------------
+
+
+class ViTEmbed(nn.Module):
+    def __init__(self, patch_dim, E, N):
+        super().__init__()
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, E))
+        self.proj = nn.Linear(patch_dim, E)
+        self.pos_embed = nn.Parameter(torch.zeros(1, N + 1, E))
+
+
+class ViT(nn.Module):
+    def __init__(self, c, image_size, channels, patch, num_classes, num_layers):
+        super().__init__()
+        E, G = c["d_model"], image_size // patch
+        self.C, self.p = channels, patch
+        self.embed = ViTEmbed(channels * patch * patch, E, G * G)
+        layer = nn.TransformerEncoderLayer(E, c["nhead"], **layer_kwargs(c))
+        self.layers = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False).layers
+        self.norm = nn.LayerNorm(E, eps=c["layer_norm_eps"], bias=c["bias"])
+        self.head = nn.Linear(E, num_classes)
+
+    def tokens(self, images):
+        """[CLS; patches] + positions: the patch projection as a Conv2d (kernel = stride = p)
+        whose weight is proj.weight.view(E, C, p, p)."""
+        E = self.embed.proj.out_features
+        w = self.embed.proj.weight.view(E, self.C, self.p, self.p)
+        z = F.conv2d(images, w, self.embed.proj.bias, stride=self.p).flatten(2).transpose(1, 2)
+        cls = self.embed.cls_token.expand(images.shape[0], -1, -1)
+        return torch.cat([cls, z], 1) + self.embed.pos_embed
+
+    def forward(self, images):
+        x = self.tokens(images)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x)[:, 0])
+
+    def cls_attention(self, images):
+        """[num_layers, B, H, N+1]: each layer's attention probabilities of the [CLS] query."""
+        x, ws = self.tokens(images), []
+        for layer in self.layers:
+            n = layer.norm1(x) if layer.norm_first else x
+            ws.append(layer.self_attn(n, n, n, need_weights=True,
+                                      average_attn_weights=False)[1][:, :, 0, :])
+            x = layer(x)
+        return torch.stack(ws)
+
+
+def vit_patchify(images, p):
+    """[B, N, C*p*p]: patch py*G + px, vector [c][dy][dx] (the order attn documents)."""
+    B, C, H, _ = images.shape
+    G = H // p
+    return images.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 1, 4, 5).reshape(
+        B, G * G, C * p * p)
+
+
+def gen_vit_model(W):
+    g = gen_for("vit")
+    cases = ((3, 8, 1, 4, 10, 2, layer_cfg(d_model=16, nhead=2, dim_feedforward=32,
+                                           activation="gelu", norm_first=True, dropout=0.0)),
+             (2, 6, 3, 2, 5, 2, layer_cfg(d_model=12, nhead=3, dim_feedforward=24,
+                                          activation="gelu", norm_first=True, dropout=0.0,
+                                          layer_norm_eps=1e-6)))
+    for bwd in (False, True):
+        for B, S, C, p, K, nl, c in cases:
+            model = randomize(ViT(c, S, C, p, K, nl), g).eval()
+            P = params(model)
+            images = rn(g, B, C, S, S)
+            # the hand mirror: unfold patchify, the encoder layers' mirror
+            x = torch.cat([P["embed.cls_token"].expand(B, -1, -1),
+                           F.linear(vit_patchify(images, p), P["embed.proj.weight"],
+                                    P["embed.proj.bias"])], 1) + P["embed.pos_embed"]
+            for i in range(nl):
+                x = enc_layer_ref(x, sub(P, f"layers.{i}."), c)
+            x = F.linear(ln(x, P, "norm.", c["layer_norm_eps"])[:, 0], P["head.weight"],
+                         P["head.bias"])
+            attrs = {"image_size": S, "channels": C, "patch": p, "num_classes": K,
+                     "num_layers": nl}
+            attrs.update(layer_attrs(c, ENC_ATTRS))
+            if not bwd:
+                out = model(images).detach()
+                close(x, out, 1e-5, "vit hand")
+                w = model.cls_attention(images).detach()
+                close(w.sum(-1), torch.ones(w.shape[:-1]), 1e-5, "vit cls_attn rows")
+                W.emit("vit", {"images": images, **P}, attrs, {"out": out, "cls_attn": w})
+                continue
+            images = leaf(images)
+            emit_backward(W, g, "vit", {"images": images, **P}, attrs, model(images),
+                          {"images": images}, [(model, "")])
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
@@ -2101,7 +2195,9 @@ def main():
                gen_dec_layer_bwd, gen_stacks_bwd, gen_seeds_bwd, gen_general_additive_bwd,
                gen_small_bwd, gen_vit_bwd,
                # sliding window, ALiBi, soft cap: sdpa_feat_<k>, sdpa_feat_bwd_<k>
-               gen_sdpa_features):
+               gen_sdpa_features,
+               # the ViT classifier: vit_<k>, vit_bwd_<k>
+               gen_vit_model):
         fn(W)
     with open(os.path.join(args.out, "MANIFEST.txt"), "w") as f:
         f.write("\n".join(W.cases) + "\n")

@@ -447,20 +447,20 @@ static void test_modules_overlap(attn_ctx *ctx) {
            ATTN_E_INVALID, "attn_mha_forward: out overlaps the module's parameters");
     EXPECT(ctx, attn_linear_forward(ctx, lin, &Xq, &Yq), ATTN_E_INVALID,
            "attn_linear: y overlaps x");
-    EXPECT(ctx, attn_encoder_layer_forward(ctx, enc, &Xq, NULL, NULL, 0, NULL, &Y), ATTN_OK,
+    EXPECT(ctx, attn_encoder_layer_forward(ctx, enc, &Xq, NULL, NULL, &Y), ATTN_OK,
            NULL);
-    EXPECT(ctx, attn_encoder_layer_forward(ctx, enc, &Xq, NULL, NULL, 0, NULL, &Xq),
+    EXPECT(ctx, attn_encoder_layer_forward(ctx, enc, &Xq, NULL, NULL, &Xq),
            ATTN_E_INVALID, "attn_encoder_layer_forward: out overlaps src");
     attn_tensor Y0 = Y;
     Y0.stride[1] = 0;
-    EXPECT(ctx, attn_encoder_layer_forward(ctx, enc, &Xq, NULL, NULL, 0, NULL, &Y0),
+    EXPECT(ctx, attn_encoder_layer_forward(ctx, enc, &Xq, NULL, NULL, &Y0),
            ATTN_E_INVALID, "has stride 0");
     attn_saved *sv = NULL;
     TU_STATUS(attn_saved_create(ctx, 0, &sv), ATTN_OK, ctx);
-    EXPECT(ctx, attn_encoder_layer_forward_train(ctx, enc, &Xq, NULL, NULL, 0, NULL, &Yq, sv),
+    EXPECT(ctx, attn_encoder_layer_forward_train(ctx, enc, &Xq, NULL, NULL, &Yq, sv),
            ATTN_E_INVALID, "attn_encoder_layer_forward_train: out overlaps src");
     TU_STATUS(attn_module_enable_grad(ctx, enc), ATTN_OK, ctx);
-    EXPECT(ctx, attn_encoder_layer_forward_train(ctx, enc, &Xq, NULL, NULL, 0, NULL, &Y, sv),
+    EXPECT(ctx, attn_encoder_layer_forward_train(ctx, enc, &Xq, NULL, NULL, &Y, sv),
            ATTN_OK, NULL);
     attn_tensor dO2 = attn_view3(buf + BL, 2, 3, E), dX2 = attn_view3(buf + BL + 1, 2, 3, E);
     EXPECT(ctx, attn_encoder_layer_backward_saved(ctx, enc, sv, &dO2, &dX2), ATTN_E_INVALID,
@@ -468,9 +468,9 @@ static void test_modules_overlap(attn_ctx *ctx) {
     attn_saved_free(sv);
     attn_tensor dO = attn_view3(buf + BL, 2, 3, E), dX = attn_view3(buf + 3 * BL, 2, 3, E),
                 dXo = attn_view3(buf + BL + 3, 2, 3, E);
-    EXPECT(ctx, attn_encoder_layer_backward(ctx, enc, &Xq, NULL, NULL, 0, NULL, &dO, &dX),
+    EXPECT(ctx, attn_encoder_layer_backward(ctx, enc, &Xq, NULL, NULL, &dO, &dX),
            ATTN_OK, NULL);
-    EXPECT(ctx, attn_encoder_layer_backward(ctx, enc, &Xq, NULL, NULL, 0, NULL, &dO, &dXo),
+    EXPECT(ctx, attn_encoder_layer_backward(ctx, enc, &Xq, NULL, NULL, &dO, &dXo),
            ATTN_E_INVALID, "attn_encoder_layer_backward: dsrc overlaps dout");
 out:
     attn_module_free(mha);

@@ -84,8 +84,7 @@ static void test_ctx(void) {
             float src[2 * 3 * 8] = {0}, tgt[2 * 2 * 8] = {0}, out[2 * 2 * 8];
             attn_tensor S = attn_view3(src, 2, 3, 8), T = attn_view3(tgt, 2, 2, 8),
                         O = attn_view3(out, 2, 2, 8);
-            st = attn_transformer_forward(ctx, m, &S, &T, NULL, NULL, NULL, NULL, NULL, NULL, 0,
-                                          NULL, &O);
+            st = attn_transformer_forward(ctx, m, &S, &T, NULL, NULL, &O);
             TU_CHECK(st == ATTN_OK || st == ATTN_E_NOMEM, "forward under failure");
             attn_module_free(m);
         }

@@ -678,7 +678,7 @@ int main(void) {
     TU_CHECK(attn_eval(NULL, NULL, NULL) == ATTN_E_INVALID, "NULL context");
     int n = 0;
     for (const char *const *op = attn_eval_ops(); *op; op++) n++;
-    TU_CHECK(n == 27, "attn_eval_ops lists %d ops, expected 27", n);
+    TU_CHECK(n == 28, "attn_eval_ops lists %d ops, expected 28", n);
     attn_ctx_free(ctx);
     return tu_finish("test_eval_errors");
 }

@@ -29,15 +29,30 @@ typedef struct {
     attn_tensor idt, idt2;
 } gcase;
 
+/* The Transformer family's masks of a case: m1 is the self-attention mask, m2 the key padding
+ * mask of the encoder's input (and of the memory); causal the self-attention's flag. */
+static attn_transformer_masks tf_masks(gcase *g) {
+    attn_mask *m1 = g->m1.kind ? &g->m1 : NULL, *m2 = g->m2.kind ? &g->m2 : NULL;
+    attn_transformer_masks k = {0};
+    if (g->kind == K_ENC || g->kind == K_ENCS) {
+        k.src_mask = m1, k.src_key_padding_mask = m2, k.src_is_causal = g->causal;
+    } else {
+        k.tgt_mask = m1, k.memory_key_padding_mask = m2, k.tgt_is_causal = g->causal;
+        if (g->kind == K_TF) k.src_key_padding_mask = m2;
+    }
+    return k;
+}
+
 static attn_status fwd(attn_ctx *ctx, gcase *g) {
     attn_mask *m1 = g->m1.kind ? &g->m1 : NULL, *m2 = g->m2.kind ? &g->m2 : NULL;
+    attn_transformer_masks k = tf_masks(g);
     switch (g->kind) {
     case K_MHA: return attn_mha_forward(ctx, g->m, &g->in[0], &g->in[1], &g->in[2], m2, m1, &g->mo, &g->run, &g->out, NULL);
-    case K_ENC: return attn_encoder_layer_forward(ctx, g->m, &g->in[0], m1, m2, g->causal, &g->run, &g->out);
-    case K_ENCS: return attn_encoder_forward(ctx, g->m, &g->in[0], m1, m2, g->causal, &g->run, &g->out);
-    case K_DEC: return attn_decoder_layer_forward(ctx, g->m, &g->in[0], &g->in[1], m1, NULL, NULL, m2, g->causal, &g->run, &g->out);
-    case K_DECS: return attn_decoder_forward(ctx, g->m, &g->in[0], &g->in[1], m1, NULL, NULL, m2, g->causal, &g->run, &g->out);
-    case K_TF: return attn_transformer_forward(ctx, g->m, &g->in[0], &g->in[1], NULL, m1, NULL, m2, NULL, m2, g->causal, &g->run, &g->out);
+    case K_ENC: return attn_encoder_layer_forward(ctx, g->m, &g->in[0], &k, &g->run, &g->out);
+    case K_ENCS: return attn_encoder_forward(ctx, g->m, &g->in[0], &k, &g->run, &g->out);
+    case K_DEC: return attn_decoder_layer_forward(ctx, g->m, &g->in[0], &g->in[1], &k, &g->run, &g->out);
+    case K_DECS: return attn_decoder_forward(ctx, g->m, &g->in[0], &g->in[1], &k, &g->run, &g->out);
+    case K_TF: return attn_transformer_forward(ctx, g->m, &g->in[0], &g->in[1], &k, &g->run, &g->out);
     case K_FFN: return attn_ffn_forward(ctx, g->m, &g->in[0], &g->run, &g->out);
     case K_SEED: return attn_seed_attention_forward(ctx, g->m, &g->in[0], &g->run, &g->out, NULL);
     case K_GEN: return attn_general_attention_forward(ctx, g->m, &g->in[0], &g->in[1], m1, &g->out, NULL);
@@ -51,15 +66,16 @@ static attn_status fwd(attn_ctx *ctx, gcase *g) {
 
 static attn_status bwd(attn_ctx *ctx, gcase *g, attn_tensor *d) {
     attn_mask *m1 = g->m1.kind ? &g->m1 : NULL, *m2 = g->m2.kind ? &g->m2 : NULL;
+    attn_transformer_masks k = tf_masks(g);
     attn_tensor C = g->out;
     C.data = g->c;
     switch (g->kind) {
     case K_MHA: return attn_mha_backward(ctx, g->m, &g->in[0], &g->in[1], &g->in[2], m2, m1, &g->mo, &g->run, &C, &d[0], &d[1], &d[2]);
-    case K_ENC: return attn_encoder_layer_backward(ctx, g->m, &g->in[0], m1, m2, g->causal, &g->run, &C, &d[0]);
-    case K_ENCS: return attn_encoder_backward(ctx, g->m, &g->in[0], m1, m2, g->causal, &g->run, &C, &d[0]);
-    case K_DEC: return attn_decoder_layer_backward(ctx, g->m, &g->in[0], &g->in[1], m1, NULL, NULL, m2, g->causal, &g->run, &C, &d[0], &d[1]);
-    case K_DECS: return attn_decoder_backward(ctx, g->m, &g->in[0], &g->in[1], m1, NULL, NULL, m2, g->causal, &g->run, &C, &d[0], &d[1]);
-    case K_TF: return attn_transformer_backward(ctx, g->m, &g->in[0], &g->in[1], NULL, m1, NULL, m2, NULL, m2, g->causal, &g->run, &C, &d[0], &d[1]);
+    case K_ENC: return attn_encoder_layer_backward(ctx, g->m, &g->in[0], &k, &g->run, &C, &d[0]);
+    case K_ENCS: return attn_encoder_backward(ctx, g->m, &g->in[0], &k, &g->run, &C, &d[0]);
+    case K_DEC: return attn_decoder_layer_backward(ctx, g->m, &g->in[0], &g->in[1], &k, &g->run, &C, &d[0], &d[1]);
+    case K_DECS: return attn_decoder_backward(ctx, g->m, &g->in[0], &g->in[1], &k, &g->run, &C, &d[0], &d[1]);
+    case K_TF: return attn_transformer_backward(ctx, g->m, &g->in[0], &g->in[1], &k, &g->run, &C, &d[0], &d[1]);
     case K_FFN: return attn_ffn_backward(ctx, g->m, &g->in[0], &g->run, &C, &d[0]);
     case K_SEED: return attn_seed_attention_backward(ctx, g->m, &g->in[0], &g->run, &C, &d[0]);
     case K_GEN: return attn_general_attention_backward(ctx, g->m, &g->in[0], &g->in[1], m1, &C, &d[0], &d[1]);

@@ -267,14 +267,83 @@ static void dropout_is_deterministic_and_training_only(attn_ctx *ctx) {
     attn_tensor X = attn_view3(x, 2, 4, 8), A = attn_view3(a, 2, 4, 8), Bt = attn_view3(b, 2, 4, 8),
                 C = attn_view3(c, 2, 4, 8), D = attn_view3(d, 2, 4, 8);
     attn_run tr = {1, 42, 0}, ev = {0, 42, 0}, tr2 = {1, 43, 0};
-    TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, NULL, 0, &tr, &A), ATTN_OK, ctx);
-    TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, NULL, 0, &tr, &Bt), ATTN_OK, ctx);
-    TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, NULL, 0, &ev, &C), ATTN_OK, ctx);
-    TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, NULL, 0, &tr2, &D), ATTN_OK, ctx);
+    TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, &tr, &A), ATTN_OK, ctx);
+    TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, &tr, &Bt), ATTN_OK, ctx);
+    TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, &ev, &C), ATTN_OK, ctx);
+    TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, &tr2, &D), ATTN_OK, ctx);
     TU_CHECK(memcmp(a, b, sizeof a) == 0, "same seed, same output");
     TU_CHECK(memcmp(a, c, sizeof a) != 0, "training differs from eval");
     TU_CHECK(memcmp(a, d, sizeof a) != 0, "different seed differs");
     attn_module_free(m);
+}
+
+/* attn_transformer_masks: a NULL pointer is a struct of NULLs; each function reads only its
+ * members (the others, even malformed, are ignored); nn.Transformer reads src_is_causal, which
+ * is the same as an explicit causal src_mask. */
+static void transformer_masks_struct(attn_ctx *ctx) {
+    enum { B = 2, S = 5, T = 4, E = 8 };
+    attn_transformer_config tc = attn_transformer_defaults(E, 2);
+    tc.dim_feedforward = 16, tc.dropout = 0.0f;
+    tc.num_encoder_layers = 1, tc.num_decoder_layers = 1;
+    attn_module *tf = NULL, *enc = NULL, *dec = NULL;
+    TU_STATUS(attn_transformer_create(ctx, &tc, &tf), ATTN_OK, ctx);
+    TU_STATUS(attn_encoder_layer_create(ctx, &tc, &enc), ATTN_OK, ctx);
+    TU_STATUS(attn_decoder_layer_create(ctx, &tc, &dec), ATTN_OK, ctx);
+    if (!tf || !enc || !dec) goto done;
+    fill_params(ctx, tf, 21);
+    fill_params(ctx, enc, 22);
+    fill_params(ctx, dec, 23);
+    float src[B * S * E], tgt[B * T * E], o1[B * T * E], o2[B * T * E], o3[B * T * E];
+    float e1[B * S * E], e2[B * S * E];
+    tu_fill(src, B * S * E, 4, -1, 1);
+    tu_fill(tgt, B * T * E, 5, -1, 1);
+    attn_tensor Src = attn_view3(src, B, S, E), Tgt = attn_view3(tgt, B, T, E);
+    attn_tensor O1 = attn_view3(o1, B, T, E), O2 = attn_view3(o2, B, T, E),
+                O3 = attn_view3(o3, B, T, E);
+    attn_tensor E1 = attn_view3(e1, B, S, E), E2 = attn_view3(e2, B, S, E);
+    attn_transformer_masks none = {0};
+    TU_STATUS(attn_transformer_forward(ctx, tf, &Src, &Tgt, NULL, NULL, &O1), ATTN_OK, ctx);
+    TU_STATUS(attn_transformer_forward(ctx, tf, &Src, &Tgt, &none, NULL, &O2), ATTN_OK, ctx);
+    TU_CHECK(memcmp(o1, o2, sizeof o1) == 0, "NULL masks and a struct of NULLs agree");
+
+    unsigned char causal[S * S];
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < S; j++) causal[i * S + j] = j > i;
+    int64_t cs[2] = {S, S};
+    attn_mask cm = {ATTN_MASK_BLOCK, attn_tensor_make(causal, ATTN_BOOL, 2, cs)};
+    attn_transformer_masks flag = {0}, explicit_mask = {0};
+    flag.src_is_causal = 1;
+    explicit_mask.src_mask = &cm;
+    TU_STATUS(attn_transformer_forward(ctx, tf, &Src, &Tgt, &flag, NULL, &O2), ATTN_OK, ctx);
+    TU_STATUS(attn_transformer_forward(ctx, tf, &Src, &Tgt, &explicit_mask, NULL, &O3), ATTN_OK,
+              ctx);
+    tu_close("src_is_causal = causal src_mask", o2, o3, B * T * E, 1e-5);
+    TU_CHECK(memcmp(o1, o2, sizeof o1) != 0, "src_is_causal changes nn.Transformer's output");
+
+    /* members a function does not read are ignored, even malformed ones */
+    unsigned char junk[3];
+    int64_t js[1] = {3};
+    attn_mask bad = {ATTN_MASK_BLOCK, attn_tensor_make(junk, ATTN_BOOL, 1, js)};
+    attn_transformer_masks dec_only = {0}, src_only = {0};
+    dec_only.tgt_mask = dec_only.memory_mask = &bad;
+    dec_only.tgt_key_padding_mask = dec_only.memory_key_padding_mask = &bad;
+    dec_only.tgt_is_causal = 1;
+    src_only.src_mask = src_only.src_key_padding_mask = &bad;
+    src_only.src_is_causal = 1;
+    TU_STATUS(attn_encoder_layer_forward(ctx, enc, &Src, NULL, NULL, &E1), ATTN_OK, ctx);
+    TU_STATUS(attn_encoder_layer_forward(ctx, enc, &Src, &dec_only, NULL, &E2), ATTN_OK, ctx);
+    TU_CHECK(memcmp(e1, e2, sizeof e1) == 0, "the encoder layer ignores tgt_* and memory_*");
+    TU_STATUS(attn_decoder_layer_forward(ctx, dec, &Tgt, &Src, NULL, NULL, &O1), ATTN_OK, ctx);
+    TU_STATUS(attn_decoder_layer_forward(ctx, dec, &Tgt, &Src, &src_only, NULL, &O2), ATTN_OK,
+              ctx);
+    TU_CHECK(memcmp(o1, o2, sizeof o1) == 0, "the decoder layer ignores src_*");
+    /* and a member it reads is checked */
+    TU_STATUS(attn_encoder_layer_forward(ctx, enc, &Src, &src_only, NULL, &E2), ATTN_E_SHAPE,
+              ctx);
+done:
+    attn_module_free(tf);
+    attn_module_free(enc);
+    attn_module_free(dec);
 }
 
 int main(void) {
@@ -285,6 +354,7 @@ int main(void) {
     bad_layer_inputs(ctx);
     dropout_is_deterministic_and_training_only(ctx);
     gpt_tied_head(ctx);
+    transformer_masks_struct(ctx);
     attn_ctx_free(ctx);
     return tu_finish("test_layers");
 }

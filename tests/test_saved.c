@@ -1,5 +1,5 @@
 /* Saved activations (attn_saved, *_forward_train, *_backward_saved): for multi-head attention,
- * the encoder layer and stack, the decoder layer and stack, nn.Transformer, GPT and seq2seq,
+ * the encoder layer and stack, the decoder layer and stack, nn.Transformer, GPT, seq2seq and ViT,
  * pre- and post-norm, dropout off and on,
  * masks (bool, additive, padding) and causal, on the row kernels and the fused ones:
  *  - the training forward's output is bit-identical to the forward's;
@@ -20,7 +20,7 @@
 #include "../src/layers/layers.h"
 #include "testutil.h"
 
-enum { K_ENC, K_ENCS, K_DEC, K_DECS, K_GPT, K_S2S, K_MHA, K_TF };
+enum { K_ENC, K_ENCS, K_DEC, K_DECS, K_GPT, K_S2S, K_MHA, K_TF, K_VIT };
 
 typedef struct {
     char name[96];
@@ -51,31 +51,37 @@ static int n_identical = 0, n_compared = 0;
 
 static const attn_mask *mo(const attn_mask *m) { return m->kind ? m : NULL; }
 
+/* The Transformer family's masks of a case (see tcase's m1..m4). */
+static attn_transformer_masks tf_masks(const tcase *c) {
+    attn_transformer_masks k = {0};
+    if (c->kind == K_ENC || c->kind == K_ENCS) {
+        k.src_mask = mo(&c->m1), k.src_key_padding_mask = mo(&c->m2);
+        k.src_is_causal = c->causal;
+        return k;
+    }
+    k.tgt_mask = mo(&c->m1), k.memory_mask = mo(&c->m2);
+    k.tgt_key_padding_mask = mo(&c->m3), k.memory_key_padding_mask = mo(&c->m4);
+    k.tgt_is_causal = c->causal;
+    if (c->kind == K_TF) k.src_key_padding_mask = mo(&c->m4);
+    return k;
+}
+
 static attn_status fwd(attn_ctx *ctx, tcase *c, attn_tensor *out, attn_saved *sv) {
+    attn_transformer_masks k = tf_masks(c);
     switch (c->kind) {
     case K_ENC:
-        return sv ? attn_encoder_layer_forward_train(ctx, c->m, &c->x, mo(&c->m1), mo(&c->m2),
-                                                     c->causal, &c->run, out, sv)
-                  : attn_encoder_layer_forward(ctx, c->m, &c->x, mo(&c->m1), mo(&c->m2),
-                                               c->causal, &c->run, out);
+        return sv ? attn_encoder_layer_forward_train(ctx, c->m, &c->x, &k, &c->run, out, sv)
+                  : attn_encoder_layer_forward(ctx, c->m, &c->x, &k, &c->run, out);
     case K_ENCS:
-        return sv ? attn_encoder_forward_train(ctx, c->m, &c->x, mo(&c->m1), mo(&c->m2),
-                                               c->causal, &c->run, out, sv)
-                  : attn_encoder_forward(ctx, c->m, &c->x, mo(&c->m1), mo(&c->m2), c->causal,
-                                         &c->run, out);
+        return sv ? attn_encoder_forward_train(ctx, c->m, &c->x, &k, &c->run, out, sv)
+                  : attn_encoder_forward(ctx, c->m, &c->x, &k, &c->run, out);
     case K_DEC:
-        return sv ? attn_decoder_layer_forward_train(ctx, c->m, &c->x, &c->mem, mo(&c->m1),
-                                                     mo(&c->m2), mo(&c->m3), mo(&c->m4),
-                                                     c->causal, &c->run, out, sv)
-                  : attn_decoder_layer_forward(ctx, c->m, &c->x, &c->mem, mo(&c->m1),
-                                               mo(&c->m2), mo(&c->m3), mo(&c->m4), c->causal,
-                                               &c->run, out);
+        return sv ? attn_decoder_layer_forward_train(ctx, c->m, &c->x, &c->mem, &k, &c->run, out,
+                                                     sv)
+                  : attn_decoder_layer_forward(ctx, c->m, &c->x, &c->mem, &k, &c->run, out);
     case K_DECS:
-        return sv ? attn_decoder_forward_train(ctx, c->m, &c->x, &c->mem, mo(&c->m1),
-                                               mo(&c->m2), mo(&c->m3), mo(&c->m4), c->causal,
-                                               &c->run, out, sv)
-                  : attn_decoder_forward(ctx, c->m, &c->x, &c->mem, mo(&c->m1), mo(&c->m2),
-                                         mo(&c->m3), mo(&c->m4), c->causal, &c->run, out);
+        return sv ? attn_decoder_forward_train(ctx, c->m, &c->x, &c->mem, &k, &c->run, out, sv)
+                  : attn_decoder_forward(ctx, c->m, &c->x, &c->mem, &k, &c->run, out);
     case K_GPT:
         return sv ? attn_gpt_forward_train(ctx, c->m, &c->ids, &c->run, out, sv)
                   : attn_gpt_forward(ctx, c->m, &c->ids, &c->run, out);
@@ -88,37 +94,34 @@ static attn_status fwd(attn_ctx *ctx, tcase *c, attn_tensor *out, attn_saved *sv
                                            c->mo.need_weights ? &c->w : NULL, sv)
                   : attn_mha_forward(ctx, c->m, &c->x, &c->mem, &c->val, mo(&c->m2), mo(&c->m1),
                                      &c->mo, &c->run, out, c->mo.need_weights ? &c->w : NULL);
+    case K_VIT:
+        return sv ? attn_vit_forward_train(ctx, c->m, &c->x, &c->run, out, sv)
+                  : attn_vit_forward(ctx, c->m, &c->x, &c->run, out);
     case K_TF:
-        return sv ? attn_transformer_forward_train(ctx, c->m, &c->x, &c->mem, NULL, mo(&c->m1),
-                                                   mo(&c->m2), mo(&c->m4), mo(&c->m3),
-                                                   mo(&c->m4), c->causal, &c->run, out, sv)
-                  : attn_transformer_forward(ctx, c->m, &c->x, &c->mem, NULL, mo(&c->m1),
-                                             mo(&c->m2), mo(&c->m4), mo(&c->m3), mo(&c->m4),
-                                             c->causal, &c->run, out);
+        return sv ? attn_transformer_forward_train(ctx, c->m, &c->x, &c->mem, &k, &c->run, out,
+                                                   sv)
+                  : attn_transformer_forward(ctx, c->m, &c->x, &c->mem, &k, &c->run, out);
     }
     return ATTN_E_INVALID;
 }
 
 static attn_status bwd(attn_ctx *ctx, tcase *c, const attn_tensor *dout, attn_saved *sv,
                        attn_tensor *dx, attn_tensor *dmem, attn_tensor *dval) {
+    attn_transformer_masks k = tf_masks(c);
     switch (c->kind) {
     case K_ENC:
         return sv ? attn_encoder_layer_backward_saved(ctx, c->m, sv, dout, dx)
-                  : attn_encoder_layer_backward(ctx, c->m, &c->x, mo(&c->m1), mo(&c->m2),
-                                                c->causal, &c->run, dout, dx);
+                  : attn_encoder_layer_backward(ctx, c->m, &c->x, &k, &c->run, dout, dx);
     case K_ENCS:
         return sv ? attn_encoder_backward_saved(ctx, c->m, sv, dout, dx)
-                  : attn_encoder_backward(ctx, c->m, &c->x, mo(&c->m1), mo(&c->m2), c->causal,
-                                          &c->run, dout, dx);
+                  : attn_encoder_backward(ctx, c->m, &c->x, &k, &c->run, dout, dx);
     case K_DEC:
         return sv ? attn_decoder_layer_backward_saved(ctx, c->m, sv, dout, dx, dmem)
-                  : attn_decoder_layer_backward(ctx, c->m, &c->x, &c->mem, mo(&c->m1),
-                                                mo(&c->m2), mo(&c->m3), mo(&c->m4), c->causal,
-                                                &c->run, dout, dx, dmem);
+                  : attn_decoder_layer_backward(ctx, c->m, &c->x, &c->mem, &k, &c->run, dout, dx,
+                                                dmem);
     case K_DECS:
         return sv ? attn_decoder_backward_saved(ctx, c->m, sv, dout, dx, dmem)
-                  : attn_decoder_backward(ctx, c->m, &c->x, &c->mem, mo(&c->m1), mo(&c->m2),
-                                          mo(&c->m3), mo(&c->m4), c->causal, &c->run, dout, dx,
+                  : attn_decoder_backward(ctx, c->m, &c->x, &c->mem, &k, &c->run, dout, dx,
                                           dmem);
     case K_GPT:
         return sv ? attn_gpt_backward_saved(ctx, c->m, sv, dout)
@@ -130,11 +133,13 @@ static attn_status bwd(attn_ctx *ctx, tcase *c, const attn_tensor *dout, attn_sa
         return sv ? attn_mha_backward_saved(ctx, c->m, sv, dout, dx, dmem, dval)
                   : attn_mha_backward(ctx, c->m, &c->x, &c->mem, &c->val, mo(&c->m2), mo(&c->m1),
                                       &c->mo, &c->run, dout, dx, dmem, dval);
+    case K_VIT:
+        return sv ? attn_vit_backward_saved(ctx, c->m, sv, dout, dx)
+                  : attn_vit_backward(ctx, c->m, &c->x, &c->run, dout, dx);
     case K_TF:
         return sv ? attn_transformer_backward_saved(ctx, c->m, sv, dout, dx, dmem)
-                  : attn_transformer_backward(ctx, c->m, &c->x, &c->mem, NULL, mo(&c->m1),
-                                              mo(&c->m2), mo(&c->m4), mo(&c->m3), mo(&c->m4),
-                                              c->causal, &c->run, dout, dx, dmem);
+                  : attn_transformer_backward(ctx, c->m, &c->x, &c->mem, &k, &c->run, dout, dx,
+                                              dmem);
     }
     return ATTN_E_INVALID;
 }
@@ -478,6 +483,22 @@ int main(void) {
             check_case(c1, c3, &c, seed++);
             attn_module_free(c.m);
         }
+        /* ViT: 2 images of 2 channels, 8x8 in patches of 4 (5 tokens with [CLS]) */
+        {
+            enum { B = 2, C = 2, H = 8 };
+            memset(&c, 0, sizeof c);
+            attn_vit_config vc = {tc, H, C, 4, 7};
+            vc.tf.num_encoder_layers = 2;
+            attn_vit_create(c1, &vc, &c.m);
+            c.kind = K_VIT, c.run = run;
+            tu_fill(fb[0], B * C * H * H, seed++, -1, 1);
+            int64_t is[4] = {B, C, H, H}, ls[2] = {B, 7};
+            c.x = attn_tensor_make(fb[0], ATTN_F32, 4, is);
+            c.out = attn_tensor_make(outb, ATTN_F32, 2, ls);
+            snprintf(c.name, sizeof c.name, "vit, %s", vn);
+            check_case(c1, c3, &c, seed++);
+            attn_module_free(c.m);
+        }
         /* seq2seq with padded source and target (pad id 0) */
         {
             memset(&c, 0, sizeof c);
@@ -621,9 +642,9 @@ int main(void) {
         attn_tensor X = seq(0, 2, 5, 16, 1), Y = attn_view3(outb, 2, 5, 16);
         attn_tensor D = seq(1, 2, 5, 16, 2), Dbad = seq(1, 2, 4, 16, 2);
         TU_STATUS(attn_encoder_layer_backward_saved(c1, a, sv, &D, NULL), ATTN_E_INVALID, c1);
-        TU_STATUS(attn_encoder_layer_forward_train(c1, a, &X, NULL, NULL, 0, NULL, &Y, NULL),
+        TU_STATUS(attn_encoder_layer_forward_train(c1, a, &X, NULL, NULL, &Y, NULL),
                   ATTN_E_INVALID, c1);
-        TU_STATUS(attn_encoder_layer_forward_train(c1, a, &X, NULL, NULL, 0, NULL, &Y, sv),
+        TU_STATUS(attn_encoder_layer_forward_train(c1, a, &X, NULL, NULL, &Y, sv),
                   ATTN_OK, c1);
         TU_STATUS(attn_encoder_layer_backward_saved(c1, b, sv, &D, NULL), ATTN_E_INVALID, c1);
         TU_CHECK(strstr(attn_ctx_errmsg(c1), "another module") != NULL, "message: %s",
@@ -634,7 +655,7 @@ int main(void) {
         TU_STATUS(attn_encoder_layer_backward_saved(c1, a, sv, &D, NULL), ATTN_OK, c1);
         /* a failing forward (a wrong output shape) forgets the last record */
         attn_tensor Ybad = attn_view3(outb, 2, 4, 16);
-        TU_STATUS(attn_encoder_layer_forward_train(c1, a, &X, NULL, NULL, 0, NULL, &Ybad, sv),
+        TU_STATUS(attn_encoder_layer_forward_train(c1, a, &X, NULL, NULL, &Ybad, sv),
                   ATTN_E_SHAPE, c1);
         TU_STATUS(attn_encoder_layer_backward_saved(c1, a, sv, &D, NULL), ATTN_E_INVALID, c1);
         attn_saved_free(sv);

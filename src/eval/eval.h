@@ -238,7 +238,8 @@ static inline const attn_mask *opt_mask(const attn_mask *m) { return m->kind ? m
     X(cross_entropy)                                                                               \
     X(feed_forward)                                                                                \
     X(vit_self_attention)                                                                          \
-    X(gpt)
+    X(gpt)                                                                                         \
+    X(vit)
 
 #define EV_DECLARE_OP(n) ATTN__HIDDEN extern const ev_op attn__ev_op_##n;
 EV_OPS(EV_DECLARE_OP)

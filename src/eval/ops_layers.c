@@ -22,16 +22,16 @@ static attn_status op_transformer_encoder_layer(ev *e) {
     ATTN_TRY(ev_hint_needs_mask(e, "is_causal", &mask, "src_mask"));
     ATTN_TRY(ev_ready(e));
     ATTN_TRY(ev_new_like(e, &src, &o));
-    ATTN_TRY(attn_encoder_layer_forward(e->ctx, m, &src, mask.kind ? &mask : NULL,
-                                        kpm.kind ? &kpm : NULL, ev_b(e, "is_causal"), NULL, &o));
+    attn_transformer_masks k = {.src_mask = opt_mask(&mask),
+                                .src_key_padding_mask = opt_mask(&kpm),
+                                .src_is_causal = ev_b(e, "is_causal")};
+    ATTN_TRY(attn_encoder_layer_forward(e->ctx, m, &src, &k, NULL, &o));
     ATTN_TRY(ev_write(e, "out", &o));
     if (!e->bwd) return ATTN_OK;
     attn_tensor go, ds;
     ATTN_TRY(ev_grad_out_like(e, &o, &go));
     ATTN_TRY(ev_grad_like(e, "grad.src", &src, &ds));
-    ATTN_TRY(attn_encoder_layer_backward(e->ctx, m, &src, mask.kind ? &mask : NULL,
-                                         kpm.kind ? &kpm : NULL, ev_b(e, "is_causal"), NULL,
-                                         &go, &ds));
+    ATTN_TRY(attn_encoder_layer_backward(e->ctx, m, &src, &k, NULL, &go, &ds));
     ATTN_TRY(ev_write_grad(e, "src", &ds));
     return ev_write_param_grads(e);
 }
@@ -41,12 +41,12 @@ static const ev_attr A_DEC_LAYER[] = {{"tgt_is_causal", 'b', "false", NULL},
 static const char *const I_DEC[] = {"tgt", "memory", "tgt_mask", "memory_mask",
                                     "tgt_key_padding_mask", "memory_key_padding_mask", NULL};
 
-/* The decoder inputs shared by the decoder layer and stack. */
+/* The decoder inputs shared by the decoder layer and stack; k points at the masks. */
 typedef struct ev_dec_in {
     attn_tensor tgt, mem;
     attn_mask tm, mm, tkpm, mkpm;
+    attn_transformer_masks k;
 } ev_dec_in;
-
 
 static attn_status ev_dec_inputs(ev *e, ev_dec_in *d) {
     ATTN_TRY(ev_input(e, "tgt", 1, 3, 3, &d->tgt));
@@ -59,6 +59,12 @@ static attn_status ev_dec_inputs(ev *e, ev_dec_in *d) {
     ATTN_TRY(ev_hint_needs_mask(e, "memory_is_causal", &d->mm, "memory_mask"));
     /* the layer calls have no memory causal flag: apply it to our copy of memory_mask */
     if (ev_b(e, "memory_is_causal")) ev_make_causal(&d->mm, d->tgt.shape[1], d->mem.shape[1]);
+    memset(&d->k, 0, sizeof d->k);
+    d->k.tgt_mask = opt_mask(&d->tm);
+    d->k.memory_mask = opt_mask(&d->mm);
+    d->k.tgt_key_padding_mask = opt_mask(&d->tkpm);
+    d->k.memory_key_padding_mask = opt_mask(&d->mkpm);
+    d->k.tgt_is_causal = ev_b(e, "tgt_is_causal");
     return ATTN_OK;
 }
 
@@ -72,18 +78,14 @@ static attn_status op_transformer_decoder_layer(ev *e) {
     ATTN_TRY(ev_module(e, attn_decoder_layer_create(e->ctx, &cfg, &m), &m, ""));
     ATTN_TRY(ev_ready(e));
     ATTN_TRY(ev_new_like(e, &d.tgt, &o));
-    ATTN_TRY(attn_decoder_layer_forward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm),
-                                        opt_mask(&d.mm), opt_mask(&d.tkpm), opt_mask(&d.mkpm),
-                                        ev_b(e, "tgt_is_causal"), NULL, &o));
+    ATTN_TRY(attn_decoder_layer_forward(e->ctx, m, &d.tgt, &d.mem, &d.k, NULL, &o));
     ATTN_TRY(ev_write(e, "out", &o));
     if (!e->bwd) return ATTN_OK;
     attn_tensor go, dt, dm;
     ATTN_TRY(ev_grad_out_like(e, &o, &go));
     ATTN_TRY(ev_grad_like(e, "grad.tgt", &d.tgt, &dt));
     ATTN_TRY(ev_grad_like(e, "grad.memory", &d.mem, &dm));
-    ATTN_TRY(attn_decoder_layer_backward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm),
-                                         opt_mask(&d.mm), opt_mask(&d.tkpm), opt_mask(&d.mkpm),
-                                         ev_b(e, "tgt_is_causal"), NULL, &go, &dt, &dm));
+    ATTN_TRY(attn_decoder_layer_backward(e->ctx, m, &d.tgt, &d.mem, &d.k, NULL, &go, &dt, &dm));
     ATTN_TRY(ev_write_grad(e, "tgt", &dt));
     ATTN_TRY(ev_write_grad(e, "memory", &dm));
     return ev_write_param_grads(e);
@@ -110,15 +112,17 @@ static attn_status op_transformer_encoder(ev *e) {
     ATTN_TRY(ev_hint_needs_mask(e, "is_causal", &mask, "mask"));
     ATTN_TRY(ev_ready(e));
     ATTN_TRY(ev_new_like(e, &src, &o));
-    ATTN_TRY(attn_encoder_forward(e->ctx, m, &src, opt_mask(&mask), opt_mask(&kpm),
-                                  ev_b(e, "is_causal"), NULL, &o));
+    /* TransformerEncoder's `mask` is the struct's src_mask */
+    attn_transformer_masks k = {.src_mask = opt_mask(&mask),
+                                .src_key_padding_mask = opt_mask(&kpm),
+                                .src_is_causal = ev_b(e, "is_causal")};
+    ATTN_TRY(attn_encoder_forward(e->ctx, m, &src, &k, NULL, &o));
     ATTN_TRY(ev_write(e, "out", &o));
     if (!e->bwd) return ATTN_OK;
     attn_tensor go, ds;
     ATTN_TRY(ev_grad_out_like(e, &o, &go));
     ATTN_TRY(ev_grad_like(e, "grad.src", &src, &ds));
-    ATTN_TRY(attn_encoder_backward(e->ctx, m, &src, opt_mask(&mask), opt_mask(&kpm),
-                                   ev_b(e, "is_causal"), NULL, &go, &ds));
+    ATTN_TRY(attn_encoder_backward(e->ctx, m, &src, &k, NULL, &go, &ds));
     ATTN_TRY(ev_write_grad(e, "src", &ds));
     return ev_write_param_grads(e);
 }
@@ -139,18 +143,14 @@ static attn_status op_transformer_decoder(ev *e) {
     ATTN_TRY(ev_module(e, attn_decoder_create(e->ctx, &cfg, final_norm, &m), &m, ""));
     ATTN_TRY(ev_ready(e));
     ATTN_TRY(ev_new_like(e, &d.tgt, &o));
-    ATTN_TRY(attn_decoder_forward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm), opt_mask(&d.mm),
-                                  opt_mask(&d.tkpm), opt_mask(&d.mkpm),
-                                  ev_b(e, "tgt_is_causal"), NULL, &o));
+    ATTN_TRY(attn_decoder_forward(e->ctx, m, &d.tgt, &d.mem, &d.k, NULL, &o));
     ATTN_TRY(ev_write(e, "out", &o));
     if (!e->bwd) return ATTN_OK;
     attn_tensor go, dt, dm;
     ATTN_TRY(ev_grad_out_like(e, &o, &go));
     ATTN_TRY(ev_grad_like(e, "grad.tgt", &d.tgt, &dt));
     ATTN_TRY(ev_grad_like(e, "grad.memory", &d.mem, &dm));
-    ATTN_TRY(attn_decoder_backward(e->ctx, m, &d.tgt, &d.mem, opt_mask(&d.tm), opt_mask(&d.mm),
-                                   opt_mask(&d.tkpm), opt_mask(&d.mkpm),
-                                   ev_b(e, "tgt_is_causal"), NULL, &go, &dt, &dm));
+    ATTN_TRY(attn_decoder_backward(e->ctx, m, &d.tgt, &d.mem, &d.k, NULL, &go, &dt, &dm));
     ATTN_TRY(ev_write_grad(e, "tgt", &dt));
     ATTN_TRY(ev_write_grad(e, "memory", &dm));
     return ev_write_param_grads(e);
@@ -190,24 +190,27 @@ static attn_status op_transformer(ev *e) {
     ATTN_TRY(ev_hint_needs_mask(e, "src_is_causal", &sm, "src_mask"));
     ATTN_TRY(ev_hint_needs_mask(e, "tgt_is_causal", &tm, "tgt_mask"));
     ATTN_TRY(ev_hint_needs_mask(e, "memory_is_causal", &mm, "memory_mask"));
-    /* attn_transformer_forward has only tgt_is_causal: apply the other hints to our copies */
+    /* the hints src_is_causal and memory_is_causal mark our copies of the masks they
+     * describe (attn_transformer_masks has no memory_is_causal); tgt_is_causal is passed */
     if (ev_b(e, "src_is_causal")) ev_make_causal(&sm, src.shape[1], src.shape[1]);
     if (ev_b(e, "memory_is_causal")) ev_make_causal(&mm, tgt.shape[1], src.shape[1]);
+    attn_transformer_masks k = {.src_mask = opt_mask(&sm),
+                                .tgt_mask = opt_mask(&tm),
+                                .memory_mask = opt_mask(&mm),
+                                .src_key_padding_mask = opt_mask(&skpm),
+                                .tgt_key_padding_mask = opt_mask(&tkpm),
+                                .memory_key_padding_mask = opt_mask(&mkpm),
+                                .tgt_is_causal = ev_b(e, "tgt_is_causal")};
     ATTN_TRY(ev_ready(e));
     ATTN_TRY(ev_new_like(e, &tgt, &o));
-    ATTN_TRY(attn_transformer_forward(e->ctx, m, &src, &tgt, opt_mask(&sm), opt_mask(&tm),
-                                      opt_mask(&mm), opt_mask(&skpm), opt_mask(&tkpm),
-                                      opt_mask(&mkpm), ev_b(e, "tgt_is_causal"), NULL, &o));
+    ATTN_TRY(attn_transformer_forward(e->ctx, m, &src, &tgt, &k, NULL, &o));
     ATTN_TRY(ev_write(e, "out", &o));
     if (!e->bwd) return ATTN_OK;
     attn_tensor go, ds, dt;
     ATTN_TRY(ev_grad_out_like(e, &o, &go));
     ATTN_TRY(ev_grad_like(e, "grad.src", &src, &ds));
     ATTN_TRY(ev_grad_like(e, "grad.tgt", &tgt, &dt));
-    ATTN_TRY(attn_transformer_backward(e->ctx, m, &src, &tgt, opt_mask(&sm), opt_mask(&tm),
-                                       opt_mask(&mm), opt_mask(&skpm), opt_mask(&tkpm),
-                                       opt_mask(&mkpm), ev_b(e, "tgt_is_causal"), NULL, &go,
-                                       &ds, &dt));
+    ATTN_TRY(attn_transformer_backward(e->ctx, m, &src, &tgt, &k, NULL, &go, &ds, &dt));
     ATTN_TRY(ev_write_grad(e, "src", &ds));
     ATTN_TRY(ev_write_grad(e, "tgt", &dt));
     return ev_write_param_grads(e);

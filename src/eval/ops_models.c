@@ -1,4 +1,4 @@
-/* attn eval ops: whole models (ViT self-attention embedding, GPT).  Each op with its attribute
+/* attn eval ops: whole models (ViT self-attention embedding, GPT, ViT).  Each op with its attribute
  * and input lists; see eval.h. */
 #include <string.h>
 
@@ -89,7 +89,48 @@ static attn_status op_gpt(ev *e) {
     return ev_write_param_grads(e);
 }
 
+static const ev_attr A_VITM[] = {
+    {"image_size", 'i', EV_REQ, NULL},      {"channels", 'i', EV_REQ, NULL},
+    {"patch", 'i', EV_REQ, NULL},           {"num_classes", 'i', EV_REQ, NULL},
+    {"num_layers", 'i', EV_REQ, NULL},      {"d_model", 'i', EV_REQ, NULL},
+    {"nhead", 'i', EV_REQ, NULL},           {"dim_feedforward", 'i', "2048", NULL},
+    {"activation", 'e', "gelu", ACTS},      {"layer_norm_eps", 'f', "1e-5", NULL},
+    {"norm_first", 'b', "true", NULL},      {"bias", 'b', "true", NULL},
+    {"dropout", 'f', "0.1", NULL},          {"batch_first", 'b', "true", NULL},
+    EV_END};
+static const char *const I_VITM[] = {"images", NULL};
+
+static attn_status op_vit(ev *e) {
+    attn_vit_config vc;
+    ATTN_TRY(ev_tf_config(e, &vc.tf));
+    ATTN_TRY(ev_num_layers(e, "num_layers", &vc.tf.num_encoder_layers));
+    vc.image_size = ev_i(e, "image_size"), vc.channels = ev_i(e, "channels");
+    vc.patch = ev_i(e, "patch"), vc.num_classes = ev_i(e, "num_classes");
+    attn_module *m = NULL;
+    attn_tensor x, y, w;
+    ATTN_TRY(ev_module(e, attn_vit_create(e->ctx, &vc, &m), &m, ""));
+    ATTN_TRY(ev_input(e, "images", 1, 4, 4, &x));
+    ATTN_TRY(ev_ready(e));
+    int64_t G = vc.image_size / vc.patch; /* the module exists: no overflow */
+    int64_t ys[2] = {x.shape[0], vc.num_classes},
+            ws[4] = {vc.tf.num_encoder_layers, x.shape[0], vc.tf.nhead, G * G + 1};
+    ATTN_TRY(ev_new(e, "out", 2, ys, &y));
+    ATTN_TRY(attn_vit_forward(e->ctx, m, &x, NULL, &y));
+    ATTN_TRY(ev_new(e, "cls_attn", 4, ws, &w));
+    ATTN_TRY(attn_vit_attention(e->ctx, m, &x, NULL, &w));
+    ATTN_TRY(ev_write(e, "out", &y));
+    ATTN_TRY(ev_write(e, "cls_attn", &w));
+    if (!e->bwd) return ATTN_OK;
+    attn_tensor go, dx;
+    ATTN_TRY(ev_grad_out_like(e, &y, &go));
+    ATTN_TRY(ev_grad_like(e, "grad.images", &x, &dx));
+    ATTN_TRY(attn_vit_backward(e->ctx, m, &x, NULL, &go, &dx));
+    ATTN_TRY(ev_write_grad(e, "images", &dx));
+    return ev_write_param_grads(e);
+}
+
 /* ---- registration (the order of the table is EV_OPS in eval.h) ---------------------------- */
 
 EV_OP(vit_self_attention, A_VIT, NULL, I_VIT);
 EV_OP(gpt, A_GPT, NULL, I_GPT);
+EV_OP(vit, A_VITM, NULL, I_VITM);

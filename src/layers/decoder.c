@@ -205,9 +205,9 @@ attn_status attn_decoder_create(attn_ctx *ctx, const attn_transformer_config *cf
 
 static attn_status dec_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
                              const attn_tensor *tgt, const attn_tensor *memory,
-                             const attn_mask *tm, const attn_mask *mm, const attn_mask *tk,
-                             const attn_mask *mkpm, int tgt_is_causal, const attn_run *run,
+                             const attn_transformer_masks *masks, const attn_run *run,
                              attn_tensor *out) {
+    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_DEC);
     const attn_transformer_config *c =
         is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
     int64_t B = 0, T = 0, S = 0, E = c->d_model;
@@ -226,21 +226,25 @@ static attn_status dec_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
     {
         attn_tensor P = attn_view1(m->arena, m->numel);
         attn__arg oa[] = {{out, "out", 0}},
-                  ia[] = {{tgt, "tgt", 0}, {memory, "memory", 0}, {attn__mask_t(tm), "tgt_mask", 0},
-                          {attn__mask_t(mm), "memory_mask", 0},
-                          {attn__mask_t(tk), "tgt_key_padding_mask", 0},
-                          {attn__mask_t(mkpm), "memory_key_padding_mask", 0},
-                          {&P, "the module's parameters", 0}};
+                  ia[3 + ATTN__TFM_N] = {{tgt, "tgt", 0},
+                                         {memory, "memory", 0},
+                                         {&P, "the module's parameters", 0}};
+        attn__tf_mask_args(k, ia + 3);
         ATTN_TRYG(attn__check_outputs(
-            ctx, is_stack ? "attn_decoder_forward" : "attn_decoder_layer_forward", oa, 1, ia, 7));
+            ctx, is_stack ? "attn_decoder_forward" : "attn_decoder_layer_forward", oa, 1, ia,
+            ATTN__NARGS(ia)));
     }
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
     memcpy(x, in, (size_t)(B * T * E) * sizeof(float));
     if (is_stack)
-        ATTN_TRYG(attn__dec_run(ctx, m->impl, x, mem, B, T, S, tm, mm, tk, mkpm, tgt_is_causal, &rng, NULL));
+        ATTN_TRYG(attn__dec_run(ctx, m->impl, x, mem, B, T, S, k.tgt_mask, k.memory_mask,
+                                k.tgt_key_padding_mask, k.memory_key_padding_mask,
+                                k.tgt_is_causal, &rng, NULL));
     else
-        ATTN_TRYG(attn__dec_layer_fwd(ctx, m->impl, x, x, mem, B, T, S, tm, mm, tk, mkpm,
-                                      tgt_is_causal, &rng, NULL, NULL));
+        ATTN_TRYG(attn__dec_layer_fwd(ctx, m->impl, x, x, mem, B, T, S, k.tgt_mask,
+                                      k.memory_mask, k.tgt_key_padding_mask,
+                                      k.memory_key_padding_mask, k.tgt_is_causal, &rng, NULL,
+                                      NULL));
     attn__store(x, out);
 done:
     attn__ws_release(ctx, mk);
@@ -249,25 +253,17 @@ done:
 
 attn_status attn_decoder_layer_forward(attn_ctx *ctx, const attn_module *m,
                                        const attn_tensor *tgt, const attn_tensor *memory,
-                                       const attn_mask *tgt_mask, const attn_mask *memory_mask,
-                                       const attn_mask *tgt_key_padding_mask,
-                                       const attn_mask *memory_key_padding_mask,
-                                       int tgt_is_causal, const attn_run *run,
+                                       const attn_transformer_masks *masks, const attn_run *run,
                                        attn_tensor *out) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_forward"));
-    return dec_entry(ctx, m, 0, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                     memory_key_padding_mask, tgt_is_causal, run, out);
+    return dec_entry(ctx, m, 0, tgt, memory, masks, run, out);
 }
 
 attn_status attn_decoder_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
-                                 const attn_tensor *memory, const attn_mask *tgt_mask,
-                                 const attn_mask *memory_mask,
-                                 const attn_mask *tgt_key_padding_mask,
-                                 const attn_mask *memory_key_padding_mask, int tgt_is_causal,
+                                 const attn_tensor *memory, const attn_transformer_masks *masks,
                                  const attn_run *run, attn_tensor *out) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_forward"));
-    return dec_entry(ctx, m, 1, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                     memory_key_padding_mask, tgt_is_causal, run, out);
+    return dec_entry(ctx, m, 1, tgt, memory, masks, run, out);
 }
 
 static attn_status dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
@@ -289,10 +285,10 @@ done:
 /* Decoder layer or stack. */
 static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
                                  const attn_tensor *tgt, const attn_tensor *memory,
-                                 const attn_mask *tm, const attn_mask *mm, const attn_mask *tk,
-                                 const attn_mask *mkpm, int tgt_is_causal, const attn_run *run,
+                                 const attn_transformer_masks *masks, const attn_run *run,
                                  const attn_tensor *dout, attn_tensor *dtgt,
                                  attn_tensor *dmemory) {
+    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_DEC);
     const attn_transformer_config *c =
         is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
     attn__gmap g;
@@ -314,25 +310,25 @@ static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dtgt, "dtgt", 0}, {dmemory, "dmemory", 0}},
-                  ia[] = {{tgt, "tgt", 0},
-                          {memory, "memory", 0},
-                          {attn__mask_t(tm), "tgt_mask", 0},
-                          {attn__mask_t(mm), "memory_mask", 0},
-                          {attn__mask_t(tk), "tgt_key_padding_mask", 0},
-                          {attn__mask_t(mkpm), "memory_key_padding_mask", 0},
-                          {dout, "dout", 0},
-                          {&P, "the module's parameters", 0},
-                          {&G, "the module's gradients", 0}};
+                  ia[5 + ATTN__TFM_N] = {{tgt, "tgt", 0},
+                                         {memory, "memory", 0},
+                                         {dout, "dout", 0},
+                                         {&P, "the module's parameters", 0},
+                                         {&G, "the module's gradients", 0}};
+        attn__tf_mask_args(k, ia + 5);
         ATTN_TRYG(attn__check_outputs(
             ctx, is_stack ? "attn_decoder_backward" : "attn_decoder_layer_backward", oa, 2, ia,
-            9));
+            ATTN__NARGS(ia)));
     }
     if (is_stack)
-        ATTN_TRYG(dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
-                                tgt_is_causal, &rng, dy, d, dm));
+        ATTN_TRYG(dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, k.tgt_mask, k.memory_mask,
+                                k.tgt_key_padding_mask, k.memory_key_padding_mask,
+                                k.tgt_is_causal, &rng, dy, d, dm));
     else
-        ATTN_TRYG(attn__dec_layer_bwd(ctx, m->impl, &g, x, mem, B, T, S, tm, mm, tk, mkpm,
-                                      tgt_is_causal, &rng, dy, d, dm));
+        ATTN_TRYG(attn__dec_layer_bwd(ctx, m->impl, &g, x, mem, B, T, S, k.tgt_mask,
+                                      k.memory_mask, k.tgt_key_padding_mask,
+                                      k.memory_key_padding_mask, k.tgt_is_causal, &rng, dy, d,
+                                      dm));
     if (dtgt && dtgt->data) attn__store(d, dtgt);
     if (dmemory && dmemory->data) attn__store(dm, dmemory);
 done:
@@ -342,35 +338,26 @@ done:
 
 attn_status attn_decoder_layer_backward(attn_ctx *ctx, const attn_module *m,
                                         const attn_tensor *tgt, const attn_tensor *memory,
-                                        const attn_mask *tgt_mask, const attn_mask *memory_mask,
-                                        const attn_mask *tgt_key_padding_mask,
-                                        const attn_mask *memory_key_padding_mask,
-                                        int tgt_is_causal, const attn_run *run,
+                                        const attn_transformer_masks *masks, const attn_run *run,
                                         const attn_tensor *dout, attn_tensor *dtgt,
                                         attn_tensor *dmemory) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_backward"));
-    return dec_bwd_entry(ctx, m, 0, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                         memory_key_padding_mask, tgt_is_causal, run, dout, dtgt, dmemory);
+    return dec_bwd_entry(ctx, m, 0, tgt, memory, masks, run, dout, dtgt, dmemory);
 }
 
 attn_status attn_decoder_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
-                                  const attn_tensor *memory, const attn_mask *tgt_mask,
-                                  const attn_mask *memory_mask,
-                                  const attn_mask *tgt_key_padding_mask,
-                                  const attn_mask *memory_key_padding_mask, int tgt_is_causal,
+                                  const attn_tensor *memory, const attn_transformer_masks *masks,
                                   const attn_run *run, const attn_tensor *dout,
                                   attn_tensor *dtgt, attn_tensor *dmemory) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_backward"));
-    return dec_bwd_entry(ctx, m, 1, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                         memory_key_padding_mask, tgt_is_causal, run, dout, dtgt, dmemory);
+    return dec_bwd_entry(ctx, m, 1, tgt, memory, masks, run, dout, dtgt, dmemory);
 }
 
 static attn_status dec_train_entry(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
-                                   const attn_tensor *memory, const attn_mask *tm,
-                                   const attn_mask *mm, const attn_mask *tk,
-                                   const attn_mask *mkpm, int tgt_is_causal,
+                                   const attn_tensor *memory, const attn_transformer_masks *masks,
                                    const attn_run *run, attn_tensor *out, attn_saved *saved) {
     ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_DEC), kc;
     attn__saved_begin(saved);
     attn__stack one;
     const attn__stack *s = attn__as_stack(m, &one);
@@ -380,7 +367,7 @@ static attn_status dec_train_entry(attn_ctx *ctx, const attn_module *m, const at
     const float *in, *mem;
     float *memc;
     attn__seq_rec *rec;
-    attn_mask c1, c2, c3, c4;
+    attn_mask c[ATTN__TFM_N];
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &in));
@@ -393,27 +380,23 @@ static attn_status dec_train_entry(attn_ctx *ctx, const attn_module *m, const at
     {
         attn_tensor P = attn_view1(m->arena, m->numel);
         attn__arg oa[] = {{out, "out", 0}},
-                  ia[] = {{tgt, "tgt", 0}, {memory, "memory", 0}, {attn__mask_t(tm), "tgt_mask", 0},
-                          {attn__mask_t(mm), "memory_mask", 0},
-                          {attn__mask_t(tk), "tgt_key_padding_mask", 0},
-                          {attn__mask_t(mkpm), "memory_key_padding_mask", 0},
-                          {&P, "the module's parameters", 0}};
+                  ia[3 + ATTN__TFM_N] = {{tgt, "tgt", 0},
+                                         {memory, "memory", 0},
+                                         {&P, "the module's parameters", 0}};
+        attn__tf_mask_args(k, ia + 3);
         ATTN_TRYG(attn__check_outputs(ctx,
                                       m->kind == ATTN__DECODER ? "attn_decoder_forward_train"
                                                                : "attn_decoder_layer_forward_train",
-                                      oa, 1, ia, 7));
+                                      oa, 1, ia, ATTN__NARGS(ia)));
     }
     ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
     ATTN_TRYG(attn__rec_f32(ctx, t, &memc, B, S, E, 1));
     attn__copy_f(memc, mem, B * S * E);
-    ATTN_TRYG(attn__saved_mask(ctx, t, tm, "tgt_mask", &c1));
-    ATTN_TRYG(attn__saved_mask(ctx, t, tk, "tgt_key_padding_mask", &c2));
-    ATTN_TRYG(attn__saved_mask(ctx, t, mm, "memory_mask", &c3));
-    ATTN_TRYG(attn__saved_mask(ctx, t, mkpm, "memory_key_padding_mask", &c4));
+    ATTN_TRYG(attn__tf_masks_saved(ctx, t, &k, c, &kc));
     ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 1, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
-                                  memc, B, T, S, attn__mask_opt(&c1), attn__mask_opt(&c2),
-                                  attn__mask_opt(&c3), attn__mask_opt(&c4), tgt_is_causal, &rng,
-                                  &rec->st));
+                                  memc, B, T, S, kc.tgt_mask, kc.tgt_key_padding_mask,
+                                  kc.memory_mask, kc.memory_key_padding_mask, kc.tgt_is_causal,
+                                  &rng, &rec->st));
     attn__store(rec->st.out, out);
     attn__saved_end(saved, m, rec);
 done:
@@ -458,15 +441,11 @@ done:
 
 attn_status attn_decoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
                                              const attn_tensor *tgt, const attn_tensor *memory,
-                                             const attn_mask *tgt_mask,
-                                             const attn_mask *memory_mask,
-                                             const attn_mask *tgt_key_padding_mask,
-                                             const attn_mask *memory_key_padding_mask,
-                                             int tgt_is_causal, const attn_run *run,
-                                             attn_tensor *out, attn_saved *saved) {
+                                             const attn_transformer_masks *masks,
+                                             const attn_run *run, attn_tensor *out,
+                                             attn_saved *saved) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_forward_train"));
-    return dec_train_entry(ctx, m, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                           memory_key_padding_mask, tgt_is_causal, run, out, saved);
+    return dec_train_entry(ctx, m, tgt, memory, masks, run, out, saved);
 }
 
 attn_status attn_decoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
@@ -479,14 +458,10 @@ attn_status attn_decoder_layer_backward_saved(attn_ctx *ctx, const attn_module *
 
 attn_status attn_decoder_forward_train(attn_ctx *ctx, const attn_module *m,
                                        const attn_tensor *tgt, const attn_tensor *memory,
-                                       const attn_mask *tgt_mask, const attn_mask *memory_mask,
-                                       const attn_mask *tgt_key_padding_mask,
-                                       const attn_mask *memory_key_padding_mask,
-                                       int tgt_is_causal, const attn_run *run, attn_tensor *out,
-                                       attn_saved *saved) {
+                                       const attn_transformer_masks *masks, const attn_run *run,
+                                       attn_tensor *out, attn_saved *saved) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_forward_train"));
-    return dec_train_entry(ctx, m, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                           memory_key_padding_mask, tgt_is_causal, run, out, saved);
+    return dec_train_entry(ctx, m, tgt, memory, masks, run, out, saved);
 }
 
 attn_status attn_decoder_backward_saved(attn_ctx *ctx, const attn_module *m,

@@ -177,9 +177,9 @@ attn_status attn_encoder_create(attn_ctx *ctx, const attn_transformer_config *cf
 
 /* Shared by the layer and stack entry points: copy src to a working buffer, run, store. */
 static attn_status enc_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
-                             const attn_tensor *src, const attn_mask *mask,
-                             const attn_mask *kpm, int is_causal, const attn_run *run,
-                             attn_tensor *out) {
+                             const attn_tensor *src, const attn_transformer_masks *masks,
+                             const attn_run *run, attn_tensor *out) {
+    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_SRC);
     const attn_transformer_config *c =
         is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
     int64_t B = 0, L = 0, E = c->d_model;
@@ -197,17 +197,20 @@ static attn_status enc_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
     {
         attn_tensor P = attn_view1(m->arena, m->numel);
         attn__arg oa[] = {{out, "out", 0}},
-                  ia[] = {{src, "src", 0}, {attn__mask_t(mask), "mask", 0},
-                          {attn__mask_t(kpm), "src_key_padding_mask", 0},
-                          {&P, "the module's parameters", 0}};
+                  ia[2 + ATTN__TFM_N] = {{src, "src", 0}, {&P, "the module's parameters", 0}};
+        attn__tf_mask_args(k, ia + 2);
         ATTN_TRYG(attn__check_outputs(
-            ctx, is_stack ? "attn_encoder_forward" : "attn_encoder_layer_forward", oa, 1, ia, 4));
+            ctx, is_stack ? "attn_encoder_forward" : "attn_encoder_layer_forward", oa, 1, ia,
+            ATTN__NARGS(ia)));
     }
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, L, E, 1));
     memcpy(x, in, (size_t)(B * L * E) * sizeof(float));
-    if (is_stack) ATTN_TRYG(attn__enc_run(ctx, m->impl, x, B, L, mask, kpm, is_causal, &rng));
-    else ATTN_TRYG(attn__enc_layer_fwd(ctx, m->impl, x, x, B, L, mask, kpm, is_causal, &rng,
-                                       NULL));
+    if (is_stack)
+        ATTN_TRYG(attn__enc_run(ctx, m->impl, x, B, L, k.src_mask, k.src_key_padding_mask,
+                                k.src_is_causal, &rng));
+    else
+        ATTN_TRYG(attn__enc_layer_fwd(ctx, m->impl, x, x, B, L, k.src_mask,
+                                      k.src_key_padding_mask, k.src_is_causal, &rng, NULL));
     attn__store(x, out);
 done:
     attn__ws_release(ctx, mk);
@@ -215,18 +218,17 @@ done:
 }
 
 attn_status attn_encoder_layer_forward(attn_ctx *ctx, const attn_module *m,
-                                       const attn_tensor *src, const attn_mask *src_mask,
-                                       const attn_mask *src_key_padding_mask, int is_causal,
+                                       const attn_tensor *src, const attn_transformer_masks *masks,
                                        const attn_run *run, attn_tensor *out) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_forward"));
-    return enc_entry(ctx, m, 0, src, src_mask, src_key_padding_mask, is_causal, run, out);
+    return enc_entry(ctx, m, 0, src, masks, run, out);
 }
 
 attn_status attn_encoder_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
-                                 const attn_mask *mask, const attn_mask *src_key_padding_mask,
-                                 int is_causal, const attn_run *run, attn_tensor *out) {
+                                 const attn_transformer_masks *masks, const attn_run *run,
+                                 attn_tensor *out) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_forward"));
-    return enc_entry(ctx, m, 1, src, mask, src_key_padding_mask, is_causal, run, out);
+    return enc_entry(ctx, m, 1, src, masks, run, out);
 }
 
 /* The recomputing stack backwards: a checkpointed record in the workspace, then its
@@ -248,9 +250,10 @@ done:
 
 /* Encoder layer or stack. */
 static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
-                                 const attn_tensor *src, const attn_mask *mask,
-                                 const attn_mask *kpm, int is_causal, const attn_run *run,
-                                 const attn_tensor *dout, attn_tensor *dsrc) {
+                                 const attn_tensor *src, const attn_transformer_masks *masks,
+                                 const attn_run *run, const attn_tensor *dout,
+                                 attn_tensor *dsrc) {
+    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_SRC);
     const attn_transformer_config *c =
         is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
     attn__gmap g;
@@ -268,21 +271,21 @@ static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dsrc, "dsrc", 0}},
-                  ia[] = {{src, "src", 0},
-                          {attn__mask_t(mask), "mask", 0},
-                          {attn__mask_t(kpm), "src_key_padding_mask", 0},
-                          {dout, "dout", 0},
-                          {&P, "the module's parameters", 0},
-                          {&G, "the module's gradients", 0}};
+                  ia[4 + ATTN__TFM_N] = {{src, "src", 0},
+                                         {dout, "dout", 0},
+                                         {&P, "the module's parameters", 0},
+                                         {&G, "the module's gradients", 0}};
+        attn__tf_mask_args(k, ia + 4);
         ATTN_TRYG(attn__check_outputs(
             ctx, is_stack ? "attn_encoder_backward" : "attn_encoder_layer_backward", oa, 1, ia,
-            6));
+            ATTN__NARGS(ia)));
     }
     if (is_stack)
-        ATTN_TRYG(enc_stack_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy, d));
+        ATTN_TRYG(enc_stack_bwd(ctx, m->impl, &g, x, B, L, k.src_mask, k.src_key_padding_mask,
+                                k.src_is_causal, &rng, dy, d));
     else
-        ATTN_TRYG(attn__enc_layer_bwd(ctx, m->impl, &g, x, B, L, mask, kpm, is_causal, &rng, dy,
-                                      d));
+        ATTN_TRYG(attn__enc_layer_bwd(ctx, m->impl, &g, x, B, L, k.src_mask,
+                                      k.src_key_padding_mask, k.src_is_causal, &rng, dy, d));
     if (dsrc && dsrc->data) attn__store(d, dsrc);
 done:
     attn__ws_release(ctx, mk);
@@ -290,27 +293,25 @@ done:
 }
 
 attn_status attn_encoder_layer_backward(attn_ctx *ctx, const attn_module *m,
-                                        const attn_tensor *src, const attn_mask *src_mask,
-                                        const attn_mask *src_key_padding_mask, int is_causal,
-                                        const attn_run *run, const attn_tensor *dout,
-                                        attn_tensor *dsrc) {
+                                        const attn_tensor *src,
+                                        const attn_transformer_masks *masks, const attn_run *run,
+                                        const attn_tensor *dout, attn_tensor *dsrc) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_backward"));
-    return enc_bwd_entry(ctx, m, 0, src, src_mask, src_key_padding_mask, is_causal, run, dout,
-                         dsrc);
+    return enc_bwd_entry(ctx, m, 0, src, masks, run, dout, dsrc);
 }
 
 attn_status attn_encoder_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
-                                  const attn_mask *mask, const attn_mask *src_key_padding_mask,
-                                  int is_causal, const attn_run *run, const attn_tensor *dout,
-                                  attn_tensor *dsrc) {
+                                  const attn_transformer_masks *masks, const attn_run *run,
+                                  const attn_tensor *dout, attn_tensor *dsrc) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_backward"));
-    return enc_bwd_entry(ctx, m, 1, src, mask, src_key_padding_mask, is_causal, run, dout, dsrc);
+    return enc_bwd_entry(ctx, m, 1, src, masks, run, dout, dsrc);
 }
 
 static attn_status enc_train_entry(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
-                                   const attn_mask *mask, const attn_mask *kpm, int is_causal,
-                                   const attn_run *run, attn_tensor *out, attn_saved *saved) {
+                                   const attn_transformer_masks *masks, const attn_run *run,
+                                   attn_tensor *out, attn_saved *saved) {
     ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_SRC), kc;
     attn__saved_begin(saved);
     attn__stack one;
     const attn__stack *s = attn__as_stack(m, &one);
@@ -319,7 +320,7 @@ static attn_status enc_train_entry(attn_ctx *ctx, const attn_module *m, const at
     attn__tape *t = &saved->tape;
     const float *in;
     attn__seq_rec *rec;
-    attn_mask cm, ck;
+    attn_mask c[ATTN__TFM_N];
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &in));
@@ -331,20 +332,18 @@ static attn_status enc_train_entry(attn_ctx *ctx, const attn_module *m, const at
     {
         attn_tensor P = attn_view1(m->arena, m->numel);
         attn__arg oa[] = {{out, "out", 0}},
-                  ia[] = {{src, "src", 0}, {attn__mask_t(mask), "mask", 0},
-                          {attn__mask_t(kpm), "src_key_padding_mask", 0},
-                          {&P, "the module's parameters", 0}};
+                  ia[2 + ATTN__TFM_N] = {{src, "src", 0}, {&P, "the module's parameters", 0}};
+        attn__tf_mask_args(k, ia + 2);
         ATTN_TRYG(attn__check_outputs(ctx,
                                       m->kind == ATTN__ENCODER ? "attn_encoder_forward_train"
                                                                : "attn_encoder_layer_forward_train",
-                                      oa, 1, ia, 4));
+                                      oa, 1, ia, ATTN__NARGS(ia)));
     }
     ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
-    ATTN_TRYG(attn__saved_mask(ctx, t, mask, "src_mask", &cm));
-    ATTN_TRYG(attn__saved_mask(ctx, t, kpm, "src_key_padding_mask", &ck));
+    ATTN_TRYG(attn__tf_masks_saved(ctx, t, &k, c, &kc));
     ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 0, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
-                                  NULL, B, L, 0, attn__mask_opt(&cm), attn__mask_opt(&ck), NULL,
-                                  NULL, is_causal, &rng, &rec->st));
+                                  NULL, B, L, 0, kc.src_mask, kc.src_key_padding_mask, NULL, NULL,
+                                  kc.src_is_causal, &rng, &rec->st));
     attn__store(rec->st.out, out);
     attn__saved_end(saved, m, rec);
 done:
@@ -384,13 +383,12 @@ done:
 }
 
 attn_status attn_encoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
-                                             const attn_tensor *src, const attn_mask *src_mask,
-                                             const attn_mask *src_key_padding_mask,
-                                             int is_causal, const attn_run *run,
-                                             attn_tensor *out, attn_saved *saved) {
+                                             const attn_tensor *src,
+                                             const attn_transformer_masks *masks,
+                                             const attn_run *run, attn_tensor *out,
+                                             attn_saved *saved) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_forward_train"));
-    return enc_train_entry(ctx, m, src, src_mask, src_key_padding_mask, is_causal, run, out,
-                           saved);
+    return enc_train_entry(ctx, m, src, masks, run, out, saved);
 }
 
 attn_status attn_encoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
@@ -401,12 +399,11 @@ attn_status attn_encoder_layer_backward_saved(attn_ctx *ctx, const attn_module *
 }
 
 attn_status attn_encoder_forward_train(attn_ctx *ctx, const attn_module *m,
-                                       const attn_tensor *src, const attn_mask *mask,
-                                       const attn_mask *src_key_padding_mask, int is_causal,
+                                       const attn_tensor *src, const attn_transformer_masks *masks,
                                        const attn_run *run, attn_tensor *out,
                                        attn_saved *saved) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_forward_train"));
-    return enc_train_entry(ctx, m, src, mask, src_key_padding_mask, is_causal, run, out, saved);
+    return enc_train_entry(ctx, m, src, masks, run, out, saved);
 }
 
 attn_status attn_encoder_backward_saved(attn_ctx *ctx, const attn_module *m,

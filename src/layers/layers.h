@@ -37,7 +37,8 @@ static inline double attn__xavier_bound(int64_t fan_in, int64_t fan_out) {
 typedef enum attn__kind {
     ATTN__LINEAR, ATTN__LAYER_NORM, ATTN__EMBEDDING, ATTN__SEED, ATTN__MHA, ATTN__GENERAL,
     ATTN__ADDITIVE, ATTN__FFN, ATTN__ENC_LAYER, ATTN__DEC_LAYER, ATTN__ENCODER, ATTN__DECODER,
-    ATTN__TRANSFORMER, ATTN__GPT, ATTN__VIT_EMBED, ATTN__SEQ2SEQ, ATTN__BERT
+    ATTN__TRANSFORMER, ATTN__GPT, ATTN__VIT_EMBED, ATTN__SEQ2SEQ, ATTN__BERT,
+    ATTN__VIT
 } attn__kind;
 
 struct attn_module {

@@ -70,6 +70,18 @@ attn_status attn__stack_new(attn_ctx *ctx, attn__kind kind, const attn_transform
     return attn__module_done(ctx, m, st, out);
 }
 
+attn_status attn__tf_masks_saved(attn_ctx *ctx, attn__tape *t, const attn_transformer_masks *k,
+                                 attn_mask *c, attn_transformer_masks *out) {
+    *out = *k;
+    for (int i = 0; i < ATTN__TFM_N; i++) {
+        const char *name;
+        const attn_mask **m = attn__tf_mask_at(out, i, &name);
+        ATTN_TRY(attn__saved_mask(ctx, t, *m, name, &c[i]));
+        *m = attn__mask_opt(&c[i]);
+    }
+    return ATTN_OK;
+}
+
 /* Encoder stack over x [B, L, E] in place. */
 attn_status attn__enc_run(attn_ctx *ctx, const attn__stack *s, float *x, int64_t B, int64_t L,
                            const attn_mask *mask, const attn_mask *kpm, int is_causal,

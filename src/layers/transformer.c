@@ -65,13 +65,10 @@ attn_status attn_transformer_create(attn_ctx *ctx, const attn_transformer_config
 }
 
 attn_status attn_transformer_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
-                                     const attn_tensor *tgt, const attn_mask *src_mask,
-                                     const attn_mask *tgt_mask, const attn_mask *memory_mask,
-                                     const attn_mask *src_key_padding_mask,
-                                     const attn_mask *tgt_key_padding_mask,
-                                     const attn_mask *memory_key_padding_mask,
-                                     int tgt_is_causal, const attn_run *run, attn_tensor *out) {
+                                     const attn_tensor *tgt, const attn_transformer_masks *masks,
+                                     const attn_run *run, attn_tensor *out) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__TRANSFORMER, "attn_transformer_forward"));
+    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_ALL);
     const attn__stack *s = m->impl;
     int64_t B = 0, S = 0, T = 0, E = s->cfg.d_model;
     attn__mark mk = attn__ws_mark(ctx);
@@ -89,24 +86,22 @@ attn_status attn_transformer_forward(attn_ctx *ctx, const attn_module *m, const 
     {
         attn_tensor P = attn_view1(m->arena, m->numel);
         attn__arg oa[] = {{out, "out", 0}},
-                  ia[] = {{src, "src", 0},
-                          {tgt, "tgt", 0},
-                          {attn__mask_t(src_mask), "src_mask", 0},
-                          {attn__mask_t(tgt_mask), "tgt_mask", 0},
-                          {attn__mask_t(memory_mask), "memory_mask", 0},
-                          {attn__mask_t(src_key_padding_mask), "src_key_padding_mask", 0},
-                          {attn__mask_t(tgt_key_padding_mask), "tgt_key_padding_mask", 0},
-                          {attn__mask_t(memory_key_padding_mask), "memory_key_padding_mask", 0},
-                          {&P, "the module's parameters", 0}};
-        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_forward", oa, 1, ia, 9));
+                  ia[3 + ATTN__TFM_N] = {{src, "src", 0},
+                                         {tgt, "tgt", 0},
+                                         {&P, "the module's parameters", 0}};
+        attn__tf_mask_args(k, ia + 3);
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_forward", oa, 1, ia,
+                                      ATTN__NARGS(ia)));
     }
     ATTN_TRYG(attn__ws_f32(ctx, &mem, B, S, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
     memcpy(mem, sp, (size_t)(B * S * E) * sizeof(float));
     memcpy(x, tp, (size_t)(B * T * E) * sizeof(float));
-    ATTN_TRYG(attn__enc_run(ctx, s, mem, B, S, src_mask, src_key_padding_mask, 0, &rng));
-    ATTN_TRYG(attn__dec_run(ctx, s, x, mem, B, T, S, tgt_mask, memory_mask, tgt_key_padding_mask,
-                      memory_key_padding_mask, tgt_is_causal, &rng, NULL));
+    ATTN_TRYG(attn__enc_run(ctx, s, mem, B, S, k.src_mask, k.src_key_padding_mask,
+                            k.src_is_causal, &rng));
+    ATTN_TRYG(attn__dec_run(ctx, s, x, mem, B, T, S, k.tgt_mask, k.memory_mask,
+                            k.tgt_key_padding_mask, k.memory_key_padding_mask, k.tgt_is_causal,
+                            &rng, NULL));
     attn__store(x, out);
 done:
     attn__ws_release(ctx, mk);
@@ -120,15 +115,14 @@ typedef struct tf_rec {
 
 static attn_status tf_fwd_rec(attn_ctx *ctx, const attn__stack *s, attn__tape *t, int ckpt,
                               const float *sp, const float *tp, int64_t B, int64_t S, int64_t T,
-                              const attn_mask *src_mask, const attn_mask *tgt_mask,
-                              const attn_mask *memory_mask, const attn_mask *src_kpm,
-                              const attn_mask *tgt_kpm, const attn_mask *memory_kpm,
-                              int tgt_is_causal, attn__rng *rng, tf_rec *rec) {
+                              const attn_transformer_masks *k, attn__rng *rng, tf_rec *rec) {
     /* the decoder's dropout stream starts where the encoder's ended */
-    ATTN_TRY(attn__stack_fwd_rec(ctx, s, 0, ckpt, t, sp, NULL, B, S, 0, src_mask, src_kpm, NULL,
-                                 NULL, 0, rng, &rec->enc));
-    return attn__stack_fwd_rec(ctx, s, 1, ckpt, t, tp, rec->enc.out, B, T, S, tgt_mask, tgt_kpm,
-                               memory_mask, memory_kpm, tgt_is_causal, rng, &rec->dec);
+    ATTN_TRY(attn__stack_fwd_rec(ctx, s, 0, ckpt, t, sp, NULL, B, S, 0, k->src_mask,
+                                 k->src_key_padding_mask, NULL, NULL, k->src_is_causal, rng,
+                                 &rec->enc));
+    return attn__stack_fwd_rec(ctx, s, 1, ckpt, t, tp, rec->enc.out, B, T, S, k->tgt_mask,
+                               k->tgt_key_padding_mask, k->memory_mask,
+                               k->memory_key_padding_mask, k->tgt_is_causal, rng, &rec->dec);
 }
 
 /* dy [B, T, E] -> ds [B, S, E], dt [B, T, E] (overwritten). */
@@ -148,15 +142,11 @@ done:
 
 attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
                                       const attn_tensor *src, const attn_tensor *tgt,
-                                      const attn_mask *src_mask, const attn_mask *tgt_mask,
-                                      const attn_mask *memory_mask,
-                                      const attn_mask *src_key_padding_mask,
-                                      const attn_mask *tgt_key_padding_mask,
-                                      const attn_mask *memory_key_padding_mask,
-                                      int tgt_is_causal, const attn_run *run,
+                                      const attn_transformer_masks *masks, const attn_run *run,
                                       const attn_tensor *dout, attn_tensor *dsrc,
                                       attn_tensor *dtgt) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__TRANSFORMER, "attn_transformer_backward"));
+    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_ALL);
     const attn__stack *s = m->impl;
     attn__gmap g;
     ATTN_TRY(attn__module_gmap(ctx, m, &g));
@@ -175,25 +165,19 @@ attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dsrc, "dsrc", 0}, {dtgt, "dtgt", 0}},
-                  ia[] = {{src, "src", 0},
-                          {tgt, "tgt", 0},
-                          {attn__mask_t(src_mask), "src_mask", 0},
-                          {attn__mask_t(tgt_mask), "tgt_mask", 0},
-                          {attn__mask_t(memory_mask), "memory_mask", 0},
-                          {attn__mask_t(src_key_padding_mask), "src_key_padding_mask", 0},
-                          {attn__mask_t(tgt_key_padding_mask), "tgt_key_padding_mask", 0},
-                          {attn__mask_t(memory_key_padding_mask), "memory_key_padding_mask", 0},
-                          {dout, "dout", 0},
-                          {&P, "the module's parameters", 0},
-                          {&G, "the module's gradients", 0}};
-        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_backward", oa, 2, ia, 11));
+                  ia[5 + ATTN__TFM_N] = {{src, "src", 0},
+                                         {tgt, "tgt", 0},
+                                         {dout, "dout", 0},
+                                         {&P, "the module's parameters", 0},
+                                         {&G, "the module's gradients", 0}};
+        attn__tf_mask_args(k, ia + 5);
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_backward", oa, 2, ia,
+                                      ATTN__NARGS(ia)));
     }
     ATTN_TRYG(attn__ws_f32(ctx, &ds, B, S, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dt, B, T, E, 1));
     /* recompute: checkpointed records (each layer's input) in the workspace */
-    ATTN_TRYG(tf_fwd_rec(ctx, s, NULL, 1, sp, tp, B, S, T, src_mask, tgt_mask, memory_mask,
-                         src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask,
-                         tgt_is_causal, &rng, &rec));
+    ATTN_TRYG(tf_fwd_rec(ctx, s, NULL, 1, sp, tp, B, S, T, &k, &rng, &rec));
     ATTN_TRYG(tf_bwd_rec(ctx, s, &g, &rec, dy, ds, dt));
     if (dsrc && dsrc->data) attn__store(ds, dsrc);
     if (dtgt && dtgt->data) attn__store(dt, dtgt);
@@ -202,13 +186,13 @@ done:
     return st;
 }
 
-attn_status attn_transformer_forward_train(
-    attn_ctx *ctx, const attn_module *m, const attn_tensor *src, const attn_tensor *tgt,
-    const attn_mask *src_mask, const attn_mask *tgt_mask, const attn_mask *memory_mask,
-    const attn_mask *src_key_padding_mask, const attn_mask *tgt_key_padding_mask,
-    const attn_mask *memory_key_padding_mask, int tgt_is_causal, const attn_run *run,
-    attn_tensor *out, attn_saved *saved) {
+attn_status attn_transformer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                           const attn_tensor *src, const attn_tensor *tgt,
+                                           const attn_transformer_masks *masks,
+                                           const attn_run *run, attn_tensor *out,
+                                           attn_saved *saved) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__TRANSFORMER, "attn_transformer_forward_train"));
+    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_ALL), kc;
     ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
     attn__saved_begin(saved);
     const attn__stack *s = m->impl;
@@ -217,7 +201,7 @@ attn_status attn_transformer_forward_train(
     attn__tape *t = &saved->tape;
     const float *sp, *tp;
     tf_rec *rec;
-    attn_mask c[6];
+    attn_mask c[ATTN__TFM_N];
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &S, &sp));
@@ -230,29 +214,17 @@ attn_status attn_transformer_forward_train(
     {
         attn_tensor P = attn_view1(m->arena, m->numel);
         attn__arg oa[] = {{out, "out", 0}},
-                  ia[] = {{src, "src", 0},
-                          {tgt, "tgt", 0},
-                          {attn__mask_t(src_mask), "src_mask", 0},
-                          {attn__mask_t(tgt_mask), "tgt_mask", 0},
-                          {attn__mask_t(memory_mask), "memory_mask", 0},
-                          {attn__mask_t(src_key_padding_mask), "src_key_padding_mask", 0},
-                          {attn__mask_t(tgt_key_padding_mask), "tgt_key_padding_mask", 0},
-                          {attn__mask_t(memory_key_padding_mask), "memory_key_padding_mask", 0},
-                          {&P, "the module's parameters", 0}};
-        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_forward_train", oa, 1, ia, 9));
+                  ia[3 + ATTN__TFM_N] = {{src, "src", 0},
+                                         {tgt, "tgt", 0},
+                                         {&P, "the module's parameters", 0}};
+        attn__tf_mask_args(k, ia + 3);
+        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_forward_train", oa, 1, ia,
+                                      ATTN__NARGS(ia)));
     }
     ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
-    ATTN_TRYG(attn__saved_mask(ctx, t, src_mask, "src_mask", &c[0]));
-    ATTN_TRYG(attn__saved_mask(ctx, t, tgt_mask, "tgt_mask", &c[1]));
-    ATTN_TRYG(attn__saved_mask(ctx, t, memory_mask, "memory_mask", &c[2]));
-    ATTN_TRYG(attn__saved_mask(ctx, t, src_key_padding_mask, "src_key_padding_mask", &c[3]));
-    ATTN_TRYG(attn__saved_mask(ctx, t, tgt_key_padding_mask, "tgt_key_padding_mask", &c[4]));
-    ATTN_TRYG(attn__saved_mask(ctx, t, memory_key_padding_mask, "memory_key_padding_mask",
-                               &c[5]));
+    ATTN_TRYG(attn__tf_masks_saved(ctx, t, &k, c, &kc));
     ATTN_TRYG(tf_fwd_rec(ctx, s, t, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, sp, tp, B, S, T,
-                         attn__mask_opt(&c[0]), attn__mask_opt(&c[1]), attn__mask_opt(&c[2]),
-                         attn__mask_opt(&c[3]), attn__mask_opt(&c[4]), attn__mask_opt(&c[5]),
-                         tgt_is_causal, &rng, rec));
+                         &kc, &rng, rec));
     attn__store(rec->dec.out, out);
     attn__saved_end(saved, m, rec);
 done:

@@ -133,6 +133,64 @@ ATTN__HIDDEN attn_status attn__dec_layer_bwd(attn_ctx *ctx, const attn__dec_laye
                                              int tgt_is_causal, attn__rng *rng,
                                              const float *dout, float *dx, float *dmem);
 
+/* ---- the masks of the public entry points (encoder.c, decoder.c, transformer.c) -------- */
+/* Which members of attn_transformer_masks an entry point reads: the encoder's (src_*), the
+ * decoder's (tgt_*, memory_*), or both (nn.Transformer). */
+enum { ATTN__TFM_SRC = 1, ATTN__TFM_DEC = 2, ATTN__TFM_ALL = 3 };
+/* The number of mask members (attn__tf_mask_args, attn__tf_masks_saved). */
+#define ATTN__TFM_N 6
+
+/* The one reading of a caller's masks (NULL: none): the members `which` selects, as given;
+ * the others NULL and 0.  The entry points pass the members on to the positional helpers. */
+static inline attn_transformer_masks attn__tf_masks(const attn_transformer_masks *m,
+                                                    int which) {
+    attn_transformer_masks k;
+    memset(&k, 0, sizeof k);
+    if (m && (which & ATTN__TFM_SRC)) {
+        k.src_mask = m->src_mask;
+        k.src_key_padding_mask = m->src_key_padding_mask;
+        k.src_is_causal = m->src_is_causal;
+    }
+    if (m && (which & ATTN__TFM_DEC)) {
+        k.tgt_mask = m->tgt_mask;
+        k.memory_mask = m->memory_mask;
+        k.tgt_key_padding_mask = m->tgt_key_padding_mask;
+        k.memory_key_padding_mask = m->memory_key_padding_mask;
+        k.tgt_is_causal = m->tgt_is_causal;
+    }
+    return k;
+}
+
+/* Mask member i of k (0 <= i < ATTN__TFM_N: src_mask, tgt_mask, memory_mask, then the key
+ * padding masks in the same order) and its name. */
+static inline const attn_mask **attn__tf_mask_at(attn_transformer_masks *k, int i,
+                                                 const char **name) {
+    switch (i) {
+    case 0: return *name = "src_mask", &k->src_mask;
+    case 1: return *name = "tgt_mask", &k->tgt_mask;
+    case 2: return *name = "memory_mask", &k->memory_mask;
+    case 3: return *name = "src_key_padding_mask", &k->src_key_padding_mask;
+    case 4: return *name = "tgt_key_padding_mask", &k->tgt_key_padding_mask;
+    default: return *name = "memory_key_padding_mask", &k->memory_key_padding_mask;
+    }
+}
+
+/* The masks of k as ATTN__TFM_N inputs of attn__check_outputs, named as the members (an
+ * absent mask has no tensor and is skipped there). */
+static inline void attn__tf_mask_args(attn_transformer_masks k, attn__arg *a) {
+    for (int i = 0; i < ATTN__TFM_N; i++) {
+        a[i].t = attn__mask_t(*attn__tf_mask_at(&k, i, &a[i].name));
+        a[i].same_ok = 0;
+    }
+}
+
+/* Copies of the masks of k in the tape t (attn__saved_mask: validated, contiguous), so that a
+ * record does not read the caller's memory: c[ATTN__TFM_N] receives the copies, *out the
+ * masks of k pointing at them (NULL where absent) and k's causal flags. */
+ATTN__HIDDEN attn_status attn__tf_masks_saved(attn_ctx *ctx, attn__tape *t,
+                                              const attn_transformer_masks *k, attn_mask *c,
+                                              attn_transformer_masks *out);
+
 /* ---- stack modules (stack.c) --------------------------------------------------------- */
 /* Creates a stack module of the given kind (impl bytes, an attn__stack first): nenc encoder
  * layers under prefix ep, ndec decoder layers under dp, final norms en / dn (NULL = none). */
