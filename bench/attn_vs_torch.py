@@ -19,8 +19,11 @@ gpt-step: attn writes its initial weights and its batch (--save-init); the PyTor
 same GPT built from nn.TransformerEncoderLayer, norm_first, GELU, causal, LM head tied to the
 token embedding, loaded from that file; torch.optim.AdamW with attn's settings) runs the same steps, and the script checks that
 its losses over the first 3 steps match attn's to 1e-4 relative before it compares times
-(median ms/step, tokens/s) and peak RSS (each framework in its own process).  Needs
-`pip install torch`.
+(median ms/step, tokens/s) and peak RSS (each framework in its own process).  With
+`--dtype bf16` (attn's mixed precision: matmul operands rounded to bf16, f32 accumulation and
+master weights) the twin runs twice, in float32 and under torch.autocast(bfloat16) (PyTorch's
+mixed precision: oneDNN bf16 matmuls), the losses are compared to 2e-3 relative (bf16 operands
+round differently), and the speed-up is given against both.  Needs `pip install torch`.
 """
 import json
 import os
@@ -130,9 +133,11 @@ def read_safetensors(path):
     return out, meta
 
 
-def torch_gpt_step(path, threads, repeat):
+def torch_gpt_step(path, threads, repeat, autocast=False):
     """The PyTorch twin of attn bench --op gpt-step, from attn's initial weights and batch:
-    the losses of the warm-up and timed steps, the median ms/step, the peak RSS."""
+    the losses of the warm-up and timed steps, the median ms/step, the peak RSS.  autocast:
+    forward and loss under torch.autocast("cpu", torch.bfloat16)."""
+    import contextlib
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -173,7 +178,9 @@ def torch_gpt_step(path, threads, repeat):
     for i in range(repeat + 1):  # step 0 is the warm-up, as in attn bench
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(ids).reshape(-1, V), tgt.reshape(-1))
+        with (torch.autocast("cpu", dtype=torch.bfloat16) if autocast
+              else contextlib.nullcontext()):
+            loss = F.cross_entropy(model(ids).reshape(-1, V).float(), tgt.reshape(-1))
         loss.backward()
         opt.step()
         if i > 0:
@@ -192,33 +199,44 @@ def gpt_step(attn, args):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "init.safetensors")
         cfg = attn_run(attn, args + ["--save-init", path])
-        r = subprocess.run([sys.executable, __file__, "--torch-gpt-step", path, str(threads),
-                            str(repeat)], capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.stderr.write(r.stderr)
-            return 1
-        tw = json.loads(r.stdout)
+        mixed = cfg.get("matmul", "f32") == "bf16"
+        twins = []
+        for mode in (["f32", "bf16"] if mixed else ["f32"]):
+            r = subprocess.run([sys.executable, __file__, "--torch-gpt-step", path, str(threads),
+                                str(repeat), mode], capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.stderr.write(r.stderr)
+                return 1
+            twins.append((mode, json.loads(r.stdout)))
+    tw = twins[-1][1]  # the like-for-like twin: autocast bf16 when attn runs mixed precision
+    tol = 2e-3 if mixed else 1e-4
     a, t = cfg["losses"][:3], tw["losses"][:3]
     rel = max(abs(x - y) / max(abs(y), 1e-30) for x, y in zip(a, t))
     print(f"gpt-step: {cfg['layers']} layers, E={cfg['d_model']} (H={cfg['heads']}), "
           f"T={cfg['len']}, B={cfg['batch']}, vocab {cfg['vocab']}, {cfg['params']} "
-          f"parameters, {threads} threads")
+          f"parameters, {threads} threads, matmuls {'bf16 (mixed precision)' if mixed else 'f32'}")
     print(f"losses of the first 3 steps: attn {', '.join(f'{x:.6f}' for x in a)}; "
           f"torch {', '.join(f'{x:.6f}' for x in t)}; max relative difference {rel:.2e}")
-    if not rel <= 1e-4:
-        print("gpt-step: the twin does not compute the same steps (losses differ by more than "
-              "1e-4 relative); not timed", file=sys.stderr)
+    if not rel <= tol:
+        print(f"gpt-step: the twin does not compute the same steps (losses differ by more than "
+              f"{tol:g} relative); not timed", file=sys.stderr)
         return 1
     N = cfg["batch"] * cfg["len"]
-    am, tm = cfg["median_ms"], tw["median_ms"]
-    print(f"{'':6} {'ms/step':>10} {'tokens/s':>10} {'GFLOP/s':>9} {'peak RSS MiB':>13}")
-    print(f"{'attn':6} {am:10.1f} {N / am * 1e3:10.0f} {cfg['gflops']:9.1f} "
+    am = cfg["median_ms"]
+    print(f"{'':12} {'ms/step':>10} {'tokens/s':>10} {'GFLOP/s':>9} {'peak RSS MiB':>13}")
+    print(f"{'attn':12} {am:10.1f} {N / am * 1e3:10.0f} {cfg['gflops']:9.1f} "
           f"{cfg['peak_rss_mib']:13.0f}")
-    print(f"{'torch':6} {tm:10.1f} {N / tm * 1e3:10.0f} "
-          f"{cfg['gflop_per_step'] / tm * 1e3:9.1f} {tw['peak_rss_mib']:13.0f}")
-    print(f"speed-up (torch ms / attn ms): {tm / am:.2f}x; peak RSS attn / torch: "
-          f"{cfg['peak_rss_mib'] / tw['peak_rss_mib']:.2f}; FMA peak "
-          f"{cfg['fma_peak_gflops']:.0f} GFLOP/s ({cfg['fma_isa']})", flush=True)
+    for mode, w in twins:
+        tm = w["median_ms"]
+        name = "torch" if mode == "f32" else "torch bf16"
+        print(f"{name:12} {tm:10.1f} {N / tm * 1e3:10.0f} "
+              f"{cfg['gflop_per_step'] / tm * 1e3:9.1f} {w['peak_rss_mib']:13.0f}")
+    for mode, w in twins:
+        tm = w["median_ms"]
+        name = "torch" if mode == "f32" else "torch autocast bf16"
+        print(f"speed-up vs {name} (torch ms / attn ms): {tm / am:.2f}x; peak RSS attn / "
+              f"torch: {cfg['peak_rss_mib'] / w['peak_rss_mib']:.2f}")
+    print(f"FMA peak {cfg['fma_peak_gflops']:.0f} GFLOP/s ({cfg['fma_isa']})", flush=True)
     return 0
 
 
@@ -237,7 +255,8 @@ def main():
         print(__doc__)
         return 2
     if sys.argv[1] == "--torch-gpt-step":  # the twin, in its own process (its own peak RSS)
-        print(json.dumps(torch_gpt_step(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
+        print(json.dumps(torch_gpt_step(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+                                        len(sys.argv) > 5 and sys.argv[5] == "bf16")))
         return 0
     attn, rest = sys.argv[1], sys.argv[2:]
     if opt(rest, "--op", "") == "gpt-step":

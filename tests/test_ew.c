@@ -20,7 +20,14 @@
  *    at most 1.95e-6 relative where |gelu| > 1e-3, 2.4e-7 absolute (2.1e-6 and 2.4e-7 on
  *    every 4th float).  Below |gelu| = 1e-5 (x < -4.6) the relative error grows (below 1%
  *    down to x = -7, then 0 is returned: |gelu| < 1e-11).  The check:
- *    |err| <= 2.5e-6 max(|gelu|, 1e-5). */
+ *    |err| <= 2.5e-6 max(|gelu|, 1e-5).
+ *  - the backwards (attn__layer_norm_bwd, attn__act_bwd over the context's threads) against
+ *    the double references, on every instruction set the context can be given: layer norm dx
+ *    within 2e-6 of max|dx| (measured about 3e-7: float sums of E products), dw and db within
+ *    1e-6 relative to their scale (double sums as the reference; the float row statistics
+ *    differ in the last bits), with weight and without, dx aliasing dy; GELU' within 1e-6
+ *    absolute of dy's scale (Phi from the forward's polynomial, phi from exp2), ReLU exact; a
+ *    NaN in x or dy gives a NaN; 1 and 3 threads give the same bits. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -318,6 +325,80 @@ static void test_threads(void) {
     free(r);
 }
 
+/* Backward kernels vs the double references (see the header). */
+static void test_backward(void) {
+    attn_ctx *c[2] = {NULL, NULL};
+    for (int t = 0; t < 2; t++) {
+        attn_ctx_params p;
+        memset(&p, 0, sizeof p);
+        p.threads = t ? 3 : 1;
+        if (attn_ctx_create(&p, &c[t]) != ATTN_OK) return;
+    }
+    enum { M = 67, E = 203 };
+    static float x[M * E], dy[M * E], dx0[M * E], dx[2][M * E], w[E], dw0[E], db0[E], dw[2][E],
+        db[2][E];
+    tu_fill(x, M * E, 11, -3, 3);
+    for (int i = 0; i < M * E; i++) x[i] += (float)(i / E) * 0.25f; /* rows with offsets */
+    tu_fill(dy, M * E, 12, -1, 1);
+    tu_fill(w, E, 13, 0.5f, 1.5f);
+    for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+        if (!attn__isa_set(c[0], isa) || !attn__isa_set(c[1], isa)) continue;
+        for (int ww = 0; ww < 2; ww++) {
+            const float *wp = ww ? w : NULL;
+            memset(dw0, 0, sizeof dw0), memset(db0, 0, sizeof db0);
+            attn__layer_norm_bwd_ref(x, E, wp, 1e-5f, dy, E, dx0, E, dw0, db0, M, E);
+            double mx = 0, mw = 0, mb = 0;
+            for (int i = 0; i < M * E; i++) mx = fmax(mx, fabs(dx0[i]));
+            for (int e = 0; e < E; e++) mw = fmax(mw, fabs(dw0[e])), mb = fmax(mb, fabs(db0[e]));
+            for (int t = 0; t < 2; t++) {
+                memset(dw[t], 0, sizeof dw[t]), memset(db[t], 0, sizeof db[t]);
+                memcpy(dx[t], dy, sizeof dy); /* dx aliases dy */
+                TU_STATUS(attn__layer_norm_bwd(c[t], x, E, wp, 1e-5f, dx[t], E, dx[t], E, dw[t],
+                                               db[t], M, E),
+                          ATTN_OK, c[t]);
+            }
+            double ex = 0, ew = 0, eb = 0;
+            for (int i = 0; i < M * E; i++) ex = fmax(ex, fabs(dx[0][i] - dx0[i]));
+            for (int e = 0; e < E; e++)
+                ew = fmax(ew, fabs(dw[0][e] - dw0[e])), eb = fmax(eb, fabs(db[0][e] - db0[e]));
+            TU_CHECK(ex <= 2e-6 * mx && ew <= 1e-6 * mw && eb <= 1e-6 * mb,
+                     "layer_norm_bwd %s, weight %d: errors dx %.3g dw %.3g db %.3g (scales %.3g "
+                     "%.3g %.3g)", attn__isa_name(isa), ww, ex, ew, eb, mx, mw, mb);
+            TU_CHECK(!memcmp(dx[0], dx[1], sizeof dx[0]) && !memcmp(dw[0], dw[1], sizeof dw[0]) &&
+                         !memcmp(db[0], db[1], sizeof db[0]),
+                     "layer_norm_bwd %s: 3 threads differ from 1", attn__isa_name(isa));
+        }
+        const attn_activation acts[2] = {ATTN_ACT_GELU, ATTN_ACT_RELU};
+        static float xa[M * E];
+        for (int i = 0; i < M * E; i++) xa[i] = -9.0f + 18.0f * (float)i / (float)(M * E);
+        xa[5] = 0.0f, xa[6] = -0.0f;
+        for (int a = 0; a < 2; a++) {
+            attn__act_bwd_ref(acts[a], xa, dy, dx0, M * E);
+            for (int t = 0; t < 2; t++) attn__act_bwd(c[t], acts[a], xa, dy, dx[t], M * E);
+            double e = 0;
+            for (int i = 0; i < M * E; i++) e = fmax(e, fabs(dx[0][i] - dx0[i]));
+            TU_CHECK(e <= (a ? 0.0 : 1e-6), "act_bwd %s %d: max error %.3g",
+                     attn__isa_name(isa), a, e);
+            TU_CHECK(!memcmp(dx[0], dx[1], sizeof dx[0]), "act_bwd %s %d: threads differ",
+                     attn__isa_name(isa), a);
+        }
+        float xn[3] = {NAN, 1.0f, 2.0f}, dn[3] = {1.0f, NAN, 1.0f}, o[3];
+        attn__act_bwd(c[0], ATTN_ACT_GELU, xn, dn, o, 3);
+        TU_CHECK(isnan(o[0]) && isnan(o[1]) && !isnan(o[2]), "act_bwd %s: NaN handling",
+                 attn__isa_name(isa));
+        float xl[2 * 16], dl[2 * 16], ol[2 * 16];
+        tu_fill(xl, 32, 14, -1, 1);
+        tu_fill(dl, 32, 15, -1, 1);
+        xl[3] = NAN;
+        TU_STATUS(attn__layer_norm_bwd(c[0], xl, 16, NULL, 1e-5f, dl, 16, ol, 16, NULL, NULL, 2,
+                                       16),
+                  ATTN_OK, c[0]);
+        TU_CHECK(isnan(ol[0]) && !isnan(ol[16]), "layer_norm_bwd %s: a NaN row is NaN only",
+                 attn__isa_name(isa));
+    }
+    for (int t = 0; t < 2; t++) attn_ctx_free(c[t]);
+}
+
 int main(void) {
     const attn__ew_kernel *fast =
         attn__isa_supported(ATTN__ISA_AVX512) ? attn__ew_kernel_avx512() : NULL;
@@ -331,5 +412,6 @@ int main(void) {
     test_add_ln(vec, nv);
     test_gelu(vec, nv);
     test_threads();
+    test_backward();
     return tu_finish("test_ew");
 }

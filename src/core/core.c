@@ -556,10 +556,30 @@ attn_status attn__check_finite(attn_ctx *ctx, const attn_tensor *t, const char *
     if (!t || !t->data || t->dtype != ATTN_F32) return ATTN_OK;
     const float *p = t->data;
     int64_t bad = -1;
-    ATTN__FOR_EACH(t, off, {
-        float x = p[off];
-        if (bad < 0 && !isfinite(x) && !(allow_neg_inf && x == -INFINITY)) bad = off;
-    });
+    if (attn_tensor_is_contiguous(t)) {
+        /* blocks of 1024 scanned branch-free (all exponent bits set: an infinity or a NaN),
+         * only a block that has one scanned again for the first that counts */
+        int64_t n = attn_tensor_numel(t);
+        for (int64_t i0 = 0; i0 < n && bad < 0; i0 += 1024) {
+            int64_t i1 = n - i0 < 1024 ? n : i0 + 1024;
+            uint32_t any = 0;
+            for (int64_t i = i0; i < i1; i++) {
+                uint32_t u;
+                memcpy(&u, p + i, sizeof u);
+                any |= (u & 0x7f800000u) == 0x7f800000u;
+            }
+            for (int64_t i = i0; any && i < i1; i++)
+                if (!isfinite(p[i]) && !(allow_neg_inf && p[i] == -INFINITY)) {
+                    bad = i;
+                    break;
+                }
+        }
+    } else {
+        ATTN__FOR_EACH(t, off, {
+            float x = p[off];
+            if (bad < 0 && !isfinite(x) && !(allow_neg_inf && x == -INFINITY)) bad = off;
+        });
+    }
     if (bad >= 0)
         return attn__fail(ctx, ATTN_E_NONFINITE, "%s contains %s", what,
                           isnan(p[bad]) ? "NaN" : "an infinity");

@@ -103,7 +103,7 @@ static void bias_gelu_ref(float *y, int64_t ldy, const float *b, int64_t M, int6
         }
 }
 
-static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref};
+static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref, NULL, NULL, NULL, NULL};
 
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 

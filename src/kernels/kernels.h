@@ -103,6 +103,16 @@ ATTN__HIDDEN void attn__layer_norm_bwd_ref(const float *x, int64_t ldx, const fl
                                            float eps, const float *dy, int64_t lddy, float *dx,
                                            int64_t lddx, float *dw, float *db, int64_t M,
                                            int64_t E);
+/* The same two backwards on the context's kernels and threads (src/kernels/ew_bwd.c): the
+ * float row kernels of ctx->kern.ew where it has them (error against the references: a few
+ * float ulps of the result's scale), else the references themselves.  Same bits for any thread
+ * count.  attn__layer_norm_bwd fails only when its workspace cannot be allocated. */
+ATTN__HIDDEN attn_status attn__layer_norm_bwd(attn_ctx *ctx, const float *x, int64_t ldx,
+                                              const float *w, float eps, const float *dy,
+                                              int64_t lddy, float *dx, int64_t lddx, float *dw,
+                                              float *db, int64_t M, int64_t E);
+ATTN__HIDDEN void attn__act_bwd(attn_ctx *ctx, attn_activation act, const float *x,
+                                const float *dy, float *dx, int64_t n);
 /* forward: y = softmax(x[n]).  dx = y * (dy - sum(dy * y)); dx may alias dy. */
 ATTN__HIDDEN void attn__softmax_row_bwd(const float *y, const float *dy, float *dx, int64_t n);
 

@@ -119,7 +119,7 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
     /* d = gradient of the residual stream, block by block */
     if (pre) attn__copy_f(d, dout, n);
-    else attn__ln_bwd(g, &l->norm3, sv->r3, dout, d, M);
+    else ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm3, sv->r3, dout, d, M));
     /* feed-forward block: r3 = base3 + drop3(ffn(n3)) */
     attn__copy_f(t, d, n);
     r = sv->d3;
@@ -128,11 +128,11 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
                                   sv->n3, t, dq, M));
     /* dq = d n3 */
     if (pre) {
-        attn__ln_bwd(g, &l->norm3, sv->r2, dq, dq, M);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm3, sv->r2, dq, dq, M));
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r2 */
     } else {
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x2 (= n3) */
-        attn__ln_bwd(g, &l->norm2, sv->r2, d, d, M);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r2, d, d, M));
     }
     /* cross-attention block: r2 = base2 + drop2(ca(n2, mem)); d = d r2 */
     attn__copy_f(t, d, n);
@@ -143,11 +143,11 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     for (int64_t i = 0; i < ns; i++) dmem[i] += dk[i] + dv[i];
     /* dq = d n2 */
     if (pre) {
-        attn__ln_bwd(g, &l->norm2, sv->r1, dq, dq, M);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r1, dq, dq, M));
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r1 */
     } else {
         for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x1 (= n2) */
-        attn__ln_bwd(g, &l->norm1, sv->r1, d, d, M);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->r1, d, d, M));
     }
     /* self-attention block: r1 = x0 + drop1(sa(in)); d = d r1 */
     attn__copy_f(t, d, n);
@@ -157,7 +157,7 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, in, in, in, B, T, T, t, dq, dk,
                                   dv));
     for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i]; /* d in */
-    if (pre) attn__ln_bwd(g, &l->norm1, sv->x0, dq, dq, M);
+    if (pre) ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
     for (int64_t i = 0; i < n; i++) dx[i] = d[i] + dq[i];
 done:
     attn__ws_release(ctx, mk);

@@ -103,7 +103,7 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
         attn__dropout(&r, p, t, n);
         ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
                                       sv->x1, t, d1, M));
-        attn__ln_bwd(g, &l->norm2, sv->r1, d1, d1, M);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r1, d1, d1, M));
         for (int64_t i = 0; i < n; i++) d1[i] += dout[i]; /* d r1 */
         /* r1 = x0 + drop1(mha(n1 = norm1(x0))) */
         attn__copy_f(t, d1, n);
@@ -112,11 +112,11 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
         ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, sv->n1, sv->n1, sv->n1, B,
                                       L, L, t, dq, dk, dv));
         for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i];
-        attn__ln_bwd(g, &l->norm1, sv->x0, dq, dq, M);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
         for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
     } else {
         /* r2 = x1 + drop2(ffn(x1)); out = norm2(r2) */
-        attn__ln_bwd(g, &l->norm2, sv->r2, dout, d1, M);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r2, dout, d1, M));
         attn__copy_f(t, d1, n);
         r = sv->d2;
         attn__dropout(&r, p, t, n);
@@ -124,7 +124,7 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
                                       sv->x1, t, dq, M));
         for (int64_t i = 0; i < n; i++) d1[i] += dq[i]; /* d x1 */
         /* x1 = norm1(r1), r1 = x0 + drop1(mha(x0)) */
-        attn__ln_bwd(g, &l->norm1, sv->r1, d1, d1, M);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->r1, d1, d1, M));
         attn__copy_f(t, d1, n);
         r = sv->d1;
         attn__dropout(&r, p, t, n);

@@ -66,7 +66,7 @@ attn_status attn__ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1, const attn__
     ATTN_TRYG(attn__linear_bwd(ctx, sv->a, F, l2->weight, dy, l2->out, da, F,
                                attn__g(g, l2->weight), attn__g(g, l2->bias), M, F, l2->out));
     attn__dropout(&site, p, da, M * F);
-    attn__act_bwd_ref(act, sv->h, da, da, M * F);
+    attn__act_bwd(ctx, act, sv->h, da, da, M * F);
     ATTN_TRYG(attn__linear_bwd(ctx, x, l1->in, l1->weight, da, F, dx, l1->in,
                                attn__g(g, l1->weight), attn__g(g, l1->bias), M, l1->in, F));
 done:

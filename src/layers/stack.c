@@ -168,7 +168,7 @@ attn_status attn__stack_bwd_rec(attn_ctx *ctx, const attn__stack *s, const attn_
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, s->cfg.d_model, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, s->cfg.d_model, 1));
-    if (fin) attn__ln_bwd(g, fin, rec->xs + N * n, dout, d, B * T);
+    if (fin) ATTN_TRYG(attn__ln_bwd(ctx, g, fin, rec->xs + N * n, dout, d, B * T));
     else attn__copy_f(d, dout, n);
     for (int64_t i = N - 1; i >= 0; i--) {
         const float *xi = rec->xs + i * n;

@@ -17,10 +17,10 @@
 
 /* Backward of attn__ln_fwd: dx [M, E] (may alias dy) from dy; the weight and bias gradients
  * accumulate into g's buffers. */
-static inline void attn__ln_bwd(const attn__gmap *g, const attn__ln *ln, const float *x,
-                                const float *dy, float *dx, int64_t M) {
-    attn__layer_norm_bwd_ref(x, ln->E, ln->weight, ln->eps, dy, ln->E, dx, ln->E,
-                             attn__g(g, ln->weight), attn__g(g, ln->bias), M, ln->E);
+static inline attn_status attn__ln_bwd(attn_ctx *ctx, const attn__gmap *g, const attn__ln *ln,
+                                       const float *x, const float *dy, float *dx, int64_t M) {
+    return attn__layer_norm_bwd(ctx, x, ln->E, ln->weight, ln->eps, dy, ln->E, dx, ln->E,
+                                attn__g(g, ln->weight), attn__g(g, ln->bias), M, ln->E);
 }
 
 /* The attention configuration of a layer's self- and cross-attention. */

@@ -152,7 +152,7 @@ attn_status attn_layer_norm_backward(attn_ctx *ctx, const attn_tensor *x,
     if (wanted(dweight)) ATTN_TRYG(ws_zero(ctx, &dwp, E));
     if (wanted(dbias)) ATTN_TRYG(ws_zero(ctx, &dbp, E));
     if (wanted(dx)) ATTN_TRYG(attn__rows_out_begin(ctx, dx, &dxp, &lddx));
-    attn__layer_norm_bwd_ref(xp, ldx, wp, eps, dyp, lddy, dxp, lddx, dwp, dbp, M, E);
+    ATTN_TRYG(attn__layer_norm_bwd(ctx, xp, ldx, wp, eps, dyp, lddy, dxp, lddx, dwp, dbp, M, E));
     if (dxp) attn__rows_out_end(dxp, dx);
     if (dwp) attn__store(dwp, dweight);
     if (dbp) attn__store(dbp, dbias);
@@ -186,7 +186,7 @@ attn_status attn_activate_backward(attn_ctx *ctx, attn_activation act, const att
     ATTN_TRYG(attn__contig(ctx, dy, &dyp));
     if (attn_tensor_is_contiguous(dx)) dxp = dx->data; /* elementwise: may overlap x or dy */
     else ATTN_TRYG(attn__ws_f32(ctx, &dxp, n, 1, 1, 1));
-    attn__act_bwd_ref(act, xp, dyp, dxp, n);
+    attn__act_bwd(ctx, act, xp, dyp, dxp, n);
     if (dxp != dx->data) attn__store(dxp, dx);
 done:
     attn__ws_release(ctx, mk);

@@ -9,6 +9,7 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+#include "exp_avx512.h"
 #include "gelu_avx512.h"
 
 static inline __mmask16 m16(int64_t n) {
@@ -116,7 +117,113 @@ static void bias_gelu_avx512(float *y, int64_t ldy, const float *b, int64_t M, i
     }
 }
 
-static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512, bias_gelu_avx512};
+/* ---- backward (contracts in ew.h) ---------------------------------------------------------- */
+static inline float sum16(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+static void ln_stats_avx512(const float *x, int64_t ldx, float eps, int64_t M, int64_t E,
+                            float *mean, float *rstd) {
+    for (int64_t m = 0; m < M; m++) {
+        const float *xr = x + m * ldx;
+        __m512 s = _mm512_setzero_ps();
+        for (int64_t e = 0; e < E; e += 16) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m16(E - e), xr + e));
+        const float mu = sum16(s) / (float)E;
+        const __m512 vm = _mm512_set1_ps(mu);
+        __m512 q = _mm512_setzero_ps();
+        for (int64_t e = 0; e < E; e += 16) {
+            __mmask16 k = m16(E - e);
+            __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, xr + e), vm);
+            q = _mm512_fmadd_ps(d, d, q);
+        }
+        mean[m] = mu;
+        rstd[m] = (float)(1.0 / sqrt((double)(sum16(q) / (float)E) + (double)eps));
+    }
+}
+
+static void ln_dwdb_avx512(const float *x, int64_t ldx, const float *dy, int64_t lddy,
+                           const float *mean, const float *rstd, int64_t M, int64_t e0, int64_t n,
+                           double *dw, double *db) {
+    for (int64_t c = 0; c < n; c += 16) {
+        __mmask16 k = m16(n - c);
+        __m512d w0 = _mm512_setzero_pd(), w1 = w0, b0 = w0, b1 = w0;
+        for (int64_t m = 0; m < M; m++) {
+            __m512 xv = _mm512_maskz_loadu_ps(k, x + m * ldx + e0 + c);
+            __m512 g = _mm512_maskz_loadu_ps(k, dy + m * lddy + e0 + c);
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(xv, _mm512_set1_ps(mean[m])),
+                                      _mm512_set1_ps(rstd[m]));
+            __m512 gx = _mm512_mul_ps(g, xh);
+            w0 = _mm512_add_pd(w0, _mm512_cvtps_pd(_mm512_castps512_ps256(gx)));
+            w1 = _mm512_add_pd(w1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                       _mm512_castps_pd(gx), 1))));
+            b0 = _mm512_add_pd(b0, _mm512_cvtps_pd(_mm512_castps512_ps256(g)));
+            b1 = _mm512_add_pd(b1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                       _mm512_castps_pd(g), 1))));
+        }
+        double t[32];
+        _mm512_storeu_pd(t, w0), _mm512_storeu_pd(t + 8, w1);
+        _mm512_storeu_pd(t + 16, b0), _mm512_storeu_pd(t + 24, b1);
+        for (int64_t j = 0; j < 16 && c + j < n; j++) dw[c + j] = t[j], db[c + j] = t[16 + j];
+    }
+}
+
+static void ln_dx_avx512(const float *x, int64_t ldx, const float *w, const float *dy,
+                         int64_t lddy, const float *mean, const float *rstd, float *dx,
+                         int64_t lddx, int64_t M, int64_t E) {
+    for (int64_t m = 0; m < M; m++) {
+        const float *xr = x + m * ldx, *dyr = dy + m * lddy;
+        float *dxr = dx + m * lddx;
+        const __m512 vm = _mm512_set1_ps(mean[m]), vr = _mm512_set1_ps(rstd[m]);
+        __m512 s1 = _mm512_setzero_ps(), s2 = s1;
+        for (int64_t e = 0; e < E; e += 16) {
+            __mmask16 k = m16(E - e);
+            __m512 g = _mm512_maskz_loadu_ps(k, dyr + e);
+            if (w) g = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(k, w + e));
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + e), vm), vr);
+            s1 = _mm512_add_ps(s1, g);
+            s2 = _mm512_fmadd_ps(g, _mm512_maskz_mov_ps(k, xh), s2);
+        }
+        const __m512 a = _mm512_set1_ps(sum16(s1) / (float)E), b = _mm512_set1_ps(sum16(s2) / (float)E);
+        for (int64_t e = 0; e < E; e += 16) {
+            __mmask16 k = m16(E - e);
+            __m512 g = _mm512_maskz_loadu_ps(k, dyr + e);
+            if (w) g = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(k, w + e));
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + e), vm), vr);
+            __m512 d = _mm512_sub_ps(_mm512_sub_ps(g, a), _mm512_mul_ps(xh, b));
+            _mm512_mask_storeu_ps(dxr + e, k, _mm512_mul_ps(d, vr));
+        }
+    }
+}
+
+/* GELU': Phi(x) + x phi(x); Phi from the forward's polynomial (Phi(-|x|), 0 beyond |x| = 7),
+ * phi = exp(-x^2 / 2) / sqrt(2 pi) by attn__exp2_16.  ReLU: dy where x > 0. */
+static int act_bwd_avx512(attn_activation act, const float *x, const float *dy, float *dx,
+                          int64_t n) {
+    if (act != ATTN_ACT_GELU && act != ATTN_ACT_RELU) return 0;
+    const __m512 amax = _mm512_set1_ps(ATTN__GELU_AMAX), zero = _mm512_setzero_ps();
+    const __m512 one = _mm512_set1_ps(1.0f), nhl2e = _mm512_set1_ps(-0.72134752044448170368f);
+    const __m512 rs2pi = _mm512_set1_ps(0.39894228040143267794f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = m16(n - i);
+        __m512 xv = _mm512_maskz_loadu_ps(k, x + i), g = _mm512_maskz_loadu_ps(k, dy + i);
+        __m512 r;
+        if (act == ATTN_ACT_RELU) {
+            r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xv, zero, _CMP_GT_OQ), g);
+        } else {
+            const __m512 a = _mm512_abs_ps(xv);
+            __m512 p = attn__phi_neg16(_mm512_min_ps(a, amax));
+            p = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, amax, _CMP_LE_OQ), p);
+            /* Phi(x): x > 0 ? 1 - Phi(-|x|) : Phi(-|x|) */
+            p = _mm512_mask_sub_ps(p, _mm512_cmp_ps_mask(xv, zero, _CMP_GT_OQ), one, p);
+            const __m512 pdf = _mm512_mul_ps(attn__exp2_16(_mm512_mul_ps(_mm512_mul_ps(xv, xv), nhl2e)), rs2pi);
+            r = _mm512_mul_ps(_mm512_fmadd_ps(xv, pdf, p), g);
+        }
+        _mm512_mask_storeu_ps(dx + i, k, r);
+    }
+    return 1;
+}
+
+static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,  bias_gelu_avx512,
+                                                ln_stats_avx512, ln_dwdb_avx512,
+                                                ln_dx_avx512,    act_bwd_avx512};
 
 const attn__ew_kernel *attn__ew_kernel_avx512(void) { return &attn__ew_avx512; }
 
