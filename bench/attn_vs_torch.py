@@ -25,6 +25,7 @@ master weights) the twin runs twice, in float32 and under torch.autocast(bfloat1
 mixed precision: oneDNN bf16 matmuls), the losses are compared to 2e-3 relative (bf16 operands
 round differently), and the speed-up is given against both.  Needs `pip install torch`.
 """
+import contextlib
 import json
 import os
 import resource
@@ -87,6 +88,9 @@ def torch_ms(cfg, repeat):
         return median_ms(back, repeat)
     E = H * D
     bwd = op.endswith("-backward")
+    # attn's --dtype bf16 on the encoder layer is mixed precision: the twin under autocast
+    ac = (torch.autocast("cpu", dtype=torch.bfloat16) if cfg.get("dtype") == "bf16"
+          else contextlib.nullcontext())
     x = (torch.rand(B, L, E) * 2 - 1).requires_grad_(bwd)
     mask = torch.nn.Transformer.generate_square_subsequent_mask(L) if causal else None
     if op.startswith("mha"):
@@ -100,7 +104,8 @@ def torch_ms(cfg, repeat):
         m.eval() if not bwd else m.train()
 
         def fwd():
-            return m(x, src_mask=mask, is_causal=causal)
+            with ac:
+                return m(x, src_mask=mask, is_causal=causal)
     if not bwd:
         with torch.no_grad():
             return median_ms(fwd, repeat)
@@ -137,7 +142,6 @@ def torch_gpt_step(path, threads, repeat, autocast=False):
     """The PyTorch twin of attn bench --op gpt-step, from attn's initial weights and batch:
     the losses of the warm-up and timed steps, the median ms/step, the peak RSS.  autocast:
     forward and loss under torch.autocast("cpu", torch.bfloat16)."""
-    import contextlib
     import torch
     import torch.nn as nn
     import torch.nn.functional as F

@@ -302,7 +302,9 @@ static attn_ctx *bench_ctx(int ref, int threads, unsigned flags) {
 static int state_init(bench_state *b, op_kind kind, const shape *s, int threads, int ref) {
     memset(b, 0, sizeof *b);
     b->kind = kind, b->s = *s;
-    b->ctx = bench_ctx(ref, threads, 0);
+    /* the encoder layer with --dtype bf16: mixed precision (bf16-operand products) */
+    int mixed = s->bf16 && (kind == OP_ENC || kind == OP_ENC_BWD);
+    b->ctx = bench_ctx(ref, threads, mixed ? ATTN_CTX_BF16_MATMUL : 0u);
     if (!b->ctx) return 1;
     attn_status st;
     int64_t B = s->B, H = s->H, Hkv = s->Hkv, L = s->L, S = s->S, D = s->D, E = H * D;
@@ -441,17 +443,17 @@ static int measure(op_kind kind, const shape *s, int threads, int ref, int repea
     return 0;
 }
 
-/* --dtype bf16: the bf16 and the f32 sdpa forward in turn (a warm-up of each, then `repeat`
- * pairs), so that both see the same load on a shared machine; *ratio is the median over the
- * pairs of t(f32) / t(bf16). */
-static int measure_bf16_f32(const shape *s, int threads, int repeat, double peak, result *rb,
-                            result *rf, double *ratio) {
+/* --dtype bf16: the bf16 and the f32 op in turn (a warm-up of each, then `repeat` pairs), so
+ * that both see the same load on a shared machine; *ratio is the median over the pairs of
+ * t(f32) / t(bf16).  sdpa: q, k, v stored as bf16; the encoder layer: mixed precision. */
+static int measure_bf16_f32(op_kind kind, const shape *s, int threads, int repeat, double peak,
+                            result *rb, result *rf, double *ratio) {
     bench_state b[2];
     shape sh[2] = {*s, *s};
     sh[1].bf16 = 0;
     double rss0 = attn_bench_rss_mib();
-    int rc = state_init(&b[0], OP_SDPA, &sh[0], threads, 0);
-    if (!rc) rc = state_init(&b[1], OP_SDPA, &sh[1], threads, 0);
+    int rc = state_init(&b[0], kind, &sh[0], threads, 0);
+    if (!rc) rc = state_init(&b[1], kind, &sh[1], threads, 0);
     else memset(&b[1], 0, sizeof b[1]);
     double *t = calloc(3 * (size_t)repeat, sizeof *t);
     attn_status st = ATTN_OK;
@@ -477,11 +479,12 @@ static int measure_bf16_f32(const shape *s, int threads, int repeat, double peak
                 *ratio = med;
                 break;
             }
-            rr[k]->path = k ? "fast path, f32" : "fast path, bf16";
+            rr[k]->path = k ? "fast path, f32"
+                            : kind == OP_SDPA ? "fast path, bf16" : "fast path, bf16 products";
             rr[k]->s = sh[k];
             rr[k]->runs = repeat;
             rr[k]->ms = med * 1e3;
-            rr[k]->gflops = med > 0 ? op_flops(OP_SDPA, &sh[k]) / med * 1e-9 : 0;
+            rr[k]->gflops = med > 0 ? op_flops(kind, &sh[k]) / med * 1e-9 : 0;
             rr[k]->pct = peak > 0 ? 100.0 * rr[k]->gflops / peak : 0;
             rr[k]->rss_mib = attn_bench_rss_mib();
             rr[k]->rss_growth_mib = rr[k]->rss_mib - rss0;
@@ -872,8 +875,9 @@ int attn_cmd_bench(int argc, char **argv) {
         ATTN_OPT_STR("dtype", 0, &dtype, "T",
                      "f32 (default) or bf16 (--op sdpa: q, k, v stored as bf16,\n"
                      "out f32; the f32 forward runs in turn with it and the\n"
-                     "speed-up is printed; --op gpt-step: mixed precision,\n"
-                     "linear products on bf16 operands)"),
+                     "speed-up is printed; --op gpt-step, encoder-layer,\n"
+                     "encoder-layer-backward: mixed precision, the linear\n"
+                     "products on bf16 operands, f32 in turn for encoder ops)"),
         ATTN_OPT_INT("repeat", 0, &repeat, 1, 100000, "N", "timed runs (default 5)"),
         ATTN_OPT_FLAG("no-ref", 0, &no_ref, "skip the plain C kernels"),
         ATTN_OPT_FLAG("json", 0, &json, "print one JSON object instead of the table"),
@@ -941,9 +945,9 @@ int attn_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "attn bench: --kv-heads applies to sdpa ops only\n");
         return 2;
     }
-    if (s.bf16 && kind != OP_SDPA) {
-        fprintf(stderr, "attn bench: --dtype bf16 applies to --op sdpa only (the bf16 path is "
-                        "the attention forward)\n");
+    if (s.bf16 && kind != OP_SDPA && kind != OP_ENC && kind != OP_ENC_BWD) {
+        fprintf(stderr, "attn bench: --dtype bf16 applies to --op sdpa (bf16 q, k, v), "
+                        "encoder-layer and encoder-layer-backward (mixed precision)\n");
         return 2;
     }
     if ((kind == OP_ENC || kind == OP_ENC_BWD) && s.S != s.L) {
@@ -969,7 +973,7 @@ int attn_cmd_bench(int argc, char **argv) {
     int n = 0, rc;
     double ratio = 0; /* bf16: the f32 forward in the same run, for the speed-up */
     if (s.bf16) {
-        rc = measure_bf16_f32(&s, (int)threads, (int)repeat, peak, &r[0], &r[1], &ratio);
+        rc = measure_bf16_f32(kind, &s, (int)threads, (int)repeat, peak, &r[0], &r[1], &ratio);
         if (rc) return rc;
         n = 2;
     } else {
