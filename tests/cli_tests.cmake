@@ -140,7 +140,7 @@ add_test(NAME cli_bench_bf16_backward COMMAND attn_cli bench --dtype bf16 --op s
 set_tests_properties(cli_bench_bf16_backward PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli_bench_bf16_message COMMAND attn_cli bench --dtype bf16 --op mha --len 64)
 set_tests_properties(cli_bench_bf16_message PROPERTIES
-                     PASS_REGULAR_EXPRESSION "bf16 applies to --op sdpa only")
+                     PASS_REGULAR_EXPRESSION "bf16 applies to --op sdpa [(]bf16 q, k, v[)], encoder-layer")
 add_test(NAME cli_bench_f16_message COMMAND attn_cli bench --dtype f16 --len 64)
 set_tests_properties(cli_bench_f16_message PROPERTIES
                      PASS_REGULAR_EXPRESSION "f16 is not implemented yet")
