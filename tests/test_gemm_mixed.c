@@ -129,7 +129,8 @@ static void test_kernels(void) {
     attn_ctx *ctxs[4] = {tu_ctx(1), tu_ctx(2), tu_ctx(3), NULL};
     static const int64_t shapes[][3] = {{1, 1, 1},    {5, 7, 3},     {33, 31, 65},
                                         {64, 96, 128}, {70, 50, 300}, {130, 40, 33},
-                                        {17, 1200, 64}, {3, 200, 600}, {200, 3, 40}, {40, 70, 0}};
+                                        {17, 1200, 64}, {3, 200, 600}, {200, 3, 40}, {40, 70, 0},
+                                        {530, 270, 45}};
     uint64_t seed = 1;
     for (int ki = 0; ki < nk; ki++) {
         printf("mixed GEMM kernel %s (mr %d, nr %d)\n", ks[ki]->name, ks[ki]->mr, ks[ki]->nr);

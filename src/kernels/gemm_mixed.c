@@ -28,12 +28,16 @@ static void pack_a_c(int trans, const float *src, int64_t ld, int64_t mv, int mr
 
 static void pack_b_c(int trans, const float *src, int64_t ld, int64_t nv, int nr, int64_t K,
                      int64_t kp, attn__bf16 *dst) {
-    memset(dst, 0, sizeof(attn__bf16) * (size_t)(kp * nr));
-    for (int64_t j = 0; j < nv; j++)
+    const int64_t np = (nv + nr - 1) / nr;
+    memset(dst, 0, sizeof(attn__bf16) * (size_t)(kp * nr * np));
+    for (int64_t jj = 0; jj < nv; jj++) {
+        attn__bf16 *d = dst + jj / nr * nr * kp;
+        const int64_t j = jj % nr;
         for (int64_t k = 0; k < K; k++) {
-            const float v = trans ? src[j * ld + k] : src[k * ld + j];
-            dst[((k >> 1) * nr + j) * 2 + (k & 1)] = attn__f32_to_bf16_daz(v);
+            const float v = trans ? src[jj * ld + k] : src[k * ld + jj];
+            d[((k >> 1) * nr + j) * 2 + (k & 1)] = attn__f32_to_bf16_daz(v);
         }
+    }
 }
 
 #define REF_MR 16
@@ -80,25 +84,32 @@ typedef struct mixed_job {
     const attn__row_epi *epi; /* on each finished row panel (when one block holds all of N) */
 } mixed_job;
 
+/* Panels packed per call: a transposed A or an untransposed B is read PACK_GROUP panels wide
+ * per source row (long segments instead of one 128-byte piece per row and page). */
+#define PACK_GROUP 8
+
 static void pack_a_task(void *arg, int64_t begin, int64_t end, int tid) {
     const mixed_job *g = arg;
-    const int mr = g->k->mr;
+    const int64_t mr = g->k->mr;
     (void)tid;
-    for (int64_t r = begin; r < end; r++) {
-        const int64_t i0 = r * mr, mv = g->M - i0 < mr ? g->M - i0 : mr;
+    for (int64_t r = begin; r < end; r += PACK_GROUP) {
+        const int64_t nr = end - r < PACK_GROUP ? end - r : PACK_GROUP;
+        const int64_t i0 = r * mr, rows = nr * mr, mv = g->M - i0 < rows ? g->M - i0 : rows;
         const float *src = g->transA ? g->A + i0 : g->A + i0 * g->lda;
-        g->pack_a(g->transA, src, g->lda, mv, mr, g->K, g->kp, g->ap + r * mr * g->kp, g->kp);
+        g->pack_a(g->transA, src, g->lda, mv, (int)rows, g->K, g->kp, g->ap + i0 * g->kp,
+                  g->kp);
     }
 }
 
 static void pack_b_task(void *arg, int64_t begin, int64_t end, int tid) {
     const mixed_job *g = arg;
-    const int nr = g->k->nr;
+    const int64_t nr = g->k->nr;
     (void)tid;
-    for (int64_t p = begin; p < end; p++) {
-        const int64_t j0 = p * nr, nv = g->N - j0 < nr ? g->N - j0 : nr;
+    for (int64_t p = begin; p < end; p += PACK_GROUP) {
+        const int64_t np = end - p < PACK_GROUP ? end - p : PACK_GROUP;
+        const int64_t j0 = p * nr, cols = np * nr, nv = g->N - j0 < cols ? g->N - j0 : cols;
         const float *src = g->transB ? g->B + j0 * g->ldb : g->B + j0;
-        g->pack_b(g->transB, src, g->ldb, nv, nr, g->K, g->kp, g->bp + p * nr * g->kp);
+        g->pack_b(g->transB, src, g->ldb, nv, (int)nr, g->K, g->kp, g->bp + p * nr * g->kp);
     }
 }
 

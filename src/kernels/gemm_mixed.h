@@ -39,9 +39,12 @@ typedef void (*attn__mixed_ukr_fn)(int64_t kh, const attn__bf16 *a, int64_t lda,
 
 /* Packing (NULL hooks: the plain C versions), rounding as attn__f32_to_bf16_daz.
  * pack_a: rows [0, mv) of op(A) into dst (rows of lda bf16, values k < K, zeros in [K, kp));
- *         trans: op(A)[i, k] = src[k * ld + i], else src[i * ld + k]; rows mv..mr-1 zero.
- * pack_b: columns [0, nv) of op(B) into one panel (kp / 2 steps of nr pairs, zeros beyond nv
- *         and K); trans: op(B)[k, j] = src[j * ld + k], else src[k * ld + j]. */
+ *         trans: op(A)[i, k] = src[k * ld + i], else src[i * ld + k]; rows mv..mr-1 zero
+ *         (mr here: the rows to fill, a whole number of panels; the driver packs several
+ *         panels per call so that a transposed source is read in long row segments).
+ * pack_b: columns [0, nv) of op(B) into ceil(nv / nr) consecutive panels (each kp / 2 steps
+ *         of nr pairs, zeros beyond nv and K); trans: op(B)[k, j] = src[j * ld + k], else
+ *         src[k * ld + j] (read row by row across all the panels of the call). */
 typedef void (*attn__mixed_pack_a_fn)(int trans, const float *src, int64_t ld, int64_t mv,
                                       int mr, int64_t K, int64_t kp, attn__bf16 *dst,
                                       int64_t lda);

@@ -10,6 +10,8 @@
 #if defined(__AVX512BF16__)
 #include <immintrin.h>
 
+#include "../x86_avx512/tr16_avx512.h"
+
 static inline __mmask16 m16(int64_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
@@ -26,6 +28,15 @@ static inline __m512i cvt16_lo(const float *p, int64_t n) {
     return _mm512_cvtepu16_epi32((__m256i)h);
 }
 
+/* Lane i: the pair (op(A)[i0 + i, k], op(A)[i0 + i, k + 1]) of a transposed source (rows k
+ * and k + 1 of src, columns i0 .. i0 + n), zero beyond K and n. */
+static inline __m512 pairs16(const float *src, int64_t ld, int64_t K, int64_t k, int64_t i0,
+                             int64_t n) {
+    __m512i lo = k < K ? cvt16_lo(src + k * ld + i0, n) : _mm512_setzero_si512();
+    __m512i hi = k + 1 < K ? cvt16_lo(src + (k + 1) * ld + i0, n) : _mm512_setzero_si512();
+    return _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+}
+
 void attn__mixed_pack_a_avx512(int trans, const float *src, int64_t ld, int64_t mv, int mr,
                                int64_t K, int64_t kp, attn__bf16 *dst, int64_t lda) {
     if (!trans) {
@@ -33,59 +44,62 @@ void attn__mixed_pack_a_avx512(int trans, const float *src, int64_t ld, int64_t 
             for (int64_t k = 0; k < kp; k += 32)
                 _mm512_storeu_si512(dst + i * lda + k, cvt32(src + i * ld + k, K - k));
     } else {
-        /* op(A)[i, k] = src[k ld + i]: two rows k, k + 1 of src give row i its pair (k, k+1) */
-        uint32_t *d = (uint32_t *)(void *)dst;
-        const int64_t ldp = lda / 2;
-        for (int64_t k = 0; k < K; k += 2) {
-            const float *s0 = src + k * ld, *s1 = s0 + ld;
-            const int two = k + 1 < K;
+        /* op(A)[i, k] = src[k ld + i]: rows k, k + 1 of src give 16 rows i their pair (k, k+1);
+         * 16 such pairs are transposed in registers into 16 rows of 32 bf16 */
+        for (int64_t k = 0; k < kp; k += 32)
             for (int64_t i0 = 0; i0 < mv; i0 += 16) {
-                const int64_t n = mv - i0;
-                __m512i lo = cvt16_lo(s0 + i0, n);
-                __m512i hi = two ? cvt16_lo(s1 + i0, n) : _mm512_setzero_si512();
-                __m512i pr = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
-                __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                 _mm512_set1_epi32((int)ldp));
-                _mm512_mask_i32scatter_epi32(d + i0 * ldp + k / 2, m16(n), idx, pr, 4);
+                const int64_t n = mv - i0 < 16 ? mv - i0 : 16;
+                __m512 r[16];
+                for (int q = 0; q < 16; q++) r[q] = pairs16(src, ld, K, k + 2 * q, i0, n);
+                attn__tr16(r);
+                for (int64_t i = 0; i < n; i++)
+                    _mm512_storeu_ps((float *)(void *)(dst + (i0 + i) * lda + k), r[i]);
             }
-        }
-        for (int64_t i = 0; i < mv; i++) {
-            const int64_t k0 = (K + 1) / 2 * 2;
-            memset(dst + i * lda + k0, 0, sizeof(attn__bf16) * (size_t)(kp - k0));
-        }
     }
     for (int64_t i = mv; i < mr; i++) memset(dst + i * lda, 0, sizeof(attn__bf16) * (size_t)kp);
 }
 
 void attn__mixed_pack_b_avx512(int trans, const float *src, int64_t ld, int64_t nv, int nr,
                                int64_t K, int64_t kp, attn__bf16 *dst) {
-    if (nv < nr) memset(dst, 0, sizeof(attn__bf16) * (size_t)(kp * nr));
-    uint32_t *d = (uint32_t *)(void *)dst; /* pair (q, j) at d[q nr + j] */
-    if (!trans) { /* op(B)[k, j] = src[k ld + j]: rows k and k + 1 interleave */
+    const int64_t np = (nv + nr - 1) / nr, panel = (int64_t)nr * kp / 2; /* pairs per panel */
+    if (nv < np * nr) /* the last panel is partial: its missing columns are zero */
+        memset(dst + (np - 1) * nr * kp, 0, sizeof(attn__bf16) * (size_t)(kp * nr));
+    uint32_t *d = (uint32_t *)(void *)dst; /* pair (q, j) of panel p at d[p panel + q nr + j] */
+    if (!trans) { /* op(B)[k, j] = src[k ld + j]: rows k and k + 1 interleave, across panels */
         for (int64_t q = 0; q < kp / 2; q++) {
             const int64_t k = 2 * q;
             if (k >= K) {
-                memset(d + q * nr, 0, sizeof(uint32_t) * (size_t)nr);
+                for (int64_t p = 0; p < np; p++)
+                    memset(d + p * panel + q * nr, 0, sizeof(uint32_t) * (size_t)nr);
                 continue;
             }
             const float *s0 = src + k * ld, *s1 = s0 + ld;
             const int two = k + 1 < K;
-            for (int64_t j0 = 0; j0 < nv; j0 += 16) {
+            for (int64_t j0 = 0; j0 < nv; j0 += 16) { /* nr is a multiple of 16 */
                 const int64_t n = nv - j0;
                 __m512i lo = cvt16_lo(s0 + j0, n);
                 __m512i hi = two ? cvt16_lo(s1 + j0, n) : _mm512_setzero_si512();
-                _mm512_mask_storeu_epi32(d + q * nr + j0, m16(n),
+                _mm512_mask_storeu_epi32(d + (j0 / nr) * panel + q * nr + j0 % nr, m16(n),
                                          _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
             }
         }
         return;
     }
-    /* op(B)[k, j] = src[j ld + k]: column j's pairs are contiguous; scattered to stride nr */
-    const __m512i idx = _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(nr));
-    for (int64_t j = 0; j < nv; j++)
-        for (int64_t k = 0; k < kp; k += 32)
-            _mm512_i32scatter_epi32(d + (k / 2) * nr + j, idx, cvt32(src + j * ld + k, K - k), 4);
+    /* op(B)[k, j] = src[j ld + k]: column j's 16 pairs of a 32-wide k step are contiguous; 16
+     * columns of them are transposed in registers into 16 steps of 16 pairs */
+    for (int64_t j0 = 0; j0 < nv; j0 += 16) {
+        const int64_t n = nv - j0 < 16 ? nv - j0 : 16;
+        uint32_t *dp = d + (j0 / nr) * panel + j0 % nr;
+        for (int64_t k = 0; k < kp; k += 32) {
+            __m512 r[16];
+            for (int64_t j = 0; j < 16; j++)
+                r[j] = j < n ? _mm512_castsi512_ps(cvt32(src + (j0 + j) * ld + k, K - k))
+                             : _mm512_setzero_ps();
+            attn__tr16(r);
+            for (int q = 0; q < 16; q++)
+                _mm512_mask_storeu_epi32(dp + (k / 2 + q) * nr, m16(n), _mm512_castps_si512(r[q]));
+        }
+    }
 }
 
 /* ---- VDPBF16PS microkernel: 14 x 32 ------------------------------------------------------- */
