@@ -285,14 +285,23 @@ static void test_gelu(const attn__ew_kernel *const *fast, int nf) {
 }
 
 /* The threaded drivers: same bits for 1 and 3 threads, and for each instruction set. */
-static void test_threads(void) {
-    attn_ctx *c[2] = {NULL, NULL};
+/* Contexts on 1 and 3 threads; 0 (none left open) when one cannot be made. */
+static int ctx_1_3(attn_ctx *c[2]) {
     for (int t = 0; t < 2; t++) {
         attn_ctx_params p;
         memset(&p, 0, sizeof p);
         p.threads = t ? 3 : 1;
-        if (attn_ctx_create(&p, &c[t]) != ATTN_OK) return;
+        if (attn_ctx_create(&p, &c[t]) != ATTN_OK) {
+            if (t) attn_ctx_free(c[0]);
+            return 0;
+        }
     }
+    return 1;
+}
+
+static void test_threads(void) {
+    attn_ctx *c[2] = {NULL, NULL};
+    if (!ctx_1_3(c)) return;
     const int64_t M = 97, E = 130;
     float *y[2], *g[2], b[130], w[130], lb[130], *r = malloc(sizeof(float) * (size_t)(M * E));
     tu_fill(r, (size_t)(M * E), 1, -1, 1);
@@ -328,12 +337,7 @@ static void test_threads(void) {
 /* Backward kernels vs the double references (see the header). */
 static void test_backward(void) {
     attn_ctx *c[2] = {NULL, NULL};
-    for (int t = 0; t < 2; t++) {
-        attn_ctx_params p;
-        memset(&p, 0, sizeof p);
-        p.threads = t ? 3 : 1;
-        if (attn_ctx_create(&p, &c[t]) != ATTN_OK) return;
-    }
+    if (!ctx_1_3(c)) return;
     enum { M = 67, E = 203 };
     static float x[M * E], dy[M * E], dx0[M * E], dx[2][M * E], w[E], dw0[E], db0[E], dw[2][E],
         db[2][E];
