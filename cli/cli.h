@@ -21,6 +21,10 @@ int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
 int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
 int attn_cmd_bench(int argc, char **argv);       /* cli/bench_cmd.c */
+/* `attn train vit ...`: argv[0] is "vit" (cli/vit_cmd.c) */
+int attn_cmd_vit_train(int argc, char **argv);
+int attn_cmd_classify(int argc, char **argv);      /* cli/vit_cmd.c */
+int attn_cmd_attention_map(int argc, char **argv); /* cli/vit_cmd.c */
 
 /* cli/cli_util.c */
 #include <stddef.h>

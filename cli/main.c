@@ -16,10 +16,14 @@ static const cmd cmds[] = {
     {"demo", attn_cmd_demo, "train a date translator in minutes, translate, draw its attention"},
     {"walkthrough", attn_cmd_walkthrough, "a guided tour of attention, step by step"},
     {"info", attn_cmd_info, "list a safetensors file: metadata, tensor names, dtypes, shapes"},
-    {"train", attn_cmd_train, "train a model from scratch: dates (translate dates to ISO), charlm (GPT)"},
+    {"train", attn_cmd_train,
+     "train a model from scratch: dates (to ISO), charlm (GPT), vit (Fashion-MNIST)"},
     {"translate", attn_cmd_translate, "translate dates with a trained model"},
     {"heatmap", attn_cmd_heatmap, "draw a translation's cross-attention as a PNG heatmap"},
     {"generate", attn_cmd_generate, "sample text from a character-level model (train charlm)"},
+    {"classify", attn_cmd_classify, "classify Fashion-MNIST images with a ViT (train vit)"},
+    {"attention-map", attn_cmd_attention_map,
+     "draw a ViT's [CLS] attention per layer and its rollout as a PNG"},
     {"embed", attn_cmd_embed, "sentence embeddings with a BERT sentence-transformers model"},
     {"similar", attn_cmd_similar, "rank the lines of a file by similarity to a query"},
     {"bench", attn_cmd_bench, "time attention ops: median ms, GFLOP/s, % of FMA peak"},
@@ -30,7 +34,7 @@ static void usage(FILE *f) {
                "       attn --help | --version\n\n"
                "commands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
+        fprintf(f, "  %-13s %s\n", cmds[i].name, cmds[i].help);
     fprintf(f, "\n'attn <command> --help' describes a command's options, with examples.\n"
                "Every command takes -h/--help; options may come anywhere, as --name VALUE or\n"
                "--name=VALUE, and '--' ends them.  -t/--threads N sets the worker threads:\n"

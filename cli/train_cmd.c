@@ -32,15 +32,19 @@ static int on_progress(void *user, const attn_train_progress *p) {
 
 static const char TRAIN_USAGE[] =
     "usage: attn train dates [options]\n"
-    "       attn train charlm [options]\n\n"
+    "       attn train charlm [options]\n"
+    "       attn train vit [options]\n\n"
     "Trains a model from scratch:\n"
     "  dates    an encoder-decoder Transformer that translates dates written by people\n"
     "           into ISO form\n"
-    "  charlm   a character-level GPT on English text\n\n"
-    "'attn train dates --help' and 'attn train charlm --help' describe their options.\n\n"
+    "  charlm   a character-level GPT on English text\n"
+    "  vit      a Vision Transformer that classifies Fashion-MNIST's images of clothes\n\n"
+    "'attn train dates --help', 'attn train charlm --help' and 'attn train vit --help'\n"
+    "describe their options.\n\n"
     "examples:\n"
     "  attn train dates --steps 1000 -o dates-model\n"
-    "  attn train charlm --text README.md --steps 200 -o lm\n";
+    "  attn train charlm --text README.md --steps 200 -o lm\n"
+    "  attn train vit -o vit-model\n";
 
 int attn_cmd_train(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -48,8 +52,9 @@ int attn_cmd_train(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "charlm")) return attn_cmd_charlm_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "vit")) return attn_cmd_vit_train(argc - 1, argv + 1);
     if (strcmp(argv[1], "dates") != 0) {
-        fprintf(stderr, "attn train: unknown task '%s' (known: dates, charlm)\n", argv[1]);
+        fprintf(stderr, "attn train: unknown task '%s' (known: dates, charlm, vit)\n", argv[1]);
         return 2;
     }
     attn_dates_config cfg = attn_dates_defaults();

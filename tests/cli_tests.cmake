@@ -178,3 +178,28 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
                          FIXTURES_REQUIRED "tiny_dates;tiny_charlm")
   endforeach()
 endif()
+
+# attn train vit / classify / attention-map on tiny IDX data written by tests/vit_tiny_data.c
+# (tests/test_vit_cli.sh, one test per case): the setup case trains a tiny ViT for the others;
+# resume equals an uninterrupted run bit for bit; missing, corrupt and wrong-size input and the
+# checkpoints of the other tasks are refused with a message.
+add_executable(vit_tiny_data ${CMAKE_CURRENT_SOURCE_DIR}/vit_tiny_data.c)
+target_compile_options(vit_tiny_data PRIVATE ${ATTN_WARN})
+if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
+  set(ATTN_VIT_TMP ${CMAKE_CURRENT_BINARY_DIR}/vit_cli)
+  set(ATTN_VIT_CASES json classify_index classify_file attention_map resume missing_data corrupt
+      wrong_size other_model usage)
+  foreach(case setup ${ATTN_VIT_CASES})
+    add_test(NAME cli_vit_${case}
+             COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_vit_cli.sh
+                     $<TARGET_FILE:attn_cli> $<TARGET_FILE:vit_tiny_data> ${case} ${ATTN_VIT_TMP}
+                     ${ATTN_TINY} ${ATTN_TINYLM}
+             WORKING_DIRECTORY ${ATTN_CLI_WD})
+    set_tests_properties(cli_vit_${case} PROPERTIES TIMEOUT 900)
+  endforeach()
+  set_tests_properties(cli_vit_setup PROPERTIES FIXTURES_SETUP tiny_vit)
+  foreach(case ${ATTN_VIT_CASES})
+    set_tests_properties(cli_vit_${case} PROPERTIES
+                         FIXTURES_REQUIRED "tiny_vit;tiny_dates;tiny_charlm")
+  endforeach()
+endif()

@@ -71,8 +71,16 @@ printing() {
 }
 
 # every command, for the usage checks: NAME ARGS-BEFORE-OPTIONS
-COMMANDS="eval info walkthrough translate heatmap generate embed similar bench demo train_dates train_charlm"
-cmdline() { case $1 in train_dates) echo "train dates" ;; train_charlm) echo "train charlm" ;; *) echo "$1" ;; esac; }
+COMMANDS="eval info walkthrough translate heatmap generate embed similar bench demo train_dates train_charlm
+          train_vit classify attention-map"
+cmdline() {
+    case $1 in
+    train_dates) echo "train dates" ;;
+    train_charlm) echo "train charlm" ;;
+    train_vit) echo "train vit" ;;
+    *) echo "$1" ;;
+    esac
+}
 
 case $CASE in
 full_*)        # stdout on /dev/full: exit 1 with the message, for every printing command

@@ -492,6 +492,54 @@ static void test_heatmap(void) {
     TU_STATUS(attn_cli_heatmap_png(ctx, "", w, R, C, NULL, NULL, NULL), ATTN_E_INVALID, ctx);
 }
 
+/* ---- panels ---------------------------------------------------------------------------- */
+static void test_panels(void) {
+    enum { S = 40 };
+    float img[4 * 4], heat[2 * 2] = {0, 1, 2, 3};
+    for (int i = 0; i < 16; i++) img[i] = (float)(i * 17);
+    attn_cli_panel p[2] = {{img, 4, 4, 1, 0, 255, "image", "4x4"},
+                           {heat, 2, 2, 0, 0, 0, "a label far too long for its panel", NULL}};
+    attn_cli_canvas cv;
+    if (TU_STATUS(attn_cli_panels_render(ctx, p, 2, S, "title", &cv), ATTN_OK, ctx)) {
+        TU_CHECK(cv.w == 2 * 12 + 2 * S + 12 && cv.h > S + 30 && cv.h < S + 100, "size %d x %d",
+                 cv.w, cv.h);
+        unsigned char hot[3], cold[3], white[3] = {255, 255, 255}, black[3] = {0, 0, 0};
+        attn_cli_colormap(1, hot);
+        attn_cli_colormap(0, cold);
+        /* the heat panel's own range: one quarter each of the coldest and the hottest colour */
+        TU_CHECK(count_colour(&cv, hot) == (size_t)(S / 2) * (S / 2), "hot %zu",
+                 count_colour(&cv, hot));
+        TU_CHECK(count_colour(&cv, cold) == (size_t)(S / 2) * (S / 2), "cold %zu",
+                 count_colour(&cv, cold));
+        /* the grey panel: 0 black, 255 white, a tenth of a panel each */
+        TU_CHECK(count_colour(&cv, black) == (size_t)(S / 4) * (S / 4), "black %zu",
+                 count_colour(&cv, black));
+        TU_CHECK(count_colour(&cv, white) > (size_t)(S / 4) * (S / 4), "white");
+        static const unsigned char text[3] = {34, 34, 34};
+        TU_CHECK(count_colour(&cv, text) > 50, "labels drawn");
+        attn__free(ctx, cv.px);
+    }
+    const char *path = "test_viz_panels.png";
+    if (TU_STATUS(attn_cli_panels_png(ctx, path, p, 2, S, NULL), ATTN_OK, ctx)) {
+        size_t n = 0;
+        unsigned char *f = read_all(path, &n);
+        int pw, ph, seen[5] = {0};
+        unsigned char *px = f ? png_decode(f, n, &pw, &ph, seen) : NULL;
+        TU_CHECK(px != NULL && pw == 2 * 12 + 2 * S + 12, "panels file is a valid PNG");
+        free(px);
+        free(f);
+        remove(path);
+    }
+    TU_STATUS(attn_cli_panels_render(ctx, p, 0, S, NULL, &cv), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_cli_panels_render(ctx, p, 2, 4, NULL, &cv), ATTN_E_INVALID, ctx);
+    p[1].rows = 0;
+    TU_STATUS(attn_cli_panels_render(ctx, p, 2, S, NULL, &cv), ATTN_E_INVALID, ctx);
+    p[1].rows = 2;
+    heat[3] = NAN;
+    TU_STATUS(attn_cli_panels_render(ctx, p, 2, S, NULL, &cv), ATTN_E_NONFINITE, ctx);
+    TU_STATUS(attn_cli_panels_png(ctx, "", p, 1, S, NULL), ATTN_E_INVALID, ctx);
+}
+
 /* ---- SVG ------------------------------------------------------------------------------- */
 static int count_str(const char *s, const char *what) {
     int k = 0;
@@ -560,6 +608,7 @@ int main(void) {
     test_png();
     test_font_colormap();
     test_heatmap();
+    test_panels();
     test_svg();
     attn_ctx_free(ctx);
     return tu_finish("test_viz");

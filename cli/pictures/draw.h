@@ -73,6 +73,10 @@ attn_status attn_cli_heatmap_render(attn_ctx *ctx, const float *weights, int row
                                     const char *const *row_labels,
                                     const char *const *col_labels, const char *title,
                                     attn_cli_canvas *out /* OUT */);
+/* The panels picture in memory (see attn_cli_panels_png); px allocated with the context
+ * allocator. */
+attn_status attn_cli_panels_render(attn_ctx *ctx, const attn_cli_panel *panels, int n, int size,
+                                   const char *title, attn_cli_canvas *out /* OUT */);
 /* The SVG text of a loss chart (see attn_cli_loss_curve_svg), NUL-terminated, allocated with
  * the context allocator. */
 attn_status attn_cli_loss_curve_svg_text(attn_ctx *ctx, const float *steps,

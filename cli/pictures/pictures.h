@@ -24,4 +24,20 @@ attn_status attn_cli_loss_curve_svg(attn_ctx *ctx, const char *path, const float
                                     const float *val_loss, int nval, const char *val_label,
                                     const char *title);
 
+/* One panel of attn_cli_panels_png: values [rows, cols] (row-major) drawn as a square of
+ * size x size pixels (nearest neighbour), in grey (gray = 1: lo black, hi white) or with the
+ * colour map (gray = 0); lo >= hi takes the panel's own minimum and maximum.  label (above)
+ * and note (below) may be NULL; both are cut to the panel's width. */
+typedef struct attn_cli_panel {
+    const float *values;
+    int rows, cols;
+    int gray;
+    float lo, hi;
+    const char *label, *note;
+} attn_cli_panel;
+/* A row of n (1..64) panels, each size (8..1024) pixels square, under an optional title
+ * (NULL: none), as a PNG file. */
+attn_status attn_cli_panels_png(attn_ctx *ctx, const char *path, const attn_cli_panel *panels,
+                                int n, int size, const char *title);
+
 #endif
