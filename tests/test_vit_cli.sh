@@ -8,7 +8,7 @@
 set -u
 ATTN=$1 GEN=$2 CASE=$3 TMP=$4 DATES=${5:-} CHARLM=${6:-}
 D=$TMP/data M=$TMP/model
-TINY="--dim 16 --heads 2 --ffn 32 --layers 2 --batch 64"
+TINY="--patch 4 --dim 16 --heads 2 --ffn 32 --layers 2 --batch 64"
 mkdir -p "$TMP"
 T=$(mktemp -d "$TMP/$CASE.XXXXXX")
 trap 'rm -rf "$T"' EXIT
