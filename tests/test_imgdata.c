@@ -255,6 +255,23 @@ static void test_idx_files(void) {
     put_idx("img", 0, 8, 3, (const uint32_t[]){N, R, C}, px5, sizeof px5);
     rc = img_idx_load(tp("img"), tp("no_labels"), 0, 0, &s, err, sizeof err);
     TU_CHECK(rc == 1 && strstr(err, "no_labels"), "missing label file: %s", err);
+    /* a pipe (as from <(zcat file)): read as its data arrives, the two bytes that told raw from
+     * gzip included */
+    size_t len;
+    uint8_t *b = idx_bytes(8, 3, (const uint32_t[]){N, R, C}, px5, sizeof px5, &len);
+    int fd[2];
+    char path[64];
+    if (pipe(fd) == 0) {
+        TU_CHECK(write(fd[1], b, len) == (ssize_t)len, "write to a pipe");
+        close(fd[1]);
+        snprintf(path, sizeof path, "/dev/fd/%d", fd[0]);
+        rc = img_idx_load(path, NULL, 0, 0, &s, err, sizeof err);
+        TU_CHECK(rc == 0, "IDX from a pipe: %s", err);
+        if (rc == 0) check_set("IDX from a pipe", &s, N, 0);
+        img_set_free(&s);
+        close(fd[0]);
+    }
+    free(b);
 }
 
 #ifdef ATTN_HAVE_ZLIB
