@@ -28,7 +28,11 @@
  *       k = key(seed, 2, stream)
  *       dy = below(draw(k, 3 * ix), 2 * P + 1); dx = below(draw(k, 3 * ix + 1), 2 * P + 1)
  *       flip = draw(k, 3 * ix + 2) >> 63   (when aug.flip; else 0)
- *   (3 * ix and c + 1 wrap modulo 2**64.)
+ *   (3 * ix and c + 1 wrap modulo 2**64.)  The image is padded by P zero pixels on every side,
+ *   cropped back to rows x cols at (dy, dx), then mirrored left-right when flip (torchvision's
+ *   RandomCrop(padding=P) then RandomHorizontalFlip): out[y][x] = padded[y + dy][x' + dx] with
+ *   x' = cols - 1 - x when flipped, else x.  Each pixel v becomes (float32(v) / 255 - mean) /
+ *   std in float32, the operations of ToTensor then Normalize.
  */
 #define _POSIX_C_SOURCE 200809L /* fileno, fdopen, O_CLOEXEC */
 #include "imgdata.h"
@@ -95,13 +99,20 @@ static ssize_t read_magic(int fd, uint8_t *b) {
     return got;
 }
 
-/* Opens path and tells gzip (first bytes 0x1f 0x8b) from raw. */
+/* Opens path and tells gzip (first bytes 0x1f 0x8b) from raw.  A FIFO is opened without
+ * blocking (one with no writer reads as empty instead of hanging), then read blocking; a stream
+ * is read as its data arrives. */
 static int src_open(src *s, const char *path, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->path = path;
     s->fsize = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), fl;
     if (fd < 0) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if ((fl = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1) {
+        int e = errno;
+        close(fd);
+        return fail(err, errlen, "%s: %s", path, strerror(e));
+    }
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
@@ -207,7 +218,8 @@ static int idx_header(src *s, int ndim, idx_hdr *h, char *err, size_t errlen) {
     size_t got;
     memset(h, 0, sizeof *h);
     if (src_read(s, b, 4, &got, err, errlen)) return 1;
-    if (got < 4) return fail(err, errlen, "%s: %zu bytes: too short for an IDX header", s->path, got);
+    if (got < 4)
+        return fail(err, errlen, "%s: %zu bytes: too short for an IDX header", s->path, got);
     uint32_t magic = be32(b);
     if (b[0] || b[1])
         return fail(err, errlen, "%s: bad magic number 0x%08x: not an IDX file (expected 0x%08x)",
@@ -218,7 +230,8 @@ static int idx_header(src *s, int ndim, idx_hdr *h, char *err, size_t errlen) {
     if (b[3] != ndim)
         return fail(err, errlen, "%s: %d dimensions (magic 0x%08x), expected %d (%s)", s->path,
                     b[3], (unsigned)magic, ndim,
-                    ndim == 3 ? "an IDX3 image file, 0x00000803" : "an IDX1 label file, 0x00000801");
+                    ndim == 3 ? "an IDX3 image file, 0x00000803"
+                              : "an IDX1 label file, 0x00000801");
     if (src_read(s, b, 4 * (size_t)ndim, &got, err, errlen)) return 1;
     if (got < 4 * (size_t)ndim) return fail(err, errlen, "%s: truncated IDX header", s->path);
     h->ndim = ndim;

@@ -13,7 +13,8 @@ typedef struct img_set {
     int64_t n, rows, cols; /* images, height, width */
     uint8_t *pixels;       /* [n, rows, cols], row-major, 0 = black */
     uint8_t *labels;       /* [n], or NULL when no label file was read */
-    int num_classes;       /* 1 + the largest label (0 without labels) */
+    int num_classes;       /* 1 + the largest label in the whole label file, also when max_n
+                              kept fewer images (0 without labels) */
 } img_set;
 
 /* Reads an IDX3 ubyte image file and (labels_path not NULL) its IDX1 ubyte label file; each is
@@ -41,7 +42,8 @@ int img_read_gray(const char *path, int64_t *rows, int64_t *cols, uint8_t **pixe
 
 /* The order of epoch `epoch` of a run seeded with `seed`: perm[0..n) a permutation of 0..n-1
  * (Fisher-Yates driven by a counter-based generator: the same for any thread count and
- * reproducible from (seed, epoch) alone, so a resumed run sees the same order). */
+ * reproducible from (seed, epoch) alone, so a resumed run sees the same order).  The exact
+ * generator, as Python, is in cli/imgdata.c's opening comment (as are the batch's choices). */
 void img_shuffle(uint64_t seed, uint64_t epoch, int64_t n, int64_t *perm);
 
 /* Augmentation: a random crop of the image padded by `pad` zero pixels on every side (0: none)
@@ -51,10 +53,11 @@ typedef struct img_aug {
     int flip;
 } img_aug;
 
-/* Fills out [B, 1, rows, cols] with images idx[0..B) of s, as (pixel / 255 - mean) / std, and
- * labels [B] (int64; NULL: not wanted, and s may lack labels).  aug may be NULL (none); the
- * random choices of image i of the batch depend only on (seed, stream, idx[i]) — pass the step
- * or epoch as stream — so a batch is the same for any thread count and on resume. */
+/* Fills out [B, 1, rows, cols] with images idx[0..B) of s (each in [0, s->n)), as
+ * (pixel / 255 - mean) / std (padding pixels are 0 before that), and labels [B] (int64, -1
+ * where s has no labels; NULL: not wanted).  aug may be NULL (none); the random choices of
+ * image i of the batch depend only on (seed, stream, idx[i]) — pass the step or epoch as
+ * stream — so a batch is the same for any thread count and on resume. */
 void img_batch(const img_set *s, const int64_t *idx, int64_t B, const img_aug *aug,
                uint64_t seed, uint64_t stream, float mean, float std, float *out,
                int64_t *labels);

@@ -8,7 +8,7 @@
 set -u
 ATTN=$1 GEN=$2 CASE=$3 TMP=$4 DATES=${5:-} CHARLM=${6:-}
 D=$TMP/data M=$TMP/model
-TINY="--dim 16 --heads 2 --ffn 32 --layers 2 --batch 64"
+TINY="--patch 4 --dim 16 --heads 2 --ffn 32 --layers 2 --batch 64"
 mkdir -p "$TMP"
 T=$(mktemp -d "$TMP/$CASE.XXXXXX")
 trap 'rm -rf "$T"' EXIT
@@ -161,7 +161,7 @@ wrong_size)
     run 1 "$ATTN" attention-map --model "$M" "$D/big.pgm" -o "$T/x.png"
     err_has "big.pgm is 32x32 pixels"
     [ -e "$T/x.png" ] && fail "wrote a picture of a wrong-size image"
-    run 1 "$ATTN" train vit --data "$D" --patch 5 $TINY -o "$T/p5"
+    run 1 "$ATTN" train vit --data "$D" $TINY --patch 5 -o "$T/p5"
     err_has "--patch 5 does not divide the image size 28"
     run 1 "$ATTN" classify --model "$M" --data "$D" --index 100
     err_has "--index 100: the test set in .* has 100 images" ;;

@@ -6,10 +6,13 @@
                                           sentence_bert_config.json, split by SEP)
     corpus_tokenizer/   fuzz_tokenizer   (vocab.txt, tokenizer_config.json, text, split by SEP)
     corpus_checkpoint/  fuzz_checkpoint  (checkpoints made by `attn train ... --steps 2`)
+    corpus_imgdata/     fuzz_imgdata     (IDX images [SEP labels], raw or gzipped; PGM; PNG,
+                                          also with uncompressed scanlines in IDAT)
 
 Run from tests/fuzz: python3 make_corpus.py [ATTN]; with ATTN (the attn program, e.g.
 ../../build/attn) the checkpoints are made again, else they are left as they are.  The files
 are committed (all are small); the library and its tests never need Python."""
+import gzip
 import json
 import os
 import shutil
@@ -17,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 SEP = b"\x1e\x1e"  # fuzz_util.h FZ_SEP
 FIXTURE = os.path.join("..", "fixtures", "bert_tiny")
@@ -111,6 +115,64 @@ put(T, "small_crlf", small,
     '"pad_token": null, "tokenizer_class": "BertTokenizerFast", "strip_accents": null}',
     "unaffable un!aff able \u00e9\u00e9 " + "x" * 120 + " unaffableunaffable")
 put(T, "truncated", vocab, "{}", "hello world " * 80)
+
+# ---- fuzz_imgdata: IDX files (raw, gzipped, with labels), PGM and PNG images --------------
+I = "corpus_imgdata"
+
+
+def idx(ndim_dims, payload):
+    return bytes([0, 0, 8, len(ndim_dims)]) + b"".join(struct.pack(">I", d) for d in ndim_dims) \
+        + bytes(payload)
+
+
+def png(w, h, depth, ctype, rows, plte=None, trns=None, raw_idat=False):
+    """rows: the packed scanlines; filter type y % 5 on row y (applied here)."""
+    ch = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[ctype]
+    bpp = max(1, ch * depth // 8)
+    out, prev = b"", bytes(len(rows[0]))
+    for y, r in enumerate(rows):
+        ft, f = y % 5, bytearray([y % 5])
+        for i in range(len(r)):
+            a = r[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            pred = [0, a, b, (a + b) // 2, a if pa <= pb and pa <= pc else b if pb <= pc else c][ft]
+            f.append((r[i] - pred) & 255)
+        out += bytes(f)
+        prev = r
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, 0))
+    if plte:
+        data += chunk(b"PLTE", plte)
+    if trns:
+        data += chunk(b"tRNS", trns)
+    return data + chunk(b"IDAT", out if raw_idat else zlib.compress(out, 9)) + chunk(b"IEND", b"")
+
+
+put(I, "idx_labels", idx([3, 2, 2], range(12)), idx([3], [0, 2, 1]))
+put(I, "idx_images", idx([2, 3, 3], range(100, 118)))
+put(I, "idx_gz", gzip.compress(idx([2, 2, 3], range(12)), mtime=0), idx([2], [1, 0]))
+put(I, "pgm_p5", b"P5\n# seed\n3 2\n255\n" + bytes([0, 1, 128, 254, 255, 16]))
+put(I, "pgm_p2", b"P2 4 1 15\n# comment\n0 15 7 8\n")
+put(I, "pgm_p5_16", b"P5 3 1 65535\n" + bytes([0, 0, 255, 255, 128, 128]))
+rgb = [bytes((x * 40 + y * 7 + c * 90) & 255 for x in range(4) for c in range(3)) for y in range(5)]
+for raw in (False, True):
+    sfx = "_raw_idat" if raw else ""
+    put(I, "png_gray8" + sfx, png(5, 5, 8, 0, [bytes(range(y, y + 5)) for y in range(5)],
+                                  raw_idat=raw))
+    put(I, "png_rgb8" + sfx, png(4, 5, 8, 2, rgb, trns=b"\0\0\0\7\0\x5a", raw_idat=raw))
+    put(I, "png_rgba8" + sfx, png(3, 5, 8, 6, [r[:12] for r in rgb], raw_idat=raw))
+    put(I, "png_palette2" + sfx, png(5, 2, 2, 3, [b"\x1b\x80", b"\xe4\x40"],
+                                     plte=bytes(range(12)), trns=b"\xff\x00", raw_idat=raw))
+    put(I, "png_gray16" + sfx, png(2, 5, 16, 0, [bytes([y, 1, 255 - y, 2]) for y in range(5)],
+                                   trns=b"\x02\x01", raw_idat=raw))
+    put(I, "png_ga8" + sfx, png(2, 5, 8, 4, [bytes([y * 9, 200, 30, y * 50]) for y in range(5)],
+                                raw_idat=raw))
+    put(I, "png_gray1" + sfx, png(10, 5, 1, 0, [bytes([0xa5 ^ y, 0x80]) for y in range(5)],
+                                  raw_idat=raw))
 
 # ---- fuzz_checkpoint: the smallest models `attn train` makes, two steps of training ----------
 if len(sys.argv) > 1:
