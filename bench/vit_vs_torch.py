@@ -31,7 +31,7 @@ defaults to 1 here (attn's default is 10), --threads to 2 (attn's: every core).
    (a short last batch included), the same images (the first --limit of the training set),
    normalised as attn ((v / 255 - 0.2860) / 0.3530 in float, through the same 256-entry table).
    The data order and the augmentation are IDENTICAL to attn's: img_shuffle(seed, epoch) and
-   img_batch's pad-2 crop + flip (stream = epoch) are reimplemented from cli/imgdata.c's
+   img_batch's padded crop (--pad) + flip (stream = epoch) are reimplemented from cli/imgdata.c's
    definitions (splitmix64 as a counter-based generator), checked at start-up against the
    values in tests/test_imgdata.c.  Under --dtype bf16 the forward runs under
    torch.autocast("cpu", dtype=torch.bfloat16) (the loss in float); attn's bf16 is mixed
@@ -281,7 +281,7 @@ def torch_train(a, xtr, ytr, xte, yte):
     B = min(a.batch, n)
     spe = (n + B - 1) // B
     total = spe * a.epochs
-    pad = 0 if a.no_augment else 2
+    pad = 0 if a.no_augment else a.pad
     padded = np.pad(xtr, ((0, 0), (pad, pad), (pad, pad)))
     ar = np.arange(R)
     losses, step_s, step_n, train_time = [], [], [], 0.0
@@ -334,7 +334,7 @@ def torch_train(a, xtr, ytr, xte, yte):
 
 # ---- attn -----------------------------------------------------------------------------------
 MODEL_OPTS = ["patch", "layers", "dim", "heads", "ffn", "batch", "lr", "warmup",
-              "weight_decay", "dropout", "clip", "label_smoothing", "seed"]
+              "weight_decay", "dropout", "clip", "label_smoothing", "seed", "pad"]
 PROGRESS = re.compile(r"epoch (\d+)/\d+\s+step (\d+)/\d+\s+loss \S+\s+lr \S+\s+(\d+) img/s")
 
 
@@ -411,9 +411,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
     ap.add_argument("--json", action="store_true")
-    for k, v in [("patch", 4), ("layers", 4), ("dim", 96), ("heads", 4), ("ffn", 192),
-                 ("batch", 128), ("lr", 2e-3), ("warmup", 300), ("weight-decay", 0.05),
-                 ("dropout", 0.0), ("clip", 1.0), ("label-smoothing", 0.0), ("seed", 1)]:
+    # attn train vit's defaults
+    for k, v in [("patch", 7), ("layers", 4), ("dim", 96), ("heads", 4), ("ffn", 192),
+                 ("batch", 128), ("lr", 2e-3), ("warmup", 200), ("weight-decay", 0.05),
+                 ("dropout", 0.0), ("clip", 1.0), ("label-smoothing", 0.0), ("seed", 1),
+                 ("pad", 1)]:
         ap.add_argument("--" + k, type=type(v), default=v)
     ap.add_argument("--no-augment", action="store_true")
     a = ap.parse_args()
