@@ -448,24 +448,6 @@ static void put_file(const char *dir, const char *name, const char *text) {
     fclose(f);
 }
 
-static int rm_tree(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return 0;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char p[1024];
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            rm_tree(p);
-        }
-        if (d) closedir(d);
-        return rmdir(path);
-    }
-    return unlink(path);
-}
-
 /* A fresh copy of the fixture at tmp/bert (the files the loader reads, byte for byte). */
 static const char *bert_copy(void) {
     static char dir[512];
@@ -474,7 +456,7 @@ static const char *bert_copy(void) {
                                         "vocab.txt", "1_Pooling/config.json"};
     char src[512], dst[512];
     snprintf(dir, sizeof dir, "%s/bert", tmp);
-    rm_tree(dir);
+    tu_rm_tree(dir);
     mkdir(dir, 0700);
     snprintf(dst, sizeof dst, "%s/1_Pooling", dir);
     mkdir(dst, 0700);
@@ -670,7 +652,7 @@ int main(void) {
     test_eval(ctx);
     test_checkpoints(ctx);
     test_bert(ctx);
-    rm_tree(tmp);
+    tu_rm_tree(tmp);
     attn_ctx_free(ctx);
     return tu_finish("test_hostile");
 }

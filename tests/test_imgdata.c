@@ -77,24 +77,6 @@ static uint8_t *slurp(const char *name, size_t *n) {
     return b;
 }
 
-static int rm_tree(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return 0;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char p[1024];
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            rm_tree(p);
-        }
-        if (d) closedir(d);
-        return rmdir(path);
-    }
-    return unlink(path);
-}
-
 /* Deterministic bytes (splitmix64). */
 static void fill_bytes(uint8_t *p, size_t n, uint64_t seed) {
     for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(tu_rand(&seed) >> 56);
@@ -1111,6 +1093,6 @@ int main(void) {
     test_batch_bounds();
     test_classes();
     test_fashion_mnist();
-    rm_tree(tmp);
+    tu_rm_tree(tmp);
     return tu_finish("test_imgdata");
 }

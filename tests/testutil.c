@@ -1,9 +1,13 @@
+#define _GNU_SOURCE /* lstat, for tu_rm_tree */
 #include "testutil_sdpa.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int tu_failures = 0, tu_checks = 0;
 
@@ -139,4 +143,23 @@ attn_ctx *tu_ctx(int threads) {
     p.threads = threads;
     attn_ctx *c = NULL;
     return attn_ctx_create(&p, &c) == ATTN_OK ? c : NULL;
+}
+
+/* Removes a file or a directory tree (test scratch folders); 0 on success or when absent. */
+int tu_rm_tree(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return 0;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *e;
+        char p[1024];
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            tu_rm_tree(p);
+        }
+        if (d) closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
 }

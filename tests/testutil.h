@@ -28,4 +28,7 @@ uint64_t tu_rand(uint64_t *state);
 int tu_finish(const char *name);
 /* A context with `threads` worker threads (NULL on failure). */
 attn_ctx *tu_ctx(int threads);
+/* Removes a file or a directory tree (scratch folders of the tests); 0 on success. */
+int tu_rm_tree(const char *path);
+
 #endif
