@@ -15,6 +15,7 @@
  * the run's settings and log), log.csv (one line per epoch) and loss.svg. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -987,24 +988,61 @@ out:
     return rc;
 }
 
+/* ---- what classify and attention-map share: the model and the image(s) they read --------- */
+typedef struct vit_src {
+    const char *model, *data;
+    long long index, threads;
+    int test, train;
+} vit_src;
+
+#define VIT_SRC_INIT {NULL, VIT_DEFAULT_DATA, -1, 0, 0, 0}
+/* The options of a vit_src `s`; verb names what the command does with image N. */
+#define VIT_SRC_OPTS(s, verb)                                                                 \
+    ATTN_OPT_STR("model", 0, &(s).model, "DIR",                                               \
+                 "the output folder of 'attn train vit' (or its\n"                            \
+                 "model.safetensors); required"),                                             \
+        ATTN_OPT_STR("data", 0, &(s).data, "DIR",                                             \
+                     "the folder of --index's images (default\n" VIT_DEFAULT_DATA ")"),       \
+        ATTN_OPT_INT("index", 0, &(s).index, 0, 1LL << 40, "N",                               \
+                     verb " image N of the test set (or of --train's)"),                      \
+        ATTN_OPT_FLAG("test", 0, &(s).test, "--index counts in the test set (the default)"),  \
+        ATTN_OPT_FLAG("train", 0, &(s).train, "--index counts in the training set"),          \
+        ATTN_OPT_THREADS(&(s).threads)
+
+/* The checks both commands make after parsing (npos image files, at most max_files; files
+ * names them in the message): 0 when fine, else the usage error's exit status. */
+static int vit_src_check(const attn_cli_spec *spec, const vit_src *s, int npos, int max_files,
+                         const char *files) {
+    char msg[96];
+    if (!s->model) return attn_cli_usage_error(spec, "--model DIR is required");
+    if (s->test && s->train)
+        return attn_cli_usage_error(spec, "--test and --train exclude each other");
+    if (npos > max_files) return attn_cli_usage_error(spec, "one image at a time");
+    snprintf(msg, sizeof msg, "give either --index N or %s", files);
+    if ((s->index >= 0) == (npos > 0)) return attn_cli_usage_error(spec, msg);
+    if ((s->test || s->train) && s->index < 0)
+        return attn_cli_usage_error(spec, "--test and --train go with --index");
+    return 0;
+}
+
+/* The context and the model of s: 1, or 0 after printing the problem (nothing left open). */
+static int vit_src_open(const char *cmd, const vit_src *s, attn_ctx **ctx, vit_model *v) {
+    if (attn_cli_ctx(cmd, s->threads, 0, ctx)) return 0;
+    if (load_model(cmd, *ctx, s->model, v)) return 1;
+    attn_ctx_free(*ctx);
+    return 0;
+}
+
 /* ---- attn classify ----------------------------------------------------------------------- */
 int attn_cmd_classify(int argc, char **argv) {
-    const char *cmd = "classify", *model = NULL, *data = VIT_DEFAULT_DATA;
-    long long index = -1, threads = 0, top = 5;
-    int test = 0, train = 0, json = 0, npos;
+    const char *cmd = "classify";
+    vit_src src = VIT_SRC_INIT;
+    long long top = 5;
+    int json = 0, npos;
     const attn_cli_opt opts[] = {
-        ATTN_OPT_STR("model", 0, &model, "DIR",
-                     "the output folder of 'attn train vit' (or its\n"
-                     "model.safetensors); required"),
-        ATTN_OPT_STR("data", 0, &data, "DIR",
-                     "the folder of --index's images (default\n" VIT_DEFAULT_DATA ")"),
-        ATTN_OPT_INT("index", 0, &index, 0, 1LL << 40, "N",
-                     "classify image N of the test set (or of --train's)"),
-        ATTN_OPT_FLAG("test", 0, &test, "--index counts in the test set (the default)"),
-        ATTN_OPT_FLAG("train", 0, &train, "--index counts in the training set"),
+        VIT_SRC_OPTS(src, "classify"),
         ATTN_OPT_INT("top", 0, &top, 1, 1000, "K", "the K most likely classes (default 5)"),
-        ATTN_OPT_FLAG("json", 0, &json, "one JSON object per image"),
-        ATTN_OPT_THREADS(&threads), ATTN_OPT_END};
+        ATTN_OPT_FLAG("json", 0, &json, "one JSON object per image"), ATTN_OPT_END};
     const attn_cli_spec spec = {
         "classify", "attn classify --model DIR --index N [--test|--train] [options]\n"
                     "attn classify --model DIR [options] IMAGE.pgm|IMAGE.png...",
@@ -1018,20 +1056,14 @@ int attn_cmd_classify(int argc, char **argv) {
         "attn classify --model vit-model shoe.pgm shirt.png"};
     int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
-    if (!model) return attn_cli_usage_error(&spec, "--model DIR is required");
-    if (test && train) return attn_cli_usage_error(&spec, "--test and --train exclude each other");
-    if ((index >= 0) == (npos > 0))
-        return attn_cli_usage_error(&spec, "give either --index N or image files");
-    if ((test || train) && index < 0)
-        return attn_cli_usage_error(&spec, "--test and --train go with --index");
+    if ((r = vit_src_check(&spec, &src, npos, INT_MAX, "image files")) != 0) return r;
     attn_ctx *ctx;
-    if (attn_cli_ctx(cmd, threads, 0, &ctx)) return 1;
     vit_model v;
     int rc = 1;
-    if (!load_model(cmd, ctx, model, &v)) {
-        attn_ctx_free(ctx);
-        return 1;
-    }
+    if (!vit_src_open(cmd, &src, &ctx, &v)) return 1;
+    const char *data = src.data;
+    long long index = src.index;
+    int train = src.train;
     int64_t K = v.vm.cfg.num_classes, T = top < K ? top : K;
     float *logits = malloc((size_t)K * sizeof(float));
     double *p = malloc((size_t)K * sizeof(double));
@@ -1203,23 +1235,14 @@ static int rollout(const float *W, int64_t NL, int64_t L, float *roll) {
 }
 
 int attn_cmd_attention_map(int argc, char **argv) {
-    const char *cmd = "attention-map", *model = NULL, *data = VIT_DEFAULT_DATA,
-               *out = "attention.png";
-    long long index = -1, threads = 0;
-    int test = 0, train = 0, npos;
+    const char *cmd = "attention-map", *out = "attention.png";
+    vit_src src = VIT_SRC_INIT;
+    int npos;
     const attn_cli_opt opts[] = {
-        ATTN_OPT_STR("model", 0, &model, "DIR",
-                     "the output folder of 'attn train vit' (or its\n"
-                     "model.safetensors); required"),
-        ATTN_OPT_STR("data", 0, &data, "DIR",
-                     "the folder of --index's images (default\n" VIT_DEFAULT_DATA ")"),
-        ATTN_OPT_INT("index", 0, &index, 0, 1LL << 40, "N",
-                     "draw image N of the test set (or of --train's)"),
-        ATTN_OPT_FLAG("test", 0, &test, "--index counts in the test set (the default)"),
-        ATTN_OPT_FLAG("train", 0, &train, "--index counts in the training set"),
+        VIT_SRC_OPTS(src, "draw"),
         ATTN_OPT_STR("output", 'o', &out, "OUT.png",
                      "where to write the picture (default attention.png)"),
-        ATTN_OPT_THREADS(&threads), ATTN_OPT_END};
+        ATTN_OPT_END};
     const attn_cli_spec spec = {
         "attention-map", "attn attention-map --model DIR --index N [--test|--train] [-o OUT.png]\n"
                          "attn attention-map --model DIR [-o OUT.png] IMAGE.pgm|IMAGE.png",
@@ -1235,22 +1258,15 @@ int attn_cmd_attention_map(int argc, char **argv) {
         "attn attention-map --model vit-model shoe.pgm"};
     int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
-    if (!model) return attn_cli_usage_error(&spec, "--model DIR is required");
-    if (test && train) return attn_cli_usage_error(&spec, "--test and --train exclude each other");
-    if (npos > 1) return attn_cli_usage_error(&spec, "one image at a time");
-    if ((index >= 0) == (npos > 0))
-        return attn_cli_usage_error(&spec, "give either --index N or an image file");
-    if ((test || train) && index < 0)
-        return attn_cli_usage_error(&spec, "--test and --train go with --index");
+    if ((r = vit_src_check(&spec, &src, npos, 1, "an image file")) != 0) return r;
     attn_ctx *ctx;
-    if (attn_cli_ctx(cmd, threads, 0, &ctx)) return 1;
     vit_model v;
     vit_input in;
     memset(&in, 0, sizeof in);
-    if (!load_model(cmd, ctx, model, &v)) {
-        attn_ctx_free(ctx);
-        return 1;
-    }
+    if (!vit_src_open(cmd, &src, &ctx, &v)) return 1;
+    const char *data = src.data;
+    long long index = src.index;
+    int train = src.train;
     int rc = 1;
     const attn_vit_config *c = &v.vm.cfg;
     int64_t R = c->image_size, G = R / c->patch, N = G * G, L = N + 1, H = c->tf.nhead,
