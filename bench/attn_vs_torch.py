@@ -120,8 +120,8 @@ def torch_ms(cfg, repeat):
 
 
 def read_safetensors(path):
-    """name -> torch tensor, and the metadata (F32 and I64: what attn bench --save-init
-    writes)."""
+    """name -> torch tensor, and the metadata (F32 and I64: what attn writes: bench
+    --save-init, checkpoints; bench/vit_vs_torch.py reads with it too)."""
     import torch
     with open(path, "rb") as f:
         raw = f.read()

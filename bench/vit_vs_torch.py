@@ -169,22 +169,8 @@ LUT = (np.arange(256, dtype=np.float32) / np.float32(255.0) - MEAN) / STD  # img
 
 
 # ---- attn's checkpoint ----------------------------------------------------------------------
-def read_safetensors(path):
-    """name -> torch tensor, and the metadata (F32 and I64: what attn writes)."""
-    import torch
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    meta = head.pop("__metadata__", {})
-    body = raw[8 + n:]
-    dt = {"F32": torch.float32, "I64": torch.int64}
-    out = {}
-    for name, t in head.items():
-        a, b = t["data_offsets"]
-        out[name] = torch.frombuffer(bytearray(body[a:b]), dtype=dt[t["dtype"]]).reshape(
-            t["shape"])
-    return out, meta
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attn_vs_torch import read_safetensors  # noqa: E402  (the one reader of attn's files)
 
 
 # ---- the twin -------------------------------------------------------------------------------
