@@ -1425,6 +1425,38 @@ ATTN_API attn_status attn_eval(attn_ctx *ctx, const attn_st *in, attn_st_writer 
 /* Names of the ops attn_eval knows, NULL-terminated. */
 ATTN_API const char *const *attn_eval_ops(void);
 
+/* ============================================================================================
+ * Quantized tensors: the GGML block formats of GGUF files (values are GGML's type numbers).
+ * A tensor of n elements (n a multiple of the block's element count) is n / block_elems blocks
+ * of block_bytes each, stored back to back.
+ * ========================================================================================== */
+typedef enum attn_qtype {
+    ATTN_Q_F32 = 0, ATTN_Q_F16 = 1, ATTN_Q_Q4_0 = 2, ATTN_Q_Q4_1 = 3, ATTN_Q_Q5_0 = 6,
+    ATTN_Q_Q5_1 = 7, ATTN_Q_Q8_0 = 8, ATTN_Q_Q2_K = 10, ATTN_Q_Q3_K = 11,
+    ATTN_Q_Q4_K = 12, ATTN_Q_Q5_K = 13, ATTN_Q_Q6_K = 14, ATTN_Q_Q8_K = 15, ATTN_Q_BF16 = 30
+} attn_qtype;
+
+/* GGML's name of a type number ("Q4_K"), or NULL for a number attn does not know. */
+ATTN_API const char *attn_qtype_name(int type);
+/* Elements and bytes per block of a type number; ATTN_E_UNSUPPORTED (no message: there is no
+ * context) for a number attn does not know. */
+ATTN_API attn_status attn_qtype_block(int type, int64_t *block_elems /* OUT */,
+                                      int64_t *block_bytes /* OUT */);
+
+/* (quantized-tensor functions: dequantization, matrix products -- issue 12, part 2) */
+
+/* ============================================================================================
+ * GGUF files (issue 12, part 1)
+ * ========================================================================================== */
+
+/* (GGUF reader) */
+
+/* ============================================================================================
+ * Byte-level BPE tokenizer (issue 12, part 4)
+ * ========================================================================================== */
+
+/* (BPE tokenizer) */
+
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 
 #ifdef __cplusplus
