@@ -1443,7 +1443,52 @@ ATTN_API const char *attn_qtype_name(int type);
 ATTN_API attn_status attn_qtype_block(int type, int64_t *block_elems /* OUT */,
                                       int64_t *block_bytes /* OUT */);
 
-/* (quantized-tensor functions: dequantization, matrix products -- issue 12, part 2) */
+/* Dequantizes n elements (a multiple of the type's block) stored in src (src_bytes at least
+ * n / block_elems * block_bytes) into dst[n]: bit for bit the float arithmetic of the gguf
+ * Python package's numpy dequantizers (gguf.quants.dequantize; Q8_K, which it lacks, as d q),
+ * e.g. Q4_1 as fl(fl(d q) + m), fp16 scales widened exactly.  Every type of attn_qtype.
+ * Scales are not checked: an infinite scale gives infinities (and NaN for a zero quant,
+ * inf * 0), a NaN scale NaN for its block or group, as IEEE arithmetic does; F32, F16 and BF16
+ * NaN payloads are kept.  Runs over the context's threads; dst may not overlap src. */
+ATTN_API attn_status attn_dequantize(attn_ctx *ctx, int type, const void *src, size_t src_bytes,
+                                     int64_t n, float *dst);
+/* Quantizes n floats (a multiple of the block) into dst (dst_bytes at least n / block_elems *
+ * block_bytes): bit for bit gguf.quants.quantize for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1
+ * and Q8_0 (ATTN_E_UNSUPPORTED for the other types).  src must be finite (ATTN_E_NONFINITE)
+ * unless the context has ATTN_CTX_NO_FINITE_CHECK. */
+ATTN_API attn_status attn_quantize(attn_ctx *ctx, int type, const float *src, int64_t n,
+                                   void *dst, size_t dst_bytes);
+
+/* Precision of the activations in attn_qlinear's matrix-vector products (M <= 4). */
+typedef enum attn_qact {
+    ATTN_QACT_DEFAULT = 0, /* the measured default: ATTN_QACT_F32 (docs/kernels.md) */
+    /* float activations: each weight is dequantized in registers, exactly as attn_dequantize
+     * gives it, and multiplied in float; only the order of the float sums differs from
+     * dequantizing then multiplying: |error| <= ~K 2^-24 sum_k |w_nk x_mk| */
+    ATTN_QACT_F32 = 1,
+    /* activations rounded to int8 per block of 32 (scale max|x| / 127, float), integer dot
+     * products (AVX512_VNNI where the CPU has it): adds up to sum_b (d_b / 2) sum_k |w_nk|
+     * over the blocks b of the row (d_b the block's scale), typically ~1e-3 relative.  For
+     * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; other types use float activations. */
+    ATTN_QACT_Q8 = 2
+} attn_qact;
+
+/* Linear layer on quantized weights: y[m * ldy + n] = sum_k x[m * ldx + k] W[n, k] (+ bias[n])
+ * for m < M, n < N.  w holds W as GGUF stores a [N, K] weight: N rows of K elements of `type`
+ * (K a multiple of the block), rows back to back (w_bytes at least N K / block_elems *
+ * block_bytes), read in place: no dequantized copy is made.  bias may be NULL.
+ *   M <= 4 (decoding): matrix-vector kernels that read the weights once at close to memory
+ *     bandwidth; act chooses the activation precision (above).
+ *   M > 4 (prompts): the weights are dequantized panel by panel into the float GEMM; the
+ *     result is that of the float GEMM on the dequantized matrix, bit for bit (act is not
+ *     used).
+ * Threads split the N outputs only: results are bit-identical for every thread count (and
+ * may differ in the last bits between instruction sets, as the float GEMM does).  x and bias
+ * must be finite (ATTN_E_NONFINITE) unless ATTN_CTX_NO_FINITE_CHECK; the weights are not
+ * scanned.  y may not overlap x, w or bias. */
+ATTN_API attn_status attn_qlinear(attn_ctx *ctx, int type, const void *w, size_t w_bytes,
+                                  int64_t N, int64_t K, const float *x, int64_t ldx, int64_t M,
+                                  const float *bias, float *y, int64_t ldy, attn_qact act);
 
 /* ============================================================================================
  * GGUF files (issue 12, part 1)

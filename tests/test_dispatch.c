@@ -103,6 +103,7 @@ static void cpu_detection(void) {
         TU_CHECK(strstr(flags, want) != NULL, "%s reported but not in /proc/cpuinfo", want);
     }
     if (f & ATTN__CPU_AVX2) TU_CHECK(strstr(flags, " fma ") != NULL, "AVX2 bit without fma");
+    if (f & ATTN__CPU_AVX2) TU_CHECK(strstr(flags, " f16c ") != NULL, "AVX2 bit without f16c");
 }
 
 /* ---- the choice of set ---------------------------------------------------------------- */

@@ -26,7 +26,7 @@ static uint64_t xgetbv0(void) {
 static unsigned detect(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
-    unsigned fma = BIT(c, 12), osxsave = BIT(c, 27), avx = BIT(c, 28);
+    unsigned fma = BIT(c, 12), osxsave = BIT(c, 27), avx = BIT(c, 28), f16c = BIT(c, 29);
     if (!osxsave || !avx) return 0;
     uint64_t xcr0 = xgetbv0();
     if ((xcr0 & 0x6) != 0x6 || __get_cpuid_max(0, NULL) < 7) return 0;
@@ -34,7 +34,7 @@ static unsigned detect(void) {
     __cpuid_count(7, 0, a, b, c, d);
     unsigned sub = a; /* the highest subleaf of leaf 7 */
     unsigned f = 0;
-    if (fma && BIT(b, 5)) f |= ATTN__CPU_AVX2;
+    if (fma && f16c && BIT(b, 5)) f |= ATTN__CPU_AVX2;
     if (zmm) {
         if (BIT(b, 16)) f |= ATTN__CPU_AVX512F;
         if (BIT(b, 17)) f |= ATTN__CPU_AVX512DQ;

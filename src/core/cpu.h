@@ -13,7 +13,8 @@
  * AMX).  Linux still asks a program to request the AMX tile state (arch_prctl) before its
  * first tile instruction: the bits only say that the hardware and the kernel support it. */
 enum {
-    ATTN__CPU_AVX2 = 1u << 0,         /* AVX2 and FMA (CPUID.1:ECX bit 12, .7.0:EBX bit 5) */
+    ATTN__CPU_AVX2 = 1u << 0,         /* AVX2, FMA and F16C (CPUID.1:ECX bits 12 and 29,
+                                       * .7.0:EBX bit 5): every AVX2 CPU has the other two */
     ATTN__CPU_AVX512F = 1u << 1,      /* CPUID.(7,0):EBX bit 16 */
     ATTN__CPU_AVX512DQ = 1u << 2,     /* EBX bit 17 */
     ATTN__CPU_AVX512BW = 1u << 3,     /* EBX bit 30 */

@@ -70,6 +70,15 @@ static void attn__gemm_pack_c(int contig, int64_t kc, const float *restrict src,
     }
 }
 
+void attn__gemm_pack_panel(const attn__gemm_kernel *kr, int a, int contig, int64_t kc,
+                           const float *src, int64_t ld, int64_t nv, float *dst) {
+    attn__gemm_pack_fn fn = a ? kr->pack_a : kr->pack_b;
+    if (fn)
+        fn(contig, kc, src, ld, nv, dst);
+    else
+        attn__gemm_pack_c(contig, kc, src, ld, nv, a ? kr->mr : kr->nr, dst);
+}
+
 /* Packs op(B)[pc:pc+kc, j0:j0+nr] (zero beyond column jc+nc) as kc rows of nr values. */
 static void attn__gemm_pack_b(const attn__gemm_job *g, int64_t p, float *dst) {
     const int nr = g->kr->nr;

@@ -44,6 +44,13 @@ typedef struct attn__gemm_kernel {
     attn__gemm_ukr_pf_fn ukr_pf; /* or NULL */
 } attn__gemm_kernel;
 
+/* Packs one micro-panel (a: of A, width mr; else of B, width nr) as the driver does: the
+ * table's hook, or the plain C packing where it has none (contract above; gemm.c).  For
+ * drivers that feed the microkernel themselves (quant.c). */
+ATTN__HIDDEN void attn__gemm_pack_panel(const attn__gemm_kernel *kr, int a, int contig,
+                                        int64_t kc, const float *src, int64_t ld, int64_t nv,
+                                        float *dst);
+
 /* One table per set; the ISA ones return NULL when the build could not compile them. */
 ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_ref(void);
 ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_avx2(void);

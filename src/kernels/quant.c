@@ -1,0 +1,290 @@
+/* Quantized tensors: the public functions (attn_dequantize, attn_quantize, attn_qlinear) and
+ * the linear product on quantized weights (attn__qlinear, contract in quant.h).
+ *
+ * attn__qlinear, for M rows of activations against N quantized weight rows of K elements:
+ *   M <= ATTN__QMV_MAX  matrix-vector kernels (ctx->kern.quant->mv, or ->mv8 on int8
+ *                       activations): the weights are read once, in place, threads split
+ *                       the N rows.  Memory-bound: the point is to read W at the memory's rate.
+ *   larger M            the float GEMM microkernel of the context (gemm.h): X is packed once
+ *                       into mr-row panels (all of K); the N rows are cut into units of nr-row
+ *                       panels, and a thread dequantizes a unit (ctx->kern.quant->dq, exact),
+ *                       packs it, and runs every mr x nr tile of its columns over K in chunks
+ *                       of kc, in order, beta 0 then 1 -- the tile computation of attn__gemm,
+ *                       so Y is attn__gemm(X, deq(W)^T) bit for bit, for any thread count.
+ *                       Each weight is dequantized once per call.
+ * Threads split output columns (weight rows) only, never K. */
+#include "quant.h"
+
+#include <float.h>
+
+#include "gemm.h"
+#include "pool.h"
+
+/* ---- activations as int8 -------------------------------------------------------------------- */
+void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K, int8_t *q,
+                          int64_t ldq, float *d, float *sx, int32_t *sq, int64_t ldb) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t b = 0; b < K / 32; b++) {
+            const float *xb = x + i * ldx + 32 * b;
+            int8_t *qb = q + i * ldq + 32 * b;
+            float amax = 0.0f, s = 0.0f;
+            for (int j = 0; j < 32; j++) {
+                s += xb[j];
+                amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
+            }
+            float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+            if (!(id <= FLT_MAX)) db = 0.0f, id = 0.0f; /* max|x| < ~2.9e-37: a zero block */
+            int32_t s0 = 0, s1 = 0;
+            for (int j = 0; j < 32; j++) {
+                float r = roundf(xb[j] * id);
+                int v = !(r == r) ? 0 : r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r;
+                qb[j] = (int8_t)v;
+                if (j < 16)
+                    s0 += v;
+                else
+                    s1 += v;
+            }
+            if (!(s - s == 0.0f)) db = NAN; /* a NaN or an infinity in the block: y is NaN */
+            d[i * ldb + b] = db;
+            sx[i * ldb + b] = s;
+            sq[i * 2 * ldb + 2 * b] = s0;
+            sq[i * 2 * ldb + 2 * b + 1] = s1;
+        }
+}
+
+/* ---- the driver ---------------------------------------------------------------------------- */
+typedef struct qjob {
+    int type;
+    const uint8_t *W;
+    size_t rb;
+    int64_t N, K, nb, M;
+    const float *X;
+    int64_t ldx;
+    const float *bias;
+    float *Y;
+    int64_t ldy;
+    attn__qmv_fn mv;
+    attn__qmv8_fn mv8;
+    attn__q8act xa;
+    /* GEMM path */
+    const attn__gemm_kernel *kr;
+    attn__qdq_fn dq;
+    float *apack;     /* m_panels panels of [K][mr] */
+    int64_t m_panels;
+    float *bws;       /* per thread slot: nr rows of K, then U panels of [K][nr] */
+    size_t bws_stride;
+    int64_t U, units, n_panels;
+} qjob;
+
+static void add_bias(const qjob *j, int64_t n0, int64_t n1) {
+    if (!j->bias) return;
+    for (int64_t i = 0; i < j->M; i++) {
+        float *y = j->Y + i * j->ldy;
+        for (int64_t n = n0; n < n1; n++) y[n] += j->bias[n];
+    }
+}
+
+static void mv_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const qjob *j = arg;
+    (void)tid;
+    const uint8_t *w = j->W + (size_t)begin * j->rb;
+    if (j->mv8) {
+        j->mv8(w, j->rb, end - begin, j->nb, &j->xa, j->M, j->Y + begin, j->ldy);
+    } else {
+        j->mv(w, j->rb, end - begin, j->nb, j->X, j->ldx, j->M, j->Y + begin, j->ldy);
+    }
+    add_bias(j, begin, end);
+}
+
+static void pack_a_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const qjob *j = arg;
+    (void)tid;
+    const int mr = j->kr->mr;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t i0 = r * mr, mv = j->M - i0 < mr ? j->M - i0 : mr;
+        attn__gemm_pack_panel(j->kr, 1, 0, j->K, j->X + i0 * j->ldx, j->ldx, mv,
+                              j->apack + r * mr * j->K);
+    }
+}
+
+/* One mr x nr tile at (i0, j0) over the K chunk of kc columns, as attn__gemm computes it: full
+ * tiles in place, edge tiles through a scratch tile. */
+static void tile(const qjob *j, const float *a, const float *b, int64_t i0, int64_t j0,
+                 int64_t kc, float beta) {
+    const attn__gemm_kernel *kr = j->kr;
+    const int mr = kr->mr, nr = kr->nr;
+    const int64_t mv = j->M - i0 < mr ? j->M - i0 : mr, nv = j->N - j0 < nr ? j->N - j0 : nr;
+    float *c = j->Y + i0 * j->ldy + j0;
+    if (mv == mr && nv == nr) {
+        kr->ukr(kc, a, b, c, j->ldy, 1.0f, beta);
+        return;
+    }
+    _Alignas(64) float t[ATTN__GEMM_MR_MAX * ATTN__GEMM_NR_MAX];
+    if (beta != 0.0f) {
+        memset(t, 0, sizeof(float) * (size_t)(mr * nr));
+        for (int64_t i = 0; i < mv; i++) memcpy(t + i * nr, c + i * j->ldy, sizeof(float) * (size_t)nv);
+    }
+    kr->ukr(kc, a, b, t, nr, 1.0f, beta);
+    for (int64_t i = 0; i < mv; i++) memcpy(c + i * j->ldy, t + i * nr, sizeof(float) * (size_t)nv);
+}
+
+static void mm_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const qjob *j = arg;
+    const attn__gemm_kernel *kr = j->kr;
+    const int mr = kr->mr, nr = kr->nr;
+    const int64_t K = j->K;
+    float *rows = j->bws + (size_t)tid * j->bws_stride, *bp = rows + (size_t)nr * (size_t)K;
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t p0 = u * j->U, p1 = p0 + j->U < j->n_panels ? p0 + j->U : j->n_panels;
+        for (int64_t p = p0; p < p1; p++) { /* dequantize and pack the unit's panels */
+            const int64_t n0 = p * nr, nv = j->N - n0 < nr ? j->N - n0 : nr;
+            for (int64_t r = 0; r < nv; r++)
+                j->dq(j->W + (size_t)(n0 + r) * j->rb, j->nb, rows + r * K);
+            attn__gemm_pack_panel(kr, 0, 0, K, rows, K, nv, bp + (p - p0) * nr * K);
+        }
+        for (int64_t r = 0; r < j->m_panels; r++) {
+            const float *a = j->apack + r * mr * K;
+            for (int64_t pc = 0; pc < K; pc += kr->kc) {
+                const int64_t kc = K - pc < kr->kc ? K - pc : kr->kc;
+                for (int64_t p = p0; p < p1; p++)
+                    tile(j, a + pc * mr, bp + (p - p0) * nr * K + pc * nr, r * mr, p * nr, kc,
+                         pc == 0 ? 0.0f : 1.0f);
+            }
+        }
+        add_bias(j, p0 * nr, p1 * nr < j->N ? p1 * nr : j->N);
+    }
+}
+
+static void run(attn_ctx *ctx, int serial, int64_t n, attn__task_fn fn, void *j) {
+    if (serial)
+        fn(j, 0, n, 0);
+    else
+        attn__parallel_for(ctx, n, fn, j);
+}
+
+static float *align64(void *p) {
+    uintptr_t a = (uintptr_t)p;
+    return (float *)(void *)((char *)p + ((64 - (a & 63)) & 63));
+}
+
+attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int64_t K,
+                          const float *X, int64_t ldx, int64_t M, const float *bias, float *Y,
+                          int64_t ldy, int act) {
+    if (M <= 0 || N <= 0) return ATTN_OK;
+    int64_t be = 1, bb = 4;
+    attn_qtype_block(type, &be, &bb);
+    qjob j;
+    memset(&j, 0, sizeof j);
+    j.type = type, j.W = W, j.N = N, j.K = K, j.nb = K / be, j.M = M;
+    j.rb = (size_t)(j.nb * bb);
+    j.X = X, j.ldx = ldx, j.bias = bias, j.Y = Y, j.ldy = ldy;
+    const attn__quant_kernels *kq = ctx->kern.quant, *ref = attn__quant_kernels_ref();
+    if (K == 0) { /* an empty sum */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t n = 0; n < N; n++) Y[i * ldy + n] = bias ? bias[n] : 0.0f;
+        return ATTN_OK;
+    }
+    attn__mark mark = attn__ws_mark(ctx);
+    attn_status st = ATTN_OK;
+    if (M <= ATTN__QMV_MAX) {
+        const attn__quant_kernels *k8 = ctx->kern.quant8;
+        j.mv8 = act == ATTN__QACT_Q8 && K % 32 == 0 ? k8->mv8[type] : NULL;
+        if (j.mv8) {
+            const int64_t nbx = K / 32;
+            int8_t *q;
+            float *d, *sx;
+            int32_t *sq;
+            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(M * K), 1, (void **)&q));
+            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(M * nbx), sizeof(float), (void **)&d));
+            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(M * nbx), sizeof(float), (void **)&sx));
+            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(2 * M * nbx), sizeof(int32_t), (void **)&sq));
+            attn__q8act_quantize(X, ldx, M, K, q, K, d, sx, sq, nbx);
+            j.xa = (attn__q8act){q, d, sx, sq, K, nbx};
+        } else {
+            j.mv = kq->mv[type] ? kq->mv[type] : ref->mv[type];
+        }
+        /* below ~64 KiB of weights waking the pool costs more than it saves */
+        run(ctx, (double)N * (double)j.rb * (double)M < 65536.0, N, mv_task, &j);
+        goto done;
+    }
+    {
+        const attn__gemm_kernel *kr = ctx->kern.gemm;
+        const int mr = kr->mr, nr = kr->nr;
+        j.kr = kr;
+        j.dq = kq->dq[type] ? kq->dq[type] : attn__dequant_ref_fn(type);
+        j.m_panels = (M + mr - 1) / mr;
+        j.n_panels = (N + nr - 1) / nr;
+        const int serial = (double)M * (double)N * (double)K < 262144.0;
+        const int width = serial ? 1 : attn__parallel_width(ctx, j.n_panels);
+        /* units of U panels: A's micro-panels are reused over U panels while in L1, yet at
+         * least two units per thread for balance and at most ~1 MiB of packed panels */
+        int64_t U = j.n_panels / (2 * width);
+        const int64_t cap = (int64_t)(1 << 18) / ((int64_t)nr * K);
+        U = U > 4 ? 4 : U;
+        U = U > cap ? cap : U;
+        j.U = U < 1 ? 1 : U;
+        j.units = (j.n_panels + j.U - 1) / j.U;
+        size_t a_floats = (size_t)(j.m_panels * mr) * (size_t)K;
+        j.bws_stride = ((size_t)nr * (size_t)K * (size_t)(1 + j.U) + 15) / 16 * 16;
+        void *ap, *bp;
+        ATTN_TRYG(attn__ws_alloc(ctx, a_floats + 16, sizeof(float), &ap));
+        ATTN_TRYG(attn__ws_alloc(ctx, j.bws_stride * (size_t)width + 16, sizeof(float), &bp));
+        j.apack = align64(ap);
+        j.bws = align64(bp);
+        run(ctx, serial, j.m_panels, pack_a_task, &j);
+        run(ctx, serial, j.units, mm_task, &j);
+    }
+done:
+    attn__ws_release(ctx, mark);
+    return st;
+}
+
+/* ---- whole tensors ------------------------------------------------------------------------- */
+typedef struct conv_job {
+    int type;
+    attn__qdq_fn dq;
+    const uint8_t *src;
+    const float *fsrc;
+    uint8_t *qdst;
+    float *dst;
+    int64_t be, bb, per; /* per: blocks per task index */
+    int64_t nb;
+} conv_job;
+
+static void dq_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const conv_job *c = arg;
+    (void)tid;
+    const int64_t b0 = begin * c->per, b1 = end * c->per < c->nb ? end * c->per : c->nb;
+    c->dq(c->src + (size_t)(b0 * c->bb), b1 - b0, c->dst + b0 * c->be);
+}
+
+static void qz_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const conv_job *c = arg;
+    (void)tid;
+    const int64_t b0 = begin * c->per, b1 = end * c->per < c->nb ? end * c->per : c->nb;
+    attn__quant_ref(c->type, c->fsrc + b0 * c->be, b1 - b0, c->qdst + (size_t)(b0 * c->bb));
+}
+
+/* Splits nb blocks into task indices of ~64 Ki elements (the split never changes results). */
+static void conv_run(attn_ctx *ctx, conv_job *c, attn__task_fn fn) {
+    c->per = (65536 + c->be - 1) / c->be;
+    const int64_t n = (c->nb + c->per - 1) / c->per;
+    run(ctx, n < 2, n, fn, c);
+}
+
+void attn__dequantize(attn_ctx *ctx, int type, const void *src, int64_t n, float *dst) {
+    conv_job c;
+    memset(&c, 0, sizeof c);
+    attn_qtype_block(type, &c.be, &c.bb);
+    c.type = type, c.src = src, c.dst = dst, c.nb = n / c.be;
+    c.dq = ctx->kern.quant->dq[type] ? ctx->kern.quant->dq[type] : attn__dequant_ref_fn(type);
+    conv_run(ctx, &c, dq_task);
+}
+
+void attn__quantize(attn_ctx *ctx, int type, const float *src, int64_t n, void *dst) {
+    conv_job c;
+    memset(&c, 0, sizeof c);
+    attn_qtype_block(type, &c.be, &c.bb);
+    c.type = type, c.fsrc = src, c.qdst = dst, c.nb = n / c.be;
+    conv_run(ctx, &c, qz_task);
+}

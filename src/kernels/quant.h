@@ -1,0 +1,153 @@
+/* Quantized tensors: the GGML block formats of GGUF files (sizes in qtypes.c, layouts below).
+ *
+ *   ref/quant_ref.c   dequantization and quantization in plain C: the definition, bit for bit
+ *                     the float operations of the gguf package's numpy code (gguf.quants)
+ *   quant.c           the public functions (attn_dequantize, attn_quantize, attn_qlinear) and
+ *                     the linear product on quantized weights, attn__qlinear: matrix-vector
+ *                     kernels for a few rows of activations, dequantized panels on the float
+ *                     GEMM microkernels for more
+ *   x86_avx2/quant_avx2.c, x86_avx512/quant_avx512.c, x86_avx512vnni/quant_vnni.c
+ *                     the kernels per instruction set (attn__quant_kernels, ctx->kern.quant)
+ *
+ * Every file here is built with -ffp-contract=off (CMakeLists.txt): the dequantized value of
+ * Q4_1 is fl(fl(d q) + m), two roundings, as numpy computes it, never one fused rounding.
+ *
+ * Layouts (little-endian; "f16" an IEEE half scale; element e of a block):
+ *   Q4_0  32: d f16, qs[16]          q = (e < 16 ? qs[e] & 15 : qs[e-16] >> 4) - 8;  d q
+ *   Q4_1  32: d, m f16, qs[16]       q as Q4_0 without the - 8;                  d q + m
+ *   Q5_0  32: d, qh u32, qs[16]      q = nibble | bit e of qh << 4, - 16;         d q
+ *   Q5_1  32: d, m, qh, qs[16]       the same without the - 16;                   d q + m
+ *   Q8_0  32: d, int8 qs[32]                                                       d q
+ *   Q2_K 256: sc[16], qs[64], d, dmin      16 groups of 16: (d (sc & 15)) q - dmin (sc >> 4)
+ *   Q3_K 256: hmask[32], qs[64], sc[12], d 16 groups of 16, 6-bit signed scales - 32
+ *   Q4_K 256: d, dmin, sc[12], qs[128]     8 groups of 32, 6-bit scale and min: (d s) q - dmin m
+ *   Q5_K 256: d, dmin, sc[12], qh[32], qs[128]   as Q4_K with a fifth bit
+ *   Q6_K 256: ql[128], qh[64], int8 sc[16], d   16 groups of 16: (d s) (q - 32)
+ *   Q8_K 256: d f32, int8 qs[256], int16 bsums[16] (the sums are not read)      d q
+ *   F32, F16, BF16: one value per element.
+ * Products in parentheses are rounded to float first, as in numpy. */
+#ifndef ATTN_QUANT_H
+#define ATTN_QUANT_H
+#include <string.h>
+
+#include "dispatch.h"
+
+#define ATTN__QT_MAX 31 /* type numbers are below this (ATTN_Q_BF16 = 30) */
+
+/* ---- half precision ----------------------------------------------------------------------
+ * Widening is exact: subnormals, infinities and NaN payloads are kept (as numpy's astype). */
+static inline float attn__half_to_float(uint16_t h) {
+    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    if (e == 0x1f)
+        u = s | 0x7f800000u | (m << 13);
+    else if (e != 0)
+        u = s | ((e + 112u) << 23) | (m << 13);
+    else if (m == 0)
+        u = s;
+    else {
+        float f = (float)m * 0x1p-24f; /* m 2^-24 exactly: a normal float */
+        return s ? -f : f;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t attn__load_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline float attn__load_half(const uint8_t *p) {
+    return attn__half_to_float(attn__load_u16(p));
+}
+/* Nearest half, ties to even, overflow to infinity, subnormals rounded as such: numpy's
+ * astype(float16).  A NaN gives a NaN with the top payload bits (as numpy's scalar code). */
+ATTN__HIDDEN uint16_t attn__float_to_half(float f);
+
+/* ---- reference ---------------------------------------------------------------------------- */
+/* Dequantizes nb blocks of `type` (a type attn_qtype_block knows) from src into dst
+ * (nb * block_elems floats): gguf.quants.dequantize bit for bit (Q8_K: d * q). */
+ATTN__HIDDEN void attn__dequant_ref(int type, const void *src, int64_t nb, float *dst);
+/* 1 when attn__quant_ref has a quantizer for type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q8_0. */
+ATTN__HIDDEN int attn__quant_supported(int type);
+/* Quantizes nb blocks: gguf.quants.quantize bit for bit for finite input (non-finite input
+ * gives some block without undefined behaviour). */
+ATTN__HIDDEN void attn__quant_ref(int type, const float *src, int64_t nb, void *dst);
+
+/* ---- activations as int8 (the optional int8 path of the matrix-vector product) ----------
+ * Each vector of K values (K a multiple of 32) is cut into blocks of 32: block b has
+ * d_b = max|x| / 127 (0 for a zero block), q_j = roundf(x_j / d_b) (computed as
+ * x_j * (1 / d_b), in [-127, 127]), the integer sum of its q and the float sum of its x
+ * (summed in order).  Element j of vector i is q[i * ldq + j]; block b's numbers are at
+ * [i * ldb + b]. */
+typedef struct attn__q8act {
+    const int8_t *q;
+    const float *d;    /* scale */
+    const float *sx;   /* sum of the x of the block (the offset of Q4_1, Q5_1, K mins) */
+    const int32_t *sq; /* sum of the q of the block (the -8, -16, -32 of Q4_0, Q5_0, Q6_K) */
+    int64_t ldq, ldb;
+} attn__q8act;
+/* Quantizes rows x[i * ldx + k], i < m, k < K into the buffers of a (q: m * ldq bytes, the
+ * others m * ldb entries). */
+ATTN__HIDDEN void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K,
+                                       int8_t *q, int64_t ldq, float *d, float *sx, int32_t *sq,
+                                       int64_t ldb);
+
+/* ---- kernels per instruction set ----------------------------------------------------------
+ * W holds `rows` rows of rb bytes, each nb blocks of the type (K = nb * block_elems).
+ *   dq:  dequantizes nb blocks to floats: exactly attn__dequant_ref's bits.
+ *   mv:  y[i * ldy + r] = sum_k deq(W_r)[k] x[i * ldx + k] for r < rows, i < m (m <= MV_MAX):
+ *        float activations, each weight dequantized in registers as dq does, products and sums
+ *        in float in the kernel's own fixed order (per row, the same for every m and every
+ *        row range).
+ *   mv8: the same on int8 activations (attn__q8act); NULL where the set has none. */
+#define ATTN__QMV_MAX 4
+typedef void (*attn__qdq_fn)(const uint8_t *src, int64_t nb, float *dst);
+typedef void (*attn__qmv_fn)(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                             const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy);
+typedef void (*attn__qmv8_fn)(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                              const attn__q8act *xa, int64_t m, float *y, int64_t ldy);
+
+/* The reference dequantizer of one type (NULL for an unknown type). */
+ATTN__HIDDEN attn__qdq_fn attn__dequant_ref_fn(int type);
+
+typedef struct attn__quant_kernels {
+    const char *name;
+    attn__qdq_fn dq[ATTN__QT_MAX];   /* every type */
+    attn__qmv_fn mv[ATTN__QT_MAX];   /* every type (the plain C table has them all) */
+    attn__qmv8_fn mv8[ATTN__QT_MAX]; /* the 32-element types and Q4_K, Q6_K, or NULL */
+} attn__quant_kernels;
+
+/* The plain C table (all types, float and int8 paths) and the SIMD ones: NULL when the build
+ * could not compile them; their entries are NULL for types they leave to the plain C ones
+ * (dispatch.c fills those in). */
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_ref(void);
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2(void);
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx512(void);
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_vnni(void);
+
+/* ---- the linear product ------------------------------------------------------------------- */
+enum {
+    ATTN__QACT_DEFAULT = 0, /* the measured default (docs/kernels.md): float */
+    ATTN__QACT_F32 = 1,     /* float activations (mv) */
+    ATTN__QACT_Q8 = 2       /* activations rounded to int8 per block of 32 (mv8) */
+};
+
+/* Y[i * ldy + n] = sum_k X[i * ldx + k] deq(W)[n, k] (+ bias[n] when bias is not NULL) for
+ * i < M, n < N: W is N rows of K elements (K a multiple of the block), row-major, rows back to
+ * back.  M <= ATTN__QMV_MAX runs the matrix-vector kernels (act chooses the float or the int8
+ * path; the int8 path where the context's set has one for the type, else float), larger M
+ * the float GEMM microkernels on dequantized panels: Y is then bit for bit
+ * attn__gemm(X, deq(W)^T) on the same context.  Threads split output rows only (N): the same
+ * bits for every thread count.  The caller has checked the sizes (row bytes and products fit
+ * in size_t / int64_t); fails only when the workspace runs out. */
+ATTN__HIDDEN attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N,
+                                       int64_t K, const float *X, int64_t ldx, int64_t M,
+                                       const float *bias, float *Y, int64_t ldy, int act);
+
+/* Whole tensors of n elements (a multiple of the block), over the context's threads in pieces
+ * of ~64 Ki elements: dequantization on ctx->kern.quant (attn__dequant_ref's bits) and the
+ * reference quantization (attn__quant_supported types).  No checks. */
+ATTN__HIDDEN void attn__dequantize(attn_ctx *ctx, int type, const void *src, int64_t n,
+                                   float *dst);
+ATTN__HIDDEN void attn__quantize(attn_ctx *ctx, int type, const float *src, int64_t n,
+                                 void *dst);
+
+#endif
