@@ -22,7 +22,7 @@
 
 /* ---- activations as int8 -------------------------------------------------------------------- */
 void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K, int8_t *q,
-                          int64_t ldq, float *d, float *sx, int32_t *sq, int64_t ldb) {
+                          int64_t ldq, float *dsx, int32_t *sq, int64_t ldb) {
     for (int64_t i = 0; i < m; i++)
         for (int64_t b = 0; b < K / 32; b++) {
             const float *xb = x + i * ldx + 32 * b;
@@ -45,8 +45,8 @@ void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K, int
                     s1 += v;
             }
             if (!(s - s == 0.0f)) db = NAN; /* a NaN or an infinity in the block: y is NaN */
-            d[i * ldb + b] = db;
-            sx[i * ldb + b] = s;
+            dsx[i * 2 * ldb + 2 * b] = db;
+            dsx[i * 2 * ldb + 2 * b + 1] = s;
             sq[i * 2 * ldb + 2 * b] = s0;
             sq[i * 2 * ldb + 2 * b + 1] = s1;
         }
@@ -192,14 +192,13 @@ attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int
         if (j.mv8) {
             const int64_t nbx = K / 32;
             int8_t *q;
-            float *d, *sx;
+            float *dsx;
             int32_t *sq;
             ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(M * K), 1, (void **)&q));
-            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(M * nbx), sizeof(float), (void **)&d));
-            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(M * nbx), sizeof(float), (void **)&sx));
+            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(2 * M * nbx), sizeof(float), (void **)&dsx));
             ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(2 * M * nbx), sizeof(int32_t), (void **)&sq));
-            attn__q8act_quantize(X, ldx, M, K, q, K, d, sx, sq, nbx);
-            j.xa = (attn__q8act){q, d, sx, sq, K, nbx};
+            attn__q8act_quantize(X, ldx, M, K, q, K, dsx, sq, nbx);
+            j.xa = (attn__q8act){q, dsx, sq, K, nbx};
         } else {
             j.mv = kq->mv[type] ? kq->mv[type] : ref->mv[type];
         }

@@ -73,21 +73,21 @@ ATTN__HIDDEN void attn__quant_ref(int type, const float *src, int64_t nb, void *
 
 /* ---- activations as int8 (the optional int8 path of the matrix-vector product) ----------
  * Each vector of K values (K a multiple of 32) is cut into blocks of 32: block b has
- * d_b = max|x| / 127 (0 for a zero block), q_j = roundf(x_j / d_b) (computed as
- * x_j * (1 / d_b), in [-127, 127]), the integer sum of its q and the float sum of its x
- * (summed in order).  Element j of vector i is q[i * ldq + j]; block b's numbers are at
- * [i * ldb + b]. */
+ * d_b = max|x| / 127 (0 for a zero block, and for max|x| < ~2.9e-37, where 1 / d_b would
+ * overflow), q_j = roundf(x_j * (1 / d_b)) in [-127, 127], the float sum of its x (in order)
+ * and the integer sums of its q over elements 0-15 and 16-31.  A block holding a NaN or an
+ * infinity gets d_b = NaN, so the outputs it touches are NaN.  Vector i: q[i * ldq + j];
+ * dsx[i * 2 * ldb + 2 b] = d_b, [... + 2 b + 1] = the sum of x; sq[i * 2 * ldb + 2 b + h]. */
 typedef struct attn__q8act {
     const int8_t *q;
-    const float *d;    /* scale */
-    const float *sx;   /* sum of the x of the block (the offset of Q4_1, Q5_1, K mins) */
-    const int32_t *sq; /* sum of the q of the block (the -8, -16, -32 of Q4_0, Q5_0, Q6_K) */
+    const float *dsx;
+    const int32_t *sq;
     int64_t ldq, ldb;
 } attn__q8act;
-/* Quantizes rows x[i * ldx + k], i < m, k < K into the buffers of a (q: m * ldq bytes, the
- * others m * ldb entries). */
+/* Quantizes rows x[i * ldx + k], i < m, k < K (K a multiple of 32) into q (m * ldq bytes),
+ * dsx and sq (m * 2 * ldb entries each). */
 ATTN__HIDDEN void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K,
-                                       int8_t *q, int64_t ldq, float *d, float *sx, int32_t *sq,
+                                       int8_t *q, int64_t ldq, float *dsx, int32_t *sq,
                                        int64_t ldb);
 
 /* ---- kernels per instruction set ----------------------------------------------------------

@@ -90,7 +90,7 @@ static void mv8_32(int type, const uint8_t *w, size_t rb, int64_t rows, int64_t 
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t i = 0; i < m; i++) {
             const int8_t *xq = xa->q + i * xa->ldq;
-            const float *xd = xa->d + i * xa->ldb, *xs = xa->sx + i * xa->ldb;
+            const float *xd = xa->dsx + i * 2 * xa->ldb, *xs = xd + 1;
             const int32_t *xsq = xa->sq + i * 2 * xa->ldb;
             const uint8_t *b = w + (size_t)r * rb;
             float acc = 0.0f;
@@ -101,29 +101,29 @@ static void mv8_32(int type, const uint8_t *w, size_t rb, int64_t rows, int64_t 
                 switch (type) {
                 case ATTN_Q_Q8_0:
                     for (int j = 0; j < 32; j++) q[j] = (int8_t)b[2 + j];
-                    acc += (attn__load_half(b) * xd[k]) * (float)idot(q, xb, 32);
+                    acc += (attn__load_half(b) * xd[2 * k]) * (float)idot(q, xb, 32);
                     b += 34;
                     break;
                 case ATTN_Q_Q4_0:
                     unpack32(b + 2, NULL, q);
-                    acc += (attn__load_half(b) * xd[k]) * (float)(idot(q, xb, 32) - 8 * sq);
+                    acc += (attn__load_half(b) * xd[2 * k]) * (float)(idot(q, xb, 32) - 8 * sq);
                     b += 18;
                     break;
                 case ATTN_Q_Q5_0:
                     unpack32(b + 6, b + 2, q);
-                    acc += (attn__load_half(b) * xd[k]) * (float)(idot(q, xb, 32) - 16 * sq);
+                    acc += (attn__load_half(b) * xd[2 * k]) * (float)(idot(q, xb, 32) - 16 * sq);
                     b += 22;
                     break;
                 case ATTN_Q_Q4_1:
                     unpack32(b + 4, NULL, q);
-                    acc += (attn__load_half(b) * xd[k]) * (float)idot(q, xb, 32) +
-                           attn__load_half(b + 2) * xs[k];
+                    acc += (attn__load_half(b) * xd[2 * k]) * (float)idot(q, xb, 32) +
+                           attn__load_half(b + 2) * xs[2 * k];
                     b += 20;
                     break;
                 default: /* Q5_1 */
                     unpack32(b + 8, b + 4, q);
-                    acc += (attn__load_half(b) * xd[k]) * (float)idot(q, xb, 32) +
-                           attn__load_half(b + 2) * xs[k];
+                    acc += (attn__load_half(b) * xd[2 * k]) * (float)idot(q, xb, 32) +
+                           attn__load_half(b + 2) * xs[2 * k];
                     b += 24;
                     break;
                 }
@@ -162,7 +162,7 @@ static void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < m; i++) {
             const int8_t *xq = xa->q + i * xa->ldq;
-            const float *xd = xa->d + i * xa->ldb, *xs = xa->sx + i * xa->ldb;
+            const float *xd = xa->dsx + i * 2 * xa->ldb, *xs = xd + 1;
             float acc = 0.0f;
             for (int64_t k = 0; k < nb; k++) {
                 const uint8_t *b = w + (size_t)r * rb + (size_t)k * bb;
@@ -175,8 +175,8 @@ static void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
                         q[j] = ((qs[(s >> 1) * 32 + j] >> (4 * (s & 1))) & 15) |
                                (qh ? ((qh[j] >> s) & 1) << 4 : 0);
                     const int64_t g = 8 * k + s;
-                    acc += ((d * (float)sc) * xd[g]) * (float)idot(q, xq + 32 * g, 32) -
-                           (dmin * (float)mn) * xs[g];
+                    acc += ((d * (float)sc) * xd[2 * g]) * (float)idot(q, xq + 32 * g, 32) -
+                           (dmin * (float)mn) * xs[2 * g];
                 }
             }
             y[i * ldy + r] = acc;
@@ -197,7 +197,7 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < m; i++) {
             const int8_t *xq = xa->q + i * xa->ldq;
-            const float *xd = xa->d + i * xa->ldb;
+            const float *xd = xa->dsx + i * 2 * xa->ldb;
             const int32_t *xsq = xa->sq + i * 2 * xa->ldb;
             float acc = 0.0f;
             for (int64_t k = 0; k < nb; k++) {
@@ -214,7 +214,7 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                 for (int g = 0; g < 16; g++) {
                     const int64_t gx = 16 * k + g; /* the 16-element group in x */
                     const int32_t s = idot(q + 16 * g, xq + 16 * gx, 16) - 32 * xsq[gx];
-                    acc += ((d * (float)sc[g]) * xd[gx >> 1]) * (float)s;
+                    acc += ((d * (float)sc[g]) * xd[2 * (gx >> 1)]) * (float)s;
                 }
             }
             y[i * ldy + r] = acc;
