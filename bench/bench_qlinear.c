@@ -2,7 +2,7 @@
  * memory's read bandwidth, matrix-matrix speed against the float GEMM on the same shape.
  *
  *   bench_qlinear [--threads T] [--isa ref|avx2|avx512] [--type Q4_1] [--act f32|q8]
- *                 [--mode bw|mv|model|mm] [--N n] [--K k] [--M m] [--secs s]
+ *                 [--mode bw|mv|model|mm]  (--act both: f32 and q8 alternately) [--N n] [--K k] [--M m] [--secs s]
  *
  *   bw     a streaming read of 1 GiB (the memory's read bandwidth, GB/s)
  *   mv     y = W x for one N x K matrix of --type, W larger than the caches by default (1 GiB
@@ -14,6 +14,7 @@
  *          dequantized float matrix in the same run
  * Each figure is the median of timed repetitions filling --secs seconds (default 0.5). */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +75,7 @@ static unsigned char *weights(int type, int64_t N, int64_t K, size_t *bytes) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 2, act = ATTN__QACT_F32;
+    int threads = 2, act = ATTN__QACT_F32, both = 0;
     const char *isa = NULL, *mode = "mv", *tname = "Q4_1";
     int64_t N = -1, K = -1, M = -1;
     double secs = 0.5;
@@ -82,7 +83,10 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--isa")) isa = argv[i + 1];
         else if (!strcmp(argv[i], "--type")) tname = argv[i + 1];
-        else if (!strcmp(argv[i], "--act")) act = !strcmp(argv[i + 1], "q8") ? ATTN__QACT_Q8 : ATTN__QACT_F32;
+        else if (!strcmp(argv[i], "--act")) {
+            act = !strcmp(argv[i + 1], "q8") ? ATTN__QACT_Q8 : ATTN__QACT_F32;
+            both = !strcmp(argv[i + 1], "both");
+        }
         else if (!strcmp(argv[i], "--mode")) mode = argv[i + 1];
         else if (!strcmp(argv[i], "--N")) N = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--K")) K = atoll(argv[i + 1]);
@@ -161,20 +165,46 @@ int main(int argc, char **argv) {
         for (int i = 0; i < nm; i++) kmax = Ks[i] > kmax ? Ks[i] : kmax, nmax = Ns[i] > nmax ? Ns[i] : nmax;
         float *x = malloc((size_t)(M * kmax) * sizeof(float)), *y = malloc((size_t)(M * nmax) * sizeof(float));
         for (int64_t i = 0; i < M * kmax; i++) x[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+        /* activations of a Transformer have a few large channels: every 64th is 8 times larger */
+        for (int64_t i = 0; i < M * kmax; i += 64) x[i] *= 8.0f;
+        /* --act both: the two precisions alternate, so that both see the same machine */
+        const int acts[2] = {both ? ATTN__QACT_F32 : act, ATTN__QACT_Q8};
+        double tt[2][400];
         double t0 = now();
         n = 0;
         do {
-            double a = now();
-            for (int i = 0; i < nm; i++)
-                attn__qlinear(ctx, ty[i], ws[i], Ns[i], Ks[i], x, Ks[i], M, NULL, y, Ns[i], act);
-            t[n++] = now() - a;
+            for (int a_ = 0; a_ < 1 + both; a_++) {
+                double a = now();
+                for (int i = 0; i < nm; i++)
+                    attn__qlinear(ctx, ty[i], ws[i], Ns[i], Ks[i], x, Ks[i], M, NULL, y, Ns[i],
+                                  acts[a_]);
+                tt[a_][n] = now() - a;
+            }
+            n++;
         } while (n < 400 && (now() - t0 < secs || n < 3));
-        double med = median(t, n), best = t[0];
-        printf("%s %s %s act=%s M=%lld threads=%d: %.1f MB of weights in %.3f ms: %.2f GB/s "
-               "(median of %d; best %.3f ms, %.2f GB/s)\n",
-               mode, tname, attn__isa_name(ctx->kern.isa), act == ATTN__QACT_Q8 ? "q8" : "f32",
-               (long long)M, threads, total / 1e6, med * 1e3, total / med / 1e9, n, best * 1e3,
-               total / best / 1e9);
+        for (int a_ = 0; a_ < 1 + both; a_++) {
+            double med = median(tt[a_], n), best = tt[a_][0];
+            printf("%s %s %s act=%s M=%lld threads=%d: %.1f MB of weights in %.3f ms: %.2f GB/s "
+                   "(median of %d; best %.3f ms, %.2f GB/s)\n",
+                   mode, tname, attn__isa_name(ctx->kern.isa),
+                   acts[a_] == ATTN__QACT_Q8 ? "q8" : "f32", (long long)M, threads, total / 1e6,
+                   med * 1e3, total / med / 1e9, n, best * 1e3, total / best / 1e9);
+        }
+        if (both) { /* the int8 path's error against the float one, on the first matrix */
+            float *y8 = malloc((size_t)(M * nmax) * sizeof(float));
+            attn__qlinear(ctx, ty[0], ws[0], Ns[0], Ks[0], x, Ks[0], M, NULL, y, Ns[0], ATTN__QACT_F32);
+            attn__qlinear(ctx, ty[0], ws[0], Ns[0], Ks[0], x, Ks[0], M, NULL, y8, Ns[0], ATTN__QACT_Q8);
+            double se = 0, sy = 0, emax = 0, ymax = 0;
+            for (int64_t i = 0; i < M * Ns[0]; i++) {
+                double e = (double)y8[i] - y[i];
+                se += e * e, sy += (double)y[i] * y[i];
+                emax = fabs(e) > emax ? fabs(e) : emax;
+                ymax = fabs(y[i]) > ymax ? fabs(y[i]) : ymax;
+            }
+            printf("int8 activations against float: rms error %.2e of rms y, max error %.2e of max|y|\n",
+                   sqrt(se / sy), emax / ymax);
+            free(y8);
+        }
         for (int i = 0; i < nm; i++) free(ws[i]);
         free(ws), free(Ns), free(Ks), free(ty), free(x), free(y);
     } else { /* mm */

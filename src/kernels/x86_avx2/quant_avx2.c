@@ -1,2 +1,313 @@
+/* AVX2 kernels of the quantized linear product (quant.h), float activations: as the AVX-512
+ * ones (x86_avx512/quant_avx512.c), 8 lanes at a time: each group of 8 weights is dequantized
+ * in registers with the reference's float operations (-ffp-contract=off: fl(fl(d q) + m)),
+ * then multiplied into float accumulators with FMA; dq stores the same values.
+ *
+ * mv: per row and activation vector, four accumulators, one per quarter of each 32 elements
+ * (elements 32 j + 8 t go to accumulator t); the row's sum is ((a0 + a1) + (a2 + a3)) reduced
+ * across lanes in a fixed order.  The same for every m and row range.  AVX2, FMA and F16C. */
 #include "../quant.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define PF_DIST 2048 /* bytes ahead of the weights to fetch */
+
+INLINE float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+INLINE __m128i ld64(const uint8_t *p) { return _mm_loadl_epi64((const __m128i *)(const void *)p); }
+INLINE __m128i ld128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
+INLINE __m256 u8f(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+INLINE __m256 s8f(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+INLINE __m128i lo4(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(15)); }
+INLINE __m128i hi4(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)); }
+
+/* ---- per-block state and groups of 8 values --------------------------------------------------
+ * prep: the block's scales; get(b, st, t): elements 8 t .. 8 t + 7 of the block as floats,
+ * exactly as the reference computes them. */
+typedef struct bst {
+    float d, m;
+    __m128i q0, q1;   /* 32-element types: the 32 quants as bytes, elements 0-15 and 16-31 */
+    float ds[16], dm[8];
+} bst;
+
+/* 4-bit types: bytes of the nibbles, elements 0-15 in q0, 16-31 in q1 */
+INLINE void prep_q4_0(const uint8_t *b, bst *s) {
+    s->d = h2f(b);
+    const __m128i q = ld128(b + 2), e = _mm_set1_epi8(8);
+    s->q0 = _mm_sub_epi8(lo4(q), e);
+    s->q1 = _mm_sub_epi8(hi4(q), e);
+}
+INLINE void prep_q4_1(const uint8_t *b, bst *s) {
+    s->d = h2f(b), s->m = h2f(b + 2);
+    const __m128i q = ld128(b + 4);
+    s->q0 = lo4(q), s->q1 = hi4(q);
+}
+/* 5-bit: bit j of qh into bit 4 of byte j (signed - 16 for Q5_0) */
+INLINE void q5_bytes(const uint8_t *qs, const uint8_t *qhp, int off, bst *s) {
+    uint32_t qh;
+    memcpy(&qh, qhp, 4);
+    /* byte j of the 16 gets bit j of h: spread the 16 bits over bytes, test each */
+    const __m128i sel = _mm_set_epi8((char)0x80, 0x40, 0x20, 0x10, 8, 4, 2, 1, (char)0x80, 0x40,
+                                     0x20, 0x10, 8, 4, 2, 1);
+    const __m128i spread = _mm_set_epi8(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m128i q = ld128(qs), o = _mm_set1_epi8((char)off), sx = _mm_set1_epi8(16);
+    __m128i h0 = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)(qh & 0xffff)), spread);
+    __m128i h1 = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)(qh >> 16)), spread);
+    h0 = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(h0, sel), sel), sx);
+    h1 = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(h1, sel), sel), sx);
+    s->q0 = _mm_sub_epi8(_mm_or_si128(lo4(q), h0), o);
+    s->q1 = _mm_sub_epi8(_mm_or_si128(hi4(q), h1), o);
+}
+INLINE void prep_q5_0(const uint8_t *b, bst *s) {
+    s->d = h2f(b);
+    q5_bytes(b + 6, b + 2, 16, s);
+}
+INLINE void prep_q5_1(const uint8_t *b, bst *s) {
+    s->d = h2f(b), s->m = h2f(b + 2);
+    q5_bytes(b + 8, b + 4, 0, s);
+}
+INLINE void prep_q8_0(const uint8_t *b, bst *s) {
+    s->d = h2f(b);
+    s->q0 = ld128(b + 2), s->q1 = ld128(b + 18);
+}
+
+INLINE __m128i part(const bst *s, int t) { /* bytes of elements 8 t .. 8 t + 7 in the low half */
+    const __m128i v = t < 2 ? s->q0 : s->q1;
+    return (t & 1) ? _mm_srli_si128(v, 8) : v;
+}
+INLINE __m256 get_q4_0(const uint8_t *b, const bst *s, int t) {
+    (void)b;
+    return _mm256_mul_ps(_mm256_set1_ps(s->d), s8f(part(s, t)));
+}
+INLINE __m256 get_q4_1(const uint8_t *b, const bst *s, int t) {
+    (void)b;
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(s->d), u8f(part(s, t))), _mm256_set1_ps(s->m));
+}
+#define get_q5_0 get_q4_0
+#define get_q5_1 get_q4_1
+INLINE __m256 get_q8_0(const uint8_t *b, const bst *s, int t) {
+    (void)b;
+    return _mm256_mul_ps(s8f(part(s, t)), _mm256_set1_ps(s->d));
+}
+
+/* K types: t = 0 .. 31 over the superblock */
+INLINE void k4_scales(const uint8_t *b, bst *st) {
+    const float d = h2f(b), dmin = h2f(b + 2);
+    const uint8_t *s = b + 4;
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        if (j < 4) {
+            sc = s[j] & 63;
+            mn = s[4 + j] & 63;
+        } else {
+            sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
+            mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
+        }
+        st->ds[j] = d * (float)sc;
+        st->dm[j] = dmin * (float)mn;
+    }
+}
+#define prep_q4_k k4_scales
+#define prep_q5_k k4_scales
+INLINE void prep_q6_k(const uint8_t *b, bst *st) {
+    const float d = h2f(b + 208);
+    for (int g = 0; g < 16; g++) st->ds[g] = d * (float)(int8_t)b[192 + g];
+}
+
+INLINE __m256 get_q4_k(const uint8_t *b, const bst *st, int t) {
+    const int s = t >> 2; /* sub-block of 32 */
+    const __m128i q = ld64(b + 16 + (s >> 1) * 32 + 8 * (t & 3));
+    const __m128i v = (s & 1) ? hi4(q) : lo4(q);
+    return _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(st->ds[s]), u8f(v)), _mm256_set1_ps(st->dm[s]));
+}
+INLINE __m256 get_q5_k(const uint8_t *b, const bst *st, int t) {
+    const int s = t >> 2;
+    const __m128i q = ld64(b + 48 + (s >> 1) * 32 + 8 * (t & 3)), h = ld64(b + 16 + 8 * (t & 3));
+    __m128i v = (s & 1) ? hi4(q) : lo4(q);
+    const __m128i hb = _mm_and_si128(_mm_srl_epi16(h, _mm_cvtsi32_si128(s)), _mm_set1_epi8(1));
+    v = _mm_or_si128(v, _mm_slli_epi16(hb, 4));
+    return _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(st->ds[s]), u8f(v)), _mm256_set1_ps(st->dm[s]));
+}
+INLINE __m256 get_q6_k(const uint8_t *b, const bst *st, int t) {
+    const int e = 8 * t, h = e >> 7, r = e & 127;
+    const __m128i ql = ld64(b + h * 64 + (r & 63)), qh = ld64(b + 128 + h * 32 + (r & 31));
+    const __m128i lo = (r >> 6) ? hi4(ql) : lo4(ql);
+    const __m128i hi = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(2 * (r >> 5))), _mm_set1_epi8(3));
+    const __m128i q = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+    return _mm256_mul_ps(_mm256_set1_ps(st->ds[e >> 4]), s8f(q));
+}
+
+/* ---- rows ---------------------------------------------------------------------------------- */
+#define FMA_M(M, s, w, off)                                                                   \
+    do {                                                                                      \
+        for (int i_ = 0; i_ < (M); i_++)                                                      \
+            acc[i_][s] = _mm256_fmadd_ps((w), _mm256_loadu_ps(x + i_ * ldx + (off)), acc[i_][s]); \
+    } while (0)
+
+INLINE float hsum8(__m256 v) { /* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) */
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
+}
+
+#define STORE_M(M)                                                                            \
+    for (int i_ = 0; i_ < (M); i_++)                                                          \
+    y[i_ * ldy + r] = hsum8(                                                                  \
+        _mm256_add_ps(_mm256_add_ps(acc[i_][0], acc[i_][1]), _mm256_add_ps(acc[i_][2], acc[i_][3])))
+
+#define DEFQ(T, BE, BB)                                                                       \
+    INLINE void rows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                         int64_t ldx, const int M, float *y, int64_t ldy) {                  \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            const uint8_t *b = w + (size_t)r * rb;                                            \
+            __m256 acc[ATTN__QMV_MAX][4];                                                     \
+            for (int i_ = 0; i_ < M; i_++)                                                    \
+                for (int s_ = 0; s_ < 4; s_++) acc[i_][s_] = _mm256_setzero_ps();             \
+            for (int64_t k = 0; k < nb; k++, b += (BB)) {                                     \
+                for (int p_ = 0; p_ < (BB); p_ += 64)                                         \
+                    _mm_prefetch((const char *)b + PF_DIST + p_, _MM_HINT_T0);                \
+                bst st;                                                                       \
+                prep_##T(b, &st);                                                             \
+                for (int t = 0; t < (BE) / 8; t += 4) {                                       \
+                    const int64_t o = (BE) * k + 8 * t;                                       \
+                    const __m256 w0 = get_##T(b, &st, t), w1 = get_##T(b, &st, t + 1);        \
+                    const __m256 w2 = get_##T(b, &st, t + 2), w3 = get_##T(b, &st, t + 3);    \
+                    FMA_M(M, 0, w0, o);                                                       \
+                    FMA_M(M, 1, w1, o + 8);                                                   \
+                    FMA_M(M, 2, w2, o + 16);                                                  \
+                    FMA_M(M, 3, w3, o + 24);                                                  \
+                }                                                                             \
+            }                                                                                 \
+            STORE_M(M);                                                                       \
+        }                                                                                     \
+    }                                                                                         \
+    static void mv_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                       int64_t ldx, int64_t m, float *y, int64_t ldy) {                      \
+        switch (m) {                                                                          \
+        case 1: rows_##T(w, rb, rows, nb, x, ldx, 1, y, ldy); break;                          \
+        case 2: rows_##T(w, rb, rows, nb, x, ldx, 2, y, ldy); break;                          \
+        case 3: rows_##T(w, rb, rows, nb, x, ldx, 3, y, ldy); break;                          \
+        default: rows_##T(w, rb, rows, nb, x, ldx, 4, y, ldy); break;                         \
+        }                                                                                     \
+    }                                                                                         \
+    static void dq_##T(const uint8_t *b, int64_t nb, float *y) {                              \
+        for (int64_t k = 0; k < nb; k++, b += (BB), y += (BE)) {                              \
+            bst st;                                                                           \
+            prep_##T(b, &st);                                                                 \
+            for (int t = 0; t < (BE) / 8; t++) _mm256_storeu_ps(y + 8 * t, get_##T(b, &st, t)); \
+        }                                                                                     \
+    }
+
+DEFQ(q4_0, 32, 18)
+DEFQ(q4_1, 32, 20)
+DEFQ(q5_0, 32, 22)
+DEFQ(q5_1, 32, 24)
+DEFQ(q8_0, 32, 34)
+DEFQ(q4_k, 256, 144)
+DEFQ(q5_k, 256, 176)
+DEFQ(q6_k, 256, 210)
+
+/* ---- F32, F16, BF16: K arbitrary -------------------------------------------------------------- */
+INLINE __m256 ld_f32(const uint8_t *b, int64_t k) { return _mm256_loadu_ps((const float *)(const void *)b + k); }
+INLINE __m256 ld_f16(const uint8_t *b, int64_t k) { return _mm256_cvtph_ps(ld128(b + 2 * k)); }
+INLINE __m256 ld_bf16(const uint8_t *b, int64_t k) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(ld128(b + 2 * k)), 16));
+}
+INLINE float el_f32(const uint8_t *b, int64_t k) {
+    float f;
+    memcpy(&f, b + 4 * k, 4);
+    return f;
+}
+INLINE float el_f16(const uint8_t *b, int64_t k) { return h2f(b + 2 * k); }
+INLINE float el_bf16(const uint8_t *b, int64_t k) {
+    uint32_t u = (uint32_t)(b[2 * k] | b[2 * k + 1] << 8) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void dq_f16(const uint8_t *b, int64_t n, float *y) {
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) _mm256_storeu_ps(y + k, ld_f16(b, k));
+    for (; k < n; k++) y[k] = el_f16(b, k);
+}
+static void dq_bf16(const uint8_t *b, int64_t n, float *y) {
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) _mm256_storeu_ps(y + k, ld_bf16(b, k));
+    for (; k < n; k++) y[k] = el_bf16(b, k);
+}
+
+/* 32 elements per step into the 4 accumulators, then 8 at a time into accumulator 0, the last
+ * < 8 through zero-padded vectors */
+#define DEFF(T, ES)                                                                           \
+    INLINE void rows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t K, const float *x, \
+                         int64_t ldx, const int M, float *y, int64_t ldy) {                  \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            const uint8_t *b = w + (size_t)r * rb;                                            \
+            __m256 acc[ATTN__QMV_MAX][4];                                                     \
+            for (int i_ = 0; i_ < M; i_++)                                                    \
+                for (int s_ = 0; s_ < 4; s_++) acc[i_][s_] = _mm256_setzero_ps();             \
+            int64_t k = 0;                                                                    \
+            for (; k + 32 <= K; k += 32) {                                                    \
+                for (int p_ = 0; p_ < 32 * (ES); p_ += 64)                                    \
+                    _mm_prefetch((const char *)b + PF_DIST + (ES) * k + p_, _MM_HINT_T0);     \
+                const __m256 w0 = ld_##T(b, k), w1 = ld_##T(b, k + 8);                        \
+                const __m256 w2 = ld_##T(b, k + 16), w3 = ld_##T(b, k + 24);                  \
+                FMA_M(M, 0, w0, k);                                                           \
+                FMA_M(M, 1, w1, k + 8);                                                       \
+                FMA_M(M, 2, w2, k + 16);                                                      \
+                FMA_M(M, 3, w3, k + 24);                                                      \
+            }                                                                                 \
+            for (; k + 8 <= K; k += 8) {                                                      \
+                const __m256 w0 = ld_##T(b, k);                                               \
+                FMA_M(M, 0, w0, k);                                                           \
+            }                                                                                 \
+            if (k < K) {                                                                      \
+                float t[8] = {0}, u[8];                                                       \
+                for (int64_t j = k; j < K; j++) t[j - k] = el_##T(b, j);                      \
+                const __m256 wv = _mm256_loadu_ps(t);                                         \
+                for (int i_ = 0; i_ < M; i_++) {                                              \
+                    memset(u, 0, sizeof u);                                                   \
+                    memcpy(u, x + i_ * ldx + k, sizeof(float) * (size_t)(K - k));             \
+                    acc[i_][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(u), acc[i_][0]);         \
+                }                                                                             \
+            }                                                                                 \
+            STORE_M(M);                                                                       \
+        }                                                                                     \
+    }                                                                                         \
+    static void mv_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                       int64_t ldx, int64_t m, float *y, int64_t ldy) {                      \
+        switch (m) {                                                                          \
+        case 1: rows_##T(w, rb, rows, nb, x, ldx, 1, y, ldy); break;                          \
+        case 2: rows_##T(w, rb, rows, nb, x, ldx, 2, y, ldy); break;                          \
+        case 3: rows_##T(w, rb, rows, nb, x, ldx, 3, y, ldy); break;                          \
+        default: rows_##T(w, rb, rows, nb, x, ldx, 4, y, ldy); break;                         \
+        }                                                                                     \
+    }
+DEFF(f32, 4)
+DEFF(f16, 2)
+DEFF(bf16, 2)
+
+static const attn__quant_kernels TABLE = {
+    "avx2",
+    {[ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16, [ATTN_Q_Q4_0] = dq_q4_0,
+     [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q5_0] = dq_q5_0, [ATTN_Q_Q5_1] = dq_q5_1,
+     [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k,
+     [ATTN_Q_Q6_K] = dq_q6_k},
+    {[ATTN_Q_F32] = mv_f32, [ATTN_Q_F16] = mv_f16, [ATTN_Q_BF16] = mv_bf16,
+     [ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
+     [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
+     [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k},
+    {0},
+};
+
+const attn__quant_kernels *attn__quant_kernels_avx2(void) { return &TABLE; }
+
+#else
 const attn__quant_kernels *attn__quant_kernels_avx2(void) { return NULL; }
+#endif

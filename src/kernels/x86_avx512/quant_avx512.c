@@ -9,72 +9,75 @@
  * in a fixed order.  The same operations for a row whatever m or the row range, so results do
  * not depend on the thread split.  AVX512F only (with F16C for the scales). */
 #include "../quant.h"
+#include "quant_avx512.h"
 
 #if defined(__AVX512F__) && defined(__F16C__) && defined(__FMA__)
 #include <immintrin.h>
 
-#define INLINE static inline __attribute__((always_inline))
-#include <stdlib.h>
-static int pf_dist = 2048;
-#define PF_DIST pf_dist
+#define PF_DIST 2048 /* bytes ahead of the weights to fetch (docs/kernels.md) */
 
-INLINE float h2f(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
 
-INLINE __m128i ld128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
 
 /* 16 bytes -> 16 floats (unsigned, signed) */
 INLINE __m512 u8f(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); }
 INLINE __m512 s8f(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
 
-/* ---- block decoders: the 32 (16 per output) dequantized values of one block ------------- */
-INLINE void dec_q4_0(const uint8_t *b, __m512 *w0, __m512 *w1) {
-    const __m512 d = _mm512_set1_ps(h2f(b));
-    const __m128i q = ld128(b + 2), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
-    *w0 = _mm512_mul_ps(d, s8f(_mm_sub_epi8(_mm_and_si128(q, m), e)));
-    *w1 = _mm512_mul_ps(d, s8f(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m), e)));
+/* ---- block decoders: the 32 (16 per output) dequantized values of one block -------------
+ * The 4- and 5-bit types first compute the block's 16 (32) possible values with the
+ * reference's operations (d q, or fl(d q) + m, for q = 0 .. 15), then pick them by quant
+ * (VPERMPS uses the low 4 bits of each lane, VPERMT2PS 5): the same floats as the reference,
+ * with fewer operations per element. */
+INLINE __m512 iota16(void) {
+    return _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
 }
 
-INLINE void dec_q4_1(const uint8_t *b, __m512 *w0, __m512 *w1) {
-    const __m512 d = _mm512_set1_ps(h2f(b)), mn = _mm512_set1_ps(h2f(b + 2));
-    const __m128i q = ld128(b + 4), m = _mm_set1_epi8(15);
-    *w0 = _mm512_add_ps(_mm512_mul_ps(d, u8f(_mm_and_si128(q, m))), mn);
-    *w1 = _mm512_add_ps(_mm512_mul_ps(d, u8f(_mm_and_si128(_mm_srli_epi16(q, 4), m))), mn);
+INLINE void dec_q4_0(const uint8_t *b, float d, float m, __m512 *w0, __m512 *w1) {
+    (void)m;
+    const __m512 t = _mm512_mul_ps(_mm512_set1_ps(d),
+                                   _mm512_sub_ps(iota16(), _mm512_set1_ps(8.0f)));
+    const __m512i v = bytes16(b + 2);
+    *w0 = _mm512_permutexvar_ps(v, t);
+    *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
-/* 5-bit values: nibbles of qs, bit j of qh on top */
-INLINE void q5_ints(const uint8_t *qs, const uint8_t *qhp, int off, __m512i *v0, __m512i *v1) {
+INLINE void dec_q4_1(const uint8_t *b, float d, float m, __m512 *w0, __m512 *w1) {
+    const __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(d), iota16()), _mm512_set1_ps(m));
+    const __m512i v = bytes16(b + 4);
+    *w0 = _mm512_permutexvar_ps(v, t);
+    *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
+}
+
+/* 5-bit: the low nibble (and 15), bit j of qh as bit 4 of the index into t0 (q < 16) / t1 */
+INLINE void pick5(const uint8_t *qs, const uint8_t *qhp, __m512 t0, __m512 t1, __m512 *w0,
+                  __m512 *w1) {
     uint32_t qh;
     memcpy(&qh, qhp, 4);
-    const __m128i q = ld128(qs), m = _mm_set1_epi8(15);
-    const __m512i s = _mm512_set1_epi32(16), o = _mm512_set1_epi32(off);
-    __m512i a = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(q, m)), o);
-    __m512i c = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), m)), o);
-    *v0 = _mm512_mask_add_epi32(a, (__mmask16)qh, a, s);
-    *v1 = _mm512_mask_add_epi32(c, (__mmask16)(qh >> 16), c, s);
+    const __m512i v = bytes16(qs), s = _mm512_set1_epi32(16);
+    __m512i i0 = _mm512_and_si512(v, _mm512_set1_epi32(15)), i1 = _mm512_srli_epi32(v, 4);
+    i0 = _mm512_mask_or_epi32(i0, (__mmask16)qh, i0, s);
+    i1 = _mm512_mask_or_epi32(i1, (__mmask16)(qh >> 16), i1, s);
+    *w0 = _mm512_permutex2var_ps(t0, i0, t1);
+    *w1 = _mm512_permutex2var_ps(t0, i1, t1);
 }
 
-INLINE void dec_q5_0(const uint8_t *b, __m512 *w0, __m512 *w1) {
-    const __m512 d = _mm512_set1_ps(h2f(b));
-    __m512i v0, v1;
-    q5_ints(b + 6, b + 2, 16, &v0, &v1);
-    *w0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v0));
-    *w1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v1));
+INLINE void dec_q5_0(const uint8_t *b, float ds, float ms, __m512 *w0, __m512 *w1) {
+    (void)ms;
+    const __m512 d = _mm512_set1_ps(ds), i = iota16();
+    const __m512 t0 = _mm512_mul_ps(d, _mm512_sub_ps(i, _mm512_set1_ps(16.0f)));
+    const __m512 t1 = _mm512_mul_ps(d, i);
+    pick5(b + 6, b + 2, t0, t1, w0, w1);
 }
 
-INLINE void dec_q5_1(const uint8_t *b, __m512 *w0, __m512 *w1) {
-    const __m512 d = _mm512_set1_ps(h2f(b)), mn = _mm512_set1_ps(h2f(b + 2));
-    __m512i v0, v1;
-    q5_ints(b + 8, b + 4, 0, &v0, &v1);
-    *w0 = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(v0)), mn);
-    *w1 = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(v1)), mn);
+INLINE void dec_q5_1(const uint8_t *b, float ds, float ms, __m512 *w0, __m512 *w1) {
+    const __m512 d = _mm512_set1_ps(ds), m = _mm512_set1_ps(ms), i = iota16();
+    const __m512 t0 = _mm512_add_ps(_mm512_mul_ps(d, i), m);
+    const __m512 t1 = _mm512_add_ps(_mm512_mul_ps(d, _mm512_add_ps(i, _mm512_set1_ps(16.0f))), m);
+    pick5(b + 8, b + 4, t0, t1, w0, w1);
 }
 
-INLINE void dec_q8_0(const uint8_t *b, __m512 *w0, __m512 *w1) {
-    const __m512 d = _mm512_set1_ps(h2f(b));
+INLINE void dec_q8_0(const uint8_t *b, float ds, float ms, __m512 *w0, __m512 *w1) {
+    (void)ms;
+    const __m512 d = _mm512_set1_ps(ds);
     *w0 = _mm512_mul_ps(s8f(ld128(b + 2)), d);
     *w1 = _mm512_mul_ps(s8f(ld128(b + 18)), d);
 }
@@ -99,29 +102,49 @@ INLINE void dec_q8_0(const uint8_t *b, __m512 *w0, __m512 *w1) {
     for (int i_ = 0; i_ < (M); i_++)                                                          \
         for (int s_ = 0; s_ < 4; s_++) acc[i_][s_] = _mm512_setzero_ps()
 
+/* The scales of blocks 0 .. n - 1 (n <= 16) at b, bb bytes apart, as floats: the halves at
+ * bytes 0-1 (d) and 2-3 (m: the second scale, or whatever the block holds there) */
+INLINE void scales16(const uint8_t *b, int bb, int64_t n, float *d, float *m) {
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(bb));
+    const __mmask16 k = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, b, 1);
+    _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+    _mm512_storeu_ps(m, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
+}
+
+/* Rows in chunks of 16 blocks (scales converted per chunk), blocks in pairs: the halves of
+ * the even block into accumulators 0, 1, of the odd one into 2, 3; a last odd block into 0, 1. */
 #define DEF32(T, BB)                                                                          \
     INLINE void rows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
                          int64_t ldx, const int M, float *y, int64_t ldy) {                  \
+        _Alignas(64) float sd[16], sm[16];                                                    \
         for (int64_t r = 0; r < rows; r++) {                                                  \
             const uint8_t *b = w + (size_t)r * rb;                                            \
             __m512 acc[ATTN__QMV_MAX][4];                                                     \
             ZERO_M(M);                                                                        \
-            int64_t k = 0;                                                                    \
-            for (; k + 2 <= nb; k += 2, b += 2 * (BB)) {                                      \
-                __m512 w0, w1, w2, w3;                                                        \
-                _mm_prefetch((const char *)b + PF_DIST, _MM_HINT_T0);                         \
-                dec_##T(b, &w0, &w1);                                                         \
-                dec_##T(b + (BB), &w2, &w3);                                                  \
-                FMA_M(M, 0, w0, 32 * k);                                                      \
-                FMA_M(M, 1, w1, 32 * k + 16);                                                 \
-                FMA_M(M, 2, w2, 32 * k + 32);                                                 \
-                FMA_M(M, 3, w3, 32 * k + 48);                                                 \
-            }                                                                                 \
-            if (k < nb) {                                                                     \
-                __m512 w0, w1;                                                                \
-                dec_##T(b, &w0, &w1);                                                         \
-                FMA_M(M, 0, w0, 32 * k);                                                      \
-                FMA_M(M, 1, w1, 32 * k + 16);                                                 \
+            for (int64_t k0 = 0; k0 < nb; k0 += 16) {                                         \
+                const int64_t n = nb - k0 < 16 ? nb - k0 : 16;                                \
+                scales16(b, (BB), n, sd, sm);                                                 \
+                int64_t j = 0;                                                                \
+                for (; j + 2 <= n; j += 2, b += 2 * (BB)) {                                   \
+                    const int64_t k = k0 + j;                                                 \
+                    __m512 w0, w1, w2, w3;                                                    \
+                    _mm_prefetch((const char *)b + PF_DIST, _MM_HINT_T0);                     \
+                    dec_##T(b, sd[j], sm[j], &w0, &w1);                                       \
+                    dec_##T(b + (BB), sd[j + 1], sm[j + 1], &w2, &w3);                        \
+                    FMA_M(M, 0, w0, 32 * k);                                                  \
+                    FMA_M(M, 1, w1, 32 * k + 16);                                             \
+                    FMA_M(M, 2, w2, 32 * k + 32);                                             \
+                    FMA_M(M, 3, w3, 32 * k + 48);                                             \
+                }                                                                             \
+                if (j < n) {                                                                  \
+                    __m512 w0, w1;                                                            \
+                    dec_##T(b, sd[j], sm[j], &w0, &w1);                                       \
+                    FMA_M(M, 0, w0, 32 * (k0 + j));                                           \
+                    FMA_M(M, 1, w1, 32 * (k0 + j) + 16);                                      \
+                    b += (BB);                                                                \
+                }                                                                             \
             }                                                                                 \
             STORE_M(M);                                                                       \
         }                                                                                     \
@@ -136,11 +159,16 @@ INLINE void dec_q8_0(const uint8_t *b, __m512 *w0, __m512 *w1) {
         }                                                                                     \
     }                                                                                         \
     static void dq_##T(const uint8_t *b, int64_t nb, float *y) {                              \
-        for (int64_t k = 0; k < nb; k++, b += (BB), y += 32) {                                \
-            __m512 w0, w1;                                                                    \
-            dec_##T(b, &w0, &w1);                                                             \
-            _mm512_storeu_ps(y, w0);                                                          \
-            _mm512_storeu_ps(y + 16, w1);                                                     \
+        _Alignas(64) float sd[16], sm[16];                                                    \
+        for (int64_t k0 = 0; k0 < nb; k0 += 16) {                                             \
+            const int64_t n = nb - k0 < 16 ? nb - k0 : 16;                                    \
+            scales16(b, (BB), n, sd, sm);                                                     \
+            for (int64_t j = 0; j < n; j++, b += (BB), y += 32) {                             \
+                __m512 w0, w1;                                                                \
+                dec_##T(b, sd[j], sm[j], &w0, &w1);                                           \
+                _mm512_storeu_ps(y, w0);                                                      \
+                _mm512_storeu_ps(y + 16, w1);                                                 \
+            }                                                                                 \
         }                                                                                     \
     }
 
@@ -151,61 +179,57 @@ DEF32(q5_1, 24)
 DEF32(q8_0, 34)
 
 /* ---- K types: 256-element superblocks in 16 groups of 16 ---------------------------------- */
-/* The 6-bit scales and mins of Q4_K / Q5_K as floats d sc, dmin mn (the reference's products). */
-INLINE void k4_scales(const uint8_t *b, float ds[8], float dm[8]) {
-    const float d = h2f(b), dmin = h2f(b + 2);
-    const uint8_t *s = b + 4;
-    for (int j = 0; j < 8; j++) {
-        int sc, mn;
-        if (j < 4) {
-            sc = s[j] & 63;
-            mn = s[4 + j] & 63;
-        } else {
-            sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
-            mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
-        }
-        ds[j] = d * (float)sc;
-        dm[j] = dmin * (float)mn;
-    }
+INLINE __m512 lane(__m512 v, int i) { return _mm512_permutexvar_ps(_mm512_set1_epi32(i), v); }
+
+/* Q4_K / Q5_K: the 16 (32) values of sub-block s: (d sc) q - dmin mn */
+INLINE __m512 k4_table(__m512 sdm, int s, int hi) {
+    const __m512 q = hi ? _mm512_add_ps(iota16(), _mm512_set1_ps(16.0f)) : iota16();
+    return _mm512_sub_ps(_mm512_mul_ps(lane(sdm, 2 * s), q), lane(sdm, 2 * s + 1));
 }
 
-/* group g (0..15) of a Q4_K superblock: sub-block g/2, bytes 16 (g&1) .. of the 32-byte chunk */
-INLINE __m512 grp_q4_k(const uint8_t *b, const float *ds, const float *dm, int g) {
+typedef struct kblock {
+    __m512 t0[8], t1[8]; /* per sub-block: values of q < 16 (and q >= 16 for Q5_K) */
+    __m512 ds;           /* Q6_K: d sc_g in lane g */
+} kblock;
+
+INLINE void q4_k_prep(const uint8_t *b, kblock *kb) {
+    const __m512 sdm = k4_sdm(b);
+    for (int s = 0; s < 8; s++) kb->t0[s] = k4_table(sdm, s, 0);
+}
+INLINE void q5_k_prep(const uint8_t *b, kblock *kb) {
+    const __m512 sdm = k4_sdm(b);
+    for (int s = 0; s < 8; s++) kb->t0[s] = k4_table(sdm, s, 0), kb->t1[s] = k4_table(sdm, s, 1);
+}
+INLINE void q6_k_prep(const uint8_t *b, kblock *kb) {
+    kb->ds = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)), s8f(ld128(b + 192)));
+}
+
+/* group g (0..15) of a Q4_K superblock: sub-block g/2, bytes 16 (g&1) .. of its 32-byte chunk */
+INLINE __m512 grp_q4_k(const uint8_t *b, const kblock *kb, int g) {
     const int s = g >> 1;
-    const __m128i q = ld128(b + 16 + (s >> 1) * 32 + 16 * (g & 1));
-    const __m128i v = _mm_and_si128((s & 1) ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(15));
-    return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(ds[s]), u8f(v)), _mm512_set1_ps(dm[s]));
+    __m512i v = bytes16(b + 16 + (s >> 1) * 32 + 16 * (g & 1));
+    if (s & 1) v = _mm512_srli_epi32(v, 4);
+    return _mm512_permutexvar_ps(v, kb->t0[s]);
 }
 
-INLINE __m512 grp_q5_k(const uint8_t *b, const float *ds, const float *dm, int g) {
+INLINE __m512 grp_q5_k(const uint8_t *b, const kblock *kb, int g) {
     const int s = g >> 1;
-    const __m128i q = ld128(b + 48 + (s >> 1) * 32 + 16 * (g & 1));
-    const __m128i h = ld128(b + 16 + 16 * (g & 1));
-    const __m128i m = _mm_set1_epi8(15), one = _mm_set1_epi8(1);
-    __m128i v = _mm_and_si128((s & 1) ? _mm_srli_epi16(q, 4) : q, m);
-    __m128i hb = _mm_and_si128(_mm_srl_epi16(h, _mm_cvtsi32_si128(s)), one);
-    v = _mm_or_si128(v, _mm_slli_epi16(hb, 4));
-    return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(ds[s]), u8f(v)), _mm512_set1_ps(dm[s]));
+    __m512i v = bytes16(b + 48 + (s >> 1) * 32 + 16 * (g & 1));
+    v = (s & 1) ? _mm512_srli_epi32(v, 4) : _mm512_and_si512(v, _mm512_set1_epi32(15));
+    const __m512i hb = _mm512_srl_epi32(bytes16(b + 16 + 16 * (g & 1)), _mm_cvtsi32_si128(s));
+    const __m512i h = _mm512_slli_epi32(_mm512_and_si512(hb, _mm512_set1_epi32(1)), 4);
+    return _mm512_permutex2var_ps(kb->t0[s], _mm512_or_si512(v, h), kb->t1[s]);
 }
 
-INLINE __m512 grp_q6_k(const uint8_t *b, const float *ds, const float *dm, int g) {
-    (void)dm;
+INLINE __m512 grp_q6_k(const uint8_t *b, const kblock *kb, int g) {
     const int h = g >> 3;
     const __m128i ql = ld128(b + h * 64 + 16 * (g & 3)), qh = ld128(b + 128 + h * 32 + 16 * (g & 1));
     const __m128i lo = _mm_and_si128(((g >> 2) & 1) ? _mm_srli_epi16(ql, 4) : ql, _mm_set1_epi8(15));
     const __m128i hi = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(2 * ((g >> 1) & 3))),
                                      _mm_set1_epi8(3));
     const __m128i q = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
-    return _mm512_mul_ps(_mm512_set1_ps(ds[g]), s8f(q));
+    return _mm512_mul_ps(lane(kb->ds, g), s8f(q));
 }
-
-INLINE void q6_k_scales(const uint8_t *b, float ds[16], float dm[8]) {
-    const float d = h2f(b + 208);
-    (void)dm;
-    for (int g = 0; g < 16; g++) ds[g] = d * (float)(int8_t)b[192 + g];
-}
-#define q4_k_scales k4_scales
-#define q5_k_scales k4_scales
 
 #define DEFK(T, BB)                                                                           \
     INLINE void rows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
@@ -215,12 +239,14 @@ INLINE void q6_k_scales(const uint8_t *b, float ds[16], float dm[8]) {
             __m512 acc[ATTN__QMV_MAX][4];                                                     \
             ZERO_M(M);                                                                        \
             for (int64_t k = 0; k < nb; k++, b += (BB)) {                                     \
-                float ds[16], dm[8];                                                          \
-                T##_scales(b, ds, dm);                                                        \
+                kblock kb;                                                                    \
+                for (int p_ = 0; p_ < (BB); p_ += 64)                                         \
+                    _mm_prefetch((const char *)b + PF_DIST + p_, _MM_HINT_T0);                \
+                T##_prep(b, &kb);                                                             \
                 for (int g = 0; g < 16; g += 4) {                                             \
                     const int64_t o = 256 * k + 16 * g;                                       \
-                    const __m512 w0 = grp_##T(b, ds, dm, g), w1 = grp_##T(b, ds, dm, g + 1);  \
-                    const __m512 w2 = grp_##T(b, ds, dm, g + 2), w3 = grp_##T(b, ds, dm, g + 3); \
+                    const __m512 w0 = grp_##T(b, &kb, g), w1 = grp_##T(b, &kb, g + 1);        \
+                    const __m512 w2 = grp_##T(b, &kb, g + 2), w3 = grp_##T(b, &kb, g + 3);    \
                     FMA_M(M, 0, w0, o);                                                       \
                     FMA_M(M, 1, w1, o + 16);                                                  \
                     FMA_M(M, 2, w2, o + 32);                                                  \
@@ -241,9 +267,9 @@ INLINE void q6_k_scales(const uint8_t *b, float ds[16], float dm[8]) {
     }                                                                                         \
     static void dq_##T(const uint8_t *b, int64_t nb, float *y) {                              \
         for (int64_t k = 0; k < nb; k++, b += (BB), y += 256) {                               \
-            float ds[16], dm[8];                                                              \
-            T##_scales(b, ds, dm);                                                            \
-            for (int g = 0; g < 16; g++) _mm512_storeu_ps(y + 16 * g, grp_##T(b, ds, dm, g)); \
+            kblock kb;                                                                        \
+            T##_prep(b, &kb);                                                                 \
+            for (int g = 0; g < 16; g++) _mm512_storeu_ps(y + 16 * g, grp_##T(b, &kb, g));    \
         }                                                                                     \
     }
 
@@ -290,7 +316,7 @@ static void dq_bf16(const uint8_t *b, int64_t n, float *y) {
 
 /* float rows (F32 directly, F16 / BF16 widened), 64 elements per step into the 4 accumulators,
  * then 16 at a time into accumulator 0, the last < 16 through a zero-padded vector */
-#define DEFF(T)                                                                               \
+#define DEFF(T, ES)                                                                               \
     INLINE void rows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t K, const float *x, \
                          int64_t ldx, const int M, float *y, int64_t ldy) {                  \
         for (int64_t r = 0; r < rows; r++) {                                                  \
@@ -299,6 +325,8 @@ static void dq_bf16(const uint8_t *b, int64_t n, float *y) {
             ZERO_M(M);                                                                        \
             int64_t k = 0;                                                                    \
             for (; k + 64 <= K; k += 64) {                                                    \
+                for (int p_ = 0; p_ < 64 * (ES); p_ += 64)                                    \
+                    _mm_prefetch((const char *)b + PF_DIST + (ES) * k + p_, _MM_HINT_T0);     \
                 const __m512 w0 = ld_##T(b, k), w1 = ld_##T(b, k + 16);                       \
                 const __m512 w2 = ld_##T(b, k + 32), w3 = ld_##T(b, k + 48);                  \
                 FMA_M(M, 0, w0, k);                                                           \
@@ -331,9 +359,9 @@ static void dq_bf16(const uint8_t *b, int64_t n, float *y) {
         default: rows_##T(w, rb, rows, nb, x, ldx, 4, y, ldy); break;                         \
         }                                                                                     \
     }
-DEFF(f32)
-DEFF(f16)
-DEFF(bf16)
+DEFF(f32, 4)
+DEFF(f16, 2)
+DEFF(bf16, 2)
 
 static const attn__quant_kernels TABLE = {
     "avx512",
@@ -348,10 +376,7 @@ static const attn__quant_kernels TABLE = {
     {0},
 };
 
-const attn__quant_kernels *attn__quant_kernels_avx512(void) {
-    if (getenv("PFD")) pf_dist = atoi(getenv("PFD"));
-    return &TABLE;
-}
+const attn__quant_kernels *attn__quant_kernels_avx512(void) { return &TABLE; }
 
 #else
 const attn__quant_kernels *attn__quant_kernels_avx512(void) { return NULL; }

@@ -15,13 +15,10 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) &&                 \
     defined(__AVX512VNNI__) && defined(__F16C__)
-#include <immintrin.h>
+#include "../x86_avx512/quant_avx512.h"
 
-#define INLINE static inline __attribute__((always_inline))
 #define PF 2048 /* bytes ahead of the weights to fetch (docs/kernels.md) */
 
-INLINE __m128i ld128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
-INLINE __m256i ld256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
 INLINE uint32_t u16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 INLINE uint32_t u32(const uint8_t *p) {
     uint32_t v;
@@ -38,6 +35,13 @@ INLINE __m512i nib2(const uint8_t *p0, const uint8_t *p1) {
                                          _mm256_broadcastsi128_si256(ld128(p1)), 1);
     return _mm512_and_si512(_mm512_srlv_epi64(t, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)),
                             _mm512_set1_epi8(15));
+}
+
+/* lanes 4 i .. 4 i + 3 of v (i need not be a constant) */
+INLINE __m128 quarter(__m512 v, int i) {
+    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * i),
+                                         _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, v));
 }
 
 /* lanes 0..7 <- p[0], 8..15 <- p[2] */
@@ -159,24 +163,6 @@ DEF32(mv8_q5_1, T51, 24)
 DEF32(mv8_q8_0, T80, 34)
 
 /* ---- Q4_K and Q5_K: 8 groups of 32, a scale and a min each -------------------------------- */
-/* sdm[2 s] = d sc_s, sdm[2 s + 1] = dmin mn_s (the reference's products) */
-INLINE void k4_sdm(const uint8_t *b, float sdm[16]) {
-    const float d = _cvtsh_ss((unsigned short)u16(b)), dmin = _cvtsh_ss((unsigned short)u16(b + 2));
-    const uint8_t *s = b + 4;
-    for (int j = 0; j < 8; j++) {
-        int sc, mn;
-        if (j < 4) {
-            sc = s[j] & 63;
-            mn = s[4 + j] & 63;
-        } else {
-            sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
-            mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
-        }
-        sdm[2 * j] = d * (float)sc;
-        sdm[2 * j + 1] = dmin * (float)mn;
-    }
-}
-
 INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                     const attn__q8act *xa, const int M, float *y, int64_t ldy) {
     const size_t bb = five ? 176 : 144;
@@ -189,8 +175,7 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
             _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 128, _MM_HINT_T0);
-            float sdm[16];
-            k4_sdm(b, sdm);
+            const __m512 sdm = k4_sdm(b);
             const uint8_t *qs = b + (five ? 48 : 16);
             const __m512i qh = five ? _mm512_broadcast_i64x4(ld256(b + 16)) : _mm512_setzero_si512();
             for (int c = 0; c < 4; c++) { /* groups 2c, 2c + 1 */
@@ -203,7 +188,7 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
                     const __m512i hb = _mm512_and_si512(_mm512_srlv_epi64(qh, sh), _mm512_set1_epi8(1));
                     v = _mm512_or_si512(v, _mm512_slli_epi16(hb, 4));
                 }
-                const __m128 w4 = _mm_loadu_ps(sdm + 4 * c);
+                const __m128 w4 = quarter(sdm, c);
                 for (int i = 0; i < M; i++) {
                     const int64_t g = 8 * k + 2 * c; /* activation block */
                     const __m512i xq = _mm512_loadu_si512(xa->q + i * xa->ldq + 32 * g);
@@ -248,9 +233,8 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
             _mm_prefetch((const char *)b + PF + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 128, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 192, _MM_HINT_T0);
-            const float d = _cvtsh_ss((unsigned short)u16(b + 208));
-            float ds[16];
-            for (int g = 0; g < 16; g++) ds[g] = d * (float)(int8_t)b[192 + g];
+            const __m512 ds = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)),
+                                            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ld128(b + 192))));
             for (int z = 0; z < 4; z++) { /* elements 64 z .. 64 z + 63: groups 4z .. 4z + 3 */
                 const int h = z >> 1, s = 4 * (z & 1);
                 const __m512i ql = _mm512_loadu_si512(b + 64 * h);
@@ -260,7 +244,7 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
                     _mm512_srlv_epi64(qh, _mm512_set_epi64(s + 2, s + 2, s + 2, s + 2, s, s, s, s)),
                     _mm512_set1_epi8(3));
                 const __m512i v = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-                const __m128 w4 = _mm_loadu_ps(ds + 4 * z);
+                const __m128 w4 = quarter(ds, z);
                 for (int i = 0; i < M; i++) {
                     const int64_t g = 8 * k + 2 * z; /* activation block of groups 4z, 4z + 1 */
                     const __m512i xq = _mm512_loadu_si512(xa->q + i * xa->ldq + 32 * g);
