@@ -1459,7 +1459,7 @@ ATTN_API attn_status attn_dequantize(attn_ctx *ctx, int type, const void *src, s
 ATTN_API attn_status attn_quantize(attn_ctx *ctx, int type, const float *src, int64_t n,
                                    void *dst, size_t dst_bytes);
 
-/* Precision of the activations in attn_qlinear's matrix-vector products (M <= 4). */
+/* Precision of the activations in attn_qlinear's matrix-vector products (M <= 8). */
 typedef enum attn_qact {
     ATTN_QACT_DEFAULT = 0, /* the measured default: ATTN_QACT_F32 (docs/kernels.md) */
     /* float activations: each weight is dequantized in registers, exactly as attn_dequantize
@@ -1477,11 +1477,11 @@ typedef enum attn_qact {
  * for m < M, n < N.  w holds W as GGUF stores a [N, K] weight: N rows of K elements of `type`
  * (K a multiple of the block), rows back to back (w_bytes at least N K / block_elems *
  * block_bytes), read in place: no dequantized copy is made.  bias may be NULL.
- *   M <= 4 (decoding): matrix-vector kernels that read the weights once at close to memory
- *     bandwidth; act chooses the activation precision (above).
- *   M > 4 (prompts): the weights are dequantized panel by panel into the float GEMM; the
- *     result is that of the float GEMM on the dequantized matrix, bit for bit (act is not
- *     used).
+ *   M <= 8 (decoding, a few sequences): matrix-vector kernels that read the weights once, at
+ *     close to the memory's bandwidth; act chooses the activation precision (above).
+ *   M > 8 (prompts): the weights are dequantized panel by panel (each weight once per call)
+ *     into the float GEMM's microkernels; the result is that of the float GEMM on the
+ *     dequantized matrix, bit for bit, plus the bias (act is not used).
  * Threads split the N outputs only: results are bit-identical for every thread count (and
  * may differ in the last bits between instruction sets, as the float GEMM does).  x and bias
  * must be finite (ATTN_E_NONFINITE) unless ATTN_CTX_NO_FINITE_CHECK; the weights are not

@@ -2,9 +2,10 @@
  * the linear product on quantized weights (attn__qlinear, contract in quant.h).
  *
  * attn__qlinear, for M rows of activations against N quantized weight rows of K elements:
- *   M <= ATTN__QMV_MAX  matrix-vector kernels (ctx->kern.quant->mv, or ->mv8 on int8
- *                       activations): the weights are read once, in place, threads split
- *                       the N rows.  Memory-bound: the point is to read W at the memory's rate.
+ *   M <= ATTN__QMV_ROWS matrix-vector kernels (ctx->kern.quant->mv, or ->mv8 on int8
+ *                       activations), up to ATTN__QMV_MAX vectors per call: the weights are
+ *                       read once, in place, threads split the N rows.  Memory-bound: the
+ *                       point is to read W at the memory's rate.
  *   larger M            the float GEMM microkernel of the context (gemm.h): X is packed once
  *                       into mr-row panels (all of K); the N rows are cut into units of nr-row
  *                       panels, and a thread dequantizes a unit (ctx->kern.quant->dq, exact),
@@ -88,10 +89,17 @@ static void mv_task(void *arg, int64_t begin, int64_t end, int tid) {
     const qjob *j = arg;
     (void)tid;
     const uint8_t *w = j->W + (size_t)begin * j->rb;
-    if (j->mv8) {
-        j->mv8(w, j->rb, end - begin, j->nb, &j->xa, j->M, j->Y + begin, j->ldy);
-    } else {
-        j->mv(w, j->rb, end - begin, j->nb, j->X, j->ldx, j->M, j->Y + begin, j->ldy);
+    /* up to ATTN__QMV_MAX vectors per kernel call; the rows of the chunk stay in cache */
+    for (int64_t i0 = 0; i0 < j->M; i0 += ATTN__QMV_MAX) {
+        const int64_t m = j->M - i0 < ATTN__QMV_MAX ? j->M - i0 : ATTN__QMV_MAX;
+        float *y = j->Y + i0 * j->ldy + begin;
+        if (j->mv8) {
+            attn__q8act xa = j->xa;
+            xa.q += i0 * xa.ldq, xa.dsx += i0 * 2 * xa.ldb, xa.sq += i0 * 2 * xa.ldb;
+            j->mv8(w, j->rb, end - begin, j->nb, &xa, m, y, j->ldy);
+        } else {
+            j->mv(w, j->rb, end - begin, j->nb, j->X + i0 * j->ldx, j->ldx, m, y, j->ldy);
+        }
     }
     add_bias(j, begin, end);
 }
@@ -186,7 +194,7 @@ attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int
     }
     attn__mark mark = attn__ws_mark(ctx);
     attn_status st = ATTN_OK;
-    if (M <= ATTN__QMV_MAX) {
+    if (M <= ATTN__QMV_ROWS) {
         const attn__quant_kernels *k8 = ctx->kern.quant8;
         j.mv8 = act == ATTN__QACT_Q8 && K % 32 == 0 ? k8->mv8[type] : NULL;
         if (j.mv8) {

@@ -99,6 +99,9 @@ ATTN__HIDDEN void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, i
  *        row range).
  *   mv8: the same on int8 activations (attn__q8act); NULL where the set has none. */
 #define ATTN__QMV_MAX 4
+/* attn__qlinear runs up to this many rows of activations through the matrix-vector kernels
+ * (ATTN__QMV_MAX at a time), more through the GEMM (measured: docs/kernels.md) */
+#define ATTN__QMV_ROWS 8
 typedef void (*attn__qdq_fn)(const uint8_t *src, int64_t nb, float *dst);
 typedef void (*attn__qmv_fn)(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                              const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy);
@@ -132,10 +135,10 @@ enum {
 
 /* Y[i * ldy + n] = sum_k X[i * ldx + k] deq(W)[n, k] (+ bias[n] when bias is not NULL) for
  * i < M, n < N: W is N rows of K elements (K a multiple of the block), row-major, rows back to
- * back.  M <= ATTN__QMV_MAX runs the matrix-vector kernels (act chooses the float or the int8
- * path; the int8 path where the context's set has one for the type, else float), larger M
- * the float GEMM microkernels on dequantized panels: Y is then bit for bit
- * attn__gemm(X, deq(W)^T) on the same context.  Threads split output rows only (N): the same
+ * back.  M <= ATTN__QMV_ROWS runs the matrix-vector kernels (act chooses the float or the
+ * int8 path; float where the type has no int8 kernel), larger M the float GEMM microkernels
+ * on dequantized panels: Y is then bit for bit attn__gemm(X, deq(W)^T) (+ bias, rounded once)
+ * on the same context.  Threads split output rows only (N): the same
  * bits for every thread count.  The caller has checked the sizes (row bytes and products fit
  * in size_t / int64_t); fails only when the workspace runs out. */
 ATTN__HIDDEN attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N,
