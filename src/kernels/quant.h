@@ -6,8 +6,10 @@
  *                     the linear product on quantized weights, attn__qlinear: matrix-vector
  *                     kernels for a few rows of activations, dequantized panels on the float
  *                     GEMM microkernels for more
- *   x86_avx2/quant_avx2.c, x86_avx512/quant_avx512.c, x86_avx512vnni/quant_vnni.c
- *                     the kernels per instruction set (attn__quant_kernels, ctx->kern.quant)
+ *   x86_avx2/quant_avx2.c, x86_avx512/quant_avx512.c (float activations),
+ *   x86_avxvnni/quant_avxvnni.c, x86_avx512vnni/quant_vnni.c (int8 activations)
+ *                     the kernels per instruction set (attn__quant_kernels: ctx->kern.quant,
+ *                     ctx->kern.quant8)
  *
  * Every file here is built with -ffp-contract=off (CMakeLists.txt): the dequantized value of
  * Q4_1 is fl(fl(d q) + m), two roundings, as numpy computes it, never one fused rounding.
@@ -125,6 +127,7 @@ ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_ref(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx512(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_vnni(void);
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avxvnni(void);
 
 /* ---- the linear product ------------------------------------------------------------------- */
 enum {
