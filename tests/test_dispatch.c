@@ -28,6 +28,7 @@
 #include "../src/kernels/gemm_bf16.h"
 #include "../src/kernels/gemm_f16.h"
 #include "../src/kernels/kernels.h"
+#include "../src/kernels/quant.h"
 #include "testutil.h"
 
 /* A context created with `threads` threads while ATTN_<name> = value (NULL: unset). */
@@ -143,6 +144,12 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
              "%s: bf16 attention kernels", what);
     TU_CHECK(!(k->has_bf16 || k->has_f16) || isa == ATTN__ISA_AVX512,
              "%s: 16-bit AVX-512 kernels on set %s", what, n);
+    const attn__quant_kernels *qk = isa == ATTN__ISA_AVX512 ? attn__quant_kernels_avx512()
+                                    : isa == ATTN__ISA_AVX2 ? attn__quant_kernels_avx2()
+                                                            : NULL;
+    TU_CHECK(k->quant == (qk ? qk : attn__quant_kernels_ref()), "%s: quant table not %s", what, n);
+    TU_CHECK(isa != ATTN__ISA_REF || k->quant8 == attn__quant_kernels_ref(),
+             "%s: int8 quant kernels on the plain C set", what);
 }
 
 static void isa_env(void) {
@@ -254,6 +261,26 @@ static void made_up_cpus(void) {
         attn__kernels_select(&k, ATTN__ISA_AVX2, bf | fp, &env);
         check_tables(&k, ATTN__ISA_AVX2, "AVX2 set on a full CPU");
         TU_CHECK(!k.has_bf16 && !k.has_f16 && k.flash_bf16_widen, "AVX2 set: 16-bit kernels");
+    }
+    /* int8 quantized kernels: AVX512_VNNI (with BW/DQ/VL) on the AVX-512 set, AVX-VNNI on the
+     * AVX2 and AVX-512 sets, else plain C */
+    const attn__quant_kernels *q8r = attn__quant_kernels_ref(), *q8v = attn__quant_kernels_vnni(),
+                              *q8a = attn__quant_kernels_avxvnni();
+    if (b512) {
+        attn__kernels_select(&k, ATTN__ISA_AVX512, wide | ATTN__CPU_AVX512_VNNI, &env);
+        TU_CHECK(k.quant8 == (q8v ? q8v : q8r), "AVX512_VNNI: int8 quant kernels");
+        attn__kernels_select(&k, ATTN__ISA_AVX512, x512 | ATTN__CPU_AVX512_VNNI, &env);
+        TU_CHECK(k.quant8 == q8r, "AVX512_VNNI without BW/DQ/VL taken");
+        attn__kernels_select(&k, ATTN__ISA_AVX512, wide | ATTN__CPU_AVX_VNNI, &env);
+        TU_CHECK(k.quant8 == (q8a ? q8a : q8r), "AVX-512 set with AVX-VNNI only");
+        attn__kernels_select(&k, ATTN__ISA_AVX512, wide, &env);
+        TU_CHECK(k.quant8 == q8r, "AVX-512 set without VNNI: int8 quant kernels");
+    }
+    if (b2) {
+        attn__kernels_select(&k, ATTN__ISA_AVX2, avx2 | ATTN__CPU_AVX_VNNI, &env);
+        TU_CHECK(k.quant8 == (q8a ? q8a : q8r), "AVX-VNNI: int8 quant kernels");
+        attn__kernels_select(&k, ATTN__ISA_AVX2, wide | ATTN__CPU_AVX512_VNNI, &env);
+        TU_CHECK(k.quant8 == q8r, "AVX2 set took the AVX512_VNNI kernels");
     }
     attn__kernels_select(&k, ATTN__ISA_REF, bf | fp, &env);
     check_tables(&k, ATTN__ISA_REF, "ref set on a full CPU");
