@@ -4,7 +4,7 @@
  *   bench_qlinear [--threads T] [--isa ref|avx2|avx512] [--type Q4_1] [--act f32|q8]
  *                 [--mode bw|mv|model|mm]  (--act both: f32 and q8 alternately) [--N n] [--K k] [--M m] [--secs s]
  *
- *   bw     a streaming read of 1 GiB (the memory's read bandwidth, GB/s)
+ *   bw     a streaming read of 1 GiB on --threads threads (the memory's read bandwidth)
  *   mv     y = W x for one N x K matrix of --type, W larger than the caches by default (1 GiB
  *          of Q4_1); GB/s of weight bytes read, M vectors at once (--M, <= 4)
  *   model  one decoding token of SmolLM2-135M: 30 layers of q, k, v, o (576 x 576, 192 x 576,
@@ -23,6 +23,7 @@
 #include "internal.h"
 #include "dispatch.h"
 #include "kernels.h"
+#include "pool.h"
 #include "quant.h"
 
 static double now(void) {
@@ -39,6 +40,25 @@ static int cmp(const void *a, const void *b) {
 static double median(double *t, int n) {
     qsort(t, (size_t)n, sizeof *t, cmp);
     return t[n / 2];
+}
+
+/* a streaming read: 64 pieces, each summed with 8 independent accumulators, fetched ahead */
+typedef struct bw_job {
+    const uint64_t *buf;
+    size_t n;
+    volatile uint64_t sink;
+} bw_job;
+
+static void bw_task(void *arg, int64_t begin, int64_t end, int tid) {
+    bw_job *j = arg;
+    (void)tid;
+    const size_t per = j->n / 64;
+    uint64_t s[8] = {0};
+    for (size_t i = (size_t)begin * per; i < (size_t)end * per; i += 8) {
+        __builtin_prefetch(j->buf + i + 256);
+        for (int k = 0; k < 8; k++) s[k] += j->buf[i + k];
+    }
+    j->sink = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 }
 
 static int type_of(const char *s) {
@@ -117,17 +137,15 @@ int main(int argc, char **argv) {
         const size_t bytes = (size_t)1 << 30, nf = bytes / 8;
         uint64_t *buf = malloc(bytes);
         for (size_t i = 0; i < nf; i++) buf[i] = i;
-        volatile uint64_t sink = 0;
+        bw_job bj = {buf, nf, 0};
         for (n = 0; n < 5; n++) {
             double t0 = now();
-            uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (size_t i = 0; i < nf; i += 4) s0 += buf[i], s1 ^= buf[i + 1], s2 += buf[i + 2], s3 ^= buf[i + 3];
-            sink += s0 + s1 + s2 + s3;
+            attn__parallel_for(ctx, 64, bw_task, &bj);
             t[n] = now() - t0;
         }
         double med = median(t, n);
-        printf("bw: streaming read of 1 GiB, one thread: %.2f GB/s (median of 5; best %.2f)\n",
-               bytes / med / 1e9, bytes / t[0] / 1e9);
+        printf("bw: streaming read of 1 GiB, %d threads: %.2f GB/s (median of 5; best %.2f)%s\n",
+               threads, bytes / med / 1e9, bytes / t[0] / 1e9, bj.sink == 1 ? " " : "");
         free(buf);
     } else if (!strcmp(mode, "mv") || !strcmp(mode, "model")) {
         const int model = !strcmp(mode, "model");

@@ -1,6 +1,6 @@
 /* Run-time choice of the kernels (BLIS cntx_init style).  Each instruction set provides one
- * table per kernel family (gemm.h, flash.h, decode.h, ew.h, gemm_bf16.h, gemm_f16.h, the
- * dropout stream of kernels.h); the plain C tables (src/kernels/ref and the families' own
+ * table per kernel family (gemm.h, flash.h, decode.h, ew.h, gemm_bf16.h, gemm_f16.h, quant.h,
+ * the dropout stream of kernels.h); the plain C tables (src/kernels/ref and the families' own
  * files) are always there, as the fallback and the oracle.  attn_ctx_create chooses, once, the
  * tables of the best set that the CPU and the OS support (src/core/cpu.h) and stores them in
  * ctx->kern (internal.h attn__kernels); every call site reads them from there.
@@ -46,7 +46,8 @@ ATTN__HIDDEN void attn__kernel_env_read(attn__kernel_env *env);
 /* Fills *k with the tables of set isa for a CPU with the features cpu, under env.  A pure
  * function (tests give it made-up CPUs): a family the set lacks, or an isa not compiled in,
  * gets the plain C table.  The bf16 kernels need AVX512_BF16 with AVX512BW/DQ/VL and the fp16
- * one AVX512_FP16 with AVX512BW/DQ/VL, both on the AVX-512 set only. */
+ * one AVX512_FP16 with AVX512BW/DQ/VL, both on the AVX-512 set only; the int8 quantized
+ * kernels AVX512_VNNI with AVX512BW/DQ/VL (AVX-512 set) or AVX-VNNI (AVX2 or AVX-512 set). */
 ATTN__HIDDEN void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu,
                                        const attn__kernel_env *env);
 /* Forces set isa on ctx (ATTN__ISA_DEFAULT: the one attn_ctx_create chose), its tables chosen
