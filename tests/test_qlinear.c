@@ -183,8 +183,8 @@ static void ref8_row(int type, const unsigned char *row, int64_t K, const q8x *x
                     dot += (int64_t)q * x->q[j];
                     adot += llabs((int64_t)q * x->q[j]);
                 }
-                const double sc = h2d(b) * scv * x->d, t2 = -h2d(b + 2) * mn * x->sx;
-                s += sc * (double)dot + t2, a += fabs(sc) * (double)adot + fabs(t2), n += 2;
+                const double f = h2d(b) * scv * x->d, t2 = -h2d(b + 2) * mn * x->sx;
+                s += f * (double)dot + t2, a += fabs(f) * (double)adot + fabs(t2), n += 2;
             }
         }
     }

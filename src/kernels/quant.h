@@ -141,9 +141,12 @@ enum {
  * back.  M <= ATTN__QMV_ROWS runs the matrix-vector kernels (act chooses the float or the
  * int8 path; float where the type has no int8 kernel), larger M the float GEMM microkernels
  * on dequantized panels: Y is then bit for bit attn__gemm(X, deq(W)^T) (+ bias, rounded once)
- * on the same context.  Threads split output rows only (N): the same
- * bits for every thread count.  The caller has checked the sizes (row bytes and products fit
- * in size_t / int64_t); fails only when the workspace runs out. */
+ * on the same context.  Threads split the N outputs only (weight rows): the same bits for
+ * every thread count.  Workspace (context, released on return): the int8 path M K bytes and
+ * 16 M K / 32 bytes of block numbers; the GEMM path the packed X (M rounded up to mr, times K
+ * floats) and per thread (1 + U) nr K floats (U <= 4 panels, U nr K floats <= 1 MiB unless one
+ * panel is more).  The caller has checked the sizes (row bytes and products fit in size_t /
+ * int64_t); fails only when the workspace runs out. */
 ATTN__HIDDEN attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N,
                                        int64_t K, const float *X, int64_t ldx, int64_t M,
                                        const float *bias, float *Y, int64_t ldy, int act);

@@ -9,17 +9,17 @@
  * in a fixed order.  The same operations for a row whatever m or the row range, so results do
  * not depend on the thread split.  AVX512F only (with F16C for the scales). */
 #include "../quant.h"
-#include "quant_avx512.h"
 
 #if defined(__AVX512F__) && defined(__F16C__) && defined(__FMA__)
 #include <immintrin.h>
+
+#include "quant_avx512.h"
 
 #define PF_DIST 2048 /* bytes ahead of the weights to fetch (docs/kernels.md) */
 
 
 
-/* 16 bytes -> 16 floats (unsigned, signed) */
-INLINE __m512 u8f(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); }
+/* 16 signed bytes -> 16 floats */
 INLINE __m512 s8f(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
 
 /* ---- block decoders: the 32 (16 per output) dequantized values of one block -------------
