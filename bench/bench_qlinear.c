@@ -11,7 +11,8 @@
  *          192 x 576, 576 x 576), gate, up (1536 x 576), down (576 x 1536) in --type and the
  *          tied head 49152 x 576 in Q8_0 (~97 MB in Q4_1); GB/s and ms per token
  *   mm     Y[M, N] = X W^T (default M 128, N 1536, K 576): GFLOP/s, against attn__gemm on the
- *          dequantized float matrix in the same run
+ *          dequantized float matrix in the same run (--rowwise 1: on the matrix-vector
+ *          kernels, ATTN__QLIN_ROWWISE)
  * Each figure is the median of timed repetitions filling --secs seconds (default 0.5). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -95,7 +96,7 @@ static unsigned char *weights(int type, int64_t N, int64_t K, size_t *bytes) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 2, act = ATTN__QACT_F32, both = 0;
+    int threads = 2, act = ATTN__QACT_F32, both = 0, rowwise = 0;
     const char *isa = NULL, *mode = "mv", *tname = "Q4_1";
     int64_t N = -1, K = -1, M = -1;
     double secs = 0.5;
@@ -112,6 +113,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--K")) K = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--M")) M = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--secs")) secs = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--rowwise")) rowwise = atoi(argv[i + 1]) ? ATTN__QLIN_ROWWISE : 0;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -194,7 +196,7 @@ int main(int argc, char **argv) {
             for (int a_ = 0; a_ < 1 + both; a_++) {
                 double a = now();
                 for (int i = 0; i < nm; i++)
-                    attn__qlinear(ctx, ty[i], ws[i], Ns[i], Ks[i], x, Ks[i], M, NULL, y, Ns[i],
+                    attn__qlinear(ctx, ty[i], ws[i], Ns[i], Ks[i], x, Ks[i], M, NULL, NULL, y, Ns[i],
                                   acts[a_]);
                 tt[a_][n] = now() - a;
             }
@@ -210,8 +212,8 @@ int main(int argc, char **argv) {
         }
         if (both) { /* the int8 path's error against the float one, on the first matrix */
             float *y8 = malloc((size_t)(M * nmax) * sizeof(float));
-            attn__qlinear(ctx, ty[0], ws[0], Ns[0], Ks[0], x, Ks[0], M, NULL, y, Ns[0], ATTN__QACT_F32);
-            attn__qlinear(ctx, ty[0], ws[0], Ns[0], Ks[0], x, Ks[0], M, NULL, y8, Ns[0], ATTN__QACT_Q8);
+            attn__qlinear(ctx, ty[0], ws[0], Ns[0], Ks[0], x, Ks[0], M, NULL, NULL, y, Ns[0], ATTN__QACT_F32);
+            attn__qlinear(ctx, ty[0], ws[0], Ns[0], Ks[0], x, Ks[0], M, NULL, NULL, y8, Ns[0], ATTN__QACT_Q8);
             double se = 0, sy = 0, emax = 0, ymax = 0;
             for (int64_t i = 0; i < M * Ns[0]; i++) {
                 double e = (double)y8[i] - y[i];
@@ -240,7 +242,7 @@ int main(int argc, char **argv) {
         double t0 = now();
         do { /* alternate the two */
             double a = now();
-            attn__qlinear(ctx, type, w, N, K, x, K, M, NULL, y, N, act);
+            attn__qlinear(ctx, type, w, N, K, x, K, M, NULL, NULL, y, N, act | rowwise);
             tq[nq++] = now() - a;
             a = now();
             attn__gemm(ctx, 0, 1, M, N, K, 1.0f, x, K, wf, K, 0.0f, y, N);
@@ -248,8 +250,8 @@ int main(int argc, char **argv) {
         } while (nq < 400 && (now() - t0 < secs || nq < 3));
         const double fl = 2.0 * (double)M * (double)N * (double)K;
         double mq = median(tq, nq), mg = median(tg, ng);
-        printf("mm %s %s M=%lld N=%lld K=%lld threads=%d: %.1f GFLOP/s, float GEMM %.1f GFLOP/s (%.2fx; medians of %d)\n",
-               tname, attn__isa_name(ctx->kern.isa), (long long)M, (long long)N, (long long)K,
+        printf("mm%s %s %s M=%lld N=%lld K=%lld threads=%d: %.1f GFLOP/s, float GEMM %.1f GFLOP/s (%.2fx; medians of %d)\n",
+               rowwise ? " (rowwise)" : "", tname, attn__isa_name(ctx->kern.isa), (long long)M, (long long)N, (long long)K,
                threads, fl / mq / 1e9, fl / mg / 1e9, mg / mq, nq);
         free(w), free(x), free(y), free(wf);
     }

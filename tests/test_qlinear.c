@@ -10,7 +10,10 @@
  *     differs, so |y - ref| <= (K + 8) 2^-24 sum_k |deq(W)[n, k] x[m, k]| (Higham 3.1; the
  *     8 covers the bias add and the final folding of partial sums).  A wrong or missing term
  *     is ~|w x| ~ 1/K of the scale, above the bound for the K used here (<= 1024: 6e-5).
- *   GEMM path (M > 8): additionally bit for bit attn__gemm(X, deq(W)^T) on the same context.
+ *   GEMM path (M > 8): additionally bit for bit attn__gemm(X, deq(W)^T) on the same context
+ *     (then + bias, + residual).
+ *   matrix-vector path (M <= 8, or any M with ATTN__QLIN_ROWWISE): each row bit for bit the
+ *     row computed alone (M = 1).
  *   int8 activations: x rounded here, independently of the library, as documented (blocks of
  *     32, d = max|x| / 127, q = roundf(x / d)); the documented terms summed in double.  The
  *     integer sums are exact, each scale product (d_w d_x, (d sc) d_x) one rounding, and the
@@ -195,7 +198,7 @@ static void ref8_row(int type, const unsigned char *row, int64_t K, const q8x *x
 typedef struct qcase {
     int type;
     int64_t M, N, K;
-    int bias;
+    int bias, res; /* a bias, a residual */
 } qcase;
 
 static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64_t seed) {
@@ -207,18 +210,21 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
     attn_qtype_block(qc->type, &be, &bb);
     attn__dequant_ref(qc->type, w, N * K / be, deq);
     float *x = malloc((size_t)(M * ldx) * sizeof(float)), *bias = malloc((size_t)N * sizeof(float));
+    float *res = malloc((size_t)(M * N) * sizeof(float));
     tu_fill(x, (size_t)(M * ldx), seed + 1, -1, 1);
     tu_fill(bias, (size_t)N, seed + 2, -1, 1);
+    tu_fill(res, (size_t)(M * N), seed + 3, -1, 1);
     float *y1 = malloc((size_t)(M * ldy) * sizeof(float)), *y2 = malloc((size_t)(M * ldy) * sizeof(float));
     for (int64_t i = 0; i < M * ldy; i++) y1[i] = y2[i] = -777.0f;
-    const float *b = qc->bias ? bias : NULL;
-    TU_STATUS(attn__qlinear(c1, qc->type, w, N, K, x, ldx, M, b, y1, ldy, act), ATTN_OK, c1);
-    TU_STATUS(attn__qlinear(c2, qc->type, w, N, K, x, ldx, M, b, y2, ldy, act), ATTN_OK, c2);
+    const float *b = qc->bias ? bias : NULL, *R = qc->res ? res : NULL;
+    TU_STATUS(attn__qlinear(c1, qc->type, w, N, K, x, ldx, M, b, R, y1, ldy, act), ATTN_OK, c1);
+    TU_STATUS(attn__qlinear(c2, qc->type, w, N, K, x, ldx, M, b, R, y2, ldy, act), ATTN_OK, c2);
     int fails = 0;
     char what[160];
-    snprintf(what, sizeof what, "%s %s M=%lld N=%lld K=%lld%s%s", attn__isa_name(c1->kern.isa),
+    snprintf(what, sizeof what, "%s %s M=%lld N=%lld K=%lld%s%s%s%s", attn__isa_name(c1->kern.isa),
              attn_qtype_name(qc->type), (long long)M, (long long)N, (long long)K,
-             qc->bias ? " bias" : "", act == ATTN__QACT_Q8 ? " int8" : "");
+             qc->bias ? " bias" : "", qc->res ? " residual" : "",
+             (act & 15) == ATTN__QACT_Q8 ? " int8" : "", act & ATTN__QLIN_ROWWISE ? " rowwise" : "");
     /* 1 vs 2 threads, and the padding untouched */
     int64_t d12 = -1, pad = -1;
     for (int64_t i = 0; i < M && d12 < 0; i++)
@@ -229,7 +235,8 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
     TU_CHECK(d12 < 0, "%s: 1 and 2 threads differ at %lld", what, (long long)d12);
     TU_CHECK(pad < 0, "%s: wrote outside y at %lld", what, (long long)pad);
     fails += d12 >= 0 || pad >= 0;
-    const int int8 = act == ATTN__QACT_Q8 && M <= ATTN__QMV_ROWS && has_q8(qc->type) && K % 32 == 0;
+    const int rowwise = M <= ATTN__QMV_ROWS || (act & ATTN__QLIN_ROWWISE);
+    const int int8 = (act & 15) == ATTN__QACT_Q8 && rowwise && has_q8(qc->type) && K % 32 == 0;
     q8x *xq = int8 ? malloc((size_t)(K / 32) * sizeof(q8x)) : NULL;
     double worst = 0, worst8 = 0;
     for (int64_t i = 0; i < M; i++) {
@@ -242,6 +249,7 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
                 s += p, a += fabs(p);
             }
             if (b) s += b[n], a += fabs(b[n]);
+            if (R) s += R[i * N + n], a += fabs(R[i * N + n]);
             const double got = y1[i * ldy + n];
             double tol = (double)(K + 8) * U24 * a;
             if (xq) {
@@ -250,6 +258,7 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
                 int64_t nt;
                 ref8_row(qc->type, w + n * (K / be * bb), K, xq, &s8, &a8, &nt);
                 if (b) s8 += b[n], a8 += fabs(b[n]);
+                if (R) s8 += R[i * N + n], a8 += fabs(R[i * N + n]);
                 const double tol8 = (double)(nt + 16) * U24 * a8;
                 const double e8 = fabs(got - s8);
                 worst8 = fmax(worst8, e8 / fmax(tol8, 1e-300));
@@ -269,13 +278,14 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
         }
     }
     /* the GEMM path is attn__gemm on the dequantized weights, bit for bit */
-    if (M > ATTN__QMV_ROWS) {
+    if (!rowwise) {
         float *yg = malloc((size_t)(M * ldy) * sizeof(float));
         TU_STATUS(attn__gemm(c1, 0, 1, M, N, K, 1.0f, x, ldx, deq, K, 0.0f, yg, ldy), ATTN_OK, c1);
         int64_t dg = -1;
         for (int64_t i = 0; i < M && dg < 0; i++)
             for (int64_t n = 0; n < N; n++) {
                 float v = b ? yg[i * ldy + n] + b[n] : yg[i * ldy + n];
+                if (R) v += R[i * N + n];
                 if (memcmp(&v, &y1[i * ldy + n], 4) != 0) {
                     dg = i * ldy + n;
                     break;
@@ -286,9 +296,23 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
         fails += dg >= 0;
         free(yg);
     }
+    /* the matrix-vector path: each row as computed alone (M = 1) */
+    if (rowwise) {
+        int64_t dr = -1;
+        float *y0 = malloc((size_t)N * sizeof(float));
+        for (int64_t i = 0; i < M && dr < 0; i++) {
+            TU_STATUS(attn__qlinear(c2, qc->type, w, N, K, x + i * ldx, ldx, 1, b,
+                                    R ? R + i * N : NULL, y0, N, act),
+                      ATTN_OK, c2);
+            if (memcmp(y0, y1 + i * ldy, (size_t)N * sizeof(float)) != 0) dr = i;
+        }
+        TU_CHECK(dr < 0, "%s: row %lld differs from the same row alone", what, (long long)dr);
+        fails += dr >= 0;
+        free(y0);
+    }
     /* NaN in x: its row of y is NaN everywhere */
     x[(M - 1) * ldx + K / 2] = NAN;
-    TU_STATUS(attn__qlinear(c2, qc->type, w, N, K, x, ldx, M, b, y2, ldy, act), ATTN_OK, c2);
+    TU_STATUS(attn__qlinear(c2, qc->type, w, N, K, x, ldx, M, b, R, y2, ldy, act), ATTN_OK, c2);
     int64_t fin = 0;
     for (int64_t n = 0; n < N; n++) fin += !isnan(y2[(M - 1) * ldy + n]);
     TU_CHECK(fin == 0, "%s: NaN in x, %lld outputs of its row are not NaN", what, (long long)fin);
@@ -300,6 +324,7 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
     free(deq);
     free(x);
     free(bias);
+    free(res);
     free(y1);
     free(y2);
     return fails;
@@ -327,13 +352,21 @@ static void test_kernels(void) {
                     /* big K only with small M, to keep the test short */
                     if (ki == 2 && Ms[mi] > ATTN__QMV_ROWS) continue;
                     const int64_t N = Ns[(mi + ki) % 3];
-                    qcase qc = {type, Ms[mi], N, Ks[ki], (int)((mi + ki) & 1)};
+                    qcase qc = {type, Ms[mi], N, Ks[ki], (int)((mi + ki) & 1), (int)(mi % 3 == 1)};
                     uint64_t seed = 1000 * t + 10 * mi + ki;
                     run_case(c1, c2, &qc, ATTN__QACT_F32, seed);
                     ncases++;
                     if (Ms[mi] <= ATTN__QMV_ROWS && has_q8(type)) {
                         run_case(c1, c2, &qc, ATTN__QACT_Q8, seed);
                         ncases++;
+                    }
+                    if (Ms[mi] == 17 && ki == 0) { /* every M on the matrix-vector kernels */
+                        run_case(c1, c2, &qc, ATTN__QACT_F32 | ATTN__QLIN_ROWWISE, seed);
+                        ncases++;
+                        if (has_q8(type)) {
+                            run_case(c1, c2, &qc, ATTN__QACT_Q8 | ATTN__QLIN_ROWWISE, seed);
+                            ncases++;
+                        }
                     }
                 }
         }
@@ -354,7 +387,7 @@ static void test_public(void) {
     tu_fill(b, 40, 7, -1, 1);
     TU_STATUS(attn_qlinear(ctx, ATTN_Q_Q4_1, w, wb, N, K, x, 100, M, b, y, N, ATTN_QACT_DEFAULT),
               ATTN_OK, ctx);
-    TU_STATUS(attn__qlinear(ctx, ATTN_Q_Q4_1, w, N, K, x, 100, M, b, y2, N, ATTN__QACT_F32),
+    TU_STATUS(attn__qlinear(ctx, ATTN_Q_Q4_1, w, N, K, x, 100, M, b, NULL, y2, N, ATTN__QACT_F32),
               ATTN_OK, ctx);
     TU_CHECK(memcmp(y, y2, sizeof y) == 0, "attn_qlinear default != float activations");
     TU_STATUS(attn_qlinear(ctx, ATTN_Q_Q4_1, w, wb, N, K, x, 100, M, b, y, N, ATTN_QACT_Q8),

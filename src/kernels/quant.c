@@ -61,7 +61,7 @@ typedef struct qjob {
     int64_t N, K, nb, M;
     const float *X;
     int64_t ldx;
-    const float *bias;
+    const float *bias, *R;
     float *Y;
     int64_t ldy;
     attn__qmv_fn mv;
@@ -77,12 +77,19 @@ typedef struct qjob {
     int64_t U, units, n_panels;
 } qjob;
 
+/* columns [n0, n1) of Y: + bias, then + R */
 static void add_bias(const qjob *j, int64_t n0, int64_t n1) {
-    if (!j->bias) return;
-    for (int64_t i = 0; i < j->M; i++) {
-        float *y = j->Y + i * j->ldy;
-        for (int64_t n = n0; n < n1; n++) y[n] += j->bias[n];
-    }
+    if (j->bias)
+        for (int64_t i = 0; i < j->M; i++) {
+            float *y = j->Y + i * j->ldy;
+            for (int64_t n = n0; n < n1; n++) y[n] += j->bias[n];
+        }
+    if (j->R)
+        for (int64_t i = 0; i < j->M; i++) {
+            float *y = j->Y + i * j->ldy;
+            const float *r = j->R + i * j->N;
+            for (int64_t n = n0; n < n1; n++) y[n] += r[n];
+        }
 }
 
 static void mv_task(void *arg, int64_t begin, int64_t end, int tid) {
@@ -176,8 +183,8 @@ static float *align64(void *p) {
 }
 
 attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int64_t K,
-                          const float *X, int64_t ldx, int64_t M, const float *bias, float *Y,
-                          int64_t ldy, int act) {
+                          const float *X, int64_t ldx, int64_t M, const float *bias,
+                          const float *R, float *Y, int64_t ldy, int act) {
     if (M <= 0 || N <= 0) return ATTN_OK;
     int64_t be = 1, bb = 4;
     attn_qtype_block(type, &be, &bb);
@@ -185,18 +192,19 @@ attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int
     memset(&j, 0, sizeof j);
     j.type = type, j.W = W, j.N = N, j.K = K, j.nb = K / be, j.M = M;
     j.rb = (size_t)(j.nb * bb);
-    j.X = X, j.ldx = ldx, j.bias = bias, j.Y = Y, j.ldy = ldy;
+    j.X = X, j.ldx = ldx, j.bias = bias, j.R = R, j.Y = Y, j.ldy = ldy;
     const attn__quant_kernels *kq = ctx->kern.quant, *ref = attn__quant_kernels_ref();
     if (K == 0) { /* an empty sum */
         for (int64_t i = 0; i < M; i++)
-            for (int64_t n = 0; n < N; n++) Y[i * ldy + n] = bias ? bias[n] : 0.0f;
+            for (int64_t n = 0; n < N; n++) Y[i * ldy + n] = 0.0f;
+        add_bias(&j, 0, N);
         return ATTN_OK;
     }
     attn__mark mark = attn__ws_mark(ctx);
     attn_status st = ATTN_OK;
-    if (M <= ATTN__QMV_ROWS) {
+    if (M <= ATTN__QMV_ROWS || (act & ATTN__QLIN_ROWWISE)) {
         const attn__quant_kernels *k8 = ctx->kern.quant8;
-        j.mv8 = act == ATTN__QACT_Q8 && K % 32 == 0 ? k8->mv8[type] : NULL;
+        j.mv8 = (act & 15) == ATTN__QACT_Q8 && K % 32 == 0 ? k8->mv8[type] : NULL;
         if (j.mv8) {
             const int64_t nbx = K / 32;
             int8_t *q;

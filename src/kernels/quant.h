@@ -133,12 +133,18 @@ ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avxvnni(void);
 enum {
     ATTN__QACT_DEFAULT = 0, /* the measured default (docs/kernels.md): float */
     ATTN__QACT_F32 = 1,     /* float activations (mv) */
-    ATTN__QACT_Q8 = 2       /* activations rounded to int8 per block of 32 (mv8) */
+    ATTN__QACT_Q8 = 2,      /* activations rounded to int8 per block of 32 (mv8) */
+    /* flag, or-ed with one of the above: the matrix-vector kernels for every M, so that a
+     * row's result never depends on M (what a KV-cache decoder needs to give the same bits
+     * token by token as for a whole prompt); prefill 2-2.5x slower than the GEMM path
+     * (docs/kernels.md) */
+    ATTN__QLIN_ROWWISE = 16
 };
 
-/* Y[i * ldy + n] = sum_k X[i * ldx + k] deq(W)[n, k] (+ bias[n] when bias is not NULL) for
- * i < M, n < N: W is N rows of K elements (K a multiple of the block), row-major, rows back to
- * back.  M <= ATTN__QMV_ROWS runs the matrix-vector kernels (act chooses the float or the
+/* Y[i * ldy + n] = (sum_k X[i * ldx + k] deq(W)[n, k] + bias[n]) + R[i * N + n] for i < M,
+ * n < N (bias and R may be NULL: no term; R, a residual, is [M, N] contiguous and may not
+ * overlap Y): W is N rows of K elements (K a multiple of the block), row-major, rows back to
+ * back.  act: ATTN__QACT_*, optionally | ATTN__QLIN_ROWWISE.  M <= ATTN__QMV_ROWS runs the matrix-vector kernels (act chooses the float or the
  * int8 path; float where the type has no int8 kernel), larger M the float GEMM microkernels
  * on dequantized panels: Y is then bit for bit attn__gemm(X, deq(W)^T) (+ bias, rounded once)
  * on the same context.  Threads split the N outputs only (weight rows): the same bits for
@@ -149,7 +155,8 @@ enum {
  * int64_t); fails only when the workspace runs out. */
 ATTN__HIDDEN attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N,
                                        int64_t K, const float *X, int64_t ldx, int64_t M,
-                                       const float *bias, float *Y, int64_t ldy, int act);
+                                       const float *bias, const float *R, float *Y,
+                                       int64_t ldy, int act);
 
 /* Whole tensors of n elements (a multiple of the block), over the context's threads in pieces
  * of ~64 Ki elements: dequantization on ctx->kern.quant (attn__dequant_ref's bits) and the

@@ -115,7 +115,7 @@ attn_status attn_qlinear(attn_ctx *ctx, int type, const void *w, size_t w_bytes,
         attn_tensor t = attn_tensor_make((void *)(uintptr_t)bias, ATTN_F32, 1, &N);
         ATTN_TRY(attn__check_finite(ctx, &t, "attn_qlinear: bias", 0));
     }
-    attn_status st = attn__qlinear(ctx, type, w, N, K, x, ldx, M, bias, y, ldy, (int)act);
+    attn_status st = attn__qlinear(ctx, type, w, N, K, x, ldx, M, bias, NULL, y, ldy, (int)act);
     ATTN_FAIL_IF(st != ATTN_OK, ctx, st, "%s: the workspace ran out", fn);
     return ATTN_OK;
 }
