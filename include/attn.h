@@ -1453,9 +1453,128 @@ ATTN_API attn_status attn_qtype_block(int type, int64_t *block_elems /* OUT */,
 
 /* ============================================================================================
  * Byte-level BPE tokenizer (issue 12, part 4)
+ *
+ * The tokenizer of GPT-2-style language models (GPT-2, Llama 3, SmolLM2, ...): text -> ids as
+ * the Hugging Face tokenizers library runs a tokenizer.json of model type BPE with a ByteLevel
+ * pre-tokenizer and decoder, and ids -> text.  Built either from arrays (a GGUF file's
+ * tokenizer.ggml.tokens / token_type / merges / pre) or from a tokenizer.json.  Encoding:
+ *   1. invalid UTF-8 becomes U+FFFD, one per maximal invalid subpart, as Python's
+ *      bytes.decode("utf-8", errors="replace") makes the str that reaches the library;
+ *   2. added tokens (control ones only with ATTN_BPE_PARSE_SPECIAL) are split off whole,
+ *      leftmost-longest, and the text between them tokenized on its own;
+ *   3. the pre-tokenizer cuts that text into words: "gpt2" (GPT-2's pattern 's|'t|'re|'ve|
+ *      'm|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+), "llama-bpe" (Llama 3's:
+ *      case-insensitive contractions, [^\r\n\p{L}\p{N}]?\p{L}+, \p{N}{1,3}, ...) or "smollm"
+ *      (each numeric character alone, then GPT-2's); the Unicode classes are measured from
+ *      the library's regex engine (tools/gen_bpe_tables.py);
+ *   4. each word's bytes, as GPT-2's byte characters ("Ġ" for a space), are merged by rank,
+ *      lowest first (leftmost among equals), and the resulting tokens' ids emitted.
+ * No BOS/EOS is added (a tokenizer.json's post_processor is ignored).  Decoding maps each
+ * token's characters back to bytes; the exact bytes are returned, so decoding the ids of a
+ * text gives back the text (after step 1) byte for byte.  docs/bpe.md has the details, the
+ * limits and the known differences from the library.  An attn_bpe is read-only once built:
+ * several contexts may use it at once, one per thread.
  * ========================================================================================== */
+typedef struct attn_bpe attn_bpe;
 
-/* (BPE tokenizer) */
+/* Token types (GGUF's tokenizer.ggml.token_type numbers): control tokens are the special added
+ * tokens (<|im_end|>), user-defined ones the added tokens that are not special. */
+enum {
+    ATTN_BPE_TOKEN_NORMAL = 1,
+    ATTN_BPE_TOKEN_CONTROL = 3,
+    ATTN_BPE_TOKEN_USER_DEFINED = 4
+};
+
+enum {
+    /* attn_bpe_encode: control tokens written in the text become their ids (the library's
+     * default).  Without it their text is tokenized as ordinary text (the library's
+     * encode_special_tokens), so that user text cannot forge a <|im_end|>; user-defined
+     * tokens are always matched. */
+    ATTN_BPE_PARSE_SPECIAL = 1u << 0,
+    /* decoding: control tokens give no text (skip_special_tokens) */
+    ATTN_BPE_SKIP_SPECIAL = 1u << 1
+};
+
+/* From arrays.  tokens[i] is the text of id i in the byte-level spelling ("Ġthe"; control
+ * tokens as they are written, "<|im_end|>"), NUL-terminated; n_tokens in
+ * [1, ATTN_LIMIT_VOCAB].  token_types (NULL: all normal) marks ATTN_BPE_TOKEN_CONTROL and
+ * ATTN_BPE_TOKEN_USER_DEFINED tokens (other values are normal tokens); those are the added
+ * tokens, which must be valid UTF-8 (an empty one is not matched).  merges[r] is "a b" (the
+ * merge of rank r: two tokens separated by one space; a + b must be a token too; a pair listed
+ * twice takes its later rank), at most ATTN_LIMIT_VOCAB of them.  pre: "gpt2", "llama-bpe"
+ * (which also takes a word that is a token whole before merging, the library's
+ * ignore_merges, as Llama 3's tokenizer.json and llama.cpp do) or "smollm"; any other is
+ * ATTN_E_UNSUPPORTED naming it.  A text listed twice is looked up as its last id (both ids
+ * decode to it).  Everything is copied: the arrays may be freed after the call. */
+ATTN_API attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, int64_t n_tokens,
+                                     const int32_t *token_types, const char *const *merges,
+                                     int64_t n_merges, const char *pre,
+                                     attn_bpe **out /* OUT */);
+/* From a Hugging Face tokenizer.json: model type "BPE" (vocab with ids 0 .. n-1, each once;
+ * merges as "a b" strings or ["a", "b"] pairs; unk_token, fuse_unk and ignore_merges honoured;
+ * dropout null or 0; byte_fallback false), added_tokens (special ones are control tokens;
+ * lstrip, rstrip and single_word must be false; each id must be the one the library gives),
+ * normalizer null, decoder ByteLevel, and one of the three pre-tokenizers as the library
+ * writes them: ByteLevel(add_prefix_space=false, use_regex=true) is "gpt2",
+ * Sequence[Split(Llama 3's regex, Isolated), ByteLevel(use_regex=false)] "llama-bpe",
+ * Sequence[Digits(individual_digits=true), ByteLevel(use_regex=true)] "smollm".  Anything else
+ * is ATTN_E_UNSUPPORTED with a message naming what was found; malformed files ATTN_E_FORMAT. */
+ATTN_API attn_status attn_bpe_load_json(attn_ctx *ctx, const char *path,
+                                        attn_bpe **out /* OUT */);
+ATTN_API void attn_bpe_free(attn_bpe *bpe);
+
+/* The ids of text[0, len) (any bytes: NULs and invalid UTF-8 included; len at most
+ * ATTN_LIMIT_TEXT_BYTES): *n is their count, the first min(*n, cap) are written to ids.
+ * flags: 0 or ATTN_BPE_PARSE_SPECIAL. */
+ATTN_API attn_status attn_bpe_encode(attn_ctx *ctx, const attn_bpe *bpe, const char *text,
+                                     size_t len, unsigned flags, int32_t *ids, int64_t cap,
+                                     int64_t *n /* OUT */);
+/* The bytes of ids[0, n) (each in [0, vocab size), else ATTN_E_INVALID): *len is their count;
+ * the first min(*len, cap) are written to out, then a NUL if room remains.  The bytes are
+ * exact, not necessarily UTF-8 (ids may cut a character; the library would show U+FFFD
+ * there).  flags: 0 or ATTN_BPE_SKIP_SPECIAL. */
+ATTN_API attn_status attn_bpe_decode(attn_ctx *ctx, const attn_bpe *bpe, const int32_t *ids,
+                                     int64_t n, unsigned flags, char *out, size_t cap,
+                                     size_t *len /* OUT */);
+
+/* Streaming decode, for generation: one id at a time, only complete UTF-8 characters come
+ * out; the bytes of a character cut by a token wait in the state (zero it to start).  An
+ * invalid subpart becomes U+FFFD, so the pieces of a stream, ended by
+ * attn_bpe_decode_stream_end, are the library's decode of the ids (valid UTF-8; equal to
+ * attn_bpe_decode's bytes when those are valid).  *len is the piece's length, written to out
+ * with a NUL after it if room remains; 3 * (max_token_bytes + 3) bytes always suffice.  Too
+ * small a cap is ATTN_E_INVALID with *len the size needed and the state unchanged. */
+typedef struct attn_bpe_stream {
+    unsigned char pending[4];
+    int npending;
+} attn_bpe_stream;
+ATTN_API attn_status attn_bpe_decode_stream(attn_ctx *ctx, const attn_bpe *bpe,
+                                            attn_bpe_stream *state, int32_t id, unsigned flags,
+                                            char *out, size_t cap, size_t *len /* OUT */);
+/* The end of a stream: U+FFFD (3 bytes) if a character was left incomplete, else nothing;
+ * the state is zeroed for a new stream. */
+ATTN_API attn_status attn_bpe_decode_stream_end(attn_ctx *ctx, attn_bpe_stream *state,
+                                                char *out, size_t cap, size_t *len /* OUT */);
+
+/* The id of a token's text as stored ("<|im_end|>", "Ġthe"), or -1. */
+ATTN_API int32_t attn_bpe_token_id(const attn_bpe *bpe, const char *text);
+/* The text of an id as stored (NUL-terminated, valid as long as bpe), or NULL out of range. */
+ATTN_API const char *attn_bpe_token_text(const attn_bpe *bpe, int32_t id);
+/* ATTN_BPE_TOKEN_NORMAL, _CONTROL or _USER_DEFINED; 0 for an id out of range. */
+ATTN_API int attn_bpe_token_type(const attn_bpe *bpe, int32_t id);
+/* Ids are in [0, vocab size) (0 for NULL). */
+ATTN_API int64_t attn_bpe_vocab_size(const attn_bpe *bpe);
+
+typedef struct attn_bpe_info {
+    int64_t vocab_size;      /* ids are in [0, vocab_size) */
+    int64_t n_merges;        /* as listed (a repeated pair counted each time) */
+    int64_t n_added;         /* control and user-defined tokens */
+    int64_t max_token_bytes; /* the most bytes one token decodes to */
+    const char *pre;         /* "gpt2", "llama-bpe" or "smollm" */
+    int ignore_merges;       /* 1: a word that is a token is taken whole */
+    int32_t unk_id;          /* the unknown token (a byte with no token), or -1: dropped */
+} attn_bpe_info;
+ATTN_API attn_status attn_bpe_get_info(const attn_bpe *bpe, attn_bpe_info *info /* OUT */);
 
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 
