@@ -486,9 +486,9 @@ attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, int64_t n_
                             const int32_t *token_types, const char *const *merges,
                             int64_t n_merges, const char *pre, attn_bpe **out) {
     if (out) *out = NULL;
-    if (!ctx || !out || !pre || (n_tokens > 0 && !tokens) || n_tokens < 0 || n_merges < 0 ||
+    if (!ctx || !out || !pre || !tokens || n_tokens < 1 || n_merges < 0 ||
         (n_merges > 0 && !merges))
-        return attn__fail(ctx, ATTN_E_INVALID, "attn_bpe_create: NULL or negative argument");
+        return attn__fail(ctx, ATTN_E_INVALID, "attn_bpe_create: NULL argument or no tokens");
     int p = pre_from_name(pre);
     ATTN_FAIL_IF(p < 0, ctx, ATTN_E_UNSUPPORTED,
                  "attn_bpe_create: unsupported pre-tokenizer \"%.64s\" (supported: gpt2, "
