@@ -14,6 +14,11 @@ tests/fixtures/bpe/, from the Hugging Face tokenizers library:
                       special ones not parsed (J, the library's encode_special_tokens; "J ="
                       when they are the same); then
                       id sequences (R) with the library's decode (D; S skipping special tokens)
+  pretok.expected     per text of corpus.txt, the three pre-tokenizers alone (G gpt2, L
+                      llama-bpe, M smollm): the byte offset where each word ends, in the
+                      replaced text (checked through the library's internal
+                      attn__bpe_pretokens, so that the words' bounds are tested whatever a
+                      vocabulary makes of them)
   smollm2_expected.txt  the same for the real SmolLM2-135M-Instruct vocabulary, from its GGUF
                       (--gguf PATH, or left as it is): only ids are committed, test_bpe.c reads
                       the vocabulary from the GGUF file when ATTN_SMOLLM2_GGUF names it
@@ -370,6 +375,33 @@ def write_expected(path, tk, cps, rng):
             f.write("S %s\n" % tk.decode(ids, skip_special_tokens=True).encode().hex())
 
 
+def pre_tokenizer(name):
+    bl = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)
+    if name == "gpt2":
+        return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if name == "llama-bpe":
+        return pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3_RE), behavior="isolated", invert=False), bl])
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+
+
+def write_pretok(path, cps):
+    """The words' ends (bytes): ByteLevel spells each byte as one character."""
+    pres = [("G", pre_tokenizer("gpt2")), ("L", pre_tokenizer("llama-bpe")),
+            ("M", pre_tokenizer("smollm"))]
+    with open(path, "w") as f:
+        for _, s in cps:
+            for tag, pre in pres:
+                ends, at = [], 0
+                for piece, _ in pre.pre_tokenize_str(s):
+                    at += len(piece)
+                    ends.append(at)
+                assert at == len(s.encode("utf-8"))
+                f.write("%s %d %s\n" % (tag, len(ends), " ".join(map(str, ends))))
+
+
 def smollm2_from_gguf(path):
     """SmolLM2's tokenizer.json rebuilt from the GGUF file: the original's configuration (BPE,
     Sequence[Digits(individual_digits), ByteLevel], ByteLevel decoder, the control tokens as
@@ -422,6 +454,7 @@ def main():
     with open(os.path.join(OUT, "corpus.txt"), "w") as f:
         for b, s in cps:
             f.write("T %s\nC %s\n" % (b.hex(), s.encode("utf-8").hex()))
+    write_pretok(os.path.join(OUT, "pretok.expected"), cps)
     text = training_text()
     fixtures = [("gpt2", make_gpt2(text), "gpt2"), ("llama", make_llama(text), "llama-bpe"),
                 ("smollm", make_smollm(text), "smollm"), ("edge", make_edge(True), None),

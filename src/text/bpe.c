@@ -24,7 +24,7 @@
 
 #include "../io/json.h"
 #include "file.h"
-#include "internal.h"
+#include "bpe.h"
 
 enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1, PRE_SMOLLM = 2 };
 static const char *const pre_names[3] = {"gpt2", "llama-bpe", "smollm"};
@@ -1118,7 +1118,7 @@ typedef struct hitem {
 typedef struct enc {
     attn_ctx *ctx;
     const attn_bpe *b;
-    int parse;
+    int pre, parse;
     int32_t *ids;
     int64_t cap, n;
     sym *sy;
@@ -1128,6 +1128,8 @@ typedef struct enc {
     char *buf;
     size_t bufcap;
     attn_status st;
+    const unsigned char *base; /* attn__bpe_pretokens: the text, whose words' ends are the */
+    int64_t *ends;             /* output instead of ids */
 } enc;
 
 static void emit(enc *e, int32_t id) {
@@ -1183,6 +1185,11 @@ static int grow_to(enc *e, void **p, size_t *cap, size_t need, size_t elem) {
 static void bpe_word(enc *e, const unsigned char *s, size_t n) {
     const attn_bpe *b = e->b;
     if (e->st != ATTN_OK || n == 0) return;
+    if (e->ends) {
+        if (e->n < e->cap) e->ends[e->n] = (int64_t)(s + n - e->base);
+        e->n++;
+        return;
+    }
     if (b->ignore_merges) { /* a pre-token that is a token is taken whole */
         size_t need;
         if (!attn__mul_size(n, 2, &need) ||
@@ -1358,8 +1365,7 @@ static size_t m_llama3(const unsigned char *s, size_t i, size_t z) {
 }
 
 static void pretok(enc *e, const unsigned char *s, size_t a, size_t z) {
-    const attn_bpe *b = e->b;
-    if (b->pre == PRE_LLAMA3) {
+    if (e->pre == PRE_LLAMA3) {
         for (size_t i = a; i < z && e->st == ATTN_OK;) {
             size_t j = m_llama3(s, i, z);
             bpe_word(e, s + i, j - i);
@@ -1367,7 +1373,7 @@ static void pretok(enc *e, const unsigned char *s, size_t a, size_t z) {
         }
         return;
     }
-    if (b->pre == PRE_SMOLLM) { /* Digits(individual_digits): each numeric character alone */
+    if (e->pre == PRE_SMOLLM) { /* Digits(individual_digits): each numeric character alone */
         size_t r = a;
         for (size_t i = a; i < z && e->st == ATTN_OK;) {
             size_t nx;
@@ -1428,6 +1434,50 @@ static void split_added(enc *e, const unsigned char *s, size_t a, size_t z, int 
     }
 }
 
+/* text[0, len) as well-formed UTF-8: invalid UTF-8 -> U+FFFD per maximal invalid subpart, as
+ * Python's bytes.decode('utf-8', errors='replace').  A valid text is used as it is (*owned
+ * NULL), else the copy is *owned (free it). */
+static attn_status clean_text(attn_ctx *ctx, const char *text, size_t len,
+                              const unsigned char **out, unsigned char **owned, size_t *olen) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t clean = 0, bad_total = 0, csz;
+    *owned = NULL;
+    ATTN_FAIL_IF(!attn__mul_size(len, 3, &csz), ctx, ATTN_E_OVERFLOW, "text too large");
+    for (size_t i = 0; i < len;) {
+        size_t bad;
+        int cut;
+        size_t l = u8_check(s + i, len - i, &bad, &cut);
+        if (l) {
+            clean += l;
+            i += l;
+        } else {
+            clean += 3; /* clean <= 3 len: no overflow */
+            bad_total++;
+            i += bad;
+        }
+    }
+    *out = s;
+    *olen = clean;
+    if (!bad_total) return ATTN_OK;
+    unsigned char *u = attn__malloc(ctx, clean);
+    ATTN_FAIL_IF(!u, ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t bad;
+        int cut;
+        size_t l = u8_check(s + i, len - i, &bad, &cut);
+        if (l) {
+            memcpy(u + o, s + i, l);
+            o += l, i += l;
+        } else {
+            u[o] = 0xEF, u[o + 1] = 0xBF, u[o + 2] = 0xBD;
+            o += 3, i += bad;
+        }
+    }
+    *out = *owned = u;
+    return ATTN_OK;
+}
+
 attn_status attn_bpe_encode(attn_ctx *ctx, const attn_bpe *b, const char *text, size_t len,
                             unsigned flags, int32_t *ids, int64_t cap, int64_t *n) {
     if (!ctx || !b || !n || (len && !text) || cap < 0 || (cap > 0 && !ids))
@@ -1439,47 +1489,13 @@ attn_status attn_bpe_encode(attn_ctx *ctx, const attn_bpe *b, const char *text, 
                  "attn_bpe_encode: a text of %zu bytes is over ATTN_LIMIT_TEXT_BYTES (%lld)",
                  len, (long long)lim);
     *n = 0;
-    const unsigned char *s = (const unsigned char *)text;
-    /* invalid UTF-8 -> U+FFFD per maximal invalid subpart; a valid text is used as it is */
-    size_t clean = 0, bad_total = 0;
-    for (size_t i = 0; i < len;) {
-        size_t bad;
-        int cut;
-        size_t l = u8_check(s + i, len - i, &bad, &cut);
-        if (l) {
-            clean += l;
-            i += l;
-        } else {
-            clean += 3; /* len <= ATTN_LIMIT_TEXT_BYTES: 3 * len fits */
-            bad_total++;
-            i += bad;
-        }
-    }
-    unsigned char *u = NULL;
-    if (bad_total) {
-        size_t csz;
-        ATTN_FAIL_IF(!attn__mul_size(len, 3, &csz), ctx, ATTN_E_OVERFLOW,
-                     "attn_bpe_encode: text too large");
-        u = attn__malloc(ctx, clean);
-        ATTN_FAIL_IF(!u, ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
-        size_t o = 0;
-        for (size_t i = 0; i < len;) {
-            size_t bad;
-            int cut;
-            size_t l = u8_check(s + i, len - i, &bad, &cut);
-            if (l) {
-                memcpy(u + o, s + i, l);
-                o += l, i += l;
-            } else {
-                u[o] = 0xEF, u[o + 1] = 0xBF, u[o + 2] = 0xBD;
-                o += 3, i += bad;
-            }
-        }
-        s = u;
-    }
+    const unsigned char *s;
+    unsigned char *u;
+    size_t clean;
+    ATTN_TRY(clean_text(ctx, text, len, &s, &u, &clean));
     enc e;
     memset(&e, 0, sizeof e);
-    e.ctx = ctx, e.b = b, e.parse = (flags & ATTN_BPE_PARSE_SPECIAL) != 0;
+    e.ctx = ctx, e.b = b, e.pre = b->pre, e.parse = (flags & ATTN_BPE_PARSE_SPECIAL) != 0;
     e.ids = ids, e.cap = cap;
     if (clean) {
         if (b->nadded) split_added(&e, s, 0, clean, 0);
@@ -1487,6 +1503,24 @@ attn_status attn_bpe_encode(attn_ctx *ctx, const attn_bpe *b, const char *text, 
     }
     attn__free(ctx, u), attn__free(ctx, e.sy), attn__free(ctx, e.hp), attn__free(ctx, e.buf);
     if (e.st == ATTN_OK) *n = e.n;
+    return e.st;
+}
+
+attn_status attn__bpe_pretokens(attn_ctx *ctx, const char *pre, const char *text, size_t len,
+                                int64_t *ends, int64_t cap, int64_t *n) {
+    int p = pre ? pre_from_name(pre) : -1;
+    if (!ctx || !n || (len && !text) || p < 0 || cap < 0 || (cap > 0 && !ends))
+        return attn__fail(ctx, ATTN_E_INVALID, "attn__bpe_pretokens: bad argument");
+    const unsigned char *s;
+    unsigned char *u;
+    size_t clean;
+    ATTN_TRY(clean_text(ctx, text, len, &s, &u, &clean));
+    enc e;
+    memset(&e, 0, sizeof e);
+    e.ctx = ctx, e.pre = p, e.ends = ends, e.cap = cap, e.base = s;
+    pretok(&e, s, 0, clean);
+    attn__free(ctx, u);
+    *n = e.n;
     return e.st;
 }
 
