@@ -19,6 +19,9 @@ tests/fixtures/bpe/, from the Hugging Face tokenizers library:
                       replaced text (checked through the library's internal
                       attn__bpe_pretokens, so that the words' bounds are tested whatever a
                       vocabulary makes of them)
+  pretok_all.expected the same for texts of every code point (4096 a text, each followed by
+                      a probe: space, letter, digit, apostrophe, newline, ...): the word count
+                      and a hash of the ends per text and pre-tokenizer
   smollm2_expected.txt  the same for the real SmolLM2-135M-Instruct vocabulary, from its GGUF
                       (--gguf PATH, or left as it is): only ids are committed, test_bpe.c reads
                       the vocabulary from the GGUF file when ATTN_SMOLLM2_GGUF names it
@@ -402,6 +405,42 @@ def write_pretok(path, cps):
                 f.write("%s %d %s\n" % (tag, len(ends), " ".join(map(str, ends))))
 
 
+PROBES = [" ", "a", "1", "'", "\n", "  ", "x ", "'s"]
+
+
+def chunk_text(k):
+    """Every code point of [4096 k, 4096 (k + 1)) (no surrogates), each followed by a probe."""
+    out = []
+    for c in range(4096 * k, 4096 * (k + 1)):
+        if not 0xD800 <= c <= 0xDFFF:
+            out.append(chr(c) + PROBES[c % 8])
+    return "".join(out)
+
+
+def fnv(values):
+    h = 0xcbf29ce484222325
+    for v in values:
+        for b in int(v).to_bytes(8, "little"):
+            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def write_pretok_all(path):
+    """Every code point through the three pre-tokenizers: per 4096 of them, the word count
+    and a hash (FNV-1a of the ends as 64-bit little-endian) of the words' ends."""
+    pres = [("G", pre_tokenizer("gpt2")), ("L", pre_tokenizer("llama-bpe")),
+            ("M", pre_tokenizer("smollm"))]
+    with open(path, "w") as f:
+        for k in range(0x110000 // 4096):
+            s = chunk_text(k)
+            for tag, pre in pres:
+                ends, at = [], 0
+                for piece, _ in pre.pre_tokenize_str(s):
+                    at += len(piece)
+                    ends.append(at)
+                f.write("%s %d %d %016x\n" % (tag, k, len(ends), fnv(ends)))
+
+
 def smollm2_from_gguf(path):
     """SmolLM2's tokenizer.json rebuilt from the GGUF file: the original's configuration (BPE,
     Sequence[Digits(individual_digits), ByteLevel], ByteLevel decoder, the control tokens as
@@ -455,6 +494,7 @@ def main():
         for b, s in cps:
             f.write("T %s\nC %s\n" % (b.hex(), s.encode("utf-8").hex()))
     write_pretok(os.path.join(OUT, "pretok.expected"), cps)
+    write_pretok_all(os.path.join(OUT, "pretok_all.expected"))
     text = training_text()
     fixtures = [("gpt2", make_gpt2(text), "gpt2"), ("llama", make_llama(text), "llama-bpe"),
                 ("smollm", make_smollm(text), "smollm"), ("edge", make_edge(True), None),

@@ -450,6 +450,72 @@ static void test_pretokens(attn_ctx *ctx, const corpus *c) {
     free(ends);
 }
 
+static size_t put_utf8(uint32_t cp, char *t) {
+    if (cp < 0x80) return t[0] = (char)cp, 1;
+    if (cp < 0x800) return t[0] = (char)(0xC0 | cp >> 6), t[1] = (char)(0x80 | (cp & 63)), 2;
+    if (cp < 0x10000) {
+        t[0] = (char)(0xE0 | cp >> 12), t[1] = (char)(0x80 | ((cp >> 6) & 63));
+        t[2] = (char)(0x80 | (cp & 63));
+        return 3;
+    }
+    t[0] = (char)(0xF0 | cp >> 18), t[1] = (char)(0x80 | ((cp >> 12) & 63));
+    t[2] = (char)(0x80 | ((cp >> 6) & 63)), t[3] = (char)(0x80 | (cp & 63));
+    return 4;
+}
+
+/* Text k of pretok_all.expected (gen_bpe.py chunk_text): the code points of
+ * [4096 k, 4096 (k + 1)), no surrogates, each followed by a probe. */
+static size_t chunk_text(int k, char *t) {
+    static const char *probe[8] = {" ", "a", "1", "'", "\n", "  ", "x ", "'s"};
+    size_t n = 0;
+    for (uint32_t c = 4096u * (uint32_t)k; c < 4096u * (uint32_t)(k + 1); c++) {
+        if (c >= 0xD800 && c <= 0xDFFF) continue;
+        n += put_utf8(c, t + n);
+        size_t pl = strlen(probe[c % 8]);
+        memcpy(t + n, probe[c % 8], pl);
+        n += pl;
+    }
+    return n;
+}
+
+/* Every code point through the three pre-tokenizers: word counts and hashes of their ends. */
+static void test_pretokens_all(attn_ctx *ctx) {
+    FILE *f = fopen(DIR "pretok_all.expected", "r");
+    if (!f) {
+        TU_CHECK(0, "cannot read " DIR "pretok_all.expected");
+        return;
+    }
+    char *t = malloc(4096 * 6);
+    int64_t *ends = malloc(sizeof *ends * 4096 * 3);
+    int bad = 0, lines = 0, k = -1;
+    size_t tn = 0;
+    char tag;
+    int kk;
+    long long nw;
+    unsigned long long hw;
+    while (fscanf(f, " %c %d %lld %llx", &tag, &kk, &nw, &hw) == 4) {
+        const char *pre = tag == 'G' ? "gpt2" : tag == 'L' ? "llama-bpe" : "smollm";
+        if (kk != k) tn = chunk_text(k = kk, t);
+        int64_t n = -1;
+        TU_STATUS(attn__bpe_pretokens(ctx, pre, t, tn, ends, 4096 * 3, &n), ATTN_OK, ctx);
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (int64_t i = 0; i < n && i < 4096 * 3; i++)
+            for (int b = 0; b < 8; b++)
+                h = (h ^ (((uint64_t)ends[i] >> (8 * b)) & 0xFF)) * 0x100000001b3ull;
+        if (n != nw || h != hw) {
+            if (bad++ < 5)
+                fprintf(stderr, "%s: code points U+%04X..U+%04X: %lld words, the library %lld "
+                        "(or other ends)\n", pre, 4096 * k, 4096 * k + 4095, (long long)n, nw);
+        }
+        lines++;
+    }
+    fclose(f);
+    TU_CHECK(lines == 3 * 272, "pretok_all.expected: %d lines", lines);
+    TU_CHECK(bad == 0, "%d of %d blocks of code points cut differently from the library", bad,
+             lines);
+    free(t), free(ends);
+}
+
 /* ---- hostile texts ------------------------------------------------------------------------- */
 static void check_roundtrip(attn_ctx *ctx, const attn_bpe *b, const char *text, size_t len,
                             const char *what) {
@@ -490,17 +556,8 @@ static void test_hostile(attn_ctx *ctx) {
     char *t = malloc(4 * 4096);
     for (uint32_t base = 0; base < 0x110000; base += 4096) {
         size_t k = 0;
-        for (uint32_t cp = base; cp < base + 4096; cp++) {
-            if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-            if (cp < 0x80) t[k++] = (char)cp;
-            else if (cp < 0x800) t[k++] = (char)(0xC0 | cp >> 6), t[k++] = (char)(0x80 | (cp & 63));
-            else if (cp < 0x10000)
-                t[k++] = (char)(0xE0 | cp >> 12), t[k++] = (char)(0x80 | ((cp >> 6) & 63)),
-                t[k++] = (char)(0x80 | (cp & 63));
-            else
-                t[k++] = (char)(0xF0 | cp >> 18), t[k++] = (char)(0x80 | ((cp >> 12) & 63)),
-                t[k++] = (char)(0x80 | ((cp >> 6) & 63)), t[k++] = (char)(0x80 | (cp & 63));
-        }
+        for (uint32_t cp = base; cp < base + 4096; cp++)
+            if (cp < 0xD800 || cp > 0xDFFF) k += put_utf8(cp, t + k);
         check_roundtrip(ctx, b, t, k, "code points");
     }
     free(t);
@@ -951,6 +1008,7 @@ int main(void) {
     check_fixture(ctx, &c, "edge", 0);
     check_fixture(ctx, &c, "edge_nofuse", 0);
     test_pretokens(ctx, &c);
+    test_pretokens_all(ctx);
     test_create(ctx);
     test_json(ctx);
     test_hostile(ctx);
