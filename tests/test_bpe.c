@@ -738,6 +738,20 @@ static void test_json(attn_ctx *ctx) {
         {"added", doc(added_ok, NULL, NULL, NULL, NULL, NULL, NULL), ATTN_OK, NULL},
         {"dropout 0.0", doc(NULL, NULL, NULL, NULL, "\"dropout\":0.0,", NULL, NULL), ATTN_OK,
          NULL},
+        {"type last", doc(NULL, NULL, "{\"pretokenizers\":[{\"type\":\"Digits\","
+                          "\"individual_digits\":true},{\"type\":\"ByteLevel\","
+                          "\"add_prefix_space\":false}],\"type\":\"Sequence\"}", NULL, NULL,
+                          NULL, NULL), ATTN_OK, NULL},
+        {"four", doc(NULL, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+                     "\"Digits\"},{\"type\":\"Digits\"},{\"type\":\"Digits\"},{\"type\":"
+                     "\"ByteLevel\",\"add_prefix_space\":false}]}", NULL, NULL, NULL, NULL),
+         ATTN_E_UNSUPPORTED, "Sequence[Digits"},
+        {"five", doc(NULL, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{},{},{},{},{}]}",
+                     NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "more than"},
+        {"empty sequence", doc(NULL, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[]}",
+                               NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "Sequence[]"},
+        {"list, no Sequence", doc(NULL, NULL, "{\"type\":\"ByteLevel\",\"pretokenizers\":[]}",
+                                  NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "pre_tokenizer"},
         {"NFC", doc(NULL, "{\"type\":\"NFC\"}", NULL, NULL, NULL, NULL, NULL),
          ATTN_E_UNSUPPORTED, "NFC"},
         {"Metaspace", doc(NULL, NULL, "{\"type\":\"Metaspace\",\"replacement\":\"_\"}", NULL,

@@ -445,16 +445,18 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
                 memcpy(cat + m->a.n, m->b.p, m->b.n);
                 z = stab_find(b->vtab, b->vmask, b->key, cat, m->a.n + m->b.n);
             }
-            if (z < 0) {
+            if (z < 0) { /* (the halves of an "a b" string are not NUL-terminated) */
                 const skey *w = x < 0 ? &m->a : y < 0 ? &m->b : NULL;
+                int la = m->a.n < 40 ? (int)m->a.n : 40, lb = m->b.n < 40 ? (int)m->b.n : 40;
                 if (w)
-                    st = attn__fail(ctx, ATTN_E_FORMAT, "%s: merge %lld (\"%.40s %.40s\") names "
-                                    "\"%.40s\", which is not in the vocabulary", what,
-                                    (long long)r, m->a.p, m->b.p, w->p);
+                    st = attn__fail(ctx, ATTN_E_FORMAT, "%s: merge %lld (\"%.*s %.*s\") names "
+                                    "\"%.*s\", which is not in the vocabulary", what,
+                                    (long long)r, la, m->a.p, lb, m->b.p, w == &m->a ? la : lb,
+                                    w->p);
                 else
-                    st = attn__fail(ctx, ATTN_E_FORMAT, "%s: merge %lld (\"%.40s %.40s\") makes "
+                    st = attn__fail(ctx, ATTN_E_FORMAT, "%s: merge %lld (\"%.*s %.*s\") makes "
                                     "a token that is not in the vocabulary", what, (long long)r,
-                                    m->a.p, m->b.p);
+                                    la, m->a.p, lb, m->b.p);
                 break;
             }
             uint64_t key = (uint64_t)(uint32_t)x << 32 | (uint32_t)y;
@@ -569,7 +571,7 @@ typedef struct jload {
     int have_model, have_vocab, fuse_unk, ignore_merges, have_pre, have_dec;
     skey unk;
     int have_unk;
-    jpre pre[PRE_MAX];
+    jpre top, pre[PRE_MAX]; /* the pre_tokenizer object; a Sequence's members */
     int npre, pre_seq;
 } jload;
 
@@ -902,9 +904,9 @@ static void pre_desc(const jpre *p, char *o, size_t n) {
 
 /* The pre-tokenizer the objects read describe, or -1. */
 static int pre_classify(const jload *L) {
-    const jpre *p = L->pre;
-    int n = L->npre;
-    if (!L->pre_seq) p = &L->pre[PRE_MAX - 1], n = 1; /* a lone object is kept there */
+    const jpre *p = L->pre_seq ? L->pre : &L->top;
+    int n = L->pre_seq ? L->npre : 1;
+    if (n < 1) return -1;
     for (int i = 0; i < n; i++) { /* a ByteLevel must be the last and not add a space */
         int bl = !strcmp(p[i].type, "ByteLevel");
         if (bl != (i == n - 1) || (bl && p[i].aps != 0)) return -1;
@@ -939,7 +941,7 @@ static attn_status j_top(jload *L, attn__json_reader *r, const char *key) {
                      "ByteLevel)", L->path);
         ATTN_FAIL_IF(L->have_pre, ctx, ATTN_E_FORMAT, "%s: two pre_tokenizers", L->path);
         L->have_pre = 1;
-        return j_pre_one(L, r, &L->pre[PRE_MAX - 1], 0);
+        return j_pre_one(L, r, &L->top, 0);
     }
     if (!strcmp(key, "decoder")) {
         ATTN_TRY(attn__json_peek(r, &k));
@@ -971,7 +973,7 @@ static attn_status j_build(jload *L, attn_bpe **out) {
     int pre = pre_classify(L);
     if (pre < 0) {
         char d[320] = "", one[96];
-        const jpre *p = L->pre_seq ? L->pre : &L->pre[PRE_MAX - 1];
+        const jpre *p = L->pre_seq ? L->pre : &L->top;
         int n = L->pre_seq ? L->npre : 1;
         for (int i = 0; i < n; i++) {
             pre_desc(&p[i], one, sizeof one);
@@ -1204,6 +1206,11 @@ static void bpe_word(enc *e, const unsigned char *s, size_t n) {
             emit(e, id);
             return;
         }
+    }
+    if (n > INT32_MAX) { /* positions are 32-bit */
+        e->st = attn__fail(e->ctx, ATTN_E_UNSUPPORTED,
+                           "attn_bpe_encode: a word of %zu bytes (at most 2^31 - 1)", n);
+        return;
     }
     size_t hneed;
     if (!grow_to(e, (void **)&e->sy, &e->sycap, n, sizeof *e->sy) ||

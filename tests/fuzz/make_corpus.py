@@ -8,6 +8,8 @@
     corpus_checkpoint/  fuzz_checkpoint  (checkpoints made by `attn train ... --steps 2`)
     corpus_imgdata/     fuzz_imgdata     (IDX images [SEP labels], raw or gzipped; PGM; PNG,
                                           also with uncompressed scanlines in IDAT)
+    corpus_bpe/         fuzz_bpe         (tokenizer.json or token/merge arrays, SEP, a text;
+                                          the tokenizers of tests/fixtures/bpe among them)
 
 Run from tests/fuzz: python3 make_corpus.py [ATTN]; with ATTN (the attn program, e.g.
 ../../build/attn) the checkpoints are made again, else they are left as they are.  The files
@@ -173,6 +175,41 @@ for raw in (False, True):
                                 raw_idat=raw))
     put(I, "png_gray1" + sfx, png(10, 5, 1, 0, [bytes([0xa5 ^ y, 0x80]) for y in range(5)],
                                   raw_idat=raw))
+
+# ---- fuzz_bpe: tokenizer.json files (the test fixtures, a minimal one, broken ones) and token
+# arrays, each with a text ------------------------------------------------------------------
+B = "corpus_bpe"
+BPE = os.path.join("..", "fixtures", "bpe")
+texts = ["Hello world, I'm here; YOU'LL see 12345 \u00bd\u00b2 caf\u00e9\t\r\n  x  ",
+         "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+         "\U0001F468\u200d\U0001F469\u200d\U0001F467 e\u0301 \u4e2d\u6587 \u0627\u0644 'S'LL"]
+for i, name in enumerate(["gpt2", "llama", "smollm", "edge"]):
+    with open(os.path.join(BPE, name + ".json"), "rb") as f:
+        tj = f.read()
+    put(B, name, tj, texts[i % len(texts)])
+put(B, "gpt2_hostile", open(os.path.join(BPE, "gpt2.json"), "rb").read(), hostile)
+bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+mini = {"version": "1.0", "added_tokens": [
+            {"id": 4, "content": "<s>", "special": True, "normalized": False},
+            {"id": 5, "content": "[u]", "special": False, "normalized": True}],
+        "normalizer": None, "pre_tokenizer": bl, "post_processor": None, "decoder": bl,
+        "model": {"type": "BPE", "dropout": None, "unk_token": "c", "fuse_unk": True,
+                  "ignore_merges": True, "vocab": {"a": 0, "b": 1, "ab": 2, "c": 3},
+                  "merges": ["a b", ["a", "b"]]}}
+put(B, "mini", json.dumps(mini), "ab<s>ba[u]qq ab")
+mini["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Digits", "individual_digits": True}, bl]}
+put(B, "mini_digits", json.dumps(mini), "a1b22ab333")
+mini["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Isolated", "invert": False},
+    dict(bl, use_regex=False)]}
+put(B, "mini_unsupported", json.dumps(mini), "ab")
+put(B, "truncated", json.dumps(mini)[:90], "ab")
+put(B, "arrays_gpt2", "gpt2\na\nb\nab\n!<|x|>\n?c\n\u0120\n\na b", "ab<|x|> cab")
+put(B, "arrays_llama", "llama-bpe\na\nb\nab\n\u0120\n\u0120ab\n!<s>\n\na b\n\u0120 ab",
+    "AB 'Ll ab  ab<s>")
+put(B, "arrays_smollm", "smollm\n1\n2\n12\n\n1 2", "1212 \u0663")
+put(B, "arrays_bad_merge", "gpt2\na\nb\n\na c", "ab")
 
 # ---- fuzz_checkpoint: the smallest models `attn train` makes, two steps of training ----------
 if len(sys.argv) > 1:
