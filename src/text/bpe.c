@@ -29,7 +29,7 @@
 enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1, PRE_SMOLLM = 2 };
 static const char *const pre_names[3] = {"gpt2", "llama-bpe", "smollm"};
 
-/* ---- Unicode classes ------------------------------------------------------------------------ */
+/* ---- Unicode classes ------------------------------------------------------------------------- */
 enum { C_L = 1, C_N = 2, C_S = 4, C_D = 8 };
 typedef struct crange {
     uint32_t lo, hi;
@@ -123,7 +123,7 @@ static unsigned cls_at(const unsigned char *s, size_t i, size_t *next) {
     return cls_of(u8_at(s, i, next));
 }
 
-/* ---- the tokenizer ---------------------------------------------------------------------------- */
+/* ---- the tokenizer --------------------------------------------------------------------------- */
 typedef struct skey {
     const char *p;
     size_t n;
@@ -279,7 +279,7 @@ static size_t token_bytes(const int16_t *u2b, const char *t, size_t n, unsigned 
     return k;
 }
 
-/* ---- building --------------------------------------------------------------------------------- */
+/* ---- building -------------------------------------------------------------------------------- */
 typedef struct mpair {
     skey a, b;
 } mpair;
@@ -539,7 +539,7 @@ done:
     return st;
 }
 
-/* ---- tokenizer.json --------------------------------------------------------------------------- */
+/* ---- tokenizer.json -------------------------------------------------------------------------- */
 typedef struct jvocab {
     skey k;
     int64_t id;
@@ -1107,7 +1107,7 @@ attn_status attn_bpe_load_json(attn_ctx *ctx, const char *path, attn_bpe **out) 
     return st;
 }
 
-/* ---- encoding --------------------------------------------------------------------------------- */
+/* ---- encoding -------------------------------------------------------------------------------- */
 typedef struct sym {
     int32_t id, prev, next; /* prev/next: positions, -1 at the ends */
     int alive;
@@ -1531,7 +1531,7 @@ attn_status attn__bpe_pretokens(attn_ctx *ctx, const char *pre, const char *text
     return e.st;
 }
 
-/* ---- decoding --------------------------------------------------------------------------------- */
+/* ---- decoding -------------------------------------------------------------------------------- */
 static attn_status check_ids(attn_ctx *ctx, const attn_bpe *b, const int32_t *ids, int64_t n,
                              const char *fn) {
     for (int64_t i = 0; i < n; i++)
@@ -1669,7 +1669,7 @@ attn_status attn_bpe_decode_stream_end(attn_ctx *ctx, attn_bpe_stream *st, char 
     return ATTN_OK;
 }
 
-/* ---- queries ---------------------------------------------------------------------------------- */
+/* ---- queries --------------------------------------------------------------------------------- */
 int32_t attn_bpe_token_id(const attn_bpe *b, const char *text) {
     if (!b || !text) return -1;
     return stab_find(b->vtab, b->vmask, b->key, text, strlen(text));
