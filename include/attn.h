@@ -1457,6 +1457,12 @@ ATTN_API attn_status attn_qtype_block(int type, int64_t *block_elems /* OUT */,
 
 /* (BPE tokenizer) */
 
+/* ============================================================================================
+ * Llama-architecture language models and generation (issue 12, parts 3 and 5)
+ * ========================================================================================== */
+
+/* (llama model) */
+
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 
 #ifdef __cplusplus
