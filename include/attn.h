@@ -1069,7 +1069,7 @@ ATTN_API attn_status attn_simple_self_attention_backward(attn_ctx *ctx, const at
 /* Scaled dot-product attention backward: dq [B,H,L,D], dk [B,Hkv,S,D], dv [B,Hkv,S,Dv] (GQA
  * heads summed), dmask (ATTN_MASK_ADD masks only; the mask's shape, broadcast dimensions
  * summed) — each may be NULL.  Same q, k, v, mask and options (incl. dropout seed/offset) as
- * the forward.  Overflow (see attn_sdpa) is ATTN_E_NONFINITE: from 64 x 64 up the rows of the
+ * the forward.  Overflow (see attn_sdpa) is ATTN_E_NONFINITE: from 12 x 12 up the rows of the
  * forward are checked as attn_sdpa checks them; below, a gradient row that comes out NaN or
  * infinite is (a row all of whose scores overflow to -inf counts as fully masked there: zero
  * gradients). */
@@ -1080,7 +1080,7 @@ ATTN_API attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q,
                                         attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask);
 /* As attn_sdpa_backward, starting from the forward's saved results instead of recomputing
  * them (as FlashAttention's backward does): out [B, H, L, Dv] and lse [B, H, L] exactly as
- * attn_sdpa wrote them for the same q, k, v, mask and options.  From 64 x 64 up this skips a
+ * attn_sdpa wrote them for the same q, k, v, mask and options.  From 12 x 12 up this skips a
  * whole forward pass (about 30% of the backward's time); the gradients agree with
  * attn_sdpa_backward's to rounding (the same bits when the forward ran the fused kernels).
  * A saved lse of -inf on a row that has visible keys (a forward that lost the row to
