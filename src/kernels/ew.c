@@ -103,7 +103,21 @@ static void bias_gelu_ref(float *y, int64_t ldy, const float *b, int64_t M, int6
         }
 }
 
-static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref, NULL, NULL, NULL, NULL};
+static void bias_res_ref(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
+                         int64_t M, int64_t N) {
+    for (int64_t m = 0; m < M; m++) {
+        float *yr = y + m * ldy;
+        const float *rr = r ? r + m * ldr : NULL;
+        if (b)
+            for (int64_t n = 0; n < N; n++) yr[n] = yr[n] + b[n];
+        if (rr)
+            for (int64_t n = 0; n < N; n++) yr[n] = yr[n] + rr[n];
+    }
+}
+
+static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref, bias_res_ref,
+                                             NULL,       NULL,          NULL,
+                                             NULL};
 
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 

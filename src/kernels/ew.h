@@ -41,6 +41,11 @@ typedef void (*attn__add_ln_fn)(float *y, int64_t ldy, const float *b, const flo
  * x Phi(x) as attn__gelu_as below.  The AVX2 and AVX-512 versions evaluate the same float
  * operations in the same order: bit-identical to the plain C one. */
 typedef void (*attn__bias_gelu_fn)(float *y, int64_t ldy, const float *b, int64_t M, int64_t N);
+/* y [M, N] (row stride ldy), in place: y = (y + b) + r (two float adds in this order; b [N]
+ * and r [M, N] (row stride ldr) may be NULL): the bias and residual epilogue of a product.
+ * Bit-identical in every version. */
+typedef void (*attn__bias_res_fn)(float *y, int64_t ldy, const float *b, const float *r,
+                                  int64_t ldr, int64_t M, int64_t N);
 
 /* ---- backward kernels (driven by src/kernels/ew_bwd.c over the context's threads) ----------
  * Float versions of the double references attn__layer_norm_bwd_ref and attn__act_bwd_ref (the
@@ -67,6 +72,7 @@ typedef int (*attn__act_bwd_fn)(attn_activation act, const float *x, const float
 typedef struct attn__ew_kernel {
     attn__add_ln_fn add_ln;
     attn__bias_gelu_fn bias_gelu;
+    attn__bias_res_fn bias_res;
     /* NULL: the double references run (and give their bits) */
     attn__ln_stats_fn ln_stats;
     attn__ln_dwdb_fn ln_dwdb;

@@ -67,16 +67,13 @@ static void epi_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows)
     if (e->kind == ATTN__EPI_ACT && e->act == ATTN_ACT_GELU) {
         e->k->bias_gelu(y, ldy, b, rows, n);
     } else {
-        for (int64_t m = 0; m < rows; m++) {
-            float *yr = y + m * ldy;
-            const float *rr = r ? r + m * n : NULL;
-            if (b)
-                for (int64_t j = 0; j < n; j++) yr[j] = yr[j] + b[j];
-            if (rr && e->kind == ATTN__EPI_RES)
-                for (int64_t j = 0; j < n; j++) yr[j] = yr[j] + rr[j];
-            if (e->kind == ATTN__EPI_ACT)
+        if (b || (r && e->kind == ATTN__EPI_RES))
+            e->k->bias_res(y, ldy, b, e->kind == ATTN__EPI_RES ? r : NULL, n, rows, n);
+        if (e->kind == ATTN__EPI_ACT)
+            for (int64_t m = 0; m < rows; m++) {
+                float *yr = y + m * ldy;
                 for (int64_t j = 0; j < n; j++) yr[j] = attn__act1(e->act, yr[j]);
-        }
+            }
     }
     if (ym)
         for (int64_t m = 0; m < rows; m++) ym[m] = attn__row_absmax(y + m * ldy, n);

@@ -117,6 +117,21 @@ static void bias_gelu_avx512(float *y, int64_t ldy, const float *b, int64_t M, i
     }
 }
 
+static void bias_res_avx512(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
+                            int64_t M, int64_t N) {
+    for (int64_t m = 0; m < M; m++) {
+        float *yr = y + m * ldy;
+        const float *rr = r ? r + m * ldr : NULL;
+        for (int64_t n = 0; n < N; n += 16) {
+            __mmask16 k = m16(N - n);
+            __m512 x = _mm512_maskz_loadu_ps(k, yr + n);
+            if (b) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, b + n));
+            if (rr) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, rr + n));
+            _mm512_mask_storeu_ps(yr + n, k, x);
+        }
+    }
+}
+
 /* ---- backward (contracts in ew.h) ---------------------------------------------------------- */
 static inline float sum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
@@ -221,9 +236,10 @@ static int act_bwd_avx512(attn_activation act, const float *x, const float *dy, 
     return 1;
 }
 
-static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,  bias_gelu_avx512,
-                                                ln_stats_avx512, ln_dwdb_avx512,
-                                                ln_dx_avx512,    act_bwd_avx512};
+static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,   bias_gelu_avx512,
+                                                bias_res_avx512, ln_stats_avx512,
+                                                ln_dwdb_avx512,  ln_dx_avx512,
+                                                act_bwd_avx512};
 
 const attn__ew_kernel *attn__ew_kernel_avx512(void) { return &attn__ew_avx512; }
 
