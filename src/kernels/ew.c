@@ -123,6 +123,7 @@ const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 
 typedef struct ew_job {
     const attn__ew_kernel *k;
+    const float *x; /* add_ln: the rows to copy into y first (NULL: in place) */
     float *y;
     const float *b, *r, *w, *lb;
     float eps;
@@ -133,6 +134,9 @@ typedef struct ew_job {
 static void add_ln_task(void *arg, int64_t begin, int64_t end, int tid) {
     const ew_job *j = arg;
     (void)tid;
+    if (j->x)
+        memcpy(j->y + begin * j->n, j->x + begin * j->n,
+               (size_t)((end - begin) * j->n) * sizeof(float));
     j->k->add_ln(j->y + begin * j->n, j->n, j->b, j->r ? j->r + begin * j->n : NULL, j->n, j->w,
                  j->lb, j->eps, end - begin, j->n, j->amax ? j->amax + begin : NULL);
 }
@@ -145,11 +149,17 @@ static void gelu_task(void *arg, int64_t begin, int64_t end, int tid) {
 
 void attn__add_ln(attn_ctx *ctx, float *y, const float *b, const float *r, const float *w,
                   const float *lb, float eps, int64_t M, int64_t E, float *amax) {
-    ew_job j = {ctx->kern.ew, y, b, r, w, lb, eps, E, amax};
+    ew_job j = {ctx->kern.ew, NULL, y, b, r, w, lb, eps, E, amax};
+    attn__parallel_for(ctx, M, add_ln_task, &j);
+}
+
+void attn__layer_norm_rows(attn_ctx *ctx, const float *x, float *y, const float *w,
+                           const float *lb, float eps, int64_t M, int64_t E) {
+    ew_job j = {ctx->kern.ew, x != y ? x : NULL, y, NULL, NULL, w, lb, eps, E, NULL};
     attn__parallel_for(ctx, M, add_ln_task, &j);
 }
 
 void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64_t M, int64_t N) {
-    ew_job j = {ctx->kern.ew, y, b, NULL, NULL, NULL, 0.0f, N, NULL};
+    ew_job j = {ctx->kern.ew, NULL, y, b, NULL, NULL, NULL, 0.0f, N, NULL};
     attn__parallel_for(ctx, M, gelu_task, &j);
 }

@@ -153,5 +153,9 @@ ATTN__HIDDEN void attn__add_ln(attn_ctx *ctx, float *y, const float *b, const fl
                                const float *w, const float *lb, float eps, int64_t M, int64_t E,
                                float *amax);
 ATTN__HIDDEN void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64_t M, int64_t N);
+/* y = layer_norm(x) * w + lb (add_ln without bias and residual), x and y [M, E] contiguous (may
+ * be the same): each thread copies its rows of x into y, then normalises them. */
+ATTN__HIDDEN void attn__layer_norm_rows(attn_ctx *ctx, const float *x, float *y, const float *w,
+                                        const float *lb, float eps, int64_t M, int64_t E);
 
 #endif

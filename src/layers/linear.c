@@ -140,6 +140,5 @@ void attn__act_fwd(attn_ctx *ctx, attn_activation act, const float *x, float *y,
 }
 
 void attn__ln_fwd(attn_ctx *ctx, const attn__ln *l, const float *x, float *y, int64_t M) {
-    if (y != x) memcpy(y, x, (size_t)(M * l->E) * sizeof(float));
-    attn__add_ln(ctx, y, NULL, NULL, l->weight, l->bias, l->eps, M, l->E, NULL);
+    attn__layer_norm_rows(ctx, x, y, l->weight, l->bias, l->eps, M, l->E);
 }
