@@ -1463,6 +1463,36 @@ ATTN_API attn_status attn_qtype_block(int type, int64_t *block_elems /* OUT */,
 
 /* (llama model) */
 
+/* ============================================================================================
+ * Chat formatting (src/text/chat.c)
+ *
+ * attn formats conversations for the ChatML family of chat templates (<|im_start|>ROLE\n
+ * CONTENT<|im_end|>\n per message: SmolLM2, Qwen, ...) without running Jinja: it recognises the
+ * template's shape -- a `for message in messages` loop writing '<|im_start|>' + role + '\n' +
+ * content + '<|im_end|>' + '\n', optionally a default system message written when the first
+ * message is not "system", optionally `if add_generation_prompt` writing the assistant's
+ * header -- with the whitespace rules Hugging Face renders templates with (trim_blocks,
+ * lstrip_blocks, - markers).  Any other template (Llama 3, Zephyr, Gemma, a ChatML template
+ * with extra logic such as tools) is ATTN_E_UNSUPPORTED with a message naming the part not
+ * recognised; NULL or "" is "the model has no chat template".  The text is what
+ * transformers' apply_chat_template(messages, tokenize=False, add_generation_prompt=...) gives,
+ * byte for byte (tests/test_chat.c).
+ * ========================================================================================== */
+typedef struct attn_chat_message {
+    const char *role;    /* "system", "user", "assistant" (any text is written as it is) */
+    const char *content; /* UTF-8, NUL-terminated */
+} attn_chat_message;
+
+/* ATTN_OK when attn can format conversations for this template. */
+ATTN_API attn_status attn_chat_template_check(attn_ctx *ctx, const char *tmpl);
+/* The conversation msgs[0, n) as the template writes it, NUL-terminated into buf[0, cap)
+ * (snprintf-style: *len receives the full length without the NUL, also when cap was too small
+ * and the text was cut; cap 0 (buf may be NULL) asks for the length only). */
+ATTN_API attn_status attn_chat_format(attn_ctx *ctx, const char *tmpl,
+                                      const attn_chat_message *msgs, int64_t n,
+                                      int add_generation_prompt, char *buf, size_t cap,
+                                      size_t *len /* OUT */);
+
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 
 #ifdef __cplusplus
