@@ -404,6 +404,9 @@ static attn_status check_tensors(gg_cur *c) {
     attn_ctx *ctx = g->ctx;
     uint64_t a = g->alignment, end = c->pos;
     g->data_off = end + (a - end % a) % a; /* end < 2^63, a <= 2^24: no overflow */
+    /* the pool has its final place now: point the keys (set for check_kvs, before the
+     * tensor names grew the pool) and the names into it */
+    for (size_t i = 0; i < g->nkv; i++) g->kv[i].key = g->strings + g->kv[i].key_at;
     for (size_t i = 0; i < g->nt; i++) g->t[i].name = g->strings + g->t[i].name_at;
     if (g->nt == 0) return ATTN_OK;
     ATTN_FAIL_IF(g->data_off > g->size, ctx, ATTN_E_FORMAT,
