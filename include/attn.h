@@ -1494,6 +1494,9 @@ typedef struct attn_gguf_kv {
     int elem_type;    /* ARRAY: the elements' type (never ARRAY); otherwise -1 */
     uint64_t n;       /* ARRAY: element count; STRING: byte length; otherwise 1 */
     uint64_t offset;  /* file offset of the entry (its key) */
+    const void *data; /* the value's bytes in the file (little-endian, maybe unaligned): a
+                       * scalar's, a STRING's characters, an array's first element; NULL for
+                       * an array of STRINGs */
 } attn_gguf_kv;
 
 /* One tensor. */

@@ -122,7 +122,7 @@ static void check_value(const attn_gguf *g, const char *key, int arr, uint64_t i
         s = arr ? attn_gguf_arr_float(g, key, idx, &f) : attn_gguf_get_float(g, key, &f);
         TU_CHECK(s == ATTN_OK && f == (neg ? (double)sv : (double)uv), "%s: as float %g vs %s",
                  label, f, tok);
-        if (raw) { /* the array's raw data, decoded here */
+        if (raw) { /* the raw bytes (kv.data, get_arr data), decoded here */
             static const int sz[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
             uint64_t u = le(raw + idx * (uint64_t)sz[t], sz[t]);
             int ok;
@@ -146,9 +146,8 @@ static void check_value(const attn_gguf *g, const char *key, int arr, uint64_t i
                  attn_status_name(s));
     } else if (t == ATTN_GGUF_BOOL) {
         int want = atoi(tok), b = -1;
-        if (arr) {
-            TU_CHECK(raw && raw[idx] == want, "%s: BOOL element", label);
-        } else {
+        TU_CHECK(raw && raw[idx] == want, "%s: BOOL byte", label);
+        if (!arr) {
             TU_CHECK(attn_gguf_get_bool(g, key, &b) == ATTN_OK && b == want, "%s: bool %d", label,
                      b);
         }
@@ -160,6 +159,7 @@ static void check_value(const attn_gguf *g, const char *key, int arr, uint64_t i
                              : attn_gguf_get_str(g, key, &s, &len);
         TU_CHECK(st == ATTN_OK && len == wn && (wn == 0 || memcmp(s, want, wn) == 0),
                  "%s: string of %zu bytes, expected %zu", label, len, wn);
+        TU_CHECK(arr ? raw == NULL : (const char *)raw == s, "%s: kv.data of a string", label);
         if (!arr) {
             char buf[4096];
             size_t n = 0;
@@ -224,7 +224,8 @@ static void check_listing(const char *name, const attn_gguf *g, const unsigned c
                 TU_CHECK(kv.elem_type == et && kv.n == n, "%s: %s array of %d x %llu", name, key,
                          kv.elem_type, (unsigned long long)kv.n);
                 TU_CHECK(attn_gguf_get_arr(g, key, &aet, &an, &data) == ATTN_OK && aet == et &&
-                             an == n && (et == ATTN_GGUF_STRING) == (data == NULL),
+                             an == n && (et == ATTN_GGUF_STRING) == (data == NULL) &&
+                             kv.data == data,
                          "%s: get_arr %s", name, key);
                 for (uint64_t k = 0; k < n; k++) {
                     char *tok = strtok_r(NULL, " ", &save);
@@ -240,7 +241,7 @@ static void check_listing(const char *name, const attn_gguf *g, const unsigned c
                 char *tok = strtok_r(NULL, " ", &save);
                 TU_CHECK(kv.elem_type == -1 && kv.n == n, "%s: %s n %llu vs %llu", name, key,
                          (unsigned long long)kv.n, (unsigned long long)n);
-                check_value(g, key, 0, 0, t, tok ? tok : "x", NULL);
+                check_value(g, key, 0, 0, t, tok ? tok : "x", kv.data);
                 TU_CHECK(attn_gguf_get_arr(g, key, NULL, NULL, NULL) == ATTN_E_FORMAT,
                          "%s: %s is not an array", name, key);
             }

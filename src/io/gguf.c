@@ -617,13 +617,15 @@ uint64_t attn_gguf_data_offset(const attn_gguf *g) { return g ? g->data_off : 0;
 size_t attn_gguf_kv_count(const attn_gguf *g) { return g ? g->nkv : 0; }
 size_t attn_gguf_tensor_count(const attn_gguf *g) { return g ? g->nt : 0; }
 
-static void fill_kv(const gg_kv *k, attn_gguf_kv *kv) {
+static void fill_kv(const attn_gguf *g, const gg_kv *k, attn_gguf_kv *kv) {
     memset(kv, 0, sizeof *kv);
     kv->key = k->key;
     kv->type = k->type;
     kv->elem_type = k->elem;
     kv->n = k->n;
     kv->offset = k->offset;
+    if (k->type == ATTN_GGUF_STRING) kv->data = g->image + k->val + 8;
+    else if (k->elem != ATTN_GGUF_STRING) kv->data = g->image + k->val;
 }
 
 attn_status attn_gguf_kv_at(const attn_gguf *g, size_t i, attn_gguf_kv *kv) {
@@ -631,7 +633,7 @@ attn_status attn_gguf_kv_at(const attn_gguf *g, size_t i, attn_gguf_kv *kv) {
     ATTN_FAIL_IF(!kv, g->ctx, ATTN_E_INVALID, "attn_gguf_kv_at: kv is NULL");
     ATTN_FAIL_IF(i >= g->nkv, g->ctx, ATTN_E_INVALID,
                  "attn_gguf_kv_at: index %zu out of range (%zu entries)", i, g->nkv);
-    fill_kv(&g->kv[i], kv);
+    fill_kv(g, &g->kv[i], kv);
     return ATTN_OK;
 }
 
@@ -652,7 +654,7 @@ attn_status attn_gguf_kv_find(const attn_gguf *g, const char *key, attn_gguf_kv 
     ATTN_FAIL_IF(!key || !kv, g->ctx, ATTN_E_INVALID, "attn_gguf_kv_find: key or kv is NULL");
     const gg_kv *k = lookup(g, key);
     if (!k) return ATTN_E_NOT_FOUND; /* callers probe optional keys */
-    fill_kv(k, kv);
+    fill_kv(g, k, kv);
     return ATTN_OK;
 }
 
