@@ -137,7 +137,8 @@ static void check_value(const attn_gguf *g, const char *key, int arr, uint64_t i
         }
     } else if (t == ATTN_GGUF_FLOAT32 || t == ATTN_GGUF_FLOAT64) {
         double want = strtod(tok, NULL), f = 0;
-        attn_status s = arr ? attn_gguf_arr_float(g, key, idx, &f) : attn_gguf_get_float(g, key, &f);
+        attn_status s =
+            arr ? attn_gguf_arr_float(g, key, idx, &f) : attn_gguf_get_float(g, key, &f);
         TU_CHECK(s == ATTN_OK && same_double(f, want), "%s: %.17g vs %s", label, f, tok);
         int64_t v;
         s = arr ? attn_gguf_arr_int(g, key, idx, INT64_MIN, INT64_MAX, &v)

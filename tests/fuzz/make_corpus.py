@@ -210,7 +210,8 @@ QTYPES = [(0, 1, 4), (1, 1, 2), (2, 32, 18), (3, 32, 20), (6, 32, 22), (7, 32, 2
           (15, 256, 292), (30, 1, 2)]
 with open(os.path.join(G, "every_qtype.gguf"), "wb") as f:
     f.write(gguf_file([gguf_str("general.alignment") + struct.pack("<II", 4, 16)],
-                      [("t%d" % t, [e, 2], t, bytes(i % 251 for i in range(2 * b))) for t, e, b in QTYPES],
+                      [("t%d" % t, [e, 2], t, bytes(i % 251 for i in range(2 * b)))
+                       for t, e, b in QTYPES],
                       align=16))
 with open(os.path.join(G, "nested_array.gguf"), "wb") as f:  # refused: arrays of arrays
     f.write(gguf_file([gguf_str("a") + struct.pack("<IIQIQ", 9, 9, 1, 4, 2) + b"\1\0\0\0\2\0\0\0"],
