@@ -1449,7 +1449,134 @@ ATTN_API attn_status attn_qtype_block(int type, int64_t *block_elems /* OUT */,
  * GGUF files (issue 12, part 1)
  * ========================================================================================== */
 
-/* (GGUF reader) */
+/* GGUF is llama.cpp's model file: a header, typed key-value metadata, tensor descriptions,
+ * then the tensor data (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md).  attn reads
+ * versions 2 and 3 of little-endian files; version 1 and big-endian files are refused with
+ * ATTN_E_UNSUPPORTED.  Every count, length, type, dimension and offset is checked against the
+ * file before it is used: a truncated, inconsistent or hostile file gives ATTN_E_FORMAT (a
+ * valid thing attn does not read, such as a tensor type outside attn_qtype or an array of
+ * arrays, ATTN_E_UNSUPPORTED) and a message naming the key or tensor and the byte offset,
+ * never an out-of-bounds read, a hang or an allocation larger than a small multiple of the
+ * file.  What is checked and the limits: docs/gguf.md.
+ *
+ * Metadata: keys and tensor names are NUL-terminated copies (one holding a NUL byte is
+ * refused); duplicate keys and tensor names are refused; string values are pointers into the
+ * file with a length, NOT NUL-terminated (use attn_gguf_get_str_copy for a C string), and
+ * their UTF-8 is not checked.  BOOL values must be 0 or 1.  Arrays hold scalars or strings;
+ * arrays of arrays are refused (ATTN_E_UNSUPPORTED), so values nest one level at most.
+ *
+ * Tensors: dims are given in both orders.  ne[] is GGUF's (and GGML's) order: ne[0] is the
+ * contiguous, fastest-varying dimension.  shape[] is the same dims reversed, the row-major
+ * (PyTorch) shape: token_embd.weight with ne = {576, 49152} is a [49152, 576] matrix, 49152
+ * rows of 576.  Rows along ne[0] are stored as ne[0] / block_elems blocks (attn_qtype_block).
+ * A dimension may be 0 (an empty tensor: no bytes, never overlaps anything).  Offsets must be
+ * multiples of the file's alignment; tensors may leave gaps but may not overlap. */
+typedef struct attn_gguf attn_gguf;
+
+/* GGUF's metadata value types (the numbers of the file format). */
+typedef enum attn_gguf_type {
+    ATTN_GGUF_UINT8 = 0, ATTN_GGUF_INT8 = 1, ATTN_GGUF_UINT16 = 2, ATTN_GGUF_INT16 = 3,
+    ATTN_GGUF_UINT32 = 4, ATTN_GGUF_INT32 = 5, ATTN_GGUF_FLOAT32 = 6, ATTN_GGUF_BOOL = 7,
+    ATTN_GGUF_STRING = 8, ATTN_GGUF_ARRAY = 9, ATTN_GGUF_UINT64 = 10, ATTN_GGUF_INT64 = 11,
+    ATTN_GGUF_FLOAT64 = 12
+} attn_gguf_type;
+/* "UINT8" ... "FLOAT64", or NULL for another number. */
+ATTN_API const char *attn_gguf_type_name(int type);
+
+#define ATTN_GGUF_MAX_DIMS 4
+#define ATTN_GGUF_DEFAULT_ALIGNMENT 32 /* without general.alignment */
+#define ATTN_GGUF_MAX_ALIGNMENT (1 << 24) /* general.alignment: a UINT32 power of two <= this */
+
+/* One metadata entry. */
+typedef struct attn_gguf_kv {
+    const char *key;  /* NUL-terminated; valid while the attn_gguf lives */
+    int type;         /* attn_gguf_type */
+    int elem_type;    /* ARRAY: the elements' type (never ARRAY); otherwise -1 */
+    uint64_t n;       /* ARRAY: element count; STRING: byte length; otherwise 1 */
+    uint64_t offset;  /* file offset of the entry (its key) */
+    const void *data; /* the value's bytes in the file (little-endian, maybe unaligned): a
+                       * scalar's, a STRING's characters, an array's first element; NULL for
+                       * an array of STRINGs */
+} attn_gguf_kv;
+
+/* One tensor. */
+typedef struct attn_gguf_tensor {
+    const char *name; /* NUL-terminated; valid while the attn_gguf lives */
+    int type;         /* attn_qtype (GGML type number) */
+    int n_dims;       /* 1 to 4 */
+    int64_t ne[ATTN_GGUF_MAX_DIMS];    /* GGUF order, ne[0] contiguous; 1 past n_dims */
+    int64_t shape[ATTN_GGUF_MAX_DIMS]; /* row-major order: shape[k] = ne[n_dims-1-k]; 1 past
+                                        * n_dims */
+    int64_t numel;    /* elements: the product of the dims */
+    size_t nbytes;    /* numel / block_elems * block_bytes */
+    uint64_t offset;  /* as the file says: from the start of the data section */
+    uint64_t file_offset; /* from the start of the file (attn_gguf_data_offset + offset) */
+    const void *data; /* the bytes in the mapping (little-endian blocks; never copied) */
+} attn_gguf_tensor;
+
+/* Opens a GGUF file: a regular file (the checks of attn_st_read_file, bounded by
+ * ATTN_LIMIT_FILE_BYTES), memory-mapped read-only where the system has mmap (else read into
+ * memory): tensor data is never copied, and pages are read as they are touched.  While it is
+ * mapped the file must not be truncated or rewritten (touching pages cut off by a truncation
+ * raises SIGBUS, as for every mapped file).  Errors name the file.  ctx must outlive *out. */
+ATTN_API attn_status attn_gguf_open(attn_ctx *ctx, const char *path, attn_gguf **out /* OUT */);
+/* Reads a GGUF image in memory, WITHOUT copying it: data must stay valid and unchanged until
+ * attn_gguf_free (keys and names are copied; values, strings and tensors point into data).
+ * Tensor pointers are as aligned as data is plus their offsets. */
+ATTN_API attn_status attn_gguf_read_memory(attn_ctx *ctx, const void *data, size_t size,
+                                           attn_gguf **out /* OUT */);
+ATTN_API void attn_gguf_free(attn_gguf *g);
+/* 2 or 3; the alignment (ATTN_GGUF_DEFAULT_ALIGNMENT unless general.alignment says); the file
+ * offset of the data section (the end of the tensor descriptions rounded up to the alignment).
+ * 0 for NULL. */
+ATTN_API uint32_t attn_gguf_version(const attn_gguf *g);
+ATTN_API uint32_t attn_gguf_alignment(const attn_gguf *g);
+ATTN_API uint64_t attn_gguf_data_offset(const attn_gguf *g);
+
+/* Metadata in file order; find is ATTN_E_NOT_FOUND (no message set) when the key is absent. */
+ATTN_API size_t attn_gguf_kv_count(const attn_gguf *g);
+ATTN_API attn_status attn_gguf_kv_at(const attn_gguf *g, size_t i, attn_gguf_kv *kv /* OUT */);
+ATTN_API attn_status attn_gguf_kv_find(const attn_gguf *g, const char *key,
+                                       attn_gguf_kv *kv /* OUT */);
+
+/* Typed values by key.  A missing key is ATTN_E_NOT_FOUND and a value of another type
+ * ATTN_E_FORMAT, both with a message naming the key (errors go to the attn_gguf's context).
+ * get_int takes any of the eight integer types and refuses a value outside [lo, hi]
+ * (ATTN_E_FORMAT; pass INT64_MIN, INT64_MAX for any int64); get_float takes FLOAT32, FLOAT64
+ * and the integer types (as the nearest double); get_bool takes BOOL (*v 0 or 1). */
+ATTN_API attn_status attn_gguf_get_int(const attn_gguf *g, const char *key, int64_t lo,
+                                       int64_t hi, int64_t *v /* OUT */);
+ATTN_API attn_status attn_gguf_get_float(const attn_gguf *g, const char *key,
+                                         double *v /* OUT */);
+ATTN_API attn_status attn_gguf_get_bool(const attn_gguf *g, const char *key, int *v /* OUT */);
+/* A STRING value: *s points into the file, *len bytes, NOT NUL-terminated (may hold NULs). */
+ATTN_API attn_status attn_gguf_get_str(const attn_gguf *g, const char *key,
+                                       const char **s /* OUT */, size_t *len /* OUT */);
+/* The STRING value copied into buf with a NUL after it; *len (may be NULL) gets its length.
+ * ATTN_E_INVALID when cap < length + 1 (buf then holds the first cap - 1 bytes and a NUL). */
+ATTN_API attn_status attn_gguf_get_str_copy(const attn_gguf *g, const char *key, char *buf,
+                                            size_t cap, size_t *len /* OUT */);
+/* An ARRAY: its element type and count, and for numeric and BOOL elements a pointer to them
+ * in the file (n little-endian values back to back, possibly unaligned; NULL for strings).
+ * Any output may be NULL. */
+ATTN_API attn_status attn_gguf_get_arr(const attn_gguf *g, const char *key,
+                                       int *elem_type /* OUT */, uint64_t *n /* OUT */,
+                                       const void **data /* OUT */);
+/* Element i of an ARRAY (i >= n is ATTN_E_INVALID), with the conversions and checks of the
+ * scalar getters: integer elements, floating (or integer) elements, string elements. */
+ATTN_API attn_status attn_gguf_arr_int(const attn_gguf *g, const char *key, uint64_t i,
+                                       int64_t lo, int64_t hi, int64_t *v /* OUT */);
+ATTN_API attn_status attn_gguf_arr_float(const attn_gguf *g, const char *key, uint64_t i,
+                                         double *v /* OUT */);
+ATTN_API attn_status attn_gguf_arr_str(const attn_gguf *g, const char *key, uint64_t i,
+                                       const char **s /* OUT */, size_t *len /* OUT */);
+
+/* Tensors in file order; find is ATTN_E_NOT_FOUND (no message set) when the name is absent. */
+ATTN_API size_t attn_gguf_tensor_count(const attn_gguf *g);
+ATTN_API attn_status attn_gguf_tensor_at(const attn_gguf *g, size_t i,
+                                         attn_gguf_tensor *t /* OUT */);
+ATTN_API attn_status attn_gguf_tensor_find(const attn_gguf *g, const char *name,
+                                           attn_gguf_tensor *t /* OUT */);
 
 /* ============================================================================================
  * Byte-level BPE tokenizer (issue 12, part 4)
