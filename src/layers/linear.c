@@ -129,14 +129,31 @@ attn_status attn__lin_run(attn_ctx *ctx, const attn__lin *l, const float *x, con
                            l->in, l->out);
 }
 
+typedef struct act_job {
+    const attn__ew_kernel *k;
+    attn_activation act;
+    const float *x;
+    float *y;
+    int64_t n;
+} act_job;
+
+static void act_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const act_job *j = arg;
+    (void)tid;
+    const float *x = j->x + begin * j->n;
+    float *y = j->y + begin * j->n;
+    if (j->act == ATTN_ACT_GELU) {
+        if (y != x) memcpy(y, x, (size_t)((end - begin) * j->n) * sizeof(float));
+        j->k->bias_gelu(y, j->n, NULL, end - begin, j->n);
+    } else {
+        attn__act_ref(j->act, x, j->n, y, j->n, end - begin, j->n);
+    }
+}
+
 void attn__act_fwd(attn_ctx *ctx, attn_activation act, const float *x, float *y, int64_t M,
                    int64_t N) {
-    if (act == ATTN_ACT_GELU) {
-        if (y != x) memcpy(y, x, (size_t)(M * N) * sizeof(float));
-        attn__bias_gelu(ctx, y, NULL, M, N);
-    } else {
-        attn__act_ref(act, x, N, y, N, M, N);
-    }
+    act_job j = {ctx->kern.ew, act, x, y, N};
+    attn__parallel_for(ctx, M, act_task, &j);
 }
 
 void attn__ln_fwd(attn_ctx *ctx, const attn__ln *l, const float *x, float *y, int64_t M) {
