@@ -165,7 +165,7 @@ static void bias_gelu_avx2(float *y, int64_t ldy, const float *b, int64_t M, int
 }
 
 static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2, bias_gelu_avx2, NULL, NULL, NULL,
-                                              NULL};
+                                              NULL,        NULL};
 
 const attn__ew_kernel *attn__ew_kernel_avx2(void) { return &attn__ew_avx2; }
 
