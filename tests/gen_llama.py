@@ -214,7 +214,7 @@ def gen_llama_ops(W):
 
     g = gen("rotary_embedding")
     for B, H, Hkv, T, D, theta, spread in ((2, 4, 2, 6, 16, 1e4, 5000), (1, 3, 1, 5, 64, 1e5, 8000),
-                                          (2, 2, 2, 9, 128, 5e5, 100)):
+                                          (1, 2, 1, 5, 128, 5e5, 100)):
         c = op_config(hidden_size=H * D, num_attention_heads=H, num_key_value_heads=Hkv,
                       rope_theta=theta)
         rot = LlamaRotaryEmbedding(c)
@@ -224,7 +224,7 @@ def gen_llama_ops(W):
         cos, sin = rot(q, pos)
         qe, ke = apply_rotary_pos_emb(q, k, cos, sin)
         W.emit("rotary_embedding", {"q": q, "k": k, "position_ids": pos},
-               {"rope_theta": theta}, {"out": qe, "k_embed": ke}, tol="1e-5")
+               {"rope_theta": theta}, {"out": qe, "k_embed": ke}, tol="1e-6")
 
     g = gen("llama_mlp")
     for shape, F, bias in (((2, 5, 32), 48, False), ((6, 32), 80, True)):
@@ -238,7 +238,7 @@ def gen_llama_ops(W):
     g = gen("llama_attention")
     for B, T, E, H, Hkv, D, bias, theta, pos_given in (
             (2, 9, 32, 4, 2, None, False, 1e4, True), (1, 7, 32, 4, 1, 16, True, 1e5, True),
-            (2, 70, 64, 4, 4, None, False, 1e4, False)):
+            (1, 66, 32, 2, 2, None, False, 1e4, False)):
         c = op_config(hidden_size=E, intermediate_size=16, num_attention_heads=H,
                       num_key_value_heads=Hkv, head_dim=D, attention_bias=bias,
                       rope_theta=theta)
