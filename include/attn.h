@@ -1460,19 +1460,20 @@ ATTN_API attn_status attn_qtype_block(int type, int64_t *block_elems /* OUT */,
 /* ============================================================================================
  * Llama-architecture language models and generation (issue 12, parts 3 and 5)
  *
- * The decoder-only architecture of Hugging Face's LlamaForCausalLM (Llama 2/3, SmolLM2,
- * TinyLlama, Mistral without sliding window, ...), forward only, float32 activations:
+ * The decoder-only architecture of Hugging Face's LlamaForCausalLM (model_type "llama": Llama 2,
+ * Llama 3.0, SmolLM2, TinyLlama, ...), forward only, float32 activations:
  *
  *   x = embed_tokens[ids]
  *   per layer:  x = x + o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))   n = rms1(x)
  *               x = x + down_proj(silu(gate_proj(n)) * up_proj(n))                 n = rms2(x)
  *   logits = lm_head(rms(x))          (lm_head = embed_tokens when tie_word_embeddings)
  *
- * attn: causal, grouped-query (num_heads query heads share num_kv_heads key/value heads, as
- * HF's repeat_kv), scale 1/sqrt(head_dim), no dropout.  The pieces, each with HF's semantics
- * and parameter names, are public below (attn_rms_norm, attn_rope, the three modules) so that
- * they can be checked and reused one by one; attn_llm is the whole model, attn_llm_session
- * generation with a KV cache, attn_llm_sample the sampler.  Backward: not yet (a later issue).
+ * The attention is causal, grouped-query (num_heads query heads share num_kv_heads key/value
+ * heads, as HF's repeat_kv), scale 1/sqrt(head_dim), without dropout.  The pieces, each with
+ * HF's semantics and parameter names, are public below (attn_rms_norm, attn_rope, the three
+ * modules) so that they can be checked and reused one by one; attn_llm is the whole model,
+ * attn_llm_session generation with a KV cache, attn_llm_sample the sampler.  Backward: not yet
+ * (a later issue).
  *
  * Exactness against transformers 5.x in float32 (tests/test_llama.c, docs/llm.md): logits of
  * the tiny test models within 1.1e-6 of max|logit| (full forward), 1.2e-6 (KV-cache session);
@@ -1488,10 +1489,10 @@ typedef struct attn_llm_config {
     int64_t num_layers;              /* num_hidden_layers */
     int64_t num_heads;               /* H: num_attention_heads */
     int64_t num_kv_heads;            /* Hkv: num_key_value_heads; 0 = H; must divide H */
-    int64_t head_dim;                /* D (even); 0 = E / H (then H must divide E) */
+    int64_t head_dim;                /* D (even); 0 = E / H.  H must divide E either way */
     int64_t max_position_embeddings; /* the longest context: a session's largest capacity */
     double rms_norm_eps;             /* > 0 (HF default 1e-6; SmolLM2 1e-5) */
-    double rope_theta;               /* > 0: RoPE base (HF default 1e4); used as a float */
+    double rope_theta;               /* >= 1: RoPE base (HF default 1e4); used as a float */
     int tie_word_embeddings;         /* 1: lm_head is embed_tokens (no lm_head.weight) */
     int attention_bias;              /* 1: q/k/v/o_proj have biases */
     int mlp_bias;                    /* 1: gate/up/down_proj have biases */
@@ -1516,7 +1517,8 @@ ATTN_API attn_status attn_rms_norm(attn_ctx *ctx, const attn_tensor *x,
  *   out[i + D/2] = x[i + D/2] * cos f + x[i] * sin f
  * cos and sin rounded from double.  x, out [B, H, T, D] F32 (any strides: a [B, T, H, D]
  * buffer permuted is fine), D even; positions I32/I64 [B, T] or [T] (one row for every batch),
- * each in [0, 2^24] (exact in float; HF's position_ids); theta > 0.  out may be x (in place).
+ * each in [0, 2^24] (exact in float; HF's position_ids); theta >= 1 (below, angles can
+ * overflow float; every model uses 1e4 or more).  out may be x (in place).
  * PyTorch's float pow is not correctly rounded: a handful of (theta, D) pairs get an inv_freq
  * one ulp apart (none for D = 64 with theta 1e4 or 1e5). */
 ATTN_API attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x,
@@ -1576,12 +1578,15 @@ ATTN_API attn_status attn_llama_layer_forward(attn_ctx *ctx, const attn_module *
  *                      (model.safetensors.index.json) are not read yet.
  * Every size is checked before anything is sized from it (num_hidden_layers <=
  * ATTN_LIMIT_LAYERS, vocab_size <= ATTN_LIMIT_VOCAB, the others <= 2^24, H divisible by Hkv,
- * E by H without head_dim, D even) and every tensor against the config, with messages naming
- * the field or the tensor (ATTN_E_FORMAT for an inconsistent config, ATTN_E_NOT_FOUND for a
- * missing file or tensor, ATTN_E_SHAPE for a wrong shape, ATTN_E_NONFINITE for a NaN weight
- * unless ATTN_CTX_NO_FINITE_CHECK).  Memory: the F32 weights (4 bytes a parameter), allocated
- * once every tensor has been found.  A loaded attn_llm is read-only: contexts on several threads
- * may use it at once (each its own sessions). */
+ * E by H (as LlamaConfig requires), D even) and every tensor against the config, with messages
+ * naming the field or the tensor: ATTN_E_FORMAT for a missing or mistyped field or bad JSON,
+ * ATTN_E_INVALID for a value out of range or inconsistent with the others, ATTN_E_UNSUPPORTED
+ * for a model or option attn does not run (or a count over a limit), ATTN_E_NOT_FOUND for a
+ * missing file or tensor, ATTN_E_SHAPE for a tensor of another shape, ATTN_E_NONFINITE for a
+ * NaN or infinite weight unless ATTN_CTX_NO_FINITE_CHECK.  Memory: the F32 weights (4 bytes a
+ * parameter), allocated once every tensor has been found with its shape, while the file is
+ * held in memory (read whole, at most ATTN_LIMIT_FILE_BYTES).  A loaded attn_llm is read-only:
+ * contexts on several threads may use it at once (each its own sessions). */
 typedef struct attn_llm attn_llm;
 
 ATTN_API attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out /* OUT */);

@@ -550,6 +550,7 @@ static void check_refusals(void) {
         {"head_dim", "15", ATTN_E_INVALID, "head_dim 15 is odd"},
         {"rms_norm_eps", "0", ATTN_E_INVALID, "rms_norm_eps"},
         {"rope_parameters", "{\"rope_theta\": -1}", ATTN_E_INVALID, "rope_theta"},
+        {"rope_parameters", "{\"rope_theta\": 0.5}", ATTN_E_INVALID, "rope_theta 0.5"},
         {"tie_word_embeddings", "1", ATTN_E_FORMAT, "tie_word_embeddings"},
         /* hostile sizes: refused before anything is sized from them */
         {"num_hidden_layers", "1000000000", ATTN_E_UNSUPPORTED, "ATTN_LIMIT_LAYERS"},

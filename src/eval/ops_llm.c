@@ -37,8 +37,8 @@ static attn_status op_rotary_embedding(ev *e) {
     ATTN_TRY(ev_ids(e, "position_ids", 1, 2, &pos));
     ATTN_TRY(ev_ready(e));
     const double theta = ev_f(e, "rope_theta");
-    ATTN_FAIL_IF(!(theta > 0.0) || theta > 3.4e38, e->ctx, ATTN_E_INVALID,
-                 "attribute 'rope_theta' must be positive, got %g", theta);
+    ATTN_FAIL_IF(!(theta >= 1.0) || theta > 3.4e38, e->ctx, ATTN_E_INVALID,
+                 "attribute 'rope_theta' must be at least 1, got %g", theta);
     ATTN_TRY(ev_new(e, "out", 4, q.shape, &qo));
     ATTN_TRY(ev_new(e, "k_embed", 4, k.shape, &ko));
     ATTN_TRY(attn_rope(e->ctx, &q, &pos, (float)theta, &qo));

@@ -39,10 +39,12 @@ attn_status attn__llm_cfg_block(attn_ctx *ctx, const attn_llm_config *cfg, int m
                                 const char *what, attn_llm_config *out) {
     attn_llm_config c = *cfg;
     ATTN_TRY(dim_ok(ctx, what, "hidden_size", c.hidden_size));
-    ATTN_FAIL_IF(!(c.rms_norm_eps > 0) || !((float)c.rms_norm_eps > 0) ||
-                     !isfinite((float)c.rms_norm_eps),
-                 ctx, ATTN_E_INVALID, "%s: rms_norm_eps %g must be positive and finite in float",
-                 what, c.rms_norm_eps);
+    if (mlp && attn) /* the norms are the layer's */
+        ATTN_FAIL_IF(!(c.rms_norm_eps > 0) || !((float)c.rms_norm_eps > 0) ||
+                         !isfinite((float)c.rms_norm_eps),
+                     ctx, ATTN_E_INVALID,
+                     "%s: rms_norm_eps %g must be positive and finite in float", what,
+                     c.rms_norm_eps);
     if (mlp) ATTN_TRY(dim_ok(ctx, what, "intermediate_size", c.intermediate_size));
     if (attn) {
         ATTN_TRY(dim_ok(ctx, what, "num_attention_heads", c.num_heads));
@@ -62,9 +64,10 @@ attn_status attn__llm_cfg_block(attn_ctx *ctx, const attn_llm_config *cfg, int m
         ATTN_FAIL_IF(c.num_heads * c.head_dim > ATTN__LLM_MAX_DIM, ctx, ATTN_E_INVALID,
                      "%s: num_attention_heads x head_dim = %lld x %lld is over %d", what,
                      (long long)c.num_heads, (long long)c.head_dim, ATTN__LLM_MAX_DIM);
+        /* theta >= 1 keeps every inv_freq <= 1 and every angle finite (positions <= 2^24) */
         const float th = (float)c.rope_theta;
-        ATTN_FAIL_IF(!(c.rope_theta > 0) || !(th > 0) || !isfinite(th), ctx, ATTN_E_INVALID,
-                     "%s: rope_theta %g must be positive and finite in float", what,
+        ATTN_FAIL_IF(!(c.rope_theta >= 1) || !isfinite(th), ctx, ATTN_E_INVALID,
+                     "%s: rope_theta %g must be at least 1 and finite in float", what,
                      c.rope_theta);
     }
     *out = c;

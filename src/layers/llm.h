@@ -103,9 +103,10 @@ ATTN__HIDDEN attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_
 
 /* The largest size a config field may have (hidden_size, heads, head_dim, intermediate_size). */
 #define ATTN__LLM_MAX_DIM 16777216
-/* Validates the fields of cfg the block reads (hidden_size, heads, head_dim, intermediate
- * size when mlp, eps and theta when used) and resolves num_kv_heads and head_dim into *out.
- * `what` names the caller in messages. */
+/* Validates the fields of cfg that a block part reads (hidden_size; intermediate_size with mlp;
+ * the heads, head_dim and rope_theta with attn; rms_norm_eps with both) and resolves
+ * num_kv_heads and head_dim into *out.  ATTN_E_INVALID naming the field; `what` names the
+ * caller in messages. */
 ATTN__HIDDEN attn_status attn__llm_cfg_block(attn_ctx *ctx, const attn_llm_config *cfg,
                                              int mlp, int attn, const char *what,
                                              attn_llm_config *out);

@@ -58,8 +58,8 @@ attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *po
     const int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
     ATTN_FAIL_IF(D % 2, ctx, ATTN_E_SHAPE, "attn_rope: the head dimension %lld is odd",
                  (long long)D);
-    ATTN_FAIL_IF(!(theta > 0.0f) || !isfinite(theta), ctx, ATTN_E_INVALID,
-                 "attn_rope: theta must be positive and finite, got %g", (double)theta);
+    ATTN_FAIL_IF(!(theta >= 1.0f) || !isfinite(theta), ctx, ATTN_E_INVALID,
+                 "attn_rope: theta must be at least 1 and finite, got %g", (double)theta);
     ATTN_FAIL_IF(!positions || !positions->data, ctx, ATTN_E_INVALID,
                  "attn_rope: positions are missing");
     ATTN_FAIL_IF(positions->dtype != ATTN_I32 && positions->dtype != ATTN_I64, ctx,
