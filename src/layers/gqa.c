@@ -29,7 +29,7 @@ static void kv_append(const attn__kv *kv, const float *k, const float *v, int64_
 }
 
 attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const float *x,
-                                 int64_t B, int64_t T, const attn__rope_rows_t *rope,
+                                 int64_t B, int64_t T, const attn__rope_cs *rope,
                                  attn__kv *kv, const float *r, float *out) {
     const int64_t M = B * T, H = a->H, Hkv = a->Hkv, D = a->D, HD = H * D, KD = Hkv * D;
     const int64_t ld = HD + 2 * KD; /* q, k, v of a token side by side */

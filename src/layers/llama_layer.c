@@ -10,7 +10,7 @@
 #include "llm.h"
 
 attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l, float *x,
-                                  int64_t B, int64_t T, const attn__rope_rows_t *rope,
+                                  int64_t B, int64_t T, const attn__rope_cs *rope,
                                   attn__kv *kv) {
     const int64_t M = B * T, E = l->E;
     attn__mark mk = attn__ws_mark(ctx);
@@ -112,7 +112,7 @@ attn_status attn__llm_seq_views(attn_ctx *ctx, const attn_tensor *x, const attn_
 
 /* cos/sin rows of positions ([B, T], [T] or NULL: 0 .. T-1) for head dimension D. */
 static attn_status rope_for(attn_ctx *ctx, const attn_tensor *positions, int64_t B, int64_t T,
-                            int64_t D, float theta, attn__rope_rows_t *rr) {
+                            int64_t D, float theta, attn__rope_cs *rr) {
     const int64_t M = B * T, h = D / 2;
     float *inv, *cs, *sn;
     int64_t *pos;
@@ -162,7 +162,7 @@ attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m,
     const float *xp;
     float *op;
     int64_t B = 0, T = 0;
-    attn__rope_rows_t rr;
+    attn__rope_cs rr;
     ATTN_TRYG(attn__seq_in(ctx, &xv, "x", c->hidden_size, &B, &T, &xp));
     ATTN_TRYG(rope_for(ctx, positions, B, T, c->head_dim, (float)c->rope_theta, &rr));
     ATTN_TRYG(attn__seq_out(ctx, &ov, "out", B, T, c->hidden_size, &op));

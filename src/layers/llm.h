@@ -82,15 +82,15 @@ typedef struct attn__kv {
 } attn__kv;
 
 /* The RoPE rows of a forward: cos, sin [B*T, D/2], row b*T + t for token t of sequence b. */
-typedef struct attn__rope_rows_t {
+typedef struct attn__rope_cs {
     const float *cs, *sn;
-} attn__rope_rows_t;
+} attn__rope_cs;
 
 /* out[M, E] = r + o_proj(attn(x)) for x [B*T, E] (the normalised input), r [B*T, E] (may be
  * NULL: no residual; may not overlap out), causal; kv as above (NULL: no cache). */
 ATTN__HIDDEN attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a,
                                               const float *x, int64_t B, int64_t T,
-                                              const attn__rope_rows_t *rope, attn__kv *kv,
+                                              const attn__rope_cs *rope, attn__kv *kv,
                                               const float *r, float *out);
 /* out[M, E] = r + down(silu(gate(x)) * up(x)) (r may be NULL; may not overlap out). */
 ATTN__HIDDEN attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p,
@@ -99,7 +99,7 @@ ATTN__HIDDEN attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_ml
 /* The decoder layer, in place on x [B*T, E]. */
 ATTN__HIDDEN attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l,
                                                float *x, int64_t B, int64_t T,
-                                               const attn__rope_rows_t *rope, attn__kv *kv);
+                                               const attn__rope_cs *rope, attn__kv *kv);
 
 /* The largest size a config field may have (hidden_size, heads, head_dim, intermediate_size). */
 #define ATTN__LLM_MAX_DIM 16777216

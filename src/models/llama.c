@@ -508,7 +508,7 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
     for (int64_t i = 0; i < M; i++) pos[i] = p0 + i % T;
     attn__rope_table(m->inv_freq, c->head_dim, pos, 0, M, cs, sn);
     ATTN_TRYG(attn__llm_rows(ctx, &m->embed, ids, M, x));
-    const attn__rope_rows_t rr = {cs, sn};
+    const attn__rope_cs rr = {cs, sn};
     for (int64_t l = 0; l < c->num_layers; l++) {
         attn__kv kv;
         if (s) {
