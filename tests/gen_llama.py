@@ -23,6 +23,9 @@
    Weights are random with scales that give logits of a few units (HF's init of N(0, 0.02)
    gives nearly uniform logits, which would test little), then rounded to the stored dtype;
    the references come from the folder as transformers reads it back, in float32.
+   tests/fixtures/llama_sampler_expected.safetensors: hand-made logits through transformers'
+   RepetitionPenaltyLogitsProcessor (the greedy choice) and the sampling chain (temperature,
+   top-k, top-p, min-p: the probabilities left), see gen_sampler.
 2. attn eval cases (docs/eval-format.md) of the ops rms_norm, rotary_embedding, llama_mlp,
    llama_attention and llama_decoder_layer against transformers' LlamaRMSNorm,
    LlamaRotaryEmbedding + apply_rotary_pos_emb, LlamaMLP, LlamaAttention and
@@ -155,6 +158,67 @@ def gen_models():
         size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
         print(f"{name}: {size} bytes of model, expected {len(data)} bytes, margins "
               f"{meta['margin.0']} {meta['margin.1']}")
+
+
+# ------------------------------------------------------------------------------------------
+# 1b. the sampler against transformers' logits processors
+# ------------------------------------------------------------------------------------------
+SAMPLER_CASES = 24
+SAMPLER_V = 16
+
+
+def gen_sampler():
+    """tests/fixtures/llama_sampler_expected.safetensors: per case k, logits [16], a history of
+    6 ids and the settings (penalty, temperature, top_k, top_p, min_p) in params.<k>; the
+    argmax after RepetitionPenaltyLogitsProcessor (greedy.<k>, I64 [1]) and the probabilities
+    after the whole chain of generate(do_sample=True) (probs.<k>: 0 for removed tokens).
+    Cases whose filters sit within 1e-3 of an edge are drawn again, so that float rounding
+    cannot decide membership."""
+    import gen_fixtures as gf
+    from transformers.generation.logits_process import (MinPLogitsWarper,
+                                                        RepetitionPenaltyLogitsProcessor,
+                                                        TemperatureLogitsWarper,
+                                                        TopKLogitsWarper, TopPLogitsWarper)
+    g = gen("sampler")
+    tensors = {}
+    k = 0
+    while k < SAMPLER_CASES:
+        logits = 2.0 * torch.randn(1, SAMPLER_V, generator=g)
+        hist = torch.randint(0, SAMPLER_V, (1, 6), generator=g)
+        pen = float(torch.empty(1).uniform_(0.5, 2.0, generator=g))
+        temp = float(torch.empty(1).uniform_(0.5, 1.5, generator=g))
+        top_k = int(torch.randint(0, 12, (1,), generator=g))
+        top_p = float(torch.empty(1).uniform_(0.5, 1.0, generator=g)) if k % 3 else 1.0
+        min_p = float(torch.empty(1).uniform_(0.0, 0.3, generator=g)) if k % 2 else 0.0
+        s = RepetitionPenaltyLogitsProcessor(pen)(hist, logits.clone())
+        srt = s.sort(descending=True).values[0]
+        if (srt[0] - srt[1]).abs() < 1e-3:
+            continue
+        greedy = s.argmax(-1)
+        s = TemperatureLogitsWarper(temp)(hist, s) if temp != 1.0 else s
+        edge = False
+        if top_k:
+            v = s.sort(descending=True).values[0]
+            edge |= top_k < SAMPLER_V and bool((v[top_k - 1] - v[top_k]).abs() < 1e-3)
+            s = TopKLogitsWarper(top_k)(hist, s)
+        if top_p < 1.0:
+            cum = s.sort().values.softmax(-1).cumsum(-1)[0]
+            edge |= bool(((cum - (1 - top_p)).abs() < 1e-3).any())
+            s = TopPLogitsWarper(top_p)(hist, s)
+        if min_p > 0:
+            pr = s.softmax(-1)[0]
+            edge |= bool(((pr / pr.max() - min_p).abs() < 1e-3).any())
+            s = MinPLogitsWarper(min_p)(hist, s)
+        if edge:
+            continue
+        tensors[f"logits.{k}"] = logits[0].contiguous()
+        tensors[f"history.{k}"] = hist[0].contiguous()
+        tensors[f"params.{k}"] = torch.tensor([pen, temp, float(top_k), top_p, min_p])
+        tensors[f"greedy.{k}"] = greedy.contiguous()
+        tensors[f"probs.{k}"] = s.softmax(-1)[0].contiguous()
+        k += 1
+    with open(os.path.join(FIX, "llama_sampler_expected.safetensors"), "wb") as f:
+        f.write(gf.st_serialize(tensors, {"cases": str(SAMPLER_CASES)}))
 
 
 # ------------------------------------------------------------------------------------------
@@ -301,6 +365,7 @@ def main():
     both = not args.models and not args.ops
     if both or args.models:
         gen_models()
+        gen_sampler()
     if both or args.ops:
         write_ops()
 

@@ -4,7 +4,8 @@
  * rope_theta 1e4, SmolLM2's older config.json), with the logits and greedy continuations of
  * tests/fixtures/<name>_expected.safetensors (tests/gen_llama.py).  Checks: full-sequence
  * logits, prefill + decode against them (F32 and BF16 caches), greedy continuations, thread
- * counts, batches, the context-full status, the sampler's filters, stream and ties, and the
+ * counts, batches, the context-full status, the sampler's filters, stream and ties (also against
+ * transformers' logits processors: tests/fixtures/llama_sampler_expected.safetensors), and the
  * loader's refusals (hostile config.json values refused before anything is sized from them). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
@@ -434,6 +435,67 @@ static void check_sampler(attn_ctx *ctx) {
     attn_ctx_clear_error(ctx);
 }
 
+/* Against transformers' processors (tests/fixtures/llama_sampler_expected.safetensors): the
+ * greedy choice after the repetition penalty, and the distribution after the whole chain:
+ * tokens HF removes are never drawn, the others at their probability (3000 draws: within 0.035,
+ * about four standard deviations; every token of probability > 0.03 drawn). */
+static void check_sampler_hf(attn_ctx *ctx) {
+    attn_st *st = NULL;
+    if (!TU_STATUS(attn_st_read_file(ctx, "fixtures/llama_sampler_expected.safetensors", &st),
+                   ATTN_OK, ctx))
+        return;
+    const int n = atoi(attn_st_meta(st, "cases") ? attn_st_meta(st, "cases") : "0");
+    TU_CHECK(n >= 20, "sampler cases: %d", n);
+    enum { NV = 16, DRAWS = 3000 };
+    double worst = 0;
+    for (int k = 0; k < n; k++) {
+        char nm[32];
+        float lg[NV], par[5], pr[NV], hf[6], gr[1];
+        float *dst[5] = {lg, hf, par, gr, pr};
+        static const char *const what[5] = {"logits", "history", "params", "greedy", "probs"};
+        static const size_t len[5] = {NV, 6, 5, 1, NV};
+        int ok = 1;
+        for (int i = 0; i < 5 && ok; i++) {
+            attn_st_tensor t;
+            snprintf(nm, sizeof nm, "%s.%d", what[i], k);
+            ok = attn_st_find(st, nm, &t) == ATTN_OK && (size_t)t.numel == len[i] &&
+                 attn_st_to_f32(ctx, &t, dst[i], len[i]) == ATTN_OK;
+        }
+        TU_CHECK(ok, "sampler case %d incomplete", k);
+        if (!ok) continue;
+        int32_t hist[6];
+        for (int i = 0; i < 6; i++) hist[i] = (int32_t)hf[i];
+        attn_llm_sampler c = attn_llm_sampler_defaults();
+        c.repetition_penalty = par[0];
+        c.temperature = 0;
+        int32_t id = -1;
+        TU_STATUS(attn_llm_sample(ctx, &c, lg, NV, hist, 6, NULL, &id), ATTN_OK, ctx);
+        TU_CHECK(id == (int32_t)gr[0], "case %d: greedy with penalty %g: %d, HF %d", k,
+                 (double)par[0], id, (int)gr[0]);
+        c.temperature = par[1], c.top_k = (int64_t)par[2], c.top_p = par[3], c.min_p = par[4];
+        c.seed = (uint64_t)k;
+        int cnt[NV] = {0};
+        uint64_t step = 0;
+        for (int d = 0; d < DRAWS; d++) {
+            if (!TU_STATUS(attn_llm_sample(ctx, &c, lg, NV, hist, 6, &step, &id), ATTN_OK, ctx))
+                break;
+            if (id >= 0 && id < NV) cnt[id]++;
+        }
+        for (int j = 0; j < NV; j++) {
+            const double f = cnt[j] / (double)DRAWS, e = fabs(f - pr[j]);
+            worst = e > worst ? e : worst;
+            TU_CHECK(pr[j] > 0 || cnt[j] == 0, "case %d: token %d drawn, HF removed it", k, j);
+            TU_CHECK(pr[j] <= 0.03 || cnt[j] > 0, "case %d: token %d (p %.3f) never drawn", k, j,
+                     (double)pr[j]);
+            TU_CHECK(e < 0.035, "case %d: token %d drawn %.3f, HF's probability %.3f", k, j, f,
+                     (double)pr[j]);
+        }
+    }
+    printf("sampler: %d cases against transformers' processors, max |frequency - p| %.3f\n", n,
+           worst);
+    attn_st_free(st);
+}
+
 /* ---- refusals ---------------------------------------------------------------------------- */
 static void copy_file(const char *from, const char *to) {
     FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
@@ -682,6 +744,7 @@ int main(void) {
     printf("max error / max|logit| against transformers: forward %.3g, sessions F32 %.3g, "
            "BF16 %.3g\n", worst_fwd, worst_sess, worst_bf16);
     check_sampler(ctx);
+    check_sampler_hf(ctx);
     check_modules(ctx);
     check_refusals();
     attn_llm_free(NULL);
