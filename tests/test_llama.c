@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "testutil.h"
+/* the model's internals, for the GGUF layout check (permuted q/k rows, interleaved RoPE) */
+#include "../src/models/llm_model.h"
 
 #define V 256
 #define MAXT 64
@@ -261,6 +263,40 @@ static void check_context_full(attn_ctx *ctx, const attn_llm *m, const ref *r) {
     attn_ctx_clear_error(ctx);
 }
 
+/* The layout GGUF converters store: the rows of q_proj and k_proj (and their biases) permuted
+ * within each head, new row 2i + j = old row j*D/2 + i, run with interleaved RoPE pairs: the
+ * logits of transformers again (the q.k sums in another order). */
+static void permute_rows(float *w, int64_t heads, int64_t D, int64_t K) {
+    float *tmp = malloc((size_t)(D * K) * sizeof *tmp);
+    for (int64_t h = 0; h < heads; h++) {
+        float *blk = w + h * D * K;
+        memcpy(tmp, blk, (size_t)(D * K) * sizeof *tmp);
+        for (int64_t i = 0; i < D / 2; i++)
+            for (int j = 0; j < 2; j++)
+                memcpy(blk + (2 * i + j) * K, tmp + (j * D / 2 + i) * K,
+                       (size_t)K * sizeof *tmp);
+    }
+    free(tmp);
+}
+
+static void check_gguf_layout(attn_ctx *ctx, attn_llm *m, const ref *r, const char *name) {
+    const attn_llm_config *c = &m->cfg;
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        attn__llama_attn *a = &m->layers[l].attn;
+        permute_rows((float *)a->q.data, c->num_heads, c->head_dim, c->hidden_size);
+        permute_rows((float *)a->k.data, c->num_kv_heads, c->head_dim, c->hidden_size);
+        if (a->q.bias) permute_rows((float *)a->q.bias, c->num_heads, c->head_dim, 1);
+        if (a->k.bias) permute_rows((float *)a->k.bias, c->num_kv_heads, c->head_dim, 1);
+        a->rope_interleaved = 1;
+    }
+    static float lg[33 * V];
+    TU_STATUS(attn_llm_forward(ctx, m, r->ids[2], 1, 33, lg), ATTN_OK, ctx);
+    double e = rel_err(lg, r->logits[2], 33 * V);
+    TU_CHECK(e <= 1e-5, "%s: permuted q/k rows with interleaved RoPE: error %.3g", name, e);
+    double s = session_err(ctx, m, r, ATTN_F32, 20, 20, name);
+    TU_CHECK(s <= 1e-5, "%s: the same through a session: error %.3g", name, s);
+}
+
 static void check_model(attn_ctx *ctx, const char *dir, const char *exp, const char *name,
                         int tied) {
     attn_llm *m = NULL;
@@ -282,6 +318,7 @@ static void check_model(attn_ctx *ctx, const char *dir, const char *exp, const c
         check_greedy(ctx, m, &r, name);
         check_threads(m, &r, name);
         if (tied) check_context_full(ctx, m, &r);
+        check_gguf_layout(ctx, m, &r, name); /* changes m: last */
         printf("%s: greedy margins (best - second logit) %.3g, %.3g\n", name, r.margin[0],
                r.margin[1]);
     }

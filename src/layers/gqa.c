@@ -42,8 +42,8 @@ attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const
     ATTN_TRYG(attn__llm_linear(ctx, &a->q, x, a->E, M, q, ld, NULL));
     ATTN_TRYG(attn__llm_linear(ctx, &a->k, x, a->E, M, k, ld, NULL));
     ATTN_TRYG(attn__llm_linear(ctx, &a->v, x, a->E, M, v, ld, NULL));
-    attn__rope_rows(q, ld, M, H, D, rope->cs, rope->sn);
-    attn__rope_rows(k, ld, M, Hkv, D, rope->cs, rope->sn);
+    attn__rope_rows(q, ld, M, H, D, rope->cs, rope->sn, a->rope_interleaved);
+    attn__rope_rows(k, ld, M, Hkv, D, rope->cs, rope->sn, a->rope_interleaved);
     attn__sdpa_args s;
     if (!kv) {
         attn__sdpa_heads(&s, B, H, T, T, D, D, q, ld, k, ld, v, ld, ao, HD);

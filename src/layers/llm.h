@@ -48,14 +48,19 @@ ATTN__HIDDEN void attn__rope_inv_freq(float theta, int64_t D, float *inv_freq);
 ATTN__HIDDEN void attn__rope_table(const float *inv_freq, int64_t D, const int64_t *pos,
                                    int64_t p0, int64_t n, float *cs, float *sn);
 /* In place on rows r < M of x (row stride ldx), nh heads of D each (head h at x + h*D): the
- * rotation of row r with cos/sin row r of the table (cs, sn [M, D/2]). */
+ * rotation of row r with cos/sin row r of the table (cs, sn [M, D/2]).  Pair i of a head is
+ * (x[i], x[i + D/2]) (HF's rotate_half layout), or with interleaved (x[2i], x[2i + 1]): the
+ * layout of GGUF files, whose converters permute the rows of q_proj and k_proj within each head
+ * (new row 2i + j = old row j*D/2 + i) for GGML's rope; the same arithmetic on each pair. */
 ATTN__HIDDEN void attn__rope_rows(float *x, int64_t ldx, int64_t M, int64_t nh, int64_t D,
-                                  const float *cs, const float *sn);
+                                  const float *cs, const float *sn, int interleaved);
 
 /* ---- the decoder block -------------------------------------------------------------------- */
 typedef struct attn__llama_attn {
     int64_t E, H, Hkv, D;
     attn__llm_w q, k, v, o; /* [H*D, E], [Hkv*D, E], [Hkv*D, E], [E, H*D] */
+    int rope_interleaved;   /* 0: HF's q/k rows; 1: rows permuted within each head as GGUF
+                               converters store them (attn__rope_rows) */
 } attn__llama_attn;
 
 typedef struct attn__llama_mlp {

@@ -30,17 +30,19 @@ void attn__rope_table(const float *inv_freq, int64_t D, const int64_t *pos, int6
 }
 
 void attn__rope_rows(float *x, int64_t ldx, int64_t M, int64_t nh, int64_t D, const float *cs,
-                     const float *sn) {
+                     const float *sn, int interleaved) {
     const int64_t h = D / 2;
+    /* element i of a pair is at lo + i*step, its partner at hi + i*step */
+    const int64_t step = interleaved ? 2 : 1, off = interleaved ? 1 : h;
     for (int64_t r = 0; r < M; r++) {
         const float *c = cs + r * h, *s = sn + r * h;
         for (int64_t k = 0; k < nh; k++) {
-            float *lo = x + r * ldx + k * D, *hi = lo + h;
+            float *lo = x + r * ldx + k * D, *hi = lo + off;
             for (int64_t i = 0; i < h; i++) {
-                const float a = lo[i], b = hi[i];
+                const float a = lo[i * step], b = hi[i * step];
                 const float ac = a * c[i], bs = b * s[i], bc = b * c[i], as = a * s[i];
-                lo[i] = ac - bs; /* q * cos + (-q_hi) * sin */
-                hi[i] = bc + as; /* q_hi * cos + q_lo * sin */
+                lo[i * step] = ac - bs; /* q * cos + (-q_hi) * sin */
+                hi[i * step] = bc + as; /* q_hi * cos + q_lo * sin */
             }
         }
     }
@@ -108,7 +110,7 @@ attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *po
                 const int64_t oo = b * out->stride[0] + k * out->stride[1] + t * out->stride[2];
                 for (int64_t d = 0; d < D; d++) row[d] = xd[xo + d * x->stride[3]];
                 const int64_t tr = (pb ? b * T : 0) + t;
-                attn__rope_rows(row, D, 1, 1, D, cs + tr * h, sn + tr * h);
+                attn__rope_rows(row, D, 1, 1, D, cs + tr * h, sn + tr * h, 0);
                 for (int64_t d = 0; d < D; d++) od[oo + d * out->stride[3]] = row[d];
             }
     st = ATTN_OK;

@@ -6,7 +6,9 @@
  *   3. sets every attn__llm_w (type, data, shape, bias) and the norm vectors, pointing into
  *      memory it hands to the model as m->store (freed with it by store_free, or by the model's
  *      allocator when store_free is NULL): F32 for HF folders, a quantized attn_qtype pointing
- *      into the file image for GGUF,
+ *      into the file image for GGUF (whose converters permute the rows of q_proj and k_proj within
+ *      each head for GGML's rope: set attn.rope_interleaved = 1 on every layer and use them as
+ *      they are),
  *   4. calls attn__llm_ready, which checks every weight against the config (names in the
  *      messages) and computes the RoPE frequencies.
  * On failure the loader frees the model with attn_llm_free (which frees the store too). */
