@@ -15,7 +15,7 @@
 /* One weight matrix W [N, K] (y = x W^T + b) in whatever form its source gave it. */
 typedef struct attn__llm_w {
     int type;          /* attn_qtype number: ATTN_Q_F32 (the only one so far) */
-    const void *data;  /* F32: row-major [N, K], 64-byte aligned where the loaders put it */
+    const void *data;  /* F32: row-major [N, K] */
     int64_t N, K;      /* output and input features */
     const float *bias; /* [N] or NULL */
 } attn__llm_w;
