@@ -1604,21 +1604,22 @@ ATTN_API attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const in
 /* --- Generation: one sequence with a KV cache ------------------------------------------------
  * A session holds the keys and values of every token it has seen, per layer and kv head
  * ([layers][Hkv][capacity][D], F32 or BF16: 2 * layers * Hkv * capacity * D values, allocated
- * once here with ctx's allocator), and its position count n (the next token's position).
+ * once here with ctx's allocator), and its position count pos (the next token's position).
  *   prefill: n tokens in one batched pass (the GEMMs see n rows), their keys and values appended;
  *            callable again to append more (the new tokens attend to all before them); writes the
  *            logits of the last one (NULL: not wanted).
- *   decode:  one token, attending to the cache (the split-KV decode kernel), its logits.
+ *   decode:  one token, attending to the cache (on the split-KV decode kernel from 32 cached
+ *            tokens on), its logits.
  * Results: prefill of a whole sequence then decode of further tokens give the logits of
  * attn_llm_forward on the whole sequence, up to float rounding (the attention summed in other
  * orders): measured within 1.2e-6 of max|logit| on the tiny models (F32 cache).  A BF16 cache
  * rounds keys, values and the queries to bfloat16 in the attention (attn_sdpa's bf16
  * numerics): half the memory and traffic; logits within 1.1e-2 of max|logit| on the tiny
  * models, 2.6e-3 on a SmolLM2-shaped one (docs/llm.md).
- * Context full: a prefill or decode that would take n past the capacity returns
+ * Context full: a prefill or decode that would take pos past the capacity returns
  * ATTN_E_OVERFLOW ("context full ...": the one meaning of that status for these two calls) and
- * changes nothing; the session stays usable (reset it, or stop).  Any failure leaves n as it
- * was.  A session belongs to its model (which must outlive it) and is used by one thread at a
+ * changes nothing; the session stays usable (reset it, or stop).  Any failure leaves pos as
+ * it was.  A session belongs to its model (which must outlive it) and is used by one thread at a
  * time. */
 typedef struct attn_llm_session attn_llm_session;
 
@@ -1627,7 +1628,7 @@ ATTN_API attn_status attn_llm_session_create(attn_ctx *ctx, const attn_llm *m, i
                                              attn_dtype cache_dtype,
                                              attn_llm_session **out /* OUT */);
 ATTN_API void attn_llm_session_free(attn_llm_session *s);
-/* Forgets every token (n = 0); the cache memory is kept. */
+/* Forgets every token (pos = 0); the cache memory is kept. */
 ATTN_API void attn_llm_session_reset(attn_llm_session *s);
 /* Tokens in the cache (0 for NULL). */
 ATTN_API int64_t attn_llm_session_pos(const attn_llm_session *s);
