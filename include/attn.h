@@ -1586,9 +1586,228 @@ ATTN_API attn_status attn_gguf_tensor_find(const attn_gguf *g, const char *name,
 
 /* ============================================================================================
  * Llama-architecture language models and generation (issue 12, parts 3 and 5)
+ *
+ * The decoder-only architecture of Hugging Face's LlamaForCausalLM (model_type "llama": Llama 2,
+ * Llama 3.0, SmolLM2, TinyLlama, ...), forward only, float32 activations:
+ *
+ *   x = embed_tokens[ids]
+ *   per layer:  x = x + o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))   n = rms1(x)
+ *               x = x + down_proj(silu(gate_proj(n)) * up_proj(n))                 n = rms2(x)
+ *   logits = lm_head(rms(x))          (lm_head = embed_tokens when tie_word_embeddings)
+ *
+ * The attention is causal, grouped-query (num_heads query heads share num_kv_heads key/value
+ * heads, as HF's repeat_kv), scale 1/sqrt(head_dim), without dropout.  The pieces, each with
+ * HF's semantics and parameter names, are public below (attn_rms_norm, attn_rope, the three
+ * modules) so that they can be checked and reused one by one; attn_llm is the whole model,
+ * attn_llm_session generation with a KV cache, attn_llm_sample the sampler.  Backward: not yet
+ * (a later issue).
+ *
+ * Exactness against transformers 5.x in float32 (tests/test_llama.c, docs/llm.md): logits of
+ * the tiny test models within 1.1e-6 of max|logit| (full forward), 1.2e-6 (KV-cache session);
+ * greedy continuations identical.
  * ========================================================================================== */
 
-/* (llama model) */
+/* The architecture's sizes and options, with LlamaConfig's names.  A zeroed struct is not
+ * valid: the loaders fill it from config.json; the modules below read the fields they use. */
+typedef struct attn_llm_config {
+    int64_t vocab_size;              /* V */
+    int64_t hidden_size;             /* E */
+    int64_t intermediate_size;       /* F: the SwiGLU width */
+    int64_t num_layers;              /* num_hidden_layers */
+    int64_t num_heads;               /* H: num_attention_heads */
+    int64_t num_kv_heads;            /* Hkv: num_key_value_heads; 0 = H; must divide H */
+    int64_t head_dim;                /* D (even); 0 = E / H.  H must divide E either way */
+    int64_t max_position_embeddings; /* the longest context: a session's largest capacity */
+    double rms_norm_eps;             /* > 0 (HF default 1e-6; SmolLM2 1e-5) */
+    double rope_theta;               /* >= 1: RoPE base (HF default 1e4); used as a float */
+    int tie_word_embeddings;         /* 1: lm_head is embed_tokens (no lm_head.weight) */
+    int attention_bias;              /* 1: q/k/v/o_proj have biases */
+    int mlp_bias;                    /* 1: gate/up/down_proj have biases */
+} attn_llm_config;
+
+/* RMSNorm (HF LlamaRMSNorm, = T5LayerNorm):  y = weight * (x * rsqrt(mean(x^2) + eps)), over
+ * the last axis, in float: x, y [..., E] F32 (any strides); weight [E] or NULL (all ones);
+ * eps > 0.  y may be x (in place).  mean(x^2) sums the rounded squares in 16 float lanes
+ * (element e into lane e % 16, the lanes folded by halves), then divides by E in float; the
+ * reciprocal square root is rounded from double.  PyTorch's reduction order differs: a few
+ * ulps. */
+ATTN_API attn_status attn_rms_norm(attn_ctx *ctx, const attn_tensor *x,
+                                   const attn_tensor *weight, float eps, attn_tensor *y);
+
+/* Rotary position embedding as HF's LlamaRotaryEmbedding ("default" rope type) with
+ * apply_rotary_pos_emb / rotate_half (the "NeoX" layout: dimension i < D/2 pairs with
+ * i + D/2):
+ *   inv_freq[i] = 1 / theta^(2i / D)               in float (2i/D and the power rounded to
+ *                                                  float, the power from double)
+ *   f = float(p) * inv_freq[i]                     one float product (p: the position)
+ *   out[i]       = x[i] * cos f - x[i + D/2] * sin f        (each product rounded; i < D/2)
+ *   out[i + D/2] = x[i + D/2] * cos f + x[i] * sin f
+ * cos and sin rounded from double.  x, out [B, H, T, D] F32 (any strides: a [B, T, H, D]
+ * buffer permuted is fine), D even; positions I32/I64 [B, T] or [T] (one row for every batch),
+ * each in [0, 2^24] (exact in float; HF's position_ids); theta >= 1 (below, angles can
+ * overflow float; every model uses 1e4 or more).  out may be x (in place).
+ * PyTorch's float pow is not correctly rounded: a handful of (theta, D) pairs get an inv_freq
+ * one ulp apart (none for D = 64 with theta 1e4 or 1e5). */
+ATTN_API attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x,
+                               const attn_tensor *positions, float theta, attn_tensor *out);
+
+/* --- LlamaMLP: gate_proj.weight [F, E], up_proj.weight [F, E], down_proj.weight [E, F] (and
+ * their .bias with mlp_bias):  out = down_proj(silu(gate_proj(x)) * up_proj(x)), silu(g) =
+ * g / (1 + exp(-g)).  Reads hidden_size, intermediate_size, mlp_bias of cfg.  x, out
+ * [B, T, E] (or [T, E]). */
+ATTN_API attn_status attn_llama_mlp_create(attn_ctx *ctx, const attn_llm_config *cfg,
+                                           attn_module **out /* OUT */);
+ATTN_API attn_status attn_llama_mlp_forward(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *x, attn_tensor *out);
+
+/* --- LlamaAttention: q_proj.weight [H*D, E], k_proj.weight [Hkv*D, E], v_proj.weight
+ * [Hkv*D, E], o_proj.weight [E, H*D] (and their .bias with attention_bias).  Causal
+ * self-attention of x [B, T, E] (or [T, E]) with RoPE on q and k at positions (NULL: 0 .. T-1;
+ * else as attn_rope's, I32/I64 [B, T] or [T]) -> out, the shape of x.  Reads hidden_size,
+ * num_heads, num_kv_heads, head_dim, rope_theta, attention_bias of cfg. */
+ATTN_API attn_status attn_llama_attention_create(attn_ctx *ctx, const attn_llm_config *cfg,
+                                                 attn_module **out /* OUT */);
+ATTN_API attn_status attn_llama_attention_forward(attn_ctx *ctx, const attn_module *m,
+                                                  const attn_tensor *x,
+                                                  const attn_tensor *positions,
+                                                  attn_tensor *out);
+
+/* --- LlamaDecoderLayer: input_layernorm.weight [E], self_attn.* (LlamaAttention),
+ * post_attention_layernorm.weight [E], mlp.* (LlamaMLP):
+ *   h = x + self_attn(input_layernorm(x));  out = h + mlp(post_attention_layernorm(h))
+ * Arguments as attn_llama_attention_forward's; also reads intermediate_size, rms_norm_eps,
+ * mlp_bias.  attn_module_init: linear weights and biases U(-1/sqrt(in), 1/sqrt(in)) (nn.Linear),
+ * norm weights 1. */
+ATTN_API attn_status attn_llama_layer_create(attn_ctx *ctx, const attn_llm_config *cfg,
+                                             attn_module **out /* OUT */);
+ATTN_API attn_status attn_llama_layer_forward(attn_ctx *ctx, const attn_module *m,
+                                              const attn_tensor *x,
+                                              const attn_tensor *positions, attn_tensor *out);
+
+/* --- The whole model ---------------------------------------------------------------------
+ * attn_llm_load_hf reads a Hugging Face model folder as it is:
+ *   config.json        architectures ["LlamaForCausalLM"] and/or model_type "llama" (others
+ *                      refused by name); hidden_size, intermediate_size, num_hidden_layers,
+ *                      num_attention_heads, vocab_size, max_position_embeddings (required);
+ *                      num_key_value_heads (default H), head_dim (default E / H),
+ *                      rms_norm_eps (1e-6), rope_theta (1e4), tie_word_embeddings (false),
+ *                      attention_bias, mlp_bias (false), hidden_act (only "silu").  RoPE
+ *                      scaling: rope_scaling null, or rope_scaling / rope_parameters of
+ *                      rope_type "default" (rope_theta may be inside); other types ("llama3",
+ *                      "linear", "dynamic", "yarn", "longrope", ...) and a partial_rotary_factor
+ *                      other than 1 are refused by name (ATTN_E_UNSUPPORTED).
+ *   model.safetensors  HF names: model.embed_tokens.weight [V, E], model.layers.N.self_attn.
+ *                      {q,k,v,o}_proj.weight, .mlp.{gate,up,down}_proj.weight,
+ *                      .input_layernorm.weight, .post_attention_layernorm.weight,
+ *                      model.norm.weight, lm_head.weight [V, E] unless tied (ignored if present
+ *                      when tied); biases as configured.  Any float dtype, converted to F32;
+ *                      other tensors (rotary_emb.inv_freq, ...) ignored.  Sharded checkpoints
+ *                      (model.safetensors.index.json) are not read yet.
+ * Every size is checked before anything is sized from it (num_hidden_layers <=
+ * ATTN_LIMIT_LAYERS, vocab_size <= ATTN_LIMIT_VOCAB, the others <= 2^24, H divisible by Hkv,
+ * E by H (as LlamaConfig requires), D even) and every tensor against the config, with messages
+ * naming the field or the tensor: ATTN_E_FORMAT for a missing or mistyped field or bad JSON,
+ * ATTN_E_INVALID for a value out of range or inconsistent with the others, ATTN_E_UNSUPPORTED
+ * for a model or option attn does not run (or a count over a limit), ATTN_E_NOT_FOUND for a
+ * missing file or tensor, ATTN_E_SHAPE for a tensor of another shape, ATTN_E_NONFINITE for a
+ * NaN or infinite weight unless ATTN_CTX_NO_FINITE_CHECK.  Memory: the F32 weights (4 bytes a
+ * parameter), allocated once every tensor has been found with its shape, while the file is
+ * held in memory (read whole, at most ATTN_LIMIT_FILE_BYTES).  A loaded attn_llm is read-only:
+ * contexts on several threads may use it at once (each its own sessions). */
+typedef struct attn_llm attn_llm;
+
+ATTN_API attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out /* OUT */);
+ATTN_API void attn_llm_free(attn_llm *m);
+/* The configuration the model runs (head_dim and num_kv_heads resolved). */
+ATTN_API attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info /* OUT */);
+
+/* Full-sequence forward, causal, no cache: ids [B, T] row-major (B sequences of T tokens, no
+ * padding; each id in [0, V)), positions 0 .. T-1 in each, T <= max_position_embeddings ->
+ * logits [B, T, V] row-major.  Same bits for any thread count; the batch rows are independent
+ * (a sequence gives the same logits alone or in a batch). */
+ATTN_API attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
+                                      int64_t B, int64_t T, float *logits);
+
+/* --- Generation: one sequence with a KV cache ------------------------------------------------
+ * A session holds the keys and values of every token it has seen, per layer and kv head
+ * ([layers][Hkv][capacity][D], F32 or BF16: 2 * layers * Hkv * capacity * D values, allocated
+ * once here with ctx's allocator), and its position count pos (the next token's position).
+ *   prefill: n tokens in one batched pass (the GEMMs see n rows), their keys and values appended;
+ *            callable again to append more (the new tokens attend to all before them); writes the
+ *            logits of the last one (NULL: not wanted).
+ *   decode:  one token, attending to the cache (on the split-KV decode kernel from 32 cached
+ *            tokens on), its logits.
+ * Results: prefill of a whole sequence then decode of further tokens give the logits of
+ * attn_llm_forward on the whole sequence, up to float rounding (the attention summed in other
+ * orders): measured within 1.2e-6 of max|logit| on the tiny models (F32 cache).  A BF16 cache
+ * rounds keys, values and the queries to bfloat16 in the attention (attn_sdpa's bf16
+ * numerics): half the memory and traffic; logits within 1.1e-2 of max|logit| on the tiny
+ * models, 2.6e-3 on a SmolLM2-shaped one (docs/llm.md).
+ * Context full: a prefill or decode that would take pos past the capacity returns
+ * ATTN_E_OVERFLOW ("context full ...": the one meaning of that status for these two calls) and
+ * changes nothing; the session stays usable (reset it, or stop).  Any failure leaves pos as
+ * it was.  A session belongs to its model (which must outlive it) and is used by one thread at a
+ * time. */
+typedef struct attn_llm_session attn_llm_session;
+
+/* capacity in [1, max_position_embeddings]; cache_dtype ATTN_F32 or ATTN_BF16. */
+ATTN_API attn_status attn_llm_session_create(attn_ctx *ctx, const attn_llm *m, int64_t capacity,
+                                             attn_dtype cache_dtype,
+                                             attn_llm_session **out /* OUT */);
+ATTN_API void attn_llm_session_free(attn_llm_session *s);
+/* Forgets every token (pos = 0); the cache memory is kept. */
+ATTN_API void attn_llm_session_reset(attn_llm_session *s);
+/* Tokens in the cache (0 for NULL). */
+ATTN_API int64_t attn_llm_session_pos(const attn_llm_session *s);
+ATTN_API int64_t attn_llm_session_capacity(const attn_llm_session *s);
+/* ids [n], n >= 1; logits_last [V] or NULL. */
+ATTN_API attn_status attn_llm_session_prefill(attn_ctx *ctx, attn_llm_session *s,
+                                              const int32_t *ids, int64_t n,
+                                              float *logits_last);
+/* logits [V]. */
+ATTN_API attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s, int32_t id,
+                                             float *logits);
+
+/* --- Sampling ----------------------------------------------------------------------------
+ * attn_llm_sample picks the next token from logits [vocab] with HF's logits processors, in
+ * HF's order (generate with do_sample):
+ *   1. repetition_penalty (RepetitionPenaltyLogitsProcessor), when != 1: for every id that occurs
+ *      in history, a logit l becomes l * penalty if l < 0, else l / penalty;
+ *   2. temperature == 0: greedy, the largest logit (the lowest id among equal ones); no random
+ *      draw, *step unchanged.  Otherwise l / temperature (TemperatureLogitsWarper);
+ *   3. top_k > 0 (TopKLogitsWarper): keeps the logits >= the k-th largest (ties at the edge all
+ *      kept);
+ *   4. top_p < 1 (TopPLogitsWarper): in ascending order of the logits, removes the tokens whose
+ *      cumulative probability is <= 1 - top_p, always keeping the largest;
+ *   5. min_p > 0 (MinPLogitsWarper): removes the tokens whose probability is < min_p times the
+ *      largest probability;
+ *   6. a draw from the softmax of what is left: u = the next uniform in [0, 1) of the Philox
+ *      stream (key seed, counter *step; 53 bits of one Philox-4x32-10 block), then the first
+ *      token, in order of decreasing logit (increasing id among equal ones), at which the
+ *      running probability sum passes u.  *step then advances by one.
+ * Probabilities in double.  Equal logits are ordered by id everywhere, so the result depends
+ * only on the arguments: the same seed and step give the same token on every machine and thread
+ * count (it runs on the calling thread alone).  HF's defaults differ (GenerationConfig has
+ * top_k 50); HF draws with torch.multinomial, so sampled tokens are not HF's tokens, only their
+ * distribution is.  logits may hold -inf (never chosen) but not NaN or +inf, and not only -inf
+ * (ATTN_E_NONFINITE); history ids outside [0, vocab) are ignored (as HF's clamp). */
+typedef struct attn_llm_sampler {
+    float temperature;        /* 0 = greedy; > 0 */
+    int64_t top_k;            /* 0 = off */
+    float top_p;              /* in (0, 1]; 1 = off */
+    float min_p;              /* in [0, 1]; 0 = off */
+    float repetition_penalty; /* > 0; 1 = off */
+    uint64_t seed;            /* Philox key of the draws */
+} attn_llm_sampler;
+
+/* temperature 1, top_k 0, top_p 1, min_p 0, repetition_penalty 1, seed 0: plain sampling. */
+ATTN_API attn_llm_sampler attn_llm_sampler_defaults(void);
+/* history [n_hist] (may be NULL when n_hist is 0): the ids the repetition penalty sees (HF: the
+ * prompt and what was generated).  step: the stream position, advanced by each draw (start at
+ * 0; NULL only for greedy). */
+ATTN_API attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg,
+                                     const float *logits, int64_t vocab, const int32_t *history,
+                                     int64_t n_hist, uint64_t *step, int32_t *out_id /* OUT */);
 
 /* ============================================================================================
  * Chat formatting (src/text/chat.c)

@@ -69,6 +69,21 @@ typedef void (*attn__ln_dx_fn)(const float *x, int64_t ldx, const float *w, cons
 typedef int (*attn__act_bwd_fn)(attn_activation act, const float *x, const float *dy, float *dx,
                                 int64_t n);
 
+/* RMSNorm rows (HF LlamaRMSNorm), y [M, E] (row stride ldy) from x [M, E] (row stride ldx; y
+ * may be x):
+ *   ss = sum of x[e] * x[e] (each square rounded: no fused multiply-add), element e into lane
+ *        e % ATTN__RMS_LANES of float partial sums in increasing e, the lanes then folded as
+ *        s[j] += s[j + h] for h = 8, 4, 2, 1
+ *   ms = ss / E (float);  r = 1 / sqrt(ms + eps): ms + eps in float, the root and the quotient
+ *        in double, rounded to float
+ *   y[e] = w[e] * (x[e] * r)   (w NULL: x[e] * r; each product rounded)
+ * The plain C version is the definition; the AVX-512 one performs the same operations on one
+ * vector of lanes: bit-identical.  A row whose squares overflow gives r = 0 (zeros, or NaN for
+ * an infinite x), as the float formula in PyTorch does. */
+#define ATTN__RMS_LANES 16
+typedef void (*attn__rms_norm_fn)(const float *x, int64_t ldx, const float *w, float eps,
+                                  float *y, int64_t ldy, int64_t M, int64_t E);
+
 typedef struct attn__ew_kernel {
     attn__add_ln_fn add_ln;
     attn__bias_gelu_fn bias_gelu;
@@ -78,6 +93,7 @@ typedef struct attn__ew_kernel {
     attn__ln_dwdb_fn ln_dwdb;
     attn__ln_dx_fn ln_dx;
     attn__act_bwd_fn act_bwd;
+    attn__rms_norm_fn rms_norm; /* NULL: the plain C one */
 } attn__ew_kernel;
 
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_ref(void);
@@ -157,5 +173,11 @@ ATTN__HIDDEN void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64
  * be the same): each thread copies its rows of x into y, then normalises them. */
 ATTN__HIDDEN void attn__layer_norm_rows(attn_ctx *ctx, const float *x, float *y, const float *w,
                                         const float *lb, float eps, int64_t M, int64_t E);
+/* RMSNorm of M rows (rms_norm above) over the context's threads; y may be x. */
+ATTN__HIDDEN void attn__rms_norm(attn_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                                 float eps, float *y, int64_t ldy, int64_t M, int64_t E);
+/* The plain C row kernel (the definition; tests compare the others with it). */
+ATTN__HIDDEN void attn__rms_norm_c(const float *x, int64_t ldx, const float *w, float eps,
+                                   float *y, int64_t ldy, int64_t M, int64_t E);
 
 #endif

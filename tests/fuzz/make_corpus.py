@@ -10,6 +10,7 @@
                                           also with uncompressed scanlines in IDAT)
     corpus_gguf/        fuzz_gguf        (tests/fixtures/gguf's files, every tensor type,
                                           string arrays, a nested array)
+    corpus_llm_config/  fuzz_llm_config  (config.json of tests/fixtures/llama_tiny, variants)
 
 Run from tests/fuzz: python3 make_corpus.py [ATTN]; with ATTN (the attn program, e.g.
 ../../build/attn) the checkpoints are made again, else they are left as they are.  The files
@@ -93,6 +94,22 @@ m = [{"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
 put(H, "max_pooling", json.dumps(c, indent=1), json.dumps(m),
     json.dumps({"pooling_mode_max_tokens": True, "pooling_mode_mean_sqrt_len_tokens": False}),
     '{"max_seq_length": 200}')
+
+# ---- fuzz_llm_config: llama_tiny's config.json and variants that still load ----------------
+with open(os.path.join("..", "fixtures", "llama_tiny", "config.json"), "rb") as f:
+    lcfg = f.read()
+L = "corpus_llm_config"
+put(L, "fixture", lcfg)
+c = json.loads(lcfg)
+c.pop("rope_parameters")
+c.update(rope_theta=10000.0, rope_scaling=None, head_dim=None, max_position_embeddings=2)
+put(L, "old_style", json.dumps(c, indent=1))
+c = {k: v for k, v in json.loads(lcfg).items()
+     if k in ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
+              "num_attention_heads", "num_key_value_heads", "vocab_size",
+              "max_position_embeddings", "tie_word_embeddings")}
+c["rope_scaling"] = {"type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 1.0}
+put(L, "minimal", json.dumps(c))
 
 # ---- fuzz_tokenizer: vocabularies, settings and texts, hostile UTF-8 among them -------------
 vocab, tok = fixture("vocab.txt"), fixture("tokenizer_config.json")
