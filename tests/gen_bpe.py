@@ -24,7 +24,8 @@ tests/fixtures/bpe/, from the Hugging Face tokenizers library:
                       and a hash of the ends per text and pre-tokenizer
   smollm2_expected.txt  the same for the real SmolLM2-135M-Instruct vocabulary, from its GGUF
                       (--gguf PATH, or left as it is): only ids are committed, test_bpe.c reads
-                      the vocabulary from the GGUF file when ATTN_SMOLLM2_GGUF names it
+                      the vocabulary from the GGUF file (attn_gguf_*) when ATTN_SMOLLM2_GGUF
+                      names it
 
 The tokenizers:
   gpt2     ByteLevel pre-tokenizer (GPT-2's regex); <|endoftext|> special and normalized (as

@@ -886,78 +886,52 @@ static void test_allocator(const corpus *c) {
 }
 
 /* ---- SmolLM2-135M-Instruct ------------------------------------------------------------------
- * TODO: read the vocabulary with the library's GGUF reader once it lands (issue 12, part 1);
- * until then a minimal walker of the metadata, enough for this file. */
-typedef struct gg {
-    FILE *f;
-    int ok;
-} gg;
-static uint64_t gg_u(gg *g, int bytes) {
-    unsigned char b[8] = {0};
-    if (fread(b, 1, (size_t)bytes, g->f) != (size_t)bytes) g->ok = 0;
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--) v = v << 8 | b[i];
-    return v;
-}
-static char *gg_str(gg *g) {
-    uint64_t n = gg_u(g, 8);
-    if (!g->ok || n > (1u << 20)) {
-        g->ok = 0;
-        return NULL;
-    }
-    char *s = malloc(n + 1);
-    if (fread(s, 1, n, g->f) != n) g->ok = 0;
-    s[n] = 0;
-    return s;
-}
-static const int gg_size[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-static void gg_skip(gg *g, uint32_t type) {
-    if (type == 8) free(gg_str(g));
-    else if (type < 13 && gg_size[type]) fseek(g->f, gg_size[type], SEEK_CUR);
-    else g->ok = 0;
+ * The tokenizer arrays of its GGUF file, read with the library's GGUF reader, as a C string
+ * each. */
+static char *gguf_strdup(const char *s, size_t n) {
+    char *c = malloc(n + 1);
+    memcpy(c, s, n);
+    c[n] = 0;
+    return c;
 }
 
-static int gguf_vocab(const char *path, arrays *a) {
+static int gguf_vocab(attn_ctx *ctx, const char *path, arrays *a) {
     memset(a, 0, sizeof *a);
-    gg g = {fopen(path, "rb"), 1};
-    if (!g.f) return 0;
-    char magic[4];
-    if (fread(magic, 1, 4, g.f) != 4 || memcmp(magic, "GGUF", 4)) g.ok = 0;
-    gg_u(&g, 4), gg_u(&g, 8);
-    uint64_t nkv = gg_u(&g, 8);
-    for (uint64_t k = 0; k < nkv && g.ok; k++) {
-        char *key = gg_str(&g);
-        uint32_t type = (uint32_t)gg_u(&g, 4);
-        if (!g.ok) break;
-        int want_tok = !strcmp(key, "tokenizer.ggml.tokens");
-        int want_type = !strcmp(key, "tokenizer.ggml.token_type");
-        int want_merge = !strcmp(key, "tokenizer.ggml.merges");
-        if (type == 9) {
-            uint32_t et = (uint32_t)gg_u(&g, 4);
-            uint64_t n = gg_u(&g, 8);
-            if (!g.ok || n > (1u << 24)) break;
-            if (want_tok || want_merge) {
-                char **s = malloc(sizeof *s * (n + 1));
-                for (uint64_t i = 0; i < n && g.ok; i++) s[i] = gg_str(&g);
-                if (want_tok) a->tok = s, a->n = (int64_t)n;
-                else a->merge = s, a->nm = (int64_t)n;
-            } else if (want_type && et == 5) {
-                a->type = malloc(sizeof *a->type * (n + 1));
-                for (uint64_t i = 0; i < n; i++) a->type[i] = (int32_t)gg_u(&g, 4);
-            } else {
-                for (uint64_t i = 0; i < n && g.ok; i++) gg_skip(&g, et);
-            }
-        } else if (type == 8 && !strcmp(key, "tokenizer.ggml.pre")) {
-            char *s = gg_str(&g);
-            if (s) snprintf(a->pre, sizeof a->pre, "%s", s);
-            free(s);
-        } else {
-            gg_skip(&g, type);
+    attn_gguf *g = NULL;
+    if (!TU_STATUS(attn_gguf_open(ctx, path, &g), ATTN_OK, ctx)) return 0;
+    int et, ok = 1;
+    uint64_t n = 0, nm = 0, nt = 0;
+    ok &= attn_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, NULL) == ATTN_OK &&
+          et == ATTN_GGUF_STRING;
+    ok &= attn_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &nt, NULL) == ATTN_OK &&
+          nt == n;
+    ok &= attn_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &nm, NULL) == ATTN_OK &&
+          et == ATTN_GGUF_STRING;
+    ok &= attn_gguf_get_str_copy(g, "tokenizer.ggml.pre", a->pre, sizeof a->pre, NULL) ==
+          ATTN_OK;
+    if (ok) {
+        a->tok = calloc(n + 1, sizeof *a->tok);
+        a->type = calloc(n + 1, sizeof *a->type);
+        a->merge = calloc(nm + 1, sizeof *a->merge);
+        for (uint64_t i = 0; i < n && ok; i++) {
+            const char *s;
+            size_t len;
+            int64_t v;
+            ok = attn_gguf_arr_str(g, "tokenizer.ggml.tokens", i, &s, &len) == ATTN_OK &&
+                 attn_gguf_arr_int(g, "tokenizer.ggml.token_type", i, INT32_MIN, INT32_MAX,
+                                   &v) == ATTN_OK;
+            if (ok) a->tok[a->n++] = gguf_strdup(s, len), a->type[i] = (int32_t)v;
         }
-        free(key);
+        for (uint64_t i = 0; i < nm && ok; i++) {
+            const char *s;
+            size_t len;
+            ok = attn_gguf_arr_str(g, "tokenizer.ggml.merges", i, &s, &len) == ATTN_OK;
+            if (ok) a->merge[a->nm++] = gguf_strdup(s, len);
+        }
     }
-    fclose(g.f);
-    return g.ok && a->n > 0 && a->type && a->pre[0];
+    TU_CHECK(ok, "%s: the tokenizer arrays: %s", path, attn_ctx_errmsg(ctx));
+    attn_gguf_free(g);
+    return ok && a->n > 0;
 }
 
 static void test_smollm2(attn_ctx *ctx, const corpus *c) {
@@ -968,8 +942,7 @@ static void test_smollm2(attn_ctx *ctx, const corpus *c) {
         return;
     }
     arrays a;
-    if (!gguf_vocab(path, &a)) {
-        TU_CHECK(0, "%s: cannot read the tokenizer arrays", path);
+    if (!gguf_vocab(ctx, path, &a)) {
         free_arrays(&a);
         return;
     }

@@ -8,6 +8,9 @@
     corpus_checkpoint/  fuzz_checkpoint  (checkpoints made by `attn train ... --steps 2`)
     corpus_imgdata/     fuzz_imgdata     (IDX images [SEP labels], raw or gzipped; PGM; PNG,
                                           also with uncompressed scanlines in IDAT)
+    corpus_gguf/        fuzz_gguf        (tests/fixtures/gguf's files, every tensor type,
+                                          string arrays, a nested array)
+    corpus_llm_config/  fuzz_llm_config  (config.json of tests/fixtures/llama_tiny, variants)
     corpus_bpe/         fuzz_bpe         (tokenizer.json or token/merge arrays, SEP, a text;
                                           the tokenizers of tests/fixtures/bpe among them)
 
@@ -94,6 +97,22 @@ put(H, "max_pooling", json.dumps(c, indent=1), json.dumps(m),
     json.dumps({"pooling_mode_max_tokens": True, "pooling_mode_mean_sqrt_len_tokens": False}),
     '{"max_seq_length": 200}')
 
+# ---- fuzz_llm_config: llama_tiny's config.json and variants that still load ----------------
+with open(os.path.join("..", "fixtures", "llama_tiny", "config.json"), "rb") as f:
+    lcfg = f.read()
+L = "corpus_llm_config"
+put(L, "fixture", lcfg)
+c = json.loads(lcfg)
+c.pop("rope_parameters")
+c.update(rope_theta=10000.0, rope_scaling=None, head_dim=None, max_position_embeddings=2)
+put(L, "old_style", json.dumps(c, indent=1))
+c = {k: v for k, v in json.loads(lcfg).items()
+     if k in ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
+              "num_attention_heads", "num_key_value_heads", "vocab_size",
+              "max_position_embeddings", "tie_word_embeddings")}
+c["rope_scaling"] = {"type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 1.0}
+put(L, "minimal", json.dumps(c))
+
 # ---- fuzz_tokenizer: vocabularies, settings and texts, hostile UTF-8 among them -------------
 vocab, tok = fixture("vocab.txt"), fixture("tokenizer_config.json")
 T = "corpus_tokenizer"
@@ -175,6 +194,54 @@ for raw in (False, True):
                                 raw_idat=raw))
     put(I, "png_gray1" + sfx, png(10, 5, 1, 0, [bytes([0xa5 ^ y, 0x80]) for y in range(5)],
                                   raw_idat=raw))
+
+# ---- fuzz_gguf: the GGUF fixtures (tests/gen_gguf.py) and a few files made here ------------
+G = "corpus_gguf"
+os.makedirs(G, exist_ok=True)
+GGUF_FIX = os.path.join("..", "fixtures", "gguf")
+for name in sorted(os.listdir(GGUF_FIX)):
+    if name.endswith(".gguf"):
+        shutil.copy(os.path.join(GGUF_FIX, name), os.path.join(G, name))
+
+
+def gguf_str(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_file(kvs, tensors, align=32, version=3):
+    """kvs: encoded entries; tensors: (name, ne list, GGML type, raw bytes), packed in order."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)) + b"".join(kvs)
+    data, off = b"", []
+    for name, ne, qtype, raw in tensors:
+        data += b"\0" * (-len(data) % align)
+        off.append(len(data))
+        data += raw
+    for (name, ne, qtype, raw), o in zip(tensors, off):
+        out += gguf_str(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+        out += struct.pack("<IQ", qtype, o)
+    return out + b"\0" * (-len(out) % align) + data
+
+
+# one tensor of every type attn reads: (type, block elements, block bytes)
+QTYPES = [(0, 1, 4), (1, 1, 2), (2, 32, 18), (3, 32, 20), (6, 32, 22), (7, 32, 24), (8, 32, 34),
+          (10, 256, 84), (11, 256, 110), (12, 256, 144), (13, 256, 176), (14, 256, 210),
+          (15, 256, 292), (30, 1, 2)]
+with open(os.path.join(G, "every_qtype.gguf"), "wb") as f:
+    f.write(gguf_file([gguf_str("general.alignment") + struct.pack("<II", 4, 16)],
+                      [("t%d" % t, [e, 2], t, bytes(i % 251 for i in range(2 * b)))
+                       for t, e, b in QTYPES],
+                      align=16))
+with open(os.path.join(G, "nested_array.gguf"), "wb") as f:  # refused: arrays of arrays
+    f.write(gguf_file([gguf_str("a") + struct.pack("<IIQIQ", 9, 9, 1, 4, 2) + b"\1\0\0\0\2\0\0\0"],
+                      []))
+with open(os.path.join(G, "strings.gguf"), "wb") as f:
+    f.write(gguf_file([gguf_str("general.alignment") + struct.pack("<II", 4, 1),
+                       gguf_str("s") + struct.pack("<I", 8) + gguf_str("x" * 20),
+                       gguf_str("v") + struct.pack("<IIQ", 9, 8, 3) + gguf_str("") +
+                       gguf_str("\u00e9") + gguf_str(b"a\0b"),
+                       gguf_str("b") + struct.pack("<IIQ", 9, 7, 2) + b"\1\0"],
+                      [("e", [0, 3], 0, b"")], align=1, version=2))
 
 # ---- fuzz_bpe: tokenizer.json files (the test fixtures, a minimal one, broken ones) and token
 # arrays, each with a text ------------------------------------------------------------------
