@@ -11,6 +11,11 @@
 int attn_cmd_eval(int argc, char **argv);        /* cli/eval_cmd.c */
 int attn_cmd_walkthrough(int argc, char **argv); /* cli/walkthrough.c */
 int attn_cmd_info(int argc, char **argv);        /* cli/eval_cmd.c: list a safetensors file */
+/* cli/info_gguf.c: attn info on a GGUF file.  is_gguf: 1 when path is a regular file starting
+ * with the magic "GGUF" (never blocks: a FIFO is not read); info_gguf prints the listing, or
+ * the error to stderr, and returns the exit status. */
+int attn_cli_is_gguf(const char *path);
+int attn_cli_info_gguf(attn_ctx *ctx, const char *path);
 int attn_cmd_train(int argc, char **argv);       /* cli/train_cmd.c */
 int attn_cmd_translate(int argc, char **argv);   /* cli/train_cmd.c */
 int attn_cmd_heatmap(int argc, char **argv);     /* cli/train_cmd.c */

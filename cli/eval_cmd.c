@@ -1,4 +1,5 @@
-/* attn eval and attn info: the command-line faces of attn_eval and the safetensors reader. */
+/* attn eval and attn info: the command-line faces of attn_eval and the safetensors reader
+ * (attn info on GGUF files: cli/info_gguf.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,17 +107,27 @@ int attn_cmd_info(int argc, char **argv) {
     int npos;
     const attn_cli_opt opts[] = {ATTN_OPT_END};
     const attn_cli_spec spec = {
-        "info", "attn info FILE.safetensors",
+        "info", "attn info FILE.safetensors\nattn info FILE.gguf",
         "Prints the file's metadata and each tensor's name, dtype and shape.  FILE '-' reads\n"
-        "standard input.  Bytes of names and metadata below 0x20, 0x7f and invalid UTF-8 are\n"
-        "shown as \\xNN.",
-        opts, NULL, "attn info tests/fixtures/bert_tiny/model.safetensors"};
+        "a safetensors file from standard input.  A file starting with the magic 'GGUF' is\n"
+        "listed as GGUF: version, alignment, metadata (arrays as their type, length and first\n"
+        "elements; long strings cut), tensors with their GGML type, dims in GGUF order (ne[0]\n"
+        "first: the row-major shape reversed) and bytes, and the count of each type.  Bytes of\n"
+        "names and metadata below 0x20, 0x7f and invalid UTF-8 are shown as \\xNN.",
+        opts, NULL,
+        "attn info tests/fixtures/bert_tiny/model.safetensors\n"
+        "attn info tests/fixtures/gguf/all_types_v3.gguf"};
     int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
     if (npos != 1) return attn_cli_usage_error(&spec, npos ? "one file at a time" : "no file");
     const char *path = argv[1];
     attn_ctx *ctx = NULL;
     if (attn_cli_ctx("info", 1, 0, &ctx)) return 1;
+    if (attn_cli_is_gguf(path)) {
+        int rc = attn_cli_info_gguf(ctx, path);
+        attn_ctx_free(ctx);
+        return rc;
+    }
     attn_st *st = NULL;
     if (!read_st("info", ctx, path, &st)) {
         attn_ctx_free(ctx);

@@ -15,7 +15,7 @@ static const cmd cmds[] = {
     {"eval", attn_cmd_eval, "run the op described by a safetensors file, write its outputs"},
     {"demo", attn_cmd_demo, "train a date translator in minutes, translate, draw its attention"},
     {"walkthrough", attn_cmd_walkthrough, "a guided tour of attention, step by step"},
-    {"info", attn_cmd_info, "list a safetensors file: metadata, tensor names, dtypes, shapes"},
+    {"info", attn_cmd_info, "list a safetensors or GGUF file: metadata, tensors, types, shapes"},
     {"train", attn_cmd_train,
      "train a model from scratch: dates (to ISO), charlm (GPT), vit (Fashion-MNIST)"},
     {"translate", attn_cmd_translate, "translate dates with a trained model"},

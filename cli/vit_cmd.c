@@ -406,9 +406,9 @@ static const char *const log_names[LOG_COLS] = {
     "elapsed_s"};
 
 typedef struct train_opts {
-    const char *data, *out;
+    const char *data, *out, *save_init;
     long long patch, layers, dim, heads, ffn, epochs, batch, warmup, seed, limit, test_limit,
-        threads, stop_after, pad;
+        threads, stop_after, pad, eval_batch;
     double lr, wd, dropout, clip, smoothing;
     int dtype, resume, quiet, json, no_augment;
 } train_opts;
@@ -606,8 +606,8 @@ static attn_status write_svg(attn_ctx *ctx, const char *path, const run_log *lg,
 int attn_cmd_vit_train(int argc, char **argv) {
     const char *cmd = "train vit";
     /* the defaults: about 8 minutes on 2 threads of the Xeon this was written on (README) */
-    train_opts o = {VIT_DEFAULT_DATA, "vit-model", 7, 4, 96, 4, 192, 20, 128, 200, 1, 0, 0, 0,
-                    0, 1, 2e-3, 0.05, 0.0, 1.0, 0.0, 1, 0, 0, 0, 0};
+    train_opts o = {VIT_DEFAULT_DATA, "vit-model", NULL, 7, 4, 96, 4, 192, 20, 128, 200, 1, 0, 0, 0,
+                    0, 1, 256, 2e-3, 0.05, 0.0, 1.0, 0.0, 1, 0, 0, 0, 0};
     int npos;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("data", 0, &o.data, "DIR",
@@ -648,6 +648,13 @@ int attn_cmd_vit_train(int argc, char **argv) {
                      "use only the first N training images (default 0: all)"),
         ATTN_OPT_INT("test-limit", 0, &o.test_limit, 0, 1LL << 40, "N",
                      "test on the first N test images only (default 0: all)"),
+        ATTN_OPT_STR("save-init", 0, &o.save_init, "FILE",
+                     "also write the initial weights (before the first step)\n"
+                     "to FILE, as model.safetensors (for a twin in another\n"
+                     "framework)"),
+        ATTN_OPT_INT("eval-batch", 0, &o.eval_batch, 1, 65536, "N",
+                     "images per forward pass of the test (default 256; the\n"
+                     "results do not depend on it)"),
         ATTN_OPT_CHOICE("dtype", 0, &o.dtype, "f32|bf16", "T",
                         "bf16 (default): mixed precision, the linear layers'\n"
                         "products on bfloat16 operands with float sums (fast\n"
@@ -680,6 +687,8 @@ int attn_cmd_vit_train(int argc, char **argv) {
     int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
     if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (o.save_init && o.resume)
+        return attn_cli_usage_error(&spec, "--save-init is for a new run, not with --resume");
     if (o.dim % o.heads != 0)
         return attn_cli_usage_error(&spec, "--heads %lld must divide --dim %lld", o.heads, o.dim);
 
@@ -733,7 +742,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
     setting set[MAX_SETTINGS];
     int nset = settings(&o, &tr, set);
     const int64_t n = tr.n, B = o.batch < n ? o.batch : n, spe = (n + B - 1) / B,
-                  total = spe * o.epochs, EB = 500;
+                  total = spe * o.epochs, EB = o.eval_batch;
     if (!(x = malloc((size_t)((B > EB ? B : EB) * R * R) * sizeof(float))) ||
         !(lg = malloc((size_t)((B > EB ? B : EB) * K) * sizeof(float))) ||
         !(dlg = malloc((size_t)(B * K) * sizeof(float))) ||
@@ -812,6 +821,9 @@ int attn_cmd_vit_train(int argc, char **argv) {
         attn_st_free(rs);
         rs = NULL;
     }
+
+    if (o.save_init && !o.resume && (st = save_model(ctx, m, &vm, o.save_init)) != ATTN_OK)
+        goto fail;
 
     int tty = !o.quiet && isatty(2);
     if (!o.quiet) {

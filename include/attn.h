@@ -1069,7 +1069,7 @@ ATTN_API attn_status attn_simple_self_attention_backward(attn_ctx *ctx, const at
 /* Scaled dot-product attention backward: dq [B,H,L,D], dk [B,Hkv,S,D], dv [B,Hkv,S,Dv] (GQA
  * heads summed), dmask (ATTN_MASK_ADD masks only; the mask's shape, broadcast dimensions
  * summed) — each may be NULL.  Same q, k, v, mask and options (incl. dropout seed/offset) as
- * the forward.  Overflow (see attn_sdpa) is ATTN_E_NONFINITE: from 64 x 64 up the rows of the
+ * the forward.  Overflow (see attn_sdpa) is ATTN_E_NONFINITE: from 12 x 12 up the rows of the
  * forward are checked as attn_sdpa checks them; below, a gradient row that comes out NaN or
  * infinite is (a row all of whose scores overflow to -inf counts as fully masked there: zero
  * gradients). */
@@ -1080,7 +1080,7 @@ ATTN_API attn_status attn_sdpa_backward(attn_ctx *ctx, const attn_tensor *q,
                                         attn_tensor *dk, attn_tensor *dv, attn_tensor *dmask);
 /* As attn_sdpa_backward, starting from the forward's saved results instead of recomputing
  * them (as FlashAttention's backward does): out [B, H, L, Dv] and lse [B, H, L] exactly as
- * attn_sdpa wrote them for the same q, k, v, mask and options.  From 64 x 64 up this skips a
+ * attn_sdpa wrote them for the same q, k, v, mask and options.  From 12 x 12 up this skips a
  * whole forward pass (about 30% of the backward's time); the gradients agree with
  * attn_sdpa_backward's to rounding (the same bits when the forward ran the fused kernels).
  * A saved lse of -inf on a row that has visible keys (a forward that lost the row to
@@ -1494,13 +1494,514 @@ ATTN_API attn_status attn_qlinear(attn_ctx *ctx, int type, const void *w, size_t
  * GGUF files (issue 12, part 1)
  * ========================================================================================== */
 
-/* (GGUF reader) */
+/* GGUF is llama.cpp's model file: a header, typed key-value metadata, tensor descriptions,
+ * then the tensor data (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md).  attn reads
+ * versions 2 and 3 of little-endian files; version 1 and big-endian files are refused with
+ * ATTN_E_UNSUPPORTED.  Every count, length, type, dimension and offset is checked against the
+ * file before it is used: a truncated, inconsistent or hostile file gives ATTN_E_FORMAT (a
+ * valid thing attn does not read, such as a tensor type outside attn_qtype or an array of
+ * arrays, ATTN_E_UNSUPPORTED) and a message naming the key or tensor and the byte offset,
+ * never an out-of-bounds read, a hang or an allocation larger than a small multiple of the
+ * file.  What is checked and the limits: docs/gguf.md.
+ *
+ * Metadata: keys and tensor names are NUL-terminated copies (one holding a NUL byte is
+ * refused); duplicate keys and tensor names are refused; string values are pointers into the
+ * file with a length, NOT NUL-terminated (use attn_gguf_get_str_copy for a C string), and
+ * their UTF-8 is not checked.  BOOL values must be 0 or 1.  Arrays hold scalars or strings;
+ * arrays of arrays are refused (ATTN_E_UNSUPPORTED), so values nest one level at most.
+ *
+ * Tensors: dims are given in both orders.  ne[] is GGUF's (and GGML's) order: ne[0] is the
+ * contiguous, fastest-varying dimension.  shape[] is the same dims reversed, the row-major
+ * (PyTorch) shape: token_embd.weight with ne = {576, 49152} is a [49152, 576] matrix, 49152
+ * rows of 576.  Rows along ne[0] are stored as ne[0] / block_elems blocks (attn_qtype_block).
+ * A dimension may be 0 (an empty tensor: no bytes, never overlaps anything).  Offsets must be
+ * multiples of the file's alignment; tensors may leave gaps but may not overlap. */
+typedef struct attn_gguf attn_gguf;
+
+/* GGUF's metadata value types (the numbers of the file format). */
+typedef enum attn_gguf_type {
+    ATTN_GGUF_UINT8 = 0, ATTN_GGUF_INT8 = 1, ATTN_GGUF_UINT16 = 2, ATTN_GGUF_INT16 = 3,
+    ATTN_GGUF_UINT32 = 4, ATTN_GGUF_INT32 = 5, ATTN_GGUF_FLOAT32 = 6, ATTN_GGUF_BOOL = 7,
+    ATTN_GGUF_STRING = 8, ATTN_GGUF_ARRAY = 9, ATTN_GGUF_UINT64 = 10, ATTN_GGUF_INT64 = 11,
+    ATTN_GGUF_FLOAT64 = 12
+} attn_gguf_type;
+/* "UINT8" ... "FLOAT64", or NULL for another number. */
+ATTN_API const char *attn_gguf_type_name(int type);
+
+#define ATTN_GGUF_MAX_DIMS 4
+#define ATTN_GGUF_DEFAULT_ALIGNMENT 32 /* without general.alignment */
+#define ATTN_GGUF_MAX_ALIGNMENT (1 << 24) /* general.alignment: a UINT32 power of two <= this */
+
+/* One metadata entry. */
+typedef struct attn_gguf_kv {
+    const char *key;  /* NUL-terminated; valid while the attn_gguf lives */
+    int type;         /* attn_gguf_type */
+    int elem_type;    /* ARRAY: the elements' type (never ARRAY); otherwise -1 */
+    uint64_t n;       /* ARRAY: element count; STRING: byte length; otherwise 1 */
+    uint64_t offset;  /* file offset of the entry (its key) */
+    const void *data; /* the value's bytes in the file (little-endian, maybe unaligned): a
+                       * scalar's, a STRING's characters, an array's first element; NULL for
+                       * an array of STRINGs */
+} attn_gguf_kv;
+
+/* One tensor. */
+typedef struct attn_gguf_tensor {
+    const char *name; /* NUL-terminated; valid while the attn_gguf lives */
+    int type;         /* attn_qtype (GGML type number) */
+    int n_dims;       /* 1 to 4 */
+    int64_t ne[ATTN_GGUF_MAX_DIMS];    /* GGUF order, ne[0] contiguous; 1 past n_dims */
+    int64_t shape[ATTN_GGUF_MAX_DIMS]; /* row-major order: shape[k] = ne[n_dims-1-k]; 1 past
+                                        * n_dims */
+    int64_t numel;    /* elements: the product of the dims */
+    size_t nbytes;    /* numel / block_elems * block_bytes */
+    uint64_t offset;  /* as the file says: from the start of the data section */
+    uint64_t file_offset; /* from the start of the file (attn_gguf_data_offset + offset) */
+    const void *data; /* the bytes in the mapping (little-endian blocks; never copied) */
+} attn_gguf_tensor;
+
+/* Opens a GGUF file: a regular file (the checks of attn_st_read_file, bounded by
+ * ATTN_LIMIT_FILE_BYTES), memory-mapped read-only where the system has mmap (else read into
+ * memory): tensor data is never copied, and pages are read as they are touched.  While it is
+ * mapped the file must not be truncated or rewritten (touching pages cut off by a truncation
+ * raises SIGBUS, as for every mapped file).  Errors name the file.  ctx must outlive *out. */
+ATTN_API attn_status attn_gguf_open(attn_ctx *ctx, const char *path, attn_gguf **out /* OUT */);
+/* Reads a GGUF image in memory, WITHOUT copying it: data must stay valid and unchanged until
+ * attn_gguf_free (keys and names are copied; values, strings and tensors point into data).
+ * Tensor pointers are as aligned as data is plus their offsets. */
+ATTN_API attn_status attn_gguf_read_memory(attn_ctx *ctx, const void *data, size_t size,
+                                           attn_gguf **out /* OUT */);
+ATTN_API void attn_gguf_free(attn_gguf *g);
+/* 2 or 3; the alignment (ATTN_GGUF_DEFAULT_ALIGNMENT unless general.alignment says); the file
+ * offset of the data section (the end of the tensor descriptions rounded up to the alignment).
+ * 0 for NULL. */
+ATTN_API uint32_t attn_gguf_version(const attn_gguf *g);
+ATTN_API uint32_t attn_gguf_alignment(const attn_gguf *g);
+ATTN_API uint64_t attn_gguf_data_offset(const attn_gguf *g);
+
+/* Metadata in file order; find is ATTN_E_NOT_FOUND (no message set) when the key is absent. */
+ATTN_API size_t attn_gguf_kv_count(const attn_gguf *g);
+ATTN_API attn_status attn_gguf_kv_at(const attn_gguf *g, size_t i, attn_gguf_kv *kv /* OUT */);
+ATTN_API attn_status attn_gguf_kv_find(const attn_gguf *g, const char *key,
+                                       attn_gguf_kv *kv /* OUT */);
+
+/* Typed values by key.  A missing key is ATTN_E_NOT_FOUND and a value of another type
+ * ATTN_E_FORMAT, both with a message naming the key (errors go to the attn_gguf's context).
+ * get_int takes any of the eight integer types and refuses a value outside [lo, hi]
+ * (ATTN_E_FORMAT; pass INT64_MIN, INT64_MAX for any int64); get_float takes FLOAT32, FLOAT64
+ * and the integer types (as the nearest double); get_bool takes BOOL (*v 0 or 1). */
+ATTN_API attn_status attn_gguf_get_int(const attn_gguf *g, const char *key, int64_t lo,
+                                       int64_t hi, int64_t *v /* OUT */);
+ATTN_API attn_status attn_gguf_get_float(const attn_gguf *g, const char *key,
+                                         double *v /* OUT */);
+ATTN_API attn_status attn_gguf_get_bool(const attn_gguf *g, const char *key, int *v /* OUT */);
+/* A STRING value: *s points into the file, *len bytes, NOT NUL-terminated (may hold NULs). */
+ATTN_API attn_status attn_gguf_get_str(const attn_gguf *g, const char *key,
+                                       const char **s /* OUT */, size_t *len /* OUT */);
+/* The STRING value copied into buf with a NUL after it; *len (may be NULL) gets its length.
+ * ATTN_E_INVALID when cap < length + 1 (buf then holds the first cap - 1 bytes and a NUL). */
+ATTN_API attn_status attn_gguf_get_str_copy(const attn_gguf *g, const char *key, char *buf,
+                                            size_t cap, size_t *len /* OUT */);
+/* An ARRAY: its element type and count, and for numeric and BOOL elements a pointer to them
+ * in the file (n little-endian values back to back, possibly unaligned; NULL for strings).
+ * Any output may be NULL. */
+ATTN_API attn_status attn_gguf_get_arr(const attn_gguf *g, const char *key,
+                                       int *elem_type /* OUT */, uint64_t *n /* OUT */,
+                                       const void **data /* OUT */);
+/* Element i of an ARRAY (i >= n is ATTN_E_INVALID), with the conversions and checks of the
+ * scalar getters: integer elements, floating (or integer) elements, string elements. */
+ATTN_API attn_status attn_gguf_arr_int(const attn_gguf *g, const char *key, uint64_t i,
+                                       int64_t lo, int64_t hi, int64_t *v /* OUT */);
+ATTN_API attn_status attn_gguf_arr_float(const attn_gguf *g, const char *key, uint64_t i,
+                                         double *v /* OUT */);
+ATTN_API attn_status attn_gguf_arr_str(const attn_gguf *g, const char *key, uint64_t i,
+                                       const char **s /* OUT */, size_t *len /* OUT */);
+
+/* Tensors in file order; find is ATTN_E_NOT_FOUND (no message set) when the name is absent. */
+ATTN_API size_t attn_gguf_tensor_count(const attn_gguf *g);
+ATTN_API attn_status attn_gguf_tensor_at(const attn_gguf *g, size_t i,
+                                         attn_gguf_tensor *t /* OUT */);
+ATTN_API attn_status attn_gguf_tensor_find(const attn_gguf *g, const char *name,
+                                           attn_gguf_tensor *t /* OUT */);
 
 /* ============================================================================================
  * Byte-level BPE tokenizer (issue 12, part 4)
+ *
+ * The tokenizer of GPT-2-style language models (GPT-2, Llama 3, SmolLM2, ...): text -> ids as
+ * the Hugging Face tokenizers library runs a tokenizer.json of model type BPE with a ByteLevel
+ * pre-tokenizer and decoder, and ids -> text.  Built either from arrays (a GGUF file's
+ * tokenizer.ggml.tokens / token_type / merges / pre) or from a tokenizer.json.  Encoding:
+ *   1. invalid UTF-8 becomes U+FFFD, one per maximal invalid subpart, as Python's
+ *      bytes.decode("utf-8", errors="replace") makes the str that reaches the library;
+ *   2. added tokens (control ones only with ATTN_BPE_PARSE_SPECIAL) are split off whole,
+ *      leftmost-longest, and the text between them tokenized on its own;
+ *   3. the pre-tokenizer cuts that text into words: "gpt2" (GPT-2's pattern 's|'t|'re|'ve|
+ *      'm|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+), "llama-bpe" (Llama 3's:
+ *      case-insensitive contractions, [^\r\n\p{L}\p{N}]?\p{L}+, \p{N}{1,3}, ...) or "smollm"
+ *      (each numeric character alone, then GPT-2's); the Unicode classes are measured from
+ *      the library's regex engine (tools/gen_bpe_tables.py);
+ *   4. each word's bytes, as GPT-2's byte characters ("Ġ" for a space), are merged by rank,
+ *      lowest first (leftmost among equals), and the resulting tokens' ids emitted.
+ * No BOS/EOS is added (a tokenizer.json's post_processor is ignored).  Decoding maps each
+ * token's characters back to bytes; the exact bytes are returned, so decoding the ids of a
+ * text gives back the text (after step 1) byte for byte.  docs/bpe.md has the details, the
+ * limits and the known differences from the library.  An attn_bpe is read-only once built:
+ * several contexts may use it at once, one per thread.
+ * ========================================================================================== */
+typedef struct attn_bpe attn_bpe;
+
+/* Token types (GGUF's tokenizer.ggml.token_type numbers): control tokens are the special added
+ * tokens (<|im_end|>), user-defined ones the added tokens that are not special. */
+enum {
+    ATTN_BPE_TOKEN_NORMAL = 1,
+    ATTN_BPE_TOKEN_CONTROL = 3,
+    ATTN_BPE_TOKEN_USER_DEFINED = 4
+};
+
+enum {
+    /* attn_bpe_encode: control tokens written in the text become their ids (the library's
+     * default).  Without it their text is tokenized as ordinary text (the library's
+     * encode_special_tokens), so that user text cannot forge a <|im_end|>; user-defined
+     * tokens are always matched. */
+    ATTN_BPE_PARSE_SPECIAL = 1u << 0,
+    /* decoding: control tokens give no text (skip_special_tokens) */
+    ATTN_BPE_SKIP_SPECIAL = 1u << 1
+};
+
+/* From arrays.  tokens[i] is the text of id i in the byte-level spelling ("Ġthe"; control
+ * tokens as they are written, "<|im_end|>"), NUL-terminated; n_tokens in
+ * [1, ATTN_LIMIT_VOCAB].  token_types (NULL: all normal) marks ATTN_BPE_TOKEN_CONTROL and
+ * ATTN_BPE_TOKEN_USER_DEFINED tokens (other values are normal tokens); those are the added
+ * tokens, which must be valid UTF-8 (an empty one is not matched).  merges[r] is "a b" (the
+ * merge of rank r: two tokens separated by one space; a + b must be a token too; a pair listed
+ * twice takes its later rank), at most ATTN_LIMIT_VOCAB of them.  pre: "gpt2", "llama-bpe"
+ * (which also takes a word that is a token whole before merging, the library's
+ * ignore_merges, as Llama 3's tokenizer.json and llama.cpp do) or "smollm"; any other is
+ * ATTN_E_UNSUPPORTED naming it.  A text listed twice is looked up as its last id (both ids
+ * decode to it).  Everything is copied: the arrays may be freed after the call. */
+ATTN_API attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, int64_t n_tokens,
+                                     const int32_t *token_types, const char *const *merges,
+                                     int64_t n_merges, const char *pre,
+                                     attn_bpe **out /* OUT */);
+/* From a Hugging Face tokenizer.json: model type "BPE" (vocab with ids 0 .. n-1, each once;
+ * merges as "a b" strings or ["a", "b"] pairs; unk_token, fuse_unk and ignore_merges honoured;
+ * dropout null or 0; byte_fallback false), added_tokens (special ones are control tokens;
+ * lstrip, rstrip and single_word must be false; each id must be the one the library gives),
+ * normalizer null, decoder ByteLevel, and one of the three pre-tokenizers as the library
+ * writes them: ByteLevel(add_prefix_space=false, use_regex=true) is "gpt2",
+ * Sequence[Split(Llama 3's regex, Isolated), ByteLevel(use_regex=false)] "llama-bpe",
+ * Sequence[Digits(individual_digits=true), ByteLevel(use_regex=true)] "smollm".  Anything else
+ * is ATTN_E_UNSUPPORTED with a message naming what was found; malformed files ATTN_E_FORMAT. */
+ATTN_API attn_status attn_bpe_load_json(attn_ctx *ctx, const char *path,
+                                        attn_bpe **out /* OUT */);
+ATTN_API void attn_bpe_free(attn_bpe *bpe);
+
+/* The ids of text[0, len) (any bytes: NULs and invalid UTF-8 included; len at most
+ * ATTN_LIMIT_TEXT_BYTES): *n is their count, the first min(*n, cap) are written to ids.
+ * flags: 0 or ATTN_BPE_PARSE_SPECIAL. */
+ATTN_API attn_status attn_bpe_encode(attn_ctx *ctx, const attn_bpe *bpe, const char *text,
+                                     size_t len, unsigned flags, int32_t *ids, int64_t cap,
+                                     int64_t *n /* OUT */);
+/* The bytes of ids[0, n) (each in [0, vocab size), else ATTN_E_INVALID): *len is their count;
+ * the first min(*len, cap) are written to out, then a NUL if room remains.  The bytes are
+ * exact, not necessarily UTF-8 (ids may cut a character; the library would show U+FFFD
+ * there).  flags: 0 or ATTN_BPE_SKIP_SPECIAL. */
+ATTN_API attn_status attn_bpe_decode(attn_ctx *ctx, const attn_bpe *bpe, const int32_t *ids,
+                                     int64_t n, unsigned flags, char *out, size_t cap,
+                                     size_t *len /* OUT */);
+
+/* Streaming decode, for generation: one id at a time, only complete UTF-8 characters come
+ * out; the bytes of a character cut by a token wait in the state (zero it to start).  An
+ * invalid subpart becomes U+FFFD, so the pieces of a stream, ended by
+ * attn_bpe_decode_stream_end, are the library's decode of the ids (valid UTF-8; equal to
+ * attn_bpe_decode's bytes when those are valid).  *len is the piece's length, written to out
+ * with a NUL after it if room remains; 3 * (max_token_bytes + 3) bytes always suffice.  Too
+ * small a cap is ATTN_E_INVALID with *len the size needed and the state unchanged. */
+typedef struct attn_bpe_stream {
+    unsigned char pending[4];
+    int npending;
+} attn_bpe_stream;
+ATTN_API attn_status attn_bpe_decode_stream(attn_ctx *ctx, const attn_bpe *bpe,
+                                            attn_bpe_stream *state, int32_t id, unsigned flags,
+                                            char *out, size_t cap, size_t *len /* OUT */);
+/* The end of a stream: U+FFFD (3 bytes) if a character was left incomplete, else nothing;
+ * the state is zeroed for a new stream. */
+ATTN_API attn_status attn_bpe_decode_stream_end(attn_ctx *ctx, attn_bpe_stream *state,
+                                                char *out, size_t cap, size_t *len /* OUT */);
+
+/* The id of a token's text as stored ("<|im_end|>", "Ġthe"), or -1. */
+ATTN_API int32_t attn_bpe_token_id(const attn_bpe *bpe, const char *text);
+/* The text of an id as stored (NUL-terminated, valid as long as bpe), or NULL out of range. */
+ATTN_API const char *attn_bpe_token_text(const attn_bpe *bpe, int32_t id);
+/* ATTN_BPE_TOKEN_NORMAL, _CONTROL or _USER_DEFINED; 0 for an id out of range. */
+ATTN_API int attn_bpe_token_type(const attn_bpe *bpe, int32_t id);
+/* Ids are in [0, vocab size) (0 for NULL). */
+ATTN_API int64_t attn_bpe_vocab_size(const attn_bpe *bpe);
+
+typedef struct attn_bpe_info {
+    int64_t vocab_size;      /* ids are in [0, vocab_size) */
+    int64_t n_merges;        /* as listed (a repeated pair counted each time) */
+    int64_t n_added;         /* control and user-defined tokens */
+    int64_t max_token_bytes; /* the most bytes one token decodes to */
+    const char *pre;         /* "gpt2", "llama-bpe" or "smollm" */
+    int ignore_merges;       /* 1: a word that is a token is taken whole */
+    int32_t unk_id;          /* the unknown token (a byte with no token), or -1: dropped */
+} attn_bpe_info;
+ATTN_API attn_status attn_bpe_get_info(const attn_bpe *bpe, attn_bpe_info *info /* OUT */);
+
+/* ============================================================================================
+ * Llama-architecture language models and generation (issue 12, parts 3 and 5)
+ *
+ * The decoder-only architecture of Hugging Face's LlamaForCausalLM (model_type "llama": Llama 2,
+ * Llama 3.0, SmolLM2, TinyLlama, ...), forward only, float32 activations:
+ *
+ *   x = embed_tokens[ids]
+ *   per layer:  x = x + o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))   n = rms1(x)
+ *               x = x + down_proj(silu(gate_proj(n)) * up_proj(n))                 n = rms2(x)
+ *   logits = lm_head(rms(x))          (lm_head = embed_tokens when tie_word_embeddings)
+ *
+ * The attention is causal, grouped-query (num_heads query heads share num_kv_heads key/value
+ * heads, as HF's repeat_kv), scale 1/sqrt(head_dim), without dropout.  The pieces, each with
+ * HF's semantics and parameter names, are public below (attn_rms_norm, attn_rope, the three
+ * modules) so that they can be checked and reused one by one; attn_llm is the whole model,
+ * attn_llm_session generation with a KV cache, attn_llm_sample the sampler.  Backward: not yet
+ * (a later issue).
+ *
+ * Exactness against transformers 5.x in float32 (tests/test_llama.c, docs/llm.md): logits of
+ * the tiny test models within 1.1e-6 of max|logit| (full forward), 1.2e-6 (KV-cache session);
+ * greedy continuations identical.
  * ========================================================================================== */
 
-/* (BPE tokenizer) */
+/* The architecture's sizes and options, with LlamaConfig's names.  A zeroed struct is not
+ * valid: the loaders fill it from config.json; the modules below read the fields they use. */
+typedef struct attn_llm_config {
+    int64_t vocab_size;              /* V */
+    int64_t hidden_size;             /* E */
+    int64_t intermediate_size;       /* F: the SwiGLU width */
+    int64_t num_layers;              /* num_hidden_layers */
+    int64_t num_heads;               /* H: num_attention_heads */
+    int64_t num_kv_heads;            /* Hkv: num_key_value_heads; 0 = H; must divide H */
+    int64_t head_dim;                /* D (even); 0 = E / H.  H must divide E either way */
+    int64_t max_position_embeddings; /* the longest context: a session's largest capacity */
+    double rms_norm_eps;             /* > 0 (HF default 1e-6; SmolLM2 1e-5) */
+    double rope_theta;               /* >= 1: RoPE base (HF default 1e4); used as a float */
+    int tie_word_embeddings;         /* 1: lm_head is embed_tokens (no lm_head.weight) */
+    int attention_bias;              /* 1: q/k/v/o_proj have biases */
+    int mlp_bias;                    /* 1: gate/up/down_proj have biases */
+} attn_llm_config;
+
+/* RMSNorm (HF LlamaRMSNorm, = T5LayerNorm):  y = weight * (x * rsqrt(mean(x^2) + eps)), over
+ * the last axis, in float: x, y [..., E] F32 (any strides); weight [E] or NULL (all ones);
+ * eps > 0.  y may be x (in place).  mean(x^2) sums the rounded squares in 16 float lanes
+ * (element e into lane e % 16, the lanes folded by halves), then divides by E in float; the
+ * reciprocal square root is rounded from double.  PyTorch's reduction order differs: a few
+ * ulps. */
+ATTN_API attn_status attn_rms_norm(attn_ctx *ctx, const attn_tensor *x,
+                                   const attn_tensor *weight, float eps, attn_tensor *y);
+
+/* Rotary position embedding as HF's LlamaRotaryEmbedding ("default" rope type) with
+ * apply_rotary_pos_emb / rotate_half (the "NeoX" layout: dimension i < D/2 pairs with
+ * i + D/2):
+ *   inv_freq[i] = 1 / theta^(2i / D)               in float (2i/D and the power rounded to
+ *                                                  float, the power from double)
+ *   f = float(p) * inv_freq[i]                     one float product (p: the position)
+ *   out[i]       = x[i] * cos f - x[i + D/2] * sin f        (each product rounded; i < D/2)
+ *   out[i + D/2] = x[i + D/2] * cos f + x[i] * sin f
+ * cos and sin rounded from double.  x, out [B, H, T, D] F32 (any strides: a [B, T, H, D]
+ * buffer permuted is fine), D even; positions I32/I64 [B, T] or [T] (one row for every batch),
+ * each in [0, 2^24] (exact in float; HF's position_ids); theta >= 1 (below, angles can
+ * overflow float; every model uses 1e4 or more).  out may be x (in place).
+ * PyTorch's float pow is not correctly rounded: a handful of (theta, D) pairs get an inv_freq
+ * one ulp apart (none for D = 64 with theta 1e4 or 1e5). */
+ATTN_API attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x,
+                               const attn_tensor *positions, float theta, attn_tensor *out);
+
+/* --- LlamaMLP: gate_proj.weight [F, E], up_proj.weight [F, E], down_proj.weight [E, F] (and
+ * their .bias with mlp_bias):  out = down_proj(silu(gate_proj(x)) * up_proj(x)), silu(g) =
+ * g / (1 + exp(-g)).  Reads hidden_size, intermediate_size, mlp_bias of cfg.  x, out
+ * [B, T, E] (or [T, E]). */
+ATTN_API attn_status attn_llama_mlp_create(attn_ctx *ctx, const attn_llm_config *cfg,
+                                           attn_module **out /* OUT */);
+ATTN_API attn_status attn_llama_mlp_forward(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *x, attn_tensor *out);
+
+/* --- LlamaAttention: q_proj.weight [H*D, E], k_proj.weight [Hkv*D, E], v_proj.weight
+ * [Hkv*D, E], o_proj.weight [E, H*D] (and their .bias with attention_bias).  Causal
+ * self-attention of x [B, T, E] (or [T, E]) with RoPE on q and k at positions (NULL: 0 .. T-1;
+ * else as attn_rope's, I32/I64 [B, T] or [T]) -> out, the shape of x.  Reads hidden_size,
+ * num_heads, num_kv_heads, head_dim, rope_theta, attention_bias of cfg. */
+ATTN_API attn_status attn_llama_attention_create(attn_ctx *ctx, const attn_llm_config *cfg,
+                                                 attn_module **out /* OUT */);
+ATTN_API attn_status attn_llama_attention_forward(attn_ctx *ctx, const attn_module *m,
+                                                  const attn_tensor *x,
+                                                  const attn_tensor *positions,
+                                                  attn_tensor *out);
+
+/* --- LlamaDecoderLayer: input_layernorm.weight [E], self_attn.* (LlamaAttention),
+ * post_attention_layernorm.weight [E], mlp.* (LlamaMLP):
+ *   h = x + self_attn(input_layernorm(x));  out = h + mlp(post_attention_layernorm(h))
+ * Arguments as attn_llama_attention_forward's; also reads intermediate_size, rms_norm_eps,
+ * mlp_bias.  attn_module_init: linear weights and biases U(-1/sqrt(in), 1/sqrt(in)) (nn.Linear),
+ * norm weights 1. */
+ATTN_API attn_status attn_llama_layer_create(attn_ctx *ctx, const attn_llm_config *cfg,
+                                             attn_module **out /* OUT */);
+ATTN_API attn_status attn_llama_layer_forward(attn_ctx *ctx, const attn_module *m,
+                                              const attn_tensor *x,
+                                              const attn_tensor *positions, attn_tensor *out);
+
+/* --- The whole model ---------------------------------------------------------------------
+ * attn_llm_load_hf reads a Hugging Face model folder as it is:
+ *   config.json        architectures ["LlamaForCausalLM"] and/or model_type "llama" (others
+ *                      refused by name); hidden_size, intermediate_size, num_hidden_layers,
+ *                      num_attention_heads, vocab_size, max_position_embeddings (required);
+ *                      num_key_value_heads (default H), head_dim (default E / H),
+ *                      rms_norm_eps (1e-6), rope_theta (1e4), tie_word_embeddings (false),
+ *                      attention_bias, mlp_bias (false), hidden_act (only "silu").  RoPE
+ *                      scaling: rope_scaling null, or rope_scaling / rope_parameters of
+ *                      rope_type "default" (rope_theta may be inside); other types ("llama3",
+ *                      "linear", "dynamic", "yarn", "longrope", ...) and a partial_rotary_factor
+ *                      other than 1 are refused by name (ATTN_E_UNSUPPORTED).
+ *   model.safetensors  HF names: model.embed_tokens.weight [V, E], model.layers.N.self_attn.
+ *                      {q,k,v,o}_proj.weight, .mlp.{gate,up,down}_proj.weight,
+ *                      .input_layernorm.weight, .post_attention_layernorm.weight,
+ *                      model.norm.weight, lm_head.weight [V, E] unless tied (ignored if present
+ *                      when tied); biases as configured.  Any float dtype, converted to F32;
+ *                      other tensors (rotary_emb.inv_freq, ...) ignored.  Sharded checkpoints
+ *                      (model.safetensors.index.json) are not read yet.
+ * Every size is checked before anything is sized from it (num_hidden_layers <=
+ * ATTN_LIMIT_LAYERS, vocab_size <= ATTN_LIMIT_VOCAB, the others <= 2^24, H divisible by Hkv,
+ * E by H (as LlamaConfig requires), D even) and every tensor against the config, with messages
+ * naming the field or the tensor: ATTN_E_FORMAT for a missing or mistyped field or bad JSON,
+ * ATTN_E_INVALID for a value out of range or inconsistent with the others, ATTN_E_UNSUPPORTED
+ * for a model or option attn does not run (or a count over a limit), ATTN_E_NOT_FOUND for a
+ * missing file or tensor, ATTN_E_SHAPE for a tensor of another shape, ATTN_E_NONFINITE for a
+ * NaN or infinite weight unless ATTN_CTX_NO_FINITE_CHECK.  Memory: the F32 weights (4 bytes a
+ * parameter), allocated once every tensor has been found with its shape, while the file is
+ * held in memory (read whole, at most ATTN_LIMIT_FILE_BYTES).  A loaded attn_llm is read-only:
+ * contexts on several threads may use it at once (each its own sessions). */
+typedef struct attn_llm attn_llm;
+
+ATTN_API attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out /* OUT */);
+ATTN_API void attn_llm_free(attn_llm *m);
+/* The configuration the model runs (head_dim and num_kv_heads resolved). */
+ATTN_API attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info /* OUT */);
+
+/* Full-sequence forward, causal, no cache: ids [B, T] row-major (B sequences of T tokens, no
+ * padding; each id in [0, V)), positions 0 .. T-1 in each, T <= max_position_embeddings ->
+ * logits [B, T, V] row-major.  Same bits for any thread count; the batch rows are independent
+ * (a sequence gives the same logits alone or in a batch). */
+ATTN_API attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
+                                      int64_t B, int64_t T, float *logits);
+
+/* --- Generation: one sequence with a KV cache ------------------------------------------------
+ * A session holds the keys and values of every token it has seen, per layer and kv head
+ * ([layers][Hkv][capacity][D], F32 or BF16: 2 * layers * Hkv * capacity * D values, allocated
+ * once here with ctx's allocator), and its position count pos (the next token's position).
+ *   prefill: n tokens in one batched pass (the GEMMs see n rows), their keys and values appended;
+ *            callable again to append more (the new tokens attend to all before them); writes the
+ *            logits of the last one (NULL: not wanted).
+ *   decode:  one token, attending to the cache (on the split-KV decode kernel from 32 cached
+ *            tokens on), its logits.
+ * Results: prefill of a whole sequence then decode of further tokens give the logits of
+ * attn_llm_forward on the whole sequence, up to float rounding (the attention summed in other
+ * orders): measured within 1.2e-6 of max|logit| on the tiny models (F32 cache).  A BF16 cache
+ * rounds keys, values and the queries to bfloat16 in the attention (attn_sdpa's bf16
+ * numerics): half the memory and traffic; logits within 1.1e-2 of max|logit| on the tiny
+ * models, 2.6e-3 on a SmolLM2-shaped one (docs/llm.md).
+ * Context full: a prefill or decode that would take pos past the capacity returns
+ * ATTN_E_OVERFLOW ("context full ...": the one meaning of that status for these two calls) and
+ * changes nothing; the session stays usable (reset it, or stop).  Any failure leaves pos as
+ * it was.  A session belongs to its model (which must outlive it) and is used by one thread at a
+ * time. */
+typedef struct attn_llm_session attn_llm_session;
+
+/* capacity in [1, max_position_embeddings]; cache_dtype ATTN_F32 or ATTN_BF16. */
+ATTN_API attn_status attn_llm_session_create(attn_ctx *ctx, const attn_llm *m, int64_t capacity,
+                                             attn_dtype cache_dtype,
+                                             attn_llm_session **out /* OUT */);
+ATTN_API void attn_llm_session_free(attn_llm_session *s);
+/* Forgets every token (pos = 0); the cache memory is kept. */
+ATTN_API void attn_llm_session_reset(attn_llm_session *s);
+/* Tokens in the cache (0 for NULL). */
+ATTN_API int64_t attn_llm_session_pos(const attn_llm_session *s);
+ATTN_API int64_t attn_llm_session_capacity(const attn_llm_session *s);
+/* ids [n], n >= 1; logits_last [V] or NULL. */
+ATTN_API attn_status attn_llm_session_prefill(attn_ctx *ctx, attn_llm_session *s,
+                                              const int32_t *ids, int64_t n,
+                                              float *logits_last);
+/* logits [V]. */
+ATTN_API attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s, int32_t id,
+                                             float *logits);
+
+/* --- Sampling ----------------------------------------------------------------------------
+ * attn_llm_sample picks the next token from logits [vocab] with HF's logits processors, in
+ * HF's order (generate with do_sample):
+ *   1. repetition_penalty (RepetitionPenaltyLogitsProcessor), when != 1: for every id that occurs
+ *      in history, a logit l becomes l * penalty if l < 0, else l / penalty;
+ *   2. temperature == 0: greedy, the largest logit (the lowest id among equal ones); no random
+ *      draw, *step unchanged.  Otherwise l / temperature (TemperatureLogitsWarper);
+ *   3. top_k > 0 (TopKLogitsWarper): keeps the logits >= the k-th largest (ties at the edge all
+ *      kept);
+ *   4. top_p < 1 (TopPLogitsWarper): in ascending order of the logits, removes the tokens whose
+ *      cumulative probability is <= 1 - top_p, always keeping the largest;
+ *   5. min_p > 0 (MinPLogitsWarper): removes the tokens whose probability is < min_p times the
+ *      largest probability;
+ *   6. a draw from the softmax of what is left: u = the next uniform in [0, 1) of the Philox
+ *      stream (key seed, counter *step; 53 bits of one Philox-4x32-10 block), then the first
+ *      token, in order of decreasing logit (increasing id among equal ones), at which the
+ *      running probability sum passes u.  *step then advances by one.
+ * Probabilities in double.  Equal logits are ordered by id everywhere, so the result depends
+ * only on the arguments: the same seed and step give the same token on every machine and thread
+ * count (it runs on the calling thread alone).  HF's defaults differ (GenerationConfig has
+ * top_k 50); HF draws with torch.multinomial, so sampled tokens are not HF's tokens, only their
+ * distribution is.  logits may hold -inf (never chosen) but not NaN or +inf, and not only -inf
+ * (ATTN_E_NONFINITE); history ids outside [0, vocab) are ignored (as HF's clamp). */
+typedef struct attn_llm_sampler {
+    float temperature;        /* 0 = greedy; > 0 */
+    int64_t top_k;            /* 0 = off */
+    float top_p;              /* in (0, 1]; 1 = off */
+    float min_p;              /* in [0, 1]; 0 = off */
+    float repetition_penalty; /* > 0; 1 = off */
+    uint64_t seed;            /* Philox key of the draws */
+} attn_llm_sampler;
+
+/* temperature 1, top_k 0, top_p 1, min_p 0, repetition_penalty 1, seed 0: plain sampling. */
+ATTN_API attn_llm_sampler attn_llm_sampler_defaults(void);
+/* history [n_hist] (may be NULL when n_hist is 0): the ids the repetition penalty sees (HF: the
+ * prompt and what was generated).  step: the stream position, advanced by each draw (start at
+ * 0; NULL only for greedy). */
+ATTN_API attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg,
+                                     const float *logits, int64_t vocab, const int32_t *history,
+                                     int64_t n_hist, uint64_t *step, int32_t *out_id /* OUT */);
+
+/* ============================================================================================
+ * Chat formatting (src/text/chat.c)
+ *
+ * attn formats conversations for the ChatML family of chat templates (<|im_start|>ROLE\n
+ * CONTENT<|im_end|>\n per message: SmolLM2, Qwen, ...) without running Jinja: it recognises the
+ * template's shape -- a `for message in messages` loop writing '<|im_start|>' + role + '\n' +
+ * content + '<|im_end|>' + '\n', optionally a default system message written when the first
+ * message is not "system", optionally `if add_generation_prompt` writing the assistant's
+ * header -- with the whitespace rules Hugging Face renders templates with (trim_blocks,
+ * lstrip_blocks, - markers).  Any other template (Llama 3, Zephyr, Gemma, a ChatML template
+ * with extra logic such as tools) is ATTN_E_UNSUPPORTED with a message naming the part not
+ * recognised; NULL or "" is "the model has no chat template".  The text is what
+ * transformers' apply_chat_template(messages, tokenize=False, add_generation_prompt=...) gives,
+ * byte for byte (tests/test_chat.c).
+ * ========================================================================================== */
+typedef struct attn_chat_message {
+    const char *role;    /* "system", "user", "assistant" (any text is written as it is) */
+    const char *content; /* UTF-8, NUL-terminated */
+} attn_chat_message;
+
+/* ATTN_OK when attn can format conversations for this template. */
+ATTN_API attn_status attn_chat_template_check(attn_ctx *ctx, const char *tmpl);
+/* The conversation msgs[0, n) as the template writes it, NUL-terminated into buf[0, cap)
+ * (snprintf-style: *len receives the full length without the NUL, also when cap was too small
+ * and the text was cut; cap 0 (buf may be NULL) asks for the length only). */
+ATTN_API attn_status attn_chat_format(attn_ctx *ctx, const char *tmpl,
+                                      const attn_chat_message *msgs, int64_t n,
+                                      int add_generation_prompt, char *buf, size_t cap,
+                                      size_t *len /* OUT */);
 
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 

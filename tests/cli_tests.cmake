@@ -51,6 +51,26 @@ set_tests_properties(cli_eval_no_output PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli_info COMMAND attn_cli info data/unknown_op.safetensors
          WORKING_DIRECTORY ${ATTN_CLI_WD})
 set_tests_properties(cli_info PROPERTIES PASS_REGULAR_EXPRESSION "op = no_such_op.*x +F32 +\\[2\\]")
+# attn info on a GGUF file (found by its magic): header, metadata, tensors, summary
+add_test(NAME cli_info_gguf COMMAND attn_cli info fixtures/gguf/all_types_v3.gguf
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+string(CONCAT ATTN_GGUF_INFO_RE
+  "GGUF version 3, alignment 32, 30 metadata entries, 10 tensors, data from byte 1664\n"
+  ".*t\\.uint64 +UINT64 +18446744073709551615\n"
+  ".*t\\.nul_string +STRING +\"a\\\\x00b\"\n"
+  ".*t\\.arr\\.string +ARRAY\\[STRING\\] +4: \\[\"a\", \"\", "
+  ".*q6_k\\.w4d +Q6_K +\\[256, 1, 2, 1\\] +420 bytes\n"
+  ".*10 tensors, 982 bytes .*: F32 2, F16 1, Q4_0 1, Q4_1 1, Q5_0 1, Q8_0 1, Q4_K 1, Q6_K 1, "
+  "BF16 1\n")
+set_tests_properties(cli_info_gguf PROPERTIES PASS_REGULAR_EXPRESSION "${ATTN_GGUF_INFO_RE}")
+# a refused GGUF file: the reader's message, and exit status 1
+add_test(NAME cli_info_gguf_big_endian COMMAND attn_cli info fixtures/gguf/big_endian.gguf
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_info_gguf_big_endian PROPERTIES
+                     PASS_REGULAR_EXPRESSION "attn info: .*big_endian.gguf: .*big-endian GGUF")
+add_test(NAME cli_info_gguf_big_endian_status COMMAND attn_cli info fixtures/gguf/big_endian.gguf
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_info_gguf_big_endian_status PROPERTIES WILL_FAIL TRUE)
 
 add_test(NAME cli_walkthrough COMMAND attn_cli walkthrough WORKING_DIRECTORY ${ATTN_CLI_WD})
 

@@ -2177,6 +2177,13 @@ def gen_vit_model(W):
                           {"images": images}, [(model, "")])
 
 
+def gen_llama_cases(W):
+    """rms_norm, rotary_embedding, llama_mlp, llama_attention, llama_decoder_layer: written by
+    tests/gen_llama.py (needs transformers), which also runs them alone (--ops)."""
+    from gen_llama import gen_llama_ops
+    gen_llama_ops(W)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
@@ -2197,7 +2204,9 @@ def main():
                # sliding window, ALiBi, soft cap: sdpa_feat_<k>, sdpa_feat_bwd_<k>
                gen_sdpa_features,
                # the ViT classifier: vit_<k>, vit_bwd_<k>
-               gen_vit_model):
+               gen_vit_model,
+               # the Llama architecture's pieces against transformers (tests/gen_llama.py)
+               gen_llama_cases):
         fn(W)
     with open(os.path.join(args.out, "MANIFEST.txt"), "w") as f:
         f.write("\n".join(W.cases) + "\n")

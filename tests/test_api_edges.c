@@ -622,16 +622,18 @@ static void test_overflow_more(attn_ctx *ctx) {
     SCORE(2, 7, 1e4f); /* large, far from overflow: fine on every kernel */
     EXPECT(ctx, attn_sdpa(ctx, &Q, &K, &V, &AM, NULL, &O, NULL, NULL), ATTN_OK, NULL);
     SCORE(2, 7, 4e19f); /* 1.6e39 / sqrt(8) = 5.7e38 */
-    /* the backwards: recomputed (fused from 64 x 64, row kernel below) and from a saved
+    /* the backwards: recomputed (fused from 12 x 12, row kernel below) and from a saved
      * forward */
     EXPECT(ctx, attn_sdpa_backward(ctx, &Q, &K, &V, NULL, NULL, &dO, &dQ, NULL, NULL, NULL),
            ATTN_E_NONFINITE, "attn_sdpa_backward: scores overflow float");
     EXPECT(ctx, attn_sdpa_backward(ctx, &Qs, &Ks, &Vs, NULL, NULL, &Os, &Os, NULL, NULL, NULL),
            ATTN_E_INVALID, "dq overlaps dout");
-    float *dqs = calloc(20 * DD, 4), *dos = calloc(20 * DD, 4);
-    tu_fill(dos, 20 * DD, 35, -1, 1);
-    attn_tensor dQs = attn_view4(dqs, 1, HH, 20, DD), dOs = attn_view4(dos, 1, HH, 20, DD);
-    EXPECT(ctx, attn_sdpa_backward(ctx, &Qs, &Ks, &Vs, NULL, NULL, &dOs, &dQs, NULL, NULL, NULL),
+    /* 11 x 10 scores: the row kernel (the fused backward from 12 x 12) */
+    float *dqs = calloc(11 * DD, 4), *dos = calloc(11 * DD, 4);
+    tu_fill(dos, 11 * DD, 35, -1, 1);
+    attn_tensor dQs = attn_view4(dqs, 1, HH, 11, DD), dOs = attn_view4(dos, 1, HH, 11, DD),
+                Qr = attn_view4(q, 1, HH, 11, DD);
+    EXPECT(ctx, attn_sdpa_backward(ctx, &Qr, &Ks, &Vs, NULL, NULL, &dOs, &dQs, NULL, NULL, NULL),
            ATTN_E_NONFINITE, "attn_sdpa_backward: dq row 2 is NaN");
     SCORE(2, 7, 0.0f);
     EXPECT(ctx, attn_sdpa(ctx, &Q, &K, &V, NULL, NULL, &O, NULL, &LS), ATTN_OK, NULL);

@@ -345,20 +345,28 @@ static void sdpa_paths(void) {
     TU_CHECK(attn__sdpa_path(c, &a, 0) == ATTN__SDPA_DECODE, "decode (fp32)");
     TU_CHECK(attn__sdpa_path(c, &a, 1) == ATTN__SDPA_DECODE, "decode (bf16)");
     TU_CHECK(attn__sdpa_path(off, &a, 0) == ATTN__SDPA_FLASH, "ATTN_DECODE=0: fused");
-    a.L = 8, a.S = 16; /* small: rows (fp32), fused (bf16) */
+    a.L = 2, a.S = 4; /* small: rows (fp32), fused (bf16) */
     TU_CHECK(attn__sdpa_path(c, &a, 0) == ATTN__SDPA_ROWS, "small fp32: rows");
     TU_CHECK(attn__sdpa_path(c, &a, 1) == ATTN__SDPA_FLASH, "small bf16: fused");
+    a.L = 4, a.S = 4;
+    TU_CHECK(attn__sdpa_path(c, &a, 0) == ATTN__SDPA_FLASH, "4 x 4 fp32: fused");
+    a.rows = 1; /* the recompute of a forward that wrote weights */
+    TU_CHECK(attn__sdpa_path(c, &a, 0) == ATTN__SDPA_ROWS, "rows flag: rows");
+    a.rows = 0;
     a.L = 64, a.S = 64;
     TU_CHECK(attn__sdpa_path(c, &a, 0) == ATTN__SDPA_FLASH, "64 x 64: fused");
     a.w = &w, a.ws[3] = 1; /* the weights output */
     TU_CHECK(attn__sdpa_path(c, &a, 0) == ATTN__SDPA_ROWS, "weights: rows");
-    a.w = NULL, a.L = 8, a.S = 16, a.ks[3] = 2; /* a strided last dimension */
+    a.w = NULL, a.L = 2, a.S = 4, a.ks[3] = 2; /* a strided last dimension, small */
     TU_CHECK(attn__sdpa_path(c, &a, 0) == ATTN__SDPA_REF, "strided: reference");
     a.ks[3] = 1;
     attn__sdpa_grads g;
     memset(&g, 0, sizeof g);
     g.dos[3] = g.dqs[3] = g.dks[3] = g.dvs[3] = 1;
+    a.L = 11, a.S = 13;
     TU_CHECK(attn__sdpa_bwd_path(&a, &g) == ATTN__SDPA_ROWS, "backward small: rows");
+    a.L = 12, a.S = 12;
+    TU_CHECK(attn__sdpa_bwd_path(&a, &g) == ATTN__SDPA_FLASH, "backward 12 x 12: fused");
     a.L = a.S = 64;
     TU_CHECK(attn__sdpa_bwd_path(&a, &g) == ATTN__SDPA_FLASH, "backward 64 x 64: fused");
     g.dmask = &w, a.mask[0].kind = ATTN_MASK_ADD;

@@ -667,6 +667,57 @@ static void test_backward(void) {
     expect("cross_entropy grad.out [1] for a 0-d loss", &c, ATTN_E_SHAPE, "grad.out", NULL);
 }
 
+/* llama_attention E=8, 2 heads, 1 kv head (D=4), T=3, attributes and parameters except the
+ * one named in skip. */
+static tcase llama_attn_base(const char *skip) {
+    tcase c = begin("llama_attention");
+    meta(&c, "hidden_size", "8");
+    if (!skip || strcmp(skip, "num_attention_heads")) meta(&c, "num_attention_heads", "2");
+    meta(&c, "num_key_value_heads", "1");
+    const char *names[] = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"};
+    const int64_t d0[] = {8, 4, 4, 8};
+    for (int i = 0; i < 4; i++)
+        if (!skip || strcmp(skip, names[i])) F2(&c, names[i], d0[i], 8);
+    F3(&c, "hidden_states", 1, 3, 8);
+    return c;
+}
+
+static void test_llama(void) {
+    tcase c = llama_attn_base(NULL);
+    expect("llama_attention base", &c, ATTN_OK, NULL, NULL);
+    c = llama_attn_base("num_attention_heads");
+    expect("llama_attention without heads", &c, ATTN_E_INVALID, "num_attention_heads", NULL);
+    c = llama_attn_base("k_proj.weight");
+    expect("llama_attention without k_proj", &c, ATTN_E_NOT_FOUND, "k_proj.weight", NULL);
+    c = llama_attn_base(NULL);
+    F1(&c, "q_proj.bias", 8);
+    expect("a bias without attention_bias", &c, ATTN_E_INVALID, "q_proj.bias", NULL);
+    c = llama_attn_base(NULL);
+    meta(&c, "num_key_value_heads", "3");
+    expect("kv heads not dividing heads", &c, ATTN_E_INVALID, "num_key_value_heads", NULL);
+    c = llama_attn_base(NULL);
+    meta(&c, "hidden_act", "gelu");
+    expect("llama hidden_act gelu", &c, ATTN_E_INVALID, "hidden_act", NULL);
+    c = llama_attn_base(NULL);
+    int64_t pos[3] = {0, 1, -2}, s3[1] = {3};
+    raw(&c, "position_ids", ATTN_I64, 1, s3, pos);
+    expect("a negative position", &c, ATTN_E_INVALID, "position", NULL);
+    c = llama_attn_base(NULL);
+    meta(&c, "backward", "true");
+    F3(&c, "grad.out", 1, 3, 8);
+    expect("llama_attention backward", &c, ATTN_E_UNSUPPORTED, "llama_attention",
+           "no backward");
+    c = begin("rotary_embedding");
+    F4(&c, "q", 1, 2, 3, 5);
+    F4(&c, "k", 1, 1, 3, 5);
+    raw(&c, "position_ids", ATTN_I64, 1, s3, pos);
+    expect("rotary_embedding odd head dim", &c, ATTN_E_SHAPE, "odd", NULL);
+    c = begin("rms_norm");
+    F2(&c, "hidden_states", 2, 6);
+    F1(&c, "weight", 5);
+    expect("rms_norm weight shape", &c, ATTN_E_SHAPE, "weight", NULL);
+}
+
 int main(void) {
     if (attn_ctx_create(NULL, &ctx) != ATTN_OK) return 1;
     test_valid();
@@ -674,11 +725,12 @@ int main(void) {
     test_values();
     test_tensors();
     test_backward();
+    test_llama();
     TU_CHECK(attn_eval(ctx, NULL, NULL) == ATTN_E_INVALID, "NULL arguments");
     TU_CHECK(attn_eval(NULL, NULL, NULL) == ATTN_E_INVALID, "NULL context");
     int n = 0;
     for (const char *const *op = attn_eval_ops(); *op; op++) n++;
-    TU_CHECK(n == 28, "attn_eval_ops lists %d ops, expected 28", n);
+    TU_CHECK(n == 33, "attn_eval_ops lists %d ops, expected 33", n);
     attn_ctx_free(ctx);
     return tu_finish("test_eval_errors");
 }

@@ -27,7 +27,13 @@
  *    1e-6 relative to their scale (double sums as the reference; the float row statistics
  *    differ in the last bits), with weight and without, dx aliasing dy; GELU' within 1e-6
  *    absolute of dy's scale (Phi from the forward's polynomial, phi from exp2), ReLU exact; a
- *    NaN in x or dy gives a NaN; 1 and 3 threads give the same bits. */
+ *    NaN in x or dy gives a NaN; 1 and 3 threads give the same bits.
+ *  - rms_norm (RMSNorm rows, ew.h): the plain C version against the formula in double on N(0, 1)
+ *    rows, rows of 1e4 and of 1e-4 (lengths 1 to 1000, not all multiples of 16): within 4 ulp
+ *    of w x r (float lane sums of rounded squares, whose error grows with E / 16, then four
+ *    roundings: measured at most 2.2, at E = 1000); the vector
+ *    versions bit-identical to it (memcmp), also in place, without a weight, and on rows with
+ *    a NaN, an infinity or squares that overflow. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -409,6 +415,103 @@ static void test_backward(void) {
     for (int t = 0; t < 2; t++) attn_ctx_free(c[t]);
 }
 
+/* bias_res: y = (y + b) + r against the plain loop, every version the same bits; with and
+ * without b and r, ragged widths, strides, NaN and infinities passing through. */
+static void test_bias_res(const attn__ew_kernel *const *fast, int nf) {
+    const int64_t M = 5, ldy = 77, ldr = 71;
+    float *y0 = malloc(sizeof(float) * M * ldy), *y1 = malloc(sizeof(float) * M * ldy),
+          *b = malloc(sizeof(float) * ldy), *r = malloc(sizeof(float) * M * ldr);
+    tu_fill(b, ldy, 61, -2, 2);
+    tu_fill(r, M * ldr, 62, -2, 2);
+    r[3] = NAN, r[ldr + 1] = INFINITY, b[2] = -INFINITY;
+    const attn__ew_kernel *ref = attn__ew_kernel_ref();
+    for (int64_t N = 1; N <= 70; N += (N < 20 ? 1 : 7))
+        for (int mode = 0; mode < 4; mode++) {
+            const float *bb = mode & 1 ? b : NULL, *rr = mode & 2 ? r : NULL;
+            tu_fill(y0, M * ldy, 63 + N, -3, 3);
+            float *want = malloc(sizeof(float) * M * ldy);
+            memcpy(want, y0, sizeof(float) * M * ldy);
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < N; n++) {
+                    float t = want[m * ldy + n];
+                    if (bb) t = t + bb[n];
+                    if (rr) t = t + rr[m * ldr + n];
+                    want[m * ldy + n] = t;
+                }
+            memcpy(y1, y0, sizeof(float) * M * ldy);
+            ref->bias_res(y1, ldy, bb, rr, ldr, M, N);
+            TU_CHECK(memcmp(y1, want, sizeof(float) * M * ldy) == 0,
+                     "bias_res ref N=%lld mode %d", (long long)N, mode);
+            for (int f = 0; f < nf; f++) {
+                memcpy(y1, y0, sizeof(float) * M * ldy);
+                fast[f]->bias_res(y1, ldy, bb, rr, ldr, M, N);
+                TU_CHECK(memcmp(y1, want, sizeof(float) * M * ldy) == 0,
+                         "bias_res vector version %d N=%lld mode %d: other bits (or it wrote "
+                         "past the row)", f, (long long)N, mode);
+            }
+            free(want);
+        }
+    free(y0), free(y1), free(b), free(r);
+}
+
+static void test_rms(const attn__ew_kernel *const *fast, int nf) {
+    static const int64_t Es[] = {1, 7, 16, 33, 64, 576, 1000};
+    static const float scales[] = {1.0f, 1e4f, 1e-4f};
+    const int64_t M = 5;
+    double worst = 0;
+    for (size_t ie = 0; ie < sizeof Es / sizeof Es[0]; ie++)
+        for (size_t is = 0; is < 3; is++) {
+            const int64_t E = Es[ie];
+            float *x = malloc(sizeof(float) * (size_t)(M * E)), *w = malloc(sizeof(float) * E);
+            float *y0 = malloc(sizeof(float) * (size_t)(M * E)),
+                  *y1 = malloc(sizeof(float) * (size_t)(M * E));
+            tu_fill(x, (size_t)(M * E), (uint64_t)(E * 10 + is), -1.7f, 1.7f);
+            for (int64_t i = 0; i < M * E; i++) x[i] *= scales[is];
+            tu_fill(w, (size_t)E, (uint64_t)E, 0.5f, 1.5f);
+            if (ie == 4 && is == 0) { /* special rows: NaN, infinity, squares that overflow */
+                x[1 * E + 3] = NAN;
+                x[2 * E + 5] = INFINITY;
+                for (int64_t e = 0; e < E; e++) x[3 * E + e] = 3e19f;
+            }
+            for (int wt = 0; wt < 2; wt++) {
+                const float *wp = wt ? w : NULL;
+                attn__rms_norm_c(x, E, wp, 1e-5f, y0, E, M, E);
+                for (int64_t m = 0; m < M && !(ie == 4 && is == 0); m++) {
+                    double ss = 0;
+                    for (int64_t e = 0; e < E; e++) ss += (double)x[m * E + e] * x[m * E + e];
+                    const double r = 1.0 / sqrt(ss / (double)E + 1e-5);
+                    for (int64_t e = 0; e < E; e++) {
+                        const double want = (wp ? wp[e] : 1.0) * (x[m * E + e] * r);
+                        const double ulp = ldexp(1.0, ilogb(fabs(want) + 1e-300) - 23);
+                        const double err = fabs(y0[m * E + e] - want) / ulp;
+                        if (err > worst) worst = err;
+                    }
+                }
+                for (int f = 0; f < nf; f++) {
+                    fast[f]->rms_norm ? fast[f]->rms_norm(x, E, wp, 1e-5f, y1, E, M, E)
+                                      : attn__rms_norm_c(x, E, wp, 1e-5f, y1, E, M, E);
+                    TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)(M * E)),
+                             "rms_norm E=%lld: vector kernel %d differs from C", (long long)E, f);
+                    memcpy(y1, x, sizeof(float) * (size_t)(M * E)); /* in place */
+                    if (fast[f]->rms_norm) fast[f]->rms_norm(y1, E, wp, 1e-5f, y1, E, M, E);
+                    else attn__rms_norm_c(y1, E, wp, 1e-5f, y1, E, M, E);
+                    TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)(M * E)),
+                             "rms_norm E=%lld in place: kernel %d differs", (long long)E, f);
+                }
+                if (ie == 4 && is == 0) {
+                    /* NaN: the row NaN; infinity: r = 0, so zeros and NaN (inf * 0) at the
+                     * infinity; overflowing squares: r = 0, zeros */
+                    TU_CHECK(isnan(y0[E]) && isnan(y0[E + 3]) && y0[2 * E] == 0.0f &&
+                                 isnan(y0[2 * E + 5]) && y0[3 * E] == 0.0f && !isnan(y0[4 * E]),
+                             "rms_norm special rows");
+                }
+            }
+            free(x), free(w), free(y0), free(y1);
+        }
+    printf("rms_norm: vs double, max error %.2f ulp\n", worst);
+    TU_CHECK(worst <= 4.0, "rms_norm: %.2f ulp from the double formula", worst);
+}
+
 int main(void) {
     const attn__ew_kernel *fast =
         attn__isa_supported(ATTN__ISA_AVX512) ? attn__ew_kernel_avx512() : NULL;
@@ -421,6 +524,8 @@ int main(void) {
     if (!nv) printf("ew: no AVX2 or AVX-512 here: plain C kernels only\n");
     test_add_ln(vec, nv);
     test_gelu(vec, nv);
+    test_bias_res(vec, nv);
+    test_rms(vec, nv);
     test_threads();
     test_backward();
     return tu_finish("test_ew");

@@ -1,4 +1,5 @@
-/* Bounded reads of regular files and atomic writes (see file.h for the contract). */
+/* Bounded reads and read-only mappings of regular files, and atomic writes (see file.h for the
+ * contract). */
 #define _XOPEN_SOURCE 700
 #include "file.h"
 
@@ -11,6 +12,13 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#if defined(_POSIX_MAPPED_FILES) && _POSIX_MAPPED_FILES > 0 && !defined(ATTN_NO_MMAP)
+#include <sys/mman.h>
+#define ATTN__HAVE_MMAP 1
+#else
+#define ATTN__HAVE_MMAP 0
+#endif
 
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0
@@ -62,6 +70,54 @@ static attn_status open_regular(attn_ctx *ctx, const char *path, const char *wha
     return ATTN_OK;
 }
 
+/* Opens path as open_regular does and refuses a size over max or the context's
+ * ATTN_LIMIT_FILE_BYTES, or one that cannot be addressed.  On success *out_fd is open. */
+static attn_status open_bounded(attn_ctx *ctx, const char *path, const char *what, uint64_t max,
+                                int *out_fd, size_t *len) {
+    int fd = -1;
+    uint64_t size = 0;
+    ATTN_TRY(open_regular(ctx, path, what, &fd, &size));
+    uint64_t lim = (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_FILE_BYTES);
+    attn_status st = ATTN_OK;
+    if (size > lim)
+        st = attn__fail(ctx, ATTN_E_UNSUPPORTED,
+                        "%s '%.300s' has %llu bytes, over ATTN_LIMIT_FILE_BYTES (%llu)", what,
+                        path, (unsigned long long)size, (unsigned long long)lim);
+    else if (max && size > max)
+        st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s '%.300s' has %llu bytes, over %llu", what,
+                        path, (unsigned long long)size, (unsigned long long)max);
+    else if (size >= SIZE_MAX)
+        st = attn__fail(ctx, ATTN_E_OVERFLOW, "%s '%.300s' is too large to address", what,
+                        path);
+    if (st) {
+        close(fd);
+        return st;
+    }
+    *out_fd = fd;
+    *len = (size_t)size;
+    return ATTN_OK;
+}
+
+/* Reads n bytes of fd into p (its size was taken with fstat: fewer bytes means the file
+ * shrank meanwhile). */
+static attn_status read_exact(attn_ctx *ctx, int fd, const char *path, const char *what,
+                              unsigned char *p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        size_t chunk = n - got < ((size_t)1 << 30) ? n - got : ((size_t)1 << 30);
+        ssize_t r = read(fd, p + got, chunk);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0)
+            return attn__fail(ctx, ATTN_E_IO, "cannot read %s '%.300s': %s", what, path,
+                              strerror(errno));
+        if (r == 0)
+            return attn__fail(ctx, ATTN_E_IO, "%s '%.300s' shrank while being read (%zu of %zu "
+                              "bytes)", what, path, got, n);
+        got += (size_t)r;
+    }
+    return ATTN_OK;
+}
+
 attn_status attn__file_read(attn_ctx *ctx, const char *path, const char *what, uint64_t max,
                             unsigned char **data, size_t *len) {
     if (!ctx) return ATTN_E_INVALID;
@@ -71,50 +127,15 @@ attn_status attn__file_read(attn_ctx *ctx, const char *path, const char *what, u
     if (!what) what = "file";
     ATTN_FAIL_IF(!path || !path[0], ctx, ATTN_E_INVALID, "%s: path is NULL or empty", what);
     int fd = -1;
-    uint64_t size = 0;
-    ATTN_TRY(open_regular(ctx, path, what, &fd, &size));
-    uint64_t lim = (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_FILE_BYTES);
-    if (size > lim) {
-        close(fd);
-        return attn__fail(ctx, ATTN_E_UNSUPPORTED,
-                          "%s '%.300s' has %llu bytes, over ATTN_LIMIT_FILE_BYTES (%llu)", what,
-                          path, (unsigned long long)size, (unsigned long long)lim);
-    }
-    if (max && size > max) {
-        close(fd);
-        return attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s '%.300s' has %llu bytes, over %llu", what,
-                          path, (unsigned long long)size, (unsigned long long)max);
-    }
-    if (size >= SIZE_MAX) {
-        close(fd);
-        return attn__fail(ctx, ATTN_E_OVERFLOW, "%s '%.300s' is too large to address", what,
-                          path);
-    }
-    size_t n = (size_t)size;
+    size_t n = 0;
+    ATTN_TRY(open_bounded(ctx, path, what, max, &fd, &n));
     unsigned char *p = attn__malloc(ctx, n + 1);
     if (!p) {
         close(fd);
         return attn__fail(ctx, ATTN_E_NOMEM, "out of memory reading %s '%.300s' (%zu bytes)",
                           what, path, n);
     }
-    size_t got = 0;
-    attn_status st = ATTN_OK;
-    while (got < n) {
-        size_t chunk = n - got < ((size_t)1 << 30) ? n - got : ((size_t)1 << 30);
-        ssize_t r = read(fd, p + got, chunk);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            st = attn__fail(ctx, ATTN_E_IO, "cannot read %s '%.300s': %s", what, path,
-                            strerror(errno));
-            break;
-        }
-        if (r == 0) {
-            st = attn__fail(ctx, ATTN_E_IO, "%s '%.300s' shrank while being read (%zu of %zu "
-                            "bytes)", what, path, got, n);
-            break;
-        }
-        got += (size_t)r;
-    }
+    attn_status st = read_exact(ctx, fd, path, what, p, n);
     close(fd);
     if (st) {
         attn__free(ctx, p);
@@ -124,6 +145,58 @@ attn_status attn__file_read(attn_ctx *ctx, const char *path, const char *what, u
     *data = p;
     *len = n;
     return ATTN_OK;
+}
+
+/* ---- memory-mapped reads ----------------------------------------------------------------- */
+attn_status attn__file_map(attn_ctx *ctx, const char *path, const char *what, uint64_t max,
+                           attn__fmap *m) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!m, ctx, ATTN_E_INVALID, "file map: NULL output");
+    memset(m, 0, sizeof *m);
+    if (!what) what = "file";
+    ATTN_FAIL_IF(!path || !path[0], ctx, ATTN_E_INVALID, "%s: path is NULL or empty", what);
+    int fd = -1;
+    size_t n = 0;
+    ATTN_TRY(open_bounded(ctx, path, what, max, &fd, &n));
+    if (n == 0) { /* nothing to map (mmap refuses a length of 0) */
+        close(fd);
+        return ATTN_OK;
+    }
+#if ATTN__HAVE_MMAP
+    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p != MAP_FAILED) {
+        close(fd); /* the mapping keeps the file */
+        m->data = p;
+        m->len = n;
+        m->mapped = 1;
+        return ATTN_OK;
+    }
+    /* a file system without mmap support: read it instead */
+#endif
+    unsigned char *b = attn__malloc(ctx, n);
+    if (!b) {
+        close(fd);
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory reading %s '%.300s' (%zu bytes)",
+                          what, path, n);
+    }
+    attn_status st = read_exact(ctx, fd, path, what, b, n);
+    close(fd);
+    if (st) {
+        attn__free(ctx, b);
+        return st;
+    }
+    m->data = b;
+    m->len = n;
+    return ATTN_OK;
+}
+
+void attn__file_unmap(attn_ctx *ctx, attn__fmap *m) {
+    if (!m) return;
+#if ATTN__HAVE_MMAP
+    if (m->mapped && m->data) munmap((void *)(uintptr_t)m->data, m->len);
+#endif
+    if (!m->mapped) attn__free(ctx, (void *)(uintptr_t)m->data);
+    memset(m, 0, sizeof *m);
 }
 
 /* ---- atomic writes ----------------------------------------------------------------------- */

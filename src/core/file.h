@@ -2,7 +2,8 @@
  *
  * Every file the library reads goes through attn__file_read: the file is opened without
  * blocking (a FIFO with no writer cannot hang the open), refused by type unless it is a
- * regular file, sized with fstat and refused past a bound before anything is allocated.
+ * regular file, sized with fstat and refused past a bound before anything is allocated
+ * (attn__file_map does the same and maps the file instead of reading it).
  * Every file it writes goes through attn__file_write: the bytes go to a temporary file beside
  * the target, which replaces the target by rename() only once everything is written and
  * synced, so a failed write leaves an existing file as it was. */
@@ -20,6 +21,26 @@
 ATTN__HIDDEN attn_status attn__file_read(attn_ctx *ctx, const char *path, const char *what,
                                          uint64_t max, unsigned char **data /* OUT */,
                                          size_t *len /* OUT */);
+
+/* A file's bytes for reading in place: mapped read-only (mmap, MAP_PRIVATE) where the system
+ * has memory-mapped files, else read into memory from ctx.  Either way the bytes are only read
+ * and nothing is copied twice; pages of a mapping are loaded as they are touched. */
+typedef struct attn__fmap {
+    const unsigned char *data; /* NULL for an empty file */
+    size_t len;
+    int mapped;                /* 1: a mapping (munmap), 0: memory from ctx (attn__free) */
+} attn__fmap;
+
+/* Maps the regular file at path: the same checks, bounds and messages as attn__file_read
+ * (a missing file ATTN_E_NOT_FOUND, anything but a regular file ATTN_E_IO, a file over max or
+ * ATTN_LIMIT_FILE_BYTES ATTN_E_UNSUPPORTED), then mmap; where mmap is missing or fails for
+ * this file the bytes are read instead (no 0 byte is added after them).  A mapping shows the
+ * file as it is: if another process truncates the file while it is mapped, touching the lost
+ * pages raises SIGBUS (as for every memory-mapped reader).  Release with attn__file_unmap. */
+ATTN__HIDDEN attn_status attn__file_map(attn_ctx *ctx, const char *path, const char *what,
+                                        uint64_t max, attn__fmap *m /* OUT */);
+/* Releases what attn__file_map gave (a zeroed attn__fmap is fine); m is zeroed. */
+ATTN__HIDDEN void attn__file_unmap(attn_ctx *ctx, attn__fmap *m);
 
 /* One piece of an output file. */
 typedef struct attn__piece {

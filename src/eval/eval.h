@@ -1,5 +1,5 @@
 /* attn_eval's internals (src/eval/): the framework (eval.c) and the op families beside it
- * (ops_basic.c, ops_attention.c, ops_layers.c, ops_models.c).
+ * (ops_basic.c, ops_attention.c, ops_layers.c, ops_models.c, ops_llm.c).
  *
  * The framework reads the attributes the op declares (strictly: unknown names are refused),
  * hands the op its tensors (converted to F32 or ids, masks in the op's PyTorch polarity),
@@ -239,7 +239,12 @@ static inline const attn_mask *opt_mask(const attn_mask *m) { return m->kind ? m
     X(feed_forward)                                                                                \
     X(vit_self_attention)                                                                          \
     X(gpt)                                                                                         \
-    X(vit)
+    X(vit)                                                                                         \
+    X(rms_norm)                                                                                    \
+    X(rotary_embedding)                                                                            \
+    X(llama_mlp)                                                                                   \
+    X(llama_attention)                                                                             \
+    X(llama_decoder_layer)
 
 #define EV_DECLARE_OP(n) ATTN__HIDDEN extern const ev_op attn__ev_op_##n;
 EV_OPS(EV_DECLARE_OP)

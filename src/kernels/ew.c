@@ -103,12 +103,51 @@ static void bias_gelu_ref(float *y, int64_t ldy, const float *b, int64_t M, int6
         }
 }
 
-static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref, NULL, NULL, NULL, NULL};
+static void bias_res_ref(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
+                         int64_t M, int64_t N) {
+    for (int64_t m = 0; m < M; m++) {
+        float *yr = y + m * ldy;
+        const float *rr = r ? r + m * ldr : NULL;
+        if (b)
+            for (int64_t n = 0; n < N; n++) yr[n] = yr[n] + b[n];
+        if (rr)
+            for (int64_t n = 0; n < N; n++) yr[n] = yr[n] + rr[n];
+    }
+}
+
+/* rms_norm (ew.h): one operation per statement, so that nothing is fused */
+void attn__rms_norm_c(const float *x, int64_t ldx, const float *w, float eps, float *y,
+                      int64_t ldy, int64_t M, int64_t E) {
+    enum { L = ATTN__RMS_LANES };
+    for (int64_t m = 0; m < M; m++) {
+        const float *xr = x + m * ldx;
+        float *yr = y + m * ldy;
+        float s[L] = {0};
+        for (int64_t e = 0; e < E; e++) {
+            const float sq = xr[e] * xr[e];
+            s[e % L] = s[e % L] + sq;
+        }
+        for (int h = L / 2; h; h /= 2)
+            for (int j = 0; j < h; j++) s[j] = s[j] + s[j + h];
+        const float ms = s[0] / (float)E;
+        const float v = ms + eps;
+        const float r = (float)(1.0 / sqrt((double)v));
+        for (int64_t e = 0; e < E; e++) {
+            const float t = xr[e] * r;
+            yr[e] = w ? w[e] * t : t;
+        }
+    }
+}
+
+static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref, bias_res_ref,
+                                             NULL,       NULL,          NULL,
+                                             NULL,       attn__rms_norm_c};
 
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 
 typedef struct ew_job {
     const attn__ew_kernel *k;
+    const float *x; /* add_ln: the rows to copy into y first (NULL: in place) */
     float *y;
     const float *b, *r, *w, *lb;
     float eps;
@@ -119,6 +158,9 @@ typedef struct ew_job {
 static void add_ln_task(void *arg, int64_t begin, int64_t end, int tid) {
     const ew_job *j = arg;
     (void)tid;
+    if (j->x)
+        memcpy(j->y + begin * j->n, j->x + begin * j->n,
+               (size_t)((end - begin) * j->n) * sizeof(float));
     j->k->add_ln(j->y + begin * j->n, j->n, j->b, j->r ? j->r + begin * j->n : NULL, j->n, j->w,
                  j->lb, j->eps, end - begin, j->n, j->amax ? j->amax + begin : NULL);
 }
@@ -131,11 +173,38 @@ static void gelu_task(void *arg, int64_t begin, int64_t end, int tid) {
 
 void attn__add_ln(attn_ctx *ctx, float *y, const float *b, const float *r, const float *w,
                   const float *lb, float eps, int64_t M, int64_t E, float *amax) {
-    ew_job j = {ctx->kern.ew, y, b, r, w, lb, eps, E, amax};
+    ew_job j = {ctx->kern.ew, NULL, y, b, r, w, lb, eps, E, amax};
+    attn__parallel_for(ctx, M, add_ln_task, &j);
+}
+
+void attn__layer_norm_rows(attn_ctx *ctx, const float *x, float *y, const float *w,
+                           const float *lb, float eps, int64_t M, int64_t E) {
+    ew_job j = {ctx->kern.ew, x != y ? x : NULL, y, NULL, NULL, w, lb, eps, E, NULL};
     attn__parallel_for(ctx, M, add_ln_task, &j);
 }
 
 void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64_t M, int64_t N) {
-    ew_job j = {ctx->kern.ew, y, b, NULL, NULL, NULL, 0.0f, N, NULL};
+    ew_job j = {ctx->kern.ew, NULL, y, b, NULL, NULL, NULL, 0.0f, N, NULL};
     attn__parallel_for(ctx, M, gelu_task, &j);
+}
+
+typedef struct rms_job {
+    attn__rms_norm_fn fn;
+    const float *x, *w;
+    float eps, *y;
+    int64_t ldx, ldy, E;
+} rms_job;
+
+static void rms_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const rms_job *j = arg;
+    (void)tid;
+    j->fn(j->x + begin * j->ldx, j->ldx, j->w, j->eps, j->y + begin * j->ldy, j->ldy,
+          end - begin, j->E);
+}
+
+void attn__rms_norm(attn_ctx *ctx, const float *x, int64_t ldx, const float *w, float eps,
+                    float *y, int64_t ldy, int64_t M, int64_t E) {
+    rms_job j = {ctx->kern.ew->rms_norm ? ctx->kern.ew->rms_norm : attn__rms_norm_c, x, w, eps,
+                 y, ldx, ldy, E};
+    attn__parallel_for(ctx, M, rms_task, &j);
 }

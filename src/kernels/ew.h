@@ -41,6 +41,11 @@ typedef void (*attn__add_ln_fn)(float *y, int64_t ldy, const float *b, const flo
  * x Phi(x) as attn__gelu_as below.  The AVX2 and AVX-512 versions evaluate the same float
  * operations in the same order: bit-identical to the plain C one. */
 typedef void (*attn__bias_gelu_fn)(float *y, int64_t ldy, const float *b, int64_t M, int64_t N);
+/* y [M, N] (row stride ldy), in place: y = (y + b) + r (two float adds in this order; b [N]
+ * and r [M, N] (row stride ldr) may be NULL): the bias and residual epilogue of a product.
+ * Bit-identical in every version. */
+typedef void (*attn__bias_res_fn)(float *y, int64_t ldy, const float *b, const float *r,
+                                  int64_t ldr, int64_t M, int64_t N);
 
 /* ---- backward kernels (driven by src/kernels/ew_bwd.c over the context's threads) ----------
  * Float versions of the double references attn__layer_norm_bwd_ref and attn__act_bwd_ref (the
@@ -64,14 +69,31 @@ typedef void (*attn__ln_dx_fn)(const float *x, int64_t ldx, const float *w, cons
 typedef int (*attn__act_bwd_fn)(attn_activation act, const float *x, const float *dy, float *dx,
                                 int64_t n);
 
+/* RMSNorm rows (HF LlamaRMSNorm), y [M, E] (row stride ldy) from x [M, E] (row stride ldx; y
+ * may be x):
+ *   ss = sum of x[e] * x[e] (each square rounded: no fused multiply-add), element e into lane
+ *        e % ATTN__RMS_LANES of float partial sums in increasing e, the lanes then folded as
+ *        s[j] += s[j + h] for h = 8, 4, 2, 1
+ *   ms = ss / E (float);  r = 1 / sqrt(ms + eps): ms + eps in float, the root and the quotient
+ *        in double, rounded to float
+ *   y[e] = w[e] * (x[e] * r)   (w NULL: x[e] * r; each product rounded)
+ * The plain C version is the definition; the AVX-512 one performs the same operations on one
+ * vector of lanes: bit-identical.  A row whose squares overflow gives r = 0 (zeros, or NaN for
+ * an infinite x), as the float formula in PyTorch does. */
+#define ATTN__RMS_LANES 16
+typedef void (*attn__rms_norm_fn)(const float *x, int64_t ldx, const float *w, float eps,
+                                  float *y, int64_t ldy, int64_t M, int64_t E);
+
 typedef struct attn__ew_kernel {
     attn__add_ln_fn add_ln;
     attn__bias_gelu_fn bias_gelu;
+    attn__bias_res_fn bias_res;
     /* NULL: the double references run (and give their bits) */
     attn__ln_stats_fn ln_stats;
     attn__ln_dwdb_fn ln_dwdb;
     attn__ln_dx_fn ln_dx;
     attn__act_bwd_fn act_bwd;
+    attn__rms_norm_fn rms_norm; /* NULL: the plain C one */
 } attn__ew_kernel;
 
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_ref(void);
@@ -147,5 +169,15 @@ ATTN__HIDDEN void attn__add_ln(attn_ctx *ctx, float *y, const float *b, const fl
                                const float *w, const float *lb, float eps, int64_t M, int64_t E,
                                float *amax);
 ATTN__HIDDEN void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64_t M, int64_t N);
+/* y = layer_norm(x) * w + lb (add_ln without bias and residual), x and y [M, E] contiguous (may
+ * be the same): each thread copies its rows of x into y, then normalises them. */
+ATTN__HIDDEN void attn__layer_norm_rows(attn_ctx *ctx, const float *x, float *y, const float *w,
+                                        const float *lb, float eps, int64_t M, int64_t E);
+/* RMSNorm of M rows (rms_norm above) over the context's threads; y may be x. */
+ATTN__HIDDEN void attn__rms_norm(attn_ctx *ctx, const float *x, int64_t ldx, const float *w,
+                                 float eps, float *y, int64_t ldy, int64_t M, int64_t E);
+/* The plain C row kernel (the definition; tests compare the others with it). */
+ATTN__HIDDEN void attn__rms_norm_c(const float *x, int64_t ldx, const float *w, float eps,
+                                   float *y, int64_t ldy, int64_t M, int64_t E);
 
 #endif

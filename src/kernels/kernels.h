@@ -66,6 +66,8 @@ typedef struct attn__sdpa_args {
     int64_t window_left, window_right;
     const float *alibi;                  /* [H] ALiBi slopes or NULL */
     float softcap;                       /* 0: off */
+    int rows; /* 1: the forward runs the row kernels (sdpa_fast.c) even without a weights
+                 output: a forward that wrote weights, recomputed, gives the same bits */
 } attn__sdpa_args;
 
 /* The keys query row i may see under the causal mode and the sliding window (masks aside):
@@ -175,8 +177,8 @@ ATTN__HIDDEN attn_status attn__cross_entropy(attn_ctx *ctx, const float *logits,
  *   DECODE  the split-KV decode kernels (decode.h) where attn__decode_eligible: a few queries
  *           over many keys, no weights output, no dropout, not under ATTN_DECODE=0;
  *   FLASH   the fused kernels (flash.h, tiles, no L x S matrix): bf16 storage always, fp32
- *           without a weights output (and, backward, without a mask gradient) from 64 x 64
- *           scores on;
+ *           without a weights output from 4 x 4 scores on (forward), without a mask gradient
+ *           from 12 x 12 on (backward; sdpa_fast.c has the measurements);
  *   ROWS    the row kernels of sdpa_fast.c (one row of scores at a time): smaller problems
  *           and the weights output;
  *   REF     the reference: views whose last dimension is strided, and the mask gradient. */

@@ -38,7 +38,7 @@ typedef enum attn__kind {
     ATTN__LINEAR, ATTN__LAYER_NORM, ATTN__EMBEDDING, ATTN__SEED, ATTN__MHA, ATTN__GENERAL,
     ATTN__ADDITIVE, ATTN__FFN, ATTN__ENC_LAYER, ATTN__DEC_LAYER, ATTN__ENCODER, ATTN__DECODER,
     ATTN__TRANSFORMER, ATTN__GPT, ATTN__VIT_EMBED, ATTN__SEQ2SEQ, ATTN__BERT,
-    ATTN__VIT
+    ATTN__VIT, ATTN__LLAMA_MLP, ATTN__LLAMA_ATTN, ATTN__LLAMA_LAYER
 } attn__kind;
 
 struct attn_module {
@@ -316,7 +316,8 @@ ATTN__HIDDEN attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a,
                                              int64_t S, const float *dout, float *dquery,
                                              float *dkey, float *dvalue);
 
-/* Backward of attn__mha_fwd, recomputing it from the same inputs and rng state.  dout
+/* Backward of attn__mha_fwd, recomputing it from the same inputs and rng state (rows = 1 when
+ * that forward wrote weights: the recompute runs the same row kernels, the same bits).  dout
  * [B, L, E]; dquery [B, L, E], dkey [B, S, kdim], dvalue [B, S, vdim] are overwritten (each may
  * be NULL); parameter gradients accumulate through g. */
 ATTN__HIDDEN attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
@@ -324,8 +325,8 @@ ATTN__HIDDEN attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const 
                                        const float *value, int64_t B, int64_t L, int64_t S,
                                        const attn_mask *key_padding_mask,
                                        const attn_mask *attn_mask, int is_causal,
-                                       attn__rng *rng, const float *dout, float *dquery,
-                                       float *dkey, float *dvalue);
+                                       attn__rng *rng, int rows, const float *dout,
+                                       float *dquery, float *dkey, float *dvalue);
 
 /* ---- Transformer blocks -------------------------------------------------------------- */
 typedef struct attn__enc_layer {

@@ -67,16 +67,13 @@ static void epi_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows)
     if (e->kind == ATTN__EPI_ACT && e->act == ATTN_ACT_GELU) {
         e->k->bias_gelu(y, ldy, b, rows, n);
     } else {
-        for (int64_t m = 0; m < rows; m++) {
-            float *yr = y + m * ldy;
-            const float *rr = r ? r + m * n : NULL;
-            if (b)
-                for (int64_t j = 0; j < n; j++) yr[j] = yr[j] + b[j];
-            if (rr && e->kind == ATTN__EPI_RES)
-                for (int64_t j = 0; j < n; j++) yr[j] = yr[j] + rr[j];
-            if (e->kind == ATTN__EPI_ACT)
+        if (b || (r && e->kind == ATTN__EPI_RES))
+            e->k->bias_res(y, ldy, b, e->kind == ATTN__EPI_RES ? r : NULL, n, rows, n);
+        if (e->kind == ATTN__EPI_ACT)
+            for (int64_t m = 0; m < rows; m++) {
+                float *yr = y + m * ldy;
                 for (int64_t j = 0; j < n; j++) yr[j] = attn__act1(e->act, yr[j]);
-        }
+            }
     }
     if (ym)
         for (int64_t m = 0; m < rows; m++) ym[m] = attn__row_absmax(y + m * ldy, n);
@@ -132,17 +129,33 @@ attn_status attn__lin_run(attn_ctx *ctx, const attn__lin *l, const float *x, con
                            l->in, l->out);
 }
 
-void attn__act_fwd(attn_ctx *ctx, attn_activation act, const float *x, float *y, int64_t M,
-                   int64_t N) {
-    if (act == ATTN_ACT_GELU) {
-        if (y != x) memcpy(y, x, (size_t)(M * N) * sizeof(float));
-        attn__bias_gelu(ctx, y, NULL, M, N);
+typedef struct act_job {
+    const attn__ew_kernel *k;
+    attn_activation act;
+    const float *x;
+    float *y;
+    int64_t n;
+} act_job;
+
+static void act_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const act_job *j = arg;
+    (void)tid;
+    const float *x = j->x + begin * j->n;
+    float *y = j->y + begin * j->n;
+    if (j->act == ATTN_ACT_GELU) {
+        if (y != x) memcpy(y, x, (size_t)((end - begin) * j->n) * sizeof(float));
+        j->k->bias_gelu(y, j->n, NULL, end - begin, j->n);
     } else {
-        attn__act_ref(act, x, N, y, N, M, N);
+        attn__act_ref(j->act, x, j->n, y, j->n, end - begin, j->n);
     }
 }
 
+void attn__act_fwd(attn_ctx *ctx, attn_activation act, const float *x, float *y, int64_t M,
+                   int64_t N) {
+    act_job j = {ctx->kern.ew, act, x, y, N};
+    attn__parallel_for(ctx, M, act_task, &j);
+}
+
 void attn__ln_fwd(attn_ctx *ctx, const attn__ln *l, const float *x, float *y, int64_t M) {
-    if (y != x) memcpy(y, x, (size_t)(M * l->E) * sizeof(float));
-    attn__add_ln(ctx, y, NULL, NULL, l->weight, l->bias, l->eps, M, l->E, NULL);
+    attn__layer_norm_rows(ctx, x, y, l->weight, l->bias, l->eps, M, l->E);
 }

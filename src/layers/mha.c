@@ -231,7 +231,8 @@ static attn_status attend(attn_ctx *ctx, const attn__mha *a, const float *query,
                           const float *key, const float *value, int64_t B, int64_t L, int64_t S,
                           const attn_mask *key_padding_mask, const attn_mask *amask,
                           int is_causal, attn__rng *rng, float *qp, float *kp, float *vp,
-                          int64_t ld, float *ao, float *lse, float *w, attn__sdpa_args *s) {
+                          int64_t ld, float *ao, float *lse, float *w, int rows,
+                          attn__sdpa_args *s) {
     int64_t H = a->H, Sx = S + extra_cols(a);
     attn__mask4 m0, m1;
     ATTN_TRY(bind_attn_mask(ctx, amask, B, H, L, S, &m0));
@@ -239,6 +240,7 @@ static attn_status attend(attn_ctx *ctx, const attn__mha *a, const float *query,
     ATTN_TRY(project(ctx, a, query, key, value, B, L, S, Sx, qp, kp, vp, ld));
     sdpa_setup(a, s, B, L, S, Sx, qp, kp, vp, ld, ao, is_causal, rng);
     s->mask[0] = m0, s->mask[1] = m1;
+    s->rows = rows;
     if (w) s->w = w, s->ws[0] = H * L * Sx, s->ws[1] = L * Sx, s->ws[2] = Sx, s->ws[3] = 1;
     if (lse) s->lse = lse, s->ls[0] = H * L, s->ls[1] = L, s->ls[2] = 1;
     return attn__sdpa(ctx, s);
@@ -274,10 +276,11 @@ attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
     }
     if (weights) ATTN_TRYG(attn__ws_f32(ctx, &w, B, H, L, Sx));
     ATTN_TRYG(attend(ctx, a, query, key, value, B, L, S, key_padding_mask, amask, is_causal, rng,
-                     qp, kp, vp, ld, ao, sv ? sv->lse : NULL, w, &s));
+                     qp, kp, vp, ld, ao, sv ? sv->lse : NULL, w, 0, &s));
     if (sv) {
         sv->s = s;
         sv->s.w = NULL;
+        sv->s.rows = weights != NULL; /* the row kernels ran: a recompute runs them too */
     }
     ATTN_TRYG(attn__lin_run(ctx, &a->out_proj, ao, oepi, out, B * L));
 
@@ -361,7 +364,7 @@ done:
 attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
                           const float *query, const float *key, const float *value, int64_t B,
                           int64_t L, int64_t S, const attn_mask *key_padding_mask,
-                          const attn_mask *amask, int is_causal, attn__rng *rng,
+                          const attn_mask *amask, int is_causal, attn__rng *rng, int rows,
                           const float *dout, float *dquery, float *dkey, float *dvalue) {
     attn__mark mk = attn__ws_mark(ctx);
     attn__mha_saved sv;
@@ -370,7 +373,7 @@ attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g
     ATTN_TRYG(attn__mha_saved_alloc(ctx, NULL, a, B, L, S,
                                     fuses(a, query, key, value, L, S), &sv));
     ATTN_TRYG(attend(ctx, a, query, key, value, B, L, S, key_padding_mask, amask, is_causal, rng,
-                     sv.qp, sv.kp, sv.vp, sv.ld, sv.ao, sv.lse, NULL, &sv.s));
+                     sv.qp, sv.kp, sv.vp, sv.ld, sv.ao, sv.lse, NULL, rows, &sv.s));
     ATTN_TRYG(attn__mha_bwd_saved(ctx, a, g, &sv, query, key, value, B, L, S, dout, dquery, dkey,
                                   dvalue));
 done:
@@ -384,6 +387,7 @@ typedef struct mha_rec {
     const float *q, *k, *v; /* copies of the inputs (shared where the views are the same) */
     attn_mask kpm, am;      /* copies */
     int ckpt, is_causal;    /* ckpt: only the inputs, the masks and the stream are kept */
+    int weights;            /* the forward wrote weights (ran the row kernels) */
     attn__rng rng;
     attn__mha_saved sv;     /* its masks bound to the copies (not with ckpt) */
 } mha_rec;
@@ -464,6 +468,7 @@ static attn_status mha_forward(attn_ctx *ctx, const char *fn, int train, const a
         ATTN_TRYG(attn__saved_mask(ctx, t, amask, "attn_mask", &rec->am));
         rec->ckpt = (saved->flags & ATTN_SAVED_CHECKPOINT) != 0;
         rec->is_causal = o.is_causal;
+        rec->weights = wp != NULL;
         rec->rng = rng;
         if (!rec->ckpt)
             ATTN_TRYG(attn__mha_saved_alloc(ctx, t, a, B, L, S,
@@ -541,7 +546,7 @@ attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_te
     }
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__mha_bwd(ctx, a, &g, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
-                            &rng, dy, dq, dk, dv));
+                            &rng, 0, dy, dq, dk, dv));
     if (dq) attn__seq_out_end(dq, dquery);
     if (dk) attn__seq_out_end(dk, dkey);
     if (dv) attn__seq_out_end(dv, dvalue);
@@ -581,7 +586,7 @@ attn_status attn_mha_backward_saved(attn_ctx *ctx, const attn_module *m, const a
         attn__rng r = rec->rng;
         ATTN_TRYG(attn__mha_bwd(ctx, a, &g, rec->q, rec->k, rec->v, B, L, S,
                                 attn__mask_opt(&rec->kpm), attn__mask_opt(&rec->am),
-                                rec->is_causal, &r, dy, dq, dk, dv));
+                                rec->is_causal, &r, rec->weights, dy, dq, dk, dv));
     } else {
         ATTN_TRYG(attn__mha_bwd_saved(ctx, a, &g, &rec->sv, rec->q, rec->k, rec->v, B, L, S, dy,
                                       dq, dk, dv));

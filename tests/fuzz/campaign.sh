@@ -6,7 +6,8 @@
 #   tests/fuzz/campaign.sh TARGET RUNS [JOBS]
 #   tests/fuzz/campaign.sh fuzz_tokenizer 10000000 2
 #
-# TARGET is fuzz_safetensors, fuzz_hf_config, fuzz_tokenizer, fuzz_checkpoint or fuzz_imgdata.
+# TARGET is fuzz_safetensors, fuzz_hf_config, fuzz_tokenizer, fuzz_checkpoint, fuzz_imgdata,
+# fuzz_gguf, fuzz_llm_config or fuzz_bpe.
 # Environment:
 #   FUZZ_BUILD  the build folder of the targets (default: build-fuzz in the repository; it is
 #               configured and built with clang when the target is missing there)
@@ -28,7 +29,8 @@ build=${FUZZ_BUILD:-$root/build-fuzz}
 work=${FUZZ_WORK:-/tmp/attn-fuzz/$target}
 case $target in
   fuzz_safetensors) seeds=$here/corpus dict=$here/safetensors.dict ;;
-  fuzz_hf_config | fuzz_tokenizer | fuzz_checkpoint | fuzz_imgdata)
+  fuzz_hf_config | fuzz_tokenizer | fuzz_checkpoint | fuzz_imgdata | fuzz_gguf | \
+  fuzz_llm_config | fuzz_bpe)
     seeds=$here/corpus_${target#fuzz_} dict=$here/${target#fuzz_}.dict ;;
   *) echo "$0: unknown target $target" >&2; exit 2 ;;
 esac

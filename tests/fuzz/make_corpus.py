@@ -8,6 +8,11 @@
     corpus_checkpoint/  fuzz_checkpoint  (checkpoints made by `attn train ... --steps 2`)
     corpus_imgdata/     fuzz_imgdata     (IDX images [SEP labels], raw or gzipped; PGM; PNG,
                                           also with uncompressed scanlines in IDAT)
+    corpus_gguf/        fuzz_gguf        (tests/fixtures/gguf's files, every tensor type,
+                                          string arrays, a nested array)
+    corpus_llm_config/  fuzz_llm_config  (config.json of tests/fixtures/llama_tiny, variants)
+    corpus_bpe/         fuzz_bpe         (tokenizer.json or token/merge arrays, SEP, a text;
+                                          the tokenizers of tests/fixtures/bpe among them)
 
 Run from tests/fuzz: python3 make_corpus.py [ATTN]; with ATTN (the attn program, e.g.
 ../../build/attn) the checkpoints are made again, else they are left as they are.  The files
@@ -92,6 +97,22 @@ put(H, "max_pooling", json.dumps(c, indent=1), json.dumps(m),
     json.dumps({"pooling_mode_max_tokens": True, "pooling_mode_mean_sqrt_len_tokens": False}),
     '{"max_seq_length": 200}')
 
+# ---- fuzz_llm_config: llama_tiny's config.json and variants that still load ----------------
+with open(os.path.join("..", "fixtures", "llama_tiny", "config.json"), "rb") as f:
+    lcfg = f.read()
+L = "corpus_llm_config"
+put(L, "fixture", lcfg)
+c = json.loads(lcfg)
+c.pop("rope_parameters")
+c.update(rope_theta=10000.0, rope_scaling=None, head_dim=None, max_position_embeddings=2)
+put(L, "old_style", json.dumps(c, indent=1))
+c = {k: v for k, v in json.loads(lcfg).items()
+     if k in ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
+              "num_attention_heads", "num_key_value_heads", "vocab_size",
+              "max_position_embeddings", "tie_word_embeddings")}
+c["rope_scaling"] = {"type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 1.0}
+put(L, "minimal", json.dumps(c))
+
 # ---- fuzz_tokenizer: vocabularies, settings and texts, hostile UTF-8 among them -------------
 vocab, tok = fixture("vocab.txt"), fixture("tokenizer_config.json")
 T = "corpus_tokenizer"
@@ -173,6 +194,89 @@ for raw in (False, True):
                                 raw_idat=raw))
     put(I, "png_gray1" + sfx, png(10, 5, 1, 0, [bytes([0xa5 ^ y, 0x80]) for y in range(5)],
                                   raw_idat=raw))
+
+# ---- fuzz_gguf: the GGUF fixtures (tests/gen_gguf.py) and a few files made here ------------
+G = "corpus_gguf"
+os.makedirs(G, exist_ok=True)
+GGUF_FIX = os.path.join("..", "fixtures", "gguf")
+for name in sorted(os.listdir(GGUF_FIX)):
+    if name.endswith(".gguf"):
+        shutil.copy(os.path.join(GGUF_FIX, name), os.path.join(G, name))
+
+
+def gguf_str(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_file(kvs, tensors, align=32, version=3):
+    """kvs: encoded entries; tensors: (name, ne list, GGML type, raw bytes), packed in order."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)) + b"".join(kvs)
+    data, off = b"", []
+    for name, ne, qtype, raw in tensors:
+        data += b"\0" * (-len(data) % align)
+        off.append(len(data))
+        data += raw
+    for (name, ne, qtype, raw), o in zip(tensors, off):
+        out += gguf_str(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+        out += struct.pack("<IQ", qtype, o)
+    return out + b"\0" * (-len(out) % align) + data
+
+
+# one tensor of every type attn reads: (type, block elements, block bytes)
+QTYPES = [(0, 1, 4), (1, 1, 2), (2, 32, 18), (3, 32, 20), (6, 32, 22), (7, 32, 24), (8, 32, 34),
+          (10, 256, 84), (11, 256, 110), (12, 256, 144), (13, 256, 176), (14, 256, 210),
+          (15, 256, 292), (30, 1, 2)]
+with open(os.path.join(G, "every_qtype.gguf"), "wb") as f:
+    f.write(gguf_file([gguf_str("general.alignment") + struct.pack("<II", 4, 16)],
+                      [("t%d" % t, [e, 2], t, bytes(i % 251 for i in range(2 * b)))
+                       for t, e, b in QTYPES],
+                      align=16))
+with open(os.path.join(G, "nested_array.gguf"), "wb") as f:  # refused: arrays of arrays
+    f.write(gguf_file([gguf_str("a") + struct.pack("<IIQIQ", 9, 9, 1, 4, 2) + b"\1\0\0\0\2\0\0\0"],
+                      []))
+with open(os.path.join(G, "strings.gguf"), "wb") as f:
+    f.write(gguf_file([gguf_str("general.alignment") + struct.pack("<II", 4, 1),
+                       gguf_str("s") + struct.pack("<I", 8) + gguf_str("x" * 20),
+                       gguf_str("v") + struct.pack("<IIQ", 9, 8, 3) + gguf_str("") +
+                       gguf_str("\u00e9") + gguf_str(b"a\0b"),
+                       gguf_str("b") + struct.pack("<IIQ", 9, 7, 2) + b"\1\0"],
+                      [("e", [0, 3], 0, b"")], align=1, version=2))
+
+# ---- fuzz_bpe: tokenizer.json files (the test fixtures, a minimal one, broken ones) and token
+# arrays, each with a text ------------------------------------------------------------------
+B = "corpus_bpe"
+BPE = os.path.join("..", "fixtures", "bpe")
+texts = ["Hello world, I'm here; YOU'LL see 12345 \u00bd\u00b2 caf\u00e9\t\r\n  x  ",
+         "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+         "\U0001F468\u200d\U0001F469\u200d\U0001F467 e\u0301 \u4e2d\u6587 \u0627\u0644 'S'LL"]
+for i, name in enumerate(["gpt2", "llama", "smollm", "edge"]):
+    with open(os.path.join(BPE, name + ".json"), "rb") as f:
+        tj = f.read()
+    put(B, name, tj, texts[i % len(texts)])
+put(B, "gpt2_hostile", open(os.path.join(BPE, "gpt2.json"), "rb").read(), hostile)
+bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+mini = {"version": "1.0", "added_tokens": [
+            {"id": 4, "content": "<s>", "special": True, "normalized": False},
+            {"id": 5, "content": "[u]", "special": False, "normalized": True}],
+        "normalizer": None, "pre_tokenizer": bl, "post_processor": None, "decoder": bl,
+        "model": {"type": "BPE", "dropout": None, "unk_token": "c", "fuse_unk": True,
+                  "ignore_merges": True, "vocab": {"a": 0, "b": 1, "ab": 2, "c": 3},
+                  "merges": ["a b", ["a", "b"]]}}
+put(B, "mini", json.dumps(mini), "ab<s>ba[u]qq ab")
+mini["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Digits", "individual_digits": True}, bl]}
+put(B, "mini_digits", json.dumps(mini), "a1b22ab333")
+mini["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Isolated", "invert": False},
+    dict(bl, use_regex=False)]}
+put(B, "mini_unsupported", json.dumps(mini), "ab")
+put(B, "truncated", json.dumps(mini)[:90], "ab")
+put(B, "arrays_gpt2", "gpt2\na\nb\nab\n!<|x|>\n?c\n\u0120\n\na b", "ab<|x|> cab")
+put(B, "arrays_llama", "llama-bpe\na\nb\nab\n\u0120\n\u0120ab\n!<s>\n\na b\n\u0120 ab",
+    "AB 'Ll ab  ab<s>")
+put(B, "arrays_smollm", "smollm\n1\n2\n12\n\n1 2", "1212 \u0663")
+put(B, "arrays_bad_merge", "gpt2\na\nb\n\na c", "ab")
 
 # ---- fuzz_checkpoint: the smallest models `attn train` makes, two steps of training ----------
 if len(sys.argv) > 1:

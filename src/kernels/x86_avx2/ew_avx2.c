@@ -164,8 +164,27 @@ static void bias_gelu_avx2(float *y, int64_t ldy, const float *b, int64_t M, int
     }
 }
 
-static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2, bias_gelu_avx2, NULL, NULL, NULL,
-                                              NULL};
+static void bias_res_avx2(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
+                          int64_t M, int64_t N) {
+    for (int64_t m = 0; m < M; m++) {
+        float *yr = y + m * ldy;
+        const float *rr = r ? r + m * ldr : NULL;
+        int64_t n = 0;
+        for (; n + 8 <= N; n += 8) {
+            __m256 x = _mm256_loadu_ps(yr + n);
+            if (b) x = _mm256_add_ps(x, _mm256_loadu_ps(b + n));
+            if (rr) x = _mm256_add_ps(x, _mm256_loadu_ps(rr + n));
+            _mm256_storeu_ps(yr + n, x);
+        }
+        for (; n < N; n++) {
+            float t = b ? yr[n] + b[n] : yr[n];
+            yr[n] = rr ? t + rr[n] : t;
+        }
+    }
+}
+
+static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2, bias_gelu_avx2, bias_res_avx2, NULL,
+                                              NULL,        NULL,           NULL,          NULL};
 
 const attn__ew_kernel *attn__ew_kernel_avx2(void) { return &attn__ew_avx2; }
 

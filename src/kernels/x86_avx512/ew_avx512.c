@@ -117,6 +117,21 @@ static void bias_gelu_avx512(float *y, int64_t ldy, const float *b, int64_t M, i
     }
 }
 
+static void bias_res_avx512(float *y, int64_t ldy, const float *b, const float *r, int64_t ldr,
+                            int64_t M, int64_t N) {
+    for (int64_t m = 0; m < M; m++) {
+        float *yr = y + m * ldy;
+        const float *rr = r ? r + m * ldr : NULL;
+        for (int64_t n = 0; n < N; n += 16) {
+            __mmask16 k = m16(N - n);
+            __m512 x = _mm512_maskz_loadu_ps(k, yr + n);
+            if (b) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, b + n));
+            if (rr) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, rr + n));
+            _mm512_mask_storeu_ps(yr + n, k, x);
+        }
+    }
+}
+
 /* ---- backward (contracts in ew.h) ---------------------------------------------------------- */
 static inline float sum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
@@ -221,9 +236,40 @@ static int act_bwd_avx512(attn_activation act, const float *x, const float *dy, 
     return 1;
 }
 
-static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,  bias_gelu_avx512,
-                                                ln_stats_avx512, ln_dwdb_avx512,
-                                                ln_dx_avx512,    act_bwd_avx512};
+/* rms_norm (ew.h): the lanes are one vector; the fold adds the upper half of the lanes to the
+ * lower (s[j] + s[j + 8], then + 4, + 2, + 1), the C version's order */
+static void rms_norm_avx512(const float *x, int64_t ldx, const float *w, float eps, float *y,
+                            int64_t ldy, int64_t M, int64_t E) {
+    for (int64_t m = 0; m < M; m++) {
+        const float *xr = x + m * ldx;
+        float *yr = y + m * ldy;
+        __m512 s = _mm512_setzero_ps();
+        for (int64_t e = 0; e < E; e += 16) {
+            const __m512 v = _mm512_maskz_loadu_ps(m16(E - e), xr + e);
+            s = _mm512_add_ps(s, _mm512_mul_ps(v, v)); /* masked lanes add +0: no change */
+        }
+        const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(s),
+                                        _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                            _mm512_castps_pd(s), 1)));
+        const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+        const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+        const __m128 h1 = _mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1));
+        const float ms = _mm_cvtss_f32(h1) / (float)E;
+        const float v = ms + eps;
+        const __m512 r = _mm512_set1_ps((float)(1.0 / sqrt((double)v)));
+        for (int64_t e = 0; e < E; e += 16) {
+            const __mmask16 k = m16(E - e);
+            __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, xr + e), r);
+            if (w) t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + e), t);
+            _mm512_mask_storeu_ps(yr + e, k, t);
+        }
+    }
+}
+
+static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,   bias_gelu_avx512,
+                                                bias_res_avx512, ln_stats_avx512,
+                                                ln_dwdb_avx512,  ln_dx_avx512,
+                                                act_bwd_avx512,  rms_norm_avx512};
 
 const attn__ew_kernel *attn__ew_kernel_avx512(void) { return &attn__ew_avx512; }
 

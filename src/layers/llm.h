@@ -1,0 +1,143 @@
+/* Internals of the Llama-architecture layers (RMSNorm, RoPE, SwiGLU MLP, grouped-query
+ * attention, the decoder block) shared by their modules (src/layers/) and by the whole model
+ * (src/models/llama.c).  Public contracts: attn.h, "Llama-architecture language models".
+ *
+ * Weights.  Every matrix of the block is an attn__llm_w, and every product with one goes
+ * through attn__llm_linear (src/layers/llm_linear.c): the one place that knows how a weight is
+ * stored.  Today that is ATTN_Q_F32 (row-major float, run on the GEMM of the linear door,
+ * attn__linear_pw); a quantized type (attn_qtype: Q8_0, Q4_1, ...) is one more branch there and
+ * in attn__llm_rows (the embedding's row fetch), and nothing else changes. */
+#ifndef ATTN_LAYERS_LLM_H
+#define ATTN_LAYERS_LLM_H
+
+#include "layers.h"
+
+/* One weight matrix W [N, K] (y = x W^T + b) in whatever form its source gave it. */
+typedef struct attn__llm_w {
+    int type;          /* attn_qtype number: ATTN_Q_F32 (the only one so far) */
+    const void *data;  /* F32: row-major [N, K] */
+    int64_t N, K;      /* output and input features */
+    const float *bias; /* [N] or NULL */
+} attn__llm_w;
+
+/* y[M, N] (row stride ldy) = (x[M, K] (row stride ldx) W^T + b) + r, r NULL or [M, N]
+ * contiguous (a residual; it may not overlap y, nor x overlap y).  On the context's threads,
+ * the same bits for every thread count and every M (a row's result does not depend on the other
+ * rows).  ATTN_E_UNSUPPORTED for a type that has no kernel yet; otherwise fails only when the
+ * workspace runs out. */
+ATTN__HIDDEN attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x,
+                                          int64_t ldx, int64_t M, float *y, int64_t ldy,
+                                          const float *r);
+/* Rows of W as float: out[i, :] = W[rows[i], :] (K floats each, contiguous), rows in [0, N)
+ * (checked by the caller).  The embedding lookup of a table stored as a weight. */
+ATTN__HIDDEN attn_status attn__llm_rows(attn_ctx *ctx, const attn__llm_w *w,
+                                        const int32_t *rows, int64_t n, float *out);
+/* A linear's weight as an F32 attn__llm_w (the modules' parameters, the HF loader's arena). */
+static inline attn__llm_w attn__llm_w_f32(const float *W, const float *b, int64_t N, int64_t K) {
+    attn__llm_w w = {ATTN_Q_F32, W, N, K, b};
+    return w;
+}
+/* Checks that w is set and has shape [N, K] (what names it in the message). */
+ATTN__HIDDEN attn_status attn__llm_w_check(attn_ctx *ctx, const attn__llm_w *w, int64_t N,
+                                           int64_t K, const char *what);
+
+/* ---- RoPE (src/layers/rope.c) --------------------------------------------------------------
+ * inv_freq [D/2] as attn_rope defines it. */
+ATTN__HIDDEN void attn__rope_inv_freq(float theta, int64_t D, float *inv_freq);
+/* cos and sin [n, D/2] of positions pos[n] (or, pos NULL, of p0, p0 + 1, ...). */
+ATTN__HIDDEN void attn__rope_table(const float *inv_freq, int64_t D, const int64_t *pos,
+                                   int64_t p0, int64_t n, float *cs, float *sn);
+/* In place on rows r < M of x (row stride ldx), nh heads of D each (head h at x + h*D): the
+ * rotation of row r with cos/sin row r of the table (cs, sn [M, D/2]).  Pair i of a head is
+ * (x[i], x[i + D/2]) (HF's rotate_half layout), or with interleaved (x[2i], x[2i + 1]): the
+ * layout of GGUF files, whose converters permute the rows of q_proj and k_proj within each head
+ * (new row 2i + j = old row j*D/2 + i) for GGML's rope; the same arithmetic on each pair. */
+ATTN__HIDDEN void attn__rope_rows(float *x, int64_t ldx, int64_t M, int64_t nh, int64_t D,
+                                  const float *cs, const float *sn, int interleaved);
+
+/* ---- the decoder block -------------------------------------------------------------------- */
+typedef struct attn__llama_attn {
+    int64_t E, H, Hkv, D;
+    attn__llm_w q, k, v, o; /* [H*D, E], [Hkv*D, E], [Hkv*D, E], [E, H*D] */
+    int rope_interleaved;   /* 0: HF's q/k rows; 1: rows permuted within each head as GGUF
+                               converters store them (attn__rope_rows) */
+} attn__llama_attn;
+
+typedef struct attn__llama_mlp {
+    int64_t E, F;
+    attn__llm_w gate, up, down; /* [F, E], [F, E], [E, F] */
+} attn__llama_mlp;
+
+typedef struct attn__llama_block {
+    int64_t E;
+    float eps;
+    const float *ln1, *ln2; /* input_layernorm, post_attention_layernorm [E] */
+    attn__llama_attn attn;
+    attn__llama_mlp mlp;
+} attn__llama_block;
+
+/* Where the attention finds its keys and values.  Without a cache (kv NULL) they are the
+ * current tokens' own.  With one (B = 1): the layer's slice of a session's cache, k and v
+ * [Hkv][cap][D] in dtype (ATTN_F32 or ATTN_BF16), holding pos tokens; the forward appends the
+ * T new ones at pos .. pos + T - 1 (pos + T <= cap, the caller checks) and attends over all. */
+typedef struct attn__kv {
+    attn_dtype dtype;
+    void *k, *v;
+    int64_t cap, pos;
+} attn__kv;
+
+/* The RoPE rows of a forward: cos, sin [B*T, D/2], row b*T + t for token t of sequence b. */
+typedef struct attn__rope_cs {
+    const float *cs, *sn;
+} attn__rope_cs;
+
+/* out[M, E] = r + o_proj(attn(x)) for x [B*T, E] (the normalised input), r [B*T, E] (may be
+ * NULL: no residual; may not overlap out), causal; kv as above (NULL: no cache). */
+ATTN__HIDDEN attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a,
+                                              const float *x, int64_t B, int64_t T,
+                                              const attn__rope_cs *rope, attn__kv *kv,
+                                              const float *r, float *out);
+/* out[M, E] = r + down(silu(gate(x)) * up(x)) (r may be NULL; may not overlap out). */
+ATTN__HIDDEN attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p,
+                                             const float *x, int64_t M, const float *r,
+                                             float *out);
+/* The decoder layer, in place on x [B*T, E]. */
+ATTN__HIDDEN attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l,
+                                               float *x, int64_t B, int64_t T,
+                                               const attn__rope_cs *rope, attn__kv *kv);
+
+/* The largest size a config field may have (hidden_size, heads, head_dim, intermediate_size). */
+#define ATTN__LLM_MAX_DIM 16777216
+/* Validates the fields of cfg that a block part reads (hidden_size; intermediate_size with mlp;
+ * the heads, head_dim and rope_theta with attn; rms_norm_eps with both) and resolves
+ * num_kv_heads and head_dim into *out.  ATTN_E_INVALID naming the field; `what` names the
+ * caller in messages. */
+ATTN__HIDDEN attn_status attn__llm_cfg_block(attn_ctx *ctx, const attn_llm_config *cfg,
+                                             int mlp, int attn, const char *what,
+                                             attn_llm_config *out);
+
+/* ---- the modules' shared pieces -------------------------------------------------------------
+ * Registration of a block's linears under prefix with HF's names (attn__lin: nn.Linear's init)
+ * and, once the module is finished, their binding as F32 weights. */
+ATTN__HIDDEN attn_status attn__llama_attn_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                              const attn_llm_config *c, attn__lin l[4]);
+ATTN__HIDDEN void attn__llama_attn_bind(attn__llama_attn *a, const attn_llm_config *c,
+                                        const attn__lin l[4]);
+ATTN__HIDDEN attn_status attn__llama_mlp_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                             const attn_llm_config *c, attn__lin l[3]);
+ATTN__HIDDEN void attn__llama_mlp_bind(attn__llama_mlp *p, const attn__lin l[3]);
+/* Checks x ([B, T, E] or [T, E], F32) and out (its shape; not overlapping x or m's parameters)
+ * and gives both as 3-D views. */
+ATTN__HIDDEN attn_status attn__llm_seq_views(attn_ctx *ctx, const attn_tensor *x,
+                                             const attn_tensor *out, const attn_module *m,
+                                             const char *fn, attn_tensor *xv, attn_tensor *ov);
+/* The forward of the attention module (blk NULL: a) or of the layer module (blk) on x with
+ * positions (attn_llama_attention_forward's arguments); c the resolved config. */
+ATTN__HIDDEN attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m,
+                                              const attn__llama_block *blk,
+                                              const attn__llama_attn *a,
+                                              const attn_llm_config *c, const attn_tensor *x,
+                                              const attn_tensor *positions, attn_tensor *out,
+                                              const char *fn);
+
+#endif

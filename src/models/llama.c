@@ -1,0 +1,639 @@
+/* Llama-architecture causal language models (attn_llm_*): the model and its two-step
+ * construction (llm_model.h), the Hugging Face folder loader (config.json +
+ * model.safetensors), the full-sequence forward and the generation sessions with their KV
+ * cache.  The decoder layer is the shared Llama block (src/layers/llama_layer.c); every matrix
+ * product goes through attn__llm_linear (src/layers/llm_linear.c).  Contract: attn.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/json.h"
+#include "../kernels/ew.h"
+#include "file.h"
+#include "llm_model.h"
+
+/* ---- the model ---------------------------------------------------------------------------- */
+static void mfree(const attn_llm *m, void *p) {
+    if (p) m->free(m->alloc_user, p);
+}
+
+void attn_llm_free(attn_llm *m) {
+    if (!m) return;
+    if (m->store) {
+        if (m->store_free) m->store_free(m->store_user, m->store);
+        else mfree(m, m->store);
+    }
+    mfree(m, m);
+}
+
+attn_status attn__llm_check(attn_ctx *ctx, const attn_llm_config *cfg, const char *what,
+                            attn_llm_config *out) {
+    attn_llm_config c;
+    ATTN_TRY(attn__llm_cfg_block(ctx, cfg, 1, 1, what, &c));
+    const int64_t ll = attn_ctx_limit(ctx, ATTN_LIMIT_LAYERS);
+    const int64_t vl = attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB);
+    ATTN_FAIL_IF(c.num_layers < 1, ctx, ATTN_E_INVALID, "%s: num_hidden_layers %lld must be "
+                 "positive", what, (long long)c.num_layers);
+    ATTN_FAIL_IF(c.num_layers > ll, ctx, ATTN_E_UNSUPPORTED, "%s: num_hidden_layers %lld is "
+                 "over ATTN_LIMIT_LAYERS (%lld)", what, (long long)c.num_layers, (long long)ll);
+    ATTN_FAIL_IF(c.vocab_size < 1 || c.vocab_size > ATTN__LLM_MAX_DIM, ctx, ATTN_E_INVALID,
+                 "%s: vocab_size %lld is out of range [1, %d]", what, (long long)c.vocab_size,
+                 ATTN__LLM_MAX_DIM);
+    ATTN_FAIL_IF(c.vocab_size > vl, ctx, ATTN_E_UNSUPPORTED, "%s: vocab_size %lld is over "
+                 "ATTN_LIMIT_VOCAB (%lld)", what, (long long)c.vocab_size, (long long)vl);
+    ATTN_FAIL_IF(c.max_position_embeddings < 1 || c.max_position_embeddings > ATTN__LLM_MAX_DIM,
+                 ctx, ATTN_E_INVALID, "%s: max_position_embeddings %lld is out of range [1, %d]",
+                 what, (long long)c.max_position_embeddings, ATTN__LLM_MAX_DIM);
+    c.tie_word_embeddings = c.tie_word_embeddings != 0;
+    c.attention_bias = c.attention_bias != 0;
+    c.mlp_bias = c.mlp_bias != 0;
+    *out = c;
+    return ATTN_OK;
+}
+
+attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char *what,
+                          attn_llm **out) {
+    *out = NULL;
+    attn_llm_config c;
+    ATTN_TRY(attn__llm_check(ctx, cfg, what, &c));
+    /* the model, its layers and inv_freq in one allocation (layers <= ATTN_LIMIT_LAYERS) */
+    size_t lay = (size_t)c.num_layers * sizeof(attn__llama_block);
+    size_t base = (sizeof(attn_llm) + 63) / 64 * 64, invo = base + (lay + 63) / 64 * 64;
+    size_t total = invo + (size_t)(c.head_dim / 2) * sizeof(float);
+    attn_llm *m = attn__calloc(ctx, 1, total);
+    ATTN_FAIL_IF(!m, ctx, ATTN_E_NOMEM, "out of memory (attn_llm, %lld layers)",
+                 (long long)c.num_layers);
+    m->cfg = c;
+    m->free = ctx->free;
+    m->alloc_user = ctx->alloc_user;
+    m->layers = (attn__llama_block *)((unsigned char *)m + base);
+    m->inv_freq = (float *)((unsigned char *)m + invo);
+    *out = m;
+    return ATTN_OK;
+}
+
+attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
+    const attn_llm_config *c = &m->cfg;
+    const int64_t E = c->hidden_size, V = c->vocab_size, F = c->intermediate_size;
+    const int64_t HD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
+    ATTN_TRY(attn__llm_w_check(ctx, &m->embed, V, E, "model.embed_tokens.weight"));
+    ATTN_TRY(attn__llm_w_check(ctx, &m->lm_head, V, E,
+                               c->tie_word_embeddings ? "model.embed_tokens.weight (tied head)"
+                                                      : "lm_head.weight"));
+    ATTN_FAIL_IF(!m->norm, ctx, ATTN_E_NOT_FOUND, "model.norm.weight: weight not set");
+    for (int64_t i = 0; i < c->num_layers; i++) {
+        attn__llama_block *l = &m->layers[i];
+        char w[7][96];
+        static const char *const nm[7] = {"self_attn.q_proj", "self_attn.k_proj",
+                                          "self_attn.v_proj", "self_attn.o_proj",
+                                          "mlp.gate_proj",    "mlp.up_proj",
+                                          "mlp.down_proj"};
+        for (int k = 0; k < 7; k++)
+            snprintf(w[k], sizeof w[k], "model.layers.%lld.%s.weight", (long long)i, nm[k]);
+        ATTN_TRY(attn__llm_w_check(ctx, &l->attn.q, HD, E, w[0]));
+        ATTN_TRY(attn__llm_w_check(ctx, &l->attn.k, KD, E, w[1]));
+        ATTN_TRY(attn__llm_w_check(ctx, &l->attn.v, KD, E, w[2]));
+        ATTN_TRY(attn__llm_w_check(ctx, &l->attn.o, E, HD, w[3]));
+        ATTN_TRY(attn__llm_w_check(ctx, &l->mlp.gate, F, E, w[4]));
+        ATTN_TRY(attn__llm_w_check(ctx, &l->mlp.up, F, E, w[5]));
+        ATTN_TRY(attn__llm_w_check(ctx, &l->mlp.down, E, F, w[6]));
+        ATTN_FAIL_IF(!l->ln1 || !l->ln2, ctx, ATTN_E_NOT_FOUND,
+                     "model.layers.%lld: a norm weight is not set", (long long)i);
+        l->E = E;
+        l->eps = (float)c->rms_norm_eps;
+        l->attn.E = E, l->attn.H = c->num_heads, l->attn.Hkv = c->num_kv_heads;
+        l->attn.D = c->head_dim;
+        l->mlp.E = E, l->mlp.F = F;
+    }
+    attn__rope_inv_freq((float)c->rope_theta, c->head_dim, m->inv_freq);
+    return ATTN_OK;
+}
+
+attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info) {
+    if (!m || !info) return ATTN_E_INVALID;
+    *info = m->cfg;
+    return ATTN_OK;
+}
+
+/* ---- config.json --------------------------------------------------------------------------- */
+/* A JSON number as double (the parser reads integers only): the literal, then skipped. */
+static attn_status json_number(attn__json_reader *r, const char *key, double *v) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    ATTN_FAIL_IF(k != ATTN__JSON_NUMBER, r->ctx, ATTN_E_FORMAT,
+                 "%s: %s must be a number, found %s", r->what, key, attn__json_kind_name(k));
+    char buf[64];
+    size_t i = 0, p = r->pos;
+    while (p < r->len && i + 1 < sizeof buf && strchr("+-.eE0123456789", r->text[p]))
+        buf[i++] = (char)r->text[p++];
+    buf[i] = 0;
+    *v = strtod(buf, NULL);
+    return attn__json_skip(r);
+}
+
+/* An integer, or null (leaves *v: the default). */
+static attn_status json_int_or_null(attn__json_reader *r, const char *key, int64_t *v) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    attn_status st = attn__json_int(r, v);
+    if (st) return attn__fail(r->ctx, st, "%s %s: %s", r->what, key, attn_ctx_errmsg(r->ctx));
+    return ATTN_OK;
+}
+
+static attn_status json_flag(attn__json_reader *r, const char *key, int *v) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    ATTN_FAIL_IF(k != ATTN__JSON_BOOL, r->ctx, ATTN_E_FORMAT, "%s: %s must be true or false, "
+                 "found %s", r->what, key, attn__json_kind_name(k));
+    return attn__json_bool(r, v);
+}
+
+/* rope_scaling / rope_parameters: null, or an object of rope_type (or type) "default", with an
+ * optional rope_theta and partial_rotary_factor 1; anything else is a RoPE attn does not have. */
+static attn_status rope_object(attn__json_reader *r, const char *key, double *theta) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    ATTN_FAIL_IF(k != ATTN__JSON_OBJECT, r->ctx, ATTN_E_FORMAT, "%s: %s must be an object or "
+                 "null, found %s", r->what, key, attn__json_kind_name(k));
+    ATTN_TRY(attn__json_object_begin(r));
+    for (;;) {
+        int more;
+        const char *mk;
+        ATTN_TRY(attn__json_member(r, &more, &mk, NULL));
+        if (!more) break;
+        if (!strcmp(mk, "rope_type") || !strcmp(mk, "type")) {
+            ATTN_TRY(attn__json_peek(r, &k));
+            ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT,
+                         "%s: %s.%s must be a string", r->what, key, mk);
+            const char *s;
+            ATTN_TRY(attn__json_string(r, &s, NULL));
+            ATTN_FAIL_IF(strcmp(s, "default"), r->ctx, ATTN_E_UNSUPPORTED,
+                         "%s: %s.%s \"%.64s\" is not supported (only \"default\": plain RoPE)",
+                         r->what, key, mk, s);
+        } else if (!strcmp(mk, "rope_theta")) {
+            ATTN_TRY(json_number(r, "rope_theta", theta));
+        } else if (!strcmp(mk, "partial_rotary_factor")) {
+            double f;
+            ATTN_TRY(json_number(r, "partial_rotary_factor", &f));
+            ATTN_FAIL_IF(f != 1.0, r->ctx, ATTN_E_UNSUPPORTED, "%s: %s.partial_rotary_factor %g "
+                         "is not supported (only 1)", r->what, key, f);
+        } else {
+            ATTN_TRY(attn__json_skip(r));
+        }
+    }
+    return ATTN_OK;
+}
+
+/* architectures: an array of strings, one of them LlamaForCausalLM. */
+static attn_status architectures(attn__json_reader *r, int *llama, char *first, size_t n) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    ATTN_FAIL_IF(k != ATTN__JSON_ARRAY, r->ctx, ATTN_E_FORMAT,
+                 "%s: architectures must be an array of strings", r->what);
+    ATTN_TRY(attn__json_array_begin(r));
+    for (;;) {
+        int more;
+        ATTN_TRY(attn__json_element(r, &more));
+        if (!more) break;
+        ATTN_TRY(attn__json_peek(r, &k));
+        ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT,
+                     "%s: architectures must be an array of strings", r->what);
+        const char *s;
+        ATTN_TRY(attn__json_string(r, &s, NULL));
+        if (!strcmp(s, "LlamaForCausalLM")) *llama = 1;
+        else if (!first[0]) snprintf(first, n, "%.80s", s);
+    }
+    return ATTN_OK;
+}
+
+static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, const char *path,
+                                attn_llm_config *c) {
+    memset(c, 0, sizeof *c);
+    int64_t *need[6] = {&c->hidden_size, &c->intermediate_size, &c->num_layers, &c->num_heads,
+                        &c->vocab_size, &c->max_position_embeddings};
+    static const char *const need_name[6] = {"hidden_size", "intermediate_size",
+                                             "num_hidden_layers", "num_attention_heads",
+                                             "vocab_size", "max_position_embeddings"};
+    for (int i = 0; i < 6; i++) *need[i] = INT64_MIN;
+    c->rms_norm_eps = 1e-6;
+    c->rope_theta = 10000.0;
+    int llama_arch = 0, have_arch = 0, have_type = 0;
+    char other_arch[96] = "";
+    double theta_top = NAN, theta_obj = NAN;
+    attn__json_reader r;
+    attn_status st = attn__json_open(&r, ctx, text, len, "config.json", 0);
+    if (st == ATTN_OK) st = attn__json_object_begin(&r);
+    while (st == ATTN_OK) {
+        int more;
+        const char *key;
+        if ((st = attn__json_member(&r, &more, &key, NULL)) || !more) break;
+        int64_t *iv = NULL;
+        for (int i = 0; i < 6 && !iv; i++)
+            if (!strcmp(key, need_name[i])) iv = need[i];
+        if (!iv && !strcmp(key, "num_key_value_heads")) iv = &c->num_kv_heads;
+        if (!iv && !strcmp(key, "head_dim")) iv = &c->head_dim;
+        if (iv) {
+            st = json_int_or_null(&r, key, iv);
+        } else if (!strcmp(key, "rms_norm_eps")) {
+            st = json_number(&r, key, &c->rms_norm_eps);
+        } else if (!strcmp(key, "rope_theta")) {
+            st = json_number(&r, key, &theta_top);
+        } else if (!strcmp(key, "rope_scaling") || !strcmp(key, "rope_parameters")) {
+            st = rope_object(&r, key, &theta_obj);
+        } else if (!strcmp(key, "partial_rotary_factor")) {
+            double f = 1.0;
+            attn__json_kind k;
+            st = attn__json_peek(&r, &k);
+            if (!st && k == ATTN__JSON_NULL) st = attn__json_null(&r);
+            else if (!st) st = json_number(&r, key, &f);
+            if (!st && f != 1.0)
+                st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s: partial_rotary_factor %g is not "
+                                "supported (only 1)", path, f);
+        } else if (!strcmp(key, "tie_word_embeddings")) {
+            st = json_flag(&r, key, &c->tie_word_embeddings);
+        } else if (!strcmp(key, "attention_bias")) {
+            st = json_flag(&r, key, &c->attention_bias);
+        } else if (!strcmp(key, "mlp_bias")) {
+            st = json_flag(&r, key, &c->mlp_bias);
+        } else if (!strcmp(key, "architectures")) {
+            have_arch = 1;
+            st = architectures(&r, &llama_arch, other_arch, sizeof other_arch);
+        } else if (!strcmp(key, "model_type") || !strcmp(key, "hidden_act")) {
+            attn__json_kind k;
+            const char *s = NULL;
+            st = attn__json_peek(&r, &k);
+            if (!st && k != ATTN__JSON_STRING)
+                st = attn__fail(ctx, ATTN_E_FORMAT, "%s: %s must be a string", path, key);
+            if (!st) st = attn__json_string(&r, &s, NULL);
+            if (!st && !strcmp(key, "model_type")) {
+                have_type = 1;
+                if (strcmp(s, "llama"))
+                    st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s: model_type \"%.64s\" is not "
+                                    "supported (only \"llama\")", path, s);
+            } else if (!st && strcmp(s, "silu")) {
+                st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s: hidden_act \"%.64s\" is not "
+                                "supported (only \"silu\")", path, s);
+            }
+        } else {
+            st = attn__json_skip(&r);
+        }
+    }
+    if (st == ATTN_OK) st = attn__json_finish(&r);
+    attn__json_close(&r);
+    ATTN_TRY(st);
+    ATTN_FAIL_IF(have_arch && !llama_arch, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: architecture \"%s\" is not supported (only LlamaForCausalLM)", path,
+                 other_arch[0] ? other_arch : "(none)");
+    ATTN_FAIL_IF(!have_arch && !have_type, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: neither architectures nor model_type says this is a Llama model", path);
+    for (int i = 0; i < 6; i++)
+        ATTN_FAIL_IF(*need[i] == INT64_MIN, ctx, ATTN_E_FORMAT, "%s: %s is missing", path,
+                     need_name[i]);
+    /* as HF: rope_parameters' own rope_theta first, then the top-level one */
+    if (!isnan(theta_obj)) c->rope_theta = theta_obj;
+    else if (!isnan(theta_top)) c->rope_theta = theta_top;
+    /* head_dim / num_key_value_heads 0 and negative values are the checks' business; 0 means
+     * "the default" in attn_llm_config, which a file cannot ask for with a 0 */
+    ATTN_FAIL_IF(c->head_dim < 0 || c->num_kv_heads < 0, ctx, ATTN_E_FORMAT,
+                 "%s: head_dim and num_key_value_heads must be positive", path);
+    return ATTN_OK;
+}
+
+/* ---- model.safetensors --------------------------------------------------------------------- */
+/* The HF tensors of a model, in one order: 0 model.embed_tokens.weight, 1 model.norm.weight,
+ * 2 lm_head.weight, then per layer the LT_N entries below; entries that the config leaves out
+ * (lm_head when tied, biases without the flags) are skipped. */
+enum { LT_Q, LT_K, LT_V, LT_O, LT_GATE, LT_UP, LT_DOWN, LT_LN1, LT_LN2, LT_QB, LT_KB, LT_VB,
+       LT_OB, LT_GB, LT_UB, LT_DB, LT_N };
+static const char *const lt_name[LT_N] = {
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+    "mlp.down_proj.weight",    "input_layernorm.weight",  "post_attention_layernorm.weight",
+    "self_attn.q_proj.bias",   "self_attn.k_proj.bias",   "self_attn.v_proj.bias",
+    "self_attn.o_proj.bias",   "mlp.gate_proj.bias",      "mlp.up_proj.bias",
+    "mlp.down_proj.bias"};
+
+static int64_t hf_count(const attn_llm_config *c) { return 3 + c->num_layers * LT_N; }
+
+/* Entry i: 0 when the config has no such tensor, else its name and shape. */
+static int hf_entry(const attn_llm_config *c, int64_t i, char *name, size_t n, int *nd,
+                    int64_t shape[2]) {
+    const int64_t E = c->hidden_size, V = c->vocab_size, F = c->intermediate_size;
+    const int64_t HD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
+    if (i < 3) {
+        if (i == 2 && c->tie_word_embeddings) return 0;
+        snprintf(name, n, "%s", i == 0 ? "model.embed_tokens.weight"
+                                : i == 1 ? "model.norm.weight"
+                                         : "lm_head.weight");
+        *nd = i == 1 ? 1 : 2;
+        shape[0] = i == 1 ? E : V, shape[1] = E;
+        return 1;
+    }
+    const int64_t l = (i - 3) / LT_N;
+    const int k = (int)((i - 3) % LT_N);
+    if ((k >= LT_QB && k <= LT_OB && !c->attention_bias) || (k >= LT_GB && !c->mlp_bias))
+        return 0;
+    const int64_t rows[LT_N] = {HD, KD, KD, E, F, F, E, E, E, HD, KD, KD, E, F, F, E};
+    const int64_t cols[LT_N] = {E, E, E, HD, E, E, F, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    snprintf(name, n, "model.layers.%lld.%s", (long long)l, lt_name[k]);
+    *nd = cols[k] ? 2 : 1;
+    shape[0] = rows[k], shape[1] = cols[k];
+    return 1;
+}
+
+/* Points m's weight of entry i at p (F32, the shape hf_entry gives). */
+static void hf_bind(attn_llm *m, int64_t i, float *p) {
+    const attn_llm_config *c = &m->cfg;
+    const int64_t E = c->hidden_size, V = c->vocab_size;
+    if (i < 3) {
+        if (i == 0) m->embed = attn__llm_w_f32(p, NULL, V, E);
+        else if (i == 1) m->norm = p;
+        else m->lm_head = attn__llm_w_f32(p, NULL, V, E);
+        if (i == 0 && c->tie_word_embeddings) m->lm_head = m->embed;
+        return;
+    }
+    attn__llama_block *l = &m->layers[(i - 3) / LT_N];
+    const int k = (int)((i - 3) % LT_N);
+    const int64_t F = c->intermediate_size, HD = c->num_heads * c->head_dim,
+                  KD = c->num_kv_heads * c->head_dim;
+    attn__llm_w *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
+                         &l->mlp.gate, &l->mlp.up, &l->mlp.down};
+    const int64_t N[7] = {HD, KD, KD, E, F, F, E}, K[7] = {E, E, E, HD, E, E, F};
+    if (k <= LT_DOWN) *w[k] = attn__llm_w_f32(p, w[k]->bias, N[k], K[k]);
+    else if (k == LT_LN1) l->ln1 = p;
+    else if (k == LT_LN2) l->ln2 = p;
+    else w[k - LT_QB]->bias = p; /* biases come after their weights */
+}
+
+/* Every tensor of the config in st, with its shape (else the status, naming it), and the
+ * bytes of their F32 copies: nothing is sized from the config before this holds. */
+static attn_status hf_match(attn_ctx *ctx, const attn_llm_config *c, const attn_st *st,
+                            size_t *bytes) {
+    size_t total = 0;
+    for (int64_t i = 0; i < hf_count(c); i++) {
+        char name[96];
+        int nd, found;
+        int64_t shape[2];
+        attn_st_tensor t;
+        if (!hf_entry(c, i, name, sizeof name, &nd, shape)) continue;
+        ATTN_TRY(attn__param_match(ctx, st, "", name, nd, shape, 1, &t, &found));
+        size_t b = ((size_t)t.numel * sizeof(float) + 63) / 64 * 64;
+        ATTN_FAIL_IF(!attn__add_size(total, b, &total), ctx, ATTN_E_OVERFLOW,
+                     "model weights overflow the address space");
+    }
+    *bytes = total;
+    return ATTN_OK;
+}
+
+/* The tensors converted to F32 into one allocation (m->store), bound to m's weights. */
+static attn_status hf_fill(attn_ctx *ctx, attn_llm *m, const attn_st *st, size_t bytes) {
+    unsigned char *arena = attn__malloc(ctx, bytes ? bytes : 1);
+    ATTN_FAIL_IF(!arena, ctx, ATTN_E_NOMEM, "out of memory (%zu bytes of F32 weights)", bytes);
+    m->store = arena;
+    const int check = !(ctx->flags & ATTN_CTX_NO_FINITE_CHECK);
+    size_t off = 0;
+    /* biases are bound after their weights: entries run weights first within a layer */
+    for (int64_t i = 0; i < hf_count(&m->cfg); i++) {
+        char name[96];
+        int nd;
+        int64_t shape[2];
+        attn_st_tensor t;
+        if (!hf_entry(&m->cfg, i, name, sizeof name, &nd, shape)) continue;
+        ATTN_TRY(attn_st_find(st, name, &t));
+        float *p = (float *)(arena + off);
+        off += ((size_t)t.numel * sizeof(float) + 63) / 64 * 64;
+        ATTN_TRY(attn_st_to_f32(ctx, &t, p, (size_t)t.numel));
+        for (int64_t j = 0; check && j < t.numel; j++)
+            ATTN_FAIL_IF(!isfinite(p[j]), ctx, ATTN_E_NONFINITE,
+                         "tensor \"%s\" holds %g at element %lld", name, (double)p[j],
+                         (long long)j);
+        hf_bind(m, i, p);
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out) {
+    if (!ctx || !dir || !out)
+        return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load_hf: NULL argument");
+    *out = NULL;
+    char path[4096];
+    ATTN_FAIL_IF(snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path, ctx,
+                 ATTN_E_INVALID, "model folder path too long");
+    unsigned char *text = NULL;
+    size_t len = 0;
+    attn_status st = attn__file_read(ctx, path, "config.json",
+                                     (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &text,
+                                     &len);
+    if (st == ATTN_E_NOT_FOUND)
+        return attn__fail(ctx, ATTN_E_NOT_FOUND,
+                          "%.300s: missing config.json (not a Hugging Face model folder)", dir);
+    ATTN_TRY(st);
+    attn_llm_config c;
+    st = parse_config(ctx, (const char *)text, len, path, &c);
+    attn__free(ctx, text);
+    ATTN_TRY(st);
+    ATTN_TRY(attn__llm_check(ctx, &c, "config.json", &c));
+    /* the weights' file first: every tensor must be there with its shape before the model or
+     * anything else is sized from config.json */
+    attn_st *sf = NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    st = attn_st_read_file(ctx, path, &sf);
+    if (st == ATTN_E_NOT_FOUND) {
+        char idx[4096];
+        snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", dir);
+        FILE *f = fopen(idx, "rb");
+        if (f) fclose(f);
+        return attn__fail(ctx, ATTN_E_NOT_FOUND, f ? "%.300s: sharded checkpoints "
+                          "(model.safetensors.index.json) are not read yet"
+                          : "%.300s: missing model.safetensors (pytorch_model.bin is not read)",
+                          dir);
+    }
+    ATTN_TRY(st);
+    size_t bytes = 0;
+    attn_llm *m = NULL;
+    st = hf_match(ctx, &c, sf, &bytes);
+    if (!st) st = attn__llm_new(ctx, &c, "config.json", &m);
+    if (!st) st = hf_fill(ctx, m, sf, bytes);
+    attn_st_free(sf);
+    if (!st) st = attn__llm_ready(ctx, m);
+    if (st) {
+        attn_llm_free(m);
+        return st;
+    }
+    *out = m;
+    return ATTN_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------------------- */
+/* A session's cache: per layer, k and v [Hkv][cap][D]. */
+struct attn_llm_session {
+    const attn_llm *m;
+    attn_free_fn free;
+    void *alloc_user;
+    attn_dtype dtype;
+    int64_t cap, pos;
+    size_t layer_bytes; /* of one layer's k (or v) */
+    unsigned char *k, *v;
+};
+
+static attn_status check_ids(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t n,
+                             const char *fn) {
+    for (int64_t i = 0; i < n; i++)
+        ATTN_FAIL_IF(ids[i] < 0 || ids[i] >= m->cfg.vocab_size, ctx, ATTN_E_INVALID,
+                     "%s: token id %lld at %lld is out of range [0, %lld)", fn,
+                     (long long)ids[i], (long long)i, (long long)m->cfg.vocab_size);
+    return ATTN_OK;
+}
+
+/* B sequences of T tokens (ids, checked) at positions p0 .. p0 + T - 1, through every layer
+ * (s: B = 1 with the session's cache, holding p0 tokens), then the final norm and the head:
+ * logits [B*T, V] of every token, or (last) [V] of the last one. */
+static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
+                       int64_t T, int64_t p0, attn_llm_session *s, int last, float *logits) {
+    const attn_llm_config *c = &m->cfg;
+    const int64_t M = B * T, E = c->hidden_size, h = c->head_dim / 2;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    float *x, *cs, *sn;
+    int64_t *pos;
+    ATTN_TRYG(attn__ws_f32(ctx, &x, M, E, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &cs, M, h, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &sn, M, h, 1, 1));
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)M, sizeof *pos, (void **)&pos));
+    for (int64_t i = 0; i < M; i++) pos[i] = p0 + i % T;
+    attn__rope_table(m->inv_freq, c->head_dim, pos, 0, M, cs, sn);
+    ATTN_TRYG(attn__llm_rows(ctx, &m->embed, ids, M, x));
+    const attn__rope_cs rr = {cs, sn};
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        attn__kv kv;
+        if (s) {
+            kv.dtype = s->dtype;
+            kv.k = s->k + (size_t)l * s->layer_bytes;
+            kv.v = s->v + (size_t)l * s->layer_bytes;
+            kv.cap = s->cap, kv.pos = p0;
+        }
+        ATTN_TRYG(attn__llama_block_fwd(ctx, &m->layers[l], x, B, T, &rr, s ? &kv : NULL));
+    }
+    const float *xr = last ? x + (M - 1) * E : x;
+    const int64_t rows = last ? 1 : M;
+    float *n;
+    ATTN_TRYG(attn__ws_f32(ctx, &n, rows, E, 1, 1));
+    attn__rms_norm(ctx, xr, E, m->norm, (float)c->rms_norm_eps, n, E, rows, E);
+    ATTN_TRYG(attn__llm_linear(ctx, &m->lm_head, n, E, rows, logits, c->vocab_size, NULL));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
+                             int64_t T, float *logits) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!m || !ids || !logits, ctx, ATTN_E_INVALID, "attn_llm_forward: NULL argument");
+    ATTN_FAIL_IF(B < 1 || T < 1, ctx, ATTN_E_INVALID,
+                 "attn_llm_forward: B (%lld) and T (%lld) must be positive", (long long)B,
+                 (long long)T);
+    ATTN_FAIL_IF(T > m->cfg.max_position_embeddings, ctx, ATTN_E_INVALID,
+                 "attn_llm_forward: T %lld is over max_position_embeddings %lld", (long long)T,
+                 (long long)m->cfg.max_position_embeddings);
+    int64_t M, n;
+    ATTN_FAIL_IF(!attn__mul_i64(B, T, &M) || !attn__mul_i64(M, m->cfg.vocab_size, &n) ||
+                     !attn__mul_i64(M, m->cfg.hidden_size * 4, &n),
+                 ctx, ATTN_E_OVERFLOW, "attn_llm_forward: B x T = %lld x %lld is too large",
+                 (long long)B, (long long)T);
+    ATTN_TRY(check_ids(ctx, m, ids, M, "attn_llm_forward"));
+    return run(ctx, m, ids, B, T, 0, NULL, 0, logits);
+}
+
+/* ---- sessions ------------------------------------------------------------------------------ */
+attn_status attn_llm_session_create(attn_ctx *ctx, const attn_llm *m, int64_t capacity,
+                                    attn_dtype cache_dtype, attn_llm_session **out) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!m || !out, ctx, ATTN_E_INVALID, "attn_llm_session_create: NULL argument");
+    *out = NULL;
+    ATTN_FAIL_IF(cache_dtype != ATTN_F32 && cache_dtype != ATTN_BF16, ctx, ATTN_E_UNSUPPORTED,
+                 "attn_llm_session_create: the cache is F32 or BF16, not %s",
+                 attn_dtype_name(cache_dtype) ? attn_dtype_name(cache_dtype) : "(unknown)");
+    ATTN_FAIL_IF(capacity < 1 || capacity > m->cfg.max_position_embeddings, ctx, ATTN_E_INVALID,
+                 "attn_llm_session_create: capacity %lld is outside [1, %lld] "
+                 "(max_position_embeddings)", (long long)capacity,
+                 (long long)m->cfg.max_position_embeddings);
+    const attn_llm_config *c = &m->cfg;
+    size_t lb, all;
+    int ok = attn__mul_size((size_t)c->num_kv_heads, (size_t)capacity, &lb) &&
+             attn__mul_size(lb, (size_t)c->head_dim, &lb) &&
+             attn__mul_size(lb, attn_dtype_size(cache_dtype), &lb) &&
+             attn__mul_size(lb, (size_t)c->num_layers, &all);
+    ATTN_FAIL_IF(!ok, ctx, ATTN_E_OVERFLOW, "attn_llm_session_create: a cache of %lld tokens "
+                 "overflows the address space", (long long)capacity);
+    attn_llm_session *s = attn__calloc(ctx, 1, sizeof *s);
+    unsigned char *k = s ? attn__malloc(ctx, all) : NULL;
+    unsigned char *v = k ? attn__malloc(ctx, all) : NULL;
+    if (!v) {
+        attn__free(ctx, k);
+        attn__free(ctx, s);
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (a KV cache of 2 x %zu bytes)", all);
+    }
+    s->m = m;
+    s->free = ctx->free, s->alloc_user = ctx->alloc_user;
+    s->dtype = cache_dtype;
+    s->cap = capacity;
+    s->layer_bytes = lb;
+    s->k = k, s->v = v;
+    *out = s;
+    return ATTN_OK;
+}
+
+void attn_llm_session_free(attn_llm_session *s) {
+    if (!s) return;
+    s->free(s->alloc_user, s->k);
+    s->free(s->alloc_user, s->v);
+    s->free(s->alloc_user, s);
+}
+
+void attn_llm_session_reset(attn_llm_session *s) {
+    if (s) s->pos = 0;
+}
+
+int64_t attn_llm_session_pos(const attn_llm_session *s) { return s ? s->pos : 0; }
+int64_t attn_llm_session_capacity(const attn_llm_session *s) { return s ? s->cap : 0; }
+
+static attn_status step(attn_ctx *ctx, attn_llm_session *s, const int32_t *ids, int64_t n,
+                        float *logits, const char *fn) {
+    const attn_llm *m = s->m;
+    ATTN_FAIL_IF(n > s->cap - s->pos, ctx, ATTN_E_OVERFLOW,
+                 "%s: context full: %lld tokens in the cache, %lld more do not fit its capacity "
+                 "of %lld", fn, (long long)s->pos, (long long)n, (long long)s->cap);
+    ATTN_TRY(check_ids(ctx, m, ids, n, fn));
+    if (logits) ATTN_TRY(run(ctx, m, ids, 1, n, s->pos, s, 1, logits));
+    else { /* the last token's logits are not wanted: still the same pass, into scratch */
+        attn__mark mk = attn__ws_mark(ctx);
+        float *lg;
+        attn_status st = attn__ws_f32(ctx, &lg, m->cfg.vocab_size, 1, 1, 1);
+        if (!st) st = run(ctx, m, ids, 1, n, s->pos, s, 1, lg);
+        attn__ws_release(ctx, mk);
+        ATTN_TRY(st);
+    }
+    s->pos += n;
+    return ATTN_OK;
+}
+
+attn_status attn_llm_session_prefill(attn_ctx *ctx, attn_llm_session *s, const int32_t *ids,
+                                     int64_t n, float *logits_last) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!s || !ids, ctx, ATTN_E_INVALID, "attn_llm_session_prefill: NULL argument");
+    ATTN_FAIL_IF(n < 1, ctx, ATTN_E_INVALID, "attn_llm_session_prefill: n %lld must be positive",
+                 (long long)n);
+    return step(ctx, s, ids, n, logits_last, "attn_llm_session_prefill");
+}
+
+attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s, int32_t id,
+                                    float *logits) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!s || !logits, ctx, ATTN_E_INVALID, "attn_llm_session_decode: NULL argument");
+    return step(ctx, s, &id, 1, logits, "attn_llm_session_decode");
+}

@@ -1,0 +1,43 @@
+/* The attn_llm model (src/models/llama.c) as its loaders see it.  A loader
+ *   1. fills an attn_llm_config from its source's metadata (config.json for attn_llm_load_hf;
+ *      a GGUF file's llama.* keys later),
+ *   2. calls attn__llm_new: the config is checked and resolved, the model and its layer array
+ *      allocated, every weight unset,
+ *   3. sets every attn__llm_w (type, data, shape, bias) and the norm vectors, pointing into
+ *      memory it hands to the model as m->store (freed with it by store_free, or by the model's
+ *      allocator when store_free is NULL): F32 for HF folders, a quantized attn_qtype pointing
+ *      into the file image for GGUF (whose converters permute the rows of q_proj and k_proj within
+ *      each head for GGML's rope: set attn.rope_interleaved = 1 on every layer and use them as
+ *      they are),
+ *   4. calls attn__llm_ready, which checks every weight against the config (names in the
+ *      messages) and computes the RoPE frequencies.
+ * On failure the loader frees the model with attn_llm_free (which frees the store too). */
+#ifndef ATTN_MODELS_LLM_MODEL_H
+#define ATTN_MODELS_LLM_MODEL_H
+
+#include "../layers/llm.h"
+
+struct attn_llm {
+    attn_llm_config cfg;           /* resolved: num_kv_heads and head_dim set */
+    attn_free_fn free;             /* the creating context's allocator */
+    void *alloc_user;
+    attn__llm_w embed;             /* model.embed_tokens.weight [V, E] (rows: attn__llm_rows) */
+    attn__llm_w lm_head;           /* lm_head.weight [V, E]; tied: a copy of embed */
+    const float *norm;             /* model.norm.weight [E] */
+    attn__llama_block *layers;     /* [num_layers], in the same allocation as the model */
+    float *inv_freq;               /* [head_dim / 2], after the layers */
+    void *store;                   /* the weights' memory */
+    void (*store_free)(void *user, void *store);
+    void *store_user;
+};
+
+/* The checks of step 2 alone (no allocation): a loader may run them before it reads anything
+ * sized by the config.  *out (may be cfg) receives the resolved config. */
+ATTN__HIDDEN attn_status attn__llm_check(attn_ctx *ctx, const attn_llm_config *cfg,
+                                         const char *what, attn_llm_config *out);
+/* Steps 2 and 4 above.  what names the source in messages ("config.json", a file name). */
+ATTN__HIDDEN attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg,
+                                       const char *what, attn_llm **out);
+ATTN__HIDDEN attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m);
+
+#endif

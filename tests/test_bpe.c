@@ -1,0 +1,1007 @@
+/* The byte-level BPE tokenizer (attn_bpe_*) against the Hugging Face tokenizers library:
+ * fixtures/bpe/ from tests/gen_bpe.py (small tokenizers of the three pre-tokenizers and two
+ * hand-built edge cases, each loaded from its tokenizer.json and, where a GGUF file could hold
+ * it, built from arrays; the ids of a fuzzed corpus with and without special-token parsing,
+ * decode of id sequences), round trips, hostile texts and files, refusals; and, when
+ * ATTN_SMOLLM2_GGUF names SmolLM2-135M-Instruct's GGUF file, its real vocabulary read from the
+ * file against fixtures/bpe/smollm2_expected.txt. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../text/bpe.h" /* attn__bpe_pretokens */
+#include "testutil.h"
+
+#define DIR "fixtures/bpe/"
+
+/* ---- fixture files ------------------------------------------------------------------------- */
+typedef struct buf {
+    unsigned char *p;
+    size_t n;
+} buf;
+
+static char *read_line(FILE *f) {
+    size_t cap = 256, n = 0;
+    char *s = malloc(cap);
+    int c;
+    while ((c = fgetc(f)) != EOF && c != '\n') {
+        if (n + 1 >= cap) s = realloc(s, cap *= 2);
+        s[n++] = (char)c;
+    }
+    if (c == EOF && n == 0) {
+        free(s);
+        return NULL;
+    }
+    s[n] = 0;
+    return s;
+}
+
+static int hexval(int c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* hex digits up to a space or the end -> bytes (NUL-terminated, not counted) */
+static buf unhex(const char *s) {
+    size_t n = 0;
+    while (s[n] && s[n] != ' ') n++;
+    buf b = {malloc(n / 2 + 1), n / 2};
+    for (size_t i = 0; i < n / 2; i++)
+        b.p[i] = (unsigned char)(hexval(s[2 * i]) * 16 + hexval(s[2 * i + 1]));
+    b.p[n / 2] = 0;
+    return b;
+}
+
+/* "X n id id ..." -> ids */
+static int32_t *parse_ids(const char *s, int64_t *n) {
+    char *p = (char *)s + 2;
+    *n = strtoll(p, &p, 10);
+    int32_t *ids = malloc(sizeof *ids * (size_t)(*n + 1));
+    for (int64_t i = 0; i < *n; i++) ids[i] = (int32_t)strtol(p, &p, 10);
+    return ids;
+}
+
+typedef struct corpus {
+    int n;
+    buf raw[512], clean[512];
+} corpus;
+
+static int load_corpus(corpus *c) {
+    FILE *f = fopen(DIR "corpus.txt", "r");
+    if (!f) return 0;
+    c->n = 0;
+    char *t, *u;
+    while (c->n < 512 && (t = read_line(f)) && (u = read_line(f))) {
+        c->raw[c->n] = unhex(t + 2);
+        c->clean[c->n] = unhex(u + 2);
+        c->n++;
+        free(t), free(u);
+    }
+    fclose(f);
+    return c->n > 0;
+}
+
+static void free_corpus(corpus *c) {
+    for (int i = 0; i < c->n; i++) free(c->raw[i].p), free(c->clean[i].p);
+}
+
+typedef struct expect {
+    int n, nr;
+    int32_t *ids[2][512]; /* [0]: parsed (I), [1]: not parsed (J) */
+    int64_t nids[2][512];
+    int32_t *seq[64];
+    int64_t nseq[64];
+    buf dec[2][64]; /* [0]: decode (D), [1]: skipping special tokens (S) */
+} expect;
+
+static int load_expect(const char *path, expect *e) {
+    memset(e, 0, sizeof *e);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char *l;
+    while ((l = read_line(f))) {
+        if (l[0] == 'I' && e->n < 512) {
+            e->ids[0][e->n] = parse_ids(l, &e->nids[0][e->n]);
+        } else if (l[0] == 'J' && e->n < 512) {
+            if (l[2] == '=') {
+                int64_t k = e->nids[1][e->n] = e->nids[0][e->n];
+                e->ids[1][e->n] = malloc(sizeof(int32_t) * (size_t)(k + 1));
+                memcpy(e->ids[1][e->n], e->ids[0][e->n], sizeof(int32_t) * (size_t)k);
+            } else {
+                e->ids[1][e->n] = parse_ids(l, &e->nids[1][e->n]);
+            }
+            e->n++;
+        } else if (l[0] == 'R' && e->nr < 64) {
+            e->seq[e->nr] = parse_ids(l, &e->nseq[e->nr]);
+        } else if ((l[0] == 'D' || l[0] == 'S') && e->nr < 64) {
+            e->dec[l[0] == 'S'][e->nr] = unhex(l + 2);
+            if (l[0] == 'S') e->nr++;
+        }
+        free(l);
+    }
+    fclose(f);
+    return e->n > 0;
+}
+
+static void free_expect(expect *e) {
+    for (int i = 0; i < e->n; i++) free(e->ids[0][i]), free(e->ids[1][i]);
+    for (int i = 0; i < e->nr; i++) free(e->seq[i]), free(e->dec[0][i].p), free(e->dec[1][i].p);
+}
+
+/* A vocabulary as arrays (what a GGUF file holds). */
+typedef struct arrays {
+    int64_t n, nm;
+    char **tok, **merge;
+    int32_t *type;
+    char pre[32];
+} arrays;
+
+static void free_arrays(arrays *a) {
+    for (int64_t i = 0; i < a->n; i++) free(a->tok[i]);
+    for (int64_t i = 0; i < a->nm; i++) free(a->merge[i]);
+    free(a->tok), free(a->merge), free(a->type);
+    memset(a, 0, sizeof *a);
+}
+
+static int load_arrays(const char *path, arrays *a) {
+    memset(a, 0, sizeof *a);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t tcap = 0, mcap = 0;
+    char *l;
+    while ((l = read_line(f))) {
+        if (l[0] == 'P') {
+            snprintf(a->pre, sizeof a->pre, "%s", l + 2);
+        } else if (l[0] == 'V') {
+            if ((size_t)a->n == tcap) {
+                tcap = tcap ? 2 * tcap : 256;
+                a->tok = realloc(a->tok, sizeof *a->tok * tcap);
+                a->type = realloc(a->type, sizeof *a->type * tcap);
+            }
+            char *p = l + 2;
+            a->type[a->n] = (int32_t)strtol(p, &p, 10);
+            a->tok[a->n++] = (char *)unhex(p + 1).p;
+        } else if (l[0] == 'M') {
+            if ((size_t)a->nm == mcap) {
+                mcap = mcap ? 2 * mcap : 256;
+                a->merge = realloc(a->merge, sizeof *a->merge * mcap);
+            }
+            buf x = unhex(l + 2), y = unhex(strchr(l + 2, ' ') + 1);
+            char *m = malloc(x.n + y.n + 2);
+            memcpy(m, x.p, x.n);
+            m[x.n] = ' ';
+            memcpy(m + x.n + 1, y.p, y.n + 1);
+            a->merge[a->nm++] = m;
+            free(x.p), free(y.p);
+        }
+        free(l);
+    }
+    fclose(f);
+    return a->n > 0;
+}
+
+static attn_bpe *from_arrays(attn_ctx *ctx, const arrays *a) {
+    attn_bpe *b = NULL;
+    TU_STATUS(attn_bpe_create(ctx, (const char *const *)a->tok, a->n, a->type,
+                              (const char *const *)a->merge, a->nm, a->pre, &b),
+              ATTN_OK, ctx);
+    return b;
+}
+
+/* ---- checks -------------------------------------------------------------------------------- */
+static int same_ids(const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {
+    if (na != nb) return 0;
+    for (int64_t i = 0; i < na; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+static void show_diff(const char *name, int k, int flags, const int32_t *got, int64_t ng,
+                      const int32_t *want, int64_t nw) {
+    fprintf(stderr, "%s: text %d (flags %d): %lld ids, the library %lld:", name, k, flags,
+            (long long)ng, (long long)nw);
+    int64_t i = 0;
+    while (i < ng && i < nw && got[i] == want[i]) i++;
+    fprintf(stderr, " first difference at %lld:", (long long)i);
+    for (int64_t j = i; j < i + 8 && (j < ng || j < nw); j++)
+        fprintf(stderr, " %d/%d", j < ng ? got[j] : -1, j < nw ? want[j] : -1);
+    fprintf(stderr, "\n");
+}
+
+/* 1 when every byte of t has a token (its GPT-2 byte character is in the vocabulary), so
+ * that nothing is dropped and decode(encode(t)) must be t. */
+static int covered(const attn_bpe *b, const buf *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        unsigned c = t->p[i], n = 0, u = c;
+        if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE)) {
+            for (unsigned x = 0; x < c; x++) /* the bytes before c that are not themselves */
+                n += !((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE);
+            u = 256 + n;
+        }
+        char ch[3] = {(char)u, 0, 0};
+        if (u >= 0x80) ch[0] = (char)(0xC0 | u >> 6), ch[1] = (char)(0x80 | (u & 0x3F));
+        if (attn_bpe_token_id(b, ch) < 0) return 0;
+    }
+    return 1;
+}
+
+/* Every corpus text's ids, both flags, against the library; decode(encode(x)) == x (after
+ * the U+FFFD replacement) when roundtrip; the count without room for ids. */
+static void check_corpus(attn_ctx *ctx, const attn_bpe *b, const corpus *c, const expect *e,
+                         const char *name, int roundtrip) {
+    int bad = 0, rt_bad = 0;
+    size_t ocap = 1 << 16;
+    char *out = malloc(ocap);
+    int32_t *ids = malloc(sizeof *ids * (1 << 16));
+    for (int k = 0; k < c->n && k < e->n; k++) {
+        for (int fl = 0; fl < 2; fl++) {
+            unsigned flags = fl == 0 ? ATTN_BPE_PARSE_SPECIAL : 0;
+            int64_t n = -1;
+            if (!TU_STATUS(attn_bpe_encode(ctx, b, (const char *)c->raw[k].p, c->raw[k].n, flags,
+                                           ids, 1 << 16, &n),
+                           ATTN_OK, ctx))
+                continue;
+            if (!same_ids(ids, n, e->ids[fl][k], e->nids[fl][k])) {
+                if (bad++ < 4) show_diff(name, k, (int)flags, ids, n, e->ids[fl][k],
+                                         e->nids[fl][k]);
+                continue;
+            }
+            int64_t n0 = -1; /* the count alone, then half the ids */
+            TU_STATUS(attn_bpe_encode(ctx, b, (const char *)c->raw[k].p, c->raw[k].n, flags,
+                                      NULL, 0, &n0),
+                      ATTN_OK, ctx);
+            TU_CHECK(n0 == n, "%s: text %d: count %lld without room, %lld with", name, k,
+                     (long long)n0, (long long)n);
+            if (n > 1) {
+                int32_t half[1 << 10];
+                int64_t h = n / 2 < (1 << 10) ? n / 2 : (1 << 10), n1 = -1;
+                TU_STATUS(attn_bpe_encode(ctx, b, (const char *)c->raw[k].p, c->raw[k].n,
+                                          flags, half, h, &n1),
+                          ATTN_OK, ctx);
+                TU_CHECK(n1 == n && !memcmp(half, ids, sizeof *ids * (size_t)h),
+                         "%s: text %d: a short id buffer changed the ids", name, k);
+            }
+            if (!roundtrip || !covered(b, &c->clean[k])) continue;
+            size_t len = 0;
+            TU_STATUS(attn_bpe_decode(ctx, b, ids, n, 0, out, ocap, &len), ATTN_OK, ctx);
+            if (len != c->clean[k].n || memcmp(out, c->clean[k].p, len)) {
+                if (rt_bad++ < 3)
+                    fprintf(stderr, "%s: text %d: decode(encode(x)) != x (%zu vs %zu bytes)\n",
+                            name, k, len, c->clean[k].n);
+            } else {
+                TU_CHECK(len < ocap && out[len] == 0, "%s: decode did not end with a NUL", name);
+            }
+        }
+    }
+    TU_CHECK(bad == 0, "%s: %d of %d encodings differ from the library", name, bad, 2 * c->n);
+    TU_CHECK(rt_bad == 0, "%s: %d round trips differ", name, rt_bad);
+    free(out), free(ids);
+}
+
+/* The streamed pieces of ids, ended: must be the library's decode. */
+static void check_stream(attn_ctx *ctx, const attn_bpe *b, const int32_t *ids, int64_t n,
+                         unsigned flags, const buf *want, const char *name, int k) {
+    attn_bpe_stream st;
+    memset(&st, 0, sizeof st);
+    attn_bpe_info info;
+    attn_bpe_get_info(b, &info);
+    size_t cap = (size_t)(3 * (info.max_token_bytes + 3)) + 1, total = 0, len;
+    char *piece = malloc(cap);
+    char *all = malloc(cap * (size_t)(n + 1));
+    for (int64_t i = 0; i < n; i++) {
+        /* too small a buffer first: refused with the size needed, the state unchanged */
+        attn_bpe_stream before = st;
+        size_t need = 0;
+        attn_status s = attn_bpe_decode_stream(ctx, b, &st, ids[i], flags, piece, 0, &need);
+        if (need == 0) { /* nothing comes out: done, with no room */
+            TU_CHECK(s == ATTN_OK, "%s: sequence %d: an empty piece refused", name, k);
+            continue;
+        }
+        TU_CHECK(s == ATTN_E_INVALID && !memcmp(&before, &st, sizeof st),
+                 "%s: sequence %d: a small buffer was not refused cleanly", name, k);
+        attn_ctx_clear_error(ctx);
+        TU_STATUS(attn_bpe_decode_stream(ctx, b, &st, ids[i], flags, piece, cap, &len), ATTN_OK,
+                  ctx);
+        TU_CHECK(len == need && len < cap, "%s: sequence %d: piece of %zu bytes, %zu announced",
+                 name, k, len, need);
+        memcpy(all + total, piece, len);
+        total += len;
+    }
+    TU_STATUS(attn_bpe_decode_stream_end(ctx, &st, piece, cap, &len), ATTN_OK, ctx);
+    memcpy(all + total, piece, len);
+    total += len;
+    TU_CHECK(st.npending == 0, "%s: the stream's end left bytes", name);
+    if (total != want->n || memcmp(all, want->p, total))
+        TU_CHECK(0, "%s: sequence %d (flags %u): streamed %zu bytes, the library %zu", name, k,
+                 flags, total, want->n);
+    free(piece), free(all);
+}
+
+static void check_decode(attn_ctx *ctx, const attn_bpe *b, const expect *e, const char *name) {
+    char *out = malloc(1 << 16);
+    for (int k = 0; k < e->nr; k++) {
+        for (int skip = 0; skip < 2; skip++) {
+            unsigned flags = skip ? ATTN_BPE_SKIP_SPECIAL : 0;
+            check_stream(ctx, b, e->seq[k], e->nseq[k], flags, &e->dec[skip][k], name, k);
+            /* the exact bytes: the library's text wherever that has no U+FFFD */
+            size_t len = 0;
+            TU_STATUS(attn_bpe_decode(ctx, b, e->seq[k], e->nseq[k], flags, out, 1 << 16, &len),
+                      ATTN_OK, ctx);
+            const buf *w = &e->dec[skip][k];
+            int lossy = 0;
+            for (size_t i = 0; i + 2 < w->n; i++)
+                lossy |= w->p[i] == 0xEF && w->p[i + 1] == 0xBF && w->p[i + 2] == 0xBD;
+            if (!lossy)
+                TU_CHECK(len == w->n && !memcmp(out, w->p, len),
+                         "%s: sequence %d: decode differs from the library", name, k);
+            /* a short buffer: the count is the same, the prefix too */
+            size_t len2 = 0;
+            char small[5];
+            TU_STATUS(attn_bpe_decode(ctx, b, e->seq[k], e->nseq[k], flags, small, 5, &len2),
+                      ATTN_OK, ctx);
+            TU_CHECK(len2 == len && !memcmp(small, out, len < 5 ? len : 5),
+                     "%s: sequence %d: decode into 5 bytes differs", name, k);
+        }
+    }
+    free(out);
+}
+
+/* The vocabulary's own queries. */
+static void check_queries(const attn_bpe *b, const char *name) {
+    int64_t n = attn_bpe_vocab_size(b);
+    attn_bpe_info info;
+    TU_STATUS(attn_bpe_get_info(b, &info), ATTN_OK, NULL);
+    TU_CHECK(info.vocab_size == n && n > 0, "%s: vocab size", name);
+    int bad = 0;
+    for (int32_t id = 0; id < n; id++) {
+        const char *t = attn_bpe_token_text(b, id);
+        if (!t || attn_bpe_token_id(b, t) != id) bad++;
+        int ty = attn_bpe_token_type(b, id);
+        if (ty != ATTN_BPE_TOKEN_NORMAL && ty != ATTN_BPE_TOKEN_CONTROL &&
+            ty != ATTN_BPE_TOKEN_USER_DEFINED)
+            bad++;
+    }
+    TU_CHECK(bad == 0, "%s: %d ids whose text does not look up to them", name, bad);
+    TU_CHECK(!attn_bpe_token_text(b, -1) && !attn_bpe_token_text(b, (int32_t)n) &&
+                 attn_bpe_token_type(b, (int32_t)n) == 0 &&
+                 attn_bpe_token_id(b, "no such token \x01") == -1,
+             "%s: out-of-range queries", name);
+}
+
+static void check_fixture(attn_ctx *ctx, const corpus *c, const char *name, int roundtrip) {
+    char path[256];
+    expect e;
+    snprintf(path, sizeof path, DIR "%s.expected", name);
+    if (!load_expect(path, &e)) {
+        TU_CHECK(0, "cannot read %s", path);
+        return;
+    }
+    snprintf(path, sizeof path, DIR "%s.json", name);
+    attn_bpe *b = NULL;
+    if (TU_STATUS(attn_bpe_load_json(ctx, path, &b), ATTN_OK, ctx)) {
+        check_corpus(ctx, b, c, &e, name, roundtrip);
+        check_decode(ctx, b, &e, name);
+        check_queries(b, name);
+    }
+    arrays a;
+    snprintf(path, sizeof path, DIR "%s.arrays", name);
+    if (load_arrays(path, &a)) { /* the same tokenizer from arrays: the same ids */
+        attn_bpe *b2 = from_arrays(ctx, &a);
+        char nm[64];
+        snprintf(nm, sizeof nm, "%s (arrays)", name);
+        if (b2) {
+            check_corpus(ctx, b2, c, &e, nm, roundtrip);
+            check_decode(ctx, b2, &e, nm);
+            attn_bpe_info i1, i2;
+            attn_bpe_get_info(b, &i1), attn_bpe_get_info(b2, &i2);
+            TU_CHECK(i1.vocab_size == i2.vocab_size && i1.n_added == i2.n_added &&
+                         i1.ignore_merges == i2.ignore_merges && !strcmp(i1.pre, i2.pre),
+                     "%s: the arrays' tokenizer differs from the file's", name);
+        }
+        attn_bpe_free(b2);
+        free_arrays(&a);
+    }
+    printf("%s: %d texts x 2 flags, %d decodes checked\n", name, c->n, e.nr);
+    attn_bpe_free(b);
+    free_expect(&e);
+}
+
+/* The three pre-tokenizers alone: every word's end, against the library's. */
+static void test_pretokens(attn_ctx *ctx, const corpus *c) {
+    FILE *f = fopen(DIR "pretok.expected", "r");
+    if (!f) {
+        TU_CHECK(0, "cannot read " DIR "pretok.expected");
+        return;
+    }
+    const char *names[3] = {"gpt2", "llama-bpe", "smollm"};
+    int bad[3] = {0, 0, 0}, k = 0;
+    int64_t *ends = malloc(sizeof *ends * (1 << 16));
+    char *l;
+    for (int line = 0; (l = read_line(f)); line++, free(l)) {
+        int p = line % 3;
+        k = line / 3;
+        if (k >= c->n) break;
+        int64_t nw;
+        int32_t *w = parse_ids(l, &nw); /* offsets fit int32 here */
+        int64_t n = -1;
+        TU_STATUS(attn__bpe_pretokens(ctx, names[p], (const char *)c->raw[k].p, c->raw[k].n,
+                                      ends, 1 << 16, &n),
+                  ATTN_OK, ctx);
+        int same = n == nw;
+        for (int64_t i = 0; same && i < n; i++) same = ends[i] == w[i];
+        if (!same && bad[p]++ < 3) {
+            int64_t i = 0;
+            while (i < n && i < nw && ends[i] == w[i]) i++;
+            fprintf(stderr, "%s: text %d: %lld words, the library %lld; first difference at "
+                    "word %lld: ends %lld vs %lld\n", names[p], k, (long long)n, (long long)nw,
+                    (long long)i, i < n ? (long long)ends[i] : -1LL,
+                    i < nw ? (long long)w[i] : -1LL);
+        }
+        free(w);
+    }
+    fclose(f);
+    for (int p = 0; p < 3; p++)
+        TU_CHECK(bad[p] == 0, "pre-tokenizer %s: %d of %d texts cut differently", names[p],
+                 bad[p], c->n);
+    TU_CHECK(k + 1 >= c->n, "pretok.expected: %d texts", k + 1);
+    free(ends);
+}
+
+static size_t put_utf8(uint32_t cp, char *t) {
+    if (cp < 0x80) return t[0] = (char)cp, 1;
+    if (cp < 0x800) return t[0] = (char)(0xC0 | cp >> 6), t[1] = (char)(0x80 | (cp & 63)), 2;
+    if (cp < 0x10000) {
+        t[0] = (char)(0xE0 | cp >> 12), t[1] = (char)(0x80 | ((cp >> 6) & 63));
+        t[2] = (char)(0x80 | (cp & 63));
+        return 3;
+    }
+    t[0] = (char)(0xF0 | cp >> 18), t[1] = (char)(0x80 | ((cp >> 12) & 63));
+    t[2] = (char)(0x80 | ((cp >> 6) & 63)), t[3] = (char)(0x80 | (cp & 63));
+    return 4;
+}
+
+/* Text k of pretok_all.expected (gen_bpe.py chunk_text): the code points of
+ * [4096 k, 4096 (k + 1)), no surrogates, each followed by a probe. */
+static size_t chunk_text(int k, char *t) {
+    static const char *probe[8] = {" ", "a", "1", "'", "\n", "  ", "x ", "'s"};
+    size_t n = 0;
+    for (uint32_t c = 4096u * (uint32_t)k; c < 4096u * (uint32_t)(k + 1); c++) {
+        if (c >= 0xD800 && c <= 0xDFFF) continue;
+        n += put_utf8(c, t + n);
+        size_t pl = strlen(probe[c % 8]);
+        memcpy(t + n, probe[c % 8], pl);
+        n += pl;
+    }
+    return n;
+}
+
+/* Every code point through the three pre-tokenizers: word counts and hashes of their ends. */
+static void test_pretokens_all(attn_ctx *ctx) {
+    FILE *f = fopen(DIR "pretok_all.expected", "r");
+    if (!f) {
+        TU_CHECK(0, "cannot read " DIR "pretok_all.expected");
+        return;
+    }
+    char *t = malloc(4096 * 6);
+    int64_t *ends = malloc(sizeof *ends * 4096 * 3);
+    int bad = 0, lines = 0, k = -1;
+    size_t tn = 0;
+    char tag;
+    int kk;
+    long long nw;
+    unsigned long long hw;
+    while (fscanf(f, " %c %d %lld %llx", &tag, &kk, &nw, &hw) == 4) {
+        const char *pre = tag == 'G' ? "gpt2" : tag == 'L' ? "llama-bpe" : "smollm";
+        if (kk != k) tn = chunk_text(k = kk, t);
+        int64_t n = -1;
+        TU_STATUS(attn__bpe_pretokens(ctx, pre, t, tn, ends, 4096 * 3, &n), ATTN_OK, ctx);
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (int64_t i = 0; i < n && i < 4096 * 3; i++)
+            for (int b = 0; b < 8; b++)
+                h = (h ^ (((uint64_t)ends[i] >> (8 * b)) & 0xFF)) * 0x100000001b3ull;
+        if (n != nw || h != hw) {
+            if (bad++ < 5)
+                fprintf(stderr, "%s: code points U+%04X..U+%04X: %lld words, the library %lld "
+                        "(or other ends)\n", pre, 4096 * k, 4096 * k + 4095, (long long)n, nw);
+        }
+        lines++;
+    }
+    fclose(f);
+    TU_CHECK(lines == 3 * 272, "pretok_all.expected: %d lines", lines);
+    TU_CHECK(bad == 0, "%d of %d blocks of code points cut differently from the library", bad,
+             lines);
+    free(t), free(ends);
+}
+
+/* ---- hostile texts ------------------------------------------------------------------------- */
+static void check_roundtrip(attn_ctx *ctx, const attn_bpe *b, const char *text, size_t len,
+                            const char *what) {
+    int64_t n = -1;
+    if (!TU_STATUS(attn_bpe_encode(ctx, b, text, len, 0, NULL, 0, &n), ATTN_OK, ctx)) return;
+    int32_t *ids = malloc(sizeof *ids * (size_t)(n + 1));
+    int64_t n2 = -1;
+    TU_STATUS(attn_bpe_encode(ctx, b, text, len, 0, ids, n, &n2), ATTN_OK, ctx);
+    size_t cap = 3 * len + 16, got = 0;
+    char *out = malloc(cap);
+    TU_STATUS(attn_bpe_decode(ctx, b, ids, n, 0, out, cap, &got), ATTN_OK, ctx);
+    TU_CHECK(n2 == n && got == len && !memcmp(out, text, len),
+             "%s: decode(encode(x)) != x (%zu -> %lld ids -> %zu bytes)", what, len,
+             (long long)n, got);
+    free(ids), free(out);
+}
+
+static void test_hostile(attn_ctx *ctx) {
+    attn_bpe *b = NULL;
+    if (!TU_STATUS(attn_bpe_load_json(ctx, DIR "smollm.json", &b), ATTN_OK, ctx)) return;
+    char one[1];
+    for (int c = 0; c < 128; c++) { /* every ASCII byte alone (the others are invalid alone) */
+        one[0] = (char)c;
+        check_roundtrip(ctx, b, one, 1, "one byte");
+    }
+    for (int c = 128; c < 256; c++) { /* an invalid byte alone: U+FFFD */
+        one[0] = (char)c;
+        int32_t ids[8];
+        int64_t n = -1;
+        size_t len = 0;
+        char out[16];
+        TU_STATUS(attn_bpe_encode(ctx, b, one, 1, 0, ids, 8, &n), ATTN_OK, ctx);
+        TU_STATUS(attn_bpe_decode(ctx, b, ids, n < 8 ? n : 8, 0, out, 16, &len), ATTN_OK, ctx);
+        TU_CHECK(len == 3 && !memcmp(out, "\xEF\xBF\xBD", 3), "byte 0x%02x alone: not U+FFFD",
+                 c);
+    }
+    /* every valid code point, 4096 at a time (all of UTF-8's lengths and the classes) */
+    char *t = malloc(4 * 4096);
+    for (uint32_t base = 0; base < 0x110000; base += 4096) {
+        size_t k = 0;
+        for (uint32_t cp = base; cp < base + 4096; cp++)
+            if (cp < 0xD800 || cp > 0xDFFF) k += put_utf8(cp, t + k);
+        check_roundtrip(ctx, b, t, k, "code points");
+    }
+    free(t);
+    /* long runs: one word, one whitespace run, digits, contractions, near-special tokens */
+    size_t L = 1 << 18;
+    char *s = malloc(L + 64);
+    const char *pat[] = {"a", " ", "7", "'s", "<|im_end|", "ab ", "\r\n", "\xF0\x9F\x98\x80"};
+    for (size_t p = 0; p < sizeof pat / sizeof *pat; p++) {
+        size_t pl = strlen(pat[p]), k = 0;
+        while (k + pl <= L) memcpy(s + k, pat[p], pl), k += pl;
+        clock_t t0 = clock();
+        check_roundtrip(ctx, b, s, k, pat[p]);
+        double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        TU_CHECK(secs < 20, "a run of %zu bytes of \"%s\" took %.1f s", k, pat[p], secs);
+    }
+    uint64_t rs = 42; /* random bytes, mostly invalid UTF-8 */
+    for (size_t i = 0; i < L; i++) s[i] = (char)(tu_rand(&rs) >> 24);
+    int64_t n = -1;
+    TU_STATUS(attn_bpe_encode(ctx, b, s, L, ATTN_BPE_PARSE_SPECIAL, NULL, 0, &n), ATTN_OK, ctx);
+    TU_CHECK(n > 0, "random bytes: no ids");
+    free(s);
+    /* the text limit, flags, arguments */
+    int32_t ids[4];
+    TU_STATUS(attn_ctx_set_limit(ctx, ATTN_LIMIT_TEXT_BYTES, 3), ATTN_OK, ctx);
+    TU_STATUS(attn_bpe_encode(ctx, b, "abcd", 4, 0, ids, 4, &n), ATTN_E_UNSUPPORTED, ctx);
+    TU_CHECK(strstr(attn_ctx_errmsg(ctx), "ATTN_LIMIT_TEXT_BYTES") != NULL, "limit message: %s",
+             attn_ctx_errmsg(ctx));
+    TU_STATUS(attn_bpe_encode(ctx, b, "abc", 3, 0, ids, 4, &n), ATTN_OK, ctx);
+    TU_STATUS(attn_ctx_set_limit(ctx, ATTN_LIMIT_TEXT_BYTES, (int64_t)1 << 30), ATTN_OK, ctx);
+    TU_STATUS(attn_bpe_encode(ctx, b, "a", 1, 4, ids, 4, &n), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_encode(ctx, b, NULL, 1, 0, ids, 4, &n), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_encode(ctx, b, NULL, 0, 0, ids, 4, &n), ATTN_OK, ctx);
+    TU_CHECK(n == 0, "the empty text gave ids");
+    TU_STATUS(attn_bpe_encode(ctx, b, "a", 1, 0, NULL, 4, &n), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_encode(ctx, b, "a", 1, 0, ids, -1, &n), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_encode(ctx, NULL, "a", 1, 0, ids, 4, &n), ATTN_E_INVALID, ctx);
+    int32_t badid[2] = {0, (int32_t)attn_bpe_vocab_size(b)};
+    size_t len;
+    char out[8];
+    TU_STATUS(attn_bpe_decode(ctx, b, badid, 2, 0, out, 8, &len), ATTN_E_INVALID, ctx);
+    badid[1] = -1;
+    TU_STATUS(attn_bpe_decode(ctx, b, badid, 2, 0, out, 8, &len), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_decode(ctx, b, badid, 1, 4, out, 8, &len), ATTN_E_INVALID, ctx);
+    attn_bpe_stream st = {{0}, 7};
+    TU_STATUS(attn_bpe_decode_stream(ctx, b, &st, 0, 0, out, 8, &len), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_decode_stream_end(ctx, &st, out, 8, &len), ATTN_E_INVALID, ctx);
+    /* a stream left with a cut character ends with U+FFFD */
+    int32_t e9 = attn_bpe_token_id(b, "\xC3\x83"); /* "Ã": the byte 0xC3 */
+    memset(&st, 0, sizeof st);
+    TU_CHECK(e9 >= 0, "no token for the byte 0xC3");
+    if (e9 >= 0) {
+        TU_STATUS(attn_bpe_decode_stream(ctx, b, &st, e9, 0, out, 8, &len), ATTN_OK, ctx);
+        TU_CHECK(len == 0 && st.npending == 1, "a lead byte came out");
+        TU_STATUS(attn_bpe_decode_stream_end(ctx, &st, out, 2, &len), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_bpe_decode_stream_end(ctx, &st, out, 8, &len), ATTN_OK, ctx);
+        TU_CHECK(len == 3 && !memcmp(out, "\xEF\xBF\xBD", 3) && st.npending == 0,
+                 "the stream's end did not give U+FFFD");
+    }
+    attn_bpe_free(b);
+    attn_bpe_free(NULL);
+}
+
+/* ---- refusals ------------------------------------------------------------------------------ */
+static void test_create(attn_ctx *ctx) {
+    const char *tok[] = {"a", "b", "ab", "<|x|>", "\xC4\xA0", "c", "a"};
+    int32_t types[] = {1, 1, 1, 3, 1, 4, 1};
+    const char *merges[] = {"a b"};
+    attn_bpe *b = (attn_bpe *)&b;
+    TU_STATUS(attn_bpe_create(ctx, tok, 6, types, merges, 1, "gpt-4o", &b), ATTN_E_UNSUPPORTED,
+              ctx);
+    TU_CHECK(b == NULL && strstr(attn_ctx_errmsg(ctx), "gpt-4o"), "unknown pre: %s",
+             attn_ctx_errmsg(ctx));
+    TU_STATUS(attn_bpe_create(ctx, tok, 6, types, merges, 1, NULL, &b), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_create(ctx, NULL, 6, types, merges, 1, "gpt2", &b), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_create(ctx, tok, 6, types, NULL, 1, "gpt2", &b), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_create(ctx, tok, -1, types, merges, 1, "gpt2", &b), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_create(ctx, tok, 0, types, merges, 0, "gpt2", &b), ATTN_E_INVALID, ctx);
+    const char *m_bad[][1] = {{"ab"}, {"a  b"}, {" a"}, {"a "}, {"a b c"}, {"a x"}, {"b a"}};
+    for (size_t i = 0; i < sizeof m_bad / sizeof *m_bad; i++) {
+        TU_STATUS(attn_bpe_create(ctx, tok, 6, types, m_bad[i], 1, "gpt2", &b), ATTN_E_FORMAT,
+                  ctx);
+        TU_CHECK(b == NULL, "refused, yet a tokenizer");
+    }
+    TU_CHECK(strstr(attn_ctx_errmsg(ctx), "not in the vocabulary") != NULL, "%s",
+             attn_ctx_errmsg(ctx));
+    const char *bad_utf8[] = {"a", "\xE2\x82"};
+    int32_t ctl[] = {1, 3};
+    TU_STATUS(attn_bpe_create(ctx, bad_utf8, 2, ctl, NULL, 0, "gpt2", &b), ATTN_E_FORMAT, ctx);
+    TU_STATUS(attn_ctx_set_limit(ctx, ATTN_LIMIT_VOCAB, 5), ATTN_OK, ctx);
+    TU_STATUS(attn_bpe_create(ctx, tok, 6, types, merges, 1, "gpt2", &b), ATTN_E_UNSUPPORTED,
+              ctx);
+    TU_STATUS(attn_ctx_set_limit(ctx, ATTN_LIMIT_VOCAB, 1 << 24), ATTN_OK, ctx);
+    /* a text listed twice: looked up as its last id, both ids decode to it; "<|x|>" a control
+     * token, "c" a user-defined one; the byte characters missing from the vocabulary are
+     * dropped */
+    if (!TU_STATUS(attn_bpe_create(ctx, tok, 7, types, merges, 1, "gpt2", &b), ATTN_OK, ctx))
+        return;
+    TU_CHECK(attn_bpe_token_id(b, "a") == 6 && attn_bpe_token_id(b, "<|x|>") == 3,
+             "duplicate lookups");
+    int32_t ids[16];
+    int64_t n;
+    TU_STATUS(attn_bpe_encode(ctx, b, "ab<|x|> cab", 11, ATTN_BPE_PARSE_SPECIAL, ids, 16, &n),
+              ATTN_OK, ctx);
+    int32_t want[] = {2, 3, 4, 5, 2};
+    TU_CHECK(same_ids(ids, n, want, 5), "small vocabulary: %lld ids", (long long)n);
+    TU_STATUS(attn_bpe_encode(ctx, b, "ab<|x|> cab", 11, 0, ids, 16, &n), ATTN_OK, ctx);
+    int32_t want2[] = {2, 4, 5, 2}; /* '<', '|', 'x' have no tokens: dropped */
+    TU_CHECK(same_ids(ids, n, want2, 4), "without special tokens: %lld ids", (long long)n);
+    int32_t d[] = {0, 6, 3, 4};
+    char out[32];
+    size_t len;
+    TU_STATUS(attn_bpe_decode(ctx, b, d, 4, 0, out, 32, &len), ATTN_OK, ctx);
+    TU_CHECK(len == 8 && !memcmp(out, "aa<|x|> ", 8), "decode: %.*s", (int)len, out);
+    TU_STATUS(attn_bpe_decode(ctx, b, d, 4, ATTN_BPE_SKIP_SPECIAL, out, 32, &len), ATTN_OK, ctx);
+    TU_CHECK(len == 3 && !memcmp(out, "aa ", 3), "decode skipping: %.*s", (int)len, out);
+    attn_bpe_info info;
+    attn_bpe_get_info(b, &info);
+    TU_CHECK(info.n_added == 2 && info.unk_id == -1 && info.ignore_merges == 0 &&
+                 !strcmp(info.pre, "gpt2") && info.n_merges == 1,
+             "info");
+    attn_bpe_free(b);
+}
+
+static char tmpdir[256];
+
+static attn_status load_text(attn_ctx *ctx, const char *text, attn_bpe **b) {
+    char path[320];
+    snprintf(path, sizeof path, "%s/tokenizer.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    return attn_bpe_load_json(ctx, path, b);
+}
+
+/* A small tokenizer.json with parts replaced: vocab a, b, ab, c, "a b" merges. */
+static char *doc(const char *added, const char *norm, const char *pre, const char *dec,
+                 const char *model_extra, const char *vocab, const char *merges) {
+    const char *bl = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
+                     "\"use_regex\":true}";
+    size_t n = 4096 + (vocab ? strlen(vocab) : 0) + (merges ? strlen(merges) : 0);
+    char *s = malloc(n);
+    snprintf(s, n,
+             "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":%s,"
+             "\"normalizer\":%s,\"pre_tokenizer\":%s,\"post_processor\":null,\"decoder\":%s,"
+             "\"model\":{\"type\":\"BPE\",%s\"vocab\":%s,\"merges\":%s}}",
+             added ? added : "[]", norm ? norm : "null", pre ? pre : bl, dec ? dec : bl,
+             model_extra ? model_extra : "",
+             vocab ? vocab : "{\"a\":0,\"b\":1,\"ab\":2,\"c\":3}",
+             merges ? merges : "[\"a b\"]");
+    return s;
+}
+
+typedef struct jcase {
+    const char *what;
+    char *text;
+    attn_status want;
+    const char *msg;
+} jcase;
+
+static void test_json(attn_ctx *ctx) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/attn-test-bpe-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        TU_CHECK(0, "mkdtemp");
+        return;
+    }
+    const char *split_l3 =
+        "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+        "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "
+        "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},"
+        "\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":"
+        "false,\"trim_offsets\":true,\"use_regex\":false}]}";
+    const char *added_ok = "[{\"id\":4,\"content\":\"<s>\",\"single_word\":false,\"lstrip\":false,"
+                           "\"rstrip\":false,\"normalized\":false,\"special\":true}]";
+    jcase cs[] = {
+        {"valid", doc(NULL, NULL, NULL, NULL, NULL, NULL, NULL), ATTN_OK, NULL},
+        {"Llama 3 split", doc(NULL, NULL, split_l3, NULL, NULL, NULL, NULL), ATTN_OK, NULL},
+        {"pairs", doc(NULL, NULL, NULL, NULL, NULL, NULL, "[[\"a\",\"b\"]]"), ATTN_OK, NULL},
+        {"added", doc(added_ok, NULL, NULL, NULL, NULL, NULL, NULL), ATTN_OK, NULL},
+        {"dropout 0.0", doc(NULL, NULL, NULL, NULL, "\"dropout\":0.0,", NULL, NULL), ATTN_OK,
+         NULL},
+        {"type last", doc(NULL, NULL, "{\"pretokenizers\":[{\"type\":\"Digits\","
+                          "\"individual_digits\":true},{\"type\":\"ByteLevel\","
+                          "\"add_prefix_space\":false}],\"type\":\"Sequence\"}", NULL, NULL,
+                          NULL, NULL), ATTN_OK, NULL},
+        {"four", doc(NULL, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+                     "\"Digits\"},{\"type\":\"Digits\"},{\"type\":\"Digits\"},{\"type\":"
+                     "\"ByteLevel\",\"add_prefix_space\":false}]}", NULL, NULL, NULL, NULL),
+         ATTN_E_UNSUPPORTED, "Sequence[Digits"},
+        {"five", doc(NULL, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{},{},{},{},{}]}",
+                     NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "more than"},
+        {"empty sequence", doc(NULL, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[]}",
+                               NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "Sequence[]"},
+        {"list, no Sequence", doc(NULL, NULL, "{\"type\":\"ByteLevel\",\"pretokenizers\":[]}",
+                                  NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "pre_tokenizer"},
+        {"NFC", doc(NULL, "{\"type\":\"NFC\"}", NULL, NULL, NULL, NULL, NULL),
+         ATTN_E_UNSUPPORTED, "NFC"},
+        {"Metaspace", doc(NULL, NULL, "{\"type\":\"Metaspace\",\"replacement\":\"_\"}", NULL,
+                          NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "Metaspace"},
+        {"prefix space", doc(NULL, NULL, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true}",
+                             NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED,
+         "add_prefix_space=true"},
+        {"digits", doc(NULL, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+                       "\"Digits\",\"individual_digits\":false},{\"type\":\"ByteLevel\","
+                       "\"add_prefix_space\":false}]}", NULL, NULL, NULL, NULL),
+         ATTN_E_UNSUPPORTED, "individual_digits=false"},
+        {"other regex", doc(NULL, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+                            "\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},\"behavior\":"
+                            "\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+                            "\"add_prefix_space\":false,\"use_regex\":false}]}", NULL, NULL,
+                            NULL, NULL), ATTN_E_UNSUPPORTED, "another pattern"},
+        {"null pre", doc(NULL, NULL, "null", NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED,
+         "pre_tokenizer"},
+        {"WordPiece decoder", doc(NULL, NULL, NULL, "{\"type\":\"WordPiece\"}", NULL, NULL,
+                                  NULL), ATTN_E_UNSUPPORTED, "WordPiece"},
+        {"null decoder", doc(NULL, NULL, NULL, "null", NULL, NULL, NULL), ATTN_E_UNSUPPORTED,
+         "decoder"},
+        {"byte_fallback", doc(NULL, NULL, NULL, NULL, "\"byte_fallback\":true,", NULL, NULL),
+         ATTN_E_UNSUPPORTED, "byte_fallback"},
+        {"dropout", doc(NULL, NULL, NULL, NULL, "\"dropout\":0.1,", NULL, NULL),
+         ATTN_E_UNSUPPORTED, "dropout"},
+        {"prefix", doc(NULL, NULL, NULL, NULL, "\"continuing_subword_prefix\":\"##\",", NULL,
+                       NULL), ATTN_E_UNSUPPORTED, "continuing_subword_prefix"},
+        {"lstrip", doc("[{\"id\":4,\"content\":\"<s>\",\"lstrip\":true,\"special\":true}]", NULL,
+                       NULL, NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "lstrip"},
+        {"added id", doc("[{\"id\":9,\"content\":\"<s>\",\"special\":true}]", NULL, NULL, NULL,
+                         NULL, NULL, NULL), ATTN_E_FORMAT, "id 9"},
+        {"added twice", doc("[{\"id\":4,\"content\":\"<s>\"},{\"id\":4,\"content\":\"<s>\"}]",
+                            NULL, NULL, NULL, NULL, NULL, NULL), ATTN_E_FORMAT, "repeated"},
+        {"added no id", doc("[{\"content\":\"<s>\"}]", NULL, NULL, NULL, NULL, NULL, NULL),
+         ATTN_E_FORMAT, "id"},
+        {"model WordPiece", doc(NULL, NULL, NULL, NULL, "\"type\":\"WordPiece\",", NULL, NULL),
+         ATTN_E_UNSUPPORTED, "WordPiece"},
+        {"id repeated", doc(NULL, NULL, NULL, NULL, NULL, "{\"a\":0,\"b\":0,\"ab\":2}", NULL),
+         ATTN_E_FORMAT, "repeated"},
+        {"id hole", doc(NULL, NULL, NULL, NULL, NULL, "{\"a\":0,\"b\":1,\"ab\":5}", NULL),
+         ATTN_E_FORMAT, "outside"},
+        {"key repeated", doc(NULL, NULL, NULL, NULL, NULL, "{\"a\":0,\"b\":1,\"a\":2}", "[]"),
+         ATTN_E_FORMAT, "repeated"},
+        {"NUL token", doc(NULL, NULL, NULL, NULL, NULL, "{\"a\\u0000\":0}", "[]"),
+         ATTN_E_FORMAT, "NUL"},
+        {"merge 3", doc(NULL, NULL, NULL, NULL, NULL, NULL, "[\"a b c\"]"), ATTN_E_FORMAT,
+         "one space"},
+        {"merge number", doc(NULL, NULL, NULL, NULL, NULL, NULL, "[[1,2]]"), ATTN_E_FORMAT,
+         "string"},
+        {"merge one", doc(NULL, NULL, NULL, NULL, NULL, NULL, "[[\"a\"]]"), ATTN_E_FORMAT,
+         "two"},
+        {"merge unknown", doc(NULL, NULL, NULL, NULL, NULL, NULL, "[\"a x\"]"), ATTN_E_FORMAT,
+         "\"x\""},
+        {"merge result", doc(NULL, NULL, NULL, NULL, NULL, NULL, "[\"b a\"]"), ATTN_E_FORMAT,
+         "makes"},
+        {"unk", doc(NULL, NULL, NULL, NULL, "\"unk_token\":\"<unk>\",", NULL, NULL),
+         ATTN_E_FORMAT, "unk_token"},
+        {"truncated", strdup("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0"), ATTN_E_FORMAT,
+         "JSON"},
+        {"array", strdup("[]"), ATTN_E_FORMAT, "object"},
+        {"no model", strdup("{\"pre_tokenizer\":null}"), ATTN_E_UNSUPPORTED, "pre_tokenizer"},
+        {"empty", strdup("{}"), ATTN_E_FORMAT, "model"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        attn_bpe *b = (attn_bpe *)&b;
+        attn_status s = load_text(ctx, cs[i].text, &b);
+        TU_CHECK(s == cs[i].want, "%s: %s, wanted %s (%s)", cs[i].what, attn_status_name(s),
+                 attn_status_name(cs[i].want), attn_ctx_errmsg(ctx));
+        if (cs[i].msg)
+            TU_CHECK(strstr(attn_ctx_errmsg(ctx), cs[i].msg) != NULL,
+                     "%s: the message does not name \"%s\": %s", cs[i].what, cs[i].msg,
+                     attn_ctx_errmsg(ctx));
+        TU_CHECK((s == ATTN_OK) == (b != NULL), "%s: the output pointer", cs[i].what);
+        if (s == ATTN_OK) {
+            int32_t ids[8];
+            int64_t n = 0;
+            TU_STATUS(attn_bpe_encode(ctx, b, "ab", 2, 0, ids, 8, &n), ATTN_OK, ctx);
+            TU_CHECK(n == 1 && ids[0] == 2, "%s: \"ab\" is not [2]", cs[i].what);
+        }
+        attn_bpe_free(b);
+        attn_ctx_clear_error(ctx);
+        free(cs[i].text);
+    }
+    /* the vocabulary limit, files that are not there or not files */
+    char *v = doc(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    attn_bpe *b = NULL;
+    TU_STATUS(attn_ctx_set_limit(ctx, ATTN_LIMIT_VOCAB, 3), ATTN_OK, ctx);
+    TU_STATUS(load_text(ctx, v, &b), ATTN_E_UNSUPPORTED, ctx);
+    TU_STATUS(attn_ctx_set_limit(ctx, ATTN_LIMIT_VOCAB, 1 << 24), ATTN_OK, ctx);
+    free(v);
+    char path[320];
+    snprintf(path, sizeof path, "%s/missing.json", tmpdir);
+    TU_STATUS(attn_bpe_load_json(ctx, path, &b), ATTN_E_NOT_FOUND, ctx);
+    TU_STATUS(attn_bpe_load_json(ctx, tmpdir, &b), ATTN_E_IO, ctx);
+    TU_STATUS(attn_bpe_load_json(ctx, NULL, &b), ATTN_E_INVALID, ctx);
+    tu_rm_tree(tmpdir);
+}
+
+/* Every allocation through the context's hooks; all of it freed. */
+static long live;
+static void *count_alloc(void *u, size_t n) {
+    (void)u;
+    void *p = malloc(n + 16);
+    if (!p) return NULL;
+    *(size_t *)p = n;
+    live++;
+    return (char *)p + 16;
+}
+static void count_free(void *u, void *p) {
+    (void)u;
+    if (!p) return;
+    live--;
+    free((char *)p - 16);
+}
+
+static void test_allocator(const corpus *c) {
+    attn_ctx_params p = {0};
+    p.threads = 1, p.alloc = count_alloc, p.free = count_free;
+    attn_ctx *ctx;
+    if (attn_ctx_create(&p, &ctx) != ATTN_OK) return;
+    long base = live;
+    attn_bpe *b = NULL;
+    TU_STATUS(attn_bpe_load_json(ctx, DIR "edge.json", &b), ATTN_OK, ctx);
+    int64_t n;
+    for (int k = 0; k < c->n; k++)
+        attn_bpe_encode(ctx, b, (const char *)c->raw[k].p, c->raw[k].n, 1, NULL, 0, &n);
+    TU_CHECK(live > base, "the tokenizer did not use the context's allocator");
+    attn_bpe_free(b);
+    TU_CHECK(live == base, "%ld allocations left", live - base);
+    attn_ctx_free(ctx);
+}
+
+/* ---- SmolLM2-135M-Instruct ------------------------------------------------------------------
+ * The tokenizer arrays of its GGUF file, read with the library's GGUF reader, as a C string
+ * each. */
+static char *gguf_strdup(const char *s, size_t n) {
+    char *c = malloc(n + 1);
+    memcpy(c, s, n);
+    c[n] = 0;
+    return c;
+}
+
+static int gguf_vocab(attn_ctx *ctx, const char *path, arrays *a) {
+    memset(a, 0, sizeof *a);
+    attn_gguf *g = NULL;
+    if (!TU_STATUS(attn_gguf_open(ctx, path, &g), ATTN_OK, ctx)) return 0;
+    int et, ok = 1;
+    uint64_t n = 0, nm = 0, nt = 0;
+    ok &= attn_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, NULL) == ATTN_OK &&
+          et == ATTN_GGUF_STRING;
+    ok &= attn_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &nt, NULL) == ATTN_OK &&
+          nt == n;
+    ok &= attn_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &nm, NULL) == ATTN_OK &&
+          et == ATTN_GGUF_STRING;
+    ok &= attn_gguf_get_str_copy(g, "tokenizer.ggml.pre", a->pre, sizeof a->pre, NULL) ==
+          ATTN_OK;
+    if (ok) {
+        a->tok = calloc(n + 1, sizeof *a->tok);
+        a->type = calloc(n + 1, sizeof *a->type);
+        a->merge = calloc(nm + 1, sizeof *a->merge);
+        for (uint64_t i = 0; i < n && ok; i++) {
+            const char *s;
+            size_t len;
+            int64_t v;
+            ok = attn_gguf_arr_str(g, "tokenizer.ggml.tokens", i, &s, &len) == ATTN_OK &&
+                 attn_gguf_arr_int(g, "tokenizer.ggml.token_type", i, INT32_MIN, INT32_MAX,
+                                   &v) == ATTN_OK;
+            if (ok) a->tok[a->n++] = gguf_strdup(s, len), a->type[i] = (int32_t)v;
+        }
+        for (uint64_t i = 0; i < nm && ok; i++) {
+            const char *s;
+            size_t len;
+            ok = attn_gguf_arr_str(g, "tokenizer.ggml.merges", i, &s, &len) == ATTN_OK;
+            if (ok) a->merge[a->nm++] = gguf_strdup(s, len);
+        }
+    }
+    TU_CHECK(ok, "%s: the tokenizer arrays: %s", path, attn_ctx_errmsg(ctx));
+    attn_gguf_free(g);
+    return ok && a->n > 0;
+}
+
+static void test_smollm2(attn_ctx *ctx, const corpus *c) {
+    const char *path = getenv("ATTN_SMOLLM2_GGUF");
+    if (!path || !*path) {
+        printf("SmolLM2: skipped (set ATTN_SMOLLM2_GGUF to SmolLM2-135M-Instruct's GGUF "
+               "file)\n");
+        return;
+    }
+    arrays a;
+    if (!gguf_vocab(ctx, path, &a)) {
+        free_arrays(&a);
+        return;
+    }
+    expect e;
+    TU_CHECK(load_expect(DIR "smollm2_expected.txt", &e), "cannot read smollm2_expected.txt");
+    clock_t t0 = clock();
+    attn_bpe *b = from_arrays(ctx, &a);
+    double build = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    if (b) {
+        check_corpus(ctx, b, c, &e, "SmolLM2", 1);
+        check_decode(ctx, b, &e, "SmolLM2");
+        check_queries(b, "SmolLM2");
+        TU_CHECK(attn_bpe_token_id(b, "<|im_start|>") == 1 &&
+                     attn_bpe_token_id(b, "<|im_end|>") == 2 &&
+                     attn_bpe_token_type(b, 2) == ATTN_BPE_TOKEN_CONTROL,
+                 "SmolLM2: the chat tokens");
+        /* speed, for the record: the corpus over and over */
+        size_t total = 0, at = 0;
+        for (int k = 0; k < c->n; k++) total += c->raw[k].n;
+        size_t reps = (4u << 20) / (total + 1) + 1;
+        char *big = malloc(total * reps);
+        for (size_t r = 0; r < reps; r++)
+            for (int k = 0; k < c->n; k++) memcpy(big + at, c->raw[k].p, c->raw[k].n),
+                                           at += c->raw[k].n;
+        int64_t n = 0;
+        t0 = clock();
+        TU_STATUS(attn_bpe_encode(ctx, b, big, at, 0, NULL, 0, &n), ATTN_OK, ctx);
+        double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        printf("SmolLM2: %d texts x 2 flags and %d decodes as the library; built in %.3f s; "
+               "%.1f MB -> %lld tokens in %.2f s (%.1f MB/s)\n", c->n, e.nr, build,
+               (double)at / 1e6, (long long)n, secs, (double)at / 1e6 / (secs + 1e-9));
+        free(big);
+    }
+    attn_bpe_free(b);
+    free_expect(&e);
+    free_arrays(&a);
+}
+
+int main(void) {
+    attn_ctx *ctx = tu_ctx(1);
+    if (!ctx) return 1;
+    static corpus c;
+    if (!load_corpus(&c)) {
+        fprintf(stderr, "cannot read " DIR "corpus.txt\n");
+        return 1;
+    }
+    check_fixture(ctx, &c, "gpt2", 1);
+    check_fixture(ctx, &c, "llama", 1);
+    check_fixture(ctx, &c, "smollm", 1);
+    check_fixture(ctx, &c, "edge", 0);
+    check_fixture(ctx, &c, "edge_nofuse", 0);
+    test_pretokens(ctx, &c);
+    test_pretokens_all(ctx);
+    test_create(ctx);
+    test_json(ctx);
+    test_hostile(ctx);
+    test_allocator(&c);
+    test_smollm2(ctx, &c);
+    free_corpus(&c);
+    attn_ctx_free(ctx);
+    return tu_finish("test_bpe");
+}
