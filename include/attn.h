@@ -1466,10 +1466,12 @@ typedef enum attn_qact {
      * gives it, and multiplied in float; only the order of the float sums differs from
      * dequantizing then multiplying: |error| <= ~K 2^-24 sum_k |w_nk x_mk| */
     ATTN_QACT_F32 = 1,
-    /* activations rounded to int8 per block of 32 (scale max|x| / 127, float), integer dot
-     * products (AVX512_VNNI where the CPU has it): adds up to sum_b (d_b / 2) sum_k |w_nk|
-     * over the blocks b of the row (d_b the block's scale), typically ~1e-3 relative.  For
-     * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; other types use float activations. */
+    /* activations rounded to int8 per block of 32 (scale max|x| / 127, float), exact integer
+     * dot products (AVX512_VNNI or AVX-VNNI where the CPU has them): adds up to
+     * sum_b (d_b / 2) sum_{k in b} |w_nk| over the blocks b of the row (d_b the block's
+     * scale); measured 0.4% rms of y on uniform activations, 1-2% with outlier channels.
+     * 1.2-3x faster where decoding is not memory-bound.  For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+     * Q4_K, Q5_K, Q6_K; other types use float activations. */
     ATTN_QACT_Q8 = 2
 } attn_qact;
 
