@@ -1869,6 +1869,8 @@ ATTN_API attn_status attn_llama_layer_forward(attn_ctx *ctx, const attn_module *
  *                      when tied); biases as configured.  Any float dtype, converted to F32;
  *                      other tensors (rotary_emb.inv_freq, ...) ignored.  Sharded checkpoints
  *                      (model.safetensors.index.json) are not read yet.
+ *   tokenizer.json     optional: the tokenizer (attn_bpe_load_json)
+ *   tokenizer_config.json  optional: chat_template, bos_token, eos_token, add_bos_token
  * Every size is checked before anything is sized from it (num_hidden_layers <=
  * ATTN_LIMIT_LAYERS, vocab_size <= ATTN_LIMIT_VOCAB, the others <= 2^24, H divisible by Hkv,
  * E by H (as LlamaConfig requires), D even) and every tensor against the config, with messages
@@ -1883,7 +1885,48 @@ ATTN_API attn_status attn_llama_layer_forward(attn_ctx *ctx, const attn_module *
 typedef struct attn_llm attn_llm;
 
 ATTN_API attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out /* OUT */);
+/* attn_llm_load_gguf reads a llama.cpp GGUF file (attn_gguf_open: memory-mapped, never copied)
+ * of general.architecture "llama": the config from llama.block_count, .embedding_length,
+ * .feed_forward_length, .attention.head_count, .attention.head_count_kv (default head_count),
+ * .attention.key_length / .value_length (default E / H; equal), .context_length,
+ * .attention.layer_norm_rms_epsilon (required), .rope.freq_base (default 1e4), .vocab_size
+ * (default: token_embd.weight's rows); .rope.dimension_count other than the head size (partial
+ * rotary), rope scaling and experts are refused (ATTN_E_UNSUPPORTED).  Tensors (GGUF names):
+ * token_embd.weight, output_norm.weight, output.weight (absent: tied to token_embd),
+ * blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up,
+ * ffn_down}.weight (and .bias of the attention when blk.0.attn_q.bias exists, of the MLP when
+ * blk.0.ffn_up.bias does), every shape checked.  The matrices are read in place in the
+ * file's types (F32, F16, BF16 and the quantized types of attn_qlinear), norms converted to
+ * F32.  GGUF converters store q_proj and k_proj with their rows permuted within each head for
+ * GGML's rope: attn runs them as they are with the matching rotation of pairs (x[2i],
+ * x[2i+1]), the same numbers as HF's rotate_half on the original rows.  flags:
+ * ATTN_LLM_LOAD_F32 dequantizes every matrix to F32 at load (attn_dequantize: 4 bytes a
+ * parameter; the exact reference of the quantized path).  Errors as attn_llm_load_hf's, naming
+ * the file and the key or tensor.  The file must stay unchanged while the model lives. */
+#define ATTN_LLM_LOAD_F32 1u
+ATTN_API attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
+                                        attn_llm **out /* OUT */);
+/* A folder: attn_llm_load_hf (flags must be 0 or ATTN_LLM_LOAD_F32, which changes nothing
+ * there: its weights are F32); anything else: attn_llm_load_gguf. */
+ATTN_API attn_status attn_llm_load(attn_ctx *ctx, const char *path, unsigned flags,
+                                   attn_llm **out /* OUT */);
 ATTN_API void attn_llm_free(attn_llm *m);
+/* The model's text side, read with it: the tokenizer (GGUF tokenizer.ggml.* with model "gpt2",
+ * or the folder's tokenizer.json; NULL when the source has none), the chat template
+ * (tokenizer.chat_template, or tokenizer_config.json's chat_template; NULL without one), and
+ * the special ids (-1 when absent): bos and eos (tokenizer.ggml.bos/eos_token_id, or
+ * tokenizer_config.json's bos_token / eos_token looked up in the vocabulary), eot the
+ * end-of-turn token "<|im_end|>" when the vocabulary has it; add_bos (tokenizer.ggml.
+ * add_bos_token; 0 when absent) says whether a prompt starts with bos.  Owned by the model. */
+typedef struct attn_llm_special {
+    int32_t bos, eos, eot;
+    int add_bos;
+} attn_llm_special;
+ATTN_API const attn_bpe *attn_llm_tokenizer(const attn_llm *m);
+ATTN_API const char *attn_llm_chat_template(const attn_llm *m);
+ATTN_API attn_status attn_llm_get_special(const attn_llm *m, attn_llm_special *sp /* OUT */);
+/* 1 when id ends a generation: eos or eot. */
+ATTN_API int attn_llm_is_end(const attn_llm *m, int32_t id);
 /* The configuration the model runs (head_dim and num_kv_heads resolved). */
 ATTN_API attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info /* OUT */);
 

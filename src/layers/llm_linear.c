@@ -5,10 +5,19 @@
  * row epilogue).  Quantized GGML types (attn_qtype) get their branch here. */
 #include <string.h>
 
+#include "../kernels/quant.h"
 #include "llm.h"
 
-/* The storage types the two doors below run: a new type is a case in each, and here. */
-static int supported(int type) { return type == ATTN_Q_F32; }
+/* The storage types the two doors below run: F32 on the float GEMM, every other GGML type
+ * (F16, BF16 and the quantized ones) on the quantized kernels (kernels/quant.h). */
+static int supported(int type) { return attn_qtype_block(type, NULL, NULL) == ATTN_OK; }
+
+/* Bytes of one row of K elements of a non-F32 type. */
+static size_t row_bytes(int type, int64_t K) {
+    int64_t be = 1, bb = 4;
+    attn_qtype_block(type, &be, &bb);
+    return (size_t)(K / be * bb);
+}
 
 attn_status attn__llm_w_check(attn_ctx *ctx, const attn__llm_w *w, int64_t N, int64_t K,
                               const char *what) {
@@ -19,6 +28,10 @@ attn_status attn__llm_w_check(attn_ctx *ctx, const attn__llm_w *w, int64_t N, in
     ATTN_FAIL_IF(!supported(w->type), ctx, ATTN_E_UNSUPPORTED, "%s: weights of type %s are "
                  "not supported yet", what, attn_qtype_name(w->type) ? attn_qtype_name(w->type)
                                                                       : "(unknown)");
+    int64_t be = 1;
+    attn_qtype_block(w->type, &be, NULL);
+    ATTN_FAIL_IF(K % be != 0, ctx, ATTN_E_SHAPE, "%s: %lld columns are not whole %s blocks of "
+                 "%lld", what, (long long)K, attn_qtype_name(w->type), (long long)be);
     return ATTN_OK;
 }
 
@@ -32,9 +45,9 @@ attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x
                              NULL};
         return attn__linear_pw(ctx, x, ldx, &pw, w->bias, &e, y, ldy, M, w->K, w->N);
     }
-    default:
-        return attn__fail(ctx, ATTN_E_UNSUPPORTED, "no matrix product for weights of type %d",
-                          w->type);
+    default: /* quantized (and 16-bit) GGML rows: read in place, never copied whole */
+        return attn__qlinear(ctx, w->type, w->data, w->N, w->K, x, ldx, M, w->bias, r, y, ldy,
+                             ATTN__QACT_DEFAULT);
     }
 }
 
@@ -47,8 +60,14 @@ attn_status attn__llm_rows(attn_ctx *ctx, const attn__llm_w *w, const int32_t *r
             memcpy(out + i * w->K, t + (int64_t)rows[i] * w->K, (size_t)w->K * sizeof(float));
         return ATTN_OK;
     }
-    default:
-        return attn__fail(ctx, ATTN_E_UNSUPPORTED, "no row lookup for weights of type %d",
-                          w->type);
+    default: {
+        const size_t rb = row_bytes(w->type, w->K);
+        int64_t be = 1;
+        attn_qtype_block(w->type, &be, NULL);
+        for (int64_t i = 0; i < n; i++)
+            attn__dequant_ref(w->type, (const unsigned char *)w->data + (size_t)rows[i] * rb,
+                              w->K / be, out + i * w->K);
+        return ATTN_OK;
+    }
     }
 }

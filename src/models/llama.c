@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../io/json.h"
 #include "../kernels/ew.h"
@@ -20,6 +21,8 @@ static void mfree(const attn_llm *m, void *p) {
 
 void attn_llm_free(attn_llm *m) {
     if (!m) return;
+    attn_bpe_free(m->tok);
+    mfree(m, m->chat_template);
     if (m->store) {
         if (m->store_free) m->store_free(m->store_user, m->store);
         else mfree(m, m->store);
@@ -67,6 +70,7 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     m->cfg = c;
     m->free = ctx->free;
     m->alloc_user = ctx->alloc_user;
+    m->bos = m->eos = m->eot = -1;
     m->layers = (attn__llama_block *)((unsigned char *)m + base);
     m->inv_freq = (float *)((unsigned char *)m + invo);
     *out = m;
@@ -108,6 +112,20 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
     }
     attn__rope_inv_freq((float)c->rope_theta, c->head_dim, m->inv_freq);
     return ATTN_OK;
+}
+
+const attn_bpe *attn_llm_tokenizer(const attn_llm *m) { return m ? m->tok : NULL; }
+
+const char *attn_llm_chat_template(const attn_llm *m) { return m ? m->chat_template : NULL; }
+
+attn_status attn_llm_get_special(const attn_llm *m, attn_llm_special *sp) {
+    if (!m || !sp) return ATTN_E_INVALID;
+    sp->bos = m->bos, sp->eos = m->eos, sp->eot = m->eot, sp->add_bos = m->add_bos;
+    return ATTN_OK;
+}
+
+int attn_llm_is_end(const attn_llm *m, int32_t id) {
+    return m && id >= 0 && (id == m->eos || id == m->eot);
 }
 
 attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info) {
@@ -417,6 +435,102 @@ static attn_status hf_fill(attn_ctx *ctx, attn_llm *m, const attn_st *st, size_t
     return ATTN_OK;
 }
 
+/* ---- tokenizer.json and tokenizer_config.json ------------------------------------------ */
+/* A special token of tokenizer_config.json: a string, or an object with "content". */
+static attn_status special_token(attn__json_reader *r, const char **s) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    *s = NULL;
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    size_t len;
+    if (k == ATTN__JSON_STRING) return attn__json_string(r, s, &len);
+    if (k != ATTN__JSON_OBJECT) return attn__json_skip(r);
+    ATTN_TRY(attn__json_object_begin(r));
+    for (;;) {
+        int more;
+        const char *key;
+        size_t kl;
+        ATTN_TRY(attn__json_member(r, &more, &key, &kl));
+        if (!more) return ATTN_OK;
+        attn__json_kind vk;
+        ATTN_TRY(attn__json_peek(r, &vk));
+        if (!strcmp(key, "content") && vk == ATTN__JSON_STRING)
+            ATTN_TRY(attn__json_string(r, s, &len));
+        else
+            ATTN_TRY(attn__json_skip(r));
+    }
+}
+
+/* The folder's tokenizer.json (if any) and tokenizer_config.json (if any): chat_template,
+ * bos_token, eos_token, add_bos_token. */
+static attn_status hf_text_side(attn_ctx *ctx, attn_llm *m, const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    attn_status st = attn_bpe_load_json(ctx, path, &m->tok);
+    if (st == ATTN_E_NOT_FOUND) {
+        m->tok = NULL;
+        attn_ctx_clear_error(ctx);
+        return ATTN_OK; /* weights alone */
+    }
+    ATTN_TRY(st);
+    m->eot = attn_bpe_token_id(m->tok, "<|im_end|>");
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    unsigned char *text = NULL;
+    size_t len = 0;
+    st = attn__file_read(ctx, path, "tokenizer_config.json",
+                         (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &text, &len);
+    if (st == ATTN_E_NOT_FOUND) {
+        attn_ctx_clear_error(ctx);
+        return ATTN_OK;
+    }
+    ATTN_TRY(st);
+    attn__json_reader r;
+    st = attn__json_open(&r, ctx, text, len, "tokenizer_config.json", 0);
+    const char *bos = NULL, *eos = NULL, *tmpl = NULL;
+    if (!st) st = attn__json_object_begin(&r);
+    while (!st) {
+        int more;
+        const char *key;
+        size_t kl, sl;
+        attn__json_kind k;
+        st = attn__json_member(&r, &more, &key, &kl);
+        if (st || !more) break;
+        st = attn__json_peek(&r, &k);
+        if (st) break;
+        if (!strcmp(key, "bos_token")) st = special_token(&r, &bos);
+        else if (!strcmp(key, "eos_token")) st = special_token(&r, &eos);
+        else if (!strcmp(key, "chat_template") && k == ATTN__JSON_STRING)
+            st = attn__json_string(&r, &tmpl, &sl);
+        else if (!strcmp(key, "add_bos_token") && k == ATTN__JSON_BOOL)
+            st = attn__json_bool(&r, &m->add_bos);
+        else st = attn__json_skip(&r);
+    }
+    if (!st) st = attn__json_finish(&r);
+    if (!st && bos) m->bos = attn_bpe_token_id(m->tok, bos);
+    if (!st && eos) m->eos = attn_bpe_token_id(m->tok, eos);
+    if (!st && tmpl) {
+        size_t tl = strlen(tmpl);
+        m->chat_template = attn__malloc(ctx, tl + 1);
+        if (!m->chat_template) st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory");
+        else memcpy(m->chat_template, tmpl, tl + 1);
+    }
+    attn__json_close(&r);
+    attn__free(ctx, text);
+    return st;
+}
+
+attn_status attn_llm_load(attn_ctx *ctx, const char *path, unsigned flags, attn_llm **out) {
+    if (!ctx || !path || !out)
+        return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load: NULL argument");
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        ATTN_FAIL_IF(flags & ~(unsigned)ATTN_LLM_LOAD_F32, ctx, ATTN_E_INVALID,
+                     "attn_llm_load: unknown flags 0x%x", flags);
+        return attn_llm_load_hf(ctx, path, out);
+    }
+    return attn_llm_load_gguf(ctx, path, flags, out);
+}
+
 attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out) {
     if (!ctx || !dir || !out)
         return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load_hf: NULL argument");
@@ -461,6 +575,7 @@ attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out) {
     if (!st) st = hf_fill(ctx, m, sf, bytes);
     attn_st_free(sf);
     if (!st) st = attn__llm_ready(ctx, m);
+    if (!st) st = hf_text_side(ctx, m, dir);
     if (st) {
         attn_llm_free(m);
         return st;

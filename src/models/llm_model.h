@@ -29,6 +29,11 @@ struct attn_llm {
     void *store;                   /* the weights' memory */
     void (*store_free)(void *user, void *store);
     void *store_user;
+    /* the text side (NULL / -1 when the source has none; freed with the model) */
+    attn_bpe *tok;                 /* the tokenizer */
+    char *chat_template;           /* NUL-terminated */
+    int32_t bos, eos, eot;         /* eot: the end-of-turn token of a ChatML template */
+    int add_bos;                   /* 1: prompts start with bos */
 };
 
 /* The checks of step 2 alone (no allocation): a loader may run them before it reads anything

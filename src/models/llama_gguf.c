@@ -1,0 +1,433 @@
+/* The GGUF loader of attn_llm (llm_model.h's steps): llama.cpp's model files of the llama
+ * architecture.  The config comes from the llama.* keys, the weights stay in the file's mapping
+ * in their own types (quantized blocks are read in place by the quantized kernels), norms as
+ * F32; q_proj and k_proj keep the row order GGUF converters give them (permuted within each
+ * head for GGML's rope), which the layers run with the interleaved rope (attn__rope_rows).
+ * ATTN_LLM_LOAD_F32 dequantizes every weight to F32 instead (the exactness reference).
+ * Contract: attn.h, attn_llm_load_gguf. */
+#include <math.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "llm_model.h"
+
+/* What the model's store holds: the mapped file and the F32 arena of converted tensors. */
+typedef struct gguf_store {
+    attn_gguf *g;
+    void *arena;
+    attn_free_fn free;
+    void *alloc_user;
+} gguf_store;
+
+static void store_free(void *user, void *store) {
+    (void)user;
+    gguf_store *s = store;
+    attn_gguf_free(s->g);
+    if (s->arena) s->free(s->alloc_user, s->arena);
+    s->free(s->alloc_user, s);
+}
+
+/* An integer key of the architecture ("llama.block_count"); def < 0: required. */
+static attn_status key_int(attn_ctx *ctx, const attn_gguf *g, const char *arch,
+                           const char *key, int64_t def, int64_t *v, const char *path) {
+    char k[160];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    attn_status st = attn_gguf_get_int(g, k, 0, INT64_MAX, v);
+    if (st == ATTN_E_NOT_FOUND && def >= 0) {
+        *v = def;
+        return ATTN_OK;
+    }
+    if (st == ATTN_E_NOT_FOUND)
+        return attn__fail(ctx, ATTN_E_FORMAT, "%.300s: the key %s is missing", path, k);
+    return st;
+}
+
+static attn_status key_float(attn_ctx *ctx, const attn_gguf *g, const char *arch,
+                             const char *key, double def, double *v, const char *path) {
+    char k[160];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    attn_status st = attn_gguf_get_float(g, k, v);
+    if (st == ATTN_E_NOT_FOUND && !isnan(def)) {
+        *v = def;
+        return ATTN_OK;
+    }
+    if (st == ATTN_E_NOT_FOUND)
+        return attn__fail(ctx, ATTN_E_FORMAT, "%.300s: the key %s is missing", path, k);
+    return st;
+}
+
+static attn_status config(attn_ctx *ctx, const attn_gguf *g, const char *path,
+                          attn_llm_config *c) {
+    const char *a;
+    size_t alen;
+    attn_status st = attn_gguf_get_str(g, "general.architecture", &a, &alen);
+    ATTN_FAIL_IF(st == ATTN_E_NOT_FOUND, ctx, ATTN_E_FORMAT,
+                 "%.300s: general.architecture is missing", path);
+    ATTN_TRY(st);
+    ATTN_FAIL_IF(alen != 5 || memcmp(a, "llama", 5) != 0, ctx, ATTN_E_UNSUPPORTED,
+                 "%.300s: architecture \"%.*s\" is not supported (attn runs \"llama\")", path,
+                 (int)(alen > 60 ? 60 : alen), a);
+    const char *arch = "llama";
+    memset(c, 0, sizeof *c);
+    int64_t rope_dim, experts, kl, vl;
+    ATTN_TRY(key_int(ctx, g, arch, "block_count", -1, &c->num_layers, path));
+    ATTN_TRY(key_int(ctx, g, arch, "embedding_length", -1, &c->hidden_size, path));
+    ATTN_TRY(key_int(ctx, g, arch, "feed_forward_length", -1, &c->intermediate_size, path));
+    ATTN_TRY(key_int(ctx, g, arch, "attention.head_count", -1, &c->num_heads, path));
+    ATTN_TRY(key_int(ctx, g, arch, "attention.head_count_kv", c->num_heads, &c->num_kv_heads,
+                     path));
+    ATTN_TRY(key_int(ctx, g, arch, "context_length", -1, &c->max_position_embeddings, path));
+    ATTN_FAIL_IF(c->num_heads < 1 || c->hidden_size < 1, ctx, ATTN_E_INVALID,
+                 "%.300s: %s.attention.head_count and %s.embedding_length must be positive",
+                 path, arch, arch);
+    ATTN_TRY(key_int(ctx, g, arch, "attention.key_length", c->hidden_size / c->num_heads, &kl,
+                     path));
+    ATTN_TRY(key_int(ctx, g, arch, "attention.value_length", kl, &vl, path));
+    ATTN_FAIL_IF(kl != vl, ctx, ATTN_E_UNSUPPORTED,
+                 "%.300s: key_length %lld differs from value_length %lld", path, (long long)kl,
+                 (long long)vl);
+    c->head_dim = kl;
+    ATTN_TRY(key_int(ctx, g, arch, "rope.dimension_count", kl, &rope_dim, path));
+    ATTN_FAIL_IF(rope_dim != kl, ctx, ATTN_E_UNSUPPORTED,
+                 "%.300s: rope.dimension_count %lld is not the head size %lld (partial rotary "
+                 "embeddings are not supported)", path, (long long)rope_dim, (long long)kl);
+    ATTN_TRY(key_int(ctx, g, arch, "expert_count", 0, &experts, path));
+    ATTN_FAIL_IF(experts > 0, ctx, ATTN_E_UNSUPPORTED,
+                 "%.300s: mixture-of-experts models (%lld experts) are not supported", path,
+                 (long long)experts);
+    const char *rs;
+    size_t rslen;
+    st = attn_gguf_get_str(g, "llama.rope.scaling.type", &rs, &rslen);
+    if (st == ATTN_OK && !(rslen == 4 && !memcmp(rs, "none", 4)))
+        return attn__fail(ctx, ATTN_E_UNSUPPORTED, "%.300s: rope scaling \"%.*s\" is not "
+                          "supported", path, (int)(rslen > 40 ? 40 : rslen), rs);
+    if (st != ATTN_OK && st != ATTN_E_NOT_FOUND) return st;
+    ATTN_TRY(key_float(ctx, g, arch, "rope.freq_base", 10000.0, &c->rope_theta, path));
+    ATTN_TRY(key_float(ctx, g, arch, "attention.layer_norm_rms_epsilon", NAN, &c->rms_norm_eps,
+                       path));
+    /* the vocabulary: the key, else the embedding's rows */
+    attn_gguf_tensor te;
+    st = attn_gguf_tensor_find(g, "token_embd.weight", &te);
+    ATTN_FAIL_IF(st == ATTN_E_NOT_FOUND, ctx, ATTN_E_NOT_FOUND,
+                 "%.300s: tensor token_embd.weight is missing", path);
+    ATTN_TRY(st);
+    ATTN_TRY(key_int(ctx, g, arch, "vocab_size", te.n_dims == 2 ? te.shape[0] : 0,
+                     &c->vocab_size, path));
+    attn_gguf_tensor to;
+    c->tie_word_embeddings = attn_gguf_tensor_find(g, "output.weight", &to) == ATTN_E_NOT_FOUND;
+    c->attention_bias = attn_gguf_tensor_find(g, "blk.0.attn_q.bias", &to) == ATTN_OK;
+    c->mlp_bias = attn_gguf_tensor_find(g, "blk.0.ffn_up.bias", &to) == ATTN_OK;
+    return ATTN_OK;
+}
+
+/* The GGUF tensors of a model, in hf_entry's order (llama.c): 0 token_embd, 1 output_norm,
+ * 2 output, then per layer the LT_N entries below. */
+enum { LT_Q, LT_K, LT_V, LT_O, LT_GATE, LT_UP, LT_DOWN, LT_LN1, LT_LN2, LT_QB, LT_KB, LT_VB,
+       LT_OB, LT_GB, LT_UB, LT_DB, LT_N };
+static const char *const lt_name[LT_N] = {
+    "attn_q.weight",   "attn_k.weight",   "attn_v.weight",      "attn_output.weight",
+    "ffn_gate.weight", "ffn_up.weight",   "ffn_down.weight",    "attn_norm.weight",
+    "ffn_norm.weight", "attn_q.bias",     "attn_k.bias",        "attn_v.bias",
+    "attn_output.bias", "ffn_gate.bias",  "ffn_up.bias",        "ffn_down.bias"};
+
+static int64_t entry_count(const attn_llm_config *c) { return 3 + c->num_layers * LT_N; }
+
+/* Entry i: 0 when the config has no such tensor, else its name and row-major shape [rows,
+ * cols] (cols 0: a vector). */
+static int entry(const attn_llm_config *c, int64_t i, char *name, size_t n, int64_t *rows,
+                 int64_t *cols) {
+    const int64_t E = c->hidden_size, V = c->vocab_size, F = c->intermediate_size;
+    const int64_t HD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
+    if (i < 3) {
+        if (i == 2 && c->tie_word_embeddings) return 0;
+        snprintf(name, n, "%s", i == 0 ? "token_embd.weight" : i == 1 ? "output_norm.weight"
+                                                                    : "output.weight");
+        *rows = i == 1 ? E : V, *cols = i == 1 ? 0 : E;
+        return 1;
+    }
+    const int64_t l = (i - 3) / LT_N;
+    const int k = (int)((i - 3) % LT_N);
+    if ((k >= LT_QB && k <= LT_OB && !c->attention_bias) || (k >= LT_GB && !c->mlp_bias))
+        return 0;
+    static const int vec[LT_N] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const int64_t R[LT_N] = {HD, KD, KD, E, F, F, E, E, E, HD, KD, KD, E, F, F, E};
+    const int64_t C[LT_N] = {E, E, E, HD, E, E, F, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    snprintf(name, n, "blk.%lld.%s", (long long)l, lt_name[k]);
+    *rows = R[k], *cols = vec[k] ? 0 : C[k];
+    return 1;
+}
+
+/* Whether entry i is kept in its own type (a matrix the kernels read) or converted to F32. */
+static int keeps_type(int64_t i, int64_t cols, int type, unsigned flags) {
+    (void)i;
+    return cols > 0 && type != ATTN_Q_F32 && !(flags & ATTN_LLM_LOAD_F32);
+}
+
+/* Every tensor with its shape; the bytes of the F32 copies. */
+static attn_status match(attn_ctx *ctx, const attn_gguf *g, const attn_llm_config *c,
+                         unsigned flags, const char *path, size_t *bytes) {
+    size_t total = 0;
+    for (int64_t i = 0; i < entry_count(c); i++) {
+        char name[96];
+        int64_t rows, cols;
+        if (!entry(c, i, name, sizeof name, &rows, &cols)) continue;
+        attn_gguf_tensor t;
+        attn_status st = attn_gguf_tensor_find(g, name, &t);
+        ATTN_FAIL_IF(st == ATTN_E_NOT_FOUND, ctx, ATTN_E_NOT_FOUND,
+                     "%.300s: tensor %s is missing", path, name);
+        ATTN_TRY(st);
+        const int nd = cols ? 2 : 1;
+        ATTN_FAIL_IF(t.n_dims != nd || t.shape[0] != rows || (nd == 2 && t.shape[1] != cols),
+                     ctx, ATTN_E_SHAPE,
+                     "%.300s: tensor %s has shape [%lld%s%lld] (row-major), the config asks for "
+                     "[%lld%s%lld]", path, name, (long long)t.shape[0], t.n_dims > 1 ? ", " : "",
+                     t.n_dims > 1 ? (long long)t.shape[1] : 0LL, (long long)rows,
+                     nd > 1 ? ", " : "", nd > 1 ? (long long)cols : 0LL);
+        if (keeps_type(i, cols, t.type, flags) ||
+            (t.type == ATTN_Q_F32 && !((uintptr_t)t.data & 3)))
+            continue; /* read in place */
+        size_t b;
+        ATTN_FAIL_IF(!attn__mul_size((size_t)t.numel, sizeof(float), &b) ||
+                         !attn__add_size(b, 63, &b) || !attn__add_size(total, b / 64 * 64, &total),
+                     ctx, ATTN_E_OVERFLOW, "%.300s: the weights overflow the address space",
+                     path);
+    }
+    *bytes = total;
+    return ATTN_OK;
+}
+
+/* Points m's weight of entry i at the tensor (type as stored) or at its F32 copy. */
+static void bind(attn_llm *m, int64_t i, int type, const void *p) {
+    const attn_llm_config *c = &m->cfg;
+    const int64_t E = c->hidden_size, V = c->vocab_size;
+    attn__llm_w w0 = {type, p, 0, 0, NULL};
+    if (i < 3) {
+        if (i == 1) {
+            m->norm = p;
+            return;
+        }
+        w0.N = V, w0.K = E;
+        if (i == 0) m->embed = w0;
+        else m->lm_head = w0;
+        if (i == 0 && c->tie_word_embeddings) m->lm_head = m->embed;
+        return;
+    }
+    attn__llama_block *l = &m->layers[(i - 3) / LT_N];
+    const int k = (int)((i - 3) % LT_N);
+    const int64_t F = c->intermediate_size, HD = c->num_heads * c->head_dim,
+                  KD = c->num_kv_heads * c->head_dim;
+    attn__llm_w *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
+                         &l->mlp.gate, &l->mlp.up, &l->mlp.down};
+    const int64_t N[7] = {HD, KD, KD, E, F, F, E}, K[7] = {E, E, E, HD, E, E, F};
+    l->attn.rope_interleaved = 1;
+    if (k <= LT_DOWN) {
+        const float *b = w[k]->bias;
+        w0.N = N[k], w0.K = K[k], w0.bias = b;
+        *w[k] = w0;
+    } else if (k == LT_LN1) {
+        l->ln1 = p;
+    } else if (k == LT_LN2) {
+        l->ln2 = p;
+    } else {
+        w[k - LT_QB]->bias = p;
+    }
+}
+
+static attn_status fill(attn_ctx *ctx, attn_llm *m, gguf_store *s, unsigned flags,
+                        size_t bytes, const char *path) {
+    if (bytes) {
+        s->arena = attn__malloc(ctx, bytes);
+        ATTN_FAIL_IF(!s->arena, ctx, ATTN_E_NOMEM, "out of memory (%zu bytes of F32 weights)",
+                     bytes);
+    }
+    const int check = !(ctx->flags & ATTN_CTX_NO_FINITE_CHECK);
+    size_t off = 0;
+    for (int64_t i = 0; i < entry_count(&m->cfg); i++) {
+        char name[96];
+        int64_t rows, cols;
+        if (!entry(&m->cfg, i, name, sizeof name, &rows, &cols)) continue;
+        attn_gguf_tensor t;
+        ATTN_TRY(attn_gguf_tensor_find(s->g, name, &t));
+        if (keeps_type(i, cols, t.type, flags)) {
+            bind(m, i, t.type, t.data);
+            continue;
+        }
+        const float *p = t.data;
+        if (t.type != ATTN_Q_F32 || ((uintptr_t)t.data & 3)) {
+            float *d = (float *)((unsigned char *)s->arena + off);
+            off += ((size_t)t.numel * sizeof(float) + 63) / 64 * 64;
+            attn_status st = attn_dequantize(ctx, t.type, t.data, t.nbytes, t.numel, d);
+            if (st != ATTN_OK)
+                return attn__fail(ctx, st, "%.300s: tensor %s: %s", path, name,
+                                  attn_ctx_errmsg(ctx));
+            p = d;
+        }
+        for (int64_t j = 0; check && j < t.numel; j++)
+            ATTN_FAIL_IF(!isfinite(p[j]), ctx, ATTN_E_NONFINITE,
+                         "%.300s: tensor %s holds %g at element %lld", path, name, (double)p[j],
+                         (long long)j);
+        bind(m, i, ATTN_Q_F32, p);
+    }
+    return ATTN_OK;
+}
+
+/* The strings of an ARRAY key as NUL-terminated copies: *ptrs [n] into one text buffer
+ * (*text), both allocated here (bounded by the file: the strings' bytes plus n). */
+static attn_status str_array(attn_ctx *ctx, const attn_gguf *g, const char *key,
+                             const char *path, char ***ptrs, char **text, uint64_t *count) {
+    int et;
+    uint64_t n;
+    attn_status st = attn_gguf_get_arr(g, key, &et, &n, NULL);
+    if (st) return st;
+    ATTN_FAIL_IF(et != ATTN_GGUF_STRING, ctx, ATTN_E_FORMAT, "%.300s: %s is not an array of "
+                 "strings", path, key);
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *sp;
+        size_t len;
+        ATTN_TRY(attn_gguf_arr_str(g, key, i, &sp, &len));
+        ATTN_FAIL_IF(memchr(sp, 0, len) != NULL, ctx, ATTN_E_FORMAT,
+                     "%.300s: %s[%llu] holds a NUL byte", path, key, (unsigned long long)i);
+        total += len + 1; /* no overflow: the strings are in the file */
+    }
+    char **p = attn__malloc(ctx, (size_t)(n ? n : 1) * sizeof *p);
+    char *t = attn__malloc(ctx, total ? total : 1);
+    if (!p || !t) {
+        attn__free(ctx, p), attn__free(ctx, t);
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (%s)", key);
+    }
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *sp;
+        size_t len;
+        attn_gguf_arr_str(g, key, i, &sp, &len);
+        memcpy(t + off, sp, len);
+        t[off + len] = 0;
+        p[i] = t + off;
+        off += len + 1;
+    }
+    *ptrs = p, *text = t, *count = n;
+    return ATTN_OK;
+}
+
+/* The tokenizer, chat template and special ids of the file's tokenizer.* keys (a file
+ * without tokenizer.ggml.model has none: m->tok stays NULL). */
+static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, const char *path) {
+    const char *model, *pre = "gpt2";
+    size_t mlen, plen = 4;
+    attn_status st = attn_gguf_get_str(g, "tokenizer.ggml.model", &model, &mlen);
+    if (st == ATTN_E_NOT_FOUND) return ATTN_OK;
+    ATTN_TRY(st);
+    ATTN_FAIL_IF(mlen != 4 || memcmp(model, "gpt2", 4) != 0, ctx, ATTN_E_UNSUPPORTED,
+                 "%.300s: tokenizer model \"%.*s\" is not supported (attn reads byte-level "
+                 "BPE, \"gpt2\")", path, (int)(mlen > 40 ? 40 : mlen), model);
+    st = attn_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &plen);
+    if (st == ATTN_E_NOT_FOUND) pre = "gpt2", plen = 4;
+    else ATTN_TRY(st);
+    char pre_name[64];
+    ATTN_FAIL_IF(plen >= sizeof pre_name, ctx, ATTN_E_UNSUPPORTED,
+                 "%.300s: pre-tokenizer \"%.40s...\" is not supported", path, pre);
+    memcpy(pre_name, pre, plen), pre_name[plen] = 0;
+    char **tokens = NULL, **merges = NULL, *ttext = NULL, *mtext = NULL;
+    int32_t *types = NULL;
+    uint64_t nt = 0, nm = 0;
+    st = str_array(ctx, g, "tokenizer.ggml.tokens", path, &tokens, &ttext, &nt);
+    if (st == ATTN_E_NOT_FOUND)
+        st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s: tokenizer.ggml.tokens is missing", path);
+    if (!st) {
+        st = str_array(ctx, g, "tokenizer.ggml.merges", path, &merges, &mtext, &nm);
+        if (st == ATTN_E_NOT_FOUND) st = ATTN_OK, nm = 0;
+    }
+    if (!st && nt != (uint64_t)m->cfg.vocab_size)
+        st = attn__fail(ctx, ATTN_E_SHAPE, "%.300s: %llu tokens for a vocabulary of %lld", path,
+                        (unsigned long long)nt, (long long)m->cfg.vocab_size);
+    if (!st) {
+        int et;
+        uint64_t n;
+        attn_status s2 = attn_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n, NULL);
+        if (s2 == ATTN_OK) {
+            if (n != nt) {
+                st = attn__fail(ctx, ATTN_E_SHAPE, "%.300s: %llu token types for %llu tokens",
+                                path, (unsigned long long)n, (unsigned long long)nt);
+            } else if (!(types = attn__malloc(ctx, (size_t)(n ? n : 1) * sizeof *types))) {
+                st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (token types)");
+            } else {
+                for (uint64_t i = 0; i < n && !st; i++) {
+                    int64_t v;
+                    st = attn_gguf_arr_int(g, "tokenizer.ggml.token_type", i, INT32_MIN,
+                                           INT32_MAX, &v);
+                    types[i] = (int32_t)v;
+                }
+            }
+        } else if (s2 != ATTN_E_NOT_FOUND) {
+            st = s2;
+        }
+    }
+    if (!st)
+        st = attn_bpe_create(ctx, (const char *const *)tokens, (int64_t)nt, types,
+                             (const char *const *)merges, (int64_t)nm, pre_name, &m->tok);
+    attn__free(ctx, tokens), attn__free(ctx, ttext), attn__free(ctx, merges);
+    attn__free(ctx, mtext), attn__free(ctx, types);
+    ATTN_TRY(st);
+    /* special ids and the template */
+    static const char *const ids[2] = {"tokenizer.ggml.bos_token_id",
+                                       "tokenizer.ggml.eos_token_id"};
+    for (int k = 0; k < 2; k++) {
+        int64_t v;
+        st = attn_gguf_get_int(g, ids[k], 0, (int64_t)nt - 1, &v);
+        if (st == ATTN_E_NOT_FOUND) continue;
+        ATTN_TRY(st);
+        *(k ? &m->eos : &m->bos) = (int32_t)v;
+    }
+    int b;
+    st = attn_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b);
+    if (st == ATTN_OK) m->add_bos = b;
+    else if (st != ATTN_E_NOT_FOUND) return st;
+    m->eot = attn_bpe_token_id(m->tok, "<|im_end|>");
+    const char *tp;
+    size_t tlen;
+    if (attn_gguf_get_str(g, "tokenizer.chat_template", &tp, &tlen) == ATTN_OK) {
+        ATTN_FAIL_IF(memchr(tp, 0, tlen) != NULL, ctx, ATTN_E_FORMAT,
+                     "%.300s: tokenizer.chat_template holds a NUL byte", path);
+        m->chat_template = attn__malloc(ctx, tlen + 1);
+        ATTN_FAIL_IF(!m->chat_template, ctx, ATTN_E_NOMEM, "out of memory (chat template)");
+        memcpy(m->chat_template, tp, tlen), m->chat_template[tlen] = 0;
+    }
+    attn_ctx_clear_error(ctx);
+    return ATTN_OK;
+}
+
+attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
+                               attn_llm **out) {
+    if (!ctx || !path || !out)
+        return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load_gguf: NULL argument");
+    *out = NULL;
+    ATTN_FAIL_IF(flags & ~(unsigned)ATTN_LLM_LOAD_F32, ctx, ATTN_E_INVALID,
+                 "attn_llm_load_gguf: unknown flags 0x%x", flags);
+    gguf_store *s = attn__calloc(ctx, 1, sizeof *s);
+    ATTN_FAIL_IF(!s, ctx, ATTN_E_NOMEM, "out of memory");
+    s->free = ctx->free, s->alloc_user = ctx->alloc_user;
+    attn_status st = attn_gguf_open(ctx, path, &s->g);
+    attn_llm_config c;
+    size_t bytes = 0;
+    attn_llm *m = NULL;
+    if (!st) st = config(ctx, s->g, path, &c);
+    if (!st) st = attn__llm_check(ctx, &c, path, &c);
+    if (!st) st = match(ctx, s->g, &c, flags, path, &bytes);
+    if (!st) st = attn__llm_new(ctx, &c, path, &m);
+    if (st) {
+        store_free(NULL, s);
+        return st;
+    }
+    m->store = s, m->store_free = store_free, m->store_user = NULL;
+    st = fill(ctx, m, s, flags, bytes, path);
+    if (!st) st = attn__llm_ready(ctx, m);
+    if (!st) st = text_side(ctx, m, s->g, path);
+    if (st) {
+        attn_llm_free(m);
+        return st;
+    }
+    *out = m;
+    return ATTN_OK;
+}
