@@ -39,9 +39,9 @@ attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const
     ATTN_TRYG(attn__ws_f32(ctx, &qkv, M, ld, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &ao, M, HD, 1, 1));
     float *q = qkv, *k = qkv + HD, *v = qkv + HD + KD;
-    ATTN_TRYG(attn__llm_linear(ctx, &a->q, x, a->E, M, q, ld, NULL));
-    ATTN_TRYG(attn__llm_linear(ctx, &a->k, x, a->E, M, k, ld, NULL));
-    ATTN_TRYG(attn__llm_linear(ctx, &a->v, x, a->E, M, v, ld, NULL));
+    ATTN_TRYG(attn__llm_linear(ctx, &a->q, x, a->E, M, T, q, ld, NULL));
+    ATTN_TRYG(attn__llm_linear(ctx, &a->k, x, a->E, M, T, k, ld, NULL));
+    ATTN_TRYG(attn__llm_linear(ctx, &a->v, x, a->E, M, T, v, ld, NULL));
     attn__rope_rows(q, ld, M, H, D, rope->cs, rope->sn, a->rope_interleaved);
     attn__rope_rows(k, ld, M, Hkv, D, rope->cs, rope->sn, a->rope_interleaved);
     attn__sdpa_args s;
@@ -70,7 +70,7 @@ attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const
             ATTN_TRYG(attn__sdpa(ctx, &s));
         }
     }
-    ATTN_TRYG(attn__llm_linear(ctx, &a->o, ao, HD, M, out, a->E, r));
+    ATTN_TRYG(attn__llm_linear(ctx, &a->o, ao, HD, M, T, out, a->E, r));
 done:
     attn__ws_release(ctx, mk);
     return st;

@@ -21,7 +21,7 @@ attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l, flo
     attn__rms_norm(ctx, x, E, l->ln1, l->eps, n, E, M, E);
     ATTN_TRYG(attn__llama_attn_fwd(ctx, &l->attn, n, B, T, rope, kv, x, h)); /* h = x + attn */
     attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
-    ATTN_TRYG(attn__llama_mlp_fwd(ctx, &l->mlp, n, M, h, x)); /* x = h + mlp */
+    ATTN_TRYG(attn__llama_mlp_fwd(ctx, &l->mlp, n, B, T, h, x)); /* x = h + mlp */
 done:
     attn__ws_release(ctx, mk);
     return st;

@@ -21,13 +21,17 @@ typedef struct attn__llm_w {
 } attn__llm_w;
 
 /* y[M, N] (row stride ldy) = (x[M, K] (row stride ldx) W^T + b) + r, r NULL or [M, N]
- * contiguous (a residual; it may not overlap y, nor x overlap y).  On the context's threads,
- * the same bits for every thread count and every M (a row's result does not depend on the other
- * rows).  ATTN_E_UNSUPPORTED for a type that has no kernel yet; otherwise fails only when the
- * workspace runs out. */
+ * contiguous (a residual; it may not overlap y, nor x overlap y).  The M rows are sequences of
+ * T rows each (T divides M): the kernel is chosen by T, so that a sequence gets the same bits
+ * alone or in a batch.  T <= ATTN__QMV_ROWS (decoding, short prompts): the matrix-vector
+ * kernels of kernels/quant.h, each row on its own, reading the weights in place (F32 too: no
+ * packing); longer: the GEMM (F32: the linear door's blocked GEMM; other types: quant.h's
+ * dequantized panels).  The two differ in the last bits.  On the context's threads, the same
+ * bits for every thread count.  ATTN_E_UNSUPPORTED for a type that has no kernel; otherwise
+ * fails only when the workspace runs out. */
 ATTN__HIDDEN attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x,
-                                          int64_t ldx, int64_t M, float *y, int64_t ldy,
-                                          const float *r);
+                                          int64_t ldx, int64_t M, int64_t T, float *y,
+                                          int64_t ldy, const float *r);
 /* Rows of W as float: out[i, :] = W[rows[i], :] (K floats each, contiguous), rows in [0, N)
  * (checked by the caller).  The embedding lookup of a table stored as a weight. */
 ATTN__HIDDEN attn_status attn__llm_rows(attn_ctx *ctx, const attn__llm_w *w,
@@ -97,10 +101,10 @@ ATTN__HIDDEN attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_a
                                               const float *x, int64_t B, int64_t T,
                                               const attn__rope_cs *rope, attn__kv *kv,
                                               const float *r, float *out);
-/* out[M, E] = r + down(silu(gate(x)) * up(x)) (r may be NULL; may not overlap out). */
+/* out[B*T, E] = r + down(silu(gate(x)) * up(x)) (r may be NULL; may not overlap out). */
 ATTN__HIDDEN attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p,
-                                             const float *x, int64_t M, const float *r,
-                                             float *out);
+                                             const float *x, int64_t B, int64_t T,
+                                             const float *r, float *out);
 /* The decoder layer, in place on x [B*T, E]. */
 ATTN__HIDDEN attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l,
                                                float *x, int64_t B, int64_t T,

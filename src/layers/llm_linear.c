@@ -36,8 +36,11 @@ attn_status attn__llm_w_check(attn_ctx *ctx, const attn__llm_w *w, int64_t N, in
 }
 
 attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x, int64_t ldx,
-                             int64_t M, float *y, int64_t ldy, const float *r) {
+                             int64_t M, int64_t T, float *y, int64_t ldy, const float *r) {
     if (M <= 0) return ATTN_OK;
+    if (T <= ATTN__QMV_ROWS) /* row by row: matrix-vector kernels whatever M is */
+        return attn__qlinear(ctx, w->type, w->data, w->N, w->K, x, ldx, M, w->bias, r, y, ldy,
+                             ATTN__QACT_DEFAULT | ATTN__QLIN_ROWWISE);
     switch (w->type) {
     case ATTN_Q_F32: {
         const attn__pw pw = {ATTN_F32, w->data};

@@ -26,19 +26,20 @@ static void glu_task(void *arg, int64_t begin, int64_t end, int tid) {
 }
 
 attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p, const float *x,
-                                int64_t M, const float *r, float *out) {
+                                int64_t B, int64_t T, const float *r, float *out) {
+    const int64_t M = B * T;
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     float *g, *u;
     ATTN_TRYG(attn__ws_f32(ctx, &g, M, p->F, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &u, M, p->F, 1, 1));
-    ATTN_TRYG(attn__llm_linear(ctx, &p->gate, x, p->E, M, g, p->F, NULL));
-    ATTN_TRYG(attn__llm_linear(ctx, &p->up, x, p->E, M, u, p->F, NULL));
+    ATTN_TRYG(attn__llm_linear(ctx, &p->gate, x, p->E, M, T, g, p->F, NULL));
+    ATTN_TRYG(attn__llm_linear(ctx, &p->up, x, p->E, M, T, u, p->F, NULL));
     {
         glu_job j = {g, u, p->F};
         attn__parallel_for(ctx, M, glu_task, &j);
     }
-    ATTN_TRYG(attn__llm_linear(ctx, &p->down, g, p->F, M, out, p->E, r));
+    ATTN_TRYG(attn__llm_linear(ctx, &p->down, g, p->F, M, T, out, p->E, r));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -94,7 +95,7 @@ attn_status attn_llama_mlp_forward(attn_ctx *ctx, const attn_module *m, const at
     int64_t B = 0, T = 0;
     ATTN_TRYG(attn__seq_in(ctx, &xv, "x", q->p.E, &B, &T, &xp));
     ATTN_TRYG(attn__seq_out(ctx, &ov, "out", B, T, q->p.E, &op));
-    ATTN_TRYG(attn__llama_mlp_fwd(ctx, &q->p, xp, B * T, NULL, op));
+    ATTN_TRYG(attn__llama_mlp_fwd(ctx, &q->p, xp, B, T, NULL, op));
     attn__seq_out_end(op, &ov);
 done:
     attn__ws_release(ctx, mk);

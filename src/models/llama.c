@@ -639,7 +639,8 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
     float *n;
     ATTN_TRYG(attn__ws_f32(ctx, &n, rows, E, 1, 1));
     attn__rms_norm(ctx, xr, E, m->norm, (float)c->rms_norm_eps, n, E, rows, E);
-    ATTN_TRYG(attn__llm_linear(ctx, &m->lm_head, n, E, rows, logits, c->vocab_size, NULL));
+    ATTN_TRYG(attn__llm_linear(ctx, &m->lm_head, n, E, rows, last ? 1 : T, logits,
+                               c->vocab_size, NULL));
 done:
     attn__ws_release(ctx, mk);
     return st;
