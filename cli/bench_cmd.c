@@ -840,6 +840,11 @@ done:
 }
 
 int attn_cmd_bench(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++) /* --op llm has options of its own (cli/llm_cmd.c) */
+        if ((!strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "llm")))
+            return attn_bench_llm(argc, argv);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--op=llm")) return attn_bench_llm(argc, argv);
     shape s = {-1, -1, -1, -1, -1, -1, 0, 0}; /* -1: the op's default, set below */
     long long threads = 0, repeat = 5, layers = -1, vocab = -1;
     const char *save_init = NULL;
@@ -852,7 +857,8 @@ int attn_cmd_bench(int argc, char **argv) {
                         "NAME",
                         "sdpa (default), sdpa-backward, mha, mha-backward,\n"
                         "encoder-layer, encoder-layer-backward, decode, gpt-step\n"
-                        "(see below)"),
+                        "(see below); llm: a language model's prompt and\n"
+                        "generation speed (attn bench --op llm --help)"),
         ATTN_OPT_INT("batch", 0, &s.B, 1, 1 << 24, "B", "batch size (default 1; gpt-step 4)"),
         ATTN_OPT_INT("heads", 0, &s.H, 1, 1 << 24, "H", "query heads (default 12)"),
         ATTN_OPT_INT("kv-heads", 0, &s.Hkv, 1, 1 << 24, "K",

@@ -300,7 +300,7 @@ out:
 }
 
 /* ---- attn generate --------------------------------------------------------------------- */
-int attn_cmd_generate(int argc, char **argv) {
+int attn_cmd_charlm_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = "";
     long long length = 500, top_k = 0, seed = 1, threads = 0;
     double temperature = 0.8;

@@ -21,7 +21,14 @@ int attn_cmd_translate(int argc, char **argv);   /* cli/train_cmd.c */
 int attn_cmd_heatmap(int argc, char **argv);     /* cli/train_cmd.c */
 /* `attn train charlm ...`: argv[0] is "charlm" (cli/charlm_cmd.c) */
 int attn_cmd_charlm_train(int argc, char **argv);
-int attn_cmd_generate(int argc, char **argv);    /* cli/charlm_cmd.c */
+/* cli/llm_cmd.c: generate (a GGUF file or a llama folder; else the character model of
+ * cli/charlm_cmd.c), chat, tokenize, perplexity, and attn bench --op llm */
+int attn_cmd_generate(int argc, char **argv);
+int attn_cmd_charlm_generate(int argc, char **argv); /* cli/charlm_cmd.c */
+int attn_cmd_chat(int argc, char **argv);
+int attn_cmd_tokenize(int argc, char **argv);
+int attn_cmd_perplexity(int argc, char **argv);
+int attn_bench_llm(int argc, char **argv);
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
 int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */

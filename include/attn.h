@@ -1925,6 +1925,9 @@ typedef struct attn_llm_special {
 ATTN_API const attn_bpe *attn_llm_tokenizer(const attn_llm *m);
 ATTN_API const char *attn_llm_chat_template(const attn_llm *m);
 ATTN_API attn_status attn_llm_get_special(const attn_llm *m, attn_llm_special *sp /* OUT */);
+/* Bytes of the weight matrices one generated token reads: every layer's projections and the
+ * output head (the tied embedding counted once), in their stored types. */
+ATTN_API int64_t attn_llm_weight_bytes(const attn_llm *m);
 /* 1 when id ends a generation: eos or eot. */
 ATTN_API int attn_llm_is_end(const attn_llm *m, int32_t id);
 /* The configuration the model runs (head_dim and num_kv_heads resolved). */
@@ -1966,6 +1969,10 @@ ATTN_API attn_status attn_llm_session_create(attn_ctx *ctx, const attn_llm *m, i
 ATTN_API void attn_llm_session_free(attn_llm_session *s);
 /* Forgets every token (pos = 0); the cache memory is kept. */
 ATTN_API void attn_llm_session_reset(attn_llm_session *s);
+/* Forgets the tokens from position pos on (0 <= pos <= the current pos, else ATTN_E_INVALID):
+ * the next prefill or decode continues at pos (a chat that re-tokenised its history
+ * differently keeps the common prefix). */
+ATTN_API attn_status attn_llm_session_rewind(attn_llm_session *s, int64_t pos);
 /* Tokens in the cache (0 for NULL). */
 ATTN_API int64_t attn_llm_session_pos(const attn_llm_session *s);
 ATTN_API int64_t attn_llm_session_capacity(const attn_llm_session *s);

@@ -116,6 +116,24 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
 
 const attn_bpe *attn_llm_tokenizer(const attn_llm *m) { return m ? m->tok : NULL; }
 
+static int64_t w_bytes(const attn__llm_w *w) {
+    int64_t be = 1, bb = 4;
+    if (attn_qtype_block(w->type, &be, &bb) != ATTN_OK) return 0;
+    return w->N * (w->K / be) * bb;
+}
+
+int64_t attn_llm_weight_bytes(const attn_llm *m) {
+    if (!m) return 0;
+    int64_t b = w_bytes(&m->lm_head);
+    for (int64_t i = 0; i < m->cfg.num_layers; i++) {
+        const attn__llama_block *l = &m->layers[i];
+        b += w_bytes(&l->attn.q) + w_bytes(&l->attn.k) + w_bytes(&l->attn.v) +
+             w_bytes(&l->attn.o) + w_bytes(&l->mlp.gate) + w_bytes(&l->mlp.up) +
+             w_bytes(&l->mlp.down);
+    }
+    return b;
+}
+
 const char *attn_llm_chat_template(const attn_llm *m) { return m ? m->chat_template : NULL; }
 
 attn_status attn_llm_get_special(const attn_llm *m, attn_llm_special *sp) {
@@ -713,6 +731,12 @@ void attn_llm_session_free(attn_llm_session *s) {
 
 void attn_llm_session_reset(attn_llm_session *s) {
     if (s) s->pos = 0;
+}
+
+attn_status attn_llm_session_rewind(attn_llm_session *s, int64_t pos) {
+    if (!s || pos < 0 || pos > s->pos) return ATTN_E_INVALID;
+    s->pos = pos;
+    return ATTN_OK;
 }
 
 int64_t attn_llm_session_pos(const attn_llm_session *s) { return s ? s->pos : 0; }

@@ -1,0 +1,787 @@
+#define _POSIX_C_SOURCE 200809L
+/* attn generate / chat / tokenize / perplexity and attn bench --op llm: a llama-architecture
+ * language model from a GGUF file or a Hugging Face folder (attn_llm_* in attn.h).  `attn
+ * generate` with a charlm model.safetensors goes to the character model (cli/charlm_cmd.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <pthread.h>
+
+#include "bench.h"
+#include "cli.h"
+
+/* ---- shared ---------------------------------------------------------------------------- */
+typedef struct llm_opts {
+    const char *model, *prompt, *text, *file, *system, *cache;
+    long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat;
+    double temperature, top_p, min_p, repeat_penalty;
+    int quiet, raw, json, cache_bf16, f32;
+} llm_opts;
+
+#define MODEL_HELP                                                                           \
+    "a GGUF file (llama architecture) or a Hugging Face llama folder\n"                      \
+    "(config.json, model.safetensors, tokenizer.json); required"
+#define OPT_SAMPLING(o)                                                                      \
+    ATTN_OPT_NUM("temperature", 0, &(o)->temperature, 0, 100, "T",                           \
+                 "sampling temperature (default 0.8; 0 = greedy)"),                          \
+        ATTN_OPT_INT("top-k", 0, &(o)->top_k, 0, 1 << 30, "K",                               \
+                     "draw among the K most likely tokens (default 40; 0 = all)"),           \
+        ATTN_OPT_NUM("top-p", 0, &(o)->top_p, 1e-6, 1, "P",                                  \
+                     "nucleus sampling: the smallest set holding P of the\n"                 \
+                     "probability (default 0.95; 1 = off)"),                                 \
+        ATTN_OPT_NUM("min-p", 0, &(o)->min_p, 0, 1, "P",                                     \
+                     "drop tokens below P times the best one's probability\n"                \
+                     "(default 0.05; 0 = off)"),                                             \
+        ATTN_OPT_NUM("repeat-penalty", 0, &(o)->repeat_penalty, 1e-3, 100, "X",              \
+                     "divide the logits of tokens already seen by X (HF's\n"                 \
+                     "repetition_penalty; default 1 = off)"),                                \
+        ATTN_OPT_INT("seed", 0, &(o)->seed, 0, 1LL << 62, "S",                               \
+                     "the same seed gives the same text (default 1)")
+#define OPT_CACHE(o)                                                                         \
+    ATTN_OPT_INT("ctx", 0, &(o)->ctx, 1, 1 << 24, "N",                                       \
+                 "context (KV cache) size in tokens (default: the model's,\n"                \
+                 "at most 4096)"),                                                           \
+        ATTN_OPT_FLAG("cache-bf16", 0, &(o)->cache_bf16,                                     \
+                      "keep the KV cache in bfloat16 (half the memory)")
+
+static void defaults(llm_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->tokens = 128, o->top_k = 40, o->seed = 1;
+    o->temperature = 0.8, o->top_p = 0.95, o->min_p = 0.05, o->repeat_penalty = 1.0;
+    o->prompt_len = 512, o->gen = 128, o->repeat = 3;
+}
+
+static attn_llm_sampler sampler_of(const llm_opts *o) {
+    attn_llm_sampler s = attn_llm_sampler_defaults();
+    s.temperature = (float)o->temperature, s.top_k = o->top_k, s.top_p = (float)o->top_p;
+    s.min_p = (float)o->min_p, s.repetition_penalty = (float)o->repeat_penalty;
+    s.seed = (uint64_t)o->seed;
+    return s;
+}
+
+/* The model with its tokenizer; 0 on failure (printed). */
+static int load(const char *cmd, const llm_opts *o, attn_ctx *ctx, attn_llm **m) {
+    attn_status st = attn_llm_load(ctx, o->model, o->f32 ? ATTN_LLM_LOAD_F32 : 0u, m);
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, cmd, st);
+        return 0;
+    }
+    if (!attn_llm_tokenizer(*m)) {
+        fprintf(stderr, "attn %s: %s has no tokenizer (tokenizer.json, or tokenizer.ggml.* "
+                        "keys)\n", cmd, o->model);
+        attn_llm_free(*m), *m = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+/* Token ids of text (special tokens parsed; bos first when the model asks): *ids malloc'ed. */
+static int encode(const char *cmd, attn_ctx *ctx, const attn_llm *m, const char *text,
+                  size_t len, int bos, int32_t **ids, int64_t *n) {
+    const attn_bpe *tok = attn_llm_tokenizer(m);
+    attn_llm_special sp;
+    attn_llm_get_special(m, &sp);
+    int64_t k = 0, lead = bos && sp.add_bos && sp.bos >= 0;
+    attn_status st = attn_bpe_encode(ctx, tok, text, len, ATTN_BPE_PARSE_SPECIAL, NULL, 0, &k);
+    if (st == ATTN_OK) {
+        *ids = malloc(sizeof **ids * (size_t)(k + lead + 1));
+        if (!*ids) {
+            fprintf(stderr, "attn %s: out of memory\n", cmd);
+            return 0;
+        }
+        if (lead) (*ids)[0] = sp.bos;
+        st = attn_bpe_encode(ctx, tok, text, len, ATTN_BPE_PARSE_SPECIAL, *ids + lead, k, &k);
+    }
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, cmd, st);
+        return 0;
+    }
+    *n = k + lead;
+    return 1;
+}
+
+static int64_t capacity(const llm_opts *o, const attn_llm *m) {
+    attn_llm_config c;
+    attn_llm_get_info(m, &c);
+    int64_t cap = o->ctx ? o->ctx : (c.max_position_embeddings < 4096 ? c.max_position_embeddings
+                                                                      : 4096);
+    return cap < c.max_position_embeddings ? cap : c.max_position_embeddings;
+}
+
+/* Streams the text of one token; 0 when writing failed. */
+static int emit(attn_ctx *ctx, const attn_llm *m, attn_bpe_stream *bs, int32_t id) {
+    char buf[1024];
+    size_t len = 0;
+    if (attn_bpe_decode_stream(ctx, attn_llm_tokenizer(m), bs, id, ATTN_BPE_SKIP_SPECIAL, buf,
+                               sizeof buf, &len) != ATTN_OK)
+        return 1; /* a token longer than the buffer cannot happen for real vocabularies */
+    if (len && attn_cli_write_stdout(buf, len) != len) return 0;
+    fflush(stdout);
+    return 1;
+}
+
+/* Samples up to max tokens after the session's last logits lg, streaming them; the ids are
+ * appended to hist (capacity enough).  Stops at an end token (not printed), at max, or when
+ * the context is full (*full = 1).  Returns the status. */
+static attn_status run_gen(attn_ctx *ctx, const attn_llm *m, attn_llm_session *s,
+                           const attn_llm_sampler *sp, float *lg, int32_t *hist, int64_t *nh,
+                           int64_t max, uint64_t *step, int64_t *made, int *full) {
+    attn_bpe_stream bs;
+    memset(&bs, 0, sizeof bs);
+    *made = 0, *full = 0;
+    attn_llm_config c;
+    attn_llm_get_info(m, &c);
+    for (int64_t i = 0; i < max; i++) {
+        int32_t id;
+        attn_status st = attn_llm_sample(ctx, sp, lg, c.vocab_size, hist, *nh, step, &id);
+        if (st) return st;
+        if (attn_llm_is_end(m, id)) break;
+        hist[(*nh)++] = id;
+        (*made)++;
+        if (!emit(ctx, m, &bs, id)) return ATTN_E_IO;
+        if (i + 1 == max) break;
+        if (attn_llm_session_pos(s) >= attn_llm_session_capacity(s)) {
+            *full = 1;
+            break;
+        }
+        if ((st = attn_llm_session_decode(ctx, s, id, lg)) != ATTN_OK) return st;
+    }
+    char tail[8];
+    size_t tl = 0;
+    attn_bpe_decode_stream_end(ctx, &bs, tail, sizeof tail, &tl);
+    if (tl) attn_cli_write_stdout(tail, tl);
+    fflush(stdout);
+    return ATTN_OK;
+}
+
+int attn_cmd_llm_generate(int argc, char **argv);
+
+/* `attn generate`: the character model for a .safetensors file, else the LLM. */
+int attn_cmd_generate(int argc, char **argv) {
+    const char *model = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) break;
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[i + 1];
+        else if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
+    }
+    struct stat sb;
+    if (model && stat(model, &sb) == 0 && (S_ISDIR(sb.st_mode) || attn_cli_is_gguf(model)))
+        return attn_cmd_llm_generate(argc, argv);
+    if (!model)
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+                int r = attn_cmd_llm_generate(argc, argv);
+                printf("\nWith a model.safetensors of 'attn train charlm' as --model it samples "
+                       "the character\nmodel instead: attn generate --model FILE --help.\n");
+                return r;
+            }
+    return attn_cmd_charlm_generate(argc, argv);
+}
+
+int attn_cmd_llm_generate(int argc, char **argv) {
+    llm_opts o;
+    defaults(&o);
+    int npos;
+    const attn_cli_opt table[] = {
+        ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        ATTN_OPT_STR("prompt", 'p', &o.prompt, "TEXT",
+                     "the text to continue, as it is (no chat template; special\n"
+                     "tokens such as <|im_start|> are recognised); required"),
+        ATTN_OPT_INT("tokens", 'n', &o.tokens, 0, 1 << 24, "N",
+                     "tokens to generate at most (default 128); generation\n"
+                     "also stops at the model's end token"),
+        OPT_SAMPLING(&o),
+        OPT_CACHE(&o),
+        ATTN_OPT_FLAG("f32", 0, &o.f32, "dequantize the weights to float32 at load (slower)"),
+        ATTN_OPT_THREADS(&o.threads),
+        ATTN_OPT_FLAG("quiet", 'q', &o.quiet, "no statistics on stderr"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "generate", "attn generate --model MODEL --prompt TEXT [options]",
+        "Continues a prompt with a llama-architecture language model, streaming the text\n"
+        "to stdout; prompt and generation speeds on stderr.  --temperature 0 is greedy.",
+        table, NULL,
+        "attn generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"Once upon a time\" "
+        "--tokens 64"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (!o.model) return attn_cli_usage_error(&spec, "--model is required");
+    if (!o.prompt) return attn_cli_usage_error(&spec, "--prompt TEXT is required");
+    const char *cmd = "generate";
+    attn_ctx *ctx = NULL;
+    attn_llm *m = NULL;
+    attn_llm_session *s = NULL;
+    int32_t *ids = NULL, *hist = NULL;
+    float *lg = NULL;
+    int rc = 1;
+    int64_t n = 0;
+    attn_status st;
+    if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
+    if (!load(cmd, &o, ctx, &m)) goto out;
+    if (!encode(cmd, ctx, m, o.prompt, strlen(o.prompt), 1, &ids, &n)) goto out;
+    if (n == 0) {
+        fprintf(stderr, "attn %s: the prompt is empty: nothing to continue\n", cmd);
+        goto out;
+    }
+    attn_llm_config c;
+    attn_llm_get_info(m, &c);
+    const int64_t cap = capacity(&o, m);
+    if (n > cap) {
+        fprintf(stderr, "attn %s: the prompt has %lld tokens, more than the context of %lld "
+                        "(--ctx)\n", cmd, (long long)n, (long long)cap);
+        goto out;
+    }
+    if ((st = attn_llm_session_create(ctx, m, cap, o.cache_bf16 ? ATTN_BF16 : ATTN_F32, &s))) {
+        attn_cli_fail(ctx, cmd, st);
+        goto out;
+    }
+    lg = malloc(sizeof *lg * (size_t)c.vocab_size);
+    hist = malloc(sizeof *hist * (size_t)(n + o.tokens + 1));
+    if (!lg || !hist) {
+        fprintf(stderr, "attn %s: out of memory\n", cmd);
+        goto out;
+    }
+    memcpy(hist, ids, sizeof *ids * (size_t)n);
+    double t0 = attn_bench_now_s();
+    if ((st = attn_llm_session_prefill(ctx, s, ids, n, lg))) {
+        attn_cli_fail(ctx, cmd, st);
+        goto out;
+    }
+    double t1 = attn_bench_now_s();
+    attn_llm_sampler sp = sampler_of(&o);
+    uint64_t step = 0;
+    int64_t nh = n, made = 0;
+    int full = 0;
+    if (o.tokens > 0 &&
+        (st = run_gen(ctx, m, s, &sp, lg, hist, &nh, o.tokens, &step, &made, &full))) {
+        if (st != ATTN_E_IO) attn_cli_fail(ctx, cmd, st);
+        goto out;
+    }
+    double t2 = attn_bench_now_s();
+    printf("\n");
+    if (!o.quiet) {
+        if (full) fprintf(stderr, "(context full: %lld tokens)\n", (long long)cap);
+        fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generated: %lld tokens, %.1f "
+                        "tokens/s; %d threads\n", (long long)n, (double)n / (t1 - t0),
+                (long long)made, made > 1 ? (double)(made - 1) / (t2 - t1) : 0.0,
+                attn_ctx_threads(ctx));
+    }
+    rc = 0;
+out:
+    free(ids), free(hist), free(lg);
+    attn_llm_session_free(s);
+    attn_llm_free(m);
+    attn_ctx_free(ctx);
+    return rc;
+}
+
+/* ---- chat ------------------------------------------------------------------------------ */
+typedef struct convo {
+    attn_chat_message *m;
+    char **own; /* the strings to free */
+    int64_t n, cap;
+} convo;
+
+static int convo_add(convo *c, const char *role, const char *content) {
+    if (c->n == c->cap) {
+        int64_t nc = c->cap ? 2 * c->cap : 16;
+        attn_chat_message *m = realloc(c->m, sizeof *m * (size_t)nc);
+        if (!m) return 0;
+        c->m = m;
+        char **o = realloc(c->own, sizeof *o * (size_t)nc);
+        if (!o) return 0;
+        c->own = o, c->cap = nc;
+    }
+    char *r = strdup(role), *t = strdup(content);
+    if (!r || !t) {
+        free(r), free(t);
+        return 0;
+    }
+    c->m[c->n].role = r, c->m[c->n].content = t;
+    c->own[c->n++] = NULL;
+    return 1;
+}
+
+static void convo_free(convo *c) {
+    for (int64_t i = 0; i < c->n; i++) {
+        free((char *)c->m[i].role);
+        free((char *)c->m[i].content);
+    }
+    free(c->m), free(c->own);
+}
+
+int attn_cmd_chat(int argc, char **argv) {
+    llm_opts o;
+    defaults(&o);
+    o.tokens = 512;
+    int npos;
+    const attn_cli_opt table[] = {
+        ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        ATTN_OPT_STR("system", 0, &o.system, "TEXT",
+                     "the system message (default: the template's own, if any)"),
+        ATTN_OPT_INT("tokens", 'n', &o.tokens, 1, 1 << 24, "N",
+                     "tokens of one answer at most (default 512)"),
+        OPT_SAMPLING(&o),
+        OPT_CACHE(&o),
+        ATTN_OPT_FLAG("raw", 0, &o.raw,
+                      "no chat template: each line is appended to the text as\n"
+                      "it is and continued (for models without a ChatML\n"
+                      "template)"),
+        ATTN_OPT_THREADS(&o.threads),
+        ATTN_OPT_FLAG("quiet", 'q', &o.quiet, "no tokens/s on stderr"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "chat", "attn chat --model MODEL [options]",
+        "Chats with an instruction-tuned model: one user turn per line of standard input,\n"
+        "the answer streamed to stdout; end of input ends the chat.  The conversation is\n"
+        "formatted with the model's ChatML chat template (other templates: --raw).",
+        table, NULL,
+        "attn chat --model SmolLM2-135M-Instruct.Q4_1.gguf --system \"Answer briefly.\""};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (!o.model) return attn_cli_usage_error(&spec, "--model is required");
+    if (o.raw && o.system)
+        return attn_cli_usage_error(&spec, "--system needs the chat template (not --raw)");
+    const char *cmd = "chat";
+    attn_ctx *ctx = NULL;
+    attn_llm *m = NULL;
+    attn_llm_session *s = NULL;
+    int32_t *ids = NULL, *hist = NULL;
+    float *lg = NULL;
+    char *line = NULL, *text = NULL, *answer = NULL;
+    size_t lcap = 0;
+    convo cv = {0};
+    int rc = 1;
+    attn_status st;
+    if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
+    if (!load(cmd, &o, ctx, &m)) goto out;
+    const char *tmpl = attn_llm_chat_template(m);
+    if (!o.raw && (st = attn_chat_template_check(ctx, tmpl)) != ATTN_OK) {
+        fprintf(stderr, "attn %s: %s; run with --raw to chat without a template\n", cmd,
+                attn_ctx_errmsg(ctx));
+        goto out;
+    }
+    attn_llm_config c;
+    attn_llm_get_info(m, &c);
+    const int64_t cap = capacity(&o, m);
+    if ((st = attn_llm_session_create(ctx, m, cap, o.cache_bf16 ? ATTN_BF16 : ATTN_F32, &s))) {
+        attn_cli_fail(ctx, cmd, st);
+        goto out;
+    }
+    lg = malloc(sizeof *lg * (size_t)c.vocab_size);
+    hist = malloc(sizeof *hist * (size_t)(cap + 1)); /* the ids in the cache */
+    if (!lg || !hist) goto oom;
+    if (o.system && !convo_add(&cv, "system", o.system)) goto oom;
+    attn_llm_sampler sp = sampler_of(&o);
+    uint64_t step = 0;
+    int64_t nh = 0;
+    size_t rawlen = 0;
+    ssize_t got;
+    while ((got = getline(&line, &lcap, stdin)) >= 0) {
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        size_t tl = 0;
+        /* the whole conversation as text, then its ids */
+        if (o.raw) {
+            char *t = realloc(text, rawlen + (size_t)got + 2);
+            if (!t) goto oom;
+            text = t;
+            memcpy(text + rawlen, line, (size_t)got);
+            rawlen += (size_t)got;
+            text[rawlen++] = '\n';
+            text[rawlen] = 0;
+            tl = rawlen;
+        } else {
+            if (!convo_add(&cv, "user", line)) goto oom;
+            if ((st = attn_chat_format(ctx, tmpl, cv.m, cv.n, 1, NULL, 0, &tl))) goto fail;
+            char *t = realloc(text, tl + 1);
+            if (!t) goto oom;
+            text = t;
+            if ((st = attn_chat_format(ctx, tmpl, cv.m, cv.n, 1, text, tl + 1, &tl))) goto fail;
+        }
+        int64_t n;
+        free(ids), ids = NULL;
+        if (!encode(cmd, ctx, m, text, tl, 1, &ids, &n)) goto out;
+        /* keep the common prefix of the cache, prefill the rest */
+        int64_t p = 0;
+        while (p < nh && p < n && hist[p] == ids[p]) p++;
+        if (p > attn_llm_session_pos(s)) p = attn_llm_session_pos(s);
+        if (p == n) p = n - 1; /* the last token's logits are needed */
+        if (n + 1 > cap) {
+            fprintf(stderr, "attn %s: the conversation (%lld tokens) no longer fits the context "
+                            "of %lld tokens (--ctx)\n", cmd, (long long)n, (long long)cap);
+            goto out;
+        }
+        attn_llm_session_rewind(s, p);
+        double t0 = attn_bench_now_s();
+        if ((st = attn_llm_session_prefill(ctx, s, ids + p, n - p, lg))) goto fail;
+        memcpy(hist, ids, sizeof *ids * (size_t)n);
+        nh = n;
+        double t1 = attn_bench_now_s();
+        int64_t made = 0, before = nh;
+        int full = 0;
+        int64_t room = cap - nh;
+        st = run_gen(ctx, m, s, &sp, lg, hist, &nh, o.tokens < room ? o.tokens : room, &step,
+                     &made, &full);
+        if (st == ATTN_E_IO) goto out;
+        if (st) goto fail;
+        double t2 = attn_bench_now_s();
+        printf("\n");
+        fflush(stdout);
+        if (!o.quiet)
+            fprintf(stderr, "[%lld prompt tokens at %.0f/s, %lld tokens at %.1f/s]\n",
+                    (long long)(n - p), (double)(n - p) / (t1 - t0), (long long)made,
+                    made > 1 ? (double)(made - 1) / (t2 - t1) : 0.0);
+        /* the answer joins the conversation */
+        size_t al = 0;
+        free(answer), answer = NULL;
+        if ((st = attn_bpe_decode(ctx, attn_llm_tokenizer(m), hist + before, made,
+                                  ATTN_BPE_SKIP_SPECIAL, NULL, 0, &al)))
+            goto fail;
+        if (!(answer = malloc(al + 1))) goto oom;
+        if ((st = attn_bpe_decode(ctx, attn_llm_tokenizer(m), hist + before, made,
+                                  ATTN_BPE_SKIP_SPECIAL, answer, al + 1, &al)))
+            goto fail;
+        answer[al] = 0;
+        if (o.raw) {
+            char *t = realloc(text, rawlen + al + 2);
+            if (!t) goto oom;
+            text = t;
+            memcpy(text + rawlen, answer, al);
+            rawlen += al;
+            text[rawlen] = 0;
+        } else if (!convo_add(&cv, "assistant", answer)) {
+            goto oom;
+        }
+        if (full) {
+            fprintf(stderr, "attn %s: context full (%lld tokens, --ctx)\n", cmd, (long long)cap);
+            goto out;
+        }
+    }
+    rc = 0;
+    goto out;
+oom:
+    fprintf(stderr, "attn %s: out of memory\n", cmd);
+    goto out;
+fail:
+    attn_cli_fail(ctx, cmd, st);
+out:
+    convo_free(&cv);
+    free(ids), free(hist), free(lg), free(line), free(text), free(answer);
+    attn_llm_session_free(s);
+    attn_llm_free(m);
+    attn_ctx_free(ctx);
+    return rc;
+}
+
+/* ---- tokenize -------------------------------------------------------------------------- */
+int attn_cmd_tokenize(int argc, char **argv) {
+    llm_opts o;
+    defaults(&o);
+    int npos, no_bos = 0;
+    const attn_cli_opt table[] = {
+        ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        ATTN_OPT_STR("text", 0, &o.text, "TEXT", "the text to tokenize"),
+        ATTN_OPT_STR("file", 0, &o.file, "FILE", "tokenize FILE's bytes instead ('-': stdin)"),
+        ATTN_OPT_FLAG("no-bos", 0, &no_bos, "no bos token even where the model adds one"),
+        ATTN_OPT_THREADS(&o.threads),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "tokenize", "attn tokenize --model MODEL --text TEXT",
+        "Prints the token ids of a text, space-separated, on one line (special tokens such\n"
+        "as <|im_end|> recognised; bos first where the model adds it).",
+        table, NULL, "attn tokenize --model SmolLM2-135M-Instruct.Q4_1.gguf --text \"Hello!\""};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (!o.model) return attn_cli_usage_error(&spec, "--model is required");
+    if (!o.text == !o.file) return attn_cli_usage_error(&spec, "give --text or --file (one)");
+    const char *cmd = "tokenize";
+    attn_ctx *ctx = NULL;
+    attn_llm *m = NULL;
+    int32_t *ids = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    int64_t n = 0;
+    int rc = 1;
+    if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
+    if (o.file && !attn_cli_read_text(cmd, ctx, o.file, &data, &len)) goto out;
+    if (!load(cmd, &o, ctx, &m)) goto out;
+    if (!encode(cmd, ctx, m, o.text ? o.text : data, o.text ? strlen(o.text) : len, !no_bos,
+                &ids, &n))
+        goto out;
+    for (int64_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+    rc = 0;
+out:
+    free(ids), free(data);
+    attn_llm_free(m);
+    attn_ctx_free(ctx);
+    return rc;
+}
+
+/* ---- perplexity ------------------------------------------------------------------------ */
+int attn_cmd_perplexity(int argc, char **argv) {
+    llm_opts o;
+    defaults(&o);
+    o.ctx = 512;
+    int npos;
+    long long chunks = 0;
+    const attn_cli_opt table[] = {
+        ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        ATTN_OPT_STR("file", 0, &o.file, "FILE", "the text ('-': stdin); required"),
+        ATTN_OPT_INT("ctx", 0, &o.ctx, 2, 1 << 24, "N", "tokens per chunk (default 512)"),
+        ATTN_OPT_INT("chunks", 0, &chunks, 0, 1LL << 40, "N",
+                     "score the first N chunks only (default 0: all)"),
+        ATTN_OPT_FLAG("f32", 0, &o.f32, "dequantize the weights to float32 at load"),
+        ATTN_OPT_THREADS(&o.threads),
+        ATTN_OPT_FLAG("quiet", 'q', &o.quiet, "only the final line"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "perplexity", "attn perplexity --model MODEL --file TEXT [--ctx 512]",
+        "Perplexity of a text with llama.cpp's method: the text tokenized whole (bos first\n"
+        "where the model adds it), cut into chunks of --ctx tokens, each run alone (its\n"
+        "first token replaced by bos where the model adds one); the second half of each\n"
+        "chunk is scored.  Prints the running estimate per chunk and, on the last line,\n"
+        "the final perplexity.",
+        table, NULL,
+        "attn perplexity --model SmolLM2-135M-Instruct.Q4_1.gguf --file /usr/share/common-"
+        "licenses/GPL-3"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (!o.model || !o.file)
+        return attn_cli_usage_error(&spec, "--model and --file are required");
+    const char *cmd = "perplexity";
+    attn_ctx *ctx = NULL;
+    attn_llm *m = NULL;
+    int32_t *ids = NULL, *chunk = NULL;
+    float *lg = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    int64_t n = 0;
+    int rc = 1;
+    attn_status st;
+    if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
+    if (!attn_cli_read_text(cmd, ctx, o.file, &data, &len)) goto out;
+    if (!load(cmd, &o, ctx, &m)) goto out;
+    if (!encode(cmd, ctx, m, data, len, 1, &ids, &n)) goto out;
+    attn_llm_config c;
+    attn_llm_get_info(m, &c);
+    attn_llm_special sp;
+    attn_llm_get_special(m, &sp);
+    const int64_t T = o.ctx;
+    if (T > c.max_position_embeddings) {
+        fprintf(stderr, "attn %s: --ctx %lld is over the model's context of %lld\n", cmd,
+                o.ctx, (long long)c.max_position_embeddings);
+        goto out;
+    }
+    int64_t nc = n / T;
+    if (chunks && chunks < nc) nc = chunks;
+    if (nc < 1) {
+        fprintf(stderr, "attn %s: the text has %lld tokens, fewer than one chunk of %lld\n", cmd,
+                (long long)n, (long long)T);
+        goto out;
+    }
+    chunk = malloc(sizeof *chunk * (size_t)T);
+    lg = malloc(sizeof *lg * (size_t)T * (size_t)c.vocab_size);
+    if (!chunk || !lg) {
+        fprintf(stderr, "attn %s: out of memory\n", cmd);
+        goto out;
+    }
+    if (!o.quiet)
+        fprintf(stderr, "%lld tokens, %lld chunks of %lld, scoring the second half of each\n",
+                (long long)n, (long long)nc, (long long)T);
+    double nll = 0, nll2 = 0, t0 = attn_bench_now_s();
+    int64_t count = 0;
+    const int64_t first = T / 2;
+    for (int64_t k = 0; k < nc; k++) {
+        memcpy(chunk, ids + k * T, sizeof *chunk * (size_t)T);
+        if (sp.add_bos && sp.bos >= 0) chunk[0] = sp.bos;
+        if ((st = attn_llm_forward(ctx, m, chunk, 1, T, lg))) {
+            attn_cli_fail(ctx, cmd, st);
+            goto out;
+        }
+        for (int64_t j = first; j < T - 1; j++) {
+            const float *row = lg + j * c.vocab_size;
+            double mx = -INFINITY, s = 0;
+            for (int64_t v = 0; v < c.vocab_size; v++) mx = row[v] > mx ? row[v] : mx;
+            for (int64_t v = 0; v < c.vocab_size; v++) s += exp((double)row[v] - mx);
+            const double l = -(row[ids[k * T + j + 1]] - mx - log(s));
+            nll += l, nll2 += l * l, count++;
+        }
+        if (!o.quiet) {
+            fprintf(stderr, "[%lld]%.4f%s", (long long)(k + 1), exp(nll / (double)count),
+                    (k + 1) % 8 == 0 || k + 1 == nc ? "\n" : " ");
+            fflush(stderr);
+        }
+    }
+    const double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
+    const double ppl = exp(mean), err = ppl * sqrt(var > 0 ? var : 0) / sqrt((double)count);
+    if (!o.quiet)
+        fprintf(stderr, "%lld tokens scored in %.1f s (%.0f tokens/s evaluated)\n",
+                (long long)count, attn_bench_now_s() - t0,
+                (double)(nc * T) / (attn_bench_now_s() - t0));
+    printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+    rc = 0;
+out:
+    free(ids), free(chunk), free(lg), free(data);
+    attn_llm_free(m);
+    attn_ctx_free(ctx);
+    return rc;
+}
+
+/* ---- attn bench --op llm --------------------------------------------------------------- */
+/* Read bandwidth of this machine: the median of 5 passes summing a 512 MiB buffer, cut in
+ * `threads` parts read at once (GB/s). */
+typedef struct bw_job {
+    const double *p;
+    int64_t n;
+    double sum;
+} bw_job;
+
+static void *bw_thread(void *arg) {
+    bw_job *j = arg;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t i = 0; i + 4 <= j->n; i += 4)
+        s0 += j->p[i], s1 += j->p[i + 1], s2 += j->p[i + 2], s3 += j->p[i + 3];
+    j->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+static double read_bandwidth(int threads) {
+    const int64_t n = (int64_t)64 << 20; /* doubles: 512 MiB */
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
+    double *p = malloc(sizeof *p * (size_t)n), t[5];
+    if (!p) return 0;
+    for (int64_t i = 0; i < n; i++) p[i] = (double)(i & 7);
+    bw_job j[64];
+    pthread_t th[64];
+    for (int r = 0; r < 5; r++) {
+        double t0 = attn_bench_now_s();
+        for (int k = 0; k < threads; k++) {
+            j[k].p = p + k * (n / threads), j[k].n = n / threads;
+            if (k && pthread_create(&th[k], NULL, bw_thread, &j[k]) != 0) j[k].n = 0, th[k] = 0;
+        }
+        bw_thread(&j[0]);
+        for (int k = 1; k < threads; k++)
+            if (j[k].n) pthread_join(th[k], NULL);
+        t[r] = attn_bench_now_s() - t0;
+    }
+    free(p);
+    return (double)n * sizeof(double) / attn_bench_median(t, 5) / 1e9;
+}
+
+int attn_bench_llm(int argc, char **argv) {
+    llm_opts o;
+    defaults(&o);
+    int npos, op = 0;
+    const attn_cli_opt table[] = {
+        ATTN_OPT_CHOICE("op", 0, &op, "llm", "NAME", "llm"),
+        ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        ATTN_OPT_INT("prompt-len", 0, &o.prompt_len, 1, 1 << 20, "N",
+                     "prompt tokens (default 512)"),
+        ATTN_OPT_INT("gen", 0, &o.gen, 1, 1 << 20, "N", "tokens generated (default 128)"),
+        ATTN_OPT_INT("repeat", 0, &o.repeat, 1, 1000, "N", "timed runs (default 3)"),
+        ATTN_OPT_FLAG("cache-bf16", 0, &o.cache_bf16, "keep the KV cache in bfloat16"),
+        ATTN_OPT_FLAG("f32", 0, &o.f32, "dequantize the weights to float32 at load"),
+        ATTN_OPT_THREADS(&o.threads),
+        ATTN_OPT_FLAG("json", 0, &o.json, "one JSON object instead of the table"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "bench --op llm", "attn bench --op llm --model MODEL [options]",
+        "Times a language model: a prompt of --prompt-len tokens prefilled in one pass,\n"
+        "then --gen tokens generated greedily one at a time (median of --repeat runs).\n"
+        "Prints prompt and generation tokens/s, the GB/s of weights a generated token\n"
+        "reads (every matrix of the model once) and that as % of the machine's read\n"
+        "bandwidth (measured here: 512 MiB summed on the same threads), and peak RSS.\n"
+        "The prompt is the model's own text: its tokens 100, 101, ... cycled.",
+        table, NULL,
+        "attn bench --op llm --model SmolLM2-135M-Instruct.Q4_1.gguf --threads 2 --json"};
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
+    if (r != ATTN_CLI_GO) return r;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (!o.model) return attn_cli_usage_error(&spec, "--model is required");
+    const char *cmd = "bench";
+    attn_ctx *ctx = NULL;
+    attn_llm *m = NULL;
+    attn_llm_session *s = NULL;
+    int32_t *ids = NULL;
+    float *lg = NULL;
+    int rc = 1;
+    attn_status st;
+    if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
+    if (!load(cmd, &o, ctx, &m)) goto out;
+    attn_llm_config c;
+    attn_llm_get_info(m, &c);
+    const int64_t cap = o.prompt_len + o.gen;
+    if (cap > c.max_position_embeddings) {
+        fprintf(stderr, "attn bench: --prompt-len + --gen = %lld is over the model's context "
+                        "of %lld\n", (long long)cap, (long long)c.max_position_embeddings);
+        goto out;
+    }
+    if ((st = attn_llm_session_create(ctx, m, cap, o.cache_bf16 ? ATTN_BF16 : ATTN_F32, &s))) {
+        attn_cli_fail(ctx, cmd, st);
+        goto out;
+    }
+    ids = malloc(sizeof *ids * (size_t)o.prompt_len);
+    lg = malloc(sizeof *lg * (size_t)c.vocab_size);
+    if (!ids || !lg) {
+        fprintf(stderr, "attn bench: out of memory\n");
+        goto out;
+    }
+    for (int64_t i = 0; i < o.prompt_len; i++) ids[i] = (int32_t)(100 + i % (c.vocab_size - 100));
+    double tp[1000], tg[1000];
+    attn_llm_sampler sp = attn_llm_sampler_defaults();
+    sp.temperature = 0;
+    for (int rep = -1; rep < o.repeat; rep++) { /* one warm-up */
+        attn_llm_session_reset(s);
+        double t0 = attn_bench_now_s();
+        if ((st = attn_llm_session_prefill(ctx, s, ids, o.prompt_len, lg))) goto fail;
+        double t1 = attn_bench_now_s();
+        for (int64_t g = 0; g < o.gen; g++) {
+            int32_t id;
+            if ((st = attn_llm_sample(ctx, &sp, lg, c.vocab_size, NULL, 0, NULL, &id))) goto fail;
+            if ((st = attn_llm_session_decode(ctx, s, id, lg))) goto fail;
+        }
+        double t2 = attn_bench_now_s();
+        if (rep >= 0) tp[rep] = t1 - t0, tg[rep] = t2 - t1;
+    }
+    const double p_tps = (double)o.prompt_len / attn_bench_median(tp, (int)o.repeat);
+    const double g_tps = (double)o.gen / attn_bench_median(tg, (int)o.repeat);
+    const double rss = attn_bench_rss_mib(); /* before the bandwidth test's buffer */
+    const double wb = (double)attn_llm_weight_bytes(m), gbs = wb * g_tps / 1e9,
+                 bw = read_bandwidth(attn_ctx_threads(ctx));
+    if (o.json) {
+        printf("{\"op\": \"llm\", \"model\": \"");
+        attn_cli_put_escaped(stdout, o.model);
+        printf("\", \"threads\": %d, \"prompt_len\": %lld, \"gen\": %lld, \"repeat\": %lld, "
+               "\"prompt_tokens_per_s\": %.2f, \"gen_tokens_per_s\": %.2f, "
+               "\"weight_bytes_per_token\": %.0f, \"gen_weight_gb_per_s\": %.3f, "
+               "\"read_bandwidth_gb_per_s\": %.3f, \"bandwidth_fraction\": %.4f, "
+               "\"peak_rss_mib\": %.1f}\n",
+               attn_ctx_threads(ctx), o.prompt_len, o.gen, o.repeat, p_tps, g_tps, wb, gbs, bw,
+               bw > 0 ? gbs / bw : 0.0, rss);
+    } else {
+        printf("attn bench: llm %s, %d threads\n", o.model, attn_ctx_threads(ctx));
+        printf("  prompt (%lld tokens)      %10.1f tokens/s\n", o.prompt_len, p_tps);
+        printf("  generation (%lld tokens)  %10.1f tokens/s\n", o.gen, g_tps);
+        printf("  weights read per token   %10.1f MB, %.2f GB/s = %.0f%% of the measured read "
+               "bandwidth (%.2f GB/s)\n", wb / 1e6, gbs, bw > 0 ? 100 * gbs / bw : 0.0, bw);
+        printf("  peak RSS                 %10.1f MiB\n", rss);
+    }
+    rc = 0;
+    goto out;
+fail:
+    attn_cli_fail(ctx, cmd, st);
+out:
+    free(ids), free(lg);
+    attn_llm_session_free(s);
+    attn_llm_free(m);
+    attn_ctx_free(ctx);
+    return rc;
+}
