@@ -223,3 +223,15 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
                          FIXTURES_REQUIRED "tiny_vit;tiny_dates;tiny_charlm")
   endforeach()
 endif()
+
+# attn generate / chat / tokenize / perplexity / bench --op llm on the tiny GGUF llama
+# (tests/test_llm_cli.sh, one test per case)
+if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
+  foreach(case tokenize generate chat perplexity bench errors)
+    add_test(NAME cli_llm_${case}
+             COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_llm_cli.sh
+                     $<TARGET_FILE:attn_cli> ${case} ${CMAKE_CURRENT_BINARY_DIR}/llm_cli
+             WORKING_DIRECTORY ${ATTN_CLI_WD})
+    set_tests_properties(cli_llm_${case} PROPERTIES TIMEOUT 600)
+  endforeach()
+endif()

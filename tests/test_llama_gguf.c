@@ -1,0 +1,223 @@
+#define _GNU_SOURCE /* memmem */
+/* attn_llm from a GGUF file: tests/fixtures/llama_tiny.gguf (tests/gen_llama_gguf.py: the
+ * random llama_tiny_untied model written as llama.cpp's converter writes llama models, q/k rows
+ * permuted, Q8_0 / Q4_1 / Q4_0 / Q5_1 / Q5_0 / F16 / F32 tensors, a byte-level tokenizer)
+ * against transformers reading the same file (which dequantizes it): logits, greedy
+ * continuation, the quantized kernels and the F32 load, thread counts, the text side, and
+ * damaged files refused with messages. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn.h"
+#include "testutil.h"
+
+#define FILE_GGUF "fixtures/llama_tiny.gguf"
+#define V 256
+
+static attn_st *expected;
+
+/* Tensor name of the expected file as floats (ints converted) into a malloc'ed array. */
+static float *get(attn_ctx *ctx, const char *name, int64_t *n) {
+    attn_st_tensor t;
+    if (attn_st_find(expected, name, &t) != ATTN_OK) return NULL;
+    float *p = malloc(sizeof(float) * (size_t)t.numel);
+    if (p && attn_st_to_f32(ctx, &t, p, (size_t)t.numel) != ATTN_OK) {
+        free(p);
+        return NULL;
+    }
+    *n = t.numel;
+    return p;
+}
+
+static double rel_err(const float *a, const float *b, int64_t n) {
+    double e = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= e)) e = d; /* NaN sticks */
+        if (fabs(b[i]) > mx) mx = fabs(b[i]);
+    }
+    return e / (mx > 0 ? mx : 1);
+}
+
+static void check_model(attn_ctx *ctx, unsigned flags, const char *what) {
+    attn_llm *m = NULL;
+    if (!TU_STATUS(attn_llm_load_gguf(ctx, FILE_GGUF, flags, &m), ATTN_OK, ctx)) return;
+    attn_llm_config c;
+    attn_llm_get_info(m, &c);
+    TU_CHECK(c.vocab_size == V && c.num_layers == 2 && c.num_heads == 4 &&
+                 c.num_kv_heads == 2 && c.head_dim == 16 && !c.tie_word_embeddings,
+             "%s: config", what);
+    for (int k = 0; k < 3; k++) {
+        char in[32], lo[32];
+        snprintf(in, sizeof in, "ids_%d", k);
+        snprintf(lo, sizeof lo, "logits_%d", k);
+        int64_t n, nl;
+        float *idf = get(ctx, in, &n), *want = get(ctx, lo, &nl);
+        if (!idf || !want) {
+            TU_CHECK(0, "expected tensors %s %s", in, lo);
+            free(idf), free(want);
+            continue;
+        }
+        int32_t ids[64];
+        for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)idf[i];
+        float *got = malloc(sizeof(float) * (size_t)(n * V)), *g2 = malloc(sizeof *g2 * V);
+        TU_STATUS(attn_llm_forward(ctx, m, ids, 1, n, got), ATTN_OK, ctx);
+        double e = rel_err(got, want, n * V);
+        printf("  %-10s T=%-3lld forward vs transformers: %.2e of max|logit|\n", what,
+               (long long)n, e);
+        TU_CHECK(e <= 1e-5, "%s T=%lld: logits %.3g from transformers'", what, (long long)n, e);
+        /* the session: prefill all but the last, decode the last */
+        attn_llm_session *s = NULL;
+        if (TU_STATUS(attn_llm_session_create(ctx, m, 64, ATTN_F32, &s), ATTN_OK, ctx)) {
+            if (n > 1) TU_STATUS(attn_llm_session_prefill(ctx, s, ids, n - 1, NULL), ATTN_OK, ctx);
+            TU_STATUS(attn_llm_session_decode(ctx, s, ids[n - 1], g2), ATTN_OK, ctx);
+            e = rel_err(g2, want + (n - 1) * V, V);
+            TU_CHECK(e <= 1e-5, "%s T=%lld: session logits %.3g from transformers'", what,
+                     (long long)n, e);
+            attn_llm_session_free(s);
+        }
+        free(idf), free(want), free(got), free(g2);
+    }
+    /* greedy continuation as transformers' generate */
+    int64_t np, ng;
+    float *pf = get(ctx, "greedy_prompt", &np), *gf = get(ctx, "greedy", &ng);
+    attn_llm_session *s = NULL;
+    if (pf && gf && TU_STATUS(attn_llm_session_create(ctx, m, 64, ATTN_F32, &s), ATTN_OK, ctx)) {
+        int32_t ids[64];
+        float lg[V];
+        for (int64_t i = 0; i < np; i++) ids[i] = (int32_t)pf[i];
+        TU_STATUS(attn_llm_session_prefill(ctx, s, ids, np, lg), ATTN_OK, ctx);
+        attn_llm_sampler sp = attn_llm_sampler_defaults();
+        sp.temperature = 0;
+        int same = 1;
+        for (int64_t i = 0; i < ng; i++) {
+            int32_t id;
+            TU_STATUS(attn_llm_sample(ctx, &sp, lg, V, NULL, 0, NULL, &id), ATTN_OK, ctx);
+            same &= id == (int32_t)gf[i];
+            TU_STATUS(attn_llm_session_decode(ctx, s, id, lg), ATTN_OK, ctx);
+        }
+        TU_CHECK(same, "%s: greedy continuation differs from transformers' generate", what);
+    }
+    attn_llm_session_free(s);
+    free(pf), free(gf);
+    /* the text side */
+    const attn_bpe *tok = attn_llm_tokenizer(m);
+    attn_llm_special sp;
+    TU_CHECK(tok && attn_bpe_vocab_size(tok) == V, "%s: tokenizer", what);
+    TU_CHECK(attn_llm_get_special(m, &sp) == ATTN_OK && sp.bos == 1 && sp.eos == 2 &&
+                 !sp.add_bos && sp.eot == -1, "%s: special ids", what);
+    TU_CHECK(attn_chat_template_check(ctx, attn_llm_chat_template(m)) == ATTN_OK,
+             "%s: chat template", what);
+    if (tok) {
+        int32_t ids[16];
+        int64_t n = 0;
+        TU_STATUS(attn_bpe_encode(ctx, tok, "hi\xc3\xa9", 4, 0, ids, 16, &n), ATTN_OK, ctx);
+        TU_CHECK(n == 4 && ids[0] == 'h' && ids[1] == 'i' && ids[2] == 0xc3 && ids[3] == 0xa9,
+                 "%s: byte-level ids", what);
+    }
+    TU_CHECK(attn_llm_weight_bytes(m) > 0, "%s: weight bytes", what);
+    attn_llm_free(m);
+}
+
+/* 1 vs 2 threads: the same bits (quantized kernels). */
+static void check_threads(void) {
+    attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
+    attn_llm *m = NULL;
+    if (c1 && c2 && TU_STATUS(attn_llm_load_gguf(c1, FILE_GGUF, 0, &m), ATTN_OK, c1)) {
+        int32_t ids[40];
+        for (int i = 0; i < 40; i++) ids[i] = (i * 37 + 11) % V;
+        static float a[40 * V], b[40 * V];
+        const int64_t Ts[2] = {5, 40};
+        for (int k = 0; k < 2; k++) {
+            TU_STATUS(attn_llm_forward(c1, m, ids, 1, Ts[k], a), ATTN_OK, c1);
+            TU_STATUS(attn_llm_forward(c2, m, ids, 1, Ts[k], b), ATTN_OK, c2);
+            TU_CHECK(!memcmp(a, b, sizeof(float) * (size_t)(Ts[k] * V)),
+                     "T=%lld: 1 and 2 threads differ", (long long)Ts[k]);
+        }
+    }
+    attn_llm_free(m);
+    attn_ctx_free(c1), attn_ctx_free(c2);
+}
+
+/* Damaged copies of the file: refused with a status and a message, never a crash. */
+static void check_damaged(attn_ctx *ctx) {
+    FILE *f = fopen(FILE_GGUF, "rb");
+    if (!f) {
+        TU_CHECK(0, "cannot read %s", FILE_GGUF);
+        return;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *d = malloc((size_t)size);
+    size_t got = fread(d, 1, (size_t)size, f);
+    fclose(f);
+    TU_CHECK(got == (size_t)size, "read");
+    const char *tmp = "llama_gguf_damaged.tmp";
+    struct {
+        const char *find, *put, *msg;
+        attn_status st;
+    } cases[] = {
+        {"llama", "llamb", "architecture \"llamb\"", ATTN_E_UNSUPPORTED},
+        {"blk.1.ffn_down.weight", "blk.1.ffn_dowX.weight", "blk.1.ffn_down.weight",
+         ATTN_E_NOT_FOUND},
+        {"tokenizer.ggml.model", "tokenizer.ggml.modeX", NULL, ATTN_OK},
+        {"llama.attention.layer_norm_rms_epsilon", "llama.attention.layer_norm_rms_epsiloX",
+         "layer_norm_rms_epsilon", ATTN_E_FORMAT},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        unsigned char *e = malloc((size_t)size);
+        memcpy(e, d, (size_t)size);
+        size_t fl = strlen(cases[c].find);
+        /* the value "llama" of general.architecture: the occurrence after that key */
+        unsigned char *p = e;
+        if (c == 0) {
+            unsigned char *k = memmem(e, (size_t)size, "general.architecture", 20);
+            p = k ? k + 20 : e;
+        }
+        unsigned char *at = memmem(p, (size_t)(e + size - p), cases[c].find, fl);
+        TU_CHECK(at != NULL, "case %zu: pattern", c);
+        if (at) memcpy(at, cases[c].put, fl);
+        FILE *o = fopen(tmp, "wb");
+        fwrite(e, 1, (size_t)size, o);
+        fclose(o);
+        attn_llm *m = NULL;
+        attn_status st = attn_llm_load_gguf(ctx, tmp, 0, &m);
+        TU_CHECK(st == cases[c].st && (!cases[c].msg || strstr(attn_ctx_errmsg(ctx),
+                                                                cases[c].msg)),
+                 "case %zu: %s (%s)", c, attn_status_name(st), attn_ctx_errmsg(ctx));
+        if (c == 2) TU_CHECK(m && !attn_llm_tokenizer(m), "no tokenizer keys: no tokenizer");
+        attn_llm_free(m);
+        free(e);
+    }
+    /* truncations: a sample of cut points */
+    for (long cut = 0; cut < size; cut += 1 + cut / 8) {
+        FILE *o = fopen(tmp, "wb");
+        fwrite(d, 1, (size_t)cut, o);
+        fclose(o);
+        attn_llm *m = NULL;
+        attn_status st = attn_llm_load_gguf(ctx, tmp, 0, &m);
+        TU_CHECK(st != ATTN_OK && attn_ctx_errmsg(ctx)[0], "truncated at %ld: %s", cut,
+                 attn_status_name(st));
+        attn_llm_free(m);
+    }
+    remove(tmp);
+    free(d);
+}
+
+int main(void) {
+    attn_ctx *ctx = tu_ctx(2);
+    if (!ctx) return tu_finish("test_llama_gguf");
+    if (TU_STATUS(attn_st_read_file(ctx, "fixtures/llama_tiny_gguf_expected.safetensors",
+                                    &expected), ATTN_OK, ctx)) {
+        check_model(ctx, 0, "quantized");
+        check_model(ctx, ATTN_LLM_LOAD_F32, "f32");
+        check_threads();
+        check_damaged(ctx);
+    }
+    attn_st_free(expected);
+    attn_ctx_free(ctx);
+    return tu_finish("test_llama_gguf");
+}
