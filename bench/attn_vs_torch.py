@@ -129,7 +129,7 @@ def read_safetensors(path):
     head = json.loads(raw[8:8 + n])
     meta = head.pop("__metadata__", {})
     body = raw[8 + n:]
-    dt = {"F32": torch.float32, "I64": torch.int64}
+    dt = {"F32": torch.float32, "I64": torch.int64, "I32": torch.int32}
     out = {}
     for name, t in head.items():
         a, b = t["data_offsets"]

@@ -14,10 +14,10 @@
 
 /* ---- shared ---------------------------------------------------------------------------- */
 typedef struct llm_opts {
-    const char *model, *prompt, *text, *file, *system, *cache;
+    const char *model, *prompt, *text, *file, *system, *cache, *logits;
     long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat;
     double temperature, top_p, min_p, repeat_penalty;
-    int quiet, raw, json, cache_bf16, f32;
+    int quiet, raw, json, cache_bf16, f32, ids;
 } llm_opts;
 
 #define MODEL_HELP                                                                           \
@@ -110,9 +110,16 @@ static int64_t capacity(const llm_opts *o, const attn_llm *m) {
     return cap < c.max_position_embeddings ? cap : c.max_position_embeddings;
 }
 
+static int emit_ids;         /* attn generate --ids: token ids instead of text */
+static int64_t emitted;      /* ids printed by this run_gen */
+
 /* Streams the text of one token; 0 when writing failed. */
 static int emit(attn_ctx *ctx, const attn_llm *m, attn_bpe_stream *bs, int32_t id) {
     char buf[1024];
+    if (emit_ids) {
+        int k = snprintf(buf, sizeof buf, "%s%d", emitted++ ? " " : "", (int)id);
+        return attn_cli_write_stdout(buf, (size_t)k) == (size_t)k;
+    }
     size_t len = 0;
     if (attn_bpe_decode_stream(ctx, attn_llm_tokenizer(m), bs, id, ATTN_BPE_SKIP_SPECIAL, buf,
                                sizeof buf, &len) != ATTN_OK)
@@ -130,7 +137,7 @@ static attn_status run_gen(attn_ctx *ctx, const attn_llm *m, attn_llm_session *s
                            int64_t max, uint64_t *step, int64_t *made, int *full) {
     attn_bpe_stream bs;
     memset(&bs, 0, sizeof bs);
-    *made = 0, *full = 0;
+    *made = 0, *full = 0, emitted = 0;
     attn_llm_config c;
     attn_llm_get_info(m, &c);
     for (int64_t i = 0; i < max; i++) {
@@ -157,6 +164,25 @@ static attn_status run_gen(attn_ctx *ctx, const attn_llm *m, attn_llm_session *s
 }
 
 int attn_cmd_llm_generate(int argc, char **argv);
+
+/* --logits FILE: the prompt's ids, the logits of every prompt position, the generated ids. */
+static int write_logits(const char *cmd, attn_ctx *ctx, const attn_llm *m,
+                        const attn_llm_config *c, const int32_t *ids, int64_t n,
+                        const int32_t *gen, int64_t ng, const char *path) {
+    float *all = malloc(sizeof *all * (size_t)n * (size_t)c->vocab_size);
+    attn_st_writer *w = NULL;
+    attn_status st = all ? attn_llm_forward(ctx, m, ids, 1, n, all) : ATTN_E_NOMEM;
+    const int64_t s1[1] = {n}, s2[2] = {n, c->vocab_size}, s3[1] = {ng};
+    if (!st) st = attn_st_writer_create(ctx, &w);
+    if (!st) st = attn_st_writer_add(w, "ids", ATTN_I32, 1, s1, ids);
+    if (!st) st = attn_st_writer_add(w, "logits", ATTN_F32, 2, s2, all);
+    if (!st && ng) st = attn_st_writer_add(w, "generated", ATTN_I32, 1, s3, gen);
+    if (!st) st = attn_st_writer_save(w, path);
+    attn_st_writer_free(w);
+    free(all);
+    if (st) attn_cli_fail(ctx, cmd, st);
+    return st == ATTN_OK;
+}
 
 /* `attn generate`: the character model for a .safetensors file, else the LLM. */
 int attn_cmd_generate(int argc, char **argv) {
@@ -195,6 +221,12 @@ int attn_cmd_llm_generate(int argc, char **argv) {
         OPT_SAMPLING(&o),
         OPT_CACHE(&o),
         ATTN_OPT_FLAG("f32", 0, &o.f32, "dequantize the weights to float32 at load (slower)"),
+        ATTN_OPT_FLAG("ids", 0, &o.ids, "print the generated token ids instead of the text"),
+        ATTN_OPT_STR("logits", 0, &o.logits, "FILE",
+                     "also write the prompt's ids and the logits of every prompt\n"
+                     "position (one forward pass) to FILE (safetensors: \"ids\"\n"
+                     "I32 [n], \"logits\" F32 [n, vocab]), and the generated ids\n"
+                     "(\"generated\")"),
         ATTN_OPT_THREADS(&o.threads),
         ATTN_OPT_FLAG("quiet", 'q', &o.quiet, "no statistics on stderr"),
         ATTN_OPT_END};
@@ -238,6 +270,7 @@ int attn_cmd_llm_generate(int argc, char **argv) {
         attn_cli_fail(ctx, cmd, st);
         goto out;
     }
+    emit_ids = o.ids;
     lg = malloc(sizeof *lg * (size_t)c.vocab_size);
     hist = malloc(sizeof *hist * (size_t)(n + o.tokens + 1));
     if (!lg || !hist) {
@@ -262,6 +295,7 @@ int attn_cmd_llm_generate(int argc, char **argv) {
     }
     double t2 = attn_bench_now_s();
     printf("\n");
+    if (o.logits && !write_logits(cmd, ctx, m, &c, ids, n, hist + n, made, o.logits)) goto out;
     if (!o.quiet) {
         if (full) fprintf(stderr, "(context full: %lld tokens)\n", (long long)cap);
         fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generated: %lld tokens, %.1f "
