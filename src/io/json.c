@@ -3,6 +3,7 @@
 #include "json.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- errors ---------------------------------------------------------------------------- */
@@ -500,4 +501,19 @@ attn_status attn__json_finish(attn__json_reader *r) {
     skip_ws(r);
     if (r->pos != r->len) return jfail(r, r->pos, "unexpected data after the JSON value");
     return ATTN_OK;
+}
+
+attn_status attn__json_double(attn__json_reader *r, const char *key, double *v) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k != ATTN__JSON_NUMBER)
+        return attn__fail(r->ctx, ATTN_E_FORMAT, "%s: %s must be a number, found %s", r->what,
+                          key ? key : "the value", attn__json_kind_name(k));
+    char buf[64];
+    size_t i = 0, p = r->pos;
+    while (p < r->len && i + 1 < sizeof buf && strchr("+-.eE0123456789", r->text[p]))
+        buf[i++] = (char)r->text[p++];
+    buf[i] = 0;
+    *v = strtod(buf, NULL);
+    return attn__json_skip(r);
 }

@@ -72,6 +72,9 @@ ATTN__HIDDEN attn_status attn__json_element(attn__json_reader *r, int *more);
 /* Scalars.  attn__json_int refuses fractions, exponents and values outside int64. */
 ATTN__HIDDEN attn_status attn__json_string(attn__json_reader *r, const char **s, size_t *len);
 ATTN__HIDDEN attn_status attn__json_int(attn__json_reader *r, int64_t *v);
+/* A number as double (fractions and exponents too, as strtod reads the literal); key (may be
+ * NULL) names it in the message when the value is not a number. */
+ATTN__HIDDEN attn_status attn__json_double(attn__json_reader *r, const char *key, double *v);
 ATTN__HIDDEN attn_status attn__json_bool(attn__json_reader *r, int *v);
 ATTN__HIDDEN attn_status attn__json_null(attn__json_reader *r);
 /* Skips one value of any kind (syntax checked, nothing stored). */

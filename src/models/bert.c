@@ -82,22 +82,6 @@ static attn_status read_file(attn_ctx *ctx, const char *path, char **data, size_
     return st;
 }
 
-/* A JSON number as double (the parser has integers only): read the literal, then skip it. */
-static attn_status json_double(attn__json_reader *r, double *v) {
-    attn__json_kind k;
-    ATTN_TRY(attn__json_peek(r, &k));
-    if (k != ATTN__JSON_NUMBER)
-        return attn__fail(r->ctx, ATTN_E_FORMAT, "%s: expected a number, found %s", r->what,
-                          attn__json_kind_name(k));
-    char buf[64];
-    size_t i = 0, p = r->pos;
-    while (p < r->len && i + 1 < sizeof buf && strchr("+-.eE0123456789", r->text[p]))
-        buf[i++] = (char)r->text[p++];
-    buf[i] = 0;
-    *v = strtod(buf, NULL);
-    return attn__json_skip(r);
-}
-
 /* A string, or an AddedToken object's string "content"; null leaves *s as it was (the
  * default).  Anything else is refused naming the key: a token must be text. */
 static attn_status json_token(attn__json_reader *r, const char *key, const char **s) {
@@ -189,7 +173,7 @@ static attn_status parse_config(attn_ctx *ctx, const char *dir, bert_cfg *c) {
         if (iv) {
             st = json_int_named(&r, key, iv);
         } else if (!strcmp(key, "layer_norm_eps")) {
-            st = json_double(&r, &c->eps);
+            st = attn__json_double(&r, "layer_norm_eps", &c->eps);
             if (st)
                 st = attn__fail(ctx, st, "config.json layer_norm_eps: %s", attn_ctx_errmsg(ctx));
         } else if (!strcmp(key, "hidden_act") || !strcmp(key, "model_type") ||

@@ -153,21 +153,6 @@ attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info) {
 }
 
 /* ---- config.json --------------------------------------------------------------------------- */
-/* A JSON number as double (the parser reads integers only): the literal, then skipped. */
-static attn_status json_number(attn__json_reader *r, const char *key, double *v) {
-    attn__json_kind k;
-    ATTN_TRY(attn__json_peek(r, &k));
-    ATTN_FAIL_IF(k != ATTN__JSON_NUMBER, r->ctx, ATTN_E_FORMAT,
-                 "%s: %s must be a number, found %s", r->what, key, attn__json_kind_name(k));
-    char buf[64];
-    size_t i = 0, p = r->pos;
-    while (p < r->len && i + 1 < sizeof buf && strchr("+-.eE0123456789", r->text[p]))
-        buf[i++] = (char)r->text[p++];
-    buf[i] = 0;
-    *v = strtod(buf, NULL);
-    return attn__json_skip(r);
-}
-
 /* An integer, or null (leaves *v: the default). */
 static attn_status json_int_or_null(attn__json_reader *r, const char *key, int64_t *v) {
     attn__json_kind k;
@@ -211,10 +196,10 @@ static attn_status rope_object(attn__json_reader *r, const char *key, double *th
                          "%s: %s.%s \"%.64s\" is not supported (only \"default\": plain RoPE)",
                          r->what, key, mk, s);
         } else if (!strcmp(mk, "rope_theta")) {
-            ATTN_TRY(json_number(r, "rope_theta", theta));
+            ATTN_TRY(attn__json_double(r, "rope_theta", theta));
         } else if (!strcmp(mk, "partial_rotary_factor")) {
             double f;
-            ATTN_TRY(json_number(r, "partial_rotary_factor", &f));
+            ATTN_TRY(attn__json_double(r, "partial_rotary_factor", &f));
             ATTN_FAIL_IF(f != 1.0, r->ctx, ATTN_E_UNSUPPORTED, "%s: %s.partial_rotary_factor %g "
                          "is not supported (only 1)", r->what, key, f);
         } else {
@@ -276,9 +261,9 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
         if (iv) {
             st = json_int_or_null(&r, key, iv);
         } else if (!strcmp(key, "rms_norm_eps")) {
-            st = json_number(&r, key, &c->rms_norm_eps);
+            st = attn__json_double(&r, key, &c->rms_norm_eps);
         } else if (!strcmp(key, "rope_theta")) {
-            st = json_number(&r, key, &theta_top);
+            st = attn__json_double(&r, key, &theta_top);
         } else if (!strcmp(key, "rope_scaling") || !strcmp(key, "rope_parameters")) {
             st = rope_object(&r, key, &theta_obj);
         } else if (!strcmp(key, "partial_rotary_factor")) {
@@ -286,7 +271,7 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
             attn__json_kind k;
             st = attn__json_peek(&r, &k);
             if (!st && k == ATTN__JSON_NULL) st = attn__json_null(&r);
-            else if (!st) st = json_number(&r, key, &f);
+            else if (!st) st = attn__json_double(&r, key, &f);
             if (!st && f != 1.0)
                 st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s: partial_rotary_factor %g is not "
                                 "supported (only 1)", path, f);
@@ -340,13 +325,68 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
     return ATTN_OK;
 }
 
+/* ---- the model's tensors, for every loader (llm_model.h) ---------------------------------- */
+int64_t attn__llm_entry_count(const attn_llm_config *c) { return 3 + c->num_layers * ATTN__LT_N; }
+
+int attn__llm_entry(const attn_llm_config *c, int64_t i, int64_t *layer, int *kind,
+                    int64_t *rows, int64_t *cols) {
+    const int64_t E = c->hidden_size, V = c->vocab_size, F = c->intermediate_size;
+    const int64_t HD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
+    if (i < 3) {
+        if (i == 2 && c->tie_word_embeddings) return 0;
+        *layer = -1, *kind = (int)i;
+        *rows = i == 1 ? E : V, *cols = i == 1 ? 0 : E;
+        return 1;
+    }
+    const int k = (int)((i - 3) % ATTN__LT_N);
+    if ((k >= ATTN__LT_QB && k <= ATTN__LT_OB && !c->attention_bias) ||
+        (k >= ATTN__LT_GB && !c->mlp_bias))
+        return 0;
+    static const int vec[ATTN__LT_N] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const int64_t R[ATTN__LT_N] = {HD, KD, KD, E, F, F, E, E, E, HD, KD, KD, E, F, F, E};
+    const int64_t C[ATTN__LT_N] = {E, E, E, HD, E, E, F, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    *layer = (i - 3) / ATTN__LT_N, *kind = k;
+    *rows = R[k], *cols = vec[k] ? 0 : C[k];
+    return 1;
+}
+
+void attn__llm_bind(attn_llm *m, int64_t i, int type, const void *p, int rope_interleaved) {
+    const attn_llm_config *c = &m->cfg;
+    const int64_t E = c->hidden_size, V = c->vocab_size;
+    attn__llm_w w0 = {type, p, 0, 0, NULL};
+    if (i < 3) {
+        if (i == 1) {
+            m->norm = p;
+            return;
+        }
+        w0.N = V, w0.K = E;
+        if (i == 0) m->embed = w0;
+        else m->lm_head = w0;
+        if (i == 0 && c->tie_word_embeddings) m->lm_head = m->embed;
+        return;
+    }
+    attn__llama_block *l = &m->layers[(i - 3) / ATTN__LT_N];
+    const int k = (int)((i - 3) % ATTN__LT_N);
+    const int64_t F = c->intermediate_size, HD = c->num_heads * c->head_dim,
+                  KD = c->num_kv_heads * c->head_dim;
+    attn__llm_w *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
+                         &l->mlp.gate, &l->mlp.up, &l->mlp.down};
+    const int64_t N[7] = {HD, KD, KD, E, F, F, E}, K[7] = {E, E, E, HD, E, E, F};
+    l->attn.rope_interleaved = rope_interleaved;
+    if (k <= ATTN__LT_DOWN) {
+        w0.N = N[k], w0.K = K[k], w0.bias = w[k]->bias;
+        *w[k] = w0;
+    } else if (k == ATTN__LT_LN1) {
+        l->ln1 = p;
+    } else if (k == ATTN__LT_LN2) {
+        l->ln2 = p;
+    } else {
+        w[k - ATTN__LT_QB]->bias = p; /* biases come after their weights */
+    }
+}
+
 /* ---- model.safetensors --------------------------------------------------------------------- */
-/* The HF tensors of a model, in one order: 0 model.embed_tokens.weight, 1 model.norm.weight,
- * 2 lm_head.weight, then per layer the LT_N entries below; entries that the config leaves out
- * (lm_head when tied, biases without the flags) are skipped. */
-enum { LT_Q, LT_K, LT_V, LT_O, LT_GATE, LT_UP, LT_DOWN, LT_LN1, LT_LN2, LT_QB, LT_KB, LT_VB,
-       LT_OB, LT_GB, LT_UB, LT_DB, LT_N };
-static const char *const lt_name[LT_N] = {
+static const char *const lt_name[ATTN__LT_N] = {
     "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
     "self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
     "mlp.down_proj.weight",    "input_layernorm.weight",  "post_attention_layernorm.weight",
@@ -354,56 +394,21 @@ static const char *const lt_name[LT_N] = {
     "self_attn.o_proj.bias",   "mlp.gate_proj.bias",      "mlp.up_proj.bias",
     "mlp.down_proj.bias"};
 
-static int64_t hf_count(const attn_llm_config *c) { return 3 + c->num_layers * LT_N; }
-
-/* Entry i: 0 when the config has no such tensor, else its name and shape. */
+/* Entry i: 0 when the config has no such tensor, else its HF name and shape. */
 static int hf_entry(const attn_llm_config *c, int64_t i, char *name, size_t n, int *nd,
                     int64_t shape[2]) {
-    const int64_t E = c->hidden_size, V = c->vocab_size, F = c->intermediate_size;
-    const int64_t HD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-    if (i < 3) {
-        if (i == 2 && c->tie_word_embeddings) return 0;
-        snprintf(name, n, "%s", i == 0 ? "model.embed_tokens.weight"
-                                : i == 1 ? "model.norm.weight"
-                                         : "lm_head.weight");
-        *nd = i == 1 ? 1 : 2;
-        shape[0] = i == 1 ? E : V, shape[1] = E;
-        return 1;
-    }
-    const int64_t l = (i - 3) / LT_N;
-    const int k = (int)((i - 3) % LT_N);
-    if ((k >= LT_QB && k <= LT_OB && !c->attention_bias) || (k >= LT_GB && !c->mlp_bias))
-        return 0;
-    const int64_t rows[LT_N] = {HD, KD, KD, E, F, F, E, E, E, HD, KD, KD, E, F, F, E};
-    const int64_t cols[LT_N] = {E, E, E, HD, E, E, F, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    snprintf(name, n, "model.layers.%lld.%s", (long long)l, lt_name[k]);
-    *nd = cols[k] ? 2 : 1;
-    shape[0] = rows[k], shape[1] = cols[k];
+    int64_t layer, rows, cols;
+    int kind;
+    if (!attn__llm_entry(c, i, &layer, &kind, &rows, &cols)) return 0;
+    if (layer < 0)
+        snprintf(name, n, "%s", kind == 0 ? "model.embed_tokens.weight"
+                                : kind == 1 ? "model.norm.weight"
+                                            : "lm_head.weight");
+    else
+        snprintf(name, n, "model.layers.%lld.%s", (long long)layer, lt_name[kind]);
+    *nd = cols ? 2 : 1;
+    shape[0] = rows, shape[1] = cols;
     return 1;
-}
-
-/* Points m's weight of entry i at p (F32, the shape hf_entry gives). */
-static void hf_bind(attn_llm *m, int64_t i, float *p) {
-    const attn_llm_config *c = &m->cfg;
-    const int64_t E = c->hidden_size, V = c->vocab_size;
-    if (i < 3) {
-        if (i == 0) m->embed = attn__llm_w_f32(p, NULL, V, E);
-        else if (i == 1) m->norm = p;
-        else m->lm_head = attn__llm_w_f32(p, NULL, V, E);
-        if (i == 0 && c->tie_word_embeddings) m->lm_head = m->embed;
-        return;
-    }
-    attn__llama_block *l = &m->layers[(i - 3) / LT_N];
-    const int k = (int)((i - 3) % LT_N);
-    const int64_t F = c->intermediate_size, HD = c->num_heads * c->head_dim,
-                  KD = c->num_kv_heads * c->head_dim;
-    attn__llm_w *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
-                         &l->mlp.gate, &l->mlp.up, &l->mlp.down};
-    const int64_t N[7] = {HD, KD, KD, E, F, F, E}, K[7] = {E, E, E, HD, E, E, F};
-    if (k <= LT_DOWN) *w[k] = attn__llm_w_f32(p, w[k]->bias, N[k], K[k]);
-    else if (k == LT_LN1) l->ln1 = p;
-    else if (k == LT_LN2) l->ln2 = p;
-    else w[k - LT_QB]->bias = p; /* biases come after their weights */
 }
 
 /* Every tensor of the config in st, with its shape (else the status, naming it), and the
@@ -411,7 +416,7 @@ static void hf_bind(attn_llm *m, int64_t i, float *p) {
 static attn_status hf_match(attn_ctx *ctx, const attn_llm_config *c, const attn_st *st,
                             size_t *bytes) {
     size_t total = 0;
-    for (int64_t i = 0; i < hf_count(c); i++) {
+    for (int64_t i = 0; i < attn__llm_entry_count(c); i++) {
         char name[96];
         int nd, found;
         int64_t shape[2];
@@ -434,7 +439,7 @@ static attn_status hf_fill(attn_ctx *ctx, attn_llm *m, const attn_st *st, size_t
     const int check = !(ctx->flags & ATTN_CTX_NO_FINITE_CHECK);
     size_t off = 0;
     /* biases are bound after their weights: entries run weights first within a layer */
-    for (int64_t i = 0; i < hf_count(&m->cfg); i++) {
+    for (int64_t i = 0; i < attn__llm_entry_count(&m->cfg); i++) {
         char name[96];
         int nd;
         int64_t shape[2];
@@ -448,7 +453,7 @@ static attn_status hf_fill(attn_ctx *ctx, attn_llm *m, const attn_st *st, size_t
             ATTN_FAIL_IF(!isfinite(p[j]), ctx, ATTN_E_NONFINITE,
                          "tensor \"%s\" holds %g at element %lld", name, (double)p[j],
                          (long long)j);
-        hf_bind(m, i, p);
+        attn__llm_bind(m, i, ATTN_Q_F32, p, 0);
     }
     return ATTN_OK;
 }

@@ -121,40 +121,25 @@ static attn_status config(attn_ctx *ctx, const attn_gguf *g, const char *path,
     return ATTN_OK;
 }
 
-/* The GGUF tensors of a model, in hf_entry's order (llama.c): 0 token_embd, 1 output_norm,
- * 2 output, then per layer the LT_N entries below. */
-enum { LT_Q, LT_K, LT_V, LT_O, LT_GATE, LT_UP, LT_DOWN, LT_LN1, LT_LN2, LT_QB, LT_KB, LT_VB,
-       LT_OB, LT_GB, LT_UB, LT_DB, LT_N };
-static const char *const lt_name[LT_N] = {
-    "attn_q.weight",   "attn_k.weight",   "attn_v.weight",      "attn_output.weight",
-    "ffn_gate.weight", "ffn_up.weight",   "ffn_down.weight",    "attn_norm.weight",
-    "ffn_norm.weight", "attn_q.bias",     "attn_k.bias",        "attn_v.bias",
-    "attn_output.bias", "ffn_gate.bias",  "ffn_up.bias",        "ffn_down.bias"};
+/* GGUF's names of the per-layer tensors, in the order of llm_model.h's ATTN__LT_*. */
+static const char *const lt_name[ATTN__LT_N] = {
+    "attn_q.weight",    "attn_k.weight",  "attn_v.weight",   "attn_output.weight",
+    "ffn_gate.weight",  "ffn_up.weight",  "ffn_down.weight", "attn_norm.weight",
+    "ffn_norm.weight",  "attn_q.bias",    "attn_k.bias",     "attn_v.bias",
+    "attn_output.bias", "ffn_gate.bias",  "ffn_up.bias",     "ffn_down.bias"};
 
-static int64_t entry_count(const attn_llm_config *c) { return 3 + c->num_layers * LT_N; }
-
-/* Entry i: 0 when the config has no such tensor, else its name and row-major shape [rows,
- * cols] (cols 0: a vector). */
+/* Entry i (attn__llm_entry): 0 when absent, else its GGUF name and shape. */
 static int entry(const attn_llm_config *c, int64_t i, char *name, size_t n, int64_t *rows,
                  int64_t *cols) {
-    const int64_t E = c->hidden_size, V = c->vocab_size, F = c->intermediate_size;
-    const int64_t HD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-    if (i < 3) {
-        if (i == 2 && c->tie_word_embeddings) return 0;
-        snprintf(name, n, "%s", i == 0 ? "token_embd.weight" : i == 1 ? "output_norm.weight"
-                                                                    : "output.weight");
-        *rows = i == 1 ? E : V, *cols = i == 1 ? 0 : E;
-        return 1;
-    }
-    const int64_t l = (i - 3) / LT_N;
-    const int k = (int)((i - 3) % LT_N);
-    if ((k >= LT_QB && k <= LT_OB && !c->attention_bias) || (k >= LT_GB && !c->mlp_bias))
-        return 0;
-    static const int vec[LT_N] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    const int64_t R[LT_N] = {HD, KD, KD, E, F, F, E, E, E, HD, KD, KD, E, F, F, E};
-    const int64_t C[LT_N] = {E, E, E, HD, E, E, F, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    snprintf(name, n, "blk.%lld.%s", (long long)l, lt_name[k]);
-    *rows = R[k], *cols = vec[k] ? 0 : C[k];
+    int64_t layer;
+    int kind;
+    if (!attn__llm_entry(c, i, &layer, &kind, rows, cols)) return 0;
+    if (layer < 0)
+        snprintf(name, n, "%s", kind == 0 ? "token_embd.weight"
+                                : kind == 1 ? "output_norm.weight"
+                                            : "output.weight");
+    else
+        snprintf(name, n, "blk.%lld.%s", (long long)layer, lt_name[kind]);
     return 1;
 }
 
@@ -168,7 +153,7 @@ static int keeps_type(int64_t i, int64_t cols, int type, unsigned flags) {
 static attn_status match(attn_ctx *ctx, const attn_gguf *g, const attn_llm_config *c,
                          unsigned flags, const char *path, size_t *bytes) {
     size_t total = 0;
-    for (int64_t i = 0; i < entry_count(c); i++) {
+    for (int64_t i = 0; i < attn__llm_entry_count(c); i++) {
         char name[96];
         int64_t rows, cols;
         if (!entry(c, i, name, sizeof name, &rows, &cols)) continue;
@@ -197,43 +182,6 @@ static attn_status match(attn_ctx *ctx, const attn_gguf *g, const attn_llm_confi
     return ATTN_OK;
 }
 
-/* Points m's weight of entry i at the tensor (type as stored) or at its F32 copy. */
-static void bind(attn_llm *m, int64_t i, int type, const void *p) {
-    const attn_llm_config *c = &m->cfg;
-    const int64_t E = c->hidden_size, V = c->vocab_size;
-    attn__llm_w w0 = {type, p, 0, 0, NULL};
-    if (i < 3) {
-        if (i == 1) {
-            m->norm = p;
-            return;
-        }
-        w0.N = V, w0.K = E;
-        if (i == 0) m->embed = w0;
-        else m->lm_head = w0;
-        if (i == 0 && c->tie_word_embeddings) m->lm_head = m->embed;
-        return;
-    }
-    attn__llama_block *l = &m->layers[(i - 3) / LT_N];
-    const int k = (int)((i - 3) % LT_N);
-    const int64_t F = c->intermediate_size, HD = c->num_heads * c->head_dim,
-                  KD = c->num_kv_heads * c->head_dim;
-    attn__llm_w *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
-                         &l->mlp.gate, &l->mlp.up, &l->mlp.down};
-    const int64_t N[7] = {HD, KD, KD, E, F, F, E}, K[7] = {E, E, E, HD, E, E, F};
-    l->attn.rope_interleaved = 1;
-    if (k <= LT_DOWN) {
-        const float *b = w[k]->bias;
-        w0.N = N[k], w0.K = K[k], w0.bias = b;
-        *w[k] = w0;
-    } else if (k == LT_LN1) {
-        l->ln1 = p;
-    } else if (k == LT_LN2) {
-        l->ln2 = p;
-    } else {
-        w[k - LT_QB]->bias = p;
-    }
-}
-
 static attn_status fill(attn_ctx *ctx, attn_llm *m, gguf_store *s, unsigned flags,
                         size_t bytes, const char *path) {
     if (bytes) {
@@ -243,14 +191,14 @@ static attn_status fill(attn_ctx *ctx, attn_llm *m, gguf_store *s, unsigned flag
     }
     const int check = !(ctx->flags & ATTN_CTX_NO_FINITE_CHECK);
     size_t off = 0;
-    for (int64_t i = 0; i < entry_count(&m->cfg); i++) {
+    for (int64_t i = 0; i < attn__llm_entry_count(&m->cfg); i++) {
         char name[96];
         int64_t rows, cols;
         if (!entry(&m->cfg, i, name, sizeof name, &rows, &cols)) continue;
         attn_gguf_tensor t;
         ATTN_TRY(attn_gguf_tensor_find(s->g, name, &t));
         if (keeps_type(i, cols, t.type, flags)) {
-            bind(m, i, t.type, t.data);
+            attn__llm_bind(m, i, t.type, t.data, 1);
             continue;
         }
         const float *p = t.data;
@@ -267,7 +215,7 @@ static attn_status fill(attn_ctx *ctx, attn_llm *m, gguf_store *s, unsigned flag
             ATTN_FAIL_IF(!isfinite(p[j]), ctx, ATTN_E_NONFINITE,
                          "%.300s: tensor %s holds %g at element %lld", path, name, (double)p[j],
                          (long long)j);
-        bind(m, i, ATTN_Q_F32, p);
+        attn__llm_bind(m, i, ATTN_Q_F32, p, 1);
     }
     return ATTN_OK;
 }

@@ -36,6 +36,22 @@ struct attn_llm {
     int add_bos;                   /* 1: prompts start with bos */
 };
 
+/* The model's tensors in one order, for every loader: 0 the token embedding, 1 the final
+ * norm, 2 the output head, then per layer the ATTN__LT_N entries (weights, norms, then the
+ * biases, which bind after their weights).  attn__llm_entry: 0 when the config has no such
+ * tensor (the head when tied, biases without their flags), else its layer (-1 for 0..2), kind
+ * (0..2, or ATTN__LT_*) and row-major shape [rows, cols] (cols 0: a vector).  attn__llm_bind
+ * points the weight of entry i at p, stored as type (vectors: F32); rope_interleaved as
+ * attn__llama_attn's. */
+enum { ATTN__LT_Q, ATTN__LT_K, ATTN__LT_V, ATTN__LT_O, ATTN__LT_GATE, ATTN__LT_UP, ATTN__LT_DOWN,
+       ATTN__LT_LN1, ATTN__LT_LN2, ATTN__LT_QB, ATTN__LT_KB, ATTN__LT_VB, ATTN__LT_OB,
+       ATTN__LT_GB, ATTN__LT_UB, ATTN__LT_DB, ATTN__LT_N };
+ATTN__HIDDEN int64_t attn__llm_entry_count(const attn_llm_config *c);
+ATTN__HIDDEN int attn__llm_entry(const attn_llm_config *c, int64_t i, int64_t *layer, int *kind,
+                                 int64_t *rows, int64_t *cols);
+ATTN__HIDDEN void attn__llm_bind(attn_llm *m, int64_t i, int type, const void *p,
+                                 int rope_interleaved);
+
 /* The checks of step 2 alone (no allocation): a loader may run them before it reads anything
  * sized by the config.  *out (may be cfg) receives the resolved config. */
 ATTN__HIDDEN attn_status attn__llm_check(attn_ctx *ctx, const attn_llm_config *cfg,
