@@ -133,3 +133,47 @@ def main():
 
 if __name__ == "__main__":
     main()
+
+
+def smollm2(path):
+    """Expectations for the real SmolLM2-135M-Instruct Q4_1 file (tests/test_llama_gguf.c when
+    ATTN_SMOLLM2_GGUF is set): for three prompts, transformers' ids (its tokenizer from the
+    GGUF: prompts without digits, where it agrees with the smollm pre-tokenizer), the 32 logits
+    of the last position largest in transformers' run with their ids, max|logit| there, and the
+    greedy continuation of 32 tokens (stopped at <|im_end|>)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    prompts = ["The capital of France is",
+               "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+               "<|im_start|>assistant\n",
+               "def fibonacci(n):"]
+    tmp = tempfile.mkdtemp()
+    os.symlink(os.path.abspath(path), os.path.join(tmp, "m.gguf"))
+    model = AutoModelForCausalLM.from_pretrained(tmp, gguf_file="m.gguf",
+                                                 dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(tmp, gguf_file="m.gguf")
+    out = {}
+    with torch.no_grad():
+        for k, p in enumerate(prompts):
+            ids = torch.tensor([tok(p, add_special_tokens=False)["input_ids"]])
+            lg = model(ids).logits[0, -1].float()
+            top = torch.topk(lg, 32)
+            g = model.generate(ids, max_new_tokens=32, do_sample=False, eos_token_id=2,
+                               pad_token_id=0)[0, ids.shape[1]:]
+            gen = []
+            for t in g.tolist():
+                if t == 2:
+                    break
+                gen.append(t)
+            out[f"ids_{k}"] = ids[0].to(torch.int32).contiguous()
+            out[f"top_ids_{k}"] = top.indices.to(torch.int32).contiguous()
+            out[f"top_logits_{k}"] = top.values.contiguous()
+            out[f"max_abs_{k}"] = lg.abs().max().reshape(1)
+            out[f"greedy_{k}"] = torch.tensor(gen, dtype=torch.int32)
+    dst = os.path.join(HERE, "fixtures", "smollm2_expected.safetensors")
+    save_file(out, dst)
+    shutil.rmtree(tmp)
+    print("wrote", dst)
+
+
+if __name__ == "__main__" and os.environ.get("ATTN_SMOLLM2_GGUF"):
+    smollm2(os.environ["ATTN_SMOLLM2_GGUF"])

@@ -207,6 +207,98 @@ static void check_damaged(attn_ctx *ctx) {
     free(d);
 }
 
+/* The real SmolLM2-135M-Instruct Q4_1 file when ATTN_SMOLLM2_GGUF names it (CI downloads it):
+ * against transformers reading it (tests/fixtures/smollm2_expected.safetensors, written by
+ * tests/gen_llama_gguf.py): the prompts' ids, the 32 largest logits of the last position within
+ * 1e-3 of max|logit|, greedy continuations of 32 tokens identical. */
+static void check_smollm2(attn_ctx *ctx) {
+    const char *path = getenv("ATTN_SMOLLM2_GGUF");
+    if (!path || !*path) {
+        printf("test_llama_gguf: ATTN_SMOLLM2_GGUF not set: the SmolLM2-135M checks are "
+               "skipped\n");
+        return;
+    }
+    attn_st *ex = NULL;
+    if (!TU_STATUS(attn_st_read_file(ctx, "fixtures/smollm2_expected.safetensors", &ex), ATTN_OK,
+                   ctx))
+        return;
+    attn_st *keep = expected;
+    expected = ex;
+    for (int mode = 0; mode < 2; mode++) {
+        attn_llm *m = NULL;
+        if (!TU_STATUS(attn_llm_load_gguf(ctx, path, mode ? ATTN_LLM_LOAD_F32 : 0, &m), ATTN_OK,
+                       ctx))
+            break;
+        attn_llm_config c;
+        attn_llm_get_info(m, &c);
+        float *lg = malloc(sizeof(float) * (size_t)c.vocab_size);
+        static const char *const prompts[3] = {
+            "The capital of France is",
+            "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+            "def fibonacci(n):"};
+        for (int k = 0; k < 3; k++) {
+            char nm[32];
+            int64_t n, nt, ng, nx;
+            snprintf(nm, sizeof nm, "ids_%d", k);
+            float *idf = get(ctx, nm, &n);
+            snprintf(nm, sizeof nm, "top_ids_%d", k);
+            float *tid = get(ctx, nm, &nt);
+            snprintf(nm, sizeof nm, "top_logits_%d", k);
+            float *tlg = get(ctx, nm, &nt);
+            snprintf(nm, sizeof nm, "greedy_%d", k);
+            float *gr = get(ctx, nm, &ng);
+            snprintf(nm, sizeof nm, "max_abs_%d", k);
+            float *mx = get(ctx, nm, &nx);
+            int32_t ids[256];
+            int64_t ni = 0;
+            TU_STATUS(attn_bpe_encode(ctx, attn_llm_tokenizer(m), prompts[k], strlen(prompts[k]),
+                                      ATTN_BPE_PARSE_SPECIAL, ids, 256, &ni), ATTN_OK, ctx);
+            int same = idf && ni == n;
+            for (int64_t i = 0; same && i < n; i++) same = ids[i] == (int32_t)idf[i];
+            TU_CHECK(same, "SmolLM2 prompt %d: ids differ from transformers'", k);
+            attn_llm_session *s = NULL;
+            if (!same || !tid || !tlg || !gr || !mx ||
+                !TU_STATUS(attn_llm_session_create(ctx, m, 512, ATTN_F32, &s), ATTN_OK, ctx)) {
+                free(idf), free(tid), free(tlg), free(gr), free(mx);
+                continue;
+            }
+            TU_STATUS(attn_llm_session_prefill(ctx, s, ids, ni, lg), ATTN_OK, ctx);
+            double e = 0;
+            for (int64_t j = 0; j < nt; j++) {
+                double d = fabs((double)lg[(int32_t)tid[j]] - tlg[j]);
+                if (!(d <= e)) e = d;
+            }
+            printf("  SmolLM2 %s prompt %d: top-32 logits within %.2e of max|logit| %.2f\n",
+                   mode ? "f32" : "Q4_1", k, e / mx[0], (double)mx[0]);
+            TU_CHECK(e <= 1e-3 * mx[0], "SmolLM2 prompt %d: logits %.3g from transformers'", k,
+                     e);
+            attn_llm_sampler sp = attn_llm_sampler_defaults();
+            sp.temperature = 0;
+            int ok = 1;
+            int64_t g = 0;
+            for (; g < 32; g++) {
+                int32_t id;
+                attn_llm_sample(ctx, &sp, lg, c.vocab_size, NULL, 0, NULL, &id);
+                if (id == 2) break;
+                if (g >= ng || id != (int32_t)gr[g]) {
+                    ok = 0;
+                    break;
+                }
+                if (attn_llm_session_decode(ctx, s, id, lg) != ATTN_OK) break;
+            }
+            TU_CHECK(ok && (g == ng || g == 32), "SmolLM2 %s prompt %d: greedy continuation "
+                     "differs from transformers' at token %lld", mode ? "f32" : "Q4_1", k,
+                     (long long)g);
+            attn_llm_session_free(s);
+            free(idf), free(tid), free(tlg), free(gr), free(mx);
+        }
+        free(lg);
+        attn_llm_free(m);
+    }
+    expected = keep;
+    attn_st_free(ex);
+}
+
 int main(void) {
     attn_ctx *ctx = tu_ctx(2);
     if (!ctx) return tu_finish("test_llama_gguf");
@@ -216,6 +308,7 @@ int main(void) {
         check_model(ctx, ATTN_LLM_LOAD_F32, "f32");
         check_threads();
         check_damaged(ctx);
+        check_smollm2(ctx);
     }
     attn_st_free(expected);
     attn_ctx_free(ctx);
