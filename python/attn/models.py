@@ -1,0 +1,3 @@
+from __future__ import annotations
+class LLM: pass
+class SentenceEncoder: pass
