@@ -98,6 +98,15 @@ class LlmSampler(Structure):
                 ("min_p", c_float), ("repetition_penalty", c_float), ("seed", c_uint64)]
 
 
+class LlmConfig(Structure):
+    _fields_ = [("vocab_size", c_int64), ("hidden_size", c_int64),
+                ("intermediate_size", c_int64), ("num_layers", c_int64),
+                ("num_heads", c_int64), ("num_kv_heads", c_int64), ("head_dim", c_int64),
+                ("max_position_embeddings", c_int64), ("rms_norm_eps", c_double),
+                ("rope_theta", c_double), ("tie_word_embeddings", c_int),
+                ("attention_bias", c_int), ("mlp_bias", c_int)]
+
+
 class BpeStream(Structure):
     _fields_ = [("pending", ctypes.c_ubyte * 4), ("npending", c_int)]
 
@@ -158,6 +167,7 @@ attn_llm_free = _fn("attn_llm_free", None, P)
 attn_llm_tokenizer = _fn("attn_llm_tokenizer", P, P)
 attn_llm_chat_template = _fn("attn_llm_chat_template", c_char_p, P)
 attn_llm_get_special = _fn("attn_llm_get_special", _S, P, POINTER(LlmSpecial))
+attn_llm_get_info = _fn("attn_llm_get_info", _S, P, POINTER(LlmConfig))
 attn_llm_is_end = _fn("attn_llm_is_end", c_int, P, c_int32)
 attn_llm_session_create = _fn("attn_llm_session_create", _S, P, P, c_int64, c_int,
                               POINTER(c_void_p))

@@ -1,3 +1,264 @@
+"""Whole models: SentenceEncoder (attn_bert_*) and LLM (attn_llm_*, attn_bpe_*,
+attn_chat_format).  Each object holds its loaded model (read-only, shared by every Python
+thread, each calling with its own context); an LLM generation holds its own session."""
 from __future__ import annotations
-class LLM: pass
-class SentenceEncoder: pass
+
+import ctypes
+import os
+from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
+from typing import Dict, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _lib
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _path(p: PathLike) -> bytes:
+    p = os.fspath(p)
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"attn: {p} does not exist")
+    return os.fsencode(p)
+
+
+class SentenceEncoder:
+    """Sentence embeddings of a sentence-transformers / Hugging Face BERT folder
+    (config.json, model.safetensors, vocab.txt, optional modules.json and pooling config),
+    as ``sentence_transformers.SentenceTransformer(folder).encode``."""
+
+    def __init__(self, folder: PathLike):
+        path = _path(folder)
+        c = _lib.ctx()
+        ptr = c_void_p()
+        _lib.check(_lib.attn_bert_load(c, path, byref(ptr)), c)
+        self._ptr = ptr
+        self._free = _lib.attn_bert_free
+        info = _lib.BertInfo()
+        _lib.attn_bert_get_info(ptr, byref(info))
+        self.info: Dict[str, object] = {name: getattr(info, name) for name, _ in info._fields_}
+        self.dim = int(info.hidden_size)
+        self.max_seq_length = int(info.max_seq_length)
+
+    def __del__(self):
+        if getattr(self, "_ptr", None):
+            self._free(self._ptr)
+            self._ptr = None
+
+    def tokenize(self, text: str) -> List[int]:
+        """Token ids of one text with [CLS] and [SEP], truncated to max_seq_length."""
+        c = _lib.ctx()
+        n = c_int64()
+        cap = self.max_seq_length
+        ids = (c_int32 * cap)()
+        _lib.check(_lib.attn_bert_tokenize(c, self._ptr, text.encode("utf-8"), ids, cap,
+                                           byref(n)), c)
+        return list(ids[:min(n.value, cap)])
+
+    def encode(self, sentences: Union[str, Sequence[str]], batch_size: int = 32,
+               normalize_embeddings: bool = False) -> np.ndarray:
+        """Embeddings ``[n, dim]`` float32 (``[dim]`` for one string).  The library batches
+        inside (sorted by length); batch_size is the number of texts handed to it per call."""
+        single = isinstance(sentences, str)
+        texts = [sentences] if single else list(sentences)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if batch_size < 1:
+            raise ValueError("attn: batch_size must be >= 1")
+        c = _lib.ctx()
+        for i in range(0, len(texts), batch_size):
+            chunk = [t.encode("utf-8") for t in texts[i:i + batch_size]]
+            arr = (c_char_p * len(chunk))(*chunk)
+            _lib.check(_lib.attn_bert_embed(c, self._ptr, arr, len(chunk),
+                                            out[i:i + len(chunk)].ctypes.data), c)
+        if normalize_embeddings:
+            norm = np.linalg.norm(out, axis=1, keepdims=True)
+            out /= np.maximum(norm, 1e-12)
+        return out[0] if single else out
+
+
+class LLM:
+    """A Llama-architecture language model: a GGUF file (quantized matrices read in place) or
+    a Hugging Face folder, with its tokenizer and chat template.
+
+    ``generate`` yields text pieces as they are decoded; ``chat`` formats a conversation with
+    the model's (ChatML-family) template and generates the reply."""
+
+    def __init__(self, path: PathLike, *, dequantize: bool = False,
+                 context_length: Optional[int] = None, kv_cache: str = "float32"):
+        p = _path(path)
+        c = _lib.ctx()
+        ptr = c_void_p()
+        _lib.check(_lib.attn_llm_load(c, p, 1 if dequantize else 0, byref(ptr)), c)
+        self._ptr = ptr
+        self._free = _lib.attn_llm_free
+        self._bpe = _lib.attn_llm_tokenizer(ptr)
+        sp = _lib.LlmSpecial()
+        _lib.attn_llm_get_special(ptr, byref(sp))
+        self.bos, self.eos, self.eot, self.add_bos = sp.bos, sp.eos, sp.eot, bool(sp.add_bos)
+        tmpl = _lib.attn_llm_chat_template(ptr)
+        self.chat_template: Optional[str] = tmpl.decode("utf-8", "replace") if tmpl else None
+        self.vocab_size = int(_lib.attn_bpe_vocab_size(self._bpe)) if self._bpe else 0
+        cfg = _lib.LlmConfig()
+        _lib.attn_llm_get_info(ptr, byref(cfg))
+        self.config: Dict[str, object] = {n: getattr(cfg, n) for n, _ in cfg._fields_}
+        self._context_length = context_length
+        if kv_cache not in ("float32", "bfloat16"):
+            raise ValueError("attn: kv_cache is 'float32' or 'bfloat16'")
+        self._cache_dtype = _lib.ATTN_F32 if kv_cache == "float32" else _lib.ATTN_BF16
+
+    def __del__(self):
+        if getattr(self, "_ptr", None):
+            self._free(self._ptr)
+            self._ptr = None
+
+    def _need_tokenizer(self):
+        if not self._bpe:
+            raise ValueError("attn: this model has no tokenizer")
+
+    def tokenize(self, text: str, *, add_bos: Optional[bool] = None,
+                 parse_special: bool = True) -> List[int]:
+        """Token ids of text (BOS first when the model asks for it, or add_bos=True).
+        parse_special: control tokens written in the text ("<|im_end|>") become their ids."""
+        self._need_tokenizer()
+        data = text.encode("utf-8")
+        c = _lib.ctx()
+        n = c_int64()
+        flags = 1 if parse_special else 0
+        _lib.check(_lib.attn_bpe_encode(c, self._bpe, data, len(data), flags, None, 0,
+                                        byref(n)), c)
+        ids = (c_int32 * max(n.value, 1))()
+        _lib.check(_lib.attn_bpe_encode(c, self._bpe, data, len(data), flags, ids, n.value,
+                                        byref(n)), c)
+        out = list(ids[:n.value])
+        if (self.add_bos if add_bos is None else add_bos) and self.bos >= 0:
+            out.insert(0, self.bos)
+        return out
+
+    def detokenize(self, ids: Sequence[int], *, skip_special: bool = False) -> str:
+        """The text of ids (invalid UTF-8 shown as U+FFFD)."""
+        self._need_tokenizer()
+        arr = (c_int32 * max(len(ids), 1))(*ids)
+        c = _lib.ctx()
+        n = c_size_t()
+        flags = 2 if skip_special else 0
+        _lib.check(_lib.attn_bpe_decode(c, self._bpe, arr, len(ids), flags, None, 0, byref(n)),
+                   c)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _lib.check(_lib.attn_bpe_decode(c, self._bpe, arr, len(ids), flags, buf, n.value + 1,
+                                        byref(n)), c)
+        return buf.raw[:n.value].decode("utf-8", "replace")
+
+    def generate_ids(self, prompt_ids: Sequence[int], max_tokens: int = 128,
+                     temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                     seed: int = 0, *, min_p: float = 0.0, repetition_penalty: float = 1.0,
+                     stop_at_end: bool = True) -> Iterator[int]:
+        """The generated ids one by one (temperature 0: greedy).  Sampling follows Hugging
+        Face's logits processors (attn_llm_sample); the same seed gives the same tokens.
+        Stops after max_tokens, at an end token (eos / end of turn) unless stop_at_end is
+        False, or when the context is full."""
+        prompt = list(prompt_ids)
+        if not prompt:
+            raise ValueError("attn: the prompt has no tokens")
+        info_cap = self._capacity(len(prompt) + max_tokens)
+        sampler = _lib.attn_llm_sampler_defaults()
+        sampler.temperature = float(temperature)
+        sampler.top_k = int(top_k)
+        sampler.top_p = float(top_p)
+        sampler.min_p = float(min_p)
+        sampler.repetition_penalty = float(repetition_penalty)
+        sampler.seed = int(seed) & (2**64 - 1)
+        c = _lib.ctx()
+        sess = c_void_p()
+        _lib.check(_lib.attn_llm_session_create(c, self._ptr, info_cap, self._cache_dtype,
+                                                byref(sess)), c)
+        try:
+            V = self._vocab_logits()
+            logits = np.empty(V, dtype=np.float32)
+            history = list(prompt)
+            ids = (c_int32 * len(prompt))(*prompt)
+            c = _lib.ctx()
+            _lib.check(_lib.attn_llm_session_prefill(c, sess, ids, len(prompt),
+                                                     logits.ctypes.data), c)
+            step = c_uint64(0)
+            out = c_int32()
+            for i in range(max_tokens):
+                c = _lib.ctx()  # the thread resuming the generator may differ
+                hist = (c_int32 * len(history))(*history)
+                _lib.check(_lib.attn_llm_sample(c, byref(sampler), logits.ctypes.data, V, hist,
+                                                len(history), byref(step), byref(out)), c)
+                tok = out.value
+                if stop_at_end and _lib.attn_llm_is_end(self._ptr, tok):
+                    return
+                yield tok
+                history.append(tok)
+                if i + 1 == max_tokens or len(history) >= info_cap:
+                    return
+                _lib.check(_lib.attn_llm_session_decode(c, sess, tok, logits.ctypes.data), c)
+        finally:
+            _lib.attn_llm_session_free(sess)
+
+    def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 128,
+                 temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                 **kwargs) -> Iterator[str]:
+        """Text pieces of the continuation of prompt (a string, tokenized with BOS when the
+        model asks for it, or token ids), as they are decoded: only whole UTF-8 characters
+        come out.  Options as generate_ids."""
+        self._need_tokenizer()
+        ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        state = _lib.BpeStream()
+        cap = 64
+        buf = ctypes.create_string_buffer(cap)
+        n = c_size_t()
+        for tok in self.generate_ids(ids, max_tokens, temperature, top_k, top_p, seed,
+                                     **kwargs):
+            c = _lib.ctx()
+            st = _lib.attn_bpe_decode_stream(c, self._bpe, byref(state), tok, 2, buf, cap,
+                                             byref(n))
+            if st == 1 and n.value >= cap:  # too small: grow and retry
+                cap = n.value + 1
+                buf = ctypes.create_string_buffer(cap)
+                st = _lib.attn_bpe_decode_stream(c, self._bpe, byref(state), tok, 2, buf, cap,
+                                                 byref(n))
+            _lib.check(st, c)
+            if n.value:
+                yield buf.raw[:n.value].decode("utf-8", "replace")
+        c = _lib.ctx()
+        _lib.check(_lib.attn_bpe_decode_stream_end(c, byref(state), buf, cap, byref(n)), c)
+        if n.value:
+            yield buf.raw[:n.value].decode("utf-8", "replace")
+
+    def format_chat(self, messages: Sequence[Dict[str, str]],
+                    add_generation_prompt: bool = True) -> str:
+        """The conversation as the model's chat template writes it (transformers'
+        apply_chat_template(..., tokenize=False)); ChatML-family templates only."""
+        if not self.chat_template:
+            raise ValueError("attn: the model has no chat template")
+        keep = [(m["role"].encode("utf-8"), m["content"].encode("utf-8")) for m in messages]
+        arr = (_lib.ChatMessage * max(len(keep), 1))()
+        for i, (r, t) in enumerate(keep):
+            arr[i].role, arr[i].content = r, t
+        tmpl = self.chat_template.encode("utf-8")
+        c = _lib.ctx()
+        n = c_size_t()
+        _lib.check(_lib.attn_chat_format(c, tmpl, arr, len(keep), int(add_generation_prompt),
+                                         None, 0, byref(n)), c)
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _lib.check(_lib.attn_chat_format(c, tmpl, arr, len(keep), int(add_generation_prompt),
+                                         buf, n.value + 1, byref(n)), c)
+        return buf.raw[:n.value].decode("utf-8")
+
+    def chat(self, messages: Sequence[Dict[str, str]], max_tokens: int = 256, *,
+             stream: bool = False, **kwargs) -> Union[str, Iterator[str]]:
+        """The assistant's reply to messages ([{"role": ..., "content": ...}, ...]): the whole
+        text, or its pieces with stream=True.  Options as generate."""
+        text = self.format_chat(messages, add_generation_prompt=True)
+        pieces = self.generate(self.tokenize(text), max_tokens, **kwargs)
+        return pieces if stream else "".join(pieces)
+
+    # --- sizes ------------------------------------------------------------------------------
+    def _vocab_logits(self) -> int:
+        return int(self.config["vocab_size"])
+
+    def _capacity(self, want: int) -> int:
+        cap = want if self._context_length is None else min(want, self._context_length)
+        return max(1, min(cap, int(self.config["max_position_embeddings"])))

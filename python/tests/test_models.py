@@ -1,0 +1,91 @@
+"""SentenceEncoder and LLM on the committed tiny models (tests/fixtures)."""
+import os
+
+import numpy as np
+import pytest
+
+import attn
+
+from conftest import FIXTURES, read_safetensors
+
+
+def _bert_expected(path):
+    cases = []
+    text = ids = None
+    with open(path) as f:
+        for line in f:
+            tag, _, rest = line.rstrip("\n").partition(" ")
+            if tag == "T":
+                text = bytes.fromhex(rest).decode("utf-8")
+            elif tag == "I":
+                v = [int(x) for x in rest.split()]
+                ids = v[1:1 + v[0]]
+            elif tag == "E":
+                cases.append((text, ids, np.array([float(x) for x in rest.split()])))
+    return cases
+
+
+def test_sentence_encoder_matches_the_reference():
+    enc = attn.SentenceEncoder(os.path.join(FIXTURES, "bert_tiny"))
+    cases = _bert_expected(os.path.join(FIXTURES, "bert_tiny_expected.txt"))
+    assert len(cases) > 5
+    texts = [t for t, _, _ in cases]
+    for t, ids, _ in cases:
+        assert enc.tokenize(t) == ids
+    for bs in (32, 3):
+        emb = enc.encode(texts, batch_size=bs)
+        assert emb.shape == (len(texts), enc.dim) and emb.dtype == np.float32
+        want = np.stack([e for _, _, e in cases])
+        assert np.max(np.abs(emb - want)) <= 1e-5
+    one = enc.encode(texts[0], normalize_embeddings=True)
+    assert one.shape == (enc.dim,)
+    assert abs(np.linalg.norm(one) - 1) < 1e-5
+
+
+def test_missing_model_folder():
+    with pytest.raises(FileNotFoundError):
+        attn.SentenceEncoder("/nonexistent/folder")
+    with pytest.raises(attn.AttnError):
+        attn.SentenceEncoder(FIXTURES)  # not a model folder
+
+
+def test_llm_greedy_matches_transformers():
+    llm = attn.LLM(os.path.join(FIXTURES, "llama_tiny.gguf"))
+    exp, _ = read_safetensors(os.path.join(FIXTURES, "llama_tiny_gguf_expected.safetensors"))
+    prompt = [int(x) for x in exp["greedy_prompt"]]
+    want = [int(x) for x in exp["greedy"]]
+    got = list(llm.generate_ids(prompt, max_tokens=len(want), temperature=0,
+                                stop_at_end=False))
+    assert got == want
+
+
+def test_llm_text_side():
+    llm = attn.LLM(os.path.join(FIXTURES, "llama_tiny.gguf"))
+    text = "Hello, wörld!"
+    ids = llm.tokenize(text, add_bos=False)
+    assert llm.detokenize(ids) == text
+    pieces = list(llm.generate(text, max_tokens=12, temperature=0.8, top_k=20, top_p=0.9,
+                               seed=3))
+    again = list(llm.generate(text, max_tokens=12, temperature=0.8, top_k=20, top_p=0.9,
+                              seed=3))
+    assert pieces == again and all(isinstance(p, str) for p in pieces)
+    gen_ids = list(llm.generate_ids(llm.tokenize(text), max_tokens=12, temperature=0.8,
+                                    top_k=20, top_p=0.9, seed=3))
+    assert "".join(pieces) == llm.detokenize(gen_ids, skip_special=True)
+    with pytest.raises(ValueError):
+        llm.generate_ids([], max_tokens=3).__next__()
+
+
+@pytest.mark.parametrize("path", ["llama_tiny.gguf", "llama_tiny"])
+def test_llm_chat(path):
+    llm = attn.LLM(os.path.join(FIXTURES, path))
+    msgs = [{"role": "user", "content": "Hi"}]
+    if llm.chat_template is None:
+        with pytest.raises(ValueError):
+            llm.chat(msgs)
+        return
+    text = llm.format_chat(msgs)
+    assert "Hi" in text
+    reply = llm.chat(msgs, max_tokens=5, temperature=0)
+    assert isinstance(reply, str)
+    assert "".join(llm.chat(msgs, max_tokens=5, temperature=0, stream=True)) == reply
