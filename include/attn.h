@@ -1928,6 +1928,17 @@ ATTN_API attn_status attn_llm_get_special(const attn_llm *m, attn_llm_special *s
 /* Bytes of the weight matrices one generated token reads: every layer's projections and the
  * output head (the tied embedding counted once), in their stored types. */
 ATTN_API int64_t attn_llm_weight_bytes(const attn_llm *m);
+/* Precision of the activations in the model's matrix-vector products (decoding and prompts of
+ * at most 8 tokens), as attn_qlinear's act: ATTN_QACT_F32 (the default: every quantized
+ * weight dequantized exactly, float sums; the logits agree with the F32-dequantized model to
+ * rounding) or ATTN_QACT_Q8 (activations rounded to int8 per block of 32, integer dot
+ * products, llama.cpp's precision: ~10% faster decoding with VNNI, but on SmolLM2-135M the
+ * logits move by up to 9% of max|logit| and greedy continuations leave the float path's
+ * within 2-20 tokens; docs/llm.md).  F32, F16 and BF16 weights always use float
+ * activations; longer prompts always run the float GEMM.  Set it between calls, not while a
+ * session of the model is in use on another thread.  ATTN_E_INVALID for NULL or an unknown
+ * value (no context: the model has none). */
+ATTN_API attn_status attn_llm_set_activations(attn_llm *m, attn_qact act);
 /* 1 when id ends a generation: eos or eot. */
 ATTN_API int attn_llm_is_end(const attn_llm *m, int32_t id);
 /* The configuration the model runs (head_dim and num_kv_heads resolved). */

@@ -39,9 +39,12 @@ attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const
     ATTN_TRYG(attn__ws_f32(ctx, &qkv, M, ld, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &ao, M, HD, 1, 1));
     float *q = qkv, *k = qkv + HD, *v = qkv + HD + KD;
-    ATTN_TRYG(attn__llm_linear(ctx, &a->q, x, a->E, M, T, q, ld, NULL));
-    ATTN_TRYG(attn__llm_linear(ctx, &a->k, x, a->E, M, T, k, ld, NULL));
-    ATTN_TRYG(attn__llm_linear(ctx, &a->v, x, a->E, M, T, v, ld, NULL));
+    {
+        const attn__llm_w *w[3] = {&a->q, &a->k, &a->v};
+        float *y[3] = {q, k, v};
+        const int64_t ldy[3] = {ld, ld, ld};
+        ATTN_TRYG(attn__llm_linear_n(ctx, 3, w, x, a->E, M, T, y, ldy, NULL));
+    }
     attn__rope_rows(q, ld, M, H, D, rope->cs, rope->sn, a->rope_interleaved);
     attn__rope_rows(k, ld, M, Hkv, D, rope->cs, rope->sn, a->rope_interleaved);
     attn__sdpa_args s;

@@ -18,6 +18,7 @@ typedef struct attn__llm_w {
     const void *data;  /* F32: row-major [N, K] */
     int64_t N, K;      /* output and input features */
     const float *bias; /* [N] or NULL */
+    int act;           /* ATTN__QACT_* of its matrix-vector products (0: the default) */
 } attn__llm_w;
 
 /* y[M, N] (row stride ldy) = (x[M, K] (row stride ldx) W^T + b) + r, r NULL or [M, N]
@@ -32,13 +33,21 @@ typedef struct attn__llm_w {
 ATTN__HIDDEN attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x,
                                           int64_t ldx, int64_t M, int64_t T, float *y,
                                           int64_t ldy, const float *r);
+/* n (<= ATTN__QLIN_PARTS) products of the same x with weights of the same K, y_i =
+ * x W_i^T + b_i (+ r_i where r is not NULL and r[i] is not NULL): each exactly
+ * attn__llm_linear(w[i], ...), the same bits; for T <= ATTN__QMV_ROWS one pass of the threads
+ * over the rows of all of them (the decoder's q, k, v and gate, up). */
+ATTN__HIDDEN attn_status attn__llm_linear_n(attn_ctx *ctx, int n, const attn__llm_w *const *w,
+                                            const float *x, int64_t ldx, int64_t M, int64_t T,
+                                            float *const *y, const int64_t *ldy,
+                                            const float *const *r);
 /* Rows of W as float: out[i, :] = W[rows[i], :] (K floats each, contiguous), rows in [0, N)
  * (checked by the caller).  The embedding lookup of a table stored as a weight. */
 ATTN__HIDDEN attn_status attn__llm_rows(attn_ctx *ctx, const attn__llm_w *w,
                                         const int32_t *rows, int64_t n, float *out);
 /* A linear's weight as an F32 attn__llm_w (the modules' parameters, the HF loader's arena). */
 static inline attn__llm_w attn__llm_w_f32(const float *W, const float *b, int64_t N, int64_t K) {
-    attn__llm_w w = {ATTN_Q_F32, W, N, K, b};
+    attn__llm_w w = {ATTN_Q_F32, W, N, K, b, 0};
     return w;
 }
 /* Checks that w is set and has shape [N, K] (what names it in the message). */

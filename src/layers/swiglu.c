@@ -33,8 +33,12 @@ attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p, const f
     float *g, *u;
     ATTN_TRYG(attn__ws_f32(ctx, &g, M, p->F, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &u, M, p->F, 1, 1));
-    ATTN_TRYG(attn__llm_linear(ctx, &p->gate, x, p->E, M, T, g, p->F, NULL));
-    ATTN_TRYG(attn__llm_linear(ctx, &p->up, x, p->E, M, T, u, p->F, NULL));
+    {
+        const attn__llm_w *w[2] = {&p->gate, &p->up};
+        float *y[2] = {g, u};
+        const int64_t ldy[2] = {p->F, p->F};
+        ATTN_TRYG(attn__llm_linear_n(ctx, 2, w, x, p->E, M, T, y, ldy, NULL));
+    }
     {
         glu_job j = {g, u, p->F};
         attn__parallel_for(ctx, M, glu_task, &j);

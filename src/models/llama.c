@@ -12,6 +12,7 @@
 #include "../io/json.h"
 #include "../kernels/ew.h"
 #include "file.h"
+#include "../kernels/quant.h"
 #include "llm_model.h"
 
 /* ---- the model ---------------------------------------------------------------------------- */
@@ -120,6 +121,21 @@ static int64_t w_bytes(const attn__llm_w *w) {
     int64_t be = 1, bb = 4;
     if (attn_qtype_block(w->type, &be, &bb) != ATTN_OK) return 0;
     return w->N * (w->K / be) * bb;
+}
+
+attn_status attn_llm_set_activations(attn_llm *m, attn_qact act) {
+    if (!m) return ATTN_E_INVALID;
+    if (act != ATTN_QACT_DEFAULT && act != ATTN_QACT_F32 && act != ATTN_QACT_Q8)
+        return ATTN_E_INVALID;
+    const int a = act == ATTN_QACT_Q8 ? ATTN__QACT_Q8 : ATTN__QACT_F32;
+    m->lm_head.act = a;
+    for (int64_t i = 0; i < m->cfg.num_layers; i++) {
+        attn__llama_block *l = &m->layers[i];
+        attn__llm_w *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
+                             &l->mlp.gate, &l->mlp.up, &l->mlp.down};
+        for (int k = 0; k < 7; k++) w[k]->act = a;
+    }
+    return ATTN_OK;
 }
 
 int64_t attn_llm_weight_bytes(const attn_llm *m) {
@@ -353,7 +369,7 @@ int attn__llm_entry(const attn_llm_config *c, int64_t i, int64_t *layer, int *ki
 void attn__llm_bind(attn_llm *m, int64_t i, int type, const void *p, int rope_interleaved) {
     const attn_llm_config *c = &m->cfg;
     const int64_t E = c->hidden_size, V = c->vocab_size;
-    attn__llm_w w0 = {type, p, 0, 0, NULL};
+    attn__llm_w w0 = {type, p, 0, 0, NULL, 0};
     if (i < 3) {
         if (i == 1) {
             m->norm = p;
