@@ -225,11 +225,14 @@ static attn_status rope_object(attn__json_reader *r, const char *key, double *th
     return ATTN_OK;
 }
 
-/* architectures: an array of strings, one of them LlamaForCausalLM. */
-static attn_status architectures(attn__json_reader *r, int *llama, char *first, size_t n) {
+/* architectures: an array of strings, one of them LlamaForCausalLM (*have = 1), or null (as
+ * transformers writes for a model loaded from GGUF: model_type decides). */
+static attn_status architectures(attn__json_reader *r, int *have, int *llama, char *first,
+                                 size_t n) {
     attn__json_kind k;
     ATTN_TRY(attn__json_peek(r, &k));
     if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    *have = 1;
     ATTN_FAIL_IF(k != ATTN__JSON_ARRAY, r->ctx, ATTN_E_FORMAT,
                  "%s: architectures must be an array of strings", r->what);
     ATTN_TRY(attn__json_array_begin(r));
@@ -298,8 +301,7 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
         } else if (!strcmp(key, "mlp_bias")) {
             st = json_flag(&r, key, &c->mlp_bias);
         } else if (!strcmp(key, "architectures")) {
-            have_arch = 1;
-            st = architectures(&r, &llama_arch, other_arch, sizeof other_arch);
+            st = architectures(&r, &have_arch, &llama_arch, other_arch, sizeof other_arch);
         } else if (!strcmp(key, "model_type") || !strcmp(key, "hidden_act")) {
             attn__json_kind k;
             const char *s = NULL;
