@@ -1017,8 +1017,8 @@ ATTN_API attn_status attn_module_save(attn_ctx *ctx, const attn_module *m, attn_
  *    dropout draws the same mask.  Nothing is kept between calls.
  *  - For training, multi-head attention, the Transformer layers, stacks and nn.Transformer,
  *    GPT, seq2seq, the Llama modules and attn_llama_lm also have *_forward_train /
- *    *_backward_saved, which keep the forward's activations in an attn_saved instead (see attn_saved: one forward pass per step, the same
- *    gradients).
+ *    *_backward_saved, which keep the forward's activations in an attn_saved instead (see
+ *    attn_saved: one forward pass per step, the same gradients).
  * ========================================================================================== */
 
 /* Allocates the gradient buffers (zeroed); idempotent. */

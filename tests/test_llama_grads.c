@@ -371,7 +371,8 @@ static void test_modules(attn_ctx *ctx) {
             if (variant && kind != K_MLP)
                 TU_STATUS(attn_llama_set_rope_interleaved(ctx, m, 1), ATTN_OK, ctx);
             snprintf(name, sizeof name, "%s v%d", attn_module_kind(m), variant);
-            lcase g = make(kind, m, B, T, E, 0, kind != K_MLP && !variant, 40 + 10 * kind + variant);
+            lcase g =
+                make(kind, m, B, T, E, 0, kind != K_MLP && !variant, 40 + 10 * kind + variant);
             fd_case(ctx, &g, name, 7 + kind);
             saved_case(ctx, &g, name, 0);
             threads_case(ctx, &g, name);
@@ -395,7 +396,8 @@ static void test_modules(attn_ctx *ctx) {
             attn_module_param(ctx, a, qk[k], &ta);
             attn_module_param(ctx, b, qk[k], &tb);
             const int64_t rows = ta.shape[0], cols = ta.ndim == 2 ? ta.shape[1] : 1;
-            for (int64_t r = 0; r < rows; r++) { /* file row h*D + 2i + j = HF row h*D + j*D/2 + i */
+            /* file row h*D + 2i + j = HF row h*D + j*D/2 + i */
+            for (int64_t r = 0; r < rows; r++) {
                 const int64_t h = r / D, w = r % D, src = h * D + (w % 2) * (D / 2) + w / 2;
                 memcpy((float *)tb.data + r * cols, (float *)ta.data + src * cols,
                        sizeof(float) * (size_t)cols);
@@ -480,6 +482,17 @@ static void test_lm(attn_ctx *ctx) {
         TU_STATUS(attn_module_param(ctx, m, "model.layers.1.self_attn.k_proj.weight", &t),
                   ATTN_OK, ctx);
         TU_CHECK(t.shape[0] == 8 && t.shape[1] == 16, "k_proj shape");
+        /* attn_module_init: HF's N(0, 0.02^2) matrices, norm weights 1 */
+        TU_STATUS(attn_module_init(ctx, m, 5), ATTN_OK, ctx);
+        attn_tensor e, nw;
+        attn_module_param(ctx, m, "model.embed_tokens.weight", &e);
+        attn_module_param(ctx, m, "model.layers.0.post_attention_layernorm.weight", &nw);
+        double ss = 0;
+        for (int64_t i = 0; i < attn_tensor_numel(&e); i++)
+            ss += (double)((float *)e.data)[i] * ((float *)e.data)[i];
+        const double sd = sqrt(ss / (double)attn_tensor_numel(&e));
+        TU_CHECK(sd > 0.015 && sd < 0.025, "embedding init std %.4f", sd);
+        TU_CHECK(((float *)nw.data)[0] == 1.0f && ((float *)nw.data)[15] == 1.0f, "norm init");
         /* backward without gradients enabled; another module's saved */
         int64_t ids[4] = {1, 2, 3, 4}, s[2] = {1, 4};
         float lg[4 * 11];
