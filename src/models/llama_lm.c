@@ -321,19 +321,23 @@ done:
     return st;
 }
 
+/* The checks of the two forwards' arguments: ids [B, T], logits [B, T, V], no overlaps. */
+static attn_status fwd_args(attn_ctx *ctx, const attn_module *m, const attn_tensor *ids,
+                            attn_tensor *logits, const char *fn) {
+    ATTN_FAIL_IF(!ids || !ids->data, ctx, ATTN_E_INVALID, "ids are missing");
+    ATTN_TRY(attn__check(ctx, ids, "ids", ids->dtype, 2, 2));
+    ATTN_TRY(lm_logits_arg(ctx, m, "logits", ids->shape[0], ids->shape[1], logits, 0));
+    attn_tensor P = attn_view1(m->arena, m->numel);
+    attn__arg oa[] = {{logits, "logits", 0}},
+              ia[] = {{ids, "ids", 0}, {&P, "the module's parameters", 0}};
+    return attn__check_outputs(ctx, fn, oa, 1, ia, 2);
+}
+
 attn_status attn_llama_lm_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *ids,
                                   attn_tensor *logits) {
     ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_LM, "attn_llama_lm_forward"));
     const lm *q = m->impl;
-    ATTN_FAIL_IF(!ids || !ids->data, ctx, ATTN_E_INVALID, "ids are missing");
-    ATTN_TRY(attn__check(ctx, ids, "ids", ids->dtype, 2, 2));
-    ATTN_TRY(lm_logits_arg(ctx, m, "logits", ids->shape[0], ids->shape[1], logits, 0));
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel);
-        attn__arg oa[] = {{logits, "logits", 0}},
-                  ia[] = {{ids, "ids", 0}, {&P, "the module's parameters", 0}};
-        ATTN_TRY(attn__check_outputs(ctx, "attn_llama_lm_forward", oa, 1, ia, 2));
-    }
+    ATTN_TRY(fwd_args(ctx, m, ids, logits, "attn_llama_lm_forward"));
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     float *y;
@@ -453,15 +457,7 @@ attn_status attn_llama_lm_forward_train(attn_ctx *ctx, const attn_module *m,
     ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "attn_llama_lm_forward_train: saved is NULL");
     attn__saved_begin(saved);
     const lm *q = m->impl;
-    ATTN_FAIL_IF(!ids || !ids->data, ctx, ATTN_E_INVALID, "ids are missing");
-    ATTN_TRY(attn__check(ctx, ids, "ids", ids->dtype, 2, 2));
-    ATTN_TRY(lm_logits_arg(ctx, m, "logits", ids->shape[0], ids->shape[1], logits, 0));
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel);
-        attn__arg oa[] = {{logits, "logits", 0}},
-                  ia[] = {{ids, "ids", 0}, {&P, "the module's parameters", 0}};
-        ATTN_TRY(attn__check_outputs(ctx, "attn_llama_lm_forward_train", oa, 1, ia, 2));
-    }
+    ATTN_TRY(fwd_args(ctx, m, ids, logits, "attn_llama_lm_forward_train"));
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     lm_rec *rec;
