@@ -19,23 +19,45 @@ _NP_CODES = {np.dtype(np.float32): _lib.ATTN_F32, np.dtype(np.float64): _lib.ATT
              np.dtype(np.int32): _lib.ATTN_I32, np.dtype(np.int8): _lib.ATTN_I8,
              np.dtype(np.uint8): _lib.ATTN_U8, np.dtype(np.bool_): _lib.ATTN_BOOL}
 _DUMMY = ctypes.create_string_buffer(64)  # the data of empty arrays (never read)
+_DUMMY_PTR = ctypes.addressof(_DUMMY)
+_I64x4 = ctypes.c_int64 * 4
+
+
+_TORCH_TYPES: dict = {}  # type -> is a torch tensor (cached: this runs on every call)
 
 
 def is_torch(x: Any) -> bool:
-    return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "data_ptr")
+    if isinstance(x, np.ndarray) or x is None:
+        return False
+    t = type(x)
+    r = _TORCH_TYPES.get(t)
+    if r is None:
+        r = t.__module__.split(".")[0] == "torch" and hasattr(x, "data_ptr")
+        _TORCH_TYPES[t] = r
+    return r
+
+
+_TORCH_CODES: dict = {}
 
 
 def _torch_codes():
-    import torch
-    return {torch.float32: _lib.ATTN_F32, torch.float64: _lib.ATTN_F64,
+    if not _TORCH_CODES:
+        import torch
+        _TORCH_CODES.update({
+            torch.float32: _lib.ATTN_F32, torch.float64: _lib.ATTN_F64,
             torch.float16: _lib.ATTN_F16, torch.bfloat16: _lib.ATTN_BF16,
             torch.int64: _lib.ATTN_I64, torch.int32: _lib.ATTN_I32, torch.int8: _lib.ATTN_I8,
-            torch.uint8: _lib.ATTN_U8, torch.bool: _lib.ATTN_BOOL}
+            torch.uint8: _lib.ATTN_U8, torch.bool: _lib.ATTN_BOOL})
+    return _TORCH_CODES
 
 
 def dtype_code(x: Any) -> int:
     """attn_dtype of an array or tensor, or -1."""
-    if is_torch(x):
+    if isinstance(x, np.ndarray):
+        code = _NP_CODES.get(x.dtype)
+        if code is not None:
+            return code
+    elif is_torch(x):
         return _torch_codes().get(x.dtype, -1)
     dt = x.dtype
     if dt.name == "bfloat16" and dt.itemsize == 2:  # ml_dtypes.bfloat16
@@ -55,17 +77,14 @@ class Raw:
     def tensor(self) -> "_lib.Tensor":
         if len(self.shape) > _lib.MAX_DIMS:
             raise ValueError(f"attn: {len(self.shape)} dimensions (at most 4 here)")
-        t = _lib.Tensor()
-        n = 1
-        for s in self.shape:
-            n *= s
-        t.data = self.ptr if n > 0 else ctypes.addressof(_DUMMY)
-        t.dtype = self.dtype
-        t.ndim = len(self.shape)
-        for i, (s, st) in enumerate(zip(self.shape, self.stride)):
-            t.shape[i] = s
-            t.stride[i] = st
-        return t
+        ptr = self.ptr if 0 not in self.shape else _DUMMY_PTR
+        return _lib.Tensor(ptr, self.dtype, len(self.shape), _I64x4(*self.shape),
+                           _I64x4(*self.stride))
+
+
+def _strided():
+    import torch
+    return torch.strided
 
 
 def raw(x: Any, what: str = "tensor") -> Raw:
@@ -77,8 +96,9 @@ def raw(x: Any, what: str = "tensor") -> Raw:
         code = dtype_code(x)
         if code < 0:
             raise TypeError(f"attn: {what} has dtype {x.dtype}, which attn does not take")
-        if x.is_sparse or getattr(x, "is_quantized", False):
-            raise TypeError(f"attn: {what} must be a dense tensor")
+        if (x.layout is not _strided() or getattr(x, "is_nested", False)
+                or getattr(x, "is_quantized", False)):
+            raise TypeError(f"attn: {what} must be a dense (strided) tensor")
         if any(s < 0 for s in x.stride()):
             x = x.contiguous()
         return Raw(x, x.data_ptr(), code, list(x.shape), list(x.stride()))

@@ -103,6 +103,10 @@ def _broadcast(m: Any, shape: Tuple[int, ...]) -> Any:
                          f"{shape}") from e
 
 
+def _strides(x: Any) -> Tuple[int, ...]:
+    return tuple(x.stride()) if is_torch(x) else tuple(x.strides)
+
+
 class Plan:
     """The views and options of one sdpa call: q, k, v (4-D), the mask, the options, and the
     shapes of the results."""
@@ -114,10 +118,17 @@ class Plan:
             raise TypeError("attn: query, key and value must all be numpy arrays or all torch "
                             "tensors")
         self.torch = t
-        codes = {dtype_code(x) for x in (query, key, value)}
-        if len(codes) != 1 or codes.pop() not in (_lib.ATTN_F32, _lib.ATTN_BF16):
-            raise TypeError("attn: query, key and value must all be float32 or all bfloat16 "
-                            f"(got {query.dtype}, {key.dtype}, {value.dtype})")
+        for x, what in ((query, "query"), (key, "key"), (value, "value")):
+            if not t and not isinstance(x, np.ndarray):
+                raise TypeError(f"attn: {what} must be a numpy array or a torch tensor, not "
+                                f"{type(x).__name__}")
+            if dtype_code(x) not in (_lib.ATTN_F32, _lib.ATTN_BF16):
+                raise TypeError(f"attn: {what} has dtype {x.dtype}; query, key and value must "
+                                "all be float32 or all bfloat16")
+        for x, what in ((key, "key"), (value, "value")):
+            if dtype_code(x) != dtype_code(query):
+                raise TypeError(f"attn: {what} has dtype {x.dtype} and query {query.dtype}; "
+                                "query, key and value must all be float32 or all bfloat16")
         self.bf16 = dtype_code(query) == _lib.ATTN_BF16
         self.dtype = query.dtype
         if not (query.ndim == key.ndim == value.ndim):
@@ -142,6 +153,9 @@ class Plan:
         self.mask_obj = None
         self.mask = None
         if attn_mask is not None:
+            if not (is_torch(attn_mask) or isinstance(attn_mask, np.ndarray)):
+                raise TypeError(f"attn: attn_mask must be a numpy array or a torch tensor, "
+                                f"not {type(attn_mask).__name__}")
             if is_torch(attn_mask) != t:
                 raise TypeError("attn: attn_mask must be of the same library as query")
             m, kind = _mask_kind(attn_mask)
@@ -165,8 +179,22 @@ class Plan:
         if shape_tuple(out) != self.out_shape:
             raise ValueError(f"attn: out has shape {shape_tuple(out)}, expected "
                              f"{self.out_shape}")
+        if not (is_torch(out) or isinstance(out, np.ndarray)):
+            raise TypeError(f"attn: out must be a numpy array or a torch tensor, not "
+                            f"{type(out).__name__}")
+        if is_torch(out) != self.torch:
+            raise TypeError("attn: out must be of the same library as query")
         if dtype_code(out) != _lib.ATTN_F32:
             raise TypeError(f"attn: out must be float32, not {out.dtype}")
+        if not self.torch and not out.flags.writeable:
+            raise ValueError("attn: out is read-only (its flags.writeable is False)")
+        if self.torch and out.requires_grad:
+            import torch
+            if torch.is_grad_enabled():
+                raise RuntimeError("attn: out requires grad; out= is not differentiable")
+        if any(st == 0 and n > 1 for n, st in zip(out.shape, _strides(out))):
+            raise ValueError("attn: out has overlapping memory (a dimension of stride 0); each "
+                             "element must have its own place")
         r = raw(out, "out")
         if r.obj is not out:
             raise ValueError("attn: out has strides attn cannot write through (negative, or "
