@@ -111,7 +111,8 @@ def raw(x: Any, what: str = "tensor") -> Raw:
     item = x.dtype.itemsize
     if any(s < 0 or s % item for s in x.strides):
         x = np.ascontiguousarray(x)
-    return Raw(x, x.__array_interface__["data"][0], code, list(x.shape),
+    # x.ctypes.data, not __array_interface__ (which grows a numpy-internal cache per call)
+    return Raw(x, x.ctypes.data, code, list(x.shape),
                [s // item for s in x.strides])
 
 

@@ -36,6 +36,24 @@ def _random_seed(like: Any) -> int:
     return secrets.randbits(64)
 
 
+def window_pair(window: Window) -> Tuple[int, int]:
+    """(left, right) of a window argument, -1 for an unlimited side."""
+    try:
+        if isinstance(window, (int, np.integer)):
+            left = right = int(window)
+        else:
+            left, right = window
+            left = -1 if left is None else int(left)
+            right = -1 if right is None else int(right)
+    except (TypeError, ValueError):
+        raise ValueError(f"attn: window must be None, an int or (left, right) of ints or "
+                         f"None, not {window!r}") from None
+    if left < -1 or right < -1:
+        raise ValueError(f"attn: window sides must be >= 0 (or None for unlimited), not "
+                         f"{window!r}")
+    return left, right
+
+
 class Options:
     """attn_sdpa_options built from the Python arguments; holds the ALiBi slopes' memory."""
 
@@ -61,13 +79,8 @@ class Options:
         o.seed = self.seed
         o.offset = 0
         if window is not None:
-            if isinstance(window, (int, np.integer)):
-                left = right = int(window)
-            else:
-                left, right = window
             o.window = 1
-            o.window_left = -1 if left is None else int(left)
-            o.window_right = -1 if right is None else int(right)
+            o.window_left, o.window_right = window_pair(window)
         self.slopes = None
         if alibi_slopes is not None:
             if is_torch(alibi_slopes):
@@ -176,14 +189,14 @@ class Plan:
             self.mask = mk
 
     def out_view(self, out: Any) -> Raw:
-        if shape_tuple(out) != self.out_shape:
-            raise ValueError(f"attn: out has shape {shape_tuple(out)}, expected "
-                             f"{self.out_shape}")
         if not (is_torch(out) or isinstance(out, np.ndarray)):
             raise TypeError(f"attn: out must be a numpy array or a torch tensor, not "
                             f"{type(out).__name__}")
         if is_torch(out) != self.torch:
             raise TypeError("attn: out must be of the same library as query")
+        if shape_tuple(out) != self.out_shape:
+            raise ValueError(f"attn: out has shape {shape_tuple(out)}, expected "
+                             f"{self.out_shape}")
         if dtype_code(out) != _lib.ATTN_F32:
             raise TypeError(f"attn: out must be float32, not {out.dtype}")
         if not self.torch and not out.flags.writeable:
@@ -192,7 +205,8 @@ class Plan:
             import torch
             if torch.is_grad_enabled():
                 raise RuntimeError("attn: out requires grad; out= is not differentiable")
-        if any(st == 0 and n > 1 for n, st in zip(out.shape, _strides(out))):
+        if 0 not in out.shape and any(st == 0 and n > 1
+                                      for n, st in zip(out.shape, _strides(out))):
             raise ValueError("attn: out has overlapping memory (a dimension of stride 0); each "
                              "element must have its own place")
         r = raw(out, "out")
@@ -217,6 +231,8 @@ class Plan:
             merge_leading(rl, 2)
             pad_leading(rl, 3)
             tl = rl.tensor()
+        if 0 in self.out_shape:  # nothing to compute (PyTorch returns the empty result too)
+            return out, lse
         c = _lib.ctx()
         Q, K, V, O = self.q.tensor(), self.k.tensor(), self.v.tensor(), ro.tensor()
         st = _lib.attn_sdpa(c, Q, K, V, self.mask, self.opt.c, O, None, tl)

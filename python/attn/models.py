@@ -61,6 +61,9 @@ class SentenceEncoder:
         inside (sorted by length); batch_size is the number of texts handed to it per call."""
         single = isinstance(sentences, str)
         texts = [sentences] if single else list(sentences)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"attn: sentences[{i}] is a {type(t).__name__}, not a str")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if batch_size < 1:
             raise ValueError("attn: batch_size must be >= 1")

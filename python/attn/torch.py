@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from . import _lib
 from ._arrays import as4d, merge_leading, pad_leading, raw
-from ._sdpa import Causal, Plan, Window, _causal_code, _random_seed
+from ._sdpa import Causal, Plan, Window, _causal_code, _random_seed, window_pair
 
 __all__ = ["scaled_dot_product_attention", "patch", "unpatch", "is_patched",
            "custom_op_registered"]
@@ -61,6 +61,10 @@ def _forward(q, k, v, mask, dropout_p, causal, scale, enable_gqa, window, alibi,
 def _backward(dout, q, k, v, mask, out, lse, dropout_p, causal, scale, enable_gqa, window,
               alibi, softcap, seed, need):
     """(dq, dk, dv, dmask), each None where need[i] is false (dmask also for bool masks)."""
+    if dout.numel() == 0:  # an empty result: every gradient is zero
+        float_mask = mask is not None and mask.dtype.is_floating_point
+        return tuple(torch.zeros_like(x) if x is not None and want else None
+                     for x, want in zip((q, k, v, mask if float_mask else None), need))
     bf16 = q.dtype == torch.bfloat16
     if bf16:
         q, k, v = q.float(), k.float(), v.float()
@@ -229,14 +233,7 @@ def _check_tensor(x: Any, what: str, optional: bool = False) -> None:
 def _window_arg(window: Window) -> Optional[List[int]]:
     if window is None:
         return None
-    if isinstance(window, (int, np.integer)):
-        return [int(window), int(window)]
-    try:
-        left, right = window
-    except (TypeError, ValueError):
-        raise ValueError(f"attn: window must be None, an int or (left, right), not "
-                         f"{window!r}") from None
-    return [-1 if left is None else int(left), -1 if right is None else int(right)]
+    return list(window_pair(window))
 
 
 def _signed64(x: int) -> int:

@@ -296,3 +296,80 @@ def test_lse_is_not_differentiable_and_no_grad_fast_path():
     with torch.no_grad():
         o2 = attn.torch.scaled_dot_product_attention(q, k, v)
     assert not o2.requires_grad and torch.equal(o2, out.detach())
+
+
+# --------------------------------------------------------------------------------------------
+# bad input with tensors
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fn", ["sdpa", "torch"])
+@pytest.mark.parametrize("which", ["query", "key", "value", "attn_mask"])
+def test_non_cpu_tensors_name_the_argument(fn, which):
+    f = attn.sdpa if fn == "sdpa" else attn.torch.scaled_dot_product_attention
+    devices = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
+    for dev in devices:
+        args = dict(query=torch.randn(1, 2, 3, 4), key=torch.randn(1, 2, 3, 4),
+                    value=torch.randn(1, 2, 3, 4), attn_mask=torch.ones(3, 3, dtype=torch.bool))
+        args[which] = args[which].to(dev)
+        with pytest.raises(ValueError, match=f"attn: {which} is on {dev}"):
+            f(**args)
+
+
+@pytest.mark.parametrize("fn", ["sdpa", "torch"])
+def test_tensor_dtypes_masks_and_out(fn):
+    f = attn.sdpa if fn == "sdpa" else attn.torch.scaled_dot_product_attention
+    q = torch.randn(1, 2, 3, 4)
+    with pytest.raises(TypeError, match="attn: query has dtype torch.float64"):
+        f(q.double(), q, q)
+    with pytest.raises(TypeError, match="attn: value has dtype torch.bfloat16"):
+        f(q, q, q.bfloat16())
+    with pytest.raises(TypeError, match="attn_mask has dtype torch.int32"):
+        f(q, q, q, torch.ones(3, 3, dtype=torch.int32))
+    with pytest.raises(ValueError, match="attn_mask"):
+        f(q, q, q, torch.ones(2, 2, dtype=torch.bool))
+    with pytest.raises(TypeError):
+        f(q, q.numpy(), q)
+    if fn == "sdpa":
+        with pytest.raises(TypeError, match="out must be of the same library"):
+            attn.sdpa(q, q, q, out=np.zeros((1, 2, 3, 4), np.float32))
+        with pytest.raises(ValueError, match="out has overlapping memory"):
+            attn.sdpa(q, q, q, out=torch.zeros(4).expand(1, 2, 3, 4))
+        with pytest.raises(RuntimeError, match="out requires grad"):
+            attn.sdpa(q, q, q, out=torch.zeros(1, 2, 3, 4, requires_grad=True))
+
+
+def test_sparse_and_nested_tensors_are_refused():
+    q = torch.randn(1, 2, 3, 4)
+    with pytest.raises(TypeError, match="query must be a dense"):
+        attn.sdpa(q.to_sparse(), q, q)
+    with pytest.raises(TypeError, match="query must be a dense"):
+        attn.torch.scaled_dot_product_attention(q.to_sparse(), q, q)
+
+
+def test_no_leak_over_torch_forward_backward():
+    import gc
+    import os
+    if not os.path.exists("/proc/self/statm"):
+        pytest.skip("no /proc")
+
+    def rss():
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    q, k, v = _qkv(1, 2, 2, 8, 8, 16, 16)
+    m = torch.randn(8, 8, requires_grad=True)
+
+    def step():
+        out = attn.torch.scaled_dot_product_attention(q, k, v, m, dropout_p=0.1)
+        out.sum().backward()
+        with torch.no_grad():
+            attn.torch.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    for _ in range(300):
+        step()
+    gc.collect()
+    before = rss()
+    for _ in range(3000):
+        step()
+    gc.collect()
+    grown = rss() - before
+    assert grown < 2 << 20, f"RSS grew by {grown / 2**20:.2f} MiB over 3000 steps"
