@@ -36,6 +36,9 @@ def _random_seed(like: Any) -> int:
     return secrets.randbits(64)
 
 
+_DEFAULTS = _lib.attn_sdpa_defaults()
+
+
 def window_pair(window: Window) -> Tuple[int, int]:
     """(left, right) of a window argument, -1 for an unlimited side."""
     try:
@@ -60,7 +63,7 @@ class Options:
     def __init__(self, like: Any, H: int, dropout_p: float, is_causal: Causal,
                  scale: Optional[float], window: Window, alibi_slopes: Optional[Array],
                  softcap: float, seed: Optional[int]):
-        o = _lib.attn_sdpa_defaults()
+        o = _lib.SdpaOptions.from_buffer_copy(_DEFAULTS)
         o.causal = _causal_code(is_causal)
         if scale is None:
             o.scale = 0.0
@@ -120,6 +123,24 @@ def _strides(x: Any) -> Tuple[int, ...]:
     return tuple(x.stride()) if is_torch(x) else tuple(x.strides)
 
 
+def _fresh_view(x: Any, ndim: int) -> Raw:
+    """The view of a new C-contiguous float32 array as ndim dimensions (leading dimensions
+    merged, or size-1 ones prepended)."""
+    shape = list(x.shape)
+    n = 1
+    for d in shape[:len(shape) - ndim + 1]:
+        n *= d
+    shape = ([n] + shape[len(shape) - ndim + 1:]) if len(shape) >= ndim else \
+        [1] * (ndim - len(shape)) + shape
+    stride = [0] * ndim
+    acc = 1
+    for i in range(ndim - 1, -1, -1):
+        stride[i] = acc
+        acc *= shape[i]
+    ptr = x.data_ptr() if is_torch(x) else x.ctypes.data
+    return Raw(x, ptr, _lib.ATTN_F32, shape, stride)
+
+
 class Plan:
     """The views and options of one sdpa call: q, k, v (4-D), the mask, the options, and the
     shapes of the results."""
@@ -131,18 +152,21 @@ class Plan:
             raise TypeError("attn: query, key and value must all be numpy arrays or all torch "
                             "tensors")
         self.torch = t
+        codes = []
         for x, what in ((query, "query"), (key, "key"), (value, "value")):
             if not t and not isinstance(x, np.ndarray):
                 raise TypeError(f"attn: {what} must be a numpy array or a torch tensor, not "
                                 f"{type(x).__name__}")
-            if dtype_code(x) not in (_lib.ATTN_F32, _lib.ATTN_BF16):
+            code = dtype_code(x)
+            if code != _lib.ATTN_F32 and code != _lib.ATTN_BF16:
                 raise TypeError(f"attn: {what} has dtype {x.dtype}; query, key and value must "
                                 "all be float32 or all bfloat16")
-        for x, what in ((key, "key"), (value, "value")):
-            if dtype_code(x) != dtype_code(query):
+            codes.append(code)
+        for x, code, what in ((key, codes[1], "key"), (value, codes[2], "value")):
+            if code != codes[0]:
                 raise TypeError(f"attn: {what} has dtype {x.dtype} and query {query.dtype}; "
                                 "query, key and value must all be float32 or all bfloat16")
-        self.bf16 = dtype_code(query) == _lib.ATTN_BF16
+        self.bf16 = codes[0] == _lib.ATTN_BF16
         self.dtype = query.dtype
         if not (query.ndim == key.ndim == value.ndim):
             raise ValueError(f"attn: query, key and value have {query.ndim}, {key.ndim} and "
@@ -220,17 +244,16 @@ class Plan:
 
     def run(self, out: Any = None, want_lse: bool = False):
         """attn_sdpa: returns (out float32, lse float32 or None)."""
-        if out is None:
+        if out is None:  # a new contiguous array: no checks needed
             out = empty(self.like, self.out_shape)
-        ro = self.out_view(out)
+            ro = _fresh_view(out, 4)
+        else:
+            ro = self.out_view(out)
         lse = None
         tl = None
         if want_lse:
             lse = empty(self.like, self.lse_shape)
-            rl = raw(lse, "lse")
-            merge_leading(rl, 2)
-            pad_leading(rl, 3)
-            tl = rl.tensor()
+            tl = _fresh_view(lse, 3).tensor()
         if 0 in self.out_shape:  # nothing to compute (PyTorch returns the empty result too)
             return out, lse
         c = _lib.ctx()

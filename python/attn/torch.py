@@ -50,17 +50,19 @@ _U64 = 2**64 - 1
 
 
 def _forward(q, k, v, mask, dropout_p, causal, scale, enable_gqa, window, alibi, softcap,
-             seed):
-    """(out of q's dtype, lse float32) on CPU tensors."""
+             seed, want_plan=False):
+    """(out of q's dtype, lse float32) on CPU tensors (and the Plan with want_plan)."""
     plan = Plan(q, k, v, mask, dropout_p, _CAUSAL[causal], scale, enable_gqa, window, alibi,
                 softcap, seed)
     out, lse = plan.run(None, True)
-    return (out.to(q.dtype) if plan.bf16 else out), lse
+    out = out.to(q.dtype) if plan.bf16 else out
+    return (out, lse, plan) if want_plan else (out, lse)
 
 
 def _backward(dout, q, k, v, mask, out, lse, dropout_p, causal, scale, enable_gqa, window,
-              alibi, softcap, seed, need):
-    """(dq, dk, dv, dmask), each None where need[i] is false (dmask also for bool masks)."""
+              alibi, softcap, seed, need, plan=None):
+    """(dq, dk, dv, dmask), each None where need[i] is false (dmask also for bool masks).
+    plan: the forward's (float32 inputs), whose views are reused."""
     if dout.numel() == 0:  # an empty result: every gradient is zero
         float_mask = mask is not None and mask.dtype.is_floating_point
         return tuple(torch.zeros_like(x) if x is not None and want else None
@@ -68,8 +70,9 @@ def _backward(dout, q, k, v, mask, out, lse, dropout_p, causal, scale, enable_gq
     bf16 = q.dtype == torch.bfloat16
     if bf16:
         q, k, v = q.float(), k.float(), v.float()
-    plan = Plan(q, k, v, mask, dropout_p, _CAUSAL[causal], scale, enable_gqa, window, alibi,
-                softcap, seed)
+    if plan is None or bf16:
+        plan = Plan(q, k, v, mask, dropout_p, _CAUSAL[causal], scale, enable_gqa, window,
+                    alibi, softcap, seed)
     dout = dout.float()
     grads: List[Optional[torch.Tensor]] = []
     views = []
@@ -115,6 +118,9 @@ def _backward(dout, q, k, v, mask, out, lse, dropout_p, causal, scale, enable_gq
 # --------------------------------------------------------------------------------------------
 # torch >= 2.4: the custom ops attn::sdpa and attn::sdpa_backward
 # --------------------------------------------------------------------------------------------
+# eager calls on plain tensors skip the dispatcher (see _plain_eager); True sends them through
+# the custom op as well (tests; ATTN_TORCH_EAGER_OP=1)
+use_custom_op_in_eager = os.environ.get("ATTN_TORCH_EAGER_OP", "0") == "1"
 custom_op_registered = (hasattr(torch.library, "custom_op") and
                         hasattr(torch.library, "register_autograd") and
                         os.environ.get("ATTN_TORCH_CUSTOM_OP", "1") != "0")
@@ -197,9 +203,10 @@ class _SDPA(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, mask, dropout_p, causal, scale, enable_gqa, window, alibi,
                 softcap, seed):
-        out, lse = _forward(q, k, v, mask, dropout_p, causal, scale, enable_gqa, window, alibi,
-                            softcap, seed)
+        out, lse, plan = _forward(q, k, v, mask, dropout_p, causal, scale, enable_gqa, window,
+                                  alibi, softcap, seed, True)
         ctx.args = (dropout_p, causal, scale, enable_gqa, window, alibi, softcap, seed)
+        ctx.plan = plan  # its views of q, k, v and the mask (saved below too)
         ctx.save_for_backward(q, k, v, mask, out, lse)
         ctx.mark_non_differentiable(lse)
         return out, lse
@@ -208,8 +215,9 @@ class _SDPA(torch.autograd.Function):
     def backward(ctx, dout, _dlse):
         q, k, v, mask, out, lse = ctx.saved_tensors
         dropout_p, causal, scale, enable_gqa, window, alibi, softcap, seed = ctx.args
+        plan, ctx.plan = ctx.plan, None
         g = _backward(dout, q, k, v, mask, out, lse, dropout_p, causal, scale, enable_gqa,
-                      window, alibi, softcap, seed, ctx.needs_input_grad[:4])
+                      window, alibi, softcap, seed, ctx.needs_input_grad[:4], plan)
         return g + (None,) * 8
 
 
@@ -247,6 +255,25 @@ def _compiling() -> bool:
     return bool(f()) if f is not None else False
 
 
+def _plain_eager(tensors) -> bool:
+    """True when the call runs eagerly on plain CPU tensors: not under torch.compile /
+    export, no torch-dispatch mode (make_fx, FakeTensorMode), no tensor subclass or functorch
+    wrapper.  Then the autograd.Function runs (the same computation, without the
+    dispatcher's cost); otherwise the custom op, which tracing sees as one node."""
+    if _compiling():
+        return False
+    try:
+        if torch._C._len_torch_dispatch_stack() > 0:
+            return False
+        wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    except AttributeError:
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not torch.Tensor or wrapped(t)):
+            return False
+    return True
+
+
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  attn_mask: Optional[torch.Tensor] = None,
                                  dropout_p: float = 0.0, is_causal: Causal = False,
@@ -280,15 +307,18 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     scale = None if scale is None else float(scale)
     softcap = float(softcap)
     enable_gqa = bool(enable_gqa)
-    if custom_op_registered:
-        if (not _compiling() and not (torch.is_grad_enabled() and any(
-                t is not None and t.requires_grad for t in (query, key, value, attn_mask)))):
-            # nothing to differentiate, not tracing: skip the dispatcher (call overhead)
+    tensors = (query, key, value, attn_mask)
+    if custom_op_registered and not use_custom_op_in_eager and _plain_eager(tensors):
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                           for t in tensors):
+            out, lse = _SDPA.apply(query, key, value, attn_mask, dropout_p, causal, scale,
+                                   enable_gqa, win, alibi_slopes, softcap, seed)
+        else:  # nothing to differentiate
             out, lse = _forward(query, key, value, attn_mask, dropout_p, causal, scale,
                                 enable_gqa, win, alibi_slopes, softcap, seed)
-        else:
-            out, lse = _sdpa_op(query, key, value, attn_mask, dropout_p, causal, scale,
-                                enable_gqa, win, alibi_slopes, softcap, seed)
+    elif custom_op_registered:
+        out, lse = _sdpa_op(query, key, value, attn_mask, dropout_p, causal, scale,
+                            enable_gqa, win, alibi_slopes, softcap, seed)
     else:
         out, lse = _SDPA.apply(query, key, value, attn_mask, dropout_p, causal, scale,
                                enable_gqa, win, alibi_slopes, softcap, seed)

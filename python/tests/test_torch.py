@@ -44,7 +44,13 @@ def test_tensor_views_are_zero_copy():
     dict(B=2, H=2, Hkv=2, L=4, S=9, D=4, Dv=3, mask="bool"),
     dict(B=2, H=2, Hkv=1, L=5, S=5, D=4, Dv=4, mask="float", scale=0.4),
 ])
-def test_forward_and_gradients_match_torch(case):
+@pytest.mark.parametrize("path", ["eager", "custom_op"])
+def test_forward_and_gradients_match_torch(case, path, monkeypatch):
+    if path == "custom_op":
+        if not attn.torch.custom_op_registered:
+            pytest.skip("torch has no torch.library.custom_op (< 2.4)")
+        # eager calls through the dispatcher too (as under torch.compile)
+        monkeypatch.setattr(attn.torch, "use_custom_op_in_eager", True)
     case = dict(case)
     mask_kind = case.pop("mask", None)
     is_causal = case.pop("is_causal", False)
@@ -169,9 +175,8 @@ def test_registered_as_custom_op():
     _tclose(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
     assert lse.shape == (1, 2, 4) and lse.dtype == torch.float32
     assert out.requires_grad and not lse.requires_grad
-    # eager calls with grad go through the op: its autograd node is in the graph
-    y = attn.torch.scaled_dot_product_attention(q, k, v)
-    assert y.grad_fn is not None
+    out.sum().backward()
+    assert q.grad is not None and k.grad is not None and v.grad is not None
 
 
 def _opcheck_cases():
@@ -233,6 +238,14 @@ def test_meta_and_fake_shapes():
         v = torch.empty(2, 2, 7, 3, dtype=torch.float32)
         out, lse = torch.ops.attn.sdpa(q, k, v, None, 0.0, 0, None, True, None, None, 0.0, 0)
         assert out.shape == (2, 4, 5, 3) and lse.shape == (2, 4, 5)
+        # the public function sees the mode and calls the op (not attn on fake memory)
+        y = attn.torch.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        assert y.shape == (2, 4, 5, 3)
+    # make_fx traces the op as one node
+    from torch.fx.experimental.proxy_tensor import make_fx
+    qq, kk, vv = _qkv(1, 2, 2, 4, 4, 8, 8, grad=False)
+    gm = make_fx(lambda a, b, c: attn.torch.scaled_dot_product_attention(a, b, c))(qq, kk, vv)
+    assert "attn.sdpa" in str(gm.graph)
     # the op itself on meta tensors gives meta results; the public function refuses them
     qm = torch.empty(1, 2, 3, 4, device="meta")
     out, lse = torch.ops.attn.sdpa(qm, qm, qm, None, 0.0, 0, None, False, None, None, 0.0, 0)
