@@ -258,6 +258,11 @@ def _gpt_classes():
             self.ln_f = nn.LayerNorm(E)
             self.head = nn.Linear(E, V, bias=False)
             self.head.weight = self.wte.weight  # tied, as GPT-2
+            for name, p in self.named_parameters():  # GPT-2's initialization
+                if p.dim() >= 2:
+                    nn.init.normal_(p, 0.0, 0.02)
+                elif name.endswith("bias"):
+                    nn.init.zeros_(p)
 
         def forward(self, idx):
             T = idx.shape[1]
