@@ -3,9 +3,8 @@ arguments onto attn_sdpa / attn_sdpa_varlen (attn.h, "Attention without paramete
 from __future__ import annotations
 
 import ctypes
-import math
 import secrets
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 

@@ -24,7 +24,7 @@ grad gets its gradient (summed over broadcast dimensions, as attn_sdpa_backward 
 from __future__ import annotations
 
 import os
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import torch
