@@ -101,7 +101,7 @@ def raw(x: Any, what: str = "tensor") -> Raw:
     """The view of x as it is in memory (no copy), or a contiguous copy where attn could not
     read it (see the module's docstring)."""
     if is_torch(x):
-        if x.device.type != "cpu":
+        if not x.is_cpu:
             raise ValueError(f"attn: {what} is on {x.device}; attn runs on the CPU (use .cpu())")
         code = dtype_code(x)
         if code < 0:

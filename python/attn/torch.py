@@ -231,9 +231,9 @@ def _check_tensor(x: Any, what: str, optional: bool = False) -> None:
         return
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"attn: {what} must be a torch tensor, not {type(x).__name__}")
-    if x.device.type != "cpu":
+    if not x.is_cpu:
         raise ValueError(f"attn: {what} is on {x.device}; attn runs on the CPU (use .cpu())")
-    if x.layout != torch.strided or getattr(x, "is_nested", False):
+    if x.layout is not torch.strided or getattr(x, "is_nested", False):
         raise TypeError(f"attn: {what} must be a dense (strided) tensor, not {x.layout}"
                         + (" (nested)" if getattr(x, "is_nested", False) else ""))
 
@@ -313,9 +313,12 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
                                            for t in tensors):
             out, lse = _SDPA.apply(query, key, value, attn_mask, dropout_p, causal, scale,
                                    enable_gqa, win, alibi_slopes, softcap, seed)
-        else:  # nothing to differentiate
-            out, lse = _forward(query, key, value, attn_mask, dropout_p, causal, scale,
-                                enable_gqa, win, alibi_slopes, softcap, seed)
+        else:  # nothing to differentiate: the lse only when asked for
+            plan = Plan(query, key, value, attn_mask, dropout_p, _CAUSAL[causal], scale,
+                        enable_gqa, win, alibi_slopes, softcap, seed)
+            out, lse = plan.run(None, return_lse)
+            if plan.bf16:
+                out = out.to(query.dtype)
     elif custom_op_registered:
         out, lse = _sdpa_op(query, key, value, attn_mask, dropout_p, causal, scale,
                             enable_gqa, win, alibi_slopes, softcap, seed)
