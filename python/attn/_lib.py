@@ -152,6 +152,7 @@ attn_bert_get_info = _fn("attn_bert_get_info", _S, P, POINTER(BertInfo))
 attn_bert_tokenize = _fn("attn_bert_tokenize", _S, P, P, c_char_p, POINTER(c_int32), c_int64,
                          POINTER(c_int64))
 attn_bert_embed = _fn("attn_bert_embed", _S, P, P, POINTER(c_char_p), c_int64, P)
+attn_bert_set_dtype = _fn("attn_bert_set_dtype", _S, P, P, c_int)
 # BPE, LLM, chat
 attn_bpe_encode = _fn("attn_bpe_encode", _S, P, P, c_char_p, c_size_t, c_uint, POINTER(c_int32),
                       c_int64, POINTER(c_int64))

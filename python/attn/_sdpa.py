@@ -3,9 +3,8 @@ arguments onto attn_sdpa / attn_sdpa_varlen (attn.h, "Attention without paramete
 from __future__ import annotations
 
 import ctypes
-import math
 import secrets
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
@@ -36,13 +35,34 @@ def _random_seed(like: Any) -> int:
     return secrets.randbits(64)
 
 
+_DEFAULTS = _lib.attn_sdpa_defaults()
+
+
+def window_pair(window: Window) -> Tuple[int, int]:
+    """(left, right) of a window argument, -1 for an unlimited side."""
+    try:
+        if isinstance(window, (int, np.integer)):
+            left = right = int(window)
+        else:
+            left, right = window
+            left = -1 if left is None else int(left)
+            right = -1 if right is None else int(right)
+    except (TypeError, ValueError):
+        raise ValueError(f"attn: window must be None, an int or (left, right) of ints or "
+                         f"None, not {window!r}") from None
+    if left < -1 or right < -1:
+        raise ValueError(f"attn: window sides must be >= 0 (or None for unlimited), not "
+                         f"{window!r}")
+    return left, right
+
+
 class Options:
     """attn_sdpa_options built from the Python arguments; holds the ALiBi slopes' memory."""
 
     def __init__(self, like: Any, H: int, dropout_p: float, is_causal: Causal,
                  scale: Optional[float], window: Window, alibi_slopes: Optional[Array],
                  softcap: float, seed: Optional[int]):
-        o = _lib.attn_sdpa_defaults()
+        o = _lib.SdpaOptions.from_buffer_copy(_DEFAULTS)
         o.causal = _causal_code(is_causal)
         if scale is None:
             o.scale = 0.0
@@ -61,13 +81,8 @@ class Options:
         o.seed = self.seed
         o.offset = 0
         if window is not None:
-            if isinstance(window, (int, np.integer)):
-                left = right = int(window)
-            else:
-                left, right = window
             o.window = 1
-            o.window_left = -1 if left is None else int(left)
-            o.window_right = -1 if right is None else int(right)
+            o.window_left, o.window_right = window_pair(window)
         self.slopes = None
         if alibi_slopes is not None:
             if is_torch(alibi_slopes):
@@ -103,6 +118,28 @@ def _broadcast(m: Any, shape: Tuple[int, ...]) -> Any:
                          f"{shape}") from e
 
 
+def _strides(x: Any) -> Tuple[int, ...]:
+    return tuple(x.stride()) if is_torch(x) else tuple(x.strides)
+
+
+def _fresh_view(x: Any, ndim: int) -> Raw:
+    """The view of a new C-contiguous float32 array as ndim dimensions (leading dimensions
+    merged, or size-1 ones prepended)."""
+    shape = list(x.shape)
+    n = 1
+    for d in shape[:len(shape) - ndim + 1]:
+        n *= d
+    shape = ([n] + shape[len(shape) - ndim + 1:]) if len(shape) >= ndim else \
+        [1] * (ndim - len(shape)) + shape
+    stride = [0] * ndim
+    acc = 1
+    for i in range(ndim - 1, -1, -1):
+        stride[i] = acc
+        acc *= shape[i]
+    ptr = x.data_ptr() if is_torch(x) else x.ctypes.data
+    return Raw(x, ptr, _lib.ATTN_F32, shape, stride)
+
+
 class Plan:
     """The views and options of one sdpa call: q, k, v (4-D), the mask, the options, and the
     shapes of the results."""
@@ -114,11 +151,21 @@ class Plan:
             raise TypeError("attn: query, key and value must all be numpy arrays or all torch "
                             "tensors")
         self.torch = t
-        codes = {dtype_code(x) for x in (query, key, value)}
-        if len(codes) != 1 or codes.pop() not in (_lib.ATTN_F32, _lib.ATTN_BF16):
-            raise TypeError("attn: query, key and value must all be float32 or all bfloat16 "
-                            f"(got {query.dtype}, {key.dtype}, {value.dtype})")
-        self.bf16 = dtype_code(query) == _lib.ATTN_BF16
+        codes = []
+        for x, what in ((query, "query"), (key, "key"), (value, "value")):
+            if not t and not isinstance(x, np.ndarray):
+                raise TypeError(f"attn: {what} must be a numpy array or a torch tensor, not "
+                                f"{type(x).__name__}")
+            code = dtype_code(x)
+            if code != _lib.ATTN_F32 and code != _lib.ATTN_BF16:
+                raise TypeError(f"attn: {what} has dtype {x.dtype}; query, key and value must "
+                                "all be float32 or all bfloat16")
+            codes.append(code)
+        for x, code, what in ((key, codes[1], "key"), (value, codes[2], "value")):
+            if code != codes[0]:
+                raise TypeError(f"attn: {what} has dtype {x.dtype} and query {query.dtype}; "
+                                "query, key and value must all be float32 or all bfloat16")
+        self.bf16 = codes[0] == _lib.ATTN_BF16
         self.dtype = query.dtype
         if not (query.ndim == key.ndim == value.ndim):
             raise ValueError(f"attn: query, key and value have {query.ndim}, {key.ndim} and "
@@ -142,6 +189,9 @@ class Plan:
         self.mask_obj = None
         self.mask = None
         if attn_mask is not None:
+            if not (is_torch(attn_mask) or isinstance(attn_mask, np.ndarray)):
+                raise TypeError(f"attn: attn_mask must be a numpy array or a torch tensor, "
+                                f"not {type(attn_mask).__name__}")
             if is_torch(attn_mask) != t:
                 raise TypeError("attn: attn_mask must be of the same library as query")
             m, kind = _mask_kind(attn_mask)
@@ -162,11 +212,26 @@ class Plan:
             self.mask = mk
 
     def out_view(self, out: Any) -> Raw:
+        if not (is_torch(out) or isinstance(out, np.ndarray)):
+            raise TypeError(f"attn: out must be a numpy array or a torch tensor, not "
+                            f"{type(out).__name__}")
+        if is_torch(out) != self.torch:
+            raise TypeError("attn: out must be of the same library as query")
         if shape_tuple(out) != self.out_shape:
             raise ValueError(f"attn: out has shape {shape_tuple(out)}, expected "
                              f"{self.out_shape}")
         if dtype_code(out) != _lib.ATTN_F32:
             raise TypeError(f"attn: out must be float32, not {out.dtype}")
+        if not self.torch and not out.flags.writeable:
+            raise ValueError("attn: out is read-only (its flags.writeable is False)")
+        if self.torch and out.requires_grad:
+            import torch
+            if torch.is_grad_enabled():
+                raise RuntimeError("attn: out requires grad; out= is not differentiable")
+        if 0 not in out.shape and any(st == 0 and n > 1
+                                      for n, st in zip(out.shape, _strides(out))):
+            raise ValueError("attn: out has overlapping memory (a dimension of stride 0); each "
+                             "element must have its own place")
         r = raw(out, "out")
         if r.obj is not out:
             raise ValueError("attn: out has strides attn cannot write through (negative, or "
@@ -178,17 +243,18 @@ class Plan:
 
     def run(self, out: Any = None, want_lse: bool = False):
         """attn_sdpa: returns (out float32, lse float32 or None)."""
-        if out is None:
+        if out is None:  # a new contiguous array: no checks needed
             out = empty(self.like, self.out_shape)
-        ro = self.out_view(out)
+            ro = _fresh_view(out, 4)
+        else:
+            ro = self.out_view(out)
         lse = None
         tl = None
         if want_lse:
             lse = empty(self.like, self.lse_shape)
-            rl = raw(lse, "lse")
-            merge_leading(rl, 2)
-            pad_leading(rl, 3)
-            tl = rl.tensor()
+            tl = _fresh_view(lse, 3).tensor()
+        if 0 in self.out_shape:  # nothing to compute (PyTorch returns the empty result too)
+            return out, lse
         c = _lib.ctx()
         Q, K, V, O = self.q.tensor(), self.k.tensor(), self.v.tensor(), ro.tensor()
         st = _lib.attn_sdpa(c, Q, K, V, self.mask, self.opt.c, O, None, tl)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
 from typing import Dict, Iterator, List, Optional, Sequence, Union
 
@@ -22,28 +23,73 @@ def _path(p: PathLike) -> bytes:
     return os.fsencode(p)
 
 
+_BERT_DTYPES = {"f32": _lib.ATTN_F32, "f16": _lib.ATTN_F16, "bf16": _lib.ATTN_BF16}
+_BERT_ALIASES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+
+def _bert_dtype(dtype: str) -> str:
+    d = _BERT_ALIASES.get(dtype, dtype)
+    if d not in _BERT_DTYPES:
+        raise ValueError(f"attn: dtype must be 'f32', 'f16' or 'bf16', not {dtype!r}")
+    return d
+
+
 class SentenceEncoder:
     """Sentence embeddings of a sentence-transformers / Hugging Face BERT folder
     (config.json, model.safetensors, vocab.txt, optional modules.json and pooling config),
     as ``sentence_transformers.SentenceTransformer(folder).encode``."""
 
-    def __init__(self, folder: PathLike):
+    def __init__(self, folder: PathLike, dtype: str = "f32"):
         path = _path(folder)
-        c = _lib.ctx()
-        ptr = c_void_p()
-        _lib.check(_lib.attn_bert_load(c, path, byref(ptr)), c)
-        self._ptr = ptr
+        self._path = path
+        self._dtype = _bert_dtype(dtype)
+        self._ptr = self._load(self._dtype)
         self._free = _lib.attn_bert_free
+        self._others: Dict[str, c_void_p] = {}  # the model in other dtypes (encode's dtype=)
+        self._lock = threading.Lock()
         info = _lib.BertInfo()
-        _lib.attn_bert_get_info(ptr, byref(info))
+        _lib.attn_bert_get_info(self._ptr, byref(info))
         self.info: Dict[str, object] = {name: getattr(info, name) for name, _ in info._fields_}
         self.dim = int(info.hidden_size)
         self.max_seq_length = int(info.max_seq_length)
+
+    def _load(self, dtype: str) -> c_void_p:
+        c = _lib.ctx()
+        ptr = c_void_p()
+        _lib.check(_lib.attn_bert_load(c, self._path, byref(ptr)), c)
+        if dtype != "f32":
+            st = _lib.attn_bert_set_dtype(c, ptr, _BERT_DTYPES[dtype])
+            if st != 0:
+                msg = _lib.attn_ctx_errmsg(c)
+                _lib.attn_bert_free(ptr)
+                raise _lib.error(st, msg.decode("utf-8", "replace") if msg else None)
+        return ptr
+
+    def _model(self, dtype: Optional[str]) -> c_void_p:
+        """The model computing in dtype: the constructor's, or a copy loaded on first use
+        (models are read-only once shared, so another dtype is another copy)."""
+        if dtype is None:
+            return self._ptr
+        dtype = _bert_dtype(dtype)
+        if dtype == self._dtype:
+            return self._ptr
+        with self._lock:
+            if dtype not in self._others:
+                self._others[dtype] = self._load(dtype)
+            return self._others[dtype]
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype
 
     def __del__(self):
         if getattr(self, "_ptr", None):
             self._free(self._ptr)
             self._ptr = None
+        for p in getattr(self, "_others", {}).values():
+            self._free(p)
+        if getattr(self, "_others", None):
+            self._others.clear()
 
     def tokenize(self, text: str) -> List[int]:
         """Token ids of one text with [CLS] and [SEP], truncated to max_seq_length."""
@@ -56,20 +102,32 @@ class SentenceEncoder:
         return list(ids[:min(n.value, cap)])
 
     def encode(self, sentences: Union[str, Sequence[str]], batch_size: int = 32,
-               normalize_embeddings: bool = False) -> np.ndarray:
-        """Embeddings ``[n, dim]`` float32 (``[dim]`` for one string).  The library batches
-        inside (sorted by length); batch_size is the number of texts handed to it per call."""
+               normalize_embeddings: bool = False, dtype: Optional[str] = None) -> np.ndarray:
+        """Embeddings ``[n, dim]`` float32 (``[dim]`` for one string), as
+        sentence-transformers' ``encode``: the texts are sorted by length (longest first) and
+        handed to the library batch_size at a time (it pads each batch of 32 to its longest
+        text, with key padding masks); the rows come back in the order of ``sentences``.
+        dtype: "f32" (default: the constructor's), "f16" or "bf16" for the encoder's matrix
+        products (attn_bert_set_dtype: faster or smaller, less accurate)."""
         single = isinstance(sentences, str)
         texts = [sentences] if single else list(sentences)
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"attn: sentences[{i}] is a {type(t).__name__}, not a str")
         if batch_size < 1:
             raise ValueError("attn: batch_size must be >= 1")
+        model = self._model(dtype)
+        n = len(texts)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        data = [t.encode("utf-8") for t in texts]
+        order = sorted(range(n), key=lambda i: -len(data[i]))
+        buf = np.empty((min(batch_size, n), self.dim), dtype=np.float32)
         c = _lib.ctx()
-        for i in range(0, len(texts), batch_size):
-            chunk = [t.encode("utf-8") for t in texts[i:i + batch_size]]
-            arr = (c_char_p * len(chunk))(*chunk)
-            _lib.check(_lib.attn_bert_embed(c, self._ptr, arr, len(chunk),
-                                            out[i:i + len(chunk)].ctypes.data), c)
+        for i in range(0, n, batch_size):
+            idx = order[i:i + batch_size]
+            arr = (c_char_p * len(idx))(*[data[j] for j in idx])
+            _lib.check(_lib.attn_bert_embed(c, model, arr, len(idx), buf.ctypes.data), c)
+            out[idx] = buf[:len(idx)]
         if normalize_embeddings:
             norm = np.linalg.norm(out, axis=1, keepdims=True)
             out /= np.maximum(norm, 1e-12)

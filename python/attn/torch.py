@@ -9,6 +9,12 @@ torch.nn.functional.scaled_dot_product_attention's CPU calls to it.
     ...                           # nn.MultiheadAttention, nn.TransformerEncoderLayer, ...
     attn.torch.unpatch()
 
+Where torch has ``torch.library.custom_op`` (2.4 and later) the function is the custom op
+``torch.ops.attn.sdpa`` (a fake implementation for meta / fake tensors, so torch.compile and
+torch.export trace it as one node; autograd through ``register_autograd``, whose backward is
+the custom op ``torch.ops.attn.sdpa_backward``).  Older torch gets the same computation as a
+``torch.autograd.Function``.
+
 The forward saves its output and log-sum-exp, and the backward starts from them (FlashAttention's
 way: no second forward pass).  bfloat16 inputs: the forward runs attn's bf16 kernels; the
 backward runs in float32 on the inputs converted (attn has no bf16 backward), recomputing the
@@ -17,91 +23,255 @@ grad gets its gradient (summed over broadcast dimensions, as attn_sdpa_backward 
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import os
+from typing import Any, List, Optional, Tuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from . import _lib
-from ._arrays import as4d, is_torch, merge_leading, pad_leading, raw
-from ._sdpa import Causal, Plan, Window
+from ._arrays import as4d, merge_leading, pad_leading, raw
+from ._sdpa import Causal, Plan, Window, _causal_code, _random_seed, window_pair
 
-__all__ = ["scaled_dot_product_attention", "patch", "unpatch", "is_patched"]
+__all__ = ["scaled_dot_product_attention", "patch", "unpatch", "is_patched",
+           "custom_op_registered"]
 
 _original = None
 routed_calls = 0  # calls patch() sent to attn (for tests and curiosity)
 
+_CAUSAL = {0: False, 1: "top_left", 2: "bottom_right"}
+_U64 = 2**64 - 1
 
-def _grad_view(t: torch.Tensor, what: str):
-    r = as4d(t, what)
-    return r, r.tensor()
+
+# --------------------------------------------------------------------------------------------
+# the computation (shared by the custom op and the autograd.Function fallback)
+# --------------------------------------------------------------------------------------------
+
+
+def _forward(q, k, v, mask, dropout_p, causal, scale, enable_gqa, window, alibi, softcap,
+             seed, want_plan=False):
+    """(out of q's dtype, lse float32) on CPU tensors (and the Plan with want_plan)."""
+    plan = Plan(q, k, v, mask, dropout_p, _CAUSAL[causal], scale, enable_gqa, window, alibi,
+                softcap, seed)
+    out, lse = plan.run(None, True)
+    out = out.to(q.dtype) if plan.bf16 else out
+    return (out, lse, plan) if want_plan else (out, lse)
+
+
+def _backward(dout, q, k, v, mask, out, lse, dropout_p, causal, scale, enable_gqa, window,
+              alibi, softcap, seed, need, plan=None):
+    """(dq, dk, dv, dmask), each None where need[i] is false (dmask also for bool masks).
+    plan: the forward's (float32 inputs), whose views are reused."""
+    if dout.numel() == 0:  # an empty result: every gradient is zero
+        float_mask = mask is not None and mask.dtype.is_floating_point
+        return tuple(torch.zeros_like(x) if x is not None and want else None
+                     for x, want in zip((q, k, v, mask if float_mask else None), need))
+    bf16 = q.dtype == torch.bfloat16
+    if bf16:
+        q, k, v = q.float(), k.float(), v.float()
+    if plan is None or bf16:
+        plan = Plan(q, k, v, mask, dropout_p, _CAUSAL[causal], scale, enable_gqa, window,
+                    alibi, softcap, seed)
+    dout = dout.float()
+    grads: List[Optional[torch.Tensor]] = []
+    views = []
+    for i, x in enumerate((q, k, v)):
+        if need[i]:
+            g = torch.empty(x.shape, dtype=torch.float32)
+            grads.append(g)
+            views.append(as4d(g, "gradient").tensor())
+        else:
+            grads.append(None)
+            views.append(None)
+    dmask = None
+    dmask_view = None
+    if mask is not None and need[3] and mask.dtype.is_floating_point:
+        if q.ndim > 4 or mask.ndim > 4:
+            raise NotImplementedError("attn: the attn_mask gradient is computed for inputs "
+                                      "of at most 4 dimensions")
+        dmask = torch.empty(mask.shape, dtype=torch.float32)
+        dmask_view = raw(dmask, "mask gradient").tensor()
+    rd = as4d(dout, "grad_output")
+    c = _lib.ctx()
+    if bf16 or out.dtype != torch.float32:
+        st = _lib.attn_sdpa_backward(c, plan.q.tensor(), plan.k.tensor(), plan.v.tensor(),
+                                     plan.mask, plan.opt.c, rd.tensor(), views[0], views[1],
+                                     views[2], dmask_view)
+    else:
+        ro = plan.out_view(out.detach())
+        rl = raw(lse.detach(), "lse")
+        merge_leading(rl, 2)
+        pad_leading(rl, 3)
+        st = _lib.attn_sdpa_backward_saved(c, plan.q.tensor(), plan.k.tensor(),
+                                           plan.v.tensor(), plan.mask, plan.opt.c,
+                                           ro.tensor(), rl.tensor(), rd.tensor(), views[0],
+                                           views[1], views[2], dmask_view)
+    _lib.check(st, c)
+    if bf16:
+        grads = [g.to(torch.bfloat16) if g is not None else None for g in grads]
+    if dmask is not None and mask.dtype != torch.float32:
+        dmask = dmask.to(mask.dtype)
+    return grads[0], grads[1], grads[2], dmask
+
+
+# --------------------------------------------------------------------------------------------
+# torch >= 2.4: the custom ops attn::sdpa and attn::sdpa_backward
+# --------------------------------------------------------------------------------------------
+# eager calls on plain tensors skip the dispatcher (see _plain_eager); True sends them through
+# the custom op as well (tests; ATTN_TORCH_EAGER_OP=1)
+use_custom_op_in_eager = os.environ.get("ATTN_TORCH_EAGER_OP", "0") == "1"
+custom_op_registered = (hasattr(torch.library, "custom_op") and
+                        hasattr(torch.library, "register_autograd") and
+                        os.environ.get("ATTN_TORCH_CUSTOM_OP", "1") != "0")
+
+if custom_op_registered:
+    @torch.library.custom_op("attn::sdpa", mutates_args=(), device_types="cpu")
+    def _sdpa_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                 attn_mask: Optional[torch.Tensor], dropout_p: float, causal: int,
+                 scale: Optional[float], enable_gqa: bool, window: Optional[List[int]],
+                 alibi_slopes: Optional[torch.Tensor], softcap: float,
+                 seed: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """attn_sdpa: (out [..., H, L, Dv] of query's dtype, lse [..., H, L] float32).
+        causal: 0 none, 1 top-left, 2 bottom-right; window: [left, right] (-1 unlimited) or
+        None; seed: the Philox key as a signed 64-bit number."""
+        return _forward(query, key, value, attn_mask, dropout_p, causal, scale, enable_gqa,
+                        window, alibi_slopes, softcap, seed)
+
+    @_sdpa_op.register_fake
+    def _sdpa_fake(query, key, value, attn_mask, dropout_p, causal, scale, enable_gqa, window,
+                   alibi_slopes, softcap, seed):
+        out = query.new_empty(tuple(query.shape[:-1]) + (value.shape[-1],))
+        lse = query.new_empty(tuple(query.shape[:-1]), dtype=torch.float32)
+        return out, lse
+
+    @torch.library.custom_op("attn::sdpa_backward", mutates_args=(), device_types="cpu")
+    def _sdpa_backward_op(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                          value: torch.Tensor, attn_mask: Optional[torch.Tensor],
+                          out: torch.Tensor, lse: torch.Tensor, dropout_p: float, causal: int,
+                          scale: Optional[float], enable_gqa: bool,
+                          window: Optional[List[int]], alibi_slopes: Optional[torch.Tensor],
+                          softcap: float, seed: int, need: List[bool]) -> List[torch.Tensor]:
+        """attn_sdpa_backward(_saved): [dq, dk, dv, dmask]; a gradient not asked for (need)
+        is an empty tensor."""
+        g = _backward(grad_out, query, key, value, attn_mask, out, lse, dropout_p, causal,
+                      scale, enable_gqa, window, alibi_slopes, softcap, seed, need)
+        return [x if x is not None else query.new_empty((0,)) for x in g]
+
+    def _backward_shapes(query, key, value, attn_mask, need):
+        float_mask = attn_mask is not None and attn_mask.dtype.is_floating_point
+        return [(query, need[0]), (key, need[1]), (value, need[2]),
+                (attn_mask if float_mask else query, need[3] and float_mask)]
+
+    @_sdpa_backward_op.register_fake
+    def _sdpa_backward_fake(grad_out, query, key, value, attn_mask, out, lse, dropout_p,
+                            causal, scale, enable_gqa, window, alibi_slopes, softcap, seed,
+                            need):
+        return [like.new_empty(like.shape) if want else query.new_empty((0,))
+                for like, want in _backward_shapes(query, key, value, attn_mask, need)]
+
+    def _setup_context(ctx, inputs, output):
+        (query, key, value, attn_mask, dropout_p, causal, scale, enable_gqa, window,
+         alibi_slopes, softcap, seed) = inputs
+        out, lse = output
+        ctx.args = (dropout_p, causal, scale, enable_gqa, window, softcap, seed)
+        ctx.save_for_backward(query, key, value, attn_mask, out, lse, alibi_slopes)
+        ctx.mark_non_differentiable(lse)
+
+    def _autograd_backward(ctx, grad_out, _grad_lse):
+        query, key, value, attn_mask, out, lse, alibi_slopes = ctx.saved_tensors
+        dropout_p, causal, scale, enable_gqa, window, softcap, seed = ctx.args
+        n = ctx.needs_input_grad
+        need = [bool(n[0]), bool(n[1]), bool(n[2]), bool(n[3])]
+        g = _sdpa_backward_op(grad_out, query, key, value, attn_mask, out, lse, dropout_p,
+                              causal, scale, enable_gqa, window, alibi_slopes, softcap, seed,
+                              need)
+        float_mask = attn_mask is not None and attn_mask.dtype.is_floating_point
+        grads = [g[i] if need[i] else None for i in range(3)]
+        grads.append(g[3] if need[3] and float_mask else None)
+        return tuple(grads) + (None,) * 8
+
+    _sdpa_op.register_autograd(_autograd_backward, setup_context=_setup_context)
+
+
+# --------------------------------------------------------------------------------------------
+# older torch: a torch.autograd.Function
+# --------------------------------------------------------------------------------------------
 
 
 class _SDPA(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, window, alibi,
+    def forward(ctx, q, k, v, mask, dropout_p, causal, scale, enable_gqa, window, alibi,
                 softcap, seed):
-        plan = Plan(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, window, alibi,
-                    softcap, seed)
-        out, lse = plan.run(None, True)
-        ctx.args = (dropout_p, is_causal, scale, enable_gqa, window, alibi, softcap,
-                    plan.opt.seed)
-        ctx.bf16 = plan.bf16
+        out, lse, plan = _forward(q, k, v, mask, dropout_p, causal, scale, enable_gqa, window,
+                                  alibi, softcap, seed, True)
+        ctx.args = (dropout_p, causal, scale, enable_gqa, window, alibi, softcap, seed)
+        ctx.plan = plan  # its views of q, k, v and the mask (saved below too)
         ctx.save_for_backward(q, k, v, mask, out, lse)
         ctx.mark_non_differentiable(lse)
-        res = out.to(q.dtype) if plan.bf16 else out
-        return res, lse
+        return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, mask, out, lse = ctx.saved_tensors
-        dropout_p, is_causal, scale, enable_gqa, window, alibi, softcap, seed = ctx.args
-        bf16 = ctx.bf16
-        if bf16:
-            q, k, v = q.float(), k.float(), v.float()
-        plan = Plan(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, window, alibi,
-                    softcap, seed)
-        dout = dout.float()
-        need = ctx.needs_input_grad
-        grads = []
-        views = []
-        for i, x in enumerate((q, k, v)):
-            if need[i]:
-                g = torch.empty(x.shape, dtype=torch.float32)
-                grads.append(g)
-                views.append(_grad_view(g, "gradient")[1])
-            else:
-                grads.append(None)
-                views.append(None)
-        dmask = None
-        dmask_view = None
-        if mask is not None and need[3] and mask.dtype.is_floating_point:
-            if q.ndim > 4 or mask.ndim > 4:
-                raise NotImplementedError("attn: the attn_mask gradient is computed for inputs "
-                                          "of at most 4 dimensions")
-            dmask = torch.empty(mask.shape, dtype=torch.float32)
-            dmask_view = raw(dmask, "mask gradient").tensor()
-        rd = as4d(dout, "grad_output")
-        c = _lib.ctx()
-        if bf16:
-            st = _lib.attn_sdpa_backward(c, plan.q.tensor(), plan.k.tensor(), plan.v.tensor(),
-                                         plan.mask, plan.opt.c, rd.tensor(), views[0], views[1],
-                                         views[2], dmask_view)
-        else:
-            ro = plan.out_view(out)
-            rl = raw(lse, "lse")
-            merge_leading(rl, 2)
-            pad_leading(rl, 3)
-            st = _lib.attn_sdpa_backward_saved(c, plan.q.tensor(), plan.k.tensor(),
-                                               plan.v.tensor(), plan.mask, plan.opt.c,
-                                               ro.tensor(), rl.tensor(), rd.tensor(), views[0],
-                                               views[1], views[2], dmask_view)
-        _lib.check(st, c)
-        if bf16:
-            grads = [g.to(torch.bfloat16) if g is not None else None for g in grads]
-        if dmask is not None and mask.dtype != torch.float32:
-            dmask = dmask.to(mask.dtype)
-        return (grads[0], grads[1], grads[2], dmask) + (None,) * 8
+        dropout_p, causal, scale, enable_gqa, window, alibi, softcap, seed = ctx.args
+        plan, ctx.plan = ctx.plan, None
+        g = _backward(dout, q, k, v, mask, out, lse, dropout_p, causal, scale, enable_gqa,
+                      window, alibi, softcap, seed, ctx.needs_input_grad[:4], plan)
+        return g + (None,) * 8
+
+
+# --------------------------------------------------------------------------------------------
+# the public function
+# --------------------------------------------------------------------------------------------
+
+
+def _check_tensor(x: Any, what: str, optional: bool = False) -> None:
+    if x is None and optional:
+        return
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"attn: {what} must be a torch tensor, not {type(x).__name__}")
+    if not x.is_cpu:
+        raise ValueError(f"attn: {what} is on {x.device}; attn runs on the CPU (use .cpu())")
+    if x.layout is not torch.strided or getattr(x, "is_nested", False):
+        raise TypeError(f"attn: {what} must be a dense (strided) tensor, not {x.layout}"
+                        + (" (nested)" if getattr(x, "is_nested", False) else ""))
+
+
+def _window_arg(window: Window) -> Optional[List[int]]:
+    if window is None:
+        return None
+    return list(window_pair(window))
+
+
+def _signed64(x: int) -> int:
+    x = int(x) & _U64
+    return x - 2**64 if x >= 2**63 else x
+
+
+def _compiling() -> bool:
+    c = getattr(torch, "compiler", None)
+    f = getattr(c, "is_compiling", None) if c is not None else None
+    return bool(f()) if f is not None else False
+
+
+def _plain_eager(tensors) -> bool:
+    """True when the call runs eagerly on plain CPU tensors: not under torch.compile /
+    export, no torch-dispatch mode (make_fx, FakeTensorMode), no tensor subclass or functorch
+    wrapper.  Then the autograd.Function runs (the same computation, without the
+    dispatcher's cost); otherwise the custom op, which tracing sees as one node."""
+    if _compiling():
+        return False
+    try:
+        if torch._C._len_torch_dispatch_stack() > 0:
+            return False
+        wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    except AttributeError:
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not torch.Tensor or wrapped(t)):
+            return False
+    return True
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -112,10 +282,60 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
                                  softcap: float = 0.0, return_lse: bool = False,
                                  seed: Optional[int] = None):
     """``torch.nn.functional.scaled_dot_product_attention`` computed by attn, differentiable
-    (q, k, v, and a float attn_mask).  Arguments and extensions as :func:`attn.sdpa`."""
-    out, lse = _SDPA.apply(query, key, value, attn_mask, dropout_p, is_causal, scale,
-                           enable_gqa, window, alibi_slopes, softcap, seed)
+    (q, k, v, and a float attn_mask).  Arguments and extensions as :func:`attn.sdpa`.
+
+    With torch >= 2.4 this calls the custom op ``torch.ops.attn.sdpa`` (traceable by
+    torch.compile; its backward is ``torch.ops.attn.sdpa_backward``).  CPU tensors only:
+    CUDA and meta tensors raise ValueError naming the argument."""
+    _check_tensor(query, "query")
+    _check_tensor(key, "key")
+    _check_tensor(value, "value")
+    _check_tensor(attn_mask, "attn_mask", optional=True)
+    causal = _causal_code(is_causal)
+    if alibi_slopes is not None and not isinstance(alibi_slopes, torch.Tensor):
+        alibi_slopes = torch.as_tensor(np.asarray(alibi_slopes, dtype=np.float32))
+    if alibi_slopes is not None:
+        _check_tensor(alibi_slopes, "alibi_slopes")
+        alibi_slopes = alibi_slopes.detach().float()
+    dropout_p = float(dropout_p)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"attn: dropout_p {dropout_p} is outside [0, 1)")
+    if seed is None:
+        seed = _random_seed(query) if dropout_p > 0.0 else 0
+    seed = _signed64(seed)
+    win = _window_arg(window)
+    scale = None if scale is None else float(scale)
+    softcap = float(softcap)
+    enable_gqa = bool(enable_gqa)
+    tensors = (query, key, value, attn_mask)
+    if custom_op_registered and not use_custom_op_in_eager and _plain_eager(tensors):
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                           for t in tensors):
+            out, lse = _SDPA.apply(query, key, value, attn_mask, dropout_p, causal, scale,
+                                   enable_gqa, win, alibi_slopes, softcap, seed)
+        else:  # nothing to differentiate: the lse only when asked for
+            plan = Plan(query, key, value, attn_mask, dropout_p, _CAUSAL[causal], scale,
+                        enable_gqa, win, alibi_slopes, softcap, seed)
+            out, lse = plan.run(None, return_lse)
+            if plan.bf16:
+                out = out.to(query.dtype)
+    elif custom_op_registered:
+        out, lse = _sdpa_op(query, key, value, attn_mask, dropout_p, causal, scale,
+                            enable_gqa, win, alibi_slopes, softcap, seed)
+    else:
+        out, lse = _SDPA.apply(query, key, value, attn_mask, dropout_p, causal, scale,
+                               enable_gqa, win, alibi_slopes, softcap, seed)
     return (out, lse) if return_lse else out
+
+
+def _function_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                   scale=None, enable_gqa=False, *, window=None, alibi_slopes=None,
+                   softcap=0.0, seed=0):
+    """The autograd.Function path (older torch), callable on any torch for the tests."""
+    out, _ = _SDPA.apply(query, key, value, attn_mask, float(dropout_p),
+                         _causal_code(is_causal), scale, bool(enable_gqa), _window_arg(window),
+                         alibi_slopes, float(softcap), _signed64(seed))
+    return out
 
 
 def _routable(query, key, value, attn_mask, is_causal) -> bool:

@@ -42,6 +42,29 @@ def test_sentence_encoder_matches_the_reference():
     assert abs(np.linalg.norm(one) - 1) < 1e-5
 
 
+def test_sentence_encoder_dtypes_and_order():
+    enc = attn.SentenceEncoder(os.path.join(FIXTURES, "bert_tiny"))
+    cases = _bert_expected(os.path.join(FIXTURES, "bert_tiny_expected.txt"))
+    texts = [t for t, _, _ in cases]
+    want = np.stack([e for _, _, e in cases])
+    # the rows follow the order of the sentences whatever the batching (sorted inside)
+    for bs in (1, 2, 5, 1000):
+        assert np.max(np.abs(enc.encode(texts[::-1], batch_size=bs) - want[::-1])) <= 1e-5
+    assert enc.encode([]).shape == (0, enc.dim)
+    # f16 / bf16 matrix products (attn_bert_set_dtype): close to float32, on a second copy
+    for dt, tol in (("f16", 5e-3), ("bf16", 2e-2)):
+        got = enc.encode(texts, dtype=dt)
+        assert got.dtype == np.float32 and np.max(np.abs(got - want)) <= tol * max(
+            1.0, np.abs(want).max())
+    assert np.max(np.abs(enc.encode(texts) - want)) <= 1e-5  # the f32 model is unchanged
+    assert enc.dtype == "f32"
+    bf = attn.SentenceEncoder(os.path.join(FIXTURES, "bert_tiny"), dtype="bfloat16")
+    assert bf.dtype == "bf16"
+    assert np.max(np.abs(bf.encode(texts) - want)) <= 2e-2 * max(1.0, np.abs(want).max())
+    with pytest.raises(ValueError, match="dtype"):
+        enc.encode(texts, dtype="int8")
+
+
 def test_missing_model_folder():
     with pytest.raises(FileNotFoundError):
         attn.SentenceEncoder("/nonexistent/folder")
