@@ -35,6 +35,8 @@ int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
 int attn_cmd_bench(int argc, char **argv);       /* cli/bench_cmd.c */
 /* `attn train vit ...`: argv[0] is "vit" (cli/vit_cmd.c) */
 int attn_cmd_vit_train(int argc, char **argv);
+/* `attn train lm ...`: argv[0] is "lm" (cli/lm_cmd.c) */
+int attn_cmd_lm_train(int argc, char **argv);
 int attn_cmd_classify(int argc, char **argv);      /* cli/vit_cmd.c */
 int attn_cmd_attention_map(int argc, char **argv); /* cli/vit_cmd.c */
 
