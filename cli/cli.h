@@ -37,6 +37,7 @@ int attn_cmd_bench(int argc, char **argv);       /* cli/bench_cmd.c */
 int attn_cmd_vit_train(int argc, char **argv);
 /* `attn train lm ...`: argv[0] is "lm" (cli/lm_cmd.c) */
 int attn_cmd_lm_train(int argc, char **argv);
+int attn_cmd_export(int argc, char **argv); /* cli/lm_cmd.c */
 int attn_cmd_classify(int argc, char **argv);      /* cli/vit_cmd.c */
 int attn_cmd_attention_map(int argc, char **argv); /* cli/vit_cmd.c */
 

@@ -215,6 +215,42 @@ static int copy_if_there(const char *src_dir, const char *dst_dir, const char *n
     return ok;
 }
 
+/* m as a HF folder out (created if missing): model.safetensors (HF's q/k row order),
+ * config.json, and src_dir's tokenizer files when src_dir is not NULL.  0 on failure
+ * (printed). */
+static int write_hf(const char *cmd, attn_ctx *ctx, const attn_module *m, int interleaved,
+                    const attn_llm_special *sp, const char *src_dir, const char *out) {
+    attn_llm_config cfg;
+    char path[4200];
+    attn_status st = attn_llama_lm_config(m, &cfg);
+    if (st == ATTN_OK && mkdir(out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out, strerror(errno));
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    if (st == ATTN_OK)
+        st = save_hf_weights(ctx, m, interleaved, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
+                             path);
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, cmd, st);
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/config.json", out);
+    if (!write_config_json(path, &cfg, sp)) {
+        fprintf(stderr, "attn %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+        return 0;
+    }
+    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json",
+                                        "chat_template.jinja", "generation_config.json",
+                                        "special_tokens_map.json"};
+    for (size_t i = 0; src_dir && i < sizeof files / sizeof *files; i++)
+        if (!copy_if_there(src_dir, out, files[i])) {
+            fprintf(stderr, "attn %s: cannot copy %s/%s into %s\n", cmd, src_dir, files[i], out);
+            return 0;
+        }
+    return 1;
+}
+
 static int on_line(attn_cli_curve *c, const attn_train_progress *p, double val) {
     if (!attn_cli_curve_add(c, p, p->loss, val > 0, (float)val) || c->quiet) return 0;
     char el[16], eta[16];
@@ -518,24 +554,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     }
     /* the model as a HF folder */
     {
-        char cfg_path[4200];
-        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", out);
-        if ((st = save_hf_weights(ctx, m, !from_dir, cfg.num_heads, cfg.num_kv_heads,
-                                  cfg.head_dim, paths.model)) != ATTN_OK) {
-            attn_cli_fail(ctx, CMD, st);
-            goto out;
-        }
-        if (!write_config_json(cfg_path, &cfg, &sp)) {
-            fprintf(stderr, "attn %s: cannot write %s: %s\n", CMD, cfg_path, strerror(errno));
-            goto out;
-        }
-        if (from_dir && (!copy_if_there(init, out, "tokenizer.json") ||
-                         !copy_if_there(init, out, "tokenizer_config.json") ||
-                         !copy_if_there(init, out, "chat_template.jinja") ||
-                         !copy_if_there(init, out, "generation_config.json"))) {
-            fprintf(stderr, "attn %s: cannot copy the tokenizer files into %s\n", CMD, out);
-            goto out;
-        }
+        if (!write_hf(CMD, ctx, m, !from_dir, &sp, from_dir ? init : NULL, out)) goto out;
         if ((st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
                                           c.nv, "held-out loss",
                                           "attn train lm: training and held-out loss")) != ATTN_OK) {
@@ -559,6 +578,319 @@ out:
     attn_llm_free(llm);
     free(tok);
     free(text);
+    attn_ctx_free(ctx);
+    return rc;
+}
+
+/* ---- attn export: a llama model to GGUF (F32 or Q8_0) or to a HF folder ---------------- */
+static const int gsz[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8}; /* scalar sizes by type */
+
+/* The bytes of one GGUF metadata entry (key, type, value) as it is in the file. */
+static uint64_t kv_bytes(const attn_gguf *g, const attn_gguf_kv *kv) {
+    uint64_t n = 8 + strlen(kv->key) + 4;
+    if (kv->type == ATTN_GGUF_STRING) return n + 8 + kv->n;
+    if (kv->type != ATTN_GGUF_ARRAY) return n + (uint64_t)gsz[kv->type];
+    n += 4 + 8;
+    if (kv->elem_type != ATTN_GGUF_STRING) return n + kv->n * (uint64_t)gsz[kv->elem_type];
+    for (uint64_t i = 0; i < kv->n; i++) {
+        const char *s;
+        size_t l = 0;
+        attn_gguf_arr_str(g, kv->key, i, &s, &l);
+        n += 8 + l;
+    }
+    return n;
+}
+
+typedef struct gw { /* a GGUF file being written */
+    FILE *f;
+    int ok;
+} gw;
+static void g_put(gw *w, const void *p, size_t n) {
+    if (w->ok && n && fwrite(p, 1, n, w->f) != n) w->ok = 0;
+}
+static void g_u32(gw *w, uint32_t v) { g_put(w, &v, 4); }
+static void g_u64(gw *w, uint64_t v) { g_put(w, &v, 8); }
+static void g_str(gw *w, const char *s) {
+    g_u64(w, strlen(s));
+    g_put(w, s, strlen(s));
+}
+static void g_kv_u32(gw *w, const char *k, uint32_t v) {
+    g_str(w, k), g_u32(w, ATTN_GGUF_UINT32), g_u32(w, v);
+}
+static void g_kv_f32(gw *w, const char *k, float v) {
+    g_str(w, k), g_u32(w, ATTN_GGUF_FLOAT32), g_put(w, &v, 4);
+}
+static void g_kv_str(gw *w, const char *k, const char *v) {
+    g_str(w, k), g_u32(w, ATTN_GGUF_STRING), g_str(w, v);
+}
+
+/* HF parameter name -> GGUF tensor name; 0 when it has none. */
+static int gguf_name(const char *hf, char *out, size_t n) {
+    static const char *const map[][2] = {
+        {"self_attn.q_proj.", "attn_q."}, {"self_attn.k_proj.", "attn_k."},
+        {"self_attn.v_proj.", "attn_v."}, {"self_attn.o_proj.", "attn_output."},
+        {"mlp.gate_proj.", "ffn_gate."}, {"mlp.up_proj.", "ffn_up."},
+        {"mlp.down_proj.", "ffn_down."}, {"input_layernorm.", "attn_norm."},
+        {"post_attention_layernorm.", "ffn_norm."}};
+    if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, n, "token_embd.weight") > 0;
+    if (!strcmp(hf, "model.norm.weight")) return snprintf(out, n, "output_norm.weight") > 0;
+    if (!strcmp(hf, "lm_head.weight")) return snprintf(out, n, "output.weight") > 0;
+    int layer, used = 0;
+    if (sscanf(hf, "model.layers.%d.%n", &layer, &used) != 1 || !used) return 0;
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+        size_t l = strlen(map[i][0]);
+        if (!strncmp(hf + used, map[i][0], l))
+            return snprintf(out, n, "blk.%d.%s%s", layer, map[i][1], hf + used + l) > 0;
+    }
+    return 0;
+}
+
+/* Writes m as a GGUF file of general.architecture llama: F32, or Q8_0 for the matrices
+ * (type 8; norms and biases stay F32), with the tokenizer.* keys of tok (a GGUF file) copied
+ * as they are.  interleaved: q/k rows already in GGUF's order (a GGUF source); else they are
+ * permuted as llama.cpp's converter does (HF row j D/2 + i -> row 2i + j within each head). */
+static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleaved,
+                              const attn_gguf *tok, const char *tok_path, int q8,
+                              const char *path) {
+    attn_llm_config c;
+    attn_status st = attn_llama_lm_config(m, &c);
+    if (st != ATTN_OK) return st;
+    const uint64_t align = 32;
+    size_t np = attn_module_param_count(m);
+    /* the tensors: names, types, sizes and offsets first */
+    char (*names)[96] = calloc(np, sizeof *names);
+    int *types = calloc(np, sizeof *types);
+    uint64_t *offs = calloc(np, sizeof *offs), off = 0;
+    size_t nt = 0;
+    void *buf = NULL;
+    float *perm = NULL;
+    gw w = {NULL, 1};
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!names || !types || !offs) {
+        st = ATTN_E_NOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < np; i++) {
+        const char *name;
+        attn_tensor v;
+        attn_module_param_at(m, i, &name, &v);
+        if (!gguf_name(name, names[i], sizeof names[i])) {
+            names[i][0] = '\0';
+            continue;
+        }
+        types[i] = q8 && v.ndim == 2 && v.shape[1] % 32 == 0 ? 8 : 0;
+        int64_t be = 1, bb = 4;
+        if (types[i]) attn_qtype_block(types[i], &be, &bb);
+        offs[i] = off;
+        off += ((uint64_t)(attn_tensor_numel(&v) / be * bb) + align - 1) / align * align;
+        nt++;
+    }
+    uint64_t nkv = 0;
+    size_t ntk = attn_gguf_kv_count(tok);
+    for (size_t i = 0; i < ntk; i++) {
+        attn_gguf_kv kv;
+        attn_gguf_kv_at(tok, i, &kv);
+        if (!strncmp(kv.key, "tokenizer.", 10)) nkv++;
+    }
+    int kd = c.head_dim * c.num_heads != c.hidden_size;
+    nkv += 12 + (kd ? 2 : 0);
+    if (!(w.f = fopen(tmp, "wb"))) {
+        st = ATTN_E_IO;
+        goto done;
+    }
+    g_put(&w, "GGUF", 4), g_u32(&w, 3), g_u64(&w, nt), g_u64(&w, nkv);
+    g_kv_str(&w, "general.architecture", "llama");
+    g_kv_str(&w, "general.name", "attn export");
+    g_kv_u32(&w, "general.file_type", q8 ? 7u : 0u);
+    g_kv_u32(&w, "llama.context_length", (uint32_t)c.max_position_embeddings);
+    g_kv_u32(&w, "llama.embedding_length", (uint32_t)c.hidden_size);
+    g_kv_u32(&w, "llama.block_count", (uint32_t)c.num_layers);
+    g_kv_u32(&w, "llama.feed_forward_length", (uint32_t)c.intermediate_size);
+    g_kv_u32(&w, "llama.attention.head_count", (uint32_t)c.num_heads);
+    g_kv_u32(&w, "llama.attention.head_count_kv", (uint32_t)c.num_kv_heads);
+    g_kv_f32(&w, "llama.rope.freq_base", (float)c.rope_theta);
+    g_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", (float)c.rms_norm_eps);
+    g_kv_u32(&w, "llama.vocab_size", (uint32_t)c.vocab_size);
+    if (kd) {
+        g_kv_u32(&w, "llama.attention.key_length", (uint32_t)c.head_dim);
+        g_kv_u32(&w, "llama.attention.value_length", (uint32_t)c.head_dim);
+    }
+    /* the tokenizer keys, byte for byte from the source file */
+    FILE *src = fopen(tok_path, "rb");
+    if (!src) {
+        st = ATTN_E_IO;
+        goto done;
+    }
+    for (size_t i = 0; i < ntk && w.ok; i++) {
+        attn_gguf_kv kv;
+        attn_gguf_kv_at(tok, i, &kv);
+        if (strncmp(kv.key, "tokenizer.", 10) != 0) continue;
+        uint64_t n = kv_bytes(tok, &kv);
+        char chunk[65536];
+        if (fseek(src, (long)kv.offset, SEEK_SET) != 0) w.ok = 0;
+        while (w.ok && n) {
+            size_t k = n < sizeof chunk ? (size_t)n : sizeof chunk;
+            if (fread(chunk, 1, k, src) != k) w.ok = 0;
+            g_put(&w, chunk, k);
+            n -= k;
+        }
+    }
+    fclose(src);
+    for (size_t i = 0; i < np; i++) {
+        if (!names[i][0]) continue;
+        const char *name;
+        attn_tensor v;
+        attn_module_param_at(m, i, &name, &v);
+        g_str(&w, names[i]);
+        g_u32(&w, (uint32_t)v.ndim);
+        for (int d = v.ndim - 1; d >= 0; d--) g_u64(&w, (uint64_t)v.shape[d]);
+        g_u32(&w, (uint32_t)types[i]);
+        g_u64(&w, offs[i]);
+    }
+    {
+        long pos = ftell(w.f);
+        static const char zero[64];
+        if (pos < 0) w.ok = 0;
+        else g_put(&w, zero, (size_t)((align - (uint64_t)pos % align) % align));
+    }
+    uint64_t at = 0;
+    for (size_t i = 0; i < np && w.ok; i++) {
+        if (!names[i][0]) continue;
+        const char *name;
+        attn_tensor v;
+        attn_module_param_at(m, i, &name, &v);
+        int64_t n = attn_tensor_numel(&v);
+        const float *data = v.data;
+        int qk = strstr(name, ".self_attn.q_proj.") || strstr(name, ".self_attn.k_proj.");
+        if (qk && !interleaved) { /* HF rows -> GGUF's interleaved rows */
+            int64_t heads = strstr(name, "q_proj") ? c.num_heads : c.num_kv_heads, D = c.head_dim;
+            int64_t cols = v.ndim == 2 ? v.shape[1] : 1;
+            float *p = realloc(perm, sizeof *perm * (size_t)n);
+            if (!p) {
+                st = ATTN_E_NOMEM;
+                goto done;
+            }
+            perm = p;
+            for (int64_t h = 0; h < heads; h++)
+                for (int64_t ii = 0; ii < D / 2; ii++)
+                    for (int64_t j = 0; j < 2; j++)
+                        memcpy(perm + (h * D + 2 * ii + j) * cols,
+                               data + (h * D + j * (D / 2) + ii) * cols, sizeof *perm * (size_t)cols);
+            data = perm;
+        }
+        static const char zero[64];
+        g_put(&w, zero, (size_t)(offs[i] - at));
+        at = offs[i];
+        if (types[i]) {
+            int64_t be, bb;
+            attn_qtype_block(types[i], &be, &bb);
+            size_t nb = (size_t)(n / be * bb);
+            void *q = realloc(buf, nb);
+            if (!q) {
+                st = ATTN_E_NOMEM;
+                goto done;
+            }
+            buf = q;
+            if ((st = attn_quantize(ctx, types[i], data, n, buf, nb)) != ATTN_OK) goto done;
+            g_put(&w, buf, nb);
+            at += nb;
+        } else {
+            g_put(&w, data, sizeof *data * (size_t)n);
+            at += sizeof *data * (uint64_t)n;
+        }
+    }
+    st = w.ok ? ATTN_OK : ATTN_E_IO;
+done:
+    if (w.f && fclose(w.f) != 0 && st == ATTN_OK) st = ATTN_E_IO;
+    if (w.f && st == ATTN_OK && rename(tmp, path) != 0) st = ATTN_E_IO;
+    if (w.f && st != ATTN_OK) remove(tmp);
+    free(names), free(types), free(offs), free(buf), free(perm);
+    return st;
+}
+
+int attn_cmd_export(int argc, char **argv) {
+    const char *model = NULL, *gguf = NULL, *hf = NULL, *tok_path = NULL;
+    int type = 0, npos;
+    long long threads = 0;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("model", 0, &model, "MODEL",
+                     "a llama model: a GGUF file or a HF folder (e.g. the output of\n"
+                     "'attn train lm') (required)"),
+        ATTN_OPT_STR("gguf", 0, &gguf, "FILE", "write it as a GGUF file"),
+        ATTN_OPT_CHOICE("type", 0, &type, "f32|q8_0", "TYPE",
+                        "the GGUF's matrices: f32 (default) or q8_0 (norms stay F32)"),
+        ATTN_OPT_STR("tokenizer", 0, &tok_path, "FILE",
+                     "the GGUF whose tokenizer.* keys the GGUF gets (default: MODEL\n"
+                     "when it is a GGUF; required for a folder)"),
+        ATTN_OPT_STR("hf", 0, &hf, "DIR",
+                     "write it as a HF folder: config.json, model.safetensors (F32)\n"
+                     "and the folder's tokenizer files"),
+        ATTN_OPT_THREADS(&threads), ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "export", "attn export --model MODEL --gguf FILE [--type f32|q8_0] [--tokenizer FILE]\n"
+                  "attn export --model MODEL --hf DIR",
+        "Writes a llama model (GGUF or HF folder) as a GGUF file that llama.cpp, the gguf\n"
+        "Python package, transformers and attn read (the llama.* keys, the source's\n"
+        "tokenizer.* keys byte for byte, q/k rows in the converter's interleaved order), or\n"
+        "as a HF folder (q/k rows in HF's order).  'attn generate --model' runs both.",
+        opts, NULL,
+        "attn export --model lm-finetuned --gguf ft.gguf --type q8_0 --tokenizer base.gguf\n"
+        "attn export --model SmolLM2-135M-Instruct.Q4_1.gguf --hf smollm2-f32"};
+    int rc = attn_cli_parse(&spec, argc, argv, &npos);
+    if (rc != ATTN_CLI_GO) return rc;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (!model) return attn_cli_usage_error(&spec, "--model MODEL is required");
+    if (!gguf == !hf) return attn_cli_usage_error(&spec, "give one of --gguf FILE and --hf DIR");
+    struct stat sb;
+    int from_dir = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (gguf && !tok_path) {
+        if (from_dir)
+            return attn_cli_usage_error(&spec, "%s is a folder: give --tokenizer FILE.gguf (the "
+                                        "GGUF it came from) for the tokenizer.* keys", model);
+        tok_path = model;
+    }
+    attn_ctx *ctx;
+    if (attn_cli_ctx("export", threads, 0, &ctx)) return 1;
+    attn_llm *llm = NULL;
+    attn_module *m = NULL;
+    attn_gguf *tok = NULL;
+    attn_llm_special sp;
+    attn_status st = attn_llm_load(ctx, model, 0u, &llm);
+    rc = 1;
+    if (st == ATTN_OK) st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m);
+    if (st == ATTN_OK) st = attn_llm_get_special(llm, &sp);
+    if (st == ATTN_OK && gguf) st = attn_gguf_open(ctx, tok_path, &tok);
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, "export", st);
+        goto out;
+    }
+    if (gguf) {
+        attn_gguf_kv kv;
+        if (attn_gguf_kv_find(tok, "tokenizer.ggml.model", &kv) != ATTN_OK) {
+            fprintf(stderr, "attn export: %s has no tokenizer.ggml.* keys\n", tok_path);
+            goto out;
+        }
+        errno = 0;
+        if ((st = write_gguf(ctx, m, !from_dir, tok, tok_path, type == 1, gguf)) != ATTN_OK) {
+            if (st == ATTN_E_IO)
+                fprintf(stderr, "attn export: cannot write %s: %s\n", gguf,
+                        errno ? strerror(errno) : "I/O error");
+            else
+                attn_cli_fail(ctx, "export", st);
+            goto out;
+        }
+        printf("wrote %s (%s)\n", gguf, type == 1 ? "Q8_0" : "F32");
+    } else {
+        if (!write_hf("export", ctx, m, !from_dir, &sp, from_dir ? model : NULL, hf)) goto out;
+        printf("wrote %s (HF folder%s)\n", hf,
+               from_dir ? "" : "; no tokenizer.json: the source is a GGUF file");
+    }
+    rc = 0;
+out:
+    attn_gguf_free(tok);
+    attn_module_free(m);
+    attn_llm_free(llm);
     attn_ctx_free(ctx);
     return rc;
 }
