@@ -137,7 +137,8 @@ static attn_status save_hf_weights(attn_ctx *ctx, const attn_module *m, int inte
         const char *name;
         attn_tensor v;
         if ((st = attn_module_param_at(m, i, &name, &v)) != ATTN_OK) break;
-        int q = strstr(name, ".self_attn.q_proj.") != NULL, k = strstr(name, ".self_attn.k_proj.") != NULL;
+        int q = strstr(name, ".self_attn.q_proj.") != NULL;
+        int k = strstr(name, ".self_attn.k_proj.") != NULL;
         if (!interleaved || !(q || k)) {
             st = attn_st_writer_add_view(w, name, &v);
             continue;
@@ -164,7 +165,8 @@ static attn_status save_hf_weights(attn_ctx *ctx, const attn_module *m, int inte
     return st;
 }
 
-static int write_config_json(const char *path, const attn_llm_config *c, const attn_llm_special *sp) {
+static int write_config_json(const char *path, const attn_llm_config *c,
+                             const attn_llm_special *sp) {
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -256,7 +258,8 @@ static int on_line(attn_cli_curve *c, const attn_train_progress *p, double val) 
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
     attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
-    fprintf(stderr, "%sstep %6lld/%lld  loss %.4f  lr %.2e  |g| %.3g  %6.0f tok/s  %s elapsed  ETA %s",
+    fprintf(stderr,
+            "%sstep %6lld/%lld  loss %.4f  lr %.2e  |g| %.3g  %6.0f tok/s  %s elapsed  ETA %s",
             c->tty ? "\r\033[K" : "", (long long)p->step, (long long)p->steps, (double)p->loss,
             (double)p->lr, (double)p->grad_norm, p->tokens_per_s, el, eta);
     if (val > 0) fprintf(stderr, "  held-out %.4f (ppl %.2f)\n", val, exp(val));
@@ -321,7 +324,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         opts, NULL,
         "attn train lm --init SmolLM2-135M-Instruct.Q4_1.gguf --text notes.txt --steps 20\n"
         "attn train lm --init smollm2-hf --text /usr/share/common-licenses/GPL-3 -o gpl\n"
-        "attn train lm --init smollm2-hf --text book.txt -o gpl --resume"};
+        "attn train lm --init smollm2-hf --text /usr/share/common-licenses/GPL-3 -o gpl --resume"};
     int rc = attn_cli_parse(&spec, argc, argv, &npos);
     if (rc != ATTN_CLI_GO) return rc;
     if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
@@ -335,14 +338,15 @@ int attn_cmd_lm_train(int argc, char **argv) {
 
     attn_cli_paths paths;
     char state_path[4200];
-    if (attn_cli_train_dir(CMD, out, &paths)) return 1;
-    snprintf(state_path, sizeof state_path, "%s", paths.state);
     struct stat sb;
-    if (resume && stat(state_path, &sb) != 0) {
+    snprintf(state_path, sizeof state_path, "%s/state.safetensors", out);
+    if (resume && stat(state_path, &sb) != 0) { /* before the folder is made */
         fprintf(stderr, "attn %s: --resume: no checkpoint %s (%s)\n", CMD, state_path,
                 strerror(errno));
         return 1;
     }
+    if (attn_cli_train_dir(CMD, out, &paths)) return 1;
+    snprintf(state_path, sizeof state_path, "%s", paths.state);
     int from_dir = stat(init, &sb) == 0 && S_ISDIR(sb.st_mode);
 
     attn_ctx *ctx = NULL;
@@ -457,7 +461,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
         attn_st_free(rs), rs = NULL;
     }
     attn_llm_free(llm), llm = NULL; /* the text side is no longer needed... */
-    if (!(b.x = malloc(sizeof *b.x * (size_t)(B * T))) || !(b.y = malloc(sizeof *b.y * (size_t)(B * T))) ||
+    if (!(b.x = malloc(sizeof *b.x * (size_t)(B * T))) ||
+        !(b.y = malloc(sizeof *b.y * (size_t)(B * T))) ||
         !(b.logits = malloc(sizeof *b.logits * (size_t)(B * T * V))) ||
         !(b.dlogits = malloc(sizeof *b.dlogits * (size_t)(B * T * V)))) {
         fprintf(stderr, "attn %s: out of memory for a batch of %lld x %lld tokens\n", CMD, B, T);
@@ -479,7 +484,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
         goto out;
     }
     val = val0;
-    printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n", (long long)step0, val0, exp(val0));
+    printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n", (long long)step0, val0,
+           exp(val0));
     fflush(stdout);
     {
         const uint64_t span = (uint64_t)(ntrain - T); /* window starts: [0, span) */
@@ -557,7 +563,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
         if (!write_hf(CMD, ctx, m, !from_dir, &sp, from_dir ? init : NULL, out)) goto out;
         if ((st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
                                           c.nv, "held-out loss",
-                                          "attn train lm: training and held-out loss")) != ATTN_OK) {
+                                          "attn train lm: training and held-out loss")) !=
+            ATTN_OK) {
             attn_cli_fail(ctx, CMD, st);
             goto out;
         }
@@ -776,7 +783,8 @@ static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleav
                 for (int64_t ii = 0; ii < D / 2; ii++)
                     for (int64_t j = 0; j < 2; j++)
                         memcpy(perm + (h * D + 2 * ii + j) * cols,
-                               data + (h * D + j * (D / 2) + ii) * cols, sizeof *perm * (size_t)cols);
+                               data + (h * D + j * (D / 2) + ii) * cols,
+                               sizeof *perm * (size_t)cols);
             data = perm;
         }
         static const char zero[64];

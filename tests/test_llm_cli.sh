@@ -24,7 +24,9 @@ run() { # run RC_WANTED CMD...: stdout to $T/out, stderr to $T/err
     [ "$rc" = "$want" ] || fail "exit status $rc, expected $want: $*"
 }
 mktext() { # a text of 16 kB whose patterns a tiny model learns in a few steps
-    for i in $(seq 1 400); do echo "the quick brown fox $((i % 7)) jumps over the lazy dog"; done >"$1"
+    for i in $(seq 1 400); do
+        echo "the quick brown fox $((i % 7)) jumps over the lazy dog"
+    done >"$1"
 }
 case $CASE in
 tokenize)
@@ -109,7 +111,8 @@ train_lm_resume) # stopped at step 5 and resumed (on another thread count) = uni
     cmp -s "$T/full/state.safetensors" "$T/part/state.safetensors" || fail "checkpoints differ"
     cmp -s "$T/full/model.safetensors" "$T/part/model.safetensors" || fail "models differ"
     run 1 "$ATTN" train lm $L --seed 2 -o "$T/part" --resume
-    grep -q "written by another run (its seed differs)" "$T/err" || fail "another run's checkpoint" ;;
+    grep -q "written by another run (its seed differs)" "$T/err" ||
+        fail "another run's checkpoint" ;;
 train_lm_gguf) # from the tiny GGUF (dequantized), exported back to GGUF with its tokenizer
     mktext "$T/text"
     run 0 "$ATTN" train lm --init $G --text "$T/text" --steps 4 --len 32 -q -o "$T/a"
@@ -145,6 +148,8 @@ export_transformers) # transformers on the exports (skipped without it): tests/c
     [ -f "$LIB" ] || { echo "no $LIB: skipped"; exit 77; }
     "$PY" -c "import transformers, torch, gguf, numpy" 2>/dev/null ||
         { echo "$PY has no transformers/torch/gguf: skipped"; exit 77; }
+    "$PY" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$LIB" 2>/dev/null ||
+        { echo "$LIB does not load into $PY (a sanitizer build?): skipped"; exit 77; }
     run 0 "$ATTN" export --model $G --gguf "$T/f32.gguf"
     run 0 "$ATTN" export --model $G --gguf "$T/q8.gguf" --type q8_0
     run 0 "$ATTN" export --model $G --hf "$T/hf"
@@ -165,8 +170,9 @@ train_lm_errors)
     grep -q "too short for --len 128" "$T/err" || fail "text shorter than a window"
     run 1 "$ATTN" train lm --init fixtures/bert_tiny --text "$T/text" -o "$T/o"
     grep -q 'model_type "bert" is not supported' "$T/err" || fail "another architecture"
-    run 1 "$ATTN" train lm --init $G --text "$T/text" -o "$T/o" --resume
+    run 1 "$ATTN" train lm --init $G --text "$T/text" -o "$T/r" --resume
     grep -q -- "--resume: no checkpoint" "$T/err" || fail "--resume without a checkpoint"
+    [ -e "$T/r" ] && fail "--resume without a checkpoint made the output folder"
     run 2 "$ATTN" train lm --init $G --text "$T/text" --held-out 1.5
     grep -q -- "--held-out" "$T/err" || fail "held-out 1.5"
     run 2 "$ATTN" train lm --init $G --text "$T/text" --held-out 0
