@@ -1,7 +1,9 @@
 /* attn train lm: fine-tunes a llama-architecture LLM (a GGUF file, dequantized to F32 master
  * weights, or a HF folder) on a text file, with the model's own tokenizer. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +59,7 @@ static void run_kv(const lm_run *r, uint64_t text_id, int64_t ntok, const char *
 }
 
 static attn_status put_run(attn_st_writer *w, const lm_run *r, uint64_t text_id, int64_t ntok,
-                           int64_t step) {
+                           int64_t step, const char *init) {
     const char *k[N_RUN_KEYS];
     char v[N_RUN_KEYS][40], s[32];
     run_kv(r, text_id, ntok, k, v);
@@ -65,6 +67,8 @@ static attn_status put_run(attn_st_writer *w, const lm_run *r, uint64_t text_id,
     for (int i = 0; st == ATTN_OK && i < N_RUN_KEYS; i++) st = attn_st_writer_meta(w, k[i], v[i]);
     snprintf(s, sizeof s, "%lld", (long long)step);
     if (st == ATTN_OK) st = attn_st_writer_meta(w, "train_step", s);
+    /* where the model came from (config and tokenizer, for attn export): not compared */
+    if (st == ATTN_OK) st = attn_st_writer_meta(w, "init", init);
     return st;
 }
 
@@ -348,6 +352,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
     if (attn_cli_train_dir(CMD, out, &paths)) return 1;
     snprintf(state_path, sizeof state_path, "%s", paths.state);
     int from_dir = stat(init, &sb) == 0 && S_ISDIR(sb.st_mode);
+    char init_abs[PATH_MAX];
+    if (!realpath(init, init_abs)) snprintf(init_abs, sizeof init_abs, "%s", init);
 
     attn_ctx *ctx = NULL;
     attn_llm *llm = NULL;
@@ -532,7 +538,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
             if (last || (save_every > 0 && (step + 1) % save_every == 0)) {
                 attn_st_writer *w = NULL;
                 if ((st = attn_st_writer_create(ctx, &w)) == ATTN_OK) {
-                    st = put_run(w, &r, text_id, ntok, step + 1);
+                    st = put_run(w, &r, text_id, ntok, step + 1, init_abs);
                     if (st == ATTN_OK) st = attn_module_save(ctx, m, w, "model.");
                     if (st == ATTN_OK) st = attn_adamw_save(ctx, opt, m, w, "optim.");
                     if (st == ATTN_OK) st = attn_st_writer_save(w, state_path);
@@ -571,7 +577,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
         printf("held-out loss: %.4f -> %.4f (perplexity %.3f -> %.3f)\n", val0, val, exp(val0),
                exp(val));
         printf("model: %s (HF folder%s)\ncheckpoint: %s\nloss curve: %s\n", out,
-               from_dir ? "" : "; no tokenizer.json: the source was a GGUF file", state_path,
+               from_dir ? "" : "; no tokenizer.json: the source was a GGUF file: 'attn export "
+                               "--model DIR --gguf FILE' writes it with its tokenizer", state_path,
                paths.svg);
     }
     rc = 0;
@@ -823,14 +830,17 @@ int attn_cmd_export(int argc, char **argv) {
     long long threads = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("model", 0, &model, "MODEL",
-                     "a llama model: a GGUF file or a HF folder (e.g. the output of\n"
-                     "'attn train lm') (required)"),
+                     "a llama model: a GGUF file, a HF folder (e.g. the output of\n"
+                     "'attn train lm') or a checkpoint of 'attn train lm'\n"
+                     "(DIR/state.safetensors, read with the model it started from)\n"
+                     "(required)"),
         ATTN_OPT_STR("gguf", 0, &gguf, "FILE", "write it as a GGUF file"),
         ATTN_OPT_CHOICE("type", 0, &type, "f32|q8_0", "TYPE",
                         "the GGUF's matrices: f32 (default) or q8_0 (norms stay F32)"),
         ATTN_OPT_STR("tokenizer", 0, &tok_path, "FILE",
                      "the GGUF whose tokenizer.* keys the GGUF gets (default: MODEL\n"
-                     "when it is a GGUF; required for a folder)"),
+                     "when it is a GGUF, or the GGUF that 'attn train lm' started\n"
+                     "from; else required)"),
         ATTN_OPT_STR("hf", 0, &hf, "DIR",
                      "write it as a HF folder: config.json, model.safetensors (F32)\n"
                      "and the folder's tokenizer files"),
@@ -843,7 +853,8 @@ int attn_cmd_export(int argc, char **argv) {
         "tokenizer.* keys byte for byte, q/k rows in the converter's interleaved order), or\n"
         "as a HF folder (q/k rows in HF's order).  'attn generate --model' runs both.",
         opts, NULL,
-        "attn export --model lm-finetuned --gguf ft.gguf --type q8_0 --tokenizer base.gguf\n"
+        "attn export --model lm-finetuned --gguf ft.gguf --type q8_0\n"
+        "attn export --model lm-finetuned/state.safetensors --hf ft-step50\n"
         "attn export --model SmolLM2-135M-Instruct.Q4_1.gguf --hf smollm2-f32"};
     int rc = attn_cli_parse(&spec, argc, argv, &npos);
     if (rc != ATTN_CLI_GO) return rc;
@@ -851,28 +862,57 @@ int attn_cmd_export(int argc, char **argv) {
     if (!model) return attn_cli_usage_error(&spec, "--model MODEL is required");
     if (!gguf == !hf) return attn_cli_usage_error(&spec, "give one of --gguf FILE and --hf DIR");
     struct stat sb;
-    int from_dir = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode);
-    if (gguf && !tok_path) {
-        if (from_dir)
-            return attn_cli_usage_error(&spec, "%s is a folder: give --tokenizer FILE.gguf (the "
-                                        "GGUF it came from) for the tokenizer.* keys", model);
-        tok_path = model;
-    }
     attn_ctx *ctx;
     if (attn_cli_ctx("export", threads, 0, &ctx)) return 1;
     attn_llm *llm = NULL;
     attn_module *m = NULL;
     attn_gguf *tok = NULL;
+    attn_st *ck = NULL; /* a checkpoint of attn train lm, or the one beside a train lm folder */
     attn_llm_special sp;
-    attn_status st = attn_llm_load(ctx, model, 0u, &llm);
+    attn_status st = ATTN_OK;
+    const char *src = model, *init = NULL;
+    char ck_path[4200];
     rc = 1;
+    int is_dir = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode);
+    int is_ckpt = !is_dir && S_ISREG(sb.st_mode) && !attn_cli_is_gguf(model);
+    snprintf(ck_path, sizeof ck_path, is_dir ? "%s/state.safetensors" : "%s", model);
+    if ((is_ckpt || (is_dir && stat(ck_path, &sb) == 0)) &&
+        (st = attn_st_read_file(ctx, ck_path, &ck)) != ATTN_OK) {
+        attn_cli_fail(ctx, "export", st);
+        goto out;
+    }
+    if (ck) {
+        const char *task = attn_st_meta(ck, "task");
+        init = attn_st_meta(ck, "init");
+        if (!task || strcmp(task, "lm") != 0 || !init) {
+            fprintf(stderr, "attn export: %s is not a checkpoint of attn train lm%s\n", ck_path,
+                    task && !strcmp(task, "lm") ? " (no metadata \"init\")" : "");
+            goto out;
+        }
+        if (is_ckpt) src = init; /* its config and tokenizer; the weights come from ck */
+    }
+    int src_dir = stat(src, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (gguf && !tok_path) {
+        struct stat ib;
+        if (!src_dir) tok_path = src;
+        else if (init && stat(init, &ib) == 0 && !S_ISDIR(ib.st_mode)) tok_path = init;
+        else {
+            fprintf(stderr, "attn export: %s is a folder: give --tokenizer FILE.gguf (the GGUF "
+                            "it came from) for the tokenizer.* keys\n", src);
+            rc = 2;
+            goto out;
+        }
+    }
+    st = attn_llm_load(ctx, src, 0u, &llm);
     if (st == ATTN_OK) st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m);
+    if (st == ATTN_OK && is_ckpt) st = attn_module_load(ctx, m, ck, "model.", 1);
     if (st == ATTN_OK) st = attn_llm_get_special(llm, &sp);
     if (st == ATTN_OK && gguf) st = attn_gguf_open(ctx, tok_path, &tok);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, "export", st);
         goto out;
     }
+    const int from_dir = src_dir;
     if (gguf) {
         attn_gguf_kv kv;
         if (attn_gguf_kv_find(tok, "tokenizer.ggml.model", &kv) != ATTN_OK) {
@@ -890,12 +930,13 @@ int attn_cmd_export(int argc, char **argv) {
         }
         printf("wrote %s (%s)\n", gguf, type == 1 ? "Q8_0" : "F32");
     } else {
-        if (!write_hf("export", ctx, m, !from_dir, &sp, from_dir ? model : NULL, hf)) goto out;
+        if (!write_hf("export", ctx, m, !from_dir, &sp, from_dir ? src : NULL, hf)) goto out;
         printf("wrote %s (HF folder%s)\n", hf,
                from_dir ? "" : "; no tokenizer.json: the source is a GGUF file");
     }
     rc = 0;
 out:
+    attn_st_free(ck);
     attn_gguf_free(tok);
     attn_module_free(m);
     attn_llm_free(llm);

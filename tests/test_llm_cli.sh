@@ -110,6 +110,9 @@ train_lm_resume) # stopped at step 5 and resumed (on another thread count) = uni
     cmp -s "$T/full.steps" "$T/part.steps" || fail "resumed losses differ"
     cmp -s "$T/full/state.safetensors" "$T/part/state.safetensors" || fail "checkpoints differ"
     cmp -s "$T/full/model.safetensors" "$T/part/model.safetensors" || fail "models differ"
+    run 0 "$ATTN" train lm $L -o "$T/p2" --stop-at 3
+    run 0 "$ATTN" export --model "$T/p2/state.safetensors" --hf "$T/p2hf"
+    run 0 "$ATTN" generate --model "$T/p2hf" --prompt "the" --tokens 4 -q
     run 1 "$ATTN" train lm $L --seed 2 -o "$T/part" --resume
     grep -q "written by another run (its seed differs)" "$T/err" ||
         fail "another run's checkpoint" ;;
@@ -117,7 +120,11 @@ train_lm_gguf) # from the tiny GGUF (dequantized), exported back to GGUF with it
     mktext "$T/text"
     run 0 "$ATTN" train lm --init $G --text "$T/text" --steps 4 --len 32 -q -o "$T/a"
     grep -q "no tokenizer.json" "$T/out" || fail "no note on the missing tokenizer"
-    run 0 "$ATTN" export --model "$T/a" --gguf "$T/a.gguf" --tokenizer $G
+    run 0 "$ATTN" export --model "$T/a" --gguf "$T/a.gguf" # the tokenizer of the --init GGUF
+    run 0 "$ATTN" export --model "$T/a/state.safetensors" --gguf "$T/s.gguf"
+    cmp -s "$T/a.gguf" "$T/s.gguf" || fail "the checkpoint and the folder exported differently"
+    run 0 "$ATTN" export --model "$T/a" --gguf "$T/t.gguf" --tokenizer $G
+    cmp -s "$T/a.gguf" "$T/t.gguf" || fail "--tokenizer the same GGUF gave another file"
     run 0 "$ATTN" export --model "$T/a" --gguf "$T/a8.gguf" --tokenizer $G --type q8_0
     run 0 "$ATTN" generate --model "$T/a.gguf" --prompt "hello" --tokens 8 --temperature 0 -q
     run 0 "$ATTN" generate --model "$T/a8.gguf" --prompt "hello" --tokens 8 --temperature 0 -q ;;
