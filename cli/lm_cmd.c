@@ -42,51 +42,26 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The run's settings as metadata strings: written into the checkpoint, compared on --resume. */
-#define N_RUN_KEYS 12
-static void run_kv(const lm_run *r, uint64_t text_id, int64_t ntok, const char **k,
-                   char v[][40]) {
-    static const char *keys[N_RUN_KEYS] = {"steps", "batch", "len", "warmup", "seed", "lr",
-                                           "lr_min", "weight_decay", "clip", "held_out",
-                                           "text_ids_fnv1a64", "text_tokens"};
-    const long long iv[5] = {r->steps, r->batch, r->len, r->warmup, r->seed};
-    const double fv[5] = {r->lr, r->lr_min, r->wd, r->clip, r->held_out};
-    for (int i = 0; i < N_RUN_KEYS; i++) k[i] = keys[i];
-    for (int i = 0; i < 5; i++) snprintf(v[i], 40, "%lld", iv[i]);
-    for (int i = 0; i < 5; i++) snprintf(v[5 + i], 40, "%.17g", fv[i]);
-    snprintf(v[10], 40, "%016llx", (unsigned long long)text_id);
-    snprintf(v[11], 40, "%lld", (long long)ntok);
-}
-
-static attn_status put_run(attn_st_writer *w, const lm_run *r, uint64_t text_id, int64_t ntok,
-                           int64_t step, const char *init) {
-    const char *k[N_RUN_KEYS];
-    char v[N_RUN_KEYS][40], s[32];
-    run_kv(r, text_id, ntok, k, v);
-    attn_status st = attn_st_writer_meta(w, "task", "lm");
-    for (int i = 0; st == ATTN_OK && i < N_RUN_KEYS; i++) st = attn_st_writer_meta(w, k[i], v[i]);
-    snprintf(s, sizeof s, "%lld", (long long)step);
-    if (st == ATTN_OK) st = attn_st_writer_meta(w, "train_step", s);
-    /* where the model came from (config and tokenizer, for attn export): not compared */
-    if (st == ATTN_OK) st = attn_st_writer_meta(w, "init", init);
-    return st;
-}
-
-/* 1 when the checkpoint was written by a run with these settings on these tokens; else
- * *what names the first setting that differs. */
-static int same_run(const attn_st *s, const lm_run *r, uint64_t text_id, int64_t ntok,
-                    const char **what) {
-    const char *k[N_RUN_KEYS];
-    char v[N_RUN_KEYS][40];
-    run_kv(r, text_id, ntok, k, v);
-    for (int i = 0; i < N_RUN_KEYS; i++) {
-        const char *a = attn_st_meta(s, k[i]);
-        if (!a || strcmp(a, v[i]) != 0) {
-            *what = k[i];
-            return 0;
-        }
-    }
-    return 1;
+/* The settings a resumed run must share with the run it continues (attn_cli_setting). */
+#define MAX_SETTINGS 16
+static int settings(const lm_run *r, uint64_t text_id, int64_t ntok, int64_t nval,
+                    attn_cli_setting *s) {
+    int n = 0;
+    char hex[24];
+    attn_cli_set_i(s, &n, "train.steps", "--steps", r->steps);
+    attn_cli_set_i(s, &n, "train.batch", "--batch", r->batch);
+    attn_cli_set_i(s, &n, "train.len", "--len", r->len);
+    attn_cli_set_i(s, &n, "train.warmup", "--warmup", r->warmup);
+    attn_cli_set_i(s, &n, "train.seed", "--seed", r->seed);
+    attn_cli_set_f(s, &n, "train.lr", "--lr", (float)r->lr);
+    attn_cli_set_f(s, &n, "train.lr_min", "--min-lr", (float)r->lr_min);
+    attn_cli_set_f(s, &n, "train.weight_decay", "--weight-decay", (float)r->wd);
+    attn_cli_set_f(s, &n, "train.clip", "--clip", (float)r->clip);
+    attn_cli_set_i(s, &n, "train.held_out_tokens", "--held-out (the held-out tokens)", nval);
+    attn_cli_set_i(s, &n, "train.text_tokens", "--text (its tokens)", ntok);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)text_id);
+    attn_cli_set_s(s, &n, "train.text_ids_fnv1a64", "--text (its token ids)", hex);
+    return n;
 }
 
 /* Mean cross-entropy of the model on windows [B_rows, T] taken from ids: labels are the
@@ -422,7 +397,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
         if (!epochs && r.steps > 100) r.steps = 100;
         if (r.steps < 1) r.steps = 1;
     }
-    uint64_t text_id = fnv1a_ids(tok, ntok);
+    attn_cli_setting set[MAX_SETTINGS];
+    const int nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, set);
 
     if ((st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);
@@ -439,7 +415,6 @@ int attn_cmd_lm_train(int argc, char **argv) {
     }
     int64_t step0 = 0;
     if (resume) {
-        const char *what = "";
         const char *s0;
         if ((st = attn_st_read_file(ctx, state_path, &rs)) != ATTN_OK) {
             attn_cli_fail(ctx, CMD, st);
@@ -449,11 +424,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
             fprintf(stderr, "attn %s: %s is not a checkpoint of attn train lm\n", CMD, state_path);
             goto out;
         }
-        if (!same_run(rs, &r, text_id, ntok, &what)) {
-            fprintf(stderr, "attn %s: %s was written by another run (its %s differs); give the "
-                            "same --text and settings, or another --out\n", CMD, state_path, what);
-            goto out;
-        }
+        if (!attn_cli_settings_check(CMD, state_path, rs, set, nset)) goto out;
         if (!(s0 = attn_st_meta(rs, "train_step")) ||
             !attn_cli_parse_i64(s0, 0, r.steps, (long long *)&step0)) {
             fprintf(stderr, "attn %s: %s: bad train_step\n", CMD, state_path);
@@ -538,7 +509,13 @@ int attn_cmd_lm_train(int argc, char **argv) {
             if (last || (save_every > 0 && (step + 1) % save_every == 0)) {
                 attn_st_writer *w = NULL;
                 if ((st = attn_st_writer_create(ctx, &w)) == ATTN_OK) {
-                    st = put_run(w, &r, text_id, ntok, step + 1, init_abs);
+                    char stp[32];
+                    snprintf(stp, sizeof stp, "%lld", (long long)(step + 1));
+                    st = attn_st_writer_meta(w, "task", "lm");
+                    if (st == ATTN_OK) st = attn_cli_settings_put(w, set, nset);
+                    if (st == ATTN_OK) st = attn_st_writer_meta(w, "train_step", stp);
+                    /* where the model came from (its config and tokenizer, for attn export) */
+                    if (st == ATTN_OK) st = attn_st_writer_meta(w, "init", init_abs);
                     if (st == ATTN_OK) st = attn_module_save(ctx, m, w, "model.");
                     if (st == ATTN_OK) st = attn_adamw_save(ctx, opt, m, w, "optim.");
                     if (st == ATTN_OK) st = attn_st_writer_save(w, state_path);

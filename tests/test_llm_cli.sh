@@ -114,7 +114,7 @@ train_lm_resume) # stopped at step 5 and resumed (on another thread count) = uni
     run 0 "$ATTN" export --model "$T/p2/state.safetensors" --hf "$T/p2hf"
     run 0 "$ATTN" generate --model "$T/p2hf" --prompt "the" --tokens 4 -q
     run 1 "$ATTN" train lm $L --seed 2 -o "$T/part" --resume
-    grep -q "written by another run (its seed differs)" "$T/err" ||
+    grep -q -- "--seed differs from the run being continued (1 there, 2 now)" "$T/err" ||
         fail "another run's checkpoint" ;;
 train_lm_gguf) # from the tiny GGUF (dequantized), exported back to GGUF with its tokenizer
     mktext "$T/text"
