@@ -615,6 +615,56 @@ static void g_kv_str(gw *w, const char *k, const char *v) {
     g_str(w, k), g_u32(w, ATTN_GGUF_STRING), g_str(w, v);
 }
 
+/* The tokenizer.* keys of llm's tokenizer (from a tokenizer.json) as llama.cpp's converter
+ * writes them for a byte-level BPE: model gpt2, pre, tokens, token types, merges ("a b"), the
+ * special ids, add_bos and the chat template.  Writes them when w is not NULL; returns their
+ * count, or -1 when out of memory. */
+static int tok_keys(gw *w, const attn_llm *llm) {
+    const attn_bpe *b = attn_llm_tokenizer(llm);
+    attn_bpe_info info;
+    attn_llm_special sp;
+    const char *tmpl = attn_llm_chat_template(llm);
+    attn_bpe_get_info(b, &info);
+    attn_llm_get_special(llm, &sp);
+    int n = 6 + (sp.bos >= 0) + (sp.eos >= 0) + (info.unk_id >= 0) + (tmpl != NULL);
+    if (!w) return n;
+    int32_t *pairs = malloc(sizeof *pairs * (size_t)(2 * info.n_merges + 2));
+    if (!pairs || attn_bpe_merges(b, pairs, info.n_merges) != ATTN_OK) {
+        free(pairs);
+        return -1;
+    }
+    uint64_t nm = 0;
+    for (int64_t r = 0; r < info.n_merges; r++) nm += pairs[2 * r] >= 0;
+    g_kv_str(w, "tokenizer.ggml.model", "gpt2");
+    g_kv_str(w, "tokenizer.ggml.pre", info.pre);
+    g_str(w, "tokenizer.ggml.tokens"), g_u32(w, ATTN_GGUF_ARRAY), g_u32(w, ATTN_GGUF_STRING);
+    g_u64(w, (uint64_t)info.vocab_size);
+    for (int64_t i = 0; i < info.vocab_size; i++) g_str(w, attn_bpe_token_text(b, (int32_t)i));
+    g_str(w, "tokenizer.ggml.token_type"), g_u32(w, ATTN_GGUF_ARRAY), g_u32(w, ATTN_GGUF_INT32);
+    g_u64(w, (uint64_t)info.vocab_size);
+    for (int64_t i = 0; i < info.vocab_size; i++)
+        g_u32(w, (uint32_t)attn_bpe_token_type(b, (int32_t)i));
+    g_str(w, "tokenizer.ggml.merges"), g_u32(w, ATTN_GGUF_ARRAY), g_u32(w, ATTN_GGUF_STRING);
+    g_u64(w, nm);
+    for (int64_t r = 0; r < info.n_merges; r++) {
+        if (pairs[2 * r] < 0) continue;
+        const char *x = attn_bpe_token_text(b, pairs[2 * r]);
+        const char *y = attn_bpe_token_text(b, pairs[2 * r + 1]);
+        g_u64(w, strlen(x) + 1 + strlen(y));
+        g_put(w, x, strlen(x)), g_put(w, " ", 1), g_put(w, y, strlen(y));
+    }
+    free(pairs);
+    if (sp.bos >= 0) g_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)sp.bos);
+    if (sp.eos >= 0) g_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)sp.eos);
+    if (info.unk_id >= 0) g_kv_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)info.unk_id);
+    {
+        unsigned char t = sp.add_bos ? 1 : 0;
+        g_str(w, "tokenizer.ggml.add_bos_token"), g_u32(w, ATTN_GGUF_BOOL), g_put(w, &t, 1);
+    }
+    if (tmpl) g_kv_str(w, "tokenizer.chat_template", tmpl);
+    return n;
+}
+
 /* HF parameter name -> GGUF tensor name; 0 when it has none. */
 static int gguf_name(const char *hf, char *out, size_t n) {
     static const char *const map[][2] = {
@@ -641,8 +691,8 @@ static int gguf_name(const char *hf, char *out, size_t n) {
  * as they are.  interleaved: q/k rows already in GGUF's order (a GGUF source); else they are
  * permuted as llama.cpp's converter does (HF row j D/2 + i -> row 2i + j within each head). */
 static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleaved,
-                              const attn_gguf *tok, const char *tok_path, int q8,
-                              const char *path) {
+                              const attn_gguf *tok, const char *tok_path, const attn_llm *llm,
+                              int q8, const char *path) {
     attn_llm_config c;
     attn_status st = attn_llama_lm_config(m, &c);
     if (st != ATTN_OK) return st;
@@ -678,7 +728,8 @@ static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleav
         nt++;
     }
     uint64_t nkv = 0;
-    size_t ntk = attn_gguf_kv_count(tok);
+    size_t ntk = tok ? attn_gguf_kv_count(tok) : 0;
+    if (!tok) nkv += (uint64_t)tok_keys(NULL, llm);
     for (size_t i = 0; i < ntk; i++) {
         attn_gguf_kv kv;
         attn_gguf_kv_at(tok, i, &kv);
@@ -707,9 +758,13 @@ static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleav
         g_kv_u32(&w, "llama.attention.key_length", (uint32_t)c.head_dim);
         g_kv_u32(&w, "llama.attention.value_length", (uint32_t)c.head_dim);
     }
-    /* the tokenizer keys, byte for byte from the source file */
-    FILE *src = fopen(tok_path, "rb");
-    if (!src) {
+    /* the tokenizer keys, byte for byte from the source file, or from llm's tokenizer */
+    if (!tok && tok_keys(&w, llm) < 0) {
+        st = ATTN_E_NOMEM;
+        goto done;
+    }
+    FILE *src = tok ? fopen(tok_path, "rb") : NULL;
+    if (tok && !src) {
         st = ATTN_E_IO;
         goto done;
     }
@@ -727,7 +782,7 @@ static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleav
             n -= k;
         }
     }
-    fclose(src);
+    if (src) fclose(src);
     for (size_t i = 0; i < np; i++) {
         if (!names[i][0]) continue;
         const char *name;
@@ -861,7 +916,8 @@ int attn_cmd_export(int argc, char **argv) {
     if (ck) {
         const char *task = attn_st_meta(ck, "task");
         init = attn_st_meta(ck, "init");
-        if (!task || strcmp(task, "lm") != 0 || !init) {
+        if (!task || strcmp(task, "lm") != 0 || !init) init = NULL;
+        if (is_ckpt && !init) {
             fprintf(stderr, "attn export: %s is not a checkpoint of attn train lm%s\n", ck_path,
                     task && !strcmp(task, "lm") ? " (no metadata \"init\")" : "");
             goto out;
@@ -873,18 +929,13 @@ int attn_cmd_export(int argc, char **argv) {
         struct stat ib;
         if (!src_dir) tok_path = src;
         else if (init && stat(init, &ib) == 0 && !S_ISDIR(ib.st_mode)) tok_path = init;
-        else {
-            fprintf(stderr, "attn export: %s is a folder: give --tokenizer FILE.gguf (the GGUF "
-                            "it came from) for the tokenizer.* keys\n", src);
-            rc = 2;
-            goto out;
-        }
+        /* else the folder's tokenizer.json, converted */
     }
     st = attn_llm_load(ctx, src, 0u, &llm);
     if (st == ATTN_OK) st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m);
     if (st == ATTN_OK && is_ckpt) st = attn_module_load(ctx, m, ck, "model.", 1);
     if (st == ATTN_OK) st = attn_llm_get_special(llm, &sp);
-    if (st == ATTN_OK && gguf) st = attn_gguf_open(ctx, tok_path, &tok);
+    if (st == ATTN_OK && gguf && tok_path) st = attn_gguf_open(ctx, tok_path, &tok);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, "export", st);
         goto out;
@@ -892,12 +943,17 @@ int attn_cmd_export(int argc, char **argv) {
     const int from_dir = src_dir;
     if (gguf) {
         attn_gguf_kv kv;
-        if (attn_gguf_kv_find(tok, "tokenizer.ggml.model", &kv) != ATTN_OK) {
+        if (tok && attn_gguf_kv_find(tok, "tokenizer.ggml.model", &kv) != ATTN_OK) {
             fprintf(stderr, "attn export: %s has no tokenizer.ggml.* keys\n", tok_path);
             goto out;
         }
+        if (!tok && !attn_llm_tokenizer(llm)) {
+            fprintf(stderr, "attn export: %s has no tokenizer (tokenizer.json): give "
+                            "--tokenizer FILE.gguf for the tokenizer.* keys\n", src);
+            goto out;
+        }
         errno = 0;
-        if ((st = write_gguf(ctx, m, !from_dir, tok, tok_path, type == 1, gguf)) != ATTN_OK) {
+        if ((st = write_gguf(ctx, m, !from_dir, tok, tok_path, llm, type == 1, gguf)) != ATTN_OK) {
             if (st == ATTN_E_IO)
                 fprintf(stderr, "attn export: cannot write %s: %s\n", gguf,
                         errno ? strerror(errno) : "I/O error");

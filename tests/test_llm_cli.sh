@@ -93,7 +93,14 @@ train_lm) # a tiny HF llama (llama_tiny + a byte-level tokenizer.json): the held
     for f in config.json model.safetensors tokenizer.json state.safetensors loss.svg; do
         [ -s "$T/a/$f" ] || fail "no $f in the output folder"
     done
-    run 0 "$ATTN" generate --model "$T/a" --prompt "the" --tokens 8 --temperature 0 -q ;;
+    run 0 "$ATTN" generate --model "$T/a" --prompt "the" --tokens 8 --temperature 0 -q --ids
+    cp "$T/out" "$T/ids"
+    # to GGUF with the tokenizer.json converted to tokenizer.ggml.* keys
+    run 0 "$ATTN" export --model "$T/a" --gguf "$T/a.gguf"
+    run 0 "$ATTN" info "$T/a.gguf"
+    grep -q 'tokenizer.ggml.pre  *STRING  *"gpt2"' "$T/out" || fail "no tokenizer.ggml.pre"
+    run 0 "$ATTN" generate --model "$T/a.gguf" --prompt "the" --tokens 8 --temperature 0 -q --ids
+    cmp -s "$T/out" "$T/ids" || fail "the GGUF export continues otherwise than the folder" ;;
 train_lm_resume) # stopped at step 5 and resumed (on another thread count) = uninterrupted
     mkdir "$T/hf" && cp fixtures/llama_tiny/* "$T/hf/" &&
         cp fixtures/byte_level_tokenizer.json "$T/hf/tokenizer.json"
@@ -145,8 +152,9 @@ export) # round trips: GGUF -> GGUF (F32) and GGUF -> HF -> GGUF give the source
     run 0 "$ATTN" info "$T/q8.gguf"
     grep -q "blk.0.attn_q.weight  *Q8_0" "$T/out" || fail "no Q8_0 matrices"
     grep -q "tokenizer.ggml.tokens" "$T/out" || fail "no tokenizer keys"
-    run 2 "$ATTN" export --model "$T/hf" --gguf "$T/x.gguf"
-    grep -q "give --tokenizer" "$T/err" || fail "folder without --tokenizer"
+    run 1 "$ATTN" export --model "$T/hf" --gguf "$T/x.gguf"
+    grep -q "has no tokenizer (tokenizer.json): give --tokenizer" "$T/err" ||
+        fail "folder without a tokenizer, and no --tokenizer"
     run 2 "$ATTN" export --model $G
     grep -q "give one of --gguf FILE and --hf DIR" "$T/err" || fail "no output given" ;;
 export_transformers) # transformers on the exports (skipped without it): tests/check_export.py
