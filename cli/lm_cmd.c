@@ -1,5 +1,7 @@
 /* attn train lm: fine-tunes a llama-architecture LLM (a GGUF file, dequantized to F32 master
- * weights, or a HF folder) on a text file, with the model's own tokenizer. */
+ * weights, or a HF folder) on a text file, with the model's own tokenizer, into a HF folder;
+ * attn export: a llama model (GGUF, HF folder, train lm checkpoint) as a GGUF file (F32, Q8_0)
+ * or a HF folder (docs/llm.md, "Fine-tuning"). */
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
@@ -30,7 +32,7 @@ static uint64_t fnv1a_ids(const int32_t *p, int64_t n) {
     return h;
 }
 
-/* The run's settings, stored in the checkpoint and checked on --resume. */
+/* The options of a run (those that shape it are in settings()). */
 typedef struct lm_run {
     long long steps, batch, len, warmup, seed, eval_every, eval_windows;
     double lr, lr_min, wd, clip, held_out;
