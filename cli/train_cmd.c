@@ -41,12 +41,12 @@ static const char TRAIN_USAGE[] =
     "  charlm   a character-level GPT on English text\n"
     "  vit      a Vision Transformer that classifies Fashion-MNIST's images of clothes\n"
     "  lm       fine-tunes a llama LLM (GGUF or HF folder) on a text file\n\n"
-    "'attn train dates --help', 'attn train charlm --help' and 'attn train vit --help'\n"
-    "describe their options.\n\n"
+    "'attn train TASK --help' (dates, charlm, vit, lm) describes a task's options.\n\n"
     "examples:\n"
     "  attn train dates --steps 1000 -o dates-model\n"
     "  attn train charlm --text README.md --steps 200 -o lm\n"
-    "  attn train vit -o vit-model\n";
+    "  attn train vit -o vit-model\n"
+    "  attn train lm --init SmolLM2-135M-Instruct.Q4_1.gguf --text notes.txt --steps 20\n";
 
 int attn_cmd_train(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
