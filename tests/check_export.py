@@ -10,7 +10,9 @@ attn on it (the library's attn_llm_forward through ctypes) and of transformers o
 GGUF; the Q8_0 export close to them; the HF folder (transformers' from_pretrained(dir)) the
 same logits as the source (attn: to rounding, its RoPE then runs HF's rotate_half instead of
 the interleaved pairs); ROUND_TRIP.gguf (HF_DIR exported back to GGUF: q/k permuted again) the
-source's logits bit for bit.  Prints the max |difference| of each and exits 1 past the bounds."""
+source's logits bit for bit.  The gguf package reads every export with the source's
+tokenizer.* keys and the expected tensor types.  Prints the max |difference| of each and exits
+1 past the bounds."""
 import ctypes
 import os
 import shutil
@@ -76,6 +78,25 @@ checks = [
     ("attn(HF folder -> GGUF) vs attn(source)", attn_logits(rt), attn_logits(src, 1), 0.0),
 ]
 bad = 0
+# the gguf package reads the files: the source's tokenizer keys and llama keys, the types
+import gguf  # noqa: E402
+
+src_r = gguf.GGUFReader(src)
+for path, qtype in ((f32, "F32"), (q8, "Q8_0"), (rt, "F32")):
+    r = gguf.GGUFReader(path)
+    for k, f in src_r.fields.items():
+        if k.startswith("tokenizer.") or k in ("llama.block_count", "llama.embedding_length",
+                                               "llama.attention.head_count_kv"):
+            if k not in r.fields or r.fields[k].contents() != f.contents():
+                print(f"gguf package: {path}: {k} differs from the source's FAIL")
+                bad += 1
+    types = {t.name: t.tensor_type.name for t in r.tensors}
+    if types.get("blk.0.attn_q.weight") != qtype or types.get("output_norm.weight") != "F32" or \
+            len(types) != len(src_r.tensors):
+        print(f"gguf package: {path}: tensors {len(types)}, types {types} FAIL")
+        bad += 1
+    else:
+        print(f"gguf package: {path}: {len(types)} tensors, matrices {qtype}, keys ok")
 for name, a, b, tol in checks:
     err = float(np.abs(a - b).max()) / max(1.0, scale)
     ok = err <= tol
