@@ -35,6 +35,9 @@ int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
 int attn_cmd_bench(int argc, char **argv);       /* cli/bench_cmd.c */
 /* `attn train vit ...`: argv[0] is "vit" (cli/vit_cmd.c) */
 int attn_cmd_vit_train(int argc, char **argv);
+/* `attn train lm ...`: argv[0] is "lm" (cli/lm_cmd.c) */
+int attn_cmd_lm_train(int argc, char **argv);
+int attn_cmd_export(int argc, char **argv); /* cli/lm_cmd.c */
 int attn_cmd_classify(int argc, char **argv);      /* cli/vit_cmd.c */
 int attn_cmd_attention_map(int argc, char **argv); /* cli/vit_cmd.c */
 
@@ -71,6 +74,23 @@ typedef struct attn_cli_paths {
     char model[4096], state[4096], svg[4096];
 } attn_cli_paths;
 int attn_cli_train_dir(const char *cmd, const char *out, attn_cli_paths *paths);
+
+/* The settings a resumed run must share with the run it continues (train vit, train lm): each
+ * a checkpoint metadata entry KEY = val, opt naming the option in messages.  set_i / set_f
+ * ("%.9g") / set_s append one to s[*n]; put writes them; check compares a checkpoint's with
+ * them and, at the first that differs, prints "attn CMD: --resume: PATH: OPT differs from the
+ * run being continued (X there, Y now)" and returns 0 (1 when all agree). */
+typedef struct attn_cli_setting {
+    const char *key, *opt;
+    char val[48];
+} attn_cli_setting;
+void attn_cli_set_i(attn_cli_setting *s, int *n, const char *key, const char *opt, long long v);
+void attn_cli_set_f(attn_cli_setting *s, int *n, const char *key, const char *opt, double v);
+void attn_cli_set_s(attn_cli_setting *s, int *n, const char *key, const char *opt,
+                    const char *v);
+attn_status attn_cli_settings_put(attn_st_writer *w, const attn_cli_setting *s, int n);
+int attn_cli_settings_check(const char *cmd, const char *path, const attn_st *st,
+                            const attn_cli_setting *s, int n);
 
 /* ---- options (cli/cli_opt.c): one table-driven parser for every command ----------------
  * Long options "--name VALUE" or "--name=VALUE", short ones "-x VALUE", "-xVALUE" or bundled

@@ -17,7 +17,9 @@ static const cmd cmds[] = {
     {"walkthrough", attn_cmd_walkthrough, "a guided tour of attention, step by step"},
     {"info", attn_cmd_info, "list a safetensors or GGUF file: metadata, tensors, types, shapes"},
     {"train", attn_cmd_train,
-     "train a model from scratch: dates (to ISO), charlm (GPT), vit (Fashion-MNIST)"},
+     "train a model from scratch: dates (to ISO), charlm (GPT), vit (Fashion-MNIST);\n"
+     "                fine-tune an LLM: lm"},
+    {"export", attn_cmd_export, "write a llama LLM as a GGUF file (F32, Q8_0) or a HF folder"},
     {"translate", attn_cmd_translate, "translate dates with a trained model"},
     {"heatmap", attn_cmd_heatmap, "draw a translation's cross-attention as a PNG heatmap"},
     {"generate", attn_cmd_generate,

@@ -33,18 +33,20 @@ static int on_progress(void *user, const attn_train_progress *p) {
 static const char TRAIN_USAGE[] =
     "usage: attn train dates [options]\n"
     "       attn train charlm [options]\n"
-    "       attn train vit [options]\n\n"
-    "Trains a model from scratch:\n"
+    "       attn train vit [options]\n"
+    "       attn train lm --init MODEL --text FILE [options]\n\n"
+    "Trains a model (from scratch, or fine-tunes one: lm):\n"
     "  dates    an encoder-decoder Transformer that translates dates written by people\n"
     "           into ISO form\n"
     "  charlm   a character-level GPT on English text\n"
-    "  vit      a Vision Transformer that classifies Fashion-MNIST's images of clothes\n\n"
-    "'attn train dates --help', 'attn train charlm --help' and 'attn train vit --help'\n"
-    "describe their options.\n\n"
+    "  vit      a Vision Transformer that classifies Fashion-MNIST's images of clothes\n"
+    "  lm       fine-tunes a llama LLM (GGUF or HF folder) on a text file\n\n"
+    "'attn train TASK --help' (dates, charlm, vit, lm) describes a task's options.\n\n"
     "examples:\n"
     "  attn train dates --steps 1000 -o dates-model\n"
     "  attn train charlm --text README.md --steps 200 -o lm\n"
-    "  attn train vit -o vit-model\n";
+    "  attn train vit -o vit-model\n"
+    "  attn train lm --init SmolLM2-135M-Instruct.Q4_1.gguf --text notes.txt --steps 20\n";
 
 int attn_cmd_train(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -53,8 +55,9 @@ int attn_cmd_train(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "charlm")) return attn_cmd_charlm_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "vit")) return attn_cmd_vit_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "lm")) return attn_cmd_lm_train(argc - 1, argv + 1);
     if (strcmp(argv[1], "dates") != 0) {
-        fprintf(stderr, "attn train: unknown task '%s' (known: dates, charlm, vit)\n", argv[1]);
+        fprintf(stderr, "attn train: unknown task '%s' (known: dates, charlm, vit, lm)\n", argv[1]);
         return 2;
     }
     attn_dates_config cfg = attn_dates_defaults();

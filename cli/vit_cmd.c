@@ -415,41 +415,30 @@ typedef struct train_opts {
 
 static const char *const dtype_names[] = {"f32", "bf16"};
 
-/* The settings a resumed run must share with the run it continues, as metadata "train.KEY";
- * opt names the option in messages. */
-typedef struct setting {
-    const char *key, *opt;
-    char val[48];
-} setting;
-
-static int settings(const train_opts *o, const img_set *tr, setting *s) {
+/* The settings a resumed run must share with the run it continues, as metadata "train.KEY"
+ * (attn_cli_setting). */
+static int settings(const train_opts *o, const img_set *tr, attn_cli_setting *s) {
     int n = 0;
-#define SET_I(k, op, v) (s[n].key = k, s[n].opt = op, snprintf(s[n].val, sizeof s[n].val, "%lld", (long long)(v)), n++)
-#define SET_F(k, op, v) (s[n].key = k, s[n].opt = op, snprintf(s[n].val, sizeof s[n].val, "%.9g", (double)(v)), n++)
-#define SET_S(k, op, v) (s[n].key = k, s[n].opt = op, snprintf(s[n].val, sizeof s[n].val, "%s", v), n++)
-    SET_I("train.epochs", "--epochs", o->epochs);
-    SET_I("train.batch", "--batch", o->batch);
-    SET_F("train.lr", "--lr", (float)o->lr);
-    SET_I("train.warmup", "--warmup", o->warmup);
-    SET_F("train.weight_decay", "--weight-decay", (float)o->wd);
-    SET_F("train.clip", "--clip", (float)o->clip);
-    SET_F("train.label_smoothing", "--label-smoothing", (float)o->smoothing);
-    SET_I("train.seed", "--seed", o->seed);
-    SET_S("train.augment", "--no-augment", o->no_augment ? "no" : "yes");
-    SET_I("train.pad", "--pad", o->no_augment ? 0 : o->pad);
-    SET_S("train.dtype", "--dtype", dtype_names[o->dtype]);
-    SET_I("train.images", "--limit (the training images)", tr->n);
+    attn_cli_set_i(s, &n, "train.epochs", "--epochs", o->epochs);
+    attn_cli_set_i(s, &n, "train.batch", "--batch", o->batch);
+    attn_cli_set_f(s, &n, "train.lr", "--lr", (float)o->lr);
+    attn_cli_set_i(s, &n, "train.warmup", "--warmup", o->warmup);
+    attn_cli_set_f(s, &n, "train.weight_decay", "--weight-decay", (float)o->wd);
+    attn_cli_set_f(s, &n, "train.clip", "--clip", (float)o->clip);
+    attn_cli_set_f(s, &n, "train.label_smoothing", "--label-smoothing", (float)o->smoothing);
+    attn_cli_set_i(s, &n, "train.seed", "--seed", o->seed);
+    attn_cli_set_s(s, &n, "train.augment", "--no-augment", o->no_augment ? "no" : "yes");
+    attn_cli_set_i(s, &n, "train.pad", "--pad", o->no_augment ? 0 : o->pad);
+    attn_cli_set_s(s, &n, "train.dtype", "--dtype", dtype_names[o->dtype]);
+    attn_cli_set_i(s, &n, "train.images", "--limit (the training images)", tr->n);
     /* the training set itself: FNV-1a over its pixels and labels */
     uint64_t h = 1469598103934665603ULL;
     size_t np = (size_t)(tr->n * tr->rows * tr->cols);
     for (size_t i = 0; i < np; i++) h = (h ^ tr->pixels[i]) * 1099511628211ULL;
     for (int64_t i = 0; i < tr->n; i++) h = (h ^ tr->labels[i]) * 1099511628211ULL;
-    s[n].key = "train.data_fnv1a64", s[n].opt = "--data (the training images)";
-    snprintf(s[n].val, sizeof s[n].val, "%016llx", (unsigned long long)h);
-    n++;
-#undef SET_I
-#undef SET_F
-#undef SET_S
+    char hex[24];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    attn_cli_set_s(s, &n, "train.data_fnv1a64", "--data (the training images)", hex);
     return n;
 }
 
@@ -476,13 +465,14 @@ static attn_status save_model(attn_ctx *ctx, const attn_module *m, const vit_met
 }
 
 static attn_status save_state(attn_ctx *ctx, const attn_module *m, const attn_adamw *opt,
-                              const vit_meta *vm, const setting *s, int ns, const run_log *lg,
+                              const vit_meta *vm, const attn_cli_setting *s, int ns,
+                              const run_log *lg,
                               const char *path) {
     attn_st_writer *w;
     attn_status st = attn_st_writer_create(ctx, &w);
     if (st != ATTN_OK) return st;
     st = put_meta(w, vm);
-    for (int i = 0; i < ns && st == ATTN_OK; i++) st = attn_st_writer_meta(w, s[i].key, s[i].val);
+    if (st == ATTN_OK) st = attn_cli_settings_put(w, s, ns);
     if (st == ATTN_OK) st = meta_i(w, "epochs_done", lg->epochs_done);
     if (st == ATTN_OK) st = meta_i(w, "steps_done", lg->steps_done);
     if (st == ATTN_OK) st = meta_f(w, "elapsed_s", lg->elapsed_s);
@@ -739,7 +729,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
     vit_meta vm;
     vm.cfg = vit_config(R, o.patch, o.dim, o.heads, o.ffn, o.layers, (float)o.dropout);
     vm.mean = IMG_FASHION_MEAN, vm.std = IMG_FASHION_STD;
-    setting set[MAX_SETTINGS];
+    attn_cli_setting set[MAX_SETTINGS];
     int nset = settings(&o, &tr, set);
     const int64_t n = tr.n, B = o.batch < n ? o.batch : n, spe = (n + B - 1) / B,
                   total = spe * o.epochs, EB = o.eval_batch;
@@ -787,15 +777,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
                     (double)saved.cfg.tf.dropout);
             goto out;
         }
-        for (int i = 0; i < nset; i++) {
-            const char *v = attn_st_meta(rs, set[i].key);
-            if (!v || strcmp(v, set[i].val) != 0) {
-                fprintf(stderr, "attn %s: --resume: %s: %s differs from the run being continued "
-                                "(%s there, %s now)\n", cmd, paths.state, set[i].opt,
-                        v ? v : "(none)", set[i].val);
-                goto out;
-            }
-        }
+        if (!attn_cli_settings_check(cmd, paths.state, rs, set, nset)) goto out;
         float el;
         if (!get_i(cmd, paths.state, rs, "epochs_done", 0, o.epochs, &log.epochs_done) ||
             !get_i(cmd, paths.state, rs, "steps_done", 0, total, &log.steps_done) ||

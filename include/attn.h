@@ -1749,6 +1749,12 @@ typedef struct attn_bpe_info {
     int32_t unk_id;          /* the unknown token (a byte with no token), or -1: dropped */
 } attn_bpe_info;
 ATTN_API attn_status attn_bpe_get_info(const attn_bpe *bpe, attn_bpe_info *info /* OUT */);
+/* The merges by rank: pairs[2r], pairs[2r + 1] are the ids of the two tokens merge r joins,
+ * or -1 -1 where that pair is listed again at a later rank (which it keeps); cap (pairs of
+ * room) must be at least attn_bpe_get_info's n_merges, else ATTN_E_INVALID (no context: none
+ * is given).  With attn_bpe_token_text, the "a b" strings of a merge list that tokenizes as
+ * this one (a GGUF's tokenizer.ggml.merges). */
+ATTN_API attn_status attn_bpe_merges(const attn_bpe *bpe, int32_t *pairs, int64_t cap);
 
 /* ============================================================================================
  * Llama-architecture language models and generation (issue 12, parts 3 and 5)

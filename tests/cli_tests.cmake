@@ -227,11 +227,17 @@ endif()
 # attn generate / chat / tokenize / perplexity / bench --op llm on the tiny GGUF llama
 # (tests/test_llm_cli.sh, one test per case)
 if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
-  foreach(case tokenize generate chat perplexity bench errors)
+  # train_lm*, export*: attn train lm and attn export; export_transformers checks the exports
+  # with transformers (tests/check_export.py) when ATTN_TEST_PYTHON (default: python3 on the
+  # PATH) has transformers, torch and gguf, and is skipped (77) otherwise
+  find_program(ATTN_TEST_PYTHON NAMES python3 HINTS "$ENV{VIRTUAL_ENV}/bin")
+  foreach(case tokenize generate chat perplexity bench errors train_lm train_lm_resume
+          train_lm_gguf train_lm_errors export export_transformers)
     add_test(NAME cli_llm_${case}
              COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_llm_cli.sh
                      $<TARGET_FILE:attn_cli> ${case} ${CMAKE_CURRENT_BINARY_DIR}/llm_cli
              WORKING_DIRECTORY ${ATTN_CLI_WD})
-    set_tests_properties(cli_llm_${case} PROPERTIES TIMEOUT 600)
+    set_tests_properties(cli_llm_${case} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "ATTN_TEST_PYTHON=${ATTN_TEST_PYTHON}")
   endforeach()
 endif()

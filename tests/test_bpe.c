@@ -620,6 +620,24 @@ static void test_hostile(attn_ctx *ctx) {
     attn_bpe_free(NULL);
 }
 
+/* attn_bpe_merges: the merges by rank, a pair listed twice at its later rank only */
+static void test_merges(attn_ctx *ctx) {
+    const char *tok[] = {"a", "b", "c", "ab", "bc", "abc"};
+    const char *merges[] = {"a b", "b c", "ab c", "a b"};
+    attn_bpe *b = NULL;
+    if (!TU_STATUS(attn_bpe_create(ctx, tok, 6, NULL, merges, 4, "gpt2", &b), ATTN_OK, ctx))
+        return;
+    int32_t pairs[8];
+    TU_STATUS(attn_bpe_merges(b, pairs, 3), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_merges(b, NULL, 4), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_merges(NULL, pairs, 4), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_merges(b, pairs, 4), ATTN_OK, ctx);
+    const int32_t want[8] = {-1, -1, 1, 2, 3, 2, 0, 1};
+    TU_CHECK(same_ids(pairs, 8, want, 8), "merges by rank: %d %d  %d %d  %d %d  %d %d",
+             pairs[0], pairs[1], pairs[2], pairs[3], pairs[4], pairs[5], pairs[6], pairs[7]);
+    attn_bpe_free(b);
+}
+
 /* ---- refusals ------------------------------------------------------------------------------ */
 static void test_create(attn_ctx *ctx) {
     const char *tok[] = {"a", "b", "ab", "<|x|>", "\xC4\xA0", "c", "a"};
@@ -997,6 +1015,7 @@ int main(void) {
     test_pretokens(ctx, &c);
     test_pretokens_all(ctx);
     test_create(ctx);
+    test_merges(ctx);
     test_json(ctx);
     test_hostile(ctx);
     test_allocator(&c);

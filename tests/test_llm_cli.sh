@@ -23,6 +23,11 @@ run() { # run RC_WANTED CMD...: stdout to $T/out, stderr to $T/err
     [ "$rc" = 124 ] && fail "timed out: $*"
     [ "$rc" = "$want" ] || fail "exit status $rc, expected $want: $*"
 }
+mktext() { # a text of 16 kB whose patterns a tiny model learns in a few steps
+    for i in $(seq 1 400); do
+        echo "the quick brown fox $((i % 7)) jumps over the lazy dog"
+    done >"$1"
+}
 case $CASE in
 tokenize)
     run 0 "$ATTN" tokenize --model $G --text "hi é"
@@ -70,6 +75,125 @@ errors)
     grep -q "attn generate:" "$T/err" || fail "truncated GGUF message"
     run 1 "$ATTN" generate --model $G --prompt "$(head -c 300 /dev/zero | tr '\0' a)" --ctx 64
     grep -q "more than the context" "$T/err" || fail "prompt longer than the context" ;;
+train_lm) # a tiny HF llama (llama_tiny + a byte-level tokenizer.json): the held-out loss drops
+    mkdir "$T/hf" && cp fixtures/llama_tiny/* fixtures/byte_level_tokenizer.json "$T/hf/" &&
+        mv "$T/hf/byte_level_tokenizer.json" "$T/hf/tokenizer.json"
+    mktext "$T/text"
+    L="--init $T/hf --text $T/text --steps 12 --len 32 --lr 1e-2 --warmup 2 --eval-every 6"
+    run 0 "$ATTN" train lm $L -o "$T/a" -t 2
+    grep -q "tok/s .* ETA" "$T/err" || fail "no progress line"
+    grep -Eq "^held-out loss at step 6: " "$T/out" || fail "no held-out loss at step 6"
+    read -r l0 l1 <<<"$(sed -n 's/^held-out loss: \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p' "$T/out")"
+    awk -v a="$l0" -v b="$l1" 'BEGIN { exit !(b < 0.7 * a) }' ||
+        fail "held-out loss did not drop: $l0 -> $l1"
+    grep "^step" "$T/out" >"$T/steps2"
+    run 0 "$ATTN" train lm $L -o "$T/b" -t 1
+    grep "^step" "$T/out" | cmp -s - "$T/steps2" || fail "1 and 2 threads gave other losses"
+    cmp -s "$T/a/model.safetensors" "$T/b/model.safetensors" || fail "1 and 2 threads: weights"
+    for f in config.json model.safetensors tokenizer.json state.safetensors loss.svg; do
+        [ -s "$T/a/$f" ] || fail "no $f in the output folder"
+    done
+    run 0 "$ATTN" generate --model "$T/a" --prompt "the" --tokens 8 --temperature 0 -q --ids
+    cp "$T/out" "$T/ids"
+    # to GGUF with the tokenizer.json converted to tokenizer.ggml.* keys
+    run 0 "$ATTN" export --model "$T/a" --gguf "$T/a.gguf"
+    run 0 "$ATTN" info "$T/a.gguf"
+    grep -q 'tokenizer.ggml.pre  *STRING  *"gpt2"' "$T/out" || fail "no tokenizer.ggml.pre"
+    run 0 "$ATTN" generate --model "$T/a.gguf" --prompt "the" --tokens 8 --temperature 0 -q --ids
+    cmp -s "$T/out" "$T/ids" || fail "the GGUF export continues otherwise than the folder" ;;
+train_lm_resume) # stopped at step 5 and resumed (on another thread count) = uninterrupted
+    mkdir "$T/hf" && cp fixtures/llama_tiny/* "$T/hf/" &&
+        cp fixtures/byte_level_tokenizer.json "$T/hf/tokenizer.json"
+    mktext "$T/text"
+    L="--init $T/hf --text $T/text --steps 10 --len 32 --batch 3 --lr 1e-2 --warmup 2 -q"
+    run 0 "$ATTN" train lm $L -o "$T/full" --save-every 4
+    grep "^step" "$T/out" >"$T/full.steps"
+    run 0 "$ATTN" train lm $L -o "$T/part" --stop-at 5 -t 2
+    grep -q "continue with --resume" "$T/out" || fail "no stop message"
+    grep "^step" "$T/out" >"$T/part.steps"
+    run 0 "$ATTN" train lm $L -o "$T/part" --resume -t 1
+    grep -q "^held-out loss at step 5:" "$T/out" || fail "resumed run did not start at step 5"
+    grep "^step" "$T/out" >>"$T/part.steps"
+    cmp -s "$T/full.steps" "$T/part.steps" || fail "resumed losses differ"
+    cmp -s "$T/full/state.safetensors" "$T/part/state.safetensors" || fail "checkpoints differ"
+    cmp -s "$T/full/model.safetensors" "$T/part/model.safetensors" || fail "models differ"
+    run 0 "$ATTN" train lm $L -o "$T/p2" --stop-at 3
+    run 0 "$ATTN" export --model "$T/p2/state.safetensors" --hf "$T/p2hf"
+    run 0 "$ATTN" generate --model "$T/p2hf" --prompt "the" --tokens 4 -q
+    run 1 "$ATTN" train lm $L --seed 2 -o "$T/part" --resume
+    grep -q -- "--seed differs from the run being continued (1 there, 2 now)" "$T/err" ||
+        fail "another run's checkpoint" ;;
+train_lm_gguf) # from the tiny GGUF (dequantized), exported back to GGUF with its tokenizer
+    mktext "$T/text"
+    run 0 "$ATTN" train lm --init $G --text "$T/text" --steps 4 --len 32 -q -o "$T/a"
+    grep -q "no tokenizer.json" "$T/out" || fail "no note on the missing tokenizer"
+    run 0 "$ATTN" export --model "$T/a" --gguf "$T/a.gguf" # the tokenizer of the --init GGUF
+    run 0 "$ATTN" export --model "$T/a/state.safetensors" --gguf "$T/s.gguf"
+    cmp -s "$T/a.gguf" "$T/s.gguf" || fail "the checkpoint and the folder exported differently"
+    run 0 "$ATTN" export --model "$T/a" --gguf "$T/t.gguf" --tokenizer $G
+    cmp -s "$T/a.gguf" "$T/t.gguf" || fail "--tokenizer the same GGUF gave another file"
+    run 0 "$ATTN" export --model "$T/a" --gguf "$T/a8.gguf" --tokenizer $G --type q8_0
+    run 0 "$ATTN" generate --model "$T/a.gguf" --prompt "hello" --tokens 8 --temperature 0 -q
+    run 0 "$ATTN" generate --model "$T/a8.gguf" --prompt "hello" --tokens 8 --temperature 0 -q ;;
+export) # round trips: GGUF -> GGUF (F32) and GGUF -> HF -> GGUF give the source's greedy ids
+    run 0 "$ATTN" generate --model $G --prompt "hello" --tokens 24 --temperature 0 -q --ids
+    cp "$T/out" "$T/ref"
+    run 0 "$ATTN" export --model $G --gguf "$T/f32.gguf"
+    run 0 "$ATTN" export --model $G --gguf "$T/q8.gguf" --type q8_0
+    run 0 "$ATTN" export --model $G --hf "$T/hf"
+    run 0 "$ATTN" export --model "$T/hf" --gguf "$T/rt.gguf" --tokenizer $G
+    for m in f32 rt; do
+        run 0 "$ATTN" generate --model "$T/$m.gguf" --prompt "hello" --tokens 24 \
+            --temperature 0 -q --ids
+        cmp -s "$T/out" "$T/ref" || fail "$m.gguf: other greedy ids"
+    done
+    cmp -s "$T/f32.gguf" "$T/rt.gguf" || fail "GGUF -> HF -> GGUF changed the file"
+    run 0 "$ATTN" generate --model "$T/q8.gguf" --prompt "hello" --tokens 8 -q
+    run 0 "$ATTN" info "$T/q8.gguf"
+    grep -q "blk.0.attn_q.weight  *Q8_0" "$T/out" || fail "no Q8_0 matrices"
+    grep -q "tokenizer.ggml.tokens" "$T/out" || fail "no tokenizer keys"
+    run 1 "$ATTN" export --model "$T/hf" --gguf "$T/x.gguf"
+    grep -q "has no tokenizer (tokenizer.json): give --tokenizer" "$T/err" ||
+        fail "folder without a tokenizer, and no --tokenizer"
+    run 2 "$ATTN" export --model $G
+    grep -q "give one of --gguf FILE and --hf DIR" "$T/err" || fail "no output given" ;;
+export_transformers) # transformers on the exports (skipped without it): tests/check_export.py
+    PY=${ATTN_TEST_PYTHON:-python3}
+    LIB=${ATTN%/*}/libattn.so
+    [ -f "$LIB" ] || { echo "no $LIB: skipped"; exit 77; }
+    "$PY" -c "import transformers, torch, gguf, numpy" 2>/dev/null ||
+        { echo "$PY has no transformers/torch/gguf: skipped"; exit 77; }
+    "$PY" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$LIB" 2>/dev/null ||
+        { echo "$LIB does not load into $PY (a sanitizer build?): skipped"; exit 77; }
+    run 0 "$ATTN" export --model $G --gguf "$T/f32.gguf"
+    run 0 "$ATTN" export --model $G --gguf "$T/q8.gguf" --type q8_0
+    run 0 "$ATTN" export --model $G --hf "$T/hf"
+    run 0 "$ATTN" export --model "$T/hf" --gguf "$T/rt.gguf" --tokenizer $G
+    timeout 600 "$PY" check_export.py "$LIB" $G "$T/f32.gguf" "$T/q8.gguf" "$T/hf" \
+        "$T/rt.gguf" >"$T/out" 2>"$T/err" || fail "check_export.py"
+    grep "bound" "$T/out" ;;
+train_lm_errors)
+    mktext "$T/text"
+    run 2 "$ATTN" train lm --init $G
+    grep -q -- "--text FILE is required" "$T/err" || fail "missing --text"
+    run 2 "$ATTN" train lm --text "$T/text"
+    grep -q -- "--init MODEL is required" "$T/err" || fail "missing --init"
+    run 1 "$ATTN" train lm --init $G --text "$T/none" -o "$T/o"
+    grep -q "cannot open" "$T/err" || fail "missing text file"
+    printf 'a short text' >"$T/short"
+    run 1 "$ATTN" train lm --init $G --text "$T/short" -o "$T/o"
+    grep -q "too short for --len 128" "$T/err" || fail "text shorter than a window"
+    run 1 "$ATTN" train lm --init fixtures/bert_tiny --text "$T/text" -o "$T/o"
+    grep -q 'model_type "bert" is not supported' "$T/err" || fail "another architecture"
+    run 1 "$ATTN" train lm --init $G --text "$T/text" -o "$T/r" --resume
+    grep -q -- "--resume: no checkpoint" "$T/err" || fail "--resume without a checkpoint"
+    [ -e "$T/r" ] && fail "--resume without a checkpoint made the output folder"
+    run 2 "$ATTN" train lm --init $G --text "$T/text" --held-out 1.5
+    grep -q -- "--held-out" "$T/err" || fail "held-out 1.5"
+    run 2 "$ATTN" train lm --init $G --text "$T/text" --held-out 0
+    grep -q -- "--held-out must be between 0 and 1" "$T/err" || fail "held-out 0"
+    run 2 "$ATTN" train lm --init $G --text "$T/text" --steps 3 --epochs 1
+    grep -q "not both" "$T/err" || fail "--steps and --epochs" ;;
 *) fail "unknown case" ;;
 esac
 exit 0

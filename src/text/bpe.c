@@ -1687,6 +1687,18 @@ int attn_bpe_token_type(const attn_bpe *b, int32_t id) {
 
 int64_t attn_bpe_vocab_size(const attn_bpe *b) { return b ? b->n : 0; }
 
+attn_status attn_bpe_merges(const attn_bpe *b, int32_t *pairs, int64_t cap) {
+    if (!b || cap < b->nmerges || (b->nmerges > 0 && !pairs)) return ATTN_E_INVALID;
+    for (int64_t r = 0; r < 2 * b->nmerges; r++) pairs[r] = -1;
+    for (uint64_t i = 0; b->mtab && i <= b->mmask; i++) {
+        const mslot *m = &b->mtab[i];
+        if (m->key == UINT64_MAX) continue;
+        pairs[2 * (int64_t)m->rank] = (int32_t)(m->key >> 32);
+        pairs[2 * (int64_t)m->rank + 1] = (int32_t)(uint32_t)m->key;
+    }
+    return ATTN_OK;
+}
+
 attn_status attn_bpe_get_info(const attn_bpe *b, attn_bpe_info *info) {
     if (!b || !info) return ATTN_E_INVALID;
     memset(info, 0, sizeof *info);

@@ -1,0 +1,980 @@
+/* attn train lm: fine-tunes a llama-architecture LLM (a GGUF file, dequantized to F32 master
+ * weights, or a HF folder) on a text file, with the model's own tokenizer, into a HF folder;
+ * attn export: a llama model (GGUF, HF folder, train lm checkpoint) as a GGUF file (F32, Q8_0)
+ * or a HF folder (docs/llm.md, "Fine-tuning"). */
+#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "pictures/pictures.h"
+
+#define CMD "train lm"
+
+static uint64_t mix64(uint64_t z) { /* splitmix64's finaliser */
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a_ids(const int32_t *p, int64_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < (size_t)n * sizeof *p; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The options of a run (those that shape it are in settings()). */
+typedef struct lm_run {
+    long long steps, batch, len, warmup, seed, eval_every, eval_windows;
+    double lr, lr_min, wd, clip, held_out;
+} lm_run;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The settings a resumed run must share with the run it continues (attn_cli_setting). */
+#define MAX_SETTINGS 16
+static int settings(const lm_run *r, uint64_t text_id, int64_t ntok, int64_t nval,
+                    attn_cli_setting *s) {
+    int n = 0;
+    char hex[24];
+    attn_cli_set_i(s, &n, "train.steps", "--steps", r->steps);
+    attn_cli_set_i(s, &n, "train.batch", "--batch", r->batch);
+    attn_cli_set_i(s, &n, "train.len", "--len", r->len);
+    attn_cli_set_i(s, &n, "train.warmup", "--warmup", r->warmup);
+    attn_cli_set_i(s, &n, "train.seed", "--seed", r->seed);
+    attn_cli_set_f(s, &n, "train.lr", "--lr", (float)r->lr);
+    attn_cli_set_f(s, &n, "train.lr_min", "--min-lr", (float)r->lr_min);
+    attn_cli_set_f(s, &n, "train.weight_decay", "--weight-decay", (float)r->wd);
+    attn_cli_set_f(s, &n, "train.clip", "--clip", (float)r->clip);
+    attn_cli_set_i(s, &n, "train.held_out_tokens", "--held-out (the held-out tokens)", nval);
+    attn_cli_set_i(s, &n, "train.text_tokens", "--text (its tokens)", ntok);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)text_id);
+    attn_cli_set_s(s, &n, "train.text_ids_fnv1a64", "--text (its token ids)", hex);
+    return n;
+}
+
+/* Mean cross-entropy of the model on windows [B_rows, T] taken from ids: labels are the
+ * next tokens. */
+typedef struct lm_bufs {
+    int32_t *x, *y;
+    float *logits, *dlogits;
+} lm_bufs;
+
+static void fill_window(const lm_run *r, const int32_t *tok, int64_t off, lm_bufs *b, int64_t row) {
+    for (int64_t t = 0; t < r->len; t++) {
+        b->x[row * r->len + t] = tok[off + t];
+        b->y[row * r->len + t] = tok[off + t + 1];
+    }
+}
+
+static attn_status eval_loss(attn_ctx *ctx, attn_module *m, const lm_run *r, const int32_t *tok,
+                             int64_t v0, int64_t v1, int64_t V, lm_bufs *b, double *loss) {
+    const int64_t T = r->len, per = T + 1;
+    int64_t nw = (v1 - v0) / per, done = 0;
+    if (r->eval_windows > 0 && nw > r->eval_windows) nw = r->eval_windows;
+    double sum = 0;
+    while (done < nw) {
+        int64_t rows = nw - done < r->batch ? nw - done : r->batch;
+        for (int64_t i = 0; i < rows; i++) fill_window(r, tok, v0 + (done + i) * per, b, i);
+        int64_t is[2] = {rows, T}, ls[3] = {rows, T, V}, l2[2] = {rows * T, V}, ts[1] = {rows * T};
+        attn_tensor X = attn_tensor_make(b->x, ATTN_I32, 2, is);
+        attn_tensor L = attn_tensor_make(b->logits, ATTN_F32, 3, ls);
+        attn_tensor L2 = attn_tensor_make(b->logits, ATTN_F32, 2, l2);
+        attn_tensor Y = attn_tensor_make(b->y, ATTN_I32, 1, ts);
+        float l;
+        attn_status st = attn_llama_lm_forward(ctx, m, &X, &L);
+        if (st == ATTN_OK) st = attn_cross_entropy(ctx, &L2, &Y, -100, 0.0f, &l, NULL);
+        if (st != ATTN_OK) return st;
+        sum += (double)l * (double)rows;
+        done += rows;
+    }
+    *loss = sum / (double)nw;
+    return ATTN_OK;
+}
+
+/* The model's parameters as a HF model.safetensors: q_proj and k_proj of a GGUF source back in
+ * HF's row order (llama.cpp's converter permutes the rows of each head: GGUF row 2i + j is HF
+ * row j D/2 + i). */
+static attn_status save_hf_weights(attn_ctx *ctx, const attn_module *m, int interleaved,
+                                   int64_t H, int64_t Hkv, int64_t D, const char *path) {
+    attn_st_writer *w;
+    attn_status st = attn_st_writer_create(ctx, &w);
+    if (st != ATTN_OK) return st;
+    float *tmp = NULL;
+    for (size_t i = 0; st == ATTN_OK && i < attn_module_param_count(m); i++) {
+        const char *name;
+        attn_tensor v;
+        if ((st = attn_module_param_at(m, i, &name, &v)) != ATTN_OK) break;
+        int q = strstr(name, ".self_attn.q_proj.") != NULL;
+        int k = strstr(name, ".self_attn.k_proj.") != NULL;
+        if (!interleaved || !(q || k)) {
+            st = attn_st_writer_add_view(w, name, &v);
+            continue;
+        }
+        int64_t heads = q ? H : Hkv, cols = v.ndim == 2 ? v.shape[1] : 1;
+        float *p = realloc(tmp, sizeof *tmp * (size_t)(heads * D * cols));
+        if (!p) {
+            st = ATTN_E_NOMEM;
+            break;
+        }
+        tmp = p;
+        const float *src = v.data;
+        for (int64_t h = 0; h < heads; h++)
+            for (int64_t ii = 0; ii < D / 2; ii++)
+                for (int64_t j = 0; j < 2; j++)
+                    memcpy(tmp + (h * D + j * (D / 2) + ii) * cols,
+                           src + (h * D + 2 * ii + j) * cols, sizeof *tmp * (size_t)cols);
+        st = attn_st_writer_add(w, name, ATTN_F32, v.ndim, v.shape, tmp);
+    }
+    free(tmp);
+    if (st == ATTN_OK) st = attn_st_writer_meta(w, "format", "pt");
+    if (st == ATTN_OK) st = attn_st_writer_save(w, path);
+    attn_st_writer_free(w);
+    return st;
+}
+
+static int write_config_json(const char *path, const attn_llm_config *c,
+                             const attn_llm_special *sp) {
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return 0;
+    char bos[24] = "null", eos[24] = "null";
+    if (sp->bos >= 0) snprintf(bos, sizeof bos, "%d", (int)sp->bos);
+    if (sp->eos >= 0) snprintf(eos, sizeof eos, "%d", (int)sp->eos);
+    fprintf(f,
+            "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+            "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
+            "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
+            "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n"
+            "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %.9g,\n"
+            "  \"rope_theta\": %.9g,\n  \"rope_scaling\": null,\n  \"tie_word_embeddings\": %s,\n"
+            "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n  \"hidden_act\": \"silu\",\n"
+            "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n  \"torch_dtype\": \"float32\"\n}\n",
+            (long long)c->vocab_size, (long long)c->hidden_size, (long long)c->intermediate_size,
+            (long long)c->num_layers, (long long)c->num_heads, (long long)c->num_kv_heads,
+            (long long)c->head_dim, (long long)c->max_position_embeddings, c->rms_norm_eps,
+            c->rope_theta, c->tie_word_embeddings ? "true" : "false",
+            c->attention_bias ? "true" : "false", c->mlp_bias ? "true" : "false", bos, eos);
+    int ok = !ferror(f);
+    if (fclose(f) != 0) ok = 0;
+    if (ok && rename(tmp, path) != 0) ok = 0;
+    if (!ok) remove(tmp);
+    return ok;
+}
+
+/* Copies src_dir/name to dst_dir/name when it exists; 0 on a write error. */
+static int copy_if_there(const char *src_dir, const char *dst_dir, const char *name) {
+    char s[4200], d[4200], t[4300];
+    snprintf(s, sizeof s, "%s/%s", src_dir, name);
+    snprintf(d, sizeof d, "%s/%s", dst_dir, name);
+    snprintf(t, sizeof t, "%s.tmp", d);
+    FILE *in = fopen(s, "rb");
+    if (!in) return 1;
+    FILE *out = fopen(t, "wb");
+    int ok = out != NULL;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) ok = 0;
+    if (ferror(in)) ok = 0;
+    fclose(in);
+    if (out && fclose(out) != 0) ok = 0;
+    if (ok && rename(t, d) != 0) ok = 0;
+    if (!ok) remove(t);
+    return ok;
+}
+
+/* m as a HF folder out (created if missing): model.safetensors (HF's q/k row order),
+ * config.json, and src_dir's tokenizer files when src_dir is not NULL.  0 on failure
+ * (printed). */
+static int write_hf(const char *cmd, attn_ctx *ctx, const attn_module *m, int interleaved,
+                    const attn_llm_special *sp, const char *src_dir, const char *out) {
+    attn_llm_config cfg;
+    char path[4200];
+    attn_status st = attn_llama_lm_config(m, &cfg);
+    if (st == ATTN_OK && mkdir(out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out, strerror(errno));
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    if (st == ATTN_OK)
+        st = save_hf_weights(ctx, m, interleaved, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
+                             path);
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, cmd, st);
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/config.json", out);
+    if (!write_config_json(path, &cfg, sp)) {
+        fprintf(stderr, "attn %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+        return 0;
+    }
+    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json",
+                                        "chat_template.jinja", "generation_config.json",
+                                        "special_tokens_map.json"};
+    for (size_t i = 0; src_dir && i < sizeof files / sizeof *files; i++)
+        if (!copy_if_there(src_dir, out, files[i])) {
+            fprintf(stderr, "attn %s: cannot copy %s/%s into %s\n", cmd, src_dir, files[i], out);
+            return 0;
+        }
+    return 1;
+}
+
+static int on_line(attn_cli_curve *c, const attn_train_progress *p, double val) {
+    if (!attn_cli_curve_add(c, p, p->loss, val > 0, (float)val) || c->quiet) return 0;
+    char el[16], eta[16];
+    attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
+    attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
+    fprintf(stderr,
+            "%sstep %6lld/%lld  loss %.4f  lr %.2e  |g| %.3g  %6.0f tok/s  %s elapsed  ETA %s",
+            c->tty ? "\r\033[K" : "", (long long)p->step, (long long)p->steps, (double)p->loss,
+            (double)p->lr, (double)p->grad_norm, p->tokens_per_s, el, eta);
+    if (val > 0) fprintf(stderr, "  held-out %.4f (ppl %.2f)\n", val, exp(val));
+    else if (!c->tty) fputc('\n', stderr);
+    fflush(stderr);
+    return 0;
+}
+
+int attn_cmd_lm_train(int argc, char **argv) {
+    const char *init = NULL, *text_path = NULL, *out = "lm-finetuned";
+    long long threads = 0, epochs = 0, stop_at = 0, save_every = 50;
+    lm_run r = {0, 4, 128, 10, 1, 50, 16, 1e-4, -1, 0.0, 1.0, 0.1};
+    int resume = 0, quiet = 0, npos;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("init", 0, &init, "MODEL",
+                     "the model to start from: a GGUF file of a llama model\n"
+                     "(dequantized to F32) or a HF llama folder (required)"),
+        ATTN_OPT_STR("text", 0, &text_path, "FILE", "the text to train on (required)"),
+        ATTN_OPT_STR("out", 'o', &out, "DIR",
+                     "where to write the checkpoint (state.safetensors) and the\n"
+                     "model as a HF folder (default: lm-finetuned)"),
+        ATTN_OPT_INT("steps", 0, &r.steps, 0, 100000000, "N",
+                     "optimiser steps (default: 1 epoch, at most 100)"),
+        ATTN_OPT_INT("epochs", 0, &epochs, 0, 1000000, "K",
+                     "steps to see the training tokens K times (instead of --steps)"),
+        ATTN_OPT_INT("batch", 0, &r.batch, 1, 65536, "B", "windows per step (default 4)"),
+        ATTN_OPT_INT("len", 0, &r.len, 1, 1 << 20, "T", "tokens per window (default 128)"),
+        ATTN_OPT_NUM("lr", 0, &r.lr, 1e-9, 10, "LR", "peak learning rate (default 1e-4)"),
+        ATTN_OPT_NUM("min-lr", 0, &r.lr_min, 0, 10, "LR",
+                     "the learning rate the cosine decay ends at (default lr/10)"),
+        ATTN_OPT_INT("warmup", 0, &r.warmup, 0, 100000000, "N",
+                     "linear warmup steps (default 10)"),
+        ATTN_OPT_NUM("weight-decay", 0, &r.wd, 0, 10, "W", "AdamW weight decay (default 0)"),
+        ATTN_OPT_NUM("clip", 0, &r.clip, 0, 1e9, "C",
+                     "clip the gradient norm to C (default 1; 0: no clipping)"),
+        ATTN_OPT_NUM("held-out", 0, &r.held_out, 0, 1, "FRACTION",
+                     "the last FRACTION of the tokens is held out (default 0.1)"),
+        ATTN_OPT_INT("eval-every", 0, &r.eval_every, 0, 100000000, "N",
+                     "held-out loss every N steps (default 50; 0: start and end only)"),
+        ATTN_OPT_INT("eval-windows", 0, &r.eval_windows, 0, 100000000, "N",
+                     "held-out windows evaluated (default 16; 0: all)"),
+        ATTN_OPT_INT("save-every", 0, &save_every, 0, 100000000, "N",
+                     "checkpoint every N steps (default 50) and at the end"),
+        ATTN_OPT_INT("stop-at", 0, &stop_at, 0, 100000000, "N",
+                     "stop after step N with a checkpoint (continue with --resume)"),
+        ATTN_OPT_FLAG("resume", 0, &resume, "continue from DIR/state.safetensors"),
+        ATTN_OPT_INT("seed", 0, &r.seed, 0, 1LL << 62, "S",
+                     "the windows' order follows from it (default 1)"),
+        ATTN_OPT_THREADS(&threads),
+        ATTN_OPT_FLAG("quiet", 'q', &quiet, "no progress lines on stderr"),
+        ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        CMD, "attn train lm --init MODEL --text FILE [options]",
+        "Fine-tunes a llama-architecture LLM (e.g. SmolLM2-135M) on a text file with its\n"
+        "own tokenizer: random windows of T + 1 tokens from the training part, AdamW,\n"
+        "warmup then cosine decay, gradient clipping; the held-out loss and perplexity at\n"
+        "the start, every --eval-every steps and at the end.  DIR gets the checkpoint\n"
+        "(state.safetensors: weights, optimiser, step), loss.svg and the model as a HF\n"
+        "folder (config.json, model.safetensors, the source folder's tokenizer files) that\n"
+        "'attn generate --model DIR' runs.  The same seed gives the same run for any\n"
+        "thread count, and --resume continues it bit for bit.",
+        opts, NULL,
+        "attn train lm --init SmolLM2-135M-Instruct.Q4_1.gguf --text notes.txt --steps 20\n"
+        "attn train lm --init smollm2-hf --text /usr/share/common-licenses/GPL-3 -o gpl\n"
+        "attn train lm --init smollm2-hf --text /usr/share/common-licenses/GPL-3 -o gpl --resume"};
+    int rc = attn_cli_parse(&spec, argc, argv, &npos);
+    if (rc != ATTN_CLI_GO) return rc;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (!init) return attn_cli_usage_error(&spec, "--init MODEL is required");
+    if (!text_path) return attn_cli_usage_error(&spec, "--text FILE is required");
+    if (!(r.held_out > 0 && r.held_out < 1))
+        return attn_cli_usage_error(&spec, "--held-out must be between 0 and 1 (exclusive), got %g",
+                                    r.held_out);
+    if (r.steps && epochs) return attn_cli_usage_error(&spec, "give --steps or --epochs, not both");
+    if (r.lr_min < 0) r.lr_min = r.lr / 10;
+
+    attn_cli_paths paths;
+    char state_path[4200];
+    struct stat sb;
+    snprintf(state_path, sizeof state_path, "%s/state.safetensors", out);
+    if (resume && stat(state_path, &sb) != 0) { /* before the folder is made */
+        fprintf(stderr, "attn %s: --resume: no checkpoint %s (%s)\n", CMD, state_path,
+                strerror(errno));
+        return 1;
+    }
+    if (attn_cli_train_dir(CMD, out, &paths)) return 1;
+    snprintf(state_path, sizeof state_path, "%s", paths.state);
+    int from_dir = stat(init, &sb) == 0 && S_ISDIR(sb.st_mode);
+    char init_abs[PATH_MAX];
+    if (!realpath(init, init_abs)) snprintf(init_abs, sizeof init_abs, "%s", init);
+
+    attn_ctx *ctx = NULL;
+    attn_llm *llm = NULL;
+    attn_module *m = NULL;
+    attn_adamw *opt = NULL;
+    attn_saved *sv = NULL;
+    attn_st *rs = NULL;
+    char *text = NULL;
+    int32_t *tok = NULL;
+    lm_bufs b = {NULL, NULL, NULL, NULL};
+    attn_cli_curve c = {0};
+    int curve = 0;
+    attn_status st;
+    rc = 1;
+    if (attn_cli_ctx(CMD, threads, 0, &ctx)) return 1;
+    size_t tlen;
+    if (!attn_cli_read_text(CMD, ctx, text_path, &text, &tlen)) goto out;
+    if ((st = attn_llm_load(ctx, init, 0u, &llm)) != ATTN_OK) {
+        attn_cli_fail(ctx, CMD, st);
+        goto out;
+    }
+    const attn_bpe *bpe = attn_llm_tokenizer(llm);
+    if (!bpe) {
+        fprintf(stderr, "attn %s: %s has no tokenizer (tokenizer.json, or tokenizer.ggml.* keys)\n",
+                CMD, init);
+        goto out;
+    }
+    attn_llm_config cfg;
+    attn_llm_special sp;
+    attn_llm_get_info(llm, &cfg);
+    attn_llm_get_special(llm, &sp);
+    if (r.len > cfg.max_position_embeddings) {
+        fprintf(stderr, "attn %s: --len %lld is over the model's context (%lld)\n", CMD, r.len,
+                (long long)cfg.max_position_embeddings);
+        goto out;
+    }
+    /* the tokens: bos first when the model asks for it */
+    int64_t ntok = 0, lead = sp.add_bos && sp.bos >= 0;
+    if ((st = attn_bpe_encode(ctx, bpe, text, tlen, 0, NULL, 0, &ntok)) != ATTN_OK) {
+        attn_cli_fail(ctx, CMD, st);
+        goto out;
+    }
+    if (!(tok = malloc(sizeof *tok * (size_t)(ntok + lead + 1)))) {
+        fprintf(stderr, "attn %s: out of memory\n", CMD);
+        goto out;
+    }
+    if (lead) tok[0] = sp.bos;
+    if ((st = attn_bpe_encode(ctx, bpe, text, tlen, 0, tok + lead, ntok, &ntok)) != ATTN_OK) {
+        attn_cli_fail(ctx, CMD, st);
+        goto out;
+    }
+    ntok += lead;
+    const long long T = r.len, B = r.batch;
+    const int64_t V = cfg.vocab_size;
+    int64_t nval = (int64_t)floor((double)ntok * r.held_out), ntrain = ntok - nval;
+    if (ntrain < T + 1 || nval < T + 1) {
+        fprintf(stderr, "attn %s: %s is %lld tokens: too short for --len %lld with --held-out %g "
+                        "(the training part (%lld tokens) and the held-out part (%lld) must each "
+                        "hold one window of %lld tokens)\n", CMD, text_path, (long long)ntok,
+                T, r.held_out, (long long)ntrain, (long long)nval, T + 1);
+        goto out;
+    }
+    if (!r.steps) {
+        double k = epochs ? (double)epochs : 1.0;
+        r.steps = (long long)ceil(k * (double)ntrain / (double)(B * T));
+        if (!epochs && r.steps > 100) r.steps = 100;
+        if (r.steps < 1) r.steps = 1;
+    }
+    attn_cli_setting set[MAX_SETTINGS];
+    const int nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, set);
+
+    if ((st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m)) != ATTN_OK) {
+        attn_cli_fail(ctx, CMD, st);
+        goto out;
+    }
+    attn_llama_lm_config(m, &cfg);
+    attn_adamw_config oc = attn_adamw_defaults();
+    oc.lr = (float)r.lr, oc.weight_decay = (float)r.wd;
+    if ((st = attn_module_enable_grad(ctx, m)) != ATTN_OK ||
+        (st = attn_adamw_create(ctx, m, &oc, &opt)) != ATTN_OK ||
+        (st = attn_saved_create(ctx, 0, &sv)) != ATTN_OK) {
+        attn_cli_fail(ctx, CMD, st);
+        goto out;
+    }
+    int64_t step0 = 0;
+    if (resume) {
+        const char *s0;
+        if ((st = attn_st_read_file(ctx, state_path, &rs)) != ATTN_OK) {
+            attn_cli_fail(ctx, CMD, st);
+            goto out;
+        }
+        if (!attn_st_meta(rs, "task") || strcmp(attn_st_meta(rs, "task"), "lm") != 0) {
+            fprintf(stderr, "attn %s: %s is not a checkpoint of attn train lm\n", CMD, state_path);
+            goto out;
+        }
+        if (!attn_cli_settings_check(CMD, state_path, rs, set, nset)) goto out;
+        if (!(s0 = attn_st_meta(rs, "train_step")) ||
+            !attn_cli_parse_i64(s0, 0, r.steps, (long long *)&step0)) {
+            fprintf(stderr, "attn %s: %s: bad train_step\n", CMD, state_path);
+            goto out;
+        }
+        if ((st = attn_module_load(ctx, m, rs, "model.", 1)) != ATTN_OK ||
+            (st = attn_adamw_load(ctx, opt, m, rs, "optim.")) != ATTN_OK) {
+            attn_cli_fail(ctx, CMD, st);
+            goto out;
+        }
+        attn_st_free(rs), rs = NULL;
+    }
+    attn_llm_free(llm), llm = NULL; /* the text side is no longer needed... */
+    if (!(b.x = malloc(sizeof *b.x * (size_t)(B * T))) ||
+        !(b.y = malloc(sizeof *b.y * (size_t)(B * T))) ||
+        !(b.logits = malloc(sizeof *b.logits * (size_t)(B * T * V))) ||
+        !(b.dlogits = malloc(sizeof *b.dlogits * (size_t)(B * T * V)))) {
+        fprintf(stderr, "attn %s: out of memory for a batch of %lld x %lld tokens\n", CMD, B, T);
+        goto out;
+    }
+    if (attn_cli_curve_init(&c, CMD, r.steps)) goto out;
+    curve = 1;
+    c.quiet = quiet;
+    if (!quiet)
+        fprintf(stderr, "fine-tuning %s: %lld parameters (F32), %lld layers; text %lld tokens "
+                        "(%lld training, %lld held out); batch %lld x %lld tokens, steps %lld "
+                        "(from %lld), lr %g, %d threads\n",
+                init, (long long)attn_module_numel(m), (long long)cfg.num_layers,
+                (long long)ntok, (long long)ntrain, (long long)nval, B, T, r.steps,
+                (long long)step0, r.lr, attn_ctx_threads(ctx));
+    double val0 = 0, val = 0;
+    if ((st = eval_loss(ctx, m, &r, tok, ntrain, ntok, V, &b, &val0)) != ATTN_OK) {
+        attn_cli_fail(ctx, CMD, st);
+        goto out;
+    }
+    val = val0;
+    printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n", (long long)step0, val0,
+           exp(val0));
+    fflush(stdout);
+    {
+        const uint64_t span = (uint64_t)(ntrain - T); /* window starts: [0, span) */
+        int64_t is[2] = {B, T}, ls[3] = {B, T, V}, l2[2] = {B * T, V}, ts[1] = {B * T};
+        attn_tensor X = attn_tensor_make(b.x, ATTN_I32, 2, is);
+        attn_tensor L = attn_tensor_make(b.logits, ATTN_F32, 3, ls);
+        attn_tensor L2 = attn_tensor_make(b.logits, ATTN_F32, 2, l2);
+        attn_tensor DL = attn_tensor_make(b.dlogits, ATTN_F32, 3, ls);
+        attn_tensor DL2 = attn_tensor_make(b.dlogits, ATTN_F32, 2, l2);
+        attn_tensor Y = attn_tensor_make(b.y, ATTN_I32, 1, ts);
+        double t0 = now_s(), t_prev = t0;
+        int64_t end = stop_at && stop_at < r.steps ? stop_at : r.steps;
+        for (int64_t step = step0; step < end; step++) {
+            for (int64_t i = 0; i < B; i++) {
+                uint64_t h = mix64((uint64_t)r.seed ^ mix64((uint64_t)(step * B + i)));
+                fill_window(&r, tok, (int64_t)(h % span), &b, i);
+            }
+            float loss, gnorm = 0;
+            float lr = attn_lr_warmup_cosine(step, r.warmup, r.steps, (float)r.lr, (float)r.lr_min);
+            if ((st = attn_llama_lm_forward_train(ctx, m, &X, &L, sv)) != ATTN_OK ||
+                (st = attn_cross_entropy(ctx, &L2, &Y, -100, 0.0f, &loss, &DL2)) != ATTN_OK)
+                break;
+            attn_module_zero_grad(m);
+            if ((st = attn_llama_lm_backward_saved(ctx, m, sv, &DL)) != ATTN_OK ||
+                (st = attn_module_clip_grad_norm(ctx, m, (float)r.clip, &gnorm)) != ATTN_OK ||
+                (st = attn_adamw_step(ctx, opt, m, lr)) != ATTN_OK)
+                break;
+            double t = now_s();
+            attn_train_progress p;
+            memset(&p, 0, sizeof p);
+            p.step = step + 1, p.steps = r.steps, p.loss = loss, p.lr = lr, p.grad_norm = gnorm;
+            p.elapsed_s = t - t0;
+            p.tokens_per_s = (double)(B * T) / (t - t_prev > 1e-9 ? t - t_prev : 1e-9);
+            p.eta_s = p.elapsed_s / (double)(step + 1 - step0) * (double)(r.steps - step - 1);
+            p.accuracy = -1.0f;
+            t_prev = t;
+            int last = step + 1 == end;
+            double v = 0;
+            if ((r.eval_every > 0 && (step + 1) % r.eval_every == 0) || step + 1 == r.steps) {
+                if ((st = eval_loss(ctx, m, &r, tok, ntrain, ntok, V, &b, &v)) != ATTN_OK) break;
+                val = v;
+                t_prev = now_s();
+            }
+            if (last || (save_every > 0 && (step + 1) % save_every == 0)) {
+                attn_st_writer *w = NULL;
+                if ((st = attn_st_writer_create(ctx, &w)) == ATTN_OK) {
+                    char stp[32];
+                    snprintf(stp, sizeof stp, "%lld", (long long)(step + 1));
+                    st = attn_st_writer_meta(w, "task", "lm");
+                    if (st == ATTN_OK) st = attn_cli_settings_put(w, set, nset);
+                    if (st == ATTN_OK) st = attn_st_writer_meta(w, "train_step", stp);
+                    /* where the model came from (its config and tokenizer, for attn export) */
+                    if (st == ATTN_OK) st = attn_st_writer_meta(w, "init", init_abs);
+                    if (st == ATTN_OK) st = attn_module_save(ctx, m, w, "model.");
+                    if (st == ATTN_OK) st = attn_adamw_save(ctx, opt, m, w, "optim.");
+                    if (st == ATTN_OK) st = attn_st_writer_save(w, state_path);
+                    attn_st_writer_free(w);
+                }
+                if (st != ATTN_OK) break;
+            }
+            on_line(&c, &p, v);
+            printf("step %lld loss %.9g\n", (long long)(step + 1), (double)loss);
+            if (v > 0) printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n",
+                              (long long)(step + 1), v, exp(v));
+            fflush(stdout);
+        }
+        if (c.tty && !quiet) fputc('\n', stderr);
+        if (st != ATTN_OK) {
+            attn_cli_fail(ctx, CMD, st);
+            goto out;
+        }
+        if (end < r.steps) {
+            printf("stopped at step %lld of %lld: continue with --resume\ncheckpoint: %s\n",
+                   (long long)end, r.steps, state_path);
+            rc = 0;
+            goto out;
+        }
+    }
+    /* the model as a HF folder */
+    {
+        if (!write_hf(CMD, ctx, m, !from_dir, &sp, from_dir ? init : NULL, out)) goto out;
+        if ((st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
+                                          c.nv, "held-out loss",
+                                          "attn train lm: training and held-out loss")) !=
+            ATTN_OK) {
+            attn_cli_fail(ctx, CMD, st);
+            goto out;
+        }
+        printf("held-out loss: %.4f -> %.4f (perplexity %.3f -> %.3f)\n", val0, val, exp(val0),
+               exp(val));
+        printf("model: %s (HF folder%s)\ncheckpoint: %s\nloss curve: %s\n", out,
+               from_dir ? "" : "; no tokenizer.json: the source was a GGUF file: 'attn export "
+                               "--model DIR --gguf FILE' writes it with its tokenizer", state_path,
+               paths.svg);
+    }
+    rc = 0;
+out:
+    if (curve) attn_cli_curve_free(&c);
+    free(b.x), free(b.y), free(b.logits), free(b.dlogits);
+    attn_st_free(rs);
+    attn_saved_free(sv);
+    attn_adamw_free(opt);
+    attn_module_free(m);
+    attn_llm_free(llm);
+    free(tok);
+    free(text);
+    attn_ctx_free(ctx);
+    return rc;
+}
+
+/* ---- attn export: a llama model to GGUF (F32 or Q8_0) or to a HF folder ---------------- */
+static const int gsz[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8}; /* scalar sizes by type */
+
+/* The bytes of one GGUF metadata entry (key, type, value) as it is in the file. */
+static uint64_t kv_bytes(const attn_gguf *g, const attn_gguf_kv *kv) {
+    uint64_t n = 8 + strlen(kv->key) + 4;
+    if (kv->type == ATTN_GGUF_STRING) return n + 8 + kv->n;
+    if (kv->type != ATTN_GGUF_ARRAY) return n + (uint64_t)gsz[kv->type];
+    n += 4 + 8;
+    if (kv->elem_type != ATTN_GGUF_STRING) return n + kv->n * (uint64_t)gsz[kv->elem_type];
+    for (uint64_t i = 0; i < kv->n; i++) {
+        const char *s;
+        size_t l = 0;
+        attn_gguf_arr_str(g, kv->key, i, &s, &l);
+        n += 8 + l;
+    }
+    return n;
+}
+
+typedef struct gw { /* a GGUF file being written */
+    FILE *f;
+    int ok;
+} gw;
+static void g_put(gw *w, const void *p, size_t n) {
+    if (w->ok && n && fwrite(p, 1, n, w->f) != n) w->ok = 0;
+}
+static void g_u32(gw *w, uint32_t v) { g_put(w, &v, 4); }
+static void g_u64(gw *w, uint64_t v) { g_put(w, &v, 8); }
+static void g_str(gw *w, const char *s) {
+    g_u64(w, strlen(s));
+    g_put(w, s, strlen(s));
+}
+static void g_kv_u32(gw *w, const char *k, uint32_t v) {
+    g_str(w, k), g_u32(w, ATTN_GGUF_UINT32), g_u32(w, v);
+}
+static void g_kv_f32(gw *w, const char *k, float v) {
+    g_str(w, k), g_u32(w, ATTN_GGUF_FLOAT32), g_put(w, &v, 4);
+}
+static void g_kv_str(gw *w, const char *k, const char *v) {
+    g_str(w, k), g_u32(w, ATTN_GGUF_STRING), g_str(w, v);
+}
+
+/* The tokenizer.* keys of llm's tokenizer (from a tokenizer.json) as llama.cpp's converter
+ * writes them for a byte-level BPE: model gpt2, pre, tokens, token types, merges ("a b"), the
+ * special ids, add_bos and the chat template.  Writes them when w is not NULL; returns their
+ * count, or -1 when out of memory. */
+static int tok_keys(gw *w, const attn_llm *llm) {
+    const attn_bpe *b = attn_llm_tokenizer(llm);
+    attn_bpe_info info;
+    attn_llm_special sp;
+    const char *tmpl = attn_llm_chat_template(llm);
+    attn_bpe_get_info(b, &info);
+    attn_llm_get_special(llm, &sp);
+    int n = 6 + (sp.bos >= 0) + (sp.eos >= 0) + (info.unk_id >= 0) + (tmpl != NULL);
+    if (!w) return n;
+    int32_t *pairs = malloc(sizeof *pairs * (size_t)(2 * info.n_merges + 2));
+    if (!pairs || attn_bpe_merges(b, pairs, info.n_merges) != ATTN_OK) {
+        free(pairs);
+        return -1;
+    }
+    uint64_t nm = 0;
+    for (int64_t r = 0; r < info.n_merges; r++) nm += pairs[2 * r] >= 0;
+    g_kv_str(w, "tokenizer.ggml.model", "gpt2");
+    g_kv_str(w, "tokenizer.ggml.pre", info.pre);
+    g_str(w, "tokenizer.ggml.tokens"), g_u32(w, ATTN_GGUF_ARRAY), g_u32(w, ATTN_GGUF_STRING);
+    g_u64(w, (uint64_t)info.vocab_size);
+    for (int64_t i = 0; i < info.vocab_size; i++) g_str(w, attn_bpe_token_text(b, (int32_t)i));
+    g_str(w, "tokenizer.ggml.token_type"), g_u32(w, ATTN_GGUF_ARRAY), g_u32(w, ATTN_GGUF_INT32);
+    g_u64(w, (uint64_t)info.vocab_size);
+    for (int64_t i = 0; i < info.vocab_size; i++)
+        g_u32(w, (uint32_t)attn_bpe_token_type(b, (int32_t)i));
+    g_str(w, "tokenizer.ggml.merges"), g_u32(w, ATTN_GGUF_ARRAY), g_u32(w, ATTN_GGUF_STRING);
+    g_u64(w, nm);
+    for (int64_t r = 0; r < info.n_merges; r++) {
+        if (pairs[2 * r] < 0) continue;
+        const char *x = attn_bpe_token_text(b, pairs[2 * r]);
+        const char *y = attn_bpe_token_text(b, pairs[2 * r + 1]);
+        g_u64(w, strlen(x) + 1 + strlen(y));
+        g_put(w, x, strlen(x)), g_put(w, " ", 1), g_put(w, y, strlen(y));
+    }
+    free(pairs);
+    if (sp.bos >= 0) g_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)sp.bos);
+    if (sp.eos >= 0) g_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)sp.eos);
+    if (info.unk_id >= 0) g_kv_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)info.unk_id);
+    {
+        unsigned char t = sp.add_bos ? 1 : 0;
+        g_str(w, "tokenizer.ggml.add_bos_token"), g_u32(w, ATTN_GGUF_BOOL), g_put(w, &t, 1);
+    }
+    if (tmpl) g_kv_str(w, "tokenizer.chat_template", tmpl);
+    return n;
+}
+
+/* HF parameter name -> GGUF tensor name; 0 when it has none. */
+static int gguf_name(const char *hf, char *out, size_t n) {
+    static const char *const map[][2] = {
+        {"self_attn.q_proj.", "attn_q."}, {"self_attn.k_proj.", "attn_k."},
+        {"self_attn.v_proj.", "attn_v."}, {"self_attn.o_proj.", "attn_output."},
+        {"mlp.gate_proj.", "ffn_gate."}, {"mlp.up_proj.", "ffn_up."},
+        {"mlp.down_proj.", "ffn_down."}, {"input_layernorm.", "attn_norm."},
+        {"post_attention_layernorm.", "ffn_norm."}};
+    if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, n, "token_embd.weight") > 0;
+    if (!strcmp(hf, "model.norm.weight")) return snprintf(out, n, "output_norm.weight") > 0;
+    if (!strcmp(hf, "lm_head.weight")) return snprintf(out, n, "output.weight") > 0;
+    int layer, used = 0;
+    if (sscanf(hf, "model.layers.%d.%n", &layer, &used) != 1 || !used) return 0;
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+        size_t l = strlen(map[i][0]);
+        if (!strncmp(hf + used, map[i][0], l))
+            return snprintf(out, n, "blk.%d.%s%s", layer, map[i][1], hf + used + l) > 0;
+    }
+    return 0;
+}
+
+/* Writes m as a GGUF file of general.architecture llama: F32, or Q8_0 for the matrices
+ * (type 8; norms and biases stay F32), with the tokenizer.* keys of tok (a GGUF file) copied
+ * as they are.  interleaved: q/k rows already in GGUF's order (a GGUF source); else they are
+ * permuted as llama.cpp's converter does (HF row j D/2 + i -> row 2i + j within each head). */
+static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleaved,
+                              const attn_gguf *tok, const char *tok_path, const attn_llm *llm,
+                              int q8, const char *path) {
+    attn_llm_config c;
+    attn_status st = attn_llama_lm_config(m, &c);
+    if (st != ATTN_OK) return st;
+    const uint64_t align = 32;
+    size_t np = attn_module_param_count(m);
+    /* the tensors: names, types, sizes and offsets first */
+    char (*names)[96] = calloc(np, sizeof *names);
+    int *types = calloc(np, sizeof *types);
+    uint64_t *offs = calloc(np, sizeof *offs), off = 0;
+    size_t nt = 0;
+    void *buf = NULL;
+    float *perm = NULL;
+    gw w = {NULL, 1};
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!names || !types || !offs) {
+        st = ATTN_E_NOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < np; i++) {
+        const char *name;
+        attn_tensor v;
+        attn_module_param_at(m, i, &name, &v);
+        if (!gguf_name(name, names[i], sizeof names[i])) {
+            names[i][0] = '\0';
+            continue;
+        }
+        types[i] = q8 && v.ndim == 2 && v.shape[1] % 32 == 0 ? 8 : 0;
+        int64_t be = 1, bb = 4;
+        if (types[i]) attn_qtype_block(types[i], &be, &bb);
+        offs[i] = off;
+        off += ((uint64_t)(attn_tensor_numel(&v) / be * bb) + align - 1) / align * align;
+        nt++;
+    }
+    uint64_t nkv = 0;
+    size_t ntk = tok ? attn_gguf_kv_count(tok) : 0;
+    if (!tok) nkv += (uint64_t)tok_keys(NULL, llm);
+    for (size_t i = 0; i < ntk; i++) {
+        attn_gguf_kv kv;
+        attn_gguf_kv_at(tok, i, &kv);
+        if (!strncmp(kv.key, "tokenizer.", 10)) nkv++;
+    }
+    int kd = c.head_dim * c.num_heads != c.hidden_size;
+    nkv += 12 + (kd ? 2 : 0);
+    if (!(w.f = fopen(tmp, "wb"))) {
+        st = ATTN_E_IO;
+        goto done;
+    }
+    g_put(&w, "GGUF", 4), g_u32(&w, 3), g_u64(&w, nt), g_u64(&w, nkv);
+    g_kv_str(&w, "general.architecture", "llama");
+    g_kv_str(&w, "general.name", "attn export");
+    g_kv_u32(&w, "general.file_type", q8 ? 7u : 0u);
+    g_kv_u32(&w, "llama.context_length", (uint32_t)c.max_position_embeddings);
+    g_kv_u32(&w, "llama.embedding_length", (uint32_t)c.hidden_size);
+    g_kv_u32(&w, "llama.block_count", (uint32_t)c.num_layers);
+    g_kv_u32(&w, "llama.feed_forward_length", (uint32_t)c.intermediate_size);
+    g_kv_u32(&w, "llama.attention.head_count", (uint32_t)c.num_heads);
+    g_kv_u32(&w, "llama.attention.head_count_kv", (uint32_t)c.num_kv_heads);
+    g_kv_f32(&w, "llama.rope.freq_base", (float)c.rope_theta);
+    g_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", (float)c.rms_norm_eps);
+    g_kv_u32(&w, "llama.vocab_size", (uint32_t)c.vocab_size);
+    if (kd) {
+        g_kv_u32(&w, "llama.attention.key_length", (uint32_t)c.head_dim);
+        g_kv_u32(&w, "llama.attention.value_length", (uint32_t)c.head_dim);
+    }
+    /* the tokenizer keys, byte for byte from the source file, or from llm's tokenizer */
+    if (!tok && tok_keys(&w, llm) < 0) {
+        st = ATTN_E_NOMEM;
+        goto done;
+    }
+    FILE *src = tok ? fopen(tok_path, "rb") : NULL;
+    if (tok && !src) {
+        st = ATTN_E_IO;
+        goto done;
+    }
+    for (size_t i = 0; i < ntk && w.ok; i++) {
+        attn_gguf_kv kv;
+        attn_gguf_kv_at(tok, i, &kv);
+        if (strncmp(kv.key, "tokenizer.", 10) != 0) continue;
+        uint64_t n = kv_bytes(tok, &kv);
+        char chunk[65536];
+        if (fseek(src, (long)kv.offset, SEEK_SET) != 0) w.ok = 0;
+        while (w.ok && n) {
+            size_t k = n < sizeof chunk ? (size_t)n : sizeof chunk;
+            if (fread(chunk, 1, k, src) != k) w.ok = 0;
+            g_put(&w, chunk, k);
+            n -= k;
+        }
+    }
+    if (src) fclose(src);
+    for (size_t i = 0; i < np; i++) {
+        if (!names[i][0]) continue;
+        const char *name;
+        attn_tensor v;
+        attn_module_param_at(m, i, &name, &v);
+        g_str(&w, names[i]);
+        g_u32(&w, (uint32_t)v.ndim);
+        for (int d = v.ndim - 1; d >= 0; d--) g_u64(&w, (uint64_t)v.shape[d]);
+        g_u32(&w, (uint32_t)types[i]);
+        g_u64(&w, offs[i]);
+    }
+    {
+        long pos = ftell(w.f);
+        static const char zero[64];
+        if (pos < 0) w.ok = 0;
+        else g_put(&w, zero, (size_t)((align - (uint64_t)pos % align) % align));
+    }
+    uint64_t at = 0;
+    for (size_t i = 0; i < np && w.ok; i++) {
+        if (!names[i][0]) continue;
+        const char *name;
+        attn_tensor v;
+        attn_module_param_at(m, i, &name, &v);
+        int64_t n = attn_tensor_numel(&v);
+        const float *data = v.data;
+        int qk = strstr(name, ".self_attn.q_proj.") || strstr(name, ".self_attn.k_proj.");
+        if (qk && !interleaved) { /* HF rows -> GGUF's interleaved rows */
+            int64_t heads = strstr(name, "q_proj") ? c.num_heads : c.num_kv_heads, D = c.head_dim;
+            int64_t cols = v.ndim == 2 ? v.shape[1] : 1;
+            float *p = realloc(perm, sizeof *perm * (size_t)n);
+            if (!p) {
+                st = ATTN_E_NOMEM;
+                goto done;
+            }
+            perm = p;
+            for (int64_t h = 0; h < heads; h++)
+                for (int64_t ii = 0; ii < D / 2; ii++)
+                    for (int64_t j = 0; j < 2; j++)
+                        memcpy(perm + (h * D + 2 * ii + j) * cols,
+                               data + (h * D + j * (D / 2) + ii) * cols,
+                               sizeof *perm * (size_t)cols);
+            data = perm;
+        }
+        static const char zero[64];
+        g_put(&w, zero, (size_t)(offs[i] - at));
+        at = offs[i];
+        if (types[i]) {
+            int64_t be, bb;
+            attn_qtype_block(types[i], &be, &bb);
+            size_t nb = (size_t)(n / be * bb);
+            void *q = realloc(buf, nb);
+            if (!q) {
+                st = ATTN_E_NOMEM;
+                goto done;
+            }
+            buf = q;
+            if ((st = attn_quantize(ctx, types[i], data, n, buf, nb)) != ATTN_OK) goto done;
+            g_put(&w, buf, nb);
+            at += nb;
+        } else {
+            g_put(&w, data, sizeof *data * (size_t)n);
+            at += sizeof *data * (uint64_t)n;
+        }
+    }
+    st = w.ok ? ATTN_OK : ATTN_E_IO;
+done:
+    if (w.f && fclose(w.f) != 0 && st == ATTN_OK) st = ATTN_E_IO;
+    if (w.f && st == ATTN_OK && rename(tmp, path) != 0) st = ATTN_E_IO;
+    if (w.f && st != ATTN_OK) remove(tmp);
+    free(names), free(types), free(offs), free(buf), free(perm);
+    return st;
+}
+
+int attn_cmd_export(int argc, char **argv) {
+    const char *model = NULL, *gguf = NULL, *hf = NULL, *tok_path = NULL;
+    int type = 0, npos;
+    long long threads = 0;
+    const attn_cli_opt opts[] = {
+        ATTN_OPT_STR("model", 0, &model, "MODEL",
+                     "a llama model: a GGUF file, a HF folder (e.g. the output of\n"
+                     "'attn train lm') or a checkpoint of 'attn train lm'\n"
+                     "(DIR/state.safetensors, read with the model it started from)\n"
+                     "(required)"),
+        ATTN_OPT_STR("gguf", 0, &gguf, "FILE", "write it as a GGUF file"),
+        ATTN_OPT_CHOICE("type", 0, &type, "f32|q8_0", "TYPE",
+                        "the GGUF's matrices: f32 (default) or q8_0 (norms stay F32)"),
+        ATTN_OPT_STR("tokenizer", 0, &tok_path, "FILE",
+                     "the GGUF whose tokenizer.* keys the GGUF gets (default: MODEL\n"
+                     "when it is a GGUF, or the GGUF that 'attn train lm' started\n"
+                     "from; else required)"),
+        ATTN_OPT_STR("hf", 0, &hf, "DIR",
+                     "write it as a HF folder: config.json, model.safetensors (F32)\n"
+                     "and the folder's tokenizer files"),
+        ATTN_OPT_THREADS(&threads), ATTN_OPT_END};
+    const attn_cli_spec spec = {
+        "export", "attn export --model MODEL --gguf FILE [--type f32|q8_0] [--tokenizer FILE]\n"
+                  "attn export --model MODEL --hf DIR",
+        "Writes a llama model (GGUF or HF folder) as a GGUF file that llama.cpp, the gguf\n"
+        "Python package, transformers and attn read (the llama.* keys, the source's\n"
+        "tokenizer.* keys byte for byte, q/k rows in the converter's interleaved order), or\n"
+        "as a HF folder (q/k rows in HF's order).  'attn generate --model' runs both.",
+        opts, NULL,
+        "attn export --model lm-finetuned --gguf ft.gguf --type q8_0\n"
+        "attn export --model lm-finetuned/state.safetensors --hf ft-step50\n"
+        "attn export --model SmolLM2-135M-Instruct.Q4_1.gguf --hf smollm2-f32"};
+    int rc = attn_cli_parse(&spec, argc, argv, &npos);
+    if (rc != ATTN_CLI_GO) return rc;
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    if (!model) return attn_cli_usage_error(&spec, "--model MODEL is required");
+    if (!gguf == !hf) return attn_cli_usage_error(&spec, "give one of --gguf FILE and --hf DIR");
+    struct stat sb;
+    attn_ctx *ctx;
+    if (attn_cli_ctx("export", threads, 0, &ctx)) return 1;
+    attn_llm *llm = NULL;
+    attn_module *m = NULL;
+    attn_gguf *tok = NULL;
+    attn_st *ck = NULL; /* a checkpoint of attn train lm, or the one beside a train lm folder */
+    attn_llm_special sp;
+    attn_status st = ATTN_OK;
+    const char *src = model, *init = NULL;
+    char ck_path[4200];
+    rc = 1;
+    int is_dir = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode);
+    int is_ckpt = !is_dir && S_ISREG(sb.st_mode) && !attn_cli_is_gguf(model);
+    snprintf(ck_path, sizeof ck_path, is_dir ? "%s/state.safetensors" : "%s", model);
+    if ((is_ckpt || (is_dir && stat(ck_path, &sb) == 0)) &&
+        (st = attn_st_read_file(ctx, ck_path, &ck)) != ATTN_OK) {
+        attn_cli_fail(ctx, "export", st);
+        goto out;
+    }
+    if (ck) {
+        const char *task = attn_st_meta(ck, "task");
+        init = attn_st_meta(ck, "init");
+        if (!task || strcmp(task, "lm") != 0 || !init) init = NULL;
+        if (is_ckpt && !init) {
+            fprintf(stderr, "attn export: %s is not a checkpoint of attn train lm%s\n", ck_path,
+                    task && !strcmp(task, "lm") ? " (no metadata \"init\")" : "");
+            goto out;
+        }
+        if (is_ckpt) src = init; /* its config and tokenizer; the weights come from ck */
+    }
+    int src_dir = stat(src, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (gguf && !tok_path) {
+        struct stat ib;
+        if (!src_dir) tok_path = src;
+        else if (init && stat(init, &ib) == 0 && !S_ISDIR(ib.st_mode)) tok_path = init;
+        /* else the folder's tokenizer.json, converted */
+    }
+    st = attn_llm_load(ctx, src, 0u, &llm);
+    if (st == ATTN_OK) st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m);
+    if (st == ATTN_OK && is_ckpt) st = attn_module_load(ctx, m, ck, "model.", 1);
+    if (st == ATTN_OK) st = attn_llm_get_special(llm, &sp);
+    if (st == ATTN_OK && gguf && tok_path) st = attn_gguf_open(ctx, tok_path, &tok);
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, "export", st);
+        goto out;
+    }
+    const int from_dir = src_dir;
+    if (gguf) {
+        attn_gguf_kv kv;
+        if (tok && attn_gguf_kv_find(tok, "tokenizer.ggml.model", &kv) != ATTN_OK) {
+            fprintf(stderr, "attn export: %s has no tokenizer.ggml.* keys\n", tok_path);
+            goto out;
+        }
+        if (!tok && !attn_llm_tokenizer(llm)) {
+            fprintf(stderr, "attn export: %s has no tokenizer (tokenizer.json): give "
+                            "--tokenizer FILE.gguf for the tokenizer.* keys\n", src);
+            goto out;
+        }
+        errno = 0;
+        if ((st = write_gguf(ctx, m, !from_dir, tok, tok_path, llm, type == 1, gguf)) != ATTN_OK) {
+            if (st == ATTN_E_IO)
+                fprintf(stderr, "attn export: cannot write %s: %s\n", gguf,
+                        errno ? strerror(errno) : "I/O error");
+            else
+                attn_cli_fail(ctx, "export", st);
+            goto out;
+        }
+        printf("wrote %s (%s)\n", gguf, type == 1 ? "Q8_0" : "F32");
+    } else {
+        if (!write_hf("export", ctx, m, !from_dir, &sp, from_dir ? src : NULL, hf)) goto out;
+        printf("wrote %s (HF folder%s)\n", hf,
+               from_dir ? "" : "; no tokenizer.json: the source is a GGUF file");
+    }
+    rc = 0;
+out:
+    attn_st_free(ck);
+    attn_gguf_free(tok);
+    attn_module_free(m);
+    attn_llm_free(llm);
+    attn_ctx_free(ctx);
+    return rc;
+}
