@@ -244,10 +244,12 @@ static int run_ring(const ring_opts *o) {
                 fill(G[0], 0, B, H, L, D, all), fill(G[1], 1, B, Hkv, L, D, all);
                 fill(G[2], 2, B, Hkv, L, D, all), fill(G[4], 3, B, H, L, D, all);
                 float *gdv = malloc(gk * 4);
-                attn_tensor gQ = attn_view4(G[0], B, H, L, D), gK = attn_view4(G[1], B, Hkv, L, D),
+                attn_tensor gQ = attn_view4(G[0], B, H, L, D),
+                            gK = attn_view4(G[1], B, Hkv, L, D),
                             gV = attn_view4(G[2], B, Hkv, L, D), gO = attn_view4(G[3], B, H, L, D),
                             gdO = attn_view4(G[4], B, H, L, D), gL = attn_view3(G[5], B, H, L),
-                            gdQ = attn_view4(G[6], B, H, L, D), gdK = attn_view4(G[7], B, Hkv, L, D),
+                            gdQ = attn_view4(G[6], B, H, L, D),
+                            gdK = attn_view4(G[7], B, Hkv, L, D),
                             gdV = attn_view4(gdv, B, Hkv, L, D);
                 double t0 = attn_bench_now_s();
                 st = gdv ? attn_sdpa(ctx, &gQ, &gK, &gV, NULL, &ro.sdpa, &gO, NULL, &gL)

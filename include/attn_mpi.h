@@ -76,8 +76,12 @@ ATTN_API int64_t attn_ring_row(int64_t L, int nranks, int rank, attn_ring_layout
  * r-1, non-blocking, while it computes with the block it holds); each block runs the fused
  * attention kernels of attn_sdpa and the partial results are merged exactly through their
  * log-sum-exp.  Equal to attn_sdpa on the gathered tensors to float rounding (tested within
- * 1e-5 relative to max|v|), and the same bits for any number of threads.  Memory per rank:
- * this rank's tensors, two key/value blocks in flight and the kernels' workspace -- O(L/N).
+ * 1e-5 of max(1, max|out|); measured 3e-7), and the same bits for any number of threads.
+ * Memory per rank: this rank's tensors, two key/value blocks in flight and the kernels'
+ * workspace -- O(L/N).
+ * The blocks that travel are allocated through the context's allocator hooks (also for a
+ * context with a fixed caller workspace: after a timeout they may have to outlive the call);
+ * the rest comes from the workspace.
  *
  * Refused on every rank before any work (the ranks agree through one small MPI_Iallreduce):
  * arguments a rank refuses locally (its own status and message; the others ATTN_E_INVALID,
@@ -104,7 +108,8 @@ ATTN_API attn_status attn_sdpa_ring(attn_ctx *ctx, MPI_Comm comm, const attn_ten
  * the forward, and with each its dK/dV accumulator, which every rank adds its share to before
  * passing it on; after N steps each accumulator is back at the rank holding those keys.
  * Equal to attn_sdpa_backward on the gathered tensors to float rounding (tested within 1e-4
- * relative to the largest gradient), the same bits for any number of threads.  Refusals,
+ * of max(1, the largest gradient); measured 7e-7), the same bits for any number of threads.
+ * Memory: two key/value blocks and two dK/dV accumulators in flight, O(L/N).  Refusals,
  * timeouts and overflow as attn_sdpa_ring. */
 ATTN_API attn_status attn_sdpa_ring_backward(attn_ctx *ctx, MPI_Comm comm, const attn_tensor *q,
                                              const attn_tensor *k, const attn_tensor *v,

@@ -212,7 +212,9 @@ static void loc_make(loc *x, int64_t H, int64_t Lr, int64_t D) {
     x->V = attn_view4(x->v, 1, H, Lr, D), x->O = attn_view4(x->o, 1, H, Lr, D);
     x->LS = attn_view3(x->l, 1, H, Lr), x->dO = attn_view4(x->d, 1, H, Lr, D);
 }
-static void loc_free(loc *x) { free(x->q), free(x->k), free(x->v), free(x->o), free(x->l), free(x->d); }
+static void loc_free(loc *x) {
+    free(x->q), free(x->k), free(x->v), free(x->o), free(x->l), free(x->d);
+}
 
 /* Every rank must get `want` (this rank: `mine` when it is the one refusing) and a message
  * containing `text`. */
