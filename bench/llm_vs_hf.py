@@ -50,9 +50,9 @@ PROMPTS = [
 ]
 
 
-def attn_run(a, prompt, f32, tmp):
+def attn_run(a, prompt, f32, tmp, model=None):
     out = os.path.join(tmp, "lg.safetensors")
-    cmd = [a.attn, "generate", "--model", a.model, "--prompt", prompt, "--tokens",
+    cmd = [a.attn, "generate", "--model", model or a.model, "--prompt", prompt, "--tokens",
            str(a.tokens), "--temperature", "0", "--ids", "--logits", out, "-q", "--threads",
            str(a.threads)] + (["--f32"] if f32 else [])
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
@@ -68,6 +68,9 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--hf-folder", action="store_true",
+                    help="also save transformers' model as a Hugging Face folder (config.json, "
+                         "model.safetensors, tokenizer.json) and run attn on that folder")
     a = ap.parse_args()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -80,12 +83,29 @@ def main():
         tok = AutoTokenizer.from_pretrained(d, gguf_file="m.gguf")
         eos = {model.config.eos_token_id} if model.config.eos_token_id is not None else set()
         eos |= {2}  # <|im_end|>: attn stops there too (the ChatML end of turn)
-        rows, worst = [], {"f32": 0.0, "quantized": 0.0}
-        same_all = {"f32": True, "quantized": True}
+        modes = [("f32", True, None), ("quantized", False, None)]
+        if a.hf_folder:  # the real model as a HF folder: attn's safetensors/config.json path
+            folder = os.path.join(d, "hf")
+            # (save_pretrained refuses a model loaded from GGUF: write the three files here)
+            from safetensors.torch import save_file
+            os.makedirs(folder)
+            tied = model.config.tie_word_embeddings
+            save_file({k: v.contiguous() for k, v in model.state_dict().items()
+                       if not (tied and k == "lm_head.weight")},
+                      os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+            cfg = model.config.to_dict()
+            cfg.pop("quantization_config", None)
+            with open(os.path.join(folder, "config.json"), "w") as f:
+                json.dump(cfg, f, indent=1)
+            tok.save_pretrained(folder)
+            modes.append(("hf_folder", False, folder))
+        rows = []
+        worst = {m[0]: 0.0 for m in modes}
+        same_all = {m[0]: True for m in modes}
         for i, p in enumerate(PROMPTS):
             res = {"prompt": p}
-            for mode, f32 in (("f32", True), ("quantized", False)):
-                ids, lg, gen = attn_run(a, p, f32, d)
+            for mode, f32, path in modes:
+                ids, lg, gen = attn_run(a, p, f32, d, path)
                 x = torch.tensor([ids])
                 with torch.no_grad():
                     ref = model(x).logits[0].float()
@@ -111,7 +131,10 @@ def main():
                 print(f"{i:2d} n={res['f32']['n_prompt']:3d}  f32 err {res['f32']['rel_err']:.2e}"
                       f" greedy {'same' if res['f32']['same_greedy'] else 'DIFF'}  quantized err "
                       f"{res['quantized']['rel_err']:.2e} greedy "
-                      f"{'same' if res['quantized']['same_greedy'] else 'DIFF'}  hf tokenizer "
+                      f"{'same' if res['quantized']['same_greedy'] else 'DIFF'}"
+                      + (f"  folder err {res['hf_folder']['rel_err']:.2e} greedy "
+                         f"{'same' if res['hf_folder']['same_greedy'] else 'DIFF'}"
+                         if a.hf_folder else "") + f"  hf tokenizer "
                       f"{'same' if res['hf_tokenizer_same_ids'] else 'differs'}  {p[:40]!r}",
                       flush=True)
         summary = {"prompts": len(PROMPTS), "tokens": a.tokens, "max_rel_err": worst,

@@ -17,7 +17,7 @@ typedef struct llm_opts {
     const char *model, *prompt, *text, *file, *system, *cache, *logits;
     long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat;
     double temperature, top_p, min_p, repeat_penalty;
-    int quiet, raw, json, cache_bf16, f32, ids;
+    int quiet, raw, json, cache_bf16, f32, ids, act;
 } llm_opts;
 
 #define MODEL_HELP                                                                           \
@@ -39,6 +39,11 @@ typedef struct llm_opts {
                      "repetition_penalty; default 1 = off)"),                                \
         ATTN_OPT_INT("seed", 0, &(o)->seed, 0, 1LL << 62, "S",                               \
                      "the same seed gives the same text (default 1)")
+#define OPT_ACT(o)                                                                           \
+    ATTN_OPT_CHOICE("act", 0, &(o)->act, "f32|int8", "P",                                    \
+                    "activations of the quantized matrix-vector products\n"                  \
+                    "(decoding): f32 (default: exact dequantized weights)\n"                  \
+                    "or int8 (faster with VNNI; llama.cpp's precision)")
 #define OPT_CACHE(o)                                                                         \
     ATTN_OPT_INT("ctx", 0, &(o)->ctx, 1, 1 << 24, "N",                                       \
                  "context (KV cache) size in tokens (default: the model's,\n"                \
@@ -68,6 +73,7 @@ static int load(const char *cmd, const llm_opts *o, attn_ctx *ctx, attn_llm **m)
         attn_cli_fail(ctx, cmd, st);
         return 0;
     }
+    if (o->act == 1) attn_llm_set_activations(*m, ATTN_QACT_Q8);
     if (!attn_llm_tokenizer(*m)) {
         fprintf(stderr, "attn %s: %s has no tokenizer (tokenizer.json, or tokenizer.ggml.* "
                         "keys)\n", cmd, o->model);
@@ -221,6 +227,7 @@ int attn_cmd_llm_generate(int argc, char **argv) {
         OPT_SAMPLING(&o),
         OPT_CACHE(&o),
         ATTN_OPT_FLAG("f32", 0, &o.f32, "dequantize the weights to float32 at load (slower)"),
+        OPT_ACT(&o),
         ATTN_OPT_FLAG("ids", 0, &o.ids, "print the generated token ids instead of the text"),
         ATTN_OPT_STR("logits", 0, &o.logits, "FILE",
                      "also write the prompt's ids and the logits of every prompt\n"
@@ -360,6 +367,7 @@ int attn_cmd_chat(int argc, char **argv) {
                      "tokens of one answer at most (default 512)"),
         OPT_SAMPLING(&o),
         OPT_CACHE(&o),
+        OPT_ACT(&o),
         ATTN_OPT_FLAG("raw", 0, &o.raw,
                       "no chat template: each line is appended to the text as\n"
                       "it is and continued (for models without a ChatML\n"
@@ -571,6 +579,7 @@ int attn_cmd_perplexity(int argc, char **argv) {
         ATTN_OPT_INT("chunks", 0, &chunks, 0, 1LL << 40, "N",
                      "score the first N chunks only (default 0: all)"),
         ATTN_OPT_FLAG("f32", 0, &o.f32, "dequantize the weights to float32 at load"),
+        OPT_ACT(&o),
         ATTN_OPT_THREADS(&o.threads),
         ATTN_OPT_FLAG("quiet", 'q', &o.quiet, "only the final line"),
         ATTN_OPT_END};
@@ -723,6 +732,7 @@ int attn_bench_llm(int argc, char **argv) {
         ATTN_OPT_INT("repeat", 0, &o.repeat, 1, 1000, "N", "timed runs (default 3)"),
         ATTN_OPT_FLAG("cache-bf16", 0, &o.cache_bf16, "keep the KV cache in bfloat16"),
         ATTN_OPT_FLAG("f32", 0, &o.f32, "dequantize the weights to float32 at load"),
+        OPT_ACT(&o),
         ATTN_OPT_THREADS(&o.threads),
         ATTN_OPT_FLAG("json", 0, &o.json, "one JSON object instead of the table"),
         ATTN_OPT_END};
@@ -730,9 +740,11 @@ int attn_bench_llm(int argc, char **argv) {
         "bench --op llm", "attn bench --op llm --model MODEL [options]",
         "Times a language model: a prompt of --prompt-len tokens prefilled in one pass,\n"
         "then --gen tokens generated greedily one at a time (median of --repeat runs).\n"
-        "Prints prompt and generation tokens/s, the GB/s of weights a generated token\n"
-        "reads (every matrix of the model once) and that as % of the machine's read\n"
-        "bandwidth (measured here: 512 MiB summed on the same threads), and peak RSS.\n"
+        "Prints prompt and generation tokens/s, the bytes a generated token reads (every\n"
+        "matrix of the model once, and the K and V cache rows of its context: their mean\n"
+        "over the generated tokens), that rate in GB/s as % of the machine's read\n"
+        "bandwidth (measured here: 512 MiB summed on the same threads; also for the\n"
+        "weights alone), and peak RSS.\n"
         "The prompt is the model's own text: its tokens 100, 101, ... cycled.",
         table, NULL,
         "attn bench --op llm --model SmolLM2-135M-Instruct.Q4_1.gguf --threads 2 --json"};
@@ -788,24 +800,32 @@ int attn_bench_llm(int argc, char **argv) {
     const double p_tps = (double)o.prompt_len / attn_bench_median(tp, (int)o.repeat);
     const double g_tps = (double)o.gen / attn_bench_median(tg, (int)o.repeat);
     const double rss = attn_bench_rss_mib(); /* before the bandwidth test's buffer */
+    /* a generated token reads every weight once and the K and V rows of its whole context
+     * (prompt_len + 1 .. prompt_len + gen positions: their mean) in every layer */
+    const double kvb = (double)c.num_layers * (double)c.num_kv_heads * (double)c.head_dim * 2.0 *
+                       (o.cache_bf16 ? 2.0 : 4.0) * ((double)o.prompt_len + (o.gen + 1) / 2.0);
     const double wb = (double)attn_llm_weight_bytes(m), gbs = wb * g_tps / 1e9,
-                 bw = read_bandwidth(attn_ctx_threads(ctx));
+                 tgbs = (wb + kvb) * g_tps / 1e9, bw = read_bandwidth(attn_ctx_threads(ctx));
     if (o.json) {
         printf("{\"op\": \"llm\", \"model\": \"");
         attn_cli_put_escaped(stdout, o.model);
         printf("\", \"threads\": %d, \"prompt_len\": %lld, \"gen\": %lld, \"repeat\": %lld, "
                "\"prompt_tokens_per_s\": %.2f, \"gen_tokens_per_s\": %.2f, "
-               "\"weight_bytes_per_token\": %.0f, \"gen_weight_gb_per_s\": %.3f, "
-               "\"read_bandwidth_gb_per_s\": %.3f, \"bandwidth_fraction\": %.4f, "
-               "\"peak_rss_mib\": %.1f}\n",
-               attn_ctx_threads(ctx), o.prompt_len, o.gen, o.repeat, p_tps, g_tps, wb, gbs, bw,
-               bw > 0 ? gbs / bw : 0.0, rss);
+               "\"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f, "
+               "\"gen_weight_gb_per_s\": %.3f, \"gen_read_gb_per_s\": %.3f, "
+               "\"read_bandwidth_gb_per_s\": %.3f, \"weight_bandwidth_fraction\": %.4f, "
+               "\"bandwidth_fraction\": %.4f, \"peak_rss_mib\": %.1f}\n",
+               attn_ctx_threads(ctx), o.prompt_len, o.gen, o.repeat, p_tps, g_tps, wb, kvb, gbs,
+               tgbs, bw, bw > 0 ? gbs / bw : 0.0, bw > 0 ? tgbs / bw : 0.0, rss);
     } else {
         printf("attn bench: llm %s, %d threads\n", o.model, attn_ctx_threads(ctx));
         printf("  prompt (%lld tokens)      %10.1f tokens/s\n", o.prompt_len, p_tps);
         printf("  generation (%lld tokens)  %10.1f tokens/s\n", o.gen, g_tps);
-        printf("  weights read per token   %10.1f MB, %.2f GB/s = %.0f%% of the measured read "
-               "bandwidth (%.2f GB/s)\n", wb / 1e6, gbs, bw > 0 ? 100 * gbs / bw : 0.0, bw);
+        printf("  read per generated token %10.1f MB: weights %.1f MB + KV cache %.1f MB\n",
+               (wb + kvb) / 1e6, wb / 1e6, kvb / 1e6);
+        printf("  read rate                %10.2f GB/s = %.0f%% of the measured read bandwidth "
+               "(%.2f GB/s); weights alone %.2f GB/s = %.0f%%\n", tgbs,
+               bw > 0 ? 100 * tgbs / bw : 0.0, bw, gbs, bw > 0 ? 100 * gbs / bw : 0.0);
         printf("  peak RSS                 %10.1f MiB\n", rss);
     }
     rc = 0;

@@ -1017,9 +1017,9 @@ ATTN_API attn_status attn_module_save(attn_ctx *ctx, const attn_module *m, attn_
  *    same inputs, masks, options and attn_run (seed and offset) as the forward call, so that
  *    dropout draws the same mask.  Nothing is kept between calls.
  *  - For training, multi-head attention, the Transformer layers, stacks and nn.Transformer,
- *    GPT and seq2seq also have *_forward_train / *_backward_saved, which keep the forward's
- *    activations in an attn_saved instead (see attn_saved: one forward pass per step, the same
- *    gradients).
+ *    GPT, seq2seq, the Llama modules and attn_llama_lm also have *_forward_train /
+ *    *_backward_saved, which keep the forward's activations in an attn_saved instead (see
+ *    attn_saved: one forward pass per step, the same gradients).
  * ========================================================================================== */
 
 /* Allocates the gradient buffers (zeroed); idempotent. */
@@ -1755,7 +1755,7 @@ ATTN_API attn_status attn_bpe_get_info(const attn_bpe *bpe, attn_bpe_info *info 
  * Llama-architecture language models and generation (issue 12, parts 3 and 5)
  *
  * The decoder-only architecture of Hugging Face's LlamaForCausalLM (model_type "llama": Llama 2,
- * Llama 3.0, SmolLM2, TinyLlama, ...), forward only, float32 activations:
+ * Llama 3.0, SmolLM2, TinyLlama, ...), float32 activations:
  *
  *   x = embed_tokens[ids]
  *   per layer:  x = x + o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))   n = rms1(x)
@@ -1766,12 +1766,16 @@ ATTN_API attn_status attn_bpe_get_info(const attn_bpe *bpe, attn_bpe_info *info 
  * heads, as HF's repeat_kv), scale 1/sqrt(head_dim), without dropout.  The pieces, each with
  * HF's semantics and parameter names, are public below (attn_rms_norm, attn_rope, the three
  * modules) so that they can be checked and reused one by one; attn_llm is the whole model,
- * attn_llm_session generation with a KV cache, attn_llm_sample the sampler.  Backward: not yet
- * (a later issue).
+ * attn_llm_session generation with a KV cache, attn_llm_sample the sampler.  Training (issue
+ * 14): every piece has its backward (PyTorch autograd's gradients, checked against transformers'
+ * modules through attn eval), the modules a training forward that records what the backward
+ * reads (attn_saved), and attn_llama_lm is the whole model as a trainable module (F32 master
+ * weights; quantized weights are for inference only).
  *
  * Exactness against transformers 5.x in float32 (tests/test_llama.c, docs/llm.md): logits of
  * the tiny test models within 1.1e-6 of max|logit| (full forward), 1.2e-6 (KV-cache session);
- * greedy continuations identical.
+ * greedy continuations identical.  Gradients against its autograd (the attn eval fixtures):
+ * within 1.6e-6 of max(1, max|grad|) per tensor, for every piece and the whole model.
  * ========================================================================================== */
 
 /* The architecture's sizes and options, with LlamaConfig's names.  A zeroed struct is not
@@ -1800,6 +1804,15 @@ typedef struct attn_llm_config {
  * ulps. */
 ATTN_API attn_status attn_rms_norm(attn_ctx *ctx, const attn_tensor *x,
                                    const attn_tensor *weight, float eps, attn_tensor *y);
+/* Backward of attn_rms_norm (same x, weight, eps), dy [..., E] the gradient of y:
+ *   dx = r (dy w) - x r^3 sum(dy w x) / E,   dweight = sum over rows of dy * (x r)
+ * with r each row's 1/sqrt(mean(x^2) + eps) as the forward computes it; sums in double.
+ * dx [..., E] and dweight [E] (each may be NULL) are OVERWRITTEN; dx may be x or dy (in place).
+ * weight NULL: all ones (no dweight then). */
+ATTN_API attn_status attn_rms_norm_backward(attn_ctx *ctx, const attn_tensor *x,
+                                            const attn_tensor *weight, float eps,
+                                            const attn_tensor *dy, attn_tensor *dx,
+                                            attn_tensor *dweight);
 
 /* Rotary position embedding as HF's LlamaRotaryEmbedding ("default" rope type) with
  * apply_rotary_pos_emb / rotate_half (the "NeoX" layout: dimension i < D/2 pairs with
@@ -1817,6 +1830,20 @@ ATTN_API attn_status attn_rms_norm(attn_ctx *ctx, const attn_tensor *x,
  * one ulp apart (none for D = 64 with theta 1e4 or 1e5). */
 ATTN_API attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x,
                                const attn_tensor *positions, float theta, attn_tensor *out);
+/* attn_rope with flags: ATTN_ROPE_INTERLEAVED rotates the pairs (x[2i], x[2i + 1]) instead of
+ * (x[i], x[i + D/2]), with the same angles and arithmetic: the layout of q_proj and k_proj rows
+ * in GGUF files, whose converters permute each head's rows (row 2i + j of the file is row
+ * j*D/2 + i of HF's) for GGML's rope.  flags 0: attn_rope. */
+#define ATTN_ROPE_INTERLEAVED 1u
+ATTN_API attn_status attn_rope_ex(attn_ctx *ctx, const attn_tensor *x,
+                                  const attn_tensor *positions, float theta, unsigned flags,
+                                  attn_tensor *out);
+/* Backward of attn_rope_ex (same positions, theta, flags): dx = dout rotated by -f,
+ *   dx[i] = dout[i] cos f + dout[i + D/2] sin f,  dx[i + D/2] = dout[i + D/2] cos f - dout[i] sin f
+ * (each product rounded).  dout, dx [B, H, T, D]; dx OVERWRITTEN, may be dout (in place). */
+ATTN_API attn_status attn_rope_backward(attn_ctx *ctx, const attn_tensor *dout,
+                                        const attn_tensor *positions, float theta,
+                                        unsigned flags, attn_tensor *dx);
 
 /* --- LlamaMLP: gate_proj.weight [F, E], up_proj.weight [F, E], down_proj.weight [E, F] (and
  * their .bias with mlp_bias):  out = down_proj(silu(gate_proj(x)) * up_proj(x)), silu(g) =
@@ -1826,6 +1853,20 @@ ATTN_API attn_status attn_llama_mlp_create(attn_ctx *ctx, const attn_llm_config 
                                            attn_module **out /* OUT */);
 ATTN_API attn_status attn_llama_mlp_forward(attn_ctx *ctx, const attn_module *m,
                                             const attn_tensor *x, attn_tensor *out);
+/* Backward (see "Backward": the parameter gradients ACCUMULATE in m, after
+ * attn_module_enable_grad; dx, the shape of x, is OVERWRITTEN and may be NULL): the same x as
+ * the forward, dout the gradient of out.  The forward runs again, recorded.  The training pair
+ * records instead (see attn_saved: x copied; g = gate_proj(x) and u = up_proj(x), 2F floats a
+ * token) and gives the same bits. */
+ATTN_API attn_status attn_llama_mlp_backward(attn_ctx *ctx, const attn_module *m,
+                                             const attn_tensor *x, const attn_tensor *dout,
+                                             attn_tensor *dx);
+ATTN_API attn_status attn_llama_mlp_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                  const attn_tensor *x, attn_tensor *out,
+                                                  attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_llama_mlp_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                   const attn_saved *saved,
+                                                   const attn_tensor *dout, attn_tensor *dx);
 
 /* --- LlamaAttention: q_proj.weight [H*D, E], k_proj.weight [Hkv*D, E], v_proj.weight
  * [Hkv*D, E], o_proj.weight [E, H*D] (and their .bias with attention_bias).  Causal
@@ -1838,6 +1879,24 @@ ATTN_API attn_status attn_llama_attention_forward(attn_ctx *ctx, const attn_modu
                                                   const attn_tensor *x,
                                                   const attn_tensor *positions,
                                                   attn_tensor *out);
+/* Backward and training pair, as the MLP's (positions as the forward's).  The backward runs the
+ * fused SDPA backward from the forward's output and log-sum-exp (the key/value gradients summed
+ * over each group of query heads), RoPE's transpose and the projections' GEMMs.  Recorded per
+ * token: the projected q, k, v after RoPE, the attention output and one log-sum-exp per head:
+ * (2H + 2Hkv) D + H floats, with the RoPE rows and a copy of x. */
+ATTN_API attn_status attn_llama_attention_backward(attn_ctx *ctx, const attn_module *m,
+                                                   const attn_tensor *x,
+                                                   const attn_tensor *positions,
+                                                   const attn_tensor *dout, attn_tensor *dx);
+ATTN_API attn_status attn_llama_attention_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                        const attn_tensor *x,
+                                                        const attn_tensor *positions,
+                                                        attn_tensor *out,
+                                                        attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_llama_attention_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                         const attn_saved *saved,
+                                                         const attn_tensor *dout,
+                                                         attn_tensor *dx);
 
 /* --- LlamaDecoderLayer: input_layernorm.weight [E], self_attn.* (LlamaAttention),
  * post_attention_layernorm.weight [E], mlp.* (LlamaMLP):
@@ -1850,6 +1909,27 @@ ATTN_API attn_status attn_llama_layer_create(attn_ctx *ctx, const attn_llm_confi
 ATTN_API attn_status attn_llama_layer_forward(attn_ctx *ctx, const attn_module *m,
                                               const attn_tensor *x,
                                               const attn_tensor *positions, attn_tensor *out);
+/* Backward and training pair, as the attention's.  Recorded per token: the attention's and the
+ * MLP's records and the first residual sum h = x + self_attn(...) (the norms' outputs are
+ * recomputed from x and h): E + (2H + 2Hkv) D + H + 2F floats. */
+ATTN_API attn_status attn_llama_layer_backward(attn_ctx *ctx, const attn_module *m,
+                                               const attn_tensor *x,
+                                               const attn_tensor *positions,
+                                               const attn_tensor *dout, attn_tensor *dx);
+ATTN_API attn_status attn_llama_layer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                    const attn_tensor *x,
+                                                    const attn_tensor *positions,
+                                                    attn_tensor *out,
+                                                    attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_llama_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                     const attn_saved *saved,
+                                                     const attn_tensor *dout, attn_tensor *dx);
+/* The RoPE layout of the attention of m (attn_llama_attention, attn_llama_layer or
+ * attn_llama_lm, every layer): 1 = the interleaved pairs of GGUF files (attn_rope_ex's
+ * ATTN_ROPE_INTERLEAVED; q_proj and k_proj rows permuted within each head), 0 = HF's layout
+ * (the default).  Forward and backward follow it.  ATTN_E_INVALID for another module. */
+ATTN_API attn_status attn_llama_set_rope_interleaved(attn_ctx *ctx, attn_module *m,
+                                                     int interleaved);
 
 /* --- The whole model ---------------------------------------------------------------------
  * attn_llm_load_hf reads a Hugging Face model folder as it is:
@@ -1929,6 +2009,17 @@ ATTN_API attn_status attn_llm_get_special(const attn_llm *m, attn_llm_special *s
 /* Bytes of the weight matrices one generated token reads: every layer's projections and the
  * output head (the tied embedding counted once), in their stored types. */
 ATTN_API int64_t attn_llm_weight_bytes(const attn_llm *m);
+/* Precision of the activations in the model's matrix-vector products (decoding and prompts of
+ * at most 8 tokens), as attn_qlinear's act: ATTN_QACT_F32 (the default: every quantized
+ * weight dequantized exactly, float sums; the logits agree with the F32-dequantized model to
+ * rounding) or ATTN_QACT_Q8 (activations rounded to int8 per block of 32, integer dot
+ * products, llama.cpp's precision: ~10% faster decoding with VNNI, but on SmolLM2-135M the
+ * logits move by up to 9% of max|logit| and greedy continuations leave the float path's
+ * within 2-20 tokens; docs/llm.md).  F32, F16 and BF16 weights always use float
+ * activations; longer prompts always run the float GEMM.  Set it between calls, not while a
+ * session of the model is in use on another thread.  ATTN_E_INVALID for NULL or an unknown
+ * value (no context: the model has none). */
+ATTN_API attn_status attn_llm_set_activations(attn_llm *m, attn_qact act);
 /* 1 when id ends a generation: eos or eot. */
 ATTN_API int attn_llm_is_end(const attn_llm *m, int32_t id);
 /* The configuration the model runs (head_dim and num_kv_heads resolved). */
@@ -1940,6 +2031,53 @@ ATTN_API attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info 
  * (a sequence gives the same logits alone or in a batch). */
 ATTN_API attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
                                       int64_t B, int64_t T, float *logits);
+
+/* --- The whole model as a trainable module (attn_llama_lm) --------------------------------
+ * LlamaForCausalLM with HF's state_dict names: model.embed_tokens.weight [V, E], per layer
+ * model.layers.N.self_attn.{q,k,v,o}_proj.weight (and .bias with attention_bias),
+ * model.layers.N.mlp.{gate,up,down}_proj.weight (.bias with mlp_bias),
+ * model.layers.N.input_layernorm.weight, model.layers.N.post_attention_layernorm.weight,
+ * model.norm.weight, and lm_head.weight [V, E] unless tie_word_embeddings (the head is then
+ * embed_tokens, whose gradient receives both uses).  Parameters are F32 (the master weights of
+ * training): attn_module_load / attn_module_save read and write them as a model.safetensors,
+ * attn_adamw_* and attn_module_clip_grad_norm work on them.  attn_module_init: matrices and
+ * the embedding N(0, 0.02^2) (HF's initializer_range), biases 0, norm weights 1.
+ * Reads every field of cfg that attn_llm_load_hf reads (checked as there). */
+ATTN_API attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg,
+                                          attn_module **out /* OUT */);
+/* A trainable copy of a loaded model (its config and weights; the text side stays with src).
+ * Weights stored in another type than F32 (a GGUF file's F16, BF16 or quantized blocks) are
+ * ATTN_E_UNSUPPORTED naming the tensor -- quantized weights are for inference only -- unless
+ * flags has ATTN_LLAMA_LM_DEQUANTIZE: then they are dequantized into the F32 master weights
+ * (attn_dequantize's numbers).  A GGUF source keeps its interleaved q/k layout
+ * (attn_llama_set_rope_interleaved is set). */
+#define ATTN_LLAMA_LM_DEQUANTIZE 1u
+ATTN_API attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned flags,
+                                            attn_module **out /* OUT */);
+/* The configuration of m (head_dim and num_kv_heads resolved). */
+ATTN_API attn_status attn_llama_lm_config(const attn_module *m, attn_llm_config *cfg /* OUT */);
+/* ids [B, T] I32/I64 (each in [0, V), T <= max_position_embeddings; positions 0 .. T-1 in every
+ * sequence) -> logits [B, T, V], causal, as attn_llm_forward on the same weights (the same
+ * bits). */
+ATTN_API attn_status attn_llama_lm_forward(attn_ctx *ctx, const attn_module *m,
+                                           const attn_tensor *ids, attn_tensor *logits);
+/* Backward from dlogits [B, T, V] (e.g. attn_cross_entropy's gradient; HF's causal LM loss is
+ * the cross-entropy of logits row t against label t + 1, the last row of each sequence ignored):
+ * accumulates the gradients of every parameter (ids have none).  The recomputing backward runs
+ * the forward again, keeping one layer's record at a time (activation checkpointing). */
+ATTN_API attn_status attn_llama_lm_backward(attn_ctx *ctx, const attn_module *m,
+                                            const attn_tensor *ids, const attn_tensor *dlogits);
+/* The training pair (see attn_saved): logits as attn_llama_lm_forward; recorded, per token:
+ * every layer's input and record (attn_llama_layer_forward_train's, E + E + (2H + 2Hkv) D + H
+ * + 2F floats a layer), the final norm's input, the ids and RoPE rows; with
+ * ATTN_SAVED_CHECKPOINT only each layer's input (E floats a layer), the backward running each
+ * layer's forward again just before its backward (the same bits). */
+ATTN_API attn_status attn_llama_lm_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                 const attn_tensor *ids, attn_tensor *logits,
+                                                 attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_llama_lm_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                  const attn_saved *saved,
+                                                  const attn_tensor *dlogits);
 
 /* --- Generation: one sequence with a KV cache ------------------------------------------------
  * A session holds the keys and values of every token it has seen, per layer and kv head

@@ -119,21 +119,21 @@ class Writer:
         self._write(name + ".expected.safetensors", outputs, {"op": op, "tol": tol})
         self.cases.append(name)
 
-    def emit_bwd(self, op, inputs, attrs, outputs, tag="_bwd"):
+    def emit_bwd(self, op, inputs, attrs, outputs, tag="_bwd", tol="1e-4"):
         """A backward case <op><tag>_<k>: metadata backward = "true", inputs with grad.out,
-        expected "out" and grad.* (tolerance 1e-4)."""
+        expected "out" and grad.* (tolerance 1e-4 unless given)."""
         assert "grad.out" in inputs and "out" in outputs
         assert inputs["grad.out"].shape == outputs["out"].shape, op
         for n, t in inputs.items():
             # every floating-point input has a gradient; masks only sdpa's float attn_mask;
             # sdpa's alibi_slopes none
-            if t.dtype == torch.float32 and n != "grad.out":
+            if t.dtype == torch.float32 and not n.startswith("grad."):  # cotangents: none
                 want = ("mask" not in n and n != "alibi_slopes") or (op == "sdpa" and
                                                                      n == "attn_mask")
                 assert ("grad." + n in outputs) == want, (op, n)
         attrs = dict(attrs)
         attrs["backward"] = True
-        self.emit(op, inputs, attrs, outputs, tol="1e-4", tag=tag)
+        self.emit(op, inputs, attrs, outputs, tol=tol, tag=tag)
 
     def _write(self, fname, tensors, meta):
         data = st_serialize({n: t.detach().contiguous() for n, t in tensors.items()}, meta)
@@ -1364,7 +1364,7 @@ def grad_or_zero(t):
     return t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)
 
 
-def emit_backward(W, g, op, inputs, attrs, out, leaves, modules=(), tag="_bwd"):
+def emit_backward(W, g, op, inputs, attrs, out, leaves, modules=(), tag="_bwd", tol="1e-4"):
     """Backpropagates a random cotangent of `out`; writes the case.  `leaves`: the input
     tensors (by file name) whose gradients are expected; `modules`: (module, prefix) pairs
     whose parameters' gradients are expected."""
@@ -1378,7 +1378,7 @@ def emit_backward(W, g, op, inputs, attrs, out, leaves, modules=(), tag="_bwd"):
             outputs["grad." + pre + n] = grad_or_zero(p)
     ins = {n: t.detach().clone() for n, t in inputs.items()}
     ins["grad.out"] = gout
-    W.emit_bwd(op, ins, attrs, outputs, tag=tag)
+    W.emit_bwd(op, ins, attrs, outputs, tag=tag, tol=tol)
     return outputs
 
 

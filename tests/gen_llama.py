@@ -31,7 +31,12 @@
    LlamaRotaryEmbedding + apply_rotary_pos_emb, LlamaMLP, LlamaAttention and
    LlamaDecoderLayer (eager attention, causal mask), written with gen_fixtures.py's writer and
    appended to tests/fixtures/MANIFEST.txt (gen_fixtures.py regenerates them too: it calls
-   gen_llama_ops last).
+   gen_llama_ops last).  Then their backward cases (<op>_bwd_<k>: torch.autograd through the
+   same transformers modules, a random cotangent of out, every input's and parameter's
+   gradient) and those of llama_for_causal_lm (LlamaForCausalLM, tied and separate heads, with
+   labels: HF's shifted cross-entropy loss as out and the gradients of that loss), some with
+   the GGUF layout of q/k (rope_interleaved: the file holds the permuted rows, the expected
+   gradients are HF's permuted the same way).
 
 transformers 5.x, torch 2.15 (CPU, float32, one thread); deterministic.
 """
@@ -51,7 +56,7 @@ sys.path.insert(0, HERE)
 torch.set_num_threads(1)
 
 LLAMA_OPS = ("rms_norm", "rotary_embedding", "llama_mlp", "llama_attention",
-             "llama_decoder_layer")
+             "llama_decoder_layer", "llama_for_causal_lm")
 
 
 def gen(tag):
@@ -337,20 +342,216 @@ def gen_llama_ops(W):
                {"hidden_states": x, "position_ids": pos.contiguous(), **gf.params(m)},
                llama_attrs(c), {"out": out.detach()}, tol="1e-5")
 
+    gen_llama_bwd_ops(W)
+
+
+# ------------------------------------------------------------------------------------------
+# 2b. backward cases
+# ------------------------------------------------------------------------------------------
+# the backward cases' tolerance (max|got - ref| <= tol * max(1, max|ref|) per tensor): the
+# gradients agree with autograd's within 1.6e-6 of max(1, max|ref|) (measured, docs/llm.md)
+BWD_TOL = "1e-5"
+
+
+def il_perm(D):
+    """perm[r] = the HF index of element r of a head in the interleaved (GGUF) layout: pair
+    (2i, 2i + 1) holds (x[i], x[i + D/2])."""
+    return torch.tensor([(r % 2) * (D // 2) + r // 2 for r in range(D)])
+
+
+def il_rows(t, heads, D):
+    """Rows of a q_proj / k_proj weight (or bias) as GGUF converters store them: row 2i + j of
+    each head is HF's row j*D/2 + i."""
+    idx = torch.cat([h * D + il_perm(D) for h in range(heads)])
+    return t[idx].contiguous()
+
+
+def il_params(P, prefix, c):
+    """The q_proj / k_proj tensors of P under prefix permuted to the interleaved layout."""
+    D = c.head_dim
+    out = dict(P)
+    for name, heads in (("q_proj", c.num_attention_heads), ("k_proj", c.num_key_value_heads)):
+        for kind in ("weight", "bias"):
+            key = f"{prefix}{name}.{kind}"
+            if key in out:
+                out[key] = il_rows(out[key], heads, D)
+    return out
+
+
+def gen_llama_bwd_ops(W):
+    from transformers import LlamaForCausalLM
+    from transformers.models.llama.modeling_llama import (LlamaAttention, LlamaDecoderLayer,
+                                                          LlamaMLP, LlamaRMSNorm,
+                                                          LlamaRotaryEmbedding,
+                                                          apply_rotary_pos_emb)
+    import gen_fixtures as gf
+
+    g = gen("rms_norm_bwd")
+    for shape, eps, s in (((2, 5, 32), 1e-5, 1.0), ((7, 48), 1e-6, 30.0),
+                          ((2, 3, 4, 16), 1e-5, 0.01)):
+        E = shape[-1]
+        m = LlamaRMSNorm(E, eps=eps)
+        with torch.no_grad():
+            m.weight.copy_(1.0 + 0.3 * torch.randn(E, generator=g))
+        x = gf.leaf(s * torch.randn(*shape, generator=g))
+        gf.emit_backward(W, g, "rms_norm", {"hidden_states": x, "weight": m.weight},
+                         {"hidden_size": E, "eps": eps}, m(x),
+                         {"hidden_states": x, "weight": m.weight}, tol=BWD_TOL)
+
+    g = gen("rotary_embedding_bwd")
+    for B, H, Hkv, T, D, theta, spread, il in ((2, 4, 2, 6, 16, 1e4, 5000, False),
+                                              (1, 3, 1, 5, 64, 1e5, 8000, True)):
+        c = op_config(hidden_size=H * D, num_attention_heads=H, num_key_value_heads=Hkv,
+                      rope_theta=theta)
+        q = gf.leaf(torch.randn(B, H, T, D, generator=g))
+        k = gf.leaf(torch.randn(B, Hkv, T, D, generator=g))
+        pos = positions(g, B, T, spread)
+        p = il_perm(D)
+        inv = torch.argsort(p)
+        # interleaved: the rows in the GGUF layout, rotated as HF rotates its own layout
+        qh, kh = (q[..., inv], k[..., inv]) if il else (q, k)
+        cos, sin = LlamaRotaryEmbedding(c)(qh, pos)
+        qe, ke = apply_rotary_pos_emb(qh, kh, cos, sin)
+        if il:
+            qe, ke = qe[..., p], ke[..., p]
+        gout = torch.randn(tuple(qe.shape), generator=g)
+        gk = torch.randn(tuple(ke.shape), generator=g)
+        torch.autograd.backward([qe, ke], [gout, gk])
+        W.emit_bwd("rotary_embedding",
+                   {"q": q.detach(), "k": k.detach(), "position_ids": pos, "grad.out": gout,
+                    "grad.k_embed": gk},
+                   {"rope_theta": theta, "rope_interleaved": il},
+                   {"out": qe.detach(), "k_embed": ke.detach(), "grad.q": q.grad.clone(),
+                    "grad.k": k.grad.clone()}, tol=BWD_TOL)
+
+    g = gen("llama_mlp_bwd")
+    for shape, F, bias in (((2, 5, 32), 48, False), ((6, 32), 80, True)):
+        c = op_config(hidden_size=shape[-1], intermediate_size=F, num_attention_heads=4,
+                      mlp_bias=bias)
+        m = gf.randomize(LlamaMLP(c), g)
+        x = gf.leaf(torch.randn(*shape, generator=g))
+        gf.emit_backward(W, g, "llama_mlp", {"x": x, **gf.params(m)},
+                         llama_attrs(c, attn=False), m(x), {"x": x}, [(m, "")], tol=BWD_TOL)
+
+    g = gen("llama_attention_bwd")
+    for B, T, E, H, Hkv, D, bias, theta, pos_given, il in (
+            (2, 9, 32, 4, 2, None, False, 1e4, True, False),
+            (1, 13, 32, 4, 1, 16, True, 1e5, True, False),
+            (2, 40, 32, 4, 2, None, True, 1e4, False, True),
+            (1, 70, 48, 6, 2, None, False, 1e4, False, False)):
+        c = op_config(hidden_size=E, intermediate_size=16, num_attention_heads=H,
+                      num_key_value_heads=Hkv, head_dim=D, attention_bias=bias,
+                      rope_theta=theta)
+        m = gf.randomize(LlamaAttention(c, 0), g).eval()
+        x = gf.leaf(torch.randn(B, T, E, generator=g))
+        pos = positions(g, B, T, 1000) if pos_given else torch.arange(T)[None].expand(B, T)
+        cs = LlamaRotaryEmbedding(c)(x, pos)
+        out = m(x, position_embeddings=cs, attention_mask=causal_mask(B, T))[0]
+        inputs = {"hidden_states": x, **gf.params(m)}
+        if pos_given:
+            inputs["position_ids"] = pos.contiguous()
+        attrs = llama_attrs(c, mlp=False)
+        if not il:
+            gf.emit_backward(W, g, "llama_attention", inputs, attrs, out, {"hidden_states": x},
+                             [(m, "")], tol=BWD_TOL)
+            continue
+        # the GGUF layout: q/k rows permuted in the file, their gradients permuted alike
+        gout = torch.randn(tuple(out.shape), generator=g)
+        out.backward(gout)
+        grads = {"grad." + n: p.grad.detach().clone() for n, p in m.named_parameters()}
+        attrs["rope_interleaved"] = True
+        W.emit_bwd("llama_attention",
+                   {**il_params({n: t.detach() for n, t in inputs.items()}, "", c),
+                    "grad.out": gout},
+                   attrs, {"out": out.detach(), "grad.hidden_states": x.grad.clone(),
+                           **il_params(grads, "grad.", c)}, tol=BWD_TOL)
+
+    g = gen("llama_decoder_layer_bwd")
+    for B, T, E, H, Hkv, F, bias, theta in ((2, 8, 32, 4, 2, 48, False, 1e4),
+                                            (1, 40, 32, 2, 1, 64, True, 1e5)):
+        c = op_config(hidden_size=E, intermediate_size=F, num_attention_heads=H,
+                      num_key_value_heads=Hkv, attention_bias=bias, mlp_bias=bias,
+                      rms_norm_eps=1e-5, rope_theta=theta)
+        m = LlamaDecoderLayer(c, 0).eval()
+        gf.randomize(m, g)
+        with torch.no_grad():
+            m.input_layernorm.weight.copy_(1.0 + 0.3 * torch.randn(E, generator=g))
+            m.post_attention_layernorm.weight.copy_(1.0 + 0.3 * torch.randn(E, generator=g))
+        x = gf.leaf(torch.randn(B, T, E, generator=g))
+        pos = positions(g, B, T, 500)
+        cs = LlamaRotaryEmbedding(c)(x, pos)
+        out = m(x, attention_mask=causal_mask(B, T), position_ids=pos, position_embeddings=cs)
+        out = out[0] if isinstance(out, tuple) else out
+        gf.emit_backward(W, g, "llama_decoder_layer",
+                         {"hidden_states": x, "position_ids": pos.contiguous(), **gf.params(m)},
+                         llama_attrs(c), out, {"hidden_states": x}, [(m, "")], tol=BWD_TOL)
+
+    g = gen("llama_for_causal_lm_bwd")
+    for B, T, V, E, H, Hkv, F, nl, tied, bias, labels, il in (
+            (2, 9, 64, 32, 4, 2, 48, 2, True, False, True, False),
+            (1, 24, 80, 32, 4, 1, 64, 2, False, True, True, False),
+            (2, 13, 64, 32, 2, 2, 40, 1, False, False, False, False),
+            (1, 20, 48, 32, 4, 2, 48, 2, True, False, True, True)):
+        from transformers import LlamaConfig
+        c = LlamaConfig(vocab_size=V, hidden_size=E, intermediate_size=F,
+                        num_hidden_layers=nl, num_attention_heads=H, num_key_value_heads=Hkv,
+                        max_position_embeddings=64, rms_norm_eps=1e-5,
+                        rope_parameters={"rope_type": "default", "rope_theta": 1e4},
+                        tie_word_embeddings=tied, attention_bias=bias, mlp_bias=bias,
+                        attn_implementation="eager", bos_token_id=None, eos_token_id=None,
+                        pad_token_id=None)
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(c).eval()
+        randomize_llama(model, g)
+        ids = torch.randint(0, V, (B, T), generator=g)
+        ids[0, -1] = ids[0, 0]  # a repeated token: its embedding gradient is a sum
+        attrs = llama_attrs(c)
+        attrs.update(vocab_size=V, num_hidden_layers=nl, max_position_embeddings=64,
+                     tie_word_embeddings=tied)
+        inputs = {"input_ids": ids}
+        if labels:
+            lab = torch.randint(0, V, (B, T), generator=g)
+            lab[0, T // 2] = -100  # an ignored label
+            r = model(ids, labels=lab)
+            out, extra = r.loss, {"logits": r.logits.detach()}
+            inputs["labels"] = lab
+        else:
+            out, extra = model(ids).logits, {}
+        gout = torch.randn(tuple(out.shape), generator=g)
+        out.backward(gout)
+        P = {n: t.detach().clone() for n, t in model.state_dict().items()}
+        if tied:
+            P.pop("lm_head.weight", None)
+        grads = {"grad." + n: p.grad.detach().clone() for n, p in model.named_parameters()}
+        if il:
+            attrs["rope_interleaved"] = True
+            for i in range(nl):
+                P = il_params(P, f"model.layers.{i}.self_attn.", c)
+                grads = il_params(grads, f"grad.model.layers.{i}.self_attn.", c)
+        W.emit_bwd("llama_for_causal_lm", {**inputs, **P, "grad.out": gout}, attrs,
+                   {"out": out.detach().clone(), **extra, **grads}, tol=BWD_TOL)
+
+
+def is_op_case(name):
+    """name is a case of one of LLAMA_OPS: <op>_<k> or <op>_bwd_<k>."""
+    for op in LLAMA_OPS:
+        for pre in (op + "_", op + "_bwd_"):
+            if name.startswith(pre) and name[len(pre):].split(".")[0].isdigit():
+                return True
+    return False
+
 
 def write_ops():
     import gen_fixtures as gf
     for f in os.listdir(FIX):
-        if f.endswith(".safetensors") and f.split("_")[0] in ("rms", "rotary", "llama") and \
-                any(f.startswith(op + "_") and f[len(op) + 1].isdigit() for op in LLAMA_OPS):
+        if f.endswith(".safetensors") and is_op_case(f):
             os.remove(os.path.join(FIX, f))
     W = gf.Writer(FIX)
     gen_llama_ops(W)
     path = os.path.join(FIX, "MANIFEST.txt")
     with open(path) as f:
         cases = [c for c in f.read().split("\n") if c]
-    cases = [c for c in cases if not any(c.startswith(op + "_") and c[len(op) + 1:].isdigit()
-                                         for op in LLAMA_OPS)]
+    cases = [c for c in cases if not is_op_case(c)]
     with open(path, "w") as f:
         f.write("\n".join(cases + W.cases) + "\n")
     for op in W.count:

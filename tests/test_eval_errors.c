@@ -705,8 +705,38 @@ static void test_llama(void) {
     c = llama_attn_base(NULL);
     meta(&c, "backward", "true");
     F3(&c, "grad.out", 1, 3, 8);
-    expect("llama_attention backward", &c, ATTN_E_UNSUPPORTED, "llama_attention",
-           "no backward");
+    expect("llama_attention backward", &c, ATTN_OK, NULL, NULL);
+    c = llama_attn_base(NULL);
+    meta(&c, "backward", "true");
+    F3(&c, "grad.out", 1, 4, 8);
+    expect("llama_attention grad.out shape", &c, ATTN_E_SHAPE, "grad.out", NULL);
+    c = llama_attn_base(NULL);
+    meta(&c, "rope_interleaved", "maybe");
+    expect("llama_attention rope_interleaved not a bool", &c, ATTN_E_INVALID,
+           "rope_interleaved", NULL);
+    int64_t p3[3] = {0, 1, 2};
+    c = begin("rotary_embedding");
+    F4(&c, "q", 1, 2, 3, 4);
+    F4(&c, "k", 1, 1, 3, 4);
+    raw(&c, "position_ids", ATTN_I64, 1, s3, p3);
+    F4(&c, "grad.k_embed", 1, 1, 3, 4);
+    expect("rotary_embedding grad.k_embed without backward", &c, ATTN_E_INVALID,
+           "grad.k_embed", NULL);
+    c = begin("rotary_embedding");
+    F4(&c, "q", 1, 2, 3, 4);
+    F4(&c, "k", 1, 1, 3, 4);
+    raw(&c, "position_ids", ATTN_I64, 1, s3, p3);
+    meta(&c, "backward", "true");
+    F4(&c, "grad.out", 1, 2, 3, 4);
+    F4(&c, "grad.k_embed", 1, 2, 3, 4);
+    expect("rotary_embedding grad.k_embed shape", &c, ATTN_E_SHAPE, "grad.k_embed", NULL);
+    c = begin("rotary_embedding");
+    F4(&c, "q", 1, 2, 3, 4);
+    F4(&c, "k", 1, 1, 3, 4);
+    raw(&c, "position_ids", ATTN_I64, 1, s3, p3);
+    meta(&c, "backward", "true");
+    F4(&c, "grad.out", 1, 2, 3, 4);
+    expect("rotary_embedding backward without grad.k_embed", &c, ATTN_OK, NULL, NULL);
     c = begin("rotary_embedding");
     F4(&c, "q", 1, 2, 3, 5);
     F4(&c, "k", 1, 1, 3, 5);
@@ -716,6 +746,55 @@ static void test_llama(void) {
     F2(&c, "hidden_states", 2, 6);
     F1(&c, "weight", 5);
     expect("rms_norm weight shape", &c, ATTN_E_SHAPE, "weight", NULL);
+    c = begin("rms_norm");
+    F2(&c, "hidden_states", 2, 6);
+    F1(&c, "weight", 6);
+    meta(&c, "backward", "true");
+    F2(&c, "grad.out", 2, 6);
+    expect("rms_norm backward", &c, ATTN_OK, NULL, NULL);
+    /* llama_for_causal_lm: V = 5, E = 8, 2 heads, 1 layer, F = 4, tied */
+    for (int k = 0; k < 5; k++) {
+        c = begin("llama_for_causal_lm");
+        meta(&c, "hidden_size", "8");
+        meta(&c, "num_attention_heads", "2");
+        meta(&c, "intermediate_size", "4");
+        meta(&c, "vocab_size", "5");
+        meta(&c, "num_hidden_layers", "1");
+        meta(&c, "tie_word_embeddings", "true");
+        const char *nm[] = {"model.layers.0.self_attn.q_proj.weight",
+                            "model.layers.0.self_attn.k_proj.weight",
+                            "model.layers.0.self_attn.v_proj.weight",
+                            "model.layers.0.self_attn.o_proj.weight",
+                            "model.layers.0.mlp.gate_proj.weight",
+                            "model.layers.0.mlp.up_proj.weight",
+                            "model.layers.0.mlp.down_proj.weight"};
+        const int64_t r[] = {8, 8, 8, 8, 4, 4, 8}, cl[] = {8, 8, 8, 8, 8, 8, 4};
+        for (int i = 0; i < 7; i++) F2(&c, nm[i], r[i], cl[i]);
+        F1(&c, "model.layers.0.input_layernorm.weight", 8);
+        F1(&c, "model.layers.0.post_attention_layernorm.weight", 8);
+        F1(&c, "model.norm.weight", 8);
+        F2(&c, "model.embed_tokens.weight", 5, 8);
+        static int64_t ids[3] = {0, 4, 2}, bad[3] = {0, 5, 2}, lab[3] = {1, 2, -100};
+        const int64_t s13[2] = {1, 3}, s12[2] = {1, 2};
+        raw(&c, "input_ids", ATTN_I64, 2, s13, k == 1 ? bad : ids);
+        if (k >= 2) raw(&c, "labels", ATTN_I64, 2, k == 4 ? s12 : s13, lab);
+        if (k == 0) {
+            expect("llama_for_causal_lm", &c, ATTN_OK, NULL, NULL);
+        } else if (k == 1) {
+            expect("llama_for_causal_lm id out of range", &c, ATTN_E_INVALID, "token id", NULL);
+        } else if (k == 2) {
+            meta(&c, "backward", "true");
+            F3(&c, "grad.out", 1, 3, 5);
+            expect("llama_for_causal_lm loss with grad.out of the logits", &c, ATTN_E_SHAPE,
+                   "grad.out", NULL);
+        } else if (k == 3) {
+            meta(&c, "backward", "true");
+            raw(&c, "grad.out", ATTN_F32, 0, NULL, &(float){1.0f});
+            expect("llama_for_causal_lm loss backward", &c, ATTN_OK, NULL, NULL);
+        } else {
+            expect("llama_for_causal_lm labels shape", &c, ATTN_E_SHAPE, "labels", NULL);
+        }
+    }
 }
 
 int main(void) {
@@ -730,7 +809,7 @@ int main(void) {
     TU_CHECK(attn_eval(NULL, NULL, NULL) == ATTN_E_INVALID, "NULL context");
     int n = 0;
     for (const char *const *op = attn_eval_ops(); *op; op++) n++;
-    TU_CHECK(n == 33, "attn_eval_ops lists %d ops, expected 33", n);
+    TU_CHECK(n == 34, "attn_eval_ops lists %d ops, expected 34", n);
     attn_ctx_free(ctx);
     return tu_finish("test_eval_errors");
 }

@@ -627,6 +627,11 @@ static void check_refusals(void) {
     /* the copy loads */
     attn_llm *m = NULL;
     if (TU_STATUS(attn_llm_load_hf(ctx, dir, &m), ATTN_OK, ctx)) attn_llm_free(m);
+    /* "architectures": null (transformers' save of a model it read from GGUF): model_type
+     * decides */
+    config_with(cfg, "architectures", "null");
+    m = NULL;
+    if (TU_STATUS(attn_llm_load_hf(ctx, dir, &m), ATTN_OK, ctx)) attn_llm_free(m);
     static const struct {
         const char *key, *value;
         attn_status st;
@@ -675,6 +680,8 @@ static void check_refusals(void) {
     write_text(cfg, "{\"model_type\": \"llama\", ");
     expect_refusal(ctx, dir, ATTN_E_FORMAT, "config.json");
     write_text(cfg, "{\"hidden_size\": 64}");
+    expect_refusal(ctx, dir, ATTN_E_UNSUPPORTED, "Llama");
+    write_text(cfg, "{\"architectures\": null, \"hidden_size\": 64}");
     expect_refusal(ctx, dir, ATTN_E_UNSUPPORTED, "Llama");
     /* a NaN weight: refused, naming the tensor */
     {

@@ -376,6 +376,61 @@ static void test_kernels(void) {
     attn_ctx_free(c2);
 }
 
+/* ---- several parts at once (attn__qlinear_multi) ------------------------------------------
+ * Parts of different types and sizes (q, k, v-like) against one attn__qlinear per part: the
+ * same bits, on 1 and 2 threads, float and int8 activations, with bias and residual, for M on
+ * the matrix-vector path and on the GEMM path (where it falls back to one call per part). */
+static void test_multi(void) {
+    attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
+    const int types[3] = {ATTN_Q_Q4_1, ATTN_Q_Q8_0, ATTN_Q_F32};
+    const int64_t Ns[3] = {37, 5, 64}, K = 576, Ms[3] = {1, 3, 12};
+    const int acts[3] = {ATTN__QACT_F32, ATTN__QACT_Q8, ATTN__QACT_F32 | ATTN__QLIN_ROWWISE};
+    unsigned char *w[3];
+    size_t wb;
+    float *b[3], *R[3];
+    for (int i = 0; i < 3; i++) {
+        w[i] = make_weights(c1, types[i], Ns[i], K, 77 + (uint64_t)i, &wb);
+        b[i] = malloc(64 * sizeof(float));
+        R[i] = malloc(12 * 64 * sizeof(float));
+        tu_fill(b[i], 64, 80 + (uint64_t)i, -1, 1);
+        tu_fill(R[i], 12 * 64, 90 + (uint64_t)i, -1, 1);
+    }
+    float *x = malloc(12 * 600 * sizeof(float));
+    tu_fill(x, 12 * 600, 99, -1, 1);
+    for (int mi = 0; mi < 3; mi++)
+        for (int ai = 0; ai < 3; ai++)
+            for (int np = 1; np <= 3; np++) {
+                const int64_t M = Ms[mi];
+                float *y1 = calloc((size_t)(M * 200), sizeof(float));
+                float *y2 = calloc((size_t)(M * 200), sizeof(float));
+                attn__qlin_part p[3];
+                int64_t col = 0;
+                for (int i = 0; i < np; i++) { /* parts side by side in rows of 200 */
+                    p[i] = (attn__qlin_part){types[i], w[i], Ns[i], i == 1 ? NULL : b[i],
+                                             i == 2 ? R[i] : NULL, y2 + col, 200};
+                    TU_STATUS(attn__qlinear(c1, types[i], w[i], Ns[i], K, x, 600, M, p[i].bias,
+                                            p[i].R, y1 + col, 200, acts[ai]), ATTN_OK, c1);
+                    col += Ns[i] + 3;
+                }
+                for (int t = 0; t < 2; t++) {
+                    attn_ctx *c = t ? c2 : c1;
+                    memset(y2, 0, (size_t)(M * 200) * sizeof(float));
+                    TU_STATUS(attn__qlinear_multi(c, np, p, K, x, 600, M, acts[ai]), ATTN_OK, c);
+                    int64_t d = 0;
+                    while (d < M * 200 && memcmp(y1 + d, y2 + d, sizeof(float)) == 0) d++;
+                    TU_CHECK(d == M * 200, "qlinear_multi M %lld act %d parts %d threads %d: not "
+                             "the bits of one call per part (first difference at %lld)",
+                             (long long)M, acts[ai], np, t + 1, (long long)d);
+                }
+                free(y1);
+                free(y2);
+            }
+    for (int i = 0; i < 3; i++) free(w[i]), free(b[i]), free(R[i]);
+    free(x);
+    attn_ctx_free(c1);
+    attn_ctx_free(c2);
+}
+
 /* ---- the public function --------------------------------------------------------------------- */
 static void test_public(void) {
     attn_ctx *ctx = tu_ctx(2);
@@ -427,6 +482,7 @@ static void test_public(void) {
 
 int main(void) {
     test_kernels();
+    test_multi();
     test_public();
     return tu_finish("test_qlinear");
 }

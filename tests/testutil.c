@@ -163,3 +163,26 @@ int tu_rm_tree(const char *path) {
     }
     return unlink(path);
 }
+
+void tu_fd_check(double (*loss)(void *arg), void *arg, const char *what, float *p,
+                 const float *ga, int64_t n, int samples, uint64_t seed) {
+    const float h = 2e-3f;
+    double maxerr = 0, maxg = 0;
+    uint64_t st = seed;
+    for (int s = 0; s < samples && s < n; s++) {
+        int64_t i = n <= samples ? s : (int64_t)(tu_rand(&st) % (uint64_t)n);
+        float old = p[i];
+        p[i] = old + h;
+        double lp = loss(arg);
+        p[i] = old - h;
+        double lm = loss(arg);
+        p[i] = old;
+        double fd = (lp - lm) / (2.0 * h);
+        double e = fabs(fd - ga[i]);
+        if (!(e <= maxerr)) maxerr = e; /* NaN propagates */
+        if (fabs(fd) > maxg) maxg = fabs(fd);
+    }
+    double tol = 2e-2 * (maxg > 1 ? maxg : 1);
+    TU_CHECK(maxerr <= tol, "%s: max |fd - analytic| = %.3g > %.3g", what, maxerr, tol);
+    if (getenv("ATTN_TEST_VERBOSE")) printf("%-60s fd err %.2e (tol %.2e)\n", what, maxerr, tol);
+}

@@ -244,7 +244,8 @@ static inline const attn_mask *opt_mask(const attn_mask *m) { return m->kind ? m
     X(rotary_embedding)                                                                            \
     X(llama_mlp)                                                                                   \
     X(llama_attention)                                                                             \
-    X(llama_decoder_layer)
+    X(llama_decoder_layer)                                                                         \
+    X(llama_for_causal_lm)
 
 #define EV_DECLARE_OP(n) ATTN__HIDDEN extern const ev_op attn__ev_op_##n;
 EV_OPS(EV_DECLARE_OP)

@@ -284,7 +284,13 @@ static attn_status decode_run(attn_ctx *ctx, const attn__sdpa_args *a, const att
     ATTN_TRYG(attn__ws_f32(ctx, &f.ml, ntask, f.R, 2, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, attn__parallel_width(ctx, ntask), per, 1, 1));
     attn__parallel_for(ctx, ntask, chunk_task, &f);
-    attn__parallel_for(ctx, nrow, merge_task, &f);
+    /* the merge reads nch partial rows per output row: for a decoding step (a few rows, a few
+     * chunks) less work than waking the pool; the rows are independent, so the bits are the
+     * same either way */
+    if ((double)nrow * (double)f.nch * (double)f.Dvp < 65536.0)
+        merge_task(&f, 0, nrow, 0);
+    else
+        attn__parallel_for(ctx, nrow, merge_task, &f);
 done:
     attn__ws_release(ctx, mk);
     return st;

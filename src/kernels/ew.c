@@ -118,20 +118,10 @@ static void bias_res_ref(float *y, int64_t ldy, const float *b, const float *r, 
 /* rms_norm (ew.h): one operation per statement, so that nothing is fused */
 void attn__rms_norm_c(const float *x, int64_t ldx, const float *w, float eps, float *y,
                       int64_t ldy, int64_t M, int64_t E) {
-    enum { L = ATTN__RMS_LANES };
     for (int64_t m = 0; m < M; m++) {
         const float *xr = x + m * ldx;
         float *yr = y + m * ldy;
-        float s[L] = {0};
-        for (int64_t e = 0; e < E; e++) {
-            const float sq = xr[e] * xr[e];
-            s[e % L] = s[e % L] + sq;
-        }
-        for (int h = L / 2; h; h /= 2)
-            for (int j = 0; j < h; j++) s[j] = s[j] + s[j + h];
-        const float ms = s[0] / (float)E;
-        const float v = ms + eps;
-        const float r = (float)(1.0 / sqrt((double)v));
+        const float r = attn__rms_rstd(xr, E, eps);
         for (int64_t e = 0; e < E; e++) {
             const float t = xr[e] * r;
             yr[e] = w ? w[e] * t : t;

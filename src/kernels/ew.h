@@ -180,4 +180,20 @@ ATTN__HIDDEN void attn__rms_norm(attn_ctx *ctx, const float *x, int64_t ldx, con
 ATTN__HIDDEN void attn__rms_norm_c(const float *x, int64_t ldx, const float *w, float eps,
                                    float *y, int64_t ldy, int64_t M, int64_t E);
 
+/* The r of rms_norm above for one row x [E] (the definition's arithmetic: lanes, fold, root
+ * from double), which every version computes with the same bits; the backward recomputes it. */
+static inline float attn__rms_rstd(const float *x, int64_t E, float eps) {
+    enum { L = ATTN__RMS_LANES };
+    float s[L] = {0};
+    for (int64_t e = 0; e < E; e++) {
+        const float sq = x[e] * x[e];
+        s[e % L] = s[e % L] + sq;
+    }
+    for (int h = L / 2; h; h /= 2)
+        for (int j = 0; j < h; j++) s[j] = s[j] + s[j + h];
+    const float ms = s[0] / (float)E;
+    const float v = ms + eps;
+    return (float)(1.0 / sqrt((double)v));
+}
+
 #endif

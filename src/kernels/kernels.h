@@ -224,6 +224,12 @@ ATTN__HIDDEN attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t
                                           const float *W, const float *dy, int64_t lddy,
                                           float *dx, int64_t lddx, float *dW, float *db,
                                           int64_t M, int64_t K, int64_t N);
+/* attn__linear_bwd with dx ACCUMULATED (dx += dy W): the input gradient of several products
+ * of the same x (the Llama blocks' q/k/v and gate/up projections). */
+ATTN__HIDDEN attn_status attn__linear_bwd_acc(attn_ctx *ctx, const float *x, int64_t ldx,
+                                              const float *W, const float *dy, int64_t lddy,
+                                              float *dx, int64_t lddx, float *dW, float *db,
+                                              int64_t M, int64_t K, int64_t N);
 
 /* ---- GEMM (fast path, chosen at run time; falls back to a plain C kernel) ---------------
  * C[M, N] = alpha * op(A) op(B) + beta * C, row-major.  op(A) is A [M, K] (row stride lda) or,

@@ -58,3 +58,11 @@ attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const f
         }
     return ATTN_OK;
 }
+
+attn_status attn__linear_bwd_acc(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
+                                 const float *dy, int64_t lddy, float *dx, int64_t lddx,
+                                 float *dW, float *db, int64_t M, int64_t K, int64_t N) {
+    /* dx[M, K] += dy[M, N] W[N, K] */
+    if (dx) ATTN_TRY(product(ctx, 0, 0, M, K, N, dy, lddy, W, K, 1.0f, dx, lddx, NULL));
+    return attn__linear_bwd(ctx, x, ldx, W, dy, lddy, NULL, lddx, dW, db, M, K, N);
+}

@@ -182,18 +182,100 @@ static float *align64(void *p) {
     return (float *)(void *)((char *)p + ((64 - (a & 63)) & 63));
 }
 
+/* Fills j for the product with W (type, N rows of K); bias, R, Y, ldy as attn__qlinear. */
+static void job_init(qjob *j, int type, const void *W, int64_t N, int64_t K, const float *X,
+                     int64_t ldx, int64_t M, const float *bias, const float *R, float *Y,
+                     int64_t ldy) {
+    int64_t be = 1, bb = 4;
+    attn_qtype_block(type, &be, &bb);
+    memset(j, 0, sizeof *j);
+    j->type = type, j->W = W, j->N = N, j->K = K, j->nb = K / be, j->M = M;
+    j->rb = (size_t)(j->nb * bb);
+    j->X = X, j->ldx = ldx, j->bias = bias, j->R = R, j->Y = Y, j->ldy = ldy;
+}
+
+/* The matrix-vector set-up of jobs j[0 .. n) sharing X (M rows of K): each on the int8
+ * kernel of its type where act asks for int8 and the type has one (X rounded once, in the
+ * workspace), else on the float kernel -- as attn__qlinear decides for each alone. */
+static attn_status mv_init(attn_ctx *ctx, qjob *j, int n, int act) {
+    const attn__quant_kernels *kq = ctx->kern.quant, *k8 = ctx->kern.quant8,
+                              *ref = attn__quant_kernels_ref();
+    const int64_t K = j[0].K, M = j[0].M, nbx = K / 32;
+    const int q8 = (act & 15) == ATTN__QACT_Q8 && K % 32 == 0;
+    attn__q8act xa = {0};
+    for (int i = 0; i < n; i++) {
+        j[i].mv8 = q8 ? k8->mv8[j[i].type] : NULL;
+        if (!j[i].mv8) {
+            j[i].mv = kq->mv[j[i].type] ? kq->mv[j[i].type] : ref->mv[j[i].type];
+            continue;
+        }
+        if (!xa.q) {
+            int8_t *q;
+            float *dsx;
+            int32_t *sq;
+            ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * K), 1, (void **)&q));
+            ATTN_TRY(attn__ws_alloc(ctx, (size_t)(2 * M * nbx), sizeof(float), (void **)&dsx));
+            ATTN_TRY(attn__ws_alloc(ctx, (size_t)(2 * M * nbx), sizeof(int32_t),
+                                    (void **)&sq));
+            attn__q8act_quantize(j[0].X, j[0].ldx, M, K, q, K, dsx, sq, nbx);
+            xa = (attn__q8act){q, dsx, sq, K, nbx};
+        }
+        j[i].xa = xa;
+    }
+    return ATTN_OK;
+}
+
+/* Several matrix-vector jobs as one loop over all their rows, back to back */
+typedef struct qmulti {
+    const qjob *j;
+    int n;
+    int64_t off[ATTN__QLIN_PARTS + 1];
+} qmulti;
+
+static void multi_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const qmulti *q = arg;
+    for (int i = 0; i < q->n; i++) {
+        const int64_t lo = begin > q->off[i] ? begin : q->off[i];
+        const int64_t hi = end < q->off[i + 1] ? end : q->off[i + 1];
+        if (lo < hi) mv_task((void *)(q->j + i), lo - q->off[i], hi - q->off[i], tid);
+    }
+}
+
+attn_status attn__qlinear_multi(attn_ctx *ctx, int n, const attn__qlin_part *p, int64_t K,
+                                const float *X, int64_t ldx, int64_t M, int act) {
+    if (M <= 0 || n <= 0) return ATTN_OK;
+    if (n > ATTN__QLIN_PARTS || K == 0 || (M > ATTN__QMV_ROWS && !(act & ATTN__QLIN_ROWWISE))) {
+        for (int i = 0; i < n; i++)
+            ATTN_TRY(attn__qlinear(ctx, p[i].type, p[i].W, p[i].N, K, X, ldx, M, p[i].bias,
+                                   p[i].R, p[i].Y, p[i].ldy, act));
+        return ATTN_OK;
+    }
+    qjob j[ATTN__QLIN_PARTS];
+    qmulti q = {j, n, {0}};
+    double bytes = 0.0;
+    for (int i = 0; i < n; i++) {
+        job_init(&j[i], p[i].type, p[i].W, p[i].N, K, X, ldx, M, p[i].bias, p[i].R, p[i].Y,
+                 p[i].ldy);
+        q.off[i + 1] = q.off[i] + (p[i].N > 0 ? p[i].N : 0);
+        bytes += (double)p[i].N * (double)j[i].rb * (double)M;
+    }
+    attn__mark mark = attn__ws_mark(ctx);
+    attn_status st;
+    ATTN_TRYG(mv_init(ctx, j, n, act));
+    /* below ~64 KiB of weights waking the pool costs more than it saves */
+    run(ctx, bytes < 65536.0, q.off[n], multi_task, &q);
+done:
+    attn__ws_release(ctx, mark);
+    return st;
+}
+
 attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int64_t K,
                           const float *X, int64_t ldx, int64_t M, const float *bias,
                           const float *R, float *Y, int64_t ldy, int act) {
     if (M <= 0 || N <= 0) return ATTN_OK;
-    int64_t be = 1, bb = 4;
-    attn_qtype_block(type, &be, &bb);
     qjob j;
-    memset(&j, 0, sizeof j);
-    j.type = type, j.W = W, j.N = N, j.K = K, j.nb = K / be, j.M = M;
-    j.rb = (size_t)(j.nb * bb);
-    j.X = X, j.ldx = ldx, j.bias = bias, j.R = R, j.Y = Y, j.ldy = ldy;
-    const attn__quant_kernels *kq = ctx->kern.quant, *ref = attn__quant_kernels_ref();
+    job_init(&j, type, W, N, K, X, ldx, M, bias, R, Y, ldy);
+    const attn__quant_kernels *kq = ctx->kern.quant;
     if (K == 0) { /* an empty sum */
         for (int64_t i = 0; i < M; i++)
             for (int64_t n = 0; n < N; n++) Y[i * ldy + n] = 0.0f;
@@ -203,21 +285,7 @@ attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int
     attn__mark mark = attn__ws_mark(ctx);
     attn_status st = ATTN_OK;
     if (M <= ATTN__QMV_ROWS || (act & ATTN__QLIN_ROWWISE)) {
-        const attn__quant_kernels *k8 = ctx->kern.quant8;
-        j.mv8 = (act & 15) == ATTN__QACT_Q8 && K % 32 == 0 ? k8->mv8[type] : NULL;
-        if (j.mv8) {
-            const int64_t nbx = K / 32;
-            int8_t *q;
-            float *dsx;
-            int32_t *sq;
-            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(M * K), 1, (void **)&q));
-            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(2 * M * nbx), sizeof(float), (void **)&dsx));
-            ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(2 * M * nbx), sizeof(int32_t), (void **)&sq));
-            attn__q8act_quantize(X, ldx, M, K, q, K, dsx, sq, nbx);
-            j.xa = (attn__q8act){q, dsx, sq, K, nbx};
-        } else {
-            j.mv = kq->mv[type] ? kq->mv[type] : ref->mv[type];
-        }
+        ATTN_TRYG(mv_init(ctx, &j, 1, act));
         /* below ~64 KiB of weights waking the pool costs more than it saves */
         run(ctx, (double)N * (double)j.rb * (double)M < 65536.0, N, mv_task, &j);
         goto done;

@@ -158,6 +158,25 @@ ATTN__HIDDEN attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, i
                                        const float *bias, const float *R, float *Y,
                                        int64_t ldy, int act);
 
+/* Several products of the same X [M, K] with weights that share K (q, k and v of attention;
+ * gate and up of a SwiGLU): part i is Y_i = X W_i^T + bias_i + R_i exactly as attn__qlinear
+ * computes it, same bits.  On the matrix-vector path (M <= ATTN__QMV_ROWS, or
+ * ATTN__QLIN_ROWWISE) the parts run as one loop over all their rows, so the threads meet once
+ * instead of n times, and int8 activations are rounded once; otherwise, or for more than
+ * ATTN__QLIN_PARTS parts, one attn__qlinear per part. */
+#define ATTN__QLIN_PARTS 4
+typedef struct attn__qlin_part {
+    int type;
+    const void *W;
+    int64_t N;
+    const float *bias, *R;
+    float *Y;
+    int64_t ldy;
+} attn__qlin_part;
+ATTN__HIDDEN attn_status attn__qlinear_multi(attn_ctx *ctx, int n, const attn__qlin_part *p,
+                                             int64_t K, const float *X, int64_t ldx, int64_t M,
+                                             int act);
+
 /* Whole tensors of n elements (a multiple of the block), over the context's threads in pieces
  * of ~64 Ki elements: dequantization on ctx->kern.quant (attn__dequant_ref's bits) and the
  * reference quantization (attn__quant_supported types).  No checks. */

@@ -2,7 +2,10 @@
  * weights, with or without a KV cache, and the public module attn_llama_attention_*.  The
  * attention itself is attn__sdpa (kernels.h: fused, row or split-KV decode kernels, chosen
  * there by size; GQA read in place, never repeated), or attn__sdpa_bf16 over a bf16 cache.
- * Backward: not yet. */
+ * Training: the forward without a cache keeps a record (llm.h) and the backward runs the
+ * fused SDPA backward from the saved output and log-sum-exp (GQA: dK, dV summed over the
+ * query heads of each key/value head by the kernel), RoPE's transpose, and the GEMMs of the
+ * projections' gradients. */
 #include <string.h>
 
 #include "../kernels/bf16.h"
@@ -28,27 +31,48 @@ static void kv_append(const attn__kv *kv, const float *k, const float *v, int64_
         }
 }
 
-attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const float *x,
-                                 int64_t B, int64_t T, const attn__rope_cs *rope,
-                                 attn__kv *kv, const float *r, float *out) {
+/* The attention of a forward without a cache: its arguments over the q, k, v rows (row
+ * stride ld) and the output ao [M, H*D]. */
+static void self_args(const attn__llama_attn *a, int64_t B, int64_t T, const float *qkv,
+                      int64_t ld, float *ao, attn__sdpa_args *s) {
+    const int64_t HD = a->H * a->D, KD = a->Hkv * a->D;
+    attn__sdpa_heads(s, B, a->H, T, T, a->D, a->D, qkv, ld, qkv + HD, ld, qkv + HD + KD, ld, ao,
+                     HD);
+    s->Hkv = a->Hkv;
+    s->causal = ATTN_CAUSAL_TOP_LEFT;
+}
+
+/* The forward; rec (only without kv): the record to fill. */
+static attn_status attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const float *x, int64_t B,
+                            int64_t T, const attn__rope_cs *rope, attn__kv *kv, const float *r,
+                            float *out, attn__llama_attn_saved *rec) {
     const int64_t M = B * T, H = a->H, Hkv = a->Hkv, D = a->D, HD = H * D, KD = Hkv * D;
     const int64_t ld = HD + 2 * KD; /* q, k, v of a token side by side */
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     float *qkv, *ao;
-    ATTN_TRYG(attn__ws_f32(ctx, &qkv, M, ld, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &ao, M, HD, 1, 1));
+    if (rec) {
+        qkv = rec->qkv, ao = rec->ao;
+    } else {
+        ATTN_TRYG(attn__ws_f32(ctx, &qkv, M, ld, 1, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &ao, M, HD, 1, 1));
+    }
     float *q = qkv, *k = qkv + HD, *v = qkv + HD + KD;
-    ATTN_TRYG(attn__llm_linear(ctx, &a->q, x, a->E, M, T, q, ld, NULL));
-    ATTN_TRYG(attn__llm_linear(ctx, &a->k, x, a->E, M, T, k, ld, NULL));
-    ATTN_TRYG(attn__llm_linear(ctx, &a->v, x, a->E, M, T, v, ld, NULL));
+    {
+        const attn__llm_w *w[3] = {&a->q, &a->k, &a->v};
+        float *y[3] = {q, k, v};
+        const int64_t ldy[3] = {ld, ld, ld};
+        ATTN_TRYG(attn__llm_linear_n(ctx, 3, w, x, a->E, M, T, y, ldy, NULL));
+    }
     attn__rope_rows(q, ld, M, H, D, rope->cs, rope->sn, a->rope_interleaved);
     attn__rope_rows(k, ld, M, Hkv, D, rope->cs, rope->sn, a->rope_interleaved);
     attn__sdpa_args s;
     if (!kv) {
-        attn__sdpa_heads(&s, B, H, T, T, D, D, q, ld, k, ld, v, ld, ao, HD);
-        s.Hkv = Hkv;
-        s.causal = ATTN_CAUSAL_TOP_LEFT;
+        self_args(a, B, T, qkv, ld, ao, &s);
+        if (rec) { /* the log-sum-exp of every row, for the fused backward */
+            s.lse = rec->lse;
+            s.ls[0] = H * T, s.ls[1] = T, s.ls[2] = 1;
+        }
         ATTN_TRYG(attn__sdpa(ctx, &s));
     } else { /* B = 1: the new rows join the cache, the queries see it all (bottom-right) */
         const int64_t S = kv->pos + T;
@@ -71,6 +95,80 @@ attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const
         }
     }
     ATTN_TRYG(attn__llm_linear(ctx, &a->o, ao, HD, M, T, out, a->E, r));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const float *x,
+                                 int64_t B, int64_t T, const attn__rope_cs *rope,
+                                 attn__kv *kv, const float *r, float *out) {
+    return attn_fwd(ctx, a, x, B, T, rope, kv, r, out, NULL);
+}
+
+/* ---- training ------------------------------------------------------------------------------ */
+attn_status attn__llama_attn_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__llama_attn *a,
+                                         int64_t B, int64_t T, attn__llama_attn_saved *rec) {
+    const int64_t M = B * T, HD = a->H * a->D, KD = a->Hkv * a->D;
+    ATTN_TRY(attn__rec_f32(ctx, t, &rec->qkv, M, HD + 2 * KD, 1, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &rec->ao, M, HD, 1, 1));
+    return attn__rec_f32(ctx, t, &rec->lse, B, a->H, T, 1);
+}
+
+attn_status attn__llama_attn_fwd_rec(attn_ctx *ctx, const attn__llama_attn *a, const float *x,
+                                     int64_t B, int64_t T, const attn__rope_cs *rope,
+                                     const float *r, float *out, attn__llama_attn_saved *rec) {
+    return attn_fwd(ctx, a, x, B, T, rope, NULL, r, out, rec);
+}
+
+/*   out = r + o(ao),  ao = sdpa(rope(q), rope(k), v),  q, k, v = x Wq^T, x Wk^T, x Wv^T:
+ *   dao = dout Wo;  dq, dk, dv = sdpa_bwd(dao) from the saved ao and lse (dk, dv summed over
+ *   each group of query heads);  dq, dk through RoPE's transpose;
+ *   dx = dq Wq + dk Wk + dv Wv;  dW* += d*^T (input),  db* += column sums. */
+attn_status attn__llama_attn_bwd(attn_ctx *ctx, const attn__llama_attn *a, const attn__gmap *g,
+                                 const attn__llama_attn_saved *rec, const float *x, int64_t B,
+                                 int64_t T, const attn__rope_cs *rope, const float *dout,
+                                 float *dx) {
+    static const char *const nm[4] = {"self_attn.q_proj", "self_attn.k_proj",
+                                      "self_attn.v_proj", "self_attn.o_proj"};
+    const attn__llm_w *w[4] = {&a->q, &a->k, &a->v, &a->o};
+    for (int i = 0; i < 4; i++) ATTN_TRY(attn__llm_w_trainable(ctx, w[i], nm[i]));
+    const int64_t M = B * T, E = a->E, H = a->H, Hkv = a->Hkv, D = a->D, HD = H * D,
+                  KD = Hkv * D, ld = HD + 2 * KD;
+    const float *Wq = a->q.data, *Wk = a->k.data, *Wv = a->v.data, *Wo = a->o.data;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    float *dao, *dqkv;
+    ATTN_TRYG(attn__ws_f32(ctx, &dao, M, HD, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dqkv, M, ld, 1, 1));
+    ATTN_TRYG(attn__linear_bwd(ctx, rec->ao, HD, Wo, dout, E, dao, HD, attn__g(g, Wo),
+                               attn__g(g, a->o.bias), M, HD, E));
+    {
+        attn__sdpa_args s;
+        self_args(a, B, T, rec->qkv, ld, rec->ao, &s);
+        /* a forward on the split-KV decode kernels (a few queries over many keys: never the
+         * case here, where L = S) would have saved lse of another summation: recompute then */
+        if (attn__sdpa_path(ctx, &s, 0) != ATTN__SDPA_DECODE) {
+            s.lse = rec->lse;
+            s.ls[0] = H * T, s.ls[1] = T, s.ls[2] = 1;
+        }
+        attn__sdpa_grads sg;
+        memset(&sg, 0, sizeof sg);
+        const int64_t qs[4] = {T * ld, D, ld, 1};
+        sg.dout = dao, memcpy(sg.dos, s.os, sizeof sg.dos);
+        sg.dq = dqkv, memcpy(sg.dqs, qs, sizeof sg.dqs);
+        sg.dk = dqkv + HD, memcpy(sg.dks, qs, sizeof sg.dks);
+        sg.dv = dqkv + HD + KD, memcpy(sg.dvs, qs, sizeof sg.dvs);
+        ATTN_TRYG(attn__sdpa_bwd(ctx, &s, &sg));
+    }
+    attn__rope_rows_bwd(dqkv, ld, M, H, D, rope->cs, rope->sn, a->rope_interleaved);
+    attn__rope_rows_bwd(dqkv + HD, ld, M, Hkv, D, rope->cs, rope->sn, a->rope_interleaved);
+    ATTN_TRYG(attn__linear_bwd(ctx, x, E, Wq, dqkv, ld, dx, E, attn__g(g, Wq),
+                               attn__g(g, a->q.bias), M, E, HD));
+    ATTN_TRYG(attn__linear_bwd_acc(ctx, x, E, Wk, dqkv + HD, ld, dx, E, attn__g(g, Wk),
+                                   attn__g(g, a->k.bias), M, E, KD));
+    ATTN_TRYG(attn__linear_bwd_acc(ctx, x, E, Wv, dqkv + HD + KD, ld, dx, E, attn__g(g, Wv),
+                                   attn__g(g, a->v.bias), M, E, KD));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -123,4 +221,42 @@ attn_status attn_llama_attention_forward(attn_ctx *ctx, const attn_module *m,
     const attn_mod *q = m->impl;
     return attn__llm_module_run(ctx, m, NULL, &q->a, &q->c, x, positions, out,
                                 "attn_llama_attention_forward");
+}
+
+attn_status attn_llama_attention_backward(attn_ctx *ctx, const attn_module *m,
+                                          const attn_tensor *x, const attn_tensor *positions,
+                                          const attn_tensor *dout, attn_tensor *dx) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_ATTN, "attn_llama_attention_backward"));
+    const attn_mod *q = m->impl;
+    const attn__llm_part pt = {NULL, &q->a, NULL, &q->c};
+    return attn__llm_part_bwd(ctx, m, &pt, x, positions, dout, dx,
+                              "attn_llama_attention_backward");
+}
+
+attn_status attn_llama_attention_forward_train(attn_ctx *ctx, const attn_module *m,
+                                               const attn_tensor *x,
+                                               const attn_tensor *positions, attn_tensor *out,
+                                               attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_ATTN,
+                                 "attn_llama_attention_forward_train"));
+    const attn_mod *q = m->impl;
+    const attn__llm_part pt = {NULL, &q->a, NULL, &q->c};
+    return attn__llm_part_fwd_train(ctx, m, &pt, x, positions, out, saved,
+                                    "attn_llama_attention_forward_train");
+}
+
+attn_status attn_llama_attention_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                const attn_saved *saved,
+                                                const attn_tensor *dout, attn_tensor *dx) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_ATTN,
+                                 "attn_llama_attention_backward_saved"));
+    const attn_mod *q = m->impl;
+    const attn__llm_part pt = {NULL, &q->a, NULL, &q->c};
+    return attn__llm_part_bwd_saved(ctx, m, &pt, saved, dout, dx,
+                                    "attn_llama_attention_backward_saved");
+}
+
+void attn__llama_attn_mod_interleave(attn_module *m, int on) {
+    attn_mod *q = m->impl;
+    q->a.rope_interleaved = on != 0;
 }

@@ -145,6 +145,9 @@ static void act_task(void *arg, int64_t begin, int64_t end, int tid) {
     if (j->act == ATTN_ACT_GELU) {
         if (y != x) memcpy(y, x, (size_t)((end - begin) * j->n) * sizeof(float));
         j->k->bias_gelu(y, j->n, NULL, end - begin, j->n);
+    } else if (j->act == ATTN_ACT_RELU) { /* the reference's bits (NaN gives 0), vectorised */
+        const int64_t n = (end - begin) * j->n;
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
     } else {
         attn__act_ref(j->act, x, j->n, y, j->n, end - begin, j->n);
     }

@@ -1,13 +1,15 @@
 /* The Llama decoder layer (HF LlamaDecoderLayer): pre-norm RMSNorm, grouped-query attention
  * with RoPE, SwiGLU feed-forward, two residuals.  Its forward on the block's weights (the
- * model's layers run it), the public module attn_llama_layer_*, and what the three Llama
- * modules share: the config check, the argument checks and the RoPE rows of a forward.
- * Backward: not yet. */
+ * model's layers run it), with a record for training, and its backward; the public module
+ * attn_llama_layer_*, and what the three Llama modules share: the config check, the argument
+ * checks, the RoPE rows of a forward, and their backward and training forward (one record
+ * type for the three). */
 #include <math.h>
 #include <string.h>
 
 #include "../kernels/ew.h"
 #include "llm.h"
+#include "pool.h"
 
 attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l, float *x,
                                   int64_t B, int64_t T, const attn__rope_cs *rope,
@@ -22,6 +24,87 @@ attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l, flo
     ATTN_TRYG(attn__llama_attn_fwd(ctx, &l->attn, n, B, T, rope, kv, x, h)); /* h = x + attn */
     attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
     ATTN_TRYG(attn__llama_mlp_fwd(ctx, &l->mlp, n, B, T, h, x)); /* x = h + mlp */
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* ---- training --------------------------------------------------------------------------- */
+attn_status attn__llama_block_saved_alloc(attn_ctx *ctx, attn__tape *t,
+                                          const attn__llama_block *l, int64_t B, int64_t T,
+                                          attn__llama_block_saved *rec) {
+    rec->x0 = NULL;
+    ATTN_TRY(attn__rec_f32(ctx, t, &rec->h, B * T, l->E, 1, 1));
+    ATTN_TRY(attn__llama_attn_saved_alloc(ctx, t, &l->attn, B, T, &rec->at));
+    return attn__llama_mlp_saved_alloc(ctx, t, &l->mlp, B * T, &rec->mlp);
+}
+
+attn_status attn__llama_block_fwd_rec(attn_ctx *ctx, const attn__llama_block *l, const float *x0,
+                                      float *out, int64_t B, int64_t T,
+                                      const attn__rope_cs *rope, attn__llama_block_saved *rec) {
+    const int64_t M = B * T, E = l->E;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    float *n, *h;
+    ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
+    if (rec) h = rec->h;
+    else ATTN_TRYG(attn__ws_f32(ctx, &h, M, E, 1, 1));
+    attn__rms_norm(ctx, x0, E, l->ln1, l->eps, n, E, M, E);
+    ATTN_TRYG(attn__llama_attn_fwd_rec(ctx, &l->attn, n, B, T, rope, x0, h,
+                                       rec ? &rec->at : NULL)); /* h = x0 + attn */
+    attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
+    ATTN_TRYG(attn__llama_mlp_fwd_rec(ctx, &l->mlp, n, B, T, h, out,
+                                      rec ? &rec->mlp : NULL)); /* out = h + mlp */
+    if (rec) rec->x0 = x0;
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+typedef struct add_job {
+    const float *a;
+    float *b; /* b = a + b */
+} add_job;
+
+static void add_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const add_job *j = arg;
+    (void)tid;
+    for (int64_t i = begin; i < end; i++) j->b[i] = j->a[i] + j->b[i];
+}
+
+/* b[n] = a[n] + b[n] over the context's threads (elementwise: any split gives the same bits) */
+static void add_to(attn_ctx *ctx, const float *a, float *b, int64_t n) {
+    add_job j = {a, b};
+    attn__parallel_for(ctx, n, add_task, &j);
+}
+
+/*   dn2 = mlp'(dout);  dh = dout + rms2'(dn2);  dn1 = attn'(dh);  dx = dh + rms1'(dn1)
+ * with n1 and n2 recomputed from x0 and h (the forward's bits). */
+attn_status attn__llama_block_bwd(attn_ctx *ctx, const attn__llama_block *l, const attn__gmap *g,
+                                  const attn__llama_block_saved *rec, int64_t B, int64_t T,
+                                  const attn__rope_cs *rope, const float *dout, float *dx) {
+    const int64_t M = B * T, E = l->E;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    float *n, *dn, *dh;
+    ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dn, M, E, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dh, M, E, 1, 1));
+    attn__rms_norm(ctx, rec->h, E, l->ln2, l->eps, n, E, M, E);
+    ATTN_TRYG(attn__llama_mlp_bwd(ctx, &l->mlp, g, &rec->mlp, n, M, dout, dn));
+    ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->h, E, l->ln2, l->eps, dn, E, dh, E,
+                                 attn__g(g, l->ln2), M, E));
+    add_to(ctx, dout, dh, M * E);
+    attn__rms_norm(ctx, rec->x0, E, l->ln1, l->eps, n, E, M, E);
+    ATTN_TRYG(attn__llama_attn_bwd(ctx, &l->attn, g, &rec->at, n, B, T, rope, dh, dn));
+    if (dx) {
+        ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->x0, E, l->ln1, l->eps, dn, E, dx, E,
+                                     attn__g(g, l->ln1), M, E));
+        add_to(ctx, dh, dx, M * E);
+    } else {
+        ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->x0, E, l->ln1, l->eps, dn, E, NULL, E,
+                                     attn__g(g, l->ln1), M, E));
+    }
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -178,6 +261,210 @@ done:
     return st;
 }
 
+/* ---- the modules' backward and training forward ------------------------------------------ */
+/* The record of a Llama module's training forward (or of the recomputing backward, in the
+ * workspace): the input, the RoPE rows and the part's own record. */
+typedef struct part_rec {
+    int ndim;                /* of the forward's x: 2 ([T, E]) or 3 */
+    int64_t B, T;
+    const float *x0;         /* the input [B*T, E] (a copy in a tape) */
+    attn__rope_cs rope;      /* attention and layer: cos, sin [B*T, D/2] */
+    attn__llama_block_saved blk;
+    attn__llama_attn_saved at;
+    attn__llama_mlp_saved mlp;
+} part_rec;
+
+static int64_t part_E(const attn__llm_part *pt) {
+    return pt->blk ? pt->blk->E : pt->a ? pt->a->E : pt->p->E;
+}
+
+static attn_status part_alloc(attn_ctx *ctx, attn__tape *t, const attn__llm_part *pt, int64_t B,
+                              int64_t T, part_rec *r) {
+    if (pt->blk) return attn__llama_block_saved_alloc(ctx, t, pt->blk, B, T, &r->blk);
+    if (pt->a) return attn__llama_attn_saved_alloc(ctx, t, pt->a, B, T, &r->at);
+    return attn__llama_mlp_saved_alloc(ctx, t, pt->p, B * T, &r->mlp);
+}
+
+/* The part's forward of r->x0 into out with its record. */
+static attn_status part_fwd(attn_ctx *ctx, const attn__llm_part *pt, part_rec *r, float *out) {
+    if (pt->blk)
+        return attn__llama_block_fwd_rec(ctx, pt->blk, r->x0, out, r->B, r->T, &r->rope, &r->blk);
+    if (pt->a)
+        return attn__llama_attn_fwd_rec(ctx, pt->a, r->x0, r->B, r->T, &r->rope, NULL, out,
+                                        &r->at);
+    return attn__llama_mlp_fwd_rec(ctx, pt->p, r->x0, r->B, r->T, NULL, out, &r->mlp);
+}
+
+static attn_status part_bwd(attn_ctx *ctx, const attn__llm_part *pt, const attn__gmap *g,
+                            const part_rec *r, const float *dout, float *dx) {
+    if (pt->blk)
+        return attn__llama_block_bwd(ctx, pt->blk, g, &r->blk, r->B, r->T, &r->rope, dout, dx);
+    if (pt->a)
+        return attn__llama_attn_bwd(ctx, pt->a, g, &r->at, r->x0, r->B, r->T, &r->rope, dout,
+                                    dx);
+    return attn__llama_mlp_bwd(ctx, pt->p, g, &r->mlp, r->x0, r->B * r->T, dout, dx);
+}
+
+/* t [T, E] as [1, T, E] (a view). */
+static attn_tensor as3(const attn_tensor *t) {
+    attn_tensor v = *t;
+    if (t->ndim == 2) {
+        v.ndim = 3;
+        v.shape[2] = t->shape[1], v.stride[2] = t->stride[1];
+        v.shape[1] = t->shape[0], v.stride[1] = t->stride[0];
+        v.shape[0] = 1, v.stride[0] = t->shape[0] * t->stride[0];
+    }
+    return v;
+}
+
+/* dout (and dx, NULL or without data: not wanted) as 3-D views of the shape of the forward's x
+ * ([B, T, E], or [T, E] when ndim is 2); dx may not overlap the inputs (ins) or m's parameters
+ * and gradients. */
+static attn_status grad_views(attn_ctx *ctx, const attn_module *m, const char *fn, int ndim,
+                              int64_t B, int64_t T, int64_t E, const attn_tensor *dout,
+                              const attn_tensor *dx, const attn_tensor *x,
+                              const attn_tensor *positions, attn_tensor *dv, attn_tensor *dxv) {
+    const int64_t s3[3] = {B, T, E};
+    ATTN_TRY(attn__check(ctx, dout, "dout", ATTN_F32, ndim, ndim));
+    ATTN_TRY(attn__check_shape(ctx, dout, "dout", ndim, ndim == 3 ? s3 : s3 + 1));
+    const int want = dx && dx->data;
+    if (want) {
+        ATTN_TRY(attn__check(ctx, dx, "dx", ATTN_F32, ndim, ndim));
+        ATTN_TRY(attn__check_shape(ctx, dx, "dx", ndim, ndim == 3 ? s3 : s3 + 1));
+        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+        attn__arg oa[] = {{dx, "dx", 0}},
+                  ia[] = {{x, "x", 0},  {positions, "positions", 0}, {dout, "dout", 0},
+                          {&P, "the module's parameters", 0}, {&G, "the module's gradients", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, fn, oa, 1, ia, 5));
+    }
+    ATTN_TRY(attn__check_finite(ctx, dout, "dout", 0));
+    *dv = as3(dout);
+    if (want) *dxv = as3(dx);
+    else memset(dxv, 0, sizeof *dxv);
+    return ATTN_OK;
+}
+
+/* The record's input and RoPE rows from x and positions, its buffers from t (NULL: the
+ * workspace frame of the caller); r->x0 a copy of x in t (or x's own contiguous rows). */
+static attn_status part_begin(attn_ctx *ctx, attn__tape *t, const attn__llm_part *pt,
+                              const attn_tensor *xv, const attn_tensor *positions, part_rec *r) {
+    const int64_t E = part_E(pt);
+    int64_t B = 0, T = 0;
+    const float *xp;
+    ATTN_TRY(attn__seq_in(ctx, xv, "x", E, &B, &T, &xp));
+    r->B = B, r->T = T;
+    memset(&r->rope, 0, sizeof r->rope);
+    if (!pt->p && !t) { /* in the caller's frame */
+        ATTN_TRY(rope_for(ctx, positions, B, T, pt->c->head_dim, (float)pt->c->rope_theta,
+                          &r->rope));
+    } else if (!pt->p) { /* computed in the workspace, kept in the tape */
+        const int64_t h = pt->c->head_dim / 2;
+        attn__rope_cs rr;
+        float *cs = NULL, *sn = NULL;
+        attn__mark mk = attn__ws_mark(ctx);
+        attn_status st = rope_for(ctx, positions, B, T, pt->c->head_dim,
+                                  (float)pt->c->rope_theta, &rr);
+        if (!st) st = attn__rec_f32(ctx, t, &cs, B * T, h, 1, 1);
+        if (!st) st = attn__rec_f32(ctx, t, &sn, B * T, h, 1, 1);
+        if (!st) {
+            memcpy(cs, rr.cs, (size_t)(B * T * h) * sizeof(float));
+            memcpy(sn, rr.sn, (size_t)(B * T * h) * sizeof(float));
+        }
+        attn__ws_release(ctx, mk);
+        ATTN_TRY(st);
+        r->rope.cs = cs, r->rope.sn = sn;
+    }
+    if (t) {
+        float *c;
+        ATTN_TRY(attn__rec_f32(ctx, t, &c, B * T, E, 1, 1));
+        memcpy(c, xp, (size_t)(B * T * E) * sizeof(float));
+        xp = c;
+    }
+    r->x0 = xp;
+    return part_alloc(ctx, t, pt, B, T, r);
+}
+
+attn_status attn__llm_part_bwd(attn_ctx *ctx, const attn_module *m, const attn__llm_part *pt,
+                               const attn_tensor *x, const attn_tensor *positions,
+                               const attn_tensor *dout, attn_tensor *dx, const char *fn) {
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    ATTN_TRY(attn__check(ctx, x, "x", ATTN_F32, 2, 3));
+    ATTN_FAIL_IF(pt->p && positions && positions->data, ctx, ATTN_E_INVALID,
+                 "%s: the MLP takes no positions", fn);
+    const attn_tensor xv = as3(x);
+    const int64_t E = part_E(pt);
+    attn_tensor dv, dxv;
+    ATTN_FAIL_IF(xv.shape[2] != E, ctx, ATTN_E_SHAPE, "%s: x must be [B, T, %lld] or [T, %lld]",
+                 fn, (long long)E, (long long)E);
+    ATTN_TRY(grad_views(ctx, m, fn, x->ndim, xv.shape[0], xv.shape[1], E, dout, dx, x,
+                        positions, &dv, &dxv));
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    part_rec r;
+    const float *dp;
+    float *o, *dxp = NULL;
+    ATTN_TRYG(part_begin(ctx, NULL, pt, &xv, positions, &r));
+    ATTN_TRYG(attn__ws_f32(ctx, &o, r.B * r.T, E, 1, 1));
+    ATTN_TRYG(part_fwd(ctx, pt, &r, o)); /* the forward again, recorded */
+    ATTN_TRYG(attn__contig(ctx, &dv, &dp));
+    if (dxv.data) ATTN_TRYG(attn__seq_out(ctx, &dxv, "dx", r.B, r.T, E, &dxp));
+    ATTN_TRYG(part_bwd(ctx, pt, &g, &r, dp, dxp));
+    if (dxp) attn__seq_out_end(dxp, &dxv);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn__llm_part_fwd_train(attn_ctx *ctx, const attn_module *m,
+                                     const attn__llm_part *pt, const attn_tensor *x,
+                                     const attn_tensor *positions, attn_tensor *out,
+                                     attn_saved *saved, const char *fn) {
+    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "%s: saved is NULL", fn);
+    attn__saved_begin(saved);
+    ATTN_FAIL_IF(pt->p && positions && positions->data, ctx, ATTN_E_INVALID,
+                 "%s: the MLP takes no positions", fn);
+    attn_tensor xv, ov;
+    ATTN_TRY(seq_views(ctx, m, fn, x, positions, out, &xv, &ov));
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    part_rec *r;
+    float *op;
+    ATTN_TRYG(attn__tape_alloc(ctx, &saved->tape, 1, sizeof *r, (void **)&r));
+    r->ndim = x->ndim;
+    ATTN_TRYG(part_begin(ctx, &saved->tape, pt, &xv, positions, r));
+    ATTN_TRYG(attn__seq_out(ctx, &ov, "out", r->B, r->T, part_E(pt), &op));
+    ATTN_TRYG(part_fwd(ctx, pt, r, op));
+    attn__seq_out_end(op, &ov);
+    attn__saved_end(saved, m, r);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn__llm_part_bwd_saved(attn_ctx *ctx, const attn_module *m,
+                                     const attn__llm_part *pt, const attn_saved *saved,
+                                     const attn_tensor *dout, attn_tensor *dx, const char *fn) {
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    part_rec *r;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, fn, (void **)&r));
+    attn_tensor dv, dxv;
+    const int64_t E = part_E(pt);
+    ATTN_TRY(grad_views(ctx, m, fn, r->ndim, r->B, r->T, E, dout, dx, NULL, NULL, &dv, &dxv));
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    const float *dp;
+    float *dxp = NULL;
+    ATTN_TRYG(attn__contig(ctx, &dv, &dp));
+    if (dxv.data) ATTN_TRYG(attn__seq_out(ctx, &dxv, "dx", r->B, r->T, E, &dxp));
+    ATTN_TRYG(part_bwd(ctx, pt, &g, r, dp, dxp));
+    if (dxp) attn__seq_out_end(dxp, &dxv);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
 /* ---- the module --------------------------------------------------------------------------- */
 typedef struct layer_mod {
     attn_llm_config c;
@@ -219,4 +506,38 @@ attn_status attn_llama_layer_forward(attn_ctx *ctx, const attn_module *m, const 
     const layer_mod *q = m->impl;
     return attn__llm_module_run(ctx, m, &q->blk, NULL, &q->c, x, positions, out,
                                 "attn_llama_layer_forward");
+}
+
+attn_status attn_llama_layer_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *x,
+                                      const attn_tensor *positions, const attn_tensor *dout,
+                                      attn_tensor *dx) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_LAYER, "attn_llama_layer_backward"));
+    const layer_mod *q = m->impl;
+    const attn__llm_part pt = {&q->blk, NULL, NULL, &q->c};
+    return attn__llm_part_bwd(ctx, m, &pt, x, positions, dout, dx, "attn_llama_layer_backward");
+}
+
+attn_status attn_llama_layer_forward_train(attn_ctx *ctx, const attn_module *m,
+                                           const attn_tensor *x, const attn_tensor *positions,
+                                           attn_tensor *out, attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_LAYER, "attn_llama_layer_forward_train"));
+    const layer_mod *q = m->impl;
+    const attn__llm_part pt = {&q->blk, NULL, NULL, &q->c};
+    return attn__llm_part_fwd_train(ctx, m, &pt, x, positions, out, saved,
+                                    "attn_llama_layer_forward_train");
+}
+
+attn_status attn_llama_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                            const attn_saved *saved, const attn_tensor *dout,
+                                            attn_tensor *dx) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_LAYER, "attn_llama_layer_backward_saved"));
+    const layer_mod *q = m->impl;
+    const attn__llm_part pt = {&q->blk, NULL, NULL, &q->c};
+    return attn__llm_part_bwd_saved(ctx, m, &pt, saved, dout, dx,
+                                    "attn_llama_layer_backward_saved");
+}
+
+void attn__llama_layer_mod_interleave(attn_module *m, int on) {
+    layer_mod *q = m->impl;
+    q->blk.attn.rope_interleaved = on != 0;
 }

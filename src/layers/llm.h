@@ -18,6 +18,7 @@ typedef struct attn__llm_w {
     const void *data;  /* F32: row-major [N, K] */
     int64_t N, K;      /* output and input features */
     const float *bias; /* [N] or NULL */
+    int act;           /* ATTN__QACT_* of its matrix-vector products (0: the default) */
 } attn__llm_w;
 
 /* y[M, N] (row stride ldy) = (x[M, K] (row stride ldx) W^T + b) + r, r NULL or [M, N]
@@ -32,13 +33,21 @@ typedef struct attn__llm_w {
 ATTN__HIDDEN attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x,
                                           int64_t ldx, int64_t M, int64_t T, float *y,
                                           int64_t ldy, const float *r);
+/* n (<= ATTN__QLIN_PARTS) products of the same x with weights of the same K, y_i =
+ * x W_i^T + b_i (+ r_i where r is not NULL and r[i] is not NULL): each exactly
+ * attn__llm_linear(w[i], ...), the same bits; for T <= ATTN__QMV_ROWS one pass of the threads
+ * over the rows of all of them (the decoder's q, k, v and gate, up). */
+ATTN__HIDDEN attn_status attn__llm_linear_n(attn_ctx *ctx, int n, const attn__llm_w *const *w,
+                                            const float *x, int64_t ldx, int64_t M, int64_t T,
+                                            float *const *y, const int64_t *ldy,
+                                            const float *const *r);
 /* Rows of W as float: out[i, :] = W[rows[i], :] (K floats each, contiguous), rows in [0, N)
  * (checked by the caller).  The embedding lookup of a table stored as a weight. */
 ATTN__HIDDEN attn_status attn__llm_rows(attn_ctx *ctx, const attn__llm_w *w,
                                         const int32_t *rows, int64_t n, float *out);
 /* A linear's weight as an F32 attn__llm_w (the modules' parameters, the HF loader's arena). */
 static inline attn__llm_w attn__llm_w_f32(const float *W, const float *b, int64_t N, int64_t K) {
-    attn__llm_w w = {ATTN_Q_F32, W, N, K, b};
+    attn__llm_w w = {ATTN_Q_F32, W, N, K, b, 0};
     return w;
 }
 /* Checks that w is set and has shape [N, K] (what names it in the message). */
@@ -58,6 +67,19 @@ ATTN__HIDDEN void attn__rope_table(const float *inv_freq, int64_t D, const int64
  * (new row 2i + j = old row j*D/2 + i) for GGML's rope; the same arithmetic on each pair. */
 ATTN__HIDDEN void attn__rope_rows(float *x, int64_t ldx, int64_t M, int64_t nh, int64_t D,
                                   const float *cs, const float *sn, int interleaved);
+/* Its backward, in place on the gradient rows d: the rotation by -f. */
+ATTN__HIDDEN void attn__rope_rows_bwd(float *d, int64_t ldd, int64_t M, int64_t nh, int64_t D,
+                                      const float *cs, const float *sn, int interleaved);
+
+/* ---- RMSNorm backward (src/layers/rmsnorm.c) -------------------------------------------------
+ * For y = attn__rms_norm(x; w, eps) (ew.h), x [M, E] (row stride ldx), dy (lddy): dx (lddx)
+ * OVERWRITTEN (may be x or dy), dw [E] ACCUMULATES (w NULL: no weight; dx, dw may be NULL).  r
+ * recomputed with the forward's arithmetic, every sum in double; the same bits for any thread
+ * count.  Fails only when the workspace runs out. */
+ATTN__HIDDEN attn_status attn__rms_norm_bwd(attn_ctx *ctx, const float *x, int64_t ldx,
+                                            const float *w, float eps, const float *dy,
+                                            int64_t lddy, float *dx, int64_t lddx, float *dw,
+                                            int64_t M, int64_t E);
 
 /* ---- the decoder block -------------------------------------------------------------------- */
 typedef struct attn__llama_attn {
@@ -110,6 +132,79 @@ ATTN__HIDDEN attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_
                                                float *x, int64_t B, int64_t T,
                                                const attn__rope_cs *rope, attn__kv *kv);
 
+/* ---- training: records of the forwards and the backwards -----------------------------------
+ * The forwards below with a record (rec non-NULL) compute what they compute without one (the
+ * same bits) and keep what the backward reads; the backwards read the record and the same
+ * inputs.  Records hold buffers from attn__rec_f32 (a tape, or the caller's workspace frame,
+ * layers.h): the *_saved_alloc functions allocate them, the forwards only fill them.  Parameter
+ * gradients ACCUMULATE through g (the module's attn__gmap: the gradient of a weight is found
+ * from its address); input gradients are OVERWRITTEN.  Every weight a backward reads must be
+ * ATTN_Q_F32 (training runs on F32 master weights): another type is ATTN_E_UNSUPPORTED, naming
+ * it.  Sizes as the forwards', M = B*T rows; results are the same for any thread count.
+ *
+ * MLP: g = gate(x), u = up(x) [M, F] (before the activation); out = down(silu(g) * u) + r.
+ * Attention: qkv [M, H*D + 2*Hkv*D] the projections after RoPE (q, k, v of a token side by
+ * side), ao [M, H*D] the attention output (o_proj's input), lse [B, H, T] its log-sum-exp (the
+ * fused backward starts from ao and lse). */
+typedef struct attn__llama_mlp_saved {
+    float *g, *u;
+} attn__llama_mlp_saved;
+typedef struct attn__llama_attn_saved {
+    float *qkv, *ao, *lse;
+} attn__llama_attn_saved;
+/* The decoder layer: n1 = rms1(x0), h = x0 + attn(n1), n2 = rms2(h), out = h + mlp(n2).  The
+ * norms' outputs are not kept (the backward recomputes them from x0 and h: one row pass). */
+typedef struct attn__llama_block_saved {
+    const float *x0; /* the layer's input [M, E]: the caller's, must stay valid and unchanged */
+    float *h;        /* [M, E] */
+    attn__llama_attn_saved at;
+    attn__llama_mlp_saved mlp;
+} attn__llama_block_saved;
+/* Floats a layer's record holds per token (x0 not counted): E + (H + 2 Hkv) D + H D + H + 2 F. */
+ATTN__HIDDEN attn_status attn__llama_mlp_saved_alloc(attn_ctx *ctx, attn__tape *t,
+                                                     const attn__llama_mlp *p, int64_t M,
+                                                     attn__llama_mlp_saved *rec);
+ATTN__HIDDEN attn_status attn__llama_attn_saved_alloc(attn_ctx *ctx, attn__tape *t,
+                                                      const attn__llama_attn *a, int64_t B,
+                                                      int64_t T, attn__llama_attn_saved *rec);
+ATTN__HIDDEN attn_status attn__llama_block_saved_alloc(attn_ctx *ctx, attn__tape *t,
+                                                       const attn__llama_block *l, int64_t B,
+                                                       int64_t T, attn__llama_block_saved *rec);
+/* attn__llama_mlp_fwd with a record (NULL: the forward itself). */
+ATTN__HIDDEN attn_status attn__llama_mlp_fwd_rec(attn_ctx *ctx, const attn__llama_mlp *p,
+                                                 const float *x, int64_t B, int64_t T,
+                                                 const float *r, float *out,
+                                                 attn__llama_mlp_saved *rec);
+/* attn__llama_attn_fwd without a cache, with a record (NULL: the forward itself). */
+ATTN__HIDDEN attn_status attn__llama_attn_fwd_rec(attn_ctx *ctx, const attn__llama_attn *a,
+                                                  const float *x, int64_t B, int64_t T,
+                                                  const attn__rope_cs *rope, const float *r,
+                                                  float *out, attn__llama_attn_saved *rec);
+/* The decoder layer without a cache from x0 into out [M, E] (out may be x0 only without a
+ * record), with a record (NULL: the forward itself); rec->x0 is set to x0. */
+ATTN__HIDDEN attn_status attn__llama_block_fwd_rec(attn_ctx *ctx, const attn__llama_block *l,
+                                                   const float *x0, float *out, int64_t B,
+                                                   int64_t T, const attn__rope_cs *rope,
+                                                   attn__llama_block_saved *rec);
+/* Backwards: x the forward's input [M, E], dout [M, E], dx [M, E] (may be NULL; not dout). */
+ATTN__HIDDEN attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p,
+                                             const attn__gmap *g,
+                                             const attn__llama_mlp_saved *rec, const float *x,
+                                             int64_t M, const float *dout, float *dx);
+ATTN__HIDDEN attn_status attn__llama_attn_bwd(attn_ctx *ctx, const attn__llama_attn *a,
+                                              const attn__gmap *g,
+                                              const attn__llama_attn_saved *rec, const float *x,
+                                              int64_t B, int64_t T, const attn__rope_cs *rope,
+                                              const float *dout, float *dx);
+ATTN__HIDDEN attn_status attn__llama_block_bwd(attn_ctx *ctx, const attn__llama_block *l,
+                                               const attn__gmap *g,
+                                               const attn__llama_block_saved *rec, int64_t B,
+                                               int64_t T, const attn__rope_cs *rope,
+                                               const float *dout, float *dx);
+/* ATTN_E_UNSUPPORTED unless w is F32 (what names it). */
+ATTN__HIDDEN attn_status attn__llm_w_trainable(attn_ctx *ctx, const attn__llm_w *w,
+                                               const char *what);
+
 /* The largest size a config field may have (hidden_size, heads, head_dim, intermediate_size). */
 #define ATTN__LLM_MAX_DIM 16777216
 /* Validates the fields of cfg that a block part reads (hidden_size; intermediate_size with mlp;
@@ -143,5 +238,38 @@ ATTN__HIDDEN attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *
                                               const attn_llm_config *c, const attn_tensor *x,
                                               const attn_tensor *positions, attn_tensor *out,
                                               const char *fn);
+
+/* ---- the modules' backward and training forward (src/layers/llama_layer.c) ----------------
+ * One of the three modules' parts (exactly one of blk, a, p set; c the resolved config, read
+ * for the RoPE rows: NULL for the MLP) behind the public entry points of the three modules. */
+typedef struct attn__llm_part {
+    const attn__llama_block *blk;
+    const attn__llama_attn *a;
+    const attn__llama_mlp *p;
+    const attn_llm_config *c;
+} attn__llm_part;
+/* The recomputing backward: the forward again with a record in the workspace, then its
+ * backward; x, positions as the forward's, dout and dx the shape of x (dx may be NULL). */
+ATTN__HIDDEN attn_status attn__llm_part_bwd(attn_ctx *ctx, const attn_module *m,
+                                            const attn__llm_part *pt, const attn_tensor *x,
+                                            const attn_tensor *positions,
+                                            const attn_tensor *dout, attn_tensor *dx,
+                                            const char *fn);
+/* The training forward into saved (x copied, the RoPE rows and the part's record) and its
+ * backward. */
+ATTN__HIDDEN attn_status attn__llm_part_fwd_train(attn_ctx *ctx, const attn_module *m,
+                                                  const attn__llm_part *pt, const attn_tensor *x,
+                                                  const attn_tensor *positions,
+                                                  attn_tensor *out, attn_saved *saved,
+                                                  const char *fn);
+ATTN__HIDDEN attn_status attn__llm_part_bwd_saved(attn_ctx *ctx, const attn_module *m,
+                                                  const attn__llm_part *pt,
+                                                  const attn_saved *saved,
+                                                  const attn_tensor *dout, attn_tensor *dx,
+                                                  const char *fn);
+/* The RoPE layout of a module's attention (attn_llama_set_rope_interleaved, which lives with
+ * the whole model in src/models/llama_lm.c). */
+ATTN__HIDDEN void attn__llama_attn_mod_interleave(attn_module *m, int on);
+ATTN__HIDDEN void attn__llama_layer_mod_interleave(attn_module *m, int on);
 
 #endif

@@ -40,7 +40,7 @@ attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x
     if (M <= 0) return ATTN_OK;
     if (T <= ATTN__QMV_ROWS) /* row by row: matrix-vector kernels whatever M is */
         return attn__qlinear(ctx, w->type, w->data, w->N, w->K, x, ldx, M, w->bias, r, y, ldy,
-                             ATTN__QACT_DEFAULT | ATTN__QLIN_ROWWISE);
+                             w->act | ATTN__QLIN_ROWWISE);
     switch (w->type) {
     case ATTN_Q_F32: {
         const attn__pw pw = {ATTN_F32, w->data};
@@ -52,6 +52,30 @@ attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x
         return attn__qlinear(ctx, w->type, w->data, w->N, w->K, x, ldx, M, w->bias, r, y, ldy,
                              ATTN__QACT_DEFAULT);
     }
+}
+
+attn_status attn__llm_linear_n(attn_ctx *ctx, int n, const attn__llm_w *const *w,
+                               const float *x, int64_t ldx, int64_t M, int64_t T,
+                               float *const *y, const int64_t *ldy, const float *const *r) {
+    if (M <= 0) return ATTN_OK;
+    if (T > ATTN__QMV_ROWS || n > ATTN__QLIN_PARTS) {
+        for (int i = 0; i < n; i++)
+            ATTN_TRY(attn__llm_linear(ctx, w[i], x, ldx, M, T, y[i], ldy[i], r ? r[i] : NULL));
+        return ATTN_OK;
+    }
+    attn__qlin_part p[ATTN__QLIN_PARTS];
+    for (int i = 0; i < n; i++) {
+        if (w[i]->act != w[0]->act) { /* one activation precision per pass */
+            for (int k = 0; k < n; k++)
+                ATTN_TRY(attn__llm_linear(ctx, w[k], x, ldx, M, T, y[k], ldy[k],
+                                          r ? r[k] : NULL));
+            return ATTN_OK;
+        }
+        p[i] = (attn__qlin_part){w[i]->type, w[i]->data, w[i]->N, w[i]->bias,
+                                 r ? r[i] : NULL, y[i], ldy[i]};
+        if (w[i]->K != w[0]->K) return attn__fail(ctx, ATTN_E_SHAPE, "attn__llm_linear_n: K");
+    }
+    return attn__qlinear_multi(ctx, n, p, w[0]->K, x, ldx, M, w[0]->act | ATTN__QLIN_ROWWISE);
 }
 
 attn_status attn__llm_rows(attn_ctx *ctx, const attn__llm_w *w, const int32_t *rows, int64_t n,

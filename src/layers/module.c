@@ -9,7 +9,8 @@ static const char *const kind_names[] = {
     "linear", "layer_norm", "embedding", "seed_attention", "multihead_attention",
     "general_attention", "additive_attention", "feed_forward", "transformer_encoder_layer",
     "transformer_decoder_layer", "transformer_encoder", "transformer_decoder", "transformer",
-    "gpt", "vit_embed", "seq2seq", "bert", "vit", "llama_mlp", "llama_attention", "llama_layer"};
+    "gpt", "vit_embed", "seq2seq", "bert", "vit", "llama_mlp", "llama_attention", "llama_layer",
+    "llama_lm"};
 
 attn_status attn__module_new(attn_ctx *ctx, attn__kind kind, size_t impl_size,
                              attn_module **out) {

@@ -48,34 +48,60 @@ void attn__rope_rows(float *x, int64_t ldx, int64_t M, int64_t nh, int64_t D, co
     }
 }
 
-/* ---- the public op ------------------------------------------------------------------------ */
+void attn__rope_rows_bwd(float *d, int64_t ldd, int64_t M, int64_t nh, int64_t D,
+                         const float *cs, const float *sn, int interleaved) {
+    const int64_t h = D / 2;
+    const int64_t step = interleaved ? 2 : 1, off = interleaved ? 1 : h;
+    for (int64_t r = 0; r < M; r++) {
+        const float *c = cs + r * h, *s = sn + r * h;
+        for (int64_t k = 0; k < nh; k++) {
+            float *lo = d + r * ldd + k * D, *hi = lo + off;
+            for (int64_t i = 0; i < h; i++) {
+                const float a = lo[i * step], b = hi[i * step];
+                const float ac = a * c[i], bs = b * s[i], bc = b * c[i], as = a * s[i];
+                lo[i * step] = ac + bs;
+                hi[i * step] = bc - as;
+            }
+        }
+    }
+}
+
+/* ---- the public ops ------------------------------------------------------------------------ */
 #define ROPE_MAX_POS 16777216 /* 2^24: every position exact in float */
 
-attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *positions,
-                      float theta, attn_tensor *out) {
+/* attn_rope_ex (bwd 0: x -> out) and attn_rope_backward (bwd 1: dout -> dx), named fn. */
+static attn_status rope_op(attn_ctx *ctx, const char *fn, int bwd, const attn_tensor *x,
+                           const attn_tensor *positions, float theta, unsigned flags,
+                           attn_tensor *out) {
     if (!ctx) return ATTN_E_INVALID;
-    ATTN_TRY(attn__check(ctx, x, "rope input", ATTN_F32, 4, 4));
-    ATTN_TRY(attn__check(ctx, out, "rope output", ATTN_F32, 4, 4));
-    ATTN_TRY(attn__check_shape(ctx, out, "rope output", 4, x->shape));
+    const char *xn = bwd ? "rope_backward dout" : "rope input";
+    const char *on = bwd ? "rope_backward dx" : "rope output";
+    ATTN_TRY(attn__check(ctx, x, xn, ATTN_F32, 4, 4));
+    ATTN_TRY(attn__check(ctx, out, on, ATTN_F32, 4, 4));
+    ATTN_TRY(attn__check_shape(ctx, out, on, 4, x->shape));
+    ATTN_FAIL_IF(flags & ~(unsigned)ATTN_ROPE_INTERLEAVED, ctx, ATTN_E_INVALID,
+                 "%s: unknown flags 0x%x", fn, flags & ~(unsigned)ATTN_ROPE_INTERLEAVED);
+    const int il = (flags & ATTN_ROPE_INTERLEAVED) != 0;
     const int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
-    ATTN_FAIL_IF(D % 2, ctx, ATTN_E_SHAPE, "attn_rope: the head dimension %lld is odd",
+    ATTN_FAIL_IF(D % 2, ctx, ATTN_E_SHAPE, "%s: the head dimension %lld is odd", fn,
                  (long long)D);
     ATTN_FAIL_IF(!(theta >= 1.0f) || !isfinite(theta), ctx, ATTN_E_INVALID,
-                 "attn_rope: theta must be at least 1 and finite, got %g", (double)theta);
+                 "%s: theta must be at least 1 and finite, got %g", fn, (double)theta);
     ATTN_FAIL_IF(!positions || !positions->data, ctx, ATTN_E_INVALID,
-                 "attn_rope: positions are missing");
+                 "%s: positions are missing", fn);
     ATTN_FAIL_IF(positions->dtype != ATTN_I32 && positions->dtype != ATTN_I64, ctx,
-                 ATTN_E_DTYPE, "attn_rope: positions must be I32 or I64");
+                 ATTN_E_DTYPE, "%s: positions must be I32 or I64", fn);
     ATTN_TRY(attn__check(ctx, positions, "rope positions", positions->dtype, 1, 2));
     const int pb = positions->ndim == 2;
     {
         const int64_t want[2] = {B, T};
         ATTN_TRY(attn__check_shape(ctx, positions, "rope positions", positions->ndim,
                                    pb ? want : want + 1));
-        attn__arg o[] = {{out, "out", 0}}, in[] = {{x, "x", 1u}, {positions, "positions", 0}};
-        ATTN_TRY(attn__check_outputs(ctx, "attn_rope", o, 1, in, 2));
+        attn__arg o[] = {{out, bwd ? "dx" : "out", 0}},
+                  in[] = {{x, bwd ? "dout" : "x", 1u}, {positions, "positions", 0}};
+        ATTN_TRY(attn__check_outputs(ctx, fn, o, 1, in, 2));
     }
-    ATTN_TRY(attn__check_finite(ctx, x, "rope input", 0));
+    ATTN_TRY(attn__check_finite(ctx, x, xn, 0));
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     float *inv, *cs, *sn, *row;
@@ -93,8 +119,9 @@ attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *po
             const int64_t p = positions->dtype == ATTN_I64 ? ((const int64_t *)positions->data)[o]
                                                            : ((const int32_t *)positions->data)[o];
             if (p < 0 || p > ROPE_MAX_POS) {
-                st = attn__fail(ctx, ATTN_E_INVALID, "attn_rope: position %lld at [%lld, %lld] "
-                                "is outside [0, 2^24]", (long long)p, (long long)b, (long long)t);
+                st = attn__fail(ctx, ATTN_E_INVALID, "%s: position %lld at [%lld, %lld] "
+                                "is outside [0, 2^24]", fn, (long long)p, (long long)b,
+                                (long long)t);
                 goto done;
             }
             pos[b * T + t] = p;
@@ -110,11 +137,28 @@ attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *po
                 const int64_t oo = b * out->stride[0] + k * out->stride[1] + t * out->stride[2];
                 for (int64_t d = 0; d < D; d++) row[d] = xd[xo + d * x->stride[3]];
                 const int64_t tr = (pb ? b * T : 0) + t;
-                attn__rope_rows(row, D, 1, 1, D, cs + tr * h, sn + tr * h, 0);
+                if (bwd) attn__rope_rows_bwd(row, D, 1, 1, D, cs + tr * h, sn + tr * h, il);
+                else attn__rope_rows(row, D, 1, 1, D, cs + tr * h, sn + tr * h, il);
                 for (int64_t d = 0; d < D; d++) od[oo + d * out->stride[3]] = row[d];
             }
     st = ATTN_OK;
 done:
     attn__ws_release(ctx, mk);
     return st;
+}
+
+attn_status attn_rope_ex(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *positions,
+                         float theta, unsigned flags, attn_tensor *out) {
+    return rope_op(ctx, "attn_rope_ex", 0, x, positions, theta, flags, out);
+}
+
+attn_status attn_rope(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *positions,
+                      float theta, attn_tensor *out) {
+    return rope_op(ctx, "attn_rope", 0, x, positions, theta, 0, out);
+}
+
+attn_status attn_rope_backward(attn_ctx *ctx, const attn_tensor *dout,
+                               const attn_tensor *positions, float theta, unsigned flags,
+                               attn_tensor *dx) {
+    return rope_op(ctx, "attn_rope_backward", 1, dout, positions, theta, flags, dx);
 }

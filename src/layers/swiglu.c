@@ -1,18 +1,19 @@
 /* The SwiGLU feed-forward of the Llama block (HF LlamaMLP): down(silu(gate(x)) * up(x)), its
- * forward on the block's weights and the public module attn_llama_mlp_*.  Backward: not yet. */
+ * forward on the block's weights (with a record for training), its backward, and the public
+ * module attn_llama_mlp_*. */
 #include <math.h>
 
 #include "llm.h"
 #include "pool.h"
 
 typedef struct glu_job {
-    float *g;
-    const float *u;
+    const float *g, *u;
+    float *h;
     int64_t F;
 } glu_job;
 
-/* g = silu(g) * u on rows [begin, end): torch's silu x / (1 + exp(-x)), then the product,
- * each operation rounded */
+/* h = silu(g) * u on rows [begin, end): torch's silu x / (1 + exp(-x)), then the product,
+ * each operation rounded (h may be g) */
 static void glu_task(void *arg, int64_t begin, int64_t end, int tid) {
     const glu_job *j = arg;
     (void)tid;
@@ -21,25 +22,116 @@ static void glu_task(void *arg, int64_t begin, int64_t end, int tid) {
         const float e = expf(-x);
         const float d = 1.0f + e;
         const float s = x / d;
-        j->g[i] = s * j->u[i];
+        j->h[i] = s * j->u[i];
     }
+}
+
+attn_status attn__llama_mlp_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__llama_mlp *p,
+                                        int64_t M, attn__llama_mlp_saved *rec) {
+    ATTN_TRY(attn__rec_f32(ctx, t, &rec->g, M, p->F, 1, 1));
+    return attn__rec_f32(ctx, t, &rec->u, M, p->F, 1, 1);
+}
+
+attn_status attn__llama_mlp_fwd_rec(attn_ctx *ctx, const attn__llama_mlp *p, const float *x,
+                                    int64_t B, int64_t T, const float *r, float *out,
+                                    attn__llama_mlp_saved *rec) {
+    const int64_t M = B * T;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    float *g, *u, *h;
+    if (rec) {
+        g = rec->g, u = rec->u;
+        ATTN_TRYG(attn__ws_f32(ctx, &h, M, p->F, 1, 1));
+    } else {
+        ATTN_TRYG(attn__ws_f32(ctx, &g, M, p->F, 1, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &u, M, p->F, 1, 1));
+        h = g; /* in place */
+    }
+    {
+        const attn__llm_w *w[2] = {&p->gate, &p->up};
+        float *y[2] = {g, u};
+        const int64_t ldy[2] = {p->F, p->F};
+        ATTN_TRYG(attn__llm_linear_n(ctx, 2, w, x, p->E, M, T, y, ldy, NULL));
+    }
+    {
+        glu_job j = {g, u, h, p->F};
+        attn__parallel_for(ctx, M, glu_task, &j);
+    }
+    ATTN_TRYG(attn__llm_linear(ctx, &p->down, h, p->F, M, T, out, p->E, r));
+done:
+    attn__ws_release(ctx, mk);
+    return st;
 }
 
 attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p, const float *x,
                                 int64_t B, int64_t T, const float *r, float *out) {
-    const int64_t M = B * T;
+    return attn__llama_mlp_fwd_rec(ctx, p, x, B, T, r, out, NULL);
+}
+
+/* ---- backward ------------------------------------------------------------------------------
+ * h = silu(g) * u:  du = dh * silu(g),  dg = (dh * u) * s (1 + g (1 - s)), s = sigmoid(g)
+ * (torch's silu_backward), in float, in place: dh becomes dg, the h buffer du. */
+typedef struct dglu_job {
+    const float *g, *u;
+    float *dh, *hdu; /* in: dh, h (unused); out: dg, du */
+    int64_t F;
+} dglu_job;
+
+static void dglu_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const dglu_job *j = arg;
+    (void)tid;
+    for (int64_t i = begin * j->F; i < end * j->F; i++) {
+        const float x = j->g[i];
+        const float e = expf(-x);
+        const float d = 1.0f + e;
+        const float silu = x / d;
+        const float sg = 1.0f / d;
+        const float om = 1.0f - sg;
+        const float xo = x * om;
+        const float op = 1.0f + xo;
+        const float ds = sg * op;
+        const float dh = j->dh[i];
+        const float dsilu = dh * j->u[i];
+        j->hdu[i] = dh * silu;
+        j->dh[i] = dsilu * ds;
+    }
+}
+
+attn_status attn__llm_w_trainable(attn_ctx *ctx, const attn__llm_w *w, const char *what) {
+    ATTN_FAIL_IF(w->type != ATTN_Q_F32, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: weights of type %s are for inference only; the backward needs F32 (master) "
+                 "weights (attn_llama_lm_from_llm with ATTN_LLAMA_LM_DEQUANTIZE makes them)",
+                 what, attn_qtype_name(w->type) ? attn_qtype_name(w->type) : "(unknown)");
+    return ATTN_OK;
+}
+
+attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p, const attn__gmap *g,
+                                const attn__llama_mlp_saved *rec, const float *x, int64_t M,
+                                const float *dout, float *dx) {
+    ATTN_TRY(attn__llm_w_trainable(ctx, &p->gate, "mlp.gate_proj"));
+    ATTN_TRY(attn__llm_w_trainable(ctx, &p->up, "mlp.up_proj"));
+    ATTN_TRY(attn__llm_w_trainable(ctx, &p->down, "mlp.down_proj"));
+    const int64_t E = p->E, F = p->F;
+    const float *Wg = p->gate.data, *Wu = p->up.data, *Wd = p->down.data;
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
-    float *g, *u;
-    ATTN_TRYG(attn__ws_f32(ctx, &g, M, p->F, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &u, M, p->F, 1, 1));
-    ATTN_TRYG(attn__llm_linear(ctx, &p->gate, x, p->E, M, T, g, p->F, NULL));
-    ATTN_TRYG(attn__llm_linear(ctx, &p->up, x, p->E, M, T, u, p->F, NULL));
+    float *h, *dh;
+    ATTN_TRYG(attn__ws_f32(ctx, &h, M, F, 1, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dh, M, F, 1, 1));
     {
-        glu_job j = {g, u, p->F};
+        glu_job j = {rec->g, rec->u, h, F}; /* down_proj's input, as the forward had it */
         attn__parallel_for(ctx, M, glu_task, &j);
     }
-    ATTN_TRYG(attn__llm_linear(ctx, &p->down, g, p->F, M, T, out, p->E, r));
+    ATTN_TRYG(attn__linear_bwd(ctx, h, F, Wd, dout, E, dh, F, attn__g(g, Wd),
+                               attn__g(g, p->down.bias), M, F, E));
+    {
+        dglu_job j = {rec->g, rec->u, dh, h, F};
+        attn__parallel_for(ctx, M, dglu_task, &j);
+    }
+    ATTN_TRYG(attn__linear_bwd(ctx, x, E, Wg, dh, F, dx, E, attn__g(g, Wg),
+                               attn__g(g, p->gate.bias), M, E, F));
+    ATTN_TRYG(attn__linear_bwd_acc(ctx, x, E, Wu, h, F, dx, E, attn__g(g, Wu),
+                                   attn__g(g, p->up.bias), M, E, F));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -100,4 +192,32 @@ attn_status attn_llama_mlp_forward(attn_ctx *ctx, const attn_module *m, const at
 done:
     attn__ws_release(ctx, mk);
     return st;
+}
+
+attn_status attn_llama_mlp_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *x,
+                                    const attn_tensor *dout, attn_tensor *dx) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_MLP, "attn_llama_mlp_backward"));
+    const mlp_mod *q = m->impl;
+    const attn__llm_part pt = {NULL, NULL, &q->p, NULL};
+    return attn__llm_part_bwd(ctx, m, &pt, x, NULL, dout, dx, "attn_llama_mlp_backward");
+}
+
+attn_status attn_llama_mlp_forward_train(attn_ctx *ctx, const attn_module *m,
+                                         const attn_tensor *x, attn_tensor *out,
+                                         attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_MLP, "attn_llama_mlp_forward_train"));
+    const mlp_mod *q = m->impl;
+    const attn__llm_part pt = {NULL, NULL, &q->p, NULL};
+    return attn__llm_part_fwd_train(ctx, m, &pt, x, NULL, out, saved,
+                                    "attn_llama_mlp_forward_train");
+}
+
+attn_status attn_llama_mlp_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                          const attn_saved *saved, const attn_tensor *dout,
+                                          attn_tensor *dx) {
+    ATTN_TRY(attn__module_expect(ctx, m, ATTN__LLAMA_MLP, "attn_llama_mlp_backward_saved"));
+    const mlp_mod *q = m->impl;
+    const attn__llm_part pt = {NULL, NULL, &q->p, NULL};
+    return attn__llm_part_bwd_saved(ctx, m, &pt, saved, dout, dx,
+                                    "attn_llama_mlp_backward_saved");
 }

@@ -12,6 +12,7 @@
 #include "../io/json.h"
 #include "../kernels/ew.h"
 #include "file.h"
+#include "../kernels/quant.h"
 #include "llm_model.h"
 
 /* ---- the model ---------------------------------------------------------------------------- */
@@ -122,6 +123,21 @@ static int64_t w_bytes(const attn__llm_w *w) {
     return w->N * (w->K / be) * bb;
 }
 
+attn_status attn_llm_set_activations(attn_llm *m, attn_qact act) {
+    if (!m) return ATTN_E_INVALID;
+    if (act != ATTN_QACT_DEFAULT && act != ATTN_QACT_F32 && act != ATTN_QACT_Q8)
+        return ATTN_E_INVALID;
+    const int a = act == ATTN_QACT_Q8 ? ATTN__QACT_Q8 : ATTN__QACT_F32;
+    m->lm_head.act = a;
+    for (int64_t i = 0; i < m->cfg.num_layers; i++) {
+        attn__llama_block *l = &m->layers[i];
+        attn__llm_w *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
+                             &l->mlp.gate, &l->mlp.up, &l->mlp.down};
+        for (int k = 0; k < 7; k++) w[k]->act = a;
+    }
+    return ATTN_OK;
+}
+
 int64_t attn_llm_weight_bytes(const attn_llm *m) {
     if (!m) return 0;
     int64_t b = w_bytes(&m->lm_head);
@@ -209,11 +225,14 @@ static attn_status rope_object(attn__json_reader *r, const char *key, double *th
     return ATTN_OK;
 }
 
-/* architectures: an array of strings, one of them LlamaForCausalLM. */
-static attn_status architectures(attn__json_reader *r, int *llama, char *first, size_t n) {
+/* architectures: an array of strings, one of them LlamaForCausalLM (*have = 1), or null (as
+ * transformers writes for a model loaded from GGUF: model_type decides). */
+static attn_status architectures(attn__json_reader *r, int *have, int *llama, char *first,
+                                 size_t n) {
     attn__json_kind k;
     ATTN_TRY(attn__json_peek(r, &k));
     if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    *have = 1;
     ATTN_FAIL_IF(k != ATTN__JSON_ARRAY, r->ctx, ATTN_E_FORMAT,
                  "%s: architectures must be an array of strings", r->what);
     ATTN_TRY(attn__json_array_begin(r));
@@ -282,8 +301,7 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
         } else if (!strcmp(key, "mlp_bias")) {
             st = json_flag(&r, key, &c->mlp_bias);
         } else if (!strcmp(key, "architectures")) {
-            have_arch = 1;
-            st = architectures(&r, &llama_arch, other_arch, sizeof other_arch);
+            st = architectures(&r, &have_arch, &llama_arch, other_arch, sizeof other_arch);
         } else if (!strcmp(key, "model_type") || !strcmp(key, "hidden_act")) {
             attn__json_kind k;
             const char *s = NULL;
@@ -353,7 +371,7 @@ int attn__llm_entry(const attn_llm_config *c, int64_t i, int64_t *layer, int *ki
 void attn__llm_bind(attn_llm *m, int64_t i, int type, const void *p, int rope_interleaved) {
     const attn_llm_config *c = &m->cfg;
     const int64_t E = c->hidden_size, V = c->vocab_size;
-    attn__llm_w w0 = {type, p, 0, 0, NULL};
+    attn__llm_w w0 = {type, p, 0, 0, NULL, 0};
     if (i < 3) {
         if (i == 1) {
             m->norm = p;
