@@ -845,6 +845,10 @@ int attn_cmd_bench(int argc, char **argv) {
             return attn_bench_llm(argc, argv);
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--op=llm")) return attn_bench_llm(argc, argv);
+    for (int i = 1; i < argc; i++) /* --op ring-sdpa runs under mpirun (cli/bench_ring.c) */
+        if ((i + 1 < argc && !strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "ring-sdpa")) ||
+            !strcmp(argv[i], "--op=ring-sdpa"))
+            return attn_bench_ring(argc, argv);
     shape s = {-1, -1, -1, -1, -1, -1, 0, 0}; /* -1: the op's default, set below */
     long long threads = 0, repeat = 5, layers = -1, vocab = -1;
     const char *save_init = NULL;
@@ -858,7 +862,9 @@ int attn_cmd_bench(int argc, char **argv) {
                         "sdpa (default), sdpa-backward, mha, mha-backward,\n"
                         "encoder-layer, encoder-layer-backward, decode, gpt-step\n"
                         "(see below); llm: a language model's prompt and\n"
-                        "generation speed (attn bench --op llm --help)"),
+                        "generation speed (attn bench --op llm --help);\n"
+                        "ring-sdpa: ring attention under mpirun (attn bench\n"
+                        "--op ring-sdpa --help; needs -DATTN_MPI=ON)"),
         ATTN_OPT_INT("batch", 0, &s.B, 1, 1 << 24, "B", "batch size (default 1; gpt-step 4)"),
         ATTN_OPT_INT("heads", 0, &s.H, 1, 1 << 24, "H", "query heads (default 12)"),
         ATTN_OPT_INT("kv-heads", 0, &s.Hkv, 1, 1 << 24, "K",

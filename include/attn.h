@@ -142,7 +142,8 @@ ATTN_API const char *attn_version(void);
     X(E_NOT_FOUND, 10, "not found")                                                           \
     X(E_UNSUPPORTED, 11, "unsupported operation or option")                                   \
     X(E_WORKSPACE, 12, "workspace too small")                                                 \
-    X(E_INTERNAL, 13, "internal error")
+    X(E_INTERNAL, 13, "internal error")                                                       \
+    X(E_TIMEOUT, 14, "timed out waiting for another process")
 
 typedef enum attn_status {
 #define ATTN__STATUS_ENUM(name, value, msg) ATTN_##name = value,

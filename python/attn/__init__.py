@@ -11,8 +11,8 @@ numpy arrays and torch CPU tensors in, the same kind out; the library is loaded 
     llm = attn.LLM("model.gguf"); print("".join(llm.generate("Hello", max_tokens=20)))
 """
 from ._lib import (AttnError, AttnFileNotFoundError, AttnMemoryError, AttnOSError,
-                   AttnOverflowError, AttnRuntimeError, AttnTypeError, AttnValueError,
-                   cpu_count, get_num_threads, set_num_threads, version)
+                   AttnOverflowError, AttnRuntimeError, AttnTimeoutError, AttnTypeError,
+                   AttnValueError, cpu_count, get_num_threads, set_num_threads, version)
 from ._sdpa import sdpa, sdpa_varlen
 from .models import LLM, SentenceEncoder
 
@@ -21,4 +21,4 @@ __version__ = "0.1.0"
 __all__ = ["sdpa", "sdpa_varlen", "set_num_threads", "get_num_threads", "cpu_count",
            "version", "SentenceEncoder", "LLM", "AttnError", "AttnValueError",
            "AttnTypeError", "AttnMemoryError", "AttnOverflowError", "AttnFileNotFoundError",
-           "AttnOSError", "AttnRuntimeError", "__version__"]
+           "AttnOSError", "AttnRuntimeError", "AttnTimeoutError", "__version__"]

@@ -225,10 +225,14 @@ class AttnRuntimeError(AttnError, RuntimeError):
     """ATTN_E_INTERNAL."""
 
 
+class AttnTimeoutError(AttnError, TimeoutError):
+    """ATTN_E_TIMEOUT (another MPI process did not answer in time)."""
+
+
 _ERRORS = {1: AttnValueError, 2: AttnValueError, 3: AttnValueError, 4: AttnTypeError,
            5: AttnMemoryError, 6: AttnOverflowError, 7: AttnValueError, 8: AttnOSError,
            9: AttnValueError, 10: AttnFileNotFoundError, 11: AttnValueError,
-           12: AttnMemoryError, 13: AttnRuntimeError}
+           12: AttnMemoryError, 13: AttnRuntimeError, 14: AttnTimeoutError}
 
 
 def error(status: int, message: Optional[str] = None) -> AttnError:
