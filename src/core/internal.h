@@ -26,6 +26,9 @@ typedef struct attn__block {
     size_t start; /* offset of the first 64-byte aligned byte: `used` never goes below it */
 } attn__block;
 
+/* Philox-4x32-10 block: ctr[4] under key[2] -> out[4] (src/core/rng.c, with attn_dropout_keep). */
+ATTN__HIDDEN void attn__philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
 /* ---- kernel table ----------------------------------------------------------------------
  * The kernels a context calls, one entry per family, chosen once by attn_ctx_create
  * (attn__kernels_init, src/kernels/dispatch.c; docs/kernels.md says how) from the CPU features

@@ -7,9 +7,6 @@
 #include "bf16.h"
 #include "internal.h"
 
-/* Philox-4x32-10 block: ctr[4] under key[2] -> out[4]. */
-ATTN__HIDDEN void attn__philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
-
 /* Dropout multipliers of n consecutive elements of the attn_dropout_keep stream starting at
  * index idx: out[j] = keep(idx + j) ? scale : 0 (the attn__dropout_row_fn of internal.h; a
  * context calls ctx->kern.dropout_row).  Bit-identical to attn_dropout_keep in every version

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/kernels.h"
+#include "internal.h"
 
 attn_llm_sampler attn_llm_sampler_defaults(void) {
     attn_llm_sampler s = {1.0f, 0, 1.0f, 0.0f, 1.0f, 0};
