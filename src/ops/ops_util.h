@@ -1,6 +1,9 @@
-/* Helpers shared by the stateless ops in src/ops; defined in ops.c. */
+/* Helpers shared by the stateless ops in src/ops (one file per op family, its forward next to its
+ * backward); defined in ops_util.c, the small ones here. */
 #ifndef ATTN_OPS_UTIL_H
 #define ATTN_OPS_UTIL_H
+#include <string.h>
+
 #include "../kernels/kernels.h"
 
 /* Views t as rows [M, N] (N = last dim); copies into workspace when the leading dims do not
@@ -34,4 +37,35 @@ ATTN__HIDDEN attn_status attn__sdpa_backward_call(attn_ctx *ctx, const char *fn,
                                                   const attn_tensor *dout, attn_tensor *dq,
                                                   attn_tensor *dk, attn_tensor *dv,
                                                   attn_tensor *dmask, uint64_t drop_base);
+
+/* ---- the backwards' argument helpers ------------------------------------------------------
+ * Every backward validates as its forward does and OVERWRITES the gradients it is given (PyTorch
+ * autograd semantics); a gradient argument that is NULL (or has NULL data) is not computed.
+ * Outputs may not overlap inputs or each other (attn__check_outputs), except that the
+ * elementwise input gradients (softmax, activation, layer norm: dx; positional ADD: dx) may be
+ * exactly dy / y / x / dout, as attn.h states: their kernels read each element before writing
+ * it.  Parameter-like gradients (dW, db, dweight, dbias) are summed in a zeroed workspace buffer
+ * and then stored.  The attention backwards are in attention.c. */
+static inline int wanted(const attn_tensor *t) { return t && t->data; }
+
+/* Zeroed F32 workspace buffer of n elements. */
+static inline attn_status ws_zero(attn_ctx *ctx, float **p, int64_t n) {
+    ATTN_TRY(attn__ws_f32(ctx, p, n, 1, 1, 1));
+    memset(*p, 0, (size_t)n * sizeof(float));
+    return ATTN_OK;
+}
+
+/* An output of exactly `shape` (n dims). */
+static inline attn_status check_out(attn_ctx *ctx, const attn_tensor *t, const char *what,
+                                    int n, const int64_t *shape) {
+    ATTN_TRY(attn__check(ctx, t, what, ATTN_F32, n, n));
+    return attn__check_shape(ctx, t, what, n, shape);
+}
+
+/* An F32 tensor of the same shape as ref. */
+static inline attn_status check_like(attn_ctx *ctx, const attn_tensor *t, const char *what,
+                                     const attn_tensor *ref, const char *refname) {
+    ATTN_TRY(attn__check(ctx, t, what, ATTN_F32, 1, 4));
+    return attn__same_shape(ctx, ref, refname, t, what);
+}
 #endif
