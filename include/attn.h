@@ -168,10 +168,13 @@ typedef void (*attn_free_fn)(void *user, void *ptr);
 enum {
     ATTN_CTX_NO_FINITE_CHECK = 1u << 0, /* do not scan inputs for NaN/Inf */
     /* Mixed precision: every float linear layer's products (forward and backward, weight
-     * gradients included) take bfloat16 operands with float accumulation, as
-     * torch.autocast(dtype=torch.bfloat16) does for nn.Linear; parameters, activations,
-     * gradients and everything else stay float.  Fast where the CPU multiplies bf16 (AMX-BF16,
-     * AVX512_BF16); about 2^-8 relative error per product (docs/kernels.md). */
+     * gradients included) and the products of attention (attn_sdpa and every layer's: q k^T
+     * and the weights times v, and the backward's, for L x S >= 32 x 32 without a weights
+     * output) take bfloat16 operands with float accumulation, as
+     * torch.autocast(dtype=torch.bfloat16) does for nn.Linear and
+     * F.scaled_dot_product_attention; parameters, activations, gradients, softmax, lse and
+     * everything else stay float.  Fast where the CPU multiplies bf16 (AMX-BF16, AVX512_BF16);
+     * about 2^-8 relative error per product (docs/kernels.md). */
     ATTN_CTX_BF16_MATMUL = 1u << 1
 };                                      /* other bits are refused by attn_ctx_create */
 

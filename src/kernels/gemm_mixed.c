@@ -40,6 +40,16 @@ static void pack_b_c(int trans, const float *src, int64_t ld, int64_t nv, int nr
     }
 }
 
+void attn__mixed_pack_a_c(int trans, const float *src, int64_t ld, int64_t mv, int mr, int64_t K,
+                          int64_t kp, attn__bf16 *dst, int64_t lda) {
+    pack_a_c(trans, src, ld, mv, mr, K, kp, dst, lda);
+}
+
+void attn__mixed_pack_b_c(int trans, const float *src, int64_t ld, int64_t nv, int nr, int64_t K,
+                          int64_t kp, attn__bf16 *dst) {
+    pack_b_c(trans, src, ld, nv, nr, K, kp, dst);
+}
+
 #define REF_MR 16
 #define REF_NR 16
 

@@ -63,6 +63,11 @@ typedef struct attn__mixed_kernel {
 } attn__mixed_kernel;
 
 ATTN__HIDDEN const attn__mixed_kernel *attn__mixed_kernel_ref(void);
+/* The plain C packing (what a NULL pack_a / pack_b hook means). */
+ATTN__HIDDEN void attn__mixed_pack_a_c(int trans, const float *src, int64_t ld, int64_t mv, int mr,
+                                       int64_t K, int64_t kp, attn__bf16 *dst, int64_t lda);
+ATTN__HIDDEN void attn__mixed_pack_b_c(int trans, const float *src, int64_t ld, int64_t nv, int nr,
+                                       int64_t K, int64_t kp, attn__bf16 *dst);
 /* The AVX512_BF16 packing (x86_avx512bf16/gemm_mixed_avx512.c), shared with the AMX table;
  * defined only where that file is built with the bf16 instructions. */
 ATTN__HIDDEN void attn__mixed_pack_a_avx512(int trans, const float *src, int64_t ld, int64_t mv,

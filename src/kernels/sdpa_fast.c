@@ -14,6 +14,7 @@
 #include "flash.h"
 #include "kernels.h"
 #include "pool.h"
+#include "sdpa_mixed.h"
 
 typedef struct job {
     const attn__sdpa_args *a;
@@ -146,6 +147,7 @@ attn__sdpa_kernel attn__sdpa_path(const attn_ctx *ctx, const attn__sdpa_args *a,
 attn_status attn__sdpa(attn_ctx *ctx, const attn__sdpa_args *a) {
     attn__sdpa_kernel path = attn__sdpa_path(ctx, a, 0);
     if (path == ATTN__SDPA_DECODE) return attn__decode(ctx, a);
+    if (attn__sdpa_mixed_ok(ctx, a)) return attn__sdpa_mixed(ctx, a); /* bf16 products */
     if (path == ATTN__SDPA_FLASH) return attn__flash_fwd(ctx, a);
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
@@ -246,6 +248,7 @@ attn__sdpa_kernel attn__sdpa_bwd_path(const attn__sdpa_args *a, const attn__sdpa
 }
 
 attn_status attn__sdpa_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn__sdpa_grads *g) {
+    if (attn__sdpa_mixed_bwd_ok(ctx, a, g)) return attn__sdpa_mixed_bwd(ctx, a, g);
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     attn__sdpa_kernel path = attn__sdpa_bwd_path(a, g);

@@ -5,6 +5,7 @@
 
 #include "../kernels/flash.h"
 #include "../kernels/kernels.h"
+#include "../kernels/sdpa_mixed.h"
 #include "ops_util.h"
 
 attn_sdpa_options attn_sdpa_defaults(void) {
@@ -453,7 +454,8 @@ attn_status attn__sdpa_backward_call(attn_ctx *ctx, const char *fn, const attn_t
         f.o = o, f.os[0] = a.H * a.L * a.Dv, f.os[1] = a.L * a.Dv, f.os[2] = a.Dv, f.os[3] = 1;
         f.lse = l, f.ls[0] = a.H * a.L, f.ls[1] = a.L, f.ls[2] = 1;
         f.w = NULL;
-        ATTN_TRYG(attn__flash_fwd(ctx, &f));
+        if (attn__sdpa_mixed_bwd_ok(ctx, &a, &g)) ATTN_TRYG(attn__sdpa_mixed(ctx, &f));
+        else ATTN_TRYG(attn__flash_fwd(ctx, &f));
         ATTN_TRYG(sdpa_overflow(ctx, fn, &f));
         a.o = f.o, a.lse = f.lse;
         memcpy(a.os, f.os, sizeof a.os);
