@@ -299,8 +299,6 @@ static attn_status setup(attn_ctx *ctx, const attn__sdpa_args *a, job *jb, int b
         ADD(qc * jb->lds, 4);           /* W = P keep (dropout) */
         ADD(qc * jb->lds, 4);           /* dP, then dS */
         ADD(qc * jb->lds, 4);           /* cap' */
-        ADD(a->S * a->D, 4);            /* dK */
-        ADD(a->S * a->Dv, 4);           /* dV */
         ADD(jb->Sp, 4);                 /* keep */
         ADD(qc, 4);                     /* delta */
         ADD(qc, 4);                     /* lse */
@@ -344,8 +342,6 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
     float *W = carve(&w, sizeof(float) * (size_t)(jb->QC * lds));
     float *dP = carve(&w, sizeof(float) * (size_t)(jb->QC * lds));
     float *dT = carve(&w, sizeof(float) * (size_t)(jb->QC * lds));
-    float *dk = carve(&w, sizeof(float) * (size_t)(a->S * a->D));
-    float *dv = carve(&w, sizeof(float) * (size_t)(a->S * a->Dv));
     float *keep = carve(&w, sizeof(float) * (size_t)jb->Sp);
     float *delta = carve(&w, sizeof(float) * (size_t)jb->QC);
     float *lrow = carve(&w, sizeof(float) * (size_t)jb->QC);
@@ -359,8 +355,13 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
         pack_b(m, 1, kb, a->ks[2], a->S, a->D, jb->Dp, kt);   /* K^T [D, S]  */
         pack_b(m, 1, vb, a->vs[2], a->S, a->Dv, jb->Dvp, vt); /* V^T [Dv, S] */
         pack_b(m, 0, kb, a->ks[2], a->D, a->S, jb->Sp, kn);   /* K   [S, D]  */
-        memset(dk, 0, sizeof(float) * (size_t)(a->S * a->D));
-        memset(dv, 0, sizeof(float) * (size_t)(a->S * a->Dv));
+        /* dK and dV accumulate in place (rows of unit stride), zeroed first */
+        float *dk = g->dk ? g->dk + b * g->dks[0] + hk * g->dks[1] : NULL;
+        float *dv = g->dv ? g->dv + b * g->dvs[0] + hk * g->dvs[1] : NULL;
+        for (int64_t j = 0; j < a->S; j++) {
+            if (dk) memset(dk + j * g->dks[2], 0, sizeof(float) * (size_t)a->D);
+            if (dv) memset(dv + j * g->dvs[2], 0, sizeof(float) * (size_t)a->Dv);
+        }
         for (int64_t h = hk * group; h < (hk + 1) * group; h++)
             for (int64_t i0 = 0; i0 < a->L; i0 += jb->QC) {
                 const int64_t qc = a->L - i0 < jb->QC ? a->L - i0 : jb->QC, qcp = up(qc, KA);
@@ -406,26 +407,18 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
                 if (g->dv) {
                     pack_a(m, 1, wsrc, lds, jend, qc, qcp, pa);
                     pack_b(m, 0, db, g->dos[2], a->Dv, qc, qcp, pb);
-                    tiles(m, jend, a->Dv, qcp / 2, pa, qcp, pb, qcp * nr, dv, a->Dv, 1);
+                    tiles(m, jend, a->Dv, qcp / 2, pa, qcp, pb, qcp * nr, dv, g->dvs[2], 1);
                 }
                 if (g->dk) {
                     pack_a(m, 1, dP, lds, jend, qc, qcp, pa);
                     pack_b(m, 0, qb, a->qs[2], a->D, qc, qcp, pb);
-                    tiles(m, jend, a->D, qcp / 2, pa, qcp, pb, qcp * nr, dk, a->D, 1);
+                    tiles(m, jend, a->D, qcp / 2, pa, qcp, pb, qcp * nr, dk, g->dks[2], 1);
                 }
                 if (dqb) { /* dQ_c = dS K over the keys [0, kend) */
                     pack_a(m, 0, dP, lds, qc, kend, kend, pa);
                     tiles(m, qc, a->D, kend / 2, pa, kend, kn, jb->Sp * nr, dqb, g->dqs[2], 0);
                 }
             }
-        for (int64_t j = 0; j < a->S; j++) {
-            if (g->dk)
-                memcpy(g->dk + b * g->dks[0] + hk * g->dks[1] + j * g->dks[2], dk + j * a->D,
-                       sizeof(float) * (size_t)a->D);
-            if (g->dv)
-                memcpy(g->dv + b * g->dvs[0] + hk * g->dvs[1] + j * g->dvs[2], dv + j * a->Dv,
-                       sizeof(float) * (size_t)a->Dv);
-        }
     }
     if (m->k->end) m->k->end();
 }
