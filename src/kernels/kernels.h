@@ -83,6 +83,12 @@ static inline void attn__sdpa_range(attn_causal causal, int window, int64_t wl, 
     *hi = h < S - 1 ? h : S - 1;
 }
 
+/* The soft cap (with its derivative into dt when not NULL), ALiBi and masks of row i of head
+ * (b, h) on the scores s[lo..hi] (scale q.k there, -inf elsewhere) (sdpa_fast.c). */
+ATTN__HIDDEN void attn__sdpa_row_features(const attn__sdpa_args *a, int64_t b, int64_t h,
+                                          int64_t i, int64_t lo, int64_t hi, float *s,
+                                          float *dt);
+
 /* scratch: 2*S floats. */
 ATTN__HIDDEN void attn__sdpa_ref(const attn__sdpa_args *a, float *scratch);
 

@@ -38,6 +38,30 @@ static int unit_inner(const attn__sdpa_args *a) {
            (!a->w || a->ws[3] == 1);
 }
 
+/* The score features of row i of head (b, h) on s[lo..hi] (there: scale q.k; -inf outside):
+ * the soft cap (dt, when not NULL, receives its derivative 1 - tanh^2), ALiBi, and the masks
+ * (their columns below mask_ncols).  Shared by the row kernels here and sdpa_mixed.c. */
+void attn__sdpa_row_features(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i,
+                             int64_t lo, int64_t hi, float *s, float *dt) {
+    if (a->softcap > 0)
+        for (int64_t j = lo; j <= hi; j++) {
+            float t = tanhf(s[j] / a->softcap);
+            s[j] = a->softcap * t;
+            if (dt) dt[j] = 1.0f - t * t;
+        }
+    if (a->alibi)
+        for (int64_t j = lo; j <= hi; j++) {
+            int64_t d = i + a->S - a->L - j;
+            s[j] -= a->alibi[h] * (float)(d < 0 ? -d : d);
+        }
+    for (int m = 0; m < 2; m++)
+        if (a->mask[m].kind != ATTN_MASK_NONE) {
+            int64_t nc = a->mask_ncols[m] < hi + 1 ? a->mask_ncols[m] : hi + 1;
+            for (int64_t j = lo; j < nc; j++)
+                if (s[j] != -INFINITY) s[j] += attn__mask_at(&a->mask[m], b, h, i, j);
+        }
+}
+
 /* Scores of row i of head (b, h): s[j] = cap(scale q_i . k_j) - slope |i + S - L - j| + masks,
  * -inf outside the causal mask and the window (attn__sdpa_args).  Under a soft cap, dt (may be
  * NULL) receives its derivative 1 - tanh^2 for the visible keys. */
@@ -57,23 +81,7 @@ static void scores(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i, fl
         s[j] = acc * a->scale;
     }
     for (int64_t j = hi + 1 > lo ? hi + 1 : lo; j < a->S; j++) s[j] = -INFINITY;
-    if (a->softcap > 0)
-        for (int64_t j = lo; j <= hi; j++) {
-            float t = tanhf(s[j] / a->softcap);
-            s[j] = a->softcap * t;
-            if (dt) dt[j] = 1.0f - t * t;
-        }
-    if (a->alibi)
-        for (int64_t j = lo; j <= hi; j++) {
-            int64_t d = i + a->S - a->L - j;
-            s[j] -= a->alibi[h] * (float)(d < 0 ? -d : d);
-        }
-    for (int m = 0; m < 2; m++)
-        if (a->mask[m].kind != ATTN_MASK_NONE) {
-            int64_t nc = a->mask_ncols[m] < a->S ? a->mask_ncols[m] : a->S;
-            for (int64_t j = 0; j < nc; j++)
-                if (s[j] != -INFINITY) s[j] += attn__mask_at(&a->mask[m], b, h, i, j);
-        }
+    attn__sdpa_row_features(a, b, h, i, lo, hi, s, dt);
 }
 
 /* p = softmax(s) (zeros when every entry is -inf); returns the log-sum-exp. */

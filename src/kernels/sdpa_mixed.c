@@ -114,26 +114,11 @@ static void range(const attn__sdpa_args *a, int64_t i, int64_t *lo, int64_t *hi)
 }
 
 /* Row i of head (b, h): s[lo..hi] (the raw products) becomes the scores x (scale, cap, ALiBi,
- * masks; dt receives the cap's derivative when asked); columns outside [lo, hi] are -inf. */
+ * masks; dt receives the cap's derivative when asked). */
 static void score_row(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t i, int64_t lo,
                       int64_t hi, float *s, float *dt) {
     for (int64_t j = lo; j <= hi; j++) s[j] *= a->scale;
-    if (a->softcap > 0)
-        for (int64_t j = lo; j <= hi; j++) {
-            float t = tanhf(s[j] / a->softcap);
-            s[j] = a->softcap * t;
-            if (dt) dt[j] = 1.0f - t * t;
-        }
-    if (a->alibi)
-        for (int64_t j = lo; j <= hi; j++) {
-            int64_t d = i + a->S - a->L - j;
-            s[j] -= a->alibi[h] * (float)(d < 0 ? -d : d);
-        }
-    for (int mk = 0; mk < 2; mk++)
-        if (a->mask[mk].kind != ATTN_MASK_NONE) {
-            int64_t nc = a->mask_ncols[mk] < hi + 1 ? a->mask_ncols[mk] : hi + 1;
-            for (int64_t j = lo; j < nc; j++) s[j] += attn__mask_at(&a->mask[mk], b, h, i, j);
-        }
+    attn__sdpa_row_features(a, b, h, i, lo, hi, s, dt);
 }
 
 /* keep[0, S): the dropout multipliers of row i of head (b, h). */

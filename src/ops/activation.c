@@ -6,31 +6,18 @@
 
 #include "ops_util.h"
 
+static void act_rows(const void *arg, const float *x, int64_t ldx, float *y, int64_t ldy,
+                     int64_t M, int64_t N) {
+    attn__act_ref(*(const attn_activation *)arg, x, ldx, y, ldy, M, N);
+}
+
 attn_status attn_activate(attn_ctx *ctx, attn_activation act, const attn_tensor *x,
                           attn_tensor *y) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF((unsigned)act > ATTN_ACT_TANH, ctx, ATTN_E_INVALID, "unknown activation %d",
                  (int)act);
-    ATTN_TRY(attn__check(ctx, x, "activation input", ATTN_F32, 1, 4));
-    ATTN_TRY(attn__check(ctx, y, "activation output", ATTN_F32, 1, 4));
-    ATTN_TRY(attn__same_shape(ctx, x, "input", y, "output"));
-    {
-        attn__arg o[] = {{y, "y", 0}}, in[] = {{x, "x", 1u}}; /* y may be x */
-        ATTN_TRY(attn__check_outputs(ctx, "attn_activate", o, 1, in, 1));
-    }
-    ATTN_TRY(attn__check_finite(ctx, x, "activation input", 0));
-    attn__mark mk = attn__ws_mark(ctx);
-    const float *xp;
-    float *yp;
-    int64_t M, ldx, ldy, N = x->shape[x->ndim - 1];
-    attn_status st;
-    ATTN_TRYG(attn__rows_in(ctx, x, &xp, &M, &ldx));
-    ATTN_TRYG(attn__rows_out_begin(ctx, y, &yp, &ldy));
-    attn__act_ref(act, xp, ldx, yp, ldy, M, N);
-    attn__rows_out_end(yp, y);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
+    return attn__unary_rows(ctx, "attn_activate", "activation input", "activation output", x, y,
+                            0, act_rows, &act);
 }
 
 attn_status attn_activate_backward(attn_ctx *ctx, attn_activation act, const attn_tensor *x,

@@ -19,6 +19,17 @@ ATTN__HIDDEN void attn__rows_out_end(float *p, attn_tensor *t);
 ATTN__HIDDEN attn_status attn__same_shape(attn_ctx *ctx, const attn_tensor *a, const char *an,
                                           const attn_tensor *b, const char *bn);
 
+/* y = f(x) over the rows [M, N] of x (N: the last dim) for the elementwise ops whose output
+ * may be their input (F32, 1-D to 4-D, the same shape): the checks (names in_name / out_name,
+ * fn in the overlap message, finiteness with -inf allowed when allow_inf), then one call of
+ * rows(arg, x, ldx, y, ldy, M, N). */
+typedef void (*attn__rows_fn)(const void *arg, const float *x, int64_t ldx, float *y,
+                              int64_t ldy, int64_t M, int64_t N);
+ATTN__HIDDEN attn_status attn__unary_rows(attn_ctx *ctx, const char *fn, const char *in_name,
+                                          const char *out_name, const attn_tensor *x,
+                                          attn_tensor *y, int allow_inf, attn__rows_fn rows,
+                                          const void *arg);
+
 /* attn_sdpa / attn_sdpa_backward with the dropout stream starting at index drop_base (the
  * packed-sequence calls of varlen.c give each sequence its own range of the stream); the
  * backward takes the saved forward (out and lse, both or neither) as attn_sdpa_backward_saved.

@@ -6,28 +6,16 @@
 
 #include "ops_util.h"
 
+static void softmax_rows(const void *arg, const float *x, int64_t ldx, float *y, int64_t ldy,
+                         int64_t M, int64_t N) {
+    (void)arg;
+    for (int64_t m = 0; m < M; m++) attn__softmax_row(x + m * ldx, y + m * ldy, N);
+}
+
 attn_status attn_softmax(attn_ctx *ctx, const attn_tensor *x, attn_tensor *y) {
     if (!ctx) return ATTN_E_INVALID;
-    ATTN_TRY(attn__check(ctx, x, "softmax input", ATTN_F32, 1, 4));
-    ATTN_TRY(attn__check(ctx, y, "softmax output", ATTN_F32, 1, 4));
-    ATTN_TRY(attn__same_shape(ctx, x, "input", y, "output"));
-    {
-        attn__arg o[] = {{y, "y", 0}}, in[] = {{x, "x", 1u}}; /* y may be x */
-        ATTN_TRY(attn__check_outputs(ctx, "attn_softmax", o, 1, in, 1));
-    }
-    ATTN_TRY(attn__check_finite(ctx, x, "softmax input", 1));
-    attn__mark mk = attn__ws_mark(ctx);
-    const float *xp;
-    float *yp;
-    int64_t M, ldx, ldy, N = x->shape[x->ndim - 1];
-    attn_status st;
-    ATTN_TRYG(attn__rows_in(ctx, x, &xp, &M, &ldx));
-    ATTN_TRYG(attn__rows_out_begin(ctx, y, &yp, &ldy));
-    for (int64_t m = 0; m < M; m++) attn__softmax_row(xp + m * ldx, yp + m * ldy, N);
-    attn__rows_out_end(yp, y);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
+    return attn__unary_rows(ctx, "attn_softmax", "softmax input", "softmax output", x, y, 1,
+                            softmax_rows, NULL);
 }
 
 attn_status attn_softmax_backward(attn_ctx *ctx, const attn_tensor *y, const attn_tensor *dy,
