@@ -78,22 +78,28 @@ def link_bw(gbit):
     return BW_EFF * gbit * 1e9 / 8
 
 
-def allreduce_s(S, N, alpha, bw, bucket=BUCKET):
+GAMMA = [0.0]  # seconds per byte of the reduction's sums (set from a measured all-reduce)
+
+
+def allreduce_s(S, N, alpha, bw, bucket=BUCKET, gamma=None):
+    """Ring all-reduce: 2(N-1) steps of S/N bytes (reduce-scatter, all-gather) per bucket,
+    and (N-1)/N S bytes summed on every node."""
     if N < 2:
         return 0.0
+    g = GAMMA[0] if gamma is None else gamma
     k = max(1, math.ceil(S / bucket))
-    return k * 2 * (N - 1) * alpha + 2.0 * (N - 1) / N * S / bw
+    return k * 2 * (N - 1) * alpha + 2.0 * (N - 1) / N * S / bw + (N - 1) / N * S * g
 
 
-def dp_eff(t_comp, S, N, alpha, bw, overlap):
+def dp_eff(t_comp, S, N, alpha, bw, overlap, gamma=None):
     """Data-parallel efficiency at N nodes: t_comp / step time.  overlap=False: the
     all-reduce after the backward; True: buckets all-reduced while the backward (2/3 of
     the compute) runs, only the last bucket's all-reduce after it."""
-    t_ar = allreduce_s(S, N, alpha, bw)
+    t_ar = allreduce_s(S, N, alpha, bw, gamma=gamma)
     if not overlap:
         return t_comp / (t_comp + t_ar)
     t_fwd, t_bwd = t_comp / 3, 2 * t_comp / 3
-    last = allreduce_s(min(S, BUCKET), N, alpha, bw)
+    last = allreduce_s(min(S, BUCKET), N, alpha, bw, gamma=gamma)
     return t_comp / (t_fwd + max(t_bwd, t_ar - last) + last)
 
 
@@ -129,6 +135,12 @@ def ring_eff(m, L, N, alpha, bw, R_f, R_b, overlap):
 def load(path):
     with open(path) as f:
         return json.load(f)
+
+
+def load_lines(path):
+    """Every JSON object of a file with one per line (N processes' outputs)."""
+    with open(path) as f:
+        return [json.loads(x) for x in f if x.strip()]
 
 
 def fit(link, test):
@@ -171,7 +183,15 @@ def main():
     ap.add_argument("--check", action="append", default=[], help="NP=ring-sdpa.json")
     ap.add_argument("--check-single", help="sdpa.json,sdpa-backward.json (1 thread)")
     ap.add_argument("--check-link", help="mpi-link.json for the check's transfers")
+    ap.add_argument("--check-control", action="append", default=[],
+                    help="NP=fwd.json,bwd.json: the single-process op run by NP processes at "
+                         "once (mpirun -np NP attn bench --op sdpa ...), one JSON line each")
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--only-check", action="store_true", help="print the check's table only")
+    ap.add_argument("--dp-link", help="mpi-link.json (2 ranks) for the data-parallel prediction")
+    ap.add_argument("--dp-link-name", default="shared memory")
+    ap.add_argument("--gamma-link", default="",
+                    help="the --link NAME whose largest all-reduce gives the reduction cost")
     a = ap.parse_args()
     R = a.gflops * 1e9
     if a.step:
@@ -182,7 +202,7 @@ def main():
     p = out.append
 
     # measured links
-    if a.link:
+    if a.link and not a.only_check:
         p("### Measured links (medians; alpha-beta fit from the smallest and largest message)\n")
         p("| link | ranks | test | alpha (us) | bandwidth (GB/s) | 4 B | 64 KiB | 1 MiB | 16 MiB | 256 MiB |")
         p("|---|---|---|---|---|---|---|---|---|---|")
@@ -222,12 +242,43 @@ def main():
                 if not r:
                     continue
                 t = r[0]["median_us"] * 1e-6
-                mdl = allreduce_s(n, N, al, bw, bucket=2 ** 62)
+                mdl = allreduce_s(n, N, al, bw, bucket=2 ** 62, gamma=0.0)
                 p("| %s | %d | %s | %.1f us | %.1f us | %.2f |" % (name, N, fmt_bytes(n), t * 1e6,
                                                                   mdl * 1e6, t / mdl))
         p("")
+        # gamma: what the largest all-reduce took beyond the model's transfers, per summed byte
+        for spec in a.link:
+            name, path = spec.split("=", 1)
+            L = load(path)
+            if name != a.gamma_link or "allreduce" not in L["fit"] or GAMMA[0] > 0:
+                continue  # the first link of that name
+            al, bw = fit(L, "exchange")
+            N = L["ranks"]
+            big = max(x["bytes"] for x in L["results"] if x["test"] == "allreduce")
+            t = measured_time(L, "allreduce", big)
+            extra = t - allreduce_s(big, N, al, bw, bucket=2 ** 62, gamma=0.0)
+            GAMMA[0] = max(0.0, extra / ((N - 1) / N * big))
+            p("The sums are the rest: at %s (%s, %d ranks) the all-reduce took %.1f ms beyond "
+              "the transfers, gamma = %.3f ns per summed byte (%.2f GB/s of reduction); the "
+              "projections below add `(N-1)/N S gamma` with this gamma.\n" % (
+                  fmt_bytes(big), name, N, extra * 1e3, GAMMA[0] * 1e9,
+                  1e-9 / GAMMA[0] if GAMMA[0] > 0 else float("inf")))
 
+    if a.only_check:
+        a.link = []
     # data parallel
+    if a.only_check:
+        pass
+    else:
+        model_tables(a, R, R_f, R_b, p)
+    # the data-parallel check to come: the prediction for 2 ranks on this machine
+    if a.dp_link and not a.only_check:
+        dp_check(a, R, p)
+    check(a, p)
+    print("\n".join(out))
+
+
+def model_tables(a, R, R_f, R_b, p):
     p("### Data-parallel training: compute against the gradient all-reduce\n")
     p("A node computes at R = %.0f GFLOP/s (%s). Gradients all-reduced in float32, in "
       "buckets of 25 MiB.\n" % (R * 1e-9, "measured: attn bench --op gpt-step" if a.step else
@@ -249,14 +300,17 @@ def main():
             P = params(m)
             S = 4 * P
             F = step_flops(m, b * T, T)
-            p("Projected data-parallel efficiency, %s, %d x %d tokens per node per step, %s:\n"
+            p("Projected data-parallel efficiency, %s, %d x %d tokens per node per step, %s "
+              "(in brackets: without the sums' cost, gamma = 0):\n"
               % (m["name"], b, T, "all-reduce overlapped with the backward" if overlap else
                  "no overlap (all-reduce after the backward)"))
             p("| nodes | " + " | ".join(n for n, _, _ in LINKS) + " |")
             p("|---|" + "---|" * len(LINKS))
             for N in (2, 4, 8, 16, 32, 64):
-                p("| %d | " % N + " | ".join(pct(dp_eff(F / R, S, N, al, link_bw(g), overlap))
-                                             for _, g, al in LINKS) + " |")
+                p("| %d | " % N + " | ".join(
+                    "%s (%s)" % (pct(dp_eff(F / R, S, N, al, link_bw(g), overlap)),
+                                 pct(dp_eff(F / R, S, N, al, link_bw(g), overlap, gamma=0.0)))
+                    for _, g, al in LINKS) + " |")
             p("")
 
     # ring attention
@@ -306,18 +360,51 @@ def main():
                 p("| %d | %d | " % (N, L // N) + " | ".join(cells) + " |")
             p("")
 
-    # the check
+
+
+def dp_check(a, R, p):
+    if True:
+        L = load(a.dp_link)
+        al, algbw = fit(L, "allreduce")
+        p("### Data-parallel on this machine: the prediction a measured step will be checked "
+          "against\n")
+        p("2 ranks x 1 thread over %s (the measured all-reduce, extrapolated linearly past its "
+          "largest message: alpha %.1f us, %.2f GB/s algorithm bandwidth); each rank computes at "
+          "R/2 = %.0f GFLOP/s.\n" % (a.dp_link_name, al * 1e6, algbw * 1e-9, R * 0.5e-9))
+        p("| model | tokens per rank per step | compute per rank (s) | all-reduce of S (s) | "
+          "predicted efficiency, no overlap | with overlap |")
+        p("|---|---|---|---|---|---|")
+        for m, b, T in ((GPT2, 1, 1024), (SMOL, 4, 256)):
+            S = 4 * params(m)
+            F = step_flops(m, b * T, T)
+            tc = F / (R / 2)
+            tar = measured_time(L, "allreduce", S)
+            e0 = tc / (tc + tar)
+            e1 = tc / (tc / 3 + max(2 * tc / 3, tar))
+            p("| %s | %d x %d | %.2f | %.3f | %s | %s |" % (m["name"], b, T, tc, tar, pct(e0),
+                                                            pct(e1)))
+        p("")
+
+
+
+def check(a, p):
     if a.check and a.check_single and a.check_link:
         sf, sb = (load(x) for x in a.check_single.split(","))
         link = load(a.check_link)
         T1f, T1b = sf["results"][0]["median_ms"] * 1e-3, sb["results"][0]["median_ms"] * 1e-3
-        p("### Check: ring attention measured on this machine against the model\n")
-        p("Single process, 1 thread: forward %.0f ms, backward %.0f ms (B=%d H=%d Hkv=%d L=%d "
-          "D=%d%s).\n" % (T1f * 1e3, T1b * 1e3, sf["batch"], sf["heads"], sf["kv_heads"],
-                          sf["len"], sf["dim"], " causal" if sf["causal"] else ""))
-        p("| ranks (1 thread each) | K+V block | transfer (measured exchange) | pass | "
-          "measured ms | model, no overlap ms | model, overlap ms | measured efficiency | "
-          "model efficiency (no overlap) |")
+        ctl = {}
+        for spec in a.check_control:
+            np_, files = spec.split("=", 1)
+            ctl[int(np_)] = [max(r["results"][0]["median_ms"] * 1e-3 for r in load_lines(f))
+                             for f in files.split(",")]
+        p("B=%d H=%d Hkv=%d L=%d D=%d%s, every rank on 1 thread. Single process, 1 thread: "
+          "forward %.0f ms, backward %.0f ms.\n" % (sf["batch"], sf["heads"], sf["kv_heads"],
+                                                    sf["len"], sf["dim"],
+                                                    " causal" if sf["causal"] else "", T1f * 1e3,
+                                                    T1b * 1e3))
+        p("| ranks | pass | N copies of the single process at once, slowest (ms) | compute per "
+          "rank = that / N (ms) | transfers (ms) | model: compute + transfers (ms) | measured "
+          "ring (ms) | measured / model | efficiency measured (model) |")
         p("|---|---|---|---|---|---|---|---|---|")
         for spec in a.check:
             np_, path = spec.split("=", 1)
@@ -326,18 +413,17 @@ def main():
             Lr = rj["len"] // N
             kv = 2 * rj["batch"] * rj["kv_heads"] * Lr * rj["dim"] * 4
             tx = measured_time(link, "exchange", kv)
-            share = max(1.0, N / a.cores)  # ranks per core: oversubscribed ranks share
-            for name, T1, meas, nx in (("forward", T1f, rj["forward_ms"] * 1e-3, N - 1),
-                                       ("backward", T1b, rj["backward_ms"] * 1e-3, 2 * N - 1)):
-                tc = T1 / N * share  # a rank's compute (its share of a core when oversubscribed)
-                m0 = tc + nx * tx
-                m1 = tc + max(0.0, nx * tx - (N - 1) * tc / N)
-                ideal = T1 / min(N, a.cores)
-                p("| %d | %s | %.2f ms | %s | %.0f | %.0f | %.0f | %s | %s |" % (
-                    N, fmt_bytes(kv), tx * 1e3, name, meas * 1e3, m0 * 1e3, m1 * 1e3,
-                    "%.0f%%" % (100 * ideal / meas), "%.0f%%" % (100 * ideal / m0)))
+            for i, (name, T1, meas, nx) in enumerate((
+                    ("forward", T1f, rj["forward_ms"] * 1e-3, N - 1),
+                    ("backward", T1b, rj["backward_ms"] * 1e-3, 2 * N - 1))):
+                # a rank computes 1/N of the work at the speed N concurrent processes get here
+                conc = ctl[N][i] if N in ctl else T1 * max(1.0, N / a.cores)
+                tc = conc / N
+                model = tc + nx * tx
+                p("| %d | %s | %.0f | %.0f | %d x %.2f | %.0f | %.0f | %.2f | %.0f%% (%.0f%%) |" % (
+                    N, name, conc * 1e3, tc * 1e3, nx, tx * 1e3, model * 1e3, meas * 1e3,
+                    meas / model, 100 * tc / meas, 100 * tc / model))
         p("")
-    print("\n".join(out))
 
 
 if __name__ == "__main__":
