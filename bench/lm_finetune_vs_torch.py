@@ -200,6 +200,7 @@ def main():
         "losses_attn": la[:k], "losses_torch": lt[:k], "loss_rel_diff": rel,
     }
     res["ratio"] = res["attn_tokens_per_s"] / res["torch_tokens_per_s"]
+    res["ratio_per_round"] = [x / y for x, y in zip(ta, tt)]
     if a.json:
         print(json.dumps(res, indent=1))
     else:
@@ -217,7 +218,8 @@ def main():
                                       " ".join("%.1f" % x for x in ta)))
         print("  %-8s %12.1f   %s" % ("torch", res["torch_tokens_per_s"],
                                       " ".join("%.1f" % x for x in tt)))
-        print("\nattn / PyTorch speed: %.2fx" % res["ratio"])
+        print("\nattn / PyTorch speed: %.2fx (medians; per round: %s)" % (
+            res["ratio"], " ".join("%.2fx" % r for r in res["ratio_per_round"])))
     if not same_ids:
         return 1
     return 0
