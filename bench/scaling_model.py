@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The scaling model of docs/scaling.md: its tables, from measured inputs.
 
-  scaling_model.py [--link NAME=mpi-link.json ...] [--step gpt-step.json | --gflops R]
-                   [--attn-gflops FWD,BWD] [--check NP=ring.json ...]
-                   [--check-single FWD.json,BWD.json] [--check-link mpi-link.json]
-                   [--cores 2]
+  scaling_model.py [--link NAME=mpi-link.json ...] [--gamma-link NAME]
+                   [--step gpt-step.json | --gflops R] [--attn-gflops FWD,BWD]
+                   [--dp-link mpi-link.json]
+  scaling_model.py --only-check --check NP=ring.json ... --check-single FWD.json,BWD.json
+                   --check-control NP=FWD.json,BWD.json ... --check-link mpi-link.json
+
+bench/scaling_measure.sh runs the measurements and calls this script as docs/scaling.md needs.
 
 Prints Markdown: the measured links (alpha-beta fits of `attn bench --op mpi-link --json`),
 the compute/communication ratios of data-parallel training (GPT-2 small at T = 1024,
