@@ -97,9 +97,12 @@ if [ -f "$DOC" ]; then
 import re, sys
 tables, doc = (open(p).read() for p in sys.argv[1:3])
 for name in ("model", "check"):
-    m = re.search(r"<!-- scaling:%s .*?<!-- /scaling:%s -->" % (name, name), tables, re.S)
-    doc = re.sub(r"<!-- scaling:%s .*?<!-- /scaling:%s -->" % (name, name),
-                 lambda _: m.group(0), doc, flags=re.S)
+    block = (r"<!-- scaling:%s \(bench/scaling_measure.sh writes this block\) -->.*?"
+             r"<!-- /scaling:%s -->" % (name, name))
+    m = re.search(block, tables, re.S)
+    doc, n = re.subn(block, lambda _: m.group(0), doc, flags=re.S)
+    if n != 1:
+        sys.exit("%s: %d blocks named %s (expected 1)" % (sys.argv[2], n, name))
 open(sys.argv[2], "w").write(doc)
 PY
   echo "tables written into $DOC"
