@@ -31,6 +31,8 @@ int attn_cmd_perplexity(int argc, char **argv);
 int attn_bench_llm(int argc, char **argv);
 /* cli/bench_ring.c: attn bench --op ring-sdpa (under mpirun; -DATTN_MPI=ON) */
 int attn_bench_ring(int argc, char **argv);
+/* cli/bench_link.c: attn bench --op mpi-link (under mpirun; -DATTN_MPI=ON) */
+int attn_bench_link(int argc, char **argv);
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
 int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
