@@ -26,6 +26,7 @@ so the general path starts from the same state.
 """
 from __future__ import annotations
 
+import os
 import struct
 from ctypes import addressof, c_char, sizeof
 from typing import Any, Optional
@@ -38,9 +39,12 @@ from ._arrays import _PACK
 TS = sizeof(_lib.Tensor)  # bytes of one attn_tensor in the scratch block
 MASK_AT = 9 * TS          # the attn_mask struct's place (slots 0-8: tensors)
 _MASK_T = _lib.Mask.t.offset
-ENABLED = (_PACK is not None and _PACK.size == TS and
-           MASK_AT + sizeof(_lib.Mask) <= _lib.SCRATCH_BYTES)
-_pack = _PACK.pack_into if ENABLED else None
+# off where the struct layout is not the usual one, or with ATTN_PYTHON_FAST=0 (the tests
+# compare both paths by setting it False)
+_LAYOUT_OK = (_PACK is not None and _PACK.size == TS and
+              MASK_AT + sizeof(_lib.Mask) <= _lib.SCRATCH_BYTES)
+ENABLED = _LAYOUT_OK and os.environ.get("ATTN_PYTHON_FAST", "1") != "0"
+_pack = _PACK.pack_into if _LAYOUT_OK else None
 _kind = struct.Struct("@i").pack_into
 
 F32 = _lib.ATTN_F32
@@ -248,15 +252,14 @@ def np_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gq
 # torch tensors
 # --------------------------------------------------------------------------------------------
 TENSOR: Any = None  # torch.Tensor once torch_init ran
-_T_F32 = _STRIDED = _empty_like = None
+_T_F32 = _STRIDED = None
 _T_MASK: dict = {}
 
 
 def torch_init() -> bool:
     """Binds the torch names (called once torch is known to be imported)."""
-    global TENSOR, _T_F32, _STRIDED, _empty_like
+    global TENSOR, _T_F32, _STRIDED
     import torch
-    _empty_like = torch.empty_like
     _T_MASK.update({torch.bool: (_lib.ATTN_BOOL, _lib.MASK_KEEP),
                     torch.uint8: (_lib.ATTN_U8, _lib.MASK_KEEP),
                     torch.float32: (F32, _lib.MASK_ADD)})
@@ -320,7 +323,7 @@ def _t_inputs(buf, query, key, value, attn_mask, enable_gqa):
             return None
         _kind(buf, MASK_AT, mk[1])
         moff = MASK_AT
-    return (B, H, L, vs[3]), moff
+    return (B, H, L, vs[3]), moff, (qs, ks, vs)
 
 
 def t_inputs(buf, query, key, value, attn_mask, enable_gqa):
@@ -368,7 +371,7 @@ def t_forward(query, key, value, attn_mask, enable_gqa, opt, want_lse, packed=No
             r = _t_inputs(buf, query, key, value, attn_mask, enable_gqa)
             if r is None:
                 return None
-        osh, moff = r
+        osh, moff, _ = r
         res, lse = _new_out(query, osh, want_lse)
         _fresh(buf, 3 * TS, res.data_ptr(), osh)
         lse_addr = None
@@ -394,16 +397,21 @@ def t_backward(dout, query, key, value, attn_mask, out, lse, enable_gqa, opt_add
         r = _t_inputs(buf, query, key, value, attn_mask, enable_gqa)
         if r is None:
             return None
-        osh, moff = r
+        osh, moff, shapes = r
         if (t_pack(buf, 3 * TS, out, F32, 4) is None or t_pack(buf, 4 * TS, lse, F32, 3) is None
                 or t_pack(buf, 5 * TS, dout, F32, 4) is None):
             return None
+        # the gradients: new contiguous tensors (new_empty with sizes as arguments), packed
+        # from the shapes just read
+        nd = query.ndim
         grads = [None, None, None]
         addrs = [None, None, None]
-        for i, x in enumerate((query, key, value)):
+        for i in 0, 1, 2:
             if need[i]:
-                g = _empty_like(x)  # x's strides where they are dense, else contiguous
-                t_pack(buf, (6 + i) * TS, g, F32, 4)
+                sh = shapes[i]
+                g = (query.new_empty(sh[0], sh[1], sh[2], sh[3]) if nd == 4 else
+                     query.new_empty(*sh[4 - nd:]))
+                _fresh(buf, (6 + i) * TS, g.data_ptr(), sh)
                 grads[i] = g
                 addrs[i] = base + (6 + i) * TS
         st = _lib.sdpa_backward_saved_addr(

@@ -263,7 +263,8 @@ try:
 except AttributeError:
     _dispatch_depth = _wrapped = None
 _grad_enabled = torch.is_grad_enabled
-_FAST = (_fast.ENABLED and custom_op_registered and _is_compiling is not None and
+_PACK_OK = _fast._pack is not None
+_FAST = (_PACK_OK and custom_op_registered and _is_compiling is not None and
          _dispatch_depth is not None)
 if _FAST:
     _fast.torch_init()
@@ -395,8 +396,8 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     With torch >= 2.4 this calls the custom op ``torch.ops.attn.sdpa`` (traceable by
     torch.compile; its backward is ``torch.ops.attn.sdpa_backward``).  CPU tensors only:
     CUDA and meta tensors raise ValueError naming the argument."""
-    if (_FAST and not _is_compiling() and not return_lse and window is None and
-            alibi_slopes is None and not use_custom_op_in_eager):
+    if (_FAST and _fast.ENABLED and not _is_compiling() and not return_lse and
+            window is None and alibi_slopes is None and not use_custom_op_in_eager):
         r = _fast_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                        softcap, seed)
         if r is not None:
