@@ -260,6 +260,9 @@ def torch_init() -> bool:
     """Binds the torch names (called once torch is known to be imported)."""
     global TENSOR, _T_F32, _STRIDED
     import torch
+    if not hasattr(torch.Tensor, "is_nested"):  # old torch: the general path only
+        TENSOR = type("_NoFastPath", (), {})
+        return False
     _T_MASK.update({torch.bool: (_lib.ATTN_BOOL, _lib.MASK_KEEP),
                     torch.uint8: (_lib.ATTN_U8, _lib.MASK_KEEP),
                     torch.float32: (F32, _lib.MASK_ADD)})

@@ -453,10 +453,13 @@ def _function_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
     return out
 
 
+def _cpu_dense(t) -> bool:
+    return (isinstance(t, torch.Tensor) and t.is_cpu and t.layout is torch.strided and
+            not getattr(t, "is_nested", False))
+
+
 def _routable(query, key, value, attn_mask, is_causal) -> bool:
-    ts = (query, key, value)
-    if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.layout == torch.strided
-               and not getattr(t, "is_nested", False) for t in ts):
+    if not (_cpu_dense(query) and _cpu_dense(key) and _cpu_dense(value)):
         return False
     dt = query.dtype
     if dt not in (torch.float32, torch.bfloat16) or key.dtype != dt or value.dtype != dt:
