@@ -7,8 +7,9 @@ query, key and value of 2 to 4 dimensions (numpy arrays or plain CPU tensors) wh
 attn reads as they are, with or without a bool / uint8 / float32 mask of 1 to 4 dimensions:
 
 * the attn_tensor and attn_mask structs are packed with ``struct.pack_into`` into a scratch
-  block of the thread's context (one per thread, so no lock; a ``busy`` flag sends a nested
-  call, from a signal handler or a finalizer, to the general path) and passed by address,
+  block of the thread's context (one per thread, so no lock; a nested call, from a signal
+  handler or a finalizer while the block is in use, gets a block of its own) and passed by
+  address,
   through prototypes whose arguments are all ``c_void_p`` (_lib.sdpa_addr): no ctypes object
   is made per call.  ctypes releases the GIL during the call as before;
 * the data pointer of a writable C-contiguous numpy array comes from the buffer protocol

@@ -295,7 +295,7 @@ class _Context:
         self._free = attn_ctx_free
         # a bytearray (fast slicing and pack_into) whose buffer stays exported, so it never
         # moves; busy: the scratch is in use by a call of this thread (a signal handler or a
-        # finalizer that calls attn meanwhile takes the general path)
+        # finalizer that calls attn meanwhile gets a block of its own: _fast.scratch)
         self.scratch = bytearray(SCRATCH_BYTES)
         self._export = ctypes.c_char.from_buffer(self.scratch)
         self.scratch_addr = ctypes.addressof(self._export)
