@@ -145,6 +145,22 @@ attn_sdpa_backward_saved = _fn("attn_sdpa_backward_saved", _S, P, PT, PT, PT, PO
                                POINTER(SdpaOptions), PT, PT, PT, PT, PT, PT, PT)
 attn_sdpa_varlen_backward = _fn("attn_sdpa_varlen_backward", _S, P, PT, PT, PT, PT, PT,
                                 POINTER(SdpaOptions), PT, PT, PT, PT)
+
+
+def _fn_addr(name, nargs):
+    """A second prototype of a library function whose arguments are all addresses (Python ints
+    or None): the per-call fast paths pass the addresses of structs they packed themselves,
+    which ctypes converts more cheaply than Structure instances.  (lib[name] is a new function
+    object, so the prototypes above keep their argtypes.)  ctypes releases the GIL during the
+    call, as for every CDLL function."""
+    f = lib[name]
+    f.restype = c_int
+    f.argtypes = [c_void_p] * nargs
+    return f
+
+
+sdpa_addr = _fn_addr("attn_sdpa", 9)
+sdpa_backward_saved_addr = _fn_addr("attn_sdpa_backward_saved", 13)
 # BERT
 attn_bert_load = _fn("attn_bert_load", _S, P, c_char_p, POINTER(c_void_p))
 attn_bert_free = _fn("attn_bert_free", None, P)
@@ -257,8 +273,14 @@ _generation = 0           # bumped by set_num_threads: contexts of older generat
 _tls = threading.local()
 
 
+# the fast paths' scratch memory, one block per context (so per thread): attn_tensor and
+# attn_mask structs packed with struct.pack_into and passed by address
+SCRATCH_BYTES = 1024
+
+
 class _Context:
-    __slots__ = ("ptr", "generation", "_free")
+    __slots__ = ("ptr", "addr", "generation", "_free", "scratch", "scratch_addr", "_export",
+                 "busy")
 
     def __init__(self, threads: int, generation: int):
         p = CtxParams()
@@ -268,8 +290,16 @@ class _Context:
         if st != 0:
             raise error(st, attn_ctx_errmsg(None).decode("utf-8", "replace"))
         self.ptr = ptr
+        self.addr = ptr.value
         self.generation = generation
         self._free = attn_ctx_free
+        # a bytearray (fast slicing and pack_into) whose buffer stays exported, so it never
+        # moves; busy: the scratch is in use by a call of this thread (a signal handler or a
+        # finalizer that calls attn meanwhile gets a block of its own: _fast.scratch)
+        self.scratch = bytearray(SCRATCH_BYTES)
+        self._export = ctypes.c_char.from_buffer(self.scratch)
+        self.scratch_addr = ctypes.addressof(self._export)
+        self.busy = False
 
     def __del__(self):
         if self.ptr:
@@ -287,6 +317,15 @@ def ctx() -> c_void_p:
         c = _Context(threads, gen)
         _tls.ctx = c
     return c.ptr
+
+
+def context() -> _Context:
+    """The calling thread's _Context (made on first use)."""
+    c = getattr(_tls, "ctx", None)
+    if c is None or c.generation != _generation:
+        ctx()
+        c = _tls.ctx
+    return c
 
 
 def set_num_threads(n: int) -> None:

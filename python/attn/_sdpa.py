@@ -8,7 +8,7 @@ from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _lib
+from . import _fast, _lib
 from ._arrays import (Raw, as4d, contiguous, dtype_code, empty, is_torch, merge_leading,
                       pad_leading, raw, shape_tuple, to_float32)
 
@@ -293,6 +293,25 @@ def sdpa(query: Array, key: Array, value: Array, attn_mask: Optional[Array] = No
     (with grad mode on) this runs :func:`attn.torch.scaled_dot_product_attention`, whose
     backward is attn's.
     """
+    tq = type(query)
+    if tq is np.ndarray:
+        if _fast.ENABLED:
+            r = _fast.np_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                              enable_gqa, window, alibi_slopes, softcap, seed, out, return_lse)
+            if r is not None:
+                return r
+    elif (_fast.ENABLED and out is None and
+          (tq is _fast.TENSOR or (_fast.TENSOR is None and is_torch(query) and
+                                  _fast.torch_init()))
+          and _fast.t_plain(query) and _fast.t_plain(key) and _fast.t_plain(value)
+          and not (query.requires_grad or key.requires_grad or value.requires_grad or
+                   (attn_mask is not None and getattr(attn_mask, "requires_grad", False)))):
+        opt_addr = _fast.simple_options(dropout_p, is_causal, scale, window, alibi_slopes,
+                                        softcap)
+        if opt_addr is not False:
+            r = _fast.t_forward(query, key, value, attn_mask, enable_gqa, opt_addr, return_lse)
+            if r is not None:
+                return (r[0], r[1]) if return_lse else r[0]
     if (is_torch(query) and out is None and
             any(getattr(x, "requires_grad", False) for x in (query, key, value, attn_mask))):
         import torch

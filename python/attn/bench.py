@@ -7,7 +7,7 @@ Sections (all by default; ``--only`` picks some):
   forwards alone;
 * ``overhead``: microseconds per call at L=S=16 (B=1, H=1, D=64): attn.sdpa on numpy and on
   tensors, attn.torch forward and forward + backward, the same through PyTorch, and attn's C
-  call alone through ctypes (so the Python share can be read off);
+  calls alone through ctypes, forward and backward (so the Python share can be read off);
 * ``gpt``: a PyTorch GPT training step (12 layers, E=768, 12 heads, T=1024, B=1, GPT-2's
   vocabulary; forward, cross-entropy, backward, SGD step) with ``attn.torch.patch()`` and
   without, from the same weights; ``--gpt-model encoder`` builds it from
@@ -148,9 +148,10 @@ def bench_sdpa(args) -> Dict[str, Any]:
 
 
 def bench_overhead(args) -> Dict[str, Any]:
+    import ctypes
     import torch
     import attn.torch as at
-    from . import _lib, _sdpa
+    from . import _lib
     torch_sdpa = at._original or torch.nn.functional.scaled_dot_product_attention
     n = 100 if args.quick else args.calls
     rng = np.random.default_rng(0)
@@ -159,9 +160,30 @@ def bench_overhead(args) -> Dict[str, Any]:
     qt = torch.from_numpy(qn.copy())
     qg = qt.clone().requires_grad_(True)
     outn = np.empty_like(qn)
-    plan = _sdpa.Plan(qn, qn, qn, None, 0.0, False, None, False, None, None, 0.0, None)
+    # attn's C calls alone, from structs built once (out, lse, dout and the gradients
+    # reused): the forward with the lse (as attn.torch's forward under autograd), and the
+    # backward from them (attn_sdpa_backward_saved, as attn.torch's backward); with NULL
+    # options (the defaults), as the Python calls pass them
     c = _lib.ctx()
-    Q, O = plan.q.tensor(), plan.out_view(outn).tensor()
+    lse_n = np.empty((B, H, L), np.float32)
+    dout_n = np.ones_like(qn)
+    grads_n = [np.empty_like(qn) for _ in range(3)]
+
+    def view(a):
+        st = [x // 4 for x in a.strides] + [0] * (4 - a.ndim)
+        return _lib.Tensor(a.ctypes.data, _lib.ATTN_F32, a.ndim,
+                           (ctypes.c_int64 * 4)(*a.shape, *[0] * (4 - a.ndim)),
+                           (ctypes.c_int64 * 4)(*st))
+    Q, O, LS, DO = view(qn), view(outn), view(lse_n), view(dout_n)
+    DQ, DK, DV = (view(g) for g in grads_n)
+    st = _lib.attn_sdpa(c, Q, Q, Q, None, None, O, None, LS)
+    _lib.check(st, c)
+
+    def c_fwd():
+        _lib.attn_sdpa(c, Q, Q, Q, None, None, O, None, LS)
+
+    def c_bwd():
+        _lib.attn_sdpa_backward_saved(c, Q, Q, Q, None, None, O, LS, DO, DQ, DK, DV, None)
 
     def loop(f):
         def run():
@@ -186,8 +208,8 @@ def bench_overhead(args) -> Dict[str, Any]:
             at.scaled_dot_product_attention(qt, qt, qt)
 
     fns = {
-        "attn_c_call": loop(lambda: _lib.attn_sdpa(c, Q, Q, Q, None, plan.opt.c, O, None,
-                                                   None)),
+        "attn_c_call": loop(c_fwd),
+        "attn_c_call_bwd": loop(c_bwd),
         "attn.sdpa_numpy": loop(lambda: attn.sdpa(qn, qn, qn)),
         "attn.sdpa_numpy_out": loop(lambda: attn.sdpa(qn, qn, qn, out=outn)),
         "attn.sdpa_tensor": loop(lambda: attn.sdpa(qt, qt, qt)),
@@ -202,6 +224,8 @@ def bench_overhead(args) -> Dict[str, Any]:
     return {"shape": {"B": B, "H": H, "L": L, "S": L, "D": D}, "calls_per_run": n,
             "us_per_call": us, "runs": runs,
             "python_us_numpy": us["attn.sdpa_numpy"] - us["attn_c_call"],
+            "python_us_fwd_bwd": (us["attn.torch_fwd_bwd"] - us["attn_c_call"] -
+                                  us["attn_c_call_bwd"]),
             "ratio_fwd_attn_over_torch": _ratio(us["attn.torch_fwd"], us["torch_fwd"]),
             "ratio_fwd_bwd_attn_over_torch": _ratio(us["attn.torch_fwd_bwd"],
                                                     us["torch_fwd_bwd"])}
@@ -472,8 +496,10 @@ def report(r: Dict[str, Any]) -> str:
         lines.append(f"\nCall overhead at L=S={x['shape']['L']} (B=1, H=1, D=64), µs per call:")
         for k, v in x["us_per_call"].items():
             lines.append(f"  {k:22s} {v:9.1f}")
-        lines.append(f"  Python share of attn.sdpa(numpy): {x['python_us_numpy']:.1f} µs; "
-                     f"attn/torch forward {x['ratio_fwd_attn_over_torch']:.2f}x, "
+        lines.append(f"  Python share of attn.sdpa(numpy): {x['python_us_numpy']:.1f} µs; of "
+                     f"attn.torch forward+backward (autograd's included): "
+                     f"{x['python_us_fwd_bwd']:.1f} µs")
+        lines.append(f"  attn/torch forward {x['ratio_fwd_attn_over_torch']:.2f}x, "
                      f"forward+backward {x['ratio_fwd_bwd_attn_over_torch']:.2f}x")
     if "gpt" in s:
         x = s["gpt"]

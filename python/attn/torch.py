@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import _lib
+from . import _fast, _lib
 from ._arrays import as4d, merge_leading, pad_leading, raw
 from ._sdpa import Causal, Plan, Window, _causal_code, _random_seed, window_pair
 
@@ -222,6 +222,115 @@ class _SDPA(torch.autograd.Function):
 
 
 # --------------------------------------------------------------------------------------------
+# the fast path (issue 13): eager calls on plain float32 CPU tensors
+# --------------------------------------------------------------------------------------------
+# The same computation as _SDPA with less Python around it (see _fast.py): the structs are
+# packed into a buffer instead of built as ctypes objects, the Function takes five arguments
+# and returns out alone (the lse stays on ctx: it is not an output, so there is no cycle), the
+# backward packs the saved tensors again (so it reads them where they are now) and allocates
+# the gradients with empty_like.  Saved with save_for_backward as before: an in-place change
+# of q, k, v, the mask or out before the backward is still reported by autograd.
+
+
+class _FastSDPA(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask, state):
+        packed, keep, opt_addr, enable_gqa, args = state
+        out, lse, _ = _fast.t_forward(q, k, v, mask, enable_gqa, opt_addr, True, packed)
+        ctx.state = (keep, opt_addr, enable_gqa, args)
+        ctx.lse = lse
+        ctx.save_for_backward(q, k, v, mask, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, mask, out = ctx.saved_tensors
+        keep, opt_addr, enable_gqa, args = ctx.state
+        need = ctx.needs_input_grad
+        g = _fast.t_backward(dout, q, k, v, mask, out, ctx.lse, enable_gqa, opt_addr, need)
+        if g is None:  # dout of another kind: the general backward (from the same options)
+            dropout_p, causal, scale, softcap, seed = args
+            g = _backward(dout, q, k, v, mask, out, ctx.lse, dropout_p, causal, scale,
+                          enable_gqa, None, None, softcap, seed,
+                          (need[0], need[1], need[2], False))
+        return g[0], g[1], g[2], None, None
+
+
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+try:
+    _dispatch_depth = torch._C._len_torch_dispatch_stack
+    _wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+except AttributeError:
+    _dispatch_depth = _wrapped = None
+_grad_enabled = torch.is_grad_enabled
+_PACK_OK = _fast._pack is not None
+_FAST = (_PACK_OK and custom_op_registered and _is_compiling is not None and
+         _dispatch_depth is not None)
+if _FAST:
+    _fast.torch_init()
+
+
+def _fast_options(query, dropout_p, is_causal, scale, softcap, seed):
+    """A function making the _fast.Options of these arguments (the dropout seed drawn as the
+    general path draws it), or None where the general path must check or convert them."""
+    if is_causal is False or is_causal is None:
+        causal = _lib.CAUSAL_NONE
+    elif is_causal is True:
+        causal = _lib.CAUSAL_TOP_LEFT
+    elif is_causal.__class__ is str and is_causal in _fast._CAUSAL_CODES:
+        causal = _fast._CAUSAL_CODES[is_causal]
+    else:
+        return None
+    num = (float, int)
+    if (dropout_p.__class__ not in num or not 0.0 <= dropout_p < 1.0 or
+            softcap.__class__ not in num or (scale is not None and scale.__class__ not in num)
+            or (seed is not None and seed.__class__ is not int)):
+        return None
+
+    def make():
+        s = seed
+        if s is None:
+            s = _random_seed(query) if dropout_p > 0.0 else 0
+        return _fast.Options(causal, None if scale is None else float(scale),
+                             float(dropout_p), _signed64(s), float(softcap))
+    return make
+
+
+def _fast_sdpa(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa, softcap, seed):
+    """scaled_dot_product_attention without window, ALiBi or lse on plain float32 CPU tensors,
+    eagerly (as _plain_eager); None for the general path."""
+    plain = _fast.t_plain
+    if (not (plain(q) and plain(k) and plain(v)) or _dispatch_depth() or _wrapped(q) or
+            _wrapped(k) or _wrapped(v)):
+        return None
+    if mask is not None and (type(mask) is not torch.Tensor or _wrapped(mask)):
+        return None
+    grad = _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or
+                                (mask is not None and mask.requires_grad))
+    if grad and mask is not None and mask.requires_grad:
+        return None  # the mask's gradient: the general path
+    opt = _fast.simple_options(dropout_p, is_causal, scale, None, None, softcap)
+    if opt is False:
+        opt = _fast_options(q, dropout_p, is_causal, scale, softcap, seed)
+        if opt is None:
+            return None
+    if not grad:
+        r = _fast.t_forward(q, k, v, mask, enable_gqa, opt, False)
+        return None if r is None else r[0]
+    buf = bytearray(_lib.SCRATCH_BYTES)  # this call's own: the Function's forward reads it
+    r = _fast.t_inputs(buf, q, k, v, mask, enable_gqa)
+    if r is None:
+        return None
+    keep, opt_addr = _fast.opt_address(opt)  # the call is certain from here (a seed drawn)
+    if keep is not None:
+        args = keep.args
+    else:
+        args = (0.0, _lib.CAUSAL_NONE if opt_addr is None else _lib.CAUSAL_TOP_LEFT, None,
+                0.0, 0)
+    return _FastSDPA.apply(q, k, v, mask, ((buf, r), keep, opt_addr, enable_gqa, args))
+
+
+# --------------------------------------------------------------------------------------------
 # the public function
 # --------------------------------------------------------------------------------------------
 
@@ -287,6 +396,12 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     With torch >= 2.4 this calls the custom op ``torch.ops.attn.sdpa`` (traceable by
     torch.compile; its backward is ``torch.ops.attn.sdpa_backward``).  CPU tensors only:
     CUDA and meta tensors raise ValueError naming the argument."""
+    if (_FAST and _fast.ENABLED and not _is_compiling() and not return_lse and
+            window is None and alibi_slopes is None and not use_custom_op_in_eager):
+        r = _fast_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                       softcap, seed)
+        if r is not None:
+            return r
     _check_tensor(query, "query")
     _check_tensor(key, "key")
     _check_tensor(value, "value")
@@ -338,10 +453,13 @@ def _function_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
     return out
 
 
+def _cpu_dense(t) -> bool:
+    return (isinstance(t, torch.Tensor) and t.is_cpu and t.layout is torch.strided and
+            not getattr(t, "is_nested", False))
+
+
 def _routable(query, key, value, attn_mask, is_causal) -> bool:
-    ts = (query, key, value)
-    if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.layout == torch.strided
-               and not getattr(t, "is_nested", False) for t in ts):
+    if not (_cpu_dense(query) and _cpu_dense(key) and _cpu_dense(value)):
         return False
     dt = query.dtype
     if dt not in (torch.float32, torch.bfloat16) or key.dtype != dt or value.dtype != dt:
