@@ -174,6 +174,21 @@ static int live(const fl *f, int64_t qt, int64_t kt) {
     return kt >= k0 && kt < k1;
 }
 
+/* The columns of the key tile at j0 (kn keys) that rows up to i (of the causal mask and the
+ * window) may see, rounded up to 16: every row's visible keys of the tile lie below it, as the
+ * last visible key grows with the row.  0 when row i (so every earlier row) sees none of
+ * them.  Only the first columns are computed: the ones past them are exact zeros of the
+ * weights, which add nothing to a sum (an accumulation from +0 never gives -0), so trimming
+ * them never changes a bit. */
+static int64_t vis_cols(const fl *f, int64_t i, int64_t j0, int64_t kn) {
+    const attn__sdpa_args *a = f->a;
+    int64_t lo, hi;
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S, i, &lo,
+                     &hi);
+    int64_t n = hi - j0 + 1 < kn ? hi - j0 + 1 : kn;
+    return n <= 0 ? 0 : rup16(n);
+}
+
 /* Dropout multipliers of keys j0 .. j0+n-1 of row (b, h, i): 0 or 1/(1-p), the stream of
  * attn_dropout_keep (one Philox block gives four consecutive elements). */
 static void keep_row(const fl *f, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n,
@@ -232,31 +247,33 @@ static float add_masks(const fl *f, int64_t b, int64_t h, int64_t i, int64_t j0,
 /* ALiBi on the block S [BM][w] of rows [i0, i0+qn) of head h, keys from j0: s -= slope
  * |i + S - L - j| (-inf stays); mx[r] = the new row maximum. */
 static void block_alibi(const fl *f, int64_t h, int64_t i0, int64_t qn, int64_t j0, int64_t w,
-                        float *S, float *mx) {
+                        int64_t n, float *S, float *mx) {
     const attn__sdpa_args *a = f->a;
     float slope = a->alibi[h];
     int64_t d0 = i0 + a->S - a->L - j0; /* row r's distance to key j0 + j is |d0 + r - j| */
     if (d0 > -(1 << 23) + w && d0 < (1 << 23) - BM) {
-        f->kr->alibi(S, w, qn, w, slope, (float)d0, mx); /* float distances are exact */
+        f->kr->alibi(S, w, qn, n, slope, (float)d0, mx); /* float distances are exact */
         return;
     }
     for (int64_t r = 0; r < qn; r++) { /* beyond 2^23 keys: integer distances */
         float *s = S + r * w;
-        for (int64_t j = 0; j < w; j++) {
+        for (int64_t j = 0; j < n; j++) {
             int64_t d = d0 + r - j;
             s[j] -= slope * (float)(d < 0 ? -d : d);
         }
-        mx[r] = row_max(s, w);
+        mx[r] = row_max(s, n);
     }
 }
 
 /* Scales, caps and masks the raw dot products of rows [i0, i0+qn) of head (b, h) against the
- * key tile at j0 with kn keys (S [BM][w], w a multiple of 16 >= kn): invisible keys become -inf; mx[r] = the row
- * maximum; dt [BM][w] (may be NULL; only read under a soft cap) receives the cap's
- * derivative 1 - tanh^2 for the backward. */
+ * key tile at j0 with kn keys (S [BM][w], row stride w): the first n columns (a multiple of
+ * 16, n <= w, and n >= every row's last visible key - j0 + 1: the columns past n are neither
+ * computed nor read) are processed; invisible keys become -inf; mx[r] = the row maximum;
+ * dt [BM][w] (may be NULL; only read under a soft cap) receives the cap's derivative
+ * 1 - tanh^2 for the backward. */
 static void block_scores_dt(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t qn,
-                            int64_t j0, int64_t kn, int64_t w, float *S, int64_t *nvalid,
-                            float *mx, float *dt) {
+                            int64_t j0, int64_t kn, int64_t w, int64_t n, float *S,
+                            int64_t *nvalid, float *mx, float *dt) {
     const attn__sdpa_args *a = f->a;
     for (int64_t r = 0; r < qn; r++) { /* keys [lo, nv) of the tile are visible */
         int64_t lo, hi;
@@ -265,8 +282,8 @@ static void block_scores_dt(const fl *f, int64_t b, int64_t h, int64_t i0, int64
         int64_t nv = hi - j0 + 1 < kn ? hi - j0 + 1 : kn;
         nvalid[r] = nv < 0 || lo - j0 >= nv ? 0 : nv;
     }
-    f->kr->smax(S, w, qn, w, nvalid, a->scale, mx);
-    if (a->softcap > 0) f->kr->softcap(S, w, qn, w, a->softcap, dt, mx);
+    f->kr->smax(S, w, qn, n, nvalid, a->scale, mx);
+    if (a->softcap > 0) f->kr->softcap(S, w, qn, n, a->softcap, dt, mx);
     if (a->window) /* the window's left edge; the right one is in nvalid */
         for (int64_t r = 0; r < qn; r++) {
             int64_t lo, hi;
@@ -276,16 +293,12 @@ static void block_scores_dt(const fl *f, int64_t b, int64_t h, int64_t i0, int64
             for (int64_t j = 0; j < lo - j0; j++) S[r * w + j] = -INFINITY;
             mx[r] = row_max(S + r * w, nvalid[r]);
         }
-    if (a->alibi) block_alibi(f, h, i0, qn, j0, w, S, mx);
+    if (a->alibi) block_alibi(f, h, i0, qn, j0, w, n, S, mx);
     if (f->masked)
         for (int64_t r = 0; r < qn; r++)
             if (nvalid[r] > 0) mx[r] = add_masks(f, b, h, i0 + r, j0, nvalid[r], S + r * w);
 }
 
-static void block_scores(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t qn, int64_t j0,
-                         int64_t kn, float *S, int64_t *nvalid, float *mx) {
-    block_scores_dt(f, b, h, i0, qn, j0, kn, BN, S, nvalid, mx, NULL);
-}
 
 /* ---- packing ------------------------------------------------------------------------------ */
 /* One key tile (b, hk, kt): K^T [Dp][BN] and V [BN][Dvp] (forward), or K^T, K [BN][Dp] and
@@ -395,6 +408,8 @@ static void pack_rows_bf16(const attn__bf16 *x, const int64_t *xs, int64_t b, in
 }
 
 /* ---- forward ---------------------------------------------------------------------------- */
+#define SR 24 /* rows of a strip of a diagonal tile (a multiple of the 6, 8, 12-row blocks) */
+
 static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     const attn__sdpa_args *a = f->a;
     const attn__flash_kernels *kr = f->kr;
@@ -415,46 +430,68 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     for (int64_t kt = kt0; kt < kt1; kt++) {
         int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
         int64_t tile = (b * a->Hkv + hk) * f->nkt + kt;
-        if (dot)
-            f->kb->mm(qn, BN, (a->D + 1) / 2, Q16, Dp, f->Kt16 + tile * Dp * BN, BN, Sb, BN, 0,
-                      NULL);
-        else
-            kr->mm(qn, BN, a->D, Q, Dp, 1, f->Kt + tile * Dp * BN, BN, Sb, BN, 0, NULL);
-        block_scores(f, b, h, i0, qn, j0, kn, Sb, nvalid, mx);
-        int any = 0;
-        for (int64_t r = 0; r < qn; r++) {
-            mn[r] = mx[r] > m[r] ? mx[r] : m[r];
-            any |= mn[r] != -INFINITY;
-            /* alpha = exp(m - mn): 0 when m = -inf < mn; 1 while the row has seen nothing */
-            mx[r] = mn[r] == -INFINITY ? 0.0f : m[r] - mn[r];
-        }
-        if (!any) continue;
-        kr->vexp(mx, alpha, BM);
-        kr->expsum(Sb, BN, qn, BN, mn, sum);
-        for (int64_t r = 0; r < qn; r++) {
-            l[r] = l[r] * alpha[r] + sum[r];
-            m[r] = mn[r];
-        }
-        if (f->dropout)
-            for (int64_t r = 0; r < qn; r++) {
-                float *s = Sb + r * BN;
-                keep_row(f, b, h, i0 + r, j0, kn, keep);
-                for (int64_t j = 0; j < kn; j++) s[j] *= keep[j];
+        /* Runs of strips of SR rows with the same visible columns (vis_cols): a tile on the
+         * causal diagonal is computed as a staircase, the strips that see none of its keys
+         * skipped (their rows keep m, l and O as they are); elsewhere one run of all rows. */
+        for (int64_t ra = 0, rb; ra < qn; ra = rb) {
+            rb = ra + SR < qn ? ra + SR : qn;
+            int64_t nc = vis_cols(f, i0 + rb - 1, j0, kn);
+            while (rb < qn) { /* extend the run while the next strip has the same columns */
+                int64_t rn = rb + SR < qn ? rb + SR : qn;
+                if (vis_cols(f, i0 + rn - 1, j0, kn) != nc) break;
+                rb = rn;
             }
-        if (dot) { /* P to bf16 (keys past kn are 0 in both P and the packed V) */
-            f->kb->cvt(Sb, BN, qn, BN, P16, BN);
-            f->kb->mm(qn, Dvp, (kn + 1) / 2, P16, BN, f->Vp16 + tile * BN * Dvp, Dvp, O, Dvp, 1,
-                      alpha);
-        } else {
-            if (f->kb) f->kb->round(Sb, BN, qn, BN); /* widened bf16: P to bf16 values */
-            kr->mm(qn, Dvp, kn, Sb, BN, 1, f->Vp + tile * BN * Dvp, Dvp, O, Dvp, 1, alpha);
+            if (nc == 0) continue;
+            if (dot) nc = nc + 31 < BN ? (nc + 31) & ~(int64_t)31 : BN; /* cvt: whole 32s */
+            int64_t rows = rb - ra, kc = kn < nc ? kn : nc, a16 = ra & ~(int64_t)15;
+            float *Sr = Sb + ra * BN;
+            if (dot)
+                f->kb->mm(rows, nc, (a->D + 1) / 2, Q16 + ra * Dp, Dp, f->Kt16 + tile * Dp * BN,
+                          BN, Sr, BN, 0, NULL);
+            else
+                kr->mm(rows, nc, a->D, Q + ra * Dp, Dp, 1, f->Kt + tile * Dp * BN, BN, Sr, BN, 0,
+                       NULL);
+            block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, Sr, nvalid, mx + ra, NULL);
+            int any = 0;
+            for (int64_t r = ra; r < rb; r++) {
+                mn[r] = mx[r] > m[r] ? mx[r] : m[r];
+                any |= mn[r] != -INFINITY;
+                /* alpha = exp(m - mn): 0 when m = -inf < mn; 1 while the row has seen nothing */
+                mx[r] = mn[r] == -INFINITY ? 0.0f : m[r] - mn[r];
+            }
+            if (!any) continue;
+            kr->vexp(mx + a16, alpha + a16, rup16(rb) - a16); /* BM is a multiple of 16 */
+            kr->expsum(Sr, BN, rows, nc, mn + ra, sum + ra);
+            for (int64_t r = ra; r < rb; r++) {
+                l[r] = l[r] * alpha[r] + sum[r];
+                m[r] = mn[r];
+            }
+            if (f->dropout)
+                for (int64_t r = ra; r < rb; r++) {
+                    float *s = Sb + r * BN;
+                    keep_row(f, b, h, i0 + r, j0, kc, keep);
+                    for (int64_t j = 0; j < kc; j++) s[j] *= keep[j];
+                }
+            if (dot) { /* P to bf16 (keys past kn are 0 in both P and the packed V) */
+                f->kb->cvt(Sr, BN, rows, nc, P16 + ra * BN, BN);
+                f->kb->mm(rows, Dvp, (kc + 1) / 2, P16 + ra * BN, BN, f->Vp16 + tile * BN * Dvp,
+                          Dvp, O + ra * Dvp, Dvp, 1, alpha + ra);
+            } else {
+                if (f->kb) f->kb->round(Sr, BN, rows, nc); /* widened bf16: P to bf16 values */
+                kr->mm(rows, Dvp, kc, Sr, BN, 1, f->Vp + tile * BN * Dvp, Dvp, O + ra * Dvp, Dvp,
+                       1, alpha + ra);
+            }
         }
     }
     for (int64_t r = 0; r < qn; r++) {
         int64_t i = i0 + r;
         float *o = a->o + b * a->os[0] + h * a->os[1] + i * a->os[2];
         float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        for (int64_t e = 0; e < a->Dv; e++) o[e * a->os[3]] = O[r * Dvp + e] * inv;
+        const float *Or = O + r * Dvp;
+        if (a->os[3] == 1)
+            for (int64_t e = 0; e < a->Dv; e++) o[e] = Or[e] * inv;
+        else
+            for (int64_t e = 0; e < a->Dv; e++) o[e * a->os[3]] = Or[e] * inv;
         if (a->lse)
             a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]] =
                 l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
@@ -527,17 +564,20 @@ static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
                 }
                 prefetch_rows(a->q + nb_ * a->qs[0] + nh * a->qs[1], a->qs[2], q0, q1, a->D);
             }
-            kr->mm(qn, Sp, a->D, a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2], a->qs[2],
+            /* under a causal mask, only the keys the block's last row sees (vis_cols) */
+            int64_t nc = vis_cols(f, i0 + qn - 1, 0, S), kc = nc < S ? nc : S;
+            if (nc == 0) nc = 16; /* no visible key: one vector of -inf per row */
+            kr->mm(qn, nc, a->D, a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2], a->qs[2],
                    a->qs[3], Kt, Sp, Sb, Sp, 0, NULL);
-            block_scores_dt(f, b, h, i0, qn, 0, S, Sp, Sb, nvalid, mx, NULL);
-            kr->expsum(Sb, Sp, qn, Sp, mx, sum);
+            block_scores_dt(f, b, h, i0, qn, 0, S, Sp, nc, Sb, nvalid, mx, NULL);
+            kr->expsum(Sb, Sp, qn, nc, mx, sum);
             if (f->dropout)
                 for (int64_t r = 0; r < qn; r++) {
                     float *s = Sb + r * Sp;
-                    keep_row(f, b, h, i0 + r, 0, S, keep);
-                    for (int64_t j = 0; j < S; j++) s[j] *= keep[j];
+                    keep_row(f, b, h, i0 + r, 0, kc, keep);
+                    for (int64_t j = 0; j < kc; j++) s[j] *= keep[j];
                 }
-            kr->mm(qn, Dvp, S, Sb, Sp, 1, V, ldv, O, Dvp, 0, NULL);
+            kr->mm(qn, Dvp, kc, Sb, Sp, 1, V, ldv, O, Dvp, 0, NULL);
             for (int64_t r = 0; r < qn; r++) {
                 int64_t i = i0 + r;
                 float *o = a->o + b * a->os[0] + h * a->os[1] + i * a->os[2];
@@ -666,7 +706,7 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     int64_t *nvalid = (int64_t *)(mx + BM);
     float *dt = (float *)(nvalid + BM);
     kr->mm(qn, BN, a->D, Q, Dp, 1, f->Kt + tile * Dp * BN, BN, P, BN, 0, NULL);
-    block_scores_dt(f, b, h, i0, qn, j0, kn, BN, P, nvalid, mx, dt);
+    block_scores_dt(f, b, h, i0, qn, j0, kn, BN, BN, P, nvalid, mx, dt);
     int any = 0;
     for (int64_t r = 0; r < qn; r++) {
         any |= mx[r] != -INFINITY && lse[r] != -INFINITY;
@@ -739,7 +779,9 @@ static void pack_q_task(void *arg, int64_t begin, int64_t end, int tid) {
 static void store_rows(const float *src, int64_t w, int64_t n, int64_t d, float *dst,
                        int64_t rs, int64_t cs) {
     for (int64_t r = 0; r < n; r++)
-        for (int64_t e = 0; e < d; e++) dst[r * rs + e * cs] = src[r * w + e];
+        if (cs == 1) memcpy(dst + r * rs, src + r * w, sizeof(float) * (size_t)d);
+        else
+            for (int64_t e = 0; e < d; e++) dst[r * rs + e * cs] = src[r * w + e];
 }
 
 /* dK, dV of key tile kt of (b, hk): heads of the group, then query tiles, in order; with dQ
