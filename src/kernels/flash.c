@@ -705,22 +705,55 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     float *mx = keep + BM * BN;
     int64_t *nvalid = (int64_t *)(mx + BM);
     float *dt = (float *)(nvalid + BM);
-    kr->mm(qn, BN, a->D, Q, Dp, 1, f->Kt + tile * Dp * BN, BN, P, BN, 0, NULL);
-    block_scores_dt(f, b, h, i0, qn, j0, kn, BN, BN, P, nvalid, mx, dt);
-    int any = 0;
-    for (int64_t r = 0; r < qn; r++) {
-        any |= mx[r] != -INFINITY && lse[r] != -INFINITY;
-        if (f->dropout) {
-            float *kp = keep + r * BN;
-            memset(kp, 0, sizeof(float) * BN);
-            keep_row(f, b, h, i0 + r, j0, kn, kp);
+    /* Runs of strips of SR rows with the same visible columns nc (vis_cols, as in the
+     * forward): P, dP and dS are computed on rows [ra, rb) x columns [0, nc) and zero beyond,
+     * up to BN; the rows before the first run see none of the tile's keys and take no part.
+     * A tile off the causal diagonal is one run of all rows and BN columns. */
+    int64_t run_a[BM / SR + 1], run_b[BM / SR + 1], run_n[BM / SR + 1], nrun = 0;
+    for (int64_t ra = 0, rb; ra < qn; ra = rb) {
+        rb = ra + SR < qn ? ra + SR : qn;
+        int64_t nc = vis_cols(f, i0 + rb - 1, j0, kn);
+        while (rb < qn) {
+            int64_t rn = rb + SR < qn ? rb + SR : qn;
+            if (vis_cols(f, i0 + rn - 1, j0, kn) != nc) break;
+            rb = rn;
         }
+        if (nc == 0) continue;
+        run_a[nrun] = ra, run_b[nrun] = rb, run_n[nrun++] = nc;
     }
-    kr->expsum(P, BN, qn, BN, lse, NULL); /* P = exp(S - lse); rows with lse = -inf give 0 */
+    if (nrun == 0) return;
+    int64_t r0 = run_a[0]; /* the first row that sees a key of the tile */
+    int any = 0;
+    for (int64_t u = 0; u < nrun; u++) {
+        int64_t ra = run_a[u], rows = run_b[u] - ra, nc = run_n[u];
+        kr->mm(rows, nc, a->D, Q + ra * Dp, Dp, 1, f->Kt + tile * Dp * BN, BN, P + ra * BN, BN,
+               0, NULL);
+        block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, P + ra * BN, nvalid, mx + ra,
+                        dt + ra * BN);
+        for (int64_t r = ra; r < ra + rows; r++) {
+            any |= mx[r] != -INFINITY && lse[r] != -INFINITY;
+            if (f->dropout) {
+                float *kp = keep + r * BN;
+                memset(kp, 0, sizeof(float) * BN);
+                keep_row(f, b, h, i0 + r, j0, kn < nc ? kn : nc, kp);
+            }
+        }
+        /* P = exp(S - lse); rows with lse = -inf give 0 */
+        kr->expsum(P + ra * BN, BN, rows, nc, lse + ra, NULL);
+    }
     if (!any) return; /* every weight of the block is 0: nothing flows */
-    kr->mm(qn, BN, a->Dv, dO, Dvp, 1, f->Vt + tile * Dvp * BN, BN, dP, BN, 0, NULL);
+    for (int64_t u = 0; u < nrun; u++) {
+        int64_t ra = run_a[u], rows = run_b[u] - ra, nc = run_n[u];
+        kr->mm(rows, nc, a->Dv, dO + ra * Dvp, Dvp, 1, f->Vt + tile * Dvp * BN, BN, dP + ra * BN,
+               BN, 0, NULL);
+        if (nc < BN) /* the columns no row of the run sees: zero weights */
+            for (int64_t r = ra; r < ra + rows; r++) {
+                memset(P + r * BN + nc, 0, sizeof(float) * (size_t)(BN - nc));
+                memset(dP + r * BN + nc, 0, sizeof(float) * (size_t)(BN - nc));
+            }
+    }
     if (delta_acc) {
-        for (int64_t r = 0; r < qn; r++) {
+        for (int64_t r = r0; r < qn; r++) {
             float acc = 0.0f;
             for (int64_t j = 0; j < kn; j++)
                 acc += P[r * BN + j] * dP[r * BN + j] * (f->dropout ? keep[r * BN + j] : 1.0f);
@@ -728,22 +761,50 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
         }
         return;
     }
+    /* dK and dV by groups of SR keys: key j gets weights from the rows that see it, from the
+     * first such row on (the earlier rows give exact zeros: a sum from +0 over them stays +0);
+     * groups with the same first row in one product. */
+    int64_t grp_a[BN / SR + 2], grp_b[BN / SR + 2], grp_r[BN / SR + 2], ngrp = 0;
+    for (int64_t ja = 0, jb, r = r0; ja < kn; ja = jb) {
+        jb = ja + SR < kn ? ja + SR : kn;
+        while (r < qn && vis_cols(f, i0 + r, j0, kn) <= ja) r++; /* rows before r see < ja */
+        if (r == qn) break;
+        if (ngrp > 0 && grp_r[ngrp - 1] == r) grp_b[ngrp - 1] = jb;
+        else grp_a[ngrp] = ja, grp_b[ngrp] = jb, grp_r[ngrp++] = r;
+    }
     if (dV) {
         const float *Wp = P;
         if (f->dropout) {
-            for (int64_t r = 0; r < qn; r++)
+            for (int64_t r = r0; r < qn; r++)
                 for (int64_t j = 0; j < BN; j++) W[r * BN + j] = P[r * BN + j] * keep[r * BN + j];
             Wp = W;
         }
-        kr->mm(kn, Dvp, qn, Wp, 1, BN, dO, Dvp, dV, Dvp, 1, NULL);
+        for (int64_t u = 0; u < ngrp; u++) {
+            int64_t ja = grp_a[u], r = grp_r[u];
+            kr->mm(grp_b[u] - ja, Dvp, qn - r, Wp + r * BN + ja, 1, BN, dO + r * Dvp, Dvp,
+                   dV + ja * Dvp, Dvp, 1, NULL);
+        }
     }
-    for (int64_t r = 0; r < qn; r++)
-        kr->ds(P + r * BN, dP + r * BN, f->dropout ? keep + r * BN : NULL, delta[r], a->scale,
-               BN);
+    for (int64_t u = 0; u < nrun; u++)
+        for (int64_t r = run_a[u]; r < run_b[u]; r++)
+            kr->ds(P + r * BN, dP + r * BN, f->dropout ? keep + r * BN : NULL, delta[r], a->scale,
+                   run_n[u]);
     if (a->softcap > 0) /* through the cap: dS (1 - tanh^2) */
-        for (int64_t x = 0; x < qn * BN; x++) dP[x] *= dt[x];
-    if (dK) kr->mm(kn, Dp, qn, dP, 1, BN, Q, Dp, dK, Dp, 1, NULL);
-    if (dQ) kr->mm(qn, Dp, kn, dP, BN, 1, f->Kp + tile * BN * Dp, Dp, dQ, Dp, 1, NULL);
+        for (int64_t u = 0; u < nrun; u++)
+            for (int64_t r = run_a[u]; r < run_b[u]; r++)
+                for (int64_t j = 0; j < run_n[u]; j++) dP[r * BN + j] *= dt[r * BN + j];
+    if (dK)
+        for (int64_t u = 0; u < ngrp; u++) {
+            int64_t ja = grp_a[u], r = grp_r[u];
+            kr->mm(grp_b[u] - ja, Dp, qn - r, dP + r * BN + ja, 1, BN, Q + r * Dp, Dp,
+                   dK + ja * Dp, Dp, 1, NULL);
+        }
+    if (dQ)
+        for (int64_t u = 0; u < nrun; u++) {
+            int64_t ra = run_a[u], nc = run_n[u], kc = kn < nc ? kn : nc;
+            kr->mm(run_b[u] - ra, Dp, kc, dP + ra * BN, BN, 1, f->Kp + tile * BN * Dp, Dp,
+                   dQ + ra * Dp, Dp, 1, NULL);
+        }
 }
 
 /* Packs Q and dO tiles of (b, h, qt) and computes delta = dO . O when O is given. */
