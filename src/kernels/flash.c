@@ -138,6 +138,10 @@ typedef struct fl {
      * whether V is read in place */
     int64_t sp, srows, snch;
     int vin;
+    /* fp32 operands read in place instead of packed (unit-stride rows, D and Dv multiples of
+     * 16: the same values, so the same bits): Q and V in the forward (qin, vin), Q, K and dO
+     * in the backward (qin, kin, din) */
+    int qin, kin, din;
     /* bf16 storage (attn__flash_fwd_bf16): kb != NULL; q16, k16, v16 are the inputs.  widen:
      * packed to fp32 (Kt, Vp, Q) for the fp32 products; else Kt16 holds the K^T tiles
      * [Dp/2][BN][2] and Vp16 the V tiles [BN/2][Dvp][2] (pair-interleaved) */
@@ -340,9 +344,11 @@ static void pack_kv_task(void *arg, int64_t begin, int64_t end, int tid) {
         float *kt_ = f->Kt + t * f->Dp * BN;
         tr_tile(f->kr, kb, a->ks[2], a->ks[3], kn, a->D, kt_, BN);
         if (!bwd) {
-            copy_rows(vb, a->vs[2], a->vs[3], kn, a->Dv, BN, f->Dvp, f->Vp + t * BN * f->Dvp);
+            if (!f->vin)
+                copy_rows(vb, a->vs[2], a->vs[3], kn, a->Dv, BN, f->Dvp, f->Vp + t * BN * f->Dvp);
         } else {
-            copy_rows(kb, a->ks[2], a->ks[3], kn, a->D, BN, f->Dp, f->Kp + t * BN * f->Dp);
+            if (!f->kin)
+                copy_rows(kb, a->ks[2], a->ks[3], kn, a->D, BN, f->Dp, f->Kp + t * BN * f->Dp);
             tr_tile(f->kr, vb, a->vs[2], a->vs[3], kn, a->Dv, f->Vt + t * f->Dvp * BN, BN);
         }
     }
@@ -421,8 +427,12 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     /* bf16 storage: Q tile as bf16 in Q's place (dot) or widened into Q; P as bf16 apart */
     attn__bf16 *Q16 = (attn__bf16 *)Q, *P16 = (attn__bf16 *)(ws + f->p16_off);
     int dot = f->kb && !f->widen; /* bf16 products (else fp32 ones, bf16 data widened) */
+    const float *Qa = Q; /* the Q tile, row stride ldq */
+    int64_t ldq = Dp;
     if (f->kb) pack_rows_bf16(f->q16, a->qs, b, h, i0, qn, a->D, Dp, Q16, f->widen ? Q : NULL);
+    else if (f->qin) Qa = a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2], ldq = a->qs[2];
     else pack_rows(a->q, a->qs, b, h, i0, qn, a->D, Dp, Q);
+    const float *Vin = f->vin ? a->v + b * a->vs[0] + hk * a->vs[1] : NULL;
     memset(O, 0, sizeof(float) * (size_t)(BM * Dvp));
     for (int64_t r = 0; r < BM; r++) m[r] = -INFINITY, l[r] = 0.0f, mx[r] = 0.0f;
     int64_t kt0, kt1;
@@ -449,8 +459,8 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
                 f->kb->mm(rows, nc, (a->D + 1) / 2, Q16 + ra * Dp, Dp, f->Kt16 + tile * Dp * BN,
                           BN, Sr, BN, 0, NULL);
             else
-                kr->mm(rows, nc, a->D, Q + ra * Dp, Dp, 1, f->Kt + tile * Dp * BN, BN, Sr, BN, 0,
-                       NULL);
+                kr->mm(rows, nc, a->D, Qa + ra * ldq, ldq, 1, f->Kt + tile * Dp * BN, BN, Sr, BN,
+                       0, NULL);
             block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, Sr, nvalid, mx + ra, NULL);
             int any = 0;
             for (int64_t r = ra; r < rb; r++) {
@@ -478,8 +488,12 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
                           Dvp, O + ra * Dvp, Dvp, 1, alpha + ra);
             } else {
                 if (f->kb) f->kb->round(Sr, BN, rows, nc); /* widened bf16: P to bf16 values */
-                kr->mm(rows, Dvp, kc, Sr, BN, 1, f->Vp + tile * BN * Dvp, Dvp, O + ra * Dvp, Dvp,
-                       1, alpha + ra);
+                if (Vin)
+                    kr->mm(rows, Dvp, kc, Sr, BN, 1, Vin + j0 * a->vs[2], a->vs[2], O + ra * Dvp,
+                           Dvp, 1, alpha + ra);
+                else
+                    kr->mm(rows, Dvp, kc, Sr, BN, 1, f->Vp + tile * BN * Dvp, Dvp, O + ra * Dvp,
+                           Dvp, 1, alpha + ra);
             }
         }
     }
@@ -658,8 +672,12 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
         f.Kt16 = (attn__bf16 *)kt16, f.Vp16 = (attn__bf16 *)vp16;
         attn__parallel_for(ctx, nkv, pack_kv_bf16_task, &f);
     } else {
+        if (!f.kb) {
+            f.qin = a->qs[3] == 1 && a->D % 16 == 0;
+            f.vin = a->vs[3] == 1 && a->Dv % 16 == 0;
+        }
         ATTN_TRYG(attn__ws_f32(ctx, &f.Kt, nkv, f.Dp, BN, 1));
-        ATTN_TRYG(attn__ws_f32(ctx, &f.Vp, nkv, BN, f.Dvp, 1));
+        if (!f.vin) ATTN_TRYG(attn__ws_f32(ctx, &f.Vp, nkv, BN, f.Dvp, 1));
         attn__parallel_for(ctx, nkv, f.kb ? pack_kv_bf16_task : pack_kv_task, &f);
     }
     int width = attn__parallel_width(ctx, ntask);
@@ -698,8 +716,15 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     int64_t i0 = qt * BM, qn = a->L - i0 < BM ? a->L - i0 : BM;
     int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
     int64_t tile = (b * a->Hkv + hk) * f->nkt + kt;
-    const float *Q = f->Qp + (bh * f->nqt + qt) * BM * Dp;
-    const float *dO = f->dOp + (bh * f->nqt + qt) * BM * Dvp;
+    /* Q, dO tiles (row strides ldq, ldo) and K tile rows (ldk): packed or in place */
+    int64_t ldq = f->qin ? a->qs[2] : Dp, ldo = f->din ? f->g->dos[2] : Dvp;
+    int64_t ldk = f->kin ? a->ks[2] : Dp;
+    const float *Q = f->qin ? a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2]
+                            : f->Qp + (bh * f->nqt + qt) * BM * Dp;
+    const float *dO = f->din ? f->g->dout + b * f->g->dos[0] + h * f->g->dos[1] + i0 * ldo
+                             : f->dOp + (bh * f->nqt + qt) * BM * Dvp;
+    const float *Kr = f->kin ? a->k + b * a->ks[0] + hk * a->ks[1] + j0 * a->ks[2]
+                             : f->Kp + tile * BN * Dp;
     const float *lse = f->lse + bh * a->L + i0, *delta = f->delta + bh * a->L + i0;
     float *P = blk, *dP = P + BM * BN, *W = dP + BM * BN, *keep = W + BM * BN;
     float *mx = keep + BM * BN;
@@ -726,7 +751,7 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     int any = 0;
     for (int64_t u = 0; u < nrun; u++) {
         int64_t ra = run_a[u], rows = run_b[u] - ra, nc = run_n[u];
-        kr->mm(rows, nc, a->D, Q + ra * Dp, Dp, 1, f->Kt + tile * Dp * BN, BN, P + ra * BN, BN,
+        kr->mm(rows, nc, a->D, Q + ra * ldq, ldq, 1, f->Kt + tile * Dp * BN, BN, P + ra * BN, BN,
                0, NULL);
         block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, P + ra * BN, nvalid, mx + ra,
                         dt + ra * BN);
@@ -744,7 +769,7 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     if (!any) return; /* every weight of the block is 0: nothing flows */
     for (int64_t u = 0; u < nrun; u++) {
         int64_t ra = run_a[u], rows = run_b[u] - ra, nc = run_n[u];
-        kr->mm(rows, nc, a->Dv, dO + ra * Dvp, Dvp, 1, f->Vt + tile * Dvp * BN, BN, dP + ra * BN,
+        kr->mm(rows, nc, a->Dv, dO + ra * ldo, ldo, 1, f->Vt + tile * Dvp * BN, BN, dP + ra * BN,
                BN, 0, NULL);
         if (nc < BN) /* the columns no row of the run sees: zero weights */
             for (int64_t r = ra; r < ra + rows; r++) {
@@ -781,7 +806,7 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
         }
         for (int64_t u = 0; u < ngrp; u++) {
             int64_t ja = grp_a[u], r = grp_r[u];
-            kr->mm(grp_b[u] - ja, Dvp, qn - r, Wp + r * BN + ja, 1, BN, dO + r * Dvp, Dvp,
+            kr->mm(grp_b[u] - ja, Dvp, qn - r, Wp + r * BN + ja, 1, BN, dO + r * ldo, ldo,
                    dV + ja * Dvp, Dvp, 1, NULL);
         }
     }
@@ -796,14 +821,14 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     if (dK)
         for (int64_t u = 0; u < ngrp; u++) {
             int64_t ja = grp_a[u], r = grp_r[u];
-            kr->mm(grp_b[u] - ja, Dp, qn - r, dP + r * BN + ja, 1, BN, Q + r * Dp, Dp,
+            kr->mm(grp_b[u] - ja, Dp, qn - r, dP + r * BN + ja, 1, BN, Q + r * ldq, ldq,
                    dK + ja * Dp, Dp, 1, NULL);
         }
     if (dQ)
         for (int64_t u = 0; u < nrun; u++) {
             int64_t ra = run_a[u], nc = run_n[u], kc = kn < nc ? kn : nc;
-            kr->mm(run_b[u] - ra, Dp, kc, dP + ra * BN, BN, 1, f->Kp + tile * BN * Dp, Dp,
-                   dQ + ra * Dp, Dp, 1, NULL);
+            kr->mm(run_b[u] - ra, Dp, kc, dP + ra * BN, BN, 1, Kr, ldk, dQ + ra * Dp, Dp, 1,
+                   NULL);
         }
 }
 
@@ -815,15 +840,18 @@ static void pack_q_task(void *arg, int64_t begin, int64_t end, int tid) {
     for (int64_t t = begin; t < end; t++) {
         int64_t bh = t / f->nqt, qt = t % f->nqt, b = bh / a->H, h = bh % a->H;
         int64_t i0 = qt * BM, qn = a->L - i0 < BM ? a->L - i0 : BM;
-        pack_rows(a->q, a->qs, b, h, i0, qn, a->D, f->Dp, f->Qp + t * BM * f->Dp);
-        pack_rows(g->dout, g->dos, b, h, i0, qn, a->Dv, f->Dvp, f->dOp + t * BM * f->Dvp);
+        if (!f->qin) pack_rows(a->q, a->qs, b, h, i0, qn, a->D, f->Dp, f->Qp + t * BM * f->Dp);
+        if (!f->din)
+            pack_rows(g->dout, g->dos, b, h, i0, qn, a->Dv, f->Dvp, f->dOp + t * BM * f->Dvp);
         float *dl = f->delta + bh * a->L + i0;
         if (a->o) {
-            const float *dO = f->dOp + t * BM * f->Dvp;
+            int64_t ldo = f->din ? g->dos[2] : f->Dvp;
+            const float *dO = f->din ? g->dout + b * g->dos[0] + h * g->dos[1] + i0 * ldo
+                                     : f->dOp + t * BM * f->Dvp;
             for (int64_t r = 0; r < qn; r++) {
                 const float *o = a->o + b * a->os[0] + h * a->os[1] + (i0 + r) * a->os[2];
                 float acc = 0.0f;
-                for (int64_t e = 0; e < a->Dv; e++) acc += dO[r * f->Dvp + e] * o[e * a->os[3]];
+                for (int64_t e = 0; e < a->Dv; e++) acc += dO[r * ldo + e] * o[e * a->os[3]];
                 dl[r] = acc;
             }
         } else {
@@ -931,11 +959,14 @@ attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn_
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     int64_t nkv = a->B * a->Hkv * f.nkt, nq = a->B * a->H * f.nqt;
+    f.qin = a->qs[3] == 1 && a->D % 16 == 0;
+    f.kin = a->ks[3] == 1 && a->D % 16 == 0;
+    f.din = g->dos[3] == 1 && a->Dv % 16 == 0;
     ATTN_TRYG(attn__ws_f32(ctx, &f.Kt, nkv, f.Dp, BN, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &f.Kp, nkv, BN, f.Dp, 1));
+    if (!f.kin) ATTN_TRYG(attn__ws_f32(ctx, &f.Kp, nkv, BN, f.Dp, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &f.Vt, nkv, f.Dvp, BN, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &f.Qp, nq, BM, f.Dp, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &f.dOp, nq, BM, f.Dvp, 1));
+    if (!f.qin) ATTN_TRYG(attn__ws_f32(ctx, &f.Qp, nq, BM, f.Dp, 1));
+    if (!f.din) ATTN_TRYG(attn__ws_f32(ctx, &f.dOp, nq, BM, f.Dvp, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &f.delta, a->B * a->H, a->L, 1, 1));
     attn__parallel_for(ctx, nkv, pack_kv_task, &f);
     {
