@@ -6,8 +6,10 @@
  * stream, lse, zero rows for fully masked queries), but the L x S score matrix is never
  * materialised: queries are processed in tiles of ATTN__FLASH_BM rows against key tiles of
  * ATTN__FLASH_BN keys with an online softmax (tiles outside the causal mask or the window are
- * skipped); only per-tile blocks live in the workspace.  Any strides are accepted (operands
- * are packed).
+ * skipped, and a tile on the causal diagonal is computed as a staircase of row strips on the
+ * columns they see: the same bits as the full tile); only per-tile blocks live in the
+ * workspace.  Any strides are accepted (operands are packed, or read in place when their rows
+ * are unit-stride and D, Dv are multiples of 16).
  *
  * Threads: the forward splits (batch, head, query tile), the heaviest causal tiles first; the
  * backward computes dK/dV per key tile (query tiles and heads visited in a fixed order) and dQ
