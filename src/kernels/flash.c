@@ -709,7 +709,7 @@ attn_status attn__flash_fwd_bf16(attn_ctx *ctx, const attn__sdpa_args *a, const 
  * sum_j P dP into delta_acc[r] (delta recomputation).  Otherwise updates dK, dV [BN][Dp|Dvp]
  * and dQ [BM][Dp] (each may be NULL). */
 static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt, int64_t kt,
-                      float *dK, float *dV, float *dQ, float *delta_acc) {
+                      float *dK, float *dV, float *dQ, const int64_t ldd[3], float *delta_acc) {
     const attn__sdpa_args *a = f->a;
     const attn__flash_kernels *kr = f->kr;
     int64_t Dp = f->Dp, Dvp = f->Dvp, hk = h / f->group, bh = b * a->H + h;
@@ -807,7 +807,7 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
         for (int64_t u = 0; u < ngrp; u++) {
             int64_t ja = grp_a[u], r = grp_r[u];
             kr->mm(grp_b[u] - ja, Dvp, qn - r, Wp + r * BN + ja, 1, BN, dO + r * ldo, ldo,
-                   dV + ja * Dvp, Dvp, 1, NULL);
+                   dV + ja * ldd[1], ldd[1], 1, NULL);
         }
     }
     for (int64_t u = 0; u < nrun; u++)
@@ -822,14 +822,31 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
         for (int64_t u = 0; u < ngrp; u++) {
             int64_t ja = grp_a[u], r = grp_r[u];
             kr->mm(grp_b[u] - ja, Dp, qn - r, dP + r * BN + ja, 1, BN, Q + r * ldq, ldq,
-                   dK + ja * Dp, Dp, 1, NULL);
+                   dK + ja * ldd[0], ldd[0], 1, NULL);
         }
     if (dQ)
         for (int64_t u = 0; u < nrun; u++) {
             int64_t ra = run_a[u], nc = run_n[u], kc = kn < nc ? kn : nc;
-            kr->mm(run_b[u] - ra, Dp, kc, dP + ra * BN, BN, 1, Kr, ldk, dQ + ra * Dp, Dp, 1,
-                   NULL);
+            kr->mm(run_b[u] - ra, Dp, kc, dP + ra * BN, BN, 1, Kr, ldk, dQ + ra * ldd[2], ldd[2],
+                   1, NULL);
         }
+}
+
+/* Gradients accumulated straight in the outputs (unit-stride rows, D or Dv a multiple of 16:
+ * the same sums, no copy), else in scratch tiles [rows][Dp|Dvp] stored at the end. */
+static int dk_direct(const fl *f) {
+    return f->g->dk && f->g->dks[3] == 1 && f->a->D == f->Dp;
+}
+static int dv_direct(const fl *f) {
+    return f->g->dv && f->g->dvs[3] == 1 && f->a->Dv == f->Dvp;
+}
+static int dq_direct(const fl *f) {
+    return f->g->dq && f->g->dqs[3] == 1 && f->a->D == f->Dp;
+}
+
+/* n rows of d floats, row stride rs, to zero */
+static void zero_rows(float *x, int64_t rs, int64_t n, int64_t d) {
+    for (int64_t r = 0; r < n; r++) memset(x + r * rs, 0, sizeof(float) * (size_t)d);
 }
 
 /* Packs Q and dO tiles of (b, h, qt) and computes delta = dO . O when O is given. */
@@ -860,7 +877,7 @@ static void pack_q_task(void *arg, int64_t begin, int64_t end, int tid) {
             key_tiles(f, qt, &kt0, &kt1);
             for (int64_t r = 0; r < qn; r++) dl[r] = 0.0f;
             for (int64_t kt = kt0; kt < kt1; kt++)
-                bwd_block(f, blk, b, h, qt, kt, NULL, NULL, NULL, dl);
+                bwd_block(f, blk, b, h, qt, kt, NULL, NULL, NULL, NULL, dl);
         }
     }
 }
@@ -874,25 +891,32 @@ static void store_rows(const float *src, int64_t w, int64_t n, int64_t d, float 
 }
 
 /* dK, dV of key tile kt of (b, hk): heads of the group, then query tiles, in order; with dQ
- * (one-pass scheme) also accumulates dQ [group][nqt*BM][Dp]. */
-static void dkdv_tile(const fl *f, float *ws, int64_t b, int64_t hk, int64_t kt, float *dQ) {
+ * (one-pass scheme) also accumulates dQ: head hh of the group's rows at dQ + hh * hsq, row
+ * stride ldq. */
+static void dkdv_tile(const fl *f, float *ws, int64_t b, int64_t hk, int64_t kt, float *dQ,
+                      int64_t hsq, int64_t ldq) {
     const attn__sdpa_args *a = f->a;
     const attn__sdpa_grads *g = f->g;
     float *blk = ws, *dK = blk + BLK_FLOATS, *dV = dK + BN * f->Dp;
     int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
-    memset(dK, 0, sizeof(float) * (size_t)(BN * f->Dp));
-    memset(dV, 0, sizeof(float) * (size_t)(BN * f->Dvp));
+    int kd = dk_direct(f), vd = dv_direct(f);
+    int64_t ldd[3] = {f->Dp, f->Dvp, ldq};
+    if (kd) dK = g->dk + b * g->dks[0] + hk * g->dks[1] + j0 * g->dks[2], ldd[0] = g->dks[2];
+    if (vd) dV = g->dv + b * g->dvs[0] + hk * g->dvs[1] + j0 * g->dvs[2], ldd[1] = g->dvs[2];
+    if (kd) zero_rows(dK, ldd[0], kn, a->D);
+    else memset(dK, 0, sizeof(float) * (size_t)(BN * f->Dp));
+    if (vd) zero_rows(dV, ldd[1], kn, a->Dv);
+    else memset(dV, 0, sizeof(float) * (size_t)(BN * f->Dvp));
     for (int64_t hh = 0; hh < f->group; hh++)
         for (int64_t qt = 0; qt < f->nqt; qt++) {
             if (!live(f, qt, kt)) continue;
             bwd_block(f, blk, b, hk * f->group + hh, qt, kt, g->dk ? dK : NULL,
-                      g->dv ? dV : NULL,
-                      dQ ? dQ + (hh * f->nqt + qt) * BM * f->Dp : NULL, NULL);
+                      g->dv ? dV : NULL, dQ ? dQ + hh * hsq + qt * BM * ldq : NULL, ldd, NULL);
         }
-    if (g->dk)
+    if (g->dk && !kd)
         store_rows(dK, f->Dp, kn, a->D, g->dk + b * g->dks[0] + hk * g->dks[1] + j0 * g->dks[2],
                    g->dks[2], g->dks[3]);
-    if (g->dv)
+    if (g->dv && !vd)
         store_rows(dV, f->Dvp, kn, a->Dv,
                    g->dv + b * g->dvs[0] + hk * g->dvs[1] + j0 * g->dvs[2], g->dvs[2],
                    g->dvs[3]);
@@ -904,7 +928,7 @@ static void dkdv_task(void *arg, int64_t begin, int64_t end, int tid) {
     float *ws = f->scratch + (int64_t)tid * f->per_thread;
     for (int64_t t = begin; t < end; t++) {
         int64_t bk = t / f->nkt, kt = t % f->nkt;
-        dkdv_tile(f, ws, bk / f->a->Hkv, bk % f->a->Hkv, kt, NULL);
+        dkdv_tile(f, ws, bk / f->a->Hkv, bk % f->a->Hkv, kt, NULL, 0, 0);
     }
 }
 
@@ -915,16 +939,19 @@ static void dq_task(void *arg, int64_t begin, int64_t end, int tid) {
     const attn__sdpa_grads *g = f->g;
     float *blk = f->scratch + (int64_t)tid * f->per_thread, *dQ = blk + BLK_FLOATS;
     int64_t BH = a->B * a->H;
+    int qd = dq_direct(f);
     for (int64_t t = begin; t < end; t++) {
         int64_t qt = f->nqt - 1 - t / BH, bh = t % BH, b = bh / a->H, h = bh % a->H;
         int64_t i0 = qt * BM, qn = a->L - i0 < BM ? a->L - i0 : BM;
         int64_t kt0, kt1;
         key_tiles(f, qt, &kt0, &kt1);
-        memset(dQ, 0, sizeof(float) * (size_t)(BM * f->Dp));
+        float *dq = g->dq + b * g->dqs[0] + h * g->dqs[1] + i0 * g->dqs[2], *acc = dQ;
+        int64_t ldd[3] = {0, 0, f->Dp};
+        if (qd) acc = dq, ldd[2] = g->dqs[2], zero_rows(dq, ldd[2], qn, a->D);
+        else memset(dQ, 0, sizeof(float) * (size_t)(BM * f->Dp));
         for (int64_t kt = kt0; kt < kt1; kt++)
-            bwd_block(f, blk, b, h, qt, kt, NULL, NULL, dQ, NULL);
-        store_rows(dQ, f->Dp, qn, a->D, g->dq + b * g->dqs[0] + h * g->dqs[1] + i0 * g->dqs[2],
-                   g->dqs[2], g->dqs[3]);
+            bwd_block(f, blk, b, h, qt, kt, NULL, NULL, acc, ldd, NULL);
+        if (!qd) store_rows(dQ, f->Dp, qn, a->D, dq, g->dqs[2], g->dqs[3]);
     }
 }
 
@@ -936,10 +963,20 @@ static void onepass_task(void *arg, int64_t begin, int64_t end, int tid) {
     float *ws = f->scratch + (int64_t)tid * f->per_thread;
     float *dQ = g->dq ? ws + BLK_FLOATS + BN * f->Dp + BN * f->Dvp : NULL;
     int64_t dqn = f->group * f->nqt * BM * f->Dp;
+    int qd = dq_direct(f);
     for (int64_t t = begin; t < end; t++) {
         int64_t b = t / a->Hkv, hk = t % a->Hkv;
+        if (qd) { /* the group's heads of dq, accumulated in place */
+            float *dq = g->dq + b * g->dqs[0] + hk * f->group * g->dqs[1];
+            for (int64_t hh = 0; hh < f->group; hh++)
+                zero_rows(dq + hh * g->dqs[1], g->dqs[2], a->L, a->D);
+            for (int64_t kt = 0; kt < f->nkt; kt++)
+                dkdv_tile(f, ws, b, hk, kt, dq, g->dqs[1], g->dqs[2]);
+            continue;
+        }
         if (dQ) memset(dQ, 0, sizeof(float) * (size_t)dqn);
-        for (int64_t kt = 0; kt < f->nkt; kt++) dkdv_tile(f, ws, b, hk, kt, dQ);
+        for (int64_t kt = 0; kt < f->nkt; kt++)
+            dkdv_tile(f, ws, b, hk, kt, dQ, f->nqt * BM * f->Dp, f->Dp);
         if (dQ)
             for (int64_t hh = 0; hh < f->group; hh++) {
                 int64_t h = hk * f->group + hh;
