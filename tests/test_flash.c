@@ -227,7 +227,8 @@ static void empty(attn_ctx *ctx) {
  * compute every tile in full: forward (out, lse) and backward (dq, dk, dv), for every kernel
  * set, 1 and 3 threads, top-left and bottom-right, the short-key forward (S <= 256), tiles
  * cut at odd places (L, S not multiples of the tile sizes), packed (D = 48, (B, L, H, D)
- * layout) and in-place operands, dropout. */
+ * layout) and in-place operands, dropout, key lengths on either side of the short-key
+ * forward's limits (flash.h). */
 static void staircase(attn_ctx *ctx[3]) {
     struct {
         int64_t B, H, L, S, D;
@@ -243,6 +244,10 @@ static void staircase(attn_ctx *ctx[3]) {
         {2, 2, 300, 457, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 0.15f, 0},
         {1, 2, 700, 650, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 0},
         {1, 2, 1000, 1000, 32, ATTN_CAUSAL_TOP_LEFT, 0.0f, 1},
+        /* the tiled forward (K^T past ATTN__FLASH_SHORT_KT, or S past ATTN__FLASH_SHORT_S2) */
+        {1, 2, 600, 600, 128, ATTN_CAUSAL_TOP_LEFT, 0.1f, 0},
+        {1, 2, 400, 700, 96, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 1},
+        {1, 1, 1100, 1100, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0},
     };
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0] && !tu_failures; ci++) {
         int64_t B = cs[ci].B, H = cs[ci].H, L = cs[ci].L, S = cs[ci].S, D = cs[ci].D;
@@ -344,6 +349,8 @@ int main(void) {
         {1, 2, 2, 256, 256, 64, 64, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 0, 0, 0},
         {1, 3, 3, 250, 250, 64, 64, ATTN_CAUSAL_TOP_LEFT, 0, 0.2f, 1, 0, 0},
         {1, 2, 2, 520, 520, 64, 64, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 0, 0, 0},
+        {1, 2, 2, 520, 520, 128, 128, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 0, 0, 0},
+        {1, 2, 1, 300, 1100, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0.1f, 0, 0, 0},
         {2, 3, 1, 400, 333, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 3, 0.2f, 0, 0, 0},
         {1, 2, 2, 300, 300, 80, 48, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 1, 0, 1},
         {1, 2, 1, 70, 1000, 64, 64, ATTN_CAUSAL_NONE, 0, 0.0f, 0, 0, 0},

@@ -5,8 +5,9 @@
  *   S = Q_t K_t^T (mm), per row: scale, causal/mask -> -inf, m' = max(m, max S), alpha =
  *   exp(m - m'), P = exp(S - m'), l = alpha l + sum P, P *= dropout multiplier,
  *   O = alpha O + P V_t (mm with a per-row scale).  At the end O /= l, lse = m + log l
- *   (l = 0: the row had no visible key: zeros and -inf).  With at most ATTN__FLASH_SHORT_S
- *   keys, one tile holds them all and the plain softmax replaces the online one (fwd_short_task).
+ *   (l = 0: the row had no visible key: zeros and -inf).  With few keys (flash.h,
+ *   ATTN__FLASH_SHORT_*), one tile holds them all and the plain softmax replaces the online
+ *   one (fwd_short_task).
  * Backward (FlashAttention-2), per (query tile, key tile) block, from the saved lse:
  *   P = exp(S - lse), W = P * keep, dP = (dO V^T) * keep, dS = scale P (dP - delta) with
  *   delta_i = dO_i . O_i;  dV += W^T dO,  dK += dS^T Q,  dQ += dS K.
@@ -524,8 +525,8 @@ static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
 }
 
 /* ---- short key ranges: all keys in one tile -----------------------------------------------
- * With S <= ATTN__FLASH_SHORT_S keys (fp32 data), a task takes (b, h, a range of query rows):
- * it transposes its head's K into its own scratch (K^T [Dp][Sp]), reads Q (and V when its rows
+ * With few keys (fp32 data; flash.h, ATTN__FLASH_SHORT_*), a task takes (b, h, a range of
+ * query rows): it transposes its head's K into its own scratch (K^T [Dp][Sp]), reads Q (and V when its rows
  * are unit-stride multiples of 16) in place, and per block of SBM rows computes S = Q K^T, the
  * scores, P = exp(S - row max), O = P V and O / sum P: one pass, no rescaling, no packing pass
  * over the whole batch, the head's K^T and V hot in the thread's cache.  Each row's arithmetic
@@ -661,7 +662,13 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
         f.kb = ctx->kern.flash_bf16, f.widen = ctx->kern.flash_bf16_widen;
         f.q16 = qkv16[0], f.k16 = qkv16[1], f.v16 = qkv16[2];
     }
-    if (!qkv16 && a->S >= 1 && a->S <= ATTN__FLASH_SHORT_S) return flash_fwd_short(ctx, &f);
+    /* one tile of all keys: up to 256 keys, or up to 1024 while K^T stays within 256 KB
+     * (D = 64: S <= 1024; D = 128: S <= 512): 5-11% faster than the tiled path at
+     * L = S = 384 .. 1024, D = 64 (no rescaling, no packing pass) */
+    if (!qkv16 && a->S >= 1 &&
+        (a->S <= ATTN__FLASH_SHORT_S ||
+         (a->S <= ATTN__FLASH_SHORT_S2 && f.Dp * rup16(a->S) <= ATTN__FLASH_SHORT_KT)))
+        return flash_fwd_short(ctx, &f);
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     int64_t nkv = a->B * a->Hkv * f.nkt, ntask = a->B * a->H * f.nqt;
