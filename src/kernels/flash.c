@@ -551,7 +551,8 @@ static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
           *mx = O + SBM * Dvp, *sum = mx + SBM, *keep = sum + SBM, *Vp = keep + Sp;
     int64_t packed = -1; /* the (b, kv head) whose K^T (and V) the scratch holds */
     for (int64_t t = begin; t < end; t++) {
-        int64_t bh = t / f->snch, ch = t % f->snch, b = bh / a->H, h = bh % a->H;
+        /* a head's row chunks from the last (under a causal mask the heaviest) to the first */
+        int64_t bh = t / f->snch, ch = f->snch - 1 - t % f->snch, b = bh / a->H, h = bh % a->H;
         int64_t hk = h / f->group;
         const float *kb = a->k + b * a->ks[0] + hk * a->ks[1];
         const float *vb = a->v + b * a->vs[0] + hk * a->vs[1];
@@ -564,7 +565,8 @@ static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
         const int64_t ldv = f->vin ? a->vs[2] : Dvp;
         int64_t r0 = ch * f->srows, r1 = r0 + f->srows < a->L ? r0 + f->srows : a->L;
         /* the next task's K, V and Q rows, a share per row block */
-        int64_t nb = (r1 - r0 + SBM - 1) / SBM, nbh = (t + 1) / f->snch, nch = (t + 1) % f->snch;
+        int64_t nb = (r1 - r0 + SBM - 1) / SBM, nbh = (t + 1) / f->snch,
+                nch = f->snch - 1 - (t + 1) % f->snch;
         int64_t nb_ = nbh / a->H, nh = nbh % a->H, nhk = nh / f->group;
         int64_t nr0 = nch * f->srows, nr1 = nr0 + f->srows < a->L ? nr0 + f->srows : a->L;
         int pf = t + 1 < end && a->ks[3] == 1 && a->vs[3] == 1 && a->qs[3] == 1;
