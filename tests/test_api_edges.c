@@ -672,8 +672,41 @@ static void test_overflow_more(attn_ctx *ctx) {
     free(dqs), free(dos);
 }
 
+/* The NaN/inf scan of large inputs runs in parallel, in pieces (core.c): the first bad
+ * element still decides the message (NaN or infinity), wherever the others are, and -inf is
+ * allowed where it should be (a saved lse), for 1, 2 and 3 threads. */
+static void test_finite_scan(void) {
+    enum { N = 40 * 32768 + 123 }; /* 41 pieces, the last one short */
+    float *x = calloc(N, sizeof(float));
+    const int64_t shp[1] = {N};
+    attn_tensor X = attn_tensor_make(x, ATTN_F32, 1, shp);
+    for (int th = 1; th <= 3; th++) {
+        attn_ctx *ctx = tu_ctx(th);
+        if (!ctx) break;
+        EXPECT(ctx, attn_softmax(ctx, &X, &X), ATTN_OK, NULL);
+        memset(x, 0, N * sizeof(float));
+        x[N - 1] = NAN; /* in the short last piece */
+        EXPECT(ctx, attn_softmax(ctx, &X, &X), ATTN_E_NONFINITE, "contains NaN");
+        x[5 * 32768 + 7] = INFINITY; /* an earlier piece: it decides */
+        x[9 * 32768] = NAN;
+        EXPECT(ctx, attn_softmax(ctx, &X, &X), ATTN_E_NONFINITE, "contains an infinity");
+        x[5 * 32768 + 3] = NAN; /* earlier in the same piece */
+        EXPECT(ctx, attn_softmax(ctx, &X, &X), ATTN_E_NONFINITE, "contains NaN");
+        /* softmax input allows -inf: only the NaN behind many -inf counts */
+        memset(x, 0, N * sizeof(float));
+        for (int i = 0; i < N; i += 3) x[i] = -INFINITY;
+        x[30 * 32768 + 1] = NAN;
+        EXPECT(ctx, attn_softmax(ctx, &X, &X), ATTN_E_NONFINITE, "contains NaN");
+        x[30 * 32768 + 1] = -INFINITY;
+        EXPECT(ctx, attn_softmax(ctx, &X, &X), ATTN_OK, NULL);
+        attn_ctx_free(ctx);
+    }
+    free(x);
+}
+
 int main(void) {
     test_flags();
+    test_finite_scan();
     attn_ctx *ctx = tu_ctx(1);
     if (!ctx) return 1;
     test_sdpa_overlap(ctx);

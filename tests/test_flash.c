@@ -220,6 +220,104 @@ static void empty(attn_ctx *ctx) {
         }
 }
 
+/* The causal staircase (flash.c: diagonal tiles computed in strips of rows on their visible
+ * columns only, the short-key forward on the keys its row block sees, dK/dV from each key's
+ * first row) leaves out exact zeros only.  So the causal kernels must give the same bits as
+ * the same kernels with no causal mode and the causal mask written as a BLOCK mask, which
+ * compute every tile in full: forward (out, lse) and backward (dq, dk, dv), for every kernel
+ * set, 1 and 3 threads, top-left and bottom-right, the short-key forward (S <= 256), tiles
+ * cut at odd places (L, S not multiples of the tile sizes), packed (D = 48, (B, L, H, D)
+ * layout) and in-place operands, dropout, key lengths on either side of the short-key
+ * forward's limits (flash.h). */
+static void staircase(attn_ctx *ctx[3]) {
+    struct {
+        int64_t B, H, L, S, D;
+        attn_causal causal;
+        float p;
+        int blhd;
+    } cs[] = {
+        {1, 2, 256, 256, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0},
+        {2, 3, 200, 200, 64, ATTN_CAUSAL_TOP_LEFT, 0.2f, 0},
+        {1, 2, 130, 250, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 0},
+        {1, 2, 520, 520, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0},
+        {1, 3, 333, 333, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 1},
+        {2, 2, 300, 457, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 0.15f, 0},
+        {1, 2, 700, 650, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 0},
+        {1, 2, 1000, 1000, 32, ATTN_CAUSAL_TOP_LEFT, 0.0f, 1},
+        /* the tiled forward (K^T past ATTN__FLASH_SHORT_KT, or S past ATTN__FLASH_SHORT_S2) */
+        {1, 2, 600, 600, 128, ATTN_CAUSAL_TOP_LEFT, 0.1f, 0},
+        {1, 2, 400, 700, 96, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 1},
+        {1, 1, 1100, 1100, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0},
+    };
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0] && !tu_failures; ci++) {
+        int64_t B = cs[ci].B, H = cs[ci].H, L = cs[ci].L, S = cs[ci].S, D = cs[ci].D;
+        size_t nq = (size_t)(B * H * L * D), nk = (size_t)(B * H * S * D), nl = (size_t)(B * H * L);
+        float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk), *dout = malloc(4 * nq);
+        tu_fill(q, nq, 77 + ci, -2, 2), tu_fill(k, nk, 78 + ci, -2, 2);
+        tu_fill(v, nk, 79 + ci, -1, 1), tu_fill(dout, nq, 80 + ci, -1, 1);
+        unsigned char *blk = malloc((size_t)(L * S));
+        for (int64_t i = 0; i < L; i++)
+            for (int64_t j = 0; j < S; j++) {
+                int64_t lo, hi;
+                attn__sdpa_range(cs[ci].causal, 0, 0, 0, L, S, i, &lo, &hi);
+                blk[i * S + j] = j < lo || j > hi;
+            }
+        attn__sdpa_args a;
+        memset(&a, 0, sizeof a);
+        a.B = B, a.H = a.Hkv = H, a.L = L, a.S = S, a.D = a.Dv = D;
+        a.q = q, a.k = k, a.v = v;
+        tcase tc;
+        memset(&tc, 0, sizeof tc);
+        tc.blhd = cs[ci].blhd;
+        strides_of(&tc, H, L, D, a.qs), strides_of(&tc, H, S, D, a.ks);
+        strides_of(&tc, H, S, D, a.vs), strides_of(&tc, H, L, D, a.os);
+        a.ls[0] = H * L, a.ls[1] = L, a.ls[2] = 1;
+        a.scale = 1.0f / sqrtf((float)D);
+        if (cs[ci].p > 0) a.dropout_p = cs[ci].p, a.seed = 5 + ci, a.offset = 2;
+        attn__sdpa_grads g;
+        memset(&g, 0, sizeof g);
+        g.dout = dout;
+        memcpy(g.dos, a.os, sizeof g.dos), memcpy(g.dqs, a.qs, sizeof g.dqs);
+        memcpy(g.dks, a.ks, sizeof g.dks), memcpy(g.dvs, a.vs, sizeof g.dvs);
+        float *out[2][6];
+        size_t n6[6] = {nq, nl, nq, nk, nk, 0};
+        for (int m = 0; m < 2; m++)
+            for (int x = 0; x < 5; x++) out[m][x] = calloc(n6[x], 4);
+        for (int isa = 0; isa < ATTN__ISA_COUNT && !tu_failures; isa++) {
+            if (!attn__isa_supported(isa)) continue;
+            for (int t = 0; t < 3; t += 2) {
+                TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
+                for (int m = 0; m < 2; m++) { /* 0: causal mode, 1: the same as a BLOCK mask */
+                    attn__sdpa_args f = a;
+                    if (m) {
+                        f.causal = ATTN_CAUSAL_NONE;
+                        f.mask[0].kind = ATTN_MASK_BLOCK, f.mask[0].data = blk;
+                        f.mask[0].dtype = ATTN_U8;
+                        f.mask[0].stride[2] = S, f.mask[0].stride[3] = 1, f.mask_ncols[0] = S;
+                    } else {
+                        f.causal = cs[ci].causal;
+                    }
+                    f.o = out[m][0], f.lse = out[m][1];
+                    TU_STATUS(attn__flash_fwd(ctx[t], &f), ATTN_OK, ctx[t]);
+                    attn__sdpa_grads gf = g;
+                    gf.dq = out[m][2], gf.dk = out[m][3], gf.dv = out[m][4];
+                    TU_STATUS(attn__flash_bwd(ctx[t], &f, &gf, f.lse), ATTN_OK, ctx[t]);
+                }
+                const char *nm[5] = {"out", "lse", "dq", "dk", "dv"};
+                for (int x = 0; x < 5; x++)
+                    TU_CHECK(memcmp(out[0][x], out[1][x], 4 * n6[x]) == 0,
+                             "staircase: causal %s differs from the BLOCK mask's [%s, %d threads, "
+                             "L%lld S%lld D%lld causal%d p%.2f]",
+                             nm[x], attn__isa_name(isa), t + 1, (long long)L, (long long)S,
+                             (long long)D, (int)cs[ci].causal, (double)cs[ci].p);
+            }
+        }
+        for (int m = 0; m < 2; m++)
+            for (int x = 0; x < 5; x++) free(out[m][x]);
+        free(q), free(k), free(v), free(dout), free(blk);
+    }
+}
+
 int main(void) {
     attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     errors(ctx[0]);
@@ -244,8 +342,17 @@ int main(void) {
         run_case(ctx, &c, 1000 + (uint64_t)t);
         ncase++;
     }
-    /* long rows (tolerance at S = 1000), many tiles, causal both ways, dropout */
+    /* long rows (tolerance at S = 1000), many tiles, causal both ways, dropout; causal
+     * staircases of the short-key forward (S <= 256) and of the tiled kernels, operands in
+     * place (D a multiple of 16, unit stride) or packed */
     tcase big[] = {
+        {1, 2, 2, 256, 256, 64, 64, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 0, 0, 0},
+        {1, 3, 3, 250, 250, 64, 64, ATTN_CAUSAL_TOP_LEFT, 0, 0.2f, 1, 0, 0},
+        {1, 2, 2, 520, 520, 64, 64, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 0, 0, 0},
+        {1, 2, 2, 520, 520, 128, 128, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 0, 0, 0},
+        {1, 2, 1, 300, 1100, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0.1f, 0, 0, 0},
+        {2, 3, 1, 400, 333, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 3, 0.2f, 0, 0, 0},
+        {1, 2, 2, 300, 300, 80, 48, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 1, 0, 1},
         {1, 2, 1, 70, 1000, 64, 64, ATTN_CAUSAL_NONE, 0, 0.0f, 0, 0, 0},
         {1, 2, 2, 200, 300, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 2, 0.1f, 0, 0, 0},
         {2, 4, 1, 300, 200, 32, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0.0f, 1, 0, 0},
@@ -257,6 +364,7 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0] && !tu_failures; i++, ncase++)
         run_case(ctx, &big[i], 5000 + i);
+    staircase(ctx);
     printf("test_flash: %d cases; worst relative error forward %.2g, backward %.2g\n", ncase,
            worst_fwd, worst_bwd);
     for (int c = 0; c < 3; c++) attn_ctx_free(ctx[c]);

@@ -1,6 +1,8 @@
 /* Status list, context, allocator hooks, workspace arena, tensor views and checks. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -550,6 +552,49 @@ attn_status attn__check_outputs(attn_ctx *ctx, const char *fn, const attn__arg *
                     }                                                                         \
     } while (0)
 
+/* The first element of p[i0, i1) that is NaN or infinite (-inf allowed when allow_neg_inf),
+ * or -1: blocks of 1024 scanned branch-free (all exponent bits set: an infinity or a NaN), only
+ * a block that has one scanned again for the first that counts. */
+static int64_t first_nonfinite(const float *p, int64_t i0, int64_t i1, int allow_neg_inf) {
+    for (int64_t b0 = i0; b0 < i1; b0 += 1024) {
+        int64_t b1 = i1 - b0 < 1024 ? i1 : b0 + 1024;
+        uint32_t any = 0;
+        for (int64_t i = b0; i < b1; i++) {
+            uint32_t u;
+            memcpy(&u, p + i, sizeof u);
+            any |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        for (int64_t i = b0; any && i < b1; i++)
+            if (!isfinite(p[i]) && !(allow_neg_inf && p[i] == -INFINITY)) return i;
+    }
+    return -1;
+}
+
+/* Large tensors are scanned in parallel, in pieces of FIN_PIECE elements: each piece that has
+ * a non-finite element lowers `first` to its piece index (a minimum: the same for any thread
+ * count); the first piece is scanned again for the element. */
+#define FIN_PIECE 32768
+typedef struct fin_job {
+    const float *p;
+    int64_t n;
+    int allow_neg_inf;
+    _Atomic int64_t first;
+} fin_job;
+
+static void fin_task(void *arg, int64_t begin, int64_t end, int tid) {
+    fin_job *j = arg;
+    (void)tid;
+    for (int64_t t = begin; t < end; t++) {
+        if (t > atomic_load_explicit(&j->first, memory_order_relaxed)) return;
+        int64_t i0 = t * FIN_PIECE, i1 = j->n - i0 < FIN_PIECE ? j->n : i0 + FIN_PIECE;
+        if (first_nonfinite(j->p, i0, i1, j->allow_neg_inf) < 0) continue;
+        int64_t cur = atomic_load(&j->first);
+        while (t < cur && !atomic_compare_exchange_weak(&j->first, &cur, t)) {
+        }
+        return;
+    }
+}
+
 attn_status attn__check_finite(attn_ctx *ctx, const attn_tensor *t, const char *what,
                                int allow_neg_inf) {
     if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
@@ -557,22 +602,18 @@ attn_status attn__check_finite(attn_ctx *ctx, const attn_tensor *t, const char *
     const float *p = t->data;
     int64_t bad = -1;
     if (attn_tensor_is_contiguous(t)) {
-        /* blocks of 1024 scanned branch-free (all exponent bits set: an infinity or a NaN),
-         * only a block that has one scanned again for the first that counts */
-        int64_t n = attn_tensor_numel(t);
-        for (int64_t i0 = 0; i0 < n && bad < 0; i0 += 1024) {
-            int64_t i1 = n - i0 < 1024 ? n : i0 + 1024;
-            uint32_t any = 0;
-            for (int64_t i = i0; i < i1; i++) {
-                uint32_t u;
-                memcpy(&u, p + i, sizeof u);
-                any |= (u & 0x7f800000u) == 0x7f800000u;
+        int64_t n = attn_tensor_numel(t), pieces = (n + FIN_PIECE - 1) / FIN_PIECE;
+        if (pieces >= 4 && attn__parallel_width(ctx, pieces) > 1) {
+            fin_job j = {p, n, allow_neg_inf, INT64_MAX};
+            attn__parallel_for(ctx, pieces, fin_task, &j);
+            int64_t first = atomic_load(&j.first);
+            if (first != INT64_MAX) {
+                int64_t i0 = first * FIN_PIECE;
+                bad = first_nonfinite(p, i0, n - i0 < FIN_PIECE ? n : i0 + FIN_PIECE,
+                                      allow_neg_inf);
             }
-            for (int64_t i = i0; any && i < i1; i++)
-                if (!isfinite(p[i]) && !(allow_neg_inf && p[i] == -INFINITY)) {
-                    bad = i;
-                    break;
-                }
+        } else {
+            bad = first_nonfinite(p, 0, n, allow_neg_inf);
         }
     } else {
         ATTN__FOR_EACH(t, off, {

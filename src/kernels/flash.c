@@ -5,8 +5,9 @@
  *   S = Q_t K_t^T (mm), per row: scale, causal/mask -> -inf, m' = max(m, max S), alpha =
  *   exp(m - m'), P = exp(S - m'), l = alpha l + sum P, P *= dropout multiplier,
  *   O = alpha O + P V_t (mm with a per-row scale).  At the end O /= l, lse = m + log l
- *   (l = 0: the row had no visible key: zeros and -inf).  With at most ATTN__FLASH_SHORT_S
- *   keys, one tile holds them all and the plain softmax replaces the online one (fwd_short_task).
+ *   (l = 0: the row had no visible key: zeros and -inf).  With few keys (flash.h,
+ *   ATTN__FLASH_SHORT_*), one tile holds them all and the plain softmax replaces the online
+ *   one (fwd_short_task).
  * Backward (FlashAttention-2), per (query tile, key tile) block, from the saved lse:
  *   P = exp(S - lse), W = P * keep, dP = (dO V^T) * keep, dS = scale P (dP - delta) with
  *   delta_i = dO_i . O_i;  dV += W^T dO,  dK += dS^T Q,  dQ += dS K.
@@ -138,6 +139,10 @@ typedef struct fl {
      * whether V is read in place */
     int64_t sp, srows, snch;
     int vin;
+    /* fp32 operands read in place instead of packed (unit-stride rows, D and Dv multiples of
+     * 16: the same values, so the same bits): Q and V in the forward (qin, vin), Q, K and dO
+     * in the backward (qin, kin, din) */
+    int qin, kin, din;
     /* bf16 storage (attn__flash_fwd_bf16): kb != NULL; q16, k16, v16 are the inputs.  widen:
      * packed to fp32 (Kt, Vp, Q) for the fp32 products; else Kt16 holds the K^T tiles
      * [Dp/2][BN][2] and Vp16 the V tiles [BN/2][Dvp][2] (pair-interleaved) */
@@ -172,6 +177,21 @@ static int live(const fl *f, int64_t qt, int64_t kt) {
     int64_t k0, k1;
     key_tiles(f, qt, &k0, &k1);
     return kt >= k0 && kt < k1;
+}
+
+/* The columns of the key tile at j0 (kn keys) that rows up to i (of the causal mask and the
+ * window) may see, rounded up to 16: every row's visible keys of the tile lie below it, as the
+ * last visible key grows with the row.  0 when row i (so every earlier row) sees none of
+ * them.  Only the first columns are computed: the ones past them are exact zeros of the
+ * weights, which add nothing to a sum (an accumulation from +0 never gives -0), so trimming
+ * them never changes a bit. */
+static int64_t vis_cols(const fl *f, int64_t i, int64_t j0, int64_t kn) {
+    const attn__sdpa_args *a = f->a;
+    int64_t lo, hi;
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S, i, &lo,
+                     &hi);
+    int64_t n = hi - j0 + 1 < kn ? hi - j0 + 1 : kn;
+    return n <= 0 ? 0 : rup16(n);
 }
 
 /* Dropout multipliers of keys j0 .. j0+n-1 of row (b, h, i): 0 or 1/(1-p), the stream of
@@ -232,31 +252,33 @@ static float add_masks(const fl *f, int64_t b, int64_t h, int64_t i, int64_t j0,
 /* ALiBi on the block S [BM][w] of rows [i0, i0+qn) of head h, keys from j0: s -= slope
  * |i + S - L - j| (-inf stays); mx[r] = the new row maximum. */
 static void block_alibi(const fl *f, int64_t h, int64_t i0, int64_t qn, int64_t j0, int64_t w,
-                        float *S, float *mx) {
+                        int64_t n, float *S, float *mx) {
     const attn__sdpa_args *a = f->a;
     float slope = a->alibi[h];
     int64_t d0 = i0 + a->S - a->L - j0; /* row r's distance to key j0 + j is |d0 + r - j| */
     if (d0 > -(1 << 23) + w && d0 < (1 << 23) - BM) {
-        f->kr->alibi(S, w, qn, w, slope, (float)d0, mx); /* float distances are exact */
+        f->kr->alibi(S, w, qn, n, slope, (float)d0, mx); /* float distances are exact */
         return;
     }
     for (int64_t r = 0; r < qn; r++) { /* beyond 2^23 keys: integer distances */
         float *s = S + r * w;
-        for (int64_t j = 0; j < w; j++) {
+        for (int64_t j = 0; j < n; j++) {
             int64_t d = d0 + r - j;
             s[j] -= slope * (float)(d < 0 ? -d : d);
         }
-        mx[r] = row_max(s, w);
+        mx[r] = row_max(s, n);
     }
 }
 
 /* Scales, caps and masks the raw dot products of rows [i0, i0+qn) of head (b, h) against the
- * key tile at j0 with kn keys (S [BM][w], w a multiple of 16 >= kn): invisible keys become -inf; mx[r] = the row
- * maximum; dt [BM][w] (may be NULL; only read under a soft cap) receives the cap's
- * derivative 1 - tanh^2 for the backward. */
+ * key tile at j0 with kn keys (S [BM][w], row stride w): the first n columns (a multiple of
+ * 16, n <= w, and n >= every row's last visible key - j0 + 1: the columns past n are neither
+ * computed nor read) are processed; invisible keys become -inf; mx[r] = the row maximum;
+ * dt [BM][w] (may be NULL; only read under a soft cap) receives the cap's derivative
+ * 1 - tanh^2 for the backward. */
 static void block_scores_dt(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t qn,
-                            int64_t j0, int64_t kn, int64_t w, float *S, int64_t *nvalid,
-                            float *mx, float *dt) {
+                            int64_t j0, int64_t kn, int64_t w, int64_t n, float *S,
+                            int64_t *nvalid, float *mx, float *dt) {
     const attn__sdpa_args *a = f->a;
     for (int64_t r = 0; r < qn; r++) { /* keys [lo, nv) of the tile are visible */
         int64_t lo, hi;
@@ -265,8 +287,8 @@ static void block_scores_dt(const fl *f, int64_t b, int64_t h, int64_t i0, int64
         int64_t nv = hi - j0 + 1 < kn ? hi - j0 + 1 : kn;
         nvalid[r] = nv < 0 || lo - j0 >= nv ? 0 : nv;
     }
-    f->kr->smax(S, w, qn, w, nvalid, a->scale, mx);
-    if (a->softcap > 0) f->kr->softcap(S, w, qn, w, a->softcap, dt, mx);
+    f->kr->smax(S, w, qn, n, nvalid, a->scale, mx);
+    if (a->softcap > 0) f->kr->softcap(S, w, qn, n, a->softcap, dt, mx);
     if (a->window) /* the window's left edge; the right one is in nvalid */
         for (int64_t r = 0; r < qn; r++) {
             int64_t lo, hi;
@@ -276,16 +298,12 @@ static void block_scores_dt(const fl *f, int64_t b, int64_t h, int64_t i0, int64
             for (int64_t j = 0; j < lo - j0; j++) S[r * w + j] = -INFINITY;
             mx[r] = row_max(S + r * w, nvalid[r]);
         }
-    if (a->alibi) block_alibi(f, h, i0, qn, j0, w, S, mx);
+    if (a->alibi) block_alibi(f, h, i0, qn, j0, w, n, S, mx);
     if (f->masked)
         for (int64_t r = 0; r < qn; r++)
             if (nvalid[r] > 0) mx[r] = add_masks(f, b, h, i0 + r, j0, nvalid[r], S + r * w);
 }
 
-static void block_scores(const fl *f, int64_t b, int64_t h, int64_t i0, int64_t qn, int64_t j0,
-                         int64_t kn, float *S, int64_t *nvalid, float *mx) {
-    block_scores_dt(f, b, h, i0, qn, j0, kn, BN, S, nvalid, mx, NULL);
-}
 
 /* ---- packing ------------------------------------------------------------------------------ */
 /* One key tile (b, hk, kt): K^T [Dp][BN] and V [BN][Dvp] (forward), or K^T, K [BN][Dp] and
@@ -327,9 +345,11 @@ static void pack_kv_task(void *arg, int64_t begin, int64_t end, int tid) {
         float *kt_ = f->Kt + t * f->Dp * BN;
         tr_tile(f->kr, kb, a->ks[2], a->ks[3], kn, a->D, kt_, BN);
         if (!bwd) {
-            copy_rows(vb, a->vs[2], a->vs[3], kn, a->Dv, BN, f->Dvp, f->Vp + t * BN * f->Dvp);
+            if (!f->vin)
+                copy_rows(vb, a->vs[2], a->vs[3], kn, a->Dv, BN, f->Dvp, f->Vp + t * BN * f->Dvp);
         } else {
-            copy_rows(kb, a->ks[2], a->ks[3], kn, a->D, BN, f->Dp, f->Kp + t * BN * f->Dp);
+            if (!f->kin)
+                copy_rows(kb, a->ks[2], a->ks[3], kn, a->D, BN, f->Dp, f->Kp + t * BN * f->Dp);
             tr_tile(f->kr, vb, a->vs[2], a->vs[3], kn, a->Dv, f->Vt + t * f->Dvp * BN, BN);
         }
     }
@@ -395,6 +415,8 @@ static void pack_rows_bf16(const attn__bf16 *x, const int64_t *xs, int64_t b, in
 }
 
 /* ---- forward ---------------------------------------------------------------------------- */
+#define SR 24 /* rows of a strip of a diagonal tile (a multiple of the 6, 8, 12-row blocks) */
+
 static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     const attn__sdpa_args *a = f->a;
     const attn__flash_kernels *kr = f->kr;
@@ -406,8 +428,12 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     /* bf16 storage: Q tile as bf16 in Q's place (dot) or widened into Q; P as bf16 apart */
     attn__bf16 *Q16 = (attn__bf16 *)Q, *P16 = (attn__bf16 *)(ws + f->p16_off);
     int dot = f->kb && !f->widen; /* bf16 products (else fp32 ones, bf16 data widened) */
+    const float *Qa = Q; /* the Q tile, row stride ldq */
+    int64_t ldq = Dp;
     if (f->kb) pack_rows_bf16(f->q16, a->qs, b, h, i0, qn, a->D, Dp, Q16, f->widen ? Q : NULL);
+    else if (f->qin) Qa = a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2], ldq = a->qs[2];
     else pack_rows(a->q, a->qs, b, h, i0, qn, a->D, Dp, Q);
+    const float *Vin = f->vin ? a->v + b * a->vs[0] + hk * a->vs[1] : NULL;
     memset(O, 0, sizeof(float) * (size_t)(BM * Dvp));
     for (int64_t r = 0; r < BM; r++) m[r] = -INFINITY, l[r] = 0.0f, mx[r] = 0.0f;
     int64_t kt0, kt1;
@@ -415,46 +441,72 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     for (int64_t kt = kt0; kt < kt1; kt++) {
         int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
         int64_t tile = (b * a->Hkv + hk) * f->nkt + kt;
-        if (dot)
-            f->kb->mm(qn, BN, (a->D + 1) / 2, Q16, Dp, f->Kt16 + tile * Dp * BN, BN, Sb, BN, 0,
-                      NULL);
-        else
-            kr->mm(qn, BN, a->D, Q, Dp, 1, f->Kt + tile * Dp * BN, BN, Sb, BN, 0, NULL);
-        block_scores(f, b, h, i0, qn, j0, kn, Sb, nvalid, mx);
-        int any = 0;
-        for (int64_t r = 0; r < qn; r++) {
-            mn[r] = mx[r] > m[r] ? mx[r] : m[r];
-            any |= mn[r] != -INFINITY;
-            /* alpha = exp(m - mn): 0 when m = -inf < mn; 1 while the row has seen nothing */
-            mx[r] = mn[r] == -INFINITY ? 0.0f : m[r] - mn[r];
-        }
-        if (!any) continue;
-        kr->vexp(mx, alpha, BM);
-        kr->expsum(Sb, BN, qn, BN, mn, sum);
-        for (int64_t r = 0; r < qn; r++) {
-            l[r] = l[r] * alpha[r] + sum[r];
-            m[r] = mn[r];
-        }
-        if (f->dropout)
-            for (int64_t r = 0; r < qn; r++) {
-                float *s = Sb + r * BN;
-                keep_row(f, b, h, i0 + r, j0, kn, keep);
-                for (int64_t j = 0; j < kn; j++) s[j] *= keep[j];
+        /* Runs of strips of SR rows with the same visible columns (vis_cols): a tile on the
+         * causal diagonal is computed as a staircase, the strips that see none of its keys
+         * skipped (their rows keep m, l and O as they are); elsewhere one run of all rows. */
+        for (int64_t ra = 0, rb; ra < qn; ra = rb) {
+            rb = ra + SR < qn ? ra + SR : qn;
+            int64_t nc = vis_cols(f, i0 + rb - 1, j0, kn);
+            while (rb < qn) { /* extend the run while the next strip has the same columns */
+                int64_t rn = rb + SR < qn ? rb + SR : qn;
+                if (vis_cols(f, i0 + rn - 1, j0, kn) != nc) break;
+                rb = rn;
             }
-        if (dot) { /* P to bf16 (keys past kn are 0 in both P and the packed V) */
-            f->kb->cvt(Sb, BN, qn, BN, P16, BN);
-            f->kb->mm(qn, Dvp, (kn + 1) / 2, P16, BN, f->Vp16 + tile * BN * Dvp, Dvp, O, Dvp, 1,
-                      alpha);
-        } else {
-            if (f->kb) f->kb->round(Sb, BN, qn, BN); /* widened bf16: P to bf16 values */
-            kr->mm(qn, Dvp, kn, Sb, BN, 1, f->Vp + tile * BN * Dvp, Dvp, O, Dvp, 1, alpha);
+            if (nc == 0) continue;
+            if (dot) nc = nc + 31 < BN ? (nc + 31) & ~(int64_t)31 : BN; /* cvt: whole 32s */
+            int64_t rows = rb - ra, kc = kn < nc ? kn : nc, a16 = ra & ~(int64_t)15;
+            float *Sr = Sb + ra * BN;
+            if (dot)
+                f->kb->mm(rows, nc, (a->D + 1) / 2, Q16 + ra * Dp, Dp, f->Kt16 + tile * Dp * BN,
+                          BN, Sr, BN, 0, NULL);
+            else
+                kr->mm(rows, nc, a->D, Qa + ra * ldq, ldq, 1, f->Kt + tile * Dp * BN, BN, Sr, BN,
+                       0, NULL);
+            block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, Sr, nvalid, mx + ra, NULL);
+            int any = 0;
+            for (int64_t r = ra; r < rb; r++) {
+                mn[r] = mx[r] > m[r] ? mx[r] : m[r];
+                any |= mn[r] != -INFINITY;
+                /* alpha = exp(m - mn): 0 when m = -inf < mn; 1 while the row has seen nothing */
+                mx[r] = mn[r] == -INFINITY ? 0.0f : m[r] - mn[r];
+            }
+            if (!any) continue;
+            kr->vexp(mx + a16, alpha + a16, rup16(rb) - a16); /* BM is a multiple of 16 */
+            kr->expsum(Sr, BN, rows, nc, mn + ra, sum + ra);
+            for (int64_t r = ra; r < rb; r++) {
+                l[r] = l[r] * alpha[r] + sum[r];
+                m[r] = mn[r];
+            }
+            if (f->dropout)
+                for (int64_t r = ra; r < rb; r++) {
+                    float *s = Sb + r * BN;
+                    keep_row(f, b, h, i0 + r, j0, kc, keep);
+                    for (int64_t j = 0; j < kc; j++) s[j] *= keep[j];
+                }
+            if (dot) { /* P to bf16 (keys past kn are 0 in both P and the packed V) */
+                f->kb->cvt(Sr, BN, rows, nc, P16 + ra * BN, BN);
+                f->kb->mm(rows, Dvp, (kc + 1) / 2, P16 + ra * BN, BN, f->Vp16 + tile * BN * Dvp,
+                          Dvp, O + ra * Dvp, Dvp, 1, alpha + ra);
+            } else {
+                if (f->kb) f->kb->round(Sr, BN, rows, nc); /* widened bf16: P to bf16 values */
+                if (Vin)
+                    kr->mm(rows, Dvp, kc, Sr, BN, 1, Vin + j0 * a->vs[2], a->vs[2], O + ra * Dvp,
+                           Dvp, 1, alpha + ra);
+                else
+                    kr->mm(rows, Dvp, kc, Sr, BN, 1, f->Vp + tile * BN * Dvp, Dvp, O + ra * Dvp,
+                           Dvp, 1, alpha + ra);
+            }
         }
     }
     for (int64_t r = 0; r < qn; r++) {
         int64_t i = i0 + r;
         float *o = a->o + b * a->os[0] + h * a->os[1] + i * a->os[2];
         float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        for (int64_t e = 0; e < a->Dv; e++) o[e * a->os[3]] = O[r * Dvp + e] * inv;
+        const float *Or = O + r * Dvp;
+        if (a->os[3] == 1)
+            for (int64_t e = 0; e < a->Dv; e++) o[e] = Or[e] * inv;
+        else
+            for (int64_t e = 0; e < a->Dv; e++) o[e * a->os[3]] = Or[e] * inv;
         if (a->lse)
             a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]] =
                 l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
@@ -473,8 +525,8 @@ static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
 }
 
 /* ---- short key ranges: all keys in one tile -----------------------------------------------
- * With S <= ATTN__FLASH_SHORT_S keys (fp32 data), a task takes (b, h, a range of query rows):
- * it transposes its head's K into its own scratch (K^T [Dp][Sp]), reads Q (and V when its rows
+ * With few keys (fp32 data; flash.h, ATTN__FLASH_SHORT_*), a task takes (b, h, a range of
+ * query rows): it transposes its head's K into its own scratch (K^T [Dp][Sp]), reads Q (and V when its rows
  * are unit-stride multiples of 16) in place, and per block of SBM rows computes S = Q K^T, the
  * scores, P = exp(S - row max), O = P V and O / sum P: one pass, no rescaling, no packing pass
  * over the whole batch, the head's K^T and V hot in the thread's cache.  Each row's arithmetic
@@ -499,7 +551,8 @@ static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
           *mx = O + SBM * Dvp, *sum = mx + SBM, *keep = sum + SBM, *Vp = keep + Sp;
     int64_t packed = -1; /* the (b, kv head) whose K^T (and V) the scratch holds */
     for (int64_t t = begin; t < end; t++) {
-        int64_t bh = t / f->snch, ch = t % f->snch, b = bh / a->H, h = bh % a->H;
+        /* a head's row chunks from the last (under a causal mask the heaviest) to the first */
+        int64_t bh = t / f->snch, ch = f->snch - 1 - t % f->snch, b = bh / a->H, h = bh % a->H;
         int64_t hk = h / f->group;
         const float *kb = a->k + b * a->ks[0] + hk * a->ks[1];
         const float *vb = a->v + b * a->vs[0] + hk * a->vs[1];
@@ -512,7 +565,8 @@ static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
         const int64_t ldv = f->vin ? a->vs[2] : Dvp;
         int64_t r0 = ch * f->srows, r1 = r0 + f->srows < a->L ? r0 + f->srows : a->L;
         /* the next task's K, V and Q rows, a share per row block */
-        int64_t nb = (r1 - r0 + SBM - 1) / SBM, nbh = (t + 1) / f->snch, nch = (t + 1) % f->snch;
+        int64_t nb = (r1 - r0 + SBM - 1) / SBM, nbh = (t + 1) / f->snch,
+                nch = f->snch - 1 - (t + 1) % f->snch;
         int64_t nb_ = nbh / a->H, nh = nbh % a->H, nhk = nh / f->group;
         int64_t nr0 = nch * f->srows, nr1 = nr0 + f->srows < a->L ? nr0 + f->srows : a->L;
         int pf = t + 1 < end && a->ks[3] == 1 && a->vs[3] == 1 && a->qs[3] == 1;
@@ -527,17 +581,20 @@ static void fwd_short_task(void *arg, int64_t begin, int64_t end, int tid) {
                 }
                 prefetch_rows(a->q + nb_ * a->qs[0] + nh * a->qs[1], a->qs[2], q0, q1, a->D);
             }
-            kr->mm(qn, Sp, a->D, a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2], a->qs[2],
+            /* under a causal mask, only the keys the block's last row sees (vis_cols) */
+            int64_t nc = vis_cols(f, i0 + qn - 1, 0, S), kc = nc < S ? nc : S;
+            if (nc == 0) nc = 16; /* no visible key: one vector of -inf per row */
+            kr->mm(qn, nc, a->D, a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2], a->qs[2],
                    a->qs[3], Kt, Sp, Sb, Sp, 0, NULL);
-            block_scores_dt(f, b, h, i0, qn, 0, S, Sp, Sb, nvalid, mx, NULL);
-            kr->expsum(Sb, Sp, qn, Sp, mx, sum);
+            block_scores_dt(f, b, h, i0, qn, 0, S, Sp, nc, Sb, nvalid, mx, NULL);
+            kr->expsum(Sb, Sp, qn, nc, mx, sum);
             if (f->dropout)
                 for (int64_t r = 0; r < qn; r++) {
                     float *s = Sb + r * Sp;
-                    keep_row(f, b, h, i0 + r, 0, S, keep);
-                    for (int64_t j = 0; j < S; j++) s[j] *= keep[j];
+                    keep_row(f, b, h, i0 + r, 0, kc, keep);
+                    for (int64_t j = 0; j < kc; j++) s[j] *= keep[j];
                 }
-            kr->mm(qn, Dvp, S, Sb, Sp, 1, V, ldv, O, Dvp, 0, NULL);
+            kr->mm(qn, Dvp, kc, Sb, Sp, 1, V, ldv, O, Dvp, 0, NULL);
             for (int64_t r = 0; r < qn; r++) {
                 int64_t i = i0 + r;
                 float *o = a->o + b * a->os[0] + h * a->os[1] + i * a->os[2];
@@ -607,7 +664,13 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
         f.kb = ctx->kern.flash_bf16, f.widen = ctx->kern.flash_bf16_widen;
         f.q16 = qkv16[0], f.k16 = qkv16[1], f.v16 = qkv16[2];
     }
-    if (!qkv16 && a->S >= 1 && a->S <= ATTN__FLASH_SHORT_S) return flash_fwd_short(ctx, &f);
+    /* one tile of all keys: up to 256 keys, or up to 1024 while K^T stays within 256 KB
+     * (D = 64: S <= 1024; D = 128: S <= 512): 5-11% faster than the tiled path at
+     * L = S = 384 .. 1024, D = 64 (no rescaling, no packing pass) */
+    if (!qkv16 && a->S >= 1 &&
+        (a->S <= ATTN__FLASH_SHORT_S ||
+         (a->S <= ATTN__FLASH_SHORT_S2 && f.Dp * rup16(a->S) <= ATTN__FLASH_SHORT_KT)))
+        return flash_fwd_short(ctx, &f);
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     int64_t nkv = a->B * a->Hkv * f.nkt, ntask = a->B * a->H * f.nqt;
@@ -618,8 +681,12 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
         f.Kt16 = (attn__bf16 *)kt16, f.Vp16 = (attn__bf16 *)vp16;
         attn__parallel_for(ctx, nkv, pack_kv_bf16_task, &f);
     } else {
+        if (!f.kb) {
+            f.qin = a->qs[3] == 1 && a->D % 16 == 0;
+            f.vin = a->vs[3] == 1 && a->Dv % 16 == 0;
+        }
         ATTN_TRYG(attn__ws_f32(ctx, &f.Kt, nkv, f.Dp, BN, 1));
-        ATTN_TRYG(attn__ws_f32(ctx, &f.Vp, nkv, BN, f.Dvp, 1));
+        if (!f.vin) ATTN_TRYG(attn__ws_f32(ctx, &f.Vp, nkv, BN, f.Dvp, 1));
         attn__parallel_for(ctx, nkv, f.kb ? pack_kv_bf16_task : pack_kv_task, &f);
     }
     int width = attn__parallel_width(ctx, ntask);
@@ -651,36 +718,76 @@ attn_status attn__flash_fwd_bf16(attn_ctx *ctx, const attn__sdpa_args *a, const 
  * sum_j P dP into delta_acc[r] (delta recomputation).  Otherwise updates dK, dV [BN][Dp|Dvp]
  * and dQ [BM][Dp] (each may be NULL). */
 static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt, int64_t kt,
-                      float *dK, float *dV, float *dQ, float *delta_acc) {
+                      float *dK, float *dV, float *dQ, const int64_t ldd[3], float *delta_acc) {
     const attn__sdpa_args *a = f->a;
     const attn__flash_kernels *kr = f->kr;
     int64_t Dp = f->Dp, Dvp = f->Dvp, hk = h / f->group, bh = b * a->H + h;
     int64_t i0 = qt * BM, qn = a->L - i0 < BM ? a->L - i0 : BM;
     int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
     int64_t tile = (b * a->Hkv + hk) * f->nkt + kt;
-    const float *Q = f->Qp + (bh * f->nqt + qt) * BM * Dp;
-    const float *dO = f->dOp + (bh * f->nqt + qt) * BM * Dvp;
+    /* Q, dO tiles (row strides ldq, ldo) and K tile rows (ldk): packed or in place */
+    int64_t ldq = f->qin ? a->qs[2] : Dp, ldo = f->din ? f->g->dos[2] : Dvp;
+    int64_t ldk = f->kin ? a->ks[2] : Dp;
+    const float *Q = f->qin ? a->q + b * a->qs[0] + h * a->qs[1] + i0 * a->qs[2]
+                            : f->Qp + (bh * f->nqt + qt) * BM * Dp;
+    const float *dO = f->din ? f->g->dout + b * f->g->dos[0] + h * f->g->dos[1] + i0 * ldo
+                             : f->dOp + (bh * f->nqt + qt) * BM * Dvp;
+    const float *Kr = f->kin ? a->k + b * a->ks[0] + hk * a->ks[1] + j0 * a->ks[2]
+                             : f->Kp + tile * BN * Dp;
     const float *lse = f->lse + bh * a->L + i0, *delta = f->delta + bh * a->L + i0;
     float *P = blk, *dP = P + BM * BN, *W = dP + BM * BN, *keep = W + BM * BN;
     float *mx = keep + BM * BN;
     int64_t *nvalid = (int64_t *)(mx + BM);
     float *dt = (float *)(nvalid + BM);
-    kr->mm(qn, BN, a->D, Q, Dp, 1, f->Kt + tile * Dp * BN, BN, P, BN, 0, NULL);
-    block_scores_dt(f, b, h, i0, qn, j0, kn, BN, P, nvalid, mx, dt);
-    int any = 0;
-    for (int64_t r = 0; r < qn; r++) {
-        any |= mx[r] != -INFINITY && lse[r] != -INFINITY;
-        if (f->dropout) {
-            float *kp = keep + r * BN;
-            memset(kp, 0, sizeof(float) * BN);
-            keep_row(f, b, h, i0 + r, j0, kn, kp);
+    /* Runs of strips of SR rows with the same visible columns nc (vis_cols, as in the
+     * forward): P, dP and dS are computed on rows [ra, rb) x columns [0, nc) and zero beyond,
+     * up to BN; the rows before the first run see none of the tile's keys and take no part.
+     * A tile off the causal diagonal is one run of all rows and BN columns. */
+    int64_t run_a[BM / SR + 1], run_b[BM / SR + 1], run_n[BM / SR + 1], nrun = 0;
+    for (int64_t ra = 0, rb; ra < qn; ra = rb) {
+        rb = ra + SR < qn ? ra + SR : qn;
+        int64_t nc = vis_cols(f, i0 + rb - 1, j0, kn);
+        while (rb < qn) {
+            int64_t rn = rb + SR < qn ? rb + SR : qn;
+            if (vis_cols(f, i0 + rn - 1, j0, kn) != nc) break;
+            rb = rn;
         }
+        if (nc == 0) continue;
+        run_a[nrun] = ra, run_b[nrun] = rb, run_n[nrun++] = nc;
     }
-    kr->expsum(P, BN, qn, BN, lse, NULL); /* P = exp(S - lse); rows with lse = -inf give 0 */
+    if (nrun == 0) return;
+    int64_t r0 = run_a[0]; /* the first row that sees a key of the tile */
+    int any = 0;
+    for (int64_t u = 0; u < nrun; u++) {
+        int64_t ra = run_a[u], rows = run_b[u] - ra, nc = run_n[u];
+        kr->mm(rows, nc, a->D, Q + ra * ldq, ldq, 1, f->Kt + tile * Dp * BN, BN, P + ra * BN, BN,
+               0, NULL);
+        block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, P + ra * BN, nvalid, mx + ra,
+                        dt + ra * BN);
+        for (int64_t r = ra; r < ra + rows; r++) {
+            any |= mx[r] != -INFINITY && lse[r] != -INFINITY;
+            if (f->dropout) {
+                float *kp = keep + r * BN;
+                memset(kp, 0, sizeof(float) * BN);
+                keep_row(f, b, h, i0 + r, j0, kn < nc ? kn : nc, kp);
+            }
+        }
+        /* P = exp(S - lse); rows with lse = -inf give 0 */
+        kr->expsum(P + ra * BN, BN, rows, nc, lse + ra, NULL);
+    }
     if (!any) return; /* every weight of the block is 0: nothing flows */
-    kr->mm(qn, BN, a->Dv, dO, Dvp, 1, f->Vt + tile * Dvp * BN, BN, dP, BN, 0, NULL);
+    for (int64_t u = 0; u < nrun; u++) {
+        int64_t ra = run_a[u], rows = run_b[u] - ra, nc = run_n[u];
+        kr->mm(rows, nc, a->Dv, dO + ra * ldo, ldo, 1, f->Vt + tile * Dvp * BN, BN, dP + ra * BN,
+               BN, 0, NULL);
+        if (nc < BN) /* the columns no row of the run sees: zero weights */
+            for (int64_t r = ra; r < ra + rows; r++) {
+                memset(P + r * BN + nc, 0, sizeof(float) * (size_t)(BN - nc));
+                memset(dP + r * BN + nc, 0, sizeof(float) * (size_t)(BN - nc));
+            }
+    }
     if (delta_acc) {
-        for (int64_t r = 0; r < qn; r++) {
+        for (int64_t r = r0; r < qn; r++) {
             float acc = 0.0f;
             for (int64_t j = 0; j < kn; j++)
                 acc += P[r * BN + j] * dP[r * BN + j] * (f->dropout ? keep[r * BN + j] : 1.0f);
@@ -688,22 +795,67 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
         }
         return;
     }
+    /* dK and dV by groups of SR keys: key j gets weights from the rows that see it, from the
+     * first such row on (the earlier rows give exact zeros: a sum from +0 over them stays +0);
+     * groups with the same first row in one product. */
+    int64_t grp_a[BN / SR + 2], grp_b[BN / SR + 2], grp_r[BN / SR + 2], ngrp = 0;
+    for (int64_t ja = 0, jb, r = r0; ja < kn; ja = jb) {
+        jb = ja + SR < kn ? ja + SR : kn;
+        while (r < qn && vis_cols(f, i0 + r, j0, kn) <= ja) r++; /* rows before r see < ja */
+        if (r == qn) break;
+        if (ngrp > 0 && grp_r[ngrp - 1] == r) grp_b[ngrp - 1] = jb;
+        else grp_a[ngrp] = ja, grp_b[ngrp] = jb, grp_r[ngrp++] = r;
+    }
     if (dV) {
         const float *Wp = P;
         if (f->dropout) {
-            for (int64_t r = 0; r < qn; r++)
+            for (int64_t r = r0; r < qn; r++)
                 for (int64_t j = 0; j < BN; j++) W[r * BN + j] = P[r * BN + j] * keep[r * BN + j];
             Wp = W;
         }
-        kr->mm(kn, Dvp, qn, Wp, 1, BN, dO, Dvp, dV, Dvp, 1, NULL);
+        for (int64_t u = 0; u < ngrp; u++) {
+            int64_t ja = grp_a[u], r = grp_r[u];
+            kr->mm(grp_b[u] - ja, Dvp, qn - r, Wp + r * BN + ja, 1, BN, dO + r * ldo, ldo,
+                   dV + ja * ldd[1], ldd[1], 1, NULL);
+        }
     }
-    for (int64_t r = 0; r < qn; r++)
-        kr->ds(P + r * BN, dP + r * BN, f->dropout ? keep + r * BN : NULL, delta[r], a->scale,
-               BN);
+    for (int64_t u = 0; u < nrun; u++)
+        for (int64_t r = run_a[u]; r < run_b[u]; r++)
+            kr->ds(P + r * BN, dP + r * BN, f->dropout ? keep + r * BN : NULL, delta[r], a->scale,
+                   run_n[u]);
     if (a->softcap > 0) /* through the cap: dS (1 - tanh^2) */
-        for (int64_t x = 0; x < qn * BN; x++) dP[x] *= dt[x];
-    if (dK) kr->mm(kn, Dp, qn, dP, 1, BN, Q, Dp, dK, Dp, 1, NULL);
-    if (dQ) kr->mm(qn, Dp, kn, dP, BN, 1, f->Kp + tile * BN * Dp, Dp, dQ, Dp, 1, NULL);
+        for (int64_t u = 0; u < nrun; u++)
+            for (int64_t r = run_a[u]; r < run_b[u]; r++)
+                for (int64_t j = 0; j < run_n[u]; j++) dP[r * BN + j] *= dt[r * BN + j];
+    if (dK)
+        for (int64_t u = 0; u < ngrp; u++) {
+            int64_t ja = grp_a[u], r = grp_r[u];
+            kr->mm(grp_b[u] - ja, Dp, qn - r, dP + r * BN + ja, 1, BN, Q + r * ldq, ldq,
+                   dK + ja * ldd[0], ldd[0], 1, NULL);
+        }
+    if (dQ)
+        for (int64_t u = 0; u < nrun; u++) {
+            int64_t ra = run_a[u], nc = run_n[u], kc = kn < nc ? kn : nc;
+            kr->mm(run_b[u] - ra, Dp, kc, dP + ra * BN, BN, 1, Kr, ldk, dQ + ra * ldd[2], ldd[2],
+                   1, NULL);
+        }
+}
+
+/* Gradients accumulated straight in the outputs (unit-stride rows, D or Dv a multiple of 16:
+ * the same sums, no copy), else in scratch tiles [rows][Dp|Dvp] stored at the end. */
+static int dk_direct(const fl *f) {
+    return f->g->dk && f->g->dks[3] == 1 && f->a->D == f->Dp;
+}
+static int dv_direct(const fl *f) {
+    return f->g->dv && f->g->dvs[3] == 1 && f->a->Dv == f->Dvp;
+}
+static int dq_direct(const fl *f) {
+    return f->g->dq && f->g->dqs[3] == 1 && f->a->D == f->Dp;
+}
+
+/* n rows of d floats, row stride rs, to zero */
+static void zero_rows(float *x, int64_t rs, int64_t n, int64_t d) {
+    for (int64_t r = 0; r < n; r++) memset(x + r * rs, 0, sizeof(float) * (size_t)d);
 }
 
 /* Packs Q and dO tiles of (b, h, qt) and computes delta = dO . O when O is given. */
@@ -714,15 +866,18 @@ static void pack_q_task(void *arg, int64_t begin, int64_t end, int tid) {
     for (int64_t t = begin; t < end; t++) {
         int64_t bh = t / f->nqt, qt = t % f->nqt, b = bh / a->H, h = bh % a->H;
         int64_t i0 = qt * BM, qn = a->L - i0 < BM ? a->L - i0 : BM;
-        pack_rows(a->q, a->qs, b, h, i0, qn, a->D, f->Dp, f->Qp + t * BM * f->Dp);
-        pack_rows(g->dout, g->dos, b, h, i0, qn, a->Dv, f->Dvp, f->dOp + t * BM * f->Dvp);
+        if (!f->qin) pack_rows(a->q, a->qs, b, h, i0, qn, a->D, f->Dp, f->Qp + t * BM * f->Dp);
+        if (!f->din)
+            pack_rows(g->dout, g->dos, b, h, i0, qn, a->Dv, f->Dvp, f->dOp + t * BM * f->Dvp);
         float *dl = f->delta + bh * a->L + i0;
         if (a->o) {
-            const float *dO = f->dOp + t * BM * f->Dvp;
+            int64_t ldo = f->din ? g->dos[2] : f->Dvp;
+            const float *dO = f->din ? g->dout + b * g->dos[0] + h * g->dos[1] + i0 * ldo
+                                     : f->dOp + t * BM * f->Dvp;
             for (int64_t r = 0; r < qn; r++) {
                 const float *o = a->o + b * a->os[0] + h * a->os[1] + (i0 + r) * a->os[2];
                 float acc = 0.0f;
-                for (int64_t e = 0; e < a->Dv; e++) acc += dO[r * f->Dvp + e] * o[e * a->os[3]];
+                for (int64_t e = 0; e < a->Dv; e++) acc += dO[r * ldo + e] * o[e * a->os[3]];
                 dl[r] = acc;
             }
         } else {
@@ -731,7 +886,7 @@ static void pack_q_task(void *arg, int64_t begin, int64_t end, int tid) {
             key_tiles(f, qt, &kt0, &kt1);
             for (int64_t r = 0; r < qn; r++) dl[r] = 0.0f;
             for (int64_t kt = kt0; kt < kt1; kt++)
-                bwd_block(f, blk, b, h, qt, kt, NULL, NULL, NULL, dl);
+                bwd_block(f, blk, b, h, qt, kt, NULL, NULL, NULL, NULL, dl);
         }
     }
 }
@@ -739,29 +894,38 @@ static void pack_q_task(void *arg, int64_t begin, int64_t end, int tid) {
 static void store_rows(const float *src, int64_t w, int64_t n, int64_t d, float *dst,
                        int64_t rs, int64_t cs) {
     for (int64_t r = 0; r < n; r++)
-        for (int64_t e = 0; e < d; e++) dst[r * rs + e * cs] = src[r * w + e];
+        if (cs == 1) memcpy(dst + r * rs, src + r * w, sizeof(float) * (size_t)d);
+        else
+            for (int64_t e = 0; e < d; e++) dst[r * rs + e * cs] = src[r * w + e];
 }
 
 /* dK, dV of key tile kt of (b, hk): heads of the group, then query tiles, in order; with dQ
- * (one-pass scheme) also accumulates dQ [group][nqt*BM][Dp]. */
-static void dkdv_tile(const fl *f, float *ws, int64_t b, int64_t hk, int64_t kt, float *dQ) {
+ * (one-pass scheme) also accumulates dQ: head hh of the group's rows at dQ + hh * hsq, row
+ * stride ldq. */
+static void dkdv_tile(const fl *f, float *ws, int64_t b, int64_t hk, int64_t kt, float *dQ,
+                      int64_t hsq, int64_t ldq) {
     const attn__sdpa_args *a = f->a;
     const attn__sdpa_grads *g = f->g;
     float *blk = ws, *dK = blk + BLK_FLOATS, *dV = dK + BN * f->Dp;
     int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
-    memset(dK, 0, sizeof(float) * (size_t)(BN * f->Dp));
-    memset(dV, 0, sizeof(float) * (size_t)(BN * f->Dvp));
+    int kd = dk_direct(f), vd = dv_direct(f);
+    int64_t ldd[3] = {f->Dp, f->Dvp, ldq};
+    if (kd) dK = g->dk + b * g->dks[0] + hk * g->dks[1] + j0 * g->dks[2], ldd[0] = g->dks[2];
+    if (vd) dV = g->dv + b * g->dvs[0] + hk * g->dvs[1] + j0 * g->dvs[2], ldd[1] = g->dvs[2];
+    if (kd) zero_rows(dK, ldd[0], kn, a->D);
+    else memset(dK, 0, sizeof(float) * (size_t)(BN * f->Dp));
+    if (vd) zero_rows(dV, ldd[1], kn, a->Dv);
+    else memset(dV, 0, sizeof(float) * (size_t)(BN * f->Dvp));
     for (int64_t hh = 0; hh < f->group; hh++)
         for (int64_t qt = 0; qt < f->nqt; qt++) {
             if (!live(f, qt, kt)) continue;
             bwd_block(f, blk, b, hk * f->group + hh, qt, kt, g->dk ? dK : NULL,
-                      g->dv ? dV : NULL,
-                      dQ ? dQ + (hh * f->nqt + qt) * BM * f->Dp : NULL, NULL);
+                      g->dv ? dV : NULL, dQ ? dQ + hh * hsq + qt * BM * ldq : NULL, ldd, NULL);
         }
-    if (g->dk)
+    if (g->dk && !kd)
         store_rows(dK, f->Dp, kn, a->D, g->dk + b * g->dks[0] + hk * g->dks[1] + j0 * g->dks[2],
                    g->dks[2], g->dks[3]);
-    if (g->dv)
+    if (g->dv && !vd)
         store_rows(dV, f->Dvp, kn, a->Dv,
                    g->dv + b * g->dvs[0] + hk * g->dvs[1] + j0 * g->dvs[2], g->dvs[2],
                    g->dvs[3]);
@@ -773,7 +937,7 @@ static void dkdv_task(void *arg, int64_t begin, int64_t end, int tid) {
     float *ws = f->scratch + (int64_t)tid * f->per_thread;
     for (int64_t t = begin; t < end; t++) {
         int64_t bk = t / f->nkt, kt = t % f->nkt;
-        dkdv_tile(f, ws, bk / f->a->Hkv, bk % f->a->Hkv, kt, NULL);
+        dkdv_tile(f, ws, bk / f->a->Hkv, bk % f->a->Hkv, kt, NULL, 0, 0);
     }
 }
 
@@ -784,16 +948,19 @@ static void dq_task(void *arg, int64_t begin, int64_t end, int tid) {
     const attn__sdpa_grads *g = f->g;
     float *blk = f->scratch + (int64_t)tid * f->per_thread, *dQ = blk + BLK_FLOATS;
     int64_t BH = a->B * a->H;
+    int qd = dq_direct(f);
     for (int64_t t = begin; t < end; t++) {
         int64_t qt = f->nqt - 1 - t / BH, bh = t % BH, b = bh / a->H, h = bh % a->H;
         int64_t i0 = qt * BM, qn = a->L - i0 < BM ? a->L - i0 : BM;
         int64_t kt0, kt1;
         key_tiles(f, qt, &kt0, &kt1);
-        memset(dQ, 0, sizeof(float) * (size_t)(BM * f->Dp));
+        float *dq = g->dq + b * g->dqs[0] + h * g->dqs[1] + i0 * g->dqs[2], *acc = dQ;
+        int64_t ldd[3] = {0, 0, f->Dp};
+        if (qd) acc = dq, ldd[2] = g->dqs[2], zero_rows(dq, ldd[2], qn, a->D);
+        else memset(dQ, 0, sizeof(float) * (size_t)(BM * f->Dp));
         for (int64_t kt = kt0; kt < kt1; kt++)
-            bwd_block(f, blk, b, h, qt, kt, NULL, NULL, dQ, NULL);
-        store_rows(dQ, f->Dp, qn, a->D, g->dq + b * g->dqs[0] + h * g->dqs[1] + i0 * g->dqs[2],
-                   g->dqs[2], g->dqs[3]);
+            bwd_block(f, blk, b, h, qt, kt, NULL, NULL, acc, ldd, NULL);
+        if (!qd) store_rows(dQ, f->Dp, qn, a->D, dq, g->dqs[2], g->dqs[3]);
     }
 }
 
@@ -805,10 +972,20 @@ static void onepass_task(void *arg, int64_t begin, int64_t end, int tid) {
     float *ws = f->scratch + (int64_t)tid * f->per_thread;
     float *dQ = g->dq ? ws + BLK_FLOATS + BN * f->Dp + BN * f->Dvp : NULL;
     int64_t dqn = f->group * f->nqt * BM * f->Dp;
+    int qd = dq_direct(f);
     for (int64_t t = begin; t < end; t++) {
         int64_t b = t / a->Hkv, hk = t % a->Hkv;
+        if (qd) { /* the group's heads of dq, accumulated in place */
+            float *dq = g->dq + b * g->dqs[0] + hk * f->group * g->dqs[1];
+            for (int64_t hh = 0; hh < f->group; hh++)
+                zero_rows(dq + hh * g->dqs[1], g->dqs[2], a->L, a->D);
+            for (int64_t kt = 0; kt < f->nkt; kt++)
+                dkdv_tile(f, ws, b, hk, kt, dq, g->dqs[1], g->dqs[2]);
+            continue;
+        }
         if (dQ) memset(dQ, 0, sizeof(float) * (size_t)dqn);
-        for (int64_t kt = 0; kt < f->nkt; kt++) dkdv_tile(f, ws, b, hk, kt, dQ);
+        for (int64_t kt = 0; kt < f->nkt; kt++)
+            dkdv_tile(f, ws, b, hk, kt, dQ, f->nqt * BM * f->Dp, f->Dp);
         if (dQ)
             for (int64_t hh = 0; hh < f->group; hh++) {
                 int64_t h = hk * f->group + hh;
@@ -828,11 +1005,14 @@ attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn_
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     int64_t nkv = a->B * a->Hkv * f.nkt, nq = a->B * a->H * f.nqt;
+    f.qin = a->qs[3] == 1 && a->D % 16 == 0;
+    f.kin = a->ks[3] == 1 && a->D % 16 == 0;
+    f.din = g->dos[3] == 1 && a->Dv % 16 == 0;
     ATTN_TRYG(attn__ws_f32(ctx, &f.Kt, nkv, f.Dp, BN, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &f.Kp, nkv, BN, f.Dp, 1));
+    if (!f.kin) ATTN_TRYG(attn__ws_f32(ctx, &f.Kp, nkv, BN, f.Dp, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &f.Vt, nkv, f.Dvp, BN, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &f.Qp, nq, BM, f.Dp, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &f.dOp, nq, BM, f.Dvp, 1));
+    if (!f.qin) ATTN_TRYG(attn__ws_f32(ctx, &f.Qp, nq, BM, f.Dp, 1));
+    if (!f.din) ATTN_TRYG(attn__ws_f32(ctx, &f.dOp, nq, BM, f.Dvp, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &f.delta, a->B * a->H, a->L, 1, 1));
     attn__parallel_for(ctx, nkv, pack_kv_task, &f);
     {

@@ -6,8 +6,10 @@
  * stream, lse, zero rows for fully masked queries), but the L x S score matrix is never
  * materialised: queries are processed in tiles of ATTN__FLASH_BM rows against key tiles of
  * ATTN__FLASH_BN keys with an online softmax (tiles outside the causal mask or the window are
- * skipped); only per-tile blocks live in the workspace.  Any strides are accepted (operands
- * are packed).
+ * skipped, and a tile on the causal diagonal is computed as a staircase of row strips on the
+ * columns they see: the same bits as the full tile); only per-tile blocks live in the
+ * workspace.  Any strides are accepted (operands are packed, or read in place when their rows
+ * are unit-stride and D, Dv are multiples of 16).
  *
  * Threads: the forward splits (batch, head, query tile), the heaviest causal tiles first; the
  * backward computes dK/dV per key tile (query tiles and heads visited in a fixed order) and dQ
@@ -21,9 +23,13 @@
 
 #define ATTN__FLASH_BM 96 /* query rows per tile */
 #define ATTN__FLASH_BN 64 /* keys per tile (a multiple of 16) */
-/* Forward with at most this many keys (fp32): one tile of all keys per row block, no online
- * softmax (flash.c, "short key ranges") */
+/* Forward with at most ATTN__FLASH_SHORT_S keys (fp32), or at most ATTN__FLASH_SHORT_S2 keys
+ * whose K^T (rup16(D) x rup16(S) floats) fits in ATTN__FLASH_SHORT_KT floats: one tile of all
+ * keys per row block, no online softmax (flash.c, "short key ranges").  The choice depends on
+ * the shape only (never on the thread count); the two paths differ in the last bits. */
 #define ATTN__FLASH_SHORT_S 256
+#define ATTN__FLASH_SHORT_S2 1024
+#define ATTN__FLASH_SHORT_KT 65536
 
 /* Forward: writes a->o and, if a->lse, the log-sum-exp (-inf for a fully masked row).
  * a->w must be NULL (ATTN_E_INVALID otherwise: use attn__sdpa when weights are wanted). */

@@ -424,10 +424,16 @@ attn_status attn__sdpa_backward_call(attn_ctx *ctx, const char *fn, const attn_t
     attn__mark mk = attn__ws_mark(ctx);
     float *buf[3] = {NULL, NULL, NULL};
     attn_status st;
+    /* The fused backward writes contiguous gradients straight into place (no copy); the
+     * others into contiguous buffers, stored afterwards. */
+    int direct = !want_dmask && attn__sdpa_bwd_path(&a, &g) == ATTN__SDPA_FLASH;
     for (int i = 0; i < 3; i++)
-        if (outs[i] && outs[i]->data)
-            ATTN_TRYG(attn__ws_f32(ctx, &buf[i], shapes[i][0], shapes[i][1], shapes[i][2],
-                                   shapes[i][3]));
+        if (outs[i] && outs[i]->data) {
+            if (direct && attn_tensor_is_contiguous(outs[i])) buf[i] = outs[i]->data;
+            else
+                ATTN_TRYG(attn__ws_f32(ctx, &buf[i], shapes[i][0], shapes[i][1], shapes[i][2],
+                                       shapes[i][3]));
+        }
     g.dq = buf[0], g.dk = buf[1], g.dv = buf[2];
     for (int d = 3; d >= 0; d--) { /* contiguous strides of the buffers */
         g.dqs[d] = d == 3 ? 1 : g.dqs[d + 1] * qshape[d + 1];

@@ -58,11 +58,16 @@ static const blk_fn blk_table[MR] = {blk_1, blk_2, blk_3, blk_4, blk_5, blk_6};
 
 static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
                const float *B, int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {
-    for (int64_t i0 = 0; i0 < m; i0 += MR) {
-        int mr = (int)(m - i0 < MR ? m - i0 : MR);
+    /* the m rows in nb blocks of near-equal height (32 rows as 6, 6, 5, 5, 5, 5 rather than
+     * 6, 6, 6, 6, 6, 2); each element is one chain whatever the block: the same bits */
+    int64_t nb = (m + MR - 1) / MR, i0 = 0;
+    for (int64_t bi = 0; bi < nb; bi++) {
+        int mr = (int)((m - i0) / (nb - bi));
+        mr += (m - i0) % (nb - bi) != 0;
         for (int64_t j0 = 0; j0 < n; j0 += 16)
             blk_table[mr - 1](K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0, ldc,
                               accum, cs ? cs + i0 : NULL);
+        i0 += mr;
     }
 }
 

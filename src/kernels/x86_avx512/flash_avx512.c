@@ -86,10 +86,15 @@ static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int
                const float *B, int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {
     for (int64_t j0 = 0; j0 < n; j0 += 64) {
         int nv = (int)((n - j0) / 16 < 4 ? (n - j0) / 16 : 4), rows = rows_of[nv - 1];
-        for (int64_t i0 = 0; i0 < m; i0 += rows) {
-            int mr = (int)(m - i0 < rows ? m - i0 : rows);
+        /* the m rows in nb blocks of near-equal height (32 rows as 6, 6, 5, 5, 5, 5 rather
+         * than 6, 6, 6, 6, 6, 2: a block of few rows is bound by its loads of B) */
+        int64_t nb = (m + rows - 1) / rows, i0 = 0;
+        for (int64_t bi = 0; bi < nb; bi++) {
+            int mr = (int)((m - i0) / (nb - bi));
+            mr += (m - i0) % (nb - bi) != 0; /* the taller blocks first */
             blk_table[nv - 1][mr - 1](K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0,
                                       ldc, accum, cs ? cs + i0 : NULL);
+            i0 += mr;
         }
     }
 }
