@@ -49,6 +49,8 @@ int attn_cli_dp_size(void);  /* 1 outside mpirun */
 int attn_cli_dp_local(void); /* ranks on this node (1 outside mpirun) */
 /* cli/bench_ring.c: attn bench --op ring-sdpa (under mpirun; -DATTN_MPI=ON) */
 int attn_bench_ring(int argc, char **argv);
+/* cli/bench_dp.c: attn bench --op dp-step (data parallel under mpirun, or one process) */
+int attn_bench_dp(int argc, char **argv);
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
 int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
