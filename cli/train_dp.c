@@ -86,6 +86,17 @@ int attn_cli_dp_open(const char *cmd, attn_ctx *ctx, long long batch, const char
 #ifdef ATTN_HAVE_MPI
     if (!g.on || g.size == 1) return 0; /* one rank: the plain loop */
     attn_dp_options o = attn_dp_defaults();
+    const char *bk = getenv("ATTN_DP_BUCKET"); /* gradient elements per bucket (tuning, tests) */
+    long long v;
+    if (bk && *bk) {
+        if (!attn_cli_parse_i64(bk, 1, 1LL << 28, &v)) {
+            if (g.rank == 0)
+                fprintf(stderr, "attn %s: ATTN_DP_BUCKET='%s' is not a number of elements in "
+                                "[1, 2^28]\n", cmd, bk);
+            return 1;
+        }
+        o.bucket_floats = v;
+    }
     attn_status st = attn_dp_create(ctx, MPI_COMM_WORLD, &o, &g.dp);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, cmd, st);
@@ -153,10 +164,12 @@ int attn_cli_dp_finish(int rc) {
         attn_dp_stats s;
         attn_dp_stats_get(g.dp, &s);
         if (g.dp && g.rank == 0 && s.steps > 0)
-            fprintf(stderr, "data parallel: %lld steps, %.1f KiB sent per step per rank, %.2f ms "
-                            "per step waiting for gradients after the backward\n",
-                    (long long)s.steps, (double)s.bytes / (double)s.steps / 1024.0,
-                    1e3 * s.exposed_s / (double)s.steps);
+            fprintf(stderr, "data parallel: %lld steps, %lld gradient buckets per step of which "
+                            "%lld started after the backward, %.1f KiB sent per step per rank, "
+                            "%.2f ms per step waiting for gradients after the backward\n",
+                    (long long)s.steps, (long long)(s.buckets / s.steps),
+                    (long long)(s.late_buckets / s.steps),
+                    (double)s.bytes / (double)s.steps / 1024.0, 1e3 * s.exposed_s / (double)s.steps);
         attn_dp_free(g.dp);
         g.dp = NULL;
         /* a rank that failed alone must not wait in MPI_Finalize for the others */

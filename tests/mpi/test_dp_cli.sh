@@ -3,7 +3,7 @@
 # (tests/CMakeLists.txt):   bash test_dp_cli.sh ATTN NP CASE TMPDIR MPIEXEC [MPIEXEC FLAGS...]
 # Run in tests/.  Each case exits 0 when the program behaved, else prints what went wrong.
 #   lm          attn train lm on NP ranks against one process: every step's loss within 1e-5
-#               (relative), tied and untied heads; the same model file
+#               (relative), tied and untied heads, buckets of 500 gradient elements
 #   lm_resume   2 ranks stop at step 5 (rank 0 writes the checkpoint); 1 rank (NP 2) or NP
 #               ranks (NP 3) resume: the losses continue the one-process run within 1e-5
 #   refuse      a batch the ranks do not divide: refused before any work, naming both
@@ -60,10 +60,14 @@ lm)
         L="--init $T/$fx --text $T/text --steps 12 --len 32 --batch 6 --lr 1e-2 --warmup 2 -q"
         run 0 "$ATTN" train lm $L -o "$T/one_$fx" -t 1
         grep "^step" "$T/out" >"$T/one.steps"
-        run 0 "${MPI[@]}" -np "$NP" "$ATTN" train lm $L -o "$T/dp_$fx" -t 1
+        # small buckets: most start during the backward, from the layers' gradient-ready reports
+        ATTN_DP_BUCKET=500 run 0 "${MPI[@]}" -np "$NP" "$ATTN" train lm $L -o "$T/dp_$fx" -t 1
         grep "^step" "$T/out" >"$T/dp.steps"
         close "$T/one.steps" "$T/dp.steps" || fail "$fx: $NP-rank losses differ from one process"
         grep -q "data parallel: $NP ranks" "$T/err" || fail "no data-parallel line"
+        read -r nb late <<<"$(sed -n 's/.* \([0-9]*\) gradient buckets per step of which \([0-9]*\) started.*/\1 \2/p' "$T/err")"
+        [ -n "$nb" ] && [ "$late" -lt "$nb" ] ||
+            fail "$fx: no bucket started during the backward ($late of $nb after it)"
         [ "$(grep -c '^step' "$T/dp.steps")" = 12 ] || fail "rank 0 did not print 12 steps once"
         [ -s "$T/dp_$fx/model.safetensors" ] || fail "no model written"
     done ;;
