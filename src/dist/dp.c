@@ -205,21 +205,30 @@ static attn_status wait_all(attn_dp *dp, attn_ctx *ctx, MPI_Request *req, int n,
 
 /* ---- the ranks' agreement on the module (once per module) -------------------------------- */
 static attn_status agree(attn_dp *dp, attn_ctx *ctx, int64_t numel) {
-    int64_t v[4] = {numel, -numel, dp->bucket_floats, -dp->bucket_floats}, r[4];
+    /* on the heap: after a timeout the collective still owns both (it cannot be cancelled),
+     * so they are leaked then */
+    int64_t *v = malloc(8 * sizeof *v), *r = v ? v + 4 : NULL;
+    ATTN_FAIL_IF(!v, ctx, ATTN_E_NOMEM, "attn_dp: out of memory");
+    v[0] = numel, v[1] = -numel, v[2] = dp->bucket_floats, v[3] = -dp->bucket_floats;
     MPI_Request q;
     int rc = MPI_Iallreduce(v, r, 4, MPI_INT64_T, MPI_MIN, dp->comm, &q);
-    if (rc != MPI_SUCCESS) return mpi_fail(ctx, dp->rank, rc, "MPI_Iallreduce");
+    if (rc != MPI_SUCCESS) {
+        free(v);
+        return mpi_fail(ctx, dp->rank, rc, "MPI_Iallreduce");
+    }
     attn_status st = wait_all(dp, ctx, &q, 1, "the agreement on the model's size", MPI_Wtime());
     if (st != ATTN_OK) {
-        dp->leak = 1; /* a collective cannot be cancelled: v and r are ours, on the stack... */
-        return st;    /* ...so the caller must stop the job (documented) */
+        dp->leak = 1;
+        return st;
     }
-    ATTN_FAIL_IF(r[0] != -r[1], ctx, ATTN_E_SHAPE,
+    int64_t r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+    free(v);
+    ATTN_FAIL_IF(r0 != -r1, ctx, ATTN_E_SHAPE,
                  "attn_dp: the ranks disagree on the model's parameter count (%lld on some, "
-                 "%lld on others)", (long long)r[0], (long long)-r[1]);
-    ATTN_FAIL_IF(r[2] != -r[3], ctx, ATTN_E_INVALID,
+                 "%lld on others)", (long long)r0, (long long)-r1);
+    ATTN_FAIL_IF(r2 != -r3, ctx, ATTN_E_INVALID,
                  "attn_dp: the ranks disagree on bucket_floats (%lld on some, %lld on others)",
-                 (long long)r[2], (long long)-r[3]);
+                 (long long)r2, (long long)-r3);
     return ATTN_OK;
 }
 
@@ -442,10 +451,14 @@ attn_status attn_dp_sum(attn_dp *dp, attn_ctx *ctx, double *x, int n) {
     ATTN_FAIL_IF(dp->leak, ctx, ATTN_E_INVALID,
                  "attn_dp_sum: an earlier step failed (timeout): the communicator is unusable");
     if (dp->size == 1 || n == 0) return ATTN_OK;
-    double *all = malloc(sizeof *all * (size_t)n * (size_t)dp->size);
+    /* [N n] gathered, then this rank's n: both owned by the collective until it completes
+     * (leaked after a timeout) */
+    double *all = malloc(sizeof *all * (size_t)n * ((size_t)dp->size + 1));
     ATTN_FAIL_IF(!all, ctx, ATTN_E_NOMEM, "attn_dp_sum: out of memory");
+    double *mine = all + (size_t)n * (size_t)dp->size;
+    memcpy(mine, x, sizeof *x * (size_t)n);
     MPI_Request q;
-    int rc = MPI_Iallgather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, dp->comm, &q);
+    int rc = MPI_Iallgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, dp->comm, &q);
     if (rc != MPI_SUCCESS) {
         free(all);
         return mpi_fail(ctx, dp->rank, rc, "MPI_Iallgather");

@@ -7,7 +7,9 @@
 #   lm_resume   2 ranks stop at step 5 (rank 0 writes the checkpoint); 1 rank (NP 2) or NP
 #               ranks (NP 3) resume: the losses continue the one-process run within 1e-5
 #   refuse      a batch the ranks do not divide: refused before any work, naming both
-#   hang        rank 1 hangs after step 3 (ATTN_DP_TEST_HANG_STEP): rank 0 stops with a
+#   die         rank 1 exits after step 3 (ATTN_DP_TEST_EXIT_STEP): mpirun reports it and
+#               stops the others
+#   hang        rank 1 hangs after step 3 (ATTN_DP_TEST_HANG_STEP): another rank stops with a
 #               timeout message within ATTN_MPI_TIMEOUT (2 s) and the job ends
 set -u
 ATTN=$1 NP=$2 CASE=$3 TMP=$4
@@ -27,6 +29,7 @@ run() { # run RC_WANTED CMD...: stdout to $T/out, stderr to $T/err
     shift
     timeout 300 "$@" >"$T/out" 2>"$T/err"
     local rc=$?
+    RC=$rc
     [ "$rc" = 124 ] && fail "timed out: $*"
     [ "$want" = any ] || [ "$rc" = "$want" ] || fail "exit status $rc, expected $want: $*"
     return 0
@@ -97,6 +100,7 @@ refuse)
     grep -q "the global batch of $B is not divisible by the $NP ranks" "$T/err" ||
         fail "no refusal naming the batch and the ranks"
     [ "$(grep -c 'not divisible' "$T/err")" = 1 ] || fail "the refusal should be printed once"
+    [ "$RC" != 0 ] || fail "the refused run ended with status 0"
     [ ! -e "$T/c/state.safetensors" ] || fail "a refused run wrote a state" ;;
 hang)
     mktext "$T/text"
@@ -105,10 +109,23 @@ hang)
         charlm --text "$T/text" --batch 6 --steps 50 --d-model 32 --layers 1 --heads 2 \
         --ff 64 --block 16 -q -t 1 -o "$T/c"
     took=$(($(date +%s) - start))
+    [ "$RC" != 0 ] || fail "the job ended with status 0"
     grep -q "ATTN_DP_TEST_HANG_STEP: hanging after step 3" "$T/err" || fail "rank 1 did not hang"
-    grep -q "rank 0 of $NP waited 2 s for .*another rank died, hangs" "$T/err" ||
-        fail "rank 0 did not report the hang"
+    # the first rank (not 1) to time out tells, and its MPI_Abort stops the others
+    grep -Eq "rank ([02-9]|[1-9][0-9]+) of $NP waited [0-9.]+ s for .*another rank died, hangs" \
+        "$T/err" || fail "no other rank reported the hang"
     grep -q "ATTN_E_TIMEOUT" "$T/err" || fail "no ATTN_E_TIMEOUT"
+    [ "$took" -lt 120 ] || fail "the job took $took s to stop" ;;
+die)
+    mktext "$T/text"
+    start=$(date +%s)
+    ATTN_MPI_TIMEOUT=30 ATTN_DP_TEST_EXIT_STEP=3 run any "${MPI[@]}" -np "$NP" "$ATTN" train \
+        charlm --text "$T/text" --batch 6 --steps 50 --d-model 32 --layers 1 --heads 2 \
+        --ff 64 --block 16 -q -t 1 -o "$T/c"
+    took=$(($(date +%s) - start))
+    [ "$RC" != 0 ] || fail "the job ended with status 0"
+    grep -q "ATTN_DP_TEST_EXIT_STEP: exiting after step 3" "$T/err" || fail "rank 1 did not exit"
+    grep -Eqi "exited|exit code|non-zero|aborted" "$T/err" || fail "mpirun did not report the exit"
     [ "$took" -lt 120 ] || fail "the job took $took s to stop" ;;
 *) fail "unknown case" ;;
 esac
