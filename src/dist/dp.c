@@ -65,6 +65,20 @@ struct attn_dp {
     attn_dp_stats stats;
 };
 
+/* Buffers that MPI may still write after a timeout (a cancelled receive, a collective that
+ * cannot be cancelled): never freed, but kept reachable here so that leak checkers tell them
+ * from real leaks.  Touched only after a timeout, from the MPI thread. */
+typedef struct dp_grave {
+    struct dp_grave *next;
+    void *p;
+} dp_grave;
+static dp_grave *graveyard;
+static void bury(void *p) {
+    dp_grave *g = p ? malloc(sizeof *g) : NULL;
+    if (!g) return; /* then p is left unreachable: still never freed, as it must be */
+    g->p = p, g->next = graveyard, graveyard = g;
+}
+
 attn_dp_options attn_dp_defaults(void) {
     attn_dp_options o;
     memset(&o, 0, sizeof o);
@@ -142,15 +156,25 @@ attn_status attn_dp_create(attn_ctx *ctx, MPI_Comm comm, const attn_dp_options *
 }
 
 static void free_buckets(attn_dp *dp) {
-    if (!dp->leak)
-        for (int i = 0; i < dp->nb; i++) free(dp->b[i].req), free(dp->b[i].tmp);
+    for (int i = 0; i < dp->nb; i++) { /* the request handles were completed or released */
+        free(dp->b[i].req);
+        if (dp->leak) bury(dp->b[i].tmp);
+        else free(dp->b[i].tmp);
+    }
     free(dp->b);
     dp->b = NULL, dp->nb = 0, dp->m = NULL;
 }
 
+static void abandon(attn_dp *dp);
+
 void attn_dp_free(attn_dp *dp) {
     if (!dp) return;
     if (dp->ctx && dp->armed) attn_ctx_set_grad_ready(dp->ctx, NULL, NULL);
+    for (int i = 0; i < dp->nb; i++) /* freed mid-step: transfers in flight are abandoned */
+        if (dp->b[i].state == B_PHASE1 || dp->b[i].state == B_PHASE2) {
+            abandon(dp);
+            break;
+        }
     free_buckets(dp);
     /* after a timeout the communicator may hold requests that never complete: freeing it
      * would wait for them, so it is left to MPI_Finalize / MPI_Abort */
@@ -219,6 +243,7 @@ static attn_status agree(attn_dp *dp, attn_ctx *ctx, int64_t numel) {
     attn_status st = wait_all(dp, ctx, &q, 1, "the agreement on the model's size", MPI_Wtime());
     if (st != ATTN_OK) {
         dp->leak = 1;
+        bury(v);
         return st;
     }
     int64_t r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
@@ -467,6 +492,7 @@ attn_status attn_dp_sum(attn_dp *dp, attn_ctx *ctx, double *x, int n) {
                               MPI_Wtime());
     if (st != ATTN_OK) {
         dp->leak = 1; /* the collective cannot be cancelled: all stays MPI's */
+        bury(all);
         return st;
     }
     for (int i = 0; i < n; i++) { /* in rank order: the same bits on every rank */
