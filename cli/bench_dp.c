@@ -213,7 +213,7 @@ int attn_bench_dp(int argc, char **argv) {
         ATTN_OPT_INT("dim", 0, &o.dim, 1, 1 << 12, "D", "head dimension (default 64)"),
         ATTN_OPT_INT("vocab", 0, &o.vocab, 2, 1 << 24, "V", "vocabulary (default 8192)"),
         ATTN_OPT_INT("bucket", 0, &o.bucket, 0, 1 << 28, "N",
-                     "gradient elements per bucket (default 0: 2^20)"),
+                     "gradient elements per bucket (default 0: 2^18)"),
         ATTN_OPT_FLAG("no-overlap", 0, &o.no_overlap,
                       "start every bucket after the backward (for comparison)"),
         ATTN_OPT_THREADS(&o.threads),

@@ -141,7 +141,7 @@ ATTN_API attn_status attn_sdpa_ring_backward(attn_ctx *ctx, MPI_Comm comm, const
  * ========================================================================================== */
 typedef struct attn_dp_options {
     double timeout_s;      /* longest wait for another rank; 0: ATTN_MPI_TIMEOUT or 300 s */
-    int64_t bucket_floats; /* gradient elements per bucket, <= 2^28; 0: 2^20 (4 MiB).  More
+    int64_t bucket_floats; /* gradient elements per bucket, <= 2^28; 0: 2^18 (1 MiB).  More
                               than 4096 buckets are never made (they grow instead) */
     int overlap;           /* 1: start buckets from the gradient-ready hook during the
                               backward (the default); 0: all of them in attn_dp_end */

@@ -32,7 +32,7 @@
 #define DP_TAG0 0x4200          /* bucket b: tags DP_TAG0 + 2b (phase 1), + 1 (phase 2) */
 #define DP_MAX_BUCKETS 4096     /* keeps the tags under MPI's guaranteed 32767 */
 #define DP_MAX_BUCKET ((int64_t)1 << 28) /* floats: a chunk count fits an int */
-#define DP_DEFAULT_BUCKET ((int64_t)1 << 20)
+#define DP_DEFAULT_BUCKET ((int64_t)1 << 18)
 #define DP_DEFAULT_TIMEOUT 300.0
 
 enum { B_IDLE = 0, B_PHASE1, B_PHASE2, B_DONE };
