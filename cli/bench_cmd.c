@@ -853,6 +853,10 @@ int attn_cmd_bench(int argc, char **argv) {
         if ((i + 1 < argc && !strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "mpi-link")) ||
             !strcmp(argv[i], "--op=mpi-link"))
             return attn_bench_link(argc, argv);
+    for (int i = 1; i < argc; i++) /* --op dp-step: data parallel, under mpirun (bench_dp.c) */
+        if ((i + 1 < argc && !strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "dp-step")) ||
+            !strcmp(argv[i], "--op=dp-step"))
+            return attn_bench_dp(argc, argv);
     shape s = {-1, -1, -1, -1, -1, -1, 0, 0}; /* -1: the op's default, set below */
     long long threads = 0, repeat = 5, layers = -1, vocab = -1;
     const char *save_init = NULL;
@@ -870,7 +874,9 @@ int attn_cmd_bench(int argc, char **argv) {
                         "ring-sdpa: ring attention under mpirun (attn bench\n"
                         "--op ring-sdpa --help; needs -DATTN_MPI=ON);\n"
                         "mpi-link: the MPI link's latency and bandwidth under\n"
-                        "mpirun (attn bench --op mpi-link --help)"),
+                        "mpirun (attn bench --op mpi-link --help);\n"
+                        "dp-step: a data-parallel training step, under\n"
+                        "mpirun (attn bench --op dp-step --help)"),
         ATTN_OPT_INT("batch", 0, &s.B, 1, 1 << 24, "B", "batch size (default 1; gpt-step 4)"),
         ATTN_OPT_INT("heads", 0, &s.H, 1, 1 << 24, "H", "query heads (default 12)"),
         ATTN_OPT_INT("kv-heads", 0, &s.Hkv, 1, 1 << 24, "K",

@@ -162,6 +162,7 @@ static int load_text(textbuf *t, const char *path, const char *corpus, int insta
 /* ---- progress -------------------------------------------------------------------------- */
 static int on_progress(void *user, const attn_train_progress *p) {
     attn_cli_curve *c = user;
+    attn_cli_dp_fault(p->step);
     float bpc = (float)(p->loss / 0.69314718055994530942);
     if (!attn_cli_curve_add(c, p, bpc, p->val_bpc > 0, p->val_bpc) || c->quiet) return 0;
     char el[16], eta[16];
@@ -233,6 +234,8 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
     if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    const int rank0 = attn_cli_dp_rank() == 0;
+    if (!rank0) quiet = 1; /* rank 0 alone prints progress */
     cfg.steps = steps, cfg.batch = batch, cfg.block_size = block, cfg.d_model = d_model;
     cfg.nhead = heads, cfg.num_layers = layers, cfg.dim_feedforward = ff;
     cfg.seed = (uint64_t)seed, cfg.eval_every = eval_every, cfg.lr = (float)lr;
@@ -243,6 +246,10 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     int64_t max;
     const char *bound;
     if (attn_cli_ctx("train charlm", threads, 0, &ctx)) return 1;
+    if (attn_cli_dp_open("train charlm", ctx, cfg.batch, "batch", &cfg.dp)) {
+        attn_ctx_free(ctx);
+        return 1;
+    }
     if (!attn_cli_text_bound("train charlm", ctx, &max, &bound) ||
         !load_text(&text, text_path, corpus, install, (uint64_t)max, bound, quiet) ||
         attn_cli_train_dir("train charlm", out, &paths)) {
@@ -270,9 +277,10 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     attn_status st = attn_charlm_train(ctx, &cfg, text.p, text.len, resume, on_progress, &c, &m);
     if (c.tty && !quiet) fputc('\n', stderr);
     if (st != ATTN_OK) {
-        rc = attn_cli_fail(ctx, "train charlm", st);
+        rc = attn_cli_dp_fail(ctx, "train charlm", st);
         goto out;
     }
+    if (!rank0) goto out; /* rank 0 writes the model and the pictures */
     if ((st = attn_charlm_save(ctx, m, &cfg, paths.model)) != ATTN_OK) {
         rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;

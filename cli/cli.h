@@ -29,10 +29,30 @@ int attn_cmd_chat(int argc, char **argv);
 int attn_cmd_tokenize(int argc, char **argv);
 int attn_cmd_perplexity(int argc, char **argv);
 int attn_bench_llm(int argc, char **argv);
+/* cli/train_dp.c: attn train dates|charlm|lm under mpirun, data parallel (-DATTN_MPI=ON).
+ * attn_cli_dp_init before the command (joins MPI when mpirun started this process; refuses
+ * several ranks in a build without MPI; silences the standard output of ranks other than 0),
+ * attn_cli_dp_open once the context exists (refuses a batch the ranks do not divide, before
+ * any work; *hooks: the table for the task, NULL outside mpirun or on one rank),
+ * attn_cli_dp_fail to report a failed status (a timeout stops the job: MPI_Abort),
+ * attn_cli_dp_fault(step) after each step (test hooks ATTN_DP_TEST_HANG_STEP and
+ * ATTN_DP_TEST_EXIT_STEP: rank 1 hangs or exits after that step), attn_cli_dp_finish(rc) after
+ * the command (MPI_Finalize; returns rc, 1 when another rank failed). */
+int attn_cli_dp_init(const char *cmd);
+int attn_cli_dp_open(const char *cmd, attn_ctx *ctx, long long batch, const char *what,
+                     const attn_train_dp **hooks);
+int attn_cli_dp_fail(attn_ctx *ctx, const char *cmd, attn_status st);
+void attn_cli_dp_fault(int64_t step);
+int attn_cli_dp_finish(int rc);
+int attn_cli_dp_rank(void);  /* 0 outside mpirun */
+int attn_cli_dp_size(void);  /* 1 outside mpirun */
+int attn_cli_dp_local(void); /* ranks on this node (1 outside mpirun) */
 /* cli/bench_ring.c: attn bench --op ring-sdpa (under mpirun; -DATTN_MPI=ON) */
 int attn_bench_ring(int argc, char **argv);
 /* cli/bench_link.c: attn bench --op mpi-link (under mpirun; -DATTN_MPI=ON) */
 int attn_bench_link(int argc, char **argv);
+/* cli/bench_dp.c: attn bench --op dp-step (data parallel under mpirun, or one process) */
+int attn_bench_dp(int argc, char **argv);
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
 int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */

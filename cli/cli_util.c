@@ -20,6 +20,14 @@ int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
 }
 
 int attn_cli_threads(long long threads) {
+    if (threads <= 0 && attn_cli_dp_local() > 1) {
+        /* ranks of a data-parallel run (attn train under mpirun): the cores this rank is bound
+         * to, else the node's shared among its ranks */
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        int cpus = attn_cpu_count(), t = online > 0 && cpus < online ? cpus
+                                                                   : cpus / attn_cli_dp_local();
+        return t < 1 ? 1 : t;
+    }
     return threads <= 0 ? attn_cpu_count() : threads > 1024 ? 1024 : (int)threads;
 }
 

@@ -316,6 +316,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
                                     r.held_out);
     if (r.steps && epochs) return attn_cli_usage_error(&spec, "give --steps or --epochs, not both");
     if (r.lr_min < 0) r.lr_min = r.lr / 10;
+    const int rank0 = attn_cli_dp_rank() == 0;
+    if (!rank0) quiet = 1; /* rank 0 alone prints progress and writes files */
 
     attn_cli_paths paths;
     char state_path[4200];
@@ -346,6 +348,9 @@ int attn_cmd_lm_train(int argc, char **argv) {
     attn_status st;
     rc = 1;
     if (attn_cli_ctx(CMD, threads, 0, &ctx)) return 1;
+    /* under mpirun: each rank takes batch/N of each step's windows (cli/train_dp.c) */
+    const attn_train_dp *dp = NULL;
+    if (attn_cli_dp_open(CMD, ctx, r.batch, "batch", &dp)) goto out;
     size_t tlen;
     if (!attn_cli_read_text(CMD, ctx, text_path, &text, &tlen)) goto out;
     if ((st = attn_llm_load(ctx, init, 0u, &llm)) != ATTN_OK) {
@@ -475,11 +480,22 @@ int attn_cmd_lm_train(int argc, char **argv) {
         attn_tensor DL = attn_tensor_make(b.dlogits, ATTN_F32, 3, ls);
         attn_tensor DL2 = attn_tensor_make(b.dlogits, ATTN_F32, 2, l2);
         attn_tensor Y = attn_tensor_make(b.y, ATTN_I32, 1, ts);
+        /* data parallel: this rank's windows [r0, r0 + Bl) of each step's B */
+        const long long Bl = dp ? B / dp->nranks : B, r0 = dp ? dp->rank * Bl : 0;
+        int64_t is_l[2] = {Bl, T}, ls_l[3] = {Bl, T, V}, l2_l[2] = {Bl * T, V}, ts_l[1] = {Bl * T};
+        if (dp) {
+            X = attn_tensor_make(b.x, ATTN_I32, 2, is_l);
+            L = attn_tensor_make(b.logits, ATTN_F32, 3, ls_l);
+            L2 = attn_tensor_make(b.logits, ATTN_F32, 2, l2_l);
+            DL = attn_tensor_make(b.dlogits, ATTN_F32, 3, ls_l);
+            DL2 = attn_tensor_make(b.dlogits, ATTN_F32, 2, l2_l);
+            Y = attn_tensor_make(b.y, ATTN_I32, 1, ts_l);
+        }
         double t0 = now_s(), t_prev = t0;
         int64_t end = stop_at && stop_at < r.steps ? stop_at : r.steps;
         for (int64_t step = step0; step < end; step++) {
-            for (int64_t i = 0; i < B; i++) {
-                uint64_t h = mix64((uint64_t)r.seed ^ mix64((uint64_t)(step * B + i)));
+            for (int64_t i = 0; i < Bl; i++) {
+                uint64_t h = mix64((uint64_t)r.seed ^ mix64((uint64_t)(step * B + r0 + i)));
                 fill_window(&r, tok, (int64_t)(h % span), &b, i);
             }
             float loss, gnorm = 0;
@@ -488,8 +504,19 @@ int attn_cmd_lm_train(int argc, char **argv) {
                 (st = attn_cross_entropy(ctx, &L2, &Y, -100, 0.0f, &loss, &DL2)) != ATTN_OK)
                 break;
             attn_module_zero_grad(m);
-            if ((st = attn_llama_lm_backward_saved(ctx, m, sv, &DL)) != ATTN_OK ||
-                (st = attn_module_clip_grad_norm(ctx, m, (float)r.clip, &gnorm)) != ATTN_OK ||
+            if (dp) { /* the ranks' gradients sum to the global batch's mean */
+                for (int64_t i = 0; i < Bl * T * V; i++) b.dlogits[i] *= (float)((double)Bl / (double)B);
+                if ((st = dp->begin(dp->user, ctx, m)) != ATTN_OK) break;
+            }
+            if ((st = attn_llama_lm_backward_saved(ctx, m, sv, &DL)) != ATTN_OK) break;
+            if (dp) {
+                double tot = (double)loss * (double)(Bl * T);
+                if ((st = dp->end(dp->user, ctx, m)) != ATTN_OK ||
+                    (st = dp->sum(dp->user, ctx, &tot, 1)) != ATTN_OK)
+                    break;
+                loss = (float)(tot / (double)(B * T));
+            }
+            if ((st = attn_module_clip_grad_norm(ctx, m, (float)r.clip, &gnorm)) != ATTN_OK ||
                 (st = attn_adamw_step(ctx, opt, m, lr)) != ATTN_OK)
                 break;
             double t = now_s();
@@ -508,7 +535,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
                 val = v;
                 t_prev = now_s();
             }
-            if (last || (save_every > 0 && (step + 1) % save_every == 0)) {
+            if (rank0 && (last || (save_every > 0 && (step + 1) % save_every == 0))) {
                 attn_st_writer *w = NULL;
                 if ((st = attn_st_writer_create(ctx, &w)) == ATTN_OK) {
                     char stp[32];
@@ -526,6 +553,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
                 if (st != ATTN_OK) break;
             }
             on_line(&c, &p, v);
+            attn_cli_dp_fault(step + 1);
             printf("step %lld loss %.9g\n", (long long)(step + 1), (double)loss);
             if (v > 0) printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n",
                               (long long)(step + 1), v, exp(v));
@@ -533,7 +561,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         }
         if (c.tty && !quiet) fputc('\n', stderr);
         if (st != ATTN_OK) {
-            attn_cli_fail(ctx, CMD, st);
+            attn_cli_dp_fail(ctx, CMD, st);
             goto out;
         }
         if (end < r.steps) {
@@ -543,8 +571,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
             goto out;
         }
     }
-    /* the model as a HF folder */
-    {
+    /* the model as a HF folder (rank 0 writes it) */
+    if (rank0) {
         if (!write_hf(CMD, ctx, m, !from_dir, &sp, from_dir ? init : NULL, out)) goto out;
         if ((st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
                                           c.nv, "held-out loss",

@@ -15,6 +15,7 @@
 /* ---- attn train ------------------------------------------------------------------------ */
 static int on_progress(void *user, const attn_train_progress *p) {
     attn_cli_curve *c = user;
+    attn_cli_dp_fault(p->step);
     if (!attn_cli_curve_add(c, p, p->loss, p->accuracy >= 0, p->accuracy) || c->quiet) return 0;
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
@@ -48,18 +49,31 @@ static const char TRAIN_USAGE[] =
     "  attn train vit -o vit-model\n"
     "  attn train lm --init SmolLM2-135M-Instruct.Q4_1.gguf --text notes.txt --steps 20\n";
 
+static int train_dates(int argc, char **argv);
+
 int attn_cmd_train(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(TRAIN_USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "charlm")) return attn_cmd_charlm_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "vit")) return attn_cmd_vit_train(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "lm")) return attn_cmd_lm_train(argc - 1, argv + 1);
-    if (strcmp(argv[1], "dates") != 0) {
+    int (*task)(int, char **) = !strcmp(argv[1], "charlm") ? attn_cmd_charlm_train
+                                : !strcmp(argv[1], "lm")   ? attn_cmd_lm_train
+                                : !strcmp(argv[1], "dates") ? train_dates
+                                                            : NULL;
+    if (!task) {
         fprintf(stderr, "attn train: unknown task '%s' (known: dates, charlm, vit, lm)\n", argv[1]);
         return 2;
     }
+    /* under mpirun (-DATTN_MPI=ON): data parallel over the ranks (cli/train_dp.c) */
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "train %s", argv[1]);
+    if (attn_cli_dp_init(cmd)) return 1;
+    return attn_cli_dp_finish(task(argc - 1, argv + 1));
+}
+
+/* argv[0] is "dates" */
+static int train_dates(int argc, char **argv) {
     attn_dates_config cfg = attn_dates_defaults();
     const char *out = "dates-model", *resume = NULL;
     long long threads = 0, steps = cfg.steps, batch = cfg.batch, d_model = cfg.d_model,
@@ -104,9 +118,11 @@ int attn_cmd_train(int argc, char **argv) {
         opts, "'attn train charlm --help': the other task.",
         "attn train dates --steps 1000 -o dates-model\n"
         "attn train dates --resume dates-model/state.safetensors -o dates-model"};
-    int r = attn_cli_parse(&spec, argc - 1, argv + 1, &npos);
+    int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
-    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[2]);
+    if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
+    const int rank0 = attn_cli_dp_rank() == 0;
+    if (!rank0) quiet = 1; /* rank 0 alone prints progress */
     cfg.steps = steps, cfg.batch = batch, cfg.d_model = d_model, cfg.nhead = heads;
     cfg.num_layers = layers, cfg.dim_feedforward = ff, cfg.seed = (uint64_t)seed;
     cfg.eval_n = (int)eval_n, cfg.eval_every = eval_every, cfg.lr = (float)lr;
@@ -116,6 +132,10 @@ int attn_cmd_train(int argc, char **argv) {
     attn_ctx *ctx;
     if (attn_cli_train_dir("train", out, &paths) || attn_cli_ctx("train", threads, 0, &ctx))
         return 1;
+    if (attn_cli_dp_open("train dates", ctx, cfg.batch, "batch", &cfg.dp)) {
+        attn_ctx_free(ctx);
+        return 1;
+    }
     cfg.state_path = paths.state;
     cfg.save_every = 500;
     attn_cli_curve c;
@@ -135,7 +155,11 @@ int attn_cmd_train(int argc, char **argv) {
     attn_status st = attn_dates_train(ctx, &cfg, resume, on_progress, &c, &m);
     if (c.tty && !quiet) fputc('\n', stderr);
     if (st != ATTN_OK) {
-        rc = attn_cli_fail(ctx, "train", st);
+        rc = attn_cli_dp_fail(ctx, "train dates", st);
+        goto out;
+    }
+    if (!rank0) { /* rank 0 writes the model and the pictures */
+        attn_module_free(m);
         goto out;
     }
     st = attn_dates_save(ctx, m, &cfg, paths.model);

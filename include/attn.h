@@ -216,6 +216,18 @@ ATTN_API int attn_cpu_count(void);
 /* Largest workspace use seen so far, in bytes. */
 ATTN_API size_t attn_ctx_workspace_peak(const attn_ctx *ctx);
 
+/* Gradient-ready hook (for data-parallel training: start summing a part of the gradients over
+ * processes while the backward still runs; attn_mpi.h's attn_dp uses it).  While set, the
+ * training backwards of the models (every backward that runs a Transformer stack: GPT,
+ * seq2seq, ViT, encoder/decoder stacks; attn_llama_lm) call fn(user, offset, count) from the
+ * calling thread once a contiguous range of the module's parameters (offset and count in
+ * elements of its flat parameter order, attn_module_param_at's order) has its gradient
+ * final for this backward: each layer after its backward, the final norms, an untied head.
+ * Parameters never reported (embeddings, which get their gradient last) are final when the
+ * backward returns.  A range is reported once per backward call; fn NULL removes the hook. */
+typedef void (*attn_grad_ready_fn)(void *user, int64_t offset, int64_t count);
+ATTN_API void attn_ctx_set_grad_ready(attn_ctx *ctx, attn_grad_ready_fn fn, void *user);
+
 /* Limits on what input may claim, where a claim cannot be checked against the data that backs
  * it (or where the data itself could be endless).  A loader that meets a claim past a limit
  * refuses it with ATTN_E_UNSUPPORTED and a message naming the field and the limit.  Set per

@@ -1,5 +1,6 @@
 /*
- * attn_mpi.h -- attention across processes over MPI: ring (context-parallel) attention.
+ * attn_mpi.h -- attention across processes over MPI: ring (context-parallel) attention, and
+ * data-parallel training (attn_dp: gradients summed over the ranks, overlapping the backward).
  *
  * Installed, and compiled into libattn, only by a build with -DATTN_MPI=ON (CMake's
  * find_package(MPI); Debian: libopenmpi-dev openmpi-bin).  attn.h never includes mpi.h: only
@@ -22,6 +23,7 @@
 #include <mpi.h>
 
 #include "attn.h"
+#include "attn_tasks.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,6 +119,83 @@ ATTN_API attn_status attn_sdpa_ring_backward(attn_ctx *ctx, MPI_Comm comm, const
                                              const attn_tensor *out, const attn_tensor *lse,
                                              const attn_tensor *dout, attn_tensor *dq,
                                              attn_tensor *dk, attn_tensor *dv);
+
+/* ============================================================================================
+ * Data-parallel training (docs/distributed.md, "Data-parallel training").  Every rank holds the
+ * whole model and runs its share of each global batch; attn_dp sums the ranks' parameter
+ * gradients so that every rank takes the same optimiser step and keeps the same weights, bit
+ * for bit.  The sum is a reduction of attn's own over point-to-point messages (not
+ * MPI_Allreduce, whose rounding may differ between ranks): buckets of consecutive gradient
+ * elements, each cut into N chunks; rank r receives everyone's chunk r, sums it in rank order
+ * 0..N-1 (in double, rounded once) and sends the result to every rank.  A bucket starts while
+ * the backward still runs, as soon as the model reports its gradients final (the context's
+ * gradient-ready hook, attn_ctx_set_grad_ready, which attn_dp_begin installs and attn_dp_end
+ * removes); the reports also drive the transfers in flight.
+ * Calls are collective over the communicator given to attn_dp_create (duplicated: the object
+ * has its own) and must come in the same order on every rank.  MPI from the calling thread
+ * only (MPI_THREAD_FUNNELED suffices).
+ * Faults: every wait polls against a deadline (timeout_s, else ATTN_MPI_TIMEOUT, else 300 s):
+ * a rank that hangs or died makes the others return ATTN_E_TIMEOUT naming what they waited
+ * for; the communicator is then unusable (requests cancelled or abandoned, their buffers
+ * deliberately leaked): report and stop the job (MPI_Abort).
+ * ========================================================================================== */
+typedef struct attn_dp_options {
+    double timeout_s;      /* longest wait for another rank; 0: ATTN_MPI_TIMEOUT or 300 s */
+    int64_t bucket_floats; /* gradient elements per bucket, <= 2^28; 0: 2^18 (1 MiB).  More
+                              than 4096 buckets are never made (they grow instead) */
+    int overlap;           /* 1: start buckets from the gradient-ready hook during the
+                              backward (the default); 0: all of them in attn_dp_end */
+} attn_dp_options;
+/* timeout 0 (the default), bucket_floats 0 (the default), overlap 1. */
+ATTN_API attn_dp_options attn_dp_defaults(void);
+
+typedef struct attn_dp attn_dp;
+/* Collective (MPI_Comm_dup).  opt NULL: the defaults.  A bad timeout_s, ATTN_MPI_TIMEOUT or
+ * bucket_floats is ATTN_E_INVALID. */
+ATTN_API attn_status attn_dp_create(attn_ctx *ctx, MPI_Comm comm, const attn_dp_options *opt,
+                                    attn_dp **out /* OUT */);
+/* NULL is a no-op.  Collective unless an earlier call timed out. */
+ATTN_API void attn_dp_free(attn_dp *dp);
+ATTN_API int attn_dp_rank(const attn_dp *dp); /* 0 for NULL */
+ATTN_API int attn_dp_size(const attn_dp *dp); /* 1 for NULL */
+
+/* This rank's contiguous share of `global` items (examples, sequences): first = rank global/N,
+ * count = global/N.  A global count that N does not divide is ATTN_E_INVALID, with a message
+ * naming `what`, the count and N (every rank refuses alike, before any work).  dp NULL: one
+ * process. */
+ATTN_API attn_status attn_dp_split(attn_ctx *ctx, const attn_dp *dp, int64_t global,
+                                   const char *what, int64_t *first, int64_t *count);
+
+/* One step: attn_dp_begin before the backward of m (m's gradients enabled; zero them first as
+ * usual), the backward on ctx, then attn_dp_end, after which m's gradients hold their sum over
+ * the ranks, the same bits on every rank.  Scale each rank's loss gradient by its share of the
+ * global count (tokens, examples) beforehand so that the sum is the global mean's gradient.
+ * The first begin for a module checks that every rank's module has as many parameters
+ * (ATTN_E_SHAPE).  Failures: ATTN_E_TIMEOUT as above; MPI errors ATTN_E_IO. */
+ATTN_API attn_status attn_dp_begin(attn_dp *dp, attn_ctx *ctx, attn_module *m);
+ATTN_API attn_status attn_dp_end(attn_dp *dp, attn_ctx *ctx, attn_module *m);
+/* x[0 .. n-1] becomes its sum over the ranks, added in rank order (the same bits on every
+ * rank).  For the step's totals (loss sums, token counts, stop flags).  n <= 2^20. */
+ATTN_API attn_status attn_dp_sum(attn_dp *dp, attn_ctx *ctx, double *x, int n);
+/* FNV-1a of the bytes of m's parameters (0xcbf29ce484222325 for NULL). */
+ATTN_API uint64_t attn_dp_params_hash(const attn_module *m);
+/* ATTN_OK when every rank's m has the same parameter bits (the hashes agree), else
+ * ATTN_E_INVALID on every rank. */
+ATTN_API attn_status attn_dp_check_same(attn_dp *dp, attn_ctx *ctx, const attn_module *m);
+
+/* What the steps so far cost: steps completed, buckets summed, bytes sent per rank,
+ * exposed_s: time spent in attn_dp_end, i.e. communication the backward did not hide;
+ * hook_s: time spent inside the gradient-ready hook (starting and polling transfers);
+ * late_buckets: buckets that started only in attn_dp_end. */
+typedef struct attn_dp_stats {
+    int64_t steps, buckets, late_buckets, bytes;
+    double exposed_s, hook_s;
+} attn_dp_stats;
+ATTN_API void attn_dp_stats_get(const attn_dp *dp, attn_dp_stats *out);
+
+/* The table the demo tasks take (attn_charlm_config.dp, attn_dates_config.dp; attn_tasks.h)
+ * over dp: begin, end and sum above. */
+ATTN_API attn_train_dp attn_dp_train_hooks(attn_dp *dp);
 
 #ifdef __cplusplus
 }

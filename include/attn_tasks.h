@@ -18,6 +18,32 @@ extern "C" {
 #endif
 
 /* ============================================================================================
+ * Data parallelism (optional, for both tasks).  The tasks know no MPI: a run split across
+ * processes hands them this table, which attn_mpi.h's attn_dp_train_hooks fills in (or any
+ * other implementation with the same contract).  With it, every process runs the same global
+ * batch schedule; process `rank` of `nranks` takes the examples [rank B/N, (rank + 1) B/N) of
+ * each global batch of B (B must be a multiple of N: refused with ATTN_E_INVALID before any
+ * work), scales its loss gradient by its share of the global token count, and the gradients
+ * are summed over the processes before clipping and AdamW, so that every process holds the
+ * same weights, bit for bit.  Only rank 0 writes the training state (state_path); every rank
+ * calls progress with the global loss.  All functions return ATTN_OK or fail with a message in
+ * ctx; a failure (another rank that hangs: ATTN_E_TIMEOUT) ends the training with it.
+ * ========================================================================================== */
+typedef struct attn_train_dp {
+    int rank, nranks;
+    void *user;
+    /* before a step's backward: m's gradients are to be summed over the processes (an
+     * implementation may start parts of the sum during the backward, from the context's
+     * gradient-ready hook, attn_ctx_set_grad_ready) */
+    attn_status (*begin)(void *user, attn_ctx *ctx, attn_module *m);
+    /* after the backward: returns once m's gradients hold their sum over the processes, the
+     * same bits on every process */
+    attn_status (*end)(void *user, attn_ctx *ctx, attn_module *m);
+    /* x[0 .. n-1] becomes its sum over the processes, the same bits on every process */
+    attn_status (*sum)(void *user, attn_ctx *ctx, double *x, int n);
+} attn_train_dp;
+
+/* ============================================================================================
  * Task: dates.  An attn_seq2seq translator learns to turn dates written by people
  * ("21 Nov 2026", "saturday, november 21, 2026", "11/21/26", "the 3rd of may 1999", 22
  * formats) into ISO form ("2026-11-21").  The data generator is part of the library and
@@ -40,6 +66,7 @@ typedef struct attn_dates_config {
     float target_accuracy;  /* stop once a held-out evaluation reaches it (0: never) */
     const char *state_path; /* resumable state (model, optimiser, step) written here (NULL: no) */
     int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
+    const attn_train_dp *dp; /* NULL, or data parallelism across processes (see above) */
 } attn_dates_config;
 ATTN_API attn_dates_config attn_dates_defaults(void);
 
@@ -114,6 +141,7 @@ typedef struct attn_charlm_config {
     int64_t eval_every;     /* validation bpc every this many steps (0: at the end only) */
     const char *state_path; /* resumable state (model, optimiser, step) written here (NULL: no) */
     int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
+    const attn_train_dp *dp; /* NULL, or data parallelism across processes (above) */
 } attn_charlm_config;
 /* d_model 128, 4 heads, 3 layers, ff 512, dropout 0, block 64, batch 32, 600 steps (about 5
  * minutes on one core), warmup 100, lr 4e-3 -> 1e-4 (cosine), weight decay 0.01, clip 1,

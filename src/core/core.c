@@ -106,6 +106,12 @@ static void attn__limits_default(int64_t *lim) {
     lim[ATTN_LIMIT_TEXT_BYTES] = (int64_t)1 << 30;
 }
 
+void attn_ctx_set_grad_ready(attn_ctx *ctx, attn_grad_ready_fn fn, void *user) {
+    if (!ctx) return;
+    ctx->grad_ready = fn;
+    ctx->grad_ready_user = fn ? user : NULL;
+}
+
 attn_status attn_ctx_set_limit(attn_ctx *ctx, attn_limit which, int64_t value) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF((int)which < 0 || which >= ATTN_LIMIT_COUNT, ctx, ATTN_E_INVALID,

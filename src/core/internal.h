@@ -90,7 +90,17 @@ struct attn_ctx {
      * grows past the tensors the file holds */
     const attn_st *psrc;
     const char *psrc_prefix;
+    /* attn_ctx_set_grad_ready: told by the models' backwards which parameter gradients are
+     * final (attn__grad_ready) */
+    attn_grad_ready_fn grad_ready;
+    void *grad_ready_user;
 };
+
+/* Tells the context's gradient-ready hook (if any) that the gradients of the arena elements
+ * [offset, offset + count) of the module whose backward runs are final for this backward. */
+static inline void attn__grad_ready(attn_ctx *ctx, int64_t offset, int64_t count) {
+    if (ctx && ctx->grad_ready && count > 0) ctx->grad_ready(ctx->grad_ready_user, offset, count);
+}
 
 /* Reads the ATTN_* environment into ctx->env and chooses ctx->kern from it and the CPU
  * features (src/kernels/dispatch.c); attn_ctx_create calls it once.  Declared here so that

@@ -413,6 +413,10 @@ typedef struct attn__stack {
     attn__enc_layer *enc;
     attn__dec_layer *dec;
     attn__ln enc_final, dec_final;
+    /* arena offsets (elements) for attn__grad_ready: layer i of the encoder spans
+     * [enc_at + i enc_len, + enc_len) (every layer has the same parameters), its final norm
+     * [encn_at, + encn_len); the same for the decoder */
+    int64_t enc_at, enc_len, encn_at, encn_len, dec_at, dec_len, decn_at, decn_len;
 } attn__stack;
 /* Forward in place: x [B, L, E] (encoder) / x [B, T, E] with memory [B, S, E] (decoder).
  * cross_w: NULL or [B, T, S], the last decoder layer's cross-attention weights (head mean). */

@@ -35,26 +35,35 @@ attn_status attn__stack_reg(attn_ctx *ctx, attn_module *m, attn__stack *s,
     if (tail) *tail = tail_bytes ? (char *)m->extra + tail_off : NULL;
     s->enc = nenc ? (attn__enc_layer *)m->extra : NULL;
     s->dec = ndec ? (attn__dec_layer *)((char *)m->extra + ne) : NULL;
+    /* m->numel counts the parameters registered so far: the arena offset of the next one */
+    s->enc_at = m->numel;
     for (int64_t i = 0; i < nenc; i++) {
         if (snprintf(p, sizeof p, "%s%lld.", enc_prefix, (long long)i) >= (int)sizeof p)
             return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
         ATTN_TRY(attn__enc_layer_reg(ctx, m, p, &s->enc[i], cfg));
+        if (i == 0) s->enc_len = m->numel - s->enc_at;
     }
+    s->encn_at = m->numel;
     if (enc_norm) {
         s->enc_norm = 1;
         ATTN_TRY(attn__ln_reg(ctx, m, "", enc_norm, &s->enc_final, cfg->d_model,
                               cfg->layer_norm_eps, cfg->bias));
     }
+    s->encn_len = m->numel - s->encn_at;
+    s->dec_at = m->numel;
     for (int64_t i = 0; i < ndec; i++) {
         if (snprintf(p, sizeof p, "%s%lld.", dec_prefix, (long long)i) >= (int)sizeof p)
             return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
         ATTN_TRY(attn__dec_layer_reg(ctx, m, p, &s->dec[i], cfg));
+        if (i == 0) s->dec_len = m->numel - s->dec_at;
     }
+    s->decn_at = m->numel;
     if (dec_norm) {
         s->dec_norm = 1;
         ATTN_TRY(attn__ln_reg(ctx, m, "", dec_norm, &s->dec_final, cfg->d_model,
                               cfg->layer_norm_eps, cfg->bias));
     }
+    s->decn_len = m->numel - s->decn_at;
     return ATTN_OK;
 }
 
@@ -170,6 +179,7 @@ attn_status attn__stack_bwd_rec(attn_ctx *ctx, const attn__stack *s, const attn_
     ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, s->cfg.d_model, 1));
     if (fin) ATTN_TRYG(attn__ln_bwd(ctx, g, fin, rec->xs + N * n, dout, d, B * T));
     else attn__copy_f(d, dout, n);
+    if (fin) attn__grad_ready(ctx, dec ? s->decn_at : s->encn_at, dec ? s->decn_len : s->encn_len);
     for (int64_t i = N - 1; i >= 0; i--) {
         const float *xi = rec->xs + i * n;
         attn__rng r = rec->rs[i];
@@ -184,6 +194,8 @@ attn_status attn__stack_bwd_rec(attn_ctx *ctx, const attn__stack *s, const attn_
                                           d, t));
         else
             ATTN_TRYG(attn__enc_layer_bwd_saved(ctx, &s->enc[i], g, &rec->enc[i], B, T, d, t));
+        if (dec) attn__grad_ready(ctx, s->dec_at + i * s->dec_len, s->dec_len);
+        else attn__grad_ready(ctx, s->enc_at + i * s->enc_len, s->enc_len);
         float *sw = d;
         d = t, t = sw;
     }
@@ -202,10 +214,12 @@ const attn__stack *attn__as_stack(const attn_module *m, attn__stack *one) {
         one->enc = m->impl;
         one->cfg = one->enc->cfg;
         one->nenc = 1;
+        one->enc_len = m->numel;
     } else {
         one->dec = m->impl;
         one->cfg = one->dec->cfg;
         one->ndec = 1;
+        one->dec_len = m->numel;
     }
     return one;
 }

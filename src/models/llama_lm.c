@@ -28,6 +28,7 @@ typedef struct lm {
     attn__llama_block *blk;  /* [L], in m->extra: the blocks over the parameters */
     float *inv_freq;         /* [D/2], in m->extra */
     attn__llm_w embed_w, head_w;
+    int64_t lay_at, lay_len; /* arena offsets of layer i: [lay_at + i lay_len, + lay_len) */
 } lm;
 
 /* ---- construction -------------------------------------------------------------------------- */
@@ -59,6 +60,7 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
     /* HF's order of the state_dict */
     attn_status st =
         attn__param_reg(ctx, m, "", "model.embed_tokens.weight", &q->embed, 0.0f, 2, V, E, 0);
+    q->lay_at = m->numel;
     for (int64_t i = 0; i < L && !st; i++) {
         char pre[64], pa[96], pm[96];
         snprintf(pre, sizeof pre, "model.layers.%lld.", (long long)i);
@@ -72,6 +74,7 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
         if (!st)
             st = attn__param_reg(ctx, m, pre, "post_attention_layernorm.weight", &q->ll[i].ln2,
                                  1.0f, 1, E, 0, 0);
+        if (i == 0) q->lay_len = m->numel - q->lay_at;
     }
     if (!st) st = attn__param_reg(ctx, m, "", "model.norm.weight", &q->norm, 1.0f, 1, E, 0, 0);
     if (!st && !c.tie_word_embeddings) st = attn__lin_reg(ctx, m, "", "lm_head", &q->head, E, V, 0);
@@ -392,8 +395,11 @@ static attn_status lm_bwd(attn_ctx *ctx, const lm *q, const attn__gmap *g, const
     /* logits = n Wh^T: dn = dl Wh (into d2), dWh += dl^T n (the embedding's when tied) */
     ATTN_TRYG(attn__linear_bwd(ctx, n, E, q->head_w.data, dl, V, d2, E,
                                attn__g(g, q->head_w.data), NULL, M, E, V));
+    if (!c->tie_word_embeddings) /* the head's gradient is final (tied: the embedding's is not) */
+        attn__grad_ready(ctx, q->head.weight - g->arena, V * E);
     ATTN_TRYG(attn__rms_norm_bwd(ctx, xl, E, q->norm, eps, d2, E, d, E, attn__g(g, q->norm), M,
                                  E));
+    attn__grad_ready(ctx, q->norm - g->arena, E);
     for (int64_t l = L - 1; l >= 0; l--) {
         attn__mark ml = attn__ws_mark(ctx);
         const float *x0 = rec->xs + l * M * E;
@@ -410,6 +416,7 @@ static attn_status lm_bwd(attn_ctx *ctx, const lm *q, const attn__gmap *g, const
         if (!st) st = attn__llama_block_bwd(ctx, &q->blk[l], g, r, B, T, &rec->rope, d, d2);
         attn__ws_release(ctx, ml);
         if (st) goto done;
+        attn__grad_ready(ctx, q->lay_at + l * q->lay_len, q->lay_len);
         float *tmp = d;
         d = d2, d2 = tmp;
     }

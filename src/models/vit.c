@@ -383,6 +383,7 @@ static attn_status vit_bwd_rec(attn_ctx *ctx, const vit *v, const attn__gmap *g,
     ATTN_TRYG(attn__linear_bwd(ctx, rec->st.out, L * E, v->head.weight, dl, v->K, dc, E,
                                attn__g(g, v->head.weight), attn__g(g, v->head.bias), B, E,
                                v->K));
+    attn__grad_ready(ctx, v->head.weight - g->arena, v->K * E + v->K); /* the head and its bias */
     memset(dx, 0, (size_t)n * sizeof(float));
     for (int64_t b = 0; b < B; b++) memcpy(dx + b * L * E, dc + b * E, (size_t)E * sizeof(float));
     ATTN_TRYG(attn__stack_bwd_rec(ctx, &v->s, g, &rec->st, dx, d0, NULL));

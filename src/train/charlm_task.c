@@ -470,8 +470,10 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
     ATTN_FAIL_IF(!model, ctx, ATTN_E_INVALID, "attn_charlm_train: model is NULL");
     *model = NULL;
     ATTN_TRY(check_train_cfg(ctx, cfg));
+    ATTN_TRY(attn__dp_check(ctx, cfg->dp, cfg->batch, "attn_charlm_train"));
     ATTN_TRY(check_text(ctx, text, len));
     attn_charlm_config c = *cfg;
+    const attn_train_dp *dp = c.dp;
     size_t nval = len / 10, ntrain = len - nval;
     ATTN_FAIL_IF(ntrain < (size_t)c.block_size + 1, ctx, ATTN_E_INVALID,
                  "the training split (%zu of %zu bytes) must hold block_size + 1 = %lld bytes",
@@ -533,15 +535,17 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
     }
     {
         const int64_t B = c.batch, T = c.block_size, V = c.vocab_size;
+        /* this rank's share of each global batch: rows [r0, r0 + Bl) */
+        const int64_t Bl = dp ? B / dp->nranks : B, r0 = dp ? (int64_t)dp->rank * Bl : 0;
         const uint64_t span = (uint64_t)(ntrain - (size_t)T); /* window starts: [0, span) */
         double t0 = attn__now_s(), t_prev = t0;
         int64_t *ids, *tgt;
         float *logits, *dlogits;
-        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(B * T), sizeof *ids, (void **)&ids));
-        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(B * T), sizeof *tgt, (void **)&tgt));
-        ATTN_TRYG(attn__ws_f32(ctx, &logits, B, T, V, 1));
-        ATTN_TRYG(attn__ws_f32(ctx, &dlogits, B, T, V, 1));
-        int64_t is[2] = {B, T}, ls[3] = {B, T, V}, l2[2] = {B * T, V}, ts[1] = {B * T};
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(Bl * T), sizeof *ids, (void **)&ids));
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(Bl * T), sizeof *tgt, (void **)&tgt));
+        ATTN_TRYG(attn__ws_f32(ctx, &logits, Bl, T, V, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &dlogits, Bl, T, V, 1));
+        int64_t is[2] = {Bl, T}, ls[3] = {Bl, T, V}, l2[2] = {Bl * T, V}, ts[1] = {Bl * T};
         attn_tensor Ids = attn_tensor_make(ids, ATTN_I64, 2, is);
         attn_tensor Lg = attn_tensor_make(logits, ATTN_F32, 3, ls);
         attn_tensor Lg2 = attn_tensor_make(logits, ATTN_F32, 2, l2);
@@ -549,8 +553,9 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
         attn_tensor DLg2 = attn_tensor_make(dlogits, ATTN_F32, 2, l2);
         attn_tensor Tg = attn_tensor_make(tgt, ATTN_I64, 1, ts);
         for (int64_t step = step0; step < c.steps; step++) {
-            for (int64_t b = 0; b < B; b++) {
-                uint64_t off = hash3(c.seed, STREAM_WINDOWS, (uint64_t)(step * B + b)) % span;
+            for (int64_t b = 0; b < Bl; b++) {
+                uint64_t off =
+                    hash3(c.seed, STREAM_WINDOWS, (uint64_t)(step * B + r0 + b)) % span;
                 const unsigned char *w = tok + off;
                 for (int64_t t = 0; t < T; t++) ids[b * T + t] = w[t], tgt[b * T + t] = w[t + 1];
             }
@@ -561,7 +566,21 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
             ATTN_TRYG(attn_gpt_forward_train(ctx, m, &Ids, &run, &Lg, sv));
             ATTN_TRYG(attn_cross_entropy(ctx, &Lg2, &Tg, -100, 0.0f, &loss, &DLg2));
             attn_module_zero_grad(m);
+            /* with data parallelism the ranks' gradients sum to the global batch's: each
+             * rank's loss gradient (a mean over its Bl T tokens) is scaled to its share */
+            if (dp) {
+                attn__scale_f(dlogits, Bl * T * V, (float)((double)Bl / (double)B));
+                ATTN_TRYG(dp->begin(dp->user, ctx, m));
+            }
             ATTN_TRYG(attn_gpt_backward_saved(ctx, m, sv, &DLg));
+            /* the global loss, and whether any rank reached the time limit (all stop) */
+            double xs[2] = {(double)loss * (double)(Bl * T),
+                            c.time_limit_s > 0 && attn__now_s() - t0 >= c.time_limit_s};
+            if (dp) {
+                ATTN_TRYG(dp->end(dp->user, ctx, m));
+                ATTN_TRYG(dp->sum(dp->user, ctx, xs, 2));
+                loss = (float)(xs[0] / (double)(B * T));
+            }
             ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, c.clip, &gnorm));
             ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
             double t = attn__now_s();
@@ -573,14 +592,18 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
             p.eta_s = p.elapsed_s / (double)(step + 1 - step0) * (double)(c.steps - step - 1);
             p.accuracy = -1.0f;
             t_prev = t;
-            int last = step + 1 == c.steps || (c.time_limit_s > 0 && p.elapsed_s >= c.time_limit_s);
+            int last = step + 1 == c.steps ||
+                       (dp ? xs[1] > 0 : c.time_limit_s > 0 && p.elapsed_s >= c.time_limit_s);
             if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
                 ATTN_TRYG(eval_bpc(ctx, m, &c, tok, len, &p.val_bpc));
                 t_prev = attn__now_s(); /* do not count evaluation as training time */
             }
-            if (c.state_path && (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)))
+            if (c.state_path && (!dp || dp->rank == 0) &&
+                (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)))
                 ATTN_TRYG(save_state(ctx, m, opt, &c, text, len, step + 1, c.state_path));
-            if (progress && progress(user, &p)) break;
+            double stop = progress && progress(user, &p);
+            if (dp) ATTN_TRYG(dp->sum(dp->user, ctx, &stop, 1)); /* one rank stops: all do */
+            if (stop > 0) break;
             if (last) break;
         }
     }

@@ -249,7 +249,9 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
     ATTN_FAIL_IF(!model, ctx, ATTN_E_INVALID, "attn_dates_train: model is NULL");
     *model = NULL;
     ATTN_TRY(check_cfg(ctx, cfg));
+    ATTN_TRY(attn__dp_check(ctx, cfg->dp, cfg->batch, "attn_dates_train"));
     attn_dates_config c = *cfg;
+    const attn_train_dp *dp = c.dp;
     attn_seq2seq_config qc = model_cfg(&c);
     attn_module *m = NULL;
     attn_adamw *opt = NULL;
@@ -288,6 +290,10 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
     }
     {
         const int B = (int)c.batch, T = ATTN__DATES_TGT_LEN, V = ATTN__DATES_VOCAB;
+        /* this rank's share of each global batch: examples [r0, r0 + Bl).  Every rank
+         * encodes the whole global batch (cheap), so that the padded source length S and the
+         * global count of target tokens are those of one process */
+        const int Bl = dp ? B / dp->nranks : B, r0 = dp ? dp->rank * Bl : 0;
         double t0 = attn__now_s(), t_prev = t0;
         attn__date_pair *pairs;
         int64_t *src, *tin, *tout;
@@ -296,22 +302,26 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
         ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B * ATTN__DATES_MAX_SRC, sizeof *src, (void **)&src));
         ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B * T, sizeof *tin, (void **)&tin));
         ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B * T, sizeof *tout, (void **)&tout));
-        ATTN_TRYG(attn__ws_f32(ctx, &logits, B, T, V, 1));
-        ATTN_TRYG(attn__ws_f32(ctx, &dlogits, B, T, V, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &logits, Bl, T, V, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &dlogits, Bl, T, V, 1));
         for (int64_t step = step0; step < c.steps; step++) {
             for (int b = 0; b < B; b++)
                 attn__dates_example(c.seed, ATTN__DATES_TRAIN, (uint64_t)(step * B + b), &pairs[b]);
             int S = longest(pairs, B);
             ATTN_TRYG(attn__dates_encode_pairs(ctx, pairs, B, S, enc_flags(&c), src, NULL, tin, tout));
-            int64_t ss[2] = {B, S}, ts[2] = {B, T}, ls[3] = {B, T, V}, l2[2] = {(int64_t)B * T, V},
-                    t1[1] = {(int64_t)B * T};
-            attn_tensor Src = attn_tensor_make(src, ATTN_I64, 2, ss);
-            attn_tensor Tin = attn_tensor_make(tin, ATTN_I64, 2, ts);
+            int64_t ss[2] = {Bl, S}, ts[2] = {Bl, T}, ls[3] = {Bl, T, V},
+                    l2[2] = {(int64_t)Bl * T, V}, t1[1] = {(int64_t)Bl * T};
+            attn_tensor Src = attn_tensor_make(src + (int64_t)r0 * S, ATTN_I64, 2, ss);
+            attn_tensor Tin = attn_tensor_make(tin + (int64_t)r0 * T, ATTN_I64, 2, ts);
             attn_tensor Lg = attn_tensor_make(logits, ATTN_F32, 3, ls);
             attn_tensor Lg2 = attn_tensor_make(logits, ATTN_F32, 2, l2);
             attn_tensor DLg = attn_tensor_make(dlogits, ATTN_F32, 3, ls);
             attn_tensor DLg2 = attn_tensor_make(dlogits, ATTN_F32, 2, l2);
-            attn_tensor Tout = attn_tensor_make(tout, ATTN_I64, 1, t1);
+            attn_tensor Tout = attn_tensor_make(tout + (int64_t)r0 * T, ATTN_I64, 1, t1);
+            int64_t nloc = 0, nglob = 0; /* target tokens (not padding): here, everywhere */
+            for (int64_t i = 0; i < (int64_t)B * T; i++)
+                if (tout[i] != ATTN__DATES_PAD)
+                    nglob++, nloc += i >= (int64_t)r0 * T && i < (int64_t)(r0 + Bl) * T;
             /* each step has its own block of dropout offsets */
             attn_run run = {c.dropout > 0.0f, c.seed, (uint64_t)step << 16};
             float loss, gnorm = 0.0f, lr = attn_lr_warmup_cosine(step, c.warmup, c.steps, c.lr,
@@ -320,7 +330,21 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
             ATTN_TRYG(attn_cross_entropy(ctx, &Lg2, &Tout, ATTN__DATES_PAD, c.label_smoothing,
                                          &loss, &DLg2));
             attn_module_zero_grad(m);
+            /* data parallel: this rank's mean loss gradient scaled to its share of the global
+             * token count, so that the ranks' gradients sum to the global mean's */
+            if (dp) {
+                attn__scale_f(dlogits, (int64_t)Bl * T * V,
+                              nglob ? (float)((double)nloc / (double)nglob) : 0.0f);
+                ATTN_TRYG(dp->begin(dp->user, ctx, m));
+            }
             ATTN_TRYG(attn_seq2seq_backward_saved(ctx, m, sv, &DLg));
+            double xs[2] = {(double)loss * (double)nloc,
+                            c.time_limit_s > 0 && attn__now_s() - t0 >= c.time_limit_s};
+            if (dp) {
+                ATTN_TRYG(dp->end(dp->user, ctx, m));
+                ATTN_TRYG(dp->sum(dp->user, ctx, xs, 2));
+                loss = nglob ? (float)(xs[0] / (double)nglob) : 0.0f;
+            }
             ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, c.clip, &gnorm));
             ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
             double t = attn__now_s();
@@ -332,15 +356,19 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
             p.eta_s = p.elapsed_s / (double)(step + 1 - step0) * (double)(c.steps - step - 1);
             p.accuracy = -1.0f;
             t_prev = t;
-            int last = step + 1 == c.steps || (c.time_limit_s > 0 && p.elapsed_s >= c.time_limit_s);
+            int last = step + 1 == c.steps ||
+                       (dp ? xs[1] > 0 : c.time_limit_s > 0 && p.elapsed_s >= c.time_limit_s);
             if (c.eval_n > 0 && ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last)) {
                 ATTN_TRYG(attn_dates_evaluate(ctx, m, &c, c.eval_n, c.seed, &p.accuracy));
                 t_prev = attn__now_s(); /* do not count evaluation as training time */
                 if (c.target_accuracy > 0 && p.accuracy >= c.target_accuracy) last = 1;
             }
-            if (c.state_path && (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)))
+            if (c.state_path && (!dp || dp->rank == 0) &&
+                (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)))
                 ATTN_TRYG(save_state(ctx, m, opt, &c, step + 1, c.state_path));
-            if (progress && progress(user, &p)) break;
+            double stop = progress && progress(user, &p);
+            if (dp) ATTN_TRYG(dp->sum(dp->user, ctx, &stop, 1)); /* one rank stops: all do */
+            if (stop > 0) break;
             if (last) break;
         }
     }

@@ -78,3 +78,23 @@ attn_status attn__train_meta_get(attn_ctx *ctx, const attn_st *st, const attn__t
     *m->seed = (uint64_t)seed;
     return ATTN_OK;
 }
+
+attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, int64_t batch,
+                           const char *task) {
+    if (!dp) return ATTN_OK;
+    ATTN_FAIL_IF(dp->nranks < 1 || dp->rank < 0 || dp->rank >= dp->nranks || !dp->begin ||
+                     !dp->end || !dp->sum,
+                 ctx, ATTN_E_INVALID,
+                 "%s: the data-parallel table is incomplete (rank %d of %d, functions missing)",
+                 task, dp->rank, dp->nranks);
+    ATTN_FAIL_IF(batch % dp->nranks != 0, ctx, ATTN_E_INVALID,
+                 "%s: the global batch of %lld is not divisible by the %d ranks: every rank "
+                 "takes an equal share (use a batch that is a multiple of %d, or another "
+                 "number of ranks)",
+                 task, (long long)batch, dp->nranks, dp->nranks);
+    return ATTN_OK;
+}
+
+void attn__scale_f(float *x, int64_t n, float s) {
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}

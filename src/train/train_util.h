@@ -2,6 +2,7 @@
 #ifndef ATTN_TRAIN_UTIL_H
 #define ATTN_TRAIN_UTIL_H
 #include "internal.h"
+#include "attn_tasks.h"
 
 /* Seconds on a monotonic clock. */
 ATTN__HIDDEN double attn__now_s(void);
@@ -29,4 +30,11 @@ typedef struct attn__train_meta {
 ATTN__HIDDEN attn_status attn__train_meta_put(attn_st_writer *w, const attn__train_meta *m);
 ATTN__HIDDEN attn_status attn__train_meta_get(attn_ctx *ctx, const attn_st *st,
                                               const attn__train_meta *m);
+
+/* Data parallelism (attn_train_dp, attn_tasks.h): checks the table and that its nranks
+ * divides the global batch (ATTN_E_INVALID naming both otherwise); dp NULL is one process. */
+ATTN__HIDDEN attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, int64_t batch,
+                                        const char *task);
+/* x[0 .. n-1] *= s (a rank's loss gradient scaled to its share of the global count). */
+ATTN__HIDDEN void attn__scale_f(float *x, int64_t n, float s);
 #endif
