@@ -27,13 +27,13 @@
 #include <mpi.h>
 
 #include "attn_mpi.h"
+#include "dist.h"
 #include "../layers/layers.h"
 
 #define DP_TAG0 0x4200          /* bucket b: tags DP_TAG0 + 2b (phase 1), + 1 (phase 2) */
 #define DP_MAX_BUCKETS 4096     /* keeps the tags under MPI's guaranteed 32767 */
 #define DP_MAX_BUCKET ((int64_t)1 << 28) /* floats: a chunk count fits an int */
 #define DP_DEFAULT_BUCKET ((int64_t)1 << 18)
-#define DP_DEFAULT_TIMEOUT 300.0
 
 enum { B_IDLE = 0, B_PHASE1, B_PHASE2, B_DONE };
 
@@ -99,19 +99,6 @@ static void nap(long ns) {
     }
 }
 
-static attn_status env_timeout(attn_ctx *ctx, double *t) {
-    const char *s = getenv("ATTN_MPI_TIMEOUT");
-    *t = DP_DEFAULT_TIMEOUT;
-    if (!s || !*s) return ATTN_OK;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    ATTN_FAIL_IF(errno || *end || !(v > 0) || !isfinite(v), ctx, ATTN_E_INVALID,
-                 "attn_dp: ATTN_MPI_TIMEOUT='%s' is not a positive number of seconds", s);
-    *t = v;
-    return ATTN_OK;
-}
-
 attn_status attn_dp_create(attn_ctx *ctx, MPI_Comm comm, const attn_dp_options *opt,
                            attn_dp **out) {
     if (!ctx) return ATTN_E_INVALID;
@@ -129,7 +116,7 @@ attn_status attn_dp_create(attn_ctx *ctx, MPI_Comm comm, const attn_dp_options *
     ATTN_FAIL_IF(inter, ctx, ATTN_E_INVALID, "attn_dp_create: comm is an inter-communicator");
     double timeout;
     if (o.timeout_s == 0) {
-        ATTN_TRY(env_timeout(ctx, &timeout));
+        ATTN_TRY(attn__mpi_env_timeout(ctx, "attn_dp", &timeout));
     } else {
         ATTN_FAIL_IF(!(o.timeout_s > 0) || !isfinite(o.timeout_s), ctx, ATTN_E_INVALID,
                      "attn_dp_create: timeout_s must be a positive number of seconds (0: the "

@@ -24,6 +24,7 @@
 #include <mpi.h>
 
 #include "attn_mpi.h"
+#include "dist.h"
 #include "../kernels/flash.h"
 #include "../kernels/kernels.h"
 
@@ -31,7 +32,6 @@
 #define RING_TAG_DKV 0x4155 /* dK/dV accumulators */
 /* floats per message: MPI counts are int; a larger block goes as several messages */
 #define RING_CHUNK ((int64_t)1 << 28)
-#define RING_DEFAULT_TIMEOUT 300.0
 
 attn_ring_options attn_ring_defaults(void) {
     attn_ring_options o;
@@ -144,24 +144,10 @@ static void ring_abandon(ring *R) {
     }
 }
 
-/* The wait for another rank: ATTN_MPI_TIMEOUT, a positive number of seconds. */
-static attn_status env_timeout(attn_ctx *ctx, const char *fn, double *t) {
-    const char *s = getenv("ATTN_MPI_TIMEOUT");
-    *t = RING_DEFAULT_TIMEOUT;
-    if (!s || !*s) return ATTN_OK;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    ATTN_FAIL_IF(errno || *end || !(v > 0) || !isfinite(v), ctx, ATTN_E_INVALID,
-                 "%s: ATTN_MPI_TIMEOUT='%s' is not a positive number of seconds", fn, s);
-    *t = v;
-    return ATTN_OK;
-}
-
 static attn_status ring_open(ring *R, attn_ctx *ctx, MPI_Comm comm, const attn_ring_options *o,
                              const char *fn) {
     memset(R, 0, sizeof *R);
-    R->ctx = ctx, R->fn = fn, R->comm = comm, R->timeout = RING_DEFAULT_TIMEOUT;
+    R->ctx = ctx, R->fn = fn, R->comm = comm, R->timeout = ATTN__MPI_DEFAULT_TIMEOUT;
     int init = 0, fin = 0, inter = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
@@ -177,7 +163,7 @@ static attn_status ring_open(ring *R, attn_ctx *ctx, MPI_Comm comm, const attn_r
     /* a bad timeout is this rank's refusal, told to the others through the agreement (which
      * waits the default meanwhile) */
     if (!o || o->timeout_s == 0) {
-        R->local = env_timeout(ctx, fn, &R->timeout);
+        R->local = attn__mpi_env_timeout(ctx, fn, &R->timeout);
     } else if (!(o->timeout_s > 0) || !isfinite(o->timeout_s)) {
         R->local = attn__fail(ctx, ATTN_E_INVALID,
                               "%s: timeout_s must be a positive number of seconds (0: the "
