@@ -46,10 +46,11 @@ static double now_s(void) {
 
 /* The settings a resumed run must share with the run it continues (attn_cli_setting). */
 #define MAX_SETTINGS 16
-static int settings(const lm_run *r, uint64_t text_id, int64_t ntok, int64_t nval,
+static int settings(const lm_run *r, uint64_t text_id, int64_t ntok, int64_t nval, int bf16,
                     attn_cli_setting *s) {
     int n = 0;
     char hex[24];
+    attn_cli_set_s(s, &n, "train.dtype", "--dtype", bf16 ? "bf16" : "f32");
     attn_cli_set_i(s, &n, "train.steps", "--steps", r->steps);
     attn_cli_set_i(s, &n, "train.batch", "--batch", r->batch);
     attn_cli_set_i(s, &n, "train.len", "--len", r->len);
@@ -253,7 +254,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     const char *init = NULL, *text_path = NULL, *out = "lm-finetuned";
     long long threads = 0, epochs = 0, stop_at = 0, save_every = 50;
     lm_run r = {0, 4, 128, 10, 1, 50, 16, 1e-4, -1, 0.0, 1.0, 0.1};
-    int resume = 0, quiet = 0, npos;
+    int resume = 0, quiet = 0, npos, dtype = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("init", 0, &init, "MODEL",
                      "the model to start from: a GGUF file of a llama model\n"
@@ -289,6 +290,11 @@ int attn_cmd_lm_train(int argc, char **argv) {
         ATTN_OPT_FLAG("resume", 0, &resume, "continue from DIR/state.safetensors"),
         ATTN_OPT_INT("seed", 0, &r.seed, 0, 1LL << 62, "S",
                      "the windows' order follows from it (default 1)"),
+        ATTN_OPT_CHOICE("dtype", 0, &dtype, "f32|bf16", "T",
+                        "f32 (default) or bf16: mixed precision, the products of\n"
+                        "the linear layers and of attention on bf16 operands with\n"
+                        "float sums (AMX where the CPU has it), as torch.autocast;\n"
+                        "weights, gradients and AdamW stay float"),
         ATTN_OPT_THREADS(&threads),
         ATTN_OPT_FLAG("quiet", 'q', &quiet, "no progress lines on stderr"),
         ATTN_OPT_END};
@@ -305,6 +311,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         opts, NULL,
         "attn train lm --init SmolLM2-135M-Instruct.Q4_1.gguf --text notes.txt --steps 20\n"
         "attn train lm --init smollm2-hf --text /usr/share/common-licenses/GPL-3 -o gpl\n"
+        "attn train lm --init smollm2-hf --text notes.txt --dtype bf16 --steps 50\n"
         "attn train lm --init smollm2-hf --text /usr/share/common-licenses/GPL-3 -o gpl --resume"};
     int rc = attn_cli_parse(&spec, argc, argv, &npos);
     if (rc != ATTN_CLI_GO) return rc;
@@ -347,7 +354,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     int curve = 0;
     attn_status st;
     rc = 1;
-    if (attn_cli_ctx(CMD, threads, 0, &ctx)) return 1;
+    if (attn_cli_ctx(CMD, threads, dtype == 1 ? ATTN_CTX_BF16_MATMUL : 0u, &ctx)) return 1;
     /* under mpirun: each rank takes batch/N of each step's windows (cli/train_dp.c) */
     const attn_train_dp *dp = NULL;
     if (attn_cli_dp_open(CMD, ctx, r.batch, "batch", &dp)) goto out;
@@ -405,7 +412,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         if (r.steps < 1) r.steps = 1;
     }
     attn_cli_setting set[MAX_SETTINGS];
-    const int nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, set);
+    const int nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, dtype == 1, set);
 
     if ((st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);
@@ -458,10 +465,11 @@ int attn_cmd_lm_train(int argc, char **argv) {
     if (!quiet)
         fprintf(stderr, "fine-tuning %s: %lld parameters (F32), %lld layers; text %lld tokens "
                         "(%lld training, %lld held out); batch %lld x %lld tokens, steps %lld "
-                        "(from %lld), lr %g, %d threads\n",
+                        "(from %lld), lr %g, %d threads%s\n",
                 init, (long long)attn_module_numel(m), (long long)cfg.num_layers,
                 (long long)ntok, (long long)ntrain, (long long)nval, B, T, r.steps,
-                (long long)step0, r.lr, attn_ctx_threads(ctx));
+                (long long)step0, r.lr, attn_ctx_threads(ctx),
+                dtype == 1 ? ", mixed precision (bf16 products)" : "");
     double val0 = 0, val = 0;
     if ((st = eval_loss(ctx, m, &r, tok, ntrain, ntok, V, &b, &val0)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);

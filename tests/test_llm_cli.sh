@@ -123,6 +123,24 @@ train_lm_resume) # stopped at step 5 and resumed (on another thread count) = uni
     run 1 "$ATTN" train lm $L --seed 2 -o "$T/part" --resume
     grep -q -- "--seed differs from the run being continued (1 there, 2 now)" "$T/err" ||
         fail "another run's checkpoint" ;;
+train_lm_bf16) # mixed precision: the loss drops, 1 and 2 threads agree, --dtype is a setting
+    mkdir "$T/hf" && cp fixtures/llama_tiny/* "$T/hf/" &&
+        cp fixtures/byte_level_tokenizer.json "$T/hf/tokenizer.json"
+    mktext "$T/text"
+    L="--init $T/hf --text $T/text --steps 12 --len 32 --lr 1e-2 --warmup 2 --dtype bf16"
+    run 0 "$ATTN" train lm $L -o "$T/a" -t 2
+    grep -q "mixed precision (bf16 products)" "$T/err" || fail "no mixed-precision note"
+    read -r l0 l1 <<<"$(sed -n 's/^held-out loss: \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p' "$T/out")"
+    awk -v a="$l0" -v b="$l1" 'BEGIN { exit !(b < 0.7 * a) }' ||
+        fail "held-out loss did not drop in bf16: $l0 -> $l1"
+    grep "^step" "$T/out" >"$T/steps2"
+    run 0 "$ATTN" train lm $L -o "$T/b" -t 1
+    grep "^step" "$T/out" | cmp -s - "$T/steps2" || fail "bf16: 1 and 2 threads differ"
+    run 0 "$ATTN" train lm ${L/--dtype bf16/--dtype f32} -o "$T/f" -t 2
+    grep "^step" "$T/out" | cmp -s - "$T/steps2" && fail "bf16 and f32 gave the same losses"
+    run 1 "$ATTN" train lm ${L/--dtype bf16/} -o "$T/a" --resume
+    grep -q -- "--dtype differs from the run being continued (bf16 there, f32 now)" "$T/err" ||
+        fail "resume with another dtype" ;;
 train_lm_gguf) # from the tiny GGUF (dequantized), exported back to GGUF with its tokenizer
     mktext "$T/text"
     run 0 "$ATTN" train lm --init $G --text "$T/text" --steps 4 --len 32 -q -o "$T/a"
