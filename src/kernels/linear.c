@@ -5,6 +5,7 @@
 
 #include "gemm_mixed.h"
 #include "kernels.h"
+#include "pool.h"
 
 /* C = op(A) op(B) + beta C (beta 0 or 1) on the context's precision, then epi. */
 static attn_status product(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t N,
@@ -44,6 +45,26 @@ attn_status attn__linear(attn_ctx *ctx, const float *x, int64_t ldx, const float
     return attn__linear_epi(ctx, x, ldx, W, b ? &epi : NULL, y, ldy, M, K, N);
 }
 
+/* db[n] += sum over the rows m (in order) of dy[m, n], by blocks of columns over the threads. */
+#define COLSUM_BLOCK 64
+typedef struct colsum_job {
+    const float *dy;
+    int64_t lddy;
+    float *db;
+    int64_t M, N;
+} colsum_job;
+
+static void colsum_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const colsum_job *j = arg;
+    (void)tid;
+    const int64_t n0 = begin * COLSUM_BLOCK;
+    const int64_t n1 = end * COLSUM_BLOCK < j->N ? end * COLSUM_BLOCK : j->N;
+    for (int64_t m = 0; m < j->M; m++) {
+        const float *r = j->dy + m * j->lddy;
+        for (int64_t n = n0; n < n1; n++) j->db[n] += r[n];
+    }
+}
+
 attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
                              const float *dy, int64_t lddy, float *dx, int64_t lddx, float *dW,
                              float *db, int64_t M, int64_t K, int64_t N) {
@@ -51,11 +72,12 @@ attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const f
     if (dx) ATTN_TRY(product(ctx, 0, 0, M, K, N, dy, lddy, W, K, 0.0f, dx, lddx, NULL));
     /* dW[N, K] += dy^T x: op(A) = dy^T with dy stored [M, N] */
     if (dW) ATTN_TRY(product(ctx, 1, 0, N, K, M, dy, lddy, x, ldx, 1.0f, dW, K, NULL));
-    if (db) /* column sums in a fixed order: the same result for every thread count */
-        for (int64_t m = 0; m < M; m++) {
-            const float *r = dy + m * lddy;
-            for (int64_t n = 0; n < N; n++) db[n] += r[n];
-        }
+    if (db) { /* column sums, rows in order: the same result for every thread count */
+        colsum_job j = {dy, lddy, db, M, N};
+        const int64_t blocks = (N + COLSUM_BLOCK - 1) / COLSUM_BLOCK;
+        if ((double)M * (double)N < 65536.0) colsum_task(&j, 0, blocks, 0);
+        else attn__parallel_for(ctx, blocks, colsum_task, &j);
+    }
     return ATTN_OK;
 }
 
