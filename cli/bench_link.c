@@ -140,13 +140,8 @@ static void link_fit(const link_row *rows, int nrows, int test, double *alpha_s,
 }
 
 static int run_link(const link_opts *o) {
-    int provided = 0, rank = 0, N = 1, rc = 1;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "attn bench: MPI_Init_thread failed\n");
-        return 1;
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &N);
+    int rank = 0, N = 1, rc = 1;
+    if (attn_cli_mpi_init("bench", &rank, &N)) return 1;
     int tests[3], nt = 0;
     for (int t = T_ALLREDUCE; t <= T_EXCHANGE; t++)
         if (o->test == T_ALL || o->test == t) {

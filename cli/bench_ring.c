@@ -108,13 +108,8 @@ static int ring_failed(attn_ctx *ctx, int rank, int N, attn_status st, const cha
 }
 
 static int run_ring(const ring_opts *o) {
-    int provided = 0, rank = 0, N = 1, rc = 1;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "attn bench: MPI_Init_thread failed\n");
-        return 1;
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &N);
+    int rank = 0, N = 1, rc = 1;
+    if (attn_cli_mpi_init("bench", &rank, &N)) return 1;
     /* threads: the cores this rank is bound to, else the node's shared among its ranks */
     int threads = (int)o->threads;
     if (threads <= 0) {

@@ -47,6 +47,11 @@ int attn_cli_dp_finish(int rc);
 int attn_cli_dp_rank(void);  /* 0 outside mpirun */
 int attn_cli_dp_size(void);  /* 1 outside mpirun */
 int attn_cli_dp_local(void); /* ranks on this node (1 outside mpirun) */
+#ifdef ATTN_HAVE_MPI
+/* cli/train_dp.c: MPI_Init_thread (FUNNELED) unless MPI is already up, then this process's rank
+ * and the world's size; 1 after printing the failure (cmd names the command), else 0. */
+int attn_cli_mpi_init(const char *cmd, int *rank, int *size);
+#endif
 /* cli/bench_ring.c: attn bench --op ring-sdpa (under mpirun; -DATTN_MPI=ON) */
 int attn_bench_ring(int argc, char **argv);
 /* cli/bench_link.c: attn bench --op mpi-link (under mpirun; -DATTN_MPI=ON) */

@@ -39,19 +39,26 @@ static int launcher_size(void) {
     return getenv("PMIX_RANK") ? 1 : 0;
 }
 
-int attn_cli_dp_init(const char *cmd) {
-    int n = launcher_size();
-    if (n == 0) return 0;
 #ifdef ATTN_HAVE_MPI
+int attn_cli_mpi_init(const char *cmd, int *rank, int *size) {
     int provided, init = 0;
     MPI_Initialized(&init);
     if (!init && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "attn %s: MPI_Init_thread failed\n", cmd);
         return 1;
     }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return 0;
+}
+#endif
+
+int attn_cli_dp_init(const char *cmd) {
+    int n = launcher_size();
+    if (n == 0) return 0;
+#ifdef ATTN_HAVE_MPI
+    if (attn_cli_mpi_init(cmd, &g.rank, &g.size)) return 1;
     g.on = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g.size);
     MPI_Comm node;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
         MPI_SUCCESS) {
