@@ -33,6 +33,14 @@
 /* floats per message: MPI counts are int; a larger block goes as several messages */
 #define RING_CHUNK ((int64_t)1 << 28)
 
+/* The inputs' NaN/infinity scan of both directions (each rank its own rows). */
+static attn_status qkv_finite(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v) {
+    ATTN_TRY(attn__check_finite(ctx, q, "query", 0));
+    ATTN_TRY(attn__check_finite(ctx, k, "key", 0));
+    return attn__check_finite(ctx, v, "value", 0);
+}
+
 attn_ring_options attn_ring_defaults(void) {
     attn_ring_options o;
     memset(&o, 0, sizeof o);
@@ -471,9 +479,7 @@ attn_status attn_sdpa_ring(attn_ctx *ctx, MPI_Comm comm, const attn_tensor *q,
                       in[] = {{q, "q", 0}, {k, "k", 0}, {v, "v", 0}};
             local = attn__check_outputs(ctx, fn, o, 2, in, 3);
         }
-        if (local == ATTN_OK) local = attn__check_finite(ctx, q, "query", 0);
-        if (local == ATTN_OK) local = attn__check_finite(ctx, k, "key", 0);
-        if (local == ATTN_OK) local = attn__check_finite(ctx, v, "value", 0);
+        if (local == ATTN_OK) local = qkv_finite(ctx, q, k, v);
     }
     ATTN_TRY(ring_agree(&R, &sp, 0, local));
 
@@ -606,9 +612,7 @@ attn_status attn_sdpa_ring_backward(attn_ctx *ctx, MPI_Comm comm, const attn_ten
                               {out, "out", 0}, {lse, "lse", 0},   {dout, "dout", 0}};
             local = attn__check_outputs(ctx, fn, o, 3, in, 6);
         }
-        if (local == ATTN_OK) local = attn__check_finite(ctx, q, "query", 0);
-        if (local == ATTN_OK) local = attn__check_finite(ctx, k, "key", 0);
-        if (local == ATTN_OK) local = attn__check_finite(ctx, v, "value", 0);
+        if (local == ATTN_OK) local = qkv_finite(ctx, q, k, v);
         if (local == ATTN_OK) local = attn__check_finite(ctx, out, "out", 0);
         /* every row sees a key: a saved -inf is a row the forward lost to overflow */
         if (local == ATTN_OK) local = attn__check_finite(ctx, lse, "lse", 0);
