@@ -57,11 +57,23 @@ typedef struct colsum_job {
 static void colsum_task(void *arg, int64_t begin, int64_t end, int tid) {
     const colsum_job *j = arg;
     (void)tid;
-    const int64_t n0 = begin * COLSUM_BLOCK;
-    const int64_t n1 = end * COLSUM_BLOCK < j->N ? end * COLSUM_BLOCK : j->N;
-    for (int64_t m = 0; m < j->M; m++) {
-        const float *r = j->dy + m * j->lddy;
-        for (int64_t n = n0; n < n1; n++) j->db[n] += r[n];
+    for (int64_t b = begin; b < end; b++) {
+        const int64_t n0 = b * COLSUM_BLOCK;
+        const int64_t w = j->N - n0 < COLSUM_BLOCK ? j->N - n0 : COLSUM_BLOCK;
+        float s[COLSUM_BLOCK]; /* the block's sums in registers, not through db each row */
+        memcpy(s, j->db + n0, sizeof(float) * (size_t)w);
+        if (w == COLSUM_BLOCK) {
+            for (int64_t m = 0; m < j->M; m++) {
+                const float *r = j->dy + m * j->lddy + n0;
+                for (int64_t n = 0; n < COLSUM_BLOCK; n++) s[n] += r[n];
+            }
+        } else {
+            for (int64_t m = 0; m < j->M; m++) {
+                const float *r = j->dy + m * j->lddy + n0;
+                for (int64_t n = 0; n < w; n++) s[n] += r[n];
+            }
+        }
+        memcpy(j->db + n0, s, sizeof(float) * (size_t)w);
     }
 }
 

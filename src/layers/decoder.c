@@ -154,9 +154,7 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     r = sv->d1;
     attn__dropout(&r, p, t, n);
     const float *in = pre ? sv->n1 : sv->x0;
-    ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, in, in, in, B, T, T, t, dq, dk,
-                                  dv));
-    for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i]; /* d in */
+    ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, t, dq)); /* d in */
     if (pre) ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
     for (int64_t i = 0; i < n; i++) dx[i] = d[i] + dq[i];
 done:

@@ -76,10 +76,6 @@ done:
     return st;
 }
 
-static void add3(float *dst, const float *a, const float *b, const float *c, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] += a[i] + b[i] + c[i];
-}
-
 /* Encoder layer from its record (see attn__enc_saved).  dout [B, L, E]; dx overwritten. */
 attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
                                       const attn__gmap *g, const attn__enc_saved *sv, int64_t B,
@@ -88,13 +84,11 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
     int64_t E = c->d_model, n = B * L * E, M = B * L;
     float p = c->dropout;
     attn__mark mk = attn__ws_mark(ctx);
-    float *t, *dq, *dk, *dv, *d1;
+    float *t, *dq, *d1;
     attn__rng r;
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &t, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dq, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dk, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dv, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &d1, B, L, E, 1));
     if (c->norm_first) {
         /* out = r1 + drop2(ffn(x1 = norm2(r1))) */
@@ -109,9 +103,7 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
         attn__copy_f(t, d1, n);
         r = sv->d1;
         attn__dropout(&r, p, t, n);
-        ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, sv->n1, sv->n1, sv->n1, B,
-                                      L, L, t, dq, dk, dv));
-        for (int64_t i = 0; i < n; i++) dq[i] += dk[i] + dv[i];
+        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->n1, B, L, t, dq));
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
         for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
     } else {
@@ -128,10 +120,8 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
         attn__copy_f(t, d1, n);
         r = sv->d1;
         attn__dropout(&r, p, t, n);
-        ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->self_attn, g, &sv->sa, sv->x0, sv->x0, sv->x0, B,
-                                      L, L, t, dq, dk, dv));
-        attn__copy_f(dx, d1, n);
-        add3(dx, dq, dk, dv, n);
+        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->x0, B, L, t, dq));
+        for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
     }
 done:
     attn__ws_release(ctx, mk);

@@ -303,12 +303,19 @@ done:
     return st;
 }
 
-attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
-                                const attn__mha_saved *sv, const float *query, const float *key,
-                                const float *value, int64_t B, int64_t L, int64_t S,
-                                const float *dout, float *dquery, float *dkey, float *dvalue) {
+/* The backward from the record.  dself (NULL, or with a record of the fused self-attention
+ * projection: query = key = value): receives the gradient of the shared input in place of
+ * dquery, dkey and dvalue, from one GEMM over the three projections' gradients. */
+static attn_status mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
+                           const attn__mha_saved *sv, const float *query, const float *key,
+                           const float *value, int64_t B, int64_t L, int64_t S, const float *dout,
+                           float *dquery, float *dkey, float *dvalue, float *dself) {
     int64_t E = a->E, Sx = S + extra_cols(a), kd = a->cfg.kdim, vd = a->cfg.vdim;
     attn__sdpa_args s = sv->s;
+    /* the fused forward wrote q | k | v of each row into one [B, L, 3E] buffer: the gradients
+     * go into one buffer of the same layout, so that one GEMM gives all three weights' */
+    const int fused = sv->ld == 3 * E;
+    const int64_t dld = fused ? 3 * E : E;
     /* A forward that ran on the split-KV decode kernels (a few queries, no dropout) saved their
      * output and lse; the fused backward would start from them and differ from the recomputing
      * backward in the last bits, so it recomputes its own (the fused forward's) instead. */
@@ -317,9 +324,14 @@ attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__g
     float *dao, *dqp, *dkp, *dvp;
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &dao, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dqp, B, L, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dkp, B, Sx, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, Sx, E, 1));
+    if (fused) {
+        ATTN_TRYG(attn__ws_f32(ctx, &dqp, B, L, 3 * E, 1));
+        dkp = dqp + E, dvp = dqp + 2 * E;
+    } else {
+        ATTN_TRYG(attn__ws_f32(ctx, &dqp, B, L, E, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &dkp, B, Sx, E, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, Sx, E, 1));
+    }
     /* out = ao Wo^T + bo */
     ATTN_TRYG(attn__linear_bwd(ctx, sv->ao, E, a->out_proj.weight, dout, E, dao, E,
                          attn__g(g, a->out_proj.weight), attn__g(g, a->out_proj.bias), B * L, E, E));
@@ -327,7 +339,7 @@ attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__g
      * the saved output and lse) */
     attn__sdpa_grads sg;
     memset(&sg, 0, sizeof sg);
-    const int64_t D = a->D, qs[4] = {L * E, D, E, 1}, ks[4] = {Sx * E, D, E, 1};
+    const int64_t D = a->D, qs[4] = {L * dld, D, dld, 1}, ks[4] = {Sx * dld, D, dld, 1};
     sg.dout = dao, memcpy(sg.dos, s.os, sizeof sg.dos);
     sg.dq = dqp, memcpy(sg.dqs, qs, sizeof sg.dqs);
     sg.dk = dkp, memcpy(sg.dks, ks, sizeof sg.dks);
@@ -337,8 +349,8 @@ attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__g
         float *gbk = attn__g(g, a->bias_k), *gbv = attn__g(g, a->bias_v);
         for (int64_t b = 0; b < B; b++)
             for (int64_t e = 0; e < E; e++) {
-                gbk[e] += dkp[(b * Sx + S) * E + e];
-                gbv[e] += dvp[(b * Sx + S) * E + e];
+                gbk[e] += dkp[(b * Sx + S) * dld + e];
+                gbv[e] += dvp[(b * Sx + S) * dld + e];
             }
     }
     /* in-projections */
@@ -347,14 +359,60 @@ attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__g
     const float *Wv = a->packed ? a->in_proj_weight + 2 * E * E : a->v_proj_weight;
     float *gbq = attn__g(g, a->in_proj_bias), *gbk = gbq ? gbq + E : NULL,
           *gbv = gbq ? gbq + 2 * E : NULL;
-    ATTN_TRYG(attn__linear_bwd(ctx, query, E, Wq, dqp, E, dquery, E, attn__g(g, Wq), gbq, B * L, E, E));
-    for (int64_t b = 0; b < B; b++) {
-        ATTN_TRYG(attn__linear_bwd(ctx, key + b * S * kd, kd, Wk, dkp + b * Sx * E, E,
-                             dkey ? dkey + b * S * kd : NULL, kd, attn__g(g, Wk), gbk, S, kd, E));
-        ATTN_TRYG(attn__linear_bwd(ctx, value + b * S * vd, vd, Wv, dvp + b * Sx * E, E,
-                             dvalue ? dvalue + b * S * vd : NULL, vd, attn__g(g, Wv), gbv, S, vd,
-                             E));
+    if (fused) { /* [dq | dk | dv] = d(x [Wq; Wk; Wv]^T): the three weights' gradients at once */
+        ATTN_TRYG(attn__linear_bwd(ctx, query, E, a->in_proj_weight, dqp, dld, dself, E,
+                                   attn__g(g, a->in_proj_weight), gbq, B * L, E, 3 * E));
+        if (!dself) {
+            if (dquery)
+                ATTN_TRYG(attn__linear_bwd(ctx, query, E, Wq, dqp, dld, dquery, E, NULL, NULL,
+                                           B * L, E, E));
+            if (dkey)
+                ATTN_TRYG(attn__linear_bwd(ctx, key, E, Wk, dkp, dld, dkey, E, NULL, NULL,
+                                           B * L, E, E));
+            if (dvalue)
+                ATTN_TRYG(attn__linear_bwd(ctx, value, E, Wv, dvp, dld, dvalue, E, NULL, NULL,
+                                           B * L, E, E));
+        }
+    } else {
+        ATTN_TRYG(attn__linear_bwd(ctx, query, E, Wq, dqp, E, dquery, E, attn__g(g, Wq), gbq,
+                                   B * L, E, E));
+        /* without appended keys the batches' rows are contiguous: one product each */
+        const int64_t nb = Sx == S ? 1 : B, rows = Sx == S ? B * S : S;
+        for (int64_t b = 0; b < nb; b++) {
+            ATTN_TRYG(attn__linear_bwd(ctx, key + b * S * kd, kd, Wk, dkp + b * Sx * E, E,
+                                       dkey ? dkey + b * S * kd : NULL, kd, attn__g(g, Wk), gbk,
+                                       rows, kd, E));
+            ATTN_TRYG(attn__linear_bwd(ctx, value + b * S * vd, vd, Wv, dvp + b * Sx * E, E,
+                                       dvalue ? dvalue + b * S * vd : NULL, vd, attn__g(g, Wv),
+                                       gbv, rows, vd, E));
+        }
     }
+    st = ATTN_OK;
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
+                                const attn__mha_saved *sv, const float *query, const float *key,
+                                const float *value, int64_t B, int64_t L, int64_t S,
+                                const float *dout, float *dquery, float *dkey, float *dvalue) {
+    return mha_bwd(ctx, a, g, sv, query, key, value, B, L, S, dout, dquery, dkey, dvalue, NULL);
+}
+
+attn_status attn__mha_bwd_saved_self(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
+                                     const attn__mha_saved *sv, const float *x, int64_t B,
+                                     int64_t L, const float *dout, float *dx) {
+    if (sv->ld == 3 * a->E) return mha_bwd(ctx, a, g, sv, x, x, x, B, L, L, dout, NULL, NULL, NULL, dx);
+    /* projected separately (appended keys): three input gradients, summed */
+    attn__mark mk = attn__ws_mark(ctx);
+    const int64_t n = B * L * a->E;
+    float *dk, *dv;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &dk, B, L, a->E, 1));
+    ATTN_TRYG(attn__ws_f32(ctx, &dv, B, L, a->E, 1));
+    ATTN_TRYG(mha_bwd(ctx, a, g, sv, x, x, x, B, L, L, dout, dx, dk, dv, NULL));
+    for (int64_t i = 0; i < n; i++) dx[i] += dk[i] + dv[i];
     st = ATTN_OK;
 done:
     attn__ws_release(ctx, mk);
