@@ -110,6 +110,7 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     int pre = c->norm_first;
     attn__mark mk = attn__ws_mark(ctx);
     float *t, *dq, *dk, *dv, *d;
+    const float *gd;
     attn__rng r;
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, E, 1));
@@ -121,11 +122,10 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     if (pre) attn__copy_f(d, dout, n);
     else ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm3, sv->r3, dout, d, M));
     /* feed-forward block: r3 = base3 + drop3(ffn(n3)) */
-    attn__copy_f(t, d, n);
     r = sv->d3;
-    attn__dropout(&r, p, t, n);
+    gd = attn__dropout_grad(&r, p, d, t, n);
     ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
-                                  sv->n3, t, dq, M));
+                                  sv->n3, gd, dq, M));
     /* dq = d n3 */
     if (pre) {
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm3, sv->r2, dq, dq, M));
@@ -135,11 +135,10 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r2, d, d, M));
     }
     /* cross-attention block: r2 = base2 + drop2(ca(n2, mem)); d = d r2 */
-    attn__copy_f(t, d, n);
     r = sv->d2;
-    attn__dropout(&r, p, t, n);
+    gd = attn__dropout_grad(&r, p, d, t, n);
     ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->multihead_attn, g, &sv->ca, sv->n2, sv->mem, sv->mem,
-                                  B, T, S, t, dq, dk, dv));
+                                  B, T, S, gd, dq, dk, dv));
     for (int64_t i = 0; i < ns; i++) dmem[i] += dk[i] + dv[i];
     /* dq = d n2 */
     if (pre) {
@@ -150,11 +149,10 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->r1, d, d, M));
     }
     /* self-attention block: r1 = x0 + drop1(sa(in)); d = d r1 */
-    attn__copy_f(t, d, n);
     r = sv->d1;
-    attn__dropout(&r, p, t, n);
+    gd = attn__dropout_grad(&r, p, d, t, n);
     const float *in = pre ? sv->n1 : sv->x0;
-    ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, t, dq)); /* d in */
+    ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, gd, dq)); /* d in */
     if (pre) ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
     for (int64_t i = 0; i < n; i++) dx[i] = d[i] + dq[i];
 done:

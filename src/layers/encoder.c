@@ -85,6 +85,7 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
     float p = c->dropout;
     attn__mark mk = attn__ws_mark(ctx);
     float *t, *dq, *d1;
+    const float *gd;
     attn__rng r;
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &t, B, L, E, 1));
@@ -92,35 +93,31 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
     ATTN_TRYG(attn__ws_f32(ctx, &d1, B, L, E, 1));
     if (c->norm_first) {
         /* out = r1 + drop2(ffn(x1 = norm2(r1))) */
-        attn__copy_f(t, dout, n);
         r = sv->d2;
-        attn__dropout(&r, p, t, n);
+        gd = attn__dropout_grad(&r, p, dout, t, n);
         ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
-                                      sv->x1, t, d1, M));
+                                      sv->x1, gd, d1, M));
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r1, d1, d1, M));
         for (int64_t i = 0; i < n; i++) d1[i] += dout[i]; /* d r1 */
         /* r1 = x0 + drop1(mha(n1 = norm1(x0))) */
-        attn__copy_f(t, d1, n);
         r = sv->d1;
-        attn__dropout(&r, p, t, n);
-        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->n1, B, L, t, dq));
+        gd = attn__dropout_grad(&r, p, d1, t, n);
+        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->n1, B, L, gd, dq));
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
         for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
     } else {
         /* r2 = x1 + drop2(ffn(x1)); out = norm2(r2) */
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r2, dout, d1, M));
-        attn__copy_f(t, d1, n);
         r = sv->d2;
-        attn__dropout(&r, p, t, n);
+        gd = attn__dropout_grad(&r, p, d1, t, n);
         ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
-                                      sv->x1, t, dq, M));
+                                      sv->x1, gd, dq, M));
         for (int64_t i = 0; i < n; i++) d1[i] += dq[i]; /* d x1 */
         /* x1 = norm1(r1), r1 = x0 + drop1(mha(x0)) */
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->r1, d1, d1, M));
-        attn__copy_f(t, d1, n);
         r = sv->d1;
-        attn__dropout(&r, p, t, n);
-        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->x0, B, L, t, dq));
+        gd = attn__dropout_grad(&r, p, d1, t, n);
+        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->x0, B, L, gd, dq));
         for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
     }
 done:

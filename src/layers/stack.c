@@ -174,32 +174,37 @@ attn_status attn__stack_bwd_rec(attn_ctx *ctx, const attn__stack *s, const attn_
                     *mm = attn__mask_opt(&rec->mm), *mk = attn__mask_opt(&rec->mk);
     attn__mark mark = attn__ws_mark(ctx);
     float *d, *t;
+    const float *din = dout; /* the gradient into layer i (never written) */
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, s->cfg.d_model, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &t, B, T, s->cfg.d_model, 1));
-    if (fin) ATTN_TRYG(attn__ln_bwd(ctx, g, fin, rec->xs + N * n, dout, d, B * T));
-    else attn__copy_f(d, dout, n);
-    if (fin) attn__grad_ready(ctx, dec ? s->decn_at : s->encn_at, dec ? s->decn_len : s->encn_len);
+    if (fin) {
+        ATTN_TRYG(attn__ln_bwd(ctx, g, fin, rec->xs + N * n, dout, d, B * T));
+        attn__grad_ready(ctx, dec ? s->decn_at : s->encn_at, dec ? s->decn_len : s->encn_len);
+        din = d;
+    }
     for (int64_t i = N - 1; i >= 0; i--) {
+        /* layer i writes its input's gradient into the buffer din does not use; the first
+         * layer straight into dx (unless the caller's dx is its dout) */
+        float *dst = i == 0 && dx != din ? dx : din == d ? t : d;
         const float *xi = rec->xs + i * n;
         attn__rng r = rec->rs[i];
         if (dec && rec->ckpt)
             ATTN_TRYG(attn__dec_layer_bwd(ctx, &s->dec[i], g, xi, rec->mem, B, T, S, m1, mm, m2, mk,
-                                          rec->is_causal, &r, d, t, dmem));
+                                          rec->is_causal, &r, din, dst, dmem));
         else if (dec)
-            ATTN_TRYG(attn__dec_layer_bwd_saved(ctx, &s->dec[i], g, &rec->dec[i], B, T, S, d, t,
+            ATTN_TRYG(attn__dec_layer_bwd_saved(ctx, &s->dec[i], g, &rec->dec[i], B, T, S, din, dst,
                                                 dmem));
         else if (rec->ckpt)
             ATTN_TRYG(attn__enc_layer_bwd(ctx, &s->enc[i], g, xi, B, T, m1, m2, rec->is_causal, &r,
-                                          d, t));
+                                          din, dst));
         else
-            ATTN_TRYG(attn__enc_layer_bwd_saved(ctx, &s->enc[i], g, &rec->enc[i], B, T, d, t));
+            ATTN_TRYG(attn__enc_layer_bwd_saved(ctx, &s->enc[i], g, &rec->enc[i], B, T, din, dst));
         if (dec) attn__grad_ready(ctx, s->dec_at + i * s->dec_len, s->dec_len);
         else attn__grad_ready(ctx, s->enc_at + i * s->enc_len, s->enc_len);
-        float *sw = d;
-        d = t, t = sw;
+        din = dst;
     }
-    attn__copy_f(dx, d, n);
+    if (din != dx) attn__copy_f(dx, din, n);
 done:
     attn__ws_release(ctx, mark);
     return st;

@@ -41,6 +41,16 @@ static inline void attn__copy_f(float *dst, const float *src, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
+/* A gradient through the dropout the forward drew from rng: src itself when nothing was
+ * dropped, else src copied into t with the same mask and scale applied. */
+static inline const float *attn__dropout_grad(attn__rng *rng, float p, const float *src,
+                                              float *t, int64_t n) {
+    if (!attn__drops(rng, p)) return src;
+    attn__copy_f(t, src, n);
+    attn__dropout(rng, p, t, n);
+    return t;
+}
+
 /* out[i] = a[i] + b[i]; out may alias a or b. */
 static inline void attn__add2(float *out, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
