@@ -33,7 +33,11 @@
  *    of w x r (float lane sums of rounded squares, whose error grows with E / 16, then four
  *    roundings: measured at most 2.2, at E = 1000); the vector
  *    versions bit-identical to it (memcmp), also in place, without a weight, and on rows with
- *    a NaN, an infinity or squares that overflow. */
+ *    a NaN, an infinity or squares that overflow.
+ *  - colsum (bias-gradient column sums, ew.h): the plain C version within (M + 1) 2^-24 of the
+ *    sum of |y| from the double sum; the vector versions bit-identical to it (memcmp) for
+ *    widths around the 16-lane and 256-column chunks, a row stride wider than the width, and
+ *    a running sum s that does not start at zero; a NaN row makes its columns NaN. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -512,6 +516,51 @@ static void test_rms(const attn__ew_kernel *const *fast, int nf) {
     TU_CHECK(worst <= 4.0, "rms_norm: %.2f ulp from the double formula", worst);
 }
 
+static void test_colsum(const attn__ew_kernel *const *fast, int nf) {
+    static const int64_t Ns[] = {1, 15, 16, 17, 255, 256, 257, 600};
+    static const int64_t Ms[] = {1, 3, 100};
+    double worst = 0;
+    for (size_t in = 0; in < sizeof Ns / sizeof Ns[0]; in++)
+        for (size_t im = 0; im < sizeof Ms / sizeof Ms[0]; im++) {
+            const int64_t N = Ns[in], M = Ms[im], ld = N + 5;
+            float *y = malloc(sizeof(float) * (size_t)(M * ld));
+            float *s0 = malloc(sizeof(float) * (size_t)N), *s1 = malloc(sizeof(float) * (size_t)N);
+            float *init = malloc(sizeof(float) * (size_t)N);
+            tu_fill(y, (size_t)(M * ld), (uint64_t)(N * 31 + M), -2.0f, 2.0f);
+            tu_fill(init, (size_t)N, (uint64_t)N, -1.0f, 1.0f);
+            memcpy(s0, init, sizeof(float) * (size_t)N);
+            attn__colsum_c(y, ld, M, N, s0);
+            for (int64_t j = 0; j < N; j++) {
+                double d = init[j], a = fabs((double)init[j]);
+                for (int64_t m = 0; m < M; m++) d += y[m * ld + j], a += fabs((double)y[m * ld + j]);
+                const double e = fabs((double)s0[j] - d) / (a * (double)(M + 1) * 0x1p-24);
+                if (!(e <= 1.0)) worst = 2; /* NaN fails too */
+                else if (e > worst) worst = e;
+            }
+            for (int f = 0; f < nf; f++) {
+                if (!fast[f]->colsum) continue;
+                memcpy(s1, init, sizeof(float) * (size_t)N);
+                fast[f]->colsum(y, ld, M, N, s1);
+                TU_CHECK(memcmp(s0, s1, sizeof(float) * (size_t)N) == 0,
+                         "colsum N=%lld M=%lld: vector kernel %d differs from C", (long long)N,
+                         (long long)M, f);
+            }
+            if (M == 3 && N == 257) { /* a NaN in row 1, column 200: that column only */
+                y[1 * ld + 200] = NAN;
+                for (int f = 0; f < nf; f++) {
+                    if (!fast[f]->colsum) continue;
+                    memcpy(s1, init, sizeof(float) * (size_t)N);
+                    fast[f]->colsum(y, ld, M, N, s1);
+                    TU_CHECK(isnan(s1[200]) && !isnan(s1[199]) && !isnan(s1[201]),
+                             "colsum: a NaN stays in its column (kernel %d)", f);
+                }
+            }
+            free(y), free(s0), free(s1), free(init);
+        }
+    printf("colsum: plain C vs double, worst %.3f of the bound\n", worst);
+    TU_CHECK(worst <= 1.0, "colsum: %.3f of the (M + 1) 2^-24 sum|y| bound", worst);
+}
+
 int main(void) {
     const attn__ew_kernel *fast =
         attn__isa_supported(ATTN__ISA_AVX512) ? attn__ew_kernel_avx512() : NULL;
@@ -526,6 +575,7 @@ int main(void) {
     test_gelu(vec, nv);
     test_bias_res(vec, nv);
     test_rms(vec, nv);
+    test_colsum(vec, nv);
     test_threads();
     test_backward();
     return tu_finish("test_ew");

@@ -129,9 +129,16 @@ void attn__rms_norm_c(const float *x, int64_t ldx, const float *w, float eps, fl
     }
 }
 
-static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref, bias_res_ref,
-                                             NULL,       NULL,          NULL,
-                                             NULL,       attn__rms_norm_c};
+void attn__colsum_c(const float *y, int64_t ldy, int64_t M, int64_t n, float *s) {
+    for (int64_t m = 0; m < M; m++) {
+        const float *r = y + m * ldy;
+        for (int64_t j = 0; j < n; j++) s[j] += r[j];
+    }
+}
+
+static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref,    bias_res_ref,
+                                             NULL,       NULL,             NULL,
+                                             NULL,       attn__rms_norm_c, attn__colsum_c};
 
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 

@@ -84,6 +84,11 @@ typedef int (*attn__act_bwd_fn)(attn_activation act, const float *x, const float
 typedef void (*attn__rms_norm_fn)(const float *x, int64_t ldx, const float *w, float eps,
                                   float *y, int64_t ldy, int64_t M, int64_t E);
 
+/* s[j] += the sum over rows m in order of y[m, j], columns j in [0, n) (a bias gradient): the
+ * float adds in row order, so every version gives the plain C one's bits. */
+typedef void (*attn__colsum_fn)(const float *y, int64_t ldy, int64_t M, int64_t n, float *s);
+ATTN__HIDDEN void attn__colsum_c(const float *y, int64_t ldy, int64_t M, int64_t n, float *s);
+
 typedef struct attn__ew_kernel {
     attn__add_ln_fn add_ln;
     attn__bias_gelu_fn bias_gelu;
@@ -94,6 +99,7 @@ typedef struct attn__ew_kernel {
     attn__ln_dx_fn ln_dx;
     attn__act_bwd_fn act_bwd;
     attn__rms_norm_fn rms_norm; /* NULL: the plain C one */
+    attn__colsum_fn colsum;     /* NULL: the plain C one */
 } attn__ew_kernel;
 
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_ref(void);

@@ -3,6 +3,7 @@
  * The plain C versions in ref/ (attn__linear_ref, attn__linear_bwd_ref) stay as the oracle. */
 #include <string.h>
 
+#include "ew.h"
 #include "gemm_mixed.h"
 #include "kernels.h"
 #include "pool.h"
@@ -45,9 +46,11 @@ attn_status attn__linear(attn_ctx *ctx, const float *x, int64_t ldx, const float
     return attn__linear_epi(ctx, x, ldx, W, b ? &epi : NULL, y, ldy, M, K, N);
 }
 
-/* db[n] += sum over the rows m (in order) of dy[m, n], by blocks of columns over the threads. */
+/* db[n] += sum over the rows m (in order) of dy[m, n], by blocks of columns over the threads
+ * (the context's colsum kernel on each thread's columns). */
 #define COLSUM_BLOCK 64
 typedef struct colsum_job {
+    attn__colsum_fn fn;
     const float *dy;
     int64_t lddy;
     float *db;
@@ -57,24 +60,9 @@ typedef struct colsum_job {
 static void colsum_task(void *arg, int64_t begin, int64_t end, int tid) {
     const colsum_job *j = arg;
     (void)tid;
-    for (int64_t b = begin; b < end; b++) {
-        const int64_t n0 = b * COLSUM_BLOCK;
-        const int64_t w = j->N - n0 < COLSUM_BLOCK ? j->N - n0 : COLSUM_BLOCK;
-        float s[COLSUM_BLOCK]; /* the block's sums in registers, not through db each row */
-        memcpy(s, j->db + n0, sizeof(float) * (size_t)w);
-        if (w == COLSUM_BLOCK) {
-            for (int64_t m = 0; m < j->M; m++) {
-                const float *r = j->dy + m * j->lddy + n0;
-                for (int64_t n = 0; n < COLSUM_BLOCK; n++) s[n] += r[n];
-            }
-        } else {
-            for (int64_t m = 0; m < j->M; m++) {
-                const float *r = j->dy + m * j->lddy + n0;
-                for (int64_t n = 0; n < w; n++) s[n] += r[n];
-            }
-        }
-        memcpy(j->db + n0, s, sizeof(float) * (size_t)w);
-    }
+    const int64_t n0 = begin * COLSUM_BLOCK;
+    const int64_t n1 = end * COLSUM_BLOCK < j->N ? end * COLSUM_BLOCK : j->N;
+    j->fn(j->dy + n0, j->lddy, j->M, n1 - n0, j->db + n0);
 }
 
 attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
@@ -85,7 +73,8 @@ attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const f
     /* dW[N, K] += dy^T x: op(A) = dy^T with dy stored [M, N] */
     if (dW) ATTN_TRY(product(ctx, 1, 0, N, K, M, dy, lddy, x, ldx, 1.0f, dW, K, NULL));
     if (db) { /* column sums, rows in order: the same result for every thread count */
-        colsum_job j = {dy, lddy, db, M, N};
+        colsum_job j = {ctx->kern.ew->colsum ? ctx->kern.ew->colsum : attn__colsum_c, dy, lddy,
+                        db, M, N};
         const int64_t blocks = (N + COLSUM_BLOCK - 1) / COLSUM_BLOCK;
         if ((double)M * (double)N < 65536.0) colsum_task(&j, 0, blocks, 0);
         else attn__parallel_for(ctx, blocks, colsum_task, &j);

@@ -154,29 +154,40 @@ static void ln_stats_avx512(const float *x, int64_t ldx, float eps, int64_t M, i
     }
 }
 
+/* Column sums over the rows in order, in double; rows outer over chunks of up to DWDB_CHUNK
+ * columns (the sums stay in L1) so that each row is read in one contiguous piece: a column
+ * walk down the rows defeats the prefetchers (the same sums, in the same order). */
+enum { DWDB_CHUNK = 256 };
 static void ln_dwdb_avx512(const float *x, int64_t ldx, const float *dy, int64_t lddy,
                            const float *mean, const float *rstd, int64_t M, int64_t e0, int64_t n,
                            double *dw, double *db) {
-    for (int64_t c = 0; c < n; c += 16) {
-        __mmask16 k = m16(n - c);
-        __m512d w0 = _mm512_setzero_pd(), w1 = w0, b0 = w0, b1 = w0;
+    _Alignas(64) double sw[DWDB_CHUNK], sb[DWDB_CHUNK];
+    for (int64_t c0 = 0; c0 < n; c0 += DWDB_CHUNK) {
+        const int64_t w = n - c0 < DWDB_CHUNK ? n - c0 : DWDB_CHUNK;
+        memset(sw, 0, sizeof sw);
+        memset(sb, 0, sizeof sb);
         for (int64_t m = 0; m < M; m++) {
-            __m512 xv = _mm512_maskz_loadu_ps(k, x + m * ldx + e0 + c);
-            __m512 g = _mm512_maskz_loadu_ps(k, dy + m * lddy + e0 + c);
-            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(xv, _mm512_set1_ps(mean[m])),
-                                      _mm512_set1_ps(rstd[m]));
-            __m512 gx = _mm512_mul_ps(g, xh);
-            w0 = _mm512_add_pd(w0, _mm512_cvtps_pd(_mm512_castps512_ps256(gx)));
-            w1 = _mm512_add_pd(w1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                       _mm512_castps_pd(gx), 1))));
-            b0 = _mm512_add_pd(b0, _mm512_cvtps_pd(_mm512_castps512_ps256(g)));
-            b1 = _mm512_add_pd(b1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                       _mm512_castps_pd(g), 1))));
+            const float *xr = x + m * ldx + e0 + c0, *gr = dy + m * lddy + e0 + c0;
+            const __m512 vm = _mm512_set1_ps(mean[m]), vr = _mm512_set1_ps(rstd[m]);
+            for (int64_t c = 0; c < w; c += 16) {
+                __mmask16 k = m16(w - c);
+                __m512 g = _mm512_maskz_loadu_ps(k, gr + c);
+                __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + c), vm), vr);
+                __m512 gx = _mm512_mul_ps(g, xh);
+                __m512d w0 = _mm512_load_pd(sw + c), w1 = _mm512_load_pd(sw + c + 8);
+                __m512d b0 = _mm512_load_pd(sb + c), b1 = _mm512_load_pd(sb + c + 8);
+                w0 = _mm512_add_pd(w0, _mm512_cvtps_pd(_mm512_castps512_ps256(gx)));
+                w1 = _mm512_add_pd(w1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                           _mm512_castps_pd(gx), 1))));
+                b0 = _mm512_add_pd(b0, _mm512_cvtps_pd(_mm512_castps512_ps256(g)));
+                b1 = _mm512_add_pd(b1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                           _mm512_castps_pd(g), 1))));
+                _mm512_store_pd(sw + c, w0), _mm512_store_pd(sw + c + 8, w1);
+                _mm512_store_pd(sb + c, b0), _mm512_store_pd(sb + c + 8, b1);
+            }
         }
-        double t[32];
-        _mm512_storeu_pd(t, w0), _mm512_storeu_pd(t + 8, w1);
-        _mm512_storeu_pd(t + 16, b0), _mm512_storeu_pd(t + 24, b1);
-        for (int64_t j = 0; j < 16 && c + j < n; j++) dw[c + j] = t[j], db[c + j] = t[16 + j];
+        memcpy(dw + c0, sw, sizeof(double) * (size_t)w);
+        memcpy(db + c0, sb, sizeof(double) * (size_t)w);
     }
 }
 
@@ -266,10 +277,29 @@ static void rms_norm_avx512(const float *x, int64_t ldx, const float *w, float e
     }
 }
 
+/* Rows outer over chunks of 256 columns whose sums stay in 16 registers: each row is read in
+ * one contiguous piece, every column's adds in row order (attn__colsum_c's bits). */
+static void colsum_avx512(const float *y, int64_t ldy, int64_t M, int64_t n, float *s) {
+    for (int64_t c0 = 0; c0 < n; c0 += 256) {
+        __m512 a[16];
+        __mmask16 k[16];
+        for (int i = 0; i < 16; i++) {
+            k[i] = m16(n - c0 - 16 * i);
+            a[i] = _mm512_maskz_loadu_ps(k[i], s + c0 + 16 * i);
+        }
+        for (int64_t m = 0; m < M; m++) {
+            const float *r = y + m * ldy + c0;
+            for (int i = 0; i < 16; i++) a[i] = _mm512_add_ps(a[i], _mm512_maskz_loadu_ps(k[i], r + 16 * i));
+        }
+        for (int i = 0; i < 16; i++) _mm512_mask_storeu_ps(s + c0 + 16 * i, k[i], a[i]);
+    }
+}
+
 static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,   bias_gelu_avx512,
                                                 bias_res_avx512, ln_stats_avx512,
                                                 ln_dwdb_avx512,  ln_dx_avx512,
-                                                act_bwd_avx512,  rms_norm_avx512};
+                                                act_bwd_avx512,  rms_norm_avx512,
+                                                colsum_avx512};
 
 const attn__ew_kernel *attn__ew_kernel_avx512(void) { return &attn__ew_avx512; }
 
