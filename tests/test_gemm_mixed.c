@@ -1,6 +1,7 @@
 /* Mixed-precision GEMM (src/kernels/gemm_mixed.c, contract in gemm_mixed.h): each kernel this
  * machine runs (plain C; AVX512_BF16; AMX-BF16) on every transpose combination, edge sizes,
- * strides, beta 0/1 and row epilogues, against double-precision sums; across thread counts;
+ * strides, beta 0/1 and row epilogues (also over several blocks of B panels), against
+ * double-precision sums; across thread counts; K slices against the whole K in one call;
  * and the ATTN_CTX_BF16_MATMUL linear path against the float one.
  *
  * Tolerances.  With a', b' the operands rounded to bf16 (8 significant bits), u = 2^-24, and
@@ -111,6 +112,16 @@ static void check_case(attn_ctx **ctxs, const attn__mixed_kernel *k, const gcase
              "(rounded operands), %d (float operands), %d padding values changed; worst %.3g",
              k->name, c->ta, c->tb, (long long)M, (long long)N, (long long)K, (long long)c->pad,
              c->beta, epi, bad, badf, badpad, worst);
+    /* K slicing (a kernel with kc) gives the bits of the whole K' in one call */
+    if (k->kc > 0) {
+        attn__mixed_kernel whole = *k;
+        whole.kc = 0;
+        float *C2 = run(ctxs[1], &whole, c, A, B, C0, epi);
+        TU_CHECK(memcmp(C, C2, sizeof(float) * (size_t)(M * ldc)) == 0,
+                 "%s ta=%d tb=%d M=%lld N=%lld K=%lld: K slices change the result", k->name,
+                 c->ta, c->tb, (long long)M, (long long)N, (long long)K);
+        free(C2);
+    }
     /* the same bits on every thread count */
     for (int t = 1; ctxs[t]; t++) {
         float *C2 = run(ctxs[t], k, c, A, B, C0, epi);
@@ -130,7 +141,7 @@ static void test_kernels(void) {
     static const int64_t shapes[][3] = {{1, 1, 1},    {5, 7, 3},     {33, 31, 65},
                                         {64, 96, 128}, {70, 50, 300}, {130, 40, 33},
                                         {17, 1200, 64}, {3, 200, 600}, {200, 3, 40}, {40, 70, 0},
-                                        {530, 270, 45}};
+                                        {530, 270, 45}, {130, 900, 600}};
     uint64_t seed = 1;
     for (int ki = 0; ki < nk; ki++) {
         printf("mixed GEMM kernel %s (mr %d, nr %d)\n", ks[ki]->name, ks[ki]->mr, ks[ki]->nr);

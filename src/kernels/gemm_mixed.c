@@ -73,7 +73,7 @@ static void ukr_ref(int64_t kh, const attn__bf16 *a, int64_t lda, const attn__bf
 }
 
 static const attn__mixed_kernel ref_table = {"ref", REF_MR, REF_NR, (size_t)1 << 20, ukr_ref,
-                                             NULL, NULL, pack_a_c, pack_b_c};
+                                             NULL, NULL, pack_a_c, pack_b_c, 0, 0};
 
 const attn__mixed_kernel *attn__mixed_kernel_ref(void) { return &ref_table; }
 
@@ -83,7 +83,7 @@ typedef struct mixed_job {
     attn__mixed_pack_a_fn pack_a;
     attn__mixed_pack_b_fn pack_b;
     int transA, transB, acc;
-    int64_t M, N, K, kp;
+    int64_t M, N, K, kp, kc; /* kc: the K' slice of a microkernel call in rows_task */
     const float *A, *B;
     int64_t lda, ldb;
     float *C;
@@ -91,7 +91,7 @@ typedef struct mixed_job {
     attn__bf16 *ap, *bp; /* packed panels: A panel r at ap + r mr kp, B panel p at bp + p nr kp */
     int64_t m_panels, n_panels;
     int64_t p0, p1; /* the current block of B panels */
-    const attn__row_epi *epi; /* on each finished row panel (when one block holds all of N) */
+    const attn__row_epi *epi; /* on each finished row panel (in the last block of B panels) */
 } mixed_job;
 
 /* Panels packed per call: a transposed A or an untransposed B is read PACK_GROUP panels wide
@@ -123,17 +123,19 @@ static void pack_b_task(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
-/* Tile (r, p) of C: full tiles in place, edge tiles through a scratch tile. */
-static void tile(const mixed_job *g, int64_t r, int64_t p) {
+/* Tile (r, p) of C over the K' slice [k0, k1): full tiles in place; edge tiles through a
+ * scratch tile, all of K' at once (at k0 = 0; nothing for the later slices). */
+static void tile(const mixed_job *g, int64_t r, int64_t p, int64_t k0, int64_t k1) {
     const int mr = g->k->mr, nr = g->k->nr;
     const int64_t i0 = r * mr, j0 = p * nr;
     const int64_t mv = g->M - i0 < mr ? g->M - i0 : mr, nv = g->N - j0 < nr ? g->N - j0 : nr;
     const attn__bf16 *a = g->ap + r * mr * g->kp, *b = g->bp + p * nr * g->kp;
     float *c = g->C + i0 * g->ldc + j0;
     if (mv == mr && nv == nr) {
-        g->k->ukr(g->kp / 2, a, g->kp, b, c, g->ldc, g->acc);
+        g->k->ukr((k1 - k0) / 2, a + k0, g->kp, b + k0 * nr, c, g->ldc, g->acc || k0 > 0);
         return;
     }
+    if (k0 > 0) return;
     _Alignas(64) float t[32 * 32];
     if (g->acc)
         for (int64_t i = 0; i < mv; i++) memcpy(t + i * nr, c + i * g->ldc, sizeof(float) * (size_t)nv);
@@ -147,7 +149,10 @@ static void rows_task(void *arg, int64_t begin, int64_t end, int tid) {
     (void)tid;
     if (g->k->begin) g->k->begin();
     for (int64_t r = begin; r < end; r++) {
-        for (int64_t p = g->p0; p < g->p1; p++) tile(g, r, p);
+        for (int64_t k0 = 0; k0 < g->kp; k0 += g->kc) {
+            const int64_t k1 = g->kp - k0 < g->kc ? g->kp : k0 + g->kc;
+            for (int64_t p = g->p0; p < g->p1; p++) tile(g, r, p, k0, k1);
+        }
         if (g->epi) {
             const int mr = g->k->mr;
             const int64_t i0 = r * mr, mv = g->M - i0 < mr ? g->M - i0 : mr;
@@ -163,7 +168,7 @@ static void cols_task(void *arg, int64_t begin, int64_t end, int tid) {
     (void)tid;
     if (g->k->begin) g->k->begin();
     for (int64_t r = 0; r < g->m_panels; r++)
-        for (int64_t p = g->p0 + begin; p < g->p0 + end; p++) tile(g, r, p);
+        for (int64_t p = g->p0 + begin; p < g->p0 + end; p++) tile(g, r, p, 0, g->kp);
     if (g->k->end) g->k->end();
 }
 
@@ -200,6 +205,11 @@ attn_status attn__gemm_mixed_k(attn_ctx *ctx, const attn__mixed_kernel *k, int t
     g.kp = (g.K + ATTN__MIXED_KALIGN - 1) / ATTN__MIXED_KALIGN * ATTN__MIXED_KALIGN;
     if (g.kp == 0) g.kp = ATTN__MIXED_KALIGN; /* K = 0: zero panels, C = beta C */
     g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
+    g.kc = g.kp;
+    if (k->kc > 0 && g.kp <= k->kc_upto) { /* slices of about kc, multiples of the K' unit */
+        const int64_t ns = (g.kp + k->kc - 1) / k->kc, u = ATTN__MIXED_KALIGN;
+        g.kc = ((g.kp + ns - 1) / ns + u - 1) / u * u;
+    }
     g.m_panels = (M + k->mr - 1) / k->mr;
     g.n_panels = (N + k->nr - 1) / k->nr;
     size_t na, nb, n;
@@ -216,12 +226,11 @@ attn_status attn__gemm_mixed_k(attn_ctx *ctx, const attn__mixed_kernel *k, int t
     const int serial = (double)M * (double)N * (double)g.kp < 262144.0;
     run(ctx, serial, g.m_panels, pack_a_task, &g);
     run(ctx, serial, g.n_panels, pack_b_task, &g);
-    /* blocks of B panels sized for L2; the epilogue runs inside when one block holds all */
+    /* blocks of B panels sized for L2; the epilogue runs on each row panel right after its
+     * tiles of the last block (rows split between the threads there), while they are warm */
     const size_t panel_bytes = (size_t)k->nr * (size_t)g.kp * sizeof(attn__bf16);
     int64_t per = (int64_t)(k->block_bytes / panel_bytes);
     if (per < 1) per = 1;
-    const int fused = epi && per >= g.n_panels;
-    g.epi = fused ? epi : NULL;
     for (g.p0 = 0; g.p0 < g.n_panels; g.p0 = g.p1) {
         g.p1 = g.n_panels - g.p0 < per ? g.n_panels : g.p0 + per;
         const int64_t nb_panels = g.p1 - g.p0;
@@ -229,14 +238,17 @@ attn_status attn__gemm_mixed_k(attn_ctx *ctx, const attn__mixed_kernel *k, int t
         const int64_t w_cols = serial ? 1 : attn__parallel_width(ctx, nb_panels);
         const int64_t cost_rows = (g.m_panels + w_rows - 1) / w_rows * nb_panels;
         const int64_t cost_cols = (nb_panels + w_cols - 1) / w_cols * g.m_panels;
-        if (!fused && cost_cols * 10 < cost_rows * 9)
+        const int cols = cost_cols * 10 < cost_rows * 9;
+        /* the last block: the epilogue inside, unless the columns are split (few rows) */
+        g.epi = epi && g.p1 == g.n_panels && (!cols || g.n_panels <= per) ? epi : NULL;
+        if (cols && !g.epi)
             run(ctx, serial, nb_panels, cols_task, &g);
         else
             run(ctx, serial, g.m_panels, rows_task, &g);
-    }
-    if (epi && !fused) {
-        g.epi = epi;
-        run(ctx, (double)M * (double)N < 262144.0, M, epi_task, &g);
+        if (epi && g.p1 == g.n_panels && !g.epi) { /* after a column split: its own pass */
+            g.epi = epi;
+            run(ctx, (double)M * (double)N < 262144.0, M, epi_task, &g);
+        }
     }
     attn__ws_release(ctx, mark);
     return ATTN_OK;

@@ -20,7 +20,10 @@
  * element ((q * nr + j) * 2 + t) of a panel is op(B)[2q + t, j].  Both come from the
  * workspace (half the size of the float operands).  Then, one block of B panels at a time
  * (sized for L2), threads split the A panels and the microkernel computes each mr x nr tile of
- * C over the whole K' in one call: the same operations for a tile whoever computes it. */
+ * C over the whole K' in one call, or in slices of K' (kc below; the float sums go through C
+ * between slices, exactly, so the bits are the same): the same operations for a tile whoever
+ * computes it.  A row epilogue runs on each row panel right after its tiles of the last block
+ * (or, where the threads split that block's columns, in a pass of its own). */
 #ifndef ATTN_GEMM_MIXED_H
 #define ATTN_GEMM_MIXED_H
 #include "bf16.h"
@@ -60,6 +63,10 @@ typedef struct attn__mixed_kernel {
     void (*end)(void);    /* per thread, after its last tile (AMX: release the tiles) */
     attn__mixed_pack_a_fn pack_a; /* or NULL */
     attn__mixed_pack_b_fn pack_b; /* or NULL */
+    /* K slicing: when K' <= kc_upto, each tile of C is computed in slices of about kc of K'
+     * (the row panel's slice stays in L1 across the block's B panels; C is reloaded between
+     * slices, exactly: the sums stay in float).  0: the whole K' in one call. */
+    int64_t kc, kc_upto;
 } attn__mixed_kernel;
 
 ATTN__HIDDEN const attn__mixed_kernel *attn__mixed_kernel_ref(void);

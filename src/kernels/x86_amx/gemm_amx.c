@@ -60,9 +60,12 @@ static void ukr_amx(int64_t kh, const attn__bf16 *a, int64_t lda, const attn__bf
     _tile_stored(3, c + 16 * ldc + 16, sc);
 }
 
+/* K' slices of 256 up to K' = 1024: the row panel's 16 KiB slice stays in L1 across a block of
+ * B panels, so half the tile loads come from L1 (measured 10-17% faster at K = 768; longer K
+ * was no faster sliced, as C is then reloaded more often). */
 static const attn__mixed_kernel table = {"amx_bf16", 32, 32, (size_t)1 << 20, ukr_amx,
                                          amx_begin, amx_end, attn__mixed_pack_a_avx512,
-                                         attn__mixed_pack_b_avx512};
+                                         attn__mixed_pack_b_avx512, 256, 1024};
 
 const attn__mixed_kernel *attn__mixed_kernel_amx(void) { return &table; }
 #else

@@ -136,7 +136,7 @@ static void ukr_dp(int64_t kh, const attn__bf16 *a, int64_t lda, const attn__bf1
 
 static const attn__mixed_kernel table = {"avx512_bf16", MR, NR, (size_t)768 << 10, ukr_dp,
                                          NULL, NULL, attn__mixed_pack_a_avx512,
-                                         attn__mixed_pack_b_avx512};
+                                         attn__mixed_pack_b_avx512, 0, 0};
 
 const attn__mixed_kernel *attn__mixed_kernel_avx512(void) { return &table; }
 #else
