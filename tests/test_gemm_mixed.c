@@ -2,6 +2,7 @@
  * machine runs (plain C; AVX512_BF16; AMX-BF16) on every transpose combination, edge sizes,
  * strides, beta 0/1 and row epilogues (also over several blocks of B panels), against
  * double-precision sums; across thread counts; K slices against the whole K in one call;
+ * the row sums of a transposed A taken while packing against attn__colsum_c (memcmp);
  * and the ATTN_CTX_BF16_MATMUL linear path against the float one.
  *
  * Tolerances.  With a', b' the operands rounded to bf16 (8 significant bits), u = 2^-24, and
@@ -21,6 +22,7 @@
 #include "internal.h"
 #include "../src/core/cpu.h"
 #include "../src/kernels/dispatch.h"
+#include "../src/kernels/ew.h"
 #include "../src/kernels/gemm_mixed.h"
 
 static double bfr(float x) { return (double)attn__bf16_to_f32(attn__f32_to_bf16_daz(x)); }
@@ -53,8 +55,8 @@ static void epi_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows)
         for (int64_t j = 0; j < n; j++) y[i * ldy + j] += 1000.0f * (float)(i0 + i + 1);
 }
 
-static float *run(attn_ctx *ctx, const attn__mixed_kernel *k, const gcase *c, const float *A,
-                  const float *B, const float *C0, int epi) {
+static float *run_sum(attn_ctx *ctx, const attn__mixed_kernel *k, const gcase *c,
+                      const float *A, const float *B, const float *C0, int epi, float *suma) {
     const int64_t ldc = c->N + c->pad;
     const int64_t lda = (c->ta ? c->M : c->K) + c->pad, ldb = (c->tb ? c->K : c->N) + c->pad;
     float *C = malloc(sizeof(float) * (size_t)(c->M * ldc));
@@ -62,9 +64,14 @@ static float *run(attn_ctx *ctx, const attn__mixed_kernel *k, const gcase *c, co
     int64_t n = c->N;
     attn__row_epi e = {epi_rows, &n};
     TU_STATUS(attn__gemm_mixed_k(ctx, k, c->ta, c->tb, c->M, c->N, c->K, A, lda, B, ldb,
-                                 c->beta ? 1.0f : 0.0f, C, ldc, epi ? &e : NULL),
+                                 c->beta ? 1.0f : 0.0f, C, ldc, epi ? &e : NULL, suma),
               ATTN_OK, ctx);
     return C;
+}
+
+static float *run(attn_ctx *ctx, const attn__mixed_kernel *k, const gcase *c, const float *A,
+                  const float *B, const float *C0, int epi) {
+    return run_sum(ctx, k, c, A, B, C0, epi, NULL);
 }
 
 static void check_case(attn_ctx **ctxs, const attn__mixed_kernel *k, const gcase *c,
@@ -112,6 +119,26 @@ static void check_case(attn_ctx **ctxs, const attn__mixed_kernel *k, const gcase
              "(rounded operands), %d (float operands), %d padding values changed; worst %.3g",
              k->name, c->ta, c->tb, (long long)M, (long long)N, (long long)K, (long long)c->pad,
              c->beta, epi, bad, badf, badpad, worst);
+    /* op(A) = A^T: its row sums while packing (a bias gradient) have attn__colsum_c's bits
+     * and leave C as it was; on 1 and 2 threads */
+    if (c->ta) {
+        float *s0 = malloc(sizeof(float) * (size_t)(M + 1)), *s1 = malloc(sizeof(float) * (size_t)(M + 1));
+        tu_fill(s0, (size_t)(M + 1), seed + 3, -1.0f, 1.0f);
+        memcpy(s1, s0, sizeof(float) * (size_t)(M + 1));
+        attn__colsum_c(A, lda, K, M, s0);
+        for (int t = 0; t < 2; t++) {
+            float *s2 = malloc(sizeof(float) * (size_t)(M + 1));
+            memcpy(s2, s1, sizeof(float) * (size_t)(M + 1));
+            float *C2 = run_sum(ctxs[t], k, c, A, B, C0, epi, s2);
+            TU_CHECK(memcmp(s0, s2, sizeof(float) * (size_t)(M + 1)) == 0 &&
+                         memcmp(C, C2, sizeof(float) * (size_t)(M * ldc)) == 0,
+                     "%s M=%lld N=%lld K=%lld: row sums of A^T while packing differ from "
+                     "colsum (or change C), %d threads", k->name, (long long)M, (long long)N,
+                     (long long)K, attn_ctx_threads(ctxs[t]));
+            free(C2), free(s2);
+        }
+        free(s0), free(s1);
+    }
     /* K slicing (a kernel with kc) gives the bits of the whole K' in one call */
     if (k->kc > 0) {
         attn__mixed_kernel whole = *k;
@@ -165,12 +192,12 @@ static void test_specials(void) {
     for (int ki = 0; ki < nk; ki++) {
         float A[4] = {1e-40f, 3.0f, 1.0f, 2.0f}, B[4] = {1e38f, 1.0f, 1.0f, 1.0f}, C[2] = {0, 0};
         /* C[0] = 1e-40 * 1e38 (a subnormal a: zero, else 0.01) + 3 * 1; C[1]: a NaN operand */
-        TU_STATUS(attn__gemm_mixed_k(ctx, ks[ki], 0, 0, 1, 1, 2, A, 2, B, 1, 0.0f, C, 1, NULL),
+        TU_STATUS(attn__gemm_mixed_k(ctx, ks[ki], 0, 0, 1, 1, 2, A, 2, B, 1, 0.0f, C, 1, NULL, NULL),
                   ATTN_OK, ctx);
         TU_CHECK(C[0] == 3.0f, "%s: subnormal operand not taken as zero (got %g)", ks[ki]->name,
                  (double)C[0]);
         A[2] = NAN;
-        TU_STATUS(attn__gemm_mixed_k(ctx, ks[ki], 0, 0, 1, 1, 2, A + 2, 2, B, 1, 0.0f, C + 1, 1,
+        TU_STATUS(attn__gemm_mixed_k(ctx, ks[ki], 0, 0, 1, 1, 2, A + 2, 2, B, 1, 0.0f, C + 1, 1, NULL,
                                      NULL),
                   ATTN_OK, ctx);
         TU_CHECK(isnan(C[1]), "%s: NaN operand lost (got %g)", ks[ki]->name, (double)C[1]);

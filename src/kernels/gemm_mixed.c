@@ -7,7 +7,10 @@
 
 /* ---- plain C packing and microkernel ------------------------------------------------------ */
 static void pack_a_c(int trans, const float *src, int64_t ld, int64_t mv, int mr, int64_t K,
-                     int64_t kp, attn__bf16 *dst, int64_t lda) {
+                     int64_t kp, attn__bf16 *dst, int64_t lda, float *sum) {
+    if (sum && trans)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t i = 0; i < mv; i++) sum[i] += src[k * ld + i];
     if (trans) { /* op(A)[i, k] = src[k * ld + i]: read along i, 16 values of k at a time */
         for (int64_t k0 = 0; k0 < K; k0 += 16) {
             const int64_t kn = K - k0 < 16 ? K - k0 : 16;
@@ -41,8 +44,8 @@ static void pack_b_c(int trans, const float *src, int64_t ld, int64_t nv, int nr
 }
 
 void attn__mixed_pack_a_c(int trans, const float *src, int64_t ld, int64_t mv, int mr, int64_t K,
-                          int64_t kp, attn__bf16 *dst, int64_t lda) {
-    pack_a_c(trans, src, ld, mv, mr, K, kp, dst, lda);
+                          int64_t kp, attn__bf16 *dst, int64_t lda, float *sum) {
+    pack_a_c(trans, src, ld, mv, mr, K, kp, dst, lda, sum);
 }
 
 void attn__mixed_pack_b_c(int trans, const float *src, int64_t ld, int64_t nv, int nr, int64_t K,
@@ -92,6 +95,7 @@ typedef struct mixed_job {
     int64_t m_panels, n_panels;
     int64_t p0, p1; /* the current block of B panels */
     const attn__row_epi *epi; /* on each finished row panel (in the last block of B panels) */
+    float *suma;              /* NULL, or the row sums of op(A) (transA) */
 } mixed_job;
 
 /* Panels packed per call: a transposed A or an untransposed B is read PACK_GROUP panels wide
@@ -107,7 +111,7 @@ static void pack_a_task(void *arg, int64_t begin, int64_t end, int tid) {
         const int64_t i0 = r * mr, rows = nr * mr, mv = g->M - i0 < rows ? g->M - i0 : rows;
         const float *src = g->transA ? g->A + i0 : g->A + i0 * g->lda;
         g->pack_a(g->transA, src, g->lda, mv, (int)rows, g->K, g->kp, g->ap + i0 * g->kp,
-                  g->kp);
+                  g->kp, g->suma ? g->suma + i0 : NULL);
     }
 }
 
@@ -193,8 +197,10 @@ static attn__bf16 *align64(attn__bf16 *p) {
 attn_status attn__gemm_mixed_k(attn_ctx *ctx, const attn__mixed_kernel *k, int transA,
                                int transB, int64_t M, int64_t N, int64_t K, const float *A,
                                int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                               int64_t ldc, const attn__row_epi *epi) {
+                               int64_t ldc, const attn__row_epi *epi, float *suma) {
     if (M <= 0 || N <= 0) return ATTN_OK;
+    if (suma && !transA)
+        return attn__fail(ctx, ATTN_E_INVALID, "internal: mixed GEMM row sums need op(A) = A^T");
     mixed_job g;
     memset(&g, 0, sizeof g);
     g.k = k;
@@ -204,7 +210,7 @@ attn_status attn__gemm_mixed_k(attn_ctx *ctx, const attn__mixed_kernel *k, int t
     g.M = M, g.N = N, g.K = K < 0 ? 0 : K;
     g.kp = (g.K + ATTN__MIXED_KALIGN - 1) / ATTN__MIXED_KALIGN * ATTN__MIXED_KALIGN;
     if (g.kp == 0) g.kp = ATTN__MIXED_KALIGN; /* K = 0: zero panels, C = beta C */
-    g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
+    g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc, g.suma = suma;
     g.kc = g.kp;
     if (k->kc > 0 && g.kp <= k->kc_upto) { /* slices of about kc, multiples of the K' unit */
         const int64_t ns = (g.kp + k->kc - 1) / k->kc, u = ATTN__MIXED_KALIGN;
@@ -258,5 +264,12 @@ attn_status attn__gemm_mixed(attn_ctx *ctx, int transA, int transB, int64_t M, i
                              int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                              float beta, float *C, int64_t ldc, const attn__row_epi *epi) {
     return attn__gemm_mixed_k(ctx, ctx->kern.mixed, transA, transB, M, N, K, A, lda, B, ldb,
-                              beta, C, ldc, epi);
+                              beta, C, ldc, epi, NULL);
+}
+
+attn_status attn__gemm_mixed_suma(attn_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *A,
+                                  int64_t lda, int transB, const float *B, int64_t ldb,
+                                  float beta, float *C, int64_t ldc, float *suma) {
+    return attn__gemm_mixed_k(ctx, ctx->kern.mixed, 1, transB, M, N, K, A, lda, B, ldb, beta, C,
+                              ldc, NULL, suma);
 }

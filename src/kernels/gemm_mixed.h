@@ -45,12 +45,15 @@ typedef void (*attn__mixed_ukr_fn)(int64_t kh, const attn__bf16 *a, int64_t lda,
  *         trans: op(A)[i, k] = src[k * ld + i], else src[i * ld + k]; rows mv..mr-1 zero
  *         (mr here: the rows to fill, a whole number of panels; the driver packs several
  *         panels per call so that a transposed source is read in long row segments).
+ *         sum: NULL, or (trans only) sum[i] += op(A)[i, k] for k = 0 .. K-1 in that order,
+ *         float adds of the unrounded values, rows i < mv: a bias gradient's column sums
+ *         while dy is read anyway, with the bits of attn__colsum_c.
  * pack_b: columns [0, nv) of op(B) into ceil(nv / nr) consecutive panels (each kp / 2 steps
  *         of nr pairs, zeros beyond nv and K); trans: op(B)[k, j] = src[j * ld + k], else
  *         src[k * ld + j] (read row by row across all the panels of the call). */
 typedef void (*attn__mixed_pack_a_fn)(int trans, const float *src, int64_t ld, int64_t mv,
                                       int mr, int64_t K, int64_t kp, attn__bf16 *dst,
-                                      int64_t lda);
+                                      int64_t lda, float *sum);
 typedef void (*attn__mixed_pack_b_fn)(int trans, const float *src, int64_t ld, int64_t nv,
                                       int nr, int64_t K, int64_t kp, attn__bf16 *dst);
 
@@ -72,14 +75,15 @@ typedef struct attn__mixed_kernel {
 ATTN__HIDDEN const attn__mixed_kernel *attn__mixed_kernel_ref(void);
 /* The plain C packing (what a NULL pack_a / pack_b hook means). */
 ATTN__HIDDEN void attn__mixed_pack_a_c(int trans, const float *src, int64_t ld, int64_t mv, int mr,
-                                       int64_t K, int64_t kp, attn__bf16 *dst, int64_t lda);
+                                       int64_t K, int64_t kp, attn__bf16 *dst, int64_t lda,
+                                       float *sum);
 ATTN__HIDDEN void attn__mixed_pack_b_c(int trans, const float *src, int64_t ld, int64_t nv, int nr,
                                        int64_t K, int64_t kp, attn__bf16 *dst);
 /* The AVX512_BF16 packing (x86_avx512bf16/gemm_mixed_avx512.c), shared with the AMX table;
  * defined only where that file is built with the bf16 instructions. */
 ATTN__HIDDEN void attn__mixed_pack_a_avx512(int trans, const float *src, int64_t ld, int64_t mv,
                                             int mr, int64_t K, int64_t kp, attn__bf16 *dst,
-                                            int64_t lda);
+                                            int64_t lda, float *sum);
 ATTN__HIDDEN void attn__mixed_pack_b_avx512(int trans, const float *src, int64_t ld, int64_t nv,
                                             int nr, int64_t K, int64_t kp, attn__bf16 *dst);
 /* NULL when the build could not compile them; the caller checks the CPU. */
@@ -93,11 +97,18 @@ ATTN__HIDDEN attn_status attn__gemm_mixed(attn_ctx *ctx, int transA, int transB,
                                           int64_t N, int64_t K, const float *A, int64_t lda,
                                           const float *B, int64_t ldb, float beta, float *C,
                                           int64_t ldc, const attn__row_epi *epi);
-/* The same with an explicit kernel (tests). */
+/* The same, also adding the row sums of op(A) = A^T into suma (transA must be 1; suma[i] +=
+ * A[k, i] over k in order, the float values: the bits of attn__colsum_c), read while A is
+ * packed: the bias gradient of a linear backward without another pass over dy. */
+ATTN__HIDDEN attn_status attn__gemm_mixed_suma(attn_ctx *ctx, int64_t M, int64_t N, int64_t K,
+                                               const float *A, int64_t lda, int transB,
+                                               const float *B, int64_t ldb, float beta,
+                                               float *C, int64_t ldc, float *suma);
+/* attn__gemm_mixed with an explicit kernel (tests); suma as attn__gemm_mixed_suma (or NULL). */
 ATTN__HIDDEN attn_status attn__gemm_mixed_k(attn_ctx *ctx, const attn__mixed_kernel *k,
                                             int transA, int transB, int64_t M, int64_t N,
                                             int64_t K, const float *A, int64_t lda,
                                             const float *B, int64_t ldb, float beta, float *C,
-                                            int64_t ldc, const attn__row_epi *epi);
+                                            int64_t ldc, const attn__row_epi *epi, float *suma);
 
 #endif

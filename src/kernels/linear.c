@@ -70,7 +70,10 @@ attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const f
                              float *db, int64_t M, int64_t K, int64_t N) {
     /* dx[M, K] = dy[M, N] W[N, K] */
     if (dx) ATTN_TRY(product(ctx, 0, 0, M, K, N, dy, lddy, W, K, 0.0f, dx, lddx, NULL));
-    /* dW[N, K] += dy^T x: op(A) = dy^T with dy stored [M, N] */
+    /* dW[N, K] += dy^T x: op(A) = dy^T with dy stored [M, N]; in mixed precision db's column
+     * sums are taken while dy^T is packed (the same bits as the pass below) */
+    if (dW && db && K > 0 && (ctx->flags & ATTN_CTX_BF16_MATMUL))
+        return attn__gemm_mixed_suma(ctx, N, K, M, dy, lddy, 0, x, ldx, 1.0f, dW, K, db);
     if (dW) ATTN_TRY(product(ctx, 1, 0, N, K, M, dy, lddy, x, ldx, 1.0f, dW, K, NULL));
     if (db) { /* column sums, rows in order: the same result for every thread count */
         colsum_job j = {ctx->kern.ew->colsum ? ctx->kern.ew->colsum : attn__colsum_c, dy, lddy,

@@ -54,7 +54,7 @@ typedef struct mm {
 /* op(A) rows [0, M) over K into pa (rows of kp bf16, zeros beyond K and below whole panels). */
 static void pack_a(const mm *m, int trans, const float *src, int64_t ld, int64_t M, int64_t K,
                    int64_t kp, attn__bf16 *pa) {
-    m->pack_a(trans, src, ld, M, (int)up(M, m->k->mr), K, kp, pa, kp);
+    m->pack_a(trans, src, ld, M, (int)up(M, m->k->mr), K, kp, pa, kp, NULL);
 }
 
 /* op(B) columns [0, N) over K into panels of nr columns (panel p at pb + p nr kp). */

@@ -37,8 +37,19 @@ static inline __m512 pairs16(const float *src, int64_t ld, int64_t K, int64_t k,
     return _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
 }
 
+/* sum[i0 .. i0 + n) += rows k0 .. min(k0 + 32, K) - 1 of src at columns i0.., in row order. */
+static inline void sum_rows(float *sum, const float *src, int64_t ld, int64_t K, int64_t k0,
+                            int64_t i0, int64_t n) {
+    const __mmask16 m = m16(n);
+    __m512 s = _mm512_maskz_loadu_ps(m, sum + i0);
+    const int64_t k1 = K - k0 < 32 ? K : k0 + 32;
+    for (int64_t k = k0; k < k1; k++)
+        s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, src + k * ld + i0));
+    _mm512_mask_storeu_ps(sum + i0, m, s);
+}
+
 void attn__mixed_pack_a_avx512(int trans, const float *src, int64_t ld, int64_t mv, int mr,
-                               int64_t K, int64_t kp, attn__bf16 *dst, int64_t lda) {
+                               int64_t K, int64_t kp, attn__bf16 *dst, int64_t lda, float *sum) {
     if (!trans) {
         for (int64_t i = 0; i < mv; i++)
             for (int64_t k = 0; k < kp; k += 32)
@@ -54,6 +65,7 @@ void attn__mixed_pack_a_avx512(int trans, const float *src, int64_t ld, int64_t 
                 attn__tr16(r);
                 for (int64_t i = 0; i < n; i++)
                     _mm512_storeu_ps((float *)(void *)(dst + (i0 + i) * lda + k), r[i]);
+                if (sum && k < K) sum_rows(sum, src, ld, K, k, i0, n); /* lines still in L1 */
             }
     }
     for (int64_t i = mv; i < mr; i++) memset(dst + i * lda, 0, sizeof(attn__bf16) * (size_t)kp);
