@@ -95,3 +95,22 @@ void attn__act_bwd(attn_ctx *ctx, attn_activation act, const float *x, const flo
     act_job j = {fn, act, x, dy, dx, n};
     attn__parallel_for(ctx, (n + ACT_CHUNK - 1) / ACT_CHUNK, act_task, &j);
 }
+
+static void act_bwd_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
+    const attn__act_bwd_state *st = arg;
+    for (int64_t m = 0; m < rows; m++) {
+        const float *x = st->x + (i0 + m) * st->ldx;
+        float *yr = y + m * ldy;
+        if (st->fn) ((attn__act_bwd_fn)st->fn)(st->act, x, yr, yr, st->n);
+        else attn__act_bwd_ref(st->act, x, yr, yr, st->n);
+    }
+}
+
+attn__row_epi attn__act_bwd_epi(attn_ctx *ctx, attn_activation act, const float *x, int64_t ldx,
+                                int64_t n, attn__act_bwd_state *st) {
+    attn__act_bwd_fn fn = ctx->kern.ew->act_bwd;
+    st->fn = fn && fn(act, x, x, NULL, 0) ? (void *)fn : NULL; /* n = 0: does it do act? */
+    st->act = act, st->x = x, st->ldx = ldx, st->n = n;
+    attn__row_epi e = {act_bwd_rows, st};
+    return e;
+}

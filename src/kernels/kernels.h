@@ -215,6 +215,18 @@ typedef struct attn__row_epi {
     void *arg;
 } attn__row_epi;
 
+/* The activation backward as a row epilogue: rows i0.. of y (the gradient after the
+ * activation, in place) times act'(x) at the same rows of x [.., n] (row stride ldx): the bits
+ * of attn__act_bwd on those elements.  attn__act_bwd_epi fills *st and returns the epilogue. */
+typedef struct attn__act_bwd_state {
+    void *fn; /* the context's attn__act_bwd_fn, or NULL: the reference */
+    attn_activation act;
+    const float *x;
+    int64_t ldx, n;
+} attn__act_bwd_state;
+ATTN__HIDDEN attn__row_epi attn__act_bwd_epi(attn_ctx *ctx, attn_activation act, const float *x,
+                                             int64_t ldx, int64_t n, attn__act_bwd_state *st);
+
 /* ---- linear on the fast GEMM (same contracts as attn__linear_ref / attn__linear_bwd_ref) --- */
 ATTN__HIDDEN attn_status attn__linear(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
                                       const float *b, float *y, int64_t ldy, int64_t M,
@@ -227,6 +239,12 @@ ATTN__HIDDEN attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t
                                           const float *W, const float *dy, int64_t lddy,
                                           float *dx, int64_t lddx, float *dW, float *db,
                                           int64_t M, int64_t K, int64_t N);
+/* The same with dx_epi (NULL, or a row epilogue) run on dx's rows once they are final. */
+ATTN__HIDDEN attn_status attn__linear_bwd_epi(attn_ctx *ctx, const float *x, int64_t ldx,
+                                              const float *W, const float *dy, int64_t lddy,
+                                              float *dx, int64_t lddx,
+                                              const attn__row_epi *dx_epi, float *dW, float *db,
+                                              int64_t M, int64_t K, int64_t N);
 /* attn__linear_bwd with dx ACCUMULATED (dx += dy W): the input gradient of several products
  * of the same x (the Llama blocks' q/k/v and gate/up projections). */
 ATTN__HIDDEN attn_status attn__linear_bwd_acc(attn_ctx *ctx, const float *x, int64_t ldx,

@@ -65,11 +65,12 @@ static void colsum_task(void *arg, int64_t begin, int64_t end, int tid) {
     j->fn(j->dy + n0, j->lddy, j->M, n1 - n0, j->db + n0);
 }
 
-attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
-                             const float *dy, int64_t lddy, float *dx, int64_t lddx, float *dW,
-                             float *db, int64_t M, int64_t K, int64_t N) {
+attn_status attn__linear_bwd_epi(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
+                                 const float *dy, int64_t lddy, float *dx, int64_t lddx,
+                                 const attn__row_epi *dx_epi, float *dW, float *db, int64_t M,
+                                 int64_t K, int64_t N) {
     /* dx[M, K] = dy[M, N] W[N, K] */
-    if (dx) ATTN_TRY(product(ctx, 0, 0, M, K, N, dy, lddy, W, K, 0.0f, dx, lddx, NULL));
+    if (dx) ATTN_TRY(product(ctx, 0, 0, M, K, N, dy, lddy, W, K, 0.0f, dx, lddx, dx_epi));
     /* dW[N, K] += dy^T x: op(A) = dy^T with dy stored [M, N]; in mixed precision db's column
      * sums are taken while dy^T is packed (the same bits as the pass below) */
     if (dW && db && K > 0 && (ctx->flags & ATTN_CTX_BF16_MATMUL))
@@ -83,6 +84,12 @@ attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const f
         else attn__parallel_for(ctx, blocks, colsum_task, &j);
     }
     return ATTN_OK;
+}
+
+attn_status attn__linear_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,
+                             const float *dy, int64_t lddy, float *dx, int64_t lddx, float *dW,
+                             float *db, int64_t M, int64_t K, int64_t N) {
+    return attn__linear_bwd_epi(ctx, x, ldx, W, dy, lddy, dx, lddx, NULL, dW, db, M, K, N);
 }
 
 attn_status attn__linear_bwd_acc(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,

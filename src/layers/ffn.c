@@ -63,10 +63,18 @@ attn_status attn__ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1, const attn__
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &da, M, F, 1, 1));
     attn__rng site = sv->rng;
-    ATTN_TRYG(attn__linear_bwd(ctx, sv->a, F, l2->weight, dy, l2->out, da, F,
-                               attn__g(g, l2->weight), attn__g(g, l2->bias), M, F, l2->out));
-    attn__dropout(&site, p, da, M * F);
-    attn__act_bwd(ctx, act, sv->h, da, da, M * F);
+    if (!attn__drops(&site, p)) { /* act' in the product's epilogue, on rows still warm */
+        attn__act_bwd_state as;
+        const attn__row_epi e = attn__act_bwd_epi(ctx, act, sv->h, F, F, &as);
+        ATTN_TRYG(attn__linear_bwd_epi(ctx, sv->a, F, l2->weight, dy, l2->out, da, F, &e,
+                                       attn__g(g, l2->weight), attn__g(g, l2->bias), M, F,
+                                       l2->out));
+    } else {
+        ATTN_TRYG(attn__linear_bwd(ctx, sv->a, F, l2->weight, dy, l2->out, da, F,
+                                   attn__g(g, l2->weight), attn__g(g, l2->bias), M, F, l2->out));
+        attn__dropout(&site, p, da, M * F);
+        attn__act_bwd(ctx, act, sv->h, da, da, M * F);
+    }
     ATTN_TRYG(attn__linear_bwd(ctx, x, l1->in, l1->weight, da, F, dx, l1->in,
                                attn__g(g, l1->weight), attn__g(g, l1->bias), M, l1->in, F));
 done:
