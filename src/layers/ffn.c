@@ -13,8 +13,9 @@ typedef struct ffn {
 /* The hidden values of the feed-forward into a record: h = lin1(x), a = dropout(act(h)). */
 static attn_status ffn_hidden(attn_ctx *ctx, const attn__lin *l1, attn_activation act, float p,
                               const float *x, int64_t M, attn__rng *rng, attn__ffn_saved *sv) {
-    ATTN_TRY(attn__lin_run(ctx, l1, x, NULL, sv->h, M));
-    attn__act_fwd(ctx, act, sv->h, sv->a, M, l1->out);
+    /* h and a = act(h) from the product's epilogue, on each row panel while it is warm */
+    const attn__epi e = {ATTN__EPI_ACT, act, NULL, NULL, NULL, NULL, sv->a};
+    ATTN_TRY(attn__lin_run(ctx, l1, x, &e, sv->h, M));
     sv->rng = *rng;
     attn__dropout(rng, p, sv->a, M * l1->out);
     return ATTN_OK;
@@ -35,7 +36,7 @@ static attn_status ffn_fwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *
         ATTN_TRYG(ffn_hidden(ctx, l1, act, p, x, M, rng, sv));
         a = sv->a;
     } else {
-        attn__epi e = {ATTN__EPI_ACT, act, NULL, NULL, NULL, NULL};
+        attn__epi e = {ATTN__EPI_ACT, act, NULL, NULL, NULL, NULL, NULL};
         ATTN_TRYG(attn__ws_f32(ctx, &a, M, F, 1, 1));
         ATTN_TRYG(attn__lin_run(ctx, l1, x, &e, a, M));
         attn__dropout(rng, p, a, M * F);

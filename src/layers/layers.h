@@ -210,6 +210,8 @@ typedef struct attn__epi {
     const float *xmax;   /* NULL, or [M] max_k |x[m, k]| (NaN if any is NaN): the F16 kernel's
                             row scales, which it otherwise computes (a hint for the others) */
     float *ymax;         /* NULL, or [M] receiving max_n |y[m, n]| (NaN if any is NaN) */
+    float *aout;         /* ACT: NULL (y = act(x W^T + b)), or [M, N] contiguous receiving
+                            act(y) while y keeps x W^T + b (a training record: both kept) */
 } attn__epi;
 
 /* y[M, N] (row stride ldy) = epilogue(x[M, K] (row stride ldx) W^T + b) with W in any form,

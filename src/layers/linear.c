@@ -53,7 +53,11 @@ typedef struct epi_job {
     const attn__ln *ln;
     int64_t n;
     float *ymax;
+    float *aout; /* ACT: act(y) goes here, y kept */
 } epi_job;
+
+static void act_rows(const attn__ew_kernel *k, attn_activation act, const float *x, float *y,
+                     int64_t rows, int64_t n);
 
 static void epi_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
     const epi_job *e = arg;
@@ -64,7 +68,11 @@ static void epi_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows)
         e->k->add_ln(y, ldy, b, r, n, e->ln->weight, e->ln->bias, e->ln->eps, rows, n, ym);
         return;
     }
-    if (e->kind == ATTN__EPI_ACT && e->act == ATTN_ACT_GELU) {
+    if (e->kind == ATTN__EPI_ACT && e->aout) { /* y = x W^T + b kept, act(y) beside it */
+        if (b) e->k->bias_res(y, ldy, b, NULL, n, rows, n);
+        for (int64_t m = 0; m < rows; m++)
+            act_rows(e->k, e->act, y + m * ldy, e->aout + (i0 + m) * n, 1, n);
+    } else if (e->kind == ATTN__EPI_ACT && e->act == ATTN_ACT_GELU) {
         e->k->bias_gelu(y, ldy, b, rows, n);
     } else {
         if (b || (r && e->kind == ATTN__EPI_RES))
@@ -94,14 +102,20 @@ static void pass_task(void *arg, int64_t begin, int64_t end, int tid) {
 attn_status attn__linear_pw(attn_ctx *ctx, const float *x, int64_t ldx, const attn__pw *w,
                             const float *b, const attn__epi *e, float *y, int64_t ldy, int64_t M,
                             int64_t K, int64_t N) {
-    static const attn__epi none = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL};
+    static const attn__epi none = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL, NULL};
     if (!e) e = &none;
     const float *r = e->kind == ATTN__EPI_RES || e->kind == ATTN__EPI_RES_LN ? e->r : NULL;
     const attn_dtype dt = w->dtype;
     /* what the product leaves to the epilogue: the 16-bit kernels add b and r themselves */
     epi_job j = {ctx->kern.ew, e->kind, e->act, dt == ATTN_F32 ? b : NULL,
-                 dt == ATTN_F32 ? r : NULL, e->ln, N, e->ymax};
+                 dt == ATTN_F32 ? r : NULL, e->ln, N, e->ymax, e->aout};
     const attn__row_epi re = {epi_rows, &j};
+    if (e->aout && dt != ATTN_F32) { /* the 16-bit paths: the product, then the activation */
+        const attn__epi plain = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL, NULL};
+        ATTN_TRY(attn__linear_pw(ctx, x, ldx, w, b, &plain, y, ldy, M, K, N));
+        attn__act_fwd(ctx, e->act, y, e->aout, M, N);
+        return ATTN_OK;
+    }
     if (dt == ATTN_F16) {
         const int gelu = e->kind == ATTN__EPI_ACT && e->act == ATTN_ACT_GELU;
         /* GELU, bias and residual are the microkernel's; a norm or another activation runs
@@ -137,20 +151,23 @@ typedef struct act_job {
     int64_t n;
 } act_job;
 
+/* y = act(x) on rows of n contiguous values (y may be x). */
+static void act_rows(const attn__ew_kernel *k, attn_activation act, const float *x, float *y,
+                     int64_t rows, int64_t n) {
+    if (act == ATTN_ACT_GELU) {
+        if (y != x) memcpy(y, x, (size_t)(rows * n) * sizeof(float));
+        k->bias_gelu(y, n, NULL, rows, n);
+    } else if (act == ATTN_ACT_RELU) { /* the reference's bits (NaN gives 0), vectorised */
+        for (int64_t i = 0; i < rows * n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    } else {
+        attn__act_ref(act, x, n, y, n, rows, n);
+    }
+}
+
 static void act_task(void *arg, int64_t begin, int64_t end, int tid) {
     const act_job *j = arg;
     (void)tid;
-    const float *x = j->x + begin * j->n;
-    float *y = j->y + begin * j->n;
-    if (j->act == ATTN_ACT_GELU) {
-        if (y != x) memcpy(y, x, (size_t)((end - begin) * j->n) * sizeof(float));
-        j->k->bias_gelu(y, j->n, NULL, end - begin, j->n);
-    } else if (j->act == ATTN_ACT_RELU) { /* the reference's bits (NaN gives 0), vectorised */
-        const int64_t n = (end - begin) * j->n;
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-    } else {
-        attn__act_ref(j->act, x, j->n, y, j->n, end - begin, j->n);
-    }
+    act_rows(j->k, j->act, j->x + begin * j->n, j->y + begin * j->n, end - begin, j->n);
 }
 
 void attn__act_fwd(attn_ctx *ctx, attn_activation act, const float *x, float *y, int64_t M,
