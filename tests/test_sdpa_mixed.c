@@ -46,6 +46,11 @@ static int run(attn_ctx *ctx, const tcase *c, const float *q, const float *k, co
     r->o = calloc(no, 4), r->lse = calloc((size_t)(c->B * c->H * c->L), 4);
     r->dq = calloc(nq, 4), r->dk = calloc(nk, 4), r->dv = calloc(nv, 4);
     if (!r->o || !r->lse || !r->dq || !r->dk || !r->dv) return 1;
+    /* outputs start as NaN: whatever the kernels leave unwritten fails the checks */
+    for (size_t i = 0; i < no; i++) r->o[i] = NAN;
+    for (size_t i = 0; i < nq; i++) r->dq[i] = NAN;
+    for (size_t i = 0; i < nk; i++) r->dk[i] = NAN;
+    for (size_t i = 0; i < nv; i++) r->dv[i] = NAN;
     attn_tensor tq = attn_view4((float *)q, c->B, c->H, c->L, c->D);
     attn_tensor tk = attn_view4((float *)k, c->B, c->Hkv, c->S, c->D);
     attn_tensor tv = attn_view4((float *)v, c->B, c->Hkv, c->S, c->Dv);

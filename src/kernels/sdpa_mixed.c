@@ -340,13 +340,11 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
         pack_b(m, 1, kb, a->ks[2], a->S, a->D, jb->Dp, kt);   /* K^T [D, S]  */
         pack_b(m, 1, vb, a->vs[2], a->S, a->Dv, jb->Dvp, vt); /* V^T [Dv, S] */
         pack_b(m, 0, kb, a->ks[2], a->D, a->S, jb->Sp, kn);   /* K   [S, D]  */
-        /* dK and dV accumulate in place (rows of unit stride), zeroed first */
+        /* dK and dV accumulate in place (rows of unit stride): the first chunk that reaches
+         * them writes rows [0, its jend) and zeroes the rest; the later ones add */
         float *dk = g->dk ? g->dk + b * g->dks[0] + hk * g->dks[1] : NULL;
         float *dv = g->dv ? g->dv + b * g->dvs[0] + hk * g->dvs[1] : NULL;
-        for (int64_t j = 0; j < a->S; j++) {
-            if (dk) memset(dk + j * g->dks[2], 0, sizeof(float) * (size_t)a->D);
-            if (dv) memset(dv + j * g->dvs[2], 0, sizeof(float) * (size_t)a->Dv);
-        }
+        int fresh = 1;
         for (int64_t h = hk * group; h < (hk + 1) * group; h++)
             for (int64_t i0 = 0; i0 < a->L; i0 += jb->QC) {
                 const int64_t qc = a->L - i0 < jb->QC ? a->L - i0 : jb->QC, qcp = up(qc, KA);
@@ -389,20 +387,31 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
                 }
                 /* dV += W^T dO_c;  dK += dS^T Q_c  (M = the keys [0, jend), K = the rows) */
                 const float *wsrc = drop ? W : P;
+                if (fresh)
+                    for (int64_t j = jend; j < a->S; j++) {
+                        if (dk) memset(dk + j * g->dks[2], 0, sizeof(float) * (size_t)a->D);
+                        if (dv) memset(dv + j * g->dvs[2], 0, sizeof(float) * (size_t)a->Dv);
+                    }
                 if (g->dv) {
                     pack_a(m, 1, wsrc, lds, jend, qc, qcp, pa);
                     pack_b(m, 0, db, g->dos[2], a->Dv, qc, qcp, pb);
-                    tiles(m, jend, a->Dv, qcp / 2, pa, qcp, pb, qcp * nr, dv, g->dvs[2], 1);
+                    tiles(m, jend, a->Dv, qcp / 2, pa, qcp, pb, qcp * nr, dv, g->dvs[2], !fresh);
                 }
                 if (g->dk) {
                     pack_a(m, 1, dP, lds, jend, qc, qcp, pa);
                     pack_b(m, 0, qb, a->qs[2], a->D, qc, qcp, pb);
-                    tiles(m, jend, a->D, qcp / 2, pa, qcp, pb, qcp * nr, dk, g->dks[2], 1);
+                    tiles(m, jend, a->D, qcp / 2, pa, qcp, pb, qcp * nr, dk, g->dks[2], !fresh);
                 }
+                fresh = 0;
                 if (dqb) { /* dQ_c = dS K over the keys [0, kend) */
                     pack_a(m, 0, dP, lds, qc, kend, kend, pa);
                     tiles(m, qc, a->D, kend / 2, pa, kend, kn, jb->Sp * nr, dqb, g->dqs[2], 0);
                 }
+            }
+        if (fresh) /* no query saw a key: zero gradients */
+            for (int64_t j = 0; j < a->S; j++) {
+                if (dk) memset(dk + j * g->dks[2], 0, sizeof(float) * (size_t)a->D);
+                if (dv) memset(dv + j * g->dvs[2], 0, sizeof(float) * (size_t)a->Dv);
             }
     }
     if (m->k->end) m->k->end();
