@@ -15,6 +15,10 @@ warm-up, then the median of --repeat runs) and prints both times and attn's spee
 mha-backward, encoder-layer, encoder-layer-backward, gpt-step.  The module -backward ops are
 a training step's forward and backward on both sides (parameter gradients included).
 
+--rounds R (not gpt-step): R rounds, each running attn then PyTorch (PyTorch's model built
+once); prints every round and then the medians over rounds of both times and of the ratio:
+on a machine whose speed drifts, one pair of medians can land on different sides of a drift.
+
 gpt-step: attn writes its initial weights and its batch (--save-init); the PyTorch twin (the
 same GPT built from nn.TransformerEncoderLayer, norm_first, GELU, causal, LM head tied to the
 token embedding, loaded from that file; torch.optim.AdamW with attn's settings) runs the same steps, and the script checks that
@@ -57,7 +61,19 @@ def median_ms(fn, repeat):
     return statistics.median(ts)
 
 
-def torch_ms(cfg, repeat):
+def timed(fn, repeat, rounds):
+    if rounds is None:
+        return median_ms(fn, repeat)
+    out = []
+    for turn in rounds:
+        turn()
+        out.append(median_ms(fn, repeat))
+    return out
+
+
+def torch_ms(cfg, repeat, rounds=None):
+    """The median ms of cfg's op in PyTorch; with rounds (a list of callables), the op is built
+    once and timed after each callable runs (attn's turn): a list of medians."""
     import torch
     import torch.nn.functional as F
 
@@ -78,14 +94,15 @@ def torch_ms(cfg, repeat):
             kw["enable_gqa"] = True
         if not bwd:
             with torch.no_grad():
-                return median_ms(lambda: F.scaled_dot_product_attention(q, k, v, **kw), repeat)
+                return timed(lambda: F.scaled_dot_product_attention(q, k, v, **kw), repeat,
+                             rounds)
         o = F.scaled_dot_product_attention(q, k, v, **kw)
         g = torch.rand_like(o)
 
         def back():
             q.grad = k.grad = v.grad = None
             o.backward(g, retain_graph=True)
-        return median_ms(back, repeat)
+        return timed(back, repeat, rounds)
     E = H * D
     bwd = op.endswith("-backward")
     # attn's --dtype bf16 on the encoder layer is mixed precision: the twin under autocast
@@ -108,7 +125,7 @@ def torch_ms(cfg, repeat):
                 return m(x, src_mask=mask, is_causal=causal)
     if not bwd:
         with torch.no_grad():
-            return median_ms(fwd, repeat)
+            return timed(fwd, repeat, rounds)
     y = fwd()
     g = torch.rand_like(y)
 
@@ -116,7 +133,7 @@ def torch_ms(cfg, repeat):
         x.grad = None
         m.zero_grad(set_to_none=True)
         fwd().backward(g)
-    return median_ms(step, repeat)
+    return timed(step, repeat, rounds)
 
 
 def read_safetensors(path):
@@ -269,11 +286,28 @@ def main():
     configs = [c + ["--threads", str(threads), "--repeat", str(repeat)] for c in SUITE] \
         if "--suite" in rest else [rest]
     print(f"{'configuration':58} {'attn ms':>9} {'torch ms':>9} {'speed-up':>8}  attn figure")
+    nrounds = opt(rest, "--rounds", 0)
     for args in configs:
+        if "--rounds" in args:
+            i = args.index("--rounds")
+            args = args[:i] + args[i + 2:]
         cfg = attn_run(attn, args)
         first = cfg["results"][0]
         ms = first["median_ms"]
-        tm = torch_ms(cfg, opt(args, "--repeat", 5))
+        if nrounds > 0:
+            attn_ms = []
+            turns = [lambda: attn_ms.append(attn_run(attn, args)["results"][0]["median_ms"])
+                     for _ in range(nrounds)]
+            torch_list = torch_ms(cfg, opt(args, "--repeat", 5), turns)
+            for r, (a, t) in enumerate(zip(attn_ms, torch_list)):
+                print(f"  round {r + 1}: attn {a:.2f} ms, torch {t:.2f} ms, {t / a:.2f}x",
+                      flush=True)
+            ms, tm = statistics.median(attn_ms), statistics.median(torch_list)
+            ratio = statistics.median([t / a for a, t in zip(attn_ms, torch_list)])
+            print(f"  medians over {nrounds} rounds: attn {ms:.2f} ms, torch {tm:.2f} ms; "
+                  f"median ratio {ratio:.2f}x", flush=True)
+        else:
+            tm = torch_ms(cfg, opt(args, "--repeat", 5))
         if cfg["op"] == "decode":
             fig = f"{first['kv_gbs']:.1f} GB/s, {first['pct_bandwidth']:.0f}% of bandwidth"
         else:
