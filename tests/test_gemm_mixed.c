@@ -248,7 +248,63 @@ static void test_linear_flag(void) {
     attn_ctx_free(mc), attn_ctx_free(fc);
 }
 
+/* The AVX512_BF16 packing (used by the AMX table too) writes the plain C packing's bits: both
+ * layouts, both orientations, ragged sizes, and values that test the rounding (ties, the
+ * largest finite floats, subnormals, infinities; NaN stays NaN). */
+static void test_packing(void) {
+    const unsigned cpu = attn__cpu_features();
+    const unsigned bf = ATTN__CPU_AVX512_BF16 | ATTN__CPU_AVX512BW | ATTN__CPU_AVX512DQ |
+                        ATTN__CPU_AVX512VL | ATTN__CPU_AVX512F;
+    if ((cpu & bf) != bf || !attn__mixed_kernel_avx512()) {
+        printf("packing: no AVX512_BF16 here, nothing to compare\n");
+        return;
+    }
+    static const int64_t dims[][2] = {{1, 1}, {5, 33}, {32, 64}, {37, 70}, {64, 31}, {100, 129}};
+    uint64_t seed = 77;
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (int trans = 0; trans < 2; trans++) {
+            const int64_t R = dims[d][0], K = dims[d][1], kp = (K + 31) / 32 * 32;
+            const int64_t mrows = (R + 31) / 32 * 32, ld = (trans ? R : K) + 3;
+            const size_t nsrc = (size_t)((trans ? K : R) * ld);
+            float *src = malloc(sizeof(float) * nsrc);
+            tu_fill(src, nsrc, seed++, -3.0f, 3.0f);
+            for (size_t i = 0; i < nsrc; i += 7) { /* ties and specials among the values */
+                static const uint32_t bits[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x00000001u,
+                                                0x807fffffu, 0x7f800000u, 0xff800000u, 0x7fc00001u};
+                memcpy(src + i, &bits[(i / 7) % 8], 4);
+            }
+            const size_t na = (size_t)(mrows * kp);
+            attn__bf16 *a0 = malloc(2 * na), *a1 = malloc(2 * na);
+            memset(a0, 0x55, 2 * na), memset(a1, 0x55, 2 * na);
+            attn__mixed_pack_a_c(trans, src, ld, R, (int)mrows, K, kp, a0, kp, NULL);
+            attn__mixed_pack_a_avx512(trans, src, ld, R, (int)mrows, K, kp, a1, kp, NULL);
+            int same = 1;
+            for (size_t i = 0; i < na; i++) {
+                const int n0 = (a0[i] & 0x7fff) > 0x7f80, n1 = (a1[i] & 0x7fff) > 0x7f80;
+                if (n0 != n1 || (!n0 && a0[i] != a1[i])) same = 0;
+            }
+            TU_CHECK(same, "pack_a trans=%d R=%lld K=%lld: AVX512_BF16 differs from plain C",
+                     trans, (long long)R, (long long)K);
+            /* the same source as op(B): columns R, rows K (trans: src[j ld + k]) */
+            const int64_t np = (R + 31) / 32;
+            const size_t nb = (size_t)(np * 32 * kp);
+            attn__bf16 *b0 = malloc(2 * nb), *b1 = malloc(2 * nb);
+            memset(b0, 0x55, 2 * nb), memset(b1, 0x55, 2 * nb);
+            attn__mixed_pack_b_c(!trans, src, ld, R, 32, K, kp, b0);
+            attn__mixed_pack_b_avx512(!trans, src, ld, R, 32, K, kp, b1);
+            same = 1;
+            for (size_t i = 0; i < nb; i++) {
+                const int n0 = (b0[i] & 0x7fff) > 0x7f80, n1 = (b1[i] & 0x7fff) > 0x7f80;
+                if (n0 != n1 || (!n0 && b0[i] != b1[i])) same = 0;
+            }
+            TU_CHECK(same, "pack_b trans=%d N=%lld K=%lld: AVX512_BF16 differs from plain C",
+                     !trans, (long long)R, (long long)K);
+            free(src), free(a0), free(a1), free(b0), free(b1);
+        }
+}
+
 int main(void) {
+    test_packing();
     test_kernels();
     test_specials();
     test_linear_flag();

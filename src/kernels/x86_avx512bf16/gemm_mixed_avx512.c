@@ -22,19 +22,25 @@ static inline __m512i cvt32(const float *p, int64_t n) {
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
-/* 16 floats as 16 bf16 zero-extended into the low halves of 16 dwords. */
-static inline __m512i cvt16_lo(const float *p, int64_t n) {
-    __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m16(n), p));
-    return _mm512_cvtepu16_epi32((__m256i)h);
+
+/* Dword i of the result: bf16(lo[i]) | bf16(hi[i]) << 16 (each rounded once, nearest even):
+ * the two rows converted together, then their halves interleaved by one word permute. */
+static inline __m512i pair_rows(__m512 lo, __m512 hi) {
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                         24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
+                                         16, 0);
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
 /* Lane i: the pair (op(A)[i0 + i, k], op(A)[i0 + i, k + 1]) of a transposed source (rows k
  * and k + 1 of src, columns i0 .. i0 + n), zero beyond K and n. */
 static inline __m512 pairs16(const float *src, int64_t ld, int64_t K, int64_t k, int64_t i0,
                              int64_t n) {
-    __m512i lo = k < K ? cvt16_lo(src + k * ld + i0, n) : _mm512_setzero_si512();
-    __m512i hi = k + 1 < K ? cvt16_lo(src + (k + 1) * ld + i0, n) : _mm512_setzero_si512();
-    return _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    const __mmask16 m = m16(n);
+    const __m512 lo = k < K ? _mm512_maskz_loadu_ps(m, src + k * ld + i0) : _mm512_setzero_ps();
+    const __m512 hi = k + 1 < K ? _mm512_maskz_loadu_ps(m, src + (k + 1) * ld + i0)
+                                : _mm512_setzero_ps();
+    return _mm512_castsi512_ps(pair_rows(lo, hi));
 }
 
 /* sum[i0 .. i0 + n) += rows k0 .. min(k0 + 32, K) - 1 of src at columns i0.., in row order. */
@@ -89,10 +95,10 @@ void attn__mixed_pack_b_avx512(int trans, const float *src, int64_t ld, int64_t 
             const int two = k + 1 < K;
             for (int64_t j0 = 0; j0 < nv; j0 += 16) { /* nr is a multiple of 16 */
                 const int64_t n = nv - j0;
-                __m512i lo = cvt16_lo(s0 + j0, n);
-                __m512i hi = two ? cvt16_lo(s1 + j0, n) : _mm512_setzero_si512();
+                const __m512 lo = _mm512_maskz_loadu_ps(m16(n), s0 + j0);
+                const __m512 hi = two ? _mm512_maskz_loadu_ps(m16(n), s1 + j0) : _mm512_setzero_ps();
                 _mm512_mask_storeu_epi32(d + (j0 / nr) * panel + q * nr + j0 % nr, m16(n),
-                                         _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+                                         pair_rows(lo, hi));
             }
         }
         return;
