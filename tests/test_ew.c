@@ -37,7 +37,8 @@
  *  - colsum (bias-gradient column sums, ew.h): the plain C version within (M + 1) 2^-24 of the
  *    sum of |y| from the double sum; the vector versions bit-identical to it (memcmp) for
  *    widths around the 16-lane and 256-column chunks, a row stride wider than the width, and
- *    a running sum s that does not start at zero; a NaN row makes its columns NaN. */
+ *    a running sum s that does not start at zero; a NaN row makes its columns NaN.
+ *  - relu (ew.h): the vector versions bit-identical to the plain C one, NaN and -0 to +0. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -561,6 +562,34 @@ static void test_colsum(const attn__ew_kernel *const *fast, int nf) {
     TU_CHECK(worst <= 1.0, "colsum: %.3f of the (M + 1) 2^-24 sum|y| bound", worst);
 }
 
+/* relu: the vector versions give the plain C bits (memcmp) on lengths around 16, with NaN,
+ * -0 and infinities among the values, in place too. */
+static void test_relu(const attn__ew_kernel *const *fast, int nf) {
+    static const int64_t Ns[] = {1, 15, 16, 17, 100};
+    for (size_t in = 0; in < sizeof Ns / sizeof Ns[0]; in++) {
+        const int64_t n = Ns[in];
+        float *x = malloc(sizeof(float) * (size_t)n), *y0 = malloc(sizeof(float) * (size_t)n),
+              *y1 = malloc(sizeof(float) * (size_t)n);
+        tu_fill(x, (size_t)n, (uint64_t)n, -2.0f, 2.0f);
+        if (n > 4) x[1] = NAN, x[2] = -0.0f, x[3] = INFINITY, x[4] = -INFINITY;
+        attn__relu_c(x, y0, n);
+        for (int f = 0; f < nf; f++) {
+            if (!fast[f]->relu) continue;
+            fast[f]->relu(x, y1, n);
+            TU_CHECK(memcmp(y0, y1, sizeof(float) * (size_t)n) == 0,
+                     "relu n=%lld: vector kernel %d differs from C", (long long)n, f);
+            memcpy(y1, x, sizeof(float) * (size_t)n);
+            fast[f]->relu(y1, y1, n);
+            TU_CHECK(memcmp(y0, y1, sizeof(float) * (size_t)n) == 0,
+                     "relu n=%lld in place: vector kernel %d differs from C", (long long)n, f);
+        }
+        if (n > 4)
+            TU_CHECK(y0[1] == 0.0f && !signbit(y0[2]) && y0[3] == INFINITY && y0[4] == 0.0f,
+                     "relu: NaN and -0 give +0, infinities as they are");
+        free(x), free(y0), free(y1);
+    }
+}
+
 int main(void) {
     const attn__ew_kernel *fast =
         attn__isa_supported(ATTN__ISA_AVX512) ? attn__ew_kernel_avx512() : NULL;
@@ -576,6 +605,7 @@ int main(void) {
     test_bias_res(vec, nv);
     test_rms(vec, nv);
     test_colsum(vec, nv);
+    test_relu(vec, nv);
     test_threads();
     test_backward();
     return tu_finish("test_ew");

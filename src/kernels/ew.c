@@ -136,9 +136,14 @@ void attn__colsum_c(const float *y, int64_t ldy, int64_t M, int64_t n, float *s)
     }
 }
 
+void attn__relu_c(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
 static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref,    bias_res_ref,
                                              NULL,       NULL,             NULL,
-                                             NULL,       attn__rms_norm_c, attn__colsum_c};
+                                             NULL,       attn__rms_norm_c, attn__colsum_c,
+                                             attn__relu_c};
 
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 

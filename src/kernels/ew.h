@@ -84,6 +84,11 @@ typedef int (*attn__act_bwd_fn)(attn_activation act, const float *x, const float
 typedef void (*attn__rms_norm_fn)(const float *x, int64_t ldx, const float *w, float eps,
                                   float *y, int64_t ldy, int64_t M, int64_t E);
 
+/* y[i] = x[i] > 0 ? x[i] : 0 for n elements (ReLU as attn__act1: NaN and -0 give +0; y may
+ * be x). */
+typedef void (*attn__relu_fn)(const float *x, float *y, int64_t n);
+ATTN__HIDDEN void attn__relu_c(const float *x, float *y, int64_t n);
+
 /* s[j] += the sum over rows m in order of y[m, j], columns j in [0, n) (a bias gradient): the
  * float adds in row order, so every version gives the plain C one's bits. */
 typedef void (*attn__colsum_fn)(const float *y, int64_t ldy, int64_t M, int64_t n, float *s);
@@ -100,6 +105,7 @@ typedef struct attn__ew_kernel {
     attn__act_bwd_fn act_bwd;
     attn__rms_norm_fn rms_norm; /* NULL: the plain C one */
     attn__colsum_fn colsum;     /* NULL: the plain C one */
+    attn__relu_fn relu;         /* NULL: the plain C one */
 } attn__ew_kernel;
 
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_ref(void);

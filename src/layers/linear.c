@@ -78,10 +78,7 @@ static void epi_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows)
         if (b || (r && e->kind == ATTN__EPI_RES))
             e->k->bias_res(y, ldy, b, e->kind == ATTN__EPI_RES ? r : NULL, n, rows, n);
         if (e->kind == ATTN__EPI_ACT)
-            for (int64_t m = 0; m < rows; m++) {
-                float *yr = y + m * ldy;
-                for (int64_t j = 0; j < n; j++) yr[j] = attn__act1(e->act, yr[j]);
-            }
+            for (int64_t m = 0; m < rows; m++) act_rows(e->k, e->act, y + m * ldy, y + m * ldy, 1, n);
     }
     if (ym)
         for (int64_t m = 0; m < rows; m++) ym[m] = attn__row_absmax(y + m * ldy, n);
@@ -157,8 +154,8 @@ static void act_rows(const attn__ew_kernel *k, attn_activation act, const float 
     if (act == ATTN_ACT_GELU) {
         if (y != x) memcpy(y, x, (size_t)(rows * n) * sizeof(float));
         k->bias_gelu(y, n, NULL, rows, n);
-    } else if (act == ATTN_ACT_RELU) { /* the reference's bits (NaN gives 0), vectorised */
-        for (int64_t i = 0; i < rows * n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    } else if (act == ATTN_ACT_RELU) { /* the reference's bits (NaN gives 0) */
+        (k->relu ? k->relu : attn__relu_c)(x, y, rows * n);
     } else {
         attn__act_ref(act, x, n, y, n, rows, n);
     }

@@ -295,11 +295,21 @@ static void colsum_avx512(const float *y, int64_t ldy, int64_t M, int64_t n, flo
     }
 }
 
+static void relu_avx512(const float *x, float *y, int64_t n) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = m16(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        /* ordered x > 0: NaN and -0 fail and give +0, as the plain C version */
+        _mm512_mask_storeu_ps(y + i, k, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v));
+    }
+}
+
 static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,   bias_gelu_avx512,
                                                 bias_res_avx512, ln_stats_avx512,
                                                 ln_dwdb_avx512,  ln_dx_avx512,
                                                 act_bwd_avx512,  rms_norm_avx512,
-                                                colsum_avx512};
+                                                colsum_avx512,   relu_avx512};
 
 const attn__ew_kernel *attn__ew_kernel_avx512(void) { return &attn__ew_avx512; }
 
