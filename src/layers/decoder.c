@@ -40,7 +40,8 @@ attn_status attn__dec_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__dec_
     if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r3, B, T, E, 1));
     ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, T, T, 1, &sv->sa));
     ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->multihead_attn, B, T, S, 0, &sv->ca));
-    return attn__ffn_saved_alloc(ctx, t, &l->linear1, B * T, &sv->ff);
+    return attn__ffn_saved_alloc(ctx, t, &l->linear1, l->cfg.activation, B * T,
+                                 &sv->ff);
 }
 
 attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, const float *x,

@@ -32,7 +32,8 @@ attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__enc_
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->x1, B, L, E, 1));
     if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r2, B, L, E, 1));
     ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, L, L, 1, &sv->sa));
-    return attn__ffn_saved_alloc(ctx, t, &l->linear1, B * L, &sv->ff);
+    return attn__ffn_saved_alloc(ctx, t, &l->linear1, l->cfg.activation, B * L,
+                                 &sv->ff);
 }
 
 /* norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))

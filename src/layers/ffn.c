@@ -13,8 +13,9 @@ typedef struct ffn {
 /* The hidden values of the feed-forward into a record: h = lin1(x), a = dropout(act(h)). */
 static attn_status ffn_hidden(attn_ctx *ctx, const attn__lin *l1, attn_activation act, float p,
                               const float *x, int64_t M, attn__rng *rng, attn__ffn_saved *sv) {
-    /* h and a = act(h) from the product's epilogue, on each row panel while it is warm */
-    const attn__epi e = {ATTN__EPI_ACT, act, NULL, NULL, NULL, NULL, sv->a};
+    /* h and a = act(h) from the product's epilogue, on each row panel while it is warm (ReLU:
+     * a alone, in place) */
+    const attn__epi e = {ATTN__EPI_ACT, act, NULL, NULL, NULL, NULL, sv->h == sv->a ? NULL : sv->a};
     ATTN_TRY(attn__lin_run(ctx, l1, x, &e, sv->h, M));
     sv->rng = *rng;
     attn__dropout(rng, p, sv->a, M * l1->out);
@@ -47,10 +48,15 @@ done:
     return st;
 }
 
-attn_status attn__ffn_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__lin *l1, int64_t M,
-                                  attn__ffn_saved *sv) {
-    ATTN_TRY(attn__rec_f32(ctx, t, &sv->h, M, l1->out, 1, 1));
-    return attn__rec_f32(ctx, t, &sv->a, M, l1->out, 1, 1);
+attn_status attn__ffn_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__lin *l1,
+                                  attn_activation act, int64_t M, attn__ffn_saved *sv) {
+    ATTN_TRY(attn__rec_f32(ctx, t, &sv->a, M, l1->out, 1, 1));
+    /* ReLU's derivative reads the sign of h, which a = relu(h) keeps (NaN: 0 in both) */
+    if (act == ATTN_ACT_RELU) {
+        sv->h = sv->a;
+        return ATTN_OK;
+    }
+    return attn__rec_f32(ctx, t, &sv->h, M, l1->out, 1, 1);
 }
 
 /* forward (ffn_fwd): y = lin2(dropout(act(lin1(x)))) with record sv.  dx [M, E] overwritten. */
@@ -90,7 +96,7 @@ static attn_status ffn_bwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *
     attn__mark mk = attn__ws_mark(ctx);
     attn__ffn_saved sv;
     attn_status st;
-    ATTN_TRYG(attn__ffn_saved_alloc(ctx, NULL, l1, M, &sv));
+    ATTN_TRYG(attn__ffn_saved_alloc(ctx, NULL, l1, act, M, &sv));
     ATTN_TRYG(ffn_hidden(ctx, l1, act, p, x, M, rng, &sv));
     ATTN_TRYG(attn__ffn_bwd_saved(ctx, l1, l2, g, act, p, &sv, x, dy, dx, M));
 done:

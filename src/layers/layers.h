@@ -361,7 +361,7 @@ ATTN__HIDDEN attn_status attn__dec_layer_reg(attn_ctx *ctx, attn_module *m, cons
 /* Records of the layers' forwards (buffers [B, L, E] unless stated; M = B*L rows).  The
  * feed-forward: h = linear1(x), a = dropout(act(h)), y = linear2(a). */
 typedef struct attn__ffn_saved {
-    float *h, *a;  /* [M, F] */
+    float *h, *a;  /* [M, F]; ReLU: h = a (relu'(h) is relu'(a): one array, written in place) */
     attn__rng rng; /* the stream at its dropout */
 } attn__ffn_saved;
 /* Encoder layer, x0 its input:

@@ -97,7 +97,8 @@ static inline float *attn__res_end(attn_ctx *ctx, const attn__res_blk *b, attn__
 /* ---- feed-forward (ffn.c) ------------------------------------------------------------ */
 /* The record's h and a ([M, F]) for the feed-forward of l1 (attn__rec_f32). */
 ATTN__HIDDEN attn_status attn__ffn_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__lin *l1,
-                                               int64_t M, attn__ffn_saved *sv);
+                                               attn_activation act, int64_t M,
+                                               attn__ffn_saved *sv);
 /* The last block of both layers, on the stream r: pre-norm out = r + drop(ff(norm(r))) (the
  * norm into nbuf); post-norm (r already normalised) out = norm(r + drop(ff(r))), the sum kept
  * in rstore when a record wants it.  ff, site: NULL, or the record's feed-forward and the
