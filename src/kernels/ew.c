@@ -140,10 +140,28 @@ void attn__relu_c(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-static const attn__ew_kernel attn__ew_ref = {add_ln_ref, bias_gelu_ref,    bias_res_ref,
-                                             NULL,       NULL,             NULL,
-                                             NULL,       attn__rms_norm_c, attn__colsum_c,
-                                             attn__relu_c};
+void attn__relu_mask_c(const float *x, float *y, int64_t n, uint16_t *mask) {
+    for (int64_t w = 0; w < (n + 15) / 16; w++) {
+        uint16_t bits = 0;
+        for (int64_t i = w * 16; i < n && i < w * 16 + 16; i++) {
+            const int on = x[i] > 0.0f;
+            y[i] = on ? x[i] : 0.0f;
+            bits |= (uint16_t)(on << (i - w * 16));
+        }
+        mask[w] = bits;
+    }
+}
+
+void attn__relu_bwd_mask_c(const uint16_t *mask, const float *dy, float *dx, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dx[i] = (mask[i / 16] >> (i % 16)) & 1 ? dy[i] : 0.0f;
+}
+
+static const attn__ew_kernel attn__ew_ref = {add_ln_ref,        bias_gelu_ref,
+                                             bias_res_ref,      NULL,
+                                             NULL,              NULL,
+                                             NULL,              attn__rms_norm_c,
+                                             attn__colsum_c,    attn__relu_c,
+                                             attn__relu_mask_c, attn__relu_bwd_mask_c};
 
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 

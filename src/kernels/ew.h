@@ -89,6 +89,16 @@ typedef void (*attn__rms_norm_fn)(const float *x, int64_t ldx, const float *w, f
 typedef void (*attn__relu_fn)(const float *x, float *y, int64_t n);
 ATTN__HIDDEN void attn__relu_c(const float *x, float *y, int64_t n);
 
+/* ReLU with its derivative kept as bits: y[i] = relu(x[i]) as attn__relu_c, and bit i % 16 of
+ * mask[i / 16] = (x[i] > 0) (the words of a row: ceil(n / 16), bits past n zero).
+ * relu_bwd_mask: dx[i] = bit i ? dy[i] : 0 (attn__act_bwd's ReLU bits; dx may be dy). */
+typedef void (*attn__relu_mask_fn)(const float *x, float *y, int64_t n, uint16_t *mask);
+typedef void (*attn__relu_bwd_mask_fn)(const uint16_t *mask, const float *dy, float *dx,
+                                       int64_t n);
+ATTN__HIDDEN void attn__relu_mask_c(const float *x, float *y, int64_t n, uint16_t *mask);
+ATTN__HIDDEN void attn__relu_bwd_mask_c(const uint16_t *mask, const float *dy, float *dx,
+                                        int64_t n);
+
 /* s[j] += the sum over rows m in order of y[m, j], columns j in [0, n) (a bias gradient): the
  * float adds in row order, so every version gives the plain C one's bits. */
 typedef void (*attn__colsum_fn)(const float *y, int64_t ldy, int64_t M, int64_t n, float *s);
@@ -106,6 +116,8 @@ typedef struct attn__ew_kernel {
     attn__rms_norm_fn rms_norm; /* NULL: the plain C one */
     attn__colsum_fn colsum;     /* NULL: the plain C one */
     attn__relu_fn relu;         /* NULL: the plain C one */
+    attn__relu_mask_fn relu_mask;         /* NULL: the plain C one */
+    attn__relu_bwd_mask_fn relu_bwd_mask; /* NULL: the plain C one */
 } attn__ew_kernel;
 
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_ref(void);

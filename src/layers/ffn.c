@@ -3,6 +3,7 @@
  * dropout, norm around it). */
 #include <string.h>
 
+#include "../kernels/ew.h"
 #include "transformer.h"
 
 typedef struct ffn {
@@ -15,7 +16,8 @@ static attn_status ffn_hidden(attn_ctx *ctx, const attn__lin *l1, attn_activatio
                               const float *x, int64_t M, attn__rng *rng, attn__ffn_saved *sv) {
     /* h and a = act(h) from the product's epilogue, on each row panel while it is warm (ReLU:
      * a alone, in place) */
-    const attn__epi e = {ATTN__EPI_ACT, act, NULL, NULL, NULL, NULL, sv->h == sv->a ? NULL : sv->a};
+    const attn__epi e = {ATTN__EPI_ACT, act,  NULL, NULL, NULL,
+                         NULL,          sv->h == sv->a ? NULL : sv->a, sv->mask};
     ATTN_TRY(attn__lin_run(ctx, l1, x, &e, sv->h, M));
     sv->rng = *rng;
     attn__dropout(rng, p, sv->a, M * l1->out);
@@ -37,7 +39,7 @@ static attn_status ffn_fwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *
         ATTN_TRYG(ffn_hidden(ctx, l1, act, p, x, M, rng, sv));
         a = sv->a;
     } else {
-        attn__epi e = {ATTN__EPI_ACT, act, NULL, NULL, NULL, NULL, NULL};
+        attn__epi e = {ATTN__EPI_ACT, act, NULL, NULL, NULL, NULL, NULL, NULL};
         ATTN_TRYG(attn__ws_f32(ctx, &a, M, F, 1, 1));
         ATTN_TRYG(attn__lin_run(ctx, l1, x, &e, a, M));
         attn__dropout(rng, p, a, M * F);
@@ -50,13 +52,32 @@ done:
 
 attn_status attn__ffn_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__lin *l1,
                                   attn_activation act, int64_t M, attn__ffn_saved *sv) {
+    sv->mask = NULL;
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->a, M, l1->out, 1, 1));
-    /* ReLU's derivative reads the sign of h, which a = relu(h) keeps (NaN: 0 in both) */
+    /* ReLU's derivative is the sign of h, which a = relu(h) keeps (NaN: 0 in both); the
+     * forward also keeps it as bits, which the backward reads instead of a */
     if (act == ATTN_ACT_RELU) {
         sv->h = sv->a;
-        return ATTN_OK;
+        size_t words;
+        if (!attn__mul_size((size_t)M, (size_t)((l1->out + 15) / 16), &words))
+            return attn__fail(ctx, ATTN_E_OVERFLOW, "feed-forward record: %lld rows overflow",
+                              (long long)M);
+        return attn__rec_alloc(ctx, t, words, sizeof(uint16_t), (void **)&sv->mask);
     }
     return attn__rec_f32(ctx, t, &sv->h, M, l1->out, 1, 1);
+}
+
+/* relu' from the forward's bits, as a row epilogue of the gradient after the activation. */
+typedef struct relu_bits {
+    attn__relu_bwd_mask_fn fn;
+    const uint16_t *mask;
+    int64_t n;
+} relu_bits;
+
+static void relu_bits_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
+    const relu_bits *r = arg;
+    const int64_t w = (r->n + 15) / 16;
+    for (int64_t m = 0; m < rows; m++) r->fn(r->mask + (i0 + m) * w, y + m * ldy, y + m * ldy, r->n);
 }
 
 /* forward (ffn_fwd): y = lin2(dropout(act(lin1(x)))) with record sv.  dx [M, E] overwritten. */
@@ -72,7 +93,11 @@ attn_status attn__ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1, const attn__
     attn__rng site = sv->rng;
     if (!attn__drops(&site, p)) { /* act' in the product's epilogue, on rows still warm */
         attn__act_bwd_state as;
-        const attn__row_epi e = attn__act_bwd_epi(ctx, act, sv->h, F, F, &as);
+        relu_bits rb = {ctx->kern.ew->relu_bwd_mask ? ctx->kern.ew->relu_bwd_mask
+                                                    : attn__relu_bwd_mask_c,
+                        sv->mask, F};
+        const attn__row_epi e = sv->mask ? (attn__row_epi){relu_bits_rows, &rb}
+                                         : attn__act_bwd_epi(ctx, act, sv->h, F, F, &as);
         ATTN_TRYG(attn__linear_bwd_epi(ctx, sv->a, F, l2->weight, dy, l2->out, da, F, &e,
                                        attn__g(g, l2->weight), attn__g(g, l2->bias), M, F,
                                        l2->out));

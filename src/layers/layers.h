@@ -212,6 +212,8 @@ typedef struct attn__epi {
     float *ymax;         /* NULL, or [M] receiving max_n |y[m, n]| (NaN if any is NaN) */
     float *aout;         /* ACT: NULL (y = act(x W^T + b)), or [M, N] contiguous receiving
                             act(y) while y keeps x W^T + b (a training record: both kept) */
+    uint16_t *relu_mask; /* ACT with ReLU, aout NULL: NULL, or [M, ceil(N / 16)] receiving the
+                            derivative's bits (ew.h relu_mask) */
 } attn__epi;
 
 /* y[M, N] (row stride ldy) = epilogue(x[M, K] (row stride ldx) W^T + b) with W in any form,
@@ -362,6 +364,7 @@ ATTN__HIDDEN attn_status attn__dec_layer_reg(attn_ctx *ctx, attn_module *m, cons
  * feed-forward: h = linear1(x), a = dropout(act(h)), y = linear2(a). */
 typedef struct attn__ffn_saved {
     float *h, *a;  /* [M, F]; ReLU: h = a (relu'(h) is relu'(a): one array, written in place) */
+    uint16_t *mask; /* ReLU: [M, ceil(F / 16)] the bits of relu'(h) (ew.h), else NULL */
     attn__rng rng; /* the stream at its dropout */
 } attn__ffn_saved;
 /* Encoder layer, x0 its input:

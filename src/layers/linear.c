@@ -54,6 +54,7 @@ typedef struct epi_job {
     int64_t n;
     float *ymax;
     float *aout; /* ACT: act(y) goes here, y kept */
+    uint16_t *relu_mask; /* ACT, ReLU: its derivative's bits */
 } epi_job;
 
 static void act_rows(const attn__ew_kernel *k, attn_activation act, const float *x, float *y,
@@ -68,7 +69,12 @@ static void epi_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows)
         e->k->add_ln(y, ldy, b, r, n, e->ln->weight, e->ln->bias, e->ln->eps, rows, n, ym);
         return;
     }
-    if (e->kind == ATTN__EPI_ACT && e->aout) { /* y = x W^T + b kept, act(y) beside it */
+    if (e->kind == ATTN__EPI_ACT && e->relu_mask) { /* in place, the derivative as bits */
+        if (b) e->k->bias_res(y, ldy, b, NULL, n, rows, n);
+        const int64_t w = (n + 15) / 16;
+        attn__relu_mask_fn fn = e->k->relu_mask ? e->k->relu_mask : attn__relu_mask_c;
+        for (int64_t m = 0; m < rows; m++) fn(y + m * ldy, y + m * ldy, n, e->relu_mask + (i0 + m) * w);
+    } else if (e->kind == ATTN__EPI_ACT && e->aout) { /* y = x W^T + b kept, act(y) beside it */
         if (b) e->k->bias_res(y, ldy, b, NULL, n, rows, n);
         for (int64_t m = 0; m < rows; m++)
             act_rows(e->k, e->act, y + m * ldy, e->aout + (i0 + m) * n, 1, n);
@@ -99,18 +105,28 @@ static void pass_task(void *arg, int64_t begin, int64_t end, int tid) {
 attn_status attn__linear_pw(attn_ctx *ctx, const float *x, int64_t ldx, const attn__pw *w,
                             const float *b, const attn__epi *e, float *y, int64_t ldy, int64_t M,
                             int64_t K, int64_t N) {
-    static const attn__epi none = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL, NULL};
+    static const attn__epi none = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL, NULL,
+                                   NULL};
     if (!e) e = &none;
     const float *r = e->kind == ATTN__EPI_RES || e->kind == ATTN__EPI_RES_LN ? e->r : NULL;
     const attn_dtype dt = w->dtype;
     /* what the product leaves to the epilogue: the 16-bit kernels add b and r themselves */
     epi_job j = {ctx->kern.ew, e->kind, e->act, dt == ATTN_F32 ? b : NULL,
-                 dt == ATTN_F32 ? r : NULL, e->ln, N, e->ymax, e->aout};
+                 dt == ATTN_F32 ? r : NULL, e->ln, N, e->ymax, e->aout,
+                 e->kind == ATTN__EPI_ACT && e->act == ATTN_ACT_RELU && !e->aout ? e->relu_mask
+                                                                                 : NULL};
     const attn__row_epi re = {epi_rows, &j};
-    if (e->aout && dt != ATTN_F32) { /* the 16-bit paths: the product, then the activation */
-        const attn__epi plain = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL, NULL};
+    if ((e->aout || j.relu_mask) && dt != ATTN_F32) { /* 16-bit: the product, then the rest */
+        const attn__epi plain = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL, NULL,
+                                 NULL};
         ATTN_TRY(attn__linear_pw(ctx, x, ldx, w, b, &plain, y, ldy, M, K, N));
-        attn__act_fwd(ctx, e->act, y, e->aout, M, N);
+        if (e->aout) {
+            attn__act_fwd(ctx, e->act, y, e->aout, M, N);
+            return ATTN_OK;
+        }
+        j.b = NULL, j.r = NULL;
+        pass_job p = {&j, y, ldy};
+        attn__parallel_for(ctx, M, pass_task, &p);
         return ATTN_OK;
     }
     if (dt == ATTN_F16) {

@@ -45,7 +45,7 @@ attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x
     case ATTN_Q_F32: {
         const attn__pw pw = {ATTN_F32, w->data};
         const attn__epi e = {r ? ATTN__EPI_RES : ATTN__EPI_NONE, ATTN_ACT_RELU, r, NULL, NULL,
-                             NULL, NULL};
+                             NULL, NULL, NULL};
         return attn__linear_pw(ctx, x, ldx, &pw, w->bias, &e, y, ldy, M, w->K, w->N);
     }
     default: /* quantized (and 16-bit) GGML rows: read in place, never copied whole */

@@ -305,11 +305,31 @@ static void relu_avx512(const float *x, float *y, int64_t n) {
     }
 }
 
-static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,   bias_gelu_avx512,
-                                                bias_res_avx512, ln_stats_avx512,
-                                                ln_dwdb_avx512,  ln_dx_avx512,
-                                                act_bwd_avx512,  rms_norm_avx512,
-                                                colsum_avx512,   relu_avx512};
+static void relu_mask_avx512(const float *x, float *y, int64_t n, uint16_t *mask) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = m16(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        const __mmask16 on = _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ); /* lanes past n: 0 */
+        _mm512_mask_storeu_ps(y + i, k, _mm512_maskz_mov_ps(on, v));
+        mask[i / 16] = (uint16_t)on;
+    }
+}
+
+static void relu_bwd_mask_avx512(const uint16_t *mask, const float *dy, float *dx, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = m16(n - i);
+        _mm512_mask_storeu_ps(dx + i, k,
+                              _mm512_maskz_loadu_ps((__mmask16)(mask[i / 16] & k), dy + i));
+    }
+}
+
+static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,    bias_gelu_avx512,
+                                                bias_res_avx512,  ln_stats_avx512,
+                                                ln_dwdb_avx512,   ln_dx_avx512,
+                                                act_bwd_avx512,   rms_norm_avx512,
+                                                colsum_avx512,    relu_avx512,
+                                                relu_mask_avx512, relu_bwd_mask_avx512};
 
 const attn__ew_kernel *attn__ew_kernel_avx512(void) { return &attn__ew_avx512; }
 
