@@ -552,11 +552,12 @@ typedef struct attn_run {
  *
  * Recorded, per layer: the layer's input, its residual streams and layer-norm inputs and
  * outputs, the attention's projected q, k, v, its output and log-sum-exp (the fused backward
- * starts from them), the feed-forward's values before and after the activation, and the
- * dropout stream at each dropout site (masks are drawn again from it, never stored); per
- * model, the inputs the backward needs (token ids, a copy of the masks and of the memory).  In
- * floats per token and layer: 8E + 2F + H for an encoder or GPT layer; 12E + 2F + 2H for a
- * decoder layer, plus 2E per memory token.  The inputs are copied, so the caller's tensors may
+ * starts from them), the feed-forward's values before and after the activation (ReLU: after
+ * it only, with its derivative as one bit per value), and the dropout stream at each dropout
+ * site (masks are drawn again from it, never stored); per model, the inputs the backward needs
+ * (token ids, a copy of the masks and of the memory).  In floats per token and layer:
+ * 8E + 2F + H for an encoder or GPT layer (ReLU: 8E + F + F/32 + H); 12E + 2F + 2H for a
+ * decoder layer (ReLU: F + F/32 for the 2F), plus 2E per memory token.  The inputs are copied, so the caller's tensors may
  * change after the forward; the module's parameters must not (the record belongs to the
  * forward of those parameters).
  *
