@@ -6,6 +6,24 @@
 
 #include "ops_util.h"
 
+/* x [..., IN] against W [OUT, IN], and y (the output, or dy) [..., OUT] with x's leading dims. */
+static attn_status check_rows(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *W,
+                              const attn_tensor *y, const char *xname, const char *wname,
+                              const char *yname) {
+    const int64_t IN = W->shape[1], OUT = W->shape[0];
+    char s1[96], s2[96];
+    ATTN_FAIL_IF(x->shape[x->ndim - 1] != IN, ctx, ATTN_E_SHAPE,
+                 "%s %s does not match %s %s (last dim must be %lld)", xname,
+                 attn__shape_str(x, s1, sizeof s1), wname, attn__shape_str(W, s2, sizeof s2),
+                 (long long)IN);
+    int ok = y->ndim == x->ndim && y->shape[y->ndim - 1] == OUT;
+    for (int d = 0; ok && d + 1 < x->ndim; d++) ok = y->shape[d] == x->shape[d];
+    ATTN_FAIL_IF(!ok, ctx, ATTN_E_SHAPE, "%s has shape %s, expected the input's %s with last dim %lld",
+                 yname, attn__shape_str(y, s1, sizeof s1), attn__shape_str(x, s2, sizeof s2),
+                 (long long)OUT);
+    return ATTN_OK;
+}
+
 attn_status attn_linear(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *W,
                         const attn_tensor *b, attn_tensor *y) {
     if (!ctx) return ATTN_E_INVALID;
@@ -13,16 +31,7 @@ attn_status attn_linear(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *
     ATTN_TRY(attn__check(ctx, W, "linear weight", ATTN_F32, 2, 2));
     ATTN_TRY(attn__check(ctx, y, "linear output", ATTN_F32, 1, 4));
     int64_t IN = W->shape[1], OUT = W->shape[0];
-    char s1[96], s2[96];
-    ATTN_FAIL_IF(x->shape[x->ndim - 1] != IN, ctx, ATTN_E_SHAPE,
-                 "linear input %s does not match weight %s (last dim must be %lld)",
-                 attn__shape_str(x, s1, sizeof s1), attn__shape_str(W, s2, sizeof s2),
-                 (long long)IN);
-    int ok = y->ndim == x->ndim && y->shape[y->ndim - 1] == OUT;
-    for (int d = 0; ok && d + 1 < x->ndim; d++) ok = y->shape[d] == x->shape[d];
-    ATTN_FAIL_IF(!ok, ctx, ATTN_E_SHAPE, "linear output has shape %s, expected %s with last dim %lld",
-                 attn__shape_str(y, s1, sizeof s1), attn__shape_str(x, s2, sizeof s2),
-                 (long long)OUT);
+    ATTN_TRY(check_rows(ctx, x, W, y, "linear input", "weight", "linear output"));
     if (b && b->data) {
         ATTN_TRY(attn__check(ctx, b, "linear bias", ATTN_F32, 1, 1));
         ATTN_TRY(attn__check_shape(ctx, b, "linear bias", 1, &OUT));
@@ -58,17 +67,7 @@ attn_status attn_linear_backward(attn_ctx *ctx, const attn_tensor *x, const attn
     ATTN_TRY(attn__check(ctx, W, "linear_backward W", ATTN_F32, 2, 2));
     ATTN_TRY(attn__check(ctx, dy, "linear_backward dy", ATTN_F32, 1, 4));
     int64_t IN = W->shape[1], OUT = W->shape[0];
-    char s1[96], s2[96];
-    ATTN_FAIL_IF(x->shape[x->ndim - 1] != IN, ctx, ATTN_E_SHAPE,
-                 "linear_backward x %s does not match W %s (last dim must be %lld)",
-                 attn__shape_str(x, s1, sizeof s1), attn__shape_str(W, s2, sizeof s2),
-                 (long long)IN);
-    int ok = dy->ndim == x->ndim && dy->shape[dy->ndim - 1] == OUT;
-    for (int d = 0; ok && d + 1 < x->ndim; d++) ok = dy->shape[d] == x->shape[d];
-    ATTN_FAIL_IF(!ok, ctx, ATTN_E_SHAPE,
-                 "linear_backward dy has shape %s, expected x's %s with last dim %lld",
-                 attn__shape_str(dy, s1, sizeof s1), attn__shape_str(x, s2, sizeof s2),
-                 (long long)OUT);
+    ATTN_TRY(check_rows(ctx, x, W, dy, "linear_backward x", "W", "linear_backward dy"));
     if (wanted(dx)) ATTN_TRY(check_like(ctx, dx, "linear_backward dx", x, "linear_backward x"));
     if (wanted(dW)) ATTN_TRY(check_out(ctx, dW, "linear_backward dW", 2, W->shape));
     if (wanted(db)) ATTN_TRY(check_out(ctx, db, "linear_backward db", 1, &OUT));
