@@ -208,6 +208,46 @@ void attn__bias_gelu(attn_ctx *ctx, float *y, const float *b, int64_t M, int64_t
     attn__parallel_for(ctx, M, gelu_task, &j);
 }
 
+static void res_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t rows) {
+    const attn__res_state *st = arg;
+    ((const attn__ew_kernel *)st->k)->bias_res(y, ldy, NULL, st->r + i0 * st->ldr, st->ldr, rows,
+                                               st->n);
+}
+
+attn__row_epi attn__res_epi(attn_ctx *ctx, const float *r, int64_t ldr, int64_t n,
+                            attn__res_state *st) {
+    st->k = ctx->kern.ew, st->r = r, st->ldr = ldr, st->n = n;
+    attn__row_epi e = {res_rows, st};
+    return e;
+}
+
+/* attn__add_f32 in chunks: each chunk of y = a (copied unless y is a or b) + the other */
+enum { ADD_CHUNK = 8192 };
+typedef struct add_job {
+    const attn__ew_kernel *k;
+    const float *a, *b;
+    float *y;
+    int64_t n;
+} add_job;
+
+static void add_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const add_job *j = arg;
+    (void)tid;
+    const int64_t i0 = begin * ADD_CHUNK, i1 = end * ADD_CHUNK < j->n ? end * ADD_CHUNK : j->n;
+    const float *o = j->b;
+    if (j->y == j->b) o = j->a;
+    else if (j->y != j->a) memcpy(j->y + i0, j->a + i0, (size_t)(i1 - i0) * sizeof(float));
+    j->k->bias_res(j->y + i0, i1 - i0, NULL, o + i0, i1 - i0, 1, i1 - i0);
+}
+
+void attn__add_f32(attn_ctx *ctx, const float *a, const float *b, float *y, int64_t n) {
+    if (n <= 0) return;
+    add_job j = {ctx->kern.ew, a, b, y, n};
+    const int64_t chunks = (n + ADD_CHUNK - 1) / ADD_CHUNK;
+    if (chunks == 1) add_task(&j, 0, 1, 0);
+    else attn__parallel_for(ctx, chunks, add_task, &j);
+}
+
 typedef struct rms_job {
     attn__rms_norm_fn fn;
     const float *x, *w;

@@ -226,6 +226,19 @@ typedef struct attn__act_bwd_state {
 } attn__act_bwd_state;
 ATTN__HIDDEN attn__row_epi attn__act_bwd_epi(attn_ctx *ctx, attn_activation act, const float *x,
                                              int64_t ldx, int64_t n, attn__act_bwd_state *st);
+/* A residual as a row epilogue: rows i0.. of y [.., n] += the same rows of r (row stride ldr),
+ * each sum the float y + r (= r + y: a separate add's bits).  attn__res_epi fills *st. */
+typedef struct attn__res_state {
+    const void *k; /* the context's ew table */
+    const float *r;
+    int64_t ldr, n;
+} attn__res_state;
+ATTN__HIDDEN attn__row_epi attn__res_epi(attn_ctx *ctx, const float *r, int64_t ldr, int64_t n,
+                                         attn__res_state *st);
+/* y[i] = a[i] + b[i] for i < n over the context's threads (y may be a or b): the residual
+ * stream's gradient sums, with the bits of the plain loop. */
+ATTN__HIDDEN void attn__add_f32(attn_ctx *ctx, const float *a, const float *b, float *y,
+                                int64_t n);
 
 /* ---- linear on the fast GEMM (same contracts as attn__linear_ref / attn__linear_bwd_ref) --- */
 ATTN__HIDDEN attn_status attn__linear(attn_ctx *ctx, const float *x, int64_t ldx, const float *W,

@@ -126,13 +126,13 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     r = sv->d3;
     gd = attn__dropout_grad(&r, p, d, t, n);
     ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
-                                  sv->n3, gd, dq, M));
+                                  sv->n3, gd, dq, NULL, M));
     /* dq = d n3 */
     if (pre) {
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm3, sv->r2, dq, dq, M));
-        for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r2 */
+        attn__add_f32(ctx, d, dq, d, n); /* d r2 */
     } else {
-        for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x2 (= n3) */
+        attn__add_f32(ctx, d, dq, d, n); /* d x2 (= n3) */
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r2, d, d, M));
     }
     /* cross-attention block: r2 = base2 + drop2(ca(n2, mem)); d = d r2 */
@@ -140,22 +140,28 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     gd = attn__dropout_grad(&r, p, d, t, n);
     ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->multihead_attn, g, &sv->ca, sv->n2, sv->mem, sv->mem,
                                   B, T, S, gd, dq, dk, dv));
-    for (int64_t i = 0; i < ns; i++) dmem[i] += dk[i] + dv[i];
+    attn__add_f32(ctx, dk, dv, dk, ns);
+    attn__add_f32(ctx, dmem, dk, dmem, ns);
     /* dq = d n2 */
     if (pre) {
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r1, dq, dq, M));
-        for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d r1 */
+        attn__add_f32(ctx, d, dq, d, n); /* d r1 */
     } else {
-        for (int64_t i = 0; i < n; i++) d[i] += dq[i]; /* d x1 (= n2) */
+        attn__add_f32(ctx, d, dq, d, n); /* d x1 (= n2) */
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->r1, d, d, M));
     }
     /* self-attention block: r1 = x0 + drop1(sa(in)); d = d r1 */
     r = sv->d1;
     gd = attn__dropout_grad(&r, p, d, t, n);
     const float *in = pre ? sv->n1 : sv->x0;
-    ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, gd, dq)); /* d in */
-    if (pre) ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
-    for (int64_t i = 0; i < n; i++) dx[i] = d[i] + dq[i];
+    if (pre) { /* dx = d + norm1's backward of d in */
+        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, gd, dq,
+                                           NULL));
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
+        attn__add_f32(ctx, d, dq, dx, n);
+    } else { /* dx = d + d in, added in the last product's epilogue */
+        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, gd, dx, d));
+    }
 done:
     attn__ws_release(ctx, mk);
     return st;

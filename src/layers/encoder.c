@@ -97,29 +97,30 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
         r = sv->d2;
         gd = attn__dropout_grad(&r, p, dout, t, n);
         ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
-                                      sv->x1, gd, d1, M));
+                                      sv->x1, gd, d1, NULL, M));
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r1, d1, d1, M));
-        for (int64_t i = 0; i < n; i++) d1[i] += dout[i]; /* d r1 */
+        attn__add_f32(ctx, d1, dout, d1, n); /* d r1 */
         /* r1 = x0 + drop1(mha(n1 = norm1(x0))) */
         r = sv->d1;
         gd = attn__dropout_grad(&r, p, d1, t, n);
-        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->n1, B, L, gd, dq));
+        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->n1, B, L, gd, dq,
+                                           NULL));
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
-        for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
+        attn__add_f32(ctx, d1, dq, dx, n);
     } else {
         /* r2 = x1 + drop2(ffn(x1)); out = norm2(r2) */
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r2, dout, d1, M));
         r = sv->d2;
         gd = attn__dropout_grad(&r, p, d1, t, n);
+        /* d x1 = d1 + the block's gradient, added in the last product's epilogue (into dq) */
         ATTN_TRYG(attn__ffn_bwd_saved(ctx, &l->linear1, &l->linear2, g, c->activation, p, &sv->ff,
-                                      sv->x1, gd, dq, M));
-        for (int64_t i = 0; i < n; i++) d1[i] += dq[i]; /* d x1 */
-        /* x1 = norm1(r1), r1 = x0 + drop1(mha(x0)) */
-        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->r1, d1, d1, M));
+                                      sv->x1, gd, dq, d1, M));
+        /* x1 = norm1(r1), r1 = x0 + drop1(mha(x0)); dx = d r1 + the attention's gradient */
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->r1, dq, dq, M));
         r = sv->d1;
-        gd = attn__dropout_grad(&r, p, d1, t, n);
-        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->x0, B, L, gd, dq));
-        for (int64_t i = 0; i < n; i++) dx[i] = d1[i] + dq[i];
+        gd = attn__dropout_grad(&r, p, dq, t, n);
+        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->x0, B, L, gd, dx,
+                                           dq));
     }
 done:
     attn__ws_release(ctx, mk);

@@ -84,7 +84,7 @@ static void relu_bits_rows(void *arg, float *y, int64_t ldy, int64_t i0, int64_t
 attn_status attn__ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1, const attn__lin *l2,
                                 const attn__gmap *g, attn_activation act, float p,
                                 const attn__ffn_saved *sv, const float *x, const float *dy,
-                                float *dx, int64_t M) {
+                                float *dx, const float *res, int64_t M) {
     int64_t F = l1->out;
     attn__mark mk = attn__ws_mark(ctx);
     float *da;
@@ -107,8 +107,13 @@ attn_status attn__ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1, const attn__
         attn__dropout(&site, p, da, M * F);
         attn__act_bwd(ctx, act, sv->h, da, da, M * F);
     }
-    ATTN_TRYG(attn__linear_bwd(ctx, x, l1->in, l1->weight, da, F, dx, l1->in,
-                               attn__g(g, l1->weight), attn__g(g, l1->bias), M, l1->in, F));
+    {
+        attn__res_state rs;
+        const attn__row_epi re = attn__res_epi(ctx, res, l1->in, l1->in, &rs);
+        ATTN_TRYG(attn__linear_bwd_epi(ctx, x, l1->in, l1->weight, da, F, dx, l1->in,
+                                       res ? &re : NULL, attn__g(g, l1->weight),
+                                       attn__g(g, l1->bias), M, l1->in, F));
+    }
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -123,7 +128,7 @@ static attn_status ffn_bwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *
     attn_status st;
     ATTN_TRYG(attn__ffn_saved_alloc(ctx, NULL, l1, act, M, &sv));
     ATTN_TRYG(ffn_hidden(ctx, l1, act, p, x, M, rng, &sv));
-    ATTN_TRYG(attn__ffn_bwd_saved(ctx, l1, l2, g, act, p, &sv, x, dy, dx, M));
+    ATTN_TRYG(attn__ffn_bwd_saved(ctx, l1, l2, g, act, p, &sv, x, dy, dx, NULL, M));
 done:
     attn__ws_release(ctx, mk);
     return st;

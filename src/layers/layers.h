@@ -321,11 +321,13 @@ ATTN__HIDDEN attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a,
                                              float *dkey, float *dvalue);
 /* The same for self-attention (query = key = value = x [B, L, E]): dx, overwritten, receives
  * the gradient of x through all three projections (with the fused projection's record: one
- * GEMM for them). */
+ * GEMM for them), plus res [B, L, E] where res is not NULL (a residual stream's gradient,
+ * added as res + dx in the product's epilogue; res must not be dx). */
 ATTN__HIDDEN attn_status attn__mha_bwd_saved_self(attn_ctx *ctx, const attn__mha *a,
                                                   const attn__gmap *g, const attn__mha_saved *sv,
                                                   const float *x, int64_t B, int64_t L,
-                                                  const float *dout, float *dx);
+                                                  const float *dout, float *dx,
+                                                  const float *res);
 
 /* Backward of attn__mha_fwd, recomputing it from the same inputs and rng state (rows = 1 when
  * that forward wrote weights: the recompute runs the same row kernels, the same bits).  dout

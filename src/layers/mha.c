@@ -309,7 +309,8 @@ done:
 static attn_status mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
                            const attn__mha_saved *sv, const float *query, const float *key,
                            const float *value, int64_t B, int64_t L, int64_t S, const float *dout,
-                           float *dquery, float *dkey, float *dvalue, float *dself) {
+                           float *dquery, float *dkey, float *dvalue, float *dself,
+                           const float *res) {
     int64_t E = a->E, Sx = S + extra_cols(a), kd = a->cfg.kdim, vd = a->cfg.vdim;
     attn__sdpa_args s = sv->s;
     /* the fused forward wrote q | k | v of each row into one [B, L, 3E] buffer: the gradients
@@ -360,8 +361,11 @@ static attn_status mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *
     float *gbq = attn__g(g, a->in_proj_bias), *gbk = gbq ? gbq + E : NULL,
           *gbv = gbq ? gbq + 2 * E : NULL;
     if (fused) { /* [dq | dk | dv] = d(x [Wq; Wk; Wv]^T): the three weights' gradients at once */
-        ATTN_TRYG(attn__linear_bwd(ctx, query, E, a->in_proj_weight, dqp, dld, dself, E,
-                                   attn__g(g, a->in_proj_weight), gbq, B * L, E, 3 * E));
+        attn__res_state rs;
+        const attn__row_epi re = attn__res_epi(ctx, res, E, E, &rs);
+        ATTN_TRYG(attn__linear_bwd_epi(ctx, query, E, a->in_proj_weight, dqp, dld, dself, E,
+                                       dself && res ? &re : NULL, attn__g(g, a->in_proj_weight),
+                                       gbq, B * L, E, 3 * E));
         if (!dself) {
             if (dquery)
                 ATTN_TRYG(attn__linear_bwd(ctx, query, E, Wq, dqp, dld, dquery, E, NULL, NULL,
@@ -397,13 +401,16 @@ attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a, const attn__g
                                 const attn__mha_saved *sv, const float *query, const float *key,
                                 const float *value, int64_t B, int64_t L, int64_t S,
                                 const float *dout, float *dquery, float *dkey, float *dvalue) {
-    return mha_bwd(ctx, a, g, sv, query, key, value, B, L, S, dout, dquery, dkey, dvalue, NULL);
+    return mha_bwd(ctx, a, g, sv, query, key, value, B, L, S, dout, dquery, dkey, dvalue, NULL,
+                   NULL);
 }
 
 attn_status attn__mha_bwd_saved_self(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
                                      const attn__mha_saved *sv, const float *x, int64_t B,
-                                     int64_t L, const float *dout, float *dx) {
-    if (sv->ld == 3 * a->E) return mha_bwd(ctx, a, g, sv, x, x, x, B, L, L, dout, NULL, NULL, NULL, dx);
+                                     int64_t L, const float *dout, float *dx,
+                                     const float *res) {
+    if (sv->ld == 3 * a->E)
+        return mha_bwd(ctx, a, g, sv, x, x, x, B, L, L, dout, NULL, NULL, NULL, dx, res);
     /* projected separately (appended keys): three input gradients, summed */
     attn__mark mk = attn__ws_mark(ctx);
     const int64_t n = B * L * a->E;
@@ -411,8 +418,9 @@ attn_status attn__mha_bwd_saved_self(attn_ctx *ctx, const attn__mha *a, const at
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &dk, B, L, a->E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dv, B, L, a->E, 1));
-    ATTN_TRYG(mha_bwd(ctx, a, g, sv, x, x, x, B, L, L, dout, dx, dk, dv, NULL));
+    ATTN_TRYG(mha_bwd(ctx, a, g, sv, x, x, x, B, L, L, dout, dx, dk, dv, NULL, NULL));
     for (int64_t i = 0; i < n; i++) dx[i] += dk[i] + dv[i];
+    if (res) attn__add_f32(ctx, res, dx, dx, n);
     st = ATTN_OK;
 done:
     attn__ws_release(ctx, mk);

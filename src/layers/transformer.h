@@ -109,12 +109,15 @@ ATTN__HIDDEN attn_status attn__ffn_block(attn_ctx *ctx, const attn_transformer_c
                                          float *nbuf, float *rstore, float *out, float *scratch,
                                          int64_t M, attn__rng *rng, attn__ffn_saved *ff,
                                          attn__rng *site);
-/* Backward of y = lin2(dropout(act(lin1(x)))) from its record sv: dx [M, E] overwritten. */
+/* Backward of y = lin2(dropout(act(lin1(x)))) from its record sv: dx [M, E] overwritten, plus
+ * res [M, E] where res is not NULL (added as res + dx in the last product's epilogue; res
+ * must not be dx). */
 ATTN__HIDDEN attn_status attn__ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1,
                                              const attn__lin *l2, const attn__gmap *g,
                                              attn_activation act, float p,
                                              const attn__ffn_saved *sv, const float *x,
-                                             const float *dy, float *dx, int64_t M);
+                                             const float *dy, float *dx, const float *res,
+                                             int64_t M);
 
 /* ---- layer backwards (encoder.c, decoder.c) ------------------------------------------ */
 /* Encoder layer from its record (attn__enc_saved).  dout [B, L, E]; dx overwritten. */
