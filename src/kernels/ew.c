@@ -158,7 +158,6 @@ void attn__relu_bwd_mask_c(const uint16_t *mask, const float *dy, float *dx, int
 
 static const attn__ew_kernel attn__ew_ref = {add_ln_ref,        bias_gelu_ref,
                                              bias_res_ref,      NULL,
-                                             NULL,              NULL,
                                              NULL,              attn__rms_norm_c,
                                              attn__colsum_c,    attn__relu_c,
                                              attn__relu_mask_c, attn__relu_bwd_mask_c};

@@ -49,23 +49,20 @@ typedef void (*attn__bias_res_fn)(float *y, int64_t ldy, const float *b, const f
 
 /* ---- backward kernels (driven by src/kernels/ew_bwd.c over the context's threads) ----------
  * Float versions of the double references attn__layer_norm_bwd_ref and attn__act_bwd_ref (the
- * oracle, which a table without them runs instead).  The layer-norm backward in three passes:
- * ln_stats: mean[m] and rstd[m] = 1 / sqrt(var + eps) of rows [0, M) of x (float sums in a
- *   fixed lane order: two passes, mean then the centred squares);
- * ln_dwdb: for columns [e0, e0 + n) the sums over all M rows, in row order and in double, of
- *   dy xhat (into dw[0..n)) and of dy (into db[0..n)), xhat = (x - mean) rstd;
- * ln_dx: dx = rstd (g - mean_e(g) - xhat mean_e(g xhat)), g = dy w (w NULL: 1), rows [0, M);
- *   dx may alias dy.
+ * oracle, which a table without them runs instead).
+ * ln_bwd_rows: the layer-norm backward of rows [0, M) in one pass over each row:
+ *   mean and rstd = 1 / sqrt(var + eps) (float sums in a fixed lane order: two passes, mean
+ *   then the centred squares; the root in double), xhat = (x - mean) rstd;
+ *   dx = rstd (g - mean_e(g) - xhat mean_e(g xhat)), g = dy w (w NULL: 1); dx NULL: none; dx
+ *   may alias dy;
+ *   dw, db (both NULL, or both [E]): ADD the sums over these rows, in row order and in double,
+ *   of dy xhat and of dy.  The driver (ew_bwd.c) runs fixed blocks of rows and sums the blocks'
+ *   double sums in block order: the same bits for any thread count.
  * act_bwd: dx[i] = act'(x[i]) dy[i] for n elements (dx may alias x or dy); returns 0 for an
  *   activation it does not do (the reference then runs). */
-typedef void (*attn__ln_stats_fn)(const float *x, int64_t ldx, float eps, int64_t M, int64_t E,
-                                  float *mean, float *rstd);
-typedef void (*attn__ln_dwdb_fn)(const float *x, int64_t ldx, const float *dy, int64_t lddy,
-                                 const float *mean, const float *rstd, int64_t M, int64_t e0,
-                                 int64_t n, double *dw, double *db);
-typedef void (*attn__ln_dx_fn)(const float *x, int64_t ldx, const float *w, const float *dy,
-                               int64_t lddy, const float *mean, const float *rstd, float *dx,
-                               int64_t lddx, int64_t M, int64_t E);
+typedef void (*attn__ln_bwd_rows_fn)(const float *x, int64_t ldx, const float *w, float eps,
+                                     const float *dy, int64_t lddy, float *dx, int64_t lddx,
+                                     int64_t M, int64_t E, double *dw, double *db);
 typedef int (*attn__act_bwd_fn)(attn_activation act, const float *x, const float *dy, float *dx,
                                 int64_t n);
 
@@ -109,9 +106,7 @@ typedef struct attn__ew_kernel {
     attn__bias_gelu_fn bias_gelu;
     attn__bias_res_fn bias_res;
     /* NULL: the double references run (and give their bits) */
-    attn__ln_stats_fn ln_stats;
-    attn__ln_dwdb_fn ln_dwdb;
-    attn__ln_dx_fn ln_dx;
+    attn__ln_bwd_rows_fn ln_bwd_rows;
     attn__act_bwd_fn act_bwd;
     attn__rms_norm_fn rms_norm; /* NULL: the plain C one */
     attn__colsum_fn colsum;     /* NULL: the plain C one */

@@ -1,68 +1,76 @@
 /* The backwards of the layer norm and of the activations over the context's threads, on the
  * row kernels of ctx->kern.ew (ew.h), or the double references (attn__layer_norm_bwd_ref,
  * attn__act_bwd_ref) where the table has none (ATTN_ISA=ref, AVX2).  Rows are split between
- * the threads for the statistics and dx, columns for the weight and bias sums (each column
- * summed over all rows in row order by one thread): the same bits for any thread count. */
+ * the threads in fixed blocks (the layer norm's statistics, dx and each block's weight and bias
+ * sums in one pass), then columns for the sums of the blocks' sums: the same bits for any
+ * thread count. */
 #include "../core/pool.h"
 #include "ew.h"
 #include "kernels.h"
 
+/* Rows in fixed blocks of LNB_ROWS: each block's column sums (in double) go into its own slot
+ * of part, and the slots are then summed per column in block order. */
+enum { LNB_ROWS = 32, LNB_COLS = 64 };
+
 typedef struct lnb_job {
-    const attn__ew_kernel *k;
+    attn__ln_bwd_rows_fn fn;
     const float *x, *w, *dy;
-    int64_t ldx, lddy, lddx, M, E;
+    int64_t ldx, lddy, lddx, M, E, nblk;
     float eps;
-    float *mean, *rstd, *dx;
-    double *sw, *sb; /* [E] column sums */
+    float *dx, *dw, *db;
+    double *part; /* [nblk][2 E]: a block's dy xhat sums, then its dy sums; NULL: no dw, db */
 } lnb_job;
 
-enum { LNB_COLS = 16 };
-
-static void lnb_stats(void *arg, int64_t m0, int64_t m1, int tid) {
+static void lnb_rows(void *arg, int64_t b0, int64_t b1, int tid) {
     (void)tid;
     const lnb_job *j = arg;
-    j->k->ln_stats(j->x + m0 * j->ldx, j->ldx, j->eps, m1 - m0, j->E, j->mean + m0, j->rstd + m0);
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t m0 = b * LNB_ROWS, m1 = m0 + LNB_ROWS < j->M ? m0 + LNB_ROWS : j->M;
+        double *pw = j->part ? j->part + b * 2 * j->E : NULL;
+        if (pw) memset(pw, 0, sizeof(double) * (size_t)(2 * j->E));
+        j->fn(j->x + m0 * j->ldx, j->ldx, j->w, j->eps, j->dy + m0 * j->lddy, j->lddy,
+              j->dx ? j->dx + m0 * j->lddx : NULL, j->lddx, m1 - m0, j->E, pw, pw ? pw + j->E : NULL);
+    }
 }
 
-static void lnb_cols(void *arg, int64_t c0, int64_t c1, int tid) {
+static void lnb_sum(void *arg, int64_t c0, int64_t c1, int tid) {
     (void)tid;
     const lnb_job *j = arg;
-    int64_t e0 = c0 * LNB_COLS, e1 = c1 * LNB_COLS < j->E ? c1 * LNB_COLS : j->E;
-    j->k->ln_dwdb(j->x, j->ldx, j->dy, j->lddy, j->mean, j->rstd, j->M, e0, e1 - e0, j->sw + e0,
-                  j->sb + e0);
-}
-
-static void lnb_dx(void *arg, int64_t m0, int64_t m1, int tid) {
-    (void)tid;
-    const lnb_job *j = arg;
-    j->k->ln_dx(j->x + m0 * j->ldx, j->ldx, j->w, j->dy + m0 * j->lddy, j->lddy, j->mean + m0,
-                j->rstd + m0, j->dx + m0 * j->lddx, j->lddx, m1 - m0, j->E);
+    const int64_t e0 = c0 * LNB_COLS, e1 = c1 * LNB_COLS < j->E ? c1 * LNB_COLS : j->E;
+    for (int64_t ec = e0; ec < e1; ec += LNB_COLS) {
+        const int64_t n = e1 - ec < LNB_COLS ? e1 - ec : LNB_COLS;
+        double sw[LNB_COLS] = {0}, sb[LNB_COLS] = {0};
+        for (int64_t b = 0; b < j->nblk; b++) {
+            const double *pw = j->part + b * 2 * j->E + ec, *pb = pw + j->E;
+            for (int64_t e = 0; e < n; e++) sw[e] += pw[e], sb[e] += pb[e];
+        }
+        for (int64_t e = 0; e < n; e++) {
+            if (j->dw) j->dw[ec + e] = (float)((double)j->dw[ec + e] + sw[e]);
+            if (j->db) j->db[ec + e] = (float)((double)j->db[ec + e] + sb[e]);
+        }
+    }
 }
 
 attn_status attn__layer_norm_bwd(attn_ctx *ctx, const float *x, int64_t ldx, const float *w,
                                  float eps, const float *dy, int64_t lddy, float *dx,
                                  int64_t lddx, float *dw, float *db, int64_t M, int64_t E) {
     const attn__ew_kernel *k = ctx->kern.ew;
-    if (!k->ln_stats || !k->ln_dwdb || !k->ln_dx || M <= 0 || E <= 0) {
+    if (!k->ln_bwd_rows || M <= 0 || E <= 0) {
         attn__layer_norm_bwd_ref(x, ldx, w, eps, dy, lddy, dx, lddx, dw, db, M, E);
         return ATTN_OK;
     }
     attn__mark mk = attn__ws_mark(ctx);
-    lnb_job j = {k, x, w, dy, ldx, lddy, lddx, M, E, eps, NULL, NULL, dx, NULL, NULL};
-    attn_status st;
-    ATTN_TRYG(attn__ws_f32(ctx, &j.mean, M, 1, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &j.rstd, M, 1, 1, 1));
-    attn__parallel_for(ctx, M, lnb_stats, &j);
-    if (dw || db) { /* before dx: dx may alias dy */
-        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)E * 2, sizeof(double), (void **)&j.sw));
-        j.sb = j.sw + E;
-        attn__parallel_for(ctx, (E + LNB_COLS - 1) / LNB_COLS, lnb_cols, &j);
-        for (int64_t e = 0; e < E; e++) {
-            if (dw) dw[e] = (float)((double)dw[e] + j.sw[e]);
-            if (db) db[e] = (float)((double)db[e] + j.sb[e]);
-        }
+    lnb_job j = {k->ln_bwd_rows, x, w, dy, ldx, lddy, lddx, M, E, (M + LNB_ROWS - 1) / LNB_ROWS,
+                 eps, dx, dw, db, NULL};
+    attn_status st = ATTN_OK;
+    if (dw || db) {
+        size_t n;
+        ATTN_FAIL_IF(!attn__mul_size((size_t)j.nblk, (size_t)E * 2, &n), ctx, ATTN_E_NOMEM,
+                     "layer norm backward: partial sums overflow size_t");
+        ATTN_TRYG(attn__ws_alloc(ctx, n, sizeof(double), (void **)&j.part));
     }
-    if (dx) attn__parallel_for(ctx, M, lnb_dx, &j);
+    attn__parallel_for(ctx, j.nblk, lnb_rows, &j);
+    if (j.part) attn__parallel_for(ctx, (E + LNB_COLS - 1) / LNB_COLS, lnb_sum, &j);
 done:
     attn__ws_release(ctx, mk);
     return st;

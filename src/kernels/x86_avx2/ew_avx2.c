@@ -183,9 +183,10 @@ static void bias_res_avx2(float *y, int64_t ldy, const float *b, const float *r,
     }
 }
 
-static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2, bias_gelu_avx2, bias_res_avx2, NULL,
-                                              NULL,        NULL,           NULL,          NULL,
-                                              NULL,        NULL,           NULL,          NULL};
+static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2, bias_gelu_avx2, bias_res_avx2,
+                                              NULL,        NULL,           NULL,
+                                              NULL,        NULL,           NULL,
+                                              NULL};
 
 const attn__ew_kernel *attn__ew_kernel_avx2(void) { return &attn__ew_avx2; }
 

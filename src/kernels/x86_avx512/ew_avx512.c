@@ -135,10 +135,13 @@ static void bias_res_avx512(float *y, int64_t ldy, const float *b, const float *
 /* ---- backward (contracts in ew.h) ---------------------------------------------------------- */
 static inline float sum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
-static void ln_stats_avx512(const float *x, int64_t ldx, float eps, int64_t M, int64_t E,
-                            float *mean, float *rstd) {
+/* One row at a time: the statistics (two passes over the row), then one pass that reads dy and
+ * x for the column sums and the two row sums of dx, then dx (the row is in L1 by then). */
+static void ln_bwd_rows_avx512(const float *x, int64_t ldx, const float *w, float eps,
+                               const float *dy, int64_t lddy, float *dx, int64_t lddx, int64_t M,
+                               int64_t E, double *dw, double *db) {
     for (int64_t m = 0; m < M; m++) {
-        const float *xr = x + m * ldx;
+        const float *xr = x + m * ldx, *dyr = dy + m * lddy;
         __m512 s = _mm512_setzero_ps();
         for (int64_t e = 0; e < E; e += 16) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m16(E - e), xr + e));
         const float mu = sum16(s) / (float)E;
@@ -149,64 +152,33 @@ static void ln_stats_avx512(const float *x, int64_t ldx, float eps, int64_t M, i
             __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, xr + e), vm);
             q = _mm512_fmadd_ps(d, d, q);
         }
-        mean[m] = mu;
-        rstd[m] = (float)(1.0 / sqrt((double)(sum16(q) / (float)E) + (double)eps));
-    }
-}
-
-/* Column sums over the rows in order, in double; rows outer over chunks of up to DWDB_CHUNK
- * columns (the sums stay in L1) so that each row is read in one contiguous piece: a column
- * walk down the rows defeats the prefetchers (the same sums, in the same order). */
-enum { DWDB_CHUNK = 256 };
-static void ln_dwdb_avx512(const float *x, int64_t ldx, const float *dy, int64_t lddy,
-                           const float *mean, const float *rstd, int64_t M, int64_t e0, int64_t n,
-                           double *dw, double *db) {
-    _Alignas(64) double sw[DWDB_CHUNK], sb[DWDB_CHUNK];
-    for (int64_t c0 = 0; c0 < n; c0 += DWDB_CHUNK) {
-        const int64_t w = n - c0 < DWDB_CHUNK ? n - c0 : DWDB_CHUNK;
-        memset(sw, 0, sizeof sw);
-        memset(sb, 0, sizeof sb);
-        for (int64_t m = 0; m < M; m++) {
-            const float *xr = x + m * ldx + e0 + c0, *gr = dy + m * lddy + e0 + c0;
-            const __m512 vm = _mm512_set1_ps(mean[m]), vr = _mm512_set1_ps(rstd[m]);
-            for (int64_t c = 0; c < w; c += 16) {
-                __mmask16 k = m16(w - c);
-                __m512 g = _mm512_maskz_loadu_ps(k, gr + c);
-                __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + c), vm), vr);
+        const float rs = (float)(1.0 / sqrt((double)(sum16(q) / (float)E) + (double)eps));
+        const __m512 vr = _mm512_set1_ps(rs);
+        __m512 s1 = _mm512_setzero_ps(), s2 = s1;
+        for (int64_t e = 0; e < E; e += 16) {
+            __mmask16 k = m16(E - e);
+            __m512 g = _mm512_maskz_loadu_ps(k, dyr + e);
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + e), vm), vr);
+            if (dw) {
+                const __mmask8 k0 = (__mmask8)k, k1 = (__mmask8)(k >> 8);
                 __m512 gx = _mm512_mul_ps(g, xh);
-                __m512d w0 = _mm512_load_pd(sw + c), w1 = _mm512_load_pd(sw + c + 8);
-                __m512d b0 = _mm512_load_pd(sb + c), b1 = _mm512_load_pd(sb + c + 8);
+                __m512d w0 = _mm512_maskz_loadu_pd(k0, dw + e), w1 = _mm512_maskz_loadu_pd(k1, dw + e + 8);
+                __m512d b0 = _mm512_maskz_loadu_pd(k0, db + e), b1 = _mm512_maskz_loadu_pd(k1, db + e + 8);
                 w0 = _mm512_add_pd(w0, _mm512_cvtps_pd(_mm512_castps512_ps256(gx)));
                 w1 = _mm512_add_pd(w1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
                                            _mm512_castps_pd(gx), 1))));
                 b0 = _mm512_add_pd(b0, _mm512_cvtps_pd(_mm512_castps512_ps256(g)));
                 b1 = _mm512_add_pd(b1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
                                            _mm512_castps_pd(g), 1))));
-                _mm512_store_pd(sw + c, w0), _mm512_store_pd(sw + c + 8, w1);
-                _mm512_store_pd(sb + c, b0), _mm512_store_pd(sb + c + 8, b1);
+                _mm512_mask_storeu_pd(dw + e, k0, w0), _mm512_mask_storeu_pd(dw + e + 8, k1, w1);
+                _mm512_mask_storeu_pd(db + e, k0, b0), _mm512_mask_storeu_pd(db + e + 8, k1, b1);
             }
-        }
-        memcpy(dw + c0, sw, sizeof(double) * (size_t)w);
-        memcpy(db + c0, sb, sizeof(double) * (size_t)w);
-    }
-}
-
-static void ln_dx_avx512(const float *x, int64_t ldx, const float *w, const float *dy,
-                         int64_t lddy, const float *mean, const float *rstd, float *dx,
-                         int64_t lddx, int64_t M, int64_t E) {
-    for (int64_t m = 0; m < M; m++) {
-        const float *xr = x + m * ldx, *dyr = dy + m * lddy;
-        float *dxr = dx + m * lddx;
-        const __m512 vm = _mm512_set1_ps(mean[m]), vr = _mm512_set1_ps(rstd[m]);
-        __m512 s1 = _mm512_setzero_ps(), s2 = s1;
-        for (int64_t e = 0; e < E; e += 16) {
-            __mmask16 k = m16(E - e);
-            __m512 g = _mm512_maskz_loadu_ps(k, dyr + e);
             if (w) g = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(k, w + e));
-            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + e), vm), vr);
             s1 = _mm512_add_ps(s1, g);
             s2 = _mm512_fmadd_ps(g, _mm512_maskz_mov_ps(k, xh), s2);
         }
+        if (!dx) continue;
+        float *dxr = dx + m * lddx;
         const __m512 a = _mm512_set1_ps(sum16(s1) / (float)E), b = _mm512_set1_ps(sum16(s2) / (float)E);
         for (int64_t e = 0; e < E; e += 16) {
             __mmask16 k = m16(E - e);
@@ -325,8 +297,7 @@ static void relu_bwd_mask_avx512(const uint16_t *mask, const float *dy, float *d
 }
 
 static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,    bias_gelu_avx512,
-                                                bias_res_avx512,  ln_stats_avx512,
-                                                ln_dwdb_avx512,   ln_dx_avx512,
+                                                bias_res_avx512,  ln_bwd_rows_avx512,
                                                 act_bwd_avx512,   rms_norm_avx512,
                                                 colsum_avx512,    relu_avx512,
                                                 relu_mask_avx512, relu_bwd_mask_avx512};
