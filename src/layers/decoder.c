@@ -278,7 +278,7 @@ static attn_status dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn
     attn__stack_saved rec;
     attn_status st;
     ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 1, 1, NULL, x0, mem, B, T, S, tm, tk, mm, mkpm,
-                                  tgt_is_causal, rng, &rec));
+                                  tgt_is_causal, rng, &rec, NULL));
     ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec, dout, dx, dmem));
 done:
     attn__ws_release(ctx, mk);
@@ -305,9 +305,6 @@ static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
     ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &x));
     ATTN_TRYG(attn__seq_in(ctx, memory, "memory", E, &B, &S, &mem));
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
-    ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dm, B, S, E, 1));
-    memset(dm, 0, (size_t)(B * S * E) * sizeof(float));
     ATTN_TRYG(attn__seq_grad_out(ctx, dtgt, "dtgt", B, T, E));
     ATTN_TRYG(attn__seq_grad_out(ctx, dmemory, "dmemory", B, S, E));
     {
@@ -323,6 +320,9 @@ static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
             ctx, is_stack ? "attn_decoder_backward" : "attn_decoder_layer_backward", oa, 2, ia,
             ATTN__NARGS(ia)));
     }
+    ATTN_TRYG(attn__seq_grad_buf(ctx, dtgt, B, T, E, &d));
+    ATTN_TRYG(attn__seq_grad_buf(ctx, dmemory, B, S, E, &dm));
+    memset(dm, 0, (size_t)(B * S * E) * sizeof(float));
     if (is_stack)
         ATTN_TRYG(dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, k.tgt_mask, k.memory_mask,
                                 k.tgt_key_padding_mask, k.memory_key_padding_mask,
@@ -392,6 +392,7 @@ static attn_status dec_train_entry(attn_ctx *ctx, const attn_module *m, const at
                                                                : "attn_decoder_layer_forward_train",
                                       oa, 1, ia, ATTN__NARGS(ia)));
     }
+    float *direct = attn_tensor_is_contiguous(out) ? out->data : NULL; /* written directly */
     ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
     ATTN_TRYG(attn__rec_f32(ctx, t, &memc, B, S, E, 1));
     attn__copy_f(memc, mem, B * S * E);
@@ -399,7 +400,7 @@ static attn_status dec_train_entry(attn_ctx *ctx, const attn_module *m, const at
     ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 1, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
                                   memc, B, T, S, kc.tgt_mask, kc.tgt_key_padding_mask,
                                   kc.memory_mask, kc.memory_key_padding_mask, kc.tgt_is_causal,
-                                  &rng, &rec->st));
+                                  &rng, &rec->st, direct));
     attn__store(rec->st.out, out);
     attn__saved_end(saved, m, rec);
 done:
@@ -431,8 +432,8 @@ static attn_status dec_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, cons
                           {&G, "the module's gradients", 0}};
         ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 2, ia, 3));
     }
-    ATTN_TRYG(attn__ws_f32(ctx, &d, B, T, E, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dm, B, S, E, 1));
+    ATTN_TRYG(attn__seq_grad_buf(ctx, dtgt, B, T, E, &d));
+    ATTN_TRYG(attn__seq_grad_buf(ctx, dmemory, B, S, E, &dm));
     memset(dm, 0, (size_t)(B * S * E) * sizeof(float));
     ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, dm));
     if (dtgt && dtgt->data) attn__store(d, dtgt);

@@ -230,7 +230,7 @@ static attn_status enc_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn
     attn__stack_saved rec;
     attn_status st;
     ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 0, 1, NULL, x0, NULL, B, L, 0, mask, kpm, NULL, NULL,
-                                  is_causal, rng, &rec));
+                                  is_causal, rng, &rec, NULL));
     ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec, dout, dx, NULL));
 done:
     attn__ws_release(ctx, mk);
@@ -255,7 +255,6 @@ static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &x));
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &L, &dy));
-    ATTN_TRYG(attn__ws_f32(ctx, &d, B, L, E, 1));
     ATTN_TRYG(attn__seq_grad_out(ctx, dsrc, "dsrc", B, L, E));
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
@@ -269,6 +268,7 @@ static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_sta
             ctx, is_stack ? "attn_encoder_backward" : "attn_encoder_layer_backward", oa, 1, ia,
             ATTN__NARGS(ia)));
     }
+    ATTN_TRYG(attn__seq_grad_buf(ctx, dsrc, B, L, E, &d));
     if (is_stack)
         ATTN_TRYG(enc_stack_bwd(ctx, m->impl, &g, x, B, L, k.src_mask, k.src_key_padding_mask,
                                 k.src_is_causal, &rng, dy, d));
@@ -328,11 +328,12 @@ static attn_status enc_train_entry(attn_ctx *ctx, const attn_module *m, const at
                                                                : "attn_encoder_layer_forward_train",
                                       oa, 1, ia, ATTN__NARGS(ia)));
     }
+    float *direct = attn_tensor_is_contiguous(out) ? out->data : NULL; /* written directly */
     ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
     ATTN_TRYG(attn__tf_masks_saved(ctx, t, &k, c, &kc));
     ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 0, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
                                   NULL, B, L, 0, kc.src_mask, kc.src_key_padding_mask, NULL, NULL,
-                                  kc.src_is_causal, &rng, &rec->st));
+                                  kc.src_is_causal, &rng, &rec->st, direct));
     attn__store(rec->st.out, out);
     attn__saved_end(saved, m, rec);
 done:
@@ -363,7 +364,7 @@ static attn_status enc_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, cons
                           {&G, "the module's gradients", 0}};
         ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 1, ia, 3));
     }
-    ATTN_TRYG(attn__ws_f32(ctx, &d, B, L, E, 1));
+    ATTN_TRYG(attn__seq_grad_buf(ctx, dsrc, B, L, E, &d));
     ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, NULL));
     if (dsrc && dsrc->data) attn__store(d, dsrc);
 done:

@@ -453,21 +453,24 @@ typedef struct attn__stack_saved {
     int64_t N, B, T, S;
     attn_mask m1, m2, mm, mk; /* kind NONE when absent; their data must outlive the record */
     const float *mem;         /* decoder: the caller's buffer */
-    float *xs;                /* [N + 1, B, T, E]: layer i's input, then the last output */
-    float *out;               /* the stack's output: the final norm's, or xs + N*B*T*E */
+    float *xs;                /* [N + 1, B, T, E]: layer i's input, then the last output
+                                 ([N, ...] where the caller's out holds that) */
+    float *out;               /* the stack's output: the final norm's, xs + N*B*T*E, or out */
     attn__enc_saved *enc;     /* [N] records (not with ckpt) */
     attn__dec_saved *dec;
     attn__rng *rs;            /* [N] the stream entering each layer */
 } attn__stack_saved;
 /* Runs the stack forward from x (copied; not changed) and fills *rec, its buffers from t
- * (NULL: the caller's workspace frame).  Masks may be NULL. */
+ * (NULL: the caller's workspace frame).  Masks may be NULL.  out: NULL, or a [B, T, E] buffer
+ * of the caller's, disjoint from x, into which a stack without a final norm writes its output
+ * directly (the backward does not read it; rec->out then points there, for the call only). */
 ATTN__HIDDEN attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s, int dec,
                                              int ckpt, attn__tape *t, const float *x,
                                              const float *mem, int64_t B, int64_t T, int64_t S,
                                              const attn_mask *m1, const attn_mask *m2,
                                              const attn_mask *mm, const attn_mask *mk,
                                              int is_causal, attn__rng *rng,
-                                             attn__stack_saved *rec);
+                                             attn__stack_saved *rec, float *out);
 /* Backward from rec: dx [B, T, E] overwritten; dmem [B, S, E] (decoder) accumulates.  Parameter
  * gradients accumulate through g in the order of the recomputing backwards (the same bits). */
 ATTN__HIDDEN attn_status attn__stack_bwd_rec(attn_ctx *ctx, const attn__stack *s,
@@ -494,5 +497,10 @@ ATTN__HIDDEN void attn__seq_out_end(float *p, attn_tensor *t);
 /* An optional input-gradient output (NULL or no data: not wanted, ATTN_OK): F32 [B, L, E]. */
 ATTN__HIDDEN attn_status attn__seq_grad_out(attn_ctx *ctx, const attn_tensor *t,
                                             const char *what, int64_t B, int64_t L, int64_t E);
+/* Where a sequence gradient is computed: t's own memory when t (checked by attn__seq_grad_out
+ * and attn__check_outputs) is contiguous, else a workspace [B, L, E]; attn__store(p, t) then
+ * copies nothing, or the result into t. */
+ATTN__HIDDEN attn_status attn__seq_grad_buf(attn_ctx *ctx, const attn_tensor *t, int64_t B,
+                                            int64_t L, int64_t E, float **p);
 
 #endif

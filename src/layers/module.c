@@ -239,6 +239,15 @@ attn_status attn__seq_grad_out(attn_ctx *ctx, const attn_tensor *t, const char *
     return attn__check_shape(ctx, t, what, 3, shape);
 }
 
+attn_status attn__seq_grad_buf(attn_ctx *ctx, const attn_tensor *t, int64_t B, int64_t L,
+                               int64_t E, float **p) {
+    if (t && t->data && attn_tensor_is_contiguous(t)) {
+        *p = t->data;
+        return ATTN_OK;
+    }
+    return attn__ws_f32(ctx, p, B, L, E, 1);
+}
+
 attn_status attn__seq_out(attn_ctx *ctx, attn_tensor *t, const char *what, int64_t B,
                           int64_t L, int64_t E, float **p) {
     ATTN_TRY(attn__check(ctx, t, what, ATTN_F32, 3, 3));

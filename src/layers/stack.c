@@ -118,7 +118,7 @@ attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s, int dec, in
                                 attn__tape *t, const float *x, const float *mem, int64_t B,
                                 int64_t T, int64_t S, const attn_mask *m1, const attn_mask *m2,
                                 const attn_mask *mm, const attn_mask *mk, int is_causal,
-                                attn__rng *rng, attn__stack_saved *rec) {
+                                attn__rng *rng, attn__stack_saved *rec, float *out) {
     int64_t E = s->cfg.d_model, n = B * T * E, N = dec ? s->ndec : s->nenc;
     const attn__ln *fin = dec ? (s->dec_norm ? &s->dec_final : NULL)
                               : (s->enc_norm ? &s->enc_final : NULL);
@@ -130,7 +130,8 @@ attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s, int dec, in
     if (mm) rec->mm = *mm;
     if (mk) rec->mk = *mk;
     rec->mem = mem;
-    ATTN_TRY(attn__rec_f32(ctx, t, &rec->xs, N + 1, B, T, E));
+    if (fin || N < 1) out = NULL; /* the final norm's backward reads the last output */
+    ATTN_TRY(attn__rec_f32(ctx, t, &rec->xs, out ? N : N + 1, B, T, E));
     ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)N, sizeof *rec->rs, (void **)&rec->rs));
     if (!ckpt && dec)
         ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)N, sizeof *rec->dec, (void **)&rec->dec));
@@ -139,7 +140,7 @@ attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s, int dec, in
     attn__copy_f(rec->xs, x, n);
     for (int64_t i = 0; i < N; i++) {
         const float *xi = rec->xs + i * n;
-        float *xo = rec->xs + (i + 1) * n;
+        float *xo = out && i == N - 1 ? out : rec->xs + (i + 1) * n;
         rec->rs[i] = *rng;
         if (dec) {
             attn__dec_saved *sv = ckpt ? NULL : &rec->dec[i];
@@ -153,7 +154,7 @@ attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s, int dec, in
                                          sv));
         }
     }
-    rec->out = rec->xs + N * n;
+    rec->out = out ? out : rec->xs + N * n;
     if (fin) {
         ATTN_TRY(attn__rec_f32(ctx, t, &rec->out, B, T, E, 1));
         attn__ln_fwd(ctx, fin, rec->xs + N * n, rec->out, B * T);

@@ -119,10 +119,10 @@ static attn_status tf_fwd_rec(attn_ctx *ctx, const attn__stack *s, attn__tape *t
     /* the decoder's dropout stream starts where the encoder's ended */
     ATTN_TRY(attn__stack_fwd_rec(ctx, s, 0, ckpt, t, sp, NULL, B, S, 0, k->src_mask,
                                  k->src_key_padding_mask, NULL, NULL, k->src_is_causal, rng,
-                                 &rec->enc));
+                                 &rec->enc, NULL));
     return attn__stack_fwd_rec(ctx, s, 1, ckpt, t, tp, rec->enc.out, B, T, S, k->tgt_mask,
                                k->tgt_key_padding_mask, k->memory_mask,
-                               k->memory_key_padding_mask, k->tgt_is_causal, rng, &rec->dec);
+                               k->memory_key_padding_mask, k->tgt_is_causal, rng, &rec->dec, NULL);
 }
 
 /* dy [B, T, E] -> ds [B, S, E], dt [B, T, E] (overwritten). */

@@ -151,7 +151,7 @@ static attn_status gpt_fwd_rec(attn_ctx *ctx, const gpt *gp, const attn_tensor *
     rec->drop = rng;
     attn__dropout(&rng, gp->s.cfg.dropout, x, B * T * E);
     return attn__stack_fwd_rec(ctx, &gp->s, 0, ckpt, t, x, NULL, B, T, 0, NULL, NULL, NULL, NULL,
-                               1, &rng, &rec->st);
+                               1, &rng, &rec->st, NULL);
 }
 
 /* dl [B, T, V] contiguous: lm_head, the stack, the embedding dropout, the two tables. */

@@ -225,9 +225,9 @@ static attn_status fwd_rec(attn_ctx *ctx, const seq2seq *q, const attn_run *run,
     embed(q, q->tgt_emb, bt->tid, B, T, t0);
     attn__dropout(&rng, p, t0, B * T * E);
     ATTN_TRY(attn__stack_fwd_rec(ctx, &q->s, 0, ckpt, t, s0, NULL, B, S, 0, NULL, &bt->skpm, NULL,
-                                 NULL, 0, &rng, &rec->enc));
+                                 NULL, 0, &rng, &rec->enc, NULL));
     return attn__stack_fwd_rec(ctx, &q->s, 1, ckpt, t, t0, rec->enc.out, B, T, S, NULL, &bt->tkpm,
-                               NULL, &bt->skpm, 1, &rng, &rec->dec);
+                               NULL, &bt->skpm, 1, &rng, &rec->dec, NULL);
 }
 
 /* generator, decoder, encoder, then the embeddings; dl [B, T, Vt] contiguous. */

@@ -364,7 +364,7 @@ static attn_status vit_fwd_rec(attn_ctx *ctx, const vit *v, const attn_tensor *i
     rec->drop = rng;
     attn__dropout(&rng, v->s.cfg.dropout, x, B * L * E);
     return attn__stack_fwd_rec(ctx, &v->s, 0, ckpt, t, x, NULL, B, L, 0, NULL, NULL, NULL, NULL,
-                               0, &rng, &rec->st);
+                               0, &rng, &rec->st, NULL);
 }
 
 /* dl [B, K] contiguous: the head, the stack, the embedding dropout, the embedding; di
