@@ -206,137 +206,20 @@ attn_status attn_decoder_create(attn_ctx *ctx, const attn_transformer_config *cf
                            "layers.", NULL, final_norm ? "norm" : NULL, sizeof(attn__stack), out);
 }
 
-static attn_status dec_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
-                             const attn_tensor *tgt, const attn_tensor *memory,
-                             const attn_transformer_masks *masks, const attn_run *run,
-                             attn_tensor *out) {
-    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_DEC);
-    const attn_transformer_config *c =
-        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
-    int64_t B = 0, T = 0, S = 0, E = c->d_model;
-    attn__mark mk = attn__ws_mark(ctx);
-    const float *in, *mem;
-    float *x;
-    attn_status st;
-    attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &in));
-    ATTN_TRYG(attn__seq_in(ctx, memory, "memory", E, &B, &S, &mem));
-    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
-    {
-        int64_t shape[3] = {B, T, E};
-        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
-    }
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel);
-        attn__arg oa[] = {{out, "out", 0}},
-                  ia[3 + ATTN__TFM_N] = {{tgt, "tgt", 0},
-                                         {memory, "memory", 0},
-                                         {&P, "the module's parameters", 0}};
-        attn__tf_mask_args(k, ia + 3);
-        ATTN_TRYG(attn__check_outputs(
-            ctx, is_stack ? "attn_decoder_forward" : "attn_decoder_layer_forward", oa, 1, ia,
-            ATTN__NARGS(ia)));
-    }
-    ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
-    memcpy(x, in, (size_t)(B * T * E) * sizeof(float));
-    if (is_stack)
-        ATTN_TRYG(attn__dec_run(ctx, m->impl, x, mem, B, T, S, k.tgt_mask, k.memory_mask,
-                                k.tgt_key_padding_mask, k.memory_key_padding_mask,
-                                k.tgt_is_causal, &rng, NULL));
-    else
-        ATTN_TRYG(attn__dec_layer_fwd(ctx, m->impl, x, x, mem, B, T, S, k.tgt_mask,
-                                      k.memory_mask, k.tgt_key_padding_mask,
-                                      k.memory_key_padding_mask, k.tgt_is_causal, &rng, NULL,
-                                      NULL));
-    attn__store(x, out);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
+/* ---- public entry points (one implementation in stack.c: attn__seq_*) ---------------- */
 attn_status attn_decoder_layer_forward(attn_ctx *ctx, const attn_module *m,
                                        const attn_tensor *tgt, const attn_tensor *memory,
                                        const attn_transformer_masks *masks, const attn_run *run,
                                        attn_tensor *out) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_forward"));
-    return dec_entry(ctx, m, 0, tgt, memory, masks, run, out);
+    return attn__seq_forward(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_forward", tgt, memory,
+                             masks, run, out);
 }
 
 attn_status attn_decoder_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
                                  const attn_tensor *memory, const attn_transformer_masks *masks,
                                  const attn_run *run, attn_tensor *out) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_forward"));
-    return dec_entry(ctx, m, 1, tgt, memory, masks, run, out);
-}
-
-static attn_status dec_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
-                                 const float *x0, const float *mem, int64_t B, int64_t T,
-                                 int64_t S, const attn_mask *tm, const attn_mask *mm,
-                                 const attn_mask *tk, const attn_mask *mkpm, int tgt_is_causal,
-                                 attn__rng *rng, const float *dout, float *dx, float *dmem) {
-    attn__mark mk = attn__ws_mark(ctx);
-    attn__stack_saved rec;
-    attn_status st;
-    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 1, 1, NULL, x0, mem, B, T, S, tm, tk, mm, mkpm,
-                                  tgt_is_causal, rng, &rec, NULL));
-    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec, dout, dx, dmem));
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
-/* Decoder layer or stack. */
-static attn_status dec_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
-                                 const attn_tensor *tgt, const attn_tensor *memory,
-                                 const attn_transformer_masks *masks, const attn_run *run,
-                                 const attn_tensor *dout, attn_tensor *dtgt,
-                                 attn_tensor *dmemory) {
-    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_DEC);
-    const attn_transformer_config *c =
-        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__dec_layer *)m->impl)->cfg;
-    attn__gmap g;
-    ATTN_TRY(attn__module_gmap(ctx, m, &g));
-    int64_t B = 0, T = 0, S = 0, E = c->d_model;
-    attn__mark mk = attn__ws_mark(ctx);
-    const float *x, *mem, *dy;
-    float *d, *dm;
-    attn_status st;
-    attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &x));
-    ATTN_TRYG(attn__seq_in(ctx, memory, "memory", E, &B, &S, &mem));
-    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
-    ATTN_TRYG(attn__seq_grad_out(ctx, dtgt, "dtgt", B, T, E));
-    ATTN_TRYG(attn__seq_grad_out(ctx, dmemory, "dmemory", B, S, E));
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
-        attn__arg oa[] = {{dtgt, "dtgt", 0}, {dmemory, "dmemory", 0}},
-                  ia[5 + ATTN__TFM_N] = {{tgt, "tgt", 0},
-                                         {memory, "memory", 0},
-                                         {dout, "dout", 0},
-                                         {&P, "the module's parameters", 0},
-                                         {&G, "the module's gradients", 0}};
-        attn__tf_mask_args(k, ia + 5);
-        ATTN_TRYG(attn__check_outputs(
-            ctx, is_stack ? "attn_decoder_backward" : "attn_decoder_layer_backward", oa, 2, ia,
-            ATTN__NARGS(ia)));
-    }
-    ATTN_TRYG(attn__seq_grad_buf(ctx, dtgt, B, T, E, &d));
-    ATTN_TRYG(attn__seq_grad_buf(ctx, dmemory, B, S, E, &dm));
-    memset(dm, 0, (size_t)(B * S * E) * sizeof(float));
-    if (is_stack)
-        ATTN_TRYG(dec_stack_bwd(ctx, m->impl, &g, x, mem, B, T, S, k.tgt_mask, k.memory_mask,
-                                k.tgt_key_padding_mask, k.memory_key_padding_mask,
-                                k.tgt_is_causal, &rng, dy, d, dm));
-    else
-        ATTN_TRYG(attn__dec_layer_bwd(ctx, m->impl, &g, x, mem, B, T, S, k.tgt_mask,
-                                      k.memory_mask, k.tgt_key_padding_mask,
-                                      k.memory_key_padding_mask, k.tgt_is_causal, &rng, dy, d,
-                                      dm));
-    if (dtgt && dtgt->data) attn__store(d, dtgt);
-    if (dmemory && dmemory->data) attn__store(dm, dmemory);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
+    return attn__seq_forward(ctx, m, ATTN__DECODER, "attn_decoder_forward", tgt, memory, masks,
+                             run, out);
 }
 
 attn_status attn_decoder_layer_backward(attn_ctx *ctx, const attn_module *m,
@@ -344,103 +227,16 @@ attn_status attn_decoder_layer_backward(attn_ctx *ctx, const attn_module *m,
                                         const attn_transformer_masks *masks, const attn_run *run,
                                         const attn_tensor *dout, attn_tensor *dtgt,
                                         attn_tensor *dmemory) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_backward"));
-    return dec_bwd_entry(ctx, m, 0, tgt, memory, masks, run, dout, dtgt, dmemory);
+    return attn__seq_backward(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_backward", tgt, memory,
+                              masks, run, dout, dtgt, dmemory);
 }
 
 attn_status attn_decoder_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
                                   const attn_tensor *memory, const attn_transformer_masks *masks,
                                   const attn_run *run, const attn_tensor *dout,
                                   attn_tensor *dtgt, attn_tensor *dmemory) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_backward"));
-    return dec_bwd_entry(ctx, m, 1, tgt, memory, masks, run, dout, dtgt, dmemory);
-}
-
-static attn_status dec_train_entry(attn_ctx *ctx, const attn_module *m, const attn_tensor *tgt,
-                                   const attn_tensor *memory, const attn_transformer_masks *masks,
-                                   const attn_run *run, attn_tensor *out, attn_saved *saved) {
-    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
-    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_DEC), kc;
-    attn__saved_begin(saved);
-    attn__stack one;
-    const attn__stack *s = attn__as_stack(m, &one);
-    int64_t B = 0, T = 0, S = 0, E = s->cfg.d_model;
-    attn__mark mk = attn__ws_mark(ctx);
-    attn__tape *t = &saved->tape;
-    const float *in, *mem;
-    float *memc;
-    attn__seq_rec *rec;
-    attn_mask c[ATTN__TFM_N];
-    attn_status st;
-    attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &in));
-    ATTN_TRYG(attn__seq_in(ctx, memory, "memory", E, &B, &S, &mem));
-    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
-    {
-        int64_t shape[3] = {B, T, E};
-        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
-    }
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel);
-        attn__arg oa[] = {{out, "out", 0}},
-                  ia[3 + ATTN__TFM_N] = {{tgt, "tgt", 0},
-                                         {memory, "memory", 0},
-                                         {&P, "the module's parameters", 0}};
-        attn__tf_mask_args(k, ia + 3);
-        ATTN_TRYG(attn__check_outputs(ctx,
-                                      m->kind == ATTN__DECODER ? "attn_decoder_forward_train"
-                                                               : "attn_decoder_layer_forward_train",
-                                      oa, 1, ia, ATTN__NARGS(ia)));
-    }
-    float *direct = attn_tensor_is_contiguous(out) ? out->data : NULL; /* written directly */
-    ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
-    ATTN_TRYG(attn__rec_f32(ctx, t, &memc, B, S, E, 1));
-    attn__copy_f(memc, mem, B * S * E);
-    ATTN_TRYG(attn__tf_masks_saved(ctx, t, &k, c, &kc));
-    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 1, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
-                                  memc, B, T, S, kc.tgt_mask, kc.tgt_key_padding_mask,
-                                  kc.memory_mask, kc.memory_key_padding_mask, kc.tgt_is_causal,
-                                  &rng, &rec->st, direct));
-    attn__store(rec->st.out, out);
-    attn__saved_end(saved, m, rec);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
-static attn_status dec_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, const char *fn,
-                                       const attn_saved *saved, const attn_tensor *dout,
-                                       attn_tensor *dtgt, attn_tensor *dmemory) {
-    attn__gmap g;
-    ATTN_TRY(attn__module_gmap(ctx, m, &g));
-    attn__seq_rec *rec;
-    ATTN_TRY(attn__saved_get(ctx, saved, m, fn, (void **)&rec));
-    attn__stack one;
-    const attn__stack *s = attn__as_stack(m, &one);
-    int64_t B = rec->st.B, T = rec->st.T, S = rec->st.S, E = s->cfg.d_model;
-    attn__mark mk = attn__ws_mark(ctx);
-    const float *dy;
-    float *d, *dm;
-    attn_status st;
-    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
-    ATTN_TRYG(attn__seq_grad_out(ctx, dtgt, "dtgt", B, T, E));
-    ATTN_TRYG(attn__seq_grad_out(ctx, dmemory, "dmemory", B, S, E));
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
-        attn__arg oa[] = {{dtgt, "dtgt", 0}, {dmemory, "dmemory", 0}},
-                  ia[] = {{dout, "dout", 0}, {&P, "the module's parameters", 0},
-                          {&G, "the module's gradients", 0}};
-        ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 2, ia, 3));
-    }
-    ATTN_TRYG(attn__seq_grad_buf(ctx, dtgt, B, T, E, &d));
-    ATTN_TRYG(attn__seq_grad_buf(ctx, dmemory, B, S, E, &dm));
-    memset(dm, 0, (size_t)(B * S * E) * sizeof(float));
-    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, dm));
-    if (dtgt && dtgt->data) attn__store(d, dtgt);
-    if (dmemory && dmemory->data) attn__store(dm, dmemory);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
+    return attn__seq_backward(ctx, m, ATTN__DECODER, "attn_decoder_backward", tgt, memory, masks,
+                              run, dout, dtgt, dmemory);
 }
 
 attn_status attn_decoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
@@ -448,30 +244,28 @@ attn_status attn_decoder_layer_forward_train(attn_ctx *ctx, const attn_module *m
                                              const attn_transformer_masks *masks,
                                              const attn_run *run, attn_tensor *out,
                                              attn_saved *saved) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_forward_train"));
-    return dec_train_entry(ctx, m, tgt, memory, masks, run, out, saved);
+    return attn__seq_forward_train(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_forward_train",
+                                   tgt, memory, masks, run, out, saved);
 }
 
 attn_status attn_decoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
                                               const attn_saved *saved, const attn_tensor *dout,
                                               attn_tensor *dtgt, attn_tensor *dmemory) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_backward_saved"));
-    return dec_bwd_saved_entry(ctx, m, "attn_decoder_layer_backward_saved", saved, dout, dtgt,
-                               dmemory);
+    return attn__seq_backward_saved(ctx, m, ATTN__DEC_LAYER, "attn_decoder_layer_backward_saved",
+                                    saved, dout, dtgt, dmemory);
 }
 
 attn_status attn_decoder_forward_train(attn_ctx *ctx, const attn_module *m,
                                        const attn_tensor *tgt, const attn_tensor *memory,
                                        const attn_transformer_masks *masks, const attn_run *run,
                                        attn_tensor *out, attn_saved *saved) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_forward_train"));
-    return dec_train_entry(ctx, m, tgt, memory, masks, run, out, saved);
+    return attn__seq_forward_train(ctx, m, ATTN__DECODER, "attn_decoder_forward_train", tgt,
+                                   memory, masks, run, out, saved);
 }
 
 attn_status attn_decoder_backward_saved(attn_ctx *ctx, const attn_module *m,
                                         const attn_saved *saved, const attn_tensor *dout,
                                         attn_tensor *dtgt, attn_tensor *dmemory) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__DECODER, "attn_decoder_backward_saved"));
-    return dec_bwd_saved_entry(ctx, m, "attn_decoder_backward_saved", saved, dout, dtgt,
-                               dmemory);
+    return attn__seq_backward_saved(ctx, m, ATTN__DECODER, "attn_decoder_backward_saved", saved,
+                                    dout, dtgt, dmemory);
 }

@@ -164,212 +164,34 @@ attn_status attn_encoder_create(attn_ctx *ctx, const attn_transformer_config *cf
                            "", final_norm ? "norm" : NULL, NULL, sizeof(attn__stack), out);
 }
 
-/* Shared by the layer and stack entry points: copy src to a working buffer, run, store. */
-static attn_status enc_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
-                             const attn_tensor *src, const attn_transformer_masks *masks,
-                             const attn_run *run, attn_tensor *out) {
-    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_SRC);
-    const attn_transformer_config *c =
-        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
-    int64_t B = 0, L = 0, E = c->d_model;
-    attn__mark mk = attn__ws_mark(ctx);
-    const float *in;
-    float *x;
-    attn_status st;
-    attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &in));
-    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
-    {
-        int64_t shape[3] = {B, L, E};
-        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
-    }
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel);
-        attn__arg oa[] = {{out, "out", 0}},
-                  ia[2 + ATTN__TFM_N] = {{src, "src", 0}, {&P, "the module's parameters", 0}};
-        attn__tf_mask_args(k, ia + 2);
-        ATTN_TRYG(attn__check_outputs(
-            ctx, is_stack ? "attn_encoder_forward" : "attn_encoder_layer_forward", oa, 1, ia,
-            ATTN__NARGS(ia)));
-    }
-    ATTN_TRYG(attn__ws_f32(ctx, &x, B, L, E, 1));
-    memcpy(x, in, (size_t)(B * L * E) * sizeof(float));
-    if (is_stack)
-        ATTN_TRYG(attn__enc_run(ctx, m->impl, x, B, L, k.src_mask, k.src_key_padding_mask,
-                                k.src_is_causal, &rng));
-    else
-        ATTN_TRYG(attn__enc_layer_fwd(ctx, m->impl, x, x, B, L, k.src_mask,
-                                      k.src_key_padding_mask, k.src_is_causal, &rng, NULL));
-    attn__store(x, out);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
+/* ---- public entry points (one implementation in stack.c: attn__seq_*) ---------------- */
 attn_status attn_encoder_layer_forward(attn_ctx *ctx, const attn_module *m,
                                        const attn_tensor *src, const attn_transformer_masks *masks,
                                        const attn_run *run, attn_tensor *out) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_forward"));
-    return enc_entry(ctx, m, 0, src, masks, run, out);
+    return attn__seq_forward(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_forward", src, NULL,
+                             masks, run, out);
 }
 
 attn_status attn_encoder_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
                                  const attn_transformer_masks *masks, const attn_run *run,
                                  attn_tensor *out) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_forward"));
-    return enc_entry(ctx, m, 1, src, masks, run, out);
-}
-
-/* The recomputing stack backwards: a checkpointed record in the workspace, then its
- * backward. */
-static attn_status enc_stack_bwd(attn_ctx *ctx, const attn__stack *s, const attn__gmap *g,
-                                 const float *x0, int64_t B, int64_t L, const attn_mask *mask,
-                                 const attn_mask *kpm, int is_causal, attn__rng *rng,
-                                 const float *dout, float *dx) {
-    attn__mark mk = attn__ws_mark(ctx);
-    attn__stack_saved rec;
-    attn_status st;
-    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 0, 1, NULL, x0, NULL, B, L, 0, mask, kpm, NULL, NULL,
-                                  is_causal, rng, &rec, NULL));
-    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, g, &rec, dout, dx, NULL));
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
-/* Encoder layer or stack. */
-static attn_status enc_bwd_entry(attn_ctx *ctx, const attn_module *m, int is_stack,
-                                 const attn_tensor *src, const attn_transformer_masks *masks,
-                                 const attn_run *run, const attn_tensor *dout,
-                                 attn_tensor *dsrc) {
-    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_SRC);
-    const attn_transformer_config *c =
-        is_stack ? &((const attn__stack *)m->impl)->cfg : &((const attn__enc_layer *)m->impl)->cfg;
-    attn__gmap g;
-    ATTN_TRY(attn__module_gmap(ctx, m, &g));
-    int64_t B = 0, L = 0, E = c->d_model;
-    attn__mark mk = attn__ws_mark(ctx);
-    const float *x, *dy;
-    float *d;
-    attn_status st;
-    attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &x));
-    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &L, &dy));
-    ATTN_TRYG(attn__seq_grad_out(ctx, dsrc, "dsrc", B, L, E));
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
-        attn__arg oa[] = {{dsrc, "dsrc", 0}},
-                  ia[4 + ATTN__TFM_N] = {{src, "src", 0},
-                                         {dout, "dout", 0},
-                                         {&P, "the module's parameters", 0},
-                                         {&G, "the module's gradients", 0}};
-        attn__tf_mask_args(k, ia + 4);
-        ATTN_TRYG(attn__check_outputs(
-            ctx, is_stack ? "attn_encoder_backward" : "attn_encoder_layer_backward", oa, 1, ia,
-            ATTN__NARGS(ia)));
-    }
-    ATTN_TRYG(attn__seq_grad_buf(ctx, dsrc, B, L, E, &d));
-    if (is_stack)
-        ATTN_TRYG(enc_stack_bwd(ctx, m->impl, &g, x, B, L, k.src_mask, k.src_key_padding_mask,
-                                k.src_is_causal, &rng, dy, d));
-    else
-        ATTN_TRYG(attn__enc_layer_bwd(ctx, m->impl, &g, x, B, L, k.src_mask,
-                                      k.src_key_padding_mask, k.src_is_causal, &rng, dy, d));
-    if (dsrc && dsrc->data) attn__store(d, dsrc);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
+    return attn__seq_forward(ctx, m, ATTN__ENCODER, "attn_encoder_forward", src, NULL, masks, run,
+                             out);
 }
 
 attn_status attn_encoder_layer_backward(attn_ctx *ctx, const attn_module *m,
                                         const attn_tensor *src,
                                         const attn_transformer_masks *masks, const attn_run *run,
                                         const attn_tensor *dout, attn_tensor *dsrc) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_backward"));
-    return enc_bwd_entry(ctx, m, 0, src, masks, run, dout, dsrc);
+    return attn__seq_backward(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_backward", src, NULL,
+                              masks, run, dout, dsrc, NULL);
 }
 
 attn_status attn_encoder_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
                                   const attn_transformer_masks *masks, const attn_run *run,
                                   const attn_tensor *dout, attn_tensor *dsrc) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_backward"));
-    return enc_bwd_entry(ctx, m, 1, src, masks, run, dout, dsrc);
-}
-
-static attn_status enc_train_entry(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
-                                   const attn_transformer_masks *masks, const attn_run *run,
-                                   attn_tensor *out, attn_saved *saved) {
-    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
-    attn_transformer_masks k = attn__tf_masks(masks, ATTN__TFM_SRC), kc;
-    attn__saved_begin(saved);
-    attn__stack one;
-    const attn__stack *s = attn__as_stack(m, &one);
-    int64_t B = 0, L = 0, E = s->cfg.d_model;
-    attn__mark mk = attn__ws_mark(ctx);
-    attn__tape *t = &saved->tape;
-    const float *in;
-    attn__seq_rec *rec;
-    attn_mask c[ATTN__TFM_N];
-    attn_status st;
-    attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &L, &in));
-    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
-    {
-        int64_t shape[3] = {B, L, E};
-        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
-    }
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel);
-        attn__arg oa[] = {{out, "out", 0}},
-                  ia[2 + ATTN__TFM_N] = {{src, "src", 0}, {&P, "the module's parameters", 0}};
-        attn__tf_mask_args(k, ia + 2);
-        ATTN_TRYG(attn__check_outputs(ctx,
-                                      m->kind == ATTN__ENCODER ? "attn_encoder_forward_train"
-                                                               : "attn_encoder_layer_forward_train",
-                                      oa, 1, ia, ATTN__NARGS(ia)));
-    }
-    float *direct = attn_tensor_is_contiguous(out) ? out->data : NULL; /* written directly */
-    ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
-    ATTN_TRYG(attn__tf_masks_saved(ctx, t, &k, c, &kc));
-    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, 0, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
-                                  NULL, B, L, 0, kc.src_mask, kc.src_key_padding_mask, NULL, NULL,
-                                  kc.src_is_causal, &rng, &rec->st, direct));
-    attn__store(rec->st.out, out);
-    attn__saved_end(saved, m, rec);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
-static attn_status enc_bwd_saved_entry(attn_ctx *ctx, const attn_module *m, const char *fn,
-                                       const attn_saved *saved, const attn_tensor *dout,
-                                       attn_tensor *dsrc) {
-    attn__gmap g;
-    ATTN_TRY(attn__module_gmap(ctx, m, &g));
-    attn__seq_rec *rec;
-    ATTN_TRY(attn__saved_get(ctx, saved, m, fn, (void **)&rec));
-    attn__stack one;
-    const attn__stack *s = attn__as_stack(m, &one);
-    int64_t B = rec->st.B, L = rec->st.T, E = s->cfg.d_model;
-    attn__mark mk = attn__ws_mark(ctx);
-    const float *dy;
-    float *d;
-    attn_status st;
-    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &L, &dy));
-    ATTN_TRYG(attn__seq_grad_out(ctx, dsrc, "dsrc", B, L, E));
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
-        attn__arg oa[] = {{dsrc, "dsrc", 0}},
-                  ia[] = {{dout, "dout", 0}, {&P, "the module's parameters", 0},
-                          {&G, "the module's gradients", 0}};
-        ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 1, ia, 3));
-    }
-    ATTN_TRYG(attn__seq_grad_buf(ctx, dsrc, B, L, E, &d));
-    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, NULL));
-    if (dsrc && dsrc->data) attn__store(d, dsrc);
-done:
-    attn__ws_release(ctx, mk);
-    return st;
+    return attn__seq_backward(ctx, m, ATTN__ENCODER, "attn_encoder_backward", src, NULL, masks,
+                              run, dout, dsrc, NULL);
 }
 
 attn_status attn_encoder_layer_forward_train(attn_ctx *ctx, const attn_module *m,
@@ -377,28 +199,28 @@ attn_status attn_encoder_layer_forward_train(attn_ctx *ctx, const attn_module *m
                                              const attn_transformer_masks *masks,
                                              const attn_run *run, attn_tensor *out,
                                              attn_saved *saved) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_forward_train"));
-    return enc_train_entry(ctx, m, src, masks, run, out, saved);
+    return attn__seq_forward_train(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_forward_train",
+                                   src, NULL, masks, run, out, saved);
 }
 
 attn_status attn_encoder_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
                                               const attn_saved *saved, const attn_tensor *dout,
                                               attn_tensor *dsrc) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_backward_saved"));
-    return enc_bwd_saved_entry(ctx, m, "attn_encoder_layer_backward_saved", saved, dout, dsrc);
+    return attn__seq_backward_saved(ctx, m, ATTN__ENC_LAYER, "attn_encoder_layer_backward_saved",
+                                    saved, dout, dsrc, NULL);
 }
 
 attn_status attn_encoder_forward_train(attn_ctx *ctx, const attn_module *m,
                                        const attn_tensor *src, const attn_transformer_masks *masks,
                                        const attn_run *run, attn_tensor *out,
                                        attn_saved *saved) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_forward_train"));
-    return enc_train_entry(ctx, m, src, masks, run, out, saved);
+    return attn__seq_forward_train(ctx, m, ATTN__ENCODER, "attn_encoder_forward_train", src, NULL,
+                                   masks, run, out, saved);
 }
 
 attn_status attn_encoder_backward_saved(attn_ctx *ctx, const attn_module *m,
                                         const attn_saved *saved, const attn_tensor *dout,
                                         attn_tensor *dsrc) {
-    ATTN_TRY(attn__module_expect(ctx, m, ATTN__ENCODER, "attn_encoder_backward_saved"));
-    return enc_bwd_saved_entry(ctx, m, "attn_encoder_backward_saved", saved, dout, dsrc);
+    return attn__seq_backward_saved(ctx, m, ATTN__ENCODER, "attn_encoder_backward_saved", saved,
+                                    dout, dsrc, NULL);
 }

@@ -229,3 +229,213 @@ const attn__stack *attn__as_stack(const attn_module *m, attn__stack *one) {
     }
     return one;
 }
+
+/* ---- the entry points of the encoder and decoder layers and stacks ----------------------
+ * One implementation for the sixteen public functions of encoder.c and decoder.c: a layer runs
+ * as a stack of one (attn__as_stack); the decoder adds the memory, its gradient and its masks.
+ * Names in messages are the public ones (src / tgt, dsrc / dtgt, memory, dmemory). */
+static int seq_is_dec(attn__kind kind) { return kind == ATTN__DEC_LAYER || kind == ATTN__DECODER; }
+
+/* The stack's masks of k in the order of attn__stack_fwd_rec (m1, m2, mm, mk, is_causal). */
+typedef struct seq_masks {
+    const attn_mask *m1, *m2, *mm, *mk;
+    int causal;
+} seq_masks;
+
+static seq_masks seq_masks_of(const attn_transformer_masks *k, int dec) {
+    seq_masks r = {dec ? k->tgt_mask : k->src_mask,
+                   dec ? k->tgt_key_padding_mask : k->src_key_padding_mask,
+                   dec ? k->memory_mask : NULL, dec ? k->memory_key_padding_mask : NULL,
+                   dec ? k->tgt_is_causal : k->src_is_causal};
+    return r;
+}
+
+/* x (NULL: none), mem (dec), dout (NULL: a forward, whose output is o0) and the masks (NULL:
+ * none) against the outputs o0 (out, or dsrc / dtgt) and o1 (dmemory). */
+static attn_status seq_check(attn_ctx *ctx, const char *fn, const attn_module *m, int dec,
+                             const attn_tensor *x, const attn_tensor *mem,
+                             const attn_tensor *dout, const attn_transformer_masks *k,
+                             const attn_tensor *o0, const attn_tensor *o1) {
+    attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
+    attn__arg oa[2], ia[5 + ATTN__TFM_N];
+    int no = 0, ni = 0;
+    oa[no++] = (attn__arg){o0, dout ? (dec ? "dtgt" : "dsrc") : "out", 0};
+    if (dout && dec) oa[no++] = (attn__arg){o1, "dmemory", 0};
+    if (x) ia[ni++] = (attn__arg){x, dec ? "tgt" : "src", 0};
+    if (x && dec) ia[ni++] = (attn__arg){mem, "memory", 0};
+    if (dout) ia[ni++] = (attn__arg){dout, "dout", 0};
+    ia[ni++] = (attn__arg){&P, "the module's parameters", 0};
+    if (dout) ia[ni++] = (attn__arg){&G, "the module's gradients", 0};
+    if (k) {
+        attn__tf_mask_args(*k, ia + ni);
+        ni += ATTN__TFM_N;
+    }
+    return attn__check_outputs(ctx, fn, oa, no, ia, ni);
+}
+
+/* The inputs x [B, T, E] and (dec) mem [B, S, E], and an output [B, T, E]. */
+static attn_status seq_inputs(attn_ctx *ctx, int dec, int64_t E, const attn_tensor *x,
+                              const attn_tensor *mem, const attn_tensor *out, int64_t *B,
+                              int64_t *T, int64_t *S, const float **xp, const float **mp) {
+    ATTN_TRY(attn__seq_in(ctx, x, dec ? "tgt" : "src", E, B, T, xp));
+    if (dec) ATTN_TRY(attn__seq_in(ctx, mem, "memory", E, B, S, mp));
+    if (!out) return ATTN_OK;
+    ATTN_TRY(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
+    int64_t shape[3] = {*B, *T, E};
+    return attn__check_shape(ctx, out, "output", 3, shape);
+}
+
+/* The gradient outputs dx [B, T, E] and (dec) dmem [B, S, E] as buffers: their own memory
+ * where contiguous (attn__seq_grad_buf); dmem zeroed (it accumulates). */
+static attn_status seq_grad_bufs(attn_ctx *ctx, int dec, const attn_tensor *dx,
+                                 const attn_tensor *dmem, int64_t B, int64_t T, int64_t S,
+                                 int64_t E, float **d, float **dm) {
+    *dm = NULL;
+    ATTN_TRY(attn__seq_grad_buf(ctx, dx, B, T, E, d));
+    if (!dec) return ATTN_OK;
+    ATTN_TRY(attn__seq_grad_buf(ctx, dmem, B, S, E, dm));
+    memset(*dm, 0, (size_t)(B * S * E) * sizeof(float));
+    return ATTN_OK;
+}
+
+static void seq_grad_store(int dec, float *d, float *dm, attn_tensor *dx, attn_tensor *dmem) {
+    if (dx && dx->data) attn__store(d, dx);
+    if (dec && dmem && dmem->data) attn__store(dm, dmem);
+}
+
+attn_status attn__seq_forward(attn_ctx *ctx, const attn_module *m, attn__kind kind,
+                              const char *fn, const attn_tensor *x, const attn_tensor *mem,
+                              const attn_transformer_masks *masks, const attn_run *run,
+                              attn_tensor *out) {
+    ATTN_TRY(attn__module_expect(ctx, m, kind, fn));
+    const int dec = seq_is_dec(kind);
+    attn_transformer_masks k = attn__tf_masks(masks, dec ? ATTN__TFM_DEC : ATTN__TFM_SRC);
+    attn__stack one;
+    const attn__stack *s = attn__as_stack(m, &one);
+    int64_t B = 0, T = 0, S = 0, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *in, *mp = NULL;
+    float *y;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(seq_inputs(ctx, dec, E, x, mem, out, &B, &T, &S, &in, &mp));
+    ATTN_TRYG(seq_check(ctx, fn, m, dec, x, mem, NULL, &k, out, NULL));
+    ATTN_TRYG(attn__ws_f32(ctx, &y, B, T, E, 1));
+    memcpy(y, in, (size_t)(B * T * E) * sizeof(float));
+    const seq_masks q = seq_masks_of(&k, dec);
+    if (dec)
+        ATTN_TRYG(attn__dec_run(ctx, s, y, mp, B, T, S, q.m1, q.mm, q.m2, q.mk, q.causal, &rng,
+                                NULL));
+    else
+        ATTN_TRYG(attn__enc_run(ctx, s, y, B, T, q.m1, q.m2, q.causal, &rng));
+    attn__store(y, out);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn__seq_backward(attn_ctx *ctx, const attn_module *m, attn__kind kind,
+                               const char *fn, const attn_tensor *x, const attn_tensor *mem,
+                               const attn_transformer_masks *masks, const attn_run *run,
+                               const attn_tensor *dout, attn_tensor *dx, attn_tensor *dmem) {
+    ATTN_TRY(attn__module_expect(ctx, m, kind, fn));
+    const int dec = seq_is_dec(kind);
+    attn_transformer_masks k = attn__tf_masks(masks, dec ? ATTN__TFM_DEC : ATTN__TFM_SRC);
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    attn__stack one;
+    const attn__stack *s = attn__as_stack(m, &one);
+    int64_t B = 0, T = 0, S = 0, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *in, *mp = NULL, *dy;
+    float *d, *dm;
+    attn__stack_saved rec;
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(seq_inputs(ctx, dec, E, x, mem, NULL, &B, &T, &S, &in, &mp));
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
+    ATTN_TRYG(attn__seq_grad_out(ctx, dx, dec ? "dtgt" : "dsrc", B, T, E));
+    if (dec) ATTN_TRYG(attn__seq_grad_out(ctx, dmem, "dmemory", B, S, E));
+    ATTN_TRYG(seq_check(ctx, fn, m, dec, x, mem, dout, &k, dx, dmem));
+    ATTN_TRYG(seq_grad_bufs(ctx, dec, dx, dmem, B, T, S, E, &d, &dm));
+    /* a checkpointed record in the workspace (each layer's forward runs again just before
+     * its backward), then its backward */
+    const seq_masks q = seq_masks_of(&k, dec);
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, dec, 1, NULL, in, mp, B, T, S, q.m1, q.m2, q.mm, q.mk,
+                                  q.causal, &rng, &rec, NULL));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec, dy, d, dm));
+    seq_grad_store(dec, d, dm, dx, dmem);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn__seq_forward_train(attn_ctx *ctx, const attn_module *m, attn__kind kind,
+                                    const char *fn, const attn_tensor *x, const attn_tensor *mem,
+                                    const attn_transformer_masks *masks, const attn_run *run,
+                                    attn_tensor *out, attn_saved *saved) {
+    ATTN_TRY(attn__module_expect(ctx, m, kind, fn));
+    ATTN_FAIL_IF(!saved, ctx, ATTN_E_INVALID, "saved is NULL");
+    const int dec = seq_is_dec(kind);
+    attn_transformer_masks k = attn__tf_masks(masks, dec ? ATTN__TFM_DEC : ATTN__TFM_SRC), kc;
+    attn__saved_begin(saved);
+    attn__stack one;
+    const attn__stack *s = attn__as_stack(m, &one);
+    int64_t B = 0, T = 0, S = 0, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn__tape *t = &saved->tape;
+    const float *in, *mp = NULL;
+    float *memc = NULL;
+    attn__seq_rec *rec;
+    attn_mask c[ATTN__TFM_N];
+    attn_status st;
+    attn__rng rng = attn__rng_from(run);
+    ATTN_TRYG(seq_inputs(ctx, dec, E, x, mem, out, &B, &T, &S, &in, &mp));
+    ATTN_TRYG(seq_check(ctx, fn, m, dec, x, mem, NULL, &k, out, NULL));
+    /* a contiguous out receives the last layer's output directly */
+    float *direct = attn_tensor_is_contiguous(out) ? out->data : NULL;
+    ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
+    if (dec) { /* the backward reads the memory: a copy, so that the caller may change it */
+        ATTN_TRYG(attn__rec_f32(ctx, t, &memc, B, S, E, 1));
+        attn__copy_f(memc, mp, B * S * E);
+    }
+    ATTN_TRYG(attn__tf_masks_saved(ctx, t, &k, c, &kc));
+    const seq_masks q = seq_masks_of(&kc, dec);
+    ATTN_TRYG(attn__stack_fwd_rec(ctx, s, dec, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, t, in,
+                                  memc, B, T, S, q.m1, q.m2, q.mm, q.mk, q.causal, &rng, &rec->st,
+                                  direct));
+    attn__store(rec->st.out, out);
+    attn__saved_end(saved, m, rec);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn__seq_backward_saved(attn_ctx *ctx, const attn_module *m, attn__kind kind,
+                                     const char *fn, const attn_saved *saved,
+                                     const attn_tensor *dout, attn_tensor *dx,
+                                     attn_tensor *dmem) {
+    ATTN_TRY(attn__module_expect(ctx, m, kind, fn));
+    const int dec = seq_is_dec(kind);
+    attn__gmap g;
+    ATTN_TRY(attn__module_gmap(ctx, m, &g));
+    attn__seq_rec *rec;
+    ATTN_TRY(attn__saved_get(ctx, saved, m, fn, (void **)&rec));
+    attn__stack one;
+    const attn__stack *s = attn__as_stack(m, &one);
+    int64_t B = rec->st.B, T = rec->st.T, S = rec->st.S, E = s->cfg.d_model;
+    attn__mark mk = attn__ws_mark(ctx);
+    const float *dy;
+    float *d, *dm;
+    attn_status st;
+    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
+    ATTN_TRYG(attn__seq_grad_out(ctx, dx, dec ? "dtgt" : "dsrc", B, T, E));
+    if (dec) ATTN_TRYG(attn__seq_grad_out(ctx, dmem, "dmemory", B, S, E));
+    ATTN_TRYG(seq_check(ctx, fn, m, dec, NULL, NULL, dout, NULL, dx, dmem));
+    ATTN_TRYG(seq_grad_bufs(ctx, dec, dx, dmem, B, T, S, E, &d, &dm));
+    ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, dm));
+    seq_grad_store(dec, d, dm, dx, dmem);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}

@@ -216,6 +216,33 @@ ATTN__HIDDEN attn_status attn__stack_new(attn_ctx *ctx, attn__kind kind,
 /* A layer module as a stack of one layer without final norm (one: its storage), so that
  * layers and stacks share the records; a stack module is returned as it is. */
 ATTN__HIDDEN const attn__stack *attn__as_stack(const attn_module *m, attn__stack *one);
+
+/* The entry points of the encoder and decoder layers and stacks (stack.c), one implementation
+ * for the public functions of encoder.c and decoder.c: kind is the module kind the public
+ * function expects (the decoder kinds add the memory mem and its gradient dmem; encoder kinds
+ * pass NULL), fn its name for messages. */
+ATTN__HIDDEN attn_status attn__seq_forward(attn_ctx *ctx, const attn_module *m, attn__kind kind,
+                                           const char *fn, const attn_tensor *x,
+                                           const attn_tensor *mem,
+                                           const attn_transformer_masks *masks,
+                                           const attn_run *run, attn_tensor *out);
+ATTN__HIDDEN attn_status attn__seq_backward(attn_ctx *ctx, const attn_module *m, attn__kind kind,
+                                            const char *fn, const attn_tensor *x,
+                                            const attn_tensor *mem,
+                                            const attn_transformer_masks *masks,
+                                            const attn_run *run, const attn_tensor *dout,
+                                            attn_tensor *dx, attn_tensor *dmem);
+ATTN__HIDDEN attn_status attn__seq_forward_train(attn_ctx *ctx, const attn_module *m,
+                                                 attn__kind kind, const char *fn,
+                                                 const attn_tensor *x, const attn_tensor *mem,
+                                                 const attn_transformer_masks *masks,
+                                                 const attn_run *run, attn_tensor *out,
+                                                 attn_saved *saved);
+ATTN__HIDDEN attn_status attn__seq_backward_saved(attn_ctx *ctx, const attn_module *m,
+                                                  attn__kind kind, const char *fn,
+                                                  const attn_saved *saved,
+                                                  const attn_tensor *dout, attn_tensor *dx,
+                                                  attn_tensor *dmem);
 /* Record of an encoder or decoder layer or stack (in the tape). */
 typedef struct attn__seq_rec {
     attn__stack_saved st; /* its masks and memory are copies in the tape */
