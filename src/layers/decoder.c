@@ -1,7 +1,8 @@
 /* torch.nn.TransformerDecoderLayer and TransformerDecoder: the layer's forward, its backward
  * from a record or recomputing, and the public entry points of the layer and of the decoder
- * stack (forward, backward, training forward, saved backward), which share them: a layer is run
- * as a stack of one (the stack itself is stack.c). */
+ * stack (forward, backward, training forward, saved backward): each one call to the entry
+ * implementation the encoder shares (attn__seq_* in stack.c, where a layer runs as a stack of
+ * one). */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /* Encoder and decoder stacks (attn__stack: the layers of nn.TransformerEncoder / Decoder, the
- * halves of nn.Transformer, GPT's blocks): registration, the inference forward, and the
- * recording forward and its backward that every training path of the family runs. */
+ * halves of nn.Transformer, GPT's blocks): registration, the inference forward, the recording
+ * forward and its backward that every training path of the family runs, and the entry points
+ * of the encoder and decoder layers and stacks (attn__seq_*). */
 #include <stdio.h>
 #include <string.h>
 

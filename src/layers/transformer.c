@@ -64,6 +64,26 @@ attn_status attn_transformer_create(attn_ctx *ctx, const attn_transformer_config
     return ATTN_OK;
 }
 
+/* The forwards' inputs src [B, S, E] and tgt [B, T, E], the output [B, T, E] and their
+ * overlaps (fn names the caller). */
+static attn_status tf_inputs(attn_ctx *ctx, const attn_module *m, const char *fn,
+                             const attn_tensor *src, const attn_tensor *tgt,
+                             const attn_transformer_masks *k, const attn_tensor *out, int64_t E,
+                             int64_t *B, int64_t *S, int64_t *T, const float **sp,
+                             const float **tp) {
+    ATTN_TRY(attn__seq_in(ctx, src, "src", E, B, S, sp));
+    ATTN_TRY(attn__seq_in(ctx, tgt, "tgt", E, B, T, tp));
+    ATTN_TRY(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
+    int64_t shape[3] = {*B, *T, E};
+    ATTN_TRY(attn__check_shape(ctx, out, "output", 3, shape));
+    attn_tensor P = attn_view1(m->arena, m->numel);
+    attn__arg oa[] = {{out, "out", 0}},
+              ia[3 + ATTN__TFM_N] = {{src, "src", 0}, {tgt, "tgt", 0},
+                                     {&P, "the module's parameters", 0}};
+    attn__tf_mask_args(*k, ia + 3);
+    return attn__check_outputs(ctx, fn, oa, 1, ia, ATTN__NARGS(ia));
+}
+
 attn_status attn_transformer_forward(attn_ctx *ctx, const attn_module *m, const attn_tensor *src,
                                      const attn_tensor *tgt, const attn_transformer_masks *masks,
                                      const attn_run *run, attn_tensor *out) {
@@ -76,23 +96,7 @@ attn_status attn_transformer_forward(attn_ctx *ctx, const attn_module *m, const 
     float *mem, *x;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &S, &sp));
-    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &tp));
-    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
-    {
-        int64_t shape[3] = {B, T, E};
-        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
-    }
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel);
-        attn__arg oa[] = {{out, "out", 0}},
-                  ia[3 + ATTN__TFM_N] = {{src, "src", 0},
-                                         {tgt, "tgt", 0},
-                                         {&P, "the module's parameters", 0}};
-        attn__tf_mask_args(k, ia + 3);
-        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_forward", oa, 1, ia,
-                                      ATTN__NARGS(ia)));
-    }
+    ATTN_TRYG(tf_inputs(ctx, m, "attn_transformer_forward", src, tgt, &k, out, E, &B, &S, &T, &sp, &tp));
     ATTN_TRYG(attn__ws_f32(ctx, &mem, B, S, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
     memcpy(mem, sp, (size_t)(B * S * E) * sizeof(float));
@@ -204,23 +208,7 @@ attn_status attn_transformer_forward_train(attn_ctx *ctx, const attn_module *m,
     attn_mask c[ATTN__TFM_N];
     attn_status st;
     attn__rng rng = attn__rng_from(run);
-    ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &S, &sp));
-    ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &tp));
-    ATTN_TRYG(attn__check(ctx, out, "output", ATTN_F32, 3, 3));
-    {
-        int64_t shape[3] = {B, T, E};
-        ATTN_TRYG(attn__check_shape(ctx, out, "output", 3, shape));
-    }
-    {
-        attn_tensor P = attn_view1(m->arena, m->numel);
-        attn__arg oa[] = {{out, "out", 0}},
-                  ia[3 + ATTN__TFM_N] = {{src, "src", 0},
-                                         {tgt, "tgt", 0},
-                                         {&P, "the module's parameters", 0}};
-        attn__tf_mask_args(k, ia + 3);
-        ATTN_TRYG(attn__check_outputs(ctx, "attn_transformer_forward_train", oa, 1, ia,
-                                      ATTN__NARGS(ia)));
-    }
+    ATTN_TRYG(tf_inputs(ctx, m, "attn_transformer_forward_train", src, tgt, &k, out, E, &B, &S, &T, &sp, &tp));
     ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
     ATTN_TRYG(attn__tf_masks_saved(ctx, t, &k, c, &kc));
     ATTN_TRYG(tf_fwd_rec(ctx, s, t, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, sp, tp, B, S, T,
