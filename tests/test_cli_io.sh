@@ -7,29 +7,8 @@
 set -u
 ATTN=$1 CASE=$2 TMP=$3 DATES=${4:-} CHARLM=${5:-}
 BERT=fixtures/bert_tiny
-mkdir -p "$TMP"
-T=$(mktemp -d "$TMP/$CASE.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-
-fail() {
-    echo "FAIL ($CASE): $*"
-    [ -f "$T/err" ] && { echo "--- stderr:"; head -c 2000 "$T/err"; }
-    exit 1
-}
-
-# run RC_WANTED CMD...: runs CMD (stdout to $T/out, stderr to $T/err, 120 s at most) and
-# checks its exit status
-run() {
-    local want=$1
-    shift
-    timeout 120 "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    [ "$rc" = 124 ] && fail "timed out: $*"
-    [ "$rc" = "$want" ] || fail "exit status $rc, expected $want: $*"
-}
-# err_has REGEX / out_has REGEX: the last run's stderr / stdout matches
-err_has() { grep -Eq -- "$1" "$T/err" || fail "stderr lacks /$1/"; }
-out_has() { grep -Eq -- "$1" "$T/out" || fail "stdout lacks /$1/"; }
+RUN_TIMEOUT=120
+. "$(dirname "$0")/cli_lib.sh" # $T, fail, run, err_has, out_has
 
 # full CMD...: with stdout on /dev/full, CMD must fail (1) and say so
 full() {

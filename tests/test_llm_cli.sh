@@ -6,28 +6,7 @@
 set -u
 ATTN=$1 CASE=$2 TMP=$3
 G=fixtures/llama_tiny.gguf
-mkdir -p "$TMP"
-T=$(mktemp -d "$TMP/$CASE.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-fail() {
-    echo "FAIL ($CASE): $*"
-    [ -f "$T/err" ] && { echo "--- stderr:"; head -c 3000 "$T/err"; }
-    [ -f "$T/out" ] && { echo "--- stdout:"; head -c 3000 "$T/out"; }
-    exit 1
-}
-run() { # run RC_WANTED CMD...: stdout to $T/out, stderr to $T/err
-    local want=$1
-    shift
-    timeout 300 "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    [ "$rc" = 124 ] && fail "timed out: $*"
-    [ "$rc" = "$want" ] || fail "exit status $rc, expected $want: $*"
-}
-mktext() { # a text of 16 kB whose patterns a tiny model learns in a few steps
-    for i in $(seq 1 400); do
-        echo "the quick brown fox $((i % 7)) jumps over the lazy dog"
-    done >"$1"
-}
+. "$(dirname "$0")/cli_lib.sh" # $T, fail, run, mktext
 case $CASE in
 tokenize)
     run 0 "$ATTN" tokenize --model $G --text "hi é"

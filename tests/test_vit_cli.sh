@@ -9,27 +9,7 @@ set -u
 ATTN=$1 GEN=$2 CASE=$3 TMP=$4 DATES=${5:-} CHARLM=${6:-}
 D=$TMP/data M=$TMP/model
 TINY="--patch 4 --dim 16 --heads 2 --ffn 32 --layers 2 --batch 64"
-mkdir -p "$TMP"
-T=$(mktemp -d "$TMP/$CASE.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-
-fail() {
-    echo "FAIL ($CASE): $*"
-    [ -f "$T/err" ] && { echo "--- stderr:"; head -c 3000 "$T/err"; }
-    [ -f "$T/out" ] && { echo "--- stdout:"; head -c 3000 "$T/out"; }
-    exit 1
-}
-# run RC_WANTED CMD...: stdout to $T/out, stderr to $T/err (300 s at most); checks the status
-run() {
-    local want=$1
-    shift
-    timeout 300 "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    [ "$rc" = 124 ] && fail "timed out: $*"
-    [ "$rc" = "$want" ] || fail "exit status $rc, expected $want: $*"
-}
-err_has() { grep -Eq -- "$1" "$T/err" || fail "stderr lacks /$1/"; }
-out_has() { grep -Eq -- "$1" "$T/out" || fail "stdout lacks /$1/"; }
+. "$(dirname "$0")/cli_lib.sh" # $T, fail, run, err_has, out_has
 # is_png FILE: the PNG signature and an IHDR chunk
 is_png() {
     [ -s "$1" ] || fail "$1 is missing or empty"

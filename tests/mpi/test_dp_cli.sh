@@ -15,30 +15,8 @@ set -u
 ATTN=$1 NP=$2 CASE=$3 TMP=$4
 shift 4
 MPI=("$@")
-mkdir -p "$TMP"
-T=$(mktemp -d "$TMP/$CASE.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-fail() {
-    echo "FAIL ($CASE, $NP ranks): $*"
-    [ -f "$T/err" ] && { echo "--- stderr:"; head -c 3000 "$T/err"; }
-    [ -f "$T/out" ] && { echo "--- stdout:"; head -c 3000 "$T/out"; }
-    exit 1
-}
-run() { # run RC_WANTED CMD...: stdout to $T/out, stderr to $T/err
-    local want=$1
-    shift
-    timeout 300 "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    RC=$rc
-    [ "$rc" = 124 ] && fail "timed out: $*"
-    [ "$want" = any ] || [ "$rc" = "$want" ] || fail "exit status $rc, expected $want: $*"
-    return 0
-}
-mktext() {
-    for i in $(seq 1 400); do
-        echo "the quick brown fox $((i % 7)) jumps over the lazy dog"
-    done >"$1"
-}
+FAIL_TAG="$CASE, $NP ranks"
+. "$(dirname "$0")/../cli_lib.sh" # $T, fail, run (and RC), mktext
 hf() { # hf DIR FIXTURE: a tiny HF llama with the byte-level tokenizer
     mkdir "$1" && cp "fixtures/$2"/* "$1/" && cp fixtures/byte_level_tokenizer.json "$1/tokenizer.json"
 }
