@@ -92,14 +92,9 @@ attn_status attn_rms_norm(attn_ctx *ctx, const attn_tensor *x, const attn_tensor
     ATTN_TRY(attn__check(ctx, x, "rms_norm input", ATTN_F32, 1, 4));
     ATTN_TRY(attn__check(ctx, y, "rms_norm output", ATTN_F32, 1, 4));
     ATTN_TRY(attn__same_shape(ctx, x, "input", y, "output"));
-    ATTN_FAIL_IF(!(eps > 0.0f) || !isfinite(eps), ctx, ATTN_E_INVALID,
-                 "rms_norm eps must be positive and finite, got %g", (double)eps);
+    ATTN_TRY(check_eps(ctx, "rms_norm", eps));
     int64_t E = x->shape[x->ndim - 1];
-    if (weight && weight->data) {
-        ATTN_TRY(attn__check(ctx, weight, "rms_norm weight", ATTN_F32, 1, 1));
-        ATTN_TRY(attn__check_shape(ctx, weight, "rms_norm weight", 1, &E));
-        ATTN_TRY(attn__check_finite(ctx, weight, "rms_norm weight", 0));
-    }
+    ATTN_TRY(check_norm_param(ctx, weight, "rms_norm weight", E));
     {
         attn__arg o[] = {{y, "y", 0}}, in[] = {{x, "x", 1u}, {weight, "weight", 0}};
         ATTN_TRY(attn__check_outputs(ctx, "attn_rms_norm", o, 1, in, 2));
@@ -125,25 +120,13 @@ attn_status attn_rms_norm_backward(attn_ctx *ctx, const attn_tensor *x, const at
                                    attn_tensor *dweight) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_TRY(attn__check(ctx, x, "rms_norm_backward x", ATTN_F32, 1, 4));
-    ATTN_TRY(attn__check(ctx, dy, "rms_norm_backward dy", ATTN_F32, 1, 4));
-    ATTN_TRY(attn__same_shape(ctx, x, "x", dy, "dy"));
-    ATTN_FAIL_IF(!(eps > 0.0f) || !isfinite(eps), ctx, ATTN_E_INVALID,
-                 "rms_norm eps must be positive and finite, got %g", (double)eps);
+    ATTN_TRY(check_like(ctx, dy, "rms_norm_backward dy", x, "rms_norm_backward x"));
+    ATTN_TRY(check_eps(ctx, "rms_norm", eps));
     const int64_t E = x->shape[x->ndim - 1];
-    const int hw = weight && weight->data, hdx = dx && dx->data, hdw = dweight && dweight->data;
-    if (hw) {
-        ATTN_TRY(attn__check(ctx, weight, "rms_norm_backward weight", ATTN_F32, 1, 1));
-        ATTN_TRY(attn__check_shape(ctx, weight, "rms_norm_backward weight", 1, &E));
-        ATTN_TRY(attn__check_finite(ctx, weight, "rms_norm_backward weight", 0));
-    }
-    if (hdx) {
-        ATTN_TRY(attn__check(ctx, dx, "rms_norm_backward dx", ATTN_F32, 1, 4));
-        ATTN_TRY(attn__same_shape(ctx, x, "x", dx, "dx"));
-    }
-    if (hdw) {
-        ATTN_TRY(attn__check(ctx, dweight, "rms_norm_backward dweight", ATTN_F32, 1, 1));
-        ATTN_TRY(attn__check_shape(ctx, dweight, "rms_norm_backward dweight", 1, &E));
-    }
+    const int hw = wanted(weight), hdx = wanted(dx), hdw = wanted(dweight);
+    ATTN_TRY(check_norm_param(ctx, weight, "rms_norm_backward weight", E));
+    if (hdx) ATTN_TRY(check_like(ctx, dx, "rms_norm_backward dx", x, "rms_norm_backward x"));
+    if (hdw) ATTN_TRY(check_out(ctx, dweight, "rms_norm_backward dweight", 1, &E));
     {
         attn__arg o[] = {{dx, "dx", 0}, {dweight, "dweight", 0}},
                   in[] = {{x, "x", 1u}, {weight, "weight", 0}, {dy, "dy", 1u}};

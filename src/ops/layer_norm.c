@@ -12,17 +12,10 @@ attn_status attn_layer_norm(attn_ctx *ctx, const attn_tensor *x, const attn_tens
     ATTN_TRY(attn__check(ctx, x, "layer_norm input", ATTN_F32, 1, 4));
     ATTN_TRY(attn__check(ctx, y, "layer_norm output", ATTN_F32, 1, 4));
     ATTN_TRY(attn__same_shape(ctx, x, "input", y, "output"));
-    ATTN_FAIL_IF(!(eps > 0.0f) || !isfinite(eps), ctx, ATTN_E_INVALID,
-                 "layer_norm eps must be positive and finite, got %g", (double)eps);
+    ATTN_TRY(check_eps(ctx, "layer_norm", eps));
     int64_t E = x->shape[x->ndim - 1];
-    const attn_tensor *pw[2] = {weight, bias};
-    const char *pn[2] = {"layer_norm weight", "layer_norm bias"};
-    for (int i = 0; i < 2; i++)
-        if (pw[i] && pw[i]->data) {
-            ATTN_TRY(attn__check(ctx, pw[i], pn[i], ATTN_F32, 1, 1));
-            ATTN_TRY(attn__check_shape(ctx, pw[i], pn[i], 1, &E));
-            ATTN_TRY(attn__check_finite(ctx, pw[i], pn[i], 0));
-        }
+    ATTN_TRY(check_norm_param(ctx, weight, "layer_norm weight", E));
+    ATTN_TRY(check_norm_param(ctx, bias, "layer_norm bias", E));
     {
         attn__arg o[] = {{y, "y", 0}},
                   in[] = {{x, "x", 1u}, {weight, "weight", 0}, {bias, "bias", 0}};
@@ -52,13 +45,9 @@ attn_status attn_layer_norm_backward(attn_ctx *ctx, const attn_tensor *x,
     if (!ctx) return ATTN_E_INVALID;
     ATTN_TRY(attn__check(ctx, x, "layer_norm_backward x", ATTN_F32, 1, 4));
     ATTN_TRY(check_like(ctx, dy, "layer_norm_backward dy", x, "layer_norm_backward x"));
-    ATTN_FAIL_IF(!(eps > 0.0f) || !isfinite(eps), ctx, ATTN_E_INVALID,
-                 "layer_norm eps must be positive and finite, got %g", (double)eps);
+    ATTN_TRY(check_eps(ctx, "layer_norm", eps));
     int64_t E = x->shape[x->ndim - 1];
-    if (wanted(weight)) {
-        ATTN_TRY(check_out(ctx, weight, "layer_norm_backward weight", 1, &E));
-        ATTN_TRY(attn__check_finite(ctx, weight, "layer_norm_backward weight", 0));
-    }
+    ATTN_TRY(check_norm_param(ctx, weight, "layer_norm_backward weight", E));
     if (wanted(dx))
         ATTN_TRY(check_like(ctx, dx, "layer_norm_backward dx", x, "layer_norm_backward x"));
     if (wanted(dweight)) ATTN_TRY(check_out(ctx, dweight, "layer_norm_backward dweight", 1, &E));

@@ -2,6 +2,7 @@
  * backward); defined in ops_util.c, the small ones here. */
 #ifndef ATTN_OPS_UTIL_H
 #define ATTN_OPS_UTIL_H
+#include <math.h>
 #include <string.h>
 
 #include "../kernels/kernels.h"
@@ -78,5 +79,21 @@ static inline attn_status check_like(attn_ctx *ctx, const attn_tensor *t, const 
                                      const attn_tensor *ref, const char *refname) {
     ATTN_TRY(attn__check(ctx, t, what, ATTN_F32, 1, 4));
     return attn__same_shape(ctx, ref, refname, t, what);
+}
+
+/* ---- the norms' argument checks (layer_norm, rms_norm; forwards and backwards) ---------- */
+/* eps positive and finite (norm: "layer_norm" or "rms_norm", for the message). */
+static inline attn_status check_eps(attn_ctx *ctx, const char *norm, float eps) {
+    ATTN_FAIL_IF(!(eps > 0.0f) || !isfinite(eps), ctx, ATTN_E_INVALID,
+                 "%s eps must be positive and finite, got %g", norm, (double)eps);
+    return ATTN_OK;
+}
+
+/* A norm's parameter (weight, bias) where given: F32 [E], finite. */
+static inline attn_status check_norm_param(attn_ctx *ctx, const attn_tensor *t, const char *what,
+                                           int64_t E) {
+    if (!wanted(t)) return ATTN_OK;
+    ATTN_TRY(check_out(ctx, t, what, 1, &E));
+    return attn__check_finite(ctx, t, what, 0);
 }
 #endif
