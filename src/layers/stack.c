@@ -286,6 +286,15 @@ static attn_status seq_inputs(attn_ctx *ctx, int dec, int64_t E, const attn_tens
     return attn__check_shape(ctx, out, "output", 3, shape);
 }
 
+/* dout [B, T, E] and the optional gradient outputs dx [B, T, E], (dec) dmem [B, S, E]. */
+static attn_status seq_grads(attn_ctx *ctx, int dec, const attn_tensor *dout,
+                             const attn_tensor *dx, const attn_tensor *dmem, int64_t B,
+                             int64_t *T, int64_t S, int64_t E, const float **dy) {
+    ATTN_TRY(attn__seq_in(ctx, dout, "dout", E, &B, T, dy));
+    ATTN_TRY(attn__seq_grad_out(ctx, dx, dec ? "dtgt" : "dsrc", B, *T, E));
+    return dec ? attn__seq_grad_out(ctx, dmem, "dmemory", B, S, E) : ATTN_OK;
+}
+
 /* The gradient outputs dx [B, T, E] and (dec) dmem [B, S, E] as buffers: their own memory
  * where contiguous (attn__seq_grad_buf); dmem zeroed (it accumulates). */
 static attn_status seq_grad_bufs(attn_ctx *ctx, int dec, const attn_tensor *dx,
@@ -354,9 +363,7 @@ attn_status attn__seq_backward(attn_ctx *ctx, const attn_module *m, attn__kind k
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(seq_inputs(ctx, dec, E, x, mem, NULL, &B, &T, &S, &in, &mp));
-    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
-    ATTN_TRYG(attn__seq_grad_out(ctx, dx, dec ? "dtgt" : "dsrc", B, T, E));
-    if (dec) ATTN_TRYG(attn__seq_grad_out(ctx, dmem, "dmemory", B, S, E));
+    ATTN_TRYG(seq_grads(ctx, dec, dout, dx, dmem, B, &T, S, E, &dy));
     ATTN_TRYG(seq_check(ctx, fn, m, dec, x, mem, dout, &k, dx, dmem));
     ATTN_TRYG(seq_grad_bufs(ctx, dec, dx, dmem, B, T, S, E, &d, &dm));
     /* a checkpointed record in the workspace (each layer's forward runs again just before
@@ -429,9 +436,7 @@ attn_status attn__seq_backward_saved(attn_ctx *ctx, const attn_module *m, attn__
     const float *dy;
     float *d, *dm;
     attn_status st;
-    ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
-    ATTN_TRYG(attn__seq_grad_out(ctx, dx, dec ? "dtgt" : "dsrc", B, T, E));
-    if (dec) ATTN_TRYG(attn__seq_grad_out(ctx, dmem, "dmemory", B, S, E));
+    ATTN_TRYG(seq_grads(ctx, dec, dout, dx, dmem, B, &T, S, E, &dy));
     ATTN_TRYG(seq_check(ctx, fn, m, dec, NULL, NULL, dout, NULL, dx, dmem));
     ATTN_TRYG(seq_grad_bufs(ctx, dec, dx, dmem, B, T, S, E, &d, &dm));
     ATTN_TRYG(attn__stack_bwd_rec(ctx, s, &g, &rec->st, dy, d, dm));
