@@ -114,9 +114,21 @@ void attn__flash_tr_c(const float *src, int64_t rs, int64_t cs, int64_t n, int64
     }
 }
 
-static const attn__flash_kernels ref_kernels = {ATTN__ISA_REF, ref_mm,      ref_smax,
-                                                ref_expsum,    ref_vexp,    ref_ds,
-                                                ref_softcap,   ref_alibi,   attn__flash_tr_c};
+void attn__flash_rowdot_c(const float *a, int64_t lda, const float *b, int64_t ldb,
+                          int64_t rows, int64_t d, float *out) {
+    for (int64_t r = 0; r < rows; r++) {
+        float acc = 0.0f;
+        for (int64_t e = 0; e < d; e++) {
+            const float p = a[r * lda + e] * b[r * ldb + e];
+            acc += p;
+        }
+        out[r] = acc;
+    }
+}
+
+static const attn__flash_kernels ref_kernels = {
+    ATTN__ISA_REF, ref_mm,    ref_smax,         ref_expsum,          ref_vexp, ref_ds,
+    ref_softcap,   ref_alibi, attn__flash_tr_c, attn__flash_rowdot_c};
 
 const attn__flash_kernels *attn__flash_kernels_ref(void) { return &ref_kernels; }
 
@@ -874,11 +886,18 @@ static void pack_q_task(void *arg, int64_t begin, int64_t end, int tid) {
             int64_t ldo = f->din ? g->dos[2] : f->Dvp;
             const float *dO = f->din ? g->dout + b * g->dos[0] + h * g->dos[1] + i0 * ldo
                                      : f->dOp + t * BM * f->Dvp;
-            for (int64_t r = 0; r < qn; r++) {
-                const float *o = a->o + b * a->os[0] + h * a->os[1] + (i0 + r) * a->os[2];
-                float acc = 0.0f;
-                for (int64_t e = 0; e < a->Dv; e++) acc += dO[r * ldo + e] * o[e * a->os[3]];
-                dl[r] = acc;
+            const float *o = a->o + b * a->os[0] + h * a->os[1] + i0 * a->os[2];
+            if (a->os[3] == 1) {
+                f->kr->rowdot(dO, ldo, o, a->os[2], qn, a->Dv, dl);
+            } else {
+                for (int64_t r = 0; r < qn; r++) {
+                    float acc = 0.0f;
+                    for (int64_t e = 0; e < a->Dv; e++) {
+                        const float p = dO[r * ldo + e] * o[r * a->os[2] + e * a->os[3]];
+                        acc += p;
+                    }
+                    dl[r] = acc;
+                }
             }
         } else {
             float *blk = f->scratch + (int64_t)tid * f->per_thread;

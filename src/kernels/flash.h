@@ -61,7 +61,10 @@ ATTN__HIDDEN attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a
  *         while |d0| + rows + n < 2^24); mx[r] = the new row maximum.
  * tr:     the transpose of n rows of d values (row stride rs, column stride cs), zero padded to
  *         whole 16 x 16 blocks: dst[e*ld + j] = src[j*rs + e*cs] for j < n, e < d, and 0 for
- *         the other j < rup16(n), e < rup16(d) (ld >= rup16(n)). */
+ *         the other j < rup16(n), e < rup16(d) (ld >= rup16(n)).
+ * rowdot: out[r] = sum over e < d, in order from 0.0f, of the rounded products a[r*lda + e] *
+ *         b[r*ldb + e] (no fused multiply-add), r < rows: the backward's delta = dO . O, the
+ *         bits of the plain loop (attn__flash_rowdot_c) in every version. */
 typedef struct attn__flash_kernels {
     int isa;
     void (*mm)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
@@ -77,11 +80,16 @@ typedef struct attn__flash_kernels {
                   float *mx);
     void (*tr)(const float *src, int64_t rs, int64_t cs, int64_t n, int64_t d, float *dst,
                int64_t ld);
+    void (*rowdot)(const float *a, int64_t lda, const float *b, int64_t ldb, int64_t rows,
+                   int64_t d, float *out);
 } attn__flash_kernels;
 
-/* The plain C transpose (the table's tr for ISAs without their own). */
+/* The plain C transpose and row dot products (the table's tr, rowdot for ISAs without their
+ * own). */
 ATTN__HIDDEN void attn__flash_tr_c(const float *src, int64_t rs, int64_t cs, int64_t n,
                                    int64_t d, float *dst, int64_t ld);
+ATTN__HIDDEN void attn__flash_rowdot_c(const float *a, int64_t lda, const float *b, int64_t ldb,
+                                       int64_t rows, int64_t d, float *out);
 
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_ref(void);
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_avx2(void);   /* NULL if not built */

@@ -369,11 +369,10 @@ static void bwd_task(void *arg, int64_t begin, int64_t end, int tid) {
                 for (int64_t r = 0; r < qc; r++)
                     lrow[r] = a->lse[b * a->ls[0] + h * a->ls[1] + (i0 + r) * a->ls[2]];
                 jb->fk->expsum(P, lds, qc, kend, lrow, NULL);
+                jb->fk->rowdot(db, g->dos[2], ob, a->os[2], qc, a->Dv, lrow); /* delta */
                 for (int64_t r = 0; r < qc; r++) {
                     float *p = P + r * lds, *dp = dP + r * lds;
-                    const float *dor = db + r * g->dos[2], *orow = ob + r * a->os[2];
-                    float dl = 0.0f;
-                    for (int64_t e = 0; e < a->Dv; e++) dl += dor[e] * orow[e];
+                    const float dl = lrow[r];
                     for (int64_t j = jend; j < kend; j++) dp[j] = 0.0f;
                     if (drop) {
                         float *wr = W + r * lds;

@@ -222,7 +222,8 @@ static void alibi(float *s, int64_t ld, int64_t rows, int64_t n, float slope, fl
 }
 
 static const attn__flash_kernels kernels = {1 /* ATTN__ISA_AVX2 */, mm, smax, expsum, vexp, ds,
-                                            softcap, alibi, attn__flash_tr_c};
+                                            softcap, alibi, attn__flash_tr_c,
+                                            attn__flash_rowdot_c};
 
 const attn__flash_kernels *attn__flash_kernels_avx2(void) { return &kernels; }
 

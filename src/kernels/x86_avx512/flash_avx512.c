@@ -232,8 +232,32 @@ static void tr(const float *src, int64_t rs, int64_t cs, int64_t n, int64_t d, f
     }
 }
 
+/* rowdot (flash.h): 16 rows at a time, one per lane: 16 x 16 blocks of both operands
+ * transposed in registers, then the products added in e order (the plain loop's bits). */
+static void rowdot(const float *a, int64_t lda, const float *b, int64_t ldb, int64_t rows,
+                   int64_t d, float *out) {
+    int64_t r0 = 0;
+    for (; r0 + 16 <= rows; r0 += 16) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t e0 = 0; e0 < d; e0 += 16) {
+            const int64_t w = d - e0 < 16 ? d - e0 : 16;
+            const __mmask16 m = w >= 16 ? 0xffff : (__mmask16)((1u << w) - 1);
+            __m512 ta[16], tb[16];
+            for (int i = 0; i < 16; i++) {
+                ta[i] = _mm512_maskz_loadu_ps(m, a + (r0 + i) * lda + e0);
+                tb[i] = _mm512_maskz_loadu_ps(m, b + (r0 + i) * ldb + e0);
+            }
+            attn__tr16(ta);
+            attn__tr16(tb);
+            for (int64_t e = 0; e < w; e++) acc = _mm512_add_ps(acc, _mm512_mul_ps(ta[e], tb[e]));
+        }
+        _mm512_storeu_ps(out + r0, acc);
+    }
+    if (r0 < rows) attn__flash_rowdot_c(a + r0 * lda, lda, b + r0 * ldb, ldb, rows - r0, d, out + r0);
+}
+
 static const attn__flash_kernels kernels = {2 /* ATTN__ISA_AVX512 */, mm, smax, expsum, vexp,
-                                            ds, softcap, alibi, tr};
+                                            ds, softcap, alibi, tr, rowdot};
 
 const attn__flash_kernels *attn__flash_kernels_avx512(void) { return &kernels; }
 
