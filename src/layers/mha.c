@@ -570,6 +570,25 @@ attn_status attn_mha_forward_train(attn_ctx *ctx, const attn_module *m, const at
                        amask, opt, run, out, weights, saved);
 }
 
+/* The backwards' optional input-gradient outputs dquery [B, L, E], dkey [B, S, kdim], dvalue
+ * [B, S, vdim] as contiguous buffers (NULL where not wanted); mha_grad_ends stores them. */
+static attn_status mha_grad_outs(attn_ctx *ctx, const attn__mha *a, int64_t B, int64_t L,
+                                 int64_t S, attn_tensor *dquery, attn_tensor *dkey,
+                                 attn_tensor *dvalue, float **dq, float **dk, float **dv) {
+    if (dquery && dquery->data) ATTN_TRY(attn__seq_out(ctx, dquery, "dquery", B, L, a->E, dq));
+    if (dkey && dkey->data) ATTN_TRY(attn__seq_out(ctx, dkey, "dkey", B, S, a->cfg.kdim, dk));
+    if (dvalue && dvalue->data)
+        ATTN_TRY(attn__seq_out(ctx, dvalue, "dvalue", B, S, a->cfg.vdim, dv));
+    return ATTN_OK;
+}
+
+static void mha_grad_ends(float *dq, float *dk, float *dv, attn_tensor *dquery,
+                          attn_tensor *dkey, attn_tensor *dvalue) {
+    if (dq) attn__seq_out_end(dq, dquery);
+    if (dk) attn__seq_out_end(dk, dkey);
+    if (dv) attn__seq_out_end(dv, dvalue);
+}
+
 attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_tensor *query,
                               const attn_tensor *key, const attn_tensor *value,
                               const attn_mask *key_padding_mask, const attn_mask *amask,
@@ -593,10 +612,7 @@ attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_te
     if (attn__same_view(query, key)) k = q; /* as the forward: one projection GEMM */
     if (attn__same_view(key, value)) v = k;
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", a->E, &B, &L, &dy));
-    if (dquery && dquery->data) ATTN_TRYG(attn__seq_out(ctx, dquery, "dquery", B, L, a->E, &dq));
-    if (dkey && dkey->data) ATTN_TRYG(attn__seq_out(ctx, dkey, "dkey", B, S, a->cfg.kdim, &dk));
-    if (dvalue && dvalue->data)
-        ATTN_TRYG(attn__seq_out(ctx, dvalue, "dvalue", B, S, a->cfg.vdim, &dv));
+    ATTN_TRYG(mha_grad_outs(ctx, a, B, L, S, dquery, dkey, dvalue, &dq, &dk, &dv));
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dquery, "dquery", 0}, {dkey, "dkey", 0}, {dvalue, "dvalue", 0}},
@@ -613,9 +629,7 @@ attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_te
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__mha_bwd(ctx, a, &g, q, k, v, B, L, S, key_padding_mask, amask, o.is_causal,
                             &rng, 0, dy, dq, dk, dv));
-    if (dq) attn__seq_out_end(dq, dquery);
-    if (dk) attn__seq_out_end(dk, dkey);
-    if (dv) attn__seq_out_end(dv, dvalue);
+    mha_grad_ends(dq, dk, dv, dquery, dkey, dvalue);
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -636,10 +650,7 @@ attn_status attn_mha_backward_saved(attn_ctx *ctx, const attn_module *m, const a
     float *dq = NULL, *dk = NULL, *dv = NULL;
     attn_status st;
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", a->E, &B, &L, &dy));
-    if (dquery && dquery->data) ATTN_TRYG(attn__seq_out(ctx, dquery, "dquery", B, L, a->E, &dq));
-    if (dkey && dkey->data) ATTN_TRYG(attn__seq_out(ctx, dkey, "dkey", B, S, a->cfg.kdim, &dk));
-    if (dvalue && dvalue->data)
-        ATTN_TRYG(attn__seq_out(ctx, dvalue, "dvalue", B, S, a->cfg.vdim, &dv));
+    ATTN_TRYG(mha_grad_outs(ctx, a, B, L, S, dquery, dkey, dvalue, &dq, &dk, &dv));
     {
         attn_tensor P = attn_view1(m->arena, m->numel), G = attn_view1(m->grad, m->numel);
         attn__arg oa[] = {{dquery, "dquery", 0}, {dkey, "dkey", 0}, {dvalue, "dvalue", 0}},
@@ -657,9 +668,7 @@ attn_status attn_mha_backward_saved(attn_ctx *ctx, const attn_module *m, const a
         ATTN_TRYG(attn__mha_bwd_saved(ctx, a, &g, &rec->sv, rec->q, rec->k, rec->v, B, L, S, dy,
                                       dq, dk, dv));
     }
-    if (dq) attn__seq_out_end(dq, dquery);
-    if (dk) attn__seq_out_end(dk, dkey);
-    if (dv) attn__seq_out_end(dv, dvalue);
+    mha_grad_ends(dq, dk, dv, dquery, dkey, dvalue);
 done:
     attn__ws_release(ctx, mk);
     return st;
