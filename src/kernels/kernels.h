@@ -235,8 +235,9 @@ typedef struct attn__res_state {
 } attn__res_state;
 ATTN__HIDDEN attn__row_epi attn__res_epi(attn_ctx *ctx, const float *r, int64_t ldr, int64_t n,
                                          attn__res_state *st);
-/* y[i] = a[i] + b[i] for i < n over the context's threads (y may be a or b): the residual
- * stream's gradient sums, with the bits of the plain loop. */
+/* y[i] = a[i] + b[i] for i < n over the context's threads: the residual stream's gradient
+ * sums, with the bits of the plain loop.  In place (y is a or b) it is one pass; otherwise a is
+ * copied into y first. */
 ATTN__HIDDEN void attn__add_f32(attn_ctx *ctx, const float *a, const float *b, float *y,
                                 int64_t n);
 

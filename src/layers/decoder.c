@@ -158,8 +158,8 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     if (pre) { /* dx = d + norm1's backward of d in */
         ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, gd, dq,
                                            NULL));
-        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
-        attn__add_f32(ctx, d, dq, dx, n);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dx, M));
+        attn__add_f32(ctx, d, dx, dx, n);
     } else { /* dx = d + d in, added in the last product's epilogue */
         ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, gd, dx, d));
     }

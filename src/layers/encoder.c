@@ -106,8 +106,8 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
         gd = attn__dropout_grad(&r, p, d1, t, n);
         ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->n1, B, L, gd, dq,
                                            NULL));
-        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dq, M));
-        attn__add_f32(ctx, d1, dq, dx, n);
+        ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dx, M));
+        attn__add_f32(ctx, d1, dx, dx, n); /* dx = d1 + norm1's backward */
     } else {
         /* r2 = x1 + drop2(ffn(x1)); out = norm2(r2) */
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm2, sv->r2, dout, d1, M));
