@@ -34,6 +34,8 @@
  *    roundings: measured at most 2.2, at E = 1000); the vector
  *    versions bit-identical to it (memcmp), also in place, without a weight, and on rows with
  *    a NaN, an infinity or squares that overflow.
+ *  - attn__add_f32 and the residual epilogue attn__res_epi: bit-identical to the plain loop
+ *    (memcmp), in place on either operand and apart, across chunk edges, 1 and 3 threads.
  *  - colsum (bias-gradient column sums, ew.h): the plain C version within (M + 1) 2^-24 of the
  *    sum of |y| from the double sum; the vector versions bit-identical to it (memcmp) for
  *    widths around the 16-lane and 256-column chunks, a row stride wider than the width, and
@@ -590,6 +592,53 @@ static void test_relu(const attn__ew_kernel *const *fast, int nf) {
     }
 }
 
+/* attn__add_f32 (in place on either operand, and into a third buffer) and the residual row
+ * epilogue attn__res_epi against the plain loop y = a + b: memcmp, lengths around its chunks
+ * of 8192, 1 and 3 threads, each instruction set; a NaN operand gives a NaN sum. */
+static void test_residual_adds(void) {
+    attn_ctx *c[2] = {NULL, NULL};
+    if (!ctx_1_3(c)) return;
+    const int64_t ns[4] = {1, 8191, 8193, 3 * 8192 + 77};
+    for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+        if (!attn__isa_set(c[0], isa) || !attn__isa_set(c[1], isa)) continue;
+        for (int k = 0; k < 4 && !tu_failures; k++) {
+            const int64_t n = ns[k];
+            float *a = malloc(4 * (size_t)n), *b = malloc(4 * (size_t)n), *want = malloc(4 * (size_t)n);
+            float *y = malloc(4 * (size_t)n);
+            tu_fill(a, (size_t)n, 40 + (uint64_t)k, -3, 3);
+            tu_fill(b, (size_t)n, 60 + (uint64_t)k, -1e-3f, 1e-3f);
+            a[n / 2] = NAN;
+            for (int64_t i = 0; i < n; i++) want[i] = a[i] + b[i];
+            for (int t = 0; t < 2; t++)
+                for (int mode = 0; mode < 3; mode++) { /* y is a, y is b, y apart */
+                    float *op0 = mode == 0 ? y : a, *op1 = mode == 1 ? y : b;
+                    memcpy(y, mode == 0 ? a : b, 4 * (size_t)n);
+                    if (mode == 2) memset(y, 0xff, 4 * (size_t)n);
+                    attn__add_f32(c[t], op0, op1, y, n);
+                    TU_CHECK(memcmp(y, want, 4 * (size_t)n) == 0 && isnan(y[n / 2]),
+                             "add_f32 %s: n %lld, %d threads, mode %d", attn__isa_name(isa),
+                             (long long)n, t ? 3 : 1, mode);
+                }
+            /* the epilogue on rows [1, 3) of a [3, m] block (row stride m + 5) */
+            const int64_t m = n < 600 ? n : 600, ld = m + 5;
+            float *r = malloc(4 * (size_t)(3 * m)), *yy = malloc(4 * (size_t)(3 * ld));
+            tu_fill(r, (size_t)(3 * m), 80 + (uint64_t)k, -1, 1);
+            tu_fill(yy, (size_t)(3 * ld), 90 + (uint64_t)k, -1, 1);
+            float *ref = malloc(4 * (size_t)(3 * ld));
+            memcpy(ref, yy, 4 * (size_t)(3 * ld));
+            for (int64_t i = 1; i < 3; i++)
+                for (int64_t j = 0; j < m; j++) ref[i * ld + j] = ref[i * ld + j] + r[i * m + j];
+            attn__res_state st;
+            const attn__row_epi e = attn__res_epi(c[0], r, m, m, &st);
+            e.fn(e.arg, yy + ld, ld, 1, 2);
+            TU_CHECK(memcmp(yy, ref, 4 * (size_t)(3 * ld)) == 0, "res_epi %s: width %lld",
+                     attn__isa_name(isa), (long long)m);
+            free(a), free(b), free(want), free(y), free(r), free(yy), free(ref);
+        }
+    }
+    attn_ctx_free(c[0]), attn_ctx_free(c[1]);
+}
+
 int main(void) {
     const attn__ew_kernel *fast =
         attn__isa_supported(ATTN__ISA_AVX512) ? attn__ew_kernel_avx512() : NULL;
@@ -608,5 +657,6 @@ int main(void) {
     test_relu(vec, nv);
     test_threads();
     test_backward();
+    test_residual_adds();
     return tu_finish("test_ew");
 }
