@@ -853,6 +853,10 @@ int attn_cmd_bench(int argc, char **argv) {
         if ((i + 1 < argc && !strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "mpi-link")) ||
             !strcmp(argv[i], "--op=mpi-link"))
             return attn_bench_link(argc, argv);
+    for (int i = 1; i < argc; i++) /* --op cpu: what was detected and chosen (bench_cpu.c) */
+        if ((i + 1 < argc && !strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "cpu")) ||
+            !strcmp(argv[i], "--op=cpu"))
+            return attn_bench_cpu(argc, argv);
     for (int i = 1; i < argc; i++) /* --op dp-step: data parallel, under mpirun (bench_dp.c) */
         if ((i + 1 < argc && !strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "dp-step")) ||
             !strcmp(argv[i], "--op=dp-step"))
@@ -876,7 +880,9 @@ int attn_cmd_bench(int argc, char **argv) {
                         "mpi-link: the MPI link's latency and bandwidth under\n"
                         "mpirun (attn bench --op mpi-link --help);\n"
                         "dp-step: a data-parallel training step, under\n"
-                        "mpirun (attn bench --op dp-step --help)"),
+                        "mpirun (attn bench --op dp-step --help); cpu: what\n"
+                        "attn detected and chose on this CPU, with the measured\n"
+                        "float and bf16 rates (attn bench --op cpu --help)"),
         ATTN_OPT_INT("batch", 0, &s.B, 1, 1 << 24, "B", "batch size (default 1; gpt-step 4)"),
         ATTN_OPT_INT("heads", 0, &s.H, 1, 1 << 24, "H", "query heads (default 12)"),
         ATTN_OPT_INT("kv-heads", 0, &s.Hkv, 1, 1 << 24, "K",

@@ -58,6 +58,8 @@ int attn_bench_ring(int argc, char **argv);
 int attn_bench_link(int argc, char **argv);
 /* cli/bench_dp.c: attn bench --op dp-step (data parallel under mpirun, or one process) */
 int attn_bench_dp(int argc, char **argv);
+/* attn bench --op cpu, attn info --cpu (cli/bench_cpu.c). */
+int attn_bench_cpu(int argc, char **argv);
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
 int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */

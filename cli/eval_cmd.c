@@ -104,16 +104,22 @@ static void print_shape(const attn_st_tensor *t) {
 }
 
 int attn_cmd_info(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) /* attn info --cpu: the machine, not a file (bench_cpu.c) */
+        if (!strcmp(argv[i], "--cpu")) {
+            for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
+            return attn_bench_cpu(argc - 1, argv);
+        }
     int npos;
     const attn_cli_opt opts[] = {ATTN_OPT_END};
     const attn_cli_spec spec = {
-        "info", "attn info FILE.safetensors\nattn info FILE.gguf",
+        "info", "attn info FILE.safetensors\nattn info FILE.gguf\nattn info --cpu [--threads N] [--json]",
         "Prints the file's metadata and each tensor's name, dtype and shape.  FILE '-' reads\n"
         "a safetensors file from standard input.  A file starting with the magic 'GGUF' is\n"
         "listed as GGUF: version, alignment, metadata (arrays as their type, length and first\n"
         "elements; long strings cut), tensors with their GGML type, dims in GGUF order (ne[0]\n"
         "first: the row-major shape reversed) and bytes, and the count of each type.  Bytes of\n"
-        "names and metadata below 0x20, 0x7f and invalid UTF-8 are shown as \\xNN.",
+        "names and metadata below 0x20, 0x7f and invalid UTF-8 are shown as \\xNN.\n"
+        "attn info --cpu prints what attn detected and chose on this CPU (attn bench --op cpu).",
         opts, NULL,
         "attn info tests/fixtures/bert_tiny/model.safetensors\n"
         "attn info tests/fixtures/gguf/all_types_v3.gguf"};

@@ -175,7 +175,15 @@ enum {
      * F.scaled_dot_product_attention; parameters, activations, gradients, softmax, lse and
      * everything else stay float.  Fast where the CPU multiplies bf16 (AMX-BF16, AVX512_BF16);
      * about 2^-8 relative error per product (docs/kernels.md). */
-    ATTN_CTX_BF16_MATMUL = 1u << 1
+    ATTN_CTX_BF16_MATMUL = 1u << 1,
+    /* Precision chosen for this CPU: ATTN_CTX_BF16_MATMUL where this CPU multiplies bf16
+     * faster than float (AMX-BF16; AVX512_BF16 on AMD Zen 4/5), else float products with the
+     * same results as a context without either flag.  Resolved once by attn_ctx_create from a
+     * fixed table of measured facts (the same choice every time on one machine, and under
+     * ATTN_ISA the choice of the capped set); attn_ctx_flags tells what it became and
+     * attn_ctx_describe why (docs/kernels.md, "Precision per CPU").  With
+     * ATTN_CTX_BF16_MATMUL also set, bf16 is used. */
+    ATTN_CTX_AUTO_MATMUL = 1u << 2
 };                                      /* other bits are refused by attn_ctx_create */
 
 typedef struct attn_ctx_params {
@@ -213,6 +221,17 @@ ATTN_API int attn_ctx_threads(const attn_ctx *ctx);
 /* The CPUs this process may run on (its affinity mask on Linux, else the online CPUs), in
  * [1, 1024]: the thread count of a context created with threads 0. */
 ATTN_API int attn_cpu_count(void);
+/* The context's flags as resolved by attn_ctx_create: ATTN_CTX_AUTO_MATMUL is replaced by
+ * ATTN_CTX_BF16_MATMUL or by nothing (0 for ctx NULL). */
+ATTN_API unsigned attn_ctx_flags(const attn_ctx *ctx);
+/* Writes a description of this machine and of the context's choices as lines of text into
+ * buf (at most cap bytes, always 0-terminated when cap > 0): the CPU (CPUID vendor, family,
+ * model, name), the instruction-set extensions detected, the set chosen (and the ATTN_ISA cap),
+ * the kernels of each kind of product (float, bf16, fp16, quantized, int8) and the precision
+ * ATTN_CTX_AUTO_MATMUL picks here, with the reason.  *need (may be NULL) receives the length
+ * of the whole text; a buf too small gets a truncated text and ATTN_E_OVERFLOW. */
+ATTN_API attn_status attn_ctx_describe(attn_ctx *ctx, char *buf, size_t cap,
+                                       size_t *need /* OUT, may be NULL */);
 /* Largest workspace use seen so far, in bytes. */
 ATTN_API size_t attn_ctx_workspace_peak(const attn_ctx *ctx);
 

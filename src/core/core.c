@@ -155,7 +155,8 @@ static attn_status create_fail(attn_status st, const char *fmt, ...) {
     return st;
 }
 
-#define ATTN__CTX_FLAGS_KNOWN ((unsigned)(ATTN_CTX_NO_FINITE_CHECK | ATTN_CTX_BF16_MATMUL))
+#define ATTN__CTX_FLAGS_KNOWN                                                               \
+    ((unsigned)(ATTN_CTX_NO_FINITE_CHECK | ATTN_CTX_BF16_MATMUL | ATTN_CTX_AUTO_MATMUL))
 
 attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
     create_msg[0] = 0;
@@ -176,7 +177,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
     if (p.flags & ~ATTN__CTX_FLAGS_KNOWN)
         return create_fail(ATTN_E_INVALID,
                            "attn_ctx_create: unknown flags 0x%x (known: ATTN_CTX_NO_FINITE_CHECK | "
-                           "ATTN_CTX_BF16_MATMUL = 0x%x)", p.flags & ~ATTN__CTX_FLAGS_KNOWN, ATTN__CTX_FLAGS_KNOWN);
+                           "ATTN_CTX_BF16_MATMUL | ATTN_CTX_AUTO_MATMUL = 0x%x)", p.flags & ~ATTN__CTX_FLAGS_KNOWN, ATTN__CTX_FLAGS_KNOWN);
     if (!p.alloc) {
         p.alloc = attn__default_alloc;
         p.free = attn__default_free;
@@ -205,7 +206,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
         c->fixed = 1;
     }
     attn__limits_default(c->limit);
-    attn__kernels_init(c);
+    attn__kernels_init(c); /* and ATTN_CTX_AUTO_MATMUL resolved for them */
     if (c->threads > 1 && attn__pool_create(c, c->threads, &c->pool) != ATTN_OK) {
         int threads = c->threads;
         attn__free(c, c->blocks);
@@ -238,6 +239,7 @@ void attn_ctx_clear_error(attn_ctx *ctx) {
 }
 int attn_ctx_threads(const attn_ctx *ctx) { return ctx ? ctx->threads : 1; }
 size_t attn_ctx_workspace_peak(const attn_ctx *ctx) { return ctx ? ctx->peak : 0; }
+unsigned attn_ctx_flags(const attn_ctx *ctx) { return ctx ? ctx->flags : 0u; }
 
 /* ---- workspace ------------------------------------------------------------------------- */
 attn__mark attn__ws_mark(attn_ctx *ctx) {

@@ -1,6 +1,7 @@
 /* CPU feature detection (cpu.h): CPUID and XGETBV once per process. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
+#include <string.h>
 #include <sched.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -55,18 +56,58 @@ static unsigned detect(void) {
     }
     return f;
 }
+
+static void identify(attn__cpu_id *id) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+    memcpy(id->vendor, &b, 4);
+    memcpy(id->vendor + 4, &d, 4);
+    memcpy(id->vendor + 8, &c, 4);
+    id->vendor[12] = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d)) {
+        unsigned fam = (a >> 8) & 0xf, mod = (a >> 4) & 0xf;
+        if (fam == 0xf) fam += (a >> 20) & 0xff;
+        if (fam == 0x6 || fam >= 0xf) mod |= ((a >> 16) & 0xf) << 4;
+        id->family = fam;
+        id->model = mod;
+    }
+    if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+        unsigned r[12];
+        for (unsigned i = 0; i < 3; i++)
+            __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+        memcpy(id->brand, r, 48);
+        id->brand[48] = 0;
+        /* trim the padding some CPUs put around the name */
+        char *s = id->brand;
+        while (*s == ' ') s++;
+        memmove(id->brand, s, strlen(s) + 1);
+        size_t n = strlen(id->brand);
+        while (n && id->brand[n - 1] == ' ') id->brand[--n] = 0;
+    }
+}
 #else
 static unsigned detect(void) { return 0; }
+static void identify(attn__cpu_id *id) { (void)id; }
 #endif
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static unsigned features;
 
-static void init(void) { features = detect(); }
+static attn__cpu_id identity;
+
+static void init(void) {
+    features = detect();
+    identify(&identity);
+}
 
 unsigned attn__cpu_features(void) {
     pthread_once(&once, init);
     return features;
+}
+
+const attn__cpu_id *attn__cpu_identity(void) {
+    pthread_once(&once, init);
+    return &identity;
 }
 
 /* Linux: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) lets this process (every thread,

@@ -35,6 +35,16 @@ ATTN__HIDDEN unsigned attn__cpu_features(void);
 /* Asks the OS, once per process, to let it use the AMX tiles (Linux arch_prctl); 1 when the
  * CPU has AMX_TILE and AMX_BF16 and the OS agreed, else 0.  Thread-safe. */
 ATTN__HIDDEN int attn__cpu_amx_request(void);
+/* What CPUID says the processor is: the vendor ("GenuineIntel", "AuthenticAMD", ...; "" off
+ * x86-64), the display family and model (family 25 = AMD Zen 3/4, 26 = Zen 5; family 6 with
+ * its model for Intel), and the brand string ("AMD EPYC 9R14 96-Core Processor"; "" where the
+ * CPU has none).  Read once per process.  Thread-safe. */
+typedef struct attn__cpu_id {
+    char vendor[13];
+    char brand[49];
+    unsigned family, model;
+} attn__cpu_id;
+ATTN__HIDDEN const attn__cpu_id *attn__cpu_identity(void);
 /* The lower-case name of one bit ("avx2", "avx512f", "avx512_bf16", "amx_tile"...; the names
  * of /proc/cpuinfo), or NULL for anything that is not a single known bit. */
 ATTN__HIDDEN const char *attn__cpu_feature_name(unsigned bit);

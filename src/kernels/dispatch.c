@@ -1,5 +1,7 @@
 /* The choice of a context's kernels (dispatch.h) from the CPU features (src/core/cpu.h) and
  * the ATTN_* environment, made at attn_ctx_create and kept in the context. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +119,28 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     if (!k->ce_row) k->ce_row = attn__cross_entropy_row_ref;
 }
 
+int attn__auto_bf16(const attn__kernels *k, const char *vendor, const char **why) {
+    const char *w;
+    int bf16 = 0;
+    if (k->mixed && k->mixed == attn__mixed_kernel_amx()) {
+        w = "AMX-BF16 tiles multiply bf16 several times faster than FMA multiplies float";
+        bf16 = 1;
+    } else if (k->mixed && k->mixed == attn__mixed_kernel_avx512()) {
+        if (vendor && strcmp(vendor, "AuthenticAMD") == 0) {
+            w = "VDPBF16PS on AMD Zen 4/5 does twice the work of an FMA per instruction";
+            bf16 = 1;
+        } else {
+            w = "VDPBF16PS without AMX on this vendor runs at a quarter of the FMA rate "
+                "(Intel: bf16 steps measured 2.6x slower than float)";
+        }
+    } else {
+        w = "no bf16 instructions in the chosen instruction set: bf16 products would run "
+            "on plain C, several times slower than float";
+    }
+    if (why) *why = w;
+    return bf16;
+}
+
 /* The CPU features, less AMX where the OS does not grant the tile state. */
 static unsigned usable_features(void) {
     unsigned cpu = attn__cpu_features();
@@ -128,6 +152,72 @@ void attn__kernels_init(attn_ctx *ctx) {
     unsigned cpu = usable_features();
     attn__kernel_env_read(&ctx->env);
     attn__kernels_select(&ctx->kern, attn__isa_best(cpu, ctx->env.isa), cpu, &ctx->env);
+    if (ctx->flags & ATTN_CTX_AUTO_MATMUL) { /* the precision of this CPU (dispatch.h) */
+        ctx->flags &= ~(unsigned)ATTN_CTX_AUTO_MATMUL;
+        if (attn__auto_bf16(&ctx->kern, attn__cpu_identity()->vendor, NULL))
+            ctx->flags |= ATTN_CTX_BF16_MATMUL;
+    }
+}
+
+/* ---- attn_ctx_describe ---------------------------------------------------------------- */
+typedef struct text_out {
+    char *buf;
+    size_t cap, len; /* len counts everything, written or not */
+} text_out;
+
+static void put(text_out *t, const char *fmt, ...) ATTN__PRINTF(2, 3);
+static void put(text_out *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *at = t->len < t->cap ? t->buf + t->len : NULL;
+    int n = vsnprintf(at, at ? t->cap - t->len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->len += (size_t)n;
+}
+
+attn_status attn_ctx_describe(attn_ctx *ctx, char *buf, size_t cap, size_t *need) {
+    if (!ctx) return ATTN_E_INVALID;
+    if (need) *need = 0;
+    ATTN_FAIL_IF(!buf && cap, ctx, ATTN_E_INVALID, "attn_ctx_describe: buf is NULL");
+    text_out t = {buf, cap, 0};
+    const attn__cpu_id *id = attn__cpu_identity();
+    const unsigned all = attn__cpu_features(), cpu = usable_features();
+    const attn__kernels *k = &ctx->kern;
+    put(&t, "cpu: %s (%s, family %u, model %u)\n", id->brand[0] ? id->brand : "unknown",
+        id->vendor[0] ? id->vendor : "no CPUID", id->family, id->model);
+    put(&t, "extensions:");
+    for (int i = 0; i < ATTN__CPU_COUNT; i++)
+        if (all & (1u << i)) put(&t, " %s", attn__cpu_feature_name(1u << i));
+    if ((all & ~cpu) & (ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16))
+        put(&t, " (AMX not granted by the OS)");
+    put(&t, "%s\n", all ? "" : " none of those attn uses");
+    put(&t, "instruction set: %s", attn__isa_name(k->isa));
+    if (ctx->env.isa >= 0) put(&t, " (ATTN_ISA=%s)", attn__isa_name(ctx->env.isa));
+    put(&t, ", best here: %s\n", attn__isa_name(attn__isa_best(cpu, -1)));
+    put(&t, "float products: %s%s microkernels (%d x %d tiles)\n",
+        k->isa == ATTN__ISA_REF ? "plain C" : attn__isa_name(k->isa),
+        k->isa == ATTN__ISA_REF ? "" : " FMA", k->gemm->mr, k->gemm->nr);
+    put(&t, "bf16 products: %s\n",
+        k->mixed == attn__mixed_kernel_amx()      ? "AMX-BF16 tiles"
+        : k->mixed == attn__mixed_kernel_avx512() ? "AVX512_BF16 (VDPBF16PS)"
+                                                  : "plain C (no bf16 instructions)");
+    put(&t, "fp16 weights: %s\n",
+        k->has_f16 ? "AVX512_FP16" : "converted to float by plain C (no AVX512_FP16)");
+    put(&t, "quantized weights: %s kernels, int8 activations: %s\n", k->quant->name,
+        k->quant8->name);
+    const char *why = NULL;
+    int bf16 = attn__auto_bf16(k, id->vendor, &why);
+    put(&t, "matmul precision (auto): %s: %s\n", bf16 ? "bf16 products" : "float", why);
+    put(&t, "this context: %s products\n",
+        (ctx->flags & ATTN_CTX_BF16_MATMUL) ? "bf16" : "float");
+    if (need) *need = t.len;
+    if (cap && t.len >= cap) {
+        buf[cap - 1] = 0;
+        return attn__fail(ctx, ATTN_E_OVERFLOW,
+                          "attn_ctx_describe: the text needs %zu bytes, buf has %zu", t.len + 1,
+                          cap);
+    }
+    return ATTN_OK;
 }
 
 int attn__isa_set(attn_ctx *ctx, int isa) {

@@ -54,6 +54,15 @@ ATTN__HIDDEN void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu,
  * under ctx->env; returns 0 (ctx unchanged) when this machine cannot run it.  For tests and
  * benchmarks, on a context that no other thread uses meanwhile. */
 ATTN__HIDDEN int attn__isa_set(attn_ctx *ctx, int isa);
+/* The precision ATTN_CTX_AUTO_MATMUL gives a context with the kernels k on the CPU id: 1 for
+ * bf16 products (ATTN_CTX_BF16_MATMUL), 0 for float.  A fixed table of measured facts, so that
+ * one machine always makes the same choice (docs/kernels.md, "Precision per CPU"):
+ *   AMX-BF16 tiles (Intel Sapphire Rapids and later)      bf16
+ *   VDPBF16PS on AMD (Zen 4, Zen 5)                        bf16  (Zen 4: 1.74x float's step)
+ *   VDPBF16PS on Intel without AMX (Cooper/Emerald Rapids) float (bf16 step 2.6x slower)
+ *   no bf16 instructions (AVX2, plain C)                   float (plain C bf16: 7.9x slower)
+ * *why (may be NULL) receives a static sentence saying which row applied. */
+ATTN__HIDDEN int attn__auto_bf16(const attn__kernels *k, const char *vendor, const char **why);
 /* 1 when src/kernels/x86_avx512bf16 was compiled with the bf16 instructions. */
 ATTN__HIDDEN int attn__bf16_kernels_built(void);
 
