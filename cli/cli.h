@@ -106,6 +106,25 @@ typedef struct attn_cli_paths {
 } attn_cli_paths;
 int attn_cli_train_dir(const char *cmd, const char *out, attn_cli_paths *paths);
 
+/* --dtype of the training commands: auto (default: the precision attn picks for this CPU,
+ * ATTN_CTX_AUTO_MATMUL), f32, or bf16 (products on bf16 operands with float sums).
+ * attn_cli_ctx_dtype creates the context and turns *dtype into F32 or BF16 (auto resolved); an
+ * explicit bf16 where this CPU multiplies bf16 slower than float gets a note on stderr unless
+ * quiet.  attn_cli_dtype_resume: when the user left --dtype at auto, a resumed run takes the
+ * precision of the run it continues (its "train.dtype"), so that it ends as that run would;
+ * it sets the context and *dtype and returns 1 when that changed them. */
+enum { ATTN_CLI_DTYPE_AUTO, ATTN_CLI_DTYPE_F32, ATTN_CLI_DTYPE_BF16 };
+#define ATTN_CLI_DTYPE_CHOICES "auto|f32|bf16"
+#define ATTN_CLI_DTYPE_HELP                                                                 \
+    "the products' precision: auto (default: bf16 where this\n"                             \
+    "CPU multiplies bf16 faster than float, i.e. AMX or AMD's\n"                            \
+    "AVX512_BF16; else f32; attn info --cpu says which), f32\n"                             \
+    "(all float), bf16 (the linear layers' products on bfloat16\n"                          \
+    "operands with float sums)"
+const char *attn_cli_dtype_name(int dtype);
+int attn_cli_ctx_dtype(const char *cmd, long long threads, int quiet, int *dtype, attn_ctx **ctx);
+int attn_cli_dtype_resume(attn_ctx *ctx, const attn_st *rs, int asked, int *dtype);
+
 /* The settings a resumed run must share with the run it continues (train vit, train lm): each
  * a checkpoint metadata entry KEY = val, opt naming the option in messages.  set_i / set_f
  * ("%.9g") / set_s append one to s[*n]; put writes them; check compares a checkpoint's with

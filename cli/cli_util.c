@@ -45,6 +45,37 @@ int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **
     return 0;
 }
 
+const char *attn_cli_dtype_name(int dtype) {
+    return dtype == ATTN_CLI_DTYPE_BF16 ? "bf16" : dtype == ATTN_CLI_DTYPE_F32 ? "f32" : "auto";
+}
+
+int attn_cli_ctx_dtype(const char *cmd, long long threads, int quiet, int *dtype, attn_ctx **ctx) {
+    if (attn_cli_ctx(cmd, threads, ATTN_CTX_AUTO_MATMUL, ctx)) return 1;
+    const int best = (attn_ctx_flags(*ctx) & ATTN_CTX_BF16_MATMUL) ? ATTN_CLI_DTYPE_BF16
+                                                                   : ATTN_CLI_DTYPE_F32;
+    if (*dtype == ATTN_CLI_DTYPE_AUTO) {
+        *dtype = best;
+        return 0;
+    }
+    attn_ctx_set_matmul(*ctx, *dtype == ATTN_CLI_DTYPE_BF16 ? ATTN_CTX_BF16_MATMUL : 0u);
+    if (*dtype == ATTN_CLI_DTYPE_BF16 && best == ATTN_CLI_DTYPE_F32 && !quiet)
+        fprintf(stderr, "attn %s: note: bf16 products are slower than float on this CPU (attn "
+                        "info --cpu says why); --dtype auto would use f32 here\n", cmd);
+    return 0;
+}
+
+int attn_cli_dtype_resume(attn_ctx *ctx, const attn_st *rs, int asked, int *dtype) {
+    const char *v = attn_st_meta(rs, "train.dtype");
+    if (asked != ATTN_CLI_DTYPE_AUTO || !v) return 0;
+    const int was = !strcmp(v, "bf16") ? ATTN_CLI_DTYPE_BF16
+                    : !strcmp(v, "f32") ? ATTN_CLI_DTYPE_F32
+                                        : *dtype; /* unknown: the settings check reports it */
+    if (was == *dtype) return 0;
+    *dtype = was;
+    attn_ctx_set_matmul(ctx, was == ATTN_CLI_DTYPE_BF16 ? ATTN_CTX_BF16_MATMUL : 0u);
+    return 1;
+}
+
 int attn_cli_parse_i64(const char *s, long long lo, long long hi, long long *v) {
     char *end;
     errno = 0;

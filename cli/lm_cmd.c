@@ -46,11 +46,11 @@ static double now_s(void) {
 
 /* The settings a resumed run must share with the run it continues (attn_cli_setting). */
 #define MAX_SETTINGS 16
-static int settings(const lm_run *r, uint64_t text_id, int64_t ntok, int64_t nval, int bf16,
+static int settings(const lm_run *r, uint64_t text_id, int64_t ntok, int64_t nval, int dtype,
                     attn_cli_setting *s) {
     int n = 0;
     char hex[24];
-    attn_cli_set_s(s, &n, "train.dtype", "--dtype", bf16 ? "bf16" : "f32");
+    attn_cli_set_s(s, &n, "train.dtype", "--dtype", attn_cli_dtype_name(dtype));
     attn_cli_set_i(s, &n, "train.steps", "--steps", r->steps);
     attn_cli_set_i(s, &n, "train.batch", "--batch", r->batch);
     attn_cli_set_i(s, &n, "train.len", "--len", r->len);
@@ -254,7 +254,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     const char *init = NULL, *text_path = NULL, *out = "lm-finetuned";
     long long threads = 0, epochs = 0, stop_at = 0, save_every = 50;
     lm_run r = {0, 4, 128, 10, 1, 50, 16, 1e-4, -1, 0.0, 1.0, 0.1};
-    int resume = 0, quiet = 0, npos, dtype = 0;
+    int resume = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("init", 0, &init, "MODEL",
                      "the model to start from: a GGUF file of a llama model\n"
@@ -290,11 +290,10 @@ int attn_cmd_lm_train(int argc, char **argv) {
         ATTN_OPT_FLAG("resume", 0, &resume, "continue from DIR/state.safetensors"),
         ATTN_OPT_INT("seed", 0, &r.seed, 0, 1LL << 62, "S",
                      "the windows' order follows from it (default 1)"),
-        ATTN_OPT_CHOICE("dtype", 0, &dtype, "f32|bf16", "T",
-                        "f32 (default) or bf16: mixed precision, the products of\n"
-                        "the linear layers and of attention on bf16 operands with\n"
-                        "float sums (AMX where the CPU has it), as torch.autocast;\n"
-                        "weights, gradients and AdamW stay float"),
+        ATTN_OPT_CHOICE("dtype", 0, &dtype, ATTN_CLI_DTYPE_CHOICES, "T",
+                        ATTN_CLI_DTYPE_HELP "; bf16 covers the\n"
+                        "linear layers and attention, as torch.autocast; weights,\n"
+                        "gradients and AdamW stay float"),
         ATTN_OPT_THREADS(&threads),
         ATTN_OPT_FLAG("quiet", 'q', &quiet, "no progress lines on stderr"),
         ATTN_OPT_END};
@@ -354,7 +353,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
     int curve = 0;
     attn_status st;
     rc = 1;
-    if (attn_cli_ctx(CMD, threads, dtype == 1 ? ATTN_CTX_BF16_MATMUL : 0u, &ctx)) return 1;
+    const int dtype_asked = dtype;
+    if (attn_cli_ctx_dtype(CMD, threads, quiet, &dtype, &ctx)) return 1;
     /* under mpirun: each rank takes batch/N of each step's windows (cli/train_dp.c) */
     const attn_train_dp *dp = NULL;
     if (attn_cli_dp_open(CMD, ctx, r.batch, "batch", &dp)) goto out;
@@ -412,7 +412,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         if (r.steps < 1) r.steps = 1;
     }
     attn_cli_setting set[MAX_SETTINGS];
-    const int nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, dtype == 1, set);
+    int nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, dtype, set);
 
     if ((st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);
@@ -438,6 +438,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
             fprintf(stderr, "attn %s: %s is not a checkpoint of attn train lm\n", CMD, state_path);
             goto out;
         }
+        if (attn_cli_dtype_resume(ctx, rs, dtype_asked, &dtype))
+            nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, dtype, set);
         if (!attn_cli_settings_check(CMD, state_path, rs, set, nset)) goto out;
         if (!(s0 = attn_st_meta(rs, "train_step")) ||
             !attn_cli_parse_i64(s0, 0, r.steps, (long long *)&step0)) {
@@ -469,7 +471,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
                 init, (long long)attn_module_numel(m), (long long)cfg.num_layers,
                 (long long)ntok, (long long)ntrain, (long long)nval, B, T, r.steps,
                 (long long)step0, r.lr, attn_ctx_threads(ctx),
-                dtype == 1 ? ", mixed precision (bf16 products)" : "");
+                dtype == ATTN_CLI_DTYPE_BF16 ? ", mixed precision (bf16 products)" : "");
     double val0 = 0, val = 0;
     if ((st = eval_loss(ctx, m, &r, tok, ntrain, ntok, V, &b, &val0)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);
@@ -582,10 +584,11 @@ int attn_cmd_lm_train(int argc, char **argv) {
     /* the model as a HF folder (rank 0 writes it) */
     if (rank0) {
         if (!write_hf(CMD, ctx, m, !from_dir, &sp, from_dir ? init : NULL, out)) goto out;
-        if ((st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
-                                          c.nv, "held-out loss",
-                                          "attn train lm: training and held-out loss")) !=
-            ATTN_OK) {
+        /* a resumed run that had already finished trains nothing here: no curve to draw */
+        if (c.n && (st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep,
+                                                 c.val, c.nv, "held-out loss",
+                                                 "attn train lm: training and held-out loss")) !=
+                       ATTN_OK) {
             attn_cli_fail(ctx, CMD, st);
             goto out;
         }
@@ -594,7 +597,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         printf("model: %s (HF folder%s)\ncheckpoint: %s\nloss curve: %s\n", out,
                from_dir ? "" : "; no tokenizer.json: the source was a GGUF file: 'attn export "
                                "--model DIR --gguf FILE' writes it with its tokenizer", state_path,
-               paths.svg);
+               c.n ? paths.svg : "(none: the run had already finished)");
     }
     rc = 0;
 out:

@@ -413,8 +413,6 @@ typedef struct train_opts {
     int dtype, resume, quiet, json, no_augment;
 } train_opts;
 
-static const char *const dtype_names[] = {"f32", "bf16"};
-
 /* The settings a resumed run must share with the run it continues, as metadata "train.KEY"
  * (attn_cli_setting). */
 static int settings(const train_opts *o, const img_set *tr, attn_cli_setting *s) {
@@ -429,7 +427,7 @@ static int settings(const train_opts *o, const img_set *tr, attn_cli_setting *s)
     attn_cli_set_i(s, &n, "train.seed", "--seed", o->seed);
     attn_cli_set_s(s, &n, "train.augment", "--no-augment", o->no_augment ? "no" : "yes");
     attn_cli_set_i(s, &n, "train.pad", "--pad", o->no_augment ? 0 : o->pad);
-    attn_cli_set_s(s, &n, "train.dtype", "--dtype", dtype_names[o->dtype]);
+    attn_cli_set_s(s, &n, "train.dtype", "--dtype", attn_cli_dtype_name(o->dtype));
     attn_cli_set_i(s, &n, "train.images", "--limit (the training images)", tr->n);
     /* the training set itself: FNV-1a over its pixels and labels */
     uint64_t h = 1469598103934665603ULL;
@@ -597,7 +595,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
     const char *cmd = "train vit";
     /* the defaults: about 8 minutes on 2 threads of the Xeon this was written on (README) */
     train_opts o = {VIT_DEFAULT_DATA, "vit-model", NULL, 7, 4, 96, 4, 192, 20, 128, 200, 1, 0, 0, 0,
-                    0, 1, 256, 2e-3, 0.05, 0.0, 1.0, 0.0, 1, 0, 0, 0, 0};
+                    0, 1, 256, 2e-3, 0.05, 0.0, 1.0, 0.0, ATTN_CLI_DTYPE_AUTO, 0, 0, 0, 0};
     int npos;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("data", 0, &o.data, "DIR",
@@ -645,10 +643,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
         ATTN_OPT_INT("eval-batch", 0, &o.eval_batch, 1, 65536, "N",
                      "images per forward pass of the test (default 256; the\n"
                      "results do not depend on it)"),
-        ATTN_OPT_CHOICE("dtype", 0, &o.dtype, "f32|bf16", "T",
-                        "bf16 (default): mixed precision, the linear layers'\n"
-                        "products on bfloat16 operands with float sums (fast\n"
-                        "where the CPU has AMX or AVX512_BF16); f32: all float"),
+        ATTN_OPT_CHOICE("dtype", 0, &o.dtype, ATTN_CLI_DTYPE_CHOICES, "T", ATTN_CLI_DTYPE_HELP),
         ATTN_OPT_THREADS(&o.threads),
         ATTN_OPT_FLAG("resume", 0, &o.resume,
                       "continue the run whose state.safetensors is in the output\n"
@@ -724,7 +719,8 @@ int attn_cmd_vit_train(int argc, char **argv) {
     char csv[4200];
     if (attn_cli_train_dir(cmd, o.out, &paths)) goto out;
     snprintf(csv, sizeof csv, "%s/log.csv", o.out);
-    if (attn_cli_ctx(cmd, o.threads, o.dtype == 1 ? ATTN_CTX_BF16_MATMUL : 0u, &ctx)) goto out;
+    const int dtype_asked = o.dtype;
+    if (attn_cli_ctx_dtype(cmd, o.threads, o.quiet, &o.dtype, &ctx)) goto out;
 
     vit_meta vm;
     vm.cfg = vit_config(R, o.patch, o.dim, o.heads, o.ffn, o.layers, (float)o.dropout);
@@ -777,6 +773,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
                     (double)saved.cfg.tf.dropout);
             goto out;
         }
+        if (attn_cli_dtype_resume(ctx, rs, dtype_asked, &o.dtype)) nset = settings(&o, &tr, set);
         if (!attn_cli_settings_check(cmd, paths.state, rs, set, nset)) goto out;
         float el;
         if (!get_i(cmd, paths.state, rs, "epochs_done", 0, o.epochs, &log.epochs_done) ||
@@ -816,7 +813,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
         fprintf(stderr, "data: %lld training images, %lld test images; batch %lld, %lld steps "
                         "per epoch, %lld epochs; %s, %d threads\n",
                 (long long)n, (long long)te.n, (long long)B, (long long)spe, o.epochs,
-                dtype_names[o.dtype], attn_ctx_threads(ctx));
+                attn_cli_dtype_name(o.dtype), attn_ctx_threads(ctx));
         if (log.epochs_done)
             fprintf(stderr, "resuming after epoch %lld of %lld\n", (long long)log.epochs_done,
                     o.epochs);
@@ -929,7 +926,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
                "\"parameters\": %lld, \"train_images\": %lld, \"test_images\": %lld, "
                "\"elapsed_s\": %.1f, \"train_images_per_s\": %.1f, \"eval_images_per_s\": %.1f, "
                "\"test_accuracy\": %.6f, \"log\": [",
-               (long long)E, o.epochs, attn_ctx_threads(ctx), dtype_names[o.dtype],
+               (long long)E, o.epochs, attn_ctx_threads(ctx), attn_cli_dtype_name(o.dtype),
                (long long)attn_module_numel(m), (long long)n, (long long)te.n, log.elapsed_s,
                tr_ips, ev_ips, last ? (double)last[LOG_TEST_ACC] : 0.0);
         for (int64_t e = 0; e < E; e++) {
@@ -956,7 +953,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
                    (double)last[LOG_TEST_LOSS]);
             printf("time: %s (%.0f images/s training, %.0f images/s test; %d thread%s, %s)\n", el,
                    tr_ips, ev_ips, attn_ctx_threads(ctx), attn_ctx_threads(ctx) == 1 ? "" : "s",
-                   dtype_names[o.dtype]);
+                   attn_cli_dtype_name(o.dtype));
         }
         if (E < o.epochs)
             printf("stopped after epoch %lld of %lld: continue with --resume -o %s\n",

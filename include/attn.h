@@ -224,6 +224,13 @@ ATTN_API int attn_cpu_count(void);
 /* The context's flags as resolved by attn_ctx_create: ATTN_CTX_AUTO_MATMUL is replaced by
  * ATTN_CTX_BF16_MATMUL or by nothing (0 for ctx NULL). */
 ATTN_API unsigned attn_ctx_flags(const attn_ctx *ctx);
+/* Sets the precision of the context's products from now on (what torch's
+ * set_float32_matmul_precision does): 0 for float, ATTN_CTX_BF16_MATMUL, or
+ * ATTN_CTX_AUTO_MATMUL (resolved now, as attn_ctx_create does).  Modules, optimisers and
+ * saved records do not depend on it, so a run may switch between steps (a resumed run takes
+ * the precision it was started with); not while another thread uses ctx.  Other values:
+ * ATTN_E_INVALID. */
+ATTN_API attn_status attn_ctx_set_matmul(attn_ctx *ctx, unsigned precision);
 /* Writes a description of this machine and of the context's choices as lines of text into
  * buf (at most cap bytes, always 0-terminated when cap > 0): the CPU (CPUID vendor, family,
  * model, name), the instruction-set extensions detected, the set chosen (and the ATTN_ISA cap),

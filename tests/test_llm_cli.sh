@@ -117,9 +117,15 @@ train_lm_bf16) # mixed precision: the loss drops, 1 and 2 threads agree, --dtype
     grep "^step" "$T/out" | cmp -s - "$T/steps2" || fail "bf16: 1 and 2 threads differ"
     run 0 "$ATTN" train lm ${L/--dtype bf16/--dtype f32} -o "$T/f" -t 2
     grep "^step" "$T/out" | cmp -s - "$T/steps2" && fail "bf16 and f32 gave the same losses"
-    run 1 "$ATTN" train lm ${L/--dtype bf16/} -o "$T/a" --resume
+    run 1 "$ATTN" train lm ${L/--dtype bf16/--dtype f32} -o "$T/a" --resume
     grep -q -- "--dtype differs from the run being continued (bf16 there, f32 now)" "$T/err" ||
-        fail "resume with another dtype" ;;
+        fail "resume with another dtype"
+    # --dtype auto (the default) resumes in the precision of the run it continues, whatever
+    # this CPU would pick for a new run; the run has finished: nothing to train, exit 0
+    run 0 "$ATTN" train lm ${L/--dtype bf16/} -o "$T/a" --resume
+    grep -q "mixed precision (bf16 products)" "$T/err" || fail "auto resume left bf16"
+    grep -q "loss curve: (none: the run had already finished)" "$T/out" ||
+        fail "finished run resumed: no note" ;;
 train_lm_gguf) # from the tiny GGUF (dequantized), exported back to GGUF with its tokenizer
     mktext "$T/text"
     run 0 "$ATTN" train lm --init $G --text "$T/text" --steps 4 --len 32 -q -o "$T/a"

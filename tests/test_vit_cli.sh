@@ -174,7 +174,7 @@ usage)
     run 2 "$ATTN" train vit --dim 30 --heads 4
     err_has "--heads 4 must divide --dim 30"
     run 2 "$ATTN" train vit --dtype f16
-    err_has "--dtype: expected one of f32, bf16, got 'f16'"
+    err_has "--dtype: expected one of auto, f32, bf16, got 'f16'"
     run 2 "$ATTN" train vit extra
     err_has "unexpected argument 'extra'"
     run 2 "$ATTN" train frobnicate

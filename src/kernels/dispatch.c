@@ -152,11 +152,24 @@ void attn__kernels_init(attn_ctx *ctx) {
     unsigned cpu = usable_features();
     attn__kernel_env_read(&ctx->env);
     attn__kernels_select(&ctx->kern, attn__isa_best(cpu, ctx->env.isa), cpu, &ctx->env);
-    if (ctx->flags & ATTN_CTX_AUTO_MATMUL) { /* the precision of this CPU (dispatch.h) */
-        ctx->flags &= ~(unsigned)ATTN_CTX_AUTO_MATMUL;
-        if (attn__auto_bf16(&ctx->kern, attn__cpu_identity()->vendor, NULL))
-            ctx->flags |= ATTN_CTX_BF16_MATMUL;
-    }
+    if ((ctx->flags & ATTN_CTX_AUTO_MATMUL) && !(ctx->flags & ATTN_CTX_BF16_MATMUL))
+        attn_ctx_set_matmul(ctx, ATTN_CTX_AUTO_MATMUL); /* the precision of this CPU */
+    ctx->flags &= ~(unsigned)ATTN_CTX_AUTO_MATMUL;
+}
+
+attn_status attn_ctx_set_matmul(attn_ctx *ctx, unsigned precision) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(precision != 0 && precision != ATTN_CTX_BF16_MATMUL &&
+                     precision != ATTN_CTX_AUTO_MATMUL,
+                 ctx, ATTN_E_INVALID,
+                 "attn_ctx_set_matmul: precision 0x%x is none of 0 (float), "
+                 "ATTN_CTX_BF16_MATMUL and ATTN_CTX_AUTO_MATMUL", precision);
+    if (precision == ATTN_CTX_AUTO_MATMUL)
+        precision = attn__auto_bf16(&ctx->kern, attn__cpu_identity()->vendor, NULL)
+                        ? (unsigned)ATTN_CTX_BF16_MATMUL
+                        : 0u;
+    ctx->flags = (ctx->flags & ~(unsigned)(ATTN_CTX_BF16_MATMUL | ATTN_CTX_AUTO_MATMUL)) | precision;
+    return ATTN_OK;
 }
 
 /* ---- attn_ctx_describe ---------------------------------------------------------------- */

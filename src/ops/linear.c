@@ -1,5 +1,7 @@
 /* attn_linear (y = x W^T + b) and its backward.
- * The forward validates and runs the reference kernels (see ops_util.h for the backwards'
+ * Both validate and run the fast GEMM (kernels/linear.c: float, or bf16 operands with float
+ * sums on an ATTN_CTX_BF16_MATMUL context; the plain C attn__linear_ref stays the tests'
+ * oracle; see ops_util.h for the backwards'
  * rules: NULL gradients skipped, gradients overwritten, outputs checked for overlap). */
 #include <math.h>
 #include <string.h>
@@ -52,7 +54,7 @@ attn_status attn_linear(attn_ctx *ctx, const attn_tensor *x, const attn_tensor *
     ATTN_TRYG(attn__contig(ctx, W, &wp));
     if (b && b->data) ATTN_TRYG(attn__contig(ctx, b, &bp));
     ATTN_TRYG(attn__rows_out_begin(ctx, y, &yp, &ldy));
-    attn__linear_ref(xp, ldx, wp, bp, yp, ldy, M, IN, OUT);
+    ATTN_TRYG(attn__linear(ctx, xp, ldx, wp, bp, yp, ldy, M, IN, OUT));
     attn__rows_out_end(yp, y);
 done:
     attn__ws_release(ctx, mk);
@@ -91,7 +93,7 @@ attn_status attn_linear_backward(attn_ctx *ctx, const attn_tensor *x, const attn
     if (wanted(dW)) ATTN_TRYG(ws_zero(ctx, &dwp, OUT * IN));
     if (wanted(db)) ATTN_TRYG(ws_zero(ctx, &dbp, OUT));
     if (wanted(dx)) ATTN_TRYG(attn__rows_out_begin(ctx, dx, &dxp, &lddx));
-    attn__linear_bwd_ref(xp, ldx, wp, dyp, lddy, dxp, lddx, dwp, dbp, M, IN, OUT);
+    ATTN_TRYG(attn__linear_bwd(ctx, xp, ldx, wp, dyp, lddy, dxp, lddx, dwp, dbp, M, IN, OUT));
     if (dxp) attn__rows_out_end(dxp, dx);
     if (dwp) attn__store(dwp, dW);
     if (dbp) attn__store(dbp, db);
