@@ -12,13 +12,14 @@ numpy arrays and torch CPU tensors in, the same kind out; the library is loaded 
 """
 from ._lib import (AttnError, AttnFileNotFoundError, AttnMemoryError, AttnOSError,
                    AttnOverflowError, AttnRuntimeError, AttnTimeoutError, AttnTypeError,
-                   AttnValueError, cpu_count, get_num_threads, set_num_threads, version)
+                   AttnValueError, cpu_count, cpu_info, get_num_threads, set_num_threads, version)
 from ._sdpa import sdpa, sdpa_varlen
 from .models import LLM, SentenceEncoder
 
 __version__ = "0.1.0"
 
 __all__ = ["sdpa", "sdpa_varlen", "set_num_threads", "get_num_threads", "cpu_count",
+           "cpu_info",
            "version", "SentenceEncoder", "LLM", "AttnError", "AttnValueError",
            "AttnTypeError", "AttnMemoryError", "AttnOverflowError", "AttnFileNotFoundError",
            "AttnOSError", "AttnRuntimeError", "AttnTimeoutError", "__version__"]

@@ -135,6 +135,8 @@ attn_ctx_free = _fn("attn_ctx_free", None, P)
 attn_ctx_errmsg = _fn("attn_ctx_errmsg", c_char_p, P)
 attn_ctx_threads = _fn("attn_ctx_threads", c_int, P)
 attn_cpu_count = _fn("attn_cpu_count", c_int)
+attn_ctx_describe = _fn("attn_ctx_describe", _S, P, ctypes.c_char_p, ctypes.c_size_t,
+                        POINTER(ctypes.c_size_t))
 attn_sdpa_defaults = _fn("attn_sdpa_defaults", SdpaOptions)
 attn_sdpa = _fn("attn_sdpa", _S, P, PT, PT, PT, POINTER(Mask), POINTER(SdpaOptions), PT, PT, PT)
 attn_sdpa_varlen = _fn("attn_sdpa_varlen", _S, P, PT, PT, PT, PT, PT, POINTER(SdpaOptions),
@@ -347,6 +349,23 @@ def get_num_threads() -> int:
 
 def cpu_count() -> int:
     return int(attn_cpu_count())
+
+
+def cpu_info() -> str:
+    """What attn detected on this CPU and what it chose, as lines of text: the CPU (vendor,
+    family, model, name), the instruction-set extensions, the kernels of each kind of product,
+    and the matrix-product precision attn picks here (`--dtype auto`) with the reason (the C
+    attn_ctx_describe; the same text as `attn info --cpu`)."""
+    c = ctx()
+    need = ctypes.c_size_t(0)
+    st = attn_ctx_describe(c, None, 0, byref(need))
+    if st != 0:
+        raise error(st, attn_ctx_errmsg(c).decode("utf-8", "replace"))
+    buf = ctypes.create_string_buffer(need.value + 1)
+    st = attn_ctx_describe(c, buf, len(buf), byref(need))
+    if st != 0:
+        raise error(st, attn_ctx_errmsg(c).decode("utf-8", "replace"))
+    return buf.value.decode("utf-8", "replace")
 
 
 def version() -> str:

@@ -34,6 +34,15 @@ def test_threads():
     assert attn.get_num_threads() == attn.cpu_count()
 
 
+def test_cpu_info():
+    text = attn.cpu_info()
+    assert text.startswith("cpu: ")
+    assert "matmul precision (auto): " in text
+    assert text.endswith("\n") and "\0" not in text
+    # the same text from a second call (the choice is a fixed table, not a timing)
+    assert attn.cpu_info() == text
+
+
 def test_errors_carry_the_library_message(rng):
     q = rng.standard_normal((1, 2, 3, 4), dtype=np.float32)
     k = rng.standard_normal((1, 2, 5, 3), dtype=np.float32)
