@@ -10,35 +10,45 @@
 
 #define MR 6
 
+/* The accumulators are named variables, not an array: GCC kept an array's copy in memory and
+ * stored 10 of the 12 accumulators to the stack on every k step (docs/kernels.md, "AVX2"). */
+static inline __attribute__((always_inline)) void store_row(float *c, __m256 a0, __m256 a1,
+                                                            int accum, float s) {
+    if (accum) {
+        __m256 v = _mm256_set1_ps(s);
+        a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(c), a0);
+        a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(c + 8), a1);
+    }
+    _mm256_storeu_ps(c, a0);
+    _mm256_storeu_ps(c + 8, a1);
+}
+
 static inline __attribute__((always_inline)) void block(int mr, int64_t K, const float *A,
                                                         int64_t ars, int64_t acs,
                                                         const float *B, int64_t ldb, float *C,
                                                         int64_t ldc, int accum,
                                                         const float *cs) {
-    __m256 acc[MR][2];
-    for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    const float *ar[MR];
-    for (int r = 0; r < mr; r++) ar[r] = A + r * ars;
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars,
+                *a5 = A + 5 * ars;
+#define ROW(r)                                                                                \
+    if (mr > r) {                                                                             \
+        __m256 x = _mm256_broadcast_ss(a##r);                                                 \
+        c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                           \
+        c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                           \
+        a##r += acs;                                                                          \
+    }
     for (int64_t k = 0; k < K; k++) {
         __m256 b0 = _mm256_loadu_ps(B), b1 = _mm256_loadu_ps(B + 8);
-        for (int r = 0; r < mr; r++) {
-            __m256 x = _mm256_broadcast_ss(ar[r]);
-            acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
-            ar[r] += acs;
-        }
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
         B += ldb;
     }
-    for (int r = 0; r < mr; r++) {
-        float *c = C + r * ldc;
-        if (accum) {
-            __m256 s = _mm256_set1_ps(cs ? cs[r] : 1.0f);
-            acc[r][0] = _mm256_fmadd_ps(s, _mm256_loadu_ps(c), acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(s, _mm256_loadu_ps(c + 8), acc[r][1]);
-        }
-        _mm256_storeu_ps(c, acc[r][0]);
-        _mm256_storeu_ps(c + 8, acc[r][1]);
-    }
+#undef ROW
+#define OUT(r)                                                                                \
+    if (mr > r) store_row(C + r * ldc, c##r##0, c##r##1, accum, cs ? cs[r] : 1.0f);
+    OUT(0) OUT(1) OUT(2) OUT(3) OUT(4) OUT(5)
+#undef OUT
 }
 
 typedef void (*blk_fn)(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
