@@ -39,11 +39,25 @@ static inline __attribute__((always_inline)) void block(int mr, int64_t K, const
         c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                           \
         a##r += acs;                                                                          \
     }
-    for (int64_t k = 0; k < K; k++) {
-        __m256 b0 = _mm256_loadu_ps(B), b1 = _mm256_loadu_ps(B + 8);
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-        B += ldb;
+    if (acs == 1) { /* rows of A contiguous in k (Q K^T, P V): one index for all six */
+#define ROW1(r)                                                                               \
+    if (mr > r) {                                                                             \
+        __m256 x = _mm256_broadcast_ss(a##r + k);                                             \
+        c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                           \
+        c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                           \
     }
+#pragma GCC unroll 4
+        for (int64_t k = 0; k < K; k++) {
+            __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);
+            ROW1(0) ROW1(1) ROW1(2) ROW1(3) ROW1(4) ROW1(5)
+        }
+#undef ROW1
+    } else
+        for (int64_t k = 0; k < K; k++) {
+            __m256 b0 = _mm256_loadu_ps(B), b1 = _mm256_loadu_ps(B + 8);
+            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+            B += ldb;
+        }
 #undef ROW
 #define OUT(r)                                                                                \
     if (mr > r) store_row(C + r * ldc, c##r##0, c##r##1, accum, cs ? cs[r] : 1.0f);
