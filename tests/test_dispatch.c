@@ -263,24 +263,28 @@ static void made_up_cpus(void) {
         TU_CHECK(!k.has_bf16 && !k.has_f16 && k.flash_bf16_widen, "AVX2 set: 16-bit kernels");
     }
     /* int8 quantized kernels: AVX512_VNNI (with BW/DQ/VL) on the AVX-512 set, AVX-VNNI on the
-     * AVX2 and AVX-512 sets, else plain C */
+     * AVX2 and AVX-512 sets, else VPMADDUBSW on either, else plain C */
     const attn__quant_kernels *q8r = attn__quant_kernels_ref(), *q8v = attn__quant_kernels_vnni(),
-                              *q8a = attn__quant_kernels_avxvnni();
+                              *q8a = attn__quant_kernels_avxvnni(),
+                              *q82 = attn__quant_kernels_avx2_int8() ? attn__quant_kernels_avx2_int8()
+                                                                     : q8r;
     if (b512) {
         attn__kernels_select(&k, ATTN__ISA_AVX512, wide | ATTN__CPU_AVX512_VNNI, &env);
         TU_CHECK(k.quant8 == (q8v ? q8v : q8r), "AVX512_VNNI: int8 quant kernels");
         attn__kernels_select(&k, ATTN__ISA_AVX512, x512 | ATTN__CPU_AVX512_VNNI, &env);
-        TU_CHECK(k.quant8 == q8r, "AVX512_VNNI without BW/DQ/VL taken");
+        TU_CHECK(k.quant8 == q82, "AVX512_VNNI without BW/DQ/VL taken");
         attn__kernels_select(&k, ATTN__ISA_AVX512, wide | ATTN__CPU_AVX_VNNI, &env);
-        TU_CHECK(k.quant8 == (q8a ? q8a : q8r), "AVX-512 set with AVX-VNNI only");
+        TU_CHECK(k.quant8 == (q8a ? q8a : q82), "AVX-512 set with AVX-VNNI only");
         attn__kernels_select(&k, ATTN__ISA_AVX512, wide, &env);
-        TU_CHECK(k.quant8 == q8r, "AVX-512 set without VNNI: int8 quant kernels");
+        TU_CHECK(k.quant8 == q82, "AVX-512 set without VNNI: int8 quant kernels");
     }
     if (b2) {
         attn__kernels_select(&k, ATTN__ISA_AVX2, avx2 | ATTN__CPU_AVX_VNNI, &env);
-        TU_CHECK(k.quant8 == (q8a ? q8a : q8r), "AVX-VNNI: int8 quant kernels");
+        TU_CHECK(k.quant8 == (q8a ? q8a : q82), "AVX-VNNI: int8 quant kernels");
         attn__kernels_select(&k, ATTN__ISA_AVX2, wide | ATTN__CPU_AVX512_VNNI, &env);
-        TU_CHECK(k.quant8 == q8r, "AVX2 set took the AVX512_VNNI kernels");
+        TU_CHECK(k.quant8 == q82, "AVX2 set took the AVX512_VNNI kernels");
+        attn__kernels_select(&k, ATTN__ISA_AVX2, avx2, &env);
+        TU_CHECK(k.quant8 == q82, "AVX2 without VNNI: int8 quant kernels");
     }
     attn__kernels_select(&k, ATTN__ISA_REF, bf | fp, &env);
     check_tables(&k, ATTN__ISA_REF, "ref set on a full CPU");

@@ -104,13 +104,16 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     /* quantized weights (quant.h): float activations on the set's kernels (F16C comes with
      * AVX2, see cpu.h); int8 activations on VPDPBUSD: 512-bit where the CPU has AVX512_VNNI
      * with AVX512BW/DQ/VL (AVX-512 set), else 256-bit where it has AVX-VNNI (AVX2 or AVX-512
-     * set), else the plain C int8 kernels */
+     * set), else 256-bit VPMADDUBSW + VPMADDWD on plain AVX2 (the same int32 lanes), else
+     * the plain C int8 kernels */
     k->quant = x512 ? attn__quant_kernels_avx512() : x2 ? attn__quant_kernels_avx2() : NULL;
     if (!k->quant) k->quant = attn__quant_kernels_ref();
     const unsigned vnni = wide | ATTN__CPU_AVX512_VNNI;
     k->quant8 = x512 && (cpu & vnni) == vnni ? attn__quant_kernels_vnni() : NULL;
     if (!k->quant8 && (x512 || x2) && (cpu & ATTN__CPU_AVX_VNNI))
         k->quant8 = attn__quant_kernels_avxvnni();
+    if (!k->quant8 && (x512 || x2)) /* no VNNI: VPMADDUBSW + VPMADDWD, the same bits */
+        k->quant8 = attn__quant_kernels_avx2_int8();
     if (!k->quant8) k->quant8 = attn__quant_kernels_ref();
     /* the same bits either way: the instruction set only changes the speed */
     k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;

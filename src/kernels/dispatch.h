@@ -47,7 +47,8 @@ ATTN__HIDDEN void attn__kernel_env_read(attn__kernel_env *env);
  * function (tests give it made-up CPUs): a family the set lacks, or an isa not compiled in,
  * gets the plain C table.  The bf16 kernels need AVX512_BF16 with AVX512BW/DQ/VL and the fp16
  * one AVX512_FP16 with AVX512BW/DQ/VL, both on the AVX-512 set only; the int8 quantized
- * kernels AVX512_VNNI with AVX512BW/DQ/VL (AVX-512 set) or AVX-VNNI (AVX2 or AVX-512 set). */
+ * kernels AVX512_VNNI with AVX512BW/DQ/VL (AVX-512 set) or AVX-VNNI (AVX2 or AVX-512 set), else
+ * VPMADDUBSW + VPMADDWD on either set. */
 ATTN__HIDDEN void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu,
                                        const attn__kernel_env *env);
 /* Forces set isa on ctx (ATTN__ISA_DEFAULT: the one attn_ctx_create chose), its tables chosen

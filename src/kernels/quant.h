@@ -128,6 +128,7 @@ ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx512(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_vnni(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avxvnni(void);
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2_int8(void);
 
 /* ---- the linear product ------------------------------------------------------------------- */
 enum {

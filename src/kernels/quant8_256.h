@@ -1,0 +1,237 @@
+/* The int8-activation kernels of the quantized linear product on 256-bit integer vectors
+ * (quant.h, mv8), shared by two sets that differ only in the dot product of 32 unsigned weight
+ * bytes with 32 signed activation bytes into 8 int32 lanes of 4 products each:
+ *   x86_avxvnni/quant_avxvnni.c  VPDPBUSD (AVX-VNNI), one instruction;
+ *   x86_avx2/quant8_avx2.c       VPMADDUBSW then VPMADDWD by ones (plain AVX2), two.
+ * The includer defines Q8_256_NAME (the table's name) and `dp(u, s)`, then includes this file
+ * once.  Both give the same int32 lanes, so the same bits: the pairs VPMADDUBSW adds into 16
+ * bits never saturate, as the weights are at most 128 as unsigned bytes (|Q8_0| with -128
+ * taken as 128; Q4 15, Q5 31, Q6_K 63, the offsets 8, 16, 32) and the activations at most 127
+ * in magnitude (attn__q8act_quantize: scale max|x| / 127), so |u0 s0 + u1 s1| <= 2 * 128 * 127
+ * = 32512 < 32767.
+ *
+ * Per group: the lanes converted to float and multiplied by the group's scale (weight scale
+ * times activation scale, rounded to float) into one float accumulator per activation vector;
+ * offsets (- 8, - 16, - 32) subtracted as integers (a second dot product of the constant with
+ * the activation quants); mins (Q4_1, Q5_1, Q4_K, Q5_K) times the float sums of x into a
+ * scalar, in order.  Row sum: the 8 lanes reduced in a fixed order, plus the scalar.  Q8_0
+ * weights are signed: |w| times x with w's sign (VPSIGNB).  The terms are those of the plain C
+ * kernel (ref/quant_kern_ref.c) in another order. */
+#ifndef ATTN_QUANT8_256_BODY
+#define ATTN_QUANT8_256_BODY
+#define INLINE static inline __attribute__((always_inline))
+#define PF 2048
+
+INLINE float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+INLINE __m128i ld128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
+INLINE __m256i ld256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+
+INLINE float hsum8(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
+}
+
+/* the 32 nibbles of 16 bytes in element order */
+INLINE __m256i nib(const uint8_t *qs) {
+    const __m256i t = _mm256_broadcastsi128_si256(ld128(qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(t, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(15));
+}
+/* bit j of qh as 16 in byte j */
+INLINE __m256i bit4(uint32_t qh) {
+    const __m256i spread = _mm256_set_epi8(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1,
+                                           1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, sel), sel), _mm256_set1_epi8(16));
+}
+
+enum { T40, T41, T50, T51, T80 };
+
+INLINE void rows32(int t, size_t bb, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                   const attn__q8act *xa, const int M, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX];
+        float ms[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), ms[i] = 0.0f;
+        for (int64_t k = 0; k < nb; k++, b += bb) {
+            _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
+            __m256i v;
+            float d, m = 0.0f;
+            int off = 0;
+            switch (t) {
+            case T40: v = nib(b + 2), d = h2f(b), off = 8; break;
+            case T41: v = nib(b + 4), d = h2f(b), m = h2f(b + 2); break;
+            case T50: {
+                uint32_t qh;
+                memcpy(&qh, b + 2, 4);
+                v = _mm256_or_si256(nib(b + 6), bit4(qh)), d = h2f(b), off = 16;
+                break;
+            }
+            case T51: {
+                uint32_t qh;
+                memcpy(&qh, b + 4, 4);
+                v = _mm256_or_si256(nib(b + 8), bit4(qh)), d = h2f(b), m = h2f(b + 2);
+                break;
+            }
+            default: v = ld256(b + 2), d = h2f(b); break;
+            }
+            const __m256i av = t == T80 ? _mm256_abs_epi8(v) : v;
+            for (int i = 0; i < M; i++) {
+                const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * k));
+                const float *a = xa->dsx + i * 2 * xa->ldb + 2 * k;
+                __m256i s = dp(av, t == T80 ? _mm256_sign_epi8(xq, v) : xq);
+                if (off) s = _mm256_sub_epi32(s, dp(_mm256_set1_epi8((char)off), xq));
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a[0]), acc[i]);
+                if (t == T41 || t == T51) ms[i] += m * a[1];
+            }
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]) + ms[i];
+    }
+}
+
+#define DEF32(name, T, BB)                                                                    \
+    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
+                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
+        switch (m) {                                                                          \
+        case 1: rows32(T, BB, w, rb, rows, nb, xa, 1, y, ldy); break;                         \
+        case 2: rows32(T, BB, w, rb, rows, nb, xa, 2, y, ldy); break;                         \
+        case 3: rows32(T, BB, w, rb, rows, nb, xa, 3, y, ldy); break;                         \
+        default: rows32(T, BB, w, rb, rows, nb, xa, 4, y, ldy); break;                        \
+        }                                                                                     \
+    }
+DEF32(mv8_q4_0, T40, 18)
+DEF32(mv8_q4_1, T41, 20)
+DEF32(mv8_q5_0, T50, 22)
+DEF32(mv8_q5_1, T51, 24)
+DEF32(mv8_q8_0, T80, 34)
+
+/* ---- Q4_K, Q5_K: 8 groups of 32 with a scale and a min ------------------------------------- */
+INLINE void k4_scales(const uint8_t *b, float ds[8], float dm[8]) {
+    const float d = h2f(b), dmin = h2f(b + 2);
+    const uint8_t *s = b + 4;
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        if (j < 4) {
+            sc = s[j] & 63;
+            mn = s[4 + j] & 63;
+        } else {
+            sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
+            mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
+        }
+        ds[j] = d * (float)sc;
+        dm[j] = dmin * (float)mn;
+    }
+}
+
+INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                    const attn__q8act *xa, const int M, float *y, int64_t ldy) {
+    const size_t bb = five ? 176 : 144;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX];
+        float ms[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), ms[i] = 0.0f;
+        for (int64_t k = 0; k < nb; k++, b += bb) {
+            _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + PF + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + PF + 128, _MM_HINT_T0);
+            float ds[8], dm[8];
+            k4_scales(b, ds, dm);
+            const uint8_t *qs = b + (five ? 48 : 16);
+            const __m256i qh = five ? ld256(b + 16) : _mm256_setzero_si256();
+            for (int s = 0; s < 8; s++) {
+                const __m256i q = ld256(qs + 32 * (s >> 1));
+                __m256i v = _mm256_and_si256((s & 1) ? _mm256_srli_epi16(q, 4) : q, _mm256_set1_epi8(15));
+                if (five) {
+                    const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)),
+                                                        _mm256_set1_epi8(1));
+                    v = _mm256_or_si256(v, _mm256_slli_epi16(hb, 4));
+                }
+                for (int i = 0; i < M; i++) {
+                    const int64_t g = 8 * k + s;
+                    const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * g));
+                    const float *a = xa->dsx + i * 2 * xa->ldb + 2 * g;
+                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp(v, xq)), _mm256_set1_ps(ds[s] * a[0]),
+                                             acc[i]);
+                    ms[i] += dm[s] * a[1];
+                }
+            }
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]) - ms[i];
+    }
+}
+
+#define DEFK45(name, FIVE)                                                                    \
+    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
+                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
+        switch (m) {                                                                          \
+        case 1: rowsk45(FIVE, w, rb, rows, nb, xa, 1, y, ldy); break;                         \
+        case 2: rowsk45(FIVE, w, rb, rows, nb, xa, 2, y, ldy); break;                         \
+        case 3: rowsk45(FIVE, w, rb, rows, nb, xa, 3, y, ldy); break;                         \
+        default: rowsk45(FIVE, w, rb, rows, nb, xa, 4, y, ldy); break;                        \
+        }                                                                                     \
+    }
+DEFK45(mv8_q4_k, 0)
+DEFK45(mv8_q5_k, 1)
+
+/* ---- Q6_K: 32 elements per step, groups of 16 in lanes 0-3 and 4-7 -------------------------- */
+INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const attn__q8act *xa,
+                   const int M, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++, b += 210) {
+            for (int p = 0; p < 256; p += 64) _mm_prefetch((const char *)b + PF + p, _MM_HINT_T0);
+            const float d = h2f(b + 208);
+            float ds[16];
+            for (int g = 0; g < 16; g++) ds[g] = d * (float)(int8_t)b[192 + g];
+            for (int z = 0; z < 8; z++) { /* elements 32 z .. 32 z + 31 */
+                const int h = z >> 2;
+                const __m256i ql = ld256(b + 64 * h + 32 * (z & 1));
+                const __m256i lo = _mm256_and_si256(((z >> 1) & 1) ? _mm256_srli_epi16(ql, 4) : ql,
+                                                    _mm256_set1_epi8(15));
+                const __m256i qh = ld256(b + 128 + 32 * h);
+                const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * (z & 3))),
+                                                    _mm256_set1_epi8(3));
+                const __m256i v = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+                for (int i = 0; i < M; i++) {
+                    const int64_t g = 8 * k + z; /* activation block */
+                    const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * g));
+                    const float dx = xa->dsx[i * 2 * xa->ldb + 2 * g];
+                    const __m256i s = _mm256_sub_epi32(dp(v, xq), dp(_mm256_set1_epi8(32), xq));
+                    const __m256 sc = _mm256_set_m128(_mm_set1_ps(ds[2 * z + 1] * dx), _mm_set1_ps(ds[2 * z] * dx));
+                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[i]);
+                }
+            }
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]);
+    }
+}
+
+static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const attn__q8act *xa,
+                     int64_t m, float *y, int64_t ldy) {
+    switch (m) {
+    case 1: rowsq6(w, rb, rows, nb, xa, 1, y, ldy); break;
+    case 2: rowsq6(w, rb, rows, nb, xa, 2, y, ldy); break;
+    case 3: rowsq6(w, rb, rows, nb, xa, 3, y, ldy); break;
+    default: rowsq6(w, rb, rows, nb, xa, 4, y, ldy); break;
+    }
+}
+
+static const attn__quant_kernels TABLE = {
+    Q8_256_NAME,
+    {0},
+    {0},
+    {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+};
+
+#endif
