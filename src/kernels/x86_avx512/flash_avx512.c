@@ -22,17 +22,37 @@ static inline __attribute__((always_inline)) void block(int mr, int nv, int64_t 
     __m512 acc[MR][4];
     for (int r = 0; r < mr; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
-    const float *ar[MR];
-    for (int r = 0; r < mr; r++) ar[r] = A + r * ars;
-    for (int64_t k = 0; k < K; k++) {
-        __m512 bv[4];
-        for (int v = 0; v < nv; v++) bv[v] = _mm512_loadu_ps(B + 16 * v);
-        for (int r = 0; r < mr; r++) {
-            __m512 x = _mm512_set1_ps(*ar[r]);
-            for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
-            ar[r] += acs;
+    if (acs == 1) {
+        /* rows of A contiguous in k (Q K^T, P V): four row pointers, every third row, and the
+         * rows between them at + ars and + 2 ars (x86 addressing's index), advanced together:
+         * twelve pointers of their own would not fit the 16 general registers (GCC reloaded
+         * six of them from the stack on every k step) */
+        const float *p0 = A, *p3 = mr > 3 ? A + 3 * ars : A, *p6 = mr > 6 ? A + 6 * ars : A,
+                    *p9 = mr > 9 ? A + 9 * ars : A;
+        for (int64_t k = 0; k < K; k++) {
+            __m512 bv[4];
+            for (int v = 0; v < nv; v++) bv[v] = _mm512_loadu_ps(B + 16 * v);
+            for (int r = 0; r < mr; r++) {
+                const float *p = r < 3 ? p0 : r < 6 ? p3 : r < 9 ? p6 : p9;
+                __m512 x = _mm512_set1_ps(p[(r % 3) * ars]);
+                for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+            }
+            p0++, p3++, p6++, p9++;
+            B += ldb;
         }
-        B += ldb;
+    } else {
+        const float *ar[MR];
+        for (int r = 0; r < mr; r++) ar[r] = A + r * ars;
+        for (int64_t k = 0; k < K; k++) {
+            __m512 bv[4];
+            for (int v = 0; v < nv; v++) bv[v] = _mm512_loadu_ps(B + 16 * v);
+            for (int r = 0; r < mr; r++) {
+                __m512 x = _mm512_set1_ps(*ar[r]);
+                for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+                ar[r] += acs;
+            }
+            B += ldb;
+        }
     }
     for (int r = 0; r < mr; r++) {
         float *c = C + r * ldc;
