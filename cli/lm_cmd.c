@@ -147,16 +147,12 @@ static attn_status save_hf_weights(attn_ctx *ctx, const attn_module *m, int inte
     return st;
 }
 
-static int write_config_json(const char *path, const attn_llm_config *c,
-                             const attn_llm_special *sp) {
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return 0;
-    char bos[24] = "null", eos[24] = "null";
+static attn_status write_config_json(attn_ctx *ctx, const char *path, const attn_llm_config *c,
+                                     const attn_llm_special *sp) {
+    char bos[24] = "null", eos[24] = "null", text[2048];
     if (sp->bos >= 0) snprintf(bos, sizeof bos, "%d", (int)sp->bos);
     if (sp->eos >= 0) snprintf(eos, sizeof eos, "%d", (int)sp->eos);
-    fprintf(f,
+    int n = snprintf(text, sizeof text,
             "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
             "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
             "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
@@ -170,33 +166,40 @@ static int write_config_json(const char *path, const attn_llm_config *c,
             (long long)c->head_dim, (long long)c->max_position_embeddings, c->rms_norm_eps,
             c->rope_theta, c->tie_word_embeddings ? "true" : "false",
             c->attention_bias ? "true" : "false", c->mlp_bias ? "true" : "false", bos, eos);
-    int ok = !ferror(f);
-    if (fclose(f) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok) remove(tmp);
-    return ok;
+    if (n < 0 || (size_t)n >= sizeof text) return ATTN_E_OVERFLOW;
+    return attn_file_write(ctx, path, text, (size_t)n);
 }
 
-/* Copies src_dir/name to dst_dir/name when it exists; 0 on a write error. */
-static int copy_if_there(const char *src_dir, const char *dst_dir, const char *name) {
-    char s[4200], d[4200], t[4300];
+/* Copies src_dir/name to dst_dir/name when it exists (a missing one is fine); 0 on failure
+ * (printed). */
+static int copy_if_there(const char *cmd, attn_ctx *ctx, const char *src_dir,
+                         const char *dst_dir, const char *name) {
+    char s[4200], d[4200];
     snprintf(s, sizeof s, "%s/%s", src_dir, name);
     snprintf(d, sizeof d, "%s/%s", dst_dir, name);
-    snprintf(t, sizeof t, "%s.tmp", d);
     FILE *in = fopen(s, "rb");
-    if (!in) return 1;
-    FILE *out = fopen(t, "wb");
-    int ok = out != NULL;
+    if (!in && errno == ENOENT) return 1;
+    if (!in) {
+        fprintf(stderr, "attn %s: cannot read %s: %s\n", cmd, s, strerror(errno));
+        return 0;
+    }
+    attn_file_out *out = NULL;
+    attn_status st = attn_file_out_open(ctx, d, &out);
     char buf[65536];
     size_t n;
-    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n) ok = 0;
-    if (ferror(in)) ok = 0;
+    while (st == ATTN_OK && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        st = attn_file_out_write(out, buf, n);
+    int bad_read = ferror(in);
     fclose(in);
-    if (out && fclose(out) != 0) ok = 0;
-    if (ok && rename(t, d) != 0) ok = 0;
-    if (!ok) remove(t);
-    return ok;
+    if (st == ATTN_OK && bad_read) {
+        fprintf(stderr, "attn %s: cannot read %s\n", cmd, s);
+        attn_file_out_abort(out);
+        return 0;
+    }
+    if (st == ATTN_OK) st = attn_file_out_commit(out);
+    else attn_file_out_abort(out);
+    if (st != ATTN_OK) attn_cli_fail(ctx, cmd, st);
+    return st == ATTN_OK;
 }
 
 /* m as a HF folder out (created if missing): model.safetensors (HF's q/k row order),
@@ -220,18 +223,15 @@ static int write_hf(const char *cmd, attn_ctx *ctx, const attn_module *m, int in
         return 0;
     }
     snprintf(path, sizeof path, "%s/config.json", out);
-    if (!write_config_json(path, &cfg, sp)) {
-        fprintf(stderr, "attn %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+    if ((st = write_config_json(ctx, path, &cfg, sp)) != ATTN_OK) {
+        attn_cli_fail(ctx, cmd, st);
         return 0;
     }
     static const char *const files[] = {"tokenizer.json", "tokenizer_config.json",
                                         "chat_template.jinja", "generation_config.json",
                                         "special_tokens_map.json"};
     for (size_t i = 0; src_dir && i < sizeof files / sizeof *files; i++)
-        if (!copy_if_there(src_dir, out, files[i])) {
-            fprintf(stderr, "attn %s: cannot copy %s/%s into %s\n", cmd, src_dir, files[i], out);
-            return 0;
-        }
+        if (!copy_if_there(cmd, ctx, src_dir, out, files[i])) return 0;
     return 1;
 }
 
@@ -633,12 +633,14 @@ static uint64_t kv_bytes(const attn_gguf *g, const attn_gguf_kv *kv) {
     return n;
 }
 
-typedef struct gw { /* a GGUF file being written */
-    FILE *f;
+typedef struct gw { /* a GGUF file being written (attn_file_out: whole or not at all) */
+    attn_file_out *f;
     int ok;
+    uint64_t pos; /* bytes written so far */
 } gw;
 static void g_put(gw *w, const void *p, size_t n) {
-    if (w->ok && n && fwrite(p, 1, n, w->f) != n) w->ok = 0;
+    if (w->ok && n && attn_file_out_write(w->f, p, n) != ATTN_OK) w->ok = 0;
+    w->pos += n;
 }
 static void g_u32(gw *w, uint32_t v) { g_put(w, &v, 4); }
 static void g_u64(gw *w, uint64_t v) { g_put(w, &v, 8); }
@@ -746,9 +748,7 @@ static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleav
     size_t nt = 0;
     void *buf = NULL;
     float *perm = NULL;
-    gw w = {NULL, 1};
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    gw w = {NULL, 1, 0};
     if (!names || !types || !offs) {
         st = ATTN_E_NOMEM;
         goto done;
@@ -778,10 +778,7 @@ static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleav
     }
     int kd = c.head_dim * c.num_heads != c.hidden_size;
     nkv += 12 + (kd ? 2 : 0);
-    if (!(w.f = fopen(tmp, "wb"))) {
-        st = ATTN_E_IO;
-        goto done;
-    }
+    if ((st = attn_file_out_open(ctx, path, &w.f)) != ATTN_OK) goto done;
     g_put(&w, "GGUF", 4), g_u32(&w, 3), g_u64(&w, nt), g_u64(&w, nkv);
     g_kv_str(&w, "general.architecture", "llama");
     g_kv_str(&w, "general.name", "attn export");
@@ -836,10 +833,8 @@ static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleav
         g_u64(&w, offs[i]);
     }
     {
-        long pos = ftell(w.f);
         static const char zero[64];
-        if (pos < 0) w.ok = 0;
-        else g_put(&w, zero, (size_t)((align - (uint64_t)pos % align) % align));
+        g_put(&w, zero, (size_t)((align - w.pos % align) % align));
     }
     uint64_t at = 0;
     for (size_t i = 0; i < np && w.ok; i++) {
@@ -888,11 +883,10 @@ static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleav
             at += sizeof *data * (uint64_t)n;
         }
     }
-    st = w.ok ? ATTN_OK : ATTN_E_IO;
+    st = w.ok ? ATTN_OK : ATTN_E_IO; /* a failed write left its message in ctx */
 done:
-    if (w.f && fclose(w.f) != 0 && st == ATTN_OK) st = ATTN_E_IO;
-    if (w.f && st == ATTN_OK && rename(tmp, path) != 0) st = ATTN_E_IO;
-    if (w.f && st != ATTN_OK) remove(tmp);
+    if (w.f && st == ATTN_OK) st = attn_file_out_commit(w.f);
+    else attn_file_out_abort(w.f);
     free(names), free(types), free(offs), free(buf), free(perm);
     return st;
 }
@@ -995,11 +989,7 @@ int attn_cmd_export(int argc, char **argv) {
         }
         errno = 0;
         if ((st = write_gguf(ctx, m, !from_dir, tok, tok_path, llm, type == 1, gguf)) != ATTN_OK) {
-            if (st == ATTN_E_IO)
-                fprintf(stderr, "attn export: cannot write %s: %s\n", gguf,
-                        errno ? strerror(errno) : "I/O error");
-            else
-                attn_cli_fail(ctx, "export", st);
+            attn_cli_fail(ctx, "export", st); /* the writer's message names path and reason */
             goto out;
         }
         printf("wrote %s (%s)\n", gguf, type == 1 ? "Q8_0" : "F32");

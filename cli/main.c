@@ -64,6 +64,11 @@ int main(int argc, char **argv) {
     /* a reader that went away is a failed write like any other (exit 1 with a message), not a
      * death by SIGPIPE */
     signal(SIGPIPE, SIG_IGN);
+#ifdef SIGXFSZ
+    /* a file past RLIMIT_FSIZE: an EFBIG error with a message (the output left as it was),
+     * not a process killed half-way */
+    signal(SIGXFSZ, SIG_IGN);
+#endif
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -534,28 +534,27 @@ static attn_status evaluate(attn_ctx *ctx, const attn_module *m, const img_set *
     return ATTN_OK;
 }
 
-static int write_csv(const char *path, const run_log *lg) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "attn train vit: cannot write %s: %s\n", tmp, strerror(errno));
-        return 0;
-    }
-    fprintf(f, "epoch");
-    for (int c = 0; c < LOG_COLS; c++) fprintf(f, ",%s", log_names[c]);
-    fputc('\n', f);
-    for (int64_t e = 0; e < lg->epochs_done; e++) {
+static int write_csv(attn_ctx *ctx, const char *path, const run_log *lg) {
+    attn_file_out *f = NULL;
+    attn_status st = attn_file_out_open(ctx, path, &f);
+    char line[512];
+    int n = snprintf(line, sizeof line, "epoch");
+    for (int c = 0; c < LOG_COLS; c++) n += snprintf(line + n, sizeof line - (size_t)n, ",%s", log_names[c]);
+    n += snprintf(line + n, sizeof line - (size_t)n, "\n");
+    if (st == ATTN_OK) st = attn_file_out_write(f, line, (size_t)n);
+    for (int64_t e = 0; st == ATTN_OK && e < lg->epochs_done; e++) {
         const float *r = lg->epoch + e * LOG_COLS;
-        fprintf(f, "%lld,%.6f,%.6f,%.6f,%.6g,%.1f,%.1f,%.1f\n", (long long)e + 1,
-                (double)r[LOG_TRAIN_LOSS], (double)r[LOG_TEST_LOSS], (double)r[LOG_TEST_ACC],
-                (double)r[LOG_LR], (double)r[LOG_TRAIN_IPS], (double)r[LOG_EVAL_IPS],
-                (double)r[LOG_ELAPSED]);
+        n = snprintf(line, sizeof line, "%lld,%.6f,%.6f,%.6f,%.6g,%.1f,%.1f,%.1f\n",
+                     (long long)e + 1, (double)r[LOG_TRAIN_LOSS], (double)r[LOG_TEST_LOSS],
+                     (double)r[LOG_TEST_ACC], (double)r[LOG_LR], (double)r[LOG_TRAIN_IPS],
+                     (double)r[LOG_EVAL_IPS], (double)r[LOG_ELAPSED]);
+        if (n < 0 || (size_t)n >= sizeof line) n = 0; /* cannot happen: bounded fields */
+        st = attn_file_out_write(f, line, (size_t)n);
     }
-    int bad_write = ferror(f);
-    if (fclose(f) != 0 || bad_write || rename(tmp, path) != 0) {
-        fprintf(stderr, "attn train vit: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
+    if (st == ATTN_OK) st = attn_file_out_commit(f);
+    else attn_file_out_abort(f);
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, "train vit", st);
         return 0;
     }
     return 1;
@@ -907,12 +906,12 @@ int attn_cmd_vit_train(int argc, char **argv) {
         if ((st = save_model(ctx, m, &vm, paths.model)) != ATTN_OK ||
             (st = save_state(ctx, m, opt, &vm, set, nset, &log, paths.state)) != ATTN_OK)
             goto fail;
-        if (!write_csv(csv, &log)) goto out;
+        if (!write_csv(ctx, csv, &log)) goto out;
         if ((st = write_svg(ctx, paths.svg, &log, spe)) != ATTN_OK) goto fail;
     }
     if (log.epochs_done == 0 || (o.resume && evals == 0)) { /* nothing trained here */
         if ((st = save_model(ctx, m, &vm, paths.model)) != ATTN_OK) goto fail;
-        if (!write_csv(csv, &log)) goto out;
+        if (!write_csv(ctx, csv, &log)) goto out;
         if ((st = write_svg(ctx, paths.svg, &log, spe)) != ATTN_OK) goto fail;
     }
 

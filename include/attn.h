@@ -1026,6 +1026,39 @@ ATTN_API attn_status attn_st_writer_to_memory(attn_st_writer *w, void **data /* 
 /* Frees a buffer from attn_st_writer_to_memory; attn_buffer_free(NULL, p) does nothing. */
 ATTN_API void attn_buffer_free(attn_ctx *ctx, void *data);
 
+/* --- Output files: whole or not at all --------------------------------------------------
+ * Every file attn writes (safetensors, GGUF, pictures, logs, configs) goes through these, and
+ * applications may use them too.  The target at path:
+ *   - missing, or a regular file: the bytes go to a new file ".NAME.tmp-PID-RANDOM" beside it
+ *     (created exclusively: a file or link planted under any name is never opened), which
+ *     replaces the target by rename() at commit, after fsync (and the directory is synced
+ *     after the rename).  Until then, and after any error, the target is as it was, and the
+ *     temporary file is removed.  Temporary files of the same target left by processes that no
+ *     longer exist (killed during a write) are removed at the next open.  A replaced file keeps
+ *     its permissions; a new one gets 0666 less the umask;
+ *   - a symbolic link: followed, and the file it names replaced as above (the link stays); a
+ *     link to a missing file is refused;
+ *   - a character device or FIFO (/dev/null, /dev/stdout, a pipe): written in place, never
+ *     created, replaced or removed; a FIFO with no reader is refused (no wait); errors such as
+ *     /dev/full's are reported;
+ *   - a directory, block device or socket: refused.
+ * Errors (ENOSPC, EFBIG, EROFS, EACCES, EIO, ...) are ATTN_E_IO with the path and the reason.
+ * A process that writes past RLIMIT_FSIZE gets SIGXFSZ, which ends it unless it ignores the
+ * signal (the attn program does, and reports EFBIG). */
+typedef struct attn_file_out attn_file_out;
+ATTN_API attn_status attn_file_out_open(attn_ctx *ctx, const char *path,
+                                        attn_file_out **out /* OUT */);
+/* Appends n bytes (buffered).  After a failure every later write and the commit fail too. */
+ATTN_API attn_status attn_file_out_write(attn_file_out *f, const void *data, size_t n);
+/* Completes the file (flush, fsync, rename) and frees f, whatever the result. */
+ATTN_API attn_status attn_file_out_commit(attn_file_out *f);
+/* Abandons the file: the temporary file is removed, the target untouched; frees f (NULL is
+ * fine). */
+ATTN_API void attn_file_out_abort(attn_file_out *f);
+/* The whole file in one call: open, write, commit. */
+ATTN_API attn_status attn_file_write(attn_ctx *ctx, const char *path, const void *data,
+                                     size_t n);
+
 /* Loads the module's parameters from tensors named prefix + state_dict name (prefix may be
  * NULL); any floating dtype is converted to F32.  strict = 1: every parameter must be present
  * (else ATTN_E_NOT_FOUND); strict = 0 skips missing ones.  Tensors of the file that are not

@@ -206,6 +206,22 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
   endforeach()
 endif()
 
+# Every output option against hostile targets (tests/test_outputs.sh, one test per writer):
+# existing files, private /dev/null and /dev/full nodes, FIFOs with and without a reader,
+# links (kept, followed; dangling refused), links planted at temporary names, stale temporary
+# files of dead processes, directories, ulimit -f, a full and a read-only tmpfs.
+if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
+  foreach(case eval export_gguf logits save_init heatmap train_lm export_hf)
+    add_test(NAME cli_outputs_${case}
+             COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_outputs.sh
+                     $<TARGET_FILE:attn_cli> ${case} ${CMAKE_CURRENT_BINARY_DIR}/outputs
+                     ${ATTN_TINY}
+             WORKING_DIRECTORY ${ATTN_CLI_WD})
+    set_tests_properties(cli_outputs_${case} PROPERTIES TIMEOUT 600
+                         FIXTURES_REQUIRED "tiny_dates")
+  endforeach()
+endif()
+
 # attn train vit / classify / attention-map on tiny IDX data written by tests/vit_tiny_data.c
 # (tests/test_vit_cli.sh, one test per case): the setup case trains a tiny ViT for the others;
 # resume equals an uninterrupted run bit for bit; missing, corrupt and wrong-size input and the

@@ -191,6 +191,78 @@ static void test_writes(attn_ctx *ctx) {
     attn_st_writer_free(w);
 }
 
+/* The streaming writer (attn_file_out_*): many small and large writes give exactly the bytes;
+ * abort leaves the target and no temporary; a failed write makes the commit fail; a FIFO
+ * without a reader and a dangling link are refused at open; NULL handling; stale temporary
+ * files of a dead process are removed, a live one's kept, other names never touched. */
+static void test_stream(attn_ctx *ctx) {
+    attn_file_out *f = NULL;
+    static unsigned char want[300000];
+    for (size_t i = 0; i < sizeof want; i++) want[i] = (unsigned char)(i * 7 + (i >> 9));
+    TU_STATUS(attn_file_out_open(ctx, in_dir("s.bin"), &f), ATTN_OK, ctx);
+    size_t at = 0, step = 1;
+    while (f && at < sizeof want) { /* 1, 2, 4, ... byte pieces past the buffer's size */
+        size_t n = sizeof want - at < step ? sizeof want - at : step;
+        TU_STATUS(attn_file_out_write(f, want + at, n), ATTN_OK, ctx);
+        at += n, step *= 2;
+    }
+    TU_STATUS(attn_file_out_commit(f), ATTN_OK, ctx);
+    FILE *r = fopen(in_dir("s.bin"), "rb");
+    static unsigned char got[sizeof want + 1];
+    size_t n = r ? fread(got, 1, sizeof got, r) : 0;
+    if (r) fclose(r);
+    TU_CHECK(n == sizeof want && !memcmp(got, want, n), "streamed bytes differ (%zu read)", n);
+    /* abort: the target as it was, nothing left */
+    put(in_dir("a.st"), "precious");
+    TU_STATUS(attn_file_out_open(ctx, in_dir("a.st"), &f), ATTN_OK, ctx);
+    TU_STATUS(attn_file_out_write(f, "junk", 4), ATTN_OK, ctx);
+    attn_file_out_abort(f);
+    TU_CHECK(!strcmp(get(in_dir("a.st")), "precious"), "abort changed the target");
+    TU_CHECK(leftovers() == 0, "abort left %d temporary files", leftovers());
+    attn_file_out_abort(NULL);
+    TU_STATUS(attn_file_out_commit(NULL), ATTN_E_INVALID, NULL);
+    TU_STATUS(attn_file_out_write(NULL, "x", 1), ATTN_E_INVALID, NULL);
+    TU_STATUS(attn_file_out_open(ctx, in_dir("x"), NULL), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_file_out_open(NULL, in_dir("x"), &f), ATTN_E_INVALID, NULL);
+    /* a failed write (device full) fails the commit */
+    if (mknod(in_dir("full2"), S_IFCHR | 0666, makedev(1, 7)) == 0) {
+        TU_STATUS(attn_file_out_open(ctx, in_dir("full2"), &f), ATTN_OK, ctx);
+        static char big[1 << 17];
+        attn_status ws = attn_file_out_write(f, big, sizeof big);
+        TU_CHECK(ws == ATTN_E_IO, "a write to a full device: %s", attn_status_name(ws));
+        TU_STATUS(attn_file_out_commit(f), ATTN_E_IO, ctx);
+        TU_CHECK(strstr(attn_ctx_errmsg(ctx), "No space left") != NULL, "message: %s",
+                 attn_ctx_errmsg(ctx));
+        unlink(in_dir("full2"));
+    }
+    /* a FIFO without a reader: refused at once; a dangling link: refused, nothing created */
+    if (mkfifo(in_dir("fifo"), 0600) == 0) {
+        TU_STATUS(attn_file_out_open(ctx, in_dir("fifo"), &f), ATTN_E_IO, ctx);
+        TU_CHECK(strstr(attn_ctx_errmsg(ctx), "no reader") != NULL, "message: %s",
+                 attn_ctx_errmsg(ctx));
+        unlink(in_dir("fifo"));
+    }
+    if (symlink("missing.st", in_dir("dangling")) == 0) {
+        TU_STATUS(attn_file_write(ctx, in_dir("dangling"), "x", 1), ATTN_E_IO, ctx);
+        TU_CHECK(access(in_dir("missing.st"), F_OK) != 0, "the dangling link's file was made");
+        unlink(in_dir("dangling"));
+    }
+    /* stale temporary files */
+    char dead[128], live[128], other[128], odd[128];
+    snprintf(dead, sizeof dead, ".t.st.tmp-2147483646-0123456789abcdef");
+    snprintf(live, sizeof live, ".t.st.tmp-%ld-0123456789abcdef", (long)getpid());
+    snprintf(other, sizeof other, ".u.st.tmp-2147483646-0123456789abcdef");
+    snprintf(odd, sizeof odd, ".t.st.tmp-2147483646-0123");
+    put(in_dir(dead), "x"), put(in_dir(live), "x"), put(in_dir(other), "x"), put(in_dir(odd), "x");
+    TU_STATUS(attn_file_write(ctx, in_dir("t.st"), "new", 3), ATTN_OK, ctx);
+    TU_CHECK(access(in_dir(dead), F_OK) != 0, "a dead process's temporary file was left");
+    TU_CHECK(access(in_dir(live), F_OK) == 0, "a live process's temporary file was removed");
+    TU_CHECK(access(in_dir(other), F_OK) == 0, "another target's temporary file was removed");
+    TU_CHECK(access(in_dir(odd), F_OK) == 0, "a name not of our form was removed");
+    unlink(in_dir(live)), unlink(in_dir(other)), unlink(in_dir(odd));
+    TU_CHECK(leftovers() == 0, "temporary files left: %d", leftovers());
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/attn_test_files.XXXXXX");
     if (!mkdtemp(dir)) {
@@ -201,6 +273,7 @@ int main(void) {
     test_fail_message(ctx);
     test_reads(ctx);
     test_writes(ctx);
+    test_stream(ctx);
     attn_ctx_free(ctx);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

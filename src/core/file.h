@@ -4,9 +4,10 @@
  * blocking (a FIFO with no writer cannot hang the open), refused by type unless it is a
  * regular file, sized with fstat and refused past a bound before anything is allocated
  * (attn__file_map does the same and maps the file instead of reading it).
- * Every file it writes goes through attn__file_write: the bytes go to a temporary file beside
- * the target, which replaces the target by rename() only once everything is written and
- * synced, so a failed write leaves an existing file as it was. */
+ * Every file it writes goes through attn_file_out_* (attn.h, "Output files"; attn__file_write
+ * for pieces in memory): the bytes go to a temporary file beside the target, which replaces
+ * the target by rename() only once everything is written and synced, so a failed write leaves
+ * an existing file as it was. */
 #ifndef ATTN_FILE_H
 #define ATTN_FILE_H
 
@@ -48,12 +49,8 @@ typedef struct attn__piece {
     size_t n;
 } attn__piece;
 
-/* Writes the pieces, in order, as the file at path.  A regular file (or a path that does not
- * exist yet) is replaced atomically: temporary file in the same directory, fsync, rename; a
- * symbolic link is followed and its target replaced.  A character device or FIFO (/dev/null,
- * /dev/stdout on a terminal or pipe) is written in place and never removed.  A directory or
- * any other kind of file is refused.  On failure nothing at path has changed (except a device
- * or FIFO, which may have received part of the data). */
+/* Writes the pieces, in order, as the file at path: attn_file_out_open, _write, _commit (the
+ * contract in attn.h, "Output files"). */
 ATTN__HIDDEN attn_status attn__file_write(attn_ctx *ctx, const char *path,
                                           const attn__piece *pieces, size_t npieces);
 
