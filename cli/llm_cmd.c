@@ -3,6 +3,7 @@
  * language model from a GGUF file or a Hugging Face folder (attn_llm_* in attn.h).  `attn
  * generate` with a charlm model.safetensors goes to the character model (cli/charlm_cmd.c). */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +355,8 @@ static void convo_free(convo *c) {
     free(c->m), free(c->own);
 }
 
+static int read_line(FILE *f, char **buf, size_t *cap, size_t max, ssize_t *len);
+
 int attn_cmd_chat(int argc, char **argv) {
     llm_opts o;
     defaults(&o);
@@ -423,7 +426,29 @@ int attn_cmd_chat(int argc, char **argv) {
     int64_t nh = 0;
     size_t rawlen = 0;
     ssize_t got;
-    while ((got = getline(&line, &lcap, stdin)) >= 0) {
+    int64_t bound;
+    const char *bound_name;
+    if (!attn_cli_text_bound(cmd, ctx, &bound, &bound_name)) goto out;
+    for (;;) {
+        /* one line, bounded: the conversation's text may not pass the text bound either */
+        int lr = read_line(stdin, &line, &lcap, (size_t)bound - (size_t)(o.raw ? rawlen : 0),
+                           &got);
+        if (lr == 0) break; /* end of input: the chat is over */
+        if (lr == -1) {
+            fprintf(stderr, "attn %s: standard input: a line (with the conversation before it) "
+                            "is over %lld bytes (%s)\n", cmd, (long long)bound, bound_name);
+            goto out;
+        }
+        if (lr == -2) {
+            fprintf(stderr, "attn %s: standard input: a line holds a NUL byte (at byte %lld): "
+                            "not text\n", cmd, (long long)got);
+            goto out;
+        }
+        if (lr == -3) goto oom;
+        if (lr == -4) {
+            fprintf(stderr, "attn %s: cannot read standard input: %s\n", cmd, strerror(errno));
+            goto out;
+        }
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
         size_t tl = 0;
         /* the whole conversation as text, then its ids */
@@ -517,6 +542,40 @@ out:
     attn_llm_free(m);
     attn_ctx_free(ctx);
     return rc;
+}
+
+/* One line of f (without its '\n') into *buf (grown as needed, NUL-terminated), *len its
+ * length.  1: a line; 0: end of input with nothing read; -1: longer than max bytes; -2: a NUL
+ * byte (*len its offset); -3: out of memory; -4: a read error (errno).  Read byte by byte, so
+ * nothing past the line is consumed and an endless stream stops at max. */
+static int read_line(FILE *f, char **buf, size_t *cap, size_t max, ssize_t *len) {
+    size_t n = 0;
+    int c;
+    *len = 0;
+    while ((c = getc(f)) != EOF && c != '\n') {
+        if (c == 0) {
+            *len = (ssize_t)n;
+            return -2;
+        }
+        if (n >= max) return -1;
+        if (n + 2 > *cap) {
+            size_t nc = *cap ? *cap * 2 : 256;
+            if (nc > max + 2) nc = max + 2;
+            char *t = realloc(*buf, nc);
+            if (!t) return -3;
+            *buf = t, *cap = nc;
+        }
+        (*buf)[n++] = (char)c;
+    }
+    if (c == EOF && ferror(f)) return -4;
+    if (c == EOF && n == 0) return 0;
+    if (!*buf) { /* an empty line first */
+        if (!(*buf = malloc(1))) return -3;
+        *cap = 1;
+    }
+    (*buf)[n] = 0;
+    *len = (ssize_t)n;
+    return 1;
 }
 
 /* ---- tokenize -------------------------------------------------------------------------- */
@@ -622,6 +681,12 @@ int attn_cmd_perplexity(int argc, char **argv) {
                 o.ctx, (long long)c.max_position_embeddings);
         goto out;
     }
+    if (T - 1 - T / 2 < 1) { /* positions T/2 .. T-2 are scored: none below 3 */
+        fprintf(stderr, "attn %s: --ctx %lld scores no token (the second half of each chunk "
+                        "is scored, predicting the next token): use --ctx 3 or more\n", cmd,
+                (long long)T);
+        goto out;
+    }
     int64_t nc = n / T;
     if (chunks && chunks < nc) nc = chunks;
     if (nc < 1) {
@@ -654,6 +719,12 @@ int attn_cmd_perplexity(int argc, char **argv) {
             for (int64_t v = 0; v < c.vocab_size; v++) mx = row[v] > mx ? row[v] : mx;
             for (int64_t v = 0; v < c.vocab_size; v++) s += exp((double)row[v] - mx);
             const double l = -(row[ids[k * T + j + 1]] - mx - log(s));
+            if (!isfinite(l)) {
+                fprintf(stderr, "attn %s: the model's logits are not finite at token %lld of "
+                                "chunk %lld (NaN or infinite weights?)\n", cmd, (long long)j,
+                        (long long)(k + 1));
+                goto out;
+            }
             nll += l, nll2 += l * l, count++;
         }
         if (!o.quiet) {

@@ -53,7 +53,21 @@ errors)
     run 1 "$ATTN" generate --model "$T/cut.gguf" --prompt x
     grep -q "attn generate:" "$T/err" || fail "truncated GGUF message"
     run 1 "$ATTN" generate --model $G --prompt "$(head -c 300 /dev/zero | tr '\0' a)" --ctx 64
-    grep -q "more than the context" "$T/err" || fail "prompt longer than the context" ;;
+    grep -q "more than the context" "$T/err" || fail "prompt longer than the context"
+    # chat's standard input is bounded and must be text (review round 3, F3)
+    head -c 5000000 /dev/zero >"$T/zeros"
+    run 1 "$ATTN" chat --model $G --raw -t 1 <"$T/zeros"
+    grep -q "a line holds a NUL byte" "$T/err" || fail "chat: NUL bytes on stdin"
+    head -c 3000000 /dev/zero | tr '\0' a >"$T/aaa"
+    ATTN_MAX_TEXT_BYTES=100000 run 1 "$ATTN" chat --model $G --raw -t 1 <"$T/aaa"
+    grep -q "is over 100000 bytes (ATTN_MAX_TEXT_BYTES)" "$T/err" || fail "chat: endless line"
+    printf 'hi\nthere\n' >"$T/two"
+    run 0 "$ATTN" chat --model $G --raw -t 1 --tokens 2 <"$T/two"
+    # a context that scores no token is refused (F5)
+    run 1 "$ATTN" perplexity --model $G --file ../README.md --ctx 2
+    grep -q -- "--ctx 2 scores no token" "$T/err" || fail "perplexity --ctx 2"
+    run 0 "$ATTN" perplexity --model $G --file ../README.md --ctx 3 --chunks 1 -q
+    grep -Eq "PPL = [0-9]" "$T/out" || fail "perplexity --ctx 3" ;;
 train_lm) # a tiny HF llama (llama_tiny + a byte-level tokenizer.json): the held-out loss drops
     mkdir "$T/hf" && cp fixtures/llama_tiny/* fixtures/byte_level_tokenizer.json "$T/hf/" &&
         mv "$T/hf/byte_level_tokenizer.json" "$T/hf/tokenizer.json"
