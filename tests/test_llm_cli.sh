@@ -67,7 +67,21 @@ errors)
     run 1 "$ATTN" perplexity --model $G --file ../README.md --ctx 2
     grep -q -- "--ctx 2 scores no token" "$T/err" || fail "perplexity --ctx 2"
     run 0 "$ATTN" perplexity --model $G --file ../README.md --ctx 3 --chunks 1 -q
-    grep -Eq "PPL = [0-9]" "$T/out" || fail "perplexity --ctx 3" ;;
+    grep -Eq "PPL = [0-9]" "$T/out" || fail "perplexity --ctx 3"
+    # a non-finite scale in a quantized matrix is refused at load by every command (F4)
+    if command -v python3 >/dev/null; then
+        run 0 "$ATTN" export --model $G --gguf "$T/q8.gguf" --type q8_0
+        cp "$T/q8.gguf" "$T/nan.gguf"
+        python3 gguf_patch.py "$T/nan.gguf" blk.0.attn_q.weight 0 007e || fail "gguf_patch"
+        for c in "generate --prompt hi -n 2" "perplexity --file ../README.md --ctx 16" \
+                 "export --gguf $T/out.gguf" "tokenize --text hi"; do
+            run 1 "$ATTN" ${c%% *} --model "$T/nan.gguf" ${c#* }
+            grep -q "tensor blk.0.attn_q.weight (Q8_0): block 0 has a non-finite d" "$T/err" ||
+                fail "NaN scale not refused by ${c%% *}"
+        done
+        [ ! -e "$T/out.gguf" ] || fail "export wrote the NaN model"
+        run 0 "$ATTN" generate --model "$T/q8.gguf" --prompt hi -n 2 -q
+    fi ;;
 train_lm) # a tiny HF llama (llama_tiny + a byte-level tokenizer.json): the held-out loss drops
     mkdir "$T/hf" && cp fixtures/llama_tiny/* fixtures/byte_level_tokenizer.json "$T/hf/" &&
         mv "$T/hf/byte_level_tokenizer.json" "$T/hf/tokenizer.json"

@@ -66,6 +66,12 @@ ATTN__HIDDEN uint16_t attn__float_to_half(float f);
 /* Dequantizes nb blocks of `type` (a type attn_qtype_block knows) from src into dst
  * (nb * block_elems floats): gguf.quants.dequantize bit for bit (Q8_K: d * q). */
 ATTN__HIDDEN void attn__dequant_ref(int type, const void *src, int64_t nb, float *dst);
+/* The first of nb blocks of `type` whose scales are not finite (the f16 d and m/dmin of the
+ * 32-element and K types, Q8_K's float d; every element of F16, BF16 and F32), or -1 when all
+ * are: what the weights' bytes cannot show without being dequantized.  *what (may be NULL)
+ * names the field ("d", "m", "dmin", "value"). */
+ATTN__HIDDEN int64_t attn__quant_first_nonfinite(int type, const void *src, int64_t nb,
+                                                 const char **what);
 /* 1 when attn__quant_ref has a quantizer for type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
  * Q8_0. */
 ATTN__HIDDEN int attn__quant_supported(int type);

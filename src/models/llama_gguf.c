@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../kernels/quant.h"
 #include "llm_model.h"
 
 /* What the model's store holds: the mapped file and the F32 arena of converted tensors. */
@@ -198,6 +199,18 @@ static attn_status fill(attn_ctx *ctx, attn_llm *m, gguf_store *s, unsigned flag
         attn_gguf_tensor t;
         ATTN_TRY(attn_gguf_tensor_find(s->g, name, &t));
         if (keeps_type(i, cols, t.type, flags)) {
+            /* used in place, never dequantized: its scales checked here (round-3 F4: one NaN
+             * d gave finite, wrong output) */
+            int64_t be = 1, bb = 4;
+            attn_qtype_block(t.type, &be, &bb);
+            const char *field = "d";
+            const int64_t bad = check ? attn__quant_first_nonfinite(t.type, t.data,
+                                                                    t.numel / be, &field)
+                                      : -1;
+            ATTN_FAIL_IF(bad >= 0, ctx, ATTN_E_NONFINITE,
+                         "%.300s: tensor %s (%s): block %lld has a non-finite %s (elements "
+                         "%lld..%lld)", path, name, attn_qtype_name(t.type), (long long)bad,
+                         field, (long long)(bad * be), (long long)(bad * be + be - 1));
             attn__llm_bind(m, i, t.type, t.data, 1);
             continue;
         }

@@ -351,3 +351,61 @@ int attn__quant_supported(int type) { return type >= 0 && type < ATTN__QT_MAX &&
 void attn__quant_ref(int type, const float *src, int64_t nb, void *dst) {
     if (attn__quant_supported(type)) QZ[type](src, nb, dst);
 }
+
+/* ---- the scales' finiteness (attn__quant_first_nonfinite) ------------------------------------ */
+static int half_bad(const unsigned char *p) { /* exponent all ones: Inf or NaN */
+    return ((p[0] | p[1] << 8) & 0x7c00) == 0x7c00;
+}
+static int bf16_bad(const unsigned char *p) { return ((p[0] | p[1] << 8) & 0x7f80) == 0x7f80; }
+static int f32_bad(const unsigned char *p) {
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return (u & 0x7f800000u) == 0x7f800000u;
+}
+
+int64_t attn__quant_first_nonfinite(int type, const void *src, int64_t nb, const char **what) {
+    const unsigned char *b = src;
+    /* per type: block bytes, the f16 fields' offsets (-1: none) and their names */
+    int bb, o1 = -1, o2 = -1;
+    const char *n1 = "d", *n2 = "m";
+    switch (type) {
+    case ATTN_Q_Q4_0: bb = 18, o1 = 0; break;
+    case ATTN_Q_Q4_1: bb = 20, o1 = 0, o2 = 2; break;
+    case ATTN_Q_Q5_0: bb = 22, o1 = 0; break;
+    case ATTN_Q_Q5_1: bb = 24, o1 = 0, o2 = 2; break;
+    case ATTN_Q_Q8_0: bb = 34, o1 = 0; break;
+    case ATTN_Q_Q2_K: bb = 84, o1 = 80, o2 = 82, n2 = "dmin"; break;
+    case ATTN_Q_Q3_K: bb = 110, o1 = 108; break;
+    case ATTN_Q_Q4_K: bb = 144, o1 = 0, o2 = 2, n2 = "dmin"; break;
+    case ATTN_Q_Q5_K: bb = 176, o1 = 0, o2 = 2, n2 = "dmin"; break;
+    case ATTN_Q_Q6_K: bb = 210, o1 = 208; break;
+    case ATTN_Q_Q8_K:
+        for (int64_t i = 0; i < nb; i++)
+            if (f32_bad(b + i * 292)) {
+                if (what) *what = "d";
+                return i;
+            }
+        return -1;
+    case ATTN_Q_F16:
+    case ATTN_Q_BF16:
+    case ATTN_Q_F32: {
+        const int eb = type == ATTN_Q_F32 ? 4 : 2;
+        for (int64_t i = 0; i < nb; i++) {
+            const unsigned char *p = b + i * eb;
+            if (type == ATTN_Q_F16 ? half_bad(p) : type == ATTN_Q_BF16 ? bf16_bad(p) : f32_bad(p)) {
+                if (what) *what = "value";
+                return i;
+            }
+        }
+        return -1;
+    }
+    default: return -1; /* no scales this function knows */
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const unsigned char *p = b + i * bb;
+        if (half_bad(p + o1) || (o2 >= 0 && half_bad(p + o2))) {
+            if (what) *what = half_bad(p + o1) ? n1 : n2;
+            return i;
+        }
+    }
+    return -1;
+}
