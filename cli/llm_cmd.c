@@ -18,7 +18,7 @@ typedef struct llm_opts {
     const char *model, *prompt, *text, *file, *system, *cache, *logits;
     long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat;
     double temperature, top_p, min_p, repeat_penalty;
-    int quiet, raw, json, cache_bf16, f32, ids, act;
+    int quiet, raw, json, cache_bf16, f32, ids, act, no_mmap;
 } llm_opts;
 
 #define MODEL_HELP                                                                           \
@@ -45,6 +45,13 @@ typedef struct llm_opts {
                     "activations of the quantized matrix-vector products\n"                  \
                     "(decoding): f32 (default: exact dequantized weights)\n"                  \
                     "or int8 (faster with VNNI; llama.cpp's precision)")
+/* every command that loads a model: read the file instead of mapping it (round-3 F6) */
+#define OPT_NO_MMAP(o)                                                                       \
+    ATTN_OPT_FLAG("no-mmap", 0, &(o)->no_mmap,                                               \
+                  "read the GGUF file into memory instead of mapping it:\n"                  \
+                  "costs its size in memory, but the file may then change;\n"                \
+                  "a mapped file truncated while in use kills the process\n"                 \
+                  "(SIGBUS), as in every memory-mapped reader")
 #define OPT_CACHE(o)                                                                         \
     ATTN_OPT_INT("ctx", 0, &(o)->ctx, 1, 1 << 24, "N",                                       \
                  "context (KV cache) size in tokens (default: the model's,\n"                \
@@ -69,7 +76,9 @@ static attn_llm_sampler sampler_of(const llm_opts *o) {
 
 /* The model with its tokenizer; 0 on failure (printed). */
 static int load(const char *cmd, const llm_opts *o, attn_ctx *ctx, attn_llm **m) {
-    attn_status st = attn_llm_load(ctx, o->model, o->f32 ? ATTN_LLM_LOAD_F32 : 0u, m);
+    attn_status st = attn_llm_load(ctx, o->model,
+                                   (o->f32 ? ATTN_LLM_LOAD_F32 : 0u) |
+                                       (o->no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u), m);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, cmd, st);
         return 0;
@@ -219,6 +228,7 @@ int attn_cmd_llm_generate(int argc, char **argv) {
     int npos;
     const attn_cli_opt table[] = {
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        OPT_NO_MMAP(&o),
         ATTN_OPT_STR("prompt", 'p', &o.prompt, "TEXT",
                      "the text to continue, as it is (no chat template; special\n"
                      "tokens such as <|im_start|> are recognised); required"),
@@ -364,6 +374,7 @@ int attn_cmd_chat(int argc, char **argv) {
     int npos;
     const attn_cli_opt table[] = {
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        OPT_NO_MMAP(&o),
         ATTN_OPT_STR("system", 0, &o.system, "TEXT",
                      "the system message (default: the template's own, if any)"),
         ATTN_OPT_INT("tokens", 'n', &o.tokens, 1, 1 << 24, "N",
@@ -585,6 +596,7 @@ int attn_cmd_tokenize(int argc, char **argv) {
     int npos, no_bos = 0;
     const attn_cli_opt table[] = {
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        OPT_NO_MMAP(&o),
         ATTN_OPT_STR("text", 0, &o.text, "TEXT", "the text to tokenize"),
         ATTN_OPT_STR("file", 0, &o.file, "FILE", "tokenize FILE's bytes instead ('-': stdin)"),
         ATTN_OPT_FLAG("no-bos", 0, &no_bos, "no bos token even where the model adds one"),
@@ -633,6 +645,7 @@ int attn_cmd_perplexity(int argc, char **argv) {
     long long chunks = 0;
     const attn_cli_opt table[] = {
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        OPT_NO_MMAP(&o),
         ATTN_OPT_STR("file", 0, &o.file, "FILE", "the text ('-': stdin); required"),
         ATTN_OPT_INT("ctx", 0, &o.ctx, 2, 1 << 24, "N", "tokens per chunk (default 512)"),
         ATTN_OPT_INT("chunks", 0, &chunks, 0, 1LL << 40, "N",
@@ -797,6 +810,7 @@ int attn_bench_llm(int argc, char **argv) {
     const attn_cli_opt table[] = {
         ATTN_OPT_CHOICE("op", 0, &op, "llm", "NAME", "llm"),
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        OPT_NO_MMAP(&o),
         ATTN_OPT_INT("prompt-len", 0, &o.prompt_len, 1, 1 << 20, "N",
                      "prompt tokens (default 512)"),
         ATTN_OPT_INT("gen", 0, &o.gen, 1, 1 << 20, "N", "tokens generated (default 128)"),

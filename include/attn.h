@@ -1643,6 +1643,11 @@ typedef struct attn_gguf_tensor {
  * mapped the file must not be truncated or rewritten (touching pages cut off by a truncation
  * raises SIGBUS, as for every mapped file).  Errors name the file.  ctx must outlive *out. */
 ATTN_API attn_status attn_gguf_open(attn_ctx *ctx, const char *path, attn_gguf **out /* OUT */);
+/* attn_gguf_open, but the file is read into memory instead of mapped: it costs the file's size
+ * in memory and the time to read it, and the file may then change or be truncated (a mapped
+ * file truncated by another process while in use kills the process with SIGBUS when a lost
+ * page is touched, as in every memory-mapped reader, llama.cpp's included). */
+ATTN_API attn_status attn_gguf_read(attn_ctx *ctx, const char *path, attn_gguf **out /* OUT */);
 /* Reads a GGUF image in memory, WITHOUT copying it: data must stay valid and unchanged until
  * attn_gguf_free (keys and names are copied; values, strings and tensors point into data).
  * Tensor pointers are as aligned as data is plus their offsets. */
@@ -2064,11 +2069,17 @@ ATTN_API attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm *
  * x[2i+1]), the same numbers as HF's rotate_half on the original rows.  flags:
  * ATTN_LLM_LOAD_F32 dequantizes every matrix to F32 at load (attn_dequantize: 4 bytes a
  * parameter; the exact reference of the quantized path).  Errors as attn_llm_load_hf's, naming
- * the file and the key or tensor.  The file must stay unchanged while the model lives. */
+ * the file and the key or tensor.  The file must stay unchanged while the model lives, unless
+ * it was read with ATTN_LLM_LOAD_NO_MMAP. */
 #define ATTN_LLM_LOAD_F32 1u
+/* ATTN_LLM_LOAD_NO_MMAP reads the GGUF file into memory (attn_gguf_read) instead of mapping
+ * it: the model no longer depends on the file staying unchanged (a mapped file truncated while
+ * in use raises SIGBUS); costs the file's size in memory.  Nothing changes for a folder (its
+ * safetensors files are read, not mapped). */
+#define ATTN_LLM_LOAD_NO_MMAP 2u
 ATTN_API attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
                                         attn_llm **out /* OUT */);
-/* A folder: attn_llm_load_hf (flags must be 0 or ATTN_LLM_LOAD_F32, which changes nothing
+/* A folder: attn_llm_load_hf (flags: ATTN_LLM_LOAD_F32 and _NO_MMAP, which change nothing
  * there: its weights are F32); anything else: attn_llm_load_gguf. */
 ATTN_API attn_status attn_llm_load(attn_ctx *ctx, const char *path, unsigned flags,
                                    attn_llm **out /* OUT */);

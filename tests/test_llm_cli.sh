@@ -81,7 +81,19 @@ errors)
         done
         [ ! -e "$T/out.gguf" ] || fail "export wrote the NaN model"
         run 0 "$ATTN" generate --model "$T/q8.gguf" --prompt hi -n 2 -q
-    fi ;;
+    fi
+    # --no-mmap (F6): the same ids; the file truncated during the run cannot kill it
+    cp $G "$T/m.gguf"
+    run 0 "$ATTN" generate --model "$T/m.gguf" --prompt "hello" -n 6 --temperature 0 --ids -q
+    cp "$T/out" "$T/mapped"
+    mkfifo "$T/turns"
+    (printf 'hello\n'; sleep 0.5; truncate -s 100 "$T/m.gguf"; printf 'again\n') >"$T/turns" &
+    run 0 "$ATTN" chat --model "$T/m.gguf" --no-mmap --raw -t 1 --tokens 5 <"$T/turns"
+    wait
+    [ "$(grep -c 'prompt tokens' "$T/err")" = 2 ] || fail "--no-mmap: the second turn did not run"
+    cp $G "$T/m.gguf"
+    run 0 "$ATTN" generate --model "$T/m.gguf" --no-mmap --prompt "hello" -n 6 --temperature 0 --ids -q
+    cmp -s "$T/out" "$T/mapped" || fail "--no-mmap changed the ids" ;;
 train_lm) # a tiny HF llama (llama_tiny + a byte-level tokenizer.json): the held-out loss drops
     mkdir "$T/hf" && cp fixtures/llama_tiny/* fixtures/byte_level_tokenizer.json "$T/hf/" &&
         mv "$T/hf/byte_level_tokenizer.json" "$T/hf/tokenizer.json"

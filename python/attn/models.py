@@ -142,11 +142,18 @@ class LLM:
     the model's (ChatML-family) template and generates the reply."""
 
     def __init__(self, path: PathLike, *, dequantize: bool = False,
-                 context_length: Optional[int] = None, kv_cache: str = "float32"):
+                 context_length: Optional[int] = None, kv_cache: str = "float32",
+                 mmap: bool = True):
+        """mmap=False reads a GGUF file into memory instead of mapping it (its size in memory;
+        the file may then change: a mapped file truncated while in use kills the process with
+        SIGBUS, as with every memory-mapped reader)."""
+        if not isinstance(mmap, bool):
+            raise TypeError(f"attn.LLM: mmap must be True or False, not {mmap!r}")
         p = _path(path)
         c = _lib.ctx()
         ptr = c_void_p()
-        _lib.check(_lib.attn_llm_load(c, p, 1 if dequantize else 0, byref(ptr)), c)
+        flags = (1 if dequantize else 0) | (0 if mmap else 2)  # ATTN_LLM_LOAD_F32, _NO_MMAP
+        _lib.check(_lib.attn_llm_load(c, p, flags, byref(ptr)), c)
         self._ptr = ptr
         self._free = _lib.attn_llm_free
         self._bpe = _lib.attn_llm_tokenizer(ptr)

@@ -152,8 +152,8 @@ attn_status attn__file_read(attn_ctx *ctx, const char *path, const char *what, u
 }
 
 /* ---- memory-mapped reads ----------------------------------------------------------------- */
-attn_status attn__file_map(attn_ctx *ctx, const char *path, const char *what, uint64_t max,
-                           attn__fmap *m) {
+static attn_status map_or_read(attn_ctx *ctx, const char *path, const char *what, uint64_t max,
+                               int may_map, attn__fmap *m) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!m, ctx, ATTN_E_INVALID, "file map: NULL output");
     memset(m, 0, sizeof *m);
@@ -167,7 +167,7 @@ attn_status attn__file_map(attn_ctx *ctx, const char *path, const char *what, ui
         return ATTN_OK;
     }
 #if ATTN__HAVE_MMAP
-    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = may_map ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     if (p != MAP_FAILED) {
         close(fd); /* the mapping keeps the file */
         m->data = p;
@@ -192,6 +192,16 @@ attn_status attn__file_map(attn_ctx *ctx, const char *path, const char *what, ui
     m->data = b;
     m->len = n;
     return ATTN_OK;
+}
+
+attn_status attn__file_map(attn_ctx *ctx, const char *path, const char *what, uint64_t max,
+                           attn__fmap *m) {
+    return map_or_read(ctx, path, what, max, 1, m);
+}
+
+attn_status attn__file_map_read(attn_ctx *ctx, const char *path, const char *what,
+                                uint64_t max, attn__fmap *m) {
+    return map_or_read(ctx, path, what, max, 0, m);
 }
 
 void attn__file_unmap(attn_ctx *ctx, attn__fmap *m) {

@@ -40,6 +40,10 @@ typedef struct attn__fmap {
  * pages raises SIGBUS (as for every memory-mapped reader).  Release with attn__file_unmap. */
 ATTN__HIDDEN attn_status attn__file_map(attn_ctx *ctx, const char *path, const char *what,
                                         uint64_t max, attn__fmap *m /* OUT */);
+/* attn__file_map that always reads the bytes into memory (no mapping: a file truncated later
+ * cannot raise SIGBUS; costs its size in memory and the time to read it). */
+ATTN__HIDDEN attn_status attn__file_map_read(attn_ctx *ctx, const char *path, const char *what,
+                                             uint64_t max, attn__fmap *m /* OUT */);
 /* Releases what attn__file_map gave (a zeroed attn__fmap is fine); m is zeroed. */
 ATTN__HIDDEN void attn__file_unmap(attn_ctx *ctx, attn__fmap *m);
 

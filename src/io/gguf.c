@@ -593,17 +593,26 @@ attn_status attn_gguf_read_memory(attn_ctx *ctx, const void *data, size_t size,
     return from_image(ctx, data ? data : nothing, size, &none, out);
 }
 
-attn_status attn_gguf_open(attn_ctx *ctx, const char *path, attn_gguf **out) {
+static attn_status open_file(attn_ctx *ctx, const char *path, int read, attn_gguf **out) {
     if (!out) return attn__fail(ctx, ATTN_E_INVALID, "attn_gguf_open: out is NULL");
     *out = NULL;
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!path, ctx, ATTN_E_INVALID, "attn_gguf_open: path is NULL");
     attn__fmap map;
-    ATTN_TRY(attn__file_map(ctx, path, "GGUF file", 0, &map));
+    ATTN_TRY(read ? attn__file_map_read(ctx, path, "GGUF file", 0, &map)
+                  : attn__file_map(ctx, path, "GGUF file", 0, &map));
     static const unsigned char nothing[1];
     attn_status st = from_image(ctx, map.data ? map.data : nothing, map.len, &map, out);
     if (st) attn__fail(ctx, st, "%.300s: %s", path, attn_ctx_errmsg(ctx)); /* say which file */
     return st;
+}
+
+attn_status attn_gguf_open(attn_ctx *ctx, const char *path, attn_gguf **out) {
+    return open_file(ctx, path, 0, out);
+}
+
+attn_status attn_gguf_read(attn_ctx *ctx, const char *path, attn_gguf **out) {
+    return open_file(ctx, path, 1, out);
 }
 
 /* ---- queries --------------------------------------------------------------------------- */

@@ -565,8 +565,8 @@ attn_status attn_llm_load(attn_ctx *ctx, const char *path, unsigned flags, attn_
         return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load: NULL argument");
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        ATTN_FAIL_IF(flags & ~(unsigned)ATTN_LLM_LOAD_F32, ctx, ATTN_E_INVALID,
-                     "attn_llm_load: unknown flags 0x%x", flags);
+        ATTN_FAIL_IF(flags & ~(unsigned)(ATTN_LLM_LOAD_F32 | ATTN_LLM_LOAD_NO_MMAP), ctx,
+                     ATTN_E_INVALID, "attn_llm_load: unknown flags 0x%x", flags);
         return attn_llm_load_hf(ctx, path, out);
     }
     return attn_llm_load_gguf(ctx, path, flags, out);

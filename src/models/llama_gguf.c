@@ -364,12 +364,13 @@ attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
     if (!ctx || !path || !out)
         return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load_gguf: NULL argument");
     *out = NULL;
-    ATTN_FAIL_IF(flags & ~(unsigned)ATTN_LLM_LOAD_F32, ctx, ATTN_E_INVALID,
-                 "attn_llm_load_gguf: unknown flags 0x%x", flags);
+    ATTN_FAIL_IF(flags & ~(unsigned)(ATTN_LLM_LOAD_F32 | ATTN_LLM_LOAD_NO_MMAP), ctx,
+                 ATTN_E_INVALID, "attn_llm_load_gguf: unknown flags 0x%x", flags);
     gguf_store *s = attn__calloc(ctx, 1, sizeof *s);
     ATTN_FAIL_IF(!s, ctx, ATTN_E_NOMEM, "out of memory");
     s->free = ctx->free, s->alloc_user = ctx->alloc_user;
-    attn_status st = attn_gguf_open(ctx, path, &s->g);
+    attn_status st = flags & ATTN_LLM_LOAD_NO_MMAP ? attn_gguf_read(ctx, path, &s->g)
+                                                   : attn_gguf_open(ctx, path, &s->g);
     attn_llm_config c;
     size_t bytes = 0;
     attn_llm *m = NULL;
