@@ -84,6 +84,7 @@ typedef struct src {
     int64_t fsize;       /* bytes on disk for a regular file, else -1 */
     uint8_t pending[2];  /* a raw pipe's first bytes, read to tell gzip from raw */
     size_t npending;
+    uint32_t gz_isize;   /* a gzip file's last 4 bytes: its data's length modulo 2^32 */
 } src;
 
 /* Reads up to 2 bytes from fd (fewer at the end of the file). */
@@ -147,6 +148,11 @@ static int src_open(src *s, const char *path, char *err, size_t errlen) {
         return fail(err, errlen, "%s: a gzip stream that cannot be read from its start (a pipe?): "
                     "give the file itself", path);
     }
+    uint8_t t[4]; /* the trailer's ISIZE, to tell a stream that ends the file from one followed
+                   * by other bytes (zlib ignores what follows a complete stream) */
+    if (s->fsize >= 18 && pread(fd, t, 4, (off_t)(s->fsize - 4)) == 4)
+        s->gz_isize = (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 |
+                      (uint32_t)t[3] << 24;
     if (!(s->gz = gzdopen(fd, "rb"))) {
         close(fd);
         return fail(err, errlen, "%s: out of memory", path);
@@ -267,8 +273,11 @@ static int idx_claim_fits(const src *s, const idx_hdr *h, const char *what, char
     return 0;
 }
 
-/* Reads the whole payload (h->count bytes) and keeps its first `keep` bytes in *out (malloc'ed,
- * grown as the data arrives); refuses a short payload and bytes after it. */
+/* Reads the payload and keeps its first `keep` bytes in *out (malloc'ed, grown as the data
+ * arrives).  keep = h->count: the whole payload, refusing a short one and bytes after it (for
+ * a gzip file, also after its stream: its trailer's length must be the file's); keep below:
+ * only those bytes are read (--limit: the rest of the file is neither read nor checked, so a
+ * limit bounds the time as well as the memory). */
 static int idx_payload(src *s, const idx_hdr *h, int64_t keep, const char *what, uint8_t **out,
                        char *err, size_t errlen) {
     enum { CHUNK = 1 << 20 };
@@ -278,7 +287,7 @@ static int idx_payload(src *s, const idx_hdr *h, int64_t keep, const char *what,
     int rc = 1;
     *out = NULL;
     if (!buf) return fail(err, errlen, "%s: out of memory", s->path);
-    while (have < h->count) {
+    while (have < keep || (keep == h->count && have < h->count)) {
         if (have < keep && (size_t)have == cap) {
             size_t ncap = cap > (size_t)keep / 2 ? (size_t)keep : cap * 2;
             uint8_t *nb = realloc(buf, ncap);
@@ -289,6 +298,7 @@ static int idx_payload(src *s, const idx_hdr *h, int64_t keep, const char *what,
         size_t want;
         if (have < keep) {
             dst = buf + have, want = cap - (size_t)have;
+            if (keep < h->count && (int64_t)want > keep - have) want = (size_t)(keep - have);
         } else {
             if (!scratch && !(scratch = malloc(CHUNK))) goto oom;
             dst = scratch;
@@ -302,11 +312,18 @@ static int idx_payload(src *s, const idx_hdr *h, int64_t keep, const char *what,
         }
         have += (int64_t)got;
     }
-    if (src_read(s, &extra, 1, &got, err, errlen)) goto done;
-    if (got) {
-        fail(err, errlen, "%s: trailing bytes after the %lld bytes of %s its header claims",
-             s->path, (long long)h->count, what);
-        goto done;
+    if (keep == h->count) {
+        if (src_read(s, &extra, 1, &got, err, errlen)) goto done;
+        if (got) {
+            fail(err, errlen, "%s: trailing bytes after the %lld bytes of %s its header claims",
+                 s->path, (long long)h->count, what);
+            goto done;
+        }
+        if (s->is_gz && s->fsize >= 0 && s->gz_isize != (uint32_t)(h->bytes + h->count)) {
+            fail(err, errlen, "%s: bytes after the end of the gzip stream (its trailer does not "
+                 "end the file)", s->path);
+            goto done;
+        }
     }
     *out = buf, buf = NULL, rc = 0;
     goto done;
@@ -354,11 +371,23 @@ int img_idx_load(const char *images_path, const char *labels_path, int64_t max_n
         }
     }
     int64_t n = max_n > 0 && max_n < hi.dim[0] ? max_n : hi.dim[0];
+    { /* what the images will take, against what this machine has (a gzip file may claim up
+       * to 1032 times its size: a 3 MB file, 3 GB of images) */
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        double mem = pages > 0 && psize > 0 ? (double)pages * (double)psize : 0.0;
+        double need = (double)n * (double)hi.dim[1] * (double)hi.dim[2];
+        if (mem > 0 && need > mem / 2) {
+            fail(err, errlen, "%s: %lld images of %lldx%lld pixels need %.1f GB, more than half "
+                 "of this machine's %.1f GB of memory: use fewer (--limit N)", images_path,
+                 (long long)n, (long long)hi.dim[1], (long long)hi.dim[2], need / 1e9, mem / 1e9);
+            goto done;
+        }
+    }
     if (idx_payload(&si, &hi, n * hi.dim[1] * hi.dim[2], "pixels", &out->pixels, err, errlen))
         goto done;
-    if (have_l) { /* every label is read and checked; the first n are kept */
-        if (idx_payload(&sl, &hl, hl.count, "labels", &out->labels, err, errlen) ||
-            idx_labels_ok(labels_path, out->labels, hl.count, max_label, &out->num_classes, err,
+    if (have_l) { /* the labels of the images kept, each checked */
+        if (idx_payload(&sl, &hl, n, "labels", &out->labels, err, errlen) ||
+            idx_labels_ok(labels_path, out->labels, n, max_label, &out->num_classes, err,
                           errlen))
             goto done;
     }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -216,6 +217,16 @@ static void test_idx_hostile(int gz) {
     expect_idx_fail("4 labels, 5 images", "x", "l", 0, "l", "4 labels for the 5 images", NULL);
     put_idx("l", gz, 8, 1, dl, bad, N);
     expect_idx_fail("label out of range", "x", "l", 4, "l", "label 9 at index 2", "below 4");
+#ifdef ATTN_HAVE_ZLIB
+    if (gz) { /* round-3 F8: a complete gzip stream followed by other bytes */
+        put_idx("x", 1, 8, 3, di, px5, sizeof px5);
+        FILE *f = fopen(tp("x"), "ab");
+        TU_CHECK(f && fwrite("garbage!garbage!", 1, 16, f) == 16, "append");
+        if (f) fclose(f);
+        expect_idx_fail("bytes after the gzip stream", "x", "lab", 0, "x",
+                        "bytes after the end of the gzip stream", NULL);
+    }
+#endif
     /* a header cut short, and an empty file */
     if (!gz) {
         put("x", hdr, 10);
@@ -223,6 +234,46 @@ static void test_idx_hostile(int gz) {
         put("x", hdr, 0);
         expect_idx_fail("empty file", "x", NULL, 0, "x", "too short", NULL);
     }
+}
+
+/* round-3 F8: a small gzip file claiming many images (a "bomb": 2^20 zero images of 28x28, 784
+ * MB, in < 1 MB): with a limit only the images kept are decompressed (fast, little memory);
+ * a claim over half the machine's memory is refused before reading. */
+static void test_gz_bomb(void) {
+#ifdef ATTN_HAVE_ZLIB
+    enum { NI = 1 << 20, RR = 28 };
+    uint8_t hdr[16] = {0, 0, 8, 3, 0, 0x10, 0, 0, 0, 0, 0, RR, 0, 0, 0, RR};
+    gzFile g = gzopen(tp("bomb"), "wb9");
+    TU_CHECK(g != NULL, "gzopen bomb");
+    if (!g) return;
+    static uint8_t zero[1 << 16];
+    gzwrite(g, hdr, sizeof hdr);
+    for (int64_t left = (int64_t)NI * RR * RR; left > 0; left -= (int64_t)sizeof zero)
+        gzwrite(g, zero, (unsigned)(left < (int64_t)sizeof zero ? left : (int64_t)sizeof zero));
+    gzclose(g);
+    img_set s;
+    char err[512] = "";
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = img_idx_load(tp("bomb"), NULL, 256, 0, &s, err, sizeof err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    TU_CHECK(rc == 0 && s.n == 256, "bomb with --limit 256: rc %d n %lld (%s)", rc,
+             (long long)s.n, err);
+    TU_CHECK(secs < 2.0, "bomb with --limit 256 took %.2f s: the whole stream was inflated", secs);
+    img_set_free(&s);
+    /* a claim past half of the memory: 2^32 - 1 images of 255 x 255 (about 279 TB) */
+    uint8_t huge[16] = {0, 0, 8, 3, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0, 0, 0, 0xff};
+    g = gzopen(tp("huge"), "wb9");
+    if (g) {
+        gzwrite(g, huge, sizeof huge);
+        for (int i = 0; i < 512; i++) gzwrite(g, zero, sizeof zero); /* 32 MB of zeros */
+        gzclose(g);
+        rc = img_idx_load(tp("huge"), NULL, 0, 0, &s, err, sizeof err);
+        TU_CHECK(rc == 1 && (strstr(err, "of this machine's") || strstr(err, "more than a gzip")),
+                 "huge claim: rc %d (%s)", rc, err);
+    }
+#endif
 }
 
 static void test_idx_files(void) {
@@ -1080,6 +1131,7 @@ int main(void) {
 #endif
     test_idx_hostile(0);
     test_idx_files();
+    test_gz_bomb();
     in_limited_child("huge claims", huge_claims);
     test_mnist_folder();
     test_pgm();
