@@ -274,6 +274,31 @@ int attn_cmd_charlm_train(int argc, char **argv) {
             (long long)cfg.d_model, (long long)cfg.nhead, (long long)cfg.num_layers,
             (long long)cfg.dim_feedforward, (long long)cfg.block_size, (long long)cfg.batch,
             (long long)cfg.steps, (long long)attn_ctx_threads(ctx));
+    /* data parallel: the ranks agree on every setting that changes the result (cli/train_dp.c;
+     * the initial weights follow from them, or from --resume's file; the first step compares
+     * them too) */
+    attn_cli_dp_note("--text or --corpus", "%s", text_path ? "--text" : corpus);
+    attn_cli_dp_note_data("the text (its bytes)", text.p, text.len);
+    attn_cli_dp_note("--steps", "%lld", steps);
+    attn_cli_dp_note("--block", "%lld", block);
+    attn_cli_dp_note("--lr", "%.17g", lr);
+    attn_cli_dp_note("--d-model", "%lld", d_model);
+    attn_cli_dp_note("--heads", "%lld", heads);
+    attn_cli_dp_note("--layers", "%lld", layers);
+    attn_cli_dp_note("--ff", "%lld", ff);
+    attn_cli_dp_note("--dropout", "%.17g", dropout);
+    attn_cli_dp_note("--seed", "%lld", seed);
+    attn_cli_dp_note("--time-limit", "%.17g", time_limit);
+    attn_cli_dp_note("--eval-every", "%lld", eval_every);
+    if (resume ? !attn_cli_dp_note_file("train charlm", "--resume", resume)
+               : (attn_cli_dp_note("--resume", "(none)"), 0)) {
+        rc = 1;
+        goto out;
+    }
+    if (attn_cli_dp_ready("train charlm", 1)) {
+        rc = 1;
+        goto out;
+    }
     attn_status st = attn_charlm_train(ctx, &cfg, text.p, text.len, resume, on_progress, &c, &m);
     if (c.tty && !quiet) fputc('\n', stderr);
     if (st != ATTN_OK) {

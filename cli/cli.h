@@ -32,8 +32,17 @@ int attn_bench_llm(int argc, char **argv);
 /* cli/train_dp.c: attn train dates|charlm|lm under mpirun, data parallel (-DATTN_MPI=ON).
  * attn_cli_dp_init before the command (joins MPI when mpirun started this process; refuses
  * several ranks in a build without MPI; silences the standard output of ranks other than 0),
- * attn_cli_dp_open once the context exists (refuses a batch the ranks do not divide, before
- * any work; *hooks: the table for the task, NULL outside mpirun or on one rank),
+ * attn_cli_dp_expect_ready after it for a training command (cmd must outlive the command),
+ * attn_cli_dp_open once the context exists (*hooks: the table for the task, NULL outside mpirun
+ * or on one rank; filled by attn_cli_dp_ready; notes --WHAT = batch),
+ * attn_cli_dp_note* for every setting that changes the result (an option's value as text, a
+ * hash of data, of a file, of the initial parameters; name: the option, as messages show it,
+ * a string that outlives the command; no-ops unless data parallel on several ranks;
+ * note_file prints and returns 0 when it cannot read the file),
+ * attn_cli_dp_ready(cmd, 1) once everything is loaded, just before training: every rank meets
+ * there (a rank that stopped earlier meets it from attn_cli_dp_finish, failed); returns 1 on
+ * every rank when a rank failed to start or a setting differs (named, with each rank's value,
+ * by one rank), or the ranks do not divide the batch; 0: train,
  * attn_cli_dp_fail to report a failed status (a timeout stops the job: MPI_Abort),
  * attn_cli_dp_fault(step) after each step (test hooks ATTN_DP_TEST_HANG_STEP and
  * ATTN_DP_TEST_EXIT_STEP: rank 1 hangs or exits after that step), attn_cli_dp_finish(rc) after
@@ -41,6 +50,13 @@ int attn_bench_llm(int argc, char **argv);
 int attn_cli_dp_init(const char *cmd);
 int attn_cli_dp_open(const char *cmd, attn_ctx *ctx, long long batch, const char *what,
                      const attn_train_dp **hooks);
+void attn_cli_dp_expect_ready(const char *cmd);
+void attn_cli_dp_note(const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void attn_cli_dp_note_data(const char *name, const void *p, size_t n);
+int attn_cli_dp_note_file(const char *cmd, const char *name, const char *path);
+void attn_cli_dp_note_params(const char *name, const attn_module *m);
+int attn_cli_dp_ready(const char *cmd, int ok);
 int attn_cli_dp_fail(attn_ctx *ctx, const char *cmd, attn_status st);
 void attn_cli_dp_fault(int64_t step);
 int attn_cli_dp_finish(int rc);

@@ -464,6 +464,15 @@ int attn_cmd_lm_train(int argc, char **argv) {
     if (attn_cli_curve_init(&c, CMD, r.steps)) goto out;
     curve = 1;
     c.quiet = quiet;
+    /* data parallel: the ranks agree on every setting that changes the result and on the
+     * initial weights (cli/train_dp.c), before the first step */
+    for (int i = 0; i < nset; i++) attn_cli_dp_note(set[i].opt, "%s", set[i].val);
+    attn_cli_dp_note("--eval-every", "%lld", r.eval_every);
+    attn_cli_dp_note("--eval-windows", "%lld", r.eval_windows);
+    attn_cli_dp_note("--stop-at", "%lld", stop_at);
+    attn_cli_dp_note("--resume (the step it starts from)", "%lld", (long long)step0);
+    attn_cli_dp_note_params("the initial weights (--init, --resume)", m);
+    if (attn_cli_dp_ready(CMD, 1)) goto out;
     if (!quiet)
         fprintf(stderr, "fine-tuning %s: %lld parameters (F32), %lld layers; text %lld tokens "
                         "(%lld training, %lld held out); batch %lld x %lld tokens, steps %lld "

@@ -69,6 +69,7 @@ int attn_cmd_train(int argc, char **argv) {
     char cmd[32];
     snprintf(cmd, sizeof cmd, "train %s", argv[1]);
     if (attn_cli_dp_init(cmd)) return 1;
+    attn_cli_dp_expect_ready(cmd); /* the ranks agree on the settings before training */
     return attn_cli_dp_finish(task(argc - 1, argv + 1));
 }
 
@@ -151,6 +152,30 @@ static int train_dates(int argc, char **argv) {
             (long long)cfg.d_model, (long long)cfg.nhead, (long long)cfg.num_layers,
             (long long)cfg.num_layers, (long long)cfg.dim_feedforward, (long long)cfg.batch,
             (long long)cfg.steps, (long long)attn_ctx_threads(ctx));
+    /* data parallel: the ranks agree on every setting that changes the result (cli/train_dp.c;
+     * the initial weights follow from them, or from --resume's file; the first step compares
+     * them too) */
+    attn_cli_dp_note("--steps", "%lld", steps);
+    attn_cli_dp_note("--lr", "%.17g", lr);
+    attn_cli_dp_note("--d-model", "%lld", d_model);
+    attn_cli_dp_note("--heads", "%lld", heads);
+    attn_cli_dp_note("--layers", "%lld", layers);
+    attn_cli_dp_note("--ff", "%lld", ff);
+    attn_cli_dp_note("--dropout", "%.17g", dropout);
+    attn_cli_dp_note("--seed", "%lld", seed);
+    attn_cli_dp_note("--time-limit", "%.17g", time_limit);
+    attn_cli_dp_note("--target", "%.17g", target);
+    attn_cli_dp_note("--eval-every", "%lld", eval_every);
+    attn_cli_dp_note("--eval-n", "%lld", eval_n);
+    if (resume ? !attn_cli_dp_note_file("train dates", "--resume", resume)
+               : (attn_cli_dp_note("--resume", "(none)"), 0)) {
+        rc = 1;
+        goto out;
+    }
+    if (attn_cli_dp_ready("train dates", 1)) {
+        rc = 1;
+        goto out;
+    }
     attn_module *m = NULL;
     attn_status st = attn_dates_train(ctx, &cfg, resume, on_progress, &c, &m);
     if (c.tty && !quiet) fputc('\n', stderr);

@@ -171,7 +171,8 @@ ATTN_API attn_status attn_dp_split(attn_ctx *ctx, const attn_dp *dp, int64_t glo
  * the ranks, the same bits on every rank.  Scale each rank's loss gradient by its share of the
  * global count (tokens, examples) beforehand so that the sum is the global mean's gradient.
  * The first begin for a module checks that every rank's module has as many parameters
- * (ATTN_E_SHAPE).  Failures: ATTN_E_TIMEOUT as above; MPI errors ATTN_E_IO. */
+ * (ATTN_E_SHAPE) and the same parameter bits (a 64-bit hash of them; ATTN_E_INVALID on every
+ * rank: the ranks would otherwise train different models without notice).  Failures: ATTN_E_TIMEOUT as above; MPI errors ATTN_E_IO. */
 ATTN_API attn_status attn_dp_begin(attn_dp *dp, attn_ctx *ctx, attn_module *m);
 ATTN_API attn_status attn_dp_end(attn_dp *dp, attn_ctx *ctx, attn_module *m);
 /* x[0 .. n-1] becomes its sum over the ranks, added in rank order (the same bits on every

@@ -215,14 +215,36 @@ static attn_status wait_all(attn_dp *dp, attn_ctx *ctx, MPI_Request *req, int n,
 }
 
 /* ---- the ranks' agreement on the module (once per module) -------------------------------- */
-static attn_status agree(attn_dp *dp, attn_ctx *ctx, int64_t numel) {
+/* A 64-bit hash of the parameters' bits, eight bytes at a time (fast enough for a 135M-parameter
+ * model at the first step: a few hundred ms): every word is mixed by a multiply and a rotation
+ * into a running value that depends on the order, so a changed or moved value changes it. */
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static uint64_t arena_hash(const attn_module *m) {
+    uint64_t h = 0x27d4eb2f165667c5ull ^ (uint64_t)m->numel;
+    const unsigned char *p = (const unsigned char *)m->arena;
+    size_t n = m->arena ? (size_t)m->numel * sizeof(float) : 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = rotl64(h ^ (w * 0xc2b2ae3d27d4eb4full), 31) * 0x9e3779b97f4a7c15ull + 0x165667b19e3779f9ull;
+    }
+    for (; i < n; i++) h = rotl64(h ^ (p[i] * 0xc2b2ae3d27d4eb4full), 31) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33;
+    return h;
+}
+
+static attn_status agree(attn_dp *dp, attn_ctx *ctx, const attn_module *m) {
     /* on the heap: after a timeout the collective still owns both (it cannot be cancelled),
-     * so they are leaked then */
-    int64_t *v = malloc(8 * sizeof *v), *r = v ? v + 4 : NULL;
+     * so they are leaked then.  Each value and its negation, so that one MIN gives the
+     * smallest and the largest over the ranks; the hash as two 32-bit halves (no overflow). */
+    int64_t *v = malloc(16 * sizeof *v), *r = v ? v + 8 : NULL;
     ATTN_FAIL_IF(!v, ctx, ATTN_E_NOMEM, "attn_dp: out of memory");
+    const int64_t numel = m->numel;
+    const uint64_t h = arena_hash(m);
     v[0] = numel, v[1] = -numel, v[2] = dp->bucket_floats, v[3] = -dp->bucket_floats;
+    v[4] = (int64_t)(h >> 32), v[5] = -v[4], v[6] = (int64_t)(h & 0xffffffffu), v[7] = -v[6];
     MPI_Request q;
-    int rc = MPI_Iallreduce(v, r, 4, MPI_INT64_T, MPI_MIN, dp->comm, &q);
+    int rc = MPI_Iallreduce(v, r, 8, MPI_INT64_T, MPI_MIN, dp->comm, &q);
     if (rc != MPI_SUCCESS) {
         free(v);
         return mpi_fail(ctx, dp->rank, rc, "MPI_Iallreduce");
@@ -234,6 +256,7 @@ static attn_status agree(attn_dp *dp, attn_ctx *ctx, int64_t numel) {
         return st;
     }
     int64_t r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+    int same = r[4] == -r[5] && r[6] == -r[7];
     free(v);
     ATTN_FAIL_IF(r0 != -r1, ctx, ATTN_E_SHAPE,
                  "attn_dp: the ranks disagree on the model's parameter count (%lld on some, "
@@ -241,13 +264,18 @@ static attn_status agree(attn_dp *dp, attn_ctx *ctx, int64_t numel) {
     ATTN_FAIL_IF(r2 != -r3, ctx, ATTN_E_INVALID,
                  "attn_dp: the ranks disagree on bucket_floats (%lld on some, %lld on others)",
                  (long long)r2, (long long)-r3);
+    ATTN_FAIL_IF(!same, ctx, ATTN_E_INVALID,
+                 "attn_dp: the ranks start from different parameters (rank %d of %d hashes "
+                 "%016llx): every rank must start from the same weights (the same initial "
+                 "model or checkpoint, the same seed and shape)",
+                 dp->rank, dp->size, (unsigned long long)h);
     return ATTN_OK;
 }
 
 static attn_status setup(attn_dp *dp, attn_ctx *ctx, const attn_module *m) {
     free_buckets(dp);
     int64_t numel = m->numel;
-    ATTN_TRY(agree(dp, ctx, numel));
+    ATTN_TRY(agree(dp, ctx, m));
     int64_t bs = dp->bucket_floats;
     if ((numel + bs - 1) / bs > DP_MAX_BUCKETS) bs = (numel + DP_MAX_BUCKETS - 1) / DP_MAX_BUCKETS;
     ATTN_FAIL_IF(bs > DP_MAX_BUCKET, ctx, ATTN_E_UNSUPPORTED,

@@ -323,6 +323,34 @@ static void refusals(attn_ctx *ctx) {
     TU_CHECK(attn_dp_size(NULL) == 1 && attn_dp_rank(NULL) == 0, "NULL dp: size/rank");
 }
 
+/* The first step checks that the ranks start from the same parameters: one element of the last
+ * parameter differs on rank 1 (by one ulp) -> ATTN_E_INVALID on every rank, quickly, naming
+ * it; with the element restored the same dp trains. */
+static void differ(attn_ctx *ctx) {
+    attn_transformer_config t = attn_transformer_defaults(8, 2);
+    t.num_encoder_layers = 1, t.num_decoder_layers = 0, t.dim_feedforward = 8;
+    attn_module *m = NULL;
+    TU_OK(attn_gpt_create(ctx, &t, 5, 4, &m), ctx);
+    TU_OK(attn_module_enable_grad(ctx, m), ctx);
+    const char *name;
+    attn_tensor v;
+    TU_OK(attn_module_param_at(m, attn_module_param_count(m) - 1, &name, &v), ctx);
+    float *w = v.data, keep = w[0];
+    if (rank == 1) w[0] = nextafterf(w[0], INFINITY);
+    attn_dp *dp = mkdp(ctx, MPI_COMM_WORLD, 64, 1, 30);
+    double t0 = MPI_Wtime();
+    TU_STATUS(attn_dp_begin(dp, ctx, m), ATTN_E_INVALID, ctx);
+    TU_CHECK(strstr(attn_ctx_errmsg(ctx), "start from different parameters") != NULL,
+             "rank %d: message '%s'", rank, attn_ctx_errmsg(ctx));
+    TU_CHECK(MPI_Wtime() - t0 < 10.0, "the refusal took %.1f s", MPI_Wtime() - t0);
+    if (rank == 0) printf("different parameters: %s\n", attn_ctx_errmsg(ctx));
+    w[0] = keep; /* the same again: agreed, and a step runs */
+    TU_OK(attn_dp_begin(dp, ctx, m), ctx);
+    TU_OK(attn_dp_end(dp, ctx, m), ctx);
+    attn_dp_free(dp);
+    attn_module_free(m);
+}
+
 /* rank 1 comes 1.5 s late to the second step: the others time out after 0.3 s, and rank 1
  * times out waiting for the sums the others never send.  Last: the communicator of this dp is
  * unusable afterwards (its buffers deliberately leaked). */
@@ -367,6 +395,7 @@ int main(int argc, char **argv) {
     resume_other_ranks(ctx);
     direct_sum(ctx);
     refusals(ctx);
+    if (N >= 2) differ(ctx);
     if (N >= 2) hang(ctx);
     double wmax = 0;
     MPI_Reduce(&worst_rel, &wmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);

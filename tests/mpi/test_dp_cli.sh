@@ -11,6 +11,15 @@
 #               stops the others
 #   hang        rank 1 hangs after step 3 (ATTN_DP_TEST_HANG_STEP): another rank stops with a
 #               timeout message within ATTN_MPI_TIMEOUT (2 s) and the job ends
+# The start-up agreement (cli/train_dp.c): the last rank is given something else (mpiexec's
+# MPMD form "-np NP-1 attn ... : -np 1 attn ... X"); every case must stop before step 1, fast
+# (well under ATTN_MPI_TIMEOUT), non-zero, naming what differs:
+#   differ_lr   --lr (train lm)
+#   differ_seed --seed (train lm, charlm, dates)
+#   differ_data another text (train lm: its token ids; train charlm: its bytes); other initial
+#               weights of the same shapes (train lm --init: a copy trained one step)
+#   start_fail  the last rank cannot start: a missing --text (train lm), an unknown option
+#               (train charlm): the others stop at once, saying which rank stopped
 set -u
 ATTN=$1 NP=$2 CASE=$3 TMP=$4
 shift 4
@@ -33,7 +42,80 @@ close() {
          END { if (!n) { print "no steps"; bad = 1 }
                printf "%d steps, largest relative difference %.3g\n", n, w; exit bad }' "$1" "$2"
 }
+# mpmd RC "ARGS" "LAST": NP-1 ranks run attn ARGS, the last one attn ARGS LAST (run's RC);
+# took: the seconds it ran
+mpmd() {
+    local want=$1 a=$2 b=$3 start
+    start=$(date +%s)
+    # shellcheck disable=SC2086 # the arguments are words
+    ATTN_MPI_TIMEOUT=100 run "$want" "${MPI[@]}" -np $((NP - 1)) "$ATTN" $a : -np 1 "$ATTN" $a $b
+    took=$(($(date +%s) - start))
+    # no rank ends by a signal or with a sanitizer's report
+    ! grep -Eq "Sanitizer|runtime error|signal" "$T/err" || fail "a sanitizer report or a signal"
+}
+# refused WHAT NAME...: the last mpmd run stopped before training, non-zero, in under 60 s
+# (ATTN_MPI_TIMEOUT is 100), naming each setting NAME with rank 0's and the last rank's value
+refused() {
+    local what=$1
+    shift
+    [ "$RC" = 1 ] || fail "$what: the job ended with status $RC, expected 1"
+    ! grep -q "^step 1 " "$T/out" || fail "$what: the ranks trained"
+    grep -q "the ranks disagree on settings that change the result" "$T/err" ||
+        fail "$what: no disagreement message"
+    for n in "$@"; do
+        grep -qF -- "  $n: rank 0: " "$T/err" || fail "$what: the message does not name $n"
+        grep -F -- "  $n: rank 0: " "$T/err" | grep -q "rank $((NP - 1)): " ||
+            fail "$what: no value of the last rank for $n"
+    done
+    [ "$(grep -c 'the ranks disagree' "$T/err")" = 1 ] || fail "$what: told more than once"
+    [ "$took" -lt 60 ] || fail "$what: took $took s to stop"
+}
+LM="--len 16 --batch 4 --steps 3 -q -t 1"
+CH="--batch 6 --steps 3 --d-model 32 --layers 1 --heads 2 --ff 64 --block 16 -q -t 1 --sample 0"
 case $CASE in
+differ_lr)
+    mktext "$T/text"
+    hf "$T/hf" llama_tiny
+    mpmd any "train lm --init $T/hf --text $T/text $LM -o $T/o" "--lr 1e-3"
+    refused "train lm --lr" --lr
+    grep -F -- "  --lr: rank 0: " "$T/err" | grep -q "0.00100000005" || fail "no value 1e-3" ;;
+differ_seed)
+    mktext "$T/text"
+    hf "$T/hf" llama_tiny
+    mpmd any "train lm --init $T/hf --text $T/text $LM -o $T/o" "--seed 2"
+    refused "train lm --seed" --seed
+    mpmd any "train charlm --text $T/text $CH -o $T/c" "--seed 2"
+    refused "train charlm --seed" --seed
+    mpmd any "train dates --steps 3 --batch 4 --d-model 16 --heads 2 --layers 1 --ff 32 \
+        --eval-n 10 -q -t 1 -o $T/d" "--seed 7"
+    refused "train dates --seed" --seed ;;
+differ_data)
+    mktext "$T/text"
+    sed 's/fox/cat/' "$T/text" >"$T/text2"
+    hf "$T/hf" llama_tiny
+    mpmd any "train lm --init $T/hf $LM -o $T/o --text $T/text" "--text $T/text2"
+    refused "train lm --text" "--text (its token ids)"
+    mpmd any "train charlm $CH -o $T/c --text $T/text" "--text $T/text2"
+    refused "train charlm --text" "the text (its bytes)"
+    # the same shapes, other weights: the tiny model after one step
+    run 0 "$ATTN" train lm --init "$T/hf" --text "$T/text" --len 16 --batch 4 --steps 1 -q \
+        -t 1 -o "$T/moved"
+    mpmd any "train lm --text $T/text $LM -o $T/o --init $T/hf" "--init $T/moved"
+    refused "train lm --init" "the initial weights (--init, --resume)" ;;
+start_fail)
+    mktext "$T/text"
+    hf "$T/hf" llama_tiny
+    mpmd any "train lm --init $T/hf $LM -o $T/o --text $T/text" "--text $T/missing"
+    [ "$RC" = 1 ] || fail "missing text: the job ended with status $RC, expected 1"
+    grep -q "cannot open $T/missing" "$T/err" || fail "missing text: no message from the rank"
+    grep -q "rank $((NP - 1)) of $NP stopped before training" "$T/err" ||
+        fail "missing text: the others did not say which rank stopped"
+    [ "$took" -lt 30 ] || fail "missing text: took $took s to stop"
+    mpmd any "train charlm --text $T/text $CH -o $T/c" "--bogus"
+    [ "$RC" = 1 ] || [ "$RC" = 2 ] || fail "unknown option: the job ended with status $RC (1 or 2: a usage error)"
+    grep -q "rank $((NP - 1)) of $NP stopped before training" "$T/err" ||
+        fail "unknown option: the others did not say which rank stopped"
+    [ "$took" -lt 30 ] || fail "unknown option: took $took s to stop" ;;
 lm)
     mktext "$T/text"
     for fx in llama_tiny llama_tiny_untied; do
@@ -46,6 +128,7 @@ lm)
         grep "^step" "$T/out" >"$T/dp.steps"
         close "$T/one.steps" "$T/dp.steps" || fail "$fx: $NP-rank losses differ from one process"
         grep -q "data parallel: $NP ranks" "$T/err" || fail "no data-parallel line"
+        grep -Eq "the ranks agree on [0-9]+ settings" "$T/err" || fail "no agreement line"
         read -r nb late <<<"$(sed -n 's/.* \([0-9]*\) gradient buckets per step of which \([0-9]*\) started.*/\1 \2/p' "$T/err")"
         [ -n "$nb" ] && [ "$late" -lt "$nb" ] ||
             fail "$fx: no bucket started during the backward ($late of $nb after it)"
