@@ -2,7 +2,8 @@
 # attn train ... under mpirun (data parallel, -DATTN_MPI=ON), one case per ctest test
 # (tests/CMakeLists.txt):   bash test_dp_cli.sh ATTN NP CASE TMPDIR MPIEXEC [MPIEXEC FLAGS...]
 # Run in tests/.  Each case exits 0 when the program behaved, else prints what went wrong.
-#   lm          attn train lm on NP ranks against one process: every step's loss within 1e-5
+#   lm          attn train lm (--dtype f32: float products, whatever this CPU would pick) on NP ranks
+#               against one process: every step's loss within 1e-5
 #               (relative), tied and untied heads, buckets of 500 gradient elements
 #   lm_resume   2 ranks stop at step 5 (rank 0 writes the checkpoint); 1 rank (NP 2) or NP
 #               ranks (NP 3) resume: the losses continue the one-process run within 1e-5
@@ -120,7 +121,7 @@ lm)
     mktext "$T/text"
     for fx in llama_tiny llama_tiny_untied; do
         hf "$T/$fx" $fx
-        L="--init $T/$fx --text $T/text --steps 12 --len 32 --batch 6 --lr 1e-2 --warmup 2 -q"
+        L="--init $T/$fx --text $T/text --steps 12 --len 32 --batch 6 --lr 1e-2 --warmup 2 -q --dtype f32"
         run 0 "$ATTN" train lm $L -o "$T/one_$fx" -t 1
         grep "^step" "$T/out" >"$T/one.steps"
         # small buckets: most start during the backward, from the layers' gradient-ready reports
@@ -138,7 +139,7 @@ lm)
 lm_resume)
     mktext "$T/text"
     hf "$T/hf" llama_tiny
-    L="--init $T/hf --text $T/text --steps 10 --len 32 --batch 6 --lr 1e-2 --warmup 2 -q -t 1"
+    L="--init $T/hf --text $T/text --steps 10 --len 32 --batch 6 --lr 1e-2 --warmup 2 -q -t 1 --dtype f32"
     run 0 "$ATTN" train lm $L -o "$T/full"
     grep "^step" "$T/out" >"$T/full.steps"
     run 0 "${MPI[@]}" -np 2 "$ATTN" train lm $L -o "$T/part" --stop-at 5
