@@ -95,11 +95,12 @@ static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int
     }
 }
 
-/* exp(x) for x <= 0 (x = -inf gives 0; below -87, 0). */
+/* exp(x) for x <= 0 (x = -inf gives 0; below -87, 0; NaN stays NaN: a NaN score must reach
+ * the output, not turn into a weight of 0). */
 static inline __m256 exp8(__m256 x) {
     __m256 lo = _mm256_set1_ps(-87.0f);
-    __m256 ok = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
-    x = _mm256_max_ps(x, lo);
+    __m256 ok = _mm256_cmp_ps(x, lo, _CMP_NLT_UQ); /* x >= lo, or NaN */
+    x = _mm256_max_ps(lo, x);                      /* x when NaN (maxps returns the second) */
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);

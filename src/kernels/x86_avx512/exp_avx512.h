@@ -9,8 +9,10 @@
  * masked score) gives 0 and no result is subnormal: subnormal weights cost microcode assists
  * in the products that follow (ALiBi's long linear tails made the forward 6x slower). */
 static inline __m512 attn__exp2_16(__m512 t) {
-    __mmask16 normal = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
-    t = _mm512_max_ps(t, _mm512_set1_ps(-127.0f));
+    /* NaN stays NaN (NLT_UQ is true for it, and maxps returns its second operand): a NaN score
+     * must reach the output, not turn into a weight of 0 */
+    __mmask16 normal = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);
+    t = _mm512_max_ps(_mm512_set1_ps(-127.0f), t);
     __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(t, n);
     __m512 p = _mm512_set1_ps(1.5403530393381606e-4f);  /* ln2^6/720 */
