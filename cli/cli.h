@@ -15,6 +15,9 @@ int attn_cmd_info(int argc, char **argv);        /* cli/eval_cmd.c: list a safet
  * with the magic "GGUF" (never blocks: a FIFO is not read); info_gguf prints the listing, or
  * the error to stderr, and returns the exit status. */
 int attn_cli_is_gguf(const char *path);
+/* Whether path is a regular file that starts as a safetensors file does (a header length,
+ * then '{'). */
+int attn_cli_is_safetensors(const char *path);
 int attn_cli_info_gguf(attn_ctx *ctx, const char *path);
 int attn_cmd_train(int argc, char **argv);       /* cli/train_cmd.c */
 int attn_cmd_translate(int argc, char **argv);   /* cli/train_cmd.c */

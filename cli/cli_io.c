@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* How long a FIFO given as an input waits for a program to open it for writing. */
+#define ATTN_CLI_FIFO_WAIT_MS 10000
+
 #include "cli.h"
 
 #ifndef O_CLOEXEC
@@ -80,7 +83,7 @@ int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char
     *data = NULL;
     *len = 0;
     uint64_t lim = max > 0 ? (uint64_t)max : 0;
-    int is_stdin = !strcmp(path, "-"), fd = 0;
+    int is_stdin = !strcmp(path, "-"), fd = 0, is_fifo = 0;
     const char *shown = is_stdin ? "standard input" : path;
     uint64_t hint = 0;
     if (is_stdin) { /* standard input from a file: refused early when it is too long */
@@ -125,6 +128,19 @@ int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char
                 return 0;
             }
             hint = size;
+        }
+        is_fifo = S_ISFIFO(sb.st_mode);
+        if (is_fifo) { /* a writer may open it a moment after us: wait for one, boundedly */
+            struct pollfd pf = {fd, POLLIN, 0};
+            int r;
+            do r = poll(&pf, 1, ATTN_CLI_FIFO_WAIT_MS);
+            while (r < 0 && errno == EINTR);
+            if (r == 0) {
+                fprintf(stderr, "attn %s: %s is a FIFO and no program opened it for writing "
+                                "within %d s\n", cmd, path, ATTN_CLI_FIFO_WAIT_MS / 1000);
+                close(fd);
+                return 0;
+            }
         }
         /* reads block again: a FIFO's writer may be slow; with no writer a read sees the end */
         int fl = fcntl(fd, F_GETFL);

@@ -438,13 +438,33 @@ int img_mnist_load(const char *dir, int train, int64_t max_n, img_set *out, char
 static int read_small_file(const char *path, uint8_t **data, size_t *len, char *err,
                            size_t errlen) {
     *data = NULL, *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    /* O_NONBLOCK: a FIFO with no writer would block the open forever; it is refused below */
+    int fd;
+    do fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return fail(err, errlen, "%s: %s", path, strerror(errno));
     struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, errlen, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return fail(err, errlen, "%s: not a regular file (%s)", path,
+                    S_ISFIFO(sb.st_mode) ? "a FIFO or pipe" : S_ISDIR(sb.st_mode) ? "a directory"
+                                                                                 : "a device");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return fail(err, errlen, "%s: %s", path, strerror(e));
+    }
     int rc = 1;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fail(err, errlen, "%s: not a regular file", path);
-    } else if ((int64_t)sb.st_size > MAX_IMAGE_FILE) {
+    if ((int64_t)sb.st_size > MAX_IMAGE_FILE) {
         fail(err, errlen, "%s: %lld bytes, over the %lld-byte bound on one image file", path,
              (long long)sb.st_size, (long long)MAX_IMAGE_FILE);
     } else if (!(*data = malloc((size_t)sb.st_size + 1))) {

@@ -2,6 +2,7 @@
  * file order with their GGML type, dims (GGUF order) and bytes, and a summary by type. */
 #define _XOPEN_SOURCE 700
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,20 @@ int attn_cli_is_gguf(const char *path) {
               !memcmp(magic, "GGUF", 4);
     close(fd);
     return yes;
+}
+
+int attn_cli_is_safetensors(const char *path) {
+    if (!path || !strcmp(path, "-")) return 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return 0;
+    struct stat sb;
+    unsigned char h[9];
+    int yes = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && read(fd, h, 9) == 9;
+    close(fd);
+    if (!yes) return 0;
+    uint64_t n = 0; /* the header's length, little-endian, then its JSON object */
+    for (int i = 7; i >= 0; i--) n = n << 8 | h[i];
+    return h[8] == '{' && n >= 2 && n <= (uint64_t)sb.st_size - 8;
 }
 
 /* len bytes of s, quoted, escaped as attn_cli_put_escaped does (a NUL as \x00), at most max of

@@ -200,7 +200,8 @@ static int write_logits(const char *cmd, attn_ctx *ctx, const attn_llm *m,
     return st == ATTN_OK;
 }
 
-/* `attn generate`: the character model for a .safetensors file, else the LLM. */
+/* `attn generate`: the character model for a safetensors file, else the LLM (which names
+ * what a file that is neither GGUF, a model folder nor safetensors is). */
 int attn_cmd_generate(int argc, char **argv) {
     const char *model = NULL;
     for (int i = 1; i < argc; i++) {
@@ -208,8 +209,7 @@ int attn_cmd_generate(int argc, char **argv) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[i + 1];
         else if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
     }
-    struct stat sb;
-    if (model && stat(model, &sb) == 0 && (S_ISDIR(sb.st_mode) || attn_cli_is_gguf(model)))
+    if (model && !attn_cli_is_safetensors(model))
         return attn_cmd_llm_generate(argc, argv);
     if (!model)
         for (int i = 1; i < argc; i++)

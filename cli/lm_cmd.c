@@ -991,6 +991,17 @@ int attn_cmd_export(int argc, char **argv) {
             fprintf(stderr, "attn export: %s has no tokenizer.ggml.* keys\n", tok_path);
             goto out;
         }
+        if (tok) { /* the keys are copied as they are: they must make a tokenizer */
+            attn_bpe *check = NULL;
+            st = attn_bpe_from_gguf(ctx, tok, &check);
+            attn_bpe_free(check);
+            if (st != ATTN_OK) {
+                fprintf(stderr, "attn export: the tokenizer of %s: ", tok_path);
+                attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx));
+                fprintf(stderr, " (%s)\n", attn_status_name(st));
+                goto out;
+            }
+        }
         if (!tok && !attn_llm_tokenizer(llm)) {
             fprintf(stderr, "attn export: %s has no tokenizer (tokenizer.json): give "
                             "--tokenizer FILE.gguf for the tokenizer.* keys\n", src);

@@ -1776,6 +1776,12 @@ ATTN_API attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, i
  * is ATTN_E_UNSUPPORTED with a message naming what was found; malformed files ATTN_E_FORMAT. */
 ATTN_API attn_status attn_bpe_load_json(attn_ctx *ctx, const char *path,
                                         attn_bpe **out /* OUT */);
+/* From a GGUF file's tokenizer.ggml.* keys (a model file or a vocabulary-only one):
+ * tokenizer.ggml.model "gpt2" (byte-level BPE), tokens (valid UTF-8, no NUL), merges, token
+ * types and the pre-tokenizer name as attn_bpe_create takes them.  ATTN_E_NOT_FOUND when the
+ * file has no tokenizer.ggml.model; ATTN_E_UNSUPPORTED for another tokenizer model. */
+ATTN_API attn_status attn_bpe_from_gguf(attn_ctx *ctx, const attn_gguf *g,
+                                        attn_bpe **out /* OUT */);
 ATTN_API void attn_bpe_free(attn_bpe *bpe);
 
 /* The ids of text[0, len) (any bytes: NULs and invalid UTF-8 included; len at most

@@ -47,6 +47,14 @@ errors)
     run 2 "$ATTN" generate --model $G
     grep -q -- "--prompt TEXT is required" "$T/err" || fail "missing --prompt"
     printf 'not a model' >"$T/bad.gguf"
+    # a file that is not GGUF, a folder nor a safetensors file: said what it is (round 3, F11)
+    : >"$T/empty.gguf"
+    for f in "$T/bad.gguf" ../README.md "$T/empty.gguf" "$T/missing.gguf"; do
+        run 1 "$ATTN" generate --model "$f" --prompt x --tokens 2
+        grep -q "unknown option" "$T/err" && fail "generate --model $f: taken for a charlm model"
+        grep -Eq "not a GGUF file|too short for the magic|No such file" "$T/err" ||
+            fail "generate --model $f: no word on what the file is"
+    done
     run 1 "$ATTN" tokenize --model fixtures/llama_tiny --text x
     grep -q "tokenizer" "$T/err" || fail "folder without a tokenizer"
     head -c 1000 $G >"$T/cut.gguf"
@@ -80,6 +88,25 @@ errors)
                 fail "NaN scale not refused by ${c%% *}"
         done
         [ ! -e "$T/out.gguf" ] || fail "export wrote the NaN model"
+        # tokenizer strings (F11): the pre-tokenizer name with a NUL inside, a token that is
+        # not UTF-8 (load refuses; export --tokenizer does not copy it)
+        python3 - $G "$T" <<'PY' || fail "patching the tokenizer keys"
+import sys
+d = open(sys.argv[1], "rb").read()
+i = d.index(b"tokenizer.ggml.pre") + len("tokenizer.ggml.pre") + 4 + 8
+assert d[i:i + 4] == b"gpt2"
+open(sys.argv[2] + "/pre_nul.gguf", "wb").write(d[:i] + b"gp\0t" + d[i + 4:])
+j = d.index(b"tokenizer.ggml.tokens") + len("tokenizer.ggml.tokens") + 4 + 4 + 8 + 8
+assert d[j:j + 2] == "\u0100".encode()
+open(sys.argv[2] + "/tok_utf8.gguf", "wb").write(d[:j] + b"\xff\x80" + d[j + 2:])
+PY
+        run 1 "$ATTN" generate --model "$T/pre_nul.gguf" --prompt hi -n 2
+        err_has "tokenizer.ggml.pre\) holds a NUL byte"
+        run 1 "$ATTN" generate --model "$T/tok_utf8.gguf" --prompt hi -n 2
+        err_has "tokenizer.ggml.tokens\[0\] is not valid UTF-8"
+        run 1 "$ATTN" export --model $G --tokenizer "$T/tok_utf8.gguf" --gguf "$T/tu.gguf"
+        err_has "the tokenizer of .*tok_utf8.gguf: .*tokenizer.ggml.tokens\[0\] is not valid UTF-8"
+        [ ! -e "$T/tu.gguf" ] || fail "export copied a tokenizer that is not UTF-8"
         run 0 "$ATTN" generate --model "$T/q8.gguf" --prompt hi -n 2 -q
     fi
     # --no-mmap (F6): the same ids; the file truncated during the run cannot kill it

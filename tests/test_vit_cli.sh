@@ -65,7 +65,11 @@ classify_file)   # test0.pgm is test image 0: the same probabilities
     # a PNG (written by attention-map) is read too, and refused for its size
     run 0 "$ATTN" attention-map --model "$M" --data "$D" --index 0 -o "$T/a.png"
     run 1 "$ATTN" classify --model "$M" "$T/a.png"
-    err_has "a.png is [0-9]+x[0-9]+ pixels; the model takes 28x28 images" ;;
+    err_has "a.png is [0-9]+x[0-9]+ pixels; the model takes 28x28 images"
+    # an image that is a FIFO (no writer) is refused at once, not waited on (round 3, F9)
+    mkfifo "$T/img.pgm"
+    RUN_TIMEOUT=20 run 1 "$ATTN" classify --model "$M" "$T/img.pgm"
+    err_has "img.pgm: not a regular file \(a FIFO or pipe\)" ;;
 attention_map)
     run 0 "$ATTN" attention-map --model "$M" --data "$D" --index 1 -o "$T/map.png"
     out_has "^test image 1: predicted .*, label Trouser$"

@@ -11,6 +11,7 @@ so Python threads really run attn calls in parallel, each on its own context and
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import sys
 import threading
@@ -334,7 +335,9 @@ def set_num_threads(n: int) -> None:
     """Threads each attn call uses (the calling thread among them); 0 = all the CPUs this
     process may run on (the default).  Takes effect on each thread's next call."""
     global _num_threads, _generation
-    n = int(n)
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise TypeError(f"attn.set_num_threads: n must be an integer, not {type(n).__name__}")
+    n = operator.index(n)
     if not 0 <= n <= 1024:
         raise ValueError(f"attn.set_num_threads: {n} is outside [0, 1024]")
     with _lock:

@@ -591,7 +591,11 @@ def run(args) -> Dict[str, Any]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    res = run(args)
+    before = attn._lib._num_threads  # main() may be called in a process that goes on
+    try:
+        res = run(args)
+    finally:
+        attn.set_num_threads(before)
     if args.json:
         print(json.dumps(res, indent=1))
     else:

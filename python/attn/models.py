@@ -4,6 +4,7 @@ thread, each calling with its own context); an LLM generation holds its own sess
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import threading
 from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
@@ -21,6 +22,41 @@ def _path(p: PathLike) -> bytes:
     if not os.path.exists(p):
         raise FileNotFoundError(f"attn: {p} does not exist")
     return os.fsencode(p)
+
+
+def _int(name: str, v: object, lo: int, hi: int) -> int:
+    """v as an int in [lo, hi]: an integer (Python or numpy; bool and float refused), else
+    TypeError; outside the range, ValueError."""
+    if isinstance(v, bool):
+        raise TypeError(f"attn: {name} must be an integer, not a bool")
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise TypeError(f"attn: {name} must be an integer, not {type(v).__name__}") from None
+    if not lo <= i <= hi:
+        raise ValueError(f"attn: {name} = {i} is outside [{lo}, {hi}]")
+    return i
+
+
+def _token_ids(name: str, ids: Sequence[int], vocab: int) -> List[int]:
+    """ids as a list of ints in [0, vocab): each checked here (a C int32 would wrap a larger
+    Python int silently)."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"attn: {name} must be a sequence of token ids, not {type(ids).__name__}")
+    out = []
+    for i, t in enumerate(ids):
+        if isinstance(t, bool):
+            raise TypeError(f"attn: {name}[{i}] must be an integer, not a bool")
+        try:
+            v = operator.index(t)
+        except TypeError:
+            raise TypeError(f"attn: {name}[{i}] must be an integer token id, not "
+                            f"{type(t).__name__}") from None
+        if not 0 <= v < vocab:
+            raise ValueError(f"attn: {name}[{i}] = {v} is not a token id of this model "
+                             f"(0 to {vocab - 1})")
+        out.append(v)
+    return out
 
 
 _BERT_DTYPES = {"f32": _lib.ATTN_F32, "f16": _lib.ATTN_F16, "bf16": _lib.ATTN_BF16}
@@ -202,6 +238,7 @@ class LLM:
     def detokenize(self, ids: Sequence[int], *, skip_special: bool = False) -> str:
         """The text of ids (invalid UTF-8 shown as U+FFFD)."""
         self._need_tokenizer()
+        ids = _token_ids("ids", ids, self.vocab_size)
         arr = (c_int32 * max(len(ids), 1))(*ids)
         c = _lib.ctx()
         n = c_size_t()
@@ -221,17 +258,20 @@ class LLM:
         Face's logits processors (attn_llm_sample); the same seed gives the same tokens.
         Stops after max_tokens, at an end token (eos / end of turn) unless stop_at_end is
         False, or when the context is full."""
-        prompt = list(prompt_ids)
+        prompt = _token_ids("prompt_ids", prompt_ids, self._vocab_logits())
         if not prompt:
             raise ValueError("attn: the prompt has no tokens")
+        max_tokens = _int("max_tokens", max_tokens, 0, 2**31 - 1)
+        top_k = _int("top_k", top_k, 0, 2**31 - 1)
+        seed = _int("seed", seed, 0, 2**64 - 1)
         info_cap = self._capacity(len(prompt) + max_tokens)
         sampler = _lib.attn_llm_sampler_defaults()
         sampler.temperature = float(temperature)
-        sampler.top_k = int(top_k)
+        sampler.top_k = top_k
         sampler.top_p = float(top_p)
         sampler.min_p = float(min_p)
         sampler.repetition_penalty = float(repetition_penalty)
-        sampler.seed = int(seed) & (2**64 - 1)
+        sampler.seed = seed
         c = _lib.ctx()
         sess = c_void_p()
         _lib.check(_lib.attn_llm_session_create(c, self._ptr, info_cap, self._cache_dtype,

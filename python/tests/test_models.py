@@ -130,3 +130,39 @@ def test_llm_chat(path):
     reply = llm.chat(msgs, max_tokens=5, temperature=0)
     assert isinstance(reply, str)
     assert "".join(llm.chat(msgs, max_tokens=5, temperature=0, stream=True)) == reply
+
+
+def test_llm_integer_arguments_are_checked():
+    """Token ids beyond int32 are refused, not wrapped (2**32 + 104 was read as 104); counts
+    and seeds must be integers in range (review round 3, F10)."""
+    llm = attn.LLM(os.path.join(FIXTURES, "llama_tiny.gguf"))
+    assert llm.detokenize([104, 105]) == "hi"
+    for bad in ([2**32 + 104, 105], [104, 2**40 + 105], [-1], [llm.vocab_size]):
+        with pytest.raises(ValueError, match="not a token id"):
+            llm.detokenize(bad)
+        with pytest.raises(ValueError, match="not a token id"):
+            list(llm.generate_ids(bad, max_tokens=1))
+    for bad in ([104.0], ["h"], [True], [None]):
+        with pytest.raises(TypeError):
+            llm.detokenize(bad)
+    with pytest.raises(TypeError):
+        llm.detokenize("hi")
+    with pytest.raises(ValueError, match="max_tokens"):
+        list(llm.generate("hi", max_tokens=-1))
+    with pytest.raises(ValueError, match="seed"):
+        list(llm.generate("hi", max_tokens=2, seed=-1))
+    with pytest.raises(TypeError, match="seed"):
+        list(llm.generate("hi", max_tokens=2, seed=1.5))
+    with pytest.raises(ValueError, match="top_k"):
+        list(llm.generate("hi", max_tokens=2, top_k=-3))
+    assert list(llm.generate_ids([104, 105], max_tokens=0)) == []
+    # numpy integers are integers
+    ids = list(llm.generate_ids(np.array([104, 105], dtype=np.int64), max_tokens=3,
+                                temperature=0, seed=np.uint64(7)))
+    assert ids == list(llm.generate_ids([104, 105], max_tokens=3, temperature=0, seed=7))
+    for bad in (2.5, "2", None, True):
+        with pytest.raises(TypeError):
+            attn.set_num_threads(bad)
+    with pytest.raises(ValueError):
+        attn.set_num_threads(-1)
+    attn.set_num_threads(np.int32(0))

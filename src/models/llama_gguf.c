@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../io/json.h"
 #include "../kernels/quant.h"
 #include "llm_model.h"
 
@@ -250,6 +251,9 @@ static attn_status str_array(attn_ctx *ctx, const attn_gguf *g, const char *key,
         ATTN_TRY(attn_gguf_arr_str(g, key, i, &sp, &len));
         ATTN_FAIL_IF(memchr(sp, 0, len) != NULL, ctx, ATTN_E_FORMAT,
                      "%.300s: %s[%llu] holds a NUL byte", path, key, (unsigned long long)i);
+        ATTN_FAIL_IF(!attn__json_utf8_valid(sp, len), ctx, ATTN_E_FORMAT,
+                     "%.300s: %s[%llu] is not valid UTF-8 (GGUF strings are UTF-8)", path, key,
+                     (unsigned long long)i);
         total += len + 1; /* no overflow: the strings are in the file */
     }
     char **p = attn__malloc(ctx, (size_t)(n ? n : 1) * sizeof *p);
@@ -272,13 +276,15 @@ static attn_status str_array(attn_ctx *ctx, const attn_gguf *g, const char *key,
     return ATTN_OK;
 }
 
-/* The tokenizer, chat template and special ids of the file's tokenizer.* keys (a file
- * without tokenizer.ggml.model has none: m->tok stays NULL). */
-static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, const char *path) {
+/* The byte-level BPE tokenizer of g's tokenizer.ggml.* keys (path names the file in messages);
+ * ATTN_E_NOT_FOUND, with no message, when g has no tokenizer.ggml.model.  *n_tokens: its
+ * vocabulary size. */
+static attn_status bpe_from_gguf(attn_ctx *ctx, const attn_gguf *g, const char *path,
+                                 attn_bpe **out, uint64_t *n_tokens) {
     const char *model, *pre = "gpt2";
     size_t mlen, plen = 4;
     attn_status st = attn_gguf_get_str(g, "tokenizer.ggml.model", &model, &mlen);
-    if (st == ATTN_E_NOT_FOUND) return ATTN_OK;
+    if (st == ATTN_E_NOT_FOUND) return st;
     ATTN_TRY(st);
     ATTN_FAIL_IF(mlen != 4 || memcmp(model, "gpt2", 4) != 0, ctx, ATTN_E_UNSUPPORTED,
                  "%.300s: tokenizer model \"%.*s\" is not supported (attn reads byte-level "
@@ -287,6 +293,8 @@ static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, con
     if (st == ATTN_E_NOT_FOUND) pre = "gpt2", plen = 4;
     else ATTN_TRY(st);
     char pre_name[64];
+    ATTN_FAIL_IF(memchr(pre, 0, plen) != NULL, ctx, ATTN_E_FORMAT,
+                 "%.300s: the pre-tokenizer name (tokenizer.ggml.pre) holds a NUL byte", path);
     ATTN_FAIL_IF(plen >= sizeof pre_name, ctx, ATTN_E_UNSUPPORTED,
                  "%.300s: pre-tokenizer \"%.40s...\" is not supported", path, pre);
     memcpy(pre_name, pre, plen), pre_name[plen] = 0;
@@ -300,9 +308,6 @@ static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, con
         st = str_array(ctx, g, "tokenizer.ggml.merges", path, &merges, &mtext, &nm);
         if (st == ATTN_E_NOT_FOUND) st = ATTN_OK, nm = 0;
     }
-    if (!st && nt != (uint64_t)m->cfg.vocab_size)
-        st = attn__fail(ctx, ATTN_E_SHAPE, "%.300s: %llu tokens for a vocabulary of %lld", path,
-                        (unsigned long long)nt, (long long)m->cfg.vocab_size);
     if (!st) {
         int et;
         uint64_t n;
@@ -327,9 +332,33 @@ static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, con
     }
     if (!st)
         st = attn_bpe_create(ctx, (const char *const *)tokens, (int64_t)nt, types,
-                             (const char *const *)merges, (int64_t)nm, pre_name, &m->tok);
+                             (const char *const *)merges, (int64_t)nm, pre_name, out);
     attn__free(ctx, tokens), attn__free(ctx, ttext), attn__free(ctx, merges);
     attn__free(ctx, mtext), attn__free(ctx, types);
+    if (!st) *n_tokens = nt;
+    return st;
+}
+
+attn_status attn_bpe_from_gguf(attn_ctx *ctx, const attn_gguf *g, attn_bpe **out) {
+    if (!ctx || !g || !out)
+        return attn__fail(ctx, ATTN_E_INVALID, "attn_bpe_from_gguf: NULL argument");
+    *out = NULL;
+    uint64_t nt;
+    attn_status st = bpe_from_gguf(ctx, g, "GGUF file", out, &nt);
+    if (st == ATTN_E_NOT_FOUND)
+        return attn__fail(ctx, st, "GGUF file: no tokenizer (tokenizer.ggml.model is missing)");
+    return st;
+}
+
+/* The tokenizer, chat template and special ids of the file's tokenizer.* keys (a file
+ * without tokenizer.ggml.model has none: m->tok stays NULL). */
+static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, const char *path) {
+    uint64_t nt = 0;
+    attn_status st = bpe_from_gguf(ctx, g, path, &m->tok, &nt);
+    if (st == ATTN_E_NOT_FOUND) return ATTN_OK;
+    if (!st && nt != (uint64_t)m->cfg.vocab_size)
+        st = attn__fail(ctx, ATTN_E_SHAPE, "%.300s: %llu tokens for a vocabulary of %lld", path,
+                        (unsigned long long)nt, (long long)m->cfg.vocab_size);
     ATTN_TRY(st);
     /* special ids and the template */
     static const char *const ids[2] = {"tokenizer.ggml.bos_token_id",
