@@ -6,6 +6,7 @@
  * ATTN_SMOLLM2_GGUF names SmolLM2-135M-Instruct's GGUF file, its real vocabulary read from the
  * file against fixtures/bpe/smollm2_expected.txt. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -999,6 +1000,156 @@ static void test_smollm2(attn_ctx *ctx, const corpus *c) {
     free_arrays(&a);
 }
 
+/* ---- SentencePiece BPE on a vocabulary small enough to work out by hand ---------------------
+ * Each expectation follows from the rules: the pair whose text is the highest-scoring piece
+ * merges first, leftmost among equal scores; a symbol that is no piece becomes its bytes'
+ * <0xNN> pieces, else the unknown piece; user-defined pieces are matched on the raw text
+ * (a run of spaces), control ones only with ATTN_BPE_PARSE_SPECIAL. */
+static void spm_case(attn_ctx *ctx, attn_bpe *b, const char *text, unsigned flags,
+                     const int32_t *want, int64_t nwant, const char *what) {
+    int32_t got[64];
+    int64_t n = 0;
+    TU_STATUS(attn_bpe_encode(ctx, b, text, strlen(text), flags, got, 64, &n), ATTN_OK, ctx);
+    int same = n == nwant && !memcmp(got, want, sizeof *got * (size_t)n);
+    TU_CHECK(same, "SentencePiece %s: \"%s\": %lld ids (first %d), want %lld (first %d)", what,
+             text, (long long)n, n ? got[0] : -1, (long long)nwant, nwant ? want[0] : -1);
+}
+
+static void test_spm_small(attn_ctx *ctx) {
+    /*                          0        1      2            3     4    5    6      7     */
+    const char *tok[] = {"<unk>", "<s>", "\xE2\x96\x81", "a", "b", "ab", "ba", "\xE2\x96\x81" "ab",
+                         /* 8      9   10        11        12      13     */
+                         "aa", "  ", "<0x63>", "<0xC3>", "<0xA9>", "<0x41>"};
+    const float sc[] = {0, 0, -1, -2, -3, -4, -0.5f, -6, -1, 0, 0, 0, 0, 0};
+    const int32_t ty[] = {2, 3, 1, 1, 1, 1, 1, 1, 1, 4, 6, 6, 6, 6};
+    size_t lens[14];
+    for (int i = 0; i < 14; i++) lens[i] = strlen(tok[i]);
+    attn_bpe *b = NULL, *bp = NULL;
+    if (!TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 14, ty, sc, 0, 0, "small", &b), ATTN_OK,
+                   ctx) ||
+        !TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 14, ty, sc, 1, 0, "small", &bp),
+                   ATTN_OK, ctx)) {
+        attn_bpe_free(b), attn_bpe_free(bp);
+        return;
+    }
+    /* a b _ b a: "ba" (-0.5) first, then "ab" (-4); "ab_" and "_ba" are no pieces */
+    spm_case(ctx, b, "ab ba", 0, (const int32_t[]){5, 2, 6}, 3, "score order");
+    /* a b a: "ba" outranks "ab": a + ba */
+    spm_case(ctx, b, "aba", 0, (const int32_t[]){3, 6}, 2, "score order 2");
+    /* a a a: two "aa" of equal score: the leftmost */
+    spm_case(ctx, b, "aaa", 0, (const int32_t[]){8, 3}, 2, "leftmost tie");
+    /* c: no piece, its byte piece; d: no byte piece either, the unknown piece; é: two bytes */
+    spm_case(ctx, b, "cd\xC3\xA9", 0, (const int32_t[]){10, 0, 11, 12}, 4, "byte fallback");
+    /* "  " is a user-defined piece matched on the raw text, before spaces become U+2581 */
+    spm_case(ctx, b, "a  b", 0, (const int32_t[]){3, 9, 4}, 3, "raw user-defined");
+    spm_case(ctx, b, "a b", 0, (const int32_t[]){3, 2, 4}, 3, "a space");
+    /* control pieces: parsed only on request */
+    spm_case(ctx, b, "<s>ab", ATTN_BPE_PARSE_SPECIAL, (const int32_t[]){1, 5}, 2, "control");
+    /* the prefix: "ab" becomes "_ab" */
+    spm_case(ctx, bp, "ab", 0, (const int32_t[]){7}, 1, "prefix");
+    spm_case(ctx, b, "ab", 0, (const int32_t[]){5}, 1, "no prefix");
+    /* "<0x41>" written in a text is text, not the byte A */
+    spm_case(ctx, b, "<0x41>", 0, (const int32_t[]){0}, 1, "byte piece as text");
+    /* decoding: U+2581 as a space, byte pieces as bytes */
+    char out[32];
+    size_t len = 0;
+    const int32_t ids[] = {5, 2, 6, 11, 12, 13};
+    TU_STATUS(attn_bpe_decode(ctx, b, ids, 6, 0, out, sizeof out, &len), ATTN_OK, ctx);
+    TU_CHECK(len == 8 && !memcmp(out, "ab ba\xC3\xA9" "A", 8), "SentencePiece decode: %.*s",
+             (int)len, out);
+    /* bad vocabularies */
+    const float nan_sc[] = {0, 0, NAN, -2, -3, -4, -0.5f, -6, -1, 0, 0, 0, 0, 0};
+    attn_bpe *x = NULL;
+    TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 14, ty, nan_sc, 0, 0, "small", &x),
+              ATTN_E_FORMAT, ctx);
+    TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 14, ty, sc, 0, 14, "small", &x),
+              ATTN_E_FORMAT, ctx);
+    TU_CHECK(x == NULL, "SentencePiece: a refused vocabulary returned an object");
+    attn_bpe_free(b), attn_bpe_free(bp);
+}
+
+/* ---- Gemma 3 (SentencePiece BPE) -------------------------------------------------------------
+ * ATTN_GEMMA3_GGUF names Gemma 3 270M's GGUF file (tokenizer.ggml.model "llama": 262,144
+ * pieces with scores, byte fallback, user-defined pieces for runs of newlines, tabs and HTML
+ * tags): its tokenizer, read by attn_bpe_from_gguf, against fixtures/bpe/gemma3_expected.txt,
+ * the ids and decodings of Hugging Face's tokenizer converted from the same file
+ * (tests/gen_gemma3_expected.py): per case "T hex(text)", "I n ids" (encode without BOS, special
+ * tokens in the text parsed) and "D hex(decode(ids))". */
+static void test_gemma3(attn_ctx *ctx) {
+    const char *path = getenv("ATTN_GEMMA3_GGUF");
+    if (!path || !*path) {
+        printf("Gemma 3: skipped (set ATTN_GEMMA3_GGUF to gemma-3-270m-q4_k_m.gguf)\n");
+        return;
+    }
+    attn_gguf *g = NULL;
+    attn_bpe *b = NULL;
+    if (!TU_STATUS(attn_gguf_open(ctx, path, &g), ATTN_OK, ctx)) return;
+    clock_t t0 = clock();
+    int ok = TU_STATUS(attn_bpe_from_gguf(ctx, g, &b), ATTN_OK, ctx);
+    double build = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    attn_gguf_free(g);
+    FILE *f = fopen(DIR "gemma3_expected.txt", "r");
+    TU_CHECK(f != NULL, "cannot read " DIR "gemma3_expected.txt");
+    if (!ok || !f) {
+        if (f) fclose(f);
+        attn_bpe_free(b);
+        return;
+    }
+    TU_CHECK(attn_bpe_vocab_size(b) == 262144 && attn_bpe_token_id(b, "<start_of_turn>") == 105 &&
+                 attn_bpe_token_type(b, 106) == ATTN_BPE_TOKEN_CONTROL &&
+                 attn_bpe_token_type(b, 107) == ATTN_BPE_TOKEN_USER_DEFINED,
+             "Gemma 3: vocabulary size, the turn tokens, the newline piece");
+    buf text = {NULL, 0};
+    int cases = 0, bad = 0, dbad = 0;
+    int64_t got_n = 0;
+    int32_t *got = NULL;
+    char *l;
+    while ((l = read_line(f))) {
+        if (l[0] == 'T') {
+            free(text.p);
+            text = unhex(l + 2);
+        } else if (l[0] == 'I') {
+            int64_t n;
+            int32_t *want = parse_ids(l, &n);
+            free(got);
+            got = malloc(sizeof *got * (text.n * 2 + 8));
+            got_n = 0;
+            TU_STATUS(attn_bpe_encode(ctx, b, (const char *)text.p, text.n,
+                                      ATTN_BPE_PARSE_SPECIAL, got, (int64_t)text.n * 2 + 8,
+                                      &got_n), ATTN_OK, ctx);
+            int same = got_n == n && !memcmp(got, want, sizeof *got * (size_t)n);
+            if (!same && bad++ < 5) {
+                printf("Gemma 3: case %d (%zu bytes): %lld ids, HF %lld; first ids:", cases,
+                       text.n, (long long)got_n, (long long)n);
+                for (int64_t i = 0; i < got_n && i < 12; i++) printf(" %d", got[i]);
+                printf(" | HF:");
+                for (int64_t i = 0; i < n && i < 12; i++) printf(" %d", want[i]);
+                printf("\n");
+            }
+            free(want);
+            cases++;
+        } else if (l[0] == 'D' && got) {
+            buf want = unhex(l + 2);
+            size_t len = 0, cap = want.n + 64;
+            char *out = malloc(cap);
+            TU_STATUS(attn_bpe_decode(ctx, b, got, got_n, 0, out, cap, &len), ATTN_OK, ctx);
+            if ((len != want.n || memcmp(out, want.p, len)) && dbad++ < 5)
+                printf("Gemma 3: case %d decodes to %zu bytes, HF %zu\n", cases - 1, len,
+                       want.n);
+            free(out), free(want.p);
+        }
+        free(l);
+    }
+    fclose(f);
+    TU_CHECK(cases >= 40, "Gemma 3: only %d cases in the fixture", cases);
+    TU_CHECK(bad == 0, "Gemma 3: %d of %d texts tokenized unlike Hugging Face", bad, cases);
+    TU_CHECK(dbad == 0, "Gemma 3: %d of %d decodings unlike Hugging Face", dbad, cases);
+    printf("Gemma 3: %d texts, ids and decodings as Hugging Face's; built in %.2f s\n", cases,
+           build);
+    free(got), free(text.p);
+    attn_bpe_free(b);
+}
+
 int main(void) {
     attn_ctx *ctx = tu_ctx(1);
     if (!ctx) return 1;
@@ -1020,6 +1171,8 @@ int main(void) {
     test_hostile(ctx);
     test_allocator(&c);
     test_smollm2(ctx, &c);
+    test_spm_small(ctx);
+    test_gemma3(ctx);
     free_corpus(&c);
     attn_ctx_free(ctx);
     return tu_finish("test_bpe");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../io/json.h"
+#include "../text/bpe.h"
 #include "../kernels/quant.h"
 #include "llm_model.h"
 
@@ -276,6 +277,94 @@ static attn_status str_array(attn_ctx *ctx, const attn_gguf *g, const char *key,
     return ATTN_OK;
 }
 
+/* The token types of g (tokenizer.ggml.token_type, n of them) into *types (NULL when the key
+ * is absent). */
+static attn_status token_types(attn_ctx *ctx, const attn_gguf *g, const char *path, uint64_t nt,
+                               int32_t **types) {
+    int et;
+    uint64_t n;
+    *types = NULL;
+    attn_status st = attn_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n, NULL);
+    if (st == ATTN_E_NOT_FOUND) return ATTN_OK;
+    ATTN_TRY(st);
+    ATTN_FAIL_IF(n != nt, ctx, ATTN_E_SHAPE, "%.300s: %llu token types for %llu tokens", path,
+                 (unsigned long long)n, (unsigned long long)nt);
+    int32_t *t = attn__malloc(ctx, (size_t)(n ? n : 1) * sizeof *t);
+    ATTN_FAIL_IF(!t, ctx, ATTN_E_NOMEM, "out of memory (token types)");
+    for (uint64_t i = 0; i < n && !st; i++) {
+        int64_t v;
+        st = attn_gguf_arr_int(g, "tokenizer.ggml.token_type", i, INT32_MIN, INT32_MAX, &v);
+        t[i] = (int32_t)v;
+    }
+    if (st) {
+        attn__free(ctx, t);
+        return st;
+    }
+    *types = t;
+    return ATTN_OK;
+}
+
+/* A SentencePiece BPE tokenizer (tokenizer.ggml.model "llama": Gemma, Llama 2, Mistral):
+ * tokens, scores, token types, add_space_prefix (default true, as SentencePiece's) and the
+ * unknown piece (tokenizer.ggml.unknown_token_id, else the first piece of type 2). */
+static attn_status spm_from_gguf(attn_ctx *ctx, const attn_gguf *g, const char *path,
+                                 attn_bpe **out, uint64_t *n_tokens) {
+    char **tokens = NULL, *ttext = NULL;
+    int32_t *types = NULL;
+    float *scores = NULL;
+    size_t *lens = NULL;
+    uint64_t nt = 0, ns = 0;
+    int et, prefix = 1;
+    attn_status st = str_array(ctx, g, "tokenizer.ggml.tokens", path, &tokens, &ttext, &nt);
+    if (st == ATTN_E_NOT_FOUND)
+        st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s: tokenizer.ggml.tokens is missing", path);
+    if (!st) {
+        st = attn_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &ns, NULL);
+        if (st == ATTN_E_NOT_FOUND)
+            st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s: tokenizer.ggml.scores is missing (a "
+                            "SentencePiece vocabulary merges by score)", path);
+        else if (!st && ns != nt)
+            st = attn__fail(ctx, ATTN_E_SHAPE, "%.300s: %llu scores for %llu tokens", path,
+                            (unsigned long long)ns, (unsigned long long)nt);
+    }
+    if (!st && !(scores = attn__malloc(ctx, (size_t)(nt ? nt : 1) * sizeof *scores)))
+        st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (token scores)");
+    for (uint64_t i = 0; i < nt && !st; i++) {
+        double v;
+        st = attn_gguf_arr_float(g, "tokenizer.ggml.scores", i, &v);
+        if (!st && !(v >= -3.0e38 && v <= 3.0e38))
+            st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s: tokenizer.ggml.scores[%llu] is not a "
+                            "finite float", path, (unsigned long long)i);
+        scores[i] = (float)v;
+    }
+    if (!st) st = token_types(ctx, g, path, nt, &types);
+    if (!st && !(lens = attn__malloc(ctx, (size_t)(nt ? nt : 1) * sizeof *lens)))
+        st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (tokens)");
+    for (uint64_t i = 0; i < nt && !st; i++) lens[i] = strlen(tokens[i]);
+    if (!st) {
+        int b;
+        attn_status s2 = attn_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b);
+        if (s2 == ATTN_OK) prefix = b;
+        else if (s2 != ATTN_E_NOT_FOUND) st = s2;
+    }
+    int64_t unk = -1;
+    if (!st) {
+        attn_status s2 = attn_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", 0,
+                                           (int64_t)nt - 1, &unk);
+        if (s2 == ATTN_E_NOT_FOUND)
+            for (uint64_t i = 0; types && i < nt && unk < 0; i++)
+                if (types[i] == 2) unk = (int64_t)i;
+        if (s2 != ATTN_OK && s2 != ATTN_E_NOT_FOUND) st = s2;
+    }
+    if (!st)
+        st = attn__bpe_create_spm(ctx, (const char *const *)tokens, lens, (int64_t)nt, types,
+                                  scores, prefix, (int32_t)unk, path, out);
+    attn__free(ctx, tokens), attn__free(ctx, ttext), attn__free(ctx, types);
+    attn__free(ctx, scores), attn__free(ctx, lens);
+    if (!st) *n_tokens = nt;
+    return st;
+}
+
 /* The byte-level BPE tokenizer of g's tokenizer.ggml.* keys (path names the file in messages);
  * ATTN_E_NOT_FOUND, with no message, when g has no tokenizer.ggml.model.  *n_tokens: its
  * vocabulary size. */
@@ -286,9 +375,11 @@ static attn_status bpe_from_gguf(attn_ctx *ctx, const attn_gguf *g, const char *
     attn_status st = attn_gguf_get_str(g, "tokenizer.ggml.model", &model, &mlen);
     if (st == ATTN_E_NOT_FOUND) return st;
     ATTN_TRY(st);
+    if (mlen == 5 && !memcmp(model, "llama", 5)) return spm_from_gguf(ctx, g, path, out, n_tokens);
     ATTN_FAIL_IF(mlen != 4 || memcmp(model, "gpt2", 4) != 0, ctx, ATTN_E_UNSUPPORTED,
                  "%.300s: tokenizer model \"%.*s\" is not supported (attn reads byte-level "
-                 "BPE, \"gpt2\")", path, (int)(mlen > 40 ? 40 : mlen), model);
+                 "BPE, \"gpt2\", and SentencePiece BPE, \"llama\")", path,
+                 (int)(mlen > 40 ? 40 : mlen), model);
     st = attn_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &plen);
     if (st == ATTN_E_NOT_FOUND) pre = "gpt2", plen = 4;
     else ATTN_TRY(st);
@@ -308,28 +399,7 @@ static attn_status bpe_from_gguf(attn_ctx *ctx, const attn_gguf *g, const char *
         st = str_array(ctx, g, "tokenizer.ggml.merges", path, &merges, &mtext, &nm);
         if (st == ATTN_E_NOT_FOUND) st = ATTN_OK, nm = 0;
     }
-    if (!st) {
-        int et;
-        uint64_t n;
-        attn_status s2 = attn_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n, NULL);
-        if (s2 == ATTN_OK) {
-            if (n != nt) {
-                st = attn__fail(ctx, ATTN_E_SHAPE, "%.300s: %llu token types for %llu tokens",
-                                path, (unsigned long long)n, (unsigned long long)nt);
-            } else if (!(types = attn__malloc(ctx, (size_t)(n ? n : 1) * sizeof *types))) {
-                st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (token types)");
-            } else {
-                for (uint64_t i = 0; i < n && !st; i++) {
-                    int64_t v;
-                    st = attn_gguf_arr_int(g, "tokenizer.ggml.token_type", i, INT32_MIN,
-                                           INT32_MAX, &v);
-                    types[i] = (int32_t)v;
-                }
-            }
-        } else if (s2 != ATTN_E_NOT_FOUND) {
-            st = s2;
-        }
-    }
+    if (!st) st = token_types(ctx, g, path, nt, &types);
     if (!st)
         st = attn_bpe_create(ctx, (const char *const *)tokens, (int64_t)nt, types,
                              (const char *const *)merges, (int64_t)nm, pre_name, out);
@@ -374,7 +444,9 @@ static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, con
     st = attn_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b);
     if (st == ATTN_OK) m->add_bos = b;
     else if (st != ATTN_E_NOT_FOUND) return st;
+    /* the end of a turn: ChatML's, else Gemma's */
     m->eot = attn_bpe_token_id(m->tok, "<|im_end|>");
+    if (m->eot < 0) m->eot = attn_bpe_token_id(m->tok, "<end_of_turn>");
     const char *tp;
     size_t tlen;
     if (attn_gguf_get_str(g, "tokenizer.chat_template", &tp, &tlen) == ATTN_OK) {

@@ -26,7 +26,7 @@
 #include "file.h"
 #include "bpe.h"
 
-enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1, PRE_SMOLLM = 2 };
+enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1, PRE_SMOLLM = 2, PRE_SPM = 3 /* SentencePiece BPE */ };
 static const char *const pre_names[3] = {"gpt2", "llama-bpe", "smollm"};
 
 /* ---- Unicode classes ------------------------------------------------------------------------- */
@@ -164,6 +164,10 @@ struct attn_bpe {
     int pre, ignore_merges, fuse_unk;
     int32_t unk;          /* -1: bytes without a token are dropped */
     size_t max_dec;       /* longest decoded token */
+    /* SentencePiece BPE (pre == PRE_SPM): pieces merged by score, spaces as U+2581 */
+    uint32_t *srank;      /* [n] the piece's place by score (0: the highest), ties by id */
+    int32_t byte_tok[256];/* the <0xNN> byte-fallback piece of each byte, or -1 */
+    int add_prefix;       /* a U+2581 before the text (tokenizer.ggml.add_space_prefix) */
 };
 
 static void bfree(const attn_bpe *b, void *p) {
@@ -174,6 +178,7 @@ void attn_bpe_free(attn_bpe *b) {
     if (!b) return;
     bfree(b, b->arena), bfree(b, b->key), bfree(b, b->dec), bfree(b, b->doff);
     bfree(b, b->type), bfree(b, b->vtab), bfree(b, b->mtab), bfree(b, b->trie);
+    bfree(b, b->srank);
     b->free(b->alloc_user, b);
 }
 
@@ -280,6 +285,46 @@ static size_t token_bytes(const int16_t *u2b, const char *t, size_t n, unsigned 
 }
 
 /* ---- building -------------------------------------------------------------------------------- */
+/* A SentencePiece byte-fallback piece (GGUF token type 6) in a spec's type array; stored as a
+ * normal token. */
+#define BPE_TYPE_BYTE 6
+static int is_added(unsigned char t) {
+    return t == ATTN_BPE_TOKEN_CONTROL || t == ATTN_BPE_TOKEN_USER_DEFINED;
+}
+
+/* "<0xNN>" (two upper-case hex digits): the byte, else -1. */
+static int byte_piece(const char *t, size_t n) {
+    if (n != 6 || memcmp(t, "<0x", 3) != 0 || t[5] != '>') return -1;
+    int v = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = t[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* What SentencePiece's decoding makes of a piece: U+2581 as a space, a byte piece as its byte,
+ * anything else as it is.  Writes at most n bytes to o; returns the count. */
+static size_t spm_piece_bytes(const char *t, size_t n, int is_byte, unsigned char *o) {
+    int v = is_byte ? byte_piece(t, n) : -1;
+    if (v >= 0) {
+        o[0] = (unsigned char)v;
+        return 1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        if (i + 3 <= n && !memcmp(t + i, "\xE2\x96\x81", 3)) {
+            o[k++] = ' ';
+            i += 3;
+        } else {
+            o[k++] = (unsigned char)t[i++];
+        }
+    }
+    return k;
+}
+
 typedef struct mpair {
     skey a, b;
 } mpair;
@@ -295,6 +340,8 @@ typedef struct bspec {
     const mpair *m;
     int pre, ignore_merges, fuse_unk;
     int32_t unk;
+    const float *scores; /* PRE_SPM: [n] the pieces' scores */
+    int add_prefix;      /* PRE_SPM */
 } bspec;
 
 static attn_status trie_add(attn_ctx *ctx, attn_bpe *b, size_t *nnodes, const skey *t,
@@ -327,6 +374,40 @@ static attn_status trie_add(attn_ctx *ctx, attn_bpe *b, size_t *nnodes, const sk
     return ATTN_OK;
 }
 
+/* b->srank: each piece's place when the pieces are ordered by score, highest first, equal
+ * scores by id (a stable merge sort of the ids: qsort has no context argument and is not
+ * stable). */
+static attn_status spm_ranks(attn_ctx *ctx, attn_bpe *b, const float *sc, const char *what) {
+    size_t n = (size_t)b->n, bytes;
+    ATTN_FAIL_IF(!sc, ctx, ATTN_E_INVALID, "%s: a SentencePiece vocabulary needs its scores",
+                 what);
+    for (size_t i = 0; i < n; i++)
+        ATTN_FAIL_IF(sc[i] != sc[i], ctx, ATTN_E_FORMAT, "%s: the score of piece %zu is NaN",
+                     what, i);
+    ATTN_FAIL_IF(!attn__mul_size(n, 2 * sizeof(uint32_t), &bytes), ctx, ATTN_E_OVERFLOW,
+                 "%s: the vocabulary's size overflows", what);
+    uint32_t *a = attn__malloc(ctx, bytes), *t = a ? a + n : NULL;
+    b->srank = attn__malloc(ctx, n * sizeof(uint32_t));
+    if (!a || !b->srank) {
+        attn__free(ctx, a);
+        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (piece scores)");
+    }
+    for (size_t i = 0; i < n; i++) a[i] = (uint32_t)i;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) t[k++] = sc[a[j]] > sc[a[i]] ? a[j++] : a[i++];
+            while (i < mid) t[k++] = a[i++];
+            while (j < hi) t[k++] = a[j++];
+        }
+        memcpy(a, t, n * sizeof *a);
+    }
+    for (size_t r = 0; r < n; r++) b->srank[a[r]] = (uint32_t)r;
+    attn__free(ctx, a);
+    return ATTN_OK;
+}
+
 static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
     const char *what = s->what;
     int64_t lim = attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB);
@@ -343,6 +424,7 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
     b->alloc_user = ctx->alloc_user;
     b->n = s->n;
     b->pre = s->pre;
+    b->add_prefix = s->add_prefix;
     b->ignore_merges = s->ignore_merges;
     b->fuse_unk = s->fuse_unk;
     b->unk = s->unk;
@@ -356,7 +438,7 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
             goto done;
         }
         if (s->tok[i].n > maxlen) maxlen = s->tok[i].n;
-        if (s->type[i] != ATTN_BPE_TOKEN_NORMAL && s->tok[i].n) {
+        if (is_added(s->type[i]) && s->tok[i].n) {
             added_bytes += s->tok[i].n; /* <= total: no overflow */
             b->nadded++;
         }
@@ -392,10 +474,12 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
         at += s->tok[i].n + 1;
         stab_put(b->vtab, b->vmask, b->key, (int32_t)i);
         b->doff[i] = dat;
-        size_t k = token_bytes(u2b, s->tok[i].p, s->tok[i].n, b->dec + dat);
+        size_t k = s->pre == PRE_SPM ? spm_piece_bytes(s->tok[i].p, s->tok[i].n,
+                                                       s->type[i] == BPE_TYPE_BYTE, b->dec + dat)
+                                     : token_bytes(u2b, s->tok[i].p, s->tok[i].n, b->dec + dat);
         if (k > b->max_dec) b->max_dec = k;
         dat += k;
-        b->type[i] = s->type[i];
+        b->type[i] = is_added(s->type[i]) ? s->type[i] : ATTN_BPE_TOKEN_NORMAL;
     }
     b->doff[n] = dat;
     /* added tokens: the trie */
@@ -403,11 +487,20 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
     b->trie[0].child = b->trie[0].sib = -1;
     b->trie[0].id[0] = b->trie[0].id[1] = -1;
     for (size_t i = 0; i < n; i++) {
-        if (s->type[i] == ATTN_BPE_TOKEN_NORMAL || !s->tok[i].n) continue;
+        if (!is_added(s->type[i]) || !s->tok[i].n) continue;
         int pass = s->norm && s->norm[i];
         b->has_norm |= pass;
         ATTN_TRYG(trie_add(ctx, b, &nn, &s->tok[i], (int32_t)i, pass,
                            s->type[i] == ATTN_BPE_TOKEN_CONTROL, what));
+    }
+    if (s->pre == PRE_SPM) { /* byte pieces, the pieces' order by score; no merge list */
+        for (int c = 0; c < 256; c++) b->byte_tok[c] = -1;
+        for (size_t i = 0; i < n; i++) {
+            int v = s->type[i] == BPE_TYPE_BYTE ? byte_piece(s->tok[i].p, s->tok[i].n) : -1;
+            if (v >= 0 && b->byte_tok[v] < 0) b->byte_tok[v] = (int32_t)i;
+        }
+        st = spm_ranks(ctx, b, s->scores, what);
+        goto done;
     }
     /* the bytes' symbols */
     for (int c = 0; c < 256; c++) {
@@ -532,10 +625,48 @@ attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, int64_t n_
         m[i].b.p = sp + 1, m[i].b.n = strlen(sp + 1);
     }
     bspec spec = {"attn_bpe_create", n_tokens, tok, type, NULL, n_merges, m, p,
-                  p == PRE_LLAMA3, 0, -1};
+                  p == PRE_LLAMA3, 0, -1, NULL, 0};
     st = build(ctx, &spec, out);
 done:
     attn__free(ctx, tok), attn__free(ctx, type), attn__free(ctx, m);
+    return st;
+}
+
+attn_status attn__bpe_create_spm(attn_ctx *ctx, const char *const *tokens, const size_t *lens,
+                                 int64_t n_tokens, const int32_t *gguf_types,
+                                 const float *scores, int add_prefix, int32_t unk,
+                                 const char *what, attn_bpe **out) {
+    if (out) *out = NULL;
+    if (!ctx || !out || !tokens || !lens || !scores || n_tokens < 1)
+        return attn__fail(ctx, ATTN_E_INVALID, "attn__bpe_create_spm: NULL argument or no tokens");
+    int64_t lim = attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB);
+    ATTN_FAIL_IF(n_tokens > lim, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: %lld tokens, over ATTN_LIMIT_VOCAB (%lld)", what, (long long)n_tokens,
+                 (long long)lim);
+    ATTN_FAIL_IF(unk >= n_tokens, ctx, ATTN_E_FORMAT, "%s: the unknown token %d is not in the "
+                 "vocabulary of %lld", what, (int)unk, (long long)n_tokens);
+    skey *tok = attn__calloc(ctx, (size_t)n_tokens, sizeof *tok);
+    unsigned char *type = attn__malloc(ctx, (size_t)n_tokens);
+    attn_status st = ATTN_OK;
+    if (!tok || !type) {
+        st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+        goto done;
+    }
+    for (int64_t i = 0; i < n_tokens; i++) {
+        tok[i].p = tokens[i], tok[i].n = lens[i];
+        /* GGUF: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; the unknown
+         * and unused pieces are special as in SentencePiece (decoding may skip them) */
+        int t = gguf_types ? gguf_types[i] : 1;
+        type[i] = t == 2 || t == 3 || t == 5 ? ATTN_BPE_TOKEN_CONTROL
+                  : t == 4                  ? ATTN_BPE_TOKEN_USER_DEFINED
+                  : t == 6                  ? BPE_TYPE_BYTE
+                                            : ATTN_BPE_TOKEN_NORMAL;
+    }
+    bspec spec = {what, n_tokens, tok, type, NULL, 0, NULL, PRE_SPM, 0, 1, unk, scores,
+                  add_prefix};
+    st = build(ctx, &spec, out);
+done:
+    attn__free(ctx, tok), attn__free(ctx, type);
     return st;
 }
 
@@ -1070,7 +1201,7 @@ static attn_status j_build(jload *L, attn_bpe **out) {
         }
     }
     bspec spec = {path, n, tok, type, norm, (int64_t)L->nm, L->m, pre, L->ignore_merges != 0,
-                  L->fuse_unk != 0, unk};
+                  L->fuse_unk != 0, unk, NULL, 0};
     st = build(ctx, &spec, out);
 done:
     attn__free(ctx, seen), attn__free(ctx, tok), attn__free(ctx, aid), attn__free(ctx, tab);
@@ -1371,7 +1502,123 @@ static size_t m_llama3(const unsigned char *s, size_t i, size_t z) {
     return m_space(s, i, z, 1);
 }
 
+/* SentencePiece BPE of t[0, n) (normalized text: spaces are U+2581): the characters are the
+ * symbols (sym.id holds a symbol's first byte; it ends where the next one starts); the adjacent
+ * pair whose text is a piece with the highest score is merged, leftmost among equals, until no
+ * pair is a piece; a symbol that is no piece becomes its bytes' <0xNN> pieces (else the
+ * unknown piece, else nothing). */
+static void spm_word(enc *e, const unsigned char *t, size_t n) {
+    const attn_bpe *b = e->b;
+    if (e->st != ATTN_OK || n == 0) return;
+    if (n > INT32_MAX) {
+        e->st = attn__fail(e->ctx, ATTN_E_UNSUPPORTED,
+                           "attn_bpe_encode: a text of %zu bytes between special tokens "
+                           "(at most 2^31 - 1)", n);
+        return;
+    }
+    size_t hneed;
+    if (!grow_to(e, (void **)&e->sy, &e->sycap, n, sizeof *e->sy) ||
+        !attn__mul_size(n, 3, &hneed) ||
+        !grow_to(e, (void **)&e->hp, &e->hcap, hneed, sizeof *e->hp)) {
+        e->st = attn__fail(e->ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+        return;
+    }
+    sym *sy = e->sy;
+    size_t m = 0;
+    for (size_t i = 0; i < n;) { /* well-formed UTF-8 (clean_text) */
+        size_t nx;
+        u8_at(t, i, &nx);
+        sy[m].id = (int32_t)i, sy[m].alive = 1;
+        sy[m].prev = (int32_t)m - 1;
+        sy[m].next = (int32_t)m + 1;
+        m++;
+        i = nx;
+    }
+    sy[m - 1].next = -1;
+#define SPM_END(k) (sy[k].next >= 0 ? (size_t)sy[sy[k].next].id : n)
+    hitem *hp = e->hp;
+    size_t hn = 0;
+    for (size_t i = 0; i + 1 < m; i++) {
+        int32_t id = stab_find(b->vtab, b->vmask, b->key, (const char *)t + sy[i].id,
+                               SPM_END(i + 1) - (size_t)sy[i].id);
+        if (id >= 0) {
+            hitem h = {b->srank[id], (uint32_t)i, id};
+            hpush(hp, &hn, h);
+        }
+    }
+    while (hn) {
+        hitem h = hpop(hp, &hn);
+        sym *a = &sy[h.pos];
+        if (!a->alive || a->next < 0) continue;
+        size_t c = (size_t)a->next, from = (size_t)a->id, to = SPM_END(c);
+        if (stab_find(b->vtab, b->vmask, b->key, (const char *)t + from, to - from) != h.id)
+            continue; /* stale: a side was merged since */
+        sy[c].alive = 0;
+        a->next = sy[c].next;
+        if (a->next >= 0) sy[a->next].prev = (int32_t)h.pos;
+        if (a->prev >= 0) {
+            size_t p = (size_t)a->prev;
+            int32_t id = stab_find(b->vtab, b->vmask, b->key, (const char *)t + sy[p].id,
+                                   SPM_END(h.pos) - (size_t)sy[p].id);
+            if (id >= 0) {
+                hitem g = {b->srank[id], (uint32_t)p, id};
+                hpush(hp, &hn, g);
+            }
+        }
+        if (a->next >= 0) {
+            int32_t id = stab_find(b->vtab, b->vmask, b->key, (const char *)t + from,
+                                   SPM_END((size_t)a->next) - from);
+            if (id >= 0) {
+                hitem g = {b->srank[id], h.pos, id};
+                hpush(hp, &hn, g);
+            }
+        }
+    }
+    int prev_unk = 0;
+    for (size_t i = 0; i < m; i = sy[i].next >= 0 ? (size_t)sy[i].next : m) {
+        size_t from = (size_t)sy[i].id, to = SPM_END(i);
+        int32_t id = stab_find(b->vtab, b->vmask, b->key, (const char *)t + from, to - from);
+        if (id >= 0) {
+            emit(e, id);
+            prev_unk = 0;
+            continue;
+        }
+        for (size_t k = from; k < to; k++) {
+            int32_t bt = b->byte_tok[t[k]];
+            if (bt >= 0) {
+                emit(e, bt);
+                prev_unk = 0;
+            } else if (b->unk >= 0 && !(b->fuse_unk && prev_unk)) {
+                emit(e, b->unk);
+                prev_unk = 1;
+            }
+        }
+    }
+#undef SPM_END
+}
+
 static void pretok(enc *e, const unsigned char *s, size_t a, size_t z) {
+    if (e->pre == PRE_SPM) {
+        /* no pre-tokenizer: the text between added tokens (matched on the raw text) is one
+         * word, normalized: spaces -> U+2581, and one U+2581 before the text's start where
+         * the vocabulary asks for it */
+        size_t spaces = 0, n, p = e->b->add_prefix && a == 0 ? 3 : 0;
+        for (size_t i = a; i < z; i++) spaces += s[i] == ' ';
+        if (!attn__add_size(z - a, 2 * spaces + p, &n) ||
+            !grow_to(e, (void **)&e->buf, &e->bufcap, n, 1)) {
+            e->st = attn__fail(e->ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+            return;
+        }
+        unsigned char *w = (unsigned char *)e->buf;
+        size_t o = 0;
+        if (p) memcpy(w, "\xE2\x96\x81", 3), o = 3;
+        for (size_t i = a; i < z; i++) {
+            if (s[i] == ' ') memcpy(w + o, "\xE2\x96\x81", 3), o += 3;
+            else w[o++] = s[i];
+        }
+        spm_word(e, w, o);
+        return;
+    }
     if (e->pre == PRE_LLAMA3) {
         for (size_t i = a; i < z && e->st == ATTN_OK;) {
             size_t j = m_llama3(s, i, z);
