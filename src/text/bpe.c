@@ -1314,6 +1314,24 @@ static int grow_to(enc *e, void **p, size_t *cap, size_t need, size_t elem) {
     return 1;
 }
 
+/* Room for the symbols and candidate pairs of a word of n bytes (positions are 32-bit); 0 with
+ * e->st set when there is none. */
+static int word_scratch(enc *e, size_t n) {
+    if (n > INT32_MAX) {
+        e->st = attn__fail(e->ctx, ATTN_E_UNSUPPORTED,
+                           "attn_bpe_encode: a word of %zu bytes (at most 2^31 - 1)", n);
+        return 0;
+    }
+    size_t hneed;
+    if (!grow_to(e, (void **)&e->sy, &e->sycap, n, sizeof *e->sy) ||
+        !attn__mul_size(n, 3, &hneed) ||
+        !grow_to(e, (void **)&e->hp, &e->hcap, hneed, sizeof *e->hp)) {
+        e->st = attn__fail(e->ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+        return 0;
+    }
+    return 1;
+}
+
 /* One pre-token s[0, n): its ids. */
 static void bpe_word(enc *e, const unsigned char *s, size_t n) {
     const attn_bpe *b = e->b;
@@ -1338,18 +1356,7 @@ static void bpe_word(enc *e, const unsigned char *s, size_t n) {
             return;
         }
     }
-    if (n > INT32_MAX) { /* positions are 32-bit */
-        e->st = attn__fail(e->ctx, ATTN_E_UNSUPPORTED,
-                           "attn_bpe_encode: a word of %zu bytes (at most 2^31 - 1)", n);
-        return;
-    }
-    size_t hneed;
-    if (!grow_to(e, (void **)&e->sy, &e->sycap, n, sizeof *e->sy) ||
-        !attn__mul_size(n, 3, &hneed) ||
-        !grow_to(e, (void **)&e->hp, &e->hcap, hneed, sizeof *e->hp)) {
-        e->st = attn__fail(e->ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
-        return;
-    }
+    if (!word_scratch(e, n)) return;
     sym *sy = e->sy;
     size_t m = 0;
     int prev_unk = 0;
@@ -1510,19 +1517,7 @@ static size_t m_llama3(const unsigned char *s, size_t i, size_t z) {
 static void spm_word(enc *e, const unsigned char *t, size_t n) {
     const attn_bpe *b = e->b;
     if (e->st != ATTN_OK || n == 0) return;
-    if (n > INT32_MAX) {
-        e->st = attn__fail(e->ctx, ATTN_E_UNSUPPORTED,
-                           "attn_bpe_encode: a text of %zu bytes between special tokens "
-                           "(at most 2^31 - 1)", n);
-        return;
-    }
-    size_t hneed;
-    if (!grow_to(e, (void **)&e->sy, &e->sycap, n, sizeof *e->sy) ||
-        !attn__mul_size(n, 3, &hneed) ||
-        !grow_to(e, (void **)&e->hp, &e->hcap, hneed, sizeof *e->hp)) {
-        e->st = attn__fail(e->ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
-        return;
-    }
+    if (!word_scratch(e, n)) return;
     sym *sy = e->sy;
     size_t m = 0;
     for (size_t i = 0; i < n;) { /* well-formed UTF-8 (clean_text) */
