@@ -1001,10 +1001,11 @@ static void test_smollm2(attn_ctx *ctx, const corpus *c) {
 }
 
 /* ---- SentencePiece BPE on a vocabulary small enough to work out by hand ---------------------
- * Each expectation follows from the rules: the pair whose text is the highest-scoring piece
- * merges first, leftmost among equal scores; a symbol that is no piece becomes its bytes'
- * <0xNN> pieces, else the unknown piece; user-defined pieces are matched on the raw text
- * (a run of spaces), control ones only with ATTN_BPE_PARSE_SPECIAL. */
+ * Each expectation follows from the rules: the pair whose text is the piece of the lowest id
+ * merges first, leftmost among equals; a symbol that is no piece becomes its bytes' <0xNN>
+ * pieces, else the unknown piece; user-defined pieces are matched on the raw text (a tab run),
+ * but one with spaces is a piece spelled with U+2581 that merges reach; control pieces only
+ * with ATTN_BPE_PARSE_SPECIAL. */
 static void spm_case(attn_ctx *ctx, attn_bpe *b, const char *text, unsigned flags,
                      const int32_t *want, int64_t nwant, const char *what) {
     int32_t got[64];
@@ -1016,54 +1017,55 @@ static void spm_case(attn_ctx *ctx, attn_bpe *b, const char *text, unsigned flag
 }
 
 static void test_spm_small(attn_ctx *ctx) {
-    /*                          0        1      2            3     4    5    6      7     */
-    const char *tok[] = {"<unk>", "<s>", "\xE2\x96\x81", "a", "b", "ab", "ba", "\xE2\x96\x81" "ab",
-                         /* 8      9   10        11        12      13     */
-                         "aa", "  ", "<0x63>", "<0xC3>", "<0xA9>", "<0x41>"};
-    const float sc[] = {0, 0, -1, -2, -3, -4, -0.5f, -6, -1, 0, 0, 0, 0, 0};
-    const int32_t ty[] = {2, 3, 1, 1, 1, 1, 1, 1, 1, 4, 6, 6, 6, 6};
-    size_t lens[14];
-    for (int i = 0; i < 14; i++) lens[i] = strlen(tok[i]);
+    /*                          0        1      2                 3     4    5     6    */
+    const char *tok[] = {"<unk>", "<s>", "\xE2\x96\x81", "\t\t", "  ", "ba", "aa",
+                         /* 7  8    9     10                    11        12        13 */
+                         "a", "b", "ab", "\xE2\x96\x81" "ab", "<0x63>", "<0xC3>", "<0xA9>",
+                         /* 14       15 */
+                         "<0x41>", "\t"};
+    const int32_t ty[] = {2, 3, 1, 4, 4, 1, 1, 1, 1, 1, 1, 6, 6, 6, 6, 1};
+    size_t lens[16];
+    for (int i = 0; i < 16; i++) lens[i] = strlen(tok[i]);
     attn_bpe *b = NULL, *bp = NULL;
-    if (!TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 14, ty, sc, 0, 0, "small", &b), ATTN_OK,
+    if (!TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 16, ty, 0, 0, "small", &b), ATTN_OK,
                    ctx) ||
-        !TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 14, ty, sc, 1, 0, "small", &bp),
-                   ATTN_OK, ctx)) {
+        !TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 16, ty, 1, 0, "small", &bp), ATTN_OK,
+                   ctx)) {
         attn_bpe_free(b), attn_bpe_free(bp);
         return;
     }
-    /* a b _ b a: "ba" (-0.5) first, then "ab" (-4); "ab_" and "_ba" are no pieces */
-    spm_case(ctx, b, "ab ba", 0, (const int32_t[]){5, 2, 6}, 3, "score order");
-    /* a b a: "ba" outranks "ab": a + ba */
-    spm_case(ctx, b, "aba", 0, (const int32_t[]){3, 6}, 2, "score order 2");
-    /* a a a: two "aa" of equal score: the leftmost */
-    spm_case(ctx, b, "aaa", 0, (const int32_t[]){8, 3}, 2, "leftmost tie");
+    /* a b _ b a: "ba" (5) before "ab" (9); "ab_", "_ba", "_b" are no pieces */
+    spm_case(ctx, b, "ab ba", 0, (const int32_t[]){9, 2, 5}, 3, "id order");
+    /* a b a: "ba" (5) outranks "ab" (9): a + ba */
+    spm_case(ctx, b, "aba", 0, (const int32_t[]){7, 5}, 2, "id order 2");
+    /* a a a: two "aa" candidates: the leftmost */
+    spm_case(ctx, b, "aaa", 0, (const int32_t[]){6, 7}, 2, "leftmost tie");
     /* c: no piece, its byte piece; d: no byte piece either, the unknown piece; é: two bytes */
-    spm_case(ctx, b, "cd\xC3\xA9", 0, (const int32_t[]){10, 0, 11, 12}, 4, "byte fallback");
-    /* "  " is a user-defined piece matched on the raw text, before spaces become U+2581 */
-    spm_case(ctx, b, "a  b", 0, (const int32_t[]){3, 9, 4}, 3, "raw user-defined");
-    spm_case(ctx, b, "a b", 0, (const int32_t[]){3, 2, 4}, 3, "a space");
+    spm_case(ctx, b, "cd\xC3\xA9", 0, (const int32_t[]){11, 0, 12, 13}, 4, "byte fallback");
+    /* "\t\t" is added, matched on the raw text, longest first: 3 tabs = "\t\t" + "\t" */
+    spm_case(ctx, b, "a\t\t\tb", 0, (const int32_t[]){7, 3, 15, 8}, 4, "raw user-defined");
+    /* "  " is the piece "__" (4) reached by merging: before "_ab" (10) */
+    spm_case(ctx, b, "  ab", 0, (const int32_t[]){4, 9}, 2, "spaces piece");
+    spm_case(ctx, b, "a b", 0, (const int32_t[]){7, 2, 8}, 3, "a space");
     /* control pieces: parsed only on request */
-    spm_case(ctx, b, "<s>ab", ATTN_BPE_PARSE_SPECIAL, (const int32_t[]){1, 5}, 2, "control");
-    /* the prefix: "ab" becomes "_ab" */
-    spm_case(ctx, bp, "ab", 0, (const int32_t[]){7}, 1, "prefix");
-    spm_case(ctx, b, "ab", 0, (const int32_t[]){5}, 1, "no prefix");
-    /* "<0x41>" written in a text is text, not the byte A */
+    spm_case(ctx, b, "<s>ab", ATTN_BPE_PARSE_SPECIAL, (const int32_t[]){1, 9}, 2, "control");
+    /* the prefix: "ab" is "_ab" */
+    spm_case(ctx, bp, "ab", 0, (const int32_t[]){10}, 1, "prefix");
+    spm_case(ctx, b, "ab", 0, (const int32_t[]){9}, 1, "no prefix");
+    /* "<0x41>" written in a text is text, not the byte A (no byte piece for '<' etc.) */
     spm_case(ctx, b, "<0x41>", 0, (const int32_t[]){0}, 1, "byte piece as text");
+    TU_CHECK(!strcmp(attn_bpe_token_text(b, 4), "\xE2\x96\x81\xE2\x96\x81"),
+             "SentencePiece: the spaces piece's spelling");
     /* decoding: U+2581 as a space, byte pieces as bytes */
     char out[32];
     size_t len = 0;
-    const int32_t ids[] = {5, 2, 6, 11, 12, 13};
-    TU_STATUS(attn_bpe_decode(ctx, b, ids, 6, 0, out, sizeof out, &len), ATTN_OK, ctx);
-    TU_CHECK(len == 8 && !memcmp(out, "ab ba\xC3\xA9" "A", 8), "SentencePiece decode: %.*s",
+    const int32_t ids[] = {9, 2, 5, 12, 13, 14, 4};
+    TU_STATUS(attn_bpe_decode(ctx, b, ids, 7, 0, out, sizeof out, &len), ATTN_OK, ctx);
+    TU_CHECK(len == 10 && !memcmp(out, "ab ba\xC3\xA9" "A  ", 10), "SentencePiece decode: %.*s",
              (int)len, out);
-    /* bad vocabularies */
-    const float nan_sc[] = {0, 0, NAN, -2, -3, -4, -0.5f, -6, -1, 0, 0, 0, 0, 0};
     attn_bpe *x = NULL;
-    TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 14, ty, nan_sc, 0, 0, "small", &x),
-              ATTN_E_FORMAT, ctx);
-    TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 14, ty, sc, 0, 14, "small", &x),
-              ATTN_E_FORMAT, ctx);
+    TU_STATUS(attn__bpe_create_spm(ctx, tok, lens, 16, ty, 0, 16, "small", &x), ATTN_E_FORMAT,
+              ctx);
     TU_CHECK(x == NULL, "SentencePiece: a refused vocabulary returned an object");
     attn_bpe_free(b), attn_bpe_free(bp);
 }

@@ -305,38 +305,18 @@ static attn_status token_types(attn_ctx *ctx, const attn_gguf *g, const char *pa
 }
 
 /* A SentencePiece BPE tokenizer (tokenizer.ggml.model "llama": Gemma, Llama 2, Mistral):
- * tokens, scores, token types, add_space_prefix (default true, as SentencePiece's) and the
- * unknown piece (tokenizer.ggml.unknown_token_id, else the first piece of type 2). */
+ * tokens, token types, add_space_prefix (default true, as SentencePiece's) and the unknown
+ * piece (tokenizer.ggml.unknown_token_id, else the first piece of type 2). */
 static attn_status spm_from_gguf(attn_ctx *ctx, const attn_gguf *g, const char *path,
                                  attn_bpe **out, uint64_t *n_tokens) {
     char **tokens = NULL, *ttext = NULL;
     int32_t *types = NULL;
-    float *scores = NULL;
     size_t *lens = NULL;
-    uint64_t nt = 0, ns = 0;
-    int et, prefix = 1;
+    uint64_t nt = 0;
+    int prefix = 1;
     attn_status st = str_array(ctx, g, "tokenizer.ggml.tokens", path, &tokens, &ttext, &nt);
     if (st == ATTN_E_NOT_FOUND)
         st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s: tokenizer.ggml.tokens is missing", path);
-    if (!st) {
-        st = attn_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &ns, NULL);
-        if (st == ATTN_E_NOT_FOUND)
-            st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s: tokenizer.ggml.scores is missing (a "
-                            "SentencePiece vocabulary merges by score)", path);
-        else if (!st && ns != nt)
-            st = attn__fail(ctx, ATTN_E_SHAPE, "%.300s: %llu scores for %llu tokens", path,
-                            (unsigned long long)ns, (unsigned long long)nt);
-    }
-    if (!st && !(scores = attn__malloc(ctx, (size_t)(nt ? nt : 1) * sizeof *scores)))
-        st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (token scores)");
-    for (uint64_t i = 0; i < nt && !st; i++) {
-        double v;
-        st = attn_gguf_arr_float(g, "tokenizer.ggml.scores", i, &v);
-        if (!st && !(v >= -3.0e38 && v <= 3.0e38))
-            st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s: tokenizer.ggml.scores[%llu] is not a "
-                            "finite float", path, (unsigned long long)i);
-        scores[i] = (float)v;
-    }
     if (!st) st = token_types(ctx, g, path, nt, &types);
     if (!st && !(lens = attn__malloc(ctx, (size_t)(nt ? nt : 1) * sizeof *lens)))
         st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (tokens)");
@@ -358,9 +338,9 @@ static attn_status spm_from_gguf(attn_ctx *ctx, const attn_gguf *g, const char *
     }
     if (!st)
         st = attn__bpe_create_spm(ctx, (const char *const *)tokens, lens, (int64_t)nt, types,
-                                  scores, prefix, (int32_t)unk, path, out);
+                                  prefix, (int32_t)unk, path, out);
     attn__free(ctx, tokens), attn__free(ctx, ttext), attn__free(ctx, types);
-    attn__free(ctx, scores), attn__free(ctx, lens);
+    attn__free(ctx, lens);
     if (!st) *n_tokens = nt;
     return st;
 }

@@ -165,7 +165,6 @@ struct attn_bpe {
     int32_t unk;          /* -1: bytes without a token are dropped */
     size_t max_dec;       /* longest decoded token */
     /* SentencePiece BPE (pre == PRE_SPM): pieces merged by score, spaces as U+2581 */
-    uint32_t *srank;      /* [n] the piece's place by score (0: the highest), ties by id */
     int32_t byte_tok[256];/* the <0xNN> byte-fallback piece of each byte, or -1 */
     int add_prefix;       /* a U+2581 before the text (tokenizer.ggml.add_space_prefix) */
 };
@@ -178,7 +177,6 @@ void attn_bpe_free(attn_bpe *b) {
     if (!b) return;
     bfree(b, b->arena), bfree(b, b->key), bfree(b, b->dec), bfree(b, b->doff);
     bfree(b, b->type), bfree(b, b->vtab), bfree(b, b->mtab), bfree(b, b->trie);
-    bfree(b, b->srank);
     b->free(b->alloc_user, b);
 }
 
@@ -340,8 +338,7 @@ typedef struct bspec {
     const mpair *m;
     int pre, ignore_merges, fuse_unk;
     int32_t unk;
-    const float *scores; /* PRE_SPM: [n] the pieces' scores */
-    int add_prefix;      /* PRE_SPM */
+    int add_prefix; /* PRE_SPM */
 } bspec;
 
 static attn_status trie_add(attn_ctx *ctx, attn_bpe *b, size_t *nnodes, const skey *t,
@@ -371,40 +368,6 @@ static attn_status trie_add(attn_ctx *ctx, attn_bpe *b, size_t *nnodes, const sk
     }
     b->trie[node].id[pass] = id; /* a repeated text: the last id wins, as in the vocabulary */
     b->trie[node].special[pass] = (unsigned char)special;
-    return ATTN_OK;
-}
-
-/* b->srank: each piece's place when the pieces are ordered by score, highest first, equal
- * scores by id (a stable merge sort of the ids: qsort has no context argument and is not
- * stable). */
-static attn_status spm_ranks(attn_ctx *ctx, attn_bpe *b, const float *sc, const char *what) {
-    size_t n = (size_t)b->n, bytes;
-    ATTN_FAIL_IF(!sc, ctx, ATTN_E_INVALID, "%s: a SentencePiece vocabulary needs its scores",
-                 what);
-    for (size_t i = 0; i < n; i++)
-        ATTN_FAIL_IF(sc[i] != sc[i], ctx, ATTN_E_FORMAT, "%s: the score of piece %zu is NaN",
-                     what, i);
-    ATTN_FAIL_IF(!attn__mul_size(n, 2 * sizeof(uint32_t), &bytes), ctx, ATTN_E_OVERFLOW,
-                 "%s: the vocabulary's size overflows", what);
-    uint32_t *a = attn__malloc(ctx, bytes), *t = a ? a + n : NULL;
-    b->srank = attn__malloc(ctx, n * sizeof(uint32_t));
-    if (!a || !b->srank) {
-        attn__free(ctx, a);
-        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (piece scores)");
-    }
-    for (size_t i = 0; i < n; i++) a[i] = (uint32_t)i;
-    for (size_t w = 1; w < n; w *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            size_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) t[k++] = sc[a[j]] > sc[a[i]] ? a[j++] : a[i++];
-            while (i < mid) t[k++] = a[i++];
-            while (j < hi) t[k++] = a[j++];
-        }
-        memcpy(a, t, n * sizeof *a);
-    }
-    for (size_t r = 0; r < n; r++) b->srank[a[r]] = (uint32_t)r;
-    attn__free(ctx, a);
     return ATTN_OK;
 }
 
@@ -493,13 +456,12 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
         ATTN_TRYG(trie_add(ctx, b, &nn, &s->tok[i], (int32_t)i, pass,
                            s->type[i] == ATTN_BPE_TOKEN_CONTROL, what));
     }
-    if (s->pre == PRE_SPM) { /* byte pieces, the pieces' order by score; no merge list */
+    if (s->pre == PRE_SPM) { /* the byte pieces; no merge list */
         for (int c = 0; c < 256; c++) b->byte_tok[c] = -1;
         for (size_t i = 0; i < n; i++) {
             int v = s->type[i] == BPE_TYPE_BYTE ? byte_piece(s->tok[i].p, s->tok[i].n) : -1;
             if (v >= 0 && b->byte_tok[v] < 0) b->byte_tok[v] = (int32_t)i;
         }
-        st = spm_ranks(ctx, b, s->scores, what);
         goto done;
     }
     /* the bytes' symbols */
@@ -625,7 +587,7 @@ attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, int64_t n_
         m[i].b.p = sp + 1, m[i].b.n = strlen(sp + 1);
     }
     bspec spec = {"attn_bpe_create", n_tokens, tok, type, NULL, n_merges, m, p,
-                  p == PRE_LLAMA3, 0, -1, NULL, 0};
+                  p == PRE_LLAMA3, 0, -1, 0};
     st = build(ctx, &spec, out);
 done:
     attn__free(ctx, tok), attn__free(ctx, type), attn__free(ctx, m);
@@ -633,11 +595,10 @@ done:
 }
 
 attn_status attn__bpe_create_spm(attn_ctx *ctx, const char *const *tokens, const size_t *lens,
-                                 int64_t n_tokens, const int32_t *gguf_types,
-                                 const float *scores, int add_prefix, int32_t unk,
-                                 const char *what, attn_bpe **out) {
+                                 int64_t n_tokens, const int32_t *gguf_types, int add_prefix,
+                                 int32_t unk, const char *what, attn_bpe **out) {
     if (out) *out = NULL;
-    if (!ctx || !out || !tokens || !lens || !scores || n_tokens < 1)
+    if (!ctx || !out || !tokens || !lens || n_tokens < 1)
         return attn__fail(ctx, ATTN_E_INVALID, "attn__bpe_create_spm: NULL argument or no tokens");
     int64_t lim = attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB);
     ATTN_FAIL_IF(n_tokens > lim, ctx, ATTN_E_UNSUPPORTED,
@@ -647,13 +608,36 @@ attn_status attn__bpe_create_spm(attn_ctx *ctx, const char *const *tokens, const
                  "vocabulary of %lld", what, (int)unk, (long long)n_tokens);
     skey *tok = attn__calloc(ctx, (size_t)n_tokens, sizeof *tok);
     unsigned char *type = attn__malloc(ctx, (size_t)n_tokens);
+    char *spelled = NULL; /* user-defined pieces with spaces, spelled with U+2581 */
+    size_t extra = 0, at = 0;
     attn_status st = ATTN_OK;
     if (!tok || !type) {
         st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
         goto done;
     }
+    for (int64_t i = 0; i < n_tokens; i++)
+        if (gguf_types && gguf_types[i] == 4 && memchr(tokens[i], ' ', lens[i]))
+            extra += 3 * lens[i]; /* <= 3 x the tokens' bytes: no overflow */
+    if (extra && !(spelled = attn__malloc(ctx, extra))) {
+        st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+        goto done;
+    }
     for (int64_t i = 0; i < n_tokens; i++) {
         tok[i].p = tokens[i], tok[i].n = lens[i];
+        if (gguf_types && gguf_types[i] == 4 && memchr(tokens[i], ' ', lens[i])) {
+            /* as Hugging Face converts them (Gemma's runs of 2 to 31 spaces): pieces of the
+             * vocabulary, spelled as the normalizer writes the text, reached by merges (a run
+             * of 32 spaces is 16 + 16, not 31 + 1); not added tokens */
+            char *w = spelled + at;
+            size_t k = 0;
+            for (size_t j = 0; j < lens[i]; j++) {
+                if (tokens[i][j] == ' ') memcpy(w + k, "\xE2\x96\x81", 3), k += 3;
+                else w[k++] = tokens[i][j];
+            }
+            tok[i].p = w, tok[i].n = k, at += k;
+            type[i] = ATTN_BPE_TOKEN_NORMAL;
+            continue;
+        }
         /* GGUF: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; the unknown
          * and unused pieces are special as in SentencePiece (decoding may skip them) */
         int t = gguf_types ? gguf_types[i] : 1;
@@ -662,11 +646,10 @@ attn_status attn__bpe_create_spm(attn_ctx *ctx, const char *const *tokens, const
                   : t == 6                  ? BPE_TYPE_BYTE
                                             : ATTN_BPE_TOKEN_NORMAL;
     }
-    bspec spec = {what, n_tokens, tok, type, NULL, 0, NULL, PRE_SPM, 0, 1, unk, scores,
-                  add_prefix};
+    bspec spec = {what, n_tokens, tok, type, NULL, 0, NULL, PRE_SPM, 0, 1, unk, add_prefix};
     st = build(ctx, &spec, out);
 done:
-    attn__free(ctx, tok), attn__free(ctx, type);
+    attn__free(ctx, tok), attn__free(ctx, type), attn__free(ctx, spelled);
     return st;
 }
 
@@ -1201,7 +1184,7 @@ static attn_status j_build(jload *L, attn_bpe **out) {
         }
     }
     bspec spec = {path, n, tok, type, norm, (int64_t)L->nm, L->m, pre, L->ignore_merges != 0,
-                  L->fuse_unk != 0, unk, NULL, 0};
+                  L->fuse_unk != 0, unk, 0};
     st = build(ctx, &spec, out);
 done:
     attn__free(ctx, seen), attn__free(ctx, tok), attn__free(ctx, aid), attn__free(ctx, tab);
@@ -1511,8 +1494,10 @@ static size_t m_llama3(const unsigned char *s, size_t i, size_t z) {
 
 /* SentencePiece BPE of t[0, n) (normalized text: spaces are U+2581): the characters are the
  * symbols (sym.id holds a symbol's first byte; it ends where the next one starts); the adjacent
- * pair whose text is a piece with the highest score is merged, leftmost among equals, until no
- * pair is a piece; a symbol that is no piece becomes its bytes' <0xNN> pieces (else the
+ * pair whose text is the piece of the lowest id is merged, leftmost among equals, until no pair
+ * is a piece (the order of the merges Hugging Face generates from a GGUF vocabulary: for normal
+ * pieces the order of their scores; llama.cpp goes by score, and so merges the -1000-scored
+ * user-defined runs of spaces last); a symbol that is no piece becomes its bytes' <0xNN> pieces (else the
  * unknown piece, else nothing). */
 static void spm_word(enc *e, const unsigned char *t, size_t n) {
     const attn_bpe *b = e->b;
@@ -1537,7 +1522,7 @@ static void spm_word(enc *e, const unsigned char *t, size_t n) {
         int32_t id = stab_find(b->vtab, b->vmask, b->key, (const char *)t + sy[i].id,
                                SPM_END(i + 1) - (size_t)sy[i].id);
         if (id >= 0) {
-            hitem h = {b->srank[id], (uint32_t)i, id};
+            hitem h = {(uint32_t)id, (uint32_t)i, id};
             hpush(hp, &hn, h);
         }
     }
@@ -1556,7 +1541,7 @@ static void spm_word(enc *e, const unsigned char *t, size_t n) {
             int32_t id = stab_find(b->vtab, b->vmask, b->key, (const char *)t + sy[p].id,
                                    SPM_END(h.pos) - (size_t)sy[p].id);
             if (id >= 0) {
-                hitem g = {b->srank[id], (uint32_t)p, id};
+                hitem g = {(uint32_t)id, (uint32_t)p, id};
                 hpush(hp, &hn, g);
             }
         }
@@ -1564,7 +1549,7 @@ static void spm_word(enc *e, const unsigned char *t, size_t n) {
             int32_t id = stab_find(b->vtab, b->vmask, b->key, (const char *)t + from,
                                    SPM_END((size_t)a->next) - from);
             if (id >= 0) {
-                hitem g = {b->srank[id], h.pos, id};
+                hitem g = {(uint32_t)id, h.pos, id};
                 hpush(hp, &hn, g);
             }
         }

@@ -13,12 +13,12 @@ ATTN__HIDDEN attn_status attn__bpe_pretokens(attn_ctx *ctx, const char *pre, con
 
 /* A SentencePiece BPE vocabulary (a GGUF file's tokenizer.ggml.model "llama"): tokens[i] of
  * lens[i] bytes, gguf_types (NULL: all normal) as GGUF numbers them (1 normal, 2 unknown,
- * 3 control, 4 user-defined, 5 unused, 6 byte), scores [n] (higher merges first), add_prefix:
- * a U+2581 before the text, unk: the unknown piece or -1.  what names the source. */
+ * 3 control, 4 user-defined, 5 unused, 6 byte), add_prefix: a U+2581 before the text, unk: the
+ * unknown piece or -1.  Pairs merge in the order of the merged piece's id (docs/bpe.md).  what
+ * names the source. */
 ATTN__HIDDEN attn_status attn__bpe_create_spm(attn_ctx *ctx, const char *const *tokens,
                                               const size_t *lens, int64_t n_tokens,
-                                              const int32_t *gguf_types, const float *scores,
-                                              int add_prefix, int32_t unk, const char *what,
-                                              attn_bpe **out);
+                                              const int32_t *gguf_types, int add_prefix,
+                                              int32_t unk, const char *what, attn_bpe **out);
 
 #endif
