@@ -184,6 +184,13 @@ typedef struct attn_cli_opt {
     const char *choices; /* ATTN_CLI_CHOICE */
 } attn_cli_opt;
 #define ATTN_OPT_FLAG(name, s, dst, help) {name, s, ATTN_CLI_FLAG, dst, NULL, help, 0, 0, 0, 0, NULL}
+/* --no-mmap, for every command that loads a GGUF model (an int flag at dst) */
+#define ATTN_OPT_NO_MMAP(dst)                                                                \
+    ATTN_OPT_FLAG("no-mmap", 0, dst,                                                         \
+                  "read the GGUF file into memory instead of mapping it:\n"                  \
+                  "costs its size in memory, but the file may then change;\n"                \
+                  "a mapped file truncated while in use kills the process\n"                 \
+                  "(SIGBUS), as in every memory-mapped reader")
 #define ATTN_OPT_STR(name, s, dst, arg, help) {name, s, ATTN_CLI_STR, dst, arg, help, 0, 0, 0, 0, NULL}
 #define ATTN_OPT_INT(name, s, dst, lo, hi, arg, help)                                         \
     {name, s, ATTN_CLI_INT, dst, arg, help, lo, hi, 0, 0, NULL}

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* How long a FIFO given as an input waits for a program to open it for writing. */
@@ -37,13 +38,15 @@ static const char *kind_of(mode_t m) {
 /* Reads fd to its end into a NUL-terminated buffer, refusing more than max bytes; size_hint:
  * the expected size (a regular file's), 0 if unknown.  Returns 0, an errno value, or -1 when
  * there was more than max. */
-static int read_bounded(int fd, uint64_t max, uint64_t size_hint, char **data, size_t *len) {
+static int read_bounded(int fd, uint64_t max, uint64_t size_hint, const char *first,
+                        size_t nfirst, char **data, size_t *len) {
     /* room for max + 1 bytes (to see one past the bound) and the NUL */
     uint64_t most = max < SIZE_MAX - 2 ? max + 2 : SIZE_MAX;
     uint64_t want = size_hint ? size_hint + 2 : 65536;
-    size_t cap = (size_t)(want < most ? want : most), n = 0;
+    size_t cap = (size_t)(want < most ? want : most), n = nfirst;
     char *p = malloc(cap);
     if (!p) return ENOMEM;
+    memcpy(p, first, nfirst); /* bytes already read (nfirst <= 1 < cap) */
     while ((uint64_t)n <= max) {
         if (n + 1 >= cap) {
             size_t nc = cap <= SIZE_MAX / 2 ? cap * 2 : SIZE_MAX;
@@ -78,12 +81,37 @@ static int read_bounded(int fd, uint64_t max, uint64_t size_hint, char **data, s
     return -1;
 }
 
+/* fd: a FIFO opened without blocking.  Waits up to ATTN_CLI_FIFO_WAIT_MS for a writer: 1 when
+ * one has it open (a read that would block), when its first byte came (into first[0],
+ * *nfirst = 1) or when one came and went (the end of the input); 0 when none came; -1 with
+ * errno on a read error. */
+static int fifo_wait_writer(int fd, char *first, size_t *nfirst) {
+    for (int waited = 0;; waited += 20) {
+        ssize_t r = read(fd, first, 1);
+        if (r == 1) {
+            *nfirst = 1;
+            return 1;
+        }
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
+        if (r < 0 && errno != EINTR) return -1;
+        if (r == 0) { /* no writer now: none yet, or one that closed it (POLLHUP) */
+            struct pollfd pf = {fd, POLLIN, 0};
+            if (poll(&pf, 1, 0) > 0 && (pf.revents & POLLHUP)) return 1;
+        }
+        if (waited >= ATTN_CLI_FIFO_WAIT_MS) return 0;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char *limit_name,
                       char **data, size_t *len) {
     *data = NULL;
     *len = 0;
     uint64_t lim = max > 0 ? (uint64_t)max : 0;
     int is_stdin = !strcmp(path, "-"), fd = 0, is_fifo = 0;
+    char first[1];
+    size_t nfirst = 0;
     const char *shown = is_stdin ? "standard input" : path;
     uint64_t hint = 0;
     if (is_stdin) { /* standard input from a file: refused early when it is too long */
@@ -131,13 +159,14 @@ int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char
         }
         is_fifo = S_ISFIFO(sb.st_mode);
         if (is_fifo) { /* a writer may open it a moment after us: wait for one, boundedly */
-            struct pollfd pf = {fd, POLLIN, 0};
-            int r;
-            do r = poll(&pf, 1, ATTN_CLI_FIFO_WAIT_MS);
-            while (r < 0 && errno == EINTR);
-            if (r == 0) {
-                fprintf(stderr, "attn %s: %s is a FIFO and no program opened it for writing "
-                                "within %d s\n", cmd, path, ATTN_CLI_FIFO_WAIT_MS / 1000);
+            int w = fifo_wait_writer(fd, first, &nfirst);
+            if (w <= 0) {
+                if (w == 0)
+                    fprintf(stderr, "attn %s: %s is a FIFO and no program opened it for writing "
+                                    "within %d s\n", cmd, path, ATTN_CLI_FIFO_WAIT_MS / 1000);
+                else
+                    fprintf(stderr, "attn %s: cannot read %s: %s\n", cmd, path,
+                            strerror(errno));
                 close(fd);
                 return 0;
             }
@@ -146,7 +175,7 @@ int attn_cli_read_all(const char *cmd, const char *path, int64_t max, const char
         int fl = fcntl(fd, F_GETFL);
         if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     }
-    int e = read_bounded(fd, lim, hint, data, len);
+    int e = read_bounded(fd, lim, hint, first, nfirst, data, len);
     if (!is_stdin) close(fd);
     if (e == -1) {
         fprintf(stderr, "attn %s: %s: more than the limit of %llu bytes (%s)\n", cmd, shown,

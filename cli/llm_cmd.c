@@ -46,12 +46,7 @@ typedef struct llm_opts {
                     "(decoding): f32 (default: exact dequantized weights)\n"                  \
                     "or int8 (faster with VNNI; llama.cpp's precision)")
 /* every command that loads a model: read the file instead of mapping it (round-3 F6) */
-#define OPT_NO_MMAP(o)                                                                       \
-    ATTN_OPT_FLAG("no-mmap", 0, &(o)->no_mmap,                                               \
-                  "read the GGUF file into memory instead of mapping it:\n"                  \
-                  "costs its size in memory, but the file may then change;\n"                \
-                  "a mapped file truncated while in use kills the process\n"                 \
-                  "(SIGBUS), as in every memory-mapped reader")
+#define OPT_NO_MMAP(o) ATTN_OPT_NO_MMAP(&(o)->no_mmap)
 #define OPT_CACHE(o)                                                                         \
     ATTN_OPT_INT("ctx", 0, &(o)->ctx, 1, 1 << 24, "N",                                       \
                  "context (KV cache) size in tokens (default: the model's,\n"                \

@@ -254,11 +254,12 @@ int attn_cmd_lm_train(int argc, char **argv) {
     const char *init = NULL, *text_path = NULL, *out = "lm-finetuned";
     long long threads = 0, epochs = 0, stop_at = 0, save_every = 50;
     lm_run r = {0, 4, 128, 10, 1, 50, 16, 1e-4, -1, 0.0, 1.0, 0.1};
-    int resume = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO;
+    int resume = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO, no_mmap = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("init", 0, &init, "MODEL",
                      "the model to start from: a GGUF file of a llama model\n"
                      "(dequantized to F32) or a HF llama folder (required)"),
+        ATTN_OPT_NO_MMAP(&no_mmap),
         ATTN_OPT_STR("text", 0, &text_path, "FILE", "the text to train on (required)"),
         ATTN_OPT_STR("out", 'o', &out, "DIR",
                      "where to write the checkpoint (state.safetensors) and the\n"
@@ -360,7 +361,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     if (attn_cli_dp_open(CMD, ctx, r.batch, "batch", &dp)) goto out;
     size_t tlen;
     if (!attn_cli_read_text(CMD, ctx, text_path, &text, &tlen)) goto out;
-    if ((st = attn_llm_load(ctx, init, 0u, &llm)) != ATTN_OK) {
+    if ((st = attn_llm_load(ctx, init, no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u, &llm)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);
         goto out;
     }
@@ -902,7 +903,7 @@ done:
 
 int attn_cmd_export(int argc, char **argv) {
     const char *model = NULL, *gguf = NULL, *hf = NULL, *tok_path = NULL;
-    int type = 0, npos;
+    int type = 0, npos, no_mmap = 0;
     long long threads = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("model", 0, &model, "MODEL",
@@ -910,6 +911,7 @@ int attn_cmd_export(int argc, char **argv) {
                      "'attn train lm') or a checkpoint of 'attn train lm'\n"
                      "(DIR/state.safetensors, read with the model it started from)\n"
                      "(required)"),
+        ATTN_OPT_NO_MMAP(&no_mmap),
         ATTN_OPT_STR("gguf", 0, &gguf, "FILE", "write it as a GGUF file"),
         ATTN_OPT_CHOICE("type", 0, &type, "f32|q8_0", "TYPE",
                         "the GGUF's matrices: f32 (default) or q8_0 (norms stay F32)"),
@@ -975,11 +977,12 @@ int attn_cmd_export(int argc, char **argv) {
         else if (init && stat(init, &ib) == 0 && !S_ISDIR(ib.st_mode)) tok_path = init;
         /* else the folder's tokenizer.json, converted */
     }
-    st = attn_llm_load(ctx, src, 0u, &llm);
+    st = attn_llm_load(ctx, src, no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u, &llm);
     if (st == ATTN_OK) st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m);
     if (st == ATTN_OK && is_ckpt) st = attn_module_load(ctx, m, ck, "model.", 1);
     if (st == ATTN_OK) st = attn_llm_get_special(llm, &sp);
-    if (st == ATTN_OK && gguf && tok_path) st = attn_gguf_open(ctx, tok_path, &tok);
+    if (st == ATTN_OK && gguf && tok_path)
+        st = no_mmap ? attn_gguf_read(ctx, tok_path, &tok) : attn_gguf_open(ctx, tok_path, &tok);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, "export", st);
         goto out;

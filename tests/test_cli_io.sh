@@ -122,7 +122,11 @@ missing)
     err_has "cannot open .*no_such_file: No such file" ;;
 fifo_no_writer)  # a FIFO waits a bounded time (10 s) for its writer, then fails with a message
     mkfifo "$T/fifo" || fail "mkfifo"
-    # the three commands wait side by side: one wait in all
+    # the three commands wait side by side: one wait in all; beside them, a writer that holds
+    # a second FIFO open 11 s before it sends anything (a slow <(cmd)): read, not refused
+    mkfifo "$T/slow" || fail "mkfifo"
+    ( exec 3>"$T/slow"; sleep 11; printf 'hello world\n' >&3 ) &
+    timeout 60 "$ATTN" embed --model $BERT --file "$T/slow" >"$T/o4" 2>"$T/e4" & p4=$!
     timeout 60 "$ATTN" embed --model $BERT --file "$T/fifo" >"$T/o1" 2>"$T/e1" & p1=$!
     timeout 60 "$ATTN" similar --model $BERT --corpus "$T/fifo" x >"$T/o2" 2>"$T/e2" & p2=$!
     timeout 60 "$ATTN" train charlm --text "$T/fifo" -o "$T/c" >"$T/o3" 2>"$T/e3" & p3=$!
@@ -135,13 +139,15 @@ fifo_no_writer)  # a FIFO waits a bounded time (10 s) for its writer, then fails
         err_has "is a FIFO and no program opened it for writing within 10 s"
     done
     [ -e "$T/c/model.safetensors" ] && fail "train charlm wrote a model from nothing"
+    wait $p4 || { cp "$T/e4" "$T/err"; fail "a writer silent for 11 s: refused"; }
     # a writer that opens the FIFO after the reader: read as any stream
     ( sleep 1; printf 'hello world\n' >"$T/fifo" ) &
     run 0 "$ATTN" embed --model $BERT --file "$T/fifo"
     wait
     mv "$T/out" "$T/fifo_out"
     run 0 "$ATTN" embed --model $BERT "hello world"
-    cmp -s "$T/out" "$T/fifo_out" || fail "embed of a FIFO's text differs from the same text" ;;
+    cmp -s "$T/out" "$T/fifo_out" || fail "embed of a FIFO's text differs from the same text"
+    cmp -s "$T/out" "$T/o4" || fail "embed of a slow FIFO's text differs from the same text" ;;
 stdin_dash)      # --file - reads standard input: the same embeddings as the arguments
     run 0 "$ATTN" embed --model $BERT "hello world" "東京"
     mv "$T/out" "$T/args"

@@ -120,7 +120,13 @@ PY
     [ "$(grep -c 'prompt tokens' "$T/err")" = 2 ] || fail "--no-mmap: the second turn did not run"
     cp $G "$T/m.gguf"
     run 0 "$ATTN" generate --model "$T/m.gguf" --no-mmap --prompt "hello" -n 6 --temperature 0 --ids -q
-    cmp -s "$T/out" "$T/mapped" || fail "--no-mmap changed the ids" ;;
+    cmp -s "$T/out" "$T/mapped" || fail "--no-mmap changed the ids"
+    # export and train lm take it too (the re-check of round 3)
+    run 0 "$ATTN" export --model "$T/m.gguf" --no-mmap --gguf "$T/nm.gguf"
+    run 0 "$ATTN" generate --model "$T/nm.gguf" --prompt "hello" -n 6 --temperature 0 --ids -q
+    cmp -s "$T/out" "$T/mapped" || fail "export --no-mmap: another model"
+    run 0 "$ATTN" train lm --help
+    out_has "--no-mmap" ;;
 train_lm) # a tiny HF llama (llama_tiny + a byte-level tokenizer.json): the held-out loss drops
     mkdir "$T/hf" && cp fixtures/llama_tiny/* fixtures/byte_level_tokenizer.json "$T/hf/" &&
         mv "$T/hf/byte_level_tokenizer.json" "$T/hf/tokenizer.json"

@@ -185,6 +185,10 @@ class LLM:
         SIGBUS, as with every memory-mapped reader)."""
         if not isinstance(mmap, bool):
             raise TypeError(f"attn.LLM: mmap must be True or False, not {mmap!r}")
+        if context_length is not None:
+            context_length = _int("context_length", context_length, 1, 2**31 - 1)
+        if kv_cache not in ("float32", "bfloat16"):
+            raise ValueError("attn: kv_cache is 'float32' or 'bfloat16'")
         p = _path(path)
         c = _lib.ctx()
         ptr = c_void_p()
@@ -203,8 +207,6 @@ class LLM:
         _lib.attn_llm_get_info(ptr, byref(cfg))
         self.config: Dict[str, object] = {n: getattr(cfg, n) for n, _ in cfg._fields_}
         self._context_length = context_length
-        if kv_cache not in ("float32", "bfloat16"):
-            raise ValueError("attn: kv_cache is 'float32' or 'bfloat16'")
         self._cache_dtype = _lib.ATTN_F32 if kv_cache == "float32" else _lib.ATTN_BF16
 
     def __del__(self):

@@ -166,3 +166,11 @@ def test_llm_integer_arguments_are_checked():
     with pytest.raises(ValueError):
         attn.set_num_threads(-1)
     attn.set_num_threads(np.int32(0))
+    path = os.path.join(FIXTURES, "llama_tiny.gguf")
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="context_length"):
+            attn.LLM(path, context_length=bad)
+    with pytest.raises(TypeError, match="context_length"):
+        attn.LLM(path, context_length=1.5)
+    assert len(list(attn.LLM(path, context_length=4).generate_ids([104, 105], max_tokens=8,
+                                                                   temperature=0))) == 2
