@@ -18,7 +18,7 @@ typedef struct llm_opts {
     const char *model, *prompt, *text, *file, *system, *cache, *logits;
     long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat;
     double temperature, top_p, min_p, repeat_penalty;
-    int quiet, raw, json, cache_bf16, f32, ids, act, no_mmap;
+    int quiet, raw, json, cache_bf16, f32, ids, act, no_mmap, vocab_only;
 } llm_opts;
 
 #define MODEL_HELP                                                                           \
@@ -73,7 +73,8 @@ static attn_llm_sampler sampler_of(const llm_opts *o) {
 static int load(const char *cmd, const llm_opts *o, attn_ctx *ctx, attn_llm **m) {
     attn_status st = attn_llm_load(ctx, o->model,
                                    (o->f32 ? ATTN_LLM_LOAD_F32 : 0u) |
-                                       (o->no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u), m);
+                                       (o->no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u) |
+                                       (o->vocab_only ? ATTN_LLM_LOAD_VOCAB_ONLY : 0u), m);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, cmd, st);
         return 0;
@@ -590,7 +591,9 @@ int attn_cmd_tokenize(int argc, char **argv) {
     defaults(&o);
     int npos, no_bos = 0;
     const attn_cli_opt table[] = {
-        ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
+        ATTN_OPT_STR("model", 0, &o.model, "FILE",
+                     "a GGUF file with a tokenizer (any architecture; vocabulary-\n"
+                     "only files too) or a folder with tokenizer.json; required"),
         OPT_NO_MMAP(&o),
         ATTN_OPT_STR("text", 0, &o.text, "TEXT", "the text to tokenize"),
         ATTN_OPT_STR("file", 0, &o.file, "FILE", "tokenize FILE's bytes instead ('-': stdin)"),
@@ -617,6 +620,7 @@ int attn_cmd_tokenize(int argc, char **argv) {
     int rc = 1;
     if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
     if (o.file && !attn_cli_read_text(cmd, ctx, o.file, &data, &len)) goto out;
+    o.vocab_only = 1; /* the tokenizer alone: any architecture, vocabulary-only files */
     if (!load(cmd, &o, ctx, &m)) goto out;
     if (!encode(cmd, ctx, m, o.text ? o.text : data, o.text ? strlen(o.text) : len, !no_bos,
                 &ids, &n))

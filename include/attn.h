@@ -2083,6 +2083,12 @@ ATTN_API attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm *
  * in use raises SIGBUS); costs the file's size in memory.  Nothing changes for a folder (its
  * safetensors files are read, not mapped). */
 #define ATTN_LLM_LOAD_NO_MMAP 2u
+/* ATTN_LLM_LOAD_VOCAB_ONLY reads the text side alone (tokenizer, chat template, special ids),
+ * of any architecture, as llama.cpp's vocab_only: a GGUF file with tokenizer.ggml.* keys
+ * (model files and vocabulary-only files) or a folder with tokenizer.json.  The model has no
+ * weights: attn_llm_get_info gives the vocabulary size alone, and attn_llm_forward,
+ * attn_llm_session_create and attn_llama_lm_from_llm refuse it (ATTN_E_INVALID). */
+#define ATTN_LLM_LOAD_VOCAB_ONLY 4u
 ATTN_API attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
                                         attn_llm **out /* OUT */);
 /* A folder: attn_llm_load_hf (flags: ATTN_LLM_LOAD_F32 and _NO_MMAP, which change nothing

@@ -82,12 +82,13 @@ errors)
         cp "$T/q8.gguf" "$T/nan.gguf"
         python3 gguf_patch.py "$T/nan.gguf" blk.0.attn_q.weight 0 007e || fail "gguf_patch"
         for c in "generate --prompt hi -n 2" "perplexity --file ../README.md --ctx 16" \
-                 "export --gguf $T/out.gguf" "tokenize --text hi"; do
+                 "export --gguf $T/out.gguf"; do
             run 1 "$ATTN" ${c%% *} --model "$T/nan.gguf" ${c#* }
             grep -q "tensor blk.0.attn_q.weight (Q8_0): block 0 has a non-finite d" "$T/err" ||
                 fail "NaN scale not refused by ${c%% *}"
         done
         [ ! -e "$T/out.gguf" ] || fail "export wrote the NaN model"
+        run 0 "$ATTN" tokenize --model "$T/nan.gguf" --text hi # the tokenizer alone: no weights
         # tokenizer strings (F11): the pre-tokenizer name with a NUL inside, a token that is
         # not UTF-8 (load refuses; export --tokenizer does not copy it)
         python3 - $G "$T" <<'PY' || fail "patching the tokenizer keys"
@@ -100,6 +101,16 @@ j = d.index(b"tokenizer.ggml.tokens") + len("tokenizer.ggml.tokens") + 4 + 4 + 8
 assert d[j:j + 2] == "\u0100".encode()
 open(sys.argv[2] + "/tok_utf8.gguf", "wb").write(d[:j] + b"\xff\x80" + d[j + 2:])
 PY
+        # tokenize reads the tokenizer alone: a model of another architecture tokenizes
+        python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); k = b'general.architecture'
+i = d.index(k) + len(k) + 12; assert d[i:i + 5] == b'llama'
+open(sys.argv[2], 'wb').write(d[:i] + b'gemma' + d[i + 5:])" $G "$T/arch.gguf" || fail "patch"
+        run 0 "$ATTN" tokenize --model $G --text "Hello, world <|im_end|>"
+        mv "$T/out" "$T/ids_full"
+        run 0 "$ATTN" tokenize --model "$T/arch.gguf" --text "Hello, world <|im_end|>"
+        cmp -s "$T/out" "$T/ids_full" || fail "tokenize of another architecture: other ids"
+        run 1 "$ATTN" generate --model "$T/arch.gguf" --prompt hi -n 2
+        err_has 'architecture "gemma" is not supported'
         run 1 "$ATTN" generate --model "$T/pre_nul.gguf" --prompt hi -n 2
         err_has "tokenizer.ggml.pre\) holds a NUL byte"
         run 1 "$ATTN" generate --model "$T/tok_utf8.gguf" --prompt hi -n 2

@@ -179,12 +179,16 @@ class LLM:
 
     def __init__(self, path: PathLike, *, dequantize: bool = False,
                  context_length: Optional[int] = None, kv_cache: str = "float32",
-                 mmap: bool = True):
+                 mmap: bool = True, vocab_only: bool = False):
         """mmap=False reads a GGUF file into memory instead of mapping it (its size in memory;
         the file may then change: a mapped file truncated while in use kills the process with
-        SIGBUS, as with every memory-mapped reader)."""
+        SIGBUS, as with every memory-mapped reader).  vocab_only=True reads the tokenizer,
+        chat template and special ids alone, of any architecture (tokenize, detokenize,
+        format_chat work; generating raises)."""
         if not isinstance(mmap, bool):
             raise TypeError(f"attn.LLM: mmap must be True or False, not {mmap!r}")
+        if not isinstance(vocab_only, bool):
+            raise TypeError(f"attn.LLM: vocab_only must be True or False, not {vocab_only!r}")
         if context_length is not None:
             context_length = _int("context_length", context_length, 1, 2**31 - 1)
         if kv_cache not in ("float32", "bfloat16"):
@@ -192,7 +196,8 @@ class LLM:
         p = _path(path)
         c = _lib.ctx()
         ptr = c_void_p()
-        flags = (1 if dequantize else 0) | (0 if mmap else 2)  # ATTN_LLM_LOAD_F32, _NO_MMAP
+        # ATTN_LLM_LOAD_F32, _NO_MMAP, _VOCAB_ONLY
+        flags = (1 if dequantize else 0) | (0 if mmap else 2) | (4 if vocab_only else 0)
         _lib.check(_lib.attn_llm_load(c, p, flags, byref(ptr)), c)
         self._ptr = ptr
         self._free = _lib.attn_llm_free

@@ -174,3 +174,25 @@ def test_llm_integer_arguments_are_checked():
         attn.LLM(path, context_length=1.5)
     assert len(list(attn.LLM(path, context_length=4).generate_ids([104, 105], max_tokens=8,
                                                                    temperature=0))) == 2
+
+
+def test_llm_vocab_only(tmp_path):
+    """vocab_only: the tokenizer of any architecture (here the tiny llama renamed "gemma",
+    which attn cannot run) gives the full model's ids; generating raises."""
+    path = os.path.join(FIXTURES, "llama_tiny.gguf")
+    data = open(path, "rb").read()
+    i = data.index(b"general.architecture") + len("general.architecture") + 4 + 8
+    assert data[i:i + 5] == b"llama"
+    other = tmp_path / "other.gguf"
+    other.write_bytes(data[:i] + b"gemma" + data[i + 5:])
+    with pytest.raises(attn.AttnError, match="gemma"):
+        attn.LLM(other)
+    full, voc = attn.LLM(path), attn.LLM(other, vocab_only=True)
+    text = "Hello, wörld! <|im_end|>"
+    assert voc.tokenize(text) == full.tokenize(text)
+    assert voc.detokenize(full.tokenize(text)) == text
+    assert (voc.bos, voc.eos, voc.add_bos) == (full.bos, full.eos, full.add_bos)
+    with pytest.raises(attn.AttnError, match="VOCAB_ONLY"):
+        list(voc.generate("hi", max_tokens=2))
+    with pytest.raises(TypeError):
+        attn.LLM(path, vocab_only=1)

@@ -560,14 +560,45 @@ static attn_status hf_text_side(attn_ctx *ctx, attn_llm *m, const char *dir) {
     return st;
 }
 
+attn_status attn__llm_new_vocab(attn_ctx *ctx, attn_llm **out) {
+    attn_llm *m = attn__calloc(ctx, 1, sizeof *m);
+    ATTN_FAIL_IF(!m, ctx, ATTN_E_NOMEM, "out of memory");
+    m->free = ctx->free;
+    m->alloc_user = ctx->alloc_user;
+    m->bos = m->eos = m->eot = -1;
+    *out = m;
+    return ATTN_OK;
+}
+
+attn_status attn__llm_need_weights(attn_ctx *ctx, const attn_llm *m, const char *fn) {
+    ATTN_FAIL_IF(!m->layers, ctx, ATTN_E_INVALID, "%s: the model was loaded with "
+                 "ATTN_LLM_LOAD_VOCAB_ONLY: it has a tokenizer but no weights", fn);
+    return ATTN_OK;
+}
+
 attn_status attn_llm_load(attn_ctx *ctx, const char *path, unsigned flags, attn_llm **out) {
     if (!ctx || !path || !out)
         return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load: NULL argument");
+    *out = NULL;
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        ATTN_FAIL_IF(flags & ~(unsigned)(ATTN_LLM_LOAD_F32 | ATTN_LLM_LOAD_NO_MMAP), ctx,
-                     ATTN_E_INVALID, "attn_llm_load: unknown flags 0x%x", flags);
-        return attn_llm_load_hf(ctx, path, out);
+        ATTN_FAIL_IF(flags & ~(unsigned)(ATTN_LLM_LOAD_F32 | ATTN_LLM_LOAD_NO_MMAP |
+                                         ATTN_LLM_LOAD_VOCAB_ONLY),
+                     ctx, ATTN_E_INVALID, "attn_llm_load: unknown flags 0x%x", flags);
+        if (!(flags & ATTN_LLM_LOAD_VOCAB_ONLY)) return attn_llm_load_hf(ctx, path, out);
+        attn_llm *m;
+        ATTN_TRY(attn__llm_new_vocab(ctx, &m));
+        attn_status st = hf_text_side(ctx, m, path);
+        if (!st && !m->tok)
+            st = attn__fail(ctx, ATTN_E_NOT_FOUND, "%.300s: no tokenizer.json (a vocabulary-"
+                            "only load needs one)", path);
+        if (st) {
+            attn_llm_free(m);
+            return st;
+        }
+        m->cfg.vocab_size = attn_bpe_vocab_size(m->tok);
+        *out = m;
+        return ATTN_OK;
     }
     return attn_llm_load_gguf(ctx, path, flags, out);
 }
@@ -691,6 +722,7 @@ attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *id
                              int64_t T, float *logits) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!m || !ids || !logits, ctx, ATTN_E_INVALID, "attn_llm_forward: NULL argument");
+    ATTN_TRY(attn__llm_need_weights(ctx, m, "attn_llm_forward"));
     ATTN_FAIL_IF(B < 1 || T < 1, ctx, ATTN_E_INVALID,
                  "attn_llm_forward: B (%lld) and T (%lld) must be positive", (long long)B,
                  (long long)T);
@@ -712,6 +744,7 @@ attn_status attn_llm_session_create(attn_ctx *ctx, const attn_llm *m, int64_t ca
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!m || !out, ctx, ATTN_E_INVALID, "attn_llm_session_create: NULL argument");
     *out = NULL;
+    ATTN_TRY(attn__llm_need_weights(ctx, m, "attn_llm_session_create"));
     ATTN_FAIL_IF(cache_dtype != ATTN_F32 && cache_dtype != ATTN_BF16, ctx, ATTN_E_UNSUPPORTED,
                  "attn_llm_session_create: the cache is F32 or BF16, not %s",
                  attn_dtype_name(cache_dtype) ? attn_dtype_name(cache_dtype) : "(unknown)");

@@ -406,7 +406,7 @@ static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, con
     uint64_t nt = 0;
     attn_status st = bpe_from_gguf(ctx, g, path, &m->tok, &nt);
     if (st == ATTN_E_NOT_FOUND) return ATTN_OK;
-    if (!st && nt != (uint64_t)m->cfg.vocab_size)
+    if (!st && m->layers && nt != (uint64_t)m->cfg.vocab_size) /* (none: vocabulary only) */
         st = attn__fail(ctx, ATTN_E_SHAPE, "%.300s: %llu tokens for a vocabulary of %lld", path,
                         (unsigned long long)nt, (long long)m->cfg.vocab_size);
     ATTN_TRY(st);
@@ -440,13 +440,38 @@ static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, con
     return ATTN_OK;
 }
 
+/* ATTN_LLM_LOAD_VOCAB_ONLY: the text side of any GGUF file with a tokenizer, whatever its
+ * architecture (a vocabulary-only file has no tensors); the tokenizer copies what it keeps, so
+ * the file is closed again. */
+static attn_status vocab_only(attn_ctx *ctx, const char *path, unsigned flags, attn_llm **out) {
+    attn_gguf *g = NULL;
+    attn_llm *m = NULL;
+    attn_status st = flags & ATTN_LLM_LOAD_NO_MMAP ? attn_gguf_read(ctx, path, &g)
+                                                   : attn_gguf_open(ctx, path, &g);
+    if (!st) st = attn__llm_new_vocab(ctx, &m);
+    if (!st) st = text_side(ctx, m, g, path);
+    if (!st && !m->tok)
+        st = attn__fail(ctx, ATTN_E_NOT_FOUND, "%.300s: no tokenizer (tokenizer.ggml.model is "
+                        "missing)", path);
+    attn_gguf_free(g);
+    if (st) {
+        attn_llm_free(m);
+        return st;
+    }
+    m->cfg.vocab_size = attn_bpe_vocab_size(m->tok);
+    *out = m;
+    return ATTN_OK;
+}
+
 attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
                                attn_llm **out) {
     if (!ctx || !path || !out)
         return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load_gguf: NULL argument");
     *out = NULL;
-    ATTN_FAIL_IF(flags & ~(unsigned)(ATTN_LLM_LOAD_F32 | ATTN_LLM_LOAD_NO_MMAP), ctx,
-                 ATTN_E_INVALID, "attn_llm_load_gguf: unknown flags 0x%x", flags);
+    ATTN_FAIL_IF(flags & ~(unsigned)(ATTN_LLM_LOAD_F32 | ATTN_LLM_LOAD_NO_MMAP |
+                                     ATTN_LLM_LOAD_VOCAB_ONLY),
+                 ctx, ATTN_E_INVALID, "attn_llm_load_gguf: unknown flags 0x%x", flags);
+    if (flags & ATTN_LLM_LOAD_VOCAB_ONLY) return vocab_only(ctx, path, flags, out);
     gguf_store *s = attn__calloc(ctx, 1, sizeof *s);
     ATTN_FAIL_IF(!s, ctx, ATTN_E_NOMEM, "out of memory");
     s->free = ctx->free, s->alloc_user = ctx->alloc_user;

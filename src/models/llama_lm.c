@@ -144,6 +144,7 @@ attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned 
                                    attn_module **out) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!src || !out, ctx, ATTN_E_INVALID, "attn_llama_lm_from_llm: NULL argument");
+    ATTN_TRY(attn__llm_need_weights(ctx, src, "attn_llama_lm_from_llm"));
     ATTN_FAIL_IF(flags & ~(unsigned)ATTN_LLAMA_LM_DEQUANTIZE, ctx, ATTN_E_INVALID,
                  "attn_llama_lm_from_llm: unknown flags 0x%x",
                  flags & ~(unsigned)ATTN_LLAMA_LM_DEQUANTIZE);

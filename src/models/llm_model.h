@@ -61,4 +61,11 @@ ATTN__HIDDEN attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg
                                        const char *what, attn_llm **out);
 ATTN__HIDDEN attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m);
 
+/* An empty model (no config, no weights, no layers: ATTN_LLM_LOAD_VOCAB_ONLY's), the special
+ * ids -1; the loader fills its text side. */
+ATTN__HIDDEN attn_status attn__llm_new_vocab(attn_ctx *ctx, attn_llm **out);
+/* ATTN_E_INVALID, naming fn, for a model loaded with ATTN_LLM_LOAD_VOCAB_ONLY. */
+ATTN__HIDDEN attn_status attn__llm_need_weights(attn_ctx *ctx, const attn_llm *m,
+                                                const char *fn);
+
 #endif
