@@ -1886,6 +1886,16 @@ typedef struct attn_llm_config {
     int tie_word_embeddings;         /* 1: lm_head is embed_tokens (no lm_head.weight) */
     int attention_bias;              /* 1: q/k/v/o_proj have biases */
     int mlp_bias;                    /* 1: gate/up/down_proj have biases */
+    /* Other families' pieces; all 0 is Llama (Gemma 3: qk_norm, sandwich_norm, mlp_act 1,
+     * embed_scale sqrt(E), sliding_window 512 every layer but each 6th, rope_theta_local 1e4) */
+    int qk_norm;                     /* RMSNorm (weights [D]) of each head's q and k, before RoPE */
+    int sandwich_norm;               /* RMSNorm of the attention's and the MLP's outputs too,
+                                        before each residual sum */
+    int mlp_act;                     /* the gate's activation: 0 SiLU (SwiGLU), 1 tanh-GELU (GEGLU) */
+    double embed_scale;              /* token embeddings times this, in float (0: 1) */
+    int64_t sliding_window;          /* W > 0: local layers see the last W tokens (0: none) */
+    int64_t sliding_period;          /* with W: layers P-1, 2P-1, ... are global (0: all local) */
+    double rope_theta_local;         /* RoPE base of the local layers (0: rope_theta) */
 } attn_llm_config;
 
 /* RMSNorm (HF LlamaRMSNorm, = T5LayerNorm):  y = weight * (x * rsqrt(mean(x^2) + eps)), over
@@ -2059,7 +2069,10 @@ typedef struct attn_llm attn_llm;
 
 ATTN_API attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out /* OUT */);
 /* attn_llm_load_gguf reads a llama.cpp GGUF file (attn_gguf_open: memory-mapped, never copied)
- * of general.architecture "llama": the config from llama.block_count, .embedding_length,
+ * of general.architecture "llama" or "gemma3" (the keys below under gemma3.*; Gemma 3 adds
+ * blk.N.{attn_q_norm, attn_k_norm, post_attention_norm, post_ffw_norm}.weight, ffn_norm being
+ * its pre-feedforward norm, and .attention.sliding_window; its family settings are fixed as in
+ * transformers' Gemma3TextConfig: see attn_llm_config; inference only): the config from llama.block_count, .embedding_length,
  * .feed_forward_length, .attention.head_count, .attention.head_count_kv (default head_count),
  * .attention.key_length / .value_length (default E / H; equal), .context_length,
  * .attention.layer_norm_rms_epsilon (required), .rope.freq_base (default 1e4), .vocab_size

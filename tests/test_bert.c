@@ -24,29 +24,13 @@ static int hexval(int c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-static char *read_line(FILE *f) {
-    size_t cap = 256, n = 0;
-    char *s = malloc(cap);
-    int c;
-    while ((c = fgetc(f)) != EOF && c != '\n') {
-        if (n + 1 >= cap) s = realloc(s, cap *= 2);
-        s[n++] = (char)c;
-    }
-    if (c == EOF && n == 0) {
-        free(s);
-        return NULL;
-    }
-    s[n] = 0;
-    return s;
-}
-
 static int load_ref(const char *path, ref *r) {
     memset(r, 0, sizeof *r);
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char *t;
-    while ((t = read_line(f))) {
-        char *i = read_line(f), *e = read_line(f);
+    while ((t = tu_read_line(f))) {
+        char *i = tu_read_line(f), *e = tu_read_line(f);
         if (!i || !e || t[0] != 'T' || i[0] != 'I' || e[0] != 'E') break;
         int k = r->n++;
         r->text = realloc(r->text, sizeof *r->text * r->n);

@@ -25,22 +25,6 @@ typedef struct buf {
     size_t n;
 } buf;
 
-static char *read_line(FILE *f) {
-    size_t cap = 256, n = 0;
-    char *s = malloc(cap);
-    int c;
-    while ((c = fgetc(f)) != EOF && c != '\n') {
-        if (n + 1 >= cap) s = realloc(s, cap *= 2);
-        s[n++] = (char)c;
-    }
-    if (c == EOF && n == 0) {
-        free(s);
-        return NULL;
-    }
-    s[n] = 0;
-    return s;
-}
-
 static int hexval(int c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
@@ -75,7 +59,7 @@ static int load_corpus(corpus *c) {
     if (!f) return 0;
     c->n = 0;
     char *t, *u;
-    while (c->n < 512 && (t = read_line(f)) && (u = read_line(f))) {
+    while (c->n < 512 && (t = tu_read_line(f)) && (u = tu_read_line(f))) {
         c->raw[c->n] = unhex(t + 2);
         c->clean[c->n] = unhex(u + 2);
         c->n++;
@@ -103,7 +87,7 @@ static int load_expect(const char *path, expect *e) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char *l;
-    while ((l = read_line(f))) {
+    while ((l = tu_read_line(f))) {
         if (l[0] == 'I' && e->n < 512) {
             e->ids[0][e->n] = parse_ids(l, &e->nids[0][e->n]);
         } else if (l[0] == 'J' && e->n < 512) {
@@ -153,7 +137,7 @@ static int load_arrays(const char *path, arrays *a) {
     if (!f) return 0;
     size_t tcap = 0, mcap = 0;
     char *l;
-    while ((l = read_line(f))) {
+    while ((l = tu_read_line(f))) {
         if (l[0] == 'P') {
             snprintf(a->pre, sizeof a->pre, "%s", l + 2);
         } else if (l[0] == 'V') {
@@ -421,7 +405,7 @@ static void test_pretokens(attn_ctx *ctx, const corpus *c) {
     int bad[3] = {0, 0, 0}, k = 0;
     int64_t *ends = malloc(sizeof *ends * (1 << 16));
     char *l;
-    for (int line = 0; (l = read_line(f)); line++, free(l)) {
+    for (int line = 0; (l = tu_read_line(f)); line++, free(l)) {
         int p = line % 3;
         k = line / 3;
         if (k >= c->n) break;
@@ -1106,7 +1090,7 @@ static void test_gemma3(attn_ctx *ctx) {
     int64_t got_n = 0;
     int32_t *got = NULL;
     char *l;
-    while ((l = read_line(f))) {
+    while ((l = tu_read_line(f))) {
         if (l[0] == 'T') {
             free(text.p);
             text = unhex(l + 2);

@@ -299,6 +299,95 @@ static void check_smollm2(attn_ctx *ctx) {
     attn_st_free(ex);
 }
 
+/* The real Gemma 3 270M Q4_K_M file when ATTN_GEMMA3_GGUF names it (CI downloads it): against
+ * transformers' Gemma3ForCausalLM on the same file dequantized (fixtures/gemma3_ref.txt, written
+ * by tests/gen_gemma3_ref.py): the prompts' ids, at every prompt position the 16 largest logits
+ * and 8 fixed ids within 1e-4 of max|logit| (attn_llm_forward), and 24 greedy tokens identical
+ * (a session: prefill, then decode over the cache), on 1 and 2 threads. */
+static void check_gemma3(void) {
+    const char *path = getenv("ATTN_GEMMA3_GGUF");
+    if (!path || !*path) {
+        printf("test_llama_gguf: ATTN_GEMMA3_GGUF not set: the Gemma 3 270M checks are "
+               "skipped\n");
+        return;
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        attn_ctx *ctx = tu_ctx(threads);
+        attn_llm *m = NULL;
+        FILE *f = fopen("fixtures/gemma3_ref.txt", "r");
+        TU_CHECK(f != NULL, "cannot read fixtures/gemma3_ref.txt");
+        if (!f || !ctx || !TU_STATUS(attn_llm_load_gguf(ctx, path, 0, &m), ATTN_OK, ctx)) {
+            if (f) fclose(f);
+            attn_ctx_free(ctx);
+            return;
+        }
+        attn_llm_config c;
+        attn_llm_get_info(m, &c);
+        TU_CHECK(c.qk_norm && c.sandwich_norm && c.mlp_act == 1 && c.sliding_window == 512 &&
+                     c.sliding_period == 6 && c.head_dim == 256 && c.num_kv_heads == 1,
+                 "Gemma 3: the family's settings");
+        const int64_t Vv = c.vocab_size;
+        int32_t ids[64], gr[64];
+        int64_t n = 0, ng = 0, prompts = 0;
+        double mx = 0, worst = 0;
+        float *lg = NULL;
+        char *l;
+        while ((l = tu_read_line(f))) {
+            char *p = l + 2;
+            if (l[0] == 'I' || l[0] == 'G') {
+                int64_t k = strtoll(p, &p, 10);
+                for (int64_t i = 0; i < k && i < 64; i++)
+                    (l[0] == 'I' ? ids : gr)[i] = (int32_t)strtol(p, &p, 10);
+                *(l[0] == 'I' ? &n : &ng) = k < 64 ? k : 64;
+            } else if (l[0] == 'M') {
+                mx = strtod(p, NULL);
+                free(lg);
+                lg = malloc(sizeof(float) * (size_t)(n * Vv));
+                TU_STATUS(attn_llm_forward(ctx, m, ids, 1, n, lg), ATTN_OK, ctx);
+            } else if (l[0] == 'L' && lg) {
+                int64_t pos = strtoll(p, &p, 10), k = strtoll(p, &p, 10);
+                for (int64_t j = 0; j < k && pos < n; j++) {
+                    int64_t id = strtoll(p, &p, 10);
+                    double v = strtod(p, &p), d = fabs((double)lg[pos * Vv + id] - v) / mx;
+                    if (!(d <= worst)) worst = d; /* relative to the prompt's max|logit| */
+                }
+            }
+            if (l[0] == 'G') { /* the greedy continuation through a session */
+                attn_llm_session *s = NULL;
+                float *row = malloc(sizeof(float) * (size_t)Vv);
+                int64_t g = 0;
+                if (TU_STATUS(attn_llm_session_create(ctx, m, 256, ATTN_F32, &s), ATTN_OK, ctx) &&
+                    TU_STATUS(attn_llm_session_prefill(ctx, s, ids, n, row), ATTN_OK, ctx)) {
+                    attn_llm_sampler sp = attn_llm_sampler_defaults();
+                    sp.temperature = 0;
+                    for (; g < ng; g++) {
+                        int32_t id;
+                        attn_llm_sample(ctx, &sp, row, Vv, NULL, 0, NULL, &id);
+                        if (id != gr[g] || attn_llm_session_decode(ctx, s, id, row) != ATTN_OK)
+                            break;
+                    }
+                }
+                TU_CHECK(g == ng, "Gemma 3 prompt %lld (%d threads): greedy differs from "
+                         "transformers' at token %lld", (long long)prompts, threads,
+                         (long long)g);
+                attn_llm_session_free(s);
+                free(row);
+                prompts++;
+            }
+            free(l);
+        }
+        fclose(f);
+        free(lg);
+        TU_CHECK(prompts >= 4, "Gemma 3: %lld prompts in the fixture", (long long)prompts);
+        TU_CHECK(worst <= 1e-4, "Gemma 3: logits %.3g of max|logit| from transformers'", worst);
+        printf("  Gemma 3 270M Q4_K_M (%d threads): %lld prompts, logits within %.2e of "
+               "max|logit|, 24 greedy tokens each as transformers\n", threads,
+               (long long)prompts, worst);
+        attn_llm_free(m);
+        attn_ctx_free(ctx);
+    }
+}
+
 int main(void) {
     attn_ctx *ctx = tu_ctx(2);
     if (!ctx) return tu_finish("test_llama_gguf");
@@ -309,6 +398,7 @@ int main(void) {
         check_threads();
         check_damaged(ctx);
         check_smollm2(ctx);
+        check_gemma3();
     }
     attn_st_free(expected);
     attn_ctx_free(ctx);

@@ -186,3 +186,26 @@ void tu_fd_check(double (*loss)(void *arg), void *arg, const char *what, float *
     TU_CHECK(maxerr <= tol, "%s: max |fd - analytic| = %.3g > %.3g", what, maxerr, tol);
     if (getenv("ATTN_TEST_VERBOSE")) printf("%-60s fd err %.2e (tol %.2e)\n", what, maxerr, tol);
 }
+
+char *tu_read_line(FILE *f) {
+    size_t cap = 256, n = 0;
+    char *s = malloc(cap);
+    int c;
+    while (s && (c = fgetc(f)) != EOF && c != '\n') {
+        if (n + 1 >= cap) {
+            char *t = realloc(s, cap *= 2);
+            if (!t) {
+                free(s);
+                return NULL;
+            }
+            s = t;
+        }
+        s[n++] = (char)c;
+    }
+    if (!s || (c == EOF && n == 0)) {
+        free(s);
+        return NULL;
+    }
+    s[n] = 0;
+    return s;
+}

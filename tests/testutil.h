@@ -2,6 +2,7 @@
 #ifndef ATTN_TESTUTIL_H
 #define ATTN_TESTUTIL_H
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include "attn.h"
 
@@ -30,6 +31,8 @@ int tu_finish(const char *name);
 attn_ctx *tu_ctx(int threads);
 /* Removes a file or a directory tree (scratch folders of the tests); 0 on success. */
 int tu_rm_tree(const char *path);
+/* The next line of f without its newline (malloc'ed; free it), or NULL at the end. */
+char *tu_read_line(FILE *f);
 /* Central differences (step 2e-3) of loss(arg) at up to `samples` positions of the float array
  * p[n] (all of them when n <= samples, else positions drawn with seed) against the analytic
  * gradient ga: a check fails when max |fd - ga| > 2e-2 max(1, max |fd|); NaN fails.  what

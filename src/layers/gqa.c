@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../kernels/bf16.h"
+#include "../kernels/ew.h"
 #include "llm.h"
 
 /* Appends the T new rows of k and v (row stride ld, kv head h at h*D) to the cache at pos. */
@@ -31,6 +32,12 @@ static void kv_append(const attn__kv *kv, const float *k, const float *v, int64_
         }
 }
 
+/* A local layer's window: each query sees its last `window` keys, itself included (HF's
+ * sliding-window mask: key j for query i when i - window < j <= i). */
+static void set_window(const attn__llama_attn *a, attn__sdpa_args *s) {
+    if (a->window > 0) s->window = 1, s->window_left = a->window - 1, s->window_right = -1;
+}
+
 /* The attention of a forward without a cache: its arguments over the q, k, v rows (row
  * stride ld) and the output ao [M, H*D]. */
 static void self_args(const attn__llama_attn *a, int64_t B, int64_t T, const float *qkv,
@@ -40,6 +47,7 @@ static void self_args(const attn__llama_attn *a, int64_t B, int64_t T, const flo
                      HD);
     s->Hkv = a->Hkv;
     s->causal = ATTN_CAUSAL_TOP_LEFT;
+    set_window(a, s);
 }
 
 /* The forward; rec (only without kv): the record to fill. */
@@ -64,8 +72,16 @@ static attn_status attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const floa
         const int64_t ldy[3] = {ld, ld, ld};
         ATTN_TRYG(attn__llm_linear_n(ctx, 3, w, x, a->E, M, T, y, ldy, NULL));
     }
-    attn__rope_rows(q, ld, M, H, D, rope->cs, rope->sn, a->rope_interleaved);
-    attn__rope_rows(k, ld, M, Hkv, D, rope->cs, rope->sn, a->rope_interleaved);
+    if (a->q_norm) /* QK-norm (Gemma 3, Qwen3): each head's q and k, before RoPE */
+        for (int64_t h = 0; h < H || h < Hkv; h++) {
+            if (h < H) attn__rms_norm(ctx, q + h * D, ld, a->q_norm, a->eps, q + h * D, ld, M, D);
+            if (h < Hkv)
+                attn__rms_norm(ctx, k + h * D, ld, a->k_norm, a->eps, k + h * D, ld, M, D);
+        }
+    const int lr = a->rope_local && rope->lcs; /* a local layer's own RoPE base */
+    const float *cs = lr ? rope->lcs : rope->cs, *sn = lr ? rope->lsn : rope->sn;
+    attn__rope_rows(q, ld, M, H, D, cs, sn, a->rope_interleaved);
+    attn__rope_rows(k, ld, M, Hkv, D, cs, sn, a->rope_interleaved);
     attn__sdpa_args s;
     if (!kv) {
         self_args(a, B, T, qkv, ld, ao, &s);
@@ -82,6 +98,7 @@ static attn_status attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const floa
         s.ks[0] = s.vs[0] = Hkv * kv->cap * D;
         s.ks[1] = s.vs[1] = kv->cap * D;
         s.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        set_window(a, &s);
         if (kv->dtype == ATTN_BF16) { /* attn_sdpa's bf16 storage: q rounded as well */
             attn__bf16 *qb;
             ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(T * HD), sizeof *qb, (void **)&qb));

@@ -21,6 +21,16 @@ attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l, flo
     ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &h, M, E, 1, 1));
     attn__rms_norm(ctx, x, E, l->ln1, l->eps, n, E, M, E);
+    if (l->post_attn) { /* Gemma's sandwich: the sublayer's output normalised, then added */
+        ATTN_TRYG(attn__llama_attn_fwd(ctx, &l->attn, n, B, T, rope, kv, NULL, h));
+        attn__rms_norm(ctx, h, E, l->post_attn, l->eps, h, E, M, E);
+        for (int64_t i = 0; i < M * E; i++) h[i] = x[i] + h[i]; /* h = x + norm(attn) */
+        attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
+        ATTN_TRYG(attn__llama_mlp_fwd(ctx, &l->mlp, n, B, T, NULL, x));
+        attn__rms_norm(ctx, x, E, l->post_mlp, l->eps, x, E, M, E);
+        for (int64_t i = 0; i < M * E; i++) x[i] = h[i] + x[i]; /* x = h + norm(mlp) */
+        goto done;
+    }
     ATTN_TRYG(attn__llama_attn_fwd(ctx, &l->attn, n, B, T, rope, kv, x, h)); /* h = x + attn */
     attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
     ATTN_TRYG(attn__llama_mlp_fwd(ctx, &l->mlp, n, B, T, h, x)); /* x = h + mlp */
@@ -152,7 +162,22 @@ attn_status attn__llm_cfg_block(attn_ctx *ctx, const attn_llm_config *cfg, int m
         ATTN_FAIL_IF(!(c.rope_theta >= 1) || !isfinite(th), ctx, ATTN_E_INVALID,
                      "%s: rope_theta %g must be at least 1 and finite in float", what,
                      c.rope_theta);
+        const float tl = (float)c.rope_theta_local;
+        ATTN_FAIL_IF(c.rope_theta_local != 0 && (!(c.rope_theta_local >= 1) || !isfinite(tl)),
+                     ctx, ATTN_E_INVALID, "%s: the local layers' rope_theta %g must be at least "
+                     "1 and finite in float", what, c.rope_theta_local);
+        ATTN_FAIL_IF(c.sliding_window < 0 || c.sliding_window > (1 << 24) ||
+                         c.sliding_period < 0 || c.sliding_period > (1 << 24),
+                     ctx, ATTN_E_INVALID, "%s: sliding_window %lld and its period %lld must be "
+                     "in [0, 2^24]", what, (long long)c.sliding_window,
+                     (long long)c.sliding_period);
+        ATTN_FAIL_IF((unsigned)c.qk_norm > 1, ctx, ATTN_E_INVALID, "%s: qk_norm is 0 or 1",
+                     what);
     }
+    ATTN_FAIL_IF((unsigned)c.mlp_act > 1 || (unsigned)c.sandwich_norm > 1, ctx, ATTN_E_INVALID,
+                 "%s: mlp_act and sandwich_norm are 0 or 1", what);
+    ATTN_FAIL_IF(c.embed_scale < 0 || !isfinite((float)c.embed_scale), ctx, ATTN_E_INVALID,
+                 "%s: embed_scale %g must be >= 0 and finite in float", what, c.embed_scale);
     *out = c;
     return ATTN_OK;
 }

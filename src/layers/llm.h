@@ -87,17 +87,25 @@ typedef struct attn__llama_attn {
     attn__llm_w q, k, v, o; /* [H*D, E], [Hkv*D, E], [Hkv*D, E], [E, H*D] */
     int rope_interleaved;   /* 0: HF's q/k rows; 1: rows permuted within each head as GGUF
                                converters store them (attn__rope_rows) */
+    const float *q_norm, *k_norm; /* [D] each, or NULL: no QK-norm */
+    float eps;                    /* of the QK-norm */
+    int64_t window;               /* > 0: each query sees the last `window` keys (local) */
+    int rope_local;               /* 1: the forward's second RoPE table (attn__rope_cs.local) */
 } attn__llama_attn;
 
 typedef struct attn__llama_mlp {
     int64_t E, F;
     attn__llm_w gate, up, down; /* [F, E], [F, E], [E, F] */
+    int act;                    /* 0: silu(gate) * up; 1: gelu_tanh(gate) * up */
 } attn__llama_mlp;
 
 typedef struct attn__llama_block {
     int64_t E;
     float eps;
-    const float *ln1, *ln2; /* input_layernorm, post_attention_layernorm [E] */
+    const float *ln1, *ln2; /* input_layernorm, post_attention_layernorm [E] (Gemma:
+                               pre_feedforward_layernorm) */
+    const float *post_attn, *post_mlp; /* sandwich norms [E], or NULL (Gemma's
+                                          post_attention_layernorm, post_feedforward_layernorm) */
     attn__llama_attn attn;
     attn__llama_mlp mlp;
 } attn__llama_block;
@@ -115,6 +123,7 @@ typedef struct attn__kv {
 /* The RoPE rows of a forward: cos, sin [B*T, D/2], row b*T + t for token t of sequence b. */
 typedef struct attn__rope_cs {
     const float *cs, *sn;
+    const float *lcs, *lsn; /* the local layers' table (another base), or NULL: the same */
 } attn__rope_cs;
 
 /* out[M, E] = r + o_proj(attn(x)) for x [B*T, E] (the normalised input), r [B*T, E] (may be

@@ -10,13 +10,25 @@ typedef struct glu_job {
     const float *g, *u;
     float *h;
     int64_t F;
+    int act;
 } glu_job;
 
 /* h = silu(g) * u on rows [begin, end): torch's silu x / (1 + exp(-x)), then the product,
- * each operation rounded (h may be g) */
+ * each operation rounded (h may be g); act 1: h = gelu_tanh(g) * u, torch's
+ * gelu(approximate="tanh"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in float (GEGLU:
+ * Gemma) */
 static void glu_task(void *arg, int64_t begin, int64_t end, int tid) {
     const glu_job *j = arg;
     (void)tid;
+    if (j->act == 1) {
+        const float beta = 0.7978845608028654f, kappa = 0.044715f;
+        for (int64_t i = begin * j->F; i < end * j->F; i++) {
+            const float x = j->g[i];
+            const float inner = beta * (x + kappa * (x * x * x));
+            j->h[i] = 0.5f * x * (1.0f + tanhf(inner)) * j->u[i];
+        }
+        return;
+    }
     for (int64_t i = begin * j->F; i < end * j->F; i++) {
         const float x = j->g[i];
         const float e = expf(-x);
@@ -54,7 +66,7 @@ attn_status attn__llama_mlp_fwd_rec(attn_ctx *ctx, const attn__llama_mlp *p, con
         ATTN_TRYG(attn__llm_linear_n(ctx, 2, w, x, p->E, M, T, y, ldy, NULL));
     }
     {
-        glu_job j = {g, u, h, p->F};
+        glu_job j = {g, u, h, p->F, p->act};
         attn__parallel_for(ctx, M, glu_task, &j);
     }
     ATTN_TRYG(attn__llm_linear(ctx, &p->down, h, p->F, M, T, out, p->E, r));
@@ -111,6 +123,8 @@ attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p, const a
     ATTN_TRY(attn__llm_w_trainable(ctx, &p->gate, "mlp.gate_proj"));
     ATTN_TRY(attn__llm_w_trainable(ctx, &p->up, "mlp.up_proj"));
     ATTN_TRY(attn__llm_w_trainable(ctx, &p->down, "mlp.down_proj"));
+    ATTN_FAIL_IF(p->act != 0, ctx, ATTN_E_UNSUPPORTED,
+                 "the backward of a GEGLU feed-forward (Gemma) is not implemented yet");
     const int64_t E = p->E, F = p->F;
     const float *Wg = p->gate.data, *Wu = p->up.data, *Wd = p->down.data;
     attn__mark mk = attn__ws_mark(ctx);
@@ -119,7 +133,7 @@ attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p, const a
     ATTN_TRYG(attn__ws_f32(ctx, &h, M, F, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dh, M, F, 1, 1));
     {
-        glu_job j = {rec->g, rec->u, h, F}; /* down_proj's input, as the forward had it */
+        glu_job j = {rec->g, rec->u, h, F, 0}; /* down_proj's input, as the forward had it */
         attn__parallel_for(ctx, M, glu_task, &j);
     }
     ATTN_TRYG(attn__linear_bwd(ctx, h, F, Wd, dout, E, dh, F, attn__g(g, Wd),

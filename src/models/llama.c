@@ -64,7 +64,7 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     /* the model, its layers and inv_freq in one allocation (layers <= ATTN_LIMIT_LAYERS) */
     size_t lay = (size_t)c.num_layers * sizeof(attn__llama_block);
     size_t base = (sizeof(attn_llm) + 63) / 64 * 64, invo = base + (lay + 63) / 64 * 64;
-    size_t total = invo + (size_t)(c.head_dim / 2) * sizeof(float);
+    size_t total = invo + (size_t)(c.head_dim / 2) * 2 * sizeof(float); /* global, local */
     attn_llm *m = attn__calloc(ctx, 1, total);
     ATTN_FAIL_IF(!m, ctx, ATTN_E_NOMEM, "out of memory (attn_llm, %lld layers)",
                  (long long)c.num_layers);
@@ -74,6 +74,7 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     m->bos = m->eos = m->eot = -1;
     m->layers = (attn__llama_block *)((unsigned char *)m + base);
     m->inv_freq = (float *)((unsigned char *)m + invo);
+    if (c.sliding_window > 0 && c.rope_theta_local != 0) m->inv_freq_local = m->inv_freq + c.head_dim / 2;
     *out = m;
     return ATTN_OK;
 }
@@ -103,15 +104,25 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
         ATTN_TRY(attn__llm_w_check(ctx, &l->mlp.gate, F, E, w[4]));
         ATTN_TRY(attn__llm_w_check(ctx, &l->mlp.up, F, E, w[5]));
         ATTN_TRY(attn__llm_w_check(ctx, &l->mlp.down, E, F, w[6]));
-        ATTN_FAIL_IF(!l->ln1 || !l->ln2, ctx, ATTN_E_NOT_FOUND,
-                     "model.layers.%lld: a norm weight is not set", (long long)i);
+        ATTN_FAIL_IF(!l->ln1 || !l->ln2 || (c->qk_norm && (!l->attn.q_norm || !l->attn.k_norm)) ||
+                         (c->sandwich_norm && (!l->post_attn || !l->post_mlp)),
+                     ctx, ATTN_E_NOT_FOUND, "model.layers.%lld: a norm weight is not set",
+                     (long long)i);
         l->E = E;
         l->eps = (float)c->rms_norm_eps;
         l->attn.E = E, l->attn.H = c->num_heads, l->attn.Hkv = c->num_kv_heads;
         l->attn.D = c->head_dim;
-        l->mlp.E = E, l->mlp.F = F;
+        l->attn.eps = l->eps;
+        /* local layers: all but every sliding_period-th (Gemma 3: 5 local, then 1 global) */
+        const int local = c->sliding_window > 0 &&
+                          (c->sliding_period == 0 || (i + 1) % c->sliding_period != 0);
+        l->attn.window = local ? c->sliding_window : 0;
+        l->attn.rope_local = local && m->inv_freq_local != NULL;
+        l->mlp.E = E, l->mlp.F = F, l->mlp.act = c->mlp_act;
     }
     attn__rope_inv_freq((float)c->rope_theta, c->head_dim, m->inv_freq);
+    if (m->inv_freq_local)
+        attn__rope_inv_freq((float)c->rope_theta_local, c->head_dim, m->inv_freq_local);
     return ATTN_OK;
 }
 
@@ -358,11 +369,16 @@ int attn__llm_entry(const attn_llm_config *c, int64_t i, int64_t *layer, int *ki
     }
     const int k = (int)((i - 3) % ATTN__LT_N);
     if ((k >= ATTN__LT_QB && k <= ATTN__LT_OB && !c->attention_bias) ||
-        (k >= ATTN__LT_GB && !c->mlp_bias))
+        (k >= ATTN__LT_GB && k <= ATTN__LT_DB && !c->mlp_bias))
         return 0;
-    static const int vec[ATTN__LT_N] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    const int64_t R[ATTN__LT_N] = {HD, KD, KD, E, F, F, E, E, E, HD, KD, KD, E, F, F, E};
-    const int64_t C[ATTN__LT_N] = {E, E, E, HD, E, E, F, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    if ((k == ATTN__LT_QN || k == ATTN__LT_KN) && !c->qk_norm) return 0;
+    if ((k == ATTN__LT_PA || k == ATTN__LT_PF) && !c->sandwich_norm) return 0;
+    static const int vec[ATTN__LT_N] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                        1, 1, 1, 1};
+    const int64_t D = c->head_dim;
+    const int64_t R[ATTN__LT_N] = {HD, KD, KD, E, F, F, E, E, E, HD, KD, KD, E, F, F, E,
+                                   D,  D,  E,  E};
+    const int64_t C[ATTN__LT_N] = {E, E, E, HD, E, E, F, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     *layer = (i - 3) / ATTN__LT_N, *kind = k;
     *rows = R[k], *cols = vec[k] ? 0 : C[k];
     return 1;
@@ -398,6 +414,10 @@ void attn__llm_bind(attn_llm *m, int64_t i, int type, const void *p, int rope_in
         l->ln1 = p;
     } else if (k == ATTN__LT_LN2) {
         l->ln2 = p;
+    } else if (k == ATTN__LT_QN || k == ATTN__LT_KN) {
+        *(k == ATTN__LT_QN ? &l->attn.q_norm : &l->attn.k_norm) = p;
+    } else if (k == ATTN__LT_PA || k == ATTN__LT_PF) {
+        *(k == ATTN__LT_PA ? &l->post_attn : &l->post_mlp) = p;
     } else {
         w[k - ATTN__LT_QB]->bias = p; /* biases come after their weights */
     }
@@ -410,7 +430,8 @@ static const char *const lt_name[ATTN__LT_N] = {
     "mlp.down_proj.weight",    "input_layernorm.weight",  "post_attention_layernorm.weight",
     "self_attn.q_proj.bias",   "self_attn.k_proj.bias",   "self_attn.v_proj.bias",
     "self_attn.o_proj.bias",   "mlp.gate_proj.bias",      "mlp.up_proj.bias",
-    "mlp.down_proj.bias"};
+    "mlp.down_proj.bias",      "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+    "post_attention_norm.weight", "post_feedforward_layernorm.weight"};
 
 /* Entry i: 0 when the config has no such tensor, else its HF name and shape. */
 static int hf_entry(const attn_llm_config *c, int64_t i, char *name, size_t n, int *nd,
@@ -586,7 +607,7 @@ attn_status attn_llm_load(attn_ctx *ctx, const char *path, unsigned flags, attn_
                                          ATTN_LLM_LOAD_VOCAB_ONLY),
                      ctx, ATTN_E_INVALID, "attn_llm_load: unknown flags 0x%x", flags);
         if (!(flags & ATTN_LLM_LOAD_VOCAB_ONLY)) return attn_llm_load_hf(ctx, path, out);
-        attn_llm *m;
+        attn_llm *m = NULL;
         ATTN_TRY(attn__llm_new_vocab(ctx, &m));
         attn_status st = hf_text_side(ctx, m, path);
         if (!st && !m->tok)
@@ -694,8 +715,18 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
     ATTN_TRYG(attn__ws_alloc(ctx, (size_t)M, sizeof *pos, (void **)&pos));
     for (int64_t i = 0; i < M; i++) pos[i] = p0 + i % T;
     attn__rope_table(m->inv_freq, c->head_dim, pos, 0, M, cs, sn);
+    float *lcs = NULL, *lsn = NULL;
+    if (m->inv_freq_local) { /* the local layers' RoPE base */
+        ATTN_TRYG(attn__ws_f32(ctx, &lcs, M, h, 1, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &lsn, M, h, 1, 1));
+        attn__rope_table(m->inv_freq_local, c->head_dim, pos, 0, M, lcs, lsn);
+    }
     ATTN_TRYG(attn__llm_rows(ctx, &m->embed, ids, M, x));
-    const attn__rope_cs rr = {cs, sn};
+    if (c->embed_scale != 0) { /* Gemma: times sqrt(E), rounded to float as HF's buffer */
+        const float sc = (float)c->embed_scale;
+        for (int64_t i = 0; i < M * E; i++) x[i] *= sc;
+    }
+    const attn__rope_cs rr = {cs, sn, lcs, lsn};
     for (int64_t l = 0; l < c->num_layers; l++) {
         attn__kv kv;
         if (s) {

@@ -60,19 +60,42 @@ static attn_status key_float(attn_ctx *ctx, const attn_gguf *g, const char *arch
     return st;
 }
 
+/* The families a GGUF file may hold: general.architecture (also its keys' prefix) and what it
+ * sets beyond Llama's block.  Gemma 3: llama.cpp's converter stores its norms as 1 + w (HF's
+ * Gemma3RMSNorm), so they are plain RMSNorm weights here; its q/k rows are not permuted (NeoX
+ * rotation: rope_interleaved 0); every 6th layer is global, the others see a sliding window
+ * with RoPE base 10^4, as llama.cpp and transformers' Gemma3TextConfig fix them. */
+typedef struct family {
+    const char *arch;
+    int rope_interleaved, qk_norm, sandwich_norm, mlp_act, embed_scale;
+    int64_t sliding_period;
+    double rope_theta_local;
+} family;
+static const family families[] = {
+    {"llama", 1, 0, 0, 0, 0, 0, 0.0},
+    {"gemma3", 0, 1, 1, 1, 1, 6, 10000.0},
+};
+
 static attn_status config(attn_ctx *ctx, const attn_gguf *g, const char *path,
-                          attn_llm_config *c) {
+                          attn_llm_config *c, int *rope_interleaved) {
     const char *a;
     size_t alen;
     attn_status st = attn_gguf_get_str(g, "general.architecture", &a, &alen);
     ATTN_FAIL_IF(st == ATTN_E_NOT_FOUND, ctx, ATTN_E_FORMAT,
                  "%.300s: general.architecture is missing", path);
     ATTN_TRY(st);
-    ATTN_FAIL_IF(alen != 5 || memcmp(a, "llama", 5) != 0, ctx, ATTN_E_UNSUPPORTED,
-                 "%.300s: architecture \"%.*s\" is not supported (attn runs \"llama\")", path,
-                 (int)(alen > 60 ? 60 : alen), a);
-    const char *arch = "llama";
+    const family *fam = NULL;
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        if (alen == strlen(families[i].arch) && !memcmp(a, families[i].arch, alen))
+            fam = &families[i];
+    ATTN_FAIL_IF(!fam, ctx, ATTN_E_UNSUPPORTED,
+                 "%.300s: architecture \"%.*s\" is not supported (attn runs \"llama\" and "
+                 "\"gemma3\")", path, (int)(alen > 60 ? 60 : alen), a);
+    const char *arch = fam->arch;
     memset(c, 0, sizeof *c);
+    *rope_interleaved = fam->rope_interleaved;
+    c->qk_norm = fam->qk_norm, c->sandwich_norm = fam->sandwich_norm, c->mlp_act = fam->mlp_act;
+    c->sliding_period = fam->sliding_period, c->rope_theta_local = fam->rope_theta_local;
     int64_t rope_dim, experts, kl, vl;
     ATTN_TRY(key_int(ctx, g, arch, "block_count", -1, &c->num_layers, path));
     ATTN_TRY(key_int(ctx, g, arch, "embedding_length", -1, &c->hidden_size, path));
@@ -101,7 +124,9 @@ static attn_status config(attn_ctx *ctx, const attn_gguf *g, const char *path,
                  (long long)experts);
     const char *rs;
     size_t rslen;
-    st = attn_gguf_get_str(g, "llama.rope.scaling.type", &rs, &rslen);
+    char rkey[64];
+    snprintf(rkey, sizeof rkey, "%s.rope.scaling.type", arch);
+    st = attn_gguf_get_str(g, rkey, &rs, &rslen);
     if (st == ATTN_OK && !(rslen == 4 && !memcmp(rs, "none", 4)))
         return attn__fail(ctx, ATTN_E_UNSUPPORTED, "%.300s: rope scaling \"%.*s\" is not "
                           "supported", path, (int)(rslen > 40 ? 40 : rslen), rs);
@@ -109,6 +134,9 @@ static attn_status config(attn_ctx *ctx, const attn_gguf *g, const char *path,
     ATTN_TRY(key_float(ctx, g, arch, "rope.freq_base", 10000.0, &c->rope_theta, path));
     ATTN_TRY(key_float(ctx, g, arch, "attention.layer_norm_rms_epsilon", NAN, &c->rms_norm_eps,
                        path));
+    ATTN_TRY(key_int(ctx, g, arch, "attention.sliding_window", 0, &c->sliding_window, path));
+    if (!c->sliding_window) c->sliding_period = 0, c->rope_theta_local = 0;
+    if (fam->embed_scale) c->embed_scale = sqrt((double)c->hidden_size);
     /* the vocabulary: the key, else the embedding's rows */
     attn_gguf_tensor te;
     st = attn_gguf_tensor_find(g, "token_embd.weight", &te);
@@ -129,7 +157,9 @@ static const char *const lt_name[ATTN__LT_N] = {
     "attn_q.weight",    "attn_k.weight",  "attn_v.weight",   "attn_output.weight",
     "ffn_gate.weight",  "ffn_up.weight",  "ffn_down.weight", "attn_norm.weight",
     "ffn_norm.weight",  "attn_q.bias",    "attn_k.bias",     "attn_v.bias",
-    "attn_output.bias", "ffn_gate.bias",  "ffn_up.bias",     "ffn_down.bias"};
+    "attn_output.bias", "ffn_gate.bias",  "ffn_up.bias",     "ffn_down.bias",
+    "attn_q_norm.weight", "attn_k_norm.weight", "post_attention_norm.weight",
+    "post_ffw_norm.weight"};
 
 /* Entry i (attn__llm_entry): 0 when absent, else its GGUF name and shape. */
 static int entry(const attn_llm_config *c, int64_t i, char *name, size_t n, int64_t *rows,
@@ -186,7 +216,7 @@ static attn_status match(attn_ctx *ctx, const attn_gguf *g, const attn_llm_confi
 }
 
 static attn_status fill(attn_ctx *ctx, attn_llm *m, gguf_store *s, unsigned flags,
-                        size_t bytes, const char *path) {
+                        size_t bytes, int interleaved, const char *path) {
     if (bytes) {
         s->arena = attn__malloc(ctx, bytes);
         ATTN_FAIL_IF(!s->arena, ctx, ATTN_E_NOMEM, "out of memory (%zu bytes of F32 weights)",
@@ -213,7 +243,7 @@ static attn_status fill(attn_ctx *ctx, attn_llm *m, gguf_store *s, unsigned flag
                          "%.300s: tensor %s (%s): block %lld has a non-finite %s (elements "
                          "%lld..%lld)", path, name, attn_qtype_name(t.type), (long long)bad,
                          field, (long long)(bad * be), (long long)(bad * be + be - 1));
-            attn__llm_bind(m, i, t.type, t.data, 1);
+            attn__llm_bind(m, i, t.type, t.data, interleaved);
             continue;
         }
         const float *p = t.data;
@@ -230,7 +260,7 @@ static attn_status fill(attn_ctx *ctx, attn_llm *m, gguf_store *s, unsigned flag
             ATTN_FAIL_IF(!isfinite(p[j]), ctx, ATTN_E_NONFINITE,
                          "%.300s: tensor %s holds %g at element %lld", path, name, (double)p[j],
                          (long long)j);
-        attn__llm_bind(m, i, ATTN_Q_F32, p, 1);
+        attn__llm_bind(m, i, ATTN_Q_F32, p, interleaved);
     }
     return ATTN_OK;
 }
@@ -480,7 +510,8 @@ attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
     attn_llm_config c;
     size_t bytes = 0;
     attn_llm *m = NULL;
-    if (!st) st = config(ctx, s->g, path, &c);
+    int interleaved = 1;
+    if (!st) st = config(ctx, s->g, path, &c, &interleaved);
     if (!st) st = attn__llm_check(ctx, &c, path, &c);
     if (!st) st = match(ctx, s->g, &c, flags, path, &bytes);
     if (!st) st = attn__llm_new(ctx, &c, path, &m);
@@ -489,7 +520,7 @@ attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
         return st;
     }
     m->store = s, m->store_free = store_free, m->store_user = NULL;
-    st = fill(ctx, m, s, flags, bytes, path);
+    st = fill(ctx, m, s, flags, bytes, interleaved, path);
     if (!st) st = attn__llm_ready(ctx, m);
     if (!st) st = text_side(ctx, m, s->g, path);
     if (st) {

@@ -145,6 +145,15 @@ attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned 
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!src || !out, ctx, ATTN_E_INVALID, "attn_llama_lm_from_llm: NULL argument");
     ATTN_TRY(attn__llm_need_weights(ctx, src, "attn_llama_lm_from_llm"));
+    {
+        attn_llm_config c;
+        attn_llm_get_info(src, &c);
+        ATTN_FAIL_IF(c.qk_norm || c.sandwich_norm || c.mlp_act || c.embed_scale != 0 ||
+                         c.sliding_window,
+                     ctx, ATTN_E_UNSUPPORTED, "attn_llama_lm_from_llm: this model's family "
+                     "(QK-norm, sandwich norms, GEGLU, scaled embeddings or sliding windows: "
+                     "Gemma 3) runs for inference only; its training is not implemented yet");
+    }
     ATTN_FAIL_IF(flags & ~(unsigned)ATTN_LLAMA_LM_DEQUANTIZE, ctx, ATTN_E_INVALID,
                  "attn_llama_lm_from_llm: unknown flags 0x%x",
                  flags & ~(unsigned)ATTN_LLAMA_LM_DEQUANTIZE);
@@ -301,7 +310,7 @@ static attn_status lm_fwd(attn_ctx *ctx, const lm *q, const attn_tensor *ids, at
     ATTN_TRYG(attn__ws_alloc(ctx, (size_t)M, sizeof *pos, (void **)&pos));
     for (int64_t i = 0; i < M; i++) pos[i] = i % T;
     attn__rope_table(q->inv_freq, c->head_dim, pos, 0, M, cs, sn);
-    const attn__rope_cs rr = {cs, sn};
+    const attn__rope_cs rr = {cs, sn, NULL, NULL};
     ATTN_TRYG(attn__llm_rows(ctx, &q->embed_w, id, M, xs));
     for (int64_t l = 0; l < L; l++) {
         if (!rec) {

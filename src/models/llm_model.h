@@ -26,6 +26,7 @@ struct attn_llm {
     const float *norm;             /* model.norm.weight [E] */
     attn__llama_block *layers;     /* [num_layers], in the same allocation as the model */
     float *inv_freq;               /* [head_dim / 2], after the layers */
+    float *inv_freq_local;         /* [head_dim / 2] of rope_theta_local, or NULL */
     void *store;                   /* the weights' memory */
     void (*store_free)(void *user, void *store);
     void *store_user;
@@ -45,7 +46,8 @@ struct attn_llm {
  * attn__llama_attn's. */
 enum { ATTN__LT_Q, ATTN__LT_K, ATTN__LT_V, ATTN__LT_O, ATTN__LT_GATE, ATTN__LT_UP, ATTN__LT_DOWN,
        ATTN__LT_LN1, ATTN__LT_LN2, ATTN__LT_QB, ATTN__LT_KB, ATTN__LT_VB, ATTN__LT_OB,
-       ATTN__LT_GB, ATTN__LT_UB, ATTN__LT_DB, ATTN__LT_N };
+       ATTN__LT_GB, ATTN__LT_UB, ATTN__LT_DB, ATTN__LT_QN, ATTN__LT_KN, ATTN__LT_PA,
+       ATTN__LT_PF, ATTN__LT_N };
 ATTN__HIDDEN int64_t attn__llm_entry_count(const attn_llm_config *c);
 ATTN__HIDDEN int attn__llm_entry(const attn_llm_config *c, int64_t i, int64_t *layer, int *kind,
                                  int64_t *rows, int64_t *cols);
