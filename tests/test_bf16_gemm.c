@@ -23,6 +23,7 @@
 
 #include "testutil.h"
 #include "internal.h"
+#include "cpu.h"
 #include "../src/kernels/dispatch.h"
 #include "../src/kernels/gemm_bf16.h"
 #include "../src/kernels/gemm_f16.h"
@@ -70,8 +71,9 @@ static void test_cases(void) {
         TU_CHECK(0, "ctx");
         return;
     }
-    if (c1->kern.has_bf16) ks[1] = attn__bf16_kernel_avx512();
-    else printf("bf16 gemm: no AVX512_BF16 here (or ATTN_BF16=0): C kernel only\n");
+    const int bf16 = tu_isa_ok(TU_CPU_AVX512_BF16, "test_bf16_gemm: the AVX512_BF16 kernel");
+    if (bf16 && c1->kern.has_bf16) ks[1] = attn__bf16_kernel_avx512();
+    else if (bf16) printf("bf16 gemm: ATTN_BF16=0 (or not built): C kernel only\n");
     int identical = 0, compared = 0;
     double worst_r = 0, worst_f = 0; /* error / bound */
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -177,8 +179,9 @@ static void test_cases(void) {
 static void test_convert(void) {
     attn_ctx *c = mkctx(1);
     if (!c) return;
+    const int bf16 = tu_isa_ok(TU_CPU_AVX512_BF16, "test_bf16_gemm: the AVX512_BF16 conversion");
     const attn__bf16_kernel *ks[2] = {attn__bf16_kernel_ref(),
-                                      c->kern.has_bf16 ? attn__bf16_kernel_avx512() : NULL};
+                                      bf16 && c->kern.has_bf16 ? attn__bf16_kernel_avx512() : NULL};
     enum { N = 1000, NP = 1030 };
     float x[N];
     uint64_t st = 99;
@@ -265,9 +268,10 @@ static void test_f16(void) {
                                         {27, 513, 130}, {57, 700, 100}, {20, 1100, 45}};
     attn_ctx *c1 = mkctx(1), *c3 = mkctx(3);
     if (!c1 || !c3) return;
+    const int f16 = tu_isa_ok(TU_CPU_AVX512_FP16, "test_bf16_gemm: the AVX512_FP16 kernel");
     const attn__f16_kernel *ks[2] = {attn__f16_kernel_ref(),
-                                     c1->kern.has_f16 ? attn__f16_kernel_avx512() : NULL};
-    if (!ks[1]) printf("f16 gemm: no AVX512_FP16 here (or ATTN_F16=0): C kernel only\n");
+                                     f16 && c1->kern.has_f16 ? attn__f16_kernel_avx512() : NULL};
+    if (f16 && !ks[1]) printf("f16 gemm: ATTN_F16=0 (or not built): C kernel only\n");
     int identical = 0, compared = 0;
     double worst = 0, mean_worst = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

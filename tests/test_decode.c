@@ -128,7 +128,7 @@ static void run_bf16(attn_ctx *ctx[3], const tcase *c, const attn__sdpa_args *a,
     attn__sdpa_bf16_ref(&r, q16, k16, v16, scratch);
     char what[240], w2[280];
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_supported(isa)) continue;
+        if (!tu_each_set(isa, "test_decode: bf16 decode")) continue;
         snprintf(what, sizeof what,
                  "[bf16 %s B%lld H%lld/%lld L%lld S%lld D%lld/%lld causal%d mask%d layout%d "
                  "win%d(%lld,%lld) alibi%d cap%g]",
@@ -220,7 +220,7 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
     for (int t = 0; t < 3; t++) o[t] = malloc(4 * no), lse[t] = malloc(4 * nl);
     char what[220];
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_supported(isa)) continue;
+        if (!tu_each_set(isa, "test_decode: decode")) continue;
         snprintf(what, sizeof what,
                  "[%s B%lld H%lld/%lld L%lld S%lld/%lld D%lld/%lld pad%lld causal%d mask%d "
                  "layout%d win%d(%lld,%lld) alibi%d cap%g]",
@@ -309,7 +309,7 @@ static void bf16_rounding(attn_ctx *ctx) {
     memcpy(o2, o, sizeof o);
     char what[80];
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_supported(isa)) continue;
+        if (!tu_each_set(isa, "test_decode: bf16 rounding of P")) continue;
         TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
         snprintf(what, sizeof what, "bf16 rounding of P [%s]", attn__isa_name(isa));
         TU_STATUS(attn__decode_bf16(ctx, &a, q16, k16, v16), ATTN_OK, ctx);
@@ -333,7 +333,7 @@ static void bf16_rounding(attn_ctx *ctx) {
     attn_sdpa_options opt = attn_sdpa_defaults();
     opt.scale = a.scale;
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_supported(isa)) continue;
+        if (!tu_each_set(isa, "test_decode: attn_sdpa bf16 routing")) continue;
         TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
         TU_STATUS(attn__decode_bf16(ctx, &a, q16, k16, v16), ATTN_OK, ctx);
         TU_STATUS(attn_sdpa(ctx, &qt, &kt, &vt, &m, &opt, &ot, NULL, &lt), ATTN_OK, ctx);
@@ -390,6 +390,9 @@ static void refusals(attn_ctx *ctx) {
 }
 
 int main(void) {
+    /* ATTN_TEST_QUICK (an emulator): each (L, S) pair once and a third of the odd decode
+     * shapes, no plain C set (tu_each_set) */
+    const int quick = tu_quick("test_decode");
     attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     refusals(ctx[0]);
     bf16_rounding(ctx[1]);
@@ -400,7 +403,7 @@ int main(void) {
     const int64_t dims[] = {32, 64, 80, 128, 33, 100};
     int ncase = 0;
     /* every (L, S) pair, then random shapes with windows, ALiBi and soft caps */
-    for (int t = 0; t < 60 && !tu_failures; t++) {
+    for (int t = 0; t < (quick ? 24 : 60) && !tu_failures; t++) {
         tcase c;
         memset(&c, 0, sizeof c);
         c.L = t < 24 ? lens[t % 4] : lens[tu_rand(&rs) % 4];
@@ -428,7 +431,7 @@ int main(void) {
     /* the decode case proper, with an odd number of rows per kv head (the 1 x 16 and 2 x 8 qk
      * blocks, which the shapes above rarely reach with many visible keys): L = 1 or 3, G = 1
      * or 3, long caches, no causal limit or the bottom-right one */
-    for (int t = 0; t < 12 && !tu_failures; t++) {
+    for (int t = 0; t < (quick ? 4 : 12) && !tu_failures; t++) {
         tcase c;
         memset(&c, 0, sizeof c);
         const int64_t odd_s[] = {511, 513, 1000, 4097};

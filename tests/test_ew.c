@@ -333,7 +333,8 @@ static void test_threads(void) {
     TU_CHECK(!memcmp(g[0], g[1], sizeof(float) * (size_t)(M * E)), "bias_gelu: threads differ");
     /* every instruction set the context can be given: the same bits */
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_set(c[1], isa)) continue;
+        if (!tu_set_ok(isa, "test_ew: add_ln and bias_gelu threads")) continue;
+        TU_CHECK(attn__isa_set(c[1], isa), "isa_set %s", attn__isa_name(isa));
         tu_fill(g[1], (size_t)(M * E), 5, -2, 2);
         attn__add_ln(c[1], g[1], b, r, w, lb, 1e-12f, M, E, NULL);
         TU_CHECK(!memcmp(y[0], g[1], sizeof(float) * (size_t)(M * E)), "add_ln: %s differs",
@@ -365,7 +366,9 @@ static void test_backward(void) {
     tu_fill(dy, M * E, 12, -1, 1);
     tu_fill(w, E, 13, 0.5f, 1.5f);
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_set(c[0], isa) || !attn__isa_set(c[1], isa)) continue;
+        if (!tu_set_ok(isa, "test_ew: backward kernels")) continue;
+        TU_CHECK(attn__isa_set(c[0], isa) && attn__isa_set(c[1], isa), "isa_set %s",
+                 attn__isa_name(isa));
         for (int ww = 0; ww < 2; ww++) {
             const float *wp = ww ? w : NULL;
             memset(dw0, 0, sizeof dw0), memset(db0, 0, sizeof db0);
@@ -600,7 +603,9 @@ static void test_residual_adds(void) {
     if (!ctx_1_3(c)) return;
     const int64_t ns[4] = {1, 8191, 8193, 3 * 8192 + 77};
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_set(c[0], isa) || !attn__isa_set(c[1], isa)) continue;
+        if (!tu_set_ok(isa, "test_ew: residual adds")) continue;
+        TU_CHECK(attn__isa_set(c[0], isa) && attn__isa_set(c[1], isa), "isa_set %s",
+                 attn__isa_name(isa));
         for (int k = 0; k < 4 && !tu_failures; k++) {
             const int64_t n = ns[k];
             float *a = malloc(4 * (size_t)n), *b = malloc(4 * (size_t)n), *want = malloc(4 * (size_t)n);
@@ -641,9 +646,9 @@ static void test_residual_adds(void) {
 
 int main(void) {
     const attn__ew_kernel *fast =
-        attn__isa_supported(ATTN__ISA_AVX512) ? attn__ew_kernel_avx512() : NULL;
+        tu_set_ok(ATTN__ISA_AVX512, "test_ew: row kernels") ? attn__ew_kernel_avx512() : NULL;
     const attn__ew_kernel *avx2 =
-        attn__isa_supported(ATTN__ISA_AVX2) ? attn__ew_kernel_avx2() : NULL;
+        tu_set_ok(ATTN__ISA_AVX2, "test_ew: row kernels") ? attn__ew_kernel_avx2() : NULL;
     const attn__ew_kernel *vec[2];
     int nv = 0;
     if (fast) vec[nv++] = fast;

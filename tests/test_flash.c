@@ -42,6 +42,8 @@ typedef struct tcase {
 
 static double worst_fwd, worst_bwd;
 
+static int quick; /* ATTN_TEST_QUICK */
+
 static void strides_of(const tcase *c, int64_t heads, int64_t len, int64_t d, int64_t s[4]) {
     if (c->blhd) s[0] = len * heads * d, s[1] = d, s[2] = heads * d, s[3] = 1;
     else s[0] = heads * len * d, s[1] = len * d, s[2] = d, s[3] = 1;
@@ -94,7 +96,7 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
     float *dq2 = calloc(nq, 4), *dk2 = calloc(nk, 4), *dv2 = calloc(nv, 4);
     char what[160];
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_supported(isa)) continue;
+        if (!tu_each_set(isa, "test_flash: fused kernels")) continue;
         for (int t = 0; t < 3; t++) {
             TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
             attn__sdpa_args f = a;
@@ -167,8 +169,11 @@ static void errors(attn_ctx *ctx) {
 /* The transpose microkernel of every ISA against the plain C one: values, zero padding to
  * whole 16 x 16 blocks, and nothing written beyond them (a canary). */
 static void transposes(void) {
-    const attn__flash_kernels *ks[3] = {attn__flash_kernels_ref(), attn__flash_kernels_avx2(),
-                                        attn__flash_kernels_avx512()};
+    const char *what = "test_flash: transposes";
+    const attn__flash_kernels *ks[3] = {
+        attn__flash_kernels_ref(),
+        tu_set_ok(ATTN__ISA_AVX2, what) ? attn__flash_kernels_avx2() : NULL,
+        tu_set_ok(ATTN__ISA_AVX512, what) ? attn__flash_kernels_avx512() : NULL};
     uint64_t rs = 77;
     int nt = 0;
     for (int t = 0; t < 300 && !tu_failures; t++) {
@@ -205,8 +210,11 @@ static void transposes(void) {
  * (products rounded, added in order from 0), any row count and width, strided rows; NaN and
  * infinities pass through as in the loop. */
 static void rowdots(void) {
-    const attn__flash_kernels *ks[3] = {attn__flash_kernels_ref(), attn__flash_kernels_avx2(),
-                                        attn__flash_kernels_avx512()};
+    const char *what = "test_flash: row dot products";
+    const attn__flash_kernels *ks[3] = {
+        attn__flash_kernels_ref(),
+        tu_set_ok(ATTN__ISA_AVX2, what) ? attn__flash_kernels_avx2() : NULL,
+        tu_set_ok(ATTN__ISA_AVX512, what) ? attn__flash_kernels_avx512() : NULL};
     uint64_t rs = 91;
     int nt = 0;
     for (int t = 0; t < 200 && !tu_failures; t++) {
@@ -273,21 +281,25 @@ static void staircase(attn_ctx *ctx[3]) {
         attn_causal causal;
         float p;
         int blhd;
+        int quick; /* run under ATTN_TEST_QUICK too */
     } cs[] = {
-        {1, 2, 256, 256, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0},
-        {2, 3, 200, 200, 64, ATTN_CAUSAL_TOP_LEFT, 0.2f, 0},
-        {1, 2, 130, 250, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 0},
-        {1, 2, 520, 520, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0},
-        {1, 3, 333, 333, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 1},
-        {2, 2, 300, 457, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 0.15f, 0},
-        {1, 2, 700, 650, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 0},
-        {1, 2, 1000, 1000, 32, ATTN_CAUSAL_TOP_LEFT, 0.0f, 1},
+        {1, 2, 256, 256, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0, 0},
+        {2, 3, 200, 200, 64, ATTN_CAUSAL_TOP_LEFT, 0.2f, 0, 1},
+        {1, 2, 130, 250, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 0, 1},
+        {1, 2, 520, 520, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0, 0},
+        {1, 3, 333, 333, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 1, 1},
+        {2, 2, 300, 457, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 0.15f, 0, 0},
+        {1, 2, 700, 650, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 0, 0},
+        {1, 2, 1000, 1000, 32, ATTN_CAUSAL_TOP_LEFT, 0.0f, 1, 0},
         /* the tiled forward (K^T past ATTN__FLASH_SHORT_KT, or S past ATTN__FLASH_SHORT_S2) */
-        {1, 2, 600, 600, 128, ATTN_CAUSAL_TOP_LEFT, 0.1f, 0},
-        {1, 2, 400, 700, 96, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 1},
-        {1, 1, 1100, 1100, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0},
+        {1, 2, 600, 600, 128, ATTN_CAUSAL_TOP_LEFT, 0.1f, 0, 0},
+        {1, 2, 400, 700, 96, ATTN_CAUSAL_BOTTOM_RIGHT, 0.0f, 1, 0},
+        {1, 1, 1100, 1100, 64, ATTN_CAUSAL_TOP_LEFT, 0.0f, 0, 0},
+        {1, 1, 150, 1040, 16, ATTN_CAUSAL_BOTTOM_RIGHT, 0.1f, 0, 1},
+        {1, 1, 100, 300, 240, ATTN_CAUSAL_TOP_LEFT, 0.0f, 1, 1},
     };
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0] && !tu_failures; ci++) {
+        if (quick && !cs[ci].quick) continue;
         int64_t B = cs[ci].B, H = cs[ci].H, L = cs[ci].L, S = cs[ci].S, D = cs[ci].D;
         size_t nq = (size_t)(B * H * L * D), nk = (size_t)(B * H * S * D), nl = (size_t)(B * H * L);
         float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk), *dout = malloc(4 * nq);
@@ -322,7 +334,7 @@ static void staircase(attn_ctx *ctx[3]) {
         for (int m = 0; m < 2; m++)
             for (int x = 0; x < 5; x++) out[m][x] = calloc(n6[x], 4);
         for (int isa = 0; isa < ATTN__ISA_COUNT && !tu_failures; isa++) {
-            if (!attn__isa_supported(isa)) continue;
+            if (!tu_each_set(isa, "test_flash: causal staircase")) continue;
             for (int t = 0; t < 3; t += 2) {
                 TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
                 for (int m = 0; m < 2; m++) { /* 0: causal mode, 1: the same as a BLOCK mask */
@@ -357,6 +369,10 @@ static void staircase(attn_ctx *ctx[3]) {
 }
 
 int main(void) {
+    /* ATTN_TEST_QUICK (an emulator): every kernel path once, not every size: the random cases
+     * until each mask kind ran, the cheaper long ones and staircases, no plain C set
+     * (tu_each_set).  The native runs compare every set on every case. */
+    quick = tu_quick("test_flash");
     attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     errors(ctx[0]);
     empty(ctx[1]);
@@ -366,7 +382,7 @@ int main(void) {
     const int64_t lens[] = {1, 3, 17, 63, 64, 65, 127, 129, 5, 100};
     const int64_t dims[] = {1, 8, 16, 17, 64, 33, 64, 80};
     int ncase = 0;
-    for (int t = 0; t < 120 && !tu_failures; t++) {
+    for (int t = 0; t < (quick ? 21 : 120) && !tu_failures; t++) {
         tcase c;
         memset(&c, 0, sizeof c);
         c.B = 1 + (int64_t)(tu_rand(&rs) % 2), c.Hkv = 1 + (int64_t)(tu_rand(&rs) % 2);
@@ -401,8 +417,13 @@ int main(void) {
         {1, 2, 1, 33, 37, 16, 16, ATTN_CAUSAL_NONE, 0, 0.3f, 0, 1, 0},
         {2, 2, 2, 70, 130, 8, 8, ATTN_CAUSAL_NONE, 0, 0.5f, 0, 1, 0},
     };
-    for (size_t i = 0; i < sizeof big / sizeof big[0] && !tu_failures; i++, ncase++)
+    /* the ones ATTN_TEST_QUICK keeps */
+    static const unsigned char big_quick[] = {0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1};
+    for (size_t i = 0; i < sizeof big / sizeof big[0] && !tu_failures; i++) {
+        if (quick && !big_quick[i]) continue;
         run_case(ctx, &big[i], 5000 + i);
+        ncase++;
+    }
     staircase(ctx);
     printf("test_flash: %d cases; worst relative error forward %.2g, backward %.2g\n", ncase,
            worst_fwd, worst_bwd);

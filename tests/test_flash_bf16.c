@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "../src/kernels/dispatch.h"
 #include "../src/kernels/flash.h"
 #include "../src/kernels/kernels.h"
@@ -119,9 +120,12 @@ static void microkernels(void) {
     const attn__flash_bf16_kernels *tabs[2] = {attn__flash_bf16_kernels_ref(),
                                                attn__flash_bf16_kernels_avx512()};
     uint64_t rs = 77;
-    attn_ctx *c = tu_ctx(1);
-    int cpu = attn__isa_set(c, ATTN__ISA_AVX512) && c->kern.has_bf16;
-    attn_ctx_free(c);
+    int cpu = 0;
+    if (tabs[1] && tu_isa_ok(TU_CPU_AVX512_BF16, "test_flash_bf16: AVX512_BF16 microkernels")) {
+        attn_ctx *c = tu_ctx(1);
+        cpu = c && attn__isa_set(c, ATTN__ISA_AVX512) && c->kern.has_bf16; /* not ATTN_BF16=0 */
+        attn_ctx_free(c);
+    }
     printf("test_flash_bf16: AVX512_BF16 kernels %s\n",
            tabs[1] ? (cpu ? "built and run" : "built, not run (CPU or ATTN_BF16=0)")
                    : "not built");
@@ -210,7 +214,7 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
         int isa = var < ATTN__ISA_COUNT ? var : ATTN__ISA_AVX512;
         /* ATTN_BF16 as the contexts would have read it: 2 = dot, 0 = "0", 1 = unset */
         int env = var == ATTN__ISA_COUNT ? 2 : var > ATTN__ISA_COUNT ? 0 : 1;
-        if (!attn__isa_supported(isa)) continue;
+        if (!tu_each_set(isa, "test_flash_bf16: fused forward")) continue;
         for (int t = 0; t < 3; t++) {
             ctx[t]->env.bf16 = env;
             TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
@@ -276,7 +280,7 @@ static void rounding(attn_ctx *ctx) {
     TU_CHECK(unrounded - want > 4e-4, "rounding test: the design is off");
     for (int var = 0; var < ATTN__ISA_COUNT + 1; var++) {
         int isa = var < ATTN__ISA_COUNT ? var : ATTN__ISA_AVX512;
-        if (!attn__isa_supported(isa)) continue;
+        if (!tu_set_ok(isa, "test_flash_bf16: rounding of P")) continue;
         ctx->env.bf16 = var == ATTN__ISA_COUNT ? 2 : 1; /* ATTN_BF16=dot, else unset */
         TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
         TU_STATUS(attn__flash_fwd_bf16(ctx, &a, q, k, v), ATTN_OK, ctx);
@@ -344,6 +348,9 @@ static void api(attn_ctx *ctx) {
 }
 
 int main(void) {
+    /* ATTN_TEST_QUICK (an emulator): the random cases until each mask kind and feature ran,
+     * four of the long ones, no plain C set (tu_each_set) */
+    const int quick = tu_quick("test_flash_bf16");
     attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     microkernels();
     api(ctx[1]);
@@ -352,7 +359,7 @@ int main(void) {
     const int64_t lens[] = {1, 3, 17, 63, 64, 65, 127, 129, 5, 100, 97, 191};
     const int64_t dims[] = {1, 8, 16, 17, 64, 33, 64, 80};
     int ncase = 0;
-    for (int t = 0; t < 100 && !tu_failures; t++) {
+    for (int t = 0; t < (quick ? 21 : 100) && !tu_failures; t++) {
         tcase c;
         memset(&c, 0, sizeof c);
         c.B = 1 + (int64_t)(tu_rand(&rs) % 2), c.Hkv = 1 + (int64_t)(tu_rand(&rs) % 2);
@@ -380,8 +387,12 @@ int main(void) {
         {1, 4, 2, 300, 400, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0.0f, 0, 0, 7},
         {1, 2, 2, 257, 190, 32, 32, ATTN_CAUSAL_NONE, 2, 0.1f, 0, 0, 1},
     };
-    for (size_t i = 0; i < sizeof big / sizeof big[0] && !tu_failures; i++, ncase++)
+    static const unsigned char big_quick[] = {0, 1, 0, 0, 0, 1, 1, 0, 1};
+    for (size_t i = 0; i < sizeof big / sizeof big[0] && !tu_failures; i++) {
+        if (quick && !big_quick[i]) continue;
         run_case(ctx, &big[i], 5000 + i);
+        ncase++;
+    }
     printf("test_flash_bf16: %d cases; worst relative error vs the bf16 reference: out %.2g, "
            "lse %.2g; vs fp32: out %.2g\n",
            ncase, worst_out, worst_lse, worst_f32);

@@ -28,6 +28,7 @@ typedef struct gemm_case {
 } gemm_case;
 
 static float *A_, *B_, *C0_, *C_;
+static int quick; /* ATTN_TEST_QUICK */
 static double *R_, *S_;
 
 /* Fills A, B, C for the case (C0 keeps the input C); pads with large sentinels. */
@@ -109,10 +110,7 @@ static void test_gemm_accuracy(void) {
     static const float alphas[] = {1.0f, -0.5f, 2.0f, 1.0f};
     static const float betas[] = {0.0f, 1.0f, 0.5f, 0.0f, -1.0f};
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_supported(isa)) {
-            printf("gemm: kernel set %s not available here, skipped\n", attn__isa_name(isa));
-            continue;
-        }
+        if (!tu_each_set(isa, "test_gemm: accuracy")) continue;
         for (int threads = 1; threads <= 3; threads += 2) {
             attn_ctx *ctx;
             attn_ctx_params p;
@@ -126,7 +124,7 @@ static void test_gemm_accuracy(void) {
             uint64_t s = 1234 + (uint64_t)isa * 77 + (uint64_t)threads;
             int ncases = 0;
             /* random small/odd shapes, all transposes, padded leading dims */
-            for (int c = 0; c < 160; c++) {
+            for (int c = 0; c < (quick ? 40 : 160); c++) {
                 gemm_case g;
                 g.ta = c & 1, g.tb = (c >> 1) & 1;
                 g.M = pick(&s, dims, 25), g.N = pick(&s, dims, 25), g.K = pick(&s, dims, 25);
@@ -147,6 +145,7 @@ static void test_gemm_accuracy(void) {
                                              {9, 1100, 1},    {45, 48, 400}};
             for (int c = 0; c < 8; c++)
                 for (int t = 0; t < 4; t++) {
+                    if (quick && c != 3 && c != 7) continue; /* the smaller two */
                     gemm_case g = {t & 1, t >> 1, big[c][0], big[c][1], big[c][2], 0, 0, 0,
                                    c & 1 ? 1.0f : 0.75f, c & 2 ? 0.0f : 1.0f};
                     g.lda = (g.ta ? g.M : g.K) + (c & 1);
@@ -203,7 +202,7 @@ static void test_gemm_determinism(void) {
     static const int64_t shapes[][3] = {{203, 411, 400}, {64, 3072, 129}, {1000, 64, 513},
                                         {13, 2000, 70},  {3000, 17, 64},  {150, 250, 1100}};
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_supported(isa)) continue;
+        if (!tu_each_set(isa, "test_gemm: determinism")) continue;
         attn_ctx *ctx[5] = {0};
         for (int t = 1; t <= 4; t++) {
             attn_ctx_params p;
@@ -217,6 +216,7 @@ static void test_gemm_determinism(void) {
         int identical = 0, total = 0;
         for (int c = 0; c < 6; c++)
             for (int tr = 0; tr < 4; tr++) {
+                if (quick && c != 0 && c != 3) continue; /* K chunks; N blocks */
                 gemm_case g = {tr & 1, tr >> 1, shapes[c][0], shapes[c][1], shapes[c][2], 0, 0, 0,
                                1.25f, tr == 3 ? 0.5f : 0.0f};
                 g.lda = g.ta ? g.M : g.K;
@@ -444,6 +444,9 @@ int main(void) {
     R_ = malloc(big * sizeof(double));
     S_ = malloc(big * sizeof(double));
     if (!A_ || !B_ || !C0_ || !C_ || !R_ || !S_) return 1;
+    /* ATTN_TEST_QUICK (an emulator): a quarter of the random shapes, the smaller large ones,
+     * determinism on two shapes, no plain C set (tu_each_set) */
+    quick = tu_quick("test_gemm");
     for (int i = 0; i < ATTN__ISA_COUNT; i++)
         printf("gemm: kernel set %s %s\n", attn__isa_name(i),
                attn__isa_supported(i) ? "available" : "not available");

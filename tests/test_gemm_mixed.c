@@ -30,12 +30,11 @@ static double bfr(float x) { return (double)attn__bf16_to_f32(attn__f32_to_bf16_
 /* The kernels this machine can run. */
 static int kernels(const attn__mixed_kernel **k) {
     int n = 0;
-    const unsigned cpu = attn__cpu_features();
-    const unsigned bf = ATTN__CPU_AVX512_BF16 | ATTN__CPU_AVX512BW | ATTN__CPU_AVX512DQ |
-                        ATTN__CPU_AVX512VL | ATTN__CPU_AVX512F;
     k[n++] = attn__mixed_kernel_ref();
-    if ((cpu & bf) == bf && attn__mixed_kernel_avx512()) k[n++] = attn__mixed_kernel_avx512();
-    if ((cpu & bf) == bf && attn__mixed_kernel_amx() && attn__cpu_amx_request())
+    if (attn__mixed_kernel_avx512() &&
+        tu_isa_ok(TU_CPU_AVX512_BF16, "test_gemm_mixed: the AVX512_BF16 kernel"))
+        k[n++] = attn__mixed_kernel_avx512();
+    if (attn__mixed_kernel_amx() && tu_isa_ok(TU_CPU_AMX_BF16, "test_gemm_mixed: the AMX kernel"))
         k[n++] = attn__mixed_kernel_amx();
     return n;
 }
@@ -169,10 +168,12 @@ static void test_kernels(void) {
                                         {64, 96, 128}, {70, 50, 300}, {130, 40, 33},
                                         {17, 1200, 64}, {3, 200, 600}, {200, 3, 40}, {40, 70, 0},
                                         {530, 270, 45}, {130, 900, 600}};
+    /* ATTN_TEST_QUICK (an emulator): not the last two (nearly all of the time) */
+    const size_t nshapes = sizeof shapes / sizeof shapes[0] - (tu_quick("test_gemm_mixed") ? 2 : 0);
     uint64_t seed = 1;
     for (int ki = 0; ki < nk; ki++) {
         printf("mixed GEMM kernel %s (mr %d, nr %d)\n", ks[ki]->name, ks[ki]->mr, ks[ki]->nr);
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t s = 0; s < nshapes; s++)
             for (int t = 0; t < 4; t++)
                 for (int beta = 0; beta < 2; beta++) {
                     gcase c = {t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2],
@@ -252,13 +253,11 @@ static void test_linear_flag(void) {
  * layouts, both orientations, ragged sizes, and values that test the rounding (ties, the
  * largest finite floats, subnormals, infinities; NaN stays NaN). */
 static void test_packing(void) {
-    const unsigned cpu = attn__cpu_features();
-    const unsigned bf = ATTN__CPU_AVX512_BF16 | ATTN__CPU_AVX512BW | ATTN__CPU_AVX512DQ |
-                        ATTN__CPU_AVX512VL | ATTN__CPU_AVX512F;
-    if ((cpu & bf) != bf || !attn__mixed_kernel_avx512()) {
-        printf("packing: no AVX512_BF16 here, nothing to compare\n");
+    if (!attn__mixed_kernel_avx512()) {
+        printf("packing: the AVX512_BF16 kernels are not in this build, nothing to compare\n");
         return;
     }
+    if (!tu_isa_ok(TU_CPU_AVX512_BF16, "test_gemm_mixed: the AVX512_BF16 packing")) return;
     static const int64_t dims[][2] = {{1, 1}, {5, 33}, {32, 64}, {37, 70}, {64, 31}, {100, 129}};
     uint64_t seed = 77;
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)

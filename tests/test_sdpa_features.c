@@ -387,7 +387,7 @@ static void fast_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
     char what[240];
     /* fused, every instruction set, 1-3 threads; the backward also with delta recomputed */
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!attn__isa_supported(isa)) continue;
+        if (!tu_each_set(isa, "test_sdpa_features: fused kernels")) continue;
         describe(c, attn__isa_name(isa), what, sizeof what);
         for (int t = 0; t < 3; t++) {
             TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
@@ -465,10 +465,11 @@ static void microkernel_softcap(void) {
     static float s[ROWS * N], dt[ROWS * N], x0[ROWS * N], mx[ROWS];
     const float caps[3] = {1.0f, 7.5f, 50.0f};
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+        if (!tu_set_ok(isa, "test_sdpa_features: soft-cap microkernel")) continue;
         const attn__flash_kernels *kr = isa == ATTN__ISA_REF      ? attn__flash_kernels_ref()
                                         : isa == ATTN__ISA_AVX2   ? attn__flash_kernels_avx2()
                                                                   : attn__flash_kernels_avx512();
-        if (!kr || !attn__isa_supported(isa)) continue;
+        if (!kr) continue;
         for (int ci = 0; ci < 3; ci++) {
             float cap = caps[ci];
             /* |x| / cap from 1e-8 to ~30, log spaced, both signs, zeros and -inf */
@@ -624,12 +625,16 @@ static void random_case(tcase *c, uint64_t *rs, int t) {
 }
 
 int main(void) {
+    /* ATTN_TEST_QUICK (an emulator): a fifth of the reference cases (plain C, which the native
+     * runs cover), a quarter of the random fast cases and half the fixed ones, no plain C set
+     * (tu_each_set) */
+    const int quick = tu_quick("test_sdpa_features");
     attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     uint64_t rs = 4242;
     int nref = 0, nfd = 0, nfast = 0;
 
     /* 1. reference vs mask formulation / double soft cap */
-    for (int t = 0; t < 40 && !tu_failures; t++, nref++) {
+    for (int t = 0; t < (quick ? 8 : 40) && !tu_failures; t++, nref++) {
         tcase c;
         random_case(&c, &rs, t);
         if (c.L * c.S > 40000) c.S = 61; /* keep the [B, H, L, S] mask small */
@@ -662,7 +667,7 @@ int main(void) {
     }
 
     /* 3. fused and row kernels */
-    for (int t = 0; t < 96 && !tu_failures; t++, nfast++) {
+    for (int t = 0; t < (quick ? 24 : 96) && !tu_failures; t++, nfast++) {
         tcase c;
         random_case(&c, &rs, t);
         fast_case(ctx, &c, 1000 + (uint64_t)t);
@@ -683,8 +688,12 @@ int main(void) {
             /* a window wider than everything is no window */
             {1, 2, 1, 95, 97, 16, 16, ATTN_CAUSAL_NONE, 1, 1000000, 1000000, 0, 0.0f, 0, 0, 0},
         };
-        for (size_t i = 0; i < sizeof fixed / sizeof fixed[0] && !tu_failures; i++, nfast++)
+        static const unsigned char fixed_quick[] = {1, 0, 1, 0, 0, 0, 1, 1};
+        for (size_t i = 0; i < sizeof fixed / sizeof fixed[0] && !tu_failures; i++) {
+            if (quick && !fixed_quick[i]) continue;
             fast_case(ctx, &fixed[i], 5000 + i);
+            nfast++;
+        }
     }
     TU_CHECK(masked_rows_total > 0, "no fully masked rows were tested");
 

@@ -1,5 +1,7 @@
 #define _GNU_SOURCE /* lstat, for tu_rm_tree */
 #include "testutil_sdpa.h"
+#include "cpu.h"
+#include "../src/kernels/dispatch.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -143,6 +145,100 @@ attn_ctx *tu_ctx(int threads) {
     p.threads = threads;
     attn_ctx *c = NULL;
     return attn_ctx_create(&p, &c) == ATTN_OK ? c : NULL;
+}
+
+/* ---- instruction sets ------------------------------------------------------------------ */
+/* The CPU's bits, less the AMX ones where the OS does not grant the tiles (as dispatch.c). */
+static unsigned usable_features(void) {
+    unsigned cpu = attn__cpu_features();
+    if (!attn__cpu_amx_request())
+        cpu &= ~(unsigned)(ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16 | ATTN__CPU_AMX_INT8);
+    return cpu;
+}
+
+unsigned tu_isa_features(void) {
+    unsigned cpu = usable_features();
+    attn__kernel_env env;
+    attn__kernel_env_read(&env);
+    const int best = attn__isa_best(cpu, env.isa);
+    if (best < ATTN__ISA_AVX512) cpu &= ATTN__CPU_AVX2 | ATTN__CPU_AVX_VNNI;
+    if (best < ATTN__ISA_AVX2) cpu = 0;
+    return cpu;
+}
+
+/* The first refusal for each `what` and set of missing bits prints its line; later ones are
+ * quiet. */
+static int first_refusal(const char *what, unsigned missing) {
+    enum { MAX = 64 };
+    static char seen[MAX][128];
+    static int nseen;
+    char key[sizeof seen[0]];
+    snprintf(key, sizeof key, "%x %s", missing, what);
+    for (int i = 0; i < nseen; i++)
+        if (strcmp(seen[i], key) == 0) return 0;
+    if (nseen < MAX) memcpy(seen[nseen++], key, sizeof key);
+    return 1;
+}
+
+/* "avx512f + avx512_bf16": the names of the bits of set */
+static void bit_names(unsigned set, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < ATTN__CPU_COUNT && n < cap; i++)
+        if (set & (1u << i))
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? " + " : "",
+                                  attn__cpu_feature_name(1u << i));
+}
+
+int tu_isa_ok(unsigned need, const char *what) {
+    const unsigned missing = need & ~tu_isa_features();
+    if (!missing) return 1;
+    if (first_refusal(what, missing)) {
+        char names[256], why[64] = "";
+        bit_names(missing, names, sizeof names);
+        const char *cap = getenv("ATTN_ISA");
+        if (cap && (usable_features() & missing) == missing) /* the CPU has them */
+            snprintf(why, sizeof why, " (capped by ATTN_ISA=%.30s)", cap);
+        printf("skipped: %s needs %s, not on this CPU%s\n", what, names, why);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+int tu_set_ok(int isa, const char *what) {
+    const unsigned need = isa == ATTN__ISA_AVX512 ? ATTN__CPU_AVX2 | ATTN__CPU_AVX512F
+                          : isa == ATTN__ISA_AVX2 ? ATTN__CPU_AVX2
+                                                  : 0u;
+    if (isa < 0 || isa >= ATTN__ISA_COUNT) return 0;
+    char full[160];
+    snprintf(full, sizeof full, "%s (%s set)", what, attn__isa_name(isa));
+    if (!attn__isa_runs(isa, ~0u)) { /* not compiled: not an x86-64 GCC/Clang build */
+        if (first_refusal(full, ~0u)) printf("skipped: %s: not in this build\n", full);
+        return 0;
+    }
+    return tu_isa_ok(need, full);
+}
+
+int tu_each_set(int isa, const char *what) {
+    if (!tu_set_ok(isa, what)) return 0;
+    if (isa != ATTN__ISA_REF || !tu_quick(NULL) || !tu_set_ok(ATTN__ISA_AVX2, what)) return 1;
+    char full[160];
+    snprintf(full, sizeof full, "%s (ref set)", what);
+    if (first_refusal(full, 0))
+        printf("skipped: %s: ATTN_TEST_QUICK runs the SIMD sets only\n", full);
+    return 0;
+}
+
+int tu_quick(const char *what) {
+    static int said;
+    const char *q = getenv("ATTN_TEST_QUICK");
+    const int quick = q && *q && strcmp(q, "0") != 0;
+    if (quick && !said && what) {
+        printf("%s: ATTN_TEST_QUICK: a smaller run (for an emulator)\n", what);
+        fflush(stdout);
+        said = 1;
+    }
+    return quick;
 }
 
 /* Removes a file or a directory tree (test scratch folders); 0 on success or when absent. */

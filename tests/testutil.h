@@ -29,6 +29,45 @@ uint64_t tu_rand(uint64_t *state);
 int tu_finish(const char *name);
 /* A context with `threads` worker threads (NULL on failure). */
 attn_ctx *tu_ctx(int threads);
+/* Instruction sets.  The kernel tables of an instruction set (attn__flash_kernels_avx512(),
+ * attn__quant_kernels_vnni(), attn__mixed_pack_a_avx512 ...) are there whenever the build
+ * compiled them, whatever the CPU: calling into one on a CPU without its instructions dies with
+ * SIGILL.  So every direct use of them in a test asks first (comparing a table's address, as
+ * test_dispatch.c does, runs nothing and needs no question):
+ *   tu_isa_ok(need, what)  1 when this machine runs code that needs every ATTN__CPU_* bit of
+ *                          need (src/core/cpu.h), as the library's dispatch sees it: the CPU's
+ *                          bits (AMX where the OS grants the tiles) less what ATTN_ISA takes
+ *                          away (ATTN_ISA=avx2: every AVX-512 and AMX bit, AVX-VNNI stays;
+ *                          ATTN_ISA=ref: all of them), so that ATTN_ISA=avx2 tests as on an
+ *                          AVX2 CPU;
+ *   tu_set_ok(isa, what)   the same for a whole kernel set (dispatch.h ATTN__ISA_*: ref always,
+ *                          avx2 needs AVX2 (with FMA, F16C), avx512 AVX2 and AVX512F), also 0
+ *                          for a set the build left out; the set's name is added to what;
+ *   tu_each_set(isa, what) the loops over the sets: tu_set_ok, and under ATTN_TEST_QUICK (an
+ *                          emulator) not the plain C set where a SIMD set runs (the emulated
+ *                          run is for the SIMD sets, and slowest on plain C; the native runs
+ *                          cover it).
+ * The first time one says 0 for a `what`, it prints one line, "skipped: <what> needs <isa>,
+ * not on this CPU"; what names the code left out ("test_flash: transposes").  The tests that
+ * use them carry the ctest label isa, and CI runs those on an emulated CPU without AVX-512
+ * (tests/CMakeLists.txt, .ci/run), where a missing question shows as SIGILL. */
+int tu_isa_ok(unsigned need, const char *what);
+int tu_set_ok(int isa, const char *what);
+int tu_each_set(int isa, const char *what);
+/* The ATTN__CPU_* bits tu_isa_ok works with. */
+unsigned tu_isa_features(void);
+/* The needs of the kernel families beyond the sets (src/kernels/dispatch.c; the ATTN__CPU_*
+ * names come from src/core/cpu.h, which a test that uses these includes): */
+#define TU_CPU_AVX512_WIDE                                                                    \
+    (ATTN__CPU_AVX2 | ATTN__CPU_AVX512F | ATTN__CPU_AVX512BW | ATTN__CPU_AVX512DQ |           \
+     ATTN__CPU_AVX512VL)
+#define TU_CPU_AVX512_BF16 (TU_CPU_AVX512_WIDE | ATTN__CPU_AVX512_BF16) /* x86_avx512bf16 */
+#define TU_CPU_AVX512_FP16 (TU_CPU_AVX512_WIDE | ATTN__CPU_AVX512_FP16) /* gemm_f16_avx512 */
+#define TU_CPU_AMX_BF16 (TU_CPU_AVX512_BF16 | ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16) /* x86_amx */
+/* 1 when ATTN_TEST_QUICK is set (and not "0"): the tests that are slow under an emulator
+ * (tests/CMakeLists.txt ATTN_TEST_EMULATOR sets it) run fewer or smaller cases.  The first
+ * call with a what (the test's name; NULL: say nothing) prints one line saying so. */
+int tu_quick(const char *what);
 /* Removes a file or a directory tree (scratch folders of the tests); 0 on success. */
 int tu_rm_tree(const char *path);
 /* The next line of f without its newline (malloc'ed; free it), or NULL at the end. */
