@@ -7,7 +7,9 @@ Needs transformers, gguf, torch and accelerate:
 
 Per prompt: "P hex(prompt)", "I n ids" (tokenized with BOS), "M max|logit|" over every prompt
 position, "G n ids" (24 greedy tokens), then per position p "L p k id value ..." for the 16
-largest logits and 8 fixed ids (full rows are 262,144 floats each)."""
+largest logits and 8 fixed ids (full rows are 262,144 floats each).  Last, a long prompt past
+the 512-token sliding window (the first 700 tokens of the GPL-3): "P -", its ids, 16 greedy
+tokens and the last position's logits only."""
 import sys
 
 import numpy as np
@@ -39,6 +41,26 @@ def main():
             top = list(np.argsort(-lg[pos])[:16]) + FIXED
             out.write("L %d %d %s\n" % (pos, len(top), " ".join(
                 "%d %.9g" % (i, lg[pos, i]) for i in top)))
+    long_case(tok, model, out)
+
+
+def long_case(tok, model, out):
+    text = open("/usr/share/common-licenses/GPL-3", encoding="utf-8").read()
+    ids = tok(text, return_tensors="pt").input_ids[:, :700]
+    with torch.no_grad():
+        lg = model(ids).logits[0].float().numpy()
+        g = model.generate(ids, max_new_tokens=16, do_sample=False)[0].tolist()[700:]
+    write_long(out, ids[0].tolist(), g, lg[-1], float(np.abs(lg).max()))
+
+
+def write_long(out, ids, g, last, mx):
+    out.write("P -\n")
+    out.write("I %d %s\n" % (len(ids), " ".join(map(str, ids))))
+    out.write("M %.9g\n" % mx)
+    top = list(np.argsort(-last)[:16]) + FIXED
+    out.write("L %d %d %s\n" % (len(ids) - 1, len(top),
+                                " ".join("%d %.9g" % (i, last[i]) for i in top)))
+    out.write("G %d %s\n" % (len(g), " ".join(map(str, g))))
 
 
 if __name__ == "__main__":
