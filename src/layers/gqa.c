@@ -221,6 +221,7 @@ attn_status attn_llama_attention_create(attn_ctx *ctx, const attn_llm_config *cf
     if (!ctx || !cfg || !out) return attn__fail(ctx, ATTN_E_INVALID, "NULL argument");
     *out = NULL;
     attn_llm_config c;
+    ATTN_TRY(attn__llm_cfg_llama(ctx, cfg, "attn_llama_attention_create"));
     ATTN_TRY(attn__llm_cfg_block(ctx, cfg, 0, 1, "attn_llama_attention_create", &c));
     attn_module *m;
     ATTN_TRY(attn__module_new(ctx, ATTN__LLAMA_ATTN, sizeof(attn_mod), &m));

@@ -128,6 +128,16 @@ static attn_status dim_ok(attn_ctx *ctx, const char *what, const char *name, int
     return ATTN_OK;
 }
 
+attn_status attn__llm_cfg_llama(attn_ctx *ctx, const attn_llm_config *cfg, const char *what) {
+    ATTN_FAIL_IF(cfg->qk_norm || cfg->sandwich_norm || cfg->mlp_act || cfg->embed_scale != 0 ||
+                     cfg->sliding_window || cfg->sliding_period || cfg->rope_theta_local != 0,
+                 ctx, ATTN_E_UNSUPPORTED, "%s: qk_norm, sandwich_norm, mlp_act, embed_scale, "
+                 "sliding_window, sliding_period and rope_theta_local are settings of a loaded "
+                 "model (attn_llm, Gemma 3) only; the trainable modules are Llama's: leave them 0",
+                 what);
+    return ATTN_OK;
+}
+
 attn_status attn__llm_cfg_block(attn_ctx *ctx, const attn_llm_config *cfg, int mlp, int attn,
                                 const char *what, attn_llm_config *out) {
     attn_llm_config c = *cfg;
@@ -503,6 +513,7 @@ attn_status attn_llama_layer_create(attn_ctx *ctx, const attn_llm_config *cfg,
     if (!ctx || !cfg || !out) return attn__fail(ctx, ATTN_E_INVALID, "NULL argument");
     *out = NULL;
     attn_llm_config c;
+    ATTN_TRY(attn__llm_cfg_llama(ctx, cfg, "attn_llama_layer_create"));
     ATTN_TRY(attn__llm_cfg_block(ctx, cfg, 1, 1, "attn_llama_layer_create", &c));
     attn_module *m;
     ATTN_TRY(attn__module_new(ctx, ATTN__LLAMA_LAYER, sizeof(layer_mod), &m));

@@ -220,6 +220,10 @@ ATTN__HIDDEN attn_status attn__llm_w_trainable(attn_ctx *ctx, const attn__llm_w 
  * the heads, head_dim and rope_theta with attn; rms_norm_eps with both) and resolves
  * num_kv_heads and head_dim into *out.  ATTN_E_INVALID naming the field; `what` names the
  * caller in messages. */
+/* ATTN_E_UNSUPPORTED, naming what, when cfg sets a family setting beyond Llama's (qk_norm ...
+ * rope_theta_local): the trainable modules run Llama's block only. */
+ATTN__HIDDEN attn_status attn__llm_cfg_llama(attn_ctx *ctx, const attn_llm_config *cfg,
+                                             const char *what);
 ATTN__HIDDEN attn_status attn__llm_cfg_block(attn_ctx *ctx, const attn_llm_config *cfg,
                                              int mlp, int attn, const char *what,
                                              attn_llm_config *out);

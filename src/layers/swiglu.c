@@ -179,6 +179,7 @@ attn_status attn_llama_mlp_create(attn_ctx *ctx, const attn_llm_config *cfg,
     if (!ctx || !cfg || !out) return attn__fail(ctx, ATTN_E_INVALID, "NULL argument");
     *out = NULL;
     attn_llm_config c;
+    ATTN_TRY(attn__llm_cfg_llama(ctx, cfg, "attn_llama_mlp_create"));
     ATTN_TRY(attn__llm_cfg_block(ctx, cfg, 1, 0, "attn_llama_mlp_create", &c));
     attn_module *m;
     ATTN_TRY(attn__module_new(ctx, ATTN__LLAMA_MLP, sizeof(mlp_mod), &m));

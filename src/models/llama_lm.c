@@ -39,6 +39,7 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
     ATTN_FAIL_IF(!cfg || !out, ctx, ATTN_E_INVALID, "attn_llama_lm_create: NULL argument");
     *out = NULL;
     attn_llm_config c;
+    ATTN_TRY(attn__llm_cfg_llama(ctx, cfg, "attn_llama_lm_create"));
     ATTN_TRY(attn__llm_check(ctx, cfg, "attn_llama_lm_create", &c));
     const int64_t L = c.num_layers, E = c.hidden_size, V = c.vocab_size;
     attn_module *m;
