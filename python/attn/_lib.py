@@ -105,7 +105,11 @@ class LlmConfig(Structure):
                 ("num_heads", c_int64), ("num_kv_heads", c_int64), ("head_dim", c_int64),
                 ("max_position_embeddings", c_int64), ("rms_norm_eps", c_double),
                 ("rope_theta", c_double), ("tie_word_embeddings", c_int),
-                ("attention_bias", c_int), ("mlp_bias", c_int)]
+                ("attention_bias", c_int), ("mlp_bias", c_int),
+                # the family settings (attn.h attn_llm_config: same order, same types)
+                ("qk_norm", c_int), ("sandwich_norm", c_int), ("mlp_act", c_int),
+                ("embed_scale", c_double), ("sliding_window", c_int64),
+                ("sliding_period", c_int64), ("rope_theta_local", c_double)]
 
 
 class BpeStream(Structure):

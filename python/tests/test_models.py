@@ -196,3 +196,19 @@ def test_llm_vocab_only(tmp_path):
         list(voc.generate("hi", max_tokens=2))
     with pytest.raises(TypeError):
         attn.LLM(path, vocab_only=1)
+
+
+def test_llm_config_layout_matches_the_library():
+    """attn_llm_get_info writes sizeof(attn_llm_config): the ctypes mirror must be as large
+    (bytes after it are a canary), and the fields land where the names say."""
+    import ctypes
+    from attn import _lib
+    llm = attn.LLM(os.path.join(FIXTURES, "llama_tiny.gguf"))
+    n = ctypes.sizeof(_lib.LlmConfig)
+    buf = (ctypes.c_ubyte * (n + 64))(*([0xA5] * (n + 64)))
+    _lib.attn_llm_get_info(llm._ptr, ctypes.cast(buf, ctypes.POINTER(_lib.LlmConfig)))
+    assert bytes(buf[n:]) == b"\xa5" * 64, "the library's attn_llm_config is larger than _lib's"
+    cfg = _lib.LlmConfig.from_buffer(buf)
+    assert cfg.vocab_size == llm.vocab_size and cfg.num_layers >= 1
+    assert (cfg.qk_norm, cfg.sandwich_norm, cfg.mlp_act, cfg.sliding_window) == (0, 0, 0, 0)
+    assert cfg.embed_scale == 0.0 and cfg.rope_theta_local == 0.0
