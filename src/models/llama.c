@@ -74,7 +74,8 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     m->bos = m->eos = m->eot = -1;
     m->layers = (attn__llama_block *)((unsigned char *)m + base);
     m->inv_freq = (float *)((unsigned char *)m + invo);
-    if (c.sliding_window > 0 && c.rope_theta_local != 0) m->inv_freq_local = m->inv_freq + c.head_dim / 2;
+    if (c.sliding_window > 0 && c.rope_theta_local != 0) /* the local layers' own base */
+        m->inv_freq_local = m->inv_freq + c.head_dim / 2;
     *out = m;
     return ATTN_OK;
 }
