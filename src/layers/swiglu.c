@@ -14,19 +14,15 @@ typedef struct glu_job {
 } glu_job;
 
 /* h = silu(g) * u on rows [begin, end): torch's silu x / (1 + exp(-x)), then the product,
- * each operation rounded (h may be g); act 1: h = gelu_tanh(g) * u, torch's
- * gelu(approximate="tanh"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in float (GEGLU:
- * Gemma) */
+ * each operation rounded (h may be g); act 1: h = gelu_tanh(g) * u (GEGLU: Gemma), torch's
+ * gelu(approximate="tanh") as attn__act1 computes it for every layer: 0.5 x (1 + tanh(sqrt(2/pi)
+ * (x + 0.044715 x^3))) in double, rounded to float */
 static void glu_task(void *arg, int64_t begin, int64_t end, int tid) {
     const glu_job *j = arg;
     (void)tid;
-    if (j->act == 1) {
-        const float beta = 0.7978845608028654f, kappa = 0.044715f;
-        for (int64_t i = begin * j->F; i < end * j->F; i++) {
-            const float x = j->g[i];
-            const float inner = beta * (x + kappa * (x * x * x));
-            j->h[i] = 0.5f * x * (1.0f + tanhf(inner)) * j->u[i];
-        }
+    if (j->act == 1) { /* the library's one tanh-GELU (attn__act1: the formula in double) */
+        for (int64_t i = begin * j->F; i < end * j->F; i++)
+            j->h[i] = attn__act1(ATTN_ACT_GELU_TANH, j->g[i]) * j->u[i];
         return;
     }
     for (int64_t i = begin * j->F; i < end * j->F; i++) {
