@@ -1719,8 +1719,9 @@ ATTN_API attn_status attn_gguf_tensor_find(const attn_gguf *g, const char *name,
  *      leftmost-longest, and the text between them tokenized on its own;
  *   3. the pre-tokenizer cuts that text into words: "gpt2" (GPT-2's pattern 's|'t|'re|'ve|
  *      'm|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+), "llama-bpe" (Llama 3's:
- *      case-insensitive contractions, [^\r\n\p{L}\p{N}]?\p{L}+, \p{N}{1,3}, ...) or "smollm"
- *      (each numeric character alone, then GPT-2's); the Unicode classes are measured from
+ *      case-insensitive contractions, [^\r\n\p{L}\p{N}]?\p{L}+, \p{N}{1,3}, ...), "qwen2"
+ *      (Llama 3's with \p{N}: one digit a word; Qwen2, Qwen2.5, Qwen3) or "smollm" (each
+ *      numeric character alone, then GPT-2's); the Unicode classes are measured from
  *      the library's regex engine (tools/gen_bpe_tables.py);
  *   4. each word's bytes, as GPT-2's byte characters ("Ġ" for a space), are merged by rank,
  *      lowest first (leftmost among equals), and the resulting tokens' ids emitted.
@@ -1758,7 +1759,7 @@ enum {
  * merge of rank r: two tokens separated by one space; a + b must be a token too; a pair listed
  * twice takes its later rank), at most ATTN_LIMIT_VOCAB of them.  pre: "gpt2", "llama-bpe"
  * (which also takes a word that is a token whole before merging, the library's
- * ignore_merges, as Llama 3's tokenizer.json and llama.cpp do) or "smollm"; any other is
+ * ignore_merges, as Llama 3's tokenizer.json and llama.cpp do), "qwen2" or "smollm"; any other is
  * ATTN_E_UNSUPPORTED naming it.  A text listed twice is looked up as its last id (both ids
  * decode to it).  Everything is copied: the arrays may be freed after the call. */
 ATTN_API attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, int64_t n_tokens,
@@ -1769,9 +1770,11 @@ ATTN_API attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, i
  * merges as "a b" strings or ["a", "b"] pairs; unk_token, fuse_unk and ignore_merges honoured;
  * dropout null or 0; byte_fallback false), added_tokens (special ones are control tokens;
  * lstrip, rstrip and single_word must be false; each id must be the one the library gives),
- * normalizer null, decoder ByteLevel, and one of the three pre-tokenizers as the library
- * writes them: ByteLevel(add_prefix_space=false, use_regex=true) is "gpt2",
- * Sequence[Split(Llama 3's regex, Isolated), ByteLevel(use_regex=false)] "llama-bpe",
+ * normalizer null or NFC (Qwen2's: taken as a no-op, so text not in NFC can get other ids than
+ * the library's), decoder ByteLevel, and one of the pre-tokenizers as the library writes them:
+ * ByteLevel(add_prefix_space=false, use_regex=true) is "gpt2",
+ * Sequence[Split(Llama 3's regex, Isolated), ByteLevel(use_regex=false)] "llama-bpe", the same
+ * with Qwen2's regex "qwen2",
  * Sequence[Digits(individual_digits=true), ByteLevel(use_regex=true)] "smollm".  Anything else
  * is ATTN_E_UNSUPPORTED with a message naming what was found; malformed files ATTN_E_FORMAT. */
 ATTN_API attn_status attn_bpe_load_json(attn_ctx *ctx, const char *path,
@@ -1831,7 +1834,7 @@ typedef struct attn_bpe_info {
     int64_t n_merges;        /* as listed (a repeated pair counted each time) */
     int64_t n_added;         /* control and user-defined tokens */
     int64_t max_token_bytes; /* the most bytes one token decodes to */
-    const char *pre;         /* "gpt2", "llama-bpe" or "smollm" */
+    const char *pre;         /* "gpt2", "llama-bpe", "qwen2", "smollm" or "sentencepiece" */
     int ignore_merges;       /* 1: a word that is a token is taken whole */
     int32_t unk_id;          /* the unknown token (a byte with no token), or -1: dropped */
 } attn_bpe_info;
@@ -1884,7 +1887,7 @@ typedef struct attn_llm_config {
     double rms_norm_eps;             /* > 0 (HF default 1e-6; SmolLM2 1e-5) */
     double rope_theta;               /* >= 1: RoPE base (HF default 1e4); used as a float */
     int tie_word_embeddings;         /* 1: lm_head is embed_tokens (no lm_head.weight) */
-    int attention_bias;              /* 1: q/k/v/o_proj have biases */
+    int attention_bias;              /* 1: q/k/v/o_proj have biases; 2: q/k/v_proj only (Qwen2) */
     int mlp_bias;                    /* 1: gate/up/down_proj have biases */
     /* Other families' pieces; all 0 is Llama (Gemma 3: qk_norm, sandwich_norm, mlp_act 1,
      * embed_scale sqrt(E), sliding_window 512 every layer but each 6th, rope_theta_local 1e4) */
@@ -1896,6 +1899,19 @@ typedef struct attn_llm_config {
     int64_t sliding_window;          /* W > 0: local layers see the last W tokens (0: none) */
     int64_t sliding_period;          /* with W: layers P-1, 2P-1, ... are global (0: all local) */
     double rope_theta_local;         /* RoPE base of the local layers (0: rope_theta) */
+    /* RoPE scaling of the global layers' frequencies (HF's rope_type; local layers keep theirs):
+     *   0 none;  1 "linear": inv_freq / rope_factor;
+     *   2 "llama3": wavelength w = 2 pi / inv_freq against L = rope_original_context:
+     *     w < L / high: kept;  w > L / low: inv_freq / factor;  between: with
+     *     s = (L / w - low) / (high - low), (1 - s) inv_freq / factor + s inv_freq
+     *     (float arithmetic, as transformers' _compute_llama3_parameters);
+     *   3 per-frequency divisors stored in the model file (GGUF rope_freqs.weight, llama.cpp's
+     *     form of "llama3"): inv_freq[i] / f[i].  A loaded model only. */
+    int rope_scaling;
+    double rope_factor;              /* 1, 2: > 0 */
+    double rope_low_freq_factor;     /* 2: > 0 */
+    double rope_high_freq_factor;    /* 2: > low */
+    int64_t rope_original_context;   /* 2: original_max_position_embeddings, >= 1 */
 } attn_llm_config;
 
 /* RMSNorm (HF LlamaRMSNorm, = T5LayerNorm):  y = weight * (x * rsqrt(mean(x^2) + eps)), over

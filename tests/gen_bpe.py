@@ -14,8 +14,8 @@ tests/fixtures/bpe/, from the Hugging Face tokenizers library:
                       special ones not parsed (J, the library's encode_special_tokens; "J ="
                       when they are the same); then
                       id sequences (R) with the library's decode (D; S skipping special tokens)
-  pretok.expected     per text of corpus.txt, the three pre-tokenizers alone (G gpt2, L
-                      llama-bpe, M smollm): the byte offset where each word ends, in the
+  pretok.expected     per text of corpus.txt, the four pre-tokenizers alone (G gpt2, L
+                      llama-bpe, M smollm, Q qwen2): the byte offset where each word ends, in the
                       replaced text (checked through the library's internal
                       attn__bpe_pretokens, so that the words' bounds are tested whatever a
                       vocabulary makes of them)
@@ -59,6 +59,7 @@ OUT = os.path.join(HERE, "fixtures", "bpe")
 GPT2_RE = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
 LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
              r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_RE = LLAMA3_RE.replace(r"\p{N}{1,3}", r"\p{N}")
 
 # ---- text ---------------------------------------------------------------------------------------
 WORDS = {
@@ -383,9 +384,10 @@ def pre_tokenizer(name):
     bl = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)
     if name == "gpt2":
         return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    if name == "llama-bpe":
+    if name in ("llama-bpe", "qwen2"):
         return pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(LLAMA3_RE), behavior="isolated", invert=False), bl])
+            pre_tokenizers.Split(Regex(LLAMA3_RE if name == "llama-bpe" else QWEN2_RE),
+                                 behavior="isolated", invert=False), bl])
     return pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
@@ -394,7 +396,7 @@ def pre_tokenizer(name):
 def write_pretok(path, cps):
     """The words' ends (bytes): ByteLevel spells each byte as one character."""
     pres = [("G", pre_tokenizer("gpt2")), ("L", pre_tokenizer("llama-bpe")),
-            ("M", pre_tokenizer("smollm"))]
+            ("M", pre_tokenizer("smollm")), ("Q", pre_tokenizer("qwen2"))]
     with open(path, "w") as f:
         for _, s in cps:
             for tag, pre in pres:
@@ -430,7 +432,7 @@ def write_pretok_all(path):
     """Every code point through the three pre-tokenizers: per 4096 of them, the word count
     and a hash (FNV-1a of the ends as 64-bit little-endian) of the words' ends."""
     pres = [("G", pre_tokenizer("gpt2")), ("L", pre_tokenizer("llama-bpe")),
-            ("M", pre_tokenizer("smollm"))]
+            ("M", pre_tokenizer("smollm")), ("Q", pre_tokenizer("qwen2"))]
     with open(path, "w") as f:
         for k in range(0x110000 // 4096):
             s = chunk_text(k)

@@ -394,20 +394,20 @@ static void check_fixture(attn_ctx *ctx, const corpus *c, const char *name, int 
     free_expect(&e);
 }
 
-/* The three pre-tokenizers alone: every word's end, against the library's. */
+/* The four pre-tokenizers alone: every word's end, against the library's. */
 static void test_pretokens(attn_ctx *ctx, const corpus *c) {
     FILE *f = fopen(DIR "pretok.expected", "r");
     if (!f) {
         TU_CHECK(0, "cannot read " DIR "pretok.expected");
         return;
     }
-    const char *names[3] = {"gpt2", "llama-bpe", "smollm"};
-    int bad[3] = {0, 0, 0}, k = 0;
+    const char *names[4] = {"gpt2", "llama-bpe", "smollm", "qwen2"};
+    int bad[4] = {0, 0, 0, 0}, k = 0;
     int64_t *ends = malloc(sizeof *ends * (1 << 16));
     char *l;
     for (int line = 0; (l = tu_read_line(f)); line++, free(l)) {
-        int p = line % 3;
-        k = line / 3;
+        int p = line % 4;
+        k = line / 4;
         if (k >= c->n) break;
         int64_t nw;
         int32_t *w = parse_ids(l, &nw); /* offsets fit int32 here */
@@ -428,7 +428,7 @@ static void test_pretokens(attn_ctx *ctx, const corpus *c) {
         free(w);
     }
     fclose(f);
-    for (int p = 0; p < 3; p++)
+    for (int p = 0; p < 4; p++)
         TU_CHECK(bad[p] == 0, "pre-tokenizer %s: %d of %d texts cut differently", names[p],
                  bad[p], c->n);
     TU_CHECK(k + 1 >= c->n, "pretok.expected: %d texts", k + 1);
@@ -463,7 +463,7 @@ static size_t chunk_text(int k, char *t) {
     return n;
 }
 
-/* Every code point through the three pre-tokenizers: word counts and hashes of their ends. */
+/* Every code point through the four pre-tokenizers: word counts and hashes of their ends. */
 static void test_pretokens_all(attn_ctx *ctx) {
     FILE *f = fopen(DIR "pretok_all.expected", "r");
     if (!f) {
@@ -479,7 +479,10 @@ static void test_pretokens_all(attn_ctx *ctx) {
     long long nw;
     unsigned long long hw;
     while (fscanf(f, " %c %d %lld %llx", &tag, &kk, &nw, &hw) == 4) {
-        const char *pre = tag == 'G' ? "gpt2" : tag == 'L' ? "llama-bpe" : "smollm";
+        const char *pre = tag == 'G'   ? "gpt2"
+                          : tag == 'L' ? "llama-bpe"
+                          : tag == 'Q' ? "qwen2"
+                                       : "smollm";
         if (kk != k) tn = chunk_text(k = kk, t);
         int64_t n = -1;
         TU_STATUS(attn__bpe_pretokens(ctx, pre, t, tn, ends, 4096 * 3, &n), ATTN_OK, ctx);
@@ -495,7 +498,7 @@ static void test_pretokens_all(attn_ctx *ctx) {
         lines++;
     }
     fclose(f);
-    TU_CHECK(lines == 3 * 272, "pretok_all.expected: %d lines", lines);
+    TU_CHECK(lines == 4 * 272, "pretok_all.expected: %d lines", lines);
     TU_CHECK(bad == 0, "%d of %d blocks of code points cut differently from the library", bad,
              lines);
     free(t), free(ends);
@@ -755,8 +758,8 @@ static void test_json(attn_ctx *ctx) {
                                NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "Sequence[]"},
         {"list, no Sequence", doc(NULL, NULL, "{\"type\":\"ByteLevel\",\"pretokenizers\":[]}",
                                   NULL, NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "pre_tokenizer"},
-        {"NFC", doc(NULL, "{\"type\":\"NFC\"}", NULL, NULL, NULL, NULL, NULL),
-         ATTN_E_UNSUPPORTED, "NFC"},
+        {"NFKC", doc(NULL, "{\"type\":\"NFKC\"}", NULL, NULL, NULL, NULL, NULL),
+         ATTN_E_UNSUPPORTED, "NFKC"},
         {"Metaspace", doc(NULL, NULL, "{\"type\":\"Metaspace\",\"replacement\":\"_\"}", NULL,
                           NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "Metaspace"},
         {"prefix space", doc(NULL, NULL, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true}",

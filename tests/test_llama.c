@@ -637,13 +637,16 @@ static void check_refusals(void) {
         attn_status st;
         const char *needle;
     } cases[] = {
-        {"model_type", "\"mistral\"", ATTN_E_UNSUPPORTED, "model_type \"mistral\""},
-        {"architectures", "[\"MistralForCausalLM\"]", ATTN_E_UNSUPPORTED, "MistralForCausalLM"},
-        {"hidden_act", "\"gelu\"", ATTN_E_UNSUPPORTED, "hidden_act \"gelu\""},
-        {"rope_parameters", "{\"rope_type\": \"llama3\", \"factor\": 8.0}", ATTN_E_UNSUPPORTED,
-         "\"llama3\""},
-        {"rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}", ATTN_E_UNSUPPORTED,
-         "rope_scaling.type \"linear\""},
+        {"model_type", "\"gpt_neox\"", ATTN_E_UNSUPPORTED, "model_type \"gpt_neox\""},
+        {"model_type", "\"mistral\"", ATTN_E_FORMAT, "disagree"},
+        {"architectures", "[\"GPTNeoXForCausalLM\"]", ATTN_E_UNSUPPORTED, "GPTNeoXForCausalLM"},
+        {"hidden_act", "\"gelu\"", ATTN_E_UNSUPPORTED, "hidden activation \"gelu\""},
+        {"rope_parameters", "{\"rope_type\": \"llama3\", \"factor\": 8.0}", ATTN_E_INVALID,
+         "llama3 RoPE scaling needs"},
+        {"rope_scaling", "{\"type\": \"yarn\", \"factor\": 2.0}", ATTN_E_UNSUPPORTED,
+         "rope_scaling.type \"yarn\""},
+        {"rope_scaling", "{\"type\": \"linear\", \"factor\": 0}", ATTN_E_INVALID,
+         "rope scaling factor 0"},
         {"rope_parameters", "{\"rope_type\": \"default\", \"partial_rotary_factor\": 0.5}",
          ATTN_E_UNSUPPORTED, "partial_rotary_factor"},
         {"hidden_size", NULL, ATTN_E_FORMAT, "hidden_size is missing"},
@@ -680,9 +683,9 @@ static void check_refusals(void) {
     write_text(cfg, "{\"model_type\": \"llama\", ");
     expect_refusal(ctx, dir, ATTN_E_FORMAT, "config.json");
     write_text(cfg, "{\"hidden_size\": 64}");
-    expect_refusal(ctx, dir, ATTN_E_UNSUPPORTED, "Llama");
+    expect_refusal(ctx, dir, ATTN_E_UNSUPPORTED, "names a model attn runs");
     write_text(cfg, "{\"architectures\": null, \"hidden_size\": 64}");
-    expect_refusal(ctx, dir, ATTN_E_UNSUPPORTED, "Llama");
+    expect_refusal(ctx, dir, ATTN_E_UNSUPPORTED, "names a model attn runs");
     /* a NaN weight: refused, naming the tensor */
     {
         config_with(cfg, NULL, NULL);

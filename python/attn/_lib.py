@@ -109,7 +109,10 @@ class LlmConfig(Structure):
                 # the family settings (attn.h attn_llm_config: same order, same types)
                 ("qk_norm", c_int), ("sandwich_norm", c_int), ("mlp_act", c_int),
                 ("embed_scale", c_double), ("sliding_window", c_int64),
-                ("sliding_period", c_int64), ("rope_theta_local", c_double)]
+                ("sliding_period", c_int64), ("rope_theta_local", c_double),
+                ("rope_scaling", c_int), ("rope_factor", c_double),
+                ("rope_low_freq_factor", c_double), ("rope_high_freq_factor", c_double),
+                ("rope_original_context", c_int64)]
 
 
 class BpeStream(Structure):

@@ -196,11 +196,11 @@ attn_status attn__llama_attn_reg(attn_ctx *ctx, attn_module *m, const char *pref
                                  const attn_llm_config *c, attn__lin l[4]) {
     const int64_t E = c->hidden_size, HD = c->num_heads * c->head_dim,
                   KD = c->num_kv_heads * c->head_dim;
-    const int b = c->attention_bias;
+    const int b = c->attention_bias != 0; /* 2 (Qwen2): q/k/v only */
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "q_proj", &l[0], E, HD, b));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "k_proj", &l[1], E, KD, b));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "v_proj", &l[2], E, KD, b));
-    return attn__lin_reg(ctx, m, prefix, "o_proj", &l[3], HD, E, b);
+    return attn__lin_reg(ctx, m, prefix, "o_proj", &l[3], HD, E, c->attention_bias == 1);
 }
 
 void attn__llama_attn_bind(attn__llama_attn *a, const attn_llm_config *c,

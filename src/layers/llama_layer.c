@@ -130,11 +130,12 @@ static attn_status dim_ok(attn_ctx *ctx, const char *what, const char *name, int
 
 attn_status attn__llm_cfg_llama(attn_ctx *ctx, const attn_llm_config *cfg, const char *what) {
     ATTN_FAIL_IF(cfg->qk_norm || cfg->sandwich_norm || cfg->mlp_act || cfg->embed_scale != 0 ||
-                     cfg->sliding_window || cfg->sliding_period || cfg->rope_theta_local != 0,
+                     cfg->sliding_window || cfg->sliding_period || cfg->rope_theta_local != 0 ||
+                     cfg->rope_scaling,
                  ctx, ATTN_E_UNSUPPORTED, "%s: qk_norm, sandwich_norm, mlp_act, embed_scale, "
-                 "sliding_window, sliding_period and rope_theta_local are settings of a loaded "
-                 "model (attn_llm, Gemma 3) only; the trainable modules are Llama's: leave them 0",
-                 what);
+                 "sliding_window, sliding_period, rope_theta_local and rope_scaling are settings "
+                 "of a loaded model (attn_llm: Gemma 3, Qwen3, Llama 3's RoPE scaling) only; the "
+                 "trainable modules are Llama's: leave them 0", what);
     return ATTN_OK;
 }
 
@@ -183,6 +184,24 @@ attn_status attn__llm_cfg_block(attn_ctx *ctx, const attn_llm_config *cfg, int m
                      (long long)c.sliding_period);
         ATTN_FAIL_IF((unsigned)c.qk_norm > 1, ctx, ATTN_E_INVALID, "%s: qk_norm is 0 or 1",
                      what);
+        ATTN_FAIL_IF((unsigned)c.attention_bias > 2, ctx, ATTN_E_INVALID,
+                     "%s: attention_bias is 0, 1 (q/k/v/o_proj) or 2 (q/k/v_proj)", what);
+        ATTN_FAIL_IF((unsigned)c.rope_scaling > 3, ctx, ATTN_E_INVALID,
+                     "%s: rope_scaling is 0 (none), 1 (linear), 2 (llama3) or 3 (the file's "
+                     "factors)", what);
+        ATTN_FAIL_IF((c.rope_scaling == 1 || c.rope_scaling == 2) &&
+                         !(c.rope_factor > 0 && isfinite((float)c.rope_factor)),
+                     ctx, ATTN_E_INVALID, "%s: rope scaling factor %g must be positive and "
+                     "finite in float", what, c.rope_factor);
+        ATTN_FAIL_IF(c.rope_scaling == 2 &&
+                         (!(c.rope_low_freq_factor > 0) ||
+                          !(c.rope_high_freq_factor > c.rope_low_freq_factor) ||
+                          !isfinite((float)c.rope_high_freq_factor) ||
+                          c.rope_original_context < 1 || c.rope_original_context > (1 << 24)),
+                     ctx, ATTN_E_INVALID, "%s: llama3 RoPE scaling needs 0 < low_freq_factor "
+                     "(%g) < high_freq_factor (%g), finite, and original_max_position_embeddings "
+                     "(%lld) in [1, 2^24]", what, c.rope_low_freq_factor,
+                     c.rope_high_freq_factor, (long long)c.rope_original_context);
     }
     ATTN_FAIL_IF((unsigned)c.mlp_act > 1 || (unsigned)c.sandwich_norm > 1, ctx, ATTN_E_INVALID,
                  "%s: mlp_act and sandwich_norm are 0 or 1", what);

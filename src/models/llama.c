@@ -50,7 +50,6 @@ attn_status attn__llm_check(attn_ctx *ctx, const attn_llm_config *cfg, const cha
                  ctx, ATTN_E_INVALID, "%s: max_position_embeddings %lld is out of range [1, %d]",
                  what, (long long)c.max_position_embeddings, ATTN__LLM_MAX_DIM);
     c.tie_word_embeddings = c.tie_word_embeddings != 0;
-    c.attention_bias = c.attention_bias != 0;
     c.mlp_bias = c.mlp_bias != 0;
     *out = c;
     return ATTN_OK;
@@ -61,10 +60,11 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     *out = NULL;
     attn_llm_config c;
     ATTN_TRY(attn__llm_check(ctx, cfg, what, &c));
-    /* the model, its layers and inv_freq in one allocation (layers <= ATTN_LIMIT_LAYERS) */
+    /* the model, its layers, inv_freq (global, local) and the file's RoPE divisors in one
+     * allocation (layers <= ATTN_LIMIT_LAYERS) */
     size_t lay = (size_t)c.num_layers * sizeof(attn__llama_block);
     size_t base = (sizeof(attn_llm) + 63) / 64 * 64, invo = base + (lay + 63) / 64 * 64;
-    size_t total = invo + (size_t)(c.head_dim / 2) * 2 * sizeof(float); /* global, local */
+    size_t total = invo + (size_t)(c.head_dim / 2) * 3 * sizeof(float);
     attn_llm *m = attn__calloc(ctx, 1, total);
     ATTN_FAIL_IF(!m, ctx, ATTN_E_NOMEM, "out of memory (attn_llm, %lld layers)",
                  (long long)c.num_layers);
@@ -76,8 +76,35 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     m->inv_freq = (float *)((unsigned char *)m + invo);
     if (c.sliding_window > 0 && c.rope_theta_local != 0) /* the local layers' own base */
         m->inv_freq_local = m->inv_freq + c.head_dim / 2;
+    if (c.rope_scaling == 3) m->rope_div = m->inv_freq + c.head_dim;
     *out = m;
     return ATTN_OK;
+}
+
+/* The global layers' RoPE scaling (attn_llm_config.rope_scaling) applied to inv[D/2]: in float,
+ * in the order of transformers' float32 tensor arithmetic for "linear" and "llama3", and as
+ * llama.cpp divides by a file's factors. */
+static void rope_scale(const attn_llm_config *c, const float *div, float *inv) {
+    const int64_t n = c->head_dim / 2;
+    const float f = (float)c->rope_factor;
+    for (int64_t i = 0; i < n; i++) {
+        if (c->rope_scaling == 1) {
+            inv[i] = inv[i] / f;
+        } else if (c->rope_scaling == 3) {
+            inv[i] = inv[i] / div[i];
+        } else if (c->rope_scaling == 2) {
+            /* PyTorch's scalar / tensor is reciprocal(tensor) * scalar */
+            const double L = (double)c->rope_original_context, lo = c->rope_low_freq_factor,
+                         hi = c->rope_high_freq_factor;
+            const float w = 1.0f / inv[i] * (float)6.283185307179586; /* 2 pi */
+            if (w > (float)(L / lo)) {
+                inv[i] = inv[i] / f;
+            } else if (!(w < (float)(L / hi))) {
+                const float s = (1.0f / w * (float)L - (float)lo) / (float)(hi - lo);
+                inv[i] = (1 - s) * inv[i] / f + s * inv[i];
+            }
+        }
+    }
 }
 
 attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
@@ -122,6 +149,7 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
         l->mlp.E = E, l->mlp.F = F, l->mlp.act = c->mlp_act;
     }
     attn__rope_inv_freq((float)c->rope_theta, c->head_dim, m->inv_freq);
+    rope_scale(c, m->rope_div, m->inv_freq);
     if (m->inv_freq_local)
         attn__rope_inv_freq((float)c->rope_theta_local, c->head_dim, m->inv_freq_local);
     return ATTN_OK;
@@ -200,9 +228,36 @@ static attn_status json_flag(attn__json_reader *r, const char *key, int *v) {
     return attn__json_bool(r, v);
 }
 
-/* rope_scaling / rope_parameters: null, or an object of rope_type (or type) "default", with an
- * optional rope_theta and partial_rotary_factor 1; anything else is a RoPE attn does not have. */
-static attn_status rope_object(attn__json_reader *r, const char *key, double *theta) {
+/* The Hugging Face families attn_llm_load_hf reads: model_type, the class architectures
+ * names, and what the family fixes beyond config.json's keys (as transformers' modeling code
+ * does): Qwen2's q/k/v biases, Qwen3's and Gemma 3's QK-norm, Gemma 3's sandwich norms, GEGLU,
+ * embedding scale, 1 + w norms and tied head. */
+typedef struct hf_family {
+    const char *type, *arch;
+    int attention_bias, qk_norm, gemma; /* attention_bias -1: the config's attention_bias */
+} hf_family;
+static const hf_family hf_families[] = {
+    {"llama", "LlamaForCausalLM", -1, 0, 0},
+    {"mistral", "MistralForCausalLM", 0, 0, 0},
+    {"qwen2", "Qwen2ForCausalLM", 2, 0, 0},
+    {"qwen3", "Qwen3ForCausalLM", -1, 1, 0},
+    {"gemma3_text", "Gemma3ForCausalLM", 0, 1, 1},
+};
+#define HF_NFAM (int)(sizeof hf_families / sizeof *hf_families)
+
+/* One RoPE parameter set (a layer type's): theta (NAN: unset), the scaling. */
+typedef struct hf_rope {
+    double theta, factor, low, high;
+    int64_t orig;
+    int type; /* attn_llm_config.rope_scaling: 0 default, 1 linear, 2 llama3 */
+} hf_rope;
+
+/* rope_scaling / rope_parameters: null, or an object of rope_type (or type) "default", "linear"
+ * or "llama3" with rope_theta, factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings and partial_rotary_factor 1; or (transformers 5's Gemma 3)
+ * an object of such objects per layer type, full_attention into *g and sliding_attention into
+ * *l.  Anything else is a RoPE attn does not have. */
+static attn_status rope_object(attn__json_reader *r, const char *key, hf_rope *g, hf_rope *l) {
     attn__json_kind k;
     ATTN_TRY(attn__json_peek(r, &k));
     if (k == ATTN__JSON_NULL) return attn__json_null(r);
@@ -214,17 +269,32 @@ static attn_status rope_object(attn__json_reader *r, const char *key, double *th
         const char *mk;
         ATTN_TRY(attn__json_member(r, &more, &mk, NULL));
         if (!more) break;
-        if (!strcmp(mk, "rope_type") || !strcmp(mk, "type")) {
-            ATTN_TRY(attn__json_peek(r, &k));
+        ATTN_TRY(attn__json_peek(r, &k));
+        if (l && k == ATTN__JSON_OBJECT &&
+            (!strcmp(mk, "full_attention") || !strcmp(mk, "sliding_attention"))) {
+            const int full = !strcmp(mk, "full_attention");
+            ATTN_TRY(rope_object(r, full ? "rope_parameters.full_attention"
+                                         : "rope_parameters.sliding_attention",
+                                 full ? g : l, NULL));
+        } else if (!strcmp(mk, "rope_type") || !strcmp(mk, "type")) {
             ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT,
                          "%s: %s.%s must be a string", r->what, key, mk);
             const char *s;
             ATTN_TRY(attn__json_string(r, &s, NULL));
-            ATTN_FAIL_IF(strcmp(s, "default"), r->ctx, ATTN_E_UNSUPPORTED,
-                         "%s: %s.%s \"%.64s\" is not supported (only \"default\": plain RoPE)",
-                         r->what, key, mk, s);
+            g->type = !strcmp(s, "linear") ? 1 : !strcmp(s, "llama3") ? 2 : 0;
+            ATTN_FAIL_IF(!g->type && strcmp(s, "default"), r->ctx, ATTN_E_UNSUPPORTED,
+                         "%s: %s.%s \"%.64s\" is not supported (attn has \"default\", "
+                         "\"linear\" and \"llama3\")", r->what, key, mk, s);
         } else if (!strcmp(mk, "rope_theta")) {
-            ATTN_TRY(attn__json_double(r, "rope_theta", theta));
+            ATTN_TRY(attn__json_double(r, "rope_theta", &g->theta));
+        } else if (!strcmp(mk, "factor")) {
+            ATTN_TRY(attn__json_double(r, "factor", &g->factor));
+        } else if (!strcmp(mk, "low_freq_factor")) {
+            ATTN_TRY(attn__json_double(r, "low_freq_factor", &g->low));
+        } else if (!strcmp(mk, "high_freq_factor")) {
+            ATTN_TRY(attn__json_double(r, "high_freq_factor", &g->high));
+        } else if (!strcmp(mk, "original_max_position_embeddings")) {
+            ATTN_TRY(json_int_or_null(r, mk, &g->orig));
         } else if (!strcmp(mk, "partial_rotary_factor")) {
             double f;
             ATTN_TRY(attn__json_double(r, "partial_rotary_factor", &f));
@@ -237,9 +307,10 @@ static attn_status rope_object(attn__json_reader *r, const char *key, double *th
     return ATTN_OK;
 }
 
-/* architectures: an array of strings, one of them LlamaForCausalLM (*have = 1), or null (as
- * transformers writes for a model loaded from GGUF: model_type decides). */
-static attn_status architectures(attn__json_reader *r, int *have, int *llama, char *first,
+/* architectures: an array of strings, or null (as transformers writes for a model loaded from
+ * GGUF: model_type decides).  *fam: the family of the first known class name (else -1),
+ * first: the first name. */
+static attn_status architectures(attn__json_reader *r, int *have, int *fam, char *first,
                                  size_t n) {
     attn__json_kind k;
     ATTN_TRY(attn__json_peek(r, &k));
@@ -257,14 +328,67 @@ static attn_status architectures(attn__json_reader *r, int *have, int *llama, ch
                      "%s: architectures must be an array of strings", r->what);
         const char *s;
         ATTN_TRY(attn__json_string(r, &s, NULL));
-        if (!strcmp(s, "LlamaForCausalLM")) *llama = 1;
-        else if (!first[0]) snprintf(first, n, "%.80s", s);
+        for (int i = 0; i < HF_NFAM && *fam < 0; i++)
+            if (!strcmp(s, hf_families[i].arch)) *fam = i;
+        if (!first[0]) snprintf(first, n, "%.80s", s);
     }
     return ATTN_OK;
 }
 
+/* layer_types: an array of "full_attention" / "sliding_attention", one per layer: bit i of
+ * *local (the first 64 layers; *n counts them all) set for a sliding layer, *bad set for
+ * another word. */
+static attn_status layer_types(attn__json_reader *r, uint64_t *local, int64_t *n, int *bad,
+                               int *over) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    ATTN_FAIL_IF(k != ATTN__JSON_ARRAY, r->ctx, ATTN_E_FORMAT,
+                 "%s: layer_types must be an array of strings", r->what);
+    ATTN_TRY(attn__json_array_begin(r));
+    *n = 0, *local = 0;
+    for (;;) {
+        int more;
+        ATTN_TRY(attn__json_element(r, &more));
+        if (!more) break;
+        ATTN_TRY(attn__json_peek(r, &k));
+        ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT,
+                     "%s: layer_types must be an array of strings", r->what);
+        const char *s;
+        ATTN_TRY(attn__json_string(r, &s, NULL));
+        const int sl = !strcmp(s, "sliding_attention");
+        if (!sl && strcmp(s, "full_attention")) *bad = 1;
+        if (sl && *n < 64) *local |= 1ull << *n;
+        if (sl && *n >= 64) *over = 1;
+        (*n)++;
+    }
+    return ATTN_OK;
+}
+
+/* A string member into buf (or null: buf stays). */
+static attn_status json_word(attn__json_reader *r, const char *key, char *buf, size_t n) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT, "%s: %s must be a string",
+                 r->what, key);
+    const char *s;
+    ATTN_TRY(attn__json_string(r, &s, NULL));
+    snprintf(buf, n, "%.80s", s);
+    return ATTN_OK;
+}
+
+/* A number that must be null (or absent) for attn: *set when it is not. */
+static attn_status json_null_only(attn__json_reader *r, int *set) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    *set = 1;
+    return attn__json_skip(r);
+}
+
 static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, const char *path,
-                                attn_llm_config *c) {
+                                attn_llm_config *c, int *norm_plus_one) {
     memset(c, 0, sizeof *c);
     int64_t *need[6] = {&c->hidden_size, &c->intermediate_size, &c->num_layers, &c->num_heads,
                         &c->vocab_size, &c->max_position_embeddings};
@@ -273,10 +397,13 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
                                              "vocab_size", "max_position_embeddings"};
     for (int i = 0; i < 6; i++) *need[i] = INT64_MIN;
     c->rms_norm_eps = 1e-6;
-    c->rope_theta = 10000.0;
-    int llama_arch = 0, have_arch = 0, have_type = 0;
-    char other_arch[96] = "";
-    double theta_top = NAN, theta_obj = NAN;
+    int arch_fam = -1, have_arch = 0, tie = -1, bias = 0, use_swa = 0, softcap = 0;
+    int types_bad = 0, types_over = 0;
+    char other_arch[96] = "", model_type[96] = "", act[96] = "";
+    int64_t window = 0, pattern = 0, qpas = 0, n_types = -1;
+    uint64_t local_bits = 0;
+    double theta_top = NAN, theta_local_top = NAN;
+    hf_rope rg = {NAN, 0, 0, 0, 0, 0}, rl = rg;
     attn__json_reader r;
     attn_status st = attn__json_open(&r, ctx, text, len, "config.json", 0);
     if (st == ATTN_OK) st = attn__json_object_begin(&r);
@@ -289,14 +416,19 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
             if (!strcmp(key, need_name[i])) iv = need[i];
         if (!iv && !strcmp(key, "num_key_value_heads")) iv = &c->num_kv_heads;
         if (!iv && !strcmp(key, "head_dim")) iv = &c->head_dim;
+        if (!iv && !strcmp(key, "sliding_window")) iv = &window;
+        if (!iv && !strcmp(key, "sliding_window_pattern")) iv = &pattern;
+        if (!iv && !strcmp(key, "query_pre_attn_scalar")) iv = &qpas;
         if (iv) {
             st = json_int_or_null(&r, key, iv);
         } else if (!strcmp(key, "rms_norm_eps")) {
             st = attn__json_double(&r, key, &c->rms_norm_eps);
         } else if (!strcmp(key, "rope_theta")) {
             st = attn__json_double(&r, key, &theta_top);
+        } else if (!strcmp(key, "rope_local_base_freq")) {
+            st = attn__json_double(&r, key, &theta_local_top);
         } else if (!strcmp(key, "rope_scaling") || !strcmp(key, "rope_parameters")) {
-            st = rope_object(&r, key, &theta_obj);
+            st = rope_object(&r, key, &rg, &rl);
         } else if (!strcmp(key, "partial_rotary_factor")) {
             double f = 1.0;
             attn__json_kind k;
@@ -307,29 +439,24 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
                 st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s: partial_rotary_factor %g is not "
                                 "supported (only 1)", path, f);
         } else if (!strcmp(key, "tie_word_embeddings")) {
-            st = json_flag(&r, key, &c->tie_word_embeddings);
+            st = json_flag(&r, key, &tie);
         } else if (!strcmp(key, "attention_bias")) {
-            st = json_flag(&r, key, &c->attention_bias);
+            st = json_flag(&r, key, &bias);
         } else if (!strcmp(key, "mlp_bias")) {
             st = json_flag(&r, key, &c->mlp_bias);
+        } else if (!strcmp(key, "use_sliding_window")) {
+            st = json_flag(&r, key, &use_swa);
+        } else if (!strcmp(key, "final_logit_softcapping") ||
+                   !strcmp(key, "attn_logit_softcapping")) {
+            st = json_null_only(&r, &softcap);
+        } else if (!strcmp(key, "layer_types")) {
+            st = layer_types(&r, &local_bits, &n_types, &types_bad, &types_over);
         } else if (!strcmp(key, "architectures")) {
-            st = architectures(&r, &have_arch, &llama_arch, other_arch, sizeof other_arch);
-        } else if (!strcmp(key, "model_type") || !strcmp(key, "hidden_act")) {
-            attn__json_kind k;
-            const char *s = NULL;
-            st = attn__json_peek(&r, &k);
-            if (!st && k != ATTN__JSON_STRING)
-                st = attn__fail(ctx, ATTN_E_FORMAT, "%s: %s must be a string", path, key);
-            if (!st) st = attn__json_string(&r, &s, NULL);
-            if (!st && !strcmp(key, "model_type")) {
-                have_type = 1;
-                if (strcmp(s, "llama"))
-                    st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s: model_type \"%.64s\" is not "
-                                    "supported (only \"llama\")", path, s);
-            } else if (!st && strcmp(s, "silu")) {
-                st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s: hidden_act \"%.64s\" is not "
-                                "supported (only \"silu\")", path, s);
-            }
+            st = architectures(&r, &have_arch, &arch_fam, other_arch, sizeof other_arch);
+        } else if (!strcmp(key, "model_type")) {
+            st = json_word(&r, key, model_type, sizeof model_type);
+        } else if (!strcmp(key, "hidden_act") || !strcmp(key, "hidden_activation")) {
+            st = json_word(&r, key, act, sizeof act);
         } else {
             st = attn__json_skip(&r);
         }
@@ -337,17 +464,84 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
     if (st == ATTN_OK) st = attn__json_finish(&r);
     attn__json_close(&r);
     ATTN_TRY(st);
-    ATTN_FAIL_IF(have_arch && !llama_arch, ctx, ATTN_E_UNSUPPORTED,
-                 "%s: architecture \"%s\" is not supported (only LlamaForCausalLM)", path,
-                 other_arch[0] ? other_arch : "(none)");
-    ATTN_FAIL_IF(!have_arch && !have_type, ctx, ATTN_E_UNSUPPORTED,
-                 "%s: neither architectures nor model_type says this is a Llama model", path);
+    /* the family: model_type, else the architectures' class */
+    int fi = -1;
+    for (int i = 0; i < HF_NFAM && model_type[0]; i++)
+        if (!strcmp(model_type, hf_families[i].type)) fi = i;
+    ATTN_FAIL_IF(model_type[0] && fi < 0, ctx, ATTN_E_UNSUPPORTED, "%s: model_type \"%s\" is "
+                 "not supported (attn runs llama, mistral, qwen2, qwen3 and gemma3_text)", path,
+                 model_type);
+    ATTN_FAIL_IF(have_arch && arch_fam < 0, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: architecture \"%s\" is not supported (attn runs LlamaForCausalLM, "
+                 "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Gemma3ForCausalLM)",
+                 path, other_arch[0] ? other_arch : "(none)");
+    ATTN_FAIL_IF(fi >= 0 && arch_fam >= 0 && fi != arch_fam, ctx, ATTN_E_FORMAT,
+                 "%s: model_type \"%s\" and architecture %s disagree", path, model_type,
+                 hf_families[arch_fam].arch);
+    if (fi < 0) fi = arch_fam;
+    ATTN_FAIL_IF(fi < 0, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: neither architectures nor model_type names a model attn runs", path);
+    const hf_family *f = &hf_families[fi];
     for (int i = 0; i < 6; i++)
         ATTN_FAIL_IF(*need[i] == INT64_MIN, ctx, ATTN_E_FORMAT, "%s: %s is missing", path,
                      need_name[i]);
-    /* as HF: rope_parameters' own rope_theta first, then the top-level one */
-    if (!isnan(theta_obj)) c->rope_theta = theta_obj;
-    else if (!isnan(theta_top)) c->rope_theta = theta_top;
+    const int want_act = f->gemma ? 1 : 0;
+    ATTN_FAIL_IF(act[0] && strcmp(act, want_act ? "gelu_pytorch_tanh" : "silu"), ctx,
+                 ATTN_E_UNSUPPORTED, "%s: hidden activation \"%s\" is not supported (%s uses "
+                 "\"%s\")", path, act, f->type, want_act ? "gelu_pytorch_tanh" : "silu");
+    ATTN_FAIL_IF(softcap, ctx, ATTN_E_UNSUPPORTED, "%s: logit soft-capping is not supported",
+                 path);
+    ATTN_FAIL_IF(use_swa, ctx, ATTN_E_UNSUPPORTED, "%s: use_sliding_window is not supported "
+                 "for %s (transformers' max_window_layers)", path, f->type);
+    c->attention_bias = f->attention_bias >= 0 ? f->attention_bias : bias;
+    c->qk_norm = f->qk_norm;
+    c->tie_word_embeddings = tie >= 0 ? tie : f->gemma; /* Gemma 3's default: tied */
+    /* RoPE: rope_parameters' own rope_theta first, then the top-level one */
+    c->rope_theta = !isnan(rg.theta) ? rg.theta : !isnan(theta_top) ? theta_top
+                                                 : f->gemma ? 1e6 : 1e4;
+    c->rope_scaling = rg.type, c->rope_factor = rg.factor, c->rope_low_freq_factor = rg.low;
+    c->rope_high_freq_factor = rg.high, c->rope_original_context = rg.orig;
+    ATTN_FAIL_IF(rl.type, ctx, ATTN_E_UNSUPPORTED, "%s: RoPE scaling of the sliding layers is "
+                 "not supported", path);
+    /* sliding windows: Mistral's on every layer; Gemma 3's on all but every P-th */
+    ATTN_FAIL_IF(window < 0, ctx, ATTN_E_FORMAT, "%s: sliding_window must be positive", path);
+    if (f->gemma) {
+        c->sandwich_norm = 1, c->mlp_act = 1;
+        c->embed_scale = sqrt((double)c->hidden_size);
+        *norm_plus_one = 1;
+        if (n_types < 0) { /* sliding_window_pattern (default 6), as Gemma3TextConfig */
+            const int64_t P = pattern > 0 ? pattern : 6;
+            n_types = c->num_layers, local_bits = 0;
+            for (int64_t i = 0; i < n_types && i < 64; i++)
+                if ((i + 1) % P) local_bits |= 1ull << i;
+            types_over = n_types > 64;
+        }
+        c->rope_theta_local = !isnan(rl.theta) ? rl.theta : !isnan(theta_local_top)
+                                                              ? theta_local_top : 1e4;
+    }
+    if (n_types >= 0 && local_bits) { /* some sliding layers: the period of the global ones */
+        ATTN_FAIL_IF(types_bad || types_over || n_types != c->num_layers || window < 1, ctx,
+                     ATTN_E_UNSUPPORTED, "%s: layer_types (%lld of them) must be one of "
+                     "full_attention / sliding_attention per layer, at most 64, with a "
+                     "sliding_window", path, (long long)n_types);
+        int64_t P = 0;
+        while (P < n_types && (local_bits >> P & 1)) P++;
+        P = P < n_types ? P + 1 : 0; /* 0: every layer local */
+        for (int64_t i = 0; i < n_types; i++)
+            ATTN_FAIL_IF((int)(local_bits >> i & 1) != (P == 0 || (i + 1) % P != 0), ctx,
+                         ATTN_E_UNSUPPORTED, "%s: layer_types: attn runs one global layer "
+                         "every P layers (layer %lld breaks the pattern)", path, (long long)i);
+        c->sliding_window = window, c->sliding_period = P;
+    } else if (n_types < 0 && !strcmp(f->type, "mistral")) {
+        c->sliding_window = window;
+    } else {
+        c->rope_theta_local = 0; /* no sliding layer */
+    }
+    const int64_t hd = c->head_dim ? c->head_dim
+                                   : c->num_heads > 0 ? c->hidden_size / c->num_heads : 0;
+    ATTN_FAIL_IF(f->gemma && qpas && qpas != hd, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: query_pre_attn_scalar %lld differs from head_dim %lld (not supported)",
+                 path, (long long)qpas, (long long)hd);
     /* head_dim / num_key_value_heads 0 and negative values are the checks' business; 0 means
      * "the default" in attn_llm_config, which a file cannot ask for with a 0 */
     ATTN_FAIL_IF(c->head_dim < 0 || c->num_kv_heads < 0, ctx, ATTN_E_FORMAT,
@@ -370,6 +564,7 @@ int attn__llm_entry(const attn_llm_config *c, int64_t i, int64_t *layer, int *ki
     }
     const int k = (int)((i - 3) % ATTN__LT_N);
     if ((k >= ATTN__LT_QB && k <= ATTN__LT_OB && !c->attention_bias) ||
+        (k == ATTN__LT_OB && c->attention_bias == 2) ||
         (k >= ATTN__LT_GB && k <= ATTN__LT_DB && !c->mlp_bias))
         return 0;
     if ((k == ATTN__LT_QN || k == ATTN__LT_KN) && !c->qk_norm) return 0;
@@ -432,7 +627,7 @@ static const char *const lt_name[ATTN__LT_N] = {
     "self_attn.q_proj.bias",   "self_attn.k_proj.bias",   "self_attn.v_proj.bias",
     "self_attn.o_proj.bias",   "mlp.gate_proj.bias",      "mlp.up_proj.bias",
     "mlp.down_proj.bias",      "self_attn.q_norm.weight", "self_attn.k_norm.weight",
-    "post_attention_norm.weight", "post_feedforward_layernorm.weight"};
+    "post_attention_layernorm.weight", "post_feedforward_layernorm.weight"};
 
 /* Entry i: 0 when the config has no such tensor, else its HF name and shape. */
 static int hf_entry(const attn_llm_config *c, int64_t i, char *name, size_t n, int *nd,
@@ -444,8 +639,11 @@ static int hf_entry(const attn_llm_config *c, int64_t i, char *name, size_t n, i
         snprintf(name, n, "%s", kind == 0 ? "model.embed_tokens.weight"
                                 : kind == 1 ? "model.norm.weight"
                                             : "lm_head.weight");
-    else
-        snprintf(name, n, "model.layers.%lld.%s", (long long)layer, lt_name[kind]);
+    else /* with sandwich norms (Gemma), the norm before the MLP is pre_feedforward_layernorm
+          * and post_attention_layernorm is the one after the attention */
+        snprintf(name, n, "model.layers.%lld.%s", (long long)layer,
+                 c->sandwich_norm && kind == ATTN__LT_LN2 ? "pre_feedforward_layernorm.weight"
+                                                          : lt_name[kind]);
     *nd = cols ? 2 : 1;
     shape[0] = rows, shape[1] = cols;
     return 1;
@@ -472,7 +670,8 @@ static attn_status hf_match(attn_ctx *ctx, const attn_llm_config *c, const attn_
 }
 
 /* The tensors converted to F32 into one allocation (m->store), bound to m's weights. */
-static attn_status hf_fill(attn_ctx *ctx, attn_llm *m, const attn_st *st, size_t bytes) {
+static attn_status hf_fill(attn_ctx *ctx, attn_llm *m, const attn_st *st, size_t bytes,
+                           int plus_one) {
     unsigned char *arena = attn__malloc(ctx, bytes ? bytes : 1);
     ATTN_FAIL_IF(!arena, ctx, ATTN_E_NOMEM, "out of memory (%zu bytes of F32 weights)", bytes);
     m->store = arena;
@@ -489,6 +688,15 @@ static attn_status hf_fill(attn_ctx *ctx, attn_llm *m, const attn_st *st, size_t
         float *p = (float *)(arena + off);
         off += ((size_t)t.numel * sizeof(float) + 63) / 64 * 64;
         ATTN_TRY(attn_st_to_f32(ctx, &t, p, (size_t)t.numel));
+        int64_t layer, rows, cols;
+        int kind;
+        attn__llm_entry(&m->cfg, i, &layer, &kind, &rows, &cols);
+        const int norm = layer < 0 ? kind == 1
+                                   : (kind == ATTN__LT_LN1 || kind == ATTN__LT_LN2 ||
+                                      kind == ATTN__LT_QN || kind == ATTN__LT_KN ||
+                                      kind == ATTN__LT_PA || kind == ATTN__LT_PF);
+        for (int64_t j = 0; plus_one && norm && j < t.numel; j++)
+            p[j] = 1.0f + p[j]; /* Gemma3RMSNorm: x (1 + w), the sum in float */
         for (int64_t j = 0; check && j < t.numel; j++)
             ATTN_FAIL_IF(!isfinite(p[j]), ctx, ATTN_E_NONFINITE,
                          "tensor \"%s\" holds %g at element %lld", name, (double)p[j],
@@ -642,7 +850,8 @@ attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out) {
                           "%.300s: missing config.json (not a Hugging Face model folder)", dir);
     ATTN_TRY(st);
     attn_llm_config c;
-    st = parse_config(ctx, (const char *)text, len, path, &c);
+    int plus_one = 0;
+    st = parse_config(ctx, (const char *)text, len, path, &c, &plus_one);
     attn__free(ctx, text);
     ATTN_TRY(st);
     ATTN_TRY(attn__llm_check(ctx, &c, "config.json", &c));
@@ -666,7 +875,7 @@ attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out) {
     attn_llm *m = NULL;
     st = hf_match(ctx, &c, sf, &bytes);
     if (!st) st = attn__llm_new(ctx, &c, "config.json", &m);
-    if (!st) st = hf_fill(ctx, m, sf, bytes);
+    if (!st) st = hf_fill(ctx, m, sf, bytes, plus_one);
     attn_st_free(sf);
     if (!st) st = attn__llm_ready(ctx, m);
     if (!st) st = hf_text_side(ctx, m, dir);

@@ -61,19 +61,24 @@ static attn_status key_float(attn_ctx *ctx, const attn_gguf *g, const char *arch
 }
 
 /* The families a GGUF file may hold: general.architecture (also its keys' prefix) and what it
- * sets beyond Llama's block.  Gemma 3: llama.cpp's converter stores its norms as 1 + w (HF's
- * Gemma3RMSNorm), so they are plain RMSNorm weights here; its q/k rows are not permuted (NeoX
- * rotation: rope_interleaved 0); every 6th layer is global, the others see a sliding window
- * with RoPE base 10^4, as llama.cpp and transformers' Gemma3TextConfig fix them. */
+ * sets beyond Llama's block.  llama (also Mistral's files: llama.cpp's converter writes them as
+ * llama and drops Mistral's window) permutes q/k rows for GGML's rope; the others keep HF's
+ * NeoX rotation (rope_interleaved 0).  Qwen2's q/k/v biases and every family's other optional
+ * tensors are found by name.  Gemma 3: llama.cpp's converter stores its norms as 1 + w (HF's
+ * Gemma3RMSNorm), so they are plain RMSNorm weights here; every 6th layer is global, the others
+ * see the sliding window with their own RoPE base (rope.freq_base_swa, else 10^4), as llama.cpp
+ * and transformers' Gemma3TextConfig fix them. */
 typedef struct family {
     const char *arch;
-    int rope_interleaved, qk_norm, sandwich_norm, mlp_act, embed_scale;
+    int rope_interleaved, qk_norm, sandwich_norm, mlp_act, embed_scale, swa;
     int64_t sliding_period;
     double rope_theta_local;
 } family;
 static const family families[] = {
-    {"llama", 1, 0, 0, 0, 0, 0, 0.0},
-    {"gemma3", 0, 1, 1, 1, 1, 6, 10000.0},
+    {"llama", 1, 0, 0, 0, 0, 0, 0, 0.0},
+    {"qwen2", 0, 0, 0, 0, 0, 0, 0, 0.0},
+    {"qwen3", 0, 1, 0, 0, 0, 0, 0, 0.0},
+    {"gemma3", 0, 1, 1, 1, 1, 1, 6, 10000.0},
 };
 
 static attn_status config(attn_ctx *ctx, const attn_gguf *g, const char *path,
@@ -89,8 +94,8 @@ static attn_status config(attn_ctx *ctx, const attn_gguf *g, const char *path,
         if (alen == strlen(families[i].arch) && !memcmp(a, families[i].arch, alen))
             fam = &families[i];
     ATTN_FAIL_IF(!fam, ctx, ATTN_E_UNSUPPORTED,
-                 "%.300s: architecture \"%.*s\" is not supported (attn runs \"llama\" and "
-                 "\"gemma3\")", path, (int)(alen > 60 ? 60 : alen), a);
+                 "%.300s: architecture \"%.*s\" is not supported (attn runs \"llama\", "
+                 "\"qwen2\", \"qwen3\" and \"gemma3\")", path, (int)(alen > 60 ? 60 : alen), a);
     const char *arch = fam->arch;
     memset(c, 0, sizeof *c);
     *rope_interleaved = fam->rope_interleaved;
@@ -127,14 +132,29 @@ static attn_status config(attn_ctx *ctx, const attn_gguf *g, const char *path,
     char rkey[64];
     snprintf(rkey, sizeof rkey, "%s.rope.scaling.type", arch);
     st = attn_gguf_get_str(g, rkey, &rs, &rslen);
-    if (st == ATTN_OK && !(rslen == 4 && !memcmp(rs, "none", 4)))
+    if (st == ATTN_OK && rslen == 6 && !memcmp(rs, "linear", 6)) {
+        c->rope_scaling = 1;
+        ATTN_TRY(key_float(ctx, g, arch, "rope.scaling.factor", NAN, &c->rope_factor, path));
+    } else if (st == ATTN_OK && !(rslen == 4 && !memcmp(rs, "none", 4))) {
         return attn__fail(ctx, ATTN_E_UNSUPPORTED, "%.300s: rope scaling \"%.*s\" is not "
-                          "supported", path, (int)(rslen > 40 ? 40 : rslen), rs);
+                          "supported (attn has linear, and llama3's factors as "
+                          "rope_freqs.weight)", path, (int)(rslen > 40 ? 40 : rslen), rs);
+    }
     if (st != ATTN_OK && st != ATTN_E_NOT_FOUND) return st;
+    attn_gguf_tensor tf;
+    if (attn_gguf_tensor_find(g, "rope_freqs.weight", &tf) == ATTN_OK) {
+        ATTN_FAIL_IF(c->rope_scaling, ctx, ATTN_E_UNSUPPORTED, "%.300s: both rope.scaling.type "
+                     "and rope_freqs.weight", path);
+        c->rope_scaling = 3;
+    }
     ATTN_TRY(key_float(ctx, g, arch, "rope.freq_base", 10000.0, &c->rope_theta, path));
     ATTN_TRY(key_float(ctx, g, arch, "attention.layer_norm_rms_epsilon", NAN, &c->rms_norm_eps,
                        path));
-    ATTN_TRY(key_int(ctx, g, arch, "attention.sliding_window", 0, &c->sliding_window, path));
+    if (fam->swa) {
+        ATTN_TRY(key_int(ctx, g, arch, "attention.sliding_window", 0, &c->sliding_window, path));
+        ATTN_TRY(key_float(ctx, g, arch, "rope.freq_base_swa", fam->rope_theta_local,
+                           &c->rope_theta_local, path));
+    }
     if (!c->sliding_window) c->sliding_period = 0, c->rope_theta_local = 0;
     if (fam->embed_scale) c->embed_scale = sqrt((double)c->hidden_size);
     /* the vocabulary: the key, else the embedding's rows */
@@ -148,6 +168,8 @@ static attn_status config(attn_ctx *ctx, const attn_gguf *g, const char *path,
     attn_gguf_tensor to;
     c->tie_word_embeddings = attn_gguf_tensor_find(g, "output.weight", &to) == ATTN_E_NOT_FOUND;
     c->attention_bias = attn_gguf_tensor_find(g, "blk.0.attn_q.bias", &to) == ATTN_OK;
+    if (c->attention_bias && attn_gguf_tensor_find(g, "blk.0.attn_output.bias", &to) != ATTN_OK)
+        c->attention_bias = 2; /* Qwen2: q/k/v only */
     c->mlp_bias = attn_gguf_tensor_find(g, "blk.0.ffn_up.bias", &to) == ATTN_OK;
     return ATTN_OK;
 }
@@ -262,6 +284,24 @@ static attn_status fill(attn_ctx *ctx, attn_llm *m, gguf_store *s, unsigned flag
                          (long long)j);
         attn__llm_bind(m, i, ATTN_Q_F32, p, interleaved);
     }
+    return ATTN_OK;
+}
+
+/* rope_freqs.weight (rope_scaling 3): head_dim / 2 positive finite divisors into div. */
+static attn_status rope_freqs(attn_ctx *ctx, const attn_gguf *g, const attn_llm_config *c,
+                              float *div, const char *path) {
+    attn_gguf_tensor t;
+    ATTN_TRY(attn_gguf_tensor_find(g, "rope_freqs.weight", &t));
+    const int64_t n = c->head_dim / 2;
+    ATTN_FAIL_IF(t.n_dims != 1 || t.shape[0] != n, ctx, ATTN_E_SHAPE, "%.300s: rope_freqs.weight "
+                 "must be a vector of head_dim / 2 = %lld factors", path, (long long)n);
+    attn_status st = attn_dequantize(ctx, t.type, t.data, t.nbytes, n, div);
+    if (st) return attn__fail(ctx, st, "%.300s: rope_freqs.weight: %s", path,
+                              attn_ctx_errmsg(ctx));
+    for (int64_t i = 0; i < n; i++)
+        ATTN_FAIL_IF(!(div[i] > 0) || !isfinite(div[i]), ctx, ATTN_E_NONFINITE,
+                     "%.300s: rope_freqs.weight holds %g at element %lld (factors are positive "
+                     "and finite)", path, (double)div[i], (long long)i);
     return ATTN_OK;
 }
 
@@ -521,6 +561,7 @@ attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
     }
     m->store = s, m->store_free = store_free, m->store_user = NULL;
     st = fill(ctx, m, s, flags, bytes, interleaved, path);
+    if (!st && m->rope_div) st = rope_freqs(ctx, s->g, &m->cfg, m->rope_div, path);
     if (!st) st = attn__llm_ready(ctx, m);
     if (!st) st = text_side(ctx, m, s->g, path);
     if (st) {

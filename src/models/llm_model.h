@@ -27,6 +27,8 @@ struct attn_llm {
     attn__llama_block *layers;     /* [num_layers], in the same allocation as the model */
     float *inv_freq;               /* [head_dim / 2], after the layers */
     float *inv_freq_local;         /* [head_dim / 2] of rope_theta_local, or NULL */
+    float *rope_div;               /* rope_scaling 3: [head_dim / 2], set by the loader before
+                                      attn__llm_ready (positive, finite), else NULL */
     void *store;                   /* the weights' memory */
     void (*store_free)(void *user, void *store);
     void *store_user;

@@ -26,8 +26,11 @@
 #include "file.h"
 #include "bpe.h"
 
-enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1, PRE_SMOLLM = 2, PRE_SPM = 3 /* SentencePiece BPE */ };
-static const char *const pre_names[3] = {"gpt2", "llama-bpe", "smollm"};
+enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1, PRE_SMOLLM = 2, PRE_QWEN2 = 3,
+       PRE_SPM = 4 /* SentencePiece BPE */ };
+/* GGUF's tokenizer.ggml.pre names (the last: attn_bpe_info's name of SentencePiece BPE) */
+static const char *const pre_names[5] = {"gpt2", "llama-bpe", "smollm", "qwen2",
+                                         "sentencepiece"};
 
 /* ---- Unicode classes ------------------------------------------------------------------------- */
 enum { C_L = 1, C_N = 2, C_S = 4, C_D = 8 };
@@ -534,7 +537,7 @@ done:
 }
 
 static int pre_from_name(const char *pre) {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < PRE_SPM; i++)
         if (!strcmp(pre, pre_names[i])) return i;
     return -1;
 }
@@ -669,7 +672,7 @@ typedef struct jpre {
     char type[24];
     int aps, use_regex, individual, invert; /* -1: absent */
     int isolated;                           /* behavior "Isolated" */
-    int pattern;                            /* 0 absent, 1 GPT-2's regex, 2 Llama 3's, 3 other */
+    int pattern; /* 0 absent, 1 GPT-2's regex, 2 Llama 3's, 4 Qwen2's, 3 other */
 } jpre;
 
 #define PRE_MAX 4
@@ -694,6 +697,10 @@ static const char GPT2_RE[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\
 static const char LLAMA3_RE[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
                                 "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
                                 "\\s+(?!\\S)|\\s+";
+/* Qwen2's (Qwen2.5, Qwen3): Llama 3's with one digit at a time */
+static const char QWEN2_RE[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+                               "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+                               "\\s+(?!\\S)|\\s+";
 
 static attn_status jkind(jload *L, attn__json_reader *r, attn__json_kind want, const char *key) {
     attn__json_kind k;
@@ -947,7 +954,10 @@ static attn_status j_pattern(jload *L, attn__json_reader *r, jpre *p) {
         if (!strcmp(key, "Regex")) {
             skey s;
             ATTN_TRY(jstr(L, r, key, &s));
-            p->pattern = !strcmp(s.p, GPT2_RE) ? 1 : !strcmp(s.p, LLAMA3_RE) ? 2 : 3;
+            p->pattern = !strcmp(s.p, GPT2_RE)     ? 1
+                         : !strcmp(s.p, LLAMA3_RE) ? 2
+                         : !strcmp(s.p, QWEN2_RE)  ? 4
+                                                   : 3;
         } else {
             ATTN_TRY(attn__json_skip(r));
         }
@@ -1002,8 +1012,11 @@ static attn_status j_pre_one(jload *L, attn__json_reader *r, jpre *p, int depth)
 
 /* Describes one pre-tokenizer object for a message. */
 static void pre_desc(const jpre *p, char *o, size_t n) {
-    const char *pat = p->pattern == 1 ? "GPT-2 regex" : p->pattern == 2 ? "Llama 3 regex"
-                      : p->pattern == 3 ? "another pattern" : "no pattern";
+    const char *pat = p->pattern == 1   ? "GPT-2 regex"
+                      : p->pattern == 2 ? "Llama 3 regex"
+                      : p->pattern == 4 ? "Qwen2 regex"
+                      : p->pattern == 3 ? "another pattern"
+                                        : "no pattern";
     if (!strcmp(p->type, "ByteLevel"))
         snprintf(o, n, "ByteLevel(add_prefix_space=%s, use_regex=%s)",
                  p->aps < 0 ? "?" : p->aps ? "true" : "false", p->use_regex ? "true" : "false");
@@ -1031,7 +1044,10 @@ static int pre_classify(const jload *L) {
     if (!strcmp(p[0].type, "Digits"))
         return p[0].individual == 1 && last_re ? PRE_SMOLLM : -1;
     if (!strcmp(p[0].type, "Split") && !last_re && p[0].isolated && p[0].invert != 1)
-        return p[0].pattern == 1 ? PRE_GPT2 : p[0].pattern == 2 ? PRE_LLAMA3 : -1;
+        return p[0].pattern == 1   ? PRE_GPT2
+               : p[0].pattern == 2 ? PRE_LLAMA3
+               : p[0].pattern == 4 ? PRE_QWEN2
+                                   : -1;
     return -1;
 }
 
@@ -1045,8 +1061,11 @@ static attn_status j_top(jload *L, attn__json_reader *r, const char *key) {
         if (k == ATTN__JSON_NULL) return attn__json_null(r);
         jpre p;
         ATTN_TRY(j_pre_one(L, r, &p, 1));
+        /* NFC (Qwen2's): text in NFC, as nearly all text is, is unchanged by it; attn does
+         * not compose decomposed text (nor does llama.cpp) */
+        if (!strcmp(p.type, "NFC")) return ATTN_OK;
         return attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s: normalizer %.24s is not supported "
-                          "(only null)", L->path, p.type[0] ? p.type : "(no type)");
+                          "(only null and NFC)", L->path, p.type[0] ? p.type : "(no type)");
     }
     if (!strcmp(key, "pre_tokenizer")) {
         ATTN_TRY(attn__json_peek(r, &k));
@@ -1096,8 +1115,8 @@ static attn_status j_build(jload *L, attn_bpe **out) {
         }
         return attn__fail(ctx, ATTN_E_UNSUPPORTED,
                           "%s: unsupported pre_tokenizer %s%s%s (supported: ByteLevel with the "
-                          "GPT-2 regex; Split(Llama 3 regex) + ByteLevel; Digits(individual) + "
-                          "ByteLevel)", path, L->pre_seq ? "Sequence[" : "", d,
+                          "GPT-2 regex; Split(Llama 3 or Qwen2 regex) + ByteLevel; Digits(individual) "
+                          "+ ByteLevel)", path, L->pre_seq ? "Sequence[" : "", d,
                           L->pre_seq ? "]" : "");
     }
     int64_t nv = (int64_t)L->nv, n = nv;
@@ -1460,7 +1479,8 @@ static size_t m_gpt2(const unsigned char *s, size_t i, size_t z) {
 
 /* Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *          ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t m_llama3(const unsigned char *s, size_t i, size_t z) {
+/* Llama 3's pattern; digits: the longest run of numbers (3; Qwen2's 1). */
+static size_t m_llama3(const unsigned char *s, size_t i, size_t z, int digits) {
     unsigned char c0 = s[i];
     if (c0 == '\'' && i + 1 < z) {
         size_t j1, j2;
@@ -1478,7 +1498,7 @@ static size_t m_llama3(const unsigned char *s, size_t i, size_t z) {
         return run_of(s, j2, z, C_L);
     if (k0 & C_L) return run_of(s, j, z, C_L);
     if (k0 & C_N) {
-        for (int k = 1; k < 3 && j < z && (cls_at(s, j, &j2) & C_N); k++) j = j2;
+        for (int k = 1; k < digits && j < z && (cls_at(s, j, &j2) & C_N); k++) j = j2;
         return j;
     }
     size_t p = SIZE_MAX;
@@ -1599,9 +1619,9 @@ static void pretok(enc *e, const unsigned char *s, size_t a, size_t z) {
         spm_word(e, w, o);
         return;
     }
-    if (e->pre == PRE_LLAMA3) {
+    if (e->pre == PRE_LLAMA3 || e->pre == PRE_QWEN2) {
         for (size_t i = a; i < z && e->st == ATTN_OK;) {
-            size_t j = m_llama3(s, i, z);
+            size_t j = m_llama3(s, i, z, e->pre == PRE_QWEN2 ? 1 : 3);
             bpe_word(e, s + i, j - i);
             i = j;
         }

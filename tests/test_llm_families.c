@@ -1,0 +1,158 @@
+/* Every LLM family attn loads, on tiny random models that transformers made
+ * (tests/gen_families.py): Llama 3 with its "llama3" RoPE scaling, Mistral with a sliding window,
+ * Qwen2 with q/k/v biases, Qwen3 with QK-norm and head_dim != E / H, Gemma 3 with local and
+ * global layers.  Each as a Hugging Face folder and as the GGUF file llama.cpp's converter made
+ * of it, against the logits of transformers: the full forward, the session path (prefill, then
+ * one token at a time through the KV cache), 1 and 2 threads bit-identical, and the family's
+ * settings as attn_llm_get_info reports them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn.h"
+#include "testutil.h"
+
+#define MAXT 64
+#define TOL 2e-5 /* of max|logit| */
+
+typedef struct ref {
+    int32_t ids[MAXT];
+    int64_t n, V;
+    double mx;
+    float *lg; /* [n, V] */
+} ref;
+
+static int read_ref(const char *path, ref *r) {
+    FILE *f = fopen(path, "r");
+    memset(r, 0, sizeof *r);
+    if (!f) return 0;
+    char *l;
+    while ((l = tu_read_line(f))) {
+        char *p = l + 2;
+        if (l[0] == 'I') {
+            r->n = strtoll(p, &p, 10);
+            if (r->n > MAXT) r->n = MAXT;
+            for (int64_t i = 0; i < r->n; i++) r->ids[i] = (int32_t)strtol(p, &p, 10);
+        } else if (l[0] == 'M') {
+            r->mx = strtod(p, NULL);
+        } else if (l[0] == 'L') {
+            int64_t pos = strtoll(p, &p, 10), k = strtoll(p, &p, 10);
+            if (!r->lg) {
+                r->V = k;
+                r->lg = calloc((size_t)(r->n * k), sizeof(float));
+            }
+            for (int64_t j = 0; r->lg && j < k && k == r->V && pos >= 0 && pos < r->n; j++)
+                r->lg[pos * k + j] = strtof(p, &p);
+        }
+    }
+    fclose(f);
+    return r->n > 0 && r->lg != NULL && r->mx > 0;
+}
+
+static double worst(const float *a, const float *b, int64_t n, double mx) {
+    double w = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]) / mx;
+        if (!(d <= w)) w = d; /* NaN sticks */
+    }
+    return w;
+}
+
+typedef struct fam {
+    const char *name, *gguf_ref; /* gguf_ref: another reference for the GGUF file */
+    int attention_bias, qk_norm, sandwich_norm, mlp_act, rope_scaling_hf, rope_scaling_gguf;
+    int64_t window, period, head_dim;
+} fam;
+
+static const fam fams[] = {
+    {"llama3", NULL, 0, 0, 0, 0, 2, 3, 0, 0, 8},
+    {"mistral", "mistral_gguf", 0, 0, 0, 0, 0, 0, 6, 0, 8},
+    {"qwen2", NULL, 2, 0, 0, 0, 0, 0, 0, 0, 8},
+    {"qwen3", NULL, 0, 1, 0, 0, 0, 0, 0, 0, 16},
+    {"gemma3", NULL, 0, 1, 1, 1, 0, 0, 4, 6, 16},
+};
+
+/* The model at path (a folder or a GGUF file) against r: forward and session, threads 1, 2. */
+static void check(const fam *f, const char *path, int gguf, const ref *r) {
+    float *out[2] = {NULL, NULL};
+    for (int threads = 1; threads <= 2; threads++) {
+        attn_ctx *ctx = tu_ctx(threads);
+        attn_llm *m = NULL;
+        if (!ctx || !TU_STATUS(gguf ? attn_llm_load_gguf(ctx, path, 0, &m)
+                                    : attn_llm_load_hf(ctx, path, &m),
+                               ATTN_OK, ctx)) {
+            attn_ctx_free(ctx);
+            break;
+        }
+        attn_llm_config c;
+        attn_llm_get_info(m, &c);
+        TU_CHECK(c.vocab_size == r->V && c.head_dim == f->head_dim &&
+                     c.attention_bias == f->attention_bias && c.qk_norm == f->qk_norm &&
+                     c.sandwich_norm == f->sandwich_norm && c.mlp_act == f->mlp_act &&
+                     c.rope_scaling == (gguf ? f->rope_scaling_gguf : f->rope_scaling_hf) &&
+                     c.sliding_window == (gguf && f->gguf_ref ? 0 : f->window) &&
+                     c.sliding_period == (gguf && f->gguf_ref ? 0 : f->period),
+                 "%s (%s): the family's settings", f->name, path);
+        const int64_t n = r->n, V = r->V;
+        float *lg = malloc(sizeof(float) * (size_t)(n * V));
+        float *row = malloc(sizeof(float) * (size_t)((n + 1) * V));
+        TU_STATUS(attn_llm_forward(ctx, m, r->ids, 1, n, lg), ATTN_OK, ctx);
+        double e = worst(lg, r->lg, n * V, r->mx);
+        TU_CHECK(e <= TOL, "%s (%s, %d threads): forward logits %.3g of max|logit| from "
+                 "transformers'", f->name, path, threads, e);
+        /* the session: half the prompt at once, then one token at a time */
+        attn_llm_session *s = NULL;
+        const int64_t h = n / 2;
+        double es = 0;
+        if (TU_STATUS(attn_llm_session_create(ctx, m, n, ATTN_F32, &s), ATTN_OK, ctx) &&
+            TU_STATUS(attn_llm_session_prefill(ctx, s, r->ids, h, row), ATTN_OK, ctx)) {
+            es = worst(row, r->lg + (h - 1) * V, V, r->mx);
+            for (int64_t t = h; t < n; t++) {
+                if (!TU_STATUS(attn_llm_session_decode(ctx, s, r->ids[t], row), ATTN_OK, ctx))
+                    break;
+                double d = worst(row, r->lg + t * V, V, r->mx);
+                if (!(d <= es)) es = d;
+            }
+        }
+        TU_CHECK(es <= TOL, "%s (%s, %d threads): session logits %.3g of max|logit| from "
+                 "transformers'", f->name, path, threads, es);
+        printf("test_llm_families: %-7s %s, %d thread%s: forward %.2e, session %.2e of "
+               "max|logit|\n", f->name, gguf ? "GGUF  " : "folder", threads,
+               threads > 1 ? "s" : " ", e, es);
+        attn_llm_session_free(s);
+        free(row);
+        out[threads - 1] = lg;
+        attn_llm_free(m);
+        attn_ctx_free(ctx);
+    }
+    if (out[0] && out[1])
+        TU_CHECK(!memcmp(out[0], out[1], sizeof(float) * (size_t)(r->n * r->V)),
+                 "%s (%s): 1 and 2 threads differ", f->name, path);
+    free(out[0]), free(out[1]);
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
+        const fam *f = &fams[i];
+        char p[256], q[256];
+        ref r, rg;
+        snprintf(p, sizeof p, "fixtures/families/%s_ref.txt", f->name);
+        const int ok = read_ref(p, &r);
+        TU_CHECK(ok, "cannot read %s", p);
+        if (!ok) {
+            free(r.lg);
+            continue;
+        }
+        snprintf(q, sizeof q, "fixtures/families/%s", f->name);
+        check(f, q, 0, &r);
+        snprintf(p, sizeof p, "fixtures/families/%s_ref.txt", f->gguf_ref ? f->gguf_ref : f->name);
+        const int okg = read_ref(p, &rg);
+        TU_CHECK(okg, "cannot read %s", p);
+        snprintf(q, sizeof q, "fixtures/families/%s.gguf", f->name);
+        if (okg) check(f, q, 1, &rg);
+        free(rg.lg);
+        free(r.lg);
+    }
+    return tu_finish("test_llm_families");
+}
