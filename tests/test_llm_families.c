@@ -3,8 +3,8 @@
  * Qwen2 with q/k/v biases, Qwen3 with QK-norm and head_dim != E / H, Gemma 3 with local and
  * global layers.  Each as a Hugging Face folder and as the GGUF file llama.cpp's converter made
  * of it, against the logits of transformers: the full forward, the session path (prefill, then
- * one token at a time through the KV cache), 1 and 2 threads bit-identical, and the family's
- * settings as attn_llm_get_info reports them. */
+ * one token at a time through the KV cache), 1 and 2 threads bit-identical, the family's
+ * settings as attn_llm_get_info reports them, and training refused where it is not written. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +94,15 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
                      c.sliding_window == (gguf && f->gguf_ref ? 0 : f->window) &&
                      c.sliding_period == (gguf && f->gguf_ref ? 0 : f->period),
                  "%s (%s): the family's settings", f->name, path);
+        if (threads == 1) { /* training: Llama's pieces only, the others refused by name */
+            attn_module *t = NULL;
+            const int plain = gguf && f->gguf_ref; /* Mistral's GGUF: a Llama model */
+            attn_status ts = attn_llama_lm_from_llm(ctx, m, ATTN_LLAMA_LM_DEQUANTIZE, &t);
+            TU_CHECK(plain ? ts == ATTN_OK : ts == ATTN_E_UNSUPPORTED,
+                     "%s (%s): attn_llama_lm_from_llm gave %s", f->name, path,
+                     attn_status_name(ts));
+            attn_module_free(t);
+        }
         const int64_t n = r->n, V = r->V;
         float *lg = malloc(sizeof(float) * (size_t)(n * V));
         float *row = malloc(sizeof(float) * (size_t)((n + 1) * V));

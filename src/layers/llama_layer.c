@@ -131,11 +131,11 @@ static attn_status dim_ok(attn_ctx *ctx, const char *what, const char *name, int
 attn_status attn__llm_cfg_llama(attn_ctx *ctx, const attn_llm_config *cfg, const char *what) {
     ATTN_FAIL_IF(cfg->qk_norm || cfg->sandwich_norm || cfg->mlp_act || cfg->embed_scale != 0 ||
                      cfg->sliding_window || cfg->sliding_period || cfg->rope_theta_local != 0 ||
-                     cfg->rope_scaling,
+                     cfg->rope_scaling || cfg->attention_bias == 2,
                  ctx, ATTN_E_UNSUPPORTED, "%s: qk_norm, sandwich_norm, mlp_act, embed_scale, "
-                 "sliding_window, sliding_period, rope_theta_local and rope_scaling are settings "
-                 "of a loaded model (attn_llm: Gemma 3, Qwen3, Llama 3's RoPE scaling) only; the "
-                 "trainable modules are Llama's: leave them 0", what);
+                 "sliding_window, sliding_period, rope_theta_local, rope_scaling and "
+                 "attention_bias 2 are settings of a loaded model (attn_llm: Gemma 3, Qwen2/3, "
+                 "Llama 3's RoPE scaling) only; the trainable modules are Llama's", what);
     return ATTN_OK;
 }
 

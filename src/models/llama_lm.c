@@ -150,10 +150,11 @@ attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned 
         attn_llm_config c;
         attn_llm_get_info(src, &c);
         ATTN_FAIL_IF(c.qk_norm || c.sandwich_norm || c.mlp_act || c.embed_scale != 0 ||
-                         c.sliding_window,
+                         c.sliding_window || c.rope_scaling || c.attention_bias == 2,
                      ctx, ATTN_E_UNSUPPORTED, "attn_llama_lm_from_llm: this model's family "
-                     "(QK-norm, sandwich norms, GEGLU, scaled embeddings or sliding windows: "
-                     "Gemma 3) runs for inference only; its training is not implemented yet");
+                     "(QK-norm, sandwich norms, GEGLU, scaled embeddings, sliding windows, RoPE "
+                     "scaling or Qwen2's biases: Gemma 3, Qwen2/3, Mistral, Llama 3.1+) runs for "
+                     "inference only; its training is not implemented yet");
     }
     ATTN_FAIL_IF(flags & ~(unsigned)ATTN_LLAMA_LM_DEQUANTIZE, ctx, ATTN_E_INVALID,
                  "attn_llama_lm_from_llm: unknown flags 0x%x",
