@@ -5,10 +5,12 @@
  * of it, against the logits of transformers: the full forward, the session path (prefill, then
  * one token at a time through the KV cache), 1 and 2 threads bit-identical, the family's
  * settings as attn_llm_get_info reports them, and training refused where it is not written. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn.h"
 #include "testutil.h"
@@ -28,7 +30,7 @@ static int read_ref(const char *path, ref *r) {
     memset(r, 0, sizeof *r);
     if (!f) return 0;
     char *l;
-    while ((l = tu_read_line(f))) {
+    for (; (l = tu_read_line(f)); free(l)) {
         char *p = l + 2;
         if (l[0] == 'I') {
             r->n = strtoll(p, &p, 10);
@@ -141,7 +143,131 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
     free(out[0]), free(out[1]);
 }
 
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *b = NULL;
+    *n = 0;
+    if (f && !fseek(f, 0, SEEK_END)) {
+        long len = ftell(f);
+        rewind(f);
+        b = len >= 0 ? malloc((size_t)len + 1) : NULL;
+        if (b) *n = fread(b, 1, (size_t)len, f), b[*n] = 0;
+    }
+    if (f) fclose(f);
+    return b;
+}
+
+static void spill(const char *path, const char *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (f) fwrite(b, 1, n, f), fclose(f);
+}
+
+/* Folder fam's config.json with its first `from` replaced by `to`: refused with want, the
+ * message naming needle, and no model. */
+static void refusal(attn_ctx *ctx, const char *fam, const char *from, const char *to,
+                    attn_status want, const char *needle) {
+    char src[256], dir[] = "/tmp/attn_fam_XXXXXX", p[300];
+    if (!mkdtemp(dir)) {
+        TU_CHECK(0, "mkdtemp");
+        return;
+    }
+    size_t n, cn;
+    snprintf(src, sizeof src, "fixtures/families/%s/model.safetensors", fam);
+    char *w = slurp(src, &n);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if (w) spill(p, w, n);
+    free(w);
+    snprintf(src, sizeof src, "fixtures/families/%s/config.json", fam);
+    char *c = slurp(src, &cn), *at = c ? strstr(c, from) : NULL;
+    TU_CHECK(at != NULL, "%s: config.json has no %s", fam, from);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if (at) {
+        FILE *f = fopen(p, "wb");
+        if (f) {
+            fwrite(c, 1, (size_t)(at - c), f), fputs(to, f), fputs(at + strlen(from), f);
+            fclose(f);
+        }
+        attn_llm *m = (attn_llm *)&m;
+        attn_status st = attn_llm_load_hf(ctx, dir, &m);
+        TU_CHECK(st == want && strstr(attn_ctx_errmsg(ctx), needle) && m == NULL,
+                 "%s with %s: %s (%s), wanted %s naming \"%s\"", fam, to, attn_status_name(st),
+                 attn_ctx_errmsg(ctx), attn_status_name(want), needle);
+    }
+    free(c);
+    remove(p);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    remove(p);
+    rmdir(dir);
+}
+
+/* What a family's config.json may say that attn does not run: refused by name. */
+static void refusals(void) {
+    attn_ctx *ctx = tu_ctx(1);
+    if (!ctx) return;
+    refusal(ctx, "gemma3", "\"query_pre_attn_scalar\": 16", "\"query_pre_attn_scalar\": 8",
+            ATTN_E_UNSUPPORTED, "query_pre_attn_scalar 8");
+    refusal(ctx, "gemma3", "\"final_logit_softcapping\": null",
+            "\"final_logit_softcapping\": 30.0", ATTN_E_UNSUPPORTED, "soft-capping");
+    refusal(ctx, "gemma3", "\"hidden_activation\": \"gelu_pytorch_tanh\"",
+            "\"hidden_activation\": \"silu\"", ATTN_E_UNSUPPORTED, "hidden activation");
+    refusal(ctx, "gemma3", "\"sliding_attention\",", "\"chunked_attention\",",
+            ATTN_E_UNSUPPORTED, "layer_types");
+    refusal(ctx, "gemma3", "\"sliding_attention\",", "\"full_attention\",",
+            ATTN_E_UNSUPPORTED, "breaks the pattern");
+    refusal(ctx, "gemma3", "\"sliding_attention\",", "",
+            ATTN_E_UNSUPPORTED, "layer_types (5 of them)");
+    refusal(ctx, "gemma3", "\"layer_types\"", "\"layer_types\": 3, \"x\"", ATTN_E_FORMAT,
+            "layer_types must be an array of strings");
+    refusal(ctx, "gemma3", "\"rope_theta\": 10000.0,\n      \"rope_type\": \"default\"",
+            "\"rope_theta\": 10000.0, \"factor\": 2.0, \"rope_type\": \"linear\"",
+            ATTN_E_UNSUPPORTED, "sliding layers");
+    refusal(ctx, "qwen2", "\"use_sliding_window\": false", "\"use_sliding_window\": true",
+            ATTN_E_UNSUPPORTED, "use_sliding_window");
+    refusal(ctx, "llama3", "\"low_freq_factor\": 1.0", "\"low_freq_factor\": 5.0",
+            ATTN_E_INVALID, "llama3 RoPE scaling needs");
+    refusal(ctx, "llama3", "\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\"",
+            ATTN_E_UNSUPPORTED, "\"yarn\"");
+    refusal(ctx, "qwen3", "\"model_type\": \"qwen3\"", "\"model_type\": \"qwen2\"",
+            ATTN_E_FORMAT, "disagree");
+    /* GGUF: a llama3 RoPE factor that is not positive and finite */
+    attn_gguf *g = NULL;
+    attn_gguf_tensor t;
+    float fac[4];
+    if (TU_STATUS(attn_gguf_open(ctx, "fixtures/families/llama3.gguf", &g), ATTN_OK, ctx) &&
+        TU_STATUS(attn_gguf_tensor_find(g, "rope_freqs.weight", &t), ATTN_OK, ctx))
+        memcpy(fac, t.data, sizeof fac);
+    attn_gguf_free(g);
+    size_t n;
+    char *b = slurp("fixtures/families/llama3.gguf", &n);
+    int found = 0;
+    for (size_t i = 0; b && i + sizeof fac <= n; i++) {
+        if (memcmp(b + i, fac, sizeof fac)) continue;
+        found = 1;
+        const float bad[2] = {-1.0f, NAN};
+        for (int k = 0; k < 2; k++) {
+            char tmp[] = "/tmp/attn_fam_XXXXXX";
+            int fd = mkstemp(tmp);
+            if (fd < 0) break;
+            close(fd);
+            memcpy(b + i + 4, &bad[k], 4);
+            spill(tmp, b, n);
+            attn_llm *m = NULL;
+            attn_status st = attn_llm_load_gguf(ctx, tmp, 0, &m);
+            TU_CHECK(st == ATTN_E_NONFINITE && strstr(attn_ctx_errmsg(ctx), "rope_freqs.weight"),
+                     "rope_freqs.weight holding %g: %s (%s)", (double)bad[k],
+                     attn_status_name(st), attn_ctx_errmsg(ctx));
+            attn_llm_free(m);
+            remove(tmp);
+        }
+        break;
+    }
+    TU_CHECK(found, "llama3.gguf: rope_freqs.weight's bytes not found");
+    free(b);
+    attn_ctx_free(ctx);
+}
+
 int main(void) {
+    refusals();
     for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
         const fam *f = &fams[i];
         char p[256], q[256];

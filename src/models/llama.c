@@ -307,17 +307,15 @@ static attn_status rope_object(attn__json_reader *r, const char *key, hf_rope *g
     return ATTN_OK;
 }
 
-/* architectures: an array of strings, or null (as transformers writes for a model loaded from
- * GGUF: model_type decides).  *fam: the family of the first known class name (else -1),
- * first: the first name. */
-static attn_status architectures(attn__json_reader *r, int *have, int *fam, char *first,
-                                 size_t n) {
+/* An array of strings, or null (*present stays 0): each string to each(u, s). */
+static attn_status json_strings(attn__json_reader *r, const char *key, int *present,
+                                void (*each)(void *u, const char *s), void *u) {
     attn__json_kind k;
     ATTN_TRY(attn__json_peek(r, &k));
     if (k == ATTN__JSON_NULL) return attn__json_null(r);
-    *have = 1;
+    *present = 1;
     ATTN_FAIL_IF(k != ATTN__JSON_ARRAY, r->ctx, ATTN_E_FORMAT,
-                 "%s: architectures must be an array of strings", r->what);
+                 "%s: %s must be an array of strings", r->what, key);
     ATTN_TRY(attn__json_array_begin(r));
     for (;;) {
         int more;
@@ -325,44 +323,40 @@ static attn_status architectures(attn__json_reader *r, int *have, int *fam, char
         if (!more) break;
         ATTN_TRY(attn__json_peek(r, &k));
         ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT,
-                     "%s: architectures must be an array of strings", r->what);
+                     "%s: %s must be an array of strings", r->what, key);
         const char *s;
         ATTN_TRY(attn__json_string(r, &s, NULL));
-        for (int i = 0; i < HF_NFAM && *fam < 0; i++)
-            if (!strcmp(s, hf_families[i].arch)) *fam = i;
-        if (!first[0]) snprintf(first, n, "%.80s", s);
+        each(u, s);
     }
     return ATTN_OK;
 }
 
-/* layer_types: an array of "full_attention" / "sliding_attention", one per layer: bit i of
- * *local (the first 64 layers; *n counts them all) set for a sliding layer, *bad set for
- * another word. */
-static attn_status layer_types(attn__json_reader *r, uint64_t *local, int64_t *n, int *bad,
-                               int *over) {
-    attn__json_kind k;
-    ATTN_TRY(attn__json_peek(r, &k));
-    if (k == ATTN__JSON_NULL) return attn__json_null(r);
-    ATTN_FAIL_IF(k != ATTN__JSON_ARRAY, r->ctx, ATTN_E_FORMAT,
-                 "%s: layer_types must be an array of strings", r->what);
-    ATTN_TRY(attn__json_array_begin(r));
-    *n = 0, *local = 0;
-    for (;;) {
-        int more;
-        ATTN_TRY(attn__json_element(r, &more));
-        if (!more) break;
-        ATTN_TRY(attn__json_peek(r, &k));
-        ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT,
-                     "%s: layer_types must be an array of strings", r->what);
-        const char *s;
-        ATTN_TRY(attn__json_string(r, &s, NULL));
-        const int sl = !strcmp(s, "sliding_attention");
-        if (!sl && strcmp(s, "full_attention")) *bad = 1;
-        if (sl && *n < 64) *local |= 1ull << *n;
-        if (sl && *n >= 64) *over = 1;
-        (*n)++;
-    }
-    return ATTN_OK;
+/* architectures (null as transformers writes for a model loaded from GGUF: model_type
+ * decides): fam, the family of the first known class name (else -1); first, the first name. */
+typedef struct arch_seen {
+    int fam;
+    char first[96];
+} arch_seen;
+static void arch_each(void *u, const char *s) {
+    arch_seen *a = u;
+    for (int i = 0; i < HF_NFAM && a->fam < 0; i++)
+        if (!strcmp(s, hf_families[i].arch)) a->fam = i;
+    if (!a->first[0]) snprintf(a->first, sizeof a->first, "%.80s", s);
+}
+
+/* layer_types: "full_attention" / "sliding_attention", one per layer: bit i of local set for
+ * a sliding layer i < 64; n counts them all; bad: another word. */
+typedef struct types_seen {
+    uint64_t local;
+    int64_t n;
+    int bad;
+} types_seen;
+static void types_each(void *u, const char *s) {
+    types_seen *t = u;
+    const int sl = !strcmp(s, "sliding_attention");
+    if (!sl && strcmp(s, "full_attention")) t->bad = 1;
+    if (sl && t->n < 64) t->local |= 1ull << t->n;
+    t->n++;
 }
 
 /* A string member into buf (or null: buf stays). */
@@ -397,11 +391,11 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
                                              "vocab_size", "max_position_embeddings"};
     for (int i = 0; i < 6; i++) *need[i] = INT64_MIN;
     c->rms_norm_eps = 1e-6;
-    int arch_fam = -1, have_arch = 0, tie = -1, bias = 0, use_swa = 0, softcap = 0;
-    int types_bad = 0, types_over = 0;
-    char other_arch[96] = "", model_type[96] = "", act[96] = "";
-    int64_t window = 0, pattern = 0, qpas = 0, n_types = -1;
-    uint64_t local_bits = 0;
+    int have_arch = 0, have_types = 0, tie = -1, bias = 0, use_swa = 0, softcap = 0;
+    arch_seen arch = {-1, ""};
+    types_seen types = {0, 0, 0};
+    char model_type[96] = "", act[96] = "";
+    int64_t window = 0, pattern = 0, qpas = 0;
     double theta_top = NAN, theta_local_top = NAN;
     hf_rope rg = {NAN, 0, 0, 0, 0, 0}, rl = rg;
     attn__json_reader r;
@@ -450,9 +444,9 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
                    !strcmp(key, "attn_logit_softcapping")) {
             st = json_null_only(&r, &softcap);
         } else if (!strcmp(key, "layer_types")) {
-            st = layer_types(&r, &local_bits, &n_types, &types_bad, &types_over);
+            st = json_strings(&r, key, &have_types, types_each, &types);
         } else if (!strcmp(key, "architectures")) {
-            st = architectures(&r, &have_arch, &arch_fam, other_arch, sizeof other_arch);
+            st = json_strings(&r, key, &have_arch, arch_each, &arch);
         } else if (!strcmp(key, "model_type")) {
             st = json_word(&r, key, model_type, sizeof model_type);
         } else if (!strcmp(key, "hidden_act") || !strcmp(key, "hidden_activation")) {
@@ -471,14 +465,14 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
     ATTN_FAIL_IF(model_type[0] && fi < 0, ctx, ATTN_E_UNSUPPORTED, "%s: model_type \"%s\" is "
                  "not supported (attn runs llama, mistral, qwen2, qwen3 and gemma3_text)", path,
                  model_type);
-    ATTN_FAIL_IF(have_arch && arch_fam < 0, ctx, ATTN_E_UNSUPPORTED,
+    ATTN_FAIL_IF(have_arch && arch.fam < 0, ctx, ATTN_E_UNSUPPORTED,
                  "%s: architecture \"%s\" is not supported (attn runs LlamaForCausalLM, "
                  "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Gemma3ForCausalLM)",
-                 path, other_arch[0] ? other_arch : "(none)");
-    ATTN_FAIL_IF(fi >= 0 && arch_fam >= 0 && fi != arch_fam, ctx, ATTN_E_FORMAT,
+                 path, arch.first[0] ? arch.first : "(none)");
+    ATTN_FAIL_IF(fi >= 0 && arch.fam >= 0 && fi != arch.fam, ctx, ATTN_E_FORMAT,
                  "%s: model_type \"%s\" and architecture %s disagree", path, model_type,
-                 hf_families[arch_fam].arch);
-    if (fi < 0) fi = arch_fam;
+                 hf_families[arch.fam].arch);
+    if (fi < 0) fi = arch.fam;
     ATTN_FAIL_IF(fi < 0, ctx, ATTN_E_UNSUPPORTED,
                  "%s: neither architectures nor model_type names a model attn runs", path);
     const hf_family *f = &hf_families[fi];
@@ -509,30 +503,31 @@ static attn_status parse_config(attn_ctx *ctx, const char *text, size_t len, con
         c->sandwich_norm = 1, c->mlp_act = 1;
         c->embed_scale = sqrt((double)c->hidden_size);
         *norm_plus_one = 1;
-        if (n_types < 0) { /* sliding_window_pattern (default 6), as Gemma3TextConfig */
+        if (!have_types) { /* sliding_window_pattern (default 6), as Gemma3TextConfig */
             const int64_t P = pattern > 0 ? pattern : 6;
-            n_types = c->num_layers, local_bits = 0;
-            for (int64_t i = 0; i < n_types && i < 64; i++)
-                if ((i + 1) % P) local_bits |= 1ull << i;
-            types_over = n_types > 64;
+            have_types = 1;
+            for (int64_t i = 0; i < c->num_layers && i < 64; i++) /* (more are refused) */
+                types_each(&types, (i + 1) % P ? "sliding_attention" : "full_attention");
+            types.n = c->num_layers;
         }
         c->rope_theta_local = !isnan(rl.theta) ? rl.theta : !isnan(theta_local_top)
                                                               ? theta_local_top : 1e4;
     }
-    if (n_types >= 0 && local_bits) { /* some sliding layers: the period of the global ones */
-        ATTN_FAIL_IF(types_bad || types_over || n_types != c->num_layers || window < 1, ctx,
+    if (have_types && types.local) { /* some sliding layers: the period of the global ones */
+        const int64_t n = types.n;
+        ATTN_FAIL_IF(types.bad || n > 64 || n != c->num_layers || window < 1, ctx,
                      ATTN_E_UNSUPPORTED, "%s: layer_types (%lld of them) must be one of "
                      "full_attention / sliding_attention per layer, at most 64, with a "
-                     "sliding_window", path, (long long)n_types);
+                     "sliding_window", path, (long long)n);
         int64_t P = 0;
-        while (P < n_types && (local_bits >> P & 1)) P++;
-        P = P < n_types ? P + 1 : 0; /* 0: every layer local */
-        for (int64_t i = 0; i < n_types; i++)
-            ATTN_FAIL_IF((int)(local_bits >> i & 1) != (P == 0 || (i + 1) % P != 0), ctx,
+        while (P < n && (types.local >> P & 1)) P++;
+        P = P < n ? P + 1 : 0; /* 0: every layer local */
+        for (int64_t i = 0; i < n; i++)
+            ATTN_FAIL_IF((int)(types.local >> i & 1) != (P == 0 || (i + 1) % P != 0), ctx,
                          ATTN_E_UNSUPPORTED, "%s: layer_types: attn runs one global layer "
                          "every P layers (layer %lld breaks the pattern)", path, (long long)i);
         c->sliding_window = window, c->sliding_period = P;
-    } else if (n_types < 0 && !strcmp(f->type, "mistral")) {
+    } else if (!have_types && !strcmp(f->type, "mistral")) {
         c->sliding_window = window;
     } else {
         c->rope_theta_local = 0; /* no sliding layer */
