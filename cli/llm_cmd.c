@@ -389,7 +389,8 @@ int attn_cmd_chat(int argc, char **argv) {
         "chat", "attn chat --model MODEL [options]",
         "Chats with an instruction-tuned model: one user turn per line of standard input,\n"
         "the answer streamed to stdout; end of input ends the chat.  The conversation is\n"
-        "formatted with the model's ChatML chat template (other templates: --raw).",
+        "formatted with the model's chat template (ChatML, Qwen, Gemma, Llama 3, Mistral;\n"
+        "others: --raw).",
         table, NULL,
         "attn chat --model SmolLM2-135M-Instruct.Q4_1.gguf --system \"Answer briefly.\""};
     int r = attn_cli_parse(&spec, argc, argv, &npos);
@@ -470,15 +471,16 @@ int attn_cmd_chat(int argc, char **argv) {
             tl = rawlen;
         } else {
             if (!convo_add(&cv, "user", line)) goto oom;
-            if ((st = attn_chat_format(ctx, tmpl, cv.m, cv.n, 1, NULL, 0, &tl))) goto fail;
+            if ((st = attn_llm_chat_format(ctx, m, cv.m, cv.n, 1, NULL, 0, &tl))) goto fail;
             char *t = realloc(text, tl + 1);
             if (!t) goto oom;
             text = t;
-            if ((st = attn_chat_format(ctx, tmpl, cv.m, cv.n, 1, text, tl + 1, &tl))) goto fail;
+            if ((st = attn_llm_chat_format(ctx, m, cv.m, cv.n, 1, text, tl + 1, &tl))) goto fail;
         }
         int64_t n;
         free(ids), ids = NULL;
-        if (!encode(cmd, ctx, m, text, tl, 1, &ids, &n)) goto out;
+        /* a template writes its own bos (transformers tokenizes its text without adding one) */
+        if (!encode(cmd, ctx, m, text, tl, o.raw, &ids, &n)) goto out;
         /* keep the common prefix of the cache, prefill the rest */
         int64_t p = 0;
         while (p < nh && p < n && hist[p] == ids[p]) p++;

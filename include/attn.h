@@ -2129,8 +2129,9 @@ ATTN_API void attn_llm_free(attn_llm *m);
  * or the folder's tokenizer.json; NULL when the source has none), the chat template
  * (tokenizer.chat_template, or tokenizer_config.json's chat_template; NULL without one), and
  * the special ids (-1 when absent): bos and eos (tokenizer.ggml.bos/eos_token_id, or
- * tokenizer_config.json's bos_token / eos_token looked up in the vocabulary), eot the
- * end-of-turn token "<|im_end|>" when the vocabulary has it; add_bos (tokenizer.ggml.
+ * tokenizer_config.json's bos_token / eos_token looked up in the vocabulary), eot the first
+ * end-of-turn token the vocabulary has of "<|im_end|>" (ChatML), "<end_of_turn>" (Gemma),
+ * "<|eot_id|>" and "<|eom_id|>" (Llama 3); add_bos (tokenizer.ggml.
  * add_bos_token; 0 when absent) says whether a prompt starts with bos.  Owned by the model. */
 typedef struct attn_llm_special {
     int32_t bos, eos, eot;
@@ -2153,7 +2154,7 @@ ATTN_API int64_t attn_llm_weight_bytes(const attn_llm *m);
  * session of the model is in use on another thread.  ATTN_E_INVALID for NULL or an unknown
  * value (no context: the model has none). */
 ATTN_API attn_status attn_llm_set_activations(attn_llm *m, attn_qact act);
-/* 1 when id ends a generation: eos or eot. */
+/* 1 when id ends a generation: eos or any of the end-of-turn tokens above. */
 ATTN_API int attn_llm_is_end(const attn_llm *m, int32_t id);
 /* The configuration the model runs (head_dim and num_kv_heads resolved). */
 ATTN_API attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info /* OUT */);
@@ -2300,32 +2301,61 @@ ATTN_API attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg,
 /* ============================================================================================
  * Chat formatting (src/text/chat.c)
  *
- * attn formats conversations for the ChatML family of chat templates (<|im_start|>ROLE\n
- * CONTENT<|im_end|>\n per message: SmolLM2, Qwen, ...) without running Jinja: it recognises the
- * template's shape -- a `for message in messages` loop writing '<|im_start|>' + role + '\n' +
- * content + '<|im_end|>' + '\n', optionally a default system message written when the first
- * message is not "system", optionally `if add_generation_prompt` writing the assistant's
- * header -- with the whitespace rules Hugging Face renders templates with (trim_blocks,
- * lstrip_blocks, - markers).  Any other template (Llama 3, Zephyr, Gemma, a ChatML template
- * with extra logic such as tools) is ATTN_E_UNSUPPORTED with a message naming the part not
- * recognised; NULL or "" is "the model has no chat template".  The text is what
- * transformers' apply_chat_template(messages, tokenize=False, add_generation_prompt=...) gives,
- * byte for byte (tests/test_chat.c).
- * ========================================================================================== */
+ * attn writes the chat formats of the families it runs without a Jinja engine.  A model's chat
+ * template (GGUF tokenizer.chat_template, tokenizer_config.json's chat_template) is recognised
+ * as one of them:
+ *   chatml          any template of the ChatML shape (<|im_start|>ROLE\nCONTENT<|im_end|>\n per
+ *                   message, an optional default system message, the generation prompt), parsed
+ *                   with Hugging Face's whitespace rules: SmolLM2 and simple Qwen templates;
+ *   qwen, qwen3     Qwen2/2.5's template with tools (its default system message read from the
+ *                   template) and Qwen3's (its <think> blocks: an answer's reasoning dropped
+ *                   from turns before the last user message, as the template does);
+ *   gemma           Gemma 2 (no system message) and Gemma 3 (the system message opens the first
+ *                   user turn): <start_of_turn>user / model, trimmed contents, <end_of_turn>;
+ *   llama3, llama3.1  Llama 3 headers; 3.1, 3.2 and 3.3 with their system block and date line
+ *                   (the template's date_string, or today's date where the template asks for
+ *                   strftime_now, as transformers gives it);
+ *   mistral-v3, mistral-tekken  [INST] formats of Mistral 7B v0.3 and Mistral Nemo (the system
+ *                   message joins the last user message).
+ * A family's markers with a variant attn does not know, any other template (Zephyr, Mistral's
+ * [SYSTEM_PROMPT] format, ...), and NULL or "" ("the model has no chat template") are
+ * ATTN_E_UNSUPPORTED with a message naming what was not recognised.  The text is what
+ * transformers' apply_chat_template(messages, tokenize=False, add_generation_prompt=...)
+ * gives, byte for byte (tests/test_chat.c, against the families' published templates).  Roles:
+ * "system", "user", "assistant" (ChatML writes any role as it is); Gemma and Mistral take an
+ * optional system message first, then alternating user and assistant messages, as their
+ * templates require (ATTN_E_INVALID otherwise).  The text holds the special tokens (a bos
+ * token where the template writes one): tokenize it with special tokens parsed and without
+ * adding bos again, as transformers does. */
 typedef struct attn_chat_message {
-    const char *role;    /* "system", "user", "assistant" (any text is written as it is) */
+    const char *role;    /* "system", "user", "assistant" */
     const char *content; /* UTF-8, NUL-terminated */
 } attn_chat_message;
 
 /* ATTN_OK when attn can format conversations for this template. */
 ATTN_API attn_status attn_chat_template_check(attn_ctx *ctx, const char *tmpl);
+/* The format the template is recognised as ("chatml", "qwen", "qwen3", "gemma", "llama3",
+ * "llama3.1", "mistral-v3", "mistral-tekken"; static), or NULL with ctx's message saying why. */
+ATTN_API const char *attn_chat_template_name(attn_ctx *ctx, const char *tmpl);
 /* The conversation msgs[0, n) as the template writes it, NUL-terminated into buf[0, cap)
  * (snprintf-style: *len receives the full length without the NUL, also when cap was too small
- * and the text was cut; cap 0 (buf may be NULL) asks for the length only). */
+ * and the text was cut; cap 0 (buf may be NULL) asks for the length only).  bos_token and
+ * eos_token: the texts the template's bos_token and eos_token stand for (NULL: a format that
+ * writes one is ATTN_E_INVALID). */
+ATTN_API attn_status attn_chat_render(attn_ctx *ctx, const char *tmpl, const char *bos_token,
+                                      const char *eos_token, const attn_chat_message *msgs,
+                                      int64_t n, int add_generation_prompt, char *buf,
+                                      size_t cap, size_t *len /* OUT */);
+/* attn_chat_render without token texts (ChatML and Qwen formats need none). */
 ATTN_API attn_status attn_chat_format(attn_ctx *ctx, const char *tmpl,
                                       const attn_chat_message *msgs, int64_t n,
                                       int add_generation_prompt, char *buf, size_t cap,
                                       size_t *len /* OUT */);
+/* attn_chat_render with the model's template and its bos and eos tokens' texts. */
+ATTN_API attn_status attn_llm_chat_format(attn_ctx *ctx, const attn_llm *m,
+                                          const attn_chat_message *msgs, int64_t n,
+                                          int add_generation_prompt, char *buf, size_t cap,
+                                          size_t *len /* OUT */);
 
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 

@@ -328,6 +328,28 @@ static void check_gemma3(void) {
         TU_CHECK(c.qk_norm && c.sandwich_norm && c.mlp_act == 1 && c.sliding_window == 512 &&
                      c.sliding_period == 6 && c.head_dim == 256 && c.num_kv_heads == 1,
                  "Gemma 3: the family's settings");
+        {   /* a turn ends at <end_of_turn> (and at eos); a Gemma conversation formats with the
+             * file's bos text (the file has no template: Gemma 3's is given) */
+            int32_t eot = attn_bpe_token_id(attn_llm_tokenizer(m), "<end_of_turn>");
+            attn_llm_special sp;
+            attn_llm_get_special(m, &sp);
+            TU_CHECK(eot >= 0 && sp.eot == eot && attn_llm_is_end(m, eot) &&
+                         attn_llm_is_end(m, sp.eos) && !attn_llm_is_end(m, sp.bos),
+                     "Gemma 3: the end-of-turn token %d", (int)eot);
+            const char *bos = attn_bpe_token_text(attn_llm_tokenizer(m), sp.bos);
+            attn_chat_message msg = {"user", "Hi"};
+            char out[128];
+            size_t ol = 0;
+            TU_CHECK(bos && !strcmp(bos, "<bos>") &&
+                         attn_chat_render(ctx, "{{ bos_token }}{%- if messages[0]['role'] == "
+                                          "'system' -%}{%- set first_user_prefix = 1 -%}"
+                                          "{%- endif -%}<start_of_turn> 'model' <end_of_turn>",
+                                          bos, NULL, &msg, 1, 1, out, sizeof out, &ol) ==
+                             ATTN_OK &&
+                         !strcmp(out, "<bos><start_of_turn>user\nHi<end_of_turn>\n"
+                                      "<start_of_turn>model\n"),
+                     "Gemma 3: a chat turn (%s)", attn_ctx_errmsg(ctx));
+        }
         const int64_t Vv = c.vocab_size;
         int32_t ids[1024], gr[64];
         int last_only = 0; /* a long prompt: the last position's logits (a session's prefill) */

@@ -207,6 +207,8 @@ attn_llm_sample = _fn("attn_llm_sample", _S, P, POINTER(LlmSampler), P, c_int64,
                       POINTER(c_int32), c_int64, POINTER(c_uint64), POINTER(c_int32))
 attn_chat_format = _fn("attn_chat_format", _S, P, c_char_p, POINTER(ChatMessage), c_int64, c_int,
                        c_char_p, c_size_t, POINTER(c_size_t))
+attn_llm_chat_format = _fn("attn_llm_chat_format", _S, P, P, POINTER(ChatMessage), c_int64, c_int,
+                           c_char_p, c_size_t, POINTER(c_size_t))
 
 # --------------------------------------------------------------------------------------------
 # errors

@@ -342,21 +342,22 @@ class LLM:
     def format_chat(self, messages: Sequence[Dict[str, str]],
                     add_generation_prompt: bool = True) -> str:
         """The conversation as the model's chat template writes it (transformers'
-        apply_chat_template(..., tokenize=False)); ChatML-family templates only."""
+        apply_chat_template(..., tokenize=False)): ChatML, Qwen2.5/3, Gemma, Llama 3 and
+        Mistral templates (attn_llm_chat_format)."""
         if not self.chat_template:
             raise ValueError("attn: the model has no chat template")
         keep = [(m["role"].encode("utf-8"), m["content"].encode("utf-8")) for m in messages]
         arr = (_lib.ChatMessage * max(len(keep), 1))()
         for i, (r, t) in enumerate(keep):
             arr[i].role, arr[i].content = r, t
-        tmpl = self.chat_template.encode("utf-8")
         c = _lib.ctx()
         n = c_size_t()
-        _lib.check(_lib.attn_chat_format(c, tmpl, arr, len(keep), int(add_generation_prompt),
-                                         None, 0, byref(n)), c)
+        _lib.check(_lib.attn_llm_chat_format(c, self._ptr, arr, len(keep),
+                                             int(add_generation_prompt), None, 0, byref(n)), c)
         buf = ctypes.create_string_buffer(n.value + 1)
-        _lib.check(_lib.attn_chat_format(c, tmpl, arr, len(keep), int(add_generation_prompt),
-                                         buf, n.value + 1, byref(n)), c)
+        _lib.check(_lib.attn_llm_chat_format(c, self._ptr, arr, len(keep),
+                                             int(add_generation_prompt), buf, n.value + 1,
+                                             byref(n)), c)
         return buf.raw[:n.value].decode("utf-8")
 
     def chat(self, messages: Sequence[Dict[str, str]], max_tokens: int = 256, *,
@@ -364,7 +365,8 @@ class LLM:
         """The assistant's reply to messages ([{"role": ..., "content": ...}, ...]): the whole
         text, or its pieces with stream=True.  Options as generate."""
         text = self.format_chat(messages, add_generation_prompt=True)
-        pieces = self.generate(self.tokenize(text), max_tokens, **kwargs)
+        # the template writes its own bos, as transformers tokenizes it (no bos added)
+        pieces = self.generate(self.tokenize(text, add_bos=False), max_tokens, **kwargs)
         return pieces if stream else "".join(pieces)
 
     # --- sizes ------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     m->free = ctx->free;
     m->alloc_user = ctx->alloc_user;
     m->bos = m->eos = m->eot = -1;
+    m->ends[0] = m->ends[1] = m->ends[2] = m->ends[3] = -1;
     m->layers = (attn__llama_block *)((unsigned char *)m + base);
     m->inv_freq = (float *)((unsigned char *)m + invo);
     if (c.sliding_window > 0 && c.rope_theta_local != 0) /* the local layers' own base */
@@ -198,8 +199,33 @@ attn_status attn_llm_get_special(const attn_llm *m, attn_llm_special *sp) {
     return ATTN_OK;
 }
 
+void attn__llm_end_tokens(attn_llm *m) {
+    static const char *const names[4] = {"<|im_end|>", "<end_of_turn>", "<|eot_id|>",
+                                         "<|eom_id|>"};
+    m->eot = -1;
+    for (int k = 0; k < 4; k++) {
+        m->ends[k] = m->tok ? attn_bpe_token_id(m->tok, names[k]) : -1;
+        if (m->eot < 0) m->eot = m->ends[k];
+    }
+}
+
 int attn_llm_is_end(const attn_llm *m, int32_t id) {
-    return m && id >= 0 && (id == m->eos || id == m->eot);
+    if (!m || id < 0) return 0;
+    if (id == m->eos || id == m->eot) return 1;
+    for (int k = 0; k < 4; k++)
+        if (id == m->ends[k]) return 1;
+    return 0;
+}
+
+attn_status attn_llm_chat_format(attn_ctx *ctx, const attn_llm *m, const attn_chat_message *msgs,
+                                 int64_t n, int add_generation_prompt, char *buf, size_t cap,
+                                 size_t *len) {
+    ATTN_FAIL_IF(!ctx || !m, ctx, ATTN_E_INVALID, "attn_llm_chat_format: %s is NULL",
+                 !ctx ? "ctx" : "m");
+    const char *bos = m->tok && m->bos >= 0 ? attn_bpe_token_text(m->tok, m->bos) : NULL;
+    const char *eos = m->tok && m->eos >= 0 ? attn_bpe_token_text(m->tok, m->eos) : NULL;
+    return attn_chat_render(ctx, m->chat_template, bos, eos, msgs, n, add_generation_prompt, buf,
+                            cap, len);
 }
 
 attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info) {
@@ -739,7 +765,7 @@ static attn_status hf_text_side(attn_ctx *ctx, attn_llm *m, const char *dir) {
         return ATTN_OK; /* weights alone */
     }
     ATTN_TRY(st);
-    m->eot = attn_bpe_token_id(m->tok, "<|im_end|>");
+    attn__llm_end_tokens(m);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     unsigned char *text = NULL;
     size_t len = 0;
@@ -791,6 +817,7 @@ attn_status attn__llm_new_vocab(attn_ctx *ctx, attn_llm **out) {
     m->free = ctx->free;
     m->alloc_user = ctx->alloc_user;
     m->bos = m->eos = m->eot = -1;
+    m->ends[0] = m->ends[1] = m->ends[2] = m->ends[3] = -1;
     *out = m;
     return ATTN_OK;
 }

@@ -494,9 +494,7 @@ static attn_status text_side(attn_ctx *ctx, attn_llm *m, const attn_gguf *g, con
     st = attn_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b);
     if (st == ATTN_OK) m->add_bos = b;
     else if (st != ATTN_E_NOT_FOUND) return st;
-    /* the end of a turn: ChatML's, else Gemma's */
-    m->eot = attn_bpe_token_id(m->tok, "<|im_end|>");
-    if (m->eot < 0) m->eot = attn_bpe_token_id(m->tok, "<end_of_turn>");
+    attn__llm_end_tokens(m);
     const char *tp;
     size_t tlen;
     if (attn_gguf_get_str(g, "tokenizer.chat_template", &tp, &tlen) == ATTN_OK) {

@@ -35,7 +35,8 @@ struct attn_llm {
     /* the text side (NULL / -1 when the source has none; freed with the model) */
     attn_bpe *tok;                 /* the tokenizer */
     char *chat_template;           /* NUL-terminated */
-    int32_t bos, eos, eot;         /* eot: the end-of-turn token of a ChatML template */
+    int32_t bos, eos, eot;         /* eot: the first end-of-turn token the vocabulary has */
+    int32_t ends[4];               /* every end-of-turn token it has (-1: none) */
     int add_bos;                   /* 1: prompts start with bos */
 };
 
@@ -68,6 +69,9 @@ ATTN__HIDDEN attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m);
 /* An empty model (no config, no weights, no layers: ATTN_LLM_LOAD_VOCAB_ONLY's), the special
  * ids -1; the loader fills its text side. */
 ATTN__HIDDEN attn_status attn__llm_new_vocab(attn_ctx *ctx, attn_llm **out);
+/* Sets eot and ends from m->tok: ChatML's <|im_end|>, Gemma's <end_of_turn>, Llama 3's
+ * <|eot_id|> and <|eom_id|>, where the vocabulary has them. */
+ATTN__HIDDEN void attn__llm_end_tokens(attn_llm *m);
 /* ATTN_E_INVALID, naming fn, for a model loaded with ATTN_LLM_LOAD_VOCAB_ONLY. */
 ATTN__HIDDEN attn_status attn__llm_need_weights(attn_ctx *ctx, const attn_llm *m,
                                                 const char *fn);
