@@ -175,7 +175,7 @@ class LLM:
     a Hugging Face folder, with its tokenizer and chat template.
 
     ``generate`` yields text pieces as they are decoded; ``chat`` formats a conversation with
-    the model's (ChatML-family) template and generates the reply."""
+    the model's template (ChatML, Qwen, Gemma, Llama 3, Mistral) and generates the reply."""
 
     def __init__(self, path: PathLike, *, dequantize: bool = False,
                  context_length: Optional[int] = None, kv_cache: str = "float32",
