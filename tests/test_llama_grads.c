@@ -549,7 +549,7 @@ static void test_from_llm(attn_ctx *ctx) {
     memset(&p, 0, sizeof p);
     static float w[32 * 32];
     p.E = 32, p.F = 32;
-    p.gate = attn__llm_w_f32(w, NULL, 32, 32);
+    p.gate = attn__weight_f32(w, NULL, 32, 32);
     p.up = p.gate, p.down = p.gate;
     p.up.type = ATTN_Q_Q8_0;
     attn__llama_mlp_saved rec = {w, w};

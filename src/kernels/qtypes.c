@@ -10,36 +10,39 @@
  * gguf package) is not listed: a file naming it is refused as unsupported. */
 #include "internal.h"
 
-typedef struct qtype_desc {
-    int type;
-    const char *name;
-    int64_t elems, bytes;
-} qtype_desc;
+#include "quant.h"
 
-static const qtype_desc QTYPES[] = {
-    {ATTN_Q_F32, "F32", 1, 4},       {ATTN_Q_F16, "F16", 1, 2},
-    {ATTN_Q_Q4_0, "Q4_0", 32, 18},   {ATTN_Q_Q4_1, "Q4_1", 32, 20},
-    {ATTN_Q_Q5_0, "Q5_0", 32, 22},   {ATTN_Q_Q5_1, "Q5_1", 32, 24},
-    {ATTN_Q_Q8_0, "Q8_0", 32, 34},
-    {ATTN_Q_Q2_K, "Q2_K", 256, 84},  {ATTN_Q_Q3_K, "Q3_K", 256, 110},
-    {ATTN_Q_Q4_K, "Q4_K", 256, 144}, {ATTN_Q_Q5_K, "Q5_K", 256, 176},
-    {ATTN_Q_Q6_K, "Q6_K", 256, 210}, {ATTN_Q_Q8_K, "Q8_K", 256, 292},
-    {ATTN_Q_BF16, "BF16", 1, 2},
+static const attn__wtype QTYPES[] = {
+    {ATTN_Q_F32, "F32", 1, 4, 0},       {ATTN_Q_F16, "F16", 1, 2, 0},
+    {ATTN_Q_Q4_0, "Q4_0", 32, 18, 0},   {ATTN_Q_Q4_1, "Q4_1", 32, 20, 0},
+    {ATTN_Q_Q5_0, "Q5_0", 32, 22, 0},   {ATTN_Q_Q5_1, "Q5_1", 32, 24, 0},
+    {ATTN_Q_Q8_0, "Q8_0", 32, 34, 0},
+    {ATTN_Q_Q2_K, "Q2_K", 256, 84, 0},  {ATTN_Q_Q3_K, "Q3_K", 256, 110, 0},
+    {ATTN_Q_Q4_K, "Q4_K", 256, 144, 0}, {ATTN_Q_Q5_K, "Q5_K", 256, 176, 0},
+    {ATTN_Q_Q6_K, "Q6_K", 256, 210, 0}, {ATTN_Q_Q8_K, "Q8_K", 256, 292, 0},
+    {ATTN_Q_BF16, "BF16", 1, 2, 0},
+    {ATTN__W_BF16P, "BF16 panels", 1, 2, 1},  {ATTN__W_F16P, "F16 panels", 1, 2, 1},
 };
 
-static const qtype_desc *find(int type) {
+const attn__wtype *attn__wtype_of(int type) {
     for (size_t i = 0; i < sizeof QTYPES / sizeof QTYPES[0]; i++)
         if (QTYPES[i].type == type) return &QTYPES[i];
     return NULL;
 }
 
+/* The file types only (the public calls). */
+static const attn__wtype *find(int type) {
+    const attn__wtype *d = attn__wtype_of(type);
+    return d && !d->panels ? d : NULL;
+}
+
 const char *attn_qtype_name(int type) {
-    const qtype_desc *d = find(type);
+    const attn__wtype *d = find(type);
     return d ? d->name : NULL;
 }
 
 attn_status attn_qtype_block(int type, int64_t *block_elems, int64_t *block_bytes) {
-    const qtype_desc *d = find(type);
+    const attn__wtype *d = find(type);
     if (!d) return ATTN_E_UNSUPPORTED;
     if (block_elems) *block_elems = d->elems;
     if (block_bytes) *block_bytes = d->bytes;

@@ -36,6 +36,20 @@
 
 #define ATTN__QT_MAX 31 /* type numbers are below this (ATTN_Q_BF16 = 30) */
 
+/* ---- storage types: one traits table (qtypes.c) ------------------------------------------
+ * The weight storage types of attn__weight (layers.h): the GGML numbers of attn_qtype (rows of
+ * blocks, as GGUF files store them) and the packed panels of the 16-bit GEMMs (gemm_bf16.h,
+ * gemm_f16.h), which no file holds and the public attn_qtype_* calls do not name. */
+enum { ATTN__W_BF16P = 40, ATTN__W_F16P = 41 };
+typedef struct attn__wtype {
+    int type;
+    const char *name;
+    int64_t elems, bytes; /* one block (1 and 4 for F32) */
+    int panels;           /* 1: packed for a GEMM (no row access, no file type) */
+} attn__wtype;
+/* The traits of a storage type; NULL for a number that is none. */
+ATTN__HIDDEN const attn__wtype *attn__wtype_of(int type);
+
 /* ---- half precision ----------------------------------------------------------------------
  * Widening is exact: subnormals, infinities and NaN payloads are kept (as numpy's astype). */
 static inline float attn__half_to_float(uint16_t h) {

@@ -67,10 +67,10 @@ static attn_status attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const floa
     }
     float *q = qkv, *k = qkv + HD, *v = qkv + HD + KD;
     {
-        const attn__llm_w *w[3] = {&a->q, &a->k, &a->v};
+        const attn__weight *w[3] = {&a->q, &a->k, &a->v};
         float *y[3] = {q, k, v};
         const int64_t ldy[3] = {ld, ld, ld};
-        ATTN_TRYG(attn__llm_linear_n(ctx, 3, w, x, a->E, M, T, y, ldy, NULL));
+        ATTN_TRYG(attn__matmul_n(ctx, 3, w, x, a->E, M, T, y, ldy, NULL));
     }
     if (a->q_norm) /* QK-norm (Gemma 3, Qwen3): each head's q and k, before RoPE */
         for (int64_t h = 0; h < H || h < Hkv; h++) {
@@ -111,7 +111,8 @@ static attn_status attn_fwd(attn_ctx *ctx, const attn__llama_attn *a, const floa
             ATTN_TRYG(attn__sdpa(ctx, &s));
         }
     }
-    ATTN_TRYG(attn__llm_linear(ctx, &a->o, ao, HD, M, T, out, a->E, r));
+    const attn__epi e = attn__epi_res(r);
+    ATTN_TRYG(attn__matmul(ctx, &a->o, ao, HD, M, T, &e, out, a->E));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -148,8 +149,8 @@ attn_status attn__llama_attn_bwd(attn_ctx *ctx, const attn__llama_attn *a, const
                                  float *dx) {
     static const char *const nm[4] = {"self_attn.q_proj", "self_attn.k_proj",
                                       "self_attn.v_proj", "self_attn.o_proj"};
-    const attn__llm_w *w[4] = {&a->q, &a->k, &a->v, &a->o};
-    for (int i = 0; i < 4; i++) ATTN_TRY(attn__llm_w_trainable(ctx, w[i], nm[i]));
+    const attn__weight *w[4] = {&a->q, &a->k, &a->v, &a->o};
+    for (int i = 0; i < 4; i++) ATTN_TRY(attn__weight_trainable(ctx, w[i], nm[i]));
     const int64_t M = B * T, E = a->E, H = a->H, Hkv = a->Hkv, D = a->D, HD = H * D,
                   KD = Hkv * D, ld = HD + 2 * KD;
     const float *Wq = a->q.data, *Wk = a->k.data, *Wv = a->v.data, *Wo = a->o.data;
@@ -206,8 +207,8 @@ attn_status attn__llama_attn_reg(attn_ctx *ctx, attn_module *m, const char *pref
 void attn__llama_attn_bind(attn__llama_attn *a, const attn_llm_config *c,
                            const attn__lin l[4]) {
     a->E = c->hidden_size, a->H = c->num_heads, a->Hkv = c->num_kv_heads, a->D = c->head_dim;
-    attn__llm_w *w[4] = {&a->q, &a->k, &a->v, &a->o};
-    for (int i = 0; i < 4; i++) *w[i] = attn__llm_w_f32(l[i].weight, l[i].bias, l[i].out, l[i].in);
+    attn__weight *w[4] = {&a->q, &a->k, &a->v, &a->o};
+    for (int i = 0; i < 4; i++) *w[i] = attn__weight_f32(l[i].weight, l[i].bias, l[i].out, l[i].in);
 }
 
 typedef struct attn_mod {

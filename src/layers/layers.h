@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../kernels/kernels.h"
+#include "../kernels/quant.h"
 
 typedef struct attn__param {
     char *name;
@@ -158,28 +159,60 @@ ATTN__HIDDEN attn_status attn__module_expect(attn_ctx *ctx, const attn_module *m
                                              attn__kind kind, const char *fn);
 
 /* ---- building blocks ------------------------------------------------------------------- */
-/* A weight matrix W [N, K] (y = x W^T) in the form a linear layer runs it: ATTN_F32 (data is
- * W itself, row-major), or ATTN_BF16 / ATTN_F16 packed once by attn__pw_pack for the 16-bit
- * kernels (gemm_bf16.h, gemm_f16.h; their arithmetic and error are stated there). */
-typedef struct attn__pw {
-    attn_dtype dtype;
-    const void *data;
-} attn__pw;
-/* Bytes of the packed form of W [N, K] in dtype (F32: K * N floats); ATTN_E_OVERFLOW. */
-ATTN__HIDDEN attn_status attn__pw_size(attn_ctx *ctx, attn_dtype dtype, int64_t K, int64_t N,
-                                       size_t *bytes);
-/* Packs W [N, K] into dst (attn__pw_size bytes) and describes it in *out.  F16 refuses
- * (ATTN_E_NONFINITE, naming what) a finite weight past the F16 range, which would become an
- * infinity; other dtypes cannot fail. */
-ATTN__HIDDEN attn_status attn__pw_pack(attn_ctx *ctx, attn_dtype dtype, const float *W,
-                                       int64_t K, int64_t N, void *dst, const char *what,
-                                       attn__pw *out);
+/* ---- one weight, one door (weight.c, matmul.c) -----------------------------------------
+ * Every weight matrix W [N, K] (y = x W^T + b) of every layer and model is an attn__weight,
+ * whatever its storage, and every product with one goes through attn__matmul: the one place
+ * that chooses a kernel from the storage type, the rows per sequence and the context.
+ *
+ * Storage types are the GGML numbers of attn_qtype (ATTN_Q_F32: row-major float; ATTN_Q_F16,
+ * ATTN_Q_BF16 and the quantized block types: rows of blocks as GGUF files store them, read in
+ * place), plus the packed panels of the 16-bit GEMMs (gemm_bf16.h, gemm_f16.h: their arithmetic
+ * and error are stated there), which only a float weight packed by attn__weight_pack has.
+ * Their traits (attn__wtype_of) are kernels/qtypes.c's one table. */
+typedef struct attn__weight {
+    int type;          /* an attn_qtype number, ATTN__W_BF16P or ATTN__W_F16P (quant.h) */
+    const void *data;  /* NULL: not set */
+    int64_t N, K;      /* output and input features */
+    const float *bias; /* [N] or NULL */
+    int act;           /* ATTN__QACT_* of its matrix-vector products on GGML rows (0: default) */
+} attn__weight;
+
+static inline attn__weight attn__weight_f32(const float *W, const float *b, int64_t N,
+                                            int64_t K) {
+    attn__weight w = {ATTN_Q_F32, W, N, K, b, 0};
+    return w;
+}
+/* The packed type that runs a float weight as dtype (ATTN_F32: ATTN_Q_F32; ATTN_BF16 and
+ * ATTN_F16: the panels); -1 for another dtype. */
+ATTN__HIDDEN int attn__wtype_packed(attn_dtype dtype);
+/* Bytes of W [N, K] stored as type (ATTN_E_OVERFLOW; ATTN_E_UNSUPPORTED for a type that
+ * attn__weight_pack cannot write: F32 and the panels can). */
+ATTN__HIDDEN attn_status attn__weight_size(attn_ctx *ctx, int type, int64_t N, int64_t K,
+                                           size_t *bytes);
+/* Writes the float W [N, K] as type into dst (attn__weight_size bytes) and describes it in *out
+ * (bias NULL, act 0).  F16 panels refuse (ATTN_E_NONFINITE, naming what) a finite weight past
+ * the F16 range, which would become an infinity; other types cannot fail. */
+ATTN__HIDDEN attn_status attn__weight_pack(attn_ctx *ctx, int type, const float *W, int64_t N,
+                                           int64_t K, void *dst, const char *what,
+                                           attn__weight *out);
+/* Checks that w is set, has shape [N, K], a type with kernels and whole blocks per row (what
+ * names it in the message). */
+ATTN__HIDDEN attn_status attn__weight_check(attn_ctx *ctx, const attn__weight *w, int64_t N,
+                                            int64_t K, const char *what);
+/* ATTN_E_UNSUPPORTED unless w is F32 (what names it): what a backward reads. */
+ATTN__HIDDEN attn_status attn__weight_trainable(attn_ctx *ctx, const attn__weight *w,
+                                                const char *what);
+/* Rows of W as float: out[i, :] = W[rows[i], :] (K floats each, contiguous), rows in [0, N)
+ * (checked by the caller); a row type.  The embedding lookup of a table stored as a weight. */
+ATTN__HIDDEN attn_status attn__weight_rows(attn_ctx *ctx, const attn__weight *w,
+                                           const int32_t *rows, int64_t n, float *out);
 
 typedef struct attn__lin {
     float *weight, *bias; /* [out, in], [out] or NULL */
     int64_t in, out;
-    attn__pw pw; /* the form the forwards run: data NULL means weight in F32 (set by the
-                    owner of a packed copy, for inference only: backwards read weight) */
+    attn__weight pw; /* the form the forwards run: data NULL means weight in F32 (set by the
+                        owner of a packed copy, for inference only: backwards read weight);
+                        its bias and shape are the layer's */
 } attn__lin;
 typedef struct attn__ln {
     float *weight, *bias; /* [E], [E] or NULL */
@@ -216,13 +249,36 @@ typedef struct attn__epi {
                             derivative's bits (ew.h relu_mask) */
 } attn__epi;
 
-/* y[M, N] (row stride ldy) = epilogue(x[M, K] (row stride ldx) W^T + b) with W in any form,
- * on the context's kernels and threads; e may be NULL (NONE).  x must not overlap y.  Fails
- * only when the workspace runs out. */
-ATTN__HIDDEN attn_status attn__linear_pw(attn_ctx *ctx, const float *x, int64_t ldx,
-                                         const attn__pw *w, const float *b, const attn__epi *e,
-                                         float *y, int64_t ldy, int64_t M, int64_t K,
-                                         int64_t N);
+/* The epilogue that adds a residual r [M, N] (NULL: none). */
+static inline attn__epi attn__epi_res(const float *r) {
+    attn__epi e = {r ? ATTN__EPI_RES : ATTN__EPI_NONE, ATTN_ACT_RELU, r, NULL, NULL, NULL, NULL,
+                   NULL};
+    return e;
+}
+/* The one door.  y[M, N] (row stride ldy) = epilogue(x[M, K] (row stride ldx) W^T + b) for w
+ * of any storage type, on the context's kernels and threads; e may be NULL (NONE).  x must not
+ * overlap y.  The M rows are sequences of T rows each (T divides M): the kernel is chosen by T,
+ * so that a sequence gets the same bits alone or in a batch.  T <= ATTN__QMV_ROWS (decoding,
+ * short prompts): the matrix-vector kernels (kernels/quant.h), each row on its own, reading the
+ * weight in place (F32 too: no packing), with w->act's activation precision; longer (or
+ * ATTN__MM_GEMM: rows that are no sequences): the GEMM (F32: the blocked float GEMM, on bf16
+ * operands where the context says so; panels: their 16-bit kernels; GGML rows: dequantized
+ * panels on the float GEMM).  The two differ in the last bits.  Every epilogue runs for every
+ * type: fused into the GEMM where its kernel allows it, else as a pass over the finished rows
+ * (the same arithmetic).  The same bits for every thread count.  ATTN_E_UNSUPPORTED for a
+ * type without kernels; otherwise fails only when the workspace runs out. */
+#define ATTN__MM_GEMM INT64_MAX
+ATTN__HIDDEN attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x,
+                                      int64_t ldx, int64_t M, int64_t T, const attn__epi *e,
+                                      float *y, int64_t ldy);
+/* n (<= ATTN__QLIN_PARTS) products of the same x with weights of the same K, y_i =
+ * x W_i^T + b_i (+ r_i where r is not NULL and r[i] is not NULL): each exactly
+ * attn__matmul(w[i], ...) with a NONE or RES epilogue, the same bits; for T <= ATTN__QMV_ROWS
+ * one pass of the threads over the rows of all of them (a decoder's q, k, v and gate, up). */
+ATTN__HIDDEN attn_status attn__matmul_n(attn_ctx *ctx, int n, const attn__weight *const *w,
+                                        const float *x, int64_t ldx, int64_t M, int64_t T,
+                                        float *const *y, const int64_t *ldy,
+                                        const float *const *r);
 /* The layer's linear on contiguous rows: y[M, out] = epilogue(x[M, in] W^T + b). */
 ATTN__HIDDEN attn_status attn__lin_run(attn_ctx *ctx, const attn__lin *l, const float *x,
                                        const attn__epi *e, float *y, int64_t M);
@@ -273,8 +329,8 @@ typedef struct attn__mha {
     float *in_proj_weight, *q_proj_weight, *k_proj_weight, *v_proj_weight;
     float *in_proj_bias, *bias_k, *bias_v;
     attn__lin out_proj;
-    attn__pw in_pw; /* in_proj_weight as the self-attention projection runs it (data NULL:
-                       F32), for inference only, as attn__lin's pw */
+    attn__weight in_pw; /* in_proj_weight as the self-attention projection runs it (data
+                           NULL: F32), for inference only, as attn__lin's pw */
 } attn__mha;
 
 ATTN__HIDDEN attn_status attn__mha_reg(attn_ctx *ctx, attn_module *m, const char *prefix,

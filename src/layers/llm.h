@@ -2,57 +2,12 @@
  * attention, the decoder block) shared by their modules (src/layers/) and by the whole model
  * (src/models/llama.c).  Public contracts: attn.h, "Llama-architecture language models".
  *
- * Weights.  Every matrix of the block is an attn__llm_w, and every product with one goes
- * through attn__llm_linear (src/layers/llm_linear.c): the one place that knows how a weight is
- * stored.  Today that is ATTN_Q_F32 (row-major float, run on the GEMM of the linear door,
- * attn__linear_pw); a quantized type (attn_qtype: Q8_0, Q4_1, ...) is one more branch there and
- * in attn__llm_rows (the embedding's row fetch), and nothing else changes. */
+ * Weights.  Every matrix of the block is an attn__weight (layers.h) of any storage type, and
+ * every product with one goes through the one door, attn__matmul (src/layers/matmul.c). */
 #ifndef ATTN_LAYERS_LLM_H
 #define ATTN_LAYERS_LLM_H
 
 #include "layers.h"
-
-/* One weight matrix W [N, K] (y = x W^T + b) in whatever form its source gave it. */
-typedef struct attn__llm_w {
-    int type;          /* attn_qtype number: ATTN_Q_F32 (the only one so far) */
-    const void *data;  /* F32: row-major [N, K] */
-    int64_t N, K;      /* output and input features */
-    const float *bias; /* [N] or NULL */
-    int act;           /* ATTN__QACT_* of its matrix-vector products (0: the default) */
-} attn__llm_w;
-
-/* y[M, N] (row stride ldy) = (x[M, K] (row stride ldx) W^T + b) + r, r NULL or [M, N]
- * contiguous (a residual; it may not overlap y, nor x overlap y).  The M rows are sequences of
- * T rows each (T divides M): the kernel is chosen by T, so that a sequence gets the same bits
- * alone or in a batch.  T <= ATTN__QMV_ROWS (decoding, short prompts): the matrix-vector
- * kernels of kernels/quant.h, each row on its own, reading the weights in place (F32 too: no
- * packing); longer: the GEMM (F32: the linear door's blocked GEMM; other types: quant.h's
- * dequantized panels).  The two differ in the last bits.  On the context's threads, the same
- * bits for every thread count.  ATTN_E_UNSUPPORTED for a type that has no kernel; otherwise
- * fails only when the workspace runs out. */
-ATTN__HIDDEN attn_status attn__llm_linear(attn_ctx *ctx, const attn__llm_w *w, const float *x,
-                                          int64_t ldx, int64_t M, int64_t T, float *y,
-                                          int64_t ldy, const float *r);
-/* n (<= ATTN__QLIN_PARTS) products of the same x with weights of the same K, y_i =
- * x W_i^T + b_i (+ r_i where r is not NULL and r[i] is not NULL): each exactly
- * attn__llm_linear(w[i], ...), the same bits; for T <= ATTN__QMV_ROWS one pass of the threads
- * over the rows of all of them (the decoder's q, k, v and gate, up). */
-ATTN__HIDDEN attn_status attn__llm_linear_n(attn_ctx *ctx, int n, const attn__llm_w *const *w,
-                                            const float *x, int64_t ldx, int64_t M, int64_t T,
-                                            float *const *y, const int64_t *ldy,
-                                            const float *const *r);
-/* Rows of W as float: out[i, :] = W[rows[i], :] (K floats each, contiguous), rows in [0, N)
- * (checked by the caller).  The embedding lookup of a table stored as a weight. */
-ATTN__HIDDEN attn_status attn__llm_rows(attn_ctx *ctx, const attn__llm_w *w,
-                                        const int32_t *rows, int64_t n, float *out);
-/* A linear's weight as an F32 attn__llm_w (the modules' parameters, the HF loader's arena). */
-static inline attn__llm_w attn__llm_w_f32(const float *W, const float *b, int64_t N, int64_t K) {
-    attn__llm_w w = {ATTN_Q_F32, W, N, K, b, 0};
-    return w;
-}
-/* Checks that w is set and has shape [N, K] (what names it in the message). */
-ATTN__HIDDEN attn_status attn__llm_w_check(attn_ctx *ctx, const attn__llm_w *w, int64_t N,
-                                           int64_t K, const char *what);
 
 /* ---- RoPE (src/layers/rope.c) --------------------------------------------------------------
  * inv_freq [D/2] as attn_rope defines it. */
@@ -84,7 +39,7 @@ ATTN__HIDDEN attn_status attn__rms_norm_bwd(attn_ctx *ctx, const float *x, int64
 /* ---- the decoder block -------------------------------------------------------------------- */
 typedef struct attn__llama_attn {
     int64_t E, H, Hkv, D;
-    attn__llm_w q, k, v, o; /* [H*D, E], [Hkv*D, E], [Hkv*D, E], [E, H*D] */
+    attn__weight q, k, v, o; /* [H*D, E], [Hkv*D, E], [Hkv*D, E], [E, H*D] */
     int rope_interleaved;   /* 0: HF's q/k rows; 1: rows permuted within each head as GGUF
                                converters store them (attn__rope_rows) */
     const float *q_norm, *k_norm; /* [D] each, or NULL: no QK-norm */
@@ -95,7 +50,7 @@ typedef struct attn__llama_attn {
 
 typedef struct attn__llama_mlp {
     int64_t E, F;
-    attn__llm_w gate, up, down; /* [F, E], [F, E], [E, F] */
+    attn__weight gate, up, down; /* [F, E], [F, E], [E, F] */
     int act;                    /* 0: silu(gate) * up; 1: gelu_tanh(gate) * up */
 } attn__llama_mlp;
 
@@ -210,9 +165,6 @@ ATTN__HIDDEN attn_status attn__llama_block_bwd(attn_ctx *ctx, const attn__llama_
                                                const attn__llama_block_saved *rec, int64_t B,
                                                int64_t T, const attn__rope_cs *rope,
                                                const float *dout, float *dx);
-/* ATTN_E_UNSUPPORTED unless w is F32 (what names it). */
-ATTN__HIDDEN attn_status attn__llm_w_trainable(attn_ctx *ctx, const attn__llm_w *w,
-                                               const char *what);
 
 /* The largest size a config field may have (hidden_size, heads, head_dim, intermediate_size). */
 #define ATTN__LLM_MAX_DIM 16777216

@@ -146,9 +146,10 @@ static attn_status project(attn_ctx *ctx, const attn__mha *a, const float *query
                            int64_t Sx, float *qp, float *kp, float *vp, int64_t ld) {
     int64_t E = a->E, kd = a->cfg.kdim, vd = a->cfg.vdim;
     if (ld == 3 * E) {
-        attn__pw f32 = {ATTN_F32, a->in_proj_weight};
-        return attn__linear_pw(ctx, query, E, a->in_pw.data ? &a->in_pw : &f32, a->in_proj_bias,
-                               NULL, qp, ld, B * L, E, 3 * E);
+        attn__weight w = a->in_pw.data ? a->in_pw : attn__weight_f32(a->in_proj_weight, NULL,
+                                                                      3 * E, E);
+        w.bias = a->in_proj_bias, w.N = 3 * E, w.K = E;
+        return attn__matmul(ctx, &w, query, E, B * L, ATTN__MM_GEMM, NULL, qp, ld);
     }
     /* in-projection: q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv */
     const float *Wq = a->packed ? a->in_proj_weight : a->q_proj_weight;

@@ -56,16 +56,17 @@ attn_status attn__llama_mlp_fwd_rec(attn_ctx *ctx, const attn__llama_mlp *p, con
         h = g; /* in place */
     }
     {
-        const attn__llm_w *w[2] = {&p->gate, &p->up};
+        const attn__weight *w[2] = {&p->gate, &p->up};
         float *y[2] = {g, u};
         const int64_t ldy[2] = {p->F, p->F};
-        ATTN_TRYG(attn__llm_linear_n(ctx, 2, w, x, p->E, M, T, y, ldy, NULL));
+        ATTN_TRYG(attn__matmul_n(ctx, 2, w, x, p->E, M, T, y, ldy, NULL));
     }
     {
         glu_job j = {g, u, h, p->F, p->act};
         attn__parallel_for(ctx, M, glu_task, &j);
     }
-    ATTN_TRYG(attn__llm_linear(ctx, &p->down, h, p->F, M, T, out, p->E, r));
+    const attn__epi e = attn__epi_res(r);
+    ATTN_TRYG(attn__matmul(ctx, &p->down, h, p->F, M, T, &e, out, p->E));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -105,20 +106,12 @@ static void dglu_task(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
-attn_status attn__llm_w_trainable(attn_ctx *ctx, const attn__llm_w *w, const char *what) {
-    ATTN_FAIL_IF(w->type != ATTN_Q_F32, ctx, ATTN_E_UNSUPPORTED,
-                 "%s: weights of type %s are for inference only; the backward needs F32 (master) "
-                 "weights (attn_llama_lm_from_llm with ATTN_LLAMA_LM_DEQUANTIZE makes them)",
-                 what, attn_qtype_name(w->type) ? attn_qtype_name(w->type) : "(unknown)");
-    return ATTN_OK;
-}
-
 attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p, const attn__gmap *g,
                                 const attn__llama_mlp_saved *rec, const float *x, int64_t M,
                                 const float *dout, float *dx) {
-    ATTN_TRY(attn__llm_w_trainable(ctx, &p->gate, "mlp.gate_proj"));
-    ATTN_TRY(attn__llm_w_trainable(ctx, &p->up, "mlp.up_proj"));
-    ATTN_TRY(attn__llm_w_trainable(ctx, &p->down, "mlp.down_proj"));
+    ATTN_TRY(attn__weight_trainable(ctx, &p->gate, "mlp.gate_proj"));
+    ATTN_TRY(attn__weight_trainable(ctx, &p->up, "mlp.up_proj"));
+    ATTN_TRY(attn__weight_trainable(ctx, &p->down, "mlp.down_proj"));
     ATTN_FAIL_IF(p->act != 0, ctx, ATTN_E_UNSUPPORTED,
                  "the backward of a GEGLU feed-forward (Gemma) is not implemented yet");
     const int64_t E = p->E, F = p->F;
@@ -160,9 +153,9 @@ attn_status attn__llama_mlp_reg(attn_ctx *ctx, attn_module *m, const char *prefi
 
 void attn__llama_mlp_bind(attn__llama_mlp *p, const attn__lin l[3]) {
     p->E = l[0].in, p->F = l[0].out;
-    p->gate = attn__llm_w_f32(l[0].weight, l[0].bias, l[0].out, l[0].in);
-    p->up = attn__llm_w_f32(l[1].weight, l[1].bias, l[1].out, l[1].in);
-    p->down = attn__llm_w_f32(l[2].weight, l[2].bias, l[2].out, l[2].in);
+    p->gate = attn__weight_f32(l[0].weight, l[0].bias, l[0].out, l[0].in);
+    p->up = attn__weight_f32(l[1].weight, l[1].bias, l[1].out, l[1].in);
+    p->down = attn__weight_f32(l[2].weight, l[2].bias, l[2].out, l[2].in);
 }
 
 typedef struct mlp_mod {

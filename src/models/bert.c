@@ -37,8 +37,8 @@ struct attn_bert {
     attn__wordpiece wp; /* vocabulary and [UNK] (src/text/wordpiece.c) */
     int32_t cls, sep, pad;
     /* attn_bert_set_dtype(ATTN_BF16 / ATTN_F16): the four matrices of each layer (in_proj,
-     * attention output, intermediate, output) rounded and packed (attn__pw_pack), described
-     * in the encoder layers' attn__pw */
+     * attention output, intermediate, output) rounded and packed (attn__weight_pack), described
+     * in the encoder layers' attn__weight (pw) */
     attn_dtype dtype;
     void *lw; /* all packed matrices */
 };
@@ -636,7 +636,7 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
     if (dtype == b->dtype) return ATTN_OK;
     if (dtype == ATTN_F32) {
         bert_impl *q = b->m->impl;
-        const attn__pw f32 = {ATTN_F32, NULL};
+        const attn__weight f32 = {ATTN_Q_F32, NULL, 0, 0, NULL, 0};
         for (int64_t li = 0; li < b->info.num_layers; li++) {
             attn__enc_layer *e = &q->layers[li].enc;
             e->self_attn.in_pw = e->self_attn.out_proj.pw = f32;
@@ -647,13 +647,14 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
         return ATTN_OK;
     }
     bert_impl *q = b->m->impl;
+    const int type = attn__wtype_packed(dtype);
     const int64_t E = b->info.hidden_size, I = b->info.intermediate_size;
     const int64_t nl = b->info.num_layers;
     const int64_t shape[4][2] = {{E, 3 * E}, {E, E}, {E, I}, {I, E}}; /* K, N */
     size_t per = 0, total;
     size_t bytes[4]; /* of each packed matrix */
     for (int k = 0; k < 4; k++) {
-        ATTN_TRY(attn__pw_size(ctx, dtype, shape[k][0], shape[k][1], &bytes[k]));
+        ATTN_TRY(attn__weight_size(ctx, type, shape[k][1], shape[k][0], &bytes[k]));
         ATTN_FAIL_IF(!attn__add_size(per, bytes[k], &per), ctx, ATTN_E_OVERFLOW,
                      "attn_bert_set_dtype: model too large");
     }
@@ -663,7 +664,7 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
      * the layers see the packed forms only once all of them are packed */
     attn_alloc_fn alloc = b->m->alloc;
     unsigned char *w = alloc(b->alloc_user, total ? total : 1);
-    attn__pw *pw = attn__malloc(ctx, (size_t)(4 * nl) * sizeof *pw);
+    attn__weight *pw = attn__malloc(ctx, (size_t)(4 * nl) * sizeof *pw);
     if (!w || !pw) {
         bfree(b, w);
         attn__free(ctx, pw);
@@ -679,8 +680,8 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
         char what[64];
         snprintf(what, sizeof what, "attn_bert_set_dtype: layer %lld", (long long)li);
         for (int k = 0; k < 4 && !st; k++) {
-            st = attn__pw_pack(ctx, dtype, src[k], shape[k][0], shape[k][1], at, what,
-                               &pw[4 * li + k]);
+            st = attn__weight_pack(ctx, type, src[k], shape[k][1], shape[k][0], at, what,
+                                   &pw[4 * li + k]);
             at += bytes[k];
         }
     }
@@ -741,7 +742,7 @@ attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *te
  * and their layer norm, then per layer the shared encoder layer (post-norm, GELU):
  *   h = LN((ao Wo^T + bo) + x);  x = LN((gelu(h W1^T + b1) W2^T + b2) + h)
  * with bias, residual, GELU and layer norm in the epilogues of the products, on the weights
- * attn_bert_set_dtype packed (attn__linear_pw). */
+ * attn_bert_set_dtype packed (attn__matmul). */
 static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
                           const unsigned char *pad, int64_t B, int64_t L, float *x) {
     const bert_impl *q = b->m->impl;

@@ -2,7 +2,7 @@
  * construction (llm_model.h), the Hugging Face folder loader (config.json +
  * model.safetensors), the full-sequence forward and the generation sessions with their KV
  * cache.  The decoder layer is the shared Llama block (src/layers/llama_layer.c); every matrix
- * product goes through attn__llm_linear (src/layers/llm_linear.c).  Contract: attn.h. */
+ * product goes through the one door, attn__matmul (src/layers/matmul.c).  Contract: attn.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,8 +112,8 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
     const attn_llm_config *c = &m->cfg;
     const int64_t E = c->hidden_size, V = c->vocab_size, F = c->intermediate_size;
     const int64_t HD = c->num_heads * c->head_dim, KD = c->num_kv_heads * c->head_dim;
-    ATTN_TRY(attn__llm_w_check(ctx, &m->embed, V, E, "model.embed_tokens.weight"));
-    ATTN_TRY(attn__llm_w_check(ctx, &m->lm_head, V, E,
+    ATTN_TRY(attn__weight_check(ctx, &m->embed, V, E, "model.embed_tokens.weight"));
+    ATTN_TRY(attn__weight_check(ctx, &m->lm_head, V, E,
                                c->tie_word_embeddings ? "model.embed_tokens.weight (tied head)"
                                                       : "lm_head.weight"));
     ATTN_FAIL_IF(!m->norm, ctx, ATTN_E_NOT_FOUND, "model.norm.weight: weight not set");
@@ -126,13 +126,13 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
                                           "mlp.down_proj"};
         for (int k = 0; k < 7; k++)
             snprintf(w[k], sizeof w[k], "model.layers.%lld.%s.weight", (long long)i, nm[k]);
-        ATTN_TRY(attn__llm_w_check(ctx, &l->attn.q, HD, E, w[0]));
-        ATTN_TRY(attn__llm_w_check(ctx, &l->attn.k, KD, E, w[1]));
-        ATTN_TRY(attn__llm_w_check(ctx, &l->attn.v, KD, E, w[2]));
-        ATTN_TRY(attn__llm_w_check(ctx, &l->attn.o, E, HD, w[3]));
-        ATTN_TRY(attn__llm_w_check(ctx, &l->mlp.gate, F, E, w[4]));
-        ATTN_TRY(attn__llm_w_check(ctx, &l->mlp.up, F, E, w[5]));
-        ATTN_TRY(attn__llm_w_check(ctx, &l->mlp.down, E, F, w[6]));
+        ATTN_TRY(attn__weight_check(ctx, &l->attn.q, HD, E, w[0]));
+        ATTN_TRY(attn__weight_check(ctx, &l->attn.k, KD, E, w[1]));
+        ATTN_TRY(attn__weight_check(ctx, &l->attn.v, KD, E, w[2]));
+        ATTN_TRY(attn__weight_check(ctx, &l->attn.o, E, HD, w[3]));
+        ATTN_TRY(attn__weight_check(ctx, &l->mlp.gate, F, E, w[4]));
+        ATTN_TRY(attn__weight_check(ctx, &l->mlp.up, F, E, w[5]));
+        ATTN_TRY(attn__weight_check(ctx, &l->mlp.down, E, F, w[6]));
         ATTN_FAIL_IF(!l->ln1 || !l->ln2 || (c->qk_norm && (!l->attn.q_norm || !l->attn.k_norm)) ||
                          (c->sandwich_norm && (!l->post_attn || !l->post_mlp)),
                      ctx, ATTN_E_NOT_FOUND, "model.layers.%lld: a norm weight is not set",
@@ -158,7 +158,7 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
 
 const attn_bpe *attn_llm_tokenizer(const attn_llm *m) { return m ? m->tok : NULL; }
 
-static int64_t w_bytes(const attn__llm_w *w) {
+static int64_t w_bytes(const attn__weight *w) {
     int64_t be = 1, bb = 4;
     if (attn_qtype_block(w->type, &be, &bb) != ATTN_OK) return 0;
     return w->N * (w->K / be) * bb;
@@ -172,7 +172,7 @@ attn_status attn_llm_set_activations(attn_llm *m, attn_qact act) {
     m->lm_head.act = a;
     for (int64_t i = 0; i < m->cfg.num_layers; i++) {
         attn__llama_block *l = &m->layers[i];
-        attn__llm_w *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
+        attn__weight *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
                              &l->mlp.gate, &l->mlp.up, &l->mlp.down};
         for (int k = 0; k < 7; k++) w[k]->act = a;
     }
@@ -604,7 +604,7 @@ int attn__llm_entry(const attn_llm_config *c, int64_t i, int64_t *layer, int *ki
 void attn__llm_bind(attn_llm *m, int64_t i, int type, const void *p, int rope_interleaved) {
     const attn_llm_config *c = &m->cfg;
     const int64_t E = c->hidden_size, V = c->vocab_size;
-    attn__llm_w w0 = {type, p, 0, 0, NULL, 0};
+    attn__weight w0 = {type, p, 0, 0, NULL, 0};
     if (i < 3) {
         if (i == 1) {
             m->norm = p;
@@ -620,7 +620,7 @@ void attn__llm_bind(attn_llm *m, int64_t i, int type, const void *p, int rope_in
     const int k = (int)((i - 3) % ATTN__LT_N);
     const int64_t F = c->intermediate_size, HD = c->num_heads * c->head_dim,
                   KD = c->num_kv_heads * c->head_dim;
-    attn__llm_w *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
+    attn__weight *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
                          &l->mlp.gate, &l->mlp.up, &l->mlp.down};
     const int64_t N[7] = {HD, KD, KD, E, F, F, E}, K[7] = {E, E, E, HD, E, E, F};
     l->attn.rope_interleaved = rope_interleaved;
@@ -953,7 +953,7 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
         ATTN_TRYG(attn__ws_f32(ctx, &lsn, M, h, 1, 1));
         attn__rope_table(m->inv_freq_local, c->head_dim, pos, 0, M, lcs, lsn);
     }
-    ATTN_TRYG(attn__llm_rows(ctx, &m->embed, ids, M, x));
+    ATTN_TRYG(attn__weight_rows(ctx, &m->embed, ids, M, x));
     if (c->embed_scale != 0) { /* Gemma: times sqrt(E), rounded to float as HF's buffer */
         const float sc = (float)c->embed_scale;
         for (int64_t i = 0; i < M * E; i++) x[i] *= sc;
@@ -974,8 +974,8 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
     float *n;
     ATTN_TRYG(attn__ws_f32(ctx, &n, rows, E, 1, 1));
     attn__rms_norm(ctx, xr, E, m->norm, (float)c->rms_norm_eps, n, E, rows, E);
-    ATTN_TRYG(attn__llm_linear(ctx, &m->lm_head, n, E, rows, last ? 1 : T, logits,
-                               c->vocab_size, NULL));
+    ATTN_TRYG(attn__matmul(ctx, &m->lm_head, n, E, rows, last ? 1 : T, NULL, logits,
+                           c->vocab_size));
 done:
     attn__ws_release(ctx, mk);
     return st;

@@ -1,6 +1,6 @@
 /* The Llama-architecture causal LM as a trainable module (attn_llama_lm_*): HF's
  * LlamaForCausalLM parameters by state_dict name in one F32 arena (the master weights of
- * training), bound to the shared Llama blocks (src/layers/llama_layer.c) as F32 attn__llm_w
+ * training), bound to the shared Llama blocks (src/layers/llama_layer.c) as F32 attn__weight
  * weights; its forward (the same bits as attn_llm_forward on the same weights), the training
  * forward that records what the backward reads (attn_saved, optionally checkpointed), the
  * backward to every parameter (tied head: both uses into the embedding's gradient), and a
@@ -27,7 +27,7 @@ typedef struct lm {
     lm_layer *ll;            /* [L], in m->extra */
     attn__llama_block *blk;  /* [L], in m->extra: the blocks over the parameters */
     float *inv_freq;         /* [D/2], in m->extra */
-    attn__llm_w embed_w, head_w;
+    attn__weight embed_w, head_w;
     int64_t lay_at, lay_len; /* arena offsets of layer i: [lay_at + i lay_len, + lay_len) */
 } lm;
 
@@ -96,8 +96,8 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
         attn__llama_attn_bind(&b->attn, &c, q->ll[i].attn);
         attn__llama_mlp_bind(&b->mlp, q->ll[i].mlp);
     }
-    q->embed_w = attn__llm_w_f32(q->embed, NULL, V, E);
-    q->head_w = c.tie_word_embeddings ? q->embed_w : attn__llm_w_f32(q->head.weight, NULL, V, E);
+    q->embed_w = attn__weight_f32(q->embed, NULL, V, E);
+    q->head_w = c.tie_word_embeddings ? q->embed_w : attn__weight_f32(q->head.weight, NULL, V, E);
     attn__rope_inv_freq((float)c.rope_theta, c.head_dim, q->inv_freq);
     return ATTN_OK;
 }
@@ -125,20 +125,20 @@ static float *lm_slot(lm *q, int64_t layer, int kind) {
     }
 }
 
-/* The source model's weight of entry (layer, kind) as an attn__llm_w (vectors: F32). */
-static attn__llm_w src_weight(const attn_llm *s, int64_t layer, int kind, int64_t n) {
+/* The source model's weight of entry (layer, kind) as an attn__weight (vectors: F32). */
+static attn__weight src_weight(const attn_llm *s, int64_t layer, int kind, int64_t n) {
     if (layer < 0) {
         if (kind == 0) return s->embed;
         if (kind == 2) return s->lm_head;
-        return attn__llm_w_f32(s->norm, NULL, n, 1);
+        return attn__weight_f32(s->norm, NULL, n, 1);
     }
     const attn__llama_block *b = &s->layers[layer];
-    const attn__llm_w *w[7] = {&b->attn.q, &b->attn.k, &b->attn.v, &b->attn.o,
+    const attn__weight *w[7] = {&b->attn.q, &b->attn.k, &b->attn.v, &b->attn.o,
                                &b->mlp.gate, &b->mlp.up, &b->mlp.down};
     if (kind <= ATTN__LT_DOWN) return *w[kind];
-    if (kind == ATTN__LT_LN1) return attn__llm_w_f32(b->ln1, NULL, n, 1);
-    if (kind == ATTN__LT_LN2) return attn__llm_w_f32(b->ln2, NULL, n, 1);
-    return attn__llm_w_f32(w[kind - ATTN__LT_QB]->bias, NULL, n, 1);
+    if (kind == ATTN__LT_LN1) return attn__weight_f32(b->ln1, NULL, n, 1);
+    if (kind == ATTN__LT_LN2) return attn__weight_f32(b->ln2, NULL, n, 1);
+    return attn__weight_f32(w[kind - ATTN__LT_QB]->bias, NULL, n, 1);
 }
 
 attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned flags,
@@ -166,7 +166,7 @@ attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned 
         int64_t layer, rows, cols;
         int kind;
         if (!attn__llm_entry(c, i, &layer, &kind, &rows, &cols) || !cols) continue;
-        const attn__llm_w w = src_weight(src, layer, kind, rows);
+        const attn__weight w = src_weight(src, layer, kind, rows);
         if (w.type == ATTN_Q_F32 || (flags & ATTN_LLAMA_LM_DEQUANTIZE)) continue;
         char name[64];
         if (layer < 0) snprintf(name, sizeof name, "%s", kind ? "lm_head" : "embed_tokens");
@@ -184,7 +184,7 @@ attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned 
         int64_t layer, rows, cols;
         int kind;
         if (!attn__llm_entry(c, i, &layer, &kind, &rows, &cols)) continue;
-        const attn__llm_w w = src_weight(src, layer, kind, rows);
+        const attn__weight w = src_weight(src, layer, kind, rows);
         float *dst = lm_slot(q, layer, kind);
         const int64_t n = rows * (cols ? cols : 1);
         if (w.type == ATTN_Q_F32) memcpy(dst, w.data, (size_t)n * sizeof(float));
@@ -313,7 +313,7 @@ static attn_status lm_fwd(attn_ctx *ctx, const lm *q, const attn_tensor *ids, at
     for (int64_t i = 0; i < M; i++) pos[i] = i % T;
     attn__rope_table(q->inv_freq, c->head_dim, pos, 0, M, cs, sn);
     const attn__rope_cs rr = {cs, sn, NULL, NULL};
-    ATTN_TRYG(attn__llm_rows(ctx, &q->embed_w, id, M, xs));
+    ATTN_TRYG(attn__weight_rows(ctx, &q->embed_w, id, M, xs));
     for (int64_t l = 0; l < L; l++) {
         if (!rec) {
             ATTN_TRYG(attn__llama_block_fwd(ctx, &q->blk[l], xs, B, T, &rr, NULL));
@@ -329,7 +329,7 @@ static attn_status lm_fwd(attn_ctx *ctx, const lm *q, const attn_tensor *ids, at
         float *n;
         ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
         attn__rms_norm(ctx, xl, E, q->norm, (float)c->rms_norm_eps, n, E, M, E);
-        ATTN_TRYG(attn__llm_linear(ctx, &q->head_w, n, E, M, T, logits, c->vocab_size, NULL));
+        ATTN_TRYG(attn__matmul(ctx, &q->head_w, n, E, M, T, NULL, logits, c->vocab_size));
     }
 done:
     attn__ws_release(ctx, mk);
@@ -395,7 +395,7 @@ static attn_status lm_bwd(attn_ctx *ctx, const lm *q, const attn__gmap *g, const
     const int64_t L = c->num_layers, E = c->hidden_size, V = c->vocab_size, B = rec->B,
                   T = rec->T, M = B * T;
     const float eps = (float)c->rms_norm_eps;
-    ATTN_TRY(attn__llm_w_trainable(ctx, &q->head_w, "lm_head"));
+    ATTN_TRY(attn__weight_trainable(ctx, &q->head_w, "lm_head"));
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     float *n, *d, *d2;

@@ -3,7 +3,7 @@
  *      a GGUF file's llama.* keys later),
  *   2. calls attn__llm_new: the config is checked and resolved, the model and its layer array
  *      allocated, every weight unset,
- *   3. sets every attn__llm_w (type, data, shape, bias) and the norm vectors, pointing into
+ *   3. sets every attn__weight (type, data, shape, bias) and the norm vectors, pointing into
  *      memory it hands to the model as m->store (freed with it by store_free, or by the model's
  *      allocator when store_free is NULL): F32 for HF folders, a quantized attn_qtype pointing
  *      into the file image for GGUF (whose converters permute the rows of q_proj and k_proj within
@@ -21,8 +21,8 @@ struct attn_llm {
     attn_llm_config cfg;           /* resolved: num_kv_heads and head_dim set */
     attn_free_fn free;             /* the creating context's allocator */
     void *alloc_user;
-    attn__llm_w embed;             /* model.embed_tokens.weight [V, E] (rows: attn__llm_rows) */
-    attn__llm_w lm_head;           /* lm_head.weight [V, E]; tied: a copy of embed */
+    attn__weight embed;             /* model.embed_tokens.weight [V, E] (rows: attn__weight_rows) */
+    attn__weight lm_head;           /* lm_head.weight [V, E]; tied: a copy of embed */
     const float *norm;             /* model.norm.weight [E] */
     attn__llama_block *layers;     /* [num_layers], in the same allocation as the model */
     float *inv_freq;               /* [head_dim / 2], after the layers */

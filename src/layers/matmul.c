@@ -1,6 +1,9 @@
-/* The layers' one linear call (layers.h): weights in F32 or packed BF16 / F16, and the row
- * epilogues that follow the product (bias, activation, residual, layer norm) fused into the
- * GEMM where the kernel allows it.  The dtype is chosen here and nowhere else. */
+/* The one linear door (layers.h, "one weight, one door"): attn__matmul runs every product of
+ * every layer and model with a weight, whatever its storage type, and the row epilogues that
+ * follow it (bias, activation, residual, layer norm), fused into the GEMM where the kernel
+ * allows it.  The kernel is chosen here and nowhere else: from the weight's type, the rows per
+ * sequence and the context (its instruction set and ATTN_CTX_BF16_MATMUL, read by the float
+ * GEMM of kernels/linear.c). */
 #include <math.h>
 #include <string.h>
 
@@ -9,39 +12,6 @@
 #include "../kernels/gemm_f16.h"
 #include "layers.h"
 #include "pool.h"
-
-attn_status attn__pw_size(attn_ctx *ctx, attn_dtype dtype, int64_t K, int64_t N,
-                          size_t *bytes) {
-    size_t sz = 0;
-    int ok = K > 0 && N > 0;
-    if (ok && dtype == ATTN_F16) {
-        sz = attn__f16_packed_size(K, N);
-        ok = sz != 0;
-    } else if (ok && dtype == ATTN_BF16) {
-        sz = attn__bf16_packed_size(K, N);
-        ok = sz != 0 && attn__mul_size(sz, sizeof(attn__bf16), &sz);
-    } else if (ok) {
-        ok = attn__mul_size((size_t)K, (size_t)N, &sz) && attn__mul_size(sz, sizeof(float), &sz);
-    }
-    ATTN_FAIL_IF(!ok, ctx, ATTN_E_OVERFLOW, "a [%lld, %lld] weight is too large to pack as %s",
-                 (long long)N, (long long)K, attn_dtype_name(dtype));
-    *bytes = sz;
-    return ATTN_OK;
-}
-
-attn_status attn__pw_pack(attn_ctx *ctx, attn_dtype dtype, const float *W, int64_t K, int64_t N,
-                          void *dst, const char *what, attn__pw *out) {
-    if (dtype == ATTN_F16) /* finite weights past the F16 range would become infinities */
-        for (int64_t i = 0, n = K * N; i < n; i++)
-            ATTN_FAIL_IF(fabsf(W[i]) >= 65520.0f, ctx, ATTN_E_NONFINITE,
-                         "%s holds the weight %g, which overflows F16", what, (double)W[i]);
-    if (dtype == ATTN_F16) attn__f16_pack_weight(W, K, N, dst);
-    else if (dtype == ATTN_BF16) attn__bf16_pack_weight(W, K, N, (attn__bf16 *)dst);
-    else memcpy(dst, W, (size_t)(K * N) * sizeof(float));
-    out->dtype = dtype;
-    out->data = dst;
-    return ATTN_OK;
-}
 
 /* The epilogue on rows [i0, i0 + rows) of y (y points at row i0): b and r are NULL where the
  * kernel has added them. */
@@ -102,34 +72,57 @@ static void pass_task(void *arg, int64_t begin, int64_t end, int tid) {
     epi_rows((void *)p->e, p->y + begin * p->ldy, p->ldy, begin, end - begin);
 }
 
-attn_status attn__linear_pw(attn_ctx *ctx, const float *x, int64_t ldx, const attn__pw *w,
-                            const float *b, const attn__epi *e, float *y, int64_t ldy, int64_t M,
-                            int64_t K, int64_t N) {
+/* Runs the part of an epilogue that the product left undone as a pass over y's rows. */
+static void epi_pass(attn_ctx *ctx, const epi_job *j, float *y, int64_t ldy, int64_t M) {
+    pass_job p = {j, y, ldy};
+    attn__parallel_for(ctx, M, pass_task, &p);
+}
+
+attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, int64_t ldx,
+                         int64_t M, int64_t T, const attn__epi *e, float *y, int64_t ldy) {
     static const attn__epi none = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL, NULL,
                                    NULL};
+    if (M <= 0) return ATTN_OK;
     if (!e) e = &none;
+    const attn__wtype *tr = attn__wtype_of(w->type);
+    ATTN_FAIL_IF(!tr, ctx, ATTN_E_UNSUPPORTED, "a weight of storage type %d has no kernels",
+                 w->type);
+    const int64_t K = w->K, N = w->N;
+    const float *b = w->bias;
     const float *r = e->kind == ATTN__EPI_RES || e->kind == ATTN__EPI_RES_LN ? e->r : NULL;
-    const attn_dtype dt = w->dtype;
+    const int t = w->type;
+    uint16_t *relu_mask =
+        e->kind == ATTN__EPI_ACT && e->act == ATTN_ACT_RELU && !e->aout ? e->relu_mask : NULL;
+    const int rowwise = !tr->panels && T <= ATTN__QMV_ROWS;
+    if (rowwise || (t != ATTN_Q_F32 && !tr->panels)) {
+        /* the matrix-vector kernels (a few rows per sequence), or GGML rows on dequantized
+         * panels: the kernel adds b and a residual, a pass does the rest */
+        const float *rk = e->kind == ATTN__EPI_RES ? r : NULL;
+        ATTN_TRY(attn__qlinear(ctx, t, w->data, N, K, x, ldx, M, b, rk, y, ldy,
+                               rowwise ? w->act | ATTN__QLIN_ROWWISE : ATTN__QACT_DEFAULT));
+        if ((e->kind == ATTN__EPI_NONE || e->kind == ATTN__EPI_RES) && !e->ymax) return ATTN_OK;
+        const epi_job j = {ctx->kern.ew, e->kind, e->act, NULL,
+                           e->kind == ATTN__EPI_RES_LN ? r : NULL, e->ln, N, e->ymax, e->aout,
+                           relu_mask};
+        epi_pass(ctx, &j, y, ldy, M);
+        return ATTN_OK;
+    }
+    const int f32 = t == ATTN_Q_F32;
     /* what the product leaves to the epilogue: the 16-bit kernels add b and r themselves */
-    epi_job j = {ctx->kern.ew, e->kind, e->act, dt == ATTN_F32 ? b : NULL,
-                 dt == ATTN_F32 ? r : NULL, e->ln, N, e->ymax, e->aout,
-                 e->kind == ATTN__EPI_ACT && e->act == ATTN_ACT_RELU && !e->aout ? e->relu_mask
-                                                                                 : NULL};
+    epi_job j = {ctx->kern.ew, e->kind, e->act, f32 ? b : NULL, f32 ? r : NULL, e->ln, N,
+                 e->ymax, e->aout, relu_mask};
     const attn__row_epi re = {epi_rows, &j};
-    if ((e->aout || j.relu_mask) && dt != ATTN_F32) { /* 16-bit: the product, then the rest */
-        const attn__epi plain = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL, NULL,
-                                 NULL};
-        ATTN_TRY(attn__linear_pw(ctx, x, ldx, w, b, &plain, y, ldy, M, K, N));
+    if ((e->aout || j.relu_mask) && !f32) { /* 16-bit: the product, then the rest */
+        ATTN_TRY(attn__matmul(ctx, w, x, ldx, M, T, &none, y, ldy));
         if (e->aout) {
             attn__act_fwd(ctx, e->act, y, e->aout, M, N);
             return ATTN_OK;
         }
         j.b = NULL, j.r = NULL;
-        pass_job p = {&j, y, ldy};
-        attn__parallel_for(ctx, M, pass_task, &p);
+        epi_pass(ctx, &j, y, ldy, M);
         return ATTN_OK;
     }
-    if (dt == ATTN_F16) {
+    if (t == ATTN__W_F16P) {
         const int gelu = e->kind == ATTN__EPI_ACT && e->act == ATTN_ACT_GELU;
         /* GELU, bias and residual are the microkernel's; a norm or another activation runs
          * on each finished micro-panel and produces the row maxima itself */
@@ -137,23 +130,46 @@ attn_status attn__linear_pw(attn_ctx *ctx, const float *x, int64_t ldx, const at
         attn__f16_rows rows = {e->xmax, epi ? NULL : e->ymax, epi ? &re : NULL};
         return attn__linear_f16(ctx, x, ldx, w->data, b, r, N, gelu, y, ldy, M, K, N, &rows);
     }
-    if (dt == ATTN_BF16) {
+    if (t == ATTN__W_BF16P) {
         ATTN_TRY(attn__linear_bf16(ctx, x, ldx, w->data, b, r, N, y, ldy, M, K, N));
-        if (e->kind == ATTN__EPI_RES_LN || e->kind == ATTN__EPI_ACT || e->ymax) {
-            pass_job p = {&j, y, ldy};
-            attn__parallel_for(ctx, M, pass_task, &p);
-        }
+        if (e->kind == ATTN__EPI_RES_LN || e->kind == ATTN__EPI_ACT || e->ymax)
+            epi_pass(ctx, &j, y, ldy, M);
         return ATTN_OK;
     }
     const int need = b || r || e->kind == ATTN__EPI_RES_LN || e->kind == ATTN__EPI_ACT || e->ymax;
     return attn__linear_epi(ctx, x, ldx, w->data, need ? &re : NULL, y, ldy, M, K, N);
 }
 
+attn_status attn__matmul_n(attn_ctx *ctx, int n, const attn__weight *const *w, const float *x,
+                           int64_t ldx, int64_t M, int64_t T, float *const *y,
+                           const int64_t *ldy, const float *const *r) {
+    if (M <= 0) return ATTN_OK;
+    int joint = T <= ATTN__QMV_ROWS && n <= ATTN__QLIN_PARTS;
+    for (int i = 0; i < n && joint; i++) { /* one activation precision per pass, row types */
+        const attn__wtype *tr = attn__wtype_of(w[i]->type);
+        joint = tr && !tr->panels && w[i]->act == w[0]->act;
+        if (w[i]->K != w[0]->K) return attn__fail(ctx, ATTN_E_SHAPE, "attn__matmul_n: K");
+    }
+    if (!joint) {
+        for (int i = 0; i < n; i++) {
+            const attn__epi e = {r && r[i] ? ATTN__EPI_RES : ATTN__EPI_NONE, ATTN_ACT_RELU,
+                                 r ? r[i] : NULL, NULL, NULL, NULL, NULL, NULL};
+            ATTN_TRY(attn__matmul(ctx, w[i], x, ldx, M, T, &e, y[i], ldy[i]));
+        }
+        return ATTN_OK;
+    }
+    attn__qlin_part p[ATTN__QLIN_PARTS];
+    for (int i = 0; i < n; i++)
+        p[i] = (attn__qlin_part){w[i]->type, w[i]->data, w[i]->N, w[i]->bias,
+                                 r ? r[i] : NULL, y[i], ldy[i]};
+    return attn__qlinear_multi(ctx, n, p, w[0]->K, x, ldx, M, w[0]->act | ATTN__QLIN_ROWWISE);
+}
+
 attn_status attn__lin_run(attn_ctx *ctx, const attn__lin *l, const float *x, const attn__epi *e,
                           float *y, int64_t M) {
-    attn__pw f32 = {ATTN_F32, l->weight};
-    return attn__linear_pw(ctx, x, l->in, l->pw.data ? &l->pw : &f32, l->bias, e, y, l->out, M,
-                           l->in, l->out);
+    attn__weight w = l->pw.data ? l->pw : attn__weight_f32(l->weight, NULL, l->out, l->in);
+    w.bias = l->bias, w.N = l->out, w.K = l->in;
+    return attn__matmul(ctx, &w, x, l->in, M, ATTN__MM_GEMM, e, y, l->out);
 }
 
 typedef struct act_job {
