@@ -406,9 +406,10 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
     int64_t str[4] = {T * dout_dim, D, dout_dim, 1};
     if (s->cfg.kind == ATTN_SEED_MULTIHEAD) {
         ATTN_TRYG(attn__sdpa(ctx, &a)); /* o is needed for out_proj's weight gradient */
-        ATTN_TRYG(attn__linear_bwd(ctx, o, dout_dim, s->out_proj.weight, dy, dout_dim, d_o, dout_dim,
-                             attn__g(&g, s->out_proj.weight), attn__g(&g, s->out_proj.bias), M,
-                             dout_dim, dout_dim));
+        ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(s->out_proj.weight, NULL, dout_dim, dout_dim), o,
+                                   dout_dim, dy, dout_dim, d_o, dout_dim, 0, NULL,
+                                   attn__g(&g, s->out_proj.weight), attn__g(&g, s->out_proj.bias),
+                                   M));
     } else {
         memcpy(d_o, dy, (size_t)(M * dout_dim) * sizeof(float));
     }
@@ -429,9 +430,9 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
         float *ds[3] = {dq, dk, dv}, *tmp;
         ATTN_TRYG(attn__ws_f32(ctx, &tmp, M, di, 1, 1));
         for (int i = 0; i < 3; i++) {
-            ATTN_TRYG(attn__linear_bwd(ctx, xp, di, ls[i]->weight, ds[i], dout_dim, tmp, di,
-                                 attn__g(&g, ls[i]->weight), attn__g(&g, ls[i]->bias), M, di,
-                                 dout_dim));
+            ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(ls[i]->weight, NULL, dout_dim, di), xp, di,
+                                       ds[i], dout_dim, tmp, di, 0, NULL,
+                                       attn__g(&g, ls[i]->weight), attn__g(&g, ls[i]->bias), M));
             add_to(dxp, tmp, M * di);
         }
     }
@@ -496,14 +497,15 @@ attn_status attn_general_attention_backward(attn_ctx *ctx, const attn_module *m,
     sg.dv = dvp, memcpy(sg.dvs, a.vs, sizeof sg.dvs);
     ATTN_TRYG(attn__sdpa_bwd(ctx, &a, &sg));
     /* inputs feed W_key, W_value (and W_query for self-attention) */
-    ATTN_TRYG(attn__linear_bwd(ctx, xp, Dx, gn->k.weight, dkp, Dq, dxp, Dx, attn__g(&g, gn->k.weight),
-                         attn__g(&g, gn->k.bias), B * S, Dx, Dq));
-    ATTN_TRYG(attn__linear_bwd(ctx, xp, Dx, gn->v.weight, dvp, Dv, tmp, Dx, attn__g(&g, gn->v.weight),
-                         attn__g(&g, gn->v.bias), B * S, Dx, Dv));
+    ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(gn->k.weight, NULL, Dq, Dx), xp, Dx, dkp, Dq, dxp, Dx,
+                               0, NULL, attn__g(&g, gn->k.weight), attn__g(&g, gn->k.bias), B * S));
+    ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(gn->v.weight, NULL, Dv, Dx), xp, Dx, dvp, Dv, tmp, Dx,
+                               0, NULL, attn__g(&g, gn->v.weight), attn__g(&g, gn->v.bias), B * S));
     add_to(dxp, tmp, B * S * Dx);
     if (gn->cfg.self_attention) {
-        ATTN_TRYG(attn__linear_bwd(ctx, xp, Dx, gn->q.weight, dqp, Dq, tmp, Dx, attn__g(&g, gn->q.weight),
-                             attn__g(&g, gn->q.bias), B * S, Dx, Dq));
+        ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(gn->q.weight, NULL, Dq, Dx), xp, Dx, dqp, Dq, tmp,
+                                   Dx, 0, NULL, attn__g(&g, gn->q.weight), attn__g(&g, gn->q.bias),
+                                   B * S));
         add_to(dxp, tmp, B * S * Dx);
     } else if (dqo) {
         memcpy(dqo, dqp, (size_t)(B * L * Dq) * sizeof(float));
@@ -599,10 +601,10 @@ attn_status attn_additive_attention_backward(attn_ctx *ctx, const attn_module *m
                 }
             }
         }
-    ATTN_TRYG(attn__linear_bwd(ctx, qp, d->Dq, d->Wq.weight, dqa, A, dqo, d->Dq, attn__g(&g, d->Wq.weight),
-                         NULL, B * L, d->Dq, A));
-    ATTN_TRYG(attn__linear_bwd(ctx, kp, d->Dk, d->Wk.weight, dka, A, dko, d->Dk, attn__g(&g, d->Wk.weight),
-                         NULL, B * S, d->Dk, A));
+    ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(d->Wq.weight, NULL, A, d->Dq), qp, d->Dq, dqa, A, dqo,
+                               d->Dq, 0, NULL, attn__g(&g, d->Wq.weight), NULL, B * L));
+    ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(d->Wk.weight, NULL, A, d->Dk), kp, d->Dk, dka, A, dko,
+                               d->Dk, 0, NULL, attn__g(&g, d->Wk.weight), NULL, B * S));
     if (dqo) attn__seq_out_end(dqo, dq);
     if (dko) attn__seq_out_end(dko, dk);
     if (dv && dv->data) attn__seq_out_end(dvo, dv);

@@ -98,21 +98,22 @@ attn_status attn__ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1, const attn__
                         sv->mask, F};
         const attn__row_epi e = sv->mask ? (attn__row_epi){relu_bits_rows, &rb}
                                          : attn__act_bwd_epi(ctx, act, sv->h, F, F, &as);
-        ATTN_TRYG(attn__linear_bwd_epi(ctx, sv->a, F, l2->weight, dy, l2->out, da, F, &e,
-                                       attn__g(g, l2->weight), attn__g(g, l2->bias), M, F,
-                                       l2->out));
+        ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(l2->weight, NULL, l2->out, F), sv->a, F, dy,
+                                   l2->out, da, F, 0, &e, attn__g(g, l2->weight),
+                                   attn__g(g, l2->bias), M));
     } else {
-        ATTN_TRYG(attn__linear_bwd(ctx, sv->a, F, l2->weight, dy, l2->out, da, F,
-                                   attn__g(g, l2->weight), attn__g(g, l2->bias), M, F, l2->out));
+        ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(l2->weight, NULL, l2->out, F), sv->a, F, dy,
+                                   l2->out, da, F, 0, NULL, attn__g(g, l2->weight),
+                                   attn__g(g, l2->bias), M));
         attn__dropout(&site, p, da, M * F);
         attn__act_bwd(ctx, act, sv->h, da, da, M * F);
     }
     {
         attn__res_state rs;
         const attn__row_epi re = attn__res_epi(ctx, res, l1->in, l1->in, &rs);
-        ATTN_TRYG(attn__linear_bwd_epi(ctx, x, l1->in, l1->weight, da, F, dx, l1->in,
-                                       res ? &re : NULL, attn__g(g, l1->weight),
-                                       attn__g(g, l1->bias), M, l1->in, F));
+        ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(l1->weight, NULL, F, l1->in), x, l1->in, da, F,
+                                   dx, l1->in, 0, res ? &re : NULL, attn__g(g, l1->weight),
+                                   attn__g(g, l1->bias), M));
     }
 done:
     attn__ws_release(ctx, mk);

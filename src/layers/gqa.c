@@ -159,8 +159,8 @@ attn_status attn__llama_attn_bwd(attn_ctx *ctx, const attn__llama_attn *a, const
     float *dao, *dqkv;
     ATTN_TRYG(attn__ws_f32(ctx, &dao, M, HD, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dqkv, M, ld, 1, 1));
-    ATTN_TRYG(attn__linear_bwd(ctx, rec->ao, HD, Wo, dout, E, dao, HD, attn__g(g, Wo),
-                               attn__g(g, a->o.bias), M, HD, E));
+    ATTN_TRYG(attn__matmul_bwd(ctx, &a->o, rec->ao, HD, dout, E, dao, HD, 0, NULL, attn__g(g, Wo),
+                               attn__g(g, a->o.bias), M));
     {
         attn__sdpa_args s;
         self_args(a, B, T, rec->qkv, ld, rec->ao, &s);
@@ -181,12 +181,12 @@ attn_status attn__llama_attn_bwd(attn_ctx *ctx, const attn__llama_attn *a, const
     }
     attn__rope_rows_bwd(dqkv, ld, M, H, D, rope->cs, rope->sn, a->rope_interleaved);
     attn__rope_rows_bwd(dqkv + HD, ld, M, Hkv, D, rope->cs, rope->sn, a->rope_interleaved);
-    ATTN_TRYG(attn__linear_bwd(ctx, x, E, Wq, dqkv, ld, dx, E, attn__g(g, Wq),
-                               attn__g(g, a->q.bias), M, E, HD));
-    ATTN_TRYG(attn__linear_bwd_acc(ctx, x, E, Wk, dqkv + HD, ld, dx, E, attn__g(g, Wk),
-                                   attn__g(g, a->k.bias), M, E, KD));
-    ATTN_TRYG(attn__linear_bwd_acc(ctx, x, E, Wv, dqkv + HD + KD, ld, dx, E, attn__g(g, Wv),
-                                   attn__g(g, a->v.bias), M, E, KD));
+    ATTN_TRYG(attn__matmul_bwd(ctx, &a->q, x, E, dqkv, ld, dx, E, 0, NULL, attn__g(g, Wq),
+                               attn__g(g, a->q.bias), M));
+    ATTN_TRYG(attn__matmul_bwd(ctx, &a->k, x, E, dqkv + HD, ld, dx, E, 1, NULL, attn__g(g, Wk),
+                               attn__g(g, a->k.bias), M));
+    ATTN_TRYG(attn__matmul_bwd(ctx, &a->v, x, E, dqkv + HD + KD, ld, dx, E, 1, NULL, attn__g(g, Wv),
+                               attn__g(g, a->v.bias), M));
 done:
     attn__ws_release(ctx, mk);
     return st;

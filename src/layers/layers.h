@@ -271,6 +271,19 @@ static inline attn__epi attn__epi_res(const float *r) {
 ATTN__HIDDEN attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x,
                                       int64_t ldx, int64_t M, int64_t T, const attn__epi *e,
                                       float *y, int64_t ldy);
+/* The backward of y = x W^T + b for an F32 weight (another storage type: ATTN_E_UNSUPPORTED):
+ * dx[M, K] (row stride lddx) = dy W, OVERWRITTEN, or with acc ACCUMULATED (dx += dy W: the
+ * input gradient of several products of one x); dx_epi (NULL, not with acc) runs on dx's rows
+ * as they are finished; dW [N, K] += dy^T x; db [N] += the column sums of dy, rows in order.
+ * dx, dW and db may be NULL.  On the context's precision (ATTN_CTX_BF16_MATMUL: bf16 operands,
+ * float sums); the same bits for every thread count.  Fails only when the workspace runs out. */
+ATTN__HIDDEN attn_status attn__matmul_bwd(attn_ctx *ctx, const attn__weight *w, const float *x,
+                                          int64_t ldx, const float *dy, int64_t lddy, float *dx,
+                                          int64_t lddx, int acc, const attn__row_epi *dx_epi,
+                                          float *dW, float *db, int64_t M);
+/* A float W [N, K] with bias b (or NULL) as an attn__weight in place (a compound literal: it
+ * lives until the end of the enclosing block). */
+#define ATTN__W32(W, b, N, K) (&(attn__weight){ATTN_Q_F32, (W), (N), (K), (b), 0})
 /* n (<= ATTN__QLIN_PARTS) products of the same x with weights of the same K, y_i =
  * x W_i^T + b_i (+ r_i where r is not NULL and r[i] is not NULL): each exactly
  * attn__matmul(w[i], ...) with a NONE or RES epilogue, the same bits; for T <= ATTN__QMV_ROWS

@@ -165,6 +165,19 @@ attn_status attn__matmul_n(attn_ctx *ctx, int n, const attn__weight *const *w, c
     return attn__qlinear_multi(ctx, n, p, w[0]->K, x, ldx, M, w[0]->act | ATTN__QLIN_ROWWISE);
 }
 
+attn_status attn__matmul_bwd(attn_ctx *ctx, const attn__weight *w, const float *x, int64_t ldx,
+                             const float *dy, int64_t lddy, float *dx, int64_t lddx, int acc,
+                             const attn__row_epi *dx_epi, float *dW, float *db, int64_t M) {
+    ATTN_TRY(attn__weight_trainable(ctx, w, "the weight of a product's backward"));
+    if (acc && dx_epi)
+        return attn__fail(ctx, ATTN_E_INVALID, "attn__matmul_bwd: an epilogue on summed dx");
+    if (acc)
+        return attn__linear_bwd_acc(ctx, x, ldx, w->data, dy, lddy, dx, lddx, dW, db, M, w->K,
+                                    w->N);
+    return attn__linear_bwd_epi(ctx, x, ldx, w->data, dy, lddy, dx, lddx, dx_epi, dW, db, M, w->K,
+                                w->N);
+}
+
 attn_status attn__lin_run(attn_ctx *ctx, const attn__lin *l, const float *x, const attn__epi *e,
                           float *y, int64_t M) {
     attn__weight w = l->pw.data ? l->pw : attn__weight_f32(l->weight, NULL, l->out, l->in);

@@ -156,11 +156,14 @@ static attn_status project(attn_ctx *ctx, const attn__mha *a, const float *query
     const float *Wk = a->packed ? a->in_proj_weight + E * E : a->k_proj_weight;
     const float *Wv = a->packed ? a->in_proj_weight + 2 * E * E : a->v_proj_weight;
     const float *bq = a->in_proj_bias, *bk = bq ? bq + E : NULL, *bv = bq ? bq + 2 * E : NULL;
-    ATTN_TRY(attn__linear(ctx, query, E, Wq, bq, qp, ld, B * L, E, E));
+    ATTN_TRY(
+        attn__matmul(ctx, ATTN__W32(Wq, bq, E, E), query, E, B * L, ATTN__MM_GEMM, NULL, qp, ld));
     for (int64_t b = 0; b < B; b++) {
         float *kb = kp + b * Sx * ld, *vb = vp + b * Sx * ld;
-        ATTN_TRY(attn__linear(ctx, key + b * S * kd, kd, Wk, bk, kb, ld, S, kd, E));
-        ATTN_TRY(attn__linear(ctx, value + b * S * vd, vd, Wv, bv, vb, ld, S, vd, E));
+        ATTN_TRY(attn__matmul(ctx, ATTN__W32(Wk, bk, E, kd), key + b * S * kd, kd, S, ATTN__MM_GEMM,
+                              NULL, kb, ld));
+        ATTN_TRY(attn__matmul(ctx, ATTN__W32(Wv, bv, E, vd), value + b * S * vd, vd, S,
+                              ATTN__MM_GEMM, NULL, vb, ld));
         int64_t j = S;
         if (a->cfg.add_bias_kv) { /* torch.cat([k, bias_k.repeat(1, bsz, 1)]) */
             memcpy(kb + j * ld, a->bias_k, (size_t)E * sizeof(float));
@@ -335,8 +338,9 @@ static attn_status mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *
         ATTN_TRYG(attn__ws_f32(ctx, &dvp, B, Sx, E, 1));
     }
     /* out = ao Wo^T + bo */
-    ATTN_TRYG(attn__linear_bwd(ctx, sv->ao, E, a->out_proj.weight, dout, E, dao, E,
-                         attn__g(g, a->out_proj.weight), attn__g(g, a->out_proj.bias), B * L, E, E));
+    ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(a->out_proj.weight, NULL, E, E), sv->ao, E, dout, E,
+                               dao, E, 0, NULL, attn__g(g, a->out_proj.weight),
+                               attn__g(g, a->out_proj.bias), B * L));
     /* attention: gradients of the head-blocked q, k, v buffers (the fused backward starts from
      * the saved output and lse) */
     attn__sdpa_grads sg;
@@ -364,32 +368,32 @@ static attn_status mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *
     if (fused) { /* [dq | dk | dv] = d(x [Wq; Wk; Wv]^T): the three weights' gradients at once */
         attn__res_state rs;
         const attn__row_epi re = attn__res_epi(ctx, res, E, E, &rs);
-        ATTN_TRYG(attn__linear_bwd_epi(ctx, query, E, a->in_proj_weight, dqp, dld, dself, E,
-                                       dself && res ? &re : NULL, attn__g(g, a->in_proj_weight),
-                                       gbq, B * L, E, 3 * E));
+        ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(a->in_proj_weight, NULL, 3 * E, E), query, E, dqp,
+                                   dld, dself, E, 0, dself && res ? &re : NULL,
+                                   attn__g(g, a->in_proj_weight), gbq, B * L));
         if (!dself) {
             if (dquery)
-                ATTN_TRYG(attn__linear_bwd(ctx, query, E, Wq, dqp, dld, dquery, E, NULL, NULL,
-                                           B * L, E, E));
+                ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(Wq, NULL, E, E), query, E, dqp, dld,
+                                           dquery, E, 0, NULL, NULL, NULL, B * L));
             if (dkey)
-                ATTN_TRYG(attn__linear_bwd(ctx, key, E, Wk, dkp, dld, dkey, E, NULL, NULL,
-                                           B * L, E, E));
+                ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(Wk, NULL, E, E), key, E, dkp, dld, dkey,
+                                           E, 0, NULL, NULL, NULL, B * L));
             if (dvalue)
-                ATTN_TRYG(attn__linear_bwd(ctx, value, E, Wv, dvp, dld, dvalue, E, NULL, NULL,
-                                           B * L, E, E));
+                ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(Wv, NULL, E, E), value, E, dvp, dld,
+                                           dvalue, E, 0, NULL, NULL, NULL, B * L));
         }
     } else {
-        ATTN_TRYG(attn__linear_bwd(ctx, query, E, Wq, dqp, E, dquery, E, attn__g(g, Wq), gbq,
-                                   B * L, E, E));
+        ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(Wq, NULL, E, E), query, E, dqp, E, dquery, E, 0,
+                                   NULL, attn__g(g, Wq), gbq, B * L));
         /* without appended keys the batches' rows are contiguous: one product each */
         const int64_t nb = Sx == S ? 1 : B, rows = Sx == S ? B * S : S;
         for (int64_t b = 0; b < nb; b++) {
-            ATTN_TRYG(attn__linear_bwd(ctx, key + b * S * kd, kd, Wk, dkp + b * Sx * E, E,
-                                       dkey ? dkey + b * S * kd : NULL, kd, attn__g(g, Wk), gbk,
-                                       rows, kd, E));
-            ATTN_TRYG(attn__linear_bwd(ctx, value + b * S * vd, vd, Wv, dvp + b * Sx * E, E,
-                                       dvalue ? dvalue + b * S * vd : NULL, vd, attn__g(g, Wv),
-                                       gbv, rows, vd, E));
+            ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(Wk, NULL, E, kd), key + b * S * kd, kd,
+                                       dkp + b * Sx * E, E, dkey ? dkey + b * S * kd : NULL, kd, 0,
+                                       NULL, attn__g(g, Wk), gbk, rows));
+            ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(Wv, NULL, E, vd), value + b * S * vd, vd,
+                                       dvp + b * Sx * E, E, dvalue ? dvalue + b * S * vd : NULL, vd,
+                                       0, NULL, attn__g(g, Wv), gbv, rows));
         }
     }
     st = ATTN_OK;

@@ -125,16 +125,16 @@ attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p, const a
         glu_job j = {rec->g, rec->u, h, F, 0}; /* down_proj's input, as the forward had it */
         attn__parallel_for(ctx, M, glu_task, &j);
     }
-    ATTN_TRYG(attn__linear_bwd(ctx, h, F, Wd, dout, E, dh, F, attn__g(g, Wd),
-                               attn__g(g, p->down.bias), M, F, E));
+    ATTN_TRYG(attn__matmul_bwd(ctx, &p->down, h, F, dout, E, dh, F, 0, NULL, attn__g(g, Wd),
+                               attn__g(g, p->down.bias), M));
     {
         dglu_job j = {rec->g, rec->u, dh, h, F};
         attn__parallel_for(ctx, M, dglu_task, &j);
     }
-    ATTN_TRYG(attn__linear_bwd(ctx, x, E, Wg, dh, F, dx, E, attn__g(g, Wg),
-                               attn__g(g, p->gate.bias), M, E, F));
-    ATTN_TRYG(attn__linear_bwd_acc(ctx, x, E, Wu, h, F, dx, E, attn__g(g, Wu),
-                                   attn__g(g, p->up.bias), M, E, F));
+    ATTN_TRYG(attn__matmul_bwd(ctx, &p->gate, x, E, dh, F, dx, E, 0, NULL, attn__g(g, Wg),
+                               attn__g(g, p->gate.bias), M));
+    ATTN_TRYG(attn__matmul_bwd(ctx, &p->up, x, E, h, F, dx, E, 1, NULL, attn__g(g, Wu),
+                               attn__g(g, p->up.bias), M));
 done:
     attn__ws_release(ctx, mk);
     return st;

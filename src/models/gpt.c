@@ -163,8 +163,8 @@ static attn_status gpt_bwd_rec(attn_ctx *ctx, const gpt *gp, const attn__gmap *g
     attn_status st;
     ATTN_TRYG(attn__ws_f32(ctx, &dx, B, T, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &d0, B, T, E, 1));
-    ATTN_TRYG(attn__linear_bwd(ctx, rec->st.out, E, gp->lm_head.weight, dl, V, dx, E,
-                               attn__g(g, gp->lm_head.weight), NULL, B * T, E, V));
+    ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(gp->lm_head.weight, NULL, V, E), rec->st.out, E, dl,
+                               V, dx, E, 0, NULL, attn__g(g, gp->lm_head.weight), NULL, B * T));
     if (gp->lm_head.weight != gp->tok) /* untied: the head's gradient is final */
         attn__grad_ready(ctx, gp->lm_head.weight - g->arena, V * E);
     ATTN_TRYG(attn__stack_bwd_rec(ctx, &gp->s, g, &rec->st, dx, d0, NULL));

@@ -405,8 +405,8 @@ static attn_status lm_bwd(attn_ctx *ctx, const lm *q, const attn__gmap *g, const
     const float *xl = rec->xs + L * M * E;
     attn__rms_norm(ctx, xl, E, q->norm, eps, n, E, M, E);
     /* logits = n Wh^T: dn = dl Wh (into d2), dWh += dl^T n (the embedding's when tied) */
-    ATTN_TRYG(attn__linear_bwd(ctx, n, E, q->head_w.data, dl, V, d2, E,
-                               attn__g(g, q->head_w.data), NULL, M, E, V));
+    ATTN_TRYG(attn__matmul_bwd(ctx, &q->head_w, n, E, dl, V, d2, E, 0, NULL,
+                               attn__g(g, q->head_w.data), NULL, M));
     if (!c->tie_word_embeddings) /* the head's gradient is final (tied: the embedding's is not) */
         attn__grad_ready(ctx, q->head.weight - g->arena, V * E);
     ATTN_TRYG(attn__rms_norm_bwd(ctx, xl, E, q->norm, eps, d2, E, d, E, attn__g(g, q->norm), M,

@@ -243,8 +243,9 @@ static attn_status bwd_rec(attn_ctx *ctx, const seq2seq *q, const attn__gmap *g,
     ATTN_TRYG(attn__ws_f32(ctx, &dmem, B, S, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dxo, B, T, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dt0, B, T, E, 1));
-    ATTN_TRYG(attn__linear_bwd(ctx, rec->dec.out, E, q->gen.weight, dl, V, dxo, E,
-                               attn__g(g, q->gen.weight), attn__g(g, q->gen.bias), B * T, E, V));
+    ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(q->gen.weight, NULL, V, E), rec->dec.out, E, dl, V,
+                               dxo, E, 0, NULL, attn__g(g, q->gen.weight), attn__g(g, q->gen.bias),
+                               B * T));
     attn__grad_ready(ctx, q->gen.weight - g->arena, V * E + V); /* the generator, and its bias */
     memset(dmem, 0, (size_t)(B * S * E) * sizeof(float));
     ATTN_TRYG(attn__stack_bwd_rec(ctx, &q->s, g, &rec->dec, dxo, dt0, dmem));

@@ -49,10 +49,9 @@ static attn_status embed_bwd(attn_ctx *ctx, const vit_embed *v, const attn__gmap
         const float *db = dz + b * (N + 1) * E;
         for (int64_t e = 0; e < E; e++) gcls[e] += db[e];
         for (int64_t i = 0; i < (N + 1) * E; i++) gpos[i] += db[i];
-        ATTN_TRY(attn__linear_bwd(ctx, p + b * N * v->P, v->P, v->proj.weight, db + E, E,
-                                  dp ? dp + b * N * v->P : NULL, v->P,
-                                  attn__g(g, v->proj.weight), attn__g(g, v->proj.bias), N, v->P,
-                                  E));
+        ATTN_TRY(attn__matmul_bwd(ctx, ATTN__W32(v->proj.weight, NULL, E, v->P), p + b * N * v->P,
+                                  v->P, db + E, E, dp ? dp + b * N * v->P : NULL, v->P, 0, NULL,
+                                  attn__g(g, v->proj.weight), attn__g(g, v->proj.bias), N));
     }
     return ATTN_OK;
 }
@@ -250,8 +249,8 @@ static attn_status vit_embed_images(attn_ctx *ctx, const vit *v, const attn_tens
 /* The logits of the final norm's output xn [B, N+1, E]: the head on each [CLS] row. */
 static attn_status vit_head(attn_ctx *ctx, const vit *v, const float *xn, int64_t B, float *y) {
     int64_t E = v->s.cfg.d_model;
-    return attn__linear(ctx, xn, (v->N + 1) * E, v->head.weight, v->head.bias, y, v->K, B, E,
-                        v->K);
+    return attn__matmul(ctx, ATTN__W32(v->head.weight, v->head.bias, v->K, E), xn, (v->N + 1) * E,
+                        B, ATTN__MM_GEMM, NULL, y, v->K);
 }
 
 /* Checks logits [B, K] (F32) and that they overlap none of the inputs. */
@@ -380,9 +379,9 @@ static attn_status vit_bwd_rec(attn_ctx *ctx, const vit *v, const attn__gmap *g,
     ATTN_TRYG(attn__ws_f32(ctx, &dc, B, E, 1, 1));
     if (di) ATTN_TRYG(attn__ws_f32(ctx, &dp, B, v->N, v->emb.P, 1));
     /* the head read the [CLS] rows only: the other rows' gradient is 0 */
-    ATTN_TRYG(attn__linear_bwd(ctx, rec->st.out, L * E, v->head.weight, dl, v->K, dc, E,
-                               attn__g(g, v->head.weight), attn__g(g, v->head.bias), B, E,
-                               v->K));
+    ATTN_TRYG(attn__matmul_bwd(ctx, ATTN__W32(v->head.weight, NULL, v->K, E), rec->st.out, L * E,
+                               dl, v->K, dc, E, 0, NULL, attn__g(g, v->head.weight),
+                               attn__g(g, v->head.bias), B));
     attn__grad_ready(ctx, v->head.weight - g->arena, v->K * E + v->K); /* the head and its bias */
     memset(dx, 0, (size_t)n * sizeof(float));
     for (int64_t b = 0; b < B; b++) memcpy(dx + b * L * E, dc + b * E, (size_t)E * sizeof(float));
