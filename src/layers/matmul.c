@@ -114,10 +114,6 @@ attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, i
     const attn__row_epi re = {epi_rows, &j};
     if ((e->aout || j.relu_mask) && !f32) { /* 16-bit: the product, then the rest */
         ATTN_TRY(attn__matmul(ctx, w, x, ldx, M, T, &none, y, ldy));
-        if (e->aout) {
-            attn__act_fwd(ctx, e->act, y, e->aout, M, N);
-            return ATTN_OK;
-        }
         j.b = NULL, j.r = NULL;
         epi_pass(ctx, &j, y, ldy, M);
         return ATTN_OK;

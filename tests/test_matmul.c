@@ -1,0 +1,216 @@
+/* The one linear door (attn__matmul, src/layers/matmul.c): every epilogue on every kind of
+ * storage type (F32 rows, GGML F16 rows, Q8_0 and Q4_1 blocks, the BF16 and F16 panels) on both
+ * kernel paths (T <= 8 rows per sequence: the matrix-vector kernels; longer: the GEMM), on 1 and
+ * 2 threads (bit-identical); attn__matmul_n against single products; attn__matmul_bwd against
+ * the double reference; the refusals (a product's backward on a quantized weight, a storage type
+ * without kernels).
+ *
+ * Oracle: the door's own product t = x W^T with neither bias nor epilogue (its kernels are held
+ * to their references by test_qlinear, test_gemm and test_bf16_gemm), and each epilogue computed
+ * here in double from t:
+ *   NONE t + b;  RES t + b + r;  ACT ReLU max(t + b, 0);  ACT GELU u Phi(u), u = t + b (erf);
+ *   ACT with aout: y = u and aout = GELU(u);  RES_LN layer_norm(t + b + r) w + lb (biased
+ *   variance, eps 1e-5);  ymax max_n |y|.
+ * Tolerance 2e-5 of max(1, max|ref|): float sums in another order and the kernels' GELU
+ * polynomial; a bias, residual or norm left out, or applied twice, is off by more than 0.01. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "internal.h"
+#include "../src/kernels/ref/ref_f64.h"
+#include "../src/layers/layers.h"
+
+#define N 40
+#define K 256
+#define MMAX 20
+
+static double gelu(double u) { return 0.5 * u * (1.0 + erf(u / sqrt(2.0))); }
+
+/* The weight W [N, K] stored as type in buf (at least N K 4 + 64 bytes). */
+static int make(attn_ctx *ctx, int type, const float *W, void *buf, attn__weight *w) {
+    if (type == ATTN__W_BF16P || type == ATTN__W_F16P)
+        return TU_STATUS(attn__weight_pack(ctx, type, W, N, K, buf, "test", w), ATTN_OK, ctx);
+    int64_t be, bb;
+    attn_qtype_block(type, &be, &bb);
+    if (!TU_STATUS(attn_quantize(ctx, type, W, N * K, buf, (size_t)(N * K / be * bb)), ATTN_OK,
+                   ctx))
+        return 0;
+    *w = (attn__weight){type, buf, N, K, NULL, 0};
+    return 1;
+}
+
+enum { E_NONE, E_RES, E_RELU, E_GELU, E_GELU_AOUT, E_RES_LN, E_COUNT };
+static const char *ENAME[E_COUNT] = {"none", "residual", "relu", "gelu", "gelu+aout", "res+ln"};
+
+/* The epilogue on t [M, N] in double: ref [M, N], aref (E_GELU_AOUT) [M, N], rmax [M]. */
+static void oracle(int ek, const float *t, const float *b, const float *r, const float *lw,
+                   const float *lb, int64_t M, float *ref, float *aref, float *rmax) {
+    for (int64_t m = 0; m < M; m++) {
+        double u[N], mean = 0, var = 0, mx = 0;
+        for (int n = 0; n < N; n++) {
+            u[n] = (double)t[m * N + n] + b[n];
+            if (ek == E_RES || ek == E_RES_LN) u[n] += r[m * N + n];
+            mean += u[n];
+        }
+        mean /= N;
+        for (int n = 0; n < N; n++) var += (u[n] - mean) * (u[n] - mean);
+        var /= N;
+        for (int n = 0; n < N; n++) {
+            double y = u[n];
+            if (ek == E_RELU) y = y > 0 ? y : 0;
+            if (ek == E_GELU) y = gelu(y);
+            if (ek == E_GELU_AOUT) aref[m * N + n] = (float)gelu(y);
+            if (ek == E_RES_LN) y = (y - mean) / sqrt(var + 1e-5) * lw[n] + lb[n];
+            ref[m * N + n] = (float)y;
+            mx = fabs(y) > mx ? fabs(y) : mx;
+        }
+        rmax[m] = (float)mx;
+    }
+}
+
+static attn__epi epilogue(int ek, const float *r, const attn__ln *ln, float *ymax, float *aout) {
+    attn__epi e = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, ymax, NULL, NULL};
+    if (ek == E_RES) e.kind = ATTN__EPI_RES, e.r = r;
+    if (ek == E_RELU) e.kind = ATTN__EPI_ACT;
+    if (ek == E_GELU || ek == E_GELU_AOUT) e.kind = ATTN__EPI_ACT, e.act = ATTN_ACT_GELU;
+    if (ek == E_GELU_AOUT) e.aout = aout;
+    if (ek == E_RES_LN) e.kind = ATTN__EPI_RES_LN, e.r = r, e.ln = ln;
+    return e;
+}
+
+static void epilogues(attn_ctx *c1, attn_ctx *c2) {
+    static const int types[] = {ATTN_Q_F32, ATTN_Q_F16, ATTN_Q_Q8_0, ATTN_Q_Q4_1, ATTN__W_BF16P,
+                                ATTN__W_F16P};
+    float *W = malloc(N * K * sizeof(float)), *x = malloc(MMAX * K * sizeof(float));
+    float b[N], lw[N], lb[N], *r = malloc(MMAX * N * sizeof(float));
+    float *t = malloc(MMAX * N * sizeof(float)), *y1 = malloc(MMAX * N * sizeof(float));
+    float *y2 = malloc(MMAX * N * sizeof(float)), *ref = malloc(MMAX * N * sizeof(float));
+    float *a1 = malloc(MMAX * N * sizeof(float)), *a2 = malloc(MMAX * N * sizeof(float));
+    float *aref = malloc(MMAX * N * sizeof(float)), m1[MMAX], m2[MMAX], rmax[MMAX];
+    unsigned char *buf = malloc(N * K * 4 + 64);
+    tu_fill(W, N * K, 1, -0.2f, 0.2f);
+    tu_fill(x, MMAX * K, 2, -1, 1);
+    tu_fill(b, N, 3, -0.5f, 0.5f);
+    tu_fill(r, MMAX * N, 4, -1, 1);
+    tu_fill(lw, N, 5, 0.5f, 1.5f);
+    tu_fill(lb, N, 6, -0.5f, 0.5f);
+    const attn__ln ln = {lw, lb, N, 1e-5f};
+    int cases = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        attn__weight w;
+        if (!make(c1, types[ti], W, buf, &w)) continue;
+        const int64_t paths[2][2] = {{3, 1}, {MMAX, MMAX}}; /* M, T: matrix-vector, GEMM */
+        for (int pi = 0; pi < 2; pi++) {
+            const int64_t M = paths[pi][0], T = paths[pi][1];
+            w.bias = NULL;
+            TU_STATUS(attn__matmul(c1, &w, x, K, M, T, NULL, t, N), ATTN_OK, c1);
+            w.bias = b;
+            for (int ek = 0; ek < E_COUNT; ek++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s, %s path, %s", attn__wtype_of(w.type)->name,
+                         pi ? "GEMM" : "matrix-vector", ENAME[ek]);
+                oracle(ek, t, b, r, lw, lb, M, ref, aref, rmax);
+                attn__epi e1 = epilogue(ek, r, &ln, m1, a1), e2 = epilogue(ek, r, &ln, m2, a2);
+                TU_STATUS(attn__matmul(c1, &w, x, K, M, T, &e1, y1, N), ATTN_OK, c1);
+                TU_STATUS(attn__matmul(c2, &w, x, K, M, T, &e2, y2, N), ATTN_OK, c2);
+                TU_CHECK(tu_close(what, y1, ref, (size_t)(M * N), 2e-5), "%s: y", what);
+                TU_CHECK(tu_close(what, m1, rmax, (size_t)M, 2e-5), "%s: row maxima", what);
+                if (ek == E_GELU_AOUT)
+                    TU_CHECK(tu_close(what, a1, aref, (size_t)(M * N), 2e-5), "%s: aout", what);
+                TU_CHECK(!memcmp(y1, y2, (size_t)(M * N) * sizeof(float)) &&
+                             !memcmp(m1, m2, (size_t)M * sizeof(float)),
+                         "%s: 1 and 2 threads differ", what);
+                cases++;
+            }
+        }
+    }
+    printf("  epilogues: %d cases (6 storage types x 2 paths x %d epilogues) within 2e-5, "
+           "1 and 2 threads identical\n", cases, E_COUNT);
+    TU_CHECK(cases == 6 * 2 * E_COUNT, "only %d cases ran", cases);
+    free(W), free(x), free(r), free(t), free(y1), free(y2), free(ref), free(a1), free(a2);
+    free(aref), free(buf);
+}
+
+/* attn__matmul_n: each part exactly a single product with its residual (the same bits). */
+static void several(attn_ctx *c) {
+    float *W = malloc(3 * N * K * sizeof(float)), x[4 * K], r[4 * N];
+    tu_fill(W, 3 * N * K, 7, -0.2f, 0.2f);
+    tu_fill(x, 4 * K, 8, -1, 1);
+    tu_fill(r, 4 * N, 9, -1, 1);
+    unsigned char *q = malloc(N * K * 4 + 64);
+    attn__weight w[3];
+    w[0] = attn__weight_f32(W, NULL, N, K);
+    w[1] = attn__weight_f32(W + N * K, NULL, N, K);
+    make(c, ATTN_Q_Q8_0, W + 2 * N * K, q, &w[2]);
+    const attn__weight *wp[3] = {&w[0], &w[1], &w[2]};
+    float y[3][4 * N], one[4 * N];
+    float *yp[3] = {y[0], y[1], y[2]};
+    const int64_t ldy[3] = {N, N, N};
+    const float *rp[3] = {NULL, r, NULL};
+    TU_STATUS(attn__matmul_n(c, 3, wp, x, K, 4, 1, yp, ldy, rp), ATTN_OK, c);
+    for (int i = 0; i < 3; i++) {
+        const attn__epi e = attn__epi_res(rp[i]);
+        TU_STATUS(attn__matmul(c, &w[i], x, K, 4, 1, &e, one, N), ATTN_OK, c);
+        TU_CHECK(!memcmp(one, y[i], sizeof one), "attn__matmul_n part %d differs", i);
+    }
+    free(W), free(q);
+}
+
+/* attn__matmul_bwd against the double reference; acc adds to dx; a Q8_0 weight is refused. */
+static void backward(attn_ctx *c) {
+    enum { M = 5, Nb = 7, Kb = 9 };
+    float W[Nb * Kb], x[M * Kb], dy[M * Nb], dx[M * Kb], dW[Nb * Kb] = {0}, db[Nb] = {0};
+    double Wd[Nb * Kb], xd[M * Kb], dyd[M * Nb], dxd[M * Kb], dWd[Nb * Kb] = {0}, dbd[Nb] = {0};
+    tu_fill(W, Nb * Kb, 10, -1, 1);
+    tu_fill(x, M * Kb, 11, -1, 1);
+    tu_fill(dy, M * Nb, 12, -1, 1);
+    for (int i = 0; i < Nb * Kb; i++) Wd[i] = W[i];
+    for (int i = 0; i < M * Kb; i++) xd[i] = x[i];
+    for (int i = 0; i < M * Nb; i++) dyd[i] = dy[i];
+    attn__linear_bwd_ref_f64(xd, Kb, Wd, dyd, Nb, dxd, Kb, dWd, dbd, M, Kb, Nb);
+    float dxr[M * Kb], dWr[Nb * Kb], dbr[Nb];
+    for (int i = 0; i < M * Kb; i++) dxr[i] = (float)dxd[i];
+    for (int i = 0; i < Nb * Kb; i++) dWr[i] = (float)dWd[i];
+    for (int i = 0; i < Nb; i++) dbr[i] = (float)dbd[i];
+    TU_STATUS(attn__matmul_bwd(c, ATTN__W32(W, NULL, Nb, Kb), x, Kb, dy, Nb, dx, Kb, 0, NULL, dW,
+                               db, M),
+              ATTN_OK, c);
+    TU_CHECK(tu_close("bwd dx", dx, dxr, M * Kb, 1e-6), "dx");
+    TU_CHECK(tu_close("bwd dW", dW, dWr, Nb * Kb, 1e-6), "dW");
+    TU_CHECK(tu_close("bwd db", db, dbr, Nb, 1e-6), "db");
+    TU_STATUS(attn__matmul_bwd(c, ATTN__W32(W, NULL, Nb, Kb), x, Kb, dy, Nb, dx, Kb, 1, NULL, NULL,
+                               NULL, M),
+              ATTN_OK, c);
+    for (int i = 0; i < M * Kb; i++) dxr[i] *= 2; /* accumulated: dx + dy W */
+    TU_CHECK(tu_close("bwd dx accumulated", dx, dxr, M * Kb, 1e-6), "dx acc");
+    unsigned char q[N * K * 2];
+    attn__weight wq;
+    float Wq[N * K];
+    tu_fill(Wq, N * K, 13, -1, 1);
+    make(c, ATTN_Q_Q8_0, Wq, q, &wq);
+    TU_STATUS(attn__matmul_bwd(c, &wq, x, K, dy, N, NULL, K, 0, NULL, NULL, NULL, 1),
+              ATTN_E_UNSUPPORTED, c);
+    TU_CHECK(strstr(attn_ctx_errmsg(c), "Q8_0") != NULL, "the refusal names the type: %s",
+             attn_ctx_errmsg(c));
+    attn__weight bad = {99, q, N, K, NULL, 0};
+    float y[N];
+    TU_STATUS(attn__matmul(c, &bad, x, K, 1, 1, NULL, y, N), ATTN_E_UNSUPPORTED, c);
+    TU_STATUS(attn__weight_check(c, &bad, N, K, "w"), ATTN_E_UNSUPPORTED, c);
+    TU_STATUS(attn__weight_rows(c, &(attn__weight){ATTN__W_BF16P, q, N, K, NULL, 0},
+                                (const int32_t[]){0}, 1, y),
+              ATTN_E_UNSUPPORTED, c);
+}
+
+int main(void) {
+    attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
+    if (!c1 || !c2) return 1;
+    epilogues(c1, c2);
+    several(c2);
+    backward(c2);
+    attn_ctx_free(c1);
+    attn_ctx_free(c2);
+    return tu_finish("test_matmul");
+}
