@@ -1,6 +1,7 @@
 /* The one linear door (attn__matmul, src/layers/matmul.c): every epilogue on every kind of
  * storage type (F32 rows, GGML F16 rows, Q8_0 and Q4_1 blocks, the BF16 and F16 panels) on both
- * kernel paths (T <= 8 rows per sequence: the matrix-vector kernels; longer: the GEMM), on 1 and
+ * kernel paths (T <= 8 rows per sequence: the matrix-vector kernels; longer: the GEMM; the
+ * panels always take the GEMM), outputs with a row stride other than N, on 1 and
  * 2 threads (bit-identical); attn__matmul_n against single products; attn__matmul_bwd against
  * the double reference; the refusals (a product's backward on a quantized weight, a storage type
  * without kernels).
@@ -8,7 +9,8 @@
  * Oracle: the door's own product t = x W^T with neither bias nor epilogue (its kernels are held
  * to their references by test_qlinear, test_gemm and test_bf16_gemm), and each epilogue computed
  * here in double from t:
- *   NONE t + b;  RES t + b + r;  ACT ReLU max(t + b, 0);  ACT GELU u Phi(u), u = t + b (erf);
+ *   NONE t + b;  RES t + b + r;  ACT ReLU max(t + b, 0) (with the mask bits: y > 0), ACT tanh;
+ *   ACT GELU u Phi(u), u = t + b (erf);
  *   ACT with aout: y = u and aout = GELU(u);  RES_LN layer_norm(t + b + r) w + lb (biased
  *   variance, eps 1e-5);  ymax max_n |y|.
  * Tolerance 2e-5 of max(1, max|ref|): float sums in another order and the kernels' GELU
@@ -26,6 +28,7 @@
 #define N 40
 #define K 256
 #define MMAX 20
+#define LDY (N + 8) /* the outputs' row stride: not N */
 
 static double gelu(double u) { return 0.5 * u * (1.0 + erf(u / sqrt(2.0))); }
 
@@ -42,8 +45,9 @@ static int make(attn_ctx *ctx, int type, const float *W, void *buf, attn__weight
     return 1;
 }
 
-enum { E_NONE, E_RES, E_RELU, E_GELU, E_GELU_AOUT, E_RES_LN, E_COUNT };
-static const char *ENAME[E_COUNT] = {"none", "residual", "relu", "gelu", "gelu+aout", "res+ln"};
+enum { E_NONE, E_RES, E_RELU, E_RELU_MASK, E_GELU, E_GELU_AOUT, E_TANH, E_RES_LN, E_COUNT };
+static const char *ENAME[E_COUNT] = {"none",      "residual", "relu", "relu+mask",
+                                     "gelu",      "gelu+aout", "tanh", "res+ln"};
 
 /* The epilogue on t [M, N] in double: ref [M, N], aref (E_GELU_AOUT) [M, N], rmax [M]. */
 static void oracle(int ek, const float *t, const float *b, const float *r, const float *lw,
@@ -60,7 +64,8 @@ static void oracle(int ek, const float *t, const float *b, const float *r, const
         var /= N;
         for (int n = 0; n < N; n++) {
             double y = u[n];
-            if (ek == E_RELU) y = y > 0 ? y : 0;
+            if (ek == E_RELU || ek == E_RELU_MASK) y = y > 0 ? y : 0;
+            if (ek == E_TANH) y = tanh(y);
             if (ek == E_GELU) y = gelu(y);
             if (ek == E_GELU_AOUT) aref[m * N + n] = (float)gelu(y);
             if (ek == E_RES_LN) y = (y - mean) / sqrt(var + 1e-5) * lw[n] + lb[n];
@@ -71,10 +76,13 @@ static void oracle(int ek, const float *t, const float *b, const float *r, const
     }
 }
 
-static attn__epi epilogue(int ek, const float *r, const attn__ln *ln, float *ymax, float *aout) {
+static attn__epi epilogue(int ek, const float *r, const attn__ln *ln, float *ymax, float *aout,
+                          uint16_t *mask) {
     attn__epi e = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, ymax, NULL, NULL};
     if (ek == E_RES) e.kind = ATTN__EPI_RES, e.r = r;
-    if (ek == E_RELU) e.kind = ATTN__EPI_ACT;
+    if (ek == E_RELU || ek == E_RELU_MASK) e.kind = ATTN__EPI_ACT;
+    if (ek == E_RELU_MASK) e.relu_mask = mask;
+    if (ek == E_TANH) e.kind = ATTN__EPI_ACT, e.act = ATTN_ACT_TANH;
     if (ek == E_GELU || ek == E_GELU_AOUT) e.kind = ATTN__EPI_ACT, e.act = ATTN_ACT_GELU;
     if (ek == E_GELU_AOUT) e.aout = aout;
     if (ek == E_RES_LN) e.kind = ATTN__EPI_RES_LN, e.r = r, e.ln = ln;
@@ -86,8 +94,10 @@ static void epilogues(attn_ctx *c1, attn_ctx *c2) {
                                 ATTN__W_F16P};
     float *W = malloc(N * K * sizeof(float)), *x = malloc(MMAX * K * sizeof(float));
     float b[N], lw[N], lb[N], *r = malloc(MMAX * N * sizeof(float));
-    float *t = malloc(MMAX * N * sizeof(float)), *y1 = malloc(MMAX * N * sizeof(float));
-    float *y2 = malloc(MMAX * N * sizeof(float)), *ref = malloc(MMAX * N * sizeof(float));
+    float *t = malloc(MMAX * N * sizeof(float)), *y1 = malloc(MMAX * LDY * sizeof(float));
+    float *y2 = malloc(MMAX * LDY * sizeof(float)), *ref = malloc(MMAX * N * sizeof(float));
+    float *yc = malloc(MMAX * N * sizeof(float));
+    uint16_t k1[MMAX * 3], k2[MMAX * 3]; /* ReLU masks: ceil(N / 16) words per row */
     float *a1 = malloc(MMAX * N * sizeof(float)), *a2 = malloc(MMAX * N * sizeof(float));
     float *aref = malloc(MMAX * N * sizeof(float)), m1[MMAX], m2[MMAX], rmax[MMAX];
     unsigned char *buf = malloc(N * K * 4 + 64);
@@ -113,25 +123,44 @@ static void epilogues(attn_ctx *c1, attn_ctx *c2) {
                 snprintf(what, sizeof what, "%s, %s path, %s", attn__wtype_of(w.type)->name,
                          pi ? "GEMM" : "matrix-vector", ENAME[ek]);
                 oracle(ek, t, b, r, lw, lb, M, ref, aref, rmax);
-                attn__epi e1 = epilogue(ek, r, &ln, m1, a1), e2 = epilogue(ek, r, &ln, m2, a2);
-                TU_STATUS(attn__matmul(c1, &w, x, K, M, T, &e1, y1, N), ATTN_OK, c1);
-                TU_STATUS(attn__matmul(c2, &w, x, K, M, T, &e2, y2, N), ATTN_OK, c2);
-                TU_CHECK(tu_close(what, y1, ref, (size_t)(M * N), 2e-5), "%s: y", what);
+                for (int i = 0; i < MMAX; i++) m1[i] = m2[i] = NAN;
+                for (int i = 0; i < MMAX * N; i++) a1[i] = a2[i] = NAN;
+                for (int i = 0; i < MMAX * LDY; i++) y1[i] = y2[i] = NAN;
+                memset(k1, 0xff, sizeof k1), memset(k2, 0, sizeof k2);
+                attn__epi e1 = epilogue(ek, r, &ln, m1, a1, k1);
+                attn__epi e2 = epilogue(ek, r, &ln, m2, a2, k2);
+                TU_STATUS(attn__matmul(c1, &w, x, K, M, T, &e1, y1, LDY), ATTN_OK, c1);
+                TU_STATUS(attn__matmul(c2, &w, x, K, M, T, &e2, y2, LDY), ATTN_OK, c2);
+                for (int64_t m = 0; m < M; m++)
+                    memcpy(yc + m * N, y1 + m * LDY, N * sizeof(float));
+                TU_CHECK(tu_close(what, yc, ref, (size_t)(M * N), 2e-5), "%s: y", what);
                 TU_CHECK(tu_close(what, m1, rmax, (size_t)M, 2e-5), "%s: row maxima", what);
                 if (ek == E_GELU_AOUT)
                     TU_CHECK(tu_close(what, a1, aref, (size_t)(M * N), 2e-5), "%s: aout", what);
-                TU_CHECK(!memcmp(y1, y2, (size_t)(M * N) * sizeof(float)) &&
-                             !memcmp(m1, m2, (size_t)M * sizeof(float)),
-                         "%s: 1 and 2 threads differ", what);
+                int same = 1;
+                for (int64_t m = 0; m < M; m++)
+                    same &= !memcmp(y1 + m * LDY, y2 + m * LDY, N * sizeof(float));
+                same &= !memcmp(m1, m2, (size_t)M * sizeof(float));
+                if (ek == E_GELU_AOUT) same &= !memcmp(a1, a2, (size_t)(M * N) * sizeof(float));
+                if (ek == E_RELU_MASK) {
+                    same &= !memcmp(k1, k2, (size_t)(M * 3) * sizeof(uint16_t));
+                    int bits = 1; /* bit n of word (m, n / 16): y > 0 */
+                    for (int64_t m = 0; m < M; m++)
+                        for (int n = 0; n < N; n++)
+                            bits &= ((k1[m * 3 + n / 16] >> (n % 16)) & 1) ==
+                                    (y1[m * LDY + n] > 0);
+                    TU_CHECK(bits, "%s: the mask bits are not y > 0", what);
+                }
+                TU_CHECK(same, "%s: 1 and 2 threads differ", what);
                 cases++;
             }
         }
     }
-    printf("  epilogues: %d cases (6 storage types x 2 paths x %d epilogues) within 2e-5, "
-           "1 and 2 threads identical\n", cases, E_COUNT);
+    printf("  epilogues: %d cases (6 storage types x 2 shapes, the row types on both paths, x %d "
+           "epilogues) within 2e-5, 1 and 2 threads identical\n", cases, E_COUNT);
     TU_CHECK(cases == 6 * 2 * E_COUNT, "only %d cases ran", cases);
     free(W), free(x), free(r), free(t), free(y1), free(y2), free(ref), free(a1), free(a2);
-    free(aref), free(buf);
+    free(aref), free(buf), free(yc);
 }
 
 /* attn__matmul_n: each part exactly a single product with its residual (the same bits). */
@@ -144,7 +173,7 @@ static void several(attn_ctx *c) {
     attn__weight w[3];
     w[0] = attn__weight_f32(W, NULL, N, K);
     w[1] = attn__weight_f32(W + N * K, NULL, N, K);
-    make(c, ATTN_Q_Q8_0, W + 2 * N * K, q, &w[2]);
+    if (!make(c, ATTN_Q_Q8_0, W + 2 * N * K, q, &w[2])) return;
     const attn__weight *wp[3] = {&w[0], &w[1], &w[2]};
     float y[3][4 * N], one[4 * N];
     float *yp[3] = {y[0], y[1], y[2]};
@@ -189,19 +218,22 @@ static void backward(attn_ctx *c) {
     unsigned char q[N * K * 2];
     attn__weight wq;
     float Wq[N * K];
+    float xq[K] = {0}, dyq[N] = {0}, y[N];
     tu_fill(Wq, N * K, 13, -1, 1);
-    make(c, ATTN_Q_Q8_0, Wq, q, &wq);
-    TU_STATUS(attn__matmul_bwd(c, &wq, x, K, dy, N, NULL, K, 0, NULL, NULL, NULL, 1),
+    if (!make(c, ATTN_Q_Q8_0, Wq, q, &wq)) return;
+    TU_STATUS(attn__matmul_bwd(c, &wq, xq, K, dyq, N, NULL, K, 0, NULL, NULL, NULL, 1),
               ATTN_E_UNSUPPORTED, c);
     TU_CHECK(strstr(attn_ctx_errmsg(c), "Q8_0") != NULL, "the refusal names the type: %s",
              attn_ctx_errmsg(c));
     attn__weight bad = {99, q, N, K, NULL, 0};
-    float y[N];
-    TU_STATUS(attn__matmul(c, &bad, x, K, 1, 1, NULL, y, N), ATTN_E_UNSUPPORTED, c);
+    TU_STATUS(attn__matmul(c, &bad, xq, K, 1, 1, NULL, y, N), ATTN_E_UNSUPPORTED, c);
     TU_STATUS(attn__weight_check(c, &bad, N, K, "w"), ATTN_E_UNSUPPORTED, c);
-    TU_STATUS(attn__weight_rows(c, &(attn__weight){ATTN__W_BF16P, q, N, K, NULL, 0},
-                                (const int32_t[]){0}, 1, y),
-              ATTN_E_UNSUPPORTED, c);
+    const attn__weight panels = {ATTN__W_BF16P, q, N, K, NULL, 0};
+    TU_STATUS(attn__weight_rows(c, &panels, (const int32_t[]){0}, 1, y), ATTN_E_UNSUPPORTED, c);
+    TU_STATUS(attn__weight_check(c, &panels, N, K, "w"), ATTN_E_UNSUPPORTED, c);
+    TU_STATUS(attn__matmul_bwd(c, ATTN__W32(W, NULL, Nb, Kb), x, Kb, dy, Nb, dx, Kb, 1,
+                               &(attn__row_epi){NULL, NULL}, NULL, NULL, M),
+              ATTN_E_INVALID, c);
 }
 
 int main(void) {

@@ -295,9 +295,6 @@ ATTN__HIDDEN attn_status attn__matmul_n(attn_ctx *ctx, int n, const attn__weight
 /* The layer's linear on contiguous rows: y[M, out] = epilogue(x[M, in] W^T + b). */
 ATTN__HIDDEN attn_status attn__lin_run(attn_ctx *ctx, const attn__lin *l, const float *x,
                                        const attn__epi *e, float *y, int64_t M);
-/* y[M, N] = act(x[M, N]) as the ACT epilogue computes it (y may be x). */
-ATTN__HIDDEN void attn__act_fwd(attn_ctx *ctx, attn_activation act, const float *x, float *y,
-                                int64_t M, int64_t N);
 
 ATTN__HIDDEN attn_status attn__lin_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
                                        const char *name, attn__lin *l, int64_t in, int64_t out,

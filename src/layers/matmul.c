@@ -112,7 +112,8 @@ attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, i
     epi_job j = {ctx->kern.ew, e->kind, e->act, f32 ? b : NULL, f32 ? r : NULL, e->ln, N,
                  e->ymax, e->aout, relu_mask};
     const attn__row_epi re = {epi_rows, &j};
-    if ((e->aout || j.relu_mask) && !f32) { /* 16-bit: the product, then the rest */
+    if (e->kind == ATTN__EPI_ACT && (e->aout || j.relu_mask) && !f32) {
+        /* 16-bit: the product, then the rest */
         ATTN_TRY(attn__matmul(ctx, w, x, ldx, M, T, &none, y, ldy));
         j.b = NULL, j.r = NULL;
         epi_pass(ctx, &j, y, ldy, M);
@@ -181,14 +182,6 @@ attn_status attn__lin_run(attn_ctx *ctx, const attn__lin *l, const float *x, con
     return attn__matmul(ctx, &w, x, l->in, M, ATTN__MM_GEMM, e, y, l->out);
 }
 
-typedef struct act_job {
-    const attn__ew_kernel *k;
-    attn_activation act;
-    const float *x;
-    float *y;
-    int64_t n;
-} act_job;
-
 /* y = act(x) on rows of n contiguous values (y may be x). */
 static void act_rows(const attn__ew_kernel *k, attn_activation act, const float *x, float *y,
                      int64_t rows, int64_t n) {
@@ -200,18 +193,6 @@ static void act_rows(const attn__ew_kernel *k, attn_activation act, const float 
     } else {
         attn__act_ref(act, x, n, y, n, rows, n);
     }
-}
-
-static void act_task(void *arg, int64_t begin, int64_t end, int tid) {
-    const act_job *j = arg;
-    (void)tid;
-    act_rows(j->k, j->act, j->x + begin * j->n, j->y + begin * j->n, end - begin, j->n);
-}
-
-void attn__act_fwd(attn_ctx *ctx, attn_activation act, const float *x, float *y, int64_t M,
-                   int64_t N) {
-    act_job j = {ctx->kern.ew, act, x, y, N};
-    attn__parallel_for(ctx, M, act_task, &j);
 }
 
 void attn__ln_fwd(attn_ctx *ctx, const attn__ln *l, const float *x, float *y, int64_t M) {

@@ -59,8 +59,9 @@ attn_status attn__weight_check(attn_ctx *ctx, const attn__weight *w, int64_t N, 
                  "%s has shape [%lld, %lld] but the config needs [%lld, %lld]", what,
                  (long long)w->N, (long long)w->K, (long long)N, (long long)K);
     const attn__wtype *t = attn__wtype_of(w->type);
-    ATTN_FAIL_IF(!t, ctx, ATTN_E_UNSUPPORTED, "%s: weights of type %s are not supported yet",
-                 what, attn_qtype_name(w->type) ? attn_qtype_name(w->type) : "(unknown)");
+    ATTN_FAIL_IF(!t || t->panels, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: weights of type %s are not supported yet", what,
+                 t ? t->name : "(unknown)");
     ATTN_FAIL_IF(K % t->elems != 0, ctx, ATTN_E_SHAPE, "%s: %lld columns are not whole %s "
                  "blocks of %lld", what, (long long)K, t->name, (long long)t->elems);
     return ATTN_OK;
