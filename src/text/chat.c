@@ -564,6 +564,16 @@ static void put_trim(out_buf *o, const char *s) {
     put(o, s + b, e - b);
 }
 
+/* One turn of the header formats (Gemma, Llama 3): open role mid [lead "\n\n"]
+ * trim(content) close; lead NULL: none. */
+static void put_turn(out_buf *o, const char *open, const char *role, const char *mid,
+                     const char *lead, const char *content, const char *close) {
+    puts0(o, open), puts0(o, role), puts0(o, mid);
+    if (lead) puts0(o, lead), puts0(o, "\n\n");
+    put_trim(o, content);
+    puts0(o, close);
+}
+
 /* Python's lstrip/rstrip of '\n' over s[*b, *e). */
 static void lstrip_nl(const char *s, size_t *b, size_t e) {
     while (*b < e && s[*b] == '\n') (*b)++;
@@ -696,14 +706,10 @@ static attn_status render(attn_ctx *ctx, const fam *f, const char *bos, const ch
                      "chat (gemma): this template does not take a system message");
         ATTN_TRY(alternate(ctx, msgs + first, n - first, f->name));
         puts0(o, bos);
-        for (int64_t i = first; i < n; i++) {
-            puts0(o, "<start_of_turn>");
-            puts0(o, is_role(&msgs[i], "assistant") ? "model" : msgs[i].role);
-            puts0(o, "\n");
-            if (i == first && sys) puts0(o, sys), puts0(o, "\n\n");
-            put_trim(o, msgs[i].content);
-            puts0(o, "<end_of_turn>\n");
-        }
+        for (int64_t i = first; i < n; i++)
+            put_turn(o, "<start_of_turn>",
+                     is_role(&msgs[i], "assistant") ? "model" : msgs[i].role, "\n",
+                     i == first ? sys : NULL, msgs[i].content, "<end_of_turn>\n");
         if (gen) puts0(o, "<start_of_turn>model\n");
         return ATTN_OK;
     }
@@ -722,12 +728,9 @@ static attn_status render(attn_ctx *ctx, const fam *f, const char *bos, const ch
             puts0(o, "<|eot_id|>");
             i0 = first;
         }
-        for (int64_t i = i0; i < n; i++) {
-            puts0(o, "<|start_header_id|>"), puts0(o, msgs[i].role);
-            puts0(o, "<|end_header_id|>\n\n");
-            put_trim(o, msgs[i].content);
-            puts0(o, "<|eot_id|>");
-        }
+        for (int64_t i = i0; i < n; i++)
+            put_turn(o, "<|start_header_id|>", msgs[i].role, "<|end_header_id|>\n\n", NULL,
+                     msgs[i].content, "<|eot_id|>");
         if (gen) puts0(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
         return ATTN_OK;
     }
