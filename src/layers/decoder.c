@@ -17,10 +17,10 @@ attn_status attn__dec_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefi
     float eps = cfg->layer_norm_eps;
     if (snprintf(p, sizeof p, "%sself_attn.", prefix) >= (int)sizeof p)
         return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
-    ATTN_TRY(attn__mha_reg(ctx, m, p, &l->self_attn, &mc));
+    ATTN_TRY(attn__attention_mha_reg(ctx, m, p, &l->self_attn, &mc));
     if (snprintf(p, sizeof p, "%smultihead_attn.", prefix) >= (int)sizeof p)
         return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
-    ATTN_TRY(attn__mha_reg(ctx, m, p, &l->multihead_attn, &mc));
+    ATTN_TRY(attn__attention_mha_reg(ctx, m, p, &l->multihead_attn, &mc));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear1", &l->linear1, E, F, cfg->bias));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear2", &l->linear2, F, E, cfg->bias));
     ATTN_TRY(attn__ln_reg(ctx, m, prefix, "norm1", &l->norm1, E, eps, cfg->bias));
@@ -39,8 +39,8 @@ attn_status attn__dec_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__dec_
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->r2, B, T, E, 1));
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->n3, B, T, E, 1));
     if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r3, B, T, E, 1));
-    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, T, T, 1, &sv->sa));
-    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->multihead_attn, B, T, S, 0, &sv->ca));
+    ATTN_TRY(attn__attn_saved_alloc(ctx, t, &l->self_attn, B, T, T, 1, &sv->sa));
+    ATTN_TRY(attn__attn_saved_alloc(ctx, t, &l->multihead_attn, B, T, S, 0, &sv->ca));
     return attn__ffn_saved_alloc(ctx, t, &l->linear1, l->cfg.activation, B * T,
                                  &sv->ff);
 }
@@ -74,8 +74,12 @@ attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, const f
     }
     attn__res_blk b1 = {drop, x, pre ? NULL : &l->norm1, sv ? sv->r1 : NULL, sv ? sv->n2 : u, v};
     y = attn__res_target(&b1, &e);
-    ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, T, T, tgt_kpm, tgt_mask,
-                            tgt_is_causal, 0, rng, y, NULL, sv ? &sv->sa : NULL, &e));
+    {
+        const attn__attn_io io =
+            attn__attn_io_mha(in, in, in, B, T, T, tgt_kpm, tgt_mask, tgt_is_causal, rng);
+        ATTN_TRYG(
+            attn__attention_fwd(ctx, &l->self_attn, &io, y, &e, NULL, 0, sv ? &sv->sa : NULL));
+    }
     r = attn__res_end(ctx, &b1, rng, c->dropout, M, E, sv ? &sv->d1 : NULL);
     /* cross-attention block: queries from the stream, keys and values from memory */
     const float *n2 = b1.dst;
@@ -87,8 +91,12 @@ attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l, const f
     attn__res_blk b2 = {drop, pre ? r : n2, pre ? NULL : &l->norm2, sv ? sv->r2 : NULL,
                   sv ? sv->n3 : pre ? w : t, v};
     y = attn__res_target(&b2, &e);
-    ATTN_TRYG(attn__mha_fwd(ctx, &l->multihead_attn, n2, memory, memory, B, T, S, memory_kpm,
-                            memory_mask, 0, 1, rng, y, cross_w, sv ? &sv->ca : NULL, &e));
+    {
+        const attn__attn_io io =
+            attn__attn_io_mha(n2, memory, memory, B, T, S, memory_kpm, memory_mask, 0, rng);
+        ATTN_TRYG(attn__attention_fwd(ctx, &l->multihead_attn, &io, y, &e, cross_w, 1,
+                                      sv ? &sv->ca : NULL));
+    }
     r = attn__res_end(ctx, &b2, rng, c->dropout, M, E, sv ? &sv->d2 : NULL);
     /* feed-forward block (pre-norm: its input n3 = norm3(r2)) */
     ATTN_TRYG(attn__ffn_block(ctx, c, &l->linear1, &l->linear2, &l->norm3, drop, pre ? r : b2.dst,
@@ -139,8 +147,12 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     /* cross-attention block: r2 = base2 + drop2(ca(n2, mem)); d = d r2 */
     r = sv->d2;
     gd = attn__dropout_grad(&r, p, d, t, n);
-    ATTN_TRYG(attn__mha_bwd_saved(ctx, &l->multihead_attn, g, &sv->ca, sv->n2, sv->mem, sv->mem,
-                                  B, T, S, gd, dq, dk, dv));
+    {
+        const attn__attn_io io =
+            attn__attn_io_mha(sv->n2, sv->mem, sv->mem, B, T, S, NULL, NULL, 0, NULL);
+        ATTN_TRYG(attn__attention_bwd(ctx, &l->multihead_attn, g, &sv->ca, &io, gd, dq, dk, dv,
+                                      NULL, NULL));
+    }
     attn__add_f32(ctx, dk, dv, dk, ns);
     attn__add_f32(ctx, dmem, dk, dmem, ns);
     /* dq = d n2 */
@@ -155,13 +167,15 @@ attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
     r = sv->d1;
     gd = attn__dropout_grad(&r, p, d, t, n);
     const float *in = pre ? sv->n1 : sv->x0;
+    const attn__attn_io io = attn__attn_io_mha(in, in, in, B, T, T, NULL, NULL, 0, NULL);
     if (pre) { /* dx = d + norm1's backward of d in */
-        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, gd, dq,
-                                           NULL));
+        ATTN_TRYG(attn__attention_bwd(ctx, &l->self_attn, g, &sv->sa, &io, gd, NULL, NULL, NULL, dq,
+                                      NULL));
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dx, M));
         attn__add_f32(ctx, d, dx, dx, n);
     } else { /* dx = d + d in, added in the last product's epilogue */
-        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, in, B, T, gd, dx, d));
+        ATTN_TRYG(
+            attn__attention_bwd(ctx, &l->self_attn, g, &sv->sa, &io, gd, NULL, NULL, NULL, dx, d));
     }
 done:
     attn__ws_release(ctx, mk);

@@ -16,7 +16,7 @@ attn_status attn__enc_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefi
     int64_t E = cfg->d_model, F = cfg->dim_feedforward;
     if (snprintf(p, sizeof p, "%sself_attn.", prefix) >= (int)sizeof p)
         return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
-    ATTN_TRY(attn__mha_reg(ctx, m, p, &l->self_attn, &mc));
+    ATTN_TRY(attn__attention_mha_reg(ctx, m, p, &l->self_attn, &mc));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear1", &l->linear1, E, F, cfg->bias));
     ATTN_TRY(attn__lin_reg(ctx, m, prefix, "linear2", &l->linear2, F, E, cfg->bias));
     ATTN_TRY(attn__ln_reg(ctx, m, prefix, "norm1", &l->norm1, E, cfg->layer_norm_eps, cfg->bias));
@@ -32,7 +32,7 @@ attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__enc_
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->r1, B, L, E, 1));
     ATTN_TRY(attn__rec_f32(ctx, t, &sv->x1, B, L, E, 1));
     if (!l->cfg.norm_first) ATTN_TRY(attn__rec_f32(ctx, t, &sv->r2, B, L, E, 1));
-    ATTN_TRY(attn__mha_saved_alloc(ctx, t, &l->self_attn, B, L, L, 1, &sv->sa));
+    ATTN_TRY(attn__attn_saved_alloc(ctx, t, &l->self_attn, B, L, L, 1, &sv->sa));
     return attn__ffn_saved_alloc(ctx, t, &l->linear1, l->cfg.activation, B * L,
                                  &sv->ff);
 }
@@ -65,8 +65,11 @@ attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l, const f
     attn__res_blk b1 = {drop, x, pre ? NULL : &l->norm1, sv ? sv->r1 : NULL, u, v};
     if (!pre && sv) b1.dst = sv->x1;
     y = attn__res_target(&b1, &e);
-    ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, in, in, in, B, L, L, kpm, mask, is_causal, 0,
-                            rng, y, NULL, sv ? &sv->sa : NULL, &e));
+    {
+        const attn__attn_io io = attn__attn_io_mha(in, in, in, B, L, L, kpm, mask, is_causal, rng);
+        ATTN_TRYG(
+            attn__attention_fwd(ctx, &l->self_attn, &io, y, &e, NULL, 0, sv ? &sv->sa : NULL));
+    }
     r1 = attn__res_end(ctx, &b1, rng, c->dropout, M, E, sv ? &sv->d1 : NULL);
     /* feed-forward block (pre-norm: its input x1 = norm2(r1)) */
     ATTN_TRYG(attn__ffn_block(ctx, c, &l->linear1, &l->linear2, &l->norm2, drop, pre ? r1 : b1.dst,
@@ -104,8 +107,10 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
         /* r1 = x0 + drop1(mha(n1 = norm1(x0))) */
         r = sv->d1;
         gd = attn__dropout_grad(&r, p, d1, t, n);
-        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->n1, B, L, gd, dq,
-                                           NULL));
+        const attn__attn_io io =
+            attn__attn_io_mha(sv->n1, sv->n1, sv->n1, B, L, L, NULL, NULL, 0, NULL);
+        ATTN_TRYG(attn__attention_bwd(ctx, &l->self_attn, g, &sv->sa, &io, gd, NULL, NULL, NULL, dq,
+                                      NULL));
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->x0, dq, dx, M));
         attn__add_f32(ctx, d1, dx, dx, n); /* dx = d1 + norm1's backward */
     } else {
@@ -120,8 +125,10 @@ attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
         ATTN_TRYG(attn__ln_bwd(ctx, g, &l->norm1, sv->r1, dq, dq, M));
         r = sv->d1;
         gd = attn__dropout_grad(&r, p, dq, t, n);
-        ATTN_TRYG(attn__mha_bwd_saved_self(ctx, &l->self_attn, g, &sv->sa, sv->x0, B, L, gd, dx,
-                                           dq));
+        const attn__attn_io io =
+            attn__attn_io_mha(sv->x0, sv->x0, sv->x0, B, L, L, NULL, NULL, 0, NULL);
+        ATTN_TRYG(
+            attn__attention_bwd(ctx, &l->self_attn, g, &sv->sa, &io, gd, NULL, NULL, NULL, dx, dq));
     }
 done:
     attn__ws_release(ctx, mk);

@@ -14,7 +14,14 @@ typedef struct attn__param {
     int ndim;
     int64_t shape[ATTN_MAX_DIMS];
     int64_t numel;
-    float **slot;   /* where the layer struct wants the data pointer */
+    float **slot; /* where the layer struct wants the data pointer (or NULL) */
+    struct {      /* further places for it (attn__param_to_weight): data + off goes to an
+                     attn__weight's data or bias */
+        struct attn__weight *w;
+        int bias;
+        int64_t off;
+    } to[4];
+    int nto;
     float init;     /* value at create time */
     int init_kind;  /* attn__init: how attn_module_init fills it */
     float init_a;   /* its bound or standard deviation */
@@ -149,6 +156,10 @@ ATTN__HIDDEN attn_status attn__module_new(attn_ctx *ctx, attn__kind kind, size_t
 ATTN__HIDDEN attn_status attn__param_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
                                          const char *name, float **slot, float init, int ndim,
                                          int64_t d0, int64_t d1, int64_t d2);
+/* The data of the last registered parameter, from element off on, also becomes w's data (bias
+ * 0) or its bias (bias 1); at most four such places per parameter (ignored beyond). */
+ATTN__HIDDEN void attn__param_to_weight(attn_module *m, struct attn__weight *w, int bias,
+                                        int64_t off);
 /* Allocates the arena and fills the slots.  On failure frees m. */
 ATTN__HIDDEN attn_status attn__module_finish(attn_ctx *ctx, attn_module *m);
 /* The end of a create: st (the registrations' status) failed: frees m and returns st;
@@ -331,92 +342,168 @@ static inline void attn__sdpa_heads(attn__sdpa_args *a, int64_t B, int64_t H, in
     a->scale = (float)(1.0 / sqrt((double)D));
 }
 
-/* ---- multi-head attention (nn.MultiheadAttention) ------------------------------------- */
-typedef struct attn__mha {
-    attn_mha_config cfg; /* kdim, vdim resolved */
-    int64_t E, H, D;
-    int packed;          /* in_proj_weight [3E, E] vs separate q/k/v_proj_weight */
-    float *in_proj_weight, *q_proj_weight, *k_proj_weight, *v_proj_weight;
-    float *in_proj_bias, *bias_k, *bias_v;
-    attn__lin out_proj;
-    attn__weight in_pw; /* in_proj_weight as the self-attention projection runs it (data
-                           NULL: F32), for inference only, as attn__lin's pw */
-} attn__mha;
+/* ---- one attention module (src/layers/attention.c) -------------------------------------------
+ * Every attention of the library's layers and models is an attn__attention: torch's
+ * nn.MultiheadAttention (H = Hkv, in_proj_weight stacked or q/k/v_proj_weight with kdim, vdim,
+ * bias_k/bias_v, add_zero_attn, dropout, masks, attention weights) and the Llama family's
+ * (grouped-query heads, RoPE, QK-norm, a sliding window, a KV cache) are configurations of it.
+ *
+ *   out = o(attention(q(query), k(key), v(value)))  (+ the o product's epilogue)
+ *
+ * where q, k, v, o are attn__weights of any storage type (the backward needs F32), products
+ * through the one door (attn__matmul); QK-norm then RoPE on q and k; keys and values with
+ * bias_k/bias_v and a zero row appended; attn__sdpa over the head-blocked rows. */
+typedef struct attn__attention {
+    int64_t E, H, Hkv, D;    /* width of queries and output, heads, key/value heads, head dim */
+    int64_t kdim, vdim;      /* widths of the key and value inputs (E for self-attention) */
+    attn__weight q, k, v, o; /* [H D, E], [Hkv D, kdim], [Hkv D, vdim], [E, H D] */
+    attn__weight qkv;        /* q, k, v stacked [(H + 2 Hkv) D, E] for one product of
+                                self-attention (data NULL: three products) */
+    int seq_rows;            /* 1: the products see sequences of L rows (matrix-vector
+                                kernels for a few; attn__matmul's T); 0: plain GEMM rows */
+    float *bias_k, *bias_v;  /* [Hkv D] key and value appended to every sequence, or NULL */
+    int zero_attn;           /* a zero key and value appended after everything else */
+    float dropout;           /* on the attention weights, when the stream trains */
+    int rope;                /* RoPE on q and k (the io's rows) */
+    int rope_interleaved;    /* 0: HF's q/k rows; 1: rows permuted within each head as GGUF
+                                converters store them (attn__rope_rows) */
+    int rope_local;          /* 1: the io's second RoPE table (attn__rope_cs: lcs, lsn) */
+    const float *q_norm, *k_norm; /* [D] each, or NULL: no QK-norm (RMSNorm before RoPE) */
+    float eps;                    /* of the QK-norm */
+    int64_t window;               /* > 0: each query sees the last `window` keys (local layers) */
+    float softcap;                /* > 0: scores softcap tanh(score / softcap) */
+    float scale;                  /* 0: 1/sqrt(D) */
+} attn__attention;
 
-ATTN__HIDDEN attn_status attn__mha_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
-                                       attn__mha *a, const attn_mha_config *cfg);
-/* What attn__mha_bwd_saved needs of a forward: the projections, the attention output and
- * its log-sum-exp, and the attention call as it ran (masks bound, dropout seed and offset). */
-typedef struct attn__mha_saved {
-    float *qp, *kp, *vp; /* [B, L, E], [B, S', E], [B, S', E], head h of row i at i*ld + h*D;
-                            self-attention keeps the three in one [B, L, 3E] buffer (ld = 3E,
-                            kp = qp + E, vp = qp + 2E: one GEMM projects them) */
-    int64_t ld;
-    float *ao;           /* [B, L, E] attention output (out_proj's input) */
-    float *lse;          /* [B, H, L] log-sum-exp of each row of scores (-inf: all masked) */
-    attn__sdpa_args s;   /* o = ao, lse = lse */
-} attn__mha_saved;
-/* Allocates sv's buffers for query length L and key length S (attn__rec_f32); self: the
- * forward will be self-attention (query, key and value the same buffer). */
-ATTN__HIDDEN attn_status attn__mha_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__mha *a,
-                                               int64_t B, int64_t L, int64_t S, int self,
-                                               attn__mha_saved *sv);
-/* Points a at given parameters (not registered; for a model that keeps its own names):
- * in_w [3E, E] and in_b [3E] (or NULL), and out_proj; bias = in_b != NULL. */
-ATTN__HIDDEN void attn__mha_bind(attn__mha *a, int64_t E, int64_t H, float *in_w, float *in_b,
-                                 const attn__lin *out_proj);
+/* A self-attention of the Llama family's form: zeroes a and sets the sizes, RoPE, kdim = vdim
+ * = E and sequence rows; the caller sets the weights and the family's settings. */
+ATTN__HIDDEN void attn__attention_llama(attn__attention *a, int64_t E, int64_t H, int64_t Hkv,
+                                        int64_t D);
+/* nn.MultiheadAttention's parameters registered under prefix with torch's names and init
+ * (in_proj_weight [3E, E] when kdim = vdim = E, else q/k/v_proj_weight; in_proj_bias [3E];
+ * bias_k, bias_v [1, 1, E]; out_proj.weight, .bias) and bound to a as F32 weights once the
+ * module is finished (attn__param_to_weight). */
+ATTN__HIDDEN attn_status attn__attention_mha_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                                 attn__attention *a, const attn_mha_config *cfg);
+/* a as nn.MultiheadAttention of E, H over given F32 parameters (not registered): in_w [3E, E],
+ * in_b [3E] or NULL, out_w [E, E], out_b [E] or NULL. */
+ATTN__HIDDEN void attn__attention_mha_bind(attn__attention *a, int64_t E, int64_t H,
+                                           const float *in_w, const float *in_b, const float *out_w,
+                                           const float *out_b);
+/* The extra keys of a (bias_k/bias_v, zero_attn): S' = S + this. */
+static inline int64_t attn__attention_extra(const attn__attention *a) {
+    return (a->bias_k ? 1 : 0) + (a->zero_attn ? 1 : 0);
+}
 
-/* query [B, L, E], key [B, S, kdim], value [B, S, vdim] contiguous; out [B, L, E];
- * weights NULL or [B, L, S'] (average) / [B, H, L, S'].  Masks are validated here.  sv: NULL,
- * or a record from attn__mha_saved_alloc for these sizes, which the forward fills (the mask
- * data must then stay valid until the backward).  oepi: NULL, or the epilogue of out_proj
- * (attn__epi: a residual, a layer norm; its r must not overlap out). */
-ATTN__HIDDEN attn_status attn__mha_fwd(attn_ctx *ctx, const attn__mha *a, const float *query,
-                                       const float *key, const float *value, int64_t B,
-                                       int64_t L, int64_t S, const attn_mask *key_padding_mask,
-                                       const attn_mask *attn_mask, int is_causal,
-                                       int average, attn__rng *rng, float *out, float *weights,
-                                       attn__mha_saved *sv, const attn__epi *oepi);
-/* Backward of attn__mha_fwd from its record sv and the same query, key and value: the same
- * outputs as attn__mha_bwd (below). */
-ATTN__HIDDEN attn_status attn__mha_bwd_saved(attn_ctx *ctx, const attn__mha *a,
-                                             const attn__gmap *g, const attn__mha_saved *sv,
-                                             const float *query, const float *key,
-                                             const float *value, int64_t B, int64_t L,
-                                             int64_t S, const float *dout, float *dquery,
-                                             float *dkey, float *dvalue);
-/* The same for self-attention (query = key = value = x [B, L, E]): dx, overwritten, receives
- * the gradient of x through all three projections (with the fused projection's record: one
- * GEMM for them), plus res [B, L, E] where res is not NULL (a residual stream's gradient,
- * added as res + dx in the product's epilogue; res must not be dx). */
-ATTN__HIDDEN attn_status attn__mha_bwd_saved_self(attn_ctx *ctx, const attn__mha *a,
-                                                  const attn__gmap *g, const attn__mha_saved *sv,
-                                                  const float *x, int64_t B, int64_t L,
-                                                  const float *dout, float *dx,
-                                                  const float *res);
+/* Where the attention finds its keys and values.  Without a cache (kv NULL) they are the
+ * current tokens' own.  With one (B = 1): the layer's slice of a session's cache, k and v
+ * [Hkv][cap][D] in dtype (ATTN_F32 or ATTN_BF16), holding pos tokens; the forward appends the
+ * T new ones at pos .. pos + T - 1 (pos + T <= cap, the caller checks) and attends over all. */
+typedef struct attn__kv {
+    attn_dtype dtype;
+    void *k, *v;
+    int64_t cap, pos;
+} attn__kv;
 
-/* Backward of attn__mha_fwd, recomputing it from the same inputs and rng state (rows = 1 when
- * that forward wrote weights: the recompute runs the same row kernels, the same bits).  dout
- * [B, L, E]; dquery [B, L, E], dkey [B, S, kdim], dvalue [B, S, vdim] are overwritten (each may
- * be NULL); parameter gradients accumulate through g. */
-ATTN__HIDDEN attn_status attn__mha_bwd(attn_ctx *ctx, const attn__mha *a, const attn__gmap *g,
-                                       const float *query, const float *key,
-                                       const float *value, int64_t B, int64_t L, int64_t S,
-                                       const attn_mask *key_padding_mask,
-                                       const attn_mask *attn_mask, int is_causal,
-                                       attn__rng *rng, int rows, const float *dout,
-                                       float *dquery, float *dkey, float *dvalue);
+/* The RoPE rows of a forward: cos, sin [B*T, D/2], row b*T + t for token t of sequence b. */
+typedef struct attn__rope_cs {
+    const float *cs, *sn;
+    const float *lcs, *lsn; /* the local layers' table (another base), or NULL: the same */
+} attn__rope_cs;
+
+/* One call's inputs.  query [B L, E], key [B S, kdim], value [B S, vdim] row-major (self-
+ * attention: one pointer thrice, L = S: its three projections share one buffer, and one
+ * product when a->qkv is set).  Masks (may be NULL; validated and bound before any work):
+ * key_padding_mask [B, S], attn_mask [L, S] or [B H, L, S] (nn.MultiheadAttention's); they
+ * never cover the appended keys.  rng: the dropout stream (NULL: none; an offset is taken only
+ * when it trains and a->dropout > 0).  rope: the positions' rows (with a->rope).  kv: a cache
+ * (self-attention, B = 1; not with a record).  rows: run the row kernels (the recompute of a
+ * forward that wrote weights). */
+typedef struct attn__attn_io {
+    const float *query, *key, *value;
+    int64_t B, L, S;
+    const attn_mask *kpm, *mask;
+    attn_causal causal;
+    attn__rng *rng;
+    const attn__rope_cs *rope;
+    attn__kv *kv;
+    int rows;
+} attn__attn_io;
+
+/* The io of nn.MultiheadAttention's arguments (is_causal: top-left; no RoPE, no cache). */
+static inline attn__attn_io attn__attn_io_mha(const float *query, const float *key,
+                                              const float *value, int64_t B, int64_t L, int64_t S,
+                                              const attn_mask *kpm, const attn_mask *mask,
+                                              int is_causal, attn__rng *rng) {
+    attn__attn_io io;
+    memset(&io, 0, sizeof io);
+    io.query = query, io.key = key, io.value = value, io.B = B, io.L = L, io.S = S;
+    io.kpm = kpm, io.mask = mask, io.rng = rng;
+    io.causal = is_causal ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_NONE;
+    return io;
+}
+
+/* The io of a decoder's causal self-attention of x [B T, E] with RoPE rows rope and a cache kv
+ * (NULL: none). */
+static inline attn__attn_io attn__attn_io_causal(const float *x, int64_t B, int64_t T,
+                                                 const attn__rope_cs *rope, attn__kv *kv) {
+    attn__attn_io io = attn__attn_io_mha(x, x, x, B, T, T, NULL, NULL, 1, NULL);
+    io.rope = rope, io.kv = kv;
+    return io;
+}
+
+/* What the backward needs of a forward: the projections (after QK-norm and RoPE), the
+ * attention output, its log-sum-exp, and the attention call as it ran (masks bound, dropout
+ * seed and offset). */
+typedef struct attn__attn_saved {
+    float *qp, *kp, *vp; /* head h of query row i at qp + i*ldq + h*D, of key row j (S' per
+                            sequence) at kp + j*ldk + h*D (vp alike); self-attention keeps the
+                            three side by side in one buffer (ldq = ldk = (H + 2 Hkv) D) */
+    int64_t ldq, ldk;
+    float *ao;         /* [B L, H D] attention output (o's input) */
+    float *lse;        /* [B, H, L] log-sum-exp of each row of scores (-inf: all masked) */
+    attn__sdpa_args s; /* o = ao, lse = lse */
+} attn__attn_saved;
+/* Allocates rec's buffers (attn__rec_f32) for a forward of B sequences of L queries over S
+ * keys; self: that forward will be self-attention (io's one pointer thrice). */
+ATTN__HIDDEN attn_status attn__attn_saved_alloc(attn_ctx *ctx, attn__tape *t,
+                                                const attn__attention *a, int64_t B, int64_t L,
+                                                int64_t S, int self, attn__attn_saved *rec);
+/* out [B L, E] = o(attention) with oepi (NULL, or o's epilogue: a residual, a layer norm; its r
+ * must not overlap out); out NULL: stops before o (the recomputing backward).  weights NULL or
+ * [B, L, S'] (average) / [B, H, L, S'].  rec NULL, or from attn__attn_saved_alloc for these
+ * sizes, which the forward fills (mask data must then stay valid until the backward). */
+ATTN__HIDDEN attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attention *a,
+                                             const attn__attn_io *io, float *out,
+                                             const attn__epi *oepi, float *weights, int average,
+                                             attn__attn_saved *rec);
+/* The backward from rec and the forward's io (query, key, value, sizes, rope): parameter
+ * gradients accumulate through g; dquery [B L, E], dkey [B S, kdim], dvalue [B S, vdim] are
+ * overwritten (each may be NULL).  Self-attention may ask instead for dx (dquery etc. NULL): the
+ * gradient of the one input through all three projections (with a->qkv one product), plus res
+ * [B L, E] where res is not NULL (res must not be dx).  Every weight must be F32. */
+ATTN__HIDDEN attn_status attn__attention_bwd(attn_ctx *ctx, const attn__attention *a,
+                                             const attn__gmap *g, const attn__attn_saved *rec,
+                                             const attn__attn_io *io, const float *dout,
+                                             float *dquery, float *dkey, float *dvalue, float *dx,
+                                             const float *res);
+/* The backward recomputing the forward from io (rng at the forward's state; io->rows as that
+ * forward wrote weights): the same outputs as the forward with a record and its backward. */
+ATTN__HIDDEN attn_status attn__attention_bwd_re(attn_ctx *ctx, const attn__attention *a,
+                                                const attn__gmap *g, const attn__attn_io *io,
+                                                const float *dout, float *dquery, float *dkey,
+                                                float *dvalue);
 
 /* ---- Transformer blocks -------------------------------------------------------------- */
 typedef struct attn__enc_layer {
     attn_transformer_config cfg;
-    attn__mha self_attn;
+    attn__attention self_attn;
     attn__lin linear1, linear2;
     attn__ln norm1, norm2;
 } attn__enc_layer;
 typedef struct attn__dec_layer {
     attn_transformer_config cfg;
-    attn__mha self_attn, multihead_attn;
+    attn__attention self_attn, multihead_attn;
     attn__lin linear1, linear2;
     attn__ln norm1, norm2, norm3;
 } attn__dec_layer;
@@ -441,7 +528,7 @@ typedef struct attn__ffn_saved {
 typedef struct attn__enc_saved {
     const float *x0; /* the caller's buffer: must stay valid and unchanged */
     float *n1, *r1, *x1, *r2; /* n1 only with norm_first, r2 only without */
-    attn__mha_saved sa;
+    attn__attn_saved sa;
     attn__ffn_saved ff;
     attn__rng d1, d2; /* the streams at the two residual dropouts */
 } attn__enc_saved;
@@ -453,7 +540,7 @@ typedef struct attn__enc_saved {
 typedef struct attn__dec_saved {
     const float *x0, *mem; /* the caller's buffers */
     float *n1, *r1, *n2, *r2, *n3, *r3; /* n1 only with norm_first, r3 only without */
-    attn__mha_saved sa, ca;
+    attn__attn_saved sa, ca;
     attn__ffn_saved ff;
     attn__rng d1, d2, d3;
 } attn__dec_saved;

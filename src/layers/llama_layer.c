@@ -21,8 +21,9 @@ attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l, flo
     ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &h, M, E, 1, 1));
     attn__rms_norm(ctx, x, E, l->ln1, l->eps, n, E, M, E);
+    const attn__attn_io io = attn__attn_io_causal(n, B, T, rope, kv);
     if (l->post_attn) { /* Gemma's sandwich: the sublayer's output normalised, then added */
-        ATTN_TRYG(attn__llama_attn_fwd(ctx, &l->attn, n, B, T, rope, kv, NULL, h));
+        ATTN_TRYG(attn__attention_fwd(ctx, &l->attn, &io, h, NULL, NULL, 0, NULL));
         attn__rms_norm(ctx, h, E, l->post_attn, l->eps, h, E, M, E);
         for (int64_t i = 0; i < M * E; i++) h[i] = x[i] + h[i]; /* h = x + norm(attn) */
         attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
@@ -31,7 +32,8 @@ attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l, flo
         for (int64_t i = 0; i < M * E; i++) x[i] = h[i] + x[i]; /* x = h + norm(mlp) */
         goto done;
     }
-    ATTN_TRYG(attn__llama_attn_fwd(ctx, &l->attn, n, B, T, rope, kv, x, h)); /* h = x + attn */
+    const attn__epi e = attn__epi_res(x); /* h = x + attn */
+    ATTN_TRYG(attn__attention_fwd(ctx, &l->attn, &io, h, &e, NULL, 0, NULL));
     attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
     ATTN_TRYG(attn__llama_mlp_fwd(ctx, &l->mlp, n, B, T, h, x)); /* x = h + mlp */
 done:
@@ -45,7 +47,7 @@ attn_status attn__llama_block_saved_alloc(attn_ctx *ctx, attn__tape *t,
                                           attn__llama_block_saved *rec) {
     rec->x0 = NULL;
     ATTN_TRY(attn__rec_f32(ctx, t, &rec->h, B * T, l->E, 1, 1));
-    ATTN_TRY(attn__llama_attn_saved_alloc(ctx, t, &l->attn, B, T, &rec->at));
+    ATTN_TRY(attn__attn_saved_alloc(ctx, t, &l->attn, B, T, T, 1, &rec->at));
     return attn__llama_mlp_saved_alloc(ctx, t, &l->mlp, B * T, &rec->mlp);
 }
 
@@ -60,8 +62,11 @@ attn_status attn__llama_block_fwd_rec(attn_ctx *ctx, const attn__llama_block *l,
     if (rec) h = rec->h;
     else ATTN_TRYG(attn__ws_f32(ctx, &h, M, E, 1, 1));
     attn__rms_norm(ctx, x0, E, l->ln1, l->eps, n, E, M, E);
-    ATTN_TRYG(attn__llama_attn_fwd_rec(ctx, &l->attn, n, B, T, rope, x0, h,
-                                       rec ? &rec->at : NULL)); /* h = x0 + attn */
+    {
+        const attn__attn_io io = attn__attn_io_causal(n, B, T, rope, NULL);
+        const attn__epi e = attn__epi_res(x0); /* h = x0 + attn */
+        ATTN_TRYG(attn__attention_fwd(ctx, &l->attn, &io, h, &e, NULL, 0, rec ? &rec->at : NULL));
+    }
     attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
     ATTN_TRYG(attn__llama_mlp_fwd_rec(ctx, &l->mlp, n, B, T, h, out,
                                       rec ? &rec->mlp : NULL)); /* out = h + mlp */
@@ -106,7 +111,11 @@ attn_status attn__llama_block_bwd(attn_ctx *ctx, const attn__llama_block *l, con
                                  attn__g(g, l->ln2), M, E));
     add_to(ctx, dout, dh, M * E);
     attn__rms_norm(ctx, rec->x0, E, l->ln1, l->eps, n, E, M, E);
-    ATTN_TRYG(attn__llama_attn_bwd(ctx, &l->attn, g, &rec->at, n, B, T, rope, dh, dn));
+    {
+        const attn__attn_io io = attn__attn_io_causal(n, B, T, rope, NULL);
+        ATTN_TRYG(
+            attn__attention_bwd(ctx, &l->attn, g, &rec->at, &io, dh, NULL, NULL, NULL, dn, NULL));
+    }
     if (dx) {
         ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->x0, E, l->ln1, l->eps, dn, E, dx, E,
                                      attn__g(g, l->ln1), M, E));
@@ -287,11 +296,10 @@ static attn_status rope_for(attn_ctx *ctx, const attn_tensor *positions, int64_t
     return ATTN_OK;
 }
 
-attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m,
-                                 const attn__llama_block *blk, const attn__llama_attn *a,
-                                 const attn_llm_config *c, const attn_tensor *x,
-                                 const attn_tensor *positions, attn_tensor *out,
-                                 const char *fn) {
+attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m, const attn__llama_block *blk,
+                                 const attn__attention *a, const attn_llm_config *c,
+                                 const attn_tensor *x, const attn_tensor *positions,
+                                 attn_tensor *out, const char *fn) {
     attn_tensor xv, ov;
     ATTN_TRY(seq_views(ctx, m, fn, x, positions, out, &xv, &ov));
     attn__mark mk = attn__ws_mark(ctx);
@@ -307,7 +315,8 @@ attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m,
         memcpy(op, xp, (size_t)(B * T * c->hidden_size) * sizeof(float));
         ATTN_TRYG(attn__llama_block_fwd(ctx, blk, op, B, T, &rr, NULL));
     } else {
-        ATTN_TRYG(attn__llama_attn_fwd(ctx, a, xp, B, T, &rr, NULL, NULL, op));
+        const attn__attn_io io = attn__attn_io_causal(xp, B, T, &rr, NULL);
+        ATTN_TRYG(attn__attention_fwd(ctx, a, &io, op, NULL, NULL, 0, NULL));
     }
     attn__seq_out_end(op, &ov);
 done:
@@ -324,7 +333,7 @@ typedef struct part_rec {
     const float *x0;         /* the input [B*T, E] (a copy in a tape) */
     attn__rope_cs rope;      /* attention and layer: cos, sin [B*T, D/2] */
     attn__llama_block_saved blk;
-    attn__llama_attn_saved at;
+    attn__attn_saved at;
     attn__llama_mlp_saved mlp;
 } part_rec;
 
@@ -335,7 +344,8 @@ static int64_t part_E(const attn__llm_part *pt) {
 static attn_status part_alloc(attn_ctx *ctx, attn__tape *t, const attn__llm_part *pt, int64_t B,
                               int64_t T, part_rec *r) {
     if (pt->blk) return attn__llama_block_saved_alloc(ctx, t, pt->blk, B, T, &r->blk);
-    if (pt->a) return attn__llama_attn_saved_alloc(ctx, t, pt->a, B, T, &r->at);
+    if (pt->a)
+        return attn__attn_saved_alloc(ctx, t, pt->a, B, T, T, 1, &r->at);
     return attn__llama_mlp_saved_alloc(ctx, t, pt->p, B * T, &r->mlp);
 }
 
@@ -343,9 +353,10 @@ static attn_status part_alloc(attn_ctx *ctx, attn__tape *t, const attn__llm_part
 static attn_status part_fwd(attn_ctx *ctx, const attn__llm_part *pt, part_rec *r, float *out) {
     if (pt->blk)
         return attn__llama_block_fwd_rec(ctx, pt->blk, r->x0, out, r->B, r->T, &r->rope, &r->blk);
-    if (pt->a)
-        return attn__llama_attn_fwd_rec(ctx, pt->a, r->x0, r->B, r->T, &r->rope, NULL, out,
-                                        &r->at);
+    if (pt->a) {
+        const attn__attn_io io = attn__attn_io_causal(r->x0, r->B, r->T, &r->rope, NULL);
+        return attn__attention_fwd(ctx, pt->a, &io, out, NULL, NULL, 0, &r->at);
+    }
     return attn__llama_mlp_fwd_rec(ctx, pt->p, r->x0, r->B, r->T, NULL, out, &r->mlp);
 }
 
@@ -353,9 +364,10 @@ static attn_status part_bwd(attn_ctx *ctx, const attn__llm_part *pt, const attn_
                             const part_rec *r, const float *dout, float *dx) {
     if (pt->blk)
         return attn__llama_block_bwd(ctx, pt->blk, g, &r->blk, r->B, r->T, &r->rope, dout, dx);
-    if (pt->a)
-        return attn__llama_attn_bwd(ctx, pt->a, g, &r->at, r->x0, r->B, r->T, &r->rope, dout,
-                                    dx);
+    if (pt->a) {
+        const attn__attn_io io = attn__attn_io_causal(r->x0, r->B, r->T, &r->rope, NULL);
+        return attn__attention_bwd(ctx, pt->a, g, &r->at, &io, dout, NULL, NULL, NULL, dx, NULL);
+    }
     return attn__llama_mlp_bwd(ctx, pt->p, g, &r->mlp, r->x0, r->B * r->T, dout, dx);
 }
 

@@ -37,17 +37,6 @@ ATTN__HIDDEN attn_status attn__rms_norm_bwd(attn_ctx *ctx, const float *x, int64
                                             int64_t M, int64_t E);
 
 /* ---- the decoder block -------------------------------------------------------------------- */
-typedef struct attn__llama_attn {
-    int64_t E, H, Hkv, D;
-    attn__weight q, k, v, o; /* [H*D, E], [Hkv*D, E], [Hkv*D, E], [E, H*D] */
-    int rope_interleaved;   /* 0: HF's q/k rows; 1: rows permuted within each head as GGUF
-                               converters store them (attn__rope_rows) */
-    const float *q_norm, *k_norm; /* [D] each, or NULL: no QK-norm */
-    float eps;                    /* of the QK-norm */
-    int64_t window;               /* > 0: each query sees the last `window` keys (local) */
-    int rope_local;               /* 1: the forward's second RoPE table (attn__rope_cs.local) */
-} attn__llama_attn;
-
 typedef struct attn__llama_mlp {
     int64_t E, F;
     attn__weight gate, up, down; /* [F, E], [F, E], [E, F] */
@@ -61,32 +50,10 @@ typedef struct attn__llama_block {
                                pre_feedforward_layernorm) */
     const float *post_attn, *post_mlp; /* sandwich norms [E], or NULL (Gemma's
                                           post_attention_layernorm, post_feedforward_layernorm) */
-    attn__llama_attn attn;
+    attn__attention attn;              /* attn__attention_llama's form */
     attn__llama_mlp mlp;
 } attn__llama_block;
 
-/* Where the attention finds its keys and values.  Without a cache (kv NULL) they are the
- * current tokens' own.  With one (B = 1): the layer's slice of a session's cache, k and v
- * [Hkv][cap][D] in dtype (ATTN_F32 or ATTN_BF16), holding pos tokens; the forward appends the
- * T new ones at pos .. pos + T - 1 (pos + T <= cap, the caller checks) and attends over all. */
-typedef struct attn__kv {
-    attn_dtype dtype;
-    void *k, *v;
-    int64_t cap, pos;
-} attn__kv;
-
-/* The RoPE rows of a forward: cos, sin [B*T, D/2], row b*T + t for token t of sequence b. */
-typedef struct attn__rope_cs {
-    const float *cs, *sn;
-    const float *lcs, *lsn; /* the local layers' table (another base), or NULL: the same */
-} attn__rope_cs;
-
-/* out[M, E] = r + o_proj(attn(x)) for x [B*T, E] (the normalised input), r [B*T, E] (may be
- * NULL: no residual; may not overlap out), causal; kv as above (NULL: no cache). */
-ATTN__HIDDEN attn_status attn__llama_attn_fwd(attn_ctx *ctx, const attn__llama_attn *a,
-                                              const float *x, int64_t B, int64_t T,
-                                              const attn__rope_cs *rope, attn__kv *kv,
-                                              const float *r, float *out);
 /* out[B*T, E] = r + down(silu(gate(x)) * up(x)) (r may be NULL; may not overlap out). */
 ATTN__HIDDEN attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p,
                                              const float *x, int64_t B, int64_t T,
@@ -107,30 +74,23 @@ ATTN__HIDDEN attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_
  * it.  Sizes as the forwards', M = B*T rows; results are the same for any thread count.
  *
  * MLP: g = gate(x), u = up(x) [M, F] (before the activation); out = down(silu(g) * u) + r.
- * Attention: qkv [M, H*D + 2*Hkv*D] the projections after RoPE (q, k, v of a token side by
- * side), ao [M, H*D] the attention output (o_proj's input), lse [B, H, T] its log-sum-exp (the
- * fused backward starts from ao and lse). */
+ * Attention: attn__attn_saved (layers.h): the projections after RoPE (q, k, v of a token side
+ * by side), the attention output and its log-sum-exp (the fused backward starts from them). */
 typedef struct attn__llama_mlp_saved {
     float *g, *u;
 } attn__llama_mlp_saved;
-typedef struct attn__llama_attn_saved {
-    float *qkv, *ao, *lse;
-} attn__llama_attn_saved;
 /* The decoder layer: n1 = rms1(x0), h = x0 + attn(n1), n2 = rms2(h), out = h + mlp(n2).  The
  * norms' outputs are not kept (the backward recomputes them from x0 and h: one row pass). */
 typedef struct attn__llama_block_saved {
     const float *x0; /* the layer's input [M, E]: the caller's, must stay valid and unchanged */
     float *h;        /* [M, E] */
-    attn__llama_attn_saved at;
+    attn__attn_saved at;
     attn__llama_mlp_saved mlp;
 } attn__llama_block_saved;
 /* Floats a layer's record holds per token (x0 not counted): E + (H + 2 Hkv) D + H D + H + 2 F. */
 ATTN__HIDDEN attn_status attn__llama_mlp_saved_alloc(attn_ctx *ctx, attn__tape *t,
                                                      const attn__llama_mlp *p, int64_t M,
                                                      attn__llama_mlp_saved *rec);
-ATTN__HIDDEN attn_status attn__llama_attn_saved_alloc(attn_ctx *ctx, attn__tape *t,
-                                                      const attn__llama_attn *a, int64_t B,
-                                                      int64_t T, attn__llama_attn_saved *rec);
 ATTN__HIDDEN attn_status attn__llama_block_saved_alloc(attn_ctx *ctx, attn__tape *t,
                                                        const attn__llama_block *l, int64_t B,
                                                        int64_t T, attn__llama_block_saved *rec);
@@ -139,11 +99,6 @@ ATTN__HIDDEN attn_status attn__llama_mlp_fwd_rec(attn_ctx *ctx, const attn__llam
                                                  const float *x, int64_t B, int64_t T,
                                                  const float *r, float *out,
                                                  attn__llama_mlp_saved *rec);
-/* attn__llama_attn_fwd without a cache, with a record (NULL: the forward itself). */
-ATTN__HIDDEN attn_status attn__llama_attn_fwd_rec(attn_ctx *ctx, const attn__llama_attn *a,
-                                                  const float *x, int64_t B, int64_t T,
-                                                  const attn__rope_cs *rope, const float *r,
-                                                  float *out, attn__llama_attn_saved *rec);
 /* The decoder layer without a cache from x0 into out [M, E] (out may be x0 only without a
  * record), with a record (NULL: the forward itself); rec->x0 is set to x0. */
 ATTN__HIDDEN attn_status attn__llama_block_fwd_rec(attn_ctx *ctx, const attn__llama_block *l,
@@ -152,14 +107,9 @@ ATTN__HIDDEN attn_status attn__llama_block_fwd_rec(attn_ctx *ctx, const attn__ll
                                                    attn__llama_block_saved *rec);
 /* Backwards: x the forward's input [M, E], dout [M, E], dx [M, E] (may be NULL; not dout). */
 ATTN__HIDDEN attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p,
-                                             const attn__gmap *g,
-                                             const attn__llama_mlp_saved *rec, const float *x,
-                                             int64_t M, const float *dout, float *dx);
-ATTN__HIDDEN attn_status attn__llama_attn_bwd(attn_ctx *ctx, const attn__llama_attn *a,
-                                              const attn__gmap *g,
-                                              const attn__llama_attn_saved *rec, const float *x,
-                                              int64_t B, int64_t T, const attn__rope_cs *rope,
-                                              const float *dout, float *dx);
+                                             const attn__gmap *g, const attn__llama_mlp_saved *rec,
+                                             const float *x, int64_t M, const float *dout,
+                                             float *dx);
 ATTN__HIDDEN attn_status attn__llama_block_bwd(attn_ctx *ctx, const attn__llama_block *l,
                                                const attn__gmap *g,
                                                const attn__llama_block_saved *rec, int64_t B,
@@ -185,7 +135,7 @@ ATTN__HIDDEN attn_status attn__llm_cfg_block(attn_ctx *ctx, const attn_llm_confi
  * and, once the module is finished, their binding as F32 weights. */
 ATTN__HIDDEN attn_status attn__llama_attn_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
                                               const attn_llm_config *c, attn__lin l[4]);
-ATTN__HIDDEN void attn__llama_attn_bind(attn__llama_attn *a, const attn_llm_config *c,
+ATTN__HIDDEN void attn__llama_attn_bind(attn__attention *a, const attn_llm_config *c,
                                         const attn__lin l[4]);
 ATTN__HIDDEN attn_status attn__llama_mlp_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
                                              const attn_llm_config *c, attn__lin l[3]);
@@ -199,17 +149,16 @@ ATTN__HIDDEN attn_status attn__llm_seq_views(attn_ctx *ctx, const attn_tensor *x
  * positions (attn_llama_attention_forward's arguments); c the resolved config. */
 ATTN__HIDDEN attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m,
                                               const attn__llama_block *blk,
-                                              const attn__llama_attn *a,
-                                              const attn_llm_config *c, const attn_tensor *x,
-                                              const attn_tensor *positions, attn_tensor *out,
-                                              const char *fn);
+                                              const attn__attention *a, const attn_llm_config *c,
+                                              const attn_tensor *x, const attn_tensor *positions,
+                                              attn_tensor *out, const char *fn);
 
 /* ---- the modules' backward and training forward (src/layers/llama_layer.c) ----------------
  * One of the three modules' parts (exactly one of blk, a, p set; c the resolved config, read
  * for the RoPE rows: NULL for the MLP) behind the public entry points of the three modules. */
 typedef struct attn__llm_part {
     const attn__llama_block *blk;
-    const attn__llama_attn *a;
+    const attn__attention *a;
     const attn__llama_mlp *p;
     const attn_llm_config *c;
 } attn__llm_part;

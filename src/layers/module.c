@@ -86,6 +86,16 @@ void attn__param_init_last(attn_module *m, int kind, double a) {
     m->params[m->nparams - 1].init_a = (float)a;
 }
 
+void attn__param_to_weight(attn_module *m, attn__weight *w, int bias, int64_t off) {
+    if (!m->nparams)
+        return;
+    attn__param *p = &m->params[m->nparams - 1];
+    if (p->nto == 4)
+        return;
+    p->to[p->nto].w = w, p->to[p->nto].bias = bias, p->to[p->nto].off = off;
+    p->nto++;
+}
+
 attn_status attn__module_finish(attn_ctx *ctx, attn_module *m) {
     if ((uint64_t)m->numel > SIZE_MAX / sizeof(float)) {
         attn_module_free(m);
@@ -102,7 +112,14 @@ attn_status attn__module_finish(attn_ctx *ctx, attn_module *m) {
         attn__param *q = &m->params[i];
         q->data = p;
         for (int64_t j = 0; j < q->numel; j++) p[j] = q->init;
-        *q->slot = p;
+        if (q->slot)
+            *q->slot = p;
+        for (int k = 0; k < q->nto; k++) {
+            if (q->to[k].bias)
+                q->to[k].w->bias = p + q->to[k].off;
+            else
+                q->to[k].w->data = p + q->to[k].off;
+        }
         p += q->numel;
     }
     return ATTN_OK;

@@ -520,7 +520,7 @@ static attn_status bind_layers(attn_ctx *ctx, attn_module *m, const bert_cfg *c)
         attn__enc_layer *e = &l->enc;
         memset(e, 0, sizeof *e);
         e->cfg = tc;
-        attn__mha_bind(&e->self_attn, E, c->heads, wi, bi, &l->ao);
+        attn__attention_mha_bind(&e->self_attn, E, c->heads, wi, bi, l->ao.weight, l->ao.bias);
         e->linear1 = l->inter, e->linear2 = l->out;
         e->norm1 = l->ln1, e->norm2 = l->ln2;
     }
@@ -637,9 +637,12 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
     if (dtype == ATTN_F32) {
         bert_impl *q = b->m->impl;
         const attn__weight f32 = {ATTN_Q_F32, NULL, 0, 0, NULL, 0};
+        const int64_t E = b->info.hidden_size;
         for (int64_t li = 0; li < b->info.num_layers; li++) {
             attn__enc_layer *e = &q->layers[li].enc;
-            e->self_attn.in_pw = e->self_attn.out_proj.pw = f32;
+            attn__attention *a = &e->self_attn; /* q's data and bias start the stacked ones */
+            a->qkv = attn__weight_f32(a->q.data, a->q.bias, 3 * E, E);
+            a->o = attn__weight_f32(q->layers[li].ao.weight, q->layers[li].ao.bias, E, E);
             e->linear1.pw = e->linear2.pw = f32;
         }
         bfree(b, b->lw);
@@ -675,8 +678,8 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
     attn_status st = ATTN_OK;
     for (int64_t li = 0; li < nl && !st; li++) {
         const attn__enc_layer *e = &q->layers[li].enc;
-        const float *src[4] = {e->self_attn.in_proj_weight, e->self_attn.out_proj.weight,
-                               e->linear1.weight, e->linear2.weight};
+        const float *src[4] = {e->self_attn.q.data, q->layers[li].ao.weight, e->linear1.weight,
+                               e->linear2.weight};
         char what[64];
         snprintf(what, sizeof what, "attn_bert_set_dtype: layer %lld", (long long)li);
         for (int k = 0; k < 4 && !st; k++) {
@@ -692,7 +695,12 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
     }
     for (int64_t li = 0; li < nl; li++) {
         attn__enc_layer *e = &q->layers[li].enc;
-        e->self_attn.in_pw = pw[4 * li], e->self_attn.out_proj.pw = pw[4 * li + 1];
+        attn__weight *pk[2] = {&e->self_attn.qkv, &e->self_attn.o};
+        for (int k = 0; k < 2; k++) { /* the packed form, with the layer's bias */
+            const float *bias = pk[k]->bias;
+            *pk[k] = pw[4 * li + k];
+            pk[k]->bias = bias;
+        }
         e->linear1.pw = pw[4 * li + 2], e->linear2.pw = pw[4 * li + 3];
     }
     attn__free(ctx, pw);

@@ -140,7 +140,8 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
         l->E = E;
         l->eps = (float)c->rms_norm_eps;
         l->attn.E = E, l->attn.H = c->num_heads, l->attn.Hkv = c->num_kv_heads;
-        l->attn.D = c->head_dim;
+        l->attn.D = c->head_dim, l->attn.kdim = l->attn.vdim = E;
+        l->attn.seq_rows = 1, l->attn.rope = 1; /* attn__attention_llama's form, weights kept */
         l->attn.eps = l->eps;
         /* local layers: all but every sliding_period-th (Gemma 3: 5 local, then 1 global) */
         const int local = c->sliding_window > 0 &&

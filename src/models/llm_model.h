@@ -46,7 +46,7 @@ struct attn_llm {
  * tensor (the head when tied, biases without their flags), else its layer (-1 for 0..2), kind
  * (0..2, or ATTN__LT_*) and row-major shape [rows, cols] (cols 0: a vector).  attn__llm_bind
  * points the weight of entry i at p, stored as type (vectors: F32); rope_interleaved as
- * attn__llama_attn's. */
+ * attn__attention's. */
 enum { ATTN__LT_Q, ATTN__LT_K, ATTN__LT_V, ATTN__LT_O, ATTN__LT_GATE, ATTN__LT_UP, ATTN__LT_DOWN,
        ATTN__LT_LN1, ATTN__LT_LN2, ATTN__LT_QB, ATTN__LT_KB, ATTN__LT_VB, ATTN__LT_OB,
        ATTN__LT_GB, ATTN__LT_UB, ATTN__LT_DB, ATTN__LT_QN, ATTN__LT_KN, ATTN__LT_PA,

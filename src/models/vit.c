@@ -328,8 +328,9 @@ attn_status attn_vit_attention(attn_ctx *ctx, const attn_module *m, const attn_t
         }
         for (int64_t b = 0; b < B; b++)
             memcpy(q + b * E, in + b * L * E, (size_t)E * sizeof(float));
-        ATTN_TRYG(attn__mha_fwd(ctx, &l->self_attn, q, in, in, B, 1, L, NULL, NULL, 0, 0, NULL,
-                                o, w + i * B * H * L, NULL, NULL));
+        const attn__attn_io io = attn__attn_io_mha(q, in, in, B, 1, L, NULL, NULL, 0, NULL);
+        ATTN_TRYG(
+            attn__attention_fwd(ctx, &l->self_attn, &io, o, NULL, w + i * B * H * L, 0, NULL));
         ATTN_TRYG(attn__enc_layer_fwd(ctx, l, x, x, B, L, NULL, NULL, 0, &rng, NULL));
     }
     attn__store(w, cls_attn);
