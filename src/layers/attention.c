@@ -315,6 +315,8 @@ attn_status attn__attn_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__att
         rec->ldq = HD, rec->ldk = KD;
     }
     ATTN_TRY(attn__rec_f32(ctx, t, &rec->ao, B, L, HD, 1));
+    if (a->q_norm)
+        ATTN_TRY(attn__rec_f32(ctx, t, &rec->qkn, B, L, HD + KD, 1));
     return attn__rec_f32(ctx, t, &rec->lse, B, a->H, L, 1);
 }
 
@@ -355,6 +357,11 @@ attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attention *a, const a
     if (weights)
         ATTN_TRYG(attn__ws_f32(ctx, &w, B, H, L, Sx));
     ATTN_TRYG(project(ctx, a, io, one, qp, kp, vp, ldq, ldk));
+    if (rec && a->q_norm) /* QK-norm's input, for its backward */
+        for (int64_t i = 0; i < B * L; i++) {
+            memcpy(rec->qkn + i * (HD + KD), qp + i * ldq, (size_t)HD * sizeof(float));
+            memcpy(rec->qkn + i * (HD + KD) + HD, kp + i * ldk, (size_t)KD * sizeof(float));
+        }
     if (a->q_norm || a->rope)
         qk_rows(ctx, a, io, qp, ldq, kp, ldk);
     if (io->kv) {
@@ -457,8 +464,6 @@ attn_status attn__attention_bwd(attn_ctx *ctx, const attn__attention *a, const a
     const int64_t B = io->B, L = io->L, S = io->S, E = a->E, H = a->H, Hkv = a->Hkv, D = a->D;
     const int64_t HD = H * D, KD = Hkv * D, M = B * L, Sx = S + attn__attention_extra(a);
     const int one = rec->ldq != HD;
-    ATTN_FAIL_IF(a->q_norm, ctx, ATTN_E_UNSUPPORTED,
-                 "the backward of an attention with QK-norm is not implemented");
     ATTN_FAIL_IF(dx && !one && !(io->query == io->key && io->key == io->value), ctx, ATTN_E_INVALID,
                  "internal: one input gradient of a cross-attention");
     const char *nm[4] = {"the attention's q projection", "the attention's k projection",
@@ -510,6 +515,16 @@ attn_status attn__attention_bwd(attn_ctx *ctx, const attn__attention *a, const a
         rope_table(a, io->rope, &cs, &sn);
         attn__rope_rows_bwd(dq, ldq, M, H, D, cs, sn, a->rope_interleaved);
         attn__rope_rows_bwd(dk, ldk, M, Hkv, D, cs, sn, a->rope_interleaved);
+    }
+    if (a->q_norm) { /* each head's RMSNorm, from its saved input */
+        const int64_t ldn = HD + KD;
+        float *gq = attn__g(g, a->q_norm), *gk = attn__g(g, a->k_norm);
+        for (int64_t h = 0; h < H; h++)
+            ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->qkn + h * D, ldn, a->q_norm, a->eps, dq + h * D,
+                                         ldq, dq + h * D, ldq, gq, M, D));
+        for (int64_t h = 0; h < Hkv; h++)
+            ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->qkn + HD + h * D, ldn, a->k_norm, a->eps,
+                                         dk + h * D, ldk, dk + h * D, ldk, gk, M, D));
     }
     ATTN_TRYG(in_grads(ctx, a, g, io, one, dq, dk, dv, ldq, ldk, dquery, dkey, dvalue, dx, res));
 done:

@@ -462,6 +462,7 @@ typedef struct attn__attn_saved {
     int64_t ldq, ldk;
     float *ao;         /* [B L, H D] attention output (o's input) */
     float *lse;        /* [B, H, L] log-sum-exp of each row of scores (-inf: all masked) */
+    float *qkn;        /* with QK-norm: q and k of each row before it [B L, (H + Hkv) D] */
     attn__sdpa_args s; /* o = ao, lse = lse */
 } attn__attn_saved;
 /* Allocates rec's buffers (attn__rec_f32) for a forward of B sequences of L queries over S
@@ -481,7 +482,8 @@ ATTN__HIDDEN attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attentio
  * gradients accumulate through g; dquery [B L, E], dkey [B S, kdim], dvalue [B S, vdim] are
  * overwritten (each may be NULL).  Self-attention may ask instead for dx (dquery etc. NULL): the
  * gradient of the one input through all three projections (with a->qkv one product), plus res
- * [B L, E] where res is not NULL (res must not be dx).  Every weight must be F32. */
+ * [B L, E] where res is not NULL (res must not be dx).  Every weight must be F32; the QK-norm
+ * weights' gradients accumulate too. */
 ATTN__HIDDEN attn_status attn__attention_bwd(attn_ctx *ctx, const attn__attention *a,
                                              const attn__gmap *g, const attn__attn_saved *rec,
                                              const attn__attn_io *io, const float *dout,
