@@ -45,8 +45,12 @@ done:
 attn_status attn__llama_block_saved_alloc(attn_ctx *ctx, attn__tape *t,
                                           const attn__llama_block *l, int64_t B, int64_t T,
                                           attn__llama_block_saved *rec) {
-    rec->x0 = NULL;
+    rec->x0 = NULL, rec->ao = rec->mo = NULL;
     ATTN_TRY(attn__rec_f32(ctx, t, &rec->h, B * T, l->E, 1, 1));
+    if (l->post_attn) { /* sandwich: the sublayers' outputs before their norms */
+        ATTN_TRY(attn__rec_f32(ctx, t, &rec->ao, B * T, l->E, 1, 1));
+        ATTN_TRY(attn__rec_f32(ctx, t, &rec->mo, B * T, l->E, 1, 1));
+    }
     ATTN_TRY(attn__attn_saved_alloc(ctx, t, &l->attn, B, T, T, 1, &rec->at));
     return attn__llama_mlp_saved_alloc(ctx, t, &l->mlp, B * T, &rec->mlp);
 }
@@ -62,8 +66,24 @@ attn_status attn__llama_block_fwd_rec(attn_ctx *ctx, const attn__llama_block *l,
     if (rec) h = rec->h;
     else ATTN_TRYG(attn__ws_f32(ctx, &h, M, E, 1, 1));
     attn__rms_norm(ctx, x0, E, l->ln1, l->eps, n, E, M, E);
+    const attn__attn_io io = attn__attn_io_causal(n, B, T, rope, NULL);
+    if (l->post_attn) { /* Gemma's sandwich, as attn__llama_block_fwd */
+        float *ao = rec ? rec->ao : h, *mo = rec ? rec->mo : out;
+        ATTN_TRYG(
+            attn__attention_fwd(ctx, &l->attn, &io, ao, NULL, NULL, 0, rec ? &rec->at : NULL));
+        attn__rms_norm(ctx, ao, E, l->post_attn, l->eps, h, E, M, E);
+        for (int64_t i = 0; i < M * E; i++)
+            h[i] = x0[i] + h[i]; /* h = x0 + norm(attn) */
+        attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
+        ATTN_TRYG(attn__llama_mlp_fwd_rec(ctx, &l->mlp, n, B, T, NULL, mo, rec ? &rec->mlp : NULL));
+        attn__rms_norm(ctx, mo, E, l->post_mlp, l->eps, out, E, M, E);
+        for (int64_t i = 0; i < M * E; i++)
+            out[i] = h[i] + out[i]; /* out = h + norm(mlp) */
+        if (rec)
+            rec->x0 = x0;
+        goto done;
+    }
     {
-        const attn__attn_io io = attn__attn_io_causal(n, B, T, rope, NULL);
         const attn__epi e = attn__epi_res(x0); /* h = x0 + attn */
         ATTN_TRYG(attn__attention_fwd(ctx, &l->attn, &io, h, &e, NULL, 0, rec ? &rec->at : NULL));
     }
@@ -94,27 +114,41 @@ static void add_to(attn_ctx *ctx, const float *a, float *b, int64_t n) {
 }
 
 /*   dn2 = mlp'(dout);  dh = dout + rms2'(dn2);  dn1 = attn'(dh);  dx = dh + rms1'(dn1)
- * with n1 and n2 recomputed from x0 and h (the forward's bits). */
+ * with n1 and n2 recomputed from x0 and h (the forward's bits); with sandwich norms the
+ * sublayers' gradients pass their output norms' backward first (from the saved ao, mo). */
 attn_status attn__llama_block_bwd(attn_ctx *ctx, const attn__llama_block *l, const attn__gmap *g,
                                   const attn__llama_block_saved *rec, int64_t B, int64_t T,
                                   const attn__rope_cs *rope, const float *dout, float *dx) {
     const int64_t M = B * T, E = l->E;
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
-    float *n, *dn, *dh;
+    float *n, *dn, *dh, *ds = NULL;
+    const float *dmo = dout, *dao;
     ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dn, M, E, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dh, M, E, 1, 1));
+    if (l->post_attn) {
+        ATTN_TRYG(attn__ws_f32(ctx, &ds, M, E, 1, 1));
+        ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->mo, E, l->post_mlp, l->eps, dout, E, ds, E,
+                                     attn__g(g, l->post_mlp), M, E));
+        dmo = ds;
+    }
     attn__rms_norm(ctx, rec->h, E, l->ln2, l->eps, n, E, M, E);
-    ATTN_TRYG(attn__llama_mlp_bwd(ctx, &l->mlp, g, &rec->mlp, n, M, dout, dn));
+    ATTN_TRYG(attn__llama_mlp_bwd(ctx, &l->mlp, g, &rec->mlp, n, M, dmo, dn));
     ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->h, E, l->ln2, l->eps, dn, E, dh, E,
                                  attn__g(g, l->ln2), M, E));
     add_to(ctx, dout, dh, M * E);
+    dao = dh;
+    if (l->post_attn) {
+        ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->ao, E, l->post_attn, l->eps, dh, E, ds, E,
+                                     attn__g(g, l->post_attn), M, E));
+        dao = ds;
+    }
     attn__rms_norm(ctx, rec->x0, E, l->ln1, l->eps, n, E, M, E);
     {
         const attn__attn_io io = attn__attn_io_causal(n, B, T, rope, NULL);
         ATTN_TRYG(
-            attn__attention_bwd(ctx, &l->attn, g, &rec->at, &io, dh, NULL, NULL, NULL, dn, NULL));
+            attn__attention_bwd(ctx, &l->attn, g, &rec->at, &io, dao, NULL, NULL, NULL, dn, NULL));
     }
     if (dx) {
         ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->x0, E, l->ln1, l->eps, dn, E, dx, E,
@@ -130,6 +164,23 @@ done:
 }
 
 /* ---- the configuration -------------------------------------------------------------------- */
+void attn__llm_block_cfg(const attn_llm_config *c, int64_t i, attn__llama_block *l) {
+    const int64_t E = c->hidden_size;
+    l->E = E;
+    l->eps = (float)c->rms_norm_eps;
+    attn__attention *a = &l->attn; /* attn__attention_llama's form, its weights kept */
+    a->E = E, a->H = c->num_heads, a->Hkv = c->num_kv_heads, a->D = c->head_dim;
+    a->kdim = a->vdim = E;
+    a->seq_rows = 1, a->rope = 1;
+    a->eps = l->eps;
+    /* local layers: all but every sliding_period-th (Gemma 3: 5 local, then 1 global) */
+    const int local =
+        c->sliding_window > 0 && (c->sliding_period == 0 || (i + 1) % c->sliding_period != 0);
+    a->window = local ? c->sliding_window : 0;
+    a->rope_local = local && c->rope_theta_local != 0;
+    l->mlp.E = E, l->mlp.F = c->intermediate_size, l->mlp.act = c->mlp_act;
+}
+
 static attn_status dim_ok(attn_ctx *ctx, const char *what, const char *name, int64_t v) {
     ATTN_FAIL_IF(v < 1 || v > ATTN__LLM_MAX_DIM, ctx, ATTN_E_INVALID,
                  "%s: %s %lld is out of range [1, %d]", what, name, (long long)v,

@@ -84,6 +84,8 @@ typedef struct attn__llama_mlp_saved {
 typedef struct attn__llama_block_saved {
     const float *x0; /* the layer's input [M, E]: the caller's, must stay valid and unchanged */
     float *h;        /* [M, E] */
+    float *ao, *mo;  /* sandwich norms: the attention's and the MLP's outputs [M, E] before
+                        their norms (else NULL) */
     attn__attn_saved at;
     attn__llama_mlp_saved mlp;
 } attn__llama_block_saved;
@@ -115,6 +117,15 @@ ATTN__HIDDEN attn_status attn__llama_block_bwd(attn_ctx *ctx, const attn__llama_
                                                const attn__llama_block_saved *rec, int64_t B,
                                                int64_t T, const attn__rope_cs *rope,
                                                const float *dout, float *dx);
+
+/* Layer i's settings from the config (sizes, eps, its window and RoPE table, the MLP's
+ * activation) into l, whose weights and norms are kept. */
+ATTN__HIDDEN void attn__llm_block_cfg(const attn_llm_config *c, int64_t i, attn__llama_block *l);
+/* inv_freq [D/2] of the global layers (rope_theta, then the config's RoPE scaling: div the file's
+ * divisors with rope_scaling 3) and, inv_local not NULL, of the local layers
+ * (rope_theta_local). */
+ATTN__HIDDEN void attn__llm_inv_freq(const attn_llm_config *c, const float *div, float *inv,
+                                     float *inv_local);
 
 /* The largest size a config field may have (hidden_size, heads, head_dim, intermediate_size). */
 #define ATTN__LLM_MAX_DIM 16777216

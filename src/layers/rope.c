@@ -162,3 +162,36 @@ attn_status attn_rope_backward(attn_ctx *ctx, const attn_tensor *dout,
                                attn_tensor *dx) {
     return rope_op(ctx, "attn_rope_backward", 1, dout, positions, theta, flags, dx);
 }
+
+/* The global layers' RoPE scaling (attn_llm_config.rope_scaling) applied to inv[D/2]: in float,
+ * in the order of transformers' float32 tensor arithmetic for "linear" and "llama3", and as
+ * llama.cpp divides by a file's factors. */
+static void rope_scale(const attn_llm_config *c, const float *div, float *inv) {
+    const int64_t n = c->head_dim / 2;
+    const float f = (float)c->rope_factor;
+    for (int64_t i = 0; i < n; i++) {
+        if (c->rope_scaling == 1) {
+            inv[i] = inv[i] / f;
+        } else if (c->rope_scaling == 3) {
+            inv[i] = inv[i] / div[i];
+        } else if (c->rope_scaling == 2) {
+            /* PyTorch's scalar / tensor is reciprocal(tensor) * scalar */
+            const double L = (double)c->rope_original_context, lo = c->rope_low_freq_factor,
+                         hi = c->rope_high_freq_factor;
+            const float w = 1.0f / inv[i] * (float)6.283185307179586; /* 2 pi */
+            if (w > (float)(L / lo)) {
+                inv[i] = inv[i] / f;
+            } else if (!(w < (float)(L / hi))) {
+                const float s = (1.0f / w * (float)L - (float)lo) / (float)(hi - lo);
+                inv[i] = (1 - s) * inv[i] / f + s * inv[i];
+            }
+        }
+    }
+}
+
+void attn__llm_inv_freq(const attn_llm_config *c, const float *div, float *inv, float *inv_local) {
+    attn__rope_inv_freq((float)c->rope_theta, c->head_dim, inv);
+    rope_scale(c, div, inv);
+    if (inv_local)
+        attn__rope_inv_freq((float)c->rope_theta_local, c->head_dim, inv_local);
+}

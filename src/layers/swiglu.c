@@ -106,14 +106,23 @@ static void dglu_task(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
+/* GEGLU's first half: hdu = dh gelu_tanh(g) (du), dh = dh u (the gelu's output gradient) */
+static void dgeglu_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const dglu_job *j = arg;
+    (void)tid;
+    for (int64_t i = begin * j->F; i < end * j->F; i++) {
+        const float dh = j->dh[i];
+        j->hdu[i] = dh * attn__act1(ATTN_ACT_GELU_TANH, j->g[i]);
+        j->dh[i] = dh * j->u[i];
+    }
+}
+
 attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p, const attn__gmap *g,
                                 const attn__llama_mlp_saved *rec, const float *x, int64_t M,
                                 const float *dout, float *dx) {
     ATTN_TRY(attn__weight_trainable(ctx, &p->gate, "mlp.gate_proj"));
     ATTN_TRY(attn__weight_trainable(ctx, &p->up, "mlp.up_proj"));
     ATTN_TRY(attn__weight_trainable(ctx, &p->down, "mlp.down_proj"));
-    ATTN_FAIL_IF(p->act != 0, ctx, ATTN_E_UNSUPPORTED,
-                 "the backward of a GEGLU feed-forward (Gemma) is not implemented yet");
     const int64_t E = p->E, F = p->F;
     const float *Wg = p->gate.data, *Wu = p->up.data, *Wd = p->down.data;
     attn__mark mk = attn__ws_mark(ctx);
@@ -122,12 +131,16 @@ attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p, const a
     ATTN_TRYG(attn__ws_f32(ctx, &h, M, F, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dh, M, F, 1, 1));
     {
-        glu_job j = {rec->g, rec->u, h, F, 0}; /* down_proj's input, as the forward had it */
+        glu_job j = {rec->g, rec->u, h, F, p->act}; /* down_proj's input, as the forward's */
         attn__parallel_for(ctx, M, glu_task, &j);
     }
     ATTN_TRYG(attn__matmul_bwd(ctx, &p->down, h, F, dout, E, dh, F, 0, NULL, attn__g(g, Wd),
                                attn__g(g, p->down.bias), M));
-    {
+    if (p->act == 1) { /* GEGLU: du = dh gelu(g), dg = gelu'(g) (dh u), as torch's autograd */
+        dglu_job j = {rec->g, rec->u, dh, h, F};
+        attn__parallel_for(ctx, M, dgeglu_task, &j);
+        attn__act_bwd(ctx, ATTN_ACT_GELU_TANH, rec->g, dh, dh, M * F);
+    } else {
         dglu_job j = {rec->g, rec->u, dh, h, F};
         attn__parallel_for(ctx, M, dglu_task, &j);
     }

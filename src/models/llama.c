@@ -82,32 +82,6 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     return ATTN_OK;
 }
 
-/* The global layers' RoPE scaling (attn_llm_config.rope_scaling) applied to inv[D/2]: in float,
- * in the order of transformers' float32 tensor arithmetic for "linear" and "llama3", and as
- * llama.cpp divides by a file's factors. */
-static void rope_scale(const attn_llm_config *c, const float *div, float *inv) {
-    const int64_t n = c->head_dim / 2;
-    const float f = (float)c->rope_factor;
-    for (int64_t i = 0; i < n; i++) {
-        if (c->rope_scaling == 1) {
-            inv[i] = inv[i] / f;
-        } else if (c->rope_scaling == 3) {
-            inv[i] = inv[i] / div[i];
-        } else if (c->rope_scaling == 2) {
-            /* PyTorch's scalar / tensor is reciprocal(tensor) * scalar */
-            const double L = (double)c->rope_original_context, lo = c->rope_low_freq_factor,
-                         hi = c->rope_high_freq_factor;
-            const float w = 1.0f / inv[i] * (float)6.283185307179586; /* 2 pi */
-            if (w > (float)(L / lo)) {
-                inv[i] = inv[i] / f;
-            } else if (!(w < (float)(L / hi))) {
-                const float s = (1.0f / w * (float)L - (float)lo) / (float)(hi - lo);
-                inv[i] = (1 - s) * inv[i] / f + s * inv[i];
-            }
-        }
-    }
-}
-
 attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
     const attn_llm_config *c = &m->cfg;
     const int64_t E = c->hidden_size, V = c->vocab_size, F = c->intermediate_size;
@@ -137,23 +111,9 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
                          (c->sandwich_norm && (!l->post_attn || !l->post_mlp)),
                      ctx, ATTN_E_NOT_FOUND, "model.layers.%lld: a norm weight is not set",
                      (long long)i);
-        l->E = E;
-        l->eps = (float)c->rms_norm_eps;
-        l->attn.E = E, l->attn.H = c->num_heads, l->attn.Hkv = c->num_kv_heads;
-        l->attn.D = c->head_dim, l->attn.kdim = l->attn.vdim = E;
-        l->attn.seq_rows = 1, l->attn.rope = 1; /* attn__attention_llama's form, weights kept */
-        l->attn.eps = l->eps;
-        /* local layers: all but every sliding_period-th (Gemma 3: 5 local, then 1 global) */
-        const int local = c->sliding_window > 0 &&
-                          (c->sliding_period == 0 || (i + 1) % c->sliding_period != 0);
-        l->attn.window = local ? c->sliding_window : 0;
-        l->attn.rope_local = local && m->inv_freq_local != NULL;
-        l->mlp.E = E, l->mlp.F = F, l->mlp.act = c->mlp_act;
+        attn__llm_block_cfg(c, i, l);
     }
-    attn__rope_inv_freq((float)c->rope_theta, c->head_dim, m->inv_freq);
-    rope_scale(c, m->rope_div, m->inv_freq);
-    if (m->inv_freq_local)
-        attn__rope_inv_freq((float)c->rope_theta_local, c->head_dim, m->inv_freq_local);
+    attn__llm_inv_freq(c, m->rope_div, m->inv_freq, m->inv_freq_local);
     return ATTN_OK;
 }
 
