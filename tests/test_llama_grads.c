@@ -562,6 +562,116 @@ static void test_from_llm(attn_ctx *ctx) {
              attn_ctx_errmsg(ctx));
 }
 
+/* Each parameter tensor's gradient along a random direction u (every element at once, so that
+ * a term missing from any of its uses shows): the central difference of the loss with step
+ * 2e-3 u against <grad, u>, within 2e-2 of sum |grad_i u_i| (+ 1e-4). */
+static void dir_case(attn_ctx *ctx, lcase *g, const char *name, uint64_t seed) {
+    attn_module_zero_grad(g->m);
+    if (!TU_STATUS(bwd(ctx, g, NULL), ATTN_OK, ctx))
+        return;
+    for (size_t i = 0; i < attn_module_param_count(g->m); i++) {
+        const char *pn;
+        attn_tensor t, gt;
+        attn_module_param_at(g->m, i, &pn, &t);
+        attn_module_grad_at(g->m, i, NULL, &gt);
+        const int64_t n = attn_tensor_numel(&t);
+        float *p = t.data, *u = malloc(sizeof(float) * (size_t)n),
+              *p0 = malloc(sizeof(float) * (size_t)n);
+        const float *ga = gt.data;
+        tu_fill(u, (size_t)n, seed + 7 * i, -1, 1);
+        memcpy(p0, p, sizeof(float) * (size_t)n);
+        const float h = 2e-3f;
+        for (int64_t k = 0; k < n; k++)
+            p[k] = p0[k] + h * u[k];
+        const double lp = loss(ctx, g);
+        for (int64_t k = 0; k < n; k++)
+            p[k] = p0[k] - h * u[k];
+        const double lm = loss(ctx, g);
+        memcpy(p, p0, sizeof(float) * (size_t)n);
+        double an = 0, mag = 0;
+        for (int64_t k = 0; k < n; k++)
+            an += (double)ga[k] * u[k], mag += fabs(ga[k] * u[k]);
+        const double fd = (lp - lm) / (2.0 * h);
+        TU_CHECK(fabs(fd - an) <= 2e-2 * mag + 1e-4, "%s d(%s) along u: %.6g, difference %.6g",
+                 name, pn, an, fd);
+        free(u);
+        free(p0);
+    }
+}
+
+/* Every family's tiny model (fixtures/families: transformers' random Llama 3, Mistral with its
+ * window, Qwen2 with q/k/v biases, Qwen3 with QK-norm, Gemma 3 with QK-norm, sandwich norms,
+ * GEGLU, scaled embeddings and local/global layers) as a trainable copy: the forward's bits as
+ * attn_llm_forward's, every parameter's gradient against finite differences, by element and
+ * along a random direction of the whole tensor (T = 7: past
+ * Gemma's window of 4 and Mistral's of 6), the training pair and the thread counts. */
+static void test_families(attn_ctx *ctx) {
+    static const char *const fam[] = {"llama3", "mistral", "qwen2", "qwen3", "gemma3"};
+    for (int f = 0; f < 5; f++) {
+        char dir[96], name[64];
+        snprintf(dir, sizeof dir, "fixtures/families/%s", fam[f]);
+        snprintf(name, sizeof name, "%s (trainable)", fam[f]);
+        attn_llm *src = NULL;
+        attn_module *m = NULL;
+        if (!TU_STATUS(attn_llm_load_hf(ctx, dir, &src), ATTN_OK, ctx))
+            continue;
+        if (TU_STATUS(attn_llama_lm_from_llm(ctx, src, 0, &m), ATTN_OK, ctx)) {
+            same_logits(ctx, src, m, name);
+            attn_llm_config c;
+            attn_llm_get_info(src, &c);
+            lcase g;
+            memset(&g, 0, sizeof g);
+            g.kind = K_LM, g.m = m;
+            enum { B = 2, T = 7 };
+            uint64_t st = 40 + (uint64_t)f;
+            for (int64_t i = 0; i < B * T; i++)
+                idbuf[i] = (int64_t)(tu_rand(&st) % (uint64_t)c.vocab_size);
+            const int64_t sh[2] = {B, T};
+            g.x = attn_tensor_make(idbuf, ATTN_I64, 2, sh);
+            g.out = attn_view3(obuf[0], B, T, c.vocab_size);
+            g.nout = B * T * c.vocab_size;
+            g.c = malloc(sizeof(float) * (size_t)g.nout);
+            tu_fill(g.c, (size_t)g.nout, 70 + (uint64_t)f, -1, 1);
+            fd_case(ctx, &g, name, 17);
+            dir_case(ctx, &g, name, 23);
+            saved_case(ctx, &g, name, 0);
+            saved_case(ctx, &g, name, ATTN_SAVED_CHECKPOINT);
+            threads_case(ctx, &g, name);
+            if (f == 4) { /* Gemma's names, as its state_dict */
+                attn_tensor t;
+                TU_STATUS(attn_module_param(ctx, m,
+                                            "model.layers.5.post_feedforward_layernorm.weight", &t),
+                          ATTN_OK, ctx);
+                TU_STATUS(attn_module_param(ctx, m, "model.layers.0.self_attn.k_norm.weight", &t),
+                          ATTN_OK, ctx);
+            }
+            free(g.c);
+        }
+        attn_module_free(m);
+        attn_llm_free(src);
+    }
+    /* Gemma's pieces with an untied head (the embedding's gradient then comes from the scaled
+     * input alone) and Qwen2's biases, Llama 3's scaling, random weights: every family setting
+     * of attn_llama_lm_create at once */
+    attn_llm_config c = tiny_cfg(16, 4, 2, 24, 0);
+    c.qk_norm = 1, c.sandwich_norm = 1, c.mlp_act = 1, c.embed_scale = 4.0;
+    c.sliding_window = 3, c.sliding_period = 2, c.rope_theta_local = 100;
+    c.attention_bias = 2, c.rope_scaling = 2, c.rope_factor = 8, c.rope_low_freq_factor = 1;
+    c.rope_high_freq_factor = 4, c.rope_original_context = 16;
+    attn_module *m = NULL;
+    if (TU_STATUS(attn_llama_lm_create(ctx, &c, &m), ATTN_OK, ctx)) {
+        lcase g = make(K_LM, m, 2, 6, 16, c.vocab_size, 0, 77);
+        fd_case(ctx, &g, "every family setting, untied", 19);
+        dir_case(ctx, &g, "every family setting, untied", 29);
+        saved_case(ctx, &g, "every family setting, untied", 0);
+        threads_case(ctx, &g, "every family setting, untied");
+        free(g.c);
+    }
+    attn_module_free(m);
+    c.rope_scaling = 3;
+    TU_STATUS(attn_llama_lm_create(ctx, &c, &m), ATTN_E_UNSUPPORTED, ctx);
+}
+
 static void test_errors(attn_ctx *ctx) {
     attn_llm_config c = tiny_cfg(16, 4, 2, 24, 0);
     attn_module *m = NULL, *mlp = NULL;
@@ -600,6 +710,7 @@ int main(void) {
     test_modules(ctx);
     test_lm(ctx);
     test_from_llm(ctx);
+    test_families(ctx);
     test_errors(ctx);
     attn_ctx_free(ctx);
     return tu_finish("test_llama_grads");

@@ -96,11 +96,10 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
                      c.sliding_window == (gguf && f->gguf_ref ? 0 : f->window) &&
                      c.sliding_period == (gguf && f->gguf_ref ? 0 : f->period),
                  "%s (%s): the family's settings", f->name, path);
-        if (threads == 1) { /* training: Llama's pieces only, the others refused by name */
+        if (threads == 1) { /* training: every family, but a file's own RoPE divisors */
             attn_module *t = NULL;
-            const int plain = gguf && f->gguf_ref; /* Mistral's GGUF: a Llama model */
             attn_status ts = attn_llama_lm_from_llm(ctx, m, ATTN_LLAMA_LM_DEQUANTIZE, &t);
-            TU_CHECK(plain ? ts == ATTN_OK : ts == ATTN_E_UNSUPPORTED,
+            TU_CHECK(c.rope_scaling == 3 ? ts == ATTN_E_UNSUPPORTED : ts == ATTN_OK,
                      "%s (%s): attn_llama_lm_from_llm gave %s", f->name, path,
                      attn_status_name(ts));
             attn_module_free(t);

@@ -192,10 +192,13 @@ attn_status attn__llm_cfg_llama(attn_ctx *ctx, const attn_llm_config *cfg, const
     ATTN_FAIL_IF(cfg->qk_norm || cfg->sandwich_norm || cfg->mlp_act || cfg->embed_scale != 0 ||
                      cfg->sliding_window || cfg->sliding_period || cfg->rope_theta_local != 0 ||
                      cfg->rope_scaling || cfg->attention_bias == 2,
-                 ctx, ATTN_E_UNSUPPORTED, "%s: qk_norm, sandwich_norm, mlp_act, embed_scale, "
+                 ctx, ATTN_E_UNSUPPORTED,
+                 "%s: qk_norm, sandwich_norm, mlp_act, embed_scale, "
                  "sliding_window, sliding_period, rope_theta_local, rope_scaling and "
-                 "attention_bias 2 are settings of a loaded model (attn_llm: Gemma 3, Qwen2/3, "
-                 "Llama 3's RoPE scaling) only; the trainable modules are Llama's", what);
+                 "attention_bias 2 are the settings of other families (Gemma 3, Qwen2/3, Mistral, "
+                 "Llama 3's RoPE scaling): the single-layer modules are Llama's; attn_llama_lm "
+                 "(attn_llama_lm_from_llm) trains every family",
+                 what);
     return ATTN_OK;
 }
 

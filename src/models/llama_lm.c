@@ -1,7 +1,9 @@
-/* The Llama-architecture causal LM as a trainable module (attn_llama_lm_*): HF's
- * LlamaForCausalLM parameters by state_dict name in one F32 arena (the master weights of
- * training), bound to the shared Llama blocks (src/layers/llama_layer.c) as F32 attn__weight
- * weights; its forward (the same bits as attn_llm_forward on the same weights), the training
+/* The decoder-only causal LM as a trainable module (attn_llama_lm_*), for every family attn_llm
+ * runs but a file's own RoPE divisors: HF's *ForCausalLM parameters by state_dict name in one F32
+ * arena (the master weights of training), bound to the shared blocks (src/layers/llama_layer.c)
+ * as F32 attn__weight weights, each layer configured as the loaded model's
+ * (attn__llm_block_cfg: window, local RoPE table, QK-norm, sandwich norms, GEGLU); its forward
+ * (the same bits as attn_llm_forward on the same weights), the training
  * forward that records what the backward reads (attn_saved, optionally checkpointed), the
  * backward to every parameter (tied head: both uses into the embedding's gradient), and a
  * trainable copy of a loaded attn_llm.  Also attn_llama_set_rope_interleaved for the three
@@ -17,7 +19,10 @@
 typedef struct lm_layer {
     attn__lin attn[4]; /* q_proj, k_proj, v_proj, o_proj */
     attn__lin mlp[3];  /* gate_proj, up_proj, down_proj */
-    float *ln1, *ln2;  /* input_layernorm, post_attention_layernorm */
+    float *ln1, *ln2;  /* input_layernorm, post_attention_layernorm (sandwich:
+                          pre_feedforward_layernorm) */
+    float *qn, *kn;    /* self_attn.q_norm, k_norm [D] (qk_norm) */
+    float *pa, *pf;    /* sandwich: post_attention_layernorm, post_feedforward_layernorm */
 } lm_layer;
 
 typedef struct lm {
@@ -27,6 +32,7 @@ typedef struct lm {
     lm_layer *ll;            /* [L], in m->extra */
     attn__llama_block *blk;  /* [L], in m->extra: the blocks over the parameters */
     float *inv_freq;         /* [D/2], in m->extra */
+    float *inv_local;        /* [D/2] of the local layers (rope_theta_local), or NULL */
     attn__weight embed_w, head_w;
     int64_t lay_at, lay_len; /* arena offsets of layer i: [lay_at + i lay_len, + lay_len) */
 } lm;
@@ -39,8 +45,10 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
     ATTN_FAIL_IF(!cfg || !out, ctx, ATTN_E_INVALID, "attn_llama_lm_create: NULL argument");
     *out = NULL;
     attn_llm_config c;
-    ATTN_TRY(attn__llm_cfg_llama(ctx, cfg, "attn_llama_lm_create"));
     ATTN_TRY(attn__llm_check(ctx, cfg, "attn_llama_lm_create", &c));
+    ATTN_FAIL_IF(c.rope_scaling == 3, ctx, ATTN_E_UNSUPPORTED,
+                 "attn_llama_lm_create: rope_scaling 3 (a file's own RoPE divisors) belongs to a "
+                 "loaded model; a trainable one takes 1 (linear) or 2 (llama3)");
     const int64_t L = c.num_layers, E = c.hidden_size, V = c.vocab_size;
     attn_module *m;
     ATTN_TRY(attn__module_new(ctx, ATTN__LLAMA_LM, sizeof(lm), &m));
@@ -49,7 +57,7 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
     /* layers <= ATTN_LIMIT_LAYERS (checked): no overflow */
     const size_t o1 = up64((size_t)L * sizeof(lm_layer));
     const size_t o2 = o1 + up64((size_t)L * sizeof(attn__llama_block));
-    m->extra = attn__calloc(ctx, 1, o2 + (size_t)(c.head_dim / 2) * sizeof(float));
+    m->extra = attn__calloc(ctx, 1, o2 + (size_t)c.head_dim * sizeof(float));
     if (!m->extra) {
         attn_module_free(m);
         return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (attn_llama_lm, %lld layers)",
@@ -58,6 +66,8 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
     q->ll = m->extra;
     q->blk = (attn__llama_block *)((unsigned char *)m->extra + o1);
     q->inv_freq = (float *)((unsigned char *)m->extra + o2);
+    if (c.sliding_window > 0 && c.rope_theta_local != 0)
+        q->inv_local = q->inv_freq + c.head_dim / 2;
     /* HF's order of the state_dict */
     attn_status st =
         attn__param_reg(ctx, m, "", "model.embed_tokens.weight", &q->embed, 0.0f, 2, V, E, 0);
@@ -67,14 +77,30 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
         snprintf(pre, sizeof pre, "model.layers.%lld.", (long long)i);
         snprintf(pa, sizeof pa, "%sself_attn.", pre);
         snprintf(pm, sizeof pm, "%smlp.", pre);
-        st = attn__llama_attn_reg(ctx, m, pa, &c, q->ll[i].attn);
-        if (!st) st = attn__llama_mlp_reg(ctx, m, pm, &c, q->ll[i].mlp);
+        lm_layer *y = &q->ll[i];
+        const int64_t D = c.head_dim;
+        st = attn__llama_attn_reg(ctx, m, pa, &c, y->attn);
+        if (!st && c.qk_norm) /* Gemma's norm weights are held as 1 + w: 1 is their start */
+            st = attn__param_reg(ctx, m, pa, "q_norm.weight", &y->qn, 1.0f, 1, D, 0, 0);
+        if (!st && c.qk_norm)
+            st = attn__param_reg(ctx, m, pa, "k_norm.weight", &y->kn, 1.0f, 1, D, 0, 0);
         if (!st)
-            st = attn__param_reg(ctx, m, pre, "input_layernorm.weight", &q->ll[i].ln1, 1.0f, 1,
+            st = attn__llama_mlp_reg(ctx, m, pm, &c, y->mlp);
+        if (!st)
+            st = attn__param_reg(ctx, m, pre, "input_layernorm.weight", &y->ln1, 1.0f, 1, E, 0, 0);
+        if (!st && !c.sandwich_norm)
+            st = attn__param_reg(ctx, m, pre, "post_attention_layernorm.weight", &y->ln2, 1.0f, 1,
                                  E, 0, 0);
-        if (!st)
-            st = attn__param_reg(ctx, m, pre, "post_attention_layernorm.weight", &q->ll[i].ln2,
-                                 1.0f, 1, E, 0, 0);
+        if (!st && c.sandwich_norm) {
+            st = attn__param_reg(ctx, m, pre, "post_attention_layernorm.weight", &y->pa, 1.0f, 1, E,
+                                 0, 0);
+            if (!st)
+                st = attn__param_reg(ctx, m, pre, "pre_feedforward_layernorm.weight", &y->ln2, 1.0f,
+                                     1, E, 0, 0);
+            if (!st)
+                st = attn__param_reg(ctx, m, pre, "post_feedforward_layernorm.weight", &y->pf, 1.0f,
+                                     1, E, 0, 0);
+        }
         if (i == 0) q->lay_len = m->numel - q->lay_at;
     }
     if (!st) st = attn__param_reg(ctx, m, "", "model.norm.weight", &q->norm, 1.0f, 1, E, 0, 0);
@@ -90,15 +116,16 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
     ATTN_TRY(attn__module_done(ctx, m, st, out));
     for (int64_t i = 0; i < L; i++) {
         attn__llama_block *b = &q->blk[i];
-        b->E = E;
-        b->eps = (float)c.rms_norm_eps;
-        b->ln1 = q->ll[i].ln1, b->ln2 = q->ll[i].ln2;
-        attn__llama_attn_bind(&b->attn, &c, q->ll[i].attn);
-        attn__llama_mlp_bind(&b->mlp, q->ll[i].mlp);
+        const lm_layer *y = &q->ll[i];
+        attn__llama_attn_bind(&b->attn, &c, y->attn);
+        attn__llama_mlp_bind(&b->mlp, y->mlp);
+        attn__llm_block_cfg(&c, i, b);
+        b->ln1 = y->ln1, b->ln2 = y->ln2, b->post_attn = y->pa, b->post_mlp = y->pf;
+        b->attn.q_norm = y->qn, b->attn.k_norm = y->kn;
     }
     q->embed_w = attn__weight_f32(q->embed, NULL, V, E);
     q->head_w = c.tie_word_embeddings ? q->embed_w : attn__weight_f32(q->head.weight, NULL, V, E);
-    attn__rope_inv_freq((float)c.rope_theta, c.head_dim, q->inv_freq);
+    attn__llm_inv_freq(&c, NULL, q->inv_freq, q->inv_local);
     return ATTN_OK;
 }
 
@@ -119,6 +146,14 @@ static float *lm_slot(lm *q, int64_t layer, int kind) {
         return l->mlp[kind - ATTN__LT_GATE].weight;
     case ATTN__LT_LN1: return l->ln1;
     case ATTN__LT_LN2: return l->ln2;
+    case ATTN__LT_QN:
+        return l->qn;
+    case ATTN__LT_KN:
+        return l->kn;
+    case ATTN__LT_PA:
+        return l->pa;
+    case ATTN__LT_PF:
+        return l->pf;
     case ATTN__LT_QB: case ATTN__LT_KB: case ATTN__LT_VB: case ATTN__LT_OB:
         return l->attn[kind - ATTN__LT_QB].bias;
     default: return l->mlp[kind - ATTN__LT_GB].bias;
@@ -138,6 +173,14 @@ static attn__weight src_weight(const attn_llm *s, int64_t layer, int kind, int64
     if (kind <= ATTN__LT_DOWN) return *w[kind];
     if (kind == ATTN__LT_LN1) return attn__weight_f32(b->ln1, NULL, n, 1);
     if (kind == ATTN__LT_LN2) return attn__weight_f32(b->ln2, NULL, n, 1);
+    if (kind == ATTN__LT_QN)
+        return attn__weight_f32(b->attn.q_norm, NULL, n, 1);
+    if (kind == ATTN__LT_KN)
+        return attn__weight_f32(b->attn.k_norm, NULL, n, 1);
+    if (kind == ATTN__LT_PA)
+        return attn__weight_f32(b->post_attn, NULL, n, 1);
+    if (kind == ATTN__LT_PF)
+        return attn__weight_f32(b->post_mlp, NULL, n, 1);
     return attn__weight_f32(w[kind - ATTN__LT_QB]->bias, NULL, n, 1);
 }
 
@@ -146,16 +189,10 @@ attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned 
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!src || !out, ctx, ATTN_E_INVALID, "attn_llama_lm_from_llm: NULL argument");
     ATTN_TRY(attn__llm_need_weights(ctx, src, "attn_llama_lm_from_llm"));
-    {
-        attn_llm_config c;
-        attn_llm_get_info(src, &c);
-        ATTN_FAIL_IF(c.qk_norm || c.sandwich_norm || c.mlp_act || c.embed_scale != 0 ||
-                         c.sliding_window || c.rope_scaling || c.attention_bias == 2,
-                     ctx, ATTN_E_UNSUPPORTED, "attn_llama_lm_from_llm: this model's family "
-                     "(QK-norm, sandwich norms, GEGLU, scaled embeddings, sliding windows, RoPE "
-                     "scaling or Qwen2's biases: Gemma 3, Qwen2/3, Mistral, Llama 3.1+) runs for "
-                     "inference only; its training is not implemented yet");
-    }
+    ATTN_FAIL_IF(src->cfg.rope_scaling == 3, ctx, ATTN_E_UNSUPPORTED,
+                 "attn_llama_lm_from_llm: the model's RoPE frequencies are divided by the file's "
+                 "own factors (rope_freqs.weight); training takes HF's rope_scaling (a folder) "
+                 "only");
     ATTN_FAIL_IF(flags & ~(unsigned)ATTN_LLAMA_LM_DEQUANTIZE, ctx, ATTN_E_INVALID,
                  "attn_llama_lm_from_llm: unknown flags 0x%x",
                  flags & ~(unsigned)ATTN_LLAMA_LM_DEQUANTIZE);
@@ -269,7 +306,7 @@ typedef struct lm_rec {
     int64_t B, T;
     int ckpt;
     int32_t *ids;
-    attn__rope_cs rope; /* [M, D/2] */
+    attn__rope_cs rope; /* [M, D/2] (and the local layers') */
     float *xs;
     attn__llama_block_saved *ls;
 } lm_rec;
@@ -283,16 +320,20 @@ static attn_status lm_fwd(attn_ctx *ctx, const lm *q, const attn_tensor *ids, at
     attn_status st;
     int64_t B, T;
     int32_t *id;
-    float *cs, *sn, *xs;
+    float *cs, *sn, *lcs = NULL, *lsn = NULL, *xs;
     int64_t *pos;
     /* the kept buffers first, from t (or from the caller's frame: before the mark) */
     if (rec) {
         ATTN_TRY(lm_ids(ctx, q, ids, t, &B, &T, &id));
         ATTN_TRY(attn__rec_f32(ctx, t, &cs, B * T, h, 1, 1));
         ATTN_TRY(attn__rec_f32(ctx, t, &sn, B * T, h, 1, 1));
+        if (q->inv_local) {
+            ATTN_TRY(attn__rec_f32(ctx, t, &lcs, B * T, h, 1, 1));
+            ATTN_TRY(attn__rec_f32(ctx, t, &lsn, B * T, h, 1, 1));
+        }
         ATTN_TRY(attn__rec_f32(ctx, t, &xs, L + 1, B * T, E, 1));
         rec->B = B, rec->T = T, rec->ckpt = ckpt, rec->ids = id, rec->xs = xs;
-        rec->rope.cs = cs, rec->rope.sn = sn;
+        rec->rope = (attn__rope_cs){cs, sn, lcs, lsn};
         rec->ls = NULL;
         if (!ckpt) {
             ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)L, sizeof *rec->ls, (void **)&rec->ls));
@@ -305,6 +346,10 @@ static attn_status lm_fwd(attn_ctx *ctx, const lm *q, const attn_tensor *ids, at
         ATTN_TRYG(lm_ids(ctx, q, ids, NULL, &B, &T, &id));
         ATTN_TRYG(attn__ws_f32(ctx, &cs, B * T, h, 1, 1));
         ATTN_TRYG(attn__ws_f32(ctx, &sn, B * T, h, 1, 1));
+        if (q->inv_local) {
+            ATTN_TRYG(attn__ws_f32(ctx, &lcs, B * T, h, 1, 1));
+            ATTN_TRYG(attn__ws_f32(ctx, &lsn, B * T, h, 1, 1));
+        }
         ATTN_TRYG(attn__ws_f32(ctx, &xs, B * T, E, 1, 1));
     }
     const int64_t M = B * T;
@@ -312,8 +357,15 @@ static attn_status lm_fwd(attn_ctx *ctx, const lm *q, const attn_tensor *ids, at
     ATTN_TRYG(attn__ws_alloc(ctx, (size_t)M, sizeof *pos, (void **)&pos));
     for (int64_t i = 0; i < M; i++) pos[i] = i % T;
     attn__rope_table(q->inv_freq, c->head_dim, pos, 0, M, cs, sn);
-    const attn__rope_cs rr = {cs, sn, NULL, NULL};
+    if (q->inv_local)
+        attn__rope_table(q->inv_local, c->head_dim, pos, 0, M, lcs, lsn);
+    const attn__rope_cs rr = {cs, sn, lcs, lsn};
     ATTN_TRYG(attn__weight_rows(ctx, &q->embed_w, id, M, xs));
+    if (c->embed_scale != 0) { /* Gemma: times sqrt(E) in float, as attn_llm_forward */
+        const float sc = (float)c->embed_scale;
+        for (int64_t i = 0; i < M * E; i++)
+            xs[i] *= sc;
+    }
     for (int64_t l = 0; l < L; l++) {
         if (!rec) {
             ATTN_TRYG(attn__llama_block_fwd(ctx, &q->blk[l], xs, B, T, &rr, NULL));
@@ -431,6 +483,11 @@ static attn_status lm_bwd(attn_ctx *ctx, const lm *q, const attn__gmap *g, const
         attn__grad_ready(ctx, q->lay_at + l * q->lay_len, q->lay_len);
         float *tmp = d;
         d = d2, d2 = tmp;
+    }
+    if (c->embed_scale != 0) { /* x = embed * sc: d embed = d x * sc */
+        const float sc = (float)c->embed_scale;
+        for (int64_t i = 0; i < M * E; i++)
+            d[i] *= sc;
     }
     {
         scatter_job j = {rec->ids, d, attn__g(g, q->embed), M, E};
