@@ -1,4 +1,4 @@
-/* attn train lm: fine-tunes a llama-architecture LLM (a GGUF file, dequantized to F32 master
+/* attn train lm: fine-tunes an LLM of any family attn runs (a GGUF file, dequantized to F32 master
  * weights, or a HF folder) on a text file, with the model's own tokenizer, into a HF folder;
  * attn export: a llama model (GGUF, HF folder, train lm checkpoint) as a GGUF file (F32, Q8_0)
  * or a HF folder (docs/llm.md, "Fine-tuning"). */
@@ -108,9 +108,10 @@ static attn_status eval_loss(attn_ctx *ctx, attn_module *m, const lm_run *r, con
 
 /* The model's parameters as a HF model.safetensors: q_proj and k_proj of a GGUF source back in
  * HF's row order (llama.cpp's converter permutes the rows of each head: GGUF row 2i + j is HF
- * row j D/2 + i). */
+ * row j D/2 + i); plus_one (Gemma): the norm weights, held as 1 + w, written as w. */
 static attn_status save_hf_weights(attn_ctx *ctx, const attn_module *m, int interleaved,
-                                   int64_t H, int64_t Hkv, int64_t D, const char *path) {
+                                   int plus_one, int64_t H, int64_t Hkv, int64_t D,
+                                   const char *path) {
     attn_st_writer *w;
     attn_status st = attn_st_writer_create(ctx, &w);
     if (st != ATTN_OK) return st;
@@ -121,6 +122,19 @@ static attn_status save_hf_weights(attn_ctx *ctx, const attn_module *m, int inte
         if ((st = attn_module_param_at(m, i, &name, &v)) != ATTN_OK) break;
         int q = strstr(name, ".self_attn.q_proj.") != NULL;
         int k = strstr(name, ".self_attn.k_proj.") != NULL;
+        const size_t nl = strlen(name);
+        if (plus_one && nl > 11 && !strcmp(name + nl - 11, "norm.weight")) {
+            const int64_t n = attn_tensor_numel(&v);
+            float *p = realloc(tmp, sizeof *tmp * (size_t)n);
+            if (!p) {
+                st = ATTN_E_NOMEM;
+                break;
+            }
+            tmp = p;
+            for (int64_t j = 0; j < n; j++) tmp[j] = ((const float *)v.data)[j] - 1.0f;
+            st = attn_st_writer_add(w, name, ATTN_F32, v.ndim, v.shape, tmp);
+            continue;
+        }
         if (!interleaved || !(q || k)) {
             st = attn_st_writer_add_view(w, name, &v);
             continue;
@@ -147,27 +161,95 @@ static attn_status save_hf_weights(attn_ctx *ctx, const attn_module *m, int inte
     return st;
 }
 
+/* Whether a GGUF file of c's family holds q/k rows permuted for GGML's rope: llama.cpp's
+ * converter does it for llama (and Mistral, written as llama) only. */
+static int gguf_permuted(const attn_llm_config *c) {
+    return !c->sandwich_norm && !c->qk_norm && c->attention_bias != 2;
+}
+
+/* The family of a config, as transformers names it (model_type, class): Gemma 3's sandwich
+ * norms, Qwen3's QK-norm, Qwen2's q/k/v biases, Mistral's window, else Llama. */
+static void hf_family(const attn_llm_config *c, const char **type, const char **arch) {
+    if (c->sandwich_norm) *type = "gemma3_text", *arch = "Gemma3ForCausalLM";
+    else if (c->qk_norm) *type = "qwen3", *arch = "Qwen3ForCausalLM";
+    else if (c->attention_bias == 2) *type = "qwen2", *arch = "Qwen2ForCausalLM";
+    else if (c->sliding_window > 0) *type = "mistral", *arch = "MistralForCausalLM";
+    else *type = "llama", *arch = "LlamaForCausalLM";
+}
+
+/* config.json of c's family, with the keys transformers writes for it (and attn_llm_load_hf
+ * reads back): RoPE as rope_parameters (Gemma 3: one set per layer type), Gemma's layer types,
+ * window and activation. */
 static attn_status write_config_json(attn_ctx *ctx, const char *path, const attn_llm_config *c,
                                      const attn_llm_special *sp) {
-    char bos[24] = "null", eos[24] = "null", text[2048];
+    const char *type, *arch;
+    hf_family(c, &type, &arch);
+    const int gemma = c->sandwich_norm != 0;
+    char bos[24] = "null", eos[24] = "null", rope[512], fam[1024] = "";
     if (sp->bos >= 0) snprintf(bos, sizeof bos, "%d", (int)sp->bos);
     if (sp->eos >= 0) snprintf(eos, sizeof eos, "%d", (int)sp->eos);
-    int n = snprintf(text, sizeof text,
-            "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+    if (gemma) {
+        snprintf(rope, sizeof rope,
+                 "{\"full_attention\": {\"rope_theta\": %.9g, \"rope_type\": \"default\"}, "
+                 "\"sliding_attention\": {\"rope_theta\": %.9g, \"rope_type\": \"default\"}}",
+                 c->rope_theta, c->rope_theta_local != 0 ? c->rope_theta_local : c->rope_theta);
+    } else if (c->rope_scaling == 2) {
+        snprintf(rope, sizeof rope,
+                 "{\"rope_theta\": %.9g, \"rope_type\": \"llama3\", \"factor\": %.9g, "
+                 "\"low_freq_factor\": %.9g, \"high_freq_factor\": %.9g, "
+                 "\"original_max_position_embeddings\": %lld}",
+                 c->rope_theta, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                 (long long)c->rope_original_context);
+    } else if (c->rope_scaling == 1) {
+        snprintf(rope, sizeof rope,
+                 "{\"rope_theta\": %.9g, \"rope_type\": \"linear\", \"factor\": %.9g}",
+                 c->rope_theta, c->rope_factor);
+    } else {
+        snprintf(rope, sizeof rope, "{\"rope_theta\": %.9g, \"rope_type\": \"default\"}",
+                 c->rope_theta);
+    }
+    size_t at = 0;
+    if (gemma) { /* the layer types: every sliding_period-th global */
+        at += (size_t)snprintf(fam, sizeof fam,
+                               "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n"
+                               "  \"query_pre_attn_scalar\": %lld,\n  \"layer_types\": [",
+                               (long long)c->head_dim);
+        for (int64_t i = 0; i < c->num_layers && at < sizeof fam; i++) {
+            const int local = c->sliding_window > 0 &&
+                              (c->sliding_period == 0 || (i + 1) % c->sliding_period != 0);
+            at += (size_t)snprintf(fam + at, sizeof fam - at, "%s\"%s\"", i ? ", " : "",
+                                   local ? "sliding_attention" : "full_attention");
+        }
+        if (at < sizeof fam) at += (size_t)snprintf(fam + at, sizeof fam - at, "],\n");
+    } else {
+        at += (size_t)snprintf(fam, sizeof fam, "  \"hidden_act\": \"silu\",\n");
+    }
+    if (at < sizeof fam && c->sliding_window > 0)
+        at += (size_t)snprintf(fam + at, sizeof fam - at, "  \"sliding_window\": %lld,\n",
+                               (long long)c->sliding_window);
+    if (at >= sizeof fam) return ATTN_E_OVERFLOW; /* more layers than a config line takes */
+    char *text = malloc(4096 + sizeof fam);
+    if (!text) return ATTN_E_NOMEM;
+    int n = snprintf(text, 4096 + sizeof fam,
+            "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
             "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
             "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
             "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n"
             "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %.9g,\n"
-            "  \"rope_theta\": %.9g,\n  \"rope_scaling\": null,\n  \"tie_word_embeddings\": %s,\n"
-            "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n  \"hidden_act\": \"silu\",\n"
+            "  \"rope_parameters\": %s,\n  \"tie_word_embeddings\": %s,\n"
+            "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n%s"
             "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n  \"torch_dtype\": \"float32\"\n}\n",
-            (long long)c->vocab_size, (long long)c->hidden_size, (long long)c->intermediate_size,
-            (long long)c->num_layers, (long long)c->num_heads, (long long)c->num_kv_heads,
-            (long long)c->head_dim, (long long)c->max_position_embeddings, c->rms_norm_eps,
-            c->rope_theta, c->tie_word_embeddings ? "true" : "false",
-            c->attention_bias ? "true" : "false", c->mlp_bias ? "true" : "false", bos, eos);
-    if (n < 0 || (size_t)n >= sizeof text) return ATTN_E_OVERFLOW;
-    return attn_file_write(ctx, path, text, (size_t)n);
+            arch, type, (long long)c->vocab_size, (long long)c->hidden_size,
+            (long long)c->intermediate_size, (long long)c->num_layers, (long long)c->num_heads,
+            (long long)c->num_kv_heads, (long long)c->head_dim,
+            (long long)c->max_position_embeddings, c->rms_norm_eps, rope,
+            c->tie_word_embeddings ? "true" : "false", c->attention_bias == 1 ? "true" : "false",
+            c->mlp_bias ? "true" : "false", fam, bos, eos);
+    attn_status st = n < 0 || n >= 4096 + (int)sizeof fam
+                         ? ATTN_E_OVERFLOW
+                         : attn_file_write(ctx, path, text, (size_t)n);
+    free(text);
+    return st;
 }
 
 /* Copies src_dir/name to dst_dir/name when it exists (a missing one is fine); 0 on failure
@@ -216,8 +298,8 @@ static int write_hf(const char *cmd, attn_ctx *ctx, const attn_module *m, int in
     }
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     if (st == ATTN_OK)
-        st = save_hf_weights(ctx, m, interleaved, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
-                             path);
+        st = save_hf_weights(ctx, m, interleaved && gguf_permuted(&cfg), cfg.sandwich_norm,
+                             cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, path);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, cmd, st);
         return 0;
@@ -257,8 +339,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
     int resume = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO, no_mmap = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("init", 0, &init, "MODEL",
-                     "the model to start from: a GGUF file of a llama model\n"
-                     "(dequantized to F32) or a HF llama folder (required)"),
+                     "the model to start from: a GGUF file (dequantized to F32)\n"
+                     "or a HF folder of Llama, Mistral, Qwen2/3 or Gemma 3 (required)"),
         ATTN_OPT_NO_MMAP(&no_mmap),
         ATTN_OPT_STR("text", 0, &text_path, "FILE", "the text to train on (required)"),
         ATTN_OPT_STR("out", 'o', &out, "DIR",
@@ -300,7 +382,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         ATTN_OPT_END};
     const attn_cli_spec spec = {
         CMD, "attn train lm --init MODEL --text FILE [options]",
-        "Fine-tunes a llama-architecture LLM (e.g. SmolLM2-135M) on a text file with its\n"
+        "Fine-tunes an LLM (SmolLM2, Gemma 3 270M, Qwen, Llama 3...) on a text file with its\n"
         "own tokenizer: random windows of T + 1 tokens from the training part, AdamW,\n"
         "warmup then cosine decay, gradient clipping; the held-out loss and perplexity at\n"
         "the start, every --eval-every steps and at the end.  DIR gets the checkpoint\n"
@@ -1008,6 +1090,17 @@ int attn_cmd_export(int argc, char **argv) {
         if (!tok && !attn_llm_tokenizer(llm)) {
             fprintf(stderr, "attn export: %s has no tokenizer (tokenizer.json): give "
                             "--tokenizer FILE.gguf for the tokenizer.* keys\n", src);
+            goto out;
+        }
+        attn_llm_config fc;
+        attn_llama_lm_config(m, &fc);
+        if (fc.qk_norm || fc.sandwich_norm || fc.attention_bias == 2 || fc.sliding_window ||
+            fc.rope_scaling) {
+            const char *fam, *arch;
+            hf_family(&fc, &fam, &arch);
+            fprintf(stderr, "attn export: --gguf writes Llama models (GGUF architecture llama); "
+                            "this one is %s%s: write it with --hf DIR\n", fam,
+                    fc.rope_scaling ? " with RoPE scaling" : "");
             goto out;
         }
         errno = 0;

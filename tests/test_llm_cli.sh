@@ -244,6 +244,23 @@ export) # round trips: GGUF -> GGUF (F32) and GGUF -> HF -> GGUF give the source
         fail "folder without a tokenizer, and no --tokenizer"
     run 2 "$ATTN" export --model $G
     grep -q "give one of --gguf FILE and --hf DIR" "$T/err" || fail "no output given" ;;
+export_families) # every family's tiny model as a HF folder: its family's config and weights
+    # (Gemma's norms written as w, not 1 + w), read back by attn as the same model: exported
+    # again, the same bytes; GGUF export refuses the families llama.cpp writes otherwise
+    for f in llama3 mistral qwen2 qwen3 gemma3; do
+        run 0 "$ATTN" export --model fixtures/families/$f --hf "$T/$f.a"
+        run 0 "$ATTN" export --model "$T/$f.a" --hf "$T/$f.b"
+        cmp -s "$T/$f.a/model.safetensors" "$T/$f.b/model.safetensors" ||
+            fail "$f: weights changed on a second round trip"
+        cmp -s "$T/$f.a/config.json" "$T/$f.b/config.json" || fail "$f: config changed"
+    done
+    grep -q '"model_type": "gemma3_text"' "$T/gemma3.a/config.json" || fail "gemma3 model_type"
+    grep -q '"full_attention"\]' "$T/gemma3.a/config.json" || fail "gemma3 layer types"
+    grep -q '"model_type": "qwen2"' "$T/qwen2.a/config.json" || fail "qwen2 model_type"
+    grep -q '"rope_type": "llama3"' "$T/llama3.a/config.json" || fail "llama3 RoPE scaling"
+    grep -q '"sliding_window": 6' "$T/mistral.a/config.json" || fail "mistral window"
+    run 1 "$ATTN" export --model fixtures/families/qwen3 --gguf "$T/q.gguf" --tokenizer $G
+    grep -q "this one is qwen3" "$T/err" || fail "GGUF export of qwen3 not refused by name" ;;
 export_transformers) # transformers on the exports (skipped without it): tests/check_export.py
     PY=${ATTN_TEST_PYTHON:-python3}
     LIB=${ATTN%/*}/libattn.so
