@@ -672,6 +672,68 @@ static void test_families(attn_ctx *ctx) {
     TU_STATUS(attn_llama_lm_create(ctx, &c, &m), ATTN_E_UNSUPPORTED, ctx);
 }
 
+/* The trainable family models' gradients against PyTorch autograd's on the same weights
+ * (fixtures/families/NAME_grads.safetensors, tests/gen_family_grads.py): ids [2, 7], the loss
+ * sum(c * logits); every parameter within 2e-4 of max(max|ref| of it, 1e-3 of the model's
+ * largest). */
+static void test_family_autograd(attn_ctx *ctx) {
+    static const char *const fam[] = {"mistral", "qwen2", "qwen3", "gemma3"};
+    for (int f = 0; f < 4; f++) {
+        char dir[96], fx[128];
+        snprintf(dir, sizeof dir, "fixtures/families/%s", fam[f]);
+        snprintf(fx, sizeof fx, "fixtures/families/%s_grads.safetensors", fam[f]);
+        attn_llm *src = NULL;
+        attn_module *m = NULL;
+        attn_st *st = NULL;
+        attn_st_tensor ti, tc;
+        if (!TU_STATUS(attn_st_read_file(ctx, fx, &st), ATTN_OK, ctx))
+            continue;
+        if (TU_STATUS(attn_llm_load_hf(ctx, dir, &src), ATTN_OK, ctx) &&
+            TU_STATUS(attn_llama_lm_from_llm(ctx, src, 0, &m), ATTN_OK, ctx) &&
+            TU_STATUS(attn_st_find(st, "ids", &ti), ATTN_OK, ctx) &&
+            TU_STATUS(attn_st_find(st, "c", &tc), ATTN_OK, ctx) &&
+            TU_STATUS(attn_module_enable_grad(ctx, m), ATTN_OK, ctx)) {
+            float *c = malloc(sizeof(float) * (size_t)tc.numel);
+            int32_t ids[14];
+            memcpy(ids, ti.data, sizeof ids);
+            attn_st_to_f32(ctx, &tc, c, (size_t)tc.numel);
+            const int64_t is[2] = {2, 7};
+            attn_tensor I = attn_tensor_make(ids, ATTN_I32, 2, is),
+                        C = attn_tensor_make(c, ATTN_F32, 3, tc.shape);
+            attn_module_zero_grad(m);
+            TU_STATUS(attn_llama_lm_backward(ctx, m, &I, &C), ATTN_OK, ctx);
+            double gmax = 0;
+            for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < attn_module_param_count(m); i++) {
+                    const char *pn;
+                    attn_tensor gt;
+                    attn_st_tensor r;
+                    attn_module_grad_at(m, i, &pn, &gt);
+                    if (!TU_STATUS(attn_st_find(st, pn, &r), ATTN_OK, ctx))
+                        continue;
+                    const int64_t n = attn_tensor_numel(&gt);
+                    float *ref = malloc(sizeof(float) * (size_t)n);
+                    attn_st_to_f32(ctx, &r, ref, (size_t)n);
+                    double mx = 0, err = 0;
+                    for (int64_t k = 0; k < n; k++) {
+                        mx = fmax(mx, fabs(ref[k]));
+                        err = fmax(err, fabs((double)((float *)gt.data)[k] - ref[k]));
+                    }
+                    if (!pass)
+                        gmax = fmax(gmax, mx);
+                    else
+                        TU_CHECK(r.numel == n && err <= 2e-4 * fmax(mx, 1e-3 * gmax),
+                                 "%s d(%s): %.3g from autograd's (max %.3g)", fam[f], pn, err, mx);
+                    free(ref);
+                }
+            free(c);
+        }
+        attn_module_free(m);
+        attn_llm_free(src);
+        attn_st_free(st);
+    }
+}
+
 static void test_errors(attn_ctx *ctx) {
     attn_llm_config c = tiny_cfg(16, 4, 2, 24, 0);
     attn_module *m = NULL, *mlp = NULL;
@@ -711,6 +773,7 @@ int main(void) {
     test_lm(ctx);
     test_from_llm(ctx);
     test_families(ctx);
+    test_family_autograd(ctx);
     test_errors(ctx);
     attn_ctx_free(ctx);
     return tu_finish("test_llama_grads");
