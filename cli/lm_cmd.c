@@ -686,10 +686,17 @@ int attn_cmd_lm_train(int argc, char **argv) {
         }
         printf("held-out loss: %.4f -> %.4f (perplexity %.3f -> %.3f)\n", val0, val, exp(val0),
                exp(val));
+        attn_llm_config fc;
+        attn_llama_lm_config(m, &fc);
+        const int llama = !fc.qk_norm && !fc.sandwich_norm && fc.attention_bias != 2 &&
+                          !fc.sliding_window && !fc.rope_scaling;
         printf("model: %s (HF folder%s)\ncheckpoint: %s\nloss curve: %s\n", out,
-               from_dir ? "" : "; no tokenizer.json: the source was a GGUF file: 'attn export "
-                               "--model DIR --gguf FILE' writes it with its tokenizer", state_path,
-               c.n ? paths.svg : "(none: the run had already finished)");
+               from_dir  ? ""
+               : llama   ? "; no tokenizer.json: the source was a GGUF file: 'attn export "
+                           "--model DIR --gguf FILE' writes it with its tokenizer"
+                         : "; no tokenizer.json: the source was a GGUF file; transformers loads "
+                           "the weights, with the tokenizer of the model's HF release",
+               state_path, c.n ? paths.svg : "(none: the run had already finished)");
     }
     rc = 0;
 out:

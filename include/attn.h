@@ -2172,7 +2172,14 @@ ATTN_API attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const in
  * model.layers.N.mlp.{gate,up,down}_proj.weight (.bias with mlp_bias),
  * model.layers.N.input_layernorm.weight, model.layers.N.post_attention_layernorm.weight,
  * model.norm.weight, and lm_head.weight [V, E] unless tie_word_embeddings (the head is then
- * embed_tokens, whose gradient receives both uses).  Parameters are F32 (the master weights of
+ * embed_tokens, whose gradient receives both uses).  The other families' settings add their
+ * tensors with their families' names: attention_bias 2 (Qwen2) q/k/v biases only; qk_norm
+ * model.layers.N.self_attn.{q,k}_norm.weight [head_dim]; sandwich_norm (Gemma 3)
+ * post_attention_layernorm after the attention, pre_feedforward_layernorm and
+ * post_feedforward_layernorm around the MLP.  The forward is attn_llm_forward's for any
+ * family (windows, local RoPE bases, GEGLU, the embedding scale, RoPE scaling 1 and 2; 3, a
+ * file's own divisors, is ATTN_E_UNSUPPORTED).  Gemma's norm weights are held as 1 + w (as
+ * GGUF files store them; HF files store w).  Parameters are F32 (the master weights of
  * training): attn_module_load / attn_module_save read and write them as a model.safetensors,
  * attn_adamw_* and attn_module_clip_grad_norm work on them.  attn_module_init: matrices and
  * the embedding N(0, 0.02^2) (HF's initializer_range), biases 0, norm weights 1.
@@ -2184,7 +2191,8 @@ ATTN_API attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *
  * ATTN_E_UNSUPPORTED naming the tensor -- quantized weights are for inference only -- unless
  * flags has ATTN_LLAMA_LM_DEQUANTIZE: then they are dequantized into the F32 master weights
  * (attn_dequantize's numbers).  A GGUF source keeps its interleaved q/k layout
- * (attn_llama_set_rope_interleaved is set). */
+ * (attn_llama_set_rope_interleaved is set).  Any family attn_llm runs; a GGUF file's own RoPE
+ * divisors (rope_scaling 3) are ATTN_E_UNSUPPORTED. */
 #define ATTN_LLAMA_LM_DEQUANTIZE 1u
 ATTN_API attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned flags,
                                             attn_module **out /* OUT */);
