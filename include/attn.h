@@ -2264,6 +2264,16 @@ ATTN_API attn_status attn_llm_session_prefill(attn_ctx *ctx, attn_llm_session *s
 /* logits [V]. */
 ATTN_API attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s, int32_t id,
                                              float *logits);
+/* One decoding step of n sessions of one model at once (continuous batching): session i takes
+ * ids[i]; logits [n, V], row i session i's.  The weights are read once for the whole batch (up
+ * to 8 rows per pass of the matrix-vector kernels), each session attends over its own cache
+ * (their lengths and cache types may differ), and every row is bit for bit what
+ * attn_llm_session_decode gives that session alone.  Sessions must be distinct, of one model,
+ * each with room for a token; n in [1, ATTN_LLM_BATCH_MAX].  Everything is checked before any
+ * cache changes (ATTN_E_INVALID, ATTN_E_OVERFLOW for a full one). */
+#define ATTN_LLM_BATCH_MAX 4096
+ATTN_API attn_status attn_llm_session_decode_batch(attn_ctx *ctx, attn_llm_session *const *s,
+                                                   const int32_t *ids, int64_t n, float *logits);
 
 /* --- Sampling ----------------------------------------------------------------------------
  * attn_llm_sample picks the next token from logits [vocab] with HF's logits processors, in

@@ -75,6 +75,58 @@ static const fam fams[] = {
     {"gemma3", NULL, 0, 1, 1, 1, 0, 0, 4, 6, 16},
 };
 
+/* Continuous batching: three sessions of m (prompts of 5, 9 and 2 tokens; the second with a
+ * bf16 cache) decoded together by attn_llm_session_decode_batch for 4 steps, every row bit for
+ * bit what attn_llm_session_decode gives the same session alone; then the refusals, which leave
+ * every session as it was. */
+static void check_batch(attn_ctx *ctx, attn_llm *m, const char *what, const int32_t *ids,
+                        int64_t V) {
+    enum { NS = 3, STEPS = 4 };
+    const int64_t len[NS] = {5, 9, 2};
+    const attn_dtype dt[NS] = {ATTN_F32, ATTN_BF16, ATTN_F32};
+    attn_llm_session *bs[NS] = {NULL}, *one[NS] = {NULL};
+    float *lb = malloc(sizeof(float) * (size_t)(NS * V)), *l1 = malloc(sizeof(float) * (size_t)V);
+    int ok = 1;
+    for (int i = 0; i < NS && ok; i++)
+        ok = TU_STATUS(attn_llm_session_create(ctx, m, 16, dt[i], &bs[i]), ATTN_OK, ctx) &&
+             TU_STATUS(attn_llm_session_create(ctx, m, 16, dt[i], &one[i]), ATTN_OK, ctx) &&
+             TU_STATUS(attn_llm_session_prefill(ctx, bs[i], ids + i, len[i], NULL), ATTN_OK, ctx) &&
+             TU_STATUS(attn_llm_session_prefill(ctx, one[i], ids + i, len[i], NULL), ATTN_OK, ctx);
+    int same = 1;
+    for (int t = 0; t < STEPS && ok; t++) {
+        int32_t next[NS];
+        for (int i = 0; i < NS; i++)
+            next[i] = ids[(7 + 3 * t + i) % 12];
+        ok = TU_STATUS(attn_llm_session_decode_batch(ctx, bs, next, NS, lb), ATTN_OK, ctx);
+        for (int i = 0; i < NS && ok; i++) {
+            ok = TU_STATUS(attn_llm_session_decode(ctx, one[i], next[i], l1), ATTN_OK, ctx);
+            same &= !memcmp(l1, lb + i * V, sizeof(float) * (size_t)V);
+        }
+    }
+    TU_CHECK(ok && same, "%s: batched decoding differs from one session at a time", what);
+    if (ok) { /* refusals: nothing moves */
+        attn_llm_session *dup[2] = {bs[0], bs[0]}, *nul[2] = {bs[0], NULL};
+        int32_t two[2] = {1, 2}, bad[2] = {1, (int32_t)V};
+        const int64_t p0 = attn_llm_session_pos(bs[0]), p1 = attn_llm_session_pos(bs[1]);
+        TU_STATUS(attn_llm_session_decode_batch(ctx, dup, two, 2, lb), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_decode_batch(ctx, nul, two, 2, lb), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_decode_batch(ctx, bs, bad, 2, lb), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_decode_batch(ctx, bs, two, 0, lb), ATTN_E_INVALID, ctx);
+        attn_llm_session *full = NULL;
+        if (TU_STATUS(attn_llm_session_create(ctx, m, 1, ATTN_F32, &full), ATTN_OK, ctx) &&
+            TU_STATUS(attn_llm_session_prefill(ctx, full, ids, 1, NULL), ATTN_OK, ctx)) {
+            attn_llm_session *pair[2] = {bs[0], full};
+            TU_STATUS(attn_llm_session_decode_batch(ctx, pair, two, 2, lb), ATTN_E_OVERFLOW, ctx);
+        }
+        attn_llm_session_free(full);
+        TU_CHECK(attn_llm_session_pos(bs[0]) == p0 && attn_llm_session_pos(bs[1]) == p1,
+                 "%s: a refused batch moved a session", what);
+    }
+    for (int i = 0; i < NS; i++)
+        attn_llm_session_free(bs[i]), attn_llm_session_free(one[i]);
+    free(lb), free(l1);
+}
+
 /* The model at path (a folder or a GGUF file) against r: forward and session, threads 1, 2. */
 static void check(const fam *f, const char *path, int gguf, const ref *r) {
     float *out[2] = {NULL, NULL};
@@ -131,6 +183,8 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
                "max|logit|\n", f->name, gguf ? "GGUF  " : "folder", threads,
                threads > 1 ? "s" : " ", e, es);
         attn_llm_session_free(s);
+        if (r->n >= 12)
+            check_batch(ctx, m, path, r->ids, V);
         free(row);
         out[threads - 1] = lg;
         attn_llm_free(m);

@@ -265,12 +265,12 @@ static void kv_append(const attn__kv *kv, const float *k, const float *v, int64_
         }
 }
 
-/* The attention of T new queries (rows ldq) over a cache holding kv->pos tokens, after the new
- * keys and values (rows ldk) joined it: bottom-right causal, into ao [T, H D]. */
+/* The attention of T new queries (rows ldq) of one sequence over its cache kv holding kv->pos
+ * tokens, after the new keys and values (rows ldk) joined it: bottom-right causal, into ao
+ * [T, H D]. */
 static attn_status attend_cache(attn_ctx *ctx, const attn__attention *a, const attn__attn_io *io,
-                                const float *q, int64_t ldq, const float *k, const float *v,
-                                int64_t ldk, float *ao) {
-    attn__kv *kv = io->kv;
+                                attn__kv *kv, const float *q, int64_t ldq, const float *k,
+                                const float *v, int64_t ldk, float *ao) {
     const int64_t T = io->L, H = a->H, Hkv = a->Hkv, D = a->D, HD = H * D, S = kv->pos + T;
     kv_append(kv, k, v, ldk, T, Hkv, D);
     attn__sdpa_args s;
@@ -332,9 +332,9 @@ attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attention *a, const a
     ATTN_TRY(bind_kpm(ctx, io->kpm, B, S, &m1));
     if (rec && (rec->ldq != HD) != one)
         return attn__fail(ctx, ATTN_E_INVALID, "internal: an attention record of another layout");
-    if (io->kv && (rec || !one || B != 1))
+    if (io->kv && (rec || !one))
         return attn__fail(ctx, ATTN_E_INVALID,
-                          "internal: a KV cache for other than one sequence's "
+                          "internal: a KV cache for other than a "
                           "self-attention");
     attn__mark mk = attn__ws_mark(ctx);
     float *qp, *kp, *vp, *ao, *w = NULL;
@@ -364,8 +364,10 @@ attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attention *a, const a
         }
     if (a->q_norm || a->rope)
         qk_rows(ctx, a, io, qp, ldq, kp, ldk);
-    if (io->kv) {
-        ATTN_TRYG(attend_cache(ctx, a, io, qp, ldq, kp, vp, ldk, ao));
+    if (io->kv) { /* each sequence over its own cache */
+        for (int64_t b = 0; b < B; b++)
+            ATTN_TRYG(attend_cache(ctx, a, io, &io->kv[b], qp + b * L * ldq, ldq, kp + b * L * ldk,
+                                   vp + b * L * ldk, ldk, ao + b * L * HD));
     } else {
         attn__sdpa_args s;
         attn__sdpa_heads(&s, B, H, L, Sx, D, D, qp, ldq, kp, ldk, vp, ldk, ao, HD);

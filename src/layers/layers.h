@@ -396,9 +396,10 @@ static inline int64_t attn__attention_extra(const attn__attention *a) {
 }
 
 /* Where the attention finds its keys and values.  Without a cache (kv NULL) they are the
- * current tokens' own.  With one (B = 1): the layer's slice of a session's cache, k and v
- * [Hkv][cap][D] in dtype (ATTN_F32 or ATTN_BF16), holding pos tokens; the forward appends the
- * T new ones at pos .. pos + T - 1 (pos + T <= cap, the caller checks) and attends over all. */
+ * current tokens' own.  With one (one per sequence): the layer's slice of a session's cache,
+ * k and v [Hkv][cap][D] in dtype (ATTN_F32 or ATTN_BF16), holding pos tokens; the forward
+ * appends the T new ones at pos .. pos + T - 1 (pos + T <= cap, the caller checks) and
+ * attends over all. */
 typedef struct attn__kv {
     attn_dtype dtype;
     void *k, *v;
@@ -416,9 +417,10 @@ typedef struct attn__rope_cs {
  * product when a->qkv is set).  Masks (may be NULL; validated and bound before any work):
  * key_padding_mask [B, S], attn_mask [L, S] or [B H, L, S] (nn.MultiheadAttention's); they
  * never cover the appended keys.  rng: the dropout stream (NULL: none; an offset is taken only
- * when it trains and a->dropout > 0).  rope: the positions' rows (with a->rope).  kv: a cache
- * (self-attention, B = 1; not with a record).  rows: run the row kernels (the recompute of a
- * forward that wrote weights). */
+ * when it trains and a->dropout > 0).  rope: the positions' rows (with a->rope).  kv: NULL, or
+ * B caches, one per sequence (self-attention; not with a record): sequence b's L rows join
+ * kv[b] and attend over all of it.  rows: run the row kernels (the recompute of a forward that
+ * wrote weights). */
 typedef struct attn__attn_io {
     const float *query, *key, *value;
     int64_t B, L, S;

@@ -891,11 +891,12 @@ static attn_status check_ids(attn_ctx *ctx, const attn_llm *m, const int32_t *id
     return ATTN_OK;
 }
 
-/* B sequences of T tokens (ids, checked) at positions p0 .. p0 + T - 1, through every layer
- * (s: B = 1 with the session's cache, holding p0 tokens), then the final norm and the head:
- * logits [B*T, V] of every token, or (last) [V] of the last one. */
-static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
-                       int64_t T, int64_t p0, attn_llm_session *s, int last, float *logits) {
+/* B sequences of T tokens (ids, checked) through every layer, then the final norm and the
+ * head.  ss NULL: at positions 0 .. T-1, no cache; else B sessions: sequence b at positions
+ * p .. p + T - 1 after the p = ss[b]->pos tokens of its cache.  logits [B*T, V] of every token,
+ * or (last) [B, V] of each sequence's last. */
+static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B, int64_t T,
+                       attn_llm_session *const *ss, int last, float *logits) {
     const attn_llm_config *c = &m->cfg;
     const int64_t M = B * T, E = c->hidden_size, h = c->head_dim / 2;
     attn__mark mk = attn__ws_mark(ctx);
@@ -906,7 +907,8 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
     ATTN_TRYG(attn__ws_f32(ctx, &cs, M, h, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &sn, M, h, 1, 1));
     ATTN_TRYG(attn__ws_alloc(ctx, (size_t)M, sizeof *pos, (void **)&pos));
-    for (int64_t i = 0; i < M; i++) pos[i] = p0 + i % T;
+    for (int64_t i = 0; i < M; i++)
+        pos[i] = (ss ? ss[i / T]->pos : 0) + i % T;
     attn__rope_table(m->inv_freq, c->head_dim, pos, 0, M, cs, sn);
     float *lcs = NULL, *lsn = NULL;
     if (m->inv_freq_local) { /* the local layers' RoPE base */
@@ -920,21 +922,26 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
         for (int64_t i = 0; i < M * E; i++) x[i] *= sc;
     }
     const attn__rope_cs rr = {cs, sn, lcs, lsn};
+    attn__kv *kv = NULL;
+    if (ss)
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B, sizeof *kv, (void **)&kv));
     for (int64_t l = 0; l < c->num_layers; l++) {
-        attn__kv kv;
-        if (s) {
-            kv.dtype = s->dtype;
-            kv.k = s->k + (size_t)l * s->layer_bytes;
-            kv.v = s->v + (size_t)l * s->layer_bytes;
-            kv.cap = s->cap, kv.pos = p0;
+        for (int64_t b = 0; ss && b < B; b++) { /* each sequence's slice of this layer */
+            const attn_llm_session *s = ss[b];
+            kv[b].dtype = s->dtype;
+            kv[b].k = s->k + (size_t)l * s->layer_bytes;
+            kv[b].v = s->v + (size_t)l * s->layer_bytes;
+            kv[b].cap = s->cap, kv[b].pos = s->pos;
         }
-        ATTN_TRYG(attn__llama_block_fwd(ctx, &m->layers[l], x, B, T, &rr, s ? &kv : NULL));
+        ATTN_TRYG(attn__llama_block_fwd(ctx, &m->layers[l], x, B, T, &rr, kv));
     }
-    const float *xr = last ? x + (M - 1) * E : x;
-    const int64_t rows = last ? 1 : M;
+    const int64_t rows = last ? B : M;
     float *n;
     ATTN_TRYG(attn__ws_f32(ctx, &n, rows, E, 1, 1));
-    attn__rms_norm(ctx, xr, E, m->norm, (float)c->rms_norm_eps, n, E, rows, E);
+    if (last && T > 1) /* each sequence's last row */
+        for (int64_t b = 0; b < B; b++)
+            memcpy(n + b * E, x + (b * T + T - 1) * E, (size_t)E * sizeof(float));
+    attn__rms_norm(ctx, last && T > 1 ? n : x, E, m->norm, (float)c->rms_norm_eps, n, E, rows, E);
     ATTN_TRYG(attn__matmul(ctx, &m->lm_head, n, E, rows, last ? 1 : T, NULL, logits,
                            c->vocab_size));
 done:
@@ -959,7 +966,7 @@ attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *id
                  ctx, ATTN_E_OVERFLOW, "attn_llm_forward: B x T = %lld x %lld is too large",
                  (long long)B, (long long)T);
     ATTN_TRY(check_ids(ctx, m, ids, M, "attn_llm_forward"));
-    return run(ctx, m, ids, B, T, 0, NULL, 0, logits);
+    return run(ctx, m, ids, B, T, NULL, 0, logits);
 }
 
 /* ---- sessions ------------------------------------------------------------------------------ */
@@ -1029,12 +1036,14 @@ static attn_status step(attn_ctx *ctx, attn_llm_session *s, const int32_t *ids, 
                  "%s: context full: %lld tokens in the cache, %lld more do not fit its capacity "
                  "of %lld", fn, (long long)s->pos, (long long)n, (long long)s->cap);
     ATTN_TRY(check_ids(ctx, m, ids, n, fn));
-    if (logits) ATTN_TRY(run(ctx, m, ids, 1, n, s->pos, s, 1, logits));
+    if (logits)
+        ATTN_TRY(run(ctx, m, ids, 1, n, &s, 1, logits));
     else { /* the last token's logits are not wanted: still the same pass, into scratch */
         attn__mark mk = attn__ws_mark(ctx);
         float *lg;
         attn_status st = attn__ws_f32(ctx, &lg, m->cfg.vocab_size, 1, 1, 1);
-        if (!st) st = run(ctx, m, ids, 1, n, s->pos, s, 1, lg);
+        if (!st)
+            st = run(ctx, m, ids, 1, n, &s, 1, lg);
         attn__ws_release(ctx, mk);
         ATTN_TRY(st);
     }
@@ -1056,4 +1065,32 @@ attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s, int32_t 
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!s || !logits, ctx, ATTN_E_INVALID, "attn_llm_session_decode: NULL argument");
     return step(ctx, s, &id, 1, logits, "attn_llm_session_decode");
+}
+
+attn_status attn_llm_session_decode_batch(attn_ctx *ctx, attn_llm_session *const *s,
+                                          const int32_t *ids, int64_t n, float *logits) {
+    static const char fn[] = "attn_llm_session_decode_batch";
+    if (!ctx)
+        return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!s || !ids || !logits, ctx, ATTN_E_INVALID, "%s: NULL argument", fn);
+    ATTN_FAIL_IF(n < 1 || n > ATTN_LLM_BATCH_MAX, ctx, ATTN_E_INVALID,
+                 "%s: n %lld must be in [1, %d]", fn, (long long)n, ATTN_LLM_BATCH_MAX);
+    /* everything is checked before any cache changes */
+    for (int64_t i = 0; i < n; i++) {
+        ATTN_FAIL_IF(!s[i], ctx, ATTN_E_INVALID, "%s: session %lld is NULL", fn, (long long)i);
+        ATTN_FAIL_IF(s[i]->m != s[0]->m, ctx, ATTN_E_INVALID,
+                     "%s: session %lld belongs to another model than session 0", fn, (long long)i);
+        for (int64_t j = 0; j < i; j++)
+            ATTN_FAIL_IF(s[j] == s[i], ctx, ATTN_E_INVALID,
+                         "%s: sessions %lld and %lld are the same one", fn, (long long)j,
+                         (long long)i);
+        ATTN_FAIL_IF(s[i]->pos >= s[i]->cap, ctx, ATTN_E_OVERFLOW,
+                     "%s: session %lld is full (%lld tokens, its capacity)", fn, (long long)i,
+                     (long long)s[i]->cap);
+    }
+    ATTN_TRY(check_ids(ctx, s[0]->m, ids, n, fn));
+    ATTN_TRY(run(ctx, s[0]->m, ids, n, 1, s, 1, logits));
+    for (int64_t i = 0; i < n; i++)
+        s[i]->pos++;
+    return ATTN_OK;
 }
