@@ -891,31 +891,33 @@ static attn_status check_ids(attn_ctx *ctx, const attn_llm *m, const int32_t *id
     return ATTN_OK;
 }
 
-/* B sequences of T tokens (ids, checked) through every layer, then the final norm and the
- * head.  ss NULL: at positions 0 .. T-1, no cache; else B sessions: sequence b at positions
- * p .. p + T - 1 after the p = ss[b]->pos tokens of its cache.  logits [B*T, V] of every token,
- * or (last) [B, V] of each sequence's last. */
-static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B, int64_t T,
-                       attn_llm_session *const *ss, int last, float *logits) {
+attn_status attn__llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
+                          int64_t T, attn_llm_session *const *ss, int last, float *logits,
+                          attn__llm_rec *rec) {
     const attn_llm_config *c = &m->cfg;
-    const int64_t M = B * T, E = c->hidden_size, h = c->head_dim / 2;
+    const int64_t M = B * T, E = c->hidden_size, h = c->head_dim / 2, L = c->num_layers;
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
-    float *x, *cs, *sn;
+    float *x, *cs, *sn, *lcs = NULL, *lsn = NULL;
     int64_t *pos;
-    ATTN_TRYG(attn__ws_f32(ctx, &x, M, E, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &cs, M, h, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &sn, M, h, 1, 1));
+    if (rec) { /* the record's buffers: x is layer 0's input */
+        x = rec->xs, cs = (float *)rec->rope.cs, sn = (float *)rec->rope.sn;
+        lcs = (float *)rec->rope.lcs, lsn = (float *)rec->rope.lsn;
+    } else {
+        ATTN_TRYG(attn__ws_f32(ctx, &x, M, E, 1, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &cs, M, h, 1, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &sn, M, h, 1, 1));
+        if (m->inv_freq_local) { /* the local layers' RoPE base */
+            ATTN_TRYG(attn__ws_f32(ctx, &lcs, M, h, 1, 1));
+            ATTN_TRYG(attn__ws_f32(ctx, &lsn, M, h, 1, 1));
+        }
+    }
     ATTN_TRYG(attn__ws_alloc(ctx, (size_t)M, sizeof *pos, (void **)&pos));
     for (int64_t i = 0; i < M; i++)
         pos[i] = (ss ? ss[i / T]->pos : 0) + i % T;
     attn__rope_table(m->inv_freq, c->head_dim, pos, 0, M, cs, sn);
-    float *lcs = NULL, *lsn = NULL;
-    if (m->inv_freq_local) { /* the local layers' RoPE base */
-        ATTN_TRYG(attn__ws_f32(ctx, &lcs, M, h, 1, 1));
-        ATTN_TRYG(attn__ws_f32(ctx, &lsn, M, h, 1, 1));
+    if (m->inv_freq_local)
         attn__rope_table(m->inv_freq_local, c->head_dim, pos, 0, M, lcs, lsn);
-    }
     ATTN_TRYG(attn__weight_rows(ctx, &m->embed, ids, M, x));
     if (c->embed_scale != 0) { /* Gemma: times sqrt(E), rounded to float as HF's buffer */
         const float sc = (float)c->embed_scale;
@@ -925,7 +927,7 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
     attn__kv *kv = NULL;
     if (ss)
         ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B, sizeof *kv, (void **)&kv));
-    for (int64_t l = 0; l < c->num_layers; l++) {
+    for (int64_t l = 0; l < L; l++) {
         for (int64_t b = 0; ss && b < B; b++) { /* each sequence's slice of this layer */
             const attn_llm_session *s = ss[b];
             kv[b].dtype = s->dtype;
@@ -933,20 +935,34 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
             kv[b].v = s->v + (size_t)l * s->layer_bytes;
             kv[b].cap = s->cap, kv[b].pos = s->pos;
         }
-        ATTN_TRYG(attn__llama_block_fwd(ctx, &m->layers[l], x, B, T, &rr, kv));
+        if (rec) /* layer l from its kept input into the next one's */
+            ATTN_TRYG(attn__llama_block_fwd_rec(ctx, &m->layers[l], x + l * M * E,
+                                                x + (l + 1) * M * E, B, T, &rr,
+                                                rec->ls ? &rec->ls[l] : NULL));
+        else
+            ATTN_TRYG(attn__llama_block_fwd(ctx, &m->layers[l], x, B, T, &rr, kv));
     }
+    if (!logits)
+        goto done;
+    const float *xl = rec ? x + L * M * E : x;
     const int64_t rows = last ? B : M;
     float *n;
     ATTN_TRYG(attn__ws_f32(ctx, &n, rows, E, 1, 1));
     if (last && T > 1) /* each sequence's last row */
         for (int64_t b = 0; b < B; b++)
-            memcpy(n + b * E, x + (b * T + T - 1) * E, (size_t)E * sizeof(float));
-    attn__rms_norm(ctx, last && T > 1 ? n : x, E, m->norm, (float)c->rms_norm_eps, n, E, rows, E);
+            memcpy(n + b * E, xl + (b * T + T - 1) * E, (size_t)E * sizeof(float));
+    attn__rms_norm(ctx, last && T > 1 ? n : xl, E, m->norm, (float)c->rms_norm_eps, n, E, rows, E);
     ATTN_TRYG(attn__matmul(ctx, &m->lm_head, n, E, rows, last ? 1 : T, NULL, logits,
                            c->vocab_size));
 done:
     attn__ws_release(ctx, mk);
     return st;
+}
+
+/* attn__llm_run without a record. */
+static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B, int64_t T,
+                       attn_llm_session *const *ss, int last, float *logits) {
+    return attn__llm_run(ctx, m, ids, B, T, ss, last, logits, NULL);
 }
 
 attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,

@@ -34,6 +34,8 @@ typedef struct lm {
     float *inv_freq;         /* [D/2], in m->extra */
     float *inv_local;        /* [D/2] of the local layers (rope_theta_local), or NULL */
     attn__weight embed_w, head_w;
+    attn_llm core;           /* the model as attn__llm_run sees it: a view of the above (no
+                                text side, no store of its own) */
     int64_t lay_at, lay_len; /* arena offsets of layer i: [lay_at + i lay_len, + lay_len) */
 } lm;
 
@@ -126,6 +128,11 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
     q->embed_w = attn__weight_f32(q->embed, NULL, V, E);
     q->head_w = c.tie_word_embeddings ? q->embed_w : attn__weight_f32(q->head.weight, NULL, V, E);
     attn__llm_inv_freq(&c, NULL, q->inv_freq, q->inv_local);
+    memset(&q->core, 0, sizeof q->core);
+    q->core.cfg = c;
+    q->core.embed = q->embed_w, q->core.lm_head = q->head_w, q->core.norm = q->norm;
+    q->core.layers = q->blk, q->core.inv_freq = q->inv_freq, q->core.inv_freq_local = q->inv_local;
+    q->core.bos = q->core.eos = q->core.eot = -1;
     return ATTN_OK;
 }
 
@@ -299,93 +306,52 @@ static attn_status lm_logits_arg(attn_ctx *ctx, const attn_module *m, const char
 }
 
 /* ---- forward and its record ---------------------------------------------------------------- */
-/* What the backward reads.  xs [L + 1][M][E]: each layer's input, then the last layer's output
- * (the final norm's input).  ls [L]: the layers' records (NULL when checkpointed: the backward
- * runs each layer's forward again from xs). */
+/* What the backward reads: the ids and the one forward's record (attn__llm_rec, llm_model.h:
+ * each layer's input and, unless checkpointed, its record). */
 typedef struct lm_rec {
     int64_t B, T;
-    int ckpt;
     int32_t *ids;
-    attn__rope_cs rope; /* [M, D/2] (and the local layers') */
-    float *xs;
-    attn__llama_block_saved *ls;
+    attn__llm_rec r;
 } lm_rec;
 
-/* The forward of ids into rec (buffers from t, NULL: the caller's workspace frame), then the
- * logits [M, V] when logits is not NULL.  rec NULL: inference (in place, nothing kept). */
+/* The forward of ids (attn__llm_run on the module's view q->core) into rec (buffers from t,
+ * NULL: the caller's workspace frame), then the logits [M, V] when logits is not NULL.  rec
+ * NULL: inference (in place, nothing kept). */
 static attn_status lm_fwd(attn_ctx *ctx, const lm *q, const attn_tensor *ids, attn__tape *t,
                           int ckpt, lm_rec *rec, float *logits, int64_t *pB, int64_t *pT) {
     const attn_llm_config *c = &q->c;
     const int64_t L = c->num_layers, E = c->hidden_size, h = c->head_dim / 2;
-    attn_status st;
     int64_t B, T;
     int32_t *id;
-    float *cs, *sn, *lcs = NULL, *lsn = NULL, *xs;
-    int64_t *pos;
-    /* the kept buffers first, from t (or from the caller's frame: before the mark) */
-    if (rec) {
-        ATTN_TRY(lm_ids(ctx, q, ids, t, &B, &T, &id));
-        ATTN_TRY(attn__rec_f32(ctx, t, &cs, B * T, h, 1, 1));
-        ATTN_TRY(attn__rec_f32(ctx, t, &sn, B * T, h, 1, 1));
-        if (q->inv_local) {
-            ATTN_TRY(attn__rec_f32(ctx, t, &lcs, B * T, h, 1, 1));
-            ATTN_TRY(attn__rec_f32(ctx, t, &lsn, B * T, h, 1, 1));
-        }
-        ATTN_TRY(attn__rec_f32(ctx, t, &xs, L + 1, B * T, E, 1));
-        rec->B = B, rec->T = T, rec->ckpt = ckpt, rec->ids = id, rec->xs = xs;
-        rec->rope = (attn__rope_cs){cs, sn, lcs, lsn};
-        rec->ls = NULL;
-        if (!ckpt) {
-            ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)L, sizeof *rec->ls, (void **)&rec->ls));
-            for (int64_t l = 0; l < L; l++)
-                ATTN_TRY(attn__llama_block_saved_alloc(ctx, t, &q->blk[l], B, T, &rec->ls[l]));
-        }
-    }
-    attn__mark mk = attn__ws_mark(ctx);
     if (!rec) {
-        ATTN_TRYG(lm_ids(ctx, q, ids, NULL, &B, &T, &id));
-        ATTN_TRYG(attn__ws_f32(ctx, &cs, B * T, h, 1, 1));
-        ATTN_TRYG(attn__ws_f32(ctx, &sn, B * T, h, 1, 1));
-        if (q->inv_local) {
-            ATTN_TRYG(attn__ws_f32(ctx, &lcs, B * T, h, 1, 1));
-            ATTN_TRYG(attn__ws_f32(ctx, &lsn, B * T, h, 1, 1));
-        }
-        ATTN_TRYG(attn__ws_f32(ctx, &xs, B * T, E, 1, 1));
+        attn__mark mk = attn__ws_mark(ctx);
+        attn_status st = lm_ids(ctx, q, ids, NULL, &B, &T, &id);
+        if (!st)
+            *pB = B, *pT = T;
+        if (!st)
+            st = attn__llm_run(ctx, &q->core, id, B, T, NULL, 0, logits, NULL);
+        attn__ws_release(ctx, mk);
+        return st;
     }
-    const int64_t M = B * T;
+    /* the kept buffers, from t (or from the caller's frame) */
+    float *cs, *sn, *lcs = NULL, *lsn = NULL, *xs;
+    ATTN_TRY(lm_ids(ctx, q, ids, t, &B, &T, &id));
+    ATTN_TRY(attn__rec_f32(ctx, t, &cs, B * T, h, 1, 1));
+    ATTN_TRY(attn__rec_f32(ctx, t, &sn, B * T, h, 1, 1));
+    if (q->inv_local) {
+        ATTN_TRY(attn__rec_f32(ctx, t, &lcs, B * T, h, 1, 1));
+        ATTN_TRY(attn__rec_f32(ctx, t, &lsn, B * T, h, 1, 1));
+    }
+    ATTN_TRY(attn__rec_f32(ctx, t, &xs, L + 1, B * T, E, 1));
+    rec->B = B, rec->T = T, rec->ids = id;
+    rec->r.xs = xs, rec->r.rope = (attn__rope_cs){cs, sn, lcs, lsn}, rec->r.ls = NULL;
+    if (!ckpt) {
+        ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)L, sizeof *rec->r.ls, (void **)&rec->r.ls));
+        for (int64_t l = 0; l < L; l++)
+            ATTN_TRY(attn__llama_block_saved_alloc(ctx, t, &q->blk[l], B, T, &rec->r.ls[l]));
+    }
     *pB = B, *pT = T;
-    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)M, sizeof *pos, (void **)&pos));
-    for (int64_t i = 0; i < M; i++) pos[i] = i % T;
-    attn__rope_table(q->inv_freq, c->head_dim, pos, 0, M, cs, sn);
-    if (q->inv_local)
-        attn__rope_table(q->inv_local, c->head_dim, pos, 0, M, lcs, lsn);
-    const attn__rope_cs rr = {cs, sn, lcs, lsn};
-    ATTN_TRYG(attn__weight_rows(ctx, &q->embed_w, id, M, xs));
-    if (c->embed_scale != 0) { /* Gemma: times sqrt(E) in float, as attn_llm_forward */
-        const float sc = (float)c->embed_scale;
-        for (int64_t i = 0; i < M * E; i++)
-            xs[i] *= sc;
-    }
-    for (int64_t l = 0; l < L; l++) {
-        if (!rec) {
-            ATTN_TRYG(attn__llama_block_fwd(ctx, &q->blk[l], xs, B, T, &rr, NULL));
-        } else {
-            const float *x0 = xs + l * M * E;
-            float *x1 = xs + (l + 1) * M * E;
-            ATTN_TRYG(attn__llama_block_fwd_rec(ctx, &q->blk[l], x0, x1, B, T, &rr,
-                                                ckpt ? NULL : &rec->ls[l]));
-        }
-    }
-    if (logits) {
-        const float *xl = rec ? xs + L * M * E : xs;
-        float *n;
-        ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
-        attn__rms_norm(ctx, xl, E, q->norm, (float)c->rms_norm_eps, n, E, M, E);
-        ATTN_TRYG(attn__matmul(ctx, &q->head_w, n, E, M, T, NULL, logits, c->vocab_size));
-    }
-done:
-    attn__ws_release(ctx, mk);
-    return st;
+    return attn__llm_run(ctx, &q->core, id, B, T, NULL, 0, logits, &rec->r);
 }
 
 /* The checks of the two forwards' arguments: ids [B, T], logits [B, T, V], no overlaps. */
@@ -454,7 +420,7 @@ static attn_status lm_bwd(attn_ctx *ctx, const lm *q, const attn__gmap *g, const
     ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &d, M, E, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &d2, M, E, 1, 1));
-    const float *xl = rec->xs + L * M * E;
+    const float *xl = rec->r.xs + L * M * E;
     attn__rms_norm(ctx, xl, E, q->norm, eps, n, E, M, E);
     /* logits = n Wh^T: dn = dl Wh (into d2), dWh += dl^T n (the embedding's when tied) */
     ATTN_TRYG(attn__matmul_bwd(ctx, &q->head_w, n, E, dl, V, d2, E, 0, NULL,
@@ -466,18 +432,20 @@ static attn_status lm_bwd(attn_ctx *ctx, const lm *q, const attn__gmap *g, const
     attn__grad_ready(ctx, q->norm - g->arena, E);
     for (int64_t l = L - 1; l >= 0; l--) {
         attn__mark ml = attn__ws_mark(ctx);
-        const float *x0 = rec->xs + l * M * E;
+        const float *x0 = rec->r.xs + l * M * E;
         attn__llama_block_saved one;
-        const attn__llama_block_saved *r = rec->ls ? &rec->ls[l] : &one;
-        if (!rec->ls) { /* checkpointed: this layer's forward again, recorded */
+        const attn__llama_block_saved *r = rec->r.ls ? &rec->r.ls[l] : &one;
+        if (!rec->r.ls) { /* checkpointed: this layer's forward again, recorded */
             float *o;
             st = attn__llama_block_saved_alloc(ctx, NULL, &q->blk[l], B, T, &one);
             if (!st) st = attn__ws_f32(ctx, &o, M, E, 1, 1);
-            if (!st) st = attn__llama_block_fwd_rec(ctx, &q->blk[l], x0, o, B, T, &rec->rope, &one);
+            if (!st)
+                st = attn__llama_block_fwd_rec(ctx, &q->blk[l], x0, o, B, T, &rec->r.rope, &one);
         } else {
             st = ATTN_OK;
         }
-        if (!st) st = attn__llama_block_bwd(ctx, &q->blk[l], g, r, B, T, &rec->rope, d, d2);
+        if (!st)
+            st = attn__llama_block_bwd(ctx, &q->blk[l], g, r, B, T, &rec->r.rope, d, d2);
         attn__ws_release(ctx, ml);
         if (st) goto done;
         attn__grad_ready(ctx, q->lay_at + l * q->lay_len, q->lay_len);

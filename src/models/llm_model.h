@@ -40,6 +40,24 @@ struct attn_llm {
     int add_bos;                   /* 1: prompts start with bos */
 };
 
+/* The one forward of the decoder-only LM, for inference (attn_llm_*) and training
+ * (attn_llama_lm, whose module binds an attn_llm view to its parameters).  B sequences of T
+ * tokens (ids, checked by the caller) through every layer, then the final norm and the head.
+ * ss NULL: at positions 0 .. T-1, no cache; else B sessions: sequence b at positions
+ * p .. p + T - 1 after the p = ss[b]->pos tokens of its cache.  logits [B*T, V] of every token,
+ * or (last) [B, V] of each sequence's last; NULL: none (the layers only).  rec (not with ss):
+ * the training record, its buffers the caller's: xs [L + 1][B T][E] (each layer's input, then
+ * the last layer's output), the RoPE rows (lcs/lsn with the local base), and ls: each layer's
+ * record, or NULL (checkpointed: the inputs only). */
+typedef struct attn__llm_rec {
+    float *xs;
+    attn__rope_cs rope;
+    attn__llama_block_saved *ls;
+} attn__llm_rec;
+ATTN__HIDDEN attn_status attn__llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
+                                       int64_t B, int64_t T, attn_llm_session *const *ss, int last,
+                                       float *logits, attn__llm_rec *rec);
+
 /* The model's tensors in one order, for every loader: 0 the token embedding, 1 the final
  * norm, 2 the output head, then per layer the ATTN__LT_N entries (weights, norms, then the
  * biases, which bind after their weights).  attn__llm_entry: 0 when the config has no such
