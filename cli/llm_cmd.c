@@ -16,7 +16,7 @@
 /* ---- shared ---------------------------------------------------------------------------- */
 typedef struct llm_opts {
     const char *model, *prompt, *text, *file, *system, *cache, *logits;
-    long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat;
+    long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat, parallel;
     double temperature, top_p, min_p, repeat_penalty;
     int quiet, raw, json, cache_bf16, f32, ids, act, no_mmap, vocab_only;
 } llm_opts;
@@ -58,7 +58,7 @@ static void defaults(llm_opts *o) {
     memset(o, 0, sizeof *o);
     o->tokens = 128, o->top_k = 40, o->seed = 1;
     o->temperature = 0.8, o->top_p = 0.95, o->min_p = 0.05, o->repeat_penalty = 1.0;
-    o->prompt_len = 512, o->gen = 128, o->repeat = 3;
+    o->prompt_len = 512, o->gen = 128, o->repeat = 3, o->parallel = 1;
 }
 
 static attn_llm_sampler sampler_of(const llm_opts *o) {
@@ -816,6 +816,10 @@ int attn_bench_llm(int argc, char **argv) {
                      "prompt tokens (default 512)"),
         ATTN_OPT_INT("gen", 0, &o.gen, 1, 1 << 20, "N", "tokens generated (default 128)"),
         ATTN_OPT_INT("repeat", 0, &o.repeat, 1, 1000, "N", "timed runs (default 3)"),
+        ATTN_OPT_INT("parallel", 0, &o.parallel, 1, 256, "N",
+                     "N sequences generated together (continuous batching:\n"
+                     "attn_llm_session_decode_batch), each after its own prompt;\n"
+                     "generation tokens/s counts all of them (default 1)"),
         ATTN_OPT_FLAG("cache-bf16", 0, &o.cache_bf16, "keep the KV cache in bfloat16"),
         ATTN_OPT_FLAG("f32", 0, &o.f32, "dequantize the weights to float32 at load"),
         OPT_ACT(&o),
@@ -823,16 +827,20 @@ int attn_bench_llm(int argc, char **argv) {
         ATTN_OPT_FLAG("json", 0, &o.json, "one JSON object instead of the table"),
         ATTN_OPT_END};
     const attn_cli_spec spec = {
-        "bench --op llm", "attn bench --op llm --model MODEL [options]",
+        "bench --op llm",
+        "attn bench --op llm --model MODEL [options]",
         "Times a language model: a prompt of --prompt-len tokens prefilled in one pass,\n"
         "then --gen tokens generated greedily one at a time (median of --repeat runs).\n"
         "Prints prompt and generation tokens/s, the bytes a generated token reads (every\n"
         "matrix of the model once, and the K and V cache rows of its context: their mean\n"
         "over the generated tokens), that rate in GB/s as % of the machine's read\n"
         "bandwidth (measured here: 512 MiB summed on the same threads; also for the\n"
-        "weights alone), and peak RSS.\n"
+        "weights alone), and peak RSS.  With --parallel N, N sessions decode together\n"
+        "(one batched step per token, each weight read once for all) and the\n"
+        "generation rate is their sum.\n"
         "The prompt is the model's own text: its tokens 100, 101, ... cycled.",
-        table, NULL,
+        table,
+        NULL,
         "attn bench --op llm --model SmolLM2-135M-Instruct.Q4_1.gguf --threads 2 --json"};
     int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
@@ -841,11 +849,12 @@ int attn_bench_llm(int argc, char **argv) {
     const char *cmd = "bench";
     attn_ctx *ctx = NULL;
     attn_llm *m = NULL;
-    attn_llm_session *s = NULL;
+    attn_llm_session *ss[256] = {NULL}, *s = NULL;
     int32_t *ids = NULL;
     float *lg = NULL;
     int rc = 1;
     attn_status st;
+    const int64_t np = o.parallel;
     if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
     if (!load(cmd, &o, ctx, &m)) goto out;
     attn_llm_config c;
@@ -856,12 +865,15 @@ int attn_bench_llm(int argc, char **argv) {
                         "of %lld\n", (long long)cap, (long long)c.max_position_embeddings);
         goto out;
     }
-    if ((st = attn_llm_session_create(ctx, m, cap, o.cache_bf16 ? ATTN_BF16 : ATTN_F32, &s))) {
-        attn_cli_fail(ctx, cmd, st);
-        goto out;
-    }
+    for (int64_t i = 0; i < np; i++)
+        if ((st = attn_llm_session_create(ctx, m, cap, o.cache_bf16 ? ATTN_BF16 : ATTN_F32,
+                                          &ss[i]))) {
+            attn_cli_fail(ctx, cmd, st);
+            goto out;
+        }
+    s = ss[0];
     ids = malloc(sizeof *ids * (size_t)o.prompt_len);
-    lg = malloc(sizeof *lg * (size_t)c.vocab_size);
+    lg = malloc(sizeof *lg * (size_t)c.vocab_size * (size_t)np);
     if (!ids || !lg) {
         fprintf(stderr, "attn bench: out of memory\n");
         goto out;
@@ -875,38 +887,62 @@ int attn_bench_llm(int argc, char **argv) {
         double t0 = attn_bench_now_s();
         if ((st = attn_llm_session_prefill(ctx, s, ids, o.prompt_len, lg))) goto fail;
         double t1 = attn_bench_now_s();
+        for (int64_t i = 1; i < np; i++) { /* the others' prompts (untimed): shifted by i */
+            attn_llm_session_reset(ss[i]);
+            if ((st = attn_llm_session_prefill(ctx, ss[i], ids + i % o.prompt_len,
+                                               o.prompt_len - i % o.prompt_len,
+                                               lg + i * c.vocab_size)))
+                goto fail;
+        }
+        const double t1g = np > 1 ? attn_bench_now_s() : t1;
         for (int64_t g = 0; g < o.gen; g++) {
-            int32_t id;
-            if ((st = attn_llm_sample(ctx, &sp, lg, c.vocab_size, NULL, 0, NULL, &id))) goto fail;
-            if ((st = attn_llm_session_decode(ctx, s, id, lg))) goto fail;
+            int32_t id[256];
+            for (int64_t i = 0; i < np; i++)
+                if ((st = attn_llm_sample(ctx, &sp, lg + i * c.vocab_size, c.vocab_size, NULL, 0,
+                                          NULL, &id[i])))
+                    goto fail;
+            if (np == 1)
+                st = attn_llm_session_decode(ctx, s, id[0], lg);
+            else
+                st = attn_llm_session_decode_batch(ctx, ss, id, np, lg);
+            if (st)
+                goto fail;
         }
         double t2 = attn_bench_now_s();
-        if (rep >= 0) tp[rep] = t1 - t0, tg[rep] = t2 - t1;
+        if (rep >= 0)
+            tp[rep] = t1 - t0, tg[rep] = t2 - t1g;
     }
     const double p_tps = (double)o.prompt_len / attn_bench_median(tp, (int)o.repeat);
-    const double g_tps = (double)o.gen / attn_bench_median(tg, (int)o.repeat);
+    const double g_tps = (double)(o.gen * np) / attn_bench_median(tg, (int)o.repeat);
     const double rss = attn_bench_rss_mib(); /* before the bandwidth test's buffer */
     /* a generated token reads every weight once and the K and V rows of its whole context
      * (prompt_len + 1 .. prompt_len + gen positions: their mean) in every layer */
     const double kvb = (double)c.num_layers * (double)c.num_kv_heads * (double)c.head_dim * 2.0 *
                        (o.cache_bf16 ? 2.0 : 4.0) * ((double)o.prompt_len + (o.gen + 1) / 2.0);
-    const double wb = (double)attn_llm_weight_bytes(m), gbs = wb * g_tps / 1e9,
-                 tgbs = (wb + kvb) * g_tps / 1e9, bw = read_bandwidth(attn_ctx_threads(ctx));
+    /* a batched step reads the weights once for its np tokens, and each sequence's cache */
+    const double steps = g_tps / (double)np;
+    const double wb = (double)attn_llm_weight_bytes(m), gbs = wb * steps / 1e9,
+                 tgbs = (wb + kvb * (double)np) * steps / 1e9,
+                 bw = read_bandwidth(attn_ctx_threads(ctx));
     if (o.json) {
         printf("{\"op\": \"llm\", \"model\": \"");
         attn_cli_put_escaped(stdout, o.model);
         printf("\", \"threads\": %d, \"prompt_len\": %lld, \"gen\": %lld, \"repeat\": %lld, "
-               "\"prompt_tokens_per_s\": %.2f, \"gen_tokens_per_s\": %.2f, "
+               "\"parallel\": %lld, \"prompt_tokens_per_s\": %.2f, \"gen_tokens_per_s\": %.2f, "
                "\"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f, "
                "\"gen_weight_gb_per_s\": %.3f, \"gen_read_gb_per_s\": %.3f, "
                "\"read_bandwidth_gb_per_s\": %.3f, \"weight_bandwidth_fraction\": %.4f, "
                "\"bandwidth_fraction\": %.4f, \"peak_rss_mib\": %.1f}\n",
-               attn_ctx_threads(ctx), o.prompt_len, o.gen, o.repeat, p_tps, g_tps, wb, kvb, gbs,
-               tgbs, bw, bw > 0 ? gbs / bw : 0.0, bw > 0 ? tgbs / bw : 0.0, rss);
+               attn_ctx_threads(ctx), o.prompt_len, o.gen, o.repeat, o.parallel, p_tps, g_tps, wb,
+               kvb, gbs, tgbs, bw, bw > 0 ? gbs / bw : 0.0, bw > 0 ? tgbs / bw : 0.0, rss);
     } else {
         printf("attn bench: llm %s, %d threads\n", o.model, attn_ctx_threads(ctx));
         printf("  prompt (%lld tokens)      %10.1f tokens/s\n", o.prompt_len, p_tps);
-        printf("  generation (%lld tokens)  %10.1f tokens/s\n", o.gen, g_tps);
+        if (np > 1)
+            printf("  generation (%lld x %lld tokens, batched) %10.1f tokens/s\n", (long long)np,
+                   o.gen, g_tps);
+        else
+            printf("  generation (%lld tokens)  %10.1f tokens/s\n", o.gen, g_tps);
         printf("  read per generated token %10.1f MB: weights %.1f MB + KV cache %.1f MB\n",
                (wb + kvb) / 1e6, wb / 1e6, kvb / 1e6);
         printf("  read rate                %10.2f GB/s = %.0f%% of the measured read bandwidth "
@@ -920,7 +956,8 @@ fail:
     attn_cli_fail(ctx, cmd, st);
 out:
     free(ids), free(lg);
-    attn_llm_session_free(s);
+    for (int64_t i = 0; i < np; i++)
+        attn_llm_session_free(ss[i]);
     attn_llm_free(m);
     attn_ctx_free(ctx);
     return rc;

@@ -42,7 +42,9 @@ perplexity)
 bench)
     run 0 "$ATTN" bench --op llm --model $G --prompt-len 16 --gen 4 --repeat 1 --json
     grep -q '"prompt_tokens_per_s": [0-9]' "$T/out" && grep -q '"gen_tokens_per_s": [0-9]' \
-        "$T/out" || fail "JSON keys" ;;
+        "$T/out" || fail "JSON keys"
+    run 0 "$ATTN" bench --op llm --model $G --prompt-len 16 --gen 4 --repeat 1 --parallel 3 --json
+    grep -q '"parallel": 3' "$T/out" || fail "--parallel 3 in the JSON" ;;
 errors)
     run 2 "$ATTN" generate --model $G
     grep -q -- "--prompt TEXT is required" "$T/err" || fail "missing --prompt"
