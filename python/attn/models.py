@@ -369,6 +369,73 @@ class LLM:
         pieces = self.generate(self.tokenize(text, add_bos=False), max_tokens, **kwargs)
         return pieces if stream else "".join(pieces)
 
+    def logits(self, ids) -> np.ndarray:
+        """The next-token logits of every position (attn_llm_forward, no cache): ids [T] gives
+        [T, V], ids [B, T] (equal lengths) gives [B, T, V]; float32, the same numbers as
+        transformers' model(ids).logits on the same weights."""
+        a = np.asarray(ids)
+        if a.ndim not in (1, 2) or a.size == 0:
+            raise ValueError("attn: ids must be a non-empty [T] or [B, T] sequence of token ids")
+        rows = a.reshape(1, -1) if a.ndim == 1 else a
+        V = self._vocab_logits()
+        flat = _token_ids("ids", rows.reshape(-1).tolist(), V)
+        B, T = rows.shape
+        out = np.empty((B, T, V), dtype=np.float32)
+        arr = (c_int32 * len(flat))(*flat)
+        c = _lib.ctx()
+        _lib.check(_lib.attn_llm_forward(c, self._ptr, arr, B, T, out.ctypes.data), c)
+        return out[0] if a.ndim == 1 else out
+
+    def generate_batch(self, prompts: Sequence[Sequence[int]], max_tokens: int = 128, *,
+                       stop_at_end: bool = True) -> List[List[int]]:
+        """Greedy continuations of several prompts (token ids) decoded together: one batched
+        step per token for every unfinished sequence (attn_llm_session_decode_batch: each
+        weight read once for the batch), each continuation the same as generate_ids(prompt,
+        temperature=0) alone.  A sequence stops after max_tokens, at an end token (unless
+        stop_at_end is False) or when its context is full."""
+        V = self._vocab_logits()
+        ps = [_token_ids("prompts[%d]" % i, p, V) for i, p in enumerate(prompts)]
+        if not ps or any(not p for p in ps):
+            raise ValueError("attn: generate_batch needs prompts, each with tokens")
+        max_tokens = _int("max_tokens", max_tokens, 0, 2**31 - 1)
+        caps = [self._capacity(len(p) + max_tokens) for p in ps]
+        sess = [c_void_p() for _ in ps]
+        outs: List[List[int]] = [[] for _ in ps]
+        logits = np.empty((len(ps), V), dtype=np.float32)
+        try:
+            c = _lib.ctx()
+            for i, p in enumerate(ps):
+                _lib.check(_lib.attn_llm_session_create(c, self._ptr, caps[i], self._cache_dtype,
+                                                        byref(sess[i])), c)
+                ids = (c_int32 * len(p))(*p)
+                _lib.check(_lib.attn_llm_session_prefill(c, sess[i], ids, len(p),
+                                                         logits[i].ctypes.data), c)
+            live = list(range(len(ps)))
+            row = {i: i for i in live}  # the logits row of each live sequence
+            while live and max_tokens:
+                nxt, keep = [], []
+                for i in live:
+                    tok = int(np.argmax(logits[row[i]]))
+                    if stop_at_end and _lib.attn_llm_is_end(self._ptr, tok):
+                        continue
+                    outs[i].append(tok)
+                    if len(outs[i]) < max_tokens and len(ps[i]) + len(outs[i]) < caps[i]:
+                        keep.append(i)
+                        nxt.append(tok)
+                live = keep
+                if not live:
+                    break
+                arr = (c_void_p * len(live))(*[sess[i].value for i in live])
+                toks = (c_int32 * len(live))(*nxt)
+                _lib.check(_lib.attn_llm_session_decode_batch(c, arr, toks, len(live),
+                                                              logits.ctypes.data), c)
+                row = {i: k for k, i in enumerate(live)}
+        finally:
+            for s in sess:
+                if s:
+                    _lib.attn_llm_session_free(s)
+        return outs
+
     # --- sizes ------------------------------------------------------------------------------
     def _vocab_logits(self) -> int:
         return int(self.config["vocab_size"])

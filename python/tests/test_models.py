@@ -212,3 +212,27 @@ def test_llm_config_layout_matches_the_library():
     assert cfg.vocab_size == llm.vocab_size and cfg.num_layers >= 1
     assert (cfg.qk_norm, cfg.sandwich_norm, cfg.mlp_act, cfg.sliding_window) == (0, 0, 0, 0)
     assert cfg.embed_scale == 0.0 and cfg.rope_theta_local == 0.0
+
+
+@pytest.mark.parametrize("path", ["llama_tiny.gguf", "families/gemma3"])
+def test_llm_logits_and_batch(path):
+    llm = attn.LLM(os.path.join(FIXTURES, path))
+    V = llm.config["vocab_size"]
+    prompts = [[5, 9, 13, 2, 7], [40, 41], [3, 30, 33, 36, 39, 42, 45, 48, 51]]
+    lg = llm.logits(prompts[0])
+    assert lg.shape == (5, V) and lg.dtype == np.float32 and np.isfinite(lg).all()
+    both = llm.logits([prompts[0], [1, 2, 3, 4, 5]])
+    assert both.shape == (2, 5, V)
+    assert np.array_equal(both[0], lg)  # a sequence's logits do not depend on the batch
+    first = list(llm.generate_ids(prompts[0], max_tokens=1, temperature=0, stop_at_end=False))
+    assert first == [int(np.argmax(lg[-1]))]
+    got = llm.generate_batch(prompts, max_tokens=6, stop_at_end=False)
+    for p, g in zip(prompts, got):
+        alone = list(llm.generate_ids(p, max_tokens=6, temperature=0, stop_at_end=False))
+        assert g == alone
+    with pytest.raises(ValueError):
+        llm.logits([])
+    with pytest.raises(ValueError):
+        llm.generate_batch([[1], []])
+    with pytest.raises(ValueError):
+        llm.logits([V])
