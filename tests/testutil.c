@@ -275,7 +275,8 @@ void tu_fd_check(double (*loss)(void *arg), void *arg, const char *what, float *
         p[i] = old;
         double fd = (lp - lm) / (2.0 * h);
         double e = fabs(fd - ga[i]);
-        if (!(e <= maxerr)) maxerr = e; /* NaN propagates */
+        if (e != e || maxerr != maxerr) maxerr = NAN; /* a NaN stays, whatever follows */
+        else if (e > maxerr) maxerr = e;
         if (fabs(fd) > maxg) maxg = fabs(fd);
     }
     double tol = 2e-2 * (maxg > 1 ? maxg : 1);
