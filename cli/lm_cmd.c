@@ -161,20 +161,22 @@ static attn_status save_hf_weights(attn_ctx *ctx, const attn_module *m, int inte
     return st;
 }
 
+/* c's HF family (attn_llm_family: the library's table of families). */
+static const char *family(const attn_llm_config *c) {
+    const char *type = "llama", *arch;
+    attn_llm_family(c, &type, &arch);
+    return type;
+}
+
 /* Whether a GGUF file of c's family holds q/k rows permuted for GGML's rope: llama.cpp's
  * converter does it for llama (and Mistral, written as llama) only. */
 static int gguf_permuted(const attn_llm_config *c) {
-    return !c->sandwich_norm && !c->qk_norm && c->attention_bias != 2;
+    return !strcmp(family(c), "llama") || !strcmp(family(c), "mistral");
 }
 
-/* The family of a config, as transformers names it (model_type, class): Gemma 3's sandwich
- * norms, Qwen3's QK-norm, Qwen2's q/k/v biases, Mistral's window, else Llama. */
-static void hf_family(const attn_llm_config *c, const char **type, const char **arch) {
-    if (c->sandwich_norm) *type = "gemma3_text", *arch = "Gemma3ForCausalLM";
-    else if (c->qk_norm) *type = "qwen3", *arch = "Qwen3ForCausalLM";
-    else if (c->attention_bias == 2) *type = "qwen2", *arch = "Qwen2ForCausalLM";
-    else if (c->sliding_window > 0) *type = "mistral", *arch = "MistralForCausalLM";
-    else *type = "llama", *arch = "LlamaForCausalLM";
+/* Whether write_gguf can write c: a Llama model without RoPE scaling (architecture llama). */
+static int gguf_writable(const attn_llm_config *c) {
+    return !strcmp(family(c), "llama") && !c->rope_scaling;
 }
 
 /* config.json of c's family, with the keys transformers writes for it (and attn_llm_load_hf
@@ -182,10 +184,16 @@ static void hf_family(const attn_llm_config *c, const char **type, const char **
  * window and activation. */
 static attn_status write_config_json(attn_ctx *ctx, const char *path, const attn_llm_config *c,
                                      const attn_llm_special *sp) {
-    const char *type, *arch;
-    hf_family(c, &type, &arch);
-    const int gemma = c->sandwich_norm != 0;
-    char bos[24] = "null", eos[24] = "null", rope[512], fam[1024] = "";
+    const char *type = "llama", *arch = "LlamaForCausalLM";
+    attn_llm_family(c, &type, &arch);
+    const int gemma = !strcmp(type, "gemma3_text");
+    char bos[24] = "null", eos[24] = "null", rope[512];
+    /* the family's keys: a line of layer types, at most 23 bytes a layer */
+    const size_t famcap = 512 + (size_t)c->num_layers * 24;
+    char *fam = malloc(famcap);
+    if (!fam)
+        return ATTN_E_NOMEM;
+    fam[0] = 0;
     if (sp->bos >= 0) snprintf(bos, sizeof bos, "%d", (int)sp->bos);
     if (sp->eos >= 0) snprintf(eos, sizeof eos, "%d", (int)sp->eos);
     if (gemma) {
@@ -210,45 +218,48 @@ static attn_status write_config_json(attn_ctx *ctx, const char *path, const attn
     }
     size_t at = 0;
     if (gemma) { /* the layer types: every sliding_period-th global */
-        at += (size_t)snprintf(fam, sizeof fam,
+        at += (size_t)snprintf(fam, famcap,
                                "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n"
                                "  \"query_pre_attn_scalar\": %lld,\n  \"layer_types\": [",
                                (long long)c->head_dim);
-        for (int64_t i = 0; i < c->num_layers && at < sizeof fam; i++) {
+        for (int64_t i = 0; i < c->num_layers && at < famcap; i++) {
             const int local = c->sliding_window > 0 &&
                               (c->sliding_period == 0 || (i + 1) % c->sliding_period != 0);
-            at += (size_t)snprintf(fam + at, sizeof fam - at, "%s\"%s\"", i ? ", " : "",
+            at += (size_t)snprintf(fam + at, famcap - at, "%s\"%s\"", i ? ", " : "",
                                    local ? "sliding_attention" : "full_attention");
         }
-        if (at < sizeof fam) at += (size_t)snprintf(fam + at, sizeof fam - at, "],\n");
+        if (at < famcap)
+            at += (size_t)snprintf(fam + at, famcap - at, "],\n");
     } else {
-        at += (size_t)snprintf(fam, sizeof fam, "  \"hidden_act\": \"silu\",\n");
+        at += (size_t)snprintf(fam, famcap, "  \"hidden_act\": \"silu\",\n");
     }
-    if (at < sizeof fam && c->sliding_window > 0)
-        at += (size_t)snprintf(fam + at, sizeof fam - at, "  \"sliding_window\": %lld,\n",
+    if (at < famcap && c->sliding_window > 0)
+        at += (size_t)snprintf(fam + at, famcap - at, "  \"sliding_window\": %lld,\n",
                                (long long)c->sliding_window);
-    if (at >= sizeof fam) return ATTN_E_OVERFLOW; /* more layers than a config line takes */
-    char *text = malloc(4096 + sizeof fam);
-    if (!text) return ATTN_E_NOMEM;
-    int n = snprintf(text, 4096 + sizeof fam,
-            "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
-            "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
-            "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
-            "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n"
-            "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %.9g,\n"
-            "  \"rope_parameters\": %s,\n  \"tie_word_embeddings\": %s,\n"
-            "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n%s"
-            "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n  \"torch_dtype\": \"float32\"\n}\n",
-            arch, type, (long long)c->vocab_size, (long long)c->hidden_size,
-            (long long)c->intermediate_size, (long long)c->num_layers, (long long)c->num_heads,
-            (long long)c->num_kv_heads, (long long)c->head_dim,
-            (long long)c->max_position_embeddings, c->rms_norm_eps, rope,
-            c->tie_word_embeddings ? "true" : "false", c->attention_bias == 1 ? "true" : "false",
-            c->mlp_bias ? "true" : "false", fam, bos, eos);
-    attn_status st = n < 0 || n >= 4096 + (int)sizeof fam
+    char *text = at < famcap ? malloc(4096 + famcap) : NULL; /* at < famcap: by famcap's size */
+    if (!text) {
+        free(fam);
+        return ATTN_E_NOMEM;
+    }
+    int n = snprintf(
+        text, 4096 + famcap,
+        "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
+        "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
+        "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
+        "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n"
+        "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %.9g,\n"
+        "  \"rope_parameters\": %s,\n  \"tie_word_embeddings\": %s,\n"
+        "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n%s"
+        "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n  \"torch_dtype\": \"float32\"\n}\n",
+        arch, type, (long long)c->vocab_size, (long long)c->hidden_size,
+        (long long)c->intermediate_size, (long long)c->num_layers, (long long)c->num_heads,
+        (long long)c->num_kv_heads, (long long)c->head_dim, (long long)c->max_position_embeddings,
+        c->rms_norm_eps, rope, c->tie_word_embeddings ? "true" : "false",
+        c->attention_bias == 1 ? "true" : "false", c->mlp_bias ? "true" : "false", fam, bos, eos);
+    attn_status st = n < 0 || (size_t)n >= 4096 + famcap
                          ? ATTN_E_OVERFLOW
                          : attn_file_write(ctx, path, text, (size_t)n);
-    free(text);
+    free(text), free(fam);
     return st;
 }
 
@@ -298,8 +309,9 @@ static int write_hf(const char *cmd, attn_ctx *ctx, const attn_module *m, int in
     }
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     if (st == ATTN_OK)
-        st = save_hf_weights(ctx, m, interleaved && gguf_permuted(&cfg), cfg.sandwich_norm,
-                             cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, path);
+        st = save_hf_weights(ctx, m, interleaved && gguf_permuted(&cfg),
+                             !strcmp(family(&cfg), "gemma3_text"), cfg.num_heads, cfg.num_kv_heads,
+                             cfg.head_dim, path);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, cmd, st);
         return 0;
@@ -688,8 +700,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
                exp(val));
         attn_llm_config fc;
         attn_llama_lm_config(m, &fc);
-        const int llama = !fc.qk_norm && !fc.sandwich_norm && fc.attention_bias != 2 &&
-                          !fc.sliding_window && !fc.rope_scaling;
+        const int llama = gguf_writable(&fc);
         printf("model: %s (HF folder%s)\ncheckpoint: %s\nloss curve: %s\n", out,
                from_dir  ? ""
                : llama   ? "; no tokenizer.json: the source was a GGUF file: 'attn export "
@@ -1101,13 +1112,11 @@ int attn_cmd_export(int argc, char **argv) {
         }
         attn_llm_config fc;
         attn_llama_lm_config(m, &fc);
-        if (fc.qk_norm || fc.sandwich_norm || fc.attention_bias == 2 || fc.sliding_window ||
-            fc.rope_scaling) {
-            const char *fam, *arch;
-            hf_family(&fc, &fam, &arch);
-            fprintf(stderr, "attn export: --gguf writes Llama models (GGUF architecture llama); "
-                            "this one is %s%s: write it with --hf DIR\n", fam,
-                    fc.rope_scaling ? " with RoPE scaling" : "");
+        if (!gguf_writable(&fc)) {
+            fprintf(stderr,
+                    "attn export: --gguf writes Llama models (GGUF architecture llama); "
+                    "this one is %s%s: write it with --hf DIR\n",
+                    family(&fc), fc.rope_scaling ? " with RoPE scaling" : "");
             goto out;
         }
         errno = 0;

@@ -2158,6 +2158,13 @@ ATTN_API attn_status attn_llm_set_activations(attn_llm *m, attn_qact act);
 ATTN_API int attn_llm_is_end(const attn_llm *m, int32_t id);
 /* The configuration the model runs (head_dim and num_kv_heads resolved). */
 ATTN_API attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info /* OUT */);
+/* The Hugging Face family of a configuration, as attn_llm_load_hf reads config.json:
+ * *model_type ("llama", "mistral", "qwen2", "qwen3" or "gemma3_text") and *architecture
+ * (its class, "LlamaForCausalLM" ...), static strings.  Gemma 3 by its sandwich norms, Qwen3 by
+ * QK-norm, Qwen2 by q/k/v biases without o_proj's, Mistral by a sliding window, else Llama.
+ * ATTN_E_INVALID for NULL arguments. */
+ATTN_API attn_status attn_llm_family(const attn_llm_config *c, const char **model_type /* OUT */,
+                                     const char **architecture /* OUT */);
 
 /* Full-sequence forward, causal, no cache: ids [B, T] row-major (B sequences of T tokens, no
  * padding; each id in [0, V)), positions 0 .. T-1 in each, T <= max_position_embeddings ->

@@ -232,6 +232,24 @@ static const hf_family hf_families[] = {
 };
 #define HF_NFAM (int)(sizeof hf_families / sizeof *hf_families)
 
+attn_status attn_llm_family(const attn_llm_config *c, const char **model_type,
+                            const char **architecture) {
+    if (!c || !model_type || !architecture)
+        return ATTN_E_INVALID;
+    /* the settings only one family of the table turns on */
+    const char *t = c->sandwich_norm         ? "gemma3_text"
+                    : c->qk_norm             ? "qwen3"
+                    : c->attention_bias == 2 ? "qwen2"
+                    : c->sliding_window > 0  ? "mistral"
+                                             : "llama";
+    for (int i = 0; i < HF_NFAM; i++)
+        if (!strcmp(hf_families[i].type, t)) {
+            *model_type = hf_families[i].type, *architecture = hf_families[i].arch;
+            return ATTN_OK;
+        }
+    return ATTN_E_INVALID; /* not reached: every name above is in the table */
+}
+
 /* One RoPE parameter set (a layer type's): theta (NAN: unset), the scaling. */
 typedef struct hf_rope {
     double theta, factor, low, high;
