@@ -599,11 +599,66 @@ static void dir_case(attn_ctx *ctx, lcase *g, const char *name, uint64_t seed) {
     }
 }
 
+/* The trainable copy m of family fam's model against PyTorch autograd's gradients on the same
+ * weights (fixtures/families/FAM_grads.safetensors, tests/gen_family_grads.py): ids [2, 7], the
+ * loss sum(c * logits); every parameter within 2e-4 of max(max|ref| of it, 1e-3 of the
+ * model's largest). */
+static void autograd_case(attn_ctx *ctx, attn_module *m, const char *fam) {
+    char fx[128];
+    snprintf(fx, sizeof fx, "fixtures/families/%s_grads.safetensors", fam);
+    attn_st *st = NULL;
+    attn_st_tensor ti, tc;
+    if (TU_STATUS(attn_st_read_file(ctx, fx, &st), ATTN_OK, ctx) &&
+        TU_STATUS(attn_st_find(st, "ids", &ti), ATTN_OK, ctx) &&
+        TU_STATUS(attn_st_find(st, "c", &tc), ATTN_OK, ctx) && ti.numel == 14 &&
+        TU_STATUS(attn_module_enable_grad(ctx, m), ATTN_OK, ctx)) {
+        float *c = malloc(sizeof(float) * (size_t)tc.numel);
+        int32_t ids[14];
+        memcpy(ids, ti.data, sizeof ids);
+        attn_st_to_f32(ctx, &tc, c, (size_t)tc.numel);
+        const int64_t is[2] = {2, 7};
+        attn_tensor I = attn_tensor_make(ids, ATTN_I32, 2, is),
+                    C = attn_tensor_make(c, ATTN_F32, 3, tc.shape);
+        attn_module_zero_grad(m);
+        TU_STATUS(attn_llama_lm_backward(ctx, m, &I, &C), ATTN_OK, ctx);
+        double gmax = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t i = 0; i < attn_module_param_count(m); i++) {
+                const char *pn;
+                attn_tensor gt;
+                attn_st_tensor r;
+                attn_module_grad_at(m, i, &pn, &gt);
+                if (!TU_STATUS(attn_st_find(st, pn, &r), ATTN_OK, ctx))
+                    continue;
+                const int64_t n = attn_tensor_numel(&gt);
+                float *ref = malloc(sizeof(float) * (size_t)n);
+                attn_st_to_f32(ctx, &r, ref, (size_t)n);
+                double mx = 0, err = 0;
+                for (int64_t k = 0; k < n; k++) {
+                    mx = fmax(mx, fabs(ref[k]));
+                    const double e = fabs((double)((float *)gt.data)[k] - ref[k]);
+                    if (e != e || err != err)
+                        err = NAN; /* a NaN stays */
+                    else if (e > err)
+                        err = e;
+                }
+                if (!pass)
+                    gmax = fmax(gmax, mx);
+                else
+                    TU_CHECK(r.numel == n && err <= 2e-4 * fmax(mx, 1e-3 * gmax),
+                             "%s d(%s): %.3g from autograd's (max %.3g)", fam, pn, err, mx);
+                free(ref);
+            }
+        free(c);
+    }
+    attn_st_free(st);
+}
+
 /* Every family's tiny model (fixtures/families: transformers' random Llama 3, Mistral with its
  * window, Qwen2 with q/k/v biases, Qwen3 with QK-norm, Gemma 3 with QK-norm, sandwich norms,
  * GEGLU, scaled embeddings and local/global layers) as a trainable copy: the forward's bits as
  * attn_llm_forward's, every parameter's gradient against finite differences, by element and
- * along a random direction of the whole tensor (T = 7: past
+ * along a random direction of the whole tensor and against PyTorch autograd's (T = 7: past
  * Gemma's window of 4 and Mistral's of 6), the training pair and the thread counts. */
 static void test_families(attn_ctx *ctx) {
     static const char *const fam[] = {"llama3", "mistral", "qwen2", "qwen3", "gemma3"};
@@ -634,6 +689,8 @@ static void test_families(attn_ctx *ctx) {
             tu_fill(g.c, (size_t)g.nout, 70 + (uint64_t)f, -1, 1);
             fd_case(ctx, &g, name, 17);
             dir_case(ctx, &g, name, 23);
+            if (f)
+                autograd_case(ctx, m, fam[f]); /* every family but llama3 has gradients */
             saved_case(ctx, &g, name, 0);
             saved_case(ctx, &g, name, ATTN_SAVED_CHECKPOINT);
             threads_case(ctx, &g, name);
@@ -670,70 +727,6 @@ static void test_families(attn_ctx *ctx) {
     attn_module_free(m);
     c.rope_scaling = 3;
     TU_STATUS(attn_llama_lm_create(ctx, &c, &m), ATTN_E_UNSUPPORTED, ctx);
-}
-
-/* The trainable family models' gradients against PyTorch autograd's on the same weights
- * (fixtures/families/NAME_grads.safetensors, tests/gen_family_grads.py): ids [2, 7], the loss
- * sum(c * logits); every parameter within 2e-4 of max(max|ref| of it, 1e-3 of the model's
- * largest). */
-static void test_family_autograd(attn_ctx *ctx) {
-    static const char *const fam[] = {"mistral", "qwen2", "qwen3", "gemma3"};
-    for (int f = 0; f < 4; f++) {
-        char dir[96], fx[128];
-        snprintf(dir, sizeof dir, "fixtures/families/%s", fam[f]);
-        snprintf(fx, sizeof fx, "fixtures/families/%s_grads.safetensors", fam[f]);
-        attn_llm *src = NULL;
-        attn_module *m = NULL;
-        attn_st *st = NULL;
-        attn_st_tensor ti, tc;
-        if (!TU_STATUS(attn_st_read_file(ctx, fx, &st), ATTN_OK, ctx))
-            continue;
-        if (TU_STATUS(attn_llm_load_hf(ctx, dir, &src), ATTN_OK, ctx) &&
-            TU_STATUS(attn_llama_lm_from_llm(ctx, src, 0, &m), ATTN_OK, ctx) &&
-            TU_STATUS(attn_st_find(st, "ids", &ti), ATTN_OK, ctx) &&
-            TU_STATUS(attn_st_find(st, "c", &tc), ATTN_OK, ctx) &&
-            TU_STATUS(attn_module_enable_grad(ctx, m), ATTN_OK, ctx)) {
-            float *c = malloc(sizeof(float) * (size_t)tc.numel);
-            int32_t ids[14];
-            memcpy(ids, ti.data, sizeof ids);
-            attn_st_to_f32(ctx, &tc, c, (size_t)tc.numel);
-            const int64_t is[2] = {2, 7};
-            attn_tensor I = attn_tensor_make(ids, ATTN_I32, 2, is),
-                        C = attn_tensor_make(c, ATTN_F32, 3, tc.shape);
-            attn_module_zero_grad(m);
-            TU_STATUS(attn_llama_lm_backward(ctx, m, &I, &C), ATTN_OK, ctx);
-            double gmax = 0;
-            for (int pass = 0; pass < 2; pass++)
-                for (size_t i = 0; i < attn_module_param_count(m); i++) {
-                    const char *pn;
-                    attn_tensor gt;
-                    attn_st_tensor r;
-                    attn_module_grad_at(m, i, &pn, &gt);
-                    if (!TU_STATUS(attn_st_find(st, pn, &r), ATTN_OK, ctx))
-                        continue;
-                    const int64_t n = attn_tensor_numel(&gt);
-                    float *ref = malloc(sizeof(float) * (size_t)n);
-                    attn_st_to_f32(ctx, &r, ref, (size_t)n);
-                    double mx = 0, err = 0;
-                    for (int64_t k = 0; k < n; k++) {
-                        mx = fmax(mx, fabs(ref[k]));
-                        const double e = fabs((double)((float *)gt.data)[k] - ref[k]);
-                        if (e != e || err != err) err = NAN; /* a NaN stays */
-                        else if (e > err) err = e;
-                    }
-                    if (!pass)
-                        gmax = fmax(gmax, mx);
-                    else
-                        TU_CHECK(r.numel == n && err <= 2e-4 * fmax(mx, 1e-3 * gmax),
-                                 "%s d(%s): %.3g from autograd's (max %.3g)", fam[f], pn, err, mx);
-                    free(ref);
-                }
-            free(c);
-        }
-        attn_module_free(m);
-        attn_llm_free(src);
-        attn_st_free(st);
-    }
 }
 
 static void test_errors(attn_ctx *ctx) {
@@ -775,7 +768,6 @@ int main(void) {
     test_lm(ctx);
     test_from_llm(ctx);
     test_families(ctx);
-    test_family_autograd(ctx);
     test_errors(ctx);
     attn_ctx_free(ctx);
     return tu_finish("test_llama_grads");

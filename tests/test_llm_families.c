@@ -148,6 +148,14 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
                      c.sliding_window == (gguf && f->gguf_ref ? 0 : f->window) &&
                      c.sliding_period == (gguf && f->gguf_ref ? 0 : f->period),
                  "%s (%s): the family's settings", f->name, path);
+        if (!gguf) { /* the family's name back from its settings (attn_llm_family) */
+            static const char *const type[] = {"llama", "mistral", "qwen2", "qwen3", "gemma3_text"};
+            const char *t = NULL, *a = NULL;
+            TU_STATUS(attn_llm_family(&c, &t, &a), ATTN_OK, ctx);
+            TU_CHECK(t && !strcmp(t, type[f - fams]) && a && strstr(a, "ForCausalLM"),
+                     "%s: attn_llm_family gave %s / %s", f->name, t ? t : "NULL", a ? a : "NULL");
+            TU_CHECK(attn_llm_family(NULL, &t, &a) == ATTN_E_INVALID, "attn_llm_family(NULL)");
+        }
         if (threads == 1) { /* training: every family, but a file's own RoPE divisors */
             attn_module *t = NULL;
             attn_status ts = attn_llama_lm_from_llm(ctx, m, ATTN_LLAMA_LM_DEQUANTIZE, &t);
