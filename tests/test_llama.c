@@ -282,7 +282,7 @@ static void permute_rows(float *w, int64_t heads, int64_t D, int64_t K) {
 static void check_gguf_layout(attn_ctx *ctx, attn_llm *m, const ref *r, const char *name) {
     const attn_llm_config *c = &m->cfg;
     for (int64_t l = 0; l < c->num_layers; l++) {
-        attn__attention *a = &m->layers[l].attn;
+        attn__attention *a = &m->layers[l].at[0];
         permute_rows((float *)a->q.data, c->num_heads, c->head_dim, c->hidden_size);
         permute_rows((float *)a->k.data, c->num_kv_heads, c->head_dim, c->hidden_size);
         if (a->q.bias) permute_rows((float *)a->q.bias, c->num_heads, c->head_dim, 1);

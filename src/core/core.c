@@ -267,7 +267,7 @@ attn_status attn__ws_alloc(attn_ctx *ctx, size_t n, size_t elem, void **out) {
     if (bytes == 0) bytes = 64;
     for (;;) {
         if (ctx->nblocks) {
-            attn__block *b = &ctx->blocks[ctx->cur];
+            attn__ws_block *b = &ctx->blocks[ctx->cur];
             if (b->size - b->used >= bytes) {
                 *out = b->ptr + b->used;
                 b->used += bytes;
@@ -299,7 +299,7 @@ attn_status attn__ws_alloc(attn_ctx *ctx, size_t n, size_t elem, void **out) {
         unsigned char *p = attn__malloc(ctx, want + 64);
         if (!p && want > bytes) p = attn__malloc(ctx, (want = bytes) + 64);
         if (!p) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (workspace of %zu bytes)", bytes);
-        attn__block *b = &ctx->blocks[ctx->nblocks];
+        attn__ws_block *b = &ctx->blocks[ctx->nblocks];
         b->ptr = p;
         b->size = want + 64;
         b->used = b->start = (size_t)((((uintptr_t)p + 63) & ~(uintptr_t)63) - (uintptr_t)p);

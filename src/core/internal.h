@@ -20,11 +20,11 @@
 
 #define ATTN__MSG_MAX 512
 
-typedef struct attn__block {
+typedef struct attn__ws_block {
     unsigned char *ptr;
     size_t size, used;
     size_t start; /* offset of the first 64-byte aligned byte: `used` never goes below it */
-} attn__block;
+} attn__ws_block;
 
 /* Philox-4x32-10 block: ctr[4] under key[2] -> out[4] (src/core/rng.c, with attn_dropout_keep). */
 ATTN__HIDDEN void attn__philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
@@ -77,7 +77,7 @@ struct attn_ctx {
     attn_status status;
     char msg[ATTN__MSG_MAX];
     /* workspace: a stack of blocks; marks record (block, offset) */
-    attn__block *blocks;
+    attn__ws_block *blocks;
     size_t nblocks, capblocks, cur;
     int fixed;        /* caller workspace: never grows */
     size_t in_use, peak;

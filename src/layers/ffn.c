@@ -1,6 +1,5 @@
 /* torch.nn's position-wise feed-forward (attn_ffn_*): y = w_2(dropout(act(w_1(x)))), with
- * its backward; and the feed-forward block of the encoder and decoder layers (residual,
- * dropout, norm around it). */
+ * its backward; the feed-forward of the Transformer layers' blocks (block.c). */
 #include <string.h>
 
 #include "../kernels/ew.h"
@@ -28,9 +27,9 @@ static attn_status ffn_hidden(attn_ctx *ctx, const attn__lin *l1, attn_activatio
  * residual, a layer norm); y must not overlap x or oepi->r.  sv: NULL, or a record whose h
  * and a ([M, F]) the forward fills.  Without a record the activation runs in lin1's
  * epilogue (the same bits). */
-static attn_status ffn_fwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *l2,
-                           attn_activation act, float p, const float *x, float *y, int64_t M,
-                           attn__rng *rng, attn__ffn_saved *sv, const attn__epi *oepi) {
+attn_status attn__ffn_fwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *l2,
+                          attn_activation act, float p, const float *x, float *y, int64_t M,
+                          attn__rng *rng, attn__ffn_saved *sv, const attn__epi *oepi) {
     int64_t F = l1->out;
     attn__mark mk = attn__ws_mark(ctx);
     float *a;
@@ -135,28 +134,6 @@ done:
     return st;
 }
 
-/* The last block of both layers, on the stream r: pre-norm out = r + drop(ff(norm(r))) (the
- * norm into nbuf); post-norm (r already normalised) out = norm(r + drop(ff(r))), the sum kept
- * in rstore when a record wants it. */
-attn_status attn__ffn_block(attn_ctx *ctx, const attn_transformer_config *c,
-                            const attn__lin *l1, const attn__lin *l2, const attn__ln *norm,
-                            int drop, const float *r, float *nbuf, float *rstore, float *out,
-                            float *scratch, int64_t M, attn__rng *rng, attn__ffn_saved *ff,
-                            attn__rng *site) {
-    const int pre = c->norm_first;
-    const float *in = r;
-    if (pre) {
-        attn__ln_fwd(ctx, norm, r, nbuf, M);
-        in = nbuf;
-    }
-    attn__res_blk b = {drop, r, pre ? NULL : norm, pre ? NULL : rstore, out, scratch};
-    attn__epi e;
-    float *y = attn__res_target(&b, &e);
-    ATTN_TRY(ffn_fwd(ctx, l1, l2, c->activation, c->dropout, in, y, M, rng, ff, &e));
-    attn__res_end(ctx, &b, rng, c->dropout, M, c->d_model, site);
-    return ATTN_OK;
-}
-
 attn_status attn_ffn_create(attn_ctx *ctx, const attn_transformer_config *cfg,
                             attn_module **out) {
     if (!ctx || !out) return attn__fail(ctx, ATTN_E_INVALID, "attn_ffn_create: NULL argument");
@@ -202,7 +179,7 @@ attn_status attn_ffn_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(attn__contig(ctx, x, &xp));
     ATTN_TRYG(attn__ws_f32(ctx, &y, M, f->cfg.d_model, 1, 1));
-    ATTN_TRYG(ffn_fwd(ctx, &f->w1, &f->w2, f->cfg.activation, f->cfg.dropout, xp, y, M, &rng,
+    ATTN_TRYG(attn__ffn_fwd(ctx, &f->w1, &f->w2, f->cfg.activation, f->cfg.dropout, xp, y, M, &rng,
                       NULL, NULL));
     attn__store(y, out);
 done:

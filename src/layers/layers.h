@@ -225,10 +225,13 @@ typedef struct attn__lin {
                         owner of a packed copy, for inference only: backwards read weight);
                         its bias and shape are the layer's */
 } attn__lin;
+/* A norm over rows of E: LayerNorm (weight and bias, each may be NULL) or, rms set, RMSNorm
+ * (weight only; Gemma's 1 + w is held as the weight itself). */
 typedef struct attn__ln {
     float *weight, *bias; /* [E], [E] or NULL */
     int64_t E;
     float eps;
+    int rms;
 } attn__ln;
 
 /* What follows the product in one linear call, on each row as soon as it is final (the same
@@ -318,7 +321,8 @@ static inline attn_status attn__lin_fwd(attn_ctx *ctx, const attn__lin *l, const
                                         float *y, int64_t M) {
     return attn__lin_run(ctx, l, x, NULL, y, M);
 }
-/* y[M, E] = layer_norm(x[M, E]) (the RES_LN arithmetic without a residual); y may be x. */
+/* y[M, E] = layer_norm(x[M, E]) (the RES_LN arithmetic without a residual), or with l->rms
+ * attn__rms_norm (ew.h); y may be x. */
 ATTN__HIDDEN void attn__ln_fwd(attn_ctx *ctx, const attn__ln *l, const float *x, float *y,
                                int64_t M);
 
@@ -498,82 +502,125 @@ ATTN__HIDDEN attn_status attn__attention_bwd_re(attn_ctx *ctx, const attn__atten
                                                 const float *dout, float *dquery, float *dkey,
                                                 float *dvalue);
 
-/* ---- Transformer blocks -------------------------------------------------------------- */
-typedef struct attn__enc_layer {
-    attn_transformer_config cfg;
-    attn__attention self_attn;
-    attn__lin linear1, linear2;
-    attn__ln norm1, norm2;
-} attn__enc_layer;
-typedef struct attn__dec_layer {
-    attn_transformer_config cfg;
-    attn__attention self_attn, multihead_attn;
-    attn__lin linear1, linear2;
-    attn__ln norm1, norm2, norm3;
-} attn__dec_layer;
+/* ---- the one block (block.c) ----------------------------------------------------------
+ * Every residual layer of the library is one attn__block: the Transformer encoder layer
+ * (self-attention, feed-forward), the decoder layer (self-attention, cross-attention,
+ * feed-forward), the Llama family's decoder layer (RMSNorm, RoPE, grouped-query attention,
+ * SwiGLU or GEGLU, Gemma's sandwich norms), ViT's and BERT's layers.  Its sublayers s run in
+ * order SELF, CROSS (when cross), FFN on the stream x:
+ *   pre-norm:   x = x + drop(f_s(norm_s(x)))            (sandwich: x + post_s(f_s(norm_s(x))))
+ *   post-norm:  x = norm_s(x + drop(f_s(x)))
+ * The feed-forward is linear1, activation (ReLU, GELU, tanh-GELU), dropout, linear2 (l1, l2),
+ * or gated (glu: down(act(gate(x)) * up(x)), SiLU or tanh-GELU). */
+enum { ATTN__SUB_SELF = 0, ATTN__SUB_CROSS = 1, ATTN__SUB_FFN = 2, ATTN__SUB_N = 3 };
 
-ATTN__HIDDEN attn_status attn__enc_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
-                                             attn__enc_layer *l,
-                                             const attn_transformer_config *cfg);
-ATTN__HIDDEN attn_status attn__dec_layer_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
-                                             attn__dec_layer *l,
-                                             const attn_transformer_config *cfg);
+/* The gated feed-forward (HF LlamaMLP, Gemma's GEGLU) on the block's weights. */
+typedef struct attn__llama_mlp {
+    int64_t E, F;
+    attn__weight gate, up, down; /* [F, E], [F, E], [E, F] */
+    int act;                     /* 0: silu(gate) * up; 1: gelu_tanh(gate) * up */
+} attn__llama_mlp;
+/* Its record: g = gate(x), u = up(x) [M, F] (before the activation). */
+typedef struct attn__llama_mlp_saved {
+    float *g, *u;
+} attn__llama_mlp_saved;
 
-/* Records of the layers' forwards (buffers [B, L, E] unless stated; M = B*L rows).  The
- * feed-forward: h = linear1(x), a = dropout(act(h)), y = linear2(a). */
+typedef struct attn__block {
+    int64_t E;
+    int pre;             /* norms before the sublayers, else after the residual adds */
+    int sandwich;        /* pre-norm with each sublayer's output normalised before the add */
+    int cross;           /* a cross-attention sublayer over a memory (decoder layers) */
+    int glu;             /* the gated feed-forward (mlp), else l1, act, l2 */
+    attn_activation act; /* the feed-forward's activation (not glu) */
+    float p;             /* dropout of the residuals and the feed-forward */
+    attn__ln norm[ATTN__SUB_N]; /* sublayer s's norm (unused slots zero) */
+    attn__ln post[ATTN__SUB_N]; /* sandwich: sublayer s's output norm */
+    attn__attention at[2];      /* SELF, CROSS */
+    attn__lin l1, l2;
+    attn__llama_mlp mlp;
+} attn__block;
+
+/* A forward's inputs besides the stream x [B T, E]: the self-attention's masks (key padding
+ * [B, T], attn_mask) and causality, RoPE rows and KV caches (Llama family; caches not with a
+ * record); the cross-attention's memory [B S, E], its masks and (cross_w, NULL or [B, T, S])
+ * its weights averaged over heads; the dropout stream (NULL: none). */
+typedef struct attn__block_io {
+    int64_t B, T, S;
+    const attn_mask *mask, *kpm;
+    int causal;
+    const attn__rope_cs *rope;
+    attn__kv *kv;
+    const float *mem;
+    const attn_mask *mmask, *mkpm;
+    float *cross_w;
+    attn__rng *rng;
+} attn__block_io;
+
+/* The io of a decoder-only model's layer: causal self-attention of B sequences of T rows with
+ * RoPE rows rope and caches kv (NULL: none). */
+static inline attn__block_io attn__block_io_causal(int64_t B, int64_t T,
+                                                   const attn__rope_cs *rope, attn__kv *kv) {
+    attn__block_io io;
+    memset(&io, 0, sizeof io);
+    io.B = B, io.T = T, io.S = T, io.causal = 1, io.rope = rope, io.kv = kv;
+    return io;
+}
+
+/* Records of the feed-forward: h = linear1(x), a = dropout(act(h)), y = linear2(a). */
 typedef struct attn__ffn_saved {
     float *h, *a;  /* [M, F]; ReLU: h = a (relu'(h) is relu'(a): one array, written in place) */
     uint16_t *mask; /* ReLU: [M, ceil(F / 16)] the bits of relu'(h) (ew.h), else NULL */
     attn__rng rng; /* the stream at its dropout */
 } attn__ffn_saved;
-/* Encoder layer, x0 its input:
- *   norm_first:  n1 = norm1(x0), r1 = x0 + drop(sa(n1)), x1 = norm2(r1), out = r1 + drop(ff(x1))
- *   otherwise:   r1 = x0 + drop(sa(x0)), x1 = norm1(r1), r2 = x1 + drop(ff(x1)), out = norm2(r2) */
-typedef struct attn__enc_saved {
-    const float *x0; /* the caller's buffer: must stay valid and unchanged */
-    float *n1, *r1, *x1, *r2; /* n1 only with norm_first, r2 only without */
-    attn__attn_saved sa;
+/* The record of a block's forward ([B T, E] buffers): x0 its input, mem the memory (the
+ * caller's: they must stay valid and unchanged); per sublayer s:
+ *   in[s]  its input: pre-norm norm_s(stream), kept for LayerNorm (RMSNorm's is recomputed
+ *          in the backward: one row pass); post-norm the stream, kept for s > SELF
+ *   r[s]   the residual sum: pre-norm kept for s before the last (the next stream); post-norm
+ *          always (the norm's backward reads it)
+ *   o[s]   sandwich: f_s's output before post_s
+ *   d[s]   the dropout stream at its residual dropout. */
+typedef struct attn__block_saved {
+    const float *x0, *mem;
+    float *in[ATTN__SUB_N], *r[ATTN__SUB_N], *o[ATTN__SUB_N];
+    attn__attn_saved at[2];
     attn__ffn_saved ff;
-    attn__rng d1, d2; /* the streams at the two residual dropouts */
-} attn__enc_saved;
-/* Decoder layer, x0 its input, mem the memory:
- *   norm_first:  n1 = norm1(x0), r1 = x0 + drop(sa(n1)), n2 = norm2(r1),
- *                r2 = r1 + drop(ca(n2, mem)), n3 = norm3(r2), out = r2 + drop(ff(n3))
- *   otherwise:   r1 = x0 + drop(sa(x0)), n2 = norm1(r1), r2 = n2 + drop(ca(n2, mem)),
- *                n3 = norm2(r2), r3 = n3 + drop(ff(n3)), out = norm3(r3) */
-typedef struct attn__dec_saved {
-    const float *x0, *mem; /* the caller's buffers */
-    float *n1, *r1, *n2, *r2, *n3, *r3; /* n1 only with norm_first, r3 only without */
-    attn__attn_saved sa, ca;
-    attn__ffn_saved ff;
-    attn__rng d1, d2, d3;
-} attn__dec_saved;
-/* Allocate a record's buffers (attn__rec_f32) for x [B, L, E] (and memory [B, S, E]). */
-ATTN__HIDDEN attn_status attn__enc_saved_alloc(attn_ctx *ctx, attn__tape *t,
-                                               const attn__enc_layer *l, int64_t B, int64_t L,
-                                               attn__enc_saved *sv);
-ATTN__HIDDEN attn_status attn__dec_saved_alloc(attn_ctx *ctx, attn__tape *t,
-                                               const attn__dec_layer *l, int64_t B, int64_t T,
-                                               int64_t S, attn__dec_saved *sv);
+    attn__llama_mlp_saved mlp;
+    attn__rng d[ATTN__SUB_N];
+} attn__block_saved;
 
-/* x [B, L, E] -> out [B, L, E]; out may be x (in place).  sv: NULL, or a record from
- * attn__enc_saved_alloc that the forward fills; then out must not be x, x and the mask data
- * must stay valid and unchanged until the backward. */
-ATTN__HIDDEN attn_status attn__enc_layer_fwd(attn_ctx *ctx, const attn__enc_layer *l,
-                                             const float *x, float *out, int64_t B, int64_t L,
-                                             const attn_mask *mask, const attn_mask *kpm,
-                                             int is_causal, attn__rng *rng, attn__enc_saved *sv);
-/* x [B, T, E] -> out [B, T, E] (the same rules); memory [B, S, E].  cross_w: NULL or
- * [B, T, S] receives the cross-attention weights averaged over heads. */
-ATTN__HIDDEN attn_status attn__dec_layer_fwd(attn_ctx *ctx, const attn__dec_layer *l,
-                                             const float *x, float *out, const float *memory,
-                                             int64_t B, int64_t T, int64_t S,
-                                             const attn_mask *tgt_mask,
-                                             const attn_mask *memory_mask,
-                                             const attn_mask *tgt_kpm,
-                                             const attn_mask *memory_kpm, int tgt_is_causal,
-                                             attn__rng *rng, float *cross_w,
-                                             attn__dec_saved *sv);
+/* Allocates sv's buffers (attn__rec_f32 in t, NULL: the workspace frame) for B sequences of T
+ * rows (and memories of S). */
+ATTN__HIDDEN attn_status attn__block_saved_alloc(attn_ctx *ctx, attn__tape *t,
+                                                 const attn__block *b, int64_t B, int64_t T,
+                                                 int64_t S, attn__block_saved *sv);
+/* x [B T, E] -> out [B T, E]; out may be x without a record.  sv: NULL, or from
+ * attn__block_saved_alloc, filled (then out must not be x). */
+ATTN__HIDDEN attn_status attn__block_fwd(attn_ctx *ctx, const attn__block *b, const float *x,
+                                         float *out, const attn__block_io *io,
+                                         attn__block_saved *sv);
+/* The backward from sv (io: the sizes and RoPE rows): dx [B T, E] overwritten (NULL: only the
+ * parameters' gradients, which accumulate through g); dmem [B S, E] accumulates (cross). */
+ATTN__HIDDEN attn_status attn__block_bwd(attn_ctx *ctx, const attn__block *b,
+                                         const attn__gmap *g, const attn__block_saved *sv,
+                                         const attn__block_io *io, const float *dout, float *dx,
+                                         float *dmem);
+/* The same recomputing the forward from x0 and io (its rng at the forward's state). */
+ATTN__HIDDEN attn_status attn__block_bwd_re(attn_ctx *ctx, const attn__block *b,
+                                            const attn__gmap *g, const float *x0,
+                                            const attn__block_io *io, const float *dout,
+                                            float *dx, float *dmem);
+
+/* A Transformer layer of cfg (nn.TransformerEncoderLayer, or with dec
+ * nn.TransformerDecoderLayer) registered under prefix with torch's names, as a block. */
+ATTN__HIDDEN attn_status attn__block_tf_reg(attn_ctx *ctx, attn_module *m, const char *prefix,
+                                            attn__block *b, const attn_transformer_config *cfg,
+                                            int dec);
+/* The module of a single Transformer layer (attn_encoder_layer_create, ...). */
+typedef struct attn__tf_layer {
+    attn__block b;
+    attn_transformer_config cfg;
+} attn__tf_layer;
 
 /* Encoder and decoder stacks (nn.TransformerEncoder/Decoder and the halves of
  * nn.Transformer); layer arrays live in the module's extra allocation. */
@@ -581,8 +628,7 @@ typedef struct attn__stack {
     attn_transformer_config cfg;
     int64_t nenc, ndec;
     int enc_norm, dec_norm;
-    attn__enc_layer *enc;
-    attn__dec_layer *dec;
+    attn__block *enc, *dec;
     attn__ln enc_final, dec_final;
     /* arena offsets (elements) for attn__grad_ready: layer i of the encoder spans
      * [enc_at + i enc_len, + enc_len) (every layer has the same parameters), its final norm
@@ -613,8 +659,7 @@ typedef struct attn__stack_saved {
     float *xs;                /* [N + 1, B, T, E]: layer i's input, then the last output
                                  ([N, ...] where the caller's out holds that) */
     float *out;               /* the stack's output: the final norm's, xs + N*B*T*E, or out */
-    attn__enc_saved *enc;     /* [N] records (not with ckpt) */
-    attn__dec_saved *dec;
+    attn__block_saved *ls;    /* [N] records (not with ckpt) */
     attn__rng *rs;            /* [N] the stream entering each layer */
 } attn__stack_saved;
 /* Runs the stack forward from x (copied; not changed) and fills *rec, its buffers from t

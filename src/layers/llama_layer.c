@@ -1,9 +1,9 @@
-/* The Llama decoder layer (HF LlamaDecoderLayer): pre-norm RMSNorm, grouped-query attention
- * with RoPE, SwiGLU feed-forward, two residuals.  Its forward on the block's weights (the
- * model's layers run it), with a record for training, and its backward; the public module
- * attn_llama_layer_*, and what the three Llama modules share: the config check, the argument
- * checks, the RoPE rows of a forward, and their backward and training forward (one record
- * type for the three). */
+/* The Llama decoder layer (HF LlamaDecoderLayer) as a block (attn__block, block.c): pre-norm
+ * RMSNorm, grouped-query attention with RoPE, SwiGLU feed-forward, two residuals; each layer's
+ * block configuration from an attn_llm_config (the loaded model's and the trainable one's);
+ * the public module attn_llama_layer_*, and what the three Llama modules share: the config
+ * check, the argument checks, the RoPE rows of a forward, and their backward and training
+ * forward (one record type for the three). */
 #include <math.h>
 #include <string.h>
 
@@ -11,168 +11,22 @@
 #include "llm.h"
 #include "pool.h"
 
-attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l, float *x,
-                                  int64_t B, int64_t T, const attn__rope_cs *rope,
-                                  attn__kv *kv) {
-    const int64_t M = B * T, E = l->E;
-    attn__mark mk = attn__ws_mark(ctx);
-    attn_status st;
-    float *n, *h;
-    ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &h, M, E, 1, 1));
-    attn__rms_norm(ctx, x, E, l->ln1, l->eps, n, E, M, E);
-    const attn__attn_io io = attn__attn_io_causal(n, B, T, rope, kv);
-    if (l->post_attn) { /* Gemma's sandwich: the sublayer's output normalised, then added */
-        ATTN_TRYG(attn__attention_fwd(ctx, &l->attn, &io, h, NULL, NULL, 0, NULL));
-        attn__rms_norm(ctx, h, E, l->post_attn, l->eps, h, E, M, E);
-        for (int64_t i = 0; i < M * E; i++) h[i] = x[i] + h[i]; /* h = x + norm(attn) */
-        attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
-        ATTN_TRYG(attn__llama_mlp_fwd(ctx, &l->mlp, n, B, T, NULL, x));
-        attn__rms_norm(ctx, x, E, l->post_mlp, l->eps, x, E, M, E);
-        for (int64_t i = 0; i < M * E; i++) x[i] = h[i] + x[i]; /* x = h + norm(mlp) */
-        goto done;
-    }
-    const attn__epi e = attn__epi_res(x); /* h = x + attn */
-    ATTN_TRYG(attn__attention_fwd(ctx, &l->attn, &io, h, &e, NULL, 0, NULL));
-    attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
-    ATTN_TRYG(attn__llama_mlp_fwd(ctx, &l->mlp, n, B, T, h, x)); /* x = h + mlp */
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
-/* ---- training --------------------------------------------------------------------------- */
-attn_status attn__llama_block_saved_alloc(attn_ctx *ctx, attn__tape *t,
-                                          const attn__llama_block *l, int64_t B, int64_t T,
-                                          attn__llama_block_saved *rec) {
-    rec->x0 = NULL, rec->ao = rec->mo = NULL;
-    ATTN_TRY(attn__rec_f32(ctx, t, &rec->h, B * T, l->E, 1, 1));
-    if (l->post_attn) { /* sandwich: the sublayers' outputs before their norms */
-        ATTN_TRY(attn__rec_f32(ctx, t, &rec->ao, B * T, l->E, 1, 1));
-        ATTN_TRY(attn__rec_f32(ctx, t, &rec->mo, B * T, l->E, 1, 1));
-    }
-    ATTN_TRY(attn__attn_saved_alloc(ctx, t, &l->attn, B, T, T, 1, &rec->at));
-    return attn__llama_mlp_saved_alloc(ctx, t, &l->mlp, B * T, &rec->mlp);
-}
-
-attn_status attn__llama_block_fwd_rec(attn_ctx *ctx, const attn__llama_block *l, const float *x0,
-                                      float *out, int64_t B, int64_t T,
-                                      const attn__rope_cs *rope, attn__llama_block_saved *rec) {
-    const int64_t M = B * T, E = l->E;
-    attn__mark mk = attn__ws_mark(ctx);
-    attn_status st;
-    float *n, *h;
-    ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
-    if (rec) h = rec->h;
-    else ATTN_TRYG(attn__ws_f32(ctx, &h, M, E, 1, 1));
-    attn__rms_norm(ctx, x0, E, l->ln1, l->eps, n, E, M, E);
-    const attn__attn_io io = attn__attn_io_causal(n, B, T, rope, NULL);
-    if (l->post_attn) { /* Gemma's sandwich, as attn__llama_block_fwd */
-        float *ao = rec ? rec->ao : h, *mo = rec ? rec->mo : out;
-        ATTN_TRYG(
-            attn__attention_fwd(ctx, &l->attn, &io, ao, NULL, NULL, 0, rec ? &rec->at : NULL));
-        attn__rms_norm(ctx, ao, E, l->post_attn, l->eps, h, E, M, E);
-        for (int64_t i = 0; i < M * E; i++)
-            h[i] = x0[i] + h[i]; /* h = x0 + norm(attn) */
-        attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
-        ATTN_TRYG(attn__llama_mlp_fwd_rec(ctx, &l->mlp, n, B, T, NULL, mo, rec ? &rec->mlp : NULL));
-        attn__rms_norm(ctx, mo, E, l->post_mlp, l->eps, out, E, M, E);
-        for (int64_t i = 0; i < M * E; i++)
-            out[i] = h[i] + out[i]; /* out = h + norm(mlp) */
-        if (rec)
-            rec->x0 = x0;
-        goto done;
-    }
-    {
-        const attn__epi e = attn__epi_res(x0); /* h = x0 + attn */
-        ATTN_TRYG(attn__attention_fwd(ctx, &l->attn, &io, h, &e, NULL, 0, rec ? &rec->at : NULL));
-    }
-    attn__rms_norm(ctx, h, E, l->ln2, l->eps, n, E, M, E);
-    ATTN_TRYG(attn__llama_mlp_fwd_rec(ctx, &l->mlp, n, B, T, h, out,
-                                      rec ? &rec->mlp : NULL)); /* out = h + mlp */
-    if (rec) rec->x0 = x0;
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
-typedef struct add_job {
-    const float *a;
-    float *b; /* b = a + b */
-} add_job;
-
-static void add_task(void *arg, int64_t begin, int64_t end, int tid) {
-    const add_job *j = arg;
-    (void)tid;
-    for (int64_t i = begin; i < end; i++) j->b[i] = j->a[i] + j->b[i];
-}
-
-/* b[n] = a[n] + b[n] over the context's threads (elementwise: any split gives the same bits) */
-static void add_to(attn_ctx *ctx, const float *a, float *b, int64_t n) {
-    add_job j = {a, b};
-    attn__parallel_for(ctx, n, add_task, &j);
-}
-
-/*   dn2 = mlp'(dout);  dh = dout + rms2'(dn2);  dn1 = attn'(dh);  dx = dh + rms1'(dn1)
- * with n1 and n2 recomputed from x0 and h (the forward's bits); with sandwich norms the
- * sublayers' gradients pass their output norms' backward first (from the saved ao, mo). */
-attn_status attn__llama_block_bwd(attn_ctx *ctx, const attn__llama_block *l, const attn__gmap *g,
-                                  const attn__llama_block_saved *rec, int64_t B, int64_t T,
-                                  const attn__rope_cs *rope, const float *dout, float *dx) {
-    const int64_t M = B * T, E = l->E;
-    attn__mark mk = attn__ws_mark(ctx);
-    attn_status st;
-    float *n, *dn, *dh, *ds = NULL;
-    const float *dmo = dout, *dao;
-    ATTN_TRYG(attn__ws_f32(ctx, &n, M, E, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dn, M, E, 1, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &dh, M, E, 1, 1));
-    if (l->post_attn) {
-        ATTN_TRYG(attn__ws_f32(ctx, &ds, M, E, 1, 1));
-        ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->mo, E, l->post_mlp, l->eps, dout, E, ds, E,
-                                     attn__g(g, l->post_mlp), M, E));
-        dmo = ds;
-    }
-    attn__rms_norm(ctx, rec->h, E, l->ln2, l->eps, n, E, M, E);
-    ATTN_TRYG(attn__llama_mlp_bwd(ctx, &l->mlp, g, &rec->mlp, n, M, dmo, dn));
-    ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->h, E, l->ln2, l->eps, dn, E, dh, E,
-                                 attn__g(g, l->ln2), M, E));
-    add_to(ctx, dout, dh, M * E);
-    dao = dh;
-    if (l->post_attn) {
-        ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->ao, E, l->post_attn, l->eps, dh, E, ds, E,
-                                     attn__g(g, l->post_attn), M, E));
-        dao = ds;
-    }
-    attn__rms_norm(ctx, rec->x0, E, l->ln1, l->eps, n, E, M, E);
-    {
-        const attn__attn_io io = attn__attn_io_causal(n, B, T, rope, NULL);
-        ATTN_TRYG(
-            attn__attention_bwd(ctx, &l->attn, g, &rec->at, &io, dao, NULL, NULL, NULL, dn, NULL));
-    }
-    if (dx) {
-        ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->x0, E, l->ln1, l->eps, dn, E, dx, E,
-                                     attn__g(g, l->ln1), M, E));
-        add_to(ctx, dh, dx, M * E);
-    } else {
-        ATTN_TRYG(attn__rms_norm_bwd(ctx, rec->x0, E, l->ln1, l->eps, dn, E, NULL, E,
-                                     attn__g(g, l->ln1), M, E));
-    }
-done:
-    attn__ws_release(ctx, mk);
-    return st;
-}
-
 /* ---- the configuration -------------------------------------------------------------------- */
-void attn__llm_block_cfg(const attn_llm_config *c, int64_t i, attn__llama_block *l) {
+void attn__llm_block_cfg(const attn_llm_config *c, int64_t i, attn__block *l) {
     const int64_t E = c->hidden_size;
+    const float eps = (float)c->rms_norm_eps;
     l->E = E;
-    l->eps = (float)c->rms_norm_eps;
-    attn__attention *a = &l->attn; /* attn__attention_llama's form, its weights kept */
+    l->pre = 1, l->glu = 1, l->cross = 0, l->p = 0.0f;
+    l->sandwich = c->sandwich_norm != 0;
+    for (int s = ATTN__SUB_SELF; s <= ATTN__SUB_FFN; s += ATTN__SUB_FFN) {
+        attn__ln *n[2] = {&l->norm[s], &l->post[s]};
+        for (int k = 0; k < 2; k++) n[k]->E = E, n[k]->eps = eps, n[k]->rms = 1, n[k]->bias = NULL;
+    }
+    attn__attention *a = &l->at[0]; /* attn__attention_llama's form, its weights kept */
     a->E = E, a->H = c->num_heads, a->Hkv = c->num_kv_heads, a->D = c->head_dim;
     a->kdim = a->vdim = E;
     a->seq_rows = 1, a->rope = 1;
-    a->eps = l->eps;
+    a->eps = eps;
     /* local layers: all but every sliding_period-th (Gemma 3: 5 local, then 1 global) */
     const int local =
         c->sliding_window > 0 && (c->sliding_period == 0 || (i + 1) % c->sliding_period != 0);
@@ -350,7 +204,7 @@ static attn_status rope_for(attn_ctx *ctx, const attn_tensor *positions, int64_t
     return ATTN_OK;
 }
 
-attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m, const attn__llama_block *blk,
+attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m, const attn__block *blk,
                                  const attn__attention *a, const attn_llm_config *c,
                                  const attn_tensor *x, const attn_tensor *positions,
                                  attn_tensor *out, const char *fn) {
@@ -365,9 +219,9 @@ attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m, const attn
     ATTN_TRYG(attn__seq_in(ctx, &xv, "x", c->hidden_size, &B, &T, &xp));
     ATTN_TRYG(rope_for(ctx, positions, B, T, c->head_dim, (float)c->rope_theta, &rr));
     ATTN_TRYG(attn__seq_out(ctx, &ov, "out", B, T, c->hidden_size, &op));
-    if (blk) { /* in place on out */
-        memcpy(op, xp, (size_t)(B * T * c->hidden_size) * sizeof(float));
-        ATTN_TRYG(attn__llama_block_fwd(ctx, blk, op, B, T, &rr, NULL));
+    if (blk) {
+        const attn__block_io io = attn__block_io_causal(B, T, &rr, NULL);
+        ATTN_TRYG(attn__block_fwd(ctx, blk, xp, op, &io, NULL));
     } else {
         const attn__attn_io io = attn__attn_io_causal(xp, B, T, &rr, NULL);
         ATTN_TRYG(attn__attention_fwd(ctx, a, &io, op, NULL, NULL, 0, NULL));
@@ -386,7 +240,7 @@ typedef struct part_rec {
     int64_t B, T;
     const float *x0;         /* the input [B*T, E] (a copy in a tape) */
     attn__rope_cs rope;      /* attention and layer: cos, sin [B*T, D/2] */
-    attn__llama_block_saved blk;
+    attn__block_saved blk;
     attn__attn_saved at;
     attn__llama_mlp_saved mlp;
 } part_rec;
@@ -397,7 +251,7 @@ static int64_t part_E(const attn__llm_part *pt) {
 
 static attn_status part_alloc(attn_ctx *ctx, attn__tape *t, const attn__llm_part *pt, int64_t B,
                               int64_t T, part_rec *r) {
-    if (pt->blk) return attn__llama_block_saved_alloc(ctx, t, pt->blk, B, T, &r->blk);
+    if (pt->blk) return attn__block_saved_alloc(ctx, t, pt->blk, B, T, 0, &r->blk);
     if (pt->a)
         return attn__attn_saved_alloc(ctx, t, pt->a, B, T, T, 1, &r->at);
     return attn__llama_mlp_saved_alloc(ctx, t, pt->p, B * T, &r->mlp);
@@ -405,8 +259,10 @@ static attn_status part_alloc(attn_ctx *ctx, attn__tape *t, const attn__llm_part
 
 /* The part's forward of r->x0 into out with its record. */
 static attn_status part_fwd(attn_ctx *ctx, const attn__llm_part *pt, part_rec *r, float *out) {
-    if (pt->blk)
-        return attn__llama_block_fwd_rec(ctx, pt->blk, r->x0, out, r->B, r->T, &r->rope, &r->blk);
+    if (pt->blk) {
+        const attn__block_io io = attn__block_io_causal(r->B, r->T, &r->rope, NULL);
+        return attn__block_fwd(ctx, pt->blk, r->x0, out, &io, &r->blk);
+    }
     if (pt->a) {
         const attn__attn_io io = attn__attn_io_causal(r->x0, r->B, r->T, &r->rope, NULL);
         return attn__attention_fwd(ctx, pt->a, &io, out, NULL, NULL, 0, &r->at);
@@ -416,8 +272,10 @@ static attn_status part_fwd(attn_ctx *ctx, const attn__llm_part *pt, part_rec *r
 
 static attn_status part_bwd(attn_ctx *ctx, const attn__llm_part *pt, const attn__gmap *g,
                             const part_rec *r, const float *dout, float *dx) {
-    if (pt->blk)
-        return attn__llama_block_bwd(ctx, pt->blk, g, &r->blk, r->B, r->T, &r->rope, dout, dx);
+    if (pt->blk) {
+        const attn__block_io io = attn__block_io_causal(r->B, r->T, &r->rope, NULL);
+        return attn__block_bwd(ctx, pt->blk, g, &r->blk, &io, dout, dx, NULL);
+    }
     if (pt->a) {
         const attn__attn_io io = attn__attn_io_causal(r->x0, r->B, r->T, &r->rope, NULL);
         return attn__attention_bwd(ctx, pt->a, g, &r->at, &io, dout, NULL, NULL, NULL, dx, NULL);
@@ -590,7 +448,7 @@ typedef struct layer_mod {
     attn_llm_config c;
     attn__lin attn[4], mlp[3];
     float *ln1, *ln2;
-    attn__llama_block blk;
+    attn__block blk;
 } layer_mod;
 
 attn_status attn_llama_layer_create(attn_ctx *ctx, const attn_llm_config *cfg,
@@ -613,11 +471,10 @@ attn_status attn_llama_layer_create(attn_ctx *ctx, const attn_llm_config *cfg,
                              0, 0);
     if (!st) st = attn__llama_mlp_reg(ctx, m, "mlp.", &c, q->mlp);
     ATTN_TRY(attn__module_done(ctx, m, st, out));
-    q->blk.E = E;
-    q->blk.eps = (float)c.rms_norm_eps;
-    q->blk.ln1 = q->ln1, q->blk.ln2 = q->ln2;
-    attn__llama_attn_bind(&q->blk.attn, &c, q->attn);
+    attn__llama_attn_bind(&q->blk.at[0], &c, q->attn);
     attn__llama_mlp_bind(&q->blk.mlp, q->mlp);
+    attn__llm_block_cfg(&c, 0, &q->blk);
+    q->blk.norm[ATTN__SUB_SELF].weight = q->ln1, q->blk.norm[ATTN__SUB_FFN].weight = q->ln2;
     return ATTN_OK;
 }
 
@@ -660,5 +517,5 @@ attn_status attn_llama_layer_backward_saved(attn_ctx *ctx, const attn_module *m,
 
 void attn__llama_layer_mod_interleave(attn_module *m, int on) {
     layer_mod *q = m->impl;
-    q->blk.attn.rope_interleaved = on != 0;
+    q->blk.at[0].rope_interleaved = on != 0;
 }

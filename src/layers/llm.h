@@ -36,32 +36,11 @@ ATTN__HIDDEN attn_status attn__rms_norm_bwd(attn_ctx *ctx, const float *x, int64
                                             int64_t lddy, float *dx, int64_t lddx, float *dw,
                                             int64_t M, int64_t E);
 
-/* ---- the decoder block -------------------------------------------------------------------- */
-typedef struct attn__llama_mlp {
-    int64_t E, F;
-    attn__weight gate, up, down; /* [F, E], [F, E], [E, F] */
-    int act;                    /* 0: silu(gate) * up; 1: gelu_tanh(gate) * up */
-} attn__llama_mlp;
-
-typedef struct attn__llama_block {
-    int64_t E;
-    float eps;
-    const float *ln1, *ln2; /* input_layernorm, post_attention_layernorm [E] (Gemma:
-                               pre_feedforward_layernorm) */
-    const float *post_attn, *post_mlp; /* sandwich norms [E], or NULL (Gemma's
-                                          post_attention_layernorm, post_feedforward_layernorm) */
-    attn__attention attn;              /* attn__attention_llama's form */
-    attn__llama_mlp mlp;
-} attn__llama_block;
-
+/* ---- the gated feed-forward (swiglu.c; its types in layers.h) ------------------------- */
 /* out[B*T, E] = r + down(silu(gate(x)) * up(x)) (r may be NULL; may not overlap out). */
 ATTN__HIDDEN attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p,
                                              const float *x, int64_t B, int64_t T,
                                              const float *r, float *out);
-/* The decoder layer, in place on x [B*T, E]. */
-ATTN__HIDDEN attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_block *l,
-                                               float *x, int64_t B, int64_t T,
-                                               const attn__rope_cs *rope, attn__kv *kv);
 
 /* ---- training: records of the forwards and the backwards -----------------------------------
  * The forwards below with a record (rec non-NULL) compute what they compute without one (the
@@ -76,51 +55,26 @@ ATTN__HIDDEN attn_status attn__llama_block_fwd(attn_ctx *ctx, const attn__llama_
  * MLP: g = gate(x), u = up(x) [M, F] (before the activation); out = down(silu(g) * u) + r.
  * Attention: attn__attn_saved (layers.h): the projections after RoPE (q, k, v of a token side
  * by side), the attention output and its log-sum-exp (the fused backward starts from them). */
-typedef struct attn__llama_mlp_saved {
-    float *g, *u;
-} attn__llama_mlp_saved;
-/* The decoder layer: n1 = rms1(x0), h = x0 + attn(n1), n2 = rms2(h), out = h + mlp(n2).  The
- * norms' outputs are not kept (the backward recomputes them from x0 and h: one row pass). */
-typedef struct attn__llama_block_saved {
-    const float *x0; /* the layer's input [M, E]: the caller's, must stay valid and unchanged */
-    float *h;        /* [M, E] */
-    float *ao, *mo;  /* sandwich norms: the attention's and the MLP's outputs [M, E] before
-                        their norms (else NULL) */
-    attn__attn_saved at;
-    attn__llama_mlp_saved mlp;
-} attn__llama_block_saved;
-/* Floats a layer's record holds per token (x0 not counted): E + (H + 2 Hkv) D + H D + H + 2 F. */
+/* A Llama-family layer's record (attn__block_saved) holds per token, x0 not counted:
+ * E + (H + 2 Hkv) D + H D + H + 2 F floats (with sandwich norms 2 E more). */
 ATTN__HIDDEN attn_status attn__llama_mlp_saved_alloc(attn_ctx *ctx, attn__tape *t,
                                                      const attn__llama_mlp *p, int64_t M,
                                                      attn__llama_mlp_saved *rec);
-ATTN__HIDDEN attn_status attn__llama_block_saved_alloc(attn_ctx *ctx, attn__tape *t,
-                                                       const attn__llama_block *l, int64_t B,
-                                                       int64_t T, attn__llama_block_saved *rec);
 /* attn__llama_mlp_fwd with a record (NULL: the forward itself). */
 ATTN__HIDDEN attn_status attn__llama_mlp_fwd_rec(attn_ctx *ctx, const attn__llama_mlp *p,
                                                  const float *x, int64_t B, int64_t T,
                                                  const float *r, float *out,
                                                  attn__llama_mlp_saved *rec);
-/* The decoder layer without a cache from x0 into out [M, E] (out may be x0 only without a
- * record), with a record (NULL: the forward itself); rec->x0 is set to x0. */
-ATTN__HIDDEN attn_status attn__llama_block_fwd_rec(attn_ctx *ctx, const attn__llama_block *l,
-                                                   const float *x0, float *out, int64_t B,
-                                                   int64_t T, const attn__rope_cs *rope,
-                                                   attn__llama_block_saved *rec);
 /* Backwards: x the forward's input [M, E], dout [M, E], dx [M, E] (may be NULL; not dout). */
 ATTN__HIDDEN attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p,
                                              const attn__gmap *g, const attn__llama_mlp_saved *rec,
                                              const float *x, int64_t M, const float *dout,
                                              float *dx);
-ATTN__HIDDEN attn_status attn__llama_block_bwd(attn_ctx *ctx, const attn__llama_block *l,
-                                               const attn__gmap *g,
-                                               const attn__llama_block_saved *rec, int64_t B,
-                                               int64_t T, const attn__rope_cs *rope,
-                                               const float *dout, float *dx);
 
-/* Layer i's settings from the config (sizes, eps, its window and RoPE table, the MLP's
- * activation) into l, whose weights and norms are kept. */
-ATTN__HIDDEN void attn__llm_block_cfg(const attn_llm_config *c, int64_t i, attn__llama_block *l);
+/* Layer i's settings from the config as a block (pre-norm RMSNorm, sandwich norms, the
+ * attention's sizes, window and RoPE table, the gated feed-forward's activation) into l, whose
+ * weights and norm weights are kept. */
+ATTN__HIDDEN void attn__llm_block_cfg(const attn_llm_config *c, int64_t i, attn__block *l);
 /* inv_freq [D/2] of the global layers (rope_theta, then the config's RoPE scaling: div the file's
  * divisors with rope_scaling 3) and, inv_local not NULL, of the local layers
  * (rope_theta_local). */
@@ -159,7 +113,7 @@ ATTN__HIDDEN attn_status attn__llm_seq_views(attn_ctx *ctx, const attn_tensor *x
 /* The forward of the attention module (blk NULL: a) or of the layer module (blk) on x with
  * positions (attn_llama_attention_forward's arguments); c the resolved config. */
 ATTN__HIDDEN attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *m,
-                                              const attn__llama_block *blk,
+                                              const attn__block *blk,
                                               const attn__attention *a, const attn_llm_config *c,
                                               const attn_tensor *x, const attn_tensor *positions,
                                               attn_tensor *out, const char *fn);
@@ -168,7 +122,7 @@ ATTN__HIDDEN attn_status attn__llm_module_run(attn_ctx *ctx, const attn_module *
  * One of the three modules' parts (exactly one of blk, a, p set; c the resolved config, read
  * for the RoPE rows: NULL for the MLP) behind the public entry points of the three modules. */
 typedef struct attn__llm_part {
-    const attn__llama_block *blk;
+    const attn__block *blk;
     const attn__attention *a;
     const attn__llama_mlp *p;
     const attn_llm_config *c;

@@ -196,5 +196,6 @@ static void act_rows(const attn__ew_kernel *k, attn_activation act, const float 
 }
 
 void attn__ln_fwd(attn_ctx *ctx, const attn__ln *l, const float *x, float *y, int64_t M) {
-    attn__layer_norm_rows(ctx, x, y, l->weight, l->bias, l->eps, M, l->E);
+    if (l->rms) attn__rms_norm(ctx, x, l->E, l->weight, l->eps, y, l->E, M, l->E);
+    else attn__layer_norm_rows(ctx, x, y, l->weight, l->bias, l->eps, M, l->E);
 }

@@ -219,6 +219,7 @@ attn_status attn__ln_reg(attn_ctx *ctx, attn_module *m, const char *prefix, cons
     l->E = E;
     l->eps = eps;
     l->bias = NULL;
+    l->rms = 0;
     if (snprintf(buf, sizeof buf, "%s.weight", name) >= (int)sizeof buf)
         return attn__fail(ctx, ATTN_E_INVALID, "parameter name too long");
     ATTN_TRY(attn__param_reg(ctx, m, prefix, buf, &l->weight, 1.0f, 1, E, 0, 0));

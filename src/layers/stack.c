@@ -25,7 +25,7 @@ attn_status attn__stack_reg(attn_ctx *ctx, attn_module *m, attn__stack *s,
                      (long long)lim);
     }
     /* one allocation for both layer arrays, owned by the module (m->extra) */
-    size_t ne = (size_t)nenc * sizeof(attn__enc_layer), nd = (size_t)ndec * sizeof(attn__dec_layer);
+    size_t ne = (size_t)nenc * sizeof(attn__block), nd = (size_t)ndec * sizeof(attn__block);
     size_t tot = ne + nd; /* the caller's tail after the layers, 64-byte aligned */
     tot = (tot + 63) & ~(size_t)63;
     size_t tail_off = tot;
@@ -34,14 +34,14 @@ attn_status attn__stack_reg(attn_ctx *ctx, attn_module *m, attn__stack *s,
     m->extra = attn__calloc(ctx, 1, tot);
     if (!m->extra) return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (layers)");
     if (tail) *tail = tail_bytes ? (char *)m->extra + tail_off : NULL;
-    s->enc = nenc ? (attn__enc_layer *)m->extra : NULL;
-    s->dec = ndec ? (attn__dec_layer *)((char *)m->extra + ne) : NULL;
+    s->enc = nenc ? (attn__block *)m->extra : NULL;
+    s->dec = ndec ? (attn__block *)((char *)m->extra + ne) : NULL;
     /* m->numel counts the parameters registered so far: the arena offset of the next one */
     s->enc_at = m->numel;
     for (int64_t i = 0; i < nenc; i++) {
         if (snprintf(p, sizeof p, "%s%lld.", enc_prefix, (long long)i) >= (int)sizeof p)
             return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
-        ATTN_TRY(attn__enc_layer_reg(ctx, m, p, &s->enc[i], cfg));
+        ATTN_TRY(attn__block_tf_reg(ctx, m, p, &s->enc[i], cfg, 0));
         if (i == 0) s->enc_len = m->numel - s->enc_at;
     }
     s->encn_at = m->numel;
@@ -55,7 +55,7 @@ attn_status attn__stack_reg(attn_ctx *ctx, attn_module *m, attn__stack *s,
     for (int64_t i = 0; i < ndec; i++) {
         if (snprintf(p, sizeof p, "%s%lld.", dec_prefix, (long long)i) >= (int)sizeof p)
             return attn__fail(ctx, ATTN_E_INVALID, "parameter name prefix too long");
-        ATTN_TRY(attn__dec_layer_reg(ctx, m, p, &s->dec[i], cfg));
+        ATTN_TRY(attn__block_tf_reg(ctx, m, p, &s->dec[i], cfg, 1));
         if (i == 0) s->dec_len = m->numel - s->dec_at;
     }
     s->decn_at = m->numel;
@@ -92,25 +92,40 @@ attn_status attn__tf_masks_saved(attn_ctx *ctx, attn__tape *t, const attn_transf
     return ATTN_OK;
 }
 
+/* The io of a stack's layers: an encoder's (m1 = mask, m2 = key padding mask) or a decoder's
+ * (m1 = tgt_mask, m2 = tgt key padding mask, mm = memory_mask, mk = memory key padding mask,
+ * over mem [B, S, E]). */
+static attn__block_io stack_io(int64_t B, int64_t T, int64_t S, const float *mem,
+                               const attn_mask *m1, const attn_mask *m2, const attn_mask *mm,
+                               const attn_mask *mk, int is_causal, attn__rng *rng) {
+    attn__block_io io;
+    memset(&io, 0, sizeof io);
+    io.B = B, io.T = T, io.S = S, io.mem = mem;
+    io.mask = m1, io.kpm = m2, io.causal = is_causal, io.mmask = mm, io.mkpm = mk;
+    io.rng = rng;
+    return io;
+}
+
 /* Encoder stack over x [B, L, E] in place. */
 attn_status attn__enc_run(attn_ctx *ctx, const attn__stack *s, float *x, int64_t B, int64_t L,
-                           const attn_mask *mask, const attn_mask *kpm, int is_causal,
-                           attn__rng *rng) {
+                          const attn_mask *mask, const attn_mask *kpm, int is_causal,
+                          attn__rng *rng) {
+    const attn__block_io io = stack_io(B, L, 0, NULL, mask, kpm, NULL, NULL, is_causal, rng);
     for (int64_t i = 0; i < s->nenc; i++)
-        ATTN_TRY(attn__enc_layer_fwd(ctx, &s->enc[i], x, x, B, L, mask, kpm, is_causal, rng,
-                                     NULL));
+        ATTN_TRY(attn__block_fwd(ctx, &s->enc[i], x, x, &io, NULL));
     if (s->enc_norm) attn__ln_fwd(ctx, &s->enc_final, x, x, B * L);
     return ATTN_OK;
 }
 
 attn_status attn__dec_run(attn_ctx *ctx, const attn__stack *s, float *x, const float *mem,
-                           int64_t B, int64_t T, int64_t S, const attn_mask *tm,
-                           const attn_mask *mm, const attn_mask *tk, const attn_mask *mk,
-                           int tgt_is_causal, attn__rng *rng, float *cross_w) {
-    for (int64_t i = 0; i < s->ndec; i++)
-        ATTN_TRY(attn__dec_layer_fwd(ctx, &s->dec[i], x, x, mem, B, T, S, tm, mm, tk, mk,
-                                     tgt_is_causal, rng, i == s->ndec - 1 ? cross_w : NULL,
-                                     NULL));
+                          int64_t B, int64_t T, int64_t S, const attn_mask *tm,
+                          const attn_mask *mm, const attn_mask *tk, const attn_mask *mk,
+                          int tgt_is_causal, attn__rng *rng, float *cross_w) {
+    attn__block_io io = stack_io(B, T, S, mem, tm, tk, mm, mk, tgt_is_causal, rng);
+    for (int64_t i = 0; i < s->ndec; i++) {
+        io.cross_w = i == s->ndec - 1 ? cross_w : NULL;
+        ATTN_TRY(attn__block_fwd(ctx, &s->dec[i], x, x, &io, NULL));
+    }
     if (s->dec_norm) attn__ln_fwd(ctx, &s->dec_final, x, x, B * T);
     return ATTN_OK;
 }
@@ -131,29 +146,20 @@ attn_status attn__stack_fwd_rec(attn_ctx *ctx, const attn__stack *s, int dec, in
     if (mm) rec->mm = *mm;
     if (mk) rec->mk = *mk;
     rec->mem = mem;
+    const attn__block_io io = stack_io(B, T, S, mem, m1, m2, mm, mk, is_causal, rng);
     if (fin || N < 1) out = NULL; /* the final norm's backward reads the last output */
     ATTN_TRY(attn__rec_f32(ctx, t, &rec->xs, out ? N : N + 1, B, T, E));
     ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)N, sizeof *rec->rs, (void **)&rec->rs));
-    if (!ckpt && dec)
-        ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)N, sizeof *rec->dec, (void **)&rec->dec));
-    if (!ckpt && !dec)
-        ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)N, sizeof *rec->enc, (void **)&rec->enc));
+    if (!ckpt) ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)N, sizeof *rec->ls, (void **)&rec->ls));
     attn__copy_f(rec->xs, x, n);
     for (int64_t i = 0; i < N; i++) {
         const float *xi = rec->xs + i * n;
         float *xo = out && i == N - 1 ? out : rec->xs + (i + 1) * n;
         rec->rs[i] = *rng;
-        if (dec) {
-            attn__dec_saved *sv = ckpt ? NULL : &rec->dec[i];
-            if (sv) ATTN_TRY(attn__dec_saved_alloc(ctx, t, &s->dec[i], B, T, S, sv));
-            ATTN_TRY(attn__dec_layer_fwd(ctx, &s->dec[i], xi, xo, mem, B, T, S, m1, mm, m2, mk,
-                                         is_causal, rng, NULL, sv));
-        } else {
-            attn__enc_saved *sv = ckpt ? NULL : &rec->enc[i];
-            if (sv) ATTN_TRY(attn__enc_saved_alloc(ctx, t, &s->enc[i], B, T, sv));
-            ATTN_TRY(attn__enc_layer_fwd(ctx, &s->enc[i], xi, xo, B, T, m1, m2, is_causal, rng,
-                                         sv));
-        }
+        const attn__block *l = dec ? &s->dec[i] : &s->enc[i];
+        attn__block_saved *sv = ckpt ? NULL : &rec->ls[i];
+        if (sv) ATTN_TRY(attn__block_saved_alloc(ctx, t, l, B, T, S, sv));
+        ATTN_TRY(attn__block_fwd(ctx, l, xi, xo, &io, sv));
     }
     rec->out = out ? out : rec->xs + N * n;
     if (fin) {
@@ -191,17 +197,10 @@ attn_status attn__stack_bwd_rec(attn_ctx *ctx, const attn__stack *s, const attn_
         float *dst = i == 0 && dx != din ? dx : din == d ? t : d;
         const float *xi = rec->xs + i * n;
         attn__rng r = rec->rs[i];
-        if (dec && rec->ckpt)
-            ATTN_TRYG(attn__dec_layer_bwd(ctx, &s->dec[i], g, xi, rec->mem, B, T, S, m1, mm, m2, mk,
-                                          rec->is_causal, &r, din, dst, dmem));
-        else if (dec)
-            ATTN_TRYG(attn__dec_layer_bwd_saved(ctx, &s->dec[i], g, &rec->dec[i], B, T, S, din, dst,
-                                                dmem));
-        else if (rec->ckpt)
-            ATTN_TRYG(attn__enc_layer_bwd(ctx, &s->enc[i], g, xi, B, T, m1, m2, rec->is_causal, &r,
-                                          din, dst));
-        else
-            ATTN_TRYG(attn__enc_layer_bwd_saved(ctx, &s->enc[i], g, &rec->enc[i], B, T, din, dst));
+        const attn__block *l = dec ? &s->dec[i] : &s->enc[i];
+        const attn__block_io io = stack_io(B, T, S, rec->mem, m1, m2, mm, mk, rec->is_causal, &r);
+        if (rec->ckpt) ATTN_TRYG(attn__block_bwd_re(ctx, l, g, xi, &io, din, dst, dmem));
+        else ATTN_TRYG(attn__block_bwd(ctx, l, g, &rec->ls[i], &io, din, dst, dmem));
         if (dec) attn__grad_ready(ctx, s->dec_at + i * s->dec_len, s->dec_len);
         else attn__grad_ready(ctx, s->enc_at + i * s->enc_len, s->enc_len);
         din = dst;
@@ -217,14 +216,14 @@ done:
 const attn__stack *attn__as_stack(const attn_module *m, attn__stack *one) {
     if (m->kind == ATTN__ENCODER || m->kind == ATTN__DECODER) return m->impl;
     memset(one, 0, sizeof *one);
+    attn__tf_layer *l = m->impl;
+    one->cfg = l->cfg;
     if (m->kind == ATTN__ENC_LAYER) {
-        one->enc = m->impl;
-        one->cfg = one->enc->cfg;
+        one->enc = &l->b;
         one->nenc = 1;
         one->enc_len = m->numel;
     } else {
-        one->dec = m->impl;
-        one->cfg = one->dec->cfg;
+        one->dec = &l->b;
         one->ndec = 1;
         one->dec_len = m->numel;
     }

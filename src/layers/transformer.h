@@ -1,9 +1,9 @@
-/* Internal to the Transformer family in src/layers/ (ffn.c, encoder.c, decoder.c, stack.c,
- * transformer.c): what the encoder and decoder layers share (residual blocks, the feed-forward
- * block), the layers' backwards that the stacks call, and the stack module helpers.  The types
- * and the entry points that other folders use (src/models/) are in layers.h.
+/* Internal to the Transformer family in src/layers/ (block.c, ffn.c, encoder.c, decoder.c,
+ * stack.c, transformer.c): the residual-block helpers of the one block, the feed-forward's
+ * forward and backward, the masks of the public entry points and the stack module helpers.
+ * The types and the entry points that other folders use (src/models/) are in layers.h.
  *
- * Backward.  Each block's backward reads the record its forward filled (attn__enc_saved, ...):
+ * Backward.  Each block's backward reads the record its forward filled (attn__block_saved):
  * the intermediate values and a snapshot of the dropout stream before every dropout site, so
  * that the backward draws the same masks; dropout is linear, so its backward is the same
  * masking applied to the gradient.  The recomputing backwards run the forward again into a
@@ -99,16 +99,14 @@ static inline float *attn__res_end(attn_ctx *ctx, const attn__res_blk *b, attn__
 ATTN__HIDDEN attn_status attn__ffn_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__lin *l1,
                                                attn_activation act, int64_t M,
                                                attn__ffn_saved *sv);
-/* The last block of both layers, on the stream r: pre-norm out = r + drop(ff(norm(r))) (the
- * norm into nbuf); post-norm (r already normalised) out = norm(r + drop(ff(r))), the sum kept
- * in rstore when a record wants it.  ff, site: NULL, or the record's feed-forward and the
- * stream at the block's dropout. */
-ATTN__HIDDEN attn_status attn__ffn_block(attn_ctx *ctx, const attn_transformer_config *c,
-                                         const attn__lin *l1, const attn__lin *l2,
-                                         const attn__ln *norm, int drop, const float *r,
-                                         float *nbuf, float *rstore, float *out, float *scratch,
-                                         int64_t M, attn__rng *rng, attn__ffn_saved *ff,
-                                         attn__rng *site);
+/* y[M, E] = lin2(dropout(act(lin1(x[M, E])))), then oepi (NULL, or lin2's epilogue: a
+ * residual, a layer norm); y must not overlap x or oepi->r.  sv: NULL, or a record whose h and
+ * a ([M, F]) the forward fills (without one the activation runs in lin1's epilogue: the same
+ * bits). */
+ATTN__HIDDEN attn_status attn__ffn_fwd(attn_ctx *ctx, const attn__lin *l1, const attn__lin *l2,
+                                       attn_activation act, float p, const float *x, float *y,
+                                       int64_t M, attn__rng *rng, attn__ffn_saved *sv,
+                                       const attn__epi *oepi);
 /* Backward of y = lin2(dropout(act(lin1(x)))) from its record sv: dx [M, E] overwritten, plus
  * res [M, E] where res is not NULL (added as res + dx in the last product's epilogue; res
  * must not be dx). */
@@ -118,34 +116,6 @@ ATTN__HIDDEN attn_status attn__ffn_bwd_saved(attn_ctx *ctx, const attn__lin *l1,
                                              const attn__ffn_saved *sv, const float *x,
                                              const float *dy, float *dx, const float *res,
                                              int64_t M);
-
-/* ---- layer backwards (encoder.c, decoder.c) ------------------------------------------ */
-/* Encoder layer from its record (attn__enc_saved).  dout [B, L, E]; dx overwritten. */
-ATTN__HIDDEN attn_status attn__enc_layer_bwd_saved(attn_ctx *ctx, const attn__enc_layer *l,
-                                                   const attn__gmap *g,
-                                                   const attn__enc_saved *sv, int64_t B,
-                                                   int64_t L, const float *dout, float *dx);
-/* Encoder layer, recomputing its forward from x0 [B, L, E] and the stream. */
-ATTN__HIDDEN attn_status attn__enc_layer_bwd(attn_ctx *ctx, const attn__enc_layer *l,
-                                             const attn__gmap *g, const float *x0, int64_t B,
-                                             int64_t L, const attn_mask *mask,
-                                             const attn_mask *kpm, int is_causal,
-                                             attn__rng *rng, const float *dout, float *dx);
-/* Decoder layer from its record (attn__dec_saved).  dx overwritten; dmem [B, S, E]
- * accumulates. */
-ATTN__HIDDEN attn_status attn__dec_layer_bwd_saved(attn_ctx *ctx, const attn__dec_layer *l,
-                                                   const attn__gmap *g,
-                                                   const attn__dec_saved *sv, int64_t B,
-                                                   int64_t T, int64_t S, const float *dout,
-                                                   float *dx, float *dmem);
-/* Decoder layer, recomputing its forward from x0 [B, T, E], mem and the stream. */
-ATTN__HIDDEN attn_status attn__dec_layer_bwd(attn_ctx *ctx, const attn__dec_layer *l,
-                                             const attn__gmap *g, const float *x0,
-                                             const float *mem, int64_t B, int64_t T, int64_t S,
-                                             const attn_mask *tm, const attn_mask *mm,
-                                             const attn_mask *tk, const attn_mask *mkpm,
-                                             int tgt_is_causal, attn__rng *rng,
-                                             const float *dout, float *dx, float *dmem);
 
 /* ---- the masks of the public entry points (encoder.c, decoder.c, transformer.c) -------- */
 /* Which members of attn_transformer_masks an entry point reads: the encoder's (src_*), the

@@ -20,7 +20,7 @@ typedef struct bert_layer {
     attn__ln ln1, ln2;
     /* the shared encoder layer over these, q, k and v stacked into its in_proj [3E, E] (a copy
      * in m->extra made after loading): out_proj = ao, linear1 = inter, linear2 = out */
-    attn__enc_layer enc;
+    attn__block enc;
 } bert_layer;
 
 typedef struct bert_impl {
@@ -517,12 +517,12 @@ static attn_status bind_layers(attn_ctx *ctx, attn_module *m, const bert_cfg *c)
             memcpy(wi + k * E * E, src[k]->weight, (size_t)(E * E) * sizeof(float));
             memcpy(bi + k * E, src[k]->bias, (size_t)E * sizeof(float));
         }
-        attn__enc_layer *e = &l->enc;
+        attn__block *e = &l->enc;
         memset(e, 0, sizeof *e);
-        e->cfg = tc;
-        attn__attention_mha_bind(&e->self_attn, E, c->heads, wi, bi, l->ao.weight, l->ao.bias);
-        e->linear1 = l->inter, e->linear2 = l->out;
-        e->norm1 = l->ln1, e->norm2 = l->ln2;
+        e->E = E, e->act = tc.activation; /* post-norm, no dropout at inference */
+        attn__attention_mha_bind(&e->at[0], E, c->heads, wi, bi, l->ao.weight, l->ao.bias);
+        e->l1 = l->inter, e->l2 = l->out;
+        e->norm[ATTN__SUB_SELF] = l->ln1, e->norm[ATTN__SUB_FFN] = l->ln2;
     }
     return ATTN_OK;
 }
@@ -639,11 +639,11 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
         const attn__weight f32 = {ATTN_Q_F32, NULL, 0, 0, NULL, 0};
         const int64_t E = b->info.hidden_size;
         for (int64_t li = 0; li < b->info.num_layers; li++) {
-            attn__enc_layer *e = &q->layers[li].enc;
-            attn__attention *a = &e->self_attn; /* q's data and bias start the stacked ones */
+            attn__block *e = &q->layers[li].enc;
+            attn__attention *a = &e->at[0]; /* q's data and bias start the stacked ones */
             a->qkv = attn__weight_f32(a->q.data, a->q.bias, 3 * E, E);
             a->o = attn__weight_f32(q->layers[li].ao.weight, q->layers[li].ao.bias, E, E);
-            e->linear1.pw = e->linear2.pw = f32;
+            e->l1.pw = e->l2.pw = f32;
         }
         bfree(b, b->lw);
         b->lw = NULL, b->dtype = ATTN_F32;
@@ -677,9 +677,9 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
     unsigned char *at = w;
     attn_status st = ATTN_OK;
     for (int64_t li = 0; li < nl && !st; li++) {
-        const attn__enc_layer *e = &q->layers[li].enc;
-        const float *src[4] = {e->self_attn.q.data, q->layers[li].ao.weight, e->linear1.weight,
-                               e->linear2.weight};
+        const attn__block *e = &q->layers[li].enc;
+        const float *src[4] = {e->at[0].q.data, q->layers[li].ao.weight, e->l1.weight,
+                               e->l2.weight};
         char what[64];
         snprintf(what, sizeof what, "attn_bert_set_dtype: layer %lld", (long long)li);
         for (int k = 0; k < 4 && !st; k++) {
@@ -694,14 +694,14 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
         return st;
     }
     for (int64_t li = 0; li < nl; li++) {
-        attn__enc_layer *e = &q->layers[li].enc;
-        attn__weight *pk[2] = {&e->self_attn.qkv, &e->self_attn.o};
+        attn__block *e = &q->layers[li].enc;
+        attn__weight *pk[2] = {&e->at[0].qkv, &e->at[0].o};
         for (int k = 0; k < 2; k++) { /* the packed form, with the layer's bias */
             const float *bias = pk[k]->bias;
             *pk[k] = pw[4 * li + k];
             pk[k]->bias = bias;
         }
-        e->linear1.pw = pw[4 * li + 2], e->linear2.pw = pw[4 * li + 3];
+        e->l1.pw = pw[4 * li + 2], e->l2.pw = pw[4 * li + 3];
     }
     attn__free(ctx, pw);
     bfree(b, b->lw);
@@ -766,9 +766,11 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
     const int64_t ps[2] = {B, L};
     const attn_mask kpm = {ATTN_MASK_BLOCK, attn_tensor_make((void *)pad, ATTN_U8, 2, ps)};
     attn__rng rng = {0, 0, 0}; /* inference: no dropout */
+    attn__block_io io;
+    memset(&io, 0, sizeof io);
+    io.B = B, io.T = L, io.kpm = any_pad ? &kpm : NULL, io.rng = &rng;
     for (int64_t li = 0; li < b->info.num_layers; li++)
-        ATTN_TRY(attn__enc_layer_fwd(ctx, &q->layers[li].enc, x, x, B, L, NULL,
-                                     any_pad ? &kpm : NULL, 0, &rng, NULL));
+        ATTN_TRY(attn__block_fwd(ctx, &q->layers[li].enc, x, x, &io, NULL));
     return ATTN_OK;
 }
 

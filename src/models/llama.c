@@ -62,7 +62,7 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     ATTN_TRY(attn__llm_check(ctx, cfg, what, &c));
     /* the model, its layers, inv_freq (global, local) and the file's RoPE divisors in one
      * allocation (layers <= ATTN_LIMIT_LAYERS) */
-    size_t lay = (size_t)c.num_layers * sizeof(attn__llama_block);
+    size_t lay = (size_t)c.num_layers * sizeof(attn__block);
     size_t base = (sizeof(attn_llm) + 63) / 64 * 64, invo = base + (lay + 63) / 64 * 64;
     size_t total = invo + (size_t)(c.head_dim / 2) * 3 * sizeof(float);
     attn_llm *m = attn__calloc(ctx, 1, total);
@@ -73,7 +73,7 @@ attn_status attn__llm_new(attn_ctx *ctx, const attn_llm_config *cfg, const char 
     m->alloc_user = ctx->alloc_user;
     m->bos = m->eos = m->eot = -1;
     m->ends[0] = m->ends[1] = m->ends[2] = m->ends[3] = -1;
-    m->layers = (attn__llama_block *)((unsigned char *)m + base);
+    m->layers = (attn__block *)((unsigned char *)m + base);
     m->inv_freq = (float *)((unsigned char *)m + invo);
     if (c.sliding_window > 0 && c.rope_theta_local != 0) /* the local layers' own base */
         m->inv_freq_local = m->inv_freq + c.head_dim / 2;
@@ -92,7 +92,7 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
                                                       : "lm_head.weight"));
     ATTN_FAIL_IF(!m->norm, ctx, ATTN_E_NOT_FOUND, "model.norm.weight: weight not set");
     for (int64_t i = 0; i < c->num_layers; i++) {
-        attn__llama_block *l = &m->layers[i];
+        attn__block *l = &m->layers[i];
         char w[7][96];
         static const char *const nm[7] = {"self_attn.q_proj", "self_attn.k_proj",
                                           "self_attn.v_proj", "self_attn.o_proj",
@@ -100,15 +100,18 @@ attn_status attn__llm_ready(attn_ctx *ctx, attn_llm *m) {
                                           "mlp.down_proj"};
         for (int k = 0; k < 7; k++)
             snprintf(w[k], sizeof w[k], "model.layers.%lld.%s.weight", (long long)i, nm[k]);
-        ATTN_TRY(attn__weight_check(ctx, &l->attn.q, HD, E, w[0]));
-        ATTN_TRY(attn__weight_check(ctx, &l->attn.k, KD, E, w[1]));
-        ATTN_TRY(attn__weight_check(ctx, &l->attn.v, KD, E, w[2]));
-        ATTN_TRY(attn__weight_check(ctx, &l->attn.o, E, HD, w[3]));
+        ATTN_TRY(attn__weight_check(ctx, &l->at[0].q, HD, E, w[0]));
+        ATTN_TRY(attn__weight_check(ctx, &l->at[0].k, KD, E, w[1]));
+        ATTN_TRY(attn__weight_check(ctx, &l->at[0].v, KD, E, w[2]));
+        ATTN_TRY(attn__weight_check(ctx, &l->at[0].o, E, HD, w[3]));
         ATTN_TRY(attn__weight_check(ctx, &l->mlp.gate, F, E, w[4]));
         ATTN_TRY(attn__weight_check(ctx, &l->mlp.up, F, E, w[5]));
         ATTN_TRY(attn__weight_check(ctx, &l->mlp.down, E, F, w[6]));
-        ATTN_FAIL_IF(!l->ln1 || !l->ln2 || (c->qk_norm && (!l->attn.q_norm || !l->attn.k_norm)) ||
-                         (c->sandwich_norm && (!l->post_attn || !l->post_mlp)),
+        const attn__ln *n = l->norm, *pn = l->post;
+        ATTN_FAIL_IF(!n[ATTN__SUB_SELF].weight || !n[ATTN__SUB_FFN].weight ||
+                         (c->qk_norm && (!l->at[0].q_norm || !l->at[0].k_norm)) ||
+                         (c->sandwich_norm &&
+                          (!pn[ATTN__SUB_SELF].weight || !pn[ATTN__SUB_FFN].weight)),
                      ctx, ATTN_E_NOT_FOUND, "model.layers.%lld: a norm weight is not set",
                      (long long)i);
         attn__llm_block_cfg(c, i, l);
@@ -132,8 +135,8 @@ attn_status attn_llm_set_activations(attn_llm *m, attn_qact act) {
     const int a = act == ATTN_QACT_Q8 ? ATTN__QACT_Q8 : ATTN__QACT_F32;
     m->lm_head.act = a;
     for (int64_t i = 0; i < m->cfg.num_layers; i++) {
-        attn__llama_block *l = &m->layers[i];
-        attn__weight *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
+        attn__block *l = &m->layers[i];
+        attn__weight *w[7] = {&l->at[0].q, &l->at[0].k, &l->at[0].v, &l->at[0].o,
                              &l->mlp.gate, &l->mlp.up, &l->mlp.down};
         for (int k = 0; k < 7; k++) w[k]->act = a;
     }
@@ -144,9 +147,9 @@ int64_t attn_llm_weight_bytes(const attn_llm *m) {
     if (!m) return 0;
     int64_t b = w_bytes(&m->lm_head);
     for (int64_t i = 0; i < m->cfg.num_layers; i++) {
-        const attn__llama_block *l = &m->layers[i];
-        b += w_bytes(&l->attn.q) + w_bytes(&l->attn.k) + w_bytes(&l->attn.v) +
-             w_bytes(&l->attn.o) + w_bytes(&l->mlp.gate) + w_bytes(&l->mlp.up) +
+        const attn__block *l = &m->layers[i];
+        b += w_bytes(&l->at[0].q) + w_bytes(&l->at[0].k) + w_bytes(&l->at[0].v) +
+             w_bytes(&l->at[0].o) + w_bytes(&l->mlp.gate) + w_bytes(&l->mlp.up) +
              w_bytes(&l->mlp.down);
     }
     return b;
@@ -595,25 +598,25 @@ void attn__llm_bind(attn_llm *m, int64_t i, int type, const void *p, int rope_in
         if (i == 0 && c->tie_word_embeddings) m->lm_head = m->embed;
         return;
     }
-    attn__llama_block *l = &m->layers[(i - 3) / ATTN__LT_N];
+    attn__block *l = &m->layers[(i - 3) / ATTN__LT_N];
     const int k = (int)((i - 3) % ATTN__LT_N);
     const int64_t F = c->intermediate_size, HD = c->num_heads * c->head_dim,
                   KD = c->num_kv_heads * c->head_dim;
-    attn__weight *w[7] = {&l->attn.q, &l->attn.k, &l->attn.v, &l->attn.o,
+    attn__weight *w[7] = {&l->at[0].q, &l->at[0].k, &l->at[0].v, &l->at[0].o,
                          &l->mlp.gate, &l->mlp.up, &l->mlp.down};
     const int64_t N[7] = {HD, KD, KD, E, F, F, E}, K[7] = {E, E, E, HD, E, E, F};
-    l->attn.rope_interleaved = rope_interleaved;
+    l->at[0].rope_interleaved = rope_interleaved;
     if (k <= ATTN__LT_DOWN) {
         w0.N = N[k], w0.K = K[k], w0.bias = w[k]->bias;
         *w[k] = w0;
     } else if (k == ATTN__LT_LN1) {
-        l->ln1 = p;
+        l->norm[ATTN__SUB_SELF].weight = (float *)p;
     } else if (k == ATTN__LT_LN2) {
-        l->ln2 = p;
+        l->norm[ATTN__SUB_FFN].weight = (float *)p;
     } else if (k == ATTN__LT_QN || k == ATTN__LT_KN) {
-        *(k == ATTN__LT_QN ? &l->attn.q_norm : &l->attn.k_norm) = p;
+        *(k == ATTN__LT_QN ? &l->at[0].q_norm : &l->at[0].k_norm) = p;
     } else if (k == ATTN__LT_PA || k == ATTN__LT_PF) {
-        *(k == ATTN__LT_PA ? &l->post_attn : &l->post_mlp) = p;
+        l->post[k == ATTN__LT_PA ? ATTN__SUB_SELF : ATTN__SUB_FFN].weight = (float *)p;
     } else {
         w[k - ATTN__LT_QB]->bias = p; /* biases come after their weights */
     }
@@ -953,12 +956,12 @@ attn_status attn__llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, 
             kv[b].v = s->v + (size_t)l * s->layer_bytes;
             kv[b].cap = s->cap, kv[b].pos = s->pos;
         }
+        const attn__block_io io = attn__block_io_causal(B, T, &rr, rec ? NULL : kv);
         if (rec) /* layer l from its kept input into the next one's */
-            ATTN_TRYG(attn__llama_block_fwd_rec(ctx, &m->layers[l], x + l * M * E,
-                                                x + (l + 1) * M * E, B, T, &rr,
-                                                rec->ls ? &rec->ls[l] : NULL));
+            ATTN_TRYG(attn__block_fwd(ctx, &m->layers[l], x + l * M * E, x + (l + 1) * M * E,
+                                      &io, rec->ls ? &rec->ls[l] : NULL));
         else
-            ATTN_TRYG(attn__llama_block_fwd(ctx, &m->layers[l], x, B, T, &rr, kv));
+            ATTN_TRYG(attn__block_fwd(ctx, &m->layers[l], x, x, &io, NULL));
     }
     if (!logits)
         goto done;

@@ -30,7 +30,7 @@ typedef struct lm {
     float *embed, *norm;
     attn__lin head;          /* untied only (tied: the head is embed) */
     lm_layer *ll;            /* [L], in m->extra */
-    attn__llama_block *blk;  /* [L], in m->extra: the blocks over the parameters */
+    attn__block *blk;  /* [L], in m->extra: the blocks over the parameters */
     float *inv_freq;         /* [D/2], in m->extra */
     float *inv_local;        /* [D/2] of the local layers (rope_theta_local), or NULL */
     attn__weight embed_w, head_w;
@@ -58,7 +58,7 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
     q->c = c;
     /* layers <= ATTN_LIMIT_LAYERS (checked): no overflow */
     const size_t o1 = up64((size_t)L * sizeof(lm_layer));
-    const size_t o2 = o1 + up64((size_t)L * sizeof(attn__llama_block));
+    const size_t o2 = o1 + up64((size_t)L * sizeof(attn__block));
     m->extra = attn__calloc(ctx, 1, o2 + (size_t)c.head_dim * sizeof(float));
     if (!m->extra) {
         attn_module_free(m);
@@ -66,7 +66,7 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
                           (long long)L);
     }
     q->ll = m->extra;
-    q->blk = (attn__llama_block *)((unsigned char *)m->extra + o1);
+    q->blk = (attn__block *)((unsigned char *)m->extra + o1);
     q->inv_freq = (float *)((unsigned char *)m->extra + o2);
     if (c.sliding_window > 0 && c.rope_theta_local != 0)
         q->inv_local = q->inv_freq + c.head_dim / 2;
@@ -117,13 +117,14 @@ attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg, attn
     }
     ATTN_TRY(attn__module_done(ctx, m, st, out));
     for (int64_t i = 0; i < L; i++) {
-        attn__llama_block *b = &q->blk[i];
+        attn__block *b = &q->blk[i];
         const lm_layer *y = &q->ll[i];
-        attn__llama_attn_bind(&b->attn, &c, y->attn);
+        attn__llama_attn_bind(&b->at[0], &c, y->attn);
         attn__llama_mlp_bind(&b->mlp, y->mlp);
         attn__llm_block_cfg(&c, i, b);
-        b->ln1 = y->ln1, b->ln2 = y->ln2, b->post_attn = y->pa, b->post_mlp = y->pf;
-        b->attn.q_norm = y->qn, b->attn.k_norm = y->kn;
+        b->norm[ATTN__SUB_SELF].weight = y->ln1, b->norm[ATTN__SUB_FFN].weight = y->ln2;
+        b->post[ATTN__SUB_SELF].weight = y->pa, b->post[ATTN__SUB_FFN].weight = y->pf;
+        b->at[0].q_norm = y->qn, b->at[0].k_norm = y->kn;
     }
     q->embed_w = attn__weight_f32(q->embed, NULL, V, E);
     q->head_w = c.tie_word_embeddings ? q->embed_w : attn__weight_f32(q->head.weight, NULL, V, E);
@@ -174,20 +175,20 @@ static attn__weight src_weight(const attn_llm *s, int64_t layer, int kind, int64
         if (kind == 2) return s->lm_head;
         return attn__weight_f32(s->norm, NULL, n, 1);
     }
-    const attn__llama_block *b = &s->layers[layer];
-    const attn__weight *w[7] = {&b->attn.q, &b->attn.k, &b->attn.v, &b->attn.o,
+    const attn__block *b = &s->layers[layer];
+    const attn__weight *w[7] = {&b->at[0].q, &b->at[0].k, &b->at[0].v, &b->at[0].o,
                                &b->mlp.gate, &b->mlp.up, &b->mlp.down};
     if (kind <= ATTN__LT_DOWN) return *w[kind];
-    if (kind == ATTN__LT_LN1) return attn__weight_f32(b->ln1, NULL, n, 1);
-    if (kind == ATTN__LT_LN2) return attn__weight_f32(b->ln2, NULL, n, 1);
+    if (kind == ATTN__LT_LN1) return attn__weight_f32(b->norm[ATTN__SUB_SELF].weight, NULL, n, 1);
+    if (kind == ATTN__LT_LN2) return attn__weight_f32(b->norm[ATTN__SUB_FFN].weight, NULL, n, 1);
     if (kind == ATTN__LT_QN)
-        return attn__weight_f32(b->attn.q_norm, NULL, n, 1);
+        return attn__weight_f32(b->at[0].q_norm, NULL, n, 1);
     if (kind == ATTN__LT_KN)
-        return attn__weight_f32(b->attn.k_norm, NULL, n, 1);
+        return attn__weight_f32(b->at[0].k_norm, NULL, n, 1);
     if (kind == ATTN__LT_PA)
-        return attn__weight_f32(b->post_attn, NULL, n, 1);
+        return attn__weight_f32(b->post[ATTN__SUB_SELF].weight, NULL, n, 1);
     if (kind == ATTN__LT_PF)
-        return attn__weight_f32(b->post_mlp, NULL, n, 1);
+        return attn__weight_f32(b->post[ATTN__SUB_FFN].weight, NULL, n, 1);
     return attn__weight_f32(w[kind - ATTN__LT_QB]->bias, NULL, n, 1);
 }
 
@@ -235,7 +236,7 @@ attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned 
         else attn__dequantize(ctx, w.type, w.data, n, dst);
     }
     for (int64_t i = 0; i < c->num_layers; i++)
-        q->blk[i].attn.rope_interleaved = src->layers[i].attn.rope_interleaved;
+        q->blk[i].at[0].rope_interleaved = src->layers[i].at[0].rope_interleaved;
     *out = m;
     return ATTN_OK;
 }
@@ -249,7 +250,7 @@ attn_status attn_llama_set_rope_interleaved(attn_ctx *ctx, attn_module *m, int i
     case ATTN__LLAMA_LM: {
         lm *q = m->impl;
         for (int64_t i = 0; i < q->c.num_layers; i++)
-            q->blk[i].attn.rope_interleaved = interleaved != 0;
+            q->blk[i].at[0].rope_interleaved = interleaved != 0;
         return ATTN_OK;
     }
     default:
@@ -348,7 +349,7 @@ static attn_status lm_fwd(attn_ctx *ctx, const lm *q, const attn_tensor *ids, at
     if (!ckpt) {
         ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)L, sizeof *rec->r.ls, (void **)&rec->r.ls));
         for (int64_t l = 0; l < L; l++)
-            ATTN_TRY(attn__llama_block_saved_alloc(ctx, t, &q->blk[l], B, T, &rec->r.ls[l]));
+            ATTN_TRY(attn__block_saved_alloc(ctx, t, &q->blk[l], B, T, 0, &rec->r.ls[l]));
     }
     *pB = B, *pT = T;
     return attn__llm_run(ctx, &q->core, id, B, T, NULL, 0, logits, &rec->r);
@@ -433,19 +434,20 @@ static attn_status lm_bwd(attn_ctx *ctx, const lm *q, const attn__gmap *g, const
     for (int64_t l = L - 1; l >= 0; l--) {
         attn__mark ml = attn__ws_mark(ctx);
         const float *x0 = rec->r.xs + l * M * E;
-        attn__llama_block_saved one;
-        const attn__llama_block_saved *r = rec->r.ls ? &rec->r.ls[l] : &one;
+        const attn__block_io io = attn__block_io_causal(B, T, &rec->r.rope, NULL);
+        attn__block_saved one;
+        const attn__block_saved *r = rec->r.ls ? &rec->r.ls[l] : &one;
         if (!rec->r.ls) { /* checkpointed: this layer's forward again, recorded */
             float *o;
-            st = attn__llama_block_saved_alloc(ctx, NULL, &q->blk[l], B, T, &one);
+            st = attn__block_saved_alloc(ctx, NULL, &q->blk[l], B, T, 0, &one);
             if (!st) st = attn__ws_f32(ctx, &o, M, E, 1, 1);
             if (!st)
-                st = attn__llama_block_fwd_rec(ctx, &q->blk[l], x0, o, B, T, &rec->r.rope, &one);
+                st = attn__block_fwd(ctx, &q->blk[l], x0, o, &io, &one);
         } else {
             st = ATTN_OK;
         }
         if (!st)
-            st = attn__llama_block_bwd(ctx, &q->blk[l], g, r, B, T, &rec->r.rope, d, d2);
+            st = attn__block_bwd(ctx, &q->blk[l], g, r, &io, d, d2, NULL);
         attn__ws_release(ctx, ml);
         if (st) goto done;
         attn__grad_ready(ctx, q->lay_at + l * q->lay_len, q->lay_len);

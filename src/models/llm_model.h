@@ -24,7 +24,7 @@ struct attn_llm {
     attn__weight embed;             /* model.embed_tokens.weight [V, E] (rows: attn__weight_rows) */
     attn__weight lm_head;           /* lm_head.weight [V, E]; tied: a copy of embed */
     const float *norm;             /* model.norm.weight [E] */
-    attn__llama_block *layers;     /* [num_layers], in the same allocation as the model */
+    attn__block *layers;           /* [num_layers], in the same allocation as the model */
     float *inv_freq;               /* [head_dim / 2], after the layers */
     float *inv_freq_local;         /* [head_dim / 2] of rope_theta_local, or NULL */
     float *rope_div;               /* rope_scaling 3: [head_dim / 2], set by the loader before
@@ -52,7 +52,7 @@ struct attn_llm {
 typedef struct attn__llm_rec {
     float *xs;
     attn__rope_cs rope;
-    attn__llama_block_saved *ls;
+    attn__block_saved *ls;
 } attn__llm_rec;
 ATTN__HIDDEN attn_status attn__llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
                                        int64_t B, int64_t T, attn_llm_session *const *ss, int last,

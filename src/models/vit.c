@@ -318,20 +318,23 @@ attn_status attn_vit_attention(attn_ctx *ctx, const attn_module *m, const attn_t
     ATTN_TRYG(vit_embed_images(ctx, v, images, B, pt, x));
     attn__dropout(&rng, v->s.cfg.dropout, x, B * L * E);
     for (int64_t i = 0; i < NL; i++) {
-        const attn__enc_layer *l = &v->s.enc[i];
+        const attn__block *l = &v->s.enc[i];
         /* the self-attention's input (norm1(x) with pre-norm), its [CLS] rows as the queries;
          * no dropout (the probabilities before it), the layer's own stream untouched */
         const float *in = x;
-        if (l->cfg.norm_first) {
-            attn__ln_fwd(ctx, &l->norm1, x, n, B * L);
+        if (l->pre) {
+            attn__ln_fwd(ctx, &l->norm[ATTN__SUB_SELF], x, n, B * L);
             in = n;
         }
         for (int64_t b = 0; b < B; b++)
             memcpy(q + b * E, in + b * L * E, (size_t)E * sizeof(float));
         const attn__attn_io io = attn__attn_io_mha(q, in, in, B, 1, L, NULL, NULL, 0, NULL);
         ATTN_TRYG(
-            attn__attention_fwd(ctx, &l->self_attn, &io, o, NULL, w + i * B * H * L, 0, NULL));
-        ATTN_TRYG(attn__enc_layer_fwd(ctx, l, x, x, B, L, NULL, NULL, 0, &rng, NULL));
+            attn__attention_fwd(ctx, &l->at[0], &io, o, NULL, w + i * B * H * L, 0, NULL));
+        attn__block_io bio;
+        memset(&bio, 0, sizeof bio);
+        bio.B = B, bio.T = L, bio.rng = &rng;
+        ATTN_TRYG(attn__block_fwd(ctx, l, x, x, &bio, NULL));
     }
     attn__store(w, cls_attn);
 done:
