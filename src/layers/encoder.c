@@ -1,7 +1,8 @@
 /* torch.nn.TransformerEncoderLayer and TransformerEncoder: the public entry points of the
  * layer and of the encoder stack (create, forward, backward, training forward, saved backward).
  * The layer is a block (attn__block_tf_reg, block.c); each entry point is one call to the
- * implementation the decoder shares (attn__seq_* in stack.c, where a layer runs as a stack of one). */
+ * implementation the encoder shares (attn__seq_* in stack.c: a layer runs as a stack of
+ * one). */
 #include <stdio.h>
 #include <string.h>
 
