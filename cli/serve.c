@@ -807,7 +807,8 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
         req_unref(r);
         return send_error(mc, c, 400, NULL, "%s", err);
     }
-    if (r->max_tokens == 0) { /* nothing to generate: answered here */
+    const int local = r->max_tokens == 0; /* nothing to generate: answered here */
+    if (local) {
         r->done = 1, r->finish = "length";
     } else {
         pthread_mutex_lock(&S.mu);
@@ -816,6 +817,9 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
             unsigned long long seq = ++S.seq;
             snprintf(r->id, sizeof r->id, "%s-%llu", kind == KIND_CHAT ? "chatcmpl" : "cmpl",
                      seq);
+            r->created = (long long)time(NULL);
+            /* the role chunk first, before the scheduler can add any */
+            if (r->stream && kind == KIND_CHAT) stream_chunk(r, NULL, 0, NULL, 1);
             r->refs++; /* the scheduler's */
             S.q[(S.qhead + S.qn) % S.queue] = r;
             S.qn++;
@@ -831,14 +835,16 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
                               S.queue);
         }
     }
-    if (!r->id[0]) snprintf(r->id, sizeof r->id, "%s-0", kind == KIND_CHAT ? "chatcmpl" : "cmpl");
-    r->created = (long long)time(NULL);
+    if (local) {
+        snprintf(r->id, sizeof r->id, "%s-0", kind == KIND_CHAT ? "chatcmpl" : "cmpl");
+        r->created = (long long)time(NULL);
+        if (r->stream && kind == KIND_CHAT) stream_chunk(r, NULL, 0, NULL, 1);
+    }
     c->r = r; /* the connection's reference, released when the request completes */
     if (r->stream) {
         pthread_mutex_lock(&r->mu);
         r->refs++; /* the response's */
-        if (kind == KIND_CHAT) stream_chunk(r, NULL, 0, NULL, 1);
-        if (r->done) stream_chunk(r, NULL, 0, r->finish, 0);
+        if (local) stream_chunk(r, NULL, 0, r->finish, 0);
         pthread_mutex_unlock(&r->mu);
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, r, sse_free);
