@@ -153,6 +153,7 @@ static void push_sse(sreq *r, sbuf *ev) {
     sb_put(&r->sse, ev->p, ev->n);
     if (ev->oom) r->sse.oom = 1;
     sb_free(ev);
+    pthread_cond_broadcast(&r->cv); /* the response's reader waits for it */
 }
 
 /* One stream chunk: delta text (NULL: none), the finish reason (NULL: none), the role chunk. */
