@@ -136,6 +136,7 @@ typedef struct server {
     long long qhead, qn;
     slot *slots;
     int active, stopping;
+    long long inflight; /* requests between their first call and their completion */
     float *lgb;
     unsigned long long seq;
     /* metrics (under mu) */
@@ -1165,6 +1166,9 @@ static MHD_Result_t handle(void *cls, struct MHD_Connection *mc, const char *url
     if (!c) {
         if (!(c = calloc(1, sizeof *c))) return MHD_NO;
         c->t0 = now_s();
+        pthread_mutex_lock(&S.mu);
+        S.inflight++;
+        pthread_mutex_unlock(&S.mu);
         snprintf(c->method, sizeof c->method, "%s", method);
         snprintf(c->path, sizeof c->path, "%s", url);
         *con_cls = c;
@@ -1272,6 +1276,10 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     req_unref(c->r);
     sb_free(&c->body);
     free(c);
+    pthread_mutex_lock(&S.mu);
+    S.inflight--;
+    pthread_cond_broadcast(&S.cv);
+    pthread_mutex_unlock(&S.mu);
 }
 
 /* ---- the command ---------------------------------------------------------------------- */
@@ -1449,6 +1457,16 @@ int attn_cmd_serve(int argc, char **argv) {
     pthread_mutex_unlock(&S.mu);
     pthread_join(S.th, NULL);
     started = 0;
+    /* the answers of the finished requests are sent before the connections close (a minute
+     * at most: a client that stopped reading does not hold the exit for ever) */
+    pthread_mutex_lock(&S.mu);
+    for (double t0 = now_s(); S.inflight > 0 && now_s() - t0 < 60;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&S.cv, &S.mu, &ts);
+    }
+    pthread_mutex_unlock(&S.mu);
     MHD_stop_daemon(d); /* waits for the connections' threads */
     d = NULL;
     fprintf(stderr, "attn serve: stopped\n");
