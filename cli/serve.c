@@ -230,16 +230,18 @@ static int add_text(sreq *r, const char *t, size_t n) {
     return 1;
 }
 
-/* Ends the slot's request (reason: "stop", "length", NULL when it was cancelled or failed). */
+/* Ends the slot's request (reason: "stop", "length", NULL when it was cancelled or failed;
+ * failed: 1 for a failure, 2 for a stop string, after which nothing more is added). */
 static void finish(slot *sl, const char *reason, int failed) {
     sreq *r = sl->r;
     char tail[8];
     size_t tl = 0;
     attn_bpe_decode_stream_end(S.sctx, &sl->bs, tail, sizeof tail, &tl);
     pthread_mutex_lock(&r->mu);
-    if (tl && reason && strcmp(reason, "stop") != 0) add_text(r, tail, tl);
+    /* a character left incomplete ends as U+FFFD, as attn generate writes it */
+    if (tl && reason && failed != 2) add_text(r, tail, tl);
     r->finish = reason ? reason : "cancelled";
-    r->failed = failed;
+    r->failed = failed == 1;
     if (!r->cancelled) {
         flush_text(r, 1);
         if (r->stream) stream_chunk(r, NULL, 0, r->finish, 0);
@@ -276,7 +278,7 @@ static void take(slot *sl, int32_t id) {
     const int stopped = add_text(r, piece, pl);
     if (!stopped) flush_text(r, 0);
     pthread_mutex_unlock(&r->mu);
-    if (stopped) finish(sl, "stop", 0);
+    if (stopped) finish(sl, "stop", 2);
     else if (r->completion_tokens >= r->max_tokens) finish(sl, "length", 0);
     else if (attn_llm_session_pos(sl->s) >= attn_llm_session_capacity(sl->s))
         finish(sl, "length", 0);
@@ -402,7 +404,7 @@ static void *scheduler(void *arg) {
 /* ---- HTTP helpers --------------------------------------------------------------------- */
 typedef struct conn {
     sbuf body;
-    int too_big, status, counted;
+    int too_big, status;
     int64_t tokens;
     double t0;
     char method[16], path[128];
@@ -676,7 +678,7 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
     r->sp.temperature = (float)temperature, r->sp.top_p = (float)top_p;
     r->sp.min_p = (float)min_p, r->sp.top_k = top_k, r->sp.repetition_penalty = (float)rep;
     r->sp.seed = seed >= 0 ? (uint64_t)seed
-                           : (uint64_t)time(NULL) * 2654435761u + (uint64_t)S.seq * 40503u;
+                           : (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)r;
     /* stop: a string or an array of strings */
     const sj *st = sj_get(o, "stop");
     if (st && st->kind != SJ_NULL) {
