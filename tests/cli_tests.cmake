@@ -273,4 +273,10 @@ if(MHD_FOUND AND ATTN_BASH AND NOT WIN32)
                    $<TARGET_FILE:attn_cli> ${CMAKE_CURRENT_BINARY_DIR}/serve_cli
            WORKING_DIRECTORY ${ATTN_CLI_WD})
   set_tests_properties(cli_serve PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS serve)
+elseif(NOT MHD_FOUND)
+  # without libmicrohttpd: the stub says how to get it
+  add_test(NAME cli_serve_stub COMMAND attn_cli serve --model fixtures/llama_tiny.gguf
+           WORKING_DIRECTORY ${ATTN_CLI_WD})
+  set_tests_properties(cli_serve_stub PROPERTIES LABELS serve PASS_REGULAR_EXPRESSION
+                       "attn serve needs GNU libmicrohttpd: apt-get install libmicrohttpd-dev")
 endif()
