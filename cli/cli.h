@@ -82,6 +82,8 @@ int attn_bench_cpu(int argc, char **argv);
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
 int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
+/* cli/serve.c: the OpenAI-compatible HTTP server (a stub without libmicrohttpd) */
+int attn_cmd_serve(int argc, char **argv);
 int attn_cmd_bench(int argc, char **argv);       /* cli/bench_cmd.c */
 /* `attn train vit ...`: argv[0] is "vit" (cli/vit_cmd.c) */
 int attn_cmd_vit_train(int argc, char **argv);

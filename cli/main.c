@@ -32,6 +32,7 @@ static const cmd cmds[] = {
      "draw a ViT's [CLS] attention per layer and its rollout as a PNG"},
     {"embed", attn_cmd_embed, "sentence embeddings with a BERT sentence-transformers model"},
     {"similar", attn_cmd_similar, "rank the lines of a file by similarity to a query"},
+    {"serve", attn_cmd_serve, "an OpenAI-compatible HTTP server for an LLM (and embeddings)"},
     {"bench", attn_cmd_bench, "time attention ops: median ms, GFLOP/s, % of FMA peak"},
 };
 

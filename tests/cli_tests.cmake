@@ -264,3 +264,19 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
                          ENVIRONMENT "ATTN_TEST_PYTHON=${ATTN_TEST_PYTHON}")
   endforeach()
 endif()
+
+# attn serve (cli/serve.c) on the tiny GGUF llama and the tiny BERT (tests/test_serve.sh):
+# only where the program was built with GNU libmicrohttpd; skipped (77) without curl or python3
+if(MHD_FOUND AND ATTN_BASH AND NOT WIN32)
+  add_test(NAME cli_serve
+           COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_serve.sh
+                   $<TARGET_FILE:attn_cli> ${CMAKE_CURRENT_BINARY_DIR}/serve_cli
+           WORKING_DIRECTORY ${ATTN_CLI_WD})
+  set_tests_properties(cli_serve PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS serve)
+elseif(NOT MHD_FOUND)
+  # without libmicrohttpd: the stub says how to get it
+  add_test(NAME cli_serve_stub COMMAND attn_cli serve --model fixtures/llama_tiny.gguf
+           WORKING_DIRECTORY ${ATTN_CLI_WD})
+  set_tests_properties(cli_serve_stub PROPERTIES LABELS serve PASS_REGULAR_EXPRESSION
+                       "attn serve needs GNU libmicrohttpd: apt-get install libmicrohttpd-dev")
+endif()

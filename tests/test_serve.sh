@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# attn serve (cli/serve.c, docs/serve.md) on the tiny GGUF llama (tests/fixtures/llama_tiny.gguf)
+# and the tiny BERT (tests/fixtures/bert_tiny): the endpoints, greedy answers equal to attn
+# generate's (alone, streamed, 4 at once), embeddings equal to attn embed's, the error cases,
+# the API key, and SIGTERM.  Needs curl and python3 (exit 77, skipped, without them).
+#   bash test_serve.sh ATTN TMPDIR        (run in tests/; registered with label serve)
+set -u
+ATTN=$1 CASE=serve TMP=$2
+. "$(dirname "$0")/cli_lib.sh" # $T, fail, run
+for tool in curl python3; do
+    command -v $tool >/dev/null || { echo "SKIP: $tool is missing"; exit 77; }
+done
+G=fixtures/llama_tiny.gguf B=fixtures/bert_tiny
+
+# start_server LOG ARGS...: starts attn serve on a free port; sets PID and URL
+start_server() {
+    local log=$1
+    shift
+    "$ATTN" serve --port 0 -t 1 "$@" 2>"$log" &
+    PID=$!
+    URL=
+    for _ in $(seq 1 100); do
+        URL=$(grep -o 'http://[^ ]*/' "$log" | head -n 1)
+        [ -n "$URL" ] && return 0
+        kill -0 $PID 2>/dev/null || { cat "$log"; fail "attn serve did not start"; }
+        sleep 0.1
+    done
+    fail "attn serve printed no address"
+}
+
+# stop_server: SIGTERM; the server must exit 0
+stop_server() {
+    kill -TERM $PID
+    wait $PID
+    local rc=$?
+    [ $rc = 0 ] || fail "attn serve exited $rc after SIGTERM"
+}
+
+# a non-loopback address without --api-key is refused (usage error)
+run 2 "$ATTN" serve --model $G --host 0.0.0.0
+err_has "api-key"
+
+start_server "$T/log" --model $G --embed $B --parallel 4 --ctx 128
+trap 'kill $PID 2>/dev/null; rm -rf "$T"' EXIT
+
+# the greedy texts of attn generate, the reference of the server's answers
+ref() { # ref NAME PROMPT TOKENS
+    python3 - "$ATTN" "$G" "$2" "$3" >"$T/ref_$1" <<'PY' || fail "attn generate $1"
+import subprocess, sys
+a, g, p, n = sys.argv[1:]
+out = subprocess.run([a, "generate", "--model", g, "--prompt", p, "--tokens", n,
+                      "--temperature", "0", "-q", "-t", "1"], check=True,
+                     capture_output=True).stdout
+assert out.endswith(b"\n")
+sys.stdout.write(out[:-1].decode("utf-8"))
+PY
+}
+CHAT=$'<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n'
+ref chat "$CHAT" 16
+ref hello "hello" 20
+for i in 0 1 2 3; do ref p$i "prompt number $i says" $((10 + 5 * i)); done
+
+curl -sf "${URL}health" | grep -q '"status":"ok"' || fail "/health"
+curl -s -o /dev/null -w '%{http_code}' -X POST "${URL}health" | grep -q 405 || fail "POST /health"
+curl -sf "$URL" | grep -q '<title>attn serve</title>' || fail "the chat page"
+# a streamed answer with curl: data lines, the last one [DONE]
+curl -sfN "${URL}v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":16,"temperature":0,
+         "stream":true}' >"$T/sse" || fail "streamed chat with curl"
+[ "$(tail -n 2 "$T/sse" | head -n 1)" = "data: [DONE]" ] || fail "the stream ends with [DONE]"
+# a body over 1 MiB: 413
+head -c 1100000 /dev/zero | tr '\0' a >"$T/big"
+code=$(curl -s -o "$T/out" -w '%{http_code}' "${URL}v1/completions" --data-binary @"$T/big")
+[ "$code" = 413 ] || fail "a 1.1 MB body: $code, not 413"
+
+python3 - "$URL" "$T" "$ATTN" "$B" <<'PY' || fail "HTTP checks (above)"
+import base64, json, struct, subprocess, sys, threading, urllib.error, urllib.request
+url, T, attn, bert = sys.argv[1:]
+bad = []
+def check(cond, what):
+    if not cond:
+        bad.append(what)
+        print("FAIL:", what)
+def call(path, body=None, raw=None, method=None, headers=None):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url + path, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+def js(b):
+    return json.loads(b.decode())
+def ref(name):
+    return open(f"{T}/ref_{name}", encoding="utf-8").read()
+
+st, b, _ = call("v1/models")
+check(st == 200 and js(b)["data"][0]["id"] == "llama_tiny.gguf", "/v1/models")
+
+# greedy answers equal attn generate's
+chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 16, "temperature": 0}
+st, b, _ = call("v1/chat/completions", chat)
+j = js(b)
+check(st == 200 and j["choices"][0]["message"]["content"] == ref("chat"),
+      "chat answer equals attn generate on the rendered prompt")
+check(j["usage"]["prompt_tokens"] == 52 and j["usage"]["total_tokens"] ==
+      52 + j["usage"]["completion_tokens"], "chat usage")
+st, b, _ = call("v1/completions", {"prompt": "hello", "max_tokens": 20, "temperature": 0})
+j = js(b)
+check(st == 200 and j["choices"][0]["text"] == ref("hello"), "completion equals attn generate")
+check(j["object"] == "text_completion" and "usage" in j, "completion shape")
+
+# streamed: the deltas joined equal the answer, then [DONE]
+def stream(path, body):
+    body = dict(body, stream=True)
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode())
+    text, done, finish, usage = "", False, None, None
+    with urllib.request.urlopen(req, timeout=120) as r:
+        check(r.headers["Content-Type"].startswith("text/event-stream"), "SSE content type")
+        for ev in r.read().decode().split("\n\n"):
+            if not ev or ev.startswith(":"):
+                continue
+            check(ev.startswith("data: "), "an SSE event is data: ...")
+            d = ev[6:]
+            if d == "[DONE]":
+                done = True
+                continue
+            check(not done, "nothing after [DONE]")
+            c = json.loads(d)["choices"][0]
+            text += c["delta"].get("content", "") if "delta" in c else c["text"]
+            finish = c["finish_reason"] or finish
+            usage = json.loads(d).get("usage") or usage
+    check(done, "the stream ends with [DONE]")
+    return text, finish, usage
+text, finish, usage = stream("v1/chat/completions", chat)
+check(text == ref("chat"), "streamed chat equals the answer")
+check(finish == "length" and usage and usage["completion_tokens"] == 16, "stream finish/usage")
+text, _, _ = stream("v1/completions", {"prompt": "hello", "max_tokens": 20, "temperature": 0})
+check(text == ref("hello"), "streamed completion equals the answer")
+
+# 4 at once (2 streamed), each equal to its answer alone
+res = {}
+def one(i):
+    body = {"prompt": f"prompt number {i} says", "max_tokens": 10 + 5 * i, "temperature": 0}
+    if i % 2:
+        res[i] = stream("v1/completions", body)[0]
+    else:
+        res[i] = js(call("v1/completions", body)[1])["choices"][0]["text"]
+for rep in range(2):
+    th = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    [t.start() for t in th]
+    [t.join() for t in th]
+    for i in range(4):
+        check(res.get(i) == ref(f"p{i}"), f"concurrent request {i} (round {rep}) equals alone")
+
+# stop strings: the text cut before the first occurrence
+full = ref("hello")
+stop = full[3:5]
+st, b, _ = call("v1/completions", {"prompt": "hello", "max_tokens": 20, "temperature": 0,
+                                   "stop": ["zzzz", stop]})
+c = js(b)["choices"][0]
+check(c["text"] == full[:full.find(stop)] and c["finish_reason"] == "stop", "stop string")
+text, finish, _ = stream("v1/completions", {"prompt": "hello", "max_tokens": 20,
+                                            "temperature": 0, "stop": stop})
+check(text == full[:full.find(stop)] and finish == "stop", "stop string, streamed")
+# sampling with a seed repeats
+samp = {"prompt": "hello", "max_tokens": 12, "temperature": 0.9, "top_k": 20, "top_p": 0.9,
+        "min_p": 0.01, "seed": 7}
+a = js(call("v1/completions", samp)[1])["choices"][0]["text"]
+b2 = js(call("v1/completions", samp)[1])["choices"][0]["text"]
+check(a == b2, "the same seed gives the same text")
+st, b, _ = call("v1/completions", {"prompt": "hello", "max_tokens": 30, "ignore_eos": True})
+check(st == 200 and js(b)["usage"]["completion_tokens"] == 30, "ignore_eos, max_tokens 30")
+
+# tokenize / detokenize
+st, b, _ = call("tokenize", {"content": "hi é <|im_end|>"})
+ids = js(b)["tokens"]
+st2, b2, _ = call("detokenize", {"tokens": ids})
+check(st == 200 and st2 == 200 and js(b2)["content"] == "hi é <|im_end|>", "tokenize round trip")
+check(ids[:5] == [104, 105, 32, 195, 169], "byte-level ids")
+
+# embeddings: equal to attn embed's, as floats and as base64
+texts = ["hello world", "東京", "a third one"]
+out = subprocess.run([attn, "embed", "--model", bert, "-t", "1"] + texts, check=True,
+                     capture_output=True, text=True).stdout.split("\n")
+want = [[float(x) for x in line.split()] for line in out if line]
+st, b, _ = call("v1/embeddings", {"input": texts, "model": "bert_tiny"})
+j = js(b)
+check(st == 200 and [d["embedding"] for d in j["data"]] == want, "embeddings equal attn embed")
+check(j["usage"]["prompt_tokens"] > 0, "embedding usage")
+st, b, _ = call("v1/embeddings", {"input": "hello world", "encoding_format": "base64"})
+e = base64.b64decode(js(b)["data"][0]["embedding"])
+got = list(struct.unpack(f"<{len(e) // 4}f", e))
+want32 = [struct.unpack("<f", struct.pack("<f", x))[0] for x in want[0]] # as float32
+check(st == 200 and got == want32, "base64 embedding")
+
+# errors: the OpenAI error object with the right status
+def err(path, status, body=None, raw=None, method=None, what=""):
+    st, b, h = call(path, body, raw, method)
+    ok = st == status
+    try:
+        e = js(b)["error"]
+        ok = ok and isinstance(e["message"], str) and "type" in e and "code" in e
+    except Exception:
+        ok = False
+    check(ok, f"{what or path}: status {st}, want {status}: {b[:200]!r}")
+    return b
+err("v1/completions", 400, raw=b"{bad json", what="bad JSON")
+err("v1/completions", 400, raw=b"", what="empty body")
+err("v1/completions", 400, raw=b"[" * 100000 + b"]" * 100000, what="deep nesting")
+err("v1/completions", 400, raw=b'{"prompt": "\xff\xfe"}', what="invalid UTF-8")
+err("v1/completions", 400, raw=b'{"prompt": "a", "max_tokens": 1e999}', what="huge number")
+err("v1/completions", 400, raw=b'{"prompt": "\\ud800"}', what="lone surrogate")
+err("v1/completions", 400, raw=b'{"prompt": "a"} x', what="text after the value")
+err("v1/completions", 400, {"prompt": 5}, what="prompt of the wrong type")
+err("v1/completions", 400, {"prompt": "a", "max_tokens": "5"}, what="max_tokens string")
+err("v1/completions", 400, {"prompt": "a", "temperature": -1}, what="negative temperature")
+err("v1/completions", 400, {"prompt": "a", "n": 2}, what="n=2")
+err("v1/completions", 400, {"prompt": "a", "presence_penalty": 0.5}, what="presence_penalty")
+err("v1/completions", 400, {"prompt": "x" * 500}, what="prompt longer than the context")
+err("v1/completions", 400, {"prompt": "a", "stop": [1]}, what="stop of the wrong type")
+err("v1/chat/completions", 400, {"messages": []}, what="no messages")
+err("v1/chat/completions", 400, {"messages": [{"content": "hi"}]}, what="message without role")
+err("v1/chat/completions", 400, {"messages": [{"role": "user", "content": 3}]},
+    what="content of the wrong type")
+err("v1/chat/completions", 400, {"messages": [{"role": "user", "content": "a"}] * 2000},
+    what="too many messages")
+err("v1/chat/completions", 400, [1, 2], what="a body that is no object")
+err("detokenize", 400, {"tokens": [1, 99999]}, what="detokenize an id out of range")
+err("tokenize", 400, {"content": 1}, what="tokenize a number")
+err("v1/embeddings", 400, {"input": [1, 2]}, what="embedding token arrays")
+err("v1/embeddings", 400, {"input": "a", "encoding_format": "hex"}, what="encoding_format")
+err("nope", 404, what="unknown path")
+err("v1/completions", 405, method="GET", what="GET /v1/completions")
+# a client that leaves in the middle of a stream: the server goes on serving
+import socket
+host, port = url[7:-1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)))
+body = json.dumps({"prompt": "hello", "max_tokens": 100, "ignore_eos": True,
+                   "stream": True}).encode()
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+          % len(body) + body)
+s.recv(100)
+s.close()
+st, b, _ = call("v1/completions", {"prompt": "hello", "max_tokens": 20, "temperature": 0})
+check(st == 200 and js(b)["choices"][0]["text"] == ref("hello"), "answer after a client left")
+st, b, _ = call("metrics")
+m = b.decode()
+check(st == 200 and "attn_completion_tokens_total" in m and "attn_queue_depth" in m and
+      "attn_batch_size" in m and 'attn_http_requests_total{code="400"}' in m, "/metrics")
+
+# the openai package, where it is installed
+try:
+    import openai
+except ImportError:
+    print("note: the openai package is not installed: its check is skipped")
+else:
+    cl = openai.OpenAI(base_url=url + "v1", api_key="none")
+    r = cl.chat.completions.create(model="llama_tiny.gguf", max_tokens=16, temperature=0,
+                                   messages=[{"role": "user", "content": "hi"}])
+    check(r.choices[0].message.content == ref("chat"), "openai client: chat")
+    parts = cl.chat.completions.create(model="x", max_tokens=16, temperature=0, stream=True,
+                                       messages=[{"role": "user", "content": "hi"}])
+    check("".join(p.choices[0].delta.content or "" for p in parts if p.choices) == ref("chat"),
+          "openai client: stream")
+    e = cl.embeddings.create(model="bert_tiny", input=["hello world"])
+    check([struct.unpack("<f", struct.pack("<f", x))[0] for x in e.data[0].embedding] == want32,
+          "openai client: embeddings")
+sys.exit(1 if bad else 0)
+PY
+grep -Eq '^POST /v1/completions 200 [0-9]+ [0-9.]+ ms' "$T/log" || fail "no log line per request"
+stop_server
+grep -q "attn serve: stopped" "$T/log" || fail "no word of the stop"
+
+# --api-key: 401 without it or with another, 200 with it; /health needs none
+start_server "$T/log2" --model $G --api-key sekrit --parallel 1
+code=$(curl -s -o "$T/out" -w '%{http_code}' "${URL}v1/models")
+[ "$code" = 401 ] || fail "no key: $code, not 401"
+grep -q '"authentication_error"' "$T/out" || fail "401 error type"
+code=$(curl -s -o "$T/out" -w '%{http_code}' -H 'Authorization: Bearer wrong' "${URL}v1/models")
+[ "$code" = 401 ] || fail "a wrong key: $code, not 401"
+code=$(curl -s -o "$T/out" -w '%{http_code}' -H 'Authorization: Bearer sekrit' "${URL}v1/models")
+[ "$code" = 200 ] || fail "the right key: $code, not 200"
+code=$(curl -s -o "$T/out" -w '%{http_code}' "${URL}health")
+[ "$code" = 200 ] || fail "/health without a key: $code"
+code=$(curl -s -o "$T/out" -w '%{http_code}' "${URL}v1/embeddings" \
+       -H 'Authorization: Bearer sekrit' -d '{"input":"x"}')
+[ "$code" = 404 ] || fail "embeddings without --embed: $code, not 404"
+stop_server
+echo "ok"
