@@ -138,6 +138,8 @@ typedef struct server {
     int active, stopping;
     long long inflight; /* requests between their first call and their completion */
     float *lgb;
+    char *piece; /* one token's text: 3 * (max_token_bytes + 3) bytes always suffice */
+    size_t piece_cap;
     unsigned long long seq;
     /* metrics (under mu) */
     unsigned long long http[600], prompt_tokens, completion_tokens, steps, batched, reused,
@@ -267,11 +269,11 @@ static void take(slot *sl, int32_t id) {
         finish(sl, "stop", 0);
         return;
     }
-    char piece[1024];
     size_t pl = 0;
-    if (attn_bpe_decode_stream(S.sctx, S.tok, &sl->bs, id, ATTN_BPE_SKIP_SPECIAL, piece,
-                               sizeof piece, &pl) != ATTN_OK)
+    if (attn_bpe_decode_stream(S.sctx, S.tok, &sl->bs, id, ATTN_BPE_SKIP_SPECIAL, S.piece,
+                               S.piece_cap, &pl) != ATTN_OK)
         pl = 0;
+    const char *piece = S.piece;
     sl->hist[sl->nh++] = id;
     pthread_mutex_lock(&r->mu);
     if (r->completion_tokens++ == 0) r->t_first = now_s();
@@ -1407,7 +1409,11 @@ int attn_cmd_serve(int argc, char **argv) {
     S.slots = calloc((size_t)S.parallel, sizeof *S.slots);
     S.q = calloc((size_t)S.queue, sizeof *S.q);
     S.lgb = malloc(sizeof *S.lgb * V * (size_t)S.parallel);
-    if (!S.slots || !S.q || !S.lgb) goto oom;
+    attn_bpe_info ti;
+    attn_bpe_get_info(S.tok, &ti);
+    S.piece_cap = 3 * ((size_t)ti.max_token_bytes + 3) + 1;
+    S.piece = malloc(S.piece_cap);
+    if (!S.slots || !S.q || !S.lgb || !S.piece) goto oom;
     for (long long i = 0; i < S.parallel; i++) {
         slot *sl = &S.slots[i];
         if ((st = attn_llm_session_create(S.sctx, S.m, S.cap, S.cache_bf16 ? ATTN_BF16 : ATTN_F32,
@@ -1489,7 +1495,7 @@ out:
         attn_llm_session_free(S.slots[i].s);
         free(S.slots[i].ids), free(S.slots[i].hist), free(S.slots[i].lg);
     }
-    free(S.slots), free(S.q), free(S.lgb);
+    free(S.slots), free(S.q), free(S.lgb), free(S.piece);
     attn_bert_free(S.bert);
     attn_llm_free(S.m);
     attn_ctx_free(S.ectx);
