@@ -14,7 +14,6 @@
 
 #include "../kernels/ew.h"
 #include "llm.h"
-#include "pool.h"
 #include "transformer.h"
 
 /* The sublayers of b in forward order. */
@@ -93,23 +92,6 @@ static attn_status sub_fwd(attn_ctx *ctx, const attn__block *b, int s, const att
                          sv ? &sv->ff : NULL, e);
 }
 
-/* out[i] = a[i] + b[i] over the context's threads (elementwise: any split, the same bits). */
-typedef struct add_job {
-    const float *a, *b;
-    float *out;
-} add_job;
-
-static void add_task(void *arg, int64_t begin, int64_t end, int tid) {
-    const add_job *j = arg;
-    (void)tid;
-    for (int64_t i = begin; i < end; i++) j->out[i] = j->a[i] + j->b[i];
-}
-
-static void add_par(attn_ctx *ctx, const float *a, const float *b, float *out, int64_t n) {
-    add_job j = {a, b, out};
-    attn__parallel_for(ctx, n, add_task, &j);
-}
-
 attn_status attn__block_fwd(attn_ctx *ctx, const attn__block *b, const float *x, float *out,
                             const attn__block_io *io, attn__block_saved *sv) {
     int sub[ATTN__SUB_N];
@@ -145,7 +127,7 @@ attn_status attn__block_fwd(attn_ctx *ctx, const attn__block *b, const float *x,
             norm_fwd(ctx, &b->post[s], o, dst, M);
             if (sv) sv->d[s] = *rng;
             if (drop) attn__dropout(rng, b->p, dst, M * E);
-            add_par(ctx, cur, dst, dst, M * E);
+            attn__add_f32(ctx, cur, dst, dst, M * E);
             if (!b->pre) norm_fwd(ctx, nm, dst, dst, M);
             cur = dst;
             continue;
@@ -252,7 +234,7 @@ attn_status attn__block_bwd(attn_ctx *ctx, const attn__block *b, const attn__gma
                 break;
             }
             ATTN_TRYG(norm_bwd(ctx, g, nm, x_s, dq, dnext, M));
-            add_par(ctx, dR, dnext, dnext, nel);
+            attn__add_f32(ctx, dR, dnext, dnext, nel);
         } else { /* d x_s = dR + f_s'(gd), the sum in the last product's epilogue */
             float *o = i == 0 && !dx ? dq : dnext;
             ATTN_TRYG(sub_bwd(ctx, b, g, s, sv, io, x_s, gd, o, dR, dk, dv, dmem));
