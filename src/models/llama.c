@@ -20,13 +20,22 @@ static void mfree(const attn_llm *m, void *p) {
     if (p) m->free(m->alloc_user, p);
 }
 
+void attn__llm_release_store(attn_llm *m) {
+    if (m->store) {
+        if (m->store_free) m->store_free(m->store_user, m->store);
+        else mfree(m, m->store);
+    }
+    m->store = NULL;
+}
+
 void attn_llm_free(attn_llm *m) {
     if (!m) return;
     attn_bpe_free(m->tok);
     mfree(m, m->chat_template);
-    if (m->store) {
-        if (m->store_free) m->store_free(m->store_user, m->store);
-        else mfree(m, m->store);
+    attn__llm_release_store(m);
+    if (m->mod) { /* the trainable model's parameters (llm_train.c) */
+        m->mod->owner = NULL;
+        attn_module_free(m->mod);
     }
     mfree(m, m);
 }
@@ -986,23 +995,28 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
     return attn__llm_run(ctx, m, ids, B, T, ss, last, logits, NULL);
 }
 
+attn_status attn__llm_args(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
+                           int64_t T, const char *fn) {
+    ATTN_TRY(attn__llm_need_weights(ctx, m, fn));
+    ATTN_FAIL_IF(B < 1 || T < 1, ctx, ATTN_E_INVALID,
+                 "%s: B (%lld) and T (%lld) must be positive", fn, (long long)B, (long long)T);
+    ATTN_FAIL_IF(T > m->cfg.max_position_embeddings, ctx, ATTN_E_INVALID,
+                 "%s: T %lld is over max_position_embeddings %lld", fn, (long long)T,
+                 (long long)m->cfg.max_position_embeddings);
+    /* the logits, and a training record's L + 4 rows of E floats a token */
+    int64_t M, n;
+    ATTN_FAIL_IF(!attn__mul_i64(B, T, &M) || !attn__mul_i64(M, m->cfg.vocab_size, &n) ||
+                     !attn__mul_i64(M, m->cfg.hidden_size * (m->cfg.num_layers + 4), &n),
+                 ctx, ATTN_E_OVERFLOW, "%s: B x T = %lld x %lld is too large", fn, (long long)B,
+                 (long long)T);
+    return check_ids(ctx, m, ids, M, fn);
+}
+
 attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
                              int64_t T, float *logits) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!m || !ids || !logits, ctx, ATTN_E_INVALID, "attn_llm_forward: NULL argument");
-    ATTN_TRY(attn__llm_need_weights(ctx, m, "attn_llm_forward"));
-    ATTN_FAIL_IF(B < 1 || T < 1, ctx, ATTN_E_INVALID,
-                 "attn_llm_forward: B (%lld) and T (%lld) must be positive", (long long)B,
-                 (long long)T);
-    ATTN_FAIL_IF(T > m->cfg.max_position_embeddings, ctx, ATTN_E_INVALID,
-                 "attn_llm_forward: T %lld is over max_position_embeddings %lld", (long long)T,
-                 (long long)m->cfg.max_position_embeddings);
-    int64_t M, n;
-    ATTN_FAIL_IF(!attn__mul_i64(B, T, &M) || !attn__mul_i64(M, m->cfg.vocab_size, &n) ||
-                     !attn__mul_i64(M, m->cfg.hidden_size * 4, &n),
-                 ctx, ATTN_E_OVERFLOW, "attn_llm_forward: B x T = %lld x %lld is too large",
-                 (long long)B, (long long)T);
-    ATTN_TRY(check_ids(ctx, m, ids, M, "attn_llm_forward"));
+    ATTN_TRY(attn__llm_args(ctx, m, ids, B, T, "attn_llm_forward"));
     return run(ctx, m, ids, B, T, NULL, 0, logits);
 }
 
