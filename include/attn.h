@@ -2269,6 +2269,15 @@ ATTN_API void attn_llm_session_reset(attn_llm_session *s);
  * the next prefill or decode continues at pos (a chat that re-tokenised its history
  * differently keeps the common prefix). */
 ATTN_API attn_status attn_llm_session_rewind(attn_llm_session *s, int64_t pos);
+/* The keys and values of src's first n tokens (0 <= n <= src's pos, n <= dst's capacity) into
+ * dst, whose earlier tokens are forgotten: dst's pos becomes n, and it continues exactly as src
+ * would from position n (the same bits: its cache rows are src's).  A server's prompt-prefix
+ * reuse across sequences: a new request whose prompt starts with another session's tokens
+ * copies them instead of computing them again.  Both sessions of one model and one cache
+ * dtype, dst not src; else ATTN_E_INVALID (nothing changed).  Not while either is in use on
+ * another thread. */
+ATTN_API attn_status attn_llm_session_copy(attn_llm_session *dst, const attn_llm_session *src,
+                                           int64_t n);
 /* Tokens in the cache (0 for NULL). */
 ATTN_API int64_t attn_llm_session_pos(const attn_llm_session *s);
 ATTN_API int64_t attn_llm_session_capacity(const attn_llm_session *s);

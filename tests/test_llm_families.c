@@ -214,6 +214,32 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
         printf("test_llm_families: %-7s %s, %d thread%s: forward %.2e, session %.2e of "
                "max|logit|\n", f->name, gguf ? "GGUF  " : "folder", threads,
                threads > 1 ? "s" : " ", e, es);
+        /* attn_llm_session_copy: a session of another capacity given s's first h tokens
+         * continues with s's bits (the rest decoded one at a time, as s did) */
+        attn_llm_session *cs = NULL, *b16 = NULL;
+        float *rc = malloc(sizeof(float) * (size_t)V);
+        if (s && rc && TU_STATUS(attn_llm_session_create(ctx, m, n + 3, ATTN_F32, &cs), ATTN_OK, ctx) &&
+            TU_STATUS(attn_llm_session_prefill(ctx, cs, r->ids + 1, 2, NULL), ATTN_OK, ctx)) {
+            TU_STATUS(attn_llm_session_copy(cs, s, h), ATTN_OK, ctx);
+            TU_CHECK(attn_llm_session_pos(cs) == h, "%s: the copy's pos", path);
+            for (int64_t t = h; t < n; t++)
+                if (!TU_STATUS(attn_llm_session_decode(ctx, cs, r->ids[t], rc), ATTN_OK, ctx))
+                    break;
+            TU_CHECK(!memcmp(rc, row, sizeof(float) * (size_t)V),
+                     "%s (%d threads): a copied session's logits differ from its source's", path,
+                     threads);
+            TU_CHECK(attn_llm_session_copy(cs, s, n + 1) == ATTN_E_INVALID &&
+                         attn_llm_session_copy(cs, cs, 1) == ATTN_E_INVALID &&
+                         attn_llm_session_copy(cs, NULL, 0) == ATTN_E_INVALID &&
+                         attn_llm_session_pos(cs) == n,
+                     "%s: refused copies (past the source's pos, onto itself, NULL)", path);
+            if (TU_STATUS(attn_llm_session_create(ctx, m, n, ATTN_BF16, &b16), ATTN_OK, ctx))
+                TU_CHECK(attn_llm_session_copy(b16, s, 1) == ATTN_E_INVALID,
+                         "%s: a copy between cache types", path);
+        }
+        attn_llm_session_free(b16);
+        attn_llm_session_free(cs);
+        free(rc);
         attn_llm_session_free(s);
         if (r->n >= 12)
             check_batch(ctx, m, path, r->ids, V);

@@ -1077,6 +1077,24 @@ attn_status attn_llm_session_rewind(attn_llm_session *s, int64_t pos) {
     return ATTN_OK;
 }
 
+attn_status attn_llm_session_copy(attn_llm_session *dst, const attn_llm_session *src,
+                                  int64_t n) {
+    if (!dst || !src || dst == src || dst->m != src->m || dst->dtype != src->dtype || n < 0 ||
+        n > src->pos || n > dst->cap)
+        return ATTN_E_INVALID;
+    const attn_llm_config *c = &src->m->cfg;
+    const size_t row = (size_t)c->head_dim * attn_dtype_size(src->dtype), len = (size_t)n * row;
+    for (int64_t l = 0; l < c->num_layers; l++)
+        for (int64_t h = 0; h < c->num_kv_heads; h++) {
+            const size_t so = (size_t)l * src->layer_bytes + (size_t)h * (size_t)src->cap * row,
+                         d0 = (size_t)l * dst->layer_bytes + (size_t)h * (size_t)dst->cap * row;
+            memcpy(dst->k + d0, src->k + so, len);
+            memcpy(dst->v + d0, src->v + so, len);
+        }
+    dst->pos = n;
+    return ATTN_OK;
+}
+
 int64_t attn_llm_session_pos(const attn_llm_session *s) { return s ? s->pos : 0; }
 int64_t attn_llm_session_capacity(const attn_llm_session *s) { return s ? s->cap : 0; }
 
