@@ -133,8 +133,10 @@ static int emit(attn_ctx *ctx, const attn_llm *m, attn_bpe_stream *bs, int32_t i
         return attn_cli_write_stdout(buf, (size_t)k) == (size_t)k;
     }
     size_t len = 0;
-    if (attn_bpe_decode_stream(ctx, attn_llm_tokenizer(m), bs, id, ATTN_BPE_SKIP_SPECIAL, buf,
-                               sizeof buf, &len) != ATTN_OK)
+    /* the generated tokens continue the prompt: no leading space is dropped */
+    if (attn_bpe_decode_stream(ctx, attn_llm_tokenizer(m), bs, id,
+                               ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE, buf, sizeof buf,
+                               &len) != ATTN_OK)
         return 1; /* a token longer than the buffer cannot happen for real vocabularies */
     if (len && attn_cli_write_stdout(buf, len) != len) return 0;
     fflush(stdout);

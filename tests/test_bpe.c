@@ -588,7 +588,7 @@ static void test_hostile(attn_ctx *ctx) {
     TU_STATUS(attn_bpe_decode(ctx, b, badid, 2, 0, out, 8, &len), ATTN_E_INVALID, ctx);
     badid[1] = -1;
     TU_STATUS(attn_bpe_decode(ctx, b, badid, 2, 0, out, 8, &len), ATTN_E_INVALID, ctx);
-    TU_STATUS(attn_bpe_decode(ctx, b, badid, 1, 4, out, 8, &len), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_decode(ctx, b, badid, 1, 8, out, 8, &len), ATTN_E_INVALID, ctx);
     attn_bpe_stream st = {{0}, 7};
     TU_STATUS(attn_bpe_decode_stream(ctx, b, &st, 0, 0, out, 8, &len), ATTN_E_INVALID, ctx);
     TU_STATUS(attn_bpe_decode_stream_end(ctx, &st, out, 8, &len), ATTN_E_INVALID, ctx);
