@@ -10,7 +10,8 @@ transformers, for a BERT folder's vocab.txt):
                       spaces and tabs, words over max_input_chars_per_word, characters no token
                       holds ([UNK]), special and added tokens inside text; per text its bytes (T)
                       and the str the library sees, bytes.decode('utf-8', 'replace') (C)
-  NAME.json           a small WordPiece tokenizer.json, trained here with WordPieceTrainer
+  NAME.json           a small WordPiece tokenizer.json, its vocabulary built here from
+                      gen_bpe's training text and more words (deterministic)
   NAME.expected       per text of corpus.txt: the ids with special tokens parsed (I) and not
                       parsed (J, the library's encode_special_tokens; "J =" when the same), no
                       [CLS]/[SEP] (add_special_tokens=False) and no truncation or padding; then
@@ -46,7 +47,7 @@ import sys
 import tempfile
 
 from tokenizers import (AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers,
-                        processors, trainers)
+                        processors)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "fixtures", "wordpiece")
@@ -104,19 +105,51 @@ def training_lines(seed=11):
     return lines
 
 
+def vocabulary(normalizer, prefix, specials, size):
+    """A WordPiece vocabulary built here, deterministically (the library's WordPieceTrainer
+    breaks ties in a different order on every run): the special tokens, every character of the
+    normalized training text alone and as a continuation, then the most frequent words (ties
+    by text), each also cut in two (its first half, and the rest as a continuation) and with
+    its last three characters as a continuation, until there are size tokens."""
+    from collections import Counter
+    pre = pre_tokenizers.BertPreTokenizer()
+    counts = Counter()
+    for line in training_lines():
+        s = normalizer.normalize_str(line) if normalizer else line
+        counts.update(w for w, _ in pre.pre_tokenize_str(s))
+    chars = sorted({c for w in counts for c in w})
+    vocab, seen = [], set()
+
+    def add(t):
+        if t not in seen and len(vocab) < size:
+            seen.add(t)
+            vocab.append(t)
+    for t in specials:
+        add(t)
+    for c in chars:
+        add(c)
+    for c in chars:
+        add(prefix + c)
+    for w in sorted(counts, key=lambda w: (-counts[w], w)):
+        add(w)
+        if len(w) >= 4:
+            add(w[:len(w) // 2])
+            add(prefix + w[len(w) // 2:])
+        if len(w) >= 6:
+            add(prefix + w[-3:])
+    return {t: i for i, t in enumerate(vocab)}
+
+
 def trained(normalizer, vocab_size, prefix="##", unk="[UNK]", specials=SPECIALS,
             max_chars=100):
-    tk = Tokenizer(models.WordPiece(unk_token=unk, max_input_chars_per_word=max_chars,
+    vocab = vocabulary(normalizer, prefix, specials, vocab_size)
+    tk = Tokenizer(models.WordPiece(vocab=vocab, unk_token=unk,
+                                    max_input_chars_per_word=max_chars,
                                     continuing_subword_prefix=prefix))
     tk.normalizer = normalizer
     tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tr = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                   continuing_subword_prefix=prefix, show_progress=False)
-    tk.train_from_iterator(training_lines(), tr)
-    # (the trainer's model forgets max_input_chars_per_word)
-    d = json.loads(tk.to_str())
-    d["model"]["max_input_chars_per_word"] = max_chars
-    return Tokenizer.from_str(json.dumps(d))
+    tk.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
+    return tk
 
 
 def make_uncased():
