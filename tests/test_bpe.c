@@ -1474,6 +1474,174 @@ static void test_minilm(attn_ctx *ctx) {
     free_corpus(&c);
 }
 
+/* ---- SentencePiece's add_space_prefix (Llama 2, Mistral) -----------------------------------
+ * fixtures/bpe/spm_prefix.txt (tests/gen_spm_prefix.py): a small vocabulary and what
+ * transformers' tokenizer converted from a GGUF file with add_space_prefix true makes of it:
+ * ids of texts, and the decode of id sequences, whose leading space (the one the encoding puts
+ * before the text) its Strip decoder drops.  The vocabulary goes through a GGUF image written
+ * here, so attn_bpe_from_gguf reads tokenizer.ggml.add_space_prefix itself. */
+typedef struct gbuf {
+    unsigned char *p;
+    size_t n, cap;
+} gbuf;
+
+static void g_put(gbuf *w, const void *d, size_t n) {
+    if (w->n + n > w->cap) {
+        w->cap = (w->n + n) * 2 + 64;
+        w->p = realloc(w->p, w->cap);
+    }
+    memcpy(w->p + w->n, d, n);
+    w->n += n;
+}
+static void g_u32(gbuf *w, uint32_t v) {
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    g_put(w, b, 4);
+}
+static void g_u64(gbuf *w, uint64_t v) {
+    g_u32(w, (uint32_t)v);
+    g_u32(w, (uint32_t)(v >> 32));
+}
+static void g_str(gbuf *w, const char *s, size_t n) {
+    g_u64(w, n);
+    g_put(w, s, n);
+}
+static void g_key(gbuf *w, const char *k, uint32_t type) {
+    g_str(w, k, strlen(k));
+    g_u32(w, type);
+}
+
+/* A GGUF v3 image with only the tokenizer keys of a SentencePiece vocabulary. */
+static gbuf spm_gguf(const arrays *a, int add_space_prefix) {
+    gbuf w = {NULL, 0, 0};
+    g_put(&w, "GGUF", 4);
+    g_u32(&w, 3);
+    g_u64(&w, 0);                            /* tensors */
+    g_u64(&w, add_space_prefix >= 0 ? 5 : 4); /* keys */
+    g_key(&w, "general.architecture", ATTN_GGUF_STRING);
+    g_str(&w, "llama", 5);
+    g_key(&w, "tokenizer.ggml.model", ATTN_GGUF_STRING);
+    g_str(&w, "llama", 5);
+    g_key(&w, "tokenizer.ggml.tokens", ATTN_GGUF_ARRAY);
+    g_u32(&w, ATTN_GGUF_STRING);
+    g_u64(&w, (uint64_t)a->n);
+    for (int64_t i = 0; i < a->n; i++) g_str(&w, a->tok[i], strlen(a->tok[i]));
+    g_key(&w, "tokenizer.ggml.token_type", ATTN_GGUF_ARRAY);
+    g_u32(&w, ATTN_GGUF_INT32);
+    g_u64(&w, (uint64_t)a->n);
+    for (int64_t i = 0; i < a->n; i++) g_u32(&w, (uint32_t)a->type[i]);
+    if (add_space_prefix >= 0) {
+        unsigned char v = (unsigned char)add_space_prefix;
+        g_key(&w, "tokenizer.ggml.add_space_prefix", ATTN_GGUF_BOOL);
+        g_put(&w, &v, 1);
+    }
+    return w;
+}
+
+static attn_bpe *spm_from(attn_ctx *ctx, const arrays *a, int add_space_prefix, gbuf *img) {
+    *img = spm_gguf(a, add_space_prefix);
+    attn_gguf *g = NULL;
+    attn_bpe *b = NULL;
+    if (TU_STATUS(attn_gguf_read_memory(ctx, img->p, img->n, &g), ATTN_OK, ctx))
+        TU_STATUS(attn_bpe_from_gguf(ctx, g, &b), ATTN_OK, ctx);
+    attn_gguf_free(g);
+    return b;
+}
+
+static void test_spm_prefix(attn_ctx *ctx) {
+    FILE *f = fopen(DIR "spm_prefix.txt", "r");
+    if (!f) {
+        TU_CHECK(0, "cannot read " DIR "spm_prefix.txt");
+        return;
+    }
+    arrays a;
+    memset(&a, 0, sizeof a);
+    size_t cap = 0;
+    expect e;
+    memset(&e, 0, sizeof e);
+    buf text[64];
+    int nt = 0;
+    char *l;
+    while ((l = tu_read_line(f))) {
+        if (l[0] == 'V') {
+            if ((size_t)a.n == cap) {
+                cap = cap ? 2 * cap : 512;
+                a.tok = realloc(a.tok, sizeof *a.tok * cap);
+                a.type = realloc(a.type, sizeof *a.type * cap);
+            }
+            char *p = l + 2;
+            a.type[a.n] = (int32_t)strtol(p, &p, 10);
+            a.tok[a.n++] = (char *)unhex(p + 1).p;
+        } else if (l[0] == 'T' && nt < 64) {
+            text[nt] = unhex(l + 2);
+        } else if (l[0] == 'I' && nt < 64) {
+            e.ids[0][nt] = parse_ids(l, &e.nids[0][nt]);
+            nt++;
+        } else if (l[0] == 'R' && e.nr < 64) {
+            e.seq[e.nr] = parse_ids(l, &e.nseq[e.nr]);
+        } else if ((l[0] == 'D' || l[0] == 'S') && e.nr < 64) {
+            e.dec[l[0] == 'S'][e.nr] = unhex(l + 2);
+            if (l[0] == 'S') e.nr++;
+        }
+        free(l);
+    }
+    fclose(f);
+    gbuf img, img0, img1;
+    attn_bpe *b = spm_from(ctx, &a, 1, &img);
+    attn_bpe *b0 = spm_from(ctx, &a, 0, &img0);
+    attn_bpe *b1 = spm_from(ctx, &a, -1, &img1); /* no key: SentencePiece's default, true */
+    if (b && b0 && b1) {
+        attn_bpe_info i, i0, i1;
+        attn_bpe_get_info(b, &i), attn_bpe_get_info(b0, &i0), attn_bpe_get_info(b1, &i1);
+        TU_CHECK(i.kind == ATTN_BPE_KIND_SENTENCEPIECE && i.add_space_prefix == 1 &&
+                     i0.add_space_prefix == 0 && i1.add_space_prefix == 1 &&
+                     !strcmp(i.pre, "sentencepiece"),
+                 "SentencePiece: add_space_prefix as the file says");
+        int bad = 0;
+        for (int k = 0; k < nt; k++) {
+            int32_t ids[256];
+            int64_t n = 0;
+            TU_STATUS(attn_bpe_encode(ctx, b, (const char *)text[k].p, text[k].n,
+                                      ATTN_BPE_PARSE_SPECIAL, ids, 256, &n), ATTN_OK, ctx);
+            if (!same_ids(ids, n, e.ids[0][k], e.nids[0][k]) && bad++ < 4)
+                show_diff("spm_prefix", k, 1, ids, n, e.ids[0][k], e.nids[0][k]);
+        }
+        TU_CHECK(bad == 0 && nt >= 10, "SentencePiece add_space_prefix: %d of %d encodings "
+                 "differ from the library", bad, nt);
+        check_decode(ctx, b, &e, "SentencePiece add_space_prefix");
+        check_decode(ctx, b1, &e, "SentencePiece add_space_prefix (default)");
+        /* by hand: the space is dropped only at a text's start, once */
+        int32_t hello = attn_bpe_token_id(b, "\xE2\x96\x81hello");
+        int32_t sp = attn_bpe_token_id(b, "\xE2\x96\x81"), bos = 1;
+        int32_t s1[] = {hello, hello}, s2[] = {bos, hello}, s3[] = {sp, hello};
+        dec_is(ctx, b, s1, 2, 0, "hello hello", "SentencePiece: the text's start");
+        dec_is(ctx, b, s1, 2, ATTN_BPE_CONTINUE, " hello hello", "SentencePiece: continuing");
+        dec_is(ctx, b, s2, 2, 0, "<s> hello", "SentencePiece: after a control token");
+        dec_is(ctx, b, s2, 2, ATTN_BPE_SKIP_SPECIAL, "hello",
+               "SentencePiece: after a skipped control token");
+        dec_is(ctx, b, s3, 2, 0, " hello", "SentencePiece: one space only");
+        /* add_space_prefix false (Gemma): no U+2581 added, none dropped */
+        dec_is(ctx, b0, s1, 2, 0, " hello hello", "SentencePiece without add_space_prefix");
+        int32_t ids[16];
+        int64_t n = 0;
+        enc(ctx, b0, "hello", 0, ids, &n);
+        TU_CHECK(n >= 1 && ids[0] != hello && strncmp(attn_bpe_token_text(b0, ids[0]),
+                                                      "\xE2\x96\x81", 3) != 0,
+                 "SentencePiece without add_space_prefix: a U+2581 was added");
+        enc(ctx, b, "hello", 0, ids, &n);
+        TU_CHECK(n >= 1 && !strncmp(attn_bpe_token_text(b, ids[0]), "\xE2\x96\x81", 3),
+                 "SentencePiece with add_space_prefix: no U+2581 added");
+        printf("SentencePiece add_space_prefix: %d texts and %d decodes as the library\n", nt,
+               e.nr);
+    }
+    attn_bpe_free(b), attn_bpe_free(b0), attn_bpe_free(b1);
+    free(img.p), free(img0.p), free(img1.p);
+    for (int k = 0; k < nt; k++) free(text[k].p), free(e.ids[0][k]);
+    for (int k = 0; k < e.nr; k++) free(e.seq[k]), free(e.dec[0][k].p), free(e.dec[1][k].p);
+    a.nm = 0;
+    free_arrays(&a);
+}
+
 int main(void) {
     attn_ctx *ctx = tu_ctx(1);
     if (!ctx) return 1;
@@ -1500,6 +1668,7 @@ int main(void) {
     test_wordpiece(ctx);
     test_wordpiece_refusals(ctx);
     test_minilm(ctx);
+    test_spm_prefix(ctx);
     free_corpus(&c);
     attn_ctx_free(ctx);
     return tu_finish("test_bpe");
