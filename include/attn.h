@@ -1410,7 +1410,8 @@ ATTN_API float attn_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total
  *                            and buffers ignored), any float dtype
  *   vocab.txt                WordPiece vocabulary (one token a line; id = line number)
  *   tokenizer_config.json    optional: do_lower_case (default true), strip_accents,
- *                            tokenize_chinese_chars, unk/cls/sep/pad tokens
+ *                            tokenize_chinese_chars, unk/cls/sep/pad/mask tokens
+ *                            (vocab.txt and tokenizer_config.json: attn_bpe_load_wordpiece)
  *   sentence_bert_config.json optional: max_seq_length (default min(512, max_position))
  *   modules.json             optional: Transformer, Pooling (its folder's config.json:
  *                            pooling_mode_mean_tokens / cls_token / max_tokens, exactly one) and
@@ -1420,15 +1421,17 @@ ATTN_API float attn_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total
  * message naming it.
  *
  * Tokenisation is BERT's normaliser, pre-tokeniser and WordPiece as the Hugging Face tokenizers
- * library runs them (BertTokenizerFast, what sentence-transformers uses): invalid UTF-8 bytes
- * are dropped, control/format/private-use characters removed, whitespace splits, CJK
- * ideographs become single-character words, accents stripped (NFD, nonspacing marks dropped)
- * and lower-cased as configured, punctuation split off, then greedy longest-match WordPiece
- * with "##" continuations (a word over 100 characters is [UNK]); truncation to
+ * library runs them (BertTokenizerFast, what sentence-transformers uses): the WordPiece kind of
+ * the tokenizer object (attn_bpe_load_wordpiece; attn_bert_tokenizer returns it): invalid
+ * UTF-8 bytes are dropped, control/format/private-use characters removed, whitespace splits,
+ * CJK ideographs become single-character words, accents stripped (NFD, nonspacing marks
+ * dropped) and lower-cased as configured, punctuation split off, then greedy longest-match
+ * WordPiece with "##" continuations (a word over 100 characters is [UNK]); truncation to
  * max_seq_length - 2 then [CLS] ... [SEP].  The Unicode tables are measured from that library
  * one code point at a time (tools/gen_unicode_tables.py).  Limits: texts are NUL-terminated
  * (an embedded NUL ends the text); special-token strings inside a text ("[SEP]") are tokenised
- * as ordinary text; token_type_ids are all 0.
+ * as ordinary text (attn_bpe_encode with ATTN_BPE_PARSE_SPECIAL takes them as tokens);
+ * token_type_ids are all 0.
 
  * attn_bert_embed tokenises, batches (32 texts, sorted by length, padded, key padding masks),
  * runs the encoder, pools over the real tokens and normalises when configured:

@@ -1,7 +1,10 @@
-/* Byte-level BPE tokenizer (attn.h "Byte-level BPE tokenizer"; docs/bpe.md says what it does
- * and where it differs from the Hugging Face tokenizers library it follows).
+/* The tokenizer object attn_bpe: byte-level BPE, SentencePiece BPE and WordPiece (attn.h
+ * "Tokenizer: byte-level BPE, SentencePiece BPE and WordPiece"; docs/bpe.md says what each
+ * kind does and where it differs from the Hugging Face tokenizers library it follows).  The
+ * WordPiece kind's normalizer and pre-tokenizer classes and its folder reader are in
+ * wordpiece.c; its model (wp_word), added tokens and decoder here.
  *
- * Encoding a text:
+ * Encoding a text (byte-level BPE; the SentencePiece and WordPiece kinds differ at 3 and 4):
  *   1. invalid UTF-8 becomes U+FFFD, one per maximal invalid subpart (Python's
  *      bytes.decode('utf-8', errors='replace'));
  *   2. added tokens are split off, leftmost-longest, in two passes as the library does: first
@@ -183,7 +186,7 @@ struct attn_bpe {
     int pre, ignore_merges, fuse_unk;
     int32_t unk;          /* -1: bytes without a token are dropped */
     size_t max_dec;       /* longest decoded token */
-    /* SentencePiece BPE (pre == PRE_SPM): pieces merged by score, spaces as U+2581 */
+    /* SentencePiece BPE (pre == PRE_SPM): pieces merged by id, spaces as U+2581 */
     int32_t byte_tok[256];/* the <0xNN> byte-fallback piece of each byte, or -1 */
     int add_prefix;       /* a U+2581 before the text (tokenizer.ggml.add_space_prefix); and
                            * decoding drops the space at the text's start */
@@ -527,8 +530,16 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
                                     "UTF-8", what, (long long)i);
                     goto done;
                 }
-                k = wp_normalize_text(&b->wn, (const unsigned char *)s->tok[i].p, k, NULL);
-                nkbytes += k; /* <= 72 bytes a byte of the tokens: no overflow */
+                /* a byte normalizes to at most 4 * ATTN__WP_NORM_MAX bytes */
+                if (k > SIZE_MAX / (4 * ATTN__WP_NORM_MAX) ||
+                    !attn__add_size(nkbytes,
+                                    k = wp_normalize_text(&b->wn, (const unsigned char *)
+                                                          s->tok[i].p, k, NULL),
+                                    &nkbytes)) {
+                    st = attn__fail(ctx, ATTN_E_OVERFLOW, "%s: the tokens' size overflows",
+                                    what);
+                    goto done;
+                }
             }
             if (!attn__add_size(added_bytes, k, &added_bytes)) {
                 st = attn__fail(ctx, ATTN_E_OVERFLOW, "%s: the tokens' size overflows", what);
