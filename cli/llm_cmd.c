@@ -89,29 +89,36 @@ static int load(const char *cmd, const llm_opts *o, attn_ctx *ctx, attn_llm **m)
     return 1;
 }
 
-/* Token ids of text (special tokens parsed; bos first when the model asks): *ids malloc'ed. */
-static int encode(const char *cmd, attn_ctx *ctx, const attn_llm *m, const char *text,
-                  size_t len, int bos, int32_t **ids, int64_t *n) {
-    const attn_bpe *tok = attn_llm_tokenizer(m);
-    attn_llm_special sp;
-    attn_llm_get_special(m, &sp);
-    int64_t k = 0, lead = bos && sp.add_bos && sp.bos >= 0;
+/* The ids of text with tok (special tokens parsed), lead (>= 0) first and tail (>= 0) last:
+ * *ids malloc'ed; 0 on failure (printed). */
+static int tokenize_text(const char *cmd, attn_ctx *ctx, const attn_bpe *tok, const char *text,
+                         size_t len, int32_t lead, int32_t tail, int32_t **ids, int64_t *n) {
+    int64_t k = 0, nl = lead >= 0, nt = tail >= 0;
     attn_status st = attn_bpe_encode(ctx, tok, text, len, ATTN_BPE_PARSE_SPECIAL, NULL, 0, &k);
     if (st == ATTN_OK) {
-        *ids = malloc(sizeof **ids * (size_t)(k + lead + 1));
-        if (!*ids) {
+        if (!(*ids = malloc(sizeof **ids * (size_t)(k + nl + nt + 1)))) {
             fprintf(stderr, "attn %s: out of memory\n", cmd);
             return 0;
         }
-        if (lead) (*ids)[0] = sp.bos;
-        st = attn_bpe_encode(ctx, tok, text, len, ATTN_BPE_PARSE_SPECIAL, *ids + lead, k, &k);
+        if (nl) (*ids)[0] = lead;
+        st = attn_bpe_encode(ctx, tok, text, len, ATTN_BPE_PARSE_SPECIAL, *ids + nl, k, &k);
+        if (nt) (*ids)[nl + k] = tail;
     }
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, cmd, st);
         return 0;
     }
-    *n = k + lead;
+    *n = k + nl + nt;
     return 1;
+}
+
+/* Token ids of text (special tokens parsed; bos first when the model asks): *ids malloc'ed. */
+static int encode(const char *cmd, attn_ctx *ctx, const attn_llm *m, const char *text,
+                  size_t len, int bos, int32_t **ids, int64_t *n) {
+    attn_llm_special sp;
+    attn_llm_get_special(m, &sp);
+    return tokenize_text(cmd, ctx, attn_llm_tokenizer(m), text, len,
+                         bos && sp.add_bos && sp.bos >= 0 ? sp.bos : -1, -1, ids, n);
 }
 
 static int64_t capacity(const llm_opts *o, const attn_llm *m) {
@@ -133,8 +140,10 @@ static int emit(attn_ctx *ctx, const attn_llm *m, attn_bpe_stream *bs, int32_t i
         return attn_cli_write_stdout(buf, (size_t)k) == (size_t)k;
     }
     size_t len = 0;
-    if (attn_bpe_decode_stream(ctx, attn_llm_tokenizer(m), bs, id, ATTN_BPE_SKIP_SPECIAL, buf,
-                               sizeof buf, &len) != ATTN_OK)
+    /* the generated tokens continue the prompt: no leading space is dropped */
+    if (attn_bpe_decode_stream(ctx, attn_llm_tokenizer(m), bs, id,
+                               ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE, buf, sizeof buf,
+                               &len) != ATTN_OK)
         return 1; /* a token longer than the buffer cannot happen for real vocabularies */
     if (len && attn_cli_write_stdout(buf, len) != len) return 0;
     fflush(stdout);
@@ -588,6 +597,13 @@ static int read_line(FILE *f, char **buf, size_t *cap, size_t max, ssize_t *len)
 }
 
 /* ---- tokenize -------------------------------------------------------------------------- */
+/* 1 when dir/name exists */
+static int has_file(const char *dir, const char *name) {
+    char p[4096];
+    struct stat sb;
+    return snprintf(p, sizeof p, "%s/%s", dir, name) < (int)sizeof p && stat(p, &sb) == 0;
+}
+
 int attn_cmd_tokenize(int argc, char **argv) {
     llm_opts o;
     defaults(&o);
@@ -595,17 +611,21 @@ int attn_cmd_tokenize(int argc, char **argv) {
     const attn_cli_opt table[] = {
         ATTN_OPT_STR("model", 0, &o.model, "FILE",
                      "a GGUF file with a tokenizer (any architecture; vocabulary-\n"
-                     "only files too) or a folder with tokenizer.json; required"),
+                     "only files too), a folder with tokenizer.json, or a BERT\n"
+                     "folder (vocab.txt, tokenizer_config.json); required"),
         OPT_NO_MMAP(&o),
         ATTN_OPT_STR("text", 0, &o.text, "TEXT", "the text to tokenize"),
         ATTN_OPT_STR("file", 0, &o.file, "FILE", "tokenize FILE's bytes instead ('-': stdin)"),
-        ATTN_OPT_FLAG("no-bos", 0, &no_bos, "no bos token even where the model adds one"),
+        ATTN_OPT_FLAG("no-bos", 0, &no_bos,
+                      "no bos token even where the model adds one (BERT: no\n"
+                      "[CLS] and [SEP])"),
         ATTN_OPT_THREADS(&o.threads),
         ATTN_OPT_END};
     const attn_cli_spec spec = {
         "tokenize", "attn tokenize --model MODEL --text TEXT",
         "Prints the token ids of a text, space-separated, on one line (special tokens such\n"
-        "as <|im_end|> recognised; bos first where the model adds it).",
+        "as <|im_end|> recognised; bos first where the model adds it; a WordPiece (BERT)\n"
+        "tokenizer's text between the [CLS] and [SEP] its tokenizer.json or folder names).",
         table, NULL, "attn tokenize --model SmolLM2-135M-Instruct.Q4_1.gguf --text \"Hello!\""};
     int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
@@ -615,6 +635,7 @@ int attn_cmd_tokenize(int argc, char **argv) {
     const char *cmd = "tokenize";
     attn_ctx *ctx = NULL;
     attn_llm *m = NULL;
+    attn_bpe *wp = NULL;
     int32_t *ids = NULL;
     char *data = NULL;
     size_t len = 0;
@@ -622,10 +643,31 @@ int attn_cmd_tokenize(int argc, char **argv) {
     int rc = 1;
     if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
     if (o.file && !attn_cli_read_text(cmd, ctx, o.file, &data, &len)) goto out;
-    o.vocab_only = 1; /* the tokenizer alone: any architecture, vocabulary-only files */
-    if (!load(cmd, &o, ctx, &m)) goto out;
-    if (!encode(cmd, ctx, m, o.text ? o.text : data, o.text ? strlen(o.text) : len, !no_bos,
-                &ids, &n))
+    const attn_bpe *tok;
+    int32_t lead = -1, tail = -1;
+    struct stat sb;
+    if (stat(o.model, &sb) == 0 && S_ISDIR(sb.st_mode) && !has_file(o.model, "tokenizer.json") &&
+        has_file(o.model, "vocab.txt")) { /* a BERT folder: vocab.txt, as attn embed reads it */
+        attn_status st = attn_bpe_load_wordpiece(ctx, o.model, &wp);
+        if (st != ATTN_OK) {
+            attn_cli_fail(ctx, cmd, st);
+            goto out;
+        }
+        tok = wp;
+    } else {
+        o.vocab_only = 1; /* the tokenizer alone: any architecture, vocabulary-only files */
+        if (!load(cmd, &o, ctx, &m)) goto out;
+        tok = attn_llm_tokenizer(m);
+        attn_llm_special sp;
+        attn_llm_get_special(m, &sp);
+        if (!no_bos && sp.add_bos && sp.bos >= 0) lead = sp.bos;
+    }
+    attn_bpe_info ti;
+    attn_bpe_get_info(tok, &ti);
+    if (ti.kind == ATTN_BPE_KIND_WORDPIECE) /* BERT: [CLS] text [SEP] */
+        lead = no_bos ? -1 : ti.cls_id, tail = no_bos ? -1 : ti.sep_id;
+    if (!tokenize_text(cmd, ctx, tok, o.text ? o.text : data, o.text ? strlen(o.text) : len,
+                       lead, tail, &ids, &n))
         goto out;
     for (int64_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
     printf("\n");
@@ -633,6 +675,7 @@ int attn_cmd_tokenize(int argc, char **argv) {
 out:
     free(ids), free(data);
     attn_llm_free(m);
+    attn_bpe_free(wp);
     attn_ctx_free(ctx);
     return rc;
 }

@@ -1097,6 +1097,13 @@ int attn_cmd_export(int argc, char **argv) {
                             "--tokenizer FILE.gguf for the tokenizer.* keys\n", src);
             goto out;
         }
+        attn_bpe_info ti;
+        if (!tok && attn_bpe_get_info(attn_llm_tokenizer(llm), &ti) == ATTN_OK &&
+            ti.kind != ATTN_BPE_KIND_BYTE_LEVEL) { /* the keys written are byte-level BPE's */
+            fprintf(stderr, "attn export: %s's tokenizer.json is %s, not byte-level BPE: give "
+                            "--tokenizer FILE.gguf for the tokenizer.* keys\n", src, ti.pre);
+            goto out;
+        }
         attn_llm_config fc;
         attn_llm_get_info(llm, &fc);
         if (!gguf_writable(&fc)) {

@@ -273,7 +273,8 @@ static void take(slot *sl, int32_t id) {
         return;
     }
     size_t pl = 0;
-    if (attn_bpe_decode_stream(S.sctx, S.tok, &sl->bs, id, ATTN_BPE_SKIP_SPECIAL, S.piece,
+    if (attn_bpe_decode_stream(S.sctx, S.tok, &sl->bs, id,
+                               ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE, S.piece,
                                S.piece_cap, &pl) != ATTN_OK)
         pl = 0;
     const char *piece = S.piece;

@@ -1410,7 +1410,8 @@ ATTN_API float attn_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total
  *                            and buffers ignored), any float dtype
  *   vocab.txt                WordPiece vocabulary (one token a line; id = line number)
  *   tokenizer_config.json    optional: do_lower_case (default true), strip_accents,
- *                            tokenize_chinese_chars, unk/cls/sep/pad tokens
+ *                            tokenize_chinese_chars, unk/cls/sep/pad/mask tokens
+ *                            (vocab.txt and tokenizer_config.json: attn_bpe_load_wordpiece)
  *   sentence_bert_config.json optional: max_seq_length (default min(512, max_position))
  *   modules.json             optional: Transformer, Pooling (its folder's config.json:
  *                            pooling_mode_mean_tokens / cls_token / max_tokens, exactly one) and
@@ -1420,15 +1421,17 @@ ATTN_API float attn_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total
  * message naming it.
  *
  * Tokenisation is BERT's normaliser, pre-tokeniser and WordPiece as the Hugging Face tokenizers
- * library runs them (BertTokenizerFast, what sentence-transformers uses): invalid UTF-8 bytes
- * are dropped, control/format/private-use characters removed, whitespace splits, CJK
- * ideographs become single-character words, accents stripped (NFD, nonspacing marks dropped)
- * and lower-cased as configured, punctuation split off, then greedy longest-match WordPiece
- * with "##" continuations (a word over 100 characters is [UNK]); truncation to
+ * library runs them (BertTokenizerFast, what sentence-transformers uses): the WordPiece kind of
+ * the tokenizer object (attn_bpe_load_wordpiece; attn_bert_tokenizer returns it): invalid
+ * UTF-8 bytes are dropped, control/format/private-use characters removed, whitespace splits,
+ * CJK ideographs become single-character words, accents stripped (NFD, nonspacing marks
+ * dropped) and lower-cased as configured, punctuation split off, then greedy longest-match
+ * WordPiece with "##" continuations (a word over 100 characters is [UNK]); truncation to
  * max_seq_length - 2 then [CLS] ... [SEP].  The Unicode tables are measured from that library
  * one code point at a time (tools/gen_unicode_tables.py).  Limits: texts are NUL-terminated
  * (an embedded NUL ends the text); special-token strings inside a text ("[SEP]") are tokenised
- * as ordinary text; token_type_ids are all 0.
+ * as ordinary text (attn_bpe_encode with ATTN_BPE_PARSE_SPECIAL takes them as tokens);
+ * token_type_ids are all 0.
 
  * attn_bert_embed tokenises, batches (32 texts, sorted by length, padded, key padding masks),
  * runs the encoder, pools over the real tokens and normalises when configured:
@@ -1461,9 +1464,13 @@ ATTN_API attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **
 ATTN_API void attn_bert_free(attn_bert *b);
 ATTN_API attn_status attn_bert_get_info(const attn_bert *b, attn_bert_info *info /* OUT */);
 /* Token ids of one text with [CLS]/[SEP], truncated to max_seq_length: *n is their count;
- * the first min(*n, cap) are written to ids. */
+ * the first min(*n, cap) are written to ids.  The ids between [CLS] and [SEP] are
+ * attn_bpe_encode's (flags 0) with the model's tokenizer (attn_bert_tokenizer). */
 ATTN_API attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *text,
                                         int32_t *ids, int64_t cap, int64_t *n /* OUT */);
+/* The model's tokenizer (attn_bpe_load_wordpiece of its folder), owned by b: valid as long as
+ * b; NULL for NULL. */
+ATTN_API const struct attn_bpe *attn_bert_tokenizer(const attn_bert *b);
 /* Sentence embeddings of n NUL-terminated UTF-8 texts into out [n, hidden_size]. */
 ATTN_API attn_status attn_bert_embed(attn_ctx *ctx, const attn_bert *b,
                                      const char *const *texts, int64_t n, float *out);
@@ -1707,12 +1714,23 @@ ATTN_API attn_status attn_gguf_tensor_find(const attn_gguf *g, const char *name,
                                            attn_gguf_tensor *t /* OUT */);
 
 /* ============================================================================================
- * Byte-level BPE tokenizer (issue 12, part 4)
+ * Tokenizer: byte-level BPE, SentencePiece BPE and WordPiece (issue 12 part 4, issue 27)
  *
- * The tokenizer of GPT-2-style language models (GPT-2, Llama 3, SmolLM2, ...): text -> ids as
- * the Hugging Face tokenizers library runs a tokenizer.json of model type BPE with a ByteLevel
- * pre-tokenizer and decoder, and ids -> text.  Built either from arrays (a GGUF file's
- * tokenizer.ggml.tokens / token_type / merges / pre) or from a tokenizer.json.  Encoding:
+ * One object, attn_bpe, whose kind (attn_bpe_info.kind) is one of three:
+ *  - byte-level BPE, the tokenizer of GPT-2-style language models (GPT-2, Llama 3, Qwen2,
+ *    SmolLM2, ...), described first below;
+ *  - SentencePiece BPE (Gemma, Llama 2, Mistral: a GGUF file's tokenizer.ggml.model "llama"),
+ *    attn_bpe_from_gguf; docs/bpe.md;
+ *  - WordPiece, BERT's (attn_bpe_load_json of a BERT tokenizer.json, or
+ *    attn_bpe_load_wordpiece of a BERT folder), at attn_bpe_load_wordpiece.
+ * The ids are those of the Hugging Face tokenizers library for the same tokenizer, without the
+ * special tokens a post-processor would add (BOS, [CLS]/[SEP]: attn_bpe_get_info names them);
+ * encoding, decoding and the token queries are the same calls for every kind.
+ *
+ * Byte-level BPE: text -> ids as the Hugging Face tokenizers library runs a tokenizer.json of
+ * model type BPE with a ByteLevel pre-tokenizer and decoder, and ids -> text.  Built either
+ * from arrays (a GGUF file's tokenizer.ggml.tokens / token_type / merges / pre) or from a
+ * tokenizer.json.  Encoding:
  *   1. invalid UTF-8 becomes U+FFFD, one per maximal invalid subpart, as Python's
  *      bytes.decode("utf-8", errors="replace") makes the str that reaches the library;
  *   2. added tokens (control ones only with ATTN_BPE_PARSE_SPECIAL) are split off whole,
@@ -1748,7 +1766,12 @@ enum {
      * tokens are always matched. */
     ATTN_BPE_PARSE_SPECIAL = 1u << 0,
     /* decoding: control tokens give no text (skip_special_tokens) */
-    ATTN_BPE_SKIP_SPECIAL = 1u << 1
+    ATTN_BPE_SKIP_SPECIAL = 1u << 1,
+    /* decoding: the ids continue a text already begun (the tokens generated after a prompt),
+     * so the first of them is not at the text's start: a SentencePiece tokenizer with
+     * add_space_prefix keeps its leading space, a WordPiece one puts a space before it (or
+     * joins a "##" piece).  Without it the ids are a whole text, as the library decodes them. */
+    ATTN_BPE_CONTINUE = 1u << 2
 };
 
 /* From arrays.  tokens[i] is the text of id i in the byte-level spelling ("Ġthe"; control
@@ -1766,7 +1789,8 @@ ATTN_API attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, i
                                      const int32_t *token_types, const char *const *merges,
                                      int64_t n_merges, const char *pre,
                                      attn_bpe **out /* OUT */);
-/* From a Hugging Face tokenizer.json: model type "BPE" (vocab with ids 0 .. n-1, each once;
+/* From a Hugging Face tokenizer.json: model type "BPE" or "WordPiece" (below); for "BPE":
+ * vocab with ids 0 .. n-1, each once;
  * merges as "a b" strings or ["a", "b"] pairs; unk_token, fuse_unk and ignore_merges honoured;
  * dropout null or 0; byte_fallback false), added_tokens (special ones are control tokens;
  * lstrip, rstrip and single_word must be false; each id must be the one the library gives),
@@ -1775,10 +1799,50 @@ ATTN_API attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, i
  * ByteLevel(add_prefix_space=false, use_regex=true) is "gpt2",
  * Sequence[Split(Llama 3's regex, Isolated), ByteLevel(use_regex=false)] "llama-bpe", the same
  * with Qwen2's regex "qwen2",
- * Sequence[Digits(individual_digits=true), ByteLevel(use_regex=true)] "smollm".  Anything else
- * is ATTN_E_UNSUPPORTED with a message naming what was found; malformed files ATTN_E_FORMAT. */
+ * Sequence[Digits(individual_digits=true), ByteLevel(use_regex=true)] "smollm".
+ * Model type "WordPiece" (BERT's tokenizer.json): vocab as for BPE, unk_token (required, in the
+ * vocabulary), continuing_subword_prefix (default "##"), max_input_chars_per_word (default
+ * 100); normalizer BertNormalizer (clean_text, handle_chinese_chars, strip_accents null / true
+ * / false, lowercase) or null; pre_tokenizer BertPreTokenizer; decoder WordPiece (prefix,
+ * cleanup); added_tokens as for BPE, a normalized one matched on the normalized text as the
+ * library does; post_processor TemplateProcessing ("[CLS] $A [SEP]") or BertProcessing only
+ * read for attn_bpe_info's cls_id / sep_id, padding's pad_id for pad_id.  The truncation and
+ * padding settings are not applied.  Anything else is ATTN_E_UNSUPPORTED with a message naming
+ * what was found; malformed files ATTN_E_FORMAT. */
 ATTN_API attn_status attn_bpe_load_json(attn_ctx *ctx, const char *path,
                                         attn_bpe **out /* OUT */);
+/* WordPiece (BERT): the tokenizer of a BERT / sentence-transformers folder as transformers
+ * builds it from the folder's vocab.txt (one token a line, "\r\n" allowed, id = line number;
+ * a line repeated is looked up as its last id) and tokenizer_config.json (optional):
+ * do_lower_case (default true), strip_accents (null: follows do_lower_case),
+ * tokenize_chinese_chars (default true), unk / cls / sep / pad / mask_token (strings or
+ * AddedToken objects; "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]" by default; the first four
+ * must be lines of vocab.txt, and all that are become control tokens); tokenizer_class, when
+ * given, must name a Bert tokenizer; clean_text on, "##" continuations, 100 characters a word
+ * at most, the WordPiece decoder with cleanup.  attn_bert_load reads its tokenizer with this.
+ *
+ * Encoding a text with a WordPiece tokenizer (the library's BertNormalizer, BertPreTokenizer
+ * and WordPiece model; invalid UTF-8 becomes U+FFFD first, as for BPE):
+ *   1. added tokens as for BPE: control ones ([CLS], [SEP], ... written in the text) only with
+ *      ATTN_BPE_PARSE_SPECIAL, matched on the raw text;
+ *   2. the normalizer, per character: clean_text drops NUL, U+FFFD and control / format /
+ *      private-use characters and turns whitespace into ' '; handle_chinese_chars puts spaces
+ *      around CJK ideographs; strip_accents decomposes (NFD) and drops the nonspacing marks;
+ *      lowercase lower-cases (the library's Unicode tables, measured code point by code point:
+ *      tools/gen_unicode_tables.py);
+ *   3. words end at whitespace; each punctuation character is a word of its own;
+ *   4. each word: the longest prefix that is a token, then the longest continuation
+ *      ("##" + the next characters) that is one, and so on; a word with a part no token
+ *      matches, or longer than max_input_chars_per_word characters, is the unknown token.
+ * No [CLS] / [SEP] is added (attn_bert_tokenize adds them; attn_bpe_get_info gives their ids).
+ * Decoding is the library's WordPiece decoder: the first token as it is, each later one with
+ * its "##" removed if it has one, else after a space; then, with cleanup (the default), in each
+ * token's text " ." " ?" " !" " ," become "." "?" "!" ",", " ' " "'", " n't" "n't", " 'm" "'m",
+ * " do not" " don't", " 's" "'s", " 've" "'ve", " 're" "'re" ("don ' t" stays so: the library
+ * cleans token by token).  transformers' decode with clean_up_tokenization_spaces=True cleans
+ * the whole text once more; that step is the caller's. */
+ATTN_API attn_status attn_bpe_load_wordpiece(attn_ctx *ctx, const char *dir,
+                                             attn_bpe **out /* OUT */);
 /* From a GGUF file's tokenizer.ggml.* keys (a model file or a vocabulary-only one):
  * tokenizer.ggml.model "gpt2" (byte-level BPE), tokens (valid UTF-8, no NUL), merges, token
  * types and the pre-tokenizer name as attn_bpe_create takes them.  ATTN_E_NOT_FOUND when the
@@ -1796,27 +1860,35 @@ ATTN_API attn_status attn_bpe_encode(attn_ctx *ctx, const attn_bpe *bpe, const c
 /* The bytes of ids[0, n) (each in [0, vocab size), else ATTN_E_INVALID): *len is their count;
  * the first min(*len, cap) are written to out, then a NUL if room remains.  The bytes are
  * exact, not necessarily UTF-8 (ids may cut a character; the library would show U+FFFD
- * there).  flags: 0 or ATTN_BPE_SKIP_SPECIAL. */
+ * there).  flags: ATTN_BPE_SKIP_SPECIAL, ATTN_BPE_CONTINUE.  The ids are a whole text unless
+ * ATTN_BPE_CONTINUE: a SentencePiece tokenizer whose file sets add_space_prefix (GGUF
+ * tokenizer.ggml.add_space_prefix: Llama 2 and Mistral true, Gemma false) drops one space at
+ * the start of the text (the one its encoding puts there; the library's Strip decoder: its
+ * first byte, when that is a space, after skipped tokens), and a WordPiece one decodes its
+ * first token as it is (see attn_bpe_load_wordpiece). */
 ATTN_API attn_status attn_bpe_decode(attn_ctx *ctx, const attn_bpe *bpe, const int32_t *ids,
                                      int64_t n, unsigned flags, char *out, size_t cap,
                                      size_t *len /* OUT */);
 
 /* Streaming decode, for generation: one id at a time, only complete UTF-8 characters come
- * out; the bytes of a character cut by a token wait in the state (zero it to start).  An
- * invalid subpart becomes U+FFFD, so the pieces of a stream, ended by
+ * out; the bytes of a character cut by a token wait in the state (zero it to start a text).
+ * An invalid subpart becomes U+FFFD, so the pieces of a stream, ended by
  * attn_bpe_decode_stream_end, are the library's decode of the ids (valid UTF-8; equal to
- * attn_bpe_decode's bytes when those are valid).  *len is the piece's length, written to out
- * with a NUL after it if room remains; 3 * (max_token_bytes + 3) bytes always suffice.  Too
- * small a cap is ATTN_E_INVALID with *len the size needed and the state unchanged. */
+ * attn_bpe_decode's bytes, with the same flags, when those are valid).  *len is the piece's
+ * length, written to out with a NUL after it if room remains; 3 * (max_token_bytes + 3) bytes
+ * always suffice.  Too small a cap is ATTN_E_INVALID with *len the size needed and the state
+ * unchanged.  flags: ATTN_BPE_SKIP_SPECIAL, ATTN_BPE_CONTINUE (a stream of generated tokens
+ * that continue a prompt passes it, so that no space is dropped). */
 typedef struct attn_bpe_stream {
     unsigned char pending[4];
     int npending;
+    int started; /* 0 until the text has begun (kept by the calls) */
 } attn_bpe_stream;
 ATTN_API attn_status attn_bpe_decode_stream(attn_ctx *ctx, const attn_bpe *bpe,
                                             attn_bpe_stream *state, int32_t id, unsigned flags,
                                             char *out, size_t cap, size_t *len /* OUT */);
 /* The end of a stream: U+FFFD (3 bytes) if a character was left incomplete, else nothing;
- * the state is zeroed for a new stream. */
+ * the state is zeroed for a new text. */
 ATTN_API attn_status attn_bpe_decode_stream_end(attn_ctx *ctx, attn_bpe_stream *state,
                                                 char *out, size_t cap, size_t *len /* OUT */);
 
@@ -1829,14 +1901,33 @@ ATTN_API int attn_bpe_token_type(const attn_bpe *bpe, int32_t id);
 /* Ids are in [0, vocab size) (0 for NULL). */
 ATTN_API int64_t attn_bpe_vocab_size(const attn_bpe *bpe);
 
+/* attn_bpe_info.kind */
+enum {
+    ATTN_BPE_KIND_BYTE_LEVEL = 0,    /* byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM2) */
+    ATTN_BPE_KIND_SENTENCEPIECE = 1, /* SentencePiece BPE (Gemma, Llama 2, Mistral) */
+    ATTN_BPE_KIND_WORDPIECE = 2      /* BERT's WordPiece */
+};
+
 typedef struct attn_bpe_info {
     int64_t vocab_size;      /* ids are in [0, vocab_size) */
     int64_t n_merges;        /* as listed (a repeated pair counted each time) */
     int64_t n_added;         /* control and user-defined tokens */
     int64_t max_token_bytes; /* the most bytes one token decodes to */
-    const char *pre;         /* "gpt2", "llama-bpe", "qwen2", "smollm" or "sentencepiece" */
+    const char *pre;         /* "gpt2", "llama-bpe", "qwen2", "smollm"; "sentencepiece" or
+                              * "wordpiece" for those kinds */
     int ignore_merges;       /* 1: a word that is a token is taken whole */
-    int32_t unk_id;          /* the unknown token (a byte with no token), or -1: dropped */
+    int32_t unk_id;          /* the unknown token (a byte with no token; WordPiece: a word
+                              * with no pieces), or -1: dropped */
+    int kind;                /* ATTN_BPE_KIND_* */
+    int add_space_prefix;    /* SentencePiece: a U+2581 goes before the text, and decoding a
+                              * whole text drops the space at its start */
+    /* WordPiece (0 for the other kinds): the normalizer's options; strip_accents -1 follows
+     * lowercase (the library's null) */
+    int clean_text, handle_chinese_chars, strip_accents, lowercase;
+    int64_t max_input_chars_per_word;
+    int32_t cls_id, sep_id;  /* WordPiece: the tokens the file puts around a text ([CLS] text
+                              * [SEP]), or -1 (also for the other kinds) */
+    int32_t pad_id;          /* WordPiece: the padding token the file names, or -1 */
 } attn_bpe_info;
 ATTN_API attn_status attn_bpe_get_info(const attn_bpe *bpe, attn_bpe_info *info /* OUT */);
 /* The merges by rank: pairs[2r], pairs[2r + 1] are the ids of the two tokens merge r joins,

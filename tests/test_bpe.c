@@ -4,7 +4,10 @@
  * it, built from arrays; the ids of a fuzzed corpus with and without special-token parsing,
  * decode of id sequences), round trips, hostile texts and files, refusals; and, when
  * ATTN_SMOLLM2_GGUF names SmolLM2-135M-Instruct's GGUF file, its real vocabulary read from the
- * file against fixtures/bpe/smollm2_expected.txt. */
+ * file against fixtures/bpe/smollm2_expected.txt.  The WordPiece kind (BERT's) against
+ * fixtures/wordpiece/ from tests/gen_wordpiece.py (three tokenizer.json files and a BERT
+ * folder, and all-MiniLM-L6-v2's tokenizer.json and vocab.txt when ATTN_MINILM_DIR names its
+ * folder); SentencePiece's add_space_prefix rule against fixtures/bpe/spm_prefix.txt. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -54,8 +57,8 @@ typedef struct corpus {
     buf raw[512], clean[512];
 } corpus;
 
-static int load_corpus(corpus *c) {
-    FILE *f = fopen(DIR "corpus.txt", "r");
+static int load_corpus_from(corpus *c, const char *path) {
+    FILE *f = fopen(path, "r");
     if (!f) return 0;
     c->n = 0;
     char *t, *u;
@@ -68,6 +71,8 @@ static int load_corpus(corpus *c) {
     fclose(f);
     return c->n > 0;
 }
+
+static int load_corpus(corpus *c) { return load_corpus_from(c, DIR "corpus.txt"); }
 
 static void free_corpus(corpus *c) {
     for (int i = 0; i < c->n; i++) free(c->raw[i].p), free(c->clean[i].p);
@@ -588,7 +593,7 @@ static void test_hostile(attn_ctx *ctx) {
     TU_STATUS(attn_bpe_decode(ctx, b, badid, 2, 0, out, 8, &len), ATTN_E_INVALID, ctx);
     badid[1] = -1;
     TU_STATUS(attn_bpe_decode(ctx, b, badid, 2, 0, out, 8, &len), ATTN_E_INVALID, ctx);
-    TU_STATUS(attn_bpe_decode(ctx, b, badid, 1, 4, out, 8, &len), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_decode(ctx, b, badid, 1, 8, out, 8, &len), ATTN_E_INVALID, ctx);
     attn_bpe_stream st = {{0}, 7};
     TU_STATUS(attn_bpe_decode_stream(ctx, b, &st, 0, 0, out, 8, &len), ATTN_E_INVALID, ctx);
     TU_STATUS(attn_bpe_decode_stream_end(ctx, &st, out, 8, &len), ATTN_E_INVALID, ctx);
@@ -1139,6 +1144,504 @@ static void test_gemma3(attn_ctx *ctx) {
     attn_bpe_free(b);
 }
 
+/* ---- WordPiece (BERT) ------------------------------------------------------------------------
+ * fixtures/wordpiece/ (tests/gen_wordpiece.py): three small tokenizer.json files of the kind
+ * (uncased: BertNormalizer's defaults and added tokens of every sort; cased: no clean_text, no
+ * CJK padding, accents stripped, 12 characters a word, no cleanup; plain: no normalizer, "@@"
+ * continuations, 8 characters a word) and a BERT folder (vocab.txt + tokenizer_config.json),
+ * each against the library's ids of the corpus and its decodes. */
+#define WPDIR "fixtures/wordpiece/"
+
+static void check_wp(attn_ctx *ctx, const attn_bpe *b, const corpus *c, const char *expected,
+                     const char *name) {
+    expect e;
+    if (!load_expect(expected, &e)) {
+        TU_CHECK(0, "cannot read %s", expected);
+        return;
+    }
+    check_corpus(ctx, b, c, &e, name, 0);
+    if (e.nr) check_decode(ctx, b, &e, name);
+    check_queries(b, name);
+    printf("%s: %d texts x 2 flags, %d decodes as the library\n", name, c->n, e.nr);
+    free_expect(&e);
+}
+
+static int32_t tid(const attn_bpe *b, const char *t) { return attn_bpe_token_id(b, t); }
+
+/* The ids of text; *n their count (at most 64). */
+static void enc(attn_ctx *ctx, const attn_bpe *b, const char *text, unsigned flags,
+                int32_t *ids, int64_t *n) {
+    *n = 0;
+    TU_STATUS(attn_bpe_encode(ctx, b, text, strlen(text), flags, ids, 64, n), ATTN_OK, ctx);
+}
+
+/* decode(ids) with flags is want, and so is the stream of them */
+static void dec_is(attn_ctx *ctx, const attn_bpe *b, const int32_t *ids, int64_t n,
+                   unsigned flags, const char *want, const char *what) {
+    char out[256];
+    size_t len = 0;
+    TU_STATUS(attn_bpe_decode(ctx, b, ids, n, flags, out, sizeof out, &len), ATTN_OK, ctx);
+    TU_CHECK(len == strlen(want) && !memcmp(out, want, len), "%s: decoded \"%.*s\", want \"%s\"",
+             what, (int)len, out, want);
+    buf w = {(unsigned char *)(uintptr_t)want, strlen(want)};
+    check_stream(ctx, b, ids, n, flags, &w, what, 0);
+}
+
+static void test_wordpiece(attn_ctx *ctx) {
+    static corpus c;
+    if (!load_corpus_from(&c, WPDIR "corpus.txt")) {
+        TU_CHECK(0, "cannot read " WPDIR "corpus.txt");
+        return;
+    }
+    static const char *const names[3] = {"uncased", "cased", "plain"};
+    attn_bpe *b[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        char path[128], ex[128], nm[64];
+        snprintf(path, sizeof path, WPDIR "%s.json", names[i]);
+        snprintf(ex, sizeof ex, WPDIR "%s.expected", names[i]);
+        snprintf(nm, sizeof nm, "WordPiece %s", names[i]);
+        if (TU_STATUS(attn_bpe_load_json(ctx, path, &b[i]), ATTN_OK, ctx))
+            check_wp(ctx, b[i], &c, ex, nm);
+    }
+    if (TU_STATUS(attn_bpe_load_wordpiece(ctx, WPDIR "folder", &b[3]), ATTN_OK, ctx))
+        check_wp(ctx, b[3], &c, WPDIR "folder.expected", "WordPiece folder");
+    if (!b[0] || !b[1] || !b[2] || !b[3]) goto done;
+
+    /* what attn_bpe_get_info reports: the file's settings */
+    attn_bpe_info in[4];
+    for (int i = 0; i < 4; i++) {
+        TU_STATUS(attn_bpe_get_info(b[i], &in[i]), ATTN_OK, NULL);
+        TU_CHECK(in[i].kind == ATTN_BPE_KIND_WORDPIECE && !strcmp(in[i].pre, "wordpiece") &&
+                     in[i].n_merges == 0 && in[i].add_space_prefix == 0 && in[i].unk_id >= 0,
+                 "WordPiece %d: kind, pre, unk", i);
+    }
+    TU_CHECK(in[0].clean_text == 1 && in[0].handle_chinese_chars == 1 &&
+                 in[0].strip_accents == -1 && in[0].lowercase == 1 &&
+                 in[0].max_input_chars_per_word == 100 && in[0].n_added == 8 &&
+                 in[0].cls_id == tid(b[0], "[CLS]") && in[0].sep_id == tid(b[0], "[SEP]") &&
+                 in[0].cls_id >= 0 && in[0].sep_id >= 0 && in[0].pad_id == -1 &&
+                 in[0].unk_id == tid(b[0], "[UNK]"),
+             "WordPiece uncased: info");
+    TU_CHECK(in[1].clean_text == 0 && in[1].handle_chinese_chars == 0 &&
+                 in[1].strip_accents == 1 && in[1].lowercase == 0 &&
+                 in[1].max_input_chars_per_word == 12 && in[1].cls_id == tid(b[1], "[CLS]") &&
+                 in[1].sep_id == tid(b[1], "[SEP]") && in[1].cls_id >= 0,
+             "WordPiece cased: info");
+    TU_CHECK(in[2].clean_text == 0 && in[2].lowercase == 0 && in[2].strip_accents == 0 &&
+                 in[2].max_input_chars_per_word == 8 && in[2].cls_id == -1 &&
+                 in[2].sep_id == -1 && in[2].pad_id == tid(b[2], "<pad>") &&
+                 in[2].unk_id == tid(b[2], "<unk>"),
+             "WordPiece plain: info");
+    TU_CHECK(in[3].clean_text == 1 && in[3].handle_chinese_chars == 0 &&
+                 in[3].strip_accents == 1 && in[3].lowercase == 0 &&
+                 in[3].max_input_chars_per_word == 100 && in[3].n_added == 5 &&
+                 in[3].cls_id == tid(b[3], "[CLS]") && in[3].sep_id == tid(b[3], "[SEP]") &&
+                 in[3].pad_id == tid(b[3], "[PAD]") && in[3].cls_id >= 0 &&
+                 attn_bpe_token_type(b[3], tid(b[3], "[MASK]")) == ATTN_BPE_TOKEN_CONTROL &&
+                 attn_bpe_vocab_size(b[3]) == 1500,
+             "WordPiece folder: info");
+
+    /* decoding: the first token as it is, "##" joined, a space before a word, cleanup per
+     * token; ATTN_BPE_CONTINUE: the ids follow other text */
+    const attn_bpe *u = b[0];
+    int32_t ids[64];
+    int64_t n;
+    enc(ctx, u, "replaying", 0, ids, &n);
+    TU_CHECK(n >= 2, "WordPiece: \"replaying\" is one token");
+    if (n >= 2) {
+        dec_is(ctx, u, ids, n, 0, "replaying", "WordPiece decode");
+        const char *second = attn_bpe_token_text(u, ids[1]);
+        TU_CHECK(!strncmp(second, "##", 2), "WordPiece: the second piece is %s", second);
+        dec_is(ctx, u, ids + 1, 1, 0, second, "WordPiece: a first ## piece as it is");
+        dec_is(ctx, u, ids + 1, 1, ATTN_BPE_CONTINUE, second + 2,
+               "WordPiece: a ## piece continuing a text");
+    }
+    enc(ctx, u, "hello world", 0, ids, &n);
+    dec_is(ctx, u, ids, n, ATTN_BPE_CONTINUE, " hello world", "WordPiece: continuing a text");
+    enc(ctx, u, "[CLS] don't stop . really ! ?", ATTN_BPE_PARSE_SPECIAL, ids, &n);
+    dec_is(ctx, u, ids, n, 0, "[CLS] don ' t stop. really!?", "WordPiece: cleanup");
+    dec_is(ctx, u, ids, n, ATTN_BPE_SKIP_SPECIAL, "don ' t stop. really!?",
+           "WordPiece: cleanup, special skipped");
+    enc(ctx, b[1], "stop . now", 0, ids, &n);
+    dec_is(ctx, b[1], ids, n, 0, "stop . now", "WordPiece: no cleanup");
+
+    /* attn__bpe_encode_upto (attn_bert_tokenize): the same first ids, stopping early */
+    {
+        const char *t = "the quick brown fox jumps over the lazy dog again and again";
+        int32_t all[64], part[8];
+        int64_t na = 0, np = 0;
+        enc(ctx, u, t, 0, all, &na);
+        TU_STATUS(attn__bpe_encode_upto(ctx, u, t, strlen(t), 0, part, 5, &np), ATTN_OK, ctx);
+        TU_CHECK(na > 8 && np >= 5 && np <= na && !memcmp(part, all, 5 * sizeof *part),
+                 "WordPiece: encoding up to 5 ids gave %lld (of %lld)", (long long)np,
+                 (long long)na);
+    }
+
+    /* the normalized added token is matched on the normalized text; the raw one as written;
+     * control tokens only with ATTN_BPE_PARSE_SPECIAL */
+    enc(ctx, u, "[[TOOL]]QQ<SPECIAL>", ATTN_BPE_PARSE_SPECIAL, ids, &n);
+    TU_CHECK(n == 3 && ids[0] == tid(u, "[[Tool]]") && ids[1] == tid(u, "QQ") &&
+                 ids[2] == tid(u, "<Special>"),
+             "WordPiece: added tokens (%lld ids)", (long long)n);
+    enc(ctx, u, "<SPECIAL>", 0, ids, &n);
+    TU_CHECK(n > 1, "WordPiece: a control token matched without ATTN_BPE_PARSE_SPECIAL");
+done:
+    for (int i = 0; i < 4; i++) attn_bpe_free(b[i]);
+    free_corpus(&c);
+}
+
+/* A BERT folder that is not right: refused with a status and a message naming the problem. */
+static void wp_folder_refusal(attn_ctx *ctx, const char *dir, const char *vocab,
+                              size_t vocab_len, const char *config, attn_status want,
+                              const char *needle) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/vocab.txt", dir);
+    remove(p);
+    if (vocab) {
+        FILE *f = fopen(p, "wb");
+        fwrite(vocab, 1, vocab_len, f);
+        fclose(f);
+    }
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    remove(p);
+    if (config) {
+        FILE *f = fopen(p, "wb");
+        fputs(config, f);
+        fclose(f);
+    }
+    attn_bpe *b = (attn_bpe *)&b;
+    attn_status st = attn_bpe_load_wordpiece(ctx, dir, &b);
+    TU_CHECK(st == want, "WordPiece folder (%s): %s, wanted %s (%s)", needle,
+             attn_status_name(st), attn_status_name(want), attn_ctx_errmsg(ctx));
+    if (want != ATTN_OK)
+        TU_CHECK(strstr(attn_ctx_errmsg(ctx), needle) != NULL && b == NULL,
+                 "WordPiece folder: the message \"%s\" does not name \"%s\"",
+                 attn_ctx_errmsg(ctx), needle);
+    attn_bpe_free(b);
+    attn_ctx_clear_error(ctx);
+}
+
+static attn_status load_wp_text(attn_ctx *ctx, const char *dir, const char *text,
+                                attn_bpe **b) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    return attn_bpe_load_json(ctx, path, b);
+}
+
+/* A small WordPiece tokenizer.json with parts replaced. */
+static char *wpdoc(const char *norm, const char *pre, const char *dec, const char *model_extra) {
+    char *s = malloc(4096);
+    snprintf(s, 4096,
+             "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[],"
+             "\"normalizer\":%s,\"pre_tokenizer\":%s,\"post_processor\":null,\"decoder\":%s,"
+             "\"model\":{\"type\":\"WordPiece\",%s\"vocab\":{\"[UNK]\":0,\"ab\":1,\"##c\":2,"
+             "\"a\":3,\"##b\":4}}}",
+             norm ? norm : "{\"type\":\"BertNormalizer\"}",
+             pre ? pre : "{\"type\":\"BertPreTokenizer\"}",
+             dec ? dec : "{\"type\":\"WordPiece\",\"prefix\":\"##\",\"cleanup\":true}",
+             model_extra ? model_extra : "\"unk_token\":\"[UNK]\",");
+    return s;
+}
+
+static void test_wordpiece_refusals(attn_ctx *ctx) {
+    char dir[] = "/tmp/attn-test-wp-XXXXXX";
+    if (!mkdtemp(dir)) {
+        TU_CHECK(0, "mkdtemp");
+        return;
+    }
+    const char *v = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n";
+    wp_folder_refusal(ctx, dir, v, strlen(v), NULL, ATTN_OK, "defaults");
+    wp_folder_refusal(ctx, dir, "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]", 26, NULL, ATTN_OK, "CRLF");
+    wp_folder_refusal(ctx, dir, NULL, 0, NULL, ATTN_E_NOT_FOUND, "vocab.txt");
+    wp_folder_refusal(ctx, dir, "", 0, NULL, ATTN_E_FORMAT, "empty");
+    wp_folder_refusal(ctx, dir, "[UNK]\n[CLS]\n[S\0EP]\n[PAD]\n", 25, NULL, ATTN_E_FORMAT, "NUL");
+    wp_folder_refusal(ctx, dir, "[PAD]\n[CLS]\n[SEP]\n", 18, NULL, ATTN_E_FORMAT,
+                      "unknown token \"[UNK]\"");
+    wp_folder_refusal(ctx, dir, v, strlen(v), "{\"unk_token\": \"<unk>\"}", ATTN_E_FORMAT,
+                      "\"<unk>\"");
+    wp_folder_refusal(ctx, dir, v, strlen(v), "{\"tokenizer_class\": \"GPT2Tokenizer\"}",
+                      ATTN_E_UNSUPPORTED, "GPT2Tokenizer");
+    wp_folder_refusal(ctx, dir, v, strlen(v), "{\"unk_token\": 7}", ATTN_E_FORMAT,
+                      "unk_token");
+    wp_folder_refusal(ctx, dir, v, strlen(v), "{\"do_lower_case\": ", ATTN_E_FORMAT,
+                      "tokenizer_config.json");
+    TU_STATUS(attn_ctx_set_limit(ctx, ATTN_LIMIT_VOCAB, 4), ATTN_OK, ctx);
+    wp_folder_refusal(ctx, dir, v, strlen(v), NULL, ATTN_E_UNSUPPORTED, "ATTN_LIMIT_VOCAB");
+    TU_STATUS(attn_ctx_set_limit(ctx, ATTN_LIMIT_VOCAB, 1 << 24), ATTN_OK, ctx);
+    attn_bpe *b = NULL;
+    TU_STATUS(attn_bpe_load_wordpiece(ctx, NULL, &b), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_bpe_load_wordpiece(ctx, dir, NULL), ATTN_E_INVALID, ctx);
+    attn_ctx_clear_error(ctx);
+    TU_CHECK(attn_bert_tokenizer(NULL) == NULL, "attn_bert_tokenizer(NULL)");
+
+    /* tokenizer.json files of model type WordPiece */
+    struct {
+        const char *what;
+        char *text;
+        attn_status want;
+        const char *msg;
+    } cs[] = {
+        {"valid", wpdoc(NULL, NULL, NULL, NULL), ATTN_OK, NULL},
+        {"null normalizer", wpdoc("null", NULL, NULL, NULL), ATTN_OK, NULL},
+        {"no unk", wpdoc(NULL, NULL, NULL, ""), ATTN_E_FORMAT, "unk_token"},
+        {"unk missing", wpdoc(NULL, NULL, NULL, "\"unk_token\":\"<unk>\","), ATTN_E_FORMAT,
+         "unk_token"},
+        {"ByteLevel pre", wpdoc(NULL, "{\"type\":\"ByteLevel\"}", NULL, NULL),
+         ATTN_E_UNSUPPORTED, "BertPreTokenizer"},
+        {"Sequence pre", wpdoc(NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+                                     "\"BertPreTokenizer\"}]}", NULL, NULL),
+         ATTN_E_UNSUPPORTED, "BertPreTokenizer"},
+        {"ByteLevel decoder", wpdoc(NULL, NULL, "{\"type\":\"ByteLevel\"}", NULL),
+         ATTN_E_UNSUPPORTED, "decoder"},
+        {"NFC", wpdoc("{\"type\":\"NFC\"}", NULL, NULL, NULL), ATTN_E_UNSUPPORTED, "NFC"},
+        {"Sequence normalizer", wpdoc("{\"type\":\"Sequence\",\"normalizers\":[]}", NULL, NULL,
+                                      NULL), ATTN_E_UNSUPPORTED, "Sequence"},
+        {"null prefix", wpdoc(NULL, NULL, NULL, "\"unk_token\":\"[UNK]\","
+                                                "\"continuing_subword_prefix\":null,"),
+         ATTN_E_FORMAT, "continuing_subword_prefix"},
+        {"negative max", wpdoc(NULL, NULL, NULL, "\"unk_token\":\"[UNK]\","
+                                                 "\"max_input_chars_per_word\":-1,"),
+         ATTN_E_FORMAT, "max_input_chars_per_word"},
+        {"Bert normalizer, BPE", strdup("{\"normalizer\":{\"type\":\"BertNormalizer\"},"
+                                        "\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"decoder\":"
+                                        "{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\","
+                                        "\"vocab\":{\"a\":0},\"merges\":[]}}"),
+         ATTN_E_UNSUPPORTED, "BertNormalizer"},
+        {"Bert pre, BPE", strdup("{\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"},"
+                                 "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":"
+                                 "\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}"),
+         ATTN_E_UNSUPPORTED, "BertPreTokenizer"},
+        {"Unigram", strdup("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}"),
+         ATTN_E_UNSUPPORTED, "Unigram"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        attn_bpe *x = (attn_bpe *)&x;
+        attn_status st = load_wp_text(ctx, dir, cs[i].text, &x);
+        TU_CHECK(st == cs[i].want, "WordPiece json %s: %s, wanted %s (%s)", cs[i].what,
+                 attn_status_name(st), attn_status_name(cs[i].want), attn_ctx_errmsg(ctx));
+        if (cs[i].msg)
+            TU_CHECK(strstr(attn_ctx_errmsg(ctx), cs[i].msg) != NULL,
+                     "WordPiece json %s: the message does not name \"%s\": %s", cs[i].what,
+                     cs[i].msg, attn_ctx_errmsg(ctx));
+        TU_CHECK((st == ATTN_OK) == (x != NULL), "WordPiece json %s: the output", cs[i].what);
+        if (st == ATTN_OK) { /* "abc" is ab ##c; "ABD" is [UNK] (no piece for d) */
+            int32_t ids[8];
+            int64_t n = 0;
+            TU_STATUS(attn_bpe_encode(ctx, x, "abc ABD", 7, 0, ids, 8, &n), ATTN_OK, ctx);
+            TU_CHECK(n == 3 && ids[0] == 1 && ids[1] == 2 && ids[2] == 0,
+                     "WordPiece json %s: \"abc ABD\" gave %lld ids", cs[i].what, (long long)n);
+        }
+        attn_bpe_free(x);
+        attn_ctx_clear_error(ctx);
+        free(cs[i].text);
+    }
+    tu_rm_tree(dir);
+}
+
+/* all-MiniLM-L6-v2 (ATTN_MINILM_DIR): its tokenizer.json and its vocab.txt folder, both against
+ * the library's ids of the WordPiece corpus (fixtures/wordpiece/minilm_expected.txt). */
+static void test_minilm(attn_ctx *ctx) {
+    const char *dir = getenv("ATTN_MINILM_DIR");
+    if (!dir || !*dir) {
+        printf("all-MiniLM-L6-v2: skipped (set ATTN_MINILM_DIR to the model folder)\n");
+        return;
+    }
+    static corpus c;
+    if (!load_corpus_from(&c, WPDIR "corpus.txt")) {
+        TU_CHECK(0, "cannot read " WPDIR "corpus.txt");
+        return;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    attn_bpe *j = NULL, *f = NULL;
+    if (TU_STATUS(attn_bpe_load_json(ctx, path, &j), ATTN_OK, ctx))
+        check_wp(ctx, j, &c, WPDIR "minilm_expected.txt", "all-MiniLM-L6-v2 tokenizer.json");
+    if (TU_STATUS(attn_bpe_load_wordpiece(ctx, dir, &f), ATTN_OK, ctx))
+        check_wp(ctx, f, &c, WPDIR "minilm_expected.txt", "all-MiniLM-L6-v2 vocab.txt");
+    if (j && f) {
+        attn_bpe_info a, b;
+        attn_bpe_get_info(j, &a), attn_bpe_get_info(f, &b);
+        TU_CHECK(a.vocab_size == 30522 && b.vocab_size == 30522 && a.cls_id == 101 &&
+                     b.cls_id == 101 && a.sep_id == 102 && b.sep_id == 102 && a.pad_id == 0 &&
+                     b.pad_id == 0 && a.unk_id == 100 && b.unk_id == 100 &&
+                     a.lowercase == 1 && b.lowercase == 1,
+                 "all-MiniLM-L6-v2: the two tokenizers' settings");
+    }
+    attn_bpe_free(j), attn_bpe_free(f);
+    free_corpus(&c);
+}
+
+/* ---- SentencePiece's add_space_prefix (Llama 2, Mistral) -----------------------------------
+ * fixtures/bpe/spm_prefix.txt (tests/gen_spm_prefix.py): a small vocabulary and what
+ * transformers' tokenizer converted from a GGUF file with add_space_prefix true makes of it:
+ * ids of texts, and the decode of id sequences, whose leading space (the one the encoding puts
+ * before the text) its Strip decoder drops.  The vocabulary goes through a GGUF image written
+ * here, so attn_bpe_from_gguf reads tokenizer.ggml.add_space_prefix itself. */
+typedef struct gbuf {
+    unsigned char *p;
+    size_t n, cap;
+} gbuf;
+
+static void g_put(gbuf *w, const void *d, size_t n) {
+    if (w->n + n > w->cap) {
+        w->cap = (w->n + n) * 2 + 64;
+        w->p = realloc(w->p, w->cap);
+    }
+    memcpy(w->p + w->n, d, n);
+    w->n += n;
+}
+static void g_u32(gbuf *w, uint32_t v) {
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    g_put(w, b, 4);
+}
+static void g_u64(gbuf *w, uint64_t v) {
+    g_u32(w, (uint32_t)v);
+    g_u32(w, (uint32_t)(v >> 32));
+}
+static void g_str(gbuf *w, const char *s, size_t n) {
+    g_u64(w, n);
+    g_put(w, s, n);
+}
+static void g_key(gbuf *w, const char *k, uint32_t type) {
+    g_str(w, k, strlen(k));
+    g_u32(w, type);
+}
+
+/* A GGUF v3 image with only the tokenizer keys of a SentencePiece vocabulary. */
+static gbuf spm_gguf(const arrays *a, int add_space_prefix) {
+    gbuf w = {NULL, 0, 0};
+    g_put(&w, "GGUF", 4);
+    g_u32(&w, 3);
+    g_u64(&w, 0);                            /* tensors */
+    g_u64(&w, add_space_prefix >= 0 ? 5 : 4); /* keys */
+    g_key(&w, "general.architecture", ATTN_GGUF_STRING);
+    g_str(&w, "llama", 5);
+    g_key(&w, "tokenizer.ggml.model", ATTN_GGUF_STRING);
+    g_str(&w, "llama", 5);
+    g_key(&w, "tokenizer.ggml.tokens", ATTN_GGUF_ARRAY);
+    g_u32(&w, ATTN_GGUF_STRING);
+    g_u64(&w, (uint64_t)a->n);
+    for (int64_t i = 0; i < a->n; i++) g_str(&w, a->tok[i], strlen(a->tok[i]));
+    g_key(&w, "tokenizer.ggml.token_type", ATTN_GGUF_ARRAY);
+    g_u32(&w, ATTN_GGUF_INT32);
+    g_u64(&w, (uint64_t)a->n);
+    for (int64_t i = 0; i < a->n; i++) g_u32(&w, (uint32_t)a->type[i]);
+    if (add_space_prefix >= 0) {
+        unsigned char v = (unsigned char)add_space_prefix;
+        g_key(&w, "tokenizer.ggml.add_space_prefix", ATTN_GGUF_BOOL);
+        g_put(&w, &v, 1);
+    }
+    return w;
+}
+
+static attn_bpe *spm_from(attn_ctx *ctx, const arrays *a, int add_space_prefix, gbuf *img) {
+    *img = spm_gguf(a, add_space_prefix);
+    attn_gguf *g = NULL;
+    attn_bpe *b = NULL;
+    if (TU_STATUS(attn_gguf_read_memory(ctx, img->p, img->n, &g), ATTN_OK, ctx))
+        TU_STATUS(attn_bpe_from_gguf(ctx, g, &b), ATTN_OK, ctx);
+    attn_gguf_free(g);
+    return b;
+}
+
+static void test_spm_prefix(attn_ctx *ctx) {
+    FILE *f = fopen(DIR "spm_prefix.txt", "r");
+    if (!f) {
+        TU_CHECK(0, "cannot read " DIR "spm_prefix.txt");
+        return;
+    }
+    arrays a;
+    memset(&a, 0, sizeof a);
+    size_t cap = 0;
+    expect e;
+    memset(&e, 0, sizeof e);
+    buf text[64];
+    int nt = 0;
+    char *l;
+    while ((l = tu_read_line(f))) {
+        if (l[0] == 'V') {
+            if ((size_t)a.n == cap) {
+                cap = cap ? 2 * cap : 512;
+                a.tok = realloc(a.tok, sizeof *a.tok * cap);
+                a.type = realloc(a.type, sizeof *a.type * cap);
+            }
+            char *p = l + 2;
+            a.type[a.n] = (int32_t)strtol(p, &p, 10);
+            a.tok[a.n++] = (char *)unhex(p + 1).p;
+        } else if (l[0] == 'T' && nt < 64) {
+            text[nt] = unhex(l + 2);
+        } else if (l[0] == 'I' && nt < 64) {
+            e.ids[0][nt] = parse_ids(l, &e.nids[0][nt]);
+            nt++;
+        } else if (l[0] == 'R' && e.nr < 64) {
+            e.seq[e.nr] = parse_ids(l, &e.nseq[e.nr]);
+        } else if ((l[0] == 'D' || l[0] == 'S') && e.nr < 64) {
+            e.dec[l[0] == 'S'][e.nr] = unhex(l + 2);
+            if (l[0] == 'S') e.nr++;
+        }
+        free(l);
+    }
+    fclose(f);
+    gbuf img, img0, img1;
+    attn_bpe *b = spm_from(ctx, &a, 1, &img);
+    attn_bpe *b0 = spm_from(ctx, &a, 0, &img0);
+    attn_bpe *b1 = spm_from(ctx, &a, -1, &img1); /* no key: SentencePiece's default, true */
+    if (b && b0 && b1) {
+        attn_bpe_info i, i0, i1;
+        attn_bpe_get_info(b, &i), attn_bpe_get_info(b0, &i0), attn_bpe_get_info(b1, &i1);
+        TU_CHECK(i.kind == ATTN_BPE_KIND_SENTENCEPIECE && i.add_space_prefix == 1 &&
+                     i0.add_space_prefix == 0 && i1.add_space_prefix == 1 &&
+                     !strcmp(i.pre, "sentencepiece"),
+                 "SentencePiece: add_space_prefix as the file says");
+        int bad = 0;
+        for (int k = 0; k < nt; k++) {
+            int32_t ids[256];
+            int64_t n = 0;
+            TU_STATUS(attn_bpe_encode(ctx, b, (const char *)text[k].p, text[k].n,
+                                      ATTN_BPE_PARSE_SPECIAL, ids, 256, &n), ATTN_OK, ctx);
+            if (!same_ids(ids, n, e.ids[0][k], e.nids[0][k]) && bad++ < 4)
+                show_diff("spm_prefix", k, 1, ids, n, e.ids[0][k], e.nids[0][k]);
+        }
+        TU_CHECK(bad == 0 && nt >= 10, "SentencePiece add_space_prefix: %d of %d encodings "
+                 "differ from the library", bad, nt);
+        check_decode(ctx, b, &e, "SentencePiece add_space_prefix");
+        check_decode(ctx, b1, &e, "SentencePiece add_space_prefix (default)");
+        /* by hand: the space is dropped only at a text's start, once */
+        int32_t hello = attn_bpe_token_id(b, "\xE2\x96\x81hello");
+        int32_t sp = attn_bpe_token_id(b, "\xE2\x96\x81"), bos = 1;
+        int32_t s1[] = {hello, hello}, s2[] = {bos, hello}, s3[] = {sp, hello};
+        dec_is(ctx, b, s1, 2, 0, "hello hello", "SentencePiece: the text's start");
+        dec_is(ctx, b, s1, 2, ATTN_BPE_CONTINUE, " hello hello", "SentencePiece: continuing");
+        dec_is(ctx, b, s2, 2, 0, "<s> hello", "SentencePiece: after a control token");
+        dec_is(ctx, b, s2, 2, ATTN_BPE_SKIP_SPECIAL, "hello",
+               "SentencePiece: after a skipped control token");
+        dec_is(ctx, b, s3, 2, 0, " hello", "SentencePiece: one space only");
+        /* add_space_prefix false (Gemma): no U+2581 added, none dropped */
+        dec_is(ctx, b0, s1, 2, 0, " hello hello", "SentencePiece without add_space_prefix");
+        int32_t ids[16];
+        int64_t n = 0;
+        enc(ctx, b0, "hello", 0, ids, &n);
+        TU_CHECK(n >= 1 && ids[0] != hello && strncmp(attn_bpe_token_text(b0, ids[0]),
+                                                      "\xE2\x96\x81", 3) != 0,
+                 "SentencePiece without add_space_prefix: a U+2581 was added");
+        enc(ctx, b, "hello", 0, ids, &n);
+        TU_CHECK(n >= 1 && !strncmp(attn_bpe_token_text(b, ids[0]), "\xE2\x96\x81", 3),
+                 "SentencePiece with add_space_prefix: no U+2581 added");
+        printf("SentencePiece add_space_prefix: %d texts and %d decodes as the library\n", nt,
+               e.nr);
+    }
+    attn_bpe_free(b), attn_bpe_free(b0), attn_bpe_free(b1);
+    free(img.p), free(img0.p), free(img1.p);
+    for (int k = 0; k < nt; k++) free(text[k].p), free(e.ids[0][k]);
+    for (int k = 0; k < e.nr; k++) free(e.seq[k]), free(e.dec[0][k].p), free(e.dec[1][k].p);
+    a.nm = 0;
+    free_arrays(&a);
+}
+
 int main(void) {
     attn_ctx *ctx = tu_ctx(1);
     if (!ctx) return 1;
@@ -1162,6 +1665,10 @@ int main(void) {
     test_smollm2(ctx, &c);
     test_spm_small(ctx);
     test_gemma3(ctx);
+    test_wordpiece(ctx);
+    test_wordpiece_refusals(ctx);
+    test_minilm(ctx);
+    test_spm_prefix(ctx);
     free_corpus(&c);
     attn_ctx_free(ctx);
     return tu_finish("test_bpe");

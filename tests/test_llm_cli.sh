@@ -13,7 +13,12 @@ tokenize)
     [ "$(cat "$T/out")" = "104 105 32 195 169" ] || fail "byte-level ids"
     printf 'ab' >"$T/in"
     run 0 "$ATTN" tokenize --model $G --file "$T/in"
-    [ "$(cat "$T/out")" = "97 98" ] || fail "ids of a file" ;;
+    [ "$(cat "$T/out")" = "97 98" ] || fail "ids of a file"
+    # a BERT folder (vocab.txt): [CLS] ... [SEP] as transformers' BertTokenizer gives them
+    run 0 "$ATTN" tokenize --model fixtures/bert_tiny --text "Hello, wörld! [SEP] 東京"
+    [ "$(cat "$T/out")" = "2 117 16 118 5 3 247 248 3" ] || fail "BERT folder ids"
+    run 0 "$ATTN" tokenize --model fixtures/bert_tiny --text "Hello, wörld! [SEP] 東京" --no-bos
+    [ "$(cat "$T/out")" = "117 16 118 5 3 247 248" ] || fail "BERT folder ids, --no-bos" ;;
 generate)
     run 0 "$ATTN" generate --model $G --prompt "hello" --tokens 12 --temperature 0 -q
     cp "$T/out" "$T/a"

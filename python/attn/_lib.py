@@ -116,7 +116,7 @@ class LlmConfig(Structure):
 
 
 class BpeStream(Structure):
-    _fields_ = [("pending", ctypes.c_ubyte * 4), ("npending", c_int)]
+    _fields_ = [("pending", ctypes.c_ubyte * 4), ("npending", c_int), ("started", c_int)]
 
 
 class ChatMessage(Structure):

@@ -324,12 +324,13 @@ class LLM:
         for tok in self.generate_ids(ids, max_tokens, temperature, top_k, top_p, seed,
                                      **kwargs):
             c = _lib.ctx()
-            st = _lib.attn_bpe_decode_stream(c, self._bpe, byref(state), tok, 2, buf, cap,
+            # skip special tokens (2); the tokens continue the prompt (4): no space dropped
+            st = _lib.attn_bpe_decode_stream(c, self._bpe, byref(state), tok, 6, buf, cap,
                                              byref(n))
             if st == 1 and n.value >= cap:  # too small: grow and retry
                 cap = n.value + 1
                 buf = ctypes.create_string_buffer(cap)
-                st = _lib.attn_bpe_decode_stream(c, self._bpe, byref(state), tok, 2, buf, cap,
+                st = _lib.attn_bpe_decode_stream(c, self._bpe, byref(state), tok, 6, buf, cap,
                                                  byref(n))
             _lib.check(st, c)
             if n.value:

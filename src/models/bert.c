@@ -1,8 +1,8 @@
 /* BERT sentence encoder (attn_bert_*): a Hugging Face / sentence-transformers folder as it
  * is, the embeddings, pooling and normalisation.  The encoder is the shared post-norm encoder
  * layer (GELU, key padding masks; src/layers/encoder.c) over BERT's parameters, the
- * tokenizer (BasicTokenizer + WordPiece and its Unicode tables) src/text/wordpiece.c.  See
- * attn_bert_load in attn.h for the contract and the limits of the tables. */
+ * tokenizer the WordPiece kind of attn_bpe (attn_bpe_load_wordpiece: src/text/wordpiece.c and
+ * bpe.c).  See attn_bert_load in attn.h for the contract and the limits of the tables. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "file.h"
 #include "../layers/layers.h"
 #include "pool.h"
-#include "../text/wordpiece.h"
+#include "../text/bpe.h"
 
 /* ---- model -------------------------------------------------------------------------------- */
 typedef struct bert_layer {
@@ -34,7 +34,7 @@ struct attn_bert {
     attn_free_fn free;
     void *alloc_user;
     attn_bert_info info;
-    attn__wordpiece wp; /* vocabulary and [UNK] (src/text/wordpiece.c) */
+    attn_bpe *tok; /* the tokenizer (attn_bpe_load_wordpiece) */
     int32_t cls, sep, pad;
     /* attn_bert_set_dtype(ATTN_BF16 / ATTN_F16): the four matrices of each layer (in_proj,
      * attention output, intermediate, output) rounded and packed (attn__weight_pack), described
@@ -50,7 +50,7 @@ static void bfree(attn_bert *b, void *p) {
 void attn_bert_free(attn_bert *b) {
     if (!b) return;
     attn_module *m = b->m;
-    attn__wp_release(&b->wp, b->free, b->alloc_user);
+    attn_bpe_free(b->tok);
     bfree(b, b->lw);
     b->free(b->alloc_user, b);
     attn_module_free(m);
@@ -80,39 +80,6 @@ static attn_status read_file(attn_ctx *ctx, const char *path, char **data, size_
     }
     *data = (char *)p;
     return st;
-}
-
-/* A string, or an AddedToken object's string "content"; null leaves *s as it was (the
- * default).  Anything else is refused naming the key: a token must be text. */
-static attn_status json_token(attn__json_reader *r, const char *key, const char **s) {
-    attn__json_kind k;
-    ATTN_TRY(attn__json_peek(r, &k));
-    if (k == ATTN__JSON_NULL) return attn__json_null(r);
-    if (k == ATTN__JSON_STRING) return attn__json_string(r, s, NULL);
-    if (k != ATTN__JSON_OBJECT)
-        return attn__fail(r->ctx, ATTN_E_FORMAT, "%s: %s must be a string or an object with a "
-                          "string \"content\", found %s", r->what, key, attn__json_kind_name(k));
-    const char *content = NULL;
-    ATTN_TRY(attn__json_object_begin(r));
-    for (;;) {
-        int more;
-        const char *mk;
-        ATTN_TRY(attn__json_member(r, &more, &mk, NULL));
-        if (!more) break;
-        if (!strcmp(mk, "content")) {
-            ATTN_TRY(attn__json_peek(r, &k));
-            ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT,
-                         "%s: %s.content must be a string, found %s", r->what, key,
-                         attn__json_kind_name(k));
-            ATTN_TRY(attn__json_string(r, &content, NULL));
-            continue;
-        }
-        ATTN_TRY(attn__json_skip(r));
-    }
-    ATTN_FAIL_IF(!content, r->ctx, ATTN_E_FORMAT, "%s: %s has no string \"content\"", r->what,
-                 key);
-    *s = content;
-    return ATTN_OK;
 }
 
 /* An integer member; a wrong type or a value outside int64 is refused naming the key. */
@@ -236,89 +203,24 @@ done:
     return st;
 }
 
-/* ---- vocabulary ----------------------------------------------------------------------------- */
-static attn_status load_vocab(attn_ctx *ctx, attn_bert *b, const char *dir) {
-    char path[4096];
-    ATTN_FAIL_IF(!path_join(path, sizeof path, dir, "vocab.txt"), ctx, ATTN_E_INVALID,
-                 "model folder path too long");
-    size_t len;
-    int missing;
-    ATTN_TRY(read_file(ctx, path, &b->wp.text, &len, &missing));
-    ATTN_FAIL_IF(missing, ctx, ATTN_E_NOT_FOUND,
-                 "%s: missing vocab.txt (the WordPiece vocabulary; tokenizer.json alone is not "
-                 "supported)", dir);
-    ATTN_TRY(attn__wp_index(ctx, &b->wp, len, path));
-    ATTN_FAIL_IF(b->wp.nvocab > b->info.vocab_size, ctx, ATTN_E_FORMAT,
-                 "%s has %lld tokens, more than config.json's vocab_size %lld", path,
-                 (long long)b->wp.nvocab, (long long)b->info.vocab_size);
+/* ---- the tokenizer ------------------------------------------------------------------------ */
+/* vocab.txt and tokenizer_config.json (attn_bpe_load_wordpiece); the options and special ids
+ * into b->info and b. */
+static attn_status load_tokenizer(attn_ctx *ctx, attn_bert *b, const char *dir) {
+    ATTN_TRY(attn_bpe_load_wordpiece(ctx, dir, &b->tok));
+    attn_bpe_info ti;
+    attn_bpe_get_info(b->tok, &ti);
+    ATTN_FAIL_IF(ti.vocab_size > b->info.vocab_size, ctx, ATTN_E_FORMAT,
+                 "%.300s/vocab.txt has %lld tokens, more than config.json's vocab_size %lld",
+                 dir, (long long)ti.vocab_size, (long long)b->info.vocab_size);
+    b->info.do_lower_case = ti.lowercase;
+    b->info.strip_accents = ti.strip_accents;
+    b->info.tokenize_chinese_chars = ti.handle_chinese_chars;
+    b->cls = ti.cls_id, b->sep = ti.sep_id, b->pad = ti.pad_id;
     return ATTN_OK;
 }
 
-/* ---- tokenizer_config.json, sentence_bert_config.json, modules.json, pooling -------------- */
-static attn_status parse_tokenizer_config(attn_ctx *ctx, attn_bert *b, const char *dir) {
-    char path[4096];
-    char *data;
-    size_t len;
-    int missing;
-    const char *tok[4] = {"[UNK]", "[CLS]", "[SEP]", "[PAD]"};
-    char *pool = NULL;
-    attn_status st = ATTN_OK;
-    b->info.do_lower_case = 1;
-    b->info.strip_accents = -1;
-    b->info.tokenize_chinese_chars = 1;
-    ATTN_FAIL_IF(!path_join(path, sizeof path, dir, "tokenizer_config.json"), ctx,
-                 ATTN_E_INVALID, "model folder path too long");
-    ATTN_TRY(read_file(ctx, path, &data, &len, &missing));
-    if (!missing) {
-        attn__json_reader r;
-        st = attn__json_open(&r, ctx, data, len, "tokenizer_config.json", 0);
-        if (st == ATTN_OK) st = attn__json_object_begin(&r);
-        while (st == ATTN_OK) {
-            int more;
-            const char *key;
-            if ((st = attn__json_member(&r, &more, &key, NULL)) || !more) break;
-            if (!strcmp(key, "do_lower_case")) st = json_flag(&r, &b->info.do_lower_case);
-            else if (!strcmp(key, "strip_accents")) st = json_flag(&r, &b->info.strip_accents);
-            else if (!strcmp(key, "tokenize_chinese_chars"))
-                st = json_flag(&r, &b->info.tokenize_chinese_chars);
-            else if (!strcmp(key, "unk_token")) st = json_token(&r, key, &tok[0]);
-            else if (!strcmp(key, "cls_token")) st = json_token(&r, key, &tok[1]);
-            else if (!strcmp(key, "sep_token")) st = json_token(&r, key, &tok[2]);
-            else if (!strcmp(key, "pad_token")) st = json_token(&r, key, &tok[3]);
-            else if (!strcmp(key, "tokenizer_class")) {
-                const char *s = NULL;
-                attn__json_kind k;
-                st = attn__json_peek(&r, &k);
-                if (st == ATTN_OK && k == ATTN__JSON_STRING) {
-                    st = attn__json_string(&r, &s, NULL);
-                    if (st == ATTN_OK && !strstr(s, "Bert"))
-                        st = attn__fail(ctx, ATTN_E_UNSUPPORTED,
-                                        "%s: unsupported tokenizer_class \"%s\" (only BERT's "
-                                        "WordPiece)", path, s);
-                } else if (st == ATTN_OK) {
-                    st = attn__json_skip(&r);
-                }
-            } else st = attn__json_skip(&r);
-        }
-        if (st == ATTN_OK) st = attn__json_finish(&r);
-        if (st == ATTN_OK) pool = attn__json_take_pool(&r);
-        attn__json_close(&r);
-        if (b->info.do_lower_case < 0) b->info.do_lower_case = 0;
-        if (b->info.tokenize_chinese_chars < 0) b->info.tokenize_chinese_chars = 1;
-    }
-    int32_t *ids[4] = {&b->wp.unk, &b->cls, &b->sep, &b->pad};
-    for (int i = 0; st == ATTN_OK && i < 4; i++) {
-        *ids[i] = attn__wp_find(&b->wp, tok[i], strlen(tok[i]));
-        if (*ids[i] < 0)
-            st = attn__fail(ctx, ATTN_E_FORMAT, "%s/vocab.txt has no %s token \"%s\"", dir,
-                            i == 0 ? "unknown" : i == 1 ? "CLS" : i == 2 ? "SEP" : "padding",
-                            tok[i]);
-    }
-    attn__free(ctx, pool);
-    attn__free(ctx, data);
-    return st;
-}
-
+/* ---- sentence_bert_config.json, modules.json, pooling ------------------------------------- */
 /* Reads an object of the file at dir/name, calling fn for each key (fn consumes the value). */
 typedef attn_status (*member_fn)(attn_ctx *ctx, attn__json_reader *r, const char *key,
                                  void *user);
@@ -576,8 +478,7 @@ attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out) {
     in->layer_norm_eps = c.eps;
     in->pooling = ATTN_BERT_POOL_MEAN;
     in->max_seq_length = 0;
-    st = load_vocab(ctx, b, dir);
-    if (!st) st = parse_tokenizer_config(ctx, b, dir);
+    st = load_tokenizer(ctx, b, dir);
     int missing = 0;
     if (!st) st = parse_object_file(ctx, dir, "sentence_bert_config.json", sbert_member, b,
                                     &missing);
@@ -711,6 +612,8 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
 
 attn_dtype attn_bert_get_dtype(const attn_bert *b) { return b ? b->dtype : ATTN_F32; }
 
+const attn_bpe *attn_bert_tokenizer(const attn_bert *b) { return b ? b->tok : NULL; }
+
 attn_status attn_bert_get_info(const attn_bert *b, attn_bert_info *info) {
     if (!b || !info) return ATTN_E_INVALID;
     *info = b->info;
@@ -730,10 +633,10 @@ attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *te
     int64_t L = b->info.max_seq_length;
     int32_t *tmp = attn__malloc(ctx, (size_t)L * sizeof *tmp);
     ATTN_FAIL_IF(!tmp, ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
-    attn__wp_opts o = {b->info.do_lower_case, b->info.strip_accents,
-                       b->info.tokenize_chinese_chars};
     int64_t cn;
-    attn_status st = attn__wp_tokenize(ctx, &b->wp, &o, text, tmp + 1, L - 2, &cn);
+    /* special-token texts ("[SEP]") in the text are ordinary text (flags 0); tokenizing stops
+     * once max_seq_length - 2 ids are out */
+    attn_status st = attn__bpe_encode_upto(ctx, b->tok, text, len, 0, tmp + 1, L - 2, &cn);
     if (st == ATTN_OK) {
         int64_t k = cn < L - 2 ? cn : L - 2;
         tmp[0] = b->cls;

@@ -1,7 +1,10 @@
-/* Byte-level BPE tokenizer (attn.h "Byte-level BPE tokenizer"; docs/bpe.md says what it does
- * and where it differs from the Hugging Face tokenizers library it follows).
+/* The tokenizer object attn_bpe: byte-level BPE, SentencePiece BPE and WordPiece (attn.h
+ * "Tokenizer: byte-level BPE, SentencePiece BPE and WordPiece"; docs/bpe.md says what each
+ * kind does and where it differs from the Hugging Face tokenizers library it follows).  The
+ * WordPiece kind's normalizer and pre-tokenizer classes and its folder reader are in
+ * wordpiece.c; its model (wp_word), added tokens and decoder here.
  *
- * Encoding a text:
+ * Encoding a text (byte-level BPE; the SentencePiece and WordPiece kinds differ at 3 and 4):
  *   1. invalid UTF-8 becomes U+FFFD, one per maximal invalid subpart (Python's
  *      bytes.decode('utf-8', errors='replace'));
  *   2. added tokens are split off, leftmost-longest, in two passes as the library does: first
@@ -25,12 +28,14 @@
 #include "../io/json.h"
 #include "file.h"
 #include "bpe.h"
+#include "wordpiece.h"
 
 enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1, PRE_SMOLLM = 2, PRE_QWEN2 = 3,
-       PRE_SPM = 4 /* SentencePiece BPE */ };
-/* GGUF's tokenizer.ggml.pre names (the last: attn_bpe_info's name of SentencePiece BPE) */
-static const char *const pre_names[5] = {"gpt2", "llama-bpe", "smollm", "qwen2",
-                                         "sentencepiece"};
+       PRE_SPM = 4 /* SentencePiece BPE */, PRE_WORDPIECE = 5 /* BERT's WordPiece */ };
+/* GGUF's tokenizer.ggml.pre names (the last two: attn_bpe_info's names of SentencePiece BPE
+ * and WordPiece) */
+static const char *const pre_names[6] = {"gpt2", "llama-bpe", "smollm", "qwen2",
+                                         "sentencepiece", "wordpiece"};
 
 /* ---- Unicode classes ------------------------------------------------------------------------- */
 enum { C_L = 1, C_N = 2, C_S = 4, C_D = 8 };
@@ -122,6 +127,20 @@ static uint32_t u8_at(const unsigned char *s, size_t i, size_t *next) {
            (s[i + 3] & 0x3Fu);
 }
 
+/* The UTF-8 of code point c (at most U+10FFFF) into o; returns its length. */
+static size_t utf8_put(uint32_t c, char *o) {
+    if (c < 0x80) return o[0] = (char)c, 1;
+    if (c < 0x800) return o[0] = (char)(0xC0 | c >> 6), o[1] = (char)(0x80 | (c & 0x3F)), 2;
+    if (c < 0x10000) {
+        o[0] = (char)(0xE0 | c >> 12), o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | c >> 18), o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((c >> 6) & 0x3F)), o[3] = (char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
 static unsigned cls_at(const unsigned char *s, size_t i, size_t *next) {
     return cls_of(u8_at(s, i, next));
 }
@@ -167,9 +186,17 @@ struct attn_bpe {
     int pre, ignore_merges, fuse_unk;
     int32_t unk;          /* -1: bytes without a token are dropped */
     size_t max_dec;       /* longest decoded token */
-    /* SentencePiece BPE (pre == PRE_SPM): pieces merged by score, spaces as U+2581 */
+    /* SentencePiece BPE (pre == PRE_SPM): pieces merged by id, spaces as U+2581 */
     int32_t byte_tok[256];/* the <0xNN> byte-fallback piece of each byte, or -1 */
-    int add_prefix;       /* a U+2581 before the text (tokenizer.ggml.add_space_prefix) */
+    int add_prefix;       /* a U+2581 before the text (tokenizer.ggml.add_space_prefix); and
+                           * decoding drops the space at the text's start */
+    /* WordPiece (pre == PRE_WORDPIECE) */
+    attn__wp_norm wn;     /* the normalizer */
+    attn__wp_spec wps;    /* the settings as given (prefix, dprefix: the copies below) */
+    char *wprefix;        /* continuing_subword_prefix, then the decoder's prefix */
+    unsigned char *dec2;  /* the bytes each token decodes to after the first token */
+    size_t *doff2;        /* [n + 1] */
+    size_t maxkey;        /* the longest token text */
 };
 
 static void bfree(const attn_bpe *b, void *p) {
@@ -180,6 +207,7 @@ void attn_bpe_free(attn_bpe *b) {
     if (!b) return;
     bfree(b, b->arena), bfree(b, b->key), bfree(b, b->dec), bfree(b, b->doff);
     bfree(b, b->type), bfree(b, b->vtab), bfree(b, b->mtab), bfree(b, b->trie);
+    bfree(b, b->wprefix), bfree(b, b->dec2), bfree(b, b->doff2);
     b->free(b->alloc_user, b);
 }
 
@@ -342,7 +370,73 @@ typedef struct bspec {
     int pre, ignore_merges, fuse_unk;
     int32_t unk;
     int add_prefix; /* PRE_SPM */
+    const attn__wp_spec *wp; /* PRE_WORDPIECE */
 } bspec;
+
+/* ---- WordPiece -------------------------------------------------------------------------------
+ * The decoder's cleanup (the library's, on each token's text once the prefix rule is applied):
+ * these replacements in this order, each of every occurrence, left to right. */
+static const char *const wp_clean[11][2] = {
+    {" .", "."},   {" ?", "?"},     {" !", "!"},           {" ,", ","},
+    {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},         {" do not", " don't"},
+    {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+
+/* o[0, n) cleaned up in place (no replacement lengthens it); tmp: n bytes.  Returns the new
+ * length. */
+static size_t wp_cleanup(char *o, size_t n, char *tmp) {
+    for (int r = 0; r < 11; r++) {
+        const char *a = wp_clean[r][0], *z = wp_clean[r][1];
+        size_t la = strlen(a), lz = strlen(z), k = 0;
+        for (size_t i = 0; i < n;) {
+            if (i + la <= n && !memcmp(o + i, a, la)) {
+                memcpy(tmp + k, z, lz);
+                k += lz, i += la;
+            } else {
+                tmp[k++] = o[i++];
+            }
+        }
+        memcpy(o, tmp, k);
+        n = k;
+    }
+    return n;
+}
+
+/* What the WordPiece decoder makes of token t[0, n): first (the first token of a text) the
+ * token as it is; after it, the token without the decoder's prefix when it starts with it,
+ * else a space and the token; then the cleanup when the decoder asks for it.  o has room for
+ * n + 1 bytes, tmp too.  Returns the length. */
+static size_t wp_piece(const attn_bpe *b, const char *t, size_t n, int first, char *o,
+                       char *tmp) {
+    const char *dp = b->wps.dprefix;
+    size_t np = b->wps.ndprefix, k = 0;
+    if (first) {
+        memcpy(o, t, n), k = n;
+    } else if (n >= np && !memcmp(t, dp, np)) {
+        memcpy(o, t + np, n - np), k = n - np;
+    } else {
+        o[0] = ' ';
+        memcpy(o + 1, t, n), k = n + 1;
+    }
+    return b->wps.cleanup ? wp_cleanup(o, k, tmp) : k;
+}
+
+/* BertNormalizer's output for valid UTF-8 s[0, n) into o (NULL: counted only); returns its
+ * length in bytes. */
+static size_t wp_normalize_text(const attn__wp_norm *wn, const unsigned char *s, size_t n,
+                                unsigned char *o) {
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c = u8_at(s, i, &i), cp[ATTN__WP_NORM_MAX];
+        int m = attn__wp_normalize(wn, c, cp);
+        for (int j = 0; j < m; j++) {
+            char u[4];
+            size_t l = utf8_put(cp[j], u);
+            if (o) memcpy(o + k, u, l);
+            k += l;
+        }
+    }
+    return k;
+}
 
 static attn_status trie_add(attn_ctx *ctx, attn_bpe *b, size_t *nnodes, const skey *t,
                             int32_t id, int pass, int special, const char *what) {
@@ -397,7 +491,31 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
     b->nmerges = s->nm;
     byte_map(b->b2u);
     attn_status st = ATTN_OK;
-    size_t n = (size_t)s->n, total = 0, added_bytes = 0, maxlen = 0;
+    int wp = s->pre == PRE_WORDPIECE;
+    skey *tkey = NULL;   /* WordPiece: the trie's spelling of the normalized added tokens */
+    char *nkeys = NULL;  /* (their bytes) */
+    char *scratch = NULL;
+    if (wp) { /* the settings; the two prefixes copied */
+        const attn__wp_spec *w = s->wp;
+        int strip = w->strip_accents < 0 ? w->lower : w->strip_accents;
+        b->wps = *w;
+        b->wn.clean = w->clean != 0, b->wn.chinese = w->chinese != 0;
+        b->wn.strip = strip != 0, b->wn.lower = w->lower != 0;
+        size_t np;
+        if (!attn__add_size(w->nprefix, w->ndprefix, &np) || !attn__add_size(np, 1, &np)) {
+            st = attn__fail(ctx, ATTN_E_OVERFLOW, "%s: the prefixes' size overflows", what);
+            goto done;
+        }
+        if (!(b->wprefix = attn__malloc(ctx, np))) {
+            st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+            goto done;
+        }
+        if (w->nprefix) memcpy(b->wprefix, w->prefix, w->nprefix);
+        if (w->ndprefix) memcpy(b->wprefix + w->nprefix, w->dprefix, w->ndprefix);
+        b->wps.prefix = b->wprefix;
+        b->wps.dprefix = b->wprefix + w->nprefix;
+    }
+    size_t n = (size_t)s->n, total = 0, added_bytes = 0, maxlen = 0, nkbytes = 0;
     for (size_t i = 0; i < n; i++) {
         if (!attn__add_size(total, s->tok[i].n, &total) || !attn__add_size(total, 1, &total)) {
             st = attn__fail(ctx, ATTN_E_OVERFLOW, "%s: the tokens' size overflows", what);
@@ -405,24 +523,58 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
         }
         if (s->tok[i].n > maxlen) maxlen = s->tok[i].n;
         if (is_added(s->type[i]) && s->tok[i].n) {
-            added_bytes += s->tok[i].n; /* <= total: no overflow */
+            size_t k = s->tok[i].n;
+            if (wp && s->norm && s->norm[i]) { /* matched on the normalized text, normalized */
+                if (!attn__json_utf8_valid(s->tok[i].p, s->tok[i].n)) {
+                    st = attn__fail(ctx, ATTN_E_FORMAT, "%s: added token %lld is not valid "
+                                    "UTF-8", what, (long long)i);
+                    goto done;
+                }
+                /* a byte normalizes to at most 4 * ATTN__WP_NORM_MAX bytes */
+                if (k > SIZE_MAX / (4 * ATTN__WP_NORM_MAX) ||
+                    !attn__add_size(nkbytes,
+                                    k = wp_normalize_text(&b->wn, (const unsigned char *)
+                                                          s->tok[i].p, k, NULL),
+                                    &nkbytes)) {
+                    st = attn__fail(ctx, ATTN_E_OVERFLOW, "%s: the tokens' size overflows",
+                                    what);
+                    goto done;
+                }
+            }
+            if (!attn__add_size(added_bytes, k, &added_bytes)) {
+                st = attn__fail(ctx, ATTN_E_OVERFLOW, "%s: the tokens' size overflows", what);
+                goto done;
+            }
             b->nadded++;
         }
     }
-    size_t nodes = added_bytes + 1, nn = 1, ksz, dsz, tsz;
-    if (!attn__mul_size(n, sizeof *b->key, &ksz) || !attn__mul_size(n + 1, sizeof(size_t), &dsz) ||
+    size_t nodes, nn = 1, ksz, dsz, tsz;
+    if (!attn__add_size(added_bytes, 1, &nodes) || !attn__mul_size(n, sizeof *b->key, &ksz) ||
+        !attn__mul_size(n + 1, sizeof(size_t), &dsz) ||
         !attn__mul_size(nodes, sizeof *b->trie, &tsz)) {
         st = attn__fail(ctx, ATTN_E_OVERFLOW, "%s: the vocabulary's size overflows", what);
         goto done;
     }
     b->arena = attn__malloc(ctx, total);
     b->key = attn__malloc(ctx, ksz);
-    b->dec = attn__malloc(ctx, total); /* a token never decodes to more bytes than it has */
+    /* a token never decodes to more bytes than it has (WordPiece's after the first: one more,
+     * a space, and the arena counts a NUL per token) */
+    b->dec = attn__malloc(ctx, total);
     b->doff = attn__malloc(ctx, dsz);
     b->type = attn__malloc(ctx, n);
     b->trie = attn__malloc(ctx, tsz);
     b->vtab = stab_new(ctx, s->n, &b->vmask);
-    if (!b->arena || !b->key || !b->dec || !b->doff || !b->type || !b->trie || !b->vtab) {
+    if (wp) {
+        b->dec2 = attn__malloc(ctx, total);
+        b->doff2 = attn__malloc(ctx, dsz);
+        scratch = attn__malloc(ctx, total); /* maxlen + 1 <= total */
+        if (nkbytes) {
+            nkeys = attn__malloc(ctx, nkbytes);
+            tkey = attn__calloc(ctx, n, sizeof *tkey);
+        }
+    }
+    if (!b->arena || !b->key || !b->dec || !b->doff || !b->type || !b->trie || !b->vtab ||
+        (wp && (!b->dec2 || !b->doff2 || !scratch || (nkbytes && (!nkeys || !tkey))))) {
         st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (vocabulary of %lld tokens)",
                         (long long)s->n);
         goto done;
@@ -431,34 +583,54 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
     int16_t u2b[BPE_ALPHA];
     for (int c = 0; c < BPE_ALPHA; c++) u2b[c] = -1;
     for (int c = 0; c < 256; c++) u2b[b->b2u[c]] = (int16_t)c;
-    size_t at = 0, dat = 0;
+    size_t at = 0, dat = 0, dat2 = 0, nat = 0;
+    b->maxkey = maxlen;
     for (size_t i = 0; i < n; i++) {
-        memcpy(b->arena + at, s->tok[i].p, s->tok[i].n);
-        b->arena[at + s->tok[i].n] = 0;
+        const skey *t = &s->tok[i];
+        memcpy(b->arena + at, t->p, t->n);
+        b->arena[at + t->n] = 0;
         b->key[i].p = b->arena + at;
-        b->key[i].n = s->tok[i].n;
-        at += s->tok[i].n + 1;
+        b->key[i].n = t->n;
+        at += t->n + 1;
         stab_put(b->vtab, b->vmask, b->key, (int32_t)i);
         b->doff[i] = dat;
-        size_t k = s->pre == PRE_SPM ? spm_piece_bytes(s->tok[i].p, s->tok[i].n,
-                                                       s->type[i] == BPE_TYPE_BYTE, b->dec + dat)
-                                     : token_bytes(u2b, s->tok[i].p, s->tok[i].n, b->dec + dat);
+        size_t k;
+        if (s->pre == PRE_SPM) {
+            k = spm_piece_bytes(t->p, t->n, s->type[i] == BPE_TYPE_BYTE, b->dec + dat);
+        } else if (wp) { /* the first token's form, and the form after it */
+            k = wp_piece(b, t->p, t->n, 1, (char *)b->dec + dat, scratch);
+            b->doff2[i] = dat2;
+            size_t k2 = wp_piece(b, t->p, t->n, 0, (char *)b->dec2 + dat2, scratch);
+            if (k2 > b->max_dec) b->max_dec = k2;
+            dat2 += k2;
+        } else {
+            k = token_bytes(u2b, t->p, t->n, b->dec + dat);
+        }
         if (k > b->max_dec) b->max_dec = k;
         dat += k;
         b->type[i] = is_added(s->type[i]) ? s->type[i] : ATTN_BPE_TOKEN_NORMAL;
+        if (tkey && is_added(s->type[i]) && t->n && s->norm[i]) {
+            tkey[i].p = nkeys + nat;
+            tkey[i].n = wp_normalize_text(&b->wn, (const unsigned char *)t->p, t->n,
+                                          (unsigned char *)nkeys + nat);
+            nat += tkey[i].n;
+        }
     }
     b->doff[n] = dat;
+    if (wp) b->doff2[n] = dat2;
     /* added tokens: the trie */
     for (int c = 0; c < 256; c++) b->root[c] = -1;
     b->trie[0].child = b->trie[0].sib = -1;
     b->trie[0].id[0] = b->trie[0].id[1] = -1;
     for (size_t i = 0; i < n; i++) {
-        if (!is_added(s->type[i]) || !s->tok[i].n) continue;
         int pass = s->norm && s->norm[i];
+        const skey *t = tkey && pass ? &tkey[i] : &s->tok[i];
+        if (!is_added(s->type[i]) || !s->tok[i].n || !t->n) continue;
         b->has_norm |= pass;
-        ATTN_TRYG(trie_add(ctx, b, &nn, &s->tok[i], (int32_t)i, pass,
+        ATTN_TRYG(trie_add(ctx, b, &nn, t, (int32_t)i, pass,
                            s->type[i] == ATTN_BPE_TOKEN_CONTROL, what));
     }
+    if (wp) goto done; /* no byte pieces, no merges */
     if (s->pre == PRE_SPM) { /* the byte pieces; no merge list */
         for (int c = 0; c < 256; c++) b->byte_tok[c] = -1;
         for (size_t i = 0; i < n; i++) {
@@ -528,6 +700,7 @@ static attn_status build(attn_ctx *ctx, const bspec *s, attn_bpe **out) {
         attn__free(ctx, cat);
     }
 done:
+    attn__free(ctx, tkey), attn__free(ctx, nkeys), attn__free(ctx, scratch);
     if (st != ATTN_OK) {
         attn_bpe_free(b);
         return st;
@@ -590,7 +763,7 @@ attn_status attn_bpe_create(attn_ctx *ctx, const char *const *tokens, int64_t n_
         m[i].b.p = sp + 1, m[i].b.n = strlen(sp + 1);
     }
     bspec spec = {"attn_bpe_create", n_tokens, tok, type, NULL, n_merges, m, p,
-                  p == PRE_LLAMA3, 0, -1, 0};
+                  p == PRE_LLAMA3, 0, -1, 0, NULL};
     st = build(ctx, &spec, out);
 done:
     attn__free(ctx, tok), attn__free(ctx, type), attn__free(ctx, m);
@@ -649,10 +822,51 @@ attn_status attn__bpe_create_spm(attn_ctx *ctx, const char *const *tokens, const
                   : t == 6                  ? BPE_TYPE_BYTE
                                             : ATTN_BPE_TOKEN_NORMAL;
     }
-    bspec spec = {what, n_tokens, tok, type, NULL, 0, NULL, PRE_SPM, 0, 1, unk, add_prefix};
+    bspec spec = {what, n_tokens, tok, type, NULL, 0, NULL, PRE_SPM, 0, 1, unk, add_prefix,
+                  NULL};
     st = build(ctx, &spec, out);
 done:
     attn__free(ctx, tok), attn__free(ctx, type), attn__free(ctx, spelled);
+    return st;
+}
+
+attn_status attn__bpe_create_wp(attn_ctx *ctx, const char *const *tokens, const size_t *lens,
+                                int64_t n_tokens, const unsigned char *types, int32_t unk,
+                                const attn__wp_spec *w, const char *what, attn_bpe **out) {
+    if (out) *out = NULL;
+    if (!ctx || !out || !tokens || !lens || !w || !what || n_tokens < 1 ||
+        (w->nprefix && !w->prefix) || (w->ndprefix && !w->dprefix) || w->max_chars < 0)
+        return attn__fail(ctx, ATTN_E_INVALID, "attn__bpe_create_wp: bad argument");
+    int64_t lim = attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB);
+    ATTN_FAIL_IF(n_tokens > lim, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: %lld tokens, over ATTN_LIMIT_VOCAB (%lld)", what, (long long)n_tokens,
+                 (long long)lim);
+    ATTN_FAIL_IF(unk < 0 || unk >= n_tokens, ctx, ATTN_E_FORMAT,
+                 "%s: the unknown token %d is not in the vocabulary of %lld", what, (int)unk,
+                 (long long)n_tokens);
+    skey *tok = attn__calloc(ctx, (size_t)n_tokens, sizeof *tok);
+    unsigned char *type = attn__malloc(ctx, (size_t)n_tokens);
+    attn_status st = ATTN_OK;
+    if (!tok || !type) {
+        st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+        goto done;
+    }
+    for (int64_t i = 0; i < n_tokens; i++) {
+        if (memchr(tokens[i], 0, lens[i])) {
+            st = attn__fail(ctx, ATTN_E_FORMAT, "%s: token %lld holds a NUL byte", what,
+                            (long long)i);
+            goto done;
+        }
+        tok[i].p = tokens[i], tok[i].n = lens[i];
+        int t = types ? types[i] : ATTN_BPE_TOKEN_NORMAL;
+        type[i] = t == ATTN_BPE_TOKEN_CONTROL || t == ATTN_BPE_TOKEN_USER_DEFINED
+                      ? (unsigned char)t
+                      : ATTN_BPE_TOKEN_NORMAL;
+    }
+    bspec spec = {what, n_tokens, tok, type, NULL, 0, NULL, PRE_WORDPIECE, 0, 0, unk, 0, w};
+    st = build(ctx, &spec, out);
+done:
+    attn__free(ctx, tok), attn__free(ctx, type);
     return st;
 }
 
@@ -690,7 +904,27 @@ typedef struct jload {
     int have_unk;
     jpre top, pre[PRE_MAX]; /* the pre_tokenizer object; a Sequence's members */
     int npre, pre_seq;
+    /* what is checked once the model's type is known (the keys come in any order) */
+    int mtype;               /* MT_* */
+    skey mtype_name;
+    int byte_fallback, dropout;
+    int csp_state, eows_state; /* continuing_subword_prefix, end_of_word_suffix: 0 absent,
+                                * 1 null, 2 a string (csp, eows) */
+    skey csp, eows;
+    int64_t max_chars;       /* max_input_chars_per_word, or -1 */
+    int norm;                /* NORM_* */
+    int n_clean, n_chinese, n_strip, n_lower; /* BertNormalizer's (n_strip -1: null) */
+    int dec;                 /* DEC_* */
+    skey dprefix;
+    int have_dprefix, dcleanup;
+    skey pp_cls, pp_sep;     /* the post-processor's tokens around a text */
+    int have_pp_cls, have_pp_sep;
+    int64_t pad_id;          /* padding's pad_id, or -1 */
 } jload;
+
+enum { MT_BPE = 0, MT_WORDPIECE = 1, MT_OTHER = 2 };
+enum { NORM_NULL = 0, NORM_NFC = 1, NORM_BERT = 2 };
+enum { DEC_BYTELEVEL = 0, DEC_WORDPIECE = 1 };
 
 static const char GPT2_RE[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|"
                               "\\s+(?!\\S)|\\s+";
@@ -820,6 +1054,21 @@ static attn_status j_zero(jload *L, attn__json_reader *r, int *nonzero) {
     return attn__json_skip(r);
 }
 
+/* continuing_subword_prefix / end_of_word_suffix: *state 1 for null, 2 for a string */
+static attn_status j_affix(jload *L, attn__json_reader *r, const char *key, skey *v,
+                           int *state) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) {
+        *state = 1;
+        return attn__json_null(r);
+    }
+    ATTN_TRY(jstr(L, r, key, v));
+    *state = 2;
+    return ATTN_OK;
+}
+
+/* The model object: everything is recorded, and checked against the type in j_build. */
 static attn_status j_model(jload *L, attn__json_reader *r) {
     ATTN_TRY(jkind(L, r, ATTN__JSON_OBJECT, "model"));
     ATTN_TRY(attn__json_object_begin(r));
@@ -827,13 +1076,16 @@ static attn_status j_model(jload *L, attn__json_reader *r) {
     for (;;) {
         int more, v;
         const char *key;
-        skey s;
         ATTN_TRY(attn__json_member(r, &more, &key, NULL));
         if (!more) break;
         if (!strcmp(key, "type")) {
-            ATTN_TRY(jstr(L, r, key, &s));
-            ATTN_FAIL_IF(strcmp(s.p, "BPE"), ctx, ATTN_E_UNSUPPORTED,
-                         "%s: model type \"%.40s\" is not supported (only \"BPE\")", L->path, s.p);
+            ATTN_TRY(jstr(L, r, key, &L->mtype_name));
+            L->mtype = !strcmp(L->mtype_name.p, "BPE")         ? MT_BPE
+                       : !strcmp(L->mtype_name.p, "WordPiece") ? MT_WORDPIECE
+                                                               : MT_OTHER;
+            ATTN_FAIL_IF(L->mtype == MT_OTHER, ctx, ATTN_E_UNSUPPORTED,
+                         "%s: model type \"%.40s\" is not supported (only \"BPE\" and "
+                         "\"WordPiece\")", L->path, L->mtype_name.p);
         } else if (!strcmp(key, "vocab")) {
             ATTN_FAIL_IF(L->have_vocab, ctx, ATTN_E_FORMAT, "%s: two model vocabularies",
                          L->path);
@@ -848,18 +1100,20 @@ static attn_status j_model(jload *L, attn__json_reader *r) {
         } else if (!strcmp(key, "fuse_unk") || !strcmp(key, "ignore_merges")) {
             ATTN_TRY(jbool(L, r, key, key[0] == 'f' ? &L->fuse_unk : &L->ignore_merges));
         } else if (!strcmp(key, "byte_fallback")) {
-            ATTN_TRY(jbool(L, r, key, &v));
-            ATTN_FAIL_IF(v, ctx, ATTN_E_UNSUPPORTED,
-                         "%s: model byte_fallback true is not supported", L->path);
+            ATTN_TRY(jbool(L, r, key, &L->byte_fallback));
         } else if (!strcmp(key, "dropout")) {
             ATTN_TRY(j_zero(L, r, &v));
-            ATTN_FAIL_IF(v, ctx, ATTN_E_UNSUPPORTED,
-                         "%s: BPE dropout is not supported (only null or 0)", L->path);
-        } else if (!strcmp(key, "continuing_subword_prefix") ||
-                   !strcmp(key, "end_of_word_suffix")) {
-            ATTN_TRY(jnullstr(L, r, key, &s, &v));
-            ATTN_FAIL_IF(v, ctx, ATTN_E_UNSUPPORTED, "%s: model %s \"%.40s\" is not supported "
-                         "(only null or \"\")", L->path, key, s.p);
+            L->dropout = v;
+        } else if (!strcmp(key, "continuing_subword_prefix")) {
+            ATTN_TRY(j_affix(L, r, key, &L->csp, &L->csp_state));
+        } else if (!strcmp(key, "end_of_word_suffix")) {
+            ATTN_TRY(j_affix(L, r, key, &L->eows, &L->eows_state));
+        } else if (!strcmp(key, "max_input_chars_per_word")) {
+            ATTN_TRY(jkind(L, r, ATTN__JSON_NUMBER, key));
+            ATTN_TRY(attn__json_int(r, &L->max_chars));
+            ATTN_FAIL_IF(L->max_chars < 0, ctx, ATTN_E_FORMAT,
+                         "%s: max_input_chars_per_word %lld is negative", L->path,
+                         (long long)L->max_chars);
         } else {
             ATTN_TRY(attn__json_skip(r));
         }
@@ -1051,21 +1305,200 @@ static int pre_classify(const jload *L) {
     return -1;
 }
 
+/* The normalizer object: NFC, or BertNormalizer with its options (the library's defaults:
+ * all true, strip_accents null). */
+static attn_status j_normalizer(jload *L, attn__json_reader *r) {
+    ATTN_TRY(jkind(L, r, ATTN__JSON_OBJECT, "normalizer"));
+    ATTN_TRY(attn__json_object_begin(r));
+    char type[24] = "";
+    L->n_clean = L->n_chinese = L->n_lower = 1, L->n_strip = -1;
+    for (;;) {
+        int more;
+        const char *key;
+        ATTN_TRY(attn__json_member(r, &more, &key, NULL));
+        if (!more) break;
+        if (!strcmp(key, "type")) {
+            skey t;
+            ATTN_TRY(jstr(L, r, key, &t));
+            snprintf(type, sizeof type, "%s", t.p);
+        } else if (!strcmp(key, "clean_text")) {
+            ATTN_TRY(jbool(L, r, key, &L->n_clean));
+        } else if (!strcmp(key, "handle_chinese_chars")) {
+            ATTN_TRY(jbool(L, r, key, &L->n_chinese));
+        } else if (!strcmp(key, "lowercase")) {
+            ATTN_TRY(jbool(L, r, key, &L->n_lower));
+        } else if (!strcmp(key, "strip_accents")) {
+            attn__json_kind k;
+            ATTN_TRY(attn__json_peek(r, &k));
+            if (k == ATTN__JSON_NULL) ATTN_TRY(attn__json_null(r));
+            else ATTN_TRY(jbool(L, r, key, &L->n_strip));
+        } else {
+            ATTN_TRY(attn__json_skip(r));
+        }
+    }
+    /* NFC (Qwen2's): text in NFC, as nearly all text is, is unchanged by it; attn does not
+     * compose decomposed text (nor does llama.cpp) */
+    if (!strcmp(type, "NFC")) L->norm = NORM_NFC;
+    else if (!strcmp(type, "BertNormalizer")) L->norm = NORM_BERT;
+    else
+        return attn__fail(L->ctx, ATTN_E_UNSUPPORTED, "%s: normalizer %.24s is not supported "
+                          "(only null, NFC and BertNormalizer)", L->path,
+                          type[0] ? type : "(no type)");
+    return ATTN_OK;
+}
+
+/* The decoder object: ByteLevel, or WordPiece with its prefix and cleanup. */
+static attn_status j_decoder(jload *L, attn__json_reader *r) {
+    ATTN_TRY(jkind(L, r, ATTN__JSON_OBJECT, "decoder"));
+    ATTN_TRY(attn__json_object_begin(r));
+    char type[24] = "";
+    L->dcleanup = 1;
+    for (;;) {
+        int more;
+        const char *key;
+        ATTN_TRY(attn__json_member(r, &more, &key, NULL));
+        if (!more) break;
+        if (!strcmp(key, "type")) {
+            skey t;
+            ATTN_TRY(jstr(L, r, key, &t));
+            snprintf(type, sizeof type, "%s", t.p);
+        } else if (!strcmp(key, "prefix")) {
+            ATTN_TRY(jstr(L, r, key, &L->dprefix));
+            L->have_dprefix = 1;
+        } else if (!strcmp(key, "cleanup")) {
+            ATTN_TRY(jbool(L, r, key, &L->dcleanup));
+        } else {
+            ATTN_TRY(attn__json_skip(r));
+        }
+    }
+    if (!strcmp(type, "ByteLevel")) L->dec = DEC_BYTELEVEL;
+    else if (!strcmp(type, "WordPiece")) L->dec = DEC_WORDPIECE;
+    else
+        return attn__fail(L->ctx, ATTN_E_UNSUPPORTED, "%s: decoder %.24s is not supported "
+                          "(only ByteLevel and WordPiece)", L->path,
+                          type[0] ? type : "(no type)");
+    return ATTN_OK;
+}
+
+/* {"SpecialToken": {"id": "[CLS]", ...}} in a template: its token's text in *t (1), or a
+ * Sequence (0) */
+static attn_status j_piece(jload *L, attn__json_reader *r, skey *t, int *special) {
+    ATTN_TRY(jkind(L, r, ATTN__JSON_OBJECT, "post_processor"));
+    ATTN_TRY(attn__json_object_begin(r));
+    *special = 0;
+    for (;;) {
+        int more;
+        const char *key;
+        ATTN_TRY(attn__json_member(r, &more, &key, NULL));
+        if (!more) break;
+        if (strcmp(key, "SpecialToken")) {
+            ATTN_TRY(attn__json_skip(r));
+            continue;
+        }
+        ATTN_TRY(jkind(L, r, ATTN__JSON_OBJECT, "SpecialToken"));
+        ATTN_TRY(attn__json_object_begin(r));
+        for (;;) {
+            ATTN_TRY(attn__json_member(r, &more, &key, NULL));
+            if (!more) break;
+            if (!strcmp(key, "id")) {
+                ATTN_TRY(jstr(L, r, "SpecialToken", t));
+                *special = 1;
+            } else {
+                ATTN_TRY(attn__json_skip(r));
+            }
+        }
+    }
+    return ATTN_OK;
+}
+
+/* The post-processor, for the tokens it puts around one text: TemplateProcessing's "single"
+ * of the shape [SpecialToken] $A [SpecialToken], or BertProcessing / RobertaProcessing's
+ * "cls" and "sep" ([text, id]).  Anything else is skipped: it names no such tokens. */
+static attn_status j_post(jload *L, attn__json_reader *r) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k != ATTN__JSON_OBJECT) return attn__json_skip(r);
+    ATTN_TRY(attn__json_object_begin(r));
+    for (;;) {
+        int more;
+        const char *key;
+        ATTN_TRY(attn__json_member(r, &more, &key, NULL));
+        if (!more) break;
+        ATTN_TRY(attn__json_peek(r, &k));
+        if (!strcmp(key, "single") && k == ATTN__JSON_ARRAY) {
+            skey t[3];
+            int sp[3], n = 0;
+            ATTN_TRY(attn__json_array_begin(r));
+            for (;;) {
+                skey x = {NULL, 0};
+                int s1;
+                ATTN_TRY(attn__json_element(r, &more));
+                if (!more) break;
+                ATTN_TRY(j_piece(L, r, &x, &s1));
+                if (n < 3) t[n] = x, sp[n] = s1;
+                n++;
+            }
+            int a = n >= 1 && n <= 3 && sp[0], z = n >= 1 && n <= 3 && sp[n - 1];
+            int seqs = n - a - z;
+            if (n <= 3 && seqs == 1 && !sp[a]) {
+                if (a) L->pp_cls = t[0], L->have_pp_cls = 1;
+                if (z) L->pp_sep = t[n - 1], L->have_pp_sep = 1;
+            }
+        } else if ((!strcmp(key, "cls") || !strcmp(key, "sep")) && k == ATTN__JSON_ARRAY) {
+            int first = 1;
+            ATTN_TRY(attn__json_array_begin(r));
+            for (;;) {
+                ATTN_TRY(attn__json_element(r, &more));
+                if (!more) break;
+                ATTN_TRY(attn__json_peek(r, &k));
+                if (first && k == ATTN__JSON_STRING) {
+                    skey *t = key[0] == 'c' ? &L->pp_cls : &L->pp_sep;
+                    ATTN_TRY(jstr(L, r, key, t));
+                    *(key[0] == 'c' ? &L->have_pp_cls : &L->have_pp_sep) = 1;
+                } else {
+                    ATTN_TRY(attn__json_skip(r));
+                }
+                first = 0;
+            }
+        } else {
+            ATTN_TRY(attn__json_skip(r));
+        }
+    }
+    return ATTN_OK;
+}
+
+/* padding: its pad_id */
+static attn_status j_padding(jload *L, attn__json_reader *r) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k != ATTN__JSON_OBJECT) return attn__json_skip(r);
+    ATTN_TRY(attn__json_object_begin(r));
+    for (;;) {
+        int more;
+        const char *key;
+        ATTN_TRY(attn__json_member(r, &more, &key, NULL));
+        if (!more) break;
+        ATTN_TRY(attn__json_peek(r, &k));
+        if (!strcmp(key, "pad_id") && k == ATTN__JSON_NUMBER) {
+            ATTN_TRY(attn__json_int(r, &L->pad_id));
+        } else {
+            ATTN_TRY(attn__json_skip(r));
+        }
+    }
+    return ATTN_OK;
+}
+
 static attn_status j_top(jload *L, attn__json_reader *r, const char *key) {
     attn_ctx *ctx = L->ctx;
     attn__json_kind k;
     if (!strcmp(key, "model")) return j_model(L, r);
     if (!strcmp(key, "added_tokens")) return j_added(L, r);
+    if (!strcmp(key, "post_processor")) return j_post(L, r);
+    if (!strcmp(key, "padding")) return j_padding(L, r);
     if (!strcmp(key, "normalizer")) {
         ATTN_TRY(attn__json_peek(r, &k));
         if (k == ATTN__JSON_NULL) return attn__json_null(r);
-        jpre p;
-        ATTN_TRY(j_pre_one(L, r, &p, 1));
-        /* NFC (Qwen2's): text in NFC, as nearly all text is, is unchanged by it; attn does
-         * not compose decomposed text (nor does llama.cpp) */
-        if (!strcmp(p.type, "NFC")) return ATTN_OK;
-        return attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s: normalizer %.24s is not supported "
-                          "(only null and NFC)", L->path, p.type[0] ? p.type : "(no type)");
+        return j_normalizer(L, r);
     }
     if (!strcmp(key, "pre_tokenizer")) {
         ATTN_TRY(attn__json_peek(r, &k));
@@ -1079,14 +1512,11 @@ static attn_status j_top(jload *L, attn__json_reader *r, const char *key) {
     if (!strcmp(key, "decoder")) {
         ATTN_TRY(attn__json_peek(r, &k));
         ATTN_FAIL_IF(k == ATTN__JSON_NULL, ctx, ATTN_E_UNSUPPORTED,
-                     "%s: a null decoder is not supported (only ByteLevel)", L->path);
-        jpre p;
-        ATTN_TRY(j_pre_one(L, r, &p, 1));
-        ATTN_FAIL_IF(strcmp(p.type, "ByteLevel"), ctx, ATTN_E_UNSUPPORTED,
-                     "%s: decoder %.24s is not supported (only ByteLevel)", L->path,
-                     p.type[0] ? p.type : "(no type)");
+                     "%s: a null decoder is not supported (only ByteLevel and WordPiece)",
+                     L->path);
+        ATTN_FAIL_IF(L->have_dec, ctx, ATTN_E_FORMAT, "%s: two decoders", L->path);
         L->have_dec = 1;
-        return ATTN_OK;
+        return j_decoder(L, r);
     }
     return attn__json_skip(r);
 }
@@ -1094,16 +1524,70 @@ static attn_status j_top(jload *L, attn__json_reader *r, const char *key) {
 /* The ids the library gives the added tokens (the file's "id" is only checked against them):
  * a token of the model's vocabulary keeps its id, any other takes the next one after the
  * vocabulary and the added tokens before it; then the whole table in id order. */
+/* The settings of a WordPiece model, checked. */
+static attn_status j_check_wp(jload *L, attn__wp_spec *w) {
+    attn_ctx *ctx = L->ctx;
+    const char *path = L->path;
+    ATTN_FAIL_IF(!L->have_pre || L->pre_seq || strcmp(L->top.type, "BertPreTokenizer"), ctx,
+                 ATTN_E_UNSUPPORTED, "%s: pre_tokenizer %.24s is not supported for a WordPiece "
+                 "model (only BertPreTokenizer)", path,
+                 !L->have_pre ? "(none)" : L->top.type[0] ? L->top.type : "(no type)");
+    ATTN_FAIL_IF(!L->have_dec || L->dec != DEC_WORDPIECE, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: decoder %s is not supported for a WordPiece model (only WordPiece)", path,
+                 !L->have_dec ? "(none)" : "ByteLevel");
+    ATTN_FAIL_IF(L->norm == NORM_NFC, ctx, ATTN_E_UNSUPPORTED, "%s: normalizer NFC is not "
+                 "supported for a WordPiece model (only null and BertNormalizer)", path);
+    ATTN_FAIL_IF(!L->have_unk, ctx, ATTN_E_FORMAT, "%s: a WordPiece model needs an unk_token",
+                 path);
+    ATTN_FAIL_IF(L->csp_state == 1, ctx, ATTN_E_FORMAT, "%s: continuing_subword_prefix is "
+                 "null (a WordPiece model needs a string)", path);
+    memset(w, 0, sizeof *w);
+    if (L->norm == NORM_BERT) {
+        w->clean = L->n_clean, w->chinese = L->n_chinese, w->lower = L->n_lower;
+        w->strip_accents = L->n_strip;
+    } /* (null: no normalization at all) */
+    w->max_chars = L->max_chars < 0 ? 100 : L->max_chars;
+    w->prefix = L->csp_state == 2 ? L->csp.p : "##";
+    w->nprefix = L->csp_state == 2 ? L->csp.n : 2;
+    w->dprefix = L->have_dprefix ? L->dprefix.p : "##";
+    w->ndprefix = L->have_dprefix ? L->dprefix.n : 2;
+    w->cleanup = L->dcleanup;
+    w->cls = w->sep = w->pad = -1;
+    return ATTN_OK;
+}
+
 static attn_status j_build(jload *L, attn_bpe **out) {
     attn_ctx *ctx = L->ctx;
     const char *path = L->path;
-    ATTN_FAIL_IF(!L->have_model || !L->have_vocab || !L->m, ctx, ATTN_E_FORMAT,
-                 "%s: no model with a vocab and merges", path);
-    ATTN_FAIL_IF(!L->have_pre, ctx, ATTN_E_UNSUPPORTED,
-                 "%s: no pre_tokenizer (byte-level BPE needs ByteLevel)", path);
-    ATTN_FAIL_IF(!L->have_dec, ctx, ATTN_E_UNSUPPORTED,
-                 "%s: no decoder (only ByteLevel is supported)", path);
-    int pre = pre_classify(L);
+    int wp = L->mtype == MT_WORDPIECE;
+    attn__wp_spec wspec;
+    ATTN_FAIL_IF(!L->have_model || !L->have_vocab || (!wp && !L->m), ctx, ATTN_E_FORMAT,
+                 "%s: no model with a vocab%s", path, wp ? "" : " and merges");
+    int pre = PRE_WORDPIECE;
+    if (wp) ATTN_TRY(j_check_wp(L, &wspec));
+    else {
+        ATTN_FAIL_IF(!L->have_pre, ctx, ATTN_E_UNSUPPORTED,
+                     "%s: no pre_tokenizer (byte-level BPE needs ByteLevel)", path);
+        ATTN_FAIL_IF(!L->have_dec, ctx, ATTN_E_UNSUPPORTED,
+                     "%s: no decoder (only ByteLevel is supported for a BPE model)", path);
+        ATTN_FAIL_IF(L->dec != DEC_BYTELEVEL, ctx, ATTN_E_UNSUPPORTED,
+                     "%s: decoder WordPiece is not supported for a BPE model (only ByteLevel)",
+                     path);
+        ATTN_FAIL_IF(L->norm == NORM_BERT, ctx, ATTN_E_UNSUPPORTED, "%s: normalizer "
+                     "BertNormalizer is not supported for a BPE model (only null and NFC)",
+                     path);
+        ATTN_FAIL_IF(L->byte_fallback, ctx, ATTN_E_UNSUPPORTED,
+                     "%s: model byte_fallback true is not supported", path);
+        ATTN_FAIL_IF(L->dropout, ctx, ATTN_E_UNSUPPORTED,
+                     "%s: BPE dropout is not supported (only null or 0)", path);
+        const skey *af[2] = {&L->csp, &L->eows};
+        const int afs[2] = {L->csp_state, L->eows_state};
+        for (int i = 0; i < 2; i++)
+            ATTN_FAIL_IF(afs[i] == 2 && af[i]->n, ctx, ATTN_E_UNSUPPORTED, "%s: model %s "
+                         "\"%.40s\" is not supported (only null or \"\")", path,
+                         i ? "end_of_word_suffix" : "continuing_subword_prefix", af[i]->p);
+        pre = pre_classify(L);
+    }
     if (pre < 0) {
         char d[320] = "", one[96];
         const jpre *p = L->pre_seq ? L->pre : &L->top;
@@ -1202,8 +1686,14 @@ static attn_status j_build(jload *L, attn_bpe **out) {
             goto done;
         }
     }
-    bspec spec = {path, n, tok, type, norm, (int64_t)L->nm, L->m, pre, L->ignore_merges != 0,
-                  L->fuse_unk != 0, unk, 0};
+    if (wp) { /* the tokens the post-processor puts around a text, padding's */
+        if (L->have_pp_cls) wspec.cls = stab_find(tab, mask, tok, L->pp_cls.p, L->pp_cls.n);
+        if (L->have_pp_sep) wspec.sep = stab_find(tab, mask, tok, L->pp_sep.p, L->pp_sep.n);
+        if (L->pad_id >= 0 && L->pad_id < n) wspec.pad = (int32_t)L->pad_id;
+    }
+    bspec spec = {path, n, tok, type, norm, wp ? 0 : (int64_t)L->nm, wp ? NULL : L->m, pre,
+                  !wp && L->ignore_merges != 0, !wp && L->fuse_unk != 0, unk, 0,
+                  wp ? &wspec : NULL};
     st = build(ctx, &spec, out);
 done:
     attn__free(ctx, seen), attn__free(ctx, tok), attn__free(ctx, aid), attn__free(ctx, tab);
@@ -1222,6 +1712,7 @@ attn_status attn_bpe_load_json(attn_ctx *ctx, const char *path, attn_bpe **out) 
     memset(&L, 0, sizeof L);
     L.ctx = ctx;
     L.path = path;
+    L.max_chars = L.pad_id = -1;
     attn__json_reader r;
     attn_status st = attn__json_open(&r, ctx, data, len, path, 0);
     if (st == ATTN_OK) st = jkind(&L, &r, ATTN__JSON_OBJECT, "the document");
@@ -1265,7 +1756,19 @@ typedef struct enc {
     attn_status st;
     const unsigned char *base; /* attn__bpe_pretokens: the text, whose words' ends are the */
     int64_t *ends;             /* output instead of ids */
+    /* WordPiece */
+    uint32_t *wcp;             /* the word being read, normalized code points */
+    size_t wcap;
+    size_t *pos;               /* [word length + 1]: where each character's bytes start */
+    size_t poscap;
+    unsigned char *nbuf;       /* a gap normalized, when normalized added tokens are matched */
+    size_t nbcap;
+    int normed;                /* the text being split is nbuf, normalized already */
+    int stop;                  /* attn__bpe_encode_upto: stop once cap ids are out */
 } enc;
+
+/* Whether encoding goes on: no failure, and room for more ids unless stopping early. */
+#define ENC_GO(e) ((e)->st == ATTN_OK && !((e)->stop && (e)->n >= (e)->cap))
 
 static void emit(enc *e, int32_t id) {
     if (e->n < e->cap) e->ids[e->n] = id;
@@ -1597,7 +2100,113 @@ static void spm_word(enc *e, const unsigned char *t, size_t n) {
 #undef SPM_END
 }
 
+static void split_added(enc *e, const unsigned char *s, size_t a, size_t z, int pass);
+
+/* WordPiece of one word w[0, n) (normalized code points): the longest prefix that is a token,
+ * then the longest continuation (the prefix "##" and the next characters) that is one, and so
+ * on; a word with a part no token matches, or longer than max_input_chars_per_word
+ * characters, is the unknown token alone.  Candidates longer than the longest token are not
+ * looked up (they cannot match), so a word costs O(n * longest token). */
+static void wp_word(enc *e, const uint32_t *w, size_t n) {
+    const attn_bpe *b = e->b;
+    if (n == 0 || !ENC_GO(e)) return;
+    if ((uint64_t)n > (uint64_t)b->wps.max_chars) {
+        emit(e, b->unk);
+        return;
+    }
+    size_t np = b->wps.nprefix, need;
+    /* the word's bytes after np bytes of room: the prefix is written before a continuation,
+     * over bytes already used */
+    if (!attn__mul_size(n, 4, &need) || !attn__add_size(need, np, &need) ||
+        !grow_to(e, (void **)&e->buf, &e->bufcap, need, 1) ||
+        !grow_to(e, (void **)&e->pos, &e->poscap, n + 1, sizeof *e->pos)) {
+        e->st = attn__fail(e->ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+        return;
+    }
+    char *t = e->buf + np;
+    size_t *pos = e->pos;
+    pos[0] = 0;
+    for (size_t i = 0; i < n; i++) pos[i + 1] = pos[i] + utf8_put(w[i], t + pos[i]);
+    int64_t first = e->n;
+    for (size_t start = 0; start < n;) {
+        size_t room = b->maxkey, end, lo, hi;
+        if (start) room = room > np ? room - np : 0;
+        /* the last end whose piece fits in room bytes */
+        for (lo = start, hi = n; lo < hi;) {
+            size_t mid = lo + (hi - lo + 1) / 2;
+            if (pos[mid] - pos[start] <= room) lo = mid;
+            else hi = mid - 1;
+        }
+        int32_t id = -1;
+        for (end = lo; end > start; end--) {
+            const char *p = t + pos[start];
+            size_t l = pos[end] - pos[start];
+            if (start) {
+                memcpy(t + pos[start] - np, b->wps.prefix, np);
+                p -= np, l += np;
+            }
+            if ((id = stab_find(b->vtab, b->vmask, b->key, p, l)) >= 0) break;
+        }
+        if (id < 0) {
+            e->n = first;
+            emit(e, b->unk);
+            return;
+        }
+        emit(e, id);
+        start = end;
+    }
+}
+
+/* BertPreTokenizer and WordPiece on s[a, z) (well-formed UTF-8), normalized on the way unless
+ * e->normed: words end at whitespace, punctuation characters are words of their own. */
+static void wp_words(enc *e, const unsigned char *s, size_t a, size_t z) {
+    const attn_bpe *b = e->b;
+    size_t wn = 0;
+    for (size_t i = a; i < z && ENC_GO(e);) {
+        uint32_t c = u8_at(s, i, &i), cp[ATTN__WP_NORM_MAX];
+        int m = e->normed ? (cp[0] = c, 1) : attn__wp_normalize(&b->wn, c, cp);
+        for (int j = 0; j < m; j++) {
+            uint32_t d = cp[j];
+            if (attn__wp_is_split(d)) {
+                wp_word(e, e->wcp, wn), wn = 0;
+            } else if (attn__wp_is_punct(d)) {
+                wp_word(e, e->wcp, wn), wn = 0;
+                wp_word(e, &d, 1);
+            } else {
+                if (!attn__grow(e->ctx, (void **)&e->wcp, &e->wcap, wn, sizeof *e->wcp)) {
+                    e->st = attn__fail(e->ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+                    return;
+                }
+                e->wcp[wn++] = d;
+            }
+        }
+    }
+    wp_word(e, e->wcp, wn);
+}
+
 static void pretok(enc *e, const unsigned char *s, size_t a, size_t z) {
+    if (e->pre == PRE_WORDPIECE) {
+        if (e->normed || !e->b->has_norm) {
+            wp_words(e, s, a, z);
+            return;
+        }
+        /* normalized added tokens: they are matched on the normalized gap */
+        size_t k;
+        if (z - a > SIZE_MAX / (4 * ATTN__WP_NORM_MAX)) {
+            e->st = attn__fail(e->ctx, ATTN_E_OVERFLOW, "attn_bpe_encode: text too large");
+            return;
+        }
+        k = wp_normalize_text(&e->b->wn, s + a, z - a, NULL);
+        if (!grow_to(e, (void **)&e->nbuf, &e->nbcap, k ? k : 1, 1)) {
+            e->st = attn__fail(e->ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+            return;
+        }
+        wp_normalize_text(&e->b->wn, s + a, z - a, e->nbuf);
+        e->normed = 1;
+        if (k) split_added(e, e->nbuf, 0, k, 1);
+        e->normed = 0;
+        return;
+    }
     if (e->pre == PRE_SPM) {
         /* no pre-tokenizer: the text between added tokens (matched on the raw text) is one
          * word, normalized: spaces -> U+2581, and one U+2581 before the text's start where
@@ -1655,9 +2264,10 @@ static void pretok(enc *e, const unsigned char *s, size_t a, size_t z) {
  * pre-tokenizer. */
 static void split_added(enc *e, const unsigned char *s, size_t a, size_t z, int pass) {
     const attn_bpe *b = e->b;
-    int last = pass == 1 || !b->has_norm;
+    /* (WordPiece's pass 1 runs on the normalized text: pretok normalizes the gap first) */
+    int last = pass == 1 || !b->has_norm || b->pre == PRE_WORDPIECE;
     size_t seg = a;
-    for (size_t i = a; i < z && e->st == ATTN_OK;) {
+    for (size_t i = a; i < z && ENC_GO(e);) {
         int32_t node = b->root[s[i]], best = -1;
         size_t end = i;
         for (size_t k = i + 1; node >= 0; k++) {
@@ -1682,7 +2292,7 @@ static void split_added(enc *e, const unsigned char *s, size_t a, size_t z, int 
         emit(e, b->trie[best].id[pass]);
         seg = i = end;
     }
-    if (seg < z && e->st == ATTN_OK) {
+    if (seg < z && ENC_GO(e)) {
         if (last) pretok(e, s, seg, z);
         else split_added(e, s, seg, z, 1);
     }
@@ -1732,8 +2342,8 @@ static attn_status clean_text(attn_ctx *ctx, const char *text, size_t len,
     return ATTN_OK;
 }
 
-attn_status attn_bpe_encode(attn_ctx *ctx, const attn_bpe *b, const char *text, size_t len,
-                            unsigned flags, int32_t *ids, int64_t cap, int64_t *n) {
+static attn_status encode(attn_ctx *ctx, const attn_bpe *b, const char *text, size_t len,
+                         unsigned flags, int32_t *ids, int64_t cap, int64_t *n, int stop) {
     if (!ctx || !b || !n || (len && !text) || cap < 0 || (cap > 0 && !ids))
         return attn__fail(ctx, ATTN_E_INVALID, "attn_bpe_encode: NULL or negative argument");
     ATTN_FAIL_IF(flags & ~(unsigned)ATTN_BPE_PARSE_SPECIAL, ctx, ATTN_E_INVALID,
@@ -1750,14 +2360,26 @@ attn_status attn_bpe_encode(attn_ctx *ctx, const attn_bpe *b, const char *text, 
     enc e;
     memset(&e, 0, sizeof e);
     e.ctx = ctx, e.b = b, e.pre = b->pre, e.parse = (flags & ATTN_BPE_PARSE_SPECIAL) != 0;
-    e.ids = ids, e.cap = cap;
+    e.ids = ids, e.cap = cap, e.stop = stop;
     if (clean) {
         if (b->nadded) split_added(&e, s, 0, clean, 0);
         else pretok(&e, s, 0, clean);
     }
     attn__free(ctx, u), attn__free(ctx, e.sy), attn__free(ctx, e.hp), attn__free(ctx, e.buf);
+    attn__free(ctx, e.wcp), attn__free(ctx, e.pos), attn__free(ctx, e.nbuf);
     if (e.st == ATTN_OK) *n = e.n;
     return e.st;
+}
+
+attn_status attn_bpe_encode(attn_ctx *ctx, const attn_bpe *b, const char *text, size_t len,
+                            unsigned flags, int32_t *ids, int64_t cap, int64_t *n) {
+    return encode(ctx, b, text, len, flags, ids, cap, n, 0);
+}
+
+attn_status attn__bpe_encode_upto(attn_ctx *ctx, const attn_bpe *b, const char *text,
+                                  size_t len, unsigned flags, int32_t *ids, int64_t cap,
+                                  int64_t *n) {
+    return encode(ctx, b, text, len, flags, ids, cap, n, 1);
 }
 
 attn_status attn__bpe_pretokens(attn_ctx *ctx, const char *pre, const char *text, size_t len,
@@ -1788,24 +2410,48 @@ static attn_status check_ids(attn_ctx *ctx, const attn_bpe *b, const int32_t *id
     return ATTN_OK;
 }
 
+/* The bytes token id decodes to, at the start of a text (at_start) or after other tokens:
+ * WordPiece's two forms; SentencePiece's with add_space_prefix drops the space the normalizer
+ * put before the text (the library's Strip decoder: one leading space of the whole text).
+ * *started: whether, after this token, the text has begun (a WordPiece token, or a token with
+ * bytes). */
+static const unsigned char *tok_bytes(const attn_bpe *b, int32_t id, int at_start, size_t *l,
+                                      int *started) {
+    if (b->dec2 && !at_start) {
+        *l = b->doff2[id + 1] - b->doff2[id];
+        *started = 1;
+        return b->dec2 + b->doff2[id];
+    }
+    const unsigned char *p = b->dec + b->doff[id];
+    *l = b->doff[id + 1] - b->doff[id];
+    *started = b->dec2 || *l > 0;
+    if (at_start && b->pre == PRE_SPM && b->add_prefix && *l && p[0] == ' ') p++, (*l)--;
+    return p;
+}
+
+#define DECODE_FLAGS (ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE)
+
 attn_status attn_bpe_decode(attn_ctx *ctx, const attn_bpe *b, const int32_t *ids, int64_t n,
                             unsigned flags, char *out, size_t cap, size_t *len) {
     if (!ctx || !b || !len || n < 0 || (n > 0 && !ids) || (cap > 0 && !out))
         return attn__fail(ctx, ATTN_E_INVALID, "attn_bpe_decode: NULL or negative argument");
-    ATTN_FAIL_IF(flags & ~(unsigned)ATTN_BPE_SKIP_SPECIAL, ctx, ATTN_E_INVALID,
+    ATTN_FAIL_IF(flags & ~(unsigned)DECODE_FLAGS, ctx, ATTN_E_INVALID,
                  "attn_bpe_decode: unknown flags 0x%x", flags);
     ATTN_TRY(check_ids(ctx, b, ids, n, "attn_bpe_decode"));
-    int skip = (flags & ATTN_BPE_SKIP_SPECIAL) != 0;
+    int skip = (flags & ATTN_BPE_SKIP_SPECIAL) != 0, started = (flags & ATTN_BPE_CONTINUE) != 0;
     size_t total = 0;
     for (int64_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (skip && b->type[id] == ATTN_BPE_TOKEN_CONTROL) continue;
-        size_t l = b->doff[id + 1] - b->doff[id];
+        size_t l;
+        int now;
+        const unsigned char *p = tok_bytes(b, id, !started, &l, &now);
+        started |= now;
         ATTN_FAIL_IF(!attn__add_size(total, l, &total), ctx, ATTN_E_OVERFLOW,
                      "attn_bpe_decode: the text's size overflows");
         if (total - l < cap) {
             size_t k = cap - (total - l) < l ? cap - (total - l) : l;
-            memcpy(out + (total - l), b->dec + b->doff[id], k);
+            memcpy(out + (total - l), p, k);
         }
     }
     if (total < cap) out[total] = 0;
@@ -1874,7 +2520,7 @@ attn_status attn_bpe_decode_stream(attn_ctx *ctx, const attn_bpe *b, attn_bpe_st
                                    size_t *len) {
     if (!ctx || !b || !st || !len || (cap > 0 && !out))
         return attn__fail(ctx, ATTN_E_INVALID, "attn_bpe_decode_stream: NULL argument");
-    ATTN_FAIL_IF(flags & ~(unsigned)ATTN_BPE_SKIP_SPECIAL, ctx, ATTN_E_INVALID,
+    ATTN_FAIL_IF(flags & ~(unsigned)DECODE_FLAGS, ctx, ATTN_E_INVALID,
                  "attn_bpe_decode_stream: unknown flags 0x%x", flags);
     ATTN_FAIL_IF(st->npending < 0 || st->npending > 3, ctx, ATTN_E_INVALID,
                  "attn_bpe_decode_stream: the stream state is corrupt (%d pending bytes)",
@@ -1885,8 +2531,10 @@ attn_status attn_bpe_decode_stream(attn_ctx *ctx, const attn_bpe *b, attn_bpe_st
         if (cap) out[0] = 0;
         return ATTN_OK;
     }
-    const unsigned char *t = b->dec + b->doff[id];
-    size_t tl = b->doff[id + 1] - b->doff[id], npn;
+    size_t tl, npn;
+    int now;
+    const unsigned char *t =
+        tok_bytes(b, id, !st->started && !(flags & ATTN_BPE_CONTINUE), &tl, &now);
     unsigned char np[4];
     size_t need = stream_step(st->pending, (size_t)st->npending, t, tl, NULL, np, &npn);
     *len = need;
@@ -1895,6 +2543,7 @@ attn_status attn_bpe_decode_stream(attn_ctx *ctx, const attn_bpe *b, attn_bpe_st
     stream_step(st->pending, (size_t)st->npending, t, tl, (unsigned char *)out, np, &npn);
     memcpy(st->pending, np, npn);
     st->npending = (int)npn;
+    st->started |= now | ((flags & ATTN_BPE_CONTINUE) != 0);
     if (need < cap) out[need] = 0;
     return ATTN_OK;
 }
@@ -1912,6 +2561,7 @@ attn_status attn_bpe_decode_stream_end(attn_ctx *ctx, attn_bpe_stream *st, char 
                  "attn_bpe_decode_stream_end: the output needs %zu bytes, has %zu", need, cap);
     lossy(st->pending, (size_t)st->npending, 1, (unsigned char *)out, &used);
     st->npending = 0;
+    st->started = 0;
     if (need < cap) out[need] = 0;
     return ATTN_OK;
 }
@@ -1956,5 +2606,18 @@ attn_status attn_bpe_get_info(const attn_bpe *b, attn_bpe_info *info) {
     info->pre = pre_names[b->pre];
     info->ignore_merges = b->ignore_merges;
     info->unk_id = b->unk;
+    info->kind = b->pre == PRE_SPM         ? ATTN_BPE_KIND_SENTENCEPIECE
+                 : b->pre == PRE_WORDPIECE ? ATTN_BPE_KIND_WORDPIECE
+                                           : ATTN_BPE_KIND_BYTE_LEVEL;
+    info->add_space_prefix = b->pre == PRE_SPM && b->add_prefix;
+    info->cls_id = info->sep_id = info->pad_id = -1;
+    if (b->pre == PRE_WORDPIECE) {
+        info->clean_text = b->wps.clean != 0;
+        info->handle_chinese_chars = b->wps.chinese != 0;
+        info->strip_accents = b->wps.strip_accents < 0 ? -1 : b->wps.strip_accents != 0;
+        info->lowercase = b->wps.lower != 0;
+        info->max_input_chars_per_word = b->wps.max_chars;
+        info->cls_id = b->wps.cls, info->sep_id = b->wps.sep, info->pad_id = b->wps.pad;
+    }
     return ATTN_OK;
 }

@@ -1,76 +1,17 @@
-/* BERT's BasicTokenizer + WordPiece: text -> token ids (see wordpiece.h).  What the Hugging
- * Face tokenizers library's BertNormalizer, BertPreTokenizer and WordPiece model do, as
- * sentence-transformers runs them; attn_bert_load in attn.h states the limits of the tables. */
+/* BERT's WordPiece tokenizer, its text side (see wordpiece.h): the BertNormalizer and
+ * BertPreTokenizer of the Hugging Face tokenizers library, as sentence-transformers runs them,
+ * one code point at a time, and attn_bpe_load_wordpiece, a BERT folder's vocab.txt and
+ * tokenizer_config.json as transformers converts them.  The WordPiece model (greedy
+ * longest-match with "##" continuations) runs in bpe.c, on the attn_bpe vocabulary. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/json.h"
+#include "file.h"
+#include "bpe.h"
 #include "wordpiece.h"
-
-/* ---- vocabulary ----------------------------------------------------------------------------- */
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-int32_t attn__wp_find(const attn__wordpiece *wp, const char *s, size_t n) {
-    uint64_t i = hash_bytes(s, n) & (wp->tcap - 1);
-    for (;;) {
-        int32_t id = wp->table[i];
-        if (id < 0) return -1;
-        const char *t = wp->text + wp->off[id];
-        if (strlen(t) == n && !memcmp(t, s, n)) return id;
-        i = (i + 1) & (wp->tcap - 1);
-    }
-}
-
-attn_status attn__wp_index(attn_ctx *ctx, attn__wordpiece *wp, size_t len, const char *path) {
-    int64_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        /* a NUL would cut a token short in the NUL-separated table */
-        ATTN_FAIL_IF(!wp->text[i], ctx, ATTN_E_FORMAT, "%s: line %lld holds a NUL byte", path,
-                     (long long)n + 1);
-        n += wp->text[i] == '\n';
-    }
-    if (len && wp->text[len - 1] != '\n') n++;
-    ATTN_FAIL_IF(n == 0, ctx, ATTN_E_FORMAT, "%s is empty", path);
-    ATTN_FAIL_IF(n > attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB), ctx, ATTN_E_UNSUPPORTED,
-                 "%s has %lld lines, over ATTN_LIMIT_VOCAB (%lld)", path, (long long)n,
-                 (long long)attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB));
-    wp->off = attn__malloc(ctx, (size_t)n * sizeof *wp->off);
-    wp->tcap = 16;
-    while (wp->tcap < (uint64_t)n * 2) wp->tcap *= 2;
-    wp->table = attn__malloc(ctx, wp->tcap * sizeof *wp->table);
-    ATTN_FAIL_IF(!wp->off || !wp->table, ctx, ATTN_E_NOMEM, "out of memory (vocabulary)");
-    memset(wp->table, 0xff, wp->tcap * sizeof *wp->table);
-    wp->nvocab = n;
-    size_t start = 0;
-    for (int64_t id = 0; id < n; id++) {
-        size_t e = start;
-        while (e < len && wp->text[e] != '\n') e++;
-        size_t te = e;
-        if (te > start && wp->text[te - 1] == '\r') te--;
-        wp->text[te] = 0;
-        if (e < len) wp->text[e] = 0;
-        wp->off[id] = (int64_t)start;
-        size_t tl = te - start;
-        if (attn__wp_find(wp, wp->text + start, tl) < 0) { /* first occurrence wins, as HF */
-            uint64_t i = hash_bytes(wp->text + start, tl) & (wp->tcap - 1);
-            while (wp->table[i] >= 0) i = (i + 1) & (wp->tcap - 1);
-            wp->table[i] = (int32_t)id;
-        }
-        start = e + 1;
-    }
-    return ATTN_OK;
-}
-
-void attn__wp_release(attn__wordpiece *wp, attn_free_fn free_fn, void *user) {
-    if (wp->text) free_fn(user, wp->text);
-    if (wp->off) free_fn(user, wp->off);
-    if (wp->table) free_fn(user, wp->table);
-    memset(wp, 0, sizeof *wp);
-}
 
 /* ---- Unicode -------------------------------------------------------------------------------
  * The character classes and mappings of the Hugging Face tokenizers library's BertNormalizer
@@ -114,41 +55,7 @@ static const cpmap *map_find(const cpmap *m, size_t n, uint32_t c) {
 
 static int is_ws(uint32_t c) { return in_ranges(c, ws_ranges, NR(ws_ranges)); }
 static int is_control(uint32_t c) { return in_ranges(c, control_ranges, NR(control_ranges)); }
-static int is_punct(uint32_t c) { return in_ranges(c, punct_ranges, NR(punct_ranges)); }
-static int is_split(uint32_t c) { return in_ranges(c, split_ranges, NR(split_ranges)); }
 static int is_cjk(uint32_t c) { return in_ranges(c, cjk_ranges, NR(cjk_ranges)); }
-
-/* Decodes one UTF-8 sequence at s[0, n); invalid bytes give U+FFFD one byte at a time. */
-static uint32_t utf8_next(const unsigned char *s, size_t n, size_t *adv) {
-    unsigned char c = s[0];
-    *adv = 1;
-    if (c < 0x80) return c;
-    int len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? (c <= 0xEF ? 3 : 0) : c >= 0xC2 ? 2 : 0;
-    if (!len || (size_t)len > n) return 0xFFFD;
-    uint32_t cp = c & (0x7F >> len);
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0xFFFD;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0xFFFD;
-    *adv = (size_t)len;
-    return cp;
-}
-
-static size_t utf8_put(uint32_t c, char *o) {
-    if (c < 0x80) return o[0] = (char)c, 1;
-    if (c < 0x800) return o[0] = (char)(0xC0 | c >> 6), o[1] = (char)(0x80 | (c & 0x3F)), 2;
-    if (c < 0x10000) {
-        o[0] = (char)(0xE0 | c >> 12), o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | c >> 18), o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((c >> 6) & 0x3F)), o[3] = (char)(0x80 | (c & 0x3F));
-    return 4;
-}
 
 /* Lower-casing of one code point (Rust's char::to_lowercase, no final-sigma rule); up to 4. */
 static int to_lower(uint32_t c, uint32_t *o) {
@@ -184,120 +91,241 @@ static int strip_accent(uint32_t c, uint32_t *o) {
     return n; /* 0: a combining mark, dropped */
 }
 
-/* ---- tokenizer ------------------------------------------------------------------------------ */
-typedef struct tok_out {
-    int32_t *ids;
-    int64_t n, cap; /* cap: content tokens allowed (max_seq_length - 2) */
-} tok_out;
-
-static void emit(tok_out *t, int32_t id) {
-    if (t->n < t->cap) t->ids[t->n] = id;
-    t->n++;
+/* ---- the normalizer and the pre-tokenizer ------------------------------------------------- */
+int attn__wp_is_split(uint32_t c) {
+    if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
+    return in_ranges(c, split_ranges, NR(split_ranges));
 }
 
-/* WordPiece of one word w[0, n) (code points); buf has room for 4 * n + 3 bytes. */
-static void wordpiece(const attn__wordpiece *wp, const uint32_t *w, size_t n, char *buf,
-                      size_t *pos, tok_out *t) {
-    if (n == 0) return;
-    if (n > 100) {
-        emit(t, wp->unk);
-        return;
-    }
-    size_t nb = 0;
-    for (size_t i = 0; i < n; i++) {
-        pos[i] = nb;
-        nb += utf8_put(w[i], buf + nb);
-    }
-    pos[n] = nb;
-    int64_t first = t->n;
-    size_t start = 0;
-    char sub[4 * 100 + 3];
-    while (start < n) {
-        int32_t id = -1;
-        size_t end = n;
-        for (; end > start; end--) {
-            size_t len = pos[end] - pos[start], o = 0;
-            if (start > 0) sub[o++] = '#', sub[o++] = '#';
-            memcpy(sub + o, buf + pos[start], len);
-            id = attn__wp_find(wp, sub, len + o);
-            if (id >= 0) break;
-        }
-        if (id < 0) {
-            t->n = first;
-            emit(t, wp->unk);
-            return;
-        }
-        emit(t, id);
-        start = end;
+int attn__wp_is_punct(uint32_t c) { return in_ranges(c, punct_ranges, NR(punct_ranges)); }
+
+/* strip_accents, then lowercase, of one code point: appended to out at *k */
+static void strip_lower(const attn__wp_norm *o, uint32_t c, uint32_t *out, int *k) {
+    uint32_t a[4], l[4];
+    int na = o->strip ? strip_accent(c, a) : (a[0] = c, 1);
+    for (int x = 0; x < na; x++) {
+        int nl = o->lower ? to_lower(a[x], l) : (l[0] = a[x], 1);
+        for (int y = 0; y < nl; y++) out[(*k)++] = l[y];
     }
 }
 
-/* Content token ids of text (no [CLS]/[SEP]); t->n may exceed t->cap (truncated). */
-static attn_status tokenize(attn_ctx *ctx, const attn__wordpiece *wp, const attn__wp_opts *o,
-                            const char *text, tok_out *t) {
-    size_t len = strlen(text);
-    size_t cap = 16 * len + 8; /* NFD (4) x lower (4) per code point, bounded */
-    uint32_t *cp = attn__malloc(ctx, cap * sizeof *cp);
-    uint32_t *word = attn__malloc(ctx, cap * sizeof *word);
-    size_t *pos = attn__malloc(ctx, (cap + 1) * sizeof *pos);
-    char *buf = attn__malloc(ctx, 4 * cap + 8);
-    if (!cp || !word || !pos || !buf) {
-        attn__free(ctx, cp), attn__free(ctx, word), attn__free(ctx, pos), attn__free(ctx, buf);
-        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory (tokenizer)");
+int attn__wp_normalize(const attn__wp_norm *o, uint32_t c, uint32_t *out) {
+    if (c < 0x80) { /* ASCII: the tables' answers, without the searches */
+        if (o->clean) {
+            if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+            else if (c < 0x20 || c == 0x7F) return 0;
+        }
+        out[0] = o->lower && c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+        return 1;
     }
-    /* clean: drop NUL, U+FFFD and controls; whitespace -> ' '; CJK -> ' ' c ' ' */
-    size_t n = 0;
-    const unsigned char *s = (const unsigned char *)text;
-    for (size_t i = 0; i < len;) {
-        size_t adv;
-        uint32_t c = utf8_next(s + i, len - i, &adv);
-        i += adv;
-        if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-        if (is_ws(c)) cp[n++] = ' ';
-        else if (o->chinese && is_cjk(c)) {
-            cp[n++] = ' ';
-            cp[n++] = c;
-            cp[n++] = ' ';
-        } else cp[n++] = c;
+    if (o->clean) {
+        if (c == 0xFFFD || is_control(c)) return 0;
+        if (is_ws(c)) {
+            out[0] = ' ';
+            return 1;
+        }
     }
-    int lower = o->lower, strip = o->strip_accents;
-    int do_strip = lower ? strip != 0 : strip == 1;
-    for (size_t i = 0; i < n && t->n < t->cap;) {
-        if (cp[i] == ' ') {
-            i++;
+    int k = 0;
+    if (o->chinese && is_cjk(c)) {
+        out[k++] = ' ';
+        strip_lower(o, c, out, &k);
+        out[k++] = ' ';
+        return k;
+    }
+    strip_lower(o, c, out, &k);
+    return k;
+}
+
+/* ---- a BERT folder: vocab.txt and tokenizer_config.json -------------------------------------- */
+/* A string, or an AddedToken object's string "content"; null leaves *s as it was (the
+ * default).  Anything else is refused naming the key: a token must be text. */
+static attn_status json_token(attn__json_reader *r, const char *key, const char **s) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) return attn__json_null(r);
+    if (k == ATTN__JSON_STRING) return attn__json_string(r, s, NULL);
+    if (k != ATTN__JSON_OBJECT)
+        return attn__fail(r->ctx, ATTN_E_FORMAT, "%s: %s must be a string or an object with a "
+                          "string \"content\", found %s", r->what, key, attn__json_kind_name(k));
+    const char *content = NULL;
+    ATTN_TRY(attn__json_object_begin(r));
+    for (;;) {
+        int more;
+        const char *mk;
+        ATTN_TRY(attn__json_member(r, &more, &mk, NULL));
+        if (!more) break;
+        if (!strcmp(mk, "content")) {
+            ATTN_TRY(attn__json_peek(r, &k));
+            ATTN_FAIL_IF(k != ATTN__JSON_STRING, r->ctx, ATTN_E_FORMAT,
+                         "%s: %s.content must be a string, found %s", r->what, key,
+                         attn__json_kind_name(k));
+            ATTN_TRY(attn__json_string(r, &content, NULL));
             continue;
         }
-        size_t j = i, wn = 0;
-        while (j < n && cp[j] != ' ') j++;
-        /* normalise the whitespace token: strip accents, then lower-case */
-        for (size_t k = i; k < j; k++) {
-            uint32_t a[4], l[4];
-            int na = do_strip ? strip_accent(cp[k], a) : (a[0] = cp[k], 1);
-            for (int x = 0; x < na; x++) {
-                int nl = lower ? to_lower(a[x], l) : (l[0] = a[x], 1);
-                for (int y = 0; y < nl; y++) word[wn++] = l[y];
-            }
-        }
-        /* split on punctuation, WordPiece each piece */
-        size_t ps = 0;
-        for (size_t k = 0; k <= wn && t->n < t->cap; k++) {
-            int sp = k < wn && is_split(word[k]);
-            if (k == wn || sp || is_punct(word[k])) {
-                wordpiece(wp, word + ps, k - ps, buf, pos, t);
-                if (k < wn && !sp) wordpiece(wp, word + k, 1, buf, pos, t);
-                ps = k + 1;
-            }
-        }
-        i = j;
+        ATTN_TRY(attn__json_skip(r));
     }
-    attn__free(ctx, cp), attn__free(ctx, word), attn__free(ctx, pos), attn__free(ctx, buf);
+    ATTN_FAIL_IF(!content, r->ctx, ATTN_E_FORMAT, "%s: %s has no string \"content\"", r->what,
+                 key);
+    *s = content;
     return ATTN_OK;
 }
 
-attn_status attn__wp_tokenize(attn_ctx *ctx, const attn__wordpiece *wp, const attn__wp_opts *o,
-                              const char *text, int32_t *ids, int64_t cap, int64_t *n) {
-    tok_out t = {ids, 0, cap};
-    attn_status st = tokenize(ctx, wp, o, text, &t);
-    *n = t.n;
+/* A bool, or null (-1). */
+static attn_status json_flag(attn__json_reader *r, int *v) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    if (k == ATTN__JSON_NULL) {
+        *v = -1;
+        return attn__json_null(r);
+    }
+    return attn__json_bool(r, v);
+}
+
+enum { SP_UNK, SP_CLS, SP_SEP, SP_PAD, SP_MASK, SP_N };
+
+/* tokenizer_config.json (absent: the defaults): the normalizer's options and the special
+ * tokens' texts (strings in *pool, which the caller frees). */
+static attn_status read_config(attn_ctx *ctx, const char *path, attn__wp_spec *s,
+                               const char **tok, char **pool) {
+    unsigned char *data = NULL;
+    size_t len = 0;
+    attn_status st = attn__file_read(ctx, path, "tokenizer_config.json",
+                                     (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &data,
+                                     &len);
+    if (st == ATTN_E_NOT_FOUND) {
+        attn_ctx_clear_error(ctx);
+        return ATTN_OK;
+    }
+    ATTN_TRY(st);
+    attn__json_reader r;
+    st = attn__json_open(&r, ctx, data, len, "tokenizer_config.json", 0);
+    if (st == ATTN_OK) st = attn__json_object_begin(&r);
+    while (st == ATTN_OK) {
+        int more;
+        const char *key;
+        if ((st = attn__json_member(&r, &more, &key, NULL)) || !more) break;
+        if (!strcmp(key, "do_lower_case")) st = json_flag(&r, &s->lower);
+        else if (!strcmp(key, "strip_accents")) st = json_flag(&r, &s->strip_accents);
+        else if (!strcmp(key, "tokenize_chinese_chars")) st = json_flag(&r, &s->chinese);
+        else if (!strcmp(key, "unk_token")) st = json_token(&r, key, &tok[SP_UNK]);
+        else if (!strcmp(key, "cls_token")) st = json_token(&r, key, &tok[SP_CLS]);
+        else if (!strcmp(key, "sep_token")) st = json_token(&r, key, &tok[SP_SEP]);
+        else if (!strcmp(key, "pad_token")) st = json_token(&r, key, &tok[SP_PAD]);
+        else if (!strcmp(key, "mask_token")) st = json_token(&r, key, &tok[SP_MASK]);
+        else if (!strcmp(key, "tokenizer_class")) {
+            const char *c = NULL;
+            attn__json_kind k;
+            st = attn__json_peek(&r, &k);
+            if (st == ATTN_OK && k == ATTN__JSON_STRING) {
+                st = attn__json_string(&r, &c, NULL);
+                if (st == ATTN_OK && !strstr(c, "Bert"))
+                    st = attn__fail(ctx, ATTN_E_UNSUPPORTED,
+                                    "%s: unsupported tokenizer_class \"%s\" (only BERT's "
+                                    "WordPiece)", path, c);
+            } else if (st == ATTN_OK) {
+                st = attn__json_skip(&r);
+            }
+        } else st = attn__json_skip(&r);
+    }
+    if (st == ATTN_OK) st = attn__json_finish(&r);
+    if (st == ATTN_OK) *pool = attn__json_take_pool(&r);
+    attn__json_close(&r);
+    attn__free(ctx, data);
+    if (s->lower < 0) s->lower = 0;
+    if (s->chinese < 0) s->chinese = 1;
+    return st;
+}
+
+/* The id of the line t (the last line that is t, as the library's vocabulary), or -1. */
+static int32_t line_id(char *const *tokens, const size_t *lens, int64_t n, const char *t) {
+    size_t tl = strlen(t);
+    for (int64_t i = n - 1; i >= 0; i--)
+        if (lens[i] == tl && !memcmp(tokens[i], t, tl)) return (int32_t)i;
+    return -1;
+}
+
+attn_status attn_bpe_load_wordpiece(attn_ctx *ctx, const char *dir, attn_bpe **out) {
+    if (out) *out = NULL;
+    if (!ctx || !dir || !out)
+        return attn__fail(ctx, ATTN_E_INVALID, "attn_bpe_load_wordpiece: NULL argument");
+    char path[4096];
+    ATTN_FAIL_IF(snprintf(path, sizeof path, "%s/vocab.txt", dir) >= (int)sizeof path, ctx,
+                 ATTN_E_INVALID, "model folder path too long");
+    unsigned char *data = NULL;
+    size_t len = 0;
+    attn_status st = attn__file_read(ctx, path, "vocab.txt",
+                                     (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &data,
+                                     &len);
+    if (st == ATTN_E_NOT_FOUND)
+        return attn__fail(ctx, ATTN_E_NOT_FOUND, "%.300s: missing vocab.txt (the WordPiece "
+                          "vocabulary)", dir);
+    ATTN_TRY(st);
+    char *text = (char *)data, **tokens = NULL, *pool = NULL;
+    size_t *lens = NULL;
+    unsigned char *types = NULL;
+    /* one token a line ("\r\n" allowed) */
+    int64_t n = 0, lim = attn_ctx_limit(ctx, ATTN_LIMIT_VOCAB);
+    for (size_t i = 0; i < len; i++) {
+        /* a NUL would cut a token short */
+        if (!text[i]) {
+            st = attn__fail(ctx, ATTN_E_FORMAT, "%s: line %lld holds a NUL byte", path,
+                            (long long)n + 1);
+            goto done;
+        }
+        n += text[i] == '\n';
+    }
+    if (len && text[len - 1] != '\n') n++;
+    if (n == 0) {
+        st = attn__fail(ctx, ATTN_E_FORMAT, "%s is empty", path);
+        goto done;
+    }
+    if (n > lim) {
+        st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%s has %lld lines, over ATTN_LIMIT_VOCAB "
+                        "(%lld)", path, (long long)n, (long long)lim);
+        goto done;
+    }
+    tokens = attn__malloc(ctx, (size_t)n * sizeof *tokens); /* n <= len + 1: no overflow */
+    lens = attn__malloc(ctx, (size_t)n * sizeof *lens);
+    types = attn__malloc(ctx, (size_t)n);
+    if (!tokens || !lens || !types) {
+        st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (vocabulary)");
+        goto done;
+    }
+    memset(types, ATTN_BPE_TOKEN_NORMAL, (size_t)n);
+    size_t at = 0;
+    for (int64_t id = 0; id < n; id++) {
+        size_t e = at;
+        while (e < len && text[e] != '\n') e++;
+        size_t te = e;
+        if (te > at && text[te - 1] == '\r') te--;
+        tokens[id] = text + at;
+        lens[id] = te - at;
+        at = e + 1;
+    }
+    /* the options: BertTokenizer's defaults, then tokenizer_config.json's */
+    attn__wp_spec s = {1, 1, 1, -1, 100, "##", 2, "##", 2, 1, -1, -1, -1};
+    const char *tok[SP_N] = {"[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"};
+    ATTN_FAIL_IF(snprintf(path, sizeof path, "%s/tokenizer_config.json", dir) >= (int)sizeof path,
+                 ctx, ATTN_E_INVALID, "model folder path too long");
+    if ((st = read_config(ctx, path, &s, tok, &pool))) goto done;
+    int32_t id[SP_N];
+    static const char *const role[SP_N] = {"unknown", "CLS", "SEP", "padding", "mask"};
+    for (int i = 0; i < SP_N; i++) {
+        id[i] = line_id(tokens, lens, n, tok[i]);
+        if (id[i] < 0 && i != SP_MASK) { /* [MASK] is not needed to tokenize */
+            st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s/vocab.txt has no %s token \"%.64s\"",
+                            dir, role[i], tok[i]);
+            goto done;
+        }
+        /* the special tokens, as transformers' conversion adds them */
+        if (id[i] >= 0) types[id[i]] = ATTN_BPE_TOKEN_CONTROL;
+    }
+    s.cls = id[SP_CLS], s.sep = id[SP_SEP], s.pad = id[SP_PAD];
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    st = attn__bpe_create_wp(ctx, (const char *const *)tokens, lens, n, types, id[SP_UNK], &s,
+                             path, out);
+done:
+    attn__free(ctx, tokens), attn__free(ctx, lens), attn__free(ctx, types);
+    attn__free(ctx, pool), attn__free(ctx, data);
     return st;
 }

@@ -1,43 +1,34 @@
-/* BERT's BasicTokenizer + WordPiece (internal): text -> token ids, knowing nothing of a model.
- * The vocabulary is one text of tokens, one a line, indexed by an open-addressing hash table;
- * the Unicode classes and mappings are the generated tables of unicode_tables.inc.  The BERT
- * loader (src/models/bert.c) reads vocab.txt and the tokenizer's options, then calls this. */
+/* BERT's WordPiece tokenizer, its text side (internal): the Hugging Face tokenizers library's
+ * BertNormalizer and BertPreTokenizer one code point at a time, on the generated tables of
+ * unicode_tables.inc, and the reader of a BERT folder's vocab.txt + tokenizer_config.json
+ * (attn_bpe_load_wordpiece, attn.h).  The tokenizer object is attn_bpe's WordPiece kind
+ * (bpe.c): attn_bpe_encode normalizes with attn__wp_normalize, cuts words at
+ * attn__wp_is_split / attn__wp_is_punct and runs the greedy longest-match WordPiece model. */
 #ifndef ATTN_TEXT_WORDPIECE_H
 #define ATTN_TEXT_WORDPIECE_H
 
 #include "internal.h"
 
-typedef struct attn__wordpiece {
-    char *text;     /* tokens NUL-separated (vocab.txt's bytes, rewritten in place) */
-    int64_t *off;   /* [nvocab] byte offset of each token */
-    int64_t nvocab;
-    int32_t *table; /* [tcap] id or -1 */
-    uint64_t tcap;
-    int32_t unk;    /* id of the unknown token (set by the caller once the vocabulary is in) */
-} attn__wordpiece;
+/* BertNormalizer's options. */
+typedef struct attn__wp_norm {
+    int clean;   /* clean_text: NUL, U+FFFD and control characters dropped, whitespace -> ' ' */
+    int chinese; /* handle_chinese_chars: a CJK ideograph c -> ' ' c ' ' */
+    int strip;   /* strip_accents (resolved: the library's null follows lowercase) */
+    int lower;   /* lowercase */
+} attn__wp_norm;
 
-/* The normaliser's options (tokenizer_config.json): do_lower_case; strip_accents 1, 0 or -1
- * (unset: follows do_lower_case); tokenize_chinese_chars (pad CJK ideographs with spaces). */
-typedef struct attn__wp_opts {
-    int lower, strip_accents, chinese;
-} attn__wp_opts;
+/* The most code points one code point normalizes to: ' ' c ' ' with c decomposed (up to 4)
+ * and each part lower-cased (up to 4). */
+#define ATTN__WP_NORM_MAX 18
 
-/* Indexes wp->text[0, len) (allocated on ctx; wp owns it from now on, also on failure): one token
- * a line, "\r\n" allowed, the first occurrence of a duplicate wins.  Refuses NUL bytes, an empty
- * file and more lines than ATTN_LIMIT_VOCAB; path names the file in messages. */
-ATTN__HIDDEN attn_status attn__wp_index(attn_ctx *ctx, attn__wordpiece *wp, size_t len,
-                                        const char *path);
+/* What BertNormalizer makes of code point c, in the library's order: clean_text, then the
+ * CJK padding, then strip_accents (NFD, nonspacing marks dropped), then lowercase.  Writes
+ * 0 to ATTN__WP_NORM_MAX code points to out; returns their count. */
+ATTN__HIDDEN int attn__wp_normalize(const attn__wp_norm *o, uint32_t c, uint32_t *out);
 
-/* The id of token s[0, n), or -1. */
-ATTN__HIDDEN int32_t attn__wp_find(const attn__wordpiece *wp, const char *s, size_t n);
-
-/* The content token ids of text (no [CLS]/[SEP]) into ids[0, cap); *n is the full count, which
- * may exceed cap (the text was truncated; tokenising stops soon after cap). */
-ATTN__HIDDEN attn_status attn__wp_tokenize(attn_ctx *ctx, const attn__wordpiece *wp,
-                                           const attn__wp_opts *o, const char *text,
-                                           int32_t *ids, int64_t cap, int64_t *n);
-
-/* Frees what wp holds with the given hook (the allocator that made it) and clears it. */
-ATTN__HIDDEN void attn__wp_release(attn__wordpiece *wp, attn_free_fn free_fn, void *user);
+/* BertPreTokenizer on normalized text: whitespace splits words (and is dropped); punctuation
+ * (ASCII symbols and the library's category P) is a word of its own. */
+ATTN__HIDDEN int attn__wp_is_split(uint32_t c);
+ATTN__HIDDEN int attn__wp_is_punct(uint32_t c);
 
 #endif

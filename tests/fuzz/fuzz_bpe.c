@@ -1,5 +1,6 @@
-/* libFuzzer target: the byte-level BPE tokenizer (attn_bpe_load_json, attn_bpe_create,
- * attn_bpe_encode, attn_bpe_decode, attn_bpe_decode_stream).
+/* libFuzzer target: the tokenizer object attn_bpe, byte-level BPE and WordPiece
+ * (attn_bpe_load_json, attn_bpe_create, attn_bpe_encode, attn_bpe_decode,
+ * attn_bpe_decode_stream).
  *
  * An input is two parts separated by FZ_SEP ("\x1e\x1e"): a tokenizer, then a text.  A
  * tokenizer that starts with '{' is a tokenizer.json, loaded from a file; any other is arrays

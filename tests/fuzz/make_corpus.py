@@ -12,7 +12,8 @@
                                           string arrays, a nested array)
     corpus_llm_config/  fuzz_llm_config  (config.json of tests/fixtures/llama_tiny, variants)
     corpus_bpe/         fuzz_bpe         (tokenizer.json or token/merge arrays, SEP, a text;
-                                          the tokenizers of tests/fixtures/bpe among them)
+                                          the tokenizers of tests/fixtures/bpe and
+                                          tests/fixtures/wordpiece among them)
 
 Run from tests/fuzz: python3 make_corpus.py [ATTN]; with ATTN (the attn program, e.g.
 ../../build/attn) the checkpoints are made again, else they are left as they are.  The files
@@ -277,6 +278,27 @@ put(B, "arrays_llama", "llama-bpe\na\nb\nab\n\u0120\n\u0120ab\n!<s>\n\na b\n\u01
     "AB 'Ll ab  ab<s>")
 put(B, "arrays_smollm", "smollm\n1\n2\n12\n\n1 2", "1212 \u0663")
 put(B, "arrays_bad_merge", "gpt2\na\nb\n\na c", "ab")
+# WordPiece (BERT's): tests/fixtures/wordpiece's tokenizers, and a minimal one with a normalized
+# added token, a prefix of its own and a short word limit
+WP = os.path.join("..", "fixtures", "wordpiece")
+wtexts = ["Caf\u00e9 NA\u00cfVE [CLS] don't! \u4e2d\u6587x\u6587 \x01\u200b tab\tend " + "z" * 120,
+          "[[TOOL]]QQ<Special> unbelievably \U0001F600 \u00bd e\u0301 \u3000 ...?",
+          "@@ab abab aab \u0130stanbul \u1e9e STRASSE \x00"]
+for i, name in enumerate(["uncased", "cased", "plain"]):
+    with open(os.path.join(WP, name + ".json"), "rb") as f:
+        put(B, "wp_" + name, f.read(), wtexts[i])
+wp = {"version": "1.0", "added_tokens": [
+          {"id": 0, "content": "[UNK]", "special": True, "normalized": False},
+          {"id": 5, "content": "Ab!", "special": False, "normalized": True}],
+      "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                     "strip_accents": None, "lowercase": True},
+      "pre_tokenizer": {"type": "BertPreTokenizer"},
+      "post_processor": {"type": "BertProcessing", "sep": ["b", 2], "cls": ["a", 1]},
+      "decoder": {"type": "WordPiece", "prefix": "~", "cleanup": True},
+      "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "~",
+                "max_input_chars_per_word": 4, "vocab": {"[UNK]": 0, "a": 1, "b": 2, "~b": 3,
+                                                         "ab": 4}}}
+put(B, "wp_mini", json.dumps(wp), "AB ab! aB! abab abbbb \u00c1b ~b")
 
 # ---- fuzz_checkpoint: the smallest models `attn train` makes, two steps of training ----------
 if len(sys.argv) > 1:
