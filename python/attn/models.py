@@ -340,6 +340,14 @@ class LLM:
         if n.value:
             yield buf.raw[:n.value].decode("utf-8", "replace")
 
+    def set_chat_template(self, template: str) -> None:
+        """Uses template (a chat template's Jinja text) instead of the model's own; it must be
+        one attn recognises (attn_llm_set_chat_template), else AttnError and the model keeps
+        its own."""
+        c = _lib.ctx()
+        _lib.check(_lib.attn_llm_set_chat_template(c, self._ptr, template.encode("utf-8")), c)
+        self.chat_template = template
+
     def format_chat(self, messages: Sequence[Dict[str, Any]], add_generation_prompt: bool = True,
                     *, tools: Optional[Sequence[Dict[str, Any]]] = None,
                     enable_thinking: Optional[bool] = None) -> str:

@@ -543,9 +543,9 @@ static const node *prog_item(const prog *p, int idx) {
  * %} (string literals, and today where allowed, joined by + or ~), decoded into an allocated
  * string (today as TODAY_MARK); NULL when it is not of that form. */
 static char *hole_text(attn_ctx *ctx, const node *nd, int allow_today) {
+    if (!nd || nd->kind == N_TEXT) return NULL;
     const char *s = nd->s;
     size_t n = nd->n, i = 0;
-    if (!nd || nd->kind == N_TEXT) return NULL;
     if (nd->kind == N_STMT) {
         if (!match_kw(s, n, &i, "set") || i >= n || !is_ws(s[i])) return NULL;
         while (i < n && is_ws(s[i])) i++;
