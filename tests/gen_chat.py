@@ -136,7 +136,8 @@ with open(os.path.join(TDIR, "qwen3.jinja"), newline="") as f:
 with open(os.path.join(TDIR, "llama3.1.jinja"), newline="") as f:
     L31 = f.read()
 BAD = [(name, t, None) for name, t in BAD]
-BAD += [(name, t, None) for name, t in [("qwen3_edited", Q3.replace("<think>\\n\\n</think>\\n\\n", "<think>\\n</think>\\n")),
+BAD += [(name, t, None) for name, t in [
+        ("qwen3_edited", Q3.replace("<think>\\n\\n</think>\\n\\n", "<think>\\n</think>\\n")),
         ("qwen3_no_tools", Q3.replace("{%- if tools %}", "{%- if false %}")),
         ("llama3.1_no_trim", L31.replace("message['content'] | trim + '<|eot_id|>'",
                                          "message['content'] + '<|eot_id|>'")),
@@ -202,7 +203,8 @@ TOOL_CONVS = [
     [msg("user", "Weather and news?"), msg("assistant", "Let me check.", calls=CALL_TWO),
      msg("tool", "21", call_id="call00001"), msg("tool", "Nothing new.", call_id="call00002"),
      msg("assistant", "Done.")],
-    [msg("user", "Q"), msg("assistant", "", calls=CALL_STR), msg("tool", "22", call_id="call12345")],
+    [msg("user", "Q"), msg("assistant", "", calls=CALL_STR),
+     msg("tool", "22", call_id="call12345")],
     [msg("user", "Q"), msg("assistant", "", reasoning="I should call the tool.", calls=CALL_A),
      msg("tool", "21", call_id="call12345"),
      msg("assistant", "<think>\nok\n</think>\n\nIt is 21.")],

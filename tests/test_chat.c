@@ -282,7 +282,8 @@ int main(void) {
                  "thinking out of range");
         /* JSON that is not JSON, or not of the shape the template reads */
         o.thinking = 0;
-        const char *bad_tools[] = {"[{]", "{\"type\": \"function\"}", "[1]", "[{\"a\": 1, \"a\": 2}]"};
+        const char *bad_tools[] = {"[{]", "{\"type\": \"function\"}", "[1]",
+                                   "[{\"a\": 1, \"a\": 2}]"};
         for (size_t i = 0; i < sizeof bad_tools / sizeof bad_tools[0]; i++) {
             o.tools = bad_tools[i];
             TU_CHECK(attn_chat_apply(ctx, qwen3, &u, 1, &o, buf, 64, &len) == ATTN_E_INVALID &&
@@ -290,9 +291,10 @@ int main(void) {
                      "tools %s: %s", bad_tools[i], attn_ctx_errmsg(ctx));
         }
         o.tools = NULL;
-        const char *bad_calls[] = {"[{\"function\": {\"name\": 3, \"arguments\": {}}}]",
-                                   "[{\"function\": {\"name\": \"f\"}}]", "{}", "[\"f\"]", "[",
-                                   "[{\"function\": {\"name\": \"f\", \"arguments\": \"\\u0000\"}}]"};
+        const char *bad_calls[] = {
+            "[{\"function\": {\"name\": 3, \"arguments\": {}}}]",
+            "[{\"function\": {\"name\": \"f\"}}]", "{}", "[\"f\"]", "[",
+            "[{\"function\": {\"name\": \"f\", \"arguments\": \"\\u0000\"}}]"};
         for (size_t i = 0; i < sizeof bad_calls / sizeof bad_calls[0]; i++) {
             attn_chat_message c[2] = {{"user", "hi", NULL, NULL, NULL},
                                       {"assistant", "", NULL, bad_calls[i], NULL}};

@@ -289,7 +289,8 @@ code=$(curl -s -o "$T/out" -w '%{http_code}' "${URL}v1/embeddings" \
 stop_server
 
 # --template: a template attn does not recognise stops the server before it listens
-run 1 "$ATTN" serve --model $G --port 0 --template fixtures/chat/templates/refused/Qwen-QwQ-32B.jinja
+run 1 "$ATTN" serve --model $G --port 0 \
+    --template fixtures/chat/templates/refused/Qwen-QwQ-32B.jinja
 err_has "Qwen-QwQ-32B.jinja: not a chat template attn formats"
 # Qwen3's template instead of the model's: chat_template_kwargs.enable_thinking, tools, tool
 # calls (OpenAI's arguments string read as the object it holds, which tojson writes with its

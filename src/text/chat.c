@@ -630,7 +630,7 @@ static const known KNOWN[] = {
     {"mistral-tekken", F_MISTRAL, 0, 0xe67a2755ff7a0247ULL, 0, {0, 0}}, /* Mistral-Nemo-2407 */
     {"mistral-v7", F_MISTRAL_V7, 0, 0xe6b221914dc7cc60ULL, 0, {0, 0}},  /* Mistral-Large-2411 */
     {"mistral-small3.2", F_MISTRAL_SMALL, 1, 0x4af01a48bd75c0dcULL, 1, {1, 0}}, /* Small-3.2-2506 */
-    {"ministral3", F_MINISTRAL, 0, 0xf300f85aa72dc0acULL, 1, {0, 0}}, /* Ministral-3-14B-Reasoning */
+    {"ministral3", F_MINISTRAL, 0, 0xf300f85aa72dc0acULL, 1, {0, 0}}, /* Ministral-3-14B-R. */
 };
 #define N_KNOWN (sizeof KNOWN / sizeof KNOWN[0])
 
@@ -712,7 +712,7 @@ static attn_status recognise(attn_ctx *ctx, const char *t, fam *f) {
                       "3.2, Ministral 3)", why);
 }
 
-/* ---- writing ---------------------------------------------------------------------------------- */
+/* ---- writing ------------------------------------------------------------------------------- */
 typedef struct out_buf {
     char *buf;
     size_t cap, len;
