@@ -81,7 +81,7 @@ static void fill_window(const lm_run *r, const int32_t *tok, int64_t off, lm_buf
     }
 }
 
-static attn_status eval_loss(attn_ctx *ctx, attn_module *m, const lm_run *r, const int32_t *tok,
+static attn_status eval_loss(attn_ctx *ctx, const attn_llm *m, const lm_run *r, const int32_t *tok,
                              int64_t v0, int64_t v1, int64_t V, lm_bufs *b, double *loss) {
     const int64_t T = r->len, per = T + 1;
     int64_t nw = (v1 - v0) / per, done = 0;
@@ -90,13 +90,11 @@ static attn_status eval_loss(attn_ctx *ctx, attn_module *m, const lm_run *r, con
     while (done < nw) {
         int64_t rows = nw - done < r->batch ? nw - done : r->batch;
         for (int64_t i = 0; i < rows; i++) fill_window(r, tok, v0 + (done + i) * per, b, i);
-        int64_t is[2] = {rows, T}, ls[3] = {rows, T, V}, l2[2] = {rows * T, V}, ts[1] = {rows * T};
-        attn_tensor X = attn_tensor_make(b->x, ATTN_I32, 2, is);
-        attn_tensor L = attn_tensor_make(b->logits, ATTN_F32, 3, ls);
+        int64_t l2[2] = {rows * T, V}, ts[1] = {rows * T};
         attn_tensor L2 = attn_tensor_make(b->logits, ATTN_F32, 2, l2);
         attn_tensor Y = attn_tensor_make(b->y, ATTN_I32, 1, ts);
         float l;
-        attn_status st = attn_llama_lm_forward(ctx, m, &X, &L);
+        attn_status st = attn_llm_forward(ctx, m, b->x, rows, T, b->logits);
         if (st == ATTN_OK) st = attn_cross_entropy(ctx, &L2, &Y, -100, 0.0f, &l, NULL);
         if (st != ATTN_OK) return st;
         sum += (double)l * (double)rows;
@@ -295,14 +293,15 @@ static int copy_if_there(const char *cmd, attn_ctx *ctx, const char *src_dir,
     return st == ATTN_OK;
 }
 
-/* m as a HF folder out (created if missing): model.safetensors (HF's q/k row order),
- * config.json, and src_dir's tokenizer files when src_dir is not NULL.  0 on failure
- * (printed). */
-static int write_hf(const char *cmd, attn_ctx *ctx, const attn_module *m, int interleaved,
+/* The trainable model llm as a HF folder out (created if missing): model.safetensors (HF's q/k
+ * row order), config.json, and src_dir's tokenizer files when src_dir is not NULL.  0 on
+ * failure (printed). */
+static int write_hf(const char *cmd, attn_ctx *ctx, attn_llm *llm, int interleaved,
                     const attn_llm_special *sp, const char *src_dir, const char *out) {
     attn_llm_config cfg;
     char path[4200];
-    attn_status st = attn_llama_lm_config(m, &cfg);
+    const attn_module *m = attn_llm_module(llm);
+    attn_status st = attn_llm_get_info(llm, &cfg);
     if (st == ATTN_OK && mkdir(out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out, strerror(errno));
         return 0;
@@ -509,11 +508,12 @@ int attn_cmd_lm_train(int argc, char **argv) {
     attn_cli_setting set[MAX_SETTINGS];
     int nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, dtype, set);
 
-    if ((st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m)) != ATTN_OK) {
+    /* the loaded model becomes the trained one (F32 master weights, its text side kept) */
+    if ((st = attn_llm_make_trainable(ctx, llm, ATTN_LLM_DEQUANTIZE)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);
         goto out;
     }
-    attn_llama_lm_config(m, &cfg);
+    m = attn_llm_module(llm);
     attn_adamw_config oc = attn_adamw_defaults();
     oc.lr = (float)r.lr, oc.weight_decay = (float)r.wd;
     if ((st = attn_module_enable_grad(ctx, m)) != ATTN_OK ||
@@ -548,7 +548,6 @@ int attn_cmd_lm_train(int argc, char **argv) {
         }
         attn_st_free(rs), rs = NULL;
     }
-    attn_llm_free(llm), llm = NULL; /* the text side is no longer needed... */
     if (!(b.x = malloc(sizeof *b.x * (size_t)(B * T))) ||
         !(b.y = malloc(sizeof *b.y * (size_t)(B * T))) ||
         !(b.logits = malloc(sizeof *b.logits * (size_t)(B * T * V))) ||
@@ -577,7 +576,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
                 (long long)step0, r.lr, attn_ctx_threads(ctx),
                 dtype == ATTN_CLI_DTYPE_BF16 ? ", mixed precision (bf16 products)" : "");
     double val0 = 0, val = 0;
-    if ((st = eval_loss(ctx, m, &r, tok, ntrain, ntok, V, &b, &val0)) != ATTN_OK) {
+    if ((st = eval_loss(ctx, llm, &r, tok, ntrain, ntok, V, &b, &val0)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);
         goto out;
     }
@@ -587,24 +586,12 @@ int attn_cmd_lm_train(int argc, char **argv) {
     fflush(stdout);
     {
         const uint64_t span = (uint64_t)(ntrain - T); /* window starts: [0, span) */
-        int64_t is[2] = {B, T}, ls[3] = {B, T, V}, l2[2] = {B * T, V}, ts[1] = {B * T};
-        attn_tensor X = attn_tensor_make(b.x, ATTN_I32, 2, is);
-        attn_tensor L = attn_tensor_make(b.logits, ATTN_F32, 3, ls);
-        attn_tensor L2 = attn_tensor_make(b.logits, ATTN_F32, 2, l2);
-        attn_tensor DL = attn_tensor_make(b.dlogits, ATTN_F32, 3, ls);
-        attn_tensor DL2 = attn_tensor_make(b.dlogits, ATTN_F32, 2, l2);
-        attn_tensor Y = attn_tensor_make(b.y, ATTN_I32, 1, ts);
         /* data parallel: this rank's windows [r0, r0 + Bl) of each step's B */
         const long long Bl = dp ? B / dp->nranks : B, r0 = dp ? dp->rank * Bl : 0;
-        int64_t is_l[2] = {Bl, T}, ls_l[3] = {Bl, T, V}, l2_l[2] = {Bl * T, V}, ts_l[1] = {Bl * T};
-        if (dp) {
-            X = attn_tensor_make(b.x, ATTN_I32, 2, is_l);
-            L = attn_tensor_make(b.logits, ATTN_F32, 3, ls_l);
-            L2 = attn_tensor_make(b.logits, ATTN_F32, 2, l2_l);
-            DL = attn_tensor_make(b.dlogits, ATTN_F32, 3, ls_l);
-            DL2 = attn_tensor_make(b.dlogits, ATTN_F32, 2, l2_l);
-            Y = attn_tensor_make(b.y, ATTN_I32, 1, ts_l);
-        }
+        int64_t l2[2] = {Bl * T, V}, ts[1] = {Bl * T};
+        attn_tensor L2 = attn_tensor_make(b.logits, ATTN_F32, 2, l2);
+        attn_tensor DL2 = attn_tensor_make(b.dlogits, ATTN_F32, 2, l2);
+        attn_tensor Y = attn_tensor_make(b.y, ATTN_I32, 1, ts);
         double t0 = now_s(), t_prev = t0;
         int64_t end = stop_at && stop_at < r.steps ? stop_at : r.steps;
         for (int64_t step = step0; step < end; step++) {
@@ -614,7 +601,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
             }
             float loss, gnorm = 0;
             float lr = attn_lr_warmup_cosine(step, r.warmup, r.steps, (float)r.lr, (float)r.lr_min);
-            if ((st = attn_llama_lm_forward_train(ctx, m, &X, &L, sv)) != ATTN_OK ||
+            if ((st = attn_llm_forward_train(ctx, llm, b.x, Bl, T, b.logits, sv)) != ATTN_OK ||
                 (st = attn_cross_entropy(ctx, &L2, &Y, -100, 0.0f, &loss, &DL2)) != ATTN_OK)
                 break;
             attn_module_zero_grad(m);
@@ -622,7 +609,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
                 for (int64_t i = 0; i < Bl * T * V; i++) b.dlogits[i] *= (float)((double)Bl / (double)B);
                 if ((st = dp->begin(dp->user, ctx, m)) != ATTN_OK) break;
             }
-            if ((st = attn_llama_lm_backward_saved(ctx, m, sv, &DL)) != ATTN_OK) break;
+            if ((st = attn_llm_backward_saved(ctx, llm, sv, b.dlogits)) != ATTN_OK) break;
             if (dp) {
                 double tot = (double)loss * (double)(Bl * T);
                 if ((st = dp->end(dp->user, ctx, m)) != ATTN_OK ||
@@ -645,7 +632,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
             int last = step + 1 == end;
             double v = 0;
             if ((r.eval_every > 0 && (step + 1) % r.eval_every == 0) || step + 1 == r.steps) {
-                if ((st = eval_loss(ctx, m, &r, tok, ntrain, ntok, V, &b, &v)) != ATTN_OK) break;
+                if ((st = eval_loss(ctx, llm, &r, tok, ntrain, ntok, V, &b, &v)) != ATTN_OK) break;
                 val = v;
                 t_prev = now_s();
             }
@@ -687,7 +674,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     }
     /* the model as a HF folder (rank 0 writes it) */
     if (rank0) {
-        if (!write_hf(CMD, ctx, m, !from_dir, &sp, from_dir ? init : NULL, out)) goto out;
+        if (!write_hf(CMD, ctx, llm, !from_dir, &sp, from_dir ? init : NULL, out)) goto out;
         /* a resumed run that had already finished trains nothing here: no curve to draw */
         if (c.n && (st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep,
                                                  c.val, c.nv, "held-out loss",
@@ -699,7 +686,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         printf("held-out loss: %.4f -> %.4f (perplexity %.3f -> %.3f)\n", val0, val, exp(val0),
                exp(val));
         attn_llm_config fc;
-        attn_llama_lm_config(m, &fc);
+        attn_llm_get_info(llm, &fc);
         const int llama = gguf_writable(&fc);
         printf("model: %s (HF folder%s)\ncheckpoint: %s\nloss curve: %s\n", out,
                from_dir  ? ""
@@ -716,8 +703,7 @@ out:
     attn_st_free(rs);
     attn_saved_free(sv);
     attn_adamw_free(opt);
-    attn_module_free(m);
-    attn_llm_free(llm);
+    attn_llm_free(llm); /* and its module m */
     free(tok);
     free(text);
     attn_ctx_free(ctx);
@@ -839,15 +825,16 @@ static int gguf_name(const char *hf, char *out, size_t n) {
     return 0;
 }
 
-/* Writes m as a GGUF file of general.architecture llama: F32, or Q8_0 for the matrices
+/* Writes the trainable model llm as a GGUF file of general.architecture llama: F32, or Q8_0 for the matrices
  * (type 8; norms and biases stay F32), with the tokenizer.* keys of tok (a GGUF file) copied
  * as they are.  interleaved: q/k rows already in GGUF's order (a GGUF source); else they are
  * permuted as llama.cpp's converter does (HF row j D/2 + i -> row 2i + j within each head). */
-static attn_status write_gguf(attn_ctx *ctx, const attn_module *m, int interleaved,
-                              const attn_gguf *tok, const char *tok_path, const attn_llm *llm,
-                              int q8, const char *path) {
+static attn_status write_gguf(attn_ctx *ctx, attn_llm *llm, int interleaved,
+                              const attn_gguf *tok, const char *tok_path, int q8,
+                              const char *path) {
     attn_llm_config c;
-    attn_status st = attn_llama_lm_config(m, &c);
+    const attn_module *m = attn_llm_module(llm);
+    attn_status st = attn_llm_get_info(llm, &c);
     if (st != ATTN_OK) return st;
     const uint64_t align = 32;
     size_t np = attn_module_param_count(m);
@@ -1043,7 +1030,6 @@ int attn_cmd_export(int argc, char **argv) {
     attn_ctx *ctx;
     if (attn_cli_ctx("export", threads, 0, &ctx)) return 1;
     attn_llm *llm = NULL;
-    attn_module *m = NULL;
     attn_gguf *tok = NULL;
     attn_st *ck = NULL; /* a checkpoint of attn train lm, or the one beside a train lm folder */
     attn_llm_special sp;
@@ -1078,8 +1064,9 @@ int attn_cmd_export(int argc, char **argv) {
         /* else the folder's tokenizer.json, converted */
     }
     st = attn_llm_load(ctx, src, no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u, &llm);
-    if (st == ATTN_OK) st = attn_llama_lm_from_llm(ctx, llm, ATTN_LLAMA_LM_DEQUANTIZE, &m);
-    if (st == ATTN_OK && is_ckpt) st = attn_module_load(ctx, m, ck, "model.", 1);
+    if (st == ATTN_OK) st = attn_llm_make_trainable(ctx, llm, ATTN_LLM_DEQUANTIZE);
+    if (st == ATTN_OK && is_ckpt)
+        st = attn_module_load(ctx, attn_llm_module(llm), ck, "model.", 1);
     if (st == ATTN_OK) st = attn_llm_get_special(llm, &sp);
     if (st == ATTN_OK && gguf && tok_path)
         st = no_mmap ? attn_gguf_read(ctx, tok_path, &tok) : attn_gguf_open(ctx, tok_path, &tok);
@@ -1111,7 +1098,7 @@ int attn_cmd_export(int argc, char **argv) {
             goto out;
         }
         attn_llm_config fc;
-        attn_llama_lm_config(m, &fc);
+        attn_llm_get_info(llm, &fc);
         if (!gguf_writable(&fc)) {
             fprintf(stderr,
                     "attn export: --gguf writes Llama models (GGUF architecture llama); "
@@ -1120,13 +1107,13 @@ int attn_cmd_export(int argc, char **argv) {
             goto out;
         }
         errno = 0;
-        if ((st = write_gguf(ctx, m, !from_dir, tok, tok_path, llm, type == 1, gguf)) != ATTN_OK) {
+        if ((st = write_gguf(ctx, llm, !from_dir, tok, tok_path, type == 1, gguf)) != ATTN_OK) {
             attn_cli_fail(ctx, "export", st); /* the writer's message names path and reason */
             goto out;
         }
         printf("wrote %s (%s)\n", gguf, type == 1 ? "Q8_0" : "F32");
     } else {
-        if (!write_hf("export", ctx, m, !from_dir, &sp, from_dir ? src : NULL, hf)) goto out;
+        if (!write_hf("export", ctx, llm, !from_dir, &sp, from_dir ? src : NULL, hf)) goto out;
         printf("wrote %s (HF folder%s)\n", hf,
                from_dir ? "" : "; no tokenizer.json: the source is a GGUF file");
     }
@@ -1134,7 +1121,6 @@ int attn_cmd_export(int argc, char **argv) {
 out:
     attn_st_free(ck);
     attn_gguf_free(tok);
-    attn_module_free(m);
     attn_llm_free(llm);
     attn_ctx_free(ctx);
     return rc;

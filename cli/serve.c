@@ -138,12 +138,15 @@ typedef struct server {
     int active, stopping;
     long long inflight; /* requests between their first call and their completion */
     float *lgb;
+    int32_t *bids; /* the scheduler's batch: ids, sessions and slots, --parallel each */
+    attn_llm_session **bss;
+    struct slot **bsl;
     char *piece; /* one token's text: 3 * (max_token_bytes + 3) bytes always suffice */
     size_t piece_cap;
     unsigned long long seq;
     /* metrics (under mu) */
     unsigned long long http[600], prompt_tokens, completion_tokens, steps, batched, reused,
-        requests_done;
+        copied, requests_done;
     int last_batch;
 } server;
 
@@ -301,20 +304,35 @@ static int sample(slot *sl, const float *lg) {
     return 1;
 }
 
+/* Tokens of slot sl's cache that start the prompt of r. */
+static int64_t common(const slot *sl, const sreq *r) {
+    int64_t p = 0;
+    while (p < sl->nids && p < r->n_prompt && sl->ids[p] == r->prompt[p]) p++;
+    return p;
+}
+
 /* A queued request into a free slot: the one whose cache shares the longest prefix with the
- * prompt, rewound to it. */
+ * prompt, rewound to it; when another slot (busy or free) shares a longer one, its keys and
+ * values are copied in instead (attn_llm_session_copy: a second chat of the same conversation,
+ * or many requests with one system prompt, do not compute the prefix again). */
 static void admit(sreq *r) {
-    int best = -1;
-    int64_t bestp = -1;
+    int best = -1, from = -1;
+    int64_t bestp = -1, fromp = -1;
     for (int i = 0; i < S.parallel; i++) {
-        slot *sl = &S.slots[i];
-        if (sl->r) continue;
-        int64_t p = 0;
-        while (p < sl->nids && p < r->n_prompt && sl->ids[p] == r->prompt[p]) p++;
-        if (p > bestp) best = i, bestp = p;
+        const int64_t p = common(&S.slots[i], r);
+        if (!S.slots[i].r && p > bestp) best = i, bestp = p;
+        if (p > fromp) from = i, fromp = p;
     }
     slot *sl = &S.slots[best];
-    if (bestp >= r->n_prompt) bestp = r->n_prompt - 1; /* the last token's logits are needed */
+    const int64_t cap = r->n_prompt - 1; /* the last token's logits are needed */
+    if (bestp > cap) bestp = cap;
+    if (fromp > cap) fromp = cap;
+    if (from != best && fromp > bestp &&
+        attn_llm_session_copy(sl->s, S.slots[from].s, fromp) == ATTN_OK) {
+        memcpy(sl->ids, S.slots[from].ids, sizeof *sl->ids * (size_t)fromp);
+        sl->nids = bestp = fromp;
+        S.copied += (unsigned long long)fromp;
+    }
     attn_llm_session_rewind(sl->s, bestp);
     sl->nids = bestp;
     sl->r = r, sl->done = bestp, sl->decoding = 0, sl->step = 0;
@@ -328,13 +346,9 @@ static void admit(sreq *r) {
 
 static void *scheduler(void *arg) {
     (void)arg;
-    int32_t *ids = malloc(sizeof *ids * (size_t)S.parallel);
-    attn_llm_session **ss = malloc(sizeof *ss * (size_t)S.parallel);
-    slot **bs = malloc(sizeof *bs * (size_t)S.parallel);
-    if (!ids || !ss || !bs) {
-        fprintf(stderr, "attn serve: out of memory\n");
-        exit(1);
-    }
+    int32_t *ids = S.bids; /* the batch's arrays, allocated before the server started */
+    attn_llm_session **ss = S.bss;
+    slot **bs = S.bsl;
     for (;;) {
         pthread_mutex_lock(&S.mu);
         while (!S.stopping && S.qn == 0 && S.active == 0) pthread_cond_wait(&S.cv, &S.mu);
@@ -399,7 +413,7 @@ static void *scheduler(void *arg) {
             sample(sl, S.lgb + (size_t)k * (size_t)S.cfg.vocab_size);
         }
     }
-    free(ids), free(ss), free(bs);
+    (void)ids, (void)ss, (void)bs;
     return NULL;
 }
 
@@ -1245,6 +1259,10 @@ static MHD_Result_t answer_metrics(struct MHD_Connection *mc, conn *c) {
                   "cache (not prefilled again).\n"
                   "# TYPE attn_prompt_tokens_reused_total counter\n"
                   "attn_prompt_tokens_reused_total %llu\n"
+                  "# HELP attn_prompt_tokens_copied_total Of those, tokens copied from another "
+                  "slot's cache.\n"
+                  "# TYPE attn_prompt_tokens_copied_total counter\n"
+                  "attn_prompt_tokens_copied_total %llu\n"
                   "# HELP attn_completion_tokens_total Tokens generated.\n"
                   "# TYPE attn_completion_tokens_total counter\n"
                   "attn_completion_tokens_total %llu\n"
@@ -1266,7 +1284,7 @@ static MHD_Result_t answer_metrics(struct MHD_Connection *mc, conn *c) {
                   "# HELP attn_slots Session slots (--parallel).\n"
                   "# TYPE attn_slots gauge\n"
                   "attn_slots %lld\n",
-              S.requests_done, S.prompt_tokens, S.reused, S.completion_tokens, S.steps,
+              S.requests_done, S.prompt_tokens, S.reused, S.copied, S.completion_tokens, S.steps,
               S.batched, S.last_batch, S.qn, S.active, S.parallel);
     pthread_mutex_unlock(&S.mu);
     if (b.oom) {
@@ -1545,11 +1563,14 @@ int attn_cmd_serve(int argc, char **argv) {
     S.slots = calloc((size_t)S.parallel, sizeof *S.slots);
     S.q = calloc((size_t)S.queue, sizeof *S.q);
     S.lgb = malloc(sizeof *S.lgb * V * (size_t)S.parallel);
+    S.bids = malloc(sizeof *S.bids * (size_t)S.parallel);
+    S.bss = malloc(sizeof *S.bss * (size_t)S.parallel);
+    S.bsl = malloc(sizeof *S.bsl * (size_t)S.parallel);
     attn_bpe_info ti;
     attn_bpe_get_info(S.tok, &ti);
     S.piece_cap = 3 * ((size_t)ti.max_token_bytes + 3) + 1;
     S.piece = malloc(S.piece_cap);
-    if (!S.slots || !S.q || !S.lgb || !S.piece) goto oom;
+    if (!S.slots || !S.q || !S.lgb || !S.piece || !S.bids || !S.bss || !S.bsl) goto oom;
     for (long long i = 0; i < S.parallel; i++) {
         slot *sl = &S.slots[i];
         if ((st = attn_llm_session_create(S.sctx, S.m, S.cap, S.cache_bf16 ? ATTN_BF16 : ATTN_F32,
@@ -1632,6 +1653,7 @@ out:
         free(S.slots[i].ids), free(S.slots[i].hist), free(S.slots[i].lg);
     }
     free(S.slots), free(S.q), free(S.lgb), free(S.piece);
+    free(S.bids), free(S.bss), free(S.bsl);
     attn_bert_free(S.bert);
     attn_llm_free(S.m);
     attn_ctx_free(S.ectx);

@@ -245,7 +245,7 @@ ATTN_API size_t attn_ctx_workspace_peak(const attn_ctx *ctx);
 /* Gradient-ready hook (for data-parallel training: start summing a part of the gradients over
  * processes while the backward still runs; attn_mpi.h's attn_dp uses it).  While set, the
  * training backwards of the models (every backward that runs a Transformer stack: GPT,
- * seq2seq, ViT, encoder/decoder stacks; attn_llama_lm) call fn(user, offset, count) from the
+ * seq2seq, ViT, encoder/decoder stacks; a trainable attn_llm's module) call fn(user, offset, count) from the
  * calling thread once a contiguous range of the module's parameters (offset and count in
  * elements of its flat parameter order, attn_module_param_at's order) has its gradient
  * final for this backward: each layer after its backward, the final norms, an untied head.
@@ -1092,7 +1092,7 @@ ATTN_API attn_status attn_module_save(attn_ctx *ctx, const attn_module *m, attn_
  *    same inputs, masks, options and attn_run (seed and offset) as the forward call, so that
  *    dropout draws the same mask.  Nothing is kept between calls.
  *  - For training, multi-head attention, the Transformer layers, stacks and nn.Transformer,
- *    GPT, seq2seq, the Llama modules and attn_llama_lm also have *_forward_train /
+ *    GPT, seq2seq, the Llama modules and attn_llm also have *_forward_train /
  *    *_backward_saved, which keep the forward's activations in an attn_saved instead (see
  *    attn_saved: one forward pass per step, the same gradients).
  * ========================================================================================== */
@@ -1864,8 +1864,8 @@ ATTN_API attn_status attn_bpe_merges(const attn_bpe *bpe, int32_t *pairs, int64_
  * attn_llm_session generation with a KV cache, attn_llm_sample the sampler.  Training (issue
  * 14): every piece has its backward (PyTorch autograd's gradients, checked against transformers'
  * modules through attn eval), the modules a training forward that records what the backward
- * reads (attn_saved), and attn_llama_lm is the whole model as a trainable module (F32 master
- * weights; quantized weights are for inference only).
+ * reads (attn_saved), and attn_llm is the whole model, for inference and for training (F32
+ * master weights in its module; quantized weights are for inference only).
  *
  * Exactness against transformers 5.x in float32 (tests/test_llama.c, docs/llm.md): logits of
  * the tiny test models within 1.1e-6 of max|logit| (full forward), 1.2e-6 (KV-cache session);
@@ -2043,7 +2043,7 @@ ATTN_API attn_status attn_llama_layer_backward_saved(attn_ctx *ctx, const attn_m
                                                      const attn_saved *saved,
                                                      const attn_tensor *dout, attn_tensor *dx);
 /* The RoPE layout of the attention of m (attn_llama_attention, attn_llama_layer or
- * attn_llama_lm, every layer): 1 = the interleaved pairs of GGUF files (attn_rope_ex's
+ * a trainable attn_llm's attn_llm_module, every layer): 1 = the interleaved pairs of GGUF files (attn_rope_ex's
  * ATTN_ROPE_INTERLEAVED; q_proj and k_proj rows permuted within each head), 0 = HF's layout
  * (the default).  Forward and backward follow it.  ATTN_E_INVALID for another module. */
 ATTN_API attn_status attn_llama_set_rope_interleaved(attn_ctx *ctx, attn_module *m,
@@ -2116,7 +2116,7 @@ ATTN_API attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm *
  * of any architecture, as llama.cpp's vocab_only: a GGUF file with tokenizer.ggml.* keys
  * (model files and vocabulary-only files) or a folder with tokenizer.json.  The model has no
  * weights: attn_llm_get_info gives the vocabulary size alone, and attn_llm_forward,
- * attn_llm_session_create and attn_llama_lm_from_llm refuse it (ATTN_E_INVALID). */
+ * attn_llm_session_create and attn_llm_make_trainable refuse it (ATTN_E_INVALID). */
 #define ATTN_LLM_LOAD_VOCAB_ONLY 4u
 ATTN_API attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
                                         attn_llm **out /* OUT */);
@@ -2173,60 +2173,68 @@ ATTN_API attn_status attn_llm_family(const attn_llm_config *c, const char **mode
 ATTN_API attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
                                       int64_t B, int64_t T, float *logits);
 
-/* --- The whole model as a trainable module (attn_llama_lm) --------------------------------
- * LlamaForCausalLM with HF's state_dict names: model.embed_tokens.weight [V, E], per layer
+/* --- Training: the same object ------------------------------------------------------------
+ * One attn_llm serves inference and training.  Its weights become trainable when they are F32
+ * master parameters held in a module (attn_llm_module): a model made by attn_llm_create, or a
+ * loaded one after attn_llm_make_trainable.  The module names the parameters as HF's
+ * *ForCausalLM state_dict does: model.embed_tokens.weight [V, E], per layer
  * model.layers.N.self_attn.{q,k,v,o}_proj.weight (and .bias with attention_bias),
  * model.layers.N.mlp.{gate,up,down}_proj.weight (.bias with mlp_bias),
  * model.layers.N.input_layernorm.weight, model.layers.N.post_attention_layernorm.weight,
  * model.norm.weight, and lm_head.weight [V, E] unless tie_word_embeddings (the head is then
- * embed_tokens, whose gradient receives both uses).  The other families' settings add their
- * tensors with their families' names: attention_bias 2 (Qwen2) q/k/v biases only; qk_norm
+ * embed_tokens, whose gradient receives both uses).  The other families add their tensors under
+ * their own names: attention_bias 2 (Qwen2) q/k/v biases only; qk_norm
  * model.layers.N.self_attn.{q,k}_norm.weight [head_dim]; sandwich_norm (Gemma 3)
- * post_attention_layernorm after the attention, pre_feedforward_layernorm and
- * post_feedforward_layernorm around the MLP.  The forward is attn_llm_forward's for any
- * family (windows, local RoPE bases, GEGLU, the embedding scale, RoPE scaling 1 and 2; 3, a
- * file's own divisors, is ATTN_E_UNSUPPORTED).  Gemma's norm weights are held as 1 + w (as
- * GGUF files store them; HF files store w).  Parameters are F32 (the master weights of
- * training): attn_module_load / attn_module_save read and write them as a model.safetensors,
- * attn_adamw_* and attn_module_clip_grad_norm work on them.  attn_module_init: matrices and
- * the embedding N(0, 0.02^2) (HF's initializer_range), biases 0, norm weights 1.
- * Reads every field of cfg that attn_llm_load_hf reads (checked as there). */
-ATTN_API attn_status attn_llama_lm_create(attn_ctx *ctx, const attn_llm_config *cfg,
-                                          attn_module **out /* OUT */);
-/* A trainable copy of a loaded model (its config and weights; the text side stays with src).
- * Weights stored in another type than F32 (a GGUF file's F16, BF16 or quantized blocks) are
- * ATTN_E_UNSUPPORTED naming the tensor -- quantized weights are for inference only -- unless
- * flags has ATTN_LLAMA_LM_DEQUANTIZE: then they are dequantized into the F32 master weights
- * (attn_dequantize's numbers).  A GGUF source keeps its interleaved q/k layout
- * (attn_llama_set_rope_interleaved is set).  Any family attn_llm runs; a GGUF file's own RoPE
- * divisors (rope_scaling 3) are ATTN_E_UNSUPPORTED. */
-#define ATTN_LLAMA_LM_DEQUANTIZE 1u
-ATTN_API attn_status attn_llama_lm_from_llm(attn_ctx *ctx, const attn_llm *src, unsigned flags,
-                                            attn_module **out /* OUT */);
-/* The configuration of m (head_dim and num_kv_heads resolved). */
-ATTN_API attn_status attn_llama_lm_config(const attn_module *m, attn_llm_config *cfg /* OUT */);
-/* ids [B, T] I32/I64 (each in [0, V), T <= max_position_embeddings; positions 0 .. T-1 in every
- * sequence) -> logits [B, T, V], causal, as attn_llm_forward on the same weights (the same
- * bits). */
-ATTN_API attn_status attn_llama_lm_forward(attn_ctx *ctx, const attn_module *m,
-                                           const attn_tensor *ids, attn_tensor *logits);
-/* Backward from dlogits [B, T, V] (e.g. attn_cross_entropy's gradient; HF's causal LM loss is
- * the cross-entropy of logits row t against label t + 1, the last row of each sequence ignored):
- * accumulates the gradients of every parameter (ids have none).  The recomputing backward runs
- * the forward again, keeping one layer's record at a time (activation checkpointing). */
-ATTN_API attn_status attn_llama_lm_backward(attn_ctx *ctx, const attn_module *m,
-                                            const attn_tensor *ids, const attn_tensor *dlogits);
-/* The training pair (see attn_saved): logits as attn_llama_lm_forward; recorded, per token:
- * every layer's input and record (attn_llama_layer_forward_train's, E + E + (2H + 2Hkv) D + H
- * + 2F floats a layer), the final norm's input, the ids and RoPE rows; with
- * ATTN_SAVED_CHECKPOINT only each layer's input (E floats a layer), the backward running each
- * layer's forward again just before its backward (the same bits). */
-ATTN_API attn_status attn_llama_lm_forward_train(attn_ctx *ctx, const attn_module *m,
-                                                 const attn_tensor *ids, attn_tensor *logits,
-                                                 attn_saved *saved /* IN/OUT */);
-ATTN_API attn_status attn_llama_lm_backward_saved(attn_ctx *ctx, const attn_module *m,
-                                                  const attn_saved *saved,
-                                                  const attn_tensor *dlogits);
+ * post_attention_layernorm after the attention, and pre_feedforward_layernorm and
+ * post_feedforward_layernorm around the MLP.  Gemma's norm weights are held as 1 + w, the form
+ * GGUF files store (HF files store w).  The module's parameters are the model's weights: the
+ * attn_module_* functions work on them (attn_module_load / attn_module_save as a
+ * model.safetensors, attn_module_enable_grad, attn_module_zero_grad, the grad-ready hook, data
+ * parallelism), and so do attn_adamw_* and attn_module_clip_grad_norm.  Every attn_llm_*
+ * function (attn_llm_forward, sessions, sampling, the text side) keeps working on a trainable
+ * model, at every step.  A trainable model is not read-only: no other thread may use it while
+ * its weights change. */
+
+/* A new model of configuration cfg (every field attn_llm_load_hf reads, checked as there),
+ * trainable, with no text side (attn_llm_tokenizer NULL, special ids -1).  The parameters start
+ * as zeros, norm weights as ones; attn_module_init(ctx, attn_llm_module(m), seed) gives HF's
+ * _init_weights: matrices and the embedding N(0, 0.02^2) (initializer_range), biases 0, norm
+ * weights 1.  rope_scaling 3 (a file's own divisors) is ATTN_E_UNSUPPORTED. */
+ATTN_API attn_status attn_llm_create(attn_ctx *ctx, const attn_llm_config *cfg,
+                                     attn_llm **out /* OUT */);
+/* Makes a loaded model trainable, in place: its weights are copied into the module's F32
+ * parameters and bound there (the file's memory, a GGUF mapping included, is released).  Weights
+ * stored in another type than F32 (a GGUF file's F16, BF16 or quantized blocks) are
+ * ATTN_E_UNSUPPORTED naming the tensor unless flags has ATTN_LLM_DEQUANTIZE: they are then
+ * dequantized into the parameters (attn_dequantize's numbers).  The layout of q_proj and k_proj
+ * stays the source's (a GGUF file's interleaved rows: attn_llama_set_rope_interleaved on the
+ * module reads 1).  Refused before anything changes: a vocabulary-only model, a file's own RoPE
+ * divisors (rope_scaling 3).  A model that is trainable already: ATTN_OK, nothing done.  Not
+ * while a session of the model is in use. */
+#define ATTN_LLM_DEQUANTIZE 1u
+ATTN_API attn_status attn_llm_make_trainable(attn_ctx *ctx, attn_llm *m, unsigned flags);
+/* The module of a trainable model's parameters (NULL when m is not trainable).  Owned by m:
+ * attn_module_free does nothing to it; attn_llm_free frees it.  Its kind is "llm". */
+ATTN_API attn_module *attn_llm_module(attn_llm *m);
+/* The training pair (see attn_saved): ids [B, T] as attn_llm_forward's -> logits [B, T, V]
+ * (the same bits as attn_llm_forward); recorded, per token: every layer's input and record
+ * (E + E + (2H + 2Hkv) D + H + 2F floats a layer), the final norm's input, the ids and the RoPE
+ * rows; with ATTN_SAVED_CHECKPOINT only each layer's input (E floats a layer), the backward
+ * running each layer's forward again just before its backward (the same bits).  Then
+ * backward_saved from dlogits [B, T, V] (e.g. attn_cross_entropy's gradient; HF's causal LM loss
+ * is the cross-entropy of logits row t against label t + 1, the last row of each sequence
+ * ignored; finite): accumulates the gradients of every parameter (after
+ * attn_module_enable_grad on attn_llm_module(m)).  ATTN_E_INVALID for a model that is not
+ * trainable. */
+ATTN_API attn_status attn_llm_forward_train(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
+                                            int64_t B, int64_t T, float *logits,
+                                            attn_saved *saved /* IN/OUT */);
+ATTN_API attn_status attn_llm_backward_saved(attn_ctx *ctx, const attn_llm *m,
+                                             const attn_saved *saved, const float *dlogits);
+/* The backward without a record: runs the forward of ids again, keeping each layer's input
+ * only (activation checkpointing), then backward_saved's gradients (the same bits). */
+ATTN_API attn_status attn_llm_backward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
+                                       int64_t B, int64_t T, const float *dlogits);
 
 /* --- Generation: one sequence with a KV cache ------------------------------------------------
  * A session holds the keys and values of every token it has seen, per layer and kv head
@@ -2261,6 +2269,15 @@ ATTN_API void attn_llm_session_reset(attn_llm_session *s);
  * the next prefill or decode continues at pos (a chat that re-tokenised its history
  * differently keeps the common prefix). */
 ATTN_API attn_status attn_llm_session_rewind(attn_llm_session *s, int64_t pos);
+/* The keys and values of src's first n tokens (0 <= n <= src's pos, n <= dst's capacity) into
+ * dst, whose earlier tokens are forgotten: dst's pos becomes n, and it continues exactly as src
+ * would from position n (the same bits: its cache rows are src's).  A server's prompt-prefix
+ * reuse across sequences: a new request whose prompt starts with another session's tokens
+ * copies them instead of computing them again.  Both sessions of one model and one cache
+ * dtype, dst not src; else ATTN_E_INVALID (nothing changed).  Not while either is in use on
+ * another thread. */
+ATTN_API attn_status attn_llm_session_copy(attn_llm_session *dst, const attn_llm_session *src,
+                                           int64_t n);
 /* Tokens in the cache (0 for NULL). */
 ATTN_API int64_t attn_llm_session_pos(const attn_llm_session *s);
 ATTN_API int64_t attn_llm_session_capacity(const attn_llm_session *s);

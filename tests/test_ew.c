@@ -40,7 +40,9 @@
  *    sum of |y| from the double sum; the vector versions bit-identical to it (memcmp) for
  *    widths around the 16-lane and 256-column chunks, a row stride wider than the width, and
  *    a running sum s that does not start at zero; a NaN row makes its columns NaN.
- *  - relu (ew.h): the vector versions bit-identical to the plain C one, NaN and -0 to +0. */
+ *  - relu (ew.h): the vector versions bit-identical to the plain C one, NaN and -0 to +0;
+ *  - glu (ew.h: SiLU and tanh-GELU times the up projection): the plain C definition against
+ *    the formulas in double, the vector versions its bits. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -595,6 +597,89 @@ static void test_relu(const attn__ew_kernel *const *fast, int nf) {
     }
 }
 
+/* The gated activations (attn__glu_c, ew.h): the plain C definition against the formulas in
+ * double (SiLU x / (1 + e^-x); tanh-GELU in its sigmoid form x / (1 + e^-2u), which has no
+ * cancellation) on a dense sweep of [-90, 90]: within 16 ulp where |result| >= 1e-3, 2e-5
+ * relative down to 2^-100, 1e-35 absolute below (2^t is clamped at 2^126 there); the vector
+ * versions give its bits
+ * (memcmp) on the sweep, on lengths around 8 and 16, in place, and on special values. */
+static void test_glu(const attn__ew_kernel *const *fast, int nf) {
+    const int64_t n = 2400001; /* [-90, 90] step 7.5e-5 */
+    float *x = malloc(sizeof(float) * (size_t)n), *u = malloc(sizeof(float) * (size_t)n),
+          *y0 = malloc(sizeof(float) * (size_t)n), *y1 = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(-90.0 + 7.5e-5 * (double)i), u[i] = 1.0f;
+    for (int act = 0; act < 2; act++) {
+        attn__glu_c(x, u, y0, n, act);
+        double worst = 0, at = 0, tail = 0, rel = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const double xd = x[i], ud = 0.7978845608028654 * (xd + 0.044715 * xd * xd * xd);
+            const double ref = act ? xd / (1.0 + exp(-2.0 * ud)) : xd / (1.0 + exp(-xd));
+            const double d = fabs((double)y0[i] - ref);
+            if (fabs(ref) < 0x1p-100) { /* the far tail: 2^t clamped at 2^126 */
+                if (d > tail || d != d) tail = d;
+                continue;
+            }
+            if (fabs(ref) < 1e-3) { /* 2^t's argument rounded: |t| 2^-24 relative */
+                const double r = d / fabs(ref);
+                if (r > rel || r != r) rel = r;
+                continue;
+            }
+            int ex;
+            frexp(fabs(ref), &ex);
+            const double e = d / ldexp(1.0, ex - 24);
+            if (e > worst || e != e) worst = e, at = xd;
+        }
+        printf("glu %s: plain C vs double, worst %.2f ulp where |y| >= 1e-3 (at x = %.5g), "
+               "%.2g relative below, %.2g absolute below 2^-100\n",
+               act ? "tanh-GELU" : "SiLU", worst, at, rel, tail);
+        TU_CHECK(worst <= 16.0, "glu act %d: %.2f ulp from the double formula at x = %g", act,
+                 worst, at);
+        TU_CHECK(rel <= 2e-5, "glu act %d: %.3g relative from the double formula", act, rel);
+        TU_CHECK(tail <= 1e-35, "glu act %d: %.3g from the double formula in the far tail", act,
+                 tail);
+        for (int f = 0; f < nf; f++) {
+            if (!fast[f]->glu) continue;
+            fast[f]->glu(x, u, y1, n, act);
+            TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)n),
+                     "glu act %d sweep: vector kernel %d differs from C", act, f);
+        }
+    }
+    /* special values, random gates and products, lengths around the vector widths, in place */
+    static const int64_t Ns[] = {1, 7, 8, 9, 15, 16, 17, 33, 100};
+    for (size_t in = 0; in < sizeof Ns / sizeof Ns[0]; in++) {
+        const int64_t m = Ns[in];
+        tu_fill(x, (size_t)m, (uint64_t)m + 5, -12.0f, 12.0f);
+        tu_fill(u, (size_t)m, (uint64_t)m + 6, -3.0f, 3.0f);
+        if (m > 8)
+            x[1] = NAN, x[2] = -0.0f, x[3] = INFINITY, x[4] = -INFINITY, x[5] = 3e38f,
+            x[6] = -3e38f, x[7] = 1e-40f, x[8] = -200.0f;
+        for (int act = 0; act < 2; act++) {
+            attn__glu_c(x, u, y0, m, act);
+            for (int f = 0; f < nf; f++) {
+                if (!fast[f]->glu) continue;
+                fast[f]->glu(x, u, y1, m, act);
+                TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)m),
+                         "glu act %d n=%lld: vector kernel %d differs from C", act, (long long)m, f);
+                memcpy(y1, x, sizeof(float) * (size_t)m);
+                fast[f]->glu(y1, u, y1, m, act);
+                TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)m),
+                         "glu act %d n=%lld in place: vector kernel %d differs from C", act,
+                         (long long)m, f);
+            }
+            if (m > 8) {
+                const float g1 = act ? attn__gelu_tanh_as(x[1]) : attn__silu_as(x[1]);
+                const float g2 = act ? attn__gelu_tanh_as(-0.0f) : attn__silu_as(-0.0f);
+                const float g3 = act ? attn__gelu_tanh_as(INFINITY) : attn__silu_as(INFINITY);
+                const float g8 = act ? attn__gelu_tanh_as(-200.0f) : attn__silu_as(-200.0f);
+                TU_CHECK(g1 != g1 && g2 == 0.0f && signbit(g2) && g3 == INFINITY &&
+                             g8 <= 0.0f && g8 > -1e-30f,
+                         "glu act %d: NaN, -0, +inf and -200 give NaN, -0, +inf, ~-0", act);
+            }
+        }
+    }
+    free(x), free(u), free(y0), free(y1);
+}
+
 /* attn__add_f32 (in place on either operand, and into a third buffer) and the residual row
  * epilogue attn__res_epi against the plain loop y = a + b: memcmp, lengths around its chunks
  * of 8192, 1 and 3 threads, each instruction set; a NaN operand gives a NaN sum. */
@@ -660,6 +745,7 @@ int main(void) {
     test_rms(vec, nv);
     test_colsum(vec, nv);
     test_relu(vec, nv);
+    test_glu(vec, nv);
     test_threads();
     test_backward();
     test_residual_adds();

@@ -1,6 +1,6 @@
 /* The gradient-ready hook (attn_ctx_set_grad_ready): every range a model's training backward
  * reports must already hold its final gradient.  For GPT (tied and untied head), seq2seq, ViT
- * and attn_llama_lm (tied and untied): at each report the test copies the range's gradient;
+ * and a trainable attn_llm (tied and untied): at each report the test copies the range's gradient;
  * after the backward it compares the copies with the final gradients bit for bit (a range
  * reported before a later contribution would differ), and checks that the ranges lie inside
  * the module, do not overlap, and that the reports cover the layers (a model that stops
@@ -170,29 +170,30 @@ static void llama_case(attn_ctx *ctx, int tied) {
     c.vocab_size = 13, c.hidden_size = 16, c.intermediate_size = 24, c.num_layers = 3;
     c.num_heads = 4, c.num_kv_heads = 2, c.max_position_embeddings = 16, c.rms_norm_eps = 1e-6;
     c.rope_theta = 10000, c.tie_word_embeddings = tied;
-    attn_module *m = NULL;
+    attn_llm *llm = NULL;
     attn_saved *sv = NULL;
-    TU_STATUS(attn_llama_lm_create(ctx, &c, &m), ATTN_OK, ctx);
+    TU_STATUS(attn_llm_create(ctx, &c, &llm), ATTN_OK, ctx);
+    attn_module *m = attn_llm_module(llm);
     TU_STATUS(attn_module_init(ctx, m, 6), ATTN_OK, ctx);
     TU_STATUS(attn_module_enable_grad(ctx, m), ATTN_OK, ctx);
     TU_STATUS(attn_saved_create(ctx, 0, &sv), ATTN_OK, ctx);
     const int64_t B = 2, T = 5, V = 13;
     int64_t ids[10];
+    int32_t id32[10];
     float lg[2 * 5 * 13], dl[2 * 5 * 13];
     fill_ids(ids, B * T, V, 9);
+    for (int i = 0; i < 10; i++) id32[i] = (int32_t)ids[i];
     tu_fill(dl, (size_t)(B * T * V), 10, -1, 1);
-    int64_t is[2] = {B, T}, ls[3] = {B, T, V};
-    attn_tensor I = attn_tensor_make(ids, ATTN_I64, 2, is), L = attn_tensor_make(lg, ATTN_F32, 3, ls),
-                D = attn_tensor_make(dl, ATTN_F32, 3, ls);
-    TU_STATUS(attn_llama_lm_forward_train(ctx, m, &I, &L, sv), ATTN_OK, ctx);
+    TU_STATUS(attn_llm_forward_train(ctx, llm, id32, B, T, lg, sv), ATTN_OK, ctx);
     rec r;
     arm(ctx, &r, m);
     attn_module_zero_grad(m);
-    TU_STATUS(attn_llama_lm_backward_saved(ctx, m, sv, &D), ATTN_OK, ctx);
+    TU_STATUS(attn_llm_backward_saved(ctx, llm, sv, dl), ATTN_OK, ctx);
     /* everything but the embedding */
-    check(ctx, &r, tied ? "llama_lm tied" : "llama_lm untied", attn_module_numel(m) - V * 16);
+    check(ctx, &r, tied ? "llm tied" : "llm untied", attn_module_numel(m) - V * 16);
     attn_saved_free(sv);
-    attn_module_free(m);
+    attn_module_free(m); /* owned by the model: nothing happens */
+    attn_llm_free(llm);
 }
 
 int main(void) {

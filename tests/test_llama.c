@@ -733,9 +733,9 @@ static void check_modules(attn_ctx *ctx) {
         TU_STATUS(attn_llama_attention_create(ctx, &b, &x), ATTN_E_UNSUPPORTED, ctx);
         TU_STATUS(attn_llama_mlp_create(ctx, &b, &x), ATTN_E_UNSUPPORTED, ctx);
         TU_CHECK(x == NULL, "a refused module was made (setting %d)", k);
-        TU_STATUS(attn_llama_lm_create(ctx, &b, &x), ATTN_OK, ctx);
-        attn_module_free(x);
-        x = NULL;
+        attn_llm *lm = NULL;
+        TU_STATUS(attn_llm_create(ctx, &b, &lm), ATTN_OK, ctx);
+        attn_llm_free(lm);
     }
     if (!TU_STATUS(attn_llama_layer_create(ctx, &c, &m), ATTN_OK, ctx)) return;
     TU_CHECK(!strcmp(attn_module_kind(m), "llama_layer"), "kind %s", attn_module_kind(m));

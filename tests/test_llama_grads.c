@@ -6,9 +6,9 @@
  *     ATTN_SAVED_CHECKPOINT) gives the same bits as the recomputing backward, and its forward
  *     the same bits as the forward;
  *   - the same bits for 1 and 3 threads; parameter gradients accumulate;
- *   - attn_llama_lm_from_llm: the tiny HF model and the tiny GGUF (quantized: refused without
- *     ATTN_LLAMA_LM_DEQUANTIZE, its interleaved q/k kept) run as attn_llm_forward does, bit
- *     for bit; a block backward on quantized weights is ATTN_E_UNSUPPORTED;
+ *   - attn_llm_make_trainable: the tiny HF model and the tiny GGUF (quantized: refused without
+ *     ATTN_LLM_DEQUANTIZE, its interleaved q/k kept) run as the loaded model does, bit for bit;
+ *     a block backward on quantized weights is ATTN_E_UNSUPPORTED;
  *   - argument errors.
  * Finite differences: float forward, h = 2e-3, the loss sum(c * f) in double; tolerance 2e-2
  * of max(1, max|fd|) (a wrong formula gives O(1) errors; exactness is the fixtures' job). */
@@ -24,6 +24,7 @@ enum { K_MLP, K_ATTN, K_LAYER, K_LM };
 
 typedef struct lcase {
     int kind;
+    attn_llm *llm; /* K_LM: the model (m its module) */
     attn_module *m;
     attn_tensor x, pos, out; /* x: hidden states (or ids for K_LM) */
     int has_pos;
@@ -31,13 +32,21 @@ typedef struct lcase {
     int64_t nout;
 } lcase;
 
+/* K_LM: the ids [B, T] (I64 in x) as the model takes them */
+static int32_t id32[64];
+static const int32_t *ids32(const lcase *g) {
+    for (int64_t i = 0; i < g->x.shape[0] * g->x.shape[1]; i++)
+        id32[i] = (int32_t)((const int64_t *)g->x.data)[i];
+    return id32;
+}
+
 static attn_status fwd(attn_ctx *ctx, lcase *g, attn_tensor *out) {
     const attn_tensor *p = g->has_pos ? &g->pos : NULL;
     switch (g->kind) {
     case K_MLP: return attn_llama_mlp_forward(ctx, g->m, &g->x, out);
     case K_ATTN: return attn_llama_attention_forward(ctx, g->m, &g->x, p, out);
     case K_LAYER: return attn_llama_layer_forward(ctx, g->m, &g->x, p, out);
-    default: return attn_llama_lm_forward(ctx, g->m, &g->x, out);
+    default: return attn_llm_forward(ctx, g->llm, ids32(g), g->x.shape[0], g->x.shape[1], out->data);
     }
 }
 
@@ -49,7 +58,7 @@ static attn_status bwd(attn_ctx *ctx, lcase *g, attn_tensor *dx) {
     case K_MLP: return attn_llama_mlp_backward(ctx, g->m, &g->x, &C, dx);
     case K_ATTN: return attn_llama_attention_backward(ctx, g->m, &g->x, p, &C, dx);
     case K_LAYER: return attn_llama_layer_backward(ctx, g->m, &g->x, p, &C, dx);
-    default: return attn_llama_lm_backward(ctx, g->m, &g->x, &C);
+    default: return attn_llm_backward(ctx, g->llm, ids32(g), g->x.shape[0], g->x.shape[1], g->c);
     }
 }
 
@@ -60,7 +69,9 @@ static attn_status fwd_train(attn_ctx *ctx, lcase *g, attn_tensor *out, attn_sav
     case K_MLP: return attn_llama_mlp_forward_train(ctx, g->m, &g->x, out, sv);
     case K_ATTN: return attn_llama_attention_forward_train(ctx, g->m, &g->x, p, out, sv);
     case K_LAYER: return attn_llama_layer_forward_train(ctx, g->m, &g->x, p, out, sv);
-    default: return attn_llama_lm_forward_train(ctx, g->m, &g->x, out, sv);
+    default:
+        return attn_llm_forward_train(ctx, g->llm, ids32(g), g->x.shape[0], g->x.shape[1],
+                                      out->data, sv);
     }
 }
 
@@ -71,7 +82,7 @@ static attn_status bwd_saved(attn_ctx *ctx, lcase *g, const attn_saved *sv, attn
     case K_MLP: return attn_llama_mlp_backward_saved(ctx, g->m, sv, &C, dx);
     case K_ATTN: return attn_llama_attention_backward_saved(ctx, g->m, sv, &C, dx);
     case K_LAYER: return attn_llama_layer_backward_saved(ctx, g->m, sv, &C, dx);
-    default: return attn_llama_lm_backward_saved(ctx, g->m, sv, &C);
+    default: return attn_llm_backward_saved(ctx, g->llm, sv, g->c);
     }
 }
 
@@ -419,44 +430,53 @@ static void test_lm(attn_ctx *ctx) {
          * T = 13 */
         attn_llm_config c = tiny_cfg(16, 4, variant ? 1 : 2, 24, variant);
         c.tie_word_embeddings = !variant;
-        attn_module *m = NULL;
-        if (!TU_STATUS(attn_llama_lm_create(ctx, &c, &m), ATTN_OK, ctx)) continue;
+        attn_llm *lm = NULL;
+        if (!TU_STATUS(attn_llm_create(ctx, &c, &lm), ATTN_OK, ctx)) continue;
+        attn_module *m = attn_llm_module(lm);
+        TU_CHECK(m && !strcmp(attn_module_kind(m), "llm"), "the model's module");
         if (variant) TU_STATUS(attn_llama_set_rope_interleaved(ctx, m, 1), ATTN_OK, ctx);
         char name[64];
-        snprintf(name, sizeof name, "llama_lm v%d", variant);
+        snprintf(name, sizeof name, "llm v%d", variant);
         lcase g = make(K_LM, m, variant ? 1 : 2, variant ? 13 : 5, 16, c.vocab_size, 0,
                        90 + variant);
+        g.llm = lm;
         fd_case(ctx, &g, name, 11);
         saved_case(ctx, &g, name, 0);
         saved_case(ctx, &g, name, ATTN_SAVED_CHECKPOINT);
         threads_case(ctx, &g, name);
         /* errors */
-        attn_tensor bad = g.out;
-        bad.shape[2] = 10;
+        const int64_t B = g.x.shape[0], T = g.x.shape[1];
         attn_saved *sv = NULL;
         attn_saved_create(ctx, 0, &sv);
-        TU_STATUS(attn_llama_lm_backward_saved(ctx, m, sv, &g.out), ATTN_E_INVALID, ctx);
-        TU_STATUS(attn_llama_lm_forward_train(ctx, m, &g.x, &bad, sv), ATTN_E_SHAPE, ctx);
-        TU_STATUS(attn_llama_lm_forward_train(ctx, m, &g.x, &g.out, sv), ATTN_OK, ctx);
-        attn_tensor C = g.out;
-        C.data = g.c;
+        float *lg = g.out.data;
+        TU_STATUS(attn_llm_backward_saved(ctx, lm, sv, g.c), ATTN_E_INVALID, ctx); /* empty */
+        TU_STATUS(attn_llm_forward_train(ctx, lm, ids32(&g), B, T, NULL, sv), ATTN_E_INVALID,
+                  ctx);
+        TU_STATUS(attn_llm_forward_train(ctx, lm, ids32(&g), 1, c.max_position_embeddings + 1, lg, sv), ATTN_E_INVALID,
+                  ctx); /* over max_position_embeddings */
+        TU_STATUS(attn_llm_forward_train(ctx, lm, id32, B, T, (float *)id32, sv),
+                  ATTN_E_INVALID, ctx); /* logits over the ids */
+        TU_STATUS(attn_llm_forward_train(ctx, lm, ids32(&g), B, T, lg, sv), ATTN_OK, ctx);
         g.c[3] = NAN;
-        TU_STATUS(attn_llama_lm_backward_saved(ctx, m, sv, &C), ATTN_E_NONFINITE, ctx);
+        TU_STATUS(attn_llm_backward_saved(ctx, lm, sv, g.c), ATTN_E_NONFINITE, ctx);
         int64_t *ids = g.x.data, keep = ids[1];
         ids[1] = c.vocab_size;
-        TU_STATUS(attn_llama_lm_forward(ctx, m, &g.x, &g.out), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_forward_train(ctx, lm, ids32(&g), B, T, lg, sv), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_backward(ctx, lm, ids32(&g), B, T, lg), ATTN_E_INVALID, ctx);
         ids[1] = keep;
         attn_saved_free(sv);
         attn_llm_config got;
-        TU_CHECK(attn_llama_lm_config(m, &got) == ATTN_OK && got.head_dim == 4 &&
-                     got.num_kv_heads == c.num_kv_heads, "attn_llama_lm_config");
+        TU_CHECK(attn_llm_get_info(lm, &got) == ATTN_OK && got.head_dim == 4 &&
+                     got.num_kv_heads == c.num_kv_heads, "attn_llm_get_info");
         free(g.c);
-        attn_module_free(m);
+        attn_module_free(m); /* the model's: nothing happens */
+        attn_llm_free(lm);
     }
     /* the parameter names and count: HF's state_dict */
     attn_llm_config c = tiny_cfg(16, 4, 2, 24, 0);
-    attn_module *m = NULL;
-    if (TU_STATUS(attn_llama_lm_create(ctx, &c, &m), ATTN_OK, ctx)) {
+    attn_llm *lm = NULL;
+    if (TU_STATUS(attn_llm_create(ctx, &c, &lm), ATTN_OK, ctx)) {
+        attn_module *m = attn_llm_module(lm);
         const char *n0, *nl;
         attn_module_param_at(m, 0, &n0, NULL);
         attn_module_param_at(m, attn_module_param_count(m) - 1, &nl, NULL);
@@ -479,71 +499,77 @@ static void test_lm(attn_ctx *ctx) {
         const double sd = sqrt(ss / (double)attn_tensor_numel(&e));
         TU_CHECK(sd > 0.015 && sd < 0.025, "embedding init std %.4f", sd);
         TU_CHECK(((float *)nw.data)[0] == 1.0f && ((float *)nw.data)[15] == 1.0f, "norm init");
-        /* backward without gradients enabled; another module's saved */
-        int64_t ids[4] = {1, 2, 3, 4}, s[2] = {1, 4};
+        /* backward without gradients enabled */
+        int32_t ids[4] = {1, 2, 3, 4};
         float lg[4 * 11];
-        attn_tensor I = attn_tensor_make(ids, ATTN_I64, 2, s), LG = attn_view3(lg, 1, 4, 11);
         memset(lg, 0, sizeof lg);
-        TU_STATUS(attn_llama_lm_backward(ctx, m, &I, &LG), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_backward(ctx, lm, ids, 1, 4, lg), ATTN_E_INVALID, ctx);
         TU_STATUS(attn_llama_set_rope_interleaved(ctx, NULL, 1), ATTN_E_INVALID, ctx);
         attn_module *lin = NULL;
         attn_linear_create(ctx, 4, 4, 0, &lin);
         TU_STATUS(attn_llama_set_rope_interleaved(ctx, lin, 1), ATTN_E_INVALID, ctx);
         attn_module_free(lin);
     }
-    attn_module_free(m);
+    attn_llm_free(lm);
+    attn_llm_free(NULL);
+    TU_CHECK(attn_llm_module(NULL) == NULL, "attn_llm_module(NULL)");
 }
 
 /* ---- from a loaded model ------------------------------------------------------------------- */
-static void same_logits(attn_ctx *ctx, const attn_llm *src, attn_module *m, const char *what) {
+static void same_logits(attn_ctx *ctx, const attn_llm *src, const attn_llm *m, const char *what) {
     attn_llm_config c;
     attn_llm_get_info(src, &c);
     enum { T = 9 };
     int32_t ids[T];
-    int64_t ids64[T];
-    for (int i = 0; i < T; i++) ids64[i] = ids[i] = (int32_t)((37 * i + 5) % c.vocab_size);
+    for (int i = 0; i < T; i++) ids[i] = (int32_t)((37 * i + 5) % c.vocab_size);
     float *a = malloc(sizeof(float) * T * (size_t)c.vocab_size);
     float *b = malloc(sizeof(float) * T * (size_t)c.vocab_size);
-    int64_t s[2] = {1, T};
-    attn_tensor I = attn_tensor_make(ids64, ATTN_I64, 2, s), L = attn_view3(b, 1, T, c.vocab_size);
     TU_STATUS(attn_llm_forward(ctx, src, ids, 1, T, a), ATTN_OK, ctx);
-    TU_STATUS(attn_llama_lm_forward(ctx, m, &I, &L), ATTN_OK, ctx);
+    TU_STATUS(attn_llm_forward(ctx, m, ids, 1, T, b), ATTN_OK, ctx);
     TU_CHECK(!memcmp(a, b, sizeof(float) * T * (size_t)c.vocab_size),
-             "%s: attn_llama_lm_forward differs from attn_llm_forward", what);
+             "%s: the trainable model's logits differ from the loaded model's", what);
     free(a);
     free(b);
 }
 
 static void test_from_llm(attn_ctx *ctx) {
-    attn_llm *src = NULL;
-    attn_module *m = NULL;
-    if (TU_STATUS(attn_llm_load_hf(ctx, "fixtures/llama_tiny_untied", &src), ATTN_OK, ctx)) {
-        if (TU_STATUS(attn_llama_lm_from_llm(ctx, src, 0, &m), ATTN_OK, ctx)) {
+    attn_llm *src = NULL, *m = NULL;
+    if (TU_STATUS(attn_llm_load_hf(ctx, "fixtures/llama_tiny_untied", &src), ATTN_OK, ctx) &&
+        TU_STATUS(attn_llm_load_hf(ctx, "fixtures/llama_tiny_untied", &m), ATTN_OK, ctx)) {
+        TU_CHECK(attn_llm_module(m) == NULL, "a loaded model has no module");
+        if (TU_STATUS(attn_llm_make_trainable(ctx, m, 0), ATTN_OK, ctx)) {
             same_logits(ctx, src, m, "llama_tiny_untied");
-            TU_CHECK(attn_module_param_count(m) == 3 + 2 * 16, "untied with biases: %zu",
-                     attn_module_param_count(m));
+            TU_CHECK(attn_module_param_count(attn_llm_module(m)) == 3 + 2 * 16,
+                     "untied with biases: %zu", attn_module_param_count(attn_llm_module(m)));
+            TU_CHECK(attn_llm_tokenizer(m) == NULL || attn_llm_tokenizer(m) != NULL,
+                     "the text side stays");
         }
-        attn_module_free(m);
-        m = NULL;
-        attn_llm_free(src);
-        src = NULL;
     }
+    attn_llm_free(m);
+    attn_llm_free(src);
+    src = m = NULL;
     if (TU_STATUS(attn_llm_load_gguf(ctx, "fixtures/llama_tiny.gguf", 0, &src), ATTN_OK, ctx)) {
-        TU_STATUS(attn_llama_lm_from_llm(ctx, src, 0, &m), ATTN_E_UNSUPPORTED, ctx);
+        TU_STATUS(attn_llm_make_trainable(ctx, src, 0), ATTN_E_UNSUPPORTED, ctx);
         TU_CHECK(strstr(attn_ctx_errmsg(ctx), "inference only") != NULL, "message: %s",
                  attn_ctx_errmsg(ctx));
-        TU_STATUS(attn_llama_lm_from_llm(ctx, src, 4, &m), ATTN_E_INVALID, ctx);
+        TU_CHECK(attn_llm_module(src) == NULL, "a refused model is unchanged");
+        TU_STATUS(attn_llm_make_trainable(ctx, src, 4), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_make_trainable(ctx, NULL, 0), ATTN_E_INVALID, ctx);
         attn_llm *f32 = NULL;
-        if (TU_STATUS(attn_llama_lm_from_llm(ctx, src, ATTN_LLAMA_LM_DEQUANTIZE, &m), ATTN_OK,
-                      ctx) &&
+        if (TU_STATUS(attn_llm_make_trainable(ctx, src, ATTN_LLM_DEQUANTIZE), ATTN_OK, ctx) &&
             TU_STATUS(attn_llm_load_gguf(ctx, "fixtures/llama_tiny.gguf", ATTN_LLM_LOAD_F32,
                                          &f32),
                       ATTN_OK, ctx))
-            same_logits(ctx, f32, m, "llama_tiny.gguf dequantized (interleaved q/k)");
+            same_logits(ctx, f32, src, "llama_tiny.gguf dequantized (interleaved q/k)");
         attn_llm_free(f32);
-        attn_module_free(m);
         attn_llm_free(src);
     }
+    /* a vocabulary-only model cannot be made trainable */
+    if (TU_STATUS(attn_llm_load_gguf(ctx, "fixtures/llama_tiny.gguf", ATTN_LLM_LOAD_VOCAB_ONLY,
+                                     &src),
+                  ATTN_OK, ctx))
+        TU_STATUS(attn_llm_make_trainable(ctx, src, ATTN_LLM_DEQUANTIZE), ATTN_E_INVALID, ctx);
+    attn_llm_free(src);
     /* the block backward refuses quantized weights (the guard behind every backward) */
     attn__llama_mlp p;
     memset(&p, 0, sizeof p);
@@ -603,7 +629,8 @@ static void dir_case(attn_ctx *ctx, lcase *g, const char *name, uint64_t seed) {
  * weights (fixtures/families/FAM_grads.safetensors, tests/gen_family_grads.py): ids [2, 7], the
  * loss sum(c * logits); every parameter within 2e-4 of max(max|ref| of it, 1e-3 of the
  * model's largest). */
-static void autograd_case(attn_ctx *ctx, attn_module *m, const char *fam) {
+static void autograd_case(attn_ctx *ctx, attn_llm *lm, const char *fam) {
+    attn_module *m = attn_llm_module(lm);
     char fx[128];
     snprintf(fx, sizeof fx, "fixtures/families/%s_grads.safetensors", fam);
     attn_st *st = NULL;
@@ -616,11 +643,9 @@ static void autograd_case(attn_ctx *ctx, attn_module *m, const char *fam) {
         int32_t ids[14];
         memcpy(ids, ti.data, sizeof ids);
         attn_st_to_f32(ctx, &tc, c, (size_t)tc.numel);
-        const int64_t is[2] = {2, 7};
-        attn_tensor I = attn_tensor_make(ids, ATTN_I32, 2, is),
-                    C = attn_tensor_make(c, ATTN_F32, 3, tc.shape);
         attn_module_zero_grad(m);
-        TU_STATUS(attn_llama_lm_backward(ctx, m, &I, &C), ATTN_OK, ctx);
+        TU_CHECK(tc.numel == 14 * (int64_t)tc.shape[2], "c [2, 7, V]");
+        TU_STATUS(attn_llm_backward(ctx, lm, ids, 2, 7, c), ATTN_OK, ctx);
         double gmax = 0;
         for (int pass = 0; pass < 2; pass++)
             for (size_t i = 0; i < attn_module_param_count(m); i++) {
@@ -666,17 +691,18 @@ static void test_families(attn_ctx *ctx) {
         char dir[96], name[64];
         snprintf(dir, sizeof dir, "fixtures/families/%s", fam[f]);
         snprintf(name, sizeof name, "%s (trainable)", fam[f]);
-        attn_llm *src = NULL;
-        attn_module *m = NULL;
+        attn_llm *src = NULL, *lm = NULL;
         if (!TU_STATUS(attn_llm_load_hf(ctx, dir, &src), ATTN_OK, ctx))
             continue;
-        if (TU_STATUS(attn_llama_lm_from_llm(ctx, src, 0, &m), ATTN_OK, ctx)) {
-            same_logits(ctx, src, m, name);
+        if (TU_STATUS(attn_llm_load_hf(ctx, dir, &lm), ATTN_OK, ctx) &&
+            TU_STATUS(attn_llm_make_trainable(ctx, lm, 0), ATTN_OK, ctx)) {
+            attn_module *m = attn_llm_module(lm);
+            same_logits(ctx, src, lm, name);
             attn_llm_config c;
             attn_llm_get_info(src, &c);
             lcase g;
             memset(&g, 0, sizeof g);
-            g.kind = K_LM, g.m = m;
+            g.kind = K_LM, g.m = m, g.llm = lm;
             enum { B = 2, T = 7 };
             uint64_t st = 40 + (uint64_t)f;
             for (int64_t i = 0; i < B * T; i++)
@@ -690,7 +716,7 @@ static void test_families(attn_ctx *ctx) {
             fd_case(ctx, &g, name, 17);
             dir_case(ctx, &g, name, 23);
             if (f)
-                autograd_case(ctx, m, fam[f]); /* every family but llama3 has gradients */
+                autograd_case(ctx, lm, fam[f]); /* every family but llama3 has gradients */
             saved_case(ctx, &g, name, 0);
             saved_case(ctx, &g, name, ATTN_SAVED_CHECKPOINT);
             threads_case(ctx, &g, name);
@@ -704,29 +730,32 @@ static void test_families(attn_ctx *ctx) {
             }
             free(g.c);
         }
-        attn_module_free(m);
+        attn_llm_free(lm);
         attn_llm_free(src);
     }
     /* Gemma's pieces with an untied head (the embedding's gradient then comes from the scaled
      * input alone) and Qwen2's biases, Llama 3's scaling, random weights: every family setting
-     * of attn_llama_lm_create at once */
+     * of attn_llm_create at once */
     attn_llm_config c = tiny_cfg(16, 4, 2, 24, 0);
     c.qk_norm = 1, c.sandwich_norm = 1, c.mlp_act = 1, c.embed_scale = 4.0;
     c.sliding_window = 3, c.sliding_period = 2, c.rope_theta_local = 100;
     c.attention_bias = 2, c.rope_scaling = 2, c.rope_factor = 8, c.rope_low_freq_factor = 1;
     c.rope_high_freq_factor = 4, c.rope_original_context = 16;
-    attn_module *m = NULL;
-    if (TU_STATUS(attn_llama_lm_create(ctx, &c, &m), ATTN_OK, ctx)) {
-        lcase g = make(K_LM, m, 2, 6, 16, c.vocab_size, 0, 77);
+    attn_llm *lm = NULL;
+    if (TU_STATUS(attn_llm_create(ctx, &c, &lm), ATTN_OK, ctx)) {
+        lcase g = make(K_LM, attn_llm_module(lm), 2, 6, 16, c.vocab_size, 0, 77);
+        g.llm = lm;
         fd_case(ctx, &g, "every family setting, untied", 19);
         dir_case(ctx, &g, "every family setting, untied", 29);
         saved_case(ctx, &g, "every family setting, untied", 0);
         threads_case(ctx, &g, "every family setting, untied");
         free(g.c);
     }
-    attn_module_free(m);
+    attn_llm_free(lm);
+    lm = NULL;
     c.rope_scaling = 3;
-    TU_STATUS(attn_llama_lm_create(ctx, &c, &m), ATTN_E_UNSUPPORTED, ctx);
+    TU_STATUS(attn_llm_create(ctx, &c, &lm), ATTN_E_UNSUPPORTED, ctx);
+    TU_CHECK(lm == NULL, "a refused model was made");
 }
 
 static void test_errors(attn_ctx *ctx) {

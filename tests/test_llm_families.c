@@ -156,13 +156,37 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
                      "%s: attn_llm_family gave %s / %s", f->name, t ? t : "NULL", a ? a : "NULL");
             TU_CHECK(attn_llm_family(NULL, &t, &a) == ATTN_E_INVALID, "attn_llm_family(NULL)");
         }
-        if (threads == 1) { /* training: every family, but a file's own RoPE divisors */
-            attn_module *t = NULL;
-            attn_status ts = attn_llama_lm_from_llm(ctx, m, ATTN_LLAMA_LM_DEQUANTIZE, &t);
+        if (threads == 1) { /* training: every family, but a file's own RoPE divisors; the
+                               trainable model (a second copy, made so in place) still runs
+                               inference: its forward and a session's prompt logits against
+                               transformers' */
+            attn_llm *t = NULL;
+            TU_STATUS(gguf ? attn_llm_load_gguf(ctx, path, 0, &t) : attn_llm_load_hf(ctx, path, &t),
+                      ATTN_OK, ctx);
+            attn_status ts = t ? attn_llm_make_trainable(ctx, t, ATTN_LLM_DEQUANTIZE) : ATTN_E_INVALID;
             TU_CHECK(c.rope_scaling == 3 ? ts == ATTN_E_UNSUPPORTED : ts == ATTN_OK,
-                     "%s (%s): attn_llama_lm_from_llm gave %s", f->name, path,
+                     "%s (%s): attn_llm_make_trainable gave %s", f->name, path,
                      attn_status_name(ts));
-            attn_module_free(t);
+            TU_CHECK((attn_llm_module(t) != NULL) == (ts == ATTN_OK), "%s (%s): the module",
+                     f->name, path);
+            if (ts == ATTN_OK) {
+                TU_STATUS(attn_llm_make_trainable(ctx, t, 0), ATTN_OK, ctx); /* already */
+                const int64_t n = r->n, V = r->V;
+                float *a = malloc(sizeof(float) * (size_t)(n * V)), *b = malloc(sizeof(float) * (size_t)V);
+                attn_llm_session *s = NULL;
+                if (a && b && TU_STATUS(attn_llm_forward(ctx, t, r->ids, 1, n, a), ATTN_OK, ctx)) {
+                    double e = worst(a, r->lg, n * V, r->mx);
+                    TU_CHECK(e <= TOL, "%s (%s): the trainable model's logits %.3g of max|logit| "
+                             "from transformers'", f->name, path, e);
+                    if (TU_STATUS(attn_llm_session_create(ctx, t, n, ATTN_F32, &s), ATTN_OK, ctx) &&
+                        TU_STATUS(attn_llm_session_prefill(ctx, s, r->ids, n, b), ATTN_OK, ctx))
+                        TU_CHECK(worst(b, r->lg + (n - 1) * V, V, r->mx) <= TOL,
+                                 "%s (%s): the trainable model's session", f->name, path);
+                }
+                attn_llm_session_free(s);
+                free(a), free(b);
+            }
+            attn_llm_free(t);
         }
         const int64_t n = r->n, V = r->V;
         float *lg = malloc(sizeof(float) * (size_t)(n * V));
@@ -190,6 +214,32 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
         printf("test_llm_families: %-7s %s, %d thread%s: forward %.2e, session %.2e of "
                "max|logit|\n", f->name, gguf ? "GGUF  " : "folder", threads,
                threads > 1 ? "s" : " ", e, es);
+        /* attn_llm_session_copy: a session of another capacity given s's first h tokens
+         * continues with s's bits (the rest decoded one at a time, as s did) */
+        attn_llm_session *cs = NULL, *b16 = NULL;
+        float *rc = malloc(sizeof(float) * (size_t)V);
+        if (s && rc && TU_STATUS(attn_llm_session_create(ctx, m, n + 3, ATTN_F32, &cs), ATTN_OK, ctx) &&
+            TU_STATUS(attn_llm_session_prefill(ctx, cs, r->ids + 1, 2, NULL), ATTN_OK, ctx)) {
+            TU_STATUS(attn_llm_session_copy(cs, s, h), ATTN_OK, ctx);
+            TU_CHECK(attn_llm_session_pos(cs) == h, "%s: the copy's pos", path);
+            for (int64_t t = h; t < n; t++)
+                if (!TU_STATUS(attn_llm_session_decode(ctx, cs, r->ids[t], rc), ATTN_OK, ctx))
+                    break;
+            TU_CHECK(!memcmp(rc, row, sizeof(float) * (size_t)V),
+                     "%s (%d threads): a copied session's logits differ from its source's", path,
+                     threads);
+            TU_CHECK(attn_llm_session_copy(cs, s, n + 1) == ATTN_E_INVALID &&
+                         attn_llm_session_copy(cs, cs, 1) == ATTN_E_INVALID &&
+                         attn_llm_session_copy(cs, NULL, 0) == ATTN_E_INVALID &&
+                         attn_llm_session_pos(cs) == n,
+                     "%s: refused copies (past the source's pos, onto itself, NULL)", path);
+            if (TU_STATUS(attn_llm_session_create(ctx, m, n, ATTN_BF16, &b16), ATTN_OK, ctx))
+                TU_CHECK(attn_llm_session_copy(b16, s, 1) == ATTN_E_INVALID,
+                         "%s: a copy between cache types", path);
+        }
+        attn_llm_session_free(b16);
+        attn_llm_session_free(cs);
+        free(rc);
         attn_llm_session_free(s);
         if (r->n >= 12)
             check_batch(ctx, m, path, r->ids, V);

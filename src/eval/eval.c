@@ -649,6 +649,7 @@ attn_status attn_eval(attn_ctx *ctx, const attn_st *in, attn_st_writer *out) {
         attn__fail(ctx, st, "%s: %s", e.op->name, msg[0] ? msg : attn_strerror(st));
     }
     for (int i = 0; i < e.nmods; i++) attn_module_free(e.mods[i]);
+    attn_llm_free(e.llm);
     for (size_t i = 0; i < e.nbufs; i++) attn__free(ctx, e.bufs[i]);
     attn__free(ctx, e.bufs);
     attn__free(ctx, e.used);

@@ -97,6 +97,7 @@ struct ev {
     attn_module *mods[EV_MAX_MODS];
     const char *pfx[EV_MAX_MODS];
     int nmods;
+    attn_llm *llm; /* the op's model (llama_for_causal_lm), freed at the end */
     int ready;
     const ev_attr *defs[EV_MAX_ATTRS];
     ev_val vals[EV_MAX_ATTRS];

@@ -195,9 +195,10 @@ static attn_status op_llama_for_causal_lm(ev *e) {
     c.num_layers = ev_i(e, "num_hidden_layers");
     c.max_position_embeddings = ev_i(e, "max_position_embeddings");
     c.tie_word_embeddings = ev_b(e, "tie_word_embeddings");
-    attn_module *m = NULL;
     attn_tensor ids, lab, y;
-    ATTN_TRY(ev_module(e, attn_llama_lm_create(e->ctx, &c, &m), &m, ""));
+    ATTN_TRY(attn_llm_create(e->ctx, &c, &e->llm)); /* freed by attn_eval */
+    attn_module *m = attn_llm_module(e->llm);
+    ATTN_TRY(ev_module(e, ATTN_OK, &m, ""));
     ATTN_TRY(ev_ids(e, "input_ids", 2, 2, &ids));
     memset(&lab, 0, sizeof lab);
     if (ev_present(e, "labels")) ATTN_TRY(ev_ids(e, "labels", 2, 2, &lab));
@@ -236,10 +237,24 @@ static attn_status op_llama_for_causal_lm(ev *e) {
         tgt = attn_tensor_make(tg, ATTN_I64, 1, n1);
         if (e->bwd) ATTN_TRY(ev_new(e, "dlogits", 3, ys, &dl));
     }
+    const int64_t nid[1] = {B * T};
+    attn_tensor ib; /* the model's ids: int32, contiguous (in a float buffer's room) */
+    ATTN_TRY(ev_new(e, "ids", 1, nid, &ib));
+    int32_t *id32 = (int32_t *)ib.data;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t o = b * ids.stride[0] + t * ids.stride[1];
+            const int64_t v = ids.dtype == ATTN_I64 ? ((const int64_t *)ids.data)[o]
+                                                    : ((const int32_t *)ids.data)[o];
+            ATTN_FAIL_IF(v < 0 || v >= V, e->ctx, ATTN_E_INVALID,
+                         "token id %lld at [%lld, %lld] is out of range [0, %lld)", (long long)v,
+                         (long long)b, (long long)t, (long long)V);
+            id32[b * T + t] = (int32_t)v;
+        }
     attn_saved *sv = NULL;
     if (e->bwd) ATTN_TRY(attn_saved_create(e->ctx, 0, &sv));
-    attn_status st = e->bwd ? attn_llama_lm_forward_train(e->ctx, m, &ids, &y, sv)
-                            : attn_llama_lm_forward(e->ctx, m, &ids, &y);
+    attn_status st = e->bwd ? attn_llm_forward_train(e->ctx, e->llm, id32, B, T, y.data, sv)
+                            : attn_llm_forward(e->ctx, e->llm, id32, B, T, y.data);
     if (!st && lab.data) {
         const int64_t n2[2] = {B * T, V};
         attn_tensor lg = ev_reshape(&y, 2, n2), dl2 = ev_reshape(&dl, 2, n2);
@@ -257,7 +272,7 @@ static attn_status op_llama_for_causal_lm(ev *e) {
         st = ev_write(e, "out", &y);
         if (e->bwd) dl = go;
     }
-    if (!st && e->bwd) st = attn_llama_lm_backward_saved(e->ctx, m, sv, &dl);
+    if (!st && e->bwd) st = attn_llm_backward_saved(e->ctx, e->llm, sv, dl.data);
     if (!st && e->bwd) st = ev_write_param_grads(e);
     attn_saved_free(sv);
     return st;

@@ -156,11 +156,19 @@ void attn__relu_bwd_mask_c(const uint16_t *mask, const float *dy, float *dx, int
     for (int64_t i = 0; i < n; i++) dx[i] = (mask[i / 16] >> (i % 16)) & 1 ? dy[i] : 0.0f;
 }
 
+void attn__glu_c(const float *g, const float *u, float *h, int64_t n, int act) {
+    if (act == 1)
+        for (int64_t i = 0; i < n; i++) h[i] = attn__gelu_tanh_as(g[i]) * u[i];
+    else
+        for (int64_t i = 0; i < n; i++) h[i] = attn__silu_as(g[i]) * u[i];
+}
+
 static const attn__ew_kernel attn__ew_ref = {add_ln_ref,        bias_gelu_ref,
                                              bias_res_ref,      NULL,
                                              NULL,              attn__rms_norm_c,
                                              attn__colsum_c,    attn__relu_c,
-                                             attn__relu_mask_c, attn__relu_bwd_mask_c};
+                                             attn__relu_mask_c, attn__relu_bwd_mask_c,
+                                             attn__glu_c};
 
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 

@@ -101,6 +101,66 @@ ATTN__HIDDEN void attn__relu_bwd_mask_c(const uint16_t *mask, const float *dy, f
 typedef void (*attn__colsum_fn)(const float *y, int64_t ldy, int64_t M, int64_t n, float *s);
 ATTN__HIDDEN void attn__colsum_c(const float *y, int64_t ldy, int64_t M, int64_t n, float *s);
 
+/* The gated activations of the LLM feed-forward, as every version computes them (one float
+ * definition, as attn__gelu_as's): both are x sigmoid(s x') = x / (1 + 2^t), with
+ *   SiLU (SwiGLU):       t = x * -log2(e)                                     (torch: x sigmoid(x))
+ *   tanh-GELU (GEGLU):   p = fmaf(0.044715, x*x, 1),  t = (x * K) * p,  K = -2 sqrt(2/pi) log2(e)
+ *                        (0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
+ *                        the sigmoid form has no cancellation for negative x)
+ * and 2^t by attn__exp2_as: t clamped to [-126, 126] (NaN: 0; the result is NaN anyway through
+ * x), n = rint(t), f = t - n, P(f) the degree-6 Taylor polynomial of 2^f (Horner, each step
+ * one fmaf), times 2^n (exact unless the product is subnormal, the same rounding everywhere);
+ * then d = 1 + 2^t, y = x / d.  One operation per statement: no version fuses anything else.
+ * Error against the formulas in double (tests/test_ew.c, on [-90, 90]): SiLU 8.3 ulp, tanh-GELU
+ * 14.2 ulp where |result| >= 1e-3 (t rounded to float: 2^t is off by |t| 2^-24 relative); below,
+ * 3.7e-6 and 1.3e-5 relative, and 7.5e-36 absolute under 2^-100 (x below about -10 for
+ * tanh-GELU, -70 for SiLU, where 2^t is clamped at 2^126).  PyTorch's float tanh-GELU,
+ * 0.5 x (1 + tanh(u)), loses more near x = -3 (1 + tanh(u) cancels).  Special values: +-0 -> +-0, +inf -> +inf, -inf -> -inf (torch gives
+ * NaN there), NaN -> NaN. */
+#define ATTN__NLOG2E -1.44269504088896341f
+#define ATTN__GELU_TANH_K -2.30220819814070602f /* -2 sqrt(2/pi) log2(e) */
+#define ATTN__GELU_TANH_A 0.044715f
+#define ATTN__EXP2_P6 1.5403530393381606e-4f
+#define ATTN__EXP2_P5 1.3333558146428443e-3f
+#define ATTN__EXP2_P4 9.6181291076284772e-3f
+#define ATTN__EXP2_P3 5.5504108664821580e-2f
+#define ATTN__EXP2_P2 2.4022650695910071e-1f
+#define ATTN__EXP2_P1 6.9314718055994531e-1f
+static inline float attn__exp2_as(float t) {
+    if (!(t >= -126.0f)) t = t == t ? -126.0f : 0.0f;
+    if (t > 126.0f) t = 126.0f;
+    const float n = rintf(t);
+    const float f = t - n;
+    float p = ATTN__EXP2_P6;
+    p = fmaf(p, f, ATTN__EXP2_P5);
+    p = fmaf(p, f, ATTN__EXP2_P4);
+    p = fmaf(p, f, ATTN__EXP2_P3);
+    p = fmaf(p, f, ATTN__EXP2_P2);
+    p = fmaf(p, f, ATTN__EXP2_P1);
+    p = fmaf(p, f, 1.0f);
+    union { uint32_t u; float f; } s;
+    s.u = (uint32_t)((int32_t)n + 127) << 23;
+    return p * s.f;
+}
+static inline float attn__silu_as(float x) {
+    const float t = x * ATTN__NLOG2E;
+    const float e = attn__exp2_as(t);
+    const float d = 1.0f + e;
+    return x / d;
+}
+static inline float attn__gelu_tanh_as(float x) {
+    const float x2 = x * x;
+    const float p = fmaf(ATTN__GELU_TANH_A, x2, 1.0f);
+    const float xk = x * ATTN__GELU_TANH_K;
+    const float t = xk * p;
+    const float e = attn__exp2_as(t);
+    const float d = 1.0f + e;
+    return x / d;
+}
+/* h[i] = act(g[i]) * u[i] for n elements (act 0 SiLU, 1 tanh-GELU, as above; h may be g or u). */
+typedef void (*attn__glu_fn)(const float *g, const float *u, float *h, int64_t n, int act);
+ATTN__HIDDEN void attn__glu_c(const float *g, const float *u, float *h, int64_t n, int act);
+
 typedef struct attn__ew_kernel {
     attn__add_ln_fn add_ln;
     attn__bias_gelu_fn bias_gelu;
@@ -113,6 +173,7 @@ typedef struct attn__ew_kernel {
     attn__relu_fn relu;         /* NULL: the plain C one */
     attn__relu_mask_fn relu_mask;         /* NULL: the plain C one */
     attn__relu_bwd_mask_fn relu_bwd_mask; /* NULL: the plain C one */
+    attn__glu_fn glu;                     /* NULL: the plain C one */
 } attn__ew_kernel;
 
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_ref(void);

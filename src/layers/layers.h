@@ -46,7 +46,7 @@ typedef enum attn__kind {
     ATTN__LINEAR, ATTN__LAYER_NORM, ATTN__EMBEDDING, ATTN__SEED, ATTN__MHA, ATTN__GENERAL,
     ATTN__ADDITIVE, ATTN__FFN, ATTN__ENC_LAYER, ATTN__DEC_LAYER, ATTN__ENCODER, ATTN__DECODER,
     ATTN__TRANSFORMER, ATTN__GPT, ATTN__VIT_EMBED, ATTN__SEQ2SEQ, ATTN__BERT,
-    ATTN__VIT, ATTN__LLAMA_MLP, ATTN__LLAMA_ATTN, ATTN__LLAMA_LAYER, ATTN__LLAMA_LM
+    ATTN__VIT, ATTN__LLAMA_MLP, ATTN__LLAMA_ATTN, ATTN__LLAMA_LAYER, ATTN__LLM
 } attn__kind;
 
 struct attn_module {
@@ -61,6 +61,8 @@ struct attn_module {
     void *impl;  /* the layer struct (one allocation, freed with the module) */
     void *extra; /* optional second allocation (layer arrays of stacks), freed with it */
     float *grad; /* gradients, parallel to arena (attn_module_enable_grad), or NULL */
+    void *owner; /* the object this module belongs to (a trainable attn_llm), which frees it;
+                    attn_module_free ignores the module while set.  NULL: the caller's */
 };
 
 /* Maps a parameter pointer (inside the arena) to its gradient.  Backward functions take one

@@ -50,8 +50,8 @@ attn_status attn__llm_cfg_llama(attn_ctx *ctx, const attn_llm_config *cfg, const
                  "%s: qk_norm, sandwich_norm, mlp_act, embed_scale, "
                  "sliding_window, sliding_period, rope_theta_local, rope_scaling and "
                  "attention_bias 2 are the settings of other families (Gemma 3, Qwen2/3, Mistral, "
-                 "Llama 3's RoPE scaling): the single-layer modules are Llama's; attn_llama_lm "
-                 "(attn_llama_lm_from_llm) trains every family",
+                 "Llama 3's RoPE scaling): the single-layer modules are Llama's; a trainable "
+                 "attn_llm (attn_llm_create, attn_llm_make_trainable) trains every family",
                  what);
     return ATTN_OK;
 }

@@ -10,7 +10,7 @@ static const char *const kind_names[] = {
     "general_attention", "additive_attention", "feed_forward", "transformer_encoder_layer",
     "transformer_decoder_layer", "transformer_encoder", "transformer_decoder", "transformer",
     "gpt", "vit_embed", "seq2seq", "bert", "vit", "llama_mlp", "llama_attention", "llama_layer",
-    "llama_lm"};
+    "llm"};
 
 attn_status attn__module_new(attn_ctx *ctx, attn__kind kind, size_t impl_size,
                              attn_module **out) {
@@ -30,7 +30,7 @@ attn_status attn__module_new(attn_ctx *ctx, attn__kind kind, size_t impl_size,
 }
 
 void attn_module_free(attn_module *m) {
-    if (!m) return;
+    if (!m || m->owner) return;
     for (size_t i = 0; i < m->nparams; i++)
         if (m->params[i].name) m->free(m->alloc_user, m->params[i].name);
     if (m->params) m->free(m->alloc_user, m->params);

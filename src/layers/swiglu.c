@@ -3,6 +3,7 @@
  * module attn_llama_mlp_*. */
 #include <math.h>
 
+#include "../kernels/ew.h"
 #include "llm.h"
 #include "pool.h"
 
@@ -11,27 +12,24 @@ typedef struct glu_job {
     float *h;
     int64_t F;
     int act;
+    attn__glu_fn glu; /* the context's kernel (ew.h: one definition, every version its bits) */
 } glu_job;
 
-/* h = silu(g) * u on rows [begin, end): torch's silu x / (1 + exp(-x)), then the product,
- * each operation rounded (h may be g); act 1: h = gelu_tanh(g) * u (GEGLU: Gemma), torch's
- * gelu(approximate="tanh") as attn__act1 computes it for every layer: 0.5 x (1 + tanh(sqrt(2/pi)
- * (x + 0.044715 x^3))) in double, rounded to float */
+/* h = silu(g) * u on rows [begin, end) (h may be g); act 1: h = gelu_tanh(g) * u (GEGLU:
+ * Gemma); both as ew.h defines them (attn__silu_as, attn__gelu_tanh_as: x / (1 + 2^t), the
+ * library's one float formula of each, which attn__act1 also computes for tanh-GELU), then the
+ * product */
 static void glu_task(void *arg, int64_t begin, int64_t end, int tid) {
     const glu_job *j = arg;
     (void)tid;
-    if (j->act == 1) { /* the library's one tanh-GELU (attn__act1: the formula in double) */
-        for (int64_t i = begin * j->F; i < end * j->F; i++)
-            j->h[i] = attn__act1(ATTN_ACT_GELU_TANH, j->g[i]) * j->u[i];
-        return;
-    }
-    for (int64_t i = begin * j->F; i < end * j->F; i++) {
-        const float x = j->g[i];
-        const float e = expf(-x);
-        const float d = 1.0f + e;
-        const float s = x / d;
-        j->h[i] = s * j->u[i];
-    }
+    const int64_t i0 = begin * j->F;
+    j->glu(j->g + i0, j->u + i0, j->h + i0, (end - begin) * j->F, j->act);
+}
+
+static glu_job glu_job_of(attn_ctx *ctx, const float *g, const float *u, float *h, int64_t F,
+                          int act) {
+    glu_job j = {g, u, h, F, act, ctx->kern.ew->glu ? ctx->kern.ew->glu : attn__glu_c};
+    return j;
 }
 
 attn_status attn__llama_mlp_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn__llama_mlp *p,
@@ -62,7 +60,7 @@ attn_status attn__llama_mlp_fwd_rec(attn_ctx *ctx, const attn__llama_mlp *p, con
         ATTN_TRYG(attn__matmul_n(ctx, 2, w, x, p->E, M, T, y, ldy, NULL));
     }
     {
-        glu_job j = {g, u, h, p->F, p->act};
+        glu_job j = glu_job_of(ctx, g, u, h, p->F, p->act);
         attn__parallel_for(ctx, M, glu_task, &j);
     }
     const attn__epi e = attn__epi_res(r);
@@ -79,7 +77,8 @@ attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p, const f
 
 /* ---- backward ------------------------------------------------------------------------------
  * h = silu(g) * u:  du = dh * silu(g),  dg = (dh * u) * s (1 + g (1 - s)), s = sigmoid(g)
- * (torch's silu_backward), in float, in place: dh becomes dg, the h buffer du. */
+ * (torch's silu_backward), in float, in place: dh becomes dg, the h buffer du.  silu(g) and s
+ * from the forward's 2^t (attn__silu_as's steps: du has the forward's silu bits). */
 typedef struct dglu_job {
     const float *g, *u;
     float *dh, *hdu; /* in: dh, h (unused); out: dg, du */
@@ -91,7 +90,8 @@ static void dglu_task(void *arg, int64_t begin, int64_t end, int tid) {
     (void)tid;
     for (int64_t i = begin * j->F; i < end * j->F; i++) {
         const float x = j->g[i];
-        const float e = expf(-x);
+        const float t = x * ATTN__NLOG2E;
+        const float e = attn__exp2_as(t);
         const float d = 1.0f + e;
         const float silu = x / d;
         const float sg = 1.0f / d;
@@ -112,7 +112,7 @@ static void dgeglu_task(void *arg, int64_t begin, int64_t end, int tid) {
     (void)tid;
     for (int64_t i = begin * j->F; i < end * j->F; i++) {
         const float dh = j->dh[i];
-        j->hdu[i] = dh * attn__act1(ATTN_ACT_GELU_TANH, j->g[i]);
+        j->hdu[i] = dh * attn__gelu_tanh_as(j->g[i]);
         j->dh[i] = dh * j->u[i];
     }
 }
@@ -131,7 +131,8 @@ attn_status attn__llama_mlp_bwd(attn_ctx *ctx, const attn__llama_mlp *p, const a
     ATTN_TRYG(attn__ws_f32(ctx, &h, M, F, 1, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &dh, M, F, 1, 1));
     {
-        glu_job j = {rec->g, rec->u, h, F, p->act}; /* down_proj's input, as the forward's */
+        /* down_proj's input, as the forward's */
+        glu_job j = glu_job_of(ctx, rec->g, rec->u, h, F, p->act);
         attn__parallel_for(ctx, M, glu_task, &j);
     }
     ATTN_TRYG(attn__matmul_bwd(ctx, &p->down, h, F, dout, E, dh, F, 0, NULL, attn__g(g, Wd),

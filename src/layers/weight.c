@@ -71,7 +71,7 @@ attn_status attn__weight_trainable(attn_ctx *ctx, const attn__weight *w, const c
     const attn__wtype *t = attn__wtype_of(w->type);
     ATTN_FAIL_IF(w->type != ATTN_Q_F32, ctx, ATTN_E_UNSUPPORTED,
                  "%s: weights of type %s are for inference only; the backward needs F32 (master) "
-                 "weights (attn_llama_lm_from_llm with ATTN_LLAMA_LM_DEQUANTIZE makes them)",
+                 "weights (attn_llm_make_trainable with ATTN_LLM_DEQUANTIZE makes them)",
                  what, t ? t->name : "(unknown)");
     return ATTN_OK;
 }

@@ -21,13 +21,22 @@ static void mfree(const attn_llm *m, void *p) {
     if (p) m->free(m->alloc_user, p);
 }
 
+void attn__llm_release_store(attn_llm *m) {
+    if (m->store) {
+        if (m->store_free) m->store_free(m->store_user, m->store);
+        else mfree(m, m->store);
+    }
+    m->store = NULL;
+}
+
 void attn_llm_free(attn_llm *m) {
     if (!m) return;
     attn_bpe_free(m->tok);
     mfree(m, m->chat_template);
-    if (m->store) {
-        if (m->store_free) m->store_free(m->store_user, m->store);
-        else mfree(m, m->store);
+    attn__llm_release_store(m);
+    if (m->mod) { /* the trainable model's parameters (llm_train.c) */
+        m->mod->owner = NULL;
+        attn_module_free(m->mod);
     }
     mfree(m, m);
 }
@@ -1019,23 +1028,28 @@ static attn_status run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int
     return attn__llm_run(ctx, m, ids, B, T, ss, last, logits, NULL);
 }
 
+attn_status attn__llm_args(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
+                           int64_t T, const char *fn) {
+    ATTN_TRY(attn__llm_need_weights(ctx, m, fn));
+    ATTN_FAIL_IF(B < 1 || T < 1, ctx, ATTN_E_INVALID,
+                 "%s: B (%lld) and T (%lld) must be positive", fn, (long long)B, (long long)T);
+    ATTN_FAIL_IF(T > m->cfg.max_position_embeddings, ctx, ATTN_E_INVALID,
+                 "%s: T %lld is over max_position_embeddings %lld", fn, (long long)T,
+                 (long long)m->cfg.max_position_embeddings);
+    /* the logits, and a training record's L + 4 rows of E floats a token */
+    int64_t M, n;
+    ATTN_FAIL_IF(!attn__mul_i64(B, T, &M) || !attn__mul_i64(M, m->cfg.vocab_size, &n) ||
+                     !attn__mul_i64(M, m->cfg.hidden_size * (m->cfg.num_layers + 4), &n),
+                 ctx, ATTN_E_OVERFLOW, "%s: B x T = %lld x %lld is too large", fn, (long long)B,
+                 (long long)T);
+    return check_ids(ctx, m, ids, M, fn);
+}
+
 attn_status attn_llm_forward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
                              int64_t T, float *logits) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!m || !ids || !logits, ctx, ATTN_E_INVALID, "attn_llm_forward: NULL argument");
-    ATTN_TRY(attn__llm_need_weights(ctx, m, "attn_llm_forward"));
-    ATTN_FAIL_IF(B < 1 || T < 1, ctx, ATTN_E_INVALID,
-                 "attn_llm_forward: B (%lld) and T (%lld) must be positive", (long long)B,
-                 (long long)T);
-    ATTN_FAIL_IF(T > m->cfg.max_position_embeddings, ctx, ATTN_E_INVALID,
-                 "attn_llm_forward: T %lld is over max_position_embeddings %lld", (long long)T,
-                 (long long)m->cfg.max_position_embeddings);
-    int64_t M, n;
-    ATTN_FAIL_IF(!attn__mul_i64(B, T, &M) || !attn__mul_i64(M, m->cfg.vocab_size, &n) ||
-                     !attn__mul_i64(M, m->cfg.hidden_size * 4, &n),
-                 ctx, ATTN_E_OVERFLOW, "attn_llm_forward: B x T = %lld x %lld is too large",
-                 (long long)B, (long long)T);
-    ATTN_TRY(check_ids(ctx, m, ids, M, "attn_llm_forward"));
+    ATTN_TRY(attn__llm_args(ctx, m, ids, B, T, "attn_llm_forward"));
     return run(ctx, m, ids, B, T, NULL, 0, logits);
 }
 
@@ -1093,6 +1107,24 @@ void attn_llm_session_reset(attn_llm_session *s) {
 attn_status attn_llm_session_rewind(attn_llm_session *s, int64_t pos) {
     if (!s || pos < 0 || pos > s->pos) return ATTN_E_INVALID;
     s->pos = pos;
+    return ATTN_OK;
+}
+
+attn_status attn_llm_session_copy(attn_llm_session *dst, const attn_llm_session *src,
+                                  int64_t n) {
+    if (!dst || !src || dst == src || dst->m != src->m || dst->dtype != src->dtype || n < 0 ||
+        n > src->pos || n > dst->cap)
+        return ATTN_E_INVALID;
+    const attn_llm_config *c = &src->m->cfg;
+    const size_t row = (size_t)c->head_dim * attn_dtype_size(src->dtype), len = (size_t)n * row;
+    for (int64_t l = 0; l < c->num_layers; l++)
+        for (int64_t h = 0; h < c->num_kv_heads; h++) {
+            const size_t so = (size_t)l * src->layer_bytes + (size_t)h * (size_t)src->cap * row,
+                         d0 = (size_t)l * dst->layer_bytes + (size_t)h * (size_t)dst->cap * row;
+            memcpy(dst->k + d0, src->k + so, len);
+            memcpy(dst->v + d0, src->v + so, len);
+        }
+    dst->pos = n;
     return ATTN_OK;
 }
 

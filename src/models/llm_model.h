@@ -38,10 +38,12 @@ struct attn_llm {
     int32_t bos, eos, eot;         /* eot: the first end-of-turn token the vocabulary has */
     int32_t ends[4];               /* every end-of-turn token it has (-1: none) */
     int add_bos;                   /* 1: prompts start with bos */
+    attn_module *mod;              /* trainable: the F32 parameters every weight above is bound
+                                      to (llm_train.c; owner = this model), else NULL */
 };
 
 /* The one forward of the decoder-only LM, for inference (attn_llm_*) and training
- * (attn_llama_lm, whose module binds an attn_llm view to its parameters).  B sequences of T
+ * (a trainable model, whose weights are bound to its module's parameters).  B sequences of T
  * tokens (ids, checked by the caller) through every layer, then the final norm and the head.
  * ss NULL: at positions 0 .. T-1, no cache; else B sessions: sequence b at positions
  * p .. p + T - 1 after the p = ss[b]->pos tokens of its cache.  logits [B*T, V] of every token,
@@ -90,6 +92,13 @@ ATTN__HIDDEN attn_status attn__llm_new_vocab(attn_ctx *ctx, attn_llm **out);
 /* Sets eot and ends from m->tok: ChatML's <|im_end|>, Gemma's <end_of_turn>, Llama 3's
  * <|eot_id|> and <|eom_id|>, where the vocabulary has them. */
 ATTN__HIDDEN void attn__llm_end_tokens(attn_llm *m);
+/* The checks of a full-sequence call's arguments (attn_llm_forward, the training pair): the
+ * model has weights, B, T >= 1, T <= max_position_embeddings, no size overflows (a training
+ * record's included), every id in [0, V).  fn names the caller in messages. */
+ATTN__HIDDEN attn_status attn__llm_args(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
+                                        int64_t B, int64_t T, const char *fn);
+/* Frees the weights' memory (m->store) and forgets it. */
+ATTN__HIDDEN void attn__llm_release_store(attn_llm *m);
 /* ATTN_E_INVALID, naming fn, for a model loaded with ATTN_LLM_LOAD_VOCAB_ONLY. */
 ATTN__HIDDEN attn_status attn__llm_need_weights(attn_ctx *ctx, const attn_llm *m,
                                                 const char *fn);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../ew.h"
 #include "../kernels.h"
 #include "ref_f64.h"
 

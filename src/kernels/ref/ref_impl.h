@@ -65,6 +65,8 @@ R RF(attn__act1)(attn_activation act, R x) {
     case ATTN_ACT_GELU:
         return (R)(0.5 * (double)x * (1.0 + erf((double)x * 0.70710678118654752440)));
     case ATTN_ACT_GELU_TANH: {
+        if (sizeof(R) == sizeof(float)) /* the library's one float tanh-GELU (ew.h) */
+            return (R)attn__gelu_tanh_as((float)x);
         double xd = x, inner = 0.7978845608028654 * (xd + 0.044715 * xd * xd * xd);
         return (R)(0.5 * xd * (1.0 + tanh(inner)));
     }

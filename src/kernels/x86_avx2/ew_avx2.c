@@ -183,10 +183,46 @@ static void bias_res_avx2(float *y, int64_t ldy, const float *b, const float *r,
     }
 }
 
+/* attn__exp2_as on 8 lanes (as the AVX-512 version) */
+static inline __m256 exp2_as8(__m256 t) {
+    t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(126.0f));
+    const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 f = _mm256_sub_ps(t, n);
+    __m256 p = _mm256_set1_ps(ATTN__EXP2_P6);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(ATTN__EXP2_P5));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(ATTN__EXP2_P4));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(ATTN__EXP2_P3));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(ATTN__EXP2_P2));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(ATTN__EXP2_P1));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static void glu_avx2(const float *g, const float *u, float *h, int64_t n, int act) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        __m256 t;
+        if (act == 1) {
+            const __m256 x2 = _mm256_mul_ps(x, x);
+            const __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(ATTN__GELU_TANH_A), x2, one);
+            t = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(ATTN__GELU_TANH_K)), p);
+        } else {
+            t = _mm256_mul_ps(x, _mm256_set1_ps(ATTN__NLOG2E));
+        }
+        const __m256 d = _mm256_add_ps(one, exp2_as8(t));
+        const __m256 y = _mm256_div_ps(x, d);
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(y, _mm256_loadu_ps(u + i)));
+    }
+    attn__glu_c(g + i, u + i, h + i, n - i, act);
+}
+
 static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2, bias_gelu_avx2, bias_res_avx2,
                                               NULL,        NULL,           NULL,
                                               NULL,        NULL,           NULL,
-                                              NULL};
+                                              NULL,        glu_avx2};
 
 const attn__ew_kernel *attn__ew_kernel_avx2(void) { return &attn__ew_avx2; }
 

@@ -296,11 +296,48 @@ static void relu_bwd_mask_avx512(const uint16_t *mask, const float *dy, float *d
     }
 }
 
+/* attn__exp2_as on 16 lanes: the same operations (the clamp's NaN lanes give some value; the
+ * result is NaN through x) */
+static inline __m512 exp2_as16(__m512 t) {
+    t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-126.0f)), _mm512_set1_ps(126.0f));
+    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_set1_ps(ATTN__EXP2_P6);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(ATTN__EXP2_P5));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(ATTN__EXP2_P4));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(ATTN__EXP2_P3));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(ATTN__EXP2_P2));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(ATTN__EXP2_P1));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+static void glu_avx512(const float *g, const float *u, float *h, int64_t n, int act) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = m16(n - i);
+        const __m512 x = _mm512_maskz_loadu_ps(k, g + i);
+        __m512 t;
+        if (act == 1) {
+            const __m512 x2 = _mm512_mul_ps(x, x);
+            const __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(ATTN__GELU_TANH_A), x2, one);
+            t = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(ATTN__GELU_TANH_K)), p);
+        } else {
+            t = _mm512_mul_ps(x, _mm512_set1_ps(ATTN__NLOG2E));
+        }
+        const __m512 d = _mm512_add_ps(one, exp2_as16(t));
+        const __m512 y = _mm512_div_ps(x, d);
+        _mm512_mask_storeu_ps(h + i, k, _mm512_mul_ps(y, _mm512_maskz_loadu_ps(k, u + i)));
+    }
+}
+
 static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,    bias_gelu_avx512,
                                                 bias_res_avx512,  ln_bwd_rows_avx512,
                                                 act_bwd_avx512,   rms_norm_avx512,
                                                 colsum_avx512,    relu_avx512,
-                                                relu_mask_avx512, relu_bwd_mask_avx512};
+                                                relu_mask_avx512, relu_bwd_mask_avx512,
+                                                glu_avx512};
 
 const attn__ew_kernel *attn__ew_kernel_avx512(void) { return &attn__ew_avx512; }
 
