@@ -259,6 +259,11 @@ int attn_cli_text_bound(const char *cmd, attn_ctx *ctx, int64_t *max, const char
 /* attn_cli_read_all bounded by attn_cli_text_bound. */
 int attn_cli_read_text(const char *cmd, attn_ctx *ctx, const char *path, char **data,
                        size_t *len);
+/* --template FILE of attn chat, generate and serve: reads FILE (attn_cli_read_text) and makes
+ * it m's chat template (attn_llm_set_chat_template).  A template attn does not recognise is
+ * refused: "attn CMD: FILE: not a chat template attn formats (its first line: ...): why".
+ * Prints the problem and returns 0 on failure, else 1. */
+int attn_cli_chat_template(const char *cmd, attn_ctx *ctx, attn_llm *m, const char *path);
 /* fwrite to stdout, remembering why it failed for attn_cli_close_stdout. */
 size_t attn_cli_write_stdout(const void *p, size_t n);
 /* Writes s with bytes below 0x20, 0x7f and bytes of invalid UTF-8 as \xNN (text from a file

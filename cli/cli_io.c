@@ -325,6 +325,32 @@ int attn_cli_read_text(const char *cmd, attn_ctx *ctx, const char *path, char **
     return attn_cli_read_all(cmd, path, max, name, data, len);
 }
 
+int attn_cli_chat_template(const char *cmd, attn_ctx *ctx, attn_llm *m, const char *path) {
+    char *t = NULL;
+    size_t n = 0;
+    if (!attn_cli_read_text(cmd, ctx, path, &t, &n)) return 0;
+    if (strlen(t) != n) {
+        fprintf(stderr, "attn %s: %s: a NUL byte at byte %zu: not a chat template\n", cmd, path,
+                strlen(t));
+        free(t);
+        return 0;
+    }
+    attn_status st = attn_llm_set_chat_template(ctx, m, t);
+    if (st != ATTN_OK) {
+        size_t k = strcspn(t, "\n");
+        char first[84];
+        snprintf(first, sizeof first, "%.*s%s", (int)(k > 80 ? 77 : k), t, k > 80 ? "..." : "");
+        fprintf(stderr, "attn %s: %s: not a chat template attn formats (its first line: \"", cmd,
+                path);
+        attn_cli_put_escaped(stderr, first);
+        fprintf(stderr, "\"): ");
+        attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx));
+        fprintf(stderr, " (%s)\n", attn_status_name(st));
+    }
+    free(t);
+    return st == ATTN_OK;
+}
+
 static int stdout_errno; /* the errno of a failed write to stdout (attn_cli_write_stdout) */
 
 size_t attn_cli_write_stdout(const void *p, size_t n) {

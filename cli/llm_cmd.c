@@ -15,10 +15,10 @@
 
 /* ---- shared ---------------------------------------------------------------------------- */
 typedef struct llm_opts {
-    const char *model, *prompt, *text, *file, *system, *cache, *logits;
+    const char *model, *prompt, *text, *file, *system, *cache, *logits, *template_file;
     long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat, parallel;
     double temperature, top_p, min_p, repeat_penalty;
-    int quiet, raw, json, cache_bf16, f32, ids, act, no_mmap, vocab_only;
+    int quiet, raw, json, cache_bf16, f32, ids, act, no_mmap, vocab_only, chat, no_think;
 } llm_opts;
 
 #define MODEL_HELP                                                                           \
@@ -45,6 +45,17 @@ typedef struct llm_opts {
                     "activations of the quantized matrix-vector products\n"                  \
                     "(decoding): f32 (default: exact dequantized weights)\n"                  \
                     "or int8 (faster with VNNI; llama.cpp's precision)")
+/* attn chat and attn generate --chat: the chat template and its thinking switch */
+#define OPT_TEMPLATE(o)                                                                      \
+    ATTN_OPT_STR("template", 0, &(o)->template_file, "FILE",                                 \
+                 "a chat template (Jinja text) to use instead of the\n"                       \
+                 "model's; it must be one attn recognises, as the model's\n"                  \
+                 "(ChatML, Qwen2.5/3, Gemma, Llama 3, Mistral), else it\n"                    \
+                 "is refused"),                                                              \
+        ATTN_OPT_FLAG("no-think", 0, &(o)->no_think,                                         \
+                      "enable_thinking=False: Qwen3 answers without thinking (an\n"          \
+                      "empty <think> block after the generation prompt); other\n"            \
+                      "templates have no such switch")
 /* every command that loads a model: read the file instead of mapping it (round-3 F6) */
 #define OPT_NO_MMAP(o) ATTN_OPT_NO_MMAP(&(o)->no_mmap)
 #define OPT_CACHE(o)                                                                         \
@@ -87,6 +98,47 @@ static int load(const char *cmd, const llm_opts *o, attn_ctx *ctx, attn_llm **m)
         return 0;
     }
     return 1;
+}
+
+/* --template and the template check of attn chat and attn generate --chat; 0 on failure
+ * (printed). */
+static int chat_ready(const char *cmd, const llm_opts *o, attn_ctx *ctx, attn_llm *m) {
+    if (o->template_file && !attn_cli_chat_template(cmd, ctx, m, o->template_file)) return 0;
+    const char *tmpl = attn_llm_chat_template(m);
+    const char *name = attn_chat_template_name(ctx, tmpl);
+    if (!name) {
+        fprintf(stderr, "attn %s: ", cmd);
+        attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx));
+        fprintf(stderr, "; give a template with --template FILE%s\n",
+                strcmp(cmd, "chat") ? "" : ", or --raw to chat without one");
+        return 0;
+    }
+    if (o->no_think && strcmp(name, "qwen3") && !o->quiet)
+        fprintf(stderr, "attn %s: note: the %s template has no thinking switch: --no-think "
+                        "changes nothing\n", cmd, name);
+    return 1;
+}
+
+/* The conversation as the model's template writes it, with the generation prompt: *text
+ * malloc'ed; 0 on failure (printed). */
+static int chat_text(const char *cmd, const llm_opts *o, attn_ctx *ctx, const attn_llm *m,
+                     const attn_chat_message *msgs, int64_t n, char **text, size_t *tl) {
+    attn_chat_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.add_generation_prompt = 1;
+    opt.thinking = o->no_think ? ATTN_CHAT_THINKING_OFF : ATTN_CHAT_THINKING_DEFAULT;
+    attn_status st = attn_llm_chat_apply(ctx, m, msgs, n, &opt, NULL, 0, tl);
+    if (st == ATTN_OK) {
+        char *t = *tl < SIZE_MAX ? realloc(*text, *tl + 1) : NULL;
+        if (!t) {
+            fprintf(stderr, "attn %s: out of memory\n", cmd);
+            return 0;
+        }
+        *text = t;
+        st = attn_llm_chat_apply(ctx, m, msgs, n, &opt, t, *tl + 1, tl);
+    }
+    if (st != ATTN_OK) attn_cli_fail(ctx, cmd, st);
+    return st == ATTN_OK;
 }
 
 /* The ids of text with tok (special tokens parsed), lead (>= 0) first and tail (>= 0) last:
@@ -235,8 +287,16 @@ int attn_cmd_llm_generate(int argc, char **argv) {
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
         OPT_NO_MMAP(&o),
         ATTN_OPT_STR("prompt", 'p', &o.prompt, "TEXT",
-                     "the text to continue, as it is (no chat template; special\n"
-                     "tokens such as <|im_start|> are recognised); required"),
+                     "the text to continue, as it is (special tokens such as\n"
+                     "<|im_start|> are recognised); required"),
+        ATTN_OPT_FLAG("chat", 0, &o.chat,
+                      "write the prompt as a user message in the model's chat\n"
+                      "format (its template, with the generation prompt) and\n"
+                      "continue that: the assistant's answer"),
+        ATTN_OPT_STR("system", 0, &o.system, "TEXT",
+                     "with --chat: the system message (default: the\n"
+                     "template's own, if any)"),
+        OPT_TEMPLATE(&o),
         ATTN_OPT_INT("tokens", 'n', &o.tokens, 0, 1 << 24, "N",
                      "tokens to generate at most (default 128); generation\n"
                      "also stops at the model's end token"),
@@ -256,15 +316,21 @@ int attn_cmd_llm_generate(int argc, char **argv) {
     const attn_cli_spec spec = {
         "generate", "attn generate --model MODEL --prompt TEXT [options]",
         "Continues a prompt with a llama-architecture language model, streaming the text\n"
-        "to stdout; prompt and generation speeds on stderr.  --temperature 0 is greedy.",
+        "to stdout; prompt and generation speeds on stderr.  --temperature 0 is greedy.\n"
+        "With --chat the prompt is a user message in the model's chat format and the\n"
+        "text is the assistant's answer.",
         table, NULL,
         "attn generate --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt \"Once upon a time\" "
-        "--tokens 64"};
+        "--tokens 64\n"
+        "attn generate --model Qwen3-0.6B-Q8_0.gguf --chat --no-think --prompt \"Hi\""};
     int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
     if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
     if (!o.model) return attn_cli_usage_error(&spec, "--model is required");
     if (!o.prompt) return attn_cli_usage_error(&spec, "--prompt TEXT is required");
+    if (!o.chat && (o.system || o.template_file || o.no_think))
+        return attn_cli_usage_error(&spec, "--system, --template and --no-think write the "
+                                           "prompt as a chat: give --chat");
     const char *cmd = "generate";
     attn_ctx *ctx = NULL;
     attn_llm *m = NULL;
@@ -276,7 +342,22 @@ int attn_cmd_llm_generate(int argc, char **argv) {
     attn_status st;
     if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
     if (!load(cmd, &o, ctx, &m)) goto out;
-    if (!encode(cmd, ctx, m, o.prompt, strlen(o.prompt), 1, &ids, &n)) goto out;
+    if (o.chat) {
+        /* [system,] user: the template writes its own bos (no bos added, as transformers) */
+        attn_chat_message msgs[2];
+        memset(msgs, 0, sizeof msgs);
+        int64_t nm = 0;
+        if (o.system) msgs[nm].role = "system", msgs[nm++].content = o.system;
+        msgs[nm].role = "user", msgs[nm++].content = o.prompt;
+        char *text = NULL;
+        size_t tl = 0;
+        int ok = chat_ready(cmd, &o, ctx, m) && chat_text(cmd, &o, ctx, m, msgs, nm, &text, &tl) &&
+                 encode(cmd, ctx, m, text, tl, 0, &ids, &n);
+        free(text);
+        if (!ok) goto out;
+    } else if (!encode(cmd, ctx, m, o.prompt, strlen(o.prompt), 1, &ids, &n)) {
+        goto out;
+    }
     if (n == 0) {
         fprintf(stderr, "attn %s: the prompt is empty: nothing to continue\n", cmd);
         goto out;
@@ -357,6 +438,7 @@ static int convo_add(convo *c, const char *role, const char *content) {
         free(r), free(t);
         return 0;
     }
+    memset(&c->m[c->n], 0, sizeof c->m[c->n]);
     c->m[c->n].role = r, c->m[c->n].content = t;
     c->own[c->n++] = NULL;
     return 1;
@@ -387,10 +469,11 @@ int attn_cmd_chat(int argc, char **argv) {
         OPT_SAMPLING(&o),
         OPT_CACHE(&o),
         OPT_ACT(&o),
+        OPT_TEMPLATE(&o),
         ATTN_OPT_FLAG("raw", 0, &o.raw,
                       "no chat template: each line is appended to the text as\n"
-                      "it is and continued (for models without a ChatML\n"
-                      "template)"),
+                      "it is and continued (for models without a template attn\n"
+                      "formats)"),
         ATTN_OPT_THREADS(&o.threads),
         ATTN_OPT_FLAG("quiet", 'q', &o.quiet, "no tokens/s on stderr"),
         ATTN_OPT_END};
@@ -399,15 +482,17 @@ int attn_cmd_chat(int argc, char **argv) {
         "Chats with an instruction-tuned model: one user turn per line of standard input,\n"
         "the answer streamed to stdout; end of input ends the chat.  The conversation is\n"
         "formatted with the model's chat template (ChatML, Qwen, Gemma, Llama 3, Mistral;\n"
-        "others: --raw).",
+        "another template file: --template; none: --raw).",
         table, NULL,
-        "attn chat --model SmolLM2-135M-Instruct.Q4_1.gguf --system \"Answer briefly.\""};
+        "attn chat --model SmolLM2-135M-Instruct.Q4_1.gguf --system \"Answer briefly.\"\n"
+        "attn chat --model Qwen3-0.6B-Q8_0.gguf --no-think"};
     int r = attn_cli_parse(&spec, argc, argv, &npos);
     if (r != ATTN_CLI_GO) return r;
     if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
     if (!o.model) return attn_cli_usage_error(&spec, "--model is required");
-    if (o.raw && o.system)
-        return attn_cli_usage_error(&spec, "--system needs the chat template (not --raw)");
+    if (o.raw && (o.system || o.template_file || o.no_think))
+        return attn_cli_usage_error(&spec, "--system, --template and --no-think need the chat "
+                                           "template (not --raw)");
     const char *cmd = "chat";
     attn_ctx *ctx = NULL;
     attn_llm *m = NULL;
@@ -421,12 +506,7 @@ int attn_cmd_chat(int argc, char **argv) {
     attn_status st;
     if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
     if (!load(cmd, &o, ctx, &m)) goto out;
-    const char *tmpl = attn_llm_chat_template(m);
-    if (!o.raw && (st = attn_chat_template_check(ctx, tmpl)) != ATTN_OK) {
-        fprintf(stderr, "attn %s: %s; run with --raw to chat without a template\n", cmd,
-                attn_ctx_errmsg(ctx));
-        goto out;
-    }
+    if (!o.raw && !chat_ready(cmd, &o, ctx, m)) goto out;
     attn_llm_config c;
     attn_llm_get_info(m, &c);
     const int64_t cap = capacity(&o, m);
@@ -480,11 +560,7 @@ int attn_cmd_chat(int argc, char **argv) {
             tl = rawlen;
         } else {
             if (!convo_add(&cv, "user", line)) goto oom;
-            if ((st = attn_llm_chat_format(ctx, m, cv.m, cv.n, 1, NULL, 0, &tl))) goto fail;
-            char *t = realloc(text, tl + 1);
-            if (!t) goto oom;
-            text = t;
-            if ((st = attn_llm_chat_format(ctx, m, cv.m, cv.n, 1, text, tl + 1, &tl))) goto fail;
+            if (!chat_text(cmd, &o, ctx, m, cv.m, cv.n, &text, &tl)) goto out;
         }
         int64_t n;
         free(ids), ids = NULL;

@@ -113,7 +113,7 @@ typedef struct slot {
 } slot;
 
 typedef struct server {
-    const char *model, *embed, *host, *api_key;
+    const char *model, *embed, *host, *api_key, *template_file;
     long long port, parallel, ctx, queue, threads;
     int insecure, cache_bf16, quiet;
     char model_name[256], embed_name[256];
@@ -656,6 +656,119 @@ static int content_of(const sj *c, const char **out, char **own, char *err, size
     return 1;
 }
 
+/* An OpenAI tool_calls array as the JSON the chat templates read (transformers' form): each
+ * function's "arguments" string (the JSON text OpenAI sends) written as the value it holds, as
+ * vLLM and llama-server do; everything else as it came.  0 with a message in err. */
+static int tool_calls_json(const sj *tc, size_t mi, sbuf *b, char *err, size_t ecap) {
+    if (tc->kind != SJ_ARR) {
+        snprintf(err, ecap, "messages[%zu].tool_calls must be an array", mi);
+        return 0;
+    }
+    sb_puts(b, "[");
+    size_t j = 0;
+    for (const sj *c = tc->first; c; c = c->next, j++) {
+        if (c->kind != SJ_OBJ) {
+            snprintf(err, ecap, "messages[%zu].tool_calls[%zu] must be an object", mi, j);
+            return 0;
+        }
+        sb_puts(b, j ? ", {" : "{");
+        for (const sj *k = c->first; k; k = k->next) {
+            if (k != c->first) sb_puts(b, ", ");
+            sb_json_str(b, k->key, k->klen);
+            sb_puts(b, ": ");
+            if (strcmp(k->key, "function") || k->kind != SJ_OBJ) {
+                sb_put(b, k->raw, k->rawlen);
+                continue;
+            }
+            sb_puts(b, "{");
+            for (const sj *f = k->first; f; f = f->next) {
+                if (f != k->first) sb_puts(b, ", ");
+                sb_json_str(b, f->key, f->klen);
+                sb_puts(b, ": ");
+                if (strcmp(f->key, "arguments") || f->kind != SJ_STR) {
+                    sb_put(b, f->raw, f->rawlen);
+                    continue;
+                }
+                sj_doc a;
+                char why[200];
+                int ok = sj_parse(&a, f->s, f->len, why, sizeof why);
+                sj_free(&a);
+                if (!ok) {
+                    snprintf(err, ecap, "messages[%zu].tool_calls[%zu].function.arguments is not "
+                                        "JSON: %s", mi, j, why);
+                    return 0;
+                }
+                sb_put(b, f->s, f->len);
+            }
+            sb_puts(b, "}");
+        }
+        sb_puts(b, "}");
+    }
+    sb_puts(b, "]");
+    if (b->oom) snprintf(err, ecap, "out of memory");
+    return !b->oom;
+}
+
+/* A message's optional string field (NULL when absent or null); 0 with a message in err. */
+static int opt_str(const sj *m, const char *key, size_t mi, const char **out, char *err,
+                   size_t ecap) {
+    const sj *f = sj_get(m, key);
+    *out = NULL;
+    if (!f || f->kind == SJ_NULL) return 1;
+    if (f->kind != SJ_STR || strlen(f->s) != f->len) {
+        snprintf(err, ecap, "messages[%zu].%s must be a string (without NUL)", mi, key);
+        return 0;
+    }
+    *out = f->s;
+    return 1;
+}
+
+/* The chat fields beside the messages: tools (their JSON text, as sent), tool_choice (only
+ * "auto": attn does not constrain the answer) and chat_template_kwargs (only enable_thinking:
+ * attn runs no template, it writes the formats it knows).  0 with a message in err. */
+static int chat_opts(const sj *o, attn_chat_options *opt, sbuf *tools, char *err, size_t ecap) {
+    const sj *t = sj_get(o, "tools"), *tc = sj_get(o, "tool_choice");
+    if (t && t->kind != SJ_NULL) {
+        if (t->kind != SJ_ARR) {
+            snprintf(err, ecap, "'tools' must be an array of tool definitions");
+            return 0;
+        }
+        sb_put(tools, t->raw, t->rawlen);
+        sb_put(tools, "", 1);
+        if (tools->oom) {
+            snprintf(err, ecap, "out of memory");
+            return 0;
+        }
+        opt->tools = tools->p;
+    }
+    if (tc && tc->kind != SJ_NULL && !(tc->kind == SJ_STR && !strcmp(tc->s, "auto"))) {
+        snprintf(err, ecap, "'tool_choice' can only be \"auto\": attn does not constrain the "
+                            "answer to a tool call");
+        return 0;
+    }
+    const sj *kw = sj_get(o, "chat_template_kwargs");
+    if (kw && kw->kind != SJ_NULL) {
+        if (kw->kind != SJ_OBJ) {
+            snprintf(err, ecap, "'chat_template_kwargs' must be an object");
+            return 0;
+        }
+        for (const sj *k = kw->first; k; k = k->next) {
+            if (strcmp(k->key, "enable_thinking") || strlen(k->key) != k->klen) {
+                snprintf(err, ecap, "chat_template_kwargs: attn takes only enable_thinking (it "
+                                    "writes the chat formats itself; no template runs)");
+                return 0;
+            }
+            if (k->kind == SJ_NULL) continue;
+            if (k->kind != SJ_BOOL) {
+                snprintf(err, ecap, "chat_template_kwargs.enable_thinking must be true or false");
+                return 0;
+            }
+            opt->thinking = k->b ? ATTN_CHAT_THINKING_ON : ATTN_CHAT_THINKING_OFF;
+        }
+    }
+    return 1;
+}
+
 /* Fills r from the request body's fields; 0 with a message in err (status 400). */
 static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, size_t ecap) {
     double temperature = 1, top_p = 1, min_p = 0, pres = 0, freq = 0, rep = 1;
@@ -743,8 +856,13 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         }
         attn_chat_message *cm = calloc(ms->n, sizeof *cm);
         char **own = calloc(ms->n, sizeof *own);
-        int ok = cm && own;
+        sbuf *calls = calloc(ms->n, sizeof *calls), tools = {0};
+        attn_chat_options opt;
+        memset(&opt, 0, sizeof opt);
+        opt.add_generation_prompt = 1;
+        int ok = cm && own && calls;
         if (!ok) snprintf(err, ecap, "out of memory");
+        else ok = chat_opts(o, &opt, &tools, err, ecap);
         size_t i = 0;
         for (const sj *m = ms->first; ok && m; m = m->next, i++) {
             const sj *role = sj_get(m, "role");
@@ -755,12 +873,23 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
                 break;
             }
             cm[i].role = role->s;
-            ok = content_of(sj_get(m, "content"), &cm[i].content, &own[i], err, ecap);
+            const sj *tc = sj_get(m, "tool_calls"), *content = sj_get(m, "content");
+            if (tc && tc->kind != SJ_NULL) {
+                ok = tool_calls_json(tc, i, &calls[i], err, ecap);
+                sb_put(&calls[i], "", 1);
+                cm[i].tool_calls = calls[i].p;
+                if (ok && calls[i].oom) snprintf(err, ecap, "out of memory"), ok = 0;
+            }
+            /* content: null or absent where the assistant only calls tools */
+            if (ok && tc && tc->kind != SJ_NULL && !content) cm[i].content = "";
+            else if (ok) ok = content_of(content, &cm[i].content, &own[i], err, ecap);
+            if (ok) ok = opt_str(m, "reasoning_content", i, &cm[i].reasoning_content, err, ecap) &&
+                         opt_str(m, "tool_call_id", i, &cm[i].tool_call_id, err, ecap);
         }
         if (ok) {
-            attn_status s = attn_llm_chat_format(x, S.m, cm, (int64_t)ms->n, 1, NULL, 0, &tl);
+            attn_status s = attn_llm_chat_apply(x, S.m, cm, (int64_t)ms->n, &opt, NULL, 0, &tl);
             if (s == ATTN_OK && tl < SIZE_MAX && (text = malloc(tl + 1)))
-                s = attn_llm_chat_format(x, S.m, cm, (int64_t)ms->n, 1, text, tl + 1, &tl);
+                s = attn_llm_chat_apply(x, S.m, cm, (int64_t)ms->n, &opt, text, tl + 1, &tl);
             else if (s == ATTN_OK)
                 s = ATTN_E_NOMEM;
             if (s != ATTN_OK) {
@@ -769,7 +898,9 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
             }
         }
         for (size_t k = 0; own && k < ms->n; k++) free(own[k]);
-        free(own), free(cm);
+        for (size_t k = 0; calls && k < ms->n; k++) sb_free(&calls[k]);
+        sb_free(&tools);
+        free(own), free(cm), free(calls);
         if (!ok) {
             free(text);
             return 0;
@@ -1331,6 +1462,10 @@ int attn_cmd_serve(int argc, char **argv) {
                      "the LLM: a GGUF file or a Hugging Face folder; required"),
         ATTN_OPT_STR("embed", 0, &S.embed, "DIR",
                      "a BERT sentence-transformers folder for /v1/embeddings"),
+        ATTN_OPT_STR("template", 0, &S.template_file, "FILE",
+                     "a chat template (Jinja text) to use instead of the\n"
+                     "model's; it must be one attn recognises (ChatML,\n"
+                     "Qwen2.5/3, Gemma, Llama 3, Mistral), else it is refused"),
         ATTN_OPT_STR("host", 0, &S.host, "ADDR",
                      "the address to listen on (default 127.0.0.1; another\n"
                      "than loopback needs --api-key or --insecure)"),
@@ -1406,6 +1541,7 @@ int attn_cmd_serve(int argc, char **argv) {
     S.cap = S.ctx ? S.ctx : (S.cfg.max_position_embeddings < 4096 ? S.cfg.max_position_embeddings
                                                                    : 4096);
     if (S.cap > S.cfg.max_position_embeddings) S.cap = S.cfg.max_position_embeddings;
+    if (S.template_file && !attn_cli_chat_template(cmd, S.sctx, S.m, S.template_file)) goto out;
     S.chat_ok = attn_chat_template_check(S.sctx, attn_llm_chat_template(S.m)) == ATTN_OK;
     if (!S.chat_ok) snprintf(S.chat_why, sizeof S.chat_why, "%s", attn_ctx_errmsg(S.sctx));
     snprintf(S.model_name, sizeof S.model_name, "%s", base_name(S.model));

@@ -221,7 +221,9 @@ static int literal(parser *p, const char *w) {
     return 1;
 }
 
-static int value(parser *p, sj *v, int depth) {
+static int value(parser *p, sj *v, int depth);
+
+static int value_at(parser *p, sj *v, int depth) {
     memset(v, 0, sizeof *v);
     ws(p);
     if (p->pos >= p->len) return fail(p, "unexpected end of input");
@@ -284,6 +286,15 @@ static int value(parser *p, sj *v, int depth) {
         return number(p, &v->num);
     }
     return fail(p, "unexpected character");
+}
+
+/* A value with its text (v->raw). */
+static int value(parser *p, sj *v, int depth) {
+    ws(p);
+    size_t at = p->pos;
+    int ok = value_at(p, v, depth);
+    v->raw = (const char *)p->t + at, v->rawlen = p->pos - at;
+    return ok;
 }
 
 int sj_parse(sj_doc *d, const char *text, size_t len, char *err, size_t errcap) {

@@ -20,6 +20,8 @@ typedef struct sj {
     double num; /* SJ_NUM: finite */
     const char *s, *key;
     size_t len, klen, n;
+    const char *raw; /* the value's text in the parsed document, rawlen bytes */
+    size_t rawlen;
     struct sj *first, *next;
 } sj;
 

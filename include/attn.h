@@ -2440,41 +2440,89 @@ ATTN_API attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg,
  *   chatml          any template of the ChatML shape (<|im_start|>ROLE\nCONTENT<|im_end|>\n per
  *                   message, an optional default system message, the generation prompt), parsed
  *                   with Hugging Face's whitespace rules: SmolLM2 and simple Qwen templates;
- *   qwen, qwen3     Qwen2/2.5's template with tools (its default system message read from the
- *                   template) and Qwen3's (its <think> blocks: an answer's reasoning dropped
- *                   from turns before the last user message, as the template does);
+ *   qwen            Qwen2.5's published template (its default system message read from it),
+ *                   with tools;
+ *   qwen3           Qwen3's: <think> blocks (an answer's reasoning kept only after the last user
+ *                   message, as the template does), enable_thinking, tools;
  *   gemma           Gemma 2 (no system message) and Gemma 3 (the system message opens the first
  *                   user turn): <start_of_turn>user / model, trimmed contents, <end_of_turn>;
- *   llama3, llama3.1  Llama 3 headers; 3.1, 3.2 and 3.3 with their system block and date line
- *                   (the template's date_string, or today's date where the template asks for
- *                   strftime_now, as transformers gives it);
+ *   llama3          Llama 3.0's headers;
+ *   llama3.1        Llama 3.1, 3.2 and 3.3: the system block with its date line (the template's
+ *                   date_string, or today's date where it calls strftime_now, as transformers
+ *                   gives it), tools in the first user message, ipython tool results;
  *   mistral-v3, mistral-tekken  [INST] formats of Mistral 7B v0.3 and Mistral Nemo (the system
- *                   message joins the last user message).
- * A family's markers with a variant attn does not know, any other template (Zephyr, Mistral's
- * [SYSTEM_PROMPT] format, ...), and NULL or "" ("the model has no chat template") are
- * ATTN_E_UNSUPPORTED with a message naming what was not recognised.  The text is what
- * transformers' apply_chat_template(messages, tokenize=False, add_generation_prompt=...)
- * gives, byte for byte (tests/test_chat.c, against the families' published templates).  Roles:
- * "system", "user", "assistant" (ChatML writes any role as it is); Gemma and Mistral take an
- * optional system message first, then alternating user and assistant messages, as their
- * templates require (ATTN_E_INVALID otherwise).  The text holds the special tokens (a bos
- * token where the template writes one): tokenize it with special tokens parsed and without
- * adding bos again, as transformers does. */
+ *                   message joins the last user message), with tools;
+ *   mistral-v7      [SYSTEM_PROMPT] / [INST] of Mistral Large 2411 (spaces after the tags);
+ *   mistral-small3.2  Mistral Small 3.2's [SYSTEM_PROMPT] (its default system message, with
+ *                   today's date, read from the template), with tools;
+ *   ministral3      Ministral 3's [SYSTEM_PROMPT] (its default system message read from the
+ *                   template), with tools.
+ * A template is one of these when it is the family's published template: the ChatML shape is
+ * parsed; the others are compared with the published templates as Jinja reads them (the text
+ * the whitespace rules leave, each tag without the spaces Jinja ignores), their default system
+ * messages and date strings apart.  Anything else -- a modified copy of a family's template,
+ * another model's (Zephyr, Hermes, QwQ, ...), NULL or "" ("no chat template") -- is
+ * ATTN_E_UNSUPPORTED with a message naming what was not recognised: attn never guesses a
+ * format.  The text is what transformers' apply_chat_template(messages, tokenize=False,
+ * add_generation_prompt=..., tools=..., enable_thinking=...) gives, byte for byte
+ * (tests/test_chat.c, against the families' published templates).  Conversations a template
+ * refuses (raise_exception: Gemma and Mistral want alternating user/assistant turns, Mistral
+ * tool call ids of 9 characters, Llama 3.1 one tool call per message, ...) are ATTN_E_INVALID,
+ * as are roles a template would silently drop (Qwen: other than system, user, assistant and
+ * tool).  Tool definitions or tool calls for a format whose template does not write them
+ * (chatml, gemma, llama3, mistral-v7) are ATTN_E_UNSUPPORTED, not dropped.  The text holds the
+ * special tokens (a bos token where the template writes one): tokenize it with special tokens
+ * parsed and without adding bos again, as transformers does. */
 typedef struct attn_chat_message {
-    const char *role;    /* "system", "user", "assistant" */
-    const char *content; /* UTF-8, NUL-terminated */
+    const char *role;    /* "system", "user", "assistant", "tool" (a tool's result), ... */
+    const char *content; /* UTF-8, NUL-terminated; "" for an assistant turn that only calls
+                          * tools (an OpenAI client's null content) */
+    /* The fields below are NULL when absent (zero the struct: {"user", "hi"} is a message). */
+    const char *reasoning_content; /* assistant: its reasoning kept apart from content (Qwen3
+                                    * writes it in a <think> block; transformers' name) */
+    const char *tool_calls; /* assistant: the calls it made, a JSON array as transformers takes
+                             * them: [{"id": "call12345", "type": "function", "function":
+                             * {"name": "get_weather", "arguments": {"city": "Paris"}}}] --
+                             * arguments an object (an OpenAI client's string holds one: parse
+                             * it first), or a string the template writes as it is (Qwen3) */
+    const char *tool_call_id; /* tool: the id of the call it answers (Mistral's templates
+                               * write it) */
 } attn_chat_message;
+
+/* How a conversation is written (zero = the defaults; NULL options: all defaults). */
+#define ATTN_CHAT_THINKING_DEFAULT 0 /* enable_thinking not passed (Qwen3: thinking on) */
+#define ATTN_CHAT_THINKING_ON 1      /* enable_thinking=True */
+#define ATTN_CHAT_THINKING_OFF 2     /* enable_thinking=False (Qwen3: an empty <think>\n\n
+                                      * </think>\n\n after the generation prompt) */
+typedef struct attn_chat_options {
+    int add_generation_prompt; /* 1: end with the opening of the assistant's turn */
+    int thinking;              /* ATTN_CHAT_THINKING_*; templates without it ignore it */
+    const char *tools;         /* the tool definitions, a JSON array of objects (OpenAI's
+                                * [{"type": "function", "function": {"name": ..., "description":
+                                * ..., "parameters": {...}}}]), as the template's tojson writes
+                                * them; NULL: none ("[]" is an empty list, which some templates
+                                * write) */
+    const char *bos_token;     /* the texts the template's bos_token and eos_token stand for */
+    const char *eos_token;     /* (NULL: a format that writes one is ATTN_E_INVALID) */
+} attn_chat_options;
 
 /* ATTN_OK when attn can format conversations for this template. */
 ATTN_API attn_status attn_chat_template_check(attn_ctx *ctx, const char *tmpl);
 /* The format the template is recognised as ("chatml", "qwen", "qwen3", "gemma", "llama3",
- * "llama3.1", "mistral-v3", "mistral-tekken"; static), or NULL with ctx's message saying why. */
+ * "llama3.1", "mistral-v3", "mistral-tekken", "mistral-v7", "mistral-small3.2", "ministral3";
+ * static), or NULL with ctx's message saying why. */
 ATTN_API const char *attn_chat_template_name(attn_ctx *ctx, const char *tmpl);
-/* The conversation msgs[0, n) as the template writes it, NUL-terminated into buf[0, cap)
- * (snprintf-style: *len receives the full length without the NUL, also when cap was too small
- * and the text was cut; cap 0 (buf may be NULL) asks for the length only).  bos_token and
- * eos_token: the texts the template's bos_token and eos_token stand for (NULL: a format that
- * writes one is ATTN_E_INVALID). */
+/* The conversation msgs[0, n) as the template writes it with the options opt, NUL-terminated
+ * into buf[0, cap) (snprintf-style: *len receives the full length without the NUL, also when
+ * cap was too small and the text was cut; cap 0 (buf may be NULL) asks for the length only).
+ * JSON texts (opt->tools, a message's tool_calls) that are not JSON, or not of the shape the
+ * template reads, are ATTN_E_INVALID (a tool call's name must be a string; a key may not be
+ * repeated in one object). */
+ATTN_API attn_status attn_chat_apply(attn_ctx *ctx, const char *tmpl,
+                                     const attn_chat_message *msgs, int64_t n,
+                                     const attn_chat_options *opt, char *buf, size_t cap,
+                                     size_t *len /* OUT */);
+/* attn_chat_apply with add_generation_prompt and the token texts alone. */
 ATTN_API attn_status attn_chat_render(attn_ctx *ctx, const char *tmpl, const char *bos_token,
                                       const char *eos_token, const attn_chat_message *msgs,
                                       int64_t n, int add_generation_prompt, char *buf,
@@ -2484,11 +2532,21 @@ ATTN_API attn_status attn_chat_format(attn_ctx *ctx, const char *tmpl,
                                       const attn_chat_message *msgs, int64_t n,
                                       int add_generation_prompt, char *buf, size_t cap,
                                       size_t *len /* OUT */);
-/* attn_chat_render with the model's template and its bos and eos tokens' texts. */
+/* attn_chat_apply with the model's template and its bos and eos tokens' texts (opt's
+ * bos_token and eos_token, where not NULL, instead). */
+ATTN_API attn_status attn_llm_chat_apply(attn_ctx *ctx, const attn_llm *m,
+                                         const attn_chat_message *msgs, int64_t n,
+                                         const attn_chat_options *opt, char *buf, size_t cap,
+                                         size_t *len /* OUT */);
+/* attn_llm_chat_apply with add_generation_prompt alone. */
 ATTN_API attn_status attn_llm_chat_format(attn_ctx *ctx, const attn_llm *m,
                                           const attn_chat_message *msgs, int64_t n,
                                           int add_generation_prompt, char *buf, size_t cap,
                                           size_t *len /* OUT */);
+/* Replaces the model's chat template by a copy of tmpl (a template file's text: attn chat
+ * --template), which must be one attn recognises (attn_chat_template_check; otherwise
+ * ATTN_E_UNSUPPORTED and the model keeps its own).  Not while other threads use m. */
+ATTN_API attn_status attn_llm_set_chat_template(attn_ctx *ctx, attn_llm *m, const char *tmpl);
 
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 

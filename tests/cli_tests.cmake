@@ -254,8 +254,9 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
   # with transformers (tests/check_export.py) when ATTN_TEST_PYTHON (default: python3 on the
   # PATH) has transformers, torch and gguf, and is skipped (77) otherwise
   find_program(ATTN_TEST_PYTHON NAMES python3 HINTS "$ENV{VIRTUAL_ENV}/bin")
-  foreach(case tokenize generate chat perplexity bench errors train_lm train_lm_resume
-          train_lm_bf16 train_lm_gguf train_lm_errors export export_families export_transformers)
+  foreach(case tokenize generate chat chat_template perplexity bench errors train_lm
+          train_lm_resume train_lm_bf16 train_lm_gguf train_lm_errors export export_families
+          export_transformers)
     add_test(NAME cli_llm_${case}
              COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_llm_cli.sh
                      $<TARGET_FILE:attn_cli> ${case} ${CMAKE_CURRENT_BINARY_DIR}/llm_cli

@@ -37,6 +37,45 @@ chat)
     [ "$(grep -c 'tokens at' "$T/err")" = 2 ] || fail "two answers expected"
     printf 'hello\n' | timeout 300 "$ATTN" chat --model $G --tokens 8 --raw >"$T/out" \
         2>"$T/err" || fail "--raw: exit status $?" ;;
+chat_template)
+    # --template FILE and --no-think: the prompt is the template's text (its token count: the
+    # tiny model's tokenizer is byte-level, so every byte of the text counts)
+    Q=fixtures/chat/templates/qwen3.jinja
+    count() { # tokens of the text printf makes of $1 (X keeps its trailing newlines)
+        echo $(( $("$ATTN" tokenize --model $G --no-bos --text "$(printf "${1}X")" | wc -w) - 1 ))
+    }
+    QP='<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n'
+    run 0 "$ATTN" generate --model $G --chat --template $Q --prompt hi --tokens 1
+    err_has "^prompt: $(count "$QP") tokens"
+    run 0 "$ATTN" generate --model $G --chat --template $Q --no-think --prompt hi --tokens 1
+    err_has "^prompt: $(count "$QP<think>\n\n</think>\n\n") tokens"
+    run 0 "$ATTN" generate --model $G --chat --template $Q --system S --prompt hi --tokens 1
+    err_has "^prompt: $(count "<|im_start|>system\nS<|im_end|>\n$QP") tokens"
+    printf 'hi\n' >"$T/in"
+    run 0 "$ATTN" chat --model $G --template $Q --no-think --tokens 2 <"$T/in"
+    err_has "^\[$(count "$QP<think>\n\n</think>\n\n") prompt tokens"
+    # Mistral Large 2411's template: no thinking switch, said so
+    run 0 "$ATTN" generate --model $G --chat --template fixtures/chat/templates/mistral-v7.jinja \
+        --no-think --prompt hi --tokens 1
+    err_has "the mistral-v7 template has no thinking switch"
+    # templates attn does not recognise: refused with the file's name and first line
+    R=fixtures/chat/templates/refused
+    run 1 "$ATTN" chat --model $G --template $R/Qwen-QwQ-32B.jinja <"$T/in"
+    err_has "QwQ-32B.jinja: not a chat template attn formats \(its first line: \"\{%- if tools"
+    err_has "\{%- if tools %\}\"\): chat template: it has ChatML's"
+    run 1 "$ATTN" generate --model $G --chat --prompt hi --template \
+        $R/unsloth-mistral-Devstral-Small-2507.jinja
+    err_has "not a chat template attn formats \(its first line: \"\{#- Copyright 2025-pres"
+    err_has "the Unsloth team\. All rights reserved\. #\}\"\)"
+    printf 'a\0b' >"$T/nul"
+    run 1 "$ATTN" chat --model $G --template "$T/nul" <"$T/in"
+    err_has "a NUL byte at byte 1"
+    run 1 "$ATTN" chat --model $G --template "$T/none" <"$T/in"
+    err_has "cannot open"
+    run 2 "$ATTN" generate --model $G --template $Q --prompt hi
+    err_has "give --chat"
+    run 2 "$ATTN" chat --model $G --raw --no-think <"$T/in"
+    err_has "not --raw" ;;
 perplexity)
     head -c 3000 /dev/urandom | base64 >"$T/text"
     run 0 "$ATTN" perplexity --model $G --file "$T/text" --ctx 64 --chunks 3

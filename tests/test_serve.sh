@@ -322,4 +322,101 @@ code=$(curl -s -o "$T/out" -w '%{http_code}' "${URL}v1/embeddings" \
        -H 'Authorization: Bearer sekrit' -d '{"input":"x"}')
 [ "$code" = 404 ] || fail "embeddings without --embed: $code, not 404"
 stop_server
+
+# --template: a template attn does not recognise stops the server before it listens
+run 1 "$ATTN" serve --model $G --port 0 \
+    --template fixtures/chat/templates/refused/Qwen-QwQ-32B.jinja
+err_has "Qwen-QwQ-32B.jinja: not a chat template attn formats"
+# Qwen3's template instead of the model's: chat_template_kwargs.enable_thinking, tools, tool
+# calls (OpenAI's arguments string read as the object it holds, which tojson writes with its
+# spaces) and tool results, each
+# prompt the text transformers renders (tests/gen_chat.py checks the library against it; the
+# texts below are transformers 5.24's), each answer attn generate's on that text (the tiny
+# model's tokens are bytes: a prompt's token count is its length)
+start_server "$T/log3" --model $G --template fixtures/chat/templates/qwen3.jinja --parallel 1 \
+    --ctx 128
+python3 - "$URL" "$ATTN" "$G" <<'PY' || fail "chat template checks (above)"
+import json, subprocess, sys, urllib.error, urllib.request
+url, attn, g = sys.argv[1:]
+bad = []
+def check(cond, what):
+    if not cond:
+        bad.append(what)
+        print("FAIL:", what)
+def call(body):
+    req = urllib.request.Request(url + "v1/chat/completions", data=json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+def generate(text, n):
+    out = subprocess.run([attn, "generate", "--model", g, "--prompt", text, "--tokens", str(n),
+                          "--temperature", "0", "-q", "-t", "1"], check=True,
+                         capture_output=True).stdout
+    return out[:-1].decode("utf-8")
+def count(text):
+    ids = subprocess.run([attn, "tokenize", "--model", g, "--no-bos", "--text", text],
+                         check=True, capture_output=True, text=True).stdout.split()
+    return len(ids)
+def same(body, text, what):
+    st, j = call(dict(body, max_tokens=8, temperature=0))
+    check(st == 200, f"{what}: status {st} {j}")
+    if st != 200:
+        return
+    check(j["usage"]["prompt_tokens"] == count(text), f"{what}: the prompt is transformers' text")
+    check(j["choices"][0]["message"]["content"] == generate(text, 8),
+          f"{what}: the answer is attn generate's on that text")
+hi = [{"role": "user", "content": "hi"}]
+plain = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+same({"messages": hi}, plain, "no kwargs")
+same({"messages": hi, "chat_template_kwargs": {"enable_thinking": True}}, plain, "thinking on")
+same({"messages": hi, "chat_template_kwargs": {"enable_thinking": False}},
+     plain + "<think>\n\n</think>\n\n", "thinking off")
+tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+msgs = [{"role": "user", "content": "w?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call12345", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call12345", "content": "21"}]
+want = ('<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with '
+        'the user query.\n\nYou are provided with function signatures within <tools></tools> '
+        'XML tags:\n<tools>\n{"type": "function", "function": {"name": "get_weather", '
+        '"parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}\n'
+        '</tools>\n\nFor each function call, return a json object with function name and '
+        'arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": '
+        '<function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
+        '<|im_start|>user\nw?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{"name": '
+        '"get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n'
+        '<|im_start|>user\n<tool_response>\n21\n</tool_response><|im_end|>\n'
+        '<|im_start|>assistant\n<think>\n\n</think>\n\n')
+# longer than the tiny model's 128 positions: the 400 says how many tokens the prompt has
+st, j = call({"messages": msgs, "tools": tools, "tool_choice": "auto", "max_tokens": 2,
+              "chat_template_kwargs": {"enable_thinking": False}})
+check(st == 400 and j["error"]["message"].startswith("the prompt has %d tokens," % count(want)),
+      f"tools and a tool call: the prompt is transformers' text: {st} {j}")
+def err(body, what, text):
+    st, j = call(dict(body, max_tokens=2))
+    check(st == 400 and text in j["error"]["message"], f"{what}: {st} {j}")
+err({"messages": hi, "chat_template_kwargs": {"foo": 1}}, "another kwarg", "only enable_thinking")
+err({"messages": hi, "chat_template_kwargs": {"enable_thinking": "no"}}, "kwarg type",
+    "true or false")
+err({"messages": hi, "chat_template_kwargs": []}, "kwargs type", "must be an object")
+err({"messages": hi, "tools": {"a": 1}}, "tools type", "'tools' must be an array")
+err({"messages": hi, "tools": [1]}, "a tool that is no object", "array of objects")
+err({"messages": hi, "tools": tools, "tool_choice": "required"}, "tool_choice", "tool_choice")
+bad_args = [dict(msgs[0]), dict(msgs[1]), dict(msgs[2])]
+bad_args[1]["tool_calls"] = [{"id": "call12345", "type": "function",
+                              "function": {"name": "get_weather", "arguments": "{city"}}]
+err({"messages": bad_args}, "arguments that are not JSON", "function.arguments is not JSON")
+err({"messages": [{"role": "assistant", "content": "x", "tool_calls": 3}]}, "tool_calls type",
+    "tool_calls must be an array")
+err({"messages": [{"role": "tool", "content": "x", "tool_call_id": 3}]}, "tool_call_id type",
+    "tool_call_id must be a string")
+err({"messages": [{"role": "developer", "content": "x"}]}, "a role Qwen3 drops",
+    "the template takes system, user, assistant and tool")
+sys.exit(1 if bad else 0)
+PY
+stop_server
 echo "ok"

@@ -120,7 +120,13 @@ class BpeStream(Structure):
 
 
 class ChatMessage(Structure):
-    _fields_ = [("role", c_char_p), ("content", c_char_p)]
+    _fields_ = [("role", c_char_p), ("content", c_char_p), ("reasoning_content", c_char_p),
+                ("tool_calls", c_char_p), ("tool_call_id", c_char_p)]
+
+
+class ChatOptions(Structure):
+    _fields_ = [("add_generation_prompt", c_int), ("thinking", c_int), ("tools", c_char_p),
+                ("bos_token", c_char_p), ("eos_token", c_char_p)]
 
 
 P = c_void_p
@@ -212,6 +218,9 @@ attn_chat_format = _fn("attn_chat_format", _S, P, c_char_p, POINTER(ChatMessage)
                        c_char_p, c_size_t, POINTER(c_size_t))
 attn_llm_chat_format = _fn("attn_llm_chat_format", _S, P, P, POINTER(ChatMessage), c_int64, c_int,
                            c_char_p, c_size_t, POINTER(c_size_t))
+attn_llm_chat_apply = _fn("attn_llm_chat_apply", _S, P, P, POINTER(ChatMessage), c_int64,
+                          POINTER(ChatOptions), c_char_p, c_size_t, POINTER(c_size_t))
+attn_llm_set_chat_template = _fn("attn_llm_set_chat_template", _S, P, P, c_char_p)
 
 # --------------------------------------------------------------------------------------------
 # errors

@@ -4,11 +4,12 @@ thread, each calling with its own context); an LLM generation holds its own sess
 from __future__ import annotations
 
 import ctypes
+import json
 import operator
 import os
 import threading
 from ctypes import byref, c_char_p, c_int32, c_int64, c_size_t, c_uint64, c_void_p
-from typing import Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -340,32 +341,59 @@ class LLM:
         if n.value:
             yield buf.raw[:n.value].decode("utf-8", "replace")
 
-    def format_chat(self, messages: Sequence[Dict[str, str]],
-                    add_generation_prompt: bool = True) -> str:
+    def set_chat_template(self, template: str) -> None:
+        """Uses template (a chat template's Jinja text) instead of the model's own; it must be
+        one attn recognises (attn_llm_set_chat_template), else AttnError and the model keeps
+        its own."""
+        c = _lib.ctx()
+        _lib.check(_lib.attn_llm_set_chat_template(c, self._ptr, template.encode("utf-8")), c)
+        self.chat_template = template
+
+    def format_chat(self, messages: Sequence[Dict[str, Any]], add_generation_prompt: bool = True,
+                    *, tools: Optional[Sequence[Dict[str, Any]]] = None,
+                    enable_thinking: Optional[bool] = None) -> str:
         """The conversation as the model's chat template writes it (transformers'
-        apply_chat_template(..., tokenize=False)): ChatML, Qwen2.5/3, Gemma, Llama 3 and
-        Mistral templates (attn_llm_chat_format)."""
+        apply_chat_template(..., tokenize=False, tools=..., enable_thinking=...)): ChatML,
+        Qwen2.5/3, Gemma, Llama 3 and Mistral templates (attn_llm_chat_apply).  A message may
+        carry "tool_calls" (a list, as transformers takes it), "tool_call_id" and
+        "reasoning_content"; tools: the tool definitions (a list of dicts)."""
         if not self.chat_template:
             raise ValueError("attn: the model has no chat template")
-        keep = [(m["role"].encode("utf-8"), m["content"].encode("utf-8")) for m in messages]
+
+        def enc(v: Any) -> Optional[bytes]:
+            if v is None:
+                return None
+            return (v if isinstance(v, str) else json.dumps(v)).encode("utf-8")
+
+        keep = [tuple(enc(m.get(k)) for k in ("role", "content", "reasoning_content",
+                                              "tool_calls", "tool_call_id"))
+                for m in messages]
         arr = (_lib.ChatMessage * max(len(keep), 1))()
-        for i, (r, t) in enumerate(keep):
-            arr[i].role, arr[i].content = r, t
+        for i, fields in enumerate(keep):
+            arr[i].role, arr[i].content, arr[i].reasoning_content = fields[:3]
+            arr[i].tool_calls, arr[i].tool_call_id = fields[3:]
+        opt = _lib.ChatOptions()
+        opt.add_generation_prompt = int(add_generation_prompt)
+        opt.thinking = 0 if enable_thinking is None else 1 if enable_thinking else 2
+        tools_text = None if tools is None else json.dumps(list(tools)).encode("utf-8")
+        opt.tools = tools_text
         c = _lib.ctx()
         n = c_size_t()
-        _lib.check(_lib.attn_llm_chat_format(c, self._ptr, arr, len(keep),
-                                             int(add_generation_prompt), None, 0, byref(n)), c)
+        _lib.check(_lib.attn_llm_chat_apply(c, self._ptr, arr, len(keep), byref(opt), None, 0,
+                                            byref(n)), c)
         buf = ctypes.create_string_buffer(n.value + 1)
-        _lib.check(_lib.attn_llm_chat_format(c, self._ptr, arr, len(keep),
-                                             int(add_generation_prompt), buf, n.value + 1,
-                                             byref(n)), c)
+        _lib.check(_lib.attn_llm_chat_apply(c, self._ptr, arr, len(keep), byref(opt), buf,
+                                            n.value + 1, byref(n)), c)
         return buf.raw[:n.value].decode("utf-8")
 
-    def chat(self, messages: Sequence[Dict[str, str]], max_tokens: int = 256, *,
-             stream: bool = False, **kwargs) -> Union[str, Iterator[str]]:
+    def chat(self, messages: Sequence[Dict[str, Any]], max_tokens: int = 256, *,
+             stream: bool = False, tools: Optional[Sequence[Dict[str, Any]]] = None,
+             enable_thinking: Optional[bool] = None, **kwargs) -> Union[str, Iterator[str]]:
         """The assistant's reply to messages ([{"role": ..., "content": ...}, ...]): the whole
-        text, or its pieces with stream=True.  Options as generate."""
-        text = self.format_chat(messages, add_generation_prompt=True)
+        text, or its pieces with stream=True.  tools and enable_thinking as format_chat;
+        the other options as generate."""
+        text = self.format_chat(messages, add_generation_prompt=True, tools=tools,
+                                enable_thinking=enable_thinking)
         # the template writes its own bos, as transformers tokenizes it (no bos added)
         pieces = self.generate(self.tokenize(text, add_bos=False), max_tokens, **kwargs)
         return pieces if stream else "".join(pieces)

@@ -132,6 +132,32 @@ def test_llm_chat(path):
     assert "".join(llm.chat(msgs, max_tokens=5, temperature=0, stream=True)) == reply
 
 
+def test_llm_chat_template_tools_thinking():
+    """Qwen3's template set on the tiny model: enable_thinking, tools and a tool call as
+    transformers writes them (its tojson is json.dumps)."""
+    import json
+    llm = attn.LLM(os.path.join(FIXTURES, "llama_tiny.gguf"))
+    with open(os.path.join(FIXTURES, "chat", "templates", "qwen3.jinja"), encoding="utf-8") as f:
+        qwen3 = f.read()
+    with pytest.raises(attn.AttnError):
+        llm.set_chat_template("{{ not a template }}")
+    llm.set_chat_template(qwen3)
+    assert llm.chat_template == qwen3
+    hi = [{"role": "user", "content": "hi"}]
+    plain = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert llm.format_chat(hi) == plain
+    assert llm.format_chat(hi, enable_thinking=True) == plain
+    assert llm.format_chat(hi, enable_thinking=False) == plain + "<think>\n\n</think>\n\n"
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"x": 0.5, "n": 1}}}
+    call = [{"type": "function", "function": {"name": "f", "arguments": {"x": 1e16}}}]
+    text = llm.format_chat(hi + [{"role": "assistant", "content": "", "tool_calls": call},
+                                 {"role": "tool", "content": "7"}], tools=[tool])
+    assert "<tools>\n" + json.dumps(tool) + "\n</tools>" in text
+    assert '<tool_call>\n{"name": "f", "arguments": {"x": 1e+16}}\n</tool_call>' in text
+    assert text.endswith("<tool_response>\n7\n</tool_response><|im_end|>\n"
+                         "<|im_start|>assistant\n")
+
+
 def test_llm_integer_arguments_are_checked():
     """Token ids beyond int32 are refused, not wrapped (2**32 + 104 was read as 104); counts
     and seeds must be integers in range (review round 3, F10)."""

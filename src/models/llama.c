@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "../io/json.h"
+#include "../text/chat.h"
 #include "../kernels/ew.h"
 #include "file.h"
 #include "../kernels/quant.h"
@@ -190,15 +191,47 @@ int attn_llm_is_end(const attn_llm *m, int32_t id) {
     return 0;
 }
 
+/* attn_chat_apply with the model's template and token texts, for the API function fn. */
+static attn_status llm_chat(attn_ctx *ctx, const char *fn, const attn_llm *m,
+                            const attn_chat_message *msgs, int64_t n,
+                            const attn_chat_options *opt, char *buf, size_t cap, size_t *len) {
+    ATTN_FAIL_IF(!ctx || !m, ctx, ATTN_E_INVALID, "%s: %s is NULL", fn, !ctx ? "ctx" : "m");
+    attn_chat_options o;
+    memset(&o, 0, sizeof o);
+    if (opt) o = *opt;
+    if (!o.bos_token && m->tok && m->bos >= 0) o.bos_token = attn_bpe_token_text(m->tok, m->bos);
+    if (!o.eos_token && m->tok && m->eos >= 0) o.eos_token = attn_bpe_token_text(m->tok, m->eos);
+    return attn__chat_apply_as(ctx, fn, m->chat_template, msgs, n, &o, buf, cap, len);
+}
+
+attn_status attn_llm_chat_apply(attn_ctx *ctx, const attn_llm *m, const attn_chat_message *msgs,
+                                int64_t n, const attn_chat_options *opt, char *buf, size_t cap,
+                                size_t *len) {
+    return llm_chat(ctx, "attn_llm_chat_apply", m, msgs, n, opt, buf, cap, len);
+}
+
 attn_status attn_llm_chat_format(attn_ctx *ctx, const attn_llm *m, const attn_chat_message *msgs,
                                  int64_t n, int add_generation_prompt, char *buf, size_t cap,
                                  size_t *len) {
-    ATTN_FAIL_IF(!ctx || !m, ctx, ATTN_E_INVALID, "attn_llm_chat_format: %s is NULL",
+    attn_chat_options o;
+    memset(&o, 0, sizeof o);
+    o.add_generation_prompt = add_generation_prompt;
+    return llm_chat(ctx, "attn_llm_chat_format", m, msgs, n, &o, buf, cap, len);
+}
+
+attn_status attn_llm_set_chat_template(attn_ctx *ctx, attn_llm *m, const char *tmpl) {
+    ATTN_FAIL_IF(!ctx || !m, ctx, ATTN_E_INVALID, "attn_llm_set_chat_template: %s is NULL",
                  !ctx ? "ctx" : "m");
-    const char *bos = m->tok && m->bos >= 0 ? attn_bpe_token_text(m->tok, m->bos) : NULL;
-    const char *eos = m->tok && m->eos >= 0 ? attn_bpe_token_text(m->tok, m->eos) : NULL;
-    return attn_chat_render(ctx, m->chat_template, bos, eos, msgs, n, add_generation_prompt, buf,
-                            cap, len);
+    ATTN_FAIL_IF(ctx->free != m->free || ctx->alloc_user != m->alloc_user, ctx, ATTN_E_INVALID,
+                 "attn_llm_set_chat_template: ctx's allocator is not the one m was loaded with");
+    ATTN_TRY(attn_chat_template_check(ctx, tmpl));
+    size_t n = strlen(tmpl);
+    char *copy = attn__malloc(ctx, n + 1);
+    ATTN_FAIL_IF(!copy, ctx, ATTN_E_NOMEM, "attn_llm_set_chat_template: out of memory");
+    memcpy(copy, tmpl, n + 1);
+    mfree(m, m->chat_template);
+    m->chat_template = copy;
+    return ATTN_OK;
 }
 
 attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info) {

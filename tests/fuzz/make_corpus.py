@@ -14,6 +14,8 @@
     corpus_bpe/         fuzz_bpe         (tokenizer.json or token/merge arrays, SEP, a text;
                                           the tokenizers of tests/fixtures/bpe and
                                           tests/fixtures/wordpiece among them)
+    corpus_chat/        fuzz_chat        (a chat template, SEP, tools JSON, SEP, tool calls
+                                          JSON; the templates of tests/fixtures/chat)
 
 Run from tests/fuzz: python3 make_corpus.py [ATTN]; with ATTN (the attn program, e.g.
 ../../build/attn) the checkpoints are made again, else they are left as they are.  The files
@@ -299,6 +301,32 @@ wp = {"version": "1.0", "added_tokens": [
                 "max_input_chars_per_word": 4, "vocab": {"[UNK]": 0, "a": 1, "b": 2, "~b": 3,
                                                          "ab": 4}}}
 put(B, "wp_mini", json.dumps(wp), "AB ab! aB! abab abbbb \u00c1b ~b")
+
+# ---- fuzz_chat: every template of tests/fixtures/chat (those attn formats and those it
+# refuses), with tools and tool calls, and a few small ones --------------------------------------
+H = "corpus_chat"
+TPL = os.path.join("..", "fixtures", "chat", "templates")
+tools = json.dumps([{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather \u00e9 \"q\"\n", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "default": 0.5},
+                                         "n": {"type": "integer", "examples": [1e16, -0, 3]}},
+        "required": ["city"]}}, "return": {}}])
+calls = json.dumps([{"id": "call12345", "type": "function", "function": {
+    "name": "get_weather", "arguments": {"city": "Paris", "n": [1, 2.5, None, True]}}}])
+for sub in ("", "refused"):
+    for fn in sorted(os.listdir(os.path.join(TPL, sub))):
+        if not fn.endswith(".jinja"):
+            continue
+        with open(os.path.join(TPL, sub, fn), "rb") as f:
+            t = f.read()
+        put(H, (sub + "_" if sub else "") + fn[:-6], t, tools, calls)
+put(H, "chatml", "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>\\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}")
+put(H, "chatml_tools", "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+    "'\\n' + message['content'] + '<|im_end|>\\n'}}{% endfor %}", "[]", "[]")
+put(H, "string_arguments", open(os.path.join(TPL, "qwen3.jinja"), "rb").read(), "[]",
+    '[{"function": {"name": "f", "arguments": "{\\"a\\": 1}"}}]')
 
 # ---- fuzz_checkpoint: the smallest models `attn train` makes, two steps of training ----------
 if len(sys.argv) > 1:
