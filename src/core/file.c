@@ -151,6 +151,18 @@ attn_status attn__file_read(attn_ctx *ctx, const char *path, const char *what, u
     return ATTN_OK;
 }
 
+attn_status attn__text_file_read(attn_ctx *ctx, const char *path, const char *what, int optional,
+                                 unsigned char **data, size_t *len) {
+    attn_status st = attn__file_read(ctx, path, what,
+                                     (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), data,
+                                     len);
+    if (st == ATTN_E_NOT_FOUND && optional) {
+        attn_ctx_clear_error(ctx);
+        return ATTN_OK;
+    }
+    return st;
+}
+
 /* ---- memory-mapped reads ----------------------------------------------------------------- */
 static attn_status map_or_read(attn_ctx *ctx, const char *path, const char *what, uint64_t max,
                                int may_map, attn__fmap *m) {

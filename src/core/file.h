@@ -22,6 +22,12 @@
 ATTN__HIDDEN attn_status attn__file_read(attn_ctx *ctx, const char *path, const char *what,
                                          uint64_t max, unsigned char **data /* OUT */,
                                          size_t *len /* OUT */);
+/* A model folder's text file (config.json, vocab.txt, tokenizer_config.json, ...):
+ * attn__file_read bounded by ATTN_LIMIT_TEXT_BYTES.  optional: a missing file is ATTN_OK with
+ * *data NULL and *len 0, no error left set. */
+ATTN__HIDDEN attn_status attn__text_file_read(attn_ctx *ctx, const char *path, const char *what,
+                                              int optional, unsigned char **data /* OUT */,
+                                              size_t *len /* OUT */);
 
 /* A file's bytes for reading in place: mapped read-only (mmap, MAP_PRIVATE) where the system
  * has memory-mapped files, else read into memory from ctx.  Either way the bytes are only read

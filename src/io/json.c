@@ -435,6 +435,17 @@ attn_status attn__json_int(attn__json_reader *r, int64_t *v) {
     return ATTN_OK;
 }
 
+attn_status attn__json_flag(attn__json_reader *r, int *v) {
+    attn__json_kind k;
+    attn_status st = attn__json_peek(r, &k);
+    if (st) return st;
+    if (k == ATTN__JSON_NULL) {
+        *v = -1;
+        return attn__json_null(r);
+    }
+    return attn__json_bool(r, v);
+}
+
 attn_status attn__json_bool(attn__json_reader *r, int *v) {
     attn_status st = expect_kind(r, ATTN__JSON_BOOL);
     if (st) return st;

@@ -77,6 +77,8 @@ ATTN__HIDDEN attn_status attn__json_int(attn__json_reader *r, int64_t *v);
 ATTN__HIDDEN attn_status attn__json_double(attn__json_reader *r, const char *key, double *v);
 ATTN__HIDDEN attn_status attn__json_bool(attn__json_reader *r, int *v);
 ATTN__HIDDEN attn_status attn__json_null(attn__json_reader *r);
+/* A bool (1 / 0), or null (-1): the optional flags of tokenizer and model configs. */
+ATTN__HIDDEN attn_status attn__json_flag(attn__json_reader *r, int *v);
 /* Skips one value of any kind (syntax checked, nothing stored). */
 ATTN__HIDDEN attn_status attn__json_skip(attn__json_reader *r);
 /* Requires that every container is closed and only whitespace remains. */

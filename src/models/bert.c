@@ -70,11 +70,8 @@ static attn_status read_file(attn_ctx *ctx, const char *path, char **data, size_
     *len = 0;
     if (missing) *missing = 0;
     unsigned char *p = NULL;
-    attn_status st = attn__file_read(ctx, path, "model file",
-                                     (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &p,
-                                     len);
-    if (st == ATTN_E_NOT_FOUND && missing) {
-        attn_ctx_clear_error(ctx);
+    attn_status st = attn__text_file_read(ctx, path, "model file", missing != NULL, &p, len);
+    if (st == ATTN_OK && !p && missing) {
         *missing = 1;
         return ATTN_OK;
     }
@@ -87,17 +84,6 @@ static attn_status json_int_named(attn__json_reader *r, const char *key, int64_t
     attn_status st = attn__json_int(r, v);
     if (st) return attn__fail(r->ctx, st, "%s %s: %s", r->what, key, attn_ctx_errmsg(r->ctx));
     return ATTN_OK;
-}
-
-/* Flag: bool (or null -> -1). */
-static attn_status json_flag(attn__json_reader *r, int *v) {
-    attn__json_kind k;
-    ATTN_TRY(attn__json_peek(r, &k));
-    if (k == ATTN__JSON_NULL) {
-        *v = -1;
-        return attn__json_null(r);
-    }
-    return attn__json_bool(r, v);
 }
 
 /* ---- config.json --------------------------------------------------------------------------- */
@@ -254,7 +240,7 @@ static attn_status sbert_member(attn_ctx *ctx, attn__json_reader *r, const char 
     if (!strcmp(key, "max_seq_length")) return json_int_named(r, key, &b->info.max_seq_length);
     if (!strcmp(key, "do_lower_case")) {
         int v;
-        ATTN_TRY(json_flag(r, &v));
+        ATTN_TRY(attn__json_flag(r, &v));
         if (v == 1) b->info.do_lower_case = 1;
         return ATTN_OK;
     }

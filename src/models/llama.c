@@ -793,13 +793,8 @@ static attn_status hf_text_side(attn_ctx *ctx, attn_llm *m, const char *dir) {
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     unsigned char *text = NULL;
     size_t len = 0;
-    st = attn__file_read(ctx, path, "tokenizer_config.json",
-                         (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &text, &len);
-    if (st == ATTN_E_NOT_FOUND) {
-        attn_ctx_clear_error(ctx);
-        return ATTN_OK;
-    }
-    ATTN_TRY(st);
+    ATTN_TRY(attn__text_file_read(ctx, path, "tokenizer_config.json", 1, &text, &len));
+    if (!text) return ATTN_OK;
     attn__json_reader r;
     st = attn__json_open(&r, ctx, text, len, "tokenizer_config.json", 0);
     const char *bos = NULL, *eos = NULL, *tmpl = NULL;
@@ -888,9 +883,7 @@ attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out) {
                  ATTN_E_INVALID, "model folder path too long");
     unsigned char *text = NULL;
     size_t len = 0;
-    attn_status st = attn__file_read(ctx, path, "config.json",
-                                     (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &text,
-                                     &len);
+    attn_status st = attn__text_file_read(ctx, path, "config.json", 0, &text, &len);
     if (st == ATTN_E_NOT_FOUND)
         return attn__fail(ctx, ATTN_E_NOT_FOUND,
                           "%.300s: missing config.json (not a Hugging Face model folder)", dir);

@@ -170,17 +170,6 @@ static attn_status json_token(attn__json_reader *r, const char *key, const char 
     return ATTN_OK;
 }
 
-/* A bool, or null (-1). */
-static attn_status json_flag(attn__json_reader *r, int *v) {
-    attn__json_kind k;
-    ATTN_TRY(attn__json_peek(r, &k));
-    if (k == ATTN__JSON_NULL) {
-        *v = -1;
-        return attn__json_null(r);
-    }
-    return attn__json_bool(r, v);
-}
-
 enum { SP_UNK, SP_CLS, SP_SEP, SP_PAD, SP_MASK, SP_N };
 
 /* tokenizer_config.json (absent: the defaults): the normalizer's options and the special
@@ -189,14 +178,9 @@ static attn_status read_config(attn_ctx *ctx, const char *path, attn__wp_spec *s
                                const char **tok, char **pool) {
     unsigned char *data = NULL;
     size_t len = 0;
-    attn_status st = attn__file_read(ctx, path, "tokenizer_config.json",
-                                     (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &data,
-                                     &len);
-    if (st == ATTN_E_NOT_FOUND) {
-        attn_ctx_clear_error(ctx);
-        return ATTN_OK;
-    }
-    ATTN_TRY(st);
+    ATTN_TRY(attn__text_file_read(ctx, path, "tokenizer_config.json", 1, &data, &len));
+    if (!data) return ATTN_OK;
+    attn_status st;
     attn__json_reader r;
     st = attn__json_open(&r, ctx, data, len, "tokenizer_config.json", 0);
     if (st == ATTN_OK) st = attn__json_object_begin(&r);
@@ -204,9 +188,9 @@ static attn_status read_config(attn_ctx *ctx, const char *path, attn__wp_spec *s
         int more;
         const char *key;
         if ((st = attn__json_member(&r, &more, &key, NULL)) || !more) break;
-        if (!strcmp(key, "do_lower_case")) st = json_flag(&r, &s->lower);
-        else if (!strcmp(key, "strip_accents")) st = json_flag(&r, &s->strip_accents);
-        else if (!strcmp(key, "tokenize_chinese_chars")) st = json_flag(&r, &s->chinese);
+        if (!strcmp(key, "do_lower_case")) st = attn__json_flag(&r, &s->lower);
+        else if (!strcmp(key, "strip_accents")) st = attn__json_flag(&r, &s->strip_accents);
+        else if (!strcmp(key, "tokenize_chinese_chars")) st = attn__json_flag(&r, &s->chinese);
         else if (!strcmp(key, "unk_token")) st = json_token(&r, key, &tok[SP_UNK]);
         else if (!strcmp(key, "cls_token")) st = json_token(&r, key, &tok[SP_CLS]);
         else if (!strcmp(key, "sep_token")) st = json_token(&r, key, &tok[SP_SEP]);
@@ -253,9 +237,7 @@ attn_status attn_bpe_load_wordpiece(attn_ctx *ctx, const char *dir, attn_bpe **o
                  ATTN_E_INVALID, "model folder path too long");
     unsigned char *data = NULL;
     size_t len = 0;
-    attn_status st = attn__file_read(ctx, path, "vocab.txt",
-                                     (uint64_t)attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES), &data,
-                                     &len);
+    attn_status st = attn__text_file_read(ctx, path, "vocab.txt", 0, &data, &len);
     if (st == ATTN_E_NOT_FOUND)
         return attn__fail(ctx, ATTN_E_NOT_FOUND, "%.300s: missing vocab.txt (the WordPiece "
                           "vocabulary)", dir);
