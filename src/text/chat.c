@@ -318,48 +318,73 @@ static attn_status add_lit(attn_ctx *ctx, expr *e, const char *s, size_t n, int 
     return ATTN_OK;
 }
 
+/* The items of s[*i, n) joined by + or ~ (whitespace around them): at each, a string literal
+ * (quotes included, escapes skipped) goes to lit(u, body, length), anything else to
+ * other(u, s, n, i), which advances *i past its item.  Each returns 1 when it took the item;
+ * 0 stops the walk.  1 when the whole text is one or more items so joined, else 0. */
+typedef int (*concat_lit_fn)(void *u, const char *b, size_t bn);
+typedef int (*concat_other_fn)(void *u, const char *s, size_t n, size_t *i);
+static int concat_walk(const char *s, size_t n, size_t *i, concat_lit_fn lit,
+                       concat_other_fn other, void *u) {
+    int want = 1, items = 0;
+    for (;;) {
+        while (*i < n && is_ws(s[*i])) (*i)++;
+        if (*i >= n) break;
+        if (!want) {
+            if (s[*i] != '+' && s[*i] != '~') return 0;
+            (*i)++, want = 1;
+            continue;
+        }
+        if (s[*i] == '\'' || s[*i] == '"') {
+            const char q = s[(*i)++];
+            const size_t b = *i;
+            while (*i < n && s[*i] != q) *i += s[*i] == '\\' && *i + 1 < n ? 2 : 1;
+            if (*i >= n || !lit(u, s + b, *i - b)) return 0;
+            (*i)++;
+        } else if (!other(u, s, n, i)) {
+            return 0;
+        }
+        want = 0, items++;
+    }
+    return !want && items;
+}
+
+typedef struct expr_walk {
+    attn_ctx *ctx;
+    expr *e;
+    attn_status st; /* add_lit's failure */
+} expr_walk;
+
+static int expr_lit(void *u, const char *b, size_t bn) {
+    expr_walk *w = u;
+    return (w->st = add_lit(w->ctx, w->e, b, bn, 1)) == ATTN_OK;
+}
+
+/* message.role / message['role'], message.content / message['content'] */
+static int expr_other(void *u, const char *s, size_t n, size_t *i) {
+    expr *e = ((expr_walk *)u)->e;
+    piece_kind k;
+    if (!match_kw(s, n, i, "message")) return 0;
+    if (match_kw(s, n, i, ".role") || match_kw(s, n, i, "['role']") ||
+        match_kw(s, n, i, "[\"role\"]"))
+        k = P_ROLE;
+    else if (match_kw(s, n, i, ".content") || match_kw(s, n, i, "['content']") ||
+             match_kw(s, n, i, "[\"content\"]"))
+        k = P_CONTENT;
+    else
+        return 0;
+    if (e->np >= CHAT_MAX_PIECES) return 0;
+    e->p[e->np++] = (piece){k, NULL, 0};
+    return 1;
+}
+
 /* Appends an expression's pieces to e: literals, message.role / message['role'],
  * message.content / message['content'], joined by + or ~. */
 static attn_status parse_expr(attn_ctx *ctx, const node *nd, expr *e) {
-    const char *s = nd->s;
-    size_t n = nd->n, i = 0;
-    int want_item = 1, items = 0;
-    attn_status st;
-    for (;;) {
-        while (i < n && is_ws(s[i])) i++;
-        if (i >= n) break;
-        if (!want_item) {
-            if (s[i] != '+' && s[i] != '~') goto bad;
-            i++, want_item = 1;
-            continue;
-        }
-        if (s[i] == '\'' || s[i] == '"') {
-            char q = s[i++];
-            size_t b = i;
-            while (i < n && s[i] != q) i += s[i] == '\\' && i + 1 < n ? 2 : 1;
-            if (i >= n) goto bad;
-            if ((st = add_lit(ctx, e, s + b, i - b, 1)) != ATTN_OK) return st;
-            i++;
-        } else if (match_kw(s, n, &i, "message")) {
-            piece_kind k;
-            if (match_kw(s, n, &i, ".role") || match_kw(s, n, &i, "['role']") ||
-                match_kw(s, n, &i, "[\"role\"]"))
-                k = P_ROLE;
-            else if (match_kw(s, n, &i, ".content") || match_kw(s, n, &i, "['content']") ||
-                     match_kw(s, n, &i, "[\"content\"]"))
-                k = P_CONTENT;
-            else
-                goto bad;
-            if (e->np >= CHAT_MAX_PIECES) goto bad;
-            e->p[e->np++] = (piece){k, NULL, 0};
-        } else {
-            goto bad;
-        }
-        want_item = 0, items++;
-    }
-    if (want_item || !items) goto bad;
-    return ATTN_OK;
-bad:
+    size_t i = 0;
+    expr_walk w = {ctx, e, ATTN_OK};
+    if (concat_walk(nd->s, nd->n, &i, expr_lit, expr_other, &w)) return ATTN_OK;
+    if (w.st != ATTN_OK) return w.st;
     return attn__fail(ctx, ATTN_E_UNSUPPORTED,
                       "chat template: the expression {{ %.*s }} is not one attn formats (string "
                       "literals and message['role'] / message['content'] joined by +)",
@@ -539,6 +564,28 @@ static const node *prog_item(const prog *p, int idx) {
 
 #define TODAY_MARK '\x01' /* where a hole's text takes today's date */
 
+typedef struct hole_walk {
+    char *out, *tmp; /* the text so far (o bytes); a literal's decoding */
+    size_t o;
+    int allow_today;
+} hole_walk;
+
+static int hole_lit(void *u, const char *b, size_t bn) {
+    hole_walk *w = u;
+    size_t k;
+    if (!decode_lit(b, bn, w->tmp, &k) || memchr(w->tmp, TODAY_MARK, k) || memchr(w->tmp, 0, k))
+        return 0;
+    memcpy(w->out + w->o, w->tmp, k), w->o += k;
+    return 1;
+}
+
+static int hole_other(void *u, const char *s, size_t n, size_t *i) {
+    hole_walk *w = u;
+    if (!w->allow_today || !match_kw(s, n, i, "today") || (*i < n && is_name(s[*i]))) return 0;
+    w->out[w->o++] = TODAY_MARK; /* "today" is 5 bytes: the mark fits */
+    return 1;
+}
+
 /* A hole's text: an expression that is one string literal, or {% set NAME = 'a' + today + 'b'
  * %} (string literals, and today where allowed, joined by + or ~), decoded into an allocated
  * string (today as TODAY_MARK); NULL when it is not of that form. */
@@ -555,33 +602,9 @@ static char *hole_text(attn_ctx *ctx, const node *nd, int allow_today) {
         i++;
     }
     char *out = attn__malloc(ctx, n + 1), *tmp = attn__malloc(ctx, n + 1);
-    size_t o = 0;
-    int want = 1;
-    if (!out || !tmp) goto bad;
-    for (;;) {
-        while (i < n && is_ws(s[i])) i++;
-        if (i >= n) break;
-        if (!want) {
-            if (s[i] != '+' && s[i] != '~') goto bad;
-            i++, want = 1;
-            continue;
-        }
-        if (s[i] == '\'' || s[i] == '"') {
-            char q = s[i++];
-            size_t b = i, k;
-            while (i < n && s[i] != q) i += s[i] == '\\' && i + 1 < n ? 2 : 1;
-            if (i >= n || !decode_lit(s + b, i - b, tmp, &k)) goto bad;
-            if (memchr(tmp, TODAY_MARK, k) || memchr(tmp, 0, k)) goto bad;
-            memcpy(out + o, tmp, k), o += k;
-            i++;
-        } else if (allow_today && match_kw(s, n, &i, "today") && (i >= n || !is_name(s[i]))) {
-            out[o++] = TODAY_MARK; /* "today" is 5 bytes: the mark fits */
-        } else {
-            goto bad;
-        }
-        want = 0;
-    }
-    if (want) goto bad;
+    hole_walk w = {out, tmp, 0, allow_today};
+    if (!out || !tmp || !concat_walk(s, n, &i, hole_lit, hole_other, &w)) goto bad;
+    const size_t o = w.o;
     out[o] = 0;
     attn__free(ctx, tmp);
     return out;
