@@ -11,7 +11,10 @@
  * 0 on failure (message printed). */
 static int read_st(const char *cmd, attn_ctx *ctx, const char *path, attn_st **st) {
     if (strcmp(path, "-") != 0) {
-        attn_status s = attn_st_read_file(ctx, path, st);
+        const size_t n = strlen(path), x = strlen(".index.json");
+        attn_status s = n > x && strcmp(path + n - x, ".index.json") == 0 /* sharded */
+                            ? attn_st_read_index(ctx, path, st)
+                            : attn_st_read_file(ctx, path, st);
         if (s != ATTN_OK) {
             fprintf(stderr, "attn %s: ", cmd);
             attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx));
@@ -114,7 +117,8 @@ int attn_cmd_info(int argc, char **argv) {
     const attn_cli_spec spec = {
         "info", "attn info FILE.safetensors\nattn info FILE.gguf\nattn info --cpu [--threads N] [--json]",
         "Prints the file's metadata and each tensor's name, dtype and shape.  FILE '-' reads\n"
-        "a safetensors file from standard input.  A file starting with the magic 'GGUF' is\n"
+        "a safetensors file from standard input; a sharded checkpoint's index\n"
+        "(model.safetensors.index.json) lists the tensors of all its shards.  A file starting with the magic 'GGUF' is\n"
         "listed as GGUF: version, alignment, metadata (arrays as their type, length and first\n"
         "elements; long strings cut), tensors with their GGML type, dims in GGUF order (ne[0]\n"
         "first: the row-major shape reversed) and bytes, and the count of each type.  Bytes of\n"

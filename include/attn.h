@@ -980,6 +980,15 @@ ATTN_API attn_status attn_st_read_memory(attn_ctx *ctx, const void *data, size_t
  * blocks waiting for a writer. */
 ATTN_API attn_status attn_st_read_file(attn_ctx *ctx, const char *path,
                                        attn_st **out /* OUT */);
+/* A sharded checkpoint as one attn_st: path is its index (model.safetensors.index.json, as
+ * transformers' save_pretrained writes it), whose weight_map names each tensor's shard, a file
+ * in the index's folder.  Every shard is read (attn_st_read_file) and every tensor the index
+ * names must be in its shard; a name in two shards, a shard name with a path in it, more than
+ * 4096 shards or an index over ATTN_LIMIT_TEXT_BYTES is refused.  The tensors are listed shard
+ * by shard (shards sorted by name), each in its file's order; the shards' __metadata__ are not
+ * kept (attn_st_meta_count is 0). */
+ATTN_API attn_status attn_st_read_index(attn_ctx *ctx, const char *path,
+                                        attn_st **out /* OUT */);
 ATTN_API void attn_st_free(attn_st *st);
 /* Tensors in file order (the order of the JSON header). */
 ATTN_API size_t attn_st_count(const attn_st *st);

@@ -311,6 +311,123 @@ static void refusal(attn_ctx *ctx, const char *fam, const char *from, const char
     rmdir(dir);
 }
 
+/* A sharded checkpoint (fixtures/families/qwen2_sharded: the qwen2 folder saved again by
+ * transformers' save_pretrained in 4 shards with model.safetensors.index.json): the same logits,
+ * bit for bit, as the one-file folder; then hostile indexes, each refused by name. */
+static const char *const shard_files[] = {
+    "model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
+    "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors", "config.json"};
+
+static attn_status load_index(attn_ctx *ctx, const char *dir, const char *index,
+                              attn_llm **m) {
+    char p[300];
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    spill(p, index, strlen(index));
+    return attn_llm_load_hf(ctx, dir, m);
+}
+
+static void sharded(void) {
+    attn_ctx *ctx = tu_ctx(2);
+    if (!ctx) return;
+    attn_llm *a = NULL, *b = NULL;
+    const int32_t ids[6] = {3, 17, 42, 5, 88, 60};
+    if (TU_STATUS(attn_llm_load_hf(ctx, "fixtures/families/qwen2", &a), ATTN_OK, ctx) &&
+        TU_STATUS(attn_llm_load_hf(ctx, "fixtures/families/qwen2_sharded", &b), ATTN_OK, ctx)) {
+        attn_llm_config c;
+        attn_llm_get_info(a, &c);
+        const int64_t V = c.vocab_size;
+        float *la = calloc((size_t)(6 * V), sizeof *la), *lb = calloc((size_t)(6 * V), sizeof *lb);
+        if (TU_STATUS(attn_llm_forward(ctx, a, ids, 1, 6, la), ATTN_OK, ctx) &&
+            TU_STATUS(attn_llm_forward(ctx, b, ids, 1, 6, lb), ATTN_OK, ctx))
+            TU_CHECK(!memcmp(la, lb, sizeof *la * (size_t)(6 * V)),
+                     "qwen2: the sharded checkpoint gives other logits than model.safetensors");
+        free(la), free(lb);
+    }
+    attn_llm_free(a), attn_llm_free(b);
+    /* the index, varied: a temporary copy of the shards and config.json */
+    char dir[] = "/tmp/attn_shard_XXXXXX", src[300], p[300];
+    if (!mkdtemp(dir)) {
+        TU_CHECK(0, "mkdtemp");
+        attn_ctx_free(ctx);
+        return;
+    }
+    for (size_t i = 0; i < sizeof shard_files / sizeof *shard_files; i++) {
+        size_t n;
+        snprintf(src, sizeof src, "fixtures/families/qwen2_sharded/%s", shard_files[i]);
+        char *w = slurp(src, &n);
+        TU_CHECK(w != NULL, "cannot read %s", src);
+        snprintf(p, sizeof p, "%s/%s", dir, shard_files[i]);
+        if (w) spill(p, w, n);
+        free(w);
+    }
+    size_t n;
+    char *index = slurp("fixtures/families/qwen2_sharded/model.safetensors.index.json", &n);
+    TU_CHECK(index != NULL, "cannot read the index");
+    attn_llm *m = NULL;
+    if (index) { /* the real index in the copy loads */
+        TU_STATUS(load_index(ctx, dir, index, &m), ATTN_OK, ctx);
+        attn_llm_free(m), m = NULL;
+    }
+    static const struct {
+        const char *index, *needle;
+        attn_status want;
+    } bad[] = {
+        {"{\"weight_map\": {\"model.norm.weight\": \"../model-00001-of-00004.safetensors\"}}",
+         "is not a file name", ATTN_E_FORMAT},
+        {"{\"weight_map\": {\"model.norm.weight\": \"/etc/passwd\"}}", "is not a file name",
+         ATTN_E_FORMAT},
+        {"{\"weight_map\": {\"model.norm.weight\": \".\"}}", "is not a file name", ATTN_E_FORMAT},
+        {"{\"weight_map\": {\"model.norm.weight\": \"model-00009-of-00009.safetensors\"}}",
+         "missing", ATTN_E_NOT_FOUND},
+        {"{\"weight_map\": {\"model.norm.weight\": \"model-00001-of-00004.safetensors\"}}",
+         "where the index puts it", ATTN_E_FORMAT},
+        {"{\"weight_map\": {\"model.norm.weight\": \"config.json\"}}", "config.json",
+         ATTN_E_FORMAT},
+        {"{\"weight_map\": [\"model-00001-of-00004.safetensors\"]}", "must be an object",
+         ATTN_E_FORMAT},
+        {"{\"weight_map\": {\"model.norm.weight\": 7}}", "must be a file name", ATTN_E_FORMAT},
+        {"{\"weight_map\": {}}", "empty", ATTN_E_FORMAT},
+        {"{\"metadata\": {}}", "no weight_map", ATTN_E_FORMAT},
+        {"{\"weight_map\": {\"a\": \"model-00001-of-00004.safetensors\"}, \"weight_map\": {}}",
+         "two weight_map", ATTN_E_FORMAT},
+        {"{\"weight_map\": {\"a\": \"model-00001-of-00004.safetensors\"", "", ATTN_E_FORMAT},
+        /* only some shards named: the model's other tensors are missing */
+        {"{\"weight_map\": {\"model.embed_tokens.weight\": \"model-00001-of-00004.safetensors\"}}",
+         "no tensor", ATTN_E_NOT_FOUND},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        m = (attn_llm *)&m;
+        attn_status st = load_index(ctx, dir, bad[i].index, &m);
+        TU_CHECK(st == bad[i].want && strstr(attn_ctx_errmsg(ctx), bad[i].needle) && m == NULL,
+                 "index %s: %s (%s), wanted %s naming \"%s\"", bad[i].index,
+                 attn_status_name(st), attn_ctx_errmsg(ctx), attn_status_name(bad[i].want),
+                 bad[i].needle);
+    }
+    /* a tensor in two shards: a copy of shard 1 under another name, both in the index */
+    snprintf(src, sizeof src, "%s/model-00001-of-00004.safetensors", dir);
+    char *w = slurp(src, &n);
+    snprintf(p, sizeof p, "%s/copy.safetensors", dir);
+    if (w) spill(p, w, n);
+    free(w);
+    m = (attn_llm *)&m;
+    attn_status st = load_index(ctx, dir,
+                                "{\"weight_map\": {\"model.embed_tokens.weight\": "
+                                "\"model-00001-of-00004.safetensors\", "
+                                "\"model.layers.0.input_layernorm.weight\": \"copy.safetensors\"}}",
+                                &m);
+    TU_CHECK(st == ATTN_E_FORMAT && strstr(attn_ctx_errmsg(ctx), "appears twice") && !m,
+             "a tensor in two shards: %s (%s)", attn_status_name(st), attn_ctx_errmsg(ctx));
+    /* no weights at all: both names in the message */
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    remove(p);
+    st = attn_llm_load_hf(ctx, dir, &m);
+    TU_CHECK(st == ATTN_E_NOT_FOUND && strstr(attn_ctx_errmsg(ctx), "index.json"),
+             "no weights: %s (%s)", attn_status_name(st), attn_ctx_errmsg(ctx));
+    free(index);
+    tu_rm_tree(dir);
+    attn_ctx_free(ctx);
+}
+
 /* What a family's config.json may say that attn does not run: refused by name. */
 static void refusals(void) {
     attn_ctx *ctx = tu_ctx(1);
@@ -379,6 +496,7 @@ static void refusals(void) {
 
 int main(void) {
     refusals();
+    sharded();
     for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
         const fam *f = &fams[i];
         char p[256], q[256];

@@ -163,6 +163,10 @@ static inline int attn__mul_i64(int64_t a, int64_t b, int64_t *r) {
  * attn__param_reg checks each parameter as it is registered (attn__param_match, strict) and
  * refuses a layer count over ATTN_LIMIT_LAYERS, so loaders build a module only from tensors
  * that exist.  Loaders set it around the create call and clear it on every path. */
+/* A model folder's weights: dir/model.safetensors, else the sharded checkpoint of
+ * dir/model.safetensors.index.json (attn_st_read_index); neither is ATTN_E_NOT_FOUND naming
+ * both. */
+ATTN__HIDDEN attn_status attn__st_read_folder(attn_ctx *ctx, const char *dir, attn_st **out);
 static inline void attn__param_source(attn_ctx *ctx, const attn_st *st, const char *prefix) {
     ctx->psrc = st;
     ctx->psrc_prefix = st ? prefix : NULL;

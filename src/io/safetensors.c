@@ -11,6 +11,7 @@
  * certainly a corrupt or malicious file.  attn's writer never leaves gaps.
  */
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ typedef struct st_entry {
     int64_t shape[ATTN_ST_MAX_DIMS];
     int64_t numel;
     uint64_t begin, end; /* relative to the data section */
+    const unsigned char *base; /* the data section of the file that holds it */
 } st_entry;
 
 typedef struct st_meta {
@@ -50,6 +52,10 @@ struct attn_st {
     st_entry **by_name;   /* sorted by name, for attn_st_find */
     st_meta *meta;        /* header order */
     size_t nmeta, capmeta;
+    /* a sharded checkpoint (attn_st_read_index): the shards, owned; image, strings and meta
+     * stay NULL and entries point into the shards' */
+    attn_st **parts;
+    size_t nparts;
 };
 
 /* ---- small helpers --------------------------------------------------------------------- */
@@ -273,23 +279,29 @@ static int cmp_entry_offset(const void *a, const void *b) {
     return 0;
 }
 
+/* by_name: the entries sorted by name; a name twice is refused. */
+static attn_status index_names(attn_st *s) {
+    attn_ctx *ctx = s->ctx;
+    if (s->count == 0) return ATTN_OK;
+    s->by_name = attn__malloc(ctx, s->count * sizeof *s->by_name);
+    ATTN_FAIL_IF(!s->by_name, ctx, ATTN_E_NOMEM, "out of memory indexing %zu tensors",
+                 s->count);
+    for (size_t i = 0; i < s->count; i++) s->by_name[i] = &s->entries[i];
+    qsort(s->by_name, s->count, sizeof *s->by_name, cmp_entry_name);
+    for (size_t i = 1; i < s->count; i++)
+        ATTN_FAIL_IF(strcmp(s->by_name[i - 1]->name, s->by_name[i]->name) == 0, ctx,
+                     ATTN_E_FORMAT, "tensor name " NAME " appears twice", s->by_name[i]->name);
+    return ATTN_OK;
+}
+
 /* Duplicate names and overlapping byte ranges. */
 static attn_status check_entries(attn_st *s) {
     attn_ctx *ctx = s->ctx;
     if (s->count == 0) return ATTN_OK;
-    s->by_name = attn__malloc(ctx, s->count * sizeof *s->by_name);
     st_entry **tmp = attn__malloc(ctx, s->count * sizeof *tmp);
-    if (!s->by_name || !tmp) {
-        attn__free(ctx, tmp);
-        return attn__fail(ctx, ATTN_E_NOMEM, "out of memory indexing %zu tensors", s->count);
-    }
-    for (size_t i = 0; i < s->count; i++) s->by_name[i] = tmp[i] = &s->entries[i];
-    qsort(s->by_name, s->count, sizeof *s->by_name, cmp_entry_name);
-    attn_status st = ATTN_OK;
-    for (size_t i = 1; i < s->count && !st; i++)
-        if (strcmp(s->by_name[i - 1]->name, s->by_name[i]->name) == 0)
-            st = attn__fail(ctx, ATTN_E_FORMAT, "tensor name " NAME " appears twice",
-                            s->by_name[i]->name);
+    ATTN_FAIL_IF(!tmp, ctx, ATTN_E_NOMEM, "out of memory indexing %zu tensors", s->count);
+    for (size_t i = 0; i < s->count; i++) tmp[i] = &s->entries[i];
+    attn_status st = index_names(s);
     if (!st) {
         qsort(tmp, s->count, sizeof *tmp, cmp_entry_offset);
         /* empty tensors occupy no bytes, so they cannot overlap anything */
@@ -390,6 +402,7 @@ static attn_status st_from_image(attn_ctx *ctx, unsigned char *image, size_t siz
         attn_st_free(s);
         return st;
     }
+    for (size_t i = 0; i < s->count; i++) s->entries[i].base = s->image + s->data_start;
     *out = s;
     return ATTN_OK;
 }
@@ -421,6 +434,192 @@ attn_status attn_st_read_file(attn_ctx *ctx, const char *path, attn_st **out) {
     return st;
 }
 
+/* ---- sharded checkpoints ---------------------------------------------------------------- */
+/* At most this many shard files: a hostile index cannot make the reader open millions. */
+#define ST_MAX_SHARDS 4096
+
+typedef struct st_pair {
+    const char *tensor, *file; /* in the index reader's pool */
+    size_t shard;              /* index into the sorted unique file names */
+} st_pair;
+
+static int cmp_str_ptr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A shard's file name: a plain name in the index's folder (no path, no "." or ".."). */
+static int shard_name_ok(const char *f, size_t len) {
+    if (len == 0 || len > 255 || strlen(f) != len || f[0] == '.') return 0;
+    return strchr(f, '/') == NULL && strchr(f, '\\') == NULL;
+}
+
+/* weight_map of the index: every (tensor, file) pair, the files checked. */
+static attn_status read_weight_map(attn__json_reader *r, st_pair **pairs, size_t *n,
+                                   size_t *cap) {
+    attn_ctx *ctx = r->ctx;
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    ATTN_FAIL_IF(k != ATTN__JSON_OBJECT, ctx, ATTN_E_FORMAT,
+                 "safetensors index: weight_map must be an object, found %s",
+                 attn__json_kind_name(k));
+    ATTN_TRY(attn__json_object_begin(r));
+    for (;;) {
+        int more;
+        const char *key, *file;
+        size_t klen, flen;
+        ATTN_TRY(attn__json_member(r, &more, &key, &klen));
+        if (!more) return ATTN_OK;
+        ATTN_FAIL_IF(strlen(key) != klen, ctx, ATTN_E_FORMAT,
+                     "safetensors index: tensor name " NAME "... contains a NUL character", key);
+        ATTN_TRY(attn__json_peek(r, &k));
+        ATTN_FAIL_IF(k != ATTN__JSON_STRING, ctx, ATTN_E_FORMAT,
+                     "safetensors index: weight_map[" NAME "] must be a file name, found %s", key,
+                     attn__json_kind_name(k));
+        ATTN_TRY(attn__json_string(r, &file, &flen));
+        ATTN_FAIL_IF(!shard_name_ok(file, flen), ctx, ATTN_E_FORMAT,
+                     "safetensors index: weight_map[" NAME "] = " NAME " is not a file name in "
+                     "the index's folder", key, file);
+        ATTN_FAIL_IF(!attn__grow(ctx, (void **)pairs, cap, *n, sizeof **pairs), ctx,
+                     ATTN_E_NOMEM, "out of memory reading %zu index entries", *n);
+        (*pairs)[(*n)++] = (st_pair){key, file, 0};
+    }
+}
+
+attn_status attn_st_read_index(attn_ctx *ctx, const char *path, attn_st **out) {
+    if (!out) return attn__fail(ctx, ATTN_E_INVALID, "attn_st_read_index: out is NULL");
+    *out = NULL;
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!path, ctx, ATTN_E_INVALID, "attn_st_read_index: path is NULL");
+    const char *slash = strrchr(path, '/');
+    const size_t dlen = slash ? (size_t)(slash - path) + 1 : 0; /* the folder, with its '/' */
+    unsigned char *text = NULL;
+    size_t len = 0;
+    ATTN_TRY(attn__text_file_read(ctx, path, "safetensors index", 0, &text, &len));
+    attn__json_reader r;
+    attn_status st = attn__json_open(&r, ctx, text, len, "safetensors index", 0);
+    if (st) {
+        attn__free(ctx, text);
+        return st;
+    }
+    st_pair *pairs = NULL;
+    const char **files = NULL;
+    size_t n = 0, cap = 0, nf = 0;
+    char *fpath = NULL;
+    attn_st *s = NULL;
+    int have_map = 0;
+    attn__json_kind k;
+    ATTN_TRYG(attn__json_peek(&r, &k));
+    if (k != ATTN__JSON_OBJECT) {
+        st = attn__fail(ctx, ATTN_E_FORMAT, "safetensors index: expected a JSON object, found %s",
+                        attn__json_kind_name(k));
+        goto done;
+    }
+    ATTN_TRYG(attn__json_object_begin(&r));
+    for (;;) {
+        int more;
+        const char *key;
+        size_t klen;
+        ATTN_TRYG(attn__json_member(&r, &more, &key, &klen));
+        if (!more) break;
+        if (klen != strlen(key) || strcmp(key, "weight_map") != 0) {
+            ATTN_TRYG(attn__json_skip(&r)); /* metadata (total_size) and anything else */
+            continue;
+        }
+        if (have_map) {
+            st = attn__fail(ctx, ATTN_E_FORMAT, "safetensors index: two weight_map entries");
+            goto done;
+        }
+        have_map = 1;
+        ATTN_TRYG(read_weight_map(&r, &pairs, &n, &cap));
+    }
+    ATTN_TRYG(attn__json_finish(&r));
+    if (!have_map || n == 0) {
+        st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s: no weight_map, or an empty one", path);
+        goto done;
+    }
+    /* the shard files, each once, sorted by name (n log n whatever the index holds) */
+    files = attn__malloc(ctx, n * sizeof *files);
+    if (!files) {
+        st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory indexing %zu tensors", n);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) files[i] = pairs[i].file;
+    qsort(files, n, sizeof *files, cmp_str_ptr);
+    for (size_t i = 0; i < n; i++)
+        if (nf == 0 || strcmp(files[nf - 1], files[i]) != 0) files[nf++] = files[i];
+    if (nf > ST_MAX_SHARDS) {
+        st = attn__fail(ctx, ATTN_E_UNSUPPORTED, "%.300s: %zu shard files (at most %d)", path,
+                        nf, ST_MAX_SHARDS);
+        goto done;
+    }
+    s = attn__calloc(ctx, 1, sizeof *s);
+    fpath = attn__malloc(ctx, dlen + 256);
+    if (!s || !fpath || !(s->parts = attn__calloc(ctx, nf, sizeof *s->parts))) {
+        st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory opening %zu shards", nf);
+        goto done;
+    }
+    s->ctx = ctx;
+    size_t total = 0;
+    for (size_t f = 0; f < nf; f++, s->nparts++) {
+        memcpy(fpath, path, dlen);
+        strcpy(fpath + dlen, files[f]); /* at most 255 bytes: shard_name_ok */
+        st = attn_st_read_file(ctx, fpath, &s->parts[f]);
+        if (st == ATTN_E_NOT_FOUND)
+            attn__fail(ctx, st, "%.300s: the shard %.255s it names is missing", path, files[f]);
+        if (st) goto done;
+        total += s->parts[f]->count; /* each count is bounded by its file's size */
+    }
+    /* every pair's tensor in the shard the index names */
+    for (size_t i = 0; i < n; i++) {
+        const char **hit = bsearch(&pairs[i].file, files, nf, sizeof *files, cmp_str_ptr);
+        attn_st_tensor t;
+        if (attn_st_find(s->parts[hit - files], pairs[i].tensor, &t) != ATTN_OK) {
+            st = attn__fail(ctx, ATTN_E_FORMAT, "%.300s: tensor " NAME " is not in %.200s, "
+                            "where the index puts it", path, pairs[i].tensor, pairs[i].file);
+            goto done;
+        }
+    }
+    /* one entry list over the shards, in shard order, then the name index across them */
+    if (total) {
+        s->entries = attn__malloc(ctx, total * sizeof *s->entries);
+        if (!s->entries) {
+            st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory indexing %zu tensors", total);
+            goto done;
+        }
+    }
+    for (size_t f = 0; f < nf; f++)
+        for (size_t i = 0; i < s->parts[f]->count; i++)
+            s->entries[s->count++] = s->parts[f]->entries[i];
+    st = index_names(s);
+    if (st) attn__fail(ctx, st, "%.300s: %s", path, attn_ctx_errmsg(ctx)); /* across shards */
+done:
+    attn__json_close(&r);
+    attn__free(ctx, text);
+    attn__free(ctx, pairs);
+    attn__free(ctx, files);
+    attn__free(ctx, fpath);
+    if (st) attn_st_free(s);
+    else *out = s;
+    return st;
+}
+
+attn_status attn__st_read_folder(attn_ctx *ctx, const char *dir, attn_st **out) {
+    char path[4096];
+    *out = NULL;
+    ATTN_FAIL_IF(snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir) >=
+                     (int)sizeof path,
+                 ctx, ATTN_E_INVALID, "model folder path too long");
+    path[strlen(path) - strlen(".index.json")] = 0;
+    attn_status st = attn_st_read_file(ctx, path, out);
+    if (st != ATTN_E_NOT_FOUND) return st;
+    strcat(path, ".index.json"); /* fits: the first snprintf wrote it */
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT)
+        return attn__fail(ctx, ATTN_E_NOT_FOUND, "%.300s: missing model.safetensors (and "
+                          "model.safetensors.index.json; pytorch_model.bin is not read)", dir);
+    return attn_st_read_index(ctx, path, out);
+}
+
 void attn_st_free(attn_st *s) {
     if (!s) return;
     attn_ctx *ctx = s->ctx;
@@ -429,13 +628,15 @@ void attn_st_free(attn_st *s) {
     attn__free(ctx, s->entries);
     attn__free(ctx, s->by_name);
     attn__free(ctx, s->meta);
+    for (size_t i = 0; i < s->nparts; i++) attn_st_free(s->parts[i]);
+    attn__free(ctx, s->parts);
     attn__free(ctx, s);
 }
 
 /* ---- queries --------------------------------------------------------------------------- */
 size_t attn_st_count(const attn_st *s) { return s ? s->count : 0; }
 
-static void fill_info(const attn_st *s, const st_entry *e, attn_st_tensor *info) {
+static void fill_info(const st_entry *e, attn_st_tensor *info) {
     memset(info, 0, sizeof *info);
     info->name = e->name;
     info->dtype = e->dtype;
@@ -443,7 +644,7 @@ static void fill_info(const attn_st *s, const st_entry *e, attn_st_tensor *info)
     for (int d = 0; d < e->ndim; d++) info->shape[d] = e->shape[d];
     info->numel = e->numel;
     /* begin <= end <= data size was checked, so this stays inside the image */
-    info->data = s->image + s->data_start + (size_t)e->begin;
+    info->data = e->base + (size_t)e->begin;
     info->nbytes = (size_t)(e->end - e->begin);
 }
 
@@ -452,7 +653,7 @@ attn_status attn_st_at(const attn_st *s, size_t i, attn_st_tensor *info) {
     ATTN_FAIL_IF(!info, s->ctx, ATTN_E_INVALID, "attn_st_at: info is NULL");
     ATTN_FAIL_IF(i >= s->count, s->ctx, ATTN_E_INVALID,
                  "attn_st_at: index %zu out of range (%zu tensors)", i, s->count);
-    fill_info(s, &s->entries[i], info);
+    fill_info(&s->entries[i], info);
     return ATTN_OK;
 }
 
@@ -464,7 +665,7 @@ attn_status attn_st_find(const attn_st *s, const char *name, attn_st_tensor *inf
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(s->by_name[mid]->name, name);
         if (c == 0) {
-            fill_info(s, s->by_name[mid], info);
+            fill_info(s->by_name[mid], info);
             return ATTN_OK;
         }
         if (c < 0) lo = mid + 1;

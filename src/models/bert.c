@@ -423,15 +423,8 @@ attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out) {
     ATTN_TRY(parse_config(ctx, dir, &c));
     /* the weights first: the module is built from them (each parameter must be there with
      * the shape config.json gives it as it is registered), never from config.json alone */
-    char path[4096];
     attn_st *sf = NULL;
-    ATTN_FAIL_IF(!path_join(path, sizeof path, dir, "model.safetensors"), ctx, ATTN_E_INVALID,
-                 "model folder path too long");
-    attn_status st = attn_st_read_file(ctx, path, &sf);
-    if (st == ATTN_E_NOT_FOUND)
-        return attn__fail(ctx, ATTN_E_NOT_FOUND,
-                          "%.300s: missing model.safetensors (pytorch_model.bin is not read)",
-                          dir);
+    attn_status st = attn__st_read_folder(ctx, dir, &sf);
     ATTN_TRY(st);
     attn_st_tensor ti;
     const char *prefix =

@@ -897,18 +897,7 @@ attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out) {
     /* the weights' file first: every tensor must be there with its shape before the model or
      * anything else is sized from config.json */
     attn_st *sf = NULL;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st = attn_st_read_file(ctx, path, &sf);
-    if (st == ATTN_E_NOT_FOUND) {
-        char idx[4096];
-        snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", dir);
-        FILE *f = fopen(idx, "rb");
-        if (f) fclose(f);
-        return attn__fail(ctx, ATTN_E_NOT_FOUND, f ? "%.300s: sharded checkpoints "
-                          "(model.safetensors.index.json) are not read yet"
-                          : "%.300s: missing model.safetensors (pytorch_model.bin is not read)",
-                          dir);
-    }
+    st = attn__st_read_folder(ctx, dir, &sf);
     ATTN_TRY(st);
     size_t bytes = 0;
     attn_llm *m = NULL;
