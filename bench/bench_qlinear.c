@@ -231,6 +231,13 @@ int main(int argc, char **argv) {
         if (M < 0) M = 128;
         if (N < 0) N = 1536;
         if (K < 0) K = 576;
+        int64_t be = 1, bb = 1;
+        attn_qtype_block(type, &be, &bb);
+        if (M <= 0 || N <= 0 || K <= 0 || K % be) {
+            fprintf(stderr, "bench_qlinear: --M, --N, --K must be positive, K a multiple of "
+                            "%lld (the type's block)\n", (long long)be);
+            return 2;
+        }
         size_t sz;
         unsigned char *w = weights(type, N, K, &sz);
         float *x = malloc((size_t)(M * K) * sizeof(float)), *y = malloc((size_t)(M * N) * sizeof(float));
