@@ -379,25 +379,25 @@ static void test_kernels(void) {
 /* ---- several parts at once (attn__qlinear_multi) ------------------------------------------
  * Parts of different types and sizes (q, k, v-like) against one attn__qlinear per part: the
  * same bits, on 1 and 2 threads, float and int8 activations, with bias and residual, for M on
- * the matrix-vector path and on the GEMM path (where it falls back to one call per part). */
+ * the matrix-vector path and on the GEMM path (X packed once, the parts' units in one loop). */
 static void test_multi(void) {
     attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
     const int types[3] = {ATTN_Q_Q4_1, ATTN_Q_Q8_0, ATTN_Q_F32};
-    const int64_t Ns[3] = {37, 5, 64}, K = 576, Ms[3] = {1, 3, 12};
+    const int64_t Ns[3] = {37, 5, 150}, K = 576, Ms[4] = {1, 3, 12, 40};
     const int acts[3] = {ATTN__QACT_F32, ATTN__QACT_Q8, ATTN__QACT_F32 | ATTN__QLIN_ROWWISE};
     unsigned char *w[3];
     size_t wb;
     float *b[3], *R[3];
     for (int i = 0; i < 3; i++) {
         w[i] = make_weights(c1, types[i], Ns[i], K, 77 + (uint64_t)i, &wb);
-        b[i] = malloc(64 * sizeof(float));
-        R[i] = malloc(12 * 64 * sizeof(float));
-        tu_fill(b[i], 64, 80 + (uint64_t)i, -1, 1);
-        tu_fill(R[i], 12 * 64, 90 + (uint64_t)i, -1, 1);
+        b[i] = malloc(150 * sizeof(float));
+        R[i] = malloc(40 * 150 * sizeof(float));
+        tu_fill(b[i], 150, 80 + (uint64_t)i, -1, 1);
+        tu_fill(R[i], 40 * 150, 90 + (uint64_t)i, -1, 1);
     }
-    float *x = malloc(12 * 600 * sizeof(float));
-    tu_fill(x, 12 * 600, 99, -1, 1);
-    for (int mi = 0; mi < 3; mi++)
+    float *x = malloc(40 * 600 * sizeof(float));
+    tu_fill(x, 40 * 600, 99, -1, 1);
+    for (int mi = 0; mi < 4; mi++)
         for (int ai = 0; ai < 3; ai++)
             for (int np = 1; np <= 3; np++) {
                 const int64_t M = Ms[mi];

@@ -70,11 +70,7 @@ typedef struct qjob {
     /* GEMM path */
     const attn__gemm_kernel *kr;
     attn__qdq_fn dq;
-    float *apack;     /* m_panels panels of [K][mr] */
-    int64_t m_panels;
-    float *bws;       /* per thread slot: nr rows of K, then U panels of [K][nr] */
-    size_t bws_stride;
-    int64_t U, units, n_panels;
+    int64_t m_panels, U, n_panels;
 } qjob;
 
 /* columns [n0, n1) of Y: + bias, then + R */
@@ -111,17 +107,6 @@ static void mv_task(void *arg, int64_t begin, int64_t end, int tid) {
     add_bias(j, begin, end);
 }
 
-static void pack_a_task(void *arg, int64_t begin, int64_t end, int tid) {
-    const qjob *j = arg;
-    (void)tid;
-    const int mr = j->kr->mr;
-    for (int64_t r = begin; r < end; r++) {
-        const int64_t i0 = r * mr, mv = j->M - i0 < mr ? j->M - i0 : mr;
-        attn__gemm_pack_panel(j->kr, 1, 0, j->K, j->X + i0 * j->ldx, j->ldx, mv,
-                              j->apack + r * mr * j->K);
-    }
-}
-
 /* One mr x nr tile at (i0, j0) over the K chunk of kc columns, as attn__gemm computes it: full
  * tiles in place, edge tiles through a scratch tile. */
 static void tile(const qjob *j, const float *a, const float *b, int64_t i0, int64_t j0,
@@ -143,30 +128,60 @@ static void tile(const qjob *j, const float *a, const float *b, int64_t i0, int6
     for (int64_t i = 0; i < mv; i++) memcpy(c + i * j->ldy, t + i * nr, sizeof(float) * (size_t)nv);
 }
 
-static void mm_task(void *arg, int64_t begin, int64_t end, int tid) {
-    const qjob *j = arg;
+/* Unit u of part j: its U panels of nr weight rows dequantized and packed into the thread's
+ * slot, then every tile of those columns, each as attn__gemm computes it. */
+static void mm_unit(const qjob *j, const float *apack, float *rows, int64_t u) {
     const attn__gemm_kernel *kr = j->kr;
     const int mr = kr->mr, nr = kr->nr;
     const int64_t K = j->K;
-    float *rows = j->bws + (size_t)tid * j->bws_stride, *bp = rows + (size_t)nr * (size_t)K;
-    for (int64_t u = begin; u < end; u++) {
-        const int64_t p0 = u * j->U, p1 = p0 + j->U < j->n_panels ? p0 + j->U : j->n_panels;
-        for (int64_t p = p0; p < p1; p++) { /* dequantize and pack the unit's panels */
-            const int64_t n0 = p * nr, nv = j->N - n0 < nr ? j->N - n0 : nr;
-            for (int64_t r = 0; r < nv; r++)
-                j->dq(j->W + (size_t)(n0 + r) * j->rb, j->nb, rows + r * K);
-            attn__gemm_pack_panel(kr, 0, 0, K, rows, K, nv, bp + (p - p0) * nr * K);
+    float *bp = rows + (size_t)nr * (size_t)K;
+    const int64_t p0 = u * j->U, p1 = p0 + j->U < j->n_panels ? p0 + j->U : j->n_panels;
+    for (int64_t p = p0; p < p1; p++) { /* dequantize and pack the unit's panels */
+        const int64_t n0 = p * nr, nv = j->N - n0 < nr ? j->N - n0 : nr;
+        for (int64_t r = 0; r < nv; r++)
+            j->dq(j->W + (size_t)(n0 + r) * j->rb, j->nb, rows + r * K);
+        attn__gemm_pack_panel(kr, 0, 0, K, rows, K, nv, bp + (p - p0) * nr * K);
+    }
+    for (int64_t r = 0; r < j->m_panels; r++) {
+        const float *a = apack + r * mr * K;
+        for (int64_t pc = 0; pc < K; pc += kr->kc) {
+            const int64_t kc = K - pc < kr->kc ? K - pc : kr->kc;
+            for (int64_t p = p0; p < p1; p++)
+                tile(j, a + pc * mr, bp + (p - p0) * nr * K + pc * nr, r * mr, p * nr, kc,
+                     pc == 0 ? 0.0f : 1.0f);
         }
-        for (int64_t r = 0; r < j->m_panels; r++) {
-            const float *a = j->apack + r * mr * K;
-            for (int64_t pc = 0; pc < K; pc += kr->kc) {
-                const int64_t kc = K - pc < kr->kc ? K - pc : kr->kc;
-                for (int64_t p = p0; p < p1; p++)
-                    tile(j, a + pc * mr, bp + (p - p0) * nr * K + pc * nr, r * mr, p * nr, kc,
-                         pc == 0 ? 0.0f : 1.0f);
-            }
-        }
-        add_bias(j, p0 * nr, p1 * nr < j->N ? p1 * nr : j->N);
+    }
+    add_bias(j, p0 * nr, p1 * nr < j->N ? p1 * nr : j->N);
+}
+
+/* The GEMM path of n parts sharing X: one packed X, the units of every part in one loop. */
+typedef struct qmm {
+    const qjob *j;
+    int n;
+    int64_t off[ATTN__QLIN_PARTS + 1]; /* first unit of each part */
+    const float *apack;
+    float *bws;
+    size_t bws_stride;
+} qmm;
+
+static void mm_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const qmm *q = arg;
+    float *rows = q->bws + (size_t)tid * q->bws_stride;
+    for (int i = 0; i < q->n; i++)
+        for (int64_t u = begin > q->off[i] ? begin : q->off[i]; u < end && u < q->off[i + 1];
+             u++)
+            mm_unit(q->j + i, q->apack, rows, u - q->off[i]);
+}
+
+static void pack_a_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const qmm *q = arg;
+    const qjob *j = q->j;
+    (void)tid;
+    const int mr = j->kr->mr;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t i0 = r * mr, mv = j->M - i0 < mr ? j->M - i0 : mr;
+        attn__gemm_pack_panel(j->kr, 1, 0, j->K, j->X + i0 * j->ldx, j->ldx, mv,
+                              (float *)q->apack + r * mr * j->K);
     }
 }
 
@@ -192,6 +207,50 @@ static void job_init(qjob *j, int type, const void *W, int64_t N, int64_t K, con
     j->type = type, j->W = W, j->N = N, j->K = K, j->nb = K / be, j->M = M;
     j->rb = (size_t)(j->nb * bb);
     j->X = X, j->ldx = ldx, j->bias = bias, j->R = R, j->Y = Y, j->ldy = ldy;
+}
+
+/* The GEMM path of jobs j[0 .. n) sharing X (M rows of K): X packed once into mr-row panels,
+ * then the units of U panels of every part over the threads; each tile as attn__gemm computes
+ * it, so each part's bits are those of attn__gemm(X, deq(W)^T) whatever n, U or the threads. */
+static attn_status mm_run(attn_ctx *ctx, qjob *j, int n) {
+    const attn__gemm_kernel *kr = ctx->kern.gemm;
+    const attn__quant_kernels *kq = ctx->kern.quant;
+    const int mr = kr->mr, nr = kr->nr;
+    const int64_t M = j[0].M, K = j[0].K;
+    int64_t panels = 0;
+    double flops = 0.0;
+    for (int i = 0; i < n; i++) {
+        j[i].kr = kr;
+        j[i].dq = kq->dq[j[i].type] ? kq->dq[j[i].type] : attn__dequant_ref_fn(j[i].type);
+        j[i].m_panels = (M + mr - 1) / mr;
+        j[i].n_panels = (j[i].N + nr - 1) / nr;
+        panels += j[i].n_panels;
+        flops += (double)M * (double)j[i].N * (double)K;
+    }
+    const int serial = flops < 262144.0;
+    const int width = serial ? 1 : attn__parallel_width(ctx, panels);
+    /* units of U panels: A's micro-panels are reused over U panels while in L1, yet at least
+     * two units per thread for balance and at most ~1 MiB of packed panels */
+    int64_t U = panels / (2 * width);
+    const int64_t cap = (int64_t)(1 << 18) / ((int64_t)nr * K);
+    U = U > 4 ? 4 : U;
+    U = U > cap ? cap : U;
+    U = U < 1 ? 1 : U;
+    qmm q = {j, n, {0}, NULL, NULL, 0};
+    for (int i = 0; i < n; i++) {
+        j[i].U = U;
+        q.off[i + 1] = q.off[i] + (j[i].n_panels + U - 1) / U;
+    }
+    const size_t a_floats = (size_t)(j[0].m_panels * mr) * (size_t)K;
+    q.bws_stride = ((size_t)nr * (size_t)K * (size_t)(1 + U) + 15) / 16 * 16;
+    void *ap, *bp;
+    ATTN_TRY(attn__ws_alloc(ctx, a_floats + 16, sizeof(float), &ap));
+    ATTN_TRY(attn__ws_alloc(ctx, q.bws_stride * (size_t)width + 16, sizeof(float), &bp));
+    q.apack = align64(ap);
+    q.bws = align64(bp);
+    run(ctx, serial, j[0].m_panels, pack_a_task, &q);
+    run(ctx, serial, q.off[n], mm_task, &q);
+    return ATTN_OK;
 }
 
 /* The matrix-vector set-up of jobs j[0 .. n) sharing X (M rows of K): each on the int8
@@ -244,7 +303,9 @@ static void multi_task(void *arg, int64_t begin, int64_t end, int tid) {
 attn_status attn__qlinear_multi(attn_ctx *ctx, int n, const attn__qlin_part *p, int64_t K,
                                 const float *X, int64_t ldx, int64_t M, int act) {
     if (M <= 0 || n <= 0) return ATTN_OK;
-    if (n > ATTN__QLIN_PARTS || K == 0 || (M > ATTN__QMV_ROWS && !(act & ATTN__QLIN_ROWWISE))) {
+    int empty = 0;
+    for (int i = 0; i < n; i++) empty |= p[i].N <= 0;
+    if (n > ATTN__QLIN_PARTS || K == 0 || empty) {
         for (int i = 0; i < n; i++)
             ATTN_TRY(attn__qlinear(ctx, p[i].type, p[i].W, p[i].N, K, X, ldx, M, p[i].bias,
                                    p[i].R, p[i].Y, p[i].ldy, act));
@@ -261,6 +322,10 @@ attn_status attn__qlinear_multi(attn_ctx *ctx, int n, const attn__qlin_part *p, 
     }
     attn__mark mark = attn__ws_mark(ctx);
     attn_status st;
+    if (M > ATTN__QMV_ROWS && !(act & ATTN__QLIN_ROWWISE)) {
+        st = mm_run(ctx, j, n);
+        goto done;
+    }
     ATTN_TRYG(mv_init(ctx, j, n, act));
     /* below ~64 KiB of weights waking the pool costs more than it saves */
     run(ctx, bytes < 65536.0, q.off[n], multi_task, &q);
@@ -275,7 +340,6 @@ attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int
     if (M <= 0 || N <= 0) return ATTN_OK;
     qjob j;
     job_init(&j, type, W, N, K, X, ldx, M, bias, R, Y, ldy);
-    const attn__quant_kernels *kq = ctx->kern.quant;
     if (K == 0) { /* an empty sum */
         for (int64_t i = 0; i < M; i++)
             for (int64_t n = 0; n < N; n++) Y[i * ldy + n] = 0.0f;
@@ -290,33 +354,7 @@ attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int
         run(ctx, (double)N * (double)j.rb * (double)M < 65536.0, N, mv_task, &j);
         goto done;
     }
-    {
-        const attn__gemm_kernel *kr = ctx->kern.gemm;
-        const int mr = kr->mr, nr = kr->nr;
-        j.kr = kr;
-        j.dq = kq->dq[type] ? kq->dq[type] : attn__dequant_ref_fn(type);
-        j.m_panels = (M + mr - 1) / mr;
-        j.n_panels = (N + nr - 1) / nr;
-        const int serial = (double)M * (double)N * (double)K < 262144.0;
-        const int width = serial ? 1 : attn__parallel_width(ctx, j.n_panels);
-        /* units of U panels: A's micro-panels are reused over U panels while in L1, yet at
-         * least two units per thread for balance and at most ~1 MiB of packed panels */
-        int64_t U = j.n_panels / (2 * width);
-        const int64_t cap = (int64_t)(1 << 18) / ((int64_t)nr * K);
-        U = U > 4 ? 4 : U;
-        U = U > cap ? cap : U;
-        j.U = U < 1 ? 1 : U;
-        j.units = (j.n_panels + j.U - 1) / j.U;
-        size_t a_floats = (size_t)(j.m_panels * mr) * (size_t)K;
-        j.bws_stride = ((size_t)nr * (size_t)K * (size_t)(1 + j.U) + 15) / 16 * 16;
-        void *ap, *bp;
-        ATTN_TRYG(attn__ws_alloc(ctx, a_floats + 16, sizeof(float), &ap));
-        ATTN_TRYG(attn__ws_alloc(ctx, j.bws_stride * (size_t)width + 16, sizeof(float), &bp));
-        j.apack = align64(ap);
-        j.bws = align64(bp);
-        run(ctx, serial, j.m_panels, pack_a_task, &j);
-        run(ctx, serial, j.units, mm_task, &j);
-    }
+    st = mm_run(ctx, &j, 1);
 done:
     attn__ws_release(ctx, mark);
     return st;

@@ -183,8 +183,9 @@ ATTN__HIDDEN attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, i
  * gate and up of a SwiGLU): part i is Y_i = X W_i^T + bias_i + R_i exactly as attn__qlinear
  * computes it, same bits.  On the matrix-vector path (M <= ATTN__QMV_ROWS, or
  * ATTN__QLIN_ROWWISE) the parts run as one loop over all their rows, so the threads meet once
- * instead of n times, and int8 activations are rounded once; otherwise, or for more than
- * ATTN__QLIN_PARTS parts, one attn__qlinear per part. */
+ * instead of n times, and int8 activations are rounded once; on the GEMM path X is packed
+ * once and the units of every part run in one loop.  More than ATTN__QLIN_PARTS parts, or an
+ * empty one: one attn__qlinear per part. */
 #define ATTN__QLIN_PARTS 4
 typedef struct attn__qlin_part {
     int type;

@@ -141,10 +141,15 @@ attn_status attn__matmul_n(attn_ctx *ctx, int n, const attn__weight *const *w, c
                            int64_t ldx, int64_t M, int64_t T, float *const *y,
                            const int64_t *ldy, const float *const *r) {
     if (M <= 0) return ATTN_OK;
-    int joint = T <= ATTN__QMV_ROWS && n <= ATTN__QLIN_PARTS;
-    for (int i = 0; i < n && joint; i++) { /* one activation precision per pass, row types */
+    /* one pass over the parts: GGML row types, on the matrix-vector kernels (a few rows per
+     * sequence, one activation precision) or on dequantized panels (not F32: attn__matmul
+     * runs those on the float GEMM of its own) -- as attn__matmul runs each, same bits */
+    const int rowwise = T <= ATTN__QMV_ROWS;
+    int joint = n <= ATTN__QLIN_PARTS;
+    for (int i = 0; i < n && joint; i++) {
         const attn__wtype *tr = attn__wtype_of(w[i]->type);
-        joint = tr && !tr->panels && w[i]->act == w[0]->act;
+        joint = tr && !tr->panels &&
+                (rowwise ? w[i]->act == w[0]->act : w[i]->type != ATTN_Q_F32);
         if (w[i]->K != w[0]->K) return attn__fail(ctx, ATTN_E_SHAPE, "attn__matmul_n: K");
     }
     if (!joint) {
@@ -159,7 +164,8 @@ attn_status attn__matmul_n(attn_ctx *ctx, int n, const attn__weight *const *w, c
     for (int i = 0; i < n; i++)
         p[i] = (attn__qlin_part){w[i]->type, w[i]->data, w[i]->N, w[i]->bias,
                                  r ? r[i] : NULL, y[i], ldy[i]};
-    return attn__qlinear_multi(ctx, n, p, w[0]->K, x, ldx, M, w[0]->act | ATTN__QLIN_ROWWISE);
+    return attn__qlinear_multi(ctx, n, p, w[0]->K, x, ldx, M,
+                               rowwise ? w[0]->act | ATTN__QLIN_ROWWISE : ATTN__QACT_DEFAULT);
 }
 
 attn_status attn__matmul_bwd(attn_ctx *ctx, const attn__weight *w, const float *x, int64_t ldx,
