@@ -323,6 +323,15 @@ static attn_status check_entries(attn_st *s) {
     return st;
 }
 
+/* The document's top-level object opened, else ATTN_E_FORMAT naming what it found. */
+static attn_status object_begin(attn__json_reader *r) {
+    attn__json_kind k;
+    ATTN_TRY(attn__json_peek(r, &k));
+    ATTN_FAIL_IF(k != ATTN__JSON_OBJECT, r->ctx, ATTN_E_FORMAT,
+                 "%s: expected a JSON object, found %s", r->what, attn__json_kind_name(k));
+    return attn__json_object_begin(r);
+}
+
 static attn_status parse_header(attn_st *s) {
     attn_ctx *ctx = s->ctx;
     ATTN_FAIL_IF(s->size < 8, ctx, ATTN_E_FORMAT,
@@ -341,15 +350,8 @@ static attn_status parse_header(attn_st *s) {
     attn__json_reader r;
     attn_status st = attn__json_open(&r, ctx, s->image + 8, (size_t)n, "safetensors header", 8);
     if (st) return st;
-    attn__json_kind k;
     int have_meta = 0;
-    ATTN_TRYG(attn__json_peek(&r, &k));
-    if (k != ATTN__JSON_OBJECT) {
-        st = attn__fail(ctx, ATTN_E_FORMAT, "safetensors header: expected a JSON object, found %s",
-                        attn__json_kind_name(k));
-        goto done;
-    }
-    ATTN_TRYG(attn__json_object_begin(&r));
+    ATTN_TRYG(object_begin(&r));
     for (;;) {
         int more;
         const char *key;
@@ -507,14 +509,7 @@ attn_status attn_st_read_index(attn_ctx *ctx, const char *path, attn_st **out) {
     char *fpath = NULL;
     attn_st *s = NULL;
     int have_map = 0;
-    attn__json_kind k;
-    ATTN_TRYG(attn__json_peek(&r, &k));
-    if (k != ATTN__JSON_OBJECT) {
-        st = attn__fail(ctx, ATTN_E_FORMAT, "safetensors index: expected a JSON object, found %s",
-                        attn__json_kind_name(k));
-        goto done;
-    }
-    ATTN_TRYG(attn__json_object_begin(&r));
+    ATTN_TRYG(object_begin(&r));
     for (;;) {
         int more;
         const char *key;
