@@ -9,6 +9,7 @@
 
 #include "../kernels/bf16.h"
 #include "../kernels/ew.h"
+#include "pool.h"
 #include "llm.h"
 
 void attn__attention_llama(attn__attention *a, int64_t E, int64_t H, int64_t Hkv, int64_t D) {
@@ -216,23 +217,44 @@ static attn_status project(attn_ctx *ctx, const attn__attention *a, const attn__
     return ATTN_OK;
 }
 
-/* QK-norm and RoPE of the projected rows (self-attention: q and k rows of the same positions). */
-static void qk_rows(attn_ctx *ctx, const attn__attention *a, const attn__attn_io *io, float *q,
-                    int64_t ldq, float *k, int64_t ldk) {
-    const int64_t M = io->B * io->L, H = a->H, Hkv = a->Hkv, D = a->D;
+/* QK-norm and RoPE of the projected rows (self-attention: q and k rows of the same positions):
+ * one pass over the rows on the context's threads, each row's heads normalised, then rotated
+ * (each row alone: the bits do not depend on the split). */
+typedef struct qk_job {
+    const attn__attention *a;
+    attn__rms_norm_fn rms;
+    float *q, *k;
+    int64_t ldq, ldk;
+    const float *cs, *sn;
+} qk_job;
+
+static void qk_task(void *arg, int64_t r0, int64_t r1, int tid) {
+    const qk_job *j = arg;
+    const attn__attention *a = j->a;
+    const int64_t H = a->H, Hkv = a->Hkv, D = a->D, rows = r1 - r0;
+    float *q = j->q + r0 * j->ldq, *k = j->k + r0 * j->ldk;
+    (void)tid;
     if (a->q_norm) /* QK-norm (Gemma 3, Qwen3): each head's q and k, before RoPE */
         for (int64_t h = 0; h < H || h < Hkv; h++) {
-            if (h < H)
-                attn__rms_norm(ctx, q + h * D, ldq, a->q_norm, a->eps, q + h * D, ldq, M, D);
-            if (h < Hkv)
-                attn__rms_norm(ctx, k + h * D, ldk, a->k_norm, a->eps, k + h * D, ldk, M, D);
+            if (h < H) j->rms(q + h * D, j->ldq, a->q_norm, a->eps, q + h * D, j->ldq, rows, D);
+            if (h < Hkv) j->rms(k + h * D, j->ldk, a->k_norm, a->eps, k + h * D, j->ldk, rows, D);
         }
-    if (a->rope) {
-        const float *cs, *sn;
-        rope_table(a, io->rope, &cs, &sn);
-        attn__rope_rows(q, ldq, M, H, D, cs, sn, a->rope_interleaved);
-        attn__rope_rows(k, ldk, M, Hkv, D, cs, sn, a->rope_interleaved);
+    if (j->cs) {
+        const int64_t hd = D / 2;
+        attn__rope_rows(q, j->ldq, rows, H, D, j->cs + r0 * hd, j->sn + r0 * hd,
+                        a->rope_interleaved);
+        attn__rope_rows(k, j->ldk, rows, Hkv, D, j->cs + r0 * hd, j->sn + r0 * hd,
+                        a->rope_interleaved);
     }
+}
+
+static void qk_rows(attn_ctx *ctx, const attn__attention *a, const attn__attn_io *io, float *q,
+                    int64_t ldq, float *k, int64_t ldk) {
+    if (!a->q_norm && !a->rope) return;
+    qk_job j = {a, ctx->kern.ew->rms_norm ? ctx->kern.ew->rms_norm : attn__rms_norm_c,
+                q, k, ldq, ldk, NULL, NULL};
+    if (a->rope) rope_table(a, io->rope, &j.cs, &j.sn);
+    attn__parallel_for(ctx, io->B * io->L, qk_task, &j);
 }
 
 /* The score options of a (window, soft cap, scale) on s. */
