@@ -8,6 +8,9 @@ double attn_bench_now_s(void);
 double attn_bench_rss_mib(void);
 /* Median of x[0..n) (sorts x in place); n >= 1. */
 double attn_bench_median(double *x, int n);
+/* The machine's read bandwidth in GB/s (1e9 bytes): `threads` concurrent streaming reads of
+ * 1 GiB with the widest vector loads the CPU has, median of 7 passes; 0 on failure. */
+double attn_bench_read_bandwidth(int threads);
 /* The machine's FMA peak on `threads` threads, GFLOP/s; *isa names the vector width used. */
 double attn_bench_fma_peak(int threads, const char **isa);
 

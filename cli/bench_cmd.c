@@ -578,7 +578,8 @@ static void *bw_thread(void *arg) {
 }
 
 /* GB/s (1e9 bytes) of `threads` concurrent streaming reads of BW_BYTES; 0 on failure. */
-static double read_bandwidth(int threads) {
+double attn_bench_read_bandwidth(int threads) {
+    if (threads < 1) threads = 1;
 #ifdef BENCH_X86
     __builtin_cpu_init();
 #endif
@@ -752,7 +753,7 @@ static int bench_decode(const shape *s, int threads, int repeat, int json, int d
         return 1;
     }
     size_t nq = (size_t)(B * H * L * D), nk = (size_t)(B * Hkv * S * D);
-    double bw = read_bandwidth(threads);
+    double bw = attn_bench_read_bandwidth(threads);
     float *qb = rnd_aligned(nq, 1), *kb = rnd_aligned(nk, 2), *vb = rnd_aligned(nk, 3),
           *ob = rnd_aligned(nq, 4);
     uint16_t *h[3] = {NULL, NULL, NULL};
@@ -794,7 +795,7 @@ static int bench_decode(const shape *s, int threads, int repeat, int json, int d
         n++;
     }
     /* again at the end: the machine may be shared, and the difference shows the drift */
-    double bw_end = read_bandwidth(threads);
+    double bw_end = attn_bench_read_bandwidth(threads);
     if (json) {
         printf("{\"op\": \"decode\", \"dtype\": \"%s\", \"batch\": %lld, \"heads\": %lld, "
                "\"kv_heads\": %lld, \"len\": %lld, \"kv_len\": %lld, \"dim\": %lld, "

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <pthread.h>
 
 #include "bench.h"
 #include "cli.h"
@@ -882,47 +881,6 @@ out:
 }
 
 /* ---- attn bench --op llm --------------------------------------------------------------- */
-/* Read bandwidth of this machine: the median of 5 passes summing a 512 MiB buffer, cut in
- * `threads` parts read at once (GB/s). */
-typedef struct bw_job {
-    const double *p;
-    int64_t n;
-    double sum;
-} bw_job;
-
-static void *bw_thread(void *arg) {
-    bw_job *j = arg;
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (int64_t i = 0; i + 4 <= j->n; i += 4)
-        s0 += j->p[i], s1 += j->p[i + 1], s2 += j->p[i + 2], s3 += j->p[i + 3];
-    j->sum = s0 + s1 + s2 + s3;
-    return NULL;
-}
-
-static double read_bandwidth(int threads) {
-    const int64_t n = (int64_t)64 << 20; /* doubles: 512 MiB */
-    if (threads < 1) threads = 1;
-    if (threads > 64) threads = 64;
-    double *p = malloc(sizeof *p * (size_t)n), t[5];
-    if (!p) return 0;
-    for (int64_t i = 0; i < n; i++) p[i] = (double)(i & 7);
-    bw_job j[64];
-    pthread_t th[64];
-    for (int r = 0; r < 5; r++) {
-        double t0 = attn_bench_now_s();
-        for (int k = 0; k < threads; k++) {
-            j[k].p = p + k * (n / threads), j[k].n = n / threads;
-            if (k && pthread_create(&th[k], NULL, bw_thread, &j[k]) != 0) j[k].n = 0, th[k] = 0;
-        }
-        bw_thread(&j[0]);
-        for (int k = 1; k < threads; k++)
-            if (j[k].n) pthread_join(th[k], NULL);
-        t[r] = attn_bench_now_s() - t0;
-    }
-    free(p);
-    return (double)n * sizeof(double) / attn_bench_median(t, 5) / 1e9;
-}
-
 int attn_bench_llm(int argc, char **argv) {
     llm_opts o;
     defaults(&o);
@@ -1042,7 +1000,7 @@ int attn_bench_llm(int argc, char **argv) {
     const double steps = g_tps / (double)np;
     const double wb = (double)attn_llm_weight_bytes(m), gbs = wb * steps / 1e9,
                  tgbs = (wb + kvb * (double)np) * steps / 1e9,
-                 bw = read_bandwidth(attn_ctx_threads(ctx));
+                 bw = attn_bench_read_bandwidth(attn_ctx_threads(ctx));
     if (o.json) {
         printf("{\"op\": \"llm\", \"model\": \"");
         attn_cli_put_escaped(stdout, o.model);
