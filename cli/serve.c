@@ -334,8 +334,9 @@ static void take(slot *sl, int32_t id) {
 
 static int sample(slot *sl, const float *lg) {
     int32_t id;
-    attn_status st = attn_llm_sample(S.sctx, &sl->r->sp, lg, S.cfg.vocab_size, sl->hist, sl->nh,
-                                     &sl->step, &id);
+    /* the presence and frequency penalties count the generated ids only */
+    attn_status st = attn_llm_sample_ex(S.sctx, &sl->r->sp, lg, S.cfg.vocab_size, sl->hist,
+                                        sl->nh, sl->r->n_prompt, &sl->step, &id);
     if (st != ATTN_OK) {
         fprintf(stderr, "attn serve: sampling failed: %s\n", attn_ctx_errmsg(S.sctx));
         finish(sl, NULL, 1);
@@ -832,11 +833,6 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         snprintf(err, ecap, "'n' must be 1: one choice per request");
         return 0;
     }
-    if (pres != 0 || freq != 0) {
-        snprintf(err, ecap, "presence_penalty and frequency_penalty are not supported (use "
-                            "repetition_penalty)");
-        return 0;
-    }
     const sj *so = sj_get(o, "stream_options");
     if (so && so->kind != SJ_NULL && so->kind != SJ_OBJ) {
         snprintf(err, ecap, "'stream_options' must be an object");
@@ -847,6 +843,7 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
     r->sp = attn_llm_sampler_defaults();
     r->sp.temperature = (float)temperature, r->sp.top_p = (float)top_p;
     r->sp.min_p = (float)min_p, r->sp.top_k = top_k, r->sp.repetition_penalty = (float)rep;
+    r->sp.presence_penalty = (float)pres, r->sp.frequency_penalty = (float)freq;
     r->sp.seed = seed >= 0 ? (uint64_t)seed
                            : (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)r;
     /* stop: a string or an array of strings */

@@ -2395,6 +2395,14 @@ ATTN_API attn_status attn_llm_session_decode_batch(attn_ctx *ctx, attn_llm_sessi
  * HF's order (generate with do_sample):
  *   1. repetition_penalty (RepetitionPenaltyLogitsProcessor), when != 1: for every id that occurs
  *      in history, a logit l becomes l * penalty if l < 0, else l / penalty;
+ *   1b. presence_penalty and frequency_penalty (OpenAI's, not HF's), when not 0: for every id j
+ *      that occurs among the generated ids (history after its first n_prompt ids:
+ *      attn_llm_sample_ex; attn_llm_sample counts the whole history), count[j] times, a logit
+ *      l becomes l - (count[j] * frequency_penalty + presence_penalty), in double, rounded to
+ *      float (clamped to +-FLT_MAX; -inf stays -inf).  Like OpenAI's and vLLM's, the count is
+ *      over the whole completion so far, and the prompt is not counted (llama.cpp counts the
+ *      last 64 tokens, prompt included); positive values make repeats less likely, negative
+ *      more;
  *   2. temperature == 0: greedy, the largest logit (the lowest id among equal ones); no random
  *      draw, *step unchanged.  Otherwise l / temperature (TemperatureLogitsWarper);
  *   3. top_k > 0 (TopKLogitsWarper): keeps the logits >= the k-th largest (ties at the edge all
@@ -2420,9 +2428,12 @@ typedef struct attn_llm_sampler {
     float min_p;              /* in [0, 1]; 0 = off */
     float repetition_penalty; /* > 0; 1 = off */
     uint64_t seed;            /* Philox key of the draws */
+    float presence_penalty;   /* finite (OpenAI: [-2, 2]); 0 = off */
+    float frequency_penalty;  /* finite (OpenAI: [-2, 2]); 0 = off */
 } attn_llm_sampler;
 
-/* temperature 1, top_k 0, top_p 1, min_p 0, repetition_penalty 1, seed 0: plain sampling. */
+/* temperature 1, top_k 0, top_p 1, min_p 0, repetition_penalty 1, seed 0, presence and
+ * frequency penalties 0: plain sampling. */
 ATTN_API attn_llm_sampler attn_llm_sampler_defaults(void);
 /* history [n_hist] (may be NULL when n_hist is 0): the ids the repetition penalty sees (HF: the
  * prompt and what was generated).  step: the stream position, advanced by each draw (start at
@@ -2430,6 +2441,13 @@ ATTN_API attn_llm_sampler attn_llm_sampler_defaults(void);
 ATTN_API attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg,
                                      const float *logits, int64_t vocab, const int32_t *history,
                                      int64_t n_hist, uint64_t *step, int32_t *out_id /* OUT */);
+/* attn_llm_sample with history = the prompt's n_prompt ids (in [0, n_hist]) then the ids
+ * generated so far: the repetition penalty sees them all, the presence and frequency penalties
+ * only the generated ones (OpenAI's semantics). */
+ATTN_API attn_status attn_llm_sample_ex(attn_ctx *ctx, const attn_llm_sampler *cfg,
+                                        const float *logits, int64_t vocab,
+                                        const int32_t *history, int64_t n_hist, int64_t n_prompt,
+                                        uint64_t *step, int32_t *out_id /* OUT */);
 
 /* ============================================================================================
  * Chat formatting (src/text/chat.c)

@@ -110,6 +110,16 @@ st, b, _ = call("v1/completions", {"prompt": "hello", "max_tokens": 20, "tempera
 j = js(b)
 check(st == 200 and j["choices"][0]["text"] == ref("hello"), "completion equals attn generate")
 check(j["object"] == "text_completion" and "usage" in j, "completion shape")
+# presence and frequency penalties (OpenAI's, over the generated tokens): the greedy answer is
+# attn generate's with the same penalties, and not the unpenalised one
+pen = subprocess.run([attn, "generate", "--model", "fixtures/llama_tiny.gguf", "--prompt",
+                      "hello", "--tokens", "20", "--temperature", "0", "-q", "-t", "1",
+                      "--presence-penalty", "0.8", "--frequency-penalty", "1.5"], check=True,
+                     capture_output=True).stdout[:-1].decode("utf-8")
+st, b, _ = call("v1/completions", {"prompt": "hello", "max_tokens": 20, "temperature": 0,
+                                   "presence_penalty": 0.8, "frequency_penalty": 1.5})
+check(st == 200 and js(b)["choices"][0]["text"] == pen and pen != ref("hello"),
+      "penalised completion equals attn generate's with the penalties")
 
 # streamed: the deltas joined equal the answer, then [DONE]
 def stream(path, body):
@@ -217,7 +227,9 @@ err("v1/completions", 400, {"prompt": 5}, what="prompt of the wrong type")
 err("v1/completions", 400, {"prompt": "a", "max_tokens": "5"}, what="max_tokens string")
 err("v1/completions", 400, {"prompt": "a", "temperature": -1}, what="negative temperature")
 err("v1/completions", 400, {"prompt": "a", "n": 2}, what="n=2")
-err("v1/completions", 400, {"prompt": "a", "presence_penalty": 0.5}, what="presence_penalty")
+err("v1/completions", 400, {"prompt": "a", "presence_penalty": 2.5}, what="presence_penalty > 2")
+err("v1/completions", 400, {"prompt": "a", "frequency_penalty": "1"},
+    what="frequency_penalty string")
 err("v1/completions", 400, {"prompt": "x" * 500}, what="prompt longer than the context")
 err("v1/completions", 400, {"prompt": "a", "stop": [1]}, what="stop of the wrong type")
 err("v1/chat/completions", 400, {"messages": []}, what="no messages")
