@@ -16,7 +16,7 @@
 typedef struct llm_opts {
     const char *model, *prompt, *text, *file, *system, *cache, *logits, *template_file;
     long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat, parallel;
-    double temperature, top_p, min_p, repeat_penalty;
+    double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     int quiet, raw, json, cache_bf16, f32, ids, act, no_mmap, vocab_only, chat, no_think;
 } llm_opts;
 
@@ -37,6 +37,12 @@ typedef struct llm_opts {
         ATTN_OPT_NUM("repeat-penalty", 0, &(o)->repeat_penalty, 1e-3, 100, "X",              \
                      "divide the logits of tokens already seen by X (HF's\n"                 \
                      "repetition_penalty; default 1 = off)"),                                \
+        ATTN_OPT_NUM("presence-penalty", 0, &(o)->presence_penalty, -2, 2, "X",              \
+                     "subtract X from the logits of tokens this answer has\n"                \
+                     "already generated (OpenAI's presence_penalty; default 0)"),             \
+        ATTN_OPT_NUM("frequency-penalty", 0, &(o)->frequency_penalty, -2, 2, "X",            \
+                     "subtract X times the count of each token this answer\n"                \
+                     "has generated (OpenAI's frequency_penalty; default 0)"),                \
         ATTN_OPT_INT("seed", 0, &(o)->seed, 0, 1LL << 62, "S",                               \
                      "the same seed gives the same text (default 1)")
 #define OPT_ACT(o)                                                                           \
@@ -75,6 +81,8 @@ static attn_llm_sampler sampler_of(const llm_opts *o) {
     attn_llm_sampler s = attn_llm_sampler_defaults();
     s.temperature = (float)o->temperature, s.top_k = o->top_k, s.top_p = (float)o->top_p;
     s.min_p = (float)o->min_p, s.repetition_penalty = (float)o->repeat_penalty;
+    s.presence_penalty = (float)o->presence_penalty;
+    s.frequency_penalty = (float)o->frequency_penalty;
     s.seed = (uint64_t)o->seed;
     return s;
 }
@@ -212,9 +220,11 @@ static attn_status run_gen(attn_ctx *ctx, const attn_llm *m, attn_llm_session *s
     *made = 0, *full = 0, emitted = 0;
     attn_llm_config c;
     attn_llm_get_info(m, &c);
+    const int64_t n_prompt = *nh; /* the presence and frequency penalties count what follows */
     for (int64_t i = 0; i < max; i++) {
         int32_t id;
-        attn_status st = attn_llm_sample(ctx, sp, lg, c.vocab_size, hist, *nh, step, &id);
+        attn_status st =
+            attn_llm_sample_ex(ctx, sp, lg, c.vocab_size, hist, *nh, n_prompt, step, &id);
         if (st) return st;
         if (attn_llm_is_end(m, id)) break;
         hist[(*nh)++] = id;

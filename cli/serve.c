@@ -40,6 +40,7 @@ int attn_cmd_serve(int argc, char **argv) {
 #include "bench.h"
 #include "serve_json.h"
 #include "serve_page.h"
+#include "serve_tools.h"
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_Result_t;
@@ -71,13 +72,17 @@ typedef struct sreq {
     size_t stop_len[MAX_STOPS];
     int nstop;
     char id[48];
+    unsigned long long seq;
     long long created;
+    const char *tool_fmt; /* the chat format whose tool calls the answer may hold (tools were
+                           * given), else NULL */
     /* written by the scheduler under mu */
     sbuf text;      /* the whole answer so far (after a stop string: cut there) */
     size_t emitted; /* bytes of text sent as stream deltas */
     sbuf sse;       /* stream bytes not yet read by the response */
     int done, cancelled, failed;
     const char *finish;
+    attn_chat_parse *calls; /* the answer's tool calls (tool_fmt), read when it ended */
     int64_t completion_tokens, reused;
     double t_queued, t_first, t_done;
 } sreq;
@@ -91,6 +96,7 @@ static void req_unref(sreq *r) {
     free(r->prompt);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
     sb_free(&r->text), sb_free(&r->sse);
+    attn_chat_parse_free(r->calls);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -123,6 +129,8 @@ typedef struct server {
     attn_llm_config cfg;
     int chat_ok;
     char chat_why[256];
+    const char *chat_format; /* attn_chat_template_name's (static), NULL without chat */
+    unsigned long long id_salt; /* of the tool call ids made here */
     int64_t cap;
     attn_bert *bert;
     attn_ctx *ectx;
@@ -162,7 +170,8 @@ static void push_sse(sreq *r, sbuf *ev) {
     pthread_cond_broadcast(&r->cv); /* the response's reader waits for it */
 }
 
-/* One stream chunk: delta text (NULL: none), the finish reason (NULL: none), the role chunk. */
+/* One stream chunk: delta text (NULL: none), the finish reason (NULL: none), the role chunk;
+ * r->calls' tool calls as the delta when role is 2. */
 static void stream_chunk(sreq *r, const char *t, size_t n, const char *finish, int role) {
     sbuf e = {0};
     sb_puts(&e, "data: {\"id\":\"");
@@ -173,7 +182,9 @@ static void stream_chunk(sreq *r, const char *t, size_t n, const char *finish, i
     sb_puts(&e, ",\"choices\":[{\"index\":0,");
     if (r->kind == KIND_CHAT) {
         sb_puts(&e, "\"delta\":{");
-        if (role) sb_puts(&e, "\"role\":\"assistant\",\"content\":\"\"");
+        if (role == 2) sb_puts(&e, "\"tool_calls\":"),
+            st_calls_json(&e, r->calls, r->seq, S.id_salt, 1);
+        else if (role) sb_puts(&e, "\"role\":\"assistant\",\"content\":\"\"");
         else if (t) sb_puts(&e, "\"content\":"), sb_json_str(&e, t, n);
         sb_puts(&e, "}");
     } else {
@@ -207,9 +218,15 @@ static size_t holdback(const sreq *r) {
     return best;
 }
 
-/* Sends what the text holds beyond what was sent (all of it when final).  Under r->mu. */
+/* Sends what the text holds beyond what was sent (all of it when final; up to the start of
+ * the tool calls when the answer has some).  Under r->mu. */
 static void flush_text(sreq *r, int final) {
     size_t safe = r->text.n - (final ? 0 : holdback(r));
+    if (final && r->calls && r->calls->n_calls > 0) safe = r->calls->content_len;
+    else if (!final && r->tool_fmt) { /* text that may begin a call waits for the end */
+        size_t t = attn_chat_tool_call_start(r->tool_fmt, r->text.p, r->text.n);
+        if (t < safe) safe = t;
+    }
     if (safe <= r->emitted) return;
     if (r->stream) stream_chunk(r, r->text.p + r->emitted, safe - r->emitted, NULL, 0);
     r->emitted = safe;
@@ -247,8 +264,17 @@ static void finish(slot *sl, const char *reason, int failed) {
     if (tl && reason && failed != 2) add_text(r, tail, tl);
     r->finish = reason ? reason : "cancelled";
     r->failed = failed == 1;
+    if (reason && r->tool_fmt && r->text.p && !r->text.oom) {
+        /* the calls at the end of the answer; a malformed one stays text */
+        if (attn_chat_parse_tool_calls(S.sctx, r->tool_fmt, r->text.p, r->text.n, &r->calls) !=
+            ATTN_OK)
+            fprintf(stderr, "attn serve: reading tool calls: %s\n", attn_ctx_errmsg(S.sctx));
+        else if (r->calls->n_calls > 0)
+            r->finish = "tool_calls";
+    }
     if (!r->cancelled) {
         flush_text(r, 1);
+        if (r->stream && r->calls && r->calls->n_calls > 0) stream_chunk(r, NULL, 0, NULL, 2);
         if (r->stream) stream_chunk(r, NULL, 0, r->finish, 0);
     }
     r->done = 1;
@@ -264,6 +290,18 @@ static void finish(slot *sl, const char *reason, int failed) {
     req_unref(r);
 }
 
+/* The text of a control token that belongs to a tool call's form (Mistral's [TOOL_CALLS],
+ * [ARGS], [CALL_ID], Llama's <|python_tag|>), which a decode skipping special tokens drops;
+ * NULL for any other token. */
+static const char *tool_tag(int32_t id) {
+    static const char *const tags[] = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<|python_tag|>"};
+    if (attn_bpe_token_type(S.tok, id) != ATTN_BPE_TOKEN_CONTROL) return NULL;
+    const char *t = attn_bpe_token_text(S.tok, id);
+    for (size_t i = 0; t && i < sizeof tags / sizeof tags[0]; i++)
+        if (!strcmp(t, tags[i])) return tags[i];
+    return NULL;
+}
+
 /* The sampled id of a slot: ends, or streams its text and sets up the next decode. */
 static void take(slot *sl, int32_t id) {
     sreq *r = sl->r;
@@ -273,11 +311,13 @@ static void take(slot *sl, int32_t id) {
         return;
     }
     size_t pl = 0;
-    if (attn_bpe_decode_stream(S.sctx, S.tok, &sl->bs, id,
-                               ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE, S.piece,
-                               S.piece_cap, &pl) != ATTN_OK)
+    const char *piece = S.piece, *tag = r->tool_fmt ? tool_tag(id) : NULL;
+    if (tag) /* a control token that writes tool calls: its text is part of the answer */
+        piece = tag, pl = strlen(tag);
+    else if (attn_bpe_decode_stream(S.sctx, S.tok, &sl->bs, id,
+                                    ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE, S.piece,
+                                    S.piece_cap, &pl) != ATTN_OK)
         pl = 0;
-    const char *piece = S.piece;
     sl->hist[sl->nh++] = id;
     pthread_mutex_lock(&r->mu);
     if (r->completion_tokens++ == 0) r->t_first = now_s();
@@ -294,8 +334,9 @@ static void take(slot *sl, int32_t id) {
 
 static int sample(slot *sl, const float *lg) {
     int32_t id;
-    attn_status st = attn_llm_sample(S.sctx, &sl->r->sp, lg, S.cfg.vocab_size, sl->hist, sl->nh,
-                                     &sl->step, &id);
+    /* the presence and frequency penalties count the generated ids only */
+    attn_status st = attn_llm_sample_ex(S.sctx, &sl->r->sp, lg, S.cfg.vocab_size, sl->hist,
+                                        sl->nh, sl->r->n_prompt, &sl->step, &id);
     if (st != ATTN_OK) {
         fprintf(stderr, "attn serve: sampling failed: %s\n", attn_ctx_errmsg(S.sctx));
         finish(sl, NULL, 1);
@@ -792,11 +833,6 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         snprintf(err, ecap, "'n' must be 1: one choice per request");
         return 0;
     }
-    if (pres != 0 || freq != 0) {
-        snprintf(err, ecap, "presence_penalty and frequency_penalty are not supported (use "
-                            "repetition_penalty)");
-        return 0;
-    }
     const sj *so = sj_get(o, "stream_options");
     if (so && so->kind != SJ_NULL && so->kind != SJ_OBJ) {
         snprintf(err, ecap, "'stream_options' must be an object");
@@ -807,6 +843,7 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
     r->sp = attn_llm_sampler_defaults();
     r->sp.temperature = (float)temperature, r->sp.top_p = (float)top_p;
     r->sp.min_p = (float)min_p, r->sp.top_k = top_k, r->sp.repetition_penalty = (float)rep;
+    r->sp.presence_penalty = (float)pres, r->sp.frequency_penalty = (float)freq;
     r->sp.seed = seed >= 0 ? (uint64_t)seed
                            : (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)r;
     /* stop: a string or an array of strings */
@@ -886,6 +923,7 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
             if (ok) ok = opt_str(m, "reasoning_content", i, &cm[i].reasoning_content, err, ecap) &&
                          opt_str(m, "tool_call_id", i, &cm[i].tool_call_id, err, ecap);
         }
+        if (ok && opt.tools) r->tool_fmt = S.chat_format;
         if (ok) {
             attn_status s = attn_llm_chat_apply(x, S.m, cm, (int64_t)ms->n, &opt, NULL, 0, &tl);
             if (s == ATTN_OK && tl < SIZE_MAX && (text = malloc(tl + 1)))
@@ -967,6 +1005,7 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
         int refused = S.stopping ? 1 : S.qn >= S.queue ? 2 : 0;
         if (!refused) {
             unsigned long long seq = ++S.seq;
+            r->seq = seq;
             snprintf(r->id, sizeof r->id, "%s-%llu", kind == KIND_CHAT ? "chatcmpl" : "cmpl",
                      seq);
             r->created = (long long)time(NULL);
@@ -1036,9 +1075,8 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
     sb_json_str(&b, S.model_name, strlen(S.model_name));
     sb_puts(&b, ",\"choices\":[{\"index\":0,");
     if (kind == KIND_CHAT) {
-        sb_puts(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
-        sb_json_str(&b, r->text.p ? r->text.p : "", r->text.n);
-        sb_puts(&b, "},");
+        st_message_json(&b, r->text.p, r->text.n, r->calls, r->seq, S.id_salt);
+        sb_puts(&b, ",");
     } else {
         sb_puts(&b, "\"text\":");
         sb_json_str(&b, r->text.p ? r->text.p : "", r->text.n);
@@ -1544,6 +1582,12 @@ int attn_cmd_serve(int argc, char **argv) {
     if (S.template_file && !attn_cli_chat_template(cmd, S.sctx, S.m, S.template_file)) goto out;
     S.chat_ok = attn_chat_template_check(S.sctx, attn_llm_chat_template(S.m)) == ATTN_OK;
     if (!S.chat_ok) snprintf(S.chat_why, sizeof S.chat_why, "%s", attn_ctx_errmsg(S.sctx));
+    else S.chat_format = attn_chat_template_name(S.sctx, attn_llm_chat_template(S.m));
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        S.id_salt = (unsigned long long)ts.tv_sec * 1000000007ULL ^ (unsigned long long)ts.tv_nsec;
+    }
     snprintf(S.model_name, sizeof S.model_name, "%s", base_name(S.model));
     if (S.embed) {
         if (attn_cli_ctx(cmd, S.threads, 0, &S.ectx)) goto out;

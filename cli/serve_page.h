@@ -1,6 +1,10 @@
 /* attn serve's chat page, served at / (cli/serve.c): one dependency-free HTML page that
  * streams replies with fetch and a ReadableStream over server-sent events, a stop button
- * (AbortController), the model name and tokens/s.  Edited here directly. */
+ * (AbortController), the model name and tokens/s.  URL parameters: temperature, max_tokens
+ * and seed go into every request; autosend=TEXT types TEXT and sends it once the page has
+ * loaded; <body data-state> is "busy" while an answer streams, "done" after it
+ * (tests/test_serve_page.sh drives the page in headless Chromium with them).  Edited here
+ * directly. */
 #ifndef ATTN_SERVE_PAGE_H
 #define ATTN_SERVE_PAGE_H
 static const char attn_serve_page[] =
@@ -13,9 +17,10 @@ static const char attn_serve_page[] =
     "vh}\n"
     "header{padding:8px 12px;background:#223;color:#eee;display:flex;gap:16px;align-items:center}"
     "\n"
-    "header b{font-size:1.1em} #stats{margin-left:auto;font-size:.9em;opacity:.8}\n"
+    "header b{font-size:1.1em;white-space:nowrap} #stats{margin-left:auto;font-size:.9em;opacity:.8}\n"
     "#log{flex:1;overflow-y:auto;padding:12px}\n"
-    ".m{max-width:80ch;margin:6px 0;padding:8px 10px;border-radius:8px;white-space:pre-wrap}\n"
+    ".m{max-width:80ch;width:fit-content;margin:6px 0;padding:8px 10px;border-radius:8px;\n"
+    "white-space:pre-wrap}\n"
     ".user{background:#dde8ff;margin-left:auto}.assistant{background:#eee}\n"
     ".err{background:#fdd}\n"
     "form{display:flex;gap:8px;padding:8px;border-top:1px solid #ccc}\n"
@@ -51,6 +56,9 @@ static const char attn_serve_page[] =
     "  }).catch((e) => { $(\"model\").textContent = String(e); });\n"
     "}\n"
     "models();\n"
+    "const qp = new URLSearchParams(location.search), opts = {};\n"
+    "for (const k of [\"temperature\", \"max_tokens\", \"seed\"])\n"
+    "  if (qp.has(k) && qp.get(k) !== \"\" && isFinite(qp.get(k))) opts[k] = Number(qp.get(k));\n"
     "$(\"key\").addEventListener(\"change\", models);\n"
     "function add(role, text) {\n"
     "  const d = document.createElement(\"div\");\n"
@@ -72,12 +80,13 @@ static const char attn_serve_page[] =
     "  msgs.push({role: \"user\", content: q});\n"
     "  add(\"user\", q);\n"
     "  const out = add(\"assistant\", \"\");\n"
-    "  ctl = new AbortController();\n"
+    "  ctl = new AbortController(); document.body.dataset.state = \"busy\";\n"
     "  $(\"stop\").disabled = false; $(\"send\").disabled = true;\n"
     "  let text = \"\", n = 0, t0 = performance.now(), t1 = 0;\n"
     "  try {\n"
     "    const r = await fetch(\"v1/chat/completions\", {method: \"POST\", headers: hdrs(),\n"
-    "      signal: ctl.signal, body: JSON.stringify({model, messages: msgs, stream: true})});\n"
+    "      signal: ctl.signal,\n"
+    "      body: JSON.stringify(Object.assign({model, messages: msgs, stream: true}, opts))});\n"
     "    if (!r.ok) { const j = await r.json(); throw new Error(j.error ? j.error.message : r.sta"
     "tus); }\n"
     "    const rd = r.body.getReader(), dec = new TextDecoder();\n"
@@ -111,6 +120,8 @@ static const char attn_serve_page[] =
     "  }\n"
     "  if (text) msgs.push({role: \"assistant\", content: text}); else msgs.pop();\n"
     "  ctl = null; $(\"stop\").disabled = true; $(\"send\").disabled = false;\n"
+    "  document.body.dataset.state = \"done\";\n"
     "};\n"
+    "if (qp.get(\"autosend\")) { $(\"q\").value = qp.get(\"autosend\"); $(\"f\").requestSubmit(); }\n"
     "</script></body></html>\n";
 #endif

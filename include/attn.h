@@ -2404,6 +2404,14 @@ ATTN_API attn_status attn_llm_session_decode_batch(attn_ctx *ctx, attn_llm_sessi
  * HF's order (generate with do_sample):
  *   1. repetition_penalty (RepetitionPenaltyLogitsProcessor), when != 1: for every id that occurs
  *      in history, a logit l becomes l * penalty if l < 0, else l / penalty;
+ *   1b. presence_penalty and frequency_penalty (OpenAI's, not HF's), when not 0: for every id j
+ *      that occurs among the generated ids (history after its first n_prompt ids:
+ *      attn_llm_sample_ex; attn_llm_sample counts the whole history), count[j] times, a logit
+ *      l becomes l - (count[j] * frequency_penalty + presence_penalty), in double, rounded to
+ *      float (clamped to +-FLT_MAX; -inf stays -inf).  Like OpenAI's and vLLM's, the count is
+ *      over the whole completion so far, and the prompt is not counted (llama.cpp counts the
+ *      last 64 tokens, prompt included); positive values make repeats less likely, negative
+ *      more;
  *   2. temperature == 0: greedy, the largest logit (the lowest id among equal ones); no random
  *      draw, *step unchanged.  Otherwise l / temperature (TemperatureLogitsWarper);
  *   3. top_k > 0 (TopKLogitsWarper): keeps the logits >= the k-th largest (ties at the edge all
@@ -2429,9 +2437,12 @@ typedef struct attn_llm_sampler {
     float min_p;              /* in [0, 1]; 0 = off */
     float repetition_penalty; /* > 0; 1 = off */
     uint64_t seed;            /* Philox key of the draws */
+    float presence_penalty;   /* finite (OpenAI: [-2, 2]); 0 = off */
+    float frequency_penalty;  /* finite (OpenAI: [-2, 2]); 0 = off */
 } attn_llm_sampler;
 
-/* temperature 1, top_k 0, top_p 1, min_p 0, repetition_penalty 1, seed 0: plain sampling. */
+/* temperature 1, top_k 0, top_p 1, min_p 0, repetition_penalty 1, seed 0, presence and
+ * frequency penalties 0: plain sampling. */
 ATTN_API attn_llm_sampler attn_llm_sampler_defaults(void);
 /* history [n_hist] (may be NULL when n_hist is 0): the ids the repetition penalty sees (HF: the
  * prompt and what was generated).  step: the stream position, advanced by each draw (start at
@@ -2439,6 +2450,13 @@ ATTN_API attn_llm_sampler attn_llm_sampler_defaults(void);
 ATTN_API attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg,
                                      const float *logits, int64_t vocab, const int32_t *history,
                                      int64_t n_hist, uint64_t *step, int32_t *out_id /* OUT */);
+/* attn_llm_sample with history = the prompt's n_prompt ids (in [0, n_hist]) then the ids
+ * generated so far: the repetition penalty sees them all, the presence and frequency penalties
+ * only the generated ones (OpenAI's semantics). */
+ATTN_API attn_status attn_llm_sample_ex(attn_ctx *ctx, const attn_llm_sampler *cfg,
+                                        const float *logits, int64_t vocab,
+                                        const int32_t *history, int64_t n_hist, int64_t n_prompt,
+                                        uint64_t *step, int32_t *out_id /* OUT */);
 
 /* ============================================================================================
  * Chat formatting (src/text/chat.c)
@@ -2556,6 +2574,58 @@ ATTN_API attn_status attn_llm_chat_format(attn_ctx *ctx, const attn_llm *m,
  * --template), which must be one attn recognises (attn_chat_template_check; otherwise
  * ATTN_E_UNSUPPORTED and the model keeps its own).  Not while other threads use m. */
 ATTN_API attn_status attn_llm_set_chat_template(attn_ctx *ctx, attn_llm *m, const char *tmpl);
+
+/* Tool calls in an answer.  attn_chat_parse_tool_calls reads the calls a model wrote at the end
+ * of its answer text[0, len), in the form its chat format's template writes an assistant's
+ * calls (format: a name attn_chat_template_name gives):
+ *   qwen, qwen3       <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, one or more
+ *                     (qwen3: after the last </think>, which stays in the content);
+ *   llama3.1          the whole answer one {"name": ..., "parameters": {...}} (an optional
+ *                     <|python_tag|> first; "arguments" is taken for "parameters");
+ *   mistral-v3, mistral-tekken  [TOOL_CALLS] [{"name": ..., "arguments": {...}, "id": ...}, ...];
+ *   mistral-small3.2  [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...}, one or more ([CALL_ID] optional);
+ *   ministral3        [TOOL_CALLS]NAME[ARGS]{...}, one or more;
+ *   chatml, gemma, llama3, mistral-v7: none (their templates write no calls).
+ * The calls must run to the end of the text (whitespace between and after them allowed), each
+ * with a non-empty name and arguments that are a JSON object; otherwise -- JSON that does not
+ * parse, text after the calls, a call cut short by max_tokens -- there are no calls and the
+ * whole text is the content: a malformed call is never an error.  Tags must be in the text:
+ * Mistral's [TOOL_CALLS] and Llama's <|python_tag|> are control tokens, which a decode with
+ * ATTN_BPE_SKIP_SPECIAL drops (keep their texts when reading an answer for calls).
+ * On success *out (free it with attn_chat_parse_free) holds:
+ *   content     the text before the calls with its trailing whitespace removed, or the whole
+ *               text, unchanged, when there are none (NUL-terminated; content_len bytes, which
+ *               may hold a NUL of the text);
+ *   calls       n_calls of them (NULL when 0), in order: name (UTF-8), arguments (the object's
+ *               JSON text as Python's json.dumps writes it: ", " and ": " separators, members in
+ *               the model's order), id (the id the model wrote: Mistral's forms, else NULL).
+ * ATTN_E_INVALID for an unknown format or a NULL text with len > 0; ATTN_E_UNSUPPORTED for
+ * a text over ATTN_LIMIT_TEXT_BYTES; ATTN_E_NOMEM.  ctx's message is left as it was on success. */
+typedef struct attn_chat_tool_call {
+    const char *name;
+    const char *arguments;
+    const char *id;
+} attn_chat_tool_call;
+
+typedef struct attn_chat_parse {
+    const char *content;
+    size_t content_len;
+    int64_t n_calls;
+    const attn_chat_tool_call *calls;
+} attn_chat_parse;
+
+ATTN_API attn_status attn_chat_parse_tool_calls(attn_ctx *ctx, const char *format,
+                                                const char *text, size_t len,
+                                                attn_chat_parse **out /* OUT */);
+ATTN_API void attn_chat_parse_free(attn_chat_parse *p);
+/* For streaming an answer as it is generated: the offset in text[0, len) (the answer so far)
+ * from which it might be, or become, tool calls of the format (the opening tag, a part of it
+ * at the end, the whitespace before it; llama3.1: 0 while the answer is blank or begins with
+ * "{" or <|python_tag|>), len when nothing there can be.  The bytes before it are content
+ * whatever follows, and it never decreases as the text grows; the content
+ * attn_chat_parse_tool_calls finds in the whole answer is at least that long.  len for a
+ * format without calls or unknown. */
+ATTN_API size_t attn_chat_tool_call_start(const char *format, const char *text, size_t len);
 
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 

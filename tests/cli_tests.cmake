@@ -274,6 +274,13 @@ if(MHD_FOUND AND ATTN_BASH AND NOT WIN32)
                    $<TARGET_FILE:attn_cli> ${CMAKE_CURRENT_BINARY_DIR}/serve_cli
            WORKING_DIRECTORY ${ATTN_CLI_WD})
   set_tests_properties(cli_serve PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS serve)
+  # the chat page in headless Chromium (tests/test_serve_page.sh): skipped (77) without it;
+  # the screenshot stays in serve_page/page.png
+  add_test(NAME cli_serve_page
+           COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_page.sh
+                   $<TARGET_FILE:attn_cli> ${CMAKE_CURRENT_BINARY_DIR}/serve_page
+           WORKING_DIRECTORY ${ATTN_CLI_WD})
+  set_tests_properties(cli_serve_page PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS serve)
 elseif(NOT MHD_FOUND)
   # without libmicrohttpd: the stub says how to get it
   add_test(NAME cli_serve_stub COMMAND attn_cli serve --model fixtures/llama_tiny.gguf

@@ -472,6 +472,97 @@ static void check_sampler(attn_ctx *ctx) {
     attn_ctx_clear_error(ctx);
 }
 
+/* presence_penalty and frequency_penalty (attn_llm_sample_ex) against a plain computation of
+ * OpenAI's formula, l[j] - (count[j] * frequency + (count[j] > 0) * presence) with count over
+ * the generated ids only: greedy choices that the penalties must flip (and that the prompt's
+ * ids must not), the order after the repetition penalty, and the distribution of 20000 draws
+ * against the softmax of the reference logits (within 4.5 standard deviations + 0.002). */
+static void check_penalties(attn_ctx *ctx) {
+    enum { PV = 40, NP = 6, NG = 9, N = 20000 };
+    float lg[PV];
+    for (int j = 0; j < PV; j++) lg[j] = (float)((j * 37) % 23) / 7.0f - 1.5f;
+    /* the prompt then the completion; 3 and 5 generated more than once, 11 only in the prompt,
+     * -2 and 99 outside the vocabulary (ignored) */
+    const int32_t hist[NP + NG] = {11, 11, 3, 20, 5, 11, 3, 5, 3, 7, -2, 5, 99, 3, 20};
+    const float pres = 0.7f, freq = 0.45f;
+    double ref[PV];
+    for (int j = 0; j < PV; j++) {
+        int cnt = 0;
+        for (int i = NP; i < NP + NG; i++) cnt += hist[i] == j;
+        ref[j] = (double)lg[j] - (cnt * (double)freq + (cnt > 0 ? (double)pres : 0.0));
+    }
+    attn_llm_sampler c = attn_llm_sampler_defaults();
+    TU_CHECK(c.presence_penalty == 0 && c.frequency_penalty == 0, "penalties off by default");
+    c.presence_penalty = pres, c.frequency_penalty = freq, c.seed = 9;
+    /* the distribution */
+    int counts[PV] = {0};
+    uint64_t step = 0;
+    for (int i = 0; i < N; i++) {
+        int32_t id = -1;
+        if (attn_llm_sample_ex(ctx, &c, lg, PV, hist, NP + NG, NP, &step, &id) != ATTN_OK) {
+            TU_CHECK(0, "sample_ex: %s", attn_ctx_errmsg(ctx));
+            break;
+        }
+        if (id >= 0 && id < PV) counts[id]++;
+    }
+    double mx = ref[0], z = 0, worst = 0;
+    for (int j = 1; j < PV; j++) mx = ref[j] > mx ? ref[j] : mx;
+    for (int j = 0; j < PV; j++) z += exp(ref[j] - mx);
+    for (int j = 0; j < PV; j++) {
+        const double p = exp(ref[j] - mx) / z, f = (double)counts[j] / N;
+        const double tol = 4.5 * sqrt(p * (1 - p) / N) + 0.002;
+        TU_CHECK(fabs(f - p) <= tol, "penalised distribution, token %d: %.4f drawn, %.4f expected",
+                 j, f, p);
+        worst = fabs(f - p) > worst ? fabs(f - p) : worst;
+    }
+    /* greedy: token 0 leads by 0.5; generated twice it loses 2 * 0.2 + 0.3 = 0.7 */
+    float two[3] = {2.0f, 1.5f, 0.0f};
+    const int32_t h2[4] = {0, 2, 0, 0}; /* prompt {0, 2}, then 0, 0 */
+    c = attn_llm_sampler_defaults();
+    c.temperature = 0, c.presence_penalty = 0.3f, c.frequency_penalty = 0.2f;
+    int32_t id = -1;
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, two, 3, h2, 4, 2, NULL, &id), ATTN_OK, ctx);
+    TU_CHECK(id == 1, "the penalties move the argmax (got %d)", id);
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, two, 3, h2, 4, 4, NULL, &id), ATTN_OK, ctx);
+    TU_CHECK(id == 0, "the prompt's ids are not counted (got %d)", id);
+    c.presence_penalty = 0.0f, c.frequency_penalty = 0.2f; /* 2 * 0.2 < 0.5 */
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, two, 3, h2, 4, 2, NULL, &id), ATTN_OK, ctx);
+    TU_CHECK(id == 0, "a penalty too small keeps the argmax (got %d)", id);
+    /* attn_llm_sample counts the whole history: 0 three times, 3 * 0.2 > 0.5 */
+    TU_STATUS(attn_llm_sample(ctx, &c, two, 3, h2, 4, NULL, &id), ATTN_OK, ctx);
+    TU_CHECK(id == 1, "attn_llm_sample counts all the history (got %d)", id);
+    /* negative: a repeated token favoured (token 1 generated: 1.5 + 0.6 > 2) */
+    const int32_t h3[2] = {1, 1};
+    c.frequency_penalty = -0.3f;
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, two, 3, h3, 2, 0, NULL, &id), ATTN_OK, ctx);
+    TU_CHECK(id == 1, "a negative frequency penalty favours repeats (got %d)", id);
+    /* after the repetition penalty: 2.0 / 2 - 0.5 = 0.5 < 0.6 (the other order: 0.75) */
+    const float ord[2] = {2.0f, 0.6f};
+    const int32_t h4[1] = {0};
+    c = attn_llm_sampler_defaults();
+    c.temperature = 0, c.repetition_penalty = 2.0f, c.presence_penalty = 0.5f;
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, ord, 2, h4, 1, 0, NULL, &id), ATTN_OK, ctx);
+    TU_CHECK(id == 1, "penalties after the repetition penalty (got %d)", id);
+    /* -inf stays -inf under a negative penalty; a huge one is clamped, not +inf */
+    const float ninf[2] = {-INFINITY, 0.0f};
+    const int32_t h5[2] = {0, 1};
+    c = attn_llm_sampler_defaults();
+    c.temperature = 0, c.presence_penalty = -1e38f, c.frequency_penalty = -1e38f;
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, ninf, 2, h5, 2, 0, NULL, &id), ATTN_OK, ctx);
+    TU_CHECK(id == 1, "-inf is never chosen (got %d)", id);
+    /* refusals */
+    c = attn_llm_sampler_defaults();
+    c.presence_penalty = NAN;
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, two, 3, h2, 4, 0, &step, &id), ATTN_E_INVALID, ctx);
+    c.presence_penalty = 0, c.frequency_penalty = INFINITY;
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, two, 3, h2, 4, 0, &step, &id), ATTN_E_INVALID, ctx);
+    c.frequency_penalty = 0;
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, two, 3, h2, 4, 5, &step, &id), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_sample_ex(ctx, &c, two, 3, h2, 4, -1, &step, &id), ATTN_E_INVALID, ctx);
+    attn_ctx_clear_error(ctx);
+    printf("penalties: %d draws within %.4f of the reference distribution\n", N, worst);
+}
+
 /* Against transformers' processors (tests/fixtures/llama_sampler_expected.safetensors): the
  * greedy choice after the repetition penalty, and the distribution after the whole chain:
  * tokens HF removes are never drawn, the others at their probability (3000 draws: within 0.035,
@@ -812,6 +903,7 @@ int main(void) {
     printf("max error / max|logit| against transformers: forward %.3g, sessions F32 %.3g, "
            "BF16 %.3g\n", worst_fwd, worst_sess, worst_bf16);
     check_sampler(ctx);
+    check_penalties(ctx);
     check_sampler_hf(ctx);
     check_modules(ctx);
     check_refusals();

@@ -96,7 +96,8 @@ class LlmSpecial(Structure):
 
 class LlmSampler(Structure):
     _fields_ = [("temperature", c_float), ("top_k", c_int64), ("top_p", c_float),
-                ("min_p", c_float), ("repetition_penalty", c_float), ("seed", c_uint64)]
+                ("min_p", c_float), ("repetition_penalty", c_float), ("seed", c_uint64),
+                ("presence_penalty", c_float), ("frequency_penalty", c_float)]
 
 
 class LlmConfig(Structure):
@@ -214,6 +215,9 @@ attn_llm_forward = _fn("attn_llm_forward", _S, P, P, POINTER(c_int32), c_int64, 
 attn_llm_sampler_defaults = _fn("attn_llm_sampler_defaults", LlmSampler)
 attn_llm_sample = _fn("attn_llm_sample", _S, P, POINTER(LlmSampler), P, c_int64,
                       POINTER(c_int32), c_int64, POINTER(c_uint64), POINTER(c_int32))
+attn_llm_sample_ex = _fn("attn_llm_sample_ex", _S, P, POINTER(LlmSampler), P, c_int64,
+                         POINTER(c_int32), c_int64, c_int64, POINTER(c_uint64),
+                         POINTER(c_int32))
 attn_chat_format = _fn("attn_chat_format", _S, P, c_char_p, POINTER(ChatMessage), c_int64, c_int,
                        c_char_p, c_size_t, POINTER(c_size_t))
 attn_llm_chat_format = _fn("attn_llm_chat_format", _S, P, P, POINTER(ChatMessage), c_int64, c_int,

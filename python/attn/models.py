@@ -261,9 +261,13 @@ class LLM:
     def generate_ids(self, prompt_ids: Sequence[int], max_tokens: int = 128,
                      temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                      seed: int = 0, *, min_p: float = 0.0, repetition_penalty: float = 1.0,
+                     presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                      stop_at_end: bool = True) -> Iterator[int]:
         """The generated ids one by one (temperature 0: greedy).  Sampling follows Hugging
         Face's logits processors (attn_llm_sample); the same seed gives the same tokens.
+        presence_penalty and frequency_penalty are OpenAI's: each logit minus
+        frequency_penalty times the count of its token among the ids generated so far (the
+        prompt not counted), minus presence_penalty when that count is not 0.
         Stops after max_tokens, at an end token (eos / end of turn) unless stop_at_end is
         False, or when the context is full."""
         prompt = _token_ids("prompt_ids", prompt_ids, self._vocab_logits())
@@ -279,6 +283,8 @@ class LLM:
         sampler.top_p = float(top_p)
         sampler.min_p = float(min_p)
         sampler.repetition_penalty = float(repetition_penalty)
+        sampler.presence_penalty = float(presence_penalty)
+        sampler.frequency_penalty = float(frequency_penalty)
         sampler.seed = seed
         c = _lib.ctx()
         sess = c_void_p()
@@ -297,8 +303,9 @@ class LLM:
             for i in range(max_tokens):
                 c = _lib.ctx()  # the thread resuming the generator may differ
                 hist = (c_int32 * len(history))(*history)
-                _lib.check(_lib.attn_llm_sample(c, byref(sampler), logits.ctypes.data, V, hist,
-                                                len(history), byref(step), byref(out)), c)
+                _lib.check(_lib.attn_llm_sample_ex(c, byref(sampler), logits.ctypes.data, V,
+                                                   hist, len(history), len(prompt),
+                                                   byref(step), byref(out)), c)
                 tok = out.value
                 if stop_at_end and _lib.attn_llm_is_end(self._ptr, tok):
                     return

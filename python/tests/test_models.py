@@ -82,6 +82,33 @@ def test_llm_greedy_matches_transformers():
     assert got == want
 
 
+def test_llm_penalties_against_numpy():
+    """presence_penalty / frequency_penalty: greedy tokens equal the argmax of a numpy
+    computation of OpenAI's formula on the model's logits (count over the generated ids only),
+    compared while the reference's best two differ by more than 1e-3; and they change the
+    answer."""
+    llm = attn.LLM(os.path.join(FIXTURES, "llama_tiny.gguf"))
+    prompt = llm.tokenize("hello hello", add_bos=False)
+    pres, freq, n = 0.8, 1.5, 16
+    got = list(llm.generate_ids(prompt, max_tokens=n, temperature=0, presence_penalty=pres,
+                                frequency_penalty=freq, stop_at_end=False))
+    plain = list(llm.generate_ids(prompt, max_tokens=n, temperature=0, stop_at_end=False))
+    assert got != plain
+    gen, compared = [], 0
+    for i in range(n):
+        lg = llm.logits(prompt + gen)[-1].astype(np.float64)
+        counts = np.bincount(np.array(gen, dtype=np.int64), minlength=lg.size) if gen else \
+            np.zeros(lg.size, dtype=np.int64)
+        lg = lg - (counts * freq + (counts > 0) * pres)
+        top = np.sort(lg)[-2:]
+        if top[1] - top[0] <= 1e-3:
+            break
+        assert got[i] == int(np.argmax(lg)), i
+        gen.append(got[i])
+        compared += 1
+    assert compared >= 8
+
+
 def test_llm_no_mmap(tmp_path):
     """mmap=False reads the file: the same tokens, and the file may then be truncated."""
     import shutil

@@ -1,6 +1,7 @@
 /* Next-token sampling (attn_llm_sample): HF's logits processors in HF's order, then a draw from
  * a counter-based stream, with every tie broken by token id so that the result depends on the
  * arguments alone.  Runs on the calling thread.  Contract: attn.h. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,7 @@
 #include "internal.h"
 
 attn_llm_sampler attn_llm_sampler_defaults(void) {
-    attn_llm_sampler s = {1.0f, 0, 1.0f, 0.0f, 1.0f, 0};
+    attn_llm_sampler s = {1.0f, 0, 1.0f, 0.0f, 1.0f, 0, 0.0f, 0.0f};
     return s;
 }
 
@@ -35,9 +36,20 @@ static int by_logit(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+static int by_id(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg, const float *logits,
                             int64_t vocab, const int32_t *history, int64_t n_hist,
                             uint64_t *step, int32_t *out_id) {
+    return attn_llm_sample_ex(ctx, cfg, logits, vocab, history, n_hist, 0, step, out_id);
+}
+
+attn_status attn_llm_sample_ex(attn_ctx *ctx, const attn_llm_sampler *cfg, const float *logits,
+                               int64_t vocab, const int32_t *history, int64_t n_hist,
+                               int64_t n_prompt, uint64_t *step, int32_t *out_id) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!cfg || !logits || !out_id || (n_hist > 0 && !history), ctx, ATTN_E_INVALID,
                  "attn_llm_sample: NULL argument");
@@ -56,6 +68,13 @@ attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg, const fl
     ATTN_FAIL_IF(!(rp > 0) || !isfinite(rp), ctx, ATTN_E_INVALID,
                  "attn_llm_sample: repetition_penalty %g must be positive and finite",
                  (double)rp);
+    const float pp = cfg->presence_penalty, fp = cfg->frequency_penalty;
+    ATTN_FAIL_IF(!isfinite(pp) || !isfinite(fp), ctx, ATTN_E_INVALID,
+                 "attn_llm_sample: presence_penalty %g and frequency_penalty %g must be finite",
+                 (double)pp, (double)fp);
+    ATTN_FAIL_IF(n_prompt < 0 || n_prompt > n_hist, ctx, ATTN_E_INVALID,
+                 "attn_llm_sample: n_prompt %lld must be in [0, n_hist = %lld]",
+                 (long long)n_prompt, (long long)n_hist);
     ATTN_FAIL_IF(T > 0 && !step, ctx, ATTN_E_INVALID,
                  "attn_llm_sample: step is NULL (only greedy decoding needs no stream)");
     int any = 0;
@@ -80,6 +99,27 @@ attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg, const fl
             c[t].id = -1 - t;
         }
         for (int64_t i = 0; i < vocab; i++) c[i].id = (int32_t)i;
+    }
+    /* 1b. presence and frequency penalties over the generated ids: l - (count * frequency +
+     * presence), counted on a sorted copy (no vocab-sized table) */
+    if ((pp != 0.0f || fp != 0.0f) && n_hist > n_prompt) {
+        const int64_t ng = n_hist - n_prompt;
+        int32_t *g;
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)ng, sizeof *g, (void **)&g));
+        memcpy(g, history + n_prompt, sizeof *g * (size_t)ng);
+        qsort(g, (size_t)ng, sizeof *g, by_id);
+        for (int64_t j = 0; j < ng;) {
+            int64_t k = j;
+            while (k < ng && g[k] == g[j]) k++;
+            const int32_t t = g[j];
+            if (t >= 0 && t < vocab && c[t].l != -INFINITY) {
+                double l = (double)c[t].l - ((double)(k - j) * (double)fp + (double)pp);
+                if (l > FLT_MAX) l = FLT_MAX;
+                if (l < -FLT_MAX) l = -FLT_MAX;
+                c[t].l = (float)l;
+            }
+            j = k;
+        }
     }
     /* 2. greedy: the first largest */
     if (T == 0) {

@@ -117,6 +117,21 @@ attn_status attn__cj_parse(attn_ctx *ctx, const char *text, const char *what,
     return st;
 }
 
+attn_status attn__cj_parse_prefix(attn_ctx *ctx, const char *text, size_t len, const char *what,
+                                  attn__cj_doc *doc, size_t *end) {
+    memset(doc, 0, sizeof *doc);
+    *end = 0;
+    attn__json_reader r;
+    attn_status st = attn__json_open(&r, ctx, text, len, what, 0);
+    if (st == ATTN_OK) st = build(&r, ctx, doc, &doc->root);
+    if (st == ATTN_OK) *end = r.pos;
+    doc->pool = attn__json_take_pool(&r);
+    attn__json_close(&r);
+    if (st == ATTN_E_FORMAT) st = ATTN_E_INVALID;
+    if (st != ATTN_OK) doc->root = NULL;
+    return st;
+}
+
 void attn__cj_free(attn_ctx *ctx, attn__cj_doc *doc) {
     while (doc->blocks) {
         cj_block *b = doc->blocks;

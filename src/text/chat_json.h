@@ -38,6 +38,11 @@ typedef struct attn__cj_doc {
  * out of memory); attn__cj_free is safe on doc either way. */
 ATTN__HIDDEN attn_status attn__cj_parse(attn_ctx *ctx, const char *text, const char *what,
                                         attn__cj_doc *doc);
+/* One value at the start of text[0, len) (whitespace before it skipped), what follows it left
+ * alone: *end is the offset just after the value.  Failures as attn__cj_parse. */
+ATTN__HIDDEN attn_status attn__cj_parse_prefix(attn_ctx *ctx, const char *text, size_t len,
+                                               const char *what, attn__cj_doc *doc,
+                                               size_t *end);
 ATTN__HIDDEN void attn__cj_free(attn_ctx *ctx, attn__cj_doc *doc);
 
 /* The member `key` of an object (NULL when v is not an object or has no such member). */

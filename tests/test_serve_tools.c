@@ -1,0 +1,161 @@
+/* attn serve's tool calls in answers (cli/serve_tools.c): model answers written in each chat
+ * format's form are read by attn_chat_parse_tool_calls and turned into the chat completion's
+ * message and the stream's tool_calls delta; the JSON is read back with the server's own
+ * parser (cli/serve_json.c) and checked against OpenAI's shape: content null when the answer
+ * is only calls, each call {"id", "type": "function", "function": {"name", "arguments": a
+ * string holding the arguments' JSON}}, "index" in the stream delta, ids unique and of 9
+ * letters and digits where the model gave none (Mistral's templates take those back), the
+ * model's own where it gave one.  A plain answer stays "content". */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn.h"
+#include "serve_json.h"
+#include "serve_tools.h"
+#include "testutil.h"
+
+/* b's text wrapped as one JSON object, parsed; NULL (a failure recorded) when it is not JSON */
+static const sj *parse(sj_doc *d, sbuf *b, const char *what) {
+    sbuf w = {0};
+    sb_puts(&w, "{");
+    sb_put(&w, b->p, b->n);
+    sb_puts(&w, "}");
+    char err[256] = "";
+    int ok = sj_parse(d, w.p, w.n, err, sizeof err);
+    TU_CHECK(ok, "%s: not JSON (%s): %.*s", what, err, (int)w.n, w.p);
+    sb_free(&w);
+    return ok ? d->root : NULL;
+}
+
+static int alnum9(const char *s, size_t n) {
+    if (n != 9) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9')))
+            return 0;
+    return 1;
+}
+
+typedef struct wc {
+    const char *name, *args, *id; /* id NULL: one made by the server */
+} wc;
+
+/* One forced answer through the parser and the writers. */
+static void one(attn_ctx *ctx, const char *format, const char *answer, const char *content,
+                int n, const wc *w) {
+    attn_chat_parse *p = NULL;
+    TU_STATUS(attn_chat_parse_tool_calls(ctx, format, answer, strlen(answer), &p), ATTN_OK, ctx);
+    if (!p) return;
+    TU_CHECK(p->n_calls == n, "%s: %lld calls, expected %d", format, (long long)p->n_calls, n);
+    /* the message */
+    sbuf b = {0};
+    st_message_json(&b, answer, strlen(answer), p, 7, 12345);
+    sj_doc d;
+    const sj *root = parse(&d, &b, format);
+    const sj *m = sj_get(root, "message");
+    const sj *c = sj_get(m, "content"), *tc = sj_get(m, "tool_calls");
+    TU_CHECK(m && sj_get(m, "role") && !strcmp(sj_get(m, "role")->s, "assistant"),
+             "%s: role", format);
+    if (n == 0) {
+        TU_CHECK(c && c->kind == SJ_STR && !strcmp(c->s, answer) && !tc,
+                 "%s: a plain answer is its content, without tool_calls", format);
+    } else if (!content) {
+        TU_CHECK(c && c->kind == SJ_NULL, "%s: content null when the answer is only calls",
+                 format);
+    } else {
+        TU_CHECK(c && c->kind == SJ_STR && !strcmp(c->s, content), "%s: content \"%s\"", format,
+                 c && c->kind == SJ_STR ? c->s : "?");
+    }
+    /* the stream delta */
+    sbuf e = {0};
+    sb_puts(&e, "\"tool_calls\":");
+    st_calls_json(&e, p, 7, 12345, 1);
+    sj_doc d2;
+    const sj *dt = sj_get(parse(&d2, &e, format), "tool_calls");
+    for (int pass = 0; pass < 2 && n > 0; pass++) {
+        const sj *arr = pass ? dt : tc;
+        TU_CHECK(arr && arr->kind == SJ_ARR && (int)arr->n == n, "%s: tool_calls of %d", format,
+                 n);
+        if (!arr || arr->kind != SJ_ARR) continue;
+        int i = 0;
+        const char *ids[8] = {0};
+        for (const sj *x = arr->first; x && i < n; x = x->next, i++) {
+            const sj *id = sj_get(x, "id"), *ty = sj_get(x, "type"), *f = sj_get(x, "function");
+            const sj *nm = sj_get(f, "name"), *ar = sj_get(f, "arguments"), *ix = sj_get(x, "index");
+            TU_CHECK(ty && ty->kind == SJ_STR && !strcmp(ty->s, "function"), "%s: type", format);
+            TU_CHECK(nm && nm->kind == SJ_STR && !strcmp(nm->s, w[i].name), "%s: name %d", format,
+                     i);
+            TU_CHECK(ar && ar->kind == SJ_STR && !strcmp(ar->s, w[i].args),
+                     "%s: call %d's arguments %s, expected %s", format, i,
+                     ar && ar->kind == SJ_STR ? ar->s : "?", w[i].args);
+            /* the arguments string is JSON itself */
+            sj_doc a;
+            char err[128];
+            TU_CHECK(ar && ar->kind == SJ_STR && sj_parse(&a, ar->s, ar->len, err, sizeof err) &&
+                         a.root->kind == SJ_OBJ,
+                     "%s: call %d's arguments are a JSON object", format, i);
+            sj_free(&a);
+            TU_CHECK(id && id->kind == SJ_STR &&
+                         (w[i].id ? !strcmp(id->s, w[i].id) : alnum9(id->s, id->len)),
+                     "%s: call %d's id %s", format, i, id && id->kind == SJ_STR ? id->s : "?");
+            for (int j = 0; j < i && id && id->kind == SJ_STR; j++)
+                TU_CHECK(strcmp(ids[j], id->s), "%s: ids %d and %d are equal", format, j, i);
+            if (id && id->kind == SJ_STR) ids[i] = id->s;
+            TU_CHECK(pass ? ix && ix->kind == SJ_NUM && ix->num == i : !ix,
+                     "%s: index only in the stream delta", format);
+        }
+    }
+    sj_free(&d), sj_free(&d2);
+    sb_free(&b), sb_free(&e);
+    attn_chat_parse_free(p);
+}
+
+int main(void) {
+    attn_ctx *ctx = NULL;
+    TU_CHECK(attn_ctx_create(NULL, &ctx) == ATTN_OK, "context");
+    if (!ctx) return tu_finish("test_serve_tools");
+    static const wc W[] = {{"get_weather", "{\"city\": \"Paris\"}", NULL},
+                           {"get_time", "{\"tz\": \"Europe/Paris\", \"q\": \"\\\"x\\\"\"}", NULL}};
+    one(ctx, "qwen", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                     "\"Paris\"}}\n</tool_call>", NULL, 1, W);
+    one(ctx, "qwen3", "<think>\nWeather and time.\n</think>\n\n<tool_call>\n{\"name\": "
+                      "\"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>\n"
+                      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": "
+                      "\"Europe/Paris\", \"q\": \"\\\"x\\\"\"}}\n</tool_call>",
+        "<think>\nWeather and time.\n</think>", 2, W);
+    one(ctx, "llama3.1", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+        NULL, 1, W);
+    static const wc WM[] = {{"get_weather", "{\"city\": \"Paris\"}", "aB3dE5gH9"}};
+    one(ctx, "mistral-v3", "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                           "\"Paris\"}, \"id\": \"aB3dE5gH9\"}]", NULL, 1, WM);
+    one(ctx, "ministral3", "Checking.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}"
+                           "[TOOL_CALLS]get_time[ARGS]{\"tz\": \"Europe/Paris\", \"q\": "
+                           "\"\\\"x\\\"\"}", "Checking.", 2, W);
+    /* no calls: the text as content; a malformed call too */
+    one(ctx, "qwen", "Paris is sunny.", NULL, 0, NULL);
+    one(ctx, "qwen", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": ", NULL, 0,
+        NULL);
+    /* many calls: distinct ids */
+    char many[4096];
+    size_t k = 0;
+    for (int i = 0; i < 8; i++)
+        k += (size_t)snprintf(many + k, sizeof many - k,
+                              "[TOOL_CALLS]f[ARGS]{\"i\": %d}", i);
+    attn_chat_parse *p = NULL;
+    TU_STATUS(attn_chat_parse_tool_calls(ctx, "ministral3", many, k, &p), ATTN_OK, ctx);
+    char id[8][48];
+    for (int i = 0; p && i < 8 && i < p->n_calls; i++) {
+        st_call_id(id[i], &p->calls[i], 7, i, 12345);
+        for (int j = 0; j < i; j++) TU_CHECK(strcmp(id[i], id[j]), "ids %d, %d equal", i, j);
+    }
+    char other[48];
+    if (p && p->n_calls > 0) {
+        st_call_id(other, &p->calls[0], 8, 0, 12345);
+        TU_CHECK(strcmp(other, id[0]), "another request, another id");
+    }
+    attn_chat_parse_free(p);
+    attn_ctx_free(ctx);
+    return tu_finish("test_serve_tools");
+}
