@@ -1283,9 +1283,9 @@ static attn_status render_mistral_small(rd *r) {
     return ATTN_OK;
 }
 
-/* Mistral Small 3's (24B-Instruct-2501) [SYSTEM_PROMPT] template: the first message is read
- * (none refused), the default system message (dated today) when it is not a system message;
- * no alternation check, no tools. */
+/* Mistral Small 3's (24B-Instruct-2501) [SYSTEM_PROMPT] template: it reads messages[0] (no
+ * messages: refused), the default system message (dated today) when that is not a system
+ * message; no alternation check, no tools, other roles refused. */
 static attn_status render_mistral_small3(rd *r) {
     ATTN_TRY(need_token(r, r->bos, "bos"));
     ATTN_TRY(need_token(r, r->eos, "eos"));
