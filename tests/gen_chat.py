@@ -147,6 +147,8 @@ with open(os.path.join(TDIR, "qwen3.jinja"), newline="") as f:
     Q3 = f.read()
 with open(os.path.join(TDIR, "llama3.1.jinja"), newline="") as f:
     L31 = f.read()
+with open(os.path.join(TDIR, "mistral-small3.jinja"), newline="") as f:
+    MS3 = f.read()
 BAD = [(name, t, None) for name, t in BAD]
 BAD += [(name, t, None) for name, t in [
         ("qwen3_edited", Q3.replace("<think>\\n\\n</think>\\n\\n", "<think>\\n</think>\\n")),
@@ -154,8 +156,12 @@ BAD += [(name, t, None) for name, t in [
         ("llama3.1_no_trim", L31.replace("message['content'] | trim + '<|eot_id|>'",
                                          "message['content'] + '<|eot_id|>'")),
         ("llama3.1_date_expr", L31.replace('set date_string = "26 Jul 2024"',
-                                           'set date_string = "26 Jul " + "2024" | upper'))]]
-assert all(t != Q3 and t != L31 for _, t, _ in BAD[-4:])
+                                           'set date_string = "26 Jul " + "2024" | upper')),
+        ("mistral_small3_no_eos", MS3.replace("message['content'] + eos_token",
+                                              "message['content']")),
+        ("mistral_small3_date_call", MS3.replace('The current date is " + today',
+                                                 'The current date is " + today | upper'))]]
+assert all(t not in (Q3, L31, MS3) for _, t, _ in BAD[-6:])
 for fn in sorted(os.listdir(os.path.join(TDIR, "refused"))):
     with open(os.path.join(TDIR, "refused", fn), newline="") as f:
         BAD.append(("refused/" + fn[:-6], f.read(), "templates/refused/" + fn))
