@@ -490,8 +490,10 @@ int attn_cmd_chat(int argc, char **argv) {
         "chat", "attn chat --model MODEL [options]",
         "Chats with an instruction-tuned model: one user turn per line of standard input,\n"
         "the answer streamed to stdout; end of input ends the chat.  The conversation is\n"
-        "formatted with the model's chat template (ChatML, Qwen, Gemma, Llama 3, Mistral;\n"
-        "another template file: --template; none: --raw).",
+        "formatted with the model's chat template, one of those attn recognises: ChatML,\n"
+        "Qwen2.5, Qwen3, Gemma 2/3, Llama 3.0-3.3, Mistral v0.3, Nemo, Large 2411, Small 3\n"
+        "and 3.2, Ministral 3 (docs/llm.md; another template file: --template; none:\n"
+        "--raw).",
         table, NULL,
         "attn chat --model SmolLM2-135M-Instruct.Q4_1.gguf --system \"Answer briefly.\"\n"
         "attn chat --model Qwen3-0.6B-Q8_0.gguf --no-think"};

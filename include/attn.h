@@ -2480,6 +2480,8 @@ ATTN_API attn_status attn_llm_sample_ex(attn_ctx *ctx, const attn_llm_sampler *c
  *   mistral-v3, mistral-tekken  [INST] formats of Mistral 7B v0.3 and Mistral Nemo (the system
  *                   message joins the last user message), with tools;
  *   mistral-v7      [SYSTEM_PROMPT] / [INST] of Mistral Large 2411 (spaces after the tags);
+ *   mistral-small3  Mistral Small 3's (24B-Instruct-2501) [SYSTEM_PROMPT] / [INST] (its default
+ *                   system message, with today's date, read from the template), no tools;
  *   mistral-small3.2  Mistral Small 3.2's [SYSTEM_PROMPT] (its default system message, with
  *                   today's date, read from the template), with tools;
  *   ministral3      Ministral 3's [SYSTEM_PROMPT] (its default system message read from the
@@ -2497,7 +2499,7 @@ ATTN_API attn_status attn_llm_sample_ex(attn_ctx *ctx, const attn_llm_sampler *c
  * tool call ids of 9 characters, Llama 3.1 one tool call per message, ...) are ATTN_E_INVALID,
  * as are roles a template would silently drop (Qwen: other than system, user, assistant and
  * tool).  Tool definitions or tool calls for a format whose template does not write them
- * (chatml, gemma, llama3, mistral-v7) are ATTN_E_UNSUPPORTED, not dropped.  The text holds the
+ * (chatml, gemma, llama3, mistral-v7, mistral-small3) are ATTN_E_UNSUPPORTED, not dropped.  The text holds the
  * special tokens (a bos token where the template writes one): tokenize it with special tokens
  * parsed and without adding bos again, as transformers does. */
 typedef struct attn_chat_message {
@@ -2536,8 +2538,8 @@ typedef struct attn_chat_options {
 /* ATTN_OK when attn can format conversations for this template. */
 ATTN_API attn_status attn_chat_template_check(attn_ctx *ctx, const char *tmpl);
 /* The format the template is recognised as ("chatml", "qwen", "qwen3", "gemma", "llama3",
- * "llama3.1", "mistral-v3", "mistral-tekken", "mistral-v7", "mistral-small3.2", "ministral3";
- * static), or NULL with ctx's message saying why. */
+ * "llama3.1", "mistral-v3", "mistral-tekken", "mistral-v7", "mistral-small3", "mistral-small3.2",
+ * "ministral3"; static), or NULL with ctx's message saying why. */
 ATTN_API const char *attn_chat_template_name(attn_ctx *ctx, const char *tmpl);
 /* The conversation msgs[0, n) as the template writes it with the options opt, NUL-terminated
  * into buf[0, cap) (snprintf-style: *len receives the full length without the NUL, also when

@@ -21,6 +21,16 @@ Templates
     Ministral-3-14B-Reasoning-2512 (ministral3.jinja) and MiMo-VL (Qwen2.5's template with
     another default system message); Mistral Large 2411's v7 template (mistral-v7.jinja) from
     the same sdist's tests/test-chat-template.cpp, which names it so.
+    Mistral-Small-24B-Instruct-2501's (mistral-small3.jinja): no copy of its
+    tokenizer_config.json could be fetched here; the template is the one two independent
+    public projects embed as that model's, equal after undoing their string escapes: the Rust
+    test test_mistral_small_chat_template in floneum/floneum
+    models/kalosm-llama/src/chat_template.rs (its expected output rendered by transformers) and
+    a commented-out chat_template literal in a TypeScript LLM client (LLMApi,
+    completionsWithTemplate; found by content in a code index that does not name its
+    repository); a third copy (a Python script's, "here's mistral small 3 one instead") is the
+    same text with the model's name edited.  Mistral Small 3.1 (2503) is not here: its copies
+    disagree (see docs/llm.md).
   - Templates attn must refuse: tests/fixtures/chat/templates/refused (from the same
     llama.cpp directory: templates with the markers of a family attn formats that are not its
     published template -- QwQ, Qwen3-Coder, Qwen3.5, Hermes 3, Bielik, Nemotron, StepFun,
@@ -33,9 +43,10 @@ conversations (tool calls, tool results, Llama's ipython role, Qwen3's reasoning
 no tools, with two tool lists and with an empty one.  Expected: transformers' text; a case
 transformers refuses (raise_exception, or messages[0] of no messages) is expected to be refused
 by attn with ATTN_E_INVALID; tools or tool calls for a format whose template does not write
-them (chatml, gemma, llama3, mistral-v7) are refused by attn with ATTN_E_UNSUPPORTED, and roles
-the Qwen templates would silently drop with ATTN_E_INVALID, whatever transformers does.
-Llama 3.2 and Mistral Small 3.2 write today's date: it is replaced by @TODAY@ (%d %b %Y) and
+them (chatml, gemma, llama3, mistral-v7, mistral-small3) are refused by attn with
+ATTN_E_UNSUPPORTED, and roles the Qwen templates would silently drop with ATTN_E_INVALID,
+whatever transformers does.
+Llama 3.2 and Mistral Small 3 and 3.2 write today's date: it is replaced by @TODAY@ (%d %b %Y) and
 @TODAY_ISO@ (%Y-%m-%d), which the test replaces by its own today.
 
 Also: Python's repr of floats (json.loads of JSON number literals) and json.dumps of JSON texts
@@ -100,6 +111,7 @@ FAMILIES = [("gemma2", "gemma", "<bos>", "<eos>"), ("gemma3", "gemma", "<bos>", 
             ("mistral-v3", "mistral-v3", "<s>", "</s>"),
             ("mistral-nemo", "mistral-tekken", "<s>", "</s>"),
             ("mistral-v7", "mistral-v7", "<s>", "</s>"),
+            ("mistral-small3", "mistral-small3", "<s>", "</s>"),
             ("mistral-small3.2", "mistral-small3.2", "<s>", "</s>"),
             ("ministral3", "ministral3", "<s>", "</s>"),
             ("qwen2.5", "qwen", "", "<|im_end|>"), ("mimo-vl", "qwen", "", "<|im_end|>"),
@@ -135,6 +147,8 @@ with open(os.path.join(TDIR, "qwen3.jinja"), newline="") as f:
     Q3 = f.read()
 with open(os.path.join(TDIR, "llama3.1.jinja"), newline="") as f:
     L31 = f.read()
+with open(os.path.join(TDIR, "mistral-small3.jinja"), newline="") as f:
+    MS3 = f.read()
 BAD = [(name, t, None) for name, t in BAD]
 BAD += [(name, t, None) for name, t in [
         ("qwen3_edited", Q3.replace("<think>\\n\\n</think>\\n\\n", "<think>\\n</think>\\n")),
@@ -142,8 +156,12 @@ BAD += [(name, t, None) for name, t in [
         ("llama3.1_no_trim", L31.replace("message['content'] | trim + '<|eot_id|>'",
                                          "message['content'] + '<|eot_id|>'")),
         ("llama3.1_date_expr", L31.replace('set date_string = "26 Jul 2024"',
-                                           'set date_string = "26 Jul " + "2024" | upper'))]]
-assert all(t != Q3 and t != L31 for _, t, _ in BAD[-4:])
+                                           'set date_string = "26 Jul " + "2024" | upper')),
+        ("mistral_small3_no_eos", MS3.replace("message['content'] + eos_token",
+                                              "message['content']")),
+        ("mistral_small3_date_call", MS3.replace('The current date is " + today',
+                                                 'The current date is " + today | upper'))]]
+assert all(t not in (Q3, L31, MS3) for _, t, _ in BAD[-6:])
 for fn in sorted(os.listdir(os.path.join(TDIR, "refused"))):
     with open(os.path.join(TDIR, "refused", fn), newline="") as f:
         BAD.append(("refused/" + fn[:-6], f.read(), "templates/refused/" + fn))
@@ -241,7 +259,7 @@ TOOLS_A = ('[{"type": "function", "function": {"name": "get_weather", "descripti
 TOOLS_B = ('[{"type":"function","function":{"name":"now","description":"The time",'
            '"parameters":{"type":"object","properties":{}}}}]')
 TOOLS = [TOOLS_A, TOOLS_B, "[]"]
-NO_TOOLS = {"chatml", "gemma", "llama3", "mistral-v7"}
+NO_TOOLS = {"chatml", "gemma", "llama3", "mistral-v7", "mistral-small3"}
 
 
 def py_msgs(conv):
@@ -395,6 +413,10 @@ def main():
                     text = text.replace("Today Date: " + today, "Today Date: @TODAY@")
                 if name == "mistral-small3.2":
                     text = text.replace(small, "@SMALL_SYSTEM@")
+                    assert today_iso not in text
+                if name == "mistral-small3":
+                    text = text.replace("The current date is " + today_iso + ".",
+                                        "The current date is @TODAY_ISO@.")
                     assert today_iso not in text
             counts[(name, want)] = counts.get((name, want), 0) + 1
             if text is not None and text not in texts:

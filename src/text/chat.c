@@ -624,6 +624,7 @@ typedef enum {
     F_MISTRAL,
     F_MISTRAL_V7,
     F_MISTRAL_SMALL,
+    F_MISTRAL_SMALL3,
     F_MINISTRAL
 } fam_kind;
 
@@ -631,7 +632,8 @@ typedef enum {
  * the hash tests/test_chat.c checks).  flag: Gemma 1 the system message opens the first user
  * turn (Gemma 3), 0 no system message (Gemma 2); Llama 3.1: 1 today's date (3.2's
  * strftime_now), 0 the date_string hole; Mistral: 1 v0.3's spaces ("[INST] ", " " +
- * trim(answer)), 0 Nemo's none; Small 3.2: 1 its hole may name today. */
+ * trim(answer)), 0 Nemo's none; Small 3.2: 1 its hole may name today (Small 3's always
+ * may). */
 typedef struct known {
     const char *name;
     fam_kind kind;
@@ -652,6 +654,7 @@ static const known KNOWN[] = {
     {"mistral-v3", F_MISTRAL, 1, 0x133d2843ef085b6eULL, 0, {0, 0}},  /* Mistral-7B-Instruct-v0.3 */
     {"mistral-tekken", F_MISTRAL, 0, 0xe67a2755ff7a0247ULL, 0, {0, 0}}, /* Mistral-Nemo-2407 */
     {"mistral-v7", F_MISTRAL_V7, 0, 0xe6b221914dc7cc60ULL, 0, {0, 0}},  /* Mistral-Large-2411 */
+    {"mistral-small3", F_MISTRAL_SMALL3, 0, 0x6685c03aa0e2dc3bULL, 1, {1, 0}}, /* Small-24B-2501 */
     {"mistral-small3.2", F_MISTRAL_SMALL, 1, 0x4af01a48bd75c0dcULL, 1, {1, 0}}, /* Small-3.2-2506 */
     {"ministral3", F_MINISTRAL, 0, 0xf300f85aa72dc0acULL, 1, {0, 0}}, /* Ministral-3-14B-R. */
 };
@@ -700,7 +703,8 @@ static attn_status recognise(attn_ctx *ctx, const char *t, fam *f) {
         f->kind = kn->kind, f->name = kn->name, f->flag = kn->flag;
         for (int j = 0; j < kn->nholes; j++) {
             f->hole[j] = hole_text(ctx, prog_item(&p, kn->holes[j]),
-                                   kn->kind == F_MISTRAL_SMALL && kn->flag);
+                                   (kn->kind == F_MISTRAL_SMALL && kn->flag) ||
+                                       kn->kind == F_MISTRAL_SMALL3);
             if (!f->hole[j]) {
                 fam_free(ctx, f);
                 prog_free(ctx, &p);
@@ -732,7 +736,7 @@ static attn_status recognise(attn_ctx *ctx, const char *t, fam *f) {
     return attn__fail(ctx, ATTN_E_UNSUPPORTED,
                       "%s; nor is it one of the published templates attn formats (Qwen2.5, "
                       "Qwen3, Gemma 2/3, Llama 3.0-3.3, Mistral v0.3, Nemo, Large 2411, Small "
-                      "3.2, Ministral 3)", why);
+                      "3 and 3.2, Ministral 3)", why);
 }
 
 /* ---- writing ------------------------------------------------------------------------------- */
@@ -1279,6 +1283,36 @@ static attn_status render_mistral_small(rd *r) {
     return ATTN_OK;
 }
 
+/* Mistral Small 3's (24B-Instruct-2501) [SYSTEM_PROMPT] template: it reads messages[0] (no
+ * messages: refused), the default system message (dated today) when that is not a system
+ * message; no alternation check, no tools, other roles refused. */
+static attn_status render_mistral_small3(rd *r) {
+    ATTN_TRY(need_token(r, r->bos, "bos"));
+    ATTN_TRY(need_token(r, r->eos, "eos"));
+    const attn_chat_message *m = r->m;
+    out_buf *o = r->o;
+    const int64_t n = r->n;
+    ATTN_FAIL_IF(n == 0, r->ctx, ATTN_E_INVALID, "chat (%s): no messages", r->f->name);
+    static const char *const roles[] = {"system", "user", "assistant", NULL};
+    const int64_t first = is_role(&m[0], "system");
+    ATTN_TRY(roles_in(r, first, roles, "system, user and assistant"));
+    puts0(o, r->bos);
+    puts0(o, "[SYSTEM_PROMPT]");
+    if (first) puts0(o, m[0].content);
+    else put_hole(o, r->f->hole[0]);
+    puts0(o, "[/SYSTEM_PROMPT]");
+    for (int64_t i = first; i < n; i++) {
+        const attn_chat_message *mi = &m[i];
+        if (is_role(mi, "user"))
+            puts0(o, "[INST]"), puts0(o, mi->content), puts0(o, "[/INST]");
+        else if (is_role(mi, "system"))
+            puts0(o, "[SYSTEM_PROMPT]"), puts0(o, mi->content), puts0(o, "[/SYSTEM_PROMPT]");
+        else
+            puts0(o, mi->content), puts0(o, r->eos);
+    }
+    return ATTN_OK;
+}
+
 /* Ministral 3's [SYSTEM_PROMPT] template. */
 static attn_status render_ministral(rd *r) {
     ATTN_TRY(need_token(r, r->bos, "bos"));
@@ -1362,6 +1396,7 @@ static attn_status render(rd *r) {
     case F_MISTRAL: return render_mistral(r);
     case F_MISTRAL_V7: return render_mistral_v7(r);
     case F_MISTRAL_SMALL: return render_mistral_small(r);
+    case F_MISTRAL_SMALL3: return render_mistral_small3(r);
     case F_MINISTRAL: return render_ministral(r);
     }
     return ATTN_OK;
