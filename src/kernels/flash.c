@@ -128,7 +128,7 @@ void attn__flash_rowdot_c(const float *a, int64_t lda, const float *b, int64_t l
 
 static const attn__flash_kernels ref_kernels = {
     ATTN__ISA_REF, ref_mm,    ref_smax,         ref_expsum,          ref_vexp, ref_ds,
-    ref_softcap,   ref_alibi, attn__flash_tr_c, attn__flash_rowdot_c};
+    ref_softcap,   ref_alibi, attn__flash_tr_c, attn__flash_rowdot_c, NULL};
 
 const attn__flash_kernels *attn__flash_kernels_ref(void) { return &ref_kernels; }
 
@@ -140,6 +140,7 @@ typedef struct fl {
     attn__dropout_row_fn drop; /* the context's dropout stream */
     int64_t Dp, Dvp, nqt, nkt, group;
     int masked, dropout;
+    int plain;   /* no mask, soft cap or ALiBi: the scores are scaled and cut by the range only */
     int open;    /* 0: the causal mask and the window leave no key to any row */
     float keep_scale;
     /* packed operands */
@@ -204,6 +205,19 @@ static int64_t vis_cols(const fl *f, int64_t i, int64_t j0, int64_t kn) {
                      &hi);
     int64_t n = hi - j0 + 1 < kn ? hi - j0 + 1 : kn;
     return n <= 0 ? 0 : rup16(n);
+}
+
+/* Do rows [i, i+rows) all see the n keys from j0 (so that smax, with no mask, soft cap or
+ * ALiBi, is all block_scores_dt does)?  Each row's first and last visible keys grow with the
+ * row: the last row's first key and the first row's last one decide. */
+static int all_visible(const fl *f, int64_t i, int64_t rows, int64_t j0, int64_t n) {
+    const attn__sdpa_args *a = f->a;
+    int64_t lo, hi, lo1, hi1;
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S, i, &lo,
+                     &hi);
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S,
+                     i + rows - 1, &lo1, &hi1);
+    return lo1 <= j0 && hi >= j0 + n - 1;
 }
 
 /* Dropout multipliers of keys j0 .. j0+n-1 of row (b, h, i): 0 or 1/(1-p), the stream of
@@ -453,17 +467,6 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     for (int64_t kt = kt0; kt < kt1; kt++) {
         int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
         int64_t tile = (b * a->Hkv + hk) * f->nkt + kt;
-        if (kt + 1 < kt1 && f->Kt) { /* the next key tile toward L2 while this one computes */
-            const float *kn_ = f->Kt + (tile + 1) * Dp * BN;
-            for (int64_t e = 0; e < Dp * BN; e += 16) __builtin_prefetch(kn_ + e, 0, 2);
-            if (Vin)
-                for (int64_t j = 0; j < BN && j0 + BN + j < a->S; j++)
-                    for (int64_t e = 0; e < a->Dv; e += 16)
-                        __builtin_prefetch(Vin + (j0 + BN + j) * a->vs[2] + e, 0, 2);
-            else
-                for (int64_t e = 0; e < BN * Dvp; e += 16)
-                    __builtin_prefetch(f->Vp + (tile + 1) * BN * Dvp + e, 0, 2);
-        }
         /* Runs of strips of SR rows with the same visible columns (vis_cols): a tile on the
          * causal diagonal is computed as a staircase, the strips that see none of its keys
          * skipped (their rows keep m, l and O as they are); elsewhere one run of all rows. */
@@ -479,13 +482,19 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
             if (dot) nc = nc + 31 < BN ? (nc + 31) & ~(int64_t)31 : BN; /* cvt: whole 32s */
             int64_t rows = rb - ra, kc = kn < nc ? kn : nc, a16 = ra & ~(int64_t)15;
             float *Sr = Sb + ra * BN;
+            int fused = !dot && kr->mmsmax && f->plain && all_visible(f, i0 + ra, rows, j0, nc);
             if (dot)
                 f->kb->mm(rows, nc, (a->D + 1) / 2, Q16 + ra * Dp, Dp, f->Kt16 + tile * Dp * BN,
                           BN, Sr, BN, 0, NULL);
+            else if (fused)
+                kr->mmsmax(rows, nc, a->D, Qa + ra * ldq, ldq, f->Kt + tile * Dp * BN, BN, Sr, BN,
+                           a->scale, mx + ra); /* the bits of mm and block_scores_dt */
             else
                 kr->mm(rows, nc, a->D, Qa + ra * ldq, ldq, 1, f->Kt + tile * Dp * BN, BN, Sr, BN,
                        0, NULL);
-            block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, Sr, nvalid, mx + ra, NULL);
+            if (!fused)
+                block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, Sr, nvalid, mx + ra,
+                                NULL);
             int any = 0;
             for (int64_t r = ra; r < rb; r++) {
                 mn[r] = mx[r] > m[r] ? mx[r] : m[r];
@@ -537,8 +546,9 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
 }
 
 /* Task t: the query tiles of one head after another, so that consecutive tasks of a thread
- * read the same K and V (at L = S = 2048, 1 thread: 146 -> 137 ms with the prefetch of the
- * next key tile; the heads in turn read every key tile from L3).  Within a head the heaviest
+ * read the same K and V (ATTN_ISA=avx2, B=1 H=12 D=64, 1 thread: L = S = 4096 686 -> 595 ms,
+ * 2048 146 -> 137 ms; the heads in turn read every key tile from L3; a software prefetch of
+ * the next key tile gained nothing more).  Within a head the heaviest
  * and the lightest tiles alternate (last, first, last but one, ...: under a causal mask the
  * last tiles see most keys), so any run of tasks carries about the same work per task and the
  * threads' chunks stay balanced.  The order never changes a bit: each row's arithmetic is
@@ -679,6 +689,7 @@ static void setup(fl *f, attn_ctx *ctx, const attn__sdpa_args *a, const attn__sd
     f->open = !(a->window && a->causal == ATTN_CAUSAL_TOP_LEFT && a->window_left >= 0 &&
                 a->window_left < a->S + a->L && a->S - a->L - a->window_left > 0);
     f->dropout = a->dropout_p > 0.0f;
+    f->plain = !f->masked && !(a->softcap > 0) && !a->alibi;
     f->keep_scale = f->dropout ? 1.0f / (1.0f - a->dropout_p) : 1.0f;
 }
 

@@ -277,7 +277,7 @@ static void rowdot(const float *a, int64_t lda, const float *b, int64_t ldb, int
 }
 
 static const attn__flash_kernels kernels = {2 /* ATTN__ISA_AVX512 */, mm, smax, expsum, vexp,
-                                            ds, softcap, alibi, tr, rowdot};
+                                            ds, softcap, alibi, tr, rowdot, NULL};
 
 const attn__flash_kernels *attn__flash_kernels_avx512(void) { return &kernels; }
 
