@@ -723,7 +723,12 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
     } else {
         if (!f.kb) {
             f.qin = a->qs[3] == 1 && a->D % 16 == 0;
-            f.vin = a->vs[3] == 1 && a->Dv % 16 == 0;
+            /* V is the product's B operand, loaded by whole vectors: in place only where
+             * every row starts on a 64-byte line (else each AVX-512 load, and every other
+             * AVX2 one, spans two lines: malloc'd inputs, 16 bytes past a page, ran the
+             * forward 4-6% slower than a packed copy; Q is only broadcast) */
+            f.vin = a->vs[3] == 1 && a->Dv % 16 == 0 && (uintptr_t)a->v % 64 == 0 &&
+                    a->vs[0] % 16 == 0 && a->vs[1] % 16 == 0 && a->vs[2] % 16 == 0;
         }
         ATTN_TRYG(attn__ws_f32(ctx, &f.Kt, nkv, f.Dp, BN, 1));
         if (!f.vin) ATTN_TRYG(attn__ws_f32(ctx, &f.Vp, nkv, BN, f.Dvp, 1));
