@@ -2,7 +2,9 @@
  * scheduling), the plain C microkernels and the choice among ISAs.
  *
  * Forward, per task (b, h, query tile of BM rows), key tiles of BN keys in order:
- *   S = Q_t K_t^T (mm), per row: scale, causal/mask -> -inf, m' = max(m, max S), alpha =
+ *   S = Q_t K_t^T (mm; mmsmax, with the scale and the row maxima in the product's epilogue,
+ *   where every row sees every key of the tile and no mask, soft cap or ALiBi applies: the
+ *   same bits), per row: scale, causal/mask -> -inf, m' = max(m, max S), alpha =
  *   exp(m - m'), P = exp(S - m'), l = alpha l + sum P, P *= dropout multiplier,
  *   O = alpha O + P V_t (mm with a per-row scale).  At the end O /= l, lse = m + log l
  *   (l = 0: the row had no visible key: zeros and -inf).  With few keys (flash.h,

@@ -1,8 +1,10 @@
 /* Fused-attention microkernels for AVX2 + FMA (contract in flash.h): the tile product as a
  * 6 x 16 register block (12 ymm accumulators; each k step loads two vectors of B and
- * broadcasts six values of A), a vector exp (Cody-Waite reduction, degree-7 polynomial,
- * exponent bits) and the elementwise steps.  Compiled with -mavx2 -mfma; else the table is
- * NULL. */
+ * broadcasts six values of A), also with the scores' scale and row maxima in its epilogue
+ * (mmsmax); the softmax weights' exp as 2^t (exp2_8: shift-rounding, degree-6 polynomial,
+ * exponent bits); a general vector exp (exp8: Cody-Waite reduction, degree-7 polynomial) for
+ * the rescaling factors and tanh; and the elementwise steps.  Compiled with -mavx2 -mfma;
+ * else the table is NULL. */
 #include "../flash.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
