@@ -142,7 +142,11 @@ double attn_bench_fma_peak(int threads, const char **isa) {
     *isa = "scalar";
 #ifdef BENCH_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) lanes = 16, *isa = "avx512f";
+    /* ATTN_ISA=avx2 caps the kernels at AVX2: the peak is then that of the AVX2 FMAs (half
+     * the AVX-512 one where a core runs two 512-bit FMAs per cycle, as on Intel servers) */
+    const char *cap = getenv("ATTN_ISA");
+    int avx2_cap = cap && !strcmp(cap, "avx2");
+    if (__builtin_cpu_supports("avx512f") && !avx2_cap) lanes = 16, *isa = "avx512f";
     else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) lanes = 8, *isa = "avx2+fma";
 #endif
     peak_job *jobs = calloc((size_t)threads, sizeof *jobs);
@@ -916,7 +920,8 @@ int attn_cmd_bench(int argc, char **argv) {
     const attn_cli_spec spec = {
         "bench", "attn bench [options]",
         "Times one op on random inputs: one warm-up run, then the median of --repeat runs.\n"
-        "Measures the machine's FMA peak first (independent vector FMAs on --threads threads)\n"
+        "Measures the machine's FMA peak first (independent vector FMAs on --threads threads;\n"
+        "AVX2 FMAs under ATTN_ISA=avx2, the AVX-512 ones where the CPU has them otherwise)\n"
         "and prints, for the fast path and for the plain C kernels: median ms, GFLOP/s,\n"
         "% of that peak and the peak resident memory of the process (getrusage).",
         opts, BENCH_MORE,

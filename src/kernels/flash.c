@@ -2,7 +2,9 @@
  * scheduling), the plain C microkernels and the choice among ISAs.
  *
  * Forward, per task (b, h, query tile of BM rows), key tiles of BN keys in order:
- *   S = Q_t K_t^T (mm), per row: scale, causal/mask -> -inf, m' = max(m, max S), alpha =
+ *   S = Q_t K_t^T (mm; mmsmax, with the scale and the row maxima in the product's epilogue,
+ *   where every row sees every key of the tile and no mask, soft cap or ALiBi applies: the
+ *   same bits), per row: scale, causal/mask -> -inf, m' = max(m, max S), alpha =
  *   exp(m - m'), P = exp(S - m'), l = alpha l + sum P, P *= dropout multiplier,
  *   O = alpha O + P V_t (mm with a per-row scale).  At the end O /= l, lse = m + log l
  *   (l = 0: the row had no visible key: zeros and -inf).  With few keys (flash.h,
@@ -128,7 +130,7 @@ void attn__flash_rowdot_c(const float *a, int64_t lda, const float *b, int64_t l
 
 static const attn__flash_kernels ref_kernels = {
     ATTN__ISA_REF, ref_mm,    ref_smax,         ref_expsum,          ref_vexp, ref_ds,
-    ref_softcap,   ref_alibi, attn__flash_tr_c, attn__flash_rowdot_c};
+    ref_softcap,   ref_alibi, attn__flash_tr_c, attn__flash_rowdot_c, NULL};
 
 const attn__flash_kernels *attn__flash_kernels_ref(void) { return &ref_kernels; }
 
@@ -140,6 +142,7 @@ typedef struct fl {
     attn__dropout_row_fn drop; /* the context's dropout stream */
     int64_t Dp, Dvp, nqt, nkt, group;
     int masked, dropout;
+    int plain;   /* no mask, soft cap or ALiBi: the scores are scaled and cut by the range only */
     int open;    /* 0: the causal mask and the window leave no key to any row */
     float keep_scale;
     /* packed operands */
@@ -204,6 +207,19 @@ static int64_t vis_cols(const fl *f, int64_t i, int64_t j0, int64_t kn) {
                      &hi);
     int64_t n = hi - j0 + 1 < kn ? hi - j0 + 1 : kn;
     return n <= 0 ? 0 : rup16(n);
+}
+
+/* Do rows [i, i+rows) all see the n keys from j0 (so that smax, with no mask, soft cap or
+ * ALiBi, is all block_scores_dt does)?  Each row's first and last visible keys grow with the
+ * row: the last row's first key and the first row's last one decide. */
+static int all_visible(const fl *f, int64_t i, int64_t rows, int64_t j0, int64_t n) {
+    const attn__sdpa_args *a = f->a;
+    int64_t lo, hi, lo1, hi1;
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S, i, &lo,
+                     &hi);
+    attn__sdpa_range(a->causal, a->window, a->window_left, a->window_right, a->L, a->S,
+                     i + rows - 1, &lo1, &hi1);
+    return lo1 <= j0 && hi >= j0 + n - 1;
 }
 
 /* Dropout multipliers of keys j0 .. j0+n-1 of row (b, h, i): 0 or 1/(1-p), the stream of
@@ -468,13 +484,19 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
             if (dot) nc = nc + 31 < BN ? (nc + 31) & ~(int64_t)31 : BN; /* cvt: whole 32s */
             int64_t rows = rb - ra, kc = kn < nc ? kn : nc, a16 = ra & ~(int64_t)15;
             float *Sr = Sb + ra * BN;
+            int fused = !dot && kr->mmsmax && f->plain && all_visible(f, i0 + ra, rows, j0, nc);
             if (dot)
                 f->kb->mm(rows, nc, (a->D + 1) / 2, Q16 + ra * Dp, Dp, f->Kt16 + tile * Dp * BN,
                           BN, Sr, BN, 0, NULL);
+            else if (fused)
+                kr->mmsmax(rows, nc, a->D, Qa + ra * ldq, ldq, f->Kt + tile * Dp * BN, BN, Sr, BN,
+                           a->scale, mx + ra); /* the bits of mm and block_scores_dt */
             else
                 kr->mm(rows, nc, a->D, Qa + ra * ldq, ldq, 1, f->Kt + tile * Dp * BN, BN, Sr, BN,
                        0, NULL);
-            block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, Sr, nvalid, mx + ra, NULL);
+            if (!fused)
+                block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, Sr, nvalid, mx + ra,
+                                NULL);
             int any = 0;
             for (int64_t r = ra; r < rb; r++) {
                 mn[r] = mx[r] > m[r] ? mx[r] : m[r];
@@ -525,13 +547,20 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     }
 }
 
-/* Task t: the heaviest query tiles first (under a causal mask the last ones see most keys). */
+/* Task t: the query tiles of one head after another, so that consecutive tasks of a thread
+ * read the same K and V (ATTN_ISA=avx2, B=1 H=12 D=64, 1 thread: L = S = 4096 686 -> 595 ms,
+ * 2048 146 -> 137 ms; the heads in turn read every key tile from L3; a software prefetch of
+ * the next key tile gained nothing more).  Within a head the heaviest
+ * and the lightest tiles alternate (last, first, last but one, ...: under a causal mask the
+ * last tiles see most keys), so any run of tasks carries about the same work per task and the
+ * threads' chunks stay balanced.  The order never changes a bit: each row's arithmetic is
+ * its own. */
 static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
     const fl *f = arg;
-    int64_t BH = f->a->B * f->a->H;
     float *ws = f->scratch + (int64_t)tid * f->per_thread;
     for (int64_t t = begin; t < end; t++) {
-        int64_t qt = f->nqt - 1 - t / BH, bh = t % BH;
+        int64_t bh = t / f->nqt, p = t % f->nqt;
+        int64_t qt = p % 2 == 0 ? f->nqt - 1 - p / 2 : p / 2;
         fwd_tile(f, bh / f->a->H, bh % f->a->H, qt, ws);
     }
 }
@@ -662,6 +691,7 @@ static void setup(fl *f, attn_ctx *ctx, const attn__sdpa_args *a, const attn__sd
     f->open = !(a->window && a->causal == ATTN_CAUSAL_TOP_LEFT && a->window_left >= 0 &&
                 a->window_left < a->S + a->L && a->S - a->L - a->window_left > 0);
     f->dropout = a->dropout_p > 0.0f;
+    f->plain = !f->masked && !(a->softcap > 0) && !a->alibi;
     f->keep_scale = f->dropout ? 1.0f / (1.0f - a->dropout_p) : 1.0f;
 }
 
@@ -695,7 +725,12 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
     } else {
         if (!f.kb) {
             f.qin = a->qs[3] == 1 && a->D % 16 == 0;
-            f.vin = a->vs[3] == 1 && a->Dv % 16 == 0;
+            /* V is the product's B operand, loaded by whole vectors: in place only where
+             * every row starts on a 64-byte line (else each AVX-512 load, and every other
+             * AVX2 one, spans two lines: malloc'd inputs, 16 bytes past a page, ran the
+             * forward 4-6% slower than a packed copy; Q is only broadcast) */
+            f.vin = a->vs[3] == 1 && a->Dv % 16 == 0 && (uintptr_t)a->v % 64 == 0 &&
+                    a->vs[0] % 16 == 0 && a->vs[1] % 16 == 0 && a->vs[2] % 16 == 0;
         }
         ATTN_TRYG(attn__ws_f32(ctx, &f.Kt, nkv, f.Dp, BN, 1));
         if (!f.vin) ATTN_TRYG(attn__ws_f32(ctx, &f.Vp, nkv, BN, f.Dvp, 1));

@@ -64,7 +64,10 @@ ATTN__HIDDEN attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a
  *         the other j < rup16(n), e < rup16(d) (ld >= rup16(n)).
  * rowdot: out[r] = sum over e < d, in order from 0.0f, of the rounded products a[r*lda + e] *
  *         b[r*ldb + e] (no fused multiply-add), r < rows: the backward's delta = dO . O, the
- *         bits of the plain loop (attn__flash_rowdot_c) in every version. */
+ *         bits of the plain loop (attn__flash_rowdot_c) in every version.
+ * mmsmax: (may be NULL) mm(m, n, K, A, ars, 1, B, ldb, C, ldc, 0, NULL) then smax(C, ldc, m,
+ *         n, NULL, scale, mx) in one pass over the tile (the forward's scores when every key of
+ *         the tile is visible to every row): exactly their bits. */
 typedef struct attn__flash_kernels {
     int isa;
     void (*mm)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
@@ -82,6 +85,8 @@ typedef struct attn__flash_kernels {
                int64_t ld);
     void (*rowdot)(const float *a, int64_t lda, const float *b, int64_t ldb, int64_t rows,
                    int64_t d, float *out);
+    void (*mmsmax)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, const float *B,
+                   int64_t ldb, float *C, int64_t ldc, float scale, float *mx);
 } attn__flash_kernels;
 
 /* The plain C transpose and row dot products (the table's tr, rowdot for ISAs without their

@@ -1,8 +1,10 @@
 /* Fused-attention microkernels for AVX2 + FMA (contract in flash.h): the tile product as a
  * 6 x 16 register block (12 ymm accumulators; each k step loads two vectors of B and
- * broadcasts six values of A), a vector exp (Cody-Waite reduction, degree-7 polynomial,
- * exponent bits) and the elementwise steps.  Compiled with -mavx2 -mfma; else the table is
- * NULL. */
+ * broadcasts six values of A), also with the scores' scale and row maxima in its epilogue
+ * (mmsmax); the softmax weights' exp as 2^t (exp2_8: shift-rounding, degree-6 polynomial,
+ * exponent bits); a general vector exp (exp8: Cody-Waite reduction, degree-7 polynomial) for
+ * the rescaling factors and tanh; and the elementwise steps.  Compiled with -mavx2 -mfma;
+ * else the table is NULL. */
 #include "../flash.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -23,11 +25,13 @@ static inline __attribute__((always_inline)) void store_row(float *c, __m256 a0,
     _mm256_storeu_ps(c + 8, a1);
 }
 
+/* vm != NULL (the scores' product, mmsmax): C = sc * the sums, and each row's maxima vector
+ * vm[8r .. 8r+8) = max(max(vm, C[r][0..8)), C[r][8..16)), smax's order of maxima. */
 static inline __attribute__((always_inline)) void block(int mr, int64_t K, const float *A,
                                                         int64_t ars, int64_t acs,
                                                         const float *B, int64_t ldb, float *C,
                                                         int64_t ldc, int accum,
-                                                        const float *cs) {
+                                                        const float *cs, float sc, float *vm) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars,
@@ -61,16 +65,35 @@ static inline __attribute__((always_inline)) void block(int mr, int64_t K, const
 #undef ROW
 #define OUT(r)                                                                                \
     if (mr > r) store_row(C + r * ldc, c##r##0, c##r##1, accum, cs ? cs[r] : 1.0f);
-    OUT(0) OUT(1) OUT(2) OUT(3) OUT(4) OUT(5)
+#define OUTM(r)                                                                               \
+    if (mr > r) {                                                                             \
+        __m256 v = _mm256_set1_ps(sc);                                                        \
+        c##r##0 = _mm256_mul_ps(c##r##0, v), c##r##1 = _mm256_mul_ps(c##r##1, v);             \
+        _mm256_storeu_ps(C + r * ldc, c##r##0), _mm256_storeu_ps(C + r * ldc + 8, c##r##1);   \
+        v = _mm256_max_ps(_mm256_loadu_ps(vm + 8 * r), c##r##0);                              \
+        _mm256_storeu_ps(vm + 8 * r, _mm256_max_ps(v, c##r##1));                              \
+    }
+    if (vm) {
+        OUTM(0) OUTM(1) OUTM(2) OUTM(3) OUTM(4) OUTM(5)
+    } else {
+        OUT(0) OUT(1) OUT(2) OUT(3) OUT(4) OUT(5)
+    }
 #undef OUT
+#undef OUTM
 }
 
 typedef void (*blk_fn)(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
                        int64_t, int, const float *);
+typedef void (*blkm_fn)(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t,
+                        float, float *);
 #define INST(R)                                                                               \
     static void blk_##R(int64_t K, const float *A, int64_t ars, int64_t acs, const float *B,    \
                         int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {       \
-        block(R, K, A, ars, acs, B, ldb, C, ldc, accum, cs);                                    \
+        block(R, K, A, ars, acs, B, ldb, C, ldc, accum, cs, 0.0f, NULL);                        \
+    }                                                                                         \
+    static void blkm_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
+                         float *C, int64_t ldc, float sc, float *vm) {                          \
+        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, vm);                                \
     }
 INST(1)
 INST(2)
@@ -79,6 +102,7 @@ INST(4)
 INST(5)
 INST(6)
 static const blk_fn blk_table[MR] = {blk_1, blk_2, blk_3, blk_4, blk_5, blk_6};
+static const blkm_fn blkm_table[MR] = {blkm_1, blkm_2, blkm_3, blkm_4, blkm_5, blkm_6};
 
 static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
                const float *B, int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {
@@ -91,6 +115,25 @@ static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int
         for (int64_t j0 = 0; j0 < n; j0 += 16)
             blk_table[mr - 1](K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0, ldc,
                               accum, cs ? cs + i0 : NULL);
+        i0 += mr;
+    }
+}
+
+static float hmax(__m256 v);
+
+/* mm (acs = 1, no accumulation) then smax with every key visible, in one pass: the same bits */
+static void mmsmax(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                   const float *B, int64_t ldb, float *C, int64_t ldc, float scale, float *mx) {
+    float vm[MR * 8];
+    int64_t nb = (m + MR - 1) / MR, i0 = 0;
+    for (int64_t bi = 0; bi < nb; bi++) {
+        int mr = (int)((m - i0) / (nb - bi));
+        mr += (m - i0) % (nb - bi) != 0;
+        for (int i = 0; i < MR * 8; i++) vm[i] = -INFINITY;
+        for (int64_t j0 = 0; j0 < n; j0 += 16)
+            blkm_table[mr - 1](K, A + i0 * ars, ars, B + j0, ldb, C + i0 * ldc + j0, ldc, scale,
+                               vm);
+        for (int r = 0; r < mr; r++) mx[i0 + r] = hmax(_mm256_loadu_ps(vm + 8 * r));
         i0 += mr;
     }
 }
@@ -115,6 +158,29 @@ static inline __m256 exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(ok, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* 2^t for t <= 0 (the scores' weights): t clamped to -126 (-inf too; NaN passes), n = round(t)
+ * by the 1.5 2^23 shift, whose low bits also give the exponent field 126 + n of 2^(n-1) (0 at
+ * n = -126: an exact 0 weight below 2^-125.5, never a subnormal one, which would cost
+ * microcode assists in the products that follow); f = t - n in [-1/2, 1/2] exactly; 2^(f+1) by
+ * a degree-6 polynomial with doubled coefficients (relative error 2e-9, about 1.3 ulp evaluated
+ * in float; 1 exactly at t = 0).  With the subtraction of the maximum and the scaling by
+ * log2(e) (expsum), 15 vector operations, where exp8 and smax's pass took 26. */
+static inline __m256 exp2_8(__m256 t) {
+    const __m256 shift = _mm256_set1_ps(12583038.0f); /* 1.5 * 2^23 + 126 */
+    t = _mm256_max_ps(_mm256_set1_ps(-126.0f), t);   /* t when NaN */
+    __m256 ti = _mm256_add_ps(t, shift);
+    __m256 f = _mm256_sub_ps(t, _mm256_sub_ps(ti, shift));
+    __m256 p = _mm256_set1_ps(2 * 1.535351475e-04f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 1.339888084e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 9.618436918e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 5.550332367e-02f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 2.402264774e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 6.931471825e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_castps_si256(ti), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 static float hmax(__m256 v) {
@@ -163,8 +229,9 @@ static void expsum(float *s, int64_t ld, int64_t rows, int64_t n, const float *m
             continue;
         }
         __m256 acc = _mm256_setzero_ps(), m = _mm256_set1_ps(mx[r]);
+        __m256 l2e = _mm256_set1_ps(1.44269504088896341f);
         for (int64_t j = 0; j < n; j += 8) {
-            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m));
+            __m256 e = exp2_8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), m), l2e));
             _mm256_storeu_ps(x + j, e);
             acc = _mm256_add_ps(acc, e);
         }
@@ -248,7 +315,7 @@ static void alibi(float *s, int64_t ld, int64_t rows, int64_t n, float slope, fl
 
 static const attn__flash_kernels kernels = {1 /* ATTN__ISA_AVX2 */, mm, smax, expsum, vexp, ds,
                                             softcap, alibi, attn__flash_tr_c,
-                                            attn__flash_rowdot_c};
+                                            attn__flash_rowdot_c, mmsmax};
 
 const attn__flash_kernels *attn__flash_kernels_avx2(void) { return &kernels; }
 

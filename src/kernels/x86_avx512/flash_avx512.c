@@ -14,64 +14,120 @@
 
 #define MR 12 /* most rows of a register block (12 x 2 vectors; 8 x 3, 6 x 4) */
 
-static inline __attribute__((always_inline)) void block(int mr, int nv, int64_t K,
+/* unit (a constant of each instance): rows of A contiguous in k (acs = 1).  The accumulators
+ * are named variables (c<row><vector>; those past mr x nv vanish once mr and nv are constants):
+ * in an array GCC kept them in memory outside the k loop, storing and reloading 20 of the 24
+ * around every block.  vm != NULL (mmsmax): C = sc * the sums, and the row maxima vectors
+ * vm[16r .. 16r+16) = max(vm, C[r][16v .. 16v+16)) for v in order (smax's order). */
+#define ACC4(r) c##r##0 = z, c##r##1 = z, c##r##2 = z, c##r##3 = z
+#define FMA4(r, x)                                                                            \
+    {                                                                                         \
+        if (nv > 0) c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0);                                \
+        if (nv > 1) c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);                                \
+        if (nv > 2) c##r##2 = _mm512_fmadd_ps(x, b2, c##r##2);                                \
+        if (nv > 3) c##r##3 = _mm512_fmadd_ps(x, b3, c##r##3);                                \
+    }
+#define LOADB(Bp)                                                                             \
+    __m512 b0 = _mm512_loadu_ps(Bp), b1 = nv > 1 ? _mm512_loadu_ps(Bp + 16) : z,              \
+           b2 = nv > 2 ? _mm512_loadu_ps(Bp + 32) : z, b3 = nv > 3 ? _mm512_loadu_ps(Bp + 48) : z
+/* one row's four vectors, stored (or scaled and their maxima taken) */
+#define OUT4(r)                                                                               \
+    if (mr > r) {                                                                             \
+        float *c = C + r * ldc;                                                               \
+        if (vm) {                                                                             \
+            __m512 m = _mm512_loadu_ps(vm + 16 * r);                                          \
+            OUTM(r, 0) OUTM(r, 1) OUTM(r, 2) OUTM(r, 3)                                       \
+            _mm512_storeu_ps(vm + 16 * r, m);                                                 \
+        } else {                                                                              \
+            __m512 s = _mm512_set1_ps(cs ? cs[r] : 1.0f);                                     \
+            OUTA(r, 0) OUTA(r, 1) OUTA(r, 2) OUTA(r, 3)                                       \
+        }                                                                                     \
+    }
+#define OUTM(r, v)                                                                            \
+    if (nv > v) {                                                                             \
+        c##r##v = _mm512_mul_ps(c##r##v, scv);                                                \
+        _mm512_storeu_ps(c + 16 * v, c##r##v);                                                \
+        m = _mm512_max_ps(m, c##r##v);                                                        \
+    }
+#define OUTA(r, v)                                                                            \
+    if (nv > v) {                                                                             \
+        if (accum) c##r##v = _mm512_fmadd_ps(s, _mm512_loadu_ps(c + 16 * v), c##r##v);        \
+        _mm512_storeu_ps(c + 16 * v, c##r##v);                                                \
+    }
+static inline __attribute__((always_inline)) void block(int unit, int mr, int nv, int64_t K,
                                                         const float *A, int64_t ars,
                                                         int64_t acs, const float *B,
                                                         int64_t ldb, float *C, int64_t ldc,
-                                                        int accum, const float *cs) {
-    __m512 acc[MR][4];
-    for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
-    if (acs == 1) {
-        /* rows of A contiguous in k (Q K^T, P V): four row pointers, every third row, and the
-         * rows between them at + ars and + 2 ars (x86 addressing's index), advanced together:
-         * twelve pointers of their own would not fit the 16 general registers (GCC reloaded
-         * six of them from the stack on every k step) */
+                                                        int accum, const float *cs, float sc,
+                                                        float *vm) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 ACC4(0), ACC4(1), ACC4(2), ACC4(3), ACC4(4), ACC4(5), ACC4(6), ACC4(7), ACC4(8),
+        ACC4(9), ACC4(10), ACC4(11);
+    if (unit) {
+        /* four row pointers, every third row, and the rows between them at + ars and + 2 ars
+         * (x86 addressing's index), advanced together: twelve pointers of their own would not
+         * fit the 16 general registers (GCC reloaded six of them from the stack on every k
+         * step) */
         const float *p0 = A, *p3 = mr > 3 ? A + 3 * ars : A, *p6 = mr > 6 ? A + 6 * ars : A,
                     *p9 = mr > 9 ? A + 9 * ars : A;
+#define ROWU(r, p, o)                                                                         \
+    if (mr > r) {                                                                             \
+        __m512 x = _mm512_set1_ps(p[o * ars]);                                                \
+        FMA4(r, x)                                                                            \
+    }
         for (int64_t k = 0; k < K; k++) {
-            __m512 bv[4];
-            for (int v = 0; v < nv; v++) bv[v] = _mm512_loadu_ps(B + 16 * v);
-            for (int r = 0; r < mr; r++) {
-                const float *p = r < 3 ? p0 : r < 6 ? p3 : r < 9 ? p6 : p9;
-                __m512 x = _mm512_set1_ps(p[(r % 3) * ars]);
-                for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
-            }
+            LOADB(B);
+            ROWU(0, p0, 0) ROWU(1, p0, 1) ROWU(2, p0, 2) ROWU(3, p3, 0) ROWU(4, p3, 1)
+            ROWU(5, p3, 2) ROWU(6, p6, 0) ROWU(7, p6, 1) ROWU(8, p6, 2) ROWU(9, p9, 0)
+            ROWU(10, p9, 1) ROWU(11, p9, 2)
             p0++, p3++, p6++, p9++;
             B += ldb;
         }
+#undef ROWU
     } else {
-        const float *ar[MR];
-        for (int r = 0; r < mr; r++) ar[r] = A + r * ars;
         for (int64_t k = 0; k < K; k++) {
-            __m512 bv[4];
-            for (int v = 0; v < nv; v++) bv[v] = _mm512_loadu_ps(B + 16 * v);
-            for (int r = 0; r < mr; r++) {
-                __m512 x = _mm512_set1_ps(*ar[r]);
-                for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
-                ar[r] += acs;
-            }
+            LOADB(B);
+#define ROWT(r)                                                                               \
+    if (mr > r) {                                                                             \
+        __m512 x = _mm512_set1_ps(A[r * ars + k * acs]);                                      \
+        FMA4(r, x)                                                                            \
+    }
+            ROWT(0) ROWT(1) ROWT(2) ROWT(3) ROWT(4) ROWT(5) ROWT(6) ROWT(7) ROWT(8) ROWT(9)
+            ROWT(10) ROWT(11)
+#undef ROWT
             B += ldb;
         }
     }
-    for (int r = 0; r < mr; r++) {
-        float *c = C + r * ldc;
-        if (accum) {
-            __m512 s = _mm512_set1_ps(cs ? cs[r] : 1.0f);
-            for (int v = 0; v < nv; v++)
-                acc[r][v] = _mm512_fmadd_ps(s, _mm512_loadu_ps(c + 16 * v), acc[r][v]);
-        }
-        for (int v = 0; v < nv; v++) _mm512_storeu_ps(c + 16 * v, acc[r][v]);
-    }
+    __m512 scv = _mm512_set1_ps(sc);
+    (void)scv;
+    OUT4(0) OUT4(1) OUT4(2) OUT4(3) OUT4(4) OUT4(5) OUT4(6) OUT4(7) OUT4(8) OUT4(9) OUT4(10)
+    OUT4(11)
 }
+#undef ACC4
+#undef FMA4
+#undef LOADB
+#undef OUT4
+#undef OUTM
+#undef OUTA
 
 typedef void (*blk_fn)(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
                        int64_t, int, const float *);
+typedef void (*blkm_fn)(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t,
+                        float, float *);
 #define INST(R, V)                                                                            \
     static void blk_##R##_##V(int64_t K, const float *A, int64_t ars, int64_t acs,              \
                               const float *B, int64_t ldb, float *C, int64_t ldc, int accum,    \
                               const float *cs) {                                                \
-        block(R, V, K, A, ars, acs, B, ldb, C, ldc, accum, cs);                                 \
+        block(1, R, V, K, A, ars, 1, B, ldb, C, ldc, accum, cs, 0.0f, NULL);                    \
+    }                                                                                         \
+    static void blkt_##R##_##V(int64_t K, const float *A, int64_t ars, int64_t acs,             \
+                               const float *B, int64_t ldb, float *C, int64_t ldc, int accum,   \
+                               const float *cs) {                                               \
+        block(0, R, V, K, A, ars, acs, B, ldb, C, ldc, accum, cs, 0.0f, NULL);                  \
+    }                                                                                         \
+    static void blkm_##R##_##V(int64_t K, const float *A, int64_t ars, const float *B,          \
+                               int64_t ldb, float *C, int64_t ldc, float sc, float *vm) {       \
+        block(1, R, V, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, vm);                          \
     }
 #define INST_R(R) INST(R, 1) INST(R, 2) INST(R, 3) INST(R, 4)
 #define INST_R2(R) INST(R, 1) INST(R, 2) INST(R, 3)
@@ -90,15 +146,22 @@ INST_R3(11)
 INST_R3(12)
 /* blk_table[v - 1]: the blocks of v vectors, 1 .. rows_of[v - 1] rows (24 accumulators) */
 static const int rows_of[4] = {12, 12, 8, 6};
-#define F1(R) blk_##R##_1
-#define F2(R) blk_##R##_2
-#define F3(R) blk_##R##_3
-#define F4(R) blk_##R##_4
-static const blk_fn blk_table[4][MR] = {
-    {F1(1), F1(2), F1(3), F1(4), F1(5), F1(6), F1(7), F1(8), F1(9), F1(10), F1(11), F1(12)},
-    {F2(1), F2(2), F2(3), F2(4), F2(5), F2(6), F2(7), F2(8), F2(9), F2(10), F2(11), F2(12)},
-    {F3(1), F3(2), F3(3), F3(4), F3(5), F3(6), F3(7), F3(8), 0, 0, 0, 0},
-    {F4(1), F4(2), F4(3), F4(4), F4(5), F4(6), 0, 0, 0, 0, 0, 0}};
+#define F1(P, R) P##_##R##_1
+#define F2(P, R) P##_##R##_2
+#define F3(P, R) P##_##R##_3
+#define F4(P, R) P##_##R##_4
+#define TABLE(T, P)                                                                           \
+    static const T P##_table[4][MR] = {                                                       \
+        {F1(P, 1), F1(P, 2), F1(P, 3), F1(P, 4), F1(P, 5), F1(P, 6), F1(P, 7), F1(P, 8),       \
+         F1(P, 9), F1(P, 10), F1(P, 11), F1(P, 12)},                                           \
+        {F2(P, 1), F2(P, 2), F2(P, 3), F2(P, 4), F2(P, 5), F2(P, 6), F2(P, 7), F2(P, 8),       \
+         F2(P, 9), F2(P, 10), F2(P, 11), F2(P, 12)},                                           \
+        {F3(P, 1), F3(P, 2), F3(P, 3), F3(P, 4), F3(P, 5), F3(P, 6), F3(P, 7), F3(P, 8), 0, 0, \
+         0, 0},                                                                                \
+        {F4(P, 1), F4(P, 2), F4(P, 3), F4(P, 4), F4(P, 5), F4(P, 6), 0, 0, 0, 0, 0, 0}};
+TABLE(blk_fn, blk)
+TABLE(blk_fn, blkt)
+TABLE(blkm_fn, blkm)
 
 /* Each element of C is one chain of FMAs over k in order, whatever the block shape: the
  * blocking never changes a bit. */
@@ -112,10 +175,34 @@ static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int
         for (int64_t bi = 0; bi < nb; bi++) {
             int mr = (int)((m - i0) / (nb - bi));
             mr += (m - i0) % (nb - bi) != 0; /* the taller blocks first */
-            blk_table[nv - 1][mr - 1](K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0,
-                                      ldc, accum, cs ? cs + i0 : NULL);
+            (acs == 1 ? blk_table : blkt_table)[nv - 1][mr - 1](
+                K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0, ldc, accum,
+                cs ? cs + i0 : NULL);
             i0 += mr;
         }
+    }
+}
+
+/* mm (acs = 1, no accumulation) then smax with every key visible, in one pass: the same bits
+ * (the blocks of mm, the maxima in smax's order); rows in chunks of up to 96 */
+static void mmsmax(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                   const float *B, int64_t ldb, float *C, int64_t ldc, float scale, float *mx) {
+    float vm[96 * 16];
+    for (int64_t c0 = 0; c0 < m; c0 += 96) {
+        int64_t mc = m - c0 < 96 ? m - c0 : 96;
+        for (int64_t i = 0; i < mc * 16; i++) vm[i] = -INFINITY;
+        for (int64_t j0 = 0; j0 < n; j0 += 64) {
+            int nv = (int)((n - j0) / 16 < 4 ? (n - j0) / 16 : 4), rows = rows_of[nv - 1];
+            int64_t nb = (mc + rows - 1) / rows, i0 = 0;
+            for (int64_t bi = 0; bi < nb; bi++) {
+                int mr = (int)((mc - i0) / (nb - bi));
+                mr += (mc - i0) % (nb - bi) != 0;
+                blkm_table[nv - 1][mr - 1](K, A + (c0 + i0) * ars, ars, B + j0, ldb,
+                                           C + (c0 + i0) * ldc + j0, ldc, scale, vm + 16 * i0);
+                i0 += mr;
+            }
+        }
+        for (int64_t r = 0; r < mc; r++) mx[c0 + r] = _mm512_reduce_max_ps(_mm512_loadu_ps(vm + 16 * r));
     }
 }
 
@@ -277,7 +364,7 @@ static void rowdot(const float *a, int64_t lda, const float *b, int64_t ldb, int
 }
 
 static const attn__flash_kernels kernels = {2 /* ATTN__ISA_AVX512 */, mm, smax, expsum, vexp,
-                                            ds, softcap, alibi, tr, rowdot};
+                                            ds, softcap, alibi, tr, rowdot, mmsmax};
 
 const attn__flash_kernels *attn__flash_kernels_avx512(void) { return &kernels; }
 
