@@ -254,20 +254,6 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
     free(out[0]), free(out[1]);
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    char *b = NULL;
-    *n = 0;
-    if (f && !fseek(f, 0, SEEK_END)) {
-        long len = ftell(f);
-        rewind(f);
-        b = len >= 0 ? malloc((size_t)len + 1) : NULL;
-        if (b) *n = fread(b, 1, (size_t)len, f), b[*n] = 0;
-    }
-    if (f) fclose(f);
-    return b;
-}
-
 static void spill(const char *path, const char *b, size_t n) {
     FILE *f = fopen(path, "wb");
     if (f) fwrite(b, 1, n, f), fclose(f);
@@ -284,12 +270,12 @@ static void refusal(attn_ctx *ctx, const char *fam, const char *from, const char
     }
     size_t n, cn;
     snprintf(src, sizeof src, "fixtures/families/%s/model.safetensors", fam);
-    char *w = slurp(src, &n);
+    char *w = tu_slurp(src, &n);
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     if (w) spill(p, w, n);
     free(w);
     snprintf(src, sizeof src, "fixtures/families/%s/config.json", fam);
-    char *c = slurp(src, &cn), *at = c ? strstr(c, from) : NULL;
+    char *c = tu_slurp(src, &cn), *at = c ? strstr(c, from) : NULL;
     TU_CHECK(at != NULL, "%s: config.json has no %s", fam, from);
     snprintf(p, sizeof p, "%s/config.json", dir);
     if (at) {
@@ -354,14 +340,14 @@ static void sharded(void) {
     for (size_t i = 0; i < sizeof shard_files / sizeof *shard_files; i++) {
         size_t n;
         snprintf(src, sizeof src, "fixtures/families/qwen2_sharded/%s", shard_files[i]);
-        char *w = slurp(src, &n);
+        char *w = tu_slurp(src, &n);
         TU_CHECK(w != NULL, "cannot read %s", src);
         snprintf(p, sizeof p, "%s/%s", dir, shard_files[i]);
         if (w) spill(p, w, n);
         free(w);
     }
     size_t n;
-    char *index = slurp("fixtures/families/qwen2_sharded/model.safetensors.index.json", &n);
+    char *index = tu_slurp("fixtures/families/qwen2_sharded/model.safetensors.index.json", &n);
     TU_CHECK(index != NULL, "cannot read the index");
     attn_llm *m = NULL;
     if (index) { /* the real index in the copy loads */
@@ -405,7 +391,7 @@ static void sharded(void) {
     }
     /* a tensor in two shards: a copy of shard 1 under another name, both in the index */
     snprintf(src, sizeof src, "%s/model-00001-of-00004.safetensors", dir);
-    char *w = slurp(src, &n);
+    char *w = tu_slurp(src, &n);
     snprintf(p, sizeof p, "%s/copy.safetensors", dir);
     if (w) spill(p, w, n);
     free(w);
@@ -466,7 +452,7 @@ static void refusals(void) {
         memcpy(fac, t.data, sizeof fac);
     attn_gguf_free(g);
     size_t n;
-    char *b = slurp("fixtures/families/llama3.gguf", &n);
+    char *b = tu_slurp("fixtures/families/llama3.gguf", &n);
     int found = 0;
     for (size_t i = 0; b && i + sizeof fac <= n; i++) {
         if (memcmp(b + i, fac, sizeof fac)) continue;

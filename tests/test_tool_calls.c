@@ -22,16 +22,7 @@
 static char *read_fixture(const char *rel) {
     char path[512];
     snprintf(path, sizeof path, "fixtures/chat/templates/%s", rel);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *t = malloc((size_t)n + 1);
-    if (t && fread(t, 1, (size_t)n, f) != (size_t)n) free(t), t = NULL;
-    if (t) t[n] = 0;
-    fclose(f);
-    return t;
+    return tu_slurp(path, NULL);
 }
 
 typedef struct want_call {

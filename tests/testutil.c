@@ -306,3 +306,19 @@ char *tu_read_line(FILE *f) {
     s[n] = 0;
     return s;
 }
+
+char *tu_slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    char *b = NULL;
+    size_t got = 0;
+    if (f && !fseek(f, 0, SEEK_END)) {
+        long len = ftell(f);
+        rewind(f);
+        b = len >= 0 ? malloc((size_t)len + 1) : NULL;
+        if (b && (got = fread(b, 1, (size_t)len, f)) != (size_t)len) free(b), b = NULL;
+        if (b) b[got] = 0;
+    }
+    if (f) fclose(f);
+    if (n) *n = b ? got : 0;
+    return b;
+}

@@ -70,6 +70,9 @@ unsigned tu_isa_features(void);
 int tu_quick(const char *what);
 /* Removes a file or a directory tree (scratch folders of the tests); 0 on success. */
 int tu_rm_tree(const char *path);
+/* The whole file at path with a 0 byte after it (malloc'ed; free it), its length in *n (n may
+ * be NULL), or NULL when it cannot be read. */
+char *tu_slurp(const char *path, size_t *n);
 /* The next line of f without its newline (malloc'ed; free it), or NULL at the end. */
 char *tu_read_line(FILE *f);
 /* Central differences (step 2e-3) of loss(arg) at up to `samples` positions of the float array
