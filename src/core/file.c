@@ -163,6 +163,18 @@ attn_status attn__text_file_read(attn_ctx *ctx, const char *path, const char *wh
     return st;
 }
 
+attn_status attn__folder_text_read(attn_ctx *ctx, const char *dir, const char *name,
+                                   const char *why, unsigned char **data, size_t *len) {
+    char path[4096];
+    *data = NULL, *len = 0;
+    ATTN_FAIL_IF(snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path, ctx,
+                 ATTN_E_INVALID, "model folder path too long");
+    attn_status st = attn__text_file_read(ctx, path, name, why == NULL, data, len);
+    if (st == ATTN_E_NOT_FOUND)
+        return attn__fail(ctx, st, "%.300s: missing %s (%s)", dir, name, why);
+    return st;
+}
+
 /* ---- memory-mapped reads ----------------------------------------------------------------- */
 static attn_status map_or_read(attn_ctx *ctx, const char *path, const char *what, uint64_t max,
                                int may_map, attn__fmap *m) {

@@ -29,6 +29,13 @@ ATTN__HIDDEN attn_status attn__text_file_read(attn_ctx *ctx, const char *path, c
                                               int optional, unsigned char **data /* OUT */,
                                               size_t *len /* OUT */);
 
+/* dir/name read as attn__text_file_read reads it (name names it in messages).  why NULL: the
+ * file is optional (missing: ATTN_OK, *data NULL); else a missing file is ATTN_E_NOT_FOUND
+ * with "DIR: missing NAME (WHY)".  A path over 4095 bytes is ATTN_E_INVALID. */
+ATTN__HIDDEN attn_status attn__folder_text_read(attn_ctx *ctx, const char *dir, const char *name,
+                                                const char *why, unsigned char **data /* OUT */,
+                                                size_t *len /* OUT */);
+
 /* A file's bytes for reading in place: mapped read-only (mmap, MAP_PRIVATE) where the system
  * has memory-mapped files, else read into memory from ctx.  Either way the bytes are only read
  * and nothing is copied twice; pages of a mapping are loaded as they are touched. */

@@ -790,10 +790,9 @@ static attn_status hf_text_side(attn_ctx *ctx, attn_llm *m, const char *dir) {
     }
     ATTN_TRY(st);
     attn__llm_end_tokens(m);
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     unsigned char *text = NULL;
     size_t len = 0;
-    ATTN_TRY(attn__text_file_read(ctx, path, "tokenizer_config.json", 1, &text, &len));
+    ATTN_TRY(attn__folder_text_read(ctx, dir, "tokenizer_config.json", NULL, &text, &len));
     if (!text) return ATTN_OK;
     attn__json_reader r;
     st = attn__json_open(&r, ctx, text, len, "tokenizer_config.json", 0);
@@ -878,19 +877,15 @@ attn_status attn_llm_load_hf(attn_ctx *ctx, const char *dir, attn_llm **out) {
     if (!ctx || !dir || !out)
         return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load_hf: NULL argument");
     *out = NULL;
-    char path[4096];
-    ATTN_FAIL_IF(snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path, ctx,
-                 ATTN_E_INVALID, "model folder path too long");
     unsigned char *text = NULL;
     size_t len = 0;
-    attn_status st = attn__text_file_read(ctx, path, "config.json", 0, &text, &len);
-    if (st == ATTN_E_NOT_FOUND)
-        return attn__fail(ctx, ATTN_E_NOT_FOUND,
-                          "%.300s: missing config.json (not a Hugging Face model folder)", dir);
-    ATTN_TRY(st);
+    ATTN_TRY(attn__folder_text_read(ctx, dir, "config.json", "not a Hugging Face model folder",
+                                    &text, &len));
+    char path[4096]; /* for messages: attn__folder_text_read checked that it fits */
+    snprintf(path, sizeof path, "%s/config.json", dir);
     attn_llm_config c;
     int plus_one = 0;
-    st = parse_config(ctx, (const char *)text, len, path, &c, &plus_one);
+    attn_status st = parse_config(ctx, (const char *)text, len, path, &c, &plus_one);
     attn__free(ctx, text);
     ATTN_TRY(st);
     ATTN_TRY(attn__llm_check(ctx, &c, "config.json", &c));

@@ -232,16 +232,13 @@ attn_status attn_bpe_load_wordpiece(attn_ctx *ctx, const char *dir, attn_bpe **o
     if (out) *out = NULL;
     if (!ctx || !dir || !out)
         return attn__fail(ctx, ATTN_E_INVALID, "attn_bpe_load_wordpiece: NULL argument");
-    char path[4096];
-    ATTN_FAIL_IF(snprintf(path, sizeof path, "%s/vocab.txt", dir) >= (int)sizeof path, ctx,
-                 ATTN_E_INVALID, "model folder path too long");
     unsigned char *data = NULL;
     size_t len = 0;
-    attn_status st = attn__text_file_read(ctx, path, "vocab.txt", 0, &data, &len);
-    if (st == ATTN_E_NOT_FOUND)
-        return attn__fail(ctx, ATTN_E_NOT_FOUND, "%.300s: missing vocab.txt (the WordPiece "
-                          "vocabulary)", dir);
-    ATTN_TRY(st);
+    ATTN_TRY(attn__folder_text_read(ctx, dir, "vocab.txt", "the WordPiece vocabulary", &data,
+                                    &len));
+    char path[4096]; /* for messages: attn__folder_text_read checked that it fits */
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    attn_status st = ATTN_OK;
     char *text = (char *)data, **tokens = NULL, *pool = NULL;
     size_t *lens = NULL;
     unsigned char *types = NULL;
