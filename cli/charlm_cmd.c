@@ -164,7 +164,8 @@ static int on_progress(void *user, const attn_train_progress *p) {
     attn_cli_curve *c = user;
     attn_cli_dp_fault(p->step);
     float bpc = (float)(p->loss / 0.69314718055994530942);
-    if (!attn_cli_curve_add(c, p, bpc, p->val_bpc > 0, p->val_bpc) || c->quiet) return 0;
+    if (!attn_cli_curve_add(c, p, bpc, p->val_bpc > 0, p->val_bpc) || c->quiet)
+        return attn_cli_stop_requested();
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
     attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
@@ -174,7 +175,7 @@ static int on_progress(void *user, const attn_train_progress *p) {
     if (p->val_bpc > 0) fprintf(stderr, "  val %.3f bpc\n", (double)p->val_bpc);
     else if (!c->tty) fputc('\n', stderr);
     fflush(stderr);
-    return 0;
+    return attn_cli_stop_requested();
 }
 
 int attn_cmd_charlm_train(int argc, char **argv) {
@@ -186,6 +187,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
               eval_every = cfg.eval_every;
     double lr = cfg.lr, dropout = cfg.dropout, time_limit = cfg.time_limit_s;
     int install = 0, quiet = 0, npos;
+    attn_cli_train_common tc = {NULL, 1, 100};
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("corpus", 0, &corpus, "NAME",
                      "licenses (default): the licence texts in " LICENSES_DIR "\n"
@@ -196,8 +198,8 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         ATTN_OPT_STR("text", 0, &text_path, "FILE",
                      "train on this file instead ('-': standard input)"),
         ATTN_OPT_STR("out", 'o', &out, "DIR",
-                     "where to write model.safetensors, state.safetensors and\n"
-                     "loss.svg (default: charlm-model)"),
+                     "where to write model.safetensors, state.safetensors,\n"
+                     "log.jsonl and loss.svg (default: charlm-model)"),
         ATTN_OPT_STR("output", 0, &out, "DIR", NULL),
         ATTN_OPT_INT("steps", 0, &steps, 0, 100000000, "N",
                      "optimiser steps (default 600: about 5 minutes on one core)"),
@@ -219,6 +221,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
                      "characters to sample at the end (default 400)"),
         ATTN_OPT_STR("resume", 0, &resume, "FILE",
                      "continue from a state.safetensors of the same run"),
+        ATTN_OPT_TRAIN_COMMON(&tc, "checkpoint every N steps (default 100) and at the end"),
         ATTN_OPT_FLAG("quiet", 'q', &quiet, "no progress lines on stderr"),
         ATTN_OPT_END};
     const attn_cli_spec spec = {
@@ -258,7 +261,9 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         return 1;
     }
     cfg.state_path = paths.state;
-    cfg.save_every = 100;
+    cfg.save_every = tc.save_every;
+    cfg.accum = (int)tc.accum;
+    cfg.log_path = rank0 ? attn_cli_train_log(&tc, &paths) : NULL;
     attn_cli_curve c;
     char *smp = NULL;
     attn_module *m = NULL;
@@ -290,6 +295,8 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     attn_cli_dp_note("--seed", "%lld", seed);
     attn_cli_dp_note("--time-limit", "%.17g", time_limit);
     attn_cli_dp_note("--eval-every", "%lld", eval_every);
+    attn_cli_dp_note("--accum", "%lld", tc.accum);
+    attn_cli_dp_note("--save-every", "%lld", tc.save_every);
     if (resume ? !attn_cli_dp_note_file("train charlm", "--resume", resume)
                : (attn_cli_dp_note("--resume", "(none)"), 0)) {
         rc = 1;
@@ -299,6 +306,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         rc = 1;
         goto out;
     }
+    attn_cli_stop_on_signals();
     attn_status st = attn_charlm_train(ctx, &cfg, text.p, text.len, resume, on_progress, &c, &m);
     if (c.tty && !quiet) fputc('\n', stderr);
     if (st != ATTN_OK) {
@@ -316,7 +324,10 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train charlm", st);
     printf("vocabulary: %d bytes\n", cfg.vocab_size);
     if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.val[c.nv - 1]);
+    if (attn_cli_stop_requested())
+        printf("stopped by a signal: continue with --resume %s -o %s\n", paths.state, out);
     printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state, paths.svg);
+    if (cfg.log_path) printf("log: %s\n", cfg.log_path);
     if (sample > 0 && (smp = malloc((size_t)sample + 1)) != NULL) {
         st = attn_charlm_generate(ctx, m, &cfg, NULL, sample, 0.8f, 0, cfg.seed, smp,
                                   (size_t)sample + 1);

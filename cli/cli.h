@@ -123,8 +123,32 @@ int attn_cli_curve_add(attn_cli_curve *c, const attn_train_progress *p, float tr
  * where a file can be created: checked before training, not at the first save) and its file
  * names.  Prints the problem and returns 1 on failure, else 0. */
 typedef struct attn_cli_paths {
-    char model[4096], state[4096], svg[4096];
+    char model[4096], state[4096], svg[4096], log[4096]; /* log: DIR/log.jsonl */
 } attn_cli_paths;
+
+/* The options every `attn train TASK` has (cli_util.c): --log FILE (the JSON-lines log;
+ * default DIR/log.jsonl, '-' none), --accum N (gradient accumulation) and --save-every N
+ * (checkpoints).  attn_cli_train_log: the log path these options give (NULL: none). */
+typedef struct attn_cli_train_common {
+    const char *log;
+    long long accum, save_every;
+} attn_cli_train_common;
+#define ATTN_OPT_TRAIN_COMMON(t, save_help)                                                   \
+    ATTN_OPT_STR("log", 0, &(t)->log, "FILE",                                                 \
+                 "one JSON object per step: loss, lr, grad norm, speed,\n"                    \
+                 "evaluations (default DIR/log.jsonl; '-': none); 'attn plot'\n"              \
+                 "draws one or more"),                                                        \
+    ATTN_OPT_INT("accum", 0, &(t)->accum, 1, 65536, "N",                                      \
+                 "gradient accumulation: each step's batch in N parts,\n"                     \
+                 "run one after another (the same step, less memory)"),                       \
+    ATTN_OPT_INT("save-every", 0, &(t)->save_every, 0, 100000000, "N", save_help)
+const char *attn_cli_train_log(const attn_cli_train_common *t, const attn_cli_paths *paths);
+
+/* SIGINT and SIGTERM during training (cli_util.c): the first asks the run to stop after the
+ * step it is in, with a checkpoint (the progress callbacks return attn_cli_stop_requested());
+ * a second one ends the process at once.  The previous checkpoint is intact either way. */
+void attn_cli_stop_on_signals(void);
+int attn_cli_stop_requested(void);
 int attn_cli_train_dir(const char *cmd, const char *out, attn_cli_paths *paths);
 
 /* --dtype of the training commands: auto (default: the precision attn picks for this CPU,

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,8 +136,33 @@ int attn_cli_train_dir(const char *cmd, const char *out, attn_cli_paths *paths) 
     snprintf(paths->model, sizeof paths->model, "%s/model.safetensors", out);
     snprintf(paths->state, sizeof paths->state, "%s/state.safetensors", out);
     snprintf(paths->svg, sizeof paths->svg, "%s/loss.svg", out);
+    snprintf(paths->log, sizeof paths->log, "%s/log.jsonl", out);
     return 0;
 }
+
+const char *attn_cli_train_log(const attn_cli_train_common *t, const attn_cli_paths *paths) {
+    if (t->log && !strcmp(t->log, "-")) return NULL;
+    return t->log ? t->log : paths->log;
+}
+
+static volatile sig_atomic_t stop_flag;
+static void on_stop_signal(int sig) {
+    static const char msg[] = "\nattn: stopping after this step, with a checkpoint (again: "
+                              "quit now)\n";
+    stop_flag = 1;
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    signal(sig, SIG_DFL); /* a second one ends the process */
+}
+void attn_cli_stop_on_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+int attn_cli_stop_requested(void) { return stop_flag != 0; }
 
 int attn_cli_curve_init(attn_cli_curve *c, const char *cmd, int64_t steps) {
     memset(c, 0, sizeof *c);

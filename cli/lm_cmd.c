@@ -18,13 +18,6 @@
 
 #define CMD "train lm"
 
-static uint64_t mix64(uint64_t z) { /* splitmix64's finaliser */
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t fnv1a_ids(const int32_t *p, int64_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
     const unsigned char *b = (const unsigned char *)p;
@@ -32,76 +25,28 @@ static uint64_t fnv1a_ids(const int32_t *p, int64_t n) {
     return h;
 }
 
-/* The options of a run (those that shape it are in settings()). */
-typedef struct lm_run {
-    long long steps, batch, len, warmup, seed, eval_every, eval_windows;
-    double lr, lr_min, wd, clip, held_out;
-} lm_run;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The settings a resumed run must share with the run it continues (attn_cli_setting). */
+/* The settings a resumed run must share with the run it continues (attn_train_setting). */
 #define MAX_SETTINGS 16
-static int settings(const lm_run *r, uint64_t text_id, int64_t ntok, int64_t nval, int dtype,
-                    attn_cli_setting *s) {
+static int settings(const attn_lm_train_config *r, uint64_t text_id, int64_t ntok, int64_t nval,
+                    int dtype, attn_train_setting *s) {
     int n = 0;
     char hex[24];
-    attn_cli_set_s(s, &n, "train.dtype", "--dtype", attn_cli_dtype_name(dtype));
-    attn_cli_set_i(s, &n, "train.steps", "--steps", r->steps);
-    attn_cli_set_i(s, &n, "train.batch", "--batch", r->batch);
-    attn_cli_set_i(s, &n, "train.len", "--len", r->len);
-    attn_cli_set_i(s, &n, "train.warmup", "--warmup", r->warmup);
-    attn_cli_set_i(s, &n, "train.seed", "--seed", r->seed);
-    attn_cli_set_f(s, &n, "train.lr", "--lr", (float)r->lr);
-    attn_cli_set_f(s, &n, "train.lr_min", "--min-lr", (float)r->lr_min);
-    attn_cli_set_f(s, &n, "train.weight_decay", "--weight-decay", (float)r->wd);
-    attn_cli_set_f(s, &n, "train.clip", "--clip", (float)r->clip);
-    attn_cli_set_i(s, &n, "train.held_out_tokens", "--held-out (the held-out tokens)", nval);
-    attn_cli_set_i(s, &n, "train.text_tokens", "--text (its tokens)", ntok);
+    attn_train_setting_s(&s[n++], "train.dtype", "--dtype", attn_cli_dtype_name(dtype));
+    attn_train_setting_i(&s[n++], "train.steps", "--steps", r->steps);
+    attn_train_setting_i(&s[n++], "train.batch", "--batch", r->batch);
+    attn_train_setting_i(&s[n++], "train.len", "--len", r->len);
+    attn_train_setting_i(&s[n++], "train.warmup", "--warmup", r->warmup);
+    attn_train_setting_i(&s[n++], "train.seed", "--seed", (long long)r->seed);
+    attn_train_setting_f(&s[n++], "train.lr", "--lr", r->lr);
+    attn_train_setting_f(&s[n++], "train.lr_min", "--min-lr", r->lr_min);
+    attn_train_setting_f(&s[n++], "train.weight_decay", "--weight-decay", r->weight_decay);
+    attn_train_setting_f(&s[n++], "train.clip", "--clip", r->clip);
+    attn_train_setting_i(&s[n++], "train.held_out_tokens", "--held-out (the held-out tokens)",
+                         nval);
+    attn_train_setting_i(&s[n++], "train.text_tokens", "--text (its tokens)", ntok);
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)text_id);
-    attn_cli_set_s(s, &n, "train.text_ids_fnv1a64", "--text (its token ids)", hex);
+    attn_train_setting_s(&s[n++], "train.text_ids_fnv1a64", "--text (its token ids)", hex);
     return n;
-}
-
-/* Mean cross-entropy of the model on windows [B_rows, T] taken from ids: labels are the
- * next tokens. */
-typedef struct lm_bufs {
-    int32_t *x, *y;
-    float *logits, *dlogits;
-} lm_bufs;
-
-static void fill_window(const lm_run *r, const int32_t *tok, int64_t off, lm_bufs *b, int64_t row) {
-    for (int64_t t = 0; t < r->len; t++) {
-        b->x[row * r->len + t] = tok[off + t];
-        b->y[row * r->len + t] = tok[off + t + 1];
-    }
-}
-
-static attn_status eval_loss(attn_ctx *ctx, const attn_llm *m, const lm_run *r, const int32_t *tok,
-                             int64_t v0, int64_t v1, int64_t V, lm_bufs *b, double *loss) {
-    const int64_t T = r->len, per = T + 1;
-    int64_t nw = (v1 - v0) / per, done = 0;
-    if (r->eval_windows > 0 && nw > r->eval_windows) nw = r->eval_windows;
-    double sum = 0;
-    while (done < nw) {
-        int64_t rows = nw - done < r->batch ? nw - done : r->batch;
-        for (int64_t i = 0; i < rows; i++) fill_window(r, tok, v0 + (done + i) * per, b, i);
-        int64_t l2[2] = {rows * T, V}, ts[1] = {rows * T};
-        attn_tensor L2 = attn_tensor_make(b->logits, ATTN_F32, 2, l2);
-        attn_tensor Y = attn_tensor_make(b->y, ATTN_I32, 1, ts);
-        float l;
-        attn_status st = attn_llm_forward(ctx, m, b->x, rows, T, b->logits);
-        if (st == ATTN_OK) st = attn_cross_entropy(ctx, &L2, &Y, -100, 0.0f, &l, NULL);
-        if (st != ATTN_OK) return st;
-        sum += (double)l * (double)rows;
-        done += rows;
-    }
-    *loss = sum / (double)nw;
-    return ATTN_OK;
 }
 
 /* The model's parameters as a HF model.safetensors: q_proj and k_proj of a GGUF source back in
@@ -328,8 +273,19 @@ static int write_hf(const char *cmd, attn_ctx *ctx, attn_llm *llm, int interleav
     return 1;
 }
 
-static int on_line(attn_cli_curve *c, const attn_train_progress *p, double val) {
-    if (!attn_cli_curve_add(c, p, p->loss, val > 0, (float)val) || c->quiet) return 0;
+/* Every step: its loss on stdout (and the held-out loss when evaluated), the progress line on
+ * stderr; a signal asks the run to stop with a checkpoint. */
+static int on_step(void *user, const attn_train_progress *p) {
+    attn_cli_curve *c = user;
+    double val = p->evaluated ? (double)p->eval_loss : 0.0;
+    attn_cli_dp_fault(p->step);
+    printf("step %lld loss %.9g\n", (long long)p->step, (double)p->loss);
+    if (val > 0)
+        printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n", (long long)p->step, val,
+               exp(val));
+    fflush(stdout);
+    if (!attn_cli_curve_add(c, p, p->loss, val > 0, (float)val) || c->quiet)
+        return attn_cli_stop_requested();
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
     attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
@@ -340,13 +296,15 @@ static int on_line(attn_cli_curve *c, const attn_train_progress *p, double val) 
     if (val > 0) fprintf(stderr, "  held-out %.4f (ppl %.2f)\n", val, exp(val));
     else if (!c->tty) fputc('\n', stderr);
     fflush(stderr);
-    return 0;
+    return attn_cli_stop_requested();
 }
 
 int attn_cmd_lm_train(int argc, char **argv) {
     const char *init = NULL, *text_path = NULL, *out = "lm-finetuned";
-    long long threads = 0, epochs = 0, stop_at = 0, save_every = 50;
-    lm_run r = {0, 4, 128, 10, 1, 50, 16, 1e-4, -1, 0.0, 1.0, 0.1};
+    long long threads = 0, epochs = 0, stop_at = 0, steps = 0, batch = 4, len = 128, warmup = 10,
+              seed = 1, eval_every = 50, eval_windows = 16;
+    double lr = 1e-4, lr_min = -1, wd = 0.0, clip = 1.0, held_out = 0.1;
+    attn_cli_train_common tc = {NULL, 1, 50};
     int resume = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO, no_mmap = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("init", 0, &init, "MODEL",
@@ -357,32 +315,31 @@ int attn_cmd_lm_train(int argc, char **argv) {
         ATTN_OPT_STR("out", 'o', &out, "DIR",
                      "where to write the checkpoint (state.safetensors) and the\n"
                      "model as a HF folder (default: lm-finetuned)"),
-        ATTN_OPT_INT("steps", 0, &r.steps, 0, 100000000, "N",
+        ATTN_OPT_INT("steps", 0, &steps, 0, 100000000, "N",
                      "optimiser steps (default: 1 epoch, at most 100)"),
         ATTN_OPT_INT("epochs", 0, &epochs, 0, 1000000, "K",
                      "steps to see the training tokens K times (instead of --steps)"),
-        ATTN_OPT_INT("batch", 0, &r.batch, 1, 65536, "B", "windows per step (default 4)"),
-        ATTN_OPT_INT("len", 0, &r.len, 1, 1 << 20, "T", "tokens per window (default 128)"),
-        ATTN_OPT_NUM("lr", 0, &r.lr, 1e-9, 10, "LR", "peak learning rate (default 1e-4)"),
-        ATTN_OPT_NUM("min-lr", 0, &r.lr_min, 0, 10, "LR",
+        ATTN_OPT_INT("batch", 0, &batch, 1, 65536, "B", "windows per step (default 4)"),
+        ATTN_OPT_INT("len", 0, &len, 1, 1 << 20, "T", "tokens per window (default 128)"),
+        ATTN_OPT_NUM("lr", 0, &lr, 1e-9, 10, "LR", "peak learning rate (default 1e-4)"),
+        ATTN_OPT_NUM("min-lr", 0, &lr_min, 0, 10, "LR",
                      "the learning rate the cosine decay ends at (default lr/10)"),
-        ATTN_OPT_INT("warmup", 0, &r.warmup, 0, 100000000, "N",
+        ATTN_OPT_INT("warmup", 0, &warmup, 0, 100000000, "N",
                      "linear warmup steps (default 10)"),
-        ATTN_OPT_NUM("weight-decay", 0, &r.wd, 0, 10, "W", "AdamW weight decay (default 0)"),
-        ATTN_OPT_NUM("clip", 0, &r.clip, 0, 1e9, "C",
+        ATTN_OPT_NUM("weight-decay", 0, &wd, 0, 10, "W", "AdamW weight decay (default 0)"),
+        ATTN_OPT_NUM("clip", 0, &clip, 0, 1e9, "C",
                      "clip the gradient norm to C (default 1; 0: no clipping)"),
-        ATTN_OPT_NUM("held-out", 0, &r.held_out, 0, 1, "FRACTION",
+        ATTN_OPT_NUM("held-out", 0, &held_out, 0, 1, "FRACTION",
                      "the last FRACTION of the tokens is held out (default 0.1)"),
-        ATTN_OPT_INT("eval-every", 0, &r.eval_every, 0, 100000000, "N",
+        ATTN_OPT_INT("eval-every", 0, &eval_every, 0, 100000000, "N",
                      "held-out loss every N steps (default 50; 0: start and end only)"),
-        ATTN_OPT_INT("eval-windows", 0, &r.eval_windows, 0, 100000000, "N",
+        ATTN_OPT_INT("eval-windows", 0, &eval_windows, 0, 100000000, "N",
                      "held-out windows evaluated (default 16; 0: all)"),
-        ATTN_OPT_INT("save-every", 0, &save_every, 0, 100000000, "N",
-                     "checkpoint every N steps (default 50) and at the end"),
+        ATTN_OPT_TRAIN_COMMON(&tc, "checkpoint every N steps (default 50) and at the end"),
         ATTN_OPT_INT("stop-at", 0, &stop_at, 0, 100000000, "N",
                      "stop after step N with a checkpoint (continue with --resume)"),
         ATTN_OPT_FLAG("resume", 0, &resume, "continue from DIR/state.safetensors"),
-        ATTN_OPT_INT("seed", 0, &r.seed, 0, 1LL << 62, "S",
+        ATTN_OPT_INT("seed", 0, &seed, 0, 1LL << 62, "S",
                      "the windows' order follows from it (default 1)"),
         ATTN_OPT_CHOICE("dtype", 0, &dtype, ATTN_CLI_DTYPE_CHOICES, "T",
                         ATTN_CLI_DTYPE_HELP "; bf16 covers the\n"
@@ -411,11 +368,16 @@ int attn_cmd_lm_train(int argc, char **argv) {
     if (npos) return attn_cli_usage_error(&spec, "unexpected argument '%s'", argv[1]);
     if (!init) return attn_cli_usage_error(&spec, "--init MODEL is required");
     if (!text_path) return attn_cli_usage_error(&spec, "--text FILE is required");
-    if (!(r.held_out > 0 && r.held_out < 1))
+    if (!(held_out > 0 && held_out < 1))
         return attn_cli_usage_error(&spec, "--held-out must be between 0 and 1 (exclusive), got %g",
-                                    r.held_out);
-    if (r.steps && epochs) return attn_cli_usage_error(&spec, "give --steps or --epochs, not both");
-    if (r.lr_min < 0) r.lr_min = r.lr / 10;
+                                    held_out);
+    if (steps && epochs) return attn_cli_usage_error(&spec, "give --steps or --epochs, not both");
+    if (lr_min < 0) lr_min = lr / 10;
+    attn_lm_train_config r = attn_lm_train_defaults();
+    r.batch = batch, r.len = len, r.steps = steps, r.warmup = warmup, r.seed = (uint64_t)seed;
+    r.lr = (float)lr, r.lr_min = (float)lr_min, r.weight_decay = (float)wd, r.clip = (float)clip;
+    r.held_out = held_out, r.eval_every = eval_every, r.eval_windows = eval_windows;
+    r.stop_at = stop_at, r.save_every = tc.save_every, r.accum = (int)tc.accum;
     const int rank0 = attn_cli_dp_rank() == 0;
     if (!rank0) quiet = 1; /* rank 0 alone prints progress and writes files */
 
@@ -433,16 +395,16 @@ int attn_cmd_lm_train(int argc, char **argv) {
     int from_dir = stat(init, &sb) == 0 && S_ISDIR(sb.st_mode);
     char init_abs[PATH_MAX];
     if (!realpath(init, init_abs)) snprintf(init_abs, sizeof init_abs, "%s", init);
+    r.init = init_abs;
+    r.state_path = rank0 ? state_path : NULL;
+    r.log_path = rank0 ? attn_cli_train_log(&tc, &paths) : NULL;
 
     attn_ctx *ctx = NULL;
     attn_llm *llm = NULL;
     attn_module *m = NULL;
-    attn_adamw *opt = NULL;
-    attn_saved *sv = NULL;
     attn_st *rs = NULL;
     char *text = NULL;
     int32_t *tok = NULL;
-    lm_bufs b = {NULL, NULL, NULL, NULL};
     attn_cli_curve c = {0};
     int curve = 0;
     attn_status st;
@@ -450,8 +412,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     const int dtype_asked = dtype;
     if (attn_cli_ctx_dtype(CMD, threads, quiet, &dtype, &ctx)) return 1;
     /* under mpirun: each rank takes batch/N of each step's windows (cli/train_dp.c) */
-    const attn_train_dp *dp = NULL;
-    if (attn_cli_dp_open(CMD, ctx, r.batch, "batch", &dp)) goto out;
+    if (attn_cli_dp_open(CMD, ctx, r.batch, "batch", &r.dp)) goto out;
     size_t tlen;
     if (!attn_cli_read_text(CMD, ctx, text_path, &text, &tlen)) goto out;
     if ((st = attn_llm_load(ctx, init, no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u, &llm)) != ATTN_OK) {
@@ -469,8 +430,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
     attn_llm_get_info(llm, &cfg);
     attn_llm_get_special(llm, &sp);
     if (r.len > cfg.max_position_embeddings) {
-        fprintf(stderr, "attn %s: --len %lld is over the model's context (%lld)\n", CMD, r.len,
-                (long long)cfg.max_position_embeddings);
+        fprintf(stderr, "attn %s: --len %lld is over the model's context (%lld)\n", CMD,
+                (long long)r.len, (long long)cfg.max_position_embeddings);
         goto out;
     }
     /* the tokens: bos first when the model asks for it */
@@ -490,22 +451,23 @@ int attn_cmd_lm_train(int argc, char **argv) {
     }
     ntok += lead;
     const long long T = r.len, B = r.batch;
-    const int64_t V = cfg.vocab_size;
-    int64_t nval = (int64_t)floor((double)ntok * r.held_out), ntrain = ntok - nval;
-    if (ntrain < T + 1 || nval < T + 1) {
+    int64_t ntrain = 0;
+    if (attn_lm_train_split(ctx, &r, ntok, &ntrain) != ATTN_OK) {
+        int64_t nv = (int64_t)floor((double)ntok * r.held_out);
         fprintf(stderr, "attn %s: %s is %lld tokens: too short for --len %lld with --held-out %g "
                         "(the training part (%lld tokens) and the held-out part (%lld) must each "
                         "hold one window of %lld tokens)\n", CMD, text_path, (long long)ntok,
-                T, r.held_out, (long long)ntrain, (long long)nval, T + 1);
+                T, r.held_out, (long long)(ntok - nv), (long long)nv, T + 1);
         goto out;
     }
+    int64_t nval = ntok - ntrain;
     if (!r.steps) {
         double k = epochs ? (double)epochs : 1.0;
         r.steps = (long long)ceil(k * (double)ntrain / (double)(B * T));
         if (!epochs && r.steps > 100) r.steps = 100;
         if (r.steps < 1) r.steps = 1;
     }
-    attn_cli_setting set[MAX_SETTINGS];
+    attn_train_setting set[MAX_SETTINGS];
     int nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, dtype, set);
 
     /* the loaded model becomes the trained one (F32 master weights, its text side kept) */
@@ -514,15 +476,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         goto out;
     }
     m = attn_llm_module(llm);
-    attn_adamw_config oc = attn_adamw_defaults();
-    oc.lr = (float)r.lr, oc.weight_decay = (float)r.wd;
-    if ((st = attn_module_enable_grad(ctx, m)) != ATTN_OK ||
-        (st = attn_adamw_create(ctx, m, &oc, &opt)) != ATTN_OK ||
-        (st = attn_saved_create(ctx, 0, &sv)) != ATTN_OK) {
-        attn_cli_fail(ctx, CMD, st);
-        goto out;
-    }
-    int64_t step0 = 0;
+    long long step0 = 0;
     if (resume) {
         const char *s0;
         if ((st = attn_st_read_file(ctx, state_path, &rs)) != ATTN_OK) {
@@ -535,36 +489,30 @@ int attn_cmd_lm_train(int argc, char **argv) {
         }
         if (attn_cli_dtype_resume(ctx, rs, dtype_asked, &dtype))
             nset = settings(&r, fnv1a_ids(tok, ntok), ntok, nval, dtype, set);
-        if (!attn_cli_settings_check(CMD, state_path, rs, set, nset)) goto out;
         if (!(s0 = attn_st_meta(rs, "train_step")) ||
-            !attn_cli_parse_i64(s0, 0, r.steps, (long long *)&step0)) {
+            !attn_cli_parse_i64(s0, 0, r.steps, &step0)) {
             fprintf(stderr, "attn %s: %s: bad train_step\n", CMD, state_path);
             goto out;
         }
-        if ((st = attn_module_load(ctx, m, rs, "model.", 1)) != ATTN_OK ||
-            (st = attn_adamw_load(ctx, opt, m, rs, "optim.")) != ATTN_OK) {
+        /* the weights the run continues from, for the first held-out loss and the ranks'
+         * agreement (attn_lm_train loads them again, with the optimiser) */
+        if ((st = attn_module_load(ctx, m, rs, "model.", 1)) != ATTN_OK) {
             attn_cli_fail(ctx, CMD, st);
             goto out;
         }
-        attn_st_free(rs), rs = NULL;
     }
-    if (!(b.x = malloc(sizeof *b.x * (size_t)(B * T))) ||
-        !(b.y = malloc(sizeof *b.y * (size_t)(B * T))) ||
-        !(b.logits = malloc(sizeof *b.logits * (size_t)(B * T * V))) ||
-        !(b.dlogits = malloc(sizeof *b.dlogits * (size_t)(B * T * V)))) {
-        fprintf(stderr, "attn %s: out of memory for a batch of %lld x %lld tokens\n", CMD, B, T);
-        goto out;
-    }
+    r.settings = set, r.nsettings = nset;
     if (attn_cli_curve_init(&c, CMD, r.steps)) goto out;
     curve = 1;
     c.quiet = quiet;
     /* data parallel: the ranks agree on every setting that changes the result and on the
      * initial weights (cli/train_dp.c), before the first step */
-    for (int i = 0; i < nset; i++) attn_cli_dp_note(set[i].opt, "%s", set[i].val);
-    attn_cli_dp_note("--eval-every", "%lld", r.eval_every);
-    attn_cli_dp_note("--eval-windows", "%lld", r.eval_windows);
+    for (int i = 0; i < nset; i++) attn_cli_dp_note(set[i].option, "%s", set[i].value);
+    attn_cli_dp_note("--eval-every", "%lld", (long long)r.eval_every);
+    attn_cli_dp_note("--eval-windows", "%lld", (long long)r.eval_windows);
     attn_cli_dp_note("--stop-at", "%lld", stop_at);
-    attn_cli_dp_note("--resume (the step it starts from)", "%lld", (long long)step0);
+    attn_cli_dp_note("--accum", "%lld", tc.accum);
+    attn_cli_dp_note("--resume (the step it starts from)", "%lld", step0);
     attn_cli_dp_note_params("the initial weights (--init, --resume)", m);
     if (attn_cli_dp_ready(CMD, 1)) goto out;
     if (!quiet)
@@ -572,106 +520,33 @@ int attn_cmd_lm_train(int argc, char **argv) {
                         "(%lld training, %lld held out); batch %lld x %lld tokens, steps %lld "
                         "(from %lld), lr %g, %d threads%s\n",
                 init, (long long)attn_module_numel(m), (long long)cfg.num_layers,
-                (long long)ntok, (long long)ntrain, (long long)nval, B, T, r.steps,
-                (long long)step0, r.lr, attn_ctx_threads(ctx),
+                (long long)ntok, (long long)ntrain, (long long)nval, B, T, (long long)r.steps,
+                step0, lr, attn_ctx_threads(ctx),
                 dtype == ATTN_CLI_DTYPE_BF16 ? ", mixed precision (bf16 products)" : "");
-    double val0 = 0, val = 0;
-    if ((st = eval_loss(ctx, llm, &r, tok, ntrain, ntok, V, &b, &val0)) != ATTN_OK) {
+    double val0 = 0;
+    if ((st = attn_lm_evaluate(ctx, llm, &r, tok, ntok, &val0)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);
         goto out;
     }
-    val = val0;
-    printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n", (long long)step0, val0,
-           exp(val0));
+    printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n", step0, val0, exp(val0));
     fflush(stdout);
-    {
-        const uint64_t span = (uint64_t)(ntrain - T); /* window starts: [0, span) */
-        /* data parallel: this rank's windows [r0, r0 + Bl) of each step's B */
-        const long long Bl = dp ? B / dp->nranks : B, r0 = dp ? dp->rank * Bl : 0;
-        int64_t l2[2] = {Bl * T, V}, ts[1] = {Bl * T};
-        attn_tensor L2 = attn_tensor_make(b.logits, ATTN_F32, 2, l2);
-        attn_tensor DL2 = attn_tensor_make(b.dlogits, ATTN_F32, 2, l2);
-        attn_tensor Y = attn_tensor_make(b.y, ATTN_I32, 1, ts);
-        double t0 = now_s(), t_prev = t0;
-        int64_t end = stop_at && stop_at < r.steps ? stop_at : r.steps;
-        for (int64_t step = step0; step < end; step++) {
-            for (int64_t i = 0; i < Bl; i++) {
-                uint64_t h = mix64((uint64_t)r.seed ^ mix64((uint64_t)(step * B + r0 + i)));
-                fill_window(&r, tok, (int64_t)(h % span), &b, i);
-            }
-            float loss, gnorm = 0;
-            float lr = attn_lr_warmup_cosine(step, r.warmup, r.steps, (float)r.lr, (float)r.lr_min);
-            if ((st = attn_llm_forward_train(ctx, llm, b.x, Bl, T, b.logits, sv)) != ATTN_OK ||
-                (st = attn_cross_entropy(ctx, &L2, &Y, -100, 0.0f, &loss, &DL2)) != ATTN_OK)
-                break;
-            attn_module_zero_grad(m);
-            if (dp) { /* the ranks' gradients sum to the global batch's mean */
-                for (int64_t i = 0; i < Bl * T * V; i++) b.dlogits[i] *= (float)((double)Bl / (double)B);
-                if ((st = dp->begin(dp->user, ctx, m)) != ATTN_OK) break;
-            }
-            if ((st = attn_llm_backward_saved(ctx, llm, sv, b.dlogits)) != ATTN_OK) break;
-            if (dp) {
-                double tot = (double)loss * (double)(Bl * T);
-                if ((st = dp->end(dp->user, ctx, m)) != ATTN_OK ||
-                    (st = dp->sum(dp->user, ctx, &tot, 1)) != ATTN_OK)
-                    break;
-                loss = (float)(tot / (double)(B * T));
-            }
-            if ((st = attn_module_clip_grad_norm(ctx, m, (float)r.clip, &gnorm)) != ATTN_OK ||
-                (st = attn_adamw_step(ctx, opt, m, lr)) != ATTN_OK)
-                break;
-            double t = now_s();
-            attn_train_progress p;
-            memset(&p, 0, sizeof p);
-            p.step = step + 1, p.steps = r.steps, p.loss = loss, p.lr = lr, p.grad_norm = gnorm;
-            p.elapsed_s = t - t0;
-            p.tokens_per_s = (double)(B * T) / (t - t_prev > 1e-9 ? t - t_prev : 1e-9);
-            p.eta_s = p.elapsed_s / (double)(step + 1 - step0) * (double)(r.steps - step - 1);
-            p.accuracy = -1.0f;
-            t_prev = t;
-            int last = step + 1 == end;
-            double v = 0;
-            if ((r.eval_every > 0 && (step + 1) % r.eval_every == 0) || step + 1 == r.steps) {
-                if ((st = eval_loss(ctx, llm, &r, tok, ntrain, ntok, V, &b, &v)) != ATTN_OK) break;
-                val = v;
-                t_prev = now_s();
-            }
-            if (rank0 && (last || (save_every > 0 && (step + 1) % save_every == 0))) {
-                attn_st_writer *w = NULL;
-                if ((st = attn_st_writer_create(ctx, &w)) == ATTN_OK) {
-                    char stp[32];
-                    snprintf(stp, sizeof stp, "%lld", (long long)(step + 1));
-                    st = attn_st_writer_meta(w, "task", "lm");
-                    if (st == ATTN_OK) st = attn_cli_settings_put(w, set, nset);
-                    if (st == ATTN_OK) st = attn_st_writer_meta(w, "train_step", stp);
-                    /* where the model came from (its config and tokenizer, for attn export) */
-                    if (st == ATTN_OK) st = attn_st_writer_meta(w, "init", init_abs);
-                    if (st == ATTN_OK) st = attn_module_save(ctx, m, w, "model.");
-                    if (st == ATTN_OK) st = attn_adamw_save(ctx, opt, m, w, "optim.");
-                    if (st == ATTN_OK) st = attn_st_writer_save(w, state_path);
-                    attn_st_writer_free(w);
-                }
-                if (st != ATTN_OK) break;
-            }
-            on_line(&c, &p, v);
-            attn_cli_dp_fault(step + 1);
-            printf("step %lld loss %.9g\n", (long long)(step + 1), (double)loss);
-            if (v > 0) printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n",
-                              (long long)(step + 1), v, exp(v));
-            fflush(stdout);
-        }
-        if (c.tty && !quiet) fputc('\n', stderr);
-        if (st != ATTN_OK) {
-            attn_cli_dp_fail(ctx, CMD, st);
-            goto out;
-        }
-        if (end < r.steps) {
-            printf("stopped at step %lld of %lld: continue with --resume\ncheckpoint: %s\n",
-                   (long long)end, r.steps, state_path);
-            rc = 0;
-            goto out;
-        }
+    attn_train_result res;
+    attn_cli_stop_on_signals();
+    st = attn_lm_train(ctx, llm, tok, ntok, &r, rs, on_step, &c, &res);
+    if (c.tty && !quiet) fputc('\n', stderr);
+    if (st != ATTN_OK) {
+        attn_cli_dp_fail(ctx, CMD, st);
+        goto out;
     }
+    attn_st_free(rs), rs = NULL;
+    if (res.step < r.steps) {
+        printf("stopped at step %lld of %lld%s: continue with --resume\ncheckpoint: %s\n",
+               (long long)res.step, (long long)r.steps,
+               res.end == ATTN_TRAIN_STOPPED ? " (a signal)" : "", state_path);
+        rc = 0;
+        goto out;
+    }
+    double val = c.nv ? (double)c.val[c.nv - 1] : val0;
     /* the model as a HF folder (rank 0 writes it) */
     if (rank0) {
         if (!write_hf(CMD, ctx, llm, !from_dir, &sp, from_dir ? init : NULL, out)) goto out;
@@ -699,10 +574,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     rc = 0;
 out:
     if (curve) attn_cli_curve_free(&c);
-    free(b.x), free(b.y), free(b.logits), free(b.dlogits);
     attn_st_free(rs);
-    attn_saved_free(sv);
-    attn_adamw_free(opt);
     attn_llm_free(llm); /* and its module m */
     free(tok);
     free(text);

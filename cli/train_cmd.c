@@ -16,7 +16,8 @@
 static int on_progress(void *user, const attn_train_progress *p) {
     attn_cli_curve *c = user;
     attn_cli_dp_fault(p->step);
-    if (!attn_cli_curve_add(c, p, p->loss, p->accuracy >= 0, p->accuracy) || c->quiet) return 0;
+    if (!attn_cli_curve_add(c, p, p->loss, p->accuracy >= 0, p->accuracy) || c->quiet)
+        return attn_cli_stop_requested();
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
     attn_cli_fmt_time(p->eta_s, eta, sizeof eta);
@@ -28,7 +29,7 @@ static int on_progress(void *user, const attn_train_progress *p) {
     else if (!c->tty)
         fputc('\n', stderr);
     fflush(stderr);
-    return 0;
+    return attn_cli_stop_requested();
 }
 
 static const char TRAIN_USAGE[] =
@@ -83,10 +84,11 @@ static int train_dates(int argc, char **argv) {
     double lr = cfg.lr, dropout = cfg.dropout, time_limit = cfg.time_limit_s,
            target = cfg.target_accuracy;
     int quiet = 0, npos;
+    attn_cli_train_common tc = {NULL, 1, 500};
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("out", 'o', &out, "DIR",
-                     "where to write model.safetensors, state.safetensors and\n"
-                     "loss.svg (default: dates-model)"),
+                     "where to write model.safetensors, state.safetensors,\n"
+                     "log.jsonl and loss.svg (default: dates-model)"),
         ATTN_OPT_STR("output", 0, &out, "DIR", NULL),
         ATTN_OPT_INT("steps", 0, &steps, 0, 100000000, "N", "optimiser steps (default 3000)"),
         ATTN_OPT_INT("batch", 0, &batch, 1, 65536, "N", "examples per step (default 64)"),
@@ -109,6 +111,7 @@ static int train_dates(int argc, char **argv) {
                      "how many held-out dates to evaluate on (default 1000)"),
         ATTN_OPT_STR("resume", 0, &resume, "FILE",
                      "continue from a state.safetensors of the same run"),
+        ATTN_OPT_TRAIN_COMMON(&tc, "checkpoint every N steps (default 500) and at the end"),
         ATTN_OPT_FLAG("quiet", 'q', &quiet, "no progress lines on stderr"),
         ATTN_OPT_END};
     const attn_cli_spec spec = {
@@ -138,7 +141,9 @@ static int train_dates(int argc, char **argv) {
         return 1;
     }
     cfg.state_path = paths.state;
-    cfg.save_every = 500;
+    cfg.save_every = tc.save_every;
+    cfg.accum = (int)tc.accum;
+    cfg.log_path = rank0 ? attn_cli_train_log(&tc, &paths) : NULL;
     attn_cli_curve c;
     int rc = 0;
     if (attn_cli_curve_init(&c, "train", cfg.steps)) {
@@ -167,6 +172,8 @@ static int train_dates(int argc, char **argv) {
     attn_cli_dp_note("--target", "%.17g", target);
     attn_cli_dp_note("--eval-every", "%lld", eval_every);
     attn_cli_dp_note("--eval-n", "%lld", eval_n);
+    attn_cli_dp_note("--accum", "%lld", tc.accum);
+    attn_cli_dp_note("--save-every", "%lld", tc.save_every);
     if (resume ? !attn_cli_dp_note_file("train dates", "--resume", resume)
                : (attn_cli_dp_note("--resume", "(none)"), 0)) {
         rc = 1;
@@ -177,6 +184,7 @@ static int train_dates(int argc, char **argv) {
         goto out;
     }
     attn_module *m = NULL;
+    attn_cli_stop_on_signals();
     attn_status st = attn_dates_train(ctx, &cfg, resume, on_progress, &c, &m);
     if (c.tty && !quiet) fputc('\n', stderr);
     if (st != ATTN_OK) {
@@ -198,7 +206,10 @@ static int train_dates(int argc, char **argv) {
                                  "held-out error (1 - exact match)",
                                  "attn train dates: training loss and held-out exact match");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train", st);
+    if (attn_cli_stop_requested())
+        printf("stopped by a signal: continue with --resume %s -o %s\n", paths.state, out);
     printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state, paths.svg);
+    if (cfg.log_path) printf("log: %s\n", cfg.log_path);
     static const char *examples[] = {"21 Nov 2026", "saturday, november 21, 2026", "11/21/26",
                                      "the 3rd of may 1999"};
     for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++) {

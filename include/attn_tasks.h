@@ -43,6 +43,126 @@ typedef struct attn_train_dp {
     attn_status (*sum)(void *user, attn_ctx *ctx, double *x, int n);
 } attn_train_dp;
 
+/* What a training loop reports after each step. */
+typedef struct attn_train_progress {
+    int64_t step, steps;      /* steps done, planned */
+    float loss, lr, grad_norm;
+    double elapsed_s, eta_s, tokens_per_s; /* tokens_per_s: the task's items (images: vit) */
+    float accuracy;           /* held-out exact match of this step's evaluation, or -1 */
+    float val_bpc;            /* charlm: validation bits per character of this step's
+                                 evaluation; 0 when the step has none (and in other tasks) */
+    int evaluated;            /* this step ran the task's evaluation */
+    float eval_loss;          /* lm, vit: its held-out loss (0 when none) */
+    int ranks;                /* processes training (1 without data parallelism) */
+} attn_train_progress;
+/* Called after every step; return nonzero to stop training early. */
+typedef int (*attn_progress_fn)(void *user, const attn_train_progress *p);
+
+/* ============================================================================================
+ * One training loop for every task (src/train/loop.c).  attn_train_run takes a task -- a model
+ * and a few callbacks: the forward and loss of one share of a step's batch, its backward, an
+ * evaluation, the task's checkpoint metadata -- and does the rest once for all of them: the
+ * warmup + cosine schedule, AdamW, gradient clipping, gradient accumulation, data parallelism,
+ * the time limit, evaluation, periodic and final checkpoints, resume, a JSON-lines log and a
+ * progress callback.  dates, charlm, lm (attn_lm_train) and the attn program's vit are tasks.
+ *
+ * A step's global batch is cut into shares = accum x nranks; process r runs shares
+ * [r accum, (r + 1) accum), one after another, each forward then backward into the same
+ * gradients.  A share's loss gradient is scaled by its count / count_step (the share's part
+ * of the items the step's loss averages over) so that the gradients sum to those of the whole
+ * batch's mean loss; with one share nothing is scaled.  Checkpoints (written to a temporary
+ * file, synced and renamed: an interrupted write leaves the previous one) hold "model.*",
+ * "optim.*", metadata task, train_step, the task's settings ("train.KEY") and whatever describe
+ * adds: an interrupted and resumed run writes the same bytes as the uninterrupted one.  A progress callback asking to stop (e.g. on SIGINT) gets a checkpoint
+ * of the step just done before attn_train_run returns.
+ * ========================================================================================== */
+/* A setting a resumed run must share with the run it continues: stored as metadata key (e.g.
+ * "train.batch"), compared as text on resume; option names it in the message ("--batch"). */
+typedef struct attn_train_setting {
+    const char *key, *option;
+    char value[72];
+} attn_train_setting;
+/* Fill one (the value as "%lld", "%.9g" or the string, cut to fit). */
+ATTN_API void attn_train_setting_i(attn_train_setting *s, const char *key, const char *option,
+                                   long long v);
+ATTN_API void attn_train_setting_f(attn_train_setting *s, const char *key, const char *option,
+                                   double v);
+ATTN_API void attn_train_setting_s(attn_train_setting *s, const char *key, const char *option,
+                                   const char *v);
+
+/* What a share's forward reports. */
+typedef struct attn_train_share {
+    float loss;        /* the mean loss over this share's items */
+    double count;      /* the items (tokens, images) that mean is over */
+    double count_step; /* the items of the whole step's batch (every share, every process) */
+    double items;      /* items processed (for throughput: e.g. source + target tokens) */
+} attn_train_share;
+
+typedef struct attn_train_task {
+    const char *name;  /* "dates", "charlm", "lm", "vit": metadata "task" and the log's */
+    const char *unit;  /* what items are: "tokens", "images" */
+    attn_module *model; /* trained in place; gradients enabled by attn_train_run */
+    void *user;
+    /* Forward and loss of share `share` of `shares` of the global batch of step `step` (0-based;
+     * the shares partition the batch), activations saved into sv, the loss gradient kept by
+     * the task for backward. */
+    attn_status (*forward)(void *user, attn_ctx *ctx, int64_t step, int share, int shares,
+                           attn_saved *sv, attn_train_share *out);
+    /* The backward of that forward, its loss gradient multiplied by scale first (1: as is):
+     * accumulates into the model's gradients. */
+    attn_status (*backward)(void *user, attn_ctx *ctx, attn_saved *sv, float scale);
+    /* Optional: evaluates after `step` steps, filling p's metrics (accuracy, val_bpc,
+     * eval_loss); *stop = 1 ends the run (a target reached). */
+    attn_status (*evaluate)(void *user, attn_ctx *ctx, int64_t step, attn_train_progress *p,
+                            int *stop);
+    /* Optional: the task's own checkpoint metadata and tensors (its config, data identity). */
+    attn_status (*describe)(void *user, attn_ctx *ctx, attn_st_writer *w);
+    const attn_train_setting *settings; /* checked on resume, stored in checkpoints */
+    int nsettings;
+} attn_train_task;
+
+typedef struct attn_train_options {
+    int64_t steps, warmup;      /* the schedule: warmup, then cosine decay to lr_min at steps */
+    float lr, lr_min, weight_decay, clip; /* clip: the gradient's global L2 norm (0: none) */
+    int accum;                  /* shares run one after another per process (1) */
+    double time_limit_s;        /* stop (with a checkpoint) after this many seconds (0: none) */
+    int64_t eval_every;         /* evaluate every this many steps (0: only at the run's end) */
+    int64_t stop_at;            /* stop after this step, with a checkpoint (0: steps) */
+    const char *state_path;     /* checkpoints here (NULL: none; rank 0 writes) */
+    int64_t save_every;         /* ... every this many steps and at the end (0: end only) */
+    const char *log_path;       /* JSON lines, one per step (NULL: none; rank 0 writes; a
+                                   resumed run keeps the lines up to its step and appends) */
+    const char *resume_name;    /* the checkpoint's name in messages (resume_path) */
+    const attn_train_dp *dp;    /* NULL: one process */
+    attn_progress_fn progress;  /* after every step (may be NULL); nonzero: stop */
+    void *user;
+} attn_train_options;
+/* 1 step (0: none, the model as it is), lr 1e-3, lr_min 0, weight decay 0, clip 1, accum 1, the rest 0/NULL. */
+ATTN_API attn_train_options attn_train_defaults(void);
+
+/* How a run ended. */
+typedef enum attn_train_end {
+    ATTN_TRAIN_DONE = 0,   /* all steps */
+    ATTN_TRAIN_STOPPED,    /* progress asked to stop */
+    ATTN_TRAIN_TIME_LIMIT, /* time_limit_s */
+    ATTN_TRAIN_TARGET,     /* evaluate reached the task's target */
+    ATTN_TRAIN_STOP_AT     /* stop_at */
+} attn_train_end;
+typedef struct attn_train_result {
+    int64_t step;          /* steps done, the resumed ones included */
+    float loss;            /* the last step's loss (0: none run) */
+    attn_train_end end;
+    double elapsed_s;      /* training time, that of the run continued included */
+} attn_train_result;
+
+/* Trains task->model from its current weights, or continues the run of the checkpoint resume
+ * (NULL: a new run; its task, settings, optimiser and step are checked and loaded: a setting
+ * that differs is ATTN_E_INVALID naming the option and both values).  A non-finite loss stops
+ * the run with ATTN_E_NONFINITE before the step is taken.  result may be NULL. */
+ATTN_API attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *task,
+                                    const attn_train_options *o, const attn_st *resume,
+                                    attn_train_result *result);
+
 /* ============================================================================================
  * Task: dates.  An attn_seq2seq translator learns to turn dates written by people
  * ("21 Nov 2026", "saturday, november 21, 2026", "11/21/26", "the 3rd of may 1999", 22
@@ -67,20 +187,10 @@ typedef struct attn_dates_config {
     const char *state_path; /* resumable state (model, optimiser, step) written here (NULL: no) */
     int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
     const attn_train_dp *dp; /* NULL, or data parallelism across processes (see above) */
+    const char *log_path;   /* JSON lines, one per step (attn_train_options; NULL: none) */
+    int accum;              /* gradient accumulation: shares per process and step (1) */
 } attn_dates_config;
 ATTN_API attn_dates_config attn_dates_defaults(void);
-
-/* What a training loop reports after each step. */
-typedef struct attn_train_progress {
-    int64_t step, steps;      /* steps done, planned */
-    float loss, lr, grad_norm;
-    double elapsed_s, eta_s, tokens_per_s;
-    float accuracy;           /* held-out exact match of this step's evaluation, or -1 */
-    float val_bpc;            /* charlm: validation bits per character of this step's
-                                 evaluation; 0 when the step has none (and in other tasks) */
-} attn_train_progress;
-/* Called after every step; return nonzero to stop training early. */
-typedef int (*attn_progress_fn)(void *user, const attn_train_progress *p);
 
 /* Trains from scratch, or continues from resume_path (a state file written during an earlier
  * run with the same config), and returns the model (*model, caller frees).  progress may be
@@ -142,6 +252,8 @@ typedef struct attn_charlm_config {
     const char *state_path; /* resumable state (model, optimiser, step) written here (NULL: no) */
     int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
     const attn_train_dp *dp; /* NULL, or data parallelism across processes (above) */
+    const char *log_path;   /* JSON lines, one per step (attn_train_options; NULL: none) */
+    int accum;              /* gradient accumulation: shares per process and step (1) */
 } attn_charlm_config;
 /* d_model 128, 4 heads, 3 layers, ff 512, dropout 0, block 64, batch 32, 600 steps (about 5
  * minutes on one core), warmup 100, lr 4e-3 -> 1e-4 (cosine), weight decay 0.01, clip 1,
@@ -179,6 +291,53 @@ ATTN_API attn_status attn_charlm_save(attn_ctx *ctx, const attn_module *model,
 ATTN_API attn_status attn_charlm_load(attn_ctx *ctx, const char *path,
                                       attn_charlm_config *cfg /* OUT */,
                                       attn_module **model /* OUT */);
+
+#ifndef ATTN_CORE_ONLY /* attn_llm is of attn.h's extra tier */
+/* ============================================================================================
+ * Task: lm.  Fine-tunes an attn_llm (any family attn runs, made trainable with
+ * attn_llm_make_trainable) on a sequence of token ids: random windows of len + 1 tokens from
+ * the training part (all but the last held_out fraction), next-token cross-entropy, the loop
+ * of attn_train_run.  The attn program's `train lm` reads the model and the text, tokenizes it
+ * and writes the result as a HF folder.
+ * ========================================================================================== */
+typedef struct attn_lm_train_config {
+    int64_t batch, len;       /* windows per step, tokens per window */
+    int64_t steps, warmup;
+    float lr, lr_min, weight_decay, clip;
+    double held_out;          /* the last fraction of the tokens, for evaluation (0 < x < 1) */
+    int64_t eval_every;       /* held-out loss every this many steps (0: the end only) */
+    int64_t eval_windows;     /* held-out windows per evaluation (0: all) */
+    uint64_t seed;            /* the windows' order */
+    double time_limit_s;
+    int64_t stop_at;          /* stop after this step with a checkpoint (0: steps) */
+    const char *state_path;   /* checkpoints (NULL: none) */
+    int64_t save_every;
+    const char *log_path;     /* JSON lines (NULL: none) */
+    const attn_train_dp *dp;
+    int accum;
+    const char *init;         /* where the model came from: checkpoint metadata "init" */
+    const attn_train_setting *settings; /* the caller's settings (its option names), stored in
+                                           checkpoints and checked on resume */
+    int nsettings;
+} attn_lm_train_config;
+/* batch 4, len 128, 100 steps, warmup 10, lr 1e-4, lr_min 1e-5, weight decay 0, clip 1,
+ * held out 0.1, eval every 50 on 16 windows, seed 1, save every 50, accum 1. */
+ATTN_API attn_lm_train_config attn_lm_train_defaults(void);
+/* The split of n tokens: *ntrain for training, the rest held out; ATTN_E_INVALID (naming the
+ * counts) when either part cannot hold one window of len + 1 tokens. */
+ATTN_API attn_status attn_lm_train_split(attn_ctx *ctx, const attn_lm_train_config *cfg,
+                                         int64_t n, int64_t *ntrain /* OUT */);
+/* The mean next-token loss of llm on the held-out part's windows (cfg->eval_windows of them). */
+ATTN_API attn_status attn_lm_evaluate(attn_ctx *ctx, const attn_llm *llm,
+                                      const attn_lm_train_config *cfg, const int32_t *tokens,
+                                      int64_t n, double *loss /* OUT */);
+/* Trains llm's module in place from its weights, or continues the checkpoint resume (NULL: a
+ * new run).  progress and result may be NULL. */
+ATTN_API attn_status attn_lm_train(attn_ctx *ctx, attn_llm *llm, const int32_t *tokens,
+                                   int64_t n, const attn_lm_train_config *cfg,
+                                   const attn_st *resume, attn_progress_fn progress, void *user,
+                                   attn_train_result *result);
+#endif
 
 #ifdef __cplusplus
 }

@@ -447,22 +447,70 @@ static attn_status put_text_id(attn_st_writer *w, const char *text, size_t len) 
     return attn__meta_put_i(w, "text_bytes", (long long)len);
 }
 
-static attn_status save_state(attn_ctx *ctx, const attn_module *m, const attn_adamw *opt,
-                              const attn_charlm_config *cfg, const char *text, size_t len,
-                              int64_t step, const char *path) {
-    attn_st_writer *w;
-    ATTN_TRY(attn_st_writer_create(ctx, &w));
-    attn_status st = put_cfg(w, cfg);
-    if (st == ATTN_OK) st = put_text_id(w, text, len);
-    if (st == ATTN_OK) st = attn__meta_put_i(w, "train_step", step);
-    if (st == ATTN_OK) st = attn_module_save(ctx, m, w, "model.");
-    if (st == ATTN_OK) st = attn_adamw_save(ctx, opt, m, w, "optim.");
-    if (st == ATTN_OK) st = attn_st_writer_save(w, path);
-    attn_st_writer_free(w);
-    return st;
+/* ---- training: a task of attn_train_run ------------------------------------------------ */
+typedef struct charlm_run {
+    attn_charlm_config c;
+    const char *text;
+    size_t len;
+    const unsigned char *tok;
+    uint64_t span;   /* window starts: [0, span) */
+    attn_module *m;
+    int64_t *ids, *tgt;
+    float *logits, *dlogits;
+    int64_t rows;    /* the rows of the last share run */
+} charlm_run;
+
+/* Share `share` of `shares` takes rows [share B/shares, (share + 1) B/shares) of each global
+ * batch of B windows. */
+static attn_status charlm_forward(void *user, attn_ctx *ctx, int64_t step, int share,
+                                  int shares, attn_saved *sv, attn_train_share *out) {
+    charlm_run *r = user;
+    const attn_charlm_config *c = &r->c;
+    const int64_t B = c->batch, T = c->block_size, V = c->vocab_size;
+    const int64_t Bl = B / shares, r0 = (int64_t)share * Bl;
+    for (int64_t b = 0; b < Bl; b++) {
+        uint64_t off = hash3(c->seed, STREAM_WINDOWS, (uint64_t)(step * B + r0 + b)) % r->span;
+        const unsigned char *w = r->tok + off;
+        for (int64_t t = 0; t < T; t++) r->ids[b * T + t] = w[t], r->tgt[b * T + t] = w[t + 1];
+    }
+    int64_t is[2] = {Bl, T}, ls[3] = {Bl, T, V}, l2[2] = {Bl * T, V}, ts[1] = {Bl * T};
+    attn_tensor Ids = attn_tensor_make(r->ids, ATTN_I64, 2, is);
+    attn_tensor Lg = attn_tensor_make(r->logits, ATTN_F32, 3, ls);
+    attn_tensor Lg2 = attn_tensor_make(r->logits, ATTN_F32, 2, l2);
+    attn_tensor DLg2 = attn_tensor_make(r->dlogits, ATTN_F32, 2, l2);
+    attn_tensor Tg = attn_tensor_make(r->tgt, ATTN_I64, 1, ts);
+    /* each step has its own block of dropout offsets */
+    attn_run run = {c->dropout > 0.0f, c->seed, (uint64_t)step << 16};
+    ATTN_TRY(attn_gpt_forward_train(ctx, r->m, &Ids, &run, &Lg, sv));
+    ATTN_TRY(attn_cross_entropy(ctx, &Lg2, &Tg, -100, 0.0f, &out->loss, &DLg2));
+    r->rows = Bl;
+    out->count = (double)(Bl * T), out->count_step = (double)(B * T);
+    out->items = (double)(Bl * T);
+    return ATTN_OK;
 }
 
-/* ---- training ---------------------------------------------------------------------------- */
+static attn_status charlm_backward(void *user, attn_ctx *ctx, attn_saved *sv, float scale) {
+    charlm_run *r = user;
+    int64_t ls[3] = {r->rows, r->c.block_size, r->c.vocab_size};
+    if (scale != 1.0f) attn__scale_f(r->dlogits, ls[0] * ls[1] * ls[2], scale);
+    attn_tensor DLg = attn_tensor_make(r->dlogits, ATTN_F32, 3, ls);
+    return attn_gpt_backward_saved(ctx, r->m, sv, &DLg);
+}
+
+static attn_status charlm_evaluate(void *user, attn_ctx *ctx, int64_t step,
+                                   attn_train_progress *p, int *stop) {
+    charlm_run *r = user;
+    (void)step, (void)stop;
+    return eval_bpc(ctx, r->m, &r->c, r->tok, r->len, &p->val_bpc);
+}
+
+static attn_status charlm_describe(void *user, attn_ctx *ctx, attn_st_writer *w) {
+    charlm_run *r = user;
+    (void)ctx;
+    ATTN_TRY(put_cfg(w, &r->c));
+    return put_text_id(w, r->text, r->len);
+}
+
 attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char *text,
                               size_t len, const char *resume_path, attn_progress_fn progress,
                               void *user, attn_module **model) {
@@ -470,43 +518,43 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
     ATTN_FAIL_IF(!model, ctx, ATTN_E_INVALID, "attn_charlm_train: model is NULL");
     *model = NULL;
     ATTN_TRY(check_train_cfg(ctx, cfg));
-    ATTN_TRY(attn__dp_check(ctx, cfg->dp, cfg->batch, "attn_charlm_train"));
+    ATTN_TRY(attn__dp_check(ctx, cfg->dp, cfg->accum, cfg->batch, "attn_charlm_train"));
     ATTN_TRY(check_text(ctx, text, len));
-    attn_charlm_config c = *cfg;
-    const attn_train_dp *dp = c.dp;
+    charlm_run r;
+    memset(&r, 0, sizeof r);
+    r.c = *cfg, r.text = text, r.len = len;
+    attn_charlm_config *c = &r.c;
     size_t nval = len / 10, ntrain = len - nval;
-    ATTN_FAIL_IF(ntrain < (size_t)c.block_size + 1, ctx, ATTN_E_INVALID,
+    ATTN_FAIL_IF(ntrain < (size_t)c->block_size + 1, ctx, ATTN_E_INVALID,
                  "the training split (%zu of %zu bytes) must hold block_size + 1 = %lld bytes",
-                 ntrain, len, (long long)c.block_size + 1);
+                 ntrain, len, (long long)c->block_size + 1);
     ATTN_FAIL_IF(nval < 2, ctx, ATTN_E_INVALID,
                  "the validation split (the last tenth of %zu bytes) is shorter than 2 bytes", len);
-    if (c.vocab_size == 0) {
+    if (c->vocab_size == 0) {
         int seen[256] = {0};
         for (size_t i = 0; i < len; i++) seen[(unsigned char)text[i]] = 1;
         for (int b = 1; b < 256; b++)
-            if (seen[b]) c.vocab[c.vocab_size++] = (unsigned char)b;
+            if (seen[b]) c->vocab[c->vocab_size++] = (unsigned char)b;
     }
-    attn_module *m = NULL;
-    attn_adamw *opt = NULL;
-    attn_saved *sv = NULL; /* each step's activations, from its forward to its backward */
+    r.span = (uint64_t)(ntrain - (size_t)c->block_size);
     attn_st *rs = NULL;
-    int64_t step0 = 0;
     attn_status st;
     attn__mark mk = attn__ws_mark(ctx);
     unsigned char *tok;
     ATTN_TRYG(attn__ws_alloc(ctx, len, 1, (void **)&tok));
-    ATTN_TRYG(encode(ctx, &c, text, len, tok, "text"));
+    ATTN_TRYG(encode(ctx, c, text, len, tok, "text"));
+    r.tok = tok;
     if (resume_path) { /* checked before the model is built: it is built from the file */
         attn_charlm_config saved;
         int64_t tb = -1;
         char fp[24];
         ATTN_TRYG(attn_st_read_file(ctx, resume_path, &rs));
         ATTN_TRYG(read_cfg(ctx, rs, &saved));
-        if (saved.d_model != c.d_model || saved.nhead != c.nhead ||
-            saved.num_layers != c.num_layers || saved.dim_feedforward != c.dim_feedforward ||
-            saved.block_size != c.block_size || saved.batch != c.batch || saved.seed != c.seed ||
-            saved.vocab_size != c.vocab_size ||
-            memcmp(saved.vocab, c.vocab, (size_t)c.vocab_size) != 0) {
+        if (saved.d_model != c->d_model || saved.nhead != c->nhead ||
+            saved.num_layers != c->num_layers || saved.dim_feedforward != c->dim_feedforward ||
+            saved.block_size != c->block_size || saved.batch != c->batch ||
+            saved.seed != c->seed || saved.vocab_size != c->vocab_size ||
+            memcmp(saved.vocab, c->vocab, (size_t)c->vocab_size) != 0) {
             st = attn__fail(ctx, ATTN_E_INVALID, "%s was written by a run with another model, "
                             "block size, batch, seed or vocabulary", resume_path);
             goto done;
@@ -519,106 +567,34 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
                             resume_path);
             goto done;
         }
-        ATTN_TRYG(attn__meta_get_i(ctx, rs, "train_step", &step0));
     }
-    ATTN_TRYG(create_model(ctx, &c, rs, "model.", &m));
-    ATTN_TRYG(attn_module_init(ctx, m, c.seed));
-    ATTN_TRYG(attn_module_enable_grad(ctx, m));
-    attn_adamw_config oc = attn_adamw_defaults();
-    oc.lr = c.lr;
-    oc.weight_decay = c.weight_decay;
-    ATTN_TRYG(attn_adamw_create(ctx, m, &oc, &opt));
-    ATTN_TRYG(attn_saved_create(ctx, 0, &sv));
-    if (rs) {
-        ATTN_TRYG(attn_module_load(ctx, m, rs, "model.", 1));
-        ATTN_TRYG(attn_adamw_load(ctx, opt, m, rs, "optim."));
+    ATTN_TRYG(create_model(ctx, c, rs, "model.", &r.m));
+    ATTN_TRYG(attn_module_init(ctx, r.m, c->seed));
+    {
+        const int64_t T = c->block_size, V = c->vocab_size;
+        const int64_t Bl = c->batch / ((c->dp ? c->dp->nranks : 1) * (c->accum ? c->accum : 1));
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(Bl * T), sizeof *r.ids, (void **)&r.ids));
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(Bl * T), sizeof *r.tgt, (void **)&r.tgt));
+        ATTN_TRYG(attn__ws_f32(ctx, &r.logits, Bl, T, V, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &r.dlogits, Bl, T, V, 1));
     }
     {
-        const int64_t B = c.batch, T = c.block_size, V = c.vocab_size;
-        /* this rank's share of each global batch: rows [r0, r0 + Bl) */
-        const int64_t Bl = dp ? B / dp->nranks : B, r0 = dp ? (int64_t)dp->rank * Bl : 0;
-        const uint64_t span = (uint64_t)(ntrain - (size_t)T); /* window starts: [0, span) */
-        double t0 = attn__now_s(), t_prev = t0;
-        int64_t *ids, *tgt;
-        float *logits, *dlogits;
-        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(Bl * T), sizeof *ids, (void **)&ids));
-        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(Bl * T), sizeof *tgt, (void **)&tgt));
-        ATTN_TRYG(attn__ws_f32(ctx, &logits, Bl, T, V, 1));
-        ATTN_TRYG(attn__ws_f32(ctx, &dlogits, Bl, T, V, 1));
-        int64_t is[2] = {Bl, T}, ls[3] = {Bl, T, V}, l2[2] = {Bl * T, V}, ts[1] = {Bl * T};
-        attn_tensor Ids = attn_tensor_make(ids, ATTN_I64, 2, is);
-        attn_tensor Lg = attn_tensor_make(logits, ATTN_F32, 3, ls);
-        attn_tensor Lg2 = attn_tensor_make(logits, ATTN_F32, 2, l2);
-        attn_tensor DLg = attn_tensor_make(dlogits, ATTN_F32, 3, ls);
-        attn_tensor DLg2 = attn_tensor_make(dlogits, ATTN_F32, 2, l2);
-        attn_tensor Tg = attn_tensor_make(tgt, ATTN_I64, 1, ts);
-        for (int64_t step = step0; step < c.steps; step++) {
-            for (int64_t b = 0; b < Bl; b++) {
-                uint64_t off =
-                    hash3(c.seed, STREAM_WINDOWS, (uint64_t)(step * B + r0 + b)) % span;
-                const unsigned char *w = tok + off;
-                for (int64_t t = 0; t < T; t++) ids[b * T + t] = w[t], tgt[b * T + t] = w[t + 1];
-            }
-            /* each step has its own block of dropout offsets */
-            attn_run run = {c.dropout > 0.0f, c.seed, (uint64_t)step << 16};
-            float loss, gnorm = 0.0f;
-            float lr = attn_lr_warmup_cosine(step, c.warmup, c.steps, c.lr, c.lr_min);
-            ATTN_TRYG(attn_gpt_forward_train(ctx, m, &Ids, &run, &Lg, sv));
-            ATTN_TRYG(attn_cross_entropy(ctx, &Lg2, &Tg, -100, 0.0f, &loss, &DLg2));
-            attn_module_zero_grad(m);
-            /* with data parallelism the ranks' gradients sum to the global batch's: each
-             * rank's loss gradient (a mean over its Bl T tokens) is scaled to its share */
-            if (dp) {
-                attn__scale_f(dlogits, Bl * T * V, (float)((double)Bl / (double)B));
-                ATTN_TRYG(dp->begin(dp->user, ctx, m));
-            }
-            ATTN_TRYG(attn_gpt_backward_saved(ctx, m, sv, &DLg));
-            /* the global loss, and whether any rank reached the time limit (all stop) */
-            double xs[2] = {(double)loss * (double)(Bl * T),
-                            c.time_limit_s > 0 && attn__now_s() - t0 >= c.time_limit_s};
-            if (dp) {
-                ATTN_TRYG(dp->end(dp->user, ctx, m));
-                ATTN_TRYG(dp->sum(dp->user, ctx, xs, 2));
-                loss = (float)(xs[0] / (double)(B * T));
-            }
-            ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, c.clip, &gnorm));
-            ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
-            double t = attn__now_s();
-            attn_train_progress p;
-            memset(&p, 0, sizeof p);
-            p.step = step + 1, p.steps = c.steps, p.loss = loss, p.lr = lr, p.grad_norm = gnorm;
-            p.elapsed_s = t - t0;
-            p.tokens_per_s = (double)(B * T) / (t - t_prev > 1e-9 ? t - t_prev : 1e-9);
-            p.eta_s = p.elapsed_s / (double)(step + 1 - step0) * (double)(c.steps - step - 1);
-            p.accuracy = -1.0f;
-            t_prev = t;
-            int last = step + 1 == c.steps ||
-                       (dp ? xs[1] > 0 : c.time_limit_s > 0 && p.elapsed_s >= c.time_limit_s);
-            if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
-                ATTN_TRYG(eval_bpc(ctx, m, &c, tok, len, &p.val_bpc));
-                t_prev = attn__now_s(); /* do not count evaluation as training time */
-            }
-            if (c.state_path && (!dp || dp->rank == 0) &&
-                (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)))
-                ATTN_TRYG(save_state(ctx, m, opt, &c, text, len, step + 1, c.state_path));
-            double stop = progress && progress(user, &p);
-            if (dp) ATTN_TRYG(dp->sum(dp->user, ctx, &stop, 1)); /* one rank stops: all do */
-            if (stop > 0) break;
-            if (last) break;
-        }
+        attn_train_task task = {"charlm", "tokens", r.m, &r, charlm_forward, charlm_backward,
+                                charlm_evaluate, charlm_describe, NULL, 0};
+        attn_train_options o;
+        ATTN__TRAIN_OPTIONS(o, *c, resume_path, progress, user);
+        ATTN_TRYG(attn_train_run(ctx, &task, &o, rs, NULL));
     }
     st = ATTN_OK;
 done:
     attn__ws_release(ctx, mk);
     attn_st_free(rs);
-    attn_saved_free(sv);
-    attn_adamw_free(opt);
     if (st == ATTN_OK) {
-        *model = m;
-        cfg->vocab_size = c.vocab_size;
-        memcpy(cfg->vocab, c.vocab, sizeof c.vocab);
+        *model = r.m;
+        cfg->vocab_size = c->vocab_size;
+        memcpy(cfg->vocab, c->vocab, sizeof c->vocab);
     } else {
-        attn_module_free(m);
+        attn_module_free(r.m);
     }
     return st;
 }

@@ -229,156 +229,138 @@ attn_status attn_dates_load(attn_ctx *ctx, const char *path, attn_dates_config *
     return s;
 }
 
-static attn_status save_state(attn_ctx *ctx, const attn_module *m, const attn_adamw *opt,
-                              const attn_dates_config *cfg, int64_t step, const char *path) {
-    attn_st_writer *w;
-    ATTN_TRY(attn_st_writer_create(ctx, &w));
-    attn_status st = put_cfg(w, cfg);
-    if (st == ATTN_OK) st = attn__meta_put_i(w, "train_step", step);
-    if (st == ATTN_OK) st = attn_module_save(ctx, m, w, "model.");
-    if (st == ATTN_OK) st = attn_adamw_save(ctx, opt, m, w, "optim.");
-    if (st == ATTN_OK) st = attn_st_writer_save(w, path);
-    attn_st_writer_free(w);
-    return st;
+/* ---- training: a task of attn_train_run ------------------------------------------------ */
+typedef struct dates_run {
+    attn_dates_config c;
+    attn_module *m;
+    attn__date_pair *pairs;
+    int64_t *src, *tin, *tout;
+    float *logits, *dlogits;
+    int64_t encoded; /* the step whose global batch src, tin, tout hold (-1: none) */
+    int S, rows;     /* its padded source length; the rows of the last share run */
+} dates_run;
+
+/* Share `share` of `shares` takes examples [share B/shares, (share + 1) B/shares) of each global
+ * batch of B.  The whole global batch is encoded (cheap), so that the padded source length S
+ * and the step's count of target tokens are those of one process. */
+static attn_status dates_forward(void *user, attn_ctx *ctx, int64_t step, int share, int shares,
+                                 attn_saved *sv, attn_train_share *out) {
+    dates_run *r = user;
+    const attn_dates_config *c = &r->c;
+    const int B = (int)c->batch, T = ATTN__DATES_TGT_LEN, V = ATTN__DATES_VOCAB;
+    const int Bl = B / shares, r0 = share * Bl;
+    if (r->encoded != step) {
+        for (int b = 0; b < B; b++)
+            attn__dates_example(c->seed, ATTN__DATES_TRAIN, (uint64_t)(step * B + b), &r->pairs[b]);
+        r->S = longest(r->pairs, B);
+        ATTN_TRY(attn__dates_encode_pairs(ctx, r->pairs, B, r->S, enc_flags(c), r->src, NULL,
+                                          r->tin, r->tout));
+        r->encoded = step;
+    }
+    const int S = r->S;
+    int64_t ss[2] = {Bl, S}, ts[2] = {Bl, T}, ls[3] = {Bl, T, V}, l2[2] = {(int64_t)Bl * T, V},
+            t1[1] = {(int64_t)Bl * T};
+    attn_tensor Src = attn_tensor_make(r->src + (int64_t)r0 * S, ATTN_I64, 2, ss);
+    attn_tensor Tin = attn_tensor_make(r->tin + (int64_t)r0 * T, ATTN_I64, 2, ts);
+    attn_tensor Lg = attn_tensor_make(r->logits, ATTN_F32, 3, ls);
+    attn_tensor Lg2 = attn_tensor_make(r->logits, ATTN_F32, 2, l2);
+    attn_tensor DLg2 = attn_tensor_make(r->dlogits, ATTN_F32, 2, l2);
+    attn_tensor Tout = attn_tensor_make(r->tout + (int64_t)r0 * T, ATTN_I64, 1, t1);
+    int64_t nloc = 0, nglob = 0; /* target tokens (not padding): this share's, the step's */
+    for (int64_t i = 0; i < (int64_t)B * T; i++)
+        if (r->tout[i] != ATTN__DATES_PAD)
+            nglob++, nloc += i >= (int64_t)r0 * T && i < (int64_t)(r0 + Bl) * T;
+    /* each step has its own block of dropout offsets */
+    attn_run run = {c->dropout > 0.0f, c->seed, (uint64_t)step << 16};
+    ATTN_TRY(attn_seq2seq_forward_train(ctx, r->m, &Src, &Tin, &run, &Lg, sv));
+    ATTN_TRY(attn_cross_entropy(ctx, &Lg2, &Tout, ATTN__DATES_PAD, c->label_smoothing,
+                                &out->loss, &DLg2));
+    r->rows = Bl;
+    out->count = (double)nloc, out->count_step = (double)nglob;
+    out->items = (double)Bl * (S + T);
+    return ATTN_OK;
 }
 
-/* ---- training ---------------------------------------------------------------------------- */
+static attn_status dates_backward(void *user, attn_ctx *ctx, attn_saved *sv, float scale) {
+    dates_run *r = user;
+    int64_t ls[3] = {r->rows, ATTN__DATES_TGT_LEN, ATTN__DATES_VOCAB};
+    if (scale != 1.0f) attn__scale_f(r->dlogits, ls[0] * ls[1] * ls[2], scale);
+    attn_tensor DLg = attn_tensor_make(r->dlogits, ATTN_F32, 3, ls);
+    return attn_seq2seq_backward_saved(ctx, r->m, sv, &DLg);
+}
+
+static attn_status dates_evaluate(void *user, attn_ctx *ctx, int64_t step, attn_train_progress *p,
+                                  int *stop) {
+    dates_run *r = user;
+    (void)step;
+    if (r->c.eval_n <= 0) return ATTN_OK;
+    ATTN_TRY(attn_dates_evaluate(ctx, r->m, &r->c, r->c.eval_n, r->c.seed, &p->accuracy));
+    *stop = r->c.target_accuracy > 0 && p->accuracy >= r->c.target_accuracy;
+    return ATTN_OK;
+}
+
+static attn_status dates_describe(void *user, attn_ctx *ctx, attn_st_writer *w) {
+    (void)ctx;
+    return put_cfg(w, &((dates_run *)user)->c);
+}
+
+
 attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const char *resume_path,
                              attn_progress_fn progress, void *user, attn_module **model) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!model, ctx, ATTN_E_INVALID, "attn_dates_train: model is NULL");
     *model = NULL;
     ATTN_TRY(check_cfg(ctx, cfg));
-    ATTN_TRY(attn__dp_check(ctx, cfg->dp, cfg->batch, "attn_dates_train"));
-    attn_dates_config c = *cfg;
-    const attn_train_dp *dp = c.dp;
-    attn_seq2seq_config qc = model_cfg(&c);
-    attn_module *m = NULL;
-    attn_adamw *opt = NULL;
-    attn_saved *sv = NULL; /* each step's activations, from its forward to its backward */
+    ATTN_TRY(attn__dp_check(ctx, cfg->dp, cfg->accum, cfg->batch, "attn_dates_train"));
+    dates_run r;
+    memset(&r, 0, sizeof r);
+    r.c = *cfg;
+    r.encoded = -1;
+    const attn_dates_config *c = &r.c;
+    attn_seq2seq_config qc = model_cfg(c);
     attn_st *rs = NULL;
-    int64_t step0 = 0;
     attn_status st;
     attn__mark mk = attn__ws_mark(ctx);
     if (resume_path) { /* checked before the model is built: it is built from the file */
         attn_dates_config saved;
         ATTN_TRYG(attn_st_read_file(ctx, resume_path, &rs));
         ATTN_TRYG(read_cfg(ctx, rs, &saved));
-        if (saved.d_model != c.d_model || saved.nhead != c.nhead ||
-            saved.num_layers != c.num_layers || saved.dim_feedforward != c.dim_feedforward ||
-            saved.batch != c.batch || saved.seed != c.seed) {
+        if (saved.d_model != c->d_model || saved.nhead != c->nhead ||
+            saved.num_layers != c->num_layers || saved.dim_feedforward != c->dim_feedforward ||
+            saved.batch != c->batch || saved.seed != c->seed) {
             st = attn__fail(ctx, ATTN_E_INVALID, "%s was written by a run with another model, "
                             "batch or seed", resume_path);
             goto done;
         }
-        ATTN_TRYG(attn__meta_get_i(ctx, rs, "train_step", &step0));
     }
     attn__param_source(ctx, rs, "model.");
-    st = attn_seq2seq_create(ctx, &qc, &m);
+    st = attn_seq2seq_create(ctx, &qc, &r.m);
     attn__param_source(ctx, NULL, NULL);
     if (st != ATTN_OK) goto done;
-    ATTN_TRYG(attn_module_init(ctx, m, c.seed));
-    ATTN_TRYG(attn_module_enable_grad(ctx, m));
-    attn_adamw_config oc = attn_adamw_defaults();
-    oc.lr = c.lr;
-    oc.weight_decay = c.weight_decay;
-    ATTN_TRYG(attn_adamw_create(ctx, m, &oc, &opt));
-    ATTN_TRYG(attn_saved_create(ctx, 0, &sv));
-    if (rs) {
-        ATTN_TRYG(attn_module_load(ctx, m, rs, "model.", 1));
-        ATTN_TRYG(attn_adamw_load(ctx, opt, m, rs, "optim."));
+    ATTN_TRYG(attn_module_init(ctx, r.m, c->seed));
+    {
+        const int B = (int)c->batch, T = ATTN__DATES_TGT_LEN, V = ATTN__DATES_VOCAB;
+        const int Bl = (int)(B / ((c->dp ? c->dp->nranks : 1) * (c->accum ? c->accum : 1)));
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B, sizeof *r.pairs, (void **)&r.pairs));
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B * ATTN__DATES_MAX_SRC, sizeof *r.src,
+                                 (void **)&r.src));
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B * T, sizeof *r.tin, (void **)&r.tin));
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B * T, sizeof *r.tout, (void **)&r.tout));
+        ATTN_TRYG(attn__ws_f32(ctx, &r.logits, Bl, T, V, 1));
+        ATTN_TRYG(attn__ws_f32(ctx, &r.dlogits, Bl, T, V, 1));
     }
     {
-        const int B = (int)c.batch, T = ATTN__DATES_TGT_LEN, V = ATTN__DATES_VOCAB;
-        /* this rank's share of each global batch: examples [r0, r0 + Bl).  Every rank
-         * encodes the whole global batch (cheap), so that the padded source length S and the
-         * global count of target tokens are those of one process */
-        const int Bl = dp ? B / dp->nranks : B, r0 = dp ? dp->rank * Bl : 0;
-        double t0 = attn__now_s(), t_prev = t0;
-        attn__date_pair *pairs;
-        int64_t *src, *tin, *tout;
-        float *logits, *dlogits;
-        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B, sizeof *pairs, (void **)&pairs));
-        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B * ATTN__DATES_MAX_SRC, sizeof *src, (void **)&src));
-        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B * T, sizeof *tin, (void **)&tin));
-        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B * T, sizeof *tout, (void **)&tout));
-        ATTN_TRYG(attn__ws_f32(ctx, &logits, Bl, T, V, 1));
-        ATTN_TRYG(attn__ws_f32(ctx, &dlogits, Bl, T, V, 1));
-        for (int64_t step = step0; step < c.steps; step++) {
-            for (int b = 0; b < B; b++)
-                attn__dates_example(c.seed, ATTN__DATES_TRAIN, (uint64_t)(step * B + b), &pairs[b]);
-            int S = longest(pairs, B);
-            ATTN_TRYG(attn__dates_encode_pairs(ctx, pairs, B, S, enc_flags(&c), src, NULL, tin, tout));
-            int64_t ss[2] = {Bl, S}, ts[2] = {Bl, T}, ls[3] = {Bl, T, V},
-                    l2[2] = {(int64_t)Bl * T, V}, t1[1] = {(int64_t)Bl * T};
-            attn_tensor Src = attn_tensor_make(src + (int64_t)r0 * S, ATTN_I64, 2, ss);
-            attn_tensor Tin = attn_tensor_make(tin + (int64_t)r0 * T, ATTN_I64, 2, ts);
-            attn_tensor Lg = attn_tensor_make(logits, ATTN_F32, 3, ls);
-            attn_tensor Lg2 = attn_tensor_make(logits, ATTN_F32, 2, l2);
-            attn_tensor DLg = attn_tensor_make(dlogits, ATTN_F32, 3, ls);
-            attn_tensor DLg2 = attn_tensor_make(dlogits, ATTN_F32, 2, l2);
-            attn_tensor Tout = attn_tensor_make(tout + (int64_t)r0 * T, ATTN_I64, 1, t1);
-            int64_t nloc = 0, nglob = 0; /* target tokens (not padding): here, everywhere */
-            for (int64_t i = 0; i < (int64_t)B * T; i++)
-                if (tout[i] != ATTN__DATES_PAD)
-                    nglob++, nloc += i >= (int64_t)r0 * T && i < (int64_t)(r0 + Bl) * T;
-            /* each step has its own block of dropout offsets */
-            attn_run run = {c.dropout > 0.0f, c.seed, (uint64_t)step << 16};
-            float loss, gnorm = 0.0f, lr = attn_lr_warmup_cosine(step, c.warmup, c.steps, c.lr,
-                                                                 c.lr_min);
-            ATTN_TRYG(attn_seq2seq_forward_train(ctx, m, &Src, &Tin, &run, &Lg, sv));
-            ATTN_TRYG(attn_cross_entropy(ctx, &Lg2, &Tout, ATTN__DATES_PAD, c.label_smoothing,
-                                         &loss, &DLg2));
-            attn_module_zero_grad(m);
-            /* data parallel: this rank's mean loss gradient scaled to its share of the global
-             * token count, so that the ranks' gradients sum to the global mean's */
-            if (dp) {
-                attn__scale_f(dlogits, (int64_t)Bl * T * V,
-                              nglob ? (float)((double)nloc / (double)nglob) : 0.0f);
-                ATTN_TRYG(dp->begin(dp->user, ctx, m));
-            }
-            ATTN_TRYG(attn_seq2seq_backward_saved(ctx, m, sv, &DLg));
-            double xs[2] = {(double)loss * (double)nloc,
-                            c.time_limit_s > 0 && attn__now_s() - t0 >= c.time_limit_s};
-            if (dp) {
-                ATTN_TRYG(dp->end(dp->user, ctx, m));
-                ATTN_TRYG(dp->sum(dp->user, ctx, xs, 2));
-                loss = nglob ? (float)(xs[0] / (double)nglob) : 0.0f;
-            }
-            ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, c.clip, &gnorm));
-            ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
-            double t = attn__now_s();
-            attn_train_progress p;
-            memset(&p, 0, sizeof p);
-            p.step = step + 1, p.steps = c.steps, p.loss = loss, p.lr = lr, p.grad_norm = gnorm;
-            p.elapsed_s = t - t0;
-            p.tokens_per_s = (double)B * (S + T) / (t - t_prev > 1e-9 ? t - t_prev : 1e-9);
-            p.eta_s = p.elapsed_s / (double)(step + 1 - step0) * (double)(c.steps - step - 1);
-            p.accuracy = -1.0f;
-            t_prev = t;
-            int last = step + 1 == c.steps ||
-                       (dp ? xs[1] > 0 : c.time_limit_s > 0 && p.elapsed_s >= c.time_limit_s);
-            if (c.eval_n > 0 && ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last)) {
-                ATTN_TRYG(attn_dates_evaluate(ctx, m, &c, c.eval_n, c.seed, &p.accuracy));
-                t_prev = attn__now_s(); /* do not count evaluation as training time */
-                if (c.target_accuracy > 0 && p.accuracy >= c.target_accuracy) last = 1;
-            }
-            if (c.state_path && (!dp || dp->rank == 0) &&
-                (last || (c.save_every > 0 && (step + 1) % c.save_every == 0)))
-                ATTN_TRYG(save_state(ctx, m, opt, &c, step + 1, c.state_path));
-            double stop = progress && progress(user, &p);
-            if (dp) ATTN_TRYG(dp->sum(dp->user, ctx, &stop, 1)); /* one rank stops: all do */
-            if (stop > 0) break;
-            if (last) break;
-        }
+        attn_train_task task = {"dates", "tokens", r.m, &r, dates_forward, dates_backward,
+                                dates_evaluate, dates_describe, NULL, 0};
+        attn_train_options o;
+        ATTN__TRAIN_OPTIONS(o, *c, resume_path, progress, user);
+        ATTN_TRYG(attn_train_run(ctx, &task, &o, rs, NULL));
     }
     st = ATTN_OK;
 done:
     attn__ws_release(ctx, mk);
     attn_st_free(rs);
-    attn_saved_free(sv);
-    attn_adamw_free(opt);
-    if (st == ATTN_OK) *model = m;
-    else attn_module_free(m);
+    if (st == ATTN_OK) *model = r.m;
+    else attn_module_free(r.m);
     return st;
 }

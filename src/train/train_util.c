@@ -79,19 +79,28 @@ attn_status attn__train_meta_get(attn_ctx *ctx, const attn_st *st, const attn__t
     return ATTN_OK;
 }
 
-attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, int64_t batch,
+attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, int accum, int64_t batch,
                            const char *task) {
-    if (!dp) return ATTN_OK;
-    ATTN_FAIL_IF(dp->nranks < 1 || dp->rank < 0 || dp->rank >= dp->nranks || !dp->begin ||
-                     !dp->end || !dp->sum,
-                 ctx, ATTN_E_INVALID,
-                 "%s: the data-parallel table is incomplete (rank %d of %d, functions missing)",
-                 task, dp->rank, dp->nranks);
-    ATTN_FAIL_IF(batch % dp->nranks != 0, ctx, ATTN_E_INVALID,
-                 "%s: the global batch of %lld is not divisible by the %d ranks: every rank "
-                 "takes an equal share (use a batch that is a multiple of %d, or another "
-                 "number of ranks)",
-                 task, (long long)batch, dp->nranks, dp->nranks);
+    ATTN_FAIL_IF(accum < 0 || accum > 65536, ctx, ATTN_E_INVALID,
+                 "%s: accum must be 1..65536 (0: 1), got %d", task, accum);
+    if (accum == 0) accum = 1;
+    if (dp)
+        ATTN_FAIL_IF(dp->nranks < 1 || dp->rank < 0 || dp->rank >= dp->nranks || !dp->begin ||
+                         !dp->end || !dp->sum,
+                     ctx, ATTN_E_INVALID,
+                     "%s: the data-parallel table is incomplete (rank %d of %d, functions "
+                     "missing)", task, dp->rank, dp->nranks);
+    const int64_t shares = (int64_t)accum * (dp ? dp->nranks : 1);
+    if (accum == 1)
+        ATTN_FAIL_IF(batch % shares != 0, ctx, ATTN_E_INVALID,
+                     "%s: the global batch of %lld is not divisible by the %d ranks: every rank "
+                     "takes an equal share (use a batch that is a multiple of %d, or another "
+                     "number of ranks)", task, (long long)batch, (int)shares, (int)shares);
+    ATTN_FAIL_IF(batch % shares != 0, ctx, ATTN_E_INVALID,
+                 "%s: the global batch of %lld is not divisible into %lld equal shares (%d "
+                 "ranks x accum %d): use a batch that is a multiple of %lld",
+                 task, (long long)batch, (long long)shares, dp ? dp->nranks : 1, accum,
+                 (long long)shares);
     return ATTN_OK;
 }
 

@@ -31,10 +31,23 @@ ATTN__HIDDEN attn_status attn__train_meta_put(attn_st_writer *w, const attn__tra
 ATTN__HIDDEN attn_status attn__train_meta_get(attn_ctx *ctx, const attn_st *st,
                                               const attn__train_meta *m);
 
-/* Data parallelism (attn_train_dp, attn_tasks.h): checks the table and that its nranks
- * divides the global batch (ATTN_E_INVALID naming both otherwise); dp NULL is one process. */
-ATTN__HIDDEN attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, int64_t batch,
-                                        const char *task);
+/* Data parallelism (attn_train_dp, attn_tasks.h) and accumulation: checks the table and that
+ * nranks x accum (0: 1) shares divide the global batch (ATTN_E_INVALID naming them otherwise);
+ * dp NULL is one process. */
+ATTN__HIDDEN attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, int accum,
+                                        int64_t batch, const char *task);
+/* attn_train_run's options from a task's config (dates, charlm, lm): the fields they share. */
+#define ATTN__TRAIN_OPTIONS(o, c, resume_path, progress_fn, progress_user)                   \
+    do {                                                                                      \
+        (o) = attn_train_defaults();                                                          \
+        (o).steps = (c).steps, (o).warmup = (c).warmup, (o).lr = (c).lr;                       \
+        (o).lr_min = (c).lr_min, (o).weight_decay = (c).weight_decay, (o).clip = (c).clip;     \
+        (o).accum = (c).accum, (o).time_limit_s = (c).time_limit_s;                           \
+        (o).eval_every = (c).eval_every, (o).state_path = (c).state_path;                     \
+        (o).save_every = (c).save_every, (o).log_path = (c).log_path, (o).dp = (c).dp;        \
+        (o).resume_name = (resume_path), (o).progress = (progress_fn);                        \
+        (o).user = (progress_user);                                                           \
+    } while (0)
 /* x[0 .. n-1] *= s (a rank's loss gradient scaled to its share of the global count). */
 ATTN__HIDDEN void attn__scale_f(float *x, int64_t n, float s);
 #endif
