@@ -107,6 +107,12 @@ add_test(NAME cli_charlm_tiny
          COMMAND attn_cli train charlm --text ${CMAKE_CURRENT_SOURCE_DIR}/../README.md
                  --d-model 16 --heads 2 --layers 1 --ff 32 --steps 5 --out ${ATTN_TINYLM})
 set_tests_properties(cli_charlm_tiny PROPERTIES FIXTURES_SETUP tiny_charlm)
+# SIGINT/SIGTERM stop a training run with a checkpoint; kill -9 at random moments leaves one
+# that reads and resumes (the one training loop, src/train/loop.c)
+add_test(NAME cli_train_interrupt
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_interrupt.sh $<TARGET_FILE:attn_cli>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
+set_tests_properties(cli_train_interrupt PROPERTIES PASS_REGULAR_EXPRESSION "PASS" TIMEOUT 300)
 add_test(NAME cli_generate
          COMMAND attn_cli generate --model ${ATTN_TINYLM}/model.safetensors --prompt "The "
                  --length 20 --seed 1)
