@@ -154,7 +154,10 @@ static int parse_line(attn_ctx *ctx, run *R, const char *text, size_t len, uint3
         rc = -1;
         goto done;
     }
-    if (kind != ATTN__JSON_OBJECT) goto done; /* valid JSON, not an object: ignored */
+    if (kind != ATTN__JSON_OBJECT) { /* valid JSON that is not an object: ignored */
+        if (attn__json_skip(&jr) != ATTN_OK || attn__json_finish(&jr) != ATTN_OK) rc = -1;
+        goto done;
+    }
     attn__json_object_begin(&jr);
     for (;;) {
         int more = 0;
