@@ -364,7 +364,10 @@ static double nice_step(double range, int target) {
 
 /* A tick label: k/M/G for large values, as many decimals as the step needs. */
 static void fmt_tick(double v, double step, double maxabs, char *buf, size_t n) {
-    if (fabs(v) < step * 1e-6) v = 0;
+    if (fabs(v) < step * 1e-6) {
+        snprintf(buf, n, "0");
+        return;
+    }
     const char *suf = "";
     double div = 1;
     if (maxabs >= 1e9) div = 1e9, suf = "G";
