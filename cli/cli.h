@@ -85,6 +85,7 @@ int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
 /* cli/serve.c: the OpenAI-compatible HTTP server (a stub without libmicrohttpd) */
 int attn_cmd_serve(int argc, char **argv);
 int attn_cmd_bench(int argc, char **argv);       /* cli/bench_cmd.c */
+int attn_cmd_plot(int argc, char **argv);        /* cli/plot_cmd.c */
 /* `attn train vit ...`: argv[0] is "vit" (cli/vit_cmd.c) */
 int attn_cmd_vit_train(int argc, char **argv);
 /* `attn train lm ...`: argv[0] is "lm" (cli/lm_cmd.c) */

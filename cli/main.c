@@ -33,6 +33,7 @@ static const cmd cmds[] = {
     {"embed", attn_cmd_embed, "sentence embeddings with a BERT sentence-transformers model"},
     {"similar", attn_cmd_similar, "rank the lines of a file by similarity to a query"},
     {"serve", attn_cmd_serve, "an OpenAI-compatible HTTP server for an LLM (and embeddings)"},
+    {"plot", attn_cmd_plot, "draw training logs (JSON Lines) as SVG or PNG charts, or CSV"},
     {"bench", attn_cmd_bench, "time attention ops: median ms, GFLOP/s, % of FMA peak"},
 };
 

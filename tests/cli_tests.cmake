@@ -294,3 +294,14 @@ elseif(NOT MHD_FOUND)
   set_tests_properties(cli_serve_stub PROPERTIES LABELS serve PASS_REGULAR_EXPRESSION
                        "attn serve needs GNU libmicrohttpd: apt-get install libmicrohttpd-dev")
 endif()
+
+# attn plot on hand-written training logs (tests/test_plot.sh, one test per case)
+if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
+  foreach(case svg png csv errors)
+    add_test(NAME cli_plot_${case}
+             COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_plot.sh
+                     $<TARGET_FILE:attn_cli> ${case} ${CMAKE_CURRENT_BINARY_DIR}/plot_cli
+             WORKING_DIRECTORY ${ATTN_CLI_WD})
+    set_tests_properties(cli_plot_${case} PROPERTIES TIMEOUT 300)
+  endforeach()
+endif()

@@ -50,7 +50,7 @@ printing() {
 }
 
 # every command, for the usage checks: NAME ARGS-BEFORE-OPTIONS
-COMMANDS="eval info walkthrough translate heatmap generate embed similar bench demo train_dates train_charlm
+COMMANDS="eval info walkthrough translate heatmap generate embed similar bench demo plot train_dates train_charlm
           train_vit classify attention-map"
 cmdline() {
     case $1 in

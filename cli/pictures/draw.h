@@ -85,4 +85,14 @@ attn_status attn_cli_loss_curve_svg_text(attn_ctx *ctx, const float *steps,
                                          const char *title, char **out /* OUT */,
                                          size_t *out_n /* OUT */);
 
+/* The chart (pictures.h: attn_cli_chart) as SVG text (NUL-terminated) or as a PNG image in
+ * memory, allocated with the context allocator; and drawn on a canvas, scale pixels per SVG
+ * unit (1..4; px allocated with the context allocator). */
+attn_status attn_cli_chart_svg_text(attn_ctx *ctx, const attn_cli_chart *c, char **out /* OUT */,
+                                    size_t *out_n /* OUT */);
+attn_status attn_cli_chart_png_data(attn_ctx *ctx, const attn_cli_chart *c,
+                                    unsigned char **out /* OUT */, size_t *out_n /* OUT */);
+attn_status attn_cli_chart_render(attn_ctx *ctx, const attn_cli_chart *c, int scale,
+                                  attn_cli_canvas *out /* OUT */);
+
 #endif

@@ -40,4 +40,40 @@ typedef struct attn_cli_panel {
 attn_status attn_cli_panels_png(attn_ctx *ctx, const char *path, const attn_cli_panel *panels,
                                 int n, int size, const char *title);
 
+/* ---- line charts (chart.c) -------------------------------------------------------------
+ * One or more panels stacked vertically, sharing the x axis (its range spans every panel's
+ * data), each with its own y axis; a legend row under the title lists every labelled series
+ * once (by label and colour).  Non-finite points (and y <= 0 on a logarithmic axis) are left
+ * out and break the line.  The same layout is written as SVG or drawn as a PNG (twice the
+ * size, the built-in bitmap font). */
+typedef struct attn_cli_series {
+    const char *label;   /* legend entry (NULL or "": none) */
+    const double *x, *y; /* n points */
+    int n;
+    unsigned rgb;        /* colour 0xRRGGBB */
+    float width;         /* line width (0: 1.6) */
+    int markers;         /* a dot at each point (drawn when there are at most 1000) */
+} attn_cli_series;
+typedef struct attn_cli_chart_panel {
+    const char *ylabel;  /* the y axis title, turned (NULL: none) */
+    const char *caption; /* bold, above the panel on the left (NULL: none) */
+    const char *note;    /* small and grey, above the panel on the right (NULL: none) */
+    const attn_cli_series *series;
+    int nseries;         /* 0..256 */
+    int log_y;           /* logarithmic y axis (decades) */
+    int zero_y;          /* start a linear y axis at 0 when the minimum is near it */
+    int ticks;           /* about how many y ticks (0: 6) */
+} attn_cli_chart_panel;
+typedef struct attn_cli_chart {
+    const char *title;   /* NULL: none */
+    const char *xlabel;  /* under the last panel (NULL: none) */
+    const attn_cli_chart_panel *panels;
+    int npanels;         /* 1..16 */
+    int width;           /* 0: 900 (SVG units; the PNG has twice as many pixels) */
+    int panel_height;    /* height of each plot area (0: 280) */
+} attn_cli_chart;
+/* Writes the chart to path: PNG when png, else SVG. */
+attn_status attn_cli_chart_write(attn_ctx *ctx, const char *path, int png,
+                                 const attn_cli_chart *chart);
+
 #endif
