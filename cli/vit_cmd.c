@@ -414,21 +414,21 @@ typedef struct train_opts {
 } train_opts;
 
 /* The settings a resumed run must share with the run it continues, as metadata "train.KEY"
- * (attn_cli_setting). */
-static int settings(const train_opts *o, const img_set *tr, attn_cli_setting *s) {
+ * (attn_train_setting). */
+static int settings(const train_opts *o, const img_set *tr, attn_train_setting *s) {
     int n = 0;
-    attn_cli_set_i(s, &n, "train.epochs", "--epochs", o->epochs);
-    attn_cli_set_i(s, &n, "train.batch", "--batch", o->batch);
-    attn_cli_set_f(s, &n, "train.lr", "--lr", (float)o->lr);
-    attn_cli_set_i(s, &n, "train.warmup", "--warmup", o->warmup);
-    attn_cli_set_f(s, &n, "train.weight_decay", "--weight-decay", (float)o->wd);
-    attn_cli_set_f(s, &n, "train.clip", "--clip", (float)o->clip);
-    attn_cli_set_f(s, &n, "train.label_smoothing", "--label-smoothing", (float)o->smoothing);
-    attn_cli_set_i(s, &n, "train.seed", "--seed", o->seed);
-    attn_cli_set_s(s, &n, "train.augment", "--no-augment", o->no_augment ? "no" : "yes");
-    attn_cli_set_i(s, &n, "train.pad", "--pad", o->no_augment ? 0 : o->pad);
-    attn_cli_set_s(s, &n, "train.dtype", "--dtype", attn_cli_dtype_name(o->dtype));
-    attn_cli_set_i(s, &n, "train.images", "--limit (the training images)", tr->n);
+    attn_train_setting_i(&s[n++], "train.epochs", "--epochs", o->epochs);
+    attn_train_setting_i(&s[n++], "train.batch", "--batch", o->batch);
+    attn_train_setting_f(&s[n++], "train.lr", "--lr", (float)o->lr);
+    attn_train_setting_i(&s[n++], "train.warmup", "--warmup", o->warmup);
+    attn_train_setting_f(&s[n++], "train.weight_decay", "--weight-decay", (float)o->wd);
+    attn_train_setting_f(&s[n++], "train.clip", "--clip", (float)o->clip);
+    attn_train_setting_f(&s[n++], "train.label_smoothing", "--label-smoothing", (float)o->smoothing);
+    attn_train_setting_i(&s[n++], "train.seed", "--seed", o->seed);
+    attn_train_setting_s(&s[n++], "train.augment", "--no-augment", o->no_augment ? "no" : "yes");
+    attn_train_setting_i(&s[n++], "train.pad", "--pad", o->no_augment ? 0 : o->pad);
+    attn_train_setting_s(&s[n++], "train.dtype", "--dtype", attn_cli_dtype_name(o->dtype));
+    attn_train_setting_i(&s[n++], "train.images", "--limit (the training images)", tr->n);
     /* the training set itself: FNV-1a over its pixels and labels */
     uint64_t h = 1469598103934665603ULL;
     size_t np = (size_t)(tr->n * tr->rows * tr->cols);
@@ -436,7 +436,7 @@ static int settings(const train_opts *o, const img_set *tr, attn_cli_setting *s)
     for (int64_t i = 0; i < tr->n; i++) h = (h ^ tr->labels[i]) * 1099511628211ULL;
     char hex[24];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-    attn_cli_set_s(s, &n, "train.data_fnv1a64", "--data (the training images)", hex);
+    attn_train_setting_s(&s[n++], "train.data_fnv1a64", "--data (the training images)", hex);
     return n;
 }
 
@@ -462,20 +462,13 @@ static attn_status save_model(attn_ctx *ctx, const attn_module *m, const vit_met
     return st;
 }
 
-static attn_status save_state(attn_ctx *ctx, const attn_module *m, const attn_adamw *opt,
-                              const vit_meta *vm, const attn_cli_setting *s, int ns,
-                              const run_log *lg,
-                              const char *path) {
-    attn_st_writer *w;
-    attn_status st = attn_st_writer_create(ctx, &w);
-    if (st != ATTN_OK) return st;
-    st = put_meta(w, vm);
-    if (st == ATTN_OK) st = attn_cli_settings_put(w, s, ns);
+/* The ViT's part of a checkpoint (the loop writes the model, optimiser, step and settings):
+ * the model's config, the run's log. */
+static attn_status describe_run(attn_st_writer *w, const vit_meta *vm, const run_log *lg) {
+    attn_status st = put_meta(w, vm);
     if (st == ATTN_OK) st = meta_i(w, "epochs_done", lg->epochs_done);
     if (st == ATTN_OK) st = meta_i(w, "steps_done", lg->steps_done);
     if (st == ATTN_OK) st = meta_f(w, "elapsed_s", lg->elapsed_s);
-    if (st == ATTN_OK) st = attn_module_save(ctx, m, w, "model.");
-    if (st == ATTN_OK) st = attn_adamw_save(ctx, opt, m, w, "optim.");
     if (st == ATTN_OK && lg->steps_done > 0) {
         int64_t shape[1] = {lg->steps_done};
         st = attn_st_writer_add(w, "log.step_loss", ATTN_F32, 1, shape, lg->step_loss);
@@ -484,8 +477,6 @@ static attn_status save_state(attn_ctx *ctx, const attn_module *m, const attn_ad
         int64_t shape[2] = {lg->epochs_done, LOG_COLS};
         st = attn_st_writer_add(w, "log.epochs", ATTN_F32, 2, shape, lg->epoch);
     }
-    if (st == ATTN_OK) st = attn_st_writer_save(w, path);
-    attn_st_writer_free(w);
     return st;
 }
 
@@ -590,12 +581,168 @@ static attn_status write_svg(attn_ctx *ctx, const char *path, const run_log *lg,
     return st;
 }
 
+/* ---- the ViT as a task of the one training loop (attn_train_run) ------------------------- */
+typedef struct vit_task {
+    attn_ctx *ctx;
+    attn_module *m;
+    const train_opts *o;
+    const img_set *tr, *te;
+    const vit_meta *vm;
+    img_aug aug;
+    int64_t n, B, spe, EB, last_epoch;
+    float *x, *lg, *dlg;
+    int64_t *y, *perm, *idx, perm_epoch, rows;
+    run_log *log;
+    const char *csv;
+    const attn_cli_paths *paths;
+    int tty;
+    double t_start, elapsed0, train_time, eval_time, last_print, t_mark;
+    int64_t images_seen, evals, steps_run;
+    attn_status io; /* a failure writing the per-epoch files */
+} vit_task;
+
+/* The images of step g: batch s of epoch e of the shuffled training set; share `share` of
+ * `shares` takes its rows [share b / shares, (share + 1) b / shares). */
+static int64_t step_rows(const vit_task *t, int64_t g) {
+    int64_t s = g % t->spe;
+    return t->n - s * t->B < t->B ? t->n - s * t->B : t->B;
+}
+static attn_status vit_forward(void *user, attn_ctx *ctx, int64_t g, int share, int shares,
+                               attn_saved *sv, attn_train_share *out) {
+    vit_task *t = user;
+    const int64_t e = g / t->spe, s = g % t->spe, b = step_rows(t, g), R = t->tr->rows;
+    const int64_t K = t->vm->cfg.num_classes;
+    const int64_t lo = b * share / shares, hi = b * (share + 1) / shares, rows = hi - lo;
+    if (t->perm_epoch != e) img_shuffle((uint64_t)t->o->seed, (uint64_t)e, t->n, t->perm);
+    t->perm_epoch = e;
+    t->rows = rows;
+    out->count = (double)rows, out->count_step = (double)b, out->items = (double)rows;
+    if (rows == 0) return ATTN_OK;
+    img_batch(t->tr, t->perm + s * t->B + lo, rows, t->o->no_augment ? NULL : &t->aug,
+              (uint64_t)t->o->seed, (uint64_t)e, t->vm->mean, t->vm->std, t->x, t->y);
+    attn_tensor X = attn_view4(t->x, rows, 1, R, R), L = attn_view2(t->lg, rows, K),
+                DL = attn_view2(t->dlg, rows, K);
+    int64_t ts[1] = {rows};
+    attn_tensor Y = attn_tensor_make(t->y, ATTN_I64, 1, ts);
+    attn_run run = {t->o->dropout > 0, (uint64_t)t->o->seed, (uint64_t)g << 16};
+    attn_status st = attn_vit_forward_train(ctx, t->m, &X, &run, &L, sv);
+    if (st != ATTN_OK) return st;
+    return attn_cross_entropy(ctx, &L, &Y, -100, (float)t->o->smoothing, &out->loss, &DL);
+}
+static attn_status vit_backward(void *user, attn_ctx *ctx, attn_saved *sv, float scale) {
+    vit_task *t = user;
+    const int64_t K = t->vm->cfg.num_classes;
+    if (t->rows == 0) return ATTN_OK;
+    if (scale != 1.0f)
+        for (int64_t i = 0; i < t->rows * K; i++) t->dlg[i] *= scale;
+    attn_tensor DL = attn_view2(t->dlg, t->rows, K);
+    return attn_vit_backward_saved(ctx, t->m, sv, &DL, NULL);
+}
+
+/* The training loss of epoch e so far (steps [e spe, g]): a mean over its images. */
+static double epoch_loss(const vit_task *t, int64_t e, int64_t g, int64_t *images) {
+    double sum = 0;
+    int64_t k = 0;
+    for (int64_t h = e * t->spe; h <= g; h++) {
+        int64_t b = step_rows(t, h);
+        sum += (double)t->log->step_loss[h] * (double)b;
+        k += b;
+    }
+    *images = k;
+    return k ? sum / (double)k : 0.0;
+}
+
+/* After an epoch's last step: the test set, the epoch's row of the log, its files. */
+static attn_status vit_evaluate(void *user, attn_ctx *ctx, int64_t step, attn_train_progress *p,
+                                int *stop) {
+    vit_task *t = user;
+    (void)stop;
+    t->log->step_loss[step - 1] = p->loss;
+    t->log->steps_done = step;
+    if (step % t->spe != 0) return ATTN_OK; /* stopped inside an epoch: no test pass */
+    const int64_t e = step / t->spe - 1;
+    int64_t seen;
+    double t_ev = now_s(), tl, ta, tr_loss = epoch_loss(t, e, step - 1, &seen);
+    double t_tr = t_ev - t->t_mark;
+    t->train_time += t_tr;
+    attn_status st = evaluate(ctx, t->m, t->te, t->vm, t->EB, t->x, t->lg, t->y, t->idx, &tl, &ta);
+    if (st != ATTN_OK) return st;
+    t_ev = now_s() - t_ev;
+    t->eval_time += t_ev;
+    t->evals++;
+    float *row = t->log->epoch + e * LOG_COLS;
+    row[LOG_TRAIN_LOSS] = (float)tr_loss;
+    row[LOG_TEST_LOSS] = (float)tl;
+    row[LOG_TEST_ACC] = (float)ta;
+    row[LOG_LR] = p->lr;
+    row[LOG_TRAIN_IPS] = (float)((double)t->n / t_tr);
+    row[LOG_EVAL_IPS] = (float)((double)t->te->n / t_ev);
+    t->log->elapsed_s = t->elapsed0 + now_s() - t->t_start;
+    row[LOG_ELAPSED] = (float)t->log->elapsed_s;
+    t->log->epochs_done = e + 1;
+    p->accuracy = (float)ta, p->eval_loss = (float)tl;
+    if (!t->o->quiet) {
+        char el[16];
+        attn_cli_fmt_time(t->log->elapsed_s, el, sizeof el);
+        fprintf(stderr, "%sepoch %lld/%lld  train loss %.4f  test loss %.4f  test accuracy "
+                        "%.2f%%  (%.0f img/s training, %.0f img/s test)  %s elapsed\n",
+                t->tty ? "\r\033[K" : "", (long long)e + 1, t->o->epochs,
+                (double)row[LOG_TRAIN_LOSS], tl, 100 * ta, (double)row[LOG_TRAIN_IPS],
+                (double)row[LOG_EVAL_IPS], el);
+        fflush(stderr);
+    }
+    if ((st = save_model(ctx, t->m, t->vm, t->paths->model)) != ATTN_OK) return st;
+    if (!write_csv(ctx, t->csv, t->log)) return ATTN_E_IO;
+    if ((st = write_svg(ctx, t->paths->svg, t->log, t->spe)) != ATTN_OK) return st;
+    t->t_mark = now_s();
+    return ATTN_OK;
+}
+
+static attn_status vit_describe(void *user, attn_ctx *ctx, attn_st_writer *w) {
+    vit_task *t = user;
+    (void)ctx;
+    return describe_run(w, t->vm, t->log);
+}
+
+/* After every step: the progress line (at most one a second). */
+static int vit_progress(void *user, const attn_train_progress *p) {
+    vit_task *t = user;
+    const int64_t g = p->step - 1, e = g / t->spe, s = g % t->spe;
+    t->log->step_loss[g] = p->loss;
+    t->log->steps_done = p->step;
+    t->images_seen += step_rows(t, g);
+    t->steps_run++;
+    double now = now_s();
+    if (!t->o->quiet && (now - t->last_print >= 1.0 || s == t->spe - 1) && !p->evaluated) {
+        t->last_print = now;
+        int64_t seen;
+        double mean = epoch_loss(t, e, g, &seen), tt = t->train_time + (now - t->t_mark);
+        double ips = tt > 0 ? (double)t->images_seen / tt : 0;
+        /* the rest: training at this speed, and the test passes at theirs (until the first,
+         * guessed at three times the training speed) */
+        double eval_ips = t->evals ? (double)(t->evals * t->te->n) / t->eval_time : 3 * ips;
+        double rest = ips > 0 ? (double)((t->last_epoch - e) * t->n - seen) / ips +
+                                    (double)((t->last_epoch - e) * t->te->n) / eval_ips
+                              : 0;
+        char el[16], eta[16];
+        attn_cli_fmt_time(t->elapsed0 + now - t->t_start, el, sizeof el);
+        attn_cli_fmt_time(rest, eta, sizeof eta);
+        fprintf(stderr, "%sepoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %5.0f "
+                        "img/s  %s elapsed  ETA %s%s",
+                t->tty ? "\r\033[K" : "", (long long)e + 1, t->o->epochs, (long long)s + 1,
+                (long long)t->spe, mean, (double)p->lr, ips, el, eta, t->tty ? "" : "\n");
+        fflush(stderr);
+    }
+    return attn_cli_stop_requested();
+}
+
 int attn_cmd_vit_train(int argc, char **argv) {
     const char *cmd = "train vit";
     /* the defaults: about 8 minutes on 2 threads of the Xeon this was written on (README) */
     train_opts o = {VIT_DEFAULT_DATA, "vit-model", NULL, 7, 4, 96, 4, 192, 20, 128, 200, 1, 0, 0, 0,
                     0, 1, 256, 2e-3, 0.05, 0.0, 1.0, 0.0, ATTN_CLI_DTYPE_AUTO, 0, 0, 0, 0};
     int npos;
+    attn_cli_train_common tc = {NULL, 1, 0};
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("data", 0, &o.data, "DIR",
                      "the Fashion-MNIST (or MNIST) folder: train-images-idx3-ubyte,\n"
@@ -650,6 +797,8 @@ int attn_cmd_vit_train(int argc, char **argv) {
         ATTN_OPT_INT("stop-after", 0, &o.stop_after, 0, 100000, "K",
                      "stop after epoch K (the schedule still spans --epochs;\n"
                      "continue with --resume)"),
+        ATTN_OPT_TRAIN_COMMON(&tc, "checkpoint every N steps as well as after every epoch\n"
+                              "(default 0: after every epoch only)"),
         ATTN_OPT_FLAG("quiet", 'q', &o.quiet, "no progress lines on stderr"),
         ATTN_OPT_FLAG("json", 0, &o.json, "print the summary as one JSON object"),
         ATTN_OPT_END};
@@ -689,8 +838,6 @@ int attn_cmd_vit_train(int argc, char **argv) {
     int rc = 1;
     attn_ctx *ctx = NULL;
     attn_module *m = NULL;
-    attn_adamw *opt = NULL;
-    attn_saved *sv = NULL;
     attn_st *rs = NULL;
     float *x = NULL, *lg = NULL, *dlg = NULL;
     int64_t *y = NULL, *perm = NULL, *idx = NULL;
@@ -724,7 +871,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
     vit_meta vm;
     vm.cfg = vit_config(R, o.patch, o.dim, o.heads, o.ffn, o.layers, (float)o.dropout);
     vm.mean = IMG_FASHION_MEAN, vm.std = IMG_FASHION_STD;
-    attn_cli_setting set[MAX_SETTINGS];
+    attn_train_setting set[MAX_SETTINGS];
     int nset = settings(&o, &tr, set);
     const int64_t n = tr.n, B = o.batch < n ? o.batch : n, spe = (n + B - 1) / B,
                   total = spe * o.epochs, EB = o.eval_batch;
@@ -742,11 +889,6 @@ int attn_cmd_vit_train(int argc, char **argv) {
     if ((st = attn_vit_create(ctx, &vm.cfg, &m)) != ATTN_OK ||
         (st = attn_module_init(ctx, m, (uint64_t)o.seed)) != ATTN_OK ||
         (st = attn_module_enable_grad(ctx, m)) != ATTN_OK)
-        goto fail;
-    attn_adamw_config oc = attn_adamw_defaults();
-    oc.lr = (float)o.lr, oc.weight_decay = (float)o.wd;
-    if ((st = attn_adamw_create(ctx, m, &oc, &opt)) != ATTN_OK ||
-        (st = attn_saved_create(ctx, 0, &sv)) != ATTN_OK)
         goto fail;
 
     if (o.resume) {
@@ -773,31 +915,21 @@ int attn_cmd_vit_train(int argc, char **argv) {
             goto out;
         }
         if (attn_cli_dtype_resume(ctx, rs, dtype_asked, &o.dtype)) nset = settings(&o, &tr, set);
-        if (!attn_cli_settings_check(cmd, paths.state, rs, set, nset)) goto out;
         float el;
         if (!get_i(cmd, paths.state, rs, "epochs_done", 0, o.epochs, &log.epochs_done) ||
             !get_i(cmd, paths.state, rs, "steps_done", 0, total, &log.steps_done) ||
             !get_f(cmd, paths.state, rs, "elapsed_s", 0, 1e12, &el))
             goto out;
         log.elapsed_s = el;
-        if (log.steps_done != log.epochs_done * spe) {
-            bad(cmd, paths.state, "steps_done %lld is not epochs_done x %lld steps",
-                (long long)log.steps_done, (long long)spe);
+        if (log.epochs_done != log.steps_done / spe) { /* a run stopped inside an epoch */
+            bad(cmd, paths.state, "steps_done %lld is not in epoch epochs_done + 1 = %lld of "
+                "%lld steps", (long long)log.steps_done, (long long)log.epochs_done + 1,
+                (long long)spe);
             goto out;
         }
         if (!read_log(paths.state, ctx, rs, "log.step_loss", log.steps_done, log.step_loss) ||
             !read_log(paths.state, ctx, rs, "log.epochs", log.epochs_done * LOG_COLS, log.epoch))
             goto out;
-        if ((st = attn_module_load(ctx, m, rs, "model.", 1)) != ATTN_OK ||
-            (st = attn_adamw_load(ctx, opt, m, rs, "optim.")) != ATTN_OK)
-            goto fail;
-        if (attn_adamw_step_count(opt) != log.steps_done) {
-            bad(cmd, paths.state, "the optimiser has taken %lld steps, the log says %lld",
-                (long long)attn_adamw_step_count(opt), (long long)log.steps_done);
-            goto out;
-        }
-        attn_st_free(rs);
-        rs = NULL;
     }
 
     if (o.save_init && !o.resume && (st = save_model(ctx, m, &vm, o.save_init)) != ATTN_OK)
@@ -817,98 +949,40 @@ int attn_cmd_vit_train(int argc, char **argv) {
             fprintf(stderr, "resuming after epoch %lld of %lld\n", (long long)log.epochs_done,
                     o.epochs);
     }
-    img_aug aug = {(int)o.pad, 1};
     const double t_start = now_s(), elapsed0 = log.elapsed_s;
-    double train_time = 0, eval_time = 0, last_print = -1;
-    int64_t images_seen = 0, evals = 0;
     int64_t last_epoch = o.stop_after && o.stop_after < o.epochs ? o.stop_after : o.epochs;
-    for (int64_t e = log.epochs_done; e < last_epoch; e++) {
-        img_shuffle((uint64_t)o.seed, (uint64_t)e, n, perm);
-        double t_ep = now_s(), sum = 0, lr_now = 0;
-        for (int64_t s = 0; s < spe; s++) {
-            int64_t g = e * spe + s, b = n - s * B < B ? n - s * B : B;
-            img_batch(&tr, perm + s * B, b, o.no_augment ? NULL : &aug, (uint64_t)o.seed,
-                      (uint64_t)e, vm.mean, vm.std, x, y);
-            attn_tensor X = attn_view4(x, b, 1, R, R), L = attn_view2(lg, b, K),
-                        DL = attn_view2(dlg, b, K);
-            int64_t ts[1] = {b};
-            attn_tensor Y = attn_tensor_make(y, ATTN_I64, 1, ts);
-            attn_run run = {o.dropout > 0, (uint64_t)o.seed, (uint64_t)g << 16};
-            float loss;
-            lr_now = attn_lr_warmup_cosine(g, o.warmup, total, (float)o.lr, 0.0f);
-            if ((st = attn_vit_forward_train(ctx, m, &X, &run, &L, sv)) != ATTN_OK ||
-                (st = attn_cross_entropy(ctx, &L, &Y, -100, (float)o.smoothing, &loss, &DL)) !=
-                    ATTN_OK)
-                goto fail;
-            attn_module_zero_grad(m);
-            if ((st = attn_vit_backward_saved(ctx, m, sv, &DL, NULL)) != ATTN_OK ||
-                (o.clip > 0 &&
-                 (st = attn_module_clip_grad_norm(ctx, m, (float)o.clip, NULL)) != ATTN_OK) ||
-                (st = attn_adamw_step(ctx, opt, m, (float)lr_now)) != ATTN_OK)
-                goto fail;
-            if (!isfinite(loss)) {
-                fprintf(stderr, "%sattn %s: the loss is %g at step %lld: training diverged "
-                                "(try a lower --lr)\n", tty ? "\n" : "", cmd, (double)loss,
-                        (long long)g + 1);
-                goto out;
-            }
-            log.step_loss[g] = loss;
-            log.steps_done = g + 1;
-            sum += (double)loss * (double)b;
-            images_seen += b;
-            double t = now_s();
-            if (!o.quiet && (t - last_print >= 1.0 || s == spe - 1)) {
-                last_print = t;
-                double tt = train_time + (t - t_ep), ips = (double)images_seen / tt;
-                /* the rest: training at this speed, and the test passes at theirs (until the
-                 * first, guessed at three times the training speed) */
-                double eval_ips = evals ? (double)(evals * te.n) / eval_time : 3 * ips;
-                double rest = (double)((last_epoch - e) * n - s * B - b) / ips +
-                              (double)((last_epoch - e) * te.n) / eval_ips;
-                char el[16], eta[16];
-                attn_cli_fmt_time(elapsed0 + t - t_start, el, sizeof el);
-                attn_cli_fmt_time(rest, eta, sizeof eta);
-                fprintf(stderr, "%sepoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %5.0f "
-                                "img/s  %s elapsed  ETA %s%s",
-                        tty ? "\r\033[K" : "", (long long)e + 1, o.epochs, (long long)s + 1,
-                        (long long)spe, sum / (double)(s * B + b), lr_now, ips, el, eta,
-                        tty ? "" : "\n");
-                fflush(stderr);
-            }
+    vit_task vt;
+    memset(&vt, 0, sizeof vt);
+    vt.ctx = ctx, vt.m = m, vt.o = &o, vt.tr = &tr, vt.te = &te, vt.vm = &vm;
+    vt.aug.pad = (int)o.pad, vt.aug.flip = 1;
+    vt.n = n, vt.B = B, vt.spe = spe, vt.EB = EB, vt.last_epoch = last_epoch;
+    vt.x = x, vt.lg = lg, vt.dlg = dlg, vt.y = y, vt.perm = perm, vt.idx = idx;
+    vt.perm_epoch = -1, vt.log = &log, vt.csv = csv, vt.paths = &paths, vt.tty = tty;
+    vt.t_start = t_start, vt.elapsed0 = elapsed0, vt.last_print = -1, vt.t_mark = t_start;
+    attn_train_task task = {"vit", "images", m, &vt, vit_forward, vit_backward, vit_evaluate,
+                            vit_describe, set, nset};
+    attn_train_options to = attn_train_defaults();
+    to.steps = total, to.warmup = o.warmup, to.lr = (float)o.lr, to.lr_min = 0.0f;
+    to.weight_decay = (float)o.wd, to.clip = (float)o.clip, to.accum = (int)tc.accum;
+    to.eval_every = spe, to.stop_at = last_epoch * spe, to.state_path = paths.state;
+    to.save_every = tc.save_every > 0 ? tc.save_every : spe;
+    to.log_path = attn_cli_train_log(&tc, &paths), to.resume_name = paths.state;
+    to.progress = vit_progress, to.user = &vt;
+    attn_train_result res;
+    attn_cli_stop_on_signals();
+    st = attn_train_run(ctx, &task, &to, rs, &res);
+    attn_st_free(rs);
+    rs = NULL;
+    if (st != ATTN_OK) {
+        if (st == ATTN_E_NONFINITE && !o.quiet && tty) fputc('\n', stderr);
+        if (st == ATTN_E_NONFINITE) {
+            fprintf(stderr, "attn %s: %s\n", cmd, attn_ctx_errmsg(ctx));
+            goto out;
         }
-        double t_tr = now_s() - t_ep;
-        train_time += t_tr;
-        double t_ev = now_s(), tl, ta;
-        if ((st = evaluate(ctx, m, &te, &vm, EB, x, lg, y, idx, &tl, &ta)) != ATTN_OK) goto fail;
-        t_ev = now_s() - t_ev;
-        eval_time += t_ev;
-        evals++;
-        float *row = log.epoch + e * LOG_COLS;
-        row[LOG_TRAIN_LOSS] = (float)(sum / (double)n);
-        row[LOG_TEST_LOSS] = (float)tl;
-        row[LOG_TEST_ACC] = (float)ta;
-        row[LOG_LR] = (float)lr_now;
-        row[LOG_TRAIN_IPS] = (float)((double)n / t_tr);
-        row[LOG_EVAL_IPS] = (float)((double)te.n / t_ev);
-        log.elapsed_s = elapsed0 + now_s() - t_start;
-        row[LOG_ELAPSED] = (float)log.elapsed_s;
-        log.epochs_done = e + 1;
-        if (!o.quiet) {
-            char el[16];
-            attn_cli_fmt_time(log.elapsed_s, el, sizeof el);
-            fprintf(stderr, "%sepoch %lld/%lld  train loss %.4f  test loss %.4f  test accuracy "
-                            "%.2f%%  (%.0f img/s training, %.0f img/s test)  %s elapsed\n",
-                    tty ? "\r\033[K" : "", (long long)e + 1, o.epochs,
-                    (double)row[LOG_TRAIN_LOSS], tl, 100 * ta, (double)row[LOG_TRAIN_IPS],
-                    (double)row[LOG_EVAL_IPS], el);
-            fflush(stderr);
-        }
-        if ((st = save_model(ctx, m, &vm, paths.model)) != ATTN_OK ||
-            (st = save_state(ctx, m, opt, &vm, set, nset, &log, paths.state)) != ATTN_OK)
-            goto fail;
-        if (!write_csv(ctx, csv, &log)) goto out;
-        if ((st = write_svg(ctx, paths.svg, &log, spe)) != ATTN_OK) goto fail;
+        goto fail;
     }
+    const double train_time = vt.train_time, eval_time = vt.eval_time;
+    const int64_t images_seen = vt.images_seen, evals = vt.evals;
     if (log.epochs_done == 0 || (o.resume && evals == 0)) { /* nothing trained here */
         if ((st = save_model(ctx, m, &vm, paths.model)) != ATTN_OK) goto fail;
         if (!write_csv(ctx, csv, &log)) goto out;
@@ -954,7 +1028,10 @@ int attn_cmd_vit_train(int argc, char **argv) {
                    tr_ips, ev_ips, attn_ctx_threads(ctx), attn_ctx_threads(ctx) == 1 ? "" : "s",
                    attn_cli_dtype_name(o.dtype));
         }
-        if (E < o.epochs)
+        if (res.end == ATTN_TRAIN_STOPPED)
+            printf("stopped by a signal at step %lld (epoch %lld): continue with --resume -o "
+                   "%s\n", (long long)res.step, (long long)(res.step / spe) + 1, o.out);
+        else if (E < o.epochs)
             printf("stopped after epoch %lld of %lld: continue with --resume -o %s\n",
                    (long long)E, o.epochs, o.out);
         printf("model: %s\nstate: %s\nlog: %s\nplot: %s\n", paths.model, paths.state, csv,
@@ -969,8 +1046,6 @@ out:
     free(x), free(lg), free(dlg), free(y), free(idx), free(perm);
     free(log.step_loss), free(log.epoch);
     attn_st_free(rs);
-    attn_saved_free(sv);
-    attn_adamw_free(opt);
     attn_module_free(m);
     attn_ctx_free(ctx);
     img_set_free(&tr);
