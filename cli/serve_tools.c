@@ -108,6 +108,10 @@ int st_tool_choice(const sj *tc, const sj *tools, int *choice, const char **name
                                  "{\"type\": \"function\", \"function\": {\"name\": NAME}}";
     const int has_tools = tools && tools->kind == SJ_ARR;
     if (tc->kind == SJ_STR) {
+        if (strlen(tc->s) != tc->len) { /* a NUL inside */
+            snprintf(err, ecap, "%s", shapes);
+            return 0;
+        }
         if (!strcmp(tc->s, "none")) *choice = ST_CHOICE_NONE;
         else if (!strcmp(tc->s, "auto")) *choice = ST_CHOICE_AUTO;
         else if (!strcmp(tc->s, "required")) *choice = ST_CHOICE_REQUIRED;
