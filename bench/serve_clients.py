@@ -20,6 +20,7 @@ counted by its content chunks (one per token for both servers here), and one tha
 (no ignore_eos) by what it sent: what each server did is printed.  Standard library only.
 """
 import argparse
+import http.client
 import json
 import os
 import re
@@ -33,6 +34,14 @@ import urllib.request
 
 
 def one(url, prompt, tokens, out):
+    try:
+        one_request(url, prompt, tokens, out)
+    except (OSError, http.client.HTTPException) as e: # a server that failed or went away
+        print(f"request failed: {e!r}", file=sys.stderr, flush=True)
+        out.append((0.0, 0.0, 0, False))
+
+
+def one_request(url, prompt, tokens, out):
     body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
             "temperature": 0, "ignore_eos": True, "stream": True}
     req = urllib.request.Request(url + "v1/chat/completions", data=json.dumps(body).encode(),
@@ -81,6 +90,9 @@ def load(url, clients, tokens, repeat):
                 t.join()
             wall = time.perf_counter() - t0
             total = sum(o[2] for o in out)
+            if not any(o[2] for o in out):
+                best = (nc, 0.0, 0.0, 0.0, 0, wall, False, [0])
+                break
             ttft = statistics.median(o[0] for o in out)
             per = statistics.median([(o[2] - 1) / (o[1] - o[0]) for o in out if o[1] > o[0]]
                                     or [0.0])
@@ -161,6 +173,10 @@ def main():
         p = serve(cmd, url, name)
         try:
             table.append((name, load(url, a.clients, a.tokens, a.repeat)))
+            if p.poll() is not None:
+                print(f"!!! {name} exited during the run (status {p.returncode}): its figures "
+                      f"are not valid", flush=True)
+                table.pop()
         finally:
             p.terminate()
             try:
