@@ -1,28 +1,54 @@
 #!/usr/bin/env python3
 """attn serve under load: N concurrent streaming clients, each asking for TOKENS tokens
-(ignore_eos, so every answer has exactly that many), measured on the client side.
+(ignore_eos, so every answer has exactly that many where the server honours it), measured on
+the client side.
 
     python3 bench/serve_clients.py http://127.0.0.1:8080/ --clients 1 8 --tokens 128
 
+Or start the servers here, one after the other on the same model and load, and compare them:
+
+    python3 bench/serve_clients.py --attn build/attn \
+        --llamacpp /work/venv-ref/bin/python --model SmolLM2-135M-Instruct.Q4_1.gguf
+
+(--llamacpp: a Python with llama-cpp-python[server], started as `PYTHON -m llama_cpp.server
+--model FILE --n_threads T --port P`; --threads T for both, default 2.)
+
 Prints, per number of clients: the aggregate generation rate (all completion tokens over the
 wall time from the first request to the last [DONE]), the median time to first token (first
-content chunk) and the per-client rate after it.  Standard library only.
+content chunk) and the per-client rate after it.  A server that sends no usage in its stream is
+counted by its content chunks (one per token for both servers here), and one that stops early
+(no ignore_eos) by what it sent: what each server did is printed.  Standard library only.
 """
 import argparse
+import http.client
 import json
+import os
+import re
+import socket
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
 
 
 def one(url, prompt, tokens, out):
+    try:
+        one_request(url, prompt, tokens, out)
+    except (OSError, http.client.HTTPException) as e: # a server that failed or went away
+        print(f"request failed: {e!r}", file=sys.stderr, flush=True)
+        out.append((0.0, 0.0, 0, False))
+
+
+def one_request(url, prompt, tokens, out):
     body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
             "temperature": 0, "ignore_eos": True, "stream": True}
     req = urllib.request.Request(url + "v1/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     t0 = time.perf_counter()
-    first, n, buf = None, 0, b""
+    first, n, chunks, buf = None, 0, 0, b""
+    usage = False
     with urllib.request.urlopen(req, timeout=600) as r:
         while True:
             chunk = r.read1(65536)
@@ -34,28 +60,28 @@ def one(url, prompt, tokens, out):
                 if not ev.startswith(b"data: ") or ev == b"data: [DONE]":
                     continue
                 j = json.loads(ev[6:])
-                c = j["choices"][0]
-                if c["delta"].get("content") and first is None:
-                    first = time.perf_counter() - t0
                 if j.get("usage"):
-                    n = j["usage"]["completion_tokens"]
-    out.append((first or 0.0, time.perf_counter() - t0, n))
+                    n, usage = j["usage"]["completion_tokens"], True
+                if not j.get("choices"):
+                    continue
+                if j["choices"][0].get("delta", {}).get("content"):
+                    chunks += 1
+                    if first is None:
+                        first = time.perf_counter() - t0
+    out.append((first or 0.0, time.perf_counter() - t0, n if usage else chunks, usage))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("url")
-    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8])
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--repeat", type=int, default=2)
-    a = ap.parse_args()
-    one(a.url, "warm up", 8, [])
-    for nc in a.clients:
+def load(url, clients, tokens, repeat):
+    """The best of repeat runs for each number of clients: (clients, tokens/s, ttft, per-client
+    tokens/s, tokens, wall, usage seen, tokens per answer)."""
+    one(url, "warm up", 8, [])
+    res = []
+    for nc in clients:
         best = None
-        for _ in range(a.repeat):
+        for _ in range(repeat):
             out = []
-            th = [threading.Thread(target=one, args=(a.url, f"Tell me a story about the "
-                                                   f"number {i}.", a.tokens, out))
+            th = [threading.Thread(target=one, args=(url, f"Tell me a story about the "
+                                                   f"number {i}.", tokens, out))
                   for i in range(nc)]
             t0 = time.perf_counter()
             for t in th:
@@ -64,14 +90,105 @@ def main():
                 t.join()
             wall = time.perf_counter() - t0
             total = sum(o[2] for o in out)
+            if not any(o[2] for o in out):
+                best = (nc, 0.0, 0.0, 0.0, 0, wall, False, [0])
+                break
             ttft = statistics.median(o[0] for o in out)
-            per = statistics.median((o[2] - 1) / (o[1] - o[0]) for o in out if o[1] > o[0])
-            r = (total / wall, ttft, per, total, wall)
-            if best is None or r[0] > best[0]:
+            per = statistics.median([(o[2] - 1) / (o[1] - o[0]) for o in out if o[1] > o[0]]
+                                    or [0.0])
+            r = (nc, total / wall, ttft, per, total, wall, all(o[3] for o in out),
+                 sorted(o[2] for o in out))
+            if best is None or r[1] > best[1]:
                 best = r
-        print(f"{nc} clients x {a.tokens} tokens: {best[0]:.1f} tokens/s aggregate, "
-              f"time to first token {best[1] * 1e3:.0f} ms (median), {best[2]:.1f} tokens/s "
-              f"per client after it ({best[3]} tokens in {best[4]:.2f} s)")
+        res.append(best)
+        print(f"{nc} clients x {tokens} tokens: {best[1]:.1f} tokens/s aggregate, "
+              f"time to first token {best[2] * 1e3:.0f} ms (median), {best[3]:.1f} tokens/s "
+              f"per client after it ({best[4]} tokens in {best[5]:.2f} s; usage in stream: "
+              f"{'yes' if best[6] else 'no, counted by chunks'}; tokens per answer "
+              f"{best[7][0]}..{best[7][-1]})", flush=True)
+    return res
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(cmd, url, what):
+    """Starts a server; returns the process once GET /v1/models answers."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.time()
+    while time.time() - t0 < 300:
+        if p.poll() is not None:
+            sys.exit(f"{what} exited ({p.returncode}): {' '.join(cmd)}")
+        try:
+            urllib.request.urlopen(url + "v1/models", timeout=5).read()
+            return p
+        except OSError:
+            time.sleep(0.5)
+    p.kill()
+    sys.exit(f"{what} did not start")
+
+
+def cpu_name():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        m = re.search(r"Model name:\s*(.*)", out)
+        return m.group(1).strip() if m else "?"
+    except OSError:
+        return "?"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("url", nargs="?")
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--attn", help="the attn program: start attn serve here")
+    ap.add_argument("--llamacpp", help="a Python with llama-cpp-python[server]: start it here")
+    ap.add_argument("--model", help="the GGUF file both serve")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=8, help="attn serve's --parallel")
+    a = ap.parse_args()
+    if a.url:
+        load(a.url, a.clients, a.tokens, a.repeat)
+        return
+    if not a.model or not (a.attn or a.llamacpp):
+        ap.error("give a URL, or --model with --attn and/or --llamacpp")
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} logical CPUs; model {a.model}; "
+          f"{a.threads} threads each", flush=True)
+    table = []
+    for name, exe in (("attn serve", a.attn), ("llama-cpp-python", a.llamacpp)):
+        if not exe:
+            continue
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/"
+        cmd = ([exe, "serve", "--model", a.model, "--port", str(port), "-t", str(a.threads),
+                "--parallel", str(a.parallel), "-q"] if name == "attn serve" else
+               [exe, "-m", "llama_cpp.server", "--model", a.model, "--n_threads",
+                str(a.threads), "--port", str(port)])
+        print(f"== {name}: {' '.join(cmd)}", flush=True)
+        p = serve(cmd, url, name)
+        try:
+            table.append((name, load(url, a.clients, a.tokens, a.repeat)))
+            if p.poll() is not None:
+                print(f"!!! {name} exited during the run (status {p.returncode}): its figures "
+                      f"are not valid", flush=True)
+                table.pop()
+        finally:
+            p.terminate()
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    if len(table) == 2:
+        for (na, ra), (nb, rb) in [tuple(table)]:
+            for x, y in zip(ra, rb):
+                print(f"{x[0]} clients: {na} {x[1]:.1f} tokens/s, {nb} {y[1]:.1f} tokens/s: "
+                      f"{x[1] / y[1]:.2f}x; time to first token {x[2] * 1e3:.0f} vs "
+                      f"{y[2] * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":

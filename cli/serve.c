@@ -76,6 +76,13 @@ typedef struct sreq {
     long long created;
     const char *tool_fmt; /* the chat format whose tool calls the answer may hold (tools were
                            * given), else NULL */
+    int choice;           /* ST_CHOICE_*: required and named force a call */
+    char *tool_names;     /* required: the tools' function names, each NUL-terminated */
+    size_t tool_names_n;  /* their bytes */
+    int tool_failed;      /* a forced call that the answer does not hold */
+    int64_t sent_calls;   /* stream: calls whose first delta went out */
+    size_t *sent_args;    /* their argument bytes sent */
+    size_t sent_cap;
     /* written by the scheduler under mu */
     sbuf text;      /* the whole answer so far (after a stop string: cut there) */
     size_t emitted; /* bytes of text sent as stream deltas */
@@ -93,7 +100,7 @@ static void req_unref(sreq *r) {
     int left = --r->refs;
     pthread_mutex_unlock(&r->mu);
     if (left) return;
-    free(r->prompt);
+    free(r->prompt), free(r->tool_names), free(r->sent_args);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
     sb_free(&r->text), sb_free(&r->sse);
     attn_chat_parse_free(r->calls);
@@ -171,7 +178,7 @@ static void push_sse(sreq *r, sbuf *ev) {
 }
 
 /* One stream chunk: delta text (NULL: none), the finish reason (NULL: none), the role chunk;
- * r->calls' tool calls as the delta when role is 2. */
+ * the tool_calls array t[0, n) as the delta when role is 2. */
 static void stream_chunk(sreq *r, const char *t, size_t n, const char *finish, int role) {
     sbuf e = {0};
     sb_puts(&e, "data: {\"id\":\"");
@@ -182,8 +189,7 @@ static void stream_chunk(sreq *r, const char *t, size_t n, const char *finish, i
     sb_puts(&e, ",\"choices\":[{\"index\":0,");
     if (r->kind == KIND_CHAT) {
         sb_puts(&e, "\"delta\":{");
-        if (role == 2) sb_puts(&e, "\"tool_calls\":"),
-            st_calls_json(&e, r->calls, r->seq, S.id_salt, 1);
+        if (role == 2) sb_puts(&e, "\"tool_calls\":"), sb_put(&e, t, n);
         else if (role) sb_puts(&e, "\"role\":\"assistant\",\"content\":\"\"");
         else if (t) sb_puts(&e, "\"content\":"), sb_json_str(&e, t, n);
         sb_puts(&e, "}");
@@ -218,18 +224,76 @@ static size_t holdback(const sreq *r) {
     return best;
 }
 
+/* Streams the calls of p beyond those sent: a call's first delta (id, name) once its name is
+ * known, then its arguments in pieces as they settle.  Under r->mu. */
+static void stream_calls(sreq *r, const attn_chat_parse *p) {
+    for (int64_t i = 0; p && i < p->n_calls; i++) {
+        const attn_chat_tool_call *c = &p->calls[i];
+        const size_t alen = strlen(c->arguments);
+        sbuf e = {0};
+        if (i >= r->sent_calls) {
+            if ((size_t)i >= r->sent_cap) {
+                size_t cap = r->sent_cap ? 2 * r->sent_cap : 8;
+                size_t *na = realloc(r->sent_args, cap * sizeof *na);
+                if (!na) return; /* the rest goes whole at the end */
+                r->sent_args = na, r->sent_cap = cap;
+            }
+            st_call_head_json(&e, c, i, r->seq, S.id_salt);
+            stream_chunk(r, e.p, e.n, NULL, 2);
+            sb_free(&e);
+            r->sent_args[i] = 0, r->sent_calls = i + 1;
+        }
+        if (alen > r->sent_args[i]) {
+            st_call_args_json(&e, i, c->arguments + r->sent_args[i], alen - r->sent_args[i]);
+            stream_chunk(r, e.p, e.n, NULL, 2);
+            sb_free(&e);
+            r->sent_args[i] = alen;
+        }
+    }
+}
+
 /* Sends what the text holds beyond what was sent (all of it when final; up to the start of
- * the tool calls when the answer has some).  Under r->mu. */
+ * the tool calls when the answer has some, then the calls as they are written).  Under
+ * r->mu. */
 static void flush_text(sreq *r, int final) {
-    size_t safe = r->text.n - (final ? 0 : holdback(r));
+    const size_t held = final ? 0 : holdback(r);
+    size_t safe = r->text.n - held;
     if (final && r->calls && r->calls->n_calls > 0) safe = r->calls->content_len;
     else if (!final && r->tool_fmt) { /* text that may begin a call waits for the end */
         size_t t = attn_chat_tool_call_start(r->tool_fmt, r->text.p, r->text.n);
         if (t < safe) safe = t;
     }
-    if (safe <= r->emitted) return;
-    if (r->stream) stream_chunk(r, r->text.p + r->emitted, safe - r->emitted, NULL, 0);
-    r->emitted = safe;
+    if (safe > r->emitted) {
+        if (r->stream) stream_chunk(r, r->text.p + r->emitted, safe - r->emitted, NULL, 0);
+        r->emitted = safe;
+    }
+    if (!final && r->stream && r->tool_fmt && safe < r->text.n - held) {
+        attn_chat_parse *p = NULL;
+        if (attn_chat_parse_tool_calls_partial(S.sctx, r->tool_fmt, r->text.p, r->text.n - held,
+                                               &p) == ATTN_OK)
+            stream_calls(r, p);
+        attn_chat_parse_free(p);
+    }
+}
+
+/* 1 when every call of p names one of the request's tools. */
+static int calls_named(const sreq *r, const attn_chat_parse *p) {
+    for (int64_t i = 0; i < p->n_calls; i++) {
+        int found = 0;
+        for (size_t k = 0; k < r->tool_names_n && !found; k += strlen(r->tool_names + k) + 1)
+            found = !strcmp(r->tool_names + k, p->calls[i].name);
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+/* The error event of a stream that ends without the call it had to make. */
+static void stream_error(sreq *r, const char *msg) {
+    sbuf e = {0};
+    sb_puts(&e, "data: {\"error\":{\"message\":");
+    sb_json_str(&e, msg, strlen(msg));
+    sb_puts(&e, ",\"type\":\"server_error\",\"code\":\"tool_call_failed\"}}\n\ndata: [DONE]\n\n");
+    push_sse(r, &e);
 }
 
 /* Appends a piece of text; 1 when a stop string now occurs (the text is cut before it). */
@@ -252,6 +316,17 @@ static int add_text(sreq *r, const char *t, size_t n) {
     return 1;
 }
 
+/* Why a forced call failed (reason: r->finish). */
+static const char *tool_failure(const sreq *r) {
+    if (r->calls && r->calls->n_calls > 0)
+        return "the model called a function that is not one of 'tools' (tool_choice "
+               "\"required\")";
+    return !strcmp(r->finish, "length")
+               ? "the answer ran out of tokens (max_tokens or the context) before its tool call "
+                 "was complete"
+               : "the model's answer is not a well-formed tool call of its chat format";
+}
+
 /* Ends the slot's request (reason: "stop", "length", NULL when it was cancelled or failed;
  * failed: 1 for a failure, 2 for a stop string, after which nothing more is added). */
 static void finish(slot *sl, const char *reason, int failed) {
@@ -272,9 +347,15 @@ static void finish(slot *sl, const char *reason, int failed) {
         else if (r->calls->n_calls > 0)
             r->finish = "tool_calls";
     }
-    if (!r->cancelled) {
+    /* a forced call: the answer must be one (required: of the tools given) */
+    if (reason && failed != 1 && (r->choice == ST_CHOICE_REQUIRED || r->choice == ST_CHOICE_NAMED))
+        r->tool_failed = !r->calls || r->calls->n_calls == 0 ||
+                         (r->choice == ST_CHOICE_REQUIRED && !calls_named(r, r->calls));
+    if (!r->cancelled && r->tool_failed) {
+        if (r->stream) stream_error(r, tool_failure(r));
+    } else if (!r->cancelled) {
         flush_text(r, 1);
-        if (r->stream && r->calls && r->calls->n_calls > 0) stream_chunk(r, NULL, 0, NULL, 2);
+        if (r->stream && r->calls && r->calls->n_calls > 0) stream_calls(r, r->calls);
         if (r->stream) stream_chunk(r, NULL, 0, r->finish, 0);
     }
     r->done = 1;
@@ -323,8 +404,16 @@ static void take(slot *sl, int32_t id) {
     if (r->completion_tokens++ == 0) r->t_first = now_s();
     const int stopped = add_text(r, piece, pl);
     if (!stopped) flush_text(r, 0);
+    int called = 0; /* a forced call ends with the call: what a model writes after it is lost */
+    if (!stopped && r->choice >= ST_CHOICE_REQUIRED && r->text.p && !r->text.oom) {
+        attn_chat_parse *p = NULL;
+        called = attn_chat_parse_tool_calls(S.sctx, r->tool_fmt, r->text.p, r->text.n, &p) ==
+                     ATTN_OK && p->n_calls > 0;
+        attn_chat_parse_free(p);
+    }
     pthread_mutex_unlock(&r->mu);
     if (stopped) finish(sl, "stop", 2);
+    else if (called) finish(sl, "stop", 0);
     else if (r->completion_tokens >= r->max_tokens) finish(sl, "length", 0);
     else if (attn_llm_session_pos(sl->s) >= attn_llm_session_capacity(sl->s))
         finish(sl, "length", 0);
@@ -764,16 +853,20 @@ static int opt_str(const sj *m, const char *key, size_t mi, const char **out, ch
     return 1;
 }
 
-/* The chat fields beside the messages: tools (their JSON text, as sent), tool_choice (only
- * "auto": attn does not constrain the answer) and chat_template_kwargs (only enable_thinking:
- * attn runs no template, it writes the formats it knows).  0 with a message in err. */
-static int chat_opts(const sj *o, attn_chat_options *opt, sbuf *tools, char *err, size_t ecap) {
+/* The chat fields beside the messages: tools (their JSON text, as sent; not written into the
+ * prompt with tool_choice "none"), tool_choice (*choice, *fname: st_tool_choice) and
+ * chat_template_kwargs (only enable_thinking: attn runs no template, it writes the formats it
+ * knows).  0 with a message in err. */
+static int chat_opts(const sj *o, attn_chat_options *opt, sbuf *tools, int *choice,
+                     const char **fname, char *err, size_t ecap) {
     const sj *t = sj_get(o, "tools"), *tc = sj_get(o, "tool_choice");
-    if (t && t->kind != SJ_NULL) {
-        if (t->kind != SJ_ARR) {
-            snprintf(err, ecap, "'tools' must be an array of tool definitions");
-            return 0;
-        }
+    if (t && t->kind != SJ_NULL && t->kind != SJ_ARR) {
+        snprintf(err, ecap, "'tools' must be an array of tool definitions");
+        return 0;
+    }
+    if (!st_tool_choice(tc, t && t->kind == SJ_ARR ? t : NULL, choice, fname, err, ecap))
+        return 0;
+    if (t && t->kind == SJ_ARR && *choice != ST_CHOICE_NONE) {
         sb_put(tools, t->raw, t->rawlen);
         sb_put(tools, "", 1);
         if (tools->oom) {
@@ -781,11 +874,6 @@ static int chat_opts(const sj *o, attn_chat_options *opt, sbuf *tools, char *err
             return 0;
         }
         opt->tools = tools->p;
-    }
-    if (tc && tc->kind != SJ_NULL && !(tc->kind == SJ_STR && !strcmp(tc->s, "auto"))) {
-        snprintf(err, ecap, "'tool_choice' can only be \"auto\": attn does not constrain the "
-                            "answer to a tool call");
-        return 0;
     }
     const sj *kw = sj_get(o, "chat_template_kwargs");
     if (kw && kw->kind != SJ_NULL) {
@@ -897,9 +985,30 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         attn_chat_options opt;
         memset(&opt, 0, sizeof opt);
         opt.add_generation_prompt = 1;
-        int ok = cm && own && calls;
+        int ok = cm && own && calls, choice = ST_CHOICE_AUTO;
+        const char *fname = NULL;
+        size_t pl = 0;
         if (!ok) snprintf(err, ecap, "out of memory");
-        else ok = chat_opts(o, &opt, &tools, err, ecap);
+        else ok = chat_opts(o, &opt, &tools, &choice, &fname, err, ecap);
+        r->choice = choice;
+        /* a forced call: the answer begins with the call's head (attn_chat_tool_call_prefix) */
+        if (ok && choice >= ST_CHOICE_REQUIRED &&
+            attn_chat_tool_call_prefix(x, S.chat_format, fname, NULL, 0, &pl) != ATTN_OK) {
+            snprintf(err, ecap, "tool_choice %s cannot be met: %s",
+                     choice == ST_CHOICE_NAMED ? "naming a function" : "\"required\"",
+                     attn_ctx_errmsg(x));
+            ok = 0;
+        }
+        if (ok && choice == ST_CHOICE_REQUIRED) { /* the names a call may have */
+            sbuf nb = {0};
+            for (const sj *t = sj_get(o, "tools")->first; t; t = t->next) {
+                const sj *f = sj_get(t, "function"), *nm = f ? sj_get(f, "name") : NULL;
+                if (nm && nm->kind == SJ_STR && strlen(nm->s) == nm->len)
+                    sb_put(&nb, nm->s, nm->len + 1);
+            }
+            if (nb.oom) snprintf(err, ecap, "out of memory"), ok = 0, sb_free(&nb);
+            r->tool_names = nb.p, r->tool_names_n = nb.n;
+        }
         size_t i = 0;
         for (const sj *m = ms->first; ok && m; m = m->next, i++) {
             const sj *role = sj_get(m, "role");
@@ -926,13 +1035,20 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         if (ok && opt.tools) r->tool_fmt = S.chat_format;
         if (ok) {
             attn_status s = attn_llm_chat_apply(x, S.m, cm, (int64_t)ms->n, &opt, NULL, 0, &tl);
-            if (s == ATTN_OK && tl < SIZE_MAX && (text = malloc(tl + 1)))
+            if (s == ATTN_OK && tl < SIZE_MAX - pl - 1 && (text = malloc(tl + pl + 1)))
                 s = attn_llm_chat_apply(x, S.m, cm, (int64_t)ms->n, &opt, text, tl + 1, &tl);
             else if (s == ATTN_OK)
                 s = ATTN_E_NOMEM;
             if (s != ATTN_OK) {
                 snprintf(err, ecap, "the messages cannot be formatted: %s", attn_ctx_errmsg(x));
                 ok = 0;
+            }
+            if (ok && pl) { /* the forced call's head: prompt and answer alike */
+                size_t k = 0;
+                attn_chat_tool_call_prefix(x, S.chat_format, fname, text + tl, pl + 1, &k);
+                sb_put(&r->text, text + tl, pl);
+                tl += pl;
+                if (r->text.oom) snprintf(err, ecap, "out of memory"), ok = 0;
             }
         }
         for (size_t k = 0; own && k < ms->n; k++) free(own[k]);
@@ -1000,6 +1116,7 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
     const int local = r->max_tokens == 0; /* nothing to generate: answered here */
     if (local) {
         r->done = 1, r->finish = "length";
+        r->tool_failed = r->choice >= ST_CHOICE_REQUIRED;
     } else {
         pthread_mutex_lock(&S.mu);
         int refused = S.stopping ? 1 : S.qn >= S.queue ? 2 : 0;
@@ -1035,7 +1152,8 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
     if (r->stream) {
         pthread_mutex_lock(&r->mu);
         r->refs++; /* the response's */
-        if (local) stream_chunk(r, NULL, 0, r->finish, 0);
+        if (local && r->tool_failed) stream_error(r, tool_failure(r));
+        else if (local) stream_chunk(r, NULL, 0, r->finish, 0);
         pthread_mutex_unlock(&r->mu);
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, r, sse_free);
@@ -1069,6 +1187,7 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
     pthread_mutex_unlock(&r->mu);
     if (r->failed) return send_error(mc, c, 500, NULL, "generation failed (see the server's log)");
     if (r->cancelled) return MHD_NO;
+    if (r->tool_failed) return send_error(mc, c, 500, "tool_call_failed", "%s", tool_failure(r));
     sbuf b = {0};
     sb_printf(&b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", r->id,
               kind == KIND_CHAT ? "chat.completion" : "text_completion", r->created);

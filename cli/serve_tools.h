@@ -21,4 +21,23 @@ void st_calls_json(sbuf *b, const attn_chat_parse *p, unsigned long long seq,
 void st_message_json(sbuf *b, const char *text, size_t n, const attn_chat_parse *p,
                      unsigned long long seq, unsigned long long salt);
 
+/* A streamed call's first delta: [{"index": i, "id", "type": "function", "function": {"name",
+ * "arguments": ""}}] (its arguments follow in st_call_args_json pieces). */
+void st_call_head_json(sbuf *b, const attn_chat_tool_call *c, int64_t i, unsigned long long seq,
+                       unsigned long long salt);
+/* A piece of call i's arguments: [{"index": i, "function": {"arguments": piece}}]. */
+void st_call_args_json(sbuf *b, int64_t i, const char *piece, size_t n);
+
+/* tool_choice of a chat request (OpenAI's): absent or null (auto where tools are given), "none",
+ * "auto", "required", or {"type": "function", "function": {"name": NAME}}. */
+enum { ST_CHOICE_AUTO, ST_CHOICE_NONE, ST_CHOICE_REQUIRED, ST_CHOICE_NAMED };
+/* Reads tool_choice tc (NULL: absent) against the tools array (NULL: absent): *choice, and for
+ * a named function *name (in tc's tree; a single tool made required is named too).  0 with a
+ * message in err for what OpenAI refuses: another string or shape, a tool_choice without
+ * tools, a name that is not one of the tools' functions. */
+int st_tool_choice(const sj *tc, const sj *tools, int *choice, const char **name, char *err,
+                   size_t ecap);
+/* 1 when name is the name of one of the functions of tools. */
+int st_tool_named(const sj *tools, const char *name);
+
 #endif

@@ -2628,6 +2628,30 @@ ATTN_API void attn_chat_parse_free(attn_chat_parse *p);
  * attn_chat_parse_tool_calls finds in the whole answer is at least that long.  len for a
  * format without calls or unknown. */
 ATTN_API size_t attn_chat_tool_call_start(const char *format, const char *text, size_t len);
+/* For streaming the calls themselves (OpenAI's tool_calls deltas): what text[0, len), an answer
+ * not yet ended, settles of its calls.  *out holds the calls whose name is known (JSON forms:
+ * once the key of the arguments follows the name; Mistral Small 3.2 and Ministral 3: once
+ * [ARGS] follows it), each with the start of its arguments as attn_chat_parse_tool_calls would
+ * write them on the whole answer (json.dumps' form: a string's characters as they come, a
+ * number or a literal once something follows it) -- a prefix of the final arguments whenever
+ * the answer ends with these calls well formed -- and an id where the form wrote one before
+ * the arguments; content is text[0, attn_chat_tool_call_start).  A call whose text stops being
+ * of its form (keys in another order, a Mistral id before the arguments, JSON errors) ends the
+ * calls reported there.  Errors as attn_chat_parse_tool_calls; free with attn_chat_parse_free. */
+ATTN_API attn_status attn_chat_parse_tool_calls_partial(attn_ctx *ctx, const char *format,
+                                                        const char *text, size_t len,
+                                                        attn_chat_parse **out /* OUT */);
+/* The text an answer of the format begins with to make a call (a server forcing a call writes
+ * it after the generation prompt and lets the model go on): with name, the call's head up to
+ * its arguments' opening brace (qwen: <tool_call>\n{"name": "NAME", "arguments": {; llama3.1:
+ * {"name": "NAME", "parameters": {; mistral-v3: [TOOL_CALLS] [{"name": "NAME", "arguments": {;
+ * mistral-tekken the same without the blank; mistral-small3.2, ministral3:
+ * [TOOL_CALLS]NAME[ARGS]{); name NULL: up to where the name begins.  snprintf-style into
+ * buf[0, cap) (cap 0: the length only).  ATTN_E_INVALID for a format without tool calls, an
+ * empty name or one the form cannot hold (not UTF-8; Mistral's plain forms: blanks, brackets). */
+ATTN_API attn_status attn_chat_tool_call_prefix(attn_ctx *ctx, const char *format,
+                                                const char *name, char *buf, size_t cap,
+                                                size_t *len /* OUT */);
 
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 

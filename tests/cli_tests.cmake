@@ -287,6 +287,14 @@ if(MHD_FOUND AND ATTN_BASH AND NOT WIN32)
                    $<TARGET_FILE:attn_cli> ${CMAKE_CURRENT_BINARY_DIR}/serve_page
            WORKING_DIRECTORY ${ATTN_CLI_WD})
   set_tests_properties(cli_serve_page PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS serve)
+  # tool calls with the openai package and the real SmolLM2 (tests/test_serve_openai.sh):
+  # skipped (77) without ATTN_SMOLLM2_GGUF or a Python with openai (ATTN_OPENAI_PYTHON)
+  add_test(NAME cli_serve_openai_tools
+           COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_openai.sh
+                   $<TARGET_FILE:attn_cli>
+           WORKING_DIRECTORY ${ATTN_CLI_WD})
+  set_tests_properties(cli_serve_openai_tools PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+                       LABELS serve)
 elseif(NOT MHD_FOUND)
   # without libmicrohttpd: the stub says how to get it
   add_test(NAME cli_serve_stub COMMAND attn_cli serve --model fixtures/llama_tiny.gguf

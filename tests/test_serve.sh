@@ -239,6 +239,10 @@ err("v1/chat/completions", 400, {"messages": [{"role": "user", "content": 3}]},
 err("v1/chat/completions", 400, {"messages": [{"role": "user", "content": "a"}] * 2000},
     what="too many messages")
 err("v1/chat/completions", 400, [1, 2], what="a body that is no object")
+err("v1/chat/completions", 400, {"messages": [{"role": "user", "content": "hi"}],
+                                "tools": [{"type": "function", "function": {"name": "f"}}],
+                                "tool_choice": "required"},
+    what="tool_choice required with a chat format that writes no calls")
 err("detokenize", 400, {"tokens": [1, 99999]}, what="detokenize an id out of range")
 err("tokenize", 400, {"content": 1}, what="tokenize a number")
 err("v1/embeddings", 400, {"input": [1, 2]}, what="embedding token arrays")
@@ -440,7 +444,26 @@ err({"messages": hi, "chat_template_kwargs": {"enable_thinking": "no"}}, "kwarg 
 err({"messages": hi, "chat_template_kwargs": []}, "kwargs type", "must be an object")
 err({"messages": hi, "tools": {"a": 1}}, "tools type", "'tools' must be an array")
 err({"messages": hi, "tools": [1]}, "a tool that is no object", "array of objects")
-err({"messages": hi, "tools": tools, "tool_choice": "required"}, "tool_choice", "tool_choice")
+# tool_choice: "none" leaves the tools out of the prompt (and reads no calls); bad values and
+# shapes are 400s naming the problem (the forced calls themselves: test_serve_openai.sh, on a
+# model with room for tool definitions)
+same({"messages": hi, "tools": tools, "tool_choice": "none"}, plain,
+     "tool_choice none: the prompt without the tools")
+err({"messages": hi, "tools": tools, "tool_choice": "bogus"}, "tool_choice string", '"bogus"')
+err({"messages": hi, "tools": tools, "tool_choice": {"type": "function",
+                                                     "function": {"name": "nope"}}},
+    "tool_choice naming another function", "not one of 'tools'")
+err({"messages": hi, "tool_choice": "required"}, "tool_choice without tools",
+    "only allowed when 'tools' are given")
+err({"messages": hi, "tools": [], "tool_choice": "required"}, "required without tools",
+    "nothing to call")
+for shape in (5, [], {}, True, {"type": "function"}, {"function": {"name": "x"}},
+              {"type": "function", "function": {"name": 3}},
+              {"type": "function", "function": {"name": ""}},
+              {"type": "function", "function": "get_weather"}, [{"type": "function"}],
+              {"type": "tool", "function": {"name": "get_weather"}}, "Required", "auto\u0000"):
+    err({"messages": hi, "tools": tools, "tool_choice": shape}, f"tool_choice {shape!r}",
+        "'tool_choice' must be")
 bad_args = [dict(msgs[0]), dict(msgs[1]), dict(msgs[2])]
 bad_args[1]["tool_calls"] = [{"id": "call12345", "type": "function",
                               "function": {"name": "get_weather", "arguments": "{city"}}]

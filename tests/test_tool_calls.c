@@ -70,6 +70,38 @@ static void no_calls(attn_ctx *ctx, const char *what, const char *format, const 
     expect(ctx, what, format, text, len, text, len, 0, NULL);
 }
 
+/* The streamed calls of every prefix of an answer (attn_chat_parse_tool_calls_partial): never
+ * more calls than the whole answer's, each with its name and the start of its arguments; on
+ * the whole answer all of them, whole. */
+static void partial_prefixes(attn_ctx *ctx, const char *what, const char *format,
+                             const char *text, const attn_chat_parse *whole) {
+    const size_t len = strlen(text);
+    int64_t last = 0;
+    for (size_t k = 0; k <= len; k++) {
+        attn_chat_parse *p = NULL;
+        TU_STATUS(attn_chat_parse_tool_calls_partial(ctx, format, text, k, &p), ATTN_OK, ctx);
+        if (!p) return;
+        TU_CHECK(p->n_calls <= whole->n_calls && p->n_calls >= last,
+                 "%s (%s): partial of %zu bytes: %lld calls (whole %lld, before %lld)", what,
+                 format, k, (long long)p->n_calls, (long long)whole->n_calls, (long long)last);
+        for (int64_t i = 0; i < p->n_calls && i < whole->n_calls; i++) {
+            const attn_chat_tool_call *c = &p->calls[i], *w = &whole->calls[i];
+            const size_t a = strlen(c->arguments);
+            TU_CHECK(!strcmp(c->name, w->name) && !strncmp(c->arguments, w->arguments, a),
+                     "%s (%s): partial of %zu bytes: call %lld %s %s, whole %s %s", what, format,
+                     k, (long long)i, c->name, c->arguments, w->name, w->arguments);
+            if (k == len)
+                TU_CHECK(!strcmp(c->arguments, w->arguments), "%s (%s): whole, call %lld: %s",
+                         what, format, (long long)i, c->arguments);
+        }
+        if (k == len)
+            TU_CHECK(p->n_calls == whole->n_calls, "%s (%s): whole: %lld partial calls of %lld",
+                     what, format, (long long)p->n_calls, (long long)whole->n_calls);
+        last = p->n_calls;
+        attn_chat_parse_free(p);
+    }
+}
+
 /* Every prefix of a good answer of n calls: no calls, or (a prefix that ends a call) fewer
  * calls after the same content; the hold-back offset never decreases and never passes the
  * calls' start. */
@@ -77,6 +109,10 @@ static void prefixes(attn_ctx *ctx, const char *what, const char *format, const 
                      size_t content_len, int64_t n) {
     const size_t len = strlen(text);
     size_t last = 0, full_end = len;
+    attn_chat_parse *whole = NULL;
+    TU_STATUS(attn_chat_parse_tool_calls(ctx, format, text, len, &whole), ATTN_OK, ctx);
+    if (whole) partial_prefixes(ctx, what, format, text, whole);
+    attn_chat_parse_free(whole);
     while (full_end > 0 && strchr(" \n\t\r", text[full_end - 1])) full_end--;
     for (size_t k = 0; k <= len; k++) {
         size_t s = attn_chat_tool_call_start(format, text, k);
@@ -232,6 +268,65 @@ static void by_hand(attn_ctx *ctx) {
     static const char TH[] = "<think>\nI could write <tool_call> here.\n</think>\n\n<tool_call>\n"
                              "{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>";
     prefixes(ctx, "qwen3, a think block", "qwen3", TH, 48, 1);
+    /* streamed arguments: escapes, a surrogate pair, UTF-8, numbers and literals in
+     * json.dumps' form at every cut */
+    prefixes(ctx, "qwen, streamed forms", "qwen",
+             "OK <tool_call>\n{ \"name\" : \"m\\u00e9t\xc3\xa9o\" ,\"arguments\":{\"t\" : 1E16,"
+             "\"u\":[5e-1 , -0, 12, true,null, false],\"s\":\"a\\\"\\/\\ud83d\\ude00\xe2\x82\xac\\n\","
+             "\"o\": { } }}\n</tool_call>\n<tool_call>{\"name\": \"g\", \"arguments\": {}}"
+             "</tool_call>", 2, 2);
+    prefixes(ctx, "llama, streamed", "llama3.1",
+             "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"q\": \"x y\", \"n\": [1.50]}}", 0,
+             1);
+    prefixes(ctx, "ministral3, streamed", "ministral3",
+             "[TOOL_CALLS]f[ARGS]{\"a\":\"\\u00e9\"}[TOOL_CALLS]g[ARGS]{\"b\": 2}", 0, 2);
+    {
+        /* a partial answer: what is settled */
+        attn_chat_parse *p = NULL;
+        static const char T[] = "Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 12";
+        TU_STATUS(attn_chat_parse_tool_calls_partial(ctx, "qwen", T, sizeof T - 1, &p), ATTN_OK,
+                  ctx);
+        TU_CHECK(p && p->n_calls == 1 && !strcmp(p->calls[0].name, "f") &&
+                     !strcmp(p->calls[0].arguments, "{\"x\": ") && p->content_len == 2,
+                 "partial: a number waits for its end: %s",
+                 p && p->n_calls ? p->calls[0].arguments : "(no call)");
+        attn_chat_parse_free(p);
+        static const char U[] = "<tool_call>{\"arguments\": {\"x\": 1}, \"name\": \"f\"}";
+        TU_STATUS(attn_chat_parse_tool_calls_partial(ctx, "qwen", U, sizeof U - 1, &p), ATTN_OK,
+                  ctx);
+        TU_CHECK(p && p->n_calls == 0, "partial: arguments before the name are not streamed");
+        attn_chat_parse_free(p);
+    }
+    /* the text that forces a call */
+    {
+        static const struct {
+            const char *fmt, *name, *want;
+        } P[] = {{"qwen", "f", "<tool_call>\n{\"name\": \"f\", \"arguments\": {"},
+                 {"qwen3", NULL, "<tool_call>\n{\"name\": \""},
+                 {"llama3.1", "a\"b", "{\"name\": \"a\\\"b\", \"parameters\": {"},
+                 {"mistral-v3", "f", "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {"},
+                 {"mistral-tekken", "f", "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {"},
+                 {"mistral-small3.2", "f", "[TOOL_CALLS]f[ARGS]{"},
+                 {"ministral3", NULL, "[TOOL_CALLS]"}};
+        for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+            char buf[128];
+            size_t n = 0;
+            TU_STATUS(attn_chat_tool_call_prefix(ctx, P[i].fmt, P[i].name, buf, sizeof buf, &n),
+                      ATTN_OK, ctx);
+            TU_CHECK(n == strlen(P[i].want) && !strcmp(buf, P[i].want), "prefix %s: %s", P[i].fmt,
+                     buf);
+        }
+        size_t n = 0;
+        TU_CHECK(attn_chat_tool_call_prefix(ctx, "chatml", "f", NULL, 0, &n) == ATTN_E_INVALID &&
+                     attn_chat_tool_call_prefix(ctx, "ministral3", "a b", NULL, 0, &n) ==
+                         ATTN_E_INVALID &&
+                     attn_chat_tool_call_prefix(ctx, "qwen", "", NULL, 0, &n) == ATTN_E_INVALID,
+                 "prefix: refused formats and names");
+        char small[4];
+        TU_STATUS(attn_chat_tool_call_prefix(ctx, "qwen", "f", small, sizeof small, &n), ATTN_OK,
+                  ctx);
+        TU_CHECK(n == 40 && !strcmp(small, "<to"), "prefix: cut to the buffer (%zu)", n);
+    }
     TU_CHECK(attn_chat_tool_call_start("qwen3", TH, 30) == 30, "an open think block is content");
     TU_CHECK(attn_chat_tool_call_start("llama3.1", " \n", 2) == 0 &&
                  attn_chat_tool_call_start("llama3.1", " <|pyt", 6) == 0 &&

@@ -297,21 +297,64 @@ typedef struct parse_impl {
     void *alloc_user;
 } parse_impl;
 
+/* The result of a parse: content text[0, content_end) and p's calls, in one block. */
+static attn_status build_result(attn_ctx *ctx, const pbuild *p, const char *text,
+                                size_t content_end, attn_chat_parse **out) {
+    const char *fn = "attn_chat_parse_tool_calls";
+    size_t size = sizeof(parse_impl), calls_at, text_at, tmp;
+    ATTN_FAIL_IF(!attn__mul_size(p->nc, sizeof(attn_chat_tool_call), &tmp) ||
+                     !attn__add_size(size, tmp, &size),
+                 ctx, ATTN_E_OVERFLOW, "%s: too many calls", fn);
+    calls_at = sizeof(parse_impl);
+    text_at = size;
+    ATTN_FAIL_IF(!attn__add_size(size, content_end, &size) || !attn__add_size(size, 1, &size) ||
+                     !attn__add_size(size, p->n, &size),
+                 ctx, ATTN_E_OVERFLOW, "%s: text too large", fn);
+    char *blk = attn__malloc(ctx, size);
+    ATTN_FAIL_IF(!blk, ctx, ATTN_E_NOMEM, "%s: out of memory", fn);
+    parse_impl *r = (parse_impl *)(void *)blk;
+    attn_chat_tool_call *calls = (attn_chat_tool_call *)(void *)(blk + calls_at);
+    char *content = blk + text_at, *strs = content + content_end + 1;
+    if (content_end) memcpy(content, text, content_end);
+    content[content_end] = 0;
+    if (p->n) memcpy(strs, p->b, p->n);
+    for (size_t i = 0; i < p->nc; i++) {
+        calls[i].name = strs + p->c[i].name;
+        calls[i].arguments = p->c[i].args == SIZE_MAX ? "" : strs + p->c[i].args;
+        calls[i].id = p->c[i].id == SIZE_MAX ? NULL : strs + p->c[i].id;
+    }
+    r->pub.content = content;
+    r->pub.content_len = content_end;
+    r->pub.n_calls = (int64_t)p->nc;
+    r->pub.calls = p->nc ? calls : NULL;
+    r->free = ctx->free;
+    r->alloc_user = ctx->alloc_user;
+    *out = &r->pub;
+    return ATTN_OK;
+}
+
+/* The checks both parses make; ATTN_OK and the form in *f. */
+static attn_status parse_args(attn_ctx *ctx, const char *fn, const char *format,
+                              const char *text, size_t len, attn_chat_parse **out, tform *f) {
+    ATTN_FAIL_IF(!out, ctx, ATTN_E_INVALID, "%s: out is NULL", fn);
+    *out = NULL;
+    ATTN_FAIL_IF(!text && len > 0, ctx, ATTN_E_INVALID, "%s: text is NULL", fn);
+    *f = form_of(format);
+    ATTN_FAIL_IF(*f == TF_UNKNOWN, ctx, ATTN_E_INVALID,
+                 "%s: unknown chat format \"%.64s\" (the names attn_chat_template_name gives)",
+                 fn, format ? format : "(null)");
+    const int64_t lim = attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES);
+    ATTN_FAIL_IF((uint64_t)len > (uint64_t)lim, ctx, ATTN_E_UNSUPPORTED,
+                 "%s: a text of %zu bytes is over ATTN_LIMIT_TEXT_BYTES (%lld)", fn, len,
+                 (long long)lim);
+    return ATTN_OK;
+}
+
 attn_status attn_chat_parse_tool_calls(attn_ctx *ctx, const char *format, const char *text,
                                        size_t len, attn_chat_parse **out) {
     if (!ctx) return ATTN_E_INVALID;
-    ATTN_FAIL_IF(!out, ctx, ATTN_E_INVALID, "attn_chat_parse_tool_calls: out is NULL");
-    *out = NULL;
-    ATTN_FAIL_IF(!text && len > 0, ctx, ATTN_E_INVALID,
-                 "attn_chat_parse_tool_calls: text is NULL");
-    const tform f = form_of(format);
-    ATTN_FAIL_IF(f == TF_UNKNOWN, ctx, ATTN_E_INVALID,
-                 "attn_chat_parse_tool_calls: unknown chat format \"%.64s\" (the names "
-                 "attn_chat_template_name gives)", format ? format : "(null)");
-    const int64_t lim = attn_ctx_limit(ctx, ATTN_LIMIT_TEXT_BYTES);
-    ATTN_FAIL_IF((uint64_t)len > (uint64_t)lim, ctx, ATTN_E_UNSUPPORTED,
-                 "attn_chat_parse_tool_calls: a text of %zu bytes is over ATTN_LIMIT_TEXT_BYTES "
-                 "(%lld)", len, (long long)lim);
+    tform f;
+    ATTN_TRY(parse_args(ctx, "attn_chat_parse_tool_calls", format, text, len, out, &f));
     if (!text) text = "";
     /* failed attempts leave their messages in ctx: the caller's call succeeds, so put back
      * what ctx held before */
@@ -329,51 +372,14 @@ attn_status attn_chat_parse_tool_calls(attn_ctx *ctx, const char *format, const 
     } else {
         p.nc = 0;
     }
-    attn_status st = ATTN_OK;
+    attn_status st;
     if (p.oom) {
         st = attn__fail(ctx, ATTN_E_NOMEM, "attn_chat_parse_tool_calls: out of memory");
-        goto done;
+    } else {
+        ctx->status = saved_st;
+        memcpy(ctx->msg, saved_msg, sizeof saved_msg);
+        st = build_result(ctx, &p, text, content_end, out);
     }
-    ctx->status = saved_st;
-    memcpy(ctx->msg, saved_msg, sizeof saved_msg);
-    /* one block: the header, the calls, the content and the strings */
-    size_t size = sizeof(parse_impl), calls_at, text_at, tmp;
-    if (!attn__mul_size(p.nc, sizeof(attn_chat_tool_call), &tmp) ||
-        !attn__add_size(size, tmp, &size)) {
-        st = attn__fail(ctx, ATTN_E_OVERFLOW, "attn_chat_parse_tool_calls: too many calls");
-        goto done;
-    }
-    calls_at = sizeof(parse_impl);
-    text_at = size;
-    if (!attn__add_size(size, content_end, &size) || !attn__add_size(size, 1, &size) ||
-        !attn__add_size(size, p.n, &size)) {
-        st = attn__fail(ctx, ATTN_E_OVERFLOW, "attn_chat_parse_tool_calls: text too large");
-        goto done;
-    }
-    char *blk = attn__malloc(ctx, size);
-    if (!blk) {
-        st = attn__fail(ctx, ATTN_E_NOMEM, "attn_chat_parse_tool_calls: out of memory");
-        goto done;
-    }
-    parse_impl *r = (parse_impl *)(void *)blk;
-    attn_chat_tool_call *calls = (attn_chat_tool_call *)(void *)(blk + calls_at);
-    char *content = blk + text_at, *strs = content + content_end + 1;
-    if (content_end) memcpy(content, text, content_end);
-    content[content_end] = 0;
-    if (p.n) memcpy(strs, p.b, p.n);
-    for (size_t i = 0; i < p.nc; i++) {
-        calls[i].name = strs + p.c[i].name;
-        calls[i].arguments = strs + p.c[i].args;
-        calls[i].id = p.c[i].id == SIZE_MAX ? NULL : strs + p.c[i].id;
-    }
-    r->pub.content = content;
-    r->pub.content_len = content_end;
-    r->pub.n_calls = (int64_t)p.nc;
-    r->pub.calls = p.nc ? calls : NULL;
-    r->free = ctx->free;
-    r->alloc_user = ctx->alloc_user;
-    *out = &r->pub;
-done:
     attn__free(ctx, p.b);
     attn__free(ctx, p.c);
     return st;
@@ -410,4 +416,339 @@ size_t attn_chat_tool_call_start(const char *format, const char *text, size_t le
     size_t b = at;
     while (b > from && is_ws(text[b - 1])) b--;
     return b;
+}
+
+/* ---- streaming: what an answer still being written settles of its calls ----------------- */
+enum { P_BAD = -1, P_MORE = 0, P_DONE = 1 };
+
+/* ws (when asked) then the text m: P_DONE with *at past it, P_MORE when the text ends inside
+ * it, P_BAD when something else is there. */
+static int lit(const char *s, size_t *at, size_t len, const char *m, int ws) {
+    const size_t i = ws ? skip_ws(s, *at, len) : *at, k = strlen(m);
+    const size_t have = len - i < k ? len - i : k;
+    if (memcmp(s + i, m, have)) return P_BAD;
+    if (have < k) return P_MORE;
+    *at = i + k;
+    return P_DONE;
+}
+
+/* A scalar whose whole text is s[at, end): written as attn__cj_dump writes it. */
+static int pscalar(pbuild *p, const char *s, size_t at, size_t end, size_t *stop) {
+    attn__cj_doc doc;
+    size_t e;
+    int ok = json_at(p, s, at, end, &doc, &e) && e == end;
+    if (ok) attn__cj_dump(doc.root, -1, pb_put, p);
+    attn__cj_free(p->ctx, &doc);
+    *stop = end;
+    return ok ? P_DONE : P_BAD;
+}
+
+static int hexval(const char *s, unsigned *v) {
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        const char c = s[i];
+        const int d = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+        if (d < 0) return 0;
+        *v = *v * 16 + (unsigned)d;
+    }
+    return 1;
+}
+
+/* A string from its opening quote at s[at]: whole, or the characters the text holds so far
+ * (an escape or a UTF-8 sequence cut at the end waits), as attn__cj_dump_str writes them. */
+static int pstring(pbuild *p, const char *s, size_t at, size_t len, size_t *stop) {
+    size_t j = at + 1;
+    while (j < len) {
+        const unsigned char c = (unsigned char)s[j];
+        if (c == '"') return pscalar(p, s, at, j + 1, stop);
+        size_t k = 1;
+        if (c == '\\') {
+            unsigned v;
+            k = j + 1 < len && s[j + 1] == 'u' ? 6 : 2;
+            if (k == 6 && j + 6 <= len && hexval(s + j + 2, &v) && v >= 0xd800 && v < 0xdc00)
+                k = 12; /* a high surrogate: with its pair */
+        } else if (c < 0x20) {
+            return P_BAD;
+        } else if (c >= 0x80) {
+            k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        }
+        if (k > len - j) break;
+        j += k;
+    }
+    /* the string so far, closed, written without its closing quote */
+    const size_t k = j - at;
+    char *tmp = attn__malloc(p->ctx, k + 1);
+    if (!tmp) {
+        p->oom = 1;
+        return P_BAD;
+    }
+    memcpy(tmp, s + at, k);
+    tmp[k] = '"';
+    attn__cj_doc doc;
+    size_t e;
+    const size_t n0 = p->n;
+    int ok = json_at(p, tmp, 0, k + 1, &doc, &e) && e == k + 1;
+    if (ok) attn__cj_dump(doc.root, -1, pb_put, p);
+    if (ok && !p->oom && p->n > n0) p->n--;
+    attn__cj_free(p->ctx, &doc);
+    attn__free(p->ctx, tmp);
+    return ok ? P_MORE : P_BAD;
+}
+
+/* A JSON value from s[at]: P_DONE (*stop past it), P_MORE (the text ends inside it: what it
+ * settles written) or P_BAD.  What is written is what attn__cj_dump writes of the whole value,
+ * or its start. */
+static int pvalue(pbuild *p, const char *s, size_t at, size_t len, size_t *stop, int depth) {
+    at = skip_ws(s, at, len);
+    if (at == len) return P_MORE;
+    const char c = s[at];
+    if (c == '"') return pstring(p, s, at, len, stop);
+    if (c == '{' || c == '[') {
+        if (depth >= 60) return P_BAD;
+        const int obj = c == '{';
+        const char close = obj ? '}' : ']';
+        pb_put(p, &c, 1);
+        at++;
+        for (int first = 1;; first = 0) {
+            at = skip_ws(s, at, len);
+            if (at == len) return P_MORE;
+            if (s[at] == close) {
+                pb_put(p, &close, 1);
+                *stop = at + 1;
+                return P_DONE;
+            }
+            if (!first) {
+                if (s[at] != ',') return P_BAD;
+                pb_put(p, ", ", 2);
+                at = skip_ws(s, at + 1, len);
+                if (at == len) return P_MORE;
+            }
+            int r;
+            if (obj) {
+                if (s[at] != '"') return P_BAD;
+                if ((r = pstring(p, s, at, len, &at)) != P_DONE) return r;
+                if ((r = lit(s, &at, len, ":", 1)) != P_DONE) return r;
+                pb_put(p, ": ", 2);
+            }
+            if ((r = pvalue(p, s, at, len, &at, depth + 1)) != P_DONE) return r;
+        }
+    }
+    /* a number or a literal: settled where something else follows it */
+    size_t j = at;
+    if ((c >= '0' && c <= '9') || c == '-')
+        while (j < len && s[j] && strchr("+-0123456789.eE", s[j])) j++;
+    else if (c >= 'a' && c <= 'z')
+        while (j < len && s[j] >= 'a' && s[j] <= 'z') j++;
+    else
+        return P_BAD;
+    if (j == len) return P_MORE;
+    return pscalar(p, s, at, j, stop);
+}
+
+/* A call's arguments from s[*at] (an object): written as far as settled; P_DONE with *at past
+ * them when whole. */
+static int pargs(pbuild *p, const char *s, size_t *at, size_t len) {
+    const size_t i = skip_ws(s, *at, len);
+    if (i == len) return P_MORE;
+    if (s[i] != '{') return P_BAD;
+    return pvalue(p, s, i, len, at, 0);
+}
+
+/* The head of a JSON call at s[*at]: {"name": NAME, KEY: (KEY or ALT with their quotes).
+ * P_DONE with the call begun (its name written) and *at on its arguments. */
+static int json_head(pbuild *p, const char *s, size_t *at, size_t len, const char *key,
+                     const char *alt) {
+    size_t i = *at;
+    int r;
+    if ((r = lit(s, &i, len, "{", 1)) != P_DONE || (r = lit(s, &i, len, "\"name\"", 1)) != P_DONE ||
+        (r = lit(s, &i, len, ":", 1)) != P_DONE)
+        return r;
+    i = skip_ws(s, i, len);
+    if (i == len) return P_MORE;
+    if (s[i] != '"') return P_BAD;
+    const size_t ns = i;
+    size_t j = i + 1;
+    while (j < len && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
+    if (j >= len) return P_MORE;
+    i = j + 1;
+    if ((r = lit(s, &i, len, ",", 1)) != P_DONE) return r;
+    const size_t k = i;
+    r = lit(s, &i, len, key, 1);
+    if (r == P_BAD && alt) i = k, r = lit(s, &i, len, alt, 1);
+    if (r != P_DONE || (r = lit(s, &i, len, ":", 1)) != P_DONE) return r;
+    attn__cj_doc doc;
+    size_t e;
+    int ok = json_at(p, s, ns, j + 1, &doc, &e) && doc.root->kind == CJ_STR && doc.root->n > 0 &&
+             pb_call(p);
+    if (ok) {
+        const size_t b0 = p->n;
+        pb_put(p, doc.root->s, doc.root->n);
+        p->c[p->nc - 1].name = pb_end(p, b0);
+    }
+    attn__cj_free(p->ctx, &doc);
+    *at = i;
+    return ok ? P_DONE : P_BAD;
+}
+
+/* The arguments of the call just begun: written (NUL-terminated) as far as settled. */
+static int call_args(pbuild *p, const char *s, size_t *at, size_t len) {
+    const size_t b0 = p->n;
+    const int r = pargs(p, s, at, len);
+    p->c[p->nc - 1].args = pb_end(p, b0);
+    return p->oom ? P_BAD : r;
+}
+
+/* The calls from s[at] (their form's opener) on, as far as the text settles them. */
+static void partial_from(pbuild *p, tform f, const char *s, size_t at, size_t len) {
+    switch (f) {
+    case TF_QWEN:
+    case TF_QWEN3:
+        for (;;) {
+            if (lit(s, &at, len, QWEN_OPEN, 1) != P_DONE ||
+                json_head(p, s, &at, len, "\"arguments\"", NULL) != P_DONE ||
+                call_args(p, s, &at, len) != P_DONE || lit(s, &at, len, "}", 1) != P_DONE ||
+                lit(s, &at, len, QWEN_CLOSE, 1) != P_DONE)
+                return;
+        }
+    case TF_LLAMA: {
+        at = skip_ws(s, at, len);
+        const int r = lit(s, &at, len, PYTHON_TAG, 0);
+        if (r == P_MORE) return;
+        if (json_head(p, s, &at, len, "\"parameters\"", "\"arguments\"") == P_DONE)
+            call_args(p, s, &at, len);
+        return;
+    }
+    case TF_MISTRAL:
+        if (lit(s, &at, len, MISTRAL_OPEN, 1) != P_DONE || lit(s, &at, len, "[", 1) != P_DONE)
+            return;
+        for (;;) {
+            if (json_head(p, s, &at, len, "\"arguments\"", NULL) != P_DONE ||
+                call_args(p, s, &at, len) != P_DONE)
+                return;
+            /* an id after the arguments (the call's id was chosen before it came) */
+            size_t i = at;
+            if (lit(s, &i, len, ",", 1) == P_DONE) {
+                if (lit(s, &i, len, "\"id\"", 1) != P_DONE || lit(s, &i, len, ":", 1) != P_DONE)
+                    return;
+                i = skip_ws(s, i, len);
+                if (i == len || s[i] != '"') return;
+                i++;
+                while (i < len && s[i] != '"') i += s[i] == '\\' ? 2 : 1;
+                if (i >= len) return;
+                at = i + 1;
+            }
+            if (lit(s, &at, len, "}", 1) != P_DONE) return;
+            i = at;
+            if (lit(s, &i, len, ",", 1) != P_DONE) return;
+            at = i;
+        }
+    case TF_SMALL:
+    case TF_MINISTRAL:
+        for (;;) {
+            if (lit(s, &at, len, MISTRAL_OPEN, 1) != P_DONE) return;
+            const size_t a = find(s, at, len, "[ARGS]", 6);
+            if (a == SIZE_MAX) return;
+            size_t name_end = a, id_at = SIZE_MAX;
+            if (f == TF_SMALL) {
+                const size_t ci = find(s, at, a, "[CALL_ID]", 9);
+                if (ci != SIZE_MAX) name_end = ci, id_at = ci + 9;
+            }
+            if (!plain_ok(s + at, name_end - at)) return;
+            if (id_at != SIZE_MAX && !plain_ok(s + id_at, a - id_at)) return;
+            if (!pb_call(p)) return;
+            size_t b0 = p->n;
+            pb_put(p, s + at, name_end - at);
+            p->c[p->nc - 1].name = pb_end(p, b0);
+            if (id_at != SIZE_MAX) {
+                b0 = p->n;
+                pb_put(p, s + id_at, a - id_at);
+                p->c[p->nc - 1].id = pb_end(p, b0);
+            }
+            at = a + 6;
+            if (call_args(p, s, &at, len) != P_DONE) return;
+        }
+    default: return;
+    }
+}
+
+attn_status attn_chat_parse_tool_calls_partial(attn_ctx *ctx, const char *format,
+                                               const char *text, size_t len,
+                                               attn_chat_parse **out) {
+    if (!ctx) return ATTN_E_INVALID;
+    tform f;
+    ATTN_TRY(parse_args(ctx, "attn_chat_parse_tool_calls_partial", format, text, len, out, &f));
+    if (!text) text = "";
+    const attn_status saved_st = ctx->status;
+    char saved_msg[ATTN__MSG_MAX];
+    memcpy(saved_msg, ctx->msg, sizeof saved_msg);
+    pbuild p;
+    memset(&p, 0, sizeof p);
+    p.ctx = ctx;
+    const size_t from = search_from(f, text, len);
+    const size_t at = from == SIZE_MAX ? SIZE_MAX : opener_at(f, text, from, len);
+    if (at != SIZE_MAX) partial_from(&p, f, text, at, len);
+    attn_status st;
+    if (p.oom) {
+        st = attn__fail(ctx, ATTN_E_NOMEM, "attn_chat_parse_tool_calls_partial: out of memory");
+    } else {
+        ctx->status = saved_st;
+        memcpy(ctx->msg, saved_msg, sizeof saved_msg);
+        st = build_result(ctx, &p, text, attn_chat_tool_call_start(format, text, len), out);
+    }
+    attn__free(ctx, p.b);
+    attn__free(ctx, p.c);
+    return st;
+}
+
+attn_status attn_chat_tool_call_prefix(attn_ctx *ctx, const char *format, const char *name,
+                                       char *buf, size_t cap, size_t *len) {
+    if (!ctx) return ATTN_E_INVALID;
+    const char *fn = "attn_chat_tool_call_prefix";
+    ATTN_FAIL_IF(!len || (!buf && cap > 0), ctx, ATTN_E_INVALID, "%s: len or buf is NULL", fn);
+    *len = 0;
+    const tform f = form_of(format);
+    ATTN_FAIL_IF(f == TF_UNKNOWN || f == TF_NONE, ctx, ATTN_E_INVALID,
+                 "%s: the chat format \"%.64s\" writes no tool calls", fn,
+                 format ? format : "(null)");
+    const size_t nl = name ? strlen(name) : 0;
+    ATTN_FAIL_IF(name && (nl == 0 || !attn__json_utf8_valid(name, nl)), ctx, ATTN_E_INVALID,
+                 "%s: a name must be non-empty UTF-8", fn);
+    ATTN_FAIL_IF(name && (f == TF_SMALL || f == TF_MINISTRAL) && !plain_ok(name, nl), ctx,
+                 ATTN_E_INVALID,
+                 "%s: \"%.64s\" cannot be a call's name in %s (no blanks or brackets)", fn, name,
+                 format);
+    pbuild p;
+    memset(&p, 0, sizeof p);
+    p.ctx = ctx;
+    const char *head = f == TF_QWEN || f == TF_QWEN3 ? "<tool_call>\n{\"name\": "
+                       : f == TF_LLAMA              ? "{\"name\": "
+                       : f == TF_MISTRAL && !strcmp(format, "mistral-v3")
+                           ? "[TOOL_CALLS] [{\"name\": "
+                       : f == TF_MISTRAL ? "[TOOL_CALLS][{\"name\": "
+                                         : "[TOOL_CALLS]";
+    pb_put(&p, head, strlen(head));
+    if (f == TF_SMALL || f == TF_MINISTRAL) {
+        if (name) pb_put(&p, name, nl), pb_put(&p, "[ARGS]{", 7);
+    } else if (!name) {
+        pb_put(&p, "\"", 1);
+    } else {
+        attn__cj_dump_str(name, nl, pb_put, &p);
+        const char *key = f == TF_LLAMA ? ", \"parameters\": {" : ", \"arguments\": {";
+        pb_put(&p, key, strlen(key));
+    }
+    if (p.oom) {
+        attn__free(ctx, p.b);
+        return attn__fail(ctx, ATTN_E_NOMEM, "%s: out of memory", fn);
+    }
+    *len = p.n;
+    if (cap > 0) {
+        const size_t k = p.n < cap ? p.n : cap - 1;
+        memcpy(buf, p.b, k);
+        buf[k] = 0;
+    }
+    attn__free(ctx, p.b);
+    return ATTN_OK;
 }

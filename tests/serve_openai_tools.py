@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""attn serve's tool calls end to end with the real `openai` package and a real model
+(tests/test_serve_openai.sh runs it; docs/serve.md, "Tool calls"):
+
+    python3 serve_openai_tools.py ATTN MODEL.gguf TEMPLATE.jinja
+
+The model (SmolLM2-135M-Instruct, whose own ChatML template writes no tools) is served with a
+template that does (Qwen2.5's).  For tool_choice naming the function and "required" (one tool:
+the same), not streamed and streamed: the reply is one call of get_weather whose arguments are
+a JSON object; streamed, the call's head comes first and its arguments in more than one piece,
+and both what the client's stream helper (client.chat.completions.stream) accumulates and what
+the raw chunks add up to equal the non-streamed call.  Then the call and its result (role
+"tool", tool_call_id) go back and the answer is content, streamed or not.  tool_choice "none"
+leaves the tools out of the prompt (fewer prompt tokens) and answers with content; bad
+tool_choice values are 400s the client raises as BadRequestError.  Exit 0 on success, 1 with
+the failures listed."""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import openai
+
+attn, model, template = sys.argv[1:4]
+bad = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        bad.append(what)
+
+
+log = open(os.environ.get("SERVE_LOG", os.devnull), "w")
+srv = subprocess.Popen([attn, "serve", "--model", model, "--template", template, "--port", "0",
+                        "--parallel", "2", "--ctx", "1024", "-t", "2"],
+                       stderr=subprocess.PIPE, text=True)
+url = None
+t0 = time.time()
+while url is None and time.time() - t0 < 120:
+    line = srv.stderr.readline()
+    if not line:
+        break
+    log.write(line)
+    m = re.search(r"(http://\S+/)", line)
+    if m:
+        url = m.group(1)
+if url is None:
+    srv.kill()
+    sys.exit("attn serve did not start")
+
+try:
+    cl = openai.OpenAI(base_url=url + "v1", api_key="none", max_retries=0, timeout=300)
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Get the current weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}]
+    msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+    common = dict(model="smollm2", messages=msgs, tools=tools, temperature=0, max_tokens=200)
+    named = {"type": "function", "function": {"name": "get_weather"}}
+
+    for choice in (named, "required"):
+        what = "named" if isinstance(choice, dict) else "required"
+        r = cl.chat.completions.create(tool_choice=choice, **common)
+        c = r.choices[0]
+        calls = c.message.tool_calls or []
+        check(c.finish_reason == "tool_calls" and len(calls) == 1,
+              f"{what}: one tool call, finish_reason tool_calls ({c.finish_reason}, {calls})")
+        if not calls:
+            continue
+        call = calls[0]
+        check(call.type == "function" and call.function.name == "get_weather" and call.id,
+              f"{what}: the call is get_weather with an id ({call})")
+        try:
+            args = json.loads(call.function.arguments)
+        except ValueError:
+            args = None
+        check(isinstance(args, dict), f"{what}: its arguments are a JSON object "
+                                      f"({call.function.arguments!r})")
+        check(r.usage.completion_tokens > 0, f"{what}: usage")
+
+        # streamed, through the client's helper, which accumulates the deltas
+        with cl.chat.completions.stream(tool_choice=choice, **common) as s:
+            final = s.get_final_completion()
+        sc = final.choices[0]
+        scalls = sc.message.tool_calls or []
+        check(sc.finish_reason == "tool_calls" and len(scalls) == 1 and
+              scalls[0].function.name == "get_weather" and
+              scalls[0].function.arguments == call.function.arguments and scalls[0].id,
+              f"{what}, streamed (helper): the same call ({scalls})")
+
+        # streamed, the raw chunks: the head first, then the arguments in pieces
+        heads, pieces, content, finish = [], [], "", None
+        for ch in cl.chat.completions.create(tool_choice=choice, stream=True, **common):
+            if not ch.choices:
+                continue
+            d = ch.choices[0].delta
+            content += d.content or ""
+            for tc in d.tool_calls or []:
+                if tc.id:
+                    heads.append((tc.index, tc.id, tc.function.name, tc.function.arguments))
+                elif tc.function and tc.function.arguments:
+                    pieces.append((tc.index, tc.function.arguments))
+            finish = ch.choices[0].finish_reason or finish
+        check(len(heads) == 1 and heads[0][0] == 0 and heads[0][2] == "get_weather" and
+              heads[0][3] == "", f"{what}, streamed: one head with the name first ({heads})")
+        check(len(pieces) > 1 and all(i == 0 for i, _ in pieces) and
+              "".join(p for _, p in pieces) == call.function.arguments,
+              f"{what}, streamed: the arguments in {len(pieces)} pieces add up to the call's")
+        check(content == "" and finish == "tool_calls",
+              f"{what}, streamed: no content, finish_reason tool_calls ({content!r}, {finish})")
+
+        # the tool's result back: the server takes it and answers with content
+        back = msgs + [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function",
+                 "function": {"name": "get_weather", "arguments": call.function.arguments}}]},
+            {"role": "tool", "tool_call_id": call.id,
+             "content": json.dumps({"city": "Paris", "temperature_c": 21, "sky": "sunny"})}]
+        a = cl.chat.completions.create(model="smollm2", messages=back, tools=tools,
+                                       tool_choice="none", temperature=0, max_tokens=40)
+        text = a.choices[0].message.content
+        check(isinstance(text, str) and text.strip() != "" and not a.choices[0].message.tool_calls,
+              f"{what}: after the tool's result, an answer with content ({text!r})")
+        st = "".join(ch.choices[0].delta.content or "" for ch in cl.chat.completions.create(
+            model="smollm2", messages=back, tools=tools, tool_choice="none", temperature=0,
+            max_tokens=40, stream=True) if ch.choices)
+        check(st == text, f"{what}: streamed, the same answer ({st!r})")
+
+    # none: the tools stay out of the prompt; the answer is content
+    n = cl.chat.completions.create(tool_choice="none", **common)
+    plain = cl.chat.completions.create(model="smollm2", messages=msgs, temperature=0,
+                                       max_tokens=200)
+    check(n.choices[0].message.content == plain.choices[0].message.content and
+          not n.choices[0].message.tool_calls and
+          n.usage.prompt_tokens == plain.usage.prompt_tokens,
+          "none: the answer without tools (content, the same prompt)")
+
+    # bad values: 400, raised by the client
+    for tc, why in (("always", "\"always\""), ({"type": "function", "function": {"name": "nope"}},
+                                               "not one of 'tools'"),
+                    ({"type": "function"}, "must be")):
+        try:
+            cl.chat.completions.create(tool_choice=tc, **dict(common, max_tokens=2))
+            check(False, f"tool_choice {tc}: refused")
+        except openai.BadRequestError as e:
+            check(why in str(e), f"tool_choice {tc}: 400 ({e})")
+    try:
+        cl.chat.completions.create(model="smollm2", messages=msgs, tool_choice="required",
+                                   max_tokens=2)
+        check(False, "tool_choice without tools: refused")
+    except openai.BadRequestError as e:
+        check("only allowed when 'tools'" in str(e), f"tool_choice without tools: 400 ({e})")
+    # a forced call cut short: the error, streamed or not
+    try:
+        cl.chat.completions.create(tool_choice=named, **dict(common, max_tokens=3))
+        check(False, "a forced call cut short: an error")
+    except openai.InternalServerError as e:
+        check("ran out of tokens" in str(e), f"a forced call cut short: 500 ({e})")
+    try:
+        for _ in cl.chat.completions.create(tool_choice=named, stream=True,
+                                            **dict(common, max_tokens=3)):
+            pass
+        check(False, "a forced call cut short, streamed: an error")
+    except openai.APIError as e:
+        check("ran out of tokens" in str(e), f"a forced call cut short, streamed: error ({e})")
+finally:
+    srv.terminate()
+    try:
+        rc = srv.wait(60)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        rc = -9
+    log.write(srv.stderr.read())
+check(rc == 0, f"attn serve exits 0 after SIGTERM ({rc})")
+print(f"{len(bad)} failure(s)" if bad else "all passed")
+sys.exit(1 if bad else 0)
