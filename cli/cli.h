@@ -171,22 +171,6 @@ const char *attn_cli_dtype_name(int dtype);
 int attn_cli_ctx_dtype(const char *cmd, long long threads, int quiet, int *dtype, attn_ctx **ctx);
 int attn_cli_dtype_resume(attn_ctx *ctx, const attn_st *rs, int asked, int *dtype);
 
-/* The settings a resumed run must share with the run it continues (train vit, train lm): each
- * a checkpoint metadata entry KEY = val, opt naming the option in messages.  set_i / set_f
- * ("%.9g") / set_s append one to s[*n]; put writes them; check compares a checkpoint's with
- * them and, at the first that differs, prints "attn CMD: --resume: PATH: OPT differs from the
- * run being continued (X there, Y now)" and returns 0 (1 when all agree). */
-typedef struct attn_cli_setting {
-    const char *key, *opt;
-    char val[48];
-} attn_cli_setting;
-void attn_cli_set_i(attn_cli_setting *s, int *n, const char *key, const char *opt, long long v);
-void attn_cli_set_f(attn_cli_setting *s, int *n, const char *key, const char *opt, double v);
-void attn_cli_set_s(attn_cli_setting *s, int *n, const char *key, const char *opt,
-                    const char *v);
-attn_status attn_cli_settings_put(attn_st_writer *w, const attn_cli_setting *s, int n);
-int attn_cli_settings_check(const char *cmd, const char *path, const attn_st *st,
-                            const attn_cli_setting *s, int n);
 
 /* ---- options (cli/cli_opt.c): one table-driven parser for every command ----------------
  * Long options "--name VALUE" or "--name=VALUE", short ones "-x VALUE", "-xVALUE" or bundled

@@ -199,37 +199,3 @@ int attn_cli_curve_add(attn_cli_curve *c, const attn_train_progress *p, float tr
 }
 
 /* ---- a training run's settings, checked on --resume ------------------------------------ */
-void attn_cli_set_i(attn_cli_setting *s, int *n, const char *key, const char *opt, long long v) {
-    s[*n].key = key, s[*n].opt = opt;
-    snprintf(s[*n].val, sizeof s[*n].val, "%lld", v);
-    ++*n;
-}
-void attn_cli_set_f(attn_cli_setting *s, int *n, const char *key, const char *opt, double v) {
-    s[*n].key = key, s[*n].opt = opt;
-    snprintf(s[*n].val, sizeof s[*n].val, "%.9g", v);
-    ++*n;
-}
-void attn_cli_set_s(attn_cli_setting *s, int *n, const char *key, const char *opt,
-                    const char *v) {
-    s[*n].key = key, s[*n].opt = opt;
-    snprintf(s[*n].val, sizeof s[*n].val, "%s", v);
-    ++*n;
-}
-attn_status attn_cli_settings_put(attn_st_writer *w, const attn_cli_setting *s, int n) {
-    attn_status st = ATTN_OK;
-    for (int i = 0; i < n && st == ATTN_OK; i++) st = attn_st_writer_meta(w, s[i].key, s[i].val);
-    return st;
-}
-int attn_cli_settings_check(const char *cmd, const char *path, const attn_st *st,
-                            const attn_cli_setting *s, int n) {
-    for (int i = 0; i < n; i++) {
-        const char *v = attn_st_meta(st, s[i].key);
-        if (!v || strcmp(v, s[i].val) != 0) {
-            fprintf(stderr, "attn %s: --resume: %s: %s differs from the run being continued "
-                            "(%s there, %s now)\n", cmd, path, s[i].opt, v ? v : "(none)",
-                    s[i].val);
-            return 0;
-        }
-    }
-    return 1;
-}
