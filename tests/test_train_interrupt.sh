@@ -4,9 +4,10 @@
 # random moments (a checkpoint every step) always leaves a checkpoint that loads and resumes.
 # usage: test_train_interrupt.sh ATTN TEXT
 set -u
-ATTN=$1 TEXT=$2
+ATTN=$1
 T=$(mktemp -d /tmp/attn_interrupt.XXXXXX)
 trap 'rm -rf "$T"' EXIT
+cp "$2" "$T/text" && TEXT=$T/text
 fail() { echo "FAIL: $*"; exit 1; }
 M="--text $TEXT --d-model 16 --heads 2 --layers 1 --ff 32 --block 32 --batch 4 --sample 0 -q -t 1"
 step_of() { # the train_step of a checkpoint (its JSON header)

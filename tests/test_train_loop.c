@@ -88,6 +88,7 @@ static void test_accum(void) {
     }
     TU_CHECK(worst <= 1e-5, "accum 4 vs one batch: largest relative loss difference %.3g", worst);
     printf("accum 4: largest relative loss difference to one batch over 20 steps %.3g\n", worst);
+    attn_module_free(m2), m2 = NULL;
     c.accum = 3; /* 8 rows do not split in 3 */
     TU_STATUS(attn_charlm_train(ctx, &c, TEXT, strlen(TEXT), NULL, NULL, NULL, &m2), ATTN_E_INVALID,
               ctx);
