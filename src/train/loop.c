@@ -118,40 +118,38 @@ static double line_elapsed(const char *p, size_t n) {
 /* Opens the log for appending.  A new run (step0 0) starts it empty; a resumed one keeps the
  * lines of steps up to step0 (a run killed after logging steps it had not checkpointed logs
  * them again) and whatever else is there; *elapsed0 becomes step0's elapsed_s (the clock goes
- * on from there), if it has a line. */
+ * on from there), if it has a line.  The file is (re)written through attn_file_out (a
+ * temporary beside it, renamed; devices and FIFOs in place), then opened to append, never
+ * created or truncated here. */
 static attn_status log_open(attn_ctx *ctx, const char *path, int64_t step0, int *fd,
                            double *elapsed0) {
+    unsigned char *data = NULL;
+    size_t len = 0, keep = 0;
     *fd = -1;
     if (step0 > 0) {
-        unsigned char *data = NULL;
-        size_t len = 0;
         ATTN_TRY(attn__text_file_read(ctx, path, "the training log", 1, &data, &len));
-        if (data) {
-            char *text = (char *)data;
-            size_t keep = 0;
-            for (size_t i = 0; i < len;) {
-                const char *nl = memchr(text + i, '\n', len - i);
-                size_t e = nl ? (size_t)(nl - text) + 1 : len;
-                long long s = line_step(text + i, e - i);
-                if (s <= step0) {
-                    if (s == step0 && nl) *elapsed0 = line_elapsed(text + i, e - i);
-                    memmove(text + keep, text + i, e - i);
-                    keep += e - i;
-                }
-                i = e;
+        char *text = (char *)data;
+        for (size_t i = 0; text && i < len;) {
+            const char *nl = memchr(text + i, '\n', len - i);
+            size_t e = nl ? (size_t)(nl - text) + 1 : len;
+            long long s = line_step(text + i, e - i);
+            if (s <= step0) {
+                if (s == step0 && nl) *elapsed0 = line_elapsed(text + i, e - i);
+                memmove(text + keep, text + i, e - i);
+                keep += e - i;
             }
-            while (keep && text[keep - 1] != '\n') keep--; /* a torn last line goes */
-            attn_file_out *f = NULL;
-            attn_status st = attn_file_out_open(ctx, path, &f);
-            if (st == ATTN_OK && keep) st = attn_file_out_write(f, text, keep);
-            if (st == ATTN_OK) st = attn_file_out_commit(f);
-            else attn_file_out_abort(f);
-            attn__free(ctx, data);
-            ATTN_TRY(st);
+            i = e;
         }
+        while (keep && text[keep - 1] != '\n') keep--; /* a torn last line goes */
     }
-    int fl = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (step0 > 0 ? 0 : O_TRUNC);
-    *fd = open(path, fl, 0644);
+    attn_file_out *f = NULL;
+    attn_status st = attn_file_out_open(ctx, path, &f);
+    if (st == ATTN_OK && keep) st = attn_file_out_write(f, data, keep);
+    if (st == ATTN_OK) st = attn_file_out_commit(f);
+    else attn_file_out_abort(f);
+    attn__free(ctx, data);
+    ATTN_TRY(st);
+    *fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     ATTN_FAIL_IF(*fd < 0, ctx, ATTN_E_IO, "%s: %s", path, strerror(errno));
     return ATTN_OK;
 }
