@@ -350,39 +350,13 @@ static attn_status parse_args(attn_ctx *ctx, const char *fn, const char *format,
     return ATTN_OK;
 }
 
+static attn_status parse_calls(attn_ctx *ctx, const char *fn, const char *format,
+                               const char *text, size_t len, int partial, attn_chat_parse **out);
+
 attn_status attn_chat_parse_tool_calls(attn_ctx *ctx, const char *format, const char *text,
                                        size_t len, attn_chat_parse **out) {
     if (!ctx) return ATTN_E_INVALID;
-    tform f;
-    ATTN_TRY(parse_args(ctx, "attn_chat_parse_tool_calls", format, text, len, out, &f));
-    if (!text) text = "";
-    /* failed attempts leave their messages in ctx: the caller's call succeeds, so put back
-     * what ctx held before */
-    const attn_status saved_st = ctx->status;
-    char saved_msg[ATTN__MSG_MAX];
-    memcpy(saved_msg, ctx->msg, sizeof saved_msg);
-    pbuild p;
-    memset(&p, 0, sizeof p);
-    p.ctx = ctx;
-    size_t content_end = len;
-    const size_t from = search_from(f, text, len);
-    const size_t at = from == SIZE_MAX ? SIZE_MAX : opener_at(f, text, from, len);
-    if (at != SIZE_MAX && calls_from(&p, f, text, at, len) && !p.oom) {
-        content_end = rtrim(text, at);
-    } else {
-        p.nc = 0;
-    }
-    attn_status st;
-    if (p.oom) {
-        st = attn__fail(ctx, ATTN_E_NOMEM, "attn_chat_parse_tool_calls: out of memory");
-    } else {
-        ctx->status = saved_st;
-        memcpy(ctx->msg, saved_msg, sizeof saved_msg);
-        st = build_result(ctx, &p, text, content_end, out);
-    }
-    attn__free(ctx, p.b);
-    attn__free(ctx, p.c);
-    return st;
+    return parse_calls(ctx, "attn_chat_parse_tool_calls", format, text, len, 0, out);
 }
 
 void attn_chat_parse_free(attn_chat_parse *p) {
@@ -674,33 +648,50 @@ static void partial_from(pbuild *p, tform f, const char *s, size_t at, size_t le
     }
 }
 
-attn_status attn_chat_parse_tool_calls_partial(attn_ctx *ctx, const char *format,
-                                               const char *text, size_t len,
-                                               attn_chat_parse **out) {
-    if (!ctx) return ATTN_E_INVALID;
-    tform f;
-    ATTN_TRY(parse_args(ctx, "attn_chat_parse_tool_calls_partial", format, text, len, out, &f));
+/* Both parses: the calls of a finished answer (partial 0: every call complete, else none and
+ * the whole text is content) or of one still being written (the calls so far). */
+static attn_status parse_calls(attn_ctx *ctx, const char *fn, const char *format,
+                               const char *text, size_t len, int partial, attn_chat_parse **out) {
+    tform f = TF_NONE;
+    ATTN_TRY(parse_args(ctx, fn, format, text, len, out, &f));
     if (!text) text = "";
+    /* failed attempts leave their messages in ctx: the caller's call succeeds, so put back
+     * what ctx held before */
     const attn_status saved_st = ctx->status;
     char saved_msg[ATTN__MSG_MAX];
     memcpy(saved_msg, ctx->msg, sizeof saved_msg);
     pbuild p;
     memset(&p, 0, sizeof p);
     p.ctx = ctx;
+    size_t content_end = len;
     const size_t from = search_from(f, text, len);
     const size_t at = from == SIZE_MAX ? SIZE_MAX : opener_at(f, text, from, len);
-    if (at != SIZE_MAX) partial_from(&p, f, text, at, len);
+    if (partial) {
+        if (at != SIZE_MAX) partial_from(&p, f, text, at, len);
+        content_end = attn_chat_tool_call_start(format, text, len);
+    } else if (at != SIZE_MAX && calls_from(&p, f, text, at, len) && !p.oom) {
+        content_end = rtrim(text, at);
+    } else {
+        p.nc = 0;
+    }
     attn_status st;
     if (p.oom) {
-        st = attn__fail(ctx, ATTN_E_NOMEM, "attn_chat_parse_tool_calls_partial: out of memory");
+        st = attn__fail(ctx, ATTN_E_NOMEM, "%s: out of memory", fn);
     } else {
         ctx->status = saved_st;
         memcpy(ctx->msg, saved_msg, sizeof saved_msg);
-        st = build_result(ctx, &p, text, attn_chat_tool_call_start(format, text, len), out);
+        st = build_result(ctx, &p, text, content_end, out);
     }
     attn__free(ctx, p.b);
     attn__free(ctx, p.c);
     return st;
+}
+
+attn_status attn_chat_parse_tool_calls_partial(attn_ctx *ctx, const char *format,
+                                               const char *text, size_t len,
+                                               attn_chat_parse **out) {
+    if (!ctx) return ATTN_E_INVALID;
+    return parse_calls(ctx, "attn_chat_parse_tool_calls_partial", format, text, len, 1, out);
 }
 
 attn_status attn_chat_tool_call_prefix(attn_ctx *ctx, const char *format, const char *name,
