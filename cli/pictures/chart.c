@@ -130,30 +130,26 @@ static void g_rect(gfx *g, double x, double y, double w, double h, unsigned rgb)
     attn_cli_fill_rect(&g->cv, x0, y0, x1 - x0, y1 - y0, c);
 }
 
-static void g_hline(gfx *g, double x0, double x1, double y, double w, unsigned rgb) {
+/* An axis-parallel line from (x0, y0) to (x1, y1) (x0 == x1 or y0 == y1), w wide. */
+static void g_axline(gfx *g, double x0, double y0, double x1, double y1, double w, unsigned rgb) {
     if (g->svg) {
         char c[8];
         hex(rgb, c);
         sb_printf(&g->b,
                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                   "stroke-width=\"%.1f\"/>\n",
-                  x0, y, x1, y, c, w);
+                  x0, y0, x1, y1, c, w);
+    } else if (y0 == y1) {
+        g_rect(g, x0, y0 - w / 2, x1 - x0, w, rgb);
     } else {
-        g_rect(g, x0, y - w / 2, x1 - x0, w, rgb);
+        g_rect(g, x0 - w / 2, y0, w, y1 - y0, rgb);
     }
 }
-
+static void g_hline(gfx *g, double x0, double x1, double y, double w, unsigned rgb) {
+    g_axline(g, x0, y, x1, y, w, rgb);
+}
 static void g_vline(gfx *g, double x, double y0, double y1, double w, unsigned rgb) {
-    if (g->svg) {
-        char c[8];
-        hex(rgb, c);
-        sb_printf(&g->b,
-                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                  "stroke-width=\"%.1f\"/>\n",
-                  x, y0, x, y1, c, w);
-    } else {
-        g_rect(g, x - w / 2, y0, w, y1 - y0, rgb);
-    }
+    g_axline(g, x, y0, x, y1, w, rgb);
 }
 
 /* Blends colour c into canvas pixel (x, y) with coverage a in [0, 1]. */
