@@ -99,8 +99,9 @@ typedef struct attn_train_share {
 } attn_train_share;
 
 typedef struct attn_train_task {
-    const char *name;  /* "dates", "charlm", "lm", "vit": metadata "task" and the log's */
-    const char *unit;  /* what items are: "tokens", "images" */
+    const char *name;  /* "dates", "charlm", "lm", "vit": metadata "task" and the log's; 1 to 64
+                          of A-Z a-z 0-9 _ - . */
+    const char *unit;  /* what items are: "tokens", "images" (NULL: "items"; as name) */
     attn_module *model; /* trained in place; gradients enabled by attn_train_run */
     void *user;
     /* Forward and loss of share `share` of `shares` of the global batch of step `step` (0-based;

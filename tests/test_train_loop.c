@@ -247,7 +247,11 @@ static void test_custom_nan_settings(void) {
     TU_STATUS(attn_train_run(ctx, &task, &o, NULL, NULL), ATTN_E_INVALID, ctx);
     o.accum = 1, o.lr_min = 1.0f;
     TU_STATUS(attn_train_run(ctx, &task, &o, NULL, NULL), ATTN_E_INVALID, ctx);
-    o.lr_min = 0, task.forward = NULL;
+    o.lr_min = 0, task.name = "a\"b";
+    TU_STATUS(attn_train_run(ctx, &task, &o, NULL, NULL), ATTN_E_INVALID, ctx);
+    task.name = "toy", task.unit = "";
+    TU_STATUS(attn_train_run(ctx, &task, &o, NULL, NULL), ATTN_E_INVALID, ctx);
+    task.unit = NULL, task.forward = NULL;
     TU_STATUS(attn_train_run(ctx, &task, &o, NULL, NULL), ATTN_E_INVALID, ctx);
     TU_STATUS(attn_train_run(ctx, NULL, &o, NULL, NULL), ATTN_E_INVALID, ctx);
     attn_module_free(t.m);

@@ -55,13 +55,26 @@ attn_train_options attn_train_defaults(void) {
     return o;
 }
 
+static int plain_name(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 64) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
 static attn_status check_options(attn_ctx *ctx, const attn_train_task *t,
                                  const attn_train_options *o) {
     ATTN_FAIL_IF(!t || !o, ctx, ATTN_E_INVALID, "attn_train_run: task or options is NULL");
     ATTN_FAIL_IF(!t->model || !t->forward || !t->backward, ctx, ATTN_E_INVALID,
                  "attn_train_run: the task needs a model, forward and backward");
-    ATTN_FAIL_IF(!t->name || !*t->name || strlen(t->name) > 64, ctx, ATTN_E_INVALID,
-                 "attn_train_run: the task's name must be 1 to 64 bytes");
+    ATTN_FAIL_IF(!plain_name(t->name) || (t->unit && !plain_name(t->unit)), ctx,
+                 ATTN_E_INVALID, "attn_train_run: the task's name and unit must be 1 to 64 "
+                 "letters, digits, '_', '-' or '.' (they are written into the log's JSON)");
     ATTN_FAIL_IF(t->nsettings < 0 || (t->nsettings > 0 && !t->settings), ctx, ATTN_E_INVALID,
                  "attn_train_run: %d settings at NULL", t->nsettings);
     for (int i = 0; i < t->nsettings; i++)
