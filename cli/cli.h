@@ -32,7 +32,7 @@ int attn_cmd_chat(int argc, char **argv);
 int attn_cmd_tokenize(int argc, char **argv);
 int attn_cmd_perplexity(int argc, char **argv);
 int attn_bench_llm(int argc, char **argv);
-/* cli/train_dp.c: attn train dates|charlm|lm under mpirun, data parallel (-DATTN_MPI=ON).
+/* cli/train_dp.c: attn train dates|charlm|lm|vit under mpirun, data parallel (-DATTN_MPI=ON).
  * attn_cli_dp_init before the command (joins MPI when mpirun started this process; refuses
  * several ranks in a build without MPI; silences the standard output of ranks other than 0),
  * attn_cli_dp_expect_ready after it for a training command (cmd must outlive the command),

@@ -57,9 +57,9 @@ int attn_cmd_train(int argc, char **argv) {
         fputs(TRAIN_USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "vit")) return attn_cmd_vit_train(argc - 1, argv + 1);
     int (*task)(int, char **) = !strcmp(argv[1], "charlm") ? attn_cmd_charlm_train
                                 : !strcmp(argv[1], "lm")   ? attn_cmd_lm_train
+                                : !strcmp(argv[1], "vit")  ? attn_cmd_vit_train
                                 : !strcmp(argv[1], "dates") ? train_dates
                                                             : NULL;
     if (!task) {
