@@ -928,7 +928,7 @@ static void test_png_hostile(void) {
 #endif /* ATTN_HAVE_ZLIB */
 
 /* ---- shuffle and batches ---------------------------------------------------------------- */
-/* Expected values from the Python rendering in cli/imgdata.c's opening comment (run
+/* Expected values from the Python rendering in src/io/images.c's opening comment (run
  * separately; they are not computed by the code under test). */
 static void test_shuffle(void) {
     static const int64_t e10[10] = {0, 6, 3, 2, 7, 1, 8, 9, 5, 4};
