@@ -461,6 +461,13 @@ int attn_cmd_vit_train(int argc, char **argv) {
             goto out;
         }
         if ((st = attn_st_read_file(ctx, paths.state, &rs)) != ATTN_OK) goto fail;
+        cfg.resume_name = paths.state;
+        if (attn_vit_train_resume_check(ctx, &tr, &cfg, rs) != ATTN_OK) {
+            fprintf(stderr, "attn %s: ", cmd);
+            attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx)); /* it may quote the metadata */
+            fputc('\n', stderr);
+            goto out;
+        }
         attn_cli_dtype_resume(ctx, rs, dtype_asked, &o.dtype);
     }
     if (!dp_notes(cmd, &o, &tr, &te, paths.state) || attn_cli_dp_ready(cmd, 1)) goto out;
@@ -703,104 +710,6 @@ out:
 }
 
 /* ---- attn attention-map ------------------------------------------------------------------ */
-/* The head-averaged attention matrices [NL, L, L] of every layer for one image, through the
- * layers' own modules (attn_vit_attention gives only the [CLS] rows): the embedding
- * (attn_vit_embed), then per layer the self-attention of norm1(x) (attn_mha_forward with its
- * weights averaged over the heads) and the whole layer (attn_encoder_layer_forward). */
-static attn_status full_attention(attn_ctx *ctx, const vit_model *v, const float *img,
-                                  float *W) {
-    const attn_vit_config *c = &v->vm.cfg;
-    int64_t p = c->patch, G = c->image_size / p, N = G * G, L = N + 1, P = p * p,
-            E = c->tf.d_model, NL = c->tf.num_encoder_layers;
-    attn_module *emb = NULL, *layer = NULL, *mha = NULL;
-    float *pt = malloc((size_t)(N * P) * sizeof(float)),
-          *x = malloc((size_t)(L * E) * sizeof(float)),
-          *x2 = malloc((size_t)(L * E) * sizeof(float)),
-          *nx = malloc((size_t)(L * E) * sizeof(float)),
-          *o = malloc((size_t)(L * E) * sizeof(float));
-    attn_status st = ATTN_E_NOMEM;
-    if (!pt || !x || !x2 || !nx || !o) goto done;
-    /* patchify: patch py*G + px, its pixels row by row */
-    for (int64_t py = 0; py < G; py++)
-        for (int64_t px = 0; px < G; px++)
-            for (int64_t dy = 0; dy < p; dy++)
-                for (int64_t dx = 0; dx < p; dx++)
-                    pt[(py * G + px) * P + dy * p + dx] =
-                        img[(py * p + dy) * c->image_size + px * p + dx];
-    char pre[128];
-    snprintf(pre, sizeof pre, "%sembed.", v->vm.prefix);
-    if ((st = attn_vit_embed_create(ctx, P, E, N, &emb)) != ATTN_OK ||
-        (st = attn_module_load(ctx, emb, v->st, pre, 1)) != ATTN_OK)
-        goto done;
-    attn_tensor Pt = attn_view3(pt, 1, N, P), X = attn_view3(x, 1, L, E);
-    if ((st = attn_vit_embed_forward(ctx, emb, &Pt, &X)) != ATTN_OK) goto done;
-    attn_mha_config mc = attn_mha_defaults(E, c->tf.nhead);
-    mc.dropout = 0;
-    for (int64_t i = 0; i < NL; i++) {
-        attn_module_free(layer), attn_module_free(mha);
-        layer = mha = NULL;
-        snprintf(pre, sizeof pre, "%slayers.%lld.", v->vm.prefix, (long long)i);
-        if ((st = attn_encoder_layer_create(ctx, &c->tf, &layer)) != ATTN_OK ||
-            (st = attn_module_load(ctx, layer, v->st, pre, 1)) != ATTN_OK)
-            goto done;
-        snprintf(pre, sizeof pre, "%slayers.%lld.self_attn.", v->vm.prefix, (long long)i);
-        if ((st = attn_mha_create(ctx, &mc, &mha)) != ATTN_OK ||
-            (st = attn_module_load(ctx, mha, v->st, pre, 1)) != ATTN_OK)
-            goto done;
-        attn_tensor nw, nb, NX = attn_view3(nx, 1, L, E), O = attn_view3(o, 1, L, E),
-                            Wi = attn_view3(W + i * L * L, 1, L, L), X2 = attn_view3(x2, 1, L, E);
-        if ((st = attn_module_param(ctx, layer, "norm1.weight", &nw)) != ATTN_OK ||
-            (st = attn_module_param(ctx, layer, "norm1.bias", &nb)) != ATTN_OK ||
-            (st = attn_layer_norm(ctx, &X, &nw, &nb, c->tf.layer_norm_eps, &NX)) != ATTN_OK)
-            goto done;
-        attn_mha_options mo = {1, 1, 0};
-        if ((st = attn_mha_forward(ctx, mha, &NX, &NX, &NX, NULL, NULL, &mo, NULL, &O, &Wi)) !=
-                ATTN_OK ||
-            (st = attn_encoder_layer_forward(ctx, layer, &X, NULL, NULL, &X2)) != ATTN_OK)
-            goto done;
-        memcpy(x, x2, (size_t)(L * E) * sizeof(float));
-    }
-done:
-    if (st == ATTN_E_NOMEM && !(pt && x && x2 && nx && o))
-        fprintf(stderr, "attn attention-map: out of memory\n");
-    attn_module_free(emb), attn_module_free(layer), attn_module_free(mha);
-    free(pt), free(x), free(x2), free(nx), free(o);
-    return st;
-}
-
-/* Attention rollout (Abnar & Zuidema 2020): per layer A = W + I with its rows renormalised,
- * multiplied through the layers (the last on the left); roll [N] receives the [CLS] row over
- * the patches.  W [NL, L, L]. */
-static int rollout(const float *W, int64_t NL, int64_t L, float *roll) {
-    double *Rm = malloc((size_t)(L * L) * sizeof(double)),
-           *A = malloc((size_t)(L * L) * sizeof(double)),
-           *T = malloc((size_t)(L * L) * sizeof(double));
-    if (!Rm || !A || !T) {
-        free(Rm), free(A), free(T);
-        return 0;
-    }
-    for (int64_t i = 0; i < L * L; i++) Rm[i] = i / L == i % L;
-    for (int64_t l = 0; l < NL; l++) {
-        for (int64_t i = 0; i < L; i++) {
-            double s = 0;
-            for (int64_t j = 0; j < L; j++)
-                s += A[i * L + j] = (double)W[(l * L + i) * L + j] + (i == j);
-            for (int64_t j = 0; j < L; j++) A[i * L + j] /= s;
-        }
-        for (int64_t i = 0; i < L; i++) /* T = A Rm */
-            for (int64_t j = 0; j < L; j++) {
-                double s = 0;
-                for (int64_t k = 0; k < L; k++) s += A[i * L + k] * Rm[k * L + j];
-                T[i * L + j] = s;
-            }
-        double *sw = Rm;
-        Rm = T, T = sw;
-    }
-    for (int64_t j = 1; j < L; j++) roll[j - 1] = (float)Rm[j];
-    free(Rm), free(A), free(T);
-    return 1;
-}
-
 int attn_cmd_attention_map(int argc, char **argv) {
     const char *cmd = "attention-map", *out = "attention.png";
     vit_src src = VIT_SRC_INIT;
@@ -860,7 +769,7 @@ int attn_cmd_attention_map(int argc, char **argv) {
         attn_tensor X = attn_view4(in.x, 1, 1, R, R), A = attn_view4(cls, NL, 1, H, L);
         if ((st = attn_vit_attention(ctx, v.m, &X, NULL, &A)) != ATTN_OK) goto fail;
     }
-    if ((st = full_attention(ctx, &v, in.x, W)) != ATTN_OK) goto fail;
+    if ((st = attn_vit_attention_layers(ctx, v.st, &v.vm, in.x, W)) != ATTN_OK) goto fail;
     /* the [CLS] rows two ways: through the layers' modules and attn_vit_attention */
     double worst = 0;
     for (int64_t l = 0; l < NL; l++)
@@ -877,10 +786,7 @@ int attn_cmd_attention_map(int argc, char **argv) {
                         "modules differs from attn_vit_attention's by %g\n", cmd, worst);
         goto out;
     }
-    if (!rollout(W, NL, L, maps + NL * N)) {
-        fprintf(stderr, "attn %s: out of memory\n", cmd);
-        goto out;
-    }
+    if ((st = attn_vit_attention_rollout(ctx, W, NL, L, maps + NL * N)) != ATTN_OK) goto fail;
     for (int64_t i = 0; i < R * R; i++) img[i] = in.img.pixels[i];
     char lb[32], pb[32], title[256], where[96];
     if (in.file) snprintf(where, sizeof where, "%s", in.file);

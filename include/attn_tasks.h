@@ -453,6 +453,11 @@ ATTN_API attn_vit_config attn_vit_train_model_config(const attn_vit_train_config
 ATTN_API attn_status attn_vit_train_check(attn_ctx *ctx, const attn_images *train,
                                           const attn_images *test,
                                           const attn_vit_train_config *cfg);
+/* Checks that the checkpoint resume continues a run of cfg on train (its model, where it stands,
+ * its log), as attn_vit_train does first: ATTN_E_INVALID or ATTN_E_FORMAT naming what differs. */
+ATTN_API attn_status attn_vit_train_resume_check(attn_ctx *ctx, const attn_images *train,
+                                                 const attn_vit_train_config *cfg,
+                                                 const attn_st *resume);
 /* Trains a new model (or continues the checkpoint resume: its task, model and settings must be
  * cfg's) on train, testing on test after every epoch.  report (may be NULL) receives where the
  * run ended; *model (may be NULL) the trained model (caller frees). */
@@ -489,6 +494,18 @@ ATTN_API attn_status attn_vit_model_load(attn_ctx *ctx, const attn_st *st, const
 /* The model file: the parameters under their state_dict names, the config in the metadata. */
 ATTN_API attn_status attn_vit_model_save(attn_ctx *ctx, const attn_module *model,
                                          const attn_vit_model_info *info, const char *path);
+/* The head-averaged attention matrices W [num_layers, L, L] (L = patches + 1) of every layer
+ * for one image (normalised pixels [image_size^2]), through the layers' own modules built from
+ * the weights in st (info: attn_vit_model_read's): the patch embedding, then per layer the
+ * self-attention of norm1(x) with its weights averaged over the heads, and the layer. */
+ATTN_API attn_status attn_vit_attention_layers(attn_ctx *ctx, const attn_st *st,
+                                               const attn_vit_model_info *info,
+                                               const float *image, float *W);
+/* Attention rollout (Abnar & Zuidema 2020) of W [num_layers, L, L]: per layer A = W + I with
+ * its rows renormalised, multiplied through the layers (the last on the left), in double;
+ * roll [L - 1] receives the [CLS] row over the patches. */
+ATTN_API attn_status attn_vit_attention_rollout(attn_ctx *ctx, const float *W,
+                                                int64_t num_layers, int64_t L, float *roll);
 /* Class probabilities of one image (normalised pixels [image_size^2]): p [num_classes], the
  * softmax of the logits in double; logits (may be NULL) [num_classes]. */
 ATTN_API attn_status attn_vit_classify(attn_ctx *ctx, const attn_module *model,

@@ -8,7 +8,9 @@
  *     refused naming its option;
  *   - --accum 2 against one share (no dropout): every loss within 1e-5 relative;
  *   - the test pass of the report against attn_vit_classify image by image (loss in double,
- *     1e-5; accuracy exactly); the model file read back classifies with the same bits;
+ *     1e-5; accuracy exactly) and attn_vit_evaluate; the model file holds the run's weights;
+ *   - the attention maps through the layers' modules against attn_vit_attention's [CLS] rows
+ *     (1e-5), the rollout of one layer against (W + I) / 2;
  *   - refusals: labels over num_classes, a patch that does not divide, NULL arguments, a
  *     checkpoint of another task. */
 #define _POSIX_C_SOURCE 200809L
@@ -206,6 +208,35 @@ int main(void) {
                      loss);
             TU_CHECK(row[ATTN_VIT_LOG_TEST_ACC] == (float)right / NTE, "accuracy %g, %d of %d",
                      (double)row[ATTN_VIT_LOG_TEST_ACC], right, NTE);
+            /* the attention maps: every layer's [CLS] row through the layers' modules against
+             * attn_vit_attention's (head mean), 1e-5; the rollout of one layer by hand */
+            {
+                enum { L = (SIDE / 4) * (SIDE / 4) + 1, NL = 2, H = 2 };
+                float x[SIDE * SIDE], W[NL * L * L], cls[NL * H * L], roll[L - 1];
+                int64_t ix = 3;
+                attn_images_batch(ctx, &te, &ix, 1, NULL, 0, 0, info.pixel_mean, info.pixel_std,
+                                  x, NULL);
+                TU_STATUS(attn_vit_attention_layers(ctx, st, &info, x, W), ATTN_OK, ctx);
+                attn_tensor X = attn_view4(x, 1, 1, SIDE, SIDE), A = attn_view4(cls, NL, 1, H, L);
+                TU_STATUS(attn_vit_attention(ctx, m, &X, NULL, &A), ATTN_OK, ctx);
+                double worst = 0;
+                for (int l = 0; l < NL; l++)
+                    for (int j = 0; j < L; j++) {
+                        double mean = (cls[(l * H + 0) * L + j] + cls[(l * H + 1) * L + j]) / 2.0;
+                        double d = fabs(mean - W[l * L * L + j]);
+                        worst = d > worst || isnan(d) ? d : worst;
+                    }
+                TU_CHECK(worst <= 1e-5, "[CLS] attention: the layers' modules against "
+                         "attn_vit_attention differ by %g", worst);
+                TU_STATUS(attn_vit_attention_rollout(ctx, W, 1, L, roll), ATTN_OK, ctx);
+                double rw = 0;
+                for (int j = 1; j < L; j++) { /* one layer: (W + I) / 2, row 0 */
+                    double d = fabs(roll[j - 1] - W[j] / 2.0);
+                    rw = d > rw || isnan(d) ? d : rw;
+                }
+                TU_CHECK(rw <= 1e-6, "rollout of one layer: off by %g", rw);
+                TU_STATUS(attn_vit_attention_rollout(ctx, W, 0, L, roll), ATTN_E_INVALID, ctx);
+            }
             double l2, acc2;
             TU_STATUS(attn_vit_evaluate(ctx, m, &info.cfg, &te, info.pixel_mean, info.pixel_std,
                                         64, &l2, &acc2), ATTN_OK, ctx);
@@ -244,6 +275,10 @@ int main(void) {
             TU_STATUS(attn_vit_train(ctx, &tr, &te, &c2, st, &r, NULL), ATTN_E_INVALID, ctx);
             TU_CHECK(strstr(attn_ctx_errmsg(ctx), "holds another model") != NULL, "message: %s",
                      attn_ctx_errmsg(ctx));
+            TU_STATUS(attn_vit_train_resume_check(ctx, &tr, &c2, st), ATTN_E_INVALID, ctx);
+            TU_STATUS(attn_vit_train_resume_check(ctx, &tr, &c, st), ATTN_OK, ctx);
+            c2 = c, c2.batch = 7; /* 7 steps an epoch: step 5 is not in epoch 2 */
+            TU_STATUS(attn_vit_train_resume_check(ctx, &tr, &c2, st), ATTN_E_FORMAT, ctx);
         }
         attn_st_free(st);
         attn_ctx_free(ctx);

@@ -259,6 +259,122 @@ attn_status attn_vit_classify(attn_ctx *ctx, const attn_module *m, const attn_vi
     return st;
 }
 
+/* ---- attention maps (attn attention-map) ------------------------------------------------- */
+/* The head-averaged attention matrices [NL, L, L] of every layer for one image, through the
+ * layers' own modules (attn_vit_attention gives only the [CLS] rows): the embedding
+ * (attn_vit_embed), then per layer the self-attention of norm1(x) (attn_mha_forward with its
+ * weights averaged over the heads) and the whole layer (attn_encoder_layer_forward). */
+attn_status attn_vit_attention_layers(attn_ctx *ctx, const attn_st *wst,
+                                      const attn_vit_model_info *info, const float *img,
+                                      float *W) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!wst || !info || !img || !W, ctx, ATTN_E_INVALID,
+                 "attn_vit_attention_layers: NULL argument");
+    const attn_vit_config *c = &info->cfg;
+    ATTN_FAIL_IF(c->patch < 1 || c->image_size < 1 || c->image_size > 65536 ||
+                     c->image_size % c->patch != 0 || c->tf.d_model < 1 ||
+                     c->tf.d_model > 65536 || c->tf.num_encoder_layers < 1,
+                 ctx, ATTN_E_INVALID, "attn_vit_attention_layers: not a config of "
+                 "attn_vit_model_read");
+    int64_t p = c->patch, G = c->image_size / p, N = G * G, L = N + 1, P = p * p,
+            E = c->tf.d_model, NL = c->tf.num_encoder_layers;
+    attn_module *emb = NULL, *layer = NULL, *mha = NULL;
+    float *pt = malloc((size_t)(N * P) * sizeof(float)),
+          *x = malloc((size_t)(L * E) * sizeof(float)),
+          *x2 = malloc((size_t)(L * E) * sizeof(float)),
+          *nx = malloc((size_t)(L * E) * sizeof(float)),
+          *o = malloc((size_t)(L * E) * sizeof(float));
+    attn_status st = ATTN_E_NOMEM;
+    if (!pt || !x || !x2 || !nx || !o) goto done;
+    /* patchify: patch py*G + px, its pixels row by row */
+    for (int64_t py = 0; py < G; py++)
+        for (int64_t px = 0; px < G; px++)
+            for (int64_t dy = 0; dy < p; dy++)
+                for (int64_t dx = 0; dx < p; dx++)
+                    pt[(py * G + px) * P + dy * p + dx] =
+                        img[(py * p + dy) * c->image_size + px * p + dx];
+    char pre[128];
+    snprintf(pre, sizeof pre, "%sembed.", info->prefix);
+    if ((st = attn_vit_embed_create(ctx, P, E, N, &emb)) != ATTN_OK ||
+        (st = attn_module_load(ctx, emb, wst, pre, 1)) != ATTN_OK)
+        goto done;
+    attn_tensor Pt = attn_view3(pt, 1, N, P), X = attn_view3(x, 1, L, E);
+    if ((st = attn_vit_embed_forward(ctx, emb, &Pt, &X)) != ATTN_OK) goto done;
+    attn_mha_config mc = attn_mha_defaults(E, c->tf.nhead);
+    mc.dropout = 0;
+    for (int64_t i = 0; i < NL; i++) {
+        attn_module_free(layer), attn_module_free(mha);
+        layer = mha = NULL;
+        snprintf(pre, sizeof pre, "%slayers.%lld.", info->prefix, (long long)i);
+        if ((st = attn_encoder_layer_create(ctx, &c->tf, &layer)) != ATTN_OK ||
+            (st = attn_module_load(ctx, layer, wst, pre, 1)) != ATTN_OK)
+            goto done;
+        snprintf(pre, sizeof pre, "%slayers.%lld.self_attn.", info->prefix, (long long)i);
+        if ((st = attn_mha_create(ctx, &mc, &mha)) != ATTN_OK ||
+            (st = attn_module_load(ctx, mha, wst, pre, 1)) != ATTN_OK)
+            goto done;
+        attn_tensor nw, nb, NX = attn_view3(nx, 1, L, E), O = attn_view3(o, 1, L, E),
+                            Wi = attn_view3(W + i * L * L, 1, L, L), X2 = attn_view3(x2, 1, L, E);
+        if ((st = attn_module_param(ctx, layer, "norm1.weight", &nw)) != ATTN_OK ||
+            (st = attn_module_param(ctx, layer, "norm1.bias", &nb)) != ATTN_OK ||
+            (st = attn_layer_norm(ctx, &X, &nw, &nb, c->tf.layer_norm_eps, &NX)) != ATTN_OK)
+            goto done;
+        attn_mha_options mo = {1, 1, 0};
+        if ((st = attn_mha_forward(ctx, mha, &NX, &NX, &NX, NULL, NULL, &mo, NULL, &O, &Wi)) !=
+                ATTN_OK ||
+            (st = attn_encoder_layer_forward(ctx, layer, &X, NULL, NULL, &X2)) != ATTN_OK)
+            goto done;
+        memcpy(x, x2, (size_t)(L * E) * sizeof(float));
+    }
+done:
+    if (st == ATTN_E_NOMEM && !(pt && x && x2 && nx && o))
+        attn__fail(ctx, st, "attn_vit_attention_layers: out of memory");
+    attn_module_free(emb), attn_module_free(layer), attn_module_free(mha);
+    free(pt), free(x), free(x2), free(nx), free(o);
+    return st;
+}
+
+/* Attention rollout (Abnar & Zuidema 2020): per layer A = W + I with its rows renormalised,
+ * multiplied through the layers (the last on the left); roll [N] receives the [CLS] row over
+ * the patches.  W [NL, L, L]. */
+attn_status attn_vit_attention_rollout(attn_ctx *ctx, const float *W, int64_t NL, int64_t L,
+                                       float *roll) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!W || !roll || NL < 1 || L < 2 || L > (1 << 20), ctx, ATTN_E_INVALID,
+                 "attn_vit_attention_rollout: NULL argument or %lld layers of %lld tokens",
+                 (long long)NL, (long long)L);
+    size_t LL;
+    ATTN_FAIL_IF(!attn__mul_size((size_t)L, (size_t)L, &LL) || LL > SIZE_MAX / sizeof(double),
+                 ctx, ATTN_E_INVALID, "attn_vit_attention_rollout: %lld tokens", (long long)L);
+    double *Rm = malloc((size_t)(L * L) * sizeof(double)),
+           *A = malloc((size_t)(L * L) * sizeof(double)),
+           *T = malloc((size_t)(L * L) * sizeof(double));
+    if (!Rm || !A || !T) {
+        free(Rm), free(A), free(T);
+        return attn__fail(ctx, ATTN_E_NOMEM, "attn_vit_attention_rollout: out of memory");
+    }
+    for (int64_t i = 0; i < L * L; i++) Rm[i] = i / L == i % L;
+    for (int64_t l = 0; l < NL; l++) {
+        for (int64_t i = 0; i < L; i++) {
+            double s = 0;
+            for (int64_t j = 0; j < L; j++)
+                s += A[i * L + j] = (double)W[(l * L + i) * L + j] + (i == j);
+            for (int64_t j = 0; j < L; j++) A[i * L + j] /= s;
+        }
+        for (int64_t i = 0; i < L; i++) /* T = A Rm */
+            for (int64_t j = 0; j < L; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < L; k++) s += A[i * L + k] * Rm[k * L + j];
+                T[i * L + j] = s;
+            }
+        double *sw = Rm;
+        Rm = T, T = sw;
+    }
+    for (int64_t j = 1; j < L; j++) roll[j - 1] = (float)Rm[j];
+    free(Rm), free(A), free(T);
+    return ATTN_OK;
+}
+
 /* ---- evaluation -------------------------------------------------------------------------- */
 /* Mean loss and accuracy on a whole set, in batches of eb (buffers x [eb, R, C], lg [eb, K],
  * y [eb], idx [eb]); eval mode (no dropout). */
@@ -613,33 +729,70 @@ static attn_status config_ok(attn_ctx *ctx, const attn_vit_train_config *c) {
     return ATTN_OK;
 }
 
-/* Continuing resume: its model must be cfg's; the run's log so far. */
-static attn_status resume_load(attn_ctx *ctx, vit_run *t, const attn_st *rs, int64_t total) {
-    const attn_vit_train_config *c = t->c;
+/* The checkpoint rs continues a run of cfg's model (spe steps per epoch, total steps): its
+ * config, where it stands (*epochs, *steps, *elapsed) and its log's tensors. */
+static attn_status resume_check(attn_ctx *ctx, const attn_vit_train_config *c, int64_t image,
+                                const attn_st *rs, int64_t spe, int64_t total, int64_t *epochs,
+                                int64_t *steps, float *elapsed) {
     const char *name = c->resume_name ? c->resume_name : "the checkpoint";
     attn_vit_model_info saved;
-    attn_vit_train_report *r = t->r;
     ATTN_TRY(attn_vit_model_read(ctx, rs, name, &saved));
-    const attn_vit_config *a = &saved.cfg, *b = &t->vm.cfg;
-    ATTN_FAIL_IF(a->image_size != b->image_size || a->patch != b->patch ||
-                     a->tf.d_model != b->tf.d_model || a->tf.nhead != b->tf.nhead ||
-                     a->tf.num_encoder_layers != b->tf.num_encoder_layers ||
-                     a->tf.dim_feedforward != b->tf.dim_feedforward ||
-                     a->tf.dropout != b->tf.dropout,
+    const attn_vit_config *a = &saved.cfg;
+    const attn_vit_config b = attn_vit_train_model_config(c, image);
+    ATTN_FAIL_IF(a->image_size != b.image_size || a->patch != b.patch ||
+                     a->tf.d_model != b.tf.d_model || a->tf.nhead != b.tf.nhead ||
+                     a->tf.num_encoder_layers != b.tf.num_encoder_layers ||
+                     a->tf.dim_feedforward != b.tf.dim_feedforward ||
+                     a->tf.dropout != b.tf.dropout,
                  ctx, ATTN_E_INVALID,
                  "--resume: %s holds another model (--patch %lld --layers %lld --dim %lld "
                  "--heads %lld --ffn %lld --dropout %g); give the same options", name,
                  (long long)a->patch, (long long)a->tf.num_encoder_layers,
                  (long long)a->tf.d_model, (long long)a->tf.nhead,
                  (long long)a->tf.dim_feedforward, (double)a->tf.dropout);
-    float el;
-    ATTN_TRY(get_i(ctx, name, rs, "epochs_done", 0, c->epochs, &r->epochs_done));
-    ATTN_TRY(get_i(ctx, name, rs, "steps_done", 0, total, &r->steps_done));
-    ATTN_TRY(get_f(ctx, name, rs, "elapsed_s", 0, 1e12, &el));
-    r->elapsed_s = el;
-    ATTN_FAIL_IF(r->epochs_done != r->steps_done / t->spe, ctx, ATTN_E_FORMAT,
+    ATTN_TRY(get_i(ctx, name, rs, "epochs_done", 0, c->epochs, epochs));
+    ATTN_TRY(get_i(ctx, name, rs, "steps_done", 0, total, steps));
+    ATTN_TRY(get_f(ctx, name, rs, "elapsed_s", 0, 1e12, elapsed));
+    ATTN_FAIL_IF(*epochs != *steps / spe, ctx, ATTN_E_FORMAT,
                  "%s: steps_done %lld is not in epoch epochs_done + 1 = %lld of %lld steps", name,
-                 (long long)r->steps_done, (long long)r->epochs_done + 1, (long long)t->spe);
+                 (long long)*steps, (long long)*epochs + 1, (long long)spe);
+    const char *const keys[2] = {"log.step_loss", "log.epochs"};
+    const int64_t want[2] = {*steps, *epochs * ATTN_VIT_LOG_COLS};
+    for (int i = 0; i < 2; i++) {
+        attn_st_tensor t;
+        ATTN_FAIL_IF(want[i] && (attn_st_find(rs, keys[i], &t) != ATTN_OK || t.numel != want[i]),
+                     ctx, ATTN_E_FORMAT, "%s: the tensor \"%s\" is missing or not of %lld values",
+                     name, keys[i], (long long)want[i]);
+    }
+    return ATTN_OK;
+}
+
+/* The steps per epoch and in all of a run of cfg on n training images. */
+static void run_steps(const attn_vit_train_config *c, int64_t n, int64_t *spe, int64_t *total) {
+    const int64_t B = c->batch < n ? c->batch : n;
+    *spe = (n + B - 1) / B, *total = *spe * c->epochs;
+}
+
+attn_status attn_vit_train_resume_check(attn_ctx *ctx, const attn_images *tr,
+                                        const attn_vit_train_config *c, const attn_st *resume) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!c || !resume, ctx, ATTN_E_INVALID, "attn_vit_train_resume_check: NULL argument");
+    ATTN_TRY(set_ok(ctx, tr, "training"));
+    ATTN_TRY(config_ok(ctx, c));
+    int64_t spe, total, e, g;
+    float el;
+    run_steps(c, tr->n, &spe, &total);
+    return resume_check(ctx, c, tr->rows, resume, spe, total, &e, &g, &el);
+}
+
+/* Continuing resume: its model must be cfg's; the run's log so far. */
+static attn_status resume_load(attn_ctx *ctx, vit_run *t, const attn_st *rs, int64_t total) {
+    const char *name = t->c->resume_name ? t->c->resume_name : "the checkpoint";
+    attn_vit_train_report *r = t->r;
+    float el;
+    ATTN_TRY(resume_check(ctx, t->c, t->tr->rows, rs, t->spe, total, &r->epochs_done,
+                          &r->steps_done, &el));
+    r->elapsed_s = el;
     ATTN_TRY(read_log(ctx, name, rs, "log.step_loss", r->steps_done, t->step_loss));
     ATTN_TRY(read_log(ctx, name, rs, "log.epochs", r->epochs_done * ATTN_VIT_LOG_COLS,
                       t->epoch_log));
