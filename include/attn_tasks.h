@@ -89,6 +89,13 @@ ATTN_API void attn_train_setting_f(attn_train_setting *s, const char *key, const
                                    double v);
 ATTN_API void attn_train_setting_s(attn_train_setting *s, const char *key, const char *option,
                                    const char *v);
+/* Checks that checkpoint holds settings s[0 .. n-1] with the same values: ATTN_E_INVALID naming
+ * the first that differs (its option, both values; name: the checkpoint's, NULL "the
+ * checkpoint"); ATTN_E_FORMAT if it is no training checkpoint (no metadata train_step).  attn_train_run does this on resume; a task that builds its model from the
+ * checkpoint calls it first, so that a different shape is named rather than failing to load. */
+ATTN_API attn_status attn_train_check_settings(attn_ctx *ctx, const attn_st *checkpoint,
+                                               const char *name, const attn_train_setting *s,
+                                               int n);
 
 /* What a share's forward reports. */
 typedef struct attn_train_share {

@@ -228,6 +228,26 @@ static attn_status save(attn_ctx *ctx, const attn_train_task *t, const attn_adam
     return st;
 }
 
+attn_status attn_train_check_settings(attn_ctx *ctx, const attn_st *checkpoint, const char *name,
+                                      const attn_train_setting *s, int n) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!checkpoint || n < 0 || (n > 0 && !s), ctx, ATTN_E_INVALID,
+                 "attn_train_check_settings: NULL argument");
+    if (!name) name = "the checkpoint";
+    ATTN_FAIL_IF(!attn_st_meta(checkpoint, "train_step"), ctx, ATTN_E_FORMAT,
+                 "%s is not a training checkpoint (it has no train_step): resume from the "
+                 "state file a run writes", name);
+    for (int i = 0; i < n; i++) {
+        ATTN_FAIL_IF(!s[i].key || !s[i].option, ctx, ATTN_E_INVALID,
+                     "attn_train_check_settings: setting %d has no key or option name", i);
+        const char *v = attn_st_meta(checkpoint, s[i].key);
+        ATTN_FAIL_IF(!v || strcmp(v, s[i].value) != 0, ctx, ATTN_E_INVALID,
+                     "%s: %s differs from the run being continued (%s there, %s now)", name,
+                     s[i].option, v ? v : "(none)", s[i].value);
+    }
+    return ATTN_OK;
+}
+
 /* The checkpoint's task, settings and step, checked; its model and optimiser loaded. */
 static attn_status resume_from(attn_ctx *ctx, const attn_train_task *t,
                                const attn_train_options *o, const attn_st *rs, attn_adamw *opt,
@@ -236,12 +256,7 @@ static attn_status resume_from(attn_ctx *ctx, const attn_train_task *t,
     const char *task = attn_st_meta(rs, "task");
     ATTN_FAIL_IF(task && strcmp(task, t->name) != 0, ctx, ATTN_E_INVALID,
                  "%s is a checkpoint of task %s, not %s", name, task, t->name);
-    for (int i = 0; i < t->nsettings; i++) {
-        const char *v = attn_st_meta(rs, t->settings[i].key);
-        ATTN_FAIL_IF(!v || strcmp(v, t->settings[i].value) != 0, ctx, ATTN_E_INVALID,
-                     "%s: %s differs from the run being continued (%s there, %s now)", name,
-                     t->settings[i].option, v ? v : "(none)", t->settings[i].value);
-    }
+    ATTN_TRY(attn_train_check_settings(ctx, rs, name, t->settings, t->nsettings));
     ATTN_TRY(attn__meta_get_i(ctx, rs, "train_step", step0));
     ATTN_FAIL_IF(*step0 < 0 || *step0 > o->steps, ctx, ATTN_E_FORMAT,
                  "%s: train_step %lld is outside 0..%lld (the run's steps)", name,

@@ -15,22 +15,6 @@ ATTN__HIDDEN attn_status attn__meta_get_i(attn_ctx *ctx, const attn_st *st, cons
 ATTN__HIDDEN attn_status attn__meta_get_f(attn_ctx *ctx, const attn_st *st, const char *k,
                                           float *v);
 
-/* The training settings both tasks store in a checkpoint (batch, steps, warmup, lr, lr_min,
- * weight_decay, clip, seed), so that a resumed run can check it continues the same run:
- * pointers into a task's config.  ATTN__TRAIN_META(cfg) fills it from any config that has
- * these fields. */
-typedef struct attn__train_meta {
-    int64_t *batch, *steps, *warmup;
-    float *lr, *lr_min, *weight_decay, *clip;
-    uint64_t *seed;
-} attn__train_meta;
-#define ATTN__TRAIN_META(c)                                                                   \
-    {&(c)->batch, &(c)->steps, &(c)->warmup, &(c)->lr, &(c)->lr_min, &(c)->weight_decay,      \
-     &(c)->clip, &(c)->seed}
-ATTN__HIDDEN attn_status attn__train_meta_put(attn_st_writer *w, const attn__train_meta *m);
-ATTN__HIDDEN attn_status attn__train_meta_get(attn_ctx *ctx, const attn_st *st,
-                                              const attn__train_meta *m);
-
 /* Data parallelism (attn_train_dp, attn_tasks.h) and accumulation: checks the table and that
  * nranks x accum (0: 1) shares divide the global batch (ATTN_E_INVALID naming them otherwise);
  * dp NULL is one process. */
