@@ -742,7 +742,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
     train_opts o = {VIT_DEFAULT_DATA, "vit-model", NULL, 7, 4, 96, 4, 192, 20, 128, 200, 1, 0, 0, 0,
                     0, 1, 256, 2e-3, 0.05, 0.0, 1.0, 0.0, ATTN_CLI_DTYPE_AUTO, 0, 0, 0, 0};
     int npos;
-    attn_cli_train_common tc = {NULL, 1, 0};
+    attn_cli_train_common tc = {NULL, 1, 0, NULL};
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("data", 0, &o.data, "DIR",
                      "the Fashion-MNIST (or MNIST) folder: train-images-idx3-ubyte,\n"
@@ -967,6 +967,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
     to.eval_every = spe, to.stop_at = last_epoch * spe, to.state_path = paths.state;
     to.save_every = tc.save_every > 0 ? tc.save_every : spe;
     to.log_path = attn_cli_train_log(&tc, &paths), to.resume_name = paths.state;
+    to.tb_dir = attn_cli_train_tb(&tc);
     to.progress = vit_progress, to.user = &vt;
     attn_train_result res;
     attn_cli_stop_on_signals();

@@ -140,6 +140,9 @@ typedef struct attn_train_options {
     int64_t save_every;         /* ... every this many steps and at the end (0: end only) */
     const char *log_path;       /* JSON lines, one per step (NULL: none; rank 0 writes; a
                                    resumed run keeps the lines up to its step and appends) */
+    const char *tb_dir;         /* TensorBoard: an existing directory where rank 0 writes a new
+                                   events.out.tfevents.* file per run, the log's scalars every
+                                   step (NULL: none; `tensorboard --logdir` reads them) */
     const char *resume_name;    /* the checkpoint's name in messages (resume_path) */
     const attn_train_dp *dp;    /* NULL: one process */
     attn_progress_fn progress;  /* after every step (may be NULL); nonzero: stop */
@@ -196,6 +199,7 @@ typedef struct attn_dates_config {
     int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
     const attn_train_dp *dp; /* NULL, or data parallelism across processes (see above) */
     const char *log_path;   /* JSON lines, one per step (attn_train_options; NULL: none) */
+    const char *tb_dir;     /* TensorBoard event files here (attn_train_options; NULL: none) */
     int accum;              /* gradient accumulation: shares per process and step (1) */
 } attn_dates_config;
 ATTN_API attn_dates_config attn_dates_defaults(void);
@@ -261,6 +265,7 @@ typedef struct attn_charlm_config {
     int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
     const attn_train_dp *dp; /* NULL, or data parallelism across processes (above) */
     const char *log_path;   /* JSON lines, one per step (attn_train_options; NULL: none) */
+    const char *tb_dir;     /* TensorBoard event files here (attn_train_options; NULL: none) */
     int accum;              /* gradient accumulation: shares per process and step (1) */
 } attn_charlm_config;
 /* d_model 128, 4 heads, 3 layers, ff 512, dropout 0, block 64, batch 32, 600 steps (about 5
@@ -321,6 +326,7 @@ typedef struct attn_lm_train_config {
     const char *state_path;   /* checkpoints (NULL: none) */
     int64_t save_every;
     const char *log_path;     /* JSON lines (NULL: none) */
+    const char *tb_dir;       /* TensorBoard event files here (NULL: none) */
     const attn_train_dp *dp;
     int accum;
     const char *init;         /* where the model came from: checkpoint metadata "init" */

@@ -1,6 +1,6 @@
 /* One training loop for every task (attn_train_run, attn_tasks.h): the schedule, AdamW,
  * clipping, gradient accumulation, data parallelism, time limit, evaluation, checkpoints,
- * resume, the JSON-lines log and progress, written once.  A task brings its model and the
+ * resume, the JSON-lines log, TensorBoard events and progress, written once.  A task brings its model and the
  * forward/backward of one share of a step's batch (src/train/dates_task.c, charlm_task.c,
  * lm_task.c; the attn program's vit). */
 #define _POSIX_C_SOURCE 200809L
@@ -211,6 +211,29 @@ static attn_status log_line(attn_ctx *ctx, int fd, const char *path, const attn_
     return ATTN_OK;
 }
 
+/* The log's scalars as one TensorBoard event (tags train/..., eval/...). */
+static attn_status tb_step(attn_ctx *ctx, attn__tb *tb, const attn_train_task *t,
+                           const attn_train_progress *p) {
+    char per_s[96];
+    snprintf(per_s, sizeof per_s, "train/%s_per_s", t->unit ? t->unit : "items");
+    const char *tags[8];
+    float v[8];
+    int n = 0;
+    tags[n] = "train/loss", v[n++] = p->loss;
+    tags[n] = "train/lr", v[n++] = p->lr;
+    tags[n] = "train/grad_norm", v[n++] = p->grad_norm;
+    tags[n] = per_s, v[n++] = (float)p->tokens_per_s;
+    if (p->evaluated) {
+        if (p->accuracy >= 0) tags[n] = "eval/accuracy", v[n++] = p->accuracy;
+        if (p->val_bpc > 0) tags[n] = "eval/bpc", v[n++] = p->val_bpc;
+        if (p->eval_loss > 0) {
+            tags[n] = "eval/loss", v[n++] = p->eval_loss;
+            tags[n] = "eval/ppl", v[n++] = (float)exp((double)p->eval_loss);
+        }
+    }
+    return attn__tb_scalars(ctx, tb, p->step, tags, v, n);
+}
+
 /* ---- checkpoints ------------------------------------------------------------------------- */
 static attn_status save(attn_ctx *ctx, const attn_train_task *t, const attn_adamw *opt,
                         int64_t step, const char *path) {
@@ -283,6 +306,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
     attn_adamw *opt = NULL;
     attn_saved *sv = NULL;
     int fd = -1;
+    attn__tb tb = {-1, ""};
     int64_t step0 = 0, step = 0;
     double elapsed0 = 0;
     float last_loss = 0.0f;
@@ -296,6 +320,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
     ATTN_TRYG(attn_saved_create(ctx, 0, &sv));
     if (resume) ATTN_TRYG(resume_from(ctx, t, o, resume, opt, &step0));
     if (o->log_path && rank0) ATTN_TRYG(log_open(ctx, o->log_path, step0, &fd, &elapsed0));
+    if (o->tb_dir && rank0) ATTN_TRYG(attn__tb_open(ctx, o->tb_dir, &tb));
     {
         const int64_t stop_at = o->stop_at && o->stop_at < o->steps ? o->stop_at : o->steps;
         double t0 = attn__now_s(), t_prev = t0;
@@ -365,6 +390,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
                 saved = 1;
             }
             if (fd >= 0) ATTN_TRYG(log_line(ctx, fd, o->log_path, t, &p, -1.0));
+            if (tb.fd >= 0) ATTN_TRYG(tb_step(ctx, &tb, t, &p));
             double stop = o->progress && o->progress(o->user, &p);
             if (dp) ATTN_TRYG(dp->sum(dp->user, ctx, &stop, 1)); /* one process stops: all do */
             if (stop > 0 && !last) {
@@ -388,6 +414,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
     st = ATTN_OK;
 done:
     if (fd >= 0) close(fd);
+    attn__tb_close(&tb);
     attn_saved_free(sv);
     attn_adamw_free(opt);
     return st;

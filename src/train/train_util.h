@@ -29,9 +29,21 @@ ATTN__HIDDEN attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, 
         (o).accum = (c).accum, (o).time_limit_s = (c).time_limit_s;                           \
         (o).eval_every = (c).eval_every, (o).state_path = (c).state_path;                     \
         (o).save_every = (c).save_every, (o).log_path = (c).log_path, (o).dp = (c).dp;        \
+        (o).tb_dir = (c).tb_dir;                                                              \
         (o).resume_name = (resume_path), (o).progress = (progress_fn);                        \
         (o).user = (progress_user);                                                           \
     } while (0)
+/* TensorBoard event files (tfevents.c): a new events.out.tfevents.* file in an existing
+ * directory, its first record written; then one Event of scalars per call (tags of at most
+ * 100 bytes, at most 1 KiB a record); close takes NULL and a closed one. */
+typedef struct attn__tb {
+    int fd;
+    char path[4160];
+} attn__tb;
+ATTN__HIDDEN attn_status attn__tb_open(attn_ctx *ctx, const char *dir, attn__tb *tb);
+ATTN__HIDDEN attn_status attn__tb_scalars(attn_ctx *ctx, attn__tb *tb, int64_t step,
+                                          const char *const *tags, const float *vals, int n);
+ATTN__HIDDEN void attn__tb_close(attn__tb *tb);
 /* x[0 .. n-1] *= s (a rank's loss gradient scaled to its share of the global count). */
 ATTN__HIDDEN void attn__scale_f(float *x, int64_t n, float s);
 #endif
