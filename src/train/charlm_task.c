@@ -444,24 +444,13 @@ static int charlm_settings(const attn_charlm_config *c, const char *text, size_t
                            attn_train_setting *s) {
     char b[24];
     int n = 0;
-    attn_train_setting_i(&s[n++], "train.d_model", "--d-model", c->d_model);
-    attn_train_setting_i(&s[n++], "train.heads", "--heads", c->nhead);
-    attn_train_setting_i(&s[n++], "train.layers", "--layers", c->num_layers);
-    attn_train_setting_i(&s[n++], "train.ff", "--ff", c->dim_feedforward);
-    attn_train_setting_f(&s[n++], "train.dropout", "--dropout", c->dropout);
+    ATTN__SETTINGS_MODEL(s, n, c);
     attn_train_setting_i(&s[n++], "train.block", "--block", c->block_size);
     attn_train_setting_i(&s[n++], "train.vocab_size", "the vocabulary", c->vocab_size);
     snprintf(b, sizeof b, "%016llx",
              (unsigned long long)fnv1a((const char *)c->vocab, (size_t)c->vocab_size));
     attn_train_setting_s(&s[n++], "train.vocab_fnv1a64", "the vocabulary", b);
-    attn_train_setting_i(&s[n++], "train.batch", "--batch", c->batch);
-    attn_train_setting_i(&s[n++], "train.steps", "--steps", c->steps);
-    attn_train_setting_i(&s[n++], "train.warmup", "warmup", c->warmup);
-    attn_train_setting_f(&s[n++], "train.lr", "--lr", c->lr);
-    attn_train_setting_f(&s[n++], "train.lr_min", "lr_min", c->lr_min);
-    attn_train_setting_f(&s[n++], "train.weight_decay", "weight_decay", c->weight_decay);
-    attn_train_setting_f(&s[n++], "train.clip", "clip", c->clip);
-    attn_train_setting_i(&s[n++], "train.seed", "--seed", (long long)c->seed);
+    ATTN__SETTINGS_TRAIN(s, n, c);
     attn_train_setting_i(&s[n++], "train.text_bytes", "--text (its length)", (long long)len);
     snprintf(b, sizeof b, "%016llx", (unsigned long long)fnv1a(text, len));
     attn_train_setting_s(&s[n++], "train.text_fnv1a64", "--text (its contents)", b);

@@ -161,23 +161,12 @@ static attn_status put_cfg(attn_st_writer *w, const attn_dates_config *c) {
 enum { DATES_SETTINGS = 16 };
 static int dates_settings(const attn_dates_config *c, attn_train_setting *s) {
     int n = 0;
-    attn_train_setting_i(&s[n++], "train.d_model", "--d-model", c->d_model);
-    attn_train_setting_i(&s[n++], "train.heads", "--heads", c->nhead);
-    attn_train_setting_i(&s[n++], "train.layers", "--layers", c->num_layers);
-    attn_train_setting_i(&s[n++], "train.ff", "--ff", c->dim_feedforward);
-    attn_train_setting_f(&s[n++], "train.dropout", "--dropout", c->dropout);
+    ATTN__SETTINGS_MODEL(s, n, c);
     attn_train_setting_i(&s[n++], "train.norm_first", "norm_first", c->norm_first);
     attn_train_setting_i(&s[n++], "train.fold_case", "fold_case", c->fold_case);
     attn_train_setting_f(&s[n++], "train.label_smoothing", "label_smoothing",
                          c->label_smoothing);
-    attn_train_setting_i(&s[n++], "train.batch", "--batch", c->batch);
-    attn_train_setting_i(&s[n++], "train.steps", "--steps", c->steps);
-    attn_train_setting_i(&s[n++], "train.warmup", "warmup", c->warmup);
-    attn_train_setting_f(&s[n++], "train.lr", "--lr", c->lr);
-    attn_train_setting_f(&s[n++], "train.lr_min", "lr_min", c->lr_min);
-    attn_train_setting_f(&s[n++], "train.weight_decay", "weight_decay", c->weight_decay);
-    attn_train_setting_f(&s[n++], "train.clip", "clip", c->clip);
-    attn_train_setting_i(&s[n++], "train.seed", "--seed", (long long)c->seed);
+    ATTN__SETTINGS_TRAIN(s, n, c);
     return n;
 }
 

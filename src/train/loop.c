@@ -1,7 +1,7 @@
 /* One training loop for every task (attn_train_run, attn_tasks.h): the schedule, AdamW,
  * clipping, gradient accumulation, data parallelism, time limit, evaluation, checkpoints,
- * resume, the JSON-lines log, TensorBoard events and progress, written once.  A task brings its model and the
- * forward/backward of one share of a step's batch (src/train/dates_task.c, charlm_task.c,
+ * resume, the JSON-lines log, TensorBoard events and progress, written once.  A task brings
+ * its model and the forward/backward of one share of a step's batch (src/train/dates_task.c, charlm_task.c,
  * lm_task.c; the attn program's vit). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -202,13 +202,7 @@ static attn_status log_line(attn_ctx *ctx, int fd, const char *path, const attn_
     }
     if (n + 2 >= sizeof b) n = sizeof b - 3; /* cannot happen: bounded fields */
     b[n++] = '}', b[n++] = '\n';
-    for (size_t w = 0; w < n;) {
-        ssize_t r = write(fd, b + w, n - w);
-        if (r < 0 && errno == EINTR) continue;
-        ATTN_FAIL_IF(r <= 0, ctx, ATTN_E_IO, "%s: %s", path, r < 0 ? strerror(errno) : "short write");
-        w += (size_t)r;
-    }
-    return ATTN_OK;
+    return attn__fd_write(ctx, fd, path, b, n);
 }
 
 /* The log's scalars as one TensorBoard event (tags train/..., eval/...). */

@@ -104,17 +104,6 @@ static int event_record(unsigned char *out, size_t cap, size_t *n, double wall, 
     return 1;
 }
 
-static attn_status write_all(attn_ctx *ctx, int fd, const char *path, const unsigned char *p,
-                             size_t n) {
-    for (size_t w = 0; w < n;) {
-        ssize_t r = write(fd, p + w, n - w);
-        if (r < 0 && errno == EINTR) continue;
-        ATTN_FAIL_IF(r <= 0, ctx, ATTN_E_IO, "%s: %s", path, r < 0 ? strerror(errno) : "short write");
-        w += (size_t)r;
-    }
-    return ATTN_OK;
-}
-
 static double wall_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -149,7 +138,7 @@ attn_status attn__tb_scalars(attn_ctx *ctx, attn__tb *tb, int64_t step,
                      "a TensorBoard tag is longer than 100 bytes");
     ATTN_FAIL_IF(!event_record(rec, sizeof rec, &len, wall_now(), step, NULL, tags, vals, n), ctx,
                  ATTN_E_INVALID, "%d TensorBoard scalars do not fit one record", n);
-    return write_all(ctx, tb->fd, tb->path, rec, len);
+    return attn__fd_write(ctx, tb->fd, tb->path, rec, len);
 }
 
 void attn__tb_close(attn__tb *tb) {

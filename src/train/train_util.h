@@ -44,6 +44,29 @@ ATTN__HIDDEN attn_status attn__tb_open(attn_ctx *ctx, const char *dir, attn__tb 
 ATTN__HIDDEN attn_status attn__tb_scalars(attn_ctx *ctx, attn__tb *tb, int64_t step,
                                           const char *const *tags, const float *vals, int n);
 ATTN__HIDDEN void attn__tb_close(attn__tb *tb);
+/* The resume settings (attn_train_setting) of a config with the model fields d_model, nhead,
+ * num_layers, dim_feedforward, dropout and the training fields batch, steps, warmup, lr,
+ * lr_min, weight_decay, clip, seed (dates, charlm): appended to s at n. */
+#define ATTN__SETTINGS_MODEL(s, n, c)                                                         \
+    do {                                                                                      \
+        attn_train_setting_i(&(s)[(n)++], "train.d_model", "--d-model", (c)->d_model);        \
+        attn_train_setting_i(&(s)[(n)++], "train.heads", "--heads", (c)->nhead);              \
+        attn_train_setting_i(&(s)[(n)++], "train.layers", "--layers", (c)->num_layers);       \
+        attn_train_setting_i(&(s)[(n)++], "train.ff", "--ff", (c)->dim_feedforward);          \
+        attn_train_setting_f(&(s)[(n)++], "train.dropout", "--dropout", (c)->dropout);        \
+    } while (0)
+#define ATTN__SETTINGS_TRAIN(s, n, c)                                                         \
+    do {                                                                                      \
+        attn_train_setting_i(&(s)[(n)++], "train.batch", "--batch", (c)->batch);              \
+        attn_train_setting_i(&(s)[(n)++], "train.steps", "--steps", (c)->steps);              \
+        attn_train_setting_i(&(s)[(n)++], "train.warmup", "warmup", (c)->warmup);             \
+        attn_train_setting_f(&(s)[(n)++], "train.lr", "--lr", (c)->lr);                       \
+        attn_train_setting_f(&(s)[(n)++], "train.lr_min", "lr_min", (c)->lr_min);             \
+        attn_train_setting_f(&(s)[(n)++], "train.weight_decay", "weight_decay",               \
+                             (c)->weight_decay);                                              \
+        attn_train_setting_f(&(s)[(n)++], "train.clip", "clip", (c)->clip);                   \
+        attn_train_setting_i(&(s)[(n)++], "train.seed", "--seed", (long long)(c)->seed);      \
+    } while (0)
 /* x[0 .. n-1] *= s (a rank's loss gradient scaled to its share of the global count). */
 ATTN__HIDDEN void attn__scale_f(float *x, int64_t n, float s);
 #endif
