@@ -1,8 +1,8 @@
 /* One training loop for every task (attn_train_run, attn_tasks.h): the schedule, AdamW,
  * clipping, gradient accumulation, data parallelism, time limit, evaluation, checkpoints,
  * resume, the JSON-lines log, TensorBoard events and progress, written once.  A task brings
- * its model and the forward/backward of one share of a step's batch (src/train/dates_task.c, charlm_task.c,
- * lm_task.c; the attn program's vit). */
+ * its model and the forward/backward of one share of a step's batch (src/train/dates_task.c,
+ * charlm_task.c, lm_task.c; the attn program's vit). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
