@@ -145,6 +145,11 @@ const char *attn_cli_train_log(const attn_cli_train_common *t, const attn_cli_pa
     return t->log ? t->log : paths->log;
 }
 
+const char *attn_cli_train_tb(const attn_cli_train_common *t) {
+    if (t->tensorboard) (void)mkdir(t->tensorboard, 0777); /* exists, or the library says why */
+    return t->tensorboard;
+}
+
 static volatile sig_atomic_t stop_flag;
 static void on_stop_signal(int sig) {
     static const char msg[] = "\nattn: stopping after this step, with a checkpoint (again: "

@@ -304,7 +304,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     long long threads = 0, epochs = 0, stop_at = 0, steps = 0, batch = 4, len = 128, warmup = 10,
               seed = 1, eval_every = 50, eval_windows = 16;
     double lr = 1e-4, lr_min = -1, wd = 0.0, clip = 1.0, held_out = 0.1;
-    attn_cli_train_common tc = {NULL, 1, 50};
+    attn_cli_train_common tc = {NULL, 1, 50, NULL};
     int resume = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO, no_mmap = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("init", 0, &init, "MODEL",
@@ -398,6 +398,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     r.init = init_abs;
     r.state_path = rank0 ? state_path : NULL;
     r.log_path = rank0 ? attn_cli_train_log(&tc, &paths) : NULL;
+    r.tb_dir = rank0 ? attn_cli_train_tb(&tc) : NULL;
 
     attn_ctx *ctx = NULL;
     attn_llm *llm = NULL;

@@ -338,7 +338,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
     train_opts o = {VIT_DEFAULT_DATA, "vit-model", NULL, 7, 4, 96, 4, 192, 20, 128, 200, 1, 0, 0, 0,
                     0, 1, 256, 2e-3, 0.05, 0.0, 1.0, 0.0, ATTN_CLI_DTYPE_AUTO, 0, 0, 0, 0};
     int npos;
-    attn_cli_train_common tc = {NULL, 1, 0};
+    attn_cli_train_common tc = {NULL, 1, 0, NULL};
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("data", 0, &o.data, "DIR",
                      "the Fashion-MNIST (or MNIST) folder: train-images-idx3-ubyte,\n"
@@ -476,6 +476,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
     cfg.accum = (int)tc.accum, cfg.save_every = tc.save_every;
     cfg.state_path = paths.state, cfg.model_path = paths.model, cfg.csv_path = csv;
     cfg.log_path = attn_cli_train_log(&tc, &paths), cfg.resume_name = paths.state;
+    cfg.tb_dir = rank0 ? attn_cli_train_tb(&tc) : NULL;
     cfg.save_init = o.save_init;
     cfg.user = &ui, cfg.on_start = on_start, cfg.on_step = on_step, cfg.on_epoch = on_epoch;
     attn_cli_stop_on_signals();

@@ -89,6 +89,13 @@ ATTN_API void attn_train_setting_f(attn_train_setting *s, const char *key, const
                                    double v);
 ATTN_API void attn_train_setting_s(attn_train_setting *s, const char *key, const char *option,
                                    const char *v);
+/* Checks that checkpoint holds settings s[0 .. n-1] with the same values: ATTN_E_INVALID naming
+ * the first that differs (its option, both values; name: the checkpoint's, NULL "the
+ * checkpoint"); ATTN_E_FORMAT if it is no training checkpoint (no metadata train_step).  attn_train_run does this on resume; a task that builds its model from the
+ * checkpoint calls it first, so that a different shape is named rather than failing to load. */
+ATTN_API attn_status attn_train_check_settings(attn_ctx *ctx, const attn_st *checkpoint,
+                                               const char *name, const attn_train_setting *s,
+                                               int n);
 
 /* What a share's forward reports. */
 typedef struct attn_train_share {
@@ -133,6 +140,9 @@ typedef struct attn_train_options {
     int64_t save_every;         /* ... every this many steps and at the end (0: end only) */
     const char *log_path;       /* JSON lines, one per step (NULL: none; rank 0 writes; a
                                    resumed run keeps the lines up to its step and appends) */
+    const char *tb_dir;         /* TensorBoard: an existing directory where rank 0 writes a new
+                                   events.out.tfevents.* file per run, the log's scalars every
+                                   step (NULL: none; `tensorboard --logdir` reads them) */
     const char *resume_name;    /* the checkpoint's name in messages (resume_path) */
     const attn_train_dp *dp;    /* NULL: one process */
     attn_progress_fn progress;  /* after every step (may be NULL); nonzero: stop */
@@ -189,6 +199,7 @@ typedef struct attn_dates_config {
     int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
     const attn_train_dp *dp; /* NULL, or data parallelism across processes (see above) */
     const char *log_path;   /* JSON lines, one per step (attn_train_options; NULL: none) */
+    const char *tb_dir;     /* TensorBoard event files here (attn_train_options; NULL: none) */
     int accum;              /* gradient accumulation: shares per process and step (1) */
 } attn_dates_config;
 ATTN_API attn_dates_config attn_dates_defaults(void);
@@ -254,6 +265,7 @@ typedef struct attn_charlm_config {
     int64_t save_every;     /* ... every this many steps and at the end (0: only at the end) */
     const attn_train_dp *dp; /* NULL, or data parallelism across processes (above) */
     const char *log_path;   /* JSON lines, one per step (attn_train_options; NULL: none) */
+    const char *tb_dir;     /* TensorBoard event files here (attn_train_options; NULL: none) */
     int accum;              /* gradient accumulation: shares per process and step (1) */
 } attn_charlm_config;
 /* d_model 128, 4 heads, 3 layers, ff 512, dropout 0, block 64, batch 32, 600 steps (about 5
@@ -377,8 +389,8 @@ ATTN_API const char *attn_fashion_class(int64_t k);
  * Files (each NULL: not written): state_path the loop's checkpoints (every save_every steps
  * and after every epoch), model_path after every epoch (the parameters under their state_dict
  * names, the config in the metadata: task "vit"), csv_path one line per epoch (epoch, then the
- * ATTN_VIT_LOG_* columns), log_path the loop's JSON lines.  With data parallelism only rank 0
- * writes.
+ * ATTN_VIT_LOG_* columns), log_path the loop's JSON lines, tb_dir its TensorBoard events.
+ * With data parallelism only rank 0 writes.
  * ========================================================================================== */
 /* The columns of the per-epoch log (log.csv, the checkpoint's "log.epochs"). */
 enum {
@@ -427,6 +439,7 @@ typedef struct attn_vit_train_config {
                                       a setting resumed runs must share (NULL: "f32") */
     const char *data_name;         /* where the images came from, in messages (NULL: "the data") */
     const char *state_path, *model_path, *csv_path, *log_path;
+    const char *tb_dir;            /* TensorBoard event files here (attn_train_options) */
     const char *resume_name;       /* the checkpoint resumed, in messages */
     const char *save_init;         /* a new run: the initial weights as a model file (NULL: no) */
     const attn_train_dp *dp;       /* NULL: one process */
@@ -533,6 +546,7 @@ typedef struct attn_lm_train_config {
     const char *state_path;   /* checkpoints (NULL: none) */
     int64_t save_every;
     const char *log_path;     /* JSON lines (NULL: none) */
+    const char *tb_dir;       /* TensorBoard event files here (NULL: none) */
     const attn_train_dp *dp;
     int accum;
     const char *init;         /* where the model came from: checkpoint metadata "init" */

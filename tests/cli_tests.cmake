@@ -113,6 +113,12 @@ add_test(NAME cli_train_interrupt
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_interrupt.sh $<TARGET_FILE:attn_cli>
                  ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
 set_tests_properties(cli_train_interrupt PROPERTIES PASS_REGULAR_EXPRESSION "PASS" TIMEOUT 300)
+# --tensorboard: event files read back by a standard-library reader and compared with the log
+add_test(NAME cli_train_tensorboard
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_tensorboard.sh $<TARGET_FILE:attn_cli>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
+set_tests_properties(cli_train_tensorboard PROPERTIES PASS_REGULAR_EXPRESSION "PASS"
+                     SKIP_RETURN_CODE 77 TIMEOUT 300)
 add_test(NAME cli_generate
          COMMAND attn_cli generate --model ${ATTN_TINYLM}/model.safetensors --prompt "The "
                  --length 20 --seed 1)

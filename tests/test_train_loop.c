@@ -238,6 +238,18 @@ static void test_custom_nan_settings(void) {
         TU_CHECK(strstr(attn_ctx_errmsg(ctx), "checkpoint of task toy, not other"), "message: %s",
                  attn_ctx_errmsg(ctx));
         task.name = "toy";
+        /* the same check alone (as dates and charlm make it before building their model) */
+        TU_STATUS(attn_train_check_settings(ctx, st, "ck", set, 2), ATTN_OK, ctx);
+        attn_train_setting_i(&set[0], "train.width", "--width", 4);
+        TU_STATUS(attn_train_check_settings(ctx, st, NULL, set, 2), ATTN_E_INVALID, ctx);
+        TU_CHECK(strstr(attn_ctx_errmsg(ctx), "the checkpoint: --width differs from the run "
+                                              "being continued (3 there, 4 now)"),
+                 "message: %s", attn_ctx_errmsg(ctx));
+        attn_train_setting_i(&set[0], "train.width", "--width", 3);
+        TU_STATUS(attn_train_check_settings(ctx, NULL, "ck", set, 2), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_train_check_settings(ctx, st, "ck", NULL, 2), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_train_check_settings(ctx, st, "ck", set, -1), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_train_check_settings(NULL, st, "ck", set, 2), ATTN_E_INVALID, NULL);
         TU_STATUS(attn_train_run(ctx, &task, &o, st, &res), ATTN_OK, ctx); /* finished: 0 steps */
         TU_CHECK(res.step == 6, "resumed finished run at step %lld", (long long)res.step);
         attn_st_free(st);

@@ -862,7 +862,8 @@ attn_status attn_vit_train(attn_ctx *ctx, const attn_images *tr, const attn_imag
         o.weight_decay = c->weight_decay, o.clip = c->clip, o.accum = c->accum ? c->accum : 1;
         o.eval_every = spe, o.stop_at = last_epoch * spe, o.state_path = c->state_path;
         o.save_every = c->save_every > 0 ? c->save_every : spe;
-        o.log_path = c->log_path, o.resume_name = c->resume_name, o.dp = c->dp;
+        o.log_path = c->log_path, o.tb_dir = c->tb_dir, o.resume_name = c->resume_name;
+        o.dp = c->dp;
         o.progress = vit_progress, o.user = &t;
         attn_train_result res;
         ATTN_TRYG(attn_train_run(ctx, &task, &o, resume, &res));
