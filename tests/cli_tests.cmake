@@ -243,7 +243,7 @@ target_compile_options(vit_tiny_data PRIVATE ${ATTN_WARN})
 if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
   set(ATTN_VIT_TMP ${CMAKE_CURRENT_BINARY_DIR}/vit_cli)
   set(ATTN_VIT_CASES json classify_index classify_file attention_map resume missing_data corrupt
-      wrong_size other_model usage)
+      wrong_size other_model usage tensorboard)
   foreach(case setup ${ATTN_VIT_CASES})
     add_test(NAME cli_vit_${case}
              COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_vit_cli.sh

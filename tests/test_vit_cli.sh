@@ -37,6 +37,14 @@ setup)
     out_has "task = vit"
     out_has "patch = 4"
     out_has "embed.proj.weight +F32 +\[16, 16\]" ;;
+tensorboard)     # --tensorboard: the events of the library's vit task against its JSON log
+                 # (tests/check_tfevents.py: framing, CRCs, every value; eval/loss, eval/accuracy)
+    command -v python3 >/dev/null || { echo "python3 missing: skipped"; exit 0; }
+    run 0 "$ATTN" train vit --data "$D" --limit 128 --test-limit 20 --epochs 2 $TINY -q \
+        --tensorboard "$T/tb" -o "$T/tb_run"
+    [ "$(ls "$T/tb" | grep -c tfevents)" = 1 ] || fail "one event file expected: $(ls "$T/tb")"
+    python3 "$(dirname "$0")/check_tfevents.py" "$T/tb" "$T/tb_run/log.jsonl" images >"$T/out" 2>&1 ||
+        fail "the events differ from the log" ;;
 json)
     run 0 "$ATTN" train vit --data "$D" --limit 64 --test-limit 20 --epochs 1 $TINY -q --json -o "$T/j"
     [ -s "$T/err" ] && fail "-q printed on stderr"
