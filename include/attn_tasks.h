@@ -441,7 +441,8 @@ typedef struct attn_vit_train_config {
     const char *state_path, *model_path, *csv_path, *log_path;
     const char *tb_dir;            /* TensorBoard event files here (attn_train_options) */
     const char *resume_name;       /* the checkpoint resumed, in messages */
-    const char *save_init;         /* a new run: the initial weights as a model file (NULL: no) */
+    const char *save_init;         /* a new run: the initial weights as a model file (rank 0;
+                                      NULL: none) */
     const attn_train_dp *dp;       /* NULL: one process */
     /* callbacks (each may be NULL), called on every rank: */
     void *user;

@@ -719,7 +719,12 @@ static attn_status config_ok(attn_ctx *ctx, const attn_vit_train_config *c) {
                  (long long)c->d_model);
     ATTN_FAIL_IF(c->accum < 0 || c->accum > 65536, ctx, ATTN_E_INVALID,
                  "attn_vit_train: accum must be 1..65536 (0: 1), got %d", c->accum);
-    const attn_train_dp *dp = c->dp;
+    return ATTN_OK;
+}
+
+/* The data-parallel table, when there is one, complete (checked when training starts: a
+ * caller may fill it between attn_vit_train_resume_check and attn_vit_train). */
+static attn_status dp_ok(attn_ctx *ctx, const attn_train_dp *dp) {
     if (dp)
         ATTN_FAIL_IF(dp->nranks < 1 || dp->rank < 0 || dp->rank >= dp->nranks || !dp->begin ||
                          !dp->end || !dp->sum,
@@ -807,6 +812,7 @@ attn_status attn_vit_train(attn_ctx *ctx, const attn_images *tr, const attn_imag
     if (model) *model = NULL;
     ATTN_TRY(attn_vit_train_check(ctx, tr, te, c));
     ATTN_TRY(config_ok(ctx, c));
+    ATTN_TRY(dp_ok(ctx, c->dp));
     attn_vit_train_report rep0, *r = report ? report : &rep0;
     memset(r, 0, sizeof *r);
     vit_run t;
@@ -851,7 +857,8 @@ attn_status attn_vit_train(attn_ctx *ctx, const attn_images *tr, const attn_imag
     t.m = m;
     r->parameters = attn_module_numel(m);
     if (resume) ATTN_TRYG(resume_load(ctx, &t, resume, total));
-    if (c->save_init && !resume) ATTN_TRYG(attn_vit_model_save(ctx, m, &t.vm, c->save_init));
+    if (c->save_init && !resume && t.writer)
+        ATTN_TRYG(attn_vit_model_save(ctx, m, &t.vm, c->save_init));
     if (c->on_start) ATTN_TRYG(c->on_start(c->user, ctx, r));
     t.t_start = attn__now_s(), t.elapsed0 = r->elapsed_s, t.t_mark = t.t_start;
     {
