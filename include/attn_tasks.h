@@ -1,7 +1,10 @@
 /*
- * attn_tasks.h -- DEMO TIER of attn: two complete training tasks built on the core API of
- * attn.h, the dates translator (an attn_seq2seq model) and a character-level GPT (charlm).
- * The attn program's `train`, `translate`, `heatmap`, `generate` and `demo` commands run them.
+ * attn_tasks.h -- DEMO TIER of attn: complete training tasks built on the API of attn.h, on
+ * one training loop (attn_train_run): the dates translator (an attn_seq2seq model), a
+ * character-level GPT (charlm), LLM fine-tuning (lm) and a Vision Transformer on
+ * Fashion-MNIST (vit, with its image data readers, attn_images_*).  The attn program's
+ * `train`, `translate`, `heatmap`, `generate`, `demo`, `classify` and `attention-map` commands
+ * run them.
  *
  * They are examples of whole training loops (data, schedule, evaluation, checkpoints), kept in
  * the library so that they are deterministic and tested like the rest.  THIS TIER MAY CHANGE
