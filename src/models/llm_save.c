@@ -253,6 +253,15 @@ attn_status attn_llm_save_hf(attn_ctx *ctx, const attn_llm *m, const char *token
 /* ---- the GGUF file ----------------------------------------------------------------------- */
 #define FN_GGUF "attn_llm_save_gguf"
 
+/* ATTN_FAIL_IF that jumps to the cleanup label (variable `st` must exist). */
+#define FAIL_G(cond, ...)                                                                     \
+    do {                                                                                      \
+        if (cond) {                                                                           \
+            st = attn__fail(ctx, __VA_ARGS__);                                                \
+            goto done;                                                                        \
+        }                                                                                     \
+    } while (0)
+
 int attn_llm_gguf_writable(const attn_llm *m) {
     return m && m->cfg.num_layers > 0 && !strcmp(family(&m->cfg), "llama") &&
            !m->cfg.rope_scaling;
@@ -315,7 +324,7 @@ static attn_status tok_keys(attn_ctx *ctx, attn__gguf_w *w, const attn_llm *m, u
     return ATTN_OK;
 }
 
-/* HF parameter name -> GGUF tensor name; 0 when it has none. */
+/* HF parameter name -> GGUF tensor name: 1, or 0 when it has none, -1 when it does not fit. */
 static int gguf_name(const char *hf, char *out, size_t n) {
     static const char *const map[][2] = {
         {"self_attn.q_proj.", "attn_q."}, {"self_attn.k_proj.", "attn_k."},
@@ -336,7 +345,7 @@ static int gguf_name(const char *hf, char *out, size_t n) {
                 r = snprintf(out, n, "blk.%d.%s%s", layer, map[i][1], hf + used + l);
         }
     }
-    return r > 0 && (size_t)r < n;
+    return r < 0 ? 0 : (size_t)r < n ? 1 : -1;
 }
 
 /* The tokenizer the keys come from: tok's keys must make a tokenizer; without tok, m's must be
@@ -396,7 +405,10 @@ attn_status attn_llm_save_gguf(attn_ctx *ctx, const attn_llm *m, const attn_gguf
         const char *name;
         attn_tensor v;
         ATTN_TRYG(attn_module_param_at(mod, i, &name, &v));
-        if (!gguf_name(name, names[i], sizeof names[i])) {
+        const int named = gguf_name(name, names[i], sizeof names[i]);
+        FAIL_G(named < 0, ATTN_E_OVERFLOW, FN_GGUF ": the GGUF name of %.200s is over %zu bytes",
+               name, sizeof names[i] - 1);
+        if (!named) {
             names[i][0] = '\0';
             continue;
         }
