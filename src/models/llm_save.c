@@ -449,7 +449,8 @@ attn_status attn_llm_save_gguf(attn_ctx *ctx, const attn_llm *m, const attn_gguf
         attn__gguf_kv_u32(&w, "llama.attention.value_length", (uint32_t)c.head_dim);
     }
     /* the tokenizer keys, byte for byte from the source file, or from m's tokenizer */
-    if (!tok) ATTN_TRYG(tok_keys(ctx, &w, m, &nkv));
+    uint64_t written;
+    if (!tok) ATTN_TRYG(tok_keys(ctx, &w, m, &written));
     for (size_t i = 0; i < ntk; i++) {
         attn_gguf_kv kv;
         const void *raw;
