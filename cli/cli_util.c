@@ -1,5 +1,6 @@
-/* Helpers shared by the subcommands: error reporting, strict number parsing, contexts and
- * training output folders. */
+/* Helpers shared by the subcommands: contexts (threads shared among the ranks of a
+ * data-parallel run), training output folders, signals and the loss curve.  Error reporting is
+ * in cli_io.c, strict number parsing in cli_opt.c. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,13 +13,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-
-int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
-    fprintf(stderr, "attn %s: ", cmd);
-    attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx)); /* it may quote a file's bytes */
-    fprintf(stderr, " (%s)\n", attn_status_name(st));
-    return 1;
-}
 
 int attn_cli_threads(long long threads) {
     if (threads <= 0 && attn_cli_dp_local() > 1) {
@@ -74,23 +68,6 @@ int attn_cli_dtype_resume(attn_ctx *ctx, const attn_st *rs, int asked, int *dtyp
     if (was == *dtype) return 0;
     *dtype = was;
     attn_ctx_set_matmul(ctx, was == ATTN_CLI_DTYPE_BF16 ? ATTN_CTX_BF16_MATMUL : 0u);
-    return 1;
-}
-
-int attn_cli_parse_i64(const char *s, long long lo, long long hi, long long *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || *end || end == s || x < lo || x > hi) return 0;
-    *v = x;
-    return 1;
-}
-
-int attn_cli_parse_f(const char *s, double lo, double hi, double *v) {
-    char *end;
-    double x = strtod(s, &end);
-    if (*end || end == s || !(x >= lo && x <= hi)) return 0;
-    *v = x;
     return 1;
 }
 

@@ -37,7 +37,7 @@ int attn_cmd_serve(int argc, char **argv) {
 #include <sys/socket.h>
 #include <time.h>
 
-#include "bench.h"
+#include "bench_util.h"
 #include "serve_json.h"
 #include "serve_page.h"
 #include "serve_tools.h"
@@ -178,7 +178,6 @@ typedef struct server {
 
 static server S;
 
-static double now_s(void) { return attn_bench_now_s(); }
 
 /* ---- the scheduler -------------------------------------------------------------------- */
 static void push_sse(sreq *r, sbuf *ev) {
@@ -370,7 +369,7 @@ static void finish(slot *sl, const char *reason, int failed) {
         if (r->stream) stream_chunk(r, NULL, 0, r->finish, 0);
     }
     r->done = 1;
-    r->t_done = now_s();
+    r->t_done = attn_bench_now_s();
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     pthread_mutex_lock(&S.mu);
@@ -412,7 +411,7 @@ static void take(slot *sl, int32_t id) {
         pl = 0;
     sl->hist[sl->nh++] = id;
     pthread_mutex_lock(&r->mu);
-    if (r->completion_tokens++ == 0) r->t_first = now_s();
+    if (r->completion_tokens++ == 0) r->t_first = attn_bench_now_s();
     const int stopped = add_text(r, piece, pl);
     if (!stopped) flush_text(r, 0);
     int called = 0; /* a forced call ends with the call: what a model writes after it is lost */
@@ -763,14 +762,14 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     sreq *r = cls;
     pthread_mutex_lock(&r->mu);
-    double t0 = now_s();
+    double t0 = attn_bench_now_s();
     while (r->sse.n == 0 && !r->done) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 200000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        if (r->sse.n == 0 && !r->done && now_s() - t0 > 5) {
+        if (r->sse.n == 0 && !r->done && attn_bench_now_s() - t0 > 5) {
             /* a comment keeps the connection alive and finds a client that left */
             pthread_mutex_unlock(&r->mu);
             static const char ping[] = ": ping\n\n";
@@ -1213,7 +1212,7 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->refs = 1;
-    r->t_queued = now_s();
+    r->t_queued = attn_bench_now_s();
     int ok = parse_gen(o, kind, x, r, err, sizeof err);
     attn_ctx_free(x);
     if (!ok) {
@@ -1583,7 +1582,7 @@ static MHD_Result_t handle(void *cls, struct MHD_Connection *mc, const char *url
     conn *c = *con_cls;
     if (!c) {
         if (!(c = calloc(1, sizeof *c))) return MHD_NO;
-        c->t0 = now_s();
+        c->t0 = attn_bench_now_s();
         pthread_mutex_lock(&S.mu);
         S.inflight++;
         pthread_mutex_unlock(&S.mu);
@@ -1689,7 +1688,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     }
     if (!S.quiet)
         fprintf(stderr, "%s %s %d %lld %.1f ms%s\n", c->method, c->path, c->status,
-                (long long)tokens, 1e3 * (now_s() - c->t0),
+                (long long)tokens, 1e3 * (attn_bench_now_s() - c->t0),
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client left)");
     req_unref(c->r);
     sb_free(&c->body);
@@ -1896,7 +1895,7 @@ int attn_cmd_serve(int argc, char **argv) {
     /* the answers of the finished requests are sent before the connections close (a minute
      * at most: a client that stopped reading does not hold the exit for ever) */
     pthread_mutex_lock(&S.mu);
-    for (double t0 = now_s(); S.inflight > 0 && now_s() - t0 < 60;) {
+    for (double t0 = attn_bench_now_s(); S.inflight > 0 && attn_bench_now_s() - t0 < 60;) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;

@@ -134,7 +134,9 @@ typedef struct attn_train_task {
 
 typedef struct attn_train_options {
     int64_t steps, warmup;      /* the schedule: warmup, then cosine decay to lr_min at steps */
-    float lr, lr_min, weight_decay, clip; /* clip: the gradient's global L2 norm (0: none) */
+    float lr, lr_min, weight_decay, clip; /* clip: the gradient's global L2 norm to it; 0: no
+                                   clipping, the norm still computed (grad_norm); negative:
+                                   neither (grad_norm 0: a step without the norm's pass) */
     int accum;                  /* shares run one after another per process (1) */
     double time_limit_s;        /* stop (with a checkpoint) after this many seconds (0: none) */
     int64_t eval_every;         /* evaluate every this many steps (0: only at the run's end) */

@@ -87,9 +87,8 @@ static attn_status check_options(attn_ctx *ctx, const attn_train_task *t,
     ATTN_FAIL_IF(!(o->lr > 0.0f && isfinite(o->lr)) || !(o->lr_min >= 0.0f && o->lr_min <= o->lr),
                  ctx, ATTN_E_INVALID, "lr must be positive and finite and 0 <= lr_min <= lr "
                  "(lr %g, lr_min %g)", (double)o->lr, (double)o->lr_min);
-    ATTN_FAIL_IF(!(o->weight_decay >= 0.0f && isfinite(o->weight_decay)) ||
-                     !(o->clip >= 0.0f && isfinite(o->clip)),
-                 ctx, ATTN_E_INVALID, "weight_decay and clip must be >= 0 and finite");
+    ATTN_FAIL_IF(!(o->weight_decay >= 0.0f && isfinite(o->weight_decay)) || !isfinite(o->clip),
+                 ctx, ATTN_E_INVALID, "weight_decay must be >= 0 and finite, clip finite");
     ATTN_FAIL_IF(o->accum < 0 || o->accum > 65536, ctx, ATTN_E_INVALID,
                  "accum must be 1..65536 (0: 1), got %d", o->accum);
     ATTN_FAIL_IF(!(o->time_limit_s >= 0), ctx, ATTN_E_INVALID, "time_limit_s must be >= 0");
@@ -353,7 +352,8 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
                            (long long)step + 1);
             float gnorm = 0.0f, lr = attn_lr_warmup_cosine(step, o->warmup, o->steps, o->lr,
                                                            o->lr_min);
-            ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, o->clip, &gnorm)); /* 0: the norm only */
+            if (o->clip >= 0.0f) /* 0: the norm only; negative: not even that */
+                ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, o->clip, &gnorm));
             ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
             last_loss = loss;
             double now = attn__now_s();
