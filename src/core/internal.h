@@ -131,6 +131,15 @@ ATTN__HIDDEN attn_status attn__fail(attn_ctx *ctx, attn_status st, const char *f
         if (st != ATTN_OK) goto done;                                                         \
     } while (0)
 
+/* ATTN_FAIL_IF that jumps to the cleanup label (variables `st` and `ctx` must exist). */
+#define ATTN_FAIL_IFG(cond, ...)                                                              \
+    do {                                                                                      \
+        if (cond) {                                                                           \
+            st = attn__fail(ctx, __VA_ARGS__);                                                \
+            goto done;                                                                        \
+        }                                                                                     \
+    } while (0)
+
 /* ---- memory ---------------------------------------------------------------------------- */
 ATTN__HIDDEN void *attn__malloc(attn_ctx *ctx, size_t size);
 ATTN__HIDDEN void *attn__calloc(attn_ctx *ctx, size_t n, size_t size);

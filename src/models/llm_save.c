@@ -253,14 +253,6 @@ attn_status attn_llm_save_hf(attn_ctx *ctx, const attn_llm *m, const char *token
 /* ---- the GGUF file ----------------------------------------------------------------------- */
 #define FN_GGUF "attn_llm_save_gguf"
 
-/* ATTN_FAIL_IF that jumps to the cleanup label (variable `st` must exist). */
-#define FAIL_G(cond, ...)                                                                     \
-    do {                                                                                      \
-        if (cond) {                                                                           \
-            st = attn__fail(ctx, __VA_ARGS__);                                                \
-            goto done;                                                                        \
-        }                                                                                     \
-    } while (0)
 
 int attn_llm_gguf_writable(const attn_llm *m) {
     return m && m->cfg.num_layers > 0 && !strcmp(family(&m->cfg), "llama") &&
@@ -406,7 +398,7 @@ attn_status attn_llm_save_gguf(attn_ctx *ctx, const attn_llm *m, const attn_gguf
         attn_tensor v;
         ATTN_TRYG(attn_module_param_at(mod, i, &name, &v));
         const int named = gguf_name(name, names[i], sizeof names[i]);
-        FAIL_G(named < 0, ATTN_E_OVERFLOW, FN_GGUF ": the GGUF name of %.200s is over %zu bytes",
+        ATTN_FAIL_IFG(named < 0, ATTN_E_OVERFLOW, FN_GGUF ": the GGUF name of %.200s is over %zu bytes",
                name, sizeof names[i] - 1);
         if (!named) {
             names[i][0] = '\0';

@@ -16,14 +16,6 @@
 #include "../core/file.h"
 #include "train_util.h"
 
-/* ATTN_FAIL_IF that jumps to the cleanup label (variable `st` must exist). */
-#define FAIL_G(cond, ...)                                                                     \
-    do {                                                                                      \
-        if (cond) {                                                                           \
-            st = attn__fail(ctx, __VA_ARGS__);                                                \
-            goto done;                                                                        \
-        }                                                                                     \
-    } while (0)
 
 /* ---- settings ---------------------------------------------------------------------------- */
 static void set_kv(attn_train_setting *s, const char *key, const char *option) {
@@ -326,7 +318,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
                 attn_train_share sh;
                 memset(&sh, 0, sizeof sh);
                 ATTN_TRYG(t->forward(t->user, ctx, step, rank * accum + a, shares, sv, &sh));
-                FAIL_G(!(sh.count >= 0 && sh.count <= sh.count_step), ATTN_E_INVALID,
+                ATTN_FAIL_IFG(!(sh.count >= 0 && sh.count <= sh.count_step), ATTN_E_INVALID,
                                "%s: a share's count %g is outside 0..%g (the step's)", t->name,
                                sh.count, sh.count_step);
                 loss1 = sh.loss, loss_sum += (double)sh.loss * sh.count;
@@ -346,7 +338,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
             }
             float loss = shares == 1 ? loss1
                          : count_step > 0 ? (float)(xs[0] / count_step) : 0.0f;
-            FAIL_G(!isfinite(loss), ATTN_E_NONFINITE,
+            ATTN_FAIL_IFG(!isfinite(loss), ATTN_E_NONFINITE,
                            "the loss is %g at step %lld: training diverged (try a lower learning "
                            "rate); the weights are those before this step", (double)loss,
                            (long long)step + 1);
