@@ -15,6 +15,9 @@
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 #define BENCH_X86 1
+#elif defined(__GNUC__) && defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#define BENCH_NEON 1
 #endif
 
 /* What attn bench --help prints after the options. */
@@ -69,7 +72,11 @@ double attn_bench_now_s(void) {
 double attn_bench_rss_mib(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+#ifdef __APPLE__
+    return (double)ru.ru_maxrss / 1048576.0; /* macOS: bytes */
+#else
     return (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
+#endif
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -104,6 +111,19 @@ __attribute__((target("avx2,fma"))) static float fma_avx2(long n) {
     return o[0];
 }
 #endif
+#ifdef BENCH_NEON
+/* 128-bit FMLA, 4 lanes.  Neoverse V1/V2 and Apple M cores issue 4 per cycle with a latency
+ * of 3-4, so 12 chains would leave pipes idle: 24 chains for n / 2 rounds, the same n * 12
+ * FMAs that peak_thread counts. */
+static float fma_neon(long n) {
+    float32x4_t x[2 * PEAK_CHAINS], m = vdupq_n_f32(0.9999f), c = vdupq_n_f32(1e-6f);
+    for (int i = 0; i < 2 * PEAK_CHAINS; i++) x[i] = vdupq_n_f32((float)i);
+    for (long it = 0; it < n / 2; it++)
+        for (int i = 0; i < 2 * PEAK_CHAINS; i++) x[i] = vfmaq_f32(c, x[i], m);
+    for (int i = 1; i < 2 * PEAK_CHAINS; i++) x[0] = vaddq_f32(x[0], x[i]);
+    return vaddvq_f32(x[0]);
+}
+#endif
 static float fma_scalar(long n) {
     volatile float mv = 0.9999f, cv = 1e-6f;
     float x[PEAK_CHAINS], m = mv, c = cv;
@@ -115,7 +135,7 @@ static float fma_scalar(long n) {
 }
 
 typedef struct peak_job {
-    int lanes; /* 16 avx512, 8 avx2, 1 scalar */
+    int lanes; /* 16 avx512, 8 avx2, 4 neon, 1 scalar */
     long n;
     double gflops;
     volatile float sink;
@@ -128,6 +148,8 @@ static void *peak_thread(void *p) {
     if (j->lanes == 16) j->sink = fma_avx512(j->n);
     else if (j->lanes == 8) j->sink = fma_avx2(j->n);
     else j->sink = fma_scalar(j->n);
+#elif defined(BENCH_NEON)
+    j->sink = j->lanes == 4 ? fma_neon(j->n) : fma_scalar(j->n);
 #else
     j->sink = fma_scalar(j->n);
 #endif
@@ -140,6 +162,9 @@ static void *peak_thread(void *p) {
 double attn_bench_fma_peak(int threads, const char **isa) {
     int lanes = 1;
     *isa = "scalar";
+#ifdef BENCH_NEON
+    lanes = 4, *isa = "neon"; /* every AArch64 CPU */
+#endif
 #ifdef BENCH_X86
     __builtin_cpu_init();
     /* ATTN_ISA=avx2 caps the kernels at AVX2: the peak is then that of the AVX2 FMAs (half
@@ -157,7 +182,8 @@ double attn_bench_fma_peak(int threads, const char **isa) {
     for (int round = 0; round < 5; round++) {
         double sum = 0;
         for (int t = 0; t < threads; t++) {
-            jobs[t].lanes = lanes, jobs[t].n = lanes == 1 ? 4000000L : 8000000L;
+            jobs[t].lanes = lanes;
+            jobs[t].n = lanes == 1 ? 4000000L : lanes == 4 ? 2000000L : 8000000L;
             jobs[t].gflops = 0;
             started[t] = pthread_create(&tid[t], NULL, peak_thread, &jobs[t]) == 0;
             if (!started[t]) peak_thread(&jobs[t]);

@@ -52,10 +52,16 @@ add_test(NAME cli_info COMMAND attn_cli info data/unknown_op.safetensors
          WORKING_DIRECTORY ${ATTN_CLI_WD})
 set_tests_properties(cli_info PROPERTIES PASS_REGULAR_EXPRESSION "op = no_such_op.*x +F32 +\\[2\\]")
 # attn info --cpu: the description, then the measured rates (one timed run each, 1 thread)
-add_test(NAME cli_info_cpu COMMAND attn_cli info --cpu --repeat 1 --threads 1)
+# (under an emulator, ATTN_TEST_EMULATOR, a product of 64 rows: the full one takes minutes)
+set(ATTN_CPU_ROWS "")
+if(ATTN_TEST_EMULATOR)
+  set(ATTN_CPU_ROWS --rows 64)
+endif()
+add_test(NAME cli_info_cpu COMMAND attn_cli info --cpu --repeat 1 --threads 1 ${ATTN_CPU_ROWS})
 set_tests_properties(cli_info_cpu PROPERTIES PASS_REGULAR_EXPRESSION
                      "cpu: .*instruction set: .*matmul precision \\(auto\\): .*float products +[0-9.]+ GFLOP/s.*bf16 / float speed")
-add_test(NAME cli_bench_cpu_json COMMAND attn_cli bench --op cpu --repeat 1 --threads 1 --json)
+add_test(NAME cli_bench_cpu_json
+         COMMAND attn_cli bench --op cpu --repeat 1 --threads 1 --json ${ATTN_CPU_ROWS})
 set_tests_properties(cli_bench_cpu_json PROPERTIES PASS_REGULAR_EXPRESSION
                      "^\\{\"threads\": 1, \"fma_peak_gflops\": [0-9.]+.*\"auto\": \"(f32|bf16)\", \"description\": \"cpu: [^\n]*\"\\}")
 # attn info on a GGUF file (found by its magic): header, metadata, tensors, summary
