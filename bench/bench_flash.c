@@ -12,97 +12,16 @@
  * (bench/attn_vs_torch.py compares `attn bench` with PyTorch).  The kernel set is the
  * context's default (ATTN_ISA caps it). */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "dispatch.h"
 #include "flash.h"
 #include "internal.h"
 #include "kernels.h"
-
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define BENCH_X86 1
-#endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- FMA peak: 12 independent FMA chains per thread ---------------------------------------- */
-#ifdef BENCH_X86
-__attribute__((target("avx512f"))) static float fma512(long n) {
-    __m512 x[12], m = _mm512_set1_ps(0.9999f), c = _mm512_set1_ps(1e-6f);
-    for (int i = 0; i < 12; i++) x[i] = _mm512_set1_ps((float)i);
-    for (long it = 0; it < n; it++)
-        for (int i = 0; i < 12; i++) x[i] = _mm512_fmadd_ps(x[i], m, c);
-    for (int i = 1; i < 12; i++) x[0] = _mm512_add_ps(x[0], x[i]);
-    return _mm512_reduce_add_ps(x[0]);
-}
-__attribute__((target("avx2,fma"))) static float fma256(long n) {
-    __m256 x[12], m = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-6f);
-    for (int i = 0; i < 12; i++) x[i] = _mm256_set1_ps((float)i);
-    for (long it = 0; it < n; it++)
-        for (int i = 0; i < 12; i++) x[i] = _mm256_fmadd_ps(x[i], m, c);
-    for (int i = 1; i < 12; i++) x[0] = _mm256_add_ps(x[0], x[i]);
-    float o[8];
-    _mm256_storeu_ps(o, x[0]);
-    return o[0];
-}
-#endif
-
-typedef struct peak_arg {
-    int isa;
-    long n;
-    double gflops;
-    volatile float sink;
-} peak_arg;
-
-static void *peak_thread(void *p) {
-    peak_arg *a = p;
-    double t0 = now_s();
-    int lanes = 0;
-#ifdef BENCH_X86
-    if (a->isa == ATTN__ISA_AVX512) a->sink = fma512(a->n), lanes = 16;
-    else if (a->isa == ATTN__ISA_AVX2) a->sink = fma256(a->n), lanes = 8;
-#endif
-    a->gflops = 12.0 * lanes * 2.0 * (double)a->n / (now_s() - t0) * 1e-9;
-    return NULL;
-}
-
-static double fma_peak(int isa, int threads) {
-    double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        pthread_t tid[16];
-        peak_arg arg[16];
-        double sum = 0;
-        for (int t = 0; t < threads; t++) {
-            memset(&arg[t], 0, sizeof arg[t]);
-            arg[t].isa = isa, arg[t].n = 20000000L;
-            pthread_create(&tid[t], NULL, peak_thread, &arg[t]);
-        }
-        for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL), sum += arg[t].gflops;
-        if (sum > best) best = sum;
-    }
-    return best;
-}
-
-static double rss_mib(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "../cli/bench_util.h"
 
 static float *rnd(size_t n, uint64_t seed) {
     float *p = malloc(n * sizeof(float));
@@ -173,17 +92,16 @@ static void bench(attn_ctx *ctx, int threads, double peak, path w, int64_t L, in
         double t[64];
         if (bwd) run(ctx, &p, w, 1);
         for (int r = 0; r < runs; r++) {
-            double t0 = now_s();
+            double t0 = attn_bench_now_s();
             run(ctx, &p, w, bwd);
-            t[r] = now_s() - t0;
+            t[r] = attn_bench_now_s() - t0;
         }
-        qsort(t, (size_t)runs, sizeof t[0], cmp_double);
-        double med = t[runs / 2];
+        double med = attn_bench_median(t, runs);
         double fl = 4.0 * 12 * (double)L * (double)L * 64 * (causal ? 0.5 : 1.0) * (bwd ? 2.5 : 1);
         double gf = fl / med * 1e-9;
         printf("%-13s %-4s L=S=%-6lld %-6s %2d thr  %10.2f ms  %7.1f GFLOP/s  %5.1f%% peak  rss %6.0f MiB\n",
                path_name[w], bwd ? "bwd" : "fwd", (long long)L, causal ? "causal" : "full",
-               threads, med * 1e3, gf, 100.0 * gf / peak, rss_mib());
+               threads, med * 1e3, gf, 100.0 * gf / peak, attn_bench_rss_mib());
         printf("RESULT %s %s %lld %d %d %.4f %.2f\n", path_name[w], bwd ? "bwd" : "fwd",
                (long long)L, causal, threads, med * 1e3, gf);
         fflush(stdout);
@@ -213,7 +131,9 @@ int main(int argc, char **argv) {
     if (attn_ctx_create(&prm, &ctx) != ATTN_OK) return 1;
     int isa = ctx->kern.isa;
     int pisa = isa == ATTN__ISA_REF ? ATTN__ISA_AVX2 : isa;
-    double peak1 = fma_peak(pisa, 1), peakn = fma_peak(pisa, threads);
+    const int lanes = pisa == ATTN__ISA_AVX512 ? 16 : 8;
+    double peak1 = attn_bench_fma_peak_at(1, lanes, 20000000L, 5, NULL);
+    double peakn = attn_bench_fma_peak_at(threads, lanes, 20000000L, 5, NULL);
     printf("kernels %s; FMA peak (%s): 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s\n",
            attn__isa_name(isa), attn__isa_name(pisa), peak1, threads, peakn);
     printf("PEAK %d %.2f %d %.2f\n", 1, peak1, threads, peakn);

@@ -10,7 +10,6 @@
  * first waits for other processes to go idle; a row marked '*' ran while another process used
  * over 10% of a core (Linux /proc/stat), so its timings are disturbed. */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,106 +21,19 @@
 #include "internal.h"
 #include "kernels.h"
 #include "pool.h"
+#include "../cli/bench_util.h"
 
 #ifdef ATTN_BENCH_OPENBLAS
 #include <cblas.h>
 #endif
 
 #if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
 #define BENCH_X86 1
 #endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-/* ---- FMA peak: independent register-only FMA chains, one loop per thread ---------------- */
-
-#ifdef BENCH_X86
-__attribute__((target("avx512f"))) static float peak_loop_avx512(long iters) {
-    __m512 x[12], m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < 12; i++) x[i] = _mm512_set1_ps((float)i);
-    for (long it = 0; it < iters; it++) {
-        x[0] = _mm512_fmadd_ps(x[0], m, a); x[1] = _mm512_fmadd_ps(x[1], m, a);
-        x[2] = _mm512_fmadd_ps(x[2], m, a); x[3] = _mm512_fmadd_ps(x[3], m, a);
-        x[4] = _mm512_fmadd_ps(x[4], m, a); x[5] = _mm512_fmadd_ps(x[5], m, a);
-        x[6] = _mm512_fmadd_ps(x[6], m, a); x[7] = _mm512_fmadd_ps(x[7], m, a);
-        x[8] = _mm512_fmadd_ps(x[8], m, a); x[9] = _mm512_fmadd_ps(x[9], m, a);
-        x[10] = _mm512_fmadd_ps(x[10], m, a); x[11] = _mm512_fmadd_ps(x[11], m, a);
-    }
-    __m512 s = x[0];
-    for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, x[i]);
-    return _mm512_reduce_add_ps(s);
-}
-__attribute__((target("avx2,fma"))) static float peak_loop_avx2(long iters) {
-    __m256 x[12], m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 12; i++) x[i] = _mm256_set1_ps((float)i);
-    for (long it = 0; it < iters; it++) {
-        x[0] = _mm256_fmadd_ps(x[0], m, a); x[1] = _mm256_fmadd_ps(x[1], m, a);
-        x[2] = _mm256_fmadd_ps(x[2], m, a); x[3] = _mm256_fmadd_ps(x[3], m, a);
-        x[4] = _mm256_fmadd_ps(x[4], m, a); x[5] = _mm256_fmadd_ps(x[5], m, a);
-        x[6] = _mm256_fmadd_ps(x[6], m, a); x[7] = _mm256_fmadd_ps(x[7], m, a);
-        x[8] = _mm256_fmadd_ps(x[8], m, a); x[9] = _mm256_fmadd_ps(x[9], m, a);
-        x[10] = _mm256_fmadd_ps(x[10], m, a); x[11] = _mm256_fmadd_ps(x[11], m, a);
-    }
-    __m256 s = x[0];
-    for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, x[i]);
-    float out[8];
-    _mm256_storeu_ps(out, s);
-    return out[0] + out[7];
-}
-#endif
-
-typedef struct peak_arg {
-    int isa;
-    long iters;
-    double gflops;
-    volatile float sink;
-} peak_arg;
-
-static void *peak_thread(void *p) {
-    peak_arg *a = p;
-    double t0 = now_s();
-    float r = 0;
-    int lanes = 0;
-#ifdef BENCH_X86
-    if (a->isa == ATTN__ISA_AVX512) r = peak_loop_avx512(a->iters), lanes = 16;
-    else r = peak_loop_avx2(a->iters), lanes = 8;
-#endif
-    double t = now_s() - t0;
-    a->sink = r;
-    a->gflops = lanes ? 12.0 * lanes * 2.0 * (double)a->iters / t * 1e-9 : 0;
-    return NULL;
-}
-
-/* Sum of the per-thread rates of `threads` concurrent FMA loops (best of reps). */
-static double fma_peak(int isa, int threads, long iters, int reps) {
-    double best = 0;
-    for (int rep = 0; rep < reps; rep++) {
-        pthread_t tid[8];
-        peak_arg arg[8];
-        for (int t = 0; t < threads; t++) {
-            memset(&arg[t], 0, sizeof arg[t]);
-            arg[t].isa = isa;
-            arg[t].iters = iters;
-            pthread_create(&tid[t], NULL, peak_thread, &arg[t]);
-        }
-        double sum = 0;
-        for (int t = 0; t < threads; t++) {
-            pthread_join(tid[t], NULL);
-            sum += arg[t].gflops;
-        }
-        if (sum > best) best = sum;
-    }
-    return best;
 }
 
 /* ---- other processes: CPU seconds used by the whole machine minus this process --------- */
@@ -143,12 +55,12 @@ static double other_cpu_s(void) {
 /* Waits (up to max_s) for a 300 ms window in which other processes use under 5% of a core;
  * returns 0 if none came. */
 static int wait_idle(double max_s) {
-    double t_end = now_s() + max_s;
+    double t_end = attn_bench_now_s() + max_s;
     do {
-        double o0 = other_cpu_s(), t0 = now_s();
+        double o0 = other_cpu_s(), t0 = attn_bench_now_s();
         sleep_ms(300);
-        if (other_cpu_s() - o0 < 0.05 * (now_s() - t0)) return 1;
-    } while (now_s() < t_end);
+        if (other_cpu_s() - o0 < 0.05 * (attn_bench_now_s() - t0)) return 1;
+    } while (attn_bench_now_s() < t_end);
     return 0;
 }
 
@@ -160,9 +72,9 @@ static double dispatch_us(attn_ctx *ctx, int spaced) {
     double total = 0;
     for (int i = 0; i < n; i++) {
         if (spaced) sleep_ms(2); /* workers asleep: measures the wake-up path */
-        double t0 = now_s();
+        double t0 = attn_bench_now_s();
         attn__parallel_for(ctx, 2, empty_task, NULL);
-        total += now_s() - t0;
+        total += attn_bench_now_s() - t0;
     }
     return total / n * 1e6;
 }
@@ -192,11 +104,6 @@ static const shape shapes[] = {
     {"dx   F3072->E768", 0, 0, 2048, 768, 3072},
     {"dW   [3072,768]", 1, 0, 3072, 768, 2048},
 };
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct runner {
     attn_ctx *ctx; /* NULL: OpenBLAS */
@@ -239,15 +146,14 @@ static void time_medians(const runner *r, int nr, int runs, double *med) {
             int per = (runs - cnt[j] + 2 - round) / (3 - round);
             run_once(&r[j]);
             for (int i = 0; i < per; i++) {
-                double t0 = now_s();
+                double t0 = attn_bench_now_s();
                 run_once(&r[j]);
-                t[j][cnt[j]++] = now_s() - t0;
+                t[j][cnt[j]++] = attn_bench_now_s() - t0;
             }
             if (r[j].threads > 1) sleep_ms(r[j].ctx ? 5 : 300);
         }
     for (int j = 0; j < nr; j++) {
-        qsort(t[j], (size_t)cnt[j], sizeof t[j][0], cmp_double);
-        med[j] = t[j][cnt[j] / 2];
+        med[j] = attn_bench_median(t[j], cnt[j]);
     }
 }
 
@@ -308,12 +214,13 @@ int main(int argc, char **argv) {
 #ifdef BENCH_X86
     int peak_isa = attn__isa_supported(ATTN__ISA_AVX512) ? ATTN__ISA_AVX512 : ATTN__ISA_AVX2;
     if (isa == ATTN__ISA_AVX2) peak_isa = ATTN__ISA_AVX2;
+    const int lanes = peak_isa == ATTN__ISA_AVX512 ? 16 : 8;
     if (attn__isa_supported(ATTN__ISA_AVX2)) {
-        for (int t = 1; t <= 2; t++) peak[t] = fma_peak(peak_isa, t, 20000000L, 3);
+        for (int t = 1; t <= 2; t++) peak[t] = attn_bench_fma_peak_at(t, lanes, 20000000L, 3, NULL);
         /* a register-only loop scales linearly over real cores: less means a busy core */
         for (int w = 0; w < 30 && peak[2] < 1.8 * peak[1]; w++) {
             wait_idle(10);
-            double p2 = fma_peak(peak_isa, 2, 20000000L, 1);
+            double p2 = attn_bench_fma_peak_at(2, lanes, 20000000L, 1, NULL);
             if (p2 > peak[2]) peak[2] = p2;
         }
         if (peak[2] < 1.8 * peak[1]) {
@@ -348,7 +255,7 @@ int main(int argc, char **argv) {
             /* on a shared machine, wait (up to 60 s) until other processes are idle; rows
              * during which they used over 10% of a core are marked '*' */
             wait_idle(60);
-            double o0 = other_cpu_s(), w0 = now_s();
+            double o0 = other_cpu_s(), w0 = attn_bench_now_s();
             runner r[2] = {{ctx[t], t, s, A, B, C}, {NULL, t, s, A, B, C}};
             double med[2] = {0, 0};
 #ifdef ATTN_BENCH_OPENBLAS
@@ -358,7 +265,7 @@ int main(int argc, char **argv) {
             time_medians(r, 1, runs, med);
 #endif
             double ta = med[0], tb = med[1];
-            int busy = other_cpu_s() - o0 > 0.1 * (now_s() - w0);
+            int busy = other_cpu_s() - o0 > 0.1 * (attn_bench_now_s() - w0);
             char tr[3] = {s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', 0};
             printf("%-18s %5lld %5lld %5lld %2s | %3d | %8.3f %7.1f %5.1f%% | ", s->what,
                    (long long)s->M, (long long)s->N, (long long)s->K, tr, t, ta * 1e3,

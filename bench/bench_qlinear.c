@@ -26,41 +26,7 @@
 #include "kernels.h"
 #include "pool.h"
 #include "quant.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp);
-    return t[n / 2];
-}
-
-/* a streaming read: 64 pieces, each summed with 8 independent accumulators, fetched ahead */
-typedef struct bw_job {
-    const uint64_t *buf;
-    size_t n;
-    volatile uint64_t sink;
-} bw_job;
-
-static void bw_task(void *arg, int64_t begin, int64_t end, int tid) {
-    bw_job *j = arg;
-    (void)tid;
-    const size_t per = j->n / 64;
-    uint64_t s[8] = {0};
-    for (size_t i = (size_t)begin * per; i < (size_t)end * per; i += 8) {
-        __builtin_prefetch(j->buf + i + 256);
-        for (int k = 0; k < 8; k++) s[k] += j->buf[i + k];
-    }
-    j->sink = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-}
+#include "../cli/bench_util.h"
 
 static int type_of(const char *s) {
     for (int t = 0; t < ATTN__QT_MAX; t++)
@@ -133,22 +99,11 @@ int main(int argc, char **argv) {
         int want = !strcmp(isa, "ref") ? ATTN__ISA_REF : !strcmp(isa, "avx2") ? ATTN__ISA_AVX2 : ATTN__ISA_AVX512;
         if (!attn__isa_set(ctx, want)) fprintf(stderr, "cannot run %s\n", isa);
     }
-    double t[400];
     int n;
     if (!strcmp(mode, "bw")) {
-        const size_t bytes = (size_t)1 << 30, nf = bytes / 8;
-        uint64_t *buf = malloc(bytes);
-        for (size_t i = 0; i < nf; i++) buf[i] = i;
-        bw_job bj = {buf, nf, 0};
-        for (n = 0; n < 5; n++) {
-            double t0 = now();
-            attn__parallel_for(ctx, 64, bw_task, &bj);
-            t[n] = now() - t0;
-        }
-        double med = median(t, n);
-        printf("bw: streaming read of 1 GiB, %d threads: %.2f GB/s (median of 5; best %.2f)%s\n",
-               threads, bytes / med / 1e9, bytes / t[0] / 1e9, bj.sink == 1 ? " " : "");
-        free(buf);
+        /* the read bandwidth probe of attn bench --op decode and --op llm */
+        printf("bw: streaming read of 1 GiB, %d threads: %.2f GB/s (median of 7)\n", threads,
+               attn_bench_read_bandwidth(threads));
     } else if (!strcmp(mode, "mv") || !strcmp(mode, "model")) {
         const int model = !strcmp(mode, "model");
         if (M < 0) M = 1;
@@ -190,20 +145,20 @@ int main(int argc, char **argv) {
         /* --act both: the two precisions alternate, so that both see the same machine */
         const int acts[2] = {both ? ATTN__QACT_F32 : act, ATTN__QACT_Q8};
         double tt[2][400];
-        double t0 = now();
+        double t0 = attn_bench_now_s();
         n = 0;
         do {
             for (int a_ = 0; a_ < 1 + both; a_++) {
-                double a = now();
+                double a = attn_bench_now_s();
                 for (int i = 0; i < nm; i++)
                     attn__qlinear(ctx, ty[i], ws[i], Ns[i], Ks[i], x, Ks[i], M, NULL, NULL, y, Ns[i],
                                   acts[a_]);
-                tt[a_][n] = now() - a;
+                tt[a_][n] = attn_bench_now_s() - a;
             }
             n++;
-        } while (n < 400 && (now() - t0 < secs || n < 3));
+        } while (n < 400 && (attn_bench_now_s() - t0 < secs || n < 3));
         for (int a_ = 0; a_ < 1 + both; a_++) {
-            double med = median(tt[a_], n), best = tt[a_][0];
+            double med = attn_bench_median(tt[a_], n), best = tt[a_][0];
             printf("%s %s %s act=%s M=%lld threads=%d: %.1f MB of weights in %.3f ms: %.2f GB/s "
                    "(median of %d; best %.3f ms, %.2f GB/s)\n",
                    mode, tname, attn__isa_name(ctx->kern.isa),
@@ -246,17 +201,17 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < M * K; i++) x[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
         double tq[400], tg[400];
         int nq = 0, ng = 0;
-        double t0 = now();
+        double t0 = attn_bench_now_s();
         do { /* alternate the two */
-            double a = now();
+            double a = attn_bench_now_s();
             attn__qlinear(ctx, type, w, N, K, x, K, M, NULL, NULL, y, N, act | rowwise);
-            tq[nq++] = now() - a;
-            a = now();
+            tq[nq++] = attn_bench_now_s() - a;
+            a = attn_bench_now_s();
             attn__gemm(ctx, 0, 1, M, N, K, 1.0f, x, K, wf, K, 0.0f, y, N);
-            tg[ng++] = now() - a;
-        } while (nq < 400 && (now() - t0 < secs || nq < 3));
+            tg[ng++] = attn_bench_now_s() - a;
+        } while (nq < 400 && (attn_bench_now_s() - t0 < secs || nq < 3));
         const double fl = 2.0 * (double)M * (double)N * (double)K;
-        double mq = median(tq, nq), mg = median(tg, ng);
+        double mq = attn_bench_median(tq, nq), mg = attn_bench_median(tg, ng);
         printf("mm%s %s %s M=%lld N=%lld K=%lld threads=%d: %.1f GFLOP/s, float GEMM %.1f GFLOP/s (%.2fx; medians of %d)\n",
                rowwise ? " (rowwise)" : "", tname, attn__isa_name(ctx->kern.isa), (long long)M, (long long)N, (long long)K,
                threads, fl / mq / 1e9, fl / mg / 1e9, mg / mq, nq);

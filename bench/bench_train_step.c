@@ -23,12 +23,7 @@
 #include <time.h>
 
 #include "attn.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "../cli/bench_util.h"
 
 static void fill(float *p, size_t n, uint64_t seed, float scale) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -36,17 +31,6 @@ static void fill(float *p, size_t n, uint64_t seed, float scale) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         p[i] = scale * ((float)(s >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
     }
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    double t[64];
-    memcpy(t, v, (size_t)n * sizeof *t);
-    qsort(t, (size_t)n, sizeof *t, cmp_d);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
 enum { V_RECOMPUTE, V_SAVED, V_CKPT, NVAR };
@@ -124,9 +108,9 @@ static int bench(attn_ctx *ctx, model *md, const char *title, int runs) {
     }
     for (int r = 0; r < runs; r++)
         for (int v = 0; v < nvar; v++) {
-            double t0 = now_s();
+            double t0 = attn_bench_now_s();
             step(ctx, md, v, sv[v]);
-            t[v][r] = (now_s() - t0) * 1e3;
+            t[v][r] = (attn_bench_now_s() - t0) * 1e3;
         }
     for (int r = 0; r < runs; r++)
         for (int v = 0; v < nvar; v++) ratio[v][r] = t[V_RECOMPUTE][r] / t[v][r];
@@ -139,11 +123,11 @@ static int bench(attn_ctx *ctx, model *md, const char *title, int runs) {
 #ifndef BENCH_RECOMPUTE_ONLY
         if (sv[v]) kib = (double)attn_saved_bytes(sv[v]) / 1024.0 / (double)tokens / (double)md->layers;
 #endif
-        printf("  %-11s %10.1f %12.3f", vname[v], median(t[v], runs), median(ratio[v], runs));
+        printf("  %-11s %10.1f %12.3f", vname[v], attn_bench_median(t[v], runs), attn_bench_median(ratio[v], runs));
         if (sv[v]) printf(" %20.2f", kib);
         printf("\n");
         printf("RESULT %s %s ms %.3f ratio %.4f\n", md->gpt ? "gpt" : "encoder", vname[v],
-               median(t[v], runs), median(ratio[v], runs));
+               attn_bench_median(t[v], runs), attn_bench_median(ratio[v], runs));
     }
 #ifndef BENCH_RECOMPUTE_ONLY
     attn_saved_free(sv[V_SAVED]);

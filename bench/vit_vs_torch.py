@@ -31,8 +31,8 @@ defaults to 1 here (attn's default is 10), --threads to 2 (attn's: every core).
    clip_grad_norm_ to --clip, cross-entropy with --label-smoothing, the same batch size
    (a short last batch included), the same images (the first --limit of the training set),
    normalised as attn ((v / 255 - 0.2860) / 0.3530 in float, through the same 256-entry table).
-   The data order and the augmentation are IDENTICAL to attn's: img_shuffle(seed, epoch) and
-   img_batch's padded crop (--pad) + flip (stream = epoch) are reimplemented from cli/imgdata.c's
+   The data order and the augmentation are IDENTICAL to attn's: attn_images_shuffle(seed, epoch) and
+   attn_images_batch's padded crop (--pad) + flip (stream = epoch) are reimplemented from src/io/images.c's
    definitions (splitmix64 as a counter-based generator), checked at start-up against the
    values in tests/test_imgdata.c.  Under --dtype bf16 the forward runs under
    torch.autocast("cpu", dtype=torch.bfloat16) (the loss in float); attn's bf16 is mixed
@@ -75,7 +75,7 @@ import time
 
 import numpy as np
 
-# ---- cli/imgdata.c's generator, in Python ---------------------------------------------------
+# ---- src/io/images.c's generator, in Python ---------------------------------------------------
 M64 = (1 << 64) - 1
 GOLD = 0x9E3779B97F4A7C15
 
@@ -123,7 +123,7 @@ def img_shuffle(seed, epoch, n):
 
 
 def img_aug_params(seed, stream, n, pad, flip):
-    """(dy, dx, flip) of images 0..n-1 in img_batch's stream `stream` (pad 0: no crop)."""
+    """(dy, dx, flip) of images 0..n-1 in attn_images_batch's stream `stream` (pad 0: no crop)."""
     k = _key(seed, 2, stream)
     ix = np.arange(n, dtype=np.uint64) * np.uint64(3)
     dy = _below(_draws(k, ix), 2 * pad + 1).astype(np.int64)
@@ -167,7 +167,7 @@ def load_set(data, train, limit):
 
 
 MEAN, STD = np.float32(0.2860), np.float32(0.3530)
-LUT = (np.arange(256, dtype=np.float32) / np.float32(255.0) - MEAN) / STD  # img_batch's table
+LUT = (np.arange(256, dtype=np.float32) / np.float32(255.0) - MEAN) / STD  # attn_images_batch's table
 
 
 # ---- attn's checkpoint ----------------------------------------------------------------------

@@ -1,18 +1,9 @@
-/* attn bench internals shared by its files: timing, memory and the FMA peak
- * (cli/bench_cmd.c), and the training-step benchmark (cli/bench_step.c). */
+/* attn bench internals shared by its files: the training-step benchmarks (cli/bench_step.c,
+ * cli/bench_dp.c); the measuring helpers are in cli/bench_util.h. */
 #ifndef ATTN_CLI_BENCH_H
 #define ATTN_CLI_BENCH_H
 
-double attn_bench_now_s(void);
-/* Peak resident memory of the process so far, MiB (getrusage). */
-double attn_bench_rss_mib(void);
-/* Median of x[0..n) (sorts x in place); n >= 1. */
-double attn_bench_median(double *x, int n);
-/* The machine's read bandwidth in GB/s (1e9 bytes): `threads` concurrent streaming reads of
- * 1 GiB with the widest vector loads the CPU has, median of 7 passes; 0 on failure. */
-double attn_bench_read_bandwidth(int threads);
-/* The machine's FMA peak on `threads` threads, GFLOP/s; *isa names the vector width used. */
-double attn_bench_fma_peak(int threads, const char **isa);
+#include "bench_util.h" /* the clock, RSS, median, FMA peak, read bandwidth */
 
 /* --op gpt-step: one whole GPT training step (see cli/bench_step.c).  Returns the exit
  * status. */

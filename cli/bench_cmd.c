@@ -1,24 +1,15 @@
 /* attn bench: time one attention op through the public API and compare it with the machine's
  * FMA peak.  See attn_cmd_bench and BENCH_MORE for the options and the FLOP formulas. */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "cli.h"
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#define BENCH_X86 1
-#elif defined(__GNUC__) && defined(__aarch64__) && defined(__ARM_NEON)
-#include <arm_neon.h>
-#define BENCH_NEON 1
-#endif
 
 /* What attn bench --help prints after the options. */
 static const char BENCH_MORE[] =
@@ -61,143 +52,6 @@ static const char BENCH_MORE[] =
     "--dtype bf16, q, K and V are bf16 (GB/s counts bf16 bytes) and the f32 decode is\n"
     "timed in the same run, bf16 and f32 calls alternating; the speed-up printed is the\n"
     "median over the pairs of f32 ms / bf16 ms.";
-
-/* ---- timing and memory ------------------------------------------------------------------ */
-double attn_bench_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-double attn_bench_rss_mib(void) {
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-#ifdef __APPLE__
-    return (double)ru.ru_maxrss / 1048576.0; /* macOS: bytes */
-#else
-    return (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
-#endif
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-double attn_bench_median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
-/* ---- FMA peak: 12 independent FMA chains per thread, on every thread at once ------------ */
-#define PEAK_CHAINS 12
-#ifdef BENCH_X86
-__attribute__((target("avx512f"))) static float fma_avx512(long n) {
-    __m512 x[PEAK_CHAINS], m = _mm512_set1_ps(0.9999f), c = _mm512_set1_ps(1e-6f);
-    for (int i = 0; i < PEAK_CHAINS; i++) x[i] = _mm512_set1_ps((float)i);
-    for (long it = 0; it < n; it++)
-        for (int i = 0; i < PEAK_CHAINS; i++) x[i] = _mm512_fmadd_ps(x[i], m, c);
-    for (int i = 1; i < PEAK_CHAINS; i++) x[0] = _mm512_add_ps(x[0], x[i]);
-    return _mm512_reduce_add_ps(x[0]);
-}
-__attribute__((target("avx2,fma"))) static float fma_avx2(long n) {
-    __m256 x[PEAK_CHAINS], m = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-6f);
-    for (int i = 0; i < PEAK_CHAINS; i++) x[i] = _mm256_set1_ps((float)i);
-    for (long it = 0; it < n; it++)
-        for (int i = 0; i < PEAK_CHAINS; i++) x[i] = _mm256_fmadd_ps(x[i], m, c);
-    for (int i = 1; i < PEAK_CHAINS; i++) x[0] = _mm256_add_ps(x[0], x[i]);
-    float o[8];
-    _mm256_storeu_ps(o, x[0]);
-    return o[0];
-}
-#endif
-#ifdef BENCH_NEON
-/* 128-bit FMLA, 4 lanes.  Neoverse V1/V2 and Apple M cores issue 4 per cycle with a latency
- * of 3-4, so 12 chains would leave pipes idle: 24 chains for n / 2 rounds, the same n * 12
- * FMAs that peak_thread counts. */
-static float fma_neon(long n) {
-    float32x4_t x[2 * PEAK_CHAINS], m = vdupq_n_f32(0.9999f), c = vdupq_n_f32(1e-6f);
-    for (int i = 0; i < 2 * PEAK_CHAINS; i++) x[i] = vdupq_n_f32((float)i);
-    for (long it = 0; it < n / 2; it++)
-        for (int i = 0; i < 2 * PEAK_CHAINS; i++) x[i] = vfmaq_f32(c, x[i], m);
-    for (int i = 1; i < 2 * PEAK_CHAINS; i++) x[0] = vaddq_f32(x[0], x[i]);
-    return vaddvq_f32(x[0]);
-}
-#endif
-static float fma_scalar(long n) {
-    volatile float mv = 0.9999f, cv = 1e-6f;
-    float x[PEAK_CHAINS], m = mv, c = cv;
-    for (int i = 0; i < PEAK_CHAINS; i++) x[i] = (float)i;
-    for (long it = 0; it < n; it++)
-        for (int i = 0; i < PEAK_CHAINS; i++) x[i] = x[i] * m + c;
-    for (int i = 1; i < PEAK_CHAINS; i++) x[0] += x[i];
-    return x[0];
-}
-
-typedef struct peak_job {
-    int lanes; /* 16 avx512, 8 avx2, 4 neon, 1 scalar */
-    long n;
-    double gflops;
-    volatile float sink;
-} peak_job;
-
-static void *peak_thread(void *p) {
-    peak_job *j = p;
-    double t0 = attn_bench_now_s();
-#ifdef BENCH_X86
-    if (j->lanes == 16) j->sink = fma_avx512(j->n);
-    else if (j->lanes == 8) j->sink = fma_avx2(j->n);
-    else j->sink = fma_scalar(j->n);
-#elif defined(BENCH_NEON)
-    j->sink = j->lanes == 4 ? fma_neon(j->n) : fma_scalar(j->n);
-#else
-    j->sink = fma_scalar(j->n);
-#endif
-    double dt = attn_bench_now_s() - t0;
-    j->gflops = dt > 0 ? PEAK_CHAINS * j->lanes * 2.0 * (double)j->n / dt * 1e-9 : 0;
-    return NULL;
-}
-
-/* Best of 5 rounds of `threads` concurrent loops, summed over the threads. */
-double attn_bench_fma_peak(int threads, const char **isa) {
-    int lanes = 1;
-    *isa = "scalar";
-#ifdef BENCH_NEON
-    lanes = 4, *isa = "neon"; /* every AArch64 CPU */
-#endif
-#ifdef BENCH_X86
-    __builtin_cpu_init();
-    /* ATTN_ISA=avx2 caps the kernels at AVX2: the peak is then that of the AVX2 FMAs (half
-     * the AVX-512 one where a core runs two 512-bit FMAs per cycle, as on Intel servers) */
-    const char *cap = getenv("ATTN_ISA");
-    int avx2_cap = cap && !strcmp(cap, "avx2");
-    if (__builtin_cpu_supports("avx512f") && !avx2_cap) lanes = 16, *isa = "avx512f";
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) lanes = 8, *isa = "avx2+fma";
-#endif
-    peak_job *jobs = calloc((size_t)threads, sizeof *jobs);
-    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
-    char *started = calloc((size_t)threads, 1);
-    double best = 0;
-    if (!jobs || !tid || !started) goto done;
-    for (int round = 0; round < 5; round++) {
-        double sum = 0;
-        for (int t = 0; t < threads; t++) {
-            jobs[t].lanes = lanes;
-            jobs[t].n = lanes == 1 ? 4000000L : lanes == 4 ? 2000000L : 8000000L;
-            jobs[t].gflops = 0;
-            started[t] = pthread_create(&tid[t], NULL, peak_thread, &jobs[t]) == 0;
-            if (!started[t]) peak_thread(&jobs[t]);
-        }
-        for (int t = 0; t < threads; t++) {
-            if (started[t]) pthread_join(tid[t], NULL);
-            sum += jobs[t].gflops;
-        }
-        if (sum > best) best = sum;
-    }
-done:
-    free(jobs), free(tid), free(started);
-    return best;
-}
 
 /* ---- the ops ---------------------------------------------------------------------------- */
 typedef enum op_kind {
@@ -551,96 +405,7 @@ static void json_row(const result *r, int last) {
 /* ---- --op decode: attention of a few queries against a KV cache, against memory bandwidth --
  * Decode is memory-bound: each call reads the whole K and V cache once (B*Hkv*S*(D + Dv)
  * floats) and does 4 FLOPs per 8 bytes per query row.  The yardstick is therefore the read
- * bandwidth of this machine, measured at start: `threads` threads each sum their slice of a
- * 1 GiB buffer (well above the last-level caches) with vector loads; the median of 7 runs. */
-#define BW_BYTES ((size_t)1 << 30)
-#define BW_RUNS 7
-
-typedef struct bw_job {
-    const float *p;
-    size_t n; /* floats, a multiple of 64 */
-    volatile float sink;
-} bw_job;
-
-#ifdef BENCH_X86
-__attribute__((target("avx512f"))) static float read_avx512(const float *p, size_t n) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < n; i += 64) {
-        a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-        a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
-        a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-__attribute__((target("avx2"))) static float read_avx2(const float *p, size_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < n; i += 64)
-        for (size_t j = 0; j < 64; j += 32) {
-            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i + j));
-            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + j + 8));
-            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + j + 16));
-            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + j + 24));
-        }
-    float o[8];
-    _mm256_storeu_ps(o, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    return o[0] + o[1] + o[2] + o[3] + o[4] + o[5] + o[6] + o[7];
-}
-#endif
-
-static void *bw_thread(void *arg) {
-    bw_job *j = arg;
-#ifdef BENCH_X86
-    if (__builtin_cpu_supports("avx512f")) {
-        j->sink = read_avx512(j->p, j->n);
-        return NULL;
-    }
-    if (__builtin_cpu_supports("avx2")) {
-        j->sink = read_avx2(j->p, j->n);
-        return NULL;
-    }
-#endif
-    float acc[8] = {0};
-    for (size_t i = 0; i < j->n; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += j->p[i + k];
-    j->sink = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
-    return NULL;
-}
-
-/* GB/s (1e9 bytes) of `threads` concurrent streaming reads of BW_BYTES; 0 on failure. */
-double attn_bench_read_bandwidth(int threads) {
-    if (threads < 1) threads = 1;
-#ifdef BENCH_X86
-    __builtin_cpu_init();
-#endif
-    size_t n = BW_BYTES / sizeof(float);
-    float *buf = malloc(BW_BYTES);
-    bw_job *jobs = calloc((size_t)threads, sizeof *jobs);
-    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
-    char *started = calloc((size_t)threads, 1);
-    double t[BW_RUNS], med = 0;
-    if (!buf || !jobs || !tid || !started) goto done;
-    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 1023); /* every page really backed */
-    size_t per = n / (size_t)threads / 64 * 64;
-    for (int run = 0; run < BW_RUNS; run++) {
-        double t0 = attn_bench_now_s();
-        for (int k = 0; k < threads; k++) {
-            jobs[k].p = buf + (size_t)k * per, jobs[k].n = per;
-            started[k] = k > 0 && pthread_create(&tid[k], NULL, bw_thread, &jobs[k]) == 0;
-        }
-        for (int k = 0; k < threads; k++)
-            if (!started[k]) bw_thread(&jobs[k]); /* the caller is thread 0 */
-        for (int k = 0; k < threads; k++)
-            if (started[k]) pthread_join(tid[k], NULL);
-        double dt = attn_bench_now_s() - t0;
-        t[run] = dt > 0 ? (double)(per * (size_t)threads * sizeof(float)) / dt * 1e-9 : 0;
-    }
-    med = attn_bench_median(t, BW_RUNS);
-done:
-    free(buf), free(jobs), free(tid), free(started);
-    return med;
-}
-
+ * bandwidth of this machine, measured at start (attn_bench_read_bandwidth, cli/bench_util.c). */
 typedef struct dec_result {
     const char *path;
     int runs;
@@ -849,7 +614,7 @@ static int bench_decode(const shape *s, int threads, int repeat, int json, int d
            s->B, s->H, s->Hkv, s->L, s->S, s->D, bf ? "bf16" : "f32", threads,
            threads == 1 ? "" : "s");
     printf("read bandwidth: %.2f GB/s (median of %d streaming reads of 1 GiB, %d thread%s); "
-           "K+V %.1f MiB per call%s\n\n", bw, BW_RUNS, threads, threads == 1 ? "" : "s",
+           "K+V %.1f MiB per call%s\n\n", bw, ATTN_BENCH_BW_RUNS, threads, threads == 1 ? "" : "s",
            bytes / (1024.0 * 1024.0), bf ? " in bf16 (twice that in f32)" : "");
     printf("  %-36s %4s %11s %10s %8s\n", "path", "runs", "median ms", "K+V GB/s", "% bw");
     for (int i = 0; i < n; i++)

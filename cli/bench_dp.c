@@ -4,11 +4,13 @@
  *   mpirun -np 2 attn bench --op dp-step --threads 1      (2 ranks x 1 thread)
  *   attn bench --op dp-step --threads 2                   (1 process x 2 threads)
  *
- * A step, as attn train charlm runs it: zero the gradients, attn_gpt_forward_train on this
- * rank's batch/N sequences, cross-entropy (its gradient scaled by 1/N), attn_dp_begin,
- * attn_gpt_backward_saved (gradient buckets summed over the ranks while it runs),
- * attn_dp_end, clipping, AdamW.  One warm-up step, then --repeat timed ones, each between two
- * barriers (the slowest rank's time).  Then --repeat gradient sums alone (attn_dp_begin and
+ * A step of the one training loop, attn_train_run (src/train/loop.c), as attn train charlm
+ * runs it: zero the gradients, the task's forward (attn_gpt_forward_train on this rank's
+ * batch/N sequences, cross-entropy), attn_dp_begin, the task's backward (the loss gradient
+ * scaled by 1/N, attn_gpt_backward_saved: gradient buckets summed over the ranks while it
+ * runs), attn_dp_end and the sum of the step's loss, clipping, AdamW (constant lr 1e-4).  One
+ * warm-up step, then --repeat timed ones: a step is the time between two of the loop's
+ * progress calls (which follow the ranks' sum of the loss), the slowest rank's.  Then --repeat gradient sums alone (attn_dp_begin and
  * attn_dp_end with no backward between: every bucket starts at once), to tell how much of the
  * communication the backward hid.  Outside mpirun (or in a build without -DATTN_MPI=ON) the
  * same step runs in one process without attn_dp. */
@@ -50,20 +52,59 @@ static void barrier(void) {
 #endif
 }
 
+/* The bench's task: this rank's rows of one fixed global batch, every step. */
+typedef struct dp_task {
+    attn_module *m;
+    attn_tensor ids, lg, lg2, dlg, dlg2, tgt;
+    float *dlg_data;
+    size_t ndlg;
+    double count, count_step;
+    double mark, *ts, loss_first;
+} dp_task;
+
+static attn_status dp_forward(void *user, attn_ctx *ctx, int64_t step, int share, int shares,
+                              attn_saved *sv, attn_train_share *out) {
+    dp_task *k = user;
+    (void)step, (void)share, (void)shares;
+    attn_status st = attn_gpt_forward_train(ctx, k->m, &k->ids, NULL, &k->lg, sv);
+    if (st == ATTN_OK)
+        st = attn_cross_entropy(ctx, &k->lg2, &k->tgt, -100, 0.0f, &out->loss, &k->dlg2);
+    out->count = k->count, out->count_step = k->count_step, out->items = k->count;
+    return st;
+}
+
+static attn_status dp_backward(void *user, attn_ctx *ctx, attn_saved *sv, float scale) {
+    dp_task *k = user;
+    if (scale != 1.0f) /* this rank's share of the global mean */
+        for (size_t i = 0; i < k->ndlg; i++) k->dlg_data[i] *= scale;
+    return attn_gpt_backward_saved(ctx, k->m, sv, &k->dlg);
+}
+
+/* After each step (every rank, the loss already summed): the first step's global loss; the
+ * others' times, the slowest rank's. */
+static int dp_progress(void *user, const attn_train_progress *p) {
+    dp_task *k = user;
+    double now = attn_bench_now_s(), t = slowest(now - k->mark);
+    if (p->step == 1) k->loss_first = p->loss;
+    else k->ts[p->step - 2] = t;
+    k->mark = attn_bench_now_s();
+    return 0;
+}
+
 static int run(const dp_opts *o) {
     const int N = attn_cli_dp_size(), rank = attn_cli_dp_rank();
     const int64_t B = o->B, T = o->T, V = o->vocab, Bl = B / N;
     attn_ctx *ctx = NULL;
     attn_module *m = NULL;
-    attn_adamw *opt = NULL;
-    attn_saved *sv = NULL;
     int64_t *ids = NULL, *tgt = NULL;
     float *lg = NULL, *dlg = NULL;
     double *ts = NULL, *tc = NULL;
     int rc = 1;
     attn_status st;
+    const attn_train_dp *hooks = NULL;
 #ifdef ATTN_HAVE_MPI
     attn_dp *dp = NULL;
+    attn_train_dp dp_hooks;
 #endif
     if (attn_cli_ctx("bench", o->threads, 0, &ctx)) return 1;
     if (B % N) {
@@ -77,10 +118,7 @@ static int run(const dp_opts *o) {
     tc_.dim_feedforward = 4 * o->heads * o->dim, tc_.activation = ATTN_ACT_GELU;
     tc_.norm_first = 1, tc_.dropout = 0;
     if ((st = attn_gpt_create(ctx, &tc_, V, T, &m)) != ATTN_OK ||
-        (st = attn_module_init(ctx, m, 1)) != ATTN_OK ||
-        (st = attn_module_enable_grad(ctx, m)) != ATTN_OK ||
-        (st = attn_adamw_create(ctx, m, NULL, &opt)) != ATTN_OK ||
-        (st = attn_saved_create(ctx, 0, &sv)) != ATTN_OK) {
+        (st = attn_module_init(ctx, m, 1)) != ATTN_OK) {
         attn_cli_fail(ctx, "bench", st);
         goto out;
     }
@@ -105,52 +143,41 @@ static int run(const dp_opts *o) {
             attn_cli_fail(ctx, "bench", st);
             goto out;
         }
+        dp_hooks = attn_dp_train_hooks(dp);
+        hooks = &dp_hooks;
     }
 #endif
     int64_t is[2] = {Bl, T}, ls[3] = {Bl, T, V}, l2[2] = {Bl * T, V}, t1[1] = {Bl * T};
-    attn_tensor Ids = attn_tensor_make(ids, ATTN_I64, 2, is);
-    attn_tensor Lg = attn_tensor_make(lg, ATTN_F32, 3, ls), Lg2 = attn_tensor_make(lg, ATTN_F32, 2, l2);
-    attn_tensor DLg = attn_tensor_make(dlg, ATTN_F32, 3, ls), DLg2 = attn_tensor_make(dlg, ATTN_F32, 2, l2);
-    attn_tensor Tg = attn_tensor_make(tgt, ATTN_I64, 1, t1);
-    double loss_first = 0;
-    for (int it = -1; it < (int)o->repeat; it++) {
-        barrier();
-        double t0 = attn_bench_now_s();
-        float loss, gn;
-        attn_module_zero_grad(m);
-        st = attn_gpt_forward_train(ctx, m, &Ids, NULL, &Lg, sv);
-        if (!st) st = attn_cross_entropy(ctx, &Lg2, &Tg, -100, 0.0f, &loss, &DLg2);
-        if (!st && N > 1)
-            for (size_t i = 0; i < n * (size_t)V; i++) dlg[i] *= (float)(1.0 / N);
+    dp_task k;
+    memset(&k, 0, sizeof k);
+    k.m = m;
+    k.ids = attn_tensor_make(ids, ATTN_I64, 2, is);
+    k.lg = attn_tensor_make(lg, ATTN_F32, 3, ls), k.lg2 = attn_tensor_make(lg, ATTN_F32, 2, l2);
+    k.dlg = attn_tensor_make(dlg, ATTN_F32, 3, ls), k.dlg2 = attn_tensor_make(dlg, ATTN_F32, 2, l2);
+    k.tgt = attn_tensor_make(tgt, ATTN_I64, 1, t1);
+    k.dlg_data = dlg, k.ndlg = n * (size_t)V;
+    k.count = (double)(Bl * T), k.count_step = (double)(B * T);
+    k.ts = ts;
+    /* AdamW at a constant lr 1e-4 (its default weight decay), the gradient clipped to norm 1 */
+    attn_train_options to = attn_train_defaults();
+    to.steps = o->repeat + 1; /* step 1 is the warm-up */
+    to.lr = to.lr_min = 1e-4f;
+    to.weight_decay = attn_adamw_defaults().weight_decay;
+    to.clip = 1.0f;
+    to.dp = hooks;
+    to.progress = dp_progress, to.user = &k;
+    attn_train_task task = {"bench-dp-step", "tokens", m, &k, dp_forward, dp_backward,
+                            NULL, NULL, NULL, 0};
+    barrier();
+    k.mark = attn_bench_now_s();
+    if ((st = attn_train_run(ctx, &task, &to, NULL, NULL)) != ATTN_OK) {
+        attn_cli_fail(ctx, "bench", st);
 #ifdef ATTN_HAVE_MPI
-        if (!st && dp) st = attn_dp_begin(dp, ctx, m);
+        if (N > 1) MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
-        if (!st) st = attn_gpt_backward_saved(ctx, m, sv, &DLg);
-#ifdef ATTN_HAVE_MPI
-        if (!st && dp) st = attn_dp_end(dp, ctx, m);
-#endif
-        if (!st) st = attn_module_clip_grad_norm(ctx, m, 1.0f, &gn);
-        if (!st) st = attn_adamw_step(ctx, opt, m, 1e-4f);
-        if (st) {
-            attn_cli_fail(ctx, "bench", st);
-#ifdef ATTN_HAVE_MPI
-            if (N > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-#endif
-            goto out;
-        }
-        double t = slowest(attn_bench_now_s() - t0);
-        if (it >= 0) ts[it] = t;
-        else loss_first = loss;
-#ifdef ATTN_HAVE_MPI
-        if (it < 0 && dp) { /* the global batch's loss (the ranks' means, averaged) */
-            loss_first /= N;
-            if ((st = attn_dp_sum(dp, ctx, &loss_first, 1)) != ATTN_OK) {
-                attn_cli_fail(ctx, "bench", st);
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
-        }
-#endif
+        goto out;
     }
+    double loss_first = k.loss_first;
     double exposed = 0, alone = 0, hook = 0, kib = 0;
 #ifdef ATTN_HAVE_MPI
     if (dp) {
@@ -193,8 +220,6 @@ out:
     attn_dp_free(dp);
 #endif
     free(ids), free(tgt), free(lg), free(dlg), free(ts), free(tc);
-    attn_saved_free(sv);
-    attn_adamw_free(opt);
     attn_module_free(m);
     attn_ctx_free(ctx);
     return rc;
@@ -221,11 +246,12 @@ int attn_bench_dp(int argc, char **argv) {
         ATTN_OPT_END};
     const attn_cli_spec spec = {
         "bench --op dp-step", "[mpirun -np N] attn bench --op dp-step [options]",
-        "Times one data-parallel GPT training step (forward, cross-entropy, backward with\n"
-        "the gradients summed over the ranks during it, clipping, AdamW) for a global\n"
-        "batch split over the ranks of mpirun (or one process outside mpirun), and how\n"
-        "much of the gradient sum the backward hid.  Compare 'mpirun -np 2 ... --threads 1'\n"
-        "with '--threads 2' in one process: the same global batch.",
+        "Times one data-parallel GPT training step of the training loop, attn_train_run\n"
+        "(forward, cross-entropy, backward with the gradients summed over the ranks during\n"
+        "it, clipping, AdamW) for a global batch split over the ranks of mpirun (or one\n"
+        "process outside mpirun), and how much of the gradient sum the backward hid.\n"
+        "Compare 'mpirun -np 2 ... --threads 1' with '--threads 2' in one process: the\n"
+        "same global batch.",
         table, NULL,
         "mpirun -np 2 attn bench --op dp-step --threads 1\n"
         "attn bench --op dp-step --threads 2"};

@@ -187,7 +187,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
               eval_every = cfg.eval_every;
     double lr = cfg.lr, dropout = cfg.dropout, time_limit = cfg.time_limit_s;
     int install = 0, quiet = 0, npos;
-    attn_cli_train_common tc = {NULL, 1, 100};
+    attn_cli_train_common tc = {NULL, 1, 100, NULL};
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("corpus", 0, &corpus, "NAME",
                      "licenses (default): the licence texts in " LICENSES_DIR "\n"
@@ -264,6 +264,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     cfg.save_every = tc.save_every;
     cfg.accum = (int)tc.accum;
     cfg.log_path = rank0 ? attn_cli_train_log(&tc, &paths) : NULL;
+    cfg.tb_dir = rank0 ? attn_cli_train_tb(&tc) : NULL;
     attn_cli_curve c;
     char *smp = NULL;
     attn_module *m = NULL;

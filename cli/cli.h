@@ -32,7 +32,7 @@ int attn_cmd_chat(int argc, char **argv);
 int attn_cmd_tokenize(int argc, char **argv);
 int attn_cmd_perplexity(int argc, char **argv);
 int attn_bench_llm(int argc, char **argv);
-/* cli/train_dp.c: attn train dates|charlm|lm under mpirun, data parallel (-DATTN_MPI=ON).
+/* cli/train_dp.c: attn train dates|charlm|lm|vit under mpirun, data parallel (-DATTN_MPI=ON).
  * attn_cli_dp_init before the command (joins MPI when mpirun started this process; refuses
  * several ranks in a build without MPI; silences the standard output of ranks other than 0),
  * attn_cli_dp_expect_ready after it for a training command (cmd must outlive the command),
@@ -133,6 +133,7 @@ typedef struct attn_cli_paths {
 typedef struct attn_cli_train_common {
     const char *log;
     long long accum, save_every;
+    const char *tensorboard;
 } attn_cli_train_common;
 #define ATTN_OPT_TRAIN_COMMON(t, save_help)                                                   \
     ATTN_OPT_STR("log", 0, &(t)->log, "FILE",                                                 \
@@ -142,8 +143,13 @@ typedef struct attn_cli_train_common {
     ATTN_OPT_INT("accum", 0, &(t)->accum, 1, 65536, "N",                                      \
                  "gradient accumulation: each step's batch in N parts,\n"                     \
                  "run one after another (the same step, less memory)"),                       \
-    ATTN_OPT_INT("save-every", 0, &(t)->save_every, 0, 100000000, "N", save_help)
+    ATTN_OPT_INT("save-every", 0, &(t)->save_every, 0, 100000000, "N", save_help),          \
+    ATTN_OPT_STR("tensorboard", 0, &(t)->tensorboard, "DIR",                                  \
+                 "also write the log's scalars as TensorBoard events into\n"                  \
+                 "DIR (made if missing): tensorboard --logdir DIR")
 const char *attn_cli_train_log(const attn_cli_train_common *t, const attn_cli_paths *paths);
+/* --tensorboard's directory, made if missing (NULL: none). */
+const char *attn_cli_train_tb(const attn_cli_train_common *t);
 
 /* SIGINT and SIGTERM during training (cli_util.c): the first asks the run to stop after the
  * step it is in, with a checkpoint (the progress callbacks return attn_cli_stop_requested());

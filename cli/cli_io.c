@@ -1,6 +1,6 @@
 /* Input and output shared by the commands (cli.h): the one bounded reader of text files and
- * standard input, the escaping of text that comes from files, and the check of standard
- * output at exit. */
+ * standard input, the escaping of text that comes from files, error messages (attn_cli_fail),
+ * and the check of standard output at exit. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -393,6 +393,13 @@ size_t attn_cli_put_escaped(FILE *f, const char *s) {
         }
     }
     return out;
+}
+
+int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
+    fprintf(stderr, "attn %s: ", cmd);
+    attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx)); /* it may quote a file's bytes */
+    fprintf(stderr, " (%s)\n", attn_status_name(st));
+    return 1;
 }
 
 int attn_cli_close_stdout(const char *cmd, int rc) {

@@ -9,6 +9,25 @@
 
 #include "cli.h"
 
+/* ---- strict numbers: the whole string, in [lo, hi] ---- */
+int attn_cli_parse_i64(const char *s, long long lo, long long hi, long long *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || *end || end == s || x < lo || x > hi) return 0;
+    *v = x;
+    return 1;
+}
+
+int attn_cli_parse_f(const char *s, double lo, double hi, double *v) {
+    char *end;
+    double x = strtod(s, &end);
+    if (*end || end == s || !(x >= lo && x <= hi)) return 0;
+    *v = x;
+    return 1;
+}
+
+
 static void print_lines(FILE *f, const char *first, const char *rest, const char *text) {
     const char *p = text;
     for (int i = 0; *p; i++) {

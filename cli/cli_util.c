@@ -1,5 +1,6 @@
-/* Helpers shared by the subcommands: error reporting, strict number parsing, contexts and
- * training output folders. */
+/* Helpers shared by the subcommands: contexts (threads shared among the ranks of a
+ * data-parallel run), training output folders, signals and the loss curve.  Error reporting is
+ * in cli_io.c, strict number parsing in cli_opt.c. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,13 +13,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-
-int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
-    fprintf(stderr, "attn %s: ", cmd);
-    attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx)); /* it may quote a file's bytes */
-    fprintf(stderr, " (%s)\n", attn_status_name(st));
-    return 1;
-}
 
 int attn_cli_threads(long long threads) {
     if (threads <= 0 && attn_cli_dp_local() > 1) {
@@ -77,23 +71,6 @@ int attn_cli_dtype_resume(attn_ctx *ctx, const attn_st *rs, int asked, int *dtyp
     return 1;
 }
 
-int attn_cli_parse_i64(const char *s, long long lo, long long hi, long long *v) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || *end || end == s || x < lo || x > hi) return 0;
-    *v = x;
-    return 1;
-}
-
-int attn_cli_parse_f(const char *s, double lo, double hi, double *v) {
-    char *end;
-    double x = strtod(s, &end);
-    if (*end || end == s || !(x >= lo && x <= hi)) return 0;
-    *v = x;
-    return 1;
-}
-
 void attn_cli_fmt_time(double s, char *b, size_t n) {
     if (s < 0 || s > 1e7) s = 0;
     int m = (int)(s / 60), sec = (int)s % 60;
@@ -143,6 +120,11 @@ int attn_cli_train_dir(const char *cmd, const char *out, attn_cli_paths *paths) 
 const char *attn_cli_train_log(const attn_cli_train_common *t, const attn_cli_paths *paths) {
     if (t->log && !strcmp(t->log, "-")) return NULL;
     return t->log ? t->log : paths->log;
+}
+
+const char *attn_cli_train_tb(const attn_cli_train_common *t) {
+    if (t->tensorboard) (void)mkdir(t->tensorboard, 0777); /* exists, or the library says why */
+    return t->tensorboard;
 }
 
 static volatile sig_atomic_t stop_flag;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cli.h"
 
 typedef struct lines {
@@ -157,12 +158,10 @@ int attn_cmd_embed(int argc, char **argv) {
     if (!(out = malloc(sizeof(float) * (size_t)(E * texts.n)))) goto oom;
     st = attn_bert_embed(ctx, b, (const char *const *)texts.s, texts.n, out);
     if (st == ATTN_OK && o.repeat > 0) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = attn_bench_now_s();
         for (long long k = 0; k < o.repeat && st == ATTN_OK; k++)
             st = attn_bert_embed(ctx, b, (const char *const *)texts.s, texts.n, out);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        double dt = attn_bench_now_s() - t0;
         if (st == ATTN_OK)
             fprintf(stderr, "attn embed: %.1f sentences/s (%lld texts x %lld, %d threads)\n",
                     (double)(texts.n * o.repeat) / (dt > 0 ? dt : 1e-9), texts.n, o.repeat,

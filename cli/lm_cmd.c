@@ -49,228 +49,13 @@ static int settings(const attn_lm_train_config *r, uint64_t text_id, int64_t nto
     return n;
 }
 
-/* The model's parameters as a HF model.safetensors: q_proj and k_proj of a GGUF source back in
- * HF's row order (llama.cpp's converter permutes the rows of each head: GGUF row 2i + j is HF
- * row j D/2 + i); plus_one (Gemma): the norm weights, held as 1 + w, written as w. */
-static attn_status save_hf_weights(attn_ctx *ctx, const attn_module *m, int interleaved,
-                                   int plus_one, int64_t H, int64_t Hkv, int64_t D,
-                                   const char *path) {
-    attn_st_writer *w;
-    attn_status st = attn_st_writer_create(ctx, &w);
-    if (st != ATTN_OK) return st;
-    float *tmp = NULL;
-    for (size_t i = 0; st == ATTN_OK && i < attn_module_param_count(m); i++) {
-        const char *name;
-        attn_tensor v;
-        if ((st = attn_module_param_at(m, i, &name, &v)) != ATTN_OK) break;
-        int q = strstr(name, ".self_attn.q_proj.") != NULL;
-        int k = strstr(name, ".self_attn.k_proj.") != NULL;
-        const size_t nl = strlen(name);
-        if (plus_one && nl > 11 && !strcmp(name + nl - 11, "norm.weight")) {
-            const int64_t n = attn_tensor_numel(&v);
-            float *p = realloc(tmp, sizeof *tmp * (size_t)n);
-            if (!p) {
-                st = ATTN_E_NOMEM;
-                break;
-            }
-            tmp = p;
-            for (int64_t j = 0; j < n; j++) tmp[j] = ((const float *)v.data)[j] - 1.0f;
-            st = attn_st_writer_add(w, name, ATTN_F32, v.ndim, v.shape, tmp);
-            continue;
-        }
-        if (!interleaved || !(q || k)) {
-            st = attn_st_writer_add_view(w, name, &v);
-            continue;
-        }
-        int64_t heads = q ? H : Hkv, cols = v.ndim == 2 ? v.shape[1] : 1;
-        float *p = realloc(tmp, sizeof *tmp * (size_t)(heads * D * cols));
-        if (!p) {
-            st = ATTN_E_NOMEM;
-            break;
-        }
-        tmp = p;
-        const float *src = v.data;
-        for (int64_t h = 0; h < heads; h++)
-            for (int64_t ii = 0; ii < D / 2; ii++)
-                for (int64_t j = 0; j < 2; j++)
-                    memcpy(tmp + (h * D + j * (D / 2) + ii) * cols,
-                           src + (h * D + 2 * ii + j) * cols, sizeof *tmp * (size_t)cols);
-        st = attn_st_writer_add(w, name, ATTN_F32, v.ndim, v.shape, tmp);
-    }
-    free(tmp);
-    if (st == ATTN_OK) st = attn_st_writer_meta(w, "format", "pt");
-    if (st == ATTN_OK) st = attn_st_writer_save(w, path);
-    attn_st_writer_free(w);
-    return st;
-}
-
-/* c's HF family (attn_llm_family: the library's table of families). */
-static const char *family(const attn_llm_config *c) {
-    const char *type = "llama", *arch;
-    attn_llm_family(c, &type, &arch);
-    return type;
-}
-
-/* Whether a GGUF file of c's family holds q/k rows permuted for GGML's rope: llama.cpp's
- * converter does it for llama (and Mistral, written as llama) only. */
-static int gguf_permuted(const attn_llm_config *c) {
-    return !strcmp(family(c), "llama") || !strcmp(family(c), "mistral");
-}
-
-/* Whether write_gguf can write c: a Llama model without RoPE scaling (architecture llama). */
-static int gguf_writable(const attn_llm_config *c) {
-    return !strcmp(family(c), "llama") && !c->rope_scaling;
-}
-
-/* config.json of c's family, with the keys transformers writes for it (and attn_llm_load_hf
- * reads back): RoPE as rope_parameters (Gemma 3: one set per layer type), Gemma's layer types,
- * window and activation. */
-static attn_status write_config_json(attn_ctx *ctx, const char *path, const attn_llm_config *c,
-                                     const attn_llm_special *sp) {
-    const char *type = "llama", *arch = "LlamaForCausalLM";
-    attn_llm_family(c, &type, &arch);
-    const int gemma = !strcmp(type, "gemma3_text");
-    char bos[24] = "null", eos[24] = "null", rope[512];
-    /* the family's keys: a line of layer types, at most 23 bytes a layer */
-    const size_t famcap = 512 + (size_t)c->num_layers * 24;
-    char *fam = malloc(famcap);
-    if (!fam)
-        return ATTN_E_NOMEM;
-    fam[0] = 0;
-    if (sp->bos >= 0) snprintf(bos, sizeof bos, "%d", (int)sp->bos);
-    if (sp->eos >= 0) snprintf(eos, sizeof eos, "%d", (int)sp->eos);
-    if (gemma) {
-        snprintf(rope, sizeof rope,
-                 "{\"full_attention\": {\"rope_theta\": %.9g, \"rope_type\": \"default\"}, "
-                 "\"sliding_attention\": {\"rope_theta\": %.9g, \"rope_type\": \"default\"}}",
-                 c->rope_theta, c->rope_theta_local != 0 ? c->rope_theta_local : c->rope_theta);
-    } else if (c->rope_scaling == 2) {
-        snprintf(rope, sizeof rope,
-                 "{\"rope_theta\": %.9g, \"rope_type\": \"llama3\", \"factor\": %.9g, "
-                 "\"low_freq_factor\": %.9g, \"high_freq_factor\": %.9g, "
-                 "\"original_max_position_embeddings\": %lld}",
-                 c->rope_theta, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                 (long long)c->rope_original_context);
-    } else if (c->rope_scaling == 1) {
-        snprintf(rope, sizeof rope,
-                 "{\"rope_theta\": %.9g, \"rope_type\": \"linear\", \"factor\": %.9g}",
-                 c->rope_theta, c->rope_factor);
-    } else {
-        snprintf(rope, sizeof rope, "{\"rope_theta\": %.9g, \"rope_type\": \"default\"}",
-                 c->rope_theta);
-    }
-    size_t at = 0;
-    if (gemma) { /* the layer types: every sliding_period-th global */
-        at += (size_t)snprintf(fam, famcap,
-                               "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n"
-                               "  \"query_pre_attn_scalar\": %lld,\n  \"layer_types\": [",
-                               (long long)c->head_dim);
-        for (int64_t i = 0; i < c->num_layers && at < famcap; i++) {
-            const int local = c->sliding_window > 0 &&
-                              (c->sliding_period == 0 || (i + 1) % c->sliding_period != 0);
-            at += (size_t)snprintf(fam + at, famcap - at, "%s\"%s\"", i ? ", " : "",
-                                   local ? "sliding_attention" : "full_attention");
-        }
-        if (at < famcap)
-            at += (size_t)snprintf(fam + at, famcap - at, "],\n");
-    } else {
-        at += (size_t)snprintf(fam, famcap, "  \"hidden_act\": \"silu\",\n");
-    }
-    if (at < famcap && c->sliding_window > 0)
-        at += (size_t)snprintf(fam + at, famcap - at, "  \"sliding_window\": %lld,\n",
-                               (long long)c->sliding_window);
-    char *text = at < famcap ? malloc(4096 + famcap) : NULL; /* at < famcap: by famcap's size */
-    if (!text) {
-        free(fam);
-        return ATTN_E_NOMEM;
-    }
-    int n = snprintf(
-        text, 4096 + famcap,
-        "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
-        "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
-        "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
-        "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n"
-        "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %.9g,\n"
-        "  \"rope_parameters\": %s,\n  \"tie_word_embeddings\": %s,\n"
-        "  \"attention_bias\": %s,\n  \"mlp_bias\": %s,\n%s"
-        "  \"bos_token_id\": %s,\n  \"eos_token_id\": %s,\n  \"torch_dtype\": \"float32\"\n}\n",
-        arch, type, (long long)c->vocab_size, (long long)c->hidden_size,
-        (long long)c->intermediate_size, (long long)c->num_layers, (long long)c->num_heads,
-        (long long)c->num_kv_heads, (long long)c->head_dim, (long long)c->max_position_embeddings,
-        c->rms_norm_eps, rope, c->tie_word_embeddings ? "true" : "false",
-        c->attention_bias == 1 ? "true" : "false", c->mlp_bias ? "true" : "false", fam, bos, eos);
-    attn_status st = n < 0 || (size_t)n >= 4096 + famcap
-                         ? ATTN_E_OVERFLOW
-                         : attn_file_write(ctx, path, text, (size_t)n);
-    free(text), free(fam);
-    return st;
-}
-
-/* Copies src_dir/name to dst_dir/name when it exists (a missing one is fine); 0 on failure
- * (printed). */
-static int copy_if_there(const char *cmd, attn_ctx *ctx, const char *src_dir,
-                         const char *dst_dir, const char *name) {
-    char s[4200], d[4200];
-    snprintf(s, sizeof s, "%s/%s", src_dir, name);
-    snprintf(d, sizeof d, "%s/%s", dst_dir, name);
-    FILE *in = fopen(s, "rb");
-    if (!in && errno == ENOENT) return 1;
-    if (!in) {
-        fprintf(stderr, "attn %s: cannot read %s: %s\n", cmd, s, strerror(errno));
-        return 0;
-    }
-    attn_file_out *out = NULL;
-    attn_status st = attn_file_out_open(ctx, d, &out);
-    char buf[65536];
-    size_t n;
-    while (st == ATTN_OK && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        st = attn_file_out_write(out, buf, n);
-    int bad_read = ferror(in);
-    fclose(in);
-    if (st == ATTN_OK && bad_read) {
-        fprintf(stderr, "attn %s: cannot read %s\n", cmd, s);
-        attn_file_out_abort(out);
-        return 0;
-    }
-    if (st == ATTN_OK) st = attn_file_out_commit(out);
-    else attn_file_out_abort(out);
+/* The trainable model llm as a HF folder out (attn_llm_save_hf), with src_dir's tokenizer
+ * files when src_dir is not NULL.  0 on failure (printed). */
+static int write_hf(const char *cmd, attn_ctx *ctx, attn_llm *llm, const char *src_dir,
+                    const char *out) {
+    attn_status st = attn_llm_save_hf(ctx, llm, src_dir, out);
     if (st != ATTN_OK) attn_cli_fail(ctx, cmd, st);
     return st == ATTN_OK;
-}
-
-/* The trainable model llm as a HF folder out (created if missing): model.safetensors (HF's q/k
- * row order), config.json, and src_dir's tokenizer files when src_dir is not NULL.  0 on
- * failure (printed). */
-static int write_hf(const char *cmd, attn_ctx *ctx, attn_llm *llm, int interleaved,
-                    const attn_llm_special *sp, const char *src_dir, const char *out) {
-    attn_llm_config cfg;
-    char path[4200];
-    const attn_module *m = attn_llm_module(llm);
-    attn_status st = attn_llm_get_info(llm, &cfg);
-    if (st == ATTN_OK && mkdir(out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out, strerror(errno));
-        return 0;
-    }
-    snprintf(path, sizeof path, "%s/model.safetensors", out);
-    if (st == ATTN_OK)
-        st = save_hf_weights(ctx, m, interleaved && gguf_permuted(&cfg),
-                             !strcmp(family(&cfg), "gemma3_text"), cfg.num_heads, cfg.num_kv_heads,
-                             cfg.head_dim, path);
-    if (st != ATTN_OK) {
-        attn_cli_fail(ctx, cmd, st);
-        return 0;
-    }
-    snprintf(path, sizeof path, "%s/config.json", out);
-    if ((st = write_config_json(ctx, path, &cfg, sp)) != ATTN_OK) {
-        attn_cli_fail(ctx, cmd, st);
-        return 0;
-    }
-    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json",
-                                        "chat_template.jinja", "generation_config.json",
-                                        "special_tokens_map.json"};
-    for (size_t i = 0; src_dir && i < sizeof files / sizeof *files; i++)
-        if (!copy_if_there(cmd, ctx, src_dir, out, files[i])) return 0;
-    return 1;
 }
 
 /* Every step: its loss on stdout (and the held-out loss when evaluated), the progress line on
@@ -304,7 +89,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     long long threads = 0, epochs = 0, stop_at = 0, steps = 0, batch = 4, len = 128, warmup = 10,
               seed = 1, eval_every = 50, eval_windows = 16;
     double lr = 1e-4, lr_min = -1, wd = 0.0, clip = 1.0, held_out = 0.1;
-    attn_cli_train_common tc = {NULL, 1, 50};
+    attn_cli_train_common tc = {NULL, 1, 50, NULL};
     int resume = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO, no_mmap = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("init", 0, &init, "MODEL",
@@ -398,6 +183,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     r.init = init_abs;
     r.state_path = rank0 ? state_path : NULL;
     r.log_path = rank0 ? attn_cli_train_log(&tc, &paths) : NULL;
+    r.tb_dir = rank0 ? attn_cli_train_tb(&tc) : NULL;
 
     attn_ctx *ctx = NULL;
     attn_llm *llm = NULL;
@@ -549,7 +335,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     double val = c.nv ? (double)c.val[c.nv - 1] : val0;
     /* the model as a HF folder (rank 0 writes it) */
     if (rank0) {
-        if (!write_hf(CMD, ctx, llm, !from_dir, &sp, from_dir ? init : NULL, out)) goto out;
+        if (!write_hf(CMD, ctx, llm, from_dir ? init : NULL, out)) goto out;
         /* a resumed run that had already finished trains nothing here: no curve to draw */
         if (c.n && (st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep,
                                                  c.val, c.nv, "held-out loss",
@@ -560,9 +346,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         }
         printf("held-out loss: %.4f -> %.4f (perplexity %.3f -> %.3f)\n", val0, val, exp(val0),
                exp(val));
-        attn_llm_config fc;
-        attn_llm_get_info(llm, &fc);
-        const int llama = gguf_writable(&fc);
+        const int llama = attn_llm_gguf_writable(llm);
         printf("model: %s (HF folder%s)\ncheckpoint: %s\nloss curve: %s\n", out,
                from_dir  ? ""
                : llama   ? "; no tokenizer.json: the source was a GGUF file: 'attn export "
@@ -583,283 +367,6 @@ out:
 }
 
 /* ---- attn export: a llama model to GGUF (F32 or Q8_0) or to a HF folder ---------------- */
-static const int gsz[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8}; /* scalar sizes by type */
-
-/* The bytes of one GGUF metadata entry (key, type, value) as it is in the file. */
-static uint64_t kv_bytes(const attn_gguf *g, const attn_gguf_kv *kv) {
-    uint64_t n = 8 + strlen(kv->key) + 4;
-    if (kv->type == ATTN_GGUF_STRING) return n + 8 + kv->n;
-    if (kv->type != ATTN_GGUF_ARRAY) return n + (uint64_t)gsz[kv->type];
-    n += 4 + 8;
-    if (kv->elem_type != ATTN_GGUF_STRING) return n + kv->n * (uint64_t)gsz[kv->elem_type];
-    for (uint64_t i = 0; i < kv->n; i++) {
-        const char *s;
-        size_t l = 0;
-        attn_gguf_arr_str(g, kv->key, i, &s, &l);
-        n += 8 + l;
-    }
-    return n;
-}
-
-typedef struct gw { /* a GGUF file being written (attn_file_out: whole or not at all) */
-    attn_file_out *f;
-    int ok;
-    uint64_t pos; /* bytes written so far */
-} gw;
-static void g_put(gw *w, const void *p, size_t n) {
-    if (w->ok && n && attn_file_out_write(w->f, p, n) != ATTN_OK) w->ok = 0;
-    w->pos += n;
-}
-static void g_u32(gw *w, uint32_t v) { g_put(w, &v, 4); }
-static void g_u64(gw *w, uint64_t v) { g_put(w, &v, 8); }
-static void g_str(gw *w, const char *s) {
-    g_u64(w, strlen(s));
-    g_put(w, s, strlen(s));
-}
-static void g_kv_u32(gw *w, const char *k, uint32_t v) {
-    g_str(w, k), g_u32(w, ATTN_GGUF_UINT32), g_u32(w, v);
-}
-static void g_kv_f32(gw *w, const char *k, float v) {
-    g_str(w, k), g_u32(w, ATTN_GGUF_FLOAT32), g_put(w, &v, 4);
-}
-static void g_kv_str(gw *w, const char *k, const char *v) {
-    g_str(w, k), g_u32(w, ATTN_GGUF_STRING), g_str(w, v);
-}
-
-/* The tokenizer.* keys of llm's tokenizer (from a tokenizer.json) as llama.cpp's converter
- * writes them for a byte-level BPE: model gpt2, pre, tokens, token types, merges ("a b"), the
- * special ids, add_bos and the chat template.  Writes them when w is not NULL; returns their
- * count, or -1 when out of memory. */
-static int tok_keys(gw *w, const attn_llm *llm) {
-    const attn_bpe *b = attn_llm_tokenizer(llm);
-    attn_bpe_info info;
-    attn_llm_special sp;
-    const char *tmpl = attn_llm_chat_template(llm);
-    attn_bpe_get_info(b, &info);
-    attn_llm_get_special(llm, &sp);
-    int n = 6 + (sp.bos >= 0) + (sp.eos >= 0) + (info.unk_id >= 0) + (tmpl != NULL);
-    if (!w) return n;
-    int32_t *pairs = malloc(sizeof *pairs * (size_t)(2 * info.n_merges + 2));
-    if (!pairs || attn_bpe_merges(b, pairs, info.n_merges) != ATTN_OK) {
-        free(pairs);
-        return -1;
-    }
-    uint64_t nm = 0;
-    for (int64_t r = 0; r < info.n_merges; r++) nm += pairs[2 * r] >= 0;
-    g_kv_str(w, "tokenizer.ggml.model", "gpt2");
-    g_kv_str(w, "tokenizer.ggml.pre", info.pre);
-    g_str(w, "tokenizer.ggml.tokens"), g_u32(w, ATTN_GGUF_ARRAY), g_u32(w, ATTN_GGUF_STRING);
-    g_u64(w, (uint64_t)info.vocab_size);
-    for (int64_t i = 0; i < info.vocab_size; i++) g_str(w, attn_bpe_token_text(b, (int32_t)i));
-    g_str(w, "tokenizer.ggml.token_type"), g_u32(w, ATTN_GGUF_ARRAY), g_u32(w, ATTN_GGUF_INT32);
-    g_u64(w, (uint64_t)info.vocab_size);
-    for (int64_t i = 0; i < info.vocab_size; i++)
-        g_u32(w, (uint32_t)attn_bpe_token_type(b, (int32_t)i));
-    g_str(w, "tokenizer.ggml.merges"), g_u32(w, ATTN_GGUF_ARRAY), g_u32(w, ATTN_GGUF_STRING);
-    g_u64(w, nm);
-    for (int64_t r = 0; r < info.n_merges; r++) {
-        if (pairs[2 * r] < 0) continue;
-        const char *x = attn_bpe_token_text(b, pairs[2 * r]);
-        const char *y = attn_bpe_token_text(b, pairs[2 * r + 1]);
-        g_u64(w, strlen(x) + 1 + strlen(y));
-        g_put(w, x, strlen(x)), g_put(w, " ", 1), g_put(w, y, strlen(y));
-    }
-    free(pairs);
-    if (sp.bos >= 0) g_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)sp.bos);
-    if (sp.eos >= 0) g_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)sp.eos);
-    if (info.unk_id >= 0) g_kv_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)info.unk_id);
-    {
-        unsigned char t = sp.add_bos ? 1 : 0;
-        g_str(w, "tokenizer.ggml.add_bos_token"), g_u32(w, ATTN_GGUF_BOOL), g_put(w, &t, 1);
-    }
-    if (tmpl) g_kv_str(w, "tokenizer.chat_template", tmpl);
-    return n;
-}
-
-/* HF parameter name -> GGUF tensor name; 0 when it has none. */
-static int gguf_name(const char *hf, char *out, size_t n) {
-    static const char *const map[][2] = {
-        {"self_attn.q_proj.", "attn_q."}, {"self_attn.k_proj.", "attn_k."},
-        {"self_attn.v_proj.", "attn_v."}, {"self_attn.o_proj.", "attn_output."},
-        {"mlp.gate_proj.", "ffn_gate."}, {"mlp.up_proj.", "ffn_up."},
-        {"mlp.down_proj.", "ffn_down."}, {"input_layernorm.", "attn_norm."},
-        {"post_attention_layernorm.", "ffn_norm."}};
-    if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, n, "token_embd.weight") > 0;
-    if (!strcmp(hf, "model.norm.weight")) return snprintf(out, n, "output_norm.weight") > 0;
-    if (!strcmp(hf, "lm_head.weight")) return snprintf(out, n, "output.weight") > 0;
-    int layer, used = 0;
-    if (sscanf(hf, "model.layers.%d.%n", &layer, &used) != 1 || !used) return 0;
-    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
-        size_t l = strlen(map[i][0]);
-        if (!strncmp(hf + used, map[i][0], l))
-            return snprintf(out, n, "blk.%d.%s%s", layer, map[i][1], hf + used + l) > 0;
-    }
-    return 0;
-}
-
-/* Writes the trainable model llm as a GGUF file of general.architecture llama: F32, or Q8_0 for the matrices
- * (type 8; norms and biases stay F32), with the tokenizer.* keys of tok (a GGUF file) copied
- * as they are.  interleaved: q/k rows already in GGUF's order (a GGUF source); else they are
- * permuted as llama.cpp's converter does (HF row j D/2 + i -> row 2i + j within each head). */
-static attn_status write_gguf(attn_ctx *ctx, attn_llm *llm, int interleaved,
-                              const attn_gguf *tok, const char *tok_path, int q8,
-                              const char *path) {
-    attn_llm_config c;
-    const attn_module *m = attn_llm_module(llm);
-    attn_status st = attn_llm_get_info(llm, &c);
-    if (st != ATTN_OK) return st;
-    const uint64_t align = 32;
-    size_t np = attn_module_param_count(m);
-    /* the tensors: names, types, sizes and offsets first */
-    char (*names)[96] = calloc(np, sizeof *names);
-    int *types = calloc(np, sizeof *types);
-    uint64_t *offs = calloc(np, sizeof *offs), off = 0;
-    size_t nt = 0;
-    void *buf = NULL;
-    float *perm = NULL;
-    gw w = {NULL, 1, 0};
-    if (!names || !types || !offs) {
-        st = ATTN_E_NOMEM;
-        goto done;
-    }
-    for (size_t i = 0; i < np; i++) {
-        const char *name;
-        attn_tensor v;
-        attn_module_param_at(m, i, &name, &v);
-        if (!gguf_name(name, names[i], sizeof names[i])) {
-            names[i][0] = '\0';
-            continue;
-        }
-        types[i] = q8 && v.ndim == 2 && v.shape[1] % 32 == 0 ? 8 : 0;
-        int64_t be = 1, bb = 4;
-        if (types[i]) attn_qtype_block(types[i], &be, &bb);
-        offs[i] = off;
-        off += ((uint64_t)(attn_tensor_numel(&v) / be * bb) + align - 1) / align * align;
-        nt++;
-    }
-    uint64_t nkv = 0;
-    size_t ntk = tok ? attn_gguf_kv_count(tok) : 0;
-    if (!tok) nkv += (uint64_t)tok_keys(NULL, llm);
-    for (size_t i = 0; i < ntk; i++) {
-        attn_gguf_kv kv;
-        attn_gguf_kv_at(tok, i, &kv);
-        if (!strncmp(kv.key, "tokenizer.", 10)) nkv++;
-    }
-    int kd = c.head_dim * c.num_heads != c.hidden_size;
-    nkv += 12 + (kd ? 2 : 0);
-    if ((st = attn_file_out_open(ctx, path, &w.f)) != ATTN_OK) goto done;
-    g_put(&w, "GGUF", 4), g_u32(&w, 3), g_u64(&w, nt), g_u64(&w, nkv);
-    g_kv_str(&w, "general.architecture", "llama");
-    g_kv_str(&w, "general.name", "attn export");
-    g_kv_u32(&w, "general.file_type", q8 ? 7u : 0u);
-    g_kv_u32(&w, "llama.context_length", (uint32_t)c.max_position_embeddings);
-    g_kv_u32(&w, "llama.embedding_length", (uint32_t)c.hidden_size);
-    g_kv_u32(&w, "llama.block_count", (uint32_t)c.num_layers);
-    g_kv_u32(&w, "llama.feed_forward_length", (uint32_t)c.intermediate_size);
-    g_kv_u32(&w, "llama.attention.head_count", (uint32_t)c.num_heads);
-    g_kv_u32(&w, "llama.attention.head_count_kv", (uint32_t)c.num_kv_heads);
-    g_kv_f32(&w, "llama.rope.freq_base", (float)c.rope_theta);
-    g_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", (float)c.rms_norm_eps);
-    g_kv_u32(&w, "llama.vocab_size", (uint32_t)c.vocab_size);
-    if (kd) {
-        g_kv_u32(&w, "llama.attention.key_length", (uint32_t)c.head_dim);
-        g_kv_u32(&w, "llama.attention.value_length", (uint32_t)c.head_dim);
-    }
-    /* the tokenizer keys, byte for byte from the source file, or from llm's tokenizer */
-    if (!tok && tok_keys(&w, llm) < 0) {
-        st = ATTN_E_NOMEM;
-        goto done;
-    }
-    FILE *src = tok ? fopen(tok_path, "rb") : NULL;
-    if (tok && !src) {
-        st = ATTN_E_IO;
-        goto done;
-    }
-    for (size_t i = 0; i < ntk && w.ok; i++) {
-        attn_gguf_kv kv;
-        attn_gguf_kv_at(tok, i, &kv);
-        if (strncmp(kv.key, "tokenizer.", 10) != 0) continue;
-        uint64_t n = kv_bytes(tok, &kv);
-        char chunk[65536];
-        if (fseek(src, (long)kv.offset, SEEK_SET) != 0) w.ok = 0;
-        while (w.ok && n) {
-            size_t k = n < sizeof chunk ? (size_t)n : sizeof chunk;
-            if (fread(chunk, 1, k, src) != k) w.ok = 0;
-            g_put(&w, chunk, k);
-            n -= k;
-        }
-    }
-    if (src) fclose(src);
-    for (size_t i = 0; i < np; i++) {
-        if (!names[i][0]) continue;
-        const char *name;
-        attn_tensor v;
-        attn_module_param_at(m, i, &name, &v);
-        g_str(&w, names[i]);
-        g_u32(&w, (uint32_t)v.ndim);
-        for (int d = v.ndim - 1; d >= 0; d--) g_u64(&w, (uint64_t)v.shape[d]);
-        g_u32(&w, (uint32_t)types[i]);
-        g_u64(&w, offs[i]);
-    }
-    {
-        static const char zero[64];
-        g_put(&w, zero, (size_t)((align - w.pos % align) % align));
-    }
-    uint64_t at = 0;
-    for (size_t i = 0; i < np && w.ok; i++) {
-        if (!names[i][0]) continue;
-        const char *name;
-        attn_tensor v;
-        attn_module_param_at(m, i, &name, &v);
-        int64_t n = attn_tensor_numel(&v);
-        const float *data = v.data;
-        int qk = strstr(name, ".self_attn.q_proj.") || strstr(name, ".self_attn.k_proj.");
-        if (qk && !interleaved) { /* HF rows -> GGUF's interleaved rows */
-            int64_t heads = strstr(name, "q_proj") ? c.num_heads : c.num_kv_heads, D = c.head_dim;
-            int64_t cols = v.ndim == 2 ? v.shape[1] : 1;
-            float *p = realloc(perm, sizeof *perm * (size_t)n);
-            if (!p) {
-                st = ATTN_E_NOMEM;
-                goto done;
-            }
-            perm = p;
-            for (int64_t h = 0; h < heads; h++)
-                for (int64_t ii = 0; ii < D / 2; ii++)
-                    for (int64_t j = 0; j < 2; j++)
-                        memcpy(perm + (h * D + 2 * ii + j) * cols,
-                               data + (h * D + j * (D / 2) + ii) * cols,
-                               sizeof *perm * (size_t)cols);
-            data = perm;
-        }
-        static const char zero[64];
-        g_put(&w, zero, (size_t)(offs[i] - at));
-        at = offs[i];
-        if (types[i]) {
-            int64_t be, bb;
-            attn_qtype_block(types[i], &be, &bb);
-            size_t nb = (size_t)(n / be * bb);
-            void *q = realloc(buf, nb);
-            if (!q) {
-                st = ATTN_E_NOMEM;
-                goto done;
-            }
-            buf = q;
-            if ((st = attn_quantize(ctx, types[i], data, n, buf, nb)) != ATTN_OK) goto done;
-            g_put(&w, buf, nb);
-            at += nb;
-        } else {
-            g_put(&w, data, sizeof *data * (size_t)n);
-            at += sizeof *data * (uint64_t)n;
-        }
-    }
-    st = w.ok ? ATTN_OK : ATTN_E_IO; /* a failed write left its message in ctx */
-done:
-    if (w.f && st == ATTN_OK) st = attn_file_out_commit(w.f);
-    else attn_file_out_abort(w.f);
-    free(names), free(types), free(offs), free(buf), free(perm);
-    return st;
-}
-
 int attn_cmd_export(int argc, char **argv) {
     const char *model = NULL, *gguf = NULL, *hf = NULL, *tok_path = NULL;
     int type = 0, npos, no_mmap = 0;
@@ -976,23 +483,25 @@ int attn_cmd_export(int argc, char **argv) {
                             "--tokenizer FILE.gguf for the tokenizer.* keys\n", src, ti.pre);
             goto out;
         }
-        attn_llm_config fc;
-        attn_llm_get_info(llm, &fc);
-        if (!gguf_writable(&fc)) {
+        if (!attn_llm_gguf_writable(llm)) {
+            attn_llm_config fc;
+            const char *fam = "llama", *arch;
+            attn_llm_get_info(llm, &fc);
+            attn_llm_family(&fc, &fam, &arch);
             fprintf(stderr,
                     "attn export: --gguf writes Llama models (GGUF architecture llama); "
                     "this one is %s%s: write it with --hf DIR\n",
-                    family(&fc), fc.rope_scaling ? " with RoPE scaling" : "");
+                    fam, fc.rope_scaling ? " with RoPE scaling" : "");
             goto out;
         }
-        errno = 0;
-        if ((st = write_gguf(ctx, llm, !from_dir, tok, tok_path, type == 1, gguf)) != ATTN_OK) {
+        st = attn_llm_save_gguf(ctx, llm, tok, type == 1 ? ATTN_Q_Q8_0 : ATTN_Q_F32, gguf);
+        if (st != ATTN_OK) {
             attn_cli_fail(ctx, "export", st); /* the writer's message names path and reason */
             goto out;
         }
         printf("wrote %s (%s)\n", gguf, type == 1 ? "Q8_0" : "F32");
     } else {
-        if (!write_hf("export", ctx, llm, !from_dir, &sp, from_dir ? src : NULL, hf)) goto out;
+        if (!write_hf("export", ctx, llm, from_dir ? src : NULL, hf)) goto out;
         printf("wrote %s (HF folder%s)\n", hf,
                from_dir ? "" : "; no tokenizer.json: the source is a GGUF file");
     }

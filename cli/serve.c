@@ -37,7 +37,7 @@ int attn_cmd_serve(int argc, char **argv) {
 #include <sys/socket.h>
 #include <time.h>
 
-#include "bench.h"
+#include "bench_util.h"
 #include "serve_json.h"
 #include "serve_page.h"
 #include "serve_tools.h"
@@ -79,6 +79,11 @@ typedef struct sreq {
     int choice;           /* ST_CHOICE_*: required and named force a call */
     char *tool_names;     /* required: the tools' function names, each NUL-terminated */
     size_t tool_names_n;  /* their bytes */
+    char *name_heads;     /* required with several tools: each tool's call head after the
+                           * opener (NAME", "arguments": {), NUL-terminated: the name is
+                           * sampled from these (constrain_name) */
+    size_t name_heads_n, name_from; /* their bytes; where the name begins in text */
+    int name_open;        /* 1 until the text holds one of the heads */
     int tool_failed;      /* a forced call that the answer does not hold */
     int64_t sent_calls;   /* stream: calls whose first delta went out */
     size_t *sent_args;    /* their argument bytes sent */
@@ -100,7 +105,7 @@ static void req_unref(sreq *r) {
     int left = --r->refs;
     pthread_mutex_unlock(&r->mu);
     if (left) return;
-    free(r->prompt), free(r->tool_names), free(r->sent_args);
+    free(r->prompt), free(r->tool_names), free(r->name_heads), free(r->sent_args);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
     sb_free(&r->text), sb_free(&r->sse);
     attn_chat_parse_free(r->calls);
@@ -158,6 +163,12 @@ typedef struct server {
     struct slot **bsl;
     char *piece; /* one token's text: 3 * (max_token_bytes + 3) bytes always suffice */
     size_t piece_cap;
+    /* every token's text as the answer gets it (tool tags included), for constrain_name; made
+     * by the scheduler when first needed: tok_text[tok_off[id] .. tok_off[id + 1]) */
+    char *tok_text;
+    size_t *tok_off;
+    float *masked; /* the logits constrain_name gives the sampler */
+    int tok_text_failed;
     unsigned long long seq;
     /* metrics (under mu) */
     unsigned long long http[600], prompt_tokens, completion_tokens, steps, batched, reused,
@@ -167,7 +178,6 @@ typedef struct server {
 
 static server S;
 
-static double now_s(void) { return attn_bench_now_s(); }
 
 /* ---- the scheduler -------------------------------------------------------------------- */
 static void push_sse(sreq *r, sbuf *ev) {
@@ -359,7 +369,7 @@ static void finish(slot *sl, const char *reason, int failed) {
         if (r->stream) stream_chunk(r, NULL, 0, r->finish, 0);
     }
     r->done = 1;
-    r->t_done = now_s();
+    r->t_done = attn_bench_now_s();
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     pthread_mutex_lock(&S.mu);
@@ -401,7 +411,7 @@ static void take(slot *sl, int32_t id) {
         pl = 0;
     sl->hist[sl->nh++] = id;
     pthread_mutex_lock(&r->mu);
-    if (r->completion_tokens++ == 0) r->t_first = now_s();
+    if (r->completion_tokens++ == 0) r->t_first = attn_bench_now_s();
     const int stopped = add_text(r, piece, pl);
     if (!stopped) flush_text(r, 0);
     int called = 0; /* a forced call ends with the call: what a model writes after it is lost */
@@ -421,8 +431,86 @@ static void take(slot *sl, int32_t id) {
         sl->next = id, sl->decoding = 1;
 }
 
+/* Every token's text (the scheduler's; 0 if it cannot be made). */
+static int tok_texts(void) {
+    if (S.tok_text) return 1;
+    if (S.tok_text_failed) return 0;
+    const size_t V = (size_t)S.cfg.vocab_size;
+    size_t cap = V * 8 + 64, n = 0;
+    char *t = malloc(cap);
+    S.tok_off = malloc(sizeof *S.tok_off * (V + 1));
+    S.masked = malloc(sizeof *S.masked * V);
+    for (size_t id = 0; t && S.tok_off && S.masked && id < V; id++) {
+        size_t pl = 0;
+        const char *tag = tool_tag((int32_t)id), *piece = S.piece;
+        attn_bpe_stream bs;
+        memset(&bs, 0, sizeof bs);
+        if (tag) piece = tag, pl = strlen(tag);
+        else if (attn_bpe_decode_stream(S.sctx, S.tok, &bs, (int32_t)id,
+                                        ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE, S.piece,
+                                        S.piece_cap, &pl) != ATTN_OK)
+            pl = 0; /* a part of a character (its bytes are pending): never a name's */
+        if (n + pl > cap) {
+            char *u = cap < SIZE_MAX / 2 ? realloc(t, cap * 2 + pl) : NULL;
+            if (!u) free(t), t = NULL;
+            t = u, cap = cap * 2 + pl;
+        }
+        if (t) S.tok_off[id] = n, memcpy(t + n, piece, pl), n += pl;
+    }
+    if (!t || !S.tok_off || !S.masked) {
+        free(t), free(S.tok_off), free(S.masked);
+        S.tok_off = NULL, S.masked = NULL, S.tok_text_failed = 1;
+        fprintf(stderr, "attn serve: out of memory for the tokens' texts: tool_choice "
+                        "\"required\" names are not constrained\n");
+        return 0;
+    }
+    S.tok_off[V] = n, S.tok_text = t;
+    return 1;
+}
+
+/* tool_choice "required" with several tools: the name is written by the model after the
+ * prefilled opener, so the logits of every token that would leave all the tools' call heads
+ * (NAME + what follows it up to the arguments) are set to -inf until the answer holds one
+ * head whole.  Returns the logits to sample from (lg itself when nothing is constrained). */
+static const float *constrain_name(sreq *r, const float *lg) {
+    if (!r->name_open || r->text.oom || r->text.n < r->name_from) return lg;
+    const char *g = r->text.p + r->name_from;
+    const size_t gl = r->text.n - r->name_from;
+    int fits = 0;
+    for (size_t k = 0; k < r->name_heads_n; k += strlen(r->name_heads + k) + 1) {
+        const char *h = r->name_heads + k;
+        const size_t hl = strlen(h);
+        if (gl >= hl && !memcmp(g, h, hl)) { /* a head is written: the arguments are free */
+            r->name_open = 0;
+            return lg;
+        }
+        fits |= gl < hl && !memcmp(g, h, gl);
+    }
+    if (!fits || !tok_texts()) {
+        r->name_open = 0;
+        return lg;
+    }
+    int any = 0;
+    for (int64_t id = 0; id < S.cfg.vocab_size; id++) {
+        const char *t = S.tok_text + S.tok_off[id];
+        const size_t tl = S.tok_off[id + 1] - S.tok_off[id];
+        int ok = 0;
+        for (size_t k = 0; tl && !ok && k < r->name_heads_n; k += strlen(r->name_heads + k) + 1) {
+            const char *h = r->name_heads + k;
+            const size_t hl = strlen(h);
+            if (gl < hl && !memcmp(g, h, gl))
+                ok = !memcmp(t, h + gl, tl < hl - gl ? tl : hl - gl);
+        }
+        S.masked[id] = ok ? lg[id] : -INFINITY;
+        any |= ok;
+    }
+    if (!any) r->name_open = 0;
+    return any ? S.masked : lg;
+}
+
 static int sample(slot *sl, const float *lg) {
     int32_t id;
+    lg = constrain_name(sl->r, lg);
     /* the presence and frequency penalties count the generated ids only */
     attn_status st = attn_llm_sample_ex(S.sctx, &sl->r->sp, lg, S.cfg.vocab_size, sl->hist,
                                         sl->nh, sl->r->n_prompt, &sl->step, &id);
@@ -674,14 +762,14 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     sreq *r = cls;
     pthread_mutex_lock(&r->mu);
-    double t0 = now_s();
+    double t0 = attn_bench_now_s();
     while (r->sse.n == 0 && !r->done) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 200000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        if (r->sse.n == 0 && !r->done && now_s() - t0 > 5) {
+        if (r->sse.n == 0 && !r->done && attn_bench_now_s() - t0 > 5) {
             /* a comment keeps the connection alive and finds a client that left */
             pthread_mutex_unlock(&r->mu);
             static const char ping[] = ": ping\n\n";
@@ -1008,6 +1096,23 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
             }
             if (nb.oom) snprintf(err, ecap, "out of memory"), ok = 0, sb_free(&nb);
             r->tool_names = nb.p, r->tool_names_n = nb.n;
+            /* the heads the name is sampled from: each name's call head after the opener */
+            sbuf hb = {0};
+            for (size_t k = 0; ok && k < r->tool_names_n; k += strlen(r->tool_names + k) + 1) {
+                size_t hl = 0;
+                if (attn_chat_tool_call_prefix(x, S.chat_format, r->tool_names + k, NULL, 0,
+                                               &hl) != ATTN_OK || hl <= pl)
+                    continue; /* a name the form cannot hold: never written */
+                char *h = malloc(hl + 1);
+                if (h && attn_chat_tool_call_prefix(x, S.chat_format, r->tool_names + k, h,
+                                                    hl + 1, &hl) == ATTN_OK)
+                    sb_put(&hb, h + pl, hl - pl + 1);
+                else if (!h)
+                    hb.oom = 1;
+                free(h);
+            }
+            if (hb.oom) snprintf(err, ecap, "out of memory"), ok = 0, sb_free(&hb);
+            r->name_heads = hb.p, r->name_heads_n = hb.n, r->name_open = hb.n > 0;
         }
         size_t i = 0;
         for (const sj *m = ms->first; ok && m; m = m->next, i++) {
@@ -1047,6 +1152,7 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
                 size_t k = 0;
                 attn_chat_tool_call_prefix(x, S.chat_format, fname, text + tl, pl + 1, &k);
                 sb_put(&r->text, text + tl, pl);
+                r->name_from = r->text.n;
                 tl += pl;
                 if (r->text.oom) snprintf(err, ecap, "out of memory"), ok = 0;
             }
@@ -1106,7 +1212,7 @@ static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, 
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->refs = 1;
-    r->t_queued = now_s();
+    r->t_queued = attn_bench_now_s();
     int ok = parse_gen(o, kind, x, r, err, sizeof err);
     attn_ctx_free(x);
     if (!ok) {
@@ -1476,7 +1582,7 @@ static MHD_Result_t handle(void *cls, struct MHD_Connection *mc, const char *url
     conn *c = *con_cls;
     if (!c) {
         if (!(c = calloc(1, sizeof *c))) return MHD_NO;
-        c->t0 = now_s();
+        c->t0 = attn_bench_now_s();
         pthread_mutex_lock(&S.mu);
         S.inflight++;
         pthread_mutex_unlock(&S.mu);
@@ -1582,7 +1688,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     }
     if (!S.quiet)
         fprintf(stderr, "%s %s %d %lld %.1f ms%s\n", c->method, c->path, c->status,
-                (long long)tokens, 1e3 * (now_s() - c->t0),
+                (long long)tokens, 1e3 * (attn_bench_now_s() - c->t0),
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client left)");
     req_unref(c->r);
     sb_free(&c->body);
@@ -1789,7 +1895,7 @@ int attn_cmd_serve(int argc, char **argv) {
     /* the answers of the finished requests are sent before the connections close (a minute
      * at most: a client that stopped reading does not hold the exit for ever) */
     pthread_mutex_lock(&S.mu);
-    for (double t0 = now_s(); S.inflight > 0 && now_s() - t0 < 60;) {
+    for (double t0 = attn_bench_now_s(); S.inflight > 0 && attn_bench_now_s() - t0 < 60;) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
@@ -1817,6 +1923,7 @@ out:
         free(S.slots[i].ids), free(S.slots[i].hist), free(S.slots[i].lg);
     }
     free(S.slots), free(S.q), free(S.lgb), free(S.piece);
+    free(S.tok_text), free(S.tok_off), free(S.masked);
     free(S.bids), free(S.bss), free(S.bsl);
     attn_bert_free(S.bert);
     attn_llm_free(S.m);

@@ -57,9 +57,9 @@ int attn_cmd_train(int argc, char **argv) {
         fputs(TRAIN_USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "vit")) return attn_cmd_vit_train(argc - 1, argv + 1);
     int (*task)(int, char **) = !strcmp(argv[1], "charlm") ? attn_cmd_charlm_train
                                 : !strcmp(argv[1], "lm")   ? attn_cmd_lm_train
+                                : !strcmp(argv[1], "vit")  ? attn_cmd_vit_train
                                 : !strcmp(argv[1], "dates") ? train_dates
                                                             : NULL;
     if (!task) {
@@ -84,7 +84,7 @@ static int train_dates(int argc, char **argv) {
     double lr = cfg.lr, dropout = cfg.dropout, time_limit = cfg.time_limit_s,
            target = cfg.target_accuracy;
     int quiet = 0, npos;
-    attn_cli_train_common tc = {NULL, 1, 500};
+    attn_cli_train_common tc = {NULL, 1, 500, NULL};
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("out", 'o', &out, "DIR",
                      "where to write model.safetensors, state.safetensors,\n"
@@ -144,6 +144,7 @@ static int train_dates(int argc, char **argv) {
     cfg.save_every = tc.save_every;
     cfg.accum = (int)tc.accum;
     cfg.log_path = rank0 ? attn_cli_train_log(&tc, &paths) : NULL;
+    cfg.tb_dir = rank0 ? attn_cli_train_tb(&tc) : NULL;
     attn_cli_curve c;
     int rc = 0;
     if (attn_cli_curve_init(&c, "train", cfg.steps)) {

@@ -1,4 +1,4 @@
-/* attn train dates|charlm|lm under mpirun: data-parallel training (attn_dp, attn_mpi.h).
+/* attn train dates|charlm|lm|vit under mpirun: data-parallel training (attn_dp, attn_mpi.h).
  * Built against MPI only with -DATTN_MPI=ON (ATTN_HAVE_MPI); without it, a run that mpirun
  * started on several ranks is refused (each would train the whole model alone).
  *

@@ -2336,6 +2336,35 @@ ATTN_API attn_status attn_llm_backward_saved(attn_ctx *ctx, const attn_llm *m,
 ATTN_API attn_status attn_llm_backward(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
                                        int64_t B, int64_t T, const float *dlogits);
 
+/* --- Writing a model out (a trainable model: attn_llm_create, or attn_llm_make_trainable) ----
+ * attn_llm_save_hf writes m as a Hugging Face folder dir (created if missing; existing files of
+ * the same names replaced): model.safetensors (F32, HF's state_dict names, q_proj and k_proj
+ * rows in HF's order: a GGUF source's interleaved rows are put back; Gemma's norm weights, held
+ * as 1 + w, written as w), config.json (the family's keys as transformers writes them:
+ * architectures, model_type, sizes, rope_parameters, Gemma's layer_types, sliding_window, the
+ * bos/eos ids), and, when tokenizer_dir is not NULL, that folder's tokenizer.json,
+ * tokenizer_config.json, chat_template.jinja, generation_config.json and
+ * special_tokens_map.json copied byte for byte where they exist.  attn_llm_load_hf reads the
+ * folder back as the same model.  Each file is written whole or not at all (attn_file_out);
+ * a failure may leave the files written before it. */
+ATTN_API attn_status attn_llm_save_hf(attn_ctx *ctx, const attn_llm *m, const char *tokenizer_dir,
+                                      const char *dir);
+/* 1 when attn_llm_save_gguf can write m: the llama family (attn_llm_family's "llama"), no
+ * RoPE scaling (GGUF architecture llama, as llama.cpp's converter writes it); else 0. */
+ATTN_API int attn_llm_gguf_writable(const attn_llm *m);
+/* attn_llm_save_gguf writes m as a GGUF v3 file of general.architecture llama at path (whole
+ * or not at all): the llama.* keys, q_proj and k_proj rows in the converter's interleaved
+ * order, tensors aligned to 32 bytes; type ATTN_Q_F32, or ATTN_Q_Q8_0 for the matrices whose
+ * rows are a multiple of 32 (norms and the rest stay F32; attn_quantize's blocks).  The
+ * tokenizer.* keys: tokenizer's (a GGUF file's, whose keys must make a tokenizer:
+ * attn_bpe_from_gguf), copied byte for byte; tokenizer NULL: m's own tokenizer (a byte-level
+ * BPE from a tokenizer.json) converted as llama.cpp's converter writes it (model gpt2, pre,
+ * tokens, token types, merges, special ids, add_bos, the chat template).  ATTN_E_UNSUPPORTED
+ * for a model attn_llm_gguf_writable refuses, another type, or a tokenizer that is not
+ * byte-level BPE; ATTN_E_INVALID for a model without a tokenizer and tokenizer NULL. */
+ATTN_API attn_status attn_llm_save_gguf(attn_ctx *ctx, const attn_llm *m,
+                                        const attn_gguf *tokenizer, int type, const char *path);
+
 /* --- Generation: one sequence with a KV cache ------------------------------------------------
  * A session holds the keys and values of every token it has seen, per layer and kv head
  * ([layers][Hkv][capacity][D], F32 or BF16: 2 * layers * Hkv * capacity * D values, allocated

@@ -119,6 +119,12 @@ add_test(NAME cli_train_interrupt
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_interrupt.sh ${ATTN_RUN_CLI}
                  ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
 set_tests_properties(cli_train_interrupt PROPERTIES PASS_REGULAR_EXPRESSION "PASS" TIMEOUT 300)
+# --tensorboard: event files read back by a standard-library reader and compared with the log
+add_test(NAME cli_train_tensorboard
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_tensorboard.sh ${ATTN_RUN_CLI}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
+set_tests_properties(cli_train_tensorboard PROPERTIES PASS_REGULAR_EXPRESSION "PASS"
+                     SKIP_RETURN_CODE 77 TIMEOUT 300)
 add_test(NAME cli_generate
          COMMAND attn_cli generate --model ${ATTN_TINYLM}/model.safetensors --prompt "The "
                  --length 20 --seed 1)
@@ -244,7 +250,7 @@ attn_test_runner(ATTN_RUN_VIT_DATA vit_tiny_data)
 if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
   set(ATTN_VIT_TMP ${CMAKE_CURRENT_BINARY_DIR}/vit_cli)
   set(ATTN_VIT_CASES json classify_index classify_file attention_map resume missing_data corrupt
-      wrong_size other_model usage)
+      wrong_size other_model usage tensorboard)
   foreach(case setup ${ATTN_VIT_CASES})
     add_test(NAME cli_vit_${case}
              COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_vit_cli.sh

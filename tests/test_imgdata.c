@@ -1,15 +1,17 @@
-/* The attn program's image data (cli/imgdata.c, compiled into this test): IDX files raw and
+/* The library's image data (attn_images_*, src/io/images.c), through the public API: IDX files raw and
  * gzipped read back exactly, hostile IDX files refused with the expected message (and without
  * allocating what a tiny file claims: those cases run in a child under an address-space limit),
  * PGM P2/P5 8- and 16-bit, PNG files written here by the test's own encoder (every filter type,
  * gray, gray+alpha, RGB, RGBA, palette, 1- to 16-bit, tRNS) compared pixel for pixel and
  * damaged ones refused, the seeded shuffle and the batches (normalisation, crop, flip) against
  * values computed by an independent Python rendering of the generator documented in
- * cli/imgdata.c, and Fashion-MNIST itself when /usr/share/datasets/fashion-mnist (or
+ * src/io/images.c, and Fashion-MNIST itself when /usr/share/datasets/fashion-mnist (or
  * $ATTN_FASHION_MNIST_DIR) holds it.
  *
  * Built without zlib (ATTN_HAVE_ZLIB unset), the gzip and PNG cases check the refusal message
- * instead. */
+ * instead.  The checks were written against the program's old interface (0 or 1, a message in
+ * err): the adapters below give it on the library's (a status, the message in a context) and
+ * check the status of every failure too (ATTN_E_IO, ATTN_E_FORMAT, ...; never ATTN_OK). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -28,8 +30,51 @@
 #include <zlib.h>
 #endif
 
-#include "imgdata.h"
+#include "attn_tasks.h"
 #include "testutil.h"
+
+/* ---- the adapters: the library's image data as the checks below call it ----------------- */
+static attn_ctx *g_ctx;
+typedef attn_images img_set;
+typedef attn_images_aug img_aug;
+#define IMG_FASHION_MEAN ATTN_FASHION_MEAN
+#define IMG_FASHION_STD ATTN_FASHION_STD
+#define img_set_free attn_images_free
+#define img_shuffle attn_images_shuffle
+
+/* a failure's status must be one of the documented ones, with a message */
+static int adapt(attn_status st, char *err, size_t errlen, const char *what) {
+    if (st == ATTN_OK) return 0;
+    TU_CHECK(st == ATTN_E_IO || st == ATTN_E_FORMAT || st == ATTN_E_UNSUPPORTED ||
+                 st == ATTN_E_NOMEM || st == ATTN_E_INVALID,
+             "%s: status %s", what, attn_status_name(st));
+    TU_CHECK(attn_ctx_errmsg(g_ctx)[0] != 0, "%s: failed without a message", what);
+    snprintf(err, errlen, "%s", attn_ctx_errmsg(g_ctx));
+    return 1;
+}
+static int img_idx_load(const char *ip, const char *lp, int64_t max_n, int max_label,
+                        img_set *out, char *err, size_t errlen) {
+    return adapt(attn_images_idx_load(g_ctx, ip, lp, max_n, max_label, out), err, errlen, ip);
+}
+static int img_mnist_load(const char *dir, int train, int64_t max_n, img_set *out, char *err,
+                          size_t errlen) {
+    return adapt(attn_images_mnist_load(g_ctx, dir, train, max_n, out), err, errlen, dir);
+}
+static int img_read_gray(const char *path, int64_t *rows, int64_t *cols, uint8_t **pixels,
+                         char *err, size_t errlen) {
+    attn_images s;
+    int rc = adapt(attn_images_read_gray(g_ctx, path, &s), err, errlen, path);
+    TU_CHECK(rc || (s.n == 1 && !s.labels), "%s: a set of one image expected", path);
+    *rows = s.rows, *cols = s.cols, *pixels = s.pixels; /* malloc'ed: free() releases it */
+    return rc;
+}
+static void img_batch(const img_set *s, const int64_t *idx, int64_t B, const img_aug *aug,
+                      uint64_t seed, uint64_t stream, float mean, float std, float *out,
+                      int64_t *labels) {
+    attn_status st = attn_images_batch(g_ctx, s, idx, B, aug, seed, stream, mean, std, out,
+                                       labels);
+    TU_CHECK(st == ATTN_OK, "attn_images_batch: %s", attn_ctx_errmsg(g_ctx));
+}
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ASAN 1
@@ -345,7 +390,7 @@ static void test_no_zlib(void) {
     uint8_t *px;
     char err[512] = "";
     TU_CHECK(img_read_gray(tp("p"), &r, &c, &px, err, sizeof err) == 1 &&
-                 strstr(err, "attn was built without zlib (install zlib1g-dev and rebuild)"),
+                 strstr(err, "attn was built without zlib (apt-get install zlib1g-dev, then rebuild attn)"),
              "PNG without zlib: %s", err);
 }
 #endif
@@ -883,7 +928,7 @@ static void test_png_hostile(void) {
 #endif /* ATTN_HAVE_ZLIB */
 
 /* ---- shuffle and batches ---------------------------------------------------------------- */
-/* Expected values from the Python rendering in cli/imgdata.c's opening comment (run
+/* Expected values from the Python rendering in src/io/images.c's opening comment (run
  * separately; they are not computed by the code under test). */
 static void test_shuffle(void) {
     static const int64_t e10[10] = {0, 6, 3, 2, 7, 1, 8, 9, 5, 4};
@@ -1050,9 +1095,10 @@ static void test_batch_bounds(void) {
 }
 
 static void test_classes(void) {
-    TU_CHECK(!strcmp(img_fashion_classes[0], "T-shirt/top") &&
-                 !strcmp(img_fashion_classes[5], "Sandal") &&
-                 !strcmp(img_fashion_classes[9], "Ankle boot"),
+    TU_CHECK(!strcmp(attn_fashion_class(0), "T-shirt/top") &&
+                 !strcmp(attn_fashion_class(5), "Sandal") &&
+                 !strcmp(attn_fashion_class(9), "Ankle boot") && !attn_fashion_class(10) &&
+                 !attn_fashion_class(-1),
              "Fashion-MNIST class names");
 }
 
@@ -1111,7 +1157,46 @@ static void test_fashion_mnist(void) {
     img_set_free(&te);
 }
 
+/* The library's own rules: statuses of the usual failures, NULL arguments refused, free
+ * functions take NULL, a batch index outside the set refused (not read). */
+static void test_api(void) {
+    attn_images s;
+    memset(&s, 0xAB, sizeof s);
+    attn_status st = attn_images_idx_load(g_ctx, tp("no_such_file"), NULL, 0, 0, &s);
+    TU_CHECK(st == ATTN_E_IO && s.n == 0 && !s.pixels, "missing file: %s", attn_status_name(st));
+    TU_CHECK(attn_images_idx_load(NULL, tp("x"), NULL, 0, 0, &s) == ATTN_E_INVALID, "NULL ctx");
+    TU_CHECK(attn_images_idx_load(g_ctx, NULL, NULL, 0, 0, &s) == ATTN_E_INVALID, "NULL path");
+    TU_CHECK(attn_images_idx_load(g_ctx, tp("x"), NULL, -1, 0, &s) == ATTN_E_INVALID, "max_n < 0");
+    TU_CHECK(attn_images_mnist_load(g_ctx, NULL, 1, 0, &s) == ATTN_E_INVALID, "NULL dir");
+    TU_CHECK(attn_images_read_gray(g_ctx, tp("x"), NULL) == ATTN_E_INVALID, "NULL out");
+    static const uint8_t junk[8] = {'h', 'e', 'l', 'l', 'o', '!', '!', '\n'};
+    put("junk", junk, sizeof junk);
+    st = attn_images_read_gray(g_ctx, tp("junk"), &s);
+    TU_CHECK(st == ATTN_E_FORMAT && strstr(attn_ctx_errmsg(g_ctx), "junk"), "junk: %s %s",
+             attn_status_name(st), attn_ctx_errmsg(g_ctx));
+    attn_images_free(NULL);
+    attn_images_free(&s);
+    uint8_t px[4] = {0, 85, 170, 255}, lab[1] = {3};
+    attn_images one = {1, 2, 2, px, lab, 4};
+    float out[8];
+    int64_t idx[2] = {0, 1}, y[2];
+    TU_CHECK(attn_images_batch(g_ctx, &one, idx, 2, NULL, 1, 0, 0.0f, 1.0f, out, y) ==
+                 ATTN_E_INVALID, "an index outside the set");
+    TU_CHECK(attn_images_batch(g_ctx, &one, idx, 1, NULL, 1, 0, 0.0f, 0.0f, out, y) ==
+                 ATTN_E_INVALID, "std 0");
+    TU_CHECK(attn_images_batch(g_ctx, &one, idx, 1, NULL, 1, 0, 0.0f, NAN, out, y) ==
+                 ATTN_E_INVALID, "std NaN");
+    TU_CHECK(attn_images_batch(g_ctx, &one, idx, 1, NULL, 1, 0, 0.0f, 1.0f, out, y) == ATTN_OK &&
+                 out[0] == 0.0f && out[3] == 1.0f && y[0] == 3,
+             "one image: %g %g label %lld", (double)out[0], (double)out[3], (long long)y[0]);
+    attn_images_shuffle(1, 0, 0, NULL); /* nothing to do */
+}
+
 int main(void) {
+    if (attn_ctx_create(NULL, &g_ctx) != ATTN_OK) {
+        fprintf(stderr, "attn_ctx_create failed\n");
+        return 1;
+    }
     snprintf(tmp, sizeof tmp, "/tmp/attn-imgdata-XXXXXX");
     if (!mkdtemp(tmp)) {
         fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
@@ -1145,6 +1230,8 @@ int main(void) {
     test_batch_bounds();
     test_classes();
     test_fashion_mnist();
+    test_api();
     tu_rm_tree(tmp);
+    attn_ctx_free(g_ctx);
     return tu_finish("test_imgdata");
 }

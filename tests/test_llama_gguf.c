@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attn.h"
 #include "testutil.h"
@@ -432,6 +433,87 @@ static void check_gemma3(void) {
     }
 }
 
+/* attn_llm_save_gguf / attn_llm_save_hf on the GGUF model (q/k rows interleaved): refusals,
+ * then each file read back gives the model's logits, and GGUF -> HF -> GGUF gives the same
+ * bytes as GGUF -> GGUF (the HF rows put back and permuted again). */
+static int64_t file_bytes(const char *path, unsigned char **out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *out = malloc((size_t)n + 1);
+    if (!*out || fread(*out, 1, (size_t)n, f) != (size_t)n) n = -1;
+    fclose(f);
+    return n;
+}
+
+static void check_save(attn_ctx *ctx) {
+    char dir[] = "/tmp/attn_save_XXXXXX", a[300], b[300], hf[300], p[340];
+    if (!mkdtemp(dir)) {
+        TU_CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(a, sizeof a, "%s/a.gguf", dir);
+    snprintf(b, sizeof b, "%s/b.gguf", dir);
+    snprintf(hf, sizeof hf, "%s/hf", dir);
+    attn_llm *m = NULL, *g = NULL, *h = NULL;
+    attn_gguf *tok = NULL;
+    enum { T = 8 };
+    int32_t ids[T] = {1, 104, 105, 32, 195, 169, 7, 42};
+    float *l0 = malloc(sizeof(float) * T * V), *l1 = malloc(sizeof(float) * T * V);
+    TU_CHECK(l0 && l1, "malloc");
+    if (!l0 || !l1 || !TU_STATUS(attn_llm_load(ctx, FILE_GGUF, 0, &m), ATTN_OK, ctx) ||
+        !TU_STATUS(attn_gguf_open(ctx, FILE_GGUF, &tok), ATTN_OK, ctx))
+        goto done;
+    /* not trainable yet: refused, nothing written */
+    TU_STATUS(attn_llm_save_gguf(ctx, m, NULL, ATTN_Q_F32, a), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_save_hf(ctx, m, NULL, hf), ATTN_E_INVALID, ctx);
+    TU_CHECK(access(a, F_OK) != 0, "a refused save wrote %s", a);
+    TU_STATUS(attn_llm_save_gguf(NULL, m, NULL, ATTN_Q_F32, a), ATTN_E_INVALID, NULL);
+    if (!TU_STATUS(attn_llm_make_trainable(ctx, m, ATTN_LLM_DEQUANTIZE), ATTN_OK, ctx) ||
+        !TU_STATUS(attn_llm_forward(ctx, m, ids, 1, T, l0), ATTN_OK, ctx))
+        goto done;
+    TU_CHECK(attn_llm_gguf_writable(m) == 1 && attn_llm_gguf_writable(NULL) == 0, "writable");
+    TU_STATUS(attn_llm_save_gguf(ctx, m, NULL, ATTN_Q_Q4_0, a), ATTN_E_UNSUPPORTED, ctx);
+    /* GGUF: the model's own tokenizer converted, then the source's keys copied */
+    if (!TU_STATUS(attn_llm_save_gguf(ctx, m, NULL, ATTN_Q_F32, a), ATTN_OK, ctx) ||
+        !TU_STATUS(attn_llm_load(ctx, a, 0, &g), ATTN_OK, ctx) ||
+        !TU_STATUS(attn_llm_forward(ctx, g, ids, 1, T, l1), ATTN_OK, ctx))
+        goto done;
+    TU_CHECK(rel_err(l1, l0, T * V) <= 1e-6, "GGUF export: logits %.3g off",
+             rel_err(l1, l0, T * V));
+    TU_CHECK(attn_llm_tokenizer(g) && attn_bpe_vocab_size(attn_llm_tokenizer(g)) == V,
+             "GGUF export: tokenizer");
+    if (!TU_STATUS(attn_llm_save_gguf(ctx, m, tok, ATTN_Q_F32, a), ATTN_OK, ctx)) goto done;
+    /* HF folder (no tokenizer files), read back, then GGUF again */
+    if (!TU_STATUS(attn_llm_save_hf(ctx, m, NULL, hf), ATTN_OK, ctx) ||
+        !TU_STATUS(attn_llm_load(ctx, hf, 0, &h), ATTN_OK, ctx) ||
+        !TU_STATUS(attn_llm_forward(ctx, h, ids, 1, T, l1), ATTN_OK, ctx))
+        goto done;
+    TU_CHECK(rel_err(l1, l0, T * V) <= 1e-6, "HF export: logits %.3g off",
+             rel_err(l1, l0, T * V));
+    if (!TU_STATUS(attn_llm_make_trainable(ctx, h, 0), ATTN_OK, ctx) ||
+        !TU_STATUS(attn_llm_save_gguf(ctx, h, tok, ATTN_Q_F32, b), ATTN_OK, ctx))
+        goto done;
+    {
+        unsigned char *x = NULL, *y = NULL;
+        int64_t nx = file_bytes(a, &x), ny = file_bytes(b, &y);
+        TU_CHECK(nx > 0 && nx == ny && !memcmp(x, y, (size_t)nx),
+                 "GGUF -> HF -> GGUF: other bytes than GGUF -> GGUF (%lld, %lld)",
+                 (long long)nx, (long long)ny);
+        free(x), free(y);
+    }
+done:
+    attn_llm_free(m), attn_llm_free(g), attn_llm_free(h);
+    attn_gguf_free(tok);
+    free(l0), free(l1);
+    remove(a), remove(b);
+    snprintf(p, sizeof p, "%s/model.safetensors", hf), remove(p);
+    snprintf(p, sizeof p, "%s/config.json", hf), remove(p);
+    rmdir(hf), rmdir(dir);
+}
+
 int main(void) {
     attn_ctx *ctx = tu_ctx(2);
     if (!ctx) return tu_finish("test_llama_gguf");
@@ -440,6 +522,7 @@ int main(void) {
         check_model(ctx, 0, "quantized");
         check_model(ctx, ATTN_LLM_LOAD_F32, "f32");
         check_threads();
+        check_save(ctx);
         check_damaged(ctx);
         check_smollm2(ctx);
         check_gemma3();

@@ -42,6 +42,13 @@ static int record(void *user, const attn_train_progress *p) {
     return r->stop_at > 0 && p->step >= r->stop_at;
 }
 
+/* records each step's grad_norm (in rec.loss) */
+static int norm_seen(void *user, const attn_train_progress *p) {
+    rec *r = user;
+    if (r->n < 64) r->loss[r->n++] = p->grad_norm;
+    return 0;
+}
+
 static char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -238,12 +245,47 @@ static void test_custom_nan_settings(void) {
         TU_CHECK(strstr(attn_ctx_errmsg(ctx), "checkpoint of task toy, not other"), "message: %s",
                  attn_ctx_errmsg(ctx));
         task.name = "toy";
+        /* the same check alone (as dates and charlm make it before building their model) */
+        TU_STATUS(attn_train_check_settings(ctx, st, "ck", set, 2), ATTN_OK, ctx);
+        attn_train_setting_i(&set[0], "train.width", "--width", 4);
+        TU_STATUS(attn_train_check_settings(ctx, st, NULL, set, 2), ATTN_E_INVALID, ctx);
+        TU_CHECK(strstr(attn_ctx_errmsg(ctx), "the checkpoint: --width differs from the run "
+                                              "being continued (3 there, 4 now)"),
+                 "message: %s", attn_ctx_errmsg(ctx));
+        attn_train_setting_i(&set[0], "train.width", "--width", 3);
+        TU_STATUS(attn_train_check_settings(ctx, NULL, "ck", set, 2), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_train_check_settings(ctx, st, "ck", NULL, 2), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_train_check_settings(ctx, st, "ck", set, -1), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_train_check_settings(NULL, st, "ck", set, 2), ATTN_E_INVALID, NULL);
         TU_STATUS(attn_train_run(ctx, &task, &o, st, &res), ATTN_OK, ctx); /* finished: 0 steps */
         TU_CHECK(res.step == 6, "resumed finished run at step %lld", (long long)res.step);
         attn_st_free(st);
     }
+    /* clip 0 reports the norm and changes nothing; clip < 0 skips the norm: the same weights */
+    {
+        float w0[12], w1[12];
+        rec r0, r1;
+        memset(&r0, 0, sizeof r0), memset(&r1, 0, sizeof r1);
+        attn_train_options oc = attn_train_defaults();
+        oc.steps = 3, oc.lr = 1e-2f;
+        for (int k = 0; k < 2; k++) {
+            attn_module_free(t.m), t.m = NULL;
+            TU_STATUS(attn_ffn_create(ctx, &fc, &t.m), ATTN_OK, ctx);
+            TU_STATUS(attn_module_init(ctx, t.m, 1), ATTN_OK, ctx);
+            task.model = t.m;
+            oc.clip = k ? -1.0f : 0.0f, oc.progress = norm_seen, oc.user = k ? &r1 : &r0;
+            TU_STATUS(attn_train_run(ctx, &task, &oc, NULL, NULL), ATTN_OK, ctx);
+            if (TU_STATUS(attn_module_param(ctx, t.m, "w_1.weight", &W), ATTN_OK, ctx))
+                memcpy(k ? w1 : w0, W.data, sizeof w0);
+        }
+        TU_CHECK(r0.n == 3 && r1.n == 3 && r0.loss[0] > 0 && r1.loss[0] == 0,
+                 "grad_norm: clip 0 %g, clip -1 %g", (double)r0.loss[0], (double)r1.loss[0]);
+        TU_CHECK(!memcmp(w0, w1, sizeof w0), "clip -1 trained other weights than clip 0");
+    }
     /* bad options */
-    o.accum = -1;
+    o.clip = NAN;
+    TU_STATUS(attn_train_run(ctx, &task, &o, NULL, NULL), ATTN_E_INVALID, ctx);
+    o.clip = 1.0f, o.accum = -1;
     TU_STATUS(attn_train_run(ctx, &task, &o, NULL, NULL), ATTN_E_INVALID, ctx);
     o.accum = 1, o.lr_min = 1.0f;
     TU_STATUS(attn_train_run(ctx, &task, &o, NULL, NULL), ATTN_E_INVALID, ctx);

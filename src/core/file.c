@@ -266,6 +266,12 @@ static int write_bytes(int fd, const unsigned char *p, size_t left) {
     return 0;
 }
 
+attn_status attn__fd_write(attn_ctx *ctx, int fd, const char *path, const void *p, size_t n) {
+    int e = write_bytes(fd, p, n);
+    ATTN_FAIL_IF(e, ctx, ATTN_E_IO, "%s: %s", path, strerror(e));
+    return ATTN_OK;
+}
+
 /* 64 random bits for the temporary name: the kernel's generator, else time and addresses
  * (the name only has to be hard to guess; O_EXCL makes it ours either way). */
 static uint64_t random_bits(const void *salt) {

@@ -60,6 +60,11 @@ ATTN__HIDDEN attn_status attn__file_map_read(attn_ctx *ctx, const char *path, co
 /* Releases what attn__file_map gave (a zeroed attn__fmap is fine); m is zeroed. */
 ATTN__HIDDEN void attn__file_unmap(attn_ctx *ctx, attn__fmap *m);
 
+/* All of p[0, n) to the open file fd (a log opened to append), retrying interrupted writes;
+ * ATTN_E_IO naming path otherwise. */
+ATTN__HIDDEN attn_status attn__fd_write(attn_ctx *ctx, int fd, const char *path, const void *p,
+                                        size_t n);
+
 /* One piece of an output file. */
 typedef struct attn__piece {
     const void *data;

@@ -18,6 +18,7 @@
 
 #include "internal.h"
 #include "file.h"
+#include "gguf_write.h"
 
 #define GG_HEADER 24u     /* magic, version, tensor_count, kv_count */
 #define GG_MIN_KV 13u     /* key length (8), value type (4), the smallest value (1) */
@@ -894,4 +895,20 @@ attn_status attn_gguf_tensor_find(const attn_gguf *g, const char *name, attn_ggu
         else hi = mid;
     }
     return ATTN_E_NOT_FOUND;
+}
+
+/* ---- raw entries, for writers that copy them (src/io/gguf_write.c) ------------------------ */
+attn_status attn__gguf_kv_raw(const attn_gguf *g, size_t i, const void **p, size_t *n) {
+    if (!g) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!p || !n || i >= g->nkv, g->ctx, ATTN_E_INVALID,
+                 "attn__gguf_kv_raw: bad arguments (entry %zu of %zu)", i, g->nkv);
+    const gg_kv *k = &g->kv[i];
+    uint64_t end;
+    if (k->type == ATTN_GGUF_STRING) end = k->val + 8 + k->n;
+    else if (k->type != ATTN_GGUF_ARRAY) end = k->val + VSIZE[k->type];
+    else if (k->elem == ATTN_GGUF_STRING) end = k->str_off[k->n];
+    else end = k->val + k->n * VSIZE[k->elem]; /* bounded by the image at the parse */
+    *p = g->image + k->offset;
+    *n = (size_t)(end - k->offset);
+    return ATTN_OK;
 }

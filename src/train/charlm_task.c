@@ -345,9 +345,7 @@ static attn_status put_cfg(attn_st_writer *w, const attn_charlm_config *c) {
     ATTN_TRY(attn__meta_put_i(w, "max_positions", c->block_size));
     ATTN_TRY(attn__meta_put_i(w, "vocab_size", c->vocab_size));
     ATTN_TRY(attn_st_writer_meta(w, "vocab", hex));
-    /* training settings, so a resumed run can check it continues the same run */
-    attn__train_meta tm = ATTN__TRAIN_META((attn_charlm_config *)c);
-    return attn__train_meta_put(w, &tm);
+    return ATTN_OK;
 }
 
 static int hexval(char ch) {
@@ -382,8 +380,6 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_charlm_config
                      "checkpoint metadata \"vocab\" is not hexadecimal");
         c->vocab[i] = (unsigned char)(hi * 16 + lo);
     }
-    attn__train_meta tm = ATTN__TRAIN_META(c);
-    ATTN_TRY(attn__train_meta_get(ctx, st, &tm));
     attn_status s = check_model_cfg(ctx, c);
     if (s == ATTN_OK) s = check_vocab(ctx, c, 1);
     if (s != ATTN_OK)
@@ -440,11 +436,25 @@ attn_status attn_charlm_load(attn_ctx *ctx, const char *path, attn_charlm_config
     return s;
 }
 
-static attn_status put_text_id(attn_st_writer *w, const char *text, size_t len) {
+/* The settings a resumed run must share with the run it continues (attn_train_setting):
+ * stored in checkpoints as train.KEY, checked before the model is built from one.  The text and
+ * the vocabulary by their FNV-1a hashes. */
+enum { CHARLM_SETTINGS = 18 };
+static int charlm_settings(const attn_charlm_config *c, const char *text, size_t len,
+                           attn_train_setting *s) {
     char b[24];
+    int n = 0;
+    ATTN__SETTINGS_MODEL(s, n, c);
+    attn_train_setting_i(&s[n++], "train.block", "--block", c->block_size);
+    attn_train_setting_i(&s[n++], "train.vocab_size", "the vocabulary", c->vocab_size);
+    snprintf(b, sizeof b, "%016llx",
+             (unsigned long long)fnv1a((const char *)c->vocab, (size_t)c->vocab_size));
+    attn_train_setting_s(&s[n++], "train.vocab_fnv1a64", "the vocabulary", b);
+    ATTN__SETTINGS_TRAIN(s, n, c);
+    attn_train_setting_i(&s[n++], "train.text_bytes", "--text (its length)", (long long)len);
     snprintf(b, sizeof b, "%016llx", (unsigned long long)fnv1a(text, len));
-    ATTN_TRY(attn_st_writer_meta(w, "text_fnv1a64", b));
-    return attn__meta_put_i(w, "text_bytes", (long long)len);
+    attn_train_setting_s(&s[n++], "train.text_fnv1a64", "--text (its contents)", b);
+    return n;
 }
 
 /* ---- training: a task of attn_train_run ------------------------------------------------ */
@@ -507,8 +517,7 @@ static attn_status charlm_evaluate(void *user, attn_ctx *ctx, int64_t step,
 static attn_status charlm_describe(void *user, attn_ctx *ctx, attn_st_writer *w) {
     charlm_run *r = user;
     (void)ctx;
-    ATTN_TRY(put_cfg(w, &r->c));
-    return put_text_id(w, r->text, r->len);
+    return put_cfg(w, &r->c);
 }
 
 attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char *text,
@@ -544,29 +553,13 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
     ATTN_TRYG(attn__ws_alloc(ctx, len, 1, (void **)&tok));
     ATTN_TRYG(encode(ctx, c, text, len, tok, "text"));
     r.tok = tok;
+    attn_train_setting set[CHARLM_SETTINGS];
+    const int nset = charlm_settings(c, text, len, set);
     if (resume_path) { /* checked before the model is built: it is built from the file */
         attn_charlm_config saved;
-        int64_t tb = -1;
-        char fp[24];
         ATTN_TRYG(attn_st_read_file(ctx, resume_path, &rs));
         ATTN_TRYG(read_cfg(ctx, rs, &saved));
-        if (saved.d_model != c->d_model || saved.nhead != c->nhead ||
-            saved.num_layers != c->num_layers || saved.dim_feedforward != c->dim_feedforward ||
-            saved.block_size != c->block_size || saved.batch != c->batch ||
-            saved.seed != c->seed || saved.vocab_size != c->vocab_size ||
-            memcmp(saved.vocab, c->vocab, (size_t)c->vocab_size) != 0) {
-            st = attn__fail(ctx, ATTN_E_INVALID, "%s was written by a run with another model, "
-                            "block size, batch, seed or vocabulary", resume_path);
-            goto done;
-        }
-        snprintf(fp, sizeof fp, "%016llx", (unsigned long long)fnv1a(text, len));
-        const char *sfp = attn_st_meta(rs, "text_fnv1a64");
-        ATTN_TRYG(attn__meta_get_i(ctx, rs, "text_bytes", &tb));
-        if (!sfp || strcmp(sfp, fp) != 0 || tb != (int64_t)len) {
-            st = attn__fail(ctx, ATTN_E_INVALID, "%s was written by a run on another text",
-                            resume_path);
-            goto done;
-        }
+        ATTN_TRYG(attn_train_check_settings(ctx, rs, resume_path, set, nset));
     }
     ATTN_TRYG(create_model(ctx, c, rs, "model.", &r.m));
     ATTN_TRYG(attn_module_init(ctx, r.m, c->seed));
@@ -580,7 +573,7 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
     }
     {
         attn_train_task task = {"charlm", "tokens", r.m, &r, charlm_forward, charlm_backward,
-                                charlm_evaluate, charlm_describe, NULL, 0};
+                                charlm_evaluate, charlm_describe, set, nset};
         attn_train_options o;
         ATTN__TRAIN_OPTIONS(o, *c, resume_path, progress, user);
         ATTN_TRYG(attn_train_run(ctx, &task, &o, rs, NULL));

@@ -153,10 +153,21 @@ static attn_status put_cfg(attn_st_writer *w, const attn_dates_config *c) {
     ATTN_TRY(attn__meta_put_i(w, "vocab_size", ATTN__DATES_VOCAB));
     ATTN_TRY(attn__meta_put_i(w, "max_len", ATTN__DATES_MAX_SRC + 2));
     ATTN_TRY(attn__meta_put_i(w, "pad_id", ATTN__DATES_PAD));
-    ATTN_TRY(attn__meta_put_f(w, "label_smoothing", c->label_smoothing));
-    /* training settings, so a resumed run can check it continues the same run */
-    attn__train_meta tm = ATTN__TRAIN_META((attn_dates_config *)c);
-    return attn__train_meta_put(w, &tm);
+    return attn__meta_put_f(w, "label_smoothing", c->label_smoothing);
+}
+
+/* The settings a resumed run must share with the run it continues (attn_train_setting):
+ * stored in checkpoints as train.KEY, checked before the model is built from one. */
+enum { DATES_SETTINGS = 16 };
+static int dates_settings(const attn_dates_config *c, attn_train_setting *s) {
+    int n = 0;
+    ATTN__SETTINGS_MODEL(s, n, c);
+    attn_train_setting_i(&s[n++], "train.norm_first", "norm_first", c->norm_first);
+    attn_train_setting_i(&s[n++], "train.fold_case", "fold_case", c->fold_case);
+    attn_train_setting_f(&s[n++], "train.label_smoothing", "label_smoothing",
+                         c->label_smoothing);
+    ATTN__SETTINGS_TRAIN(s, n, c);
+    return n;
 }
 
 static int get_b(const attn_st *st, const char *k) {
@@ -181,10 +192,7 @@ static attn_status read_cfg(attn_ctx *ctx, const attn_st *st, attn_dates_config 
     ATTN_FAIL_IF(v != ATTN__DATES_VOCAB, ctx, ATTN_E_FORMAT,
                  "checkpoint vocabulary has %lld tokens, this attn has %d", (long long)v,
                  ATTN__DATES_VOCAB);
-    ATTN_TRY(attn__meta_get_f(ctx, st, "label_smoothing", &c->label_smoothing));
-    attn__train_meta tm = ATTN__TRAIN_META(c);
-    ATTN_TRY(attn__train_meta_get(ctx, st, &tm));
-    return ATTN_OK;
+    return attn__meta_get_f(ctx, st, "label_smoothing", &c->label_smoothing);
 }
 
 attn_status attn_dates_save(attn_ctx *ctx, const attn_module *model, const attn_dates_config *cfg,
@@ -321,17 +329,13 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
     attn_st *rs = NULL;
     attn_status st;
     attn__mark mk = attn__ws_mark(ctx);
+    attn_train_setting set[DATES_SETTINGS];
+    const int nset = dates_settings(c, set);
     if (resume_path) { /* checked before the model is built: it is built from the file */
         attn_dates_config saved;
         ATTN_TRYG(attn_st_read_file(ctx, resume_path, &rs));
         ATTN_TRYG(read_cfg(ctx, rs, &saved));
-        if (saved.d_model != c->d_model || saved.nhead != c->nhead ||
-            saved.num_layers != c->num_layers || saved.dim_feedforward != c->dim_feedforward ||
-            saved.batch != c->batch || saved.seed != c->seed) {
-            st = attn__fail(ctx, ATTN_E_INVALID, "%s was written by a run with another model, "
-                            "batch or seed", resume_path);
-            goto done;
-        }
+        ATTN_TRYG(attn_train_check_settings(ctx, rs, resume_path, set, nset));
     }
     attn__param_source(ctx, rs, "model.");
     st = attn_seq2seq_create(ctx, &qc, &r.m);
@@ -351,7 +355,7 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
     }
     {
         attn_train_task task = {"dates", "tokens", r.m, &r, dates_forward, dates_backward,
-                                dates_evaluate, dates_describe, NULL, 0};
+                                dates_evaluate, dates_describe, set, nset};
         attn_train_options o;
         ATTN__TRAIN_OPTIONS(o, *c, resume_path, progress, user);
         ATTN_TRYG(attn_train_run(ctx, &task, &o, rs, NULL));

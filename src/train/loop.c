@@ -1,8 +1,8 @@
 /* One training loop for every task (attn_train_run, attn_tasks.h): the schedule, AdamW,
  * clipping, gradient accumulation, data parallelism, time limit, evaluation, checkpoints,
- * resume, the JSON-lines log and progress, written once.  A task brings its model and the
- * forward/backward of one share of a step's batch (src/train/dates_task.c, charlm_task.c,
- * lm_task.c; the attn program's vit). */
+ * resume, the JSON-lines log, TensorBoard events and progress, written once.  A task brings
+ * its model and the forward/backward of one share of a step's batch (src/train/dates_task.c,
+ * charlm_task.c, lm_task.c; the attn program's vit). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -87,9 +87,8 @@ static attn_status check_options(attn_ctx *ctx, const attn_train_task *t,
     ATTN_FAIL_IF(!(o->lr > 0.0f && isfinite(o->lr)) || !(o->lr_min >= 0.0f && o->lr_min <= o->lr),
                  ctx, ATTN_E_INVALID, "lr must be positive and finite and 0 <= lr_min <= lr "
                  "(lr %g, lr_min %g)", (double)o->lr, (double)o->lr_min);
-    ATTN_FAIL_IF(!(o->weight_decay >= 0.0f && isfinite(o->weight_decay)) ||
-                     !(o->clip >= 0.0f && isfinite(o->clip)),
-                 ctx, ATTN_E_INVALID, "weight_decay and clip must be >= 0 and finite");
+    ATTN_FAIL_IF(!(o->weight_decay >= 0.0f && isfinite(o->weight_decay)) || !isfinite(o->clip),
+                 ctx, ATTN_E_INVALID, "weight_decay must be >= 0 and finite, clip finite");
     ATTN_FAIL_IF(o->accum < 0 || o->accum > 65536, ctx, ATTN_E_INVALID,
                  "accum must be 1..65536 (0: 1), got %d", o->accum);
     ATTN_FAIL_IF(!(o->time_limit_s >= 0), ctx, ATTN_E_INVALID, "time_limit_s must be >= 0");
@@ -202,13 +201,30 @@ static attn_status log_line(attn_ctx *ctx, int fd, const char *path, const attn_
     }
     if (n + 2 >= sizeof b) n = sizeof b - 3; /* cannot happen: bounded fields */
     b[n++] = '}', b[n++] = '\n';
-    for (size_t w = 0; w < n;) {
-        ssize_t r = write(fd, b + w, n - w);
-        if (r < 0 && errno == EINTR) continue;
-        ATTN_FAIL_IF(r <= 0, ctx, ATTN_E_IO, "%s: %s", path, r < 0 ? strerror(errno) : "short write");
-        w += (size_t)r;
+    return attn__fd_write(ctx, fd, path, b, n);
+}
+
+/* The log's scalars as one TensorBoard event (tags train/..., eval/...). */
+static attn_status tb_step(attn_ctx *ctx, attn__tb *tb, const attn_train_task *t,
+                           const attn_train_progress *p) {
+    char per_s[96];
+    snprintf(per_s, sizeof per_s, "train/%s_per_s", t->unit ? t->unit : "items");
+    const char *tags[8];
+    float v[8];
+    int n = 0;
+    tags[n] = "train/loss", v[n++] = p->loss;
+    tags[n] = "train/lr", v[n++] = p->lr;
+    tags[n] = "train/grad_norm", v[n++] = p->grad_norm;
+    tags[n] = per_s, v[n++] = (float)p->tokens_per_s;
+    if (p->evaluated) {
+        if (p->accuracy >= 0) tags[n] = "eval/accuracy", v[n++] = p->accuracy;
+        if (p->val_bpc > 0) tags[n] = "eval/bpc", v[n++] = p->val_bpc;
+        if (p->eval_loss > 0) {
+            tags[n] = "eval/loss", v[n++] = p->eval_loss;
+            tags[n] = "eval/ppl", v[n++] = (float)exp((double)p->eval_loss);
+        }
     }
-    return ATTN_OK;
+    return attn__tb_scalars(ctx, tb, p->step, tags, v, n);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------- */
@@ -228,6 +244,26 @@ static attn_status save(attn_ctx *ctx, const attn_train_task *t, const attn_adam
     return st;
 }
 
+attn_status attn_train_check_settings(attn_ctx *ctx, const attn_st *checkpoint, const char *name,
+                                      const attn_train_setting *s, int n) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!checkpoint || n < 0 || (n > 0 && !s), ctx, ATTN_E_INVALID,
+                 "attn_train_check_settings: NULL argument");
+    if (!name) name = "the checkpoint";
+    ATTN_FAIL_IF(!attn_st_meta(checkpoint, "train_step"), ctx, ATTN_E_FORMAT,
+                 "%s is not a training checkpoint (it has no train_step): resume from the "
+                 "state file a run writes", name);
+    for (int i = 0; i < n; i++) {
+        ATTN_FAIL_IF(!s[i].key || !s[i].option, ctx, ATTN_E_INVALID,
+                     "attn_train_check_settings: setting %d has no key or option name", i);
+        const char *v = attn_st_meta(checkpoint, s[i].key);
+        ATTN_FAIL_IF(!v || strcmp(v, s[i].value) != 0, ctx, ATTN_E_INVALID,
+                     "%s: %s differs from the run being continued (%s there, %s now)", name,
+                     s[i].option, v ? v : "(none)", s[i].value);
+    }
+    return ATTN_OK;
+}
+
 /* The checkpoint's task, settings and step, checked; its model and optimiser loaded. */
 static attn_status resume_from(attn_ctx *ctx, const attn_train_task *t,
                                const attn_train_options *o, const attn_st *rs, attn_adamw *opt,
@@ -236,12 +272,7 @@ static attn_status resume_from(attn_ctx *ctx, const attn_train_task *t,
     const char *task = attn_st_meta(rs, "task");
     ATTN_FAIL_IF(task && strcmp(task, t->name) != 0, ctx, ATTN_E_INVALID,
                  "%s is a checkpoint of task %s, not %s", name, task, t->name);
-    for (int i = 0; i < t->nsettings; i++) {
-        const char *v = attn_st_meta(rs, t->settings[i].key);
-        ATTN_FAIL_IF(!v || strcmp(v, t->settings[i].value) != 0, ctx, ATTN_E_INVALID,
-                     "%s: %s differs from the run being continued (%s there, %s now)", name,
-                     t->settings[i].option, v ? v : "(none)", t->settings[i].value);
-    }
+    ATTN_TRY(attn_train_check_settings(ctx, rs, name, t->settings, t->nsettings));
     ATTN_TRY(attn__meta_get_i(ctx, rs, "train_step", step0));
     ATTN_FAIL_IF(*step0 < 0 || *step0 > o->steps, ctx, ATTN_E_FORMAT,
                  "%s: train_step %lld is outside 0..%lld (the run's steps)", name,
@@ -268,6 +299,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
     attn_adamw *opt = NULL;
     attn_saved *sv = NULL;
     int fd = -1;
+    attn__tb tb = {-1, ""};
     int64_t step0 = 0, step = 0;
     double elapsed0 = 0;
     float last_loss = 0.0f;
@@ -281,6 +313,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
     ATTN_TRYG(attn_saved_create(ctx, 0, &sv));
     if (resume) ATTN_TRYG(resume_from(ctx, t, o, resume, opt, &step0));
     if (o->log_path && rank0) ATTN_TRYG(log_open(ctx, o->log_path, step0, &fd, &elapsed0));
+    if (o->tb_dir && rank0) ATTN_TRYG(attn__tb_open(ctx, o->tb_dir, &tb));
     {
         const int64_t stop_at = o->stop_at && o->stop_at < o->steps ? o->stop_at : o->steps;
         double t0 = attn__now_s(), t_prev = t0;
@@ -319,7 +352,8 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
                            (long long)step + 1);
             float gnorm = 0.0f, lr = attn_lr_warmup_cosine(step, o->warmup, o->steps, o->lr,
                                                            o->lr_min);
-            ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, o->clip, &gnorm)); /* 0: the norm only */
+            if (o->clip >= 0.0f) /* 0: the norm only; negative: not even that */
+                ATTN_TRYG(attn_module_clip_grad_norm(ctx, m, o->clip, &gnorm));
             ATTN_TRYG(attn_adamw_step(ctx, opt, m, lr));
             last_loss = loss;
             double now = attn__now_s();
@@ -350,6 +384,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
                 saved = 1;
             }
             if (fd >= 0) ATTN_TRYG(log_line(ctx, fd, o->log_path, t, &p, -1.0));
+            if (tb.fd >= 0) ATTN_TRYG(tb_step(ctx, &tb, t, &p));
             double stop = o->progress && o->progress(o->user, &p);
             if (dp) ATTN_TRYG(dp->sum(dp->user, ctx, &stop, 1)); /* one process stops: all do */
             if (stop > 0 && !last) {
@@ -373,6 +408,7 @@ attn_status attn_train_run(attn_ctx *ctx, const attn_train_task *t, const attn_t
     st = ATTN_OK;
 done:
     if (fd >= 0) close(fd);
+    attn__tb_close(&tb);
     attn_saved_free(sv);
     attn_adamw_free(opt);
     return st;

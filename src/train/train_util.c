@@ -54,31 +54,6 @@ attn_status attn__meta_get_f(attn_ctx *ctx, const attn_st *st, const char *k, fl
     return ATTN_OK;
 }
 
-attn_status attn__train_meta_put(attn_st_writer *w, const attn__train_meta *m) {
-    ATTN_TRY(attn__meta_put_i(w, "batch", *m->batch));
-    ATTN_TRY(attn__meta_put_i(w, "steps", *m->steps));
-    ATTN_TRY(attn__meta_put_i(w, "warmup", *m->warmup));
-    ATTN_TRY(attn__meta_put_f(w, "lr", *m->lr));
-    ATTN_TRY(attn__meta_put_f(w, "lr_min", *m->lr_min));
-    ATTN_TRY(attn__meta_put_f(w, "weight_decay", *m->weight_decay));
-    ATTN_TRY(attn__meta_put_f(w, "clip", *m->clip));
-    return attn__meta_put_i(w, "seed", (long long)*m->seed);
-}
-
-attn_status attn__train_meta_get(attn_ctx *ctx, const attn_st *st, const attn__train_meta *m) {
-    int64_t seed = 0;
-    ATTN_TRY(attn__meta_get_i(ctx, st, "batch", m->batch));
-    ATTN_TRY(attn__meta_get_i(ctx, st, "steps", m->steps));
-    ATTN_TRY(attn__meta_get_i(ctx, st, "warmup", m->warmup));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "lr", m->lr));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "lr_min", m->lr_min));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "weight_decay", m->weight_decay));
-    ATTN_TRY(attn__meta_get_f(ctx, st, "clip", m->clip));
-    ATTN_TRY(attn__meta_get_i(ctx, st, "seed", &seed));
-    *m->seed = (uint64_t)seed;
-    return ATTN_OK;
-}
-
 attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, int accum, int64_t batch,
                            const char *task) {
     ATTN_FAIL_IF(accum < 0 || accum > 65536, ctx, ATTN_E_INVALID,

@@ -15,22 +15,6 @@ ATTN__HIDDEN attn_status attn__meta_get_i(attn_ctx *ctx, const attn_st *st, cons
 ATTN__HIDDEN attn_status attn__meta_get_f(attn_ctx *ctx, const attn_st *st, const char *k,
                                           float *v);
 
-/* The training settings both tasks store in a checkpoint (batch, steps, warmup, lr, lr_min,
- * weight_decay, clip, seed), so that a resumed run can check it continues the same run:
- * pointers into a task's config.  ATTN__TRAIN_META(cfg) fills it from any config that has
- * these fields. */
-typedef struct attn__train_meta {
-    int64_t *batch, *steps, *warmup;
-    float *lr, *lr_min, *weight_decay, *clip;
-    uint64_t *seed;
-} attn__train_meta;
-#define ATTN__TRAIN_META(c)                                                                   \
-    {&(c)->batch, &(c)->steps, &(c)->warmup, &(c)->lr, &(c)->lr_min, &(c)->weight_decay,      \
-     &(c)->clip, &(c)->seed}
-ATTN__HIDDEN attn_status attn__train_meta_put(attn_st_writer *w, const attn__train_meta *m);
-ATTN__HIDDEN attn_status attn__train_meta_get(attn_ctx *ctx, const attn_st *st,
-                                              const attn__train_meta *m);
-
 /* Data parallelism (attn_train_dp, attn_tasks.h) and accumulation: checks the table and that
  * nranks x accum (0: 1) shares divide the global batch (ATTN_E_INVALID naming them otherwise);
  * dp NULL is one process. */
@@ -45,8 +29,43 @@ ATTN__HIDDEN attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, 
         (o).accum = (c).accum, (o).time_limit_s = (c).time_limit_s;                           \
         (o).eval_every = (c).eval_every, (o).state_path = (c).state_path;                     \
         (o).save_every = (c).save_every, (o).log_path = (c).log_path, (o).dp = (c).dp;        \
+        (o).tb_dir = (c).tb_dir;                                                              \
         (o).resume_name = (resume_path), (o).progress = (progress_fn);                        \
         (o).user = (progress_user);                                                           \
+    } while (0)
+/* TensorBoard event files (tfevents.c): a new events.out.tfevents.* file in an existing
+ * directory, its first record written; then one Event of scalars per call (tags of at most
+ * 100 bytes, at most 1 KiB a record); close takes NULL and a closed one. */
+typedef struct attn__tb {
+    int fd;
+    char path[4160];
+} attn__tb;
+ATTN__HIDDEN attn_status attn__tb_open(attn_ctx *ctx, const char *dir, attn__tb *tb);
+ATTN__HIDDEN attn_status attn__tb_scalars(attn_ctx *ctx, attn__tb *tb, int64_t step,
+                                          const char *const *tags, const float *vals, int n);
+ATTN__HIDDEN void attn__tb_close(attn__tb *tb);
+/* The resume settings (attn_train_setting) of a config with the model fields d_model, nhead,
+ * num_layers, dim_feedforward, dropout and the training fields batch, steps, warmup, lr,
+ * lr_min, weight_decay, clip, seed (dates, charlm): appended to s at n. */
+#define ATTN__SETTINGS_MODEL(s, n, c)                                                         \
+    do {                                                                                      \
+        attn_train_setting_i(&(s)[(n)++], "train.d_model", "--d-model", (c)->d_model);        \
+        attn_train_setting_i(&(s)[(n)++], "train.heads", "--heads", (c)->nhead);              \
+        attn_train_setting_i(&(s)[(n)++], "train.layers", "--layers", (c)->num_layers);       \
+        attn_train_setting_i(&(s)[(n)++], "train.ff", "--ff", (c)->dim_feedforward);          \
+        attn_train_setting_f(&(s)[(n)++], "train.dropout", "--dropout", (c)->dropout);        \
+    } while (0)
+#define ATTN__SETTINGS_TRAIN(s, n, c)                                                         \
+    do {                                                                                      \
+        attn_train_setting_i(&(s)[(n)++], "train.batch", "--batch", (c)->batch);              \
+        attn_train_setting_i(&(s)[(n)++], "train.steps", "--steps", (c)->steps);              \
+        attn_train_setting_i(&(s)[(n)++], "train.warmup", "warmup", (c)->warmup);             \
+        attn_train_setting_f(&(s)[(n)++], "train.lr", "--lr", (c)->lr);                       \
+        attn_train_setting_f(&(s)[(n)++], "train.lr_min", "lr_min", (c)->lr_min);             \
+        attn_train_setting_f(&(s)[(n)++], "train.weight_decay", "weight_decay",               \
+                             (c)->weight_decay);                                              \
+        attn_train_setting_f(&(s)[(n)++], "train.clip", "clip", (c)->clip);                   \
+        attn_train_setting_i(&(s)[(n)++], "train.seed", "--seed", (long long)(c)->seed);      \
     } while (0)
 /* x[0 .. n-1] *= s (a rank's loss gradient scaled to its share of the global count). */
 ATTN__HIDDEN void attn__scale_f(float *x, int64_t n, float s);

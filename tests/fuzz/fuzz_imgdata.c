@@ -1,5 +1,7 @@
-/* libFuzzer target: the attn program's image data readers (cli/imgdata.c, compiled in):
- * img_idx_load on IDX files, raw and gzipped, and img_read_gray on PGM and PNG files.
+/* libFuzzer target: the library's image data readers (src/io/images.c, instrumented):
+ * attn_images_idx_load on IDX files, raw and gzipped, and attn_images_read_gray on PGM and PNG
+ * files (through the adapters below, which keep the target's first interface: 0 or 1 and a
+ * message; a refusal's status must be one of those documented).
  *
  * An input is one or two files split at FZ_SEP (fuzz_util.h): an image file (IDX3, PGM, PNG or
  * anything) and, optionally, an IDX1 label file.  Each input is
@@ -19,7 +21,7 @@
  * bytes; loaded labels are below num_classes (and max_label); a batch of a loaded set is within
  * the normalised range of pixels 0 and 255; an image read has 1 to 2^26 pixels, all readable. */
 #include "fuzz_util.h"
-#include "imgdata.h"
+#include "attn_tasks.h"
 
 #ifdef ATTN_HAVE_ZLIB
 #include <zlib.h>
@@ -28,12 +30,43 @@
 static const char *dir;
 static char p_img[1024], p_lab[1024], p_gz[1024], p_png[1024];
 
+/* ---- the adapters ---------------------------------------------------------------------- */
+static attn_ctx *g_ctx;
+typedef attn_images img_set;
+typedef attn_images_aug img_aug;
+#define img_set_free attn_images_free
+static int adapt(attn_status st, char *err, size_t errlen) {
+    if (st == ATTN_OK) return 0;
+    FZ_CHECK(st == ATTN_E_IO || st == ATTN_E_FORMAT || st == ATTN_E_UNSUPPORTED ||
+             st == ATTN_E_NOMEM);
+    snprintf(err, errlen, "%s", attn_ctx_errmsg(g_ctx));
+    return 1;
+}
+static int img_idx_load(const char *ip, const char *lp, int64_t max_n, int max_label,
+                        img_set *out, char *err, size_t errlen) {
+    return adapt(attn_images_idx_load(g_ctx, ip, lp, max_n, max_label, out), err, errlen);
+}
+static int img_read_gray(const char *path, int64_t *rows, int64_t *cols, uint8_t **pixels,
+                         char *err, size_t errlen) {
+    attn_images s;
+    int rc = adapt(attn_images_read_gray(g_ctx, path, &s), err, errlen);
+    *rows = s.rows, *cols = s.cols, *pixels = s.pixels;
+    return rc;
+}
+static void img_batch(const img_set *s, const int64_t *idx, int64_t B, const img_aug *aug,
+                      uint64_t seed, uint64_t stream, float mean, float std, float *out,
+                      int64_t *labels) {
+    FZ_CHECK(attn_images_batch(g_ctx, s, idx, B, aug, seed, stream, mean, std, out, labels) ==
+             ATTN_OK);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     dir = fz_make_dir("img");
+    FZ_CHECK(attn_ctx_create(NULL, &g_ctx) == ATTN_OK);
     snprintf(p_img, sizeof p_img, "%s/images", dir);
     snprintf(p_lab, sizeof p_lab, "%s/labels", dir);
     snprintf(p_gz, sizeof p_gz, "%s/images.gz", dir);
