@@ -41,12 +41,15 @@ static void fill(float *a, size_t n, unsigned seed) {
 }
 
 int attn_bench_cpu(int argc, char **argv) {
-    long long threads = 0, repeat = 7;
+    long long threads = 0, repeat = 7, rows = 1024;
     int json = 0, npos, op = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_CHOICE("op", 0, &op, "cpu", "NAME", "cpu"),
         ATTN_OPT_THREADS(&threads),
         ATTN_OPT_INT("repeat", 0, &repeat, 1, 64, "N", "timed runs of each product (default 7)"),
+        ATTN_OPT_INT("rows", 0, &rows, 1, 1 << 20, "M",
+                     "rows of the linear product (default 1024; fewer: a quicker,\n"
+                     "rougher measurement, e.g. under an emulator)"),
         ATTN_OPT_FLAG("json", 0, &json, "print one JSON object"),
         ATTN_OPT_END};
     const attn_cli_spec spec = {
@@ -55,8 +58,8 @@ int attn_bench_cpu(int argc, char **argv) {
         "instruction-set extensions), what it chose (the instruction set, the kernels of\n"
         "each kind of product, and the precision that --dtype auto gives, with the reason),\n"
         "then measures the rates behind the choice on --threads threads: the FMA peak, and\n"
-        "a 1024 x 768 x 3072 linear product in float and with bf16 operands (float sums),\n"
-        "alternating, medians of --repeat runs.",
+        "a 1024 x 768 x 3072 linear product (--rows: its first size) in float and with\n"
+        "bf16 operands (float sums), alternating, medians of --repeat runs.",
         opts, NULL, "attn info --cpu\nattn bench --op cpu --threads 1 --json"};
     int pr = attn_cli_parse(&spec, argc, argv, &npos);
     if (pr != ATTN_CLI_GO) return pr;
@@ -72,7 +75,7 @@ int attn_bench_cpu(int argc, char **argv) {
     char text[4096];
     attn_ctx_describe(cauto, text, sizeof text, NULL);
     const int auto_bf16 = (attn_ctx_flags(cauto) & ATTN_CTX_BF16_MATMUL) != 0;
-    const long long M = 1024, K = 768, N = 3072;
+    const long long M = rows, K = 768, N = 3072;
     float *x = malloc(sizeof(float) * (size_t)(M * K)), *w = malloc(sizeof(float) * (size_t)(N * K)),
           *y = malloc(sizeof(float) * (size_t)(M * N));
     int rc = 0;

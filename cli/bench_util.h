@@ -12,11 +12,13 @@ double attn_bench_rss_mib(void);
 double attn_bench_median(double *x, int n);
 /* The machine's FMA peak on `threads` threads, GFLOP/s: 12 independent FMA chains per thread,
  * every thread at once, the best of 5 rounds of the threads' summed rates; *isa (may be NULL)
- * names the vector width used: the widest the CPU has (ATTN_ISA=avx2 caps it at AVX2). */
+ * names the vector width used: the widest the CPU has (ATTN_ISA=avx2 caps it at AVX2; NEON
+ * on AArch64). */
 double attn_bench_fma_peak(int threads, const char **isa);
 /* The same probe with the width and work chosen: lanes 16 (AVX-512), 8 (AVX2 + FMA), 1
- * (scalar) or 0 (as attn_bench_fma_peak; a width the CPU lacks falls back to scalar); iters
- * iterations per thread (0: 8e6, scalar 4e6), the best of `rounds` rounds. */
+ * (scalar) or 0 (as attn_bench_fma_peak; a width the CPU lacks falls back to scalar; on
+ * AArch64 every width but 1 is NEON's 4); iters iterations per thread (0: 8e6, NEON 2e6,
+ * scalar 4e6), the best of `rounds` rounds. */
 double attn_bench_fma_peak_at(int threads, int lanes, long iters, int rounds, const char **isa);
 /* The machine's read bandwidth in GB/s (1e9 bytes): `threads` concurrent streaming reads of
  * 1 GiB with the widest vector loads the CPU has, median of 7 passes; 0 on failure. */

@@ -18,8 +18,8 @@ set_tests_properties(cli_eval_list_ops PROPERTIES PASS_REGULAR_EXPRESSION "multi
 # attn eval on a fixture, then the output compared with the expected file (one script so the
 # comparison always sees this run's output)
 add_test(NAME cli_eval_fixture
-         COMMAND ${CMAKE_COMMAND} -DATTN=$<TARGET_FILE:attn_cli>
-                 -DCOMPARE=$<TARGET_FILE:test_fixtures> -DCASE=multihead_attention_1
+         COMMAND ${CMAKE_COMMAND} -DATTN=${ATTN_RUN_CLI}
+                 -DCOMPARE=${ATTN_RUN_FIXTURES} -DCASE=multihead_attention_1
                  -DOUT=${CMAKE_CURRENT_BINARY_DIR}/cli_out.safetensors
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/cli_eval_compare.cmake
          WORKING_DIRECTORY ${ATTN_CLI_WD})
@@ -52,10 +52,16 @@ add_test(NAME cli_info COMMAND attn_cli info data/unknown_op.safetensors
          WORKING_DIRECTORY ${ATTN_CLI_WD})
 set_tests_properties(cli_info PROPERTIES PASS_REGULAR_EXPRESSION "op = no_such_op.*x +F32 +\\[2\\]")
 # attn info --cpu: the description, then the measured rates (one timed run each, 1 thread)
-add_test(NAME cli_info_cpu COMMAND attn_cli info --cpu --repeat 1 --threads 1)
+# (under an emulator, ATTN_TEST_EMULATOR, a product of 64 rows: the full one takes minutes)
+set(ATTN_CPU_ROWS "")
+if(ATTN_TEST_EMULATOR)
+  set(ATTN_CPU_ROWS --rows 64)
+endif()
+add_test(NAME cli_info_cpu COMMAND attn_cli info --cpu --repeat 1 --threads 1 ${ATTN_CPU_ROWS})
 set_tests_properties(cli_info_cpu PROPERTIES PASS_REGULAR_EXPRESSION
                      "cpu: .*instruction set: .*matmul precision \\(auto\\): .*float products +[0-9.]+ GFLOP/s.*bf16 / float speed")
-add_test(NAME cli_bench_cpu_json COMMAND attn_cli bench --op cpu --repeat 1 --threads 1 --json)
+add_test(NAME cli_bench_cpu_json
+         COMMAND attn_cli bench --op cpu --repeat 1 --threads 1 --json ${ATTN_CPU_ROWS})
 set_tests_properties(cli_bench_cpu_json PROPERTIES PASS_REGULAR_EXPRESSION
                      "^\\{\"threads\": 1, \"fma_peak_gflops\": [0-9.]+.*\"auto\": \"(f32|bf16)\", \"description\": \"cpu: [^\n]*\"\\}")
 # attn info on a GGUF file (found by its magic): header, metadata, tensors, summary
@@ -110,12 +116,12 @@ set_tests_properties(cli_charlm_tiny PROPERTIES FIXTURES_SETUP tiny_charlm)
 # SIGINT/SIGTERM stop a training run with a checkpoint; kill -9 at random moments leaves one
 # that reads and resumes (the one training loop, src/train/loop.c)
 add_test(NAME cli_train_interrupt
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_interrupt.sh $<TARGET_FILE:attn_cli>
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_interrupt.sh ${ATTN_RUN_CLI}
                  ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
 set_tests_properties(cli_train_interrupt PROPERTIES PASS_REGULAR_EXPRESSION "PASS" TIMEOUT 300)
 # --tensorboard: event files read back by a standard-library reader and compared with the log
 add_test(NAME cli_train_tensorboard
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_tensorboard.sh $<TARGET_FILE:attn_cli>
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_tensorboard.sh ${ATTN_RUN_CLI}
                  ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
 set_tests_properties(cli_train_tensorboard PROPERTIES PASS_REGULAR_EXPRESSION "PASS"
                      SKIP_RETURN_CODE 77 TIMEOUT 300)
@@ -210,7 +216,7 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
   foreach(case ${ATTN_CLI_IO_CASES})
     add_test(NAME cli_io_${case}
              COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_io.sh
-                     $<TARGET_FILE:attn_cli> ${case} ${CMAKE_CURRENT_BINARY_DIR}/cli_io
+                     ${ATTN_RUN_CLI} ${case} ${CMAKE_CURRENT_BINARY_DIR}/cli_io
                      ${ATTN_TINY} ${ATTN_TINYLM}
              WORKING_DIRECTORY ${ATTN_CLI_WD})
     set_tests_properties(cli_io_${case} PROPERTIES TIMEOUT 600
@@ -226,7 +232,7 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
   foreach(case eval export_gguf logits save_init heatmap train_lm export_hf)
     add_test(NAME cli_outputs_${case}
              COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_outputs.sh
-                     $<TARGET_FILE:attn_cli> ${case} ${CMAKE_CURRENT_BINARY_DIR}/outputs
+                     ${ATTN_RUN_CLI} ${case} ${CMAKE_CURRENT_BINARY_DIR}/outputs
                      ${ATTN_TINY}
              WORKING_DIRECTORY ${ATTN_CLI_WD})
     set_tests_properties(cli_outputs_${case} PROPERTIES TIMEOUT 600
@@ -240,6 +246,7 @@ endif()
 # checkpoints of the other tasks are refused with a message.
 add_executable(vit_tiny_data ${CMAKE_CURRENT_SOURCE_DIR}/vit_tiny_data.c)
 target_compile_options(vit_tiny_data PRIVATE ${ATTN_WARN})
+attn_test_runner(ATTN_RUN_VIT_DATA vit_tiny_data)
 if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
   set(ATTN_VIT_TMP ${CMAKE_CURRENT_BINARY_DIR}/vit_cli)
   set(ATTN_VIT_CASES json classify_index classify_file attention_map resume missing_data corrupt
@@ -247,7 +254,7 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
   foreach(case setup ${ATTN_VIT_CASES})
     add_test(NAME cli_vit_${case}
              COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_vit_cli.sh
-                     $<TARGET_FILE:attn_cli> $<TARGET_FILE:vit_tiny_data> ${case} ${ATTN_VIT_TMP}
+                     ${ATTN_RUN_CLI} ${ATTN_RUN_VIT_DATA} ${case} ${ATTN_VIT_TMP}
                      ${ATTN_TINY} ${ATTN_TINYLM}
              WORKING_DIRECTORY ${ATTN_CLI_WD})
     set_tests_properties(cli_vit_${case} PROPERTIES TIMEOUT 900)
@@ -271,7 +278,7 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
           export_transformers)
     add_test(NAME cli_llm_${case}
              COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_llm_cli.sh
-                     $<TARGET_FILE:attn_cli> ${case} ${CMAKE_CURRENT_BINARY_DIR}/llm_cli
+                     ${ATTN_RUN_CLI} ${case} ${CMAKE_CURRENT_BINARY_DIR}/llm_cli
              WORKING_DIRECTORY ${ATTN_CLI_WD})
     set_tests_properties(cli_llm_${case} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                          ENVIRONMENT "ATTN_TEST_PYTHON=${ATTN_TEST_PYTHON}")
@@ -283,21 +290,21 @@ endif()
 if(MHD_FOUND AND ATTN_BASH AND NOT WIN32)
   add_test(NAME cli_serve
            COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_serve.sh
-                   $<TARGET_FILE:attn_cli> ${CMAKE_CURRENT_BINARY_DIR}/serve_cli
+                   ${ATTN_RUN_CLI} ${CMAKE_CURRENT_BINARY_DIR}/serve_cli
            WORKING_DIRECTORY ${ATTN_CLI_WD})
   set_tests_properties(cli_serve PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS serve)
   # the chat page in headless Chromium (tests/test_serve_page.sh): skipped (77) without it;
   # the screenshot stays in serve_page/page.png
   add_test(NAME cli_serve_page
            COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_page.sh
-                   $<TARGET_FILE:attn_cli> ${CMAKE_CURRENT_BINARY_DIR}/serve_page
+                   ${ATTN_RUN_CLI} ${CMAKE_CURRENT_BINARY_DIR}/serve_page
            WORKING_DIRECTORY ${ATTN_CLI_WD})
   set_tests_properties(cli_serve_page PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 LABELS serve)
   # tool calls with the openai package and the real SmolLM2 (tests/test_serve_openai.sh):
   # skipped (77) without ATTN_SMOLLM2_GGUF or a Python with openai (ATTN_OPENAI_PYTHON)
   add_test(NAME cli_serve_openai_tools
            COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_serve_openai.sh
-                   $<TARGET_FILE:attn_cli>
+                   ${ATTN_RUN_CLI}
            WORKING_DIRECTORY ${ATTN_CLI_WD})
   set_tests_properties(cli_serve_openai_tools PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
                        LABELS serve)
@@ -314,7 +321,7 @@ if(ATTN_BASH AND ATTN_TIMEOUT AND NOT WIN32)
   foreach(case svg png csv errors)
     add_test(NAME cli_plot_${case}
              COMMAND ${ATTN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_plot.sh
-                     $<TARGET_FILE:attn_cli> ${case} ${CMAKE_CURRENT_BINARY_DIR}/plot_cli
+                     ${ATTN_RUN_CLI} ${case} ${CMAKE_CURRENT_BINARY_DIR}/plot_cli
              WORKING_DIRECTORY ${ATTN_CLI_WD})
     set_tests_properties(cli_plot_${case} PROPERTIES TIMEOUT 300)
   endforeach()

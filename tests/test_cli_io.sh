@@ -43,7 +43,7 @@ printing() {
     similar) echo "similar --model $BERT --corpus data/corpus.txt cat" ;;
     bench) echo "bench --len 16 --heads 1 --repeat 1 --no-ref" ;;
     train) echo "train dates -q --steps 1 --batch 2 --d-model 8 --heads 1 --layers 1 --ff 8 --eval-n 2 -o $T/d" ;;
-    demo) echo "demo -q --steps 1 -o $T/demo" ;;
+    demo) echo "demo -q --steps 1 --eval-n 20 -o $T/demo" ;;
     charlm) echo "train charlm -q --text ../README.md --steps 1 --batch 2 --d-model 8 --heads 1 --layers 1 --ff 8 --sample 4 -o $T/c" ;;
     *) fail "no such printing command '$1'" ;;
     esac

@@ -83,13 +83,30 @@ static void cpu_detection(void) {
         if (f & 1u << i) printf(" %s", attn__cpu_feature_name(1u << i));
     printf("%s\n", f ? "" : " (none)");
 
-    /* Linux lists in /proc/cpuinfo what the CPU has and the kernel supports */
+    /* NEON is part of ARMv8-A: an AArch64 build always reports it, others never */
+#if defined(__aarch64__)
+    TU_CHECK(f & ATTN__CPU_NEON, "an AArch64 CPU without NEON");
+    TU_CHECK(!(f & ATTN__CPU_AVX2), "x86 bits on an AArch64 CPU");
+#else
+    TU_CHECK(!(f & (ATTN__CPU_NEON | ATTN__CPU_DOTPROD | ATTN__CPU_I8MM)),
+             "ARM bits off AArch64");
+#endif
+    if (f & (ATTN__CPU_DOTPROD | ATTN__CPU_I8MM)) TU_CHECK(f & ATTN__CPU_NEON, "SDOT without NEON");
+
+    /* Linux lists in /proc/cpuinfo what the CPU has and the kernel supports: x86 in its
+     * "flags" line, AArch64 in "Features" (under qemu-user the file is the host's, whose
+     * line for the other architecture is missing: nothing is compared then) */
     FILE *fp = fopen("/proc/cpuinfo", "r");
     if (!fp) return;
     static char line[8192];
     char flags[8192] = "";
+#if defined(__aarch64__)
+    const char *key = "Features";
+#else
+    const char *key = "flags";
+#endif
     while (fgets(line, sizeof line, fp))
-        if (strncmp(line, "flags", 5) == 0) {
+        if (strncmp(line, key, strlen(key)) == 0) {
             snprintf(flags, sizeof flags, " %s", strchr(line, ':') ? strchr(line, ':') + 1 : "");
             break;
         }
@@ -111,6 +128,7 @@ static void cpu_detection(void) {
 static const attn__gemm_kernel *gemm_of(int isa) {
     return isa == ATTN__ISA_AVX512 ? attn__gemm_kernel_avx512()
            : isa == ATTN__ISA_AVX2 ? attn__gemm_kernel_avx2()
+           : isa == ATTN__ISA_NEON ? attn__gemm_kernel_neon()
                                    : attn__gemm_kernel_ref();
 }
 
@@ -146,10 +164,17 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
              "%s: 16-bit AVX-512 kernels on set %s", what, n);
     const attn__quant_kernels *qk = isa == ATTN__ISA_AVX512 ? attn__quant_kernels_avx512()
                                     : isa == ATTN__ISA_AVX2 ? attn__quant_kernels_avx2()
+                                    : isa == ATTN__ISA_NEON ? attn__quant_kernels_neon()
                                                             : NULL;
     TU_CHECK(k->quant == (qk ? qk : attn__quant_kernels_ref()), "%s: quant table not %s", what, n);
     TU_CHECK(isa != ATTN__ISA_REF || k->quant8 == attn__quant_kernels_ref(),
              "%s: int8 quant kernels on the plain C set", what);
+    /* ARM: SDOT int8 kernels on the NEON set exactly where the CPU has the dot products */
+    const int sdot = isa == ATTN__ISA_NEON && (attn__cpu_features() & ATTN__CPU_DOTPROD) &&
+                     attn__quant_kernels_dotprod();
+    TU_CHECK(isa != ATTN__ISA_NEON ||
+                 k->quant8 == (sdot ? attn__quant_kernels_dotprod() : attn__quant_kernels_ref()),
+             "%s: int8 quant kernels on the NEON set", what);
 }
 
 static void isa_env(void) {

@@ -31,6 +31,7 @@
 
 #include "testutil.h"
 #include "internal.h"
+#include "cpu.h"
 #include "../src/kernels/dispatch.h"
 #include "../src/kernels/kernels.h"
 #include "../src/kernels/quant.h"
@@ -480,7 +481,66 @@ static void test_public(void) {
     attn_ctx_free(ctx);
 }
 
+/* ---- the ARM kernels against the plain C ones, bit for bit ---------------------------------
+ * The NEON dq and mv kernels of Q4_0, Q4_1, Q8_0 and the SDOT mv8 kernels sum in the plain C
+ * kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c), so their outputs are
+ * those bits exactly, for every m up to ATTN__QMV_MAX and any row range. */
+static void test_arm_bits(void) {
+    const attn__quant_kernels *ref = attn__quant_kernels_ref(), *nq = attn__quant_kernels_neon(),
+                              *dp = attn__quant_kernels_dotprod();
+    if (!tu_set_ok(ATTN__ISA_NEON, "test_qlinear: NEON kernels against plain C bits")) return;
+    if (!nq) return;
+    if (dp && !tu_isa_ok(ATTN__CPU_NEON | ATTN__CPU_DOTPROD,
+                         "test_qlinear: SDOT kernels against plain C bits"))
+        dp = NULL;
+    attn_ctx *c = tu_ctx(1);
+    const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q8_0};
+    const int64_t N = 13, K = 352, nb = K / 32, M = ATTN__QMV_MAX;
+    float *x = malloc(sizeof(float) * (size_t)(M * K)), *d0 = malloc(sizeof(float) * (size_t)(N * K)),
+          *d1 = malloc(sizeof(float) * (size_t)(N * K)), y0[ATTN__QMV_MAX * 13],
+          y1[ATTN__QMV_MAX * 13];
+    int8_t *xq = malloc((size_t)(M * K));
+    float *dsx = malloc(sizeof(float) * (size_t)(M * 2 * nb));
+    int32_t *sq = malloc(sizeof(int32_t) * (size_t)(M * 2 * nb));
+    tu_fill(x, (size_t)(M * K), 4242, -2, 2);
+    attn__q8act_quantize(x, K, M, K, xq, K, dsx, sq, nb);
+    const attn__q8act xa = {xq, dsx, sq, K, nb};
+    int n = 0;
+    for (size_t t = 0; t < COUNT(types); t++) {
+        const int type = types[t];
+        size_t wb;
+        unsigned char *w = make_weights(c, type, N, K, 31 + t, &wb);
+        const size_t rb = wb / (size_t)N;
+        TU_CHECK(nq->dq[type] && nq->mv[type], "type %d: no NEON kernels", type);
+        if (!nq->dq[type] || !nq->mv[type]) continue;
+        attn__dequant_ref_fn(type)(w, N * nb, d0);
+        nq->dq[type](w, N * nb, d1);
+        TU_CHECK(!memcmp(d0, d1, sizeof(float) * (size_t)(N * K)), "type %d: NEON dq bits", type);
+        for (int64_t m = 1; m <= M; m++) {
+            /* rows 2 .. N - 1 only: a row range that does not start at 0 */
+            memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
+            ref->mv[type](w + 2 * rb, rb, N - 2, nb, x, K, m, y0, N);
+            nq->mv[type](w + 2 * rb, rb, N - 2, nb, x, K, m, y1, N);
+            TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: NEON mv bits", type,
+                     (long long)m);
+            n++;
+            if (!dp) continue;
+            memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
+            ref->mv8[type](w + 2 * rb, rb, N - 2, nb, &xa, m, y0, N);
+            dp->mv8[type](w + 2 * rb, rb, N - 2, nb, &xa, m, y1, N);
+            TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: SDOT mv8 bits", type,
+                     (long long)m);
+            n++;
+        }
+        free(w);
+    }
+    printf("test_qlinear: %d ARM kernel runs, the plain C bits\n", n);
+    free(x), free(d0), free(d1), free(xq), free(dsx), free(sq);
+    attn_ctx_free(c);
+}
+
 int main(void) {
+    test_arm_bits();
     test_kernels();
     test_multi();
     test_public();

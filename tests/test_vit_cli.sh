@@ -73,7 +73,13 @@ classify_file)   # test0.pgm is test image 0: the same probabilities
     # a PNG (written by attention-map) is read too, and refused for its size
     run 0 "$ATTN" attention-map --model "$M" --data "$D" --index 0 -o "$T/a.png"
     run 1 "$ATTN" classify --model "$M" "$T/a.png"
-    err_has "a.png is [0-9]+x[0-9]+ pixels; the model takes 28x28 images"
+    # a program built without zlib (a cross build without the target's zlib) refuses PNG
+    # input, saying why; with it, the size is refused
+    if grep -q "built without zlib" "$T/err"; then
+        echo "note: attn built without zlib: its PNG input is refused, the size check not run"
+    else
+        err_has "a.png is [0-9]+x[0-9]+ pixels; the model takes 28x28 images"
+    fi
     # an image that is a FIFO (no writer) is refused at once, not waited on (round 3, F9)
     mkfifo "$T/img.pgm"
     RUN_TIMEOUT=20 run 1 "$ATTN" classify --model "$M" "$T/img.pgm"

@@ -208,11 +208,12 @@ int tu_isa_ok(unsigned need, const char *what) {
 int tu_set_ok(int isa, const char *what) {
     const unsigned need = isa == ATTN__ISA_AVX512 ? ATTN__CPU_AVX2 | ATTN__CPU_AVX512F
                           : isa == ATTN__ISA_AVX2 ? ATTN__CPU_AVX2
+                          : isa == ATTN__ISA_NEON ? ATTN__CPU_NEON
                                                   : 0u;
     if (isa < 0 || isa >= ATTN__ISA_COUNT) return 0;
     char full[160];
     snprintf(full, sizeof full, "%s (%s set)", what, attn__isa_name(isa));
-    if (!attn__isa_runs(isa, ~0u)) { /* not compiled: not an x86-64 GCC/Clang build */
+    if (!attn__isa_runs(isa, ~0u)) { /* not compiled: not an x86-64 (or AArch64) build */
         if (first_refusal(full, ~0u)) printf("skipped: %s: not in this build\n", full);
         return 0;
     }

@@ -85,6 +85,44 @@ static void identify(attn__cpu_id *id) {
         while (n && id->brand[n - 1] == ' ') id->brand[--n] = 0;
     }
 }
+#elif defined(__aarch64__) || defined(_M_ARM64)
+/* AArch64: Advanced SIMD is part of every ARMv8-A CPU; the dot-product and int8 matrix
+ * extensions are asked of the OS, which reports only what it saves and enables: Linux through
+ * the auxiliary vector (HWCAP_ASIMD bit 1, HWCAP_ASIMDDP bit 20, HWCAP2_I8MM bit 13: the
+ * kernel's uapi numbers, written here so that old headers do not matter), macOS through
+ * sysctl.  Elsewhere NEON alone. */
+#if defined(__linux__)
+#include <sys/auxv.h>
+static unsigned detect(void) {
+    const unsigned long hw = getauxval(AT_HWCAP);
+#ifdef AT_HWCAP2
+    const unsigned long hw2 = getauxval(AT_HWCAP2);
+#else
+    const unsigned long hw2 = 0;
+#endif
+    unsigned f = 0;
+    if (hw & (1ul << 1)) f |= ATTN__CPU_NEON;
+    if ((f & ATTN__CPU_NEON) && (hw & (1ul << 20))) f |= ATTN__CPU_DOTPROD;
+    if ((f & ATTN__CPU_NEON) && (hw2 & (1ul << 13))) f |= ATTN__CPU_I8MM;
+    return f;
+}
+#elif defined(__APPLE__)
+#include <sys/sysctl.h>
+static int sysctl_flag(const char *name) {
+    int v = 0;
+    size_t n = sizeof v;
+    return sysctlbyname(name, &v, &n, NULL, 0) == 0 && v != 0;
+}
+static unsigned detect(void) {
+    unsigned f = ATTN__CPU_NEON;
+    if (sysctl_flag("hw.optional.arm.FEAT_DotProd")) f |= ATTN__CPU_DOTPROD;
+    if (sysctl_flag("hw.optional.arm.FEAT_I8MM")) f |= ATTN__CPU_I8MM;
+    return f;
+}
+#else
+static unsigned detect(void) { return ATTN__CPU_NEON; }
+#endif
+static void identify(attn__cpu_id *id) { (void)id; /* no CPUID: no vendor or brand */ }
 #else
 static unsigned detect(void) { return 0; }
 static void identify(attn__cpu_id *id) { (void)id; }
@@ -133,7 +171,8 @@ int attn__cpu_amx_request(void) {
 const char *attn__cpu_feature_name(unsigned bit) {
     static const char *const names[ATTN__CPU_COUNT] = {
         "avx2",        "avx512f",     "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
-        "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8"};
+        "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
+        "asimd",       "asimddp",     "i8mm"};
     for (int i = 0; i < ATTN__CPU_COUNT; i++)
         if (bit == 1u << i) return names[i];
     return NULL;

@@ -26,10 +26,15 @@ enum {
     ATTN__CPU_AMX_TILE = 1u << 9,     /* CPUID.(7,0):EDX bit 24 */
     ATTN__CPU_AMX_BF16 = 1u << 10,    /* EDX bit 22 */
     ATTN__CPU_AMX_INT8 = 1u << 11,    /* EDX bit 25 */
-    ATTN__CPU_COUNT = 12              /* number of bits above */
+    /* AArch64 (Linux: getauxval(AT_HWCAP/AT_HWCAP2); macOS: sysctl hw.optional.*) */
+    ATTN__CPU_NEON = 1u << 12,        /* Advanced SIMD with fp32 FMA (HWCAP_ASIMD; every ARMv8-A) */
+    ATTN__CPU_DOTPROD = 1u << 13,     /* SDOT/UDOT (HWCAP_ASIMDDP, FEAT_DotProd) */
+    ATTN__CPU_I8MM = 1u << 14,        /* SMMLA/USDOT (HWCAP2_I8MM, FEAT_I8MM) */
+    ATTN__CPU_COUNT = 15              /* number of bits above */
 };
 
-/* The ATTN__CPU_* bits of this machine (0 off x86-64 or without GCC/Clang's cpuid.h).
+/* The ATTN__CPU_* bits of this machine (x86-64: CPUID with GCC/Clang's cpuid.h; AArch64: the
+ * OS's report, NEON alone where it has none; 0 elsewhere).
  * Thread-safe; detection runs once per process. */
 ATTN__HIDDEN unsigned attn__cpu_features(void);
 /* Asks the OS, once per process, to let it use the AMX tiles (Linux arch_prctl); 1 when the

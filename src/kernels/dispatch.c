@@ -22,6 +22,7 @@ const char *attn__isa_name(int isa) {
     case ATTN__ISA_REF: return "ref";
     case ATTN__ISA_AVX2: return "avx2";
     case ATTN__ISA_AVX512: return "avx512";
+    case ATTN__ISA_NEON: return "neon";
     default: return "?";
     }
 }
@@ -32,6 +33,7 @@ static const attn__gemm_kernel *gemm_table(int isa) {
     case ATTN__ISA_REF: return attn__gemm_kernel_ref();
     case ATTN__ISA_AVX2: return attn__gemm_kernel_avx2();
     case ATTN__ISA_AVX512: return attn__gemm_kernel_avx512();
+    case ATTN__ISA_NEON: return attn__gemm_kernel_neon();
     default: return NULL;
     }
 }
@@ -42,6 +44,7 @@ int attn__isa_runs(int isa, unsigned cpu) {
     case ATTN__ISA_REF: return 1;
     case ATTN__ISA_AVX2: return (cpu & ATTN__CPU_AVX2) != 0;
     case ATTN__ISA_AVX512: return (cpu & ATTN__CPU_AVX2) && (cpu & ATTN__CPU_AVX512F);
+    case ATTN__ISA_NEON: return (cpu & ATTN__CPU_NEON) != 0;
     default: return 0;
     }
 }
@@ -106,7 +109,11 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
      * with AVX512BW/DQ/VL (AVX-512 set), else 256-bit where it has AVX-VNNI (AVX2 or AVX-512
      * set), else 256-bit VPMADDUBSW + VPMADDWD on plain AVX2 (the same int32 lanes), else
      * the plain C int8 kernels */
-    k->quant = x512 ? attn__quant_kernels_avx512() : x2 ? attn__quant_kernels_avx2() : NULL;
+    const int neon = k->isa == ATTN__ISA_NEON;
+    k->quant = x512 ? attn__quant_kernels_avx512()
+               : x2 ? attn__quant_kernels_avx2()
+               : neon ? attn__quant_kernels_neon()
+                      : NULL;
     if (!k->quant) k->quant = attn__quant_kernels_ref();
     const unsigned vnni = wide | ATTN__CPU_AVX512_VNNI;
     k->quant8 = x512 && (cpu & vnni) == vnni ? attn__quant_kernels_vnni() : NULL;
@@ -114,6 +121,8 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
         k->quant8 = attn__quant_kernels_avxvnni();
     if (!k->quant8 && (x512 || x2)) /* no VNNI: VPMADDUBSW + VPMADDWD, the same bits */
         k->quant8 = attn__quant_kernels_avx2_int8();
+    /* ARM: SDOT where the CPU has the dot-product extension (the plain C bits) */
+    if (!k->quant8 && neon && (cpu & ATTN__CPU_DOTPROD)) k->quant8 = attn__quant_kernels_dotprod();
     if (!k->quant8) k->quant8 = attn__quant_kernels_ref();
     /* the same bits either way: the instruction set only changes the speed */
     k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;

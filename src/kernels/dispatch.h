@@ -6,8 +6,10 @@
  * ctx->kern (internal.h attn__kernels); every call site reads them from there.
  *
  * The environment, read once at attn_ctx_create (ctx->env) and never per call:
- *   ATTN_ISA=ref|avx2|avx512  caps the set: the named one where the machine runs it, else the
- *                             best one below it (any other value: no cap);
+ *   ATTN_ISA=ref|avx2|avx512|neon  caps the set: the named one where the machine runs it, else
+ *                             the best one below it in that order (so ATTN_ISA=ref gives plain C
+ *                             everywhere; the x86 names on ARM and neon on x86 give the best
+ *                             set there, ref or the x86 ones; any other value: no cap);
  *   ATTN_BF16=0               the plain C bf16 kernels instead of the AVX512_BF16 ones;
  *   ATTN_BF16=dot             bf16 attention multiplies with the bf16 dot-product kernels (the
  *                             AVX512_BF16 ones) instead of widening to fp32 (flash.h);
@@ -28,14 +30,16 @@ enum {
     ATTN__ISA_REF = 0,    /* plain C */
     ATTN__ISA_AVX2 = 1,   /* AVX2 + FMA (x86_avx2/) */
     ATTN__ISA_AVX512 = 2, /* AVX-512F, with AVX2 + FMA (x86_avx512/) */
-    ATTN__ISA_COUNT = 3,
+    ATTN__ISA_NEON = 3,   /* AArch64 Advanced SIMD (arm_neon/; SDOT kernels in arm_dotprod/) */
+    ATTN__ISA_COUNT = 4,
     ATTN__ISA_DEFAULT = -1 /* attn__isa_set: the set the context was created with */
 };
 
-/* "ref", "avx2", "avx512" (or "?"). */
+/* "ref", "avx2", "avx512", "neon" (or "?"). */
 ATTN__HIDDEN const char *attn__isa_name(int isa);
 /* 1 when the set is compiled in and a CPU with the features cpu (ATTN__CPU_* bits) can run
- * it: AVX2 needs ATTN__CPU_AVX2, AVX-512 needs ATTN__CPU_AVX2 and ATTN__CPU_AVX512F. */
+ * it: AVX2 needs ATTN__CPU_AVX2, AVX-512 needs ATTN__CPU_AVX2 and ATTN__CPU_AVX512F, NEON
+ * needs ATTN__CPU_NEON (and an AArch64 build). */
 ATTN__HIDDEN int attn__isa_runs(int isa, unsigned cpu);
 /* attn__isa_runs on this machine. */
 ATTN__HIDDEN int attn__isa_supported(int isa);

@@ -55,5 +55,6 @@ ATTN__HIDDEN void attn__gemm_pack_panel(const attn__gemm_kernel *kr, int a, int 
 ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_ref(void);
 ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_avx2(void);
 ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_avx512(void);
+ATTN__HIDDEN const attn__gemm_kernel *attn__gemm_kernel_neon(void);
 
 #endif

@@ -80,7 +80,7 @@ ATTN__HIDDEN void attn__mixed_pack_a_c(int trans, const float *src, int64_t ld, 
 ATTN__HIDDEN void attn__mixed_pack_b_c(int trans, const float *src, int64_t ld, int64_t nv, int nr,
                                        int64_t K, int64_t kp, attn__bf16 *dst);
 /* The AVX512_BF16 packing (x86_avx512bf16/gemm_mixed_avx512.c), shared with the AMX table;
- * defined only where that file is built with the bf16 instructions. */
+ * where that file is built without the bf16 instructions, they are the plain C packing. */
 ATTN__HIDDEN void attn__mixed_pack_a_avx512(int trans, const float *src, int64_t ld, int64_t mv,
                                             int mr, int64_t K, int64_t kp, attn__bf16 *dst,
                                             int64_t lda, float *sum);

@@ -149,6 +149,9 @@ ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx512(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_vnni(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avxvnni(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2_int8(void);
+/* AArch64: NEON (float activations) and SDOT (int8 activations; needs ATTN__CPU_DOTPROD) */
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_neon(void);
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_dotprod(void);
 
 /* ---- the linear product ------------------------------------------------------------------- */
 enum {

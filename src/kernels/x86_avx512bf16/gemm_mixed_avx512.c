@@ -159,4 +159,14 @@ static const attn__mixed_kernel table = {"avx512_bf16", MR, NR, (size_t)768 << 1
 const attn__mixed_kernel *attn__mixed_kernel_avx512(void) { return &table; }
 #else
 const attn__mixed_kernel *attn__mixed_kernel_avx512(void) { return NULL; }
+/* Built without the bf16 instructions (another architecture, or an older compiler): the
+ * packing is the plain C one, which gives the same bits, so that callers still link. */
+void attn__mixed_pack_a_avx512(int trans, const float *src, int64_t ld, int64_t mv, int mr,
+                               int64_t K, int64_t kp, attn__bf16 *dst, int64_t lda, float *sum) {
+    attn__mixed_pack_a_c(trans, src, ld, mv, mr, K, kp, dst, lda, sum);
+}
+void attn__mixed_pack_b_avx512(int trans, const float *src, int64_t ld, int64_t nv, int nr,
+                               int64_t K, int64_t kp, attn__bf16 *dst) {
+    attn__mixed_pack_b_c(trans, src, ld, nv, nr, K, kp, dst);
+}
 #endif
