@@ -75,15 +75,15 @@ static const fam fams[] = {
     {"gemma3", NULL, 0, 1, 1, 1, 0, 0, 4, 6, 16},
 };
 
-/* Continuous batching: three sessions of m (prompts of 5, 9 and 2 tokens; the second with a
- * bf16 cache) decoded together by attn_llm_session_decode_batch for 4 steps, every row bit for
+/* Continuous batching: six sessions of m (prompts of 5, 9, 2, 7, 3 and 4 tokens; the second
+ * and fourth with a bf16 cache; more than ATTN__QMV_MAX rows, so the wide kernels) decoded together by attn_llm_session_decode_batch for 4 steps, every row bit for
  * bit what attn_llm_session_decode gives the same session alone; then the refusals, which leave
  * every session as it was. */
 static void check_batch(attn_ctx *ctx, attn_llm *m, const char *what, const int32_t *ids,
                         int64_t V) {
-    enum { NS = 3, STEPS = 4 };
-    const int64_t len[NS] = {5, 9, 2};
-    const attn_dtype dt[NS] = {ATTN_F32, ATTN_BF16, ATTN_F32};
+    enum { NS = 6, STEPS = 4 };
+    const int64_t len[NS] = {5, 9, 2, 7, 3, 4};
+    const attn_dtype dt[NS] = {ATTN_F32, ATTN_BF16, ATTN_F32, ATTN_BF16, ATTN_F32, ATTN_F32};
     attn_llm_session *bs[NS] = {NULL}, *one[NS] = {NULL};
     float *lb = malloc(sizeof(float) * (size_t)(NS * V)), *l1 = malloc(sizeof(float) * (size_t)V);
     int ok = 1;

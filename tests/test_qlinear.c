@@ -333,7 +333,7 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
 
 static void test_kernels(void) {
     attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
-    const int64_t Ms[] = {1, 2, 3, 4, 6, 9, 17, 64};
+    const int64_t Ms[] = {1, 2, 3, 4, 6, 8, 9, 17, 64};
     int ncases = 0;
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
         if (!tu_set_ok(isa, "test_qlinear: quantized kernels")) continue;

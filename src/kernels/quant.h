@@ -121,6 +121,10 @@ ATTN__HIDDEN void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, i
  *        row range).
  *   mv8: the same on int8 activations (attn__q8act); NULL where the set has none. */
 #define ATTN__QMV_MAX 4
+/*   mvw: mv for up to ATTN__QMV_WIDE vectors in one pass over the weights, the same bits per
+ *        vector as mv (each weight row dequantized once for all of them; NULL where the set
+ *        has none: mv on groups of ATTN__QMV_MAX) */
+#define ATTN__QMV_WIDE 8
 /* attn__qlinear runs up to this many rows of activations through the matrix-vector kernels
  * (ATTN__QMV_MAX at a time), more through the GEMM (measured: docs/kernels.md) */
 #define ATTN__QMV_ROWS 8
@@ -138,6 +142,7 @@ typedef struct attn__quant_kernels {
     attn__qdq_fn dq[ATTN__QT_MAX];   /* every type */
     attn__qmv_fn mv[ATTN__QT_MAX];   /* every type (the plain C table has them all) */
     attn__qmv8_fn mv8[ATTN__QT_MAX]; /* the 32-element types and Q4_K, Q6_K, or NULL */
+    attn__qmv_fn mvw[ATTN__QT_MAX];  /* up to ATTN__QMV_WIDE vectors, or NULL */
 } attn__quant_kernels;
 
 /* The plain C table (all types, float and int8 paths) and the SIMD ones: NULL when the build

@@ -363,6 +363,73 @@ DEFF(f32, 4)
 DEFF(f16, 2)
 DEFF(bf16, 2)
 
+/* ---- wide: up to ATTN__QMV_WIDE vectors (mvw) ------------------------------------------------
+ * Each weight row is dequantized once, with dq (the values rows_T computes in registers), into
+ * a scratch row; then each group of up to 4 vectors runs rows_T's operations on it: the four
+ * accumulators take the 16-element groups of each 64-element step in turn, a last 32 elements
+ * go to accumulators 0 and 1, the sum as STORE_M.  So each vector gets mv's bits, while the
+ * dequantization is shared by 8 vectors instead of 4.  Rows longer than WIDE_K: mv on groups
+ * of 4. */
+#define WIDE_K 8192
+
+INLINE void wide_group(const float *wd, int64_t K, const float *x, int64_t ldx, const int M,
+                       float *y, int64_t ldy, int64_t r) {
+    __m512 acc[ATTN__QMV_MAX][4];
+    ZERO_M(M);
+    int64_t k = 0;
+    for (; k + 64 <= K; k += 64) {
+        const __m512 w0 = _mm512_load_ps(wd + k), w1 = _mm512_load_ps(wd + k + 16);
+        const __m512 w2 = _mm512_load_ps(wd + k + 32), w3 = _mm512_load_ps(wd + k + 48);
+        FMA_M(M, 0, w0, k);
+        FMA_M(M, 1, w1, k + 16);
+        FMA_M(M, 2, w2, k + 32);
+        FMA_M(M, 3, w3, k + 48);
+    }
+    if (k < K) { /* the last odd block of a 32-element type */
+        const __m512 w0 = _mm512_load_ps(wd + k), w1 = _mm512_load_ps(wd + k + 16);
+        FMA_M(M, 0, w0, k);
+        FMA_M(M, 1, w1, k + 16);
+    }
+    STORE_M(M);
+}
+
+#define DEFW(T, BE)                                                                           \
+    static void mvw_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
+        const int64_t K = nb * (BE);                                                          \
+        if (K > WIDE_K || m <= ATTN__QMV_MAX) {                                               \
+            for (int64_t i0 = 0; i0 < m; i0 += ATTN__QMV_MAX)                                 \
+                mv_##T(w, rb, rows, nb, x + i0 * ldx, ldx,                                    \
+                       m - i0 < ATTN__QMV_MAX ? m - i0 : ATTN__QMV_MAX, y + i0 * ldy, ldy);   \
+            return;                                                                           \
+        }                                                                                     \
+        _Alignas(64) float wd[WIDE_K];                                                        \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            const uint8_t *b = w + (size_t)r * rb;                                            \
+            for (size_t p_ = 0; p_ < rb; p_ += 64)                                            \
+                _mm_prefetch((const char *)b + PF_DIST + p_, _MM_HINT_T0);                    \
+            dq_##T(b, nb, wd);                                                                \
+            for (int64_t i0 = 0; i0 < m; i0 += ATTN__QMV_MAX) {                               \
+                const float *xi = x + i0 * ldx;                                               \
+                float *yi = y + i0 * ldy;                                                     \
+                switch (m - i0) {                                                             \
+                case 1: wide_group(wd, K, xi, ldx, 1, yi, ldy, r); break;                     \
+                case 2: wide_group(wd, K, xi, ldx, 2, yi, ldy, r); break;                     \
+                case 3: wide_group(wd, K, xi, ldx, 3, yi, ldy, r); break;                     \
+                default: wide_group(wd, K, xi, ldx, 4, yi, ldy, r); break;                    \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }
+DEFW(q4_0, 32)
+DEFW(q4_1, 32)
+DEFW(q5_0, 32)
+DEFW(q5_1, 32)
+DEFW(q8_0, 32)
+DEFW(q4_k, 256)
+DEFW(q5_k, 256)
+DEFW(q6_k, 256)
+
 static const attn__quant_kernels TABLE = {
     "avx512",
     {[ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16, [ATTN_Q_Q4_0] = dq_q4_0,
@@ -374,6 +441,9 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
      [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k},
     {0},
+    {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q5_0] = mvw_q5_0,
+     [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q4_K] = mvw_q4_k,
+     [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k},
 };
 
 const attn__quant_kernels *attn__quant_kernels_avx512(void) { return &TABLE; }
