@@ -11,7 +11,9 @@ Or start the servers here, one after the other on the same model and load, and c
         --llamacpp /work/venv-ref/bin/python --model SmolLM2-135M-Instruct.Q4_1.gguf
 
 (--llamacpp: a Python with llama-cpp-python[server], started as `PYTHON -m llama_cpp.server
---model FILE --n_threads T --port P`; --threads T for both, default 2.)
+--model FILE --n_threads T --port P`; --llama-server: llama.cpp's own server program, built
+from the same sources, started as `BIN -m FILE -t T -np PARALLEL -c PARALLEL*CTX --port P`, so
+it batches PARALLEL sequences as attn serve does; --threads T for all, default 2.)
 
 Prints, per number of clients: the aggregate generation rate (all completion tokens over the
 wall time from the first request to the last [DONE]), the median time to first token (first
@@ -148,27 +150,37 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--attn", help="the attn program: start attn serve here")
     ap.add_argument("--llamacpp", help="a Python with llama-cpp-python[server]: start it here")
-    ap.add_argument("--model", help="the GGUF file both serve")
+    ap.add_argument("--llama-server", dest="llama_server",
+                    help="llama.cpp's llama-server program: start it here")
+    ap.add_argument("--ctx", type=int, default=1024, help="context tokens per sequence")
+    ap.add_argument("--model", help="the GGUF file every server serves")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=8, help="attn serve's --parallel")
     a = ap.parse_args()
     if a.url:
         load(a.url, a.clients, a.tokens, a.repeat)
         return
-    if not a.model or not (a.attn or a.llamacpp):
-        ap.error("give a URL, or --model with --attn and/or --llamacpp")
+    if not a.model or not (a.attn or a.llamacpp or a.llama_server):
+        ap.error("give a URL, or --model with --attn, --llamacpp and/or --llama-server")
     print(f"CPU: {cpu_name()}, {os.cpu_count()} logical CPUs; model {a.model}; "
           f"{a.threads} threads each", flush=True)
     table = []
-    for name, exe in (("attn serve", a.attn), ("llama-cpp-python", a.llamacpp)):
+    for name, exe in (("attn serve", a.attn), ("llama-cpp-python", a.llamacpp),
+                      ("llama-server", a.llama_server)):
         if not exe:
             continue
         port = free_port()
         url = f"http://127.0.0.1:{port}/"
-        cmd = ([exe, "serve", "--model", a.model, "--port", str(port), "-t", str(a.threads),
-                "--parallel", str(a.parallel), "-q"] if name == "attn serve" else
-               [exe, "-m", "llama_cpp.server", "--model", a.model, "--n_threads",
-                str(a.threads), "--port", str(port)])
+        if name == "attn serve":
+            cmd = [exe, "serve", "--model", a.model, "--port", str(port), "-t", str(a.threads),
+                   "--parallel", str(a.parallel), "--ctx", str(a.ctx), "-q"]
+        elif name == "llama-server":
+            cmd = [exe, "-m", a.model, "--port", str(port), "-t", str(a.threads),
+                   "-tb", str(a.threads), "-np", str(a.parallel),
+                   "-c", str(a.parallel * a.ctx), "--log-disable"]
+        else:
+            cmd = [exe, "-m", "llama_cpp.server", "--model", a.model, "--n_threads",
+                   str(a.threads), "--port", str(port)]
         print(f"== {name}: {' '.join(cmd)}", flush=True)
         p = serve(cmd, url, name)
         try:
@@ -183,8 +195,9 @@ def main():
                 p.wait(60)
             except subprocess.TimeoutExpired:
                 p.kill()
-    if len(table) == 2:
-        for (na, ra), (nb, rb) in [tuple(table)]:
+    if len(table) >= 2 and table[0][0] == "attn serve":
+        na, ra = table[0]
+        for nb, rb in table[1:]:
             for x, y in zip(ra, rb):
                 print(f"{x[0]} clients: {na} {x[1]:.1f} tokens/s, {nb} {y[1]:.1f} tokens/s: "
                       f"{x[1] / y[1]:.2f}x; time to first token {x[2] * 1e3:.0f} vs "

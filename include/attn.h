@@ -557,6 +557,11 @@ typedef struct attn_run {
     int training;     /* 1 = apply dropout (with the module's dropout probabilities) */
     uint64_t seed;    /* dropout stream */
     uint64_t offset;  /* dropout counter offset */
+    /* The first sample of this call in a larger batch (0: the call is the whole batch).  A
+     * share of a batch (gradient accumulation's micro-batches, a data-parallel rank's rows)
+     * run with batch_first = its first sample's index draws exactly the dropout masks that
+     * the whole batch's call gives those samples. */
+    int64_t batch_first;
 } attn_run;
 
 /* Saved activations, for training.  Every module's *_backward recomputes what it needs of the

@@ -36,7 +36,10 @@
  *    scores, as the fp32 path.
  * Where the rounding of P shows (bf16_rounding: one chunk, one weight 1 and the others just
  * below a rounding boundary, V = 1, so the rounding moves the output by 3.9e-3): 1e-5 of the
- * oracle, and through attn_sdpa (bit for bit the kernel's). */
+ * oracle, and through attn_sdpa (bit for bit the kernel's).
+ *
+ * attn__decode_multi (several problems in one pass of the pool): each problem bit for bit what
+ * attn__decode or attn__decode_bf16 gives it alone. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -389,6 +392,75 @@ static void refusals(attn_ctx *ctx) {
              ATTN__DECODE_MAX_ROWS);
 }
 
+/* attn__decode_multi: problems of different lengths over their own caches, fp32 and bf16
+ * storage mixed, against attn__decode / attn__decode_bf16 on each alone: the same bits, on
+ * every set and 1-3 threads; one set of problems large enough for the parallel merge. */
+static void multi(attn_ctx *ctx[3]) {
+    enum { NP = 5 };
+    for (int big = 0; big < 2; big++) {
+        const int64_t H = big ? 64 : 9, Hkv = big ? 8 : 3, D = big ? 128 : 64;
+        const int64_t lens[NP] = {33, 100, 513, big ? 4097 : 1000, 40};
+        attn__sdpa_args a[NP];
+        attn__bf16 *q16[NP] = {NULL}, *k16[NP] = {NULL}, *v16[NP] = {NULL};
+        float *q[NP], *k[NP], *v[NP], *o1[NP], *l1[NP], *o2[NP], *l2[NP];
+        for (int i = 0; i < NP; i++) {
+            const int64_t S = lens[i], cap = S + 7;
+            const size_t nk = (size_t)(Hkv * cap * D), nq = (size_t)(H * D);
+            memset(&a[i], 0, sizeof a[i]);
+            q[i] = malloc(4 * nq), k[i] = malloc(4 * nk), v[i] = malloc(4 * nk);
+            tu_fill(q[i], nq, 900 + (uint64_t)i, -2, 2);
+            tu_fill(k[i], nk, 910 + (uint64_t)i, -2, 2);
+            tu_fill(v[i], nk, 920 + (uint64_t)i, -1, 1);
+            o1[i] = malloc(4 * nq), o2[i] = malloc(4 * nq);
+            l1[i] = malloc(4 * (size_t)H), l2[i] = malloc(4 * (size_t)H);
+            attn__sdpa_args *x = &a[i];
+            x->B = 1, x->H = H, x->Hkv = Hkv, x->L = 1, x->S = S, x->D = x->Dv = D;
+            x->q = q[i], x->k = k[i], x->v = v[i];
+            x->qs[0] = H * D, x->qs[1] = D, x->qs[2] = D, x->qs[3] = 1;
+            x->ks[0] = x->vs[0] = Hkv * cap * D, x->ks[1] = x->vs[1] = cap * D;
+            x->ks[2] = x->vs[2] = D, x->ks[3] = x->vs[3] = 1;
+            x->os[0] = H * D, x->os[1] = D, x->os[2] = D, x->os[3] = 1;
+            x->ls[0] = H, x->ls[1] = 1, x->ls[2] = 1;
+            x->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+            x->scale = 1.0f / sqrtf((float)D);
+            x->softcap = i == 2 ? 5.0f : 0.0f;
+            if (i % 2) /* bf16 storage */
+                q16[i] = to_bf16(q[i], nq), k16[i] = to_bf16(k[i], nk), v16[i] = to_bf16(v[i], nk);
+        }
+        for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+            if (!tu_each_set(isa, "test_decode: multi")) continue;
+            for (int t = 0; t < 3; t++) {
+                TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
+                attn__sdpa_args b[NP];
+                attn__decode_job jobs[NP];
+                for (int i = 0; i < NP; i++) {
+                    attn__sdpa_args one = a[i];
+                    one.o = o1[i], one.lse = l1[i];
+                    TU_STATUS(q16[i] ? attn__decode_bf16(ctx[t], &one, q16[i], k16[i], v16[i])
+                                     : attn__decode(ctx[t], &one),
+                              ATTN_OK, ctx[t]);
+                    b[i] = a[i];
+                    memset(o2[i], 0xff, 4 * (size_t)(H * D)); /* NaN: all must be written */
+                    b[i].o = o2[i], b[i].lse = l2[i];
+                    jobs[i] = (attn__decode_job){&b[i], q16[i], k16[i], v16[i]};
+                }
+                TU_STATUS(attn__decode_multi(ctx[t], jobs, NP), ATTN_OK, ctx[t]);
+                for (int i = 0; i < NP; i++)
+                    TU_CHECK(!memcmp(o1[i], o2[i], 4 * (size_t)(H * D)) &&
+                                 !memcmp(l1[i], l2[i], 4 * (size_t)H),
+                             "decode_multi [%s, %d threads, H %lld] problem %d (S %lld, %s) "
+                             "differs from attn__decode alone", attn__isa_name(isa), t + 1,
+                             (long long)H, i, (long long)lens[i], q16[i] ? "bf16" : "fp32");
+            }
+        }
+        for (int i = 0; i < NP; i++) {
+            free(q[i]), free(k[i]), free(v[i]), free(o1[i]), free(o2[i]), free(l1[i]);
+            free(l2[i]), free(q16[i]), free(k16[i]), free(v16[i]);
+        }
+    }
+    TU_STATUS(attn__decode_multi(ctx[0], NULL, 0), ATTN_OK, ctx[0]);
+}
+
 int main(void) {
     /* ATTN_TEST_QUICK (an emulator): each (L, S) pair once and a third of the odd decode
      * shapes, no plain C set (tu_each_set) */
@@ -396,6 +468,7 @@ int main(void) {
     attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     refusals(ctx[0]);
     bf16_rounding(ctx[1]);
+    multi(ctx);
     uint64_t rs = 4242;
     const int64_t lens[] = {1, 2, 5, 16};
     const int64_t kvl[] = {1, 3, 511, 513, 1000, 4097};

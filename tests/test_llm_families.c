@@ -75,23 +75,27 @@ static const fam fams[] = {
     {"gemma3", NULL, 0, 1, 1, 1, 0, 0, 4, 6, 16},
 };
 
-/* Continuous batching: six sessions of m (prompts of 5, 9, 2, 7, 3 and 4 tokens; the second
- * and fourth with a bf16 cache; more than ATTN__QMV_MAX rows, so the wide kernels) decoded together by attn_llm_session_decode_batch for 4 steps, every row bit for
- * bit what attn_llm_session_decode gives the same session alone; then the refusals, which leave
- * every session as it was. */
+/* Continuous batching: six sessions of m (prompts of 5, 39, 2, 34, 3 and 40 tokens, cycling
+ * through ids; the second and fourth with a bf16 cache; more than ATTN__QMV_MAX rows, so the
+ * wide kernels; three past ATTN__DECODE_MIN_S keys, so their attention runs as one
+ * attn__decode_multi) decoded together by attn_llm_session_decode_batch for 4 steps, every row
+ * bit for bit what attn_llm_session_decode gives the same session alone; then the refusals,
+ * which leave every session as it was. */
 static void check_batch(attn_ctx *ctx, attn_llm *m, const char *what, const int32_t *ids,
                         int64_t V) {
     enum { NS = 6, STEPS = 4 };
-    const int64_t len[NS] = {5, 9, 2, 7, 3, 4};
+    const int64_t len[NS] = {5, 39, 2, 34, 3, 40};
+    int32_t cyc[64];
+    for (int i = 0; i < 64; i++) cyc[i] = ids[i % 12];
     const attn_dtype dt[NS] = {ATTN_F32, ATTN_BF16, ATTN_F32, ATTN_BF16, ATTN_F32, ATTN_F32};
     attn_llm_session *bs[NS] = {NULL}, *one[NS] = {NULL};
     float *lb = malloc(sizeof(float) * (size_t)(NS * V)), *l1 = malloc(sizeof(float) * (size_t)V);
     int ok = 1;
     for (int i = 0; i < NS && ok; i++)
-        ok = TU_STATUS(attn_llm_session_create(ctx, m, 16, dt[i], &bs[i]), ATTN_OK, ctx) &&
-             TU_STATUS(attn_llm_session_create(ctx, m, 16, dt[i], &one[i]), ATTN_OK, ctx) &&
-             TU_STATUS(attn_llm_session_prefill(ctx, bs[i], ids + i, len[i], NULL), ATTN_OK, ctx) &&
-             TU_STATUS(attn_llm_session_prefill(ctx, one[i], ids + i, len[i], NULL), ATTN_OK, ctx);
+        ok = TU_STATUS(attn_llm_session_create(ctx, m, 48, dt[i], &bs[i]), ATTN_OK, ctx) &&
+             TU_STATUS(attn_llm_session_create(ctx, m, 48, dt[i], &one[i]), ATTN_OK, ctx) &&
+             TU_STATUS(attn_llm_session_prefill(ctx, bs[i], cyc + i, len[i], NULL), ATTN_OK, ctx) &&
+             TU_STATUS(attn_llm_session_prefill(ctx, one[i], cyc + i, len[i], NULL), ATTN_OK, ctx);
     int same = 1;
     for (int t = 0; t < STEPS && ok; t++) {
         int32_t next[NS];

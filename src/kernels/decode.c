@@ -250,47 +250,116 @@ static void merge_task(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
-/* fp32 (q16 == NULL) or bf16 storage */
-static attn_status decode_run(attn_ctx *ctx, const attn__sdpa_args *a, const attn__bf16 *q16,
-                              const attn__bf16 *k16, const attn__bf16 *v16) {
+/* The call's state for problem a (fp32: q16 == NULL; bf16 storage), its sizes checked; the
+ * workspace for its partial outputs is the caller's (setup_alloc). */
+static attn_status setup(attn_ctx *ctx, dc *f, const attn__sdpa_args *a, const attn__bf16 *q16,
+                         const attn__bf16 *k16, const attn__bf16 *v16, int64_t *ntask,
+                         int64_t *nrow) {
     if (a->w || a->dropout_p > 0.0f)
         return attn__fail(ctx, ATTN_E_UNSUPPORTED, "attn__decode: weights or dropout requested");
     if (a->qs[3] != 1 || a->ks[3] != 1 || a->vs[3] != 1 || a->os[3] != 1)
         return attn__fail(ctx, ATTN_E_UNSUPPORTED, "attn__decode: last dimension not contiguous");
+    memset(f, 0, sizeof *f);
+    f->a = a, f->kr = ctx->kern.decode, f->fk = ctx->kern.flash;
+    f->bf16 = q16 != NULL, f->q16 = q16, f->k16 = k16, f->v16 = v16;
+    f->G = a->H / a->Hkv, f->R = f->G * a->L;
+    f->Dp = rup16(a->D), f->Dvp = rup16(a->Dv);
+    f->ch = ATTN__DECODE_CHUNK;
+    f->nch = (a->S + f->ch - 1) / f->ch;
+    f->rowwise = a->mask[0].kind != ATTN_MASK_NONE || a->mask[1].kind != ATTN_MASK_NONE ||
+                 a->alibi != NULL;
+    int64_t rq, rs;
+    /* per thread: nvalid, lo, Q, S, mx, sum; each part rounded to 16 floats (64 bytes) */
+    f->nv_floats = rup16(4 * f->R);
+    if (!attn__mul_i64(a->B, a->Hkv, nrow) || !attn__mul_i64(*nrow, f->nch, ntask) ||
+        !attn__mul_i64(*nrow, f->R, nrow) || !attn__mul_i64(f->R, f->Dp, &rq) ||
+        !attn__mul_i64(f->R, f->ch, &rs) || rq > INT64_MAX / 4 || rs > INT64_MAX / 4)
+        return attn__fail(ctx, ATTN_E_OVERFLOW, "attn__decode: problem size overflows");
+    f->per_thread = f->nv_floats + rq + rs + 2 * rup16(f->R);
+    ATTN_TRY(attn__ws_f32(ctx, &f->part, *ntask, f->R, f->Dvp, 1));
+    return attn__ws_f32(ctx, &f->ml, *ntask, f->R, 2, 1);
+}
+
+/* The merge reads nch partial rows per output row: for a decoding step (a few rows, a few
+ * chunks) less work than waking the pool; the rows are independent, so the bits are the same
+ * either way. */
+static int merge_serial(const dc *f, int64_t nrow) {
+    return (double)nrow * (double)f->nch * (double)f->Dvp < 65536.0;
+}
+
+/* fp32 (q16 == NULL) or bf16 storage */
+static attn_status decode_run(attn_ctx *ctx, const attn__sdpa_args *a, const attn__bf16 *q16,
+                              const attn__bf16 *k16, const attn__bf16 *v16) {
     dc f;
-    memset(&f, 0, sizeof f);
-    f.a = a, f.kr = ctx->kern.decode, f.fk = ctx->kern.flash;
-    f.bf16 = q16 != NULL, f.q16 = q16, f.k16 = k16, f.v16 = v16;
-    f.G = a->H / a->Hkv, f.R = f.G * a->L;
-    f.Dp = rup16(a->D), f.Dvp = rup16(a->Dv);
-    f.ch = ATTN__DECODE_CHUNK;
-    f.nch = (a->S + f.ch - 1) / f.ch;
-    f.rowwise = a->mask[0].kind != ATTN_MASK_NONE || a->mask[1].kind != ATTN_MASK_NONE ||
-                a->alibi != NULL;
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st = ATTN_OK;
-    int64_t ntask, nrow, rq, rs, per;
-    /* per thread: nvalid, lo, Q, S, mx, sum; each part rounded to 16 floats (64 bytes) */
-    f.nv_floats = rup16(4 * f.R);
-    if (!attn__mul_i64(a->B, a->Hkv, &nrow) || !attn__mul_i64(nrow, f.nch, &ntask) ||
-        !attn__mul_i64(nrow, f.R, &nrow) || !attn__mul_i64(f.R, f.Dp, &rq) ||
-        !attn__mul_i64(f.R, f.ch, &rs) || rq > INT64_MAX / 4 || rs > INT64_MAX / 4) {
-        st = attn__fail(ctx, ATTN_E_OVERFLOW, "attn__decode: problem size overflows");
-        goto done;
-    }
-    per = f.nv_floats + rq + rs + 2 * rup16(f.R);
-    f.per_thread = per;
-    ATTN_TRYG(attn__ws_f32(ctx, &f.part, ntask, f.R, f.Dvp, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &f.ml, ntask, f.R, 2, 1));
-    ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, attn__parallel_width(ctx, ntask), per, 1, 1));
+    int64_t ntask, nrow;
+    ATTN_TRYG(setup(ctx, &f, a, q16, k16, v16, &ntask, &nrow));
+    ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, attn__parallel_width(ctx, ntask), f.per_thread, 1,
+                           1));
     attn__parallel_for(ctx, ntask, chunk_task, &f);
-    /* the merge reads nch partial rows per output row: for a decoding step (a few rows, a few
-     * chunks) less work than waking the pool; the rows are independent, so the bits are the
-     * same either way */
-    if ((double)nrow * (double)f.nch * (double)f.Dvp < 65536.0)
+    if (merge_serial(&f, nrow))
         merge_task(&f, 0, nrow, 0);
     else
         attn__parallel_for(ctx, nrow, merge_task, &f);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+/* ---- several problems in one pass of the pool (attn__decode_multi) ------------------------ */
+typedef struct dmulti {
+    dc *f;
+    int n;
+    int64_t *off; /* [n + 1]: problem i's tasks (or rows) are off[i] .. off[i + 1] */
+} dmulti;
+
+/* runs fn of each problem on its part of the global range [begin, end) */
+static void multi_range(const dmulti *m, attn__task_fn fn, int64_t begin, int64_t end, int tid) {
+    for (int i = 0; i < m->n; i++) {
+        const int64_t lo = begin > m->off[i] ? begin : m->off[i];
+        const int64_t hi = end < m->off[i + 1] ? end : m->off[i + 1];
+        if (lo < hi) fn(&m->f[i], lo - m->off[i], hi - m->off[i], tid);
+    }
+}
+static void multi_chunk_task(void *arg, int64_t begin, int64_t end, int tid) {
+    multi_range(arg, chunk_task, begin, end, tid);
+}
+static void multi_merge_task(void *arg, int64_t begin, int64_t end, int tid) {
+    multi_range(arg, merge_task, begin, end, tid);
+}
+
+attn_status attn__decode_multi(attn_ctx *ctx, const attn__decode_job *jobs, int n) {
+    if (n <= 0) return ATTN_OK;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st = ATTN_OK;
+    dc *f;
+    int64_t *toff, *roff, per = 0;
+    double merge_work = 0.0;
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)n, sizeof *f, (void **)&f));
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)n + 1, sizeof *toff, (void **)&toff));
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)n + 1, sizeof *roff, (void **)&roff));
+    toff[0] = roff[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t nt, nr;
+        ATTN_TRYG(setup(ctx, &f[i], jobs[i].a, jobs[i].q16, jobs[i].k16, jobs[i].v16, &nt, &nr));
+        ATTN_FAIL_IFG(nt > INT64_MAX - toff[i] || nr > INT64_MAX - roff[i], ATTN_E_OVERFLOW,
+                      "attn__decode_multi: problem sizes overflow");
+        toff[i + 1] = toff[i] + nt, roff[i + 1] = roff[i] + nr;
+        per = f[i].per_thread > per ? f[i].per_thread : per;
+        merge_work += (double)nr * (double)f[i].nch * (double)f[i].Dvp;
+    }
+    /* one scratch for all: each problem's per-thread slices at the largest stride */
+    float *scratch;
+    ATTN_TRYG(attn__ws_f32(ctx, &scratch, attn__parallel_width(ctx, toff[n]), per, 1, 1));
+    for (int i = 0; i < n; i++) f[i].scratch = scratch, f[i].per_thread = per;
+    dmulti m = {f, n, toff};
+    attn__parallel_for(ctx, toff[n], multi_chunk_task, &m);
+    m.off = roff;
+    if (merge_work < 65536.0)
+        multi_merge_task(&m, 0, roff[n], 0);
+    else
+        attn__parallel_for(ctx, roff[n], multi_merge_task, &m);
 done:
     attn__ws_release(ctx, mk);
     return st;

@@ -58,6 +58,17 @@ ATTN__HIDDEN attn_status attn__decode_bf16(attn_ctx *ctx, const attn__sdpa_args 
                                            const attn__bf16 *q, const attn__bf16 *k,
                                            const attn__bf16 *v);
 
+/* Several problems in one pass of the pool (continuous batching: one per sequence, each over
+ * its own cache): problem i is jobs[i].a with q16 == NULL (fp32, attn__decode) or its bf16
+ * inputs (attn__decode_bf16); each gets exactly the bits it gets alone, while the chunk tasks
+ * of all of them share one parallel loop (and the merges another, or run in place when
+ * small).  Same errors as attn__decode. */
+typedef struct attn__decode_job {
+    const attn__sdpa_args *a;
+    const attn__bf16 *q16, *k16, *v16;
+} attn__decode_job;
+ATTN__HIDDEN attn_status attn__decode_multi(attn_ctx *ctx, const attn__decode_job *jobs, int n);
+
 /* ---- microkernels, one table per ISA (ref always present) ----------------------------------
  * qk: s[r*lds + j] = sum_{d<D} q[r*ldq + d] * k[j*ldk + d] for r < rows, j < n.  q rows are
  *     zero padded up to ldq >= rup16(D) (kernels may read them whole); k rows hold D floats

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../kernels/bf16.h"
+#include "../kernels/decode.h"
 #include "../kernels/ew.h"
 #include "pool.h"
 #include "llm.h"
@@ -290,32 +291,64 @@ static void kv_append(const attn__kv *kv, const float *k, const float *v, int64_
 /* The attention of T new queries (rows ldq) of one sequence over its cache kv holding kv->pos
  * tokens, after the new keys and values (rows ldk) joined it: bottom-right causal, into ao
  * [T, H D]. */
-static attn_status attend_cache(attn_ctx *ctx, const attn__attention *a, const attn__attn_io *io,
-                                attn__kv *kv, const float *q, int64_t ldq, const float *k,
-                                const float *v, int64_t ldk, float *ao) {
+/* Sequence b's new keys and values into its cache, and its attention arguments over the cache
+ * (q [T][ldq], output ao [T][HD]); bf16 storage: *qb gets q rounded to bf16 (workspace, the
+ * caller's mark), else NULL. */
+static attn_status cache_args(attn_ctx *ctx, const attn__attention *a, const attn__attn_io *io,
+                              const attn__kv *kv, const float *q, int64_t ldq, const float *k,
+                              const float *v, int64_t ldk, float *ao, attn__sdpa_args *s,
+                              attn__bf16 **qb) {
     const int64_t T = io->L, H = a->H, Hkv = a->Hkv, D = a->D, HD = H * D, S = kv->pos + T;
     kv_append(kv, k, v, ldk, T, Hkv, D);
-    attn__sdpa_args s;
-    attn__sdpa_heads(&s, 1, H, T, S, D, D, q, ldq, NULL, D, NULL, D, ao, HD);
-    s.Hkv = Hkv;
-    s.ks[0] = s.vs[0] = Hkv * kv->cap * D;
-    s.ks[1] = s.vs[1] = kv->cap * D;
-    s.causal = io->causal != ATTN_CAUSAL_NONE ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
-    score_opts(a, &s);
+    attn__sdpa_heads(s, 1, H, T, S, D, D, q, ldq, NULL, D, NULL, D, ao, HD);
+    s->Hkv = Hkv;
+    s->ks[0] = s->vs[0] = Hkv * kv->cap * D;
+    s->ks[1] = s->vs[1] = kv->cap * D;
+    s->causal = io->causal != ATTN_CAUSAL_NONE ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
+    score_opts(a, s);
+    *qb = NULL;
     if (kv->dtype != ATTN_BF16) {
-        s.k = kv->k, s.v = kv->v;
-        return attn__sdpa(ctx, &s);
+        s->k = kv->k, s->v = kv->v;
+        return ATTN_OK;
     }
     /* attn_sdpa's bf16 storage: q rounded as well */
-    attn__mark mk = attn__ws_mark(ctx);
-    attn__bf16 *qb;
-    attn_status st;
-    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)(T * HD), sizeof *qb, (void **)&qb));
+    ATTN_TRY(attn__ws_alloc(ctx, (size_t)(T * HD), sizeof **qb, (void **)qb));
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < HD; i++)
-            qb[t * HD + i] = attn__f32_to_bf16(q[t * ldq + i]);
-    s.qs[0] = T * HD, s.qs[2] = HD;
-    st = attn__sdpa_bf16(ctx, &s, qb, kv->k, kv->v);
+            (*qb)[t * HD + i] = attn__f32_to_bf16(q[t * ldq + i]);
+    s->qs[0] = T * HD, s->qs[2] = HD;
+    return ATTN_OK;
+}
+
+/* Each of the B sequences over its own cache (q, k, v, ao: sequence b's rows at b L).  The
+ * sequences the split-KV decode kernels take run as one call of them (continuous batching:
+ * one pass of the pool for every sequence's step, each with the bits it gets alone), the
+ * others one by one. */
+static attn_status attend_caches(attn_ctx *ctx, const attn__attention *a,
+                                 const attn__attn_io *io, const float *q, int64_t ldq,
+                                 const float *k, const float *v, int64_t ldk, float *ao) {
+    const int64_t B = io->B, L = io->L, HD = a->H * a->D;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st = ATTN_OK;
+    attn__sdpa_args *s;
+    attn__decode_job *jobs;
+    int nj = 0;
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B, sizeof *s, (void **)&s));
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B, sizeof *jobs, (void **)&jobs));
+    for (int64_t b = 0; b < B; b++) {
+        const attn__kv *kv = &io->kv[b];
+        attn__bf16 *qb;
+        ATTN_TRYG(cache_args(ctx, a, io, kv, q + b * L * ldq, ldq, k + b * L * ldk,
+                             v + b * L * ldk, ldk, ao + b * L * HD, &s[b], &qb));
+        if (attn__sdpa_path(ctx, &s[b], qb != NULL) == ATTN__SDPA_DECODE && B > 1)
+            jobs[nj++] = (attn__decode_job){&s[b], qb, qb ? (const attn__bf16 *)kv->k : NULL,
+                                            qb ? (const attn__bf16 *)kv->v : NULL};
+        else if (qb)
+            ATTN_TRYG(attn__sdpa_bf16(ctx, &s[b], qb, kv->k, kv->v));
+        else
+            ATTN_TRYG(attn__sdpa(ctx, &s[b]));
+    }
+    ATTN_TRYG(attn__decode_multi(ctx, jobs, nj));
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -387,9 +420,7 @@ attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attention *a, const a
     if (a->q_norm || a->rope)
         qk_rows(ctx, a, io, qp, ldq, kp, ldk);
     if (io->kv) { /* each sequence over its own cache */
-        for (int64_t b = 0; b < B; b++)
-            ATTN_TRYG(attend_cache(ctx, a, io, &io->kv[b], qp + b * L * ldq, ldq, kp + b * L * ldk,
-                                   vp + b * L * ldk, ldk, ao + b * L * HD));
+        ATTN_TRYG(attend_caches(ctx, a, io, qp, ldq, kp, vp, ldk, ao));
     } else {
         attn__sdpa_args s;
         attn__sdpa_heads(&s, B, H, L, Sx, D, D, qp, ldq, kp, ldk, vp, ldk, ao, HD);
@@ -401,6 +432,7 @@ attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attention *a, const a
             s.dropout_p = a->dropout;
             s.seed = io->rng->seed;
             s.offset = io->rng->offset++;
+            s.drop_base = attn__rng_base(io->rng, B * H * L * Sx);
         }
         s.mask[0] = m0, s.mask[1] = m1;
         s.rows = io->rows;

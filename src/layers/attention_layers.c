@@ -92,6 +92,7 @@ static attn_status seed_qkv(attn_ctx *ctx, const seed *s, const float *xp, int64
         a->dropout_p = s->cfg.dropout;
         a->seed = rng->seed;
         a->offset = rng->offset++;
+        a->drop_base = attn__rng_base(rng, B * H * T * T);
     }
     return ATTN_OK;
 }
@@ -129,6 +130,7 @@ attn_status attn_seed_attention_forward(attn_ctx *ctx, const attn_module *m, con
     float *q, *k, *v, *o, *y;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     int64_t M = B * T;
     ATTN_TRYG(attn__contig(ctx, x, &xp));
     ATTN_TRYG(attn__ws_f32(ctx, &q, M, dout, 1, 1));
@@ -396,6 +398,7 @@ attn_status attn_seed_attention_backward(attn_ctx *ctx, const attn_module *m,
     float *q, *k, *v, *o, *dq, *dk, *dv, *d_o, *dxp;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     ATTN_TRYG(attn__contig(ctx, x, &xp));
     ATTN_TRYG(attn__contig(ctx, dout, &dy));
     float **bufs[8] = {&q, &k, &v, &o, &dq, &dk, &dv, &d_o};

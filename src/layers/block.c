@@ -97,7 +97,7 @@ attn_status attn__block_fwd(attn_ctx *ctx, const attn__block *b, const float *x,
     int sub[ATTN__SUB_N];
     const int n = subs_of(b, sub);
     const int64_t E = b->E, M = io->B * io->T;
-    attn__rng none = {0, 0, 0}, *rng = io->rng ? io->rng : &none; /* NULL: no dropout */
+    attn__rng none = {0, 0, 0, 0, 0}, *rng = io->rng ? io->rng : &none; /* NULL: no dropout */
     const int drop = attn__drops(rng, b->p);
     attn__mark mk = attn__ws_mark(ctx);
     float *nb = NULL, *v = NULL, *ob = NULL, *st_buf[2] = {NULL, NULL};

@@ -177,6 +177,7 @@ attn_status attn_ffn_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
     float *y;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
+    rng.nb = x->ndim >= 2 ? x->shape[0] : 1;
     ATTN_TRYG(attn__contig(ctx, x, &xp));
     ATTN_TRYG(attn__ws_f32(ctx, &y, M, f->cfg.d_model, 1, 1));
     ATTN_TRYG(attn__ffn_fwd(ctx, &f->w1, &f->w2, f->cfg.activation, f->cfg.dropout, xp, y, M, &rng,
@@ -221,6 +222,7 @@ attn_status attn_ffn_backward(attn_ctx *ctx, const attn_module *m, const attn_te
     float *d;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
+    rng.nb = x->ndim >= 2 ? x->shape[0] : 1;
     ATTN_TRYG(attn__contig(ctx, x, &xp));
     ATTN_TRYG(attn__contig(ctx, dout, &dy));
     ATTN_TRYG(attn__ws_f32(ctx, &d, M, E, 1, 1));

@@ -83,8 +83,16 @@ ATTN__HIDDEN attn_status attn__module_gmap(attn_ctx *ctx, const attn_module *m,
 typedef struct attn__rng {
     int training;
     uint64_t seed, offset;
+    int64_t b0, nb; /* the call's first sample in the whole batch (attn_run.batch_first), and
+                       its number of samples: a tensor of n elements draws indices
+                       b0 (n / nb) + i, the whole batch's for those samples */
 } attn__rng;
+/* The stream of a call; its caller sets nb (the call's number of samples) once it knows it. */
 ATTN__HIDDEN attn__rng attn__rng_from(const attn_run *run);
+/* The first dropout index of a tensor of n elements over the call's samples. */
+static inline uint64_t attn__rng_base(const attn__rng *r, int64_t n) {
+    return r && r->b0 > 0 && r->nb > 0 ? (uint64_t)r->b0 * (uint64_t)(n / r->nb) : 0;
+}
 /* In-place dropout of x[n] with probability p (no-op unless training and p > 0). */
 ATTN__HIDDEN void attn__dropout(attn__rng *rng, float p, float *x, int64_t n);
 

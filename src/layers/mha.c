@@ -99,6 +99,7 @@ static attn_status mha_forward(attn_ctx *ctx, const char *fn, int train, const a
         ATTN_TRYG(attn__check_outputs(ctx, fn, oa, 2, ia, 6));
     }
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     mha_rec *rec = NULL;
     if (saved) { /* the inputs and masks are copied: the backward reads only the record */
         attn__tape *t = &saved->tape;
@@ -208,6 +209,7 @@ attn_status attn_mha_backward(attn_ctx *ctx, const attn_module *m, const attn_te
         ATTN_TRYG(attn__check_outputs(ctx, "attn_mha_backward", oa, 3, ia, 8));
     }
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     {
         const attn__attn_io io =
             attn__attn_io_mha(q, k, v, B, L, S, key_padding_mask, amask, o.is_causal, &rng);

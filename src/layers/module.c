@@ -177,11 +177,12 @@ attn_status attn_module_param(attn_ctx *ctx, const attn_module *m, const char *n
 
 /* ---- shared helpers -------------------------------------------------------------------- */
 attn__rng attn__rng_from(const attn_run *run) {
-    attn__rng r = {0, 0, 0};
+    attn__rng r = {0, 0, 0, 0, 0};
     if (run) {
         r.training = run->training;
         r.seed = run->seed;
         r.offset = run->offset;
+        r.b0 = run->batch_first > 0 ? run->batch_first : 0;
     }
     return r;
 }
@@ -189,9 +190,10 @@ attn__rng attn__rng_from(const attn_run *run) {
 void attn__dropout(attn__rng *rng, float p, float *x, int64_t n) {
     if (!rng || !rng->training || !(p > 0.0f)) return;
     uint64_t off = rng->offset++;
+    const uint64_t base = attn__rng_base(rng, n);
     float scale = 1.0f / (1.0f - p);
     for (int64_t i = 0; i < n; i++)
-        x[i] = attn_dropout_keep(rng->seed, off, (uint64_t)i, p) ? x[i] * scale : 0.0f;
+        x[i] = attn_dropout_keep(rng->seed, off, base + (uint64_t)i, p) ? x[i] * scale : 0.0f;
 }
 
 attn_status attn__lin_reg(attn_ctx *ctx, attn_module *m, const char *prefix, const char *name,

@@ -328,6 +328,7 @@ attn_status attn__seq_forward(attn_ctx *ctx, const attn_module *m, attn__kind ki
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(seq_inputs(ctx, dec, E, x, mem, out, &B, &T, &S, &in, &mp));
+    rng.nb = B;
     ATTN_TRYG(seq_check(ctx, fn, m, dec, x, mem, NULL, &k, out, NULL));
     ATTN_TRYG(attn__ws_f32(ctx, &y, B, T, E, 1));
     memcpy(y, in, (size_t)(B * T * E) * sizeof(float));
@@ -362,6 +363,7 @@ attn_status attn__seq_backward(attn_ctx *ctx, const attn_module *m, attn__kind k
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(seq_inputs(ctx, dec, E, x, mem, NULL, &B, &T, &S, &in, &mp));
+    rng.nb = B;
     ATTN_TRYG(seq_grads(ctx, dec, dout, dx, dmem, B, &T, S, E, &dy));
     ATTN_TRYG(seq_check(ctx, fn, m, dec, x, mem, dout, &k, dx, dmem));
     ATTN_TRYG(seq_grad_bufs(ctx, dec, dx, dmem, B, T, S, E, &d, &dm));
@@ -398,6 +400,7 @@ attn_status attn__seq_forward_train(attn_ctx *ctx, const attn_module *m, attn__k
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(seq_inputs(ctx, dec, E, x, mem, out, &B, &T, &S, &in, &mp));
+    rng.nb = B;
     ATTN_TRYG(seq_check(ctx, fn, m, dec, x, mem, NULL, &k, out, NULL));
     /* a contiguous out receives the last layer's output directly */
     float *direct = attn_tensor_is_contiguous(out) ? out->data : NULL;

@@ -97,6 +97,7 @@ attn_status attn_transformer_forward(attn_ctx *ctx, const attn_module *m, const 
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(tf_inputs(ctx, m, "attn_transformer_forward", src, tgt, &k, out, E, &B, &S, &T, &sp, &tp));
+    rng.nb = B;
     ATTN_TRYG(attn__ws_f32(ctx, &mem, B, S, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
     memcpy(mem, sp, (size_t)(B * S * E) * sizeof(float));
@@ -164,6 +165,7 @@ attn_status attn_transformer_backward(attn_ctx *ctx, const attn_module *m,
     ATTN_TRYG(attn__seq_in(ctx, src, "src", E, &B, &S, &sp));
     ATTN_TRYG(attn__seq_in(ctx, tgt, "tgt", E, &B, &T, &tp));
     ATTN_TRYG(attn__seq_in(ctx, dout, "dout", E, &B, &T, &dy));
+    rng.nb = B;
     ATTN_TRYG(attn__seq_grad_out(ctx, dsrc, "dsrc", B, S, E));
     ATTN_TRYG(attn__seq_grad_out(ctx, dtgt, "dtgt", B, T, E));
     {
@@ -209,6 +211,7 @@ attn_status attn_transformer_forward_train(attn_ctx *ctx, const attn_module *m,
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(tf_inputs(ctx, m, "attn_transformer_forward_train", src, tgt, &k, out, E, &B, &S, &T, &sp, &tp));
+    rng.nb = B;
     ATTN_TRYG(attn__tape_alloc(ctx, t, 1, sizeof *rec, (void **)&rec));
     ATTN_TRYG(attn__tf_masks_saved(ctx, t, &k, c, &kc));
     ATTN_TRYG(tf_fwd_rec(ctx, s, t, (saved->flags & ATTN_SAVED_CHECKPOINT) != 0, sp, tp, B, S, T,

@@ -647,7 +647,7 @@ static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
     for (int64_t r = 0; r < M && !any_pad; r++) any_pad = pad[r] != 0;
     const int64_t ps[2] = {B, L};
     const attn_mask kpm = {ATTN_MASK_BLOCK, attn_tensor_make((void *)pad, ATTN_U8, 2, ps)};
-    attn__rng rng = {0, 0, 0}; /* inference: no dropout */
+    attn__rng rng = {0, 0, 0, 0, 0}; /* inference: no dropout */
     attn__block_io io;
     memset(&io, 0, sizeof io);
     io.B = B, io.T = L, io.kpm = any_pad ? &kpm : NULL, io.rng = &rng;

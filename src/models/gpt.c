@@ -79,6 +79,7 @@ attn_status attn_gpt_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
     float *x, *y;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, T, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &y, B, T, g->V, 1));
     for (int64_t b = 0; b < B; b++)
@@ -134,6 +135,7 @@ static attn_status gpt_fwd_rec(attn_ctx *ctx, const gpt *gp, const attn_tensor *
     ATTN_TRY(gpt_ids(ctx, gp, ids, &B, &T));
     float *x;
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     rec->B = B, rec->T = T;
     ATTN_TRY(attn__rec_alloc(ctx, t, (size_t)(B * T), sizeof *rec->ids, (void **)&rec->ids));
     ATTN_TRY(attn__ws_f32(ctx, &x, B, T, E, 1)); /* copied by the stack's record */

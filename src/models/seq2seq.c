@@ -171,6 +171,7 @@ attn_status attn_seq2seq_forward(attn_ctx *ctx, const attn_module *m, const attn
     attn_status st;
     attn__rng rng = attn__rng_from(run);
     ATTN_TRYG(prepare(ctx, NULL, q, src, tgt, &bt));
+    rng.nb = bt.B;
     int64_t V = q->cfg.tgt_vocab;
     ATTN_TRYG(attn__check(ctx, logits, "logits", ATTN_F32, 3, 3));
     {
@@ -216,6 +217,7 @@ static attn_status fwd_rec(attn_ctx *ctx, const seq2seq *q, const attn_run *run,
     float p = q->cfg.tf.dropout;
     float *s0, *t0; /* copied by the stacks' records */
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     ATTN_TRY(attn__ws_f32(ctx, &s0, B, S, E, 1));
     ATTN_TRY(attn__ws_f32(ctx, &t0, B, T, E, 1));
     rec->rsrc = rng;

@@ -277,6 +277,7 @@ attn_status attn_vit_forward(attn_ctx *ctx, const attn_module *m, const attn_ten
     float *pt, *x, *y;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     ATTN_TRYG(attn__ws_f32(ctx, &pt, B, v->N, v->emb.P, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &y, B, v->K, 1, 1));
@@ -309,6 +310,7 @@ attn_status attn_vit_attention(attn_ctx *ctx, const attn_module *m, const attn_t
     float *pt, *x, *n, *q, *o, *w;
     attn_status st;
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     ATTN_TRYG(attn__ws_f32(ctx, &pt, B, v->N, v->emb.P, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &x, B, L, E, 1));
     ATTN_TRYG(attn__ws_f32(ctx, &n, B, L, E, 1));
@@ -360,6 +362,7 @@ static attn_status vit_fwd_rec(attn_ctx *ctx, const vit *v, const attn_tensor *i
     ATTN_TRY(vit_images(ctx, v, images, &B));
     float *x;
     attn__rng rng = attn__rng_from(run);
+    rng.nb = B;
     rec->B = B;
     ATTN_TRY(attn__rec_f32(ctx, t, &rec->patches, B, v->N, v->emb.P, 1));
     ATTN_TRY(attn__ws_f32(ctx, &x, B, L, E, 1)); /* copied by the stack's record */

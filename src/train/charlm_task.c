@@ -489,8 +489,8 @@ static attn_status charlm_forward(void *user, attn_ctx *ctx, int64_t step, int s
     attn_tensor Lg2 = attn_tensor_make(r->logits, ATTN_F32, 2, l2);
     attn_tensor DLg2 = attn_tensor_make(r->dlogits, ATTN_F32, 2, l2);
     attn_tensor Tg = attn_tensor_make(r->tgt, ATTN_I64, 1, ts);
-    /* each step has its own block of dropout offsets */
-    attn_run run = {c->dropout > 0.0f, c->seed, (uint64_t)step << 16};
+    /* each step has its own block of dropout offsets; a share draws its rows' masks */
+    attn_run run = {c->dropout > 0.0f, c->seed, (uint64_t)step << 16, r0};
     ATTN_TRY(attn_gpt_forward_train(ctx, r->m, &Ids, &run, &Lg, sv));
     ATTN_TRY(attn_cross_entropy(ctx, &Lg2, &Tg, -100, 0.0f, &out->loss, &DLg2));
     r->rows = Bl;

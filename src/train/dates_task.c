@@ -278,8 +278,8 @@ static attn_status dates_forward(void *user, attn_ctx *ctx, int64_t step, int sh
     for (int64_t i = 0; i < (int64_t)B * T; i++)
         if (r->tout[i] != ATTN__DATES_PAD)
             nglob++, nloc += i >= (int64_t)r0 * T && i < (int64_t)(r0 + Bl) * T;
-    /* each step has its own block of dropout offsets */
-    attn_run run = {c->dropout > 0.0f, c->seed, (uint64_t)step << 16};
+    /* each step has its own block of dropout offsets; a share draws its rows' masks */
+    attn_run run = {c->dropout > 0.0f, c->seed, (uint64_t)step << 16, r0};
     ATTN_TRY(attn_seq2seq_forward_train(ctx, r->m, &Src, &Tin, &run, &Lg, sv));
     ATTN_TRY(attn_cross_entropy(ctx, &Lg2, &Tout, ATTN__DATES_PAD, c->label_smoothing,
                                 &out->loss, &DLg2));

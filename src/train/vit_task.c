@@ -500,7 +500,7 @@ static attn_status vit_forward(void *user, attn_ctx *ctx, int64_t g, int share, 
                 DL = attn_view2(t->dlg, rows, K);
     int64_t ts[1] = {rows};
     attn_tensor Y = attn_tensor_make(t->y, ATTN_I64, 1, ts);
-    attn_run run = {t->c->dropout > 0, t->c->seed, (uint64_t)g << 16};
+    attn_run run = {t->c->dropout > 0, t->c->seed, (uint64_t)g << 16, lo}; /* lo: its masks */
     ATTN_TRY(attn_vit_forward_train(ctx, t->m, &X, &run, &L, sv));
     return attn_cross_entropy(ctx, &L, &Y, -100, t->c->label_smoothing, &out->loss, &DL);
 }

@@ -6,6 +6,8 @@
 #           one process and on NP ranks: every step's loss of log.jsonl within 1e-5 relative
 #           (NaN or a missing step fails), every epoch's test loss within 1e-4; rank 0 alone
 #           writes the files; prints the largest relative difference
+#   dropout the same with --dropout 0.2: each rank draws its images' masks of the whole batch,
+#           so the losses still follow the one-process run within 1e-5
 #   resume  NP ranks stop after epoch 2 (--stop-after) and resume inside the same folder on NP
 #           ranks: the losses continue the one-process run within 1e-5
 #   refuse  a batch the ranks do not divide: refused before any work
@@ -41,6 +43,10 @@ close() {
 mpi() { run "$1" "${MPI[@]}" -np "$NP" "$ATTN" "${@:2}"; }
 # shellcheck disable=SC2086 # the options are words
 case $CASE in
+dropout)
+    run 0 "$ATTN" train vit $A --dropout 0.2 -o "$T/one"
+    mpi 0 train vit $A --dropout 0.2 -o "$T/np"
+    close loss 1e-5 "$T/one/log.jsonl" "$T/np/log.jsonl" || fail "the loss curves differ" ;;
 curve)
     run 0 "$ATTN" train vit $A -o "$T/one"
     mpi 0 train vit $A -o "$T/np"
