@@ -117,7 +117,8 @@ static MHD_Result_t handle(void *cls, struct MHD_Connection *mc, const char *url
         unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
         if (declared > MAX_BODY) {
             c->too_big = 1;
-            if (attn_server_handle(S.srv, method, url, auth, NULL, (size_t)declared, &c->reply))
+            const size_t len = declared > SIZE_MAX ? SIZE_MAX : (size_t)declared;
+            if (attn_server_handle(S.srv, method, url, auth, NULL, len, &c->reply))
                 return MHD_NO;
             return send_reply(mc, c->reply);
         }
