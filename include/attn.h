@@ -2749,7 +2749,7 @@ ATTN_API attn_status attn_server_handle(attn_server *srv, const char *method, co
 
 typedef struct attn_server_reply_info {
     int status;               /* the HTTP status */
-    const char *content_type;
+    const char *content_type; /* NULL: none (204) */
     int64_t n_headers;        /* extra headers (Access-Control-*, Retry-After, Cache-Control) */
     const char *header_names[6], *header_values[6];
     int stream;               /* 1: the body comes by attn_server_reply_read (server-sent

@@ -29,8 +29,8 @@
 /* ---- requests ------------------------------------------------------------------------- */
 enum { KIND_CHAT, KIND_COMPLETION };
 
-/* One generation request, shared by its connection, the scheduler and (streaming) the
- * response's reader: freed when the last of them lets go (refs). */
+/* One generation request, shared by its reply and the scheduler (a reference each): freed
+ * when the last of them lets go (refs). */
 typedef struct attn_server attn_server_t;
 
 typedef struct sreq {
@@ -741,7 +741,7 @@ static void put_usage(sbuf *b, int64_t prompt, int64_t completion) {
               (long long)(prompt + completion));
 }
 
-/* A context for one HTTP thread's work (tokenizing, chat formatting): one thread. */
+/* A context for one request's work on its caller's thread (tokenizing, chat formatting). */
 static attn_ctx *small_ctx(void) {
     attn_ctx_params cp;
     memset(&cp, 0, sizeof cp);
@@ -1596,7 +1596,7 @@ static void dispatch(attn_server_reply *c, const char *method, const char *url,
     }
     const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!strcmp(method, "OPTIONS")) { /* CORS preflight */
-        send_buf(c, 204, "text/plain", "", 0, NULL);
+        send_buf(c, 204, NULL, "", 0, NULL); /* no body, no type */
         add_header(c, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
         add_header(c, "Access-Control-Allow-Headers", "Content-Type, Authorization");
         return;
