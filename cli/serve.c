@@ -1,9 +1,9 @@
 #define _POSIX_C_SOURCE 200809L
-/* attn serve: an OpenAI-compatible HTTP server (docs/serve.md).  HTTP comes from GNU
- * libmicrohttpd (one thread per connection); one scheduler thread owns the model and N
- * session slots and runs continuous batching: between decode steps it admits queued requests,
- * prefills their prompts in chunks, then runs one attn_llm_session_decode_batch for every
- * active sequence.  Built without libmicrohttpd, the command says how to get it. */
+/* attn serve: an OpenAI-compatible HTTP server (docs/serve.md).  The server itself is the
+ * library's (attn_server_*, src/serve/: requests, answers, the continuous-batching scheduler);
+ * this file is its HTTP, from GNU libmicrohttpd (one thread per connection): each request goes
+ * to attn_server_handle and its reply back to the client.  Built without libmicrohttpd, the
+ * command says how to get it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -25,7 +25,6 @@ int attn_cmd_serve(int argc, char **argv) {
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -35,12 +34,6 @@ int attn_cmd_serve(int argc, char **argv) {
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-
-#include "bench_util.h"
-#include "serve_json.h"
-#include "serve_page.h"
-#include "serve_tools.h"
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_Result_t;
@@ -48,702 +41,22 @@ typedef int MHD_Result_t;
 typedef enum MHD_Result MHD_Result_t;
 #endif
 
-#define MAX_STOPS 16
-#define MAX_STOP_BYTES 1024
-#define MAX_MESSAGES 1024
-#define MAX_EMBED_INPUTS 2048
-#define PREFILL_CHUNK 64
+#define MAX_BODY ((size_t)1 << 20)
 
-/* ---- requests ------------------------------------------------------------------------- */
-enum { KIND_CHAT, KIND_COMPLETION };
-
-/* One generation request, shared by its connection, the scheduler and (streaming) the
- * response's reader: freed when the last of them lets go (refs). */
-typedef struct sreq {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int refs;
-    int kind, stream, include_usage;
-    int32_t *prompt;
-    int64_t n_prompt, max_tokens;
-    attn_llm_sampler sp;
-    int ignore_eos;
-    char *stop[MAX_STOPS];
-    size_t stop_len[MAX_STOPS];
-    int nstop;
-    char id[48];
-    unsigned long long seq;
-    long long created;
-    const char *tool_fmt; /* the chat format whose tool calls the answer may hold (tools were
-                           * given), else NULL */
-    int choice;           /* ST_CHOICE_*: required and named force a call */
-    char *tool_names;     /* required: the tools' function names, each NUL-terminated */
-    size_t tool_names_n;  /* their bytes */
-    char *name_heads;     /* required with several tools: each tool's call head after the
-                           * opener (NAME", "arguments": {), NUL-terminated: the name is
-                           * sampled from these (constrain_name) */
-    size_t name_heads_n, name_from; /* their bytes; where the name begins in text */
-    int name_open;        /* 1 until the text holds one of the heads */
-    int tool_failed;      /* a forced call that the answer does not hold */
-    int64_t sent_calls;   /* stream: calls whose first delta went out */
-    size_t *sent_args;    /* their argument bytes sent */
-    size_t sent_cap;
-    /* written by the scheduler under mu */
-    sbuf text;      /* the whole answer so far (after a stop string: cut there) */
-    size_t emitted; /* bytes of text sent as stream deltas */
-    sbuf sse;       /* stream bytes not yet read by the response */
-    int done, cancelled, failed;
-    const char *finish;
-    attn_chat_parse *calls; /* the answer's tool calls (tool_fmt), read when it ended */
-    int64_t completion_tokens, reused;
-    double t_queued, t_first, t_done;
-} sreq;
-
-static void req_unref(sreq *r) {
-    if (!r) return;
-    pthread_mutex_lock(&r->mu);
-    int left = --r->refs;
-    pthread_mutex_unlock(&r->mu);
-    if (left) return;
-    free(r->prompt), free(r->tool_names), free(r->name_heads), free(r->sent_args);
-    for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
-    sb_free(&r->text), sb_free(&r->sse);
-    attn_chat_parse_free(r->calls);
-    pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
-    free(r);
-}
-
-/* ---- the server ----------------------------------------------------------------------- */
-typedef struct slot {
-    attn_llm_session *s;
-    int32_t *ids; /* the ids in the cache: pos of them */
-    int64_t nids;
-    sreq *r;      /* NULL: free */
-    int64_t done; /* prompt tokens in the cache */
-    int decoding; /* 1: next is fed by the next batch */
-    int32_t next;
-    attn_bpe_stream bs;
-    uint64_t step;
-    int32_t *hist; /* prompt + generated (the sampler's history) */
-    int64_t nh;
-    float *lg;
-} slot;
-
-typedef struct server {
+static struct {
     const char *model, *embed, *host, *api_key, *template_file;
     long long port, parallel, ctx, queue, threads;
     int insecure, cache_bf16, quiet;
-    char model_name[256], embed_name[256];
-    long long created;
-    attn_llm *m;
-    const attn_bpe *tok;
-    attn_llm_config cfg;
-    int chat_ok;
-    char chat_why[256];
-    const char *chat_format; /* attn_chat_template_name's (static), NULL without chat */
-    unsigned long long id_salt; /* of the tool call ids made here */
-    int64_t cap;
-    attn_bert *bert;
-    attn_ctx *ectx;
-    int64_t edim, emax;
-    pthread_mutex_t emu;
-    attn_ctx *sctx; /* the scheduler's */
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    sreq **q;
-    long long qhead, qn;
-    slot *slots;
-    int active, stopping;
-    long long inflight; /* requests between their first call and their completion */
-    float *lgb;
-    int32_t *bids; /* the scheduler's batch: ids, sessions and slots, --parallel each */
-    attn_llm_session **bss;
-    struct slot **bsl;
-    char *piece; /* one token's text: 3 * (max_token_bytes + 3) bytes always suffice */
-    size_t piece_cap;
-    /* every token's text as the answer gets it (tool tags included), for constrain_name; made
-     * by the scheduler when first needed: tok_text[tok_off[id] .. tok_off[id + 1]) */
-    char *tok_text;
-    size_t *tok_off;
-    float *masked; /* the logits constrain_name gives the sampler */
-    int tok_text_failed;
-    unsigned long long seq;
-    /* metrics (under mu) */
-    unsigned long long http[600], prompt_tokens, completion_tokens, steps, batched, reused,
-        copied, requests_done;
-    int last_batch;
-} server;
+    attn_server *srv;
+} S;
 
-static server S;
-
-
-/* ---- the scheduler -------------------------------------------------------------------- */
-static void push_sse(sreq *r, sbuf *ev) {
-    sb_put(&r->sse, ev->p, ev->n);
-    if (ev->oom) r->sse.oom = 1;
-    sb_free(ev);
-    pthread_cond_broadcast(&r->cv); /* the response's reader waits for it */
-}
-
-/* One stream chunk: delta text (NULL: none), the finish reason (NULL: none), the role chunk;
- * the tool_calls array t[0, n) as the delta when role is 2. */
-static void stream_chunk(sreq *r, const char *t, size_t n, const char *finish, int role) {
-    sbuf e = {0};
-    sb_puts(&e, "data: {\"id\":\"");
-    sb_puts(&e, r->id);
-    sb_printf(&e, "\",\"object\":\"%s\",\"created\":%lld,\"model\":",
-              r->kind == KIND_CHAT ? "chat.completion.chunk" : "text_completion", r->created);
-    sb_json_str(&e, S.model_name, strlen(S.model_name));
-    sb_puts(&e, ",\"choices\":[{\"index\":0,");
-    if (r->kind == KIND_CHAT) {
-        sb_puts(&e, "\"delta\":{");
-        if (role == 2) sb_puts(&e, "\"tool_calls\":"), sb_put(&e, t, n);
-        else if (role) sb_puts(&e, "\"role\":\"assistant\",\"content\":\"\"");
-        else if (t) sb_puts(&e, "\"content\":"), sb_json_str(&e, t, n);
-        sb_puts(&e, "}");
-    } else {
-        sb_puts(&e, "\"text\":");
-        sb_json_str(&e, t ? t : "", t ? n : 0);
-        sb_puts(&e, ",\"logprobs\":null");
-    }
-    sb_puts(&e, ",\"finish_reason\":");
-    if (finish) sb_printf(&e, "\"%s\"", finish);
-    else sb_puts(&e, "null");
-    sb_puts(&e, "}]");
-    if (finish)
-        sb_printf(&e, ",\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
-                      "\"total_tokens\":%lld}", (long long)r->n_prompt,
-                  (long long)r->completion_tokens,
-                  (long long)(r->n_prompt + r->completion_tokens));
-    sb_puts(&e, "}\n\n");
-    if (finish) sb_puts(&e, "data: [DONE]\n\n");
-    push_sse(r, &e);
-}
-
-/* Bytes at the end of the text that could start a stop string: held back from the stream. */
-static size_t holdback(const sreq *r) {
-    size_t best = 0;
-    for (int i = 0; i < r->nstop; i++)
-        for (size_t k = r->stop_len[i] - 1; k > best; k--)
-            if (k <= r->text.n && !memcmp(r->text.p + r->text.n - k, r->stop[i], k)) {
-                best = k;
-                break;
-            }
-    return best;
-}
-
-/* Streams the calls of p beyond those sent: a call's first delta (id, name) once its name is
- * known, then its arguments in pieces as they settle.  Under r->mu. */
-static void stream_calls(sreq *r, const attn_chat_parse *p) {
-    for (int64_t i = 0; p && i < p->n_calls; i++) {
-        const attn_chat_tool_call *c = &p->calls[i];
-        const size_t alen = strlen(c->arguments);
-        sbuf e = {0};
-        if (i >= r->sent_calls) {
-            if ((size_t)i >= r->sent_cap) {
-                size_t cap = r->sent_cap ? 2 * r->sent_cap : 8;
-                size_t *na = realloc(r->sent_args, cap * sizeof *na);
-                if (!na) return; /* the rest goes whole at the end */
-                r->sent_args = na, r->sent_cap = cap;
-            }
-            st_call_head_json(&e, c, i, r->seq, S.id_salt);
-            stream_chunk(r, e.p, e.n, NULL, 2);
-            sb_free(&e);
-            r->sent_args[i] = 0, r->sent_calls = i + 1;
-        }
-        if (alen > r->sent_args[i]) {
-            st_call_args_json(&e, i, c->arguments + r->sent_args[i], alen - r->sent_args[i]);
-            stream_chunk(r, e.p, e.n, NULL, 2);
-            sb_free(&e);
-            r->sent_args[i] = alen;
-        }
-    }
-}
-
-/* Sends what the text holds beyond what was sent (all of it when final; up to the start of
- * the tool calls when the answer has some, then the calls as they are written).  Under
- * r->mu. */
-static void flush_text(sreq *r, int final) {
-    const size_t held = final ? 0 : holdback(r);
-    size_t safe = r->text.n - held;
-    if (final && r->calls && r->calls->n_calls > 0) safe = r->calls->content_len;
-    else if (!final && r->tool_fmt) { /* text that may begin a call waits for the end */
-        size_t t = attn_chat_tool_call_start(r->tool_fmt, r->text.p, r->text.n);
-        if (t < safe) safe = t;
-    }
-    if (safe > r->emitted) {
-        if (r->stream) stream_chunk(r, r->text.p + r->emitted, safe - r->emitted, NULL, 0);
-        r->emitted = safe;
-    }
-    if (!final && r->stream && r->tool_fmt && safe < r->text.n - held) {
-        attn_chat_parse *p = NULL;
-        if (attn_chat_parse_tool_calls_partial(S.sctx, r->tool_fmt, r->text.p, r->text.n - held,
-                                               &p) == ATTN_OK)
-            stream_calls(r, p);
-        attn_chat_parse_free(p);
-    }
-}
-
-/* 1 when every call of p names one of the request's tools. */
-static int calls_named(const sreq *r, const attn_chat_parse *p) {
-    for (int64_t i = 0; i < p->n_calls; i++) {
-        int found = 0;
-        for (size_t k = 0; k < r->tool_names_n && !found; k += strlen(r->tool_names + k) + 1)
-            found = !strcmp(r->tool_names + k, p->calls[i].name);
-        if (!found) return 0;
-    }
-    return 1;
-}
-
-/* The error event of a stream that ends without the call it had to make. */
-static void stream_error(sreq *r, const char *msg) {
-    sbuf e = {0};
-    sb_puts(&e, "data: {\"error\":{\"message\":");
-    sb_json_str(&e, msg, strlen(msg));
-    sb_puts(&e, ",\"type\":\"server_error\",\"code\":\"tool_call_failed\"}}\n\ndata: [DONE]\n\n");
-    push_sse(r, &e);
-}
-
-/* Appends a piece of text; 1 when a stop string now occurs (the text is cut before it). */
-static int add_text(sreq *r, const char *t, size_t n) {
-    size_t old = r->text.n;
-    sb_put(&r->text, t, n);
-    if (!r->text.p) return 0;
-    size_t cut = SIZE_MAX;
-    for (int i = 0; i < r->nstop; i++) {
-        size_t L = r->stop_len[i], from = old >= L - 1 ? old - (L - 1) : 0;
-        for (size_t p = from; p + L <= r->text.n && p < cut; p++)
-            if (!memcmp(r->text.p + p, r->stop[i], L)) {
-                cut = p;
-                break;
-            }
-    }
-    if (cut == SIZE_MAX) return 0;
-    r->text.n = cut;
-    r->text.p[cut] = 0;
-    return 1;
-}
-
-/* Why a forced call failed (reason: r->finish). */
-static const char *tool_failure(const sreq *r) {
-    if (r->calls && r->calls->n_calls > 0)
-        return "the model called a function that is not one of 'tools' (tool_choice "
-               "\"required\")";
-    return !strcmp(r->finish, "length")
-               ? "the answer ran out of tokens (max_tokens or the context) before its tool call "
-                 "was complete"
-               : "the model's answer is not a well-formed tool call of its chat format";
-}
-
-/* Ends the slot's request (reason: "stop", "length", NULL when it was cancelled or failed;
- * failed: 1 for a failure, 2 for a stop string, after which nothing more is added). */
-static void finish(slot *sl, const char *reason, int failed) {
-    sreq *r = sl->r;
-    char tail[8];
-    size_t tl = 0;
-    attn_bpe_decode_stream_end(S.sctx, &sl->bs, tail, sizeof tail, &tl);
-    pthread_mutex_lock(&r->mu);
-    /* a character left incomplete ends as U+FFFD, as attn generate writes it */
-    if (tl && reason && failed != 2) add_text(r, tail, tl);
-    r->finish = reason ? reason : "cancelled";
-    r->failed = failed == 1;
-    if (reason && r->tool_fmt && r->text.p && !r->text.oom) {
-        /* the calls at the end of the answer; a malformed one stays text */
-        if (attn_chat_parse_tool_calls(S.sctx, r->tool_fmt, r->text.p, r->text.n, &r->calls) !=
-            ATTN_OK)
-            fprintf(stderr, "attn serve: reading tool calls: %s\n", attn_ctx_errmsg(S.sctx));
-        else if (r->calls->n_calls > 0)
-            r->finish = "tool_calls";
-    }
-    /* a forced call: the answer must be one (required: of the tools given) */
-    if (reason && failed != 1 && (r->choice == ST_CHOICE_REQUIRED || r->choice == ST_CHOICE_NAMED))
-        r->tool_failed = !r->calls || r->calls->n_calls == 0 ||
-                         (r->choice == ST_CHOICE_REQUIRED && !calls_named(r, r->calls));
-    if (!r->cancelled && r->tool_failed) {
-        if (r->stream) stream_error(r, tool_failure(r));
-    } else if (!r->cancelled) {
-        flush_text(r, 1);
-        if (r->stream && r->calls && r->calls->n_calls > 0) stream_calls(r, r->calls);
-        if (r->stream) stream_chunk(r, NULL, 0, r->finish, 0);
-    }
-    r->done = 1;
-    r->t_done = attn_bench_now_s();
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    pthread_mutex_lock(&S.mu);
-    S.completion_tokens += (unsigned long long)r->completion_tokens;
-    S.requests_done++;
-    S.active--;
-    pthread_mutex_unlock(&S.mu);
-    sl->r = NULL, sl->decoding = 0;
-    req_unref(r);
-}
-
-/* The text of a control token that belongs to a tool call's form (Mistral's [TOOL_CALLS],
- * [ARGS], [CALL_ID], Llama's <|python_tag|>), which a decode skipping special tokens drops;
- * NULL for any other token. */
-static const char *tool_tag(int32_t id) {
-    static const char *const tags[] = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<|python_tag|>"};
-    if (attn_bpe_token_type(S.tok, id) != ATTN_BPE_TOKEN_CONTROL) return NULL;
-    const char *t = attn_bpe_token_text(S.tok, id);
-    for (size_t i = 0; t && i < sizeof tags / sizeof tags[0]; i++)
-        if (!strcmp(t, tags[i])) return tags[i];
-    return NULL;
-}
-
-/* The sampled id of a slot: ends, or streams its text and sets up the next decode. */
-static void take(slot *sl, int32_t id) {
-    sreq *r = sl->r;
-    const int end = attn_llm_is_end(S.m, id);
-    if (end && !r->ignore_eos) {
-        finish(sl, "stop", 0);
-        return;
-    }
-    size_t pl = 0;
-    const char *piece = S.piece, *tag = r->tool_fmt ? tool_tag(id) : NULL;
-    if (tag) /* a control token that writes tool calls: its text is part of the answer */
-        piece = tag, pl = strlen(tag);
-    else if (attn_bpe_decode_stream(S.sctx, S.tok, &sl->bs, id,
-                                    ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE, S.piece,
-                                    S.piece_cap, &pl) != ATTN_OK)
-        pl = 0;
-    sl->hist[sl->nh++] = id;
-    pthread_mutex_lock(&r->mu);
-    if (r->completion_tokens++ == 0) r->t_first = attn_bench_now_s();
-    const int stopped = add_text(r, piece, pl);
-    if (!stopped) flush_text(r, 0);
-    int called = 0; /* a forced call ends with the call: what a model writes after it is lost */
-    if (!stopped && r->choice >= ST_CHOICE_REQUIRED && r->text.p && !r->text.oom) {
-        attn_chat_parse *p = NULL;
-        called = attn_chat_parse_tool_calls(S.sctx, r->tool_fmt, r->text.p, r->text.n, &p) ==
-                     ATTN_OK && p->n_calls > 0;
-        attn_chat_parse_free(p);
-    }
-    pthread_mutex_unlock(&r->mu);
-    if (stopped) finish(sl, "stop", 2);
-    else if (called) finish(sl, "stop", 0);
-    else if (r->completion_tokens >= r->max_tokens) finish(sl, "length", 0);
-    else if (attn_llm_session_pos(sl->s) >= attn_llm_session_capacity(sl->s))
-        finish(sl, "length", 0);
-    else
-        sl->next = id, sl->decoding = 1;
-}
-
-/* Every token's text (the scheduler's; 0 if it cannot be made). */
-static int tok_texts(void) {
-    if (S.tok_text) return 1;
-    if (S.tok_text_failed) return 0;
-    const size_t V = (size_t)S.cfg.vocab_size;
-    size_t cap = V * 8 + 64, n = 0;
-    char *t = malloc(cap);
-    S.tok_off = malloc(sizeof *S.tok_off * (V + 1));
-    S.masked = malloc(sizeof *S.masked * V);
-    for (size_t id = 0; t && S.tok_off && S.masked && id < V; id++) {
-        size_t pl = 0;
-        const char *tag = tool_tag((int32_t)id), *piece = S.piece;
-        attn_bpe_stream bs;
-        memset(&bs, 0, sizeof bs);
-        if (tag) piece = tag, pl = strlen(tag);
-        else if (attn_bpe_decode_stream(S.sctx, S.tok, &bs, (int32_t)id,
-                                        ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE, S.piece,
-                                        S.piece_cap, &pl) != ATTN_OK)
-            pl = 0; /* a part of a character (its bytes are pending): never a name's */
-        if (n + pl > cap) {
-            char *u = cap < SIZE_MAX / 2 ? realloc(t, cap * 2 + pl) : NULL;
-            if (!u) free(t), t = NULL;
-            t = u, cap = cap * 2 + pl;
-        }
-        if (t) S.tok_off[id] = n, memcpy(t + n, piece, pl), n += pl;
-    }
-    if (!t || !S.tok_off || !S.masked) {
-        free(t), free(S.tok_off), free(S.masked);
-        S.tok_off = NULL, S.masked = NULL, S.tok_text_failed = 1;
-        fprintf(stderr, "attn serve: out of memory for the tokens' texts: tool_choice "
-                        "\"required\" names are not constrained\n");
-        return 0;
-    }
-    S.tok_off[V] = n, S.tok_text = t;
-    return 1;
-}
-
-/* tool_choice "required" with several tools: the name is written by the model after the
- * prefilled opener, so the logits of every token that would leave all the tools' call heads
- * (NAME + what follows it up to the arguments) are set to -inf until the answer holds one
- * head whole.  Returns the logits to sample from (lg itself when nothing is constrained). */
-static const float *constrain_name(sreq *r, const float *lg) {
-    if (!r->name_open || r->text.oom || r->text.n < r->name_from) return lg;
-    const char *g = r->text.p + r->name_from;
-    const size_t gl = r->text.n - r->name_from;
-    int fits = 0;
-    for (size_t k = 0; k < r->name_heads_n; k += strlen(r->name_heads + k) + 1) {
-        const char *h = r->name_heads + k;
-        const size_t hl = strlen(h);
-        if (gl >= hl && !memcmp(g, h, hl)) { /* a head is written: the arguments are free */
-            r->name_open = 0;
-            return lg;
-        }
-        fits |= gl < hl && !memcmp(g, h, gl);
-    }
-    if (!fits || !tok_texts()) {
-        r->name_open = 0;
-        return lg;
-    }
-    int any = 0;
-    for (int64_t id = 0; id < S.cfg.vocab_size; id++) {
-        const char *t = S.tok_text + S.tok_off[id];
-        const size_t tl = S.tok_off[id + 1] - S.tok_off[id];
-        int ok = 0;
-        for (size_t k = 0; tl && !ok && k < r->name_heads_n; k += strlen(r->name_heads + k) + 1) {
-            const char *h = r->name_heads + k;
-            const size_t hl = strlen(h);
-            if (gl < hl && !memcmp(g, h, gl))
-                ok = !memcmp(t, h + gl, tl < hl - gl ? tl : hl - gl);
-        }
-        S.masked[id] = ok ? lg[id] : -INFINITY;
-        any |= ok;
-    }
-    if (!any) r->name_open = 0;
-    return any ? S.masked : lg;
-}
-
-static int sample(slot *sl, const float *lg) {
-    int32_t id;
-    lg = constrain_name(sl->r, lg);
-    /* the presence and frequency penalties count the generated ids only */
-    attn_status st = attn_llm_sample_ex(S.sctx, &sl->r->sp, lg, S.cfg.vocab_size, sl->hist,
-                                        sl->nh, sl->r->n_prompt, &sl->step, &id);
-    if (st != ATTN_OK) {
-        fprintf(stderr, "attn serve: sampling failed: %s\n", attn_ctx_errmsg(S.sctx));
-        finish(sl, NULL, 1);
-        return 0;
-    }
-    take(sl, id);
-    return 1;
-}
-
-/* Tokens of slot sl's cache that start the prompt of r. */
-static int64_t common(const slot *sl, const sreq *r) {
-    int64_t p = 0;
-    while (p < sl->nids && p < r->n_prompt && sl->ids[p] == r->prompt[p]) p++;
-    return p;
-}
-
-/* A queued request into a free slot: the one whose cache shares the longest prefix with the
- * prompt, rewound to it; when another slot (busy or free) shares a longer one, its keys and
- * values are copied in instead (attn_llm_session_copy: a second chat of the same conversation,
- * or many requests with one system prompt, do not compute the prefix again). */
-static void admit(sreq *r) {
-    int best = -1, from = -1;
-    int64_t bestp = -1, fromp = -1;
-    for (int i = 0; i < S.parallel; i++) {
-        const int64_t p = common(&S.slots[i], r);
-        if (!S.slots[i].r && p > bestp) best = i, bestp = p;
-        if (p > fromp) from = i, fromp = p;
-    }
-    slot *sl = &S.slots[best];
-    const int64_t cap = r->n_prompt - 1; /* the last token's logits are needed */
-    if (bestp > cap) bestp = cap;
-    if (fromp > cap) fromp = cap;
-    if (from != best && fromp > bestp &&
-        attn_llm_session_copy(sl->s, S.slots[from].s, fromp) == ATTN_OK) {
-        memcpy(sl->ids, S.slots[from].ids, sizeof *sl->ids * (size_t)fromp);
-        sl->nids = bestp = fromp;
-        S.copied += (unsigned long long)fromp;
-    }
-    attn_llm_session_rewind(sl->s, bestp);
-    sl->nids = bestp;
-    sl->r = r, sl->done = bestp, sl->decoding = 0, sl->step = 0;
-    memset(&sl->bs, 0, sizeof sl->bs);
-    memcpy(sl->hist, r->prompt, sizeof *r->prompt * (size_t)r->n_prompt);
-    sl->nh = r->n_prompt;
-    r->reused = bestp;
-    S.reused += (unsigned long long)bestp;
-    S.active++;
-}
-
-static void *scheduler(void *arg) {
-    (void)arg;
-    int32_t *ids = S.bids; /* the batch's arrays, allocated before the server started */
-    attn_llm_session **ss = S.bss;
-    slot **bs = S.bsl;
-    for (;;) {
-        pthread_mutex_lock(&S.mu);
-        while (!S.stopping && S.qn == 0 && S.active == 0) pthread_cond_wait(&S.cv, &S.mu);
-        if (S.stopping && S.qn == 0 && S.active == 0) {
-            pthread_cond_broadcast(&S.cv);
-            pthread_mutex_unlock(&S.mu);
-            break;
-        }
-        while (S.qn > 0 && S.active < S.parallel) {
-            sreq *r = S.q[S.qhead];
-            S.qhead = (S.qhead + 1) % S.queue, S.qn--;
-            admit(r);
-        }
-        pthread_mutex_unlock(&S.mu);
-        /* cancelled ones leave; then one prefill chunk each for those still reading */
-        for (int i = 0; i < S.parallel; i++) {
-            slot *sl = &S.slots[i];
-            if (!sl->r) continue;
-            pthread_mutex_lock(&sl->r->mu);
-            int gone = sl->r->cancelled;
-            pthread_mutex_unlock(&sl->r->mu);
-            if (gone) {
-                finish(sl, NULL, 0);
-                continue;
-            }
-            if (sl->decoding || sl->done >= sl->r->n_prompt) continue;
-            int64_t k = sl->r->n_prompt - sl->done;
-            if (k > PREFILL_CHUNK) k = PREFILL_CHUNK;
-            const int last = sl->done + k == sl->r->n_prompt;
-            attn_status st = attn_llm_session_prefill(S.sctx, sl->s, sl->r->prompt + sl->done, k,
-                                                      last ? sl->lg : NULL);
-            if (st != ATTN_OK) {
-                fprintf(stderr, "attn serve: prefill failed: %s\n", attn_ctx_errmsg(S.sctx));
-                sl->nids = attn_llm_session_pos(sl->s);
-                finish(sl, NULL, 1);
-                continue;
-            }
-            memcpy(sl->ids + sl->nids, sl->r->prompt + sl->done, sizeof *ids * (size_t)k);
-            sl->nids += k, sl->done += k;
-            if (last) sample(sl, sl->lg);
-        }
-        /* one decode step for every sequence that has a token to feed */
-        int n = 0;
-        for (int i = 0; i < S.parallel; i++)
-            if (S.slots[i].r && S.slots[i].decoding)
-                bs[n] = &S.slots[i], ss[n] = S.slots[i].s, ids[n] = S.slots[i].next, n++;
-        if (n == 0) continue;
-        attn_status st = attn_llm_session_decode_batch(S.sctx, ss, ids, n, S.lgb);
-        pthread_mutex_lock(&S.mu);
-        S.steps++, S.batched += (unsigned long long)n, S.last_batch = n;
-        pthread_mutex_unlock(&S.mu);
-        for (int k = 0; k < n; k++) {
-            slot *sl = bs[k];
-            if (st != ATTN_OK) {
-                fprintf(stderr, "attn serve: decode failed: %s\n", attn_ctx_errmsg(S.sctx));
-                sl->nids = attn_llm_session_pos(sl->s);
-                finish(sl, NULL, 1);
-                continue;
-            }
-            sl->ids[sl->nids++] = sl->next;
-            sl->decoding = 0;
-            sample(sl, S.lgb + (size_t)k * (size_t)S.cfg.vocab_size);
-        }
-    }
-    (void)ids, (void)ss, (void)bs;
-    return NULL;
-}
-
-/* ---- HTTP helpers --------------------------------------------------------------------- */
+/* One connection's request: its body as it comes, then the server's reply. */
 typedef struct conn {
-    sbuf body;
-    int too_big, status;
-    int64_t tokens;
-    double t0;
-    char method[16], path[128];
-    sreq *r;
+    char *body;
+    size_t n, cap, total;
+    int too_big, oom;
+    attn_server_reply *reply;
 } conn;
-
-static void count_status(conn *c, int status) {
-    c->status = status;
-    pthread_mutex_lock(&S.mu);
-    if (status >= 0 && status < 600) S.http[status]++;
-    pthread_mutex_unlock(&S.mu);
-}
-
-static MHD_Result_t send_buf(struct MHD_Connection *mc, conn *c, int status, const char *type,
-                             const char *p, size_t n, const char *retry_after) {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(n, (void *)p,
-                                                                MHD_RESPMEM_MUST_COPY);
-    if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, "Content-Type", type);
-    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-    if (retry_after) MHD_add_response_header(resp, "Retry-After", retry_after);
-    MHD_Result_t ret = MHD_queue_response(mc, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    count_status(c, status);
-    return ret;
-}
-
-static MHD_Result_t send_json(struct MHD_Connection *mc, conn *c, int status, sbuf *b) {
-    if (b->oom) {
-        sb_free(b);
-        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
-                                  "\"server_error\",\"code\":null}}";
-        return send_buf(mc, c, 500, "application/json", oom, sizeof oom - 1, NULL);
-    }
-    MHD_Result_t r = send_buf(mc, c, status, "application/json", b->p ? b->p : "{}",
-                              b->p ? b->n : 2, NULL);
-    sb_free(b);
-    return r;
-}
-
-static MHD_Result_t send_error(struct MHD_Connection *mc, conn *c, int status, const char *code,
-                               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static MHD_Result_t send_error(struct MHD_Connection *mc, conn *c, int status, const char *code,
-                               const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    const char *type = status == 401 ? "authentication_error"
-                       : status >= 500 ? "server_error" : "invalid_request_error";
-    sbuf b = {0};
-    sb_puts(&b, "{\"error\":{\"message\":");
-    sb_json_str(&b, msg, strlen(msg));
-    sb_printf(&b, ",\"type\":\"%s\",\"code\":", type);
-    if (code) sb_json_str(&b, code, strlen(code));
-    else sb_puts(&b, "null");
-    sb_puts(&b, "}}");
-    if (b.oom) {
-        sb_free(&b);
-        return send_buf(mc, c, status, "application/json", "{}", 2, NULL);
-    }
-    MHD_Result_t r = send_buf(mc, c, status, "application/json", b.p, b.n,
-                              status == 503 ? "1" : NULL);
-    sb_free(&b);
-    return r;
-}
-
-static void put_usage(sbuf *b, int64_t prompt, int64_t completion) {
-    sb_printf(b, "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
-                 "\"total_tokens\":%lld}", (long long)prompt, (long long)completion,
-              (long long)(prompt + completion));
-}
-
-/* A context for one HTTP thread's work (tokenizing, chat formatting): one thread. */
-static attn_ctx *small_ctx(void) {
-    attn_ctx_params cp;
-    memset(&cp, 0, sizeof cp);
-    cp.threads = 1;
-    attn_ctx *x = NULL;
-    return attn_ctx_create(&cp, &x) == ATTN_OK ? x : NULL;
-}
-
-/* The ids of text (special tokens parsed; bos first when asked and the model adds one). */
-static int tokenize(attn_ctx *x, const char *text, size_t len, int bos, int32_t **ids,
-                    int64_t *n) {
-    attn_llm_special sp;
-    attn_llm_get_special(S.m, &sp);
-    int64_t k = 0, lead = bos && sp.add_bos && sp.bos >= 0;
-    *ids = NULL;
-    if (attn_bpe_encode(x, S.tok, text, len, ATTN_BPE_PARSE_SPECIAL, NULL, 0, &k) != ATTN_OK)
-        return 0;
-    if (k > (int64_t)(SIZE_MAX / sizeof **ids) - 2) return 0;
-    *ids = malloc(sizeof **ids * (size_t)(k + lead + 1));
-    if (!*ids) return 0;
-    if (lead) (*ids)[0] = sp.bos;
-    if (attn_bpe_encode(x, S.tok, text, len, ATTN_BPE_PARSE_SPECIAL, *ids + lead, k, &k) !=
-        ATTN_OK) {
-        free(*ids), *ids = NULL;
-        return 0;
-    }
-    *n = k + lead;
-    return 1;
-}
 
 /* 1 when the peer of the connection has closed it (a read of 0 bytes). */
 static int peer_gone(struct MHD_Connection *mc) {
@@ -757,822 +70,37 @@ static int peer_gone(struct MHD_Connection *mc) {
     return recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-/* ---- streaming responses -------------------------------------------------------------- */
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
-    sreq *r = cls;
-    pthread_mutex_lock(&r->mu);
-    double t0 = attn_bench_now_s();
-    while (r->sse.n == 0 && !r->done) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        if (r->sse.n == 0 && !r->done && attn_bench_now_s() - t0 > 5) {
-            /* a comment keeps the connection alive and finds a client that left */
-            pthread_mutex_unlock(&r->mu);
-            static const char ping[] = ": ping\n\n";
-            memcpy(buf, ping, sizeof ping - 1 < max ? sizeof ping - 1 : max);
-            return (ssize_t)(sizeof ping - 1 < max ? sizeof ping - 1 : max);
-        }
-    }
-    if (r->sse.n == 0) {
-        pthread_mutex_unlock(&r->mu);
-        return r->failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
-    }
-    size_t k = r->sse.n < max ? r->sse.n : max;
-    memcpy(buf, r->sse.p, k);
-    memmove(r->sse.p, r->sse.p + k, r->sse.n - k);
-    r->sse.n -= k;
-    pthread_mutex_unlock(&r->mu);
-    return (ssize_t)k;
+    size_t n = 0;
+    int done = 0;
+    if (attn_server_reply_read(cls, buf, max, &n, &done, 5000) != ATTN_OK)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (n) return (ssize_t)n;
+    return done < 0 ? MHD_CONTENT_READER_END_WITH_ERROR
+           : done   ? MHD_CONTENT_READER_END_OF_STREAM
+                    : 0;
 }
 
-static void sse_free(void *cls) {
-    sreq *r = cls;
-    pthread_mutex_lock(&r->mu);
-    if (!r->done) r->cancelled = 1;
-    pthread_mutex_unlock(&r->mu);
-    req_unref(r);
-}
-
-/* ---- /v1/chat/completions and /v1/completions ------------------------------------------ */
-static int num_field(const sj *o, const char *key, double lo, double hi, double *v,
-                     char *err, size_t ecap) {
-    const sj *f = sj_get(o, key);
-    if (!f || f->kind == SJ_NULL) return 1;
-    if (f->kind != SJ_NUM || f->num < lo || f->num > hi) {
-        snprintf(err, ecap, "'%s' must be a number in [%g, %g]", key, lo, hi);
-        return 0;
-    }
-    *v = f->num;
-    return 1;
-}
-
-static int int_field(const sj *o, const char *key, long long lo, long long hi, long long *v,
-                     char *err, size_t ecap) {
-    const sj *f = sj_get(o, key);
-    if (!f || f->kind == SJ_NULL) return 1;
-    if (!sj_int(f, lo, hi, v)) {
-        snprintf(err, ecap, "'%s' must be an integer in [%lld, %lld]", key, lo, hi);
-        return 0;
-    }
-    return 1;
-}
-
-static int bool_field(const sj *o, const char *key, int *v, char *err, size_t ecap) {
-    const sj *f = sj_get(o, key);
-    if (!f || f->kind == SJ_NULL) return 1;
-    if (f->kind != SJ_BOOL) {
-        snprintf(err, ecap, "'%s' must be true or false", key);
-        return 0;
-    }
-    *v = f->b;
-    return 1;
-}
-
-/* A message's content: a string, or an array of {"type": "text", "text": ...} parts (joined).
- * *own is set when the text was made here (free it). */
-static int content_of(const sj *c, const char **out, char **own, char *err, size_t ecap) {
-    *own = NULL;
-    if (c && c->kind == SJ_NULL) {
-        *out = "";
-        return 1;
-    }
-    if (c && c->kind == SJ_STR) {
-        if (strlen(c->s) != c->len) {
-            snprintf(err, ecap, "a message's content holds a NUL character");
-            return 0;
-        }
-        *out = c->s;
-        return 1;
-    }
-    if (!c || c->kind != SJ_ARR) {
-        snprintf(err, ecap, "a message's 'content' must be a string or an array of text parts");
-        return 0;
-    }
-    sbuf b = {0};
-    for (const sj *p = c->first; p; p = p->next) {
-        const sj *t = sj_get(p, "type"), *x = sj_get(p, "text");
-        if (!t || t->kind != SJ_STR || strcmp(t->s, "text") || !x || x->kind != SJ_STR ||
-            strlen(x->s) != x->len) {
-            sb_free(&b);
-            snprintf(err, ecap, "only content parts of type 'text' (a string without NUL) are "
-                                "supported");
-            return 0;
-        }
-        sb_put(&b, x->s, x->len);
-    }
-    if (b.oom) {
-        sb_free(&b);
-        snprintf(err, ecap, "out of memory");
-        return 0;
-    }
-    *own = b.p ? b.p : calloc(1, 1);
-    *out = *own ? *own : "";
-    return 1;
-}
-
-/* An OpenAI tool_calls array as the JSON the chat templates read (transformers' form): each
- * function's "arguments" string (the JSON text OpenAI sends) written as the value it holds, as
- * vLLM and llama-server do; everything else as it came.  0 with a message in err. */
-static int tool_calls_json(const sj *tc, size_t mi, sbuf *b, char *err, size_t ecap) {
-    if (tc->kind != SJ_ARR) {
-        snprintf(err, ecap, "messages[%zu].tool_calls must be an array", mi);
-        return 0;
-    }
-    sb_puts(b, "[");
-    size_t j = 0;
-    for (const sj *c = tc->first; c; c = c->next, j++) {
-        if (c->kind != SJ_OBJ) {
-            snprintf(err, ecap, "messages[%zu].tool_calls[%zu] must be an object", mi, j);
-            return 0;
-        }
-        sb_puts(b, j ? ", {" : "{");
-        for (const sj *k = c->first; k; k = k->next) {
-            if (k != c->first) sb_puts(b, ", ");
-            sb_json_str(b, k->key, k->klen);
-            sb_puts(b, ": ");
-            if (strcmp(k->key, "function") || k->kind != SJ_OBJ) {
-                sb_put(b, k->raw, k->rawlen);
-                continue;
-            }
-            sb_puts(b, "{");
-            for (const sj *f = k->first; f; f = f->next) {
-                if (f != k->first) sb_puts(b, ", ");
-                sb_json_str(b, f->key, f->klen);
-                sb_puts(b, ": ");
-                if (strcmp(f->key, "arguments") || f->kind != SJ_STR) {
-                    sb_put(b, f->raw, f->rawlen);
-                    continue;
-                }
-                sj_doc a;
-                char why[200];
-                int ok = sj_parse(&a, f->s, f->len, why, sizeof why);
-                sj_free(&a);
-                if (!ok) {
-                    snprintf(err, ecap, "messages[%zu].tool_calls[%zu].function.arguments is not "
-                                        "JSON: %s", mi, j, why);
-                    return 0;
-                }
-                sb_put(b, f->s, f->len);
-            }
-            sb_puts(b, "}");
-        }
-        sb_puts(b, "}");
-    }
-    sb_puts(b, "]");
-    if (b->oom) snprintf(err, ecap, "out of memory");
-    return !b->oom;
-}
-
-/* A message's optional string field (NULL when absent or null); 0 with a message in err. */
-static int opt_str(const sj *m, const char *key, size_t mi, const char **out, char *err,
-                   size_t ecap) {
-    const sj *f = sj_get(m, key);
-    *out = NULL;
-    if (!f || f->kind == SJ_NULL) return 1;
-    if (f->kind != SJ_STR || strlen(f->s) != f->len) {
-        snprintf(err, ecap, "messages[%zu].%s must be a string (without NUL)", mi, key);
-        return 0;
-    }
-    *out = f->s;
-    return 1;
-}
-
-/* The chat fields beside the messages: tools (their JSON text, as sent; not written into the
- * prompt with tool_choice "none"), tool_choice (*choice, *fname: st_tool_choice) and
- * chat_template_kwargs (only enable_thinking: attn runs no template, it writes the formats it
- * knows).  0 with a message in err. */
-static int chat_opts(const sj *o, attn_chat_options *opt, sbuf *tools, int *choice,
-                     const char **fname, char *err, size_t ecap) {
-    const sj *t = sj_get(o, "tools"), *tc = sj_get(o, "tool_choice");
-    if (t && t->kind != SJ_NULL && t->kind != SJ_ARR) {
-        snprintf(err, ecap, "'tools' must be an array of tool definitions");
-        return 0;
-    }
-    if (!st_tool_choice(tc, t && t->kind == SJ_ARR ? t : NULL, choice, fname, err, ecap))
-        return 0;
-    if (t && t->kind == SJ_ARR && *choice != ST_CHOICE_NONE) {
-        sb_put(tools, t->raw, t->rawlen);
-        sb_put(tools, "", 1);
-        if (tools->oom) {
-            snprintf(err, ecap, "out of memory");
-            return 0;
-        }
-        opt->tools = tools->p;
-    }
-    const sj *kw = sj_get(o, "chat_template_kwargs");
-    if (kw && kw->kind != SJ_NULL) {
-        if (kw->kind != SJ_OBJ) {
-            snprintf(err, ecap, "'chat_template_kwargs' must be an object");
-            return 0;
-        }
-        for (const sj *k = kw->first; k; k = k->next) {
-            if (strcmp(k->key, "enable_thinking") || strlen(k->key) != k->klen) {
-                snprintf(err, ecap, "chat_template_kwargs: attn takes only enable_thinking (it "
-                                    "writes the chat formats itself; no template runs)");
-                return 0;
-            }
-            if (k->kind == SJ_NULL) continue;
-            if (k->kind != SJ_BOOL) {
-                snprintf(err, ecap, "chat_template_kwargs.enable_thinking must be true or false");
-                return 0;
-            }
-            opt->thinking = k->b ? ATTN_CHAT_THINKING_ON : ATTN_CHAT_THINKING_OFF;
-        }
-    }
-    return 1;
-}
-
-/* Fills r from the request body's fields; 0 with a message in err (status 400). */
-static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, size_t ecap) {
-    double temperature = 1, top_p = 1, min_p = 0, pres = 0, freq = 0, rep = 1;
-    long long top_k = 0, n = 1, seed = -1, max_tokens = -1;
-    int ignore_eos = 0, stream = 0;
-    if (!num_field(o, "temperature", 0, 100, &temperature, err, ecap) ||
-        !num_field(o, "top_p", 1e-9, 1, &top_p, err, ecap) ||
-        !num_field(o, "min_p", 0, 1, &min_p, err, ecap) ||
-        !num_field(o, "presence_penalty", -2, 2, &pres, err, ecap) ||
-        !num_field(o, "frequency_penalty", -2, 2, &freq, err, ecap) ||
-        !num_field(o, "repetition_penalty", 1e-3, 100, &rep, err, ecap) ||
-        !int_field(o, "top_k", 0, 1 << 30, &top_k, err, ecap) ||
-        !int_field(o, "n", 1, 128, &n, err, ecap) ||
-        !int_field(o, "seed", -(1LL << 53), 1LL << 53, &seed, err, ecap) ||
-        !int_field(o, "max_tokens", 0, 1LL << 30, &max_tokens, err, ecap) ||
-        !int_field(o, "max_completion_tokens", 0, 1LL << 30, &max_tokens, err, ecap) ||
-        !bool_field(o, "ignore_eos", &ignore_eos, err, ecap) ||
-        !bool_field(o, "stream", &stream, err, ecap))
-        return 0;
-    if (n != 1) {
-        snprintf(err, ecap, "'n' must be 1: one choice per request");
-        return 0;
-    }
-    const sj *so = sj_get(o, "stream_options");
-    if (so && so->kind != SJ_NULL && so->kind != SJ_OBJ) {
-        snprintf(err, ecap, "'stream_options' must be an object");
-        return 0;
-    }
-    r->include_usage = 1;
-    r->kind = kind, r->stream = stream, r->ignore_eos = ignore_eos;
-    r->sp = attn_llm_sampler_defaults();
-    r->sp.temperature = (float)temperature, r->sp.top_p = (float)top_p;
-    r->sp.min_p = (float)min_p, r->sp.top_k = top_k, r->sp.repetition_penalty = (float)rep;
-    r->sp.presence_penalty = (float)pres, r->sp.frequency_penalty = (float)freq;
-    r->sp.seed = seed >= 0 ? (uint64_t)seed
-                           : (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)r;
-    /* stop: a string or an array of strings */
-    const sj *st = sj_get(o, "stop");
-    if (st && st->kind != SJ_NULL) {
-        const sj *one = st->kind == SJ_STR ? st : NULL;
-        if (st->kind != SJ_STR && st->kind != SJ_ARR) {
-            snprintf(err, ecap, "'stop' must be a string or an array of strings");
-            return 0;
-        }
-        for (const sj *s = one ? one : st->first; s; s = one ? NULL : s->next) {
-            if (s->kind != SJ_STR || s->len == 0 || s->len > MAX_STOP_BYTES) {
-                snprintf(err, ecap, "each stop must be a non-empty string of at most %d bytes",
-                         MAX_STOP_BYTES);
-                return 0;
-            }
-            if (r->nstop == MAX_STOPS) {
-                snprintf(err, ecap, "at most %d stop strings", MAX_STOPS);
-                return 0;
-            }
-            if (!(r->stop[r->nstop] = malloc(s->len + 1))) {
-                snprintf(err, ecap, "out of memory");
-                return 0;
-            }
-            memcpy(r->stop[r->nstop], s->s, s->len + 1);
-            r->stop_len[r->nstop++] = s->len;
-        }
-    }
-    /* the prompt */
-    char *text = NULL;
-    size_t tl = 0;
-    int bos = 0;
-    if (kind == KIND_CHAT) {
-        if (!S.chat_ok) {
-            snprintf(err, ecap, "this model has no usable chat template (%s): use "
-                                "/v1/completions", S.chat_why);
-            return 0;
-        }
-        const sj *ms = sj_get(o, "messages");
-        if (!ms || ms->kind != SJ_ARR || ms->n == 0) {
-            snprintf(err, ecap, "'messages' must be a non-empty array");
-            return 0;
-        }
-        if (ms->n > MAX_MESSAGES) {
-            snprintf(err, ecap, "at most %d messages", MAX_MESSAGES);
-            return 0;
-        }
-        attn_chat_message *cm = calloc(ms->n, sizeof *cm);
-        char **own = calloc(ms->n, sizeof *own);
-        sbuf *calls = calloc(ms->n, sizeof *calls), tools = {0};
-        attn_chat_options opt;
-        memset(&opt, 0, sizeof opt);
-        opt.add_generation_prompt = 1;
-        int ok = cm && own && calls, choice = ST_CHOICE_AUTO;
-        const char *fname = NULL;
-        size_t pl = 0;
-        if (!ok) snprintf(err, ecap, "out of memory");
-        else ok = chat_opts(o, &opt, &tools, &choice, &fname, err, ecap);
-        r->choice = choice;
-        /* a forced call: the answer begins with the call's head (attn_chat_tool_call_prefix) */
-        if (ok && choice >= ST_CHOICE_REQUIRED &&
-            attn_chat_tool_call_prefix(x, S.chat_format, fname, NULL, 0, &pl) != ATTN_OK) {
-            snprintf(err, ecap, "tool_choice %s cannot be met: %s",
-                     choice == ST_CHOICE_NAMED ? "naming a function" : "\"required\"",
-                     attn_ctx_errmsg(x));
-            ok = 0;
-        }
-        if (ok && choice == ST_CHOICE_REQUIRED) { /* the names a call may have */
-            sbuf nb = {0};
-            for (const sj *t = sj_get(o, "tools")->first; t; t = t->next) {
-                const sj *f = sj_get(t, "function"), *nm = f ? sj_get(f, "name") : NULL;
-                if (nm && nm->kind == SJ_STR && strlen(nm->s) == nm->len)
-                    sb_put(&nb, nm->s, nm->len + 1);
-            }
-            if (nb.oom) snprintf(err, ecap, "out of memory"), ok = 0, sb_free(&nb);
-            r->tool_names = nb.p, r->tool_names_n = nb.n;
-            /* the heads the name is sampled from: each name's call head after the opener */
-            sbuf hb = {0};
-            for (size_t k = 0; ok && k < r->tool_names_n; k += strlen(r->tool_names + k) + 1) {
-                size_t hl = 0;
-                if (attn_chat_tool_call_prefix(x, S.chat_format, r->tool_names + k, NULL, 0,
-                                               &hl) != ATTN_OK || hl <= pl)
-                    continue; /* a name the form cannot hold: never written */
-                char *h = malloc(hl + 1);
-                if (h && attn_chat_tool_call_prefix(x, S.chat_format, r->tool_names + k, h,
-                                                    hl + 1, &hl) == ATTN_OK)
-                    sb_put(&hb, h + pl, hl - pl + 1);
-                else if (!h)
-                    hb.oom = 1;
-                free(h);
-            }
-            if (hb.oom) snprintf(err, ecap, "out of memory"), ok = 0, sb_free(&hb);
-            r->name_heads = hb.p, r->name_heads_n = hb.n, r->name_open = hb.n > 0;
-        }
-        size_t i = 0;
-        for (const sj *m = ms->first; ok && m; m = m->next, i++) {
-            const sj *role = sj_get(m, "role");
-            if (m->kind != SJ_OBJ || !role || role->kind != SJ_STR ||
-                strlen(role->s) != role->len || role->len == 0) {
-                snprintf(err, ecap, "messages[%zu] needs a 'role' string", i);
-                ok = 0;
-                break;
-            }
-            cm[i].role = role->s;
-            const sj *tc = sj_get(m, "tool_calls"), *content = sj_get(m, "content");
-            if (tc && tc->kind != SJ_NULL) {
-                ok = tool_calls_json(tc, i, &calls[i], err, ecap);
-                sb_put(&calls[i], "", 1);
-                cm[i].tool_calls = calls[i].p;
-                if (ok && calls[i].oom) snprintf(err, ecap, "out of memory"), ok = 0;
-            }
-            /* content: null or absent where the assistant only calls tools */
-            if (ok && tc && tc->kind != SJ_NULL && !content) cm[i].content = "";
-            else if (ok) ok = content_of(content, &cm[i].content, &own[i], err, ecap);
-            if (ok) ok = opt_str(m, "reasoning_content", i, &cm[i].reasoning_content, err, ecap) &&
-                         opt_str(m, "tool_call_id", i, &cm[i].tool_call_id, err, ecap);
-        }
-        if (ok && opt.tools) r->tool_fmt = S.chat_format;
-        if (ok) {
-            attn_status s = attn_llm_chat_apply(x, S.m, cm, (int64_t)ms->n, &opt, NULL, 0, &tl);
-            if (s == ATTN_OK && tl < SIZE_MAX - pl - 1 && (text = malloc(tl + pl + 1)))
-                s = attn_llm_chat_apply(x, S.m, cm, (int64_t)ms->n, &opt, text, tl + 1, &tl);
-            else if (s == ATTN_OK)
-                s = ATTN_E_NOMEM;
-            if (s != ATTN_OK) {
-                snprintf(err, ecap, "the messages cannot be formatted: %s", attn_ctx_errmsg(x));
-                ok = 0;
-            }
-            if (ok && pl) { /* the forced call's head: prompt and answer alike */
-                size_t k = 0;
-                attn_chat_tool_call_prefix(x, S.chat_format, fname, text + tl, pl + 1, &k);
-                sb_put(&r->text, text + tl, pl);
-                r->name_from = r->text.n;
-                tl += pl;
-                if (r->text.oom) snprintf(err, ecap, "out of memory"), ok = 0;
-            }
-        }
-        for (size_t k = 0; own && k < ms->n; k++) free(own[k]);
-        for (size_t k = 0; calls && k < ms->n; k++) sb_free(&calls[k]);
-        sb_free(&tools);
-        free(own), free(cm), free(calls);
-        if (!ok) {
-            free(text);
-            return 0;
-        }
-    } else {
-        const sj *p = sj_get(o, "prompt");
-        if (p && p->kind == SJ_ARR && p->n == 1 && p->first->kind == SJ_STR) p = p->first;
-        if (!p || p->kind != SJ_STR) {
-            snprintf(err, ecap, "'prompt' must be a string");
-            return 0;
-        }
-        if (!(text = malloc(p->len + 1))) {
-            snprintf(err, ecap, "out of memory");
-            return 0;
-        }
-        memcpy(text, p->s, p->len + 1);
-        tl = p->len;
-        bos = 1;
-    }
-    /* a template writes its own bos; a plain prompt gets one where the model adds it */
-    int ok = tokenize(x, text, tl, bos, &r->prompt, &r->n_prompt);
-    free(text);
-    if (!ok) {
-        snprintf(err, ecap, "the prompt cannot be tokenized: %s", attn_ctx_errmsg(x));
-        return 0;
-    }
-    if (r->n_prompt == 0) {
-        snprintf(err, ecap, "the prompt is empty: nothing to continue");
-        return 0;
-    }
-    if (r->n_prompt > S.cap) {
-        snprintf(err, ecap, "the prompt has %lld tokens, more than the context of %lld tokens",
-                 (long long)r->n_prompt, (long long)S.cap);
-        return 0;
-    }
-    const int64_t room = S.cap - r->n_prompt + 1;
-    r->max_tokens = max_tokens < 0 || max_tokens > room ? room : max_tokens;
-    return 1;
-}
-
-static MHD_Result_t answer_gen(struct MHD_Connection *mc, conn *c, const sj *o, int kind) {
-    char err[1024] = "";
-    attn_ctx *x = small_ctx();
-    sreq *r = calloc(1, sizeof *r);
-    if (!x || !r) {
-        attn_ctx_free(x), free(r);
-        return send_error(mc, c, 500, NULL, "out of memory");
-    }
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    r->refs = 1;
-    r->t_queued = attn_bench_now_s();
-    int ok = parse_gen(o, kind, x, r, err, sizeof err);
-    attn_ctx_free(x);
-    if (!ok) {
-        req_unref(r);
-        return send_error(mc, c, 400, NULL, "%s", err);
-    }
-    const int local = r->max_tokens == 0; /* nothing to generate: answered here */
-    if (local) {
-        r->done = 1, r->finish = "length";
-        r->tool_failed = r->choice >= ST_CHOICE_REQUIRED;
-    } else {
-        pthread_mutex_lock(&S.mu);
-        int refused = S.stopping ? 1 : S.qn >= S.queue ? 2 : 0;
-        if (!refused) {
-            unsigned long long seq = ++S.seq;
-            r->seq = seq;
-            snprintf(r->id, sizeof r->id, "%s-%llu", kind == KIND_CHAT ? "chatcmpl" : "cmpl",
-                     seq);
-            r->created = (long long)time(NULL);
-            /* the role chunk first, before the scheduler can add any */
-            if (r->stream && kind == KIND_CHAT) stream_chunk(r, NULL, 0, NULL, 1);
-            r->refs++; /* the scheduler's */
-            S.q[(S.qhead + S.qn) % S.queue] = r;
-            S.qn++;
-            S.prompt_tokens += (unsigned long long)r->n_prompt;
-            pthread_cond_broadcast(&S.cv);
-        }
-        pthread_mutex_unlock(&S.mu);
-        if (refused) {
-            req_unref(r);
-            return send_error(mc, c, 503, refused == 1 ? "shutting_down" : "queue_full",
-                              refused == 1 ? "the server is shutting down"
-                                           : "the queue is full (--queue %lld): try again",
-                              S.queue);
-        }
-    }
-    if (local) {
-        snprintf(r->id, sizeof r->id, "%s-0", kind == KIND_CHAT ? "chatcmpl" : "cmpl");
-        r->created = (long long)time(NULL);
-        if (r->stream && kind == KIND_CHAT) stream_chunk(r, NULL, 0, NULL, 1);
-    }
-    c->r = r; /* the connection's reference, released when the request completes */
-    if (r->stream) {
-        pthread_mutex_lock(&r->mu);
-        r->refs++; /* the response's */
-        if (local && r->tool_failed) stream_error(r, tool_failure(r));
-        else if (local) stream_chunk(r, NULL, 0, r->finish, 0);
-        pthread_mutex_unlock(&r->mu);
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, r, sse_free);
-        if (!resp) {
-            sse_free(r);
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-        MHD_Result_t ret = MHD_queue_response(mc, 200, resp);
-        MHD_destroy_response(resp);
-        count_status(c, 200);
-        return ret;
-    }
-    /* not streamed: wait for the end, watching for a client that leaves */
-    pthread_mutex_lock(&r->mu);
-    while (!r->done) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        if (!r->done && !r->cancelled) {
-            pthread_mutex_unlock(&r->mu);
-            int gone = peer_gone(mc);
-            pthread_mutex_lock(&r->mu);
-            if (gone) r->cancelled = 1;
-        }
-    }
-    pthread_mutex_unlock(&r->mu);
-    if (r->failed) return send_error(mc, c, 500, NULL, "generation failed (see the server's log)");
-    if (r->cancelled) return MHD_NO;
-    if (r->tool_failed) return send_error(mc, c, 500, "tool_call_failed", "%s", tool_failure(r));
-    sbuf b = {0};
-    sb_printf(&b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", r->id,
-              kind == KIND_CHAT ? "chat.completion" : "text_completion", r->created);
-    sb_json_str(&b, S.model_name, strlen(S.model_name));
-    sb_puts(&b, ",\"choices\":[{\"index\":0,");
-    if (kind == KIND_CHAT) {
-        st_message_json(&b, r->text.p, r->text.n, r->calls, r->seq, S.id_salt);
-        sb_puts(&b, ",");
-    } else {
-        sb_puts(&b, "\"text\":");
-        sb_json_str(&b, r->text.p ? r->text.p : "", r->text.n);
-        sb_puts(&b, ",\"logprobs\":null,");
-    }
-    sb_printf(&b, "\"finish_reason\":\"%s\"}],", r->finish);
-    put_usage(&b, r->n_prompt, r->completion_tokens);
-    sb_puts(&b, "}");
-    return send_json(mc, c, 200, &b);
-}
-
-/* ---- the other endpoints -------------------------------------------------------------- */
-static MHD_Result_t answer_models(struct MHD_Connection *mc, conn *c) {
-    sbuf b = {0};
-    sb_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
-    sb_json_str(&b, S.model_name, strlen(S.model_name));
-    sb_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"attn\","
-                  "\"meta\":{\"n_ctx\":%lld,\"n_vocab\":%lld,\"parallel\":%lld}}",
-              S.created, (long long)S.cap, (long long)S.cfg.vocab_size, S.parallel);
-    if (S.bert) {
-        sb_puts(&b, ",{\"id\":");
-        sb_json_str(&b, S.embed_name, strlen(S.embed_name));
-        sb_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"attn\","
-                      "\"meta\":{\"embedding_dim\":%lld}}", S.created, (long long)S.edim);
-    }
-    sb_puts(&b, "]}");
-    return send_json(mc, c, 200, &b);
-}
-
-static MHD_Result_t answer_tokenize(struct MHD_Connection *mc, conn *c, const sj *o) {
-    const sj *t = sj_get(o, "content");
-    if (!t) t = sj_get(o, "prompt");
-    if (!t || t->kind != SJ_STR)
-        return send_error(mc, c, 400, NULL, "'content' must be a string");
-    int add = 1;
-    char err[256];
-    if (!bool_field(o, "add_special", &add, err, sizeof err))
-        return send_error(mc, c, 400, NULL, "%s", err);
-    attn_ctx *x = small_ctx();
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    if (!x || !tokenize(x, t->s, t->len, add, &ids, &n)) {
-        MHD_Result_t ret = send_error(mc, c, 400, NULL, "cannot tokenize: %s",
-                                      x ? attn_ctx_errmsg(x) : "out of memory");
-        attn_ctx_free(x);
-        return ret;
-    }
-    attn_ctx_free(x);
-    sbuf b = {0};
-    sb_puts(&b, "{\"tokens\":[");
-    for (int64_t i = 0; i < n; i++) sb_printf(&b, i ? ",%d" : "%d", (int)ids[i]);
-    sb_puts(&b, "],");
-    put_usage(&b, n, 0);
-    sb_puts(&b, "}");
-    free(ids);
-    c->tokens = n;
-    return send_json(mc, c, 200, &b);
-}
-
-static MHD_Result_t answer_detokenize(struct MHD_Connection *mc, conn *c, const sj *o) {
-    const sj *t = sj_get(o, "tokens");
-    if (!t || t->kind != SJ_ARR)
-        return send_error(mc, c, 400, NULL, "'tokens' must be an array of token ids");
-    int32_t *ids = malloc(sizeof *ids * (t->n ? t->n : 1));
-    if (!ids) return send_error(mc, c, 500, NULL, "out of memory");
-    size_t i = 0;
-    const long long V = (long long)attn_bpe_vocab_size(S.tok);
-    for (const sj *e = t->first; e; e = e->next, i++) {
-        long long v;
-        if (!sj_int(e, 0, V - 1, &v)) {
-            free(ids);
-            return send_error(mc, c, 400, NULL, "tokens[%zu] is not a token id in [0, %lld)", i,
-                              V);
-        }
-        ids[i] = (int32_t)v;
-    }
-    attn_ctx *x = small_ctx();
-    size_t len = 0;
-    char *text = NULL;
-    attn_status st = x ? attn_bpe_decode(x, S.tok, ids, (int64_t)t->n, 0, NULL, 0, &len)
-                       : ATTN_E_NOMEM;
-    if (st == ATTN_OK && !(text = malloc(len + 1))) st = ATTN_E_NOMEM;
-    if (st == ATTN_OK) st = attn_bpe_decode(x, S.tok, ids, (int64_t)t->n, 0, text, len + 1, &len);
-    free(ids);
-    if (st != ATTN_OK) {
-        MHD_Result_t ret = send_error(mc, c, 400, NULL, "cannot decode: %s",
-                                      x ? attn_ctx_errmsg(x) : "out of memory");
-        attn_ctx_free(x), free(text);
-        return ret;
-    }
-    attn_ctx_free(x);
-    sbuf b = {0};
-    sb_puts(&b, "{\"content\":");
-    sb_json_str(&b, text, len);
-    sb_puts(&b, "}");
-    free(text);
-    return send_json(mc, c, 200, &b);
-}
-
-static void base64(sbuf *b, const unsigned char *p, size_t n) {
-    static const char tb[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char q[4];
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        q[0] = tb[v >> 18], q[1] = tb[v >> 12 & 63];
-        q[2] = i + 1 < n ? tb[v >> 6 & 63] : '=', q[3] = i + 2 < n ? tb[v & 63] : '=';
-        sb_put(b, q, 4);
-    }
-}
-
-static MHD_Result_t answer_embeddings(struct MHD_Connection *mc, conn *c, const sj *o) {
-    if (!S.bert)
-        return send_error(mc, c, 404, "model_not_found",
-                          "no embedding model: start the server with --embed FOLDER");
-    const sj *in = sj_get(o, "input"), *fmt = sj_get(o, "encoding_format");
-    int b64 = 0;
-    if (fmt && fmt->kind != SJ_NULL) {
-        if (fmt->kind != SJ_STR || (strcmp(fmt->s, "float") && strcmp(fmt->s, "base64")))
-            return send_error(mc, c, 400, NULL, "'encoding_format' must be float or base64");
-        b64 = !strcmp(fmt->s, "base64");
-    }
-    if (!in || (in->kind != SJ_STR && in->kind != SJ_ARR) || (in->kind == SJ_ARR && !in->n))
-        return send_error(mc, c, 400, NULL,
-                          "'input' must be a string or a non-empty array of strings");
-    size_t n = in->kind == SJ_STR ? 1 : in->n;
-    if (n > MAX_EMBED_INPUTS)
-        return send_error(mc, c, 400, NULL, "at most %d inputs", MAX_EMBED_INPUTS);
-    const char **texts = malloc(sizeof *texts * n);
-    float *out = malloc(sizeof *out * n * (size_t)S.edim);
-    int32_t *ids = malloc(sizeof *ids * (size_t)S.emax);
-    if (!texts || !out || !ids) {
-        free(texts), free(out), free(ids);
-        return send_error(mc, c, 500, NULL, "out of memory");
-    }
-    size_t i = 0;
-    for (const sj *e = in->kind == SJ_STR ? in : in->first; e;
-         e = in->kind == SJ_STR ? NULL : e->next, i++) {
-        if (e->kind != SJ_STR || strlen(e->s) != e->len) {
-            free(texts), free(out), free(ids);
-            return send_error(mc, c, 400, NULL, "input[%zu] must be a string without NUL (token "
-                                                "arrays are not supported)", i);
-        }
-        texts[i] = e->s;
-    }
-    int64_t ntok = 0;
-    pthread_mutex_lock(&S.emu);
-    attn_status st = ATTN_OK;
-    for (i = 0; i < n && st == ATTN_OK; i++) {
-        int64_t k = 0;
-        st = attn_bert_tokenize(S.ectx, S.bert, texts[i], ids, S.emax, &k);
-        ntok += k;
-    }
-    if (st == ATTN_OK) st = attn_bert_embed(S.ectx, S.bert, texts, (int64_t)n, out);
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", st ? attn_ctx_errmsg(S.ectx) : "");
-    pthread_mutex_unlock(&S.emu);
-    free(ids);
-    if (st != ATTN_OK) {
-        free(texts), free(out);
-        return send_error(mc, c, 400, NULL, "cannot embed: %s", msg);
-    }
-    sbuf b = {0};
-    sb_puts(&b, "{\"object\":\"list\",\"data\":[");
-    for (i = 0; i < n; i++) {
-        sb_printf(&b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
-        const float *row = out + i * (size_t)S.edim;
-        if (b64) {
-            /* little-endian float32 bytes, as OpenAI's */
-            unsigned char *raw = malloc((size_t)S.edim * 4);
-            if (!raw) {
-                b.oom = 1;
-                break;
-            }
-            for (int64_t e = 0; e < S.edim; e++) {
-                uint32_t u;
-                memcpy(&u, &row[e], 4);
-                for (int k = 0; k < 4; k++) raw[e * 4 + k] = (unsigned char)(u >> (8 * k));
-            }
-            sb_put(&b, "\"", 1);
-            base64(&b, raw, (size_t)S.edim * 4);
-            sb_put(&b, "\"", 1);
-            free(raw);
-        } else {
-            sb_put(&b, "[", 1);
-            for (int64_t e = 0; e < S.edim; e++) {
-                if (e) sb_put(&b, ",", 1);
-                sb_json_float(&b, row[e]);
-            }
-            sb_put(&b, "]", 1);
-        }
-        sb_puts(&b, "}");
-    }
-    sb_puts(&b, "],\"model\":");
-    sb_json_str(&b, S.embed_name, strlen(S.embed_name));
-    sb_puts(&b, ",");
-    put_usage(&b, ntok, 0);
-    sb_puts(&b, "}");
-    free(texts), free(out);
-    c->tokens = ntok;
-    return send_json(mc, c, 200, &b);
-}
-
-static MHD_Result_t answer_metrics(struct MHD_Connection *mc, conn *c) {
-    sbuf b = {0};
-    pthread_mutex_lock(&S.mu);
-    sb_puts(&b, "# HELP attn_http_requests_total HTTP requests answered, by status code.\n"
-                "# TYPE attn_http_requests_total counter\n");
-    for (int k = 100; k < 600; k++)
-        if (S.http[k])
-            sb_printf(&b, "attn_http_requests_total{code=\"%d\"} %llu\n", k, S.http[k]);
-    sb_printf(&b, "# HELP attn_requests_finished_total Generation requests finished.\n"
-                  "# TYPE attn_requests_finished_total counter\n"
-                  "attn_requests_finished_total %llu\n"
-                  "# HELP attn_prompt_tokens_total Prompt tokens of accepted requests.\n"
-                  "# TYPE attn_prompt_tokens_total counter\n"
-                  "attn_prompt_tokens_total %llu\n"
-                  "# HELP attn_prompt_tokens_reused_total Prompt tokens found in a slot's "
-                  "cache (not prefilled again).\n"
-                  "# TYPE attn_prompt_tokens_reused_total counter\n"
-                  "attn_prompt_tokens_reused_total %llu\n"
-                  "# HELP attn_prompt_tokens_copied_total Of those, tokens copied from another "
-                  "slot's cache.\n"
-                  "# TYPE attn_prompt_tokens_copied_total counter\n"
-                  "attn_prompt_tokens_copied_total %llu\n"
-                  "# HELP attn_completion_tokens_total Tokens generated.\n"
-                  "# TYPE attn_completion_tokens_total counter\n"
-                  "attn_completion_tokens_total %llu\n"
-                  "# HELP attn_decode_steps_total Batched decode steps.\n"
-                  "# TYPE attn_decode_steps_total counter\n"
-                  "attn_decode_steps_total %llu\n"
-                  "# HELP attn_decode_batch_rows_total Sequences summed over decode steps.\n"
-                  "# TYPE attn_decode_batch_rows_total counter\n"
-                  "attn_decode_batch_rows_total %llu\n"
-                  "# HELP attn_batch_size Sequences in the last decode step.\n"
-                  "# TYPE attn_batch_size gauge\n"
-                  "attn_batch_size %d\n"
-                  "# HELP attn_queue_depth Requests waiting for a slot.\n"
-                  "# TYPE attn_queue_depth gauge\n"
-                  "attn_queue_depth %lld\n"
-                  "# HELP attn_active_sequences Requests in a slot.\n"
-                  "# TYPE attn_active_sequences gauge\n"
-                  "attn_active_sequences %d\n"
-                  "# HELP attn_slots Session slots (--parallel).\n"
-                  "# TYPE attn_slots gauge\n"
-                  "attn_slots %lld\n",
-              S.requests_done, S.prompt_tokens, S.reused, S.copied, S.completion_tokens, S.steps,
-              S.batched, S.last_batch, S.qn, S.active, S.parallel);
-    pthread_mutex_unlock(&S.mu);
-    if (b.oom) {
-        sb_free(&b);
-        return send_error(mc, c, 500, NULL, "out of memory");
-    }
-    MHD_Result_t r = send_buf(mc, c, 200, "text/plain; version=0.0.4", b.p, b.n, NULL);
-    sb_free(&b);
-    return r;
-}
-
-/* ---- dispatch ------------------------------------------------------------------------- */
-#define MAX_BODY ((size_t)1 << 20)
-
-static int key_ok(struct MHD_Connection *mc) {
-    if (!S.api_key) return 1;
-    const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7)) return 0;
-    h += 7;
-    /* compared in time independent of where they differ */
-    size_t a = strlen(h), k = strlen(S.api_key);
-    unsigned d = a != k;
-    for (size_t i = 0; i < a; i++) d |= (unsigned char)h[i] ^ (unsigned char)S.api_key[i % k];
-    return d == 0;
+/* The reply of the connection to libmicrohttpd (waiting for a generation's end, watching for a
+ * client that leaves). */
+static MHD_Result_t send_reply(struct MHD_Connection *mc, attn_server_reply *rep) {
+    while (!attn_server_reply_wait(rep, 250))
+        if (peer_gone(mc)) attn_server_reply_cancel(rep);
+    attn_server_reply_info ri;
+    attn_server_reply_get(rep, &ri);
+    if (!ri.status) return MHD_NO; /* the client left */
+    struct MHD_Response *resp =
+        ri.stream ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, rep, NULL)
+                  : MHD_create_response_from_buffer(ri.body_len, (void *)ri.body,
+                                                    MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    if (ri.content_type) MHD_add_response_header(resp, "Content-Type", ri.content_type);
+    for (int64_t i = 0; i < ri.n_headers; i++)
+        MHD_add_response_header(resp, ri.header_names[i], ri.header_values[i]);
+    MHD_Result_t ret = MHD_queue_response(mc, (unsigned)ri.status, resp);
+    MHD_destroy_response(resp);
+    return ret;
 }
 
 static MHD_Result_t handle(void *cls, struct MHD_Connection *mc, const char *url,
@@ -1580,123 +108,69 @@ static MHD_Result_t handle(void *cls, struct MHD_Connection *mc, const char *url
                            size_t *upload_size, void **con_cls) {
     (void)cls, (void)version;
     conn *c = *con_cls;
+    const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
     if (!c) {
         if (!(c = calloc(1, sizeof *c))) return MHD_NO;
-        c->t0 = attn_bench_now_s();
-        pthread_mutex_lock(&S.mu);
-        S.inflight++;
-        pthread_mutex_unlock(&S.mu);
-        snprintf(c->method, sizeof c->method, "%s", method);
-        snprintf(c->path, sizeof c->path, "%s", url);
         *con_cls = c;
         /* a declared body over the limit is refused before it is read */
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > MAX_BODY) {
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        if (declared > MAX_BODY) {
             c->too_big = 1;
-            return send_error(mc, c, 413, NULL, "the body is over %zu bytes", MAX_BODY);
+            const size_t len = declared > SIZE_MAX ? SIZE_MAX : (size_t)declared;
+            if (attn_server_handle(S.srv, method, url, auth, NULL, len, &c->reply))
+                return MHD_NO;
+            return send_reply(mc, c->reply);
         }
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!c->too_big && c->body.n + *upload_size > MAX_BODY) c->too_big = 1, sb_free(&c->body);
-        if (!c->too_big) sb_put(&c->body, upload, *upload_size);
+        const size_t k = *upload_size;
         *upload_size = 0;
+        c->total = c->total + k < c->total ? SIZE_MAX : c->total + k;
+        if (c->too_big || c->oom) return MHD_YES;
+        if (c->total > MAX_BODY) {
+            c->too_big = 1, free(c->body), c->body = NULL;
+            return MHD_YES;
+        }
+        if (c->n + k > c->cap) {
+            size_t cap = c->cap ? c->cap : 4096;
+            while (cap < c->n + k) cap *= 2;
+            char *p = realloc(c->body, cap);
+            if (!p) {
+                c->oom = 1, free(c->body), c->body = NULL;
+                return MHD_YES;
+            }
+            c->body = p, c->cap = cap;
+        }
+        memcpy(c->body + c->n, upload, k);
+        c->n += k;
         return MHD_YES;
     }
-    if (c->status) return MHD_YES; /* answered already (413 before the body) */
-    if (c->too_big) return send_error(mc, c, 413, NULL, "the body is over %zu bytes", MAX_BODY);
-    if (c->body.oom) return send_error(mc, c, 500, NULL, "out of memory");
-    const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-    if (!strcmp(method, "OPTIONS")) { /* CORS preflight */
-        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
-                                                                     MHD_RESPMEM_PERSISTENT);
-        if (!resp) return MHD_NO;
-        MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-                                "Content-Type, Authorization");
-        MHD_Result_t ret = MHD_queue_response(mc, 204, resp);
-        MHD_destroy_response(resp);
-        count_status(c, 204);
-        return ret;
-    }
-    static const struct {
-        const char *path;
-        int post, auth;
-    } routes[] = {{"/", 0, 0},
-                  {"/health", 0, 0},
-                  {"/v1/models", 0, 1},
-                  {"/metrics", 0, 1},
-                  {"/v1/chat/completions", 1, 1},
-                  {"/v1/completions", 1, 1},
-                  {"/v1/embeddings", 1, 1},
-                  {"/tokenize", 1, 1},
-                  {"/detokenize", 1, 1}};
-    int k = -1;
-    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
-        if (!strcmp(url, routes[i].path)) k = i;
-    if (k < 0) return send_error(mc, c, 404, "not_found", "no such endpoint: %s %s", method, url);
-    if (routes[k].post ? !post : !get)
-        return send_error(mc, c, 405, "method_not_allowed", "%s takes %s, not %s", url,
-                          routes[k].post ? "POST" : "GET", method);
-    if (routes[k].auth && !key_ok(mc))
-        return send_error(mc, c, 401, "invalid_api_key",
-                          "a missing or wrong API key (Authorization: Bearer KEY)");
-    if (k == 0)
-        return send_buf(mc, c, 200, "text/html; charset=utf-8", attn_serve_page,
-                        strlen(attn_serve_page), NULL);
-    if (k == 1) {
-        pthread_mutex_lock(&S.mu);
-        int stopping = S.stopping;
-        pthread_mutex_unlock(&S.mu);
-        if (stopping) return send_error(mc, c, 503, NULL, "the server is shutting down");
-        static const char ok[] = "{\"status\":\"ok\"}";
-        return send_buf(mc, c, 200, "application/json", ok, sizeof ok - 1, NULL);
-    }
-    if (k == 2) return answer_models(mc, c);
-    if (k == 3) return answer_metrics(mc, c);
-    sj_doc doc;
-    char err[256];
-    if (!sj_parse(&doc, c->body.p ? c->body.p : "", c->body.n, err, sizeof err)) {
-        sj_free(&doc);
-        return send_error(mc, c, 400, "invalid_json", "%s", err);
-    }
-    MHD_Result_t ret;
-    if (doc.root->kind != SJ_OBJ) ret = send_error(mc, c, 400, NULL, "the body must be an object");
-    else if (k == 4) ret = answer_gen(mc, c, doc.root, KIND_CHAT);
-    else if (k == 5) ret = answer_gen(mc, c, doc.root, KIND_COMPLETION);
-    else if (k == 6) ret = answer_embeddings(mc, c, doc.root);
-    else if (k == 7) ret = answer_tokenize(mc, c, doc.root);
-    else ret = answer_detokenize(mc, c, doc.root);
-    sj_free(&doc);
-    return ret;
+    if (c->reply) return MHD_YES; /* answered already (413 before the body) */
+    /* a body over the limit or one that memory could not hold: the server says which */
+    const char *body = c->too_big || c->oom ? NULL : c->body;
+    const size_t len = c->too_big || c->oom ? c->total : c->n;
+    if (attn_server_handle(S.srv, method, url, auth, body, len, &c->reply) != ATTN_OK)
+        return MHD_NO;
+    return send_reply(mc, c->reply);
 }
 
-/* One log line per request: method path status tokens ms. */
 static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                       enum MHD_RequestTerminationCode toe) {
     (void)cls, (void)mc;
     conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
-    int64_t tokens = c->tokens;
-    if (c->r) {
-        pthread_mutex_lock(&c->r->mu);
-        if (!c->r->done && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) c->r->cancelled = 1;
-        tokens = c->r->n_prompt + c->r->completion_tokens;
-        pthread_mutex_unlock(&c->r->mu);
-    }
-    if (!S.quiet)
-        fprintf(stderr, "%s %s %d %lld %.1f ms%s\n", c->method, c->path, c->status,
-                (long long)tokens, 1e3 * (attn_bench_now_s() - c->t0),
-                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client left)");
-    req_unref(c->r);
-    sb_free(&c->body);
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) attn_server_reply_cancel(c->reply);
+    attn_server_reply_free(c->reply); /* its log line */
+    free(c->body);
     free(c);
-    pthread_mutex_lock(&S.mu);
-    S.inflight--;
-    pthread_cond_broadcast(&S.cv);
-    pthread_mutex_unlock(&S.mu);
+}
+
+static void log_line(void *user, const char *line) {
+    (void)user;
+    fprintf(stderr, "%s\n", line);
 }
 
 /* ---- the command ---------------------------------------------------------------------- */
@@ -1789,81 +263,43 @@ int attn_cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
     int rc = 1;
     struct MHD_Daemon *d = NULL;
-    int started = 0;
-    if (attn_cli_ctx(cmd, S.threads, 0, &S.sctx)) return 1;
-    attn_status st = attn_llm_load(S.sctx, S.model, 0, &S.m);
+    attn_ctx *sctx = NULL;
+    attn_llm *m = NULL;
+    attn_bert *bert = NULL;
+    char model_name[256], embed_name[256];
+    snprintf(model_name, sizeof model_name, "%s", base_name(S.model));
+    snprintf(embed_name, sizeof embed_name, "%s", S.embed ? base_name(S.embed) : "");
+    if (attn_cli_ctx(cmd, S.threads, 0, &sctx)) return 1;
+    attn_status st = attn_llm_load(sctx, S.model, 0, &m);
     if (st) {
-        attn_cli_fail(S.sctx, cmd, st);
+        attn_cli_fail(sctx, cmd, st);
         goto out;
     }
-    if (!(S.tok = attn_llm_tokenizer(S.m))) {
+    if (!attn_llm_tokenizer(m)) {
         fprintf(stderr, "attn serve: %s has no tokenizer\n", S.model);
         goto out;
     }
-    attn_llm_get_info(S.m, &S.cfg);
-    S.cap = S.ctx ? S.ctx : (S.cfg.max_position_embeddings < 4096 ? S.cfg.max_position_embeddings
-                                                                   : 4096);
-    if (S.cap > S.cfg.max_position_embeddings) S.cap = S.cfg.max_position_embeddings;
-    if (S.template_file && !attn_cli_chat_template(cmd, S.sctx, S.m, S.template_file)) goto out;
-    S.chat_ok = attn_chat_template_check(S.sctx, attn_llm_chat_template(S.m)) == ATTN_OK;
-    if (!S.chat_ok) snprintf(S.chat_why, sizeof S.chat_why, "%s", attn_ctx_errmsg(S.sctx));
-    else S.chat_format = attn_chat_template_name(S.sctx, attn_llm_chat_template(S.m));
-    {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        S.id_salt = (unsigned long long)ts.tv_sec * 1000000007ULL ^ (unsigned long long)ts.tv_nsec;
+    if (S.template_file && !attn_cli_chat_template(cmd, sctx, m, S.template_file)) goto out;
+    if (S.embed && (st = attn_bert_load(sctx, S.embed, &bert))) {
+        attn_cli_fail(sctx, cmd, st);
+        goto out;
     }
-    snprintf(S.model_name, sizeof S.model_name, "%s", base_name(S.model));
-    if (S.embed) {
-        if (attn_cli_ctx(cmd, S.threads, 0, &S.ectx)) goto out;
-        if ((st = attn_bert_load(S.ectx, S.embed, &S.bert))) {
-            attn_cli_fail(S.ectx, cmd, st);
-            goto out;
-        }
-        attn_bert_info bi;
-        attn_bert_get_info(S.bert, &bi);
-        S.edim = bi.hidden_size, S.emax = bi.max_seq_length;
-        snprintf(S.embed_name, sizeof S.embed_name, "%s", base_name(S.embed));
-    }
-    pthread_mutex_init(&S.emu, NULL);
-    pthread_mutex_init(&S.mu, NULL);
-    pthread_cond_init(&S.cv, NULL);
-    S.created = (long long)time(NULL);
-    const size_t V = (size_t)S.cfg.vocab_size;
-    S.slots = calloc((size_t)S.parallel, sizeof *S.slots);
-    S.q = calloc((size_t)S.queue, sizeof *S.q);
-    S.lgb = malloc(sizeof *S.lgb * V * (size_t)S.parallel);
-    S.bids = malloc(sizeof *S.bids * (size_t)S.parallel);
-    S.bss = malloc(sizeof *S.bss * (size_t)S.parallel);
-    S.bsl = malloc(sizeof *S.bsl * (size_t)S.parallel);
-    attn_bpe_info ti;
-    attn_bpe_get_info(S.tok, &ti);
-    S.piece_cap = 3 * ((size_t)ti.max_token_bytes + 3) + 1;
-    S.piece = malloc(S.piece_cap);
-    if (!S.slots || !S.q || !S.lgb || !S.piece || !S.bids || !S.bss || !S.bsl) goto oom;
-    for (long long i = 0; i < S.parallel; i++) {
-        slot *sl = &S.slots[i];
-        if ((st = attn_llm_session_create(S.sctx, S.m, S.cap, S.cache_bf16 ? ATTN_BF16 : ATTN_F32,
-                                          &sl->s))) {
-            attn_cli_fail(S.sctx, cmd, st);
-            goto out;
-        }
-        sl->ids = malloc(sizeof *sl->ids * (size_t)(S.cap + 1));
-        sl->hist = malloc(sizeof *sl->hist * (size_t)(S.cap + 2));
-        sl->lg = malloc(sizeof *sl->lg * V);
-        if (!sl->ids || !sl->hist || !sl->lg) goto oom;
-    }
-    /* SIGINT and SIGTERM go to sigwait below, in no other thread */
+    /* SIGINT and SIGTERM go to sigwait below, in no other thread (the server's and
+     * libmicrohttpd's threads inherit the mask) */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    if (pthread_create(&S.th, NULL, scheduler, NULL) != 0) {
-        fprintf(stderr, "attn serve: cannot start the scheduler thread\n");
+    attn_server_options so = attn_server_options_defaults();
+    so.parallel = S.parallel, so.ctx = S.ctx, so.queue = S.queue, so.cache_bf16 = S.cache_bf16;
+    so.log_requests = !S.quiet, so.log = log_line;
+    so.model_name = model_name, so.embed_name = embed_name;
+    so.api_key = S.api_key, so.max_body = MAX_BODY;
+    if ((st = attn_server_create(sctx, m, bert, &so, &S.srv))) {
+        attn_cli_fail(sctx, cmd, st);
         goto out;
     }
-    started = 1;
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                              MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0),
                          (uint16_t)S.port, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR,
@@ -1878,57 +314,29 @@ int attn_cmd_serve(int argc, char **argv) {
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     const unsigned port = di ? di->port : (unsigned)S.port;
     fprintf(stderr, "attn serve: %s (%lld slots of %lld tokens, %d threads)%s%s; listening on "
-                    "http://%s%s%s:%u/\n", S.model_name, S.parallel, (long long)S.cap,
-            attn_ctx_threads(S.sctx), S.bert ? ", embeddings: " : "", S.bert ? S.embed_name : "",
-            v6 ? "[" : "", S.host, v6 ? "]" : "", port);
+                    "http://%s%s%s:%u/\n", model_name, S.parallel,
+            (long long)attn_server_context(S.srv), attn_ctx_threads(sctx),
+            bert ? ", embeddings: " : "", bert ? embed_name : "", v6 ? "[" : "", S.host,
+            v6 ? "]" : "", port);
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "attn serve: %s: finishing the running requests\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
     MHD_quiesce_daemon(d); /* no new connections */
-    pthread_mutex_lock(&S.mu);
-    S.stopping = 1;
-    pthread_cond_broadcast(&S.cv);
-    pthread_mutex_unlock(&S.mu);
-    pthread_join(S.th, NULL);
-    started = 0;
-    /* the answers of the finished requests are sent before the connections close (a minute
-     * at most: a client that stopped reading does not hold the exit for ever) */
-    pthread_mutex_lock(&S.mu);
-    for (double t0 = attn_bench_now_s(); S.inflight > 0 && attn_bench_now_s() - t0 < 60;) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
-        pthread_cond_timedwait(&S.cv, &S.mu, &ts);
-    }
-    pthread_mutex_unlock(&S.mu);
+    /* the running requests end, and their answers are sent before the connections close (a
+     * minute at most: a client that stopped reading does not hold the exit for ever) */
+    attn_server_stop(S.srv, 60);
     MHD_stop_daemon(d); /* waits for the connections' threads */
     d = NULL;
     fprintf(stderr, "attn serve: stopped\n");
     rc = 0;
-    goto out;
-oom:
-    fprintf(stderr, "attn serve: out of memory\n");
 out:
-    if (started) {
-        pthread_mutex_lock(&S.mu);
-        S.stopping = 1;
-        pthread_cond_broadcast(&S.cv);
-        pthread_mutex_unlock(&S.mu);
-        pthread_join(S.th, NULL);
-    }
     if (d) MHD_stop_daemon(d);
-    for (long long i = 0; S.slots && i < S.parallel; i++) {
-        attn_llm_session_free(S.slots[i].s);
-        free(S.slots[i].ids), free(S.slots[i].hist), free(S.slots[i].lg);
-    }
-    free(S.slots), free(S.q), free(S.lgb), free(S.piece);
-    free(S.tok_text), free(S.tok_off), free(S.masked);
-    free(S.bids), free(S.bss), free(S.bsl);
-    attn_bert_free(S.bert);
-    attn_llm_free(S.m);
-    attn_ctx_free(S.ectx);
-    attn_ctx_free(S.sctx);
+    attn_server_free(S.srv);
+    S.srv = NULL;
+    attn_bert_free(bert);
+    attn_llm_free(m);
+    attn_ctx_free(sctx);
     return rc;
 }
 #endif

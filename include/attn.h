@@ -2687,6 +2687,106 @@ ATTN_API attn_status attn_chat_tool_call_prefix(attn_ctx *ctx, const char *forma
                                                 const char *name, char *buf, size_t cap,
                                                 size_t *len /* OUT */);
 
+
+/* ---- The OpenAI-compatible server's core (docs/serve.md) -----------------------------------
+ * Everything of `attn serve` but HTTP: the request bodies of /v1/chat/completions,
+ * /v1/completions (streamed as server-sent events or not), /v1/embeddings, /v1/models,
+ * /tokenize, /detokenize, /health, /metrics and the chat page at /, validated and answered,
+ * and a scheduler thread that owns the model and its session slots and batches the running
+ * sequences (continuous batching over attn_llm_session_decode_batch).  An HTTP layer (the
+ * attn program's cli/serve.c uses GNU libmicrohttpd) passes each request to
+ * attn_server_handle and sends back the reply it gets; the library prints nothing: its log
+ * lines go to the options' log callback. */
+typedef struct attn_server attn_server;
+typedef struct attn_server_reply attn_server_reply;
+
+typedef struct attn_server_options {
+    int64_t parallel;       /* session slots, sequences decoded together: [1, 256]; 0 = 4 */
+    int64_t ctx;            /* each slot's context in tokens; 0 = the model's, at most 4096;
+                             * above the model's it is cut to it */
+    int64_t queue;          /* requests waiting for a slot at most, more get 503:
+                             * [1, 2^20]; 0 = 64 */
+    int cache_bf16;         /* 1: the KV caches in bfloat16 */
+    int log_requests;       /* 1: one log line per request ("POST /v1/completions 200 12
+                             * 3.4 ms") when its reply is freed */
+    const char *model_name; /* the name /v1/models and the answers give (NULL = "model") */
+    const char *embed_name; /* the embedding model's (NULL = "embed") */
+    const char *api_key;    /* NULL: none; else every path but / and /health needs the
+                             * authorization "Bearer KEY" (401 without) */
+    size_t max_body;        /* request bodies above it get 413; 0 = 1 MiB */
+    void (*log)(void *user, const char *line); /* NULL: no log; called from any thread of the
+                                                * server, one line without its newline */
+    void *log_user;
+} attn_server_options;
+
+/* The defaults (every field 0 or NULL, log_requests 1). */
+ATTN_API attn_server_options attn_server_options_defaults(void);
+/* A server over llm (which needs a tokenizer) and, optionally, embed (NULL: /v1/embeddings is
+ * 404).  ctx becomes the scheduler thread's: the caller must not use it until attn_server_free
+ * (its thread count is the server's); the models must outlive the server and not be used
+ * elsewhere meanwhile.  The scheduler thread starts here (it inherits the calling thread's
+ * signal mask).  ATTN_E_INVALID for options out of range, ATTN_E_NOMEM. */
+ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert *embed,
+                                        const attn_server_options *options,
+                                        attn_server **out /* OUT */);
+/* Stops the server (as attn_server_stop with 0 seconds when that was not called), frees it;
+ * NULL accepted.  Every reply must have been freed before. */
+ATTN_API void attn_server_free(attn_server *srv);
+/* Each slot's context in tokens (the options' ctx as the model allows it); 0 for NULL. */
+ATTN_API int64_t attn_server_context(const attn_server *srv);
+/* Stops accepting generation requests (503 "shutting_down", /health 503), finishes the running
+ * and queued ones, ends the scheduler thread, then waits up to wait_s seconds for the replies
+ * not yet freed (the HTTP layer sending the last answers). */
+ATTN_API void attn_server_stop(attn_server *srv, double wait_s);
+
+/* One request: method ("GET", "POST", "OPTIONS"), path ("/v1/chat/completions"), the value of
+ * its Authorization header (NULL: none) and its body body[0, len).  A len above max_body is
+ * answered 413 without reading body (which may then be NULL: an HTTP layer gives the declared
+ * Content-Length before reading the body); body NULL with len in [1, max_body] says that the
+ * caller could not hold the body (500 out of memory).  *out receives the reply (free it with
+ * attn_server_reply_free): every error of the request is a reply (4xx, 5xx with OpenAI's error
+ * object); ATTN_E_NOMEM or ATTN_E_INVALID (NULL arguments) only when no reply could be made.
+ * Thread-safe: one call per connection thread at once is the intended use.  Never blocks on
+ * generation: a generation reply is a stream or a deferred reply (attn_server_reply_wait). */
+ATTN_API attn_status attn_server_handle(attn_server *srv, const char *method, const char *path,
+                                        const char *authorization, const char *body,
+                                        size_t len, attn_server_reply **out /* OUT */);
+
+typedef struct attn_server_reply_info {
+    int status;               /* the HTTP status */
+    const char *content_type; /* NULL: none (204) */
+    int64_t n_headers;        /* extra headers (Access-Control-*, Retry-After, Cache-Control) */
+    const char *header_names[6], *header_values[6];
+    int stream;               /* 1: the body comes by attn_server_reply_read (server-sent
+                               * events); 0: body[0, body_len) */
+    const char *body;
+    size_t body_len;
+} attn_server_reply_info;
+
+/* A non-streamed generation's reply is ready only when the generation ended: waits up to
+ * timeout_ms (0: does not wait) and returns 1 when the reply is ready (always 1 for the
+ * others), 0 when not yet (an HTTP layer polls, watching for a client that left:
+ * attn_server_reply_cancel).  NULL: 1. */
+ATTN_API int attn_server_reply_wait(attn_server_reply *reply, int timeout_ms);
+/* The reply's status, headers and body (a ready reply; valid until it is freed).  A deferred
+ * reply not ready yet, or a cancelled one, reads status 0. */
+ATTN_API void attn_server_reply_get(const attn_server_reply *reply,
+                                    attn_server_reply_info *info /* OUT */);
+/* The next bytes of a stream, at most cap of them, into buf: blocks until there are some, the
+ * stream ended (*done 1; -1 when it ended by a failure, which an HTTP layer reports by closing
+ * the connection) or timeout_ms passed (then a comment ": ping\n\n" is given when cap allows,
+ * which keeps the connection alive and finds a client that left).  A complete body reads the
+ * same way.  ATTN_E_INVALID for NULL arguments or cap 0. */
+ATTN_API attn_status attn_server_reply_read(attn_server_reply *reply, char *buf, size_t cap,
+                                            size_t *n /* OUT */, int *done /* OUT */,
+                                            int timeout_ms);
+/* The client left: its generation ends at the next scheduler step (its slot is free for the
+ * next request) and the log line says "(client left)".  NULL accepted. */
+ATTN_API void attn_server_reply_cancel(attn_server_reply *reply);
+/* Frees the reply (a generation still running is cancelled) and logs its line; NULL
+ * accepted. */
+ATTN_API void attn_server_reply_free(attn_server_reply *reply);
+
 #endif /* ATTN_CORE_ONLY: end of the extra tier */
 
 #ifdef __cplusplus

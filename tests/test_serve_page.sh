@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# attn serve's chat page (cli/serve_page.h, docs/serve.md) in a real browser: headless Chromium
+# attn serve's chat page (src/serve/serve_page.h, docs/serve.md) in a real browser: headless Chromium
 # driven over the DevTools protocol (tests/serve_page_driver.py) loads / (with
 # ?temperature=0&max_tokens=16), a message is typed into its box and Enter pressed, and the page
 # streams the answer through fetch and its SSE reader.  The page must then show the user's

@@ -1,7 +1,7 @@
-/* attn serve's tool calls in answers (cli/serve_tools.c): model answers written in each chat
+/* attn serve's tool calls in answers (src/serve/serve_tools.c): model answers written in each chat
  * format's form are read by attn_chat_parse_tool_calls and turned into the chat completion's
  * message and the stream's tool_calls delta; the JSON is read back with the server's own
- * parser (cli/serve_json.c) and checked against OpenAI's shape: content null when the answer
+ * parser (src/serve/serve_json.c) and checked against OpenAI's shape: content null when the answer
  * is only calls, each call {"id", "type": "function", "function": {"name", "arguments": a
  * string holding the arguments' JSON}}, "index" in the stream delta, ids unique and of 9
  * letters and digits where the model gave none (Mistral's templates take those back), the

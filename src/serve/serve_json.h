@@ -1,9 +1,21 @@
-/* attn serve's JSON (cli/serve_json.c): a strict parser of request bodies into a small tree
- * (RFC 8259; depth, size and number limits; UTF-8 validated; \u escapes with surrogate pairs)
- * and a growing byte buffer with a JSON string writer for the answers.  No dependency: used by
- * cli/serve.c only, and by nothing of the library. */
+/* The server's JSON (src/serve/serve_json.c): a strict parser of request bodies into a small
+ * tree (RFC 8259; depth, size and number limits; UTF-8 validated; \u escapes with surrogate
+ * pairs) and a growing byte buffer with a JSON string writer for the answers.  No dependency:
+ * internal to the library's server (src/serve/server.c); the names below are given the
+ * attn__ prefix so that they never meet an application's in the static library. */
 #ifndef ATTN_SERVE_JSON_H
 #define ATTN_SERVE_JSON_H
+#define sj_parse attn__sj_parse
+#define sj_free attn__sj_free
+#define sj_get attn__sj_get
+#define sj_int attn__sj_int
+#define sj_utf8_valid_prefix attn__sj_utf8_valid_prefix
+#define sb_put attn__sb_put
+#define sb_puts attn__sb_puts
+#define sb_printf attn__sb_printf
+#define sb_json_str attn__sb_json_str
+#define sb_json_float attn__sb_json_float
+#define sb_free attn__sb_free
 #include <stdarg.h>
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-/* attn serve's chat page, served at / (cli/serve.c): one dependency-free HTML page that
+/* attn serve's chat page, served at / (src/serve/server.c): one dependency-free HTML page that
  * streams replies with fetch and a ReadableStream over server-sent events, a stop button
  * (AbortController), the model name and tokens/s.  URL parameters: temperature, max_tokens
  * and seed go into every request; autosend=TEXT types TEXT and sends it once the page has

@@ -1,8 +1,16 @@
-/* attn serve's tool calls in answers (cli/serve_tools.c): the calls attn_chat_parse_tool_calls
- * found in a model's answer written as OpenAI's chat completion message and stream delta.  No
- * dependency but the library and cli/serve_json.c: tests/test_serve_tools.c checks the JSON. */
+/* The server's tool calls in answers (src/serve/serve_tools.c): the calls
+ * attn_chat_parse_tool_calls found in a model's answer written as OpenAI's chat completion
+ * message and stream delta.  Internal to the library (attn__ names):
+ * tests/test_serve_tools.c checks the JSON. */
 #ifndef ATTN_SERVE_TOOLS_H
 #define ATTN_SERVE_TOOLS_H
+#define st_call_id attn__st_call_id
+#define st_calls_json attn__st_calls_json
+#define st_message_json attn__st_message_json
+#define st_call_head_json attn__st_call_head_json
+#define st_call_args_json attn__st_call_args_json
+#define st_tool_choice attn__st_tool_choice
+#define st_tool_named attn__st_tool_named
 #include "attn.h"
 #include "serve_json.h"
 

@@ -1,5 +1,5 @@
 /* attn serve's JSON: a strict recursive-descent parser into an arena tree, and the writer
- * (cli/serve_json.h).  Hostile input (deep nesting, huge numbers, invalid UTF-8, truncation,
+ * (serve_json.h).  Hostile input (deep nesting, huge numbers, invalid UTF-8, truncation,
  * wrong escapes) is refused with a message, never read past its end. */
 #include "serve_json.h"
 

@@ -1,0 +1,459 @@
+/* The OpenAI server's core without HTTP (attn_server_*, src/serve/): requests handed to
+ * attn_server_handle on the tiny GGUF llama (tests/fixtures/llama_tiny.gguf).  Greedy answers
+ * (completion, chat, streamed chat) equal a plain greedy loop over one session
+ * (attn_llm_session_prefill / _decode and an argmax written here: not the server's batched
+ * decode or sampler), at 1 and 2 threads; the error replies (malformed JSON, a body that is
+ * not an object, missing messages, a prompt over the context, a body over max_body, a wrong
+ * method, an unknown path, a missing API key) with their status and message; a cancelled
+ * stream frees its slot (one slot: the next request runs at once, and the tokens generated
+ * show the cancelled one stopped); /health and /v1/models shapes; options refused; NULL-safe
+ * frees.  The JSON of the replies is read with the library's own parser (src/serve). */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn.h"
+#include "serve_json.h"
+#include "testutil.h"
+
+#define GGUF "fixtures/llama_tiny.gguf"
+#define CHAT "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+static attn_server *srv;
+static int log_lines;
+
+static void on_log(void *user, const char *line) {
+    (void)user;
+    if (strstr(line, " ms")) log_lines++;
+    if (getenv("TEST_SERVER_VERBOSE")) fprintf(stderr, "log: %s\n", line);
+}
+
+/* One request's complete reply: status and body (a copy, NUL-terminated; free it). */
+static int request(const char *method, const char *path, const char *auth, const char *body,
+                   char **out) {
+    attn_server_reply *r = NULL;
+    *out = NULL;
+    if (attn_server_handle(srv, method, path, auth, body, body ? strlen(body) : 0, &r) !=
+        ATTN_OK)
+        return -1;
+    while (!attn_server_reply_wait(r, 100)) {
+    }
+    attn_server_reply_info ri;
+    attn_server_reply_get(r, &ri);
+    if (!ri.stream) {
+        *out = malloc(ri.body_len + 1);
+        if (*out) memcpy(*out, ri.body, ri.body_len), (*out)[ri.body_len] = 0;
+    }
+    attn_server_reply_free(r);
+    return ri.status;
+}
+
+/* The string at obj.key (a copy) of a parsed body; NULL if absent. */
+static char *field(const sj *o, const char *key) {
+    const sj *f = sj_get(o, key);
+    if (!f || f->kind != SJ_STR) return NULL;
+    char *s = malloc(f->len + 1);
+    if (s) memcpy(s, f->s, f->len + 1);
+    return s;
+}
+
+/* The text that reaches a client for bytes p[0, n): through the JSON writer and parser (invalid
+ * UTF-8 comes out as U+FFFD, as in every answer). */
+static char *as_client(const char *p, size_t n) {
+    sbuf b = {0};
+    sb_json_str(&b, p, n);
+    sj_doc d = {0};
+    char err[128], *s = NULL;
+    if (!b.oom && sj_parse(&d, b.p, b.n, err, sizeof err) && d.root->kind == SJ_STR &&
+        (s = malloc(d.root->len + 1)))
+        memcpy(s, d.root->s, d.root->len + 1);
+    sj_free(&d);
+    sb_free(&b);
+    return s;
+}
+
+/* The greedy continuation of text (bos first when asked and the model adds one), at most max
+ * tokens, stopping at an end token: a plain loop over one session. */
+static char *greedy(attn_ctx *ctx, attn_llm *m, const char *text, int bos, int max, int *ntok) {
+    const attn_bpe *tok = attn_llm_tokenizer(m);
+    attn_llm_config cfg;
+    attn_llm_special sp;
+    attn_llm_get_info(m, &cfg);
+    attn_llm_get_special(m, &sp);
+    int32_t ids[512], gen[512];
+    int64_t n = 0, lead = bos && sp.add_bos && sp.bos >= 0;
+    if (lead) ids[0] = sp.bos;
+    if (attn_bpe_encode(ctx, tok, text, strlen(text), ATTN_BPE_PARSE_SPECIAL, ids + lead,
+                        512 - lead, &n) != ATTN_OK)
+        return NULL;
+    n += lead;
+    attn_llm_session *s = NULL;
+    float *lg = malloc(sizeof *lg * (size_t)cfg.vocab_size);
+    if (!lg || attn_llm_session_create(ctx, m, 128, ATTN_F32, &s) != ATTN_OK ||
+        attn_llm_session_prefill(ctx, s, ids, n, lg) != ATTN_OK) {
+        free(lg), attn_llm_session_free(s);
+        return NULL;
+    }
+    int g = 0;
+    for (; g < max;) {
+        int32_t best = 0;
+        for (int64_t v = 1; v < cfg.vocab_size; v++)
+            if (lg[v] > lg[best]) best = (int32_t)v;
+        if (attn_llm_is_end(m, best)) break;
+        gen[g++] = best;
+        if (g == max || attn_llm_session_decode(ctx, s, best, lg) != ATTN_OK) break;
+    }
+    attn_llm_session_free(s), free(lg);
+    /* the text as a stream decoder writes it (attn generate's): an incomplete character at the
+     * end is U+FFFD */
+    size_t len = 0, k = 0;
+    char buf[8192];
+    attn_bpe_stream bs;
+    memset(&bs, 0, sizeof bs);
+    for (int i = 0; i < g; i++) {
+        if (attn_bpe_decode_stream(ctx, tok, &bs, gen[i], ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE,
+                                   buf + len, sizeof buf - len, &k) != ATTN_OK)
+            return NULL;
+        len += k;
+    }
+    if (attn_bpe_decode_stream_end(ctx, &bs, buf + len, sizeof buf - len, &k) != ATTN_OK)
+        return NULL;
+    *ntok = g;
+    return as_client(buf, len + k);
+}
+
+/* The completion_tokens of a parsed answer's usage (-1 without). */
+static long long usage_completion(const sj *o) {
+    const sj *u = sj_get(o, "usage"), *c = u ? sj_get(u, "completion_tokens") : NULL;
+    long long v = -1;
+    return c && sj_int(c, 0, 1 << 30, &v) ? v : -1;
+}
+
+/* A metric's value from /metrics (-1 if absent). */
+static double metric(const char *name) {
+    char *b = NULL;
+    double v = -1;
+    if (request("GET", "/metrics", NULL, NULL, &b) == 200 && b) {
+        char key[128];
+        snprintf(key, sizeof key, "\n%s ", name);
+        const char *p = strstr(b, key);
+        if (p) v = atof(p + strlen(key));
+    }
+    free(b);
+    return v;
+}
+
+/* Waits (5 s at most) for the scheduler to account the ended requests: an answer is out before
+ * its slot's counters move. */
+static void settle(void) {
+    for (int i = 0; i < 500 && metric("attn_active_sequences") != 0; i++) {
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Greedy answers of /v1/completions, /v1/chat/completions and its stream, against greedy(). */
+static void answers(attn_ctx *ref, attn_llm *m, int threads) {
+    int nref = 0, nchat = 0;
+    char *want = greedy(ref, m, "hello", 1, 20, &nref);
+    char *want_chat = greedy(ref, m, CHAT, 0, 16, &nchat);
+    TU_CHECK(want && want_chat && nref > 0 && nchat > 0, "the reference continuations");
+    char *b = NULL;
+    int st = request("POST", "/v1/completions", NULL,
+                     "{\"prompt\": \"hello\", \"max_tokens\": 20, \"temperature\": 0}", &b);
+    sj_doc d = {0};
+    char err[256];
+    int ok = st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err);
+    TU_CHECK(ok, "threads %d: /v1/completions: %d %s", threads, st, b ? b : "");
+    if (ok) {
+        const sj *ch = sj_get(d.root, "choices");
+        char *text = ch && ch->first ? field(ch->first, "text") : NULL;
+        TU_CHECK(text && want && !strcmp(text, want),
+                 "threads %d: the completion '%s' is not the greedy '%s'", threads,
+                 text ? text : "(none)", want ? want : "");
+        TU_CHECK(usage_completion(d.root) == nref, "threads %d: %lld completion tokens, not %d",
+                 threads, usage_completion(d.root), nref);
+        char *obj = field(d.root, "object");
+        TU_CHECK(obj && !strcmp(obj, "text_completion"), "the completion's object");
+        free(text), free(obj);
+    }
+    sj_free(&d);
+    free(b);
+    /* chat */
+    st = request("POST", "/v1/chat/completions", NULL,
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 16, "
+                 "\"temperature\": 0}", &b);
+    ok = st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err);
+    TU_CHECK(ok, "threads %d: /v1/chat/completions: %d %s", threads, st, b ? b : "");
+    char *content = NULL;
+    if (ok) {
+        const sj *ch = sj_get(d.root, "choices"), *msg = ch && ch->first ? sj_get(ch->first, "message") : NULL;
+        content = msg ? field(msg, "content") : NULL;
+        char *role = msg ? field(msg, "role") : NULL;
+        TU_CHECK(content && want_chat && !strcmp(content, want_chat),
+                 "threads %d: the chat answer '%s' is not the greedy '%s'", threads,
+                 content ? content : "(none)", want_chat ? want_chat : "");
+        TU_CHECK(role && !strcmp(role, "assistant"), "the message's role");
+        free(role);
+    }
+    sj_free(&d);
+    free(b);
+    /* the same chat streamed: the deltas joined are the answer; [DONE] ends it */
+    attn_server_reply *r = NULL;
+    const char *body = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                       "\"max_tokens\": 16, \"temperature\": 0, \"stream\": true}";
+    TU_CHECK(attn_server_handle(srv, "POST", "/v1/chat/completions", NULL, body, strlen(body),
+                                &r) == ATTN_OK, "a streamed request");
+    attn_server_reply_info ri;
+    attn_server_reply_get(r, &ri);
+    TU_CHECK(ri.status == 200 && ri.stream && ri.content_type &&
+                 !strcmp(ri.content_type, "text/event-stream"),
+             "the stream's head: %d %d %s", ri.status, ri.stream,
+             ri.content_type ? ri.content_type : "");
+    sbuf all = {0};
+    for (int done = 0, guard = 0; !done && guard < 100000; guard++) {
+        char buf[97]; /* small reads: events cut anywhere */
+        size_t n = 0;
+        if (attn_server_reply_read(r, buf, sizeof buf, &n, &done, 5000) != ATTN_OK) break;
+        sb_put(&all, buf, n);
+        TU_CHECK(done >= 0, "the stream ended by a failure");
+    }
+    attn_server_reply_free(r);
+    sb_put(&all, "", 1);
+    sbuf joined = {0};
+    int events = 0, finished = 0, role = 0;
+    const char *p = all.p;
+    while (p && (p = strstr(p, "data: "))) {
+        p += 6;
+        const char *e = strstr(p, "\n\n");
+        if (!e) break;
+        if (!strncmp(p, "[DONE]", 6)) {
+            events = events ? events + 1000000 : 0;
+            break;
+        }
+        if (sj_parse(&d, p, (size_t)(e - p), err, sizeof err)) {
+            const sj *ch = sj_get(d.root, "choices"), *c0 = ch ? ch->first : NULL;
+            const sj *delta = c0 ? sj_get(c0, "delta") : NULL, *f = c0 ? sj_get(c0, "finish_reason") : NULL;
+            const sj *t = delta ? sj_get(delta, "content") : NULL;
+            if (delta && sj_get(delta, "role")) role = 1;
+            if (t && t->kind == SJ_STR) sb_put(&joined, t->s, t->len);
+            if (f && f->kind == SJ_STR) finished = 1;
+            events++;
+        }
+        sj_free(&d);
+        p = e;
+    }
+    sb_put(&joined, "", 1);
+    TU_CHECK(events > 1000000 && finished && role, "threads %d: the stream's events (%d), its "
+             "finish reason, role chunk and [DONE]: %s", threads, events, all.p ? all.p : "");
+    TU_CHECK(joined.p && content && !strcmp(joined.p, content),
+             "threads %d: the streamed answer '%s' is not the answer '%s'", threads,
+             joined.p ? joined.p : "", content ? content : "");
+    sb_free(&all), sb_free(&joined);
+    free(content), free(want), free(want_chat);
+}
+
+/* An error reply: status and a message holding what. */
+static void error_case(const char *method, const char *path, const char *auth, const char *body,
+                       int status, const char *what) {
+    char *b = NULL;
+    int st = request(method, path, auth, body, &b);
+    sj_doc d = {0};
+    char err[256];
+    int parsed = b && sj_parse(&d, b, strlen(b), err, sizeof err);
+    const sj *e = parsed ? sj_get(d.root, "error") : NULL;
+    char *msg = e ? field(e, "message") : NULL;
+    TU_CHECK(st == status && msg && strstr(msg, what), "%s %s: %d (want %d), message '%s' "
+             "(want '%s')", method, path, st, status, msg ? msg : "(none)", what);
+    free(msg);
+    sj_free(&d);
+    free(b);
+}
+
+/* A cancelled stream frees its slot at once, on the real SmolLM2-135M (ATTN_SMOLLM2_GGUF; else
+ * skipped): one slot, a stream of 600 tokens cancelled after its first bytes; the next request
+ * runs, and the tokens generated in all stay far below 600. */
+static void cancel_early(void) {
+    const char *path = getenv("ATTN_SMOLLM2_GGUF");
+    if (!path || !*path) {
+        printf("test_server: ATTN_SMOLLM2_GGUF not set: the early cancel check is skipped\n");
+        return;
+    }
+    attn_ctx *ctx = tu_ctx(2);
+    attn_llm *m = NULL;
+    TU_CHECK(ctx && attn_llm_load(ctx, path, 0, &m) == ATTN_OK, "%s: %s", path,
+             attn_ctx_errmsg(ctx));
+    attn_server_options o = attn_server_options_defaults();
+    o.parallel = 1, o.ctx = 1024;
+    TU_CHECK(m && attn_server_create(ctx, m, NULL, &o, &srv) == ATTN_OK, "the SmolLM2 server");
+    if (srv) {
+        const char *body = "{\"prompt\": \"Once upon a time\", \"max_tokens\": 600, "
+                           "\"ignore_eos\": true, \"stream\": true}";
+        attn_server_reply *r = NULL;
+        TU_CHECK(attn_server_handle(srv, "POST", "/v1/completions", NULL, body, strlen(body),
+                                    &r) == ATTN_OK, "the stream to cancel");
+        char buf[64];
+        size_t n = 0;
+        int done = 0;
+        TU_CHECK(attn_server_reply_read(r, buf, sizeof buf, &n, &done, 30000) == ATTN_OK &&
+                     n > 0 && !done, "the stream's first bytes");
+        attn_server_reply_cancel(r); /* the reply is freed after the next request */
+        char *b = NULL;
+        int st = request("POST", "/v1/completions", NULL,
+                         "{\"prompt\": \"Hi\", \"max_tokens\": 3, \"ignore_eos\": true}", &b);
+        free(b);
+        attn_server_reply_free(r);
+        settle();
+        const double gen = metric("attn_completion_tokens_total");
+        TU_CHECK(st == 200 && gen >= 3 && gen < 200, "after the cancel: %d, %g tokens generated "
+                 "(the cancelled stream ran on?)", st, gen);
+    }
+    attn_server_free(srv), srv = NULL;
+    attn_llm_free(m);
+    attn_ctx_free(ctx);
+}
+
+int main(void) {
+    TU_CHECK(attn_server_reply_wait(NULL, 0) == 1, "wait on NULL");
+    attn_server_free(NULL);
+    attn_server_reply_free(NULL);
+    attn_server_reply_cancel(NULL);
+    attn_ctx *ref = tu_ctx(1);
+    attn_llm *m = NULL;
+    TU_CHECK(ref && attn_llm_load(ref, GGUF, 0, &m) == ATTN_OK, "%s: %s", GGUF,
+             attn_ctx_errmsg(ref));
+    if (!m) return tu_finish("test_server");
+
+    /* options out of range are refused with a message, and nothing is made */
+    attn_server_options o = attn_server_options_defaults();
+    o.parallel = 300;
+    attn_server *bad = NULL;
+    TU_CHECK(attn_server_create(ref, m, NULL, &o, &bad) == ATTN_E_INVALID && !bad &&
+                 strstr(attn_ctx_errmsg(ref), "parallel"),
+             "parallel 300 refused: %s", attn_ctx_errmsg(ref));
+    o = attn_server_options_defaults();
+    o.api_key = "";
+    TU_CHECK(attn_server_create(ref, m, NULL, &o, &bad) == ATTN_E_INVALID && !bad,
+             "an empty API key refused");
+    TU_CHECK(attn_server_create(ref, m, NULL, NULL, &bad) == ATTN_E_INVALID && !bad,
+             "NULL options refused");
+
+    for (int threads = 1; threads <= 2; threads++) {
+        attn_ctx *sctx = tu_ctx(threads);
+        o = attn_server_options_defaults();
+        o.parallel = 2, o.ctx = 128, o.model_name = "tiny", o.max_body = 4096;
+        o.log = on_log;
+        TU_CHECK(sctx && attn_server_create(sctx, m, NULL, &o, &srv) == ATTN_OK,
+                 "attn_server_create: %s", attn_ctx_errmsg(sctx));
+        if (!srv) {
+            attn_ctx_free(sctx);
+            continue;
+        }
+        TU_CHECK(attn_server_context(srv) == 128, "the context: %lld",
+                 (long long)attn_server_context(srv));
+        answers(ref, m, threads);
+        if (threads == 2) {
+            attn_server_free(srv), srv = NULL;
+            attn_ctx_free(sctx);
+            continue;
+        }
+        /* /health and /v1/models */
+        char *b = NULL;
+        TU_CHECK(request("GET", "/health", NULL, NULL, &b) == 200 && b &&
+                     !strcmp(b, "{\"status\":\"ok\"}"), "/health: %s", b ? b : "");
+        free(b);
+        sj_doc d = {0};
+        char err[256];
+        int st = request("GET", "/v1/models", NULL, NULL, &b);
+        int ok = st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err);
+        TU_CHECK(ok, "/v1/models: %d", st);
+        if (ok) {
+            const sj *data = sj_get(d.root, "data"), *m0 = data ? data->first : NULL;
+            const sj *meta = m0 ? sj_get(m0, "meta") : NULL;
+            char *id = m0 ? field(m0, "id") : NULL, *obj = field(d.root, "object");
+            long long nctx = 0, par = 0;
+            TU_CHECK(obj && !strcmp(obj, "list") && data && data->kind == SJ_ARR &&
+                         data->n == 1 && id && !strcmp(id, "tiny") && meta &&
+                         sj_int(sj_get(meta, "n_ctx"), 0, 1 << 30, &nctx) && nctx == 128 &&
+                         sj_int(sj_get(meta, "parallel"), 0, 1 << 30, &par) && par == 2,
+                     "/v1/models' shape: %s", b);
+            free(id), free(obj);
+        }
+        sj_free(&d);
+        free(b);
+        /* errors */
+        error_case("POST", "/v1/chat/completions", NULL, "{\"messages\": [", 400, "JSON");
+        error_case("POST", "/v1/completions", NULL, "[1, 2]", 400, "must be an object");
+        error_case("POST", "/v1/chat/completions", NULL, "{\"model\": \"x\"}", 400,
+                   "'messages' must be a non-empty array");
+        error_case("POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"temperature\": -1}",
+                   400, "'temperature' must be a number");
+        char big[2048];
+        memset(big, 0, sizeof big);
+        strcpy(big, "{\"prompt\": \"");
+        for (size_t k = strlen(big); k < 1500; k++) big[k] = "abcdefghij"[k % 10];
+        strcat(big, "\"}");
+        error_case("POST", "/v1/completions", NULL, big, 400, "more than the context of 128");
+        char huge[5000];
+        memset(huge, ' ', sizeof huge - 1);
+        huge[sizeof huge - 1] = 0;
+        error_case("POST", "/v1/completions", NULL, huge, 413, "over 4096 bytes");
+        error_case("POST", "/health", NULL, NULL, 405, "takes GET");
+        error_case("GET", "/nowhere", NULL, NULL, 404, "no such endpoint");
+        error_case("POST", "/v1/embeddings", NULL, "{\"input\": \"x\"}", 404, "no embedding model");
+
+        /* a stream cancelled at once: on one slot, the request after it runs, and nothing is
+         * left in the slot or the queue (the tiny model is too fast to see the slot freed
+         * early: cancel_early() does that on SmolLM2) */
+        attn_server_free(srv), srv = NULL;
+        o.parallel = 1;
+        TU_CHECK(attn_server_create(sctx, m, NULL, &o, &srv) == ATTN_OK, "one slot");
+        if (!srv) {
+            attn_ctx_free(sctx);
+            continue;
+        }
+        const char *body = "{\"prompt\": \"hello\", \"max_tokens\": 100, \"ignore_eos\": true, "
+                           "\"temperature\": 0, \"stream\": true}";
+        attn_server_reply *r = NULL;
+        TU_CHECK(attn_server_handle(srv, "POST", "/v1/completions", NULL, body, strlen(body), &r) ==
+                     ATTN_OK, "the stream to cancel");
+        attn_server_reply_cancel(r); /* the reply is freed after the next request */
+        st = request("POST", "/v1/completions", NULL,
+                     "{\"prompt\": \"hello\", \"max_tokens\": 3, \"ignore_eos\": true}", &b);
+        TU_CHECK(st == 200, "the request after the cancelled stream: %d", st);
+        free(b);
+        attn_server_reply_free(r);
+        settle();
+        TU_CHECK(metric("attn_active_sequences") == 0 && metric("attn_queue_depth") == 0 &&
+                     metric("attn_requests_finished_total") == 2,
+                 "the cancelled request left its slot");
+        attn_server_free(srv), srv = NULL;
+
+        /* the API key: every path but / and /health needs it */
+        o.api_key = "sekrit";
+        TU_CHECK(attn_server_create(sctx, m, NULL, &o, &srv) == ATTN_OK, "with a key");
+        if (srv) {
+            error_case("GET", "/v1/models", NULL, NULL, 401, "API key");
+            error_case("GET", "/v1/models", "Bearer wrong", NULL, 401, "API key");
+            TU_CHECK(request("GET", "/v1/models", "Bearer sekrit", NULL, &b) == 200, "the key");
+            free(b);
+            TU_CHECK(request("GET", "/health", NULL, NULL, &b) == 200, "/health without key");
+            free(b);
+            /* stopped: generation and /health answer 503 */
+            attn_server_stop(srv, 1);
+            error_case("POST", "/v1/completions", "Bearer sekrit", "{\"prompt\": \"hi\"}", 503,
+                       "shutting down");
+            error_case("GET", "/health", NULL, NULL, 503, "shutting down");
+        }
+        attn_server_free(srv), srv = NULL;
+        attn_ctx_free(sctx);
+    }
+    cancel_early();
+    TU_CHECK(log_lines > 10, "the log callback got the request lines (%d)", log_lines);
+    attn_llm_free(m);
+    attn_ctx_free(ref);
+    return tu_finish("test_server");
+}
