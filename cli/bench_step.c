@@ -207,7 +207,7 @@ int attn_bench_gpt_step(const attn_bench_gpt *o) {
         k.dlg = attn_tensor_make(dlogits, ATTN_F32, 3, ls);
         k.dlg2 = attn_tensor_make(dlogits, ATTN_F32, 2, l2);
         k.tgt = attn_tensor_make(tgt, ATTN_I64, 1, ts);
-        k.run = (attn_run){0, 1, 0};
+        k.run = (attn_run){0, 1, 0, 0};
         k.t = t, k.losses = losses;
         for (int ph = 0; ph < 5; ph++) k.tph[ph] = tph[ph];
         attn_train_task task = {"bench-gpt-step", "tokens", m, &k, gpt_forward, gpt_backward,

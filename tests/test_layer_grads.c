@@ -167,7 +167,7 @@ int main(void) {
     static unsigned char kpm[64], am[256];
     for (int variant = 0; variant < 2 && !tu_failures; variant++) {
         int pre = variant, drop = variant; /* variant 1: pre-norm, dropout on, gelu */
-        attn_run run = {drop, 99, 5};
+        attn_run run = {drop, 99, 5, 0};
         attn_transformer_config tc = attn_transformer_defaults(8, 2);
         tc.dim_feedforward = 12;
         tc.norm_first = pre;

@@ -266,7 +266,7 @@ static void dropout_is_deterministic_and_training_only(attn_ctx *ctx) {
     tu_fill(x, 64, 3, -1, 1);
     attn_tensor X = attn_view3(x, 2, 4, 8), A = attn_view3(a, 2, 4, 8), Bt = attn_view3(b, 2, 4, 8),
                 C = attn_view3(c, 2, 4, 8), D = attn_view3(d, 2, 4, 8);
-    attn_run tr = {1, 42, 0}, ev = {0, 42, 0}, tr2 = {1, 43, 0};
+    attn_run tr = {1, 42, 0, 0}, ev = {0, 42, 0, 0}, tr2 = {1, 43, 0, 0};
     TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, &tr, &A), ATTN_OK, ctx);
     TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, &tr, &Bt), ATTN_OK, ctx);
     TU_STATUS(attn_encoder_layer_forward(ctx, m, &X, NULL, &ev, &C), ATTN_OK, ctx);

@@ -356,7 +356,7 @@ int main(void) {
         tc.dropout = drop ? 0.15f : 0.0f;
         tc.activation = pre ? ATTN_ACT_GELU : ATTN_ACT_RELU;
         tc.num_encoder_layers = tc.num_decoder_layers = 2;
-        attn_run run = {drop, 77, 3};
+        attn_run run = {drop, 77, 3, 0};
         const char *vn = pre ? (drop ? "pre-norm, dropout" : "pre-norm")
                              : (drop ? "post-norm, dropout" : "post-norm");
 
@@ -553,7 +553,7 @@ int main(void) {
             int64_t is[2] = {B, T}, ls[3] = {B, T, 11};
             attn_tensor I = attn_tensor_make(bid, ATTN_I64, 2, is);
             attn_tensor Lg = attn_tensor_make(lg, ATTN_F32, 3, ls);
-            attn_run run = {1, 9, (uint64_t)step};
+            attn_run run = {1, 9, (uint64_t)step, 0};
             for (int which = 0; which < 2; which++) {
                 attn_saved *s = which ? fresh : sv;
                 if (which) { /* a fresh record each time */

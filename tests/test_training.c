@@ -250,7 +250,7 @@ static void test_trajectory(void) {
         int64_t ss[2] = {0, 0}, ts2[2] = {0, 0}, to[2] = {0, 0};
         int64_t *src = get_ids(st, n1, ss), *tin = get_ids(st, n2, ts2), *tout = get_ids(st, n3, to);
         float loss = 0, gnorm = 0, lr = attn_lr_warmup_cosine(k, warmup, total, lr_max, lr_min);
-        attn_run run = {1, 99, (uint64_t)k << 16}; /* training mode; dropout is 0 */
+        attn_run run = {1, 99, (uint64_t)k << 16, 0}; /* training mode; dropout is 0 */
         int ok = src && tin && tout && ts2[0] == ss[0] && to[0] == ss[0] && to[1] == ts2[1] &&
                  train_step(ctx, &ts, src, tin, tout, ss[0], ss[1], ts2[1], V, &run, lr, &loss,
                             &gnorm);
@@ -433,7 +433,7 @@ static int write_attn_checkpoint(const char *path) {
     train_setup t = {m, opt, 1.0f, 0.1f, 0};
     for (int k = 0; ok && k < 3; k++) {
         float loss, gn;
-        attn_run run = {1, 77, (uint64_t)k << 16};
+        attn_run run = {1, 77, (uint64_t)k << 16, 0};
         make_batch(3000 + k, B, S, T, cfg.src_vocab, cfg.tgt_vocab, src, tin, tout);
         ok = train_step(ctx, &t, src, tin, tout, B, S, T, cfg.tgt_vocab, &run, 1e-3f, &loss, &gn);
     }
@@ -487,7 +487,7 @@ static int dropout_run(int threads, float *losses, float **weights, size_t *nume
     train_setup t = {m, opt, 1.0f, 0.1f, 0};
     for (int k = 0; ok && k < 3; k++) {
         float gn;
-        attn_run run = {1, 5, (uint64_t)k << 16};
+        attn_run run = {1, 5, (uint64_t)k << 16, 0};
         make_batch(6000 + k, B, S, T, cfg.src_vocab, cfg.tgt_vocab, src, tin, tout);
         if (k == 0) { /* the same batch without dropout: the loss must differ */
             int64_t ss[2] = {B, S}, ts[2] = {B, T}, tn[1] = {B * T};
@@ -620,7 +620,7 @@ static void test_ffn_dropout_rate(void) {
     for (int i = 0; i < E; i++) ((float *)b1.data)[i] = 1.0f, ((float *)w2.data)[i * E + i] = 1.0f;
     float *x = calloc((size_t)N * E, sizeof(float)), *y = malloc((size_t)N * E * sizeof(float));
     attn_tensor X = attn_view2(x, N, E), Y = attn_view2(y, N, E);
-    attn_run run = {1, 12345, 0};
+    attn_run run = {1, 12345, 0, 0};
     if (TU_STATUS(attn_ffn_forward(ctx, m, &X, &run, &Y), ATTN_OK, ctx)) {
         long zeros = 0, col[E] = {0}, bad = 0;
         const float kept = 1.0f / (1.0f - p);
