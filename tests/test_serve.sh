@@ -60,6 +60,8 @@ ref chat "$CHAT" 16
 ref hello "hello" 20
 for i in 0 1 2 3; do ref p$i "prompt number $i says" $((10 + 5 * i)); done
 ref copy "one shared prefix, then a question" 12
+# 72 tokens: prefilled in two calls (55 + 17: attn__serve_prefill_chunk)
+ref long "the quick brown fox jumps over the lazy dog, then the cat sat on the mat" 12
 
 curl -sf "${URL}health" | grep -q '"status":"ok"' || fail "/health"
 curl -s -o /dev/null -w '%{http_code}' -X POST "${URL}health" | grep -q 405 || fail "POST /health"
@@ -110,6 +112,15 @@ st, b, _ = call("v1/completions", {"prompt": "hello", "max_tokens": 20, "tempera
 j = js(b)
 check(st == 200 and j["choices"][0]["text"] == ref("hello"), "completion equals attn generate")
 check(j["object"] == "text_completion" and "usage" in j, "completion shape")
+# a prompt longer than a prefill chunk, without the prompt cache: attn generate's answer
+long = "the quick brown fox jumps over the lazy dog, then the cat sat on the mat"
+st, b, _ = call("v1/completions", {"prompt": long, "max_tokens": 12, "temperature": 0,
+                                   "cache_prompt": False})
+j = js(b)
+check(st == 200 and j["choices"][0]["text"] == ref("long") and j["usage"]["prompt_tokens"] == 72,
+      "a 72-token prompt (two prefill calls) without cache_prompt equals attn generate")
+st, b, _ = call("v1/completions", {"prompt": "hi", "cache_prompt": "yes"})
+check(st == 400 and "cache_prompt" in b.decode(), "cache_prompt must be a boolean")
 # presence and frequency penalties (OpenAI's, over the generated tokens): the greedy answer is
 # attn generate's with the same penalties, and not the unpenalised one
 pen = subprocess.run([attn, "generate", "--model", "fixtures/llama_tiny.gguf", "--prompt",

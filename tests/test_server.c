@@ -17,6 +17,7 @@
 
 #include "attn.h"
 #include "serve_json.h"
+#include "server.h"
 #include "testutil.h"
 
 #define GGUF "fixtures/llama_tiny.gguf"
@@ -316,6 +317,47 @@ static void cancel_early(void) {
     attn_ctx_free(ctx);
 }
 
+/* The scheduler's prefill chunks (attn__serve_prefill_chunk): they add up to the prompt, none
+ * is over the chunk size, none has fewer than ATTN__SERVE_MIN_PIECE tokens when the prompt has
+ * more;
+ * and a prompt prefilled in them gets the one-shot prefill's last logits bit for bit (what
+ * makes a long prompt's greedy answer attn generate's). */
+static void prefill_chunks(attn_ctx *ctx, attn_llm *m) {
+    attn_llm_config cfg;
+    attn_llm_get_info(m, &cfg);
+    const int64_t lens[] = {1, 8, 9, 16, 17, 64, 65, 70, 72, 73, 80, 81, 100, 129, 137, 145};
+    float *a = malloc(sizeof *a * (size_t)cfg.vocab_size);
+    float *b = malloc(sizeof *b * (size_t)cfg.vocab_size);
+    int32_t ids[160];
+    for (int i = 0; i < 160; i++) ids[i] = (int32_t)((7 + 13 * i) % cfg.vocab_size);
+    for (size_t t = 0; t < sizeof lens / sizeof *lens; t++) {
+        const int64_t n = lens[t];
+        if (n + 1 > cfg.max_position_embeddings) continue;
+        int64_t done = 0, calls = 0, small = 0;
+        attn_llm_session *s1 = NULL, *s2 = NULL;
+        int ok = attn_llm_session_create(ctx, m, n, ATTN_F32, &s1) == ATTN_OK &&
+                 attn_llm_session_create(ctx, m, n, ATTN_F32, &s2) == ATTN_OK &&
+                 attn_llm_session_prefill(ctx, s1, ids, n, a) == ATTN_OK;
+        while (ok && done < n) {
+            const int64_t k = attn__serve_prefill_chunk(n - done, 64);
+            ok = k >= 1 && k <= 64 && k <= n - done &&
+                 attn_llm_session_prefill(ctx, s2, ids + done, k, done + k == n ? b : NULL) ==
+                     ATTN_OK;
+            small += k < ATTN__SERVE_MIN_PIECE;
+            done += k, calls++;
+        }
+        TU_CHECK(ok && done == n, "prompt of %lld: the chunks (%lld calls) do not add up",
+                 (long long)n, (long long)calls);
+        TU_CHECK(n < ATTN__SERVE_MIN_PIECE || !small, "prompt of %lld: %lld chunks of fewer "
+                 "than %d tokens", (long long)n, (long long)small, ATTN__SERVE_MIN_PIECE);
+        TU_CHECK(ok && !memcmp(a, b, sizeof *a * (size_t)cfg.vocab_size),
+                 "prompt of %lld in %lld chunks: the last logits differ from one prefill's",
+                 (long long)n, (long long)calls);
+        attn_llm_session_free(s1), attn_llm_session_free(s2);
+    }
+    free(a), free(b);
+}
+
 int main(void) {
     TU_CHECK(attn_server_reply_wait(NULL, 0) == 1, "wait on NULL");
     attn_server_free(NULL);
@@ -326,6 +368,7 @@ int main(void) {
     TU_CHECK(ref && attn_llm_load(ref, GGUF, 0, &m) == ATTN_OK, "%s: %s", GGUF,
              attn_ctx_errmsg(ref));
     if (!m) return tu_finish("test_server");
+    prefill_chunks(ref, m);
 
     /* options out of range are refused with a message, and nothing is made */
     attn_server_options o = attn_server_options_defaults();

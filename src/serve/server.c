@@ -19,6 +19,7 @@
 #include "serve_json.h"
 #include "serve_page.h"
 #include "serve_tools.h"
+#include "server.h"
 
 #define MAX_STOPS 16
 #define MAX_STOP_BYTES 1024
@@ -43,6 +44,9 @@ typedef struct sreq {
     int64_t n_prompt, max_tokens;
     attn_llm_sampler sp;
     int ignore_eos;
+    int cache_prompt; /* reuse a slot's cached prefix (default); 0: prefill the whole prompt,
+                       * in the chunks attn__serve_prefill_chunk cuts, so the answer is the
+                       * one-shot prefill's bit for bit (attn generate's) */
     char *stop[MAX_STOPS];
     size_t stop_len[MAX_STOPS];
     int nstop;
@@ -528,6 +532,18 @@ static int sample(slot *sl, const float *lg) {
     return 1;
 }
 
+/* The next prefill call's tokens out of rem left: at most chunk, and never a piece of fewer
+ * than ATTN__SERVE_MIN_PIECE tokens when rem is more.  A row's bits depend only on whether
+ * its call has more than ATTN__QMV_ROWS rows (the products' matrix-vector or GEMM path) and
+ * more than ATTN__DECODE_MAX_L queries (attention's split-KV decode kernels or the fused
+ * ones, which give a row the same bits whatever the call's split): so a prompt prefilled in
+ * these chunks gets the one-shot prefill's logits bit for bit. */
+int64_t attn__serve_prefill_chunk(int64_t rem, int64_t chunk) {
+    if (rem <= chunk) return rem;
+    if (rem - chunk < ATTN__SERVE_MIN_PIECE) return rem - ATTN__SERVE_MIN_PIECE;
+    return chunk;
+}
+
 /* Tokens of slot sl's cache that start the prompt of r. */
 static int64_t common(const slot *sl, const sreq *r) {
     int64_t p = 0;
@@ -545,10 +561,14 @@ static void admit(sreq *r) {
     int64_t bestp = -1, fromp = -1;
     for (int i = 0; i < S->parallel; i++) {
         const int64_t p = common(&S->slots[i], r);
-        if (!S->slots[i].r && p > bestp) best = i, bestp = p;
+        /* without cache_prompt: the free slot whose cache this prompt would reuse least, so
+         * that the others keep theirs */
+        if (!S->slots[i].r && (best < 0 || (r->cache_prompt ? p > bestp : p < bestp)))
+            best = i, bestp = p;
         if (p > fromp) from = i, fromp = p;
     }
     slot *sl = &S->slots[best];
+    if (!r->cache_prompt) bestp = fromp = 0;
     const int64_t cap = r->n_prompt - 1; /* the last token's logits are needed */
     if (bestp > cap) bestp = cap;
     if (fromp > cap) fromp = cap;
@@ -600,8 +620,8 @@ static void *scheduler(void *arg) {
                 continue;
             }
             if (sl->decoding || sl->done >= sl->r->n_prompt) continue;
-            int64_t k = sl->r->n_prompt - sl->done;
-            if (k > PREFILL_CHUNK) k = PREFILL_CHUNK;
+            const int64_t k = attn__serve_prefill_chunk(sl->r->n_prompt - sl->done,
+                                                        PREFILL_CHUNK);
             const int last = sl->done + k == sl->r->n_prompt;
             attn_status st = attn_llm_session_prefill(S->sctx, sl->s, sl->r->prompt + sl->done, k,
                                                       last ? sl->lg : NULL);
@@ -1011,7 +1031,7 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
     attn_server_t *S = r->srv;
     double temperature = 1, top_p = 1, min_p = 0, pres = 0, freq = 0, rep = 1;
     long long top_k = 0, n = 1, seed = -1, max_tokens = -1;
-    int ignore_eos = 0, stream = 0;
+    int ignore_eos = 0, stream = 0, cache_prompt = 1;
     if (!num_field(o, "temperature", 0, 100, &temperature, err, ecap) ||
         !num_field(o, "top_p", 1e-9, 1, &top_p, err, ecap) ||
         !num_field(o, "min_p", 0, 1, &min_p, err, ecap) ||
@@ -1024,6 +1044,7 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         !int_field(o, "max_tokens", 0, 1LL << 30, &max_tokens, err, ecap) ||
         !int_field(o, "max_completion_tokens", 0, 1LL << 30, &max_tokens, err, ecap) ||
         !bool_field(o, "ignore_eos", &ignore_eos, err, ecap) ||
+        !bool_field(o, "cache_prompt", &cache_prompt, err, ecap) ||
         !bool_field(o, "stream", &stream, err, ecap))
         return 0;
     if (n != 1) {
@@ -1037,6 +1058,7 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
     }
     r->include_usage = 1;
     r->kind = kind, r->stream = stream, r->ignore_eos = ignore_eos;
+    r->cache_prompt = cache_prompt;
     r->sp = attn_llm_sampler_defaults();
     r->sp.temperature = (float)temperature, r->sp.top_p = (float)top_p;
     r->sp.min_p = (float)min_p, r->sp.top_k = top_k, r->sp.repetition_penalty = (float)rep;
