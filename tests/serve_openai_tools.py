@@ -129,6 +129,24 @@ try:
             max_tokens=40, stream=True) if ch.choices)
         check(st == text, f"{what}: streamed, the same answer ({st!r})")
 
+    # strict: the call's arguments are checked against the parameters.  The named call above
+    # is what the model writes; where its arguments fit (a "city" string), the strict call is
+    # the same call, else a 500 (tool_call_failed) naming what is wrong, streamed or not
+    strict_tools = [{"type": "function", "function": dict(tools[0]["function"], strict=True)}]
+    plain_call = cl.chat.completions.create(tool_choice=named, **common).choices[0]
+    pargs = json.loads(plain_call.message.tool_calls[0].function.arguments)
+    fit = isinstance(pargs.get("city"), str)
+    sc = dict(common, tools=strict_tools)
+    try:
+        r = cl.chat.completions.create(tool_choice=named, **sc)
+        check(fit and r.choices[0].message.tool_calls[0].function.arguments ==
+              plain_call.message.tool_calls[0].function.arguments,
+              f"strict: the call comes back only when its arguments fit ({pargs})")
+    except openai.InternalServerError as e:
+        check(not fit and "city" in str(e) and "tool_call_failed" in str(e.body or e),
+              f"strict: a 500 only when the arguments do not fit, naming city ({e})")
+    print(f"strict: the model's arguments {pargs} {'fit' if fit else 'do not fit'}")
+
     # none: the tools stay out of the prompt; the answer is content
     n = cl.chat.completions.create(tool_choice="none", **common)
     plain = cl.chat.completions.create(model="smollm2", messages=msgs, temperature=0,

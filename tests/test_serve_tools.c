@@ -112,10 +112,75 @@ static void one(attn_ctx *ctx, const char *format, const char *answer, const cha
     attn_chat_parse_free(p);
 }
 
+/* st_args_check: value against schema, want 1 (fits) or 0 (with the message holding frag) */
+static void fits(const char *schema, const char *value, int want, const char *frag) {
+    sj_doc ds = {0}, dv = {0};
+    char err[256] = "", path[96] = "arguments";
+    int ok = sj_parse(&ds, schema, strlen(schema), err, sizeof err) &&
+             sj_parse(&dv, value, strlen(value), err, sizeof err);
+    TU_CHECK(ok, "test JSON: %s", err);
+    if (ok) {
+        int got = st_args_check(ds.root, dv.root, path, sizeof path, err, sizeof err);
+        TU_CHECK(got == want, "%s against %s: %d, expected %d (%s)", value, schema, got, want,
+                 err);
+        TU_CHECK(want || (frag && strstr(err, frag)), "%s against %s: the message '%s' lacks "
+                 "'%s'", value, schema, err, frag ? frag : "");
+        TU_CHECK(!strcmp(path, "arguments"), "the path is restored: %s", path);
+    }
+    sj_free(&ds), sj_free(&dv);
+}
+
+static void args_schema(void) {
+    const char *w = "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, "
+                    "\"unit\": {\"type\": \"string\", \"enum\": [\"C\", \"F\"]}, \"days\": "
+                    "{\"type\": \"integer\", \"minimum\": 1, \"maximum\": 7}, \"tags\": "
+                    "{\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"maxItems\": 2}, "
+                    "\"at\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"null\"}]}}, "
+                    "\"required\": [\"city\"], \"additionalProperties\": false}";
+    fits(w, "{\"city\": \"Paris\"}", 1, NULL);
+    fits(w, "{\"city\": \"Paris\", \"unit\": \"C\", \"days\": 3, \"tags\": [\"a\"], \"at\": null}",
+         1, NULL);
+    fits(w, "{}", 0, "lacks its required 'city'");
+    fits(w, "{\"city\": 3}", 0, "arguments.city must be of type string, not a number");
+    fits(w, "{\"city\": \"x\", \"unit\": \"K\"}", 0, "arguments.unit is \"K\", not one of");
+    fits(w, "{\"city\": \"x\", \"days\": 2.5}", 0, "arguments.days must be of type integer");
+    fits(w, "{\"city\": \"x\", \"days\": 9}", 0, "arguments.days is 9, outside [1, 7]");
+    fits(w, "{\"city\": \"x\", \"tags\": [\"a\", 2]}", 0, "arguments.tags[1] must be of type string");
+    fits(w, "{\"city\": \"x\", \"tags\": [\"a\", \"b\", \"c\"]}", 0, "3 items");
+    fits(w, "{\"city\": \"x\", \"at\": 5}", 0, "arguments.at (a number) matches none");
+    fits(w, "{\"city\": \"x\", \"zip\": 1}", 0, "has 'zip', which is not among");
+    fits(w, "[1]", 0, "must be of type object, not an array");
+    /* a list of types; nested objects; unknown keywords and types are not held against it */
+    fits("{\"type\": [\"number\", \"null\"]}", "null", 1, NULL);
+    fits("{\"type\": [\"number\", \"null\"]}", "\"1\"", 0, "of type [\"number\", \"null\"]");
+    fits("{\"properties\": {\"a\": {\"properties\": {\"b\": {\"const\": true}}}}}",
+         "{\"a\": {\"b\": false}}", 0, "arguments.a.b must be true");
+    fits("{\"type\": \"string\", \"format\": \"date\", \"pattern\": \"^x\"}", "\"y\"", 1, NULL);
+    fits("{\"type\": \"uuid\"}", "1", 1, NULL);
+    fits("true", "{\"anything\": 1}", 1, NULL);
+    /* the parameters of a function by name, and its strict flag */
+    sj_doc d = {0};
+    char err[128];
+    const char *tools = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"strict\": "
+                        "true, \"parameters\": {\"type\": \"object\"}}}, {\"type\": \"function\", "
+                        "\"function\": {\"name\": \"g\"}}]";
+    const int parsed = sj_parse(&d, tools, strlen(tools), err, sizeof err);
+    TU_CHECK(parsed, "tools JSON: %s", err);
+    if (parsed) {
+        int strict = 0;
+        const sj *p = st_tool_parameters(d.root, "f", &strict);
+        TU_CHECK(p && p->kind == SJ_OBJ && strict, "f's parameters, strict");
+        TU_CHECK(!st_tool_parameters(d.root, "g", &strict) && !strict, "g: no parameters");
+        TU_CHECK(!st_tool_parameters(d.root, "h", &strict), "h: no such function");
+    }
+    sj_free(&d);
+}
+
 int main(void) {
     attn_ctx *ctx = NULL;
     TU_CHECK(attn_ctx_create(NULL, &ctx) == ATTN_OK, "context");
     if (!ctx) return tu_finish("test_serve_tools");
+    args_schema();
     static const wc W[] = {{"get_weather", "{\"city\": \"Paris\"}", NULL},
                            {"get_time", "{\"tz\": \"Europe/Paris\", \"q\": \"\\\"x\\\"\"}", NULL}};
     one(ctx, "qwen", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "

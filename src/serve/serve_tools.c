@@ -1,6 +1,7 @@
 /* attn serve's tool calls in answers: OpenAI's JSON shapes (serve_tools.h). */
 #include "serve_tools.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -151,4 +152,148 @@ int st_tool_choice(const sj *tc, const sj *tools, int *choice, const char **name
     }
     *choice = ST_CHOICE_NAMED, *name = n->s;
     return 1;
+}
+
+/* ---- arguments against a function's parameters --------------------------------------------- */
+static int st_type_is(const sj *v, const char *t, size_t tl) {
+#define IS(name) (tl == sizeof name - 1 && !memcmp(t, name, tl))
+    if (IS("object")) return v->kind == SJ_OBJ;
+    if (IS("array")) return v->kind == SJ_ARR;
+    if (IS("string")) return v->kind == SJ_STR;
+    if (IS("number")) return v->kind == SJ_NUM;
+    if (IS("integer")) return v->kind == SJ_NUM && v->num == floor(v->num);
+    if (IS("boolean")) return v->kind == SJ_BOOL;
+    if (IS("null")) return v->kind == SJ_NULL;
+#undef IS
+    return 1; /* a type this check does not know: not held against the value */
+}
+
+static int st_same(const sj *a, const sj *b) {
+    if (a->kind != b->kind) return 0;
+    switch (a->kind) {
+    case SJ_NULL: return 1;
+    case SJ_BOOL: return a->b == b->b;
+    case SJ_NUM: return a->num == b->num;
+    case SJ_STR: return a->len == b->len && !memcmp(a->s, b->s, a->len);
+    default: return a->rawlen == b->rawlen && !memcmp(a->raw, b->raw, a->rawlen);
+    }
+}
+
+static const char *st_kind_name(const sj *v) {
+    static const char *n[] = {"null", "a boolean", "a number", "a string", "an array",
+                              "an object"};
+    return n[v->kind];
+}
+
+int st_args_check(const sj *schema, const sj *v, char *path, size_t pcap, char *err,
+                  size_t ecap) {
+    if (!schema || schema->kind != SJ_OBJ) return 1; /* true, or no schema: anything */
+    const size_t pl = strlen(path);
+    const sj *any = sj_get(schema, "anyOf");
+    if (!any) any = sj_get(schema, "oneOf");
+    if (any && any->kind == SJ_ARR && any->n > 0) {
+        int ok = 0;
+        for (const sj *s = any->first; s && !ok; s = s->next) {
+            ok = st_args_check(s, v, path, pcap, err, ecap);
+            path[pl] = 0;
+        }
+        if (!ok) {
+            snprintf(err, ecap, "%s (%s) matches none of the schemas of its anyOf", path,
+                     st_kind_name(v));
+            return 0;
+        }
+    }
+    const sj *ty = sj_get(schema, "type");
+    if (ty && (ty->kind == SJ_STR || ty->kind == SJ_ARR)) {
+        int ok = ty->kind == SJ_STR ? st_type_is(v, ty->s, ty->len) : 0;
+        for (const sj *t = ty->kind == SJ_ARR ? ty->first : NULL; t && !ok; t = t->next)
+            ok = t->kind == SJ_STR && st_type_is(v, t->s, t->len);
+        if (!ok) {
+            snprintf(err, ecap, "%s must be of type %.*s, not %s", path,
+                     (int)(ty->kind == SJ_STR ? ty->len : ty->rawlen),
+                     ty->kind == SJ_STR ? ty->s : ty->raw, st_kind_name(v));
+            return 0;
+        }
+    }
+    const sj *en = sj_get(schema, "enum"), *co = sj_get(schema, "const");
+    if (en && en->kind == SJ_ARR) {
+        int ok = 0;
+        for (const sj *e = en->first; e && !ok; e = e->next) ok = st_same(e, v);
+        if (!ok) {
+            snprintf(err, ecap, "%s is %.*s, not one of its enum %.*s", path,
+                     (int)(v->rawlen > 60 ? 60 : v->rawlen), v->raw,
+                     (int)(en->rawlen > 120 ? 120 : en->rawlen), en->raw);
+            return 0;
+        }
+    }
+    if (co && !st_same(co, v)) {
+        snprintf(err, ecap, "%s must be %.*s", path, (int)(co->rawlen > 60 ? 60 : co->rawlen),
+                 co->raw);
+        return 0;
+    }
+    if (v->kind == SJ_NUM) {
+        const sj *lo = sj_get(schema, "minimum"), *hi = sj_get(schema, "maximum");
+        if ((lo && lo->kind == SJ_NUM && v->num < lo->num) ||
+            (hi && hi->kind == SJ_NUM && v->num > hi->num)) {
+            snprintf(err, ecap, "%s is %.*s, outside [%.*s, %.*s]", path,
+                     (int)(v->rawlen > 40 ? 40 : v->rawlen), v->raw,
+                     lo && lo->kind == SJ_NUM ? (int)lo->rawlen : 4,
+                     lo && lo->kind == SJ_NUM ? lo->raw : "-inf",
+                     hi && hi->kind == SJ_NUM ? (int)hi->rawlen : 3,
+                     hi && hi->kind == SJ_NUM ? hi->raw : "inf");
+            return 0;
+        }
+    }
+    if (v->kind == SJ_OBJ) {
+        const sj *props = sj_get(schema, "properties"), *req = sj_get(schema, "required");
+        const sj *add = sj_get(schema, "additionalProperties");
+        for (const sj *r = req && req->kind == SJ_ARR ? req->first : NULL; r; r = r->next)
+            if (r->kind == SJ_STR && !sj_get(v, r->s)) {
+                snprintf(err, ecap, "%s lacks its required '%s'", path, r->s);
+                return 0;
+            }
+        for (const sj *m = v->first; m; m = m->next) {
+            const sj *ps = props && props->kind == SJ_OBJ ? sj_get(props, m->key) : NULL;
+            if (!ps && add && add->kind == SJ_BOOL && !add->b) {
+                snprintf(err, ecap, "%s has '%s', which is not among its properties", path,
+                         m->key);
+                return 0;
+            }
+            const sj *s = ps ? ps : add && add->kind == SJ_OBJ ? add : NULL;
+            if (!s) continue;
+            snprintf(path + pl, pcap - pl, ".%s", m->key);
+            const int ok = st_args_check(s, m, path, pcap, err, ecap);
+            path[pl] = 0;
+            if (!ok) return 0;
+        }
+    }
+    if (v->kind == SJ_ARR) {
+        const sj *it = sj_get(schema, "items"), *mn = sj_get(schema, "minItems"),
+                 *mx = sj_get(schema, "maxItems");
+        if ((mn && mn->kind == SJ_NUM && (double)v->n < mn->num) ||
+            (mx && mx->kind == SJ_NUM && (double)v->n > mx->num)) {
+            snprintf(err, ecap, "%s has %zu items, outside its minItems/maxItems", path, v->n);
+            return 0;
+        }
+        size_t i = 0;
+        for (const sj *e = v->first; e && it; e = e->next, i++) {
+            snprintf(path + pl, pcap - pl, "[%zu]", i);
+            const int ok = st_args_check(it, e, path, pcap, err, ecap);
+            path[pl] = 0;
+            if (!ok) return 0;
+        }
+    }
+    return 1;
+}
+
+const sj *st_tool_parameters(const sj *tools, const char *name, int *strict) {
+    *strict = 0;
+    for (const sj *t = tools && tools->kind == SJ_ARR ? tools->first : NULL; t; t = t->next) {
+        const sj *f = sj_get(t, "function"), *nm = f ? sj_get(f, "name") : NULL;
+        if (!nm || nm->kind != SJ_STR || strcmp(nm->s, name)) continue;
+        const sj *st = sj_get(f, "strict");
+        *strict = st && st->kind == SJ_BOOL && st->b;
+        return sj_get(f, "parameters");
+    }
+    return NULL;
 }

@@ -11,6 +11,8 @@
 #define st_call_args_json attn__st_call_args_json
 #define st_tool_choice attn__st_tool_choice
 #define st_tool_named attn__st_tool_named
+#define st_args_check attn__st_args_check
+#define st_tool_parameters attn__st_tool_parameters
 #include "attn.h"
 #include "serve_json.h"
 
@@ -47,5 +49,16 @@ int st_tool_choice(const sj *tc, const sj *tools, int *choice, const char **name
                    size_t ecap);
 /* 1 when name is the name of one of the functions of tools. */
 int st_tool_named(const sj *tools, const char *name);
+
+/* 1 when value v fits schema (a JSON Schema subset: type (a name or a list), enum, const,
+ * anyOf / oneOf (at least one), minimum, maximum, properties, required, additionalProperties
+ * (false, or a schema), items, minItems, maxItems; other keywords are not checked).  0 with a
+ * message in err naming the place (path: the value's name on entry, e.g. "arguments"; a buffer
+ * of pcap bytes the check extends and restores). */
+int st_args_check(const sj *schema, const sj *v, char *path, size_t pcap, char *err,
+                  size_t ecap);
+/* The "parameters" schema of function name among tools (NULL: none, or no such function);
+ * *strict: its "strict": true. */
+const sj *st_tool_parameters(const sj *tools, const char *name, int *strict);
 
 #endif

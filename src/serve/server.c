@@ -56,6 +56,10 @@ typedef struct sreq {
     const char *tool_fmt; /* the chat format whose tool calls the answer may hold (tools were
                            * given), else NULL */
     int choice;           /* ST_CHOICE_*: required and named force a call */
+    char *tools_json;     /* the request's tools (JSON text, NUL-terminated) where the answer
+                           * is read for calls: the arguments of a strict function's call are
+                           * checked against its parameters */
+    char tool_err[320];   /* why the calls failed that check */
     char *tool_names;     /* required: the tools' function names, each NUL-terminated */
     size_t tool_names_n;  /* their bytes */
     char *name_heads;     /* required with several tools: each tool's call head after the
@@ -85,6 +89,7 @@ static void req_unref(sreq *r) {
     pthread_mutex_unlock(&r->mu);
     if (left) return;
     free(r->prompt), free(r->tool_names), free(r->name_heads), free(r->sent_args);
+    free(r->tools_json);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
     sb_free(&r->text), sb_free(&r->sse);
     attn_chat_parse_free(r->calls);
@@ -302,6 +307,36 @@ static int calls_named(const sreq *r, const attn_chat_parse *p) {
     return 1;
 }
 
+/* 1 when the arguments of every call of a function with "strict": true fit its parameters
+ * (OpenAI's strict mode: the call must follow the schema; other calls come back as the model
+ * wrote them, for the client to check); else 0 with the reason in r->tool_err. */
+static int calls_fit(sreq *r, const attn_chat_parse *p) {
+    sj_doc td = {0};
+    char err[256];
+    int ok = 1;
+    if (!r->tools_json || !sj_parse(&td, r->tools_json, strlen(r->tools_json), err, sizeof err)) {
+        sj_free(&td);
+        return 1; /* parsed once already when the request came: cannot fail here */
+    }
+    for (int64_t i = 0; ok && i < p->n_calls; i++) {
+        int strict = 0;
+        const sj *ps = st_tool_parameters(td.root, p->calls[i].name, &strict);
+        if (!ps || !strict) continue;
+        const char *a = p->calls[i].arguments ? p->calls[i].arguments : "{}";
+        sj_doc ad = {0};
+        char path[160] = "arguments";
+        if (!sj_parse(&ad, a, strlen(a), err, sizeof err))
+            snprintf(r->tool_err, sizeof r->tool_err, "the arguments of %s are not JSON: %s",
+                     p->calls[i].name, err), ok = 0;
+        else if (!st_args_check(ps, ad.root, path, sizeof path, err, sizeof err))
+            snprintf(r->tool_err, sizeof r->tool_err, "the arguments of %s do not fit its "
+                     "parameters: %s", p->calls[i].name, err), ok = 0;
+        sj_free(&ad);
+    }
+    sj_free(&td);
+    return ok;
+}
+
 /* The error event of a stream that ends without the call it had to make. */
 static void stream_error(sreq *r, const char *msg) {
     sbuf e = {0};
@@ -333,6 +368,7 @@ static int add_text(sreq *r, const char *t, size_t n) {
 
 /* Why a forced call failed (reason: r->finish). */
 static const char *tool_failure(const sreq *r) {
+    if (r->tool_err[0]) return r->tool_err;
     if (r->calls && r->calls->n_calls > 0)
         return "the model called a function that is not one of 'tools' (tool_choice "
                "\"required\")";
@@ -367,6 +403,9 @@ static void finish(slot *sl, const char *reason, int failed) {
     if (reason && failed != 1 && (r->choice == ST_CHOICE_REQUIRED || r->choice == ST_CHOICE_NAMED))
         r->tool_failed = !r->calls || r->calls->n_calls == 0 ||
                          (r->choice == ST_CHOICE_REQUIRED && !calls_named(r, r->calls));
+    /* the arguments of strict functions' calls against their parameters */
+    if (reason && failed != 1 && !r->tool_failed && r->calls && r->calls->n_calls > 0)
+        r->tool_failed = !calls_fit(r, r->calls);
     if (!r->cancelled && r->tool_failed) {
         if (r->stream) stream_error(r, tool_failure(r));
     } else if (!r->cancelled) {
@@ -1180,7 +1219,11 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
             if (ok) ok = opt_str(m, "reasoning_content", i, &cm[i].reasoning_content, err, ecap) &&
                          opt_str(m, "tool_call_id", i, &cm[i].tool_call_id, err, ecap);
         }
-        if (ok && opt.tools) r->tool_fmt = S->chat_format;
+        if (ok && opt.tools) { /* the tools kept: the calls' arguments are checked */
+            r->tool_fmt = S->chat_format;
+            r->tools_json = tools.p;
+            tools = (sbuf){0};
+        }
         if (ok) {
             attn_status s = attn_llm_chat_apply(x, S->m, cm, (int64_t)ms->n, &opt, NULL, 0, &tl);
             if (s == ATTN_OK && tl < SIZE_MAX - pl - 1 && (text = malloc(tl + pl + 1)))
