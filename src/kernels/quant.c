@@ -37,8 +37,19 @@ void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K, int
             if (!(id <= FLT_MAX)) db = 0.0f, id = 0.0f; /* max|x| < ~2.9e-37: a zero block */
             int32_t s0 = 0, s1 = 0;
             for (int j = 0; j < 32; j++) {
-                float r = roundf(xb[j] * id);
-                int v = !(r == r) ? 0 : r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r;
+                const float y = xb[j] * id;
+                /* roundf(y) (halves away from zero) clamped to [-127, 127], NaN to 0, without
+                 * the library call: truncation, then the fraction, exact for |y| <= 127 (the
+                 * same int for every one of the 2^32 floats, checked exhaustively) */
+                int v;
+                if (!(y == y)) v = 0;
+                else if (y > 127.0f) v = 127;
+                else if (y < -127.0f) v = -127;
+                else {
+                    v = (int)y;
+                    const float f = y - (float)v;
+                    v += (f >= 0.5f) - (f <= -0.5f);
+                }
                 qb[j] = (int8_t)v;
                 if (j < 16)
                     s0 += v;
