@@ -76,7 +76,7 @@ typedef struct qjob {
     float *Y;
     int64_t ldy;
     attn__qmv_fn mv, mvw;
-    attn__qmv8_fn mv8;
+    attn__qmv8_fn mv8, mvw8;
     attn__q8act xa;
     /* GEMM path */
     const attn__gemm_kernel *kr;
@@ -105,16 +105,18 @@ static void mv_task(void *arg, int64_t begin, int64_t end, int tid) {
     const uint8_t *w = j->W + (size_t)begin * j->rb;
     /* up to ATTN__QMV_MAX vectors per kernel call (ATTN__QMV_WIDE on a wide kernel); the rows
      * of the chunk stay in cache */
-    const int64_t step = j->mvw && j->M > ATTN__QMV_MAX ? ATTN__QMV_WIDE : ATTN__QMV_MAX;
+    const int wide = j->mv8 ? j->mvw8 != NULL : j->mvw != NULL;
+    const int64_t step = wide && j->M > ATTN__QMV_MAX ? ATTN__QMV_WIDE : ATTN__QMV_MAX;
     for (int64_t i0 = 0; i0 < j->M; i0 += step) {
         const int64_t m = j->M - i0 < step ? j->M - i0 : step;
         float *y = j->Y + i0 * j->ldy + begin;
-        if (step > ATTN__QMV_MAX) {
-            j->mvw(w, j->rb, end - begin, j->nb, j->X + i0 * j->ldx, j->ldx, m, y, j->ldy);
-        } else if (j->mv8) {
+        if (j->mv8) {
             attn__q8act xa = j->xa;
             xa.q += i0 * xa.ldq, xa.dsx += i0 * 2 * xa.ldb, xa.sq += i0 * 2 * xa.ldb;
-            j->mv8(w, j->rb, end - begin, j->nb, &xa, m, y, j->ldy);
+            (step > ATTN__QMV_MAX ? j->mvw8 : j->mv8)(w, j->rb, end - begin, j->nb, &xa, m, y,
+                                                      j->ldy);
+        } else if (step > ATTN__QMV_MAX) {
+            j->mvw(w, j->rb, end - begin, j->nb, j->X + i0 * j->ldx, j->ldx, m, y, j->ldy);
         } else {
             j->mv(w, j->rb, end - begin, j->nb, j->X + i0 * j->ldx, j->ldx, m, y, j->ldy);
         }
@@ -279,6 +281,7 @@ static attn_status mv_init(attn_ctx *ctx, qjob *j, int n, int act) {
     attn__q8act xa = {0};
     for (int i = 0; i < n; i++) {
         j[i].mv8 = q8 ? k8->mv8[j[i].type] : NULL;
+        j[i].mvw8 = j[i].mv8 ? k8->mvw8[j[i].type] : NULL;
         if (!j[i].mv8) {
             j[i].mv = kq->mv[j[i].type] ? kq->mv[j[i].type] : ref->mv[j[i].type];
             j[i].mvw = kq->mv[j[i].type] ? kq->mvw[j[i].type] : NULL;

@@ -143,6 +143,8 @@ typedef struct attn__quant_kernels {
     attn__qmv_fn mv[ATTN__QT_MAX];   /* every type (the plain C table has them all) */
     attn__qmv8_fn mv8[ATTN__QT_MAX]; /* the 32-element types and Q4_K, Q6_K, or NULL */
     attn__qmv_fn mvw[ATTN__QT_MAX];  /* up to ATTN__QMV_WIDE vectors, or NULL */
+    attn__qmv8_fn mvw8[ATTN__QT_MAX]; /* mv8 for up to ATTN__QMV_WIDE vectors (the same bits
+                                         per vector), or NULL */
 } attn__quant_kernels;
 
 /* The plain C table (all types, float and int8 paths) and the SIMD ones: NULL when the build

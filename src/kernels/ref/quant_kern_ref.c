@@ -233,6 +233,7 @@ static const attn__quant_kernels REF = {
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
     {0},
+    {0},
 };
 
 const attn__quant_kernels *attn__quant_kernels_ref(void) { return &REF; }

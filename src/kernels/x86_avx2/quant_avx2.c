@@ -305,6 +305,7 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k},
     {0},
     {0},
+    {0},
 };
 
 const attn__quant_kernels *attn__quant_kernels_avx2(void) { return &TABLE; }

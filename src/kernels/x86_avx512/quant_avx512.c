@@ -444,6 +444,7 @@ static const attn__quant_kernels TABLE = {
     {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q5_0] = mvw_q5_0,
      [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q4_K] = mvw_q4_k,
      [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k},
+    {0},
 };
 
 const attn__quant_kernels *attn__quant_kernels_avx512(void) { return &TABLE; }

@@ -113,8 +113,8 @@ INLINE void rows32(int t, size_t bb, const uint8_t *w, size_t rb, int64_t rows, 
                    const attn__q8act *xa, const int M, float *y, int64_t ldy) {
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *b = w + (size_t)r * rb;
-        __m512 acc[ATTN__QMV_MAX];
-        __m128 macc[ATTN__QMV_MAX];
+        __m512 acc[ATTN__QMV_WIDE];
+        __m128 macc[ATTN__QMV_WIDE];
         for (int i = 0; i < M; i++) acc[i] = _mm512_setzero_ps(), macc[i] = _mm_setzero_ps();
         int64_t k = 0;
         for (; k + 2 <= nb; k += 2, b += 2 * bb) {
@@ -168,8 +168,8 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
     const size_t bb = five ? 176 : 144;
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *b = w + (size_t)r * rb;
-        __m512 acc[ATTN__QMV_MAX];
-        __m128 macc[ATTN__QMV_MAX];
+        __m512 acc[ATTN__QMV_WIDE];
+        __m128 macc[ATTN__QMV_WIDE];
         for (int i = 0; i < M; i++) acc[i] = _mm512_setzero_ps(), macc[i] = _mm_setzero_ps();
         for (int64_t k = 0; k < nb; k++, b += bb) {
             _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
@@ -226,7 +226,7 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
     const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *b = w + (size_t)r * rb;
-        __m512 acc[ATTN__QMV_MAX];
+        __m512 acc[ATTN__QMV_WIDE];
         for (int i = 0; i < M; i++) acc[i] = _mm512_setzero_ps();
         for (int64_t k = 0; k < nb; k++, b += 210) {
             _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
@@ -273,6 +273,51 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, cons
     }
 }
 
+/* ---- up to ATTN__QMV_WIDE vectors in one pass (mvw8): each weight block unpacked once for
+ * all of them; every vector's operations are those of the 4-vector calls, so the same bits */
+#define WIDE_SWITCH(CALL)                                                                     \
+    switch (m) {                                                                              \
+    case 1: CALL(1); break;                                                                   \
+    case 2: CALL(2); break;                                                                   \
+    case 3: CALL(3); break;                                                                   \
+    case 4: CALL(4); break;                                                                   \
+    case 5: CALL(5); break;                                                                   \
+    case 6: CALL(6); break;                                                                   \
+    case 7: CALL(7); break;                                                                   \
+    default: CALL(8); break;                                                                  \
+    }
+#define DEFW32(name, T, BB)                                                                   \
+    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
+                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
+        _Static_assert(ATTN__QMV_WIDE == 8, "the switch covers 8 vectors");                  \
+        WIDE_SWITCH(W32_##T)                                                                  \
+    }
+#define W32_T40(M) rows32(T40, 18, w, rb, rows, nb, xa, M, y, ldy)
+#define W32_T41(M) rows32(T41, 20, w, rb, rows, nb, xa, M, y, ldy)
+#define W32_T50(M) rows32(T50, 22, w, rb, rows, nb, xa, M, y, ldy)
+#define W32_T51(M) rows32(T51, 24, w, rb, rows, nb, xa, M, y, ldy)
+#define W32_T80(M) rows32(T80, 34, w, rb, rows, nb, xa, M, y, ldy)
+DEFW32(mvw8_q4_0, T40, 18)
+DEFW32(mvw8_q4_1, T41, 20)
+DEFW32(mvw8_q5_0, T50, 22)
+DEFW32(mvw8_q5_1, T51, 24)
+DEFW32(mvw8_q8_0, T80, 34)
+#define WK4(M) rowsk45(0, w, rb, rows, nb, xa, M, y, ldy)
+#define WK5(M) rowsk45(1, w, rb, rows, nb, xa, M, y, ldy)
+#define WQ6(M) rowsq6(w, rb, rows, nb, xa, M, y, ldy)
+static void mvw8_q4_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    WIDE_SWITCH(WK4)
+}
+static void mvw8_q5_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    WIDE_SWITCH(WK5)
+}
+static void mvw8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    WIDE_SWITCH(WQ6)
+}
+
 static const attn__quant_kernels TABLE = {
     "avx512_vnni",
     {0},
@@ -281,6 +326,9 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
     {0},
+    {[ATTN_Q_Q4_0] = mvw8_q4_0, [ATTN_Q_Q4_1] = mvw8_q4_1, [ATTN_Q_Q5_0] = mvw8_q5_0,
+     [ATTN_Q_Q5_1] = mvw8_q5_1, [ATTN_Q_Q8_0] = mvw8_q8_0, [ATTN_Q_Q4_K] = mvw8_q4_k,
+     [ATTN_Q_Q5_K] = mvw8_q5_k, [ATTN_Q_Q6_K] = mvw8_q6_k},
 };
 
 const attn__quant_kernels *attn__quant_kernels_vnni(void) { return &TABLE; }
