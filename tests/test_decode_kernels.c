@@ -98,8 +98,10 @@ static void one_set(const attn__decode_kernels *kt, const char *name) {
                     const int64_t ldq = (D + 15) / 16 * 16, ldk = D + 3 * (n % 2);
                     const int64_t ldo = ldq + 16, ldp = n + 2, lds = n + 5;
                     const size_t es = bf ? 2 : 4, nkv = (size_t)((n - 1) * ldk + D);
-                    float *q = calloc((size_t)(rows * ldq), 4), *p = malloc(4 * (size_t)(rows * ldp));
-                    float *s = malloc(4 * (size_t)(rows * lds)), *o = malloc(4 * (size_t)(rows * ldo));
+                    float *q = calloc((size_t)(rows * ldq), 4);
+                    float *p = malloc(4 * (size_t)(rows * ldp));
+                    float *s = malloc(4 * (size_t)(rows * lds));
+                    float *o = malloc(4 * (size_t)(rows * ldo));
                     float *kf = malloc(4 * nkv);
                     guarded gk, gv;
                     void *k = guarded_alloc(&gk, es * nkv), *v = guarded_alloc(&gv, es * nkv);
