@@ -1,9 +1,10 @@
 /* The split-KV decode path (src/kernels/decode.c: attn__decode, and attn__sdpa routing to it)
  * against the reference attn__sdpa_ref, for every kernel set this machine runs (ref, avx2,
- * avx512 via attn__isa_set), on 1, 2 and 3 threads (bit-identical), on shapes around the chunk
- * size (S = 1, 3, 511, 513, 1000, 4097 with chunks of 512), L = 1, 2, 5, 16, H/Hkv = 1/1, 8/2,
- * 32/8, 4/1, D = 32, 64, 80, 128 and tails (33, 100; Dv = D, 17 or 48), and decode shapes with
- * an odd number of rows per kv head (L = 1, 3; H/Hkv = 2/2, 3/1) against long caches.
+ * avx512, neon via attn__isa_set), on 1, 2 and 3 threads (bit-identical), on shapes around
+ * the chunk size (S = 1, 3, 511, 513, 1000, 4097 with chunks of 512), L = 1, 2, 5, 16,
+ * H/Hkv = 1/1, 8/2, 32/8, 4/1, D = 32, 64, 80, 128 and tails (33, 100; Dv = D, 17 or 48), and
+ * decode shapes with an odd number of rows per kv head (L = 1, 3; H/Hkv = 2/2, 3/1) against
+ * long caches.
  *
  * K and V are strided cache views: [B, Hkv, S_max, Dpad] or [B, S_max, Hkv, Dpad] with
  * S_max > S and Dpad >= D, everything outside the view NaN, so a read past a row or past the

@@ -138,9 +138,11 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
     const char *n = attn__isa_name(isa);
     const attn__flash_kernels *fl = isa == ATTN__ISA_AVX512 ? attn__flash_kernels_avx512()
                                     : isa == ATTN__ISA_AVX2 ? attn__flash_kernels_avx2()
+                                    : isa == ATTN__ISA_NEON ? attn__flash_kernels_neon()
                                                             : NULL;
     const attn__decode_kernels *dc = isa == ATTN__ISA_AVX512 ? attn__decode_kernels_avx512()
                                      : isa == ATTN__ISA_AVX2 ? attn__decode_kernels_avx2()
+                                     : isa == ATTN__ISA_NEON ? attn__decode_kernels_neon()
                                                              : NULL;
     const attn__ew_kernel *ew = isa == ATTN__ISA_AVX512 ? attn__ew_kernel_avx512()
                                 : isa == ATTN__ISA_AVX2 ? attn__ew_kernel_avx2()

@@ -170,10 +170,11 @@ static void errors(attn_ctx *ctx) {
  * whole 16 x 16 blocks, and nothing written beyond them (a canary). */
 static void transposes(void) {
     const char *what = "test_flash: transposes";
-    const attn__flash_kernels *ks[3] = {
+    const attn__flash_kernels *ks[4] = {
         attn__flash_kernels_ref(),
         tu_set_ok(ATTN__ISA_AVX2, what) ? attn__flash_kernels_avx2() : NULL,
-        tu_set_ok(ATTN__ISA_AVX512, what) ? attn__flash_kernels_avx512() : NULL};
+        tu_set_ok(ATTN__ISA_AVX512, what) ? attn__flash_kernels_avx512() : NULL,
+        tu_set_ok(ATTN__ISA_NEON, what) ? attn__flash_kernels_neon() : NULL};
     uint64_t rs = 77;
     int nt = 0;
     for (int t = 0; t < 300 && !tu_failures; t++) {
@@ -193,7 +194,7 @@ static void transposes(void) {
                 TU_CHECK(w == x, "C transpose: n %lld d %lld (%lld, %lld)", (long long)n,
                          (long long)d, (long long)e, (long long)j);
             }
-        for (int k = 1; k < 3; k++) {
+        for (int k = 1; k < 4; k++) {
             if (!ks[k]) continue;
             for (size_t i = 0; i < ndst; i++) got[i] = 12345.0f;
             ks[k]->tr(src, rstride, cs, n, d, got, ld);
@@ -211,10 +212,11 @@ static void transposes(void) {
  * infinities pass through as in the loop. */
 static void rowdots(void) {
     const char *what = "test_flash: row dot products";
-    const attn__flash_kernels *ks[3] = {
+    const attn__flash_kernels *ks[4] = {
         attn__flash_kernels_ref(),
         tu_set_ok(ATTN__ISA_AVX2, what) ? attn__flash_kernels_avx2() : NULL,
-        tu_set_ok(ATTN__ISA_AVX512, what) ? attn__flash_kernels_avx512() : NULL};
+        tu_set_ok(ATTN__ISA_AVX512, what) ? attn__flash_kernels_avx512() : NULL,
+        tu_set_ok(ATTN__ISA_NEON, what) ? attn__flash_kernels_neon() : NULL};
     uint64_t rs = 91;
     int nt = 0;
     for (int t = 0; t < 200 && !tu_failures; t++) {
@@ -233,7 +235,7 @@ static void rowdots(void) {
             }
             want[r] = acc;
         }
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             if (!ks[k]) continue;
             got[rows] = 12345.0f;
             ks[k]->rowdot(a, lda, b, ldb, rows, d, got);

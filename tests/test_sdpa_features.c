@@ -468,6 +468,7 @@ static void microkernel_softcap(void) {
         if (!tu_set_ok(isa, "test_sdpa_features: soft-cap microkernel")) continue;
         const attn__flash_kernels *kr = isa == ATTN__ISA_REF      ? attn__flash_kernels_ref()
                                         : isa == ATTN__ISA_AVX2   ? attn__flash_kernels_avx2()
+                                        : isa == ATTN__ISA_NEON   ? attn__flash_kernels_neon()
                                                                   : attn__flash_kernels_avx512();
         if (!kr) continue;
         for (int ci = 0; ci < 3; ci++) {

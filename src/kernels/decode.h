@@ -93,5 +93,6 @@ typedef struct attn__decode_kernels {
 ATTN__HIDDEN const attn__decode_kernels *attn__decode_kernels_ref(void);
 ATTN__HIDDEN const attn__decode_kernels *attn__decode_kernels_avx2(void);   /* NULL if not built */
 ATTN__HIDDEN const attn__decode_kernels *attn__decode_kernels_avx512(void); /* NULL if not built */
+ATTN__HIDDEN const attn__decode_kernels *attn__decode_kernels_neon(void);   /* NULL if not built */
 
 #endif

@@ -80,10 +80,17 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     memset(k, 0, sizeof *k);
     k->isa = gemm_table(isa) ? isa : ATTN__ISA_REF;
     const int x512 = k->isa == ATTN__ISA_AVX512, x2 = k->isa == ATTN__ISA_AVX2;
+    const int neon = k->isa == ATTN__ISA_NEON;
     k->gemm = gemm_table(k->isa);
-    k->flash = x512 ? attn__flash_kernels_avx512() : x2 ? attn__flash_kernels_avx2() : NULL;
+    k->flash = x512   ? attn__flash_kernels_avx512()
+               : x2   ? attn__flash_kernels_avx2()
+               : neon ? attn__flash_kernels_neon()
+                      : NULL;
     if (!k->flash) k->flash = attn__flash_kernels_ref();
-    k->decode = x512 ? attn__decode_kernels_avx512() : x2 ? attn__decode_kernels_avx2() : NULL;
+    k->decode = x512   ? attn__decode_kernels_avx512()
+                : x2   ? attn__decode_kernels_avx2()
+                : neon ? attn__decode_kernels_neon()
+                       : NULL;
     if (!k->decode) k->decode = attn__decode_kernels_ref();
     k->decode_on = env->decode != 0;
     k->ew = x512 ? attn__ew_kernel_avx512() : x2 ? attn__ew_kernel_avx2() : NULL;
@@ -109,7 +116,6 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
      * with AVX512BW/DQ/VL (AVX-512 set), else 256-bit where it has AVX-VNNI (AVX2 or AVX-512
      * set), else 256-bit VPMADDUBSW + VPMADDWD on plain AVX2 (the same int32 lanes), else
      * the plain C int8 kernels */
-    const int neon = k->isa == ATTN__ISA_NEON;
     k->quant = x512 ? attn__quant_kernels_avx512()
                : x2 ? attn__quant_kernels_avx2()
                : neon ? attn__quant_kernels_neon()

@@ -99,6 +99,7 @@ ATTN__HIDDEN void attn__flash_rowdot_c(const float *a, int64_t lda, const float 
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_ref(void);
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_avx2(void);   /* NULL if not built */
 ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_avx512(void); /* NULL if not built */
+ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_neon(void);   /* NULL if not built */
 
 /* ---- bf16 storage (forward only) -------------------------------------------------------------
  * attn__flash_fwd_bf16: attn__flash_fwd with q, k, v in bf16 (a->q, a->k, a->v are ignored; the
