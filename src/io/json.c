@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 /* ---- errors ---------------------------------------------------------------------------- */
 static attn_status jfail(attn__json_reader *r, size_t at, const char *msg) {
     /* keep the first failure: later ones are consequences of it */
@@ -97,63 +99,18 @@ static int hex_value(unsigned char c) {
     return -1;
 }
 
-/* Length of the well-formed UTF-8 sequence at p (n bytes available), or 0. */
-static size_t utf8_seq(const unsigned char *p, size_t n) {
-    unsigned c = p[0];
-    size_t len;
-    uint32_t cp, min;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-        len = 3, cp = c & 0x0F, min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4, cp = c & 0x07, min = 0x10000;
-    } else {
-        return 0; /* continuation byte, C0/C1 (always overlong) or F5..FF */
-    }
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (p[i] & 0x3Fu);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return len;
-}
 
 int attn__json_utf8_valid(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
-        size_t k = utf8_seq(p + i, n - i);
+        size_t k = attn__utf8_len(p + i, n - i);
         if (!k) return 0;
         i += k;
     }
     return 1;
 }
 
-static size_t utf8_put(uint32_t cp, unsigned char *o) {
-    if (cp < 0x80) {
-        o[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (unsigned char)(0xC0 | (cp >> 6));
-        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | (cp >> 12));
-        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | (cp >> 18));
-    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 /* Reads the 4 hex digits of a \u escape at text[i]; -1 if absent or malformed. */
 static long read_hex4(const attn__json_reader *r, size_t i) {
@@ -217,7 +174,7 @@ static attn_status parse_string(attn__json_reader *r, int keep, const char **out
                     i += 6;
                     cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
                 }
-                k = utf8_put(cp, buf);
+                k = attn__utf8_put(cp, buf);
                 break;
             }
             default: return jfail(r, at, "invalid escape sequence in string");
@@ -229,7 +186,7 @@ static attn_status parse_string(attn__json_reader *r, int keep, const char **out
             n += k;
             continue;
         }
-        k = c < 0x80 ? 1 : utf8_seq(t + i, r->len - i);
+        k = c < 0x80 ? 1 : attn__utf8_len(t + i, r->len - i);
         if (!k) return jfail(r, i, "invalid UTF-8 in string");
         if (keep) {
             if (room - n < k + 1) return jmisuse(r, "string pool overflow");

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 /* ---- arena ---------------------------------------------------------------------------- */
 typedef struct sj_block {
     struct sj_block *next;
@@ -63,35 +65,11 @@ static void ws(parser *p) {
         p->pos++;
 }
 
-/* Length of the valid UTF-8 character at s[0, n), or 0. */
-static size_t utf8_char(const unsigned char *s, size_t n) {
-    if (n == 0) return 0;
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t k;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) k = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        k = 3;
-        if (c == 0xe0) lo = 0xa0;
-        if (c == 0xed) hi = 0x9f; /* no surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        k = 4;
-        if (c == 0xf0) lo = 0x90;
-        if (c == 0xf4) hi = 0x8f;
-    } else
-        return 0;
-    if (n < k) return 0;
-    if (s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < k; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf) return 0;
-    return k;
-}
 
 size_t sj_utf8_valid_prefix(const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
-        size_t k = utf8_char((const unsigned char *)s + i, n - i);
+        size_t k = attn__utf8_len((const unsigned char *)s + i, n - i);
         if (!k) break;
         i += k;
     }
@@ -112,21 +90,6 @@ static int hex4(parser *p, unsigned *v) {
     return 1;
 }
 
-static size_t put_utf8(unsigned char *o, unsigned cp) {
-    if (cp < 0x80) return o[0] = (unsigned char)cp, 1;
-    if (cp < 0x800) {
-        o[0] = (unsigned char)(0xc0 | cp >> 6), o[1] = (unsigned char)(0x80 | (cp & 63));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xe0 | cp >> 12), o[1] = (unsigned char)(0x80 | (cp >> 6 & 63));
-        o[2] = (unsigned char)(0x80 | (cp & 63));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xf0 | cp >> 18), o[1] = (unsigned char)(0x80 | (cp >> 12 & 63));
-    o[2] = (unsigned char)(0x80 | (cp >> 6 & 63)), o[3] = (unsigned char)(0x80 | (cp & 63));
-    return 4;
-}
 
 /* A string at p->pos (the opening quote): decoded into the arena.  The decoded text is never
  * longer than its source, so the source's length bounds the copy. */
@@ -166,14 +129,14 @@ static int string(parser *p, const char **out, size_t *olen) {
                         return fail(p, "high surrogate without its low surrogate");
                     cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
                 }
-                n += put_utf8(o + n, cp); /* \uXXXX is 6 bytes, 12 for a pair: never longer */
+                n += attn__utf8_put(cp, o + n); /* \uXXXX is 6 bytes, 12 for a pair: never longer */
                 break;
             }
             default: p->pos--; return fail(p, "bad escape");
             }
             continue;
         }
-        size_t k = utf8_char(p->t + p->pos, end - p->pos);
+        size_t k = attn__utf8_len(p->t + p->pos, end - p->pos);
         if (!k) return fail(p, "invalid UTF-8 in a string");
         memcpy(o + n, p->t + p->pos, k);
         n += k, p->pos += k;
@@ -393,7 +356,7 @@ void sb_json_str(sbuf *b, const char *s, size_t n) {
             snprintf(tmp, sizeof tmp, "\\u%04x", c);
             esc = tmp;
         } else if (c >= 0x80) {
-            k = utf8_char(u + i, n - i);
+            k = attn__utf8_len(u + i, n - i);
             if (!k) esc = "\\ufffd", k = 1;
         }
         if (esc) {

@@ -27,6 +27,7 @@
 
 #include "../io/json.h"
 #include "file.h"
+#include "utf8.h"
 #include "bpe.h"
 #include "wordpiece.h"
 
@@ -75,37 +76,6 @@ static int fold_letter(uint32_t c) {
 }
 
 /* ---- UTF-8 ----------------------------------------------------------------------------------- */
-/* At s[0, n) (n >= 1): the length of the well-formed sequence there (> 0), or 0 with *bad the
- * length of its maximal invalid subpart (a valid start cut short counts as one subpart) and
- * *cut 1 when that subpart is a valid start that only ran out of bytes. */
-static size_t u8_check(const unsigned char *s, size_t n, size_t *bad, int *cut) {
-    unsigned c = s[0], lo = 0x80, hi = 0xBF;
-    size_t need;
-    *cut = 0;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) need = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F; /* no surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F; /* at most U+10FFFF */
-    } else {
-        *bad = 1;
-        return 0;
-    }
-    size_t i = 1;
-    for (; i < need && i < n; i++) {
-        unsigned d = s[i];
-        if (i == 1 ? d < lo || d > hi : d < 0x80 || d > 0xBF) break;
-    }
-    if (i == need) return need;
-    *bad = i;
-    *cut = i == n;
-    return 0;
-}
 
 /* The code point at s[i] of well-formed UTF-8; *next: the byte after it. */
 static uint32_t u8_at(const unsigned char *s, size_t i, size_t *next) {
@@ -127,19 +97,6 @@ static uint32_t u8_at(const unsigned char *s, size_t i, size_t *next) {
            (s[i + 3] & 0x3Fu);
 }
 
-/* The UTF-8 of code point c (at most U+10FFFF) into o; returns its length. */
-static size_t utf8_put(uint32_t c, char *o) {
-    if (c < 0x80) return o[0] = (char)c, 1;
-    if (c < 0x800) return o[0] = (char)(0xC0 | c >> 6), o[1] = (char)(0x80 | (c & 0x3F)), 2;
-    if (c < 0x10000) {
-        o[0] = (char)(0xE0 | c >> 12), o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | c >> 18), o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((c >> 6) & 0x3F)), o[3] = (char)(0x80 | (c & 0x3F));
-    return 4;
-}
 
 static unsigned cls_at(const unsigned char *s, size_t i, size_t *next) {
     return cls_of(u8_at(s, i, next));
@@ -300,7 +257,7 @@ static size_t token_bytes(const int16_t *u2b, const char *t, size_t n, unsigned 
     for (size_t i = 0; i < n;) {
         size_t bad;
         int cut;
-        size_t l = u8_check(s + i, n - i, &bad, &cut);
+        size_t l = attn__utf8_check(s + i, n - i, &bad, &cut);
         size_t nx;
         uint32_t c = l ? u8_at(s, i, &nx) : 0;
         if (!l || c >= BPE_ALPHA || u2b[c] < 0) {
@@ -430,7 +387,7 @@ static size_t wp_normalize_text(const attn__wp_norm *wn, const unsigned char *s,
         int m = attn__wp_normalize(wn, c, cp);
         for (int j = 0; j < m; j++) {
             char u[4];
-            size_t l = utf8_put(cp[j], u);
+            size_t l = attn__utf8_put(cp[j], (unsigned char *)u);
             if (o) memcpy(o + k, u, l);
             k += l;
         }
@@ -2126,7 +2083,8 @@ static void wp_word(enc *e, const uint32_t *w, size_t n) {
     char *t = e->buf + np;
     size_t *pos = e->pos;
     pos[0] = 0;
-    for (size_t i = 0; i < n; i++) pos[i + 1] = pos[i] + utf8_put(w[i], t + pos[i]);
+    for (size_t i = 0; i < n; i++)
+        pos[i + 1] = pos[i] + attn__utf8_put(w[i], (unsigned char *)(t + pos[i]));
     int64_t first = e->n;
     for (size_t start = 0; start < n;) {
         size_t room = b->maxkey, end, lo, hi;
@@ -2310,7 +2268,7 @@ static attn_status clean_text(attn_ctx *ctx, const char *text, size_t len,
     for (size_t i = 0; i < len;) {
         size_t bad;
         int cut;
-        size_t l = u8_check(s + i, len - i, &bad, &cut);
+        size_t l = attn__utf8_check(s + i, len - i, &bad, &cut);
         if (l) {
             clean += l;
             i += l;
@@ -2329,7 +2287,7 @@ static attn_status clean_text(attn_ctx *ctx, const char *text, size_t len,
     for (size_t i = 0; i < len;) {
         size_t bad;
         int cut;
-        size_t l = u8_check(s + i, len - i, &bad, &cut);
+        size_t l = attn__utf8_check(s + i, len - i, &bad, &cut);
         if (l) {
             memcpy(u + o, s + i, l);
             o += l, i += l;
@@ -2468,7 +2426,7 @@ static size_t lossy(const unsigned char *p, size_t n, int flush, unsigned char *
     while (i < n) {
         size_t bad;
         int cut;
-        size_t l = u8_check(p + i, n - i, &bad, &cut);
+        size_t l = attn__utf8_check(p + i, n - i, &bad, &cut);
         if (l) {
             if (o) memcpy(o + k, p + i, l);
             k += l, i += l;
@@ -2494,7 +2452,7 @@ static size_t stream_step(const unsigned char *pend, size_t pn, const unsigned c
         int cut;
         memcpy(x, pend, pn);
         memcpy(x + pn, t, xn - pn);
-        size_t l = u8_check(x, xn, &bad, &cut);
+        size_t l = attn__utf8_check(x, xn, &bad, &cut);
         if (!l && cut) { /* still incomplete: every byte so far stays pending */
             memcpy(np, x, xn);
             *npn = xn;
