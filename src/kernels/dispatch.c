@@ -86,7 +86,10 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     k->decode = x512 ? attn__decode_kernels_avx512() : x2 ? attn__decode_kernels_avx2() : NULL;
     if (!k->decode) k->decode = attn__decode_kernels_ref();
     k->decode_on = env->decode != 0;
-    k->ew = x512 ? attn__ew_kernel_avx512() : x2 ? attn__ew_kernel_avx2() : NULL;
+    k->ew = x512                       ? attn__ew_kernel_avx512()
+            : x2                       ? attn__ew_kernel_avx2()
+            : k->isa == ATTN__ISA_NEON ? attn__ew_kernel_neon()
+                                       : NULL;
     if (!k->ew) k->ew = attn__ew_kernel_ref();
     /* bf16: the AVX512_BF16 kernels, unless ATTN_BF16=0; bf16 attention widens to fp32 on the
      * SIMD sets unless ATTN_BF16=dot (and the dot kernels are the AVX512_BF16 ones) */
