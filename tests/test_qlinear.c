@@ -482,17 +482,22 @@ static void test_public(void) {
 }
 
 /* ---- the ARM kernels against the plain C ones, bit for bit ---------------------------------
- * The NEON dq and mv kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K and the SDOT mv8 kernels
- * sum in the plain C kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c), so their outputs are
- * those bits exactly, for every m up to ATTN__QMV_MAX and any row range. */
+ * The NEON dq and mv kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K and the SDOT and SMMLA mv8
+ * kernels sum in the plain C kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c,
+ * arm_i8mm/quant_i8mm.c), so their outputs are those bits exactly, for every m up to
+ * ATTN__QMV_MAX and any row range. */
 static void test_arm_bits(void) {
     const attn__quant_kernels *ref = attn__quant_kernels_ref(), *nq = attn__quant_kernels_neon(),
-                              *dp = attn__quant_kernels_dotprod();
+                              *dp = attn__quant_kernels_dotprod(),
+                              *mm = attn__quant_kernels_i8mm();
     if (!tu_set_ok(ATTN__ISA_NEON, "test_qlinear: NEON kernels against plain C bits")) return;
     if (!nq) return;
     if (dp && !tu_isa_ok(ATTN__CPU_NEON | ATTN__CPU_DOTPROD,
                          "test_qlinear: SDOT kernels against plain C bits"))
         dp = NULL;
+    if (mm && (!dp || !tu_isa_ok(ATTN__CPU_NEON | ATTN__CPU_DOTPROD | ATTN__CPU_I8MM,
+                                 "test_qlinear: SMMLA kernels against plain C bits")))
+        mm = NULL;
     attn_ctx *c = tu_ctx(1);
     const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q8_0,
                          ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K};
@@ -537,6 +542,20 @@ static void test_arm_bits(void) {
             TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: SDOT mv8 bits", type,
                      (long long)m);
             n++;
+            if (!mm) continue;
+            /* SMMLA: rows 2 .. N - 1 (an odd count: the last row on SDOT), and rows 1 .. N - 1 */
+            TU_CHECK(mm->mv8[type] != NULL, "type %d: no SMMLA kernel", type);
+            if (!mm->mv8[type]) continue;
+            memset(y1, 0, sizeof y1);
+            mm->mv8[type](w + 2 * rb, rb, N - 2, nb, &xa, m, y1, N);
+            TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: SMMLA mv8 bits", type,
+                     (long long)m);
+            memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
+            ref->mv8[type](w + rb, rb, N - 1, nb, &xa, m, y0, N);
+            mm->mv8[type](w + rb, rb, N - 1, nb, &xa, m, y1, N);
+            TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: SMMLA mv8 bits, even rows",
+                     type, (long long)m);
+            n += 2;
         }
         free(w);
     }

@@ -124,7 +124,10 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
         k->quant8 = attn__quant_kernels_avxvnni();
     if (!k->quant8 && (x512 || x2)) /* no VNNI: VPMADDUBSW + VPMADDWD, the same bits */
         k->quant8 = attn__quant_kernels_avx2_int8();
-    /* ARM: SDOT where the CPU has the dot-product extension (the plain C bits) */
+    /* ARM: SMMLA where the CPU has the int8 matrix multiplies, else SDOT where it has the
+     * dot products (the plain C bits either way) */
+    const unsigned i8mm = ATTN__CPU_DOTPROD | ATTN__CPU_I8MM;
+    if (!k->quant8 && neon && (cpu & i8mm) == i8mm) k->quant8 = attn__quant_kernels_i8mm();
     if (!k->quant8 && neon && (cpu & ATTN__CPU_DOTPROD)) k->quant8 = attn__quant_kernels_dotprod();
     if (!k->quant8) k->quant8 = attn__quant_kernels_ref();
     /* the same bits either way: the instruction set only changes the speed */

@@ -17,6 +17,8 @@
 #if defined(__aarch64__) && defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
 #include <arm_neon.h>
 
+#include "qunpack_neon.h"
+
 /* sum over 32 elements of a[j] x[j] */
 static inline int32_t dot32(int8x16_t a0, int8x16_t a1, const int8_t *x) {
     int32x4_t s = vdotq_s32(vdupq_n_s32(0), a0, vld1q_s8(x));
@@ -68,34 +70,6 @@ DEF(q4_1, 20, NIBBLES(4),
  * exact integer dot per group, then the plain C kernel's float term per group in order:
  *   Q4_K, Q5_K  groups of 32:  acc += ((d sc) dx) sum(q qx) - (dmin m) sx
  *   Q6_K        groups of 16:  acc += ((d sc) dx) (sum(q qx) - 32 sum(qx)) */
-static inline void k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[4 + j] & 63;
-    } else {
-        *sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
-        *mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
-    }
-}
-
-/* Q4_K (five 0) and Q5_K: the 256 quants of a block as 16 vectors, group s in a[2 s], a[2 s + 1] */
-static inline void unpack_k45(const uint8_t *b, int five, int8x16_t *a) {
-    const uint8_t *qs = b + (five ? 48 : 16);
-    const uint8x16_t h0 = vld1q_u8(b + 16), h1 = vld1q_u8(b + 32), sixteen = vdupq_n_u8(16);
-    for (int p = 0; p < 4; p++) {
-        const uint8x16_t l0 = vld1q_u8(qs + 32 * p), l1 = vld1q_u8(qs + 32 * p + 16);
-        uint8x16_t q[4] = {vandq_u8(l0, vdupq_n_u8(15)), vandq_u8(l1, vdupq_n_u8(15)),
-                           vshrq_n_u8(l0, 4), vshrq_n_u8(l1, 4)};
-        if (five)
-            for (int t = 0; t < 2; t++) {
-                const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (2 * p + t)));
-                q[2 * t] = vorrq_u8(q[2 * t], vandq_u8(vtstq_u8(h0, bit), sixteen));
-                q[2 * t + 1] = vorrq_u8(q[2 * t + 1], vandq_u8(vtstq_u8(h1, bit), sixteen));
-            }
-        for (int t = 0; t < 4; t++) a[4 * p + t] = vreinterpretq_s8_u8(q[t]);
-    }
-}
-
 static inline void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                            const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
     const size_t bb = five ? 176 : 144;
@@ -105,11 +79,11 @@ static inline void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, 
             const uint8_t *b = w + (size_t)r * rb + (size_t)k * bb;
             const float d = attn__load_half(b), dmin = attn__load_half(b + 2);
             int8x16_t a[16];
-            unpack_k45(b, five, a);
+            attn__unpack_k45(b, five, a);
             float ds[8], dm[8];
             for (int s = 0; s < 8; s++) {
                 int sc, mn;
-                k4_scale_min(b + 4, s, &sc, &mn);
+                attn__k4_scale_min(b + 4, s, &sc, &mn);
                 ds[s] = d * (float)sc, dm[s] = dmin * (float)mn;
             }
             for (int64_t i = 0; i < m; i++) {
@@ -144,21 +118,7 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
             const int8_t *sc = (const int8_t *)(b + 192);
             const float d = attn__load_half(b + 208);
             int8x16_t a[16];
-            for (int h = 0; h < 2; h++) {
-                const uint8x16_t qh0 = vld1q_u8(b + 128 + 32 * h), qh1 = vld1q_u8(b + 144 + 32 * h);
-                for (int c = 0; c < 4; c++) {
-                    const uint8_t *ql = b + 64 * h + 32 * (c & 1);
-                    uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
-                    if (c >> 1) l0 = vshrq_n_u8(l0, 4), l1 = vshrq_n_u8(l1, 4);
-                    else l0 = vandq_u8(l0, vdupq_n_u8(15)), l1 = vandq_u8(l1, vdupq_n_u8(15));
-                    const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * c));
-                    const uint8x16_t three = vdupq_n_u8(3);
-                    const uint8x16_t t0 = vandq_u8(vshlq_u8(qh0, sh), three);
-                    const uint8x16_t t1 = vandq_u8(vshlq_u8(qh1, sh), three);
-                    a[8 * h + 2 * c] = vreinterpretq_s8_u8(vorrq_u8(l0, vshlq_n_u8(t0, 4)));
-                    a[8 * h + 2 * c + 1] = vreinterpretq_s8_u8(vorrq_u8(l1, vshlq_n_u8(t1, 4)));
-                }
-            }
+            attn__unpack_q6k(b, a);
             for (int64_t i = 0; i < m; i++) {
                 const int8_t *xq = xa->q + i * xa->ldq;
                 const float *xd = xa->dsx + i * 2 * xa->ldb;
