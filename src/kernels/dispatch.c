@@ -132,8 +132,8 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     if (!k->quant8) k->quant8 = attn__quant_kernels_ref();
     /* the same bits either way: the instruction set only changes the speed */
     k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;
-    /* cross-entropy rows: float exponentials on AVX-512, else the double reference */
-    k->ce_row = x512 ? attn__ce_row_avx512() : NULL;
+    /* cross-entropy rows: float exponentials on AVX-512 and NEON, else the double reference */
+    k->ce_row = x512 ? attn__ce_row_avx512() : neon ? attn__ce_row_neon() : NULL;
     if (!k->ce_row) k->ce_row = attn__cross_entropy_row_ref;
 }
 

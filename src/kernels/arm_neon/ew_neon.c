@@ -15,6 +15,8 @@
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
 
+#include "exp_neon.h"
+
 /* ---- shared pieces -------------------------------------------------------------------------- */
 /* lanes i < n of 4 (n may be <= 0 or >= 4) */
 static inline uint32x4_t lanes_below(int64_t n) {
@@ -209,24 +211,6 @@ static void bias_res_neon(float *y, int64_t ldy, const float *b, const float *r,
 }
 
 /* ---- backward (contracts in ew.h) ------------------------------------------------------------ */
-/* 2^t for t <= 0 (the GELU density): 0 below t = -126 (no subnormal), NaN stays NaN */
-static inline float32x4_t exp2_neg4(float32x4_t t) {
-    const uint32x4_t normal = vmvnq_u32(vcltq_f32(t, vdupq_n_f32(-126.0f))); /* NaN: kept */
-    t = vmaxq_f32(t, vdupq_n_f32(-127.0f));
-    const float32x4_t n = vrndnq_f32(t);
-    const float32x4_t f = vsubq_f32(t, n);
-    float32x4_t p = vdupq_n_f32(ATTN__EXP2_P6);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P5), p, f);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P4), p, f);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P3), p, f);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P2), p, f);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P1), p, f);
-    p = vfmaq_f32(vdupq_n_f32(1.0f), p, f);
-    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    const float32x4_t r = vmulq_f32(p, vreinterpretq_f32_s32(e));
-    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(r), normal));
-}
-
 /* the sum of 4 lanes (fixed order) */
 static inline float sum4(float32x4_t v) {
     const float32x2_t h = vadd_f32(vget_low_f32(v), vget_high_f32(v));
@@ -330,7 +314,7 @@ static int act_bwd_neon(attn_activation act, const float *x, const float *dy, fl
             p = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(p), vcleq_f32(a, amax)));
             p = vbslq_f32(vcgtq_f32(xv, zero), vsubq_f32(one, p), p); /* Phi(x) */
             const float32x4_t pdf =
-                vmulq_f32(exp2_neg4(vmulq_f32(vmulq_f32(xv, xv), nhl2e)), rs2pi);
+                vmulq_f32(attn__exp2_neg4(vmulq_f32(vmulq_f32(xv, xv), nhl2e)), rs2pi);
             r = vmulq_f32(vfmaq_f32(p, xv, pdf), g);
             /* a NaN x: p is 0 (the masks fail), pdf NaN: NaN */
         }
