@@ -146,6 +146,7 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
                                                              : NULL;
     const attn__ew_kernel *ew = isa == ATTN__ISA_AVX512 ? attn__ew_kernel_avx512()
                                 : isa == ATTN__ISA_AVX2 ? attn__ew_kernel_avx2()
+                                : isa == ATTN__ISA_NEON ? attn__ew_kernel_neon()
                                                         : NULL;
     TU_CHECK(k->isa == isa, "%s: set %s, want %s", what, attn__isa_name(k->isa), n);
     TU_CHECK(k->gemm == gemm_of(isa) && k->gemm->isa == isa, "%s: gemm table not %s", what, n);
@@ -174,8 +175,11 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
     /* ARM: SDOT int8 kernels on the NEON set exactly where the CPU has the dot products */
     const int sdot = isa == ATTN__ISA_NEON && (attn__cpu_features() & ATTN__CPU_DOTPROD) &&
                      attn__quant_kernels_dotprod();
+    const int smmla = sdot && (attn__cpu_features() & ATTN__CPU_I8MM) && attn__quant_kernels_i8mm();
     TU_CHECK(isa != ATTN__ISA_NEON ||
-                 k->quant8 == (sdot ? attn__quant_kernels_dotprod() : attn__quant_kernels_ref()),
+                 k->quant8 == (smmla  ? attn__quant_kernels_i8mm()
+                               : sdot ? attn__quant_kernels_dotprod()
+                                      : attn__quant_kernels_ref()),
              "%s: int8 quant kernels on the NEON set", what);
 }
 

@@ -590,6 +590,28 @@ static void test_relu(const attn__ew_kernel *const *fast, int nf) {
             TU_CHECK(memcmp(y0, y1, sizeof(float) * (size_t)n) == 0,
                      "relu n=%lld in place: vector kernel %d differs from C", (long long)n, f);
         }
+        /* relu_mask (y and the bits) and relu_bwd_mask against the plain C ones */
+        const size_t nw = (size_t)(n + 15) / 16;
+        uint16_t m0[8], m1[8];
+        float *g = malloc(sizeof(float) * (size_t)n), *d0 = malloc(sizeof(float) * (size_t)n),
+              *d1 = malloc(sizeof(float) * (size_t)n);
+        tu_fill(g, (size_t)n, (uint64_t)n + 1, -1.0f, 1.0f);
+        attn__relu_mask_c(x, y0, n, m0);
+        attn__relu_bwd_mask_c(m0, g, d0, n);
+        for (int64_t i = 0; i < n; i++)
+            TU_CHECK(d0[i] == (x[i] > 0.0f ? g[i] : 0.0f) && !signbit(x[i] > 0.0f ? 0.0f : d0[i]),
+                     "relu_bwd_mask C n=%lld: element %lld", (long long)n, (long long)i);
+        for (int f = 0; f < nf; f++) {
+            if (!fast[f]->relu_mask || !fast[f]->relu_bwd_mask) continue;
+            memset(m1, 0xff, sizeof m1);
+            fast[f]->relu_mask(x, y1, n, m1);
+            TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)n) && !memcmp(m0, m1, 2 * nw),
+                     "relu_mask n=%lld: vector kernel %d differs from C", (long long)n, f);
+            fast[f]->relu_bwd_mask(m0, g, d1, n);
+            TU_CHECK(!memcmp(d0, d1, sizeof(float) * (size_t)n),
+                     "relu_bwd_mask n=%lld: vector kernel %d differs from C", (long long)n, f);
+        }
+        free(g), free(d0), free(d1);
         if (n > 4)
             TU_CHECK(y0[1] == 0.0f && !signbit(y0[2]) && y0[3] == INFINITY && y0[4] == 0.0f,
                      "relu: NaN and -0 give +0, infinities as they are");
@@ -734,11 +756,14 @@ int main(void) {
         tu_set_ok(ATTN__ISA_AVX512, "test_ew: row kernels") ? attn__ew_kernel_avx512() : NULL;
     const attn__ew_kernel *avx2 =
         tu_set_ok(ATTN__ISA_AVX2, "test_ew: row kernels") ? attn__ew_kernel_avx2() : NULL;
-    const attn__ew_kernel *vec[2];
+    const attn__ew_kernel *neon =
+        tu_set_ok(ATTN__ISA_NEON, "test_ew: row kernels") ? attn__ew_kernel_neon() : NULL;
+    const attn__ew_kernel *vec[3];
     int nv = 0;
     if (fast) vec[nv++] = fast;
     if (avx2) vec[nv++] = avx2;
-    if (!nv) printf("ew: no AVX2 or AVX-512 here: plain C kernels only\n");
+    if (neon) vec[nv++] = neon;
+    if (!nv) printf("ew: no AVX2, AVX-512 or NEON here: plain C kernels only\n");
     test_add_ln(vec, nv);
     test_gelu(vec, nv);
     test_bias_res(vec, nv);

@@ -4,8 +4,8 @@
  * row ignored (loss 0):
  *  - on the plain C kernels (ATTN__ISA_REF): the loss and every gradient value bit-identical
  *    (memcmp) to the reference, for 1, 2, 3 and 5 threads;
- *  - on the context's own kernels (the AVX-512 row kernel where the CPU has it): the same bits
- *    for 1, 2, 3 and 5 threads, and within the row kernel's bounds (kernels.h) of the
+ *  - on the context's own kernels (the AVX-512 or NEON row kernel where the CPU has it): the
+ *    same bits for 1, 2, 3 and 5 threads, and within the row kernel's bounds (kernels.h) of the
  *    reference: the loss within 2e-6 (|loss| + 1), each gradient value within 4e-6 of its
  *    magnitude + 1e-7, times 1 / count.  A wrong exponential (a polynomial term off), a lost
  *    lane or a mis-scaled gradient exceeds these by orders of magnitude.

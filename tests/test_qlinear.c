@@ -482,35 +482,44 @@ static void test_public(void) {
 }
 
 /* ---- the ARM kernels against the plain C ones, bit for bit ---------------------------------
- * The NEON dq and mv kernels of Q4_0, Q4_1, Q8_0 and the SDOT mv8 kernels sum in the plain C
- * kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c), so their outputs are
- * those bits exactly, for every m up to ATTN__QMV_MAX and any row range. */
+ * The NEON dq and mv kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K and the SDOT and SMMLA mv8
+ * kernels sum in the plain C kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c,
+ * arm_i8mm/quant_i8mm.c), so their outputs are those bits exactly, for every m up to
+ * ATTN__QMV_MAX and any row range. */
 static void test_arm_bits(void) {
     const attn__quant_kernels *ref = attn__quant_kernels_ref(), *nq = attn__quant_kernels_neon(),
-                              *dp = attn__quant_kernels_dotprod();
+                              *dp = attn__quant_kernels_dotprod(),
+                              *mm = attn__quant_kernels_i8mm();
     if (!tu_set_ok(ATTN__ISA_NEON, "test_qlinear: NEON kernels against plain C bits")) return;
     if (!nq) return;
     if (dp && !tu_isa_ok(ATTN__CPU_NEON | ATTN__CPU_DOTPROD,
                          "test_qlinear: SDOT kernels against plain C bits"))
         dp = NULL;
+    if (mm && (!dp || !tu_isa_ok(ATTN__CPU_NEON | ATTN__CPU_DOTPROD | ATTN__CPU_I8MM,
+                                 "test_qlinear: SMMLA kernels against plain C bits")))
+        mm = NULL;
     attn_ctx *c = tu_ctx(1);
-    const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q8_0};
-    const int64_t N = 13, K = 352, nb = K / 32, M = ATTN__QMV_MAX;
+    const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q8_0,
+                         ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K};
+    const int64_t N = 13, K = 768, nb32 = K / 32, M = ATTN__QMV_MAX; /* 3 K blocks */
     float *x = malloc(sizeof(float) * (size_t)(M * K)), *d0 = malloc(sizeof(float) * (size_t)(N * K)),
           *d1 = malloc(sizeof(float) * (size_t)(N * K)), y0[ATTN__QMV_MAX * 13],
           y1[ATTN__QMV_MAX * 13];
     int8_t *xq = malloc((size_t)(M * K));
-    float *dsx = malloc(sizeof(float) * (size_t)(M * 2 * nb));
-    int32_t *sq = malloc(sizeof(int32_t) * (size_t)(M * 2 * nb));
+    float *dsx = malloc(sizeof(float) * (size_t)(M * 2 * nb32));
+    int32_t *sq = malloc(sizeof(int32_t) * (size_t)(M * 2 * nb32));
     tu_fill(x, (size_t)(M * K), 4242, -2, 2);
-    attn__q8act_quantize(x, K, M, K, xq, K, dsx, sq, nb);
-    const attn__q8act xa = {xq, dsx, sq, K, nb};
+    attn__q8act_quantize(x, K, M, K, xq, K, dsx, sq, nb32);
+    const attn__q8act xa = {xq, dsx, sq, K, nb32};
     int n = 0;
     for (size_t t = 0; t < COUNT(types); t++) {
         const int type = types[t];
         size_t wb;
         unsigned char *w = make_weights(c, type, N, K, 31 + t, &wb);
         const size_t rb = wb / (size_t)N;
+        int64_t be = 1;
+        attn_qtype_block(type, &be, NULL);
+        const int64_t nb = K / be;
         TU_CHECK(nq->dq[type] && nq->mv[type], "type %d: no NEON kernels", type);
         if (!nq->dq[type] || !nq->mv[type]) continue;
         attn__dequant_ref_fn(type)(w, N * nb, d0);
@@ -524,13 +533,29 @@ static void test_arm_bits(void) {
             TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: NEON mv bits", type,
                      (long long)m);
             n++;
-            if (!dp) continue;
+            if (!dp || !ref->mv8[type]) continue;
+            TU_CHECK(dp->mv8[type] != NULL, "type %d: no SDOT kernel", type);
+            if (!dp->mv8[type]) continue;
             memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
             ref->mv8[type](w + 2 * rb, rb, N - 2, nb, &xa, m, y0, N);
             dp->mv8[type](w + 2 * rb, rb, N - 2, nb, &xa, m, y1, N);
             TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: SDOT mv8 bits", type,
                      (long long)m);
             n++;
+            if (!mm) continue;
+            /* SMMLA: rows 2 .. N - 1 (an odd count: the last row on SDOT), and rows 1 .. N - 1 */
+            TU_CHECK(mm->mv8[type] != NULL, "type %d: no SMMLA kernel", type);
+            if (!mm->mv8[type]) continue;
+            memset(y1, 0, sizeof y1);
+            mm->mv8[type](w + 2 * rb, rb, N - 2, nb, &xa, m, y1, N);
+            TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: SMMLA mv8 bits", type,
+                     (long long)m);
+            memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
+            ref->mv8[type](w + rb, rb, N - 1, nb, &xa, m, y0, N);
+            mm->mv8[type](w + rb, rb, N - 1, nb, &xa, m, y1, N);
+            TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: SMMLA mv8 bits, even rows",
+                     type, (long long)m);
+            n += 2;
         }
         free(w);
     }

@@ -93,7 +93,10 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
                        : NULL;
     if (!k->decode) k->decode = attn__decode_kernels_ref();
     k->decode_on = env->decode != 0;
-    k->ew = x512 ? attn__ew_kernel_avx512() : x2 ? attn__ew_kernel_avx2() : NULL;
+    k->ew = x512                       ? attn__ew_kernel_avx512()
+            : x2                       ? attn__ew_kernel_avx2()
+            : k->isa == ATTN__ISA_NEON ? attn__ew_kernel_neon()
+                                       : NULL;
     if (!k->ew) k->ew = attn__ew_kernel_ref();
     /* bf16: the AVX512_BF16 kernels, unless ATTN_BF16=0; bf16 attention widens to fp32 on the
      * SIMD sets unless ATTN_BF16=dot (and the dot kernels are the AVX512_BF16 ones) */
@@ -127,13 +130,16 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
         k->quant8 = attn__quant_kernels_avxvnni();
     if (!k->quant8 && (x512 || x2)) /* no VNNI: VPMADDUBSW + VPMADDWD, the same bits */
         k->quant8 = attn__quant_kernels_avx2_int8();
-    /* ARM: SDOT where the CPU has the dot-product extension (the plain C bits) */
+    /* ARM: SMMLA where the CPU has the int8 matrix multiplies, else SDOT where it has the
+     * dot products (the plain C bits either way) */
+    const unsigned i8mm = ATTN__CPU_DOTPROD | ATTN__CPU_I8MM;
+    if (!k->quant8 && neon && (cpu & i8mm) == i8mm) k->quant8 = attn__quant_kernels_i8mm();
     if (!k->quant8 && neon && (cpu & ATTN__CPU_DOTPROD)) k->quant8 = attn__quant_kernels_dotprod();
     if (!k->quant8) k->quant8 = attn__quant_kernels_ref();
     /* the same bits either way: the instruction set only changes the speed */
     k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;
-    /* cross-entropy rows: float exponentials on AVX-512, else the double reference */
-    k->ce_row = x512 ? attn__ce_row_avx512() : NULL;
+    /* cross-entropy rows: float exponentials on AVX-512 and NEON, else the double reference */
+    k->ce_row = x512 ? attn__ce_row_avx512() : neon ? attn__ce_row_neon() : NULL;
     if (!k->ce_row) k->ce_row = attn__cross_entropy_row_ref;
 }
 

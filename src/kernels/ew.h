@@ -180,6 +180,8 @@ ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_ref(void);
 /* NULL when not compiled with AVX-512, resp. AVX2 + FMA. */
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_avx512(void);
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_avx2(void);
+/* NULL off AArch64 (arm_neon/ew_neon.c: the same bits as the plain C forward kernels). */
+ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_neon(void);
 
 /* The shared scalar steps of add_ln (contract above). */
 #define ATTN__LN_LANES 64

@@ -156,7 +156,8 @@ ATTN__HIDDEN void attn__cross_entropy_row_ref(const float *xr, int64_t t, int64_
                                               double inv, float *dr, double *nll,
                                               double *smooth);
 /* The row kernel of a context (ctx->kern.ce_row): attn__cross_entropy_row_ref (in double: the
- * oracle), or on AVX-512 attn__ce_row_avx512 (x86_avx512/loss_avx512.c): exponentials in float
+ * oracle), or on AVX-512 attn__ce_row_avx512 (x86_avx512/loss_avx512.c), on NEON
+ * attn__ce_row_neon (arm_neon/loss_neon.c): exponentials in float
  * by a polynomial, sums in double; the row's terms within 1e-6 of the reference's relative to
  * |lse| + 1, each gradient value within 4e-6 relative + 1e-7 absolute of it (times inv);
  * rows whose maximum is not finite go to the reference. */
@@ -164,6 +165,8 @@ typedef void (*attn__ce_row_fn)(const float *xr, int64_t t, int64_t C, double ep
                                 float *dr, double *nll, double *smooth);
 /* NULL when not compiled with AVX-512. */
 ATTN__HIDDEN attn__ce_row_fn attn__ce_row_avx512(void);
+/* NULL off AArch64 (arm_neon/loss_neon.c: the AVX-512 one's method and bounds on 4 lanes). */
+ATTN__HIDDEN attn__ce_row_fn attn__ce_row_neon(void);
 /* attn__cross_entropy_ref's loss and gradient with the rows spread over the context's threads
  * (src/kernels/loss.c), each row by ctx->kern.ce_row: bit for bit the reference's on the plain
  * C kernels, within the row kernel's bounds on the others, and the same bits for every thread

@@ -1,6 +1,6 @@
 /* Cross-entropy over the context's threads: each row's terms are computed by the context's row
- * kernel (ctx->kern.ce_row: the reference attn__cross_entropy_row_ref, or the AVX-512 one) on
- * whichever thread owns the row, then added in row order, so that the loss and the gradient
+ * kernel (ctx->kern.ce_row: the reference attn__cross_entropy_row_ref, or the AVX-512 or NEON
+ * one) on whichever thread owns the row, then added in row order, so that the loss and the gradient
  * are the same whatever the thread count (and the reference's, bit for bit, on the plain C
  * kernel). */
 #include <math.h>

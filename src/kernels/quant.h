@@ -159,6 +159,8 @@ ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2_int8(void);
 /* AArch64: NEON (float activations) and SDOT (int8 activations; needs ATTN__CPU_DOTPROD) */
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_neon(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_dotprod(void);
+/* SMMLA for m >= 2 (needs ATTN__CPU_I8MM and ATTN__CPU_DOTPROD; the plain C bits, as SDOT) */
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_i8mm(void);
 
 /* ---- the linear product ------------------------------------------------------------------- */
 enum {

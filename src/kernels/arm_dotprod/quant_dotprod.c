@@ -1,6 +1,6 @@
 /* Quantized weights with int8 activations (attn__q8act) on AArch64 with the dot-product
  * extension (SDOT, FEAT_DotProd; built with +dotprod, chosen only where the OS reports
- * asimddp: dispatch.c): the mv8 kernels of Q4_0, Q4_1 and Q8_0.  The other types with an int8
+ * asimddp: dispatch.c): the mv8 kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K.  The other types with an int8
  * path call the plain C ones (the same terms), so a context's int8 path covers the same types
  * on every set.
  *
@@ -10,11 +10,14 @@
  *   Q8_0  acc += (dw dx) sum(q qx)
  *   Q4_0  acc += (dw dx) (sum(q qx) - 8 sum(qx)),  q the unsigned nibbles
  *   Q4_1  acc += (dw dx) sum(q qx) + mw sx
+ *   Q4_K, Q5_K, Q6_K  one term per group (below)
  * so the results are its bits exactly.  Cost on paper: docs/kernels.md ("ARM64"). */
 #include "../quant.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
 #include <arm_neon.h>
+
+#include "qunpack_neon.h"
 
 /* sum over 32 elements of a[j] x[j] */
 static inline int32_t dot32(int8x16_t a0, int8x16_t a1, const int8_t *x) {
@@ -62,6 +65,77 @@ DEF(q4_0, 18, NIBBLES(2),
 DEF(q4_1, 20, NIBBLES(4),
     acc[i] += (d * xd[2 * k]) * (float)dot + attn__load_half(b + 2) * xd[2 * k + 1])
 
+/* ---- K-quants ------------------------------------------------------------------------------
+ * The quants of a group as bytes (unsigned, at most 63: SDOT's signed bytes hold them), one
+ * exact integer dot per group, then the plain C kernel's float term per group in order:
+ *   Q4_K, Q5_K  groups of 32:  acc += ((d sc) dx) sum(q qx) - (dmin m) sx
+ *   Q6_K        groups of 16:  acc += ((d sc) dx) (sum(q qx) - 32 sum(qx)) */
+static inline void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                           const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    const size_t bb = five ? 176 : 144;
+    for (int64_t r = 0; r < rows; r++) {
+        float acc[ATTN__QMV_MAX] = {0};
+        for (int64_t k = 0; k < nb; k++) {
+            const uint8_t *b = w + (size_t)r * rb + (size_t)k * bb;
+            const float d = attn__load_half(b), dmin = attn__load_half(b + 2);
+            int8x16_t a[16];
+            attn__unpack_k45(b, five, a);
+            float ds[8], dm[8];
+            for (int s = 0; s < 8; s++) {
+                int sc, mn;
+                attn__k4_scale_min(b + 4, s, &sc, &mn);
+                ds[s] = d * (float)sc, dm[s] = dmin * (float)mn;
+            }
+            for (int64_t i = 0; i < m; i++) {
+                const float *xd = xa->dsx + i * 2 * xa->ldb;
+                for (int s = 0; s < 8; s++) {
+                    const int64_t g = 8 * k + s;
+                    const int32_t dot = dot32(a[2 * s], a[2 * s + 1], xa->q + i * xa->ldq + 32 * g);
+                    acc[i] += (ds[s] * xd[2 * g]) * (float)dot - dm[s] * xd[2 * g + 1];
+                }
+            }
+        }
+        for (int64_t i = 0; i < m; i++) y[i * ldy + r] = acc[i];
+    }
+}
+
+static void mv8_q4_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    mv8_k45(0, w, rb, rows, nb, xa, m, y, ldy);
+}
+static void mv8_q5_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    mv8_k45(1, w, rb, rows, nb, xa, m, y, ldy);
+}
+
+/* Q6_K: 16 vectors of 16 quants (0-63), vector g the group of 16 elements 16 g .. 16 g + 15 */
+static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++) {
+        float acc[ATTN__QMV_MAX] = {0};
+        for (int64_t k = 0; k < nb; k++) {
+            const uint8_t *b = w + (size_t)r * rb + (size_t)k * 210;
+            const int8_t *sc = (const int8_t *)(b + 192);
+            const float d = attn__load_half(b + 208);
+            int8x16_t a[16];
+            attn__unpack_q6k(b, a);
+            for (int64_t i = 0; i < m; i++) {
+                const int8_t *xq = xa->q + i * xa->ldq;
+                const float *xd = xa->dsx + i * 2 * xa->ldb;
+                const int32_t *xsq = xa->sq + i * 2 * xa->ldb;
+                for (int g = 0; g < 16; g++) {
+                    const int64_t gx = 16 * k + g;
+                    const int32_t s =
+                        vaddvq_s32(vdotq_s32(vdupq_n_s32(0), a[g], vld1q_s8(xq + 16 * gx))) -
+                        32 * xsq[gx];
+                    acc[i] += ((d * (float)sc[g]) * xd[2 * (gx >> 1)]) * (float)s;
+                }
+            }
+        }
+        for (int64_t i = 0; i < m; i++) y[i * ldy + r] = acc[i];
+    }
+}
+
 /* the plain C int8 kernels of the other types */
 #define REF(T, TYPE)                                                                          \
     static void mv8_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                \
@@ -70,9 +144,6 @@ DEF(q4_1, 20, NIBBLES(4),
     }
 REF(q5_0, ATTN_Q_Q5_0)
 REF(q5_1, ATTN_Q_Q5_1)
-REF(q4_k, ATTN_Q_Q4_K)
-REF(q5_k, ATTN_Q_Q5_K)
-REF(q6_k, ATTN_Q_Q6_K)
 
 static const attn__quant_kernels TABLE = {
     "neon_dotprod",

@@ -1,9 +1,10 @@
 /* Quantized weights with float activations on AArch64 NEON (contract in ../quant.h): the
- * dequantization (dq) and the matrix-vector products (mv) of Q4_0, Q4_1 and Q8_0; the other
- * types use the plain C kernels (NULL entries).
+ * dequantization (dq) and the matrix-vector products (mv) of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and
+ * Q6_K; the other types use the plain C kernels (NULL entries).
  *
- * Bits.  Each block of 32 is dequantized in registers exactly as the reference does it (the
- * integer q widened to float, times d, plus m for Q4_1: one rounding each, never fused; this
+ * Bits.  Each block of 32 (each group of 32 of a K block) is dequantized in registers exactly
+ * as the reference does it (the integer q widened to float, times d, plus m for Q4_1, minus
+ * dmin m for Q4_K and Q5_K, d sc for Q6_K rounded first: one rounding each, never fused; this
  * file is built with -ffp-contract=off), and multiplied with x into eight float partial sums,
  * element k into sum k mod 8, multiply then add: two vectors hold sums 0-3 and 4-7, and the end
  * of the row folds them as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).  That is the
@@ -81,10 +82,114 @@ DEF(q4_0, 18)
 DEF(q4_1, 20)
 DEF(q8_0, 34)
 
+/* ---- K-quants: blocks of 256 as 8 groups of 32, each group's 32 values in 8 vectors -------- */
+/* The 6-bit scale and min of group j of Q4_K / Q5_K (as ref/quant_ref.c). */
+static inline void k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[4 + j] & 63;
+    } else {
+        *sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
+        *mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
+    }
+}
+
+/* Q4_K (five 0) and Q5_K group s: (d sc) q - dmin m, two roundings */
+static inline void group_k45(const uint8_t *b, int s, int five, float32x4_t *v) {
+    const float d = attn__load_half(b), dmin = attn__load_half(b + 2);
+    int sc, mn;
+    k4_scale_min(b + 4, s, &sc, &mn);
+    const float ds = d * (float)sc, dm = dmin * (float)mn;
+    const uint8_t *q = b + (five ? 48 : 16) + (s >> 1) * 32;
+    uint8x16_t q0 = vld1q_u8(q), q1 = vld1q_u8(q + 16);
+    if (s & 1) {
+        q0 = vshrq_n_u8(q0, 4), q1 = vshrq_n_u8(q1, 4);
+    } else {
+        q0 = vandq_u8(q0, vdupq_n_u8(15)), q1 = vandq_u8(q1, vdupq_n_u8(15));
+    }
+    if (five) { /* bit s of qh[j] as bit 4 */
+        const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << s)), sixteen = vdupq_n_u8(16);
+        q0 = vorrq_u8(q0, vandq_u8(vtstq_u8(vld1q_u8(b + 16), bit), sixteen));
+        q1 = vorrq_u8(q1, vandq_u8(vtstq_u8(vld1q_u8(b + 32), bit), sixteen));
+    }
+    widen16(vreinterpretq_s8_u8(q0), ds, v);
+    widen16(vreinterpretq_s8_u8(q1), ds, v + 4);
+    const float32x4_t vm = vdupq_n_f32(dm);
+    for (int i = 0; i < 8; i++) v[i] = vsubq_f32(v[i], vm);
+}
+static inline void group_q4_k(const uint8_t *b, int s, float32x4_t *v) { group_k45(b, s, 0, v); }
+static inline void group_q5_k(const uint8_t *b, int s, float32x4_t *v) { group_k45(b, s, 1, v); }
+
+/* Q6_K group g = 4 h + c (elements 32 g .. 32 g + 31): low nibbles (c < 2) or high (c >= 2)
+ * of ql[64 h + 32 (c & 1) + j], bits 2c, 2c + 1 of qh[32 h + j] above them, less 32; times
+ * d sc[2 g] (elements 0-15) and d sc[2 g + 1] (16-31) */
+static inline void group_q6_k(const uint8_t *b, int g, float32x4_t *v) {
+    const int h = g >> 2, c = g & 3;
+    const uint8_t *ql = b + 64 * h + 32 * (c & 1), *qh = b + 128 + 32 * h;
+    const int8_t *sc = (const int8_t *)(b + 192);
+    const float d = attn__load_half(b + 208);
+    uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
+    if (c >> 1) {
+        l0 = vshrq_n_u8(l0, 4), l1 = vshrq_n_u8(l1, 4);
+    } else {
+        l0 = vandq_u8(l0, vdupq_n_u8(15)), l1 = vandq_u8(l1, vdupq_n_u8(15));
+    }
+    const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * c)); /* right shift by 2c */
+    const uint8x16_t three = vdupq_n_u8(3);
+    const uint8x16_t h0 = vandq_u8(vshlq_u8(vld1q_u8(qh), sh), three);
+    const uint8x16_t h1 = vandq_u8(vshlq_u8(vld1q_u8(qh + 16), sh), three);
+    const int8x16_t q0 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(l0, vshlq_n_u8(h0, 4))),
+                                  vdupq_n_s8(32));
+    const int8x16_t q1 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(l1, vshlq_n_u8(h1, 4))),
+                                  vdupq_n_s8(32));
+    widen16(q0, d * (float)sc[2 * g], v);
+    widen16(q1, d * (float)sc[2 * g + 1], v + 4);
+}
+
+/* dq and mv of a K type: the groups in order; mv adds element k into sum k mod 8 as DEF */
+#define DEFK(T, BYTES)                                                                        \
+    static void dq_##T(const uint8_t *b, int64_t nb, float *y) {                              \
+        for (int64_t k = 0; k < nb; k++, b += BYTES)                                          \
+            for (int s = 0; s < 8; s++, y += 32) {                                            \
+                float32x4_t v[8];                                                             \
+                group_##T(b, s, v);                                                           \
+                for (int i = 0; i < 8; i++) vst1q_f32(y + 4 * i, v[i]);                       \
+            }                                                                                 \
+    }                                                                                         \
+    static void mv_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                       int64_t ldx, int64_t m, float *y, int64_t ldy) {                      \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            const uint8_t *b = w + (size_t)r * rb;                                            \
+            float32x4_t s[ATTN__QMV_MAX][2];                                                  \
+            for (int64_t i = 0; i < m; i++) s[i][0] = s[i][1] = vdupq_n_f32(0.0f);            \
+            for (int64_t k = 0; k < nb; k++, b += BYTES)                                      \
+                for (int g = 0; g < 8; g++) {                                                 \
+                    float32x4_t v[8];                                                         \
+                    group_##T(b, g, v);                                                       \
+                    for (int64_t i = 0; i < m; i++) {                                         \
+                        const float *xk = x + i * ldx + 256 * k + 32 * g;                     \
+                        for (int j = 0; j < 8; j++)                                           \
+                            s[i][j & 1] = vaddq_f32(s[i][j & 1],                              \
+                                                    vmulq_f32(v[j], vld1q_f32(xk + 4 * j)));  \
+                    }                                                                         \
+                }                                                                             \
+            for (int64_t i = 0; i < m; i++) {                                                 \
+                const float32x4_t t = vaddq_f32(s[i][0], s[i][1]);                            \
+                const float32x2_t u = vadd_f32(vget_low_f32(t), vget_high_f32(t));            \
+                y[i * ldy + r] = vget_lane_f32(u, 0) + vget_lane_f32(u, 1);                   \
+            }                                                                                 \
+        }                                                                                     \
+    }
+DEFK(q4_k, 144)
+DEFK(q5_k, 176)
+DEFK(q6_k, 210)
+
 static const attn__quant_kernels TABLE = {
     "neon",
-    {[ATTN_Q_Q4_0] = dq_q4_0, [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q8_0] = dq_q8_0},
-    {[ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q8_0] = mv_q8_0},
+    {[ATTN_Q_Q4_0] = dq_q4_0, [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q8_0] = dq_q8_0,
+     [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k, [ATTN_Q_Q6_K] = dq_q6_k},
+    {[ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q8_0] = mv_q8_0,
+     [ATTN_Q_Q4_K] = mv_q4_k, [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k},
     {0},
 };
 

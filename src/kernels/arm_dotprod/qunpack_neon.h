@@ -1,0 +1,61 @@
+/* The integer quants of the K types as bytes in NEON vectors, shared by the SDOT
+ * (quant_dotprod.c) and SMMLA (../arm_i8mm/quant_i8mm.c) int8 kernels: every value fits a
+ * signed byte (at most 63).  Layouts in ../quant.h; plain NEON, no extension needed. */
+#ifndef ATTN_QUNPACK_NEON_H
+#define ATTN_QUNPACK_NEON_H
+#include <arm_neon.h>
+
+#include "../quant.h"
+
+/* The 6-bit scale and min of group j of Q4_K / Q5_K (as ref/quant_ref.c). */
+static inline void attn__k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[4 + j] & 63;
+    } else {
+        *sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
+        *mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
+    }
+}
+
+/* Q4_K (five 0) and Q5_K: the 256 quants of a block (0-15, 0-31) as 16 vectors, group s of 32
+ * in a[2 s] (its elements 0-15) and a[2 s + 1] (16-31) */
+static inline void attn__unpack_k45(const uint8_t *b, int five, int8x16_t *a) {
+    const uint8_t *qs = b + (five ? 48 : 16);
+    const uint8x16_t h0 = vld1q_u8(b + 16), h1 = vld1q_u8(b + 32), sixteen = vdupq_n_u8(16);
+    for (int p = 0; p < 4; p++) {
+        const uint8x16_t l0 = vld1q_u8(qs + 32 * p), l1 = vld1q_u8(qs + 32 * p + 16);
+        uint8x16_t q[4] = {vandq_u8(l0, vdupq_n_u8(15)), vandq_u8(l1, vdupq_n_u8(15)),
+                           vshrq_n_u8(l0, 4), vshrq_n_u8(l1, 4)};
+        if (five)
+            for (int t = 0; t < 2; t++) { /* bit 2p + t of qh[j] as bit 4 */
+                const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (2 * p + t)));
+                q[2 * t] = vorrq_u8(q[2 * t], vandq_u8(vtstq_u8(h0, bit), sixteen));
+                q[2 * t + 1] = vorrq_u8(q[2 * t + 1], vandq_u8(vtstq_u8(h1, bit), sixteen));
+            }
+        for (int t = 0; t < 4; t++) a[4 * p + t] = vreinterpretq_s8_u8(q[t]);
+    }
+}
+
+/* Q6_K: the 256 quants (0-63, without the - 32) as 16 vectors, a[g] the group of 16 elements
+ * 16 g .. 16 g + 15: element e = 128 h + 32 c + j has the low (c < 2) or high (c >= 2) nibble
+ * of ql[64 h + 32 (c & 1) + j] and bits 2c, 2c + 1 of qh[32 h + j] above it */
+static inline void attn__unpack_q6k(const uint8_t *b, int8x16_t *a) {
+    const uint8x16_t three = vdupq_n_u8(3), fifteen = vdupq_n_u8(15);
+    for (int h = 0; h < 2; h++) {
+        const uint8x16_t qh0 = vld1q_u8(b + 128 + 32 * h), qh1 = vld1q_u8(b + 144 + 32 * h);
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *ql = b + 64 * h + 32 * (c & 1);
+            uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16);
+            if (c >> 1) l0 = vshrq_n_u8(l0, 4), l1 = vshrq_n_u8(l1, 4);
+            else l0 = vandq_u8(l0, fifteen), l1 = vandq_u8(l1, fifteen);
+            const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * c)); /* right shift by 2c */
+            const uint8x16_t t0 = vandq_u8(vshlq_u8(qh0, sh), three);
+            const uint8x16_t t1 = vandq_u8(vshlq_u8(qh1, sh), three);
+            a[8 * h + 2 * c] = vreinterpretq_s8_u8(vorrq_u8(l0, vshlq_n_u8(t0, 4)));
+            a[8 * h + 2 * c + 1] = vreinterpretq_s8_u8(vorrq_u8(l1, vshlq_n_u8(t1, 4)));
+        }
+    }
+}
+
+#endif

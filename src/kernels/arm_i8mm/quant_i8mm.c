@@ -1,0 +1,236 @@
+/* Quantized weights with int8 activations (attn__q8act) on AArch64 with the int8 matrix
+ * multiply extension (SMMLA, FEAT_I8MM; built with +dotprod+i8mm, chosen only where the OS
+ * reports i8mm and asimddp: dispatch.c): the mv8 kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and
+ * Q6_K for two or more rows of activations.  One SMMLA multiplies a 2 x 8 block of int8
+ * activations (rows i, i + 1) with a 2 x 8 block of weights (rows r, r + 1) into the four int32
+ * dot products, so two activation rows and two weight rows share each weight unpacking and
+ * each x load, where SDOT gives one row pair's dot.  One activation row (m = 1), an odd last
+ * weight row and the types without an SMMLA kernel here run the SDOT kernels
+ * (../arm_dotprod/quant_dotprod.c).
+ *
+ * Bits.  Each dot product is exact (int32, however it is summed), and the float terms are
+ * those of the plain C kernel in its order (ref/quant_kern_ref.c, the SDOT file's list): the
+ * results are the plain C bits, for every m, row range and thread count.  Cost on paper:
+ * docs/kernels.md ("ARM64"). */
+#include "../quant.h"
+
+#if defined(__aarch64__) && defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD) &&          \
+    defined(__ARM_FEATURE_MATMUL_INT8)
+#include <arm_neon.h>
+
+#include "../arm_dotprod/qunpack_neon.h"
+
+static inline int8x16_t zip_lo(int8x16_t a, int8x16_t b) {
+    return vreinterpretq_s8_s64(vzip1q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
+}
+static inline int8x16_t zip_hi(int8x16_t a, int8x16_t b) {
+    return vreinterpretq_s8_s64(vzip2q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
+}
+
+/* The weights of 16 elements of rows r and r + 1 (a, b) as SMMLA's 2 x 8 operands: w[0] the
+ * elements 0-7 of both rows, w[1] 8-15 */
+typedef struct wpair {
+    int8x16_t lo, hi;
+} wpair;
+static inline wpair pair16(int8x16_t a, int8x16_t b) {
+    wpair p = {zip_lo(a, b), zip_hi(a, b)};
+    return p;
+}
+
+/* acc + [x0.w_r, x0.w_r1, x1.w_r, x1.w_r1] over 16 elements (x0, x1: 16 bytes of the two
+ * activation rows) */
+static inline int32x4_t mm16(int32x4_t acc, const int8_t *x0, const int8_t *x1, wpair w) {
+    const int8x16_t a = vld1q_s8(x0), b = vld1q_s8(x1);
+    acc = vmmlaq_s32(acc, zip_lo(a, b), w.lo);
+    return vmmlaq_s32(acc, zip_hi(a, b), w.hi);
+}
+
+/* The activation rows of a step: i and i + 1, or i twice for an odd last row (lanes 2, 3 then
+ * unused) */
+#define XROW(i) (xa->q + (i) * xa->ldq)
+
+/* ---- the 32-element types ------------------------------------------------------------------ */
+enum { T_Q8_0, T_Q4_0, T_Q4_1 };
+
+static inline void unpack32(int t, const uint8_t *b, int8x16_t *a0, int8x16_t *a1) {
+    if (t == T_Q8_0) {
+        *a0 = vld1q_s8((const int8_t *)b + 2), *a1 = vld1q_s8((const int8_t *)b + 18);
+    } else {
+        const uint8x16_t qs = vld1q_u8(b + (t == T_Q4_0 ? 2 : 4));
+        *a0 = vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15)));
+        *a1 = vreinterpretq_s8_u8(vshrq_n_u8(qs, 4));
+    }
+}
+
+/* the plain C kernel's term of block k, activation row i, weight block b, dot */
+static inline float term32(int t, const uint8_t *b, const attn__q8act *xa, int64_t i, int64_t k,
+                           int32_t dot) {
+    const float d = attn__load_half(b);
+    const float *xd = xa->dsx + i * 2 * xa->ldb;
+    const int32_t *xsq = xa->sq + i * 2 * xa->ldb;
+    if (t == T_Q8_0) return (d * xd[2 * k]) * (float)dot;
+    if (t == T_Q4_0) return (d * xd[2 * k]) * (float)(dot - 8 * (xsq[2 * k] + xsq[2 * k + 1]));
+    return (d * xd[2 * k]) * (float)dot + attn__load_half(b + 2) * xd[2 * k + 1];
+}
+
+/* rows r, r + 1 (weights w0, w1), all m activation rows */
+static inline void pair32(int t, size_t bb, const uint8_t *w0, const uint8_t *w1, int64_t nb,
+                          const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    float acc[ATTN__QMV_MAX][2] = {{0}};
+    for (int64_t k = 0; k < nb; k++) {
+        const uint8_t *b0 = w0 + (size_t)k * bb, *b1 = w1 + (size_t)k * bb;
+        int8x16_t a0, a1, c0, c1;
+        unpack32(t, b0, &a0, &a1);
+        unpack32(t, b1, &c0, &c1);
+        const wpair p0 = pair16(a0, c0), p1 = pair16(a1, c1);
+        for (int64_t i = 0; i < m; i += 2) {
+            const int64_t i1 = i + 1 < m ? i + 1 : i;
+            const int8_t *x0 = XROW(i) + 32 * k, *x1 = XROW(i1) + 32 * k;
+            int32x4_t s = mm16(vdupq_n_s32(0), x0, x1, p0);
+            s = mm16(s, x0 + 16, x1 + 16, p1);
+            acc[i][0] += term32(t, b0, xa, i, k, vgetq_lane_s32(s, 0));
+            acc[i][1] += term32(t, b1, xa, i, k, vgetq_lane_s32(s, 1));
+            if (i1 != i) {
+                acc[i1][0] += term32(t, b0, xa, i1, k, vgetq_lane_s32(s, 2));
+                acc[i1][1] += term32(t, b1, xa, i1, k, vgetq_lane_s32(s, 3));
+            }
+        }
+    }
+    for (int64_t i = 0; i < m; i++) y[i * ldy] = acc[i][0], y[i * ldy + 1] = acc[i][1];
+}
+
+/* ---- K types --------------------------------------------------------------------------------- */
+/* Q4_K (five 0) and Q5_K: groups of 32, acc += ((d sc) dx) dot - (dmin m) sx */
+static inline void pair_k45(int five, const uint8_t *w0, const uint8_t *w1, int64_t nb,
+                            const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    const size_t bb = five ? 176 : 144;
+    float acc[ATTN__QMV_MAX][2] = {{0}};
+    for (int64_t k = 0; k < nb; k++) {
+        const uint8_t *b[2] = {w0 + (size_t)k * bb, w1 + (size_t)k * bb};
+        int8x16_t a[16], c[16];
+        attn__unpack_k45(b[0], five, a);
+        attn__unpack_k45(b[1], five, c);
+        float ds[2][8], dm[2][8];
+        for (int j = 0; j < 2; j++) {
+            const float d = attn__load_half(b[j]), dmin = attn__load_half(b[j] + 2);
+            for (int s = 0; s < 8; s++) {
+                int sc, mn;
+                attn__k4_scale_min(b[j] + 4, s, &sc, &mn);
+                ds[j][s] = d * (float)sc, dm[j][s] = dmin * (float)mn;
+            }
+        }
+        wpair p[16];
+        for (int v = 0; v < 16; v++) p[v] = pair16(a[v], c[v]);
+        for (int64_t i = 0; i < m; i += 2) {
+            const int64_t i1 = i + 1 < m ? i + 1 : i;
+            const float *xd0 = xa->dsx + i * 2 * xa->ldb, *xd1 = xa->dsx + i1 * 2 * xa->ldb;
+            for (int s = 0; s < 8; s++) {
+                const int64_t g = 8 * k + s;
+                const int8_t *x0 = XROW(i) + 32 * g, *x1 = XROW(i1) + 32 * g;
+                int32x4_t t = mm16(vdupq_n_s32(0), x0, x1, p[2 * s]);
+                t = mm16(t, x0 + 16, x1 + 16, p[2 * s + 1]);
+                acc[i][0] += (ds[0][s] * xd0[2 * g]) * (float)vgetq_lane_s32(t, 0) -
+                             dm[0][s] * xd0[2 * g + 1];
+                acc[i][1] += (ds[1][s] * xd0[2 * g]) * (float)vgetq_lane_s32(t, 1) -
+                             dm[1][s] * xd0[2 * g + 1];
+                if (i1 != i) {
+                    acc[i1][0] += (ds[0][s] * xd1[2 * g]) * (float)vgetq_lane_s32(t, 2) -
+                                  dm[0][s] * xd1[2 * g + 1];
+                    acc[i1][1] += (ds[1][s] * xd1[2 * g]) * (float)vgetq_lane_s32(t, 3) -
+                                  dm[1][s] * xd1[2 * g + 1];
+                }
+            }
+        }
+    }
+    for (int64_t i = 0; i < m; i++) y[i * ldy] = acc[i][0], y[i * ldy + 1] = acc[i][1];
+}
+
+/* Q6_K: groups of 16, acc += ((d sc) dx) (dot - 32 sum(qx)) */
+static inline void pair_q6k(const uint8_t *w0, const uint8_t *w1, int64_t nb,
+                            const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    float acc[ATTN__QMV_MAX][2] = {{0}};
+    for (int64_t k = 0; k < nb; k++) {
+        const uint8_t *b[2] = {w0 + (size_t)k * 210, w1 + (size_t)k * 210};
+        int8x16_t a[16], c[16];
+        attn__unpack_q6k(b[0], a);
+        attn__unpack_q6k(b[1], c);
+        float dsc[2][16];
+        for (int j = 0; j < 2; j++) {
+            const float d = attn__load_half(b[j] + 208);
+            const int8_t *sc = (const int8_t *)(b[j] + 192);
+            for (int g = 0; g < 16; g++) dsc[j][g] = d * (float)sc[g];
+        }
+        wpair p[16];
+        for (int v = 0; v < 16; v++) p[v] = pair16(a[v], c[v]);
+        for (int64_t i = 0; i < m; i += 2) {
+            const int64_t i1 = i + 1 < m ? i + 1 : i;
+            const float *xd0 = xa->dsx + i * 2 * xa->ldb, *xd1 = xa->dsx + i1 * 2 * xa->ldb;
+            const int32_t *sq0 = xa->sq + i * 2 * xa->ldb, *sq1 = xa->sq + i1 * 2 * xa->ldb;
+            for (int g = 0; g < 16; g++) {
+                const int64_t gx = 16 * k + g;
+                const int32x4_t t = mm16(vdupq_n_s32(0), XROW(i) + 16 * gx, XROW(i1) + 16 * gx, p[g]);
+                acc[i][0] += (dsc[0][g] * xd0[2 * (gx >> 1)]) *
+                             (float)(vgetq_lane_s32(t, 0) - 32 * sq0[gx]);
+                acc[i][1] += (dsc[1][g] * xd0[2 * (gx >> 1)]) *
+                             (float)(vgetq_lane_s32(t, 1) - 32 * sq0[gx]);
+                if (i1 != i) {
+                    acc[i1][0] += (dsc[0][g] * xd1[2 * (gx >> 1)]) *
+                                  (float)(vgetq_lane_s32(t, 2) - 32 * sq1[gx]);
+                    acc[i1][1] += (dsc[1][g] * xd1[2 * (gx >> 1)]) *
+                                  (float)(vgetq_lane_s32(t, 3) - 32 * sq1[gx]);
+                }
+            }
+        }
+    }
+    for (int64_t i = 0; i < m; i++) y[i * ldy] = acc[i][0], y[i * ldy + 1] = acc[i][1];
+}
+
+/* ---- the table: pairs of rows on SMMLA, m = 1 and an odd last row on SDOT ------------------ */
+#define DEF(T, TYPE, PAIR)                                                                    \
+    static void mv8_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                \
+                        const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {            \
+        const attn__qmv8_fn one = attn__quant_kernels_dotprod()->mv8[TYPE];                   \
+        if (m < 2) {                                                                          \
+            one(w, rb, rows, nb, xa, m, y, ldy);                                              \
+            return;                                                                           \
+        }                                                                                     \
+        int64_t r = 0;                                                                        \
+        for (; r + 2 <= rows; r += 2) {                                                       \
+            const uint8_t *w0 = w + (size_t)r * rb, *w1 = w0 + rb;                            \
+            PAIR;                                                                             \
+        }                                                                                     \
+        if (r < rows) one(w + (size_t)r * rb, rb, 1, nb, xa, m, y + r, ldy);                  \
+    }
+DEF(q8_0, ATTN_Q_Q8_0, pair32(T_Q8_0, 34, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q4_0, ATTN_Q_Q4_0, pair32(T_Q4_0, 18, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q4_1, ATTN_Q_Q4_1, pair32(T_Q4_1, 20, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q4_k, ATTN_Q_Q4_K, pair_k45(0, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q5_k, ATTN_Q_Q5_K, pair_k45(1, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q6_k, ATTN_Q_Q6_K, pair_q6k(w0, w1, nb, xa, m, y + r, ldy))
+
+/* the SDOT table's kernels of the other int8 types */
+#define SDOT(T, TYPE)                                                                         \
+    static void mv8_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                \
+                        const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {            \
+        attn__quant_kernels_dotprod()->mv8[TYPE](w, rb, rows, nb, xa, m, y, ldy);             \
+    }
+SDOT(q5_0, ATTN_Q_Q5_0)
+SDOT(q5_1, ATTN_Q_Q5_1)
+
+static const attn__quant_kernels TABLE = {
+    "neon_i8mm",
+    {0},
+    {0},
+    {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+};
+
+/* NULL where the SDOT table is missing too (a build without +dotprod) */
+const attn__quant_kernels *attn__quant_kernels_i8mm(void) {
+    return attn__quant_kernels_dotprod() ? &TABLE : NULL;
+}
+
+#else
+const attn__quant_kernels *attn__quant_kernels_i8mm(void) { return NULL; }
+#endif
