@@ -191,6 +191,8 @@ static const attn__quant_kernels TABLE = {
     {[ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q8_0] = mv_q8_0,
      [ATTN_Q_Q4_K] = mv_q4_k, [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k},
     {0},
+    {0},
+    {0},
 };
 
 const attn__quant_kernels *attn__quant_kernels_neon(void) { return &TABLE; }
