@@ -58,18 +58,7 @@ static inline float32x4_t gelu4(float32x4_t x) {
  * NaN anyway through x), n = rint(t) (round to nearest even, as rintf), Horner with FMLA,
  * times 2^n built in the exponent field */
 static inline float32x4_t exp2_as4(float32x4_t t) {
-    t = vminq_f32(vmaxq_f32(t, vdupq_n_f32(-126.0f)), vdupq_n_f32(126.0f));
-    const float32x4_t n = vrndnq_f32(t);
-    const float32x4_t f = vsubq_f32(t, n);
-    float32x4_t p = vdupq_n_f32(ATTN__EXP2_P6);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P5), p, f);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P4), p, f);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P3), p, f);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P2), p, f);
-    p = vfmaq_f32(vdupq_n_f32(ATTN__EXP2_P1), p, f);
-    p = vfmaq_f32(vdupq_n_f32(1.0f), p, f);
-    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    return vmulq_f32(p, vreinterpretq_f32_s32(e));
+    return attn__exp2_core4(vminq_f32(vmaxq_f32(t, vdupq_n_f32(-126.0f)), vdupq_n_f32(126.0f)));
 }
 
 /* ---- add_ln ---------------------------------------------------------------------------------- */
