@@ -26,6 +26,7 @@
 #define MAX_MESSAGES 1024
 #define MAX_EMBED_INPUTS 2048
 #define PREFILL_CHUNK 64
+_Static_assert(PREFILL_CHUNK >= 2 * ATTN__SERVE_MIN_PIECE, "attn__serve_prefill_chunk's chunk");
 
 /* ---- requests ------------------------------------------------------------------------- */
 enum { KIND_CHAT, KIND_COMPLETION };
