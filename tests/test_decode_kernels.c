@@ -29,6 +29,13 @@
 #include "../src/kernels/dispatch.h"
 #include "testutil.h"
 
+/* 0: the page after K and V stays readable.  qemu-x86_64 (the emulated AVX2-only CPU of the
+ * isa tests, ATTN_TEST_QUICK) faults on the masked-out lanes of VMASKMOVPS, which the AVX2
+ * kernels use for D tails and which hardware never faults on: there the guard page would
+ * test the emulator, so only the NaN padding checks the reads.  qemu-aarch64 has no such
+ * load, and the NEON kernels keep their guard page under it. */
+static int use_guard = 1;
+
 /* bytes of memory that end where an inaccessible page starts (or plain malloc) */
 typedef struct guarded {
     void *base;
@@ -46,7 +53,7 @@ static void *guarded_alloc(guarded *g, size_t bytes) {
         g->base = NULL;
         return NULL;
     }
-    if (mprotect((char *)g->base + body, page, PROT_NONE) != 0) return NULL;
+    if (use_guard && mprotect((char *)g->base + body, page, PROT_NONE) != 0) return NULL;
     g->end = (char *)g->base + body;
     return g->end - bytes;
 #else
@@ -158,6 +165,9 @@ static void one_set(const attn__decode_kernels *kt, const char *name) {
 }
 
 int main(void) {
+#if defined(__x86_64__) || defined(_M_X64)
+    use_guard = !tu_quick("test_decode_kernels: no guard page (qemu-x86_64's masked loads)");
+#endif
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
         if (!tu_set_ok(isa, "test_decode_kernels: decode microkernels")) continue;
         const attn__decode_kernels *kt = isa == ATTN__ISA_REF      ? attn__decode_kernels_ref()
