@@ -334,9 +334,12 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
 static void test_kernels(void) {
     attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
     const int64_t Ms[] = {1, 2, 3, 4, 6, 8, 9, 17, 64};
+    /* ATTN_TEST_QUICK (an emulator): M of 1, 3, 8 (the matrix-vector kernels: one row, odd
+     * rows, the widest pass) and 17 (the GEMM), no plain C set (tu_each_set) */
+    const int quick = tu_quick("test_qlinear");
     int ncases = 0;
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
-        if (!tu_set_ok(isa, "test_qlinear: quantized kernels")) continue;
+        if (!tu_each_set(isa, "test_qlinear: quantized kernels")) continue;
         TU_CHECK(attn__isa_set(c1, isa) && attn__isa_set(c2, isa), "isa_set");
         for (size_t t = 0; t < COUNT(TYPES); t++) {
             const int type = TYPES[t];
@@ -350,6 +353,8 @@ static void test_kernels(void) {
             const int64_t Ns[3] = {1, 37, 100};
             for (size_t mi = 0; mi < COUNT(Ms); mi++)
                 for (int ki = 0; ki < 3; ki++) {
+                    if (quick && Ms[mi] != 1 && Ms[mi] != 3 && Ms[mi] != 8 && Ms[mi] != 17)
+                        continue;
                     /* big K only with small M, to keep the test short */
                     if (ki == 2 && Ms[mi] > ATTN__QMV_ROWS) continue;
                     const int64_t N = Ns[(mi + ki) % 3];
