@@ -939,7 +939,8 @@ int attn_bench_llm(int argc, char **argv) {
     attn_ctx *ctx = NULL;
     attn_llm *m = NULL;
     attn_llm_session *ss[256] = {NULL}, *s = NULL;
-    int32_t *ids = NULL;
+    int32_t *ids = NULL, *pids = NULL;
+    int64_t plens[256], ptot = 0;
     float *lg = NULL;
     int rc = 1;
     attn_status st;
@@ -963,12 +964,19 @@ int attn_bench_llm(int argc, char **argv) {
     s = ss[0];
     ids = malloc(sizeof *ids * (size_t)o.prompt_len);
     lg = malloc(sizeof *lg * (size_t)c.vocab_size * (size_t)np);
-    if (!ids || !lg) {
+    pids = malloc(sizeof *pids * (size_t)o.prompt_len * (size_t)np);
+    if (!ids || !lg || !pids) {
         fprintf(stderr, "attn bench: out of memory\n");
         goto out;
     }
     for (int64_t i = 0; i < o.prompt_len; i++) ids[i] = (int32_t)(100 + i % (c.vocab_size - 100));
-    double tp[1000], tg[1000];
+    /* --parallel: the sequences' prompts (sequence i's shifted by i) in one batch */
+    for (int64_t i = 0; i < np; i++) {
+        plens[i] = o.prompt_len - i % o.prompt_len;
+        memcpy(pids + ptot, ids + i % o.prompt_len, sizeof *pids * (size_t)plens[i]);
+        ptot += plens[i];
+    }
+    double tp[1000], tg[1000], tb[1000];
     attn_llm_sampler sp = attn_llm_sampler_defaults();
     sp.temperature = 0;
     for (int rep = -1; rep < o.repeat; rep++) { /* one warm-up */
@@ -976,12 +984,9 @@ int attn_bench_llm(int argc, char **argv) {
         double t0 = attn_bench_now_s();
         if ((st = attn_llm_session_prefill(ctx, s, ids, o.prompt_len, lg))) goto fail;
         double t1 = attn_bench_now_s();
-        for (int64_t i = 1; i < np; i++) { /* the others' prompts (untimed): shifted by i */
-            attn_llm_session_reset(ss[i]);
-            if ((st = attn_llm_session_prefill(ctx, ss[i], ids + i % o.prompt_len,
-                                               o.prompt_len - i % o.prompt_len,
-                                               lg + i * c.vocab_size)))
-                goto fail;
+        if (np > 1) { /* all the prompts again, at once */
+            for (int64_t i = 0; i < np; i++) attn_llm_session_reset(ss[i]);
+            if ((st = attn_llm_session_prefill_batch(ctx, ss, pids, plens, np, lg))) goto fail;
         }
         const double t1g = np > 1 ? attn_bench_now_s() : t1;
         for (int64_t g = 0; g < o.gen; g++) {
@@ -999,9 +1004,10 @@ int attn_bench_llm(int argc, char **argv) {
         }
         double t2 = attn_bench_now_s();
         if (rep >= 0)
-            tp[rep] = t1 - t0, tg[rep] = t2 - t1g;
+            tp[rep] = t1 - t0, tg[rep] = t2 - t1g, tb[rep] = t1g - t1;
     }
     const double p_tps = (double)o.prompt_len / attn_bench_median(tp, (int)o.repeat);
+    const double b_tps = np > 1 ? (double)ptot / attn_bench_median(tb, (int)o.repeat) : p_tps;
     const double g_tps = (double)(o.gen * np) / attn_bench_median(tg, (int)o.repeat);
     const double rss = attn_bench_rss_mib(); /* before the bandwidth test's buffer */
     /* a generated token reads every weight once and the K and V rows of its whole context
@@ -1017,16 +1023,21 @@ int attn_bench_llm(int argc, char **argv) {
         printf("{\"op\": \"llm\", \"model\": \"");
         attn_cli_put_escaped(stdout, o.model);
         printf("\", \"threads\": %d, \"prompt_len\": %lld, \"gen\": %lld, \"repeat\": %lld, "
-               "\"parallel\": %lld, \"prompt_tokens_per_s\": %.2f, \"gen_tokens_per_s\": %.2f, "
+               "\"parallel\": %lld, \"prompt_tokens_per_s\": %.2f, "
+               "\"batched_prompt_tokens_per_s\": %.2f, \"gen_tokens_per_s\": %.2f, "
                "\"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f, "
                "\"gen_weight_gb_per_s\": %.3f, \"gen_read_gb_per_s\": %.3f, "
                "\"read_bandwidth_gb_per_s\": %.3f, \"weight_bandwidth_fraction\": %.4f, "
                "\"bandwidth_fraction\": %.4f, \"peak_rss_mib\": %.1f}\n",
-               attn_ctx_threads(ctx), o.prompt_len, o.gen, o.repeat, o.parallel, p_tps, g_tps, wb,
+               attn_ctx_threads(ctx), o.prompt_len, o.gen, o.repeat, o.parallel, p_tps, b_tps,
+               g_tps, wb,
                kvb, gbs, tgbs, bw, bw > 0 ? gbs / bw : 0.0, bw > 0 ? tgbs / bw : 0.0, rss);
     } else {
         printf("attn bench: llm %s, %d threads\n", o.model, attn_ctx_threads(ctx));
         printf("  prompt (%lld tokens)      %10.1f tokens/s\n", o.prompt_len, p_tps);
+        if (np > 1)
+            printf("  prompts (%lld sequences, %lld tokens, batched) %10.1f tokens/s\n",
+                   (long long)np, (long long)ptot, b_tps);
         if (np > 1)
             printf("  generation (%lld x %lld tokens, batched) %10.1f tokens/s\n", (long long)np,
                    o.gen, g_tps);
@@ -1044,7 +1055,7 @@ int attn_bench_llm(int argc, char **argv) {
 fail:
     attn_cli_fail(ctx, cmd, st);
 out:
-    free(ids), free(lg);
+    free(ids), free(pids), free(lg);
     for (int64_t i = 0; i < np; i++)
         attn_llm_session_free(ss[i]);
     attn_llm_free(m);

@@ -2432,6 +2432,18 @@ ATTN_API attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s,
 #define ATTN_LLM_BATCH_MAX 4096
 ATTN_API attn_status attn_llm_session_decode_batch(attn_ctx *ctx, attn_llm_session *const *s,
                                                    const int32_t *ids, int64_t n, float *logits);
+/* The prompts of n sessions of one model at once: session i takes lens[i] >= 1 tokens, ids
+ * holding them one session after the other (sum of lens); logits_last [n, V] (row i: session
+ * i's last token's) or NULL.  The sessions of more than 8 tokens run as one pass of the model
+ * (the weights read once, one GEMM for all their rows), those of 8 or fewer as another; every
+ * session's cache rows and logits are bit for bit what attn_llm_session_prefill gives it alone
+ * with its lens[i] tokens.  Sessions distinct, of one model, each with room for its tokens, n
+ * in [1, ATTN_LLM_BATCH_MAX]: all checked before any cache changes (ATTN_E_INVALID,
+ * ATTN_E_OVERFLOW); a later failure (the workspace) may leave the first pass's sessions
+ * advanced (attn_llm_session_pos tells). */
+ATTN_API attn_status attn_llm_session_prefill_batch(attn_ctx *ctx, attn_llm_session *const *s,
+                                                    const int32_t *ids, const int64_t *lens,
+                                                    int64_t n, float *logits_last);
 
 /* --- Sampling ----------------------------------------------------------------------------
  * attn_llm_sample picks the next token from logits [vocab] with HF's logits processors, in

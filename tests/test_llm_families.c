@@ -76,7 +76,9 @@ static const fam fams[] = {
 };
 
 /* Continuous batching: six sessions of m (prompts of 5, 39, 2, 34, 3 and 40 tokens, cycling
- * through ids; the second and fourth with a bf16 cache; more than ATTN__QMV_MAX rows, so the
+ * through ids, and 3, 2, 7, 1, 9, 2 more, each prefilled by attn_llm_session_prefill_batch and
+ * compared with attn_llm_session_prefill alone, bit for bit: logits and, through the decoding
+ * after, the caches; the second and fourth with a bf16 cache; more than ATTN__QMV_MAX rows, so the
  * wide kernels; three past ATTN__DECODE_MIN_S keys, so their attention runs as one
  * attn__decode_multi) decoded together by attn_llm_session_decode_batch for 4 steps, every row
  * bit for bit what attn_llm_session_decode gives the same session alone; then the refusals,
@@ -90,13 +92,30 @@ static void check_batch(attn_ctx *ctx, attn_llm *m, const char *what, const int3
     const attn_dtype dt[NS] = {ATTN_F32, ATTN_BF16, ATTN_F32, ATTN_BF16, ATTN_F32, ATTN_F32};
     attn_llm_session *bs[NS] = {NULL}, *one[NS] = {NULL};
     float *lb = malloc(sizeof(float) * (size_t)(NS * V)), *l1 = malloc(sizeof(float) * (size_t)V);
-    int ok = 1;
+    int ok = 1, same = 1;
+    /* the prompts: one attn_llm_session_prefill_batch (the 3 long ones in one pass, the 3
+     * short ones in another), then a second one on top of them (7 tokens at most: on the
+     * matrix-vector kernels and the split-KV decode attention), against one session at a time */
+    const int64_t more[NS] = {3, 2, 7, 1, 9, 2};
+    int32_t all[2][200];
+    for (int b = 0, k = 0; b < NS; b++)
+        for (int64_t t = 0; t < len[b]; t++) all[0][k++] = cyc[b + t];
+    for (int b = 0, k = 0; b < NS; b++)
+        for (int64_t t = 0; t < more[b]; t++) all[1][k++] = ids[(b + 5 * t) % 12];
     for (int i = 0; i < NS && ok; i++)
         ok = TU_STATUS(attn_llm_session_create(ctx, m, 48, dt[i], &bs[i]), ATTN_OK, ctx) &&
-             TU_STATUS(attn_llm_session_create(ctx, m, 48, dt[i], &one[i]), ATTN_OK, ctx) &&
-             TU_STATUS(attn_llm_session_prefill(ctx, bs[i], cyc + i, len[i], NULL), ATTN_OK, ctx) &&
-             TU_STATUS(attn_llm_session_prefill(ctx, one[i], cyc + i, len[i], NULL), ATTN_OK, ctx);
-    int same = 1;
+             TU_STATUS(attn_llm_session_create(ctx, m, 48, dt[i], &one[i]), ATTN_OK, ctx);
+    for (int round = 0; round < 2 && ok; round++) {
+        const int64_t *n = round ? more : len;
+        ok = TU_STATUS(attn_llm_session_prefill_batch(ctx, bs, all[round], n, NS, lb), ATTN_OK, ctx);
+        for (int i = 0, k = 0; i < NS && ok; k += (int)n[i], i++) {
+            ok = TU_STATUS(attn_llm_session_prefill(ctx, one[i], all[round] + k, n[i], l1), ATTN_OK,
+                           ctx);
+            same &= !memcmp(l1, lb + i * V, sizeof(float) * (size_t)V) &&
+                    attn_llm_session_pos(one[i]) == attn_llm_session_pos(bs[i]);
+        }
+    }
+    TU_CHECK(ok && same, "%s: batched prefill differs from one session at a time", what);
     for (int t = 0; t < STEPS && ok; t++) {
         int32_t next[NS];
         for (int i = 0; i < NS; i++)
@@ -116,6 +135,14 @@ static void check_batch(attn_ctx *ctx, attn_llm *m, const char *what, const int3
         TU_STATUS(attn_llm_session_decode_batch(ctx, nul, two, 2, lb), ATTN_E_INVALID, ctx);
         TU_STATUS(attn_llm_session_decode_batch(ctx, bs, bad, 2, lb), ATTN_E_INVALID, ctx);
         TU_STATUS(attn_llm_session_decode_batch(ctx, bs, two, 0, lb), ATTN_E_INVALID, ctx);
+        const int64_t l2[2] = {1, 1}, l0[2] = {1, 0}, lbig[2] = {1, 47};
+        TU_STATUS(attn_llm_session_prefill_batch(ctx, dup, two, l2, 2, lb), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_prefill_batch(ctx, nul, two, l2, 2, lb), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_prefill_batch(ctx, bs, bad, l2, 2, lb), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_prefill_batch(ctx, bs, two, l0, 2, lb), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_prefill_batch(ctx, bs, two, NULL, 2, lb), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_prefill_batch(ctx, bs, two, l2, 0, lb), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_prefill_batch(ctx, bs, cyc, lbig, 2, lb), ATTN_E_OVERFLOW, ctx);
         attn_llm_session *full = NULL;
         if (TU_STATUS(attn_llm_session_create(ctx, m, 1, ATTN_F32, &full), ATTN_OK, ctx) &&
             TU_STATUS(attn_llm_session_prefill(ctx, full, ids, 1, NULL), ATTN_OK, ctx)) {

@@ -257,6 +257,47 @@ static void answers(attn_ctx *ref, attn_llm *m, int threads) {
     free(content), free(want), free(want_chat);
 }
 
+/* Two completions at once on the two slots (prompts of a few and of more than 8 tokens, so
+ * their prefills run as one attn_llm_session_prefill_batch of two passes; cache_prompt false):
+ * each answer is the greedy one of a plain session loop. */
+static void together(attn_ctx *ref, attn_llm *m, int threads) {
+    static const char *texts[2] = {
+        "hello",
+        "the quick brown fox jumps over the lazy dog, then it runs back again and again"};
+    char *want[2] = {NULL, NULL}, body[2][256];
+    attn_server_reply *r[2] = {NULL, NULL};
+    int n[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        want[i] = greedy(ref, m, texts[i], 1, 12, &n[i]);
+        snprintf(body[i], sizeof body[i],
+                 "{\"prompt\": \"%s\", \"max_tokens\": 12, \"temperature\": 0, "
+                 "\"cache_prompt\": false}", texts[i]);
+        TU_CHECK(attn_server_handle(srv, "POST", "/v1/completions", NULL, body[i],
+                                    strlen(body[i]), &r[i]) == ATTN_OK, "request %d", i);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!r[i]) continue;
+        while (!attn_server_reply_wait(r[i], 100)) {
+        }
+        attn_server_reply_info ri;
+        attn_server_reply_get(r[i], &ri);
+        sj_doc d = {0};
+        char err[256];
+        char *text = NULL;
+        if (ri.status == 200 && ri.body && sj_parse(&d, ri.body, ri.body_len, err, sizeof err)) {
+            const sj *ch = sj_get(d.root, "choices");
+            text = ch && ch->first ? field(ch->first, "text") : NULL;
+        }
+        TU_CHECK(text && want[i] && !strcmp(text, want[i]),
+                 "threads %d: together, answer %d '%s' is not the greedy '%s'", threads, i,
+                 text ? text : "(none)", want[i] ? want[i] : "");
+        free(text);
+        sj_free(&d);
+        attn_server_reply_free(r[i]);
+        free(want[i]);
+    }
+}
+
 /* An error reply: status and a message holding what. */
 static void error_case(const char *method, const char *path, const char *auth, const char *body,
                        int status, const char *what) {
@@ -398,6 +439,7 @@ int main(void) {
         TU_CHECK(attn_server_context(srv) == 128, "the context: %lld",
                  (long long)attn_server_context(srv));
         answers(ref, m, threads);
+        together(ref, m, threads);
         if (threads == 2) {
             attn_server_free(srv), srv = NULL;
             attn_ctx_free(sctx);

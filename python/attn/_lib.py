@@ -211,6 +211,8 @@ attn_llm_session_prefill = _fn("attn_llm_session_prefill", _S, P, P, POINTER(c_i
 attn_llm_session_decode = _fn("attn_llm_session_decode", _S, P, P, c_int32, P)
 attn_llm_session_decode_batch = _fn("attn_llm_session_decode_batch", _S, P, POINTER(c_void_p),
                                     POINTER(c_int32), c_int64, P)
+attn_llm_session_prefill_batch = _fn("attn_llm_session_prefill_batch", _S, P, POINTER(c_void_p),
+                                     POINTER(c_int32), POINTER(c_int64), c_int64, P)
 attn_llm_forward = _fn("attn_llm_forward", _S, P, P, POINTER(c_int32), c_int64, c_int64, P)
 attn_llm_sampler_defaults = _fn("attn_llm_sampler_defaults", LlmSampler)
 attn_llm_sample = _fn("attn_llm_sample", _S, P, POINTER(LlmSampler), P, c_int64,

@@ -443,9 +443,11 @@ class LLM:
             for i, p in enumerate(ps):
                 _lib.check(_lib.attn_llm_session_create(c, self._ptr, caps[i], self._cache_dtype,
                                                         byref(sess[i])), c)
-                ids = (c_int32 * len(p))(*p)
-                _lib.check(_lib.attn_llm_session_prefill(c, sess[i], ids, len(p),
-                                                         logits[i].ctypes.data), c)
+            # every prompt in one attn_llm_session_prefill_batch (the weights read once)
+            flat = [t for p in ps for t in p]
+            _lib.check(_lib.attn_llm_session_prefill_batch(
+                c, (c_void_p * len(ps))(*[s.value for s in sess]), (c_int32 * len(flat))(*flat),
+                (c_int64 * len(ps))(*[len(p) for p in ps]), len(ps), logits.ctypes.data), c)
             live = list(range(len(ps)))
             row = {i: i for i in live}  # the logits row of each live sequence
             while live and max_tokens:

@@ -295,10 +295,10 @@ static void kv_append(const attn__kv *kv, const float *k, const float *v, int64_
  * (q [T][ldq], output ao [T][HD]); bf16 storage: *qb gets q rounded to bf16 (workspace, the
  * caller's mark), else NULL. */
 static attn_status cache_args(attn_ctx *ctx, const attn__attention *a, const attn__attn_io *io,
-                              const attn__kv *kv, const float *q, int64_t ldq, const float *k,
-                              const float *v, int64_t ldk, float *ao, attn__sdpa_args *s,
-                              attn__bf16 **qb) {
-    const int64_t T = io->L, H = a->H, Hkv = a->Hkv, D = a->D, HD = H * D, S = kv->pos + T;
+                              const attn__kv *kv, int64_t T, const float *q, int64_t ldq,
+                              const float *k, const float *v, int64_t ldk, float *ao,
+                              attn__sdpa_args *s, attn__bf16 **qb) {
+    const int64_t H = a->H, Hkv = a->Hkv, D = a->D, HD = H * D, S = kv->pos + T;
     kv_append(kv, k, v, ldk, T, Hkv, D);
     attn__sdpa_heads(s, 1, H, T, S, D, D, q, ldq, NULL, D, NULL, D, ao, HD);
     s->Hkv = Hkv;
@@ -320,14 +320,14 @@ static attn_status cache_args(attn_ctx *ctx, const attn__attention *a, const att
     return ATTN_OK;
 }
 
-/* Each of the B sequences over its own cache (q, k, v, ao: sequence b's rows at b L).  The
- * sequences the split-KV decode kernels take run as one call of them (continuous batching:
- * one pass of the pool for every sequence's step, each with the bits it gets alone), the
- * others one by one. */
+/* Each of the B sequences over its own cache (q, k, v, ao: sequence b's rows at b L; with
+ * io->nkv, the nkv sequences' kv[b].len rows one after the other).  The sequences the split-KV
+ * decode kernels take run as one call of them (continuous batching: one pass of the pool for
+ * every sequence's step, each with the bits it gets alone), the others one by one. */
 static attn_status attend_caches(attn_ctx *ctx, const attn__attention *a,
                                  const attn__attn_io *io, const float *q, int64_t ldq,
                                  const float *k, const float *v, int64_t ldk, float *ao) {
-    const int64_t B = io->B, L = io->L, HD = a->H * a->D;
+    const int64_t B = io->nkv ? io->nkv : io->B, HD = a->H * a->D;
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st = ATTN_OK;
     attn__sdpa_args *s;
@@ -335,11 +335,13 @@ static attn_status attend_caches(attn_ctx *ctx, const attn__attention *a,
     int nj = 0;
     ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B, sizeof *s, (void **)&s));
     ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B, sizeof *jobs, (void **)&jobs));
-    for (int64_t b = 0; b < B; b++) {
+    for (int64_t b = 0, r = 0; b < B; b++) {
         const attn__kv *kv = &io->kv[b];
+        const int64_t L = io->nkv ? kv->len : io->L;
         attn__bf16 *qb;
-        ATTN_TRYG(cache_args(ctx, a, io, kv, q + b * L * ldq, ldq, k + b * L * ldk,
-                             v + b * L * ldk, ldk, ao + b * L * HD, &s[b], &qb));
+        ATTN_TRYG(cache_args(ctx, a, io, kv, L, q + r * ldq, ldq, k + r * ldk, v + r * ldk, ldk,
+                             ao + r * HD, &s[b], &qb));
+        r += L;
         if (attn__sdpa_path(ctx, &s[b], qb != NULL) == ATTN__SDPA_DECODE && B > 1)
             jobs[nj++] = (attn__decode_job){&s[b], qb, qb ? (const attn__bf16 *)kv->k : NULL,
                                             qb ? (const attn__bf16 *)kv->v : NULL};

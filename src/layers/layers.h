@@ -418,6 +418,7 @@ typedef struct attn__kv {
     attn_dtype dtype;
     void *k, *v;
     int64_t cap, pos;
+    int64_t len; /* with attn__attn_io.nkv: this sequence's rows of the call */
 } attn__kv;
 
 /* The RoPE rows of a forward: cos, sin [B*T, D/2], row b*T + t for token t of sequence b. */
@@ -433,8 +434,10 @@ typedef struct attn__rope_cs {
  * never cover the appended keys.  rng: the dropout stream (NULL: none; an offset is taken only
  * when it trains and a->dropout > 0).  rope: the positions' rows (with a->rope).  kv: NULL, or
  * B caches, one per sequence (self-attention; not with a record): sequence b's L rows join
- * kv[b] and attend over all of it.  rows: run the row kernels (the recompute of a forward that
- * wrote weights). */
+ * kv[b] and attend over all of it.  nkv > 0: sequences of different lengths instead (no masks):
+ * the B L rows are nkv sequences one after the other, kv[i].len rows each (summing to B L),
+ * and B, L only choose the products' kernels (attn__matmul's T is L).  rows: run the row
+ * kernels (the recompute of a forward that wrote weights). */
 typedef struct attn__attn_io {
     const float *query, *key, *value;
     int64_t B, L, S;
@@ -443,6 +446,7 @@ typedef struct attn__attn_io {
     attn__rng *rng;
     const attn__rope_cs *rope;
     attn__kv *kv;
+    int64_t nkv;
     int rows;
 } attn__attn_io;
 
@@ -560,6 +564,7 @@ typedef struct attn__block_io {
     int causal;
     const attn__rope_cs *rope;
     attn__kv *kv;
+    int64_t nkv; /* attn__attn_io's: kv holds nkv sequences of kv[i].len rows */
     const float *mem;
     const attn_mask *mmask, *mkpm;
     float *cross_w;

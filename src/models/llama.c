@@ -931,11 +931,22 @@ static attn_status check_ids(attn_ctx *ctx, const attn_llm *m, const int32_t *id
     return ATTN_OK;
 }
 
-attn_status attn__llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
-                          int64_t T, attn_llm_session *const *ss, int last, float *logits,
-                          attn__llm_rec *rec) {
+/* attn__llm_run, or with lens (no record, ss given): B sequences of lens[b] rows each, one
+ * after the other in ids, all over ATTN__QMV_ROWS rows or none (each row then gets the bits
+ * of its sequence's call alone). */
+static attn_status llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
+                           int64_t T, const int64_t *lens, attn_llm_session *const *ss, int last,
+                           float *logits, attn__llm_rec *rec) {
     const attn_llm_config *c = &m->cfg;
-    const int64_t M = B * T, E = c->hidden_size, h = c->head_dim / 2, L = c->num_layers;
+    int64_t M = B * T;
+    const int64_t E = c->hidden_size, h = c->head_dim / 2, L = c->num_layers;
+    int64_t bio = B, tio = T; /* the blocks' B and T: with lens, the products' kernel choice */
+    if (lens) {
+        M = 0;
+        for (int64_t b = 0; b < B; b++) M += lens[b];
+        if (lens[0] > ATTN__QMV_ROWS) bio = 1, tio = M;
+        else bio = M, tio = 1;
+    }
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     float *x, *cs, *sn, *lcs = NULL, *lsn = NULL;
@@ -953,8 +964,12 @@ attn_status attn__llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, 
         }
     }
     ATTN_TRYG(attn__ws_alloc(ctx, (size_t)M, sizeof *pos, (void **)&pos));
-    for (int64_t i = 0; i < M; i++)
-        pos[i] = (ss ? ss[i / T]->pos : 0) + i % T;
+    if (lens)
+        for (int64_t b = 0, i = 0; b < B; b++)
+            for (int64_t t = 0; t < lens[b]; t++) pos[i++] = ss[b]->pos + t;
+    else
+        for (int64_t i = 0; i < M; i++)
+            pos[i] = (ss ? ss[i / T]->pos : 0) + i % T;
     attn__rope_table(m->inv_freq, c->head_dim, pos, 0, M, cs, sn);
     if (m->inv_freq_local)
         attn__rope_table(m->inv_freq_local, c->head_dim, pos, 0, M, lcs, lsn);
@@ -973,9 +988,10 @@ attn_status attn__llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, 
             kv[b].dtype = s->dtype;
             kv[b].k = s->k + (size_t)l * s->layer_bytes;
             kv[b].v = s->v + (size_t)l * s->layer_bytes;
-            kv[b].cap = s->cap, kv[b].pos = s->pos;
+            kv[b].cap = s->cap, kv[b].pos = s->pos, kv[b].len = lens ? lens[b] : T;
         }
-        const attn__block_io io = attn__block_io_causal(B, T, &rr, rec ? NULL : kv);
+        attn__block_io io = attn__block_io_causal(bio, tio, &rr, rec ? NULL : kv);
+        if (lens) io.nkv = B;
         if (rec) /* layer l from its kept input into the next one's */
             ATTN_TRYG(attn__block_fwd(ctx, &m->layers[l], x + l * M * E, x + (l + 1) * M * E,
                                       &io, rec->ls ? &rec->ls[l] : NULL));
@@ -988,15 +1004,23 @@ attn_status attn__llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, 
     const int64_t rows = last ? B : M;
     float *n;
     ATTN_TRYG(attn__ws_f32(ctx, &n, rows, E, 1, 1));
-    if (last && T > 1) /* each sequence's last row */
-        for (int64_t b = 0; b < B; b++)
-            memcpy(n + b * E, xl + (b * T + T - 1) * E, (size_t)E * sizeof(float));
-    attn__rms_norm(ctx, last && T > 1 ? n : xl, E, m->norm, (float)c->rms_norm_eps, n, E, rows, E);
+    const int pick = last && (lens || T > 1); /* each sequence's last row */
+    for (int64_t b = 0, r = 0; pick && b < B; b++) {
+        r += lens ? lens[b] : T;
+        memcpy(n + b * E, xl + (r - 1) * E, (size_t)E * sizeof(float));
+    }
+    attn__rms_norm(ctx, pick ? n : xl, E, m->norm, (float)c->rms_norm_eps, n, E, rows, E);
     ATTN_TRYG(attn__matmul(ctx, &m->lm_head, n, E, rows, last ? 1 : T, NULL, logits,
                            c->vocab_size));
 done:
     attn__ws_release(ctx, mk);
     return st;
+}
+
+attn_status attn__llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
+                          int64_t T, attn_llm_session *const *ss, int last, float *logits,
+                          attn__llm_rec *rec) {
+    return llm_run(ctx, m, ids, B, T, NULL, ss, last, logits, rec);
 }
 
 /* attn__llm_run without a record. */
@@ -1146,15 +1170,13 @@ attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s, int32_t 
     return step(ctx, s, &id, 1, logits, "attn_llm_session_decode");
 }
 
-attn_status attn_llm_session_decode_batch(attn_ctx *ctx, attn_llm_session *const *s,
-                                          const int32_t *ids, int64_t n, float *logits) {
-    static const char fn[] = "attn_llm_session_decode_batch";
-    if (!ctx)
-        return ATTN_E_INVALID;
-    ATTN_FAIL_IF(!s || !ids || !logits, ctx, ATTN_E_INVALID, "%s: NULL argument", fn);
+/* The checks of a batch of n sessions taking lens[i] tokens each (NULL: one), before any
+ * cache changes; *total: the tokens. */
+static attn_status batch_check(attn_ctx *ctx, attn_llm_session *const *s, int64_t n,
+                               const int64_t *lens, int64_t *total, const char *fn) {
     ATTN_FAIL_IF(n < 1 || n > ATTN_LLM_BATCH_MAX, ctx, ATTN_E_INVALID,
                  "%s: n %lld must be in [1, %d]", fn, (long long)n, ATTN_LLM_BATCH_MAX);
-    /* everything is checked before any cache changes */
+    *total = 0;
     for (int64_t i = 0; i < n; i++) {
         ATTN_FAIL_IF(!s[i], ctx, ATTN_E_INVALID, "%s: session %lld is NULL", fn, (long long)i);
         ATTN_FAIL_IF(s[i]->m != s[0]->m, ctx, ATTN_E_INVALID,
@@ -1163,13 +1185,85 @@ attn_status attn_llm_session_decode_batch(attn_ctx *ctx, attn_llm_session *const
             ATTN_FAIL_IF(s[j] == s[i], ctx, ATTN_E_INVALID,
                          "%s: sessions %lld and %lld are the same one", fn, (long long)j,
                          (long long)i);
-        ATTN_FAIL_IF(s[i]->pos >= s[i]->cap, ctx, ATTN_E_OVERFLOW,
-                     "%s: session %lld is full (%lld tokens, its capacity)", fn, (long long)i,
-                     (long long)s[i]->cap);
+        const int64_t len = lens ? lens[i] : 1;
+        ATTN_FAIL_IF(len < 1, ctx, ATTN_E_INVALID, "%s: lens[%lld] = %lld must be positive", fn,
+                     (long long)i, (long long)len);
+        ATTN_FAIL_IF(len > s[i]->cap - s[i]->pos, ctx, ATTN_E_OVERFLOW,
+                     "%s: session %lld is full: %lld tokens in the cache, %lld more do not fit "
+                     "its capacity of %lld", fn, (long long)i, (long long)s[i]->pos,
+                     (long long)len, (long long)s[i]->cap);
+        *total += len; /* <= n x max_position_embeddings: no overflow */
     }
+    return ATTN_OK;
+}
+
+attn_status attn_llm_session_decode_batch(attn_ctx *ctx, attn_llm_session *const *s,
+                                          const int32_t *ids, int64_t n, float *logits) {
+    static const char fn[] = "attn_llm_session_decode_batch";
+    if (!ctx)
+        return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!s || !ids || !logits, ctx, ATTN_E_INVALID, "%s: NULL argument", fn);
+    int64_t total;
+    ATTN_TRY(batch_check(ctx, s, n, NULL, &total, fn));
     ATTN_TRY(check_ids(ctx, s[0]->m, ids, n, fn));
     ATTN_TRY(run(ctx, s[0]->m, ids, n, 1, s, 1, logits));
     for (int64_t i = 0; i < n; i++)
         s[i]->pos++;
     return ATTN_OK;
+}
+
+/* The sessions of a prefill batch with more than ATTN__QMV_ROWS tokens (longs 1) or not: one
+ * pass of the model, with their ids gathered and their last logits scattered to their rows. */
+static attn_status prefill_group(attn_ctx *ctx, attn_llm_session *const *s, int64_t n,
+                                 const int32_t *ids, const int64_t *lens, int longs,
+                                 float *logits) {
+    const attn_llm *m = s[0]->m;
+    const int64_t V = m->cfg.vocab_size;
+    attn__mark mk = attn__ws_mark(ctx);
+    attn_status st;
+    attn_llm_session **gs;
+    int64_t *gl, *at, k = 0, tot = 0;
+    int32_t *gi;
+    float *lg;
+    for (int64_t i = 0; i < n; i++)
+        if ((lens[i] > ATTN__QMV_ROWS) == longs) k++, tot += lens[i];
+    if (!k) return ATTN_OK;
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)k, sizeof *gs, (void **)&gs));
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)k, sizeof *gl, (void **)&gl));
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)k, sizeof *at, (void **)&at));
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)tot, sizeof *gi, (void **)&gi));
+    ATTN_TRYG(attn__ws_f32(ctx, &lg, k, V, 1, 1));
+    k = tot = 0;
+    for (int64_t i = 0, r = 0; i < n; r += lens[i], i++)
+        if ((lens[i] > ATTN__QMV_ROWS) == longs) {
+            gs[k] = s[i], gl[k] = lens[i], at[k++] = i;
+            memcpy(gi + tot, ids + r, (size_t)lens[i] * sizeof *gi);
+            tot += lens[i];
+        }
+    ATTN_TRYG(llm_run(ctx, m, gi, k, 1, gl, gs, 1, lg, NULL));
+    for (int64_t j = 0; j < k; j++) {
+        gs[j]->pos += gl[j];
+        if (logits) memcpy(logits + at[j] * V, lg + j * V, (size_t)V * sizeof(float));
+    }
+done:
+    attn__ws_release(ctx, mk);
+    return st;
+}
+
+attn_status attn_llm_session_prefill_batch(attn_ctx *ctx, attn_llm_session *const *s,
+                                           const int32_t *ids, const int64_t *lens, int64_t n,
+                                           float *logits_last) {
+    static const char fn[] = "attn_llm_session_prefill_batch";
+    if (!ctx)
+        return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!s || !ids || !lens, ctx, ATTN_E_INVALID, "%s: NULL argument", fn);
+    int64_t total;
+    ATTN_TRY(batch_check(ctx, s, n, lens, &total, fn));
+    ATTN_TRY(check_ids(ctx, s[0]->m, ids, total, fn));
+    /* the long ones, then the short ones: each group in one pass, with the kernels each
+     * session's call alone would take */
+    attn_status st = prefill_group(ctx, s, n, ids, lens, 1, logits_last);
+    if (st == ATTN_OK)
+        st = prefill_group(ctx, s, n, ids, lens, 0, logits_last);
+    return st;
 }

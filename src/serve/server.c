@@ -113,7 +113,6 @@ typedef struct slot {
     uint64_t step;
     int32_t *hist; /* prompt + generated (the sampler's history) */
     int64_t nh;
-    float *lg;
 } slot;
 
 struct attn_server {
@@ -148,6 +147,8 @@ struct attn_server {
     long long inflight; /* requests between their first call and their completion */
     float *lgb;
     int32_t *bids; /* the scheduler's batch: ids, sessions and slots, --parallel each */
+    int32_t *pids; /* its prefill batch: --parallel chunks of ids, and their lengths */
+    int64_t *plens;
     attn_llm_session **bss;
     struct slot **bsl;
     char *piece; /* one token's text: 3 * (max_token_bytes + 3) bytes always suffice */
@@ -648,7 +649,10 @@ static void *scheduler(void *arg) {
             admit(r);
         }
         pthread_mutex_unlock(&S->mu);
-        /* cancelled ones leave; then one prefill chunk each for those still reading */
+        /* cancelled ones leave; then one prefill chunk each for those still reading, all in
+         * one attn_llm_session_prefill_batch (the weights read once for all the prompts) */
+        int np = 0;
+        int64_t nt = 0;
         for (int i = 0; i < S->parallel; i++) {
             slot *sl = &S->slots[i];
             if (!sl->r) continue;
@@ -662,18 +666,27 @@ static void *scheduler(void *arg) {
             if (sl->decoding || sl->done >= sl->r->n_prompt) continue;
             const int64_t k = attn__serve_prefill_chunk(sl->r->n_prompt - sl->done,
                                                         PREFILL_CHUNK);
-            const int last = sl->done + k == sl->r->n_prompt;
-            attn_status st = attn_llm_session_prefill(S->sctx, sl->s, sl->r->prompt + sl->done, k,
-                                                      last ? sl->lg : NULL);
-            if (st != ATTN_OK) {
+            memcpy(S->pids + nt, sl->r->prompt + sl->done, sizeof *ids * (size_t)k);
+            bs[np] = sl, ss[np] = sl->s, S->plens[np++] = k, nt += k;
+        }
+        if (np > 0) {
+            attn_status st = attn_llm_session_prefill_batch(S->sctx, ss, S->pids, S->plens, np,
+                                                            S->lgb);
+            if (st != ATTN_OK)
                 logf_(S, "attn serve: prefill failed: %s", attn_ctx_errmsg(S->sctx));
-                sl->nids = attn_llm_session_pos(sl->s);
-                finish(sl, NULL, 1);
-                continue;
+            for (int j = 0, at = 0; j < np; at += (int)S->plens[j], j++) {
+                slot *sl = bs[j];
+                const int64_t k = S->plens[j];
+                if (st != ATTN_OK) {
+                    sl->nids = attn_llm_session_pos(sl->s);
+                    finish(sl, NULL, 1);
+                    continue;
+                }
+                memcpy(sl->ids + sl->nids, S->pids + at, sizeof *ids * (size_t)k);
+                sl->nids += k, sl->done += k;
+                if (sl->done == sl->r->n_prompt)
+                    sample(sl, S->lgb + (size_t)j * (size_t)S->cfg.vocab_size);
             }
-            memcpy(sl->ids + sl->nids, sl->r->prompt + sl->done, sizeof *ids * (size_t)k);
-            sl->nids += k, sl->done += k;
-            if (last) sample(sl, sl->lg);
         }
         /* one decode step for every sequence that has a token to feed */
         int n = 0;
@@ -1861,11 +1874,11 @@ ATTN_API void attn_server_free(attn_server *S) {
     attn_server_stop(S, 0);
     for (long long i = 0; S->slots && i < S->parallel; i++) {
         attn_llm_session_free(S->slots[i].s);
-        free(S->slots[i].ids), free(S->slots[i].hist), free(S->slots[i].lg);
+        free(S->slots[i].ids), free(S->slots[i].hist);
     }
     free(S->slots), free(S->q), free(S->lgb), free(S->piece);
     free(S->tok_text), free(S->tok_off), free(S->masked);
-    free(S->bids), free(S->bss), free(S->bsl);
+    free(S->bids), free(S->bss), free(S->bsl), free(S->pids), free(S->plens);
     free(S->api_key);
     attn_ctx_free(S->ectx);
     if (S->locks) {
@@ -1953,13 +1966,17 @@ ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert 
     S->bids = alloc_n(P, sizeof *S->bids);
     S->bss = alloc_n(P, sizeof *S->bss);
     S->bsl = alloc_n(P, sizeof *S->bsl);
+    S->pids = alloc_n(P, PREFILL_CHUNK * sizeof *S->pids);
+    S->plens = alloc_n(P, sizeof *S->plens);
     attn_bpe_info ti;
     attn_bpe_get_info(tok, &ti);
     ATTN_FAIL_IFG(ti.max_token_bytes < 0 || ti.max_token_bytes > (1 << 20), ATTN_E_INVALID,
                   "attn_server_create: tokens of %lld bytes", (long long)ti.max_token_bytes);
     S->piece_cap = 3 * ((size_t)ti.max_token_bytes + 3) + 1;
     S->piece = malloc(S->piece_cap);
-    if (!S->slots || !S->q || !S->lgb || !S->piece || !S->bids || !S->bss || !S->bsl) goto oom;
+    if (!S->slots || !S->q || !S->lgb || !S->piece || !S->bids || !S->bss || !S->bsl ||
+        !S->pids || !S->plens)
+        goto oom;
     for (long long i = 0; i < S->parallel; i++) {
         slot *sl = &S->slots[i];
         sl->srv = S;
@@ -1968,8 +1985,7 @@ ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert 
             goto done;
         sl->ids = alloc_n((size_t)S->cap + 1, sizeof *sl->ids);
         sl->hist = alloc_n((size_t)S->cap + 2, sizeof *sl->hist);
-        sl->lg = alloc_n(V, sizeof *sl->lg);
-        if (!sl->ids || !sl->hist || !sl->lg) goto oom;
+        if (!sl->ids || !sl->hist) goto oom;
     }
     ATTN_FAIL_IFG(pthread_create(&S->th, NULL, scheduler, S) != 0, ATTN_E_NOMEM,
                   "attn_server_create: cannot start the scheduler thread");
