@@ -203,9 +203,12 @@ static int train_dates(int argc, char **argv) {
         goto out;
     }
     for (int i = 0; i < c.nv; i++) c.val[i] = 1.0f - c.val[i]; /* plot the error: both fall */
-    st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val, c.nv,
-                                 "held-out error (1 - exact match)",
-                                 "attn train dates: training loss and held-out exact match");
+    /* a resumed run that had nothing left to do keeps its loss curve */
+    st = c.n == 0 ? ATTN_OK
+                  : attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
+                                            c.nv, "held-out error (1 - exact match)",
+                                            "attn train dates: training loss and held-out exact "
+                                            "match");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train", st);
     if (attn_cli_stop_requested())
         printf("stopped by a signal: continue with --resume %s -o %s\n", paths.state, out);
