@@ -249,14 +249,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     attn_ctx *ctx = NULL;
     int64_t max;
     const char *bound;
-    const int dtype_asked = dtype;
-    if (attn_cli_ctx_dtype("train charlm", threads, quiet, &dtype, &ctx)) return 1;
-    if (resume) { /* --dtype auto continues in the precision of the run it resumes */
-        attn_st *rs = NULL;
-        if (attn_st_read_file(ctx, resume, &rs) == ATTN_OK)
-            attn_cli_dtype_resume(ctx, rs, dtype_asked, &dtype);
-        attn_st_free(rs); /* an unreadable file: attn_charlm_train says why */
-    }
+    if (attn_cli_ctx_dtype_resume("train charlm", threads, quiet, resume, &dtype, &ctx)) return 1;
     cfg.dtype = attn_cli_dtype_name(dtype);
     if (attn_cli_dp_open("train charlm", ctx, cfg.batch, "batch", &cfg.dp)) {
         attn_ctx_free(ctx);

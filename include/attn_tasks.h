@@ -206,6 +206,7 @@ typedef struct attn_dates_config {
     const char *log_path;   /* JSON lines, one per step (attn_train_options; NULL: none) */
     const char *tb_dir;     /* TensorBoard event files here (attn_train_options; NULL: none) */
     int accum;              /* gradient accumulation: shares per process and step (1) */
+    const char *dtype;      /* the products' type, kept as train.dtype: as attn_charlm_config's */
 } attn_dates_config;
 ATTN_API attn_dates_config attn_dates_defaults(void);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# attn train charlm --dtype: bf16 products are named in the banner and kept in the checkpoint
+# attn train charlm (and dates) --dtype: bf16 products are named in the banner and kept in the checkpoint
 # (train.dtype); a resumed run with --dtype auto (the default) continues in the precision of the
 # run it resumes and ends with the uninterrupted run's model, byte for byte; an explicit other
 # --dtype is refused by name.  And a finished run resumed (charlm, dates) exits 0.
@@ -33,7 +33,12 @@ err_has "--dtype"
 run 0 "$ATTN" train charlm $M --steps 3 -o "$T/done"
 run 0 "$ATTN" train charlm $M --steps 3 --resume "$T/done/state.safetensors" -o "$T/done"
 [ -s "$T/done/loss.svg" ] || fail "the finished charlm run lost its loss curve"
-run 0 "$ATTN" train dates -q --steps 2 --batch 4 -t 1 -o "$T/dd"
+run 0 "$ATTN" train dates --steps 2 --batch 4 -t 1 --dtype bf16 -o "$T/dd"
+err_has "1 threads, bf16 products"
+run 0 "$ATTN" info "$T/dd/state.safetensors"
+out_has "train.dtype = bf16"
+run 1 "$ATTN" train dates -q --steps 2 --batch 4 -t 1 --dtype f32 --resume "$T/dd/state.safetensors" -o "$T/dd"
+err_has "--dtype"
 run 0 "$ATTN" train dates -q --steps 2 --batch 4 -t 1 --resume "$T/dd/state.safetensors" -o "$T/dd"
 [ -s "$T/dd/loss.svg" ] || fail "the finished dates run lost its loss curve"
 echo PASS
