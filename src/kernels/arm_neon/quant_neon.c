@@ -106,22 +106,11 @@ DEF(q5_1, 24)
 DEF(q8_0, 34)
 
 /* ---- K-quants: blocks of 256 as 8 groups of 32, each group's 32 values in 8 vectors -------- */
-/* The 6-bit scale and min of group j of Q4_K / Q5_K (as ref/quant_ref.c). */
-static inline void k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[4 + j] & 63;
-    } else {
-        *sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
-        *mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
-    }
-}
-
 /* Q4_K (five 0) and Q5_K group s: (d sc) q - dmin m, two roundings */
 static inline void group_k45(const uint8_t *b, int s, int five, float32x4_t *v) {
     const float d = attn__load_half(b), dmin = attn__load_half(b + 2);
     int sc, mn;
-    k4_scale_min(b + 4, s, &sc, &mn);
+    attn__k4_scale_min(b + 4, s, &sc, &mn);
     const float ds = d * (float)sc, dm = dmin * (float)mn;
     const uint8_t *q = b + (five ? 48 : 16) + (s >> 1) * 32;
     uint8x16_t q0 = vld1q_u8(q), q1 = vld1q_u8(q + 16);
