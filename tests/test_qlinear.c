@@ -487,8 +487,8 @@ static void test_public(void) {
 }
 
 /* ---- the ARM kernels against the plain C ones, bit for bit ---------------------------------
- * The NEON dq and mv kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K and the SDOT and SMMLA mv8
- * kernels sum in the plain C kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c,
+ * The NEON dq and mv kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and the SDOT
+ * and SMMLA mv8 kernels of the same types sum in the plain C kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c,
  * arm_i8mm/quant_i8mm.c), so their outputs are those bits exactly, for every m up to
  * ATTN__QMV_MAX and any row range. */
 static void test_arm_bits(void) {
@@ -504,8 +504,8 @@ static void test_arm_bits(void) {
                                  "test_qlinear: SMMLA kernels against plain C bits")))
         mm = NULL;
     attn_ctx *c = tu_ctx(1);
-    const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q8_0,
-                         ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K};
+    const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q5_0, ATTN_Q_Q5_1,
+                         ATTN_Q_Q8_0, ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K};
     const int64_t N = 13, K = 768, nb32 = K / 32, M = ATTN__QMV_MAX; /* 3 K blocks */
     float *x = malloc(sizeof(float) * (size_t)(M * K)), *d0 = malloc(sizeof(float) * (size_t)(N * K)),
           *d1 = malloc(sizeof(float) * (size_t)(N * K)), y0[ATTN__QMV_MAX * 13],
