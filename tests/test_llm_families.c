@@ -158,6 +158,61 @@ static void check_batch(attn_ctx *ctx, attn_llm *m, const char *what, const int3
     free(lb), free(l1);
 }
 
+/* attn_llm_perplexity against chunks run here through attn_llm_forward and scored in double
+ * (llama.cpp's method: BOS first where the model adds one, the second half scored), a
+ * progress callback that stops after the first chunk, and the refusals. */
+static int stop_first(void *user, const attn_llm_ppl *r) {
+    (void)r;
+    ++*(int *)user;
+    return 1;
+}
+static void check_ppl(attn_ctx *ctx, attn_llm *m, const char *what, int64_t V) {
+    enum { N = 70, C = 16 };
+    int32_t ids[N], part[C];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)((5 + 7 * i) % V);
+    attn_llm_special sp;
+    attn_llm_get_special(m, &sp);
+    float *lg = malloc(sizeof(float) * (size_t)(C * V));
+    double nll = 0;
+    int64_t count = 0;
+    for (int k = 0; k < N / C && lg; k++) {
+        memcpy(part, ids + k * C, sizeof part);
+        if (sp.add_bos && sp.bos >= 0) part[0] = sp.bos;
+        if (!TU_STATUS(attn_llm_forward(ctx, m, part, 1, C, lg), ATTN_OK, ctx)) break;
+        for (int j = C / 2; j < C - 1; j++, count++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t v = 0; v < V; v++) mx = fmax(mx, lg[j * V + v]);
+            for (int64_t v = 0; v < V; v++) sum += exp(lg[j * V + v] - mx);
+            nll += mx + log(sum) - lg[j * V + ids[k * C + j + 1]];
+        }
+    }
+    attn_llm_ppl r;
+    if (TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, C, 0, NULL, NULL, &r), ATTN_OK, ctx))
+        TU_CHECK(r.chunks == N / C && r.count == count && fabs(r.nll - nll) <= 1e-9 * nll &&
+                     fabs(r.ppl - exp(nll / (double)count)) <= 1e-9 * r.ppl && r.err > 0,
+                 "%s: perplexity %lld chunks %lld tokens nll %.12g ppl %g, expected %d %lld "
+                 "%.12g", what, (long long)r.chunks, (long long)r.count, r.nll, r.ppl, N / C,
+                 (long long)count, nll);
+    int calls = 0;
+    if (TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, C, 3, stop_first, &calls, &r), ATTN_OK,
+                  ctx))
+        TU_CHECK(calls == 1 && r.chunks == 1 && r.count == C / 2 - 1,
+                 "%s: a progress callback's stop", what);
+    int32_t bad[C];
+    memcpy(bad, ids, sizeof bad);
+    bad[5] = (int32_t)V;
+    TU_STATUS(attn_llm_perplexity(ctx, m, bad, C, C, 0, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, 2, 0, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, 1 << 30, 0, NULL, NULL, &r), ATTN_E_INVALID,
+              ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, ids, C - 1, C, 0, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, C, -1, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, NULL, N, C, 0, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_CHECK(attn_llm_perplexity(NULL, m, ids, N, C, 0, NULL, NULL, &r) == ATTN_E_INVALID,
+             "%s: perplexity without a context", what);
+    free(lg);
+}
+
 /* The model at path (a folder or a GGUF file) against r: forward and session, threads 1, 2. */
 static void check(const fam *f, const char *path, int gguf, const ref *r) {
     float *out[2] = {NULL, NULL};
@@ -274,6 +329,7 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
         attn_llm_session_free(s);
         if (r->n >= 12)
             check_batch(ctx, m, path, r->ids, V);
+        if (threads == 1) check_ppl(ctx, m, path, V);
         free(row);
         out[threads - 1] = lg;
         attn_llm_free(m);
