@@ -78,6 +78,11 @@ static char *as_client(const char *p, size_t n) {
 
 /* The greedy continuation of text (bos first when asked and the model adds one), at most max
  * tokens, stopping at an end token: a plain loop over one session. */
+/* greedy's logit_bias: g_nbias (id, bias) pairs added at every step (-inf bans) */
+static int g_nbias;
+static int32_t g_bias_id[4];
+static float g_bias[4];
+
 static char *greedy(attn_ctx *ctx, attn_llm *m, const char *text, int bos, int max, int *ntok) {
     const attn_bpe *tok = attn_llm_tokenizer(m);
     attn_llm_config cfg;
@@ -100,6 +105,7 @@ static char *greedy(attn_ctx *ctx, attn_llm *m, const char *text, int bos, int m
     }
     int g = 0;
     for (; g < max;) {
+        for (int i = 0; i < g_nbias; i++) lg[g_bias_id[i]] += g_bias[i];
         int32_t best = 0;
         for (int64_t v = 1; v < cfg.vocab_size; v++)
             if (lg[v] > lg[best]) best = (int32_t)v;
@@ -298,6 +304,62 @@ static void together(attn_ctx *ref, attn_llm *m, int threads) {
     }
 }
 
+/* logit_bias: a ban of the greedy answer's first token and a +30 on another give the greedy
+ * answer of the same biases applied here; bad keys and values, and a ban of every token, are
+ * 400.  (error_case is below.) */
+static void error_case(const char *method, const char *path, const char *auth, const char *body,
+                       int status, const char *what);
+static void logit_bias(attn_ctx *ref, attn_llm *m) {
+    int n0 = 0, n1 = 0;
+    char *plain = greedy(ref, m, "hello", 1, 8, &n0);
+    const attn_bpe *tok = attn_llm_tokenizer(m);
+    int32_t first[256] = {0};
+    int64_t nf = 0;
+    /* the plain answer's first token (its text encoded again) */
+    TU_CHECK(plain && attn_bpe_encode(ref, tok, plain, strlen(plain), 0, first, 256, &nf) ==
+                          ATTN_OK && nf >= 1, "the plain answer's tokens");
+    g_nbias = 2, g_bias_id[0] = first[0], g_bias[0] = -INFINITY;
+    g_bias_id[1] = 40, g_bias[1] = 30.0f;
+    char *want = greedy(ref, m, "hello", 1, 8, &n1);
+    g_nbias = 0;
+    char body[256], *b = NULL;
+    snprintf(body, sizeof body,
+             "{\"prompt\": \"hello\", \"max_tokens\": 8, \"temperature\": 0, "
+             "\"logit_bias\": {\"%d\": -100, \"40\": 30}}", (int)first[0]);
+    int st = request("POST", "/v1/completions", NULL, body, &b);
+    sj_doc d = {0};
+    char err[256], *text = NULL;
+    if (st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err)) {
+        const sj *ch = sj_get(d.root, "choices");
+        text = ch && ch->first ? field(ch->first, "text") : NULL;
+    }
+    TU_CHECK(text && want && plain && !strcmp(text, want) && strcmp(text, plain),
+             "logit_bias: '%s', expected '%s' (without: '%s')", text ? text : "(none)",
+             want ? want : "", plain ? plain : "");
+    free(text), free(b), free(want), free(plain);
+    sj_free(&d);
+    error_case("POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"logit_bias\": {\"x\": 1}}",
+               400, "keys must be token ids");
+    error_case("POST", "/v1/completions", NULL,
+               "{\"prompt\": \"hi\", \"logit_bias\": {\"99999999\": 1}}", 400,
+               "keys must be token ids");
+    error_case("POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"logit_bias\": {\"5\": 101}}",
+               400, "values must be numbers in [-100, 100]");
+    error_case("POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"logit_bias\": [1]}", 400,
+               "must be an object");
+    attn_llm_config cfg;
+    attn_llm_get_info(m, &cfg);
+    char *all = malloc((size_t)cfg.vocab_size * 16 + 64);
+    if (all) {
+        size_t k = (size_t)sprintf(all, "{\"prompt\": \"hi\", \"logit_bias\": {");
+        for (int64_t v = 0; v < cfg.vocab_size; v++)
+            k += (size_t)sprintf(all + k, "%s\"%lld\": -100", v ? ", " : "", (long long)v);
+        strcpy(all + k, "}}");
+        error_case("POST", "/v1/completions", NULL, all, 400, "bans every token");
+        free(all);
+    }
+}
+
 /* An error reply: status and a message holding what. */
 static void error_case(const char *method, const char *path, const char *auth, const char *body,
                        int status, const char *what) {
@@ -445,6 +507,7 @@ int main(void) {
             attn_ctx_free(sctx);
             continue;
         }
+        logit_bias(ref, m);
         /* /health and /v1/models */
         char *b = NULL;
         TU_CHECK(request("GET", "/health", NULL, NULL, &b) == 200 && b &&

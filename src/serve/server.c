@@ -25,6 +25,7 @@
 #define MAX_STOP_BYTES 1024
 #define MAX_MESSAGES 1024
 #define MAX_EMBED_INPUTS 2048
+#define MAX_LOGIT_BIAS 1024 /* logit_bias entries per request */
 #define PREFILL_CHUNK 64
 _Static_assert(PREFILL_CHUNK >= 2 * ATTN__SERVE_MIN_PIECE, "attn__serve_prefill_chunk's chunk");
 
@@ -51,6 +52,9 @@ typedef struct sreq {
     char *stop[MAX_STOPS];
     size_t stop_len[MAX_STOPS];
     int nstop;
+    int32_t *bias_id; /* logit_bias: nbias ids and what each adds (-inf: banned) */
+    float *bias;
+    int nbias;
     char id[48];
     unsigned long long seq;
     long long created;
@@ -90,7 +94,7 @@ static void req_unref(sreq *r) {
     pthread_mutex_unlock(&r->mu);
     if (left) return;
     free(r->prompt), free(r->tool_names), free(r->name_heads), free(r->sent_args);
-    free(r->tools_json);
+    free(r->tools_json), free(r->bias_id), free(r->bias);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
     sb_free(&r->text), sb_free(&r->sse);
     attn_chat_parse_free(r->calls);
@@ -158,6 +162,7 @@ struct attn_server {
     char *tok_text;
     size_t *tok_off;
     float *masked; /* the logits constrain_name gives the sampler */
+    float *biased; /* the logits with a request's logit_bias ([V]) */
     int tok_text_failed;
     unsigned long long seq;
     /* metrics (under mu) */
@@ -560,6 +565,12 @@ static const float *constrain_name(sreq *r, const float *lg) {
 static int sample(slot *sl, const float *lg) {
     attn_server_t *S = sl->srv;
     int32_t id;
+    if (sl->r->nbias) { /* logit_bias: added to the model's logits (a later entry of an id wins) */
+        memcpy(S->biased, lg, sizeof *lg * (size_t)S->cfg.vocab_size);
+        for (int i = 0; i < sl->r->nbias; i++)
+            S->biased[sl->r->bias_id[i]] = lg[sl->r->bias_id[i]] + sl->r->bias[i];
+        lg = S->biased;
+    }
     lg = constrain_name(sl->r, lg);
     /* the presence and frequency penalties count the generated ids only */
     attn_status st = attn_llm_sample_ex(S->sctx, &sl->r->sp, lg, S->cfg.vocab_size, sl->hist,
@@ -1118,6 +1129,52 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
     r->sp.presence_penalty = (float)pres, r->sp.frequency_penalty = (float)freq;
     r->sp.seed = seed >= 0 ? (uint64_t)seed
                            : (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)r;
+    /* logit_bias: {"token id": bias in [-100, 100]}; -100 bans the token (OpenAI's meaning) */
+    const sj *lb = sj_get(o, "logit_bias");
+    if (lb && lb->kind != SJ_NULL) {
+        if (lb->kind != SJ_OBJ || lb->n > MAX_LOGIT_BIAS) {
+            snprintf(err, ecap, "'logit_bias' must be an object of at most %d token ids",
+                     MAX_LOGIT_BIAS);
+            return 0;
+        }
+        r->bias_id = malloc(sizeof *r->bias_id * (size_t)(lb->n ? lb->n : 1));
+        r->bias = malloc(sizeof *r->bias * (size_t)(lb->n ? lb->n : 1));
+        if (!r->bias_id || !r->bias) {
+            snprintf(err, ecap, "out of memory");
+            return 0;
+        }
+        for (const sj *e = lb->first; e; e = e->next) {
+            long long id = -1;
+            size_t d = 0;
+            while (d < e->klen && d < 12 && e->key[d] >= '0' && e->key[d] <= '9')
+                id = (id < 0 ? 0 : id * 10) + (e->key[d++] - '0');
+            if (d == 0 || d != e->klen || id >= S->cfg.vocab_size) {
+                snprintf(err, ecap, "'logit_bias' keys must be token ids in [0, %lld)",
+                         (long long)S->cfg.vocab_size);
+                return 0;
+            }
+            if (e->kind != SJ_NUM || !(e->num >= -100 && e->num <= 100)) {
+                snprintf(err, ecap, "'logit_bias' values must be numbers in [-100, 100]");
+                return 0;
+            }
+            r->bias_id[r->nbias] = (int32_t)id;
+            r->bias[r->nbias++] = e->num <= -100 ? -INFINITY : (float)e->num;
+        }
+        if (r->nbias >= S->cfg.vocab_size) { /* a small vocabulary: is every token banned? */
+            unsigned char *ban = calloc((size_t)S->cfg.vocab_size, 1);
+            long long left = S->cfg.vocab_size;
+            for (int i = 0; ban && i < r->nbias; i++) {
+                const int32_t t = r->bias_id[i];
+                if (r->bias[i] == -INFINITY) left -= !ban[t], ban[t] = 1;
+                else left += ban[t], ban[t] = 0;
+            }
+            free(ban);
+            if (left == 0) {
+                snprintf(err, ecap, "'logit_bias' bans every token");
+                return 0;
+            }
+        }
+    }
     /* stop: a string or an array of strings */
     const sj *st = sj_get(o, "stop");
     if (st && st->kind != SJ_NULL) {
@@ -1877,7 +1934,7 @@ ATTN_API void attn_server_free(attn_server *S) {
         free(S->slots[i].ids), free(S->slots[i].hist);
     }
     free(S->slots), free(S->q), free(S->lgb), free(S->piece);
-    free(S->tok_text), free(S->tok_off), free(S->masked);
+    free(S->tok_text), free(S->tok_off), free(S->masked), free(S->biased);
     free(S->bids), free(S->bss), free(S->bsl), free(S->pids), free(S->plens);
     free(S->api_key);
     attn_ctx_free(S->ectx);
@@ -1968,6 +2025,7 @@ ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert 
     S->bsl = alloc_n(P, sizeof *S->bsl);
     S->pids = alloc_n(P, PREFILL_CHUNK * sizeof *S->pids);
     S->plens = alloc_n(P, sizeof *S->plens);
+    S->biased = alloc_n(V, sizeof *S->biased);
     attn_bpe_info ti;
     attn_bpe_get_info(tok, &ti);
     ATTN_FAIL_IFG(ti.max_token_bytes < 0 || ti.max_token_bytes > (1 << 20), ATTN_E_INVALID,
@@ -1975,7 +2033,7 @@ ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert 
     S->piece_cap = 3 * ((size_t)ti.max_token_bytes + 3) + 1;
     S->piece = malloc(S->piece_cap);
     if (!S->slots || !S->q || !S->lgb || !S->piece || !S->bids || !S->bss || !S->bsl ||
-        !S->pids || !S->plens)
+        !S->pids || !S->plens || !S->biased)
         goto oom;
     for (long long i = 0; i < S->parallel; i++) {
         slot *sl = &S->slots[i];
