@@ -360,6 +360,143 @@ static void logit_bias(attn_ctx *ref, attn_llm *m) {
     }
 }
 
+/* logprobs: /v1/completions (logprobs 3) against a greedy session loop's log-softmax in double
+ * (each token's and the top 3, sorted; text offsets), chat's entries non-streamed and streamed
+ * (one per completion token in both), and the 400s. */
+static void logprobs(attn_ctx *ref, attn_llm *m) {
+    enum { T = 6, N = 3 };
+    attn_llm_config cfg;
+    attn_llm_special sp;
+    attn_llm_get_info(m, &cfg);
+    attn_llm_get_special(m, &sp);
+    const int64_t V = cfg.vocab_size;
+    int32_t ids[64];
+    int64_t n = 0;
+    const int lead = sp.add_bos && sp.bos >= 0;
+    if (lead) ids[0] = sp.bos;
+    TU_CHECK(attn_bpe_encode(ref, attn_llm_tokenizer(m), "hello", 5, ATTN_BPE_PARSE_SPECIAL,
+                             ids + lead, 60, &n) == ATTN_OK, "encode");
+    n += lead;
+    double want[T], want_top[N][T];
+    float *lg = malloc(sizeof *lg * (size_t)V);
+    attn_llm_session *s = NULL;
+    int ok = lg && attn_llm_session_create(ref, m, 128, ATTN_F32, &s) == ATTN_OK &&
+             attn_llm_session_prefill(ref, s, ids, n, lg) == ATTN_OK;
+    for (int t = 0; t < T && ok; t++) {
+        double mx = -INFINITY, sum = 0;
+        int32_t best = 0;
+        for (int64_t v = 0; v < V; v++) mx = fmax(mx, lg[v]), best = lg[v] > lg[best] ? (int32_t)v : best;
+        for (int64_t v = 0; v < V; v++) sum += exp(lg[v] - mx);
+        want[t] = lg[best] - mx - log(sum);
+        for (int k = 0; k < N; k++) { /* the k-th largest */
+            int32_t b = -1;
+            for (int64_t v = 0; v < V; v++) {
+                int taken = 0;
+                for (int j = 0; j < k; j++) taken |= want_top[j][t] == (double)v;
+                if (!taken && (b < 0 || lg[v] > lg[b])) b = (int32_t)v;
+            }
+            want_top[k][t] = (double)b; /* the id for now */
+        }
+        for (int k = 0; k < N; k++)
+            want_top[k][t] = lg[(int64_t)want_top[k][t]] - mx - log(sum);
+        ok = attn_llm_session_decode(ref, s, best, lg) == ATTN_OK; /* ignore_eos */
+    }
+    attn_llm_session_free(s);
+    free(lg);
+    TU_CHECK(ok, "the reference loop: %s", attn_ctx_errmsg(ref));
+    char *b = NULL;
+    int st = request("POST", "/v1/completions", NULL,
+                     "{\"prompt\": \"hello\", \"max_tokens\": 6, \"temperature\": 0, "
+                     "\"ignore_eos\": true, \"logprobs\": 3}", &b);
+    sj_doc d = {0};
+    char err[256];
+    const sj *lp = NULL;
+    if (st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err)) {
+        const sj *ch = sj_get(d.root, "choices");
+        lp = ch && ch->first ? sj_get(ch->first, "logprobs") : NULL;
+    }
+    const sj *tl = lp ? sj_get(lp, "token_logprobs") : NULL, *tp = lp ? sj_get(lp, "top_logprobs") : NULL;
+    const sj *to = lp ? sj_get(lp, "text_offset") : NULL, *tk = lp ? sj_get(lp, "tokens") : NULL;
+    TU_CHECK(tl && tp && to && tk && tl->n == T && tp->n == T && to->n == T && tk->n == T,
+             "completions logprobs: the four arrays of %d: %s", T, b ? b : "");
+    double worst = 0, last_off = -1;
+    int t = 0;
+    for (const sj *e = tl ? tl->first : NULL, *q = tp ? tp->first : NULL, *o = to ? to->first : NULL;
+         e && q && o && t < T; e = e->next, q = q->next, o = o->next, t++) {
+        worst = fmax(worst, fabs(e->num - want[t]));
+        TU_CHECK(q->kind == SJ_OBJ && q->n == N, "top_logprobs[%d]: %d entries", t, N);
+        int k = 0;
+        for (const sj *x = q->first; x && k < N; x = x->next, k++)
+            worst = fmax(worst, fabs(x->num - want_top[k][t]));
+        TU_CHECK(o->num >= last_off, "text_offset not increasing");
+        last_off = o->num;
+    }
+    TU_CHECK(t == T && worst <= 1e-5, "completions logprobs: worst difference %g from the "
+             "reference's log-softmax", worst);
+    sj_free(&d);
+    free(b);
+    /* chat: one entry a completion token, non-streamed and streamed */
+    for (int stream = 0; stream < 2; stream++) {
+        const char *body = stream ? "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                                    "\"max_tokens\": 5, \"temperature\": 0, \"ignore_eos\": true, "
+                                    "\"logprobs\": true, \"top_logprobs\": 2, \"stream\": true}"
+                                  : "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                                    "\"max_tokens\": 5, \"temperature\": 0, \"ignore_eos\": true, "
+                                    "\"logprobs\": true, \"top_logprobs\": 2}";
+        int entries = 0, tops = 1;
+        if (!stream) {
+            st = request("POST", "/v1/chat/completions", NULL, body, &b);
+            if (st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err)) {
+                const sj *ch = sj_get(d.root, "choices");
+                const sj *l = ch && ch->first ? sj_get(ch->first, "logprobs") : NULL;
+                const sj *c = l ? sj_get(l, "content") : NULL;
+                for (const sj *e = c ? c->first : NULL; e; e = e->next, entries++) {
+                    const sj *tt = sj_get(e, "top_logprobs");
+                    tops &= tt && tt->n == 2 && sj_get(e, "bytes") && sj_get(e, "token") &&
+                            sj_get(e, "logprob");
+                }
+            }
+            sj_free(&d);
+            free(b);
+        } else {
+            attn_server_reply *r = NULL;
+            TU_CHECK(attn_server_handle(srv, "POST", "/v1/chat/completions", NULL, body,
+                                        strlen(body), &r) == ATTN_OK, "stream");
+            sbuf all = {0};
+            for (int done = 0, g = 0; r && !done && g < 100000; g++) {
+                char buf[256];
+                size_t k = 0;
+                if (attn_server_reply_read(r, buf, sizeof buf, &k, &done, 5000) != ATTN_OK) break;
+                sb_put(&all, buf, k);
+            }
+            attn_server_reply_free(r);
+            sb_put(&all, "", 1);
+            for (const char *p = all.p; p && (p = strstr(p, "data: {")); p++) {
+                const char *e = strstr(p, "\n\n");
+                if (!e) break;
+                if (sj_parse(&d, p + 6, (size_t)(e - p - 6), err, sizeof err)) {
+                    const sj *ch = sj_get(d.root, "choices");
+                    const sj *l = ch && ch->first ? sj_get(ch->first, "logprobs") : NULL;
+                    const sj *c = l && l->kind == SJ_OBJ ? sj_get(l, "content") : NULL;
+                    for (const sj *x = c ? c->first : NULL; x; x = x->next) entries++;
+                }
+                sj_free(&d);
+            }
+            sb_free(&all);
+        }
+        TU_CHECK(entries == 5 && tops, "chat logprobs (%s): %d entries, expected 5",
+                 stream ? "streamed" : "whole", entries);
+    }
+    error_case("POST", "/v1/chat/completions", NULL,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 2}",
+               400, "needs 'logprobs': true");
+    error_case("POST", "/v1/chat/completions", NULL,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, "
+               "\"top_logprobs\": 21}", 400, "top_logprobs");
+    error_case("POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"logprobs\": true}", 400,
+               "'logprobs' must be an integer");
+}
+
 /* An error reply: status and a message holding what. */
 static void error_case(const char *method, const char *path, const char *auth, const char *body,
                        int status, const char *what) {
@@ -508,6 +645,7 @@ int main(void) {
             continue;
         }
         logit_bias(ref, m);
+        logprobs(ref, m);
         /* /health and /v1/models */
         char *b = NULL;
         TU_CHECK(request("GET", "/health", NULL, NULL, &b) == 200 && b &&
@@ -558,7 +696,8 @@ int main(void) {
          * early: cancel_early() does that on SmolLM2) */
         attn_server_free(srv), srv = NULL;
         o.parallel = 1;
-        TU_CHECK(attn_server_create(sctx, m, NULL, &o, &srv) == ATTN_OK, "one slot");
+        TU_CHECK(attn_server_create(sctx, m, NULL, &o, &srv) == ATTN_OK, "one slot: %s",
+                 attn_ctx_errmsg(sctx));
         if (!srv) {
             attn_ctx_free(sctx);
             continue;
