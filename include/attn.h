@@ -2442,6 +2442,13 @@ ATTN_API int64_t attn_llm_session_capacity(const attn_llm_session *s);
 ATTN_API attn_status attn_llm_session_prefill(attn_ctx *ctx, attn_llm_session *s,
                                               const int32_t *ids, int64_t n,
                                               float *logits_last);
+/* attn_llm_session_prefill with every token's next-token logits: logits [n, V] (a scorer's
+ * call: the log-likelihood of a text, a server's prompt logprobs).  Row i is the same pass's;
+ * its output product runs over all n rows, so the last row may differ from
+ * attn_llm_session_prefill's logits_last in the last bits when n > 8. */
+ATTN_API attn_status attn_llm_session_prefill_logits(attn_ctx *ctx, attn_llm_session *s,
+                                                     const int32_t *ids, int64_t n,
+                                                     float *logits);
 /* logits [V]. */
 ATTN_API attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s, int32_t id,
                                              float *logits);

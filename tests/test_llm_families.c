@@ -158,7 +158,8 @@ static void check_batch(attn_ctx *ctx, attn_llm *m, const char *what, const int3
     free(lb), free(l1);
 }
 
-/* attn_llm_perplexity against chunks run here through attn_llm_forward and scored in double
+/* attn_llm_session_prefill_logits against attn_llm_forward; attn_llm_perplexity against chunks
+ * run here through attn_llm_forward and scored in double
  * (llama.cpp's method: BOS first where the model adds one, the second half scored), a
  * progress callback that stops after the first chunk, and the refusals. */
 static int stop_first(void *user, const attn_llm_ppl *r) {
@@ -193,6 +194,30 @@ static void check_ppl(attn_ctx *ctx, attn_llm *m, const char *what, int64_t V) {
                  "%s: perplexity %lld chunks %lld tokens nll %.12g ppl %g, expected %d %lld "
                  "%.12g", what, (long long)r.chunks, (long long)r.count, r.nll, r.ppl, N / C,
                  (long long)count, nll);
+    /* attn_llm_session_prefill_logits on an empty session: attn_llm_forward's rows, bit for
+     * bit; then a second piece's rows within float rounding of the whole forward's */
+    attn_llm_session *ps = NULL;
+    float *pl = malloc(sizeof(float) * (size_t)(2 * C * V)), *fw = malloc(sizeof(float) * (size_t)(2 * C * V));
+    if (pl && fw && TU_STATUS(attn_llm_session_create(ctx, m, 2 * C, ATTN_F32, &ps), ATTN_OK, ctx) &&
+        TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids, C, pl), ATTN_OK, ctx) &&
+        TU_STATUS(attn_llm_forward(ctx, m, ids, 1, C, fw), ATTN_OK, ctx)) {
+        TU_CHECK(!memcmp(pl, fw, sizeof(float) * (size_t)(C * V)),
+                 "%s: prefill_logits' rows are not attn_llm_forward's", what);
+        if (TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids + C, C, pl + C * V), ATTN_OK,
+                      ctx) &&
+            TU_STATUS(attn_llm_forward(ctx, m, ids, 1, 2 * C, fw), ATTN_OK, ctx)) {
+            double w = 0, mx = 0;
+            for (int64_t i = C * V; i < 2 * C * V; i++)
+                w = fmax(w, fabs(pl[i] - fw[i])), mx = fmax(mx, fabs(fw[i]));
+            TU_CHECK(w <= 1e-5 * mx, "%s: a second prefill_logits piece: %g of max %g", what, w,
+                     mx);
+        }
+        TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids, 0, pl), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids, 1, pl), ATTN_E_OVERFLOW, ctx);
+        TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids, 1, NULL), ATTN_E_INVALID, ctx);
+    }
+    attn_llm_session_free(ps);
+    free(pl), free(fw);
     int calls = 0;
     if (TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, C, 3, stop_first, &calls, &r), ATTN_OK,
                   ctx))

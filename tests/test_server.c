@@ -487,6 +487,41 @@ static void logprobs(attn_ctx *ref, attn_llm *m) {
         TU_CHECK(entries == 5 && tops, "chat logprobs (%s): %d entries, expected 5",
                  stream ? "streamed" : "whole", entries);
     }
+    /* echo: the prompt's text and tokens first, each token's logprob from the forward's row
+     * before it (the first one's null unless it follows an added bos) */
+    st = request("POST", "/v1/completions", NULL,
+                 "{\"prompt\": \"hello\", \"max_tokens\": 2, \"temperature\": 0, "
+                 "\"ignore_eos\": true, \"logprobs\": 1, \"echo\": true}", &b);
+    float *fl = malloc(sizeof *fl * (size_t)(n * V));
+    int echo_ok = st == 200 && b && fl && attn_llm_forward(ref, m, ids, 1, n, fl) == ATTN_OK &&
+                  sj_parse(&d, b, strlen(b), err, sizeof err);
+    double eworst = 0;
+    if (echo_ok) {
+        const sj *ch = sj_get(d.root, "choices"), *c0 = ch ? ch->first : NULL;
+        char *text = c0 ? field(c0, "text") : NULL;
+        const sj *l = c0 ? sj_get(c0, "logprobs") : NULL;
+        const sj *tlp = l ? sj_get(l, "token_logprobs") : NULL;
+        echo_ok = text && !strncmp(text, "hello", 5) && tlp && tlp->n == (size_t)(n - lead + 2);
+        int64_t p = lead; /* the prompt token of each entry */
+        for (const sj *e = tlp ? tlp->first : NULL; echo_ok && e && p < n; e = e->next, p++) {
+            if (p == 0) {
+                echo_ok = e->kind == SJ_NULL;
+                continue;
+            }
+            const float *row = fl + (p - 1) * V;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t v = 0; v < V; v++) mx = fmax(mx, row[v]);
+            for (int64_t v = 0; v < V; v++) sum += exp(row[v] - mx);
+            eworst = fmax(eworst, fabs(e->num - (row[ids[p]] - mx - log(sum))));
+        }
+        free(text);
+    }
+    TU_CHECK(echo_ok && eworst <= 1e-5, "echo with logprobs: the prompt's entries (worst %g): %s",
+             eworst, b ? b : "");
+    sj_free(&d);
+    free(b), free(fl);
+    error_case("POST", "/v1/completions", NULL,
+               "{\"prompt\": \"hi\", \"echo\": true, \"stream\": true}", 400, "not streamed");
     error_case("POST", "/v1/chat/completions", NULL,
                "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 2}",
                400, "needs 'logprobs': true");

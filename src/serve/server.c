@@ -69,6 +69,11 @@ typedef struct sreq {
     int logprobs, top_lp; /* logprobs asked (chat: true; completions: an integer), top N */
     struct lp_entry *lp;  /* one per answer token (under mu), lp_sent of them streamed */
     size_t nlp, lp_cap, lp_sent;
+    char *echo;           /* completions' echo: the prompt's text, put before the answer */
+    size_t echo_len;
+    struct lp_entry *plp; /* echo with logprobs: the prompt's tokens (the first one, or the
+                           * one after an added bos, with a null logprob), nplp of them */
+    size_t nplp;
     char id[48];
     unsigned long long seq;
     long long created;
@@ -108,7 +113,8 @@ static void req_unref(sreq *r) {
     pthread_mutex_unlock(&r->mu);
     if (left) return;
     free(r->prompt), free(r->tool_names), free(r->name_heads), free(r->sent_args);
-    free(r->tools_json), free(r->bias_id), free(r->bias), free(r->lp);
+    free(r->tools_json), free(r->bias_id), free(r->bias), free(r->lp), free(r->echo);
+    free(r->plp);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
     sb_free(&r->text), sb_free(&r->sse);
     attn_chat_parse_free(r->calls);
@@ -184,6 +190,8 @@ struct attn_server {
     int tok_raw_failed;
     lp_entry lp_cur; /* the entry of the token just sampled (sample -> take) */
     int lp_have;
+    float *plg; /* echo with logprobs: a prefill piece's logits [PREFILL_CHUNK, V], when
+                 * first needed */
     int tok_text_failed;
     unsigned long long seq;
     /* metrics (under mu) */
@@ -223,7 +231,8 @@ static void push_sse(sreq *r, sbuf *ev) {
 }
 
 static void lp_num(sbuf *b, float x) {
-    if (isfinite(x)) sb_printf(b, "%.9g", (double)x);
+    if (isnan(x)) sb_puts(b, "null"); /* an echoed prompt's first token */
+    else if (isfinite(x)) sb_printf(b, "%.9g", (double)x);
     else sb_puts(b, "-1e30"); /* JSON has no infinity */
 }
 
@@ -279,7 +288,9 @@ static void lp_json(sbuf *b, const attn_server_t *S, const sreq *r, size_t from,
                 lp_num(b, e->lp);
             else if (part == 3)
                 sb_printf(b, "%zu", e->off);
-            else {
+            else if (isnan(e->lp)) {
+                sb_puts(b, "null"); /* an echoed prompt's first token */
+            } else {
                 sb_puts(b, "{");
                 for (int k = 0; k < e->ntop; k++) {
                     if (k) sb_puts(b, ",");
@@ -811,6 +822,53 @@ static void admit(sreq *r) {
     S->active++;
 }
 
+static void *alloc_n(size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    return malloc(n && size ? n * size : 1);
+}
+
+/* A prefill piece of k tokens of slot sl whose request echoes its prompt with logprobs: every
+ * row's logits, each giving the next prompt token's entry (the first token's, unless it is an
+ * added bos, with a null logprob); the last piece's last row samples the first answer token. */
+static void prompt_rows(attn_server_t *S, slot *sl, int64_t k) {
+    sreq *r = sl->r;
+    const size_t V = (size_t)S->cfg.vocab_size;
+    if (!S->plg) S->plg = alloc_n((size_t)PREFILL_CHUNK * V, sizeof *S->plg);
+    if (!r->plp) r->plp = calloc((size_t)r->n_prompt, sizeof *r->plp);
+    attn_status st = ATTN_E_NOMEM;
+    if (S->plg && r->plp && tok_raws(S))
+        st = attn_llm_session_prefill_logits(S->sctx, sl->s, r->prompt + sl->done, k, S->plg);
+    if (st != ATTN_OK) {
+        logf_(S, "attn serve: prefill failed: %s",
+              st == ATTN_E_NOMEM ? "out of memory" : attn_ctx_errmsg(S->sctx));
+        sl->nids = attn_llm_session_pos(sl->s);
+        finish(sl, NULL, 1);
+        return;
+    }
+    attn_llm_special sp;
+    attn_llm_get_special(S->m, &sp);
+    pthread_mutex_lock(&r->mu);
+    for (int64_t j = -1; j < k; j++) {
+        const int64_t p = sl->done + j + 1; /* the prompt token this row predicts */
+        if (p >= r->n_prompt || (j < 0 && p > 0)) continue;
+        if (j < 0) { /* the first token: no row predicts it */
+            if (sp.add_bos && r->prompt[0] == sp.bos) continue; /* the added bos: not text */
+            memset(&S->lp_cur, 0, sizeof S->lp_cur);
+            S->lp_cur.id = r->prompt[0], S->lp_cur.lp = NAN;
+        } else {
+            logprob_entry(S, r, S->plg + (size_t)j * V, r->prompt[p]);
+        }
+        lp_entry *e = &r->plp[r->nplp];
+        *e = S->lp_cur;
+        e->off = r->nplp ? e[-1].off + (S->raw_off[e[-1].id + 1] - S->raw_off[e[-1].id]) : 0;
+        r->nplp++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    memcpy(sl->ids + sl->nids, r->prompt + sl->done, sizeof *sl->ids * (size_t)k);
+    sl->nids += k, sl->done += k;
+    if (sl->done == r->n_prompt) sample(sl, S->plg + (size_t)(k - 1) * V);
+}
+
 static void *scheduler(void *arg) {
     attn_server_t *S = arg;
     int32_t *ids = S->bids; /* the batch's arrays, allocated before the server started */
@@ -847,6 +905,10 @@ static void *scheduler(void *arg) {
             if (sl->decoding || sl->done >= sl->r->n_prompt) continue;
             const int64_t k = attn__serve_prefill_chunk(sl->r->n_prompt - sl->done,
                                                         PREFILL_CHUNK);
+            if (sl->r->echo && sl->r->logprobs) { /* every row's logits: a call of its own */
+                prompt_rows(S, sl, k);
+                continue;
+            }
             memcpy(S->pids + nt, sl->r->prompt + sl->done, sizeof *ids * (size_t)k);
             bs[np] = sl, ss[np] = sl->s, S->plens[np++] = k, nt += k;
         }
@@ -1317,6 +1379,14 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         r->logprobs = 1;
     }
     r->top_lp = (int)top;
+    int echo = 0;
+    if (kind == KIND_COMPLETION && !bool_field(o, "echo", &echo, err, ecap)) return 0;
+    if (echo && stream) {
+        snprintf(err, ecap, "'echo' is not streamed: ask without 'stream'");
+        return 0;
+    }
+    r->echo_len = echo; /* 1: asked (the text is kept when the prompt is read) */
+    if (echo && r->logprobs) r->cache_prompt = 0; /* every prompt row's logits are needed */
     /* logit_bias: {"token id": bias in [-100, 100]}; -100 bans the token (OpenAI's meaning) */
     const sj *lb = sj_get(o, "logit_bias");
     if (lb && lb->kind != SJ_NULL) {
@@ -1524,6 +1594,15 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         memcpy(text, p->s, p->len + 1);
         tl = p->len;
         bos = 1;
+        if (r->echo_len) { /* echo: the prompt's text comes back before the answer */
+            if (!(r->echo = malloc(p->len + 1))) {
+                free(text);
+                snprintf(err, ecap, "out of memory");
+                return 0;
+            }
+            memcpy(r->echo, p->s, p->len + 1);
+            r->echo_len = p->len;
+        }
     }
     /* a template writes its own bos; a plain prompt gets one where the model adds it */
     int ok = tokenize(S, x, text, tl, bos, &r->prompt, &r->n_prompt);
@@ -1633,13 +1712,31 @@ static int gen_answer(attn_server_reply *c) {
         st_message_json(&b, r->text.p, r->text.n, r->calls, r->seq, S->id_salt);
         sb_puts(&b, ",");
     } else {
+        sbuf t = {0}; /* echo: the prompt's text first */
+        if (r->echo) sb_put(&t, r->echo, r->echo_len);
+        sb_put(&t, r->text.p ? r->text.p : "", r->text.n);
         sb_puts(&b, "\"text\":");
-        sb_json_str(&b, r->text.p ? r->text.p : "", r->text.n);
+        sb_json_str(&b, t.p ? t.p : "", t.n);
         sb_puts(&b, ",");
+        sb_free(&t);
     }
     if (kind != KIND_CHAT || r->logprobs) {
         sb_puts(&b, "\"logprobs\":");
-        lp_json(&b, S, r, 0, r->nlp);
+        if (r->echo && r->logprobs) { /* the prompt's tokens, then the answer's (offsets after
+                                        * the prompt's text) */
+            sreq v = *r;
+            v.lp = malloc(sizeof *v.lp * (r->nplp + r->nlp + 1));
+            v.nlp = v.lp ? r->nplp + r->nlp : 0;
+            for (size_t i = 0; v.lp && i < v.nlp; i++) {
+                v.lp[i] = i < r->nplp ? r->plp[i] : r->lp[i - r->nplp];
+                if (i >= r->nplp) v.lp[i].off += r->echo_len;
+            }
+            if (!v.lp) b.oom = 1;
+            lp_json(&b, S, &v, 0, v.nlp);
+            free(v.lp);
+        } else {
+            lp_json(&b, S, r, 0, r->nlp);
+        }
         sb_puts(&b, ",");
     }
     sb_printf(&b, "\"finish_reason\":\"%s\"}],", r->finish);
@@ -2128,7 +2225,7 @@ ATTN_API void attn_server_free(attn_server *S) {
     }
     free(S->slots), free(S->q), free(S->lgb), free(S->piece);
     free(S->tok_text), free(S->tok_off), free(S->masked), free(S->biased);
-    free(S->tok_raw), free(S->raw_off);
+    free(S->tok_raw), free(S->raw_off), free(S->plg);
     free(S->bids), free(S->bss), free(S->bsl), free(S->pids), free(S->plens);
     free(S->api_key);
     attn_ctx_free(S->ectx);
@@ -2141,10 +2238,6 @@ ATTN_API void attn_server_free(attn_server *S) {
 }
 
 /* n * size bytes, or NULL when that overflows or memory is out. */
-static void *alloc_n(size_t n, size_t size) {
-    if (size && n > SIZE_MAX / size) return NULL;
-    return malloc(n && size ? n * size : 1);
-}
 
 ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert *embed,
                                         const attn_server_options *opt, attn_server **out) {
