@@ -229,6 +229,17 @@ try:
                                 temperature=0, logprobs=1,
                                 logit_bias={str(cl_id): -100 for cl_id in [0]})
     check(ban.choices[0].text == cp.choices[0].text, "a logit_bias on an unlikely token: no change")
+    # a harness's log-likelihood request: echo, logprobs, max_tokens 0
+    ll = {}
+    for city in ("Paris", "Berlin"):
+        e = cl.completions.create(model="smollm2", prompt=f"The capital of France is {city}",
+                                  max_tokens=0, echo=True, logprobs=1)
+        el = e.choices[0].logprobs
+        ll[city] = sum(x for x in el.token_logprobs if x is not None)
+        check(e.choices[0].text == f"The capital of France is {city}" and
+              "".join(el.tokens) == e.choices[0].text and el.token_logprobs[0] is None,
+              f"echo of the prompt with logprobs: {el.tokens}")
+    check(ll["Paris"] > ll["Berlin"], f"log-likelihoods: {ll}")
 finally:
     srv.terminate()
     try:

@@ -519,6 +519,23 @@ static void logprobs(attn_ctx *ref, attn_llm *m) {
     TU_CHECK(echo_ok && eworst <= 1e-5, "echo with logprobs: the prompt's entries (worst %g): %s",
              eworst, b ? b : "");
     sj_free(&d);
+    free(b);
+    /* max_tokens 0 (a harness's log-likelihood request): the prompt scored, nothing added */
+    st = request("POST", "/v1/completions", NULL,
+                 "{\"prompt\": \"hello\", \"max_tokens\": 0, \"logprobs\": 0, \"echo\": true}",
+                 &b);
+    int zero_ok = st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err);
+    if (zero_ok) {
+        const sj *ch = sj_get(d.root, "choices"), *c0 = ch ? ch->first : NULL;
+        char *text = c0 ? field(c0, "text") : NULL;
+        const sj *l = c0 ? sj_get(c0, "logprobs") : NULL;
+        const sj *tlp = l && l->kind == SJ_OBJ ? sj_get(l, "token_logprobs") : NULL;
+        zero_ok = text && !strcmp(text, "hello") && tlp && tlp->n == (size_t)(n - lead) &&
+                  usage_completion(d.root) == 0;
+        free(text);
+    }
+    TU_CHECK(zero_ok, "echo, max_tokens 0: %s", b ? b : "");
+    sj_free(&d);
     free(b), free(fl);
     error_case("POST", "/v1/completions", NULL,
                "{\"prompt\": \"hi\", \"echo\": true, \"stream\": true}", 400, "not streamed");

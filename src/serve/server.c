@@ -866,7 +866,9 @@ static void prompt_rows(attn_server_t *S, slot *sl, int64_t k) {
     pthread_mutex_unlock(&r->mu);
     memcpy(sl->ids + sl->nids, r->prompt + sl->done, sizeof *sl->ids * (size_t)k);
     sl->nids += k, sl->done += k;
-    if (sl->done == r->n_prompt) sample(sl, S->plg + (size_t)(k - 1) * V);
+    if (sl->done < r->n_prompt) return;
+    if (r->max_tokens == 0) finish(sl, "length", 0); /* the prompt scored, nothing generated */
+    else sample(sl, S->plg + (size_t)(k - 1) * V);
 }
 
 static void *scheduler(void *arg) {
@@ -1645,7 +1647,8 @@ static int answer_gen(attn_server_reply *c, const sj *o, int kind) {
         req_unref(r);
         return send_error(c, 400, NULL, "%s", err);
     }
-    const int local = r->max_tokens == 0; /* nothing to generate: answered here */
+    /* nothing to generate: answered here (but echo with logprobs scores the prompt) */
+    const int local = r->max_tokens == 0 && !(r->echo && r->logprobs);
     if (local) {
         r->done = 1, r->finish = "length";
         r->tool_failed = r->choice >= ST_CHOICE_REQUIRED;
