@@ -40,10 +40,11 @@
 
 static const int TYPES[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q5_0, ATTN_Q_Q5_1, ATTN_Q_Q8_0,
                             ATTN_Q_Q2_K, ATTN_Q_Q3_K, ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K,
-                            ATTN_Q_Q8_K, ATTN_Q_F32,  ATTN_Q_F16,  ATTN_Q_BF16};
+                            ATTN_Q_Q8_K, ATTN_Q_F32,  ATTN_Q_F16,  ATTN_Q_BF16, ATTN_Q_IQ4_NL,
+                            ATTN_Q_IQ4_XS};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* byte offsets of the fp16 scales of a block (the K types and Q8_K: random bytes otherwise) */
+/* byte offsets of the fp16 scales of a block (the K and IQ4 types: random bytes otherwise) */
 static void scale_fields(int type, int off[2], int *n) {
     *n = 0;
     switch (type) {
@@ -51,6 +52,7 @@ static void scale_fields(int type, int off[2], int *n) {
     case ATTN_Q_Q3_K: off[0] = 108, *n = 1; break;
     case ATTN_Q_Q4_K: case ATTN_Q_Q5_K: off[0] = 0, off[1] = 2, *n = 2; break;
     case ATTN_Q_Q6_K: off[0] = 208, *n = 1; break;
+    case ATTN_Q_IQ4_NL: case ATTN_Q_IQ4_XS: off[0] = 0, *n = 1; break;
     default: break;
     }
 }
@@ -119,8 +121,13 @@ static void q8_block(const float *x, q8x *o) {
 static int has_q8(int type) {
     return type == ATTN_Q_Q4_0 || type == ATTN_Q_Q4_1 || type == ATTN_Q_Q5_0 ||
            type == ATTN_Q_Q5_1 || type == ATTN_Q_Q8_0 || type == ATTN_Q_Q4_K ||
-           type == ATTN_Q_Q5_K || type == ATTN_Q_Q6_K;
+           type == ATTN_Q_Q5_K || type == ATTN_Q_Q6_K || type == ATTN_Q_IQ4_NL ||
+           type == ATTN_Q_IQ4_XS;
 }
+
+/* IQ4_NL's levels, written out here from the format (not the library's table) */
+static const int IQ4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                            1,    13,   25,  38,  53,  69,  89,  113};
 
 static double h2d(const unsigned char *p) { return attn__half_to_float((uint16_t)(p[0] | p[1] << 8)); }
 
@@ -133,7 +140,21 @@ static void ref8_row(int type, const unsigned char *row, int64_t K, const q8x *x
     int64_t n = 0;
     for (int64_t k = 0; k < K / be; k++) {
         const unsigned char *b = row + k * bb;
-        if (be == 32) {
+        if (type == ATTN_Q_IQ4_XS) {
+            const int sh = b[2] | b[3] << 8;
+            for (int g = 0; g < 8; g++) {
+                const q8x *x = &xb[8 * k + g];
+                const int ls = (((b[4 + g / 2] >> (4 * (g % 2))) & 15) | ((sh >> (2 * g)) & 3) << 4) - 32;
+                int64_t dot = 0, adot = 0;
+                for (int j = 0; j < 32; j++) {
+                    const unsigned char c = b[8 + 16 * g + j % 16];
+                    const int64_t p = (int64_t)IQ4[j < 16 ? c & 15 : c >> 4] * x->q[j];
+                    dot += p, adot += llabs(p);
+                }
+                const double sc = h2d(b) * ls * x->d;
+                s += sc * (double)dot, a += fabs(sc) * (double)adot, n++;
+            }
+        } else if (be == 32) {
             const q8x *x = &xb[k];
             int q[32];
             const unsigned char *qs = b + (type == ATTN_Q_Q4_0 ? 2 : type == ATTN_Q_Q4_1 ? 4 :
@@ -144,6 +165,8 @@ static void ref8_row(int type, const unsigned char *row, int64_t K, const q8x *x
             for (int j = 0; j < 32; j++) {
                 if (type == ATTN_Q_Q8_0)
                     q[j] = (int8_t)b[2 + j];
+                else if (type == ATTN_Q_IQ4_NL)
+                    q[j] = IQ4[j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4];
                 else
                     q[j] = (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) | (int)((qh >> j) & 1) << 4;
             }
