@@ -84,7 +84,10 @@ ATTN__HIDDEN uint16_t attn__float_to_half(float f);
 /* IQ4_NL's table of 16 levels (IQ4_XS too), and the signed 6-bit scale (ls - 32, in [-32, 31])
  * of group ib (0..7) of the IQ4_XS block b. */
 ATTN__HIDDEN extern const int8_t attn__iq4_values[16];
-ATTN__HIDDEN int attn__iq4xs_scale(const uint8_t *b, int ib);
+static inline int attn__iq4xs_scale(const uint8_t *b, int ib) {
+    const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 15, hi = (attn__load_u16(b + 2) >> (2 * ib)) & 3;
+    return (lo | hi << 4) - 32;
+}
 /* Dequantizes nb blocks of `type` (a type attn_qtype_block knows) from src into dst
  * (nb * block_elems floats): gguf.quants.dequantize bit for bit (Q8_K: d * q). */
 ATTN__HIDDEN void attn__dequant_ref(int type, const void *src, int64_t nb, float *dst);

@@ -204,11 +204,6 @@ static void dq_iq4_nl(const uint8_t *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b += 18, y += 32) iq4_32(b + 2, attn__load_half(b), y);
 }
 
-int attn__iq4xs_scale(const uint8_t *b, int ib) {
-    const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 15, hi = (attn__load_u16(b + 2) >> (2 * ib)) & 3;
-    return (lo | hi << 4) - 32;
-}
-
 static void dq_iq4_xs(const uint8_t *b, int64_t nb, float *y) {
     for (int64_t i = 0; i < nb; i++, b += 136, y += 256) {
         const float d = attn__load_half(b);
