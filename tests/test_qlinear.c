@@ -592,8 +592,101 @@ static void test_arm_bits(void) {
     attn_ctx_free(c);
 }
 
+/* ---- the x86 int8 sets one by one -------------------------------------------------------------
+ * attn__qlinear runs the int8 set the CPU's best instructions give (AVX512_VNNI, else AVX-VNNI,
+ * else VPMADDUBSW); here every x86 int8 set this machine runs, on every type the plain C table
+ * has an int8 kernel for, against the double oracle of the int8 terms (ref8_row, as
+ * test_kernels), for m = 1 .. ATTN__QMV_MAX and the wide kernels up to ATTN__QMV_WIDE vectors
+ * (each vector the bits of mv8); and the two 256-bit sets (one body, quant8_256.h, two dot
+ * products) give the same bits. */
+static void test_x86_int8_sets(void) {
+    const attn__quant_kernels *sets[3] = {attn__quant_kernels_avx2_int8(),
+                                          attn__quant_kernels_avxvnni(),
+                                          attn__quant_kernels_vnni()};
+    const unsigned need[3] = {ATTN__CPU_AVX2, ATTN__CPU_AVX2 | ATTN__CPU_AVX_VNNI,
+                              ATTN__CPU_AVX2 | ATTN__CPU_AVX512F | ATTN__CPU_AVX512BW |
+                                  ATTN__CPU_AVX512DQ | ATTN__CPU_AVX512VL | ATTN__CPU_AVX512_VNNI};
+    const char *names[3] = {"test_qlinear: AVX2 int8 kernels", "test_qlinear: AVX-VNNI kernels",
+                            "test_qlinear: AVX512_VNNI kernels"};
+    int any = 0;
+    for (int s = 0; s < 3; s++) {
+        if (sets[s] && !tu_isa_ok(need[s], names[s])) sets[s] = NULL;
+        any |= sets[s] != NULL;
+    }
+    if (!any) return;
+    const attn__quant_kernels *ref = attn__quant_kernels_ref();
+    attn_ctx *c = tu_ctx(1);
+    const int64_t N = 13, K = 768, nb32 = K / 32, M = ATTN__QMV_WIDE;
+    float *x = malloc(sizeof(float) * (size_t)(M * K));
+    int8_t *xq = malloc((size_t)(M * K));
+    float *dsx = malloc(sizeof(float) * (size_t)(M * 2 * nb32));
+    int32_t *sq = malloc(sizeof(int32_t) * (size_t)(M * 2 * nb32));
+    q8x *xb = malloc(sizeof(q8x) * (size_t)(M * nb32));
+    tu_fill(x, (size_t)(M * K), 4343, -2, 2);
+    attn__q8act_quantize(x, K, M, K, xq, K, dsx, sq, nb32);
+    for (int64_t i = 0; i < M * nb32; i++) q8_block(x + 32 * i, &xb[i]);
+    const attn__q8act xa = {xq, dsx, sq, K, nb32};
+    float y[3][ATTN__QMV_WIDE * 13], yw[ATTN__QMV_WIDE * 13];
+    int n = 0;
+    for (int type = 0; type < ATTN__QT_MAX; type++) {
+        if (!ref->mv8[type]) continue;
+        size_t wb;
+        unsigned char *w = make_weights(c, type, N, K, 57 + (uint64_t)type, &wb);
+        const size_t rb = wb / (size_t)N;
+        int64_t be = 1;
+        attn_qtype_block(type, &be, NULL);
+        for (int s = 0; s < 3; s++) {
+            if (!sets[s]) continue;
+            TU_CHECK(sets[s]->mv8[type] != NULL, "%s: no %s kernel", names[s] + 14,
+                     attn_qtype_name(type));
+            if (!sets[s]->mv8[type]) continue;
+            memset(y[s], 0, sizeof y[s]); /* column N - 1 of each row stays 0 */
+            for (int64_t i0 = 0; i0 < M; i0 += ATTN__QMV_MAX) /* rows 1 .. N - 1 */
+                sets[s]->mv8[type](w + rb, rb, N - 1, K / be,
+                                   &(attn__q8act){xq + i0 * K, dsx + i0 * 2 * nb32,
+                                                  sq + i0 * 2 * nb32, K, nb32},
+                                   ATTN__QMV_MAX, y[s] + i0 * N, N);
+            int bad = 0;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t r = 1; r < N; r++) {
+                    double s8, a8;
+                    int64_t nt;
+                    ref8_row(type, w + r * rb, K, xb + i * nb32, &s8, &a8, &nt);
+                    const double got = y[s][i * N + r - 1], tol = (double)(nt + 16) * U24 * a8;
+                    if (!(fabs(got - s8) <= tol) && bad++ < 3)
+                        TU_CHECK(0, "%s %s: y[%lld][%lld] = %.9g, int8 terms give %.9g (tol %.3g)",
+                                 names[s] + 14, attn_qtype_name(type), (long long)i, (long long)r,
+                                 got, s8, tol);
+                }
+            for (int64_t m = 1; m <= ATTN__QMV_MAX; m++) { /* fewer vectors: the same bits */
+                float y1[ATTN__QMV_MAX * 13] = {0};
+                sets[s]->mv8[type](w + rb, rb, N - 1, K / be, &xa, m, y1, N);
+                TU_CHECK(!memcmp(y1, y[s], sizeof(float) * (size_t)(m * N - 1)),
+                         "%s %s: m = %lld differs from m = 4", names[s] + 14,
+                         attn_qtype_name(type), (long long)m);
+            }
+            if (sets[s]->mvw8[type]) {
+                memset(yw, 0, sizeof yw);
+                sets[s]->mvw8[type](w + rb, rb, N - 1, K / be, &xa, M, yw, N);
+                TU_CHECK(!memcmp(yw, y[s], sizeof(float) * (size_t)(M * N - 1)),
+                         "%s %s: the wide kernel differs from mv8", names[s] + 14,
+                         attn_qtype_name(type));
+            }
+            n++;
+        }
+        if (sets[0] && sets[1] && sets[0]->mv8[type] && sets[1]->mv8[type])
+            TU_CHECK(!memcmp(y[0], y[1], sizeof(float) * (size_t)(M * N - 1)),
+                     "%s: VPMADDUBSW and AVX-VNNI kernels differ", attn_qtype_name(type));
+        free(w);
+    }
+    printf("test_qlinear: %d x86 int8 kernel runs\n", n);
+    free(x), free(xq), free(dsx), free(sq), free(xb);
+    attn_ctx_free(c);
+}
+
 int main(void) {
     test_arm_bits();
+    test_x86_int8_sets();
     test_kernels();
     test_multi();
     test_public();
