@@ -16,12 +16,16 @@ Writes OUT/iq4.safetensors (gen_quant.py's deterministic serializer, fixed seed)
                       and the nearest table level per element (its own choice, only to get
                       realistic index statistics), then records gguf's dequantization of them
 
+and OUT/iq4.gguf (gguf.GGUFWriter): tensors "nl" (IQ4_NL, 2 rows of 32) and "xs" (IQ4_XS, one
+row of 256), the first blocks of the dq.* inputs, for attn info (tests/cli_tests.cmake).
+
 The package has no IQ4 quantizer (quantize_blocks raises NotImplementedError), so there are no
 qz.* entries: attn has none either.  The C test compares every float exactly (memcmp).
 """
 import argparse
 import os
 
+import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
 from gguf.constants import GGML_QUANT_SIZES
@@ -74,6 +78,15 @@ def main():
     with open(path, "wb") as f:
         f.write(st_serialize(tensors, meta))
     print(f"wrote {path}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
+    gpath = os.path.join(args.out, "iq4.gguf")
+    w = gguf.GGUFWriter(gpath, "iq4_fixture")
+    w.add_tensor("nl", tensors["dq.IQ4_NL.in"][:36].reshape(2, 18), raw_dtype=T.IQ4_NL)
+    w.add_tensor("xs", tensors["dq.IQ4_XS.in"][:136].reshape(1, 136), raw_dtype=T.IQ4_XS)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(f"wrote {gpath}: {os.path.getsize(gpath)} bytes")
 
 
 if __name__ == "__main__":
