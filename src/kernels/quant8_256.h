@@ -6,7 +6,8 @@
  * The includer defines Q8_256_NAME (the table's name) and `dp(u, s)`, then includes this file
  * once.  Both give the same int32 lanes, so the same bits: the pairs VPMADDUBSW adds into 16
  * bits never saturate, as the weights are at most 128 as unsigned bytes (|Q8_0| with -128
- * taken as 128; Q4 15, Q5 31, Q6_K 63, the offsets 8, 16, 32) and the activations at most 127
+ * taken as 128; Q4 15, Q5 31, Q6_K 63, the offsets 8, 16, 32, the IQ4 levels' magnitudes 127)
+ * and the activations at most 127
  * in magnitude (attn__q8act_quantize: scale max|x| / 127), so |u0 s0 + u1 s1| <= 2 * 128 * 127
  * = 32512 < 32767.
  *
@@ -15,7 +16,8 @@
  * offsets (- 8, - 16, - 32) subtracted as integers (a second dot product of the constant with
  * the activation quants); mins (Q4_1, Q5_1, Q4_K, Q5_K) times the float sums of x into a
  * scalar, in order.  Row sum: the 8 lanes reduced in a fixed order, plus the scalar.  Q8_0
- * weights are signed: |w| times x with w's sign (VPSIGNB).  The terms are those of the plain C
+ * weights are signed: |w| times x with w's sign (VPSIGNB); so are IQ4_NL's and IQ4_XS's, their
+ * nibbles first looked up in the 16 int8 levels (VPSHUFB).  The terms are those of the plain C
  * kernel (ref/quant_kern_ref.c) in another order. */
 #ifndef ATTN_QUANT8_256_BODY
 #define ATTN_QUANT8_256_BODY

@@ -8,7 +8,9 @@
  * (Q4_0's - 8, Q5_0's - 16, Q6_K's - 32) are subtracted as integers: a second VPDPBUSD of the
  * constant with the activation quants.  Mins (Q4_1, Q5_1, Q4_K, Q5_K) multiply the float sums of
  * x in a 4-lane accumulator.  Row sum: the 16 lanes reduced in a fixed order, plus (or minus)
- * lanes 1 and 3 of the min accumulator.  Q8_0 weights are signed: |w| times x with w's sign.
+ * lanes 1 and 3 of the min accumulator.  Q8_0 weights are signed: |w| times x with w's sign;
+ * so are IQ4_NL's and IQ4_XS's (their nibbles looked up in the 16 int8 levels by VPSHUFB; IQ4_XS
+ * two groups of 32 per zmm, as Q4_K, without mins).
  * The terms are those of the plain C kernel (ref/quant_kern_ref.c), added in another order.
  * Built with AVX512F/BW/DQ/VL, AVX512_VNNI and F16C (CMakeLists.txt). */
 #include "../quant.h"
