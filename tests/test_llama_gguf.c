@@ -142,20 +142,29 @@ static void check_threads(void) {
     attn_ctx_free(c1), attn_ctx_free(c2);
 }
 
-/* Damaged copies of the file: refused with a status and a message, never a crash. */
-static void check_damaged(attn_ctx *ctx) {
+/* The bytes of FILE_GGUF (malloc'ed, *size of them), or NULL after a failed check. */
+static unsigned char *read_gguf(long *size) {
     FILE *f = fopen(FILE_GGUF, "rb");
     if (!f) {
         TU_CHECK(0, "cannot read %s", FILE_GGUF);
-        return;
+        return NULL;
     }
     fseek(f, 0, SEEK_END);
-    long size = ftell(f);
+    *size = ftell(f);
     fseek(f, 0, SEEK_SET);
-    unsigned char *d = malloc((size_t)size);
-    size_t got = fread(d, 1, (size_t)size, f);
+    unsigned char *d = malloc((size_t)*size);
+    size_t got = d ? fread(d, 1, (size_t)*size, f) : 0;
     fclose(f);
-    TU_CHECK(got == (size_t)size, "read");
+    TU_CHECK(got == (size_t)*size, "read %s", FILE_GGUF);
+    if (got != (size_t)*size) free(d), d = NULL;
+    return d;
+}
+
+/* Damaged copies of the file: refused with a status and a message, never a crash. */
+static void check_damaged(attn_ctx *ctx) {
+    long size = 0;
+    unsigned char *d = read_gguf(&size);
+    if (!d) return;
     const char *tmp = "llama_gguf_damaged.tmp";
     struct {
         const char *find, *put, *msg;
@@ -521,17 +530,9 @@ done:
  * agree to float rounding; and they differ from the Q4_0 file's (the type is read, not
  * ignored). */
 static void check_iq4(attn_ctx *ctx) {
-    FILE *f = fopen(FILE_GGUF, "rb");
-    if (!f) {
-        TU_CHECK(0, "cannot read %s", FILE_GGUF);
-        return;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *d = malloc((size_t)size);
-    TU_CHECK(fread(d, 1, (size_t)size, f) == (size_t)size, "read");
-    fclose(f);
+    long size = 0;
+    unsigned char *d = read_gguf(&size);
+    if (!d) return;
     const char *names[2] = {"blk.0.attn_output.weight", "blk.1.attn_output.weight"};
     for (int i = 0; i < 2; i++) { /* name, u32 n_dims = 2, u64 ne[2], u32 type */
         unsigned char *at = memmem(d, (size_t)size, names[i], strlen(names[i]));
