@@ -215,10 +215,8 @@ INLINE void q5_k_prep(const uint8_t *b, kblock *kb) {
 }
 /* IQ4_XS: per group of 32, the 16 values (d ls) T[q] */
 INLINE void iq4_xs_prep(const uint8_t *b, kblock *kb) {
-    const float d = h2f(b);
-    const __m512 lv = iq4_levels();
-    for (int s = 0; s < 8; s++)
-        kb->t0[s] = _mm512_mul_ps(_mm512_set1_ps(d * (float)attn__iq4xs_scale(b, s)), lv);
+    const __m512 lv = iq4_levels(), ds = _mm512_castps256_ps512(iq4xs_ds(b));
+    for (int s = 0; s < 8; s++) kb->t0[s] = _mm512_mul_ps(lane(ds, s), lv);
 }
 INLINE void q6_k_prep(const uint8_t *b, kblock *kb) {
     kb->ds = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)), s8f(ld128(b + 192)));

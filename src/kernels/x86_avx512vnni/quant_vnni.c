@@ -190,9 +190,8 @@ INLINE void rowsxs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
             _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 128, _MM_HINT_T0);
-            const float d = h2f(b);
             float ds[8];
-            for (int g = 0; g < 8; g++) ds[g] = d * (float)attn__iq4xs_scale(b, g);
+            _mm256_storeu_ps(ds, iq4xs_ds(b));
             for (int c = 0; c < 4; c++) { /* groups 2c, 2c + 1 */
                 const __m512i wv = iq4_lut(nib2(b + 8 + 32 * c, b + 24 + 32 * c));
                 const __mmask64 neg = _mm512_movepi8_mask(wv);
