@@ -684,8 +684,57 @@ static void test_x86_int8_sets(void) {
     attn_ctx_free(c);
 }
 
+/* ---- a type a SIMD set leaves out ---------------------------------------------------------------
+ * The context's own sets with the IQ4 (and Q4_0) entries removed, as on a set that lacks them
+ * (ARM today): attn__qlinear must take the plain C kernels, float and int8, so the matrix-vector
+ * results are the bits of the plain C set (an ATTN__ISA_REF context) for M = 1 .. 8, and the
+ * GEMM path (M = 17) dequantizes with the plain C dq (the bits of attn__gemm on attn__dequant_ref's
+ * weights, as run_case checks). */
+static void test_fallback(void) {
+    attn_ctx *c = tu_ctx(1), *r = tu_ctx(1);
+    if (!c || !r) return;
+    TU_CHECK(attn__isa_set(r, ATTN__ISA_REF), "isa_set ref");
+    attn__quant_kernels q = *c->kern.quant, q8 = *c->kern.quant8;
+    const int types[3] = {ATTN_Q_IQ4_NL, ATTN_Q_IQ4_XS, ATTN_Q_Q4_0};
+    for (int t = 0; t < 3; t++) {
+        q.dq[types[t]] = NULL, q.mv[types[t]] = NULL, q.mvw[types[t]] = NULL;
+        q8.mv8[types[t]] = NULL, q8.mvw8[types[t]] = NULL;
+    }
+    c->kern.quant = &q, c->kern.quant8 = &q8;
+    const int64_t N = 21, K = 512, Ms[3] = {1, 6, 8};
+    float *x = malloc(sizeof(float) * 8 * K), y0[8 * 21], y1[8 * 21];
+    tu_fill(x, (size_t)(8 * K), 777, -1, 1);
+    int n = 0;
+    for (int t = 0; t < 3; t++) {
+        size_t wb;
+        unsigned char *w = make_weights(c, types[t], N, K, 880 + (uint64_t)t, &wb);
+        for (int a = 0; a < 2; a++)
+            for (int mi = 0; mi < 3; mi++) {
+                const int act = a ? ATTN__QACT_Q8 : ATTN__QACT_F32;
+                memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
+                TU_STATUS(attn__qlinear(r, types[t], w, N, K, x, K, Ms[mi], NULL, NULL, y0, N, act),
+                          ATTN_OK, r);
+                TU_STATUS(attn__qlinear(c, types[t], w, N, K, x, K, Ms[mi], NULL, NULL, y1, N, act),
+                          ATTN_OK, c);
+                TU_CHECK(!memcmp(y0, y1, sizeof y0), "%s %s M=%lld: entries removed, not the plain "
+                         "C bits", attn_qtype_name(types[t]), a ? "int8" : "float",
+                         (long long)Ms[mi]);
+                n++;
+            }
+        free(w);
+        qcase qc = {types[t], 17, N, K, 1, 0};
+        run_case(c, c, &qc, ATTN__QACT_F32, 990 + (uint64_t)t);
+    }
+    printf("test_qlinear: %d runs with the SIMD entries removed (%s / %s sets)\n", n, q.name,
+           q8.name);
+    free(x);
+    attn_ctx_free(c);
+    attn_ctx_free(r);
+}
+
 int main(void) {
     test_arm_bits();
+    test_fallback();
     test_x86_int8_sets();
     test_kernels();
     test_multi();

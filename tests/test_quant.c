@@ -1,5 +1,6 @@
 /* Quantized tensors, the formats: attn_dequantize and attn_quantize against the gguf package's
- * numpy code (tests/fixtures/quant/quant.safetensors, written by tests/gen_quant.py), bit for
+ * numpy code (tests/fixtures/quant/quant.safetensors, written by tests/gen_quant.py; IQ4_NL and
+ * IQ4_XS in iq4.safetensors, tests/gen_quant_iq4.py), bit for
  * bit, on every instruction set this machine runs and on 1 and 2 threads; the half-precision
  * conversions against an independent computation; non-finite scales; argument checks.
  *
