@@ -1530,7 +1530,8 @@ ATTN_API const char *const *attn_eval_ops(void);
 typedef enum attn_qtype {
     ATTN_Q_F32 = 0, ATTN_Q_F16 = 1, ATTN_Q_Q4_0 = 2, ATTN_Q_Q4_1 = 3, ATTN_Q_Q5_0 = 6,
     ATTN_Q_Q5_1 = 7, ATTN_Q_Q8_0 = 8, ATTN_Q_Q2_K = 10, ATTN_Q_Q3_K = 11,
-    ATTN_Q_Q4_K = 12, ATTN_Q_Q5_K = 13, ATTN_Q_Q6_K = 14, ATTN_Q_Q8_K = 15, ATTN_Q_BF16 = 30
+    ATTN_Q_Q4_K = 12, ATTN_Q_Q5_K = 13, ATTN_Q_Q6_K = 14, ATTN_Q_Q8_K = 15, ATTN_Q_IQ4_NL = 20,
+    ATTN_Q_IQ4_XS = 23, ATTN_Q_BF16 = 30
 } attn_qtype;
 
 /* GGML's name of a type number ("Q4_K"), or NULL for a number attn does not know. */

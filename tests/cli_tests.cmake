@@ -76,6 +76,11 @@ string(CONCAT ATTN_GGUF_INFO_RE
   ".*10 tensors, 982 bytes .*: F32 2, F16 1, Q4_0 1, Q4_1 1, Q5_0 1, Q8_0 1, Q4_K 1, Q6_K 1, "
   "BF16 1\n")
 set_tests_properties(cli_info_gguf PROPERTIES PASS_REGULAR_EXPRESSION "${ATTN_GGUF_INFO_RE}")
+# IQ4_NL and IQ4_XS tensors (tests/gen_quant_iq4.py): named, sized, summarised
+add_test(NAME cli_info_gguf_iq4 COMMAND ${ATTN_RUN_CLI} info fixtures/quant/iq4.gguf
+         WORKING_DIRECTORY ${ATTN_CLI_WD})
+set_tests_properties(cli_info_gguf_iq4 PROPERTIES PASS_REGULAR_EXPRESSION
+                     "nl +IQ4_NL \\[32, 2\\] +36 bytes\n.*xs +IQ4_XS \\[256, 1\\] +136 bytes\n.*2 tensors, 172 bytes .*: IQ4_NL 1, IQ4_XS 1")
 # a refused GGUF file: the reader's message, and exit status 1
 add_test(NAME cli_info_gguf_big_endian COMMAND attn_cli info fixtures/gguf/big_endian.gguf
          WORKING_DIRECTORY ${ATTN_CLI_WD})

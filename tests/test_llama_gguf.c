@@ -142,20 +142,29 @@ static void check_threads(void) {
     attn_ctx_free(c1), attn_ctx_free(c2);
 }
 
-/* Damaged copies of the file: refused with a status and a message, never a crash. */
-static void check_damaged(attn_ctx *ctx) {
+/* The bytes of FILE_GGUF (malloc'ed, *size of them), or NULL after a failed check. */
+static unsigned char *read_gguf(long *size) {
     FILE *f = fopen(FILE_GGUF, "rb");
     if (!f) {
         TU_CHECK(0, "cannot read %s", FILE_GGUF);
-        return;
+        return NULL;
     }
     fseek(f, 0, SEEK_END);
-    long size = ftell(f);
+    *size = ftell(f);
     fseek(f, 0, SEEK_SET);
-    unsigned char *d = malloc((size_t)size);
-    size_t got = fread(d, 1, (size_t)size, f);
+    unsigned char *d = malloc((size_t)*size);
+    size_t got = d ? fread(d, 1, (size_t)*size, f) : 0;
     fclose(f);
-    TU_CHECK(got == (size_t)size, "read");
+    TU_CHECK(got == (size_t)*size, "read %s", FILE_GGUF);
+    if (got != (size_t)*size) free(d), d = NULL;
+    return d;
+}
+
+/* Damaged copies of the file: refused with a status and a message, never a crash. */
+static void check_damaged(attn_ctx *ctx) {
+    long size = 0;
+    unsigned char *d = read_gguf(&size);
+    if (!d) return;
     const char *tmp = "llama_gguf_damaged.tmp";
     struct {
         const char *find, *put, *msg;
@@ -514,6 +523,71 @@ done:
     rmdir(hf), rmdir(dir);
 }
 
+/* IQ4_NL through the loader: the file with the type of both attn_output matrices changed from
+ * Q4_0 to IQ4_NL (the same 18-byte blocks: f16 d, 16 bytes of nibbles, now read through the
+ * non-linear table).  The quantized load (IQ4_NL kernels) against the F32 load of the same file
+ * (attn_dequantize's values, gguf's bit for bit: test_quant): the same weights, so the logits
+ * agree to float rounding; and they differ from the Q4_0 file's (the type is read, not
+ * ignored). */
+static void check_iq4(attn_ctx *ctx) {
+    long size = 0;
+    unsigned char *d = read_gguf(&size);
+    if (!d) return;
+    const char *names[2] = {"blk.0.attn_output.weight", "blk.1.attn_output.weight"};
+    for (int i = 0; i < 2; i++) { /* name, u32 n_dims = 2, u64 ne[2], u32 type */
+        unsigned char *at = memmem(d, (size_t)size, names[i], strlen(names[i]));
+        TU_CHECK(at != NULL, "%s in the file", names[i]);
+        if (!at) continue;
+        unsigned char *ty = at + strlen(names[i]) + 4 + 16;
+        TU_CHECK(ty[0] == ATTN_Q_Q4_0 && !ty[1] && !ty[2] && !ty[3], "%s: Q4_0", names[i]);
+        ty[0] = ATTN_Q_IQ4_NL;
+    }
+    const char *tmp = "llama_gguf_iq4.tmp";
+    FILE *o = fopen(tmp, "wb");
+    fwrite(d, 1, (size_t)size, o);
+    fclose(o);
+    free(d);
+    attn_llm *mq = NULL, *mf = NULL, *m0 = NULL;
+    TU_STATUS(attn_llm_load_gguf(ctx, tmp, 0, &mq), ATTN_OK, ctx);
+    TU_STATUS(attn_llm_load_gguf(ctx, tmp, ATTN_LLM_LOAD_F32, &mf), ATTN_OK, ctx);
+    TU_STATUS(attn_llm_load_gguf(ctx, FILE_GGUF, 0, &m0), ATTN_OK, ctx);
+    int64_t n = 0;
+    float *idf = get(ctx, "ids_0", &n);
+    if (mq && mf && m0 && idf) {
+        int32_t ids[64];
+        for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)idf[i];
+        float *yq = malloc(sizeof(float) * (size_t)(n * V)), *yf = malloc(sizeof(float) * (size_t)(n * V)),
+              *y0 = malloc(sizeof(float) * (size_t)(n * V));
+        TU_STATUS(attn_llm_forward(ctx, mq, ids, 1, n, yq), ATTN_OK, ctx);
+        TU_STATUS(attn_llm_forward(ctx, mf, ids, 1, n, yf), ATTN_OK, ctx);
+        TU_STATUS(attn_llm_forward(ctx, m0, ids, 1, n, y0), ATTN_OK, ctx);
+        const double e = rel_err(yq, yf, n * V), e0 = rel_err(yq, y0, n * V);
+        printf("  IQ4_NL attn_output: quantized vs F32 load %.2e of max|logit|, vs the Q4_0 file "
+               "%.2e\n", e, e0);
+        TU_CHECK(e <= 1e-5, "IQ4_NL: quantized and F32 loads differ by %.3g", e);
+        TU_CHECK(e0 >= 1e-3, "IQ4_NL: logits as the Q4_0 file's (%.3g): type not read", e0);
+        /* token by token (the matrix-vector kernels): the decode of the last token */
+        float gq[V], gf[V];
+        attn_llm *ms[2] = {mq, mf};
+        float *gs[2] = {gq, gf};
+        for (int k = 0; k < 2; k++) {
+            attn_llm_session *ss = NULL;
+            if (!TU_STATUS(attn_llm_session_create(ctx, ms[k], 64, ATTN_F32, &ss), ATTN_OK, ctx))
+                continue;
+            if (n > 1) TU_STATUS(attn_llm_session_prefill(ctx, ss, ids, n - 1, NULL), ATTN_OK, ctx);
+            TU_STATUS(attn_llm_session_decode(ctx, ss, ids[n - 1], gs[k]), ATTN_OK, ctx);
+            attn_llm_session_free(ss);
+        }
+        const double ed = rel_err(gq, gf, V);
+        printf("  IQ4_NL attn_output: decode, quantized vs F32 load %.2e of max|logit|\n", ed);
+        TU_CHECK(ed <= 1e-5, "IQ4_NL: decode, quantized and F32 loads differ by %.3g", ed);
+        free(yq), free(yf), free(y0);
+    }
+    free(idf);
+    attn_llm_free(mq), attn_llm_free(mf), attn_llm_free(m0);
+    remove(tmp);
+}
+
 int main(void) {
     attn_ctx *ctx = tu_ctx(2);
     if (!ctx) return tu_finish("test_llama_gguf");
@@ -524,6 +598,7 @@ int main(void) {
         check_threads();
         check_save(ctx);
         check_damaged(ctx);
+        check_iq4(ctx);
         check_smollm2(ctx);
         check_gemma3();
     }

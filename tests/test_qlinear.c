@@ -40,10 +40,11 @@
 
 static const int TYPES[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q5_0, ATTN_Q_Q5_1, ATTN_Q_Q8_0,
                             ATTN_Q_Q2_K, ATTN_Q_Q3_K, ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K,
-                            ATTN_Q_Q8_K, ATTN_Q_F32,  ATTN_Q_F16,  ATTN_Q_BF16};
+                            ATTN_Q_Q8_K, ATTN_Q_F32,  ATTN_Q_F16,  ATTN_Q_BF16, ATTN_Q_IQ4_NL,
+                            ATTN_Q_IQ4_XS};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* byte offsets of the fp16 scales of a block (the K types and Q8_K: random bytes otherwise) */
+/* byte offsets of the fp16 scales of a block (the K and IQ4 types: random bytes otherwise) */
 static void scale_fields(int type, int off[2], int *n) {
     *n = 0;
     switch (type) {
@@ -51,6 +52,7 @@ static void scale_fields(int type, int off[2], int *n) {
     case ATTN_Q_Q3_K: off[0] = 108, *n = 1; break;
     case ATTN_Q_Q4_K: case ATTN_Q_Q5_K: off[0] = 0, off[1] = 2, *n = 2; break;
     case ATTN_Q_Q6_K: off[0] = 208, *n = 1; break;
+    case ATTN_Q_IQ4_NL: case ATTN_Q_IQ4_XS: off[0] = 0, *n = 1; break;
     default: break;
     }
 }
@@ -119,8 +121,13 @@ static void q8_block(const float *x, q8x *o) {
 static int has_q8(int type) {
     return type == ATTN_Q_Q4_0 || type == ATTN_Q_Q4_1 || type == ATTN_Q_Q5_0 ||
            type == ATTN_Q_Q5_1 || type == ATTN_Q_Q8_0 || type == ATTN_Q_Q4_K ||
-           type == ATTN_Q_Q5_K || type == ATTN_Q_Q6_K;
+           type == ATTN_Q_Q5_K || type == ATTN_Q_Q6_K || type == ATTN_Q_IQ4_NL ||
+           type == ATTN_Q_IQ4_XS;
 }
+
+/* IQ4_NL's levels, written out here from the format (not the library's table) */
+static const int IQ4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                            1,    13,   25,  38,  53,  69,  89,  113};
 
 static double h2d(const unsigned char *p) { return attn__half_to_float((uint16_t)(p[0] | p[1] << 8)); }
 
@@ -133,7 +140,21 @@ static void ref8_row(int type, const unsigned char *row, int64_t K, const q8x *x
     int64_t n = 0;
     for (int64_t k = 0; k < K / be; k++) {
         const unsigned char *b = row + k * bb;
-        if (be == 32) {
+        if (type == ATTN_Q_IQ4_XS) {
+            const int sh = b[2] | b[3] << 8;
+            for (int g = 0; g < 8; g++) {
+                const q8x *x = &xb[8 * k + g];
+                const int ls = (((b[4 + g / 2] >> (4 * (g % 2))) & 15) | ((sh >> (2 * g)) & 3) << 4) - 32;
+                int64_t dot = 0, adot = 0;
+                for (int j = 0; j < 32; j++) {
+                    const unsigned char c = b[8 + 16 * g + j % 16];
+                    const int64_t p = (int64_t)IQ4[j < 16 ? c & 15 : c >> 4] * x->q[j];
+                    dot += p, adot += llabs(p);
+                }
+                const double sc = h2d(b) * ls * x->d;
+                s += sc * (double)dot, a += fabs(sc) * (double)adot, n++;
+            }
+        } else if (be == 32) {
             const q8x *x = &xb[k];
             int q[32];
             const unsigned char *qs = b + (type == ATTN_Q_Q4_0 ? 2 : type == ATTN_Q_Q4_1 ? 4 :
@@ -144,6 +165,8 @@ static void ref8_row(int type, const unsigned char *row, int64_t K, const q8x *x
             for (int j = 0; j < 32; j++) {
                 if (type == ATTN_Q_Q8_0)
                     q[j] = (int8_t)b[2 + j];
+                else if (type == ATTN_Q_IQ4_NL)
+                    q[j] = IQ4[j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4];
                 else
                     q[j] = (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) | (int)((qh >> j) & 1) << 4;
             }
@@ -569,8 +592,150 @@ static void test_arm_bits(void) {
     attn_ctx_free(c);
 }
 
+/* ---- the x86 int8 sets one by one -------------------------------------------------------------
+ * attn__qlinear runs the int8 set the CPU's best instructions give (AVX512_VNNI, else AVX-VNNI,
+ * else VPMADDUBSW); here every x86 int8 set this machine runs, on every type the plain C table
+ * has an int8 kernel for, against the double oracle of the int8 terms (ref8_row, as
+ * test_kernels), for m = 1 .. ATTN__QMV_MAX and the wide kernels up to ATTN__QMV_WIDE vectors
+ * (each vector the bits of mv8); and the two 256-bit sets (one body, quant8_256.h, two dot
+ * products) give the same bits. */
+static void test_x86_int8_sets(void) {
+    const attn__quant_kernels *sets[3] = {attn__quant_kernels_avx2_int8(),
+                                          attn__quant_kernels_avxvnni(),
+                                          attn__quant_kernels_vnni()};
+    const unsigned need[3] = {ATTN__CPU_AVX2, ATTN__CPU_AVX2 | ATTN__CPU_AVX_VNNI,
+                              ATTN__CPU_AVX2 | ATTN__CPU_AVX512F | ATTN__CPU_AVX512BW |
+                                  ATTN__CPU_AVX512DQ | ATTN__CPU_AVX512VL | ATTN__CPU_AVX512_VNNI};
+    const char *names[3] = {"test_qlinear: AVX2 int8 kernels", "test_qlinear: AVX-VNNI kernels",
+                            "test_qlinear: AVX512_VNNI kernels"};
+    int any = 0;
+    for (int s = 0; s < 3; s++) {
+        if (sets[s] && !tu_isa_ok(need[s], names[s])) sets[s] = NULL;
+        any |= sets[s] != NULL;
+    }
+    if (!any) return;
+    const attn__quant_kernels *ref = attn__quant_kernels_ref();
+    attn_ctx *c = tu_ctx(1);
+    const int64_t N = 13, K = 768, nb32 = K / 32, M = ATTN__QMV_WIDE;
+    float *x = malloc(sizeof(float) * (size_t)(M * K));
+    int8_t *xq = malloc((size_t)(M * K));
+    float *dsx = malloc(sizeof(float) * (size_t)(M * 2 * nb32));
+    int32_t *sq = malloc(sizeof(int32_t) * (size_t)(M * 2 * nb32));
+    q8x *xb = malloc(sizeof(q8x) * (size_t)(M * nb32));
+    tu_fill(x, (size_t)(M * K), 4343, -2, 2);
+    attn__q8act_quantize(x, K, M, K, xq, K, dsx, sq, nb32);
+    for (int64_t i = 0; i < M * nb32; i++) q8_block(x + 32 * i, &xb[i]);
+    const attn__q8act xa = {xq, dsx, sq, K, nb32};
+    float y[3][ATTN__QMV_WIDE * 13], yw[ATTN__QMV_WIDE * 13];
+    int n = 0;
+    for (int type = 0; type < ATTN__QT_MAX; type++) {
+        if (!ref->mv8[type]) continue;
+        size_t wb;
+        unsigned char *w = make_weights(c, type, N, K, 57 + (uint64_t)type, &wb);
+        const size_t rb = wb / (size_t)N;
+        int64_t be = 1;
+        attn_qtype_block(type, &be, NULL);
+        for (int s = 0; s < 3; s++) {
+            if (!sets[s]) continue;
+            TU_CHECK(sets[s]->mv8[type] != NULL, "%s: no %s kernel", names[s] + 14,
+                     attn_qtype_name(type));
+            if (!sets[s]->mv8[type]) continue;
+            memset(y[s], 0, sizeof y[s]); /* column N - 1 of each row stays 0 */
+            for (int64_t i0 = 0; i0 < M; i0 += ATTN__QMV_MAX) /* rows 1 .. N - 1 */
+                sets[s]->mv8[type](w + rb, rb, N - 1, K / be,
+                                   &(attn__q8act){xq + i0 * K, dsx + i0 * 2 * nb32,
+                                                  sq + i0 * 2 * nb32, K, nb32},
+                                   ATTN__QMV_MAX, y[s] + i0 * N, N);
+            int bad = 0;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t r = 1; r < N; r++) {
+                    double s8, a8;
+                    int64_t nt;
+                    ref8_row(type, w + r * rb, K, xb + i * nb32, &s8, &a8, &nt);
+                    const double got = y[s][i * N + r - 1], tol = (double)(nt + 16) * U24 * a8;
+                    if (!(fabs(got - s8) <= tol) && bad++ < 3)
+                        TU_CHECK(0, "%s %s: y[%lld][%lld] = %.9g, int8 terms give %.9g (tol %.3g)",
+                                 names[s] + 14, attn_qtype_name(type), (long long)i, (long long)r,
+                                 got, s8, tol);
+                }
+            for (int64_t m = 1; m <= ATTN__QMV_MAX; m++) { /* fewer vectors: the same bits */
+                float y1[ATTN__QMV_MAX * 13] = {0};
+                sets[s]->mv8[type](w + rb, rb, N - 1, K / be, &xa, m, y1, N);
+                TU_CHECK(!memcmp(y1, y[s], sizeof(float) * (size_t)(m * N - 1)),
+                         "%s %s: m = %lld differs from m = 4", names[s] + 14,
+                         attn_qtype_name(type), (long long)m);
+            }
+            if (sets[s]->mvw8[type]) {
+                memset(yw, 0, sizeof yw);
+                sets[s]->mvw8[type](w + rb, rb, N - 1, K / be, &xa, M, yw, N);
+                TU_CHECK(!memcmp(yw, y[s], sizeof(float) * (size_t)(M * N - 1)),
+                         "%s %s: the wide kernel differs from mv8", names[s] + 14,
+                         attn_qtype_name(type));
+            }
+            n++;
+        }
+        if (sets[0] && sets[1] && sets[0]->mv8[type] && sets[1]->mv8[type])
+            TU_CHECK(!memcmp(y[0], y[1], sizeof(float) * (size_t)(M * N - 1)),
+                     "%s: VPMADDUBSW and AVX-VNNI kernels differ", attn_qtype_name(type));
+        free(w);
+    }
+    printf("test_qlinear: %d x86 int8 kernel runs\n", n);
+    free(x), free(xq), free(dsx), free(sq), free(xb);
+    attn_ctx_free(c);
+}
+
+/* ---- a type a SIMD set leaves out ---------------------------------------------------------------
+ * The context's own sets with the IQ4 (and Q4_0) entries removed, as on a set that lacks them
+ * (ARM today): attn__qlinear must take the plain C kernels, float and int8, so the matrix-vector
+ * results are the bits of the plain C set (an ATTN__ISA_REF context) for M = 1 .. 8, and the
+ * GEMM path (M = 17) dequantizes with the plain C dq (the bits of attn__gemm on attn__dequant_ref's
+ * weights, as run_case checks). */
+static void test_fallback(void) {
+    attn_ctx *c = tu_ctx(1), *r = tu_ctx(1);
+    if (!c || !r) return;
+    TU_CHECK(attn__isa_set(r, ATTN__ISA_REF), "isa_set ref");
+    attn__quant_kernels q = *c->kern.quant, q8 = *c->kern.quant8;
+    const int types[3] = {ATTN_Q_IQ4_NL, ATTN_Q_IQ4_XS, ATTN_Q_Q4_0};
+    for (int t = 0; t < 3; t++) {
+        q.dq[types[t]] = NULL, q.mv[types[t]] = NULL, q.mvw[types[t]] = NULL;
+        q8.mv8[types[t]] = NULL, q8.mvw8[types[t]] = NULL;
+    }
+    c->kern.quant = &q, c->kern.quant8 = &q8;
+    const int64_t N = 21, K = 512, Ms[3] = {1, 6, 8};
+    float *x = malloc(sizeof(float) * 8 * K), y0[8 * 21], y1[8 * 21];
+    tu_fill(x, (size_t)(8 * K), 777, -1, 1);
+    int n = 0;
+    for (int t = 0; t < 3; t++) {
+        size_t wb;
+        unsigned char *w = make_weights(c, types[t], N, K, 880 + (uint64_t)t, &wb);
+        for (int a = 0; a < 2; a++)
+            for (int mi = 0; mi < 3; mi++) {
+                const int act = a ? ATTN__QACT_Q8 : ATTN__QACT_F32;
+                memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
+                TU_STATUS(attn__qlinear(r, types[t], w, N, K, x, K, Ms[mi], NULL, NULL, y0, N, act),
+                          ATTN_OK, r);
+                TU_STATUS(attn__qlinear(c, types[t], w, N, K, x, K, Ms[mi], NULL, NULL, y1, N, act),
+                          ATTN_OK, c);
+                TU_CHECK(!memcmp(y0, y1, sizeof y0), "%s %s M=%lld: entries removed, not the plain "
+                         "C bits", attn_qtype_name(types[t]), a ? "int8" : "float",
+                         (long long)Ms[mi]);
+                n++;
+            }
+        free(w);
+        qcase qc = {types[t], 17, N, K, 1, 0};
+        run_case(c, c, &qc, ATTN__QACT_F32, 990 + (uint64_t)t);
+    }
+    printf("test_qlinear: %d runs with the SIMD entries removed (%s / %s sets)\n", n, q.name,
+           q8.name);
+    free(x);
+    attn_ctx_free(c);
+    attn_ctx_free(r);
+}
+
 int main(void) {
     test_arm_bits();
+    test_fallback();
+    test_x86_int8_sets();
     test_kernels();
     test_multi();
     test_public();

@@ -1,5 +1,6 @@
 /* Quantized tensors, the formats: attn_dequantize and attn_quantize against the gguf package's
- * numpy code (tests/fixtures/quant/quant.safetensors, written by tests/gen_quant.py), bit for
+ * numpy code (tests/fixtures/quant/quant.safetensors, written by tests/gen_quant.py; IQ4_NL and
+ * IQ4_XS in iq4.safetensors, tests/gen_quant_iq4.py), bit for
  * bit, on every instruction set this machine runs and on 1 and 2 threads; the half-precision
  * conversions against an independent computation; non-finite scales; argument checks.
  *
@@ -127,6 +128,55 @@ static void test_fixtures(void) {
     }
     printf("test_quant: gguf fixtures, %d types dequantized, %d quantized, %s real blocks\n",
            (int)COUNT(DQ_TYPES), (int)COUNT(QZ_TYPES), reals ? "with" : "without");
+    attn_st_free(st);
+    attn_ctx_free(c1);
+    attn_ctx_free(c2);
+}
+
+/* IQ4_NL and IQ4_XS (tests/fixtures/quant/iq4.safetensors, tests/gen_quant_iq4.py): random
+ * blocks and IQ4_NL blocks of a normal weight distribution, dequantized as gguf, bit for bit on
+ * every set and 1 and 2 threads; gguf has no quantizer for them, nor has attn. */
+static void test_iq4_fixtures(void) {
+    attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
+    attn_st *st = NULL;
+    if (!TU_STATUS(attn_st_read_file(c1, "fixtures/quant/iq4.safetensors", &st), ATTN_OK, c1)) {
+        attn_ctx_free(c1);
+        attn_ctx_free(c2);
+        return;
+    }
+    const int types[2] = {ATTN_Q_IQ4_NL, ATTN_Q_IQ4_XS};
+    int runs = 0;
+    for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+        if (!tu_set_ok(isa, "test_quant: IQ4 fixtures")) continue;
+        TU_CHECK(attn__isa_set(c1, isa) && attn__isa_set(c2, isa), "isa_set");
+        for (int t = 0; t < 2; t++) {
+            attn_ctx *ctx = t ? c2 : c1;
+            char label[32], name[64];
+            snprintf(label, sizeof label, "%s/%dt", attn__isa_name(isa), t + 1);
+            for (int k = 0; k < 3; k++) {
+                attn_st_tensor in, out;
+                if (k < 2)
+                    snprintf(name, sizeof name, "dq.%s.in", attn_qtype_name(types[k]));
+                else
+                    snprintf(name, sizeof name, "nl_real.in");
+                if (!find(st, name, &in, ATTN_U8)) continue;
+                memcpy(name + strlen(name) - 2, "out", 4);
+                if (!find(st, name, &out, ATTN_F32)) continue;
+                check_dq(ctx, label, &in, &out, types[k & 1 ? 1 : 0]);
+                runs++;
+            }
+        }
+    }
+    /* no quantizer; whole blocks only */
+    float x[256] = {0}, y[256];
+    unsigned char q[136] = {0};
+    for (int k = 0; k < 2; k++) {
+        TU_STATUS(attn_quantize(c1, types[k], x, 256, q, sizeof q), ATTN_E_UNSUPPORTED, c1);
+        TU_CHECK(!attn__quant_supported(types[k]), "%s: a quantizer", attn_qtype_name(types[k]));
+    }
+    TU_STATUS(attn_dequantize(c1, ATTN_Q_IQ4_XS, q, sizeof q, 128, y), ATTN_E_SHAPE, c1);
+    TU_STATUS(attn_dequantize(c1, ATTN_Q_IQ4_NL, q, 17, 32, y), ATTN_E_INVALID, c1);
+    printf("test_quant: IQ4 fixtures, %d dequantizations\n", runs);
     attn_st_free(st);
     attn_ctx_free(c1);
     attn_ctx_free(c2);
@@ -363,6 +413,7 @@ static void test_args(void) {
 int main(void) {
     test_half();
     test_fixtures();
+    test_iq4_fixtures();
     test_special();
     test_roundtrip();
     test_args();

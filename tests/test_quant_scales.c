@@ -23,6 +23,7 @@ int main(void) {
         {ATTN_Q_Q8_0, 34, {0, -1}, {"d", NULL}},   {ATTN_Q_Q2_K, 84, {80, 82}, {"d", "dmin"}},
         {ATTN_Q_Q3_K, 110, {108, -1}, {"d", NULL}}, {ATTN_Q_Q4_K, 144, {0, 2}, {"d", "dmin"}},
         {ATTN_Q_Q5_K, 176, {0, 2}, {"d", "dmin"}}, {ATTN_Q_Q6_K, 210, {208, -1}, {"d", NULL}},
+        {ATTN_Q_IQ4_NL, 18, {0, -1}, {"d", NULL}}, {ATTN_Q_IQ4_XS, 136, {0, -1}, {"d", NULL}},
     };
     const unsigned bad[2] = {0x7e00 /* NaN */, 0xfc00 /* -Inf */};
     enum { NB = 6 };

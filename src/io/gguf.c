@@ -328,10 +328,8 @@ static const char *foreign_type(uint32_t t) {
     case 17: return " (IQ2_XS)";
     case 18: return " (IQ3_XXS)";
     case 19: return " (IQ1_S)";
-    case 20: return " (IQ4_NL)";
     case 21: return " (IQ3_S)";
     case 22: return " (IQ2_S)";
-    case 23: return " (IQ4_XS)";
     case 24: return " (I8)";
     case 25: return " (I16)";
     case 26: return " (I32)";

@@ -6,6 +6,7 @@
  *   Q2_K 256: 16 B scales, 64 B quants, d, dmin   Q3_K 256: 32 B hmask, 64 B qs, 12 B scales, d
  *   Q4_K 256: d, dmin, 12 B scales, 128 B qs      Q5_K 256: d, dmin, 12 B scales, 32 B qh, 128 B
  *   Q6_K 256: 128 B ql, 64 B qh, 16 int8 scales, d  Q8_K 256: d f32, 256 int8, 16 int16 bsums
+ *   IQ4_NL 32: d, 16 B nibbles (non-linear table)  IQ4_XS 256: d, u16 scales_h, 4 B scales_l, 128 B
  * Q8_1 (GGML's activation format, never a file's tensor; its size differs between GGML and the
  * gguf package) is not listed: a file naming it is refused as unsupported. */
 #include "internal.h"
@@ -20,6 +21,7 @@ static const attn__wtype QTYPES[] = {
     {ATTN_Q_Q2_K, "Q2_K", 256, 84, 0},  {ATTN_Q_Q3_K, "Q3_K", 256, 110, 0},
     {ATTN_Q_Q4_K, "Q4_K", 256, 144, 0}, {ATTN_Q_Q5_K, "Q5_K", 256, 176, 0},
     {ATTN_Q_Q6_K, "Q6_K", 256, 210, 0}, {ATTN_Q_Q8_K, "Q8_K", 256, 292, 0},
+    {ATTN_Q_IQ4_NL, "IQ4_NL", 32, 18, 0}, {ATTN_Q_IQ4_XS, "IQ4_XS", 256, 136, 0},
     {ATTN_Q_BF16, "BF16", 1, 2, 0},
     {ATTN__W_BF16P, "BF16 panels", 1, 2, 1},  {ATTN__W_F16P, "F16 panels", 1, 2, 1},
 };

@@ -280,8 +280,9 @@ static attn_status mv_init(attn_ctx *ctx, qjob *j, int n, int act) {
     const int q8 = (act & 15) == ATTN__QACT_Q8 && K % 32 == 0;
     attn__q8act xa = {0};
     for (int i = 0; i < n; i++) {
-        j[i].mv8 = q8 ? k8->mv8[j[i].type] : NULL;
-        j[i].mvw8 = j[i].mv8 ? k8->mvw8[j[i].type] : NULL;
+        /* a type the int8 set leaves out: its plain C int8 kernel (no wide one) */
+        j[i].mv8 = !q8 ? NULL : k8->mv8[j[i].type] ? k8->mv8[j[i].type] : ref->mv8[j[i].type];
+        j[i].mvw8 = j[i].mv8 && k8->mv8[j[i].type] ? k8->mvw8[j[i].type] : NULL;
         if (!j[i].mv8) {
             j[i].mv = kq->mv[j[i].type] ? kq->mv[j[i].type] : ref->mv[j[i].type];
             j[i].mvw = kq->mv[j[i].type] ? kq->mvw[j[i].type] : NULL;

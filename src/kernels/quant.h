@@ -26,6 +26,10 @@
  *   Q5_K 256: d, dmin, sc[12], qh[32], qs[128]   as Q4_K with a fifth bit
  *   Q6_K 256: ql[128], qh[64], int8 sc[16], d   16 groups of 16: (d s) (q - 32)
  *   Q8_K 256: d f32, int8 qs[256], int16 bsums[16] (the sums are not read)      d q
+ *   IQ4_NL 32: d f16, qs[16]         v = T[q], q the nibble as Q4_0;               d v
+ *   IQ4_XS 256: d f16, sh u16, sl[4], qs[128]   8 groups of 32, each 16 bytes of qs as IQ4_NL,
+ *             scale ls = (sl[g/2] >> 4 (g%2) & 15 | (sh >> 2 g & 3) << 4) - 32;  (d ls) T[q]
+ *   T = attn__iq4_values: the 16 non-linear int8 levels of IQ4_NL.
  *   F32, F16, BF16: one value per element.
  * Products in parentheses are rounded to float first, as in numpy. */
 #ifndef ATTN_QUANT_H
@@ -77,6 +81,13 @@ static inline float attn__load_half(const uint8_t *p) {
 ATTN__HIDDEN uint16_t attn__float_to_half(float f);
 
 /* ---- reference ---------------------------------------------------------------------------- */
+/* IQ4_NL's table of 16 levels (IQ4_XS too), and the signed 6-bit scale (ls - 32, in [-32, 31])
+ * of group ib (0..7) of the IQ4_XS block b. */
+ATTN__HIDDEN extern const int8_t attn__iq4_values[16];
+static inline int attn__iq4xs_scale(const uint8_t *b, int ib) {
+    const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 15, hi = (attn__load_u16(b + 2) >> (2 * ib)) & 3;
+    return (lo | hi << 4) - 32;
+}
 /* Dequantizes nb blocks of `type` (a type attn_qtype_block knows) from src into dst
  * (nb * block_elems floats): gguf.quants.dequantize bit for bit (Q8_K: d * q). */
 ATTN__HIDDEN void attn__dequant_ref(int type, const void *src, int64_t nb, float *dst);
@@ -141,7 +152,8 @@ typedef struct attn__quant_kernels {
     const char *name;
     attn__qdq_fn dq[ATTN__QT_MAX];   /* every type */
     attn__qmv_fn mv[ATTN__QT_MAX];   /* every type (the plain C table has them all) */
-    attn__qmv8_fn mv8[ATTN__QT_MAX]; /* the 32-element types and Q4_K, Q6_K, or NULL */
+    attn__qmv8_fn mv8[ATTN__QT_MAX]; /* the 32-element types, Q4_K, Q5_K, Q6_K, IQ4_XS, or
+                                        NULL (attn__qlinear: the plain C one then) */
     attn__qmv_fn mvw[ATTN__QT_MAX];  /* up to ATTN__QMV_WIDE vectors, or NULL */
     attn__qmv8_fn mvw8[ATTN__QT_MAX]; /* mv8 for up to ATTN__QMV_WIDE vectors (the same bits
                                          per vector), or NULL */

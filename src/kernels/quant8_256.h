@@ -6,7 +6,8 @@
  * The includer defines Q8_256_NAME (the table's name) and `dp(u, s)`, then includes this file
  * once.  Both give the same int32 lanes, so the same bits: the pairs VPMADDUBSW adds into 16
  * bits never saturate, as the weights are at most 128 as unsigned bytes (|Q8_0| with -128
- * taken as 128; Q4 15, Q5 31, Q6_K 63, the offsets 8, 16, 32) and the activations at most 127
+ * taken as 128; Q4 15, Q5 31, Q6_K 63, the offsets 8, 16, 32, the IQ4 levels' magnitudes 127)
+ * and the activations at most 127
  * in magnitude (attn__q8act_quantize: scale max|x| / 127), so |u0 s0 + u1 s1| <= 2 * 128 * 127
  * = 32512 < 32767.
  *
@@ -15,7 +16,8 @@
  * offsets (- 8, - 16, - 32) subtracted as integers (a second dot product of the constant with
  * the activation quants); mins (Q4_1, Q5_1, Q4_K, Q5_K) times the float sums of x into a
  * scalar, in order.  Row sum: the 8 lanes reduced in a fixed order, plus the scalar.  Q8_0
- * weights are signed: |w| times x with w's sign (VPSIGNB).  The terms are those of the plain C
+ * weights are signed: |w| times x with w's sign (VPSIGNB); so are IQ4_NL's and IQ4_XS's, their
+ * nibbles first looked up in the 16 int8 levels (VPSHUFB).  The terms are those of the plain C
  * kernel (ref/quant_kern_ref.c) in another order. */
 #ifndef ATTN_QUANT8_256_BODY
 #define ATTN_QUANT8_256_BODY
@@ -50,7 +52,13 @@ INLINE __m256i bit4(uint32_t qh) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, sel), sel), _mm256_set1_epi8(16));
 }
 
-enum { T40, T41, T50, T51, T80 };
+enum { T40, T41, T50, T51, T80, TNL };
+
+/* IQ4: 32 nibbles through the 16 int8 levels (VPSHUFB, the table in both 128-bit lanes) */
+INLINE __m256i iq4_lut(__m256i nibbles) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(ld128((const uint8_t *)attn__iq4_values)),
+                               nibbles);
+}
 
 INLINE void rows32(int t, size_t bb, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                    const attn__q8act *xa, const int M, float *y, int64_t ldy) {
@@ -79,13 +87,15 @@ INLINE void rows32(int t, size_t bb, const uint8_t *w, size_t rb, int64_t rows, 
                 v = _mm256_or_si256(nib(b + 8), bit4(qh)), d = h2f(b), m = h2f(b + 2);
                 break;
             }
+            case TNL: v = iq4_lut(nib(b + 2)), d = h2f(b); break;
             default: v = ld256(b + 2), d = h2f(b); break;
             }
-            const __m256i av = t == T80 ? _mm256_abs_epi8(v) : v;
+            const int sgn = t == T80 || t == TNL; /* signed weights: |w| times x with w's sign */
+            const __m256i av = sgn ? _mm256_abs_epi8(v) : v;
             for (int i = 0; i < M; i++) {
                 const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * k));
                 const float *a = xa->dsx + i * 2 * xa->ldb + 2 * k;
-                __m256i s = dp(av, t == T80 ? _mm256_sign_epi8(xq, v) : xq);
+                __m256i s = dp(av, sgn ? _mm256_sign_epi8(xq, v) : xq);
                 if (off) s = _mm256_sub_epi32(s, dp(_mm256_set1_epi8((char)off), xq));
                 acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a[0]), acc[i]);
                 if (t == T41 || t == T51) ms[i] += m * a[1];
@@ -110,6 +120,45 @@ DEF32(mv8_q4_1, T41, 20)
 DEF32(mv8_q5_0, T50, 22)
 DEF32(mv8_q5_1, T51, 24)
 DEF32(mv8_q8_0, T80, 34)
+DEF32(mv8_iq4_nl, TNL, 18)
+
+/* ---- IQ4_XS: 8 groups of 32 with a signed 6-bit scale, int8 levels ------------------------ */
+INLINE void rowsxs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const attn__q8act *xa,
+                   const int M, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++, b += 136) {
+            _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + PF + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + PF + 128, _MM_HINT_T0);
+            const float d = h2f(b);
+            for (int s = 0; s < 8; s++) {
+                const float ds = d * (float)attn__iq4xs_scale(b, s);
+                const __m256i v = iq4_lut(nib(b + 8 + 16 * s)), av = _mm256_abs_epi8(v);
+                for (int i = 0; i < M; i++) {
+                    const int64_t g = 8 * k + s;
+                    const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * g));
+                    const float dx = xa->dsx[i * 2 * xa->ldb + 2 * g];
+                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp(av, _mm256_sign_epi8(xq, v))),
+                                             _mm256_set1_ps(ds * dx), acc[i]);
+                }
+            }
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]);
+    }
+}
+
+static void mv8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                       const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    switch (m) {
+    case 1: rowsxs(w, rb, rows, nb, xa, 1, y, ldy); break;
+    case 2: rowsxs(w, rb, rows, nb, xa, 2, y, ldy); break;
+    case 3: rowsxs(w, rb, rows, nb, xa, 3, y, ldy); break;
+    default: rowsxs(w, rb, rows, nb, xa, 4, y, ldy); break;
+    }
+}
 
 /* ---- Q4_K, Q5_K: 8 groups of 32 with a scale and a min ------------------------------------- */
 INLINE void k4_scales(const uint8_t *b, float ds[8], float dm[8]) {
@@ -231,7 +280,8 @@ static const attn__quant_kernels TABLE = {
     {0},
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
-     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},
     {0},
 };

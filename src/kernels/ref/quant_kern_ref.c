@@ -12,6 +12,8 @@
  *         Q4_1, Q5_1  (dw dx) sum(q qx) + mw sx
  *         Q4_K, Q5_K  per group of 32: ((d sc) dx) sum(q qx) - (dmin m) sx
  *         Q6_K        per group of 16: ((d sc) dx) (sum(q qx) - 32 sum(qx)),  q in [0, 63]
+ *         IQ4_NL      (dw dx) sum(T[q] qx),  T the int8 table of levels (attn__iq4_values)
+ *         IQ4_XS      per group of 32: ((d ls) dx) sum(T[q] qx),  ls the signed 6-bit scale
  *       The SIMD kernels evaluate the same terms (the products in brackets rounded to float)
  *       and add them in their own order. */
 #include "../quant.h"
@@ -64,6 +66,8 @@ MV_FN(mv_q4_k, ATTN_Q_Q4_K)
 MV_FN(mv_q5_k, ATTN_Q_Q5_K)
 MV_FN(mv_q6_k, ATTN_Q_Q6_K)
 MV_FN(mv_q8_k, ATTN_Q_Q8_K)
+MV_FN(mv_iq4_nl, ATTN_Q_IQ4_NL)
+MV_FN(mv_iq4_xs, ATTN_Q_IQ4_XS)
 
 /* ---- int8 activations -------------------------------------------------------------------- */
 /* The unsigned 4- or 5-bit values of a 32-element block: nibbles of qs (elements 0-15 low,
@@ -78,13 +82,21 @@ static void unpack32(const uint8_t *qs, const uint8_t *qh, int q[32]) {
     }
 }
 
+/* the table levels of 16 bytes of IQ4 nibbles, in element order */
+static void iq4_unpack32(const uint8_t *qs, int q[32]) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = attn__iq4_values[qs[j] & 15];
+        q[j + 16] = attn__iq4_values[qs[j] >> 4];
+    }
+}
+
 static int32_t idot(const int *q, const int8_t *x, int n) {
     int32_t s = 0;
     for (int j = 0; j < n; j++) s += q[j] * x[j];
     return s;
 }
 
-/* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: one term per block */
+/* Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL: one term per block */
 static void mv8_32(int type, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                    const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
     for (int64_t r = 0; r < rows; r++) {
@@ -113,6 +125,11 @@ static void mv8_32(int type, const uint8_t *w, size_t rb, int64_t rows, int64_t 
                     unpack32(b + 6, b + 2, q);
                     acc += (attn__load_half(b) * xd[2 * k]) * (float)(idot(q, xb, 32) - 16 * sq);
                     b += 22;
+                    break;
+                case ATTN_Q_IQ4_NL:
+                    iq4_unpack32(b + 2, q);
+                    acc += (attn__load_half(b) * xd[2 * k]) * (float)idot(q, xb, 32);
+                    b += 18;
                     break;
                 case ATTN_Q_Q4_1:
                     unpack32(b + 4, NULL, q);
@@ -143,6 +160,29 @@ MV8_FN(mv8_q4_1, ATTN_Q_Q4_1)
 MV8_FN(mv8_q5_0, ATTN_Q_Q5_0)
 MV8_FN(mv8_q5_1, ATTN_Q_Q5_1)
 MV8_FN(mv8_q8_0, ATTN_Q_Q8_0)
+MV8_FN(mv8_iq4_nl, ATTN_Q_IQ4_NL)
+
+static void mv8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                       const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < m; i++) {
+            const int8_t *xq = xa->q + i * xa->ldq;
+            const float *xd = xa->dsx + i * 2 * xa->ldb;
+            float acc = 0.0f;
+            for (int64_t k = 0; k < nb; k++) {
+                const uint8_t *b = w + (size_t)r * rb + (size_t)k * 136;
+                const float d = attn__load_half(b);
+                for (int s = 0; s < 8; s++) {
+                    int q[32];
+                    iq4_unpack32(b + 8 + 16 * s, q);
+                    const int64_t g = 8 * k + s;
+                    acc += ((d * (float)attn__iq4xs_scale(b, s)) * xd[2 * g]) *
+                           (float)idot(q, xq + 32 * g, 32);
+                }
+            }
+            y[i * ldy + r] = acc;
+        }
+}
 
 /* The 6-bit scale and min of group j of Q4_K / Q5_K (as quant_ref.c). */
 static void k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
@@ -228,10 +268,12 @@ static const attn__quant_kernels REF = {
      [ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
      [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q2_K] = mv_q2_k,
      [ATTN_Q_Q3_K] = mv_q3_k, [ATTN_Q_Q4_K] = mv_q4_k, [ATTN_Q_Q5_K] = mv_q5_k,
-     [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_Q8_K] = mv_q8_k},
+     [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_Q8_K] = mv_q8_k, [ATTN_Q_IQ4_NL] = mv_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
-     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},
     {0},
 };

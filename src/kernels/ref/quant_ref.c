@@ -188,6 +188,30 @@ static void dq_q8_k(const uint8_t *b, int64_t nb, float *y) {
     }
 }
 
+const int8_t attn__iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+/* 16 bytes of nibbles into 32 values dl * table[nibble] (low nibbles first), as numpy's
+ * d * take(kvalues, q).astype(float32) */
+static void iq4_32(const uint8_t *qs, float dl, float *y) {
+    for (int j = 0; j < 16; j++) {
+        y[j] = dl * (float)attn__iq4_values[qs[j] & 15];
+        y[j + 16] = dl * (float)attn__iq4_values[qs[j] >> 4];
+    }
+}
+
+static void dq_iq4_nl(const uint8_t *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b += 18, y += 32) iq4_32(b + 2, attn__load_half(b), y);
+}
+
+static void dq_iq4_xs(const uint8_t *b, int64_t nb, float *y) {
+    for (int64_t i = 0; i < nb; i++, b += 136, y += 256) {
+        const float d = attn__load_half(b);
+        for (int ib = 0; ib < 8; ib++)
+            iq4_32(b + 8 + 16 * ib, d * (float)attn__iq4xs_scale(b, ib), y + 32 * ib);
+    }
+}
+
 static void dq_f32(const uint8_t *b, int64_t n, float *y) { memcpy(y, b, (size_t)n * 4); }
 static void dq_f16(const uint8_t *b, int64_t n, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] = attn__load_half(b + 2 * i);
@@ -204,7 +228,8 @@ static const attn__qdq_fn DQ[ATTN__QT_MAX] = {
     [ATTN_Q_Q4_0] = dq_q4_0, [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q5_0] = dq_q5_0,
     [ATTN_Q_Q5_1] = dq_q5_1, [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q2_K] = dq_q2_k,
     [ATTN_Q_Q3_K] = dq_q3_k, [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k,
-    [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_Q8_K] = dq_q8_k,
+    [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_Q8_K] = dq_q8_k, [ATTN_Q_IQ4_NL] = dq_iq4_nl,
+    [ATTN_Q_IQ4_XS] = dq_iq4_xs,
 };
 
 attn__qdq_fn attn__dequant_ref_fn(int type) {
@@ -378,6 +403,8 @@ int64_t attn__quant_first_nonfinite(int type, const void *src, int64_t nb, const
     case ATTN_Q_Q4_K: bb = 144, o1 = 0, o2 = 2, n2 = "dmin"; break;
     case ATTN_Q_Q5_K: bb = 176, o1 = 0, o2 = 2, n2 = "dmin"; break;
     case ATTN_Q_Q6_K: bb = 210, o1 = 208; break;
+    case ATTN_Q_IQ4_NL: bb = 18, o1 = 0; break;
+    case ATTN_Q_IQ4_XS: bb = 136, o1 = 0; break;
     case ATTN_Q_Q8_K:
         for (int64_t i = 0; i < nb; i++)
             if (f32_bad(b + i * 292)) {

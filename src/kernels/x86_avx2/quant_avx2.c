@@ -76,6 +76,16 @@ INLINE void prep_q8_0(const uint8_t *b, bst *s) {
     s->q0 = ld128(b + 2), s->q1 = ld128(b + 18);
 }
 
+/* IQ4: nibbles through the 16-entry int8 table of levels (PSHUFB) */
+INLINE __m128i iq4_lut(__m128i nibbles) {
+    return _mm_shuffle_epi8(ld128((const uint8_t *)attn__iq4_values), nibbles);
+}
+INLINE void prep_iq4_nl(const uint8_t *b, bst *s) {
+    s->d = h2f(b);
+    const __m128i q = ld128(b + 2);
+    s->q0 = iq4_lut(lo4(q)), s->q1 = iq4_lut(hi4(q));
+}
+
 INLINE __m128i part(const bst *s, int t) { /* bytes of elements 8 t .. 8 t + 7 in the low half */
     const __m128i v = t < 2 ? s->q0 : s->q1;
     return (t & 1) ? _mm_srli_si128(v, 8) : v;
@@ -89,6 +99,7 @@ INLINE __m256 get_q4_1(const uint8_t *b, const bst *s, int t) {
     return _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(s->d), u8f(part(s, t))), _mm256_set1_ps(s->m));
 }
 #define get_q5_0 get_q4_0
+#define get_iq4_nl get_q4_0
 #define get_q5_1 get_q4_1
 INLINE __m256 get_q8_0(const uint8_t *b, const bst *s, int t) {
     (void)b;
@@ -117,6 +128,17 @@ INLINE void k4_scales(const uint8_t *b, bst *st) {
 INLINE void prep_q6_k(const uint8_t *b, bst *st) {
     const float d = h2f(b + 208);
     for (int g = 0; g < 16; g++) st->ds[g] = d * (float)(int8_t)b[192 + g];
+}
+
+/* IQ4_XS: t = 0 .. 31, group s = t / 4 of 32: its 16 bytes, low nibbles then high */
+INLINE void prep_iq4_xs(const uint8_t *b, bst *st) {
+    const float d = h2f(b);
+    for (int s = 0; s < 8; s++) st->ds[s] = d * (float)attn__iq4xs_scale(b, s);
+}
+INLINE __m256 get_iq4_xs(const uint8_t *b, const bst *st, int t) {
+    const int s = t >> 2;
+    const __m128i q = ld64(b + 8 + 16 * s + 8 * (t & 1));
+    return _mm256_mul_ps(_mm256_set1_ps(st->ds[s]), s8f(iq4_lut((t & 2) ? hi4(q) : lo4(q))));
 }
 
 INLINE __m256 get_q4_k(const uint8_t *b, const bst *st, int t) {
@@ -211,6 +233,8 @@ DEFQ(q8_0, 32, 34)
 DEFQ(q4_k, 256, 144)
 DEFQ(q5_k, 256, 176)
 DEFQ(q6_k, 256, 210)
+DEFQ(iq4_nl, 32, 18)
+DEFQ(iq4_xs, 256, 136)
 
 /* ---- F32, F16, BF16: K arbitrary -------------------------------------------------------------- */
 INLINE __m256 ld_f32(const uint8_t *b, int64_t k) { return _mm256_loadu_ps((const float *)(const void *)b + k); }
@@ -298,11 +322,12 @@ static const attn__quant_kernels TABLE = {
     {[ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16, [ATTN_Q_Q4_0] = dq_q4_0,
      [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q5_0] = dq_q5_0, [ATTN_Q_Q5_1] = dq_q5_1,
      [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k,
-     [ATTN_Q_Q6_K] = dq_q6_k},
+     [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_IQ4_NL] = dq_iq4_nl, [ATTN_Q_IQ4_XS] = dq_iq4_xs},
     {[ATTN_Q_F32] = mv_f32, [ATTN_Q_F16] = mv_f16, [ATTN_Q_BF16] = mv_bf16,
      [ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
      [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
-     [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k},
+     [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_IQ4_NL] = mv_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {0},
     {0},
     {0},

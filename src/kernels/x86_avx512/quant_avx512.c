@@ -82,6 +82,18 @@ INLINE void dec_q8_0(const uint8_t *b, float ds, float ms, __m512 *w0, __m512 *w
     *w1 = _mm512_mul_ps(s8f(ld128(b + 18)), d);
 }
 
+/* IQ4: the 16 levels as floats; the block's 16 values d T[q] picked by nibble (the reference's
+ * products, one per level) */
+INLINE __m512 iq4_levels(void) { return s8f(ld128((const uint8_t *)attn__iq4_values)); }
+
+INLINE void dec_iq4_nl(const uint8_t *b, float ds, float ms, __m512 *w0, __m512 *w1) {
+    (void)ms;
+    const __m512 t = _mm512_mul_ps(_mm512_set1_ps(ds), iq4_levels());
+    const __m512i v = bytes16(b + 2);
+    *w0 = _mm512_permutexvar_ps(v, t);
+    *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
+}
+
 /* ---- 32-element types: mv and dq -------------------------------------------------------- */
 /* acc[i][s] += w * x_i[off .. off + 16) for the M vectors */
 #define FMA_M(M, s, w, off)                                                                   \
@@ -177,6 +189,7 @@ DEF32(q4_1, 20)
 DEF32(q5_0, 22)
 DEF32(q5_1, 24)
 DEF32(q8_0, 34)
+DEF32(iq4_nl, 18)
 
 /* ---- K types: 256-element superblocks in 16 groups of 16 ---------------------------------- */
 INLINE __m512 lane(__m512 v, int i) { return _mm512_permutexvar_ps(_mm512_set1_epi32(i), v); }
@@ -199,6 +212,11 @@ INLINE void q4_k_prep(const uint8_t *b, kblock *kb) {
 INLINE void q5_k_prep(const uint8_t *b, kblock *kb) {
     const __m512 sdm = k4_sdm(b);
     for (int s = 0; s < 8; s++) kb->t0[s] = k4_table(sdm, s, 0), kb->t1[s] = k4_table(sdm, s, 1);
+}
+/* IQ4_XS: per group of 32, the 16 values (d ls) T[q] */
+INLINE void iq4_xs_prep(const uint8_t *b, kblock *kb) {
+    const __m512 lv = iq4_levels(), ds = _mm512_castps256_ps512(iq4xs_ds(b));
+    for (int s = 0; s < 8; s++) kb->t0[s] = _mm512_mul_ps(lane(ds, s), lv);
 }
 INLINE void q6_k_prep(const uint8_t *b, kblock *kb) {
     kb->ds = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)), s8f(ld128(b + 192)));
@@ -229,6 +247,14 @@ INLINE __m512 grp_q6_k(const uint8_t *b, const kblock *kb, int g) {
                                      _mm_set1_epi8(3));
     const __m128i q = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
     return _mm512_mul_ps(lane(kb->ds, g), s8f(q));
+}
+
+/* group g (0..15) of an IQ4_XS superblock: the low (g even) or high nibbles of group g/2's
+ * 16 bytes */
+INLINE __m512 grp_iq4_xs(const uint8_t *b, const kblock *kb, int g) {
+    __m512i v = bytes16(b + 8 + 16 * (g >> 1));
+    if (g & 1) v = _mm512_srli_epi32(v, 4);
+    return _mm512_permutexvar_ps(v, kb->t0[g >> 1]);
 }
 
 #define DEFK(T, BB)                                                                           \
@@ -276,6 +302,7 @@ INLINE __m512 grp_q6_k(const uint8_t *b, const kblock *kb, int g) {
 DEFK(q4_k, 144)
 DEFK(q5_k, 176)
 DEFK(q6_k, 210)
+DEFK(iq4_xs, 136)
 
 /* ---- F32, F16 and BF16 weights: blocks of one element, K arbitrary ----------------------- */
 INLINE __m512 ld_f32(const uint8_t *b, int64_t k) {
@@ -429,21 +456,25 @@ DEFW(q8_0, 32)
 DEFW(q4_k, 256)
 DEFW(q5_k, 256)
 DEFW(q6_k, 256)
+DEFW(iq4_nl, 32)
+DEFW(iq4_xs, 256)
 
 static const attn__quant_kernels TABLE = {
     "avx512",
     {[ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16, [ATTN_Q_Q4_0] = dq_q4_0,
      [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q5_0] = dq_q5_0, [ATTN_Q_Q5_1] = dq_q5_1,
      [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k,
-     [ATTN_Q_Q6_K] = dq_q6_k},
+     [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_IQ4_NL] = dq_iq4_nl, [ATTN_Q_IQ4_XS] = dq_iq4_xs},
     {[ATTN_Q_F32] = mv_f32, [ATTN_Q_F16] = mv_f16, [ATTN_Q_BF16] = mv_bf16,
      [ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
      [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
-     [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k},
+     [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_IQ4_NL] = mv_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {0},
     {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q5_0] = mvw_q5_0,
      [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q4_K] = mvw_q4_k,
-     [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k},
+     [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k, [ATTN_Q_IQ4_NL] = mvw_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mvw_iq4_xs},
     {0},
 };
 

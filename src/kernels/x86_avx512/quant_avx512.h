@@ -44,4 +44,19 @@ INLINE __m512 k4_sdm(const uint8_t *b) {
     return _mm512_mul_ps(dd, q);
 }
 
+/* The 8 group scales of an IQ4_XS block, d (ls_j - 32) in lane j as the reference multiplies
+ * them: lane j's low 4 bits are bits 4 j.. of the 4 bytes at b + 4, its high 2 bits bits 2 j..
+ * of the u16 at b + 2. */
+INLINE __m256 iq4xs_ds(const uint8_t *b) {
+    uint32_t sl;
+    memcpy(&sl, b + 4, 4);
+    const __m256i j = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_slli_epi32(j, 2)),
+                                        _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b[2] | b[3] << 8), _mm256_slli_epi32(j, 1)),
+                                        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    return _mm256_mul_ps(_mm256_set1_ps(h2f(b)), _mm256_cvtepi32_ps(ls));
+}
+
 #endif

@@ -8,7 +8,9 @@
  * (Q4_0's - 8, Q5_0's - 16, Q6_K's - 32) are subtracted as integers: a second VPDPBUSD of the
  * constant with the activation quants.  Mins (Q4_1, Q5_1, Q4_K, Q5_K) multiply the float sums of
  * x in a 4-lane accumulator.  Row sum: the 16 lanes reduced in a fixed order, plus (or minus)
- * lanes 1 and 3 of the min accumulator.  Q8_0 weights are signed: |w| times x with w's sign.
+ * lanes 1 and 3 of the min accumulator.  Q8_0 weights are signed: |w| times x with w's sign;
+ * so are IQ4_NL's and IQ4_XS's (their nibbles looked up in the 16 int8 levels by VPSHUFB; IQ4_XS
+ * two groups of 32 per zmm, as Q4_K, without mins).
  * The terms are those of the plain C kernel (ref/quant_kern_ref.c), added in another order.
  * Built with AVX512F/BW/DQ/VL, AVX512_VNNI and F16C (CMakeLists.txt). */
 #include "../quant.h"
@@ -59,7 +61,12 @@ typedef struct pair {
     __m128 w4;
 } pair;
 
-enum { T40, T41, T50, T51, T80 };
+enum { T40, T41, T50, T51, T80, TNL };
+
+/* IQ4: 64 nibbles through the 16 int8 levels (VPSHUFB, the table in each 128-bit lane) */
+INLINE __m512i iq4_lut(__m512i nibbles) {
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(ld128((const uint8_t *)attn__iq4_values)), nibbles);
+}
 
 INLINE pair load_pair(int t, const uint8_t *b0, const uint8_t *b1, int one) {
     pair p;
@@ -83,6 +90,13 @@ INLINE pair load_pair(int t, const uint8_t *b0, const uint8_t *b1, int one) {
                         : halves4((uint64_t)u32(b0) | (one ? 0 : (uint64_t)u32(b1) << 32));
         break;
     }
+    case TNL: { /* signed levels: |w| and the signs, as Q8_0 */
+        const __m512i w = iq4_lut(nib2(b0 + 2, b1 + 2));
+        p.neg = _mm512_movepi8_mask(w);
+        p.v = _mm512_abs_epi8(w);
+        p.w4 = halves4((uint64_t)u16(b0) | (one ? 0 : (uint64_t)u16(b1) << 32));
+        break;
+    }
     default: { /* T80 */
         const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(ld256(b0 + 2)), ld256(b1 + 2), 1);
         p.neg = _mm512_movepi8_mask(w);
@@ -98,7 +112,7 @@ INLINE pair load_pair(int t, const uint8_t *b0, const uint8_t *b1, int one) {
 INLINE void pair_terms(int t, const pair *p, __m512i xq, __m128 a4, __m512 *acc, __m128 *macc) {
     const __m512i z = _mm512_setzero_si512();
     __m512i dp;
-    if (t == T80)
+    if (t == T80 || t == TNL)
         dp = _mm512_dpbusd_epi32(z, p->v, _mm512_mask_sub_epi8(xq, p->neg, z, xq));
     else
         dp = _mm512_dpbusd_epi32(z, p->v, xq);
@@ -161,6 +175,50 @@ DEF32(mv8_q4_1, T41, 20)
 DEF32(mv8_q5_0, T50, 22)
 DEF32(mv8_q5_1, T51, 24)
 DEF32(mv8_q8_0, T80, 34)
+DEF32(mv8_iq4_nl, TNL, 18)
+
+/* ---- IQ4_XS: 8 groups of 32 with a signed 6-bit scale, int8 levels ---------------------------
+ * Two groups per zmm (their 32 bytes of nibbles in element order), |w| times x with w's sign;
+ * lanes 0-7 scaled by (d ls) dx of the first group, 8-15 of the second. */
+INLINE void rowsxs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const attn__q8act *xa,
+                   const int M, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m512 acc[ATTN__QMV_WIDE];
+        for (int i = 0; i < M; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t k = 0; k < nb; k++, b += 136) {
+            _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + PF + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + PF + 128, _MM_HINT_T0);
+            float ds[8];
+            _mm256_storeu_ps(ds, iq4xs_ds(b));
+            for (int c = 0; c < 4; c++) { /* groups 2c, 2c + 1 */
+                const __m512i wv = iq4_lut(nib2(b + 8 + 32 * c, b + 24 + 32 * c));
+                const __mmask64 neg = _mm512_movepi8_mask(wv);
+                const __m512i v = _mm512_abs_epi8(wv), z = _mm512_setzero_si512();
+                const __m128 w4 = _mm_set_ps(0.0f, ds[2 * c + 1], 0.0f, ds[2 * c]);
+                for (int i = 0; i < M; i++) {
+                    const int64_t g = 8 * k + 2 * c; /* activation block */
+                    const __m512i xq = _mm512_loadu_si512(xa->q + i * xa->ldq + 32 * g);
+                    const __m128 prod = _mm_mul_ps(w4, _mm_loadu_ps(xa->dsx + i * 2 * xa->ldb + 2 * g));
+                    const __m512i dp = _mm512_dpbusd_epi32(z, v, _mm512_mask_sub_epi8(xq, neg, z, xq));
+                    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), spread02(prod), acc[i]);
+                }
+            }
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = _mm512_reduce_add_ps(acc[i]);
+    }
+}
+
+static void mv8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                       const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    switch (m) {
+    case 1: rowsxs(w, rb, rows, nb, xa, 1, y, ldy); break;
+    case 2: rowsxs(w, rb, rows, nb, xa, 2, y, ldy); break;
+    case 3: rowsxs(w, rb, rows, nb, xa, 3, y, ldy); break;
+    default: rowsxs(w, rb, rows, nb, xa, 4, y, ldy); break;
+    }
+}
 
 /* ---- Q4_K and Q5_K: 8 groups of 32, a scale and a min each -------------------------------- */
 INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
@@ -302,6 +360,8 @@ DEFW32(mvw8_q4_1, T41, 20)
 DEFW32(mvw8_q5_0, T50, 22)
 DEFW32(mvw8_q5_1, T51, 24)
 DEFW32(mvw8_q8_0, T80, 34)
+#define W32_TNL(M) rows32(TNL, 18, w, rb, rows, nb, xa, M, y, ldy)
+DEFW32(mvw8_iq4_nl, TNL, 18)
 #define WK4(M) rowsk45(0, w, rb, rows, nb, xa, M, y, ldy)
 #define WK5(M) rowsk45(1, w, rb, rows, nb, xa, M, y, ldy)
 #define WQ6(M) rowsq6(w, rb, rows, nb, xa, M, y, ldy)
@@ -317,6 +377,11 @@ static void mvw8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                       const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
     WIDE_SWITCH(WQ6)
 }
+#define WXS(M) rowsxs(w, rb, rows, nb, xa, M, y, ldy)
+static void mvw8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                        const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    WIDE_SWITCH(WXS)
+}
 
 static const attn__quant_kernels TABLE = {
     "avx512_vnni",
@@ -324,11 +389,13 @@ static const attn__quant_kernels TABLE = {
     {0},
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
-     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},
     {[ATTN_Q_Q4_0] = mvw8_q4_0, [ATTN_Q_Q4_1] = mvw8_q4_1, [ATTN_Q_Q5_0] = mvw8_q5_0,
      [ATTN_Q_Q5_1] = mvw8_q5_1, [ATTN_Q_Q8_0] = mvw8_q8_0, [ATTN_Q_Q4_K] = mvw8_q4_k,
-     [ATTN_Q_Q5_K] = mvw8_q5_k, [ATTN_Q_Q6_K] = mvw8_q6_k},
+     [ATTN_Q_Q5_K] = mvw8_q5_k, [ATTN_Q_Q6_K] = mvw8_q6_k, [ATTN_Q_IQ4_NL] = mvw8_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mvw8_iq4_xs},
 };
 
 const attn__quant_kernels *attn__quant_kernels_vnni(void) { return &TABLE; }
