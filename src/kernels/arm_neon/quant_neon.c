@@ -184,6 +184,68 @@ DEFK(q4_k, 144)
 DEFK(q5_k, 176)
 DEFK(q6_k, 210)
 
+/* ---- wide: up to ATTN__QMV_WIDE vectors in one pass over the weights (mvw) ----------------
+ * Each block (each group of 32 of a K block) is dequantized in registers once, as mv does it,
+ * and multiplied into the two sums of every vector in mv's order (vector j of the 8 into sum
+ * j & 1, multiply then add, the same fold at the end): each vector gets mv's bits, while the
+ * dequantization and the weight loads serve up to 8 vectors instead of 4.  M is a constant in
+ * each instance (the switch in mvw_T), so the 2 M sums stay in registers: 16 of the 32 at
+ * M = 8, beside the block's 8 weight vectors. */
+#define WIDE_INLINE static inline __attribute__((always_inline))
+
+/* s[i][j & 1] += v[j] x_i[4 j .. 4 j + 3] for the 8 vectors of one block, vectors i < M */
+WIDE_INLINE void wide_acc(const float32x4_t *v, const float *x, int64_t ldx, const int M,
+                          float32x4_t (*s)[2]) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < 8; j++)
+            s[i][j & 1] = vaddq_f32(s[i][j & 1], vmulq_f32(v[j], vld1q_f32(x + i * ldx + 4 * j)));
+}
+
+/* mv's fold: ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) */
+WIDE_INLINE float wide_fold(float32x4_t s0, float32x4_t s1) {
+    const float32x4_t t = vaddq_f32(s0, s1);
+    const float32x2_t u = vadd_f32(vget_low_f32(t), vget_high_f32(t));
+    return vget_lane_f32(u, 0) + vget_lane_f32(u, 1);
+}
+
+/* T: BYTES per block of G groups of 32; DEQ fills v[8] with group g of the block at b */
+#define DEFW(T, BYTES, G, DEQ)                                                                \
+    WIDE_INLINE void wrows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,         \
+                               const float *x, int64_t ldx, const int M, float *y,            \
+                               int64_t ldy) {                                                 \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            const uint8_t *b = w + (size_t)r * rb;                                            \
+            float32x4_t s[ATTN__QMV_WIDE][2];                                                 \
+            for (int i = 0; i < M; i++) s[i][0] = s[i][1] = vdupq_n_f32(0.0f);                \
+            for (int64_t k = 0; k < nb; k++, b += (BYTES))                                    \
+                for (int g = 0; g < (G); g++) {                                               \
+                    float32x4_t v[8];                                                         \
+                    DEQ;                                                                      \
+                    wide_acc(v, x + 32 * ((G) * k + g), ldx, M, s);                           \
+                }                                                                             \
+            for (int i = 0; i < M; i++) y[i * ldy + r] = wide_fold(s[i][0], s[i][1]);         \
+        }                                                                                     \
+    }                                                                                         \
+    static void mvw_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
+        switch (m) {                                                                          \
+        case 1: wrows_##T(w, rb, rows, nb, x, ldx, 1, y, ldy); break;                         \
+        case 2: wrows_##T(w, rb, rows, nb, x, ldx, 2, y, ldy); break;                         \
+        case 3: wrows_##T(w, rb, rows, nb, x, ldx, 3, y, ldy); break;                         \
+        case 4: wrows_##T(w, rb, rows, nb, x, ldx, 4, y, ldy); break;                         \
+        case 5: wrows_##T(w, rb, rows, nb, x, ldx, 5, y, ldy); break;                         \
+        case 6: wrows_##T(w, rb, rows, nb, x, ldx, 6, y, ldy); break;                         \
+        case 7: wrows_##T(w, rb, rows, nb, x, ldx, 7, y, ldy); break;                         \
+        default: wrows_##T(w, rb, rows, nb, x, ldx, 8, y, ldy); break;                        \
+        }                                                                                     \
+    }
+DEFW(q4_0, 18, 1, ((void)g, block_q4_0(b, v)))
+DEFW(q4_1, 20, 1, ((void)g, block_q4_1(b, v)))
+DEFW(q8_0, 34, 1, ((void)g, block_q8_0(b, v)))
+DEFW(q4_k, 144, 8, group_q4_k(b, g, v))
+DEFW(q5_k, 176, 8, group_q5_k(b, g, v))
+DEFW(q6_k, 210, 8, group_q6_k(b, g, v))
+
 static const attn__quant_kernels TABLE = {
     "neon",
     {[ATTN_Q_Q4_0] = dq_q4_0, [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q8_0] = dq_q8_0,
@@ -191,7 +253,8 @@ static const attn__quant_kernels TABLE = {
     {[ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q8_0] = mv_q8_0,
      [ATTN_Q_Q4_K] = mv_q4_k, [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k},
     {0},
-    {0},
+    {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q8_0] = mvw_q8_0,
+     [ATTN_Q_Q4_K] = mvw_q4_k, [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k},
     {0},
 };
 
