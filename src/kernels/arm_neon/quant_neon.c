@@ -208,6 +208,8 @@ WIDE_INLINE float wide_fold(float32x4_t s0, float32x4_t s1) {
     return vget_lane_f32(u, 0) + vget_lane_f32(u, 1);
 }
 
+#define WCASE(T, M)                                                                           \
+    case M: wrows_##T(w, rb, rows, nb, x, ldx, M, y, ldy); break;
 /* T: BYTES per block of G groups of 32; DEQ fills v[8] with group g of the block at b */
 #define DEFW(T, BYTES, G, DEQ)                                                                \
     WIDE_INLINE void wrows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,         \
@@ -228,15 +230,9 @@ WIDE_INLINE float wide_fold(float32x4_t s0, float32x4_t s1) {
     }                                                                                         \
     static void mvw_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
                         int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
-        switch (m) {                                                                          \
-        case 1: wrows_##T(w, rb, rows, nb, x, ldx, 1, y, ldy); break;                         \
-        case 2: wrows_##T(w, rb, rows, nb, x, ldx, 2, y, ldy); break;                         \
-        case 3: wrows_##T(w, rb, rows, nb, x, ldx, 3, y, ldy); break;                         \
-        case 4: wrows_##T(w, rb, rows, nb, x, ldx, 4, y, ldy); break;                         \
-        case 5: wrows_##T(w, rb, rows, nb, x, ldx, 5, y, ldy); break;                         \
-        case 6: wrows_##T(w, rb, rows, nb, x, ldx, 6, y, ldy); break;                         \
-        case 7: wrows_##T(w, rb, rows, nb, x, ldx, 7, y, ldy); break;                         \
-        default: wrows_##T(w, rb, rows, nb, x, ldx, 8, y, ldy); break;                        \
+        switch (m) { /* M a constant in each wrows_T */                                       \
+            WCASE(T, 1) WCASE(T, 2) WCASE(T, 3) WCASE(T, 4)                                   \
+            WCASE(T, 5) WCASE(T, 6) WCASE(T, 7) default: WCASE(T, 8)                          \
         }                                                                                     \
     }
 DEFW(q4_0, 18, 1, ((void)g, block_q4_0(b, v)))
