@@ -225,8 +225,7 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
     {0},
-    /* mvw8: the same kernels, which take up to ATTN__QMV_WIDE rows of activations (a weight
-     * row pair unpacked once for all of them; one float sum per row: the same bits) */
+    /* mvw8: the mv8 kernels (up to ATTN__QMV_WIDE rows, as the SDOT table's) */
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q8_0] = mv8_q8_0,
      [ATTN_Q_Q4_K] = mv8_q4_k, [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
 };
