@@ -552,6 +552,13 @@ static void test_arm_bits(void) {
         nq->dq[type](w, N * nb, d1);
         TU_CHECK(!memcmp(d0, d1, sizeof(float) * (size_t)(N * Kt)), "type %d: NEON dq bits",
                  type);
+        if (type == ATTN_Q_F16) { /* NaN payloads (signalling too), infinities, subnormals */
+            const uint16_t h[8] = {0x7c01, 0xfe00, 0x7d55, 0xfc00, 0x0001, 0x83ff, 0x7bff, 0x8000};
+            float f0[8], f1[8];
+            attn__dequant_ref_fn(type)((const uint8_t *)h, 8, f0);
+            nq->dq[type]((const uint8_t *)h, 8, f1);
+            TU_CHECK(!memcmp(f0, f1, sizeof f0), "F16: NEON dq bits of NaN, inf, subnormals");
+        }
         for (int64_t m = 1; m <= M; m++) {
             /* the wide entries, m up to ATTN__QMV_WIDE, rows 2 .. N - 1 */
             TU_CHECK(nq->mvw[type] != NULL, "type %d: no NEON mvw kernel", type);

@@ -260,6 +260,19 @@ WIDE_INLINE float32x4_t ld4_f32(const uint8_t *b, int64_t k) {
 WIDE_INLINE float32x4_t ld4_f16(const uint8_t *b, int64_t k) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)b + k)));
 }
+/* dq's F16: FCVTL quiets a signalling NaN, the reference keeps every NaN's bits: NaN lanes
+ * (|h| > 0x7c00) rebuilt as sign, all-ones exponent, the 10 payload bits at the top */
+WIDE_INLINE float32x4_t dq4_f16(const uint8_t *b, int64_t k) {
+    const uint16x4_t h = vld1_u16((const uint16_t *)(const void *)b + k);
+    const uint32x4_t u = vmovl_u16(h);
+    const uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fff)), vdupq_n_u32(0x7c00));
+    const uint32x4_t exact = vorrq_u32(vorrq_u32(vshlq_n_u32(vandq_u32(u, vdupq_n_u32(0x8000)), 16),
+                                                 vdupq_n_u32(0x7f800000)),
+                                       vshlq_n_u32(vandq_u32(u, vdupq_n_u32(0x3ff)), 13));
+    return vbslq_f32(nan, vreinterpretq_f32_u32(exact), vcvt_f32_f16(vreinterpret_f16_u16(h)));
+}
+#define dq4_f32 ld4_f32
+#define dq4_bf16 ld4_bf16
 WIDE_INLINE float32x4_t ld4_bf16(const uint8_t *b, int64_t k) {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)(const void *)b + k), 16));
 }
@@ -296,7 +309,7 @@ WIDE_INLINE void wide_tail(const float *t, int64_t n, const float *x, int64_t ld
     DEFW(T, 8 * (ES), 1, 2, 8, ((void)g, v[0] = ld4_##T(b, 0), v[1] = ld4_##T(b, 4)), FTAIL(T)) \
     static void dq_##T(const uint8_t *b, int64_t n, float *y) {                               \
         int64_t k = 0;                                                                        \
-        for (; k + 4 <= n; k += 4) vst1q_f32(y + k, ld4_##T(b, k));                           \
+        for (; k + 4 <= n; k += 4) vst1q_f32(y + k, dq4_##T(b, k));                           \
         for (; k < n; k++) y[k] = el_##T(b, k);                                               \
     }
 DEFF(f32, 4)
