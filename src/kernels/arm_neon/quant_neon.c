@@ -1,6 +1,7 @@
 /* Quantized weights with float activations on AArch64 NEON (contract in ../quant.h): the
- * dequantization (dq) and the matrix-vector products (mv) of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and
- * Q6_K; the other types use the plain C kernels (NULL entries).
+ * dequantization (dq) and the matrix-vector products (mv) of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
+ * Q6_K, F32, F16 and BF16, and the wide products (mvw, up to ATTN__QMV_WIDE vectors, below) of
+ * the same types; the other types use the plain C kernels (NULL entries).
  *
  * Bits.  Each block of 32 (each group of 32 of a K block) is dequantized in registers exactly
  * as the reference does it (the integer q widened to float, times d, plus m for Q4_1, minus
