@@ -186,7 +186,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
               layers = cfg.num_layers, ff = cfg.dim_feedforward, seed = (long long)cfg.seed,
               eval_every = cfg.eval_every;
     double lr = cfg.lr, dropout = cfg.dropout, time_limit = cfg.time_limit_s;
-    int install = 0, quiet = 0, npos;
+    int install = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO;
     attn_cli_train_common tc = {NULL, 1, 100, NULL};
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("corpus", 0, &corpus, "NAME",
@@ -214,6 +214,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         ATTN_OPT_INT("seed", 0, &seed, 0, 1LL << 62, "N",
                      "everything random follows from it (default 1)"),
         ATTN_OPT_THREADS(&threads),
+        ATTN_OPT_CHOICE("dtype", 0, &dtype, ATTN_CLI_DTYPE_CHOICES, "T", ATTN_CLI_DTYPE_HELP),
         ATTN_OPT_NUM("time-limit", 0, &time_limit, 0, 1e9, "SEC", "stop after this long"),
         ATTN_OPT_INT("eval-every", 0, &eval_every, 0, 100000000, "N",
                      "validation bpc every N steps (default 100)"),
@@ -248,7 +249,8 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     attn_ctx *ctx = NULL;
     int64_t max;
     const char *bound;
-    if (attn_cli_ctx("train charlm", threads, 0, &ctx)) return 1;
+    if (attn_cli_ctx_dtype_resume("train charlm", threads, quiet, resume, &dtype, &ctx)) return 1;
+    cfg.dtype = attn_cli_dtype_name(dtype);
     if (attn_cli_dp_open("train charlm", ctx, cfg.batch, "batch", &cfg.dp)) {
         attn_ctx_free(ctx);
         return 1;
@@ -276,10 +278,10 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     c.quiet = quiet;
     if (!quiet)
         fprintf(stderr, "training charlm: d_model %lld, %lld heads, %lld layers, ff %lld, block %lld, "
-                    "batch %lld, %lld steps, %lld threads\n",
+                    "batch %lld, %lld steps, %lld threads, %s products\n",
             (long long)cfg.d_model, (long long)cfg.nhead, (long long)cfg.num_layers,
             (long long)cfg.dim_feedforward, (long long)cfg.block_size, (long long)cfg.batch,
-            (long long)cfg.steps, (long long)attn_ctx_threads(ctx));
+            (long long)cfg.steps, (long long)attn_ctx_threads(ctx), cfg.dtype);
     /* data parallel: the ranks agree on every setting that changes the result (cli/train_dp.c;
      * the initial weights follow from them, or from --resume's file; the first step compares
      * them too) */
@@ -294,6 +296,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     attn_cli_dp_note("--ff", "%lld", ff);
     attn_cli_dp_note("--dropout", "%.17g", dropout);
     attn_cli_dp_note("--seed", "%lld", seed);
+    attn_cli_dp_note("--dtype", "%s", cfg.dtype);
     attn_cli_dp_note("--time-limit", "%.17g", time_limit);
     attn_cli_dp_note("--eval-every", "%lld", eval_every);
     attn_cli_dp_note("--accum", "%lld", tc.accum);
@@ -319,9 +322,12 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;
     }
-    st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val, c.nv,
-                                 "validation bits/char",
-                                 "attn train charlm: training and validation bits per character");
+    /* a resumed run that had nothing left to do keeps its loss curve */
+    st = c.n == 0 ? ATTN_OK
+                  : attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
+                                            c.nv, "validation bits/char",
+                                            "attn train charlm: training and validation bits "
+                                            "per character");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train charlm", st);
     printf("vocabulary: %d bytes\n", cfg.vocab_size);
     if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.val[c.nv - 1]);

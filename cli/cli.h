@@ -176,6 +176,10 @@ enum { ATTN_CLI_DTYPE_AUTO, ATTN_CLI_DTYPE_F32, ATTN_CLI_DTYPE_BF16 };
 const char *attn_cli_dtype_name(int dtype);
 int attn_cli_ctx_dtype(const char *cmd, long long threads, int quiet, int *dtype, attn_ctx **ctx);
 int attn_cli_dtype_resume(attn_ctx *ctx, const attn_st *rs, int asked, int *dtype);
+/* attn_cli_ctx_dtype, then attn_cli_dtype_resume with the checkpoint at resume (NULL: none; an
+ * unreadable one is left for the task to report) (train dates, charlm). */
+int attn_cli_ctx_dtype_resume(const char *cmd, long long threads, int quiet, const char *resume,
+                              int *dtype, attn_ctx **ctx);
 
 
 /* ---- options (cli/cli_opt.c): one table-driven parser for every command ----------------

@@ -71,6 +71,17 @@ int attn_cli_dtype_resume(attn_ctx *ctx, const attn_st *rs, int asked, int *dtyp
     return 1;
 }
 
+int attn_cli_ctx_dtype_resume(const char *cmd, long long threads, int quiet, const char *resume,
+                              int *dtype, attn_ctx **ctx) {
+    const int asked = *dtype;
+    if (attn_cli_ctx_dtype(cmd, threads, quiet, dtype, ctx)) return 1;
+    attn_st *rs = NULL;
+    if (resume && attn_st_read_file(*ctx, resume, &rs) == ATTN_OK)
+        attn_cli_dtype_resume(*ctx, rs, asked, dtype);
+    attn_st_free(rs);
+    return 0;
+}
+
 void attn_cli_fmt_time(double s, char *b, size_t n) {
     if (s < 0 || s > 1e7) s = 0;
     int m = (int)(s / 60), sec = (int)s % 60;

@@ -768,6 +768,21 @@ out:
 }
 
 /* ---- perplexity ------------------------------------------------------------------------ */
+/* attn perplexity's running estimate, eight chunks a line */
+typedef struct ppl_ui {
+    int quiet;
+    int64_t nc;
+} ppl_ui;
+static int ppl_progress(void *user, const attn_llm_ppl *r) {
+    const ppl_ui *u = user;
+    if (!u->quiet) {
+        fprintf(stderr, "[%lld]%.4f%s", (long long)r->chunks, r->ppl,
+                r->chunks % 8 == 0 || r->chunks == u->nc ? "\n" : " ");
+        fflush(stderr);
+    }
+    return 0;
+}
+
 int attn_cmd_perplexity(int argc, char **argv) {
     llm_opts o;
     defaults(&o);
@@ -804,89 +819,40 @@ int attn_cmd_perplexity(int argc, char **argv) {
     const char *cmd = "perplexity";
     attn_ctx *ctx = NULL;
     attn_llm *m = NULL;
-    int32_t *ids = NULL, *chunk = NULL;
-    float *lg = NULL;
+    int32_t *ids = NULL;
     char *data = NULL;
     size_t len = 0;
     int64_t n = 0;
     int rc = 1;
     attn_status st;
+    if (o.ctx < 3) { /* positions ctx/2 .. ctx-2 are scored */
+        fprintf(stderr, "attn %s: --ctx %lld scores no token (the second half of each chunk is "
+                        "scored, predicting the next token): use --ctx 3 or more\n", cmd, o.ctx);
+        return 1;
+    }
     if (attn_cli_ctx(cmd, o.threads, 0, &ctx)) return 1;
     if (!attn_cli_read_text(cmd, ctx, o.file, &data, &len)) goto out;
     if (!load(cmd, &o, ctx, &m)) goto out;
     if (!encode(cmd, ctx, m, data, len, 1, &ids, &n)) goto out;
-    attn_llm_config c;
-    attn_llm_get_info(m, &c);
-    attn_llm_special sp;
-    attn_llm_get_special(m, &sp);
-    const int64_t T = o.ctx;
-    if (T > c.max_position_embeddings) {
-        fprintf(stderr, "attn %s: --ctx %lld is over the model's context of %lld\n", cmd,
-                o.ctx, (long long)c.max_position_embeddings);
-        goto out;
-    }
-    if (T - 1 - T / 2 < 1) { /* positions T/2 .. T-2 are scored: none below 3 */
-        fprintf(stderr, "attn %s: --ctx %lld scores no token (the second half of each chunk "
-                        "is scored, predicting the next token): use --ctx 3 or more\n", cmd,
-                (long long)T);
-        goto out;
-    }
-    int64_t nc = n / T;
-    if (chunks && chunks < nc) nc = chunks;
-    if (nc < 1) {
-        fprintf(stderr, "attn %s: the text has %lld tokens, fewer than one chunk of %lld\n", cmd,
-                (long long)n, (long long)T);
-        goto out;
-    }
-    chunk = malloc(sizeof *chunk * (size_t)T);
-    lg = malloc(sizeof *lg * (size_t)T * (size_t)c.vocab_size);
-    if (!chunk || !lg) {
-        fprintf(stderr, "attn %s: out of memory\n", cmd);
-        goto out;
-    }
-    if (!o.quiet)
+    const int64_t nc = chunks && chunks < n / o.ctx ? chunks : n / o.ctx;
+    if (!o.quiet && nc > 0)
         fprintf(stderr, "%lld tokens, %lld chunks of %lld, scoring the second half of each\n",
-                (long long)n, (long long)nc, (long long)T);
-    double nll = 0, nll2 = 0, t0 = attn_bench_now_s();
-    int64_t count = 0;
-    const int64_t first = T / 2;
-    for (int64_t k = 0; k < nc; k++) {
-        memcpy(chunk, ids + k * T, sizeof *chunk * (size_t)T);
-        if (sp.add_bos && sp.bos >= 0) chunk[0] = sp.bos;
-        if ((st = attn_llm_forward(ctx, m, chunk, 1, T, lg))) {
-            attn_cli_fail(ctx, cmd, st);
-            goto out;
-        }
-        for (int64_t j = first; j < T - 1; j++) {
-            const float *row = lg + j * c.vocab_size;
-            double mx = -INFINITY, s = 0;
-            for (int64_t v = 0; v < c.vocab_size; v++) mx = row[v] > mx ? row[v] : mx;
-            for (int64_t v = 0; v < c.vocab_size; v++) s += exp((double)row[v] - mx);
-            const double l = -(row[ids[k * T + j + 1]] - mx - log(s));
-            if (!isfinite(l)) {
-                fprintf(stderr, "attn %s: the model's logits are not finite at token %lld of "
-                                "chunk %lld (NaN or infinite weights?)\n", cmd, (long long)j,
-                        (long long)(k + 1));
-                goto out;
-            }
-            nll += l, nll2 += l * l, count++;
-        }
-        if (!o.quiet) {
-            fprintf(stderr, "[%lld]%.4f%s", (long long)(k + 1), exp(nll / (double)count),
-                    (k + 1) % 8 == 0 || k + 1 == nc ? "\n" : " ");
-            fflush(stderr);
-        }
+                (long long)n, (long long)nc, o.ctx);
+    ppl_ui ui = {o.quiet, nc};
+    attn_llm_ppl res;
+    const double t0 = attn_bench_now_s();
+    if ((st = attn_llm_perplexity(ctx, m, ids, n, o.ctx, chunks, ppl_progress, &ui, &res))) {
+        attn_cli_fail(ctx, cmd, st);
+        goto out;
     }
-    const double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
-    const double ppl = exp(mean), err = ppl * sqrt(var > 0 ? var : 0) / sqrt((double)count);
     if (!o.quiet)
         fprintf(stderr, "%lld tokens scored in %.1f s (%.0f tokens/s evaluated)\n",
-                (long long)count, attn_bench_now_s() - t0,
-                (double)(nc * T) / (attn_bench_now_s() - t0));
-    printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+                (long long)res.count, attn_bench_now_s() - t0,
+                (double)(res.chunks * o.ctx) / (attn_bench_now_s() - t0));
+    printf("Final estimate: PPL = %.4f +/- %.5f\n", res.ppl, res.err);
     rc = 0;
 out:
-    free(ids), free(chunk), free(lg), free(data);
+    free(ids), free(data);
     attn_llm_free(m);
     attn_ctx_free(ctx);
     return rc;

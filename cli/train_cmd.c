@@ -83,7 +83,7 @@ static int train_dates(int argc, char **argv) {
               seed = (long long)cfg.seed, eval_n = cfg.eval_n, eval_every = cfg.eval_every;
     double lr = cfg.lr, dropout = cfg.dropout, time_limit = cfg.time_limit_s,
            target = cfg.target_accuracy;
-    int quiet = 0, npos;
+    int quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO;
     attn_cli_train_common tc = {NULL, 1, 500, NULL};
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("out", 'o', &out, "DIR",
@@ -102,6 +102,7 @@ static int train_dates(int argc, char **argv) {
         ATTN_OPT_INT("seed", 0, &seed, 0, 1LL << 62, "N",
                      "everything random follows from it (default 1)"),
         ATTN_OPT_THREADS(&threads),
+        ATTN_OPT_CHOICE("dtype", 0, &dtype, ATTN_CLI_DTYPE_CHOICES, "T", ATTN_CLI_DTYPE_HELP),
         ATTN_OPT_NUM("time-limit", 0, &time_limit, 0, 1e9, "SEC", "stop after this long"),
         ATTN_OPT_NUM("target", 0, &target, 0, 1, "X",
                      "stop once held-out exact match reaches X (e.g. 0.99)"),
@@ -134,8 +135,10 @@ static int train_dates(int argc, char **argv) {
     cfg.target_accuracy = (float)target;
     attn_cli_paths paths;
     attn_ctx *ctx;
-    if (attn_cli_train_dir("train", out, &paths) || attn_cli_ctx("train", threads, 0, &ctx))
+    if (attn_cli_train_dir("train", out, &paths) ||
+        attn_cli_ctx_dtype_resume("train dates", threads, quiet, resume, &dtype, &ctx))
         return 1;
+    cfg.dtype = attn_cli_dtype_name(dtype);
     if (attn_cli_dp_open("train dates", ctx, cfg.batch, "batch", &cfg.dp)) {
         attn_ctx_free(ctx);
         return 1;
@@ -154,10 +157,10 @@ static int train_dates(int argc, char **argv) {
     c.quiet = quiet;
     if (!quiet)
         fprintf(stderr, "training dates: d_model %lld, %lld heads, %lld+%lld layers, ff %lld, batch %lld, "
-                    "%lld steps, %lld threads\n",
+                    "%lld steps, %lld threads, %s products\n",
             (long long)cfg.d_model, (long long)cfg.nhead, (long long)cfg.num_layers,
             (long long)cfg.num_layers, (long long)cfg.dim_feedforward, (long long)cfg.batch,
-            (long long)cfg.steps, (long long)attn_ctx_threads(ctx));
+            (long long)cfg.steps, (long long)attn_ctx_threads(ctx), cfg.dtype);
     /* data parallel: the ranks agree on every setting that changes the result (cli/train_dp.c;
      * the initial weights follow from them, or from --resume's file; the first step compares
      * them too) */
@@ -169,6 +172,7 @@ static int train_dates(int argc, char **argv) {
     attn_cli_dp_note("--ff", "%lld", ff);
     attn_cli_dp_note("--dropout", "%.17g", dropout);
     attn_cli_dp_note("--seed", "%lld", seed);
+    attn_cli_dp_note("--dtype", "%s", cfg.dtype);
     attn_cli_dp_note("--time-limit", "%.17g", time_limit);
     attn_cli_dp_note("--target", "%.17g", target);
     attn_cli_dp_note("--eval-every", "%lld", eval_every);
@@ -203,9 +207,12 @@ static int train_dates(int argc, char **argv) {
         goto out;
     }
     for (int i = 0; i < c.nv; i++) c.val[i] = 1.0f - c.val[i]; /* plot the error: both fall */
-    st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val, c.nv,
-                                 "held-out error (1 - exact match)",
-                                 "attn train dates: training loss and held-out exact match");
+    /* a resumed run that had nothing left to do keeps its loss curve */
+    st = c.n == 0 ? ATTN_OK
+                  : attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
+                                            c.nv, "held-out error (1 - exact match)",
+                                            "attn train dates: training loss and held-out exact "
+                                            "match");
     if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train", st);
     if (attn_cli_stop_requested())
         printf("stopped by a signal: continue with --resume %s -o %s\n", paths.state, out);

@@ -2271,6 +2271,29 @@ ATTN_API attn_status attn_llm_get_info(const attn_llm *m, attn_llm_config *info 
 ATTN_API attn_status attn_llm_family(const attn_llm_config *c, const char **model_type /* OUT */,
                                      const char **architecture /* OUT */);
 
+/* Perplexity of a token stream ids [n] (the text tokenized whole, BOS first where the model
+ * adds one), with llama.cpp's method: cut into chunks of `chunk` tokens (3 ..
+ * max_position_embeddings), each run alone with its first token replaced by BOS where the
+ * model adds one; the second half of each chunk is scored (positions chunk/2 .. chunk-2, each
+ * predicting the next token, log-softmax in double).  At most max_chunks chunks (0: all n /
+ * chunk).  progress (NULL: none) is called after each chunk with the running figures; a
+ * nonzero return stops there (the result so far stays in *out, ATTN_OK).  The logits of one
+ * chunk ([chunk, V] floats) are the memory it takes.  ATTN_E_INVALID for fewer than one
+ * chunk of tokens, an id out of range or a chunk outside its bounds; ATTN_E_NONFINITE for
+ * logits that are not finite. */
+typedef struct attn_llm_ppl {
+    double nll;     /* the scored tokens' negative log-likelihoods summed (nats) */
+    int64_t count;  /* tokens scored */
+    int64_t chunks; /* chunks run */
+    double ppl;     /* exp(nll / count) */
+    double err;     /* its standard error: ppl * sd(nll) / sqrt(count) (llama.cpp's) */
+} attn_llm_ppl;
+typedef int (*attn_llm_ppl_fn)(void *user, const attn_llm_ppl *r);
+ATTN_API attn_status attn_llm_perplexity(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
+                                         int64_t n, int64_t chunk, int64_t max_chunks,
+                                         attn_llm_ppl_fn progress, void *user,
+                                         attn_llm_ppl *out);
+
 /* Full-sequence forward, causal, no cache: ids [B, T] row-major (B sequences of T tokens, no
  * padding; each id in [0, V)), positions 0 .. T-1 in each, T <= max_position_embeddings ->
  * logits [B, T, V] row-major.  Same bits for any thread count; the batch rows are independent
@@ -2419,6 +2442,13 @@ ATTN_API int64_t attn_llm_session_capacity(const attn_llm_session *s);
 ATTN_API attn_status attn_llm_session_prefill(attn_ctx *ctx, attn_llm_session *s,
                                               const int32_t *ids, int64_t n,
                                               float *logits_last);
+/* attn_llm_session_prefill with every token's next-token logits: logits [n, V] (a scorer's
+ * call: the log-likelihood of a text, a server's prompt logprobs).  Row i is the same pass's;
+ * its output product runs over all n rows, so the last row may differ from
+ * attn_llm_session_prefill's logits_last in the last bits when n > 8. */
+ATTN_API attn_status attn_llm_session_prefill_logits(attn_ctx *ctx, attn_llm_session *s,
+                                                     const int32_t *ids, int64_t n,
+                                                     float *logits);
 /* logits [V]. */
 ATTN_API attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s, int32_t id,
                                              float *logits);

@@ -206,6 +206,7 @@ typedef struct attn_dates_config {
     const char *log_path;   /* JSON lines, one per step (attn_train_options; NULL: none) */
     const char *tb_dir;     /* TensorBoard event files here (attn_train_options; NULL: none) */
     int accum;              /* gradient accumulation: shares per process and step (1) */
+    const char *dtype;      /* the products' type, kept as train.dtype: as attn_charlm_config's */
 } attn_dates_config;
 ATTN_API attn_dates_config attn_dates_defaults(void);
 
@@ -272,6 +273,10 @@ typedef struct attn_charlm_config {
     const char *log_path;   /* JSON lines, one per step (attn_train_options; NULL: none) */
     const char *tb_dir;     /* TensorBoard event files here (attn_train_options; NULL: none) */
     int accum;              /* gradient accumulation: shares per process and step (1) */
+    const char *dtype;      /* the products' type as the caller names it ("f32", "bf16"; NULL:
+                             * "f32"), kept as train.dtype, which a resumed run must share (a
+                             * checkpoint without it counts as "f32"); the context's
+                             * ATTN_CTX_BF16_MATMUL runs the products */
 } attn_charlm_config;
 /* d_model 128, 4 heads, 3 layers, ff 512, dropout 0, block 64, batch 32, 600 steps (about 5
  * minutes on one core), warmup 100, lr 4e-3 -> 1e-4 (cosine), weight decay 0.01, clip 1,

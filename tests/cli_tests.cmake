@@ -119,6 +119,11 @@ add_test(NAME cli_train_interrupt
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_interrupt.sh ${ATTN_RUN_CLI}
                  ${CMAKE_CURRENT_SOURCE_DIR}/../README.md)
 set_tests_properties(cli_train_interrupt PROPERTIES PASS_REGULAR_EXPRESSION "PASS" TIMEOUT 300)
+# attn train charlm --dtype: kept in the checkpoint, followed by --resume, a mismatch refused
+add_test(NAME cli_charlm_dtype
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_charlm_dtype.sh ${ATTN_RUN_CLI}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/../README.md ${CMAKE_CURRENT_BINARY_DIR}/charlm_dtype)
+set_tests_properties(cli_charlm_dtype PROPERTIES PASS_REGULAR_EXPRESSION "PASS" TIMEOUT 300)
 # --tensorboard: event files read back by a standard-library reader and compared with the log
 add_test(NAME cli_train_tensorboard
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_train_tensorboard.sh ${ATTN_RUN_CLI}

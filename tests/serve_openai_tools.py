@@ -209,6 +209,26 @@ try:
         check(False, "a forced call cut short, streamed: an error")
     except openai.APIError as e:
         check("ran out of tokens" in str(e), f"a forced call cut short, streamed: error ({e})")
+    # logprobs and logit_bias through the client's types
+    lp = cl.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Hi"}],
+                                    max_tokens=4, temperature=0, logprobs=True, top_logprobs=2)
+    ents = lp.choices[0].logprobs.content
+    check(len(ents) == lp.usage.completion_tokens and
+          all(len(e.top_logprobs) == 2 and e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob
+              and e.logprob <= 0 and bytes(e.bytes).decode("utf-8", "replace") for e in ents) and
+          "".join(bytes(b for e in ents for b in e.bytes).decode("utf-8", "replace"))
+          .startswith(lp.choices[0].message.content),
+          f"chat logprobs: {len(ents)} entries for {lp.usage.completion_tokens} tokens")
+    cp = cl.completions.create(model="smollm2", prompt="The capital of France is", max_tokens=3,
+                               temperature=0, logprobs=2)
+    l = cp.choices[0].logprobs
+    check(len(l.tokens) == 3 and len(l.token_logprobs) == 3 and len(l.top_logprobs) == 3 and
+          "".join(l.tokens) == cp.choices[0].text,
+          f"completions logprobs: {l.tokens} for {cp.choices[0].text!r}")
+    ban = cl.completions.create(model="smollm2", prompt="The capital of France is", max_tokens=3,
+                                temperature=0, logprobs=1,
+                                logit_bias={str(cl_id): -100 for cl_id in [0]})
+    check(ban.choices[0].text == cp.choices[0].text, "a logit_bias on an unlikely token: no change")
 finally:
     srv.terminate()
     try:

@@ -158,6 +158,86 @@ static void check_batch(attn_ctx *ctx, attn_llm *m, const char *what, const int3
     free(lb), free(l1);
 }
 
+/* attn_llm_session_prefill_logits against attn_llm_forward; attn_llm_perplexity against chunks
+ * run here through attn_llm_forward and scored in double
+ * (llama.cpp's method: BOS first where the model adds one, the second half scored), a
+ * progress callback that stops after the first chunk, and the refusals. */
+static int stop_first(void *user, const attn_llm_ppl *r) {
+    (void)r;
+    ++*(int *)user;
+    return 1;
+}
+static void check_ppl(attn_ctx *ctx, attn_llm *m, const char *what, int64_t V) {
+    enum { N = 70, C = 16 };
+    int32_t ids[N], part[C];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)((5 + 7 * i) % V);
+    attn_llm_special sp;
+    attn_llm_get_special(m, &sp);
+    float *lg = malloc(sizeof(float) * (size_t)(C * V));
+    double nll = 0;
+    int64_t count = 0;
+    for (int k = 0; k < N / C && lg; k++) {
+        memcpy(part, ids + k * C, sizeof part);
+        if (sp.add_bos && sp.bos >= 0) part[0] = sp.bos;
+        if (!TU_STATUS(attn_llm_forward(ctx, m, part, 1, C, lg), ATTN_OK, ctx)) break;
+        for (int j = C / 2; j < C - 1; j++, count++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t v = 0; v < V; v++) mx = fmax(mx, lg[j * V + v]);
+            for (int64_t v = 0; v < V; v++) sum += exp(lg[j * V + v] - mx);
+            nll += mx + log(sum) - lg[j * V + ids[k * C + j + 1]];
+        }
+    }
+    attn_llm_ppl r;
+    if (TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, C, 0, NULL, NULL, &r), ATTN_OK, ctx))
+        TU_CHECK(r.chunks == N / C && r.count == count && fabs(r.nll - nll) <= 1e-9 * nll &&
+                     fabs(r.ppl - exp(nll / (double)count)) <= 1e-9 * r.ppl && r.err > 0,
+                 "%s: perplexity %lld chunks %lld tokens nll %.12g ppl %g, expected %d %lld "
+                 "%.12g", what, (long long)r.chunks, (long long)r.count, r.nll, r.ppl, N / C,
+                 (long long)count, nll);
+    /* attn_llm_session_prefill_logits on an empty session: attn_llm_forward's rows, bit for
+     * bit; then a second piece's rows within float rounding of the whole forward's */
+    attn_llm_session *ps = NULL;
+    float *pl = malloc(sizeof(float) * (size_t)(2 * C * V)), *fw = malloc(sizeof(float) * (size_t)(2 * C * V));
+    if (pl && fw && TU_STATUS(attn_llm_session_create(ctx, m, 2 * C, ATTN_F32, &ps), ATTN_OK, ctx) &&
+        TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids, C, pl), ATTN_OK, ctx) &&
+        TU_STATUS(attn_llm_forward(ctx, m, ids, 1, C, fw), ATTN_OK, ctx)) {
+        TU_CHECK(!memcmp(pl, fw, sizeof(float) * (size_t)(C * V)),
+                 "%s: prefill_logits' rows are not attn_llm_forward's", what);
+        if (TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids + C, C, pl + C * V), ATTN_OK,
+                      ctx) &&
+            TU_STATUS(attn_llm_forward(ctx, m, ids, 1, 2 * C, fw), ATTN_OK, ctx)) {
+            double w = 0, mx = 0;
+            for (int64_t i = C * V; i < 2 * C * V; i++)
+                w = fmax(w, fabs(pl[i] - fw[i])), mx = fmax(mx, fabs(fw[i]));
+            TU_CHECK(w <= 1e-5 * mx, "%s: a second prefill_logits piece: %g of max %g", what, w,
+                     mx);
+        }
+        TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids, 0, pl), ATTN_E_INVALID, ctx);
+        TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids, 1, pl), ATTN_E_OVERFLOW, ctx);
+        TU_STATUS(attn_llm_session_prefill_logits(ctx, ps, ids, 1, NULL), ATTN_E_INVALID, ctx);
+    }
+    attn_llm_session_free(ps);
+    free(pl), free(fw);
+    int calls = 0;
+    if (TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, C, 3, stop_first, &calls, &r), ATTN_OK,
+                  ctx))
+        TU_CHECK(calls == 1 && r.chunks == 1 && r.count == C / 2 - 1,
+                 "%s: a progress callback's stop", what);
+    int32_t bad[C];
+    memcpy(bad, ids, sizeof bad);
+    bad[5] = (int32_t)V;
+    TU_STATUS(attn_llm_perplexity(ctx, m, bad, C, C, 0, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, 2, 0, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, 1 << 30, 0, NULL, NULL, &r), ATTN_E_INVALID,
+              ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, ids, C - 1, C, 0, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, ids, N, C, -1, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_STATUS(attn_llm_perplexity(ctx, m, NULL, N, C, 0, NULL, NULL, &r), ATTN_E_INVALID, ctx);
+    TU_CHECK(attn_llm_perplexity(NULL, m, ids, N, C, 0, NULL, NULL, &r) == ATTN_E_INVALID,
+             "%s: perplexity without a context", what);
+    free(lg);
+}
+
 /* The model at path (a folder or a GGUF file) against r: forward and session, threads 1, 2. */
 static void check(const fam *f, const char *path, int gguf, const ref *r) {
     float *out[2] = {NULL, NULL};
@@ -274,6 +354,7 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
         attn_llm_session_free(s);
         if (r->n >= 12)
             check_batch(ctx, m, path, r->ids, V);
+        if (threads == 1) check_ppl(ctx, m, path, V);
         free(row);
         out[threads - 1] = lg;
         attn_llm_free(m);

@@ -78,6 +78,11 @@ static char *as_client(const char *p, size_t n) {
 
 /* The greedy continuation of text (bos first when asked and the model adds one), at most max
  * tokens, stopping at an end token: a plain loop over one session. */
+/* greedy's logit_bias: g_nbias (id, bias) pairs added at every step (-inf bans) */
+static int g_nbias;
+static int32_t g_bias_id[4];
+static float g_bias[4];
+
 static char *greedy(attn_ctx *ctx, attn_llm *m, const char *text, int bos, int max, int *ntok) {
     const attn_bpe *tok = attn_llm_tokenizer(m);
     attn_llm_config cfg;
@@ -100,6 +105,7 @@ static char *greedy(attn_ctx *ctx, attn_llm *m, const char *text, int bos, int m
     }
     int g = 0;
     for (; g < max;) {
+        for (int i = 0; i < g_nbias; i++) lg[g_bias_id[i]] += g_bias[i];
         int32_t best = 0;
         for (int64_t v = 1; v < cfg.vocab_size; v++)
             if (lg[v] > lg[best]) best = (int32_t)v;
@@ -298,6 +304,234 @@ static void together(attn_ctx *ref, attn_llm *m, int threads) {
     }
 }
 
+/* logit_bias: a ban of the greedy answer's first token and a +30 on another give the greedy
+ * answer of the same biases applied here; bad keys and values, and a ban of every token, are
+ * 400.  (error_case is below.) */
+static void error_case(const char *method, const char *path, const char *auth, const char *body,
+                       int status, const char *what);
+static void logit_bias(attn_ctx *ref, attn_llm *m) {
+    int n0 = 0, n1 = 0;
+    char *plain = greedy(ref, m, "hello", 1, 8, &n0);
+    const attn_bpe *tok = attn_llm_tokenizer(m);
+    int32_t first[256] = {0};
+    int64_t nf = 0;
+    /* the plain answer's first token (its text encoded again) */
+    TU_CHECK(plain && attn_bpe_encode(ref, tok, plain, strlen(plain), 0, first, 256, &nf) ==
+                          ATTN_OK && nf >= 1, "the plain answer's tokens");
+    g_nbias = 2, g_bias_id[0] = first[0], g_bias[0] = -INFINITY;
+    g_bias_id[1] = 40, g_bias[1] = 30.0f;
+    char *want = greedy(ref, m, "hello", 1, 8, &n1);
+    g_nbias = 0;
+    char body[256], *b = NULL;
+    snprintf(body, sizeof body,
+             "{\"prompt\": \"hello\", \"max_tokens\": 8, \"temperature\": 0, "
+             "\"logit_bias\": {\"%d\": -100, \"40\": 30}}", (int)first[0]);
+    int st = request("POST", "/v1/completions", NULL, body, &b);
+    sj_doc d = {0};
+    char err[256], *text = NULL;
+    if (st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err)) {
+        const sj *ch = sj_get(d.root, "choices");
+        text = ch && ch->first ? field(ch->first, "text") : NULL;
+    }
+    TU_CHECK(text && want && plain && !strcmp(text, want) && strcmp(text, plain),
+             "logit_bias: '%s', expected '%s' (without: '%s')", text ? text : "(none)",
+             want ? want : "", plain ? plain : "");
+    free(text), free(b), free(want), free(plain);
+    sj_free(&d);
+    error_case("POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"logit_bias\": {\"x\": 1}}",
+               400, "keys must be token ids");
+    error_case("POST", "/v1/completions", NULL,
+               "{\"prompt\": \"hi\", \"logit_bias\": {\"99999999\": 1}}", 400,
+               "keys must be token ids");
+    error_case("POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"logit_bias\": {\"5\": 101}}",
+               400, "values must be numbers in [-100, 100]");
+    error_case("POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"logit_bias\": [1]}", 400,
+               "must be an object");
+    attn_llm_config cfg;
+    attn_llm_get_info(m, &cfg);
+    char *all = malloc((size_t)cfg.vocab_size * 16 + 64);
+    if (all) {
+        size_t k = (size_t)sprintf(all, "{\"prompt\": \"hi\", \"logit_bias\": {");
+        for (int64_t v = 0; v < cfg.vocab_size; v++)
+            k += (size_t)sprintf(all + k, "%s\"%lld\": -100", v ? ", " : "", (long long)v);
+        strcpy(all + k, "}}");
+        error_case("POST", "/v1/completions", NULL, all, 400, "bans every token");
+        free(all);
+    }
+}
+
+/* logprobs: /v1/completions (logprobs 3) against a greedy session loop's log-softmax in double
+ * (each token's and the top 3, sorted; text offsets), chat's entries non-streamed and streamed
+ * (one per completion token in both), and the 400s. */
+static void logprobs(attn_ctx *ref, attn_llm *m) {
+    enum { T = 6, N = 3 };
+    attn_llm_config cfg;
+    attn_llm_special sp;
+    attn_llm_get_info(m, &cfg);
+    attn_llm_get_special(m, &sp);
+    const int64_t V = cfg.vocab_size;
+    int32_t ids[64];
+    int64_t n = 0;
+    const int lead = sp.add_bos && sp.bos >= 0;
+    if (lead) ids[0] = sp.bos;
+    TU_CHECK(attn_bpe_encode(ref, attn_llm_tokenizer(m), "hello", 5, ATTN_BPE_PARSE_SPECIAL,
+                             ids + lead, 60, &n) == ATTN_OK, "encode");
+    n += lead;
+    double want[T], want_top[N][T];
+    float *lg = malloc(sizeof *lg * (size_t)V);
+    attn_llm_session *s = NULL;
+    int ok = lg && attn_llm_session_create(ref, m, 128, ATTN_F32, &s) == ATTN_OK &&
+             attn_llm_session_prefill(ref, s, ids, n, lg) == ATTN_OK;
+    for (int t = 0; t < T && ok; t++) {
+        double mx = -INFINITY, sum = 0;
+        int32_t best = 0;
+        for (int64_t v = 0; v < V; v++) mx = fmax(mx, lg[v]), best = lg[v] > lg[best] ? (int32_t)v : best;
+        for (int64_t v = 0; v < V; v++) sum += exp(lg[v] - mx);
+        want[t] = lg[best] - mx - log(sum);
+        for (int k = 0; k < N; k++) { /* the k-th largest */
+            int32_t b = -1;
+            for (int64_t v = 0; v < V; v++) {
+                int taken = 0;
+                for (int j = 0; j < k; j++) taken |= want_top[j][t] == (double)v;
+                if (!taken && (b < 0 || lg[v] > lg[b])) b = (int32_t)v;
+            }
+            want_top[k][t] = (double)b; /* the id for now */
+        }
+        for (int k = 0; k < N; k++)
+            want_top[k][t] = lg[(int64_t)want_top[k][t]] - mx - log(sum);
+        ok = attn_llm_session_decode(ref, s, best, lg) == ATTN_OK; /* ignore_eos */
+    }
+    attn_llm_session_free(s);
+    free(lg);
+    TU_CHECK(ok, "the reference loop: %s", attn_ctx_errmsg(ref));
+    char *b = NULL;
+    int st = request("POST", "/v1/completions", NULL,
+                     "{\"prompt\": \"hello\", \"max_tokens\": 6, \"temperature\": 0, "
+                     "\"ignore_eos\": true, \"logprobs\": 3}", &b);
+    sj_doc d = {0};
+    char err[256];
+    const sj *lp = NULL;
+    if (st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err)) {
+        const sj *ch = sj_get(d.root, "choices");
+        lp = ch && ch->first ? sj_get(ch->first, "logprobs") : NULL;
+    }
+    const sj *tl = lp ? sj_get(lp, "token_logprobs") : NULL, *tp = lp ? sj_get(lp, "top_logprobs") : NULL;
+    const sj *to = lp ? sj_get(lp, "text_offset") : NULL, *tk = lp ? sj_get(lp, "tokens") : NULL;
+    TU_CHECK(tl && tp && to && tk && tl->n == T && tp->n == T && to->n == T && tk->n == T,
+             "completions logprobs: the four arrays of %d: %s", T, b ? b : "");
+    double worst = 0, last_off = -1;
+    int t = 0;
+    for (const sj *e = tl ? tl->first : NULL, *q = tp ? tp->first : NULL, *o = to ? to->first : NULL;
+         e && q && o && t < T; e = e->next, q = q->next, o = o->next, t++) {
+        worst = fmax(worst, fabs(e->num - want[t]));
+        TU_CHECK(q->kind == SJ_OBJ && q->n == N, "top_logprobs[%d]: %d entries", t, N);
+        int k = 0;
+        for (const sj *x = q->first; x && k < N; x = x->next, k++)
+            worst = fmax(worst, fabs(x->num - want_top[k][t]));
+        TU_CHECK(o->num >= last_off, "text_offset not increasing");
+        last_off = o->num;
+    }
+    TU_CHECK(t == T && worst <= 1e-5, "completions logprobs: worst difference %g from the "
+             "reference's log-softmax", worst);
+    sj_free(&d);
+    free(b);
+    /* chat: one entry a completion token, non-streamed and streamed */
+    for (int stream = 0; stream < 2; stream++) {
+        const char *body = stream ? "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                                    "\"max_tokens\": 5, \"temperature\": 0, \"ignore_eos\": true, "
+                                    "\"logprobs\": true, \"top_logprobs\": 2, \"stream\": true}"
+                                  : "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                                    "\"max_tokens\": 5, \"temperature\": 0, \"ignore_eos\": true, "
+                                    "\"logprobs\": true, \"top_logprobs\": 2}";
+        int entries = 0, tops = 1;
+        if (!stream) {
+            st = request("POST", "/v1/chat/completions", NULL, body, &b);
+            if (st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err)) {
+                const sj *ch = sj_get(d.root, "choices");
+                const sj *l = ch && ch->first ? sj_get(ch->first, "logprobs") : NULL;
+                const sj *c = l ? sj_get(l, "content") : NULL;
+                for (const sj *e = c ? c->first : NULL; e; e = e->next, entries++) {
+                    const sj *tt = sj_get(e, "top_logprobs");
+                    tops &= tt && tt->n == 2 && sj_get(e, "bytes") && sj_get(e, "token") &&
+                            sj_get(e, "logprob");
+                }
+            }
+            sj_free(&d);
+            free(b);
+        } else {
+            attn_server_reply *r = NULL;
+            TU_CHECK(attn_server_handle(srv, "POST", "/v1/chat/completions", NULL, body,
+                                        strlen(body), &r) == ATTN_OK, "stream");
+            sbuf all = {0};
+            for (int done = 0, g = 0; r && !done && g < 100000; g++) {
+                char buf[256];
+                size_t k = 0;
+                if (attn_server_reply_read(r, buf, sizeof buf, &k, &done, 5000) != ATTN_OK) break;
+                sb_put(&all, buf, k);
+            }
+            attn_server_reply_free(r);
+            sb_put(&all, "", 1);
+            for (const char *p = all.p; p && (p = strstr(p, "data: {")); p++) {
+                const char *e = strstr(p, "\n\n");
+                if (!e) break;
+                if (sj_parse(&d, p + 6, (size_t)(e - p - 6), err, sizeof err)) {
+                    const sj *ch = sj_get(d.root, "choices");
+                    const sj *l = ch && ch->first ? sj_get(ch->first, "logprobs") : NULL;
+                    const sj *c = l && l->kind == SJ_OBJ ? sj_get(l, "content") : NULL;
+                    for (const sj *x = c ? c->first : NULL; x; x = x->next) entries++;
+                }
+                sj_free(&d);
+            }
+            sb_free(&all);
+        }
+        TU_CHECK(entries == 5 && tops, "chat logprobs (%s): %d entries, expected 5",
+                 stream ? "streamed" : "whole", entries);
+    }
+    /* echo: the prompt's text and tokens first, each token's logprob from the forward's row
+     * before it (the first one's null unless it follows an added bos) */
+    st = request("POST", "/v1/completions", NULL,
+                 "{\"prompt\": \"hello\", \"max_tokens\": 2, \"temperature\": 0, "
+                 "\"ignore_eos\": true, \"logprobs\": 1, \"echo\": true}", &b);
+    float *fl = malloc(sizeof *fl * (size_t)(n * V));
+    int echo_ok = st == 200 && b && fl && attn_llm_forward(ref, m, ids, 1, n, fl) == ATTN_OK &&
+                  sj_parse(&d, b, strlen(b), err, sizeof err);
+    double eworst = 0;
+    if (echo_ok) {
+        const sj *ch = sj_get(d.root, "choices"), *c0 = ch ? ch->first : NULL;
+        char *text = c0 ? field(c0, "text") : NULL;
+        const sj *l = c0 ? sj_get(c0, "logprobs") : NULL;
+        const sj *tlp = l ? sj_get(l, "token_logprobs") : NULL;
+        echo_ok = text && !strncmp(text, "hello", 5) && tlp && tlp->n == (size_t)(n - lead + 2);
+        int64_t p = lead; /* the prompt token of each entry */
+        for (const sj *e = tlp ? tlp->first : NULL; echo_ok && e && p < n; e = e->next, p++) {
+            if (p == 0) {
+                echo_ok = e->kind == SJ_NULL;
+                continue;
+            }
+            const float *row = fl + (p - 1) * V;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t v = 0; v < V; v++) mx = fmax(mx, row[v]);
+            for (int64_t v = 0; v < V; v++) sum += exp(row[v] - mx);
+            eworst = fmax(eworst, fabs(e->num - (row[ids[p]] - mx - log(sum))));
+        }
+        free(text);
+    }
+    TU_CHECK(echo_ok && eworst <= 1e-5, "echo with logprobs: the prompt's entries (worst %g): %s",
+             eworst, b ? b : "");
+    sj_free(&d);
+    free(b), free(fl);
+    error_case("POST", "/v1/completions", NULL,
+               "{\"prompt\": \"hi\", \"echo\": true, \"stream\": true}", 400, "not streamed");
+    error_case("POST", "/v1/chat/completions", NULL,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 2}",
+               400, "needs 'logprobs': true");
+    error_case("POST", "/v1/chat/completions", NULL,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, "
+               "\"top_logprobs\": 21}", 400, "top_logprobs");
+    error_case("POST", "/v1/completions", NULL, "{\"prompt\": \"hi\", \"logprobs\": true}", 400,
+               "'logprobs' must be an integer");
+}
+
 /* An error reply: status and a message holding what. */
 static void error_case(const char *method, const char *path, const char *auth, const char *body,
                        int status, const char *what) {
@@ -445,6 +679,8 @@ int main(void) {
             attn_ctx_free(sctx);
             continue;
         }
+        logit_bias(ref, m);
+        logprobs(ref, m);
         /* /health and /v1/models */
         char *b = NULL;
         TU_CHECK(request("GET", "/health", NULL, NULL, &b) == 200 && b &&
@@ -495,7 +731,8 @@ int main(void) {
          * early: cancel_early() does that on SmolLM2) */
         attn_server_free(srv), srv = NULL;
         o.parallel = 1;
-        TU_CHECK(attn_server_create(sctx, m, NULL, &o, &srv) == ATTN_OK, "one slot");
+        TU_CHECK(attn_server_create(sctx, m, NULL, &o, &srv) == ATTN_OK, "one slot: %s",
+                 attn_ctx_errmsg(sctx));
         if (!srv) {
             attn_ctx_free(sctx);
             continue;

@@ -100,6 +100,11 @@ class LlmSampler(Structure):
                 ("presence_penalty", c_float), ("frequency_penalty", c_float)]
 
 
+class LlmPpl(Structure):
+    _fields_ = [("nll", c_double), ("count", c_int64), ("chunks", c_int64), ("ppl", c_double),
+                ("err", c_double)]
+
+
 class LlmConfig(Structure):
     _fields_ = [("vocab_size", c_int64), ("hidden_size", c_int64),
                 ("intermediate_size", c_int64), ("num_layers", c_int64),
@@ -211,6 +216,8 @@ attn_llm_session_prefill = _fn("attn_llm_session_prefill", _S, P, P, POINTER(c_i
 attn_llm_session_decode = _fn("attn_llm_session_decode", _S, P, P, c_int32, P)
 attn_llm_session_decode_batch = _fn("attn_llm_session_decode_batch", _S, P, POINTER(c_void_p),
                                     POINTER(c_int32), c_int64, P)
+attn_llm_perplexity = _fn("attn_llm_perplexity", _S, P, P, POINTER(c_int32), c_int64, c_int64,
+                          c_int64, P, P, POINTER(LlmPpl))
 attn_llm_session_prefill_batch = _fn("attn_llm_session_prefill_batch", _S, P, POINTER(c_void_p),
                                      POINTER(c_int32), POINTER(c_int64), c_int64, P)
 attn_llm_forward = _fn("attn_llm_forward", _S, P, P, POINTER(c_int32), c_int64, c_int64, P)

@@ -422,6 +422,23 @@ class LLM:
         _lib.check(_lib.attn_llm_forward(c, self._ptr, arr, B, T, out.ctypes.data), c)
         return out[0] if a.ndim == 1 else out
 
+    def perplexity(self, text: Union[str, Sequence[int]], ctx: int = 512,
+                   chunks: int = 0) -> Dict[str, float]:
+        """Perplexity of a text (or its token ids, BOS first where the model adds one) with
+        llama.cpp's method, as `attn perplexity` (attn_llm_perplexity): chunks of ctx tokens,
+        each run alone, the second half of each scored; chunks > 0: the first ones only.
+        Returns {"ppl", "err", "nll", "tokens", "chunks"}."""
+        ids = self.tokenize(text) if isinstance(text, str) else list(text)
+        flat = _token_ids("ids", ids, self._vocab_logits())
+        ctx = _int("ctx", ctx, 3, 2**31 - 1)
+        chunks = _int("chunks", chunks, 0, 2**62)
+        r = _lib.LlmPpl()
+        c = _lib.ctx()
+        _lib.check(_lib.attn_llm_perplexity(c, self._ptr, (c_int32 * max(len(flat), 1))(*flat),
+                                            len(flat), ctx, chunks, None, None, byref(r)), c)
+        return {"ppl": r.ppl, "err": r.err, "nll": r.nll, "tokens": r.count,
+                "chunks": r.chunks}
+
     def generate_batch(self, prompts: Sequence[Sequence[int]], max_tokens: int = 128, *,
                        stop_at_end: bool = True) -> List[List[int]]:
         """Greedy continuations of several prompts (token ids) decoded together: one batched

@@ -268,6 +268,33 @@ def test_llm_config_layout_matches_the_library():
 
 
 @pytest.mark.parametrize("path", ["llama_tiny.gguf", "families/gemma3"])
+def test_llm_perplexity(path):
+    # llama.cpp's method, checked against logits() scored here in float64
+    llm = attn.LLM(os.path.join(FIXTURES, path))
+    V = llm.config["vocab_size"]
+    ids = [(5 + 7 * i) % V for i in range(50)]
+    r = llm.perplexity(ids, ctx=16)
+    nll, n = 0.0, 0
+    for k in range(3):
+        part = list(ids[16 * k:16 * (k + 1)])
+        if llm.add_bos and llm.bos >= 0:
+            part[0] = llm.bos
+        lg = llm.logits(part).astype(np.float64)
+        for j in range(8, 15):
+            row = lg[j]
+            mx = row.max()
+            nll += mx + np.log(np.exp(row - mx).sum()) - row[ids[16 * k + j + 1]]
+            n += 1
+    assert r["chunks"] == 3 and r["tokens"] == n
+    assert abs(r["nll"] - nll) <= 1e-9 * nll and abs(r["ppl"] - np.exp(nll / n)) <= 1e-9 * r["ppl"]
+    assert llm.perplexity(ids, ctx=16, chunks=1)["chunks"] == 1
+    with pytest.raises(attn.AttnValueError):
+        llm.perplexity(ids[:10], ctx=16)  # fewer than one chunk
+    with pytest.raises(ValueError):
+        llm.perplexity(ids, ctx=2)
+
+
+@pytest.mark.parametrize("path", ["llama_tiny.gguf", "families/gemma3"])
 def test_llm_logits_and_batch(path):
     llm = attn.LLM(os.path.join(FIXTURES, path))
     V = llm.config["vocab_size"]

@@ -1133,14 +1133,14 @@ int64_t attn_llm_session_pos(const attn_llm_session *s) { return s ? s->pos : 0;
 int64_t attn_llm_session_capacity(const attn_llm_session *s) { return s ? s->cap : 0; }
 
 static attn_status step(attn_ctx *ctx, attn_llm_session *s, const int32_t *ids, int64_t n,
-                        float *logits, const char *fn) {
+                        float *logits, int all, const char *fn) {
     const attn_llm *m = s->m;
     ATTN_FAIL_IF(n > s->cap - s->pos, ctx, ATTN_E_OVERFLOW,
                  "%s: context full: %lld tokens in the cache, %lld more do not fit its capacity "
                  "of %lld", fn, (long long)s->pos, (long long)n, (long long)s->cap);
     ATTN_TRY(check_ids(ctx, m, ids, n, fn));
     if (logits)
-        ATTN_TRY(run(ctx, m, ids, 1, n, &s, 1, logits));
+        ATTN_TRY(run(ctx, m, ids, 1, n, &s, !all, logits));
     else { /* the last token's logits are not wanted: still the same pass, into scratch */
         attn__mark mk = attn__ws_mark(ctx);
         float *lg;
@@ -1160,14 +1160,24 @@ attn_status attn_llm_session_prefill(attn_ctx *ctx, attn_llm_session *s, const i
     ATTN_FAIL_IF(!s || !ids, ctx, ATTN_E_INVALID, "attn_llm_session_prefill: NULL argument");
     ATTN_FAIL_IF(n < 1, ctx, ATTN_E_INVALID, "attn_llm_session_prefill: n %lld must be positive",
                  (long long)n);
-    return step(ctx, s, ids, n, logits_last, "attn_llm_session_prefill");
+    return step(ctx, s, ids, n, logits_last, 0, "attn_llm_session_prefill");
+}
+
+attn_status attn_llm_session_prefill_logits(attn_ctx *ctx, attn_llm_session *s,
+                                            const int32_t *ids, int64_t n, float *logits) {
+    if (!ctx) return ATTN_E_INVALID;
+    ATTN_FAIL_IF(!s || !ids || !logits, ctx, ATTN_E_INVALID,
+                 "attn_llm_session_prefill_logits: NULL argument");
+    ATTN_FAIL_IF(n < 1, ctx, ATTN_E_INVALID,
+                 "attn_llm_session_prefill_logits: n %lld must be positive", (long long)n);
+    return step(ctx, s, ids, n, logits, 1, "attn_llm_session_prefill_logits");
 }
 
 attn_status attn_llm_session_decode(attn_ctx *ctx, attn_llm_session *s, int32_t id,
                                     float *logits) {
     if (!ctx) return ATTN_E_INVALID;
     ATTN_FAIL_IF(!s || !logits, ctx, ATTN_E_INVALID, "attn_llm_session_decode: NULL argument");
-    return step(ctx, s, &id, 1, logits, "attn_llm_session_decode");
+    return step(ctx, s, &id, 1, logits, 0, "attn_llm_session_decode");
 }
 
 /* The checks of a batch of n sessions taking lens[i] tokens each (NULL: one), before any

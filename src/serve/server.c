@@ -25,10 +25,22 @@
 #define MAX_STOP_BYTES 1024
 #define MAX_MESSAGES 1024
 #define MAX_EMBED_INPUTS 2048
+#define MAX_LOGIT_BIAS 1024 /* logit_bias entries per request */
 #define PREFILL_CHUNK 64
 _Static_assert(PREFILL_CHUNK >= 2 * ATTN__SERVE_MIN_PIECE, "attn__serve_prefill_chunk's chunk");
 
 /* ---- requests ------------------------------------------------------------------------- */
+#define MAX_TOP_LOGPROBS 20
+/* A token of the answer with logprobs: its id and log-probability under the model's logits
+ * (log-softmax, before penalties, logit_bias and temperature), the most likely ntop ids with
+ * theirs, and the answer's length before its text (text_offset). */
+typedef struct lp_entry {
+    int32_t id, ntop;
+    float lp;
+    int32_t top_id[MAX_TOP_LOGPROBS];
+    float top_lp[MAX_TOP_LOGPROBS];
+    size_t off;
+} lp_entry;
 enum { KIND_CHAT, KIND_COMPLETION };
 
 /* One generation request, shared by its reply and the scheduler (a reference each): freed
@@ -51,6 +63,17 @@ typedef struct sreq {
     char *stop[MAX_STOPS];
     size_t stop_len[MAX_STOPS];
     int nstop;
+    int32_t *bias_id; /* logit_bias: nbias ids and what each adds (-inf: banned) */
+    float *bias;
+    int nbias;
+    int logprobs, top_lp; /* logprobs asked (chat: true; completions: an integer), top N */
+    struct lp_entry *lp;  /* one per answer token (under mu), lp_sent of them streamed */
+    size_t nlp, lp_cap, lp_sent;
+    char *echo;           /* completions' echo: the prompt's text, put before the answer */
+    size_t echo_len;
+    struct lp_entry *plp; /* echo with logprobs: the prompt's tokens (the first one, or the
+                           * one after an added bos, with a null logprob), nplp of them */
+    size_t nplp;
     char id[48];
     unsigned long long seq;
     long long created;
@@ -90,7 +113,8 @@ static void req_unref(sreq *r) {
     pthread_mutex_unlock(&r->mu);
     if (left) return;
     free(r->prompt), free(r->tool_names), free(r->name_heads), free(r->sent_args);
-    free(r->tools_json);
+    free(r->tools_json), free(r->bias_id), free(r->bias), free(r->lp), free(r->echo);
+    free(r->plp);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
     sb_free(&r->text), sb_free(&r->sse);
     attn_chat_parse_free(r->calls);
@@ -158,6 +182,16 @@ struct attn_server {
     char *tok_text;
     size_t *tok_off;
     float *masked; /* the logits constrain_name gives the sampler */
+    float *biased; /* the logits with a request's logit_bias ([V]) */
+    char *tok_raw;  /* every token's bytes as it decodes alone, for logprobs (made by the
+                     * scheduler when first needed, read-only after): tok_raw[raw_off[id] ..
+                     * raw_off[id + 1]) */
+    size_t *raw_off;
+    int tok_raw_failed;
+    lp_entry lp_cur; /* the entry of the token just sampled (sample -> take) */
+    int lp_have;
+    float *plg; /* echo with logprobs: a prefill piece's logits [PREFILL_CHUNK, V], when
+                 * first needed */
     int tok_text_failed;
     unsigned long long seq;
     /* metrics (under mu) */
@@ -196,6 +230,82 @@ static void push_sse(sreq *r, sbuf *ev) {
     pthread_cond_broadcast(&r->cv); /* the response's reader waits for it */
 }
 
+static void lp_num(sbuf *b, float x) {
+    if (isnan(x)) sb_puts(b, "null"); /* an echoed prompt's first token */
+    else if (isfinite(x)) sb_printf(b, "%.9g", (double)x);
+    else sb_puts(b, "-1e30"); /* JSON has no infinity */
+}
+
+/* One token's fields of a chat entry: "token", "logprob", "bytes". */
+static void lp_tok(sbuf *b, const attn_server_t *S, int32_t id, float lp) {
+    const char *t = S->tok_raw + S->raw_off[id];
+    const size_t n = S->raw_off[id + 1] - S->raw_off[id];
+    sb_puts(b, "\"token\":");
+    sb_json_str(b, t, n); /* a piece of a character: U+FFFD here, its bytes below */
+    sb_puts(b, ",\"logprob\":");
+    lp_num(b, lp);
+    sb_puts(b, ",\"bytes\":[");
+    for (size_t i = 0; i < n; i++) sb_printf(b, "%s%u", i ? "," : "", (unsigned char)t[i]);
+    sb_puts(b, "]");
+}
+
+/* The logprobs object of entries [from, to) of r: chat's {"content": [...]}, or the
+ * completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; null when the
+ * request asked for none. */
+static void lp_json(sbuf *b, const attn_server_t *S, const sreq *r, size_t from, size_t to) {
+    if (!r->logprobs || !S->tok_raw) {
+        sb_puts(b, "null");
+        return;
+    }
+    if (r->kind == KIND_CHAT) {
+        sb_puts(b, "{\"content\":[");
+        for (size_t i = from; i < to; i++) {
+            const lp_entry *e = &r->lp[i];
+            sb_puts(b, i > from ? ",{" : "{");
+            lp_tok(b, S, e->id, e->lp);
+            sb_puts(b, ",\"top_logprobs\":[");
+            for (int k = 0; k < e->ntop; k++) {
+                sb_puts(b, k ? ",{" : "{");
+                lp_tok(b, S, e->top_id[k], e->top_lp[k]);
+                sb_puts(b, "}");
+            }
+            sb_puts(b, "]}");
+        }
+        sb_puts(b, "]}");
+        return;
+    }
+    for (int part = 0; part < 4; part++) {
+        static const char *const key[4] = {"{\"tokens\":[", "],\"token_logprobs\":[",
+                                           "],\"top_logprobs\":[", "],\"text_offset\":["};
+        sb_puts(b, key[part]);
+        for (size_t i = from; i < to; i++) {
+            const lp_entry *e = &r->lp[i];
+            if (i > from) sb_puts(b, ",");
+            if (part == 0)
+                sb_json_str(b, S->tok_raw + S->raw_off[e->id],
+                            S->raw_off[e->id + 1] - S->raw_off[e->id]);
+            else if (part == 1)
+                lp_num(b, e->lp);
+            else if (part == 3)
+                sb_printf(b, "%zu", e->off);
+            else if (isnan(e->lp)) {
+                sb_puts(b, "null"); /* an echoed prompt's first token */
+            } else {
+                sb_puts(b, "{");
+                for (int k = 0; k < e->ntop; k++) {
+                    if (k) sb_puts(b, ",");
+                    const int32_t t = e->top_id[k];
+                    sb_json_str(b, S->tok_raw + S->raw_off[t], S->raw_off[t + 1] - S->raw_off[t]);
+                    sb_puts(b, ":");
+                    lp_num(b, e->top_lp[k]);
+                }
+                sb_puts(b, "}");
+            }
+        }
+    }
+    sb_puts(b, "]}");
+}
+
 /* One stream chunk: delta text (NULL: none), the finish reason (NULL: none), the role chunk;
  * the tool_calls array t[0, n) as the delta when role is 2. */
 static void stream_chunk(sreq *r, const char *t, size_t n, const char *finish, int role) {
@@ -207,17 +317,23 @@ static void stream_chunk(sreq *r, const char *t, size_t n, const char *finish, i
               r->kind == KIND_CHAT ? "chat.completion.chunk" : "text_completion", r->created);
     sb_json_str(&e, S->model_name, strlen(S->model_name));
     sb_puts(&e, ",\"choices\":[{\"index\":0,");
+    /* the tokens' logprobs go with the text chunks (and the last one), as far as taken */
+    const int lp_here = r->logprobs && !role;
     if (r->kind == KIND_CHAT) {
         sb_puts(&e, "\"delta\":{");
         if (role == 2) sb_puts(&e, "\"tool_calls\":"), sb_put(&e, t, n);
         else if (role) sb_puts(&e, "\"role\":\"assistant\",\"content\":\"\"");
         else if (t) sb_puts(&e, "\"content\":"), sb_json_str(&e, t, n);
         sb_puts(&e, "}");
+        if (lp_here) sb_puts(&e, ",\"logprobs\":"), lp_json(&e, S, r, r->lp_sent, r->nlp);
     } else {
         sb_puts(&e, "\"text\":");
         sb_json_str(&e, t ? t : "", t ? n : 0);
-        sb_puts(&e, ",\"logprobs\":null");
+        sb_puts(&e, ",\"logprobs\":");
+        if (lp_here) lp_json(&e, S, r, r->lp_sent, r->nlp);
+        else sb_puts(&e, "null");
     }
+    if (lp_here) r->lp_sent = r->nlp;
     sb_puts(&e, ",\"finish_reason\":");
     if (finish) sb_printf(&e, "\"%s\"", finish);
     else sb_puts(&e, "null");
@@ -459,6 +575,15 @@ static void take(slot *sl, int32_t id) {
         pl = 0;
     sl->hist[sl->nh++] = id;
     pthread_mutex_lock(&r->mu);
+    if (S->lp_have && r->nlp == r->lp_cap) { /* at most one a token: bounded by the context */
+        const size_t cap = r->lp_cap ? 2 * r->lp_cap : 64;
+        lp_entry *u = realloc(r->lp, cap * sizeof *u);
+        if (u) r->lp = u, r->lp_cap = cap;
+    }
+    if (S->lp_have && r->nlp < r->lp_cap) {
+        r->lp[r->nlp] = S->lp_cur;
+        r->lp[r->nlp++].off = r->text.n;
+    }
     if (r->completion_tokens++ == 0) r->t_first = now_s();
     const int stopped = add_text(r, piece, pl);
     if (!stopped) flush_text(r, 0);
@@ -557,9 +682,74 @@ static const float *constrain_name(sreq *r, const float *lg) {
     return any ? S->masked : lg;
 }
 
+/* Every token's bytes as it decodes alone (raw: special tokens as their text, a piece of a
+ * character as its bytes); 0 if the table cannot be made.  The scheduler's. */
+static int tok_raws(attn_server_t *S) {
+    if (S->tok_raw) return 1;
+    if (S->tok_raw_failed) return 0;
+    const size_t V = (size_t)S->cfg.vocab_size;
+    size_t cap = V * 8 + 64, n = 0;
+    char *t = malloc(cap);
+    size_t *off = malloc(sizeof *off * (V + 1));
+    for (size_t id = 0; t && off && id < V; id++) {
+        const int32_t one = (int32_t)id;
+        size_t pl = 0;
+        if (attn_bpe_decode(S->sctx, S->tok, &one, 1, ATTN_BPE_CONTINUE, S->piece, S->piece_cap,
+                            &pl) != ATTN_OK)
+            pl = 0;
+        if (n + pl > cap) {
+            char *u = cap < SIZE_MAX / 2 ? realloc(t, cap * 2 + pl) : NULL;
+            if (!u) free(t);
+            t = u, cap = cap * 2 + pl;
+            if (!t) break;
+        }
+        off[id] = n;
+        memcpy(t + n, S->piece, pl);
+        n += pl;
+    }
+    if (!t || !off) {
+        free(t), free(off);
+        S->tok_raw_failed = 1;
+        return 0;
+    }
+    off[V] = n;
+    S->tok_raw = t, S->raw_off = off;
+    return 1;
+}
+
+/* S->lp_cur for token id of the raw logits lg [V]: its log-probability and the top ones. */
+static void logprob_entry(attn_server_t *S, const sreq *r, const float *lg, int32_t id) {
+    const int64_t V = S->cfg.vocab_size;
+    lp_entry *e = &S->lp_cur;
+    float mx = -INFINITY;
+    for (int64_t v = 0; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+    double sum = 0;
+    for (int64_t v = 0; v < V; v++) sum += exp((double)lg[v] - mx);
+    const double lse = (double)mx + log(sum);
+    e->id = id, e->lp = (float)((double)lg[id] - lse), e->ntop = 0;
+    /* the top ones: insertion into a sorted list (N <= 20), ties to the lower id */
+    for (int64_t v = 0; v < V && r->top_lp > 0; v++) {
+        int k = e->ntop;
+        if (k == r->top_lp && !(lg[v] > lg[e->top_id[k - 1]])) continue;
+        if (k < r->top_lp) e->ntop++;
+        else k--;
+        while (k > 0 && lg[v] > lg[e->top_id[k - 1]]) e->top_id[k] = e->top_id[k - 1], k--;
+        e->top_id[k] = (int32_t)v;
+    }
+    for (int k = 0; k < e->ntop; k++) e->top_lp[k] = (float)((double)lg[e->top_id[k]] - lse);
+    S->lp_have = 1;
+}
+
 static int sample(slot *sl, const float *lg) {
     attn_server_t *S = sl->srv;
     int32_t id;
+    const float *raw = lg;
+    if (sl->r->nbias) { /* logit_bias: added to the model's logits (a later entry of an id wins) */
+        memcpy(S->biased, lg, sizeof *lg * (size_t)S->cfg.vocab_size);
+        for (int i = 0; i < sl->r->nbias; i++)
+            S->biased[sl->r->bias_id[i]] = lg[sl->r->bias_id[i]] + sl->r->bias[i];
+        lg = S->biased;
+    }
     lg = constrain_name(sl->r, lg);
     /* the presence and frequency penalties count the generated ids only */
     attn_status st = attn_llm_sample_ex(S->sctx, &sl->r->sp, lg, S->cfg.vocab_size, sl->hist,
@@ -569,6 +759,8 @@ static int sample(slot *sl, const float *lg) {
         finish(sl, NULL, 1);
         return 0;
     }
+    S->lp_have = 0;
+    if (sl->r->logprobs && tok_raws(S)) logprob_entry(S, sl->r, raw, id);
     take(sl, id);
     return 1;
 }
@@ -630,6 +822,53 @@ static void admit(sreq *r) {
     S->active++;
 }
 
+static void *alloc_n(size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    return malloc(n && size ? n * size : 1);
+}
+
+/* A prefill piece of k tokens of slot sl whose request echoes its prompt with logprobs: every
+ * row's logits, each giving the next prompt token's entry (the first token's, unless it is an
+ * added bos, with a null logprob); the last piece's last row samples the first answer token. */
+static void prompt_rows(attn_server_t *S, slot *sl, int64_t k) {
+    sreq *r = sl->r;
+    const size_t V = (size_t)S->cfg.vocab_size;
+    if (!S->plg) S->plg = alloc_n((size_t)PREFILL_CHUNK * V, sizeof *S->plg);
+    if (!r->plp) r->plp = calloc((size_t)r->n_prompt, sizeof *r->plp);
+    attn_status st = ATTN_E_NOMEM;
+    if (S->plg && r->plp && tok_raws(S))
+        st = attn_llm_session_prefill_logits(S->sctx, sl->s, r->prompt + sl->done, k, S->plg);
+    if (st != ATTN_OK) {
+        logf_(S, "attn serve: prefill failed: %s",
+              st == ATTN_E_NOMEM ? "out of memory" : attn_ctx_errmsg(S->sctx));
+        sl->nids = attn_llm_session_pos(sl->s);
+        finish(sl, NULL, 1);
+        return;
+    }
+    attn_llm_special sp;
+    attn_llm_get_special(S->m, &sp);
+    pthread_mutex_lock(&r->mu);
+    for (int64_t j = -1; j < k; j++) {
+        const int64_t p = sl->done + j + 1; /* the prompt token this row predicts */
+        if (p >= r->n_prompt || (j < 0 && p > 0)) continue;
+        if (j < 0) { /* the first token: no row predicts it */
+            if (sp.add_bos && r->prompt[0] == sp.bos) continue; /* the added bos: not text */
+            memset(&S->lp_cur, 0, sizeof S->lp_cur);
+            S->lp_cur.id = r->prompt[0], S->lp_cur.lp = NAN;
+        } else {
+            logprob_entry(S, r, S->plg + (size_t)j * V, r->prompt[p]);
+        }
+        lp_entry *e = &r->plp[r->nplp];
+        *e = S->lp_cur;
+        e->off = r->nplp ? e[-1].off + (S->raw_off[e[-1].id + 1] - S->raw_off[e[-1].id]) : 0;
+        r->nplp++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    memcpy(sl->ids + sl->nids, r->prompt + sl->done, sizeof *sl->ids * (size_t)k);
+    sl->nids += k, sl->done += k;
+    if (sl->done == r->n_prompt) sample(sl, S->plg + (size_t)(k - 1) * V);
+}
+
 static void *scheduler(void *arg) {
     attn_server_t *S = arg;
     int32_t *ids = S->bids; /* the batch's arrays, allocated before the server started */
@@ -666,6 +905,10 @@ static void *scheduler(void *arg) {
             if (sl->decoding || sl->done >= sl->r->n_prompt) continue;
             const int64_t k = attn__serve_prefill_chunk(sl->r->n_prompt - sl->done,
                                                         PREFILL_CHUNK);
+            if (sl->r->echo && sl->r->logprobs) { /* every row's logits: a call of its own */
+                prompt_rows(S, sl, k);
+                continue;
+            }
             memcpy(S->pids + nt, sl->r->prompt + sl->done, sizeof *ids * (size_t)k);
             bs[np] = sl, ss[np] = sl->s, S->plens[np++] = k, nt += k;
         }
@@ -1118,6 +1361,78 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
     r->sp.presence_penalty = (float)pres, r->sp.frequency_penalty = (float)freq;
     r->sp.seed = seed >= 0 ? (uint64_t)seed
                            : (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)r;
+    /* logprobs: chat's true/false with top_logprobs 0..20; the completions' an integer 0..20
+     * (the top count; OpenAI's legacy field) */
+    const sj *lpf = sj_get(o, "logprobs");
+    long long top = 0;
+    if (kind == KIND_CHAT) {
+        if (!bool_field(o, "logprobs", &r->logprobs, err, ecap) ||
+            !int_field(o, "top_logprobs", 0, MAX_TOP_LOGPROBS, &top, err, ecap))
+            return 0;
+        const sj *tf = sj_get(o, "top_logprobs");
+        if (tf && tf->kind != SJ_NULL && !r->logprobs) {
+            snprintf(err, ecap, "'top_logprobs' needs 'logprobs': true");
+            return 0;
+        }
+    } else if (lpf && lpf->kind != SJ_NULL) {
+        if (!int_field(o, "logprobs", 0, MAX_TOP_LOGPROBS, &top, err, ecap)) return 0;
+        r->logprobs = 1;
+    }
+    r->top_lp = (int)top;
+    int echo = 0;
+    if (kind == KIND_COMPLETION && !bool_field(o, "echo", &echo, err, ecap)) return 0;
+    if (echo && stream) {
+        snprintf(err, ecap, "'echo' is not streamed: ask without 'stream'");
+        return 0;
+    }
+    r->echo_len = echo; /* 1: asked (the text is kept when the prompt is read) */
+    if (echo && r->logprobs) r->cache_prompt = 0; /* every prompt row's logits are needed */
+    /* logit_bias: {"token id": bias in [-100, 100]}; -100 bans the token (OpenAI's meaning) */
+    const sj *lb = sj_get(o, "logit_bias");
+    if (lb && lb->kind != SJ_NULL) {
+        if (lb->kind != SJ_OBJ || lb->n > MAX_LOGIT_BIAS) {
+            snprintf(err, ecap, "'logit_bias' must be an object of at most %d token ids",
+                     MAX_LOGIT_BIAS);
+            return 0;
+        }
+        r->bias_id = malloc(sizeof *r->bias_id * (size_t)(lb->n ? lb->n : 1));
+        r->bias = malloc(sizeof *r->bias * (size_t)(lb->n ? lb->n : 1));
+        if (!r->bias_id || !r->bias) {
+            snprintf(err, ecap, "out of memory");
+            return 0;
+        }
+        for (const sj *e = lb->first; e; e = e->next) {
+            long long id = -1;
+            size_t d = 0;
+            while (d < e->klen && d < 12 && e->key[d] >= '0' && e->key[d] <= '9')
+                id = (id < 0 ? 0 : id * 10) + (e->key[d++] - '0');
+            if (d == 0 || d != e->klen || id >= S->cfg.vocab_size) {
+                snprintf(err, ecap, "'logit_bias' keys must be token ids in [0, %lld)",
+                         (long long)S->cfg.vocab_size);
+                return 0;
+            }
+            if (e->kind != SJ_NUM || !(e->num >= -100 && e->num <= 100)) {
+                snprintf(err, ecap, "'logit_bias' values must be numbers in [-100, 100]");
+                return 0;
+            }
+            r->bias_id[r->nbias] = (int32_t)id;
+            r->bias[r->nbias++] = e->num <= -100 ? -INFINITY : (float)e->num;
+        }
+        if (r->nbias >= S->cfg.vocab_size) { /* a small vocabulary: is every token banned? */
+            unsigned char *ban = calloc((size_t)S->cfg.vocab_size, 1);
+            long long left = S->cfg.vocab_size;
+            for (int i = 0; ban && i < r->nbias; i++) {
+                const int32_t t = r->bias_id[i];
+                if (r->bias[i] == -INFINITY) left -= !ban[t], ban[t] = 1;
+                else left += ban[t], ban[t] = 0;
+            }
+            free(ban);
+            if (left == 0) {
+                snprintf(err, ecap, "'logit_bias' bans every token");
+                return 0;
+            }
+        }
+    }
     /* stop: a string or an array of strings */
     const sj *st = sj_get(o, "stop");
     if (st && st->kind != SJ_NULL) {
@@ -1279,6 +1594,15 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         memcpy(text, p->s, p->len + 1);
         tl = p->len;
         bos = 1;
+        if (r->echo_len) { /* echo: the prompt's text comes back before the answer */
+            if (!(r->echo = malloc(p->len + 1))) {
+                free(text);
+                snprintf(err, ecap, "out of memory");
+                return 0;
+            }
+            memcpy(r->echo, p->s, p->len + 1);
+            r->echo_len = p->len;
+        }
     }
     /* a template writes its own bos; a plain prompt gets one where the model adds it */
     int ok = tokenize(S, x, text, tl, bos, &r->prompt, &r->n_prompt);
@@ -1388,9 +1712,32 @@ static int gen_answer(attn_server_reply *c) {
         st_message_json(&b, r->text.p, r->text.n, r->calls, r->seq, S->id_salt);
         sb_puts(&b, ",");
     } else {
+        sbuf t = {0}; /* echo: the prompt's text first */
+        if (r->echo) sb_put(&t, r->echo, r->echo_len);
+        sb_put(&t, r->text.p ? r->text.p : "", r->text.n);
         sb_puts(&b, "\"text\":");
-        sb_json_str(&b, r->text.p ? r->text.p : "", r->text.n);
-        sb_puts(&b, ",\"logprobs\":null,");
+        sb_json_str(&b, t.p ? t.p : "", t.n);
+        sb_puts(&b, ",");
+        sb_free(&t);
+    }
+    if (kind != KIND_CHAT || r->logprobs) {
+        sb_puts(&b, "\"logprobs\":");
+        if (r->echo && r->logprobs) { /* the prompt's tokens, then the answer's (offsets after
+                                        * the prompt's text) */
+            sreq v = *r;
+            v.lp = malloc(sizeof *v.lp * (r->nplp + r->nlp + 1));
+            v.nlp = v.lp ? r->nplp + r->nlp : 0;
+            for (size_t i = 0; v.lp && i < v.nlp; i++) {
+                v.lp[i] = i < r->nplp ? r->plp[i] : r->lp[i - r->nplp];
+                if (i >= r->nplp) v.lp[i].off += r->echo_len;
+            }
+            if (!v.lp) b.oom = 1;
+            lp_json(&b, S, &v, 0, v.nlp);
+            free(v.lp);
+        } else {
+            lp_json(&b, S, r, 0, r->nlp);
+        }
+        sb_puts(&b, ",");
     }
     sb_printf(&b, "\"finish_reason\":\"%s\"}],", r->finish);
     put_usage(&b, r->n_prompt, r->completion_tokens);
@@ -1877,7 +2224,8 @@ ATTN_API void attn_server_free(attn_server *S) {
         free(S->slots[i].ids), free(S->slots[i].hist);
     }
     free(S->slots), free(S->q), free(S->lgb), free(S->piece);
-    free(S->tok_text), free(S->tok_off), free(S->masked);
+    free(S->tok_text), free(S->tok_off), free(S->masked), free(S->biased);
+    free(S->tok_raw), free(S->raw_off), free(S->plg);
     free(S->bids), free(S->bss), free(S->bsl), free(S->pids), free(S->plens);
     free(S->api_key);
     attn_ctx_free(S->ectx);
@@ -1890,10 +2238,6 @@ ATTN_API void attn_server_free(attn_server *S) {
 }
 
 /* n * size bytes, or NULL when that overflows or memory is out. */
-static void *alloc_n(size_t n, size_t size) {
-    if (size && n > SIZE_MAX / size) return NULL;
-    return malloc(n && size ? n * size : 1);
-}
 
 ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert *embed,
                                         const attn_server_options *opt, attn_server **out) {
@@ -1968,6 +2312,7 @@ ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert 
     S->bsl = alloc_n(P, sizeof *S->bsl);
     S->pids = alloc_n(P, PREFILL_CHUNK * sizeof *S->pids);
     S->plens = alloc_n(P, sizeof *S->plens);
+    S->biased = alloc_n(V, sizeof *S->biased);
     attn_bpe_info ti;
     attn_bpe_get_info(tok, &ti);
     ATTN_FAIL_IFG(ti.max_token_bytes < 0 || ti.max_token_bytes > (1 << 20), ATTN_E_INVALID,
@@ -1975,7 +2320,7 @@ ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert 
     S->piece_cap = 3 * ((size_t)ti.max_token_bytes + 3) + 1;
     S->piece = malloc(S->piece_cap);
     if (!S->slots || !S->q || !S->lgb || !S->piece || !S->bids || !S->bss || !S->bsl ||
-        !S->pids || !S->plens)
+        !S->pids || !S->plens || !S->biased)
         goto oom;
     for (long long i = 0; i < S->parallel; i++) {
         slot *sl = &S->slots[i];

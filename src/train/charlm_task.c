@@ -439,9 +439,9 @@ attn_status attn_charlm_load(attn_ctx *ctx, const char *path, attn_charlm_config
 /* The settings a resumed run must share with the run it continues (attn_train_setting):
  * stored in checkpoints as train.KEY, checked before the model is built from one.  The text and
  * the vocabulary by their FNV-1a hashes. */
-enum { CHARLM_SETTINGS = 18 };
+enum { CHARLM_SETTINGS = 19 };
 static int charlm_settings(const attn_charlm_config *c, const char *text, size_t len,
-                           attn_train_setting *s) {
+                           const attn_st *resume, attn_train_setting *s) {
     char b[24];
     int n = 0;
     ATTN__SETTINGS_MODEL(s, n, c);
@@ -454,7 +454,7 @@ static int charlm_settings(const attn_charlm_config *c, const char *text, size_t
     attn_train_setting_i(&s[n++], "train.text_bytes", "--text (its length)", (long long)len);
     snprintf(b, sizeof b, "%016llx", (unsigned long long)fnv1a(text, len));
     attn_train_setting_s(&s[n++], "train.text_fnv1a64", "--text (its contents)", b);
-    return n;
+    return attn__setting_dtype(s, n, c->dtype, resume);
 }
 
 /* ---- training: a task of attn_train_run ------------------------------------------------ */
@@ -554,11 +554,12 @@ attn_status attn_charlm_train(attn_ctx *ctx, attn_charlm_config *cfg, const char
     ATTN_TRYG(encode(ctx, c, text, len, tok, "text"));
     r.tok = tok;
     attn_train_setting set[CHARLM_SETTINGS];
-    const int nset = charlm_settings(c, text, len, set);
+    int nset = charlm_settings(c, text, len, NULL, set);
     if (resume_path) { /* checked before the model is built: it is built from the file */
         attn_charlm_config saved;
         ATTN_TRYG(attn_st_read_file(ctx, resume_path, &rs));
         ATTN_TRYG(read_cfg(ctx, rs, &saved));
+        nset = charlm_settings(c, text, len, rs, set);
         ATTN_TRYG(attn_train_check_settings(ctx, rs, resume_path, set, nset));
     }
     ATTN_TRYG(create_model(ctx, c, rs, "model.", &r.m));

@@ -158,8 +158,9 @@ static attn_status put_cfg(attn_st_writer *w, const attn_dates_config *c) {
 
 /* The settings a resumed run must share with the run it continues (attn_train_setting):
  * stored in checkpoints as train.KEY, checked before the model is built from one. */
-enum { DATES_SETTINGS = 16 };
-static int dates_settings(const attn_dates_config *c, attn_train_setting *s) {
+enum { DATES_SETTINGS = 17 };
+static int dates_settings(const attn_dates_config *c, const attn_st *resume,
+                          attn_train_setting *s) {
     int n = 0;
     ATTN__SETTINGS_MODEL(s, n, c);
     attn_train_setting_i(&s[n++], "train.norm_first", "norm_first", c->norm_first);
@@ -167,7 +168,7 @@ static int dates_settings(const attn_dates_config *c, attn_train_setting *s) {
     attn_train_setting_f(&s[n++], "train.label_smoothing", "label_smoothing",
                          c->label_smoothing);
     ATTN__SETTINGS_TRAIN(s, n, c);
-    return n;
+    return attn__setting_dtype(s, n, c->dtype, resume);
 }
 
 static int get_b(const attn_st *st, const char *k) {
@@ -330,11 +331,12 @@ attn_status attn_dates_train(attn_ctx *ctx, const attn_dates_config *cfg, const 
     attn_status st;
     attn__mark mk = attn__ws_mark(ctx);
     attn_train_setting set[DATES_SETTINGS];
-    const int nset = dates_settings(c, set);
+    int nset = dates_settings(c, NULL, set);
     if (resume_path) { /* checked before the model is built: it is built from the file */
         attn_dates_config saved;
         ATTN_TRYG(attn_st_read_file(ctx, resume_path, &rs));
         ATTN_TRYG(read_cfg(ctx, rs, &saved));
+        nset = dates_settings(c, rs, set);
         ATTN_TRYG(attn_train_check_settings(ctx, rs, resume_path, set, nset));
     }
     attn__param_source(ctx, rs, "model.");

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "train_util.h"
@@ -81,4 +82,11 @@ attn_status attn__dp_check(attn_ctx *ctx, const attn_train_dp *dp, int accum, in
 
 void attn__scale_f(float *x, int64_t n, float s) {
     for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+int attn__setting_dtype(attn_train_setting *s, int n, const char *dtype, const attn_st *resume) {
+    const char *dt = dtype ? dtype : "f32";
+    if (!resume || attn_st_meta(resume, "train.dtype") || strcmp(dt, "f32") != 0)
+        attn_train_setting_s(&s[n++], "train.dtype", "--dtype", dt);
+    return n;
 }

@@ -44,6 +44,11 @@ ATTN__HIDDEN attn_status attn__tb_open(attn_ctx *ctx, const char *dir, attn__tb 
 ATTN__HIDDEN attn_status attn__tb_scalars(attn_ctx *ctx, attn__tb *tb, int64_t step,
                                           const char *const *tags, const float *vals, int n);
 ATTN__HIDDEN void attn__tb_close(attn__tb *tb);
+/* train.dtype ("--dtype": dtype, NULL "f32") into s[n] unless the run resumes (resume, NULL:
+ * not) a checkpoint from before it existed, which has none and counts as "f32"; returns the new
+ * n (dates, charlm). */
+ATTN__HIDDEN int attn__setting_dtype(attn_train_setting *s, int n, const char *dtype,
+                                     const attn_st *resume);
 /* The resume settings (attn_train_setting) of a config with the model fields d_model, nhead,
  * num_layers, dim_feedforward, dropout and the training fields batch, steps, warmup, lr,
  * lr_min, weight_decay, clip, seed (dates, charlm): appended to s at n. */

@@ -1,15 +1,14 @@
 /* Quantized weights with int8 activations (attn__q8act) on AArch64 with the dot-product
  * extension (SDOT, FEAT_DotProd; built with +dotprod, chosen only where the OS reports
- * asimddp: dispatch.c): the mv8 kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K.  The other types with an int8
- * path call the plain C ones (the same terms), so a context's int8 path covers the same types
- * on every set.
+ * asimddp: dispatch.c): the mv8 kernels of every type with an int8 path (Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
  *
  * Bits.  A block's integer dot product sum(q qx) is exact whichever way it is summed: two SDOT
  * over 16 bytes each into 4 int32 lanes, then one across-lanes add.  The float terms are then
  * those of the plain C kernel, rounded in its order (ref/quant_kern_ref.c):
  *   Q8_0  acc += (dw dx) sum(q qx)
- *   Q4_0  acc += (dw dx) (sum(q qx) - 8 sum(qx)),  q the unsigned nibbles
- *   Q4_1  acc += (dw dx) sum(q qx) + mw sx
+ *   Q4_0, Q5_0  acc += (dw dx) (sum(q qx) - o sum(qx)),  q the unsigned 4 / 5 bits, o 8 / 16
+ *   Q4_1, Q5_1  acc += (dw dx) sum(q qx) + mw sx
  *   Q4_K, Q5_K, Q6_K  one term per group (below)
  * so the results are its bits exactly.  Cost on paper: docs/kernels.md ("ARM64"). */
 #include "../quant.h"
@@ -52,19 +51,16 @@ static inline int32_t dot32(int8x16_t a0, int8x16_t a1, const int8_t *x) {
         }                                                                                     \
     }
 
-#define NIBBLES(at)                                                                           \
-    do {                                                                                      \
-        const uint8x16_t qs = vld1q_u8(b + (at));                                             \
-        a0 = vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15)));                               \
-        a1 = vreinterpretq_s8_u8(vshrq_n_u8(qs, 4));                                          \
-    } while (0)
+/* the terms: Q4_0, Q5_0 (o the offset 8, 16) and Q4_1, Q5_1 (the min at b + 2) */
+#define TERM_OFF(o) acc[i] += (d * xd[2 * k]) * (float)(dot - (o) * (xsq[2 * k] + xsq[2 * k + 1]))
+#define TERM_MIN acc[i] += (d * xd[2 * k]) * (float)dot + attn__load_half(b + 2) * xd[2 * k + 1]
 
 DEF(q8_0, 34, (a0 = vld1q_s8((const int8_t *)b + 2), a1 = vld1q_s8((const int8_t *)b + 18)),
     acc[i] += (d * xd[2 * k]) * (float)dot)
-DEF(q4_0, 18, NIBBLES(2),
-    acc[i] += (d * xd[2 * k]) * (float)(dot - 8 * (xsq[2 * k] + xsq[2 * k + 1])))
-DEF(q4_1, 20, NIBBLES(4),
-    acc[i] += (d * xd[2 * k]) * (float)dot + attn__load_half(b + 2) * xd[2 * k + 1])
+DEF(q4_0, 18, attn__unpack_q4(b + 2, &a0, &a1), TERM_OFF(8))
+DEF(q4_1, 20, attn__unpack_q4(b + 4, &a0, &a1), TERM_MIN)
+DEF(q5_0, 22, attn__unpack_q5(b + 6, b + 2, &a0, &a1), TERM_OFF(16))
+DEF(q5_1, 24, attn__unpack_q5(b + 8, b + 4, &a0, &a1), TERM_MIN)
 
 /* ---- K-quants ------------------------------------------------------------------------------
  * The quants of a group as bytes (unsigned, at most 63: SDOT's signed bytes hold them), one
@@ -137,15 +133,6 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
     }
 }
 
-/* the plain C int8 kernels of the other types */
-#define REF(T, TYPE)                                                                          \
-    static void mv8_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                \
-                        const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {            \
-        attn__quant_kernels_ref()->mv8[TYPE](w, rb, rows, nb, xa, m, y, ldy);                 \
-    }
-REF(q5_0, ATTN_Q_Q5_0)
-REF(q5_1, ATTN_Q_Q5_1)
-
 static const attn__quant_kernels TABLE = {
     "neon_dotprod",
     {0},
@@ -156,8 +143,9 @@ static const attn__quant_kernels TABLE = {
     {0},
     /* mvw8: the same kernels, which take up to ATTN__QMV_WIDE rows of activations (each
      * block unpacked once for all of them; one float sum per row, so the same bits per row) */
-    {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q8_0] = mv8_q8_0,
-     [ATTN_Q_Q4_K] = mv8_q4_k, [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+    {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
 };
 
 const attn__quant_kernels *attn__quant_kernels_dotprod(void) { return &TABLE; }

@@ -1,11 +1,42 @@
-/* The integer quants of the K types as bytes in NEON vectors, shared by the SDOT
- * (quant_dotprod.c) and SMMLA (../arm_i8mm/quant_i8mm.c) int8 kernels: every value fits a
- * signed byte (at most 63).  Layouts in ../quant.h; plain NEON, no extension needed. */
+/* The integer quants of the 4- and 5-bit and the K types as bytes in NEON vectors, shared by
+ * the SDOT (quant_dotprod.c) and SMMLA (../arm_i8mm/quant_i8mm.c) int8 kernels and the float
+ * NEON kernels (../arm_neon/quant_neon.c): every value fits a signed byte (at most 63).
+ * Layouts in ../quant.h; plain NEON, no extension needed. */
 #ifndef ATTN_QUNPACK_NEON_H
 #define ATTN_QUNPACK_NEON_H
 #include <arm_neon.h>
 
 #include "../quant.h"
+
+/* Q4_0 / Q4_1: the 32 unsigned nibbles of qs[16] (0-15, without Q4_0's - 8), elements 0-15
+ * (the low nibbles) in a0, 16-31 (the high ones) in a1 */
+static inline void attn__unpack_q4(const uint8_t *qs, int8x16_t *a0, int8x16_t *a1) {
+    const uint8x16_t q = vld1q_u8(qs);
+    *a0 = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(15)));
+    *a1 = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
+}
+
+/* Q5_0 / Q5_1: the 32 unsigned 5-bit quants (0-31, without Q5_0's - 16): the nibbles as
+ * attn__unpack_q4 and bit e of the little-endian 32-bit qh above them as bit 4.  The 4 bytes
+ * of qh in one register, TBL spreads them: lane j of the first half gets byte j / 8 (bits
+ * 0-15: elements 0-15), of the second byte 2 + j / 8; CMTST against 1 << (j mod 8). */
+static inline void attn__unpack_q5(const uint8_t *qs, const uint8_t *qh, int8x16_t *a0,
+                                   int8x16_t *a1) {
+    static const uint8_t SEL[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    static const uint8_t SPREAD[2][16] = {{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+                                          {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}};
+    const uint64_t h = (uint64_t)qh[0] | (uint64_t)qh[1] << 8 | (uint64_t)qh[2] << 16 |
+                       (uint64_t)qh[3] << 24; /* vcreate: lane i = bits 8i .. 8i + 7 */
+    const uint8x16_t t = vcombine_u8(vcreate_u8(h), vdup_n_u8(0));
+    const uint8x16_t sel = vld1q_u8(SEL), sixteen = vdupq_n_u8(16);
+    const uint8x16_t h0 = vqtbl1q_u8(t, vld1q_u8(SPREAD[0]));
+    const uint8x16_t h1 = vqtbl1q_u8(t, vld1q_u8(SPREAD[1]));
+    attn__unpack_q4(qs, a0, a1);
+    *a0 = vreinterpretq_s8_u8(
+        vorrq_u8(vreinterpretq_u8_s8(*a0), vandq_u8(vtstq_u8(h0, sel), sixteen)));
+    *a1 = vreinterpretq_s8_u8(
+        vorrq_u8(vreinterpretq_u8_s8(*a1), vandq_u8(vtstq_u8(h1, sel), sixteen)));
+}
 
 /* The 6-bit scale and min of group j of Q4_K / Q5_K (as ref/quant_ref.c). */
 static inline void attn__k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {

@@ -1,11 +1,11 @@
 /* Quantized weights with int8 activations (attn__q8act) on AArch64 with the int8 matrix
  * multiply extension (SMMLA, FEAT_I8MM; built with +dotprod+i8mm, chosen only where the OS
- * reports i8mm and asimddp: dispatch.c): the mv8 kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and
- * Q6_K for two or more rows of activations.  One SMMLA multiplies a 2 x 8 block of int8
- * activations (rows i, i + 1) with a 2 x 8 block of weights (rows r, r + 1) into the four int32
- * dot products, so two activation rows and two weight rows share each weight unpacking and
- * each x load, where SDOT gives one row pair's dot.  One activation row (m = 1), an odd last
- * weight row and the types without an SMMLA kernel here run the SDOT kernels
+ * reports i8mm and asimddp: dispatch.c): the mv8 kernels of every type with an int8 path
+ * (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) for two or more rows of activations.  One
+ * SMMLA multiplies a 2 x 8 block of int8 activations (rows i, i + 1) with a 2 x 8 block of
+ * weights (rows r, r + 1) into the four int32 dot products, so two activation rows and two
+ * weight rows share each weight unpacking and each x load, where SDOT gives one row pair's
+ * dot.  One activation row (m = 1) and an odd last weight row run the SDOT kernels
  * (../arm_dotprod/quant_dotprod.c).
  *
  * Bits.  Each dot product is exact (int32, however it is summed), and the float terms are
@@ -50,15 +50,17 @@ static inline int32x4_t mm16(int32x4_t acc, const int8_t *x0, const int8_t *x1, 
 #define XROW(i) (xa->q + (i) * xa->ldq)
 
 /* ---- the 32-element types ------------------------------------------------------------------ */
-enum { T_Q8_0, T_Q4_0, T_Q4_1 };
+enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
 
 static inline void unpack32(int t, const uint8_t *b, int8x16_t *a0, int8x16_t *a1) {
-    if (t == T_Q8_0) {
+    switch (t) {
+    case T_Q8_0:
         *a0 = vld1q_s8((const int8_t *)b + 2), *a1 = vld1q_s8((const int8_t *)b + 18);
-    } else {
-        const uint8x16_t qs = vld1q_u8(b + (t == T_Q4_0 ? 2 : 4));
-        *a0 = vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15)));
-        *a1 = vreinterpretq_s8_u8(vshrq_n_u8(qs, 4));
+        break;
+    case T_Q4_0: attn__unpack_q4(b + 2, a0, a1); break;
+    case T_Q4_1: attn__unpack_q4(b + 4, a0, a1); break;
+    case T_Q5_0: attn__unpack_q5(b + 6, b + 2, a0, a1); break;
+    default: attn__unpack_q5(b + 8, b + 4, a0, a1); break; /* Q5_1 */
     }
 }
 
@@ -69,7 +71,10 @@ static inline float term32(int t, const uint8_t *b, const attn__q8act *xa, int64
     const float *xd = xa->dsx + i * 2 * xa->ldb;
     const int32_t *xsq = xa->sq + i * 2 * xa->ldb;
     if (t == T_Q8_0) return (d * xd[2 * k]) * (float)dot;
-    if (t == T_Q4_0) return (d * xd[2 * k]) * (float)(dot - 8 * (xsq[2 * k] + xsq[2 * k + 1]));
+    if (t == T_Q4_0 || t == T_Q5_0) {
+        const int32_t o = t == T_Q4_0 ? 8 : 16;
+        return (d * xd[2 * k]) * (float)(dot - o * (xsq[2 * k] + xsq[2 * k + 1]));
+    }
     return (d * xd[2 * k]) * (float)dot + attn__load_half(b + 2) * xd[2 * k + 1];
 }
 
@@ -204,18 +209,11 @@ static inline void pair_q6k(const uint8_t *w0, const uint8_t *w1, int64_t nb,
 DEF(q8_0, ATTN_Q_Q8_0, pair32(T_Q8_0, 34, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q4_0, ATTN_Q_Q4_0, pair32(T_Q4_0, 18, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q4_1, ATTN_Q_Q4_1, pair32(T_Q4_1, 20, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q5_0, ATTN_Q_Q5_0, pair32(T_Q5_0, 22, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q5_1, ATTN_Q_Q5_1, pair32(T_Q5_1, 24, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q4_k, ATTN_Q_Q4_K, pair_k45(0, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q5_k, ATTN_Q_Q5_K, pair_k45(1, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q6_k, ATTN_Q_Q6_K, pair_q6k(w0, w1, nb, xa, m, y + r, ldy))
-
-/* the SDOT table's kernels of the other int8 types */
-#define SDOT(T, TYPE)                                                                         \
-    static void mv8_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                \
-                        const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {            \
-        attn__quant_kernels_dotprod()->mv8[TYPE](w, rb, rows, nb, xa, m, y, ldy);             \
-    }
-SDOT(q5_0, ATTN_Q_Q5_0)
-SDOT(q5_1, ATTN_Q_Q5_1)
 
 static const attn__quant_kernels TABLE = {
     "neon_i8mm",
@@ -226,8 +224,9 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
     {0},
     /* mvw8: the mv8 kernels (up to ATTN__QMV_WIDE rows, as the SDOT table's) */
-    {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q8_0] = mv8_q8_0,
-     [ATTN_Q_Q4_K] = mv8_q4_k, [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+    {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
 };
 
 /* NULL where the SDOT table is missing too (a build without +dotprod) */

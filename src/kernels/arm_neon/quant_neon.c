@@ -1,20 +1,24 @@
 /* Quantized weights with float activations on AArch64 NEON (contract in ../quant.h): the
- * dequantization (dq) and the matrix-vector products (mv) of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
- * Q6_K, F32, F16 and BF16, and the wide products (mvw, up to ATTN__QMV_WIDE vectors, below) of
- * the same types; the other types use the plain C kernels (NULL entries).
+ * dequantization (dq) and the matrix-vector products (mv) of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K, F32, F16 and BF16, and the wide products (mvw, up to ATTN__QMV_WIDE
+ * vectors, below) of the same types; the other types use the plain C kernels (NULL entries).
  *
  * Bits.  Each block of 32 (each group of 32 of a K block) is dequantized in registers exactly
- * as the reference does it (the integer q widened to float, times d, plus m for Q4_1, minus
- * dmin m for Q4_K and Q5_K, d sc for Q6_K rounded first: one rounding each, never fused; this
- * file is built with -ffp-contract=off), and multiplied with x into eight float partial sums,
- * element k into sum k mod 8, multiply then add: two vectors hold sums 0-3 and 4-7, and the end
- * of the row folds them as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).  That is the
- * plain C kernel's order (ref/quant_kern_ref.c), so the results are its bits exactly, for
- * every row range and thread count.  Cost on paper: docs/kernels.md ("ARM64"). */
+ * as the reference does it (the integer q widened to float, times d, plus m for Q4_1 and
+ * Q5_1, minus dmin m for Q4_K and Q5_K, d sc for Q6_K rounded first: one rounding each, never
+ * fused; this file is built with -ffp-contract=off), and multiplied with x into eight float
+ * partial sums, element k into sum k mod 8, multiply then add: two vectors hold sums 0-3 and
+ * 4-7, and the end of the row folds them as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).
+ * That is the plain C kernel's order (ref/quant_kern_ref.c), so the results are its bits
+ * exactly, for every row range and thread count.  The integer quants of the 4- and 5-bit
+ * types come from the unpacking shared with the int8 kernels (../arm_dotprod/qunpack_neon.h,
+ * plain NEON).  Cost on paper: docs/kernels.md ("ARM64"). */
 #include "../quant.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
+
+#include "../arm_dotprod/qunpack_neon.h"
 
 /* The 32 weights of a block as 8 vectors of 4 floats, elements 4v .. 4v + 3 in v[v]. */
 static inline void widen16(int8x16_t q, float d, float32x4_t *v) {
@@ -25,21 +29,38 @@ static inline void widen16(int8x16_t q, float d, float32x4_t *v) {
     v[3] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), d);
 }
 
-static inline void block_q4_0(const uint8_t *b, float32x4_t *v) {
-    const float d = attn__load_half(b);
-    const uint8x16_t qs = vld1q_u8(b + 2);
-    const int8x16_t eight = vdupq_n_s8(8);
-    widen16(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15))), eight), d, v);
-    widen16(vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), eight), d, v + 4);
+/* the unsigned quants a0 (elements 0-15), a1 (16-31) of a block: d (q - o) (Q4_0, Q5_0) */
+static inline void widen32_off(int8x16_t a0, int8x16_t a1, int8_t o, float d, float32x4_t *v) {
+    widen16(vsubq_s8(a0, vdupq_n_s8(o)), d, v);
+    widen16(vsubq_s8(a1, vdupq_n_s8(o)), d, v + 4);
+}
+/* d q + m, two roundings (Q4_1, Q5_1) */
+static inline void widen32_min(int8x16_t a0, int8x16_t a1, float d, float m, float32x4_t *v) {
+    widen16(a0, d, v);
+    widen16(a1, d, v + 4);
+    const float32x4_t vm = vdupq_n_f32(m);
+    for (int i = 0; i < 8; i++) v[i] = vaddq_f32(v[i], vm);
 }
 
+static inline void block_q4_0(const uint8_t *b, float32x4_t *v) {
+    int8x16_t a0, a1;
+    attn__unpack_q4(b + 2, &a0, &a1);
+    widen32_off(a0, a1, 8, attn__load_half(b), v);
+}
 static inline void block_q4_1(const uint8_t *b, float32x4_t *v) {
-    const float d = attn__load_half(b);
-    const float32x4_t m = vdupq_n_f32(attn__load_half(b + 2));
-    const uint8x16_t qs = vld1q_u8(b + 4);
-    widen16(vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15))), d, v);
-    widen16(vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), d, v + 4);
-    for (int i = 0; i < 8; i++) v[i] = vaddq_f32(v[i], m);
+    int8x16_t a0, a1;
+    attn__unpack_q4(b + 4, &a0, &a1);
+    widen32_min(a0, a1, attn__load_half(b), attn__load_half(b + 2), v);
+}
+static inline void block_q5_0(const uint8_t *b, float32x4_t *v) {
+    int8x16_t a0, a1;
+    attn__unpack_q5(b + 6, b + 2, &a0, &a1);
+    widen32_off(a0, a1, 16, attn__load_half(b), v);
+}
+static inline void block_q5_1(const uint8_t *b, float32x4_t *v) {
+    int8x16_t a0, a1;
+    attn__unpack_q5(b + 8, b + 4, &a0, &a1);
+    widen32_min(a0, a1, attn__load_half(b), attn__load_half(b + 2), v);
 }
 
 static inline void block_q8_0(const uint8_t *b, float32x4_t *v) {
@@ -81,25 +102,16 @@ static inline void block_q8_0(const uint8_t *b, float32x4_t *v) {
     }
 DEF(q4_0, 18)
 DEF(q4_1, 20)
+DEF(q5_0, 22)
+DEF(q5_1, 24)
 DEF(q8_0, 34)
 
 /* ---- K-quants: blocks of 256 as 8 groups of 32, each group's 32 values in 8 vectors -------- */
-/* The 6-bit scale and min of group j of Q4_K / Q5_K (as ref/quant_ref.c). */
-static inline void k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[4 + j] & 63;
-    } else {
-        *sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
-        *mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
-    }
-}
-
 /* Q4_K (five 0) and Q5_K group s: (d sc) q - dmin m, two roundings */
 static inline void group_k45(const uint8_t *b, int s, int five, float32x4_t *v) {
     const float d = attn__load_half(b), dmin = attn__load_half(b + 2);
     int sc, mn;
-    k4_scale_min(b + 4, s, &sc, &mn);
+    attn__k4_scale_min(b + 4, s, &sc, &mn);
     const float ds = d * (float)sc, dm = dmin * (float)mn;
     const uint8_t *q = b + (five ? 48 : 16) + (s >> 1) * 32;
     uint8x16_t q0 = vld1q_u8(q), q1 = vld1q_u8(q + 16);
@@ -244,6 +256,8 @@ WIDE_INLINE float wide_fold(float32x4_t s0, float32x4_t s1) {
 #define BLOCKW(T, BYTES, G, DEQ) DEFW(T, BYTES, G, 8, 1, DEQ, (void)0)
 BLOCKW(q4_0, 18, 1, ((void)g, block_q4_0(b, v)))
 BLOCKW(q4_1, 20, 1, ((void)g, block_q4_1(b, v)))
+BLOCKW(q5_0, 22, 1, ((void)g, block_q5_0(b, v)))
+BLOCKW(q5_1, 24, 1, ((void)g, block_q5_1(b, v)))
 BLOCKW(q8_0, 34, 1, ((void)g, block_q8_0(b, v)))
 BLOCKW(q4_k, 144, 8, group_q4_k(b, g, v))
 BLOCKW(q5_k, 176, 8, group_q5_k(b, g, v))
@@ -319,16 +333,19 @@ DEFF(bf16, 2)
 
 static const attn__quant_kernels TABLE = {
     "neon",
-    {[ATTN_Q_Q4_0] = dq_q4_0, [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q8_0] = dq_q8_0,
-     [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k, [ATTN_Q_Q6_K] = dq_q6_k,
-     [ATTN_Q_F32] = dq_f32, [ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16},
-    {[ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q8_0] = mv_q8_0,
-     [ATTN_Q_Q4_K] = mv_q4_k, [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k,
-     [ATTN_Q_F32] = mvw_f32, [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16},
+    {[ATTN_Q_Q4_0] = dq_q4_0, [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q5_0] = dq_q5_0,
+     [ATTN_Q_Q5_1] = dq_q5_1, [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q4_K] = dq_q4_k,
+     [ATTN_Q_Q5_K] = dq_q5_k, [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_F32] = dq_f32,
+     [ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16},
+    {[ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
+     [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
+     [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_F32] = mvw_f32,
+     [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16},
     {0},
-    {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q8_0] = mvw_q8_0,
-     [ATTN_Q_Q4_K] = mvw_q4_k, [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k,
-     [ATTN_Q_F32] = mvw_f32, [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16},
+    {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q5_0] = mvw_q5_0,
+     [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q4_K] = mvw_q4_k,
+     [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k, [ATTN_Q_F32] = mvw_f32,
+     [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16},
     {0},
 };
 
