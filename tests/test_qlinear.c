@@ -510,10 +510,29 @@ static void test_public(void) {
 }
 
 /* ---- the ARM kernels against the plain C ones, bit for bit ---------------------------------
- * The NEON dq and mv kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K and the SDOT
- * and SMMLA mv8 kernels of the same types sum in the plain C kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c,
- * arm_i8mm/quant_i8mm.c), so their outputs are those bits exactly, for every m up to
- * ATTN__QMV_MAX and any row range. */
+ * The NEON dq and mv kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32, F16, BF16
+ * and the SDOT and SMMLA mv8 kernels of the quantized ones sum in the plain C kernels' order
+ * (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c, arm_i8mm/quant_i8mm.c), so their
+ * outputs are those bits exactly, for every m up to ATTN__QMV_MAX and any row range; and the wide entries (NEON mvw, SDOT and SMMLA mvw8) give
+ * each of up to ATTN__QMV_WIDE vectors those bits too (the plain C kernels run on groups of
+ * ATTN__QMV_MAX vectors). */
+/* y[i * ldy + r] for m vectors through a kernel that takes ATTN__QMV_MAX at a time */
+static void mv_groups(attn__qmv_fn mv, const unsigned char *w, size_t rb, int64_t rows,
+                      int64_t nb, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy) {
+    for (int64_t i0 = 0; i0 < m; i0 += ATTN__QMV_MAX)
+        mv(w, rb, rows, nb, x + i0 * ldx, ldx, m - i0 < ATTN__QMV_MAX ? m - i0 : ATTN__QMV_MAX,
+           y + i0 * ldy, ldy);
+}
+static void mv8_groups(attn__qmv8_fn mv8, const unsigned char *w, size_t rb, int64_t rows,
+                       int64_t nb, const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    for (int64_t i0 = 0; i0 < m; i0 += ATTN__QMV_MAX) {
+        attn__q8act g = *xa;
+        g.q += i0 * g.ldq, g.dsx += i0 * 2 * g.ldb, g.sq += i0 * 2 * g.ldb;
+        mv8(w, rb, rows, nb, &g, m - i0 < ATTN__QMV_MAX ? m - i0 : ATTN__QMV_MAX, y + i0 * ldy,
+            ldy);
+    }
+}
+
 static void test_arm_bits(void) {
     const attn__quant_kernels *ref = attn__quant_kernels_ref(), *nq = attn__quant_kernels_neon(),
                               *dp = attn__quant_kernels_dotprod(),
@@ -528,11 +547,12 @@ static void test_arm_bits(void) {
         mm = NULL;
     attn_ctx *c = tu_ctx(1);
     const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q5_0, ATTN_Q_Q5_1,
-                         ATTN_Q_Q8_0, ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K};
-    const int64_t N = 13, K = 768, nb32 = K / 32, M = ATTN__QMV_MAX; /* 3 K blocks */
+                         ATTN_Q_Q8_0, ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K,
+                         ATTN_Q_F32,  ATTN_Q_F16,  ATTN_Q_BF16};
+    const int64_t N = 13, K = 768, nb32 = K / 32, M = ATTN__QMV_WIDE; /* 3 K blocks */
     float *x = malloc(sizeof(float) * (size_t)(M * K)), *d0 = malloc(sizeof(float) * (size_t)(N * K)),
-          *d1 = malloc(sizeof(float) * (size_t)(N * K)), y0[ATTN__QMV_MAX * 13],
-          y1[ATTN__QMV_MAX * 13];
+          *d1 = malloc(sizeof(float) * (size_t)(N * K)), y0[ATTN__QMV_WIDE * 13],
+          y1[ATTN__QMV_WIDE * 13];
     int8_t *xq = malloc((size_t)(M * K));
     float *dsx = malloc(sizeof(float) * (size_t)(M * 2 * nb32));
     int32_t *sq = malloc(sizeof(int32_t) * (size_t)(M * 2 * nb32));
@@ -543,17 +563,56 @@ static void test_arm_bits(void) {
     for (size_t t = 0; t < COUNT(types); t++) {
         const int type = types[t];
         size_t wb;
-        unsigned char *w = make_weights(c, type, N, K, 31 + t, &wb);
-        const size_t rb = wb / (size_t)N;
         int64_t be = 1;
         attn_qtype_block(type, &be, NULL);
-        const int64_t nb = K / be;
+        /* the one-element types on 765 = 95 x 8 + 5 columns: the kernels' tail */
+        const int64_t Kt = be == 1 ? K - 3 : K, nb = Kt / be;
+        unsigned char *w = make_weights(c, type, N, Kt, 31 + t, &wb);
+        const size_t rb = wb / (size_t)N;
         TU_CHECK(nq->dq[type] && nq->mv[type], "type %d: no NEON kernels", type);
         if (!nq->dq[type] || !nq->mv[type]) continue;
         attn__dequant_ref_fn(type)(w, N * nb, d0);
         nq->dq[type](w, N * nb, d1);
-        TU_CHECK(!memcmp(d0, d1, sizeof(float) * (size_t)(N * K)), "type %d: NEON dq bits", type);
+        TU_CHECK(!memcmp(d0, d1, sizeof(float) * (size_t)(N * Kt)), "type %d: NEON dq bits",
+                 type);
+        if (type == ATTN_Q_F16) { /* NaN payloads (signalling too), infinities, subnormals */
+            const uint16_t h[8] = {0x7c01, 0xfe00, 0x7d55, 0xfc00, 0x0001, 0x83ff, 0x7bff, 0x8000};
+            float f0[8], f1[8];
+            attn__dequant_ref_fn(type)((const uint8_t *)h, 8, f0);
+            nq->dq[type]((const uint8_t *)h, 8, f1);
+            TU_CHECK(!memcmp(f0, f1, sizeof f0), "F16: NEON dq bits of NaN, inf, subnormals");
+        }
         for (int64_t m = 1; m <= M; m++) {
+            /* the wide entries, m up to ATTN__QMV_WIDE, rows 2 .. N - 1 */
+            TU_CHECK(nq->mvw[type] != NULL, "type %d: no NEON mvw kernel", type);
+            memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
+            mv_groups(ref->mv[type], w + 2 * rb, rb, N - 2, nb, x, K, m, y0, N);
+            if (nq->mvw[type]) {
+                nq->mvw[type](w + 2 * rb, rb, N - 2, nb, x, K, m, y1, N);
+                TU_CHECK(!memcmp(y0, y1, sizeof y0), "type %d, m %lld: NEON mvw bits", type,
+                         (long long)m);
+                n++;
+            }
+            if (dp && ref->mv8[type]) {
+                const attn__quant_kernels *w8[2] = {dp, mm};
+                for (int s = 0; s < 2; s++) {
+                    if (!w8[s]) continue;
+                    TU_CHECK(w8[s]->mvw8[type] != NULL, "type %d: no %s mvw8 kernel", type,
+                             w8[s]->name);
+                    if (!w8[s]->mvw8[type]) continue;
+                    /* rows 2 .. N - 1 (an odd count) and 1 .. N - 1 (even) */
+                    for (int64_t r0 = 1; r0 <= 2; r0++) {
+                        memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
+                        mv8_groups(ref->mv8[type], w + r0 * rb, rb, N - r0, nb, &xa, m, y0, N);
+                        w8[s]->mvw8[type](w + r0 * rb, rb, N - r0, nb, &xa, m, y1, N);
+                        TU_CHECK(!memcmp(y0, y1, sizeof y0),
+                                 "type %d, m %lld, rows %lld..: %s mvw8 bits", type,
+                                 (long long)m, (long long)r0, w8[s]->name);
+                        n++;
+                    }
+                }
+            }
+            if (m > ATTN__QMV_MAX) continue;
             /* rows 2 .. N - 1 only: a row range that does not start at 0 */
             memset(y0, 0, sizeof y0), memset(y1, 0, sizeof y1);
             ref->mv[type](w + 2 * rb, rb, N - 2, nb, x, K, m, y0, N);

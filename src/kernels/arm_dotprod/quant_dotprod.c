@@ -26,12 +26,13 @@ static inline int32_t dot32(int8x16_t a0, int8x16_t a1, const int8_t *x) {
 }
 
 /* One kernel per type: the block's weights unpacked once (a0: elements 0-15, a1: 16-31), then
- * one term per row of activations. */
+ * one term per row of activations, m up to ATTN__QMV_WIDE (the kernels are also the mvw8
+ * entries). */
 #define DEF(T, BYTES, UNPACK, TERM)                                                           \
     static void mv8_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                \
                         const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {            \
         for (int64_t r = 0; r < rows; r++) {                                                  \
-            float acc[ATTN__QMV_MAX] = {0};                                                   \
+            float acc[ATTN__QMV_WIDE] = {0};                                                  \
             const uint8_t *b = w + (size_t)r * rb;                                            \
             for (int64_t k = 0; k < nb; k++, b += BYTES) {                                    \
                 int8x16_t a0, a1;                                                             \
@@ -70,7 +71,7 @@ static inline void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, 
                            const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
     const size_t bb = five ? 176 : 144;
     for (int64_t r = 0; r < rows; r++) {
-        float acc[ATTN__QMV_MAX] = {0};
+        float acc[ATTN__QMV_WIDE] = {0};
         for (int64_t k = 0; k < nb; k++) {
             const uint8_t *b = w + (size_t)r * rb + (size_t)k * bb;
             const float d = attn__load_half(b), dmin = attn__load_half(b + 2);
@@ -108,7 +109,7 @@ static void mv8_q5_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
 static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
     for (int64_t r = 0; r < rows; r++) {
-        float acc[ATTN__QMV_MAX] = {0};
+        float acc[ATTN__QMV_WIDE] = {0};
         for (int64_t k = 0; k < nb; k++) {
             const uint8_t *b = w + (size_t)r * rb + (size_t)k * 210;
             const int8_t *sc = (const int8_t *)(b + 192);
@@ -140,7 +141,11 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
     {0},
-    {0},
+    /* mvw8: the same kernels, which take up to ATTN__QMV_WIDE rows of activations (each
+     * block unpacked once for all of them; one float sum per row, so the same bits per row) */
+    {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
 };
 
 const attn__quant_kernels *attn__quant_kernels_dotprod(void) { return &TABLE; }

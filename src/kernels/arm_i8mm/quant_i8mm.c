@@ -81,7 +81,7 @@ static inline float term32(int t, const uint8_t *b, const attn__q8act *xa, int64
 /* rows r, r + 1 (weights w0, w1), all m activation rows */
 static inline void pair32(int t, size_t bb, const uint8_t *w0, const uint8_t *w1, int64_t nb,
                           const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    float acc[ATTN__QMV_MAX][2] = {{0}};
+    float acc[ATTN__QMV_WIDE][2] = {{0}};
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *b0 = w0 + (size_t)k * bb, *b1 = w1 + (size_t)k * bb;
         int8x16_t a0, a1, c0, c1;
@@ -109,7 +109,7 @@ static inline void pair32(int t, size_t bb, const uint8_t *w0, const uint8_t *w1
 static inline void pair_k45(int five, const uint8_t *w0, const uint8_t *w1, int64_t nb,
                             const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
     const size_t bb = five ? 176 : 144;
-    float acc[ATTN__QMV_MAX][2] = {{0}};
+    float acc[ATTN__QMV_WIDE][2] = {{0}};
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *b[2] = {w0 + (size_t)k * bb, w1 + (size_t)k * bb};
         int8x16_t a[16], c[16];
@@ -153,7 +153,7 @@ static inline void pair_k45(int five, const uint8_t *w0, const uint8_t *w1, int6
 /* Q6_K: groups of 16, acc += ((d sc) dx) (dot - 32 sum(qx)) */
 static inline void pair_q6k(const uint8_t *w0, const uint8_t *w1, int64_t nb,
                             const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    float acc[ATTN__QMV_MAX][2] = {{0}};
+    float acc[ATTN__QMV_WIDE][2] = {{0}};
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *b[2] = {w0 + (size_t)k * 210, w1 + (size_t)k * 210};
         int8x16_t a[16], c[16];
@@ -223,7 +223,10 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
     {0},
-    {0},
+    /* mvw8: the mv8 kernels (up to ATTN__QMV_WIDE rows, as the SDOT table's) */
+    {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
 };
 
 /* NULL where the SDOT table is missing too (a build without +dotprod) */

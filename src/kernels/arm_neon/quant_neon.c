@@ -1,6 +1,7 @@
 /* Quantized weights with float activations on AArch64 NEON (contract in ../quant.h): the
  * dequantization (dq) and the matrix-vector products (mv) of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * Q4_K, Q5_K and Q6_K; the other types use the plain C kernels (NULL entries).
+ * Q4_K, Q5_K, Q6_K, F32, F16 and BF16, and the wide products (mvw, up to ATTN__QMV_WIDE
+ * vectors, below) of the same types; the other types use the plain C kernels (NULL entries).
  *
  * Bits.  Each block of 32 (each group of 32 of a K block) is dequantized in registers exactly
  * as the reference does it (the integer q widened to float, times d, plus m for Q4_1 and
@@ -196,16 +197,160 @@ DEFK(q4_k, 144)
 DEFK(q5_k, 176)
 DEFK(q6_k, 210)
 
+/* ---- wide: up to ATTN__QMV_WIDE vectors in one pass over the weights (mvw) ----------------
+ * Each block (each group of 32 of a K block) is dequantized in registers once, as mv does it,
+ * and multiplied into the two sums of every vector in mv's order (vector j of the 8 into sum
+ * j & 1, multiply then add, the same fold at the end): each vector gets mv's bits, while the
+ * dequantization and the weight loads serve up to 8 vectors instead of 4.  M is a constant in
+ * each instance (the switch in mvw_T) and the loops over vectors unrolled, so the 2 M sums
+ * live in registers: 16 of the 32 at M = 8, beside the block's 8 weight vectors (GCC 12
+ * spills a few values around the dequantization: about 15 stores per Q4_0 block at M = 8,
+ * against 8 x 16 multiplies and adds). */
+#define WIDE_INLINE static inline __attribute__((always_inline))
+
+/* s[i][j & 1] += v[j] x_i[4 j .. 4 j + 3] for the NV (even) weight vectors, vectors i < M */
+WIDE_INLINE void wide_acc(const float32x4_t *v, const int NV, const float *x, int64_t ldx,
+                          const int M, float32x4_t (*s)[2]) {
+    /* unrolled whole (GCC 12 leaves M >= 5 as a loop, its sums in memory) */
+#pragma GCC unroll 8
+    for (int i = 0; i < M; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < NV; j++)
+            s[i][j & 1] = vaddq_f32(s[i][j & 1], vmulq_f32(v[j], vld1q_f32(x + i * ldx + 4 * j)));
+}
+
+/* mv's fold: ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) */
+WIDE_INLINE float wide_fold(float32x4_t s0, float32x4_t s1) {
+    const float32x4_t t = vaddq_f32(s0, s1);
+    const float32x2_t u = vadd_f32(vget_low_f32(t), vget_high_f32(t));
+    return vget_lane_f32(u, 0) + vget_lane_f32(u, 1);
+}
+
+/* mvw_T: wrows_T with M a constant in each instance */
+#define WCASE(T, M)                                                                           \
+    case M: wrows_##T(w, rb, rows, nb, x, ldx, M, y, ldy); break;
+#define DEF_MVW(T)                                                                            \
+    static void mvw_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
+        switch (m) {                                                                          \
+            WCASE(T, 1) WCASE(T, 2) WCASE(T, 3) WCASE(T, 4)                                   \
+            WCASE(T, 5) WCASE(T, 6) WCASE(T, 7) default: WCASE(T, 8)                          \
+        }                                                                                     \
+    }
+/* T: steps of BYTES, each G groups of 4 NV weights (v[NV]: DEQ fills them for group g of the
+ * step at b), nb / PER steps (PER: nb's unit per step); then TAIL with b past the last step */
+#define DEFW(T, BYTES, G, NV, PER, DEQ, TAIL)                                                 \
+    WIDE_INLINE void wrows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,         \
+                               const float *x, int64_t ldx, const int M, float *y,            \
+                               int64_t ldy) {                                                 \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            const uint8_t *b = w + (size_t)r * rb;                                            \
+            float32x4_t s[ATTN__QMV_WIDE][2];                                                 \
+            for (int i = 0; i < M; i++) s[i][0] = s[i][1] = vdupq_n_f32(0.0f);                \
+            for (int64_t k = 0; k < nb / (PER); k++, b += (BYTES))                            \
+                for (int g = 0; g < (G); g++) {                                               \
+                    float32x4_t v[NV];                                                        \
+                    DEQ;                                                                      \
+                    wide_acc(v, (NV), x + 4 * (NV) * ((G) * k + g), ldx, M, s);               \
+                }                                                                             \
+            TAIL;                                                                             \
+            for (int i = 0; i < M; i++) y[i * ldy + r] = wide_fold(s[i][0], s[i][1]);         \
+        }                                                                                     \
+    }                                                                                         \
+    DEF_MVW(T)
+#define BLOCKW(T, BYTES, G, DEQ) DEFW(T, BYTES, G, 8, 1, DEQ, (void)0)
+BLOCKW(q4_0, 18, 1, ((void)g, block_q4_0(b, v)))
+BLOCKW(q4_1, 20, 1, ((void)g, block_q4_1(b, v)))
+BLOCKW(q5_0, 22, 1, ((void)g, block_q5_0(b, v)))
+BLOCKW(q5_1, 24, 1, ((void)g, block_q5_1(b, v)))
+BLOCKW(q8_0, 34, 1, ((void)g, block_q8_0(b, v)))
+BLOCKW(q4_k, 144, 8, group_q4_k(b, g, v))
+BLOCKW(q5_k, 176, 8, group_q5_k(b, g, v))
+BLOCKW(q6_k, 210, 8, group_q6_k(b, g, v))
+
+/* ---- F32, F16 and BF16 weights: one element per block, K (nb) arbitrary -----------------
+ * The plain C kernel's order as for the blocks (element k into sum k mod 8): steps of 8
+ * elements into the two sums, then the last K mod 8 through a zero-padded step (w and x both
+ * 0: every padded product is +0, and adding +0 changes no sum, which starts at +0 and so is
+ * never -0).  mvw_T is also the mv entry (M up to ATTN__QMV_WIDE).  F16 widened by FCVTL,
+ * BF16 by a 16-bit shift: both exact, as the reference. */
+WIDE_INLINE float32x4_t ld4_f32(const uint8_t *b, int64_t k) {
+    return vld1q_f32((const float *)(const void *)b + k);
+}
+WIDE_INLINE float32x4_t ld4_f16(const uint8_t *b, int64_t k) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)b + k)));
+}
+/* dq's F16: FCVTL quiets a signalling NaN, the reference keeps every NaN's bits: NaN lanes
+ * (|h| > 0x7c00) rebuilt as sign, all-ones exponent, the 10 payload bits at the top */
+WIDE_INLINE float32x4_t dq4_f16(const uint8_t *b, int64_t k) {
+    const uint16x4_t h = vld1_u16((const uint16_t *)(const void *)b + k);
+    const uint32x4_t u = vmovl_u16(h);
+    const uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fff)), vdupq_n_u32(0x7c00));
+    const uint32x4_t exact = vorrq_u32(vorrq_u32(vshlq_n_u32(vandq_u32(u, vdupq_n_u32(0x8000)), 16),
+                                                 vdupq_n_u32(0x7f800000)),
+                                       vshlq_n_u32(vandq_u32(u, vdupq_n_u32(0x3ff)), 13));
+    return vbslq_f32(nan, vreinterpretq_f32_u32(exact), vcvt_f32_f16(vreinterpret_f16_u16(h)));
+}
+#define dq4_f32 ld4_f32
+#define dq4_bf16 ld4_bf16
+WIDE_INLINE float32x4_t ld4_bf16(const uint8_t *b, int64_t k) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)(const void *)b + k), 16));
+}
+WIDE_INLINE float el_f32(const uint8_t *b, int64_t k) {
+    float f;
+    memcpy(&f, b + 4 * k, 4);
+    return f;
+}
+WIDE_INLINE float el_f16(const uint8_t *b, int64_t k) { return attn__load_half(b + 2 * k); }
+WIDE_INLINE float el_bf16(const uint8_t *b, int64_t k) {
+    const uint32_t u = (uint32_t)attn__load_u16(b + 2 * k) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* the last n < 8 weights t (zero-padded to 8) with x_i[0 .. n) */
+WIDE_INLINE void wide_tail(const float *t, int64_t n, const float *x, int64_t ldx, const int M,
+                           float32x4_t (*s)[2]) {
+    float tx[ATTN__QMV_WIDE][8] = {{0}};
+    for (int i = 0; i < M; i++)
+        for (int64_t j = 0; j < n; j++) tx[i][j] = x[i * ldx + j];
+    const float32x4_t v[2] = {vld1q_f32(t), vld1q_f32(t + 4)};
+    wide_acc(v, 2, tx[0], 8, M, s);
+}
+#define FTAIL(T)                                                                              \
+    if (nb & 7) {                                                                             \
+        float t_[8] = {0};                                                                    \
+        for (int64_t j = 0; j < (nb & 7); j++) t_[j] = el_##T(b, j);                          \
+        wide_tail(t_, nb & 7, x + (nb & ~(int64_t)7), ldx, M, s);                             \
+    }
+
+#define DEFF(T, ES)                                                                           \
+    DEFW(T, 8 * (ES), 1, 2, 8, ((void)g, v[0] = ld4_##T(b, 0), v[1] = ld4_##T(b, 4)), FTAIL(T)) \
+    static void dq_##T(const uint8_t *b, int64_t n, float *y) {                               \
+        int64_t k = 0;                                                                        \
+        for (; k + 4 <= n; k += 4) vst1q_f32(y + k, dq4_##T(b, k));                           \
+        for (; k < n; k++) y[k] = el_##T(b, k);                                               \
+    }
+DEFF(f32, 4)
+DEFF(f16, 2)
+DEFF(bf16, 2)
+
 static const attn__quant_kernels TABLE = {
     "neon",
     {[ATTN_Q_Q4_0] = dq_q4_0, [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q5_0] = dq_q5_0,
      [ATTN_Q_Q5_1] = dq_q5_1, [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q4_K] = dq_q4_k,
-     [ATTN_Q_Q5_K] = dq_q5_k, [ATTN_Q_Q6_K] = dq_q6_k},
+     [ATTN_Q_Q5_K] = dq_q5_k, [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_F32] = dq_f32,
+     [ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16},
     {[ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
      [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
-     [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k},
+     [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_F32] = mvw_f32,
+     [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16},
     {0},
-    {0},
+    {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q5_0] = mvw_q5_0,
+     [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q4_K] = mvw_q4_k,
+     [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k, [ATTN_Q_F32] = mvw_f32,
+     [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16},
     {0},
 };
 
