@@ -11,7 +11,8 @@ Or start the servers here, one after the other on the same model and load, and c
         --llamacpp /work/venv-ref/bin/python --model SmolLM2-135M-Instruct.Q4_1.gguf
 
 (--llamacpp: a Python with llama-cpp-python[server], started as `PYTHON -m llama_cpp.server
---model FILE --n_threads T --port P`; --llama-server: llama.cpp's own server program, built
+--model FILE --n_threads T --n_threads_batch T --n_ctx CTX --interrupt_requests False --port P`
+(one sequence at a time: the others wait for it); --llama-server: llama.cpp's own server program, built
 from the same sources, started as `BIN -m FILE -t T -np PARALLEL -c PARALLEL*CTX --port P`, so
 it batches PARALLEL sequences as attn serve does; --threads T for all, default 2.)
 
@@ -179,8 +180,10 @@ def main():
                    "-tb", str(a.threads), "-np", str(a.parallel),
                    "-c", str(a.parallel * a.ctx), "--log-disable"]
         else:
+            # its default interrupts a running request when another one comes: they queue
             cmd = [exe, "-m", "llama_cpp.server", "--model", a.model, "--n_threads",
-                   str(a.threads), "--port", str(port)]
+                   str(a.threads), "--n_threads_batch", str(a.threads), "--n_ctx", str(a.ctx),
+                   "--interrupt_requests", "False", "--port", str(port)]
         print(f"== {name}: {' '.join(cmd)}", flush=True)
         p = serve(cmd, url, name)
         try:
