@@ -604,40 +604,58 @@ static void take(slot *sl, int32_t id) {
         sl->next = id, sl->decoding = 1;
 }
 
-/* Every token's text (the scheduler's; 0 if it cannot be made). */
-static int tok_texts(attn_server_t *S) {
-    if (S->tok_text) return 1;
-    if (S->tok_text_failed) return 0;
+/* Every token's bytes in one table, t[off[id] .. off[id + 1]) (*t, *off: NULL when out of
+ * memory): raw 0, the token's text in an answer (a tool call's tag as written, a piece of a
+ * character empty: never a name's); raw 1, its bytes as it decodes alone (special tokens as
+ * their text, a piece of a character as its bytes).  The scheduler's. */
+static void tok_table(attn_server_t *S, int raw, char **tp, size_t **offp) {
     const size_t V = (size_t)S->cfg.vocab_size;
     size_t cap = V * 8 + 64, n = 0;
     char *t = malloc(cap);
-    S->tok_off = malloc(sizeof *S->tok_off * (V + 1));
-    S->masked = malloc(sizeof *S->masked * V);
-    for (size_t id = 0; t && S->tok_off && S->masked && id < V; id++) {
+    size_t *off = malloc(sizeof *off * (V + 1));
+    for (size_t id = 0; t && off && id < V; id++) {
+        const int32_t one = (int32_t)id;
+        const char *tag = raw ? NULL : tool_tag(S, one), *piece = S->piece;
         size_t pl = 0;
-        const char *tag = tool_tag(S, (int32_t)id), *piece = S->piece;
         attn_bpe_stream bs;
         memset(&bs, 0, sizeof bs);
         if (tag) piece = tag, pl = strlen(tag);
-        else if (attn_bpe_decode_stream(S->sctx, S->tok, &bs, (int32_t)id,
-                                        ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE, S->piece,
-                                        S->piece_cap, &pl) != ATTN_OK)
-            pl = 0; /* a part of a character (its bytes are pending): never a name's */
+        else if ((raw ? attn_bpe_decode(S->sctx, S->tok, &one, 1, ATTN_BPE_CONTINUE, S->piece,
+                                        S->piece_cap, &pl)
+                      : attn_bpe_decode_stream(S->sctx, S->tok, &bs, one,
+                                               ATTN_BPE_SKIP_SPECIAL | ATTN_BPE_CONTINUE,
+                                               S->piece, S->piece_cap, &pl)) != ATTN_OK)
+            pl = 0;
         if (n + pl > cap) {
             char *u = cap < SIZE_MAX / 2 ? realloc(t, cap * 2 + pl) : NULL;
-            if (!u) free(t), t = NULL;
+            if (!u) free(t);
             t = u, cap = cap * 2 + pl;
+            if (!t) break;
         }
-        if (t) S->tok_off[id] = n, memcpy(t + n, piece, pl), n += pl;
+        off[id] = n, memcpy(t + n, piece, pl), n += pl;
     }
-    if (!t || !S->tok_off || !S->masked) {
-        free(t), free(S->tok_off), free(S->masked);
-        S->tok_off = NULL, S->masked = NULL, S->tok_text_failed = 1;
+    if (!t || !off) {
+        free(t), free(off);
+        t = NULL, off = NULL;
+    } else {
+        off[V] = n;
+    }
+    *tp = t, *offp = off;
+}
+
+/* Every token's text in an answer (tok_table raw 0; 0 if it cannot be made). */
+static int tok_texts(attn_server_t *S) {
+    if (S->tok_text) return 1;
+    if (S->tok_text_failed) return 0;
+    S->masked = malloc(sizeof *S->masked * (size_t)S->cfg.vocab_size);
+    if (S->masked) tok_table(S, 0, &S->tok_text, &S->tok_off);
+    if (!S->tok_text) {
+        free(S->masked);
+        S->masked = NULL, S->tok_text_failed = 1;
         logf_(S, "attn serve: out of memory for the tokens' texts: tool_choice "
                  "\"required\" names are not constrained");
         return 0;
     }
-    S->tok_off[V] = n, S->tok_text = t;
     return 1;
 }
 
@@ -682,39 +700,14 @@ static const float *constrain_name(sreq *r, const float *lg) {
     return any ? S->masked : lg;
 }
 
-/* Every token's bytes as it decodes alone (raw: special tokens as their text, a piece of a
- * character as its bytes); 0 if the table cannot be made.  The scheduler's. */
+/* Every token's bytes as it decodes alone (tok_table raw 1), for logprobs; 0 if the table
+ * cannot be made. */
 static int tok_raws(attn_server_t *S) {
     if (S->tok_raw) return 1;
     if (S->tok_raw_failed) return 0;
-    const size_t V = (size_t)S->cfg.vocab_size;
-    size_t cap = V * 8 + 64, n = 0;
-    char *t = malloc(cap);
-    size_t *off = malloc(sizeof *off * (V + 1));
-    for (size_t id = 0; t && off && id < V; id++) {
-        const int32_t one = (int32_t)id;
-        size_t pl = 0;
-        if (attn_bpe_decode(S->sctx, S->tok, &one, 1, ATTN_BPE_CONTINUE, S->piece, S->piece_cap,
-                            &pl) != ATTN_OK)
-            pl = 0;
-        if (n + pl > cap) {
-            char *u = cap < SIZE_MAX / 2 ? realloc(t, cap * 2 + pl) : NULL;
-            if (!u) free(t);
-            t = u, cap = cap * 2 + pl;
-            if (!t) break;
-        }
-        off[id] = n;
-        memcpy(t + n, S->piece, pl);
-        n += pl;
-    }
-    if (!t || !off) {
-        free(t), free(off);
-        S->tok_raw_failed = 1;
-        return 0;
-    }
-    off[V] = n;
-    S->tok_raw = t, S->raw_off = off;
-    return 1;
+    tok_table(S, 1, &S->tok_raw, &S->raw_off);
+    S->tok_raw_failed = !S->tok_raw;
+    return S->tok_raw != NULL;
 }
 
 /* S->lp_cur for token id of the raw logits lg [V]: its log-probability and the top ones. */
