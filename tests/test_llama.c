@@ -18,6 +18,7 @@
 #include "testutil.h"
 /* the model's internals, for the GGUF layout check (permuted q/k rows, interleaved RoPE) */
 #include "../src/models/llm_model.h"
+#include "../src/core/internal.h"
 
 #define V 256
 #define MAXT 64
@@ -338,6 +339,131 @@ static void draw(attn_ctx *ctx, const attn_llm_sampler *cfg, const float *lg, in
         if (id >= 0 && id < nv) counts[id]++;
     }
     TU_CHECK(step == (uint64_t)n, "step advanced once per draw");
+}
+
+/* ---- the sampler against a plain reference ------------------------------------------------
+ * The reference sorts every candidate (decreasing logit, then increasing id), cuts the top-k
+ * and top-p prefixes by walking that order (the weights summed in the order, in long double),
+ * keeps min-p by weight, and draws in id order with the library's uniform: the contract of
+ * attn_llm_sample.  The library finds the same sets without sorting. */
+typedef struct rcand {
+    float l;
+    int32_t id;
+} rcand;
+
+static int rcand_cmp(const void *a, const void *b) {
+    const rcand *x = a, *y = b;
+    if (x->l != y->l) return x->l > y->l ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* the reference draw; *edge: the top-p cut lies within rounding of its goal */
+static int32_t ref_sample(const float *l, int64_t nv, const attn_llm_sampler *c, uint64_t step,
+                          int *edge) {
+    rcand *r = malloc(sizeof *r * (size_t)nv);
+    char *kept = calloc((size_t)nv, 1);
+    double *w = malloc(sizeof *w * (size_t)nv);
+    int64_t n = 0;
+    for (int64_t i = 0; i < nv; i++)
+        if (l[i] != -INFINITY) r[n].l = l[i], r[n++].id = (int32_t)i;
+    qsort(r, (size_t)n, sizeof *r, rcand_cmp);
+    const double T = c->temperature, top = (double)r[0].l / T;
+    for (int64_t i = 0; i < nv; i++) w[i] = exp((double)l[i] / T - top);
+    if (c->top_k > 0 && c->top_k < n) {
+        const float kth = r[c->top_k - 1].l;
+        int64_t k = c->top_k;
+        while (k < n && r[k].l >= kth) k++;
+        n = k;
+    }
+    *edge = 0;
+    if (c->top_p < 1.0f && n > 1) {
+        long double z = 0, cum = 0;
+        for (int64_t i = 0; i < n; i++) z += w[r[i].id];
+        const long double goal = (long double)c->top_p * z;
+        for (int64_t i = 0; i < n; i++) {
+            if (i >= 1 && cum >= goal) {
+                n = i;
+                break;
+            }
+            cum += w[r[i].id];
+            if (fabsl(cum - goal) <= 1e-12L * goal) *edge = 1;
+        }
+    }
+    for (int64_t i = 0; i < n; i++) kept[r[i].id] = w[r[i].id] >= (double)c->min_p;
+    const uint32_t key[2] = {(uint32_t)c->seed, (uint32_t)(c->seed >> 32)};
+    const uint32_t ctr[4] = {(uint32_t)step, (uint32_t)(step >> 32), 0x706d6173u, 0};
+    uint32_t o[4];
+    attn__philox(ctr, key, o);
+    const double u = (double)(((uint64_t)o[0] << 32 | o[1]) >> 11) * (1.0 / 9007199254740992.0);
+    double z = 0, run = 0;
+    for (int64_t i = 0; i < nv; i++)
+        if (kept[i]) z += w[i];
+    int32_t pick = r[0].id;
+    for (int64_t i = 0; i < nv; i++)
+        if (kept[i]) {
+            pick = (int32_t)i;
+            run += w[i];
+            if (run > u * z) break;
+        }
+    free(r), free(kept), free(w);
+    return pick;
+}
+
+static void check_sampler_reference(attn_ctx *ctx) {
+    static const int64_t nvs[] = {1, 2, 7, 100, 3000, 70000};
+    static const float Ts[] = {0.3f, 1.0f, 2.5f}, ps[] = {1.0f, 0.95f, 0.5f, 0.01f},
+                       mps[] = {0.0f, 0.05f, 0.5f}, sig[] = {0.5f, 3.0f, 20.0f};
+    static const int64_t ks[] = {0, 1, 5, 50, 100000};
+    uint64_t rs = 0x9e3779b97f4a7c15ull;
+    int cases = 0, same = 0, edges = 0;
+    float *l = malloc(sizeof *l * 70000);
+    for (int v = 0; v < 6; v++)
+        for (int rep = 0; rep < 32; rep++) {
+            const int64_t nv = nvs[v];
+            const float sg = sig[rep % 3];
+            const int grid = rep % 4 == 1, holes = rep % 5 == 2;
+            for (int64_t i = 0; i < nv; i++) {
+                double a = 0;
+                for (int j = 0; j < 4; j++) {
+                    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+                    a += (double)(rs >> 11) * (1.0 / 9007199254740992.0);
+                }
+                float x = (float)((a - 2.0) * 1.7 * sg);
+                if (grid) x = roundf(x * 2.0f) / 2.0f; /* ties */
+                if (holes && (rs >> 7) % 9 == 0) x = -INFINITY;
+                l[i] = x;
+            }
+            l[(rs >> 20) % (uint64_t)nv] = 4.0f * sg; /* at least one finite */
+            attn_llm_sampler c = attn_llm_sampler_defaults();
+            rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+            c.temperature = Ts[rs % 3];
+            c.top_k = ks[(rs >> 8) % 5];
+            c.top_p = ps[(rs >> 16) % 4];
+            c.min_p = mps[(rs >> 24) % 3];
+            c.seed = (uint64_t)rep * 7 + (uint64_t)v;
+            uint64_t step = 5;
+            for (int d = 0; d < 8; d++) {
+                int edge = 0;
+                const uint64_t s0 = step;
+                const int32_t want = ref_sample(l, nv, &c, s0, &edge);
+                int32_t got = -1;
+                if (!TU_STATUS(attn_llm_sample(ctx, &c, l, nv, NULL, 0, &step, &got), ATTN_OK, ctx))
+                    break;
+                cases++;
+                edges += edge;
+                if (got == want) same++;
+                else
+                    TU_CHECK(edge, "sampler nv %lld T %g top_k %lld top_p %g min_p %g step %llu: "
+                                   "%d, the reference %d",
+                             (long long)nv, (double)c.temperature, (long long)c.top_k,
+                             (double)c.top_p, (double)c.min_p, (unsigned long long)s0, got, want);
+            }
+        }
+    free(l);
+    TU_CHECK(cases == 6 * 32 * 8 && same >= cases - 2,
+             "sampler: %d of %d draws as the reference (%d at a top-p rounding edge)", same,
+             cases, edges);
+    printf("sampler: %d of %d draws as the sorting reference\n", same, cases);
 }
 
 static void check_sampler(attn_ctx *ctx) {
@@ -903,6 +1029,7 @@ int main(void) {
     printf("max error / max|logit| against transformers: forward %.3g, sessions F32 %.3g, "
            "BF16 %.3g\n", worst_fwd, worst_sess, worst_bf16);
     check_sampler(ctx);
+    check_sampler_reference(ctx);
     check_penalties(ctx);
     check_sampler_hf(ctx);
     check_modules(ctx);

@@ -24,21 +24,72 @@ static double uniform(uint64_t seed, uint64_t step) {
     return (double)bits * (1.0 / 9007199254740992.0);
 }
 
-typedef struct cand {
-    float l;
-    int32_t id;
-} cand;
-
-/* decreasing logit, increasing id among equal ones (-inf last) */
-static int by_logit(const void *a, const void *b) {
-    const cand *x = a, *y = b;
-    if (x->l != y->l) return x->l > y->l ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
 static int by_id(const void *a, const void *b) {
     const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The k-th largest (k in [1, count]) of the values l[i] >= floor, not -inf: a min-heap h[k]
+ * of the largest seen, h[0] its smallest (one comparison for most values). */
+static float kth_largest(const float *l, int64_t V, float floor, int64_t k, float *h) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < V; i++) {
+        const float v = l[i];
+        if (v == -INFINITY || !(v >= floor)) continue;
+        int64_t j;
+        if (n < k) { /* sift up */
+            for (j = n++; j > 0 && h[(j - 1) / 2] > v; j = (j - 1) / 2) h[j] = h[(j - 1) / 2];
+            h[j] = v;
+        } else if (v > h[0]) { /* replace the smallest, sift down */
+            j = 0;
+            for (;;) {
+                int64_t c = 2 * j + 1;
+                if (c >= k) break;
+                if (c + 1 < k && h[c + 1] < h[c]) c++;
+                if (!(h[c] < v)) break;
+                h[j] = h[c], j = c;
+            }
+            h[j] = v;
+        }
+    }
+    return h[0];
+}
+
+/* A float as an unsigned key of the same order (-inf lowest). */
+static uint32_t fkey(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u >> 31 ? ~u : u | 0x80000000u;
+}
+
+/* Top-p: the candidates ids[0 .. m) (in id order, logits l, weights w) are ordered by
+ * decreasing logit, then increasing id; a candidate is kept when the weights before it sum to
+ * less than goal.  Sets (bl, bid) to the last kept one.  A most-significant-digit radix search
+ * on the logits' keys, 8 bits at a time, summing the weights of each digit's candidates (in id
+ * order): four passes over the candidates, then one over the ties of the last logit; no sort,
+ * whatever the distribution. */
+static void top_p_boundary(const float *l, const int32_t *ids, const double *w, int64_t m,
+                           double goal, float *bl, int32_t *bid) {
+    uint32_t prefix = 0, mask = 0;
+    double cum = 0; /* the weights before the range searched */
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        double hm[256] = {0};
+        for (int64_t j = 0; j < m; j++) {
+            const uint32_t u = fkey(l[ids[j]]);
+            if ((u & mask) == prefix) hm[(u >> shift) & 255] += w[j];
+        }
+        int d = 255;
+        while (d >= 0 && !(cum + hm[d] >= goal)) cum += hm[d--];
+        if (d < 0) return; /* rounding left the goal unreached: every candidate is kept */
+        prefix |= (uint32_t)d << shift;
+        mask |= (uint32_t)255 << shift;
+    }
+    for (int64_t j = 0; j < m; j++)
+        if (fkey(l[ids[j]]) == prefix) {
+            *bl = l[ids[j]], *bid = ids[j];
+            cum += w[j];
+            if (cum >= goal) return;
+        }
 }
 
 attn_status attn_llm_sample(attn_ctx *ctx, const attn_llm_sampler *cfg, const float *logits,
@@ -77,28 +128,49 @@ attn_status attn_llm_sample_ex(attn_ctx *ctx, const attn_llm_sampler *cfg, const
                  (long long)n_prompt, (long long)n_hist);
     ATTN_FAIL_IF(T > 0 && !step, ctx, ATTN_E_INVALID,
                  "attn_llm_sample: step is NULL (only greedy decoding needs no stream)");
-    int any = 0;
+    /* refuse NaN and +inf; the largest logit, and how many are not -inf */
+    float mx = -INFINITY;
+    int bad = 0;
+    int64_t nfin = 0;
     for (int64_t i = 0; i < vocab; i++) {
-        ATTN_FAIL_IF(isnan(logits[i]) || logits[i] == INFINITY, ctx, ATTN_E_NONFINITE,
-                     "attn_llm_sample: logit %lld is %g", (long long)i, (double)logits[i]);
-        any |= logits[i] != -INFINITY;
+        const float v = logits[i];
+        bad |= !(v <= FLT_MAX) & (v != -INFINITY);
+        mx = v > mx ? v : mx;
+        nfin += v != -INFINITY;
     }
-    ATTN_FAIL_IF(!any, ctx, ATTN_E_NONFINITE, "attn_llm_sample: every logit is -inf");
+    if (bad)
+        for (int64_t i = 0; i < vocab; i++)
+            ATTN_FAIL_IF(isnan(logits[i]) || logits[i] == INFINITY, ctx, ATTN_E_NONFINITE,
+                         "attn_llm_sample: logit %lld is %g", (long long)i, (double)logits[i]);
+    ATTN_FAIL_IF(nfin == 0, ctx, ATTN_E_NONFINITE, "attn_llm_sample: every logit is -inf");
+    const int penalised = rp != 1.0f || ((pp != 0.0f || fp != 0.0f) && n_hist > n_prompt);
+    int64_t top = 0; /* the first largest */
+    while (logits[top] != mx) top++;
+    if (T == 0 && !penalised) {
+        *out_id = (int32_t)top;
+        return ATTN_OK;
+    }
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
-    cand *c;
-    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)vocab, sizeof *c, (void **)&c));
-    for (int64_t i = 0; i < vocab; i++) c[i].l = logits[i], c[i].id = (int32_t)i;
-    /* 1. repetition penalty, once per distinct id (c[i].id marks a visit by going negative) */
-    if (rp != 1.0f) {
+    const float *pl = logits; /* the logits after the penalties */
+    float *pw = NULL;
+    if (penalised) {
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)vocab, sizeof *pw, (void **)&pw));
+        memcpy(pw, logits, sizeof *pw * (size_t)vocab);
+        pl = pw;
+    }
+    /* 1. repetition penalty, once per distinct id of the history */
+    if (rp != 1.0f && n_hist > 0) {
+        int32_t *g;
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)n_hist, sizeof *g, (void **)&g));
+        memcpy(g, history, sizeof *g * (size_t)n_hist);
+        qsort(g, (size_t)n_hist, sizeof *g, by_id);
         for (int64_t j = 0; j < n_hist; j++) {
-            const int32_t t = history[j];
-            if (t < 0 || t >= vocab || c[t].id < 0) continue;
-            const float l = c[t].l;
-            c[t].l = l < 0 ? l * rp : l / rp;
-            c[t].id = -1 - t;
+            const int32_t t = g[j];
+            if (t < 0 || t >= vocab || (j > 0 && g[j - 1] == t)) continue;
+            const float v = pw[t] < 0 ? pw[t] * rp : pw[t] / rp; /* kept finite */
+            if (pw[t] != -INFINITY) pw[t] = v < -FLT_MAX ? -FLT_MAX : v > FLT_MAX ? FLT_MAX : v;
         }
-        for (int64_t i = 0; i < vocab; i++) c[i].id = (int32_t)i;
     }
     /* 1b. presence and frequency penalties over the generated ids: l - (count * frequency +
      * presence), counted on a sorted copy (no vocab-sized table) */
@@ -112,70 +184,71 @@ attn_status attn_llm_sample_ex(attn_ctx *ctx, const attn_llm_sampler *cfg, const
             int64_t k = j;
             while (k < ng && g[k] == g[j]) k++;
             const int32_t t = g[j];
-            if (t >= 0 && t < vocab && c[t].l != -INFINITY) {
-                double l = (double)c[t].l - ((double)(k - j) * (double)fp + (double)pp);
+            if (t >= 0 && t < vocab && pw[t] != -INFINITY) {
+                double l = (double)pw[t] - ((double)(k - j) * (double)fp + (double)pp);
                 if (l > FLT_MAX) l = FLT_MAX;
                 if (l < -FLT_MAX) l = -FLT_MAX;
-                c[t].l = (float)l;
+                pw[t] = (float)l;
             }
             j = k;
         }
     }
+    if (penalised) { /* the penalties move the largest (and keep finite logits finite) */
+        top = 0;
+        for (int64_t i = 1; i < vocab; i++)
+            if (pl[i] > pl[top]) top = i;
+    }
     /* 2. greedy: the first largest */
     if (T == 0) {
-        int64_t best = 0;
-        for (int64_t i = 1; i < vocab; i++)
-            if (c[i].l > c[best].l) best = i;
-        *out_id = (int32_t)best;
+        *out_id = (int32_t)top;
         st = ATTN_OK;
         goto done;
     }
-    if (T != 1.0f)
-        for (int64_t i = 0; i < vocab; i++) c[i].l = c[i].l / T;
-    qsort(c, (size_t)vocab, sizeof *c, by_logit);
-    int64_t n = 0; /* the candidates left: a prefix of c */
-    while (n < vocab && c[n].l != -INFINITY) n++;
-    /* 3. top-k: everything >= the k-th largest */
-    if (cfg->top_k > 0 && cfg->top_k < n) {
-        const float kth = c[cfg->top_k - 1].l;
-        int64_t k = cfg->top_k;
-        while (k < n && c[k].l >= kth) k++;
-        n = k;
+    const double top_t = (double)pl[top] / T;
+    /* 3. top-k: the candidates >= the k-th largest logit */
+    float floor = -INFINITY;
+    if (cfg->top_k > 0 && cfg->top_k < nfin) {
+        float *h;
+        ATTN_TRYG(attn__ws_alloc(ctx, (size_t)cfg->top_k, sizeof *h, (void **)&h));
+        floor = kth_largest(pl, vocab, -INFINITY, cfg->top_k, h);
     }
-    /* 4. top-p: from the smallest up, drop while the cumulative probability <= 1 - top_p */
-    if (cfg->top_p < 1.0f && n > 1) {
-        double z = 0, cum = 0;
-        for (int64_t i = 0; i < n; i++) z += exp((double)c[i].l - (double)c[0].l);
-        const double cut = 1.0 - (double)cfg->top_p;
-        int64_t keep = n;
-        for (int64_t i = n - 1; i > 0; i--) {
-            cum += exp((double)c[i].l - (double)c[0].l) / z;
-            if (cum > cut) break;
-            keep = i;
-        }
-        n = keep;
-    }
-    /* 5. min-p: drop the probabilities < min_p times the largest */
-    if (cfg->min_p > 0.0f) {
-        int64_t k = 1;
-        while (k < n && exp((double)c[k].l - (double)c[0].l) >= (double)cfg->min_p) k++;
-        n = k;
-    }
-    /* 6. the draw */
-    {
+    int32_t *ids;
+    double *w;
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)vocab, sizeof *ids, (void **)&ids));
+    ATTN_TRYG(attn__ws_alloc(ctx, (size_t)vocab, sizeof *w, (void **)&w));
+    int64_t m = 0;
+    for (int64_t i = 0; i < vocab; i++)
+        if (pl[i] != -INFINITY && pl[i] >= floor) ids[m++] = (int32_t)i;
+    for (int64_t j = 0; j < m; j++) w[j] = exp((double)pl[ids[j]] / T - top_t);
+    /* 4. top-p: a prefix of the order (decreasing logit, then increasing id) whose weights reach
+     * top_p of the candidates' (summed in id order) */
+    float bl = -INFINITY; /* the last kept candidate in the order */
+    int32_t bid = INT32_MAX;
+    if (cfg->top_p < 1.0f && m > 1) {
         double z = 0;
-        for (int64_t i = 0; i < n; i++) z += exp((double)c[i].l - (double)c[0].l);
+        for (int64_t j = 0; j < m; j++) z += w[j];
+        top_p_boundary(pl, ids, w, m, (double)cfg->top_p * z, &bl, &bid);
+    }
+    /* 5. min-p: drop the probabilities < min_p times the largest (whose weight is 1) */
+    const double wmin = cfg->min_p;
+    /* 6. the draw: the kept candidates' weights in id order, the first whose running sum passes
+     * u times their total */
+    {
+#define KEPT(j) (w[j] >= wmin && (pl[ids[j]] > bl || (pl[ids[j]] == bl && ids[j] <= bid)))
+        double z = 0;
+        for (int64_t j = 0; j < m; j++)
+            if (KEPT(j)) z += w[j];
         const double target = uniform(cfg->seed, *step) * z;
         double run = 0;
-        int64_t pick = n - 1;
-        for (int64_t i = 0; i < n; i++) {
-            run += exp((double)c[i].l - (double)c[0].l);
-            if (run > target) {
-                pick = i;
-                break;
+        int64_t pick = top;
+        for (int64_t j = 0; j < m; j++)
+            if (KEPT(j)) {
+                pick = ids[j];
+                run += w[j];
+                if (run > target) break;
             }
-        }
-        *out_id = c[pick].id;
+#undef KEPT
+        *out_id = (int32_t)pick;
         *step += 1;
     }
     st = ATTN_OK;
