@@ -36,6 +36,9 @@ import time
 import urllib.request
 
 
+TEMPERATURE = 0  # --temperature: 0 greedy; else sampled with the servers' other defaults
+
+
 def one(url, prompt, tokens, out):
     try:
         one_request(url, prompt, tokens, out)
@@ -46,7 +49,7 @@ def one(url, prompt, tokens, out):
 
 def one_request(url, prompt, tokens, out):
     body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
-            "temperature": 0, "ignore_eos": True, "stream": True}
+            "temperature": TEMPERATURE, "ignore_eos": True, "stream": True}
     req = urllib.request.Request(url + "v1/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     t0 = time.perf_counter()
@@ -156,8 +159,13 @@ def main():
     ap.add_argument("--ctx", type=int, default=1024, help="context tokens per sequence")
     ap.add_argument("--model", help="the GGUF file every server serves")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="the requests' temperature (default 0: greedy; 1 is OpenAI's default)")
     ap.add_argument("--parallel", type=int, default=8, help="attn serve's --parallel")
+    ap.add_argument("--template", help="attn serve's --template (a model file without one)")
     a = ap.parse_args()
+    global TEMPERATURE
+    TEMPERATURE = a.temperature
     if a.url:
         load(a.url, a.clients, a.tokens, a.repeat)
         return
@@ -175,6 +183,8 @@ def main():
         if name == "attn serve":
             cmd = [exe, "serve", "--model", a.model, "--port", str(port), "-t", str(a.threads),
                    "--parallel", str(a.parallel), "--ctx", str(a.ctx), "-q"]
+            if a.template:
+                cmd += ["--template", a.template]
         elif name == "llama-server":
             cmd = [exe, "-m", a.model, "--port", str(port), "-t", str(a.threads),
                    "-tb", str(a.threads), "-np", str(a.parallel),

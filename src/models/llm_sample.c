@@ -29,6 +29,48 @@ static int by_id(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* exp(x) for x <= 0 (or -inf: 0), within a few ulps, in plain double operations (no library
+ * call: the loops over the vocabulary vectorize, and the weights, so the draws, are the same
+ * on every machine).  x = n ln2 + r, |r| <= ln2 / 2; e^r by its Taylor series to r^13 (the
+ * remainder < 4e-18); 2^n from the bits of the rounding constant's sum. */
+static inline double exp_neg(double x) {
+    const double xc = x > -708.0 ? x : -708.0; /* 2^n stays normal */
+    const double t = xc * 1.44269504088896338700 + 0x1.8p52;
+    const double n = t - 0x1.8p52;
+    const double r = (xc - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+    double p = 1.0 / 6227020800.0; /* 1/13! */
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    uint64_t u;
+    memcpy(&u, &t, sizeof u);
+    u = (u + 1023) << 52;
+    double s;
+    memcpy(&s, &u, sizeof s);
+    const double y = p * s;
+    return x > -708.0 ? y : 0.0;
+}
+
+/* w[j] = exp_neg(w[j]): vectorized (the file is built with -fno-trapping-math), for the widest
+ * vectors the CPU has where the compiler can pick at load time; the same operations, so the
+ * same bits, on every path */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void exp_neg_all(double *w, int64_t m) {
+    for (int64_t j = 0; j < m; j++) w[j] = exp_neg(w[j]);
+}
+
 /* The k-th largest (k in [1, count]) of the values l[i] >= floor, not -inf: a min-heap h[k]
  * of the largest seen, h[0] its smallest (one comparison for most values). */
 static float kth_largest(const float *l, int64_t V, float floor, int64_t k, float *h) {
@@ -128,15 +170,23 @@ attn_status attn_llm_sample_ex(attn_ctx *ctx, const attn_llm_sampler *cfg, const
                  (long long)n_prompt, (long long)n_hist);
     ATTN_FAIL_IF(T > 0 && !step, ctx, ATTN_E_INVALID,
                  "attn_llm_sample: step is NULL (only greedy decoding needs no stream)");
-    /* refuse NaN and +inf; the largest logit, and how many are not -inf */
-    float mx = -INFINITY;
+    /* refuse NaN and +inf; the largest logit, and how many are not -inf: on the bits (a loop
+     * that vectorizes), each float as an int of the same order */
+    int32_t kmx = INT32_MIN;
     int bad = 0;
     int64_t nfin = 0;
     for (int64_t i = 0; i < vocab; i++) {
-        const float v = logits[i];
-        bad |= !(v <= FLT_MAX) & (v != -INFINITY);
-        mx = v > mx ? v : mx;
-        nfin += v != -INFINITY;
+        uint32_t u;
+        memcpy(&u, &logits[i], sizeof u);
+        const int32_t key = (int32_t)(u >> 31 ? u ^ 0x7fffffffu : u);
+        bad |= (u & 0x7fffffffu) >= 0x7f800000u && u != 0xff800000u; /* NaN, +inf */
+        kmx = key > kmx ? key : kmx;
+        nfin += u != 0xff800000u;
+    }
+    float mx;
+    {
+        const uint32_t u = kmx < 0 ? (uint32_t)kmx ^ 0x7fffffffu : (uint32_t)kmx;
+        memcpy(&mx, &u, sizeof mx);
     }
     if (bad)
         for (int64_t i = 0; i < vocab; i++)
@@ -219,7 +269,8 @@ attn_status attn_llm_sample_ex(attn_ctx *ctx, const attn_llm_sampler *cfg, const
     int64_t m = 0;
     for (int64_t i = 0; i < vocab; i++)
         if (pl[i] != -INFINITY && pl[i] >= floor) ids[m++] = (int32_t)i;
-    for (int64_t j = 0; j < m; j++) w[j] = exp((double)pl[ids[j]] / T - top_t);
+    for (int64_t j = 0; j < m; j++) w[j] = (double)pl[ids[j]] / T - top_t;
+    exp_neg_all(w, m);
     /* 4. top-p: a prefix of the order (decreasing logit, then increasing id) whose weights reach
      * top_p of the candidates' (summed in id order) */
     float bl = -INFINITY; /* the last kept candidate in the order */
