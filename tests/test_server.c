@@ -83,6 +83,9 @@ static int g_nbias;
 static int32_t g_bias_id[4];
 static float g_bias[4];
 
+/* when set, greedy() draws with it instead (steps from 0, no history: no penalties) */
+static const attn_llm_sampler *g_sampler;
+
 static char *greedy(attn_ctx *ctx, attn_llm *m, const char *text, int bos, int max, int *ntok) {
     const attn_bpe *tok = attn_llm_tokenizer(m);
     attn_llm_config cfg;
@@ -109,6 +112,10 @@ static char *greedy(attn_ctx *ctx, attn_llm *m, const char *text, int bos, int m
         int32_t best = 0;
         for (int64_t v = 1; v < cfg.vocab_size; v++)
             if (lg[v] > lg[best]) best = (int32_t)v;
+        uint64_t step = (uint64_t)g;
+        if (g_sampler &&
+            attn_llm_sample(ctx, g_sampler, lg, cfg.vocab_size, NULL, 0, &step, &best) != ATTN_OK)
+            break;
         if (attn_llm_is_end(m, best)) break;
         gen[g++] = best;
         if (g == max || attn_llm_session_decode(ctx, s, best, lg) != ATTN_OK) break;
@@ -265,8 +272,10 @@ static void answers(attn_ctx *ref, attn_llm *m, int threads) {
 
 /* Two completions at once on the two slots (prompts of a few and of more than 8 tokens, so
  * their prefills run as one attn_llm_session_prefill_batch of two passes; cache_prompt false):
- * each answer is the greedy one of a plain session loop. */
-static void together(attn_ctx *ref, attn_llm *m, int threads) {
+ * each answer is the greedy one of a plain session loop.  sampled: temperature 1 over every
+ * token with a seed each, so the step's two draws run on the threads at once (each on its own
+ * context): each answer is a plain loop's draws with that seed. */
+static void together(attn_ctx *ref, attn_llm *m, int threads, int sampled) {
     static const char *texts[2] = {
         "hello",
         "the quick brown fox jumps over the lazy dog, then it runs back again and again"};
@@ -274,10 +283,14 @@ static void together(attn_ctx *ref, attn_llm *m, int threads) {
     attn_server_reply *r[2] = {NULL, NULL};
     int n[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
+        attn_llm_sampler sp = attn_llm_sampler_defaults();
+        sp.seed = 1000 + (uint64_t)i;
+        g_sampler = sampled ? &sp : NULL;
         want[i] = greedy(ref, m, texts[i], 1, 12, &n[i]);
+        g_sampler = NULL;
         snprintf(body[i], sizeof body[i],
-                 "{\"prompt\": \"%s\", \"max_tokens\": 12, \"temperature\": 0, "
-                 "\"cache_prompt\": false}", texts[i]);
+                 "{\"prompt\": \"%s\", \"max_tokens\": 12, \"temperature\": %d, "
+                 "\"seed\": %d, \"cache_prompt\": false}", texts[i], sampled, 1000 + i);
         TU_CHECK(attn_server_handle(srv, "POST", "/v1/completions", NULL, body[i],
                                     strlen(body[i]), &r[i]) == ATTN_OK, "request %d", i);
     }
@@ -295,8 +308,8 @@ static void together(attn_ctx *ref, attn_llm *m, int threads) {
             text = ch && ch->first ? field(ch->first, "text") : NULL;
         }
         TU_CHECK(text && want[i] && !strcmp(text, want[i]),
-                 "threads %d: together, answer %d '%s' is not the greedy '%s'", threads, i,
-                 text ? text : "(none)", want[i] ? want[i] : "");
+                 "threads %d: together, answer %d '%s' is not the %s '%s'", threads, i,
+                 text ? text : "(none)", sampled ? "sampled" : "greedy", want[i] ? want[i] : "");
         free(text);
         sj_free(&d);
         attn_server_reply_free(r[i]);
@@ -690,7 +703,8 @@ int main(void) {
         TU_CHECK(attn_server_context(srv) == 128, "the context: %lld",
                  (long long)attn_server_context(srv));
         answers(ref, m, threads);
-        together(ref, m, threads);
+        together(ref, m, threads, 0);
+        together(ref, m, threads, 1);
         if (threads == 2) {
             attn_server_free(srv), srv = NULL;
             attn_ctx_free(sctx);

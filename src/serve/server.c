@@ -16,6 +16,7 @@
 
 #include "attn.h"
 #include "internal.h"
+#include "pool.h"
 #include "serve_json.h"
 #include "serve_page.h"
 #include "serve_tools.h"
@@ -183,6 +184,11 @@ struct attn_server {
     size_t *tok_off;
     float *masked; /* the logits constrain_name gives the sampler */
     float *biased; /* the logits with a request's logit_bias ([V]) */
+    attn_ctx **tctx; /* one single-thread context per thread of sctx: the step's draws */
+    int ntctx;
+    int32_t *bpick; /* a step's drawn ids, their statuses and contexts ([parallel] each) */
+    attn_status *bst;
+    int *btid;
     char *tok_raw;  /* every token's bytes as it decodes alone, for logprobs (made by the
                      * scheduler when first needed, read-only after): tok_raw[raw_off[id] ..
                      * raw_off[id + 1]) */
@@ -733,6 +739,36 @@ static void logprob_entry(attn_server_t *S, const sreq *r, const float *lg, int3
     S->lp_have = 1;
 }
 
+/* After a draw: the logprobs entry, the token's text */
+static void took(slot *sl, const float *raw, int32_t id) {
+    attn_server_t *S = sl->srv;
+    S->lp_have = 0;
+    if (sl->r->logprobs && tok_raws(S)) logprob_entry(S, sl->r, raw, id);
+    take(sl, id);
+}
+
+/* The draws of a decode step's plain slots (no logit_bias, no tool-name constraint: nothing
+ * shared), spread over the threads, each with its own context */
+typedef struct draw_job {
+    attn_server_t *S;
+    slot **sl;
+    const char *plain;
+} draw_job;
+
+static void draw_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const draw_job *j = arg;
+    attn_server_t *S = j->S;
+    for (int64_t k = begin; k < end; k++) {
+        if (!j->plain[k]) continue;
+        slot *sl = j->sl[k];
+        S->btid[k] = tid;
+        S->bst[k] = attn_llm_sample_ex(S->tctx[tid], &sl->r->sp,
+                                       S->lgb + (size_t)k * (size_t)S->cfg.vocab_size,
+                                       S->cfg.vocab_size, sl->hist, sl->nh, sl->r->n_prompt,
+                                       &sl->step, &S->bpick[k]);
+    }
+}
+
 static int sample(slot *sl, const float *lg) {
     attn_server_t *S = sl->srv;
     int32_t id;
@@ -752,9 +788,7 @@ static int sample(slot *sl, const float *lg) {
         finish(sl, NULL, 1);
         return 0;
     }
-    S->lp_have = 0;
-    if (sl->r->logprobs && tok_raws(S)) logprob_entry(S, sl->r, raw, id);
-    take(sl, id);
+    took(sl, raw, id);
     return 1;
 }
 
@@ -936,6 +970,21 @@ static void *scheduler(void *arg) {
         pthread_mutex_lock(&S->mu);
         S->steps++, S->batched += (unsigned long long)n, S->last_batch = n;
         pthread_mutex_unlock(&S->mu);
+        char plain[256] = {0}; /* parallel <= 256 */
+        int nplain = 0;
+        for (int k = 0; k < n && st == ATTN_OK; k++) {
+            slot *sl = bs[k];
+            sl->ids[sl->nids++] = sl->next;
+            sl->decoding = 0;
+            plain[k] = S->ntctx > 1 && !sl->r->nbias && !sl->r->name_open;
+            nplain += plain[k];
+        }
+        if (nplain > 1) {
+            draw_job j = {S, bs, plain};
+            attn__parallel_for(S->sctx, n, draw_task, &j);
+        } else {
+            memset(plain, 0, sizeof plain);
+        }
         for (int k = 0; k < n; k++) {
             slot *sl = bs[k];
             if (st != ATTN_OK) {
@@ -944,9 +993,15 @@ static void *scheduler(void *arg) {
                 finish(sl, NULL, 1);
                 continue;
             }
-            sl->ids[sl->nids++] = sl->next;
-            sl->decoding = 0;
-            sample(sl, S->lgb + (size_t)k * (size_t)S->cfg.vocab_size);
+            const float *lg = S->lgb + (size_t)k * (size_t)S->cfg.vocab_size;
+            if (!plain[k]) {
+                sample(sl, lg);
+            } else if (S->bst[k] != ATTN_OK) {
+                logf_(S, "attn serve: sampling failed: %s", attn_ctx_errmsg(S->tctx[S->btid[k]]));
+                finish(sl, NULL, 1);
+            } else {
+                took(sl, lg, S->bpick[k]);
+            }
         }
     }
     (void)ids, (void)ss, (void)bs;
@@ -2223,6 +2278,8 @@ ATTN_API void attn_server_free(attn_server *S) {
     free(S->tok_text), free(S->tok_off), free(S->masked), free(S->biased);
     free(S->tok_raw), free(S->raw_off), free(S->plg);
     free(S->bids), free(S->bss), free(S->bsl), free(S->pids), free(S->plens);
+    for (int i = 0; S->tctx && i < S->ntctx; i++) attn_ctx_free(S->tctx[i]);
+    free(S->tctx), free(S->bpick), free(S->bst), free(S->btid);
     free(S->api_key);
     attn_ctx_free(S->ectx);
     if (S->locks) {
@@ -2309,6 +2366,14 @@ ATTN_API attn_status attn_server_create(attn_ctx *ctx, attn_llm *llm, attn_bert 
     S->pids = alloc_n(P, PREFILL_CHUNK * sizeof *S->pids);
     S->plens = alloc_n(P, sizeof *S->plens);
     S->biased = alloc_n(V, sizeof *S->biased);
+    S->bpick = alloc_n(P, sizeof *S->bpick);
+    S->bst = alloc_n(P, sizeof *S->bst);
+    S->btid = alloc_n(P, sizeof *S->btid);
+    S->ntctx = attn_ctx_threads(ctx);
+    S->tctx = calloc((size_t)S->ntctx, sizeof *S->tctx);
+    if (!S->bpick || !S->bst || !S->btid || !S->tctx) goto oom;
+    for (int i = 0; i < S->ntctx; i++)
+        if (!(S->tctx[i] = small_ctx())) goto oom;
     attn_bpe_info ti;
     attn_bpe_get_info(tok, &ti);
     ATTN_FAIL_IFG(ti.max_token_bytes < 0 || ti.max_token_bytes > (1 << 20), ATTN_E_INVALID,
