@@ -14,6 +14,7 @@
 
 #include "attn.h"
 #include "testutil.h"
+#include "../src/models/llm_model.h"
 
 #define MAXT 64
 #define TOL 2e-5 /* of max|logit| */
@@ -238,6 +239,51 @@ static void check_ppl(attn_ctx *ctx, attn_llm *m, const char *what, int64_t V) {
     free(lg);
 }
 
+/* A prompt's last logits (attn_llm_session_prefill: the last layer attends and runs its
+ * feed-forward for the last row alone) against the same call with the whole last layer
+ * (attn__llm_last_rows = 0), bit for bit: first pieces and second ones, alone and in a batch,
+ * F32 and BF16 caches; then the next decoded token's logits, which read the caches. */
+static int prefill_pieces(attn_ctx *ctx, attn_llm *m, int64_t V, attn_dtype d,
+                          const int32_t *ids, int64_t n0, int64_t n1, int on,
+                          float *out /* [4 V] */) {
+    attn__llm_last_rows = on;
+    attn_llm_session *s = NULL, *t = NULL;
+    int ok = attn_llm_session_create(ctx, m, 160, d, &s) == ATTN_OK &&
+             attn_llm_session_create(ctx, m, 160, d, &t) == ATTN_OK &&
+             attn_llm_session_prefill(ctx, s, ids, n0, out) == ATTN_OK;
+    if (ok) { /* s's second piece and t's first in one batch */
+        attn_llm_session *pair[2] = {s, t};
+        int32_t cat[256];
+        memcpy(cat, ids + n0, sizeof(int32_t) * (size_t)n1);
+        memcpy(cat + n1, ids, sizeof(int32_t) * (size_t)n0);
+        const int64_t lens[2] = {n1, n0};
+        ok = attn_llm_session_prefill_batch(ctx, pair, cat, lens, 2, out + V) == ATTN_OK &&
+             attn_llm_session_decode(ctx, s, ids[1], out + 3 * V) == ATTN_OK;
+    }
+    attn_llm_session_free(s), attn_llm_session_free(t);
+    attn__llm_last_rows = 1;
+    return ok;
+}
+
+static void check_last_rows(attn_ctx *ctx, attn_llm *m, const char *what, int64_t V) {
+    int32_t ids[130];
+    for (int i = 0; i < 130; i++) ids[i] = (int32_t)((3 + 11 * i) % V);
+    static const int64_t first[3] = {17, 40, 61}, second[3] = {23, 17, 50};
+    float *a = malloc(sizeof(float) * (size_t)(4 * V)), *b = malloc(sizeof(float) * (size_t)(4 * V));
+    int same = 1, cases = 0;
+    for (int dt = 0; dt < 2 && a && b; dt++)
+        for (int k = 0; k < 3; k++) {
+            const attn_dtype d = dt ? ATTN_BF16 : ATTN_F32;
+            const int ok = prefill_pieces(ctx, m, V, d, ids, first[k], second[k], 1, a) &&
+                           prefill_pieces(ctx, m, V, d, ids, first[k], second[k], 0, b);
+            TU_CHECK(ok, "%s: prefills: %s", what, attn_ctx_errmsg(ctx));
+            if (ok) same &= !memcmp(a, b, sizeof(float) * (size_t)(4 * V)), cases++;
+        }
+    TU_CHECK(same && cases == 6, "%s: a prompt's last logits with the last layer's last rows "
+             "alone are not those of the whole layer (%d cases)", what, cases);
+    free(a), free(b);
+}
+
 /* The model at path (a folder or a GGUF file) against r: forward and session, threads 1, 2. */
 static void check(const fam *f, const char *path, int gguf, const ref *r) {
     float *out[2] = {NULL, NULL};
@@ -355,6 +401,7 @@ static void check(const fam *f, const char *path, int gguf, const ref *r) {
         if (r->n >= 12)
             check_batch(ctx, m, path, r->ids, V);
         if (threads == 1) check_ppl(ctx, m, path, V);
+        check_last_rows(ctx, m, path, V);
         free(row);
         out[threads - 1] = lg;
         attn_llm_free(m);

@@ -68,7 +68,7 @@ const attn__decode_kernels *attn__decode_kernels_ref(void) { return &ref_kernels
 int attn__decode_eligible(const attn_ctx *ctx, const attn__sdpa_args *a) {
     if (!ctx->kern.decode_on) return 0; /* ATTN_DECODE=0 */
     /* dropout (and so drop_base) and the weights output stay with the other paths */
-    if (a->w || a->dropout_p > 0.0f) return 0;
+    if (a->w || a->dropout_p > 0.0f || a->fused) return 0;
     if (a->L < 1 || a->L > ATTN__DECODE_MAX_L || a->S < ATTN__DECODE_MIN_S) return 0;
     if (a->Hkv < 1 || a->H % a->Hkv || a->H / a->Hkv > ATTN__DECODE_MAX_ROWS / a->L) return 0;
     return a->qs[3] == 1 && a->ks[3] == 1 && a->vs[3] == 1 && a->os[3] == 1;

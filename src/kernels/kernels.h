@@ -65,6 +65,8 @@ typedef struct attn__sdpa_args {
     float softcap;                       /* 0: off */
     int rows; /* 1: the forward runs the row kernels (sdpa_fast.c) even without a weights
                  output: a forward that wrote weights, recomputed, gives the same bits */
+    int fused; /* 1: never the split-KV decode kernels, however few the queries: a prompt's
+                  last row alone gets the bits it gets among the prompt's rows */
 } attn__sdpa_args;
 
 /* The keys query row i may see under the causal mode and the sliding window (masks aside):

@@ -342,7 +342,7 @@ attn_status attn__qlinear_multi(attn_ctx *ctx, int n, const attn__qlin_part *p, 
     }
     attn__mark mark = attn__ws_mark(ctx);
     attn_status st;
-    if (M > ATTN__QMV_ROWS && !(act & ATTN__QLIN_ROWWISE)) {
+    if ((M > ATTN__QMV_ROWS || (act & ATTN__QLIN_GEMM)) && !(act & ATTN__QLIN_ROWWISE)) {
         st = mm_run(ctx, j, n);
         goto done;
     }
@@ -368,7 +368,7 @@ attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int
     }
     attn__mark mark = attn__ws_mark(ctx);
     attn_status st = ATTN_OK;
-    if (M <= ATTN__QMV_ROWS || (act & ATTN__QLIN_ROWWISE)) {
+    if ((M <= ATTN__QMV_ROWS && !(act & ATTN__QLIN_GEMM)) || (act & ATTN__QLIN_ROWWISE)) {
         ATTN_TRYG(mv_init(ctx, &j, 1, act));
         /* below ~64 KiB of weights waking the pool costs more than it saves */
         run(ctx, (double)N * (double)j.rb * (double)M < 65536.0, N, mv_task, &j);

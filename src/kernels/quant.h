@@ -183,7 +183,10 @@ enum {
      * row's result never depends on M (what a KV-cache decoder needs to give the same bits
      * token by token as for a whole prompt); prefill 2-2.5x slower than the GEMM path
      * (docs/kernels.md) */
-    ATTN__QLIN_ROWWISE = 16
+    ATTN__QLIN_ROWWISE = 16,
+    /* the GEMM path on dequantized panels whatever M (the last rows of long prompts: their
+     * bits as among all the rows); not with ATTN__QLIN_ROWWISE */
+    ATTN__QLIN_GEMM = 32
 };
 
 /* Y[i * ldy + n] = (sum_k X[i * ldx + k] deq(W)[n, k] + bias[n]) + R[i * N + n] for i < M,

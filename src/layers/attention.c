@@ -340,8 +340,12 @@ static attn_status attend_caches(attn_ctx *ctx, const attn__attention *a,
         const int64_t L = io->nkv ? kv->len : io->L;
         attn__bf16 *qb;
         ATTN_TRYG(cache_args(ctx, a, io, kv, L, q + r * ldq, ldq, k + r * ldk, v + r * ldk, ldk,
-                             ao + r * HD, &s[b], &qb));
+                             io->last_rows ? ao + b * HD : ao + r * HD, &s[b], &qb));
         r += L;
+        if (io->last_rows) { /* the last query alone, on the fused kernels as among all */
+            s[b].q += (L - 1) * ldq, s[b].L = 1, s[b].fused = 1;
+            if (qb) qb += (L - 1) * HD;
+        }
         if (attn__sdpa_path(ctx, &s[b], qb != NULL) == ATTN__SDPA_DECODE && B > 1)
             jobs[nj++] = (attn__decode_job){&s[b], qb, qb ? (const attn__bf16 *)kv->k : NULL,
                                             qb ? (const attn__bf16 *)kv->v : NULL};
@@ -450,7 +454,9 @@ attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attention *a, const a
         }
     }
     if (out)
-        ATTN_TRYG(attn__matmul(ctx, &a->o, ao, HD, B * L, mm_T(a, L), oepi, out, E));
+        ATTN_TRYG(attn__matmul(ctx, &a->o, ao, HD,
+                               io->last_rows ? (io->nkv ? io->nkv : B) : B * L, mm_T(a, L), oepi,
+                               out, E));
     if (weights) {
         if (average) { /* attn_output_weights.mean(dim=1) */
             for (int64_t b = 0; b < B; b++)

@@ -70,14 +70,14 @@ static attn__attn_io attn_io(const attn__block_io *io, int s, const float *in) {
                                  0, io->rng);
     attn__attn_io a = attn__attn_io_mha(in, in, in, io->B, io->T, io->T, io->kpm, io->mask,
                                         io->causal, io->rng);
-    a.rope = io->rope, a.kv = io->kv, a.nkv = io->nkv;
+    a.rope = io->rope, a.kv = io->kv, a.nkv = io->nkv, a.last_rows = io->last_rows;
     return a;
 }
 
 /* y = f_s(in), then the epilogue e (NULL or NONE, RES, RES_LN: not for the gated
- * feed-forward, whose residual is its only epilogue). */
+ * feed-forward, whose residual is its only epilogue); M: the feed-forward's rows. */
 static attn_status sub_fwd(attn_ctx *ctx, const attn__block *b, int s, const attn__block_io *io,
-                           const float *in, float *y, const attn__epi *e,
+                           const float *in, float *y, const attn__epi *e, int64_t M,
                            attn__block_saved *sv) {
     if (s != ATTN__SUB_FFN) {
         const attn__attn_io a = attn_io(io, s, in);
@@ -85,18 +85,48 @@ static attn_status sub_fwd(attn_ctx *ctx, const attn__block *b, int s, const att
                                    sv ? &sv->at[s] : NULL);
     }
     if (b->glu)
-        return attn__llama_mlp_fwd_rec(ctx, &b->mlp, in, io->B, io->T,
+        return attn__llama_mlp_fwd_rec(ctx, &b->mlp, in, M, io->T,
                                        e && e->kind == ATTN__EPI_RES ? e->r : NULL, y,
                                        sv ? &sv->mlp : NULL);
-    return attn__ffn_fwd(ctx, &b->l1, &b->l2, b->act, b->p, in, y, io->B * io->T, io->rng,
+    return attn__ffn_fwd(ctx, &b->l1, &b->l2, b->act, b->p, in, y, M, io->rng,
                          sv ? &sv->ff : NULL, e);
+}
+
+/* The last row of each of the io's sequences, from x [B T, E] into y [nseq, E]. */
+static int64_t last_rows_of(const attn__block_io *io, const float *x, float *y, int64_t E) {
+    const int64_t ns = io->nkv ? io->nkv : io->B;
+    for (int64_t b = 0, r = 0; b < ns; b++) {
+        r += io->nkv ? io->kv[b].len : io->T;
+        memcpy(y + b * E, x + (r - 1) * E, (size_t)E * sizeof(float));
+    }
+    return ns;
+}
+
+/* io->last_rows where the block cannot compute only them: the whole block, then those rows */
+static attn_status block_fwd_then_last(attn_ctx *ctx, const attn__block *b, const float *x,
+                                       float *out, const attn__block_io *io) {
+    attn__block_io all = *io;
+    all.last_rows = 0;
+    attn__mark mk = attn__ws_mark(ctx);
+    float *t;
+    attn_status st;
+    ATTN_TRYG(attn__ws_f32(ctx, &t, io->B * io->T, b->E, 1, 1));
+    ATTN_TRYG(attn__block_fwd(ctx, b, x, t, &all, NULL));
+    last_rows_of(io, t, out, b->E);
+done:
+    attn__ws_release(ctx, mk);
+    return st;
 }
 
 attn_status attn__block_fwd(attn_ctx *ctx, const attn__block *b, const float *x, float *out,
                             const attn__block_io *io, attn__block_saved *sv) {
+    if (io->last_rows && (!io->kv || !b->glu || b->cross || sv))
+        return block_fwd_then_last(ctx, b, x, out, io);
     int sub[ATTN__SUB_N];
     const int n = subs_of(b, sub);
-    const int64_t E = b->E, M = io->B * io->T;
+    const int64_t E = b->E;
+    int64_t M = io->B * io->T; /* the stream's rows: with io->last_rows, each sequence's last
+                                * once the self-attention has run */
     attn__rng none = {0, 0, 0, 0, 0}, *rng = io->rng ? io->rng : &none; /* NULL: no dropout */
     const int drop = attn__drops(rng, b->p);
     attn__mark mk = attn__ws_mark(ctx);
@@ -105,6 +135,8 @@ attn_status attn__block_fwd(attn_ctx *ctx, const attn__block *b, const float *x,
     attn_status st;
     /* the workspace: a norm's output, the dropout's scratch, the sandwich's sublayer output,
      * and two streams that alternate (the record's buffers where it has them) */
+    float *xl = NULL;
+    if (io->last_rows) ATTN_TRYG(attn__ws_f32(ctx, &xl, io->nkv ? io->nkv : io->B, E, 1, 1));
     if (b->pre) ATTN_TRYG(attn__ws_f32(ctx, &nb, M, E, 1, 1));
     if (drop) ATTN_TRYG(attn__ws_f32(ctx, &v, M, E, 1, 1));
     if (b->sandwich && !sv) ATTN_TRYG(attn__ws_f32(ctx, &ob, M, E, 1, 1));
@@ -118,12 +150,16 @@ attn_status attn__block_fwd(attn_ctx *ctx, const attn__block *b, const float *x,
             norm_fwd(ctx, nm, cur, p, M);
             in = p;
         }
+        if (io->last_rows && s == ATTN__SUB_SELF) { /* the residual's rows: the last ones */
+            M = last_rows_of(io, cur, xl, E);
+            cur = xl;
+        }
         /* the new stream: out for the last sublayer, else the record's or a free buffer */
         float *dst = last ? out : sv ? (b->pre ? sv->r[s] : sv->in[sub[i + 1]])
                                      : st_buf[cur == st_buf[0]];
         if (b->sandwich) { /* f into o, its norm into dst, then dst = cur + dst */
             float *o = sv ? sv->o[s] : ob;
-            ATTN_TRYG(sub_fwd(ctx, b, s, io, in, o, NULL, sv));
+            ATTN_TRYG(sub_fwd(ctx, b, s, io, in, o, NULL, M, sv));
             norm_fwd(ctx, &b->post[s], o, dst, M);
             if (sv) sv->d[s] = *rng;
             if (drop) attn__dropout(rng, b->p, dst, M * E);
@@ -140,7 +176,7 @@ attn_status attn__block_fwd(attn_ctx *ctx, const attn__block *b, const float *x,
         attn__res_blk rb = {drop, cur, b->pre ? NULL : nm, rstore, dst, v};
         attn__epi e;
         float *y = attn__res_target(&rb, &e);
-        ATTN_TRYG(sub_fwd(ctx, b, s, io, in, y, &e, sv));
+        ATTN_TRYG(sub_fwd(ctx, b, s, io, in, y, &e, M, sv));
         attn__res_end(ctx, &rb, rng, b->p, M, E, sv ? &sv->d[s] : NULL);
         cur = dst;
     }

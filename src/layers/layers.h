@@ -281,8 +281,9 @@ static inline attn__epi attn__epi_res(const float *r) {
 }
 /* The one door.  y[M, N] (row stride ldy) = epilogue(x[M, K] (row stride ldx) W^T + b) for w
  * of any storage type, on the context's kernels and threads; e may be NULL (NONE).  x must not
- * overlap y.  The M rows are sequences of T rows each (T divides M): the kernel is chosen by T,
- * so that a sequence gets the same bits alone or in a batch.  T <= ATTN__QMV_ROWS (decoding,
+ * overlap y.  The M rows are sequences of T rows each (T divides M), or some rows of such
+ * sequences (M < T: a prompt's last rows): the kernel is chosen by T, so that a row gets the
+ * same bits alone, in a batch or among its sequence's rows.  T <= ATTN__QMV_ROWS (decoding,
  * short prompts): the matrix-vector kernels (kernels/quant.h), each row on its own, reading the
  * weight in place (F32 too: no packing), with w->act's activation precision; longer (or
  * ATTN__MM_GEMM: rows that are no sequences): the GEMM (F32: the blocked float GEMM, on bf16
@@ -448,6 +449,10 @@ typedef struct attn__attn_io {
     attn__kv *kv;
     int64_t nkv;
     int rows;
+    int last_rows; /* with kv: only each sequence's last query row is attended and projected
+                    * (out: one row per sequence), its bits as among all its rows (every
+                    * sequence of more than ATTN__DECODE_MAX_L rows); the caches get every
+                    * row's keys and values */
 } attn__attn_io;
 
 /* The io of nn.MultiheadAttention's arguments (is_causal: top-left; no RoPE, no cache). */
@@ -565,6 +570,7 @@ typedef struct attn__block_io {
     const attn__rope_cs *rope;
     attn__kv *kv;
     int64_t nkv; /* attn__attn_io's: kv holds nkv sequences of kv[i].len rows */
+    int last_rows; /* with kv: out holds only each sequence's last row (attn__attn_io's) */
     const float *mem;
     const attn_mask *mmask, *mkpm;
     float *cross_w;

@@ -267,7 +267,7 @@ static attn_status part_fwd(attn_ctx *ctx, const attn__llm_part *pt, part_rec *r
         const attn__attn_io io = attn__attn_io_causal(r->x0, r->B, r->T, &r->rope, NULL);
         return attn__attention_fwd(ctx, pt->a, &io, out, NULL, NULL, 0, &r->at);
     }
-    return attn__llama_mlp_fwd_rec(ctx, pt->p, r->x0, r->B, r->T, NULL, out, &r->mlp);
+    return attn__llama_mlp_fwd_rec(ctx, pt->p, r->x0, r->B * r->T, r->T, NULL, out, &r->mlp);
 }
 
 static attn_status part_bwd(attn_ctx *ctx, const attn__llm_part *pt, const attn__gmap *g,

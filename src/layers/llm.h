@@ -60,9 +60,10 @@ ATTN__HIDDEN attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_ml
 ATTN__HIDDEN attn_status attn__llama_mlp_saved_alloc(attn_ctx *ctx, attn__tape *t,
                                                      const attn__llama_mlp *p, int64_t M,
                                                      attn__llama_mlp_saved *rec);
-/* attn__llama_mlp_fwd with a record (NULL: the forward itself). */
+/* attn__llama_mlp_fwd of M rows with a record (NULL: the forward itself); the rows are
+ * sequences of T rows, or some of their rows (attn__matmul's M and T). */
 ATTN__HIDDEN attn_status attn__llama_mlp_fwd_rec(attn_ctx *ctx, const attn__llama_mlp *p,
-                                                 const float *x, int64_t B, int64_t T,
+                                                 const float *x, int64_t M, int64_t T,
                                                  const float *r, float *out,
                                                  attn__llama_mlp_saved *rec);
 /* Backwards: x the forward's input [M, E], dout [M, E], dx [M, E] (may be NULL; not dout). */

@@ -78,6 +78,13 @@ static void epi_pass(attn_ctx *ctx, const epi_job *j, float *y, int64_t ldy, int
     attn__parallel_for(ctx, M, pass_task, &p);
 }
 
+/* The GEMM path's flags: sequences of more than ATTN__QMV_ROWS rows stay on it even when
+ * fewer rows are computed (a prompt's last rows), so those rows get their bits */
+static int gemm_act(int64_t T) {
+    return T > ATTN__QMV_ROWS && T != ATTN__MM_GEMM ? ATTN__QACT_DEFAULT | ATTN__QLIN_GEMM
+                                                    : ATTN__QACT_DEFAULT;
+}
+
 attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, int64_t ldx,
                          int64_t M, int64_t T, const attn__epi *e, float *y, int64_t ldy) {
     static const attn__epi none = {ATTN__EPI_NONE, ATTN_ACT_RELU, NULL, NULL, NULL, NULL, NULL,
@@ -99,7 +106,7 @@ attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, i
          * panels: the kernel adds b and a residual, a pass does the rest */
         const float *rk = e->kind == ATTN__EPI_RES ? r : NULL;
         ATTN_TRY(attn__qlinear(ctx, t, w->data, N, K, x, ldx, M, b, rk, y, ldy,
-                               rowwise ? w->act | ATTN__QLIN_ROWWISE : ATTN__QACT_DEFAULT));
+                               rowwise ? w->act | ATTN__QLIN_ROWWISE : gemm_act(T)));
         if ((e->kind == ATTN__EPI_NONE || e->kind == ATTN__EPI_RES) && !e->ymax) return ATTN_OK;
         const epi_job j = {ctx->kern.ew, e->kind, e->act, NULL,
                            e->kind == ATTN__EPI_RES_LN ? r : NULL, e->ln, N, e->ymax, e->aout,
@@ -165,7 +172,7 @@ attn_status attn__matmul_n(attn_ctx *ctx, int n, const attn__weight *const *w, c
         p[i] = (attn__qlin_part){w[i]->type, w[i]->data, w[i]->N, w[i]->bias,
                                  r ? r[i] : NULL, y[i], ldy[i]};
     return attn__qlinear_multi(ctx, n, p, w[0]->K, x, ldx, M,
-                               rowwise ? w[0]->act | ATTN__QLIN_ROWWISE : ATTN__QACT_DEFAULT);
+                               rowwise ? w[0]->act | ATTN__QLIN_ROWWISE : gemm_act(T));
 }
 
 attn_status attn__matmul_bwd(attn_ctx *ctx, const attn__weight *w, const float *x, int64_t ldx,

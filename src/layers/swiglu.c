@@ -39,9 +39,8 @@ attn_status attn__llama_mlp_saved_alloc(attn_ctx *ctx, attn__tape *t, const attn
 }
 
 attn_status attn__llama_mlp_fwd_rec(attn_ctx *ctx, const attn__llama_mlp *p, const float *x,
-                                    int64_t B, int64_t T, const float *r, float *out,
+                                    int64_t M, int64_t T, const float *r, float *out,
                                     attn__llama_mlp_saved *rec) {
-    const int64_t M = B * T;
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     float *g, *u, *h;
@@ -72,7 +71,7 @@ done:
 
 attn_status attn__llama_mlp_fwd(attn_ctx *ctx, const attn__llama_mlp *p, const float *x,
                                 int64_t B, int64_t T, const float *r, float *out) {
-    return attn__llama_mlp_fwd_rec(ctx, p, x, B, T, r, out, NULL);
+    return attn__llama_mlp_fwd_rec(ctx, p, x, B * T, T, r, out, NULL);
 }
 
 /* ---- backward ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include "../text/chat.h"
 #include "../kernels/ew.h"
 #include "file.h"
+#include "../kernels/decode.h"
 #include "../kernels/quant.h"
 #include "llm_model.h"
 
@@ -934,6 +935,8 @@ static attn_status check_ids(attn_ctx *ctx, const attn_llm *m, const int32_t *id
 /* attn__llm_run, or with lens (no record, ss given): B sequences of lens[b] rows each, one
  * after the other in ids, all over ATTN__QMV_ROWS rows or none (each row then gets the bits
  * of its sequence's call alone). */
+int attn__llm_last_rows = 1;
+
 static attn_status llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids, int64_t B,
                            int64_t T, const int64_t *lens, attn_llm_session *const *ss, int last,
                            float *logits, attn__llm_rec *rec) {
@@ -982,6 +985,14 @@ static attn_status llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
     attn__kv *kv = NULL;
     if (ss)
         ATTN_TRYG(attn__ws_alloc(ctx, (size_t)B, sizeof *kv, (void **)&kv));
+    /* Only the last rows' logits wanted: the last layer attends and runs its feed-forward for
+     * each sequence's last row alone (every row's keys and values still go to the cache), as
+     * llama.cpp does, with the bits those rows get among all (the GEMM and fused-attention
+     * paths of a sequence of more than ATTN__DECODE_MAX_L rows). */
+    int lastl = logits && last && ss && !rec && attn__llm_last_rows &&
+                !(attn_ctx_flags(ctx) & ATTN_CTX_BF16_MATMUL);
+    for (int64_t b = 0; lastl && b < B; b++)
+        lastl = (lens ? lens[b] : T) > ATTN__DECODE_MAX_L;
     for (int64_t l = 0; l < L; l++) {
         for (int64_t b = 0; ss && b < B; b++) { /* each sequence's slice of this layer */
             const attn_llm_session *s = ss[b];
@@ -992,6 +1003,7 @@ static attn_status llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
         }
         attn__block_io io = attn__block_io_causal(bio, tio, &rr, rec ? NULL : kv);
         if (lens) io.nkv = B;
+        io.last_rows = lastl && l == L - 1;
         if (rec) /* layer l from its kept input into the next one's */
             ATTN_TRYG(attn__block_fwd(ctx, &m->layers[l], x + l * M * E, x + (l + 1) * M * E,
                                       &io, rec->ls ? &rec->ls[l] : NULL));
@@ -1004,7 +1016,7 @@ static attn_status llm_run(attn_ctx *ctx, const attn_llm *m, const int32_t *ids,
     const int64_t rows = last ? B : M;
     float *n;
     ATTN_TRYG(attn__ws_f32(ctx, &n, rows, E, 1, 1));
-    const int pick = last && (lens || T > 1); /* each sequence's last row */
+    const int pick = last && (lens || T > 1) && !lastl; /* each sequence's last row */
     for (int64_t b = 0, r = 0; pick && b < B; b++) {
         r += lens ? lens[b] : T;
         memcpy(n + b * E, xl + (r - 1) * E, (size_t)E * sizeof(float));

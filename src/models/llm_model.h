@@ -99,6 +99,11 @@ ATTN__HIDDEN attn_status attn__llm_args(attn_ctx *ctx, const attn_llm *m, const 
                                         int64_t B, int64_t T, const char *fn);
 /* Frees the weights' memory (m->store) and forgets it. */
 ATTN__HIDDEN void attn__llm_release_store(attn_llm *m);
+/* 1 (the default): a prefill that returns only each sequence's last logits runs the last
+ * layer's attention and feed-forward for the last rows alone (llm_run).  The tests set 0 to
+ * compare with the whole layer; nothing else changes it. */
+ATTN__HIDDEN extern int attn__llm_last_rows;
+
 /* ATTN_E_INVALID, naming fn, for a model loaded with ATTN_LLM_LOAD_VOCAB_ONLY. */
 ATTN__HIDDEN attn_status attn__llm_need_weights(attn_ctx *ctx, const attn_llm *m,
                                                 const char *fn);
