@@ -240,6 +240,28 @@ try:
               "".join(el.tokens) == e.choices[0].text and el.token_logprobs[0] is None,
               f"echo of the prompt with logprobs: {el.tokens}")
     check(ll["Paris"] > ll["Berlin"], f"log-likelihoods: {ll}")
+    # response_format json_object: the answer is one JSON object (greedy, and sampled, streamed)
+    jm = [{"role": "user", "content": "Describe a cat as JSON with its name and age."}]
+    js = cl.chat.completions.create(model="smollm2", messages=jm, max_tokens=120, temperature=0,
+                                    response_format={"type": "json_object"})
+    txt = js.choices[0].message.content
+    try:
+        obj = json.loads(txt)
+    except ValueError:
+        obj = None
+    check(js.choices[0].finish_reason == "stop" and isinstance(obj, dict),
+          f"json_object: {txt!r}")
+    pieces = [c.choices[0].delta.content or "" for c in cl.chat.completions.create(
+        model="smollm2", messages=jm, max_tokens=120, temperature=1, seed=5, stream=True,
+        response_format={"type": "json_object"}) if c.choices]
+    txt = "".join(pieces)
+    check(txt.lstrip().startswith("{"), f"json_object sampled, streamed: {txt!r}")
+    try:
+        cl.chat.completions.create(model="smollm2", messages=jm, max_tokens=8, response_format={
+            "type": "json_schema", "json_schema": {"name": "cat", "schema": {"type": "object"}}})
+        check(False, "json_schema: refused")
+    except openai.BadRequestError as e:
+        check("json_schema" in str(e), f"json_schema: refused ({e})")
 finally:
     srv.terminate()
     try:

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "attn.h"
+#include "serve_jsa.h"
 #include "serve_json.h"
 #include "serve_tools.h"
 #include "testutil.h"
@@ -176,11 +177,134 @@ static void args_schema(void) {
     sj_free(&d);
 }
 
+
+/* ---- the JSON acceptor (serve_jsa.c) against sj_parse ---------------------------------------
+ * Random documents (objects at the top, nested objects and arrays, strings with escapes and
+ * UTF-8, numbers of every form, literals, whitespace): every prefix is accepted, the whole is
+ * done.  Then each document with one byte changed, or cut: the acceptor takes all its bytes and
+ * ends done exactly when sj_parse reads it as one object (an independent parser). */
+static uint64_t jrs = 0x2545f4914f6cdd1dull;
+static unsigned jr(unsigned n) {
+    jrs ^= jrs << 13, jrs ^= jrs >> 7, jrs ^= jrs << 17;
+    return (unsigned)((jrs >> 11) % n);
+}
+static void jput(char *b, size_t *k, size_t cap, const char *s) {
+    while (*s && *k + 1 < cap) b[(*k)++] = *s++;
+    b[*k] = 0;
+}
+static void jws(char *b, size_t *k, size_t cap) {
+    static const char *const w[] = {"", "", " ", "\n", "  ", "\t", "\r\n"};
+    jput(b, k, cap, w[jr(7)]);
+}
+static void jvalue(char *b, size_t *k, size_t cap, int depth, int obj) {
+    static const char *const atoms[] = {"0", "-0", "12", "-3.25", "1e5", "2E-7", "0.5e+3", "true",
+                                        "false", "null", "\"\"", "\"a b\"", "\"\\\"q\\\"\"",
+                                        "\"\\\\\\/\\b\\f\\n\\r\\t\"", "\"\\u00e9\\uD83D\\uDE00\"",
+                                        "\"caf\xc3\xa9 \xe6\x97\xa5\"", "123456789012"};
+    const unsigned pick = obj ? 0 : jr(depth < 5 ? 4 : 1) ;
+    if (obj || pick == 1) { /* an object */
+        jput(b, k, cap, "{");
+        const unsigned n = jr(4);
+        for (unsigned i = 0; i < n; i++) {
+            jws(b, k, cap);
+            char key[32];
+            snprintf(key, sizeof key, "\"k%u\"", jr(100));
+            jput(b, k, cap, key);
+            jws(b, k, cap);
+            jput(b, k, cap, ":");
+            jws(b, k, cap);
+            jvalue(b, k, cap, depth + 1, 0);
+            jws(b, k, cap);
+            if (i + 1 < n) jput(b, k, cap, ",");
+        }
+        jws(b, k, cap);
+        jput(b, k, cap, "}");
+    } else if (pick == 2) { /* an array */
+        jput(b, k, cap, "[");
+        const unsigned n = jr(4);
+        for (unsigned i = 0; i < n; i++) {
+            jws(b, k, cap);
+            jvalue(b, k, cap, depth + 1, 0);
+            jws(b, k, cap);
+            if (i + 1 < n) jput(b, k, cap, ",");
+        }
+        jput(b, k, cap, "]");
+    } else {
+        jput(b, k, cap, atoms[jr(sizeof atoms / sizeof atoms[0])]);
+    }
+}
+
+/* 1 if the acceptor takes all n bytes of d (fed in pieces of 1..4) and is done */
+static int jsa_whole(const char *d, size_t n, int *prefix_ok) {
+    attn__jsa s;
+    attn__jsa_init(&s);
+    *prefix_ok = 1;
+    for (size_t i = 0; i < n;) {
+        size_t m = 1 + jr(4);
+        if (m > n - i) m = n - i;
+        if (!attn__jsa_feed(&s, d + i, m)) {
+            *prefix_ok = 0;
+            return 0;
+        }
+        i += m;
+    }
+    return attn__jsa_done(&s);
+}
+
+static void jsa_check(void) {
+    char doc[8192], mut[8192], err[256];
+    int good = 0, agree = 0, total = 0, rejected = 0;
+    for (int t = 0; t < 3000; t++) {
+        size_t k = 0;
+        jvalue(doc, &k, sizeof doc, 0, 1);
+        int pok;
+        const int whole = jsa_whole(doc, k, &pok);
+        sj_doc d = {0};
+        const int parsed = sj_parse(&d, doc, k, err, sizeof err) && d.root->kind == SJ_OBJ;
+        sj_free(&d);
+        good += whole && parsed;
+        for (int m = 0; m < 4; m++) {
+            memcpy(mut, doc, k + 1);
+            size_t n = k;
+            if (m == 3) n = jr((unsigned)k + 1); /* cut */
+            else mut[jr((unsigned)k)] = "{}[]\",:0-.eE+tfnu\\ \x01\xc3x"[jr(22)];
+            const int w = jsa_whole(mut, n, &pok);
+            sj_doc e = {0};
+            const int p = sj_parse(&e, mut, n, err, sizeof err) && e.root->kind == SJ_OBJ;
+            sj_free(&e);
+            total++, agree += w == p, rejected += !w;
+            if (w != p)
+                TU_CHECK(0, "JSON acceptor %s, sj_parse %s (%s): '%.*s'", w ? "done" : "not done",
+                         p ? "an object" : "no object", err, (int)n, mut);
+        }
+    }
+    TU_CHECK(good == 3000, "JSON acceptor: %d of 3000 random objects whole and parsed", good);
+    printf("JSON acceptor: 3000 random objects, %d changed or cut ones as sj_parse (%d of them "
+           "not JSON)\n", agree, rejected);
+    /* the bounds: 64 levels, 16 whitespace bytes in a row; nothing after the object but blanks */
+    attn__jsa s;
+    char deep[80];
+    memset(deep, '[', sizeof deep);
+    deep[0] = '{', deep[1] = '"', deep[2] = '"', deep[3] = ':';
+    attn__jsa_init(&s);
+    TU_CHECK(attn__jsa_feed(&s, deep, 4 + 63) && !attn__jsa_feed(&s, "[", 1),
+             "JSON acceptor: 64 levels, not 65");
+    attn__jsa_init(&s);
+    TU_CHECK(attn__jsa_feed(&s, "{                ", 17) && !attn__jsa_feed(&s, " ", 1),
+             "JSON acceptor: 16 blanks in a row, not 17");
+    attn__jsa_init(&s);
+    TU_CHECK(attn__jsa_feed(&s, "{}\n", 3) && attn__jsa_done(&s) && !attn__jsa_feed(&s, "{", 1),
+             "JSON acceptor: done after the object");
+    attn__jsa_init(&s);
+    TU_CHECK(!attn__jsa_feed(&s, "[1]", 3), "JSON acceptor: the top level is an object");
+}
+
 int main(void) {
     attn_ctx *ctx = NULL;
     TU_CHECK(attn_ctx_create(NULL, &ctx) == ATTN_OK, "context");
     if (!ctx) return tu_finish("test_serve_tools");
     args_schema();
+    jsa_check();
     static const wc W[] = {{"get_weather", "{\"city\": \"Paris\"}", NULL},
                            {"get_time", "{\"tz\": \"Europe/Paris\", \"q\": \"\\\"x\\\"\"}", NULL}};
     one(ctx, "qwen", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "

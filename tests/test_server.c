@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "attn.h"
+#include "serve_jsa.h"
 #include "serve_json.h"
 #include "server.h"
 #include "testutil.h"
@@ -579,6 +580,64 @@ static void error_case(const char *method, const char *path, const char *auth, c
     free(b);
 }
 
+/* response_format json_object: the answer (greedy, and sampled at temperature 1) is a JSON
+ * object's prefix, whole when it stops; without it the same request's answer is not JSON; a
+ * json_schema or a malformed response_format is 400. */
+static void json_mode(attn_ctx *ref, attn_llm *m) {
+    /* the token of '}' pushed up by logit_bias: the object closes at once, and the answer stops */
+    int32_t close[4] = {0};
+    int64_t nc = 0;
+    TU_CHECK(attn_bpe_encode(ref, attn_llm_tokenizer(m), "}", 1, 0, close, 4, &nc) == ATTN_OK &&
+                 nc == 1, "the token of '}'");
+    for (int t = 0; t < 4; t++) {
+        char body[320], *b = NULL;
+        char bias[64] = "";
+        if (t == 3) snprintf(bias, sizeof bias, ", \"logit_bias\": {\"%d\": 60}", (int)close[0]);
+        snprintf(body, sizeof body,
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"a cat as JSON\"}], "
+                 "\"max_tokens\": %d, \"temperature\": %d, \"seed\": 7%s%s}", t == 1 ? 40 : 60,
+                 t == 1, t == 2 ? "" : ", \"response_format\": {\"type\": \"json_object\"}", bias);
+        const int st = request("POST", "/v1/chat/completions", NULL, body, &b);
+        sj_doc d = {0}, j = {0};
+        char err[256], *text = NULL, *fin = NULL;
+        if (st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err)) {
+            const sj *ch = sj_get(d.root, "choices");
+            const sj *msg = ch && ch->first ? sj_get(ch->first, "message") : NULL;
+            text = msg ? field(msg, "content") : NULL;
+            fin = ch && ch->first ? field(ch->first, "finish_reason") : NULL;
+        }
+        attn__jsa a;
+        attn__jsa_init(&a);
+        const int prefix = text && attn__jsa_feed(&a, text, strlen(text));
+        if (t == 3)
+            TU_CHECK(fin && !strcmp(fin, "stop") && text && !strcmp(text, "{}"),
+                     "json_object with '}' pushed up: '%s', finish %s", text ? text : "",
+                     fin ? fin : "?");
+        if (t != 2) {
+            TU_CHECK(prefix && fin, "json_object %d: the answer is not a JSON object's start: %s",
+                     t, b ? b : "");
+            if (fin && !strcmp(fin, "stop"))
+                TU_CHECK(attn__jsa_done(&a) && sj_parse(&j, text, strlen(text), err, sizeof err) &&
+                             j.root->kind == SJ_OBJ,
+                         "json_object %d: a stopped answer is one object: '%s'", t, text);
+            printf("json_object %s: finish %s, '%s'\n", t == 3 ? "'}' pushed" : t ? "sampled" : "greedy",
+                   fin ? fin : "?", text ? text : "");
+        } else {
+            TU_CHECK(text && !prefix, "without response_format the answer is JSON already: '%s'",
+                     text ? text : "");
+        }
+        sj_free(&d), sj_free(&j);
+        free(b), free(text), free(fin);
+    }
+    error_case("POST", "/v1/chat/completions", NULL,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": "
+               "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {}}}}",
+               400, "json_schema is not");
+    error_case("POST", "/v1/chat/completions", NULL,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": "
+               "\"json\"}", 400, "'response_format' must be an object");
+}
+
 /* A cancelled stream frees its slot at once, on the real SmolLM2-135M (ATTN_SMOLLM2_GGUF; else
  * skipped): one slot, a stream of 600 tokens cancelled after its first bytes; the next request
  * runs, and the tokens generated in all stay far below 600. */
@@ -712,6 +771,7 @@ int main(void) {
         }
         logit_bias(ref, m);
         logprobs(ref, m);
+        json_mode(ref, m);
         /* /health and /v1/models */
         char *b = NULL;
         TU_CHECK(request("GET", "/health", NULL, NULL, &b) == 200 && b &&

@@ -17,6 +17,7 @@
 #include "attn.h"
 #include "internal.h"
 #include "pool.h"
+#include "serve_jsa.h"
 #include "serve_json.h"
 #include "serve_page.h"
 #include "serve_tools.h"
@@ -64,6 +65,8 @@ typedef struct sreq {
     char *stop[MAX_STOPS];
     size_t stop_len[MAX_STOPS];
     int nstop;
+    int json;        /* response_format json_object: the answer is kept one JSON object */
+    attn__jsa js;    /* its acceptor, after the answer so far */
     int32_t *bias_id; /* logit_bias: nbias ids and what each adds (-inf: banned) */
     float *bias;
     int nbias;
@@ -184,6 +187,10 @@ struct attn_server {
     size_t *tok_off;
     float *masked; /* the logits constrain_name gives the sampler */
     float *biased; /* the logits with a request's logit_bias ([V]) */
+    uint8_t *jallow; /* response_format json_object: the tokens that may be part of an answer
+                      * (some bytes, not a control token), made when first needed */
+    float *jmask;    /* the logits of the tokens that keep the answer JSON ([V]) */
+    int jfailed;
     attn_ctx **tctx; /* one single-thread context per thread of sctx: the step's draws */
     int ntctx;
     int32_t *bpick; /* a step's drawn ids, their statuses and contexts ([parallel] each) */
@@ -739,12 +746,76 @@ static void logprob_entry(attn_server_t *S, const sreq *r, const float *lg, int3
     S->lp_have = 1;
 }
 
+/* response_format json_object: the tables (0 when out of memory). */
+static int json_tables(attn_server_t *S) {
+    if (S->jallow) return 1;
+    if (S->jfailed || !tok_texts(S) || !tok_raws(S)) return 0;
+    const int64_t V = S->cfg.vocab_size;
+    S->jallow = malloc((size_t)V);
+    S->jmask = malloc(sizeof *S->jmask * (size_t)V);
+    if (!S->jallow || !S->jmask) {
+        free(S->jallow), free(S->jmask);
+        S->jallow = NULL, S->jmask = NULL, S->jfailed = 1;
+        return 0;
+    }
+    for (int64_t v = 0; v < V; v++) {
+        const size_t n = S->raw_off[v + 1] - S->raw_off[v];
+        int high = 0;
+        for (size_t i = 0; i < n; i++) high |= (unsigned char)S->tok_raw[S->raw_off[v] + i] >= 0x80;
+        /* bytes, and text in an answer or a piece of a character: not a control token */
+        S->jallow[v] = n > 0 && (S->tok_off[v + 1] > S->tok_off[v] || high) &&
+                       !tool_tag(S, (int32_t)v);
+    }
+    return 1;
+}
+
+/* Whether token v's bytes keep r's answer a prefix of one JSON object. */
+static int json_fits(attn_server_t *S, const sreq *r, int64_t v) {
+    if (!S->jallow[v]) return 0;
+    attn__jsa c = r->js;
+    return attn__jsa_feed(&c, S->tok_raw + S->raw_off[v], S->raw_off[v + 1] - S->raw_off[v]);
+}
+
+/* response_format json_object: *id, drawn from lg, if it keeps the answer JSON; else a draw
+ * from the tokens that do (accepting a fitting draw, else drawing among the fitting tokens,
+ * gives each fitting token its probability among them).  1, or 0 with a message. */
+static int json_draw(slot *sl, const float *lg, int32_t *id, const char **why) {
+    attn_server_t *S = sl->srv;
+    sreq *r = sl->r;
+    if (!json_tables(S)) {
+        *why = "out of memory for the tokens' bytes";
+        return 0;
+    }
+    if (!json_fits(S, r, *id)) {
+        int any = 0;
+        for (int64_t v = 0; v < S->cfg.vocab_size; v++) {
+            const int ok = lg[v] != -INFINITY && json_fits(S, r, v);
+            S->jmask[v] = ok ? lg[v] : -INFINITY;
+            any |= ok;
+        }
+        if (!any) {
+            *why = "no token continues the answer as JSON";
+            return 0;
+        }
+        if (attn_llm_sample_ex(S->sctx, &r->sp, S->jmask, S->cfg.vocab_size, sl->hist, sl->nh,
+                               r->n_prompt, &sl->step, id) != ATTN_OK) {
+            *why = attn_ctx_errmsg(S->sctx);
+            return 0;
+        }
+    }
+    attn__jsa_feed(&r->js, S->tok_raw + S->raw_off[*id], S->raw_off[*id + 1] - S->raw_off[*id]);
+    return 1;
+}
+
 /* After a draw: the logprobs entry, the token's text */
 static void took(slot *sl, const float *raw, int32_t id) {
     attn_server_t *S = sl->srv;
+    sreq *r = sl->r;
     S->lp_have = 0;
-    if (sl->r->logprobs && tok_raws(S)) logprob_entry(S, sl->r, raw, id);
+    if (r->logprobs && tok_raws(S)) logprob_entry(S, r, raw, id);
     take(sl, id);
+    /* a JSON answer ends with its object */
+    if (sl->r == r && r->json && attn__jsa_done(&r->js)) finish(sl, "stop", 0);
 }
 
 /* The draws of a decode step's plain slots (no logit_bias, no tool-name constraint: nothing
@@ -785,6 +856,12 @@ static int sample(slot *sl, const float *lg) {
                                         sl->nh, sl->r->n_prompt, &sl->step, &id);
     if (st != ATTN_OK) {
         logf_(S, "attn serve: sampling failed: %s", attn_ctx_errmsg(S->sctx));
+        finish(sl, NULL, 1);
+        return 0;
+    }
+    const char *why = NULL;
+    if (sl->r->json && !json_draw(sl, lg, &id, &why)) {
+        logf_(S, "attn serve: response_format json_object: %s", why);
         finish(sl, NULL, 1);
         return 0;
     }
@@ -976,7 +1053,7 @@ static void *scheduler(void *arg) {
             slot *sl = bs[k];
             sl->ids[sl->nids++] = sl->next;
             sl->decoding = 0;
-            plain[k] = S->ntctx > 1 && !sl->r->nbias && !sl->r->name_open;
+            plain[k] = S->ntctx > 1 && !sl->r->nbias && !sl->r->name_open && !sl->r->json;
             nplain += plain[k];
         }
         if (nplain > 1) {
@@ -1396,6 +1473,23 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
     if (n != 1) {
         snprintf(err, ecap, "'n' must be 1: one choice per request");
         return 0;
+    }
+    const sj *rf = sj_get(o, "response_format");
+    if (rf && rf->kind != SJ_NULL) {
+        const sj *ty = rf->kind == SJ_OBJ ? sj_get(rf, "type") : NULL;
+        if (!ty || ty->kind != SJ_STR) {
+            snprintf(err, ecap, "'response_format' must be an object with a string 'type'");
+            return 0;
+        }
+        if (!strcmp(ty->s, "json_object")) {
+            r->json = 1;
+            attn__jsa_init(&r->js);
+        } else if (strcmp(ty->s, "text") != 0) {
+            snprintf(err, ecap, "response_format type '%.64s' is not supported: 'text' or "
+                                "'json_object' (json_schema is not: the answer is kept one JSON "
+                                "object, not checked against a schema)", ty->s);
+            return 0;
+        }
     }
     const sj *so = sj_get(o, "stream_options");
     if (so && so->kind != SJ_NULL && so->kind != SJ_OBJ) {
@@ -2279,6 +2373,7 @@ ATTN_API void attn_server_free(attn_server *S) {
     free(S->tok_raw), free(S->raw_off), free(S->plg);
     free(S->bids), free(S->bss), free(S->bsl), free(S->pids), free(S->plens);
     for (int i = 0; S->tctx && i < S->ntctx; i++) attn_ctx_free(S->tctx[i]);
+    free(S->jallow), free(S->jmask);
     free(S->tctx), free(S->bpick), free(S->bst), free(S->btid);
     free(S->api_key);
     attn_ctx_free(S->ectx);
