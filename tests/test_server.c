@@ -607,7 +607,7 @@ static void json_mode(attn_ctx *ref, attn_llm *m) {
             fin = ch && ch->first ? field(ch->first, "finish_reason") : NULL;
         }
         attn__jsa a;
-        attn__jsa_init(&a);
+        attn__jsa_init(&a, NULL);
         const int prefix = text && attn__jsa_feed(&a, text, strlen(text));
         if (t == 3)
             TU_CHECK(fin && !strcmp(fin, "stop") && text && !strcmp(text, "{}"),
@@ -632,7 +632,40 @@ static void json_mode(attn_ctx *ref, attn_llm *m) {
     error_case("POST", "/v1/chat/completions", NULL,
                "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": "
                "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {}}}}",
-               400, "json_schema is not");
+               400, "root must be an object");
+    error_case("POST", "/v1/chat/completions", NULL,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": "
+               "{\"type\": \"json_schema\"}}", 400, "needs 'json_schema'");
+    /* json_schema: an enum property, required, nothing else: the answer is one of two objects */
+    for (int t = 0; t < 2; t++) {
+        char body[512], *b = NULL;
+        snprintf(body, sizeof body,
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"x or y?\"}], "
+                 "\"max_tokens\": 200, \"temperature\": %d, \"seed\": 3, \"response_format\": "
+                 "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"xy\", \"strict\": true, "
+                 "\"schema\": {\"type\": \"object\", \"properties\": {\"a\": {\"enum\": "
+                 "[\"x\", \"y\"]}}, \"required\": [\"a\"], \"additionalProperties\": false}}}}", t);
+        const int st = request("POST", "/v1/chat/completions", NULL, body, &b);
+        sj_doc d = {0};
+        char err[256], *text = NULL, *fin = NULL, compact[256];
+        size_t n = 0;
+        if (st == 200 && b && sj_parse(&d, b, strlen(b), err, sizeof err)) {
+            const sj *ch = sj_get(d.root, "choices");
+            const sj *msg = ch && ch->first ? sj_get(ch->first, "message") : NULL;
+            text = msg ? field(msg, "content") : NULL;
+            fin = ch && ch->first ? field(ch->first, "finish_reason") : NULL;
+        }
+        for (const char *q = text; q && *q && n + 1 < sizeof compact; q++)
+            if (!strchr(" \t\r\n", *q)) compact[n++] = *q;
+        compact[n] = 0;
+        TU_CHECK(fin && !strcmp(fin, "stop") &&
+                     (!strcmp(compact, "{\"a\":\"x\"}") || !strcmp(compact, "{\"a\":\"y\"}")),
+                 "json_schema %d: '%s', finish %s (%s)", t, text ? text : "", fin ? fin : "?",
+                 b ? b : "");
+        printf("json_schema %s: '%s'\n", t ? "sampled" : "greedy", text ? text : "");
+        sj_free(&d);
+        free(b), free(text), free(fin);
+    }
     error_case("POST", "/v1/chat/completions", NULL,
                "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": "
                "\"json\"}", 400, "'response_format' must be an object");

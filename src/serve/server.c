@@ -65,7 +65,9 @@ typedef struct sreq {
     char *stop[MAX_STOPS];
     size_t stop_len[MAX_STOPS];
     int nstop;
-    int json;        /* response_format json_object: the answer is kept one JSON object */
+    int json;        /* response_format json_object or json_schema: the answer is kept one
+                      * JSON object (that fits schema when not NULL) */
+    attn__jss *schema;
     attn__jsa js;    /* its acceptor, after the answer so far */
     int32_t *bias_id; /* logit_bias: nbias ids and what each adds (-inf: banned) */
     float *bias;
@@ -118,6 +120,7 @@ static void req_unref(sreq *r) {
     if (left) return;
     free(r->prompt), free(r->tool_names), free(r->name_heads), free(r->sent_args);
     free(r->tools_json), free(r->bias_id), free(r->bias), free(r->lp), free(r->echo);
+    attn__jss_free(r->schema);
     free(r->plp);
     for (int i = 0; i < r->nstop; i++) free(r->stop[i]);
     sb_free(&r->text), sb_free(&r->sse);
@@ -772,7 +775,8 @@ static int json_tables(attn_server_t *S) {
 /* Whether token v's bytes keep r's answer a prefix of one JSON object. */
 static int json_fits(attn_server_t *S, const sreq *r, int64_t v) {
     if (!S->jallow[v]) return 0;
-    attn__jsa c = r->js;
+    attn__jsa c;
+    attn__jsa_copy(&c, &r->js);
     return attn__jsa_feed(&c, S->tok_raw + S->raw_off[v], S->raw_off[v + 1] - S->raw_off[v]);
 }
 
@@ -787,9 +791,18 @@ static int json_draw(slot *sl, const float *lg, int32_t *id, const char **why) {
         return 0;
     }
     if (!json_fits(S, r, *id)) {
+        /* the bytes that may come next: a token starting with another is out at once */
+        uint8_t first[256];
+        for (int b = 0; b < 256; b++) {
+            attn__jsa c;
+            attn__jsa_copy(&c, &r->js);
+            const char ch = (char)b;
+            first[b] = (uint8_t)attn__jsa_feed(&c, &ch, 1);
+        }
         int any = 0;
         for (int64_t v = 0; v < S->cfg.vocab_size; v++) {
-            const int ok = lg[v] != -INFINITY && json_fits(S, r, v);
+            const int ok = lg[v] != -INFINITY && S->raw_off[v + 1] > S->raw_off[v] &&
+                           first[(unsigned char)S->tok_raw[S->raw_off[v]]] && json_fits(S, r, v);
             S->jmask[v] = ok ? lg[v] : -INFINITY;
             any |= ok;
         }
@@ -1481,15 +1494,22 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
             snprintf(err, ecap, "'response_format' must be an object with a string 'type'");
             return 0;
         }
-        if (!strcmp(ty->s, "json_object")) {
-            r->json = 1;
-            attn__jsa_init(&r->js);
-        } else if (strcmp(ty->s, "text") != 0) {
-            snprintf(err, ecap, "response_format type '%.64s' is not supported: 'text' or "
-                                "'json_object' (json_schema is not: the answer is kept one JSON "
-                                "object, not checked against a schema)", ty->s);
+        if (!strcmp(ty->s, "json_schema")) { /* {"json_schema": {"name", "schema", ...}} */
+            const sj *js = sj_get(rf, "json_schema");
+            const sj *sc = js && js->kind == SJ_OBJ ? sj_get(js, "schema") : NULL;
+            if (!sc) {
+                snprintf(err, ecap, "response_format json_schema needs 'json_schema': {'name': "
+                                    "..., 'schema': {...}}");
+                return 0;
+            }
+            if (!attn__jss_compile(sc, &r->schema, err, ecap)) return 0;
+        } else if (strcmp(ty->s, "json_object") != 0 && strcmp(ty->s, "text") != 0) {
+            snprintf(err, ecap, "response_format type '%.64s' is not one of 'text', "
+                                "'json_object', 'json_schema'", ty->s);
             return 0;
         }
+        r->json = strcmp(ty->s, "text") != 0;
+        attn__jsa_init(&r->js, r->schema);
     }
     const sj *so = sj_get(o, "stream_options");
     if (so && so->kind != SJ_NULL && so->kind != SJ_OBJ) {
