@@ -745,8 +745,8 @@ static void test_x86_int8_sets(void) {
 }
 
 /* ---- a type a SIMD set leaves out ---------------------------------------------------------------
- * The context's own sets with the IQ4 (and Q4_0) entries removed, as on a set that lacks them
- * (any type a future set leaves out): attn__qlinear must take the plain C kernels, float and int8, so the matrix-vector
+ * The context's own sets with the IQ4 (and Q4_0) entries removed, as on a set that lacks a
+ * type: attn__qlinear must take the plain C kernels, float and int8, so the matrix-vector
  * results are the bits of the plain C set (an ATTN__ISA_REF context) for M = 1 .. 8, and the
  * GEMM path (M = 17) dequantizes with the plain C dq (the bits of attn__gemm on attn__dequant_ref's
  * weights, as run_case checks). */
