@@ -510,10 +510,11 @@ static void test_public(void) {
 }
 
 /* ---- the ARM kernels against the plain C ones, bit for bit ---------------------------------
- * The NEON dq and mv kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32, F16, BF16
- * and the SDOT and SMMLA mv8 kernels of the quantized ones sum in the plain C kernels' order
- * (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c, arm_i8mm/quant_i8mm.c), so their
- * outputs are those bits exactly, for every m up to ATTN__QMV_MAX and any row range; and the wide entries (NEON mvw, SDOT and SMMLA mvw8) give
+ * The NEON dq and mv kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
+ * IQ4_XS, F32, F16, BF16 and the SDOT and SMMLA mv8 kernels of the quantized ones sum in the
+ * plain C kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c,
+ * arm_i8mm/quant_i8mm.c), so their outputs are those bits exactly, for every m up to
+ * ATTN__QMV_MAX and any row range; and the wide entries (NEON mvw, SDOT and SMMLA mvw8) give
  * each of up to ATTN__QMV_WIDE vectors those bits too (the plain C kernels run on groups of
  * ATTN__QMV_MAX vectors). */
 /* y[i * ldy + r] for m vectors through a kernel that takes ATTN__QMV_MAX at a time */
@@ -548,7 +549,7 @@ static void test_arm_bits(void) {
     attn_ctx *c = tu_ctx(1);
     const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q5_0, ATTN_Q_Q5_1,
                          ATTN_Q_Q8_0, ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K,
-                         ATTN_Q_F32,  ATTN_Q_F16,  ATTN_Q_BF16};
+                         ATTN_Q_F32,  ATTN_Q_F16,  ATTN_Q_BF16, ATTN_Q_IQ4_NL, ATTN_Q_IQ4_XS};
     const int64_t N = 13, K = 768, nb32 = K / 32, M = ATTN__QMV_WIDE; /* 3 K blocks */
     float *x = malloc(sizeof(float) * (size_t)(M * K)), *d0 = malloc(sizeof(float) * (size_t)(N * K)),
           *d1 = malloc(sizeof(float) * (size_t)(N * K)), y0[ATTN__QMV_WIDE * 13],
@@ -744,8 +745,8 @@ static void test_x86_int8_sets(void) {
 }
 
 /* ---- a type a SIMD set leaves out ---------------------------------------------------------------
- * The context's own sets with the IQ4 (and Q4_0) entries removed, as on a set that lacks them
- * (ARM today): attn__qlinear must take the plain C kernels, float and int8, so the matrix-vector
+ * The context's own sets with the IQ4 (and Q4_0) entries removed, as on a set that lacks a
+ * type: attn__qlinear must take the plain C kernels, float and int8, so the matrix-vector
  * results are the bits of the plain C set (an ATTN__ISA_REF context) for M = 1 .. 8, and the
  * GEMM path (M = 17) dequantizes with the plain C dq (the bits of attn__gemm on attn__dequant_ref's
  * weights, as run_case checks). */

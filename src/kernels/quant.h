@@ -130,7 +130,9 @@ ATTN__HIDDEN void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, i
  *        float activations, each weight dequantized in registers as dq does, products and sums
  *        in float in the kernel's own fixed order (per row, the same for every m and every
  *        row range).
- *   mv8: the same on int8 activations (attn__q8act); NULL where the set has none. */
+ *   mv8: the same on int8 activations (attn__q8act); NULL where the set has none.  attn__qlinear
+ *        calls mv and mv8 with m <= ATTN__QMV_MAX; a kernel may take more (the ARM64 SDOT and
+ *        SMMLA mv8 take up to ATTN__QMV_WIDE rows and are also their sets' mvw8). */
 #define ATTN__QMV_MAX 4
 /*   mvw: mv for up to ATTN__QMV_WIDE vectors in one pass over the weights, the same bits per
  *        vector as mv (each weight row dequantized once for all of them; NULL where the set

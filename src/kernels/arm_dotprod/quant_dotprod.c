@@ -1,15 +1,15 @@
 /* Quantized weights with int8 activations (attn__q8act) on AArch64 with the dot-product
  * extension (SDOT, FEAT_DotProd; built with +dotprod, chosen only where the OS reports
  * asimddp: dispatch.c): the mv8 kernels of every type with an int8 path (Q4_0, Q4_1, Q5_0,
- * Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
+ * Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).
  *
  * Bits.  A block's integer dot product sum(q qx) is exact whichever way it is summed: two SDOT
  * over 16 bytes each into 4 int32 lanes, then one across-lanes add.  The float terms are then
  * those of the plain C kernel, rounded in its order (ref/quant_kern_ref.c):
- *   Q8_0  acc += (dw dx) sum(q qx)
+ *   Q8_0, IQ4_NL  acc += (dw dx) sum(q qx)  (IQ4_NL: q the level T[nibble])
  *   Q4_0, Q5_0  acc += (dw dx) (sum(q qx) - o sum(qx)),  q the unsigned 4 / 5 bits, o 8 / 16
  *   Q4_1, Q5_1  acc += (dw dx) sum(q qx) + mw sx
- *   Q4_K, Q5_K, Q6_K  one term per group (below)
+ *   Q4_K, Q5_K, Q6_K, IQ4_XS  one term per group (below)
  * so the results are its bits exactly.  Cost on paper: docs/kernels.md ("ARM64"). */
 #include "../quant.h"
 
@@ -61,34 +61,34 @@ DEF(q4_0, 18, attn__unpack_q4(b + 2, &a0, &a1), TERM_OFF(8))
 DEF(q4_1, 20, attn__unpack_q4(b + 4, &a0, &a1), TERM_MIN)
 DEF(q5_0, 22, attn__unpack_q5(b + 6, b + 2, &a0, &a1), TERM_OFF(16))
 DEF(q5_1, 24, attn__unpack_q5(b + 8, b + 4, &a0, &a1), TERM_MIN)
+/* IQ4_NL: the levels T[q] (signed bytes, qunpack_neon.h) in the dot, Q8_0's term */
+DEF(iq4_nl, 18, attn__unpack_iq4(b + 2, &a0, &a1), acc[i] += (d * xd[2 * k]) * (float)dot)
 
 /* ---- K-quants ------------------------------------------------------------------------------
- * The quants of a group as bytes (unsigned, at most 63: SDOT's signed bytes hold them), one
- * exact integer dot per group, then the plain C kernel's float term per group in order:
+ * The quants of a group as bytes (unsigned, at most 63, or IQ4_XS's levels T[q] in -127 ..
+ * 113: SDOT's signed bytes hold them), one exact integer dot per group, then the plain C
+ * kernel's float term per group in order:
  *   Q4_K, Q5_K  groups of 32:  acc += ((d sc) dx) sum(q qx) - (dmin m) sx
+ *   IQ4_XS      groups of 32:  acc += ((d ls) dx) sum(T[q] qx)
  *   Q6_K        groups of 16:  acc += ((d sc) dx) (sum(q qx) - 32 sum(qx)) */
-static inline void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+enum { K_Q4K, K_Q5K, K_IQ4XS }; /* the groups of 32 (kind: a constant in each caller) */
+static inline void mv8_k45(int kind, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                            const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    const size_t bb = five ? 176 : 144;
+    const size_t bb = kind == K_Q5K ? 176 : kind == K_Q4K ? 144 : 136;
     for (int64_t r = 0; r < rows; r++) {
         float acc[ATTN__QMV_WIDE] = {0};
         for (int64_t k = 0; k < nb; k++) {
             const uint8_t *b = w + (size_t)r * rb + (size_t)k * bb;
-            const float d = attn__load_half(b), dmin = attn__load_half(b + 2);
             int8x16_t a[16];
-            attn__unpack_k45(b, five, a);
             float ds[8], dm[8];
-            for (int s = 0; s < 8; s++) {
-                int sc, mn;
-                attn__k4_scale_min(b + 4, s, &sc, &mn);
-                ds[s] = d * (float)sc, dm[s] = dmin * (float)mn;
-            }
+            attn__group32_scales(kind == K_IQ4XS, b, ds, dm);
+            attn__unpack_group32(kind == K_IQ4XS, kind == K_Q5K, b, a);
             for (int64_t i = 0; i < m; i++) {
                 const float *xd = xa->dsx + i * 2 * xa->ldb;
                 for (int s = 0; s < 8; s++) {
                     const int64_t g = 8 * k + s;
                     const int32_t dot = dot32(a[2 * s], a[2 * s + 1], xa->q + i * xa->ldq + 32 * g);
-                    acc[i] += (ds[s] * xd[2 * g]) * (float)dot - dm[s] * xd[2 * g + 1];
+                    acc[i] += attn__group32_term(kind == K_IQ4XS, ds[s], dm[s], xd + 2 * g, dot);
                 }
             }
         }
@@ -98,11 +98,15 @@ static inline void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, 
 
 static void mv8_q4_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    mv8_k45(0, w, rb, rows, nb, xa, m, y, ldy);
+    mv8_k45(K_Q4K, w, rb, rows, nb, xa, m, y, ldy);
 }
 static void mv8_q5_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    mv8_k45(1, w, rb, rows, nb, xa, m, y, ldy);
+    mv8_k45(K_Q5K, w, rb, rows, nb, xa, m, y, ldy);
+}
+static void mv8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                       const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    mv8_k45(K_IQ4XS, w, rb, rows, nb, xa, m, y, ldy);
 }
 
 /* Q6_K: 16 vectors of 16 quants (0-63), vector g the group of 16 elements 16 g .. 16 g + 15 */
@@ -139,13 +143,15 @@ static const attn__quant_kernels TABLE = {
     {0},
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
-     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},
     /* mvw8: the same kernels, which take up to ATTN__QMV_WIDE rows of activations (each
      * block unpacked once for all of them; one float sum per row, so the same bits per row) */
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
-     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
 };
 
 const attn__quant_kernels *attn__quant_kernels_dotprod(void) { return &TABLE; }

@@ -1,6 +1,7 @@
-/* The integer quants of the 4- and 5-bit and the K types as bytes in NEON vectors, shared by
- * the SDOT (quant_dotprod.c) and SMMLA (../arm_i8mm/quant_i8mm.c) int8 kernels and the float
- * NEON kernels (../arm_neon/quant_neon.c): every value fits a signed byte (at most 63).
+/* The integer quants of the 4- and 5-bit, the K and the IQ4 types as bytes in NEON vectors,
+ * shared by the SDOT (quant_dotprod.c) and SMMLA (../arm_i8mm/quant_i8mm.c) int8 kernels and
+ * the float NEON kernels (../arm_neon/quant_neon.c): every value fits a signed byte (at most
+ * 63, the IQ4 levels -127 .. 113).
  * Layouts in ../quant.h; plain NEON, no extension needed. */
 #ifndef ATTN_QUNPACK_NEON_H
 #define ATTN_QUNPACK_NEON_H
@@ -38,6 +39,24 @@ static inline void attn__unpack_q5(const uint8_t *qs, const uint8_t *qh, int8x16
         vorrq_u8(vreinterpretq_u8_s8(*a1), vandq_u8(vtstq_u8(h1, sel), sixteen)));
 }
 
+/* IQ4_NL (and each group of 32 of IQ4_XS): the 32 int8 levels attn__iq4_values[q] of the
+ * nibbles of qs[16] in the order of attn__unpack_q4 (low nibbles: elements 0-15 in a0, high:
+ * 16-31 in a1), each nibble mapped by TBL on the 16-byte table (levels -127 .. 113: signed
+ * bytes, as SDOT and SMMLA take them) */
+static inline void attn__unpack_iq4(const uint8_t *qs, int8x16_t *a0, int8x16_t *a1) {
+    const int8x16_t t = vld1q_s8(attn__iq4_values);
+    int8x16_t n0, n1;
+    attn__unpack_q4(qs, &n0, &n1);
+    *a0 = vqtbl1q_s8(t, vreinterpretq_u8_s8(n0));
+    *a1 = vqtbl1q_s8(t, vreinterpretq_u8_s8(n1));
+}
+
+/* IQ4_XS: the 256 levels of a block as 16 vectors, group s of 32 in a[2 s] (elements 0-15)
+ * and a[2 s + 1] (16-31); the group's 16 bytes of nibbles at b + 8 + 16 s */
+static inline void attn__unpack_iq4xs(const uint8_t *b, int8x16_t *a) {
+    for (int s = 0; s < 8; s++) attn__unpack_iq4(b + 8 + 16 * s, &a[2 * s], &a[2 * s + 1]);
+}
+
 /* The 6-bit scale and min of group j of Q4_K / Q5_K (as ref/quant_ref.c). */
 static inline void attn__k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
     if (j < 4) {
@@ -46,6 +65,23 @@ static inline void attn__k4_scale_min(const uint8_t *s, int j, int *sc, int *mn)
     } else {
         *sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
         *mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
+    }
+}
+
+/* The float scales of the 8 groups of 32 of a K block, rounded as the plain C kernels do:
+ * Q4_K / Q5_K (iq4 0) ds[s] = d sc, dm[s] = dmin m; IQ4_XS (iq4 1) ds[s] = d ls (the signed
+ * 6-bit scale), dm untouched */
+static inline void attn__group32_scales(int iq4, const uint8_t *b, float *ds, float *dm) {
+    const float d = attn__load_half(b);
+    if (iq4) {
+        for (int s = 0; s < 8; s++) ds[s] = d * (float)attn__iq4xs_scale(b, s);
+        return;
+    }
+    const float dmin = attn__load_half(b + 2);
+    for (int s = 0; s < 8; s++) {
+        int sc, mn;
+        attn__k4_scale_min(b + 4, s, &sc, &mn);
+        ds[s] = d * (float)sc, dm[s] = dmin * (float)mn;
     }
 }
 
@@ -66,6 +102,21 @@ static inline void attn__unpack_k45(const uint8_t *b, int five, int8x16_t *a) {
             }
         for (int t = 0; t < 4; t++) a[4 * p + t] = vreinterpretq_s8_u8(q[t]);
     }
+}
+
+/* Q4_K, Q5_K (iq4 0, five 0 / 1: attn__unpack_k45) or IQ4_XS (iq4 1: attn__unpack_iq4xs) */
+static inline void attn__unpack_group32(int iq4, int five, const uint8_t *b, int8x16_t *a) {
+    if (iq4) attn__unpack_iq4xs(b, a);
+    else attn__unpack_k45(b, five, a);
+}
+
+/* The plain C kernel's float term of a group of 32 (ds, dm: attn__group32_scales; xd: the
+ * activations' d and sum of x of the group; dot: the exact sum(q qx)):
+ * ((d sc) dx) dot - (dmin m) sx for Q4_K / Q5_K, ((d ls) dx) dot for IQ4_XS (iq4 1) */
+static inline float attn__group32_term(int iq4, float ds, float dm, const float *xd,
+                                       int32_t dot) {
+    if (iq4) return (ds * xd[0]) * (float)dot;
+    return (ds * xd[0]) * (float)dot - dm * xd[1];
 }
 
 /* Q6_K: the 256 quants (0-63, without the - 32) as 16 vectors, a[g] the group of 16 elements

@@ -1,11 +1,11 @@
 /* Quantized weights with int8 activations (attn__q8act) on AArch64 with the int8 matrix
  * multiply extension (SMMLA, FEAT_I8MM; built with +dotprod+i8mm, chosen only where the OS
- * reports i8mm and asimddp: dispatch.c): the mv8 kernels of every type with an int8 path
- * (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) for two or more rows of activations.  One
- * SMMLA multiplies a 2 x 8 block of int8 activations (rows i, i + 1) with a 2 x 8 block of
- * weights (rows r, r + 1) into the four int32 dot products, so two activation rows and two
- * weight rows share each weight unpacking and each x load, where SDOT gives one row pair's
- * dot.  One activation row (m = 1) and an odd last weight row run the SDOT kernels
+ * reports i8mm and asimddp: dispatch.c): the mv8 kernels of every type with an int8 path (Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) for two or more rows of
+ * activations.  One SMMLA multiplies a 2 x 8 block of int8 activations (rows i, i + 1) with
+ * a 2 x 8 block of weights (rows r, r + 1) into the four int32 dot products, so two activation
+ * rows and two weight rows share each weight unpacking and each x load, where SDOT gives one
+ * row pair's dot.  One activation row (m = 1) and an odd last weight row run the SDOT kernels
  * (../arm_dotprod/quant_dotprod.c).
  *
  * Bits.  Each dot product is exact (int32, however it is summed), and the float terms are
@@ -50,7 +50,7 @@ static inline int32x4_t mm16(int32x4_t acc, const int8_t *x0, const int8_t *x1, 
 #define XROW(i) (xa->q + (i) * xa->ldq)
 
 /* ---- the 32-element types ------------------------------------------------------------------ */
-enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
+enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1, T_IQ4_NL };
 
 static inline void unpack32(int t, const uint8_t *b, int8x16_t *a0, int8x16_t *a1) {
     switch (t) {
@@ -60,6 +60,7 @@ static inline void unpack32(int t, const uint8_t *b, int8x16_t *a0, int8x16_t *a
     case T_Q4_0: attn__unpack_q4(b + 2, a0, a1); break;
     case T_Q4_1: attn__unpack_q4(b + 4, a0, a1); break;
     case T_Q5_0: attn__unpack_q5(b + 6, b + 2, a0, a1); break;
+    case T_IQ4_NL: attn__unpack_iq4(b + 2, a0, a1); break;
     default: attn__unpack_q5(b + 8, b + 4, a0, a1); break; /* Q5_1 */
     }
 }
@@ -70,7 +71,7 @@ static inline float term32(int t, const uint8_t *b, const attn__q8act *xa, int64
     const float d = attn__load_half(b);
     const float *xd = xa->dsx + i * 2 * xa->ldb;
     const int32_t *xsq = xa->sq + i * 2 * xa->ldb;
-    if (t == T_Q8_0) return (d * xd[2 * k]) * (float)dot;
+    if (t == T_Q8_0 || t == T_IQ4_NL) return (d * xd[2 * k]) * (float)dot;
     if (t == T_Q4_0 || t == T_Q5_0) {
         const int32_t o = t == T_Q4_0 ? 8 : 16;
         return (d * xd[2 * k]) * (float)(dot - o * (xsq[2 * k] + xsq[2 * k + 1]));
@@ -105,25 +106,20 @@ static inline void pair32(int t, size_t bb, const uint8_t *w0, const uint8_t *w1
 }
 
 /* ---- K types --------------------------------------------------------------------------------- */
-/* Q4_K (five 0) and Q5_K: groups of 32, acc += ((d sc) dx) dot - (dmin m) sx */
-static inline void pair_k45(int five, const uint8_t *w0, const uint8_t *w1, int64_t nb,
-                            const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    const size_t bb = five ? 176 : 144;
+/* Q4_K, Q5_K (iq4 0; five 1 for Q5_K) and IQ4_XS (iq4 1): groups of 32,
+ * acc += ((d sc) dx) dot - (dmin m) sx, IQ4_XS acc += ((d ls) dx) dot */
+static inline void pair_k45(int five, int iq4, const uint8_t *w0, const uint8_t *w1,
+                            int64_t nb, const attn__q8act *xa, int64_t m, float *y,
+                            int64_t ldy) {
+    const size_t bb = iq4 ? 136 : five ? 176 : 144;
     float acc[ATTN__QMV_WIDE][2] = {{0}};
     for (int64_t k = 0; k < nb; k++) {
         const uint8_t *b[2] = {w0 + (size_t)k * bb, w1 + (size_t)k * bb};
         int8x16_t a[16], c[16];
-        attn__unpack_k45(b[0], five, a);
-        attn__unpack_k45(b[1], five, c);
+        attn__unpack_group32(iq4, five, b[0], a);
+        attn__unpack_group32(iq4, five, b[1], c);
         float ds[2][8], dm[2][8];
-        for (int j = 0; j < 2; j++) {
-            const float d = attn__load_half(b[j]), dmin = attn__load_half(b[j] + 2);
-            for (int s = 0; s < 8; s++) {
-                int sc, mn;
-                attn__k4_scale_min(b[j] + 4, s, &sc, &mn);
-                ds[j][s] = d * (float)sc, dm[j][s] = dmin * (float)mn;
-            }
-        }
+        for (int j = 0; j < 2; j++) attn__group32_scales(iq4, b[j], ds[j], dm[j]);
         wpair p[16];
         for (int v = 0; v < 16; v++) p[v] = pair16(a[v], c[v]);
         for (int64_t i = 0; i < m; i += 2) {
@@ -134,15 +130,13 @@ static inline void pair_k45(int five, const uint8_t *w0, const uint8_t *w1, int6
                 const int8_t *x0 = XROW(i) + 32 * g, *x1 = XROW(i1) + 32 * g;
                 int32x4_t t = mm16(vdupq_n_s32(0), x0, x1, p[2 * s]);
                 t = mm16(t, x0 + 16, x1 + 16, p[2 * s + 1]);
-                acc[i][0] += (ds[0][s] * xd0[2 * g]) * (float)vgetq_lane_s32(t, 0) -
-                             dm[0][s] * xd0[2 * g + 1];
-                acc[i][1] += (ds[1][s] * xd0[2 * g]) * (float)vgetq_lane_s32(t, 1) -
-                             dm[1][s] * xd0[2 * g + 1];
+                const float *x0d = xd0 + 2 * g, *x1d = xd1 + 2 * g;
+                const float *d0 = ds[0], *d1 = ds[1], *m0 = dm[0], *m1 = dm[1];
+                acc[i][0] += attn__group32_term(iq4, d0[s], m0[s], x0d, vgetq_lane_s32(t, 0));
+                acc[i][1] += attn__group32_term(iq4, d1[s], m1[s], x0d, vgetq_lane_s32(t, 1));
                 if (i1 != i) {
-                    acc[i1][0] += (ds[0][s] * xd1[2 * g]) * (float)vgetq_lane_s32(t, 2) -
-                                  dm[0][s] * xd1[2 * g + 1];
-                    acc[i1][1] += (ds[1][s] * xd1[2 * g]) * (float)vgetq_lane_s32(t, 3) -
-                                  dm[1][s] * xd1[2 * g + 1];
+                    acc[i1][0] += attn__group32_term(iq4, d0[s], m0[s], x1d, vgetq_lane_s32(t, 2));
+                    acc[i1][1] += attn__group32_term(iq4, d1[s], m1[s], x1d, vgetq_lane_s32(t, 3));
                 }
             }
         }
@@ -211,8 +205,10 @@ DEF(q4_0, ATTN_Q_Q4_0, pair32(T_Q4_0, 18, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q4_1, ATTN_Q_Q4_1, pair32(T_Q4_1, 20, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q5_0, ATTN_Q_Q5_0, pair32(T_Q5_0, 22, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q5_1, ATTN_Q_Q5_1, pair32(T_Q5_1, 24, w0, w1, nb, xa, m, y + r, ldy))
-DEF(q4_k, ATTN_Q_Q4_K, pair_k45(0, w0, w1, nb, xa, m, y + r, ldy))
-DEF(q5_k, ATTN_Q_Q5_K, pair_k45(1, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q4_k, ATTN_Q_Q4_K, pair_k45(0, 0, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q5_k, ATTN_Q_Q5_K, pair_k45(1, 0, w0, w1, nb, xa, m, y + r, ldy))
+DEF(iq4_nl, ATTN_Q_IQ4_NL, pair32(T_IQ4_NL, 18, w0, w1, nb, xa, m, y + r, ldy))
+DEF(iq4_xs, ATTN_Q_IQ4_XS, pair_k45(0, 1, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q6_k, ATTN_Q_Q6_K, pair_q6k(w0, w1, nb, xa, m, y + r, ldy))
 
 static const attn__quant_kernels TABLE = {
@@ -221,12 +217,14 @@ static const attn__quant_kernels TABLE = {
     {0},
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
-     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},
     /* mvw8: the mv8 kernels (up to ATTN__QMV_WIDE rows, as the SDOT table's) */
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
-     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k},
+     [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
 };
 
 /* NULL where the SDOT table is missing too (a build without +dotprod) */

@@ -1,18 +1,20 @@
 /* Quantized weights with float activations on AArch64 NEON (contract in ../quant.h): the
  * dequantization (dq) and the matrix-vector products (mv) of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * Q4_K, Q5_K, Q6_K, F32, F16 and BF16, and the wide products (mvw, up to ATTN__QMV_WIDE
- * vectors, below) of the same types; the other types use the plain C kernels (NULL entries).
+ * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, F32, F16 and BF16, and the wide products (mvw, up to
+ * ATTN__QMV_WIDE vectors, below) of the same types; the other types use the plain C kernels
+ * (NULL entries).
  *
- * Bits.  Each block of 32 (each group of 32 of a K block) is dequantized in registers exactly
- * as the reference does it (the integer q widened to float, times d, plus m for Q4_1 and
- * Q5_1, minus dmin m for Q4_K and Q5_K, d sc for Q6_K rounded first: one rounding each, never
- * fused; this file is built with -ffp-contract=off), and multiplied with x into eight float
- * partial sums, element k into sum k mod 8, multiply then add: two vectors hold sums 0-3 and
- * 4-7, and the end of the row folds them as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).
- * That is the plain C kernel's order (ref/quant_kern_ref.c), so the results are its bits
- * exactly, for every row range and thread count.  The integer quants of the 4- and 5-bit
- * types come from the unpacking shared with the int8 kernels (../arm_dotprod/qunpack_neon.h,
- * plain NEON).  Cost on paper: docs/kernels.md ("ARM64"). */
+ * Bits.  Each block of 32 (each group of 32 of a K block) is dequantized in registers exactly as
+ * the reference does it (the integer q widened to float, times d, plus m for Q4_1 and Q5_1,
+ * minus dmin m for Q4_K and Q5_K, d sc for Q6_K and d ls for IQ4_XS rounded first (the IQ4
+ * levels T[q] by TBL, widened as the quants): one rounding each, never fused; this file is
+ * built with -ffp-contract=off), and multiplied with x into eight float partial sums, element k
+ * into sum k mod 8, multiply then add: two vectors hold sums 0-3 and 4-7, and the end of the
+ * row folds them as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).  That is the plain C
+ * kernel's order (ref/quant_kern_ref.c), so the results are its bits exactly, for every row
+ * range and thread count.  The integer quants of the 4- and 5-bit types and the IQ4 levels come
+ * from the unpacking shared with the int8 kernels (../arm_dotprod/qunpack_neon.h, plain
+ * NEON).  Cost on paper: docs/kernels.md ("ARM64"). */
 #include "../quant.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
@@ -63,6 +65,15 @@ static inline void block_q5_1(const uint8_t *b, float32x4_t *v) {
     widen32_min(a0, a1, attn__load_half(b), attn__load_half(b + 2), v);
 }
 
+/* IQ4_NL: d T[q], the levels by TBL (qunpack_neon.h), one rounding as the reference */
+static inline void block_iq4_nl(const uint8_t *b, float32x4_t *v) {
+    int8x16_t a0, a1;
+    attn__unpack_iq4(b + 2, &a0, &a1);
+    const float d = attn__load_half(b);
+    widen16(a0, d, v);
+    widen16(a1, d, v + 4);
+}
+
 static inline void block_q8_0(const uint8_t *b, float32x4_t *v) {
     const float d = attn__load_half(b);
     widen16(vld1q_s8((const int8_t *)b + 2), d, v);
@@ -105,6 +116,7 @@ DEF(q4_1, 20)
 DEF(q5_0, 22)
 DEF(q5_1, 24)
 DEF(q8_0, 34)
+DEF(iq4_nl, 18)
 
 /* ---- K-quants: blocks of 256 as 8 groups of 32, each group's 32 values in 8 vectors -------- */
 /* Q4_K (five 0) and Q5_K group s: (d sc) q - dmin m, two roundings */
@@ -159,6 +171,15 @@ static inline void group_q6_k(const uint8_t *b, int g, float32x4_t *v) {
     widen16(q1, d * (float)sc[2 * g + 1], v + 4);
 }
 
+/* IQ4_XS group s: (d ls) T[q], d ls rounded first as the reference */
+static inline void group_iq4_xs(const uint8_t *b, int s, float32x4_t *v) {
+    int8x16_t a0, a1;
+    attn__unpack_iq4(b + 8 + 16 * s, &a0, &a1);
+    const float ds = attn__load_half(b) * (float)attn__iq4xs_scale(b, s);
+    widen16(a0, ds, v);
+    widen16(a1, ds, v + 4);
+}
+
 /* dq and mv of a K type: the groups in order; mv adds element k into sum k mod 8 as DEF */
 #define DEFK(T, BYTES)                                                                        \
     static void dq_##T(const uint8_t *b, int64_t nb, float *y) {                              \
@@ -196,6 +217,7 @@ static inline void group_q6_k(const uint8_t *b, int g, float32x4_t *v) {
 DEFK(q4_k, 144)
 DEFK(q5_k, 176)
 DEFK(q6_k, 210)
+DEFK(iq4_xs, 136)
 
 /* ---- wide: up to ATTN__QMV_WIDE vectors in one pass over the weights (mvw) ----------------
  * Each block (each group of 32 of a K block) is dequantized in registers once, as mv does it,
@@ -267,6 +289,8 @@ BLOCKW(q8_0, 34, 1, ((void)g, block_q8_0(b, v)))
 BLOCKW(q4_k, 144, 8, group_q4_k(b, g, v))
 BLOCKW(q5_k, 176, 8, group_q5_k(b, g, v))
 BLOCKW(q6_k, 210, 8, group_q6_k(b, g, v))
+BLOCKW(iq4_nl, 18, 1, ((void)g, block_iq4_nl(b, v)))
+BLOCKW(iq4_xs, 136, 8, group_iq4_xs(b, g, v))
 
 /* ---- F32, F16 and BF16 weights: one element per block, K (nb) arbitrary -----------------
  * The plain C kernel's order as for the blocks (element k into sum k mod 8): steps of 8
@@ -341,16 +365,19 @@ static const attn__quant_kernels TABLE = {
     {[ATTN_Q_Q4_0] = dq_q4_0, [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q5_0] = dq_q5_0,
      [ATTN_Q_Q5_1] = dq_q5_1, [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q4_K] = dq_q4_k,
      [ATTN_Q_Q5_K] = dq_q5_k, [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_F32] = dq_f32,
-     [ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16},
+     [ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16, [ATTN_Q_IQ4_NL] = dq_iq4_nl,
+     [ATTN_Q_IQ4_XS] = dq_iq4_xs},
     {[ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
      [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
      [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_F32] = mvw_f32,
-     [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16},
+     [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16, [ATTN_Q_IQ4_NL] = mv_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {0},
     {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q5_0] = mvw_q5_0,
      [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q4_K] = mvw_q4_k,
      [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k, [ATTN_Q_F32] = mvw_f32,
-     [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16},
+     [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16, [ATTN_Q_IQ4_NL] = mvw_iq4_nl,
+     [ATTN_Q_IQ4_XS] = mvw_iq4_xs},
     {0},
 };
 
