@@ -193,6 +193,8 @@ struct attn_server {
     uint8_t *jallow; /* response_format json_object: the tokens that may be part of an answer
                       * (some bytes, not a control token), made when first needed */
     float *jmask;    /* the logits of the tokens that keep the answer JSON ([V]) */
+    int32_t *jby;    /* the allowed tokens by their first byte: jby[jfirst[b] .. jfirst[b + 1]) */
+    int64_t jfirst[257];
     int jfailed;
     attn_ctx **tctx; /* one single-thread context per thread of sctx: the step's draws */
     int ntctx;
@@ -756,9 +758,10 @@ static int json_tables(attn_server_t *S) {
     const int64_t V = S->cfg.vocab_size;
     S->jallow = malloc((size_t)V);
     S->jmask = malloc(sizeof *S->jmask * (size_t)V);
-    if (!S->jallow || !S->jmask) {
-        free(S->jallow), free(S->jmask);
-        S->jallow = NULL, S->jmask = NULL, S->jfailed = 1;
+    S->jby = malloc(sizeof *S->jby * (size_t)V);
+    if (!S->jallow || !S->jmask || !S->jby) {
+        free(S->jallow), free(S->jmask), free(S->jby);
+        S->jallow = NULL, S->jmask = NULL, S->jby = NULL, S->jfailed = 1;
         return 0;
     }
     for (int64_t v = 0; v < V; v++) {
@@ -769,6 +772,15 @@ static int json_tables(attn_server_t *S) {
         S->jallow[v] = n > 0 && (S->tok_off[v + 1] > S->tok_off[v] || high) &&
                        !tool_tag(S, (int32_t)v);
     }
+    /* a counting sort of the allowed tokens by first byte, in id order within each */
+    memset(S->jfirst, 0, sizeof S->jfirst);
+    for (int64_t v = 0; v < V; v++)
+        if (S->jallow[v]) S->jfirst[(unsigned char)S->tok_raw[S->raw_off[v]] + 1]++;
+    for (int b = 0; b < 256; b++) S->jfirst[b + 1] += S->jfirst[b];
+    int64_t at[256];
+    memcpy(at, S->jfirst, sizeof at);
+    for (int64_t v = 0; v < V; v++)
+        if (S->jallow[v]) S->jby[at[(unsigned char)S->tok_raw[S->raw_off[v]]]++] = (int32_t)v;
     return 1;
 }
 
@@ -800,12 +812,12 @@ static int json_draw(slot *sl, const float *lg, int32_t *id, const char **why) {
             first[b] = (uint8_t)attn__jsa_feed(&c, &ch, 1);
         }
         int any = 0;
-        for (int64_t v = 0; v < S->cfg.vocab_size; v++) {
-            const int ok = lg[v] != -INFINITY && S->raw_off[v + 1] > S->raw_off[v] &&
-                           first[(unsigned char)S->tok_raw[S->raw_off[v]]] && json_fits(S, r, v);
-            S->jmask[v] = ok ? lg[v] : -INFINITY;
-            any |= ok;
-        }
+        for (int64_t v = 0; v < S->cfg.vocab_size; v++) S->jmask[v] = -INFINITY;
+        for (int b = 0; b < 256; b++) /* only the tokens that start with a byte that may come */
+            for (int64_t i = S->jfirst[b]; first[b] && i < S->jfirst[b + 1]; i++) {
+                const int32_t v = S->jby[i];
+                if (lg[v] != -INFINITY && json_fits(S, r, v)) S->jmask[v] = lg[v], any = 1;
+            }
         if (!any) {
             *why = "no token continues the answer as JSON";
             return 0;
@@ -2393,7 +2405,7 @@ ATTN_API void attn_server_free(attn_server *S) {
     free(S->tok_raw), free(S->raw_off), free(S->plg);
     free(S->bids), free(S->bss), free(S->bsl), free(S->pids), free(S->plens);
     for (int i = 0; S->tctx && i < S->ntctx; i++) attn_ctx_free(S->tctx[i]);
-    free(S->jallow), free(S->jmask);
+    free(S->jallow), free(S->jmask), free(S->jby);
     free(S->tctx), free(S->bpick), free(S->bst), free(S->btid);
     free(S->api_key);
     attn_ctx_free(S->ectx);
