@@ -408,7 +408,7 @@ static void jss_check(void) {
     sj_doc sd = {0};
     attn__jss *sc = NULL;
     TU_CHECK(sj_parse(&sd, cat_schema, strlen(cat_schema), err, sizeof err) &&
-                 attn__jss_compile(sd.root, &sc, err, sizeof err),
+                 attn__jss_compile(sd.root, 0, &sc, err, sizeof err),
              "the test schema compiles: %s", err);
     if (!sc) {
         sj_free(&sd);
@@ -504,13 +504,29 @@ static void jss_check(void) {
         attn__jss *x = NULL;
         err[0] = 0;
         const int ok = sj_parse(&d, bad[i].schema, strlen(bad[i].schema), err, sizeof err) &&
-                       attn__jss_compile(d.root, &x, err, sizeof err);
+                       attn__jss_compile(d.root, 0, &x, err, sizeof err);
         TU_CHECK(!ok && !x && strstr(err, bad[i].why), "schema %s: '%s' (want '%s')",
                  bad[i].schema, err, bad[i].why);
         attn__jss_free(x);
         sj_free(&d);
     }
     attn__jss_free(NULL);
+    /* strict: an object without additionalProperties takes no other key */
+    for (int strict = 0; strict < 2; strict++) {
+        sj_doc d = {0};
+        attn__jss *x = NULL;
+        const char *sch = "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\"}}}";
+        if (sj_parse(&d, sch, strlen(sch), err, sizeof err) &&
+            attn__jss_compile(d.root, strict, &x, err, sizeof err)) {
+            attn__jsa a;
+            attn__jsa_init(&a, x);
+            TU_CHECK(attn__jsa_feed(&a, "{\"b\"", 4) == !strict, "strict %d: another key %s",
+                     strict, strict ? "taken" : "refused");
+        }
+        TU_CHECK(x != NULL, "strict %d: compiled (%s)", strict, err);
+        attn__jss_free(x);
+        sj_free(&d);
+    }
     /* recursion: a person's kids are persons */
     sj_doc d = {0};
     const char *rec = "{\"$ref\": \"#/$defs/P\", \"$defs\": {\"P\": {\"type\": \"object\", "
@@ -519,7 +535,7 @@ static void jss_check(void) {
     attn__jss *r = NULL;
     attn__jsa a;
     TU_CHECK(sj_parse(&d, rec, strlen(rec), err, sizeof err) &&
-                 attn__jss_compile(d.root, &r, err, sizeof err),
+                 attn__jss_compile(d.root, 0, &r, err, sizeof err),
              "a recursive schema: %s", err);
     if (r) {
         attn__jsa_init(&a, r);

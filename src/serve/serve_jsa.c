@@ -93,6 +93,7 @@ static int pool_add(attn__jss *s, const char *t, size_t n, jtext *out) {
 
 typedef struct cctx {
     attn__jss *s;
+    int strict; /* an object without additionalProperties takes no other keys */
     char *err;
     size_t ecap;
 } cctx;
@@ -273,7 +274,7 @@ static int compile(cctx *c, const sj *v, int depth) {
                 rq |= (uint64_t)1 << k;
             }
         }
-        int32_t an = 0;
+        int32_t an = c->strict ? -1 : 0;
         if (addl && addl->kind == SJ_BOOL) an = addl->b ? 0 : -1;
         else if (addl && (an = compile(c, addl, depth + 1)) < 0) return -1;
         jnode *n = &s->n[id];
@@ -293,7 +294,7 @@ static int compile(cctx *c, const sj *v, int depth) {
     return id;
 }
 
-int attn__jss_compile(const sj *schema, attn__jss **out, char *err, size_t ecap) {
+int attn__jss_compile(const sj *schema, int strict, attn__jss **out, char *err, size_t ecap) {
     *out = NULL;
     attn__jss *s = calloc(1, sizeof *s);
     if (!s) {
@@ -301,7 +302,7 @@ int attn__jss_compile(const sj *schema, attn__jss **out, char *err, size_t ecap)
         return 0;
     }
     s->root = schema;
-    cctx c = {s, err, ecap};
+    cctx c = {s, strict, err, ecap};
     int ok = new_node(&c) == 0; /* node 0: anything */
     const int root = ok ? compile(&c, schema, 0) : -1;
     ok = root >= 0;
@@ -695,6 +696,18 @@ static int step(attn__jsa *s, int c) {
     default: /* S_DONE: only whitespace, taken above */
         return 0;
     }
+}
+
+int attn__jsa_feed_upto(attn__jsa *s, const char *p, size_t n, size_t *used) {
+    size_t i = 0;
+    for (; i < n && s->st != S_DONE; i++) {
+        const int c = (unsigned char)p[i];
+        int r = step(s, c);
+        if (r < 0) r = step(s, c);
+        if (r <= 0) return 0;
+    }
+    *used = i;
+    return 1;
 }
 
 int attn__jsa_feed(attn__jsa *s, const char *p, size_t n) {

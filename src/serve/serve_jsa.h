@@ -11,7 +11,8 @@
  *
  * The schemas (attn__jss_compile): a JSON Schema subset, enforced byte by byte:
  *   type (a name or a list of names: object, array, string, number, integer, boolean, null),
- *   properties, required, additionalProperties (false, true or a schema; absent: true),
+ *   properties, required, additionalProperties (false, true or a schema; absent: true, or
+ *   false for a strict schema, as OpenAI's strict mode requires it written),
  *   items, minItems, maxItems, enum and const (strings, numbers, booleans, null),
  *   anyOf / oneOf whose branches start with different characters (Optional[X]: X or null),
  *   $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed).
@@ -59,6 +60,9 @@ void attn__jsa_init(attn__jsa *s, const attn__jss *sc);
 /* Feeds n bytes: 1 if they extend an accepted prefix (s advanced), 0 if not (s is then left in
  * an unspecified state: feed a copy when the answer may be no). */
 int attn__jsa_feed(attn__jsa *s, const char *p, size_t n);
+/* attn__jsa_feed up to the end of the top-level object: the bytes after it are not looked at
+ * (a tool call's arguments, followed by the call's own closing text); *used: the bytes fed. */
+int attn__jsa_feed_upto(attn__jsa *s, const char *p, size_t n, size_t *used);
 /* *d = *s, copying only what s uses (its open containers, its key or enum bytes): the cheap
  * copy to try a token on. */
 void attn__jsa_copy(attn__jsa *d, const attn__jsa *s);
@@ -69,7 +73,7 @@ int attn__jsa_done(const attn__jsa *s);
  * attn__jss_free, which takes NULL).  0 with a message in err when it uses what is refused
  * above, is not an object schema at its root, or exceeds the bounds (1,024 nodes, 64
  * properties an object, 256 enum members of at most 62 bytes, names of at most 62 bytes). */
-int attn__jss_compile(const sj *schema, attn__jss **out, char *err, size_t ecap);
+int attn__jss_compile(const sj *schema, int strict, attn__jss **out, char *err, size_t ecap);
 void attn__jss_free(attn__jss *s);
 
 #endif

@@ -65,8 +65,15 @@ typedef struct sreq {
     char *stop[MAX_STOPS];
     size_t stop_len[MAX_STOPS];
     int nstop;
-    int json;        /* response_format json_object or json_schema: the answer is kept one
-                      * JSON object (that fits schema when not NULL) */
+    int json;        /* 1: response_format json_object or json_schema: the answer is kept one
+                      * JSON object (that fits schema when not NULL); 2: a strict forced
+                      * call's arguments are kept to its parameters (schema); 3: after them,
+                      * the call's closing (closing_ok) */
+    int args_tried;  /* a forced call's arguments: the constraint was looked for */
+    int closers;     /* json 3: the closing brackets written after the arguments */
+    char *forced;    /* tool_choice naming a function: its name */
+    char *head_names; /* required: the function of each of name_heads, in their order */
+    int head_done;   /* required: the head written (an index into name_heads), or -1 */
     attn__jss *schema;
     attn__jsa js;    /* its acceptor, after the answer so far */
     int32_t *bias_id; /* logit_bias: nbias ids and what each adds (-inf: banned) */
@@ -119,6 +126,7 @@ static void req_unref(sreq *r) {
     pthread_mutex_unlock(&r->mu);
     if (left) return;
     free(r->prompt), free(r->tool_names), free(r->name_heads), free(r->sent_args);
+    free(r->forced), free(r->head_names);
     free(r->tools_json), free(r->bias_id), free(r->bias), free(r->lp), free(r->echo);
     attn__jss_free(r->schema);
     free(r->plp);
@@ -686,12 +694,12 @@ static const float *constrain_name(sreq *r, const float *lg) {
     if (!r->name_open || r->text.oom || r->text.n < r->name_from) return lg;
     const char *g = r->text.p + r->name_from;
     const size_t gl = r->text.n - r->name_from;
-    int fits = 0;
-    for (size_t k = 0; k < r->name_heads_n; k += strlen(r->name_heads + k) + 1) {
+    int fits = 0, hi = 0;
+    for (size_t k = 0; k < r->name_heads_n; k += strlen(r->name_heads + k) + 1, hi++) {
         const char *h = r->name_heads + k;
         const size_t hl = strlen(h);
         if (gl >= hl && !memcmp(g, h, hl)) { /* a head is written: the arguments are free */
-            r->name_open = 0;
+            r->name_open = 0, r->head_done = hi;
             return lg;
         }
         fits |= gl < hl && !memcmp(g, h, gl);
@@ -784,12 +792,93 @@ static int json_tables(attn_server_t *S) {
     return 1;
 }
 
-/* Whether token v's bytes keep r's answer a prefix of one JSON object. */
+/* After a call's arguments: what closes the call in every form attn writes (Qwen's
+ * `}\n</tool_call>`, Llama's `}`, Mistral's `}]`, then an end or control token): at most two
+ * closing brackets in all (*closers: those written so far, updated) and blanks, up to a '<' (a
+ * closing tag: free after it, *free_after set). */
+static int closing_ok(const char *t, size_t n, int *closers, int *free_after) {
+    *free_after = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] == '<') {
+            *free_after = 1;
+            return 1;
+        }
+        if ((t[i] == '}' || t[i] == ']') && ++*closers > 2) return 0;
+        if (!strchr("}] \t\r\n", t[i])) return 0;
+    }
+    return 1;
+}
+
+/* Feeds token v's bytes to acceptor a: the whole answer (json 1), or a call's arguments up to
+ * their end then the call's closing (json 2; *next: the mode after: 2, 3 or 0; *closers: the
+ * closing brackets after the arguments). */
+static int json_feed(const attn_server_t *S, int json, attn__jsa *a, int64_t v, int *next,
+                     int *closers) {
+    const char *p = S->tok_raw + S->raw_off[v];
+    const size_t n = S->raw_off[v + 1] - S->raw_off[v];
+    *next = json;
+    if (json == 1) return attn__jsa_feed(a, p, n);
+    size_t used = 0;
+    int fr = 0;
+    if (!attn__jsa_feed_upto(a, p, n, &used)) return 0;
+    if (!attn__jsa_done(a)) return 1;
+    *closers = 0;
+    if (!closing_ok(p + used, n - used, closers, &fr)) return 0;
+    *next = fr ? 0 : 3;
+    return 1;
+}
+
+/* Whether token v keeps r's answer (or its call's arguments, or their closing) accepted. */
 static int json_fits(attn_server_t *S, const sreq *r, int64_t v) {
+    int next, fr, closers = r->closers;
+    if (r->json == 3) /* the answer's text: control tokens (no text) close the call too */
+        return !tool_tag(S, (int32_t)v) &&
+               closing_ok(S->tok_text + S->tok_off[v], S->tok_off[v + 1] - S->tok_off[v],
+                          &closers, &fr);
     if (!S->jallow[v]) return 0;
     attn__jsa c;
     attn__jsa_copy(&c, &r->js);
-    return attn__jsa_feed(&c, S->tok_raw + S->raw_off[v], S->raw_off[v + 1] - S->raw_off[v]);
+    return json_feed(S, r->json, &c, v, &next, &closers);
+}
+
+/* A strict function's forced call: once its head is written (a named one's from the start;
+ * "required": when the name's head is whole), its arguments are kept to its parameters (the
+ * schema compiled; a schema the acceptor refuses is left to the check at the end), from the
+ * answer's bytes after the head on. */
+static void args_begin(sreq *r) {
+    if (r->args_tried || r->json || !r->tools_json || r->choice < ST_CHOICE_REQUIRED) return;
+    const char *name = NULL;
+    size_t after = r->name_from; /* where the arguments' '{' is: the head's last byte */
+    if (r->choice == ST_CHOICE_NAMED) {
+        name = r->forced;
+        after -= after > 0;
+    } else if (r->head_done >= 0 && r->head_names) {
+        const char *h = r->name_heads;
+        name = r->head_names;
+        for (int i = 0; i < r->head_done; i++) h += strlen(h) + 1, name += strlen(name) + 1;
+        after += strlen(h) - (strlen(h) > 0);
+    } else {
+        return; /* the name is not written yet */
+    }
+    r->args_tried = 1;
+    if (!name || r->text.oom || after > r->text.n) return;
+    sj_doc td = {0};
+    char err[256];
+    int strict = 0;
+    const sj *ps = sj_parse(&td, r->tools_json, strlen(r->tools_json), err, sizeof err)
+                       ? st_tool_parameters(td.root, name, &strict) : NULL;
+    if (ps && strict && attn__jss_compile(ps, 1, &r->schema, err, sizeof err)) {
+        attn__jsa_init(&r->js, r->schema);
+        size_t used = 0;
+        if (attn__jsa_feed_upto(&r->js, r->text.p + after, r->text.n - after, &used) &&
+            !attn__jsa_done(&r->js)) {
+            r->json = 2;
+        } else {
+            attn__jss_free(r->schema);
+            r->schema = NULL;
+        }
+    }
+    sj_free(&td);
 }
 
 /* response_format json_object: *id, drawn from lg, if it keeps the answer JSON; else a draw
@@ -812,8 +901,12 @@ static int json_draw(slot *sl, const float *lg, int32_t *id, const char **why) {
             first[b] = (uint8_t)attn__jsa_feed(&c, &ch, 1);
         }
         int any = 0;
-        for (int64_t v = 0; v < S->cfg.vocab_size; v++) S->jmask[v] = -INFINITY;
-        for (int b = 0; b < 256; b++) /* only the tokens that start with a byte that may come */
+        for (int64_t v = 0; v < S->cfg.vocab_size; v++) {
+            const int ok = r->json == 3 && lg[v] != -INFINITY && json_fits(S, r, v);
+            S->jmask[v] = ok ? lg[v] : -INFINITY;
+            any |= ok;
+        }
+        for (int b = 0; r->json != 3 && b < 256; b++) /* tokens starting with a byte that fits */
             for (int64_t i = S->jfirst[b]; first[b] && i < S->jfirst[b + 1]; i++) {
                 const int32_t v = S->jby[i];
                 if (lg[v] != -INFINITY && json_fits(S, r, v)) S->jmask[v] = lg[v], any = 1;
@@ -828,7 +921,16 @@ static int json_draw(slot *sl, const float *lg, int32_t *id, const char **why) {
             return 0;
         }
     }
-    attn__jsa_feed(&r->js, S->tok_raw + S->raw_off[*id], S->raw_off[*id + 1] - S->raw_off[*id]);
+    if (r->json == 3) { /* the call's closing: free once a tag or a control token comes */
+        int fr = 0;
+        closing_ok(S->tok_text + S->tok_off[*id], S->tok_off[*id + 1] - S->tok_off[*id],
+                   &r->closers, &fr);
+        if (fr || S->tok_off[*id + 1] == S->tok_off[*id]) r->json = 0;
+        return 1;
+    }
+    int next = r->json;
+    json_feed(S, r->json, &r->js, *id, &next, &r->closers);
+    r->json = next; /* 2 -> 3 (or 0) once the arguments are whole */
     return 1;
 }
 
@@ -840,7 +942,7 @@ static void took(slot *sl, const float *raw, int32_t id) {
     if (r->logprobs && tok_raws(S)) logprob_entry(S, r, raw, id);
     take(sl, id);
     /* a JSON answer ends with its object */
-    if (sl->r == r && r->json && attn__jsa_done(&r->js)) finish(sl, "stop", 0);
+    if (sl->r == r && r->json == 1 && attn__jsa_done(&r->js)) finish(sl, "stop", 0);
 }
 
 /* The draws of a decode step's plain slots (no logit_bias, no tool-name constraint: nothing
@@ -876,6 +978,7 @@ static int sample(slot *sl, const float *lg) {
         lg = S->biased;
     }
     lg = constrain_name(sl->r, lg);
+    args_begin(sl->r);
     /* the presence and frequency penalties count the generated ids only */
     attn_status st = attn_llm_sample_ex(S->sctx, &sl->r->sp, lg, S->cfg.vocab_size, sl->hist,
                                         sl->nh, sl->r->n_prompt, &sl->step, &id);
@@ -1514,7 +1617,10 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
                                     "..., 'schema': {...}}");
                 return 0;
             }
-            if (!attn__jss_compile(sc, &r->schema, err, ecap)) return 0;
+            const sj *strict = sj_get(js, "strict");
+            if (!attn__jss_compile(sc, strict && strict->kind == SJ_BOOL && strict->b, &r->schema,
+                                   err, ecap))
+                return 0;
         } else if (strcmp(ty->s, "json_object") != 0 && strcmp(ty->s, "text") != 0) {
             snprintf(err, ecap, "response_format type '%.64s' is not one of 'text', "
                                 "'json_object', 'json_schema'", ty->s);
@@ -1666,6 +1772,9 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
         if (!ok) snprintf(err, ecap, "out of memory");
         else ok = chat_opts(o, &opt, &tools, &choice, &fname, err, ecap);
         r->choice = choice;
+        r->head_done = -1;
+        if (ok && choice == ST_CHOICE_NAMED && fname && !(r->forced = strdup(fname)))
+            snprintf(err, ecap, "out of memory"), ok = 0;
         /* a forced call: the answer begins with the call's head (attn_chat_tool_call_prefix) */
         if (ok && choice >= ST_CHOICE_REQUIRED &&
             attn_chat_tool_call_prefix(x, S->chat_format, fname, NULL, 0, &pl) != ATTN_OK) {
@@ -1684,7 +1793,7 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
             if (nb.oom) snprintf(err, ecap, "out of memory"), ok = 0, sb_free(&nb);
             r->tool_names = nb.p, r->tool_names_n = nb.n;
             /* the heads the name is sampled from: each name's call head after the opener */
-            sbuf hb = {0};
+            sbuf hb = {0}, hn = {0};
             for (size_t k = 0; ok && k < r->tool_names_n; k += strlen(r->tool_names + k) + 1) {
                 size_t hl = 0;
                 if (attn_chat_tool_call_prefix(x, S->chat_format, r->tool_names + k, NULL, 0,
@@ -1692,14 +1801,18 @@ static int parse_gen(const sj *o, int kind, attn_ctx *x, sreq *r, char *err, siz
                     continue; /* a name the form cannot hold: never written */
                 char *h = malloc(hl + 1);
                 if (h && attn_chat_tool_call_prefix(x, S->chat_format, r->tool_names + k, h,
-                                                    hl + 1, &hl) == ATTN_OK)
+                                                    hl + 1, &hl) == ATTN_OK) {
                     sb_put(&hb, h + pl, hl - pl + 1);
-                else if (!h)
+                    sb_put(&hn, r->tool_names + k, strlen(r->tool_names + k) + 1);
+                } else if (!h) {
                     hb.oom = 1;
+                }
                 free(h);
             }
-            if (hb.oom) snprintf(err, ecap, "out of memory"), ok = 0, sb_free(&hb);
+            if (hb.oom || hn.oom)
+                snprintf(err, ecap, "out of memory"), ok = 0, sb_free(&hb), sb_free(&hn);
             r->name_heads = hb.p, r->name_heads_n = hb.n, r->name_open = hb.n > 0;
+            r->head_names = hn.p;
         }
         size_t i = 0;
         for (const sj *m = ms->first; ok && m; m = m->next, i++) {
