@@ -30,7 +30,7 @@ work=${FUZZ_WORK:-/tmp/attn-fuzz/$target}
 case $target in
   fuzz_safetensors) seeds=$here/corpus dict=$here/safetensors.dict ;;
   fuzz_hf_config | fuzz_tokenizer | fuzz_checkpoint | fuzz_imgdata | fuzz_gguf | \
-  fuzz_llm_config | fuzz_bpe | fuzz_chat)
+  fuzz_llm_config | fuzz_bpe | fuzz_chat | fuzz_json_schema)
     seeds=$here/corpus_${target#fuzz_} dict=$here/${target#fuzz_}.dict ;;
   *) echo "$0: unknown target $target" >&2; exit 2 ;;
 esac
