@@ -588,13 +588,12 @@ typedef struct vit_src {
  * names them in the message): 0 when fine, else the usage error's exit status. */
 static int vit_src_check(const attn_cli_spec *spec, const vit_src *s, int npos, int max_files,
                          const char *files) {
-    char msg[96];
     if (!s->model) return attn_cli_usage_error(spec, "--model DIR is required");
     if (s->test && s->train)
         return attn_cli_usage_error(spec, "--test and --train exclude each other");
     if (npos > max_files) return attn_cli_usage_error(spec, "one image at a time");
-    snprintf(msg, sizeof msg, "give either --index N or %s", files);
-    if ((s->index >= 0) == (npos > 0)) return attn_cli_usage_error(spec, msg);
+    if ((s->index >= 0) == (npos > 0))
+        return attn_cli_usage_error(spec, "give either --index N or %s", files);
     if ((s->test || s->train) && s->index < 0)
         return attn_cli_usage_error(spec, "--test and --train go with --index");
     return 0;

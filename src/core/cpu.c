@@ -71,7 +71,7 @@ static void identify(attn__cpu_id *id) {
         id->family = fam;
         id->model = mod;
     }
-    if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+    if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
         unsigned r[12];
         for (unsigned i = 0; i < 3; i++)
             __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
