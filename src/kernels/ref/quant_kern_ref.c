@@ -34,9 +34,18 @@ static void mv_generic(int type, const uint8_t *w, size_t rb, int64_t rows, int6
         for (int64_t k0 = 0; k0 < K; k0 += per) {
             const int64_t n = K - k0 < per ? K - k0 : per;
             dq(row + (size_t)(k0 / be * bb), n / be, t);
+            /* k0 is a multiple of 8 (per is 256 for every type): element k goes to sum k & 7;
+             * 8 at a time, each sum in its own lane (the same operations in the same order,
+             * which the compiler may run as one vector) */
             for (int64_t i = 0; i < m; i++) {
                 const float *xi = x + i * ldx + k0;
-                for (int64_t k = 0; k < n; k++) s[i][(k0 + k) & 7] += t[k] * xi[k];
+                float a[8];
+                memcpy(a, s[i], sizeof a);
+                int64_t k = 0;
+                for (; k + 8 <= n; k += 8)
+                    for (int j = 0; j < 8; j++) a[j] += t[k + j] * xi[k + j];
+                for (; k < n; k++) a[k & 7] += t[k] * xi[k];
+                memcpy(s[i], a, sizeof a);
             }
         }
         for (int64_t i = 0; i < m; i++)
