@@ -231,6 +231,7 @@ INLINE float hsum8(__m256 v) { /* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v
                     _mm_prefetch((const char *)b + PF_DIST + p_, _MM_HINT_T0);                \
                 bst st;                                                                       \
                 prep_##T(b, &st);                                                             \
+                _Pragma("GCC unroll 8")                                                       \
                 for (int t = 0; t < (BE) / 8; t += 4) {                                       \
                     const int64_t o = (BE) * k + 8 * t;                                       \
                     const __m256 w0 = get_##T(b, &st, t), w1 = get_##T(b, &st, t + 1);        \

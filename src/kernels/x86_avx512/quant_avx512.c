@@ -336,6 +336,7 @@ INLINE __m512 grp_iq4_xs(const uint8_t *b, const kblock *kb, int g) {
                 for (int p_ = 0; p_ < (BB); p_ += 64)                                         \
                     _mm_prefetch((const char *)b + PF_DIST + p_, _MM_HINT_T0);                \
                 T##_prep(b, &kb);                                                             \
+                _Pragma("GCC unroll 4")                                                       \
                 for (int g = 0; g < 16; g += 4) {                                             \
                     const int64_t o = 256 * k + 16 * g;                                       \
                     const __m512 w0 = grp_##T(b, &kb, g), w1 = grp_##T(b, &kb, g + 1);        \
