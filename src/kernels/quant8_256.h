@@ -274,12 +274,15 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, cons
     }
 }
 
+#include "quant8_k23.h" /* Q2_K, Q3_K */
+
 static const attn__quant_kernels TABLE = {
     Q8_256_NAME,
     {0},
     {0},
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
-     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q2_K] = mv8_q2_k,
+     [ATTN_Q_Q3_K] = mv8_q3_k, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},
