@@ -77,15 +77,15 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
     }
 }
 
+#define K23_CALL(M) rowsk23(three, w, rb, rows, nb, xa, M, y, ldy)
+INLINE void mv8_k23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                    const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    ATTN__QMV_SWITCH(m, K23_CALL)
+}
 #define DEFK23(name, THREE)                                                                   \
     static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
-        switch (m) {                                                                          \
-        case 1: rowsk23(THREE, w, rb, rows, nb, xa, 1, y, ldy); break;                        \
-        case 2: rowsk23(THREE, w, rb, rows, nb, xa, 2, y, ldy); break;                        \
-        case 3: rowsk23(THREE, w, rb, rows, nb, xa, 3, y, ldy); break;                        \
-        default: rowsk23(THREE, w, rb, rows, nb, xa, 4, y, ldy); break;                       \
-        }                                                                                     \
+        mv8_k23(THREE, w, rb, rows, nb, xa, m, y, ldy);                                       \
     }
 DEFK23(mv8_q2_k, 0)
 DEFK23(mv8_q3_k, 1)

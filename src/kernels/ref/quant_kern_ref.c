@@ -167,17 +167,18 @@ static void mv8_32(int type, const uint8_t *w, size_t rb, int64_t rows, int64_t 
     }
 }
 
-#define MV8_FN(name, type)                                                                    \
+/* an mv8 kernel: fn(arg, ...), fn a kernel of several types */
+#define MV8_FN(name, fn, arg)                                                                 \
     static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
-        mv8_32(type, w, rb, rows, nb, xa, m, y, ldy);                                         \
+        fn(arg, w, rb, rows, nb, xa, m, y, ldy);                                              \
     }
-MV8_FN(mv8_q4_0, ATTN_Q_Q4_0)
-MV8_FN(mv8_q4_1, ATTN_Q_Q4_1)
-MV8_FN(mv8_q5_0, ATTN_Q_Q5_0)
-MV8_FN(mv8_q5_1, ATTN_Q_Q5_1)
-MV8_FN(mv8_q8_0, ATTN_Q_Q8_0)
-MV8_FN(mv8_iq4_nl, ATTN_Q_IQ4_NL)
+MV8_FN(mv8_q4_0, mv8_32, ATTN_Q_Q4_0)
+MV8_FN(mv8_q4_1, mv8_32, ATTN_Q_Q4_1)
+MV8_FN(mv8_q5_0, mv8_32, ATTN_Q_Q5_0)
+MV8_FN(mv8_q5_1, mv8_32, ATTN_Q_Q5_1)
+MV8_FN(mv8_q8_0, mv8_32, ATTN_Q_Q8_0)
+MV8_FN(mv8_iq4_nl, mv8_32, ATTN_Q_IQ4_NL)
 
 static void mv8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                        const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
@@ -240,14 +241,8 @@ static void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
         }
 }
 
-static void mv8_q4_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    mv8_k45(0, w, rb, rows, nb, xa, m, y, ldy);
-}
-static void mv8_q5_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    mv8_k45(1, w, rb, rows, nb, xa, m, y, ldy);
-}
+MV8_FN(mv8_q4_k, mv8_k45, 0)
+MV8_FN(mv8_q5_k, mv8_k45, 1)
 
 static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
@@ -278,55 +273,50 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
         }
 }
 
-/* Q2_K and Q3_K: one term per block of 32 of x (two groups of 16 of the weight) */
-static void mv8_k23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                    const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    const size_t bb = three ? 110 : 84;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t i = 0; i < m; i++) {
-            const int8_t *xq = xa->q + i * xa->ldq;
-            const float *xd = xa->dsx + i * 2 * xa->ldb;
-            const int32_t *xsq = xa->sq + i * 2 * xa->ldb;
-            float acc = 0.0f;
-            for (int64_t k = 0; k < nb; k++) {
-                const uint8_t *b = w + (size_t)r * rb + (size_t)k * bb;
-                const uint8_t *qs = b + (three ? 32 : 16);
-                int sc[16];
-                for (int g = 0; g < 16; g++)
-                    sc[g] = three ? (((b[96 + (g & 7)] >> (4 * (g >> 3))) & 15) |
-                                     (((b[104 + (g & 3)] >> (2 * (g >> 2))) & 3) << 4)) - 32
-                                  : b[g];
-                const float d = attn__load_half(b + (three ? 108 : 80));
-                for (int j = 0; j < 8; j++) { /* elements 32 j .. 32 j + 31 */
-                    const int64_t gx = 8 * k + j;
-                    const int8_t *xj = xq + 32 * gx;
-                    int32_t dot[2] = {0, 0};
-                    for (int l = 0; l < 32; l++) {
-                        int q = (qs[32 * (j >> 2) + l] >> (2 * (j & 3))) & 3;
-                        if (three) q -= (((b[l] >> j) & 1) ^ 1) << 2;
-                        dot[l >> 4] += q * xj[l];
-                    }
-                    if (three) {
-                        acc += (d * xd[2 * gx]) * (float)(sc[2 * j] * dot[0] + sc[2 * j + 1] * dot[1]);
-                    } else {
-                        const int32_t is = (sc[2 * j] & 15) * dot[0] + (sc[2 * j + 1] & 15) * dot[1];
-                        const int32_t im = (sc[2 * j] >> 4) * xsq[2 * gx] + (sc[2 * j + 1] >> 4) * xsq[2 * gx + 1];
-                        acc += (d * xd[2 * gx]) * (float)is - (attn__load_half(b + 82) * xd[2 * gx]) * (float)im;
-                    }
-                }
+/* Q2_K and Q3_K: one term per block of 32 of x (two groups of 16 of the weight); the row at b
+ * against activation vector i */
+static float k23_row(int three, const uint8_t *b, int64_t nb, const attn__q8act *xa, int64_t i) {
+    const int8_t *xq = xa->q + i * xa->ldq;
+    const float *xd = xa->dsx + i * 2 * xa->ldb;
+    const int32_t *xsq = xa->sq + i * 2 * xa->ldb;
+    float acc = 0.0f;
+    for (int64_t k = 0; k < nb; k++, b += three ? 110 : 84) {
+        const uint8_t *qs = b + (three ? 32 : 16);
+        int sc[16];
+        for (int g = 0; g < 16; g++)
+            sc[g] = three ? (((b[96 + (g & 7)] >> (4 * (g >> 3))) & 15) |
+                             (((b[104 + (g & 3)] >> (2 * (g >> 2))) & 3) << 4)) - 32
+                          : b[g];
+        const float d = attn__load_half(b + (three ? 108 : 80));
+        for (int j = 0; j < 8; j++) { /* elements 32 j .. 32 j + 31 */
+            const int64_t gx = 8 * k + j;
+            const int8_t *xj = xq + 32 * gx;
+            int32_t dot[2] = {0, 0};
+            for (int l = 0; l < 32; l++) {
+                int q = (qs[32 * (j >> 2) + l] >> (2 * (j & 3))) & 3;
+                if (three) q -= (((b[l] >> j) & 1) ^ 1) << 2;
+                dot[l >> 4] += q * xj[l];
             }
-            y[i * ldy + r] = acc;
+            if (three) {
+                acc += (d * xd[2 * gx]) * (float)(sc[2 * j] * dot[0] + sc[2 * j + 1] * dot[1]);
+            } else {
+                const int32_t is = (sc[2 * j] & 15) * dot[0] + (sc[2 * j + 1] & 15) * dot[1];
+                const int32_t im = (sc[2 * j] >> 4) * xsq[2 * gx] + (sc[2 * j + 1] >> 4) * xsq[2 * gx + 1];
+                acc += (d * xd[2 * gx]) * (float)is - (attn__load_half(b + 82) * xd[2 * gx]) * (float)im;
+            }
         }
+    }
+    return acc;
 }
 
-static void mv8_q2_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    mv8_k23(0, w, rb, rows, nb, xa, m, y, ldy);
+static void mv8_k23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                    const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < m; i++) y[i * ldy + r] = k23_row(three, w + (size_t)r * rb, nb, xa, i);
 }
-static void mv8_q3_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    mv8_k23(1, w, rb, rows, nb, xa, m, y, ldy);
-}
+
+MV8_FN(mv8_q2_k, mv8_k23, 0)
+MV8_FN(mv8_q3_k, mv8_k23, 1)
 
 static const attn__quant_kernels REF = {
     "ref",
