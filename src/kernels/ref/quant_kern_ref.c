@@ -291,11 +291,14 @@ static float k23_row(int three, const uint8_t *b, int64_t nb, const attn__q8act 
         for (int j = 0; j < 8; j++) { /* elements 32 j .. 32 j + 31 */
             const int64_t gx = 8 * k + j;
             const int8_t *xj = xq + 32 * gx;
-            int32_t dot[2] = {0, 0};
-            for (int l = 0; l < 32; l++) {
-                int q = (qs[32 * (j >> 2) + l] >> (2 * (j & 3))) & 3;
-                if (three) q -= (((b[l] >> j) & 1) ^ 1) << 2;
-                dot[l >> 4] += q * xj[l];
+            const uint8_t *qj = qs + 32 * (j >> 2);
+            const int sh = 2 * (j & 3);
+            int32_t dot[2];
+            for (int h = 0; h < 2; h++) { /* exact integer sums: any order */
+                int32_t t = 0;
+                for (int l = 16 * h; l < 16 * h + 16; l++)
+                    t += (((qj[l] >> sh) & 3) - (three ? (((b[l] >> j) & 1) ^ 1) << 2 : 0)) * xj[l];
+                dot[h] = t;
             }
             if (three) {
                 acc += (d * xd[2 * gx]) * (float)(sc[2 * j] * dot[0] + sc[2 * j + 1] * dot[1]);
