@@ -122,7 +122,7 @@ static int has_q8(int type) {
     return type == ATTN_Q_Q4_0 || type == ATTN_Q_Q4_1 || type == ATTN_Q_Q5_0 ||
            type == ATTN_Q_Q5_1 || type == ATTN_Q_Q8_0 || type == ATTN_Q_Q4_K ||
            type == ATTN_Q_Q5_K || type == ATTN_Q_Q6_K || type == ATTN_Q_IQ4_NL ||
-           type == ATTN_Q_IQ4_XS;
+           type == ATTN_Q_IQ4_XS || type == ATTN_Q_Q2_K || type == ATTN_Q_Q3_K;
 }
 
 /* IQ4_NL's levels, written out here from the format (not the library's table) */
@@ -182,6 +182,35 @@ static void ref8_row(int type, const unsigned char *row, int64_t K, const q8x *x
                 s += t2, a += fabs(t2), n++;
             }
             s += sc * (double)dot, a += fabs(sc) * (double)adot, n++;
+        } else if (type == ATTN_Q_Q2_K || type == ATTN_Q_Q3_K) {
+            /* per block of 32 of x: the weight's two groups of 16, integer sums (Q2_K's mins
+             * through the activation quants' sums), element e = 32 z + l from the format:
+             * 2 bits at shift 2 (z % 4) of qs byte 32 (z / 4) + l, Q3_K's high bit z of hmask
+             * byte l (clear: - 4) */
+            const int three = type == ATTN_Q_Q3_K;
+            const unsigned char *qs = b + (three ? 32 : 16);
+            const double d = h2d(b + (three ? 108 : 80));
+            for (int z = 0; z < 8; z++) {
+                const q8x *x = &xb[8 * k + z];
+                int64_t dot = 0, adot = 0, mdot = 0, amdot = 0;
+                for (int l = 0; l < 32; l++) {
+                    const int g = 2 * z + l / 16;
+                    int q = (qs[32 * (z / 4) + l] >> (2 * (z % 4))) & 3, scale, mn = 0;
+                    if (three) {
+                        q -= ((b[l] >> z) & 1) ? 0 : 4;
+                        const int lo = (b[96 + g % 8] >> (4 * (g / 8))) & 15;
+                        const int hi = (b[104 + g % 4] >> (2 * (g / 4))) & 3;
+                        scale = (lo | hi << 4) - 32;
+                    } else {
+                        scale = b[g] & 15, mn = b[g] >> 4;
+                    }
+                    const int64_t p = (int64_t)scale * q * x->q[l], pm = (int64_t)mn * x->q[l];
+                    dot += p, adot += llabs(p), mdot += pm, amdot += llabs(pm);
+                }
+                const double f = d * x->d, fm = three ? 0.0 : h2d(b + 82) * x->d;
+                s += f * (double)dot - fm * (double)mdot;
+                a += fabs(f) * (double)adot + fabs(fm) * (double)amdot, n += 2;
+            }
         } else if (type == ATTN_Q_Q6_K) {
             for (int g = 0; g < 16; g++) {
                 const q8x *x = &xb[8 * k + g / 2];

@@ -134,6 +134,15 @@ ATTN__HIDDEN void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, i
  *        calls mv and mv8 with m <= ATTN__QMV_MAX; a kernel may take more (the ARM64 SDOT and
  *        SMMLA mv8 take up to ATTN__QMV_WIDE rows and are also their sets' mvw8). */
 #define ATTN__QMV_MAX 4
+/* CALL(M) with M = m (1 .. ATTN__QMV_MAX; more: ATTN__QMV_MAX) as a constant: the kernels'
+ * versions per vector count */
+#define ATTN__QMV_SWITCH(m, CALL)                                                            \
+    switch (m) {                                                                              \
+    case 1: CALL(1); break;                                                                   \
+    case 2: CALL(2); break;                                                                   \
+    case 3: CALL(3); break;                                                                   \
+    default: CALL(4); break;                                                                  \
+    }
 /*   mvw: mv for up to ATTN__QMV_WIDE vectors in one pass over the weights, the same bits per
  *        vector as mv (each weight row dequantized once for all of them; NULL where the set
  *        has none: mv on groups of ATTN__QMV_MAX) */

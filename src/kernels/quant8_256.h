@@ -6,7 +6,8 @@
  * The includer defines Q8_256_NAME (the table's name) and `dp(u, s)`, then includes this file
  * once.  Both give the same int32 lanes, so the same bits: the pairs VPMADDUBSW adds into 16
  * bits never saturate, as the weights are at most 128 as unsigned bytes (|Q8_0| with -128
- * taken as 128; Q4 15, Q5 31, Q6_K 63, the offsets 8, 16, 32, the IQ4 levels' magnitudes 127)
+ * taken as 128; Q4 15, Q5 31, Q6_K 63, Q2_K 3, Q3_K 7, the offsets 4, 8, 16, 32, the Q2_K mins 15,
+ * the IQ4 levels' magnitudes 127)
  * and the activations at most 127
  * in magnitude (attn__q8act_quantize: scale max|x| / 127), so |u0 s0 + u1 s1| <= 2 * 128 * 127
  * = 32512 < 32767.
@@ -274,12 +275,15 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, cons
     }
 }
 
+#include "quant8_k23.h" /* Q2_K, Q3_K */
+
 static const attn__quant_kernels TABLE = {
     Q8_256_NAME,
     {0},
     {0},
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
-     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q2_K] = mv8_q2_k,
+     [ATTN_Q_Q3_K] = mv8_q3_k, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},

@@ -14,6 +14,14 @@
  *         Q6_K        per group of 16: ((d sc) dx) (sum(q qx) - 32 sum(qx)),  q in [0, 63]
  *         IQ4_NL      (dw dx) sum(T[q] qx),  T the int8 table of levels (attn__iq4_values)
  *         IQ4_XS      per group of 32: ((d ls) dx) sum(T[q] qx),  ls the signed 6-bit scale
+ *         Q2_K        per block of 32 of x (the weight's groups 2 j and 2 j + 1 of 16):
+ *                     (d dx) (sc0 sum0(q qx) + sc1 sum1(q qx)) - (dmin dx) (m0 sum0(qx) + m1 sum1(qx)),
+ *                     sc = the low 4 bits of a group's scale byte, m the high 4, q in [0, 3],
+ *                     sum0 / sum1 over the block's first / last 16 elements (the mins through
+ *                     the integer sums of x's quants: a group of 16 has no float sum of x)
+ *         Q3_K        per block of 32 of x: (d dx) (s0 sum0(q qx) + s1 sum1(q qx)),  s the
+ *                     signed 6-bit group scales (- 32), q = ql - 4 (1 - h) in [-4, 3]
+ *       The integer brackets are exact in int32 and in float (|.| < 2^24).
  *       The SIMD kernels evaluate the same terms (the products in brackets rounded to float)
  *       and add them in their own order. */
 #include "../quant.h"
@@ -34,9 +42,18 @@ static void mv_generic(int type, const uint8_t *w, size_t rb, int64_t rows, int6
         for (int64_t k0 = 0; k0 < K; k0 += per) {
             const int64_t n = K - k0 < per ? K - k0 : per;
             dq(row + (size_t)(k0 / be * bb), n / be, t);
+            /* k0 is a multiple of 8 (per is 256 for every type): element k goes to sum k & 7;
+             * 8 at a time, each sum in its own lane (the same operations in the same order,
+             * which the compiler may run as one vector) */
             for (int64_t i = 0; i < m; i++) {
                 const float *xi = x + i * ldx + k0;
-                for (int64_t k = 0; k < n; k++) s[i][(k0 + k) & 7] += t[k] * xi[k];
+                float a[8];
+                memcpy(a, s[i], sizeof a);
+                int64_t k = 0;
+                for (; k + 8 <= n; k += 8)
+                    for (int j = 0; j < 8; j++) a[j] += t[k + j] * xi[k + j];
+                for (; k < n; k++) a[k & 7] += t[k] * xi[k];
+                memcpy(s[i], a, sizeof a);
             }
         }
         for (int64_t i = 0; i < m; i++)
@@ -150,17 +167,18 @@ static void mv8_32(int type, const uint8_t *w, size_t rb, int64_t rows, int64_t 
     }
 }
 
-#define MV8_FN(name, type)                                                                    \
+/* an mv8 kernel: fn(arg, ...), fn a kernel of several types */
+#define MV8_FN(name, fn, arg)                                                                 \
     static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
-        mv8_32(type, w, rb, rows, nb, xa, m, y, ldy);                                         \
+        fn(arg, w, rb, rows, nb, xa, m, y, ldy);                                              \
     }
-MV8_FN(mv8_q4_0, ATTN_Q_Q4_0)
-MV8_FN(mv8_q4_1, ATTN_Q_Q4_1)
-MV8_FN(mv8_q5_0, ATTN_Q_Q5_0)
-MV8_FN(mv8_q5_1, ATTN_Q_Q5_1)
-MV8_FN(mv8_q8_0, ATTN_Q_Q8_0)
-MV8_FN(mv8_iq4_nl, ATTN_Q_IQ4_NL)
+MV8_FN(mv8_q4_0, mv8_32, ATTN_Q_Q4_0)
+MV8_FN(mv8_q4_1, mv8_32, ATTN_Q_Q4_1)
+MV8_FN(mv8_q5_0, mv8_32, ATTN_Q_Q5_0)
+MV8_FN(mv8_q5_1, mv8_32, ATTN_Q_Q5_1)
+MV8_FN(mv8_q8_0, mv8_32, ATTN_Q_Q8_0)
+MV8_FN(mv8_iq4_nl, mv8_32, ATTN_Q_IQ4_NL)
 
 static void mv8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                        const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
@@ -223,14 +241,8 @@ static void mv8_k45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
         }
 }
 
-static void mv8_q4_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    mv8_k45(0, w, rb, rows, nb, xa, m, y, ldy);
-}
-static void mv8_q5_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    mv8_k45(1, w, rb, rows, nb, xa, m, y, ldy);
-}
+MV8_FN(mv8_q4_k, mv8_k45, 0)
+MV8_FN(mv8_q5_k, mv8_k45, 1)
 
 static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
@@ -261,6 +273,54 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
         }
 }
 
+/* Q2_K and Q3_K: one term per block of 32 of x (two groups of 16 of the weight); the row at b
+ * against activation vector i */
+static float k23_row(int three, const uint8_t *b, int64_t nb, const attn__q8act *xa, int64_t i) {
+    const int8_t *xq = xa->q + i * xa->ldq;
+    const float *xd = xa->dsx + i * 2 * xa->ldb;
+    const int32_t *xsq = xa->sq + i * 2 * xa->ldb;
+    float acc = 0.0f;
+    for (int64_t k = 0; k < nb; k++, b += three ? 110 : 84) {
+        const uint8_t *qs = b + (three ? 32 : 16);
+        int sc[16];
+        for (int g = 0; g < 16; g++)
+            sc[g] = three ? (((b[96 + (g & 7)] >> (4 * (g >> 3))) & 15) |
+                             (((b[104 + (g & 3)] >> (2 * (g >> 2))) & 3) << 4)) - 32
+                          : b[g];
+        const float d = attn__load_half(b + (three ? 108 : 80));
+        for (int j = 0; j < 8; j++) { /* elements 32 j .. 32 j + 31 */
+            const int64_t gx = 8 * k + j;
+            const int8_t *xj = xq + 32 * gx;
+            const uint8_t *qj = qs + 32 * (j >> 2);
+            const int sh = 2 * (j & 3);
+            int32_t dot[2];
+            for (int h = 0; h < 2; h++) { /* exact integer sums: any order */
+                int32_t t = 0;
+                for (int l = 16 * h; l < 16 * h + 16; l++)
+                    t += (((qj[l] >> sh) & 3) - (three ? (((b[l] >> j) & 1) ^ 1) << 2 : 0)) * xj[l];
+                dot[h] = t;
+            }
+            if (three) {
+                acc += (d * xd[2 * gx]) * (float)(sc[2 * j] * dot[0] + sc[2 * j + 1] * dot[1]);
+            } else {
+                const int32_t is = (sc[2 * j] & 15) * dot[0] + (sc[2 * j + 1] & 15) * dot[1];
+                const int32_t im = (sc[2 * j] >> 4) * xsq[2 * gx] + (sc[2 * j + 1] >> 4) * xsq[2 * gx + 1];
+                acc += (d * xd[2 * gx]) * (float)is - (attn__load_half(b + 82) * xd[2 * gx]) * (float)im;
+            }
+        }
+    }
+    return acc;
+}
+
+static void mv8_k23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                    const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < m; i++) y[i * ldy + r] = k23_row(three, w + (size_t)r * rb, nb, xa, i);
+}
+
+MV8_FN(mv8_q2_k, mv8_k23, 0)
+MV8_FN(mv8_q3_k, mv8_k23, 1)
+
 static const attn__quant_kernels REF = {
     "ref",
     {0},
@@ -271,7 +331,8 @@ static const attn__quant_kernels REF = {
      [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_Q8_K] = mv_q8_k, [ATTN_Q_IQ4_NL] = mv_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
-     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q2_K] = mv8_q2_k,
+     [ATTN_Q_Q3_K] = mv8_q3_k, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},

@@ -94,31 +94,35 @@ static void dq_q8_0(const uint8_t *b, int64_t nb, float *y) {
     }
 }
 
-static void dq_q2_k(const uint8_t *b, int64_t nb, float *y) {
+/* Q2_K and Q3_K by group of 16 (the scale and the 2-bit field's shift fixed per group, so the
+ * inner loop vectorizes): element e = 16 g + l, its 2 bits at shift 2 ((e >> 5) & 3) of byte
+ * 32 (e >> 7) + (e & 31) of qs, Q3_K's high bit at shift e >> 5 of byte e & 31 of hmask. */
+static void dq_q2_k(const uint8_t *restrict b, int64_t nb, float *restrict y) {
     for (int64_t i = 0; i < nb; i++, b += 84, y += 256) {
         const uint8_t *sc = b, *qs = b + 16;
         const float d = attn__load_half(b + 80), dmin = attn__load_half(b + 82);
-        for (int e = 0; e < 256; e++) {
-            const int g = e >> 4, c = e >> 7, t = (e >> 5) & 3, j = e & 31;
+        for (int g = 0; g < 16; g++) {
             const float dl = d * (float)(sc[g] & 15), ml = dmin * (float)(sc[g] >> 4);
-            y[e] = dl * (float)((qs[c * 32 + j] >> (2 * t)) & 3) - ml;
+            const uint8_t *q = qs + 32 * (g >> 3) + 16 * (g & 1);
+            const int sh = 2 * ((g >> 1) & 3);
+            float *yg = y + 16 * g;
+            for (int l = 0; l < 16; l++) yg[l] = dl * (float)((q[l] >> sh) & 3) - ml;
         }
     }
 }
 
-static void dq_q3_k(const uint8_t *b, int64_t nb, float *y) {
+static void dq_q3_k(const uint8_t *restrict b, int64_t nb, float *restrict y) {
     for (int64_t i = 0; i < nb; i++, b += 110, y += 256) {
         const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
         const float d = attn__load_half(b + 108);
-        float dl[16];
-        for (int s = 0; s < 16; s++) {
-            int lo = (sc[s & 7] >> (4 * (s >> 3))) & 15, hi = (sc[8 + (s & 3)] >> (2 * (s >> 2))) & 3;
-            dl[s] = d * (float)((lo | hi << 4) - 32);
-        }
-        for (int e = 0; e < 256; e++) {
-            const int c = e >> 7, t = (e >> 5) & 3, j = e & 31;
-            const int ql = (qs[c * 32 + j] >> (2 * t)) & 3, h = (hm[j] >> (e >> 5)) & 1;
-            y[e] = dl[e >> 4] * (float)(ql - ((h ^ 1) << 2));
+        for (int g = 0; g < 16; g++) {
+            const int lo = (sc[g & 7] >> (4 * (g >> 3))) & 15, hi = (sc[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+            const float dl = d * (float)((lo | hi << 4) - 32);
+            const uint8_t *q = qs + 32 * (g >> 3) + 16 * (g & 1), *h = hm + 16 * (g & 1);
+            const int sh = 2 * ((g >> 1) & 3), hs = g >> 1;
+            float *yg = y + 16 * g;
+            for (int l = 0; l < 16; l++)
+                yg[l] = dl * (float)(((q[l] >> sh) & 3) - ((((h[l] >> hs) & 1) ^ 1) << 2));
         }
     }
 }

@@ -32,7 +32,7 @@ INLINE __m128i hi4(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_s
 typedef struct bst {
     float d, m;
     __m128i q0, q1;   /* 32-element types: the 32 quants as bytes, elements 0-15 and 16-31 */
-    float ds[16], dm[8];
+    float ds[16], dm[16];
 } bst;
 
 /* 4-bit types: bytes of the nibbles, elements 0-15 in q0, 16-31 in q1 */
@@ -130,6 +130,42 @@ INLINE void prep_q6_k(const uint8_t *b, bst *st) {
     for (int g = 0; g < 16; g++) st->ds[g] = d * (float)(int8_t)b[192 + g];
 }
 
+/* Q2_K: per group g of 16, dl = d (sc_g & 15) and ml = dmin (sc_g >> 4); t = 0 .. 31 in
+ * group t / 2: 2-bit field (t >> 2) & 3 of bytes 8 (t & 3) .. of the 32 at 16 + 32 (t >> 4),
+ * fl(fl(dl q) - ml) */
+INLINE void prep_q2_k(const uint8_t *b, bst *st) {
+    const float d = h2f(b + 80), dmin = h2f(b + 82);
+    for (int g = 0; g < 16; g++) {
+        st->ds[g] = d * (float)(b[g] & 15);
+        st->dm[g] = dmin * (float)(b[g] >> 4);
+    }
+}
+INLINE __m128i bits2(const uint8_t *qs, int t) { /* the 2-bit values of elements 8 t .. */
+    const __m128i q = ld64(qs + 32 * (t >> 4) + 8 * (t & 3));
+    return _mm_and_si128(_mm_srl_epi16(q, _mm_cvtsi32_si128(2 * ((t >> 2) & 3))), _mm_set1_epi8(3));
+}
+INLINE __m256 get_q2_k(const uint8_t *b, const bst *st, int t) {
+    return _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(st->ds[t >> 1]), u8f(bits2(b + 16, t))),
+                         _mm256_set1_ps(st->dm[t >> 1]));
+}
+/* Q3_K: dl = d (sc - 32) per group of 16 (the 6-bit scales: low 4 bits from byte g & 7,
+ * shift 4 (g >> 3), high 2 from byte 8 + (g & 3), shift 2 (g >> 2)); the value
+ * dl (ql - 4 (1 - h)), ql as Q2_K's (qs at 32), h bit t >> 2 of hmask bytes 8 (t & 3) .. */
+INLINE void prep_q3_k(const uint8_t *b, bst *st) {
+    const float d = h2f(b + 108);
+    const uint8_t *sc = b + 96;
+    for (int g = 0; g < 16; g++) {
+        const int lo = (sc[g & 7] >> (4 * (g >> 3))) & 15, hi = (sc[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+        st->ds[g] = d * (float)((lo | hi << 4) - 32);
+    }
+}
+INLINE __m256 get_q3_k(const uint8_t *b, const bst *st, int t) {
+    const __m128i h = _mm_and_si128(_mm_srl_epi16(ld64(b + 8 * (t & 3)), _mm_cvtsi32_si128(t >> 2)),
+                                    _mm_set1_epi8(1));
+    const __m128i q = _mm_sub_epi8(_mm_or_si128(bits2(b + 32, t), _mm_slli_epi16(h, 2)), _mm_set1_epi8(4));
+    return _mm256_mul_ps(_mm256_set1_ps(st->ds[t >> 1]), s8f(q));
+}
+
 /* IQ4_XS: t = 0 .. 31, group s = t / 4 of 32: its 16 bytes, low nibbles then high */
 INLINE void prep_iq4_xs(const uint8_t *b, bst *st) {
     const float d = h2f(b);
@@ -195,6 +231,7 @@ INLINE float hsum8(__m256 v) { /* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v
                     _mm_prefetch((const char *)b + PF_DIST + p_, _MM_HINT_T0);                \
                 bst st;                                                                       \
                 prep_##T(b, &st);                                                             \
+                _Pragma("GCC unroll 8")                                                       \
                 for (int t = 0; t < (BE) / 8; t += 4) {                                       \
                     const int64_t o = (BE) * k + 8 * t;                                       \
                     const __m256 w0 = get_##T(b, &st, t), w1 = get_##T(b, &st, t + 1);        \
@@ -230,6 +267,8 @@ DEFQ(q4_1, 32, 20)
 DEFQ(q5_0, 32, 22)
 DEFQ(q5_1, 32, 24)
 DEFQ(q8_0, 32, 34)
+DEFQ(q2_k, 256, 84)
+DEFQ(q3_k, 256, 110)
 DEFQ(q4_k, 256, 144)
 DEFQ(q5_k, 256, 176)
 DEFQ(q6_k, 256, 210)
@@ -321,11 +360,13 @@ static const attn__quant_kernels TABLE = {
     "avx2",
     {[ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16, [ATTN_Q_Q4_0] = dq_q4_0,
      [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q5_0] = dq_q5_0, [ATTN_Q_Q5_1] = dq_q5_1,
-     [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k,
+     [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q2_K] = dq_q2_k, [ATTN_Q_Q3_K] = dq_q3_k,
+     [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k,
      [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_IQ4_NL] = dq_iq4_nl, [ATTN_Q_IQ4_XS] = dq_iq4_xs},
     {[ATTN_Q_F32] = mv_f32, [ATTN_Q_F16] = mv_f16, [ATTN_Q_BF16] = mv_bf16,
      [ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
-     [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
+     [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q2_K] = mv_q2_k,
+     [ATTN_Q_Q3_K] = mv_q3_k, [ATTN_Q_Q4_K] = mv_q4_k,
      [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_IQ4_NL] = mv_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {0},

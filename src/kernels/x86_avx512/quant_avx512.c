@@ -201,7 +201,8 @@ INLINE __m512 k4_table(__m512 sdm, int s, int hi) {
 }
 
 typedef struct kblock {
-    __m512 t0[8], t1[8]; /* per sub-block: values of q < 16 (and q >= 16 for Q5_K) */
+    __m512 t0[8], t1[8]; /* per sub-block: values of q < 16 (and q >= 16 for Q5_K); Q2_K, Q3_K:
+                          * the values of a few groups of 16 (q2_k_prep, q3_k_prep) */
     __m512 ds;           /* Q6_K: d sc_g in lane g */
 } kblock;
 
@@ -220,6 +221,72 @@ INLINE void iq4_xs_prep(const uint8_t *b, kblock *kb) {
 }
 INLINE void q6_k_prep(const uint8_t *b, kblock *kb) {
     kb->ds = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)), s8f(ld128(b + 192)));
+}
+
+/* Q2_K: per group g of 16, dl = d (sc_g & 15), ml = dmin (sc_g >> 4) (lane g), then the
+ * group's 4 values fl(fl(dl q) - ml), q = 0..3, in lanes 4 (g & 3) + q of t0[g >> 2] */
+INLINE void q2_k_prep(const uint8_t *b, kblock *kb) {
+    const __m512i sc = bytes16(b);
+    const __m512 dl = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 80)),
+                                    _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))));
+    const __m512 ml = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 82)),
+                                    _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
+    const __m512i gi = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512 q = _mm512_set_ps(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0);
+    for (int v = 0; v < 4; v++) {
+        const __m512i i = _mm512_add_epi32(gi, _mm512_set1_epi32(4 * v));
+        kb->t0[v] = _mm512_sub_ps(_mm512_mul_ps(_mm512_permutexvar_ps(i, dl), q),
+                                  _mm512_permutexvar_ps(i, ml));
+    }
+}
+
+/* Q3_K: the 16 signed 6-bit scales, dl = d (sc - 32) (lane g): low 4 bits from byte g & 7 of
+ * the 12 (shift 4 (g >> 3)), high 2 from byte 8 + (g & 3) (shift 2 (g >> 2)); then the 8
+ * values dl (i - 4), i = ql | h << 2 = 0..7, of group g in lanes 8 (g & 1) + i of t0[g >> 1] */
+INLINE void q3_k_prep(const uint8_t *b, kblock *kb) {
+    uint32_t s8;
+    memcpy(&s8, b + 104, 4); /* the 12 bytes without reading past the block */
+    const __m512i sc = _mm512_cvtepu8_epi32(_mm_insert_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 96)), (int)s8, 2));
+    const __m512i g = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i lo = _mm512_and_si512(
+        _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_and_si512(g, _mm512_set1_epi32(7)), sc),
+                          _mm512_slli_epi32(_mm512_srli_epi32(g, 3), 2)),
+        _mm512_set1_epi32(15));
+    const __m512i hi = _mm512_and_si512(
+        _mm512_srlv_epi32(_mm512_permutexvar_epi32(
+                              _mm512_add_epi32(_mm512_and_si512(g, _mm512_set1_epi32(3)), _mm512_set1_epi32(8)), sc),
+                          _mm512_slli_epi32(_mm512_srli_epi32(g, 2), 1)),
+        _mm512_set1_epi32(3));
+    const __m512i q6 = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+    const __m512 dl = _mm512_mul_ps(_mm512_set1_ps(h2f(b + 108)), _mm512_cvtepi32_ps(q6));
+    const __m512i gi = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512 q = _mm512_set_ps(3, 2, 1, 0, -1, -2, -3, -4, 3, 2, 1, 0, -1, -2, -3, -4);
+    for (int v = 0; v < 8; v++)
+        kb->t0[v] = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_add_epi32(gi, _mm512_set1_epi32(2 * v)), dl), q);
+}
+
+/* the 2-bit fields (g >> 1) & 3 of the 16 bytes at p, as bytes */
+INLINE __m128i bits2x16(const uint8_t *p, int g) {
+    return _mm_and_si128(_mm_srl_epi16(ld128(p), _mm_cvtsi32_si128(2 * ((g >> 1) & 3))), _mm_set1_epi8(3));
+}
+
+/* group g of a Q2_K superblock: the 2-bit fields of bytes 16 (g & 1) .. of the 32 at
+ * 16 + 32 (g >> 3), index 4 (g & 3) + q into t0[g >> 2] */
+INLINE __m512 grp_q2_k(const uint8_t *b, const kblock *kb, int g) {
+    const __m128i i = _mm_or_si128(bits2x16(b + 16 + 32 * (g >> 3) + 16 * (g & 1), g),
+                                   _mm_set1_epi8((char)(4 * (g & 3))));
+    return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(i), kb->t0[g >> 2]);
+}
+
+/* group g of a Q3_K superblock: ql as Q2_K's (qs at 32), h bit g >> 1 of hmask bytes
+ * 16 (g & 1) .., index 8 (g & 1) + (ql | h << 2) into t0[g >> 1] */
+INLINE __m512 grp_q3_k(const uint8_t *b, const kblock *kb, int g) {
+    const __m128i h = _mm_and_si128(_mm_srl_epi16(ld128(b + 16 * (g & 1)), _mm_cvtsi32_si128(g >> 1)),
+                                    _mm_set1_epi8(1));
+    const __m128i i = _mm_or_si128(_mm_or_si128(bits2x16(b + 32 + 32 * (g >> 3) + 16 * (g & 1), g),
+                                                _mm_slli_epi16(h, 2)),
+                                   _mm_set1_epi8((char)(8 * (g & 1))));
+    return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(i), kb->t0[g >> 1]);
 }
 
 /* group g (0..15) of a Q4_K superblock: sub-block g/2, bytes 16 (g&1) .. of its 32-byte chunk */
@@ -269,6 +336,7 @@ INLINE __m512 grp_iq4_xs(const uint8_t *b, const kblock *kb, int g) {
                 for (int p_ = 0; p_ < (BB); p_ += 64)                                         \
                     _mm_prefetch((const char *)b + PF_DIST + p_, _MM_HINT_T0);                \
                 T##_prep(b, &kb);                                                             \
+                _Pragma("GCC unroll 4")                                                       \
                 for (int g = 0; g < 16; g += 4) {                                             \
                     const int64_t o = 256 * k + 16 * g;                                       \
                     const __m512 w0 = grp_##T(b, &kb, g), w1 = grp_##T(b, &kb, g + 1);        \
@@ -299,6 +367,8 @@ INLINE __m512 grp_iq4_xs(const uint8_t *b, const kblock *kb, int g) {
         }                                                                                     \
     }
 
+DEFK(q2_k, 84)
+DEFK(q3_k, 110)
 DEFK(q4_k, 144)
 DEFK(q5_k, 176)
 DEFK(q6_k, 210)
@@ -453,6 +523,8 @@ DEFW(q4_1, 32)
 DEFW(q5_0, 32)
 DEFW(q5_1, 32)
 DEFW(q8_0, 32)
+DEFW(q2_k, 256)
+DEFW(q3_k, 256)
 DEFW(q4_k, 256)
 DEFW(q5_k, 256)
 DEFW(q6_k, 256)
@@ -463,16 +535,19 @@ static const attn__quant_kernels TABLE = {
     "avx512",
     {[ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16, [ATTN_Q_Q4_0] = dq_q4_0,
      [ATTN_Q_Q4_1] = dq_q4_1, [ATTN_Q_Q5_0] = dq_q5_0, [ATTN_Q_Q5_1] = dq_q5_1,
-     [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k,
+     [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q2_K] = dq_q2_k, [ATTN_Q_Q3_K] = dq_q3_k,
+     [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k,
      [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_IQ4_NL] = dq_iq4_nl, [ATTN_Q_IQ4_XS] = dq_iq4_xs},
     {[ATTN_Q_F32] = mv_f32, [ATTN_Q_F16] = mv_f16, [ATTN_Q_BF16] = mv_bf16,
      [ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
-     [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
+     [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q2_K] = mv_q2_k,
+     [ATTN_Q_Q3_K] = mv_q3_k, [ATTN_Q_Q4_K] = mv_q4_k,
      [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_IQ4_NL] = mv_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {0},
     {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q5_0] = mvw_q5_0,
-     [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q4_K] = mvw_q4_k,
+     [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q2_K] = mvw_q2_k,
+     [ATTN_Q_Q3_K] = mvw_q3_k, [ATTN_Q_Q4_K] = mvw_q4_k,
      [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k, [ATTN_Q_IQ4_NL] = mvw_iq4_nl,
      [ATTN_Q_IQ4_XS] = mvw_iq4_xs},
     {0},

@@ -383,12 +383,17 @@ static void mvw8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
     WIDE_SWITCH(WXS)
 }
 
+/* Q2_K, Q3_K: the 256-bit kernels of the other x86 int8 sets, on AVX512VL's VPDPBUSD */
+INLINE __m256i dp(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+#include "../quant8_k23.h"
+
 static const attn__quant_kernels TABLE = {
     "avx512_vnni",
     {0},
     {0},
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
-     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
+     [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q2_K] = mv8_q2_k,
+     [ATTN_Q_Q3_K] = mv8_q3_k, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},
