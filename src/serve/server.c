@@ -915,9 +915,9 @@ static int json_draw(slot *sl, const float *lg, int32_t *id, const char **why) {
             *why = "no token continues the answer as JSON";
             return 0;
         }
-        if (attn_llm_sample_ex(S->sctx, &r->sp, S->jmask, S->cfg.vocab_size, sl->hist, sl->nh,
+        if (attn_llm_sample_ex(S->tctx[0], &r->sp, S->jmask, S->cfg.vocab_size, sl->hist, sl->nh,
                                r->n_prompt, &sl->step, id) != ATTN_OK) {
-            *why = attn_ctx_errmsg(S->sctx);
+            *why = attn_ctx_errmsg(S->tctx[0]);
             return 0;
         }
     }
@@ -980,10 +980,12 @@ static int sample(slot *sl, const float *lg) {
     lg = constrain_name(sl->r, lg);
     args_begin(sl->r);
     /* the presence and frequency penalties count the generated ids only */
-    attn_status st = attn_llm_sample_ex(S->sctx, &sl->r->sp, lg, S->cfg.vocab_size, sl->hist,
+    /* on the first draw context: its workspace holds only the sampler's buffers, so they are
+     * not made again around the decode step's every time */
+    attn_status st = attn_llm_sample_ex(S->tctx[0], &sl->r->sp, lg, S->cfg.vocab_size, sl->hist,
                                         sl->nh, sl->r->n_prompt, &sl->step, &id);
     if (st != ATTN_OK) {
-        logf_(S, "attn serve: sampling failed: %s", attn_ctx_errmsg(S->sctx));
+        logf_(S, "attn serve: sampling failed: %s", attn_ctx_errmsg(S->tctx[0]));
         finish(sl, NULL, 1);
         return 0;
     }
