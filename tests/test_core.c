@@ -159,8 +159,51 @@ static void test_workspace_alignment(void) {
     attn_ctx_free(ctx);
 }
 
+/* Two patterns of requests in turn on one context (a batched step's, then a sampler's): once
+ * both have run, the workspace's blocks serve them without allocating again (each new block
+ * at least doubles the last), and what each request gets is its own (no overlap). */
+static int ws_mallocs;
+static void *ws_count_alloc(void *user, size_t n) {
+    (void)user;
+    ws_mallocs++;
+    return malloc(n);
+}
+static void ws_count_free(void *user, void *p) {
+    (void)user;
+    free(p);
+}
+
+static void test_workspace_patterns(void) {
+    attn_ctx_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.threads = 1, cp.alloc = ws_count_alloc, cp.free = ws_count_free;
+    attn_ctx *ctx = NULL;
+    TU_CHECK(attn_ctx_create(&cp, &ctx) == ATTN_OK, "context with a counting allocator");
+    if (!ctx) return;
+    static const size_t pat[2][3] = {{3u << 20, 1u << 20, 0}, {200u << 10, 5u << 19, 5u << 20}};
+    int after = 0;
+    for (int round = 0; round < 12; round++) {
+        if (round == 4) after = ws_mallocs;
+        const size_t *sz = pat[round & 1];
+        attn__mark m = attn__ws_mark(ctx);
+        unsigned char *p[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < 3 && sz[i]; i++) {
+            TU_STATUS(attn__ws_alloc(ctx, sz[i], 1, (void **)&p[i]), ATTN_OK, ctx);
+            if (p[i]) memset(p[i], 17 + i, sz[i]);
+        }
+        for (int i = 0; i < 3 && sz[i]; i++)
+            for (size_t k = 0; p[i] && k < sz[i]; k += 4093)
+                TU_CHECK(p[i][k] == 17 + i, "round %d: request %d overwritten", round, i);
+        attn__ws_release(ctx, m);
+    }
+    TU_CHECK(ws_mallocs == after, "the workspace allocated %d more times once both patterns "
+             "had run", ws_mallocs - after);
+    attn_ctx_free(ctx);
+}
+
 int main(void) {
     test_workspace_alignment();
+    test_workspace_patterns();
     test_status();
     test_ctx();
     test_views();
