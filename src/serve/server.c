@@ -980,8 +980,7 @@ static int sample(slot *sl, const float *lg) {
     lg = constrain_name(sl->r, lg);
     args_begin(sl->r);
     /* the presence and frequency penalties count the generated ids only */
-    /* on the first draw context: its workspace holds only the sampler's buffers, so they are
-     * not made again around the decode step's every time */
+    /* on the first draw context, as the step's parallel draws use the contexts of their threads */
     attn_status st = attn_llm_sample_ex(S->tctx[0], &sl->r->sp, lg, S->cfg.vocab_size, sl->hist,
                                         sl->nh, sl->r->n_prompt, &sl->step, &id);
     if (st != ATTN_OK) {
