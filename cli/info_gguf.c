@@ -164,7 +164,7 @@ int attn_cli_info_gguf(attn_ctx *ctx, const char *path) {
         snprintf(dims + k, sizeof dims - (size_t)k, "]");
         printf("  ");
         size_t w = attn_cli_put_escaped(stdout, t.name);
-        printf("%*s %-5s %-26s %12zu bytes\n", w < 40 ? (int)(40 - w) : 0, "",
+        printf("%*s %-6s %-26s %12zu bytes\n", w < 40 ? (int)(40 - w) : 0, "",
                attn_qtype_name(t.type), dims, t.nbytes);
         total += t.nbytes;
         if (t.type >= 0 && t.type < 64) per_type[t.type]++;
