@@ -187,7 +187,7 @@ int attn_cli_ctx_dtype_resume(const char *cmd, long long threads, int quiet, con
  * flags "-qj"; options may come anywhere, "--" ends them, "-" alone is an argument (stdin or
  * stdout).  -h/--help is built in.  A table ends with an entry whose name is NULL. */
 typedef enum attn_cli_kind {
-    ATTN_CLI_FLAG,   /* int *: set to 1 */
+    ATTN_CLI_FLAG,   /* int *: set to 1 (to lo where lo is not 0) */
     ATTN_CLI_STR,    /* const char **: the value */
     ATTN_CLI_INT,    /* long long *: a whole decimal number in [lo, hi] */
     ATTN_CLI_NUM,    /* double *: a number in [flo, fhi] */
@@ -205,13 +205,21 @@ typedef struct attn_cli_opt {
     const char *choices; /* ATTN_CLI_CHOICE */
 } attn_cli_opt;
 #define ATTN_OPT_FLAG(name, s, dst, help) {name, s, ATTN_CLI_FLAG, dst, NULL, help, 0, 0, 0, 0, NULL}
-/* --no-mmap, for every command that loads a GGUF model (an int flag at dst) */
-#define ATTN_OPT_NO_MMAP(dst)                                                                \
-    ATTN_OPT_FLAG("no-mmap", 0, dst,                                                         \
-                  "read the GGUF file into memory instead of mapping it:\n"                  \
-                  "costs its size in memory, but the file may then change;\n"                \
-                  "a mapped file truncated while in use kills the process\n"                 \
-                  "(SIGBUS), as in every memory-mapped reader")
+/* --mmap and --no-mmap, for every command that loads a GGUF model: an int at dst, 1 for
+ * --mmap (ATTN_LLM_LOAD_MMAP), 2 for --no-mmap (the default, ATTN_LLM_LOAD_NO_MMAP) */
+#define ATTN_OPT_MMAP(dst)                                                                   \
+    {"mmap", 0, ATTN_CLI_FLAG, dst, NULL,                                             \
+     "map the GGUF file instead of reading it into memory:\n"                                \
+     "loads faster and processes share the pages, but\n"                                     \
+     "generation streams them through 4 KiB pages (slower),\n"                              \
+     "and a file truncated while in use kills the process\n"                                \
+     "(SIGBUS), as in every memory-mapped reader", 1, 0, 0, 0, NULL},                        \
+    {"no-mmap", 0, ATTN_CLI_FLAG, dst, NULL,                                          \
+     "read the GGUF file into memory (the default; kept for\n"                              \
+     "scripts)", 2, 0, 0, 0, NULL}
+/* the loader flags of an ATTN_OPT_MMAP choice */
+#define ATTN_CLI_MMAP_FLAGS(v)                                                               \
+    ((v) == 1 ? ATTN_LLM_LOAD_MMAP : (v) == 2 ? ATTN_LLM_LOAD_NO_MMAP : 0u)
 #define ATTN_OPT_STR(name, s, dst, arg, help) {name, s, ATTN_CLI_STR, dst, arg, help, 0, 0, 0, 0, NULL}
 #define ATTN_OPT_INT(name, s, dst, lo, hi, arg, help)                                         \
     {name, s, ATTN_CLI_INT, dst, arg, help, lo, hi, 0, 0, NULL}

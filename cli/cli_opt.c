@@ -95,7 +95,7 @@ int attn_cli_usage_error(const attn_cli_spec *spec, const char *fmt, ...) {
 static int store(const attn_cli_spec *spec, const attn_cli_opt *o, const char *shown,
                  const char *val) {
     switch (o->kind) {
-    case ATTN_CLI_FLAG: *(int *)o->dst = 1; return 0;
+    case ATTN_CLI_FLAG: *(int *)o->dst = o->lo ? (int)o->lo : 1; return 0;
     case ATTN_CLI_STR: *(const char **)o->dst = val; return 0;
     case ATTN_CLI_INT:
         if (!attn_cli_parse_i64(val, o->lo, o->hi, (long long *)o->dst))

@@ -17,7 +17,7 @@ typedef struct llm_opts {
     const char *model, *prompt, *text, *file, *system, *cache, *logits, *template_file;
     long long tokens, top_k, seed, threads, ctx, prompt_len, gen, repeat, parallel;
     double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
-    int quiet, raw, json, cache_bf16, f32, ids, act, no_mmap, vocab_only, chat, no_think;
+    int quiet, raw, json, cache_bf16, f32, ids, act, mmap, vocab_only, chat, no_think;
 } llm_opts;
 
 #define MODEL_HELP                                                                           \
@@ -62,7 +62,7 @@ typedef struct llm_opts {
                       "empty <think> block after the generation prompt); other\n"            \
                       "templates have no such switch")
 /* every command that loads a model: read the file instead of mapping it (round-3 F6) */
-#define OPT_NO_MMAP(o) ATTN_OPT_NO_MMAP(&(o)->no_mmap)
+#define OPT_MMAP(o) ATTN_OPT_MMAP(&(o)->mmap)
 #define OPT_CACHE(o)                                                                         \
     ATTN_OPT_INT("ctx", 0, &(o)->ctx, 1, 1 << 24, "N",                                       \
                  "context (KV cache) size in tokens (default: the model's,\n"                \
@@ -91,7 +91,7 @@ static attn_llm_sampler sampler_of(const llm_opts *o) {
 static int load(const char *cmd, const llm_opts *o, attn_ctx *ctx, attn_llm **m) {
     attn_status st = attn_llm_load(ctx, o->model,
                                    (o->f32 ? ATTN_LLM_LOAD_F32 : 0u) |
-                                       (o->no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u) |
+                                       ATTN_CLI_MMAP_FLAGS(o->mmap) |
                                        (o->vocab_only ? ATTN_LLM_LOAD_VOCAB_ONLY : 0u), m);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, cmd, st);
@@ -294,7 +294,7 @@ int attn_cmd_llm_generate(int argc, char **argv) {
     int npos;
     const attn_cli_opt table[] = {
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
-        OPT_NO_MMAP(&o),
+        OPT_MMAP(&o),
         ATTN_OPT_STR("prompt", 'p', &o.prompt, "TEXT",
                      "the text to continue, as it is (special tokens such as\n"
                      "<|im_start|> are recognised); required"),
@@ -470,7 +470,7 @@ int attn_cmd_chat(int argc, char **argv) {
     int npos;
     const attn_cli_opt table[] = {
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
-        OPT_NO_MMAP(&o),
+        OPT_MMAP(&o),
         ATTN_OPT_STR("system", 0, &o.system, "TEXT",
                      "the system message (default: the template's own, if any)"),
         ATTN_OPT_INT("tokens", 'n', &o.tokens, 1, 1 << 24, "N",
@@ -700,7 +700,7 @@ int attn_cmd_tokenize(int argc, char **argv) {
                      "a GGUF file with a tokenizer (any architecture; vocabulary-\n"
                      "only files too), a folder with tokenizer.json, or a BERT\n"
                      "folder (vocab.txt, tokenizer_config.json); required"),
-        OPT_NO_MMAP(&o),
+        OPT_MMAP(&o),
         ATTN_OPT_STR("text", 0, &o.text, "TEXT", "the text to tokenize"),
         ATTN_OPT_STR("file", 0, &o.file, "FILE", "tokenize FILE's bytes instead ('-': stdin)"),
         ATTN_OPT_FLAG("no-bos", 0, &no_bos,
@@ -791,7 +791,7 @@ int attn_cmd_perplexity(int argc, char **argv) {
     long long chunks = 0;
     const attn_cli_opt table[] = {
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
-        OPT_NO_MMAP(&o),
+        OPT_MMAP(&o),
         ATTN_OPT_STR("file", 0, &o.file, "FILE", "the text ('-': stdin); required"),
         ATTN_OPT_INT("ctx", 0, &o.ctx, 2, 1 << 24, "N", "tokens per chunk (default 512)"),
         ATTN_OPT_INT("chunks", 0, &chunks, 0, 1LL << 40, "N",
@@ -866,7 +866,7 @@ int attn_bench_llm(int argc, char **argv) {
     const attn_cli_opt table[] = {
         ATTN_OPT_CHOICE("op", 0, &op, "llm", "NAME", "llm"),
         ATTN_OPT_STR("model", 0, &o.model, "FILE", MODEL_HELP),
-        OPT_NO_MMAP(&o),
+        OPT_MMAP(&o),
         ATTN_OPT_INT("prompt-len", 0, &o.prompt_len, 1, 1 << 20, "N",
                      "prompt tokens (default 512)"),
         ATTN_OPT_INT("gen", 0, &o.gen, 1, 1 << 20, "N", "tokens generated (default 128)"),

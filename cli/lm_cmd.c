@@ -90,12 +90,12 @@ int attn_cmd_lm_train(int argc, char **argv) {
               seed = 1, eval_every = 50, eval_windows = 16;
     double lr = 1e-4, lr_min = -1, wd = 0.0, clip = 1.0, held_out = 0.1;
     attn_cli_train_common tc = {NULL, 1, 50, NULL};
-    int resume = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO, no_mmap = 0;
+    int resume = 0, quiet = 0, npos, dtype = ATTN_CLI_DTYPE_AUTO, mmap = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("init", 0, &init, "MODEL",
                      "the model to start from: a GGUF file (dequantized to F32)\n"
                      "or a HF folder of Llama, Mistral, Qwen2/3 or Gemma 3 (required)"),
-        ATTN_OPT_NO_MMAP(&no_mmap),
+        ATTN_OPT_MMAP(&mmap),
         ATTN_OPT_STR("text", 0, &text_path, "FILE", "the text to train on (required)"),
         ATTN_OPT_STR("out", 'o', &out, "DIR",
                      "where to write the checkpoint (state.safetensors) and the\n"
@@ -201,7 +201,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     if (attn_cli_dp_open(CMD, ctx, r.batch, "batch", &r.dp)) goto out;
     size_t tlen;
     if (!attn_cli_read_text(CMD, ctx, text_path, &text, &tlen)) goto out;
-    if ((st = attn_llm_load(ctx, init, no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u, &llm)) != ATTN_OK) {
+    if ((st = attn_llm_load(ctx, init, ATTN_CLI_MMAP_FLAGS(mmap), &llm)) != ATTN_OK) {
         attn_cli_fail(ctx, CMD, st);
         goto out;
     }
@@ -369,7 +369,7 @@ out:
 /* ---- attn export: a llama model to GGUF (F32 or Q8_0) or to a HF folder ---------------- */
 int attn_cmd_export(int argc, char **argv) {
     const char *model = NULL, *gguf = NULL, *hf = NULL, *tok_path = NULL;
-    int type = 0, npos, no_mmap = 0;
+    int type = 0, npos, mmap = 0;
     long long threads = 0;
     const attn_cli_opt opts[] = {
         ATTN_OPT_STR("model", 0, &model, "MODEL",
@@ -377,7 +377,7 @@ int attn_cmd_export(int argc, char **argv) {
                      "'attn train lm') or a checkpoint of 'attn train lm'\n"
                      "(DIR/state.safetensors, read with the model it started from)\n"
                      "(required)"),
-        ATTN_OPT_NO_MMAP(&no_mmap),
+        ATTN_OPT_MMAP(&mmap),
         ATTN_OPT_STR("gguf", 0, &gguf, "FILE", "write it as a GGUF file"),
         ATTN_OPT_CHOICE("type", 0, &type, "f32|q8_0", "TYPE",
                         "the GGUF's matrices: f32 (default) or q8_0 (norms stay F32)"),
@@ -442,13 +442,14 @@ int attn_cmd_export(int argc, char **argv) {
         else if (init && stat(init, &ib) == 0 && !S_ISDIR(ib.st_mode)) tok_path = init;
         /* else the folder's tokenizer.json, converted */
     }
-    st = attn_llm_load(ctx, src, no_mmap ? ATTN_LLM_LOAD_NO_MMAP : 0u, &llm);
+    st = attn_llm_load(ctx, src, ATTN_CLI_MMAP_FLAGS(mmap), &llm);
     if (st == ATTN_OK) st = attn_llm_make_trainable(ctx, llm, ATTN_LLM_DEQUANTIZE);
     if (st == ATTN_OK && is_ckpt)
         st = attn_module_load(ctx, attn_llm_module(llm), ck, "model.", 1);
     if (st == ATTN_OK) st = attn_llm_get_special(llm, &sp);
     if (st == ATTN_OK && gguf && tok_path)
-        st = no_mmap ? attn_gguf_read(ctx, tok_path, &tok) : attn_gguf_open(ctx, tok_path, &tok);
+        st = mmap == 2 ? attn_gguf_read(ctx, tok_path, &tok) /* its text side alone: mapped */
+                       : attn_gguf_open(ctx, tok_path, &tok);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, "export", st);
         goto out;

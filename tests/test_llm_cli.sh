@@ -166,24 +166,31 @@ open(sys.argv[2], 'wb').write(d[:i] + b'gemma' + d[i + 5:])" $G "$T/arch.gguf" |
         [ ! -e "$T/tu.gguf" ] || fail "export copied a tokenizer that is not UTF-8"
         run 0 "$ATTN" generate --model "$T/q8.gguf" --prompt hi -n 2 -q
     fi
-    # --no-mmap (F6): the same ids; the file truncated during the run cannot kill it
+    # the file is read by default, or mapped with --mmap (F6): the same ids; a file read into
+    # memory truncated during the run cannot kill it
     cp $G "$T/m.gguf"
-    run 0 "$ATTN" generate --model "$T/m.gguf" --prompt "hello" -n 6 --temperature 0 --ids -q
+    run 0 "$ATTN" generate --model "$T/m.gguf" --mmap --prompt "hello" -n 6 --temperature 0 --ids -q
     cp "$T/out" "$T/mapped"
-    mkfifo "$T/turns"
-    (printf 'hello\n'; sleep 0.5; truncate -s 100 "$T/m.gguf"; printf 'again\n') >"$T/turns" &
-    run 0 "$ATTN" chat --model "$T/m.gguf" --no-mmap --raw -t 1 --tokens 5 <"$T/turns"
-    wait
-    [ "$(grep -c 'prompt tokens' "$T/err")" = 2 ] || fail "--no-mmap: the second turn did not run"
-    cp $G "$T/m.gguf"
-    run 0 "$ATTN" generate --model "$T/m.gguf" --no-mmap --prompt "hello" -n 6 --temperature 0 --ids -q
-    cmp -s "$T/out" "$T/mapped" || fail "--no-mmap changed the ids"
+    for how in "" --no-mmap; do
+        rm -f "$T/turns" && mkfifo "$T/turns"
+        cp $G "$T/m.gguf"
+        (printf 'hello\n'; sleep 0.5; truncate -s 100 "$T/m.gguf"; printf 'again\n') >"$T/turns" &
+        run 0 "$ATTN" chat --model "$T/m.gguf" $how --raw -t 1 --tokens 5 <"$T/turns"
+        wait
+        [ "$(grep -c 'prompt tokens' "$T/err")" = 2 ] || fail "'$how': the second turn did not run"
+        cp $G "$T/m.gguf"
+        run 0 "$ATTN" generate --model "$T/m.gguf" $how --prompt "hello" -n 6 --temperature 0 --ids -q
+        cmp -s "$T/out" "$T/mapped" || fail "'$how' changed the ids"
+    done
     # export and train lm take it too (the re-check of round 3)
     run 0 "$ATTN" export --model "$T/m.gguf" --no-mmap --gguf "$T/nm.gguf"
     run 0 "$ATTN" generate --model "$T/nm.gguf" --prompt "hello" -n 6 --temperature 0 --ids -q
     cmp -s "$T/out" "$T/mapped" || fail "export --no-mmap: another model"
+    run 0 "$ATTN" export --model "$T/m.gguf" --mmap --gguf "$T/mm.gguf"
+    cmp -s "$T/nm.gguf" "$T/mm.gguf" || fail "export --mmap: another file"
     run 0 "$ATTN" train lm --help
-    out_has "--no-mmap" ;;
+    out_has "--no-mmap"
+    out_has "--mmap" ;;
 train_lm) # a tiny HF llama (llama_tiny + a byte-level tokenizer.json): the held-out loss drops
     mkdir "$T/hf" && cp fixtures/llama_tiny/* fixtures/byte_level_tokenizer.json "$T/hf/" &&
         mv "$T/hf/byte_level_tokenizer.json" "$T/hf/tokenizer.json"

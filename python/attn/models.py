@@ -180,10 +180,11 @@ class LLM:
 
     def __init__(self, path: PathLike, *, dequantize: bool = False,
                  context_length: Optional[int] = None, kv_cache: str = "float32",
-                 mmap: bool = True, vocab_only: bool = False):
-        """mmap=False reads a GGUF file into memory instead of mapping it (its size in memory;
-        the file may then change: a mapped file truncated while in use kills the process with
-        SIGBUS, as with every memory-mapped reader).  vocab_only=True reads the tokenizer,
+                 mmap: bool = False, vocab_only: bool = False):
+        """A GGUF file is read into memory (huge pages on Linux: generation streams the
+        matrices faster), and may then change; mmap=True maps it instead (faster to load, pages
+        shared between processes, but a mapped file truncated while in use kills the process
+        with SIGBUS, as with every memory-mapped reader).  vocab_only=True reads the tokenizer,
         chat template and special ids alone, of any architecture (tokenize, detokenize,
         format_chat work; generating raises)."""
         if not isinstance(mmap, bool):
@@ -197,8 +198,8 @@ class LLM:
         p = _path(path)
         c = _lib.ctx()
         ptr = c_void_p()
-        # ATTN_LLM_LOAD_F32, _NO_MMAP, _VOCAB_ONLY
-        flags = (1 if dequantize else 0) | (0 if mmap else 2) | (4 if vocab_only else 0)
+        # ATTN_LLM_LOAD_F32, _VOCAB_ONLY, _MMAP
+        flags = (1 if dequantize else 0) | (4 if vocab_only else 0) | (8 if mmap else 0)
         _lib.check(_lib.attn_llm_load(c, p, flags, byref(ptr)), c)
         self._ptr = ptr
         self._free = _lib.attn_llm_free

@@ -110,14 +110,19 @@ def test_llm_penalties_against_numpy():
 
 
 def test_llm_no_mmap(tmp_path):
-    """mmap=False reads the file: the same tokens, and the file may then be truncated."""
+    """The default reads the file: the same tokens as mapped, and the file may then be
+    truncated."""
     import shutil
     copy = tmp_path / "m.gguf"
     shutil.copy(os.path.join(FIXTURES, "llama_tiny.gguf"), copy)
     exp, _ = read_safetensors(os.path.join(FIXTURES, "llama_tiny_gguf_expected.safetensors"))
     prompt = [int(x) for x in exp["greedy_prompt"]]
     want = [int(x) for x in exp["greedy"]]
-    llm = attn.LLM(copy, mmap=False)
+    mapped = attn.LLM(copy, mmap=True)
+    assert list(mapped.generate_ids(prompt, max_tokens=len(want), temperature=0,
+                                    stop_at_end=False)) == want
+    del mapped
+    llm = attn.LLM(copy)
     with open(copy, "r+b") as f:
         f.truncate(100)
     got = list(llm.generate_ids(prompt, max_tokens=len(want), temperature=0,

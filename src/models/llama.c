@@ -851,10 +851,12 @@ attn_status attn_llm_load(attn_ctx *ctx, const char *path, unsigned flags, attn_
     if (!ctx || !path || !out)
         return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load: NULL argument");
     *out = NULL;
+    ATTN_FAIL_IF((flags & ATTN_LLM_LOAD_MMAP) && (flags & ATTN_LLM_LOAD_NO_MMAP), ctx,
+                 ATTN_E_INVALID, "attn_llm_load: ATTN_LLM_LOAD_MMAP and _NO_MMAP together");
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         ATTN_FAIL_IF(flags & ~(unsigned)(ATTN_LLM_LOAD_F32 | ATTN_LLM_LOAD_NO_MMAP |
-                                         ATTN_LLM_LOAD_VOCAB_ONLY),
+                                         ATTN_LLM_LOAD_MMAP | ATTN_LLM_LOAD_VOCAB_ONLY),
                      ctx, ATTN_E_INVALID, "attn_llm_load: unknown flags 0x%x", flags);
         if (!(flags & ATTN_LLM_LOAD_VOCAB_ONLY)) return attn_llm_load_hf(ctx, path, out);
         attn_llm *m = NULL;

@@ -537,14 +537,17 @@ attn_status attn_llm_load_gguf(attn_ctx *ctx, const char *path, unsigned flags,
         return attn__fail(ctx, ATTN_E_INVALID, "attn_llm_load_gguf: NULL argument");
     *out = NULL;
     ATTN_FAIL_IF(flags & ~(unsigned)(ATTN_LLM_LOAD_F32 | ATTN_LLM_LOAD_NO_MMAP |
-                                     ATTN_LLM_LOAD_VOCAB_ONLY),
+                                     ATTN_LLM_LOAD_MMAP | ATTN_LLM_LOAD_VOCAB_ONLY),
                  ctx, ATTN_E_INVALID, "attn_llm_load_gguf: unknown flags 0x%x", flags);
+    ATTN_FAIL_IF((flags & ATTN_LLM_LOAD_MMAP) && (flags & ATTN_LLM_LOAD_NO_MMAP), ctx,
+                 ATTN_E_INVALID, "attn_llm_load_gguf: ATTN_LLM_LOAD_MMAP and _NO_MMAP together");
     if (flags & ATTN_LLM_LOAD_VOCAB_ONLY) return vocab_only(ctx, path, flags, out);
     gguf_store *s = attn__calloc(ctx, 1, sizeof *s);
     ATTN_FAIL_IF(!s, ctx, ATTN_E_NOMEM, "out of memory");
     s->free = ctx->free, s->alloc_user = ctx->alloc_user;
-    attn_status st = flags & ATTN_LLM_LOAD_NO_MMAP ? attn_gguf_read(ctx, path, &s->g)
-                                                   : attn_gguf_open(ctx, path, &s->g);
+    /* read by default: the matrices land in huge pages (attn.h, ATTN_LLM_LOAD_MMAP) */
+    attn_status st = flags & ATTN_LLM_LOAD_MMAP ? attn_gguf_open(ctx, path, &s->g)
+                                                : attn_gguf_read(ctx, path, &s->g);
     attn_llm_config c;
     size_t bytes = 0;
     attn_llm *m = NULL;
