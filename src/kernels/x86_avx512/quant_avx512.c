@@ -518,17 +518,63 @@ INLINE void wide_group(const float *wd, int64_t K, const float *x, int64_t ldx, 
             }                                                                                 \
         }                                                                                     \
     }
-DEFW(q4_0, 32)
-DEFW(q4_1, 32)
-DEFW(q5_0, 32)
-DEFW(q5_1, 32)
-DEFW(q8_0, 32)
+/* The 32-element types decode in registers for 5 to 8 vectors at once, each block once: the
+ * even blocks first (accumulators 0 and 1 of every vector), then the odd ones (2 and 3), each
+ * accumulator summing its blocks in rows_T's order, so the bits are mv's; (a0 + a1) of the
+ * even pass waits on the stack.  16 accumulators instead of 32, no scratch row. */
+#define DEFW32(T, BB)                                                                         \
+    INLINE void wpass_##T(const uint8_t *b, int64_t j0, int64_t nb, const float *x,           \
+                          int64_t ldx, const int M, __m512 *u) {                              \
+        __m512 a[ATTN__QMV_WIDE][2];                                                          \
+        for (int i_ = 0; i_ < M; i_++) a[i_][0] = a[i_][1] = _mm512_setzero_ps();            \
+        for (int64_t j = j0; j < nb; j += 2) {                                                \
+            const uint8_t *bj = b + (size_t)j * (BB);                                         \
+            __m512 w0, w1;                                                                    \
+            _mm_prefetch((const char *)bj + PF_DIST, _MM_HINT_T0);                            \
+            dec_##T(bj, h2f(bj), h2f(bj + 2), &w0, &w1);                                      \
+            for (int i_ = 0; i_ < M; i_++) {                                                  \
+                a[i_][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i_ * ldx + 32 * j), a[i_][0]); \
+                a[i_][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i_ * ldx + 32 * j + 16),   \
+                                           a[i_][1]);                                         \
+            }                                                                                 \
+        }                                                                                     \
+        for (int i_ = 0; i_ < M; i_++) u[i_] = _mm512_add_ps(a[i_][0], a[i_][1]);             \
+    }                                                                                         \
+    INLINE void wrows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,              \
+                          const float *x, int64_t ldx, const int M, float *y, int64_t ldy) {  \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            const uint8_t *b = w + (size_t)r * rb;                                            \
+            __m512 ue[ATTN__QMV_WIDE], uo[ATTN__QMV_WIDE];                                    \
+            wpass_##T(b, 0, nb, x, ldx, M, ue);                                               \
+            wpass_##T(b, 1, nb, x, ldx, M, uo);                                               \
+            for (int i_ = 0; i_ < M; i_++)                                                    \
+                y[i_ * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(ue[i_], uo[i_]));        \
+        }                                                                                     \
+    }                                                                                         \
+    static void mvw_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
+        switch (m) {                                                                          \
+        case 5: wrows_##T(w, rb, rows, nb, x, ldx, 5, y, ldy); return;                        \
+        case 6: wrows_##T(w, rb, rows, nb, x, ldx, 6, y, ldy); return;                        \
+        case 7: wrows_##T(w, rb, rows, nb, x, ldx, 7, y, ldy); return;                        \
+        case 8: wrows_##T(w, rb, rows, nb, x, ldx, 8, y, ldy); return;                        \
+        default: break;                                                                       \
+        }                                                                                     \
+        for (int64_t i0 = 0; i0 < m; i0 += ATTN__QMV_MAX)                                     \
+            mv_##T(w, rb, rows, nb, x + i0 * ldx, ldx,                                        \
+                   m - i0 < ATTN__QMV_MAX ? m - i0 : ATTN__QMV_MAX, y + i0 * ldy, ldy);       \
+    }
+DEFW32(q4_0, 18)
+DEFW32(q4_1, 20)
+DEFW32(q5_0, 22)
+DEFW32(q5_1, 24)
+DEFW32(q8_0, 34)
 DEFW(q2_k, 256)
 DEFW(q3_k, 256)
 DEFW(q4_k, 256)
 DEFW(q5_k, 256)
 DEFW(q6_k, 256)
-DEFW(iq4_nl, 32)
+DEFW32(iq4_nl, 18)
 DEFW(iq4_xs, 256)
 
 static const attn__quant_kernels TABLE = {
