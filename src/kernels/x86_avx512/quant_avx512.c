@@ -521,17 +521,21 @@ INLINE void wide_group(const float *wd, int64_t K, const float *x, int64_t ldx, 
 /* The 32-element types decode in registers for 5 to 8 vectors at once, each block once: the
  * even blocks first (accumulators 0 and 1 of every vector), then the odd ones (2 and 3), each
  * accumulator summing its blocks in rows_T's order, so the bits are mv's; (a0 + a1) of the
- * even pass waits on the stack.  16 accumulators instead of 32, no scratch row. */
+ * even pass waits on the stack.  16 accumulators instead of 32, no scratch row.  The row's
+ * scales are converted first (scales16), so a block's d and m are broadcasts from memory (load
+ * ports): the FMAs share ports 0 and 5 with the decoding alone.  Rows longer than WIDE_K: mv on
+ * groups of 4. */
 #define DEFW32(T, BB)                                                                         \
-    INLINE void wpass_##T(const uint8_t *b, int64_t j0, int64_t nb, const float *x,           \
-                          int64_t ldx, const int M, __m512 *u) {                              \
+    INLINE void wpass_##T(const uint8_t *b, int64_t j0, int64_t nb, const float *sd,          \
+                          const float *sm, const float *x, int64_t ldx, const int M,          \
+                          __m512 *u) {                                                        \
         __m512 a[ATTN__QMV_WIDE][2];                                                          \
         for (int i_ = 0; i_ < M; i_++) a[i_][0] = a[i_][1] = _mm512_setzero_ps();            \
         for (int64_t j = j0; j < nb; j += 2) {                                                \
             const uint8_t *bj = b + (size_t)j * (BB);                                         \
             __m512 w0, w1;                                                                    \
             _mm_prefetch((const char *)bj + PF_DIST, _MM_HINT_T0);                            \
-            dec_##T(bj, h2f(bj), h2f(bj + 2), &w0, &w1);                                      \
+            dec_##T(bj, sd[j], sm[j], &w0, &w1);                                              \
             for (int i_ = 0; i_ < M; i_++) {                                                  \
                 a[i_][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i_ * ldx + 32 * j), a[i_][0]); \
                 a[i_][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i_ * ldx + 32 * j + 16),   \
@@ -542,24 +546,28 @@ INLINE void wide_group(const float *wd, int64_t K, const float *x, int64_t ldx, 
     }                                                                                         \
     INLINE void wrows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,              \
                           const float *x, int64_t ldx, const int M, float *y, int64_t ldy) {  \
+        _Alignas(64) float sd[WIDE_K / 32], sm[WIDE_K / 32];                                  \
         for (int64_t r = 0; r < rows; r++) {                                                  \
             const uint8_t *b = w + (size_t)r * rb;                                            \
+            for (int64_t k0 = 0; k0 < nb; k0 += 16)                                           \
+                scales16(b + (size_t)k0 * (BB), (BB), nb - k0 < 16 ? nb - k0 : 16, sd + k0,   \
+                         sm + k0);                                                            \
             __m512 ue[ATTN__QMV_WIDE], uo[ATTN__QMV_WIDE];                                    \
-            wpass_##T(b, 0, nb, x, ldx, M, ue);                                               \
-            wpass_##T(b, 1, nb, x, ldx, M, uo);                                               \
+            wpass_##T(b, 0, nb, sd, sm, x, ldx, M, ue);                                       \
+            wpass_##T(b, 1, nb, sd, sm, x, ldx, M, uo);                                       \
             for (int i_ = 0; i_ < M; i_++)                                                    \
                 y[i_ * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(ue[i_], uo[i_]));        \
         }                                                                                     \
     }                                                                                         \
     static void mvw_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
                         int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
-        switch (m) {                                                                          \
-        case 5: wrows_##T(w, rb, rows, nb, x, ldx, 5, y, ldy); return;                        \
-        case 6: wrows_##T(w, rb, rows, nb, x, ldx, 6, y, ldy); return;                        \
-        case 7: wrows_##T(w, rb, rows, nb, x, ldx, 7, y, ldy); return;                        \
-        case 8: wrows_##T(w, rb, rows, nb, x, ldx, 8, y, ldy); return;                        \
-        default: break;                                                                       \
-        }                                                                                     \
+        if (nb <= WIDE_K / 32) switch (m) {                                                   \
+            case 5: wrows_##T(w, rb, rows, nb, x, ldx, 5, y, ldy); return;                    \
+            case 6: wrows_##T(w, rb, rows, nb, x, ldx, 6, y, ldy); return;                    \
+            case 7: wrows_##T(w, rb, rows, nb, x, ldx, 7, y, ldy); return;                    \
+            case 8: wrows_##T(w, rb, rows, nb, x, ldx, 8, y, ldy); return;                    \
+            default: break;                                                                   \
+            }                                                                                 \
         for (int64_t i0 = 0; i0 < m; i0 += ATTN__QMV_MAX)                                     \
             mv_##T(w, rb, rows, nb, x + i0 * ldx, ldx,                                        \
                    m - i0 < ATTN__QMV_MAX ? m - i0 : ATTN__QMV_MAX, y + i0 * ldy, ldy);       \
