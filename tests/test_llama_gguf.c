@@ -594,7 +594,18 @@ int main(void) {
     if (TU_STATUS(attn_st_read_file(ctx, "fixtures/llama_tiny_gguf_expected.safetensors",
                                     &expected), ATTN_OK, ctx)) {
         check_model(ctx, 0, "quantized");
+        check_model(ctx, ATTN_LLM_LOAD_MMAP, "mapped");
         check_model(ctx, ATTN_LLM_LOAD_F32, "f32");
+        { /* reading and mapping at once: refused by name */
+            attn_llm *m = NULL;
+            TU_STATUS(attn_llm_load_gguf(ctx, FILE_GGUF, ATTN_LLM_LOAD_MMAP | ATTN_LLM_LOAD_NO_MMAP,
+                                         &m), ATTN_E_INVALID, ctx);
+            TU_CHECK(m == NULL && strstr(attn_ctx_errmsg(ctx), "_MMAP and _NO_MMAP"),
+                     "both mapping flags: %s", attn_ctx_errmsg(ctx));
+            TU_STATUS(attn_llm_load(ctx, "fixtures/llama_tiny", ATTN_LLM_LOAD_MMAP |
+                                    ATTN_LLM_LOAD_NO_MMAP, &m), ATTN_E_INVALID, ctx);
+            attn_ctx_clear_error(ctx);
+        }
         check_threads();
         check_save(ctx);
         check_damaged(ctx);
