@@ -94,6 +94,39 @@ INLINE void dec_iq4_nl(const uint8_t *b, float ds, float ms, __m512 *w0, __m512 
     *w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
+/* ---- sums across lanes ---------------------------------------------------------------------
+ * hsum16: lanes i and i + 8, then i and i + 4, then i and i + 2, then lanes 0 and 1 (GCC's
+ * _mm512_reduce_add_ps; written out so that every compiler sums in this order).  hsum8x: the
+ * same sums of 8 vectors at once, by transposing shuffles (about 25 operations instead of 64):
+ * out[k] gets hsum16(u[k])'s bits, for k < n (u[n ..] are not read). */
+INLINE float hsum16(__m512 v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m128 g = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 e = _mm_add_ps(g, _mm_shuffle_ps(g, g, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtss_f32(_mm_add_ss(e, _mm_movehdup_ps(e)));
+}
+
+INLINE void hsum8x(const __m512 *u, int n, float *out) {
+    __m512 v[8], p[4];
+    for (int k = 0; k < 8; k++) v[k] = k < n ? u[k] : _mm512_setzero_ps();
+    for (int k = 0; k < 4; k++) /* [h_2k, h_2k+1]: lanes i + i + 8 of each */
+        p[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
+    /* [g_0 .. g_3], [g_4 .. g_7]: lanes i + i + 4 of each h */
+    const __m512 q0 = _mm512_add_ps(_mm512_shuffle_f32x4(p[0], p[1], 0x88),
+                                    _mm512_shuffle_f32x4(p[0], p[1], 0xDD));
+    const __m512 q1 = _mm512_add_ps(_mm512_shuffle_f32x4(p[2], p[3], 0x88),
+                                    _mm512_shuffle_f32x4(p[2], p[3], 0xDD));
+    /* 128-bit lane k: [e_k, e_k+4]: lanes i + i + 2 of g_k and of g_k+4 */
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(q0, q1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane 4 k: e_k[0] + e_k[1]; lane 4 k + 2: the same of e_k+4 */
+    _Alignas(64) float f[16];
+    _mm512_store_ps(f, _mm512_add_ps(r, _mm512_permute_ps(r, _MM_SHUFFLE(2, 3, 0, 1))));
+    for (int k = 0; k < n; k++) out[k] = f[k < 4 ? 4 * k : 4 * (k - 4) + 2];
+}
+
 /* ---- 32-element types: mv and dq -------------------------------------------------------- */
 /* acc[i][s] += w * x_i[off .. off + 16) for the M vectors */
 #define FMA_M(M, s, w, off)                                                                   \
@@ -106,7 +139,7 @@ INLINE void dec_iq4_nl(const uint8_t *b, float ds, float ms, __m512 *w0, __m512 
 #define STORE_M(M)                                                                            \
     do {                                                                                      \
         for (int i_ = 0; i_ < (M); i_++)                                                      \
-            y[i_ * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(                            \
+            y[i_ * ldy + r] = hsum16(_mm512_add_ps(                                          \
                 _mm512_add_ps(acc[i_][0], acc[i_][1]), _mm512_add_ps(acc[i_][2], acc[i_][3]))); \
     } while (0)
 
@@ -553,10 +586,12 @@ INLINE void wide_group(const float *wd, int64_t K, const float *x, int64_t ldx, 
                 scales16(b + (size_t)k0 * (BB), (BB), nb - k0 < 16 ? nb - k0 : 16, sd + k0,   \
                          sm + k0);                                                            \
             __m512 ue[ATTN__QMV_WIDE], uo[ATTN__QMV_WIDE];                                    \
+            float s_[ATTN__QMV_WIDE];                                                         \
             wpass_##T(b, 0, nb, sd, sm, x, ldx, M, ue);                                       \
             wpass_##T(b, 1, nb, sd, sm, x, ldx, M, uo);                                       \
-            for (int i_ = 0; i_ < M; i_++)                                                    \
-                y[i_ * ldy + r] = _mm512_reduce_add_ps(_mm512_add_ps(ue[i_], uo[i_]));        \
+            for (int i_ = 0; i_ < M; i_++) ue[i_] = _mm512_add_ps(ue[i_], uo[i_]);            \
+            hsum8x(ue, M, s_);                                                                \
+            for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = s_[i_];                          \
         }                                                                                     \
     }                                                                                         \
     static void mvw_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
