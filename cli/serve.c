@@ -46,7 +46,7 @@ typedef enum MHD_Result MHD_Result_t;
 static struct {
     const char *model, *embed, *host, *api_key, *template_file;
     long long port, parallel, ctx, queue, threads;
-    int insecure, cache_bf16, quiet;
+    int insecure, cache_bf16, quiet, mmap;
     attn_server *srv;
 } S;
 
@@ -199,6 +199,7 @@ int attn_cmd_serve(int argc, char **argv) {
                      "the LLM: a GGUF file or a Hugging Face folder; required"),
         ATTN_OPT_STR("embed", 0, &S.embed, "DIR",
                      "a BERT sentence-transformers folder for /v1/embeddings"),
+        ATTN_OPT_MMAP(&S.mmap),
         ATTN_OPT_STR("template", 0, &S.template_file, "FILE",
                      "a chat template (Jinja text) to use instead of the\n"
                      "model's; it must be one attn recognises (ChatML,\n"
@@ -270,7 +271,7 @@ int attn_cmd_serve(int argc, char **argv) {
     snprintf(model_name, sizeof model_name, "%s", base_name(S.model));
     snprintf(embed_name, sizeof embed_name, "%s", S.embed ? base_name(S.embed) : "");
     if (attn_cli_ctx(cmd, S.threads, 0, &sctx)) return 1;
-    attn_status st = attn_llm_load(sctx, S.model, 0, &m);
+    attn_status st = attn_llm_load(sctx, S.model, ATTN_CLI_MMAP_FLAGS(S.mmap), &m);
     if (st) {
         attn_cli_fail(sctx, cmd, st);
         goto out;

@@ -40,7 +40,8 @@ stop_server() {
 run 2 "$ATTN" serve --model $G --host 0.0.0.0
 err_has "api-key"
 
-start_server "$T/log" --model $G --embed $B --parallel 4 --ctx 128
+# mapped (--mmap), while attn generate, the reference below, reads the file: the same answers
+start_server "$T/log" --model $G --embed $B --parallel 4 --ctx 128 --mmap
 trap 'kill $PID 2>/dev/null; rm -rf "$T"' EXIT
 
 # the greedy texts of attn generate, the reference of the server's answers
