@@ -328,6 +328,13 @@ int attn_cli_read_text(const char *cmd, attn_ctx *ctx, const char *path, char **
 int attn_cli_chat_template(const char *cmd, attn_ctx *ctx, attn_llm *m, const char *path) {
     char *t = NULL;
     size_t n = 0;
+    const char *named = attn_chat_template_named(path);
+    struct stat sb;
+    if (named && stat(path, &sb) != 0) { /* a format's name, and no file of that name here */
+        attn_status st = attn_llm_set_chat_template(ctx, m, named);
+        if (st != ATTN_OK) attn_cli_fail(ctx, cmd, st);
+        return st == ATTN_OK;
+    }
     if (!attn_cli_read_text(cmd, ctx, path, &t, &n)) return 0;
     if (strlen(t) != n) {
         fprintf(stderr, "attn %s: %s: a NUL byte at byte %zu: not a chat template\n", cmd, path,

@@ -52,11 +52,13 @@ typedef struct llm_opts {
                     "or int8 (faster with VNNI; llama.cpp's precision)")
 /* attn chat and attn generate --chat: the chat template and its thinking switch */
 #define OPT_TEMPLATE(o)                                                                      \
-    ATTN_OPT_STR("template", 0, &(o)->template_file, "FILE",                                 \
+    ATTN_OPT_STR("template", 0, &(o)->template_file, "FILE|NAME",                            \
                  "a chat template (Jinja text) to use instead of the\n"                       \
                  "model's; it must be one attn recognises, as the model's\n"                  \
                  "(ChatML, Qwen2.5/3, Gemma, Llama 3, Mistral), else it\n"                    \
-                 "is refused"),                                                              \
+                 "is refused; or a format's name, for a model file without\n"                 \
+                 "one: gemma2, gemma3, llama3, llama3.2, mistral-v3,\n"                       \
+                 "mistral-nemo, mistral-v7, qwen3"),                                          \
         ATTN_OPT_FLAG("no-think", 0, &(o)->no_think,                                         \
                       "enable_thinking=False: Qwen3 answers without thinking (an\n"          \
                       "empty <think> block after the generation prompt); other\n"            \
@@ -116,7 +118,8 @@ static int chat_ready(const char *cmd, const llm_opts *o, attn_ctx *ctx, attn_ll
     if (!name) {
         fprintf(stderr, "attn %s: ", cmd);
         attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx));
-        fprintf(stderr, "; give a template with --template FILE%s\n",
+        fprintf(stderr, "; give a template with --template FILE, or a format's name (e.g. "
+                        "--template gemma3)%s\n",
                 strcmp(cmd, "chat") ? "" : ", or --raw to chat without one");
         return 0;
     }

@@ -200,10 +200,13 @@ int attn_cmd_serve(int argc, char **argv) {
         ATTN_OPT_STR("embed", 0, &S.embed, "DIR",
                      "a BERT sentence-transformers folder for /v1/embeddings"),
         ATTN_OPT_MMAP(&S.mmap),
-        ATTN_OPT_STR("template", 0, &S.template_file, "FILE",
+        ATTN_OPT_STR("template", 0, &S.template_file, "FILE|NAME",
                      "a chat template (Jinja text) to use instead of the\n"
                      "model's; it must be one attn recognises (ChatML,\n"
-                     "Qwen2.5/3, Gemma, Llama 3, Mistral), else it is refused"),
+                     "Qwen2.5/3, Gemma, Llama 3, Mistral), else it is refused;\n"
+                     "or a format's name, for a model file without one: gemma2,\n"
+                     "gemma3, llama3, llama3.2, mistral-v3, mistral-nemo,\n"
+                     "mistral-v7, qwen3"),
         ATTN_OPT_STR("host", 0, &S.host, "ADDR",
                      "the address to listen on (default 127.0.0.1; another\n"
                      "than loopback needs --api-key or --insecure)"),

@@ -2626,6 +2626,14 @@ ATTN_API attn_status attn_chat_template_check(attn_ctx *ctx, const char *tmpl);
  * "llama3.1", "mistral-v3", "mistral-tekken", "mistral-v7", "mistral-small3", "mistral-small3.2",
  * "ministral3"; static), or NULL with ctx's message saying why. */
 ATTN_API const char *attn_chat_template_name(attn_ctx *ctx, const char *tmpl);
+/* A template text for a format by its name, for a model whose file has none (or another one):
+ * "gemma2", "gemma3", "llama3", "llama3.2", "mistral-v3", "mistral-nemo", "mistral-v7",
+ * "qwen3" (the formats whose published templates hold no default system message or date to
+ * take from the file); NULL for any other name.  The text is a Jinja comment naming the format
+ * ("{# attn chat format: gemma3 #}"): attn formats conversations with it exactly as with the
+ * published template (attn_chat_apply, attn_llm_set_chat_template), other Jinja engines as
+ * nothing, so attn_llm_save_gguf writes no chat template for it.  Static. */
+ATTN_API const char *attn_chat_template_named(const char *name);
 /* The conversation msgs[0, n) as the template writes it with the options opt, NUL-terminated
  * into buf[0, cap) (snprintf-style: *len receives the full length without the NUL, also when
  * cap was too small and the text was cut; cap 0 (buf may be NULL) asks for the length only).

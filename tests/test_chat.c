@@ -160,6 +160,7 @@ int main(void) {
     int *ok = calloc((size_t)nt, sizeof *ok), *inv = calloc((size_t)nt, sizeof *inv),
         *uns = calloc((size_t)nt, sizeof *uns);
     char *buf = malloc(1 << 16);
+    int n_named = 0;
     for (int i = 0; i < nc; i++) {
         const int t = CASES[i].tmpl;
         attn_chat_options o = {CASES[i].gen, CASES[i].thinking,
@@ -180,6 +181,19 @@ int main(void) {
             continue;
         }
         char *want = expand(TEXTS[CASES[i].text]);
+        /* the format by its name (attn_chat_template_named), where it has one: the same text */
+        const char *named = attn_chat_template_named(TEMPLATES[t].name);
+        if (named) {
+            char *nb = malloc(1 << 16);
+            size_t nl = 0;
+            nb[0] = 0;
+            attn_status ns = attn_chat_apply(ctx, named, m, n, &o, nb, 1 << 16, &nl);
+            TU_CHECK(ns == st && nl == len && !strcmp(nb, buf), "%s by name, case %d: (%s) "
+                     "\"%s\", the published template's (%s) \"%s\"", TEMPLATES[t].name, i,
+                     attn_status_name(ns), nb, attn_status_name(st), buf);
+            free(nb);
+            n_named++;
+        }
         TU_CHECK(st == ATTN_OK && len == strlen(want) && strcmp(buf, want) == 0,
                  "%s, case %d (conversation %d, tools %d, generation prompt %d, thinking %d): "
                  "got (%s)\n\"%s\"\ntransformers\n\"%s\"", TEMPLATES[t].name, i, CASES[i].conv,
@@ -209,6 +223,26 @@ int main(void) {
         }
         free(want);
     }
+    /* every named format has a published template among the fixtures, recognised alike */
+    static const char *const names[] = {"gemma2", "gemma3", "llama3", "llama3.2", "mistral-v3",
+                                        "mistral-nemo", "mistral-v7", "qwen3"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        const char *named = attn_chat_template_named(names[k]);
+        int found = 0;
+        for (int t = 0; t < nt; t++)
+            if (!strcmp(TEMPLATES[t].name, names[k])) {
+                const char *a = attn_chat_template_name(ctx, tmpl[t]);
+                const char *b = named ? attn_chat_template_name(ctx, named) : NULL;
+                TU_CHECK(a && b && !strcmp(a, b), "%s: named as %s, published as %s", names[k],
+                         b ? b : "(refused)", a ? a : "(refused)");
+                found = 1;
+            }
+        TU_CHECK(named && found, "%s: no named text or no fixture", names[k]);
+    }
+    TU_CHECK(!attn_chat_template_named("chatml") && !attn_chat_template_named("Gemma3") &&
+                 !attn_chat_template_named("") && !attn_chat_template_named(NULL),
+             "a name that is not a format gave a text");
+    printf("  named formats: %d renderings as the published templates'\n", n_named);
     for (int t = 0; t < nt; t++) {
         printf("  %-17s %-16s %3d renderings as transformers, %2d refusals as transformers "
                "(ATTN_E_INVALID), %2d tool cases refused (ATTN_E_UNSUPPORTED)\n",

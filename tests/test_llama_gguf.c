@@ -513,6 +513,20 @@ static void check_save(attn_ctx *ctx) {
                  (long long)nx, (long long)ny);
         free(x), free(y);
     }
+    { /* a format by its name (a Jinja comment): written as no template at all */
+        attn_gguf *w = NULL;
+        attn_gguf_kv kv;
+        if (TU_STATUS(attn_llm_set_chat_template(ctx, m, attn_chat_template_named("gemma3")),
+                      ATTN_OK, ctx) &&
+            TU_STATUS(attn_llm_save_gguf(ctx, m, NULL, ATTN_Q_F32, b), ATTN_OK, ctx) &&
+            TU_STATUS(attn_gguf_open(ctx, b, &w), ATTN_OK, ctx))
+            TU_CHECK(attn_gguf_kv_find(w, "tokenizer.chat_template", &kv) == ATTN_E_NOT_FOUND,
+                     "a named format written as a chat template");
+        attn_gguf_free(w);
+        TU_STATUS(attn_llm_set_chat_template(ctx, m, "{# attn chat format: gemma4 #}"),
+                  ATTN_E_UNSUPPORTED, ctx);
+        attn_ctx_clear_error(ctx);
+    }
 done:
     attn_llm_free(m), attn_llm_free(g), attn_llm_free(h);
     attn_gguf_free(tok);

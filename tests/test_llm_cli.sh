@@ -54,6 +54,19 @@ chat_template)
     printf 'hi\n' >"$T/in"
     run 0 "$ATTN" chat --model $G --template $Q --no-think --tokens 2 <"$T/in"
     err_has "^\[$(count "$QP<think>\n\n</think>\n\n") prompt tokens"
+    # a format by its name: the published file's prompt; a file of that name comes first
+    run 0 "$ATTN" chat --model $G --template qwen3 --no-think --tokens 2 <"$T/in"
+    err_has "^\[$(count "$QP<think>\n\n</think>\n\n") prompt tokens"
+    run 0 "$ATTN" generate --model $G --chat --template fixtures/chat/templates/gemma3.jinja \
+        --system S --prompt hi --tokens 1 --ids -q
+    cp "$T/out" "$T/gemma_file"
+    run 0 "$ATTN" generate --model $G --chat --template gemma3 --system S --prompt hi \
+        --tokens 1 --ids -q
+    cmp -s "$T/out" "$T/gemma_file" || fail "--template gemma3: not the published template's ids"
+    (cd "$T" && cp "$OLDPWD/$Q" gemma3 && "$ATTN" generate --model "$OLDPWD/$G" --chat \
+        --template gemma3 --prompt hi --tokens 1) 2>"$T/err" >/dev/null ||
+        fail "--template gemma3 with a file of that name"
+    err_has "^prompt: $(count "$QP") tokens"
     # Mistral Large 2411's template: no thinking switch, said so
     run 0 "$ATTN" generate --model $G --chat --template fixtures/chat/templates/mistral-v7.jinja \
         --no-think --prompt hi --tokens 1

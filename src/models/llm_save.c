@@ -15,6 +15,7 @@
 
 #include "../core/file.h"
 #include "../io/gguf_write.h"
+#include "../text/chat.h"
 #include "llm_model.h"
 
 /* The trainable model's module; ATTN_E_INVALID naming fn otherwise. */
@@ -268,6 +269,7 @@ static attn_status tok_keys(attn_ctx *ctx, attn__gguf_w *w, const attn_llm *m, u
     attn_bpe_info info;
     ATTN_TRY(attn_bpe_get_info(b, &info));
     const char *tmpl = m->chat_template;
+    if (attn__chat_template_is_named(tmpl)) tmpl = NULL; /* no Jinja for other readers */
     *count = 6 + (m->bos >= 0) + (m->eos >= 0) + (info.unk_id >= 0) + (tmpl != NULL);
     if (!w) return ATTN_OK;
     size_t bytes;

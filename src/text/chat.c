@@ -660,6 +660,35 @@ static const known KNOWN[] = {
 };
 #define N_KNOWN (sizeof KNOWN / sizeof KNOWN[0])
 
+/* The formats named without their file (attn_chat_template_named): those whose published
+ * template has no default system message or date to take from it (KNOWN's index). */
+static const struct {
+    const char *name, *text;
+    int known;
+} NAMED[] = {
+    {"qwen3", "{# attn chat format: qwen3 #}", 1},
+    {"gemma2", "{# attn chat format: gemma2 #}", 2},
+    {"gemma3", "{# attn chat format: gemma3 #}", 3},
+    {"llama3", "{# attn chat format: llama3 #}", 4},
+    {"llama3.2", "{# attn chat format: llama3.2 #}", 6},
+    {"mistral-v3", "{# attn chat format: mistral-v3 #}", 7},
+    {"mistral-nemo", "{# attn chat format: mistral-nemo #}", 8},
+    {"mistral-v7", "{# attn chat format: mistral-v7 #}", 9},
+};
+#define N_NAMED (sizeof NAMED / sizeof NAMED[0])
+
+const char *attn_chat_template_named(const char *name) {
+    for (size_t i = 0; name && i < N_NAMED; i++)
+        if (!strcmp(name, NAMED[i].name)) return NAMED[i].text;
+    return NULL;
+}
+
+int attn__chat_template_is_named(const char *t) {
+    for (size_t i = 0; t && i < N_NAMED; i++)
+        if (!strcmp(t, NAMED[i].text)) return 1;
+    return 0;
+}
+
 typedef struct fam {
     fam_kind kind;
     const char *name;
@@ -691,6 +720,12 @@ static const char *family_hint(const char *t) {
 static attn_status recognise(attn_ctx *ctx, const char *t, fam *f) {
     memset(f, 0, sizeof *f);
     ATTN_FAIL_IF(!t || !t[0], ctx, ATTN_E_UNSUPPORTED, "the model has no chat template");
+    for (size_t i = 0; i < N_NAMED; i++)
+        if (!strcmp(t, NAMED[i].text)) {
+            const known *kn = &KNOWN[NAMED[i].known]; /* no holes: nothing to take */
+            f->kind = kn->kind, f->name = kn->name, f->flag = kn->flag;
+            return ATTN_OK;
+        }
     prog p;
     attn_status st = prog_read(ctx, t, &p);
     if (st != ATTN_OK) {

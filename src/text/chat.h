@@ -10,4 +10,7 @@ ATTN__HIDDEN attn_status attn__chat_apply_as(attn_ctx *ctx, const char *fn, cons
                                              const attn_chat_options *opt, char *buf,
                                              size_t cap, size_t *len);
 
+/* 1 when t is one of attn_chat_template_named's texts (a format without its published file) */
+ATTN__HIDDEN int attn__chat_template_is_named(const char *t);
+
 #endif
