@@ -234,6 +234,7 @@ attn_llm_chat_format = _fn("attn_llm_chat_format", _S, P, P, POINTER(ChatMessage
 attn_llm_chat_apply = _fn("attn_llm_chat_apply", _S, P, P, POINTER(ChatMessage), c_int64,
                           POINTER(ChatOptions), c_char_p, c_size_t, POINTER(c_size_t))
 attn_llm_set_chat_template = _fn("attn_llm_set_chat_template", _S, P, P, c_char_p)
+attn_chat_template_named = _fn("attn_chat_template_named", c_char_p, c_char_p)
 
 # --------------------------------------------------------------------------------------------
 # errors

@@ -350,12 +350,18 @@ class LLM:
             yield buf.raw[:n.value].decode("utf-8", "replace")
 
     def set_chat_template(self, template: str) -> None:
-        """Uses template (a chat template's Jinja text) instead of the model's own; it must be
-        one attn recognises (attn_llm_set_chat_template), else AttnError and the model keeps
-        its own."""
+        """Uses template instead of the model's own: a chat template's Jinja text, which must
+        be one attn recognises (attn_llm_set_chat_template), else AttnError and the model keeps
+        its own; or a format's name, for a model file without a template: "gemma2", "gemma3",
+        "llama3", "llama3.2", "mistral-v3", "mistral-nemo", "mistral-v7", "qwen3"
+        (attn_chat_template_named: formatted as the published template)."""
+        if not isinstance(template, str):
+            raise TypeError(f"attn.LLM.set_chat_template: a str, not {type(template).__name__}")
+        named = _lib.attn_chat_template_named(template.encode("utf-8"))
+        text = named if named else template.encode("utf-8")
         c = _lib.ctx()
-        _lib.check(_lib.attn_llm_set_chat_template(c, self._ptr, template.encode("utf-8")), c)
-        self.chat_template = template
+        _lib.check(_lib.attn_llm_set_chat_template(c, self._ptr, text), c)
+        self.chat_template = text.decode("utf-8")
 
     def format_chat(self, messages: Sequence[Dict[str, Any]], add_generation_prompt: bool = True,
                     *, tools: Optional[Sequence[Dict[str, Any]]] = None,

@@ -173,10 +173,15 @@ def test_llm_chat_template_tools_thinking():
         qwen3 = f.read()
     with pytest.raises(attn.AttnError):
         llm.set_chat_template("{{ not a template }}")
-    llm.set_chat_template(qwen3)
-    assert llm.chat_template == qwen3
     hi = [{"role": "user", "content": "hi"}]
     plain = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    llm.set_chat_template("qwen3")  # the format by name: the published template's text
+    assert llm.chat_template == "{# attn chat format: qwen3 #}"
+    assert llm.format_chat(hi, enable_thinking=False) == plain + "<think>\n\n</think>\n\n"
+    with pytest.raises(TypeError):
+        llm.set_chat_template(None)
+    llm.set_chat_template(qwen3)
+    assert llm.chat_template == qwen3
     assert llm.format_chat(hi) == plain
     assert llm.format_chat(hi, enable_thinking=True) == plain
     assert llm.format_chat(hi, enable_thinking=False) == plain + "<think>\n\n</think>\n\n"
