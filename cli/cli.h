@@ -208,14 +208,14 @@ typedef struct attn_cli_opt {
 /* --mmap and --no-mmap, for every command that loads a GGUF model: an int at dst, 1 for
  * --mmap (ATTN_LLM_LOAD_MMAP), 2 for --no-mmap (the default, ATTN_LLM_LOAD_NO_MMAP) */
 #define ATTN_OPT_MMAP(dst)                                                                   \
-    {"mmap", 0, ATTN_CLI_FLAG, dst, NULL,                                             \
+    {"mmap", 0, ATTN_CLI_FLAG, dst, NULL,                                                    \
      "map the GGUF file instead of reading it into memory:\n"                                \
      "loads faster and processes share the pages, but\n"                                     \
-     "generation streams them through 4 KiB pages (slower),\n"                              \
-     "and a file truncated while in use kills the process\n"                                \
+     "generation streams them through 4 KiB pages (slower),\n"                               \
+     "and a file truncated while in use kills the process\n"                                 \
      "(SIGBUS), as in every memory-mapped reader", 1, 0, 0, 0, NULL},                        \
-    {"no-mmap", 0, ATTN_CLI_FLAG, dst, NULL,                                          \
-     "read the GGUF file into memory (the default; kept for\n"                              \
+    {"no-mmap", 0, ATTN_CLI_FLAG, dst, NULL,                                                 \
+     "read the GGUF file into memory (the default; kept for\n"                               \
      "scripts)", 2, 0, 0, 0, NULL}
 /* the loader flags of an ATTN_OPT_MMAP choice */
 #define ATTN_CLI_MMAP_FLAGS(v)                                                               \

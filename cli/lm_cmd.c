@@ -448,8 +448,8 @@ int attn_cmd_export(int argc, char **argv) {
         st = attn_module_load(ctx, attn_llm_module(llm), ck, "model.", 1);
     if (st == ATTN_OK) st = attn_llm_get_special(llm, &sp);
     if (st == ATTN_OK && gguf && tok_path)
-        st = mmap == 2 ? attn_gguf_read(ctx, tok_path, &tok) /* its text side alone: mapped */
-                       : attn_gguf_open(ctx, tok_path, &tok);
+        /* only its text side is read: mapped unless --no-mmap */
+        st = mmap == 2 ? attn_gguf_read(ctx, tok_path, &tok) : attn_gguf_open(ctx, tok_path, &tok);
     if (st != ATTN_OK) {
         attn_cli_fail(ctx, "export", st);
         goto out;

@@ -683,11 +683,14 @@ const char *attn_chat_template_named(const char *name) {
     return NULL;
 }
 
-int attn__chat_template_is_named(const char *t) {
+/* the NAMED entry whose text t is, or -1 */
+static int named_at(const char *t) {
     for (size_t i = 0; t && i < N_NAMED; i++)
-        if (!strcmp(t, NAMED[i].text)) return 1;
-    return 0;
+        if (!strcmp(t, NAMED[i].text)) return (int)i;
+    return -1;
 }
+
+int attn__chat_template_is_named(const char *t) { return named_at(t) >= 0; }
 
 typedef struct fam {
     fam_kind kind;
@@ -720,12 +723,12 @@ static const char *family_hint(const char *t) {
 static attn_status recognise(attn_ctx *ctx, const char *t, fam *f) {
     memset(f, 0, sizeof *f);
     ATTN_FAIL_IF(!t || !t[0], ctx, ATTN_E_UNSUPPORTED, "the model has no chat template");
-    for (size_t i = 0; i < N_NAMED; i++)
-        if (!strcmp(t, NAMED[i].text)) {
-            const known *kn = &KNOWN[NAMED[i].known]; /* no holes: nothing to take */
-            f->kind = kn->kind, f->name = kn->name, f->flag = kn->flag;
-            return ATTN_OK;
-        }
+    const int ni = named_at(t);
+    if (ni >= 0) {
+        const known *kn = &KNOWN[NAMED[ni].known]; /* no holes: nothing to take */
+        f->kind = kn->kind, f->name = kn->name, f->flag = kn->flag;
+        return ATTN_OK;
+    }
     prog p;
     attn_status st = prog_read(ctx, t, &p);
     if (st != ATTN_OK) {

@@ -523,14 +523,18 @@ INLINE void wide_group(const float *wd, int64_t K, const float *x, int64_t ldx, 
     STORE_M(M);
 }
 
+/* the m vectors through mv_T, ATTN__QMV_MAX at a time (the wide kernels' fallback) */
+#define MV_GROUPS(T)                                                                          \
+    for (int64_t i0 = 0; i0 < m; i0 += ATTN__QMV_MAX)                                         \
+    mv_##T(w, rb, rows, nb, x + i0 * ldx, ldx, m - i0 < ATTN__QMV_MAX ? m - i0 : ATTN__QMV_MAX, \
+           y + i0 * ldy, ldy)
+
 #define DEFW(T, BE)                                                                           \
     static void mvw_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
                         int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
         const int64_t K = nb * (BE);                                                          \
         if (K > WIDE_K || m <= ATTN__QMV_MAX) {                                               \
-            for (int64_t i0 = 0; i0 < m; i0 += ATTN__QMV_MAX)                                 \
-                mv_##T(w, rb, rows, nb, x + i0 * ldx, ldx,                                    \
-                       m - i0 < ATTN__QMV_MAX ? m - i0 : ATTN__QMV_MAX, y + i0 * ldy, ldy);   \
+            MV_GROUPS(T);                                                                     \
             return;                                                                           \
         }                                                                                     \
         _Alignas(64) float wd[WIDE_K];                                                        \
@@ -603,9 +607,7 @@ INLINE void wide_group(const float *wd, int64_t K, const float *x, int64_t ldx, 
             case 8: wrows_##T(w, rb, rows, nb, x, ldx, 8, y, ldy); return;                    \
             default: break;                                                                   \
             }                                                                                 \
-        for (int64_t i0 = 0; i0 < m; i0 += ATTN__QMV_MAX)                                     \
-            mv_##T(w, rb, rows, nb, x + i0 * ldx, ldx,                                        \
-                   m - i0 < ATTN__QMV_MAX ? m - i0 : ATTN__QMV_MAX, y + i0 * ldy, ldy);       \
+        MV_GROUPS(T);                                                                         \
     }
 DEFW32(q4_0, 18)
 DEFW32(q4_1, 20)
