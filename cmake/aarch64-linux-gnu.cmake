@@ -6,6 +6,9 @@
 # "qemu-aarch64 -L /usr/aarch64-linux-gnu" unless the cache already names one.
 # ATTN_AARCH64_PREFIX (environment or -D) picks another compiler prefix or version, e.g.
 # aarch64-linux-gnu- with ATTN_AARCH64_SUFFIX=-13 for aarch64-linux-gnu-gcc-13.
+# ATTN_AARCH64_CLANG=ON (environment or -D) compiles with clang --target=aarch64-linux-gnu
+# instead, over the same sysroot and GCC runtime: the NEON code as Apple's compiler (clang)
+# sees it, run under the same qemu.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 
@@ -19,7 +22,15 @@ endif()
 if(NOT ATTN_AARCH64_SUFFIX AND DEFINED ENV{ATTN_AARCH64_SUFFIX})
   set(ATTN_AARCH64_SUFFIX "$ENV{ATTN_AARCH64_SUFFIX}")
 endif()
-set(CMAKE_C_COMPILER ${ATTN_AARCH64_PREFIX}gcc${ATTN_AARCH64_SUFFIX})
+if(NOT DEFINED ATTN_AARCH64_CLANG AND DEFINED ENV{ATTN_AARCH64_CLANG})
+  set(ATTN_AARCH64_CLANG "$ENV{ATTN_AARCH64_CLANG}")
+endif()
+if(ATTN_AARCH64_CLANG)
+  set(CMAKE_C_COMPILER clang)
+  set(CMAKE_C_COMPILER_TARGET aarch64-linux-gnu)
+else()
+  set(CMAKE_C_COMPILER ${ATTN_AARCH64_PREFIX}gcc${ATTN_AARCH64_SUFFIX})
+endif()
 
 set(ATTN_AARCH64_SYSROOT /usr/aarch64-linux-gnu CACHE PATH
     "The target's libraries, for qemu-aarch64 -L")
