@@ -539,13 +539,13 @@ static void test_public(void) {
 }
 
 /* ---- the ARM kernels against the plain C ones, bit for bit ---------------------------------
- * The NEON dq and mv kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL,
- * IQ4_XS, F32, F16, BF16 and the SDOT and SMMLA mv8 kernels of the quantized ones sum in the
- * plain C kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c,
+ * The NEON dq and mv kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+ * IQ4_NL, IQ4_XS, F32, F16, BF16 and the SDOT and SMMLA mv8 kernels of the quantized ones sum
+ * in the plain C kernels' order (arm_neon/quant_neon.c, arm_dotprod/quant_dotprod.c,
  * arm_i8mm/quant_i8mm.c), so their outputs are those bits exactly, for every m up to
  * ATTN__QMV_MAX and any row range; and the wide entries (NEON mvw, SDOT and SMMLA mvw8) give
  * each of up to ATTN__QMV_WIDE vectors those bits too (the plain C kernels run on groups of
- * ATTN__QMV_MAX vectors). */
+ * ATTN__QMV_MAX vectors).  K is 3 superblocks of the K types, the row ranges odd and even. */
 /* y[i * ldy + r] for m vectors through a kernel that takes ATTN__QMV_MAX at a time */
 static void mv_groups(attn__qmv_fn mv, const unsigned char *w, size_t rb, int64_t rows,
                       int64_t nb, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy) {
@@ -576,9 +576,9 @@ static void test_arm_bits(void) {
                                  "test_qlinear: SMMLA kernels against plain C bits")))
         mm = NULL;
     attn_ctx *c = tu_ctx(1);
-    const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q5_0, ATTN_Q_Q5_1,
-                         ATTN_Q_Q8_0, ATTN_Q_Q4_K, ATTN_Q_Q5_K, ATTN_Q_Q6_K,
-                         ATTN_Q_F32,  ATTN_Q_F16,  ATTN_Q_BF16, ATTN_Q_IQ4_NL, ATTN_Q_IQ4_XS};
+    const int types[] = {ATTN_Q_Q4_0, ATTN_Q_Q4_1, ATTN_Q_Q5_0,   ATTN_Q_Q5_1,   ATTN_Q_Q8_0,
+                         ATTN_Q_Q2_K, ATTN_Q_Q3_K, ATTN_Q_Q4_K,   ATTN_Q_Q5_K,   ATTN_Q_Q6_K,
+                         ATTN_Q_F32,  ATTN_Q_F16,  ATTN_Q_BF16,   ATTN_Q_IQ4_NL, ATTN_Q_IQ4_XS};
     const int64_t N = 13, K = 768, nb32 = K / 32, M = ATTN__QMV_WIDE; /* 3 K blocks */
     float *x = malloc(sizeof(float) * (size_t)(M * K)), *d0 = malloc(sizeof(float) * (size_t)(N * K)),
           *d1 = malloc(sizeof(float) * (size_t)(N * K)), y0[ATTN__QMV_WIDE * 13],

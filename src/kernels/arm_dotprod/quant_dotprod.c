@@ -1,7 +1,7 @@
 /* Quantized weights with int8 activations (attn__q8act) on AArch64 with the dot-product
  * extension (SDOT, FEAT_DotProd; built with +dotprod, chosen only where the OS reports
  * asimddp: dispatch.c): the mv8 kernels of every type with an int8 path (Q4_0, Q4_1, Q5_0,
- * Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).
+ * Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).
  *
  * Bits.  A block's integer dot product sum(q qx) is exact whichever way it is summed: two SDOT
  * over 16 bytes each into 4 int32 lanes, then one across-lanes add.  The float terms are then
@@ -10,6 +10,7 @@
  *   Q4_0, Q5_0  acc += (dw dx) (sum(q qx) - o sum(qx)),  q the unsigned 4 / 5 bits, o 8 / 16
  *   Q4_1, Q5_1  acc += (dw dx) sum(q qx) + mw sx
  *   Q4_K, Q5_K, Q6_K, IQ4_XS  one term per group (below)
+ *   Q2_K, Q3_K  one term per block of 32 of x (below)
  * so the results are its bits exactly.  Cost on paper: docs/kernels.md ("ARM64"). */
 #include "../quant.h"
 
@@ -137,6 +138,52 @@ static void mv8_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
     }
 }
 
+/* Q2_K and Q3_K: the weights times their group scales as 16 vectors of bytes (a[g] the group
+ * of 16 elements 16 g .., qunpack_neon.h), so one block of 32 of x against groups 2 j and
+ * 2 j + 1 is two SDOT into one vector whose 4 lanes sum to the plain C kernel's integer bracket
+ * (sc0 sum0(q qx) + sc1 sum1(q qx); Q3_K's negated); ADDP reduces the 8 blocks' vectors into
+ * 2 vectors of 4 brackets, and the float terms run on 4 lanes (attn__k23_acc), added to the
+ * row's sum in order:
+ *   Q2_K  per block of 32 of x: (d dx) is - (dmin dx) (m0 sum0(qx) + m1 sum1(qx))
+ *   Q3_K  per block of 32 of x: (d dx) is */
+static inline void mv8_k23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                           const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    const size_t bb = three ? 110 : 84;
+    for (int64_t r = 0; r < rows; r++) {
+        float acc[ATTN__QMV_WIDE] = {0};
+        for (int64_t k = 0; k < nb; k++) {
+            const uint8_t *b = w + (size_t)r * rb + (size_t)k * bb;
+            const float d = attn__load_half(b + (three ? 108 : 80));
+            const float dmin = three ? 0.0f : attn__load_half(b + 82);
+            int8x16_t a[16];
+            int32x4_t mn[4];
+            attn__unpack_k23(three, b, a, mn);
+            for (int64_t i = 0; i < m; i++) {
+                const int8_t *xq = xa->q + i * xa->ldq + 256 * k;
+                int32x4_t s[8];
+                for (int j = 0; j < 8; j++)
+                    s[j] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), a[2 * j], vld1q_s8(xq + 32 * j)),
+                                     a[2 * j + 1], vld1q_s8(xq + 32 * j + 16));
+                const int32x4_t is0 = vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
+                const int32x4_t is1 = vpaddq_s32(vpaddq_s32(s[4], s[5]), vpaddq_s32(s[6], s[7]));
+                acc[i] = attn__k23_acc(three, d, dmin, mn, is0, is1,
+                                       xa->dsx + i * 2 * xa->ldb + 16 * k,
+                                       xa->sq + i * 2 * xa->ldb + 16 * k, acc[i]);
+            }
+        }
+        for (int64_t i = 0; i < m; i++) y[i * ldy + r] = acc[i];
+    }
+}
+
+static void mv8_q2_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    mv8_k23(0, w, rb, rows, nb, xa, m, y, ldy);
+}
+static void mv8_q3_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    mv8_k23(1, w, rb, rows, nb, xa, m, y, ldy);
+}
+
 static const attn__quant_kernels TABLE = {
     "neon_dotprod",
     {0},
@@ -144,14 +191,14 @@ static const attn__quant_kernels TABLE = {
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
-     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs, [ATTN_Q_Q2_K] = mv8_q2_k, [ATTN_Q_Q3_K] = mv8_q3_k},
     {0},
     /* mvw8: the same kernels, which take up to ATTN__QMV_WIDE rows of activations (each
      * block unpacked once for all of them; one float sum per row, so the same bits per row) */
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
-     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs, [ATTN_Q_Q2_K] = mv8_q2_k, [ATTN_Q_Q3_K] = mv8_q3_k},
 };
 
 const attn__quant_kernels *attn__quant_kernels_dotprod(void) { return &TABLE; }

@@ -1,7 +1,8 @@
 /* The integer quants of the 4- and 5-bit, the K and the IQ4 types as bytes in NEON vectors,
  * shared by the SDOT (quant_dotprod.c) and SMMLA (../arm_i8mm/quant_i8mm.c) int8 kernels and
  * the float NEON kernels (../arm_neon/quant_neon.c): every value fits a signed byte (at most
- * 63, the IQ4 levels -127 .. 113).
+ * 63, the IQ4 levels -127 .. 113, Q2_K / Q3_K quants times their group scale -128 .. 124),
+ * and the int8 kernels' float terms of Q2_K and Q3_K (attn__k23_acc).
  * Layouts in ../quant.h; plain NEON, no extension needed. */
 #ifndef ATTN_QUNPACK_NEON_H
 #define ATTN_QUNPACK_NEON_H
@@ -138,6 +139,107 @@ static inline void attn__unpack_q6k(const uint8_t *b, int8x16_t *a) {
             a[8 * h + 2 * c + 1] = vreinterpretq_s8_u8(vorrq_u8(l1, vshlq_n_u8(t1, 4)));
         }
     }
+}
+
+/* ---- Q2_K and Q3_K: 16 groups of 16 ------------------------------------------------------
+ * Element 32 j + l of a block (l < 32: group 2 j + (l >> 4) of 16, x's block of 32 number j
+ * within the superblock) has its 2 low bits at shift 2 (j & 3) of qs[32 (j >> 2) + l] (qs at
+ * b + 16 for Q2_K, b + 32 for Q3_K) and, for Q3_K, its high bit h at shift j of hmask[l] (at
+ * b): q = ql (Q2_K, 0 .. 3) or ql - 4 (1 - h) (Q3_K, -4 .. 3). */
+
+/* The quants of elements 32 j .. 32 j + 31 as signed bytes: 0-15 (group 2 j) in q0, 16-31
+ * (group 2 j + 1) in q1; Q3_K (three 1) subtracts 4 where the high bit is clear (CMTST, BIC) */
+static inline void attn__k23_quants(int three, const uint8_t *b, int j, int8x16_t *q0,
+                                    int8x16_t *q1) {
+    const uint8_t *qs = b + (three ? 32 : 16) + 32 * (j >> 2);
+    const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * (j & 3))); /* right shift by 2 (j & 3) */
+    const uint8x16_t mask = vdupq_n_u8(3);
+    uint8x16_t l0 = vandq_u8(vshlq_u8(vld1q_u8(qs), sh), mask);
+    uint8x16_t l1 = vandq_u8(vshlq_u8(vld1q_u8(qs + 16), sh), mask);
+    if (three) {
+        const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << j)), four = vdupq_n_u8(4);
+        l0 = vsubq_u8(l0, vbicq_u8(four, vtstq_u8(vld1q_u8(b), bit)));
+        l1 = vsubq_u8(l1, vbicq_u8(four, vtstq_u8(vld1q_u8(b + 16), bit)));
+    }
+    *q0 = vreinterpretq_s8_u8(l0);
+    *q1 = vreinterpretq_s8_u8(l1);
+}
+
+/* Q3_K: the 16 signed 6-bit group scales s - 32 (in [-32, 31]) as bytes, lane g: the low 4
+ * bits from byte g & 7 of the 12 at b + 96 (shift 4 (g >> 3)), the high 2 from byte
+ * 8 + (g & 3) (shift 2 (g >> 2)); the 12 bytes read without passing the block */
+static inline int8x16_t attn__q3k_scales(const uint8_t *b) {
+    static const int8_t SH[16] = {0, 0, 0, 0, -2, -2, -2, -2, -4, -4, -4, -4, -6, -6, -6, -6};
+    const uint8x8_t l = vld1_u8(b + 96);
+    const uint8x16_t lo = vcombine_u8(vand_u8(l, vdup_n_u8(15)), vshr_n_u8(l, 4));
+    const uint32_t h = (uint32_t)b[104] | (uint32_t)b[105] << 8 | (uint32_t)b[106] << 16 |
+                       (uint32_t)b[107] << 24; /* bytes 8 .. 11, repeated in every 4 lanes */
+    const uint8x16_t hi = vandq_u8(vshlq_u8(vreinterpretq_u8_u32(vdupq_n_u32(h)), vld1q_s8(SH)),
+                                   vdupq_n_u8(3));
+    return vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
+}
+
+/* The int8 kernels' weights of a Q2_K / Q3_K block: the 256 quants times their group's scale
+ * as 16 vectors of signed bytes, a[g] the group of 16 elements 16 g .. 16 g + 15: Q2_K
+ * q (sc & 15) in [0, 45]; Q3_K -(q s) in [-128, 124] (q s itself reaches 128 at q = -4,
+ * s = -32, beyond a signed byte; its negation fits).  So a dot product of a[2 j], a[2 j + 1]
+ * with x's block j is the plain C kernel's integer bracket sc0 sum0(q qx) + sc1 sum1(q qx),
+ * exactly (negated for Q3_K).  Q2_K's group mins sc >> 4 go to mn (4 vectors of int32, lanes
+ * the groups in order); Q3_K leaves mn untouched. */
+static inline void attn__unpack_k23(int three, const uint8_t *b, int8x16_t *a, int32x4_t *mn) {
+    int8_t s[16]; /* the multipliers, one per group, broadcast by LD1R */
+    if (three) {
+        vst1q_s8(s, vnegq_s8(attn__q3k_scales(b)));
+    } else {
+        const uint8x16_t sc = vld1q_u8(b);
+        vst1q_s8(s, vreinterpretq_s8_u8(vandq_u8(sc, vdupq_n_u8(15))));
+        const uint8x16_t m = vshrq_n_u8(sc, 4);
+        const uint16x8_t m0 = vmovl_u8(vget_low_u8(m)), m1 = vmovl_u8(vget_high_u8(m));
+        mn[0] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m0)));
+        mn[1] = vreinterpretq_s32_u32(vmovl_u16(vget_high_u16(m0)));
+        mn[2] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m1)));
+        mn[3] = vreinterpretq_s32_u32(vmovl_u16(vget_high_u16(m1)));
+    }
+    for (int j = 0; j < 8; j++) {
+        int8x16_t q0, q1;
+        attn__k23_quants(three, b, j, &q0, &q1);
+        a[2 * j] = vmulq_s8(q0, vld1q_dup_s8(s + 2 * j));
+        a[2 * j + 1] = vmulq_s8(q1, vld1q_dup_s8(s + 2 * j + 1));
+    }
+}
+
+/* The plain C kernel's 8 float terms of a Q2_K / Q3_K block against one row of x, added to acc
+ * in order (j = 0 .. 7, x's blocks of 32 in the superblock):
+ *   Q2_K  (d dx_j) is_j - (dmin dx_j) (m_2j sq_2j + m_2j+1 sq_2j+1)
+ *   Q3_K  (d dx_j) is_j
+ * is_j the integer brackets in lanes j (is0: j = 0 .. 3, is1: 4 .. 7; Q3_K's negated, as
+ * attn__unpack_k23 gives them), xd the row's dsx at the block's first block of 32 (d and sum
+ * of x pairs: LD2 takes the 8 d), sq its sq there (the 16 sums of x's quants per group of 16),
+ * mn the Q2_K mins.  The products and the subtraction on 4 lanes are the plain C kernel's
+ * roundings (each is one IEEE operation, commutative), then the 8 serial adds. */
+static inline float attn__k23_acc(int three, float d, float dmin, const int32x4_t *mn,
+                                  int32x4_t is0, int32x4_t is1, const float *xd,
+                                  const int32_t *sq, float acc) {
+    const float32x4_t dx0 = vld2q_f32(xd).val[0], dx1 = vld2q_f32(xd + 8).val[0];
+    if (three) is0 = vnegq_s32(is0), is1 = vnegq_s32(is1);
+    float32x4_t t0 = vmulq_f32(vmulq_n_f32(dx0, d), vcvtq_f32_s32(is0));
+    float32x4_t t1 = vmulq_f32(vmulq_n_f32(dx1, d), vcvtq_f32_s32(is1));
+    if (!three) {
+        int32x4_t p[4]; /* m_g sq_g, then pairs added: m_2j sq_2j + m_2j+1 sq_2j+1 in lane j */
+        for (int v = 0; v < 4; v++) p[v] = vmulq_s32(mn[v], vld1q_s32(sq + 4 * v));
+        const int32x4_t im0 = vpaddq_s32(p[0], p[1]), im1 = vpaddq_s32(p[2], p[3]);
+        t0 = vsubq_f32(t0, vmulq_f32(vmulq_n_f32(dx0, dmin), vcvtq_f32_s32(im0)));
+        t1 = vsubq_f32(t1, vmulq_f32(vmulq_n_f32(dx1, dmin), vcvtq_f32_s32(im1)));
+    }
+    acc += vgetq_lane_f32(t0, 0);
+    acc += vgetq_lane_f32(t0, 1);
+    acc += vgetq_lane_f32(t0, 2);
+    acc += vgetq_lane_f32(t0, 3);
+    acc += vgetq_lane_f32(t1, 0);
+    acc += vgetq_lane_f32(t1, 1);
+    acc += vgetq_lane_f32(t1, 2);
+    acc += vgetq_lane_f32(t1, 3);
+    return acc;
 }
 
 #endif

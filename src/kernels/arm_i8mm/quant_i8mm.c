@@ -1,8 +1,8 @@
 /* Quantized weights with int8 activations (attn__q8act) on AArch64 with the int8 matrix
  * multiply extension (SMMLA, FEAT_I8MM; built with +dotprod+i8mm, chosen only where the OS
  * reports i8mm and asimddp: dispatch.c): the mv8 kernels of every type with an int8 path (Q4_0,
- * Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) for two or more rows of
- * activations.  One SMMLA multiplies a 2 x 8 block of int8 activations (rows i, i + 1) with
+ * Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) for two or more rows
+ * of activations.  One SMMLA multiplies a 2 x 8 block of int8 activations (rows i, i + 1) with
  * a 2 x 8 block of weights (rows r, r + 1) into the four int32 dot products, so two activation
  * rows and two weight rows share each weight unpacking and each x load, where SDOT gives one
  * row pair's dot.  One activation row (m = 1) and an odd last weight row run the SDOT kernels
@@ -184,6 +184,58 @@ static inline void pair_q6k(const uint8_t *w0, const uint8_t *w1, int64_t nb,
     for (int64_t i = 0; i < m; i++) y[i * ldy] = acc[i][0], y[i * ldy + 1] = acc[i][1];
 }
 
+/* Q2_K, Q3_K: the weights times their group scales (attn__unpack_k23), so each block of 32 of
+ * x gives, in 4 SMMLA, the integer brackets of the 4 (activation row, weight row) pairs; the 8
+ * blocks' vectors transposed (TRN, ZIP: lanes j = 0 .. 3 and 4 .. 7 of one pair per vector),
+ * then each pair's float terms on 4 lanes in order as the SDOT kernel (attn__k23_acc) */
+static inline void tr4(const int32x4_t *t, int32x4_t *c) { /* c[l] lane j = t[j] lane l */
+    const int32x4_t a0 = vtrn1q_s32(t[0], t[1]), a1 = vtrn2q_s32(t[0], t[1]);
+    const int32x4_t b0 = vtrn1q_s32(t[2], t[3]), b1 = vtrn2q_s32(t[2], t[3]);
+    c[0] = vreinterpretq_s32_s64(vzip1q_s64(vreinterpretq_s64_s32(a0), vreinterpretq_s64_s32(b0)));
+    c[1] = vreinterpretq_s32_s64(vzip1q_s64(vreinterpretq_s64_s32(a1), vreinterpretq_s64_s32(b1)));
+    c[2] = vreinterpretq_s32_s64(vzip2q_s64(vreinterpretq_s64_s32(a0), vreinterpretq_s64_s32(b0)));
+    c[3] = vreinterpretq_s32_s64(vzip2q_s64(vreinterpretq_s64_s32(a1), vreinterpretq_s64_s32(b1)));
+}
+
+static inline void pair_k23(int three, const uint8_t *w0, const uint8_t *w1, int64_t nb,
+                            const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
+    const size_t bb = three ? 110 : 84;
+    float acc[ATTN__QMV_WIDE][2] = {{0}};
+    for (int64_t k = 0; k < nb; k++) {
+        const uint8_t *b[2] = {w0 + (size_t)k * bb, w1 + (size_t)k * bb};
+        int8x16_t a[16], c[16];
+        int32x4_t mn[2][4];
+        attn__unpack_k23(three, b[0], a, mn[0]);
+        attn__unpack_k23(three, b[1], c, mn[1]);
+        float d[2], dmin[2];
+        for (int j = 0; j < 2; j++) {
+            d[j] = attn__load_half(b[j] + (three ? 108 : 80));
+            dmin[j] = three ? 0.0f : attn__load_half(b[j] + 82);
+        }
+        wpair p[16];
+        for (int v = 0; v < 16; v++) p[v] = pair16(a[v], c[v]);
+        for (int64_t i = 0; i < m; i += 2) {
+            const int64_t i1 = i + 1 < m ? i + 1 : i;
+            const int8_t *x0 = XROW(i) + 256 * k, *x1 = XROW(i1) + 256 * k;
+            int32x4_t t[8], u[2][4]; /* u[h][l]: pair l (lanes of SMMLA), blocks 4 h .. 4 h + 3 */
+            for (int j = 0; j < 8; j++)
+                t[j] = mm16(mm16(vdupq_n_s32(0), x0 + 32 * j, x1 + 32 * j, p[2 * j]),
+                            x0 + 32 * j + 16, x1 + 32 * j + 16, p[2 * j + 1]);
+            tr4(t, u[0]);
+            tr4(t + 4, u[1]);
+            /* pair l: activation row l < 2 ? i : i1, weight row l & 1 */
+            for (int l = 0; l < (i1 != i ? 4 : 2); l++) {
+                const int64_t ii = l < 2 ? i : i1;
+                const int r = l & 1;
+                acc[ii][r] = attn__k23_acc(three, d[r], dmin[r], mn[r], u[0][l], u[1][l],
+                                           xa->dsx + ii * 2 * xa->ldb + 16 * k,
+                                           xa->sq + ii * 2 * xa->ldb + 16 * k, acc[ii][r]);
+            }
+        }
+    }
+    for (int64_t i = 0; i < m; i++) y[i * ldy] = acc[i][0], y[i * ldy + 1] = acc[i][1];
+}
+
 /* ---- the table: pairs of rows on SMMLA, m = 1 and an odd last row on SDOT ------------------ */
 #define DEF(T, TYPE, PAIR)                                                                    \
     static void mv8_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                \
@@ -210,6 +262,8 @@ DEF(q5_k, ATTN_Q_Q5_K, pair_k45(1, 0, w0, w1, nb, xa, m, y + r, ldy))
 DEF(iq4_nl, ATTN_Q_IQ4_NL, pair32(T_IQ4_NL, 18, w0, w1, nb, xa, m, y + r, ldy))
 DEF(iq4_xs, ATTN_Q_IQ4_XS, pair_k45(0, 1, w0, w1, nb, xa, m, y + r, ldy))
 DEF(q6_k, ATTN_Q_Q6_K, pair_q6k(w0, w1, nb, xa, m, y + r, ldy))
+DEF(q2_k, ATTN_Q_Q2_K, pair_k23(0, w0, w1, nb, xa, m, y + r, ldy))
+DEF(q3_k, ATTN_Q_Q3_K, pair_k23(1, w0, w1, nb, xa, m, y + r, ldy))
 
 static const attn__quant_kernels TABLE = {
     "neon_i8mm",
@@ -218,13 +272,13 @@ static const attn__quant_kernels TABLE = {
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
-     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs, [ATTN_Q_Q2_K] = mv8_q2_k, [ATTN_Q_Q3_K] = mv8_q3_k},
     {0},
     /* mvw8: the mv8 kernels (up to ATTN__QMV_WIDE rows, as the SDOT table's) */
     {[ATTN_Q_Q4_0] = mv8_q4_0, [ATTN_Q_Q4_1] = mv8_q4_1, [ATTN_Q_Q5_0] = mv8_q5_0,
      [ATTN_Q_Q5_1] = mv8_q5_1, [ATTN_Q_Q8_0] = mv8_q8_0, [ATTN_Q_Q4_K] = mv8_q4_k,
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
-     [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
+     [ATTN_Q_IQ4_XS] = mv8_iq4_xs, [ATTN_Q_Q2_K] = mv8_q2_k, [ATTN_Q_Q3_K] = mv8_q3_k},
 };
 
 /* NULL where the SDOT table is missing too (a build without +dotprod) */

@@ -1,20 +1,22 @@
 /* Quantized weights with float activations on AArch64 NEON (contract in ../quant.h): the
  * dequantization (dq) and the matrix-vector products (mv) of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, F32, F16 and BF16, and the wide products (mvw, up to
- * ATTN__QMV_WIDE vectors, below) of the same types; the other types use the plain C kernels
- * (NULL entries).
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, F32, F16 and BF16, and the wide products (mvw,
+ * up to ATTN__QMV_WIDE vectors, below) of the same types; the other types (Q8_K) use the plain
+ * C kernels (NULL entries).
  *
  * Bits.  Each block of 32 (each group of 32 of a K block) is dequantized in registers exactly as
  * the reference does it (the integer q widened to float, times d, plus m for Q4_1 and Q5_1,
  * minus dmin m for Q4_K and Q5_K, d sc for Q6_K and d ls for IQ4_XS rounded first (the IQ4
- * levels T[q] by TBL, widened as the quants): one rounding each, never fused; this file is
- * built with -ffp-contract=off), and multiplied with x into eight float partial sums, element k
- * into sum k mod 8, multiply then add: two vectors hold sums 0-3 and 4-7, and the end of the
- * row folds them as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).  That is the plain C
- * kernel's order (ref/quant_kern_ref.c), so the results are its bits exactly, for every row
- * range and thread count.  The integer quants of the 4- and 5-bit types and the IQ4 levels come
- * from the unpacking shared with the int8 kernels (../arm_dotprod/qunpack_neon.h, plain
- * NEON).  Cost on paper: docs/kernels.md ("ARM64"). */
+ * levels T[q] by TBL, widened as the quants); Q2_K and Q3_K per group of 16 with their own
+ * scales, (d sc) q - (dmin m) and (d (s - 32)) q, the products in parentheses rounded first: one
+ * rounding each, never fused; this file is built with -ffp-contract=off), and multiplied with
+ * x into eight float partial sums, element k into sum k mod 8, multiply then add: two vectors
+ * hold sums 0-3 and 4-7, and the end of the row folds them as ((s0 + s4) + (s2 + s6)) +
+ * ((s1 + s5) + (s3 + s7)).  That is the plain C kernel's order (ref/quant_kern_ref.c), so the
+ * results are its bits exactly, for every row range and thread count.  The integer quants of
+ * the 4- and 5-bit types, of Q2_K and Q3_K, and the IQ4 levels come from the unpacking shared
+ * with the int8 kernels (../arm_dotprod/qunpack_neon.h, plain NEON).  Cost on paper:
+ * docs/kernels.md ("ARM64"). */
 #include "../quant.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
@@ -180,15 +182,56 @@ static inline void group_iq4_xs(const uint8_t *b, int s, float32x4_t *v) {
     widen16(a1, ds, v + 4);
 }
 
-/* dq and mv of a K type: the groups in order; mv adds element k into sum k mod 8 as DEF */
-#define DEFK(T, BYTES)                                                                        \
+/* Q2_K and Q3_K: 16 groups of 16, each with its own float scale (and Q2_K min), computed for
+ * the whole block first (k16: 16 bytes widened and multiplied on vectors, where 16 scalar
+ * conversions would cost more) and then read per group of 16 */
+typedef struct k16 {
+    float dl[16], ml[16];
+} k16;
+/* Q2_K: dl[g] = d (sc_g & 15), ml[g] = dmin (sc_g >> 4), one rounding each as the reference */
+static inline void prep_q2_k(const uint8_t *b, k16 *ks) {
+    const uint8x16_t sc = vld1q_u8(b);
+    float32x4_t v[4];
+    widen16(vreinterpretq_s8_u8(vandq_u8(sc, vdupq_n_u8(15))), attn__load_half(b + 80), v);
+    for (int i = 0; i < 4; i++) vst1q_f32(ks->dl + 4 * i, v[i]);
+    widen16(vreinterpretq_s8_u8(vshrq_n_u8(sc, 4)), attn__load_half(b + 82), v);
+    for (int i = 0; i < 4; i++) vst1q_f32(ks->ml + 4 * i, v[i]);
+}
+/* Q3_K: dl[g] = d (s_g - 32), the signed 6-bit scales (qunpack_neon.h) */
+static inline void prep_q3_k(const uint8_t *b, k16 *ks) {
+    float32x4_t v[4];
+    widen16(attn__q3k_scales(b), attn__load_half(b + 108), v);
+    for (int i = 0; i < 4; i++) vst1q_f32(ks->dl + 4 * i, v[i]);
+}
+/* group s of 32 (the groups 2 s and 2 s + 1 of 16): Q2_K fl(dl q) - ml, two roundings; Q3_K
+ * dl q, q in [-4, 3] (attn__k23_quants) */
+static inline void group_q2_k(const uint8_t *b, const k16 *ks, int s, float32x4_t *v) {
+    int8x16_t q0, q1;
+    attn__k23_quants(0, b, s, &q0, &q1);
+    widen16(q0, ks->dl[2 * s], v);
+    widen16(q1, ks->dl[2 * s + 1], v + 4);
+    const float32x4_t m0 = vdupq_n_f32(ks->ml[2 * s]), m1 = vdupq_n_f32(ks->ml[2 * s + 1]);
+    for (int i = 0; i < 4; i++) v[i] = vsubq_f32(v[i], m0), v[i + 4] = vsubq_f32(v[i + 4], m1);
+}
+static inline void group_q3_k(const uint8_t *b, const k16 *ks, int s, float32x4_t *v) {
+    int8x16_t q0, q1;
+    attn__k23_quants(1, b, s, &q0, &q1);
+    widen16(q0, ks->dl[2 * s], v);
+    widen16(q1, ks->dl[2 * s + 1], v + 4);
+}
+
+/* dq and mv of a K type: PREP once per block at b, then DEQ fills v with group g of 32 of it,
+ * the groups in order; mv adds element k into sum k mod 8 as DEF */
+#define DEFK(T, BYTES, PREP, DEQ)                                                             \
     static void dq_##T(const uint8_t *b, int64_t nb, float *y) {                              \
-        for (int64_t k = 0; k < nb; k++, b += BYTES)                                          \
-            for (int s = 0; s < 8; s++, y += 32) {                                            \
+        for (int64_t k = 0; k < nb; k++, b += BYTES) {                                        \
+            PREP;                                                                             \
+            for (int g = 0; g < 8; g++, y += 32) {                                            \
                 float32x4_t v[8];                                                             \
-                group_##T(b, s, v);                                                           \
+                DEQ;                                                                          \
                 for (int i = 0; i < 8; i++) vst1q_f32(y + 4 * i, v[i]);                       \
             }                                                                                 \
+        }                                                                                     \
     }                                                                                         \
     static void mv_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                      \
@@ -196,10 +239,11 @@ static inline void group_iq4_xs(const uint8_t *b, int s, float32x4_t *v) {
             const uint8_t *b = w + (size_t)r * rb;                                            \
             float32x4_t s[ATTN__QMV_MAX][2];                                                  \
             for (int64_t i = 0; i < m; i++) s[i][0] = s[i][1] = vdupq_n_f32(0.0f);            \
-            for (int64_t k = 0; k < nb; k++, b += BYTES)                                      \
+            for (int64_t k = 0; k < nb; k++, b += BYTES) {                                    \
+                PREP;                                                                         \
                 for (int g = 0; g < 8; g++) {                                                 \
                     float32x4_t v[8];                                                         \
-                    group_##T(b, g, v);                                                       \
+                    DEQ;                                                                      \
                     for (int64_t i = 0; i < m; i++) {                                         \
                         const float *xk = x + i * ldx + 256 * k + 32 * g;                     \
                         for (int j = 0; j < 8; j++)                                           \
@@ -207,6 +251,7 @@ static inline void group_iq4_xs(const uint8_t *b, int s, float32x4_t *v) {
                                                     vmulq_f32(v[j], vld1q_f32(xk + 4 * j)));  \
                     }                                                                         \
                 }                                                                             \
+            }                                                                                 \
             for (int64_t i = 0; i < m; i++) {                                                 \
                 const float32x4_t t = vaddq_f32(s[i][0], s[i][1]);                            \
                 const float32x2_t u = vadd_f32(vget_low_f32(t), vget_high_f32(t));            \
@@ -214,10 +259,12 @@ static inline void group_iq4_xs(const uint8_t *b, int s, float32x4_t *v) {
             }                                                                                 \
         }                                                                                     \
     }
-DEFK(q4_k, 144)
-DEFK(q5_k, 176)
-DEFK(q6_k, 210)
-DEFK(iq4_xs, 136)
+DEFK(q4_k, 144, (void)0, group_q4_k(b, g, v))
+DEFK(q5_k, 176, (void)0, group_q5_k(b, g, v))
+DEFK(q6_k, 210, (void)0, group_q6_k(b, g, v))
+DEFK(iq4_xs, 136, (void)0, group_iq4_xs(b, g, v))
+DEFK(q2_k, 84, k16 ks; prep_q2_k(b, &ks), group_q2_k(b, &ks, g, v))
+DEFK(q3_k, 110, k16 ks; prep_q3_k(b, &ks), group_q3_k(b, &ks, g, v))
 
 /* ---- wide: up to ATTN__QMV_WIDE vectors in one pass over the weights (mvw) ----------------
  * Each block (each group of 32 of a K block) is dequantized in registers once, as mv does it,
@@ -259,9 +306,10 @@ WIDE_INLINE float wide_fold(float32x4_t s0, float32x4_t s1) {
             WCASE(T, 5) WCASE(T, 6) WCASE(T, 7) default: WCASE(T, 8)                          \
         }                                                                                     \
     }
-/* T: steps of BYTES, each G groups of 4 NV weights (v[NV]: DEQ fills them for group g of the
- * step at b), nb / PER steps (PER: nb's unit per step); then TAIL with b past the last step */
-#define DEFW(T, BYTES, G, NV, PER, DEQ, TAIL)                                                 \
+/* T: steps of BYTES, each PREP (once per step at b) and G groups of 4 NV weights (v[NV]: DEQ
+ * fills them for group g of the step at b), nb / PER steps (PER: nb's unit per step); then
+ * TAIL with b past the last step */
+#define DEFW(T, BYTES, G, NV, PER, PREP, DEQ, TAIL)                                           \
     WIDE_INLINE void wrows_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,         \
                                const float *x, int64_t ldx, const int M, float *y,            \
                                int64_t ldy) {                                                 \
@@ -269,18 +317,20 @@ WIDE_INLINE float wide_fold(float32x4_t s0, float32x4_t s1) {
             const uint8_t *b = w + (size_t)r * rb;                                            \
             float32x4_t s[ATTN__QMV_WIDE][2];                                                 \
             for (int i = 0; i < M; i++) s[i][0] = s[i][1] = vdupq_n_f32(0.0f);                \
-            for (int64_t k = 0; k < nb / (PER); k++, b += (BYTES))                            \
+            for (int64_t k = 0; k < nb / (PER); k++, b += (BYTES)) {                          \
+                PREP;                                                                         \
                 for (int g = 0; g < (G); g++) {                                               \
                     float32x4_t v[NV];                                                        \
                     DEQ;                                                                      \
                     wide_acc(v, (NV), x + 4 * (NV) * ((G) * k + g), ldx, M, s);               \
                 }                                                                             \
+            }                                                                                 \
             TAIL;                                                                             \
             for (int i = 0; i < M; i++) y[i * ldy + r] = wide_fold(s[i][0], s[i][1]);         \
         }                                                                                     \
     }                                                                                         \
     DEF_MVW(T)
-#define BLOCKW(T, BYTES, G, DEQ) DEFW(T, BYTES, G, 8, 1, DEQ, (void)0)
+#define BLOCKW(T, BYTES, G, DEQ) DEFW(T, BYTES, G, 8, 1, (void)0, DEQ, (void)0)
 BLOCKW(q4_0, 18, 1, ((void)g, block_q4_0(b, v)))
 BLOCKW(q4_1, 20, 1, ((void)g, block_q4_1(b, v)))
 BLOCKW(q5_0, 22, 1, ((void)g, block_q5_0(b, v)))
@@ -291,6 +341,8 @@ BLOCKW(q5_k, 176, 8, group_q5_k(b, g, v))
 BLOCKW(q6_k, 210, 8, group_q6_k(b, g, v))
 BLOCKW(iq4_nl, 18, 1, ((void)g, block_iq4_nl(b, v)))
 BLOCKW(iq4_xs, 136, 8, group_iq4_xs(b, g, v))
+DEFW(q2_k, 84, 8, 8, 1, k16 ks; prep_q2_k(b, &ks), group_q2_k(b, &ks, g, v), (void)0)
+DEFW(q3_k, 110, 8, 8, 1, k16 ks; prep_q3_k(b, &ks), group_q3_k(b, &ks, g, v), (void)0)
 
 /* ---- F32, F16 and BF16 weights: one element per block, K (nb) arbitrary -----------------
  * The plain C kernel's order as for the blocks (element k into sum k mod 8): steps of 8
@@ -350,7 +402,8 @@ WIDE_INLINE void wide_tail(const float *t, int64_t n, const float *x, int64_t ld
     }
 
 #define DEFF(T, ES)                                                                           \
-    DEFW(T, 8 * (ES), 1, 2, 8, ((void)g, v[0] = ld4_##T(b, 0), v[1] = ld4_##T(b, 4)), FTAIL(T)) \
+    DEFW(T, 8 * (ES), 1, 2, 8, (void)0, ((void)g, v[0] = ld4_##T(b, 0), v[1] = ld4_##T(b, 4)), \
+         FTAIL(T))                                                                            \
     static void dq_##T(const uint8_t *b, int64_t n, float *y) {                               \
         int64_t k = 0;                                                                        \
         for (; k + 4 <= n; k += 4) vst1q_f32(y + k, dq4_##T(b, k));                           \
@@ -366,18 +419,18 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_1] = dq_q5_1, [ATTN_Q_Q8_0] = dq_q8_0, [ATTN_Q_Q4_K] = dq_q4_k,
      [ATTN_Q_Q5_K] = dq_q5_k, [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_F32] = dq_f32,
      [ATTN_Q_F16] = dq_f16, [ATTN_Q_BF16] = dq_bf16, [ATTN_Q_IQ4_NL] = dq_iq4_nl,
-     [ATTN_Q_IQ4_XS] = dq_iq4_xs},
+     [ATTN_Q_IQ4_XS] = dq_iq4_xs, [ATTN_Q_Q2_K] = dq_q2_k, [ATTN_Q_Q3_K] = dq_q3_k},
     {[ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
      [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q4_K] = mv_q4_k,
      [ATTN_Q_Q5_K] = mv_q5_k, [ATTN_Q_Q6_K] = mv_q6_k, [ATTN_Q_F32] = mvw_f32,
      [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16, [ATTN_Q_IQ4_NL] = mv_iq4_nl,
-     [ATTN_Q_IQ4_XS] = mv_iq4_xs},
+     [ATTN_Q_IQ4_XS] = mv_iq4_xs, [ATTN_Q_Q2_K] = mv_q2_k, [ATTN_Q_Q3_K] = mv_q3_k},
     {0},
     {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q5_0] = mvw_q5_0,
      [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q4_K] = mvw_q4_k,
      [ATTN_Q_Q5_K] = mvw_q5_k, [ATTN_Q_Q6_K] = mvw_q6_k, [ATTN_Q_F32] = mvw_f32,
      [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16, [ATTN_Q_IQ4_NL] = mvw_iq4_nl,
-     [ATTN_Q_IQ4_XS] = mvw_iq4_xs},
+     [ATTN_Q_IQ4_XS] = mvw_iq4_xs, [ATTN_Q_Q2_K] = mvw_q2_k, [ATTN_Q_Q3_K] = mvw_q3_k},
     {0},
 };
 
