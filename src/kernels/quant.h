@@ -163,8 +163,8 @@ typedef struct attn__quant_kernels {
     const char *name;
     attn__qdq_fn dq[ATTN__QT_MAX];   /* every type */
     attn__qmv_fn mv[ATTN__QT_MAX];   /* every type (the plain C table has them all) */
-    attn__qmv8_fn mv8[ATTN__QT_MAX]; /* the 32-element types, Q4_K, Q5_K, Q6_K, IQ4_XS, or
-                                        NULL (attn__qlinear: the plain C one then) */
+    attn__qmv8_fn mv8[ATTN__QT_MAX]; /* the 32-element types and the K-quants (Q2_K .. Q6_K,
+                                        IQ4_XS), or NULL (attn__qlinear: the plain C one then) */
     attn__qmv_fn mvw[ATTN__QT_MAX];  /* up to ATTN__QMV_WIDE vectors, or NULL */
     attn__qmv8_fn mvw8[ATTN__QT_MAX]; /* mv8 for up to ATTN__QMV_WIDE vectors (the same bits
                                          per vector), or NULL */
