@@ -5,7 +5,8 @@
 # toolchain file and compiler, and the consumers run under the emulator (qemu-aarch64 -L ...).
 set -euo pipefail
 src=$1 build=$2 work=$3
-toolchain=${4:-} cc=${5:-cc}
+toolchain=${4:-}
+read -r -a cc <<< "${5:-cc}"
 emu=("${@:6}")
 cross=()
 [ -n "$toolchain" ] && cross=(-DCMAKE_TOOLCHAIN_FILE="$toolchain")
@@ -18,10 +19,10 @@ cmake --build "$work/cmake" > "$work/build.log"
 ${emu[@]+"${emu[@]}"} "$work/cmake/consumer"
 libdir=$(dirname "$(find "$work/prefix" -name attn.pc | head -n 1)")
 export PKG_CONFIG_PATH="$libdir"
-"$cc" "$src/tests/install/consumer.c" -o "$work/consumer_pc" $(pkg-config --cflags attn) \
+"${cc[@]}" "$src/tests/install/consumer.c" -o "$work/consumer_pc" $(pkg-config --cflags attn) \
    $(pkg-config --libs --static attn)
 LD_LIBRARY_PATH="$(dirname "$libdir")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ${emu[@]+"${emu[@]}"} "$work/consumer_pc"
 # the core tier alone (ATTN_CORE_ONLY leaves out BERT and eval) is enough for the consumer
-"$cc" -DATTN_CORE_ONLY "$src/tests/install/consumer.c" -o "$work/consumer_core" \
+"${cc[@]}" -DATTN_CORE_ONLY "$src/tests/install/consumer.c" -o "$work/consumer_core" \
    $(pkg-config --cflags attn) $(pkg-config --libs --static attn)
 echo "install check passed"
