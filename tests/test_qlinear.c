@@ -24,10 +24,16 @@
  *     |y8 - ref| <= sum_b (d_b / 2) sum_{k in b} |deq(W)[n, k]| (the rounding of x) + the
  *     float bound, which the test also checks (it shows the int8 path's real error).
  * NaN in x gives NaN in every output of its row (for both paths). */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#define HAVE_GUARD 1
+#endif
 
 #include "testutil.h"
 #include "internal.h"
@@ -821,7 +827,95 @@ static void test_fallback(void) {
     attn_ctx_free(r);
 }
 
+/* ---- no read past the weights or the activations -------------------------------------------
+ * A model file mapped read-only (--mmap) can end right after its last block, and a caller's
+ * activations right after their last row: every kernel set, every type, float and int8
+ * activations, M on the matrix-vector kernels (1, 3, 5, 8: mv, the wide kernels) and on the
+ * GEMM path (9: the whole matrix dequantized), with W and X each ending where an inaccessible
+ * page starts.  A read past either faults (the test dies).  Under qemu-x86_64 (ATTN_TEST_QUICK
+ * on x86) the page stays readable: its emulator faults on the masked-out lanes of VMASKMOVPS,
+ * which hardware never does (test_decode_kernels.c says the same). */
+typedef struct guarded {
+    void *base;
+    size_t len;
+} guarded;
+
+/* bytes that end where an inaccessible page starts (plain malloc without mmap, or !guard) */
+static void *guarded_alloc(guarded *g, size_t bytes, int guard) {
+#ifdef HAVE_GUARD
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (bytes + page - 1) / page * page;
+    g->len = body + page;
+    g->base = mmap(NULL, g->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g->base == MAP_FAILED) return g->base = NULL;
+    if (guard && mprotect((char *)g->base + body, page, PROT_NONE) != 0) return NULL;
+    return (char *)g->base + body - bytes;
+#else
+    (void)guard;
+    g->len = bytes;
+    return g->base = malloc(bytes ? bytes : 1);
+#endif
+}
+
+static void guarded_free(guarded *g) {
+#ifdef HAVE_GUARD
+    if (g->base) munmap(g->base, g->len);
+#else
+    free(g->base);
+#endif
+}
+
+static void test_guard_pages(void) {
+    int guard = 1;
+#if defined(__x86_64__) || defined(_M_X64)
+    guard = !tu_quick("test_qlinear: no guard page (qemu-x86_64's masked loads)");
+#endif
+    attn_ctx *c = tu_ctx(1);
+    const int64_t Ms[] = {1, 3, 5, 8, 9}, N = 7;
+    int cases = 0;
+    for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
+        if (!tu_set_ok(isa, "test_qlinear: reads against a guard page")) continue;
+        TU_CHECK(attn__isa_set(c, isa), "isa_set");
+        for (size_t t = 0; t < COUNT(TYPES); t++) {
+            const int type = TYPES[t];
+            int64_t be;
+            attn_qtype_block(type, &be, NULL);
+            const int64_t K = be == 256 ? 512 : be == 32 ? 96 : 37; /* odd for F32/F16/BF16 */
+            size_t wb;
+            unsigned char *w0 = make_weights(c, type, N, K, 600 + (uint64_t)t, &wb);
+            guarded gw, gx;
+            unsigned char *w = guarded_alloc(&gw, wb, guard);
+            float *x = guarded_alloc(&gx, sizeof(float) * (size_t)(9 * K), guard);
+            TU_CHECK(w && x, "guarded_alloc");
+            if (!w || !x) {
+                free(w0), guarded_free(&gw), guarded_free(&gx);
+                continue;
+            }
+            memcpy(w, w0, wb);
+            tu_fill(x, (size_t)(9 * K), 61 + (uint64_t)t, -1, 1);
+            float y[9 * 7];
+            for (size_t mi = 0; mi < COUNT(Ms); mi++)
+                for (int a = 0; a < 2; a++) {
+                    const int act = a ? ATTN__QACT_Q8 : ATTN__QACT_F32;
+                    if (a && !has_q8(type)) continue;
+                    /* the last M rows of x: its end is the guard page's start */
+                    const float *xm = x + (9 - Ms[mi]) * K;
+                    TU_STATUS(attn__qlinear(c, type, w, N, K, xm, K, Ms[mi], NULL, NULL, y, N, act),
+                              ATTN_OK, c);
+                    for (int64_t i = 0; i < Ms[mi] * N; i++)
+                        TU_CHECK(isfinite(y[i]), "guard pages: type %d M %lld: non-finite output",
+                                 type, (long long)Ms[mi]);
+                    cases++;
+                }
+            free(w0);
+            guarded_free(&gw), guarded_free(&gx);
+        }
+    }
+    printf("test_qlinear: %d cases against guard pages%s\n", cases, guard ? "" : " (unguarded)");
+    attn_ctx_free(c);
+}
+
 int main(void) {
+    test_guard_pages();
     test_arm_bits();
     test_fallback();
     test_x86_int8_sets();
