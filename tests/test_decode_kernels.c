@@ -14,61 +14,18 @@
  * POSIX systems), so a read past it stops the test with SIGSEGV; the values beyond each
  * other row are NaN, so a read of those into a score shows as NaN (the q rows are zero padded
  * as the contract says, and 0 * NaN is NaN). */
-#define _DEFAULT_SOURCE
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/mman.h>
-#include <unistd.h>
-#define HAVE_GUARD 1
-#endif
 
 #include "../src/kernels/decode.h"
 #include "../src/kernels/dispatch.h"
 #include "testutil.h"
 
-/* 0: the page after K and V stays readable.  qemu-x86_64 (the emulated AVX2-only CPU of the
- * isa tests, ATTN_TEST_QUICK) faults on the masked-out lanes of VMASKMOVPS, which the AVX2
- * kernels use for D tails and which hardware never faults on: there the guard page would
- * test the emulator, so only the NaN padding checks the reads.  qemu-aarch64 has no such
- * load, and the NEON kernels keep their guard page under it. */
+/* 0: the page after K and V stays readable (tu_guard_ok: under qemu-x86_64 the guard page would
+ * test the emulator's masked loads, so only the NaN padding checks the reads there). */
 static int use_guard = 1;
-
-/* bytes of memory that end where an inaccessible page starts (or plain malloc) */
-typedef struct guarded {
-    void *base;
-    size_t len;
-    char *end;
-} guarded;
-
-static void *guarded_alloc(guarded *g, size_t bytes) {
-#ifdef HAVE_GUARD
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t body = (bytes + page - 1) / page * page;
-    g->len = body + page;
-    g->base = mmap(NULL, g->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (g->base == MAP_FAILED) {
-        g->base = NULL;
-        return NULL;
-    }
-    if (use_guard && mprotect((char *)g->base + body, page, PROT_NONE) != 0) return NULL;
-    g->end = (char *)g->base + body;
-    return g->end - bytes;
-#else
-    g->base = malloc(bytes ? bytes : 1), g->len = bytes;
-    return g->base;
-#endif
-}
-
-static void guarded_free(guarded *g) {
-#ifdef HAVE_GUARD
-    if (g->base) munmap(g->base, g->len);
-#else
-    free(g->base);
-#endif
-}
 
 /* a value in [-1, -1/4] or [1/4, 1], exactly a bf16 value */
 static float val(uint64_t *rs) {
@@ -110,8 +67,9 @@ static void one_set(const attn__decode_kernels *kt, const char *name) {
                     float *s = malloc(4 * (size_t)(rows * lds));
                     float *o = malloc(4 * (size_t)(rows * ldo));
                     float *kf = malloc(4 * nkv);
-                    guarded gk, gv;
-                    void *k = guarded_alloc(&gk, es * nkv), *v = guarded_alloc(&gv, es * nkv);
+                    tu_guarded gk, gv;
+                    void *k = tu_guarded_alloc(&gk, es * nkv, use_guard),
+                         *v = tu_guarded_alloc(&gv, es * nkv, use_guard);
                     if (!q || !p || !s || !o || !kf || !k || !v) {
                         TU_CHECK(0, "out of memory");
                         return;
@@ -158,16 +116,14 @@ static void one_set(const attn__decode_kernels *kt, const char *name) {
                     }
                     cases++;
                     free(q), free(p), free(s), free(o), free(kf);
-                    guarded_free(&gk), guarded_free(&gv);
+                    tu_guarded_free(&gk), tu_guarded_free(&gv);
                 }
     TU_CHECK(bad == 0, "decode microkernels [%s]: %d values off", name, bad);
     printf("decode microkernels [%s]: %d cases\n", name, cases);
 }
 
 int main(void) {
-#if defined(__x86_64__) || defined(_M_X64)
-    use_guard = !tu_quick("test_decode_kernels: no guard page (qemu-x86_64's masked loads)");
-#endif
+    use_guard = tu_guard_ok("test_decode_kernels: no guard page (qemu-x86_64's masked loads)");
     for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
         if (!tu_set_ok(isa, "test_decode_kernels: decode microkernels")) continue;
         const attn__decode_kernels *kt = isa == ATTN__ISA_REF      ? attn__decode_kernels_ref()

@@ -24,16 +24,10 @@
  *     |y8 - ref| <= sum_b (d_b / 2) sum_{k in b} |deq(W)[n, k]| (the rounding of x) + the
  *     float bound, which the test also checks (it shows the int8 path's real error).
  * NaN in x gives NaN in every output of its row (for both paths). */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/mman.h>
-#include <unistd.h>
-#define HAVE_GUARD 1
-#endif
 
 #include "testutil.h"
 #include "internal.h"
@@ -832,43 +826,10 @@ static void test_fallback(void) {
  * activations right after their last row: every kernel set, every type, float and int8
  * activations, M on the matrix-vector kernels (1, 3, 5, 8: mv, the wide kernels) and on the
  * GEMM path (9: the whole matrix dequantized), with W and X each ending where an inaccessible
- * page starts.  A read past either faults (the test dies).  Under qemu-x86_64 (ATTN_TEST_QUICK
- * on x86) the page stays readable: its emulator faults on the masked-out lanes of VMASKMOVPS,
- * which hardware never does (test_decode_kernels.c says the same). */
-typedef struct guarded {
-    void *base;
-    size_t len;
-} guarded;
-
-/* bytes that end where an inaccessible page starts (plain malloc without mmap, or !guard) */
-static void *guarded_alloc(guarded *g, size_t bytes, int guard) {
-#ifdef HAVE_GUARD
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (bytes + page - 1) / page * page;
-    g->len = body + page;
-    g->base = mmap(NULL, g->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (g->base == MAP_FAILED) return g->base = NULL;
-    if (guard && mprotect((char *)g->base + body, page, PROT_NONE) != 0) return NULL;
-    return (char *)g->base + body - bytes;
-#else
-    (void)guard;
-    g->len = bytes;
-    return g->base = malloc(bytes ? bytes : 1);
-#endif
-}
-
-static void guarded_free(guarded *g) {
-#ifdef HAVE_GUARD
-    if (g->base) munmap(g->base, g->len);
-#else
-    free(g->base);
-#endif
-}
-
+ * page starts (tu_guarded_alloc; readable under qemu-x86_64, tu_guard_ok).  A read past either
+ * faults (the test dies). */
 static void test_guard_pages(void) {
-    int guard = 1;
-#if defined(__x86_64__) || defined(_M_X64)
-    guard = !tu_quick("test_qlinear: no guard page (qemu-x86_64's masked loads)");
-#endif
+    const int guard = tu_guard_ok("test_qlinear: no guard page (qemu-x86_64's masked loads)");
     attn_ctx *c = tu_ctx(1);
     const int64_t Ms[] = {1, 3, 5, 8, 9}, N = 7;
     int cases = 0;
@@ -882,12 +843,12 @@ static void test_guard_pages(void) {
             const int64_t K = be == 256 ? 512 : be == 32 ? 96 : 37; /* odd for F32/F16/BF16 */
             size_t wb;
             unsigned char *w0 = make_weights(c, type, N, K, 600 + (uint64_t)t, &wb);
-            guarded gw, gx;
-            unsigned char *w = guarded_alloc(&gw, wb, guard);
-            float *x = guarded_alloc(&gx, sizeof(float) * (size_t)(9 * K), guard);
+            tu_guarded gw, gx;
+            unsigned char *w = tu_guarded_alloc(&gw, wb, guard);
+            float *x = tu_guarded_alloc(&gx, sizeof(float) * (size_t)(9 * K), guard);
             TU_CHECK(w && x, "guarded_alloc");
             if (!w || !x) {
-                free(w0), guarded_free(&gw), guarded_free(&gx);
+                free(w0), tu_guarded_free(&gw), tu_guarded_free(&gx);
                 continue;
             }
             memcpy(w, w0, wb);
@@ -907,7 +868,7 @@ static void test_guard_pages(void) {
                     cases++;
                 }
             free(w0);
-            guarded_free(&gw), guarded_free(&gx);
+            tu_guarded_free(&gw), tu_guarded_free(&gx);
         }
     }
     printf("test_qlinear: %d cases against guard pages%s\n", cases, guard ? "" : " (unguarded)");

@@ -10,6 +10,10 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#define TU_HAVE_MMAP 1
+#endif
 
 int tu_failures = 0, tu_checks = 0;
 
@@ -240,6 +244,39 @@ int tu_quick(const char *what) {
         said = 1;
     }
     return quick;
+}
+
+void *tu_guarded_alloc(tu_guarded *g, size_t bytes, int guard) {
+#ifdef TU_HAVE_MMAP
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (bytes + page - 1) / page * page;
+    g->len = body + page;
+    g->base = mmap(NULL, g->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g->base == MAP_FAILED) return g->base = NULL;
+    if (guard && mprotect((char *)g->base + body, page, PROT_NONE) != 0) return NULL;
+    return (char *)g->base + body - bytes;
+#else
+    (void)guard;
+    g->len = bytes;
+    return g->base = malloc(bytes ? bytes : 1);
+#endif
+}
+
+void tu_guarded_free(tu_guarded *g) {
+#ifdef TU_HAVE_MMAP
+    if (g->base) munmap(g->base, g->len);
+#else
+    free(g->base);
+#endif
+    g->base = NULL;
+}
+
+int tu_guard_ok(const char *what) {
+#if defined(__x86_64__) || defined(_M_X64)
+    return !tu_quick(what);
+#else
+    (void)what;
+    return 1;
+#endif
 }
 
 /* Removes a file or a directory tree (test scratch folders); 0 on success or when absent. */

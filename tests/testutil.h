@@ -68,6 +68,18 @@ unsigned tu_isa_features(void);
  * (tests/CMakeLists.txt ATTN_TEST_EMULATOR sets it) run fewer or smaller cases.  The first
  * call with a what (the test's name; NULL: say nothing) prints one line saying so. */
 int tu_quick(const char *what);
+/* Bytes that end where an inaccessible page starts, so that a read past their end faults (mmap
+ * where the system has it, else plain malloc); guard 0 leaves the page readable.  Free with
+ * tu_guarded_free (accepts a failed allocation).  tu_guard_ok(what): whether to guard: not
+ * under qemu-x86_64 (ATTN_TEST_QUICK on x86), whose emulator faults on the masked-out lanes
+ * of VMASKMOVPS, which hardware never does; qemu-aarch64 has no such load. */
+typedef struct tu_guarded {
+    void *base;
+    size_t len;
+} tu_guarded;
+void *tu_guarded_alloc(tu_guarded *g, size_t bytes, int guard);
+void tu_guarded_free(tu_guarded *g);
+int tu_guard_ok(const char *what);
 /* Removes a file or a directory tree (scratch folders of the tests); 0 on success. */
 int tu_rm_tree(const char *path);
 /* The whole file at path with a 0 byte after it (malloc'ed; free it), its length in *n (n may
