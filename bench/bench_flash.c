@@ -21,7 +21,7 @@
 #include "flash.h"
 #include "internal.h"
 #include "kernels.h"
-#include "../cli/bench_util.h"
+#include "../common/bench_util.h"
 
 static float *rnd(size_t n, uint64_t seed) {
     float *p = malloc(n * sizeof(float));

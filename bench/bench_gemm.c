@@ -21,7 +21,7 @@
 #include "internal.h"
 #include "kernels.h"
 #include "pool.h"
-#include "../cli/bench_util.h"
+#include "../common/bench_util.h"
 
 #ifdef ATTN_BENCH_OPENBLAS
 #include <cblas.h>

@@ -26,7 +26,7 @@
 #include "kernels.h"
 #include "pool.h"
 #include "quant.h"
-#include "../cli/bench_util.h"
+#include "../common/bench_util.h"
 
 static int type_of(const char *s) {
     for (int t = 0; t < ATTN__QT_MAX; t++)

@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "attn.h"
-#include "../cli/bench_util.h"
+#include "../common/bench_util.h"
 
 static void fill(float *p, size_t n, uint64_t seed, float scale) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;

@@ -282,7 +282,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
             (long long)cfg.d_model, (long long)cfg.nhead, (long long)cfg.num_layers,
             (long long)cfg.dim_feedforward, (long long)cfg.block_size, (long long)cfg.batch,
             (long long)cfg.steps, (long long)attn_ctx_threads(ctx), cfg.dtype);
-    /* data parallel: the ranks agree on every setting that changes the result (cli/train_dp.c;
+    /* data parallel: the ranks agree on every setting that changes the result (common/train_dp.c;
      * the initial weights follow from them, or from --resume's file; the first step compares
      * them too) */
     attn_cli_dp_note("--text or --corpus", "%s", text_path ? "--text" : corpus);

@@ -197,7 +197,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     rc = 1;
     const int dtype_asked = dtype;
     if (attn_cli_ctx_dtype(CMD, threads, quiet, &dtype, &ctx)) return 1;
-    /* under mpirun: each rank takes batch/N of each step's windows (cli/train_dp.c) */
+    /* under mpirun: each rank takes batch/N of each step's windows (common/train_dp.c) */
     if (attn_cli_dp_open(CMD, ctx, r.batch, "batch", &r.dp)) goto out;
     size_t tlen;
     if (!attn_cli_read_text(CMD, ctx, text_path, &text, &tlen)) goto out;
@@ -292,7 +292,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
     curve = 1;
     c.quiet = quiet;
     /* data parallel: the ranks agree on every setting that changes the result and on the
-     * initial weights (cli/train_dp.c), before the first step */
+     * initial weights (common/train_dp.c), before the first step */
     for (int i = 0; i < nset; i++) attn_cli_dp_note(set[i].option, "%s", set[i].value);
     attn_cli_dp_note("--eval-every", "%lld", (long long)r.eval_every);
     attn_cli_dp_note("--eval-windows", "%lld", (long long)r.eval_windows);

@@ -1,4 +1,4 @@
-/* attn: the command-line program.  Dispatches to one subcommand per file (cli/cli.h). */
+/* attn: the command-line program.  Dispatches to one subcommand per file (common/cli.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "draw.h" /* cli/pictures: the chart as bytes, for -o - */
+#include "draw.h" /* common/pictures: the chart as bytes, for -o - */
 #include "json.h"
 
 #define PLOT_MAX_BYTES ((int64_t)1 << 30) /* 1 GiB */

@@ -66,7 +66,7 @@ int attn_cmd_train(int argc, char **argv) {
         fprintf(stderr, "attn train: unknown task '%s' (known: dates, charlm, vit, lm)\n", argv[1]);
         return 2;
     }
-    /* under mpirun (-DATTN_MPI=ON): data parallel over the ranks (cli/train_dp.c) */
+    /* under mpirun (-DATTN_MPI=ON): data parallel over the ranks (common/train_dp.c) */
     char cmd[32];
     snprintf(cmd, sizeof cmd, "train %s", argv[1]);
     if (attn_cli_dp_init(cmd)) return 1;
@@ -161,7 +161,7 @@ static int train_dates(int argc, char **argv) {
             (long long)cfg.d_model, (long long)cfg.nhead, (long long)cfg.num_layers,
             (long long)cfg.num_layers, (long long)cfg.dim_feedforward, (long long)cfg.batch,
             (long long)cfg.steps, (long long)attn_ctx_threads(ctx), cfg.dtype);
-    /* data parallel: the ranks agree on every setting that changes the result (cli/train_dp.c;
+    /* data parallel: the ranks agree on every setting that changes the result (common/train_dp.c;
      * the initial weights follow from them, or from --resume's file; the first step compares
      * them too) */
     attn_cli_dp_note("--steps", "%lld", steps);

@@ -5,7 +5,7 @@
  * library's vit task (attn_vit_train, attn_tasks.h; src/train/vit_task.c, src/io/images.c);
  * here are the options, the progress lines, the loss curve (loss.svg), the summary, and the
  * two commands that read its models.  Under mpirun (-DATTN_MPI=ON) `train vit` is data
- * parallel like the other tasks (cli/train_dp.c).
+ * parallel like the other tasks (common/train_dp.c).
  *
  * Output folder: model.safetensors (the parameters under their state_dict names, the config in
  * the metadata: task "vit"), state.safetensors (the same under "model.", AdamW under "optim.",
@@ -301,7 +301,7 @@ static attn_status on_epoch(void *user, attn_ctx *ctx, const attn_vit_train_repo
     return u->writer ? write_svg(ctx, u->paths->svg, r) : ATTN_OK;
 }
 
-/* The settings every rank of a data-parallel run must share (cli/train_dp.c). */
+/* The settings every rank of a data-parallel run must share (common/train_dp.c). */
 static int dp_notes(const char *cmd, const train_opts *o, const attn_images *tr,
                     const attn_images *te, const char *state) {
     attn_cli_dp_note_data("the training images (--data, --limit)", tr->pixels,

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/pictures/draw.h"
+#include "../common/pictures/draw.h"
 #include "testutil.h"
 
 static attn_ctx *ctx;

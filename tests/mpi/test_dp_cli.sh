@@ -12,7 +12,7 @@
 #               stops the others
 #   hang        rank 1 hangs after step 3 (ATTN_DP_TEST_HANG_STEP): another rank stops with a
 #               timeout message within ATTN_MPI_TIMEOUT (2 s) and the job ends
-# The start-up agreement (cli/train_dp.c): the last rank is given something else (mpiexec's
+# The start-up agreement (common/train_dp.c): the last rank is given something else (mpiexec's
 # MPMD form "-np NP-1 attn ... : -np 1 attn ... X"); every case must stop before step 1, fast
 # (well under ATTN_MPI_TIMEOUT), non-zero, naming what differs:
 #   differ_lr   --lr (train lm)

@@ -192,3 +192,20 @@ int attn_cli_curve_add(attn_cli_curve *c, const attn_train_progress *p, float tr
 }
 
 /* ---- a training run's settings, checked on --resume ------------------------------------ */
+
+int attn_cli_llm_load(const char *cmd, attn_ctx *ctx, const char *path, unsigned flags, int act,
+                      attn_llm **m) {
+    attn_status st = attn_llm_load(ctx, path, flags, m);
+    if (st != ATTN_OK) {
+        attn_cli_fail(ctx, cmd, st);
+        return 0;
+    }
+    if (act == 1) attn_llm_set_activations(*m, ATTN_QACT_Q8);
+    if (!attn_llm_tokenizer(*m)) {
+        fprintf(stderr, "attn %s: %s has no tokenizer (tokenizer.json, or tokenizer.ggml.* "
+                        "keys)\n", cmd, path);
+        attn_llm_free(*m), *m = NULL;
+        return 0;
+    }
+    return 1;
+}

@@ -1,4 +1,4 @@
-/* The measuring helpers of every benchmark (cli/bench_util.h): the clock, peak RSS, the
+/* The measuring helpers of every benchmark (common/bench_util.h): the clock, peak RSS, the
  * median, the FMA peak and the read bandwidth.  The attn program's bench commands and the
  * programs under bench/ compile this one file; it uses only the C library and pthreads. */
 #define _POSIX_C_SOURCE 200809L

@@ -405,7 +405,7 @@ static void json_row(const result *r, int last) {
 /* ---- --op decode: attention of a few queries against a KV cache, against memory bandwidth --
  * Decode is memory-bound: each call reads the whole K and V cache once (B*Hkv*S*(D + Dv)
  * floats) and does 4 FLOPs per 8 bytes per query row.  The yardstick is therefore the read
- * bandwidth of this machine, measured at start (attn_bench_read_bandwidth, cli/bench_util.c). */
+ * bandwidth of this machine, measured at start (attn_bench_read_bandwidth, common/bench_util.c). */
 typedef struct dec_result {
     const char *path;
     int runs;
@@ -641,11 +641,11 @@ int attn_cmd_bench(int argc, char **argv) {
             return attn_bench_llm(argc, argv);
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--op=llm")) return attn_bench_llm(argc, argv);
-    for (int i = 1; i < argc; i++) /* --op ring-sdpa runs under mpirun (cli/bench_ring.c) */
+    for (int i = 1; i < argc; i++) /* --op ring-sdpa runs under mpirun (bench/suite/bench_ring.c) */
         if ((i + 1 < argc && !strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "ring-sdpa")) ||
             !strcmp(argv[i], "--op=ring-sdpa"))
             return attn_bench_ring(argc, argv);
-    for (int i = 1; i < argc; i++) /* --op mpi-link runs under mpirun (cli/bench_link.c) */
+    for (int i = 1; i < argc; i++) /* --op mpi-link runs under mpirun (bench/suite/bench_link.c) */
         if ((i + 1 < argc && !strcmp(argv[i], "--op") && !strcmp(argv[i + 1], "mpi-link")) ||
             !strcmp(argv[i], "--op=mpi-link"))
             return attn_bench_link(argc, argv);

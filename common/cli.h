@@ -25,14 +25,13 @@ int attn_cmd_heatmap(int argc, char **argv);     /* cli/train_cmd.c */
 /* `attn train charlm ...`: argv[0] is "charlm" (cli/charlm_cmd.c) */
 int attn_cmd_charlm_train(int argc, char **argv);
 /* cli/llm_cmd.c: generate (a GGUF file or a llama folder; else the character model of
- * cli/charlm_cmd.c), chat, tokenize, perplexity, and attn bench --op llm */
+ * cli/charlm_cmd.c), chat, tokenize, perplexity; bench/suite/bench_llm.c: attn bench --op llm */
 int attn_cmd_generate(int argc, char **argv);
 int attn_cmd_charlm_generate(int argc, char **argv); /* cli/charlm_cmd.c */
 int attn_cmd_chat(int argc, char **argv);
 int attn_cmd_tokenize(int argc, char **argv);
 int attn_cmd_perplexity(int argc, char **argv);
-int attn_bench_llm(int argc, char **argv);
-/* cli/train_dp.c: attn train dates|charlm|lm|vit under mpirun, data parallel (-DATTN_MPI=ON).
+/* common/train_dp.c: attn train dates|charlm|lm|vit under mpirun, data parallel (-DATTN_MPI=ON).
  * attn_cli_dp_init before the command (joins MPI when mpirun started this process; refuses
  * several ranks in a build without MPI; silences the standard output of ranks other than 0),
  * attn_cli_dp_expect_ready after it for a training command (cmd must outlive the command),
@@ -67,24 +66,24 @@ int attn_cli_dp_rank(void);  /* 0 outside mpirun */
 int attn_cli_dp_size(void);  /* 1 outside mpirun */
 int attn_cli_dp_local(void); /* ranks on this node (1 outside mpirun) */
 #ifdef ATTN_HAVE_MPI
-/* cli/train_dp.c: MPI_Init_thread (FUNNELED) unless MPI is already up, then this process's rank
+/* common/train_dp.c: MPI_Init_thread (FUNNELED) unless MPI is already up, then this process's rank
  * and the world's size; 1 after printing the failure (cmd names the command), else 0. */
 int attn_cli_mpi_init(const char *cmd, int *rank, int *size);
 #endif
-/* cli/bench_ring.c: attn bench --op ring-sdpa (under mpirun; -DATTN_MPI=ON) */
+/* bench/suite/bench_ring.c: attn bench --op ring-sdpa (under mpirun; -DATTN_MPI=ON) */
 int attn_bench_ring(int argc, char **argv);
-/* cli/bench_link.c: attn bench --op mpi-link (under mpirun; -DATTN_MPI=ON) */
+/* bench/suite/bench_link.c: attn bench --op mpi-link (under mpirun; -DATTN_MPI=ON) */
 int attn_bench_link(int argc, char **argv);
-/* cli/bench_dp.c: attn bench --op dp-step (data parallel under mpirun, or one process) */
+/* bench/suite/bench_dp.c: attn bench --op dp-step (data parallel under mpirun, or one process) */
 int attn_bench_dp(int argc, char **argv);
-/* attn bench --op cpu, attn info --cpu (cli/bench_cpu.c). */
+/* attn bench --op cpu, attn info --cpu (bench/suite/bench_cpu.c). */
 int attn_bench_cpu(int argc, char **argv);
 int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
 int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
 int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
 /* cli/serve.c: the OpenAI-compatible HTTP server (a stub without libmicrohttpd) */
 int attn_cmd_serve(int argc, char **argv);
-int attn_cmd_bench(int argc, char **argv);       /* cli/bench_cmd.c */
+int attn_cmd_bench(int argc, char **argv);       /* bench/suite/bench_cmd.c */
 int attn_cmd_plot(int argc, char **argv);        /* cli/plot_cmd.c */
 /* `attn train vit ...`: argv[0] is "vit" (cli/vit_cmd.c) */
 int attn_cmd_vit_train(int argc, char **argv);
@@ -94,7 +93,7 @@ int attn_cmd_export(int argc, char **argv); /* cli/lm_cmd.c */
 int attn_cmd_classify(int argc, char **argv);      /* cli/vit_cmd.c */
 int attn_cmd_attention_map(int argc, char **argv); /* cli/vit_cmd.c */
 
-/* cli/cli_util.c */
+/* common/cli_util.c */
 #include <stddef.h>
 /* Prints "attn CMD: message (STATUS)" to stderr; returns 1. */
 int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st);
@@ -182,7 +181,7 @@ int attn_cli_ctx_dtype_resume(const char *cmd, long long threads, int quiet, con
                               int *dtype, attn_ctx **ctx);
 
 
-/* ---- options (cli/cli_opt.c): one table-driven parser for every command ----------------
+/* ---- options (common/cli_opt.c): one table-driven parser for every command ----------------
  * Long options "--name VALUE" or "--name=VALUE", short ones "-x VALUE", "-xVALUE" or bundled
  * flags "-qj"; options may come anywhere, "--" ends them, "-" alone is an argument (stdin or
  * stdout).  -h/--help is built in.  A table ends with an entry whose name is NULL. */
@@ -217,6 +216,16 @@ typedef struct attn_cli_opt {
     {"no-mmap", 0, ATTN_CLI_FLAG, dst, NULL,                                                 \
      "read the GGUF file into memory (the default; kept for\n"                               \
      "scripts)", 2, 0, 0, 0, NULL}
+/* --model and --act of the commands that load a language model (generate, chat, perplexity,
+ * tokenize, bench --op llm) */
+#define ATTN_CLI_LLM_MODEL_HELP                                                              \
+    "a GGUF file (llama architecture) or a Hugging Face llama folder\n"                      \
+    "(config.json, model.safetensors, tokenizer.json); required"
+#define ATTN_OPT_ACT(dst)                                                                    \
+    ATTN_OPT_CHOICE("act", 0, dst, "f32|int8", "P",                                          \
+                    "activations of the quantized matrix-vector products\n"                  \
+                    "(decoding): f32 (default: exact dequantized weights)\n"                  \
+                    "or int8 (faster with VNNI; llama.cpp's precision)")
 /* the loader flags of an ATTN_OPT_MMAP choice */
 #define ATTN_CLI_MMAP_FLAGS(v)                                                               \
     ((v) == 1 ? ATTN_LLM_LOAD_MMAP : (v) == 2 ? ATTN_LLM_LOAD_NO_MMAP : 0u)
@@ -255,13 +264,18 @@ int attn_cli_usage_error(const attn_cli_spec *spec, const char *fmt, ...)
 #endif
     ;
 
-/* ---- contexts, input and output (cli/cli_util.c, cli/cli_io.c) ------------------------- */
+/* ---- contexts, input and output (common/cli_util.c, common/cli_io.c) ------------------------- */
 /* threads as given by --threads: 0 becomes attn_cpu_count() (the CPUs this process may run
  * on). */
 int attn_cli_threads(long long threads);
 /* A context with attn_cli_threads(threads) threads and flags.  Prints the problem and returns
  * 1 on failure, else 0. */
 int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **ctx);
+
+/* A language model with its tokenizer (attn_llm_load with flags; act 1: int8 activations, from
+ * ATTN_OPT_ACT).  Prints the problem and returns 0 on failure, else 1. */
+int attn_cli_llm_load(const char *cmd, attn_ctx *ctx, const char *path, unsigned flags, int act,
+                      attn_llm **m);
 
 /* Reads a whole text: a regular file (sized with fstat and refused past max before it is
  * read), "-" (standard input) or a FIFO/pipe (read as a stream, refused once past max; a FIFO

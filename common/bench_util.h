@@ -1,6 +1,6 @@
-/* The measuring helpers of every benchmark, one of each (cli/bench_util.c): the attn program's
- * bench commands (cli/bench_*.c, llm_cmd.c) and the programs under bench/ compile the same
- * file.  No dependency on the library or on the rest of cli/. */
+/* The measuring helpers of every benchmark, one of each (common/bench_util.c): the attn program's
+ * bench commands (bench/suite/bench_*.c, llm_cmd.c) and the programs under bench/ compile the same
+ * file.  No dependency on the library or on the rest of the program. */
 #ifndef ATTN_CLI_BENCH_UTIL_H
 #define ATTN_CLI_BENCH_UTIL_H
 
