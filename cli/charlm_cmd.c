@@ -322,18 +322,14 @@ int attn_cmd_charlm_train(int argc, char **argv) {
         rc = attn_cli_fail(ctx, "train charlm", st);
         goto out;
     }
-    /* a resumed run that had nothing left to do keeps its loss curve */
-    st = c.n == 0 ? ATTN_OK
-                  : attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
-                                            c.nv, "validation bits/char",
-                                            "attn train charlm: training and validation bits "
-                                            "per character");
-    if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train charlm", st);
+    const int chart = attn_cli_train_chart("train charlm", cfg.log_path, paths.svg);
+    if (chart > 0) rc = 1;
     printf("vocabulary: %d bytes\n", cfg.vocab_size);
     if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.val[c.nv - 1]);
     if (attn_cli_stop_requested())
         printf("stopped by a signal: continue with --resume %s -o %s\n", paths.state, out);
-    printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state, paths.svg);
+    printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state,
+           chart == 0 ? paths.svg : "(none: no log)");
     if (cfg.log_path) printf("log: %s\n", cfg.log_path);
     if (sample > 0 && (smp = malloc((size_t)sample + 1)) != NULL) {
         st = attn_charlm_generate(ctx, m, &cfg, NULL, sample, 0.8f, 0, cfg.seed, smp,

@@ -336,14 +336,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
     /* the model as a HF folder (rank 0 writes it) */
     if (rank0) {
         if (!write_hf(CMD, ctx, llm, from_dir ? init : NULL, out)) goto out;
-        /* a resumed run that had already finished trains nothing here: no curve to draw */
-        if (c.n && (st = attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep,
-                                                 c.val, c.nv, "held-out loss",
-                                                 "attn train lm: training and held-out loss")) !=
-                       ATTN_OK) {
-            attn_cli_fail(ctx, CMD, st);
-            goto out;
-        }
+        const int chart = attn_cli_train_chart(CMD, r.log_path, paths.svg);
+        if (chart > 0) goto out;
         printf("held-out loss: %.4f -> %.4f (perplexity %.3f -> %.3f)\n", val0, val, exp(val0),
                exp(val));
         const int llama = attn_llm_gguf_writable(llm);
@@ -353,7 +347,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
                            "--model DIR --gguf FILE' writes it with its tokenizer"
                          : "; no tokenizer.json: the source was a GGUF file; transformers loads "
                            "the weights, with the tokenizer of the model's HF release",
-               state_path, c.n ? paths.svg : "(none: the run had already finished)");
+               state_path, chart == 0 ? paths.svg : "(none: no log)");
     }
     rc = 0;
 out:

@@ -206,17 +206,12 @@ static int train_dates(int argc, char **argv) {
         attn_module_free(m);
         goto out;
     }
-    for (int i = 0; i < c.nv; i++) c.val[i] = 1.0f - c.val[i]; /* plot the error: both fall */
-    /* a resumed run that had nothing left to do keeps its loss curve */
-    st = c.n == 0 ? ATTN_OK
-                  : attn_cli_loss_curve_svg(ctx, paths.svg, c.step, c.train, c.n, c.vstep, c.val,
-                                            c.nv, "held-out error (1 - exact match)",
-                                            "attn train dates: training loss and held-out exact "
-                                            "match");
-    if (st != ATTN_OK) rc = attn_cli_fail(ctx, "train", st);
+    const int chart = attn_cli_train_chart("train dates", cfg.log_path, paths.svg);
+    if (chart > 0) rc = 1;
     if (attn_cli_stop_requested())
         printf("stopped by a signal: continue with --resume %s -o %s\n", paths.state, out);
-    printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state, paths.svg);
+    printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state,
+           chart == 0 ? paths.svg : "(none: no log)");
     if (cfg.log_path) printf("log: %s\n", cfg.log_path);
     static const char *examples[] = {"21 Nov 2026", "saturday, november 21, 2026", "11/21/26",
                                      "the 3rd of may 1999"};

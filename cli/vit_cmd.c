@@ -198,40 +198,11 @@ typedef struct train_opts {
 typedef struct train_ui {
     const train_opts *o;
     const attn_cli_paths *paths;
+    const char *log; /* the JSON-lines log the chart is drawn from (NULL: none) */
     int64_t R, te_n;
     int tty, writer;
     double last_print;
 } train_ui;
-
-/* The loss curve (a trailing mean over `win` steps, plotted at every step) and the test
- * accuracy at the end of each epoch. */
-static attn_status write_svg(attn_ctx *ctx, const char *path, const attn_vit_train_report *r) {
-    int64_t n = r->steps_done, spe = r->steps_per_epoch, win = spe < 50 ? spe : 50;
-    if (n < 1) return ATTN_OK;
-    float *xs = malloc((size_t)n * sizeof(float)), *ys = malloc((size_t)n * sizeof(float));
-    float vx[1024], vy[1024];
-    if (!xs || !ys) {
-        free(xs), free(ys);
-        return ATTN_E_NOMEM;
-    }
-    double run = 0;
-    for (int64_t i = 0; i < n; i++) {
-        run += r->step_loss[i];
-        if (i >= win) run -= r->step_loss[i - win];
-        xs[i] = (float)(i + 1);
-        ys[i] = (float)(run / (double)(i + 1 < win ? i + 1 : win));
-    }
-    int nv = 0;
-    for (int64_t e = 0; e < r->epochs_done && nv < 1024; e++, nv++) {
-        vx[nv] = (float)((e + 1) * spe);
-        vy[nv] = r->epoch_log[e * ATTN_VIT_LOG_COLS + ATTN_VIT_LOG_TEST_ACC];
-    }
-    attn_status st = attn_cli_loss_curve_svg(ctx, path, xs, ys, (int)(n < 1000000 ? n : 1000000),
-                                             vx, vy, nv, "test accuracy",
-                                             "attn train vit: training loss and test accuracy");
-    free(xs), free(ys);
-    return st;
-}
 
 static attn_status on_start(void *user, attn_ctx *ctx, const attn_vit_train_report *r) {
     const train_ui *u = user;
@@ -298,7 +269,11 @@ static attn_status on_epoch(void *user, attn_ctx *ctx, const attn_vit_train_repo
                 (double)row[ATTN_VIT_LOG_TRAIN_IPS], (double)row[ATTN_VIT_LOG_EVAL_IPS], el);
         fflush(stderr);
     }
-    return u->writer ? write_svg(ctx, u->paths->svg, r) : ATTN_OK;
+    (void)ctx;
+    /* the chart so far (the log has the steps up to this epoch's last) */
+    if (u->writer && attn_cli_train_chart("train vit", u->log, u->paths->svg) > 0)
+        return ATTN_E_IO;
+    return ATTN_OK;
 }
 
 /* The settings every rank of a data-parallel run must share (common/train_dp.c). */
@@ -471,11 +446,12 @@ int attn_cmd_vit_train(int argc, char **argv) {
         attn_cli_dtype_resume(ctx, rs, dtype_asked, &o.dtype);
     }
     if (!dp_notes(cmd, &o, &tr, &te, paths.state) || attn_cli_dp_ready(cmd, 1)) goto out;
-    train_ui ui = {&o, &paths, tr.rows, te.n, !o.quiet && isatty(2), rank0, -1};
+    train_ui ui = {&o, &paths, attn_cli_train_log(&tc, &paths), tr.rows, te.n,
+                   !o.quiet && isatty(2), rank0, -1};
     cfg.dtype = attn_cli_dtype_name(o.dtype);
     cfg.accum = (int)tc.accum, cfg.save_every = tc.save_every;
     cfg.state_path = paths.state, cfg.model_path = paths.model, cfg.csv_path = csv;
-    cfg.log_path = attn_cli_train_log(&tc, &paths), cfg.resume_name = paths.state;
+    cfg.log_path = ui.log, cfg.resume_name = paths.state;
     cfg.tb_dir = rank0 ? attn_cli_train_tb(&tc) : NULL;
     cfg.save_init = o.save_init;
     cfg.user = &ui, cfg.on_start = on_start, cfg.on_step = on_step, cfg.on_epoch = on_epoch;
@@ -495,9 +471,9 @@ int attn_cmd_vit_train(int argc, char **argv) {
         rc = 0;
         goto out;
     }
-    if ((rep.epochs_done == 0 || (o.resume && rep.evals == 0)) && /* nothing trained here */
-        (st = write_svg(ctx, paths.svg, &rep)) != ATTN_OK)
-        goto fail;
+    const int chart = attn_cli_train_chart("train vit", cfg.log_path, paths.svg);
+    if (chart > 0) goto out;
+    const char *plot = chart == 0 ? paths.svg : "(none: no log)";
 
     /* the summary */
     int64_t E = rep.epochs_done;
@@ -526,7 +502,8 @@ int attn_cmd_vit_train(int argc, char **argv) {
         printf(", \"log_csv\": ");
         json_str(stdout, csv);
         printf(", \"plot\": ");
-        json_str(stdout, paths.svg);
+        if (chart == 0) json_str(stdout, paths.svg);
+        else printf("null");
         printf("}\n");
     } else {
         if (last) {
@@ -547,7 +524,7 @@ int attn_cmd_vit_train(int argc, char **argv) {
             printf("stopped after epoch %lld of %lld: continue with --resume -o %s\n",
                    (long long)E, o.epochs, o.out);
         printf("model: %s\nstate: %s\nlog: %s\nplot: %s\n", paths.model, paths.state, csv,
-               paths.svg);
+               plot);
     }
     rc = 0;
     goto out;

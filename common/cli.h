@@ -103,8 +103,8 @@ int attn_cli_parse_f(const char *s, double lo, double hi, double *v);
 /* "m:ss" */
 void attn_cli_fmt_time(double s, char *b, size_t n);
 
-/* A training run's loss curve for the SVG plot and the pacing of its progress lines: `train`
- * per step, `val` at each validation. */
+/* A training run's values for the summary (`train` per step, `val` at each validation) and the
+ * pacing of its progress lines. */
 typedef struct attn_cli_curve {
     float *step, *train, *vstep, *val;
     int n, nv, cap, tty;
@@ -137,8 +137,8 @@ typedef struct attn_cli_train_common {
 #define ATTN_OPT_TRAIN_COMMON(t, save_help)                                                   \
     ATTN_OPT_STR("log", 0, &(t)->log, "FILE",                                                 \
                  "one JSON object per step: loss, lr, grad norm, speed,\n"                    \
-                 "evaluations (default DIR/log.jsonl; '-': none); 'attn plot'\n"              \
-                 "draws one or more"),                                                        \
+                 "evaluations (default DIR/log.jsonl; '-': none); DIR/loss.svg\n"             \
+                 "draws it as 'attn plot' does (none without a log)"),                        \
     ATTN_OPT_INT("accum", 0, &(t)->accum, 1, 65536, "N",                                      \
                  "gradient accumulation: each step's batch in N parts,\n"                     \
                  "run one after another (the same step, less memory)"),                       \
@@ -271,6 +271,36 @@ int attn_cli_threads(long long threads);
 /* A context with attn_cli_threads(threads) threads and flags.  Prints the problem and returns
  * 1 on failure, else 0. */
 int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **ctx);
+
+/* ---- training logs as charts (common/plot.c) --------------------------------------------
+ * Draws JSON-lines training logs (as `attn train TASK --log` writes them) as stacked panels
+ * over a shared step or time axis: the training loss (light: as logged; dark: a trailing
+ * mean), each eval_* metric, the throughput; several logs are several runs.  attn plot calls
+ * it with its options; every attn train TASK draws its own log as DIR/loss.svg with it. */
+#define ATTN_CLI_PLOT_LOSS 1
+#define ATTN_CLI_PLOT_EVAL 2
+#define ATTN_CLI_PLOT_THROUGHPUT 4
+#define ATTN_CLI_PLOT_MAX_LABEL 100
+typedef struct attn_cli_plot {
+    const char *const *logs;   /* n paths ("-": standard input, once at most) */
+    const char *const *labels; /* n legend names, or NULL: each file's name */
+    int n;
+    int x_time;       /* x: elapsed time (elapsed_s) instead of the step */
+    int y;            /* the panels: ATTN_CLI_PLOT_* or-ed */
+    long long smooth; /* the trailing mean's window (-1: a fiftieth of the lines; 0, 1: off) */
+    int log_y, quiet; /* quiet: no notes about skipped or repeated lines, no "plot:" line */
+    int csv;          /* also print the merged series as CSV on standard output */
+    const char *title; /* NULL: "training: TASK" when the logs share one */
+    const char *out;   /* the chart's file, "-" for standard output, or NULL (csv only) */
+    int png;           /* PNG, else SVG */
+} attn_cli_plot;
+/* Prints "attn CMD: ..." on failure; returns the exit status (0, or 1). */
+int attn_cli_plot_logs(const char *cmd, const attn_cli_plot *p);
+/* A training run's chart (DIR/loss.svg): its log (a regular file, not empty) drawn as
+ * attn plot LOG --y loss,eval draws it, so a resumed run's chart covers the whole run.
+ * Returns 0 when drawn, -1 when there is no log to draw (none, '-', or not a regular file),
+ * or 1 after printing the problem. */
+int attn_cli_train_chart(const char *cmd, const char *log, const char *svg);
 
 /* A language model with its tokenizer (attn_llm_load with flags; act 1: int8 activations, from
  * ATTN_OPT_ACT).  Prints the problem and returns 0 on failure, else 1. */

@@ -2,7 +2,8 @@
 # attn train charlm (and dates) --dtype: bf16 products are named in the banner and kept in the checkpoint
 # (train.dtype); a resumed run with --dtype auto (the default) continues in the precision of the
 # run it resumes and ends with the uninterrupted run's model, byte for byte; an explicit other
-# --dtype is refused by name.  And a finished run resumed (charlm, dates) exits 0.
+# --dtype is refused by name.  And a finished run resumed (charlm, dates) exits 0; loss.svg is
+# drawn from the log.
 # usage: test_charlm_dtype.sh ATTN TEXT TMPDIR
 set -u
 ATTN=$1 TEXT=$2 TMP=$3 CASE=charlm_dtype
@@ -34,6 +35,13 @@ err_has "--dtype"
 run 0 "$ATTN" train charlm $M --steps 3 -o "$T/done"
 run 0 "$ATTN" train charlm $M --steps 3 --resume "$T/done/state.safetensors" -o "$T/done"
 [ -s "$T/done/loss.svg" ] || fail "the finished charlm run lost its loss curve"
+# loss.svg is the run's log drawn as attn plot draws it: steps before the time limit's stop and
+# after the resume on one curve; without a log (--log -), no chart, and the summary says so
+grep -q ">training loss<" "$T/part/loss.svg" && grep -q ">eval bpc<" "$T/part/loss.svg" ||
+    fail "the resumed run's chart lacks the loss or the validation panel"
+run 0 "$ATTN" train charlm $M --steps 2 --log - -o "$T/nolog"
+[ -e "$T/nolog/loss.svg" ] && fail "a chart without a log"
+out_has "loss curve: \\(none: no log\\)"
 run 0 "$ATTN" train dates $D --dtype bf16 -o "$T/dd"
 err_has "1 threads, bf16 products"
 run 0 "$ATTN" info "$T/dd/state.safetensors"

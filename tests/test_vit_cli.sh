@@ -32,7 +32,9 @@ setup)
     done
     [ "$(wc -l <"$M/log.csv")" = 2 ] || fail "log.csv: a header and one epoch expected"
     head -1 "$M/log.csv" | grep -q "^epoch,train_loss,test_loss,test_accuracy" || fail "log.csv header"
-    grep -q "test accuracy" "$M/loss.svg" || fail "loss.svg lacks the test accuracy series"
+    # loss.svg: the run's log.jsonl drawn as attn plot draws it (loss, then eval_* panels)
+    grep -q ">eval accuracy<" "$M/loss.svg" && grep -q ">training loss<" "$M/loss.svg" ||
+        fail "loss.svg lacks the loss or the test accuracy panel"
     run 0 "$ATTN" info "$M/model.safetensors"
     out_has "task = vit"
     out_has "patch = 4"

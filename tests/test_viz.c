@@ -547,14 +547,28 @@ static int count_str(const char *s, const char *what) {
     return k;
 }
 
+/* one panel of a training run: "train" as a line, a validation series with markers */
+static attn_status chart_svg(const double *x, const double *y, int n, const double *vx,
+                             const double *vy, int nv, const char *vlabel, const char *title,
+                             char **t, size_t *tn) {
+    attn_cli_series s[2];
+    int ns = 0;
+    memset(s, 0, sizeof s);
+    if (n > 0) s[ns++] = (attn_cli_series){"train", x, y, n, 0x1f77b4u, 1.6f, 0};
+    if (nv > 0) s[ns++] = (attn_cli_series){vlabel, vx, vy, nv, 0xe6550du, 2.0f, 1};
+    attn_cli_chart_panel panel = {"loss", NULL, NULL, s, ns, 0, 1, 6};
+    attn_cli_chart chart = {title, "step", &panel, 1, 760, 340};
+    return attn_cli_chart_svg_text(ctx, &chart, t, tn);
+}
+
 static void test_svg(void) {
-    float s[200], l[200], vs[10], vl[10];
-    for (int i = 0; i < 200; i++) s[i] = (float)(i * 10), l[i] = 4.0f * expf(-i / 40.0f) + 0.1f;
-    for (int i = 0; i < 10; i++) vs[i] = (float)(i * 200 + 190), vl[i] = 4.0f * expf(-i * 0.5f) + 0.2f;
+    double s[200], l[200], vs[10], vl[10];
+    for (int i = 0; i < 200; i++) s[i] = i * 10, l[i] = 4.0 * exp(-i / 40.0) + 0.1;
+    for (int i = 0; i < 10; i++) vs[i] = i * 200 + 190, vl[i] = 4.0 * exp(-i * 0.5) + 0.2;
     char *t = NULL;
     size_t n = 0;
-    if (TU_STATUS(attn_cli_loss_curve_svg_text(ctx, s, l, 200, vs, vl, 10, "held-out <error>",
-                                            "loss <dates> & \"co\"", &t, &n),
+    if (TU_STATUS(chart_svg(s, l, 200, vs, vl, 10, "held-out <error>", "loss <dates> & \"co\"",
+                            &t, &n),
                   ATTN_OK, ctx)) {
         TU_CHECK(strlen(t) == n, "svg length");
         TU_CHECK(strncmp(t, "<?xml", 5) == 0 && strstr(t, "<svg ") != NULL, "svg header");
@@ -571,34 +585,28 @@ static void test_svg(void) {
     }
     /* a NaN breaks the line; no validation series; no title */
     l[100] = NAN;
-    if (TU_STATUS(attn_cli_loss_curve_svg_text(ctx, s, l, 200, NULL, NULL, 0, NULL, NULL, &t, &n), ATTN_OK,
-                  ctx)) {
+    if (TU_STATUS(chart_svg(s, l, 200, NULL, NULL, 0, NULL, NULL, &t, &n), ATTN_OK, ctx)) {
         TU_CHECK(count_str(t, "<polyline") == 2 && count_str(t, "<circle") == 0,
                  "NaN splits the line");
         TU_CHECK(strstr(t, "nan") == NULL, "NaN not printed");
         attn__free(ctx, t);
     }
     /* one point, constant values */
-    float one = 3.0f;
-    if (TU_STATUS(attn_cli_loss_curve_svg_text(ctx, &one, &one, 1, NULL, NULL, 0, NULL, "x", &t, &n),
-                  ATTN_OK, ctx))
+    double one = 3.0;
+    if (TU_STATUS(chart_svg(&one, &one, 1, NULL, NULL, 0, NULL, "x", &t, &n), ATTN_OK, ctx))
         attn__free(ctx, t);
     const char *path = "test_viz_loss.svg";
-    if (TU_STATUS(attn_cli_loss_curve_svg(ctx, path, s, l, 200, vs, vl, 10, NULL, "loss"), ATTN_OK, ctx)) {
+    attn_cli_series sr = {"train", s, l, 200, 0x1f77b4u, 1.6f, 0};
+    attn_cli_chart_panel panel = {"loss", NULL, NULL, &sr, 1, 0, 1, 6};
+    attn_cli_chart chart = {"loss", "step", &panel, 1, 0, 0};
+    if (TU_STATUS(attn_cli_chart_write(ctx, path, 0, &chart), ATTN_OK, ctx)) {
         size_t fn = 0;
         unsigned char *f = read_all(path, &fn);
         TU_CHECK(f && fn > 1000 && memcmp(f, "<?xml", 5) == 0, "svg file written");
         free(f);
         remove(path);
     }
-    TU_STATUS(attn_cli_loss_curve_svg_text(ctx, s, l, 0, NULL, NULL, 0, NULL, NULL, &t, &n),
-              ATTN_E_INVALID, ctx);
-    TU_STATUS(attn_cli_loss_curve_svg_text(ctx, NULL, l, 5, NULL, NULL, 0, NULL, NULL, &t, &n),
-              ATTN_E_INVALID, ctx);
-    TU_STATUS(attn_cli_loss_curve_svg_text(ctx, s, l, 5, vs, NULL, 3, NULL, NULL, &t, &n),
-              ATTN_E_INVALID, ctx);
-    TU_STATUS(attn_cli_loss_curve_svg(ctx, "no/such/dir/l.svg", s, l, 5, NULL, NULL, 0, NULL, NULL),
-              ATTN_E_IO, ctx);
+    TU_STATUS(attn_cli_chart_write(ctx, "no/such/dir/l.svg", 0, &chart), ATTN_E_IO, ctx);
 }
 
 int main(void) {

@@ -77,13 +77,6 @@ attn_status attn_cli_heatmap_render(attn_ctx *ctx, const float *weights, int row
  * allocator. */
 attn_status attn_cli_panels_render(attn_ctx *ctx, const attn_cli_panel *panels, int n, int size,
                                    const char *title, attn_cli_canvas *out /* OUT */);
-/* The SVG text of a loss chart (see attn_cli_loss_curve_svg), NUL-terminated, allocated with
- * the context allocator. */
-attn_status attn_cli_loss_curve_svg_text(attn_ctx *ctx, const float *steps,
-                                         const float *train_loss, int n, const float *val_steps,
-                                         const float *val_loss, int nval, const char *val_label,
-                                         const char *title, char **out /* OUT */,
-                                         size_t *out_n /* OUT */);
 
 /* The chart (pictures.h: attn_cli_chart) as SVG text (NUL-terminated) or as a PNG image in
  * memory, allocated with the context allocator; and drawn on a canvas, scale pixels per SVG

@@ -1,5 +1,6 @@
-/* Pictures of the attn program: an attention heatmap (PNG) and a training run's loss curve
- * (SVG), written without dependencies.  They belong to the CLI, not to the library's ABI: the
+/* Pictures of the attn program: an attention heatmap and panels (PNG) and line charts (SVG or
+ * PNG: attn plot and each training run's loss.svg, common/plot.c), written without
+ * dependencies.  They belong to the CLI, not to the library's ABI: the
  * library hands out numbers (attention weights, losses) and the CLI draws them.  Like the
  * library they never print: a failure is an attn_status with the message in ctx (attn_cli_fail
  * prints it).  draw.h has the parts (PNG encoder, canvas, font, charts). */
@@ -16,14 +17,6 @@ attn_status attn_cli_png_write(attn_ctx *ctx, const char *path, int width, int h
 attn_status attn_cli_heatmap_png(attn_ctx *ctx, const char *path, const float *weights,
                                  int rows, int cols, const char *const *row_labels,
                                  const char *const *col_labels, const char *title);
-/* A line chart of a training run as an SVG file: train_loss at steps [n], and a second series
- * (e.g. validation loss or held-out error) val_loss at val_steps [nval] (nval may be 0) named
- * val_label in the legend (NULL: "validation"). */
-attn_status attn_cli_loss_curve_svg(attn_ctx *ctx, const char *path, const float *steps,
-                                    const float *train_loss, int n, const float *val_steps,
-                                    const float *val_loss, int nval, const char *val_label,
-                                    const char *title);
-
 /* One panel of attn_cli_panels_png: values [rows, cols] (row-major) drawn as a square of
  * size x size pixels (nearest neighbour), in grey (gray = 1: lo black, hi white) or with the
  * colour map (gray = 0); lo >= hi takes the panel's own minimum and maximum.  label (above)
