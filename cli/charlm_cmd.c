@@ -164,7 +164,7 @@ static int on_progress(void *user, const attn_train_progress *p) {
     attn_cli_curve *c = user;
     attn_cli_dp_fault(p->step);
     float bpc = (float)(p->loss / 0.69314718055994530942);
-    if (!attn_cli_curve_add(c, p, bpc, p->val_bpc > 0, p->val_bpc) || c->quiet)
+    if (!attn_cli_curve_add(c, p, p->val_bpc > 0, p->val_bpc) || c->quiet)
         return attn_cli_stop_requested();
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
@@ -271,11 +271,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     char *smp = NULL;
     attn_module *m = NULL;
     int rc = 0;
-    if (attn_cli_curve_init(&c, "train charlm", cfg.steps)) {
-        rc = 1;
-        goto out;
-    }
-    c.quiet = quiet;
+    attn_cli_curve_init(&c, quiet);
     if (!quiet)
         fprintf(stderr, "training charlm: d_model %lld, %lld heads, %lld layers, ff %lld, block %lld, "
                     "batch %lld, %lld steps, %lld threads, %s products\n",
@@ -325,7 +321,7 @@ int attn_cmd_charlm_train(int argc, char **argv) {
     const int chart = attn_cli_train_chart("train charlm", cfg.log_path, paths.svg);
     if (chart > 0) rc = 1;
     printf("vocabulary: %d bytes\n", cfg.vocab_size);
-    if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.val[c.nv - 1]);
+    if (c.nv > 0) printf("validation: %.3f bits per character\n", (double)c.val);
     if (attn_cli_stop_requested())
         printf("stopped by a signal: continue with --resume %s -o %s\n", paths.state, out);
     printf("model: %s\nstate: %s\nloss curve: %s\n", paths.model, paths.state,
@@ -340,7 +336,6 @@ int attn_cmd_charlm_train(int argc, char **argv) {
 out:
     free(smp);
     attn_module_free(m);
-    attn_cli_curve_free(&c);
     free(text.p);
     attn_ctx_free(ctx);
     return rc;

@@ -69,7 +69,7 @@ static int on_step(void *user, const attn_train_progress *p) {
         printf("held-out loss at step %lld: %.4f (perplexity %.3f)\n", (long long)p->step, val,
                exp(val));
     fflush(stdout);
-    if (!attn_cli_curve_add(c, p, p->loss, val > 0, (float)val) || c->quiet)
+    if (!attn_cli_curve_add(c, p, val > 0, (float)val) || c->quiet)
         return attn_cli_stop_requested();
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
@@ -191,8 +191,8 @@ int attn_cmd_lm_train(int argc, char **argv) {
     attn_st *rs = NULL;
     char *text = NULL;
     int32_t *tok = NULL;
-    attn_cli_curve c = {0};
-    int curve = 0;
+    attn_cli_curve c;
+    attn_cli_curve_init(&c, quiet);
     attn_status st;
     rc = 1;
     const int dtype_asked = dtype;
@@ -288,9 +288,6 @@ int attn_cmd_lm_train(int argc, char **argv) {
         }
     }
     r.settings = set, r.nsettings = nset;
-    if (attn_cli_curve_init(&c, CMD, r.steps)) goto out;
-    curve = 1;
-    c.quiet = quiet;
     /* data parallel: the ranks agree on every setting that changes the result and on the
      * initial weights (common/train_dp.c), before the first step */
     for (int i = 0; i < nset; i++) attn_cli_dp_note(set[i].option, "%s", set[i].value);
@@ -332,7 +329,7 @@ int attn_cmd_lm_train(int argc, char **argv) {
         rc = 0;
         goto out;
     }
-    double val = c.nv ? (double)c.val[c.nv - 1] : val0;
+    double val = c.nv ? (double)c.val : val0;
     /* the model as a HF folder (rank 0 writes it) */
     if (rank0) {
         if (!write_hf(CMD, ctx, llm, from_dir ? init : NULL, out)) goto out;
@@ -351,7 +348,6 @@ int attn_cmd_lm_train(int argc, char **argv) {
     }
     rc = 0;
 out:
-    if (curve) attn_cli_curve_free(&c);
     attn_st_free(rs);
     attn_llm_free(llm); /* and its module m */
     free(tok);

@@ -16,7 +16,7 @@
 static int on_progress(void *user, const attn_train_progress *p) {
     attn_cli_curve *c = user;
     attn_cli_dp_fault(p->step);
-    if (!attn_cli_curve_add(c, p, p->loss, p->accuracy >= 0, p->accuracy) || c->quiet)
+    if (!attn_cli_curve_add(c, p, p->accuracy >= 0, p->accuracy) || c->quiet)
         return attn_cli_stop_requested();
     char el[16], eta[16];
     attn_cli_fmt_time(p->elapsed_s, el, sizeof el);
@@ -150,11 +150,7 @@ static int train_dates(int argc, char **argv) {
     cfg.tb_dir = rank0 ? attn_cli_train_tb(&tc) : NULL;
     attn_cli_curve c;
     int rc = 0;
-    if (attn_cli_curve_init(&c, "train", cfg.steps)) {
-        rc = 1;
-        goto out;
-    }
-    c.quiet = quiet;
+    attn_cli_curve_init(&c, quiet);
     if (!quiet)
         fprintf(stderr, "training dates: d_model %lld, %lld heads, %lld+%lld layers, ff %lld, batch %lld, "
                     "%lld steps, %lld threads, %s products\n",
@@ -222,7 +218,6 @@ static int train_dates(int argc, char **argv) {
     }
     attn_module_free(m);
 out:
-    attn_cli_curve_free(&c);
     attn_ctx_free(ctx);
     return rc;
 }

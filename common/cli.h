@@ -103,21 +103,18 @@ int attn_cli_parse_f(const char *s, double lo, double hi, double *v);
 /* "m:ss" */
 void attn_cli_fmt_time(double s, char *b, size_t n);
 
-/* A training run's values for the summary (`train` per step, `val` at each validation) and the
- * pacing of its progress lines. */
+/* A training run's last validation value (for the summary; the chart is drawn from the log)
+ * and the pacing of its progress lines. */
 typedef struct attn_cli_curve {
-    float *step, *train, *vstep, *val;
-    int n, nv, cap, tty;
+    float val; /* the last validation value, when nv > 0 */
+    int nv, tty;
     int quiet; /* -q: no progress lines */
     double last_print;
 } attn_cli_curve;
-/* Room for steps + 1 points; 1 (after printing) when out of memory. */
-int attn_cli_curve_init(attn_cli_curve *c, const char *cmd, int64_t steps);
-void attn_cli_curve_free(attn_cli_curve *c);
-/* Records step p->step (train value; val when has_val) and says whether to print a progress
+void attn_cli_curve_init(attn_cli_curve *c, int quiet);
+/* Records step p->step's validation value (when has_val) and says whether to print a progress
  * line now: at a validation, at the last step, or a second after the previous line. */
-int attn_cli_curve_add(attn_cli_curve *c, const attn_train_progress *p, float train, int has_val,
-                       float val);
+int attn_cli_curve_add(attn_cli_curve *c, const attn_train_progress *p, int has_val, float val);
 
 /* A training command's output folder (created if missing; refused unless it is a directory
  * where a file can be created: checked before training, not at the first save) and its file

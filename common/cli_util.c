@@ -157,35 +157,15 @@ void attn_cli_stop_on_signals(void) {
 }
 int attn_cli_stop_requested(void) { return stop_flag != 0; }
 
-int attn_cli_curve_init(attn_cli_curve *c, const char *cmd, int64_t steps) {
+void attn_cli_curve_init(attn_cli_curve *c, int quiet) {
     memset(c, 0, sizeof *c);
-    c->cap = (int)(steps < 1000000 ? steps + 1 : 1000000);
-    c->step = calloc((size_t)c->cap, sizeof(float));
-    c->train = calloc((size_t)c->cap, sizeof(float));
-    c->vstep = calloc((size_t)c->cap, sizeof(float));
-    c->val = calloc((size_t)c->cap, sizeof(float));
     c->tty = isatty(2);
+    c->quiet = quiet;
     c->last_print = -1;
-    if (c->step && c->train && c->vstep && c->val) return 0;
-    fprintf(stderr, "attn %s: out of memory\n", cmd);
-    return 1;
 }
 
-void attn_cli_curve_free(attn_cli_curve *c) {
-    free(c->step), free(c->train), free(c->vstep), free(c->val);
-    memset(c, 0, sizeof *c);
-}
-
-int attn_cli_curve_add(attn_cli_curve *c, const attn_train_progress *p, float train, int has_val,
-                       float val) {
-    if (c->n < c->cap) {
-        c->step[c->n] = (float)p->step;
-        c->train[c->n++] = train;
-    }
-    if (has_val && c->nv < c->cap) {
-        c->vstep[c->nv] = (float)p->step;
-        c->val[c->nv++] = val;
-    }
+int attn_cli_curve_add(attn_cli_curve *c, const attn_train_progress *p, int has_val, float val) {
+    if (has_val) c->val = val, c->nv++;
     if (!has_val && p->step != p->steps && p->elapsed_s - c->last_print < 1.0) return 0;
     c->last_print = p->elapsed_s;
     return 1;
