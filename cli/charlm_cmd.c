@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "commands.h"
 #include "pictures/pictures.h"
 
 /* The default text: the licence texts of Debian's base-files package (Essential: present on

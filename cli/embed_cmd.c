@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "bench_util.h"
-#include "cli.h"
+#include "commands.h"
 
 typedef struct lines {
     char **s;

@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "bench.h"
+#include "commands.h"
 
 /* Reads a safetensors file, or standard input for "-" (bounded by ATTN_LIMIT_FILE_BYTES and,
  * for a stream, by what its header describes).

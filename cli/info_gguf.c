@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "commands.h"
 
 #define STR_SHOWN 60   /* bytes of a string value shown */
 #define ELEM_SHOWN 6   /* elements of an array shown */

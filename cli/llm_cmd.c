@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "bench_util.h"
-#include "cli.h"
+#include "commands.h"
 
 /* ---- shared ---------------------------------------------------------------------------- */
 typedef struct llm_opts {

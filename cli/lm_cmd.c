@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cli.h"
+#include "commands.h"
 #include "pictures/pictures.h"
 
 #define CMD "train lm"

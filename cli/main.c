@@ -3,7 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "bench.h"
+#include "commands.h"
 
 typedef struct cmd {
     const char *name;

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "commands.h"
 
 #ifndef ATTN_HAVE_MHD
 int attn_cmd_serve(int argc, char **argv) {

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "commands.h"
 #include "pictures/pictures.h"
 
 #define VIT_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"

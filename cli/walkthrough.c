@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "commands.h"
 
 #define T6 6 /* tokens of "Your journey starts with one step" */
 #define DIN 3

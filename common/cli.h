@@ -1,6 +1,7 @@
-/* The attn program: the only code that prints or exits.  Each subcommand is a function
- * `int attn_cmd_<name>(int argc, char **argv)` (argv[0] is the subcommand name) returning the
- * process exit status: 0 success, 1 failure, 2 usage error. */
+/* What the attn program's commands (cli/, bench/suite/) share: the data-parallel start-up,
+ * errors and output, options, contexts, files, training settings, the charts of training logs.
+ * The program is the only code that prints or exits.  The commands themselves are declared in
+ * cli/commands.h and bench/suite/bench.h. */
 #ifndef ATTN_CLI_H
 #define ATTN_CLI_H
 #include <stdio.h>
@@ -8,29 +9,6 @@
 #include "attn.h"
 #include "attn_tasks.h" /* the demo tier: dates and charlm, run by train, translate, ... */
 
-int attn_cmd_eval(int argc, char **argv);        /* cli/eval_cmd.c */
-int attn_cmd_walkthrough(int argc, char **argv); /* cli/walkthrough.c */
-int attn_cmd_info(int argc, char **argv);        /* cli/eval_cmd.c: list a safetensors file */
-/* cli/info_gguf.c: attn info on a GGUF file.  is_gguf: 1 when path is a regular file starting
- * with the magic "GGUF" (never blocks: a FIFO is not read); info_gguf prints the listing, or
- * the error to stderr, and returns the exit status. */
-int attn_cli_is_gguf(const char *path);
-/* Whether path is a regular file that starts as a safetensors file does (a header length,
- * then '{'). */
-int attn_cli_is_safetensors(const char *path);
-int attn_cli_info_gguf(attn_ctx *ctx, const char *path);
-int attn_cmd_train(int argc, char **argv);       /* cli/train_cmd.c */
-int attn_cmd_translate(int argc, char **argv);   /* cli/train_cmd.c */
-int attn_cmd_heatmap(int argc, char **argv);     /* cli/train_cmd.c */
-/* `attn train charlm ...`: argv[0] is "charlm" (cli/charlm_cmd.c) */
-int attn_cmd_charlm_train(int argc, char **argv);
-/* cli/llm_cmd.c: generate (a GGUF file or a llama folder; else the character model of
- * cli/charlm_cmd.c), chat, tokenize, perplexity; bench/suite/bench_llm.c: attn bench --op llm */
-int attn_cmd_generate(int argc, char **argv);
-int attn_cmd_charlm_generate(int argc, char **argv); /* cli/charlm_cmd.c */
-int attn_cmd_chat(int argc, char **argv);
-int attn_cmd_tokenize(int argc, char **argv);
-int attn_cmd_perplexity(int argc, char **argv);
 /* common/train_dp.c: attn train dates|charlm|lm|vit under mpirun, data parallel (-DATTN_MPI=ON).
  * attn_cli_dp_init before the command (joins MPI when mpirun started this process; refuses
  * several ranks in a build without MPI; silences the standard output of ranks other than 0),
@@ -70,28 +48,6 @@ int attn_cli_dp_local(void); /* ranks on this node (1 outside mpirun) */
  * and the world's size; 1 after printing the failure (cmd names the command), else 0. */
 int attn_cli_mpi_init(const char *cmd, int *rank, int *size);
 #endif
-/* bench/suite/bench_ring.c: attn bench --op ring-sdpa (under mpirun; -DATTN_MPI=ON) */
-int attn_bench_ring(int argc, char **argv);
-/* bench/suite/bench_link.c: attn bench --op mpi-link (under mpirun; -DATTN_MPI=ON) */
-int attn_bench_link(int argc, char **argv);
-/* bench/suite/bench_dp.c: attn bench --op dp-step (data parallel under mpirun, or one process) */
-int attn_bench_dp(int argc, char **argv);
-/* attn bench --op cpu, attn info --cpu (bench/suite/bench_cpu.c). */
-int attn_bench_cpu(int argc, char **argv);
-int attn_cmd_demo(int argc, char **argv);        /* cli/train_cmd.c */
-int attn_cmd_embed(int argc, char **argv);       /* cli/embed_cmd.c */
-int attn_cmd_similar(int argc, char **argv);     /* cli/embed_cmd.c */
-/* cli/serve.c: the OpenAI-compatible HTTP server (a stub without libmicrohttpd) */
-int attn_cmd_serve(int argc, char **argv);
-int attn_cmd_bench(int argc, char **argv);       /* bench/suite/bench_cmd.c */
-int attn_cmd_plot(int argc, char **argv);        /* cli/plot_cmd.c */
-/* `attn train vit ...`: argv[0] is "vit" (cli/vit_cmd.c) */
-int attn_cmd_vit_train(int argc, char **argv);
-/* `attn train lm ...`: argv[0] is "lm" (cli/lm_cmd.c) */
-int attn_cmd_lm_train(int argc, char **argv);
-int attn_cmd_export(int argc, char **argv); /* cli/lm_cmd.c */
-int attn_cmd_classify(int argc, char **argv);      /* cli/vit_cmd.c */
-int attn_cmd_attention_map(int argc, char **argv); /* cli/vit_cmd.c */
 
 /* common/cli_util.c */
 #include <stddef.h>

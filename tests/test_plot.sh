@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# attn plot (cli/plot_cmd.c) on small hand-written training logs, one ctest test per case:
+# attn plot (cli/plot_cmd.c, common/plot.c) on small hand-written training logs, one ctest test per case:
 #   bash test_plot.sh ATTN CASE TMPDIR
 #   svg     two logs -> SVG: well-formed XML, both legend names, the lines and dots expected
 #   png     the same as PNG: the signature and a sane IHDR
