@@ -270,9 +270,11 @@ static attn_status on_epoch(void *user, attn_ctx *ctx, const attn_vit_train_repo
         fflush(stderr);
     }
     (void)ctx;
-    /* the chart so far (the log has the steps up to this epoch's last) */
-    if (u->writer && attn_cli_train_chart("train vit", u->log, u->paths->svg) > 0)
-        return ATTN_E_IO;
+    /* the chart so far (the log has the steps up to this epoch's last); one that cannot be
+     * drawn now is said (attn_cli_train_chart prints why) and training goes on: the chart
+     * drawn at the end decides the exit status (stopping here would report this context's
+     * message, which is not the chart's) */
+    if (u->writer) (void)attn_cli_train_chart("train vit", u->log, u->paths->svg);
     return ATTN_OK;
 }
 
