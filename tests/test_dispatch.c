@@ -25,6 +25,7 @@
 #include "../src/kernels/ew.h"
 #include "../src/kernels/flash.h"
 #include "../src/kernels/gemm.h"
+#include "../src/kernels/gemm_mixed.h"
 #include "../src/kernels/gemm_bf16.h"
 #include "../src/kernels/gemm_f16.h"
 #include "../src/kernels/kernels.h"
@@ -163,6 +164,9 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
              "%s: f16 linear kernel", what);
     TU_CHECK(k->flash_bf16->isa == (k->has_bf16 ? ATTN__ISA_AVX512 : ATTN__ISA_REF),
              "%s: bf16 attention kernels", what);
+    TU_CHECK(!k->flash_bf16->tiles || (k->has_bf16 && !k->flash_bf16_widen &&
+                                        k->mixed == attn__mixed_kernel_amx()),
+             "%s: bf16 attention on AMX tiles without the AMX GEMM, or widened", what);
     TU_CHECK(!(k->has_bf16 || k->has_f16) || isa == ATTN__ISA_AVX512,
              "%s: 16-bit AVX-512 kernels on set %s", what, n);
     const attn__quant_kernels *qk = isa == ATTN__ISA_AVX512 ? attn__quant_kernels_avx512()
@@ -257,7 +261,7 @@ static void made_up_cpus(void) {
                  !attn__isa_runs(ATTN__ISA_COUNT, ~0u) && !attn__isa_runs(-1, ~0u),
              "isa_runs accepts what cannot run");
 
-    attn__kernel_env env = {-1, 1, 1, 1};
+    attn__kernel_env env = {-1, 1, 1, 1, 1};
     attn__kernels k;
     int bf_built = attn__bf16_kernels_built(), f16_built = attn__f16_kernel_avx512() != NULL;
     if (b512) {
@@ -282,6 +286,28 @@ static void made_up_cpus(void) {
         TU_CHECK(!k.has_bf16 && k.gemm_bf16 == attn__bf16_kernel_ref() && k.flash_bf16_widen &&
                      k.has_f16 == f16_built,
                  "ATTN_BF16=0");
+        /* AMX (granted): bf16 attention on the tiles, not widened, unless ATTN_AMX=0 (widened)
+         * or ATTN_BF16=dot (VDPBF16PS) */
+        const unsigned amx = bf | ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16;
+        const attn__flash_bf16_kernels *fa = attn__flash_bf16_kernels_amx();
+        env.bf16 = 1;
+        attn__kernels_select(&k, ATTN__ISA_AVX512, amx, &env);
+        TU_CHECK(!bf_built || (fa ? k.flash_bf16 == fa && !k.flash_bf16_widen
+                                  : k.flash_bf16 == attn__flash_bf16_kernels_avx512() &&
+                                        k.flash_bf16_widen),
+                 "AMX: bf16 attention kernels %s, widen %d", k.flash_bf16->name,
+                 k.flash_bf16_widen);
+        check_tables(&k, ATTN__ISA_AVX512, "made-up CPU with AMX");
+        env.amx = 0;
+        attn__kernels_select(&k, ATTN__ISA_AVX512, amx, &env);
+        TU_CHECK(!k.flash_bf16->tiles && k.flash_bf16_widen, "ATTN_AMX=0: bf16 attention on %s",
+                 k.flash_bf16->name);
+        env.amx = 1, env.bf16 = 2;
+        attn__kernels_select(&k, ATTN__ISA_AVX512, amx, &env);
+        TU_CHECK(!k.flash_bf16->tiles && k.flash_bf16_widen == !bf_built,
+                 "AMX with ATTN_BF16=dot: bf16 attention on %s", k.flash_bf16->name);
+        attn__kernels_select(&k, ATTN__ISA_AVX2, amx, &env);
+        TU_CHECK(!k.flash_bf16->tiles, "AVX2 set: bf16 attention on %s", k.flash_bf16->name);
         env.bf16 = 1, env.f16 = 0; /* ATTN_F16=0 */
         attn__kernels_select(&k, ATTN__ISA_AVX512, bf | fp, &env);
         TU_CHECK(!k.has_f16 && k.gemm_f16 == attn__f16_kernel_ref() && k.has_bf16 == bf_built,
@@ -332,7 +358,7 @@ static void env_read_once(void) {
     struct {
         const char *name, *value;
     } vars[] = {{"ATTN_DECODE", "0"}, {"ATTN_BF16", "0"}, {"ATTN_BF16", "dot"},
-                {"ATTN_F16", "0"},    {"ATTN_ISA", "ref"}};
+                {"ATTN_F16", "0"},    {"ATTN_ISA", "ref"},  {"ATTN_AMX", "0"}};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         attn_ctx *before = ctx_under(vars[i].name, NULL, 1);
         attn_ctx *under = ctx_under(vars[i].name, vars[i].value, 1);
@@ -358,6 +384,8 @@ static void env_read_once(void) {
             ok = k->flash_bf16_widen == (k->isa != ATTN__ISA_REF && !k->has_bf16);
         else if (!strcmp(vars[i].name, "ATTN_BF16")) ok = !k->has_bf16;
         else if (!strcmp(vars[i].name, "ATTN_F16")) ok = !k->has_f16;
+        else if (!strcmp(vars[i].name, "ATTN_AMX"))
+            ok = !k->flash_bf16->tiles && k->mixed != attn__mixed_kernel_amx();
         else ok = k->isa == ATTN__ISA_REF;
         TU_CHECK(ok, "a context created under %s=%s ignores it", vars[i].name, vars[i].value);
         attn_ctx_free(before), attn_ctx_free(under);

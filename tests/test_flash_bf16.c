@@ -47,11 +47,15 @@ static double worst_out, worst_lse, worst_f32;
 
 /* ---- microkernels ---------------------------------------------------------------------- */
 static void ukr_case(const attn__flash_bf16_kernels *kb, uint64_t *rs) {
-    int64_t m = 1 + (int64_t)(tu_rand(rs) % 14), n = 16 * (1 + (int64_t)(tu_rand(rs) % 8));
-    int64_t K2 = (int64_t)(tu_rand(rs) % 41), lda = 2 * K2 + 2 * (int64_t)(tu_rand(rs) % 3);
+    int64_t m = 1 + (int64_t)(tu_rand(rs) % (kb->tiles ? 70 : 14));
+    int64_t n = 16 * (1 + (int64_t)(tu_rand(rs) % 8));
+    /* tile kernels: K2 in whole steps of 16 pairs, A read up to a multiple of 16 rows */
+    int64_t K2 = kb->tiles ? 16 * (int64_t)(tu_rand(rs) % 4) : (int64_t)(tu_rand(rs) % 41);
+    int64_t lda = 2 * K2 + 2 * (int64_t)(tu_rand(rs) % 3);
     int64_t ldb = n + 16 * (int64_t)(tu_rand(rs) % 2), ldc = n + (int64_t)(tu_rand(rs) % 5);
     int accum = (int)(tu_rand(rs) % 3); /* 0: overwrite, 1: C += .., 2: C = cs C + .. */
-    size_t na = (size_t)(m * lda + 2), nb = (size_t)(2 * K2 * ldb + 2), nc = (size_t)(m * ldc);
+    int64_t ma = kb->tiles ? (m + 15) / 16 * 16 : m;
+    size_t na = (size_t)(ma * lda + 2), nb = (size_t)(2 * K2 * ldb + 2), nc = (size_t)(m * ldc);
     float *fa = malloc(4 * na), *fb = malloc(4 * nb), *c = malloc(4 * nc), *cref = malloc(4 * nc),
           *cs = malloc(4 * (size_t)m);
     attn__bf16 *a = malloc(2 * na), *b = malloc(2 * nb);
@@ -72,15 +76,17 @@ static void ukr_case(const attn__flash_bf16_kernels *kb, uint64_t *rs) {
             cref[i * ldc + j] = (float)(accum ? (accum == 2 ? cs[i] : 1.0) * c0 + acc : acc);
             if (mag + 1 > scale) scale = mag + 1;
         }
+    if (kb->tiles) kb->begin();
     kb->mm(m, n, K2, a, lda, b, ldb, c, ldc, accum != 0, accum == 2 ? cs : NULL);
+    if (kb->tiles) kb->end();
     double e = 0;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             double d = fabs((double)c[i * ldc + j] - cref[i * ldc + j]);
             if (!(d <= e)) e = d; /* NaN sticks */
         }
-    TU_CHECK(e <= 1e-6 * scale, "bf16 mm (isa %d) m%lld n%lld K2 %lld accum %d: error %.3g",
-             kb->isa, (long long)m, (long long)n, (long long)K2, accum, e);
+    TU_CHECK(e <= 1e-6 * scale, "bf16 mm (%s) m%lld n%lld K2 %lld accum %d: error %.3g",
+             kb->name, (long long)m, (long long)n, (long long)K2, accum, e);
     free(fa), free(fb), free(c), free(cref), free(cs), free(a), free(b);
 }
 
@@ -117,20 +123,29 @@ static void ukr_cvt(const attn__flash_bf16_kernels *kb, uint64_t *rs) {
 }
 
 static void microkernels(void) {
-    const attn__flash_bf16_kernels *tabs[2] = {attn__flash_bf16_kernels_ref(),
-                                               attn__flash_bf16_kernels_avx512()};
+    const attn__flash_bf16_kernels *tabs[3] = {attn__flash_bf16_kernels_ref(),
+                                               attn__flash_bf16_kernels_avx512(),
+                                               attn__flash_bf16_kernels_amx()};
     uint64_t rs = 77;
-    int cpu = 0;
+    int cpu = 0, tiles = 0;
     if (tabs[1] && tu_isa_ok(TU_CPU_AVX512_BF16, "test_flash_bf16: AVX512_BF16 microkernels")) {
         attn_ctx *c = tu_ctx(1);
         cpu = c && attn__isa_set(c, ATTN__ISA_AVX512) && c->kern.has_bf16; /* not ATTN_BF16=0 */
         attn_ctx_free(c);
     }
-    printf("test_flash_bf16: AVX512_BF16 kernels %s\n",
+    /* the AMX tiles: where the CPU has them, the OS granted them and ATTN_AMX is not 0 */
+    if (cpu && tabs[2] && tu_isa_ok(TU_CPU_AMX_BF16, "test_flash_bf16: AMX microkernels")) {
+        attn_ctx *c = tu_ctx(1);
+        tiles = c && attn__isa_set(c, ATTN__ISA_AVX512) && c->kern.flash_bf16 == tabs[2];
+        attn_ctx_free(c);
+    }
+    printf("test_flash_bf16: AVX512_BF16 kernels %s; AMX kernels %s\n",
            tabs[1] ? (cpu ? "built and run" : "built, not run (CPU or ATTN_BF16=0)")
+                   : "not built",
+           tabs[2] ? (tiles ? "built and run" : "built, not run (CPU, OS or ATTN_AMX=0)")
                    : "not built");
-    for (int t = 0; t < 2; t++) {
-        if (!tabs[t] || (t == 1 && !cpu)) continue;
+    for (int t = 0; t < 3; t++) {
+        if (!tabs[t] || (t == 1 && !cpu) || (t == 2 && !tiles)) continue;
         for (int i = 0; i < 200; i++) ukr_case(tabs[t], &rs);
         ukr_cvt(tabs[t], &rs);
     }
@@ -207,16 +222,18 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
     float *o[3], *lse[3];
     for (int t = 0; t < 3; t++) o[t] = malloc(4 * no), lse[t] = malloc(4 * nl);
     char what[200], w2[240];
-    /* variants: every kernel set (plain C: the bf16 dot microkernels; SIMD sets: widened to
-     * fp32), then AVX-512 with ATTN_BF16=dot (the AVX512_BF16 dot microkernels, where the CPU
-     * has them) and with ATTN_BF16=0 (widened, P rounded by plain C) */
-    for (int var = 0; var < ATTN__ISA_COUNT + 2; var++) {
+    /* variants: every kernel set (plain C: the bf16 dot microkernels; AVX2: widened to fp32;
+     * AVX-512: the AMX tiles where the CPU has them, else widened), then AVX-512 with
+     * ATTN_BF16=dot (the AVX512_BF16 dot microkernels, where the CPU has them), with
+     * ATTN_BF16=0 (widened, P rounded by plain C) and with ATTN_AMX=0 (widened, P rounded by
+     * AVX512_BF16) */
+    for (int var = 0; var < ATTN__ISA_COUNT + 3; var++) {
         int isa = var < ATTN__ISA_COUNT ? var : ATTN__ISA_AVX512;
         /* ATTN_BF16 as the contexts would have read it: 2 = dot, 0 = "0", 1 = unset */
-        int env = var == ATTN__ISA_COUNT ? 2 : var > ATTN__ISA_COUNT ? 0 : 1;
+        int env = var == ATTN__ISA_COUNT ? 2 : var == ATTN__ISA_COUNT + 1 ? 0 : 1;
         if (!tu_each_set(isa, "test_flash_bf16: fused forward")) continue;
         for (int t = 0; t < 3; t++) {
-            ctx[t]->env.bf16 = env;
+            ctx[t]->env.bf16 = env, ctx[t]->env.amx = var != ATTN__ISA_COUNT + 2;
             TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
             attn__sdpa_args f = a;
             f.o = o[t], f.lse = lse[t];
@@ -226,8 +243,10 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
         const attn__flash_bf16_kernels *kb = ctx[0]->kern.flash_bf16;
         int widen = ctx[0]->kern.flash_bf16_widen;
         const char *ukr = widen ? (kb->isa ? "widen+avx512bf16" : "widen+C")
-                                : (kb->isa ? "dot avx512bf16" : "dot C");
-        for (int t = 0; t < 3; t++) ctx[t]->env.bf16 = 1, attn__isa_set(ctx[t], ATTN__ISA_DEFAULT);
+                          : kb->tiles ? "dot amx"
+                                      : (kb->isa ? "dot avx512bf16" : "dot C");
+        for (int t = 0; t < 3; t++)
+            ctx[t]->env.bf16 = 1, ctx[t]->env.amx = 1, attn__isa_set(ctx[t], ATTN__ISA_DEFAULT);
         snprintf(what, sizeof what,
                  "[%s/%s B%lld H%lld/%lld L%lld S%lld D%lld/%lld causal%d mask%d p%.2f blhd%d "
                  "feat%d]",
@@ -278,18 +297,19 @@ static void rounding(attn_ctx *ctx) {
     a.scale = logf(0.5f + 0.4f / 512), a.o = o; /* score of key 1: ln e */
     double e = exp((double)a.scale), want = 0.5 / (1 + e), unrounded = e / (1 + e);
     TU_CHECK(unrounded - want > 4e-4, "rounding test: the design is off");
-    for (int var = 0; var < ATTN__ISA_COUNT + 1; var++) {
+    for (int var = 0; var < ATTN__ISA_COUNT + 2; var++) { /* + dot, + ATTN_AMX=0 */
         int isa = var < ATTN__ISA_COUNT ? var : ATTN__ISA_AVX512;
         if (!tu_set_ok(isa, "test_flash_bf16: rounding of P")) continue;
         ctx->env.bf16 = var == ATTN__ISA_COUNT ? 2 : 1; /* ATTN_BF16=dot, else unset */
+        ctx->env.amx = var != ATTN__ISA_COUNT + 1;
         TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
         TU_STATUS(attn__flash_fwd_bf16(ctx, &a, q, k, v), ATTN_OK, ctx);
         double err = 0;
         for (int i = 0; i < L * Dv; i++) err = fmax(err, fabs((double)o[i] - want));
-        TU_CHECK(err < 1e-6, "P not rounded to bf16 (%s%s): error %.3g, unrounded %.3g",
-                 attn__isa_name(isa), var == ATTN__ISA_COUNT ? ", dot" : "", err,
-                 fabs(o[0] - unrounded));
-        ctx->env.bf16 = 1, attn__isa_set(ctx, ATTN__ISA_DEFAULT);
+        TU_CHECK(err < 1e-6, "P not rounded to bf16 (%s, %s%s): error %.3g, unrounded %.3g",
+                 attn__isa_name(isa), ctx->kern.flash_bf16->name,
+                 ctx->kern.flash_bf16_widen ? " widened" : "", err, fabs(o[0] - unrounded));
+        ctx->env.bf16 = 1, ctx->env.amx = 1, attn__isa_set(ctx, ATTN__ISA_DEFAULT);
     }
 }
 

@@ -44,7 +44,7 @@ typedef struct attn__kernel_env {
     int bf16;   /* ATTN_BF16: 0 for "0" (plain C bf16 kernels), 2 for "dot", else 1 */
     int f16;    /* ATTN_F16: 0 for "0" (the plain C fp16 kernel), else 1 */
     int decode; /* ATTN_DECODE: 0 for "0" (no split-KV decode path), else 1 */
-    int amx;    /* ATTN_AMX: 0 for "0" (bf16-operand GEMMs without the AMX tiles), else 1 */
+    int amx;    /* ATTN_AMX: 0 for "0" (bf16 GEMMs and attention without AMX tiles), else 1 */
 } attn__kernel_env;
 
 typedef struct attn__kernels {

@@ -103,15 +103,21 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     k->has_bf16 = x512 && (cpu & bf16) == bf16 && attn__bf16_kernels_built() && env->bf16 != 0;
     k->gemm_bf16 = k->has_bf16 ? attn__bf16_kernel_avx512() : NULL;
     if (!k->gemm_bf16) k->gemm_bf16 = attn__bf16_kernel_ref();
+    /* AMX tiles where the CPU has them and the OS granted them (the caller clears the AMX
+     * bits otherwise), unless ATTN_AMX=0 */
+    const unsigned amx = ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16;
+    const int tiles = k->has_bf16 && (cpu & amx) == amx && env->amx;
+    /* bf16 attention: on AMX tiles (unless ATTN_BF16=dot asks for VDPBF16PS); else widened to
+     * the fp32 kernels, or with ATTN_BF16=dot on VDPBF16PS */
     const attn__flash_bf16_kernels *fb = k->has_bf16 ? attn__flash_bf16_kernels_avx512() : NULL;
+    if (tiles && env->bf16 != 2 && attn__flash_bf16_kernels_amx())
+        fb = attn__flash_bf16_kernels_amx();
     k->flash_bf16 = fb ? fb : attn__flash_bf16_kernels_ref();
-    k->flash_bf16_widen = k->isa != ATTN__ISA_REF && !(fb && env->bf16 == 2);
+    k->flash_bf16_widen = k->isa != ATTN__ISA_REF && !(fb && (env->bf16 == 2 || fb->tiles));
     k->has_f16 = x512 && (cpu & f16) == f16 && attn__f16_kernel_avx512() && env->f16 != 0;
     k->gemm_f16 = k->has_f16 ? attn__f16_kernel_avx512() : attn__f16_kernel_ref();
-    /* bf16-operand GEMM (ATTN_CTX_BF16_MATMUL): AMX tiles where the CPU has them (and the OS
-     * granted them: the caller clears the AMX bits otherwise), else VDPBF16PS, else plain C */
-    const unsigned amx = ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16;
-    k->mixed = k->has_bf16 && (cpu & amx) == amx && env->amx ? attn__mixed_kernel_amx() : NULL;
+    /* bf16-operand GEMM (ATTN_CTX_BF16_MATMUL): AMX tiles, else VDPBF16PS, else plain C */
+    k->mixed = tiles ? attn__mixed_kernel_amx() : NULL;
     if (!k->mixed && k->has_bf16) k->mixed = attn__mixed_kernel_avx512();
     if (!k->mixed) k->mixed = attn__mixed_kernel_ref();
     /* quantized weights (quant.h): float activations on the set's kernels (F16C comes with
@@ -238,6 +244,8 @@ attn_status attn_ctx_describe(attn_ctx *ctx, char *buf, size_t cap, size_t *need
         k->mixed == attn__mixed_kernel_amx()      ? "AMX-BF16 tiles"
         : k->mixed == attn__mixed_kernel_avx512() ? "AVX512_BF16 (VDPBF16PS)"
                                                   : "plain C (no bf16 instructions)");
+    put(&t, "bf16 attention: %s\n",
+        k->flash_bf16_widen ? "widened to float, float microkernels" : k->flash_bf16->name);
     put(&t, "fp16 weights: %s\n",
         k->has_f16 ? "AVX512_FP16" : "converted to float by plain C (no AVX512_FP16)");
     put(&t, "quantized weights: %s kernels, int8 activations: %s\n", k->quant->name,

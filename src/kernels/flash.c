@@ -456,6 +456,9 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     /* bf16 storage: Q tile as bf16 in Q's place (dot) or widened into Q; P as bf16 apart */
     attn__bf16 *Q16 = (attn__bf16 *)Q, *P16 = (attn__bf16 *)(ws + f->p16_off);
     int dot = f->kb && !f->widen; /* bf16 products (else fp32 ones, bf16 data widened) */
+    /* strips of whole 16-row tile slices for the tile kernels (BM is a multiple of 32) */
+    const int tiles = dot && f->kb->tiles;
+    const int64_t sr = tiles ? 32 : SR;
     const float *Qa = Q; /* the Q tile, row stride ldq */
     int64_t ldq = Dp;
     if (f->kb) pack_rows_bf16(f->q16, a->qs, b, h, i0, qn, a->D, Dp, Q16, f->widen ? Q : NULL);
@@ -473,10 +476,10 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
          * causal diagonal is computed as a staircase, the strips that see none of its keys
          * skipped (their rows keep m, l and O as they are); elsewhere one run of all rows. */
         for (int64_t ra = 0, rb; ra < qn; ra = rb) {
-            rb = ra + SR < qn ? ra + SR : qn;
+            rb = ra + sr < qn ? ra + sr : qn;
             int64_t nc = vis_cols(f, i0 + rb - 1, j0, kn);
-            while (rb < qn) { /* extend the run while the next strip has the same columns */
-                int64_t rn = rb + SR < qn ? rb + SR : qn;
+            while (rb < qn && !tiles) { /* extend the run while the next strip has the same columns */
+                int64_t rn = rb + sr < qn ? rb + sr : qn;
                 if (vis_cols(f, i0 + rn - 1, j0, kn) != nc) break;
                 rb = rn;
             }
@@ -485,9 +488,9 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
             int64_t rows = rb - ra, kc = kn < nc ? kn : nc, a16 = ra & ~(int64_t)15;
             float *Sr = Sb + ra * BN;
             int fused = !dot && kr->mmsmax && f->plain && all_visible(f, i0 + ra, rows, j0, nc);
-            if (dot)
-                f->kb->mm(rows, nc, (a->D + 1) / 2, Q16 + ra * Dp, Dp, f->Kt16 + tile * Dp * BN,
-                          BN, Sr, BN, 0, NULL);
+            if (dot) /* tile kernels: whole 16-pair steps over Q's and K^T's zero padding */
+                f->kb->mm(rows, nc, f->kb->tiles ? Dp / 2 : (a->D + 1) / 2, Q16 + ra * Dp, Dp,
+                          f->Kt16 + tile * Dp * BN, BN, Sr, BN, 0, NULL);
             else if (fused)
                 kr->mmsmax(rows, nc, a->D, Qa + ra * ldq, ldq, f->Kt + tile * Dp * BN, BN, Sr, BN,
                            a->scale, mx + ra); /* the bits of mm and block_scores_dt */
@@ -519,8 +522,9 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
                 }
             if (dot) { /* P to bf16 (keys past kn are 0 in both P and the packed V) */
                 f->kb->cvt(Sr, BN, rows, nc, P16 + ra * BN, BN);
-                f->kb->mm(rows, Dvp, (kc + 1) / 2, P16 + ra * BN, BN, f->Vp16 + tile * BN * Dvp,
-                          Dvp, O + ra * Dvp, Dvp, 1, alpha + ra);
+                /* tile kernels: all nc columns of P (a multiple of 32), 0 past kc */
+                f->kb->mm(rows, Dvp, f->kb->tiles ? nc / 2 : (kc + 1) / 2, P16 + ra * BN, BN,
+                          f->Vp16 + tile * BN * Dvp, Dvp, O + ra * Dvp, Dvp, 1, alpha + ra);
             } else {
                 if (f->kb) f->kb->round(Sr, BN, rows, nc); /* widened bf16: P to bf16 values */
                 if (Vin)
@@ -558,11 +562,14 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
 static void fwd_task(void *arg, int64_t begin, int64_t end, int tid) {
     const fl *f = arg;
     float *ws = f->scratch + (int64_t)tid * f->per_thread;
+    const int tiles = f->kb && !f->widen && f->kb->tiles;
+    if (tiles) f->kb->begin();
     for (int64_t t = begin; t < end; t++) {
         int64_t bh = t / f->nqt, p = t % f->nqt;
         int64_t qt = p % 2 == 0 ? f->nqt - 1 - p / 2 : p / 2;
         fwd_tile(f, bh / f->a->H, bh % f->a->H, qt, ws);
     }
+    if (tiles) f->kb->end();
 }
 
 /* ---- short key ranges: all keys in one tile -----------------------------------------------
@@ -713,6 +720,8 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
         (a->S <= ATTN__FLASH_SHORT_S ||
          (a->S <= ATTN__FLASH_SHORT_S2 && f.Dp * rup16(a->S) <= ATTN__FLASH_SHORT_KT)))
         return flash_fwd_short(ctx, &f);
+    /* tile kernels: Q's rows and K^T's columns padded to whole steps of 16 pairs */
+    if (f.kb && !f.widen && f.kb->tiles) f.Dp = (a->D + 31) & ~(int64_t)31;
     attn__mark mk = attn__ws_mark(ctx);
     attn_status st;
     int64_t nkv = a->B * a->Hkv * f.nkt, ntask = a->B * a->H * f.nqt;
@@ -738,7 +747,8 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
     }
     int width = attn__parallel_width(ctx, ntask);
     f.per_thread = BM * f.Dp + BM * BN + BM * f.Dvp + 6 * BM + BN + 2 * BM /* nvalid */;
-    if (f.kb && !f.widen) f.p16_off = f.per_thread, f.per_thread += BM * BN / 2;
+    /* P as bf16 [BM][BN], and 16 rows more that the tile kernels may read past a strip */
+    if (f.kb && !f.widen) f.p16_off = f.per_thread, f.per_thread += (BM + 16) * BN / 2;
     ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, width, f.per_thread, 1, 1));
     attn__parallel_for(ctx, ntask, fwd_task, &f);
 done:

@@ -122,20 +122,35 @@ ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_neon(void);   /* NUL
  *      for i < m, j < n; n a multiple of 16; products exact, sums in fp32, kk in order.
  * cvt: p[r*ldp + j] = bf16(s[r*ld + j]) (round to nearest even) for r < rows, j < n (n a
  *      multiple of 32).
- * round: s[r*ld + j] = bf16(s[r*ld + j]) as a float, r < rows, j < n (n a multiple of 16). */
+ * round: s[r*ld + j] = bf16(s[r*ld + j]) as a float, r < rows, j < n (n a multiple of 16).
+ * Tile kernels (tiles != 0: AMX) ask more of mm's caller: K2 a multiple of 16 (the operands
+ * zero-padded to it), A readable (any values) up to the next multiple of 16 rows past m (a
+ * row's garbage reaches only its own row of C, which is not stored), and begin() on the
+ * calling thread before its first mm, end() after its last (the tile configuration is thread
+ * state: nothing carries over to other code). */
 typedef struct attn__flash_bf16_kernels {
-    int isa; /* ATTN__ISA_REF for the plain C ones, ATTN__ISA_AVX512 for AVX512_BF16 */
+    int isa; /* ATTN__ISA_REF for the plain C ones, ATTN__ISA_AVX512 for AVX512_BF16 and AMX */
     void (*mm)(int64_t m, int64_t n, int64_t K2, const attn__bf16 *A, int64_t lda,
                const attn__bf16 *B, int64_t ldb, float *C, int64_t ldc, int accum,
                const float *cs);
     void (*cvt)(const float *s, int64_t ld, int64_t rows, int64_t n, attn__bf16 *p,
                 int64_t ldp);
     void (*round)(float *s, int64_t ld, int64_t rows, int64_t n);
+    int tiles;            /* 0, or 1 for the tile kernels (above) */
+    void (*begin)(void);  /* NULL where tiles is 0 */
+    void (*end)(void);
+    const char *name;
 } attn__flash_bf16_kernels;
 
 ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_ref(void);
 /* NULL when src/kernels/x86_avx512bf16 was built without the instructions. */
 ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_avx512(void);
+/* Its cvt and round, which the AMX table shares (defined where that table is built). */
+ATTN__HIDDEN void attn__flash_bf16_cvt_avx512(const float *s, int64_t ld, int64_t rows,
+                                              int64_t n, attn__bf16 *p, int64_t ldp);
+ATTN__HIDDEN void attn__flash_bf16_round_avx512(float *s, int64_t ld, int64_t rows, int64_t n);
+/* AMX-BF16 tiles (x86_amx/flash_amx.c); NULL when built without the instructions. */
+ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_amx(void);
 /* A context's bf16 table (ctx->kern.flash_bf16, dispatch.c) is the AVX512_BF16 one where
  * ctx->kern.has_bf16, else plain C, and the way to multiply (ctx->kern.flash_bf16_widen) is
  * dot on the ref set, or under ATTN_BF16=dot with the AVX512_BF16 kernels; else widen.

@@ -80,8 +80,8 @@ static void mm(int64_t m, int64_t n, int64_t K2, const attn__bf16 *A, int64_t ld
     }
 }
 
-static void cvt(const float *s, int64_t ld, int64_t rows, int64_t n, attn__bf16 *p,
-                int64_t ldp) {
+void attn__flash_bf16_cvt_avx512(const float *s, int64_t ld, int64_t rows, int64_t n,
+                                 attn__bf16 *p, int64_t ldp) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < n; j += 32) {
             __m512bh x = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + r * ld + j + 16),
@@ -91,7 +91,7 @@ static void cvt(const float *s, int64_t ld, int64_t rows, int64_t n, attn__bf16 
 }
 
 /* Rounding in place: VCVTNEPS2BF16, then the bf16 bits back to the top of each lane. */
-static void round_(float *s, int64_t ld, int64_t rows, int64_t n) {
+void attn__flash_bf16_round_avx512(float *s, int64_t ld, int64_t rows, int64_t n) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < n; j += 16) {
             float *x = s + r * ld + j;
@@ -100,7 +100,9 @@ static void round_(float *s, int64_t ld, int64_t rows, int64_t n) {
         }
 }
 
-static const attn__flash_bf16_kernels kernels = {2 /* ATTN__ISA_AVX512 */, mm, cvt, round_};
+static const attn__flash_bf16_kernels kernels = {
+    2 /* ATTN__ISA_AVX512 */, mm, attn__flash_bf16_cvt_avx512, attn__flash_bf16_round_avx512, 0,
+    NULL, NULL, "AVX512_BF16 (VDPBF16PS)"};
 
 const attn__flash_bf16_kernels *attn__flash_bf16_kernels_avx512(void) { return &kernels; }
 
