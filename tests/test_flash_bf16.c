@@ -406,8 +406,12 @@ int main(void) {
         /* window, ALiBi and soft-capping with tile skipping over many key tiles */
         {1, 4, 2, 300, 400, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0.0f, 0, 0, 7},
         {1, 2, 2, 257, 190, 32, 32, ATTN_CAUSAL_NONE, 2, 0.1f, 0, 0, 1},
+        /* long key ranges every row sees whole (the tile kernels take them in groups of up
+         * to 8 key tiles, then 4, 2: kernels.md), causal and not, odd and wide heads */
+        {1, 2, 1, 700, 1100, 40, 40, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 0, 0},
+        {1, 3, 1, 97, 1500, 96, 72, ATTN_CAUSAL_NONE, 0, 0.0f, 1, 0},
     };
-    static const unsigned char big_quick[] = {0, 1, 0, 0, 0, 1, 1, 0, 1};
+    static const unsigned char big_quick[] = {0, 1, 0, 0, 0, 1, 1, 0, 1, 1, 0};
     for (size_t i = 0; i < sizeof big / sizeof big[0] && !tu_failures; i++) {
         if (quick && !big_quick[i]) continue;
         run_case(ctx, &big[i], 5000 + i);

@@ -164,6 +164,10 @@ typedef struct fl {
     const attn__flash_bf16_kernels *kb;
     int widen;
     int64_t p16_off; /* dot: P as bf16 [BM][BN] at this offset of the per-thread scratch */
+    /* tile kernels: key tiles taken kg at a time where a query tile sees them all whole (no
+     * mask, cap, ALiBi or dropout): the scores of a 32-row strip [32][kg*BN] at sg_off, their
+     * weights in bf16 [48][kg*BN] at pg_off (16 rows more that the kernels may read) */
+    int64_t kg, sg_off, pg_off;
     const attn__bf16 *q16, *k16, *v16;
     attn__bf16 *Kt16, *Vp16;
 } fl;
@@ -445,6 +449,37 @@ static void pack_rows_bf16(const attn__bf16 *x, const int64_t *xs, int64_t b, in
 /* ---- forward ---------------------------------------------------------------------------- */
 #define SR 24 /* rows of a strip of a diagonal tile (a multiple of the 6, 8, 12-row blocks) */
 
+/* Tile kernels: kg whole key tiles from tile that every row of the query tile sees, no mask,
+ * cap, ALiBi or dropout: each strip of 32 rows multiplies Q by the kg K^T tiles into one row
+ * of scores, takes their softmax (maximum, weights, bf16 copy) in one pass, rescales O once
+ * and multiplies the weights by the kg V tiles (consecutive in Vp16: one product of kg*BN
+ * keys).  Fewer, longer tile products and one rescaling per group instead of per key tile;
+ * the running maximum moves by groups, so the weights round to bf16 relative to it as in the
+ * per-tile loop (flash.h). */
+static void fwd_group(const fl *f, int64_t tile, int64_t kg, int64_t qn, const attn__bf16 *Q16,
+                      float *O, float *m, float *l, float *alpha, float *mx, float *mn,
+                      float *sum, float *ws) {
+    const attn__sdpa_args *a = f->a;
+    const int64_t Dp = f->Dp, Dvp = f->Dvp, w = kg * BN;
+    float *Sg = ws + f->sg_off;
+    attn__bf16 *Pg = (attn__bf16 *)(ws + f->pg_off);
+    for (int64_t ra = 0; ra < qn; ra += 32) {
+        const int64_t rows = qn - ra < 32 ? qn - ra : 32;
+        for (int64_t g = 0; g < kg; g++)
+            f->kb->mm(rows, BN, Dp / 2, Q16 + ra * Dp, Dp, f->Kt16 + (tile + g) * Dp * BN, BN,
+                      Sg + g * BN, w, 0, NULL);
+        f->kb->softmax(Sg, w, rows, w, a->scale, m + ra, mx + ra, mn + ra, sum + ra, Pg, w);
+        for (int64_t r = ra; r < ra + rows; r++) mx[r] = m[r] - mn[r]; /* mn is finite */
+        f->kr->vexp(mx + ra, alpha + ra, rup16(ra + rows) - ra); /* BM: a multiple of 32 */
+        for (int64_t r = ra; r < ra + rows; r++) {
+            l[r] = l[r] * alpha[r] + sum[r];
+            m[r] = mn[r];
+        }
+        f->kb->mm(rows, Dvp, w / 2, Pg, w, f->Vp16 + tile * BN * Dvp, Dvp, O + ra * Dvp, Dvp, 1,
+                  alpha + ra);
+    }
+}
+
 static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     const attn__sdpa_args *a = f->a;
     const attn__flash_kernels *kr = f->kr;
@@ -472,6 +507,16 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     for (int64_t kt = kt0; kt < kt1; kt++) {
         int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
         int64_t tile = (b * a->Hkv + hk) * f->nkt + kt;
+        /* tile kernels: the longest run of up to kg whole key tiles (halving) that every row
+         * sees, where no mask, cap, ALiBi or dropout applies, as one group */
+        int64_t g = tiles && f->plain && !f->dropout ? f->kg : 1;
+        while (g > 1 && !(kt + g <= kt1 && j0 + g * BN <= a->S && all_visible(f, i0, qn, j0, g * BN)))
+            g /= 2;
+        if (g > 1) {
+            fwd_group(f, tile, g, qn, Q16, O, m, l, alpha, mx, mn, sum, ws);
+            kt += g - 1;
+            continue;
+        }
         /* Runs of strips of SR rows with the same visible columns (vis_cols): a tile on the
          * causal diagonal is computed as a staircase, the strips that see none of its keys
          * skipped (their rows keep m, l and O as they are); elsewhere one run of all rows. */
@@ -488,6 +533,10 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
             int64_t rows = rb - ra, kc = kn < nc ? kn : nc, a16 = ra & ~(int64_t)15;
             float *Sr = Sb + ra * BN;
             int fused = !dot && kr->mmsmax && f->plain && all_visible(f, i0 + ra, rows, j0, nc);
+            /* bf16 products, a tile every row sees whole: the scores' scale and maxima, the
+             * weights and their bf16 copy in one pass (the bits of the steps below) */
+            int sm = dot && f->kb->softmax && f->plain && !f->dropout &&
+                     all_visible(f, i0 + ra, rows, j0, nc);
             if (dot) /* tile kernels: whole 16-pair steps over Q's and K^T's zero padding */
                 f->kb->mm(rows, nc, f->kb->tiles ? Dp / 2 : (a->D + 1) / 2, Q16 + ra * Dp, Dp,
                           f->Kt16 + tile * Dp * BN, BN, Sr, BN, 0, NULL);
@@ -497,19 +546,22 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
             else
                 kr->mm(rows, nc, a->D, Qa + ra * ldq, ldq, 1, f->Kt + tile * Dp * BN, BN, Sr, BN,
                        0, NULL);
-            if (!fused)
+            if (sm)
+                f->kb->softmax(Sr, BN, rows, nc, a->scale, m + ra, mx + ra, mn + ra, sum + ra,
+                               P16 + ra * BN, BN);
+            else if (!fused)
                 block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, Sr, nvalid, mx + ra,
                                 NULL);
             int any = 0;
             for (int64_t r = ra; r < rb; r++) {
-                mn[r] = mx[r] > m[r] ? mx[r] : m[r];
+                if (!sm) mn[r] = mx[r] > m[r] ? mx[r] : m[r];
                 any |= mn[r] != -INFINITY;
                 /* alpha = exp(m - mn): 0 when m = -inf < mn; 1 while the row has seen nothing */
                 mx[r] = mn[r] == -INFINITY ? 0.0f : m[r] - mn[r];
             }
             if (!any) continue;
             kr->vexp(mx + a16, alpha + a16, rup16(rb) - a16); /* BM is a multiple of 16 */
-            kr->expsum(Sr, BN, rows, nc, mn + ra, sum + ra);
+            if (!sm) kr->expsum(Sr, BN, rows, nc, mn + ra, sum + ra);
             for (int64_t r = ra; r < rb; r++) {
                 l[r] = l[r] * alpha[r] + sum[r];
                 m[r] = mn[r];
@@ -521,7 +573,7 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
                     for (int64_t j = 0; j < kc; j++) s[j] *= keep[j];
                 }
             if (dot) { /* P to bf16 (keys past kn are 0 in both P and the packed V) */
-                f->kb->cvt(Sr, BN, rows, nc, P16 + ra * BN, BN);
+                if (!sm) f->kb->cvt(Sr, BN, rows, nc, P16 + ra * BN, BN);
                 /* tile kernels: all nc columns of P (a multiple of 32), 0 past kc */
                 f->kb->mm(rows, Dvp, f->kb->tiles ? nc / 2 : (kc + 1) / 2, P16 + ra * BN, BN,
                           f->Vp16 + tile * BN * Dvp, Dvp, O + ra * Dvp, Dvp, 1, alpha + ra);
@@ -749,6 +801,11 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
     f.per_thread = BM * f.Dp + BM * BN + BM * f.Dvp + 6 * BM + BN + 2 * BM /* nvalid */;
     /* P as bf16 [BM][BN], and 16 rows more that the tile kernels may read past a strip */
     if (f.kb && !f.widen) f.p16_off = f.per_thread, f.per_thread += (BM + 16) * BN / 2;
+    if (f.kb && !f.widen && f.kb->tiles) {
+        f.kg = 8; /* 512 keys (D = 64, L = 2048, 1 thread: 4 tiles 4% slower, 16 the same) */
+        f.sg_off = f.per_thread, f.per_thread += 32 * f.kg * BN;
+        f.pg_off = f.per_thread, f.per_thread += 48 * f.kg * BN / 2;
+    }
     ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, width, f.per_thread, 1, 1));
     attn__parallel_for(ctx, ntask, fwd_task, &f);
 done:

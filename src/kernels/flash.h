@@ -123,6 +123,12 @@ ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_neon(void);   /* NUL
  * cvt: p[r*ldp + j] = bf16(s[r*ld + j]) (round to nearest even) for r < rows, j < n (n a
  *      multiple of 32).
  * round: s[r*ld + j] = bf16(s[r*ld + j]) as a float, r < rows, j < n (n a multiple of 16).
+ * softmax (may be NULL): the forward's scores of a tile every row sees whole (no mask, soft
+ *      cap, ALiBi or dropout), for each row r < rows of s (raw Q K^T, row stride ld, n a
+ *      multiple of 32): mx[r] = max_j (scale * s[j]) (the rounded products, as smax),
+ *      mn[r] = max(mx[r], m[r]), p[r*ldp+j] = bf16(e_j) with e_j = exp(scale * s[j] - mn[r])
+ *      (relative error within a few 1e-7; weights below 2^-125 are 2^-125, never subnormal),
+ *      sum[r] = the sum of the e_j (unrounded).  Not the bits of smax, expsum and cvt.
  * Tile kernels (tiles != 0: AMX) ask more of mm's caller: K2 a multiple of 16 (the operands
  * zero-padded to it), A readable (any values) up to the next multiple of 16 rows past m (a
  * row's garbage reaches only its own row of C, which is not stored), and begin() on the
@@ -136,6 +142,9 @@ typedef struct attn__flash_bf16_kernels {
     void (*cvt)(const float *s, int64_t ld, int64_t rows, int64_t n, attn__bf16 *p,
                 int64_t ldp);
     void (*round)(float *s, int64_t ld, int64_t rows, int64_t n);
+    void (*softmax)(const float *s, int64_t ld, int64_t rows, int64_t n, float scale,
+                    const float *m, float *mx, float *mn, float *sum, attn__bf16 *p,
+                    int64_t ldp);
     int tiles;            /* 0, or 1 for the tile kernels (above) */
     void (*begin)(void);  /* NULL where tiles is 0 */
     void (*end)(void);
@@ -145,10 +154,14 @@ typedef struct attn__flash_bf16_kernels {
 ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_ref(void);
 /* NULL when src/kernels/x86_avx512bf16 was built without the instructions. */
 ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_avx512(void);
-/* Its cvt and round, which the AMX table shares (defined where that table is built). */
+/* Its cvt, round and softmax, which the AMX table shares (defined where that table is built). */
 ATTN__HIDDEN void attn__flash_bf16_cvt_avx512(const float *s, int64_t ld, int64_t rows,
                                               int64_t n, attn__bf16 *p, int64_t ldp);
 ATTN__HIDDEN void attn__flash_bf16_round_avx512(float *s, int64_t ld, int64_t rows, int64_t n);
+ATTN__HIDDEN void attn__flash_bf16_softmax_avx512(const float *s, int64_t ld, int64_t rows,
+                                                  int64_t n, float scale, const float *m,
+                                                  float *mx, float *mn, float *sum,
+                                                  attn__bf16 *p, int64_t ldp);
 /* AMX-BF16 tiles (x86_amx/flash_amx.c); NULL when built without the instructions. */
 ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_amx(void);
 /* A context's bf16 table (ctx->kern.flash_bf16, dispatch.c) is the AVX512_BF16 one where

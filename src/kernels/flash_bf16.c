@@ -46,7 +46,7 @@ static void ref_round(float *s, int64_t ld, int64_t rows, int64_t n) {
         for (int64_t j = 0; j < n; j++) s[r * ld + j] = attn__bf16_round(s[r * ld + j]);
 }
 
-static const attn__flash_bf16_kernels ref_kernels = {ATTN__ISA_REF, ref_mm,  ref_cvt, ref_round,
-                                                      0,             NULL,    NULL,    "plain C"};
+static const attn__flash_bf16_kernels ref_kernels = {ATTN__ISA_REF, ref_mm, ref_cvt, ref_round,
+                                                      NULL, 0, NULL, NULL, "plain C"};
 
 const attn__flash_bf16_kernels *attn__flash_bf16_kernels_ref(void) { return &ref_kernels; }

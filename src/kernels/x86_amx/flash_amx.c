@@ -129,8 +129,8 @@ static void mm(int64_t m, int64_t n, int64_t K2, const attn__bf16 *A, int64_t ld
 }
 
 static const attn__flash_bf16_kernels kernels = {
-    2 /* ATTN__ISA_AVX512 */, mm, attn__flash_bf16_cvt_avx512, attn__flash_bf16_round_avx512, 1,
-    begin, end, "AMX-BF16 tiles"};
+    2 /* ATTN__ISA_AVX512 */, mm, attn__flash_bf16_cvt_avx512, attn__flash_bf16_round_avx512,
+    attn__flash_bf16_softmax_avx512, 1, begin, end, "AMX-BF16 tiles"};
 
 const attn__flash_bf16_kernels *attn__flash_bf16_kernels_amx(void) { return &kernels; }
 #else

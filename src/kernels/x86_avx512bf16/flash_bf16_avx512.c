@@ -100,9 +100,60 @@ void attn__flash_bf16_round_avx512(float *s, int64_t ld, int64_t rows, int64_t n
         }
 }
 
+/* 2^t for t <= 0, as the weights of the bf16 products need them: t below -125 gives 2^-125
+ * (no subnormal weight, whose sums would cost microcode assists; the fused softmax sees no
+ * masked score, and a weight of 2^-125 instead of 0 changes nothing a float sum can hold), n =
+ * round(t), 2^(t-n) by a degree-5 minimax polynomial on [-1/2, 1/2] (relative error 7.5e-8
+ * before the float rounding of its steps; fitted for this file), scalef by n.  A NaN t stays
+ * NaN.  Ten operations against the thirteen of the fp32 kernels' exponential. */
+static inline __m512 exp2w(__m512 t) {
+    t = _mm512_max_ps(_mm512_set1_ps(-125.0f), t); /* NaN: the second operand, t */
+    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_set1_ps(1.327647129073739e-3f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.675541892647743e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550713092088699e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022120237350464e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931469440460205e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0000001192092896f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* The softmax of a tile every row sees whole, one row at a time: the maximum from the raw
+ * scores' maximum and minimum (scale * max or scale * min, whichever is larger: rounding is
+ * monotone, so this is max_j of the rounded scale * s_j, as smax gives), then one pass for the
+ * weights, their sum and their bf16 copy, the scale folded into the exponent's FMA. */
+void attn__flash_bf16_softmax_avx512(const float *s, int64_t ld, int64_t rows, int64_t n,
+                                     float scale, const float *m, float *mx, float *mn,
+                                     float *sum, attn__bf16 *p, int64_t ldp) {
+    const float log2e = 1.44269504088896341f;
+    const __m512 sl = _mm512_set1_ps(scale * log2e);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = s + r * ld;
+        __m512 hi = _mm512_loadu_ps(x), lo = hi;
+        for (int64_t j = 16; j < n; j += 16) {
+            const __m512 v = _mm512_loadu_ps(x + j);
+            hi = _mm512_max_ps(hi, v), lo = _mm512_min_ps(lo, v);
+        }
+        const float a = scale * _mm512_reduce_max_ps(hi), b = scale * _mm512_reduce_min_ps(lo);
+        const float tmax = a > b ? a : b, nm = tmax > m[r] ? tmax : m[r];
+        mx[r] = tmax, mn[r] = nm;
+        const __m512 off = _mm512_set1_ps(-nm * log2e);
+        __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+        attn__bf16 *pr = p + r * ldp;
+        for (int64_t j = 0; j < n; j += 32) {
+            __m512 e0 = exp2w(_mm512_fmadd_ps(_mm512_loadu_ps(x + j), sl, off));
+            __m512 e1 = exp2w(_mm512_fmadd_ps(_mm512_loadu_ps(x + j + 16), sl, off));
+            acc0 = _mm512_add_ps(acc0, e0), acc1 = _mm512_add_ps(acc1, e1);
+            _mm512_storeu_si512(pr + j, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+        }
+        sum[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    }
+}
+
 static const attn__flash_bf16_kernels kernels = {
-    2 /* ATTN__ISA_AVX512 */, mm, attn__flash_bf16_cvt_avx512, attn__flash_bf16_round_avx512, 0,
-    NULL, NULL, "AVX512_BF16 (VDPBF16PS)"};
+    2 /* ATTN__ISA_AVX512 */, mm, attn__flash_bf16_cvt_avx512, attn__flash_bf16_round_avx512,
+    attn__flash_bf16_softmax_avx512, 0, NULL, NULL, "AVX512_BF16 (VDPBF16PS)"};
 
 const attn__flash_bf16_kernels *attn__flash_bf16_kernels_avx512(void) { return &kernels; }
 
