@@ -18,7 +18,10 @@ it batches PARALLEL sequences as attn serve does; --threads T for all, default 2
 
 Prints, per number of clients: the aggregate generation rate (all completion tokens over the
 wall time from the first request to the last [DONE]), the median time to first token (first
-content chunk) and the per-client rate after it.  A server that sends no usage in its stream is
+content chunk) and the per-client rate after it, the best of --repeat rounds; each round runs
+every number of clients in turn, and each round's ratio of the aggregate rates to the first
+number of clients' is printed with their median (on a machine whose speed drifts, the ratio of
+two bests taken minutes apart can land on different sides of a drift).  A server that sends no usage in its stream is
 counted by its content chunks (one per token for both servers here), and one that stops early
 (no ignore_eos) by what it sent: what each server did is printed.  Standard library only.
 """
@@ -77,41 +80,57 @@ def one_request(url, prompt, tokens, out):
     out.append((first or 0.0, time.perf_counter() - t0, n if usage else chunks, usage))
 
 
+def run_once(url, nc, tokens):
+    """One run of nc concurrent clients: (clients, tokens/s, ttft, per-client tokens/s, tokens,
+    wall, usage seen, tokens per answer)."""
+    out = []
+    th = [threading.Thread(target=one, args=(url, f"Tell me a story about the number {i}.",
+                                             tokens, out))
+          for i in range(nc)]
+    t0 = time.perf_counter()
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    wall = time.perf_counter() - t0
+    total = sum(o[2] for o in out)
+    if not any(o[2] for o in out):
+        return (nc, 0.0, 0.0, 0.0, 0, wall, False, [0])
+    ttft = statistics.median(o[0] for o in out)
+    per = statistics.median([(o[2] - 1) / (o[1] - o[0]) for o in out if o[1] > o[0]] or [0.0])
+    return (nc, total / wall, ttft, per, total, wall, all(o[3] for o in out),
+            sorted(o[2] for o in out))
+
+
 def load(url, clients, tokens, repeat):
-    """The best of repeat runs for each number of clients: (clients, tokens/s, ttft, per-client
-    tokens/s, tokens, wall, usage seen, tokens per answer)."""
+    """repeat rounds, each running every number of clients in turn (so that a machine whose
+    speed drifts slows all of them alike); per number of clients, the best run: (clients,
+    tokens/s, ttft, per-client tokens/s, tokens, wall, usage seen, tokens per answer).  With
+    more than one number of clients, also prints each round's rates over the first one's and
+    the median of those ratios."""
     one(url, "warm up", 8, [])
+    runs = {nc: [] for nc in clients}
+    for _ in range(repeat):
+        for nc in clients:
+            runs[nc].append(run_once(url, nc, tokens))
+            if runs[nc][-1][1] == 0.0:
+                break
     res = []
     for nc in clients:
-        best = None
-        for _ in range(repeat):
-            out = []
-            th = [threading.Thread(target=one, args=(url, f"Tell me a story about the "
-                                                   f"number {i}.", tokens, out))
-                  for i in range(nc)]
-            t0 = time.perf_counter()
-            for t in th:
-                t.start()
-            for t in th:
-                t.join()
-            wall = time.perf_counter() - t0
-            total = sum(o[2] for o in out)
-            if not any(o[2] for o in out):
-                best = (nc, 0.0, 0.0, 0.0, 0, wall, False, [0])
-                break
-            ttft = statistics.median(o[0] for o in out)
-            per = statistics.median([(o[2] - 1) / (o[1] - o[0]) for o in out if o[1] > o[0]]
-                                    or [0.0])
-            r = (nc, total / wall, ttft, per, total, wall, all(o[3] for o in out),
-                 sorted(o[2] for o in out))
-            if best is None or r[1] > best[1]:
-                best = r
+        best = max(runs[nc], key=lambda r: r[1])
         res.append(best)
         print(f"{nc} clients x {tokens} tokens: {best[1]:.1f} tokens/s aggregate, "
               f"time to first token {best[2] * 1e3:.0f} ms (median), {best[3]:.1f} tokens/s "
               f"per client after it ({best[4]} tokens in {best[5]:.2f} s; usage in stream: "
               f"{'yes' if best[6] else 'no, counted by chunks'}; tokens per answer "
-              f"{best[7][0]}..{best[7][-1]})", flush=True)
+              f"{best[7][0]}..{best[7][-1]}; best of {len(runs[nc])})", flush=True)
+    base = runs[clients[0]]
+    for nc in clients[1:]:
+        ratios = [r[1] / b[1] for r, b in zip(runs[nc], base) if b[1] > 0]
+        if ratios:
+            print(f"{nc} clients over {clients[0]}, round by round: "
+                  f"{', '.join(f'{x:.2f}x' for x in ratios)}; median {statistics.median(ratios):.2f}x",
+                  flush=True)
     return res
 
 
