@@ -17,21 +17,7 @@
 #include "../flash.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
-#include <immintrin.h>
-
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-/* Palette 1, tiles 0-7 of 16 rows by 64 bytes (a constant: see x86_amx/gemm_amx.c). */
-static const _Alignas(64) tile_config config = {
-    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
-
-static void begin(void) { _tile_loadconfig(&config); }
-
-static void end(void) { _tile_release(); }
+#include "amx_tiles.h"
 
 /* Rows [0, rows) of a staged 16 x 16 block t added into C (row stride ldc), or stored there
  * (accum 0). */
@@ -130,7 +116,7 @@ static void mm(int64_t m, int64_t n, int64_t K2, const attn__bf16 *A, int64_t ld
 
 static const attn__flash_bf16_kernels kernels = {
     2 /* ATTN__ISA_AVX512 */, mm, attn__flash_bf16_cvt_avx512, attn__flash_bf16_round_avx512,
-    attn__flash_bf16_softmax_avx512, 1, begin, end, "AMX-BF16 tiles"};
+    attn__flash_bf16_softmax_avx512, 1, attn__amx_begin, attn__amx_end, "AMX-BF16 tiles"};
 
 const attn__flash_bf16_kernels *attn__flash_bf16_kernels_amx(void) { return &kernels; }
 #else

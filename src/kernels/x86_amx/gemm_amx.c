@@ -2,33 +2,14 @@
  * of C lives in four 16 x 16 float tile registers (tmm0-3) for the whole K; each step of 32 k
  * values loads two 16-row slices of the A panel (tmm4-5) and the two 16-column halves of the B
  * panel's 16 pairs (tmm6-7) and issues four TDPBF16PS (16 x 16 x 32 products each).  The
- * packing is the AVX512_BF16 one (x86_avx512bf16/gemm_mixed_avx512.c).
- *
- * Tiles are process state the OS must allow (attn__cpu_amx_request, done by dispatch.c before
- * this table is chosen) and thread state each thread must configure: begin() loads the tile
- * configuration before a thread's first tile of a call and end() releases the tiles after its
- * last, so that nothing carries over between calls or to other code on that thread. */
+ * packing is the AVX512_BF16 one (x86_avx512bf16/gemm_mixed_avx512.c).  The tile state:
+ * amx_tiles.h. */
 #include <string.h>
 
 #include "../gemm_mixed.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
-#include <immintrin.h>
-
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-/* Palette 1, tiles 0-7 of 16 rows by 64 bytes.  A constant in memory: GCC 12 does not see
- * LDTILECFG read its operand and drops the stores that would fill a local copy. */
-static const _Alignas(64) tile_config config = {
-    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
-
-static void amx_begin(void) { _tile_loadconfig(&config); }
-
-static void amx_end(void) { _tile_release(); }
+#include "amx_tiles.h"
 
 static void ukr_amx(int64_t kh, const attn__bf16 *a, int64_t lda, const attn__bf16 *b, float *c,
                     int64_t ldc, int acc) {
@@ -64,7 +45,7 @@ static void ukr_amx(int64_t kh, const attn__bf16 *a, int64_t lda, const attn__bf
  * B panels, so half the tile loads come from L1 (measured 10-17% faster at K = 768; longer K
  * was no faster sliced, as C is then reloaded more often). */
 static const attn__mixed_kernel table = {"amx_bf16", 32, 32, (size_t)1 << 20, ukr_amx,
-                                         amx_begin, amx_end, attn__mixed_pack_a_avx512,
+                                         attn__amx_begin, attn__amx_end, attn__mixed_pack_a_avx512,
                                          attn__mixed_pack_b_avx512, 256, 1024};
 
 const attn__mixed_kernel *attn__mixed_kernel_amx(void) { return &table; }
