@@ -510,7 +510,8 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
         /* tile kernels: the longest run of up to kg whole key tiles (halving) that every row
          * sees, where no mask, cap, ALiBi or dropout applies, as one group */
         int64_t g = tiles && f->plain && !f->dropout ? f->kg : 1;
-        while (g > 1 && !(kt + g <= kt1 && j0 + g * BN <= a->S && all_visible(f, i0, qn, j0, g * BN)))
+        while (g > 1 && !(kt + g <= kt1 && j0 + g * BN <= a->S &&
+                          all_visible(f, i0, qn, j0, g * BN)))
             g /= 2;
         if (g > 1) {
             fwd_group(f, tile, g, qn, Q16, O, m, l, alpha, mx, mn, sum, ws);
@@ -523,7 +524,9 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
         for (int64_t ra = 0, rb; ra < qn; ra = rb) {
             rb = ra + sr < qn ? ra + sr : qn;
             int64_t nc = vis_cols(f, i0 + rb - 1, j0, kn);
-            while (rb < qn && !tiles) { /* extend the run while the next strip has the same columns */
+            /* extend the run while the next strip has the same columns (not for the tile
+             * kernels: their strips stay apart, each one's operands in L1) */
+            while (rb < qn && !tiles) {
                 int64_t rn = rb + sr < qn ? rb + sr : qn;
                 if (vis_cols(f, i0 + rn - 1, j0, kn) != nc) break;
                 rb = rn;

@@ -36,7 +36,8 @@ static inline __attribute__((always_inline)) void block(int r2, int c2, int64_t 
                                                         const attn__bf16 *A, int64_t lda,
                                                         const attn__bf16 *B, int64_t ldb,
                                                         const float *C, int64_t ld) {
-    const int64_t sa = lda * (int64_t)sizeof(attn__bf16), sb = 2 * ldb * (int64_t)sizeof(attn__bf16);
+    const int64_t sa = lda * (int64_t)sizeof(attn__bf16);
+    const int64_t sb = 2 * ldb * (int64_t)sizeof(attn__bf16);
     const int64_t c16 = 16 * (ld / (int64_t)sizeof(float));
     if (C) {
         _tile_loadd(0, C, ld);
