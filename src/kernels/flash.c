@@ -524,9 +524,7 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
         for (int64_t ra = 0, rb; ra < qn; ra = rb) {
             rb = ra + sr < qn ? ra + sr : qn;
             int64_t nc = vis_cols(f, i0 + rb - 1, j0, kn);
-            /* extend the run while the next strip has the same columns (not for the tile
-             * kernels: their strips stay apart, each one's operands in L1) */
-            while (rb < qn && !tiles) {
+            while (rb < qn) { /* extend the run while the next strip has the same columns */
                 int64_t rn = rb + sr < qn ? rb + sr : qn;
                 if (vis_cols(f, i0 + rn - 1, j0, kn) != nc) break;
                 rb = rn;
