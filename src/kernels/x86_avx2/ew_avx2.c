@@ -4,6 +4,7 @@
  * fused multiply-adds and nothing else fused; the plain C one calls fmaf, which is a library
  * call where the compiler may not assume FMA).  Compiled with -mavx2 -mfma; else the table is
  * NULL. */
+#include <math.h>
 #include <string.h>
 
 #include "../ew.h"
@@ -219,10 +220,144 @@ static void glu_avx2(const float *g, const float *u, float *h, int64_t n, int ac
     attn__glu_c(g + i, u + i, h + i, n - i, act);
 }
 
-static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2, bias_gelu_avx2, bias_res_avx2,
-                                              NULL,        NULL,           NULL,
-                                              NULL,        NULL,           NULL,
-                                              NULL,        glu_avx2};
+/* ---- backward and ReLU (contracts in ew.h) ------------------------------------------------ */
+/* The mask of the lanes e + 0..7 below n, for _mm256_maskload_ps / _mm256_maskstore_ps. */
+static inline __m256i lanes(int64_t e, int64_t n) {
+    const __m256i i = _mm256_add_epi32(_mm256_set1_epi32((int)e),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), i);
+}
+
+static inline float sum8(__m256 v) {
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+/* The AVX-512 version's steps on 8 lanes (its float sums run over 16; both are within the
+ * reference's tolerance, neither is its bits): the statistics in two passes, one pass for the
+ * parameter sums (double, in row order) and the row sums, then dx.  Rows up to a few thousand
+ * wide stay in L1 across the passes. */
+static void ln_bwd_rows_avx2(const float *x, int64_t ldx, const float *w, float eps,
+                             const float *dy, int64_t lddy, float *dx, int64_t lddx, int64_t M,
+                             int64_t E, double *dw, double *db) {
+    for (int64_t m = 0; m < M; m++) {
+        const float *xr = x + m * ldx, *dyr = dy + m * lddy;
+        __m256 s = _mm256_setzero_ps();
+        for (int64_t e = 0; e < E; e += 8) s = _mm256_add_ps(s, _mm256_maskload_ps(xr + e, lanes(e, E)));
+        const float mu = sum8(s) / (float)E;
+        const __m256 vm = _mm256_set1_ps(mu);
+        __m256 q = _mm256_setzero_ps();
+        for (int64_t e = 0; e < E; e += 8) {
+            const __m256i k = lanes(e, E);
+            const __m256 d = _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(xr + e, k), vm),
+                                           _mm256_castsi256_ps(k));
+            q = _mm256_fmadd_ps(d, d, q);
+        }
+        const float rs = (float)(1.0 / sqrt((double)(sum8(q) / (float)E) + (double)eps));
+        const __m256 vr = _mm256_set1_ps(rs);
+        __m256 s1 = _mm256_setzero_ps(), s2 = s1;
+        for (int64_t e = 0; e < E; e += 8) {
+            const __m256i k = lanes(e, E);
+            __m256 g = _mm256_maskload_ps(dyr + e, k);
+            const __m256 xh = _mm256_and_ps(
+                _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(xr + e, k), vm), vr),
+                _mm256_castsi256_ps(k));
+            if (dw) {
+                const __m256i k0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k)),
+                              k1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1));
+                const __m256 gx = _mm256_mul_ps(g, xh);
+                __m256d w0 = _mm256_maskload_pd(dw + e, k0), w1 = _mm256_maskload_pd(dw + e + 4, k1);
+                __m256d b0 = _mm256_maskload_pd(db + e, k0), b1 = _mm256_maskload_pd(db + e + 4, k1);
+                w0 = _mm256_add_pd(w0, _mm256_cvtps_pd(_mm256_castps256_ps128(gx)));
+                w1 = _mm256_add_pd(w1, _mm256_cvtps_pd(_mm256_extractf128_ps(gx, 1)));
+                b0 = _mm256_add_pd(b0, _mm256_cvtps_pd(_mm256_castps256_ps128(g)));
+                b1 = _mm256_add_pd(b1, _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1)));
+                _mm256_maskstore_pd(dw + e, k0, w0), _mm256_maskstore_pd(dw + e + 4, k1, w1);
+                _mm256_maskstore_pd(db + e, k0, b0), _mm256_maskstore_pd(db + e + 4, k1, b1);
+            }
+            if (w) g = _mm256_mul_ps(g, _mm256_maskload_ps(w + e, k));
+            s1 = _mm256_add_ps(s1, g);
+            s2 = _mm256_fmadd_ps(g, xh, s2);
+        }
+        if (!dx) continue;
+        float *dxr = dx + m * lddx;
+        const __m256 a = _mm256_set1_ps(sum8(s1) / (float)E), b = _mm256_set1_ps(sum8(s2) / (float)E);
+        for (int64_t e = 0; e < E; e += 8) {
+            const __m256i k = lanes(e, E);
+            __m256 g = _mm256_maskload_ps(dyr + e, k);
+            if (w) g = _mm256_mul_ps(g, _mm256_maskload_ps(w + e, k));
+            const __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(xr + e, k), vm), vr);
+            const __m256 d = _mm256_sub_ps(_mm256_sub_ps(g, a), _mm256_mul_ps(xh, b));
+            _mm256_maskstore_ps(dxr + e, k, _mm256_mul_ps(d, vr));
+        }
+    }
+}
+
+/* Chunks of 96 columns whose sums stay in 12 registers, the rows in order: every column's adds
+ * in row order (attn__colsum_c's bits); the columns past the last whole 8 in plain C. */
+static void colsum_avx2(const float *y, int64_t ldy, int64_t M, int64_t n, float *s) {
+    const int64_t n8 = n & ~(int64_t)7;
+    for (int64_t c0 = 0; c0 < n8; c0 += 96) {
+        const int nv = (int)((n8 - c0) / 8 < 12 ? (n8 - c0) / 8 : 12);
+        __m256 a[12];
+        for (int i = 0; i < nv; i++) a[i] = _mm256_loadu_ps(s + c0 + 8 * i);
+        for (int64_t m = 0; m < M; m++) {
+            const float *r = y + m * ldy + c0;
+            for (int i = 0; i < nv; i++) a[i] = _mm256_add_ps(a[i], _mm256_loadu_ps(r + 8 * i));
+        }
+        for (int i = 0; i < nv; i++) _mm256_storeu_ps(s + c0 + 8 * i, a[i]);
+    }
+    if (n8 < n) attn__colsum_c(y + n8, ldy, M, n - n8, s + n8);
+}
+
+/* ordered x > 0: NaN and -0 fail and give +0, as the plain C version */
+static void relu_avx2(const float *x, float *y, int64_t n) {
+    const __m256 zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        _mm256_storeu_ps(y + i, _mm256_and_ps(v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ)));
+    }
+    if (i < n) attn__relu_c(x + i, y + i, n - i);
+}
+
+static void relu_mask_avx2(const float *x, float *y, int64_t n, uint16_t *mask) {
+    const __m256 zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+        const __m256 on0 = _mm256_cmp_ps(v0, zero, _CMP_GT_OQ), on1 = _mm256_cmp_ps(v1, zero, _CMP_GT_OQ);
+        _mm256_storeu_ps(y + i, _mm256_and_ps(v0, on0));
+        _mm256_storeu_ps(y + i + 8, _mm256_and_ps(v1, on1));
+        mask[i / 16] = (uint16_t)(_mm256_movemask_ps(on0) | _mm256_movemask_ps(on1) << 8);
+    }
+    if (i < n) attn__relu_mask_c(x + i, y + i, n - i, mask + i / 16);
+}
+
+static void relu_bwd_mask_avx2(const uint16_t *mask, const float *dy, float *dx, int64_t n) {
+    const __m256i bit0 = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128),
+                  bit1 = _mm256_slli_epi32(bit0, 8);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i wd = _mm256_set1_epi32(mask[i / 16]);
+        const __m256 on0 = _mm256_castsi256_ps(
+            _mm256_cmpeq_epi32(_mm256_and_si256(wd, bit0), bit0));
+        const __m256 on1 = _mm256_castsi256_ps(
+            _mm256_cmpeq_epi32(_mm256_and_si256(wd, bit1), bit1));
+        _mm256_storeu_ps(dx + i, _mm256_and_ps(_mm256_loadu_ps(dy + i), on0));
+        _mm256_storeu_ps(dx + i + 8, _mm256_and_ps(_mm256_loadu_ps(dy + i + 8), on1));
+    }
+    if (i < n) attn__relu_bwd_mask_c(mask + i / 16, dy + i, dx + i, n - i);
+}
+
+static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2,      bias_gelu_avx2,
+                                              bias_res_avx2,    ln_bwd_rows_avx2,
+                                              NULL,             NULL,
+                                              colsum_avx2,      relu_avx2,
+                                              relu_mask_avx2,   relu_bwd_mask_avx2,
+                                              glu_avx2};
 
 const attn__ew_kernel *attn__ew_kernel_avx2(void) { return &attn__ew_avx2; }
 
