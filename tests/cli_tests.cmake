@@ -59,7 +59,7 @@ if(ATTN_TEST_EMULATOR)
 endif()
 add_test(NAME cli_info_cpu COMMAND attn_cli info --cpu --repeat 1 --threads 1 ${ATTN_CPU_ROWS})
 set_tests_properties(cli_info_cpu PROPERTIES PASS_REGULAR_EXPRESSION
-                     "cpu: .*instruction set: .*matmul precision \\(auto\\): .*float products +[0-9.]+ GFLOP/s.*bf16 / float speed")
+                     "cpu: .*instruction set: .*bf16 attention: .*matmul precision \\(auto\\): .*float products +[0-9.]+ GFLOP/s.*bf16 / float speed")
 add_test(NAME cli_bench_cpu_json
          COMMAND attn_cli bench --op cpu --repeat 1 --threads 1 --json ${ATTN_CPU_ROWS})
 set_tests_properties(cli_bench_cpu_json PROPERTIES PASS_REGULAR_EXPRESSION
