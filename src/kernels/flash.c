@@ -535,7 +535,8 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
             float *Sr = Sb + ra * BN;
             int fused = !dot && kr->mmsmax && f->plain && all_visible(f, i0 + ra, rows, j0, nc);
             /* bf16 products, a tile every row sees whole: the scores' scale and maxima, the
-             * weights and their bf16 copy in one pass (the bits of the steps below) */
+             * weights and their bf16 copy in one pass per row (flash.h: its own exponential,
+             * so not the bits of the steps below, which the other tiles take) */
             int sm = dot && f->kb->softmax && f->plain && !f->dropout &&
                      all_visible(f, i0 + ra, rows, j0, nc);
             if (dot) /* tile kernels: whole 16-pair steps over Q's and K^T's zero padding */
