@@ -168,6 +168,8 @@ typedef struct fl {
      * mask, cap, ALiBi or dropout): the scores of a 32-row strip [32][kg*BN] at sg_off, their
      * weights in bf16 [48][kg*BN] at pg_off (16 rows more that the kernels may read) */
     int64_t kg, sg_off, pg_off;
+    /* every row sees every key: no mask, soft cap, ALiBi, dropout, causal mask or window */
+    int every;
     const attn__bf16 *q16, *k16, *v16;
     attn__bf16 *Kt16, *Vp16;
 } fl;
@@ -449,8 +451,9 @@ static void pack_rows_bf16(const attn__bf16 *x, const int64_t *xs, int64_t b, in
 /* ---- forward ---------------------------------------------------------------------------- */
 #define SR 24 /* rows of a strip of a diagonal tile (a multiple of the 6, 8, 12-row blocks) */
 
-/* Tile kernels: kg whole key tiles from tile that every row of the query tile sees, no mask,
- * cap, ALiBi or dropout: each strip of 32 rows multiplies Q by the kg K^T tiles into one row
+/* Tile kernels: kg whole key tiles from tile, every row seeing every key (no mask, cap,
+ * ALiBi, dropout, causal mask or window): each strip of 32 rows multiplies Q by the kg K^T
+ * tiles into one row
  * of scores, takes their softmax (maximum, weights, bf16 copy) in one pass, rescales O once
  * and multiplies the weights by the kg V tiles (consecutive in Vp16: one product of kg*BN
  * keys).  Fewer, longer tile products and one rescaling per group instead of per key tile;
@@ -507,12 +510,11 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     for (int64_t kt = kt0; kt < kt1; kt++) {
         int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
         int64_t tile = (b * a->Hkv + hk) * f->nkt + kt;
-        /* tile kernels: the longest run of up to kg whole key tiles (halving) that every row
-         * sees, where no mask, cap, ALiBi or dropout applies, as one group */
-        int64_t g = tiles && f->plain && !f->dropout ? f->kg : 1;
-        while (g > 1 && !(kt + g <= kt1 && j0 + g * BN <= a->S &&
-                          all_visible(f, i0, qn, j0, g * BN)))
-            g /= 2;
+        /* tile kernels, every row seeing every key: kg whole key tiles at a time from key 0
+         * (fewer in the last group), so that the groups follow from S alone and a row's
+         * arithmetic never depends on the other rows of its tile or on L */
+        const int64_t whole = a->S / BN - kt;
+        const int64_t g = tiles && f->every ? (whole < f->kg ? whole : f->kg) : 1;
         if (g > 1) {
             fwd_group(f, tile, g, qn, Q16, O, m, l, alpha, mx, mn, sum, ws);
             kt += g - 1;
@@ -534,11 +536,11 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
             int64_t rows = rb - ra, kc = kn < nc ? kn : nc, a16 = ra & ~(int64_t)15;
             float *Sr = Sb + ra * BN;
             int fused = !dot && kr->mmsmax && f->plain && all_visible(f, i0 + ra, rows, j0, nc);
-            /* bf16 products, a tile every row sees whole: the scores' scale and maxima, the
-             * weights and their bf16 copy in one pass per row (flash.h: its own exponential,
-             * so not the bits of the steps below, which the other tiles take) */
-            int sm = dot && f->kb->softmax && f->plain && !f->dropout &&
-                     all_visible(f, i0 + ra, rows, j0, nc);
+            /* bf16 products, every row seeing every key (and this tile's keys whole 32s):
+             * the scores' scale and maxima, the weights and their bf16 copy in one pass per
+             * row (flash.h: its own exponential, so not the bits of the steps below; whether
+             * it runs follows from the problem and S alone, never from the rows) */
+            int sm = dot && f->kb->softmax && f->every && kn % 32 == 0;
             if (dot) /* tile kernels: whole 16-pair steps over Q's and K^T's zero padding */
                 f->kb->mm(rows, nc, f->kb->tiles ? Dp / 2 : (a->D + 1) / 2, Q16 + ra * Dp, Dp,
                           f->Kt16 + tile * Dp * BN, BN, Sr, BN, 0, NULL);
@@ -753,6 +755,7 @@ static void setup(fl *f, attn_ctx *ctx, const attn__sdpa_args *a, const attn__sd
                 a->window_left < a->S + a->L && a->S - a->L - a->window_left > 0);
     f->dropout = a->dropout_p > 0.0f;
     f->plain = !f->masked && !(a->softcap > 0) && !a->alibi;
+    f->every = f->plain && !f->dropout && a->causal == ATTN_CAUSAL_NONE && !a->window;
     f->keep_scale = f->dropout ? 1.0f / (1.0f - a->dropout_p) : 1.0f;
 }
 

@@ -19,16 +19,6 @@
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
 #include "amx_tiles.h"
 
-/* Rows [0, rows) of a staged 16 x 16 block t added into C (row stride ldc), or stored there
- * (accum 0). */
-static inline void put(const float *t, int64_t rows, float *c, int64_t ldc, int accum) {
-    for (int64_t r = 0; r < rows; r++) {
-        __m512 x = _mm512_load_ps(t + 16 * r);
-        if (accum) x = _mm512_add_ps(_mm512_loadu_ps(c + r * ldc), x);
-        _mm512_storeu_ps(c + r * ldc, x);
-    }
-}
-
 /* The block of rows [0, 16 or 32) and columns [0, 16 or 32) of C: two row slices when r2, two
  * column slices when c2 (constants where it is inlined); the accumulators start from C's
  * rows (ld: C's row stride in bytes) or, with C NULL, from 0. */
@@ -66,13 +56,15 @@ static inline __attribute__((always_inline)) void block(int r2, int c2, int64_t 
 /* C = (accum ? cs * C : 0) + A B.  With accum, C's rows are scaled first (in one pass over
  * them, before any tile reads them: a tile load right after vector stores to its lines, or
  * vector loads right after a tile store, stalls, and this order measured 1.3x faster than
- * staging every block through a buffer), then each block of whole 16-row slices accumulates
- * in the tiles from C itself.  A block with a partial slice (rows past m are garbage) goes
- * through the staging buffer t, and only its m rows reach C. */
+ * staging every block through a buffer), then each block accumulates in the tiles from C
+ * itself.  A block with a partial row slice (rows past m are garbage) goes through the
+ * staging buffer t: C's rows copied in, the same tile accumulation, the m rows copied back.
+ * So every row of C gets the same operations whatever the other rows are (the forward relies
+ * on it: a row's result does not depend on the strip it is computed in). */
 static void mm(int64_t m, int64_t n, int64_t K2, const attn__bf16 *A, int64_t lda,
                const attn__bf16 *B, int64_t ldb, float *C, int64_t ldc, int accum,
                const float *cs) {
-    _Alignas(64) float t[4][256];
+    _Alignas(64) float t[32 * 32];
     const int64_t sc = ldc * (int64_t)sizeof(float);
     if (accum && cs)
         for (int64_t r = 0; r < m; r++) {
@@ -88,29 +80,31 @@ static void mm(int64_t m, int64_t n, int64_t K2, const attn__bf16 *A, int64_t ld
         const attn__bf16 *a = A + i0 * lda;
         for (int64_t j0 = 0; j0 < n; j0 += 32) {
             const int c2 = n - j0 > 16;
+            const int64_t nc = c2 ? 32 : 16;
             const attn__bf16 *b = B + 2 * j0;
-            float *c = C + i0 * ldc + j0;
-            const float *from = accum && whole ? c : NULL;
-            if (r2 && c2) block(1, 1, K2, a, lda, b, ldb, from, sc);
-            else if (r2) block(1, 0, K2, a, lda, b, ldb, from, sc);
-            else if (c2) block(0, 1, K2, a, lda, b, ldb, from, sc);
-            else block(0, 0, K2, a, lda, b, ldb, from, sc);
-            if (whole) { /* straight into C */
-                _tile_stored(0, c, sc);
-                if (c2) _tile_stored(1, c + 16, sc);
-                if (r2) _tile_stored(2, c + 16 * ldc, sc);
-                if (r2 && c2) _tile_stored(3, c + 16 * ldc + 16, sc);
-                continue;
+            float *c = C + i0 * ldc + j0, *to = c;
+            int64_t ld = sc;
+            if (!whole) { /* through t (row stride 32 floats) */
+                to = t, ld = 32 * (int64_t)sizeof(float);
+                if (accum) {
+                    for (int64_t r = 0; r < mr; r++)
+                        memcpy(t + 32 * r, c + r * ldc, (size_t)nc * sizeof(float));
+                    memset(t + 32 * mr, 0, sizeof(float) * (size_t)(32 * (32 - mr)));
+                }
             }
-            _tile_stored(0, t[0], 64);
-            if (c2) _tile_stored(1, t[1], 64);
-            if (r2) _tile_stored(2, t[2], 64);
-            if (r2 && c2) _tile_stored(3, t[3], 64);
-            const int64_t m0 = mr < 16 ? mr : 16, m1 = mr - m0;
-            put(t[0], m0, c, ldc, accum);
-            if (c2) put(t[1], m0, c + 16, ldc, accum);
-            if (r2) put(t[2], m1, c + 16 * ldc, ldc, accum);
-            if (r2 && c2) put(t[3], m1, c + 16 * ldc + 16, ldc, accum);
+            const float *from = accum ? to : NULL;
+            if (r2 && c2) block(1, 1, K2, a, lda, b, ldb, from, ld);
+            else if (r2) block(1, 0, K2, a, lda, b, ldb, from, ld);
+            else if (c2) block(0, 1, K2, a, lda, b, ldb, from, ld);
+            else block(0, 0, K2, a, lda, b, ldb, from, ld);
+            const int64_t l16 = 16 * (ld / (int64_t)sizeof(float));
+            _tile_stored(0, to, ld);
+            if (c2) _tile_stored(1, to + 16, ld);
+            if (r2) _tile_stored(2, to + l16, ld);
+            if (r2 && c2) _tile_stored(3, to + l16 + 16, ld);
+            if (!whole)
+                for (int64_t r = 0; r < mr; r++)
+                    memcpy(c + r * ldc, t + 32 * r, (size_t)nc * sizeof(float));
         }
     }
 }
