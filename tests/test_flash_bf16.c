@@ -122,6 +122,56 @@ static void ukr_cvt(const attn__flash_bf16_kernels *kb, uint64_t *rs) {
     TU_CHECK(bad == 0, "bf16 round (isa %d): %d values differ", kb->isa, bad);
 }
 
+/* The fused softmax (flash.h "softmax") against double: mx exactly the largest rounded
+ * scale * s_j, mn = max(mx, m), each weight within 1 bf16 ulp (2^-7 relative) of
+ * w_j = max(exp(scale * s_j - mn), 2^-125), and the sum within 2e-6 + ln2 * eps_t relative of
+ * the double sum of the w_j, where eps_t = (|mn| + max_j |scale * s_j|) log2(e) 2^-22 bounds
+ * the float rounding of the exponent scale * s_j * log2(e) - mn * log2(e) (the fp32
+ * kernels' expsum has the same kind of term); NaN fails.  Rows: one score far above the rest
+ * (weights clamped to 2^-125), a running maximum above every score, one with none yet. */
+static void ukr_softmax(const attn__flash_bf16_kernels *kb, uint64_t *rs) {
+    enum { R = 5, N = 96, LD = 100, LDP = 98 };
+    float sc[R * LD], m[R], mx[R], mn[R], sum[R];
+    attn__bf16 p[R * LDP];
+    for (int c = 0; c < 4; c++) {
+        const float scale = c == 3 ? -0.7f : 0.125f * (float)(c + 1);
+        tu_fill(sc, R * LD, tu_rand(rs), -40, 40);
+        sc[7] = 900.0f; /* row 0: weights far below 2^-125 */
+        for (int r = 0; r < R; r++) m[r] = r == 1 ? 200.0f : r == 2 ? -INFINITY : -3.0f;
+        kb->softmax(sc, LD, R, N, scale, m, mx, mn, sum, p, LDP);
+        int bad = 0;
+        double werr = 0;
+        for (int r = 0; r < R; r++) {
+            float want = -INFINITY;
+            for (int j = 0; j < N; j++) {
+                const float v = scale * sc[r * LD + j];
+                if (v > want) want = v;
+            }
+            bad += memcmp(&mx[r], &want, 4) != 0;
+            const float wn = want > m[r] ? want : m[r];
+            bad += memcmp(&mn[r], &wn, 4) != 0;
+            double ds = 0, big = fabs((double)wn);
+            for (int j = 0; j < N; j++) {
+                double e = exp((double)(scale * sc[r * LD + j]) - (double)wn);
+                if (e < 0x1p-125) e = 0x1p-125;
+                ds += e;
+                big = fmax(big, fabs((double)wn) + fabs((double)(scale * sc[r * LD + j])));
+                const double got = attn__bf16_to_f32(p[r * LDP + j]);
+                const double d = fabs(got - e) / e;
+                if (!(d <= werr)) werr = d;
+            }
+            const double se = fabs((double)sum[r] - ds) / ds,
+                         tol = 2e-6 + 0.6931471805599453 * big * 1.4426950408889634 * 0x1p-22;
+            TU_CHECK(se <= tol, "softmax (%s) scale %g row %d: sum %.9g, double %.9g (tol %.3g)",
+                     kb->name, (double)scale, r, (double)sum[r], ds, tol);
+        }
+        TU_CHECK(bad == 0, "softmax (%s) scale %g: %d maxima differ", kb->name, (double)scale,
+                 bad);
+        TU_CHECK(werr <= 1.0 / 128, "softmax (%s) scale %g: weight error %.3g of a weight",
+                 kb->name, (double)scale, werr);
+    }
+}
+
 static void microkernels(void) {
     const attn__flash_bf16_kernels *tabs[3] = {attn__flash_bf16_kernels_ref(),
                                                attn__flash_bf16_kernels_avx512(),
@@ -148,6 +198,7 @@ static void microkernels(void) {
         if (!tabs[t] || (t == 1 && !cpu) || (t == 2 && !tiles)) continue;
         for (int i = 0; i < 200; i++) ukr_case(tabs[t], &rs);
         ukr_cvt(tabs[t], &rs);
+        if (tabs[t]->softmax) ukr_softmax(tabs[t], &rs);
     }
 }
 

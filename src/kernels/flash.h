@@ -127,7 +127,9 @@ ATTN__HIDDEN const attn__flash_kernels *attn__flash_kernels_neon(void);   /* NUL
  *      cap, ALiBi or dropout), for each row r < rows of s (raw Q K^T, row stride ld, n a
  *      multiple of 32): mx[r] = max_j (scale * s[j]) (the rounded products, as smax),
  *      mn[r] = max(mx[r], m[r]), p[r*ldp+j] = bf16(e_j) with e_j = exp(scale * s[j] - mn[r])
- *      (relative error within a few 1e-7; weights below 2^-125 are 2^-125, never subnormal),
+ *      (relative error within a few 1e-7 plus ln2 (|mn| + |scale * s[j]|) log2(e) 2^-22 from
+ *      the float rounding of the exponent, as in expsum; weights below 2^-125 are 2^-125,
+ *      never subnormal),
  *      sum[r] = the sum of the e_j (unrounded).  Not the bits of smax, expsum and cvt.
  * Tile kernels (tiles != 0: AMX) ask more of mm's caller: K2 a multiple of 16 (the operands
  * zero-padded to it), A readable (any values) up to the next multiple of 16 rows past m (a
