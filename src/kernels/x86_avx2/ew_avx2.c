@@ -53,12 +53,17 @@ static inline float ln_fold8(const ln_acc *s) {
     return _mm_cvtss_f32(q);
 }
 
+/* The mask of the lanes e + 0..7 below n, for _mm256_maskload_ps / _mm256_maskstore_ps. */
+static inline __m256i lanes(int64_t e, int64_t n) {
+    const __m256i i = _mm256_add_epi32(_mm256_set1_epi32((int)e),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), i);
+}
+
 /* The elements of a tail block of n < 64 outside the row read as 0, which adds nothing to a
  * lane sum (never -0), as in the plain C version, which skips them. */
 static inline __m256 ld_tail(const float *p, int64_t e, int64_t n) {
-    const __m256i i = _mm256_add_epi32(_mm256_set1_epi32((int)e),
-                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), i));
+    return _mm256_maskload_ps(p, lanes(e, n));
 }
 
 /* add_ln of ew.h: the plain C version's float operations on 8 lanes, bit-identical. */
@@ -221,13 +226,6 @@ static void glu_avx2(const float *g, const float *u, float *h, int64_t n, int ac
 }
 
 /* ---- backward and ReLU (contracts in ew.h) ------------------------------------------------ */
-/* The mask of the lanes e + 0..7 below n, for _mm256_maskload_ps / _mm256_maskstore_ps. */
-static inline __m256i lanes(int64_t e, int64_t n) {
-    const __m256i i = _mm256_add_epi32(_mm256_set1_epi32((int)e),
-                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), i);
-}
-
 static inline float sum8(__m256 v) {
     __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     q = _mm_add_ps(q, _mm_movehl_ps(q, q));
