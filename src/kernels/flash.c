@@ -164,9 +164,9 @@ typedef struct fl {
     const attn__flash_bf16_kernels *kb;
     int widen;
     int64_t p16_off; /* dot: P as bf16 [BM][BN] at this offset of the per-thread scratch */
-    /* tile kernels: key tiles taken kg at a time where a query tile sees them all whole (no
-     * mask, cap, ALiBi or dropout): the scores of a 32-row strip [32][kg*BN] at sg_off, their
-     * weights in bf16 [48][kg*BN] at pg_off (16 rows more that the kernels may read) */
+    /* tile kernels: key tiles in groups of kg (fwd_tile, fwd_group): the scores of a 32-row
+     * strip [32][kg*BN] at sg_off, their weights in bf16 [48][kg*BN] at pg_off (16 rows more
+     * that the kernels may read) */
     int64_t kg, sg_off, pg_off;
     /* every row sees every key: no mask, soft cap, ALiBi, dropout, causal mask or window */
     int every;
@@ -452,14 +452,6 @@ static void pack_rows_bf16(const attn__bf16 *x, const int64_t *xs, int64_t b, in
 /* ---- forward ---------------------------------------------------------------------------- */
 #define SR 24 /* rows of a strip of a diagonal tile (a multiple of the 6, 8, 12-row blocks) */
 
-/* Tile kernels: kg whole key tiles from tile, for the rows [r0, r1) of the query tile that
- * see every one of their keys, with no mask, cap, ALiBi or dropout: each strip of 32 rows
- * multiplies Q by the kg K^T tiles into one row
- * of scores, takes their softmax (maximum, weights, bf16 copy) in one pass, rescales O once
- * and multiplies the weights by the kg V tiles (consecutive in Vp16: one product of kg*BN
- * keys).  Fewer, longer tile products and one rescaling per group instead of per key tile;
- * the running maximum moves by groups, so the weights round to bf16 relative to it as in the
- * per-tile loop (flash.h). */
 /* The rows [*fa, *fb) of the query tile at i0 (qn rows) that see every key of [j0, j0 + w):
  * each row's first and last visible keys never decrease with the row, so they are one run
  * (empty: *fa = *fb = qn). */
@@ -480,6 +472,13 @@ static void rows_seeing(const fl *f, int64_t i0, int64_t qn, int64_t j0, int64_t
     }
 }
 
+/* Tile kernels: kg whole key tiles from tile, for the rows [r0, r1) of the query tile that
+ * see every one of their keys, with no mask, cap, ALiBi or dropout: each strip of 32 rows
+ * multiplies Q by the kg K^T tiles into one row of scores, takes their softmax (maximum,
+ * weights, bf16 copy) in one pass, rescales O once and multiplies the weights by the kg V
+ * tiles (consecutive in Vp16: one product of kg*BN keys).  Fewer, longer tile products and
+ * one rescaling per group instead of per key tile; the running maximum moves by groups, so
+ * the weights round to bf16 relative to it as in the per-tile loop (flash.h). */
 static void fwd_group(const fl *f, int64_t tile, int64_t kg, int64_t r0, int64_t r1,
                       const attn__bf16 *Q16, float *O, float *m, float *l, float *alpha,
                       float *mx, float *mn, float *sum, float *ws) {
@@ -530,7 +529,7 @@ static void fwd_tile(const fl *f, int64_t b, int64_t h, int64_t qt, float *ws) {
     key_tiles(f, qt, &kt0, &kt1);
     /* tile kernels without mask, cap, ALiBi or dropout: the key tiles in groups of kg whole
      * tiles from key 0 (fewer in the last one), which follow from S alone; the rows
-     * [gfa, gfb) that see every key of the group at gkt take it as one (fwd_group) and the
+     * [gfa, gfb) that see every key of the group starting at kt take it as one (fwd_group), the
      * other rows its tiles one by one, so that a row's arithmetic depends on that row alone
      * (never on the other rows of its tile, or on L) */
     int64_t gend = 0, gfa = qn, gfb = qn;
