@@ -374,6 +374,48 @@ static void staircase(attn_ctx *ctx[3]) {
     }
 }
 
+/* A row's bits follow from that row alone (flash.h): the last n rows of a problem, run as
+ * a problem of their own (q advanced, L = n), give the bits they have among all L rows, for
+ * every kernel set, with no causal mask, bottom-right causal, and a window whose left edge
+ * cuts the key-tile groups (key_tiles starts a tile's groups at its first row's first tile).
+ * S = 1100 takes the tiled forward and its groups of 512 keys. */
+static void rows_alone(attn_ctx *ctx) {
+    enum { H = 2, L = 161, S = 1100, D = 64, NL = 3 };
+    static const int lasts[NL] = {1, 7, 33};
+    const size_t nq = (size_t)H * L * D, nk = (size_t)H * S * D;
+    float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk);
+    float *o = malloc(4 * nq), *o1 = malloc(4 * nq);
+    tu_fill(q, nq, 71, -2, 2), tu_fill(k, nk, 72, -2, 2), tu_fill(v, nk, 73, -1, 1);
+    for (int isa = 0; isa < ATTN__ISA_COUNT && !tu_failures; isa++) {
+        if (!tu_each_set(isa, "test_flash: rows alone")) continue;
+        TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
+        for (int mode = 0; mode < 3; mode++)
+            for (int t = 0; t < NL; t++) {
+                const int64_t n = lasts[t];
+                attn__sdpa_args a;
+                memset(&a, 0, sizeof a);
+                a.B = 1, a.H = a.Hkv = H, a.L = L, a.S = S, a.D = a.Dv = D;
+                int64_t qs[4] = {H * L * D, L * D, D, 1}, ks[4] = {H * S * D, S * D, D, 1};
+                memcpy(a.qs, qs, sizeof qs), memcpy(a.ks, ks, sizeof ks);
+                memcpy(a.vs, ks, sizeof ks), memcpy(a.os, qs, sizeof qs);
+                a.causal = mode ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
+                if (mode == 2) a.window = 1, a.window_left = 600, a.window_right = 0;
+                a.scale = 0.125f, a.q = q, a.k = k, a.v = v, a.o = o;
+                TU_STATUS(attn__flash_fwd(ctx, &a), ATTN_OK, ctx);
+                a.L = n, a.o = o1, a.q = q + (L - n) * D; /* the last n rows, same strides */
+                TU_STATUS(attn__flash_fwd(ctx, &a), ATTN_OK, ctx);
+                int bad = 0;
+                for (int h = 0; h < H; h++)
+                    bad += memcmp(o1 + h * L * D, o + h * L * D + (L - n) * D,
+                                  4 * (size_t)(n * D)) != 0;
+                TU_CHECK(!bad, "rows alone (%s, mode %d): the last %lld rows differ from their "
+                         "bits among all %d", attn__isa_name(isa), mode, (long long)n, L);
+            }
+    }
+    attn__isa_set(ctx, ATTN__ISA_DEFAULT);
+    free(q), free(k), free(v), free(o), free(o1);
+}
+
 int main(void) {
     /* ATTN_TEST_QUICK (an emulator): every kernel path once, not every size: the random cases
      * (one batch) until each mask kind ran, the cheaper long ones and staircases (3 threads),
@@ -434,6 +476,7 @@ int main(void) {
         ncase++;
     }
     staircase(ctx);
+    rows_alone(ctx[1]);
     printf("test_flash: %d cases; worst relative error forward %.2g, backward %.2g\n", ncase,
            worst_fwd, worst_bwd);
     for (int c = 0; c < 3; c++) attn_ctx_free(ctx[c]);

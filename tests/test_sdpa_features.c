@@ -695,8 +695,14 @@ int main(void) {
             {2, 4, 1, 1, 333, 64, 64, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 127, 0, 1, 30.0f, 0, 0, 0},
             /* a window wider than everything is no window */
             {1, 2, 1, 95, 97, 16, 16, ATTN_CAUSAL_NONE, 1, 1000000, 1000000, 0, 0.0f, 0, 0, 0},
+            /* past the short-key forward (S > 1024): the tiled one's key-tile groups of 512
+             * keys with a window cutting groups on both sides, ALiBi, the cap, masks and
+             * dropout; and the same with every feature but no window */
+            {1, 2, 1, 150, 1300, 16, 16, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 700, 0, 1, 20.0f, 2, 0.1f,
+             0},
+            {1, 2, 2, 70, 1100, 32, 16, ATTN_CAUSAL_NONE, 0, 0, 0, 1, 5.0f, 1, 0.0f, 0},
         };
-        static const unsigned char fixed_quick[] = {1, 0, 0, 0, 0, 0, 1, 1};
+        static const unsigned char fixed_quick[] = {1, 0, 0, 0, 0, 0, 1, 1, 0, 0};
         for (size_t i = 0; i < sizeof fixed / sizeof fixed[0] && !tu_failures; i++) {
             if (quick && !fixed_quick[i]) continue;
             fast_case(ctx, &fixed[i], 5000 + i);
