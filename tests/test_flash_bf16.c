@@ -386,13 +386,9 @@ static void rows_alone(attn_ctx *ctx) {
             for (int t = 0; t < NL; t++) {
                 const int64_t n = lasts[t];
                 attn__sdpa_args a;
-                memset(&a, 0, sizeof a);
-                a.B = 1, a.H = a.Hkv = H, a.L = L, a.S = S, a.D = a.Dv = D;
-                int64_t qs[4] = {H * L * D, L * D, D, 1}, ks[4] = {H * S * D, S * D, D, 1};
-                memcpy(a.qs, qs, sizeof qs), memcpy(a.ks, ks, sizeof ks);
-                memcpy(a.vs, ks, sizeof ks), memcpy(a.os, qs, sizeof qs);
-                a.causal = causal ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
-                a.scale = 0.125f, a.o = o;
+                tu_sdpa_args_bhld(&a, H, L, S, D,
+                                  causal ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE, 0.125f);
+                a.o = o;
                 TU_STATUS(attn__flash_fwd_bf16(ctx, &a, q16, k16, v16), ATTN_OK, ctx);
                 a.L = n, a.o = o1; /* the last n rows of each head, same strides */
                 TU_STATUS(attn__flash_fwd_bf16(ctx, &a, q16 + (L - n) * D, k16, v16), ATTN_OK,

@@ -360,3 +360,13 @@ char *tu_slurp(const char *path, size_t *n) {
     if (n) *n = b ? got : 0;
     return b;
 }
+
+void tu_sdpa_args_bhld(attn__sdpa_args *a, int64_t H, int64_t L, int64_t S, int64_t D,
+                       attn_causal causal, float scale) {
+    memset(a, 0, sizeof *a);
+    a->B = 1, a->H = a->Hkv = H, a->L = L, a->S = S, a->D = a->Dv = D;
+    const int64_t qs[4] = {H * L * D, L * D, D, 1}, ks[4] = {H * S * D, S * D, D, 1};
+    memcpy(a->qs, qs, sizeof qs), memcpy(a->ks, ks, sizeof ks);
+    memcpy(a->vs, ks, sizeof ks), memcpy(a->os, qs, sizeof qs);
+    a->causal = causal, a->scale = scale;
+}

@@ -14,4 +14,10 @@
  * of batch 0 blocked (fully masked rows); 8 KEEP [B, 1, L, S] with rows fully masked. */
 void tu_sdpa_masks(int cfg, int64_t B, int64_t H, int64_t L, int64_t S, attn__sdpa_args *a,
                    uint64_t *rs, float **fbuf, unsigned char **bbuf);
+
+/* *a for one batch of H heads, L queries and S keys of size D (Dv = D), q, k, v and o
+ * contiguous [1, H, L|S, D], the given causal mode and scale; the rest zero (no mask, window,
+ * dropout or lse; a->q, k, v, o left NULL). */
+void tu_sdpa_args_bhld(attn__sdpa_args *a, int64_t H, int64_t L, int64_t S, int64_t D,
+                       attn_causal causal, float scale);
 #endif
