@@ -380,36 +380,30 @@ static void staircase(attn_ctx *ctx[3]) {
  * cuts the key-tile groups (key_tiles starts a tile's groups at its first row's first tile).
  * S = 1100 takes the tiled forward and its groups of 512 keys. */
 static void rows_alone(attn_ctx *ctx) {
-    enum { H = 2, L = 161, S = 1100, D = 64, NL = 3 };
-    static const int lasts[NL] = {1, 7, 33};
-    const size_t nq = (size_t)H * L * D, nk = (size_t)H * S * D;
-    float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk);
-    float *o = malloc(4 * nq), *o1 = malloc(4 * nq);
-    tu_fill(q, nq, 71, -2, 2), tu_fill(k, nk, 72, -2, 2), tu_fill(v, nk, 73, -1, 1);
+    enum { H = TU_RA_H, L = TU_RA_L, S = TU_RA_S, D = TU_RA_D };
+    tu_rows_alone r;
+    tu_rows_alone_init(&r);
     for (int isa = 0; isa < ATTN__ISA_COUNT && !tu_failures; isa++) {
         if (!tu_each_set(isa, "test_flash: rows alone")) continue;
         TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
         for (int mode = 0; mode < 3; mode++)
-            for (int t = 0; t < NL; t++) {
-                const int64_t n = lasts[t];
+            for (int t = 0; t < TU_RA_NL; t++) {
+                const int64_t n = tu_rows_alone_lasts[t];
                 attn__sdpa_args a;
                 tu_sdpa_args_bhld(&a, H, L, S, D,
                                   mode ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE, 0.125f);
                 if (mode == 2) a.window = 1, a.window_left = 600, a.window_right = 0;
-                a.q = q, a.k = k, a.v = v, a.o = o;
+                a.q = r.q, a.k = r.k, a.v = r.v, a.o = r.o;
                 TU_STATUS(attn__flash_fwd(ctx, &a), ATTN_OK, ctx);
-                a.L = n, a.o = o1, a.q = q + (L - n) * D; /* the last n rows, same strides */
+                a.L = n, a.o = r.o1, a.q = r.q + (L - n) * D; /* the last n rows, same strides */
                 TU_STATUS(attn__flash_fwd(ctx, &a), ATTN_OK, ctx);
-                int bad = 0;
-                for (int h = 0; h < H; h++)
-                    bad += memcmp(o1 + h * L * D, o + h * L * D + (L - n) * D,
-                                  4 * (size_t)(n * D)) != 0;
-                TU_CHECK(!bad, "rows alone (%s, mode %d): the last %lld rows differ from their "
-                         "bits among all %d", attn__isa_name(isa), mode, (long long)n, L);
+                TU_CHECK(!tu_rows_alone_differ(&r, n),
+                         "rows alone (%s, mode %d): the last %lld rows differ from their bits "
+                         "among all %d", attn__isa_name(isa), mode, (long long)n, (int)L);
             }
     }
     attn__isa_set(ctx, ATTN__ISA_DEFAULT);
-    free(q), free(k), free(v), free(o), free(o1);
+    tu_rows_alone_free(&r);
 }
 
 int main(void) {

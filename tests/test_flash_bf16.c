@@ -370,40 +370,37 @@ static void rounding(attn_ctx *ctx) {
  * tile kernels' groups and strips must not move with L).  Long key ranges, so that the
  * groups and the partial tile slices of the tile kernels are involved. */
 static void rows_alone(attn_ctx *ctx) {
-    enum { H = 2, L = 161, S = 1100, D = 64, NL = 3 };
-    static const int lasts[NL] = {1, 7, 33};
+    enum { H = TU_RA_H, L = TU_RA_L, S = TU_RA_S, D = TU_RA_D };
     const size_t nq = (size_t)H * L * D, nk = (size_t)H * S * D;
-    float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk);
-    float *o = malloc(4 * nq), *o1 = malloc(4 * nq);
-    tu_fill(q, nq, 71, -2, 2), tu_fill(k, nk, 72, -2, 2), tu_fill(v, nk, 73, -1, 1);
-    attn__bf16 *q16 = to_bf16(q, nq), *k16 = to_bf16(k, nk), *v16 = to_bf16(v, nk);
+    tu_rows_alone r;
+    tu_rows_alone_init(&r);
+    attn__bf16 *q16 = to_bf16(r.q, nq), *k16 = to_bf16(r.k, nk), *v16 = to_bf16(r.v, nk);
     for (int var = 0; var < ATTN__ISA_COUNT + 2; var++) { /* + dot, + ATTN_AMX=0 */
         int isa = var < ATTN__ISA_COUNT ? var : ATTN__ISA_AVX512;
         if (!tu_set_ok(isa, "test_flash_bf16: rows alone")) continue;
         ctx->env.bf16 = var == ATTN__ISA_COUNT ? 2 : 1, ctx->env.amx = var != ATTN__ISA_COUNT + 1;
         TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
         for (int causal = 0; causal < 2; causal++)
-            for (int t = 0; t < NL; t++) {
-                const int64_t n = lasts[t];
+            for (int t = 0; t < TU_RA_NL; t++) {
+                const int64_t n = tu_rows_alone_lasts[t];
                 attn__sdpa_args a;
                 tu_sdpa_args_bhld(&a, H, L, S, D,
                                   causal ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE, 0.125f);
-                a.o = o;
+                a.o = r.o;
                 TU_STATUS(attn__flash_fwd_bf16(ctx, &a, q16, k16, v16), ATTN_OK, ctx);
-                a.L = n, a.o = o1; /* the last n rows of each head, same strides */
+                a.L = n, a.o = r.o1; /* the last n rows of each head, same strides */
                 TU_STATUS(attn__flash_fwd_bf16(ctx, &a, q16 + (L - n) * D, k16, v16), ATTN_OK,
                           ctx);
-                int bad = 0;
-                for (int h = 0; h < H; h++)
-                    bad += memcmp(o1 + h * L * D, o + h * L * D + (L - n) * D,
-                                  4 * (size_t)(n * D)) != 0;
-                TU_CHECK(!bad, "rows alone (%s, %s%s, causal %d): the last %lld rows differ from "
+                TU_CHECK(!tu_rows_alone_differ(&r, n),
+                         "rows alone (%s, %s%s, causal %d): the last %lld rows differ from "
                          "their bits among all %d", attn__isa_name(isa), ctx->kern.flash_bf16->name,
-                         ctx->kern.flash_bf16_widen ? " widened" : "", causal, (long long)n, L);
+                         ctx->kern.flash_bf16_widen ? " widened" : "", causal, (long long)n,
+                         (int)L);
             }
         ctx->env.bf16 = 1, ctx->env.amx = 1, attn__isa_set(ctx, ATTN__ISA_DEFAULT);
     }
-    free(q), free(k), free(v), free(o), free(o1), free(q16), free(k16), free(v16);
+    tu_rows_alone_free(&r);
+    free(q16), free(k16), free(v16);
 }
 
 /* ---- the public API ------------------------------------------------------------------- */

@@ -370,3 +370,24 @@ void tu_sdpa_args_bhld(attn__sdpa_args *a, int64_t H, int64_t L, int64_t S, int6
     memcpy(a->vs, ks, sizeof ks), memcpy(a->os, qs, sizeof qs);
     a->causal = causal, a->scale = scale;
 }
+
+const int tu_rows_alone_lasts[TU_RA_NL] = {1, 7, 33};
+
+void tu_rows_alone_init(tu_rows_alone *r) {
+    const size_t nq = (size_t)TU_RA_H * TU_RA_L * TU_RA_D, nk = (size_t)TU_RA_H * TU_RA_S * TU_RA_D;
+    r->q = malloc(4 * nq), r->k = malloc(4 * nk), r->v = malloc(4 * nk);
+    r->o = malloc(4 * nq), r->o1 = malloc(4 * nq);
+    tu_fill(r->q, nq, 71, -2, 2), tu_fill(r->k, nk, 72, -2, 2), tu_fill(r->v, nk, 73, -1, 1);
+}
+
+void tu_rows_alone_free(tu_rows_alone *r) {
+    free(r->q), free(r->k), free(r->v), free(r->o), free(r->o1);
+}
+
+int tu_rows_alone_differ(const tu_rows_alone *r, int64_t n) {
+    const int64_t L = TU_RA_L, D = TU_RA_D;
+    int bad = 0;
+    for (int64_t h = 0; h < TU_RA_H; h++)
+        bad |= memcmp(r->o1 + h * L * D, r->o + h * L * D + (L - n) * D, 4 * (size_t)(n * D)) != 0;
+    return bad;
+}

@@ -20,4 +20,18 @@ void tu_sdpa_masks(int cfg, int64_t B, int64_t H, int64_t L, int64_t S, attn__sd
  * dropout or lse; a->q, k, v, o left NULL). */
 void tu_sdpa_args_bhld(attn__sdpa_args *a, int64_t H, int64_t L, int64_t S, int64_t D,
                        attn_causal causal, float scale);
+
+/* The rows-alone problem of test_flash and test_flash_bf16: H = 2 heads, L = 161 queries,
+ * S = 1100 keys (past the short-key forward: key-tile groups involved), D = 64, q, k, v
+ * random in [-2, 2], [-2, 2], [-1, 1] ([1, H, L|S, D] contiguous); o and o1 receive the whole
+ * problem's and the last rows' outputs.  tu_rows_alone_lasts: how many last rows to run alone. */
+enum { TU_RA_H = 2, TU_RA_L = 161, TU_RA_S = 1100, TU_RA_D = 64, TU_RA_NL = 3 };
+extern const int tu_rows_alone_lasts[TU_RA_NL];
+typedef struct tu_rows_alone {
+    float *q, *k, *v, *o, *o1;
+} tu_rows_alone;
+void tu_rows_alone_init(tu_rows_alone *r);
+void tu_rows_alone_free(tu_rows_alone *r);
+/* 1 when o1 (the last n rows of each head run alone) differs in any bit from those rows of o */
+int tu_rows_alone_differ(const tu_rows_alone *r, int64_t n);
 #endif
