@@ -87,7 +87,8 @@ typedef struct shape {
 } shape;
 
 /* Linear layers y[M, F] = x[M, E] W[F, E]^T with M = B*L tokens: forward (transB), backward
- * dx = dy W (no transpose) and dW = dy^T x (transA). */
+ * dx = dy W (no transpose) and dW = dy^T x (transA); "mini": all-MiniLM-L6-v2's three
+ * forward products on a batch of about 1024 tokens. */
 static const shape shapes[] = {
     {"fwd  E64->F256", 0, 1, 512, 256, 64},
     {"dx   F256->E64", 0, 0, 512, 64, 256},
@@ -99,6 +100,9 @@ static const shape shapes[] = {
     {"fwd  E512->F2048", 0, 1, 2048, 2048, 512},
     {"dx   F2048->E512", 0, 0, 2048, 512, 2048},
     {"dW   [2048,512]", 1, 0, 2048, 512, 2048},
+    {"mini E384->E1152", 0, 1, 1024, 1152, 384},
+    {"mini E384->F1536", 0, 1, 1024, 1536, 384},
+    {"mini F1536->E384", 0, 1, 1024, 384, 1536},
     {"fwd  E768->E768", 0, 1, 4096, 768, 768},
     {"fwd  E768->F3072", 0, 1, 2048, 3072, 768},
     {"dx   F3072->E768", 0, 0, 2048, 768, 3072},

@@ -2,6 +2,10 @@
  *  - the table (attn__auto_bf16) on made-up CPUs: AMX -> bf16; AVX512_BF16 on AMD -> bf16;
  *    AVX512_BF16 on Intel without AMX -> float; no bf16 instructions (AVX2, plain C, AVX-512
  *    without AVX512_BF16, ATTN_BF16=0) -> float; each with a reason;
+ *  - bf16 attention on the same made-up CPUs (attn__bf16_attention_pick after
+ *    attn__kernels_select): the AMX tiles, the VDPBF16PS dot kernels on AMD (where auto picks
+ *    bf16 for them), widened to float on Intel without AMX, AVX2 and ATTN_BF16=0, plain C's
+ *    dot kernels on the plain C set;
  *  - a context created with ATTN_CTX_AUTO_MATMUL holds the table's choice for its own kernels
  *    and never keeps the AUTO bit; AUTO | BF16 is bf16;
  *  - attn_ctx_set_matmul: 0, BF16 and AUTO, other values refused with the flags unchanged;
@@ -18,6 +22,7 @@
 #include "../src/core/cpu.h"
 #include "../src/core/internal.h"
 #include "../src/kernels/dispatch.h"
+#include "../src/kernels/flash.h"
 #include "../src/kernels/gemm_mixed.h"
 #include "../src/kernels/kernels.h"
 #include "testutil.h"
@@ -38,18 +43,20 @@ static void table(void) {
         const char *vendor;
         int amx_env, bf16_env, want;
         const char *what;
+        int widen; /* bf16 attention widened to float */
     } cases[] = {
         {ATTN__ISA_AVX512, amx, "GenuineIntel", 1, 1, built && attn__mixed_kernel_amx() != NULL,
-         "Sapphire Rapids (AMX)"},
-        {ATTN__ISA_AVX512, amx, "GenuineIntel", 0, 1, 0, "Sapphire Rapids with ATTN_AMX=0"},
-        {ATTN__ISA_AVX512, bf, "GenuineIntel", 1, 1, 0, "Intel AVX512_BF16 without AMX"},
-        {ATTN__ISA_AVX512, bf, "AuthenticAMD", 1, 1, built, "AMD Zen 4/5"},
-        {ATTN__ISA_AVX512, bf, "AuthenticAMD", 1, 0, 0, "Zen 4 with ATTN_BF16=0"},
-        {ATTN__ISA_AVX512, wide, "AuthenticAMD", 1, 1, 0, "AVX-512 without AVX512_BF16"},
-        {ATTN__ISA_AVX2, avx2, "AuthenticAMD", 1, 1, 0, "AMD Zen 3 (AVX2)"},
-        {ATTN__ISA_AVX2, bf, "AuthenticAMD", 1, 1, 0, "Zen 4 capped at ATTN_ISA=avx2"},
-        {ATTN__ISA_REF, 0, "", 1, 1, 0, "no SIMD (plain C)"},
-        {ATTN__ISA_AVX512, bf, NULL, 1, 1, 0, "AVX512_BF16, vendor unknown"},
+         "Sapphire Rapids (AMX)", !(built && attn__flash_bf16_kernels_amx() != NULL)},
+        {ATTN__ISA_AVX512, amx, "GenuineIntel", 0, 1, 0, "Sapphire Rapids with ATTN_AMX=0", 1},
+        {ATTN__ISA_AVX512, bf, "GenuineIntel", 1, 1, 0, "Intel AVX512_BF16 without AMX", 1},
+        {ATTN__ISA_AVX512, bf, "AuthenticAMD", 1, 1, built, "AMD Zen 4/5", !built},
+        {ATTN__ISA_AVX512, bf, "AuthenticAMD", 1, 0, 0, "Zen 4 with ATTN_BF16=0", 1},
+        {ATTN__ISA_AVX512, bf, "AuthenticAMD", 1, 2, built, "Zen 4 with ATTN_BF16=dot", !built},
+        {ATTN__ISA_AVX512, wide, "AuthenticAMD", 1, 1, 0, "AVX-512 without AVX512_BF16", 1},
+        {ATTN__ISA_AVX2, avx2, "AuthenticAMD", 1, 1, 0, "AMD Zen 3 (AVX2)", 1},
+        {ATTN__ISA_AVX2, bf, "AuthenticAMD", 1, 1, 0, "Zen 4 capped at ATTN_ISA=avx2", 1},
+        {ATTN__ISA_REF, 0, "", 1, 1, 0, "no SIMD (plain C)", 0},
+        {ATTN__ISA_AVX512, bf, NULL, 1, 1, 0, "AVX512_BF16, vendor unknown", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         env.amx = cases[i].amx_env;
@@ -61,6 +68,12 @@ static void table(void) {
                  got ? "bf16" : "float", cases[i].want ? "bf16" : "float");
         TU_CHECK(why && strlen(why) > 20, "%s: no reason", cases[i].what);
         TU_CHECK(attn__auto_bf16(&k, cases[i].vendor, NULL) == got, "%s: why NULL", cases[i].what);
+        const attn__flash_bf16_kernels *fb = k.flash_bf16;
+        attn__bf16_attention_pick(&k, cases[i].vendor, &env);
+        TU_CHECK(k.flash_bf16_widen == cases[i].widen && k.flash_bf16 == fb,
+                 "%s: bf16 attention %s%s, expected %s", cases[i].what,
+                 k.flash_bf16_widen ? "widened, " : "on ", k.flash_bf16->name,
+                 cases[i].widen ? "widened" : "not widened");
     }
 }
 

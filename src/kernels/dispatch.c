@@ -108,7 +108,8 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     const unsigned amx = ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16;
     const int tiles = k->has_bf16 && (cpu & amx) == amx && env->amx;
     /* bf16 attention: on AMX tiles (unless ATTN_BF16=dot asks for VDPBF16PS); else widened to
-     * the fp32 kernels, or with ATTN_BF16=dot on VDPBF16PS */
+     * the fp32 kernels, or with ATTN_BF16=dot on VDPBF16PS (and by default on AMD:
+     * attn__bf16_attention_pick, which knows the vendor) */
     const attn__flash_bf16_kernels *fb = k->has_bf16 ? attn__flash_bf16_kernels_avx512() : NULL;
     if (tiles && env->bf16 != 2 && attn__flash_bf16_kernels_amx())
         fb = attn__flash_bf16_kernels_amx();
@@ -171,6 +172,13 @@ int attn__auto_bf16(const attn__kernels *k, const char *vendor, const char **why
     return bf16;
 }
 
+void attn__bf16_attention_pick(attn__kernels *k, const char *vendor,
+                               const attn__kernel_env *env) {
+    if (env->bf16 == 1 && k->flash_bf16_widen && k->has_bf16 &&
+        k->mixed == attn__mixed_kernel_avx512() && attn__auto_bf16(k, vendor, NULL))
+        k->flash_bf16_widen = 0; /* k->flash_bf16: the AVX512_BF16 dot kernels */
+}
+
 /* The CPU features, less AMX where the OS does not grant the tile state. */
 static unsigned usable_features(void) {
     unsigned cpu = attn__cpu_features();
@@ -182,6 +190,7 @@ void attn__kernels_init(attn_ctx *ctx) {
     unsigned cpu = usable_features();
     attn__kernel_env_read(&ctx->env);
     attn__kernels_select(&ctx->kern, attn__isa_best(cpu, ctx->env.isa), cpu, &ctx->env);
+    attn__bf16_attention_pick(&ctx->kern, attn__cpu_identity()->vendor, &ctx->env);
     if ((ctx->flags & ATTN_CTX_AUTO_MATMUL) && !(ctx->flags & ATTN_CTX_BF16_MATMUL))
         attn_ctx_set_matmul(ctx, ATTN_CTX_AUTO_MATMUL); /* the precision of this CPU */
     ctx->flags &= ~(unsigned)ATTN_CTX_AUTO_MATMUL;
@@ -270,5 +279,6 @@ int attn__isa_set(attn_ctx *ctx, int isa) {
     if (isa == ATTN__ISA_DEFAULT) isa = attn__isa_best(cpu, ctx->env.isa);
     if (!attn__isa_runs(isa, cpu)) return 0;
     attn__kernels_select(&ctx->kern, isa, cpu, &ctx->env);
+    attn__bf16_attention_pick(&ctx->kern, attn__cpu_identity()->vendor, &ctx->env);
     return 1;
 }

@@ -12,7 +12,8 @@
  *                             set there, ref or the x86 ones; any other value: no cap);
  *   ATTN_BF16=0               the plain C bf16 kernels instead of the AVX512_BF16 ones;
  *   ATTN_BF16=dot             bf16 attention multiplies with the bf16 dot-product kernels (the
- *                             AVX512_BF16 ones) instead of widening to fp32 (flash.h);
+ *                             AVX512_BF16 ones) instead of widening to fp32 (flash.h), as it
+ *                             does by default on AMD (attn__bf16_attention_pick);
  *   ATTN_F16=0                the plain C fp16 linear kernel instead of the AVX512_FP16 one;
  *   ATTN_DECODE=0             attn__sdpa never takes the split-KV decode path (decode.h);
  *   ATTN_AMX=0                the bf16-operand GEMM (gemm_mixed.h) uses VDPBF16PS, not AMX.
@@ -68,6 +69,15 @@ ATTN__HIDDEN int attn__isa_set(attn_ctx *ctx, int isa);
  *   no bf16 instructions (AVX2, plain C)                   float (plain C bf16: 7.9x slower)
  * *why (may be NULL) receives a static sentence saying which row applied. */
 ATTN__HIDDEN int attn__auto_bf16(const attn__kernels *k, const char *vendor, const char **why);
+/* bf16 attention (q, k, v stored as bf16) where attn__auto_bf16 picks bf16 products for
+ * VDPBF16PS (AMD Zen 4/5: twice an FMA's work per instruction): with the default ATTN_BF16,
+ * it multiplies with the AVX512_BF16 dot kernels instead of widening to fp32 as
+ * attn__kernels_select chose (Zen 4, L = S = 4096: 1.6x the widened forward).  Elsewhere *k
+ * stays as it is: AMX tiles, widened where VDPBF16PS runs at a quarter of the FMA rate (Intel
+ * without AMX), plain C bf16 or ATTN_BF16=0|dot as asked.  attn_ctx_create and attn__isa_set
+ * call it after attn__kernels_select with this CPU's vendor. */
+ATTN__HIDDEN void attn__bf16_attention_pick(attn__kernels *k, const char *vendor,
+                                            const attn__kernel_env *env);
 /* 1 when src/kernels/x86_avx512bf16 was compiled with the bf16 instructions. */
 ATTN__HIDDEN int attn__bf16_kernels_built(void);
 

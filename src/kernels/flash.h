@@ -167,14 +167,15 @@ ATTN__HIDDEN void attn__flash_bf16_softmax_avx512(const float *s, int64_t ld, in
                                                   attn__bf16 *p, int64_t ldp);
 /* AMX-BF16 tiles (x86_amx/flash_amx.c); NULL when built without the instructions. */
 ATTN__HIDDEN const attn__flash_bf16_kernels *attn__flash_bf16_kernels_amx(void);
-/* A context's bf16 table (ctx->kern.flash_bf16, dispatch.c) is the AVX512_BF16 one where
- * ctx->kern.has_bf16, else plain C, and the way to multiply (ctx->kern.flash_bf16_widen) is
- * dot on the ref set, or under ATTN_BF16=dot with the AVX512_BF16 kernels; else widen.
- * Widening is the default on SIMD sets because on the CPU measured (Xeon, family 6 model 207)
- * VDPBF16PS issues once per two cycles and holds both FMA ports meanwhile: its 32 products
- * take the time of four FMAs (64 products), so the fp32 FMA kernels multiply bf16 operands
- * twice as fast.  ATTN_BF16=dot is for CPUs where VDPBF16PS runs at the FMA rate (and for
- * tests). */
+/* A context's bf16 table (ctx->kern.flash_bf16, dispatch.c) is the AMX one where the CPU has
+ * the tiles, else the AVX512_BF16 one where ctx->kern.has_bf16, else plain C; the way to
+ * multiply (ctx->kern.flash_bf16_widen) is dot on the ref set, on AMD's VDPBF16PS (Zen 4/5:
+ * twice an FMA's work per instruction; attn__bf16_attention_pick) and under ATTN_BF16=dot;
+ * else widen.  Widening stays the default on Intel without AMX because there (Xeon, family 6
+ * model 207) VDPBF16PS issues once per two cycles and holds both FMA ports meanwhile: its 32
+ * products take the time of four FMAs (64 products), so the fp32 FMA kernels multiply bf16
+ * operands twice as fast.  On Zen 4 the dot kernels ran the forward 1.6x faster than
+ * widening (docs/kernels.md). */
 
 ATTN__HIDDEN attn_status attn__flash_fwd_bf16(attn_ctx *ctx, const attn__sdpa_args *a,
                                               const attn__bf16 *q, const attn__bf16 *k,
