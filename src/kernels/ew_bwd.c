@@ -1,6 +1,6 @@
 /* The backwards of the layer norm and of the activations over the context's threads, on the
  * row kernels of ctx->kern.ew (ew.h), or the double references (attn__layer_norm_bwd_ref,
- * attn__act_bwd_ref) where the table has none (ATTN_ISA=ref, AVX2).  Rows are split between
+ * attn__act_bwd_ref) where the table has none (ATTN_ISA=ref).  Rows are split between
  * the threads in fixed blocks (the layer norm's statistics, dx and each block's weight and bias
  * sums in one pass), then columns for the sums of the blocks' sums: the same bits for any
  * thread count. */

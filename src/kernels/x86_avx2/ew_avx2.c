@@ -2,8 +2,9 @@
  * src/kernels/ew.c: the residual add with layer norm (its float operations and lane sums on 8
  * lanes) and the bias with GELU (the float operations of attn__gelu_as on 8 lanes, its fmaf as
  * fused multiply-adds and nothing else fused; the plain C one calls fmaf, which is a library
- * call where the compiler may not assume FMA).  Compiled with -mavx2 -mfma; else the table is
- * NULL. */
+ * call where the compiler may not assume FMA).  The backward kernels are float versions of the
+ * double references, as the AVX-512 ones (ew.h).  Compiled with -mavx2 -mfma; else the table
+ * is NULL. */
 #include <math.h>
 #include <string.h>
 
@@ -12,10 +13,8 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
-static inline __m256 gelu8(__m256 x) {
-    const __m256 amax = _mm256_set1_ps(ATTN__GELU_AMAX);
-    const __m256 a = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-    const __m256 c = _mm256_min_ps(a, amax); /* a < 7 ? a : 7 */
+/* Phi(-c) for c = min(|x|, 7) (the forward's polynomial, raised to the 16th power). */
+static inline __m256 phi_neg8(__m256 c) {
     __m256 p = _mm256_fmadd_ps(c, _mm256_set1_ps(ATTN__GELU_C10),
                                _mm256_set1_ps(ATTN__GELU_C9));
     p = _mm256_fmadd_ps(c, p, _mm256_set1_ps(ATTN__GELU_C8));
@@ -30,7 +29,17 @@ static inline __m256 gelu8(__m256 x) {
     p = _mm256_mul_ps(p, p);
     p = _mm256_mul_ps(p, p);
     p = _mm256_mul_ps(p, p);
-    p = _mm256_mul_ps(p, p); /* Phi(-|x|) */
+    return _mm256_mul_ps(p, p);
+}
+
+static inline __m256 abs8(__m256 x) {
+    return _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+}
+
+static inline __m256 gelu8(__m256 x) {
+    const __m256 amax = _mm256_set1_ps(ATTN__GELU_AMAX);
+    const __m256 a = abs8(x);
+    const __m256 p = phi_neg8(_mm256_min_ps(a, amax)); /* Phi(-|x|), |x| clamped to 7 */
     /* t = a <= 7 ? x Phi(-|x|) : +0 (NaN too);  x <= 0 ? t : x - t (NaN: x - t) */
     const __m256 t = _mm256_and_ps(_mm256_mul_ps(x, p), _mm256_cmp_ps(a, amax, _CMP_LE_OQ));
     return _mm256_blendv_ps(_mm256_sub_ps(x, t), t,
@@ -350,9 +359,63 @@ static void relu_bwd_mask_avx2(const uint16_t *mask, const float *dy, float *dx,
     if (i < n) attn__relu_bwd_mask_c(mask + i / 16, dy + i, dx + i, n - i);
 }
 
+/* 2^t for t <= 0 or NaN, as attn__exp2_16 (x86_avx512/exp_avx512.h) on 8 lanes: n = round(t),
+ * 2^(t-n) by the degree-6 polynomial, the exponent bits of n; exactly 0 below t = -126 (no
+ * subnormal), NaN stays NaN. */
+static inline __m256 exp2_neg8(__m256 t) {
+    const __m256 normal = _mm256_cmp_ps(t, _mm256_set1_ps(-126.0f), _CMP_NLT_UQ);
+    t = _mm256_max_ps(_mm256_set1_ps(-127.0f), t); /* NaN: t */
+    const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 f = _mm256_sub_ps(t, n);
+    __m256 p = _mm256_set1_ps(1.5403530393381606e-4f); /* ln2^6/720 */
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-3f)); /* ln2^5/120 */
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076284772e-3f)); /* ln2^4/24 */
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108664821580e-2f)); /* ln2^3/6 */
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650695910071e-1f)); /* ln2^2/2 */
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718055994531e-1f)); /* ln2 */
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), normal);
+}
+
+/* act_bwd (ew.h), as the AVX-512 one on 8 lanes.  GELU': Phi(x) + x phi(x), Phi from the
+ * forward's polynomial (Phi(-|x|), 0 beyond |x| = 7), phi = exp(-x^2 / 2) / sqrt(2 pi) by
+ * exp2_neg8.  ReLU: dy where x > 0.  The last partial vector through masked loads and stores,
+ * so an element's result never depends on where a chunk of the driver starts. */
+static int act_bwd_avx2(attn_activation act, const float *x, const float *dy, float *dx,
+                        int64_t n) {
+    if (act != ATTN_ACT_GELU && act != ATTN_ACT_RELU) return 0;
+    const __m256 amax = _mm256_set1_ps(ATTN__GELU_AMAX), zero = _mm256_setzero_ps();
+    const __m256 one = _mm256_set1_ps(1.0f), nhl2e = _mm256_set1_ps(-0.72134752044448170368f);
+    const __m256 rs2pi = _mm256_set1_ps(0.39894228040143267794f);
+    for (int64_t i = 0; i < n; i += 8) {
+        const int whole = n - i >= 8;
+        const __m256i k = lanes(0, whole ? 8 : n - i);
+        const __m256 xv = whole ? _mm256_loadu_ps(x + i) : _mm256_maskload_ps(x + i, k);
+        const __m256 g = whole ? _mm256_loadu_ps(dy + i) : _mm256_maskload_ps(dy + i, k);
+        __m256 r;
+        if (act == ATTN_ACT_RELU) {
+            r = _mm256_and_ps(_mm256_cmp_ps(xv, zero, _CMP_GT_OQ), g);
+        } else {
+            const __m256 a = abs8(xv);
+            __m256 p = phi_neg8(_mm256_min_ps(a, amax));
+            p = _mm256_and_ps(p, _mm256_cmp_ps(a, amax, _CMP_LE_OQ));
+            /* Phi(x): x > 0 ? 1 - Phi(-|x|) : Phi(-|x|) */
+            p = _mm256_blendv_ps(p, _mm256_sub_ps(one, p), _mm256_cmp_ps(xv, zero, _CMP_GT_OQ));
+            const __m256 pdf =
+                _mm256_mul_ps(exp2_neg8(_mm256_mul_ps(_mm256_mul_ps(xv, xv), nhl2e)), rs2pi);
+            r = _mm256_mul_ps(_mm256_fmadd_ps(xv, pdf, p), g);
+        }
+        if (whole) _mm256_storeu_ps(dx + i, r);
+        else _mm256_maskstore_ps(dx + i, k, r);
+    }
+    return 1;
+}
+
 static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2,      bias_gelu_avx2,
                                               bias_res_avx2,    ln_bwd_rows_avx2,
-                                              NULL,             NULL,
+                                              act_bwd_avx2,     NULL,
                                               colsum_avx2,      relu_avx2,
                                               relu_mask_avx2,   relu_bwd_mask_avx2,
                                               glu_avx2};

@@ -10,6 +10,8 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include "tr8_avx2.h"
+
 #define MR 6
 
 /* The accumulators are named variables, not an array: GCC kept an array's copy in memory and
@@ -313,9 +315,46 @@ static void alibi(float *s, int64_t ld, int64_t rows, int64_t n, float slope, fl
     }
 }
 
+/* tr (flash.h): 8 x 8 blocks transposed in registers, rows past n and columns past d read as
+ * 0, so the whole 16 x 16 blocks come out zero padded; a column stride other than 1 (a
+ * transposed view) goes to the plain C one. */
+static void tr(const float *src, int64_t rs, int64_t cs, int64_t n, int64_t d, float *dst,
+               int64_t ld) {
+    if (cs != 1) {
+        attn__flash_tr_c(src, rs, cs, n, d, dst, ld);
+        return;
+    }
+    const int64_t np = (n + 15) & ~(int64_t)15, dp = (d + 15) & ~(int64_t)15;
+    for (int64_t e0 = 0; e0 < dp; e0 += 8)
+        for (int64_t j0 = 0; j0 < np; j0 += 8) {
+            __m256 r[8];
+            attn__load_tr8(r, src + j0 * rs + e0, rs, n - j0, d - e0);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (e0 + i) * ld + j0, r[i]);
+        }
+}
+
+/* rowdot (flash.h): 8 rows at a time, one per lane: 8 x 8 blocks of both operands transposed
+ * in registers, then the rounded products added in e order (the plain loop's bits; this file
+ * is compiled as ISO C, so GCC fuses no multiply-add that the source does not ask for). */
+static void rowdot(const float *a, int64_t lda, const float *b, int64_t ldb, int64_t rows,
+                   int64_t d, float *out) {
+    int64_t r0 = 0;
+    for (; r0 + 8 <= rows; r0 += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t e0 = 0; e0 < d; e0 += 8) {
+            const int64_t w = d - e0 < 8 ? d - e0 : 8;
+            __m256 ta[8], tb[8];
+            attn__load_tr8(ta, a + r0 * lda + e0, lda, 8, w);
+            attn__load_tr8(tb, b + r0 * ldb + e0, ldb, 8, w);
+            for (int64_t e = 0; e < w; e++) acc = _mm256_add_ps(acc, _mm256_mul_ps(ta[e], tb[e]));
+        }
+        _mm256_storeu_ps(out + r0, acc);
+    }
+    if (r0 < rows) attn__flash_rowdot_c(a + r0 * lda, lda, b + r0 * ldb, ldb, rows - r0, d, out + r0);
+}
+
 static const attn__flash_kernels kernels = {1 /* ATTN__ISA_AVX2 */, mm, smax, expsum, vexp, ds,
-                                            softcap, alibi, attn__flash_tr_c,
-                                            attn__flash_rowdot_c, mmsmax};
+                                            softcap, alibi, tr, rowdot, mmsmax};
 
 const attn__flash_kernels *attn__flash_kernels_avx2(void) { return &kernels; }
 
