@@ -175,9 +175,11 @@ static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int
         for (int64_t bi = 0; bi < nb; bi++) {
             int mr = (int)((m - i0) / (nb - bi));
             mr += (m - i0) % (nb - bi) != 0; /* the taller blocks first */
-            (acs == 1 ? blk_table : blkt_table)[nv - 1][mr - 1](
-                K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0, ldc, accum,
-                cs ? cs + i0 : NULL);
+            /* one table indexed, then the other (GCC 12's object-size check, with -O1 and
+             * UBSan, took an index into (c ? a : b) as one into b) */
+            const blk_fn fn = acs == 1 ? blk_table[nv - 1][mr - 1] : blkt_table[nv - 1][mr - 1];
+            fn(K, A + i0 * ars, ars, acs, B + j0, ldb, C + i0 * ldc + j0, ldc, accum,
+               cs ? cs + i0 : NULL);
             i0 += mr;
         }
     }
