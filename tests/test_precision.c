@@ -70,10 +70,12 @@ static void table(void) {
         TU_CHECK(attn__auto_bf16(&k, cases[i].vendor, NULL) == got, "%s: why NULL", cases[i].what);
         const attn__flash_bf16_kernels *fb = k.flash_bf16;
         attn__bf16_attention_pick(&k, cases[i].vendor, &env);
-        TU_CHECK(k.flash_bf16_widen == cases[i].widen && k.flash_bf16 == fb,
+        /* a set this build lacks (the x86 ones on ARM64) gave plain C, which multiplies bf16 */
+        const int widen = k.isa == ATTN__ISA_REF ? 0 : cases[i].widen;
+        TU_CHECK(k.flash_bf16_widen == widen && k.flash_bf16 == fb,
                  "%s: bf16 attention %s%s, expected %s", cases[i].what,
                  k.flash_bf16_widen ? "widened, " : "on ", k.flash_bf16->name,
-                 cases[i].widen ? "widened" : "not widened");
+                 widen ? "widened" : "not widened");
     }
 }
 
