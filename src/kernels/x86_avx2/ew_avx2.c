@@ -13,6 +13,8 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include "exp_avx2.h"
+
 /* Phi(-c) for c = min(|x|, 7) (the forward's polynomial, raised to the 16th power). */
 static inline __m256 phi_neg8(__m256 c) {
     __m256 p = _mm256_fmadd_ps(c, _mm256_set1_ps(ATTN__GELU_C10),
@@ -359,30 +361,11 @@ static void relu_bwd_mask_avx2(const uint16_t *mask, const float *dy, float *dx,
     if (i < n) attn__relu_bwd_mask_c(mask + i / 16, dy + i, dx + i, n - i);
 }
 
-/* 2^t for t <= 0 or NaN, as attn__exp2_16 (x86_avx512/exp_avx512.h) on 8 lanes: n = round(t),
- * 2^(t-n) by the degree-6 polynomial, the exponent bits of n; exactly 0 below t = -126 (no
- * subnormal), NaN stays NaN. */
-static inline __m256 exp2_neg8(__m256 t) {
-    const __m256 normal = _mm256_cmp_ps(t, _mm256_set1_ps(-126.0f), _CMP_NLT_UQ);
-    t = _mm256_max_ps(_mm256_set1_ps(-127.0f), t); /* NaN: t */
-    const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256 f = _mm256_sub_ps(t, n);
-    __m256 p = _mm256_set1_ps(1.5403530393381606e-4f); /* ln2^6/720 */
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-3f)); /* ln2^5/120 */
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076284772e-3f)); /* ln2^4/24 */
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108664821580e-2f)); /* ln2^3/6 */
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650695910071e-1f)); /* ln2^2/2 */
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718055994531e-1f)); /* ln2 */
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), normal);
-}
-
 /* act_bwd (ew.h), as the AVX-512 one on 8 lanes.  GELU': Phi(x) + x phi(x), Phi from the
  * forward's polynomial (Phi(-|x|), 0 beyond |x| = 7), phi = exp(-x^2 / 2) / sqrt(2 pi) by
- * exp2_neg8.  ReLU: dy where x > 0.  The last partial vector through masked loads and stores,
- * so an element's result never depends on where a chunk of the driver starts. */
+ * attn__exp2_8 (exp_avx2.h, the softmax's).  ReLU: dy where x > 0.  The last partial vector
+ * through masked loads and stores, so an element's result never depends on where a chunk of
+ * the driver starts. */
 static int act_bwd_avx2(attn_activation act, const float *x, const float *dy, float *dx,
                         int64_t n) {
     if (act != ATTN_ACT_GELU && act != ATTN_ACT_RELU) return 0;
@@ -404,7 +387,7 @@ static int act_bwd_avx2(attn_activation act, const float *x, const float *dy, fl
             /* Phi(x): x > 0 ? 1 - Phi(-|x|) : Phi(-|x|) */
             p = _mm256_blendv_ps(p, _mm256_sub_ps(one, p), _mm256_cmp_ps(xv, zero, _CMP_GT_OQ));
             const __m256 pdf =
-                _mm256_mul_ps(exp2_neg8(_mm256_mul_ps(_mm256_mul_ps(xv, xv), nhl2e)), rs2pi);
+                _mm256_mul_ps(attn__exp2_8(_mm256_mul_ps(_mm256_mul_ps(xv, xv), nhl2e)), rs2pi);
             r = _mm256_mul_ps(_mm256_fmadd_ps(xv, pdf, p), g);
         }
         if (whole) _mm256_storeu_ps(dx + i, r);

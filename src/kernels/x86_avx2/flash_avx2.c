@@ -1,15 +1,17 @@
 /* Fused-attention microkernels for AVX2 + FMA (contract in flash.h): the tile product as a
  * 6 x 16 register block (12 ymm accumulators; each k step loads two vectors of B and
  * broadcasts six values of A), also with the scores' scale and row maxima in its epilogue
- * (mmsmax); the softmax weights' exp as 2^t (exp2_8: shift-rounding, degree-6 polynomial,
- * exponent bits); a general vector exp (exp8: Cody-Waite reduction, degree-7 polynomial) for
- * the rescaling factors and tanh; and the elementwise steps.  Compiled with -mavx2 -mfma;
- * else the table is NULL. */
+ * (mmsmax); the softmax weights' exp as 2^t (attn__exp2_8 of exp_avx2.h: shift-rounding,
+ * degree-6 polynomial, exponent bits); a general vector exp (exp8: Cody-Waite reduction,
+ * degree-7 polynomial) for the rescaling factors and tanh; the elementwise steps; and the
+ * transposes and row dot products on 8 x 8 register transposes (tr8_avx2.h).  Compiled with
+ * -mavx2 -mfma; else the table is NULL. */
 #include "../flash.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include "exp_avx2.h"
 #include "tr8_avx2.h"
 
 #define MR 6
@@ -162,29 +164,6 @@ static inline __m256 exp8(__m256 x) {
     return _mm256_and_ps(ok, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
-/* 2^t for t <= 0 (the scores' weights): t clamped to -126 (-inf too; NaN passes), n = round(t)
- * by the 1.5 2^23 shift, whose low bits also give the exponent field 126 + n of 2^(n-1) (0 at
- * n = -126: an exact 0 weight below 2^-125.5, never a subnormal one, which would cost
- * microcode assists in the products that follow); f = t - n in [-1/2, 1/2] exactly; 2^(f+1) by
- * a degree-6 polynomial with doubled coefficients (relative error 2e-9, about 1.3 ulp evaluated
- * in float; 1 exactly at t = 0).  With the subtraction of the maximum and the scaling by
- * log2(e) (expsum), 15 vector operations, where exp8 and smax's pass took 26. */
-static inline __m256 exp2_8(__m256 t) {
-    const __m256 shift = _mm256_set1_ps(12583038.0f); /* 1.5 * 2^23 + 126 */
-    t = _mm256_max_ps(_mm256_set1_ps(-126.0f), t);   /* t when NaN */
-    __m256 ti = _mm256_add_ps(t, shift);
-    __m256 f = _mm256_sub_ps(t, _mm256_sub_ps(ti, shift));
-    __m256 p = _mm256_set1_ps(2 * 1.535351475e-04f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 1.339888084e-03f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 9.618436918e-03f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 5.550332367e-02f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 2.402264774e-01f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2 * 6.931471825e-01f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_castps_si256(ti), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
 static float hmax(__m256 v) {
     __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     x = _mm_max_ps(x, _mm_movehl_ps(x, x));
@@ -233,7 +212,7 @@ static void expsum(float *s, int64_t ld, int64_t rows, int64_t n, const float *m
         __m256 acc = _mm256_setzero_ps(), m = _mm256_set1_ps(mx[r]);
         __m256 l2e = _mm256_set1_ps(1.44269504088896341f);
         for (int64_t j = 0; j < n; j += 8) {
-            __m256 e = exp2_8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), m), l2e));
+            __m256 e = attn__exp2_8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), m), l2e));
             _mm256_storeu_ps(x + j, e);
             acc = _mm256_add_ps(acc, e);
         }
@@ -350,7 +329,8 @@ static void rowdot(const float *a, int64_t lda, const float *b, int64_t ldb, int
         }
         _mm256_storeu_ps(out + r0, acc);
     }
-    if (r0 < rows) attn__flash_rowdot_c(a + r0 * lda, lda, b + r0 * ldb, ldb, rows - r0, d, out + r0);
+    if (r0 < rows)
+        attn__flash_rowdot_c(a + r0 * lda, lda, b + r0 * ldb, ldb, rows - r0, d, out + r0);
 }
 
 static const attn__flash_kernels kernels = {1 /* ATTN__ISA_AVX2 */, mm, smax, expsum, vexp, ds,
