@@ -31,63 +31,62 @@ INLINE __m128i hi4(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_s
  * exactly as the reference computes them. */
 typedef struct bst {
     float d, m;
-    __m128i q0, q1;   /* 32-element types: the 32 quants as bytes, elements 0-15 and 16-31 */
+    __m256i q;        /* 32-element types: the 32 quants as bytes, element e in byte e */
     float ds[16], dm[16];
 } bst;
 
-/* 4-bit types: bytes of the nibbles, elements 0-15 in q0, 16-31 in q1 */
+/* the 16 bytes at p as nibbles: the low ones (elements 0-15) in the low 128-bit lane, the high
+ * ones (16-31) in the high lane: one broadcast load, a shift of the high lane's dwords by 4
+ * (each byte's low nibble is then its high one) and a mask */
+INLINE __m256i nibbles32(const uint8_t *p) {
+    const __m256i v = _mm256_broadcastsi128_si256(ld128(p));
+    return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_set_epi32(4, 4, 4, 4, 0, 0, 0, 0)),
+                            _mm256_set1_epi8(15));
+}
+/* bit e of the 32 at p as 0xff / 0 in byte e: the dword broadcast, byte e / 8 spread over
+ * bytes 8 (e / 8) .., each tested against its bit */
+INLINE __m256i bits32(const uint8_t *p) {
+    uint32_t h;
+    memcpy(&h, p, 4);
+    const __m256i spread = _mm256_set_epi8(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1,
+                                           1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), spread);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+}
+
 INLINE void prep_q4_0(const uint8_t *b, bst *s) {
     s->d = h2f(b);
-    const __m128i q = ld128(b + 2), e = _mm_set1_epi8(8);
-    s->q0 = _mm_sub_epi8(lo4(q), e);
-    s->q1 = _mm_sub_epi8(hi4(q), e);
+    s->q = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
 }
 INLINE void prep_q4_1(const uint8_t *b, bst *s) {
     s->d = h2f(b), s->m = h2f(b + 2);
-    const __m128i q = ld128(b + 4);
-    s->q0 = lo4(q), s->q1 = hi4(q);
+    s->q = nibbles32(b + 4);
 }
-/* 5-bit: bit j of qh into bit 4 of byte j (signed - 16 for Q5_0) */
-INLINE void q5_bytes(const uint8_t *qs, const uint8_t *qhp, int off, bst *s) {
-    uint32_t qh;
-    memcpy(&qh, qhp, 4);
-    /* byte j of the 16 gets bit j of h: spread the 16 bits over bytes, test each */
-    const __m128i sel = _mm_set_epi8((char)0x80, 0x40, 0x20, 0x10, 8, 4, 2, 1, (char)0x80, 0x40,
-                                     0x20, 0x10, 8, 4, 2, 1);
-    const __m128i spread = _mm_set_epi8(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m128i q = ld128(qs), o = _mm_set1_epi8((char)off), sx = _mm_set1_epi8(16);
-    __m128i h0 = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)(qh & 0xffff)), spread);
-    __m128i h1 = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)(qh >> 16)), spread);
-    h0 = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(h0, sel), sel), sx);
-    h1 = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(h1, sel), sel), sx);
-    s->q0 = _mm_sub_epi8(_mm_or_si128(lo4(q), h0), o);
-    s->q1 = _mm_sub_epi8(_mm_or_si128(hi4(q), h1), o);
-}
+/* 5-bit: bit e of qh is bit 4 of element e; Q5_0 subtracts 16: the nibble, less 16 where the
+ * bit is clear */
 INLINE void prep_q5_0(const uint8_t *b, bst *s) {
     s->d = h2f(b);
-    q5_bytes(b + 6, b + 2, 16, s);
+    s->q = _mm256_sub_epi8(nibbles32(b + 6), _mm256_andnot_si256(bits32(b + 2), _mm256_set1_epi8(16)));
 }
 INLINE void prep_q5_1(const uint8_t *b, bst *s) {
     s->d = h2f(b), s->m = h2f(b + 2);
-    q5_bytes(b + 8, b + 4, 0, s);
+    s->q = _mm256_or_si256(nibbles32(b + 8), _mm256_and_si256(bits32(b + 4), _mm256_set1_epi8(16)));
 }
-INLINE void prep_q8_0(const uint8_t *b, bst *s) {
-    s->d = h2f(b);
-    s->q0 = ld128(b + 2), s->q1 = ld128(b + 18);
-}
+INLINE void prep_q8_0(const uint8_t *b, bst *s) { s->d = h2f(b); } /* get reads the quants */
 
-/* IQ4: nibbles through the 16-entry int8 table of levels (PSHUFB) */
+/* IQ4: nibbles through the 16-entry int8 table of levels (PSHUFB, the table in both lanes) */
+INLINE void prep_iq4_nl(const uint8_t *b, bst *s) {
+    s->d = h2f(b);
+    s->q = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(ld128((const uint8_t *)attn__iq4_values)),
+                               nibbles32(b + 2));
+}
 INLINE __m128i iq4_lut(__m128i nibbles) {
     return _mm_shuffle_epi8(ld128((const uint8_t *)attn__iq4_values), nibbles);
 }
-INLINE void prep_iq4_nl(const uint8_t *b, bst *s) {
-    s->d = h2f(b);
-    const __m128i q = ld128(b + 2);
-    s->q0 = iq4_lut(lo4(q)), s->q1 = iq4_lut(hi4(q));
-}
 
 INLINE __m128i part(const bst *s, int t) { /* bytes of elements 8 t .. 8 t + 7 in the low half */
-    const __m128i v = t < 2 ? s->q0 : s->q1;
+    const __m128i v = t < 2 ? _mm256_castsi256_si128(s->q) : _mm256_extracti128_si256(s->q, 1);
     return (t & 1) ? _mm_srli_si128(v, 8) : v;
 }
 INLINE __m256 get_q4_0(const uint8_t *b, const bst *s, int t) {
@@ -102,8 +101,7 @@ INLINE __m256 get_q4_1(const uint8_t *b, const bst *s, int t) {
 #define get_iq4_nl get_q4_0
 #define get_q5_1 get_q4_1
 INLINE __m256 get_q8_0(const uint8_t *b, const bst *s, int t) {
-    (void)b;
-    return _mm256_mul_ps(s8f(part(s, t)), _mm256_set1_ps(s->d));
+    return _mm256_mul_ps(s8f(ld64(b + 2 + 8 * t)), _mm256_set1_ps(s->d));
 }
 
 /* K types: t = 0 .. 31 over the superblock */
