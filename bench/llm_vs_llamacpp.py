@@ -81,8 +81,8 @@ def main():
     if a.json:
         print(json.dumps(med))
         return
-    print("SmolLM2-class LLM, %d threads, prompt %d, generation %d after it; medians of %d "
-          "rounds" % (T, P, G, a.rounds))
+    print("%s, %d threads, prompt %d, generation %d after it; medians of %d rounds"
+          % (os.path.basename(a.model), T, P, G, a.rounds))
     print("                      attn        llama.cpp     ratio")
     print("prompt tokens/s   %9.1f     %9.1f      %5.2fx" % (med["attn_pp"], med["llama_pp"],
                                                               med["prompt_ratio"]))
