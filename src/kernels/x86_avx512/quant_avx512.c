@@ -7,7 +7,11 @@
  * block (or the first two 16-element groups of a 64-element step) go to accumulators 0 and 1,
  * those of the odd one to 2 and 3; the row's sum is (a0 + a1) + (a2 + a3) reduced across lanes
  * in a fixed order.  The same operations for a row whatever m or the row range, so results do
- * not depend on the thread split.  AVX512F only (with F16C for the scales). */
+ * not depend on the thread split.  AVX512F only (with F16C for the scales).
+ *
+ * The FMAs marked "exact" compute the reference's fl(fl(s q) + m) (or - m): s is a half (11
+ * significant bits) or a half times a 6-bit integer (17), q an integer below 32, so s q is a
+ * float exactly and one rounding is the reference's (x86_avx2/quant_avx2.c, exact_fma). */
 #include "../quant.h"
 
 #if defined(__AVX512F__) && defined(__F16C__) && defined(__FMA__)
@@ -70,8 +74,8 @@ INLINE void dec_q5_0(const uint8_t *b, float ds, float ms, __m512 *w0, __m512 *w
 
 INLINE void dec_q5_1(const uint8_t *b, float ds, float ms, __m512 *w0, __m512 *w1) {
     const __m512 d = _mm512_set1_ps(ds), m = _mm512_set1_ps(ms), i = iota16();
-    const __m512 t0 = _mm512_add_ps(_mm512_mul_ps(d, i), m);
-    const __m512 t1 = _mm512_add_ps(_mm512_mul_ps(d, _mm512_add_ps(i, _mm512_set1_ps(16.0f))), m);
+    const __m512 t0 = _mm512_fmadd_ps(d, i, m); /* exact: the header */
+    const __m512 t1 = _mm512_fmadd_ps(d, _mm512_add_ps(i, _mm512_set1_ps(16.0f)), m);
     pick5(b + 8, b + 4, t0, t1, w0, w1);
 }
 
@@ -227,7 +231,7 @@ INLINE __m512 lane(__m512 v, int i) { return _mm512_permutexvar_ps(_mm512_set1_e
 /* Q4_K / Q5_K: the 16 (32) values of sub-block s: (d sc) q - dmin mn */
 INLINE __m512 k4_table(__m512 sdm, int s, int hi) {
     const __m512 q = hi ? _mm512_add_ps(iota16(), _mm512_set1_ps(16.0f)) : iota16();
-    return _mm512_sub_ps(_mm512_mul_ps(lane(sdm, 2 * s), q), lane(sdm, 2 * s + 1));
+    return _mm512_fmsub_ps(lane(sdm, 2 * s), q, lane(sdm, 2 * s + 1)); /* exact: the header */
 }
 
 typedef struct kblock {
