@@ -235,8 +235,9 @@ INLINE __m512 k4_table(__m512 sdm, int s, int hi) {
 }
 
 typedef struct kblock {
-    __m512 t0[8], t1[8]; /* per sub-block: values of q < 16 (and q >= 16 for Q5_K); Q2_K, Q3_K:
-                          * the values of a few groups of 16 (q2_k_prep, q3_k_prep) */
+    __m512 t0[8], t1[8]; /* per sub-block: Q4_K d sc and dmin mn broadcast; Q5_K the values of
+                          * q < 16 and q >= 16; IQ4_XS the 16 values; Q2_K, Q3_K: the values of
+                          * a few groups of 16 (q2_k_prep, q3_k_prep) */
     __m512 ds;           /* Q6_K: d sc_g in lane g */
 } kblock;
 
@@ -323,9 +324,9 @@ INLINE __m512 grp_q3_k(const uint8_t *b, const kblock *kb, int g) {
     return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(i), kb->t0[g >> 1]);
 }
 
-/* group g (0..15) of a Q4_K superblock: sub-block g/2, bytes 16 (g&1) .. of its 32-byte chunk */
-/* Q4_K: the nibble converted, then one FMA (d sc) q - dmin mn, exact (the header): 1.05x the
- * 16-entry table picked by VPERMPS on Zen 4 */
+/* group g (0..15) of a Q4_K superblock: sub-block g/2, bytes 16 (g&1) .. of its 32-byte chunk;
+ * the nibble converted, then one FMA (d sc) q - dmin mn, exact (the header): 1.05x a 16-entry
+ * table picked by VPERMPS on Zen 4 */
 INLINE __m512 grp_q4_k(const uint8_t *b, const kblock *kb, int g) {
     const int s = g >> 1;
     __m512i v = bytes16(b + 16 + (s >> 1) * 32 + 16 * (g & 1));
