@@ -15,8 +15,10 @@
  * Per group: the lanes converted to float and multiplied by the group's scale (weight scale
  * times activation scale, rounded to float) into one float accumulator per activation vector;
  * offsets (- 8, - 16, - 32) subtracted as integers (a second dot product of the constant with
- * the activation quants); mins (Q4_1, Q5_1, Q4_K, Q5_K) times the float sums of x into a
- * scalar, in order.  Row sum: the 8 lanes reduced in a fixed order, plus the scalar.  Q8_0
+ * the activation quants); mins (Q4_1, Q5_1) times the float sums of x into a scalar, in order;
+ * Q4_K's and Q5_K's into a vector accumulator, a superblock's 8 groups in its 8 lanes (rowsk45).
+ * Row sum: the 8 lanes reduced in a fixed order, plus the scalar (minus the mins' lanes reduced
+ * the same way).  Q8_0
  * weights are signed: |w| times x with w's sign (VPSIGNB); so are IQ4_NL's and IQ4_XS's, their
  * nibbles first looked up in the 16 int8 levels (VPSHUFB).  The terms are those of the plain C
  * kernel (ref/quant_kern_ref.c) in another order. */
@@ -162,37 +164,56 @@ static void mv8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
 }
 
 /* ---- Q4_K, Q5_K: 8 groups of 32 with a scale and a min ------------------------------------- */
-INLINE void k4_scales(const uint8_t *b, float ds[8], float dm[8]) {
-    const float d = h2f(b), dmin = h2f(b + 2);
-    const uint8_t *s = b + 4;
-    for (int j = 0; j < 8; j++) {
-        int sc, mn;
-        if (j < 4) {
-            sc = s[j] & 63;
-            mn = s[4 + j] & 63;
-        } else {
-            sc = (s[4 + j] & 15) | ((s[j - 4] >> 2) & 0x30);
-            mn = (s[4 + j] >> 4) | ((s[j] >> 2) & 0x30);
-        }
-        ds[j] = d * (float)sc;
-        dm[j] = dmin * (float)mn;
-    }
+/* the 8 scales d sc_j and mins dmin mn_j as vectors (lane j; x86_avx2/quant_avx2.c's
+ * k4_scales, the same products) */
+INLINE void k4_scales(const uint8_t *b, __m256 *ds, __m256 *dm) {
+    const __m256i A = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 4)));
+    const __m256i B = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 8)));
+    const __m256i C = _mm256_permutevar8x32_epi32(A, _mm256_set_epi32(3, 2, 1, 0, 3, 2, 1, 0));
+    const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15), m48 = _mm256_set1_epi32(48);
+    const __m256i sc = _mm256_blend_epi32(
+        _mm256_and_si256(A, m63),
+        _mm256_or_si256(_mm256_and_si256(B, m15), _mm256_and_si256(_mm256_srli_epi32(C, 2), m48)), 0xF0);
+    const __m256i mn = _mm256_blend_epi32(
+        _mm256_and_si256(B, m63),
+        _mm256_or_si256(_mm256_srli_epi32(B, 4), _mm256_and_si256(_mm256_srli_epi32(A, 2), m48)), 0xF0);
+    *ds = _mm256_mul_ps(_mm256_set1_ps(h2f(b)), _mm256_cvtepi32_ps(sc));
+    *dm = _mm256_mul_ps(_mm256_set1_ps(h2f(b + 2)), _mm256_cvtepi32_ps(mn));
 }
 
+/* the activation scales d_g and float sums s_g of groups g0 .. g0 + 7, stored [d, s] per group,
+ * as two vectors (lane j: group g0 + j) */
+INLINE void xa_ds8(const float *a, __m256 *d, __m256 *s) {
+    const __m256 u = _mm256_loadu_ps(a), v = _mm256_loadu_ps(a + 8); /* d0 s0 .. d3 s3 | d4 s4 .. */
+    const __m256 e = _mm256_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0)); /* d0 d1 d4 d5 d2 d3 d6 d7 */
+    const __m256 o = _mm256_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m256i ord = _mm256_set_epi32(7, 6, 3, 2, 5, 4, 1, 0);
+    *d = _mm256_permutevar8x32_ps(e, ord);
+    *s = _mm256_permutevar8x32_ps(o, ord);
+}
+
+/* Per superblock: the 8 group scales ds_j d_x,j in one vector (each group's lanes times its lane
+ * j, broadcast by VPERMPS), the mins dm_j s_x,j into a vector accumulator by one FMA, summed
+ * across lanes at the end of the row: no scalar chain through every group of the row. */
 INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                     const attn__q8act *xa, const int M, float *y, int64_t ldy) {
     const size_t bb = five ? 176 : 144;
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *b = w + (size_t)r * rb;
-        __m256 acc[ATTN__QMV_MAX];
-        float ms[ATTN__QMV_MAX];
-        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), ms[i] = 0.0f;
+        __m256 acc[ATTN__QMV_MAX], accm[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = accm[i] = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++, b += bb) {
             _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 128, _MM_HINT_T0);
-            float ds[8], dm[8];
-            k4_scales(b, ds, dm);
+            __m256 ds, dm, sc[ATTN__QMV_MAX];
+            k4_scales(b, &ds, &dm);
+            for (int i = 0; i < M; i++) {
+                __m256 dx, sx;
+                xa_ds8(xa->dsx + i * 2 * xa->ldb + 2 * 8 * k, &dx, &sx);
+                sc[i] = _mm256_mul_ps(ds, dx);
+                accm[i] = _mm256_fmadd_ps(dm, sx, accm[i]);
+            }
             const uint8_t *qs = b + (five ? 48 : 16);
             const __m256i qh = five ? ld256(b + 16) : _mm256_setzero_si256();
             for (int s = 0; s < 8; s++) {
@@ -206,14 +227,12 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
                 for (int i = 0; i < M; i++) {
                     const int64_t g = 8 * k + s;
                     const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * g));
-                    const float *a = xa->dsx + i * 2 * xa->ldb + 2 * g;
-                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp(v, xq)), _mm256_set1_ps(ds[s] * a[0]),
-                                             acc[i]);
-                    ms[i] += dm[s] * a[1];
+                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp(v, xq)),
+                                             _mm256_permutevar8x32_ps(sc[i], _mm256_set1_epi32(s)), acc[i]);
                 }
             }
         }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]) - ms[i];
+        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]) - hsum8(accm[i]);
     }
 }
 
@@ -239,9 +258,12 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
         for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++, b += 210) {
             for (int p = 0; p < 256; p += 64) _mm_prefetch((const char *)b + PF + p, _MM_HINT_T0);
-            const float d = h2f(b + 208);
-            float ds[16];
-            for (int g = 0; g < 16; g++) ds[g] = d * (float)(int8_t)b[192 + g];
+            const __m256 d = _mm256_set1_ps(h2f(b + 208));
+            const __m256 ds[2] = { /* d sc_g, lane g & 7 of ds[g >> 3] */
+                _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                     _mm_loadl_epi64((const __m128i *)(const void *)(b + 192))))),
+                _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                     _mm_loadl_epi64((const __m128i *)(const void *)(b + 200)))))};
             for (int z = 0; z < 8; z++) { /* elements 32 z .. 32 z + 31 */
                 const int h = z >> 2;
                 const __m256i ql = ld256(b + 64 * h + 32 * (z & 1));
@@ -256,7 +278,11 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
                     const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * g));
                     const float dx = xa->dsx[i * 2 * xa->ldb + 2 * g];
                     const __m256i s = _mm256_sub_epi32(dp(v, xq), dp(_mm256_set1_epi8(32), xq));
-                    const __m256 sc = _mm256_set_m128(_mm_set1_ps(ds[2 * z + 1] * dx), _mm_set1_ps(ds[2 * z] * dx));
+                    const __m256 sc = _mm256_mul_ps( /* groups 2 z, 2 z + 1 in lanes 0-3, 4-7 */
+                    _mm256_permutevar8x32_ps(ds[z >> 2], _mm256_set_epi32(
+                        2 * (z & 3) + 1, 2 * (z & 3) + 1, 2 * (z & 3) + 1, 2 * (z & 3) + 1, 2 * (z & 3),
+                        2 * (z & 3), 2 * (z & 3), 2 * (z & 3))),
+                    _mm256_set1_ps(dx));
                     acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[i]);
                 }
             }
