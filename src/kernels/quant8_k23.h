@@ -39,15 +39,28 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
         for (int64_t k = 0; k < nb; k++, b += bb) {
             _mm_prefetch((const char *)b + 2048, _MM_HINT_T0);
             _mm_prefetch((const char *)b + 2048 + 64, _MM_HINT_T0);
-            int32_t sc[16], mn[16];
-            for (int g = 0; g < 16; g++) {
-                if (three) {
-                    const int lo = (b[96 + (g & 7)] >> (4 * (g >> 3))) & 15;
-                    const int hi = (b[104 + (g & 3)] >> (2 * (g >> 2))) & 3;
-                    sc[g] = (lo | hi << 4) - 32, mn[g] = 0;
-                } else {
-                    sc[g] = b[g] & 15, mn[g] = b[g] >> 4;
+            /* the 16 integer group scales, lane g & 7 of sc[g >> 3]; Q2_K's 16 mins as bytes in
+             * both 128-bit lanes (picked per pair of groups by VPSHUFB) */
+            __m256i sc[2], mnb = _mm256_setzero_si256();
+            if (three) {
+                uint32_t s8;
+                memcpy(&s8, b + 104, 4);
+                const __m256i lo8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 96)));
+                const __m256i hi4 = _mm256_permutevar8x32_epi32(
+                    _mm256_cvtepu8_epi32(_mm_cvtsi32_si128((int)s8)), _mm256_set_epi32(3, 2, 1, 0, 3, 2, 1, 0));
+                for (int h = 0; h < 2; h++) {
+                    const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(lo8, 4 * h), _mm256_set1_epi32(15));
+                    const __m256i hi = _mm256_and_si256(
+                        _mm256_srlv_epi32(hi4, _mm256_set_epi32(4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2,
+                                                                4 * h, 4 * h, 4 * h, 4 * h)),
+                        _mm256_set1_epi32(3));
+                    sc[h] = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
                 }
+            } else {
+                const __m128i s16 = _mm_loadu_si128((const __m128i *)(const void *)b);
+                sc[0] = _mm256_cvtepu8_epi32(_mm_and_si128(s16, _mm_set1_epi8(15)));
+                sc[1] = _mm256_cvtepu8_epi32(_mm_and_si128(_mm_srli_si128(s16, 8), _mm_set1_epi8(15)));
+                mnb = _mm256_broadcastsi128_si256(_mm_and_si128(_mm_srli_epi16(s16, 4), _mm_set1_epi8(15)));
             }
             const float d = h2f(b + (three ? 108 : 80)), dmin = three ? 0.0f : h2f(b + 82);
             const __m256i hm = three ? ld256(b) : _mm256_setzero_si256();
@@ -58,8 +71,11 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
                                                        _mm256_set1_epi8(1));
                     v = _mm256_or_si256(v, _mm256_slli_epi16(h, 2));
                 }
-                const __m256i s2 = _mm256_set_m128i(_mm_set1_epi32(sc[2 * j + 1]), _mm_set1_epi32(sc[2 * j]));
-                const __m256i m2 = _mm256_set_m128i(_mm_set1_epi8((char)mn[2 * j + 1]), _mm_set1_epi8((char)mn[2 * j]));
+                const int g0 = 2 * (j & 3); /* groups 2 j, 2 j + 1: lanes g0, g0 + 1 of sc[j >> 2] */
+                const __m256i s2 = _mm256_permutevar8x32_epi32(
+                    sc[j >> 2], _mm256_set_epi32(g0 + 1, g0 + 1, g0 + 1, g0 + 1, g0, g0, g0, g0));
+                const __m256i m2 = _mm256_shuffle_epi8(
+                    mnb, _mm256_set_m128i(_mm_set1_epi8((char)(2 * j + 1)), _mm_set1_epi8((char)(2 * j))));
                 for (int i = 0; i < M; i++) {
                     const int64_t gx = 8 * k + j;
                     const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * gx));
