@@ -2,7 +2,7 @@
 """attn bench --op llm against llama.cpp's llama-bench on the same GGUF file, in one run.
 
     llm_vs_llamacpp.py ATTN LLAMA_BENCH --model FILE.gguf [--threads 2] [--rounds 3]
-                       [--prompt-len 512] [--gen 128] [--json]
+                       [--prompt-len 512] [--gen 128] [--act f32|int8] [--json]
 
 ATTN is the attn program, LLAMA_BENCH llama.cpp's llama-bench (build it from the llama.cpp
 that llama-cpp-python vendors, with native flags: docs/llm.md says how).  Each round runs, in
@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--act", default="f32", choices=("f32", "int8"),
+                    help="attn's activations in the matrix-vector products (attn bench --act)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     P, G, T = a.prompt_len, a.gen, a.threads
@@ -53,7 +55,7 @@ def main():
     for r in range(a.rounds):
         out, rss = run_rss([a.attn, "bench", "--op", "llm", "--model", a.model, "--threads",
                             str(T), "--prompt-len", str(P), "--gen", str(G), "--repeat", "3",
-                            "--json"])
+                            "--act", a.act, "--json"])
         attn_json = json.loads(out)
         res["attn_pp"].append(attn_json["prompt_tokens_per_s"])
         res["attn_tg"].append(attn_json["gen_tokens_per_s"])
@@ -81,8 +83,8 @@ def main():
     if a.json:
         print(json.dumps(med))
         return
-    print("%s, %d threads, prompt %d, generation %d after it; medians of %d rounds"
-          % (os.path.basename(a.model), T, P, G, a.rounds))
+    print("%s, %d threads, prompt %d, generation %d after it; attn --act %s; medians of %d "
+          "rounds" % (os.path.basename(a.model), T, P, G, a.act, a.rounds))
     print("                      attn        llama.cpp     ratio")
     print("prompt tokens/s   %9.1f     %9.1f      %5.2fx" % (med["attn_pp"], med["llama_pp"],
                                                               med["prompt_ratio"]))
