@@ -27,6 +27,8 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PF 2048
 
+#include "x86_avx2/kscales_avx2.h"
+
 INLINE float h2f(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
@@ -164,23 +166,6 @@ static void mv8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
 }
 
 /* ---- Q4_K, Q5_K: 8 groups of 32 with a scale and a min ------------------------------------- */
-/* the 8 scales d sc_j and mins dmin mn_j as vectors (lane j; x86_avx2/quant_avx2.c's
- * k4_scales, the same products) */
-INLINE void k4_scales(const uint8_t *b, __m256 *ds, __m256 *dm) {
-    const __m256i A = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 4)));
-    const __m256i B = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 8)));
-    const __m256i C = _mm256_permutevar8x32_epi32(A, _mm256_set_epi32(3, 2, 1, 0, 3, 2, 1, 0));
-    const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15), m48 = _mm256_set1_epi32(48);
-    const __m256i sc = _mm256_blend_epi32(
-        _mm256_and_si256(A, m63),
-        _mm256_or_si256(_mm256_and_si256(B, m15), _mm256_and_si256(_mm256_srli_epi32(C, 2), m48)), 0xF0);
-    const __m256i mn = _mm256_blend_epi32(
-        _mm256_and_si256(B, m63),
-        _mm256_or_si256(_mm256_srli_epi32(B, 4), _mm256_and_si256(_mm256_srli_epi32(A, 2), m48)), 0xF0);
-    *ds = _mm256_mul_ps(_mm256_set1_ps(h2f(b)), _mm256_cvtepi32_ps(sc));
-    *dm = _mm256_mul_ps(_mm256_set1_ps(h2f(b + 2)), _mm256_cvtepi32_ps(mn));
-}
-
 /* the activation scales d_g and float sums s_g of groups g0 .. g0 + 7, stored [d, s] per group,
  * as two vectors (lane j: group g0 + j) */
 INLINE void xa_ds8(const float *a, __m256 *d, __m256 *s) {
@@ -207,7 +192,7 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
             _mm_prefetch((const char *)b + PF + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 128, _MM_HINT_T0);
             __m256 ds, dm, sc[ATTN__QMV_MAX];
-            k4_scales(b, &ds, &dm);
+            attn__k4_scales8(b, &ds, &dm);
             for (int i = 0; i < M; i++) {
                 __m256 dx, sx;
                 xa_ds8(xa->dsx + i * 2 * xa->ldb + 2 * 8 * k, &dx, &sx);

@@ -17,6 +17,8 @@
 #ifndef ATTN_QUANT8_K23_BODY
 #define ATTN_QUANT8_K23_BODY
 
+#include "x86_avx2/kscales_avx2.h"
+
 INLINE float k23_hsum8(__m256 v) { /* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) */
     __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     a = _mm_add_ps(a, _mm_movehl_ps(a, a));
@@ -43,19 +45,7 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
              * both 128-bit lanes (picked per pair of groups by VPSHUFB) */
             __m256i sc[2], mnb = _mm256_setzero_si256();
             if (three) {
-                uint32_t s8;
-                memcpy(&s8, b + 104, 4);
-                const __m256i lo8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 96)));
-                const __m256i hi4 = _mm256_permutevar8x32_epi32(
-                    _mm256_cvtepu8_epi32(_mm_cvtsi32_si128((int)s8)), _mm256_set_epi32(3, 2, 1, 0, 3, 2, 1, 0));
-                for (int h = 0; h < 2; h++) {
-                    const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(lo8, 4 * h), _mm256_set1_epi32(15));
-                    const __m256i hi = _mm256_and_si256(
-                        _mm256_srlv_epi32(hi4, _mm256_set_epi32(4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2,
-                                                                4 * h, 4 * h, 4 * h, 4 * h)),
-                        _mm256_set1_epi32(3));
-                    sc[h] = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-                }
+                attn__q3k_scales16(b, sc);
             } else {
                 const __m128i s16 = _mm_loadu_si128((const __m128i *)(const void *)b);
                 sc[0] = _mm256_cvtepu8_epi32(_mm_and_si128(s16, _mm_set1_epi8(15)));

@@ -18,6 +18,8 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include "kscales_avx2.h"
+
 #define INLINE static inline __attribute__((always_inline))
 #define PF_DIST 2048 /* bytes ahead of the weights to fetch */
 
@@ -112,22 +114,11 @@ INLINE __m256 get_q8_0(const uint8_t *b, const bst *s, int t) {
 }
 
 /* K types: t = 0 .. 31 over the superblock */
-/* Q4_K / Q5_K: the 8 scales d sc_j and mins dmin mn_j, 8 lanes at once: with A = s[j] and
- * B = s[4 + j] (s = the 12 bytes at b + 4), lanes j < 4 take sc = A & 63, mn = B & 63, lanes
- * j >= 4 sc = (B & 15) | ((s[j - 4] >> 2) & 48), mn = (B >> 4) | ((A >> 2) & 48); then the
- * products the reference rounds (scalar code here spent about 2 instructions per 8 weights) */
-INLINE void k4_scales(const uint8_t *b, bst *st) {
-    const __m256i A = _mm256_cvtepu8_epi32(ld64(b + 4)), B = _mm256_cvtepu8_epi32(ld64(b + 8));
-    const __m256i C = _mm256_permutevar8x32_epi32(A, _mm256_set_epi32(3, 2, 1, 0, 3, 2, 1, 0));
-    const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15), m48 = _mm256_set1_epi32(48);
-    const __m256i sc = _mm256_blend_epi32(
-        _mm256_and_si256(A, m63),
-        _mm256_or_si256(_mm256_and_si256(B, m15), _mm256_and_si256(_mm256_srli_epi32(C, 2), m48)), 0xF0);
-    const __m256i mn = _mm256_blend_epi32(
-        _mm256_and_si256(B, m63),
-        _mm256_or_si256(_mm256_srli_epi32(B, 4), _mm256_and_si256(_mm256_srli_epi32(A, 2), m48)), 0xF0);
-    _mm256_storeu_ps(st->ds, _mm256_mul_ps(_mm256_set1_ps(h2f(b)), _mm256_cvtepi32_ps(sc)));
-    _mm256_storeu_ps(st->dm, _mm256_mul_ps(_mm256_set1_ps(h2f(b + 2)), _mm256_cvtepi32_ps(mn)));
+INLINE void k4_scales(const uint8_t *b, bst *st) { /* 8 lanes at once (kscales_avx2.h) */
+    __m256 ds, dm;
+    attn__k4_scales8(b, &ds, &dm);
+    _mm256_storeu_ps(st->ds, ds);
+    _mm256_storeu_ps(st->dm, dm);
 }
 #define prep_q4_k k4_scales
 #define prep_q5_k k4_scales
@@ -160,22 +151,11 @@ INLINE __m256 get_q2_k(const uint8_t *b, const bst *st, int t) {
 /* Q3_K: dl = d (sc - 32) per group of 16 (the 6-bit scales: low 4 bits from byte g & 7,
  * shift 4 (g >> 3), high 2 from byte 8 + (g & 3), shift 2 (g >> 2)); the value
  * dl (ql - 4 (1 - h)), ql as Q2_K's (qs at 32), h bit t >> 2 of hmask bytes 8 (t & 3) .. */
-INLINE void prep_q3_k(const uint8_t *b, bst *st) { /* groups 8 h + j, 8 lanes j at a time */
+INLINE void prep_q3_k(const uint8_t *b, bst *st) { /* d (sc - 32), 8 groups at a time */
     const __m256 d = _mm256_set1_ps(h2f(b + 108));
-    uint32_t s8;
-    memcpy(&s8, b + 104, 4);
-    const __m256i lo8 = _mm256_cvtepu8_epi32(ld64(b + 96));
-    const __m256i hi4 = _mm256_permutevar8x32_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi32_si128((int)s8)),
-                                                    _mm256_set_epi32(3, 2, 1, 0, 3, 2, 1, 0));
-    for (int h = 0; h < 2; h++) {
-        const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(lo8, 4 * h), _mm256_set1_epi32(15));
-        const __m256i hi = _mm256_and_si256(
-            _mm256_srlv_epi32(hi4, _mm256_set_epi32(4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h,
-                                                    4 * h, 4 * h, 4 * h)),
-            _mm256_set1_epi32(3));
-        const __m256i q6 = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-        _mm256_storeu_ps(st->ds + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q6)));
-    }
+    __m256i sc[2];
+    attn__q3k_scales16(b, sc);
+    for (int h = 0; h < 2; h++) _mm256_storeu_ps(st->ds + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc[h])));
 }
 INLINE __m256 get_q3_k(const uint8_t *b, const bst *st, int t) {
     const __m128i h = _mm_and_si128(_mm_srl_epi16(ld64(b + 8 * (t & 3)), _mm_cvtsi32_si128(t >> 2)),

@@ -1,0 +1,50 @@
+/* The group scales of the K-quant superblocks as 8-lane vectors, shared by the float kernels
+ * (quant_avx2.c) and the int8 ones (../quant8_256.h, ../quant8_k23.h); include only from files
+ * compiled with AVX2 and F16C.  The same numbers as the reference's scalar code. */
+#ifndef ATTN_KSCALES_AVX2_H
+#define ATTN_KSCALES_AVX2_H
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Q4_K / Q5_K: the 8 scales d sc_j and mins dmin mn_j (lane j).  With A = s[j] and
+ * B = s[4 + j] (s = the 12 bytes at b + 4), lanes j < 4 take sc = A & 63, mn = B & 63, lanes
+ * j >= 4 sc = (B & 15) | ((s[j - 4] >> 2) & 48), mn = (B >> 4) | ((A >> 2) & 48); d and dmin
+ * are the halves at b and b + 2, each product rounded once, as the reference does. */
+static inline void attn__k4_scales8(const uint8_t *b, __m256 *ds, __m256 *dm) {
+    uint16_t h[2];
+    memcpy(h, b, 4);
+    const __m256i A = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 4)));
+    const __m256i B = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 8)));
+    const __m256i C = _mm256_permutevar8x32_epi32(A, _mm256_set_epi32(3, 2, 1, 0, 3, 2, 1, 0));
+    const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15), m48 = _mm256_set1_epi32(48);
+    const __m256i sc = _mm256_blend_epi32(
+        _mm256_and_si256(A, m63),
+        _mm256_or_si256(_mm256_and_si256(B, m15), _mm256_and_si256(_mm256_srli_epi32(C, 2), m48)), 0xF0);
+    const __m256i mn = _mm256_blend_epi32(
+        _mm256_and_si256(B, m63),
+        _mm256_or_si256(_mm256_srli_epi32(B, 4), _mm256_and_si256(_mm256_srli_epi32(A, 2), m48)), 0xF0);
+    *ds = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(h[0])), _mm256_cvtepi32_ps(sc));
+    *dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(h[1])), _mm256_cvtepi32_ps(mn));
+}
+
+/* Q3_K: the 16 signed 6-bit scales sc_g - 32 as int32, group 8 h + j in lane j of sc[h]: the
+ * low 4 bits from byte j of the 12 at b + 96 (shift 4 h), the high 2 from byte 8 + (j & 3)
+ * (shift 2 (2 h + (j >> 2))) */
+static inline void attn__q3k_scales16(const uint8_t *b, __m256i sc[2]) {
+    uint32_t s8;
+    memcpy(&s8, b + 104, 4); /* the last 4 of the 12 bytes without reading past the block */
+    const __m256i lo8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 96)));
+    const __m256i hi4 = _mm256_permutevar8x32_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi32_si128((int)s8)),
+                                                    _mm256_set_epi32(3, 2, 1, 0, 3, 2, 1, 0));
+    for (int h = 0; h < 2; h++) {
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(lo8, 4 * h), _mm256_set1_epi32(15));
+        const __m256i hi = _mm256_and_si256(
+            _mm256_srlv_epi32(hi4, _mm256_set_epi32(4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h,
+                                                    4 * h, 4 * h, 4 * h)),
+            _mm256_set1_epi32(3));
+        sc[h] = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    }
+}
+
+#endif
