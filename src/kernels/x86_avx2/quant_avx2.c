@@ -94,10 +94,12 @@ INLINE __m128i iq4_lut(__m128i nibbles) {
     return _mm_shuffle_epi8(ld128((const uint8_t *)attn__iq4_values), nibbles);
 }
 
-INLINE __m128i part(const bst *s, int t) { /* bytes of elements 8 t .. 8 t + 7 in the low half */
-    const __m128i v = t < 2 ? _mm256_castsi256_si128(s->q) : _mm256_extracti128_si256(s->q, 1);
-    return (t & 1) ? _mm_srli_si128(v, 8) : v;
+/* the 8 bytes of elements 8 t .. of the 32 in v (t & 3 picks them) */
+INLINE __m128i part8(__m256i v, int t) {
+    const __m128i h = (t & 2) ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
+    return (t & 1) ? _mm_srli_si128(h, 8) : h;
 }
+INLINE __m128i part(const bst *s, int t) { return part8(s->q, t); } /* elements 8 t .. */
 INLINE __m256 get_q4_0(const uint8_t *b, const bst *s, int t) {
     (void)b;
     return _mm256_mul_ps(_mm256_set1_ps(s->d), s8f(part(s, t)));
@@ -189,13 +191,20 @@ INLINE __m256 get_q5_k(const uint8_t *b, const bst *st, int t) {
     v = _mm_or_si128(v, _mm_slli_epi16(hb, 4));
     return _mm256_fmsub_ps(_mm256_set1_ps(st->ds[s]), u8f(v), _mm256_set1_ps(st->dm[s])); /* exact_fma: the header */
 }
+/* Q6_K: elements 32 z .. 32 z + 31 as signed bytes, 32 at a time (the int8 kernels' layout,
+ * ../quant8_256.h): low 4 bits from the 32 bytes of ql at 64 (z >> 2) + 32 (z & 1) (high
+ * nibbles for (z >> 1) & 1), high 2 bits from the 32 of qh at 128 + 32 (z >> 2), shift 2 (z & 3);
+ * get takes its 8 bytes of the 32 (the unrolled rows compute each z's vector once) */
+INLINE __m256i q6_bytes32(const uint8_t *b, int z) {
+    const int h = z >> 2;
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)(const void *)(b + 64 * h + 32 * (z & 1)));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + 32 * h));
+    const __m256i lo = _mm256_and_si256(((z >> 1) & 1) ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * (z & 3)), _mm256_set1_epi8(3));
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+}
 INLINE __m256 get_q6_k(const uint8_t *b, const bst *st, int t) {
-    const int e = 8 * t, h = e >> 7, r = e & 127;
-    const __m128i ql = ld64(b + h * 64 + (r & 63)), qh = ld64(b + 128 + h * 32 + (r & 31));
-    const __m128i lo = (r >> 6) ? hi4(ql) : lo4(ql);
-    const __m128i hi = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(2 * (r >> 5))), _mm_set1_epi8(3));
-    const __m128i q = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
-    return _mm256_mul_ps(_mm256_set1_ps(st->ds[e >> 4]), s8f(q));
+    return _mm256_mul_ps(_mm256_set1_ps(st->ds[t >> 1]), s8f(part8(q6_bytes32(b, t >> 2), t)));
 }
 
 /* ---- rows ---------------------------------------------------------------------------------- */
