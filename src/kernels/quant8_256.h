@@ -27,7 +27,7 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PF 2048
 
-#include "x86_avx2/kscales_avx2.h"
+#include "x86_avx2/kquant_avx2.h"
 
 INLINE float h2f(const uint8_t *p) {
     uint16_t h;

@@ -17,7 +17,7 @@
 #ifndef ATTN_QUANT8_K23_BODY
 #define ATTN_QUANT8_K23_BODY
 
-#include "x86_avx2/kscales_avx2.h"
+#include "x86_avx2/kquant_avx2.h"
 
 INLINE float k23_hsum8(__m256 v) { /* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) */
     __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -18,7 +18,7 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
-#include "kscales_avx2.h"
+#include "kquant_avx2.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define PF_DIST 2048 /* bytes ahead of the weights to fetch */
@@ -116,7 +116,7 @@ INLINE __m256 get_q8_0(const uint8_t *b, const bst *s, int t) {
 }
 
 /* K types: t = 0 .. 31 over the superblock */
-INLINE void k4_scales(const uint8_t *b, bst *st) { /* 8 lanes at once (kscales_avx2.h) */
+INLINE void k4_scales(const uint8_t *b, bst *st) { /* 8 lanes at once (kquant_avx2.h) */
     __m256 ds, dm;
     attn__k4_scales8(b, &ds, &dm);
     _mm256_storeu_ps(st->ds, ds);
@@ -191,20 +191,10 @@ INLINE __m256 get_q5_k(const uint8_t *b, const bst *st, int t) {
     v = _mm_or_si128(v, _mm_slli_epi16(hb, 4));
     return _mm256_fmsub_ps(_mm256_set1_ps(st->ds[s]), u8f(v), _mm256_set1_ps(st->dm[s])); /* exact_fma: the header */
 }
-/* Q6_K: elements 32 z .. 32 z + 31 as signed bytes, 32 at a time (the int8 kernels' layout,
- * ../quant8_256.h): low 4 bits from the 32 bytes of ql at 64 (z >> 2) + 32 (z & 1) (high
- * nibbles for (z >> 1) & 1), high 2 bits from the 32 of qh at 128 + 32 (z >> 2), shift 2 (z & 3);
- * get takes its 8 bytes of the 32 (the unrolled rows compute each z's vector once) */
-INLINE __m256i q6_bytes32(const uint8_t *b, int z) {
-    const int h = z >> 2;
-    const __m256i ql = _mm256_loadu_si256((const __m256i *)(const void *)(b + 64 * h + 32 * (z & 1)));
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + 32 * h));
-    const __m256i lo = _mm256_and_si256(((z >> 1) & 1) ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(15));
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * (z & 3)), _mm256_set1_epi8(3));
-    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-}
+/* Q6_K: the 32 quants of elements 32 z .. at a time (kquant_avx2.h; the unrolled rows compute
+ * each z's vector once), 8 taken from it per get */
 INLINE __m256 get_q6_k(const uint8_t *b, const bst *st, int t) {
-    return _mm256_mul_ps(_mm256_set1_ps(st->ds[t >> 1]), s8f(part8(q6_bytes32(b, t >> 2), t)));
+    return _mm256_mul_ps(_mm256_set1_ps(st->ds[t >> 1]), s8f(part8(attn__q6k_bytes32(b, t >> 2), t)));
 }
 
 /* ---- rows ---------------------------------------------------------------------------------- */
