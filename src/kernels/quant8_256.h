@@ -250,14 +250,7 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
                 _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                                      _mm_loadl_epi64((const __m128i *)(const void *)(b + 200)))))};
             for (int z = 0; z < 8; z++) { /* elements 32 z .. 32 z + 31 */
-                const int h = z >> 2;
-                const __m256i ql = ld256(b + 64 * h + 32 * (z & 1));
-                const __m256i lo = _mm256_and_si256(((z >> 1) & 1) ? _mm256_srli_epi16(ql, 4) : ql,
-                                                    _mm256_set1_epi8(15));
-                const __m256i qh = ld256(b + 128 + 32 * h);
-                const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * (z & 3))),
-                                                    _mm256_set1_epi8(3));
-                const __m256i v = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+                const __m256i v = attn__q6k_ubytes32(b, z); /* kquant_avx2.h */
                 for (int i = 0; i < M; i++) {
                     const int64_t g = 8 * k + z; /* activation block */
                     const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * g));

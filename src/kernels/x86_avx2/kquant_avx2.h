@@ -48,16 +48,20 @@ static inline void attn__q3k_scales16(const uint8_t *b, __m256i sc[2]) {
     }
 }
 
-/* Q6_K: elements 32 z .. 32 z + 31 as signed bytes q - 32: the low 4 bits from the 32 bytes
- * of ql at 64 (z >> 2) + 32 (z & 1) (their high nibbles for (z >> 1) & 1), the high 2 bits
- * from the 32 bytes of qh at 128 + 32 (z >> 2), shift 2 (z & 3) */
-static inline __m256i attn__q6k_bytes32(const uint8_t *b, int z) {
+/* Q6_K: the quants q (0 .. 63) of elements 32 z .. 32 z + 31 as bytes: the low 4 bits from the
+ * 32 bytes of ql at 64 (z >> 2) + 32 (z & 1) (their high nibbles for (z >> 1) & 1), the high 2
+ * bits from the 32 bytes of qh at 128 + 32 (z >> 2), shift 2 (z & 3).  The int8 kernels take
+ * them unsigned; the float ones signed, q - 32 (attn__q6k_bytes32). */
+static inline __m256i attn__q6k_ubytes32(const uint8_t *b, int z) {
     const int h = z >> 2;
     const __m256i ql = _mm256_loadu_si256((const __m256i *)(const void *)(b + 64 * h + 32 * (z & 1)));
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + 32 * h));
     const __m256i lo = _mm256_and_si256(((z >> 1) & 1) ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(15));
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * (z & 3)), _mm256_set1_epi8(3));
-    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+static inline __m256i attn__q6k_bytes32(const uint8_t *b, int z) {
+    return _mm256_sub_epi8(attn__q6k_ubytes32(b, z), _mm256_set1_epi8(32));
 }
 
 #endif
