@@ -6,10 +6,13 @@
  * Oracles (all computed here from the reference dequantization attn__dequant_ref, which
  * test_quant.c holds to gguf bit for bit):
  *   float activations: the exact sum in double of deq(W)[n, k] x[m, k]; the kernels multiply
- *     the exact float weights and only the order of the float sums (with or without FMA)
- *     differs, so |y - ref| <= (K + 8) 2^-24 sum_k |deq(W)[n, k] x[m, k]| (Higham 3.1; the
- *     8 covers the bias add and the final folding of partial sums).  A wrong or missing term
- *     is ~|w x| ~ 1/K of the scale, above the bound for the K used here (<= 1024: 6e-5).
+ *     the exact float weights, or (the x86 Q4_K and Q5_K ones) sum s_g sum_e q_e x_e -
+ *     m_g sum_e x_e per group, the weights s_g q_e - m_g unrounded; only the order of the
+ *     float sums (with or without FMA) differs, so |y - ref| <= (K + 48) 2^-24 sum_k
+ *     (|deq(W)[n, k] + m_k| + m_k) |x[m, k]| (Higham 3.1; m_k the factored min of element k,
+ *     else 0; the 48 covers a group's sums, the weight's rounding in deq, the bias add and the
+ *     final folding of partial sums).  A wrong or missing term is ~|w x| ~ 1/K of the scale,
+ *     above the bound for the K used here (<= 1024: 6e-5 of the terms' magnitudes).
  *   GEMM path (M > 8): additionally bit for bit attn__gemm(X, deq(W)^T) on the same context
  *     (then + bias, + residual).
  *   matrix-vector path (M <= 8, or any M with ATTN__QLIN_ROWWISE): each row bit for bit the
@@ -247,6 +250,17 @@ static void ref8_row(int type, const unsigned char *row, int64_t K, const q8x *x
     *sum = s, *abs_sum = a, *nterms = n;
 }
 
+/* The min subtracted from element k of a row, m_g of w = s_g q - m_g, for the types whose
+ * x86 matrix-vector kernels factor it out (Q4_K, Q5_K: sum_g s_g sum q x - sum_g m_g sum x;
+ * dmin mn_g from the format); 0 for the others */
+static double row_min(int type, const unsigned char *row, int64_t k) {
+    if (type != ATTN_Q_Q4_K && type != ATTN_Q_Q5_K) return 0;
+    const unsigned char *b = row + (k / 256) * (type == ATTN_Q_Q4_K ? 144 : 176), *sc = b + 4;
+    const int g = (int)(k % 256) / 32;
+    const int mn = g < 4 ? sc[4 + g] & 63 : (sc[4 + g] >> 4) | ((sc[g] >> 2) & 0x30);
+    return h2d(b + 2) * mn;
+}
+
 /* ---- one case ----------------------------------------------------------------------------- */
 typedef struct qcase {
     int type;
@@ -297,14 +311,16 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
             for (int64_t k = 0; k < K / 32; k++) q8_block(x + i * ldx + 32 * k, &xq[k]);
         for (int64_t n = 0; n < N; n++) {
             double s = 0, a = 0;
+            const unsigned char *wrow = w + n * (K / be * bb);
             for (int64_t k = 0; k < K; k++) {
-                double p = (double)deq[n * K + k] * x[i * ldx + k];
-                s += p, a += fabs(p);
+                const double xk = x[i * ldx + k], mk = row_min(qc->type, wrow, k);
+                s += (double)deq[n * K + k] * xk;
+                a += (fabs((double)deq[n * K + k] + mk) + mk) * fabs(xk);
             }
             if (b) s += b[n], a += fabs(b[n]);
             if (R) s += R[i * N + n], a += fabs(R[i * N + n]);
             const double got = y1[i * ldy + n];
-            double tol = (double)(K + 8) * U24 * a;
+            double tol = (double)(K + 48) * U24 * a;
             if (xq) {
                 /* the int8 terms in double */
                 double s8, a8;

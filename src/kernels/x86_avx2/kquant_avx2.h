@@ -64,4 +64,19 @@ static inline __m256i attn__q6k_bytes32(const uint8_t *b, int z) {
     return _mm256_sub_epi8(attn__q6k_ubytes32(b, z), _mm256_set1_epi8(32));
 }
 
+/* The factored kernels (a row's sum as sum_g s_g (sum_e q_e x_e) - sum_g m_g X_g): X_g, the
+ * sums of x over its ng groups of 32, ((x0 + x1) + (x2 + x3)) of the group's 4 vectors, then
+ * across lanes ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)); computed once per call and
+ * vector, for rows of at most ATTN__XS_MAX superblocks (longer: the dequantizing kernels). */
+#define ATTN__XS_MAX 256
+static inline void attn__xsum32(const float *x, int64_t ng, float *xs) {
+    for (int64_t g = 0; g < ng; g++, x += 32) {
+        const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
+                                       _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));
+        __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+        xs[g] = _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
+    }
+}
+
 #endif
