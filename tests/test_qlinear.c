@@ -6,10 +6,10 @@
  * Oracles (all computed here from the reference dequantization attn__dequant_ref, which
  * test_quant.c holds to gguf bit for bit):
  *   float activations: the exact sum in double of deq(W)[n, k] x[m, k]; the kernels multiply
- *     the exact float weights, or (the x86 Q4_K and Q5_K ones) sum s_g sum_e q_e x_e -
+ *     the exact float weights, or (x86, the types of row_min) sum s_g sum_e q_e x_e -
  *     m_g sum_e x_e per group, the weights s_g q_e - m_g unrounded; only the order of the
  *     float sums (with or without FMA) differs, so |y - ref| <= (K + 48) 2^-24 sum_k
- *     (|deq(W)[n, k] + m_k| + m_k) |x[m, k]| (Higham 3.1; m_k the factored min of element k,
+ *     (|deq(W)[n, k] + m_k| + |m_k|) |x[m, k]| (Higham 3.1; m_k the factored min of element k,
  *     else 0; the 48 covers a group's sums, the weight's rounding in deq, the bias add and the
  *     final folding of partial sums).  A wrong or missing term is ~|w x| ~ 1/K of the scale,
  *     above the bound for the K used here (<= 1024: 6e-5 of the terms' magnitudes).
@@ -250,10 +250,14 @@ static void ref8_row(int type, const unsigned char *row, int64_t K, const q8x *x
     *sum = s, *abs_sum = a, *nterms = n;
 }
 
-/* The min subtracted from element k of a row, m_g of w = s_g q - m_g, for the types whose
- * x86 matrix-vector kernels factor it out (Q4_K, Q5_K: sum_g s_g sum q x - sum_g m_g sum x;
- * dmin mn_g from the format); 0 for the others */
+/* The min subtracted from element k of a row, m of w = s q - m, for the types whose x86
+ * matrix-vector kernels factor it out of each group's sum (sum_g s_g sum q x - sum_g m_g sum x):
+ * Q4_K, Q5_K dmin mn_g; Q4_0 8 d (q the unsigned nibble); Q4_1, Q5_1 minus the block's m;
+ * from the format.  0 for the others (no min, or not factored). */
 static double row_min(int type, const unsigned char *row, int64_t k) {
+    if (type == ATTN_Q_Q4_0) return 8 * h2d(row + (k / 32) * 18);
+    if (type == ATTN_Q_Q4_1 || type == ATTN_Q_Q5_1)
+        return -h2d(row + (k / 32) * (type == ATTN_Q_Q4_1 ? 20 : 24) + 2);
     if (type != ATTN_Q_Q4_K && type != ATTN_Q_Q5_K) return 0;
     const unsigned char *b = row + (k / 256) * (type == ATTN_Q_Q4_K ? 144 : 176), *sc = b + 4;
     const int g = (int)(k % 256) / 32;
@@ -315,7 +319,7 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
             for (int64_t k = 0; k < K; k++) {
                 const double xk = x[i * ldx + k], mk = row_min(qc->type, wrow, k);
                 s += (double)deq[n * K + k] * xk;
-                a += (fabs((double)deq[n * K + k] + mk) + mk) * fabs(xk);
+                a += (fabs((double)deq[n * K + k] + mk) + fabs(mk)) * fabs(xk);
             }
             if (b) s += b[n], a += fabs(b[n]);
             if (R) s += R[i * N + n], a += fabs(R[i * N + n]);

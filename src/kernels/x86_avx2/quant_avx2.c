@@ -289,7 +289,8 @@ DEFQ(iq4_xs, 256, 136)
  * Q4_K 7.2 -> 10.6 GB/s, Q5_K 5.7 -> 8.6).  Q6_K (groups of 16, no min): d sc_g times the
  * group's sum of (q_e - 32) x_e (9.5 -> 10.7 GB/s).  Rows of more than ATTN__XS_MAX
  * superblocks take the dequantizing kernels.  The same bits for any m and row range; m > 4
- * runs on groups of 4 (no wide kernel: each vector must get these bits). */
+ * runs on groups of 4 (no wide kernel: each vector must get these bits; the same for the
+ * factored 32-element types below). */
 /* the quants of elements 8 t .. of groups 2 c (lo) and 2 c + 1 (hi) of superblock b */
 INLINE void k4f_q4_k(const uint8_t *b, int c, int t, __m256 *lo, __m256 *hi) {
     const __m256i v = _mm256_cvtepu8_epi32(ld64(b + 16 + 32 * c + 8 * t));
@@ -411,14 +412,163 @@ static void mvf_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, cons
     }
 }
 
+/* ---- factored 32-element types ---------------------------------------------------------------
+ * Block j's weights are s_j q_e - m_j (Q4_0: s = d, q the nibble, m = 8 d; Q4_1, Q5_1: m = the
+ * block's negated min; Q5_0, IQ4_NL, Q8_0: q signed, no min), summed as
+ * sum_j s_j (sum_e q_e x_e) - sum_j m_j X_j (X_j = sum of x over the block, attn__xsum32):
+ * the quants of 8 elements converted and multiplied into the block's vector (q32f_T: element
+ * 8 t + l in lane l of q[t]), the block's vector scaled into acc[i][j & 1], the mins of 8 blocks
+ * at a time into acc[i][0] (their scales converted 8 at a time into sd, sm).  As the factored
+ * K-quants: the exact weights, another order of sums; test_qlinear's bound.  Q4_0 and Q4_1
+ * widen 8 bytes of nibbles from memory for elements 8 t .. and 16 + 8 t .. (a mask and a
+ * shift), the others take their 32 quants as bytes (prep_T's way).  Zen 4, one thread, rows of
+ * 1024 (in cache): Q4_0 7.6 -> 10.0 GB/s, Q4_1 8.0 -> 10.3, Q5_0 7.8 -> 8.0, Q5_1 8.0 -> 8.1,
+ * Q8_0 19.5 -> 21.5, IQ4_NL 7.4 -> 7.7; two threads, Q4_1 rows of 576: 15.1 -> 18.9, Q8_0:
+ * 35.5 -> 37.9.  The scales of a chunk of 8 blocks: halves8. */
+INLINE void q32f_q4_0(const uint8_t *b, __m256 q[4]) { /* elements 0-7 / 16-23 from bytes 0-7 */
+    const __m256i v0 = _mm256_cvtepu8_epi32(ld64(b + 2)), v1 = _mm256_cvtepu8_epi32(ld64(b + 10));
+    const __m256i m15 = _mm256_set1_epi32(15);
+    q[0] = _mm256_cvtepi32_ps(_mm256_and_si256(v0, m15));
+    q[1] = _mm256_cvtepi32_ps(_mm256_and_si256(v1, m15));
+    q[2] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4));
+    q[3] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4));
+}
+INLINE void q32f_q4_1(const uint8_t *b, __m256 q[4]) { q32f_q4_0(b + 2, q); }
+INLINE void q32f_q5_0(const uint8_t *b, __m256 q[4]) {
+    const __m256i v = _mm256_sub_epi8(nibbles32(b + 6), _mm256_andnot_si256(bits32(b + 2), _mm256_set1_epi8(16)));
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    q[0] = s8f(lo), q[1] = s8f(_mm_srli_si128(lo, 8)), q[2] = s8f(hi), q[3] = s8f(_mm_srli_si128(hi, 8));
+}
+INLINE void q32f_q5_1(const uint8_t *b, __m256 q[4]) {
+    const __m256i v = _mm256_or_si256(nibbles32(b + 8), _mm256_and_si256(bits32(b + 4), _mm256_set1_epi8(16)));
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    q[0] = u8f(lo), q[1] = u8f(_mm_srli_si128(lo, 8)), q[2] = u8f(hi), q[3] = u8f(_mm_srli_si128(hi, 8));
+}
+INLINE void q32f_iq4_nl(const uint8_t *b, __m256 q[4]) {
+    bst s;
+    prep_iq4_nl(b, &s);
+    for (int t = 0; t < 4; t++) q[t] = s8f(part(&s, t));
+}
+INLINE void q32f_q8_0(const uint8_t *b, __m256 q[4]) {
+    for (int t = 0; t < 4; t++) q[t] = s8f(ld64(b + 2 + 8 * t));
+}
+/* the halves at b + off + bb j of n <= 8 blocks as floats in lane j (0 beyond n): packed in
+ * integer registers, one conversion (the integer ALUs are idle in these kernels; 8 scalar
+ * F16C conversions cost 16 vector operations) */
+INLINE __m256 halves8(const uint8_t *b, int bb, int off, int n) {
+    uint64_t u[2] = {0, 0};
+    for (int j = 0; j < n; j++) {
+        uint16_t h;
+        memcpy(&h, b + off + (size_t)bb * j, 2);
+        u[j >> 2] |= (uint64_t)h << (16 * (j & 3));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)u[1], (long long)u[0]));
+}
+INLINE __m256 halves8n(const uint8_t *b, int bb, int off, int n) { /* n a constant in each */
+    switch (n) {
+    case 1: return halves8(b, bb, off, 1);
+    case 2: return halves8(b, bb, off, 2);
+    case 3: return halves8(b, bb, off, 3);
+    case 4: return halves8(b, bb, off, 4);
+    case 5: return halves8(b, bb, off, 5);
+    case 6: return halves8(b, bb, off, 6);
+    case 7: return halves8(b, bb, off, 7);
+    default: return halves8(b, bb, off, 8);
+    }
+}
+/* the mins m_j of 8 blocks from their scales (MIN32 0: none, 1: 8 d, 2: - the block's m) */
+#define MIN32_q4_0 1
+#define MIN32_q4_1 2
+#define MIN32_q5_0 0
+#define MIN32_q5_1 2
+#define MIN32_iq4_nl 0
+#define MIN32_q8_0 0
+
+/* block b (scale s) times the M vectors at x, into acc[2 i] (acc: the rows' acc[i][0 or 1]) */
+/* blk32f: block b (scale s) times the M vectors at x into acc[i] */
+#define DEF32F(T, BB)                                                                         \
+    INLINE void blk32f_##T(const uint8_t *b, float s, const float *x, int64_t ldx, const int M, \
+                           __m256 *acc) {                                                     \
+        _mm_prefetch((const char *)b + PF_DIST, _MM_HINT_T0);                                 \
+        __m256 q[4];                                                                          \
+        q32f_##T(b, q);                                                                       \
+        const __m256 sj = _mm256_set1_ps(s);                                                  \
+        for (int i_ = 0; i_ < M; i_++) {                                                      \
+            const float *xi = x + i_ * ldx;                                                   \
+            __m256 g = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xi + 8), _mm256_mul_ps(q[0], _mm256_loadu_ps(xi))); \
+            g = _mm256_fmadd_ps(q[2], _mm256_loadu_ps(xi + 16), g);                           \
+            g = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xi + 24), g);                           \
+            acc[i_] = _mm256_fmadd_ps(sj, g, acc[i_]);                                       \
+        }                                                                                     \
+    }                                                                                         \
+    INLINE void rowsf_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                          int64_t ldx, const int M, const float *xs, float *y, int64_t ldy) { \
+        _Alignas(32) float sd[8];                                                             \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            const uint8_t *b = w + (size_t)r * rb;                                            \
+            __m256 acc0[ATTN__QMV_MAX], acc1[ATTN__QMV_MAX];                                  \
+            for (int i_ = 0; i_ < M; i_++) acc0[i_] = acc1[i_] = _mm256_setzero_ps();         \
+            for (int64_t k0 = 0; k0 < nb; k0 += 8) {                                          \
+                const int n = nb - k0 < 8 ? (int)(nb - k0) : 8;                               \
+                const __m256 dv = halves8n(b, (BB), 0, n);                                     \
+                _mm256_store_ps(sd, dv);                                                      \
+                if (MIN32_##T) {                                                              \
+                    const __m256 mv = MIN32_##T == 1                                          \
+                        ? _mm256_mul_ps(_mm256_set1_ps(8.0f), dv)                             \
+                        : _mm256_sub_ps(_mm256_setzero_ps(), halves8n(b, (BB), 2, n));         \
+                    for (int i_ = 0; i_ < M; i_++)                                            \
+                        acc0[i_] = _mm256_fnmadd_ps(mv, _mm256_loadu_ps(xs + i_ * ATTN__XS_MAX * 8 + k0), acc0[i_]); \
+                }                                                                             \
+                const float *x0 = x + 32 * k0;                                                \
+                int j = 0;                                                                    \
+                _Pragma("GCC unroll 4")                                                       \
+                for (; j + 2 <= n; j += 2) {                                                  \
+                    blk32f_##T(b + (BB) * j, sd[j], x0 + 32 * j, ldx, M, acc0);               \
+                    blk32f_##T(b + (BB) * (j + 1), sd[j + 1], x0 + 32 * (j + 1), ldx, M, acc1); \
+                }                                                                             \
+                if (j < n) blk32f_##T(b + (BB) * j, sd[j], x0 + 32 * j, ldx, M, acc0);        \
+                b += (BB) * n;                                                                \
+            }                                                                                 \
+            for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = hsum8(_mm256_add_ps(acc0[i_], acc1[i_])); \
+        }                                                                                     \
+    }                                                                                         \
+    static void mvf_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
+        if (nb > 8 * ATTN__XS_MAX) {                                                          \
+            mv_##T(w, rb, rows, nb, x, ldx, m, y, ldy);                                       \
+            return;                                                                           \
+        }                                                                                     \
+        _Alignas(32) float xs[ATTN__QMV_MAX * ATTN__XS_MAX * 8];                              \
+        const int M = m < ATTN__QMV_MAX ? (int)m : ATTN__QMV_MAX;                             \
+        if (MIN32_##T)                                                                        \
+            for (int i_ = 0; i_ < M; i_++) {                                                  \
+                float *xi = xs + i_ * ATTN__XS_MAX * 8;                                       \
+                attn__xsum32(x + i_ * ldx, nb, xi);                                           \
+                for (int64_t j = nb; j % 8; j++) xi[j] = 0.0f; /* the last chunk's lanes */   \
+            }                                                                                 \
+        switch (M) {                                                                          \
+        case 1: rowsf_##T(w, rb, rows, nb, x, ldx, 1, xs, y, ldy); break;                     \
+        case 2: rowsf_##T(w, rb, rows, nb, x, ldx, 2, xs, y, ldy); break;                     \
+        case 3: rowsf_##T(w, rb, rows, nb, x, ldx, 3, xs, y, ldy); break;                     \
+        default: rowsf_##T(w, rb, rows, nb, x, ldx, 4, xs, y, ldy); break;                    \
+        }                                                                                     \
+    }
+DEF32F(q4_0, 18)
+DEF32F(q4_1, 20)
+DEF32F(q5_0, 22)
+DEF32F(q5_1, 24)
+DEF32F(iq4_nl, 18)
+DEF32F(q8_0, 34)
+
 /* ---- wide: up to ATTN__QMV_WIDE vectors (mvw) ------------------------------------------------
  * Each weight row is dequantized once, with dq (get's values), into a scratch row in L1; then
  * the vectors run rows_T's operations on it two at a time (8 accumulators and the 4 weight
  * vectors of a 32-element step in registers: 16 would leave none for the weights), element
  * 32 j + 8 t into accumulator t, in the same order: each vector gets mv's bits, while the
  * dequantization is done once for up to 8 vectors instead of once per 4.  Rows longer than
- * WIDE_K: mv on groups of 4.  Not Q8_0: its decoding costs less than the scratch row's store
- * and loads (bench_qlinear --isa avx2 --M 8 on an AVX-512 Xeon: 2.66 ms against 2 x 1.25). */
+ * WIDE_K: mv on groups of 4.  Only the types whose mv dequantizes (Q2_K, Q3_K, IQ4_XS): the
+ * factored kernels' bits differ from these, and they ran 5 to 8 vectors faster in groups of 4
+ * than the wide kernels did (Zen 4, M = 8: Q4_1 1.85 -> 2.67 GB/s, Q8_0 3.77 -> 4.77). */
 #define WIDE_K 8192
 
 INLINE void wide_pair(const float *wd, int64_t K, const float *x, int64_t ldx, const int M,
@@ -459,13 +609,8 @@ INLINE void wide_pair(const float *wd, int64_t K, const float *x, int64_t ldx, c
             }                                                                                 \
         }                                                                                     \
     }
-DEFW(q4_0, 32, 18)
-DEFW(q4_1, 32, 20)
-DEFW(q5_0, 32, 22)
-DEFW(q5_1, 32, 24)
 DEFW(q2_k, 256, 84)
 DEFW(q3_k, 256, 110)
-DEFW(iq4_nl, 32, 18)
 DEFW(iq4_xs, 256, 136)
 
 /* ---- F32, F16, BF16: K arbitrary -------------------------------------------------------------- */
@@ -557,17 +702,13 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q4_K] = dq_q4_k, [ATTN_Q_Q5_K] = dq_q5_k,
      [ATTN_Q_Q6_K] = dq_q6_k, [ATTN_Q_IQ4_NL] = dq_iq4_nl, [ATTN_Q_IQ4_XS] = dq_iq4_xs},
     {[ATTN_Q_F32] = mv_f32, [ATTN_Q_F16] = mv_f16, [ATTN_Q_BF16] = mv_bf16,
-     [ATTN_Q_Q4_0] = mv_q4_0, [ATTN_Q_Q4_1] = mv_q4_1, [ATTN_Q_Q5_0] = mv_q5_0,
-     [ATTN_Q_Q5_1] = mv_q5_1, [ATTN_Q_Q8_0] = mv_q8_0, [ATTN_Q_Q2_K] = mv_q2_k,
+     [ATTN_Q_Q4_0] = mvf_q4_0, [ATTN_Q_Q4_1] = mvf_q4_1, [ATTN_Q_Q5_0] = mvf_q5_0,
+     [ATTN_Q_Q5_1] = mvf_q5_1, [ATTN_Q_Q8_0] = mvf_q8_0, [ATTN_Q_Q2_K] = mv_q2_k,
      [ATTN_Q_Q3_K] = mv_q3_k, [ATTN_Q_Q4_K] = mvf_q4_k,
-     [ATTN_Q_Q5_K] = mvf_q5_k, [ATTN_Q_Q6_K] = mvf_q6_k, [ATTN_Q_IQ4_NL] = mv_iq4_nl,
+     [ATTN_Q_Q5_K] = mvf_q5_k, [ATTN_Q_Q6_K] = mvf_q6_k, [ATTN_Q_IQ4_NL] = mvf_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {0},
-    {[ATTN_Q_Q4_0] = mvw_q4_0, [ATTN_Q_Q4_1] = mvw_q4_1, [ATTN_Q_Q5_0] = mvw_q5_0,
-     [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q2_K] = mvw_q2_k,
-     [ATTN_Q_Q3_K] = mvw_q3_k,
-     [ATTN_Q_IQ4_NL] = mvw_iq4_nl,
-     [ATTN_Q_IQ4_XS] = mvw_iq4_xs},
+    {[ATTN_Q_Q2_K] = mvw_q2_k, [ATTN_Q_Q3_K] = mvw_q3_k, [ATTN_Q_IQ4_XS] = mvw_iq4_xs},
     {0},
 };
 
