@@ -169,7 +169,14 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
              "%s: bf16 attention on AMX tiles without the AMX GEMM, or widened", what);
     TU_CHECK(!(k->has_bf16 || k->has_f16) || isa == ATTN__ISA_AVX512,
              "%s: 16-bit AVX-512 kernels on set %s", what, n);
-    const attn__quant_kernels *qk = isa == ATTN__ISA_AVX512 ? attn__quant_kernels_avx512()
+    /* AVX-512: a context's table is the Zen 4 one on AMD family 25 (attn__quant_pick, which
+     * test_precision checks; attn__kernels_select alone leaves the AVX-512 one) */
+    const attn__cpu_id *id = attn__cpu_identity();
+    const int zen4 = isa == ATTN__ISA_AVX512 && strcmp(id->vendor, "AuthenticAMD") == 0 &&
+                     id->family == 25 && k->quant == attn__quant_kernels_avx512_zen4();
+    const attn__quant_kernels *qk = isa == ATTN__ISA_AVX512
+                                        ? (zen4 ? attn__quant_kernels_avx512_zen4()
+                                                : attn__quant_kernels_avx512())
                                     : isa == ATTN__ISA_AVX2 ? attn__quant_kernels_avx2()
                                     : isa == ATTN__ISA_NEON ? attn__quant_kernels_neon()
                                                             : NULL;

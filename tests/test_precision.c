@@ -8,6 +8,8 @@
  *    dot kernels on the plain C set;
  *  - a context created with ATTN_CTX_AUTO_MATMUL holds the table's choice for its own kernels
  *    and never keeps the AUTO bit; AUTO | BF16 is bf16;
+ *  - the quantized kernels per CPU (attn__quant_pick): the Zen 4 table on AMD family 25 with
+ *    AVX-512 only, and it is the AVX-512 table but for Q6_K's matrix-vector entries;
  *  - attn_ctx_set_matmul: 0, BF16 and AUTO, other values refused with the flags unchanged;
  *  - the products follow the flag: attn_linear (forward and backward) on a float context
  *    matches the plain C oracle to float rounding, on a bf16 context to bf16 rounding
@@ -25,6 +27,7 @@
 #include "../src/kernels/flash.h"
 #include "../src/kernels/gemm_mixed.h"
 #include "../src/kernels/kernels.h"
+#include "../src/kernels/quant.h"
 #include "testutil.h"
 
 static void table(void) {
@@ -76,6 +79,47 @@ static void table(void) {
                  "%s: bf16 attention %s%s, expected %s", cases[i].what,
                  k.flash_bf16_widen ? "widened, " : "on ", k.flash_bf16->name,
                  widen ? "widened" : "not widened");
+    }
+}
+
+/* attn__quant_pick on made-up CPUs: the Zen 4 table on AMD family 25 with the AVX-512 set,
+ * the set's own table elsewhere (Intel, Zen 5, the AVX2 set, no vendor) */
+static void quant_pick(void) {
+    attn__kernel_env env;
+    attn__kernel_env_read(&env);
+    const unsigned wide = ATTN__CPU_AVX2 | ATTN__CPU_AVX512F | ATTN__CPU_AVX512BW |
+                          ATTN__CPU_AVX512DQ | ATTN__CPU_AVX512VL;
+    const attn__quant_kernels *z4 = attn__quant_kernels_avx512_zen4();
+    struct {
+        int isa;
+        const char *vendor;
+        unsigned family;
+        int zen4;
+        const char *what;
+    } cases[] = {
+        {ATTN__ISA_AVX512, "AuthenticAMD", 25, 1, "AMD Zen 4"},
+        {ATTN__ISA_AVX512, "AuthenticAMD", 26, 0, "AMD Zen 5"},
+        {ATTN__ISA_AVX512, "GenuineIntel", 6, 0, "Intel AVX-512"},
+        {ATTN__ISA_AVX2, "AuthenticAMD", 25, 0, "Zen 4 capped at ATTN_ISA=avx2"},
+        {ATTN__ISA_AVX512, NULL, 25, 0, "vendor unknown"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        attn__kernels k;
+        attn__kernels_select(&k, cases[i].isa, wide, &env);
+        const attn__quant_kernels *before = k.quant;
+        attn__quant_pick(&k, cases[i].vendor, cases[i].family);
+        const attn__quant_kernels *want = cases[i].zen4 && z4 && before == attn__quant_kernels_avx512() ? z4 : before;
+        TU_CHECK(k.quant == want, "%s: quantized kernels %s, expected %s", cases[i].what,
+                 k.quant->name, want->name);
+    }
+    if (z4) { /* the Zen 4 table is the AVX-512 one but for Q6_K's matrix-vector entries */
+        const attn__quant_kernels *a = attn__quant_kernels_avx512();
+        int same = 1;
+        for (int t = 0; t < ATTN__QT_MAX; t++)
+            same &= a->dq[t] == z4->dq[t] && a->mv8[t] == z4->mv8[t] && a->mvw8[t] == z4->mvw8[t] &&
+                    (t == ATTN_Q_Q6_K || (a->mv[t] == z4->mv[t] && a->mvw[t] == z4->mvw[t]));
+        TU_CHECK(same && z4->mv[ATTN_Q_Q6_K] == attn__qmv_q6k_avx2 && !z4->mvw[ATTN_Q_Q6_K],
+                 "the Zen 4 table differs from the AVX-512 one elsewhere than Q6_K's mv");
     }
 }
 
@@ -229,6 +273,7 @@ static void describe(void) {
 
 int main(void) {
     table();
+    quant_pick();
     flags();
     products();
     describe();

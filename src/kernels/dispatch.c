@@ -179,6 +179,12 @@ void attn__bf16_attention_pick(attn__kernels *k, const char *vendor,
         k->flash_bf16_widen = 0; /* k->flash_bf16: the AVX512_BF16 dot kernels */
 }
 
+void attn__quant_pick(attn__kernels *k, const char *vendor, unsigned family) {
+    if (k->quant && k->quant == attn__quant_kernels_avx512() && vendor &&
+        strcmp(vendor, "AuthenticAMD") == 0 && family == 25 && attn__quant_kernels_avx512_zen4())
+        k->quant = attn__quant_kernels_avx512_zen4();
+}
+
 /* The CPU features, less AMX where the OS does not grant the tile state. */
 static unsigned usable_features(void) {
     unsigned cpu = attn__cpu_features();
@@ -191,6 +197,7 @@ void attn__kernels_init(attn_ctx *ctx) {
     attn__kernel_env_read(&ctx->env);
     attn__kernels_select(&ctx->kern, attn__isa_best(cpu, ctx->env.isa), cpu, &ctx->env);
     attn__bf16_attention_pick(&ctx->kern, attn__cpu_identity()->vendor, &ctx->env);
+    attn__quant_pick(&ctx->kern, attn__cpu_identity()->vendor, attn__cpu_identity()->family);
     if ((ctx->flags & ATTN_CTX_AUTO_MATMUL) && !(ctx->flags & ATTN_CTX_BF16_MATMUL))
         attn_ctx_set_matmul(ctx, ATTN_CTX_AUTO_MATMUL); /* the precision of this CPU */
     ctx->flags &= ~(unsigned)ATTN_CTX_AUTO_MATMUL;
@@ -280,5 +287,6 @@ int attn__isa_set(attn_ctx *ctx, int isa) {
     if (!attn__isa_runs(isa, cpu)) return 0;
     attn__kernels_select(&ctx->kern, isa, cpu, &ctx->env);
     attn__bf16_attention_pick(&ctx->kern, attn__cpu_identity()->vendor, &ctx->env);
+    attn__quant_pick(&ctx->kern, attn__cpu_identity()->vendor, attn__cpu_identity()->family);
     return 1;
 }

@@ -78,6 +78,12 @@ ATTN__HIDDEN int attn__auto_bf16(const attn__kernels *k, const char *vendor, con
  * call it after attn__kernels_select with this CPU's vendor. */
 ATTN__HIDDEN void attn__bf16_attention_pick(attn__kernels *k, const char *vendor,
                                             const attn__kernel_env *env);
+/* The quantized kernels for this CPU where its microarchitecture makes another set's kernel
+ * faster: on AMD Zen 4 (family 25 with AVX-512, whose 512-bit operations run as two 256-bit
+ * halves) the AVX-512 set's table becomes attn__quant_kernels_avx512_zen4 (Q6_K on the 256-bit
+ * kernel: 1.15x).  Measured facts, not a probe: one machine always makes the same choice.
+ * attn_ctx_create and attn__isa_set call it after attn__kernels_select. */
+ATTN__HIDDEN void attn__quant_pick(attn__kernels *k, const char *vendor, unsigned family);
 /* 1 when src/kernels/x86_avx512bf16 was compiled with the bf16 instructions. */
 ATTN__HIDDEN int attn__bf16_kernels_built(void);
 

@@ -176,6 +176,13 @@ typedef struct attn__quant_kernels {
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_ref(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx512(void);
+/* The AVX-512 set as AMD Zen 4 runs it fastest (attn__quant_pick): Q6_K's matrix-vector
+ * product on the AVX2 set's 256-bit kernel, attn__qmv_q6k_avx2 (defined where the AVX2
+ * kernels are, which every compiler building the AVX-512 ones builds) */
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx512_zen4(void);
+ATTN__HIDDEN void attn__qmv_q6k_avx2(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                                     const float *x, int64_t ldx, int64_t m, float *y,
+                                     int64_t ldy);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_vnni(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avxvnni(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2_int8(void);

@@ -713,6 +713,10 @@ static const attn__quant_kernels TABLE = {
 };
 
 const attn__quant_kernels *attn__quant_kernels_avx2(void) { return &TABLE; }
+void attn__qmv_q6k_avx2(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x,
+                        int64_t ldx, int64_t m, float *y, int64_t ldy) {
+    mvf_q6_k(w, rb, rows, nb, x, ldx, m, y, ldy);
+}
 
 #else
 const attn__quant_kernels *attn__quant_kernels_avx2(void) { return NULL; }
