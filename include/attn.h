@@ -1560,9 +1560,14 @@ ATTN_API attn_status attn_quantize(attn_ctx *ctx, int type, const float *src, in
 /* Precision of the activations in attn_qlinear's matrix-vector products (M <= 8). */
 typedef enum attn_qact {
     ATTN_QACT_DEFAULT = 0, /* the measured default: ATTN_QACT_F32 (docs/kernels.md) */
-    /* float activations: each weight is dequantized in registers, exactly as attn_dequantize
-     * gives it, and multiplied in float; only the order of the float sums differs from
-     * dequantizing then multiplying: |error| <= ~K 2^-24 sum_k |w_nk x_mk| */
+    /* float activations: the activations are not rounded; each weight is taken exactly, as
+     * attn_dequantize gives it, and multiplied in float, so only the order of the float sums
+     * differs from dequantizing then multiplying: |error| <= ~K 2^-24 sum_k |w_nk x_mk|.  On
+     * x86 the kernels apply a block's (group's) scale and min to its sums instead,
+     * s sum_k q_k x_mk - m sum_k x_mk (fewer operations per weight), which takes each weight
+     * at its value s q - m before attn_dequantize's last rounding: |error| <= ~K 2^-24
+     * sum_k (|s q_k| + |m|) |x_mk| (Q4_0, whose m is 8 d, Q4_1, Q5_1, Q4_K, Q5_K; for the
+     * types without a min, the bound above). */
     ATTN_QACT_F32 = 1,
     /* activations rounded to int8 per block of 32 (scale max|x| / 127, float), exact integer
      * dot products (AVX512_VNNI or AVX-VNNI where the CPU has them): adds up to

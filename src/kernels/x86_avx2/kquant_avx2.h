@@ -69,6 +69,30 @@ static inline __m256i attn__q6k_bytes32(const uint8_t *b, int z) {
  * across lanes ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)); computed once per call and
  * vector, for rows of at most ATTN__XS_MAX superblocks (longer: the dequantizing kernels). */
 #define ATTN__XS_MAX 256
+/* The entry of factored kernel T (rowsf_T(w, rb, rows, nb, x, ldx, M, xs, y, ldy) with M a
+ * constant, mv_T the dequantizing kernel for longer rows): xs holds each vector's X_g, the
+ * nb * GPB groups of 32 padded with zeros to a multiple of 8; X skipped where NEEDX is 0. */
+#define ATTN__DEF_MVF(T, GPB, NEEDX)                                                          \
+    static void mvf_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
+                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
+        if (nb * (GPB) > ATTN__XS_MAX * 8) {                                                  \
+            mv_##T(w, rb, rows, nb, x, ldx, m, y, ldy);                                       \
+            return;                                                                           \
+        }                                                                                     \
+        _Alignas(32) float xs[ATTN__QMV_MAX * ATTN__XS_MAX * 8];                              \
+        const int M = m < ATTN__QMV_MAX ? (int)m : ATTN__QMV_MAX;                             \
+        for (int i_ = 0; (NEEDX) && i_ < M; i_++) {                                           \
+            float *xi = xs + i_ * ATTN__XS_MAX * 8;                                           \
+            attn__xsum32(x + i_ * ldx, nb * (GPB), xi);                                       \
+            for (int64_t j = nb * (GPB); j % 8; j++) xi[j] = 0.0f;                            \
+        }                                                                                     \
+        switch (M) {                                                                          \
+        case 1: rowsf_##T(w, rb, rows, nb, x, ldx, 1, xs, y, ldy); break;                     \
+        case 2: rowsf_##T(w, rb, rows, nb, x, ldx, 2, xs, y, ldy); break;                     \
+        case 3: rowsf_##T(w, rb, rows, nb, x, ldx, 3, xs, y, ldy); break;                     \
+        default: rowsf_##T(w, rb, rows, nb, x, ldx, 4, xs, y, ldy); break;                    \
+        }                                                                                     \
+    }
 static inline void attn__xsum32(const float *x, int64_t ng, float *xs) {
     for (int64_t g = 0; g < ng; g++, x += 32) {
         const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),

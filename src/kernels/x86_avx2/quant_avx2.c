@@ -351,25 +351,11 @@ INLINE void k4f_q5_k(const uint8_t *b, int c, int t, __m256 *lo, __m256 *hi) {
             }                                                                                 \
             for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = hsum8(_mm256_add_ps(acc[i_][0], acc[i_][1])); \
         }                                                                                     \
-    }                                                                                         \
-    static void mvf_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
-                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
-        if (nb > ATTN__XS_MAX) {                                                                    \
-            mv_##T(w, rb, rows, nb, x, ldx, m, y, ldy);                                       \
-            return;                                                                           \
-        }                                                                                     \
-        _Alignas(32) float xs[ATTN__QMV_MAX * ATTN__XS_MAX * 8];                                    \
-        const int M = m < ATTN__QMV_MAX ? (int)m : ATTN__QMV_MAX;                             \
-        for (int i_ = 0; i_ < M; i_++) attn__xsum32(x + i_ * ldx, nb * 8, xs + i_ * ATTN__XS_MAX * 8);    \
-        switch (M) {                                                                          \
-        case 1: rowsf_##T(w, rb, rows, nb, x, ldx, 1, xs, y, ldy); break;                     \
-        case 2: rowsf_##T(w, rb, rows, nb, x, ldx, 2, xs, y, ldy); break;                     \
-        case 3: rowsf_##T(w, rb, rows, nb, x, ldx, 3, xs, y, ldy); break;                     \
-        default: rowsf_##T(w, rb, rows, nb, x, ldx, 4, xs, y, ldy); break;                    \
-        }                                                                                     \
     }
 DEFK4F(q4_k, 144)
 DEFK4F(q5_k, 176)
+ATTN__DEF_MVF(q4_k, 8, 1)
+ATTN__DEF_MVF(q5_k, 8, 1)
 
 /* Q6_K: groups of 16, weight ds_g (q_e - 32) with no min: ds_g times the group's sum of
  * (q_e - 32) x_e; acc[i][g & 1] */
@@ -531,27 +517,6 @@ INLINE __m256 halves8n(const uint8_t *b, int bb, int off, int n) { /* n a consta
             }                                                                                 \
             for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = hsum8(_mm256_add_ps(acc0[i_], acc1[i_])); \
         }                                                                                     \
-    }                                                                                         \
-    static void mvf_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
-                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
-        if (nb > 8 * ATTN__XS_MAX) {                                                          \
-            mv_##T(w, rb, rows, nb, x, ldx, m, y, ldy);                                       \
-            return;                                                                           \
-        }                                                                                     \
-        _Alignas(32) float xs[ATTN__QMV_MAX * ATTN__XS_MAX * 8];                              \
-        const int M = m < ATTN__QMV_MAX ? (int)m : ATTN__QMV_MAX;                             \
-        if (MIN32_##T)                                                                        \
-            for (int i_ = 0; i_ < M; i_++) {                                                  \
-                float *xi = xs + i_ * ATTN__XS_MAX * 8;                                       \
-                attn__xsum32(x + i_ * ldx, nb, xi);                                           \
-                for (int64_t j = nb; j % 8; j++) xi[j] = 0.0f; /* the last chunk's lanes */   \
-            }                                                                                 \
-        switch (M) {                                                                          \
-        case 1: rowsf_##T(w, rb, rows, nb, x, ldx, 1, xs, y, ldy); break;                     \
-        case 2: rowsf_##T(w, rb, rows, nb, x, ldx, 2, xs, y, ldy); break;                     \
-        case 3: rowsf_##T(w, rb, rows, nb, x, ldx, 3, xs, y, ldy); break;                     \
-        default: rowsf_##T(w, rb, rows, nb, x, ldx, 4, xs, y, ldy); break;                    \
-        }                                                                                     \
     }
 DEF32F(q4_0, 18)
 DEF32F(q4_1, 20)
@@ -559,6 +524,12 @@ DEF32F(q5_0, 22)
 DEF32F(q5_1, 24)
 DEF32F(iq4_nl, 18)
 DEF32F(q8_0, 34)
+ATTN__DEF_MVF(q4_0, 1, MIN32_q4_0)
+ATTN__DEF_MVF(q4_1, 1, MIN32_q4_1)
+ATTN__DEF_MVF(q5_0, 1, MIN32_q5_0)
+ATTN__DEF_MVF(q5_1, 1, MIN32_q5_1)
+ATTN__DEF_MVF(iq4_nl, 1, MIN32_iq4_nl)
+ATTN__DEF_MVF(q8_0, 1, MIN32_q8_0)
 
 /* ---- wide: up to ATTN__QMV_WIDE vectors (mvw) ------------------------------------------------
  * Each weight row is dequantized once, with dq (get's values), into a scratch row in L1; then

@@ -477,25 +477,11 @@ INLINE void k4f_q5_k(const uint8_t *b, int c, int t, __m512 *lo, __m512 *hi) {
             }                                                                                 \
             for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = hsum16(_mm512_add_ps(acc[i_][0], acc[i_][1])); \
         }                                                                                     \
-    }                                                                                         \
-    static void mvf_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
-                        int64_t ldx, int64_t m, float *y, int64_t ldy) {                     \
-        if (nb > ATTN__XS_MAX) {                                                              \
-            mv_##T(w, rb, rows, nb, x, ldx, m, y, ldy);                                       \
-            return;                                                                           \
-        }                                                                                     \
-        _Alignas(32) float xs[ATTN__QMV_MAX * ATTN__XS_MAX * 8];                              \
-        const int M = m < ATTN__QMV_MAX ? (int)m : ATTN__QMV_MAX;                             \
-        for (int i_ = 0; i_ < M; i_++) attn__xsum32(x + i_ * ldx, nb * 8, xs + i_ * ATTN__XS_MAX * 8); \
-        switch (M) {                                                                          \
-        case 1: rowsf_##T(w, rb, rows, nb, x, ldx, 1, xs, y, ldy); break;                     \
-        case 2: rowsf_##T(w, rb, rows, nb, x, ldx, 2, xs, y, ldy); break;                     \
-        case 3: rowsf_##T(w, rb, rows, nb, x, ldx, 3, xs, y, ldy); break;                     \
-        default: rowsf_##T(w, rb, rows, nb, x, ldx, 4, xs, y, ldy); break;                    \
-        }                                                                                     \
     }
 DEFK4F(q4_k, 144)
 DEFK4F(q5_k, 176)
+ATTN__DEF_MVF(q4_k, 8, 1)
+ATTN__DEF_MVF(q5_k, 8, 1)
 
 /* ---- F32, F16 and BF16 weights: blocks of one element, K arbitrary ----------------------- */
 INLINE __m512 ld_f32(const uint8_t *b, int64_t k) {
