@@ -388,8 +388,9 @@ INLINE void rowsf_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, co
         for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = hsum8(_mm256_add_ps(acc[i_][0], acc[i_][1]));
     }
 }
-static void mvf_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x,
-                     int64_t ldx, int64_t m, float *y, int64_t ldy) {
+/* exported: the AVX-512 set takes it on Zen 4 (quant.h, attn__quant_kernels_avx512_zen4) */
+void attn__qmv_q6k_avx2(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x,
+                        int64_t ldx, int64_t m, float *y, int64_t ldy) {
     switch (m) {
     case 1: rowsf_q6_k(w, rb, rows, nb, x, ldx, 1, y, ldy); break;
     case 2: rowsf_q6_k(w, rb, rows, nb, x, ldx, 2, y, ldy); break;
@@ -676,7 +677,7 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q4_0] = mvf_q4_0, [ATTN_Q_Q4_1] = mvf_q4_1, [ATTN_Q_Q5_0] = mvf_q5_0,
      [ATTN_Q_Q5_1] = mvf_q5_1, [ATTN_Q_Q8_0] = mvf_q8_0, [ATTN_Q_Q2_K] = mv_q2_k,
      [ATTN_Q_Q3_K] = mv_q3_k, [ATTN_Q_Q4_K] = mvf_q4_k,
-     [ATTN_Q_Q5_K] = mvf_q5_k, [ATTN_Q_Q6_K] = mvf_q6_k, [ATTN_Q_IQ4_NL] = mvf_iq4_nl,
+     [ATTN_Q_Q5_K] = mvf_q5_k, [ATTN_Q_Q6_K] = attn__qmv_q6k_avx2, [ATTN_Q_IQ4_NL] = mvf_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {0},
     {[ATTN_Q_Q2_K] = mvw_q2_k, [ATTN_Q_Q3_K] = mvw_q3_k, [ATTN_Q_IQ4_XS] = mvw_iq4_xs},
@@ -684,10 +685,6 @@ static const attn__quant_kernels TABLE = {
 };
 
 const attn__quant_kernels *attn__quant_kernels_avx2(void) { return &TABLE; }
-void attn__qmv_q6k_avx2(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x,
-                        int64_t ldx, int64_t m, float *y, int64_t ldy) {
-    mvf_q6_k(w, rb, rows, nb, x, ldx, m, y, ldy);
-}
 
 #else
 const attn__quant_kernels *attn__quant_kernels_avx2(void) { return NULL; }
