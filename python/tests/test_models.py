@@ -51,6 +51,13 @@ def test_sentence_encoder_dtypes_and_order():
     for bs in (1, 2, 5, 1000):
         assert np.max(np.abs(enc.encode(texts[::-1], batch_size=bs) - want[::-1])) <= 1e-5
     assert enc.encode([]).shape == (0, enc.dim)
+    # a text's embedding depends on its batch only through float rounding (encode hands the
+    # library large calls, which batch 32 texts at a time by token count; a batch's padded
+    # length changes the order of a few sums): 600 texts in calls of 1 .. all
+    many = [t + " " + "x" * (i % 7) for i, t in enumerate(texts * 12)]
+    ref = enc.encode(many, batch_size=1)
+    for bs in (3, 32, 40, 5000):
+        assert np.max(np.abs(enc.encode(many, batch_size=bs) - ref)) <= 1e-6 * np.abs(ref).max()
     # f16 / bf16 matrix products (attn_bert_set_dtype): close to float32, on a second copy
     for dt, tol in (("f16", 5e-3), ("bf16", 2e-2)):
         got = enc.encode(texts, dtype=dt)
