@@ -2,8 +2,10 @@
  * ones (x86_avx512/quant_avx512.c), 8 lanes at a time: each group of 8 weights is dequantized
  * in registers with the reference's float operations (-ffp-contract=off: fl(fl(d q) + m)),
  * then multiplied into float accumulators with FMA; dq stores the same values.  The matrix-
- * vector products of Q4_K, Q5_K and Q6_K instead factor each group's scale and min out of its
- * sum ("factored K-quants" below).
+ * vector products of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K and Q6_K instead factor
+ * each group's scale and min out of its sum ("factored K-quants" and "factored 32-element
+ * types" below); the mv described next is that of Q2_K, Q3_K, IQ4_XS, F32, F16 and BF16, and
+ * the fallback of the factored kernels for rows longer than 65,536 elements.
  *
  * mv: per row and activation vector, four accumulators, one per quarter of each 32 elements
  * (elements 32 j + 8 t go to accumulator t); the row's sum is ((a0 + a1) + (a2 + a3)) reduced
@@ -471,7 +473,6 @@ INLINE __m256 halves8n(const uint8_t *b, int bb, int off, int n) { /* n a consta
 #define MIN32_iq4_nl 0
 #define MIN32_q8_0 0
 
-/* block b (scale s) times the M vectors at x, into acc[2 i] (acc: the rows' acc[i][0 or 1]) */
 /* blk32f: block b (scale s) times the M vectors at x into acc[i] */
 #define DEF32F(T, BB)                                                                         \
     INLINE void blk32f_##T(const uint8_t *b, float s, const float *x, int64_t ldx, const int M, \
