@@ -1,7 +1,7 @@
 /* The linear product on quantized weights (attn__qlinear): matrix-vector speed against the
  * memory's read bandwidth, matrix-matrix speed against the float GEMM on the same shape.
  *
- *   bench_qlinear [--threads T] [--isa ref|avx2|avx512] [--type Q4_1] [--act f32|q8]
+ *   bench_qlinear [--threads T] [--isa ref|avx2|avx512] [--type Q4_1] [--act f32|q8|q16|both]
  *                 [--mode bw|mv|model|mm]  (--act both: f32 and q8 alternately) [--N n] [--K k] [--M m] [--secs s]
  *
  *   bw     a streaming read of 1 GiB on --threads threads (the memory's read bandwidth)
@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--isa")) isa = argv[i + 1];
         else if (!strcmp(argv[i], "--type")) tname = argv[i + 1];
         else if (!strcmp(argv[i], "--act")) {
-            act = !strcmp(argv[i + 1], "q8") ? ATTN__QACT_Q8 : ATTN__QACT_F32;
+            act = !strcmp(argv[i + 1], "q8") ? ATTN__QACT_Q8 : !strcmp(argv[i + 1], "q16") ? ATTN__QACT_Q16 : ATTN__QACT_F32;
             both = !strcmp(argv[i + 1], "both");
         }
         else if (!strcmp(argv[i], "--mode")) mode = argv[i + 1];
@@ -144,13 +144,13 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < M * kmax; i++) x[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
         /* activations of a Transformer have a few large channels: every 64th is 8 times larger */
         for (int64_t i = 0; i < M * kmax; i += 64) x[i] *= 8.0f;
-        /* --act both: the two precisions alternate, so that both see the same machine */
-        const int acts[2] = {both ? ATTN__QACT_F32 : act, ATTN__QACT_Q8};
-        double tt[2][400];
+        /* --act both: the three precisions alternate, so that all see the same machine */
+        const int acts[3] = {both ? ATTN__QACT_F32 : act, ATTN__QACT_Q8, ATTN__QACT_Q16};
+        double tt[3][400];
         double t0 = attn_bench_now_s();
         n = 0;
         do {
-            for (int a_ = 0; a_ < 1 + both; a_++) {
+            for (int a_ = 0; a_ < 1 + 2 * both; a_++) {
                 double a = attn_bench_now_s();
                 for (int i = 0; i < nm; i++)
                     attn__qlinear(ctx, ty[i], ws[i], Ns[i], Ks[i], x, Ks[i], M, NULL, NULL, y, Ns[i],
@@ -159,27 +159,29 @@ int main(int argc, char **argv) {
             }
             n++;
         } while (n < 400 && (attn_bench_now_s() - t0 < secs || n < 3));
-        for (int a_ = 0; a_ < 1 + both; a_++) {
+        for (int a_ = 0; a_ < 1 + 2 * both; a_++) {
             double med = attn_bench_median(tt[a_], n), best = tt[a_][0];
             printf("%s %s %s act=%s M=%lld threads=%d: %.1f MB of weights in %.3f ms: %.2f GB/s "
                    "(median of %d; best %.3f ms, %.2f GB/s)\n",
                    mode, tname, attn__isa_name(ctx->kern.isa),
-                   acts[a_] == ATTN__QACT_Q8 ? "q8" : "f32", (long long)M, threads, total / 1e6,
+                   acts[a_] == ATTN__QACT_Q8 ? "q8" : acts[a_] == ATTN__QACT_Q16 ? "q16" : "f32", (long long)M, threads, total / 1e6,
                    med * 1e3, total / med / 1e9, n, best * 1e3, total / best / 1e9);
         }
-        if (both) { /* the int8 path's error against the float one, on the first matrix */
+        if (both) { /* the int8 and int16 paths' errors against the float one, first matrix */
             float *y8 = malloc((size_t)(M * nmax) * sizeof(float));
             attn__qlinear(ctx, ty[0], ws[0], Ns[0], Ks[0], x, Ks[0], M, NULL, NULL, y, Ns[0], ATTN__QACT_F32);
-            attn__qlinear(ctx, ty[0], ws[0], Ns[0], Ks[0], x, Ks[0], M, NULL, NULL, y8, Ns[0], ATTN__QACT_Q8);
-            double se = 0, sy = 0, emax = 0, ymax = 0;
-            for (int64_t i = 0; i < M * Ns[0]; i++) {
-                double e = (double)y8[i] - y[i];
-                se += e * e, sy += (double)y[i] * y[i];
-                emax = fabs(e) > emax ? fabs(e) : emax;
-                ymax = fabs(y[i]) > ymax ? fabs(y[i]) : ymax;
+            for (int a_ = 1; a_ < 3; a_++) {
+                attn__qlinear(ctx, ty[0], ws[0], Ns[0], Ks[0], x, Ks[0], M, NULL, NULL, y8, Ns[0], acts[a_]);
+                double se = 0, sy = 0, emax = 0, ymax = 0;
+                for (int64_t i = 0; i < M * Ns[0]; i++) {
+                    double e = (double)y8[i] - y[i];
+                    se += e * e, sy += (double)y[i] * y[i];
+                    emax = fabs(e) > emax ? fabs(e) : emax;
+                    ymax = fabs(y[i]) > ymax ? fabs(y[i]) : ymax;
+                }
+                printf("%s activations against float: rms error %.2e of rms y, max error %.2e of max|y|\n",
+                       a_ == 1 ? "int8" : "int16", sqrt(se / sy), emax / ymax);
             }
-            printf("int8 activations against float: rms error %.2e of rms y, max error %.2e of max|y|\n",
-                   sqrt(se / sy), emax / ymax);
             free(y8);
         }
         for (int i = 0; i < nm; i++) free(ws[i]);

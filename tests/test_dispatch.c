@@ -183,6 +183,12 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
     TU_CHECK(k->quant == (qk ? qk : attn__quant_kernels_ref()), "%s: quant table not %s", what, n);
     TU_CHECK(isa != ATTN__ISA_REF || k->quant8 == attn__quant_kernels_ref(),
              "%s: int8 quant kernels on the plain C set", what);
+    /* int16 activations: the 256-bit VPMADDWD kernels on both x86 sets, none elsewhere */
+    const attn__quant_kernels *q16 = isa == ATTN__ISA_AVX512 || isa == ATTN__ISA_AVX2
+                                         ? attn__quant_kernels_avx2_int16()
+                                         : NULL;
+    TU_CHECK(k->quant16 == q16, "%s: int16 quant kernels %s", what,
+             k->quant16 ? k->quant16->name : "none");
     /* ARM: SDOT int8 kernels on the NEON set exactly where the CPU has the dot products */
     const int sdot = isa == ATTN__ISA_NEON && (attn__cpu_features() & ATTN__CPU_DOTPROD) &&
                      attn__quant_kernels_dotprod();

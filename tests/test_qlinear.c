@@ -265,6 +265,24 @@ static double row_min(int type, const unsigned char *row, int64_t k) {
     return h2d(b + 2) * mn;
 }
 
+/* ---- int16 oracle -------------------------------------------------------------------------- */
+/* block of 32: d = max|x| / 32767, q = x / d rounded (halves away from zero); x^ = d q */
+static void q16_block(const float *x, double *xh) {
+    float amax = 0;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 32767.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) xh[j] = (double)d * roundf(x[j] * id);
+}
+/* the types with int16 kernels, and the min m of w = s q - m that they take times the
+ * unrounded x (Q4_1, Q5_1: minus the block's m; Q4_K, Q5_K: dmin mn); the other offsets are
+ * part of the integer quants */
+static int has_q16(const attn_ctx *c, int type) {
+    return c->kern.quant16 && c->kern.quant16->mv16[type];
+}
+static double row_min16(int type, const unsigned char *row, int64_t k) {
+    return type == ATTN_Q_Q4_0 ? 0.0 : row_min(type, row, k);
+}
+
 /* ---- one case ----------------------------------------------------------------------------- */
 typedef struct qcase {
     int type;
@@ -295,7 +313,7 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
     snprintf(what, sizeof what, "%s %s M=%lld N=%lld K=%lld%s%s%s%s", attn__isa_name(c1->kern.isa),
              attn_qtype_name(qc->type), (long long)M, (long long)N, (long long)K,
              qc->bias ? " bias" : "", qc->res ? " residual" : "",
-             (act & 15) == ATTN__QACT_Q8 ? " int8" : "", act & ATTN__QLIN_ROWWISE ? " rowwise" : "");
+             (act & 15) == ATTN__QACT_Q8 ? " int8" : (act & 15) == ATTN__QACT_Q16 ? " int16" : "", act & ATTN__QLIN_ROWWISE ? " rowwise" : "");
     /* 1 vs 2 threads, and the padding untouched */
     int64_t d12 = -1, pad = -1;
     for (int64_t i = 0; i < M && d12 < 0; i++)
@@ -309,10 +327,14 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
     const int rowwise = M <= ATTN__QMV_ROWS || (act & ATTN__QLIN_ROWWISE);
     const int int8 = (act & 15) == ATTN__QACT_Q8 && rowwise && has_q8(qc->type) && K % 32 == 0;
     q8x *xq = int8 ? malloc((size_t)(K / 32) * sizeof(q8x)) : NULL;
+    const int int16 = (act & 15) == ATTN__QACT_Q16 && rowwise && has_q16(c1, qc->type) && K % 32 == 0;
+    double *xh = int16 ? malloc((size_t)K * sizeof(double)) : NULL;
     double worst = 0, worst8 = 0;
     for (int64_t i = 0; i < M; i++) {
         if (xq)
             for (int64_t k = 0; k < K / 32; k++) q8_block(x + i * ldx + 32 * k, &xq[k]);
+        if (xh)
+            for (int64_t k = 0; k < K / 32; k++) q16_block(x + i * ldx + 32 * k, xh + 32 * k);
         for (int64_t n = 0; n < N; n++) {
             double s = 0, a = 0;
             const unsigned char *wrow = w + n * (K / be * bb);
@@ -342,6 +364,32 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
                 double rx = 0;
                 for (int64_t k = 0; k < K; k++) rx += xq[k / 32].d * 0.5 * fabs(deq[n * K + k]);
                 tol += rx + tol8;
+            }
+            if (xh) {
+                /* the int16 terms in double: (w + m) x^ - m x, the rounding of x apart */
+                double s16 = 0, a16 = 0, rx = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    const double mk = row_min16(qc->type, wrow, k), wk = (double)deq[n * K + k] + mk;
+                    const double xk = x[i * ldx + k];
+                    s16 += wk * xh[k] - mk * xk;
+                    a16 += (fabs(wk) + fabs(mk)) * (fabs(xh[k]) + fabs(xk));
+                    rx += fabs(xh[k] - xk) * fabs(wk);
+                }
+                if (b) s16 += b[n], a16 += fabs(b[n]);
+                if (R) s16 += R[i * N + n], a16 += fabs(R[i * N + n]);
+                const double tol16 = (double)(K + 48) * U24 * a16, e16 = fabs(got - s16);
+                if (!(e16 <= tol16) && fails++ < 3)
+                    TU_CHECK(0, "%s: y[%lld][%lld] = %.9g, int16 terms give %.9g (tol %.3g)", what,
+                             (long long)i, (long long)n, got, s16, tol16);
+                /* against the float product: the rounding of x, at most d_b / 2 per element */
+                double rb = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    float amax = 0;
+                    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[i * ldx + k / 32 * 32 + j]));
+                    rb += (double)(amax / 32767.0f) * 0.5 * fabs((double)deq[n * K + k] + row_min16(qc->type, wrow, k));
+                }
+                TU_CHECK(rx <= rb * (1 + 1e-6), "%s: x rounded by more than d / 2", what);
+                tol += rb + tol16;
             }
             const double e = fabs(got - s);
             worst = fmax(worst, e / fmax(tol, 1e-300));
@@ -393,6 +441,7 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
     (void)worst;
     (void)worst8;
     free(xq);
+    free(xh);
     free(w);
     free(deq);
     free(x);
@@ -438,11 +487,19 @@ static void test_kernels(void) {
                         run_case(c1, c2, &qc, ATTN__QACT_Q8, seed);
                         ncases++;
                     }
+                    if (Ms[mi] <= ATTN__QMV_ROWS && has_q16(c1, type)) {
+                        run_case(c1, c2, &qc, ATTN__QACT_Q16, seed);
+                        ncases++;
+                    }
                     if (Ms[mi] == 17 && ki == 0) { /* every M on the matrix-vector kernels */
                         run_case(c1, c2, &qc, ATTN__QACT_F32 | ATTN__QLIN_ROWWISE, seed);
                         ncases++;
                         if (has_q8(type)) {
                             run_case(c1, c2, &qc, ATTN__QACT_Q8 | ATTN__QLIN_ROWWISE, seed);
+                            ncases++;
+                        }
+                        if (has_q16(c1, type)) {
+                            run_case(c1, c2, &qc, ATTN__QACT_Q16 | ATTN__QLIN_ROWWISE, seed);
                             ncases++;
                         }
                     }
@@ -456,13 +513,14 @@ static void test_kernels(void) {
 
 /* ---- several parts at once (attn__qlinear_multi) ------------------------------------------
  * Parts of different types and sizes (q, k, v-like) against one attn__qlinear per part: the
- * same bits, on 1 and 2 threads, float and int8 activations, with bias and residual, for M on
+ * same bits, on 1 and 2 threads, float, int8 and int16 activations, with bias and residual, for M on
  * the matrix-vector path and on the GEMM path (X packed once, the parts' units in one loop). */
 static void test_multi(void) {
     attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
     const int types[3] = {ATTN_Q_Q4_1, ATTN_Q_Q8_0, ATTN_Q_F32};
     const int64_t Ns[3] = {37, 5, 150}, K = 576, Ms[4] = {1, 3, 12, 40};
-    const int acts[3] = {ATTN__QACT_F32, ATTN__QACT_Q8, ATTN__QACT_F32 | ATTN__QLIN_ROWWISE};
+    const int acts[4] = {ATTN__QACT_F32, ATTN__QACT_Q8, ATTN__QACT_F32 | ATTN__QLIN_ROWWISE,
+                         ATTN__QACT_Q16};
     unsigned char *w[3];
     size_t wb;
     float *b[3], *R[3];
@@ -476,7 +534,7 @@ static void test_multi(void) {
     float *x = malloc(40 * 600 * sizeof(float));
     tu_fill(x, 40 * 600, 99, -1, 1);
     for (int mi = 0; mi < 4; mi++)
-        for (int ai = 0; ai < 3; ai++)
+        for (int ai = 0; ai < 4; ai++)
             for (int np = 1; np <= 3; np++) {
                 const int64_t M = Ms[mi];
                 float *y1 = calloc((size_t)(M * 200), sizeof(float));

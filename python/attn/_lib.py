@@ -208,6 +208,7 @@ attn_llm_chat_template = _fn("attn_llm_chat_template", c_char_p, P)
 attn_llm_get_special = _fn("attn_llm_get_special", _S, P, POINTER(LlmSpecial))
 attn_llm_get_info = _fn("attn_llm_get_info", _S, P, POINTER(LlmConfig))
 attn_llm_is_end = _fn("attn_llm_is_end", c_int, P, c_int32)
+attn_llm_set_activations = _fn("attn_llm_set_activations", _S, P, c_int)
 attn_llm_session_create = _fn("attn_llm_session_create", _S, P, P, c_int64, c_int,
                               POINTER(c_void_p))
 attn_llm_session_free = _fn("attn_llm_session_free", None, P)

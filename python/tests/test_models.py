@@ -89,6 +89,21 @@ def test_llm_greedy_matches_transformers():
     assert got == want
 
 
+def test_llm_activations():
+    # the quantized matrix-vector products on rounded activations: int16 within ~2^-16 of
+    # each block's largest (the logits close to the float ones), int8 much further
+    path = os.path.join(FIXTURES, "llama_tiny.gguf")
+    ids = [1, 17, 42, 99, 7]
+    ref = attn.LLM(path).logits(ids)
+    scale = float(np.max(np.abs(ref)))
+    for acts, lo, hi in (("float32", 0.0, 0.0), ("int16", 0.0, 1e-3), ("int8", 1e-4, 0.3)):
+        got = attn.LLM(path, activations=acts).logits(ids)
+        err = float(np.max(np.abs(got - ref))) / scale
+        assert np.all(np.isfinite(got)) and lo <= err <= hi, (acts, err)
+    with pytest.raises(ValueError):
+        attn.LLM(path, activations="int4")
+
+
 def test_llm_penalties_against_numpy():
     """presence_penalty / frequency_penalty: greedy tokens equal the argmax of a numpy
     computation of OpenAI's formula on the model's logits (count over the generated ids only),

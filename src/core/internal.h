@@ -61,6 +61,7 @@ typedef struct attn__kernels {
     const struct attn__mixed_kernel *mixed;            /* bf16-operand GEMM (gemm_mixed.h) */
     const struct attn__quant_kernels *quant;  /* quantized weights, float activations (quant.h) */
     const struct attn__quant_kernels *quant8; /* the same with int8 activations (quant.h) */
+    const struct attn__quant_kernels *quant16; /* int16 activations, or NULL: float then */
     attn__dropout_row_fn dropout_row;                  /* dropout multipliers (kernels.h) */
     void (*ce_row)(const float *, int64_t, int64_t, double, double, float *, double *,
                    double *);                          /* cross-entropy row (kernels.h) */

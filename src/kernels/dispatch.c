@@ -143,6 +143,9 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     if (!k->quant8 && neon && (cpu & i8mm) == i8mm) k->quant8 = attn__quant_kernels_i8mm();
     if (!k->quant8 && neon && (cpu & ATTN__CPU_DOTPROD)) k->quant8 = attn__quant_kernels_dotprod();
     if (!k->quant8) k->quant8 = attn__quant_kernels_ref();
+    /* int16 activations: VPMADDWD on 256-bit vectors for the AVX2 and AVX-512 sets (Zen 4
+     * runs 512-bit operations as two halves); none elsewhere (float activations then) */
+    k->quant16 = x512 || x2 ? attn__quant_kernels_avx2_int16() : NULL;
     /* the same bits either way: the instruction set only changes the speed */
     k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;
     /* cross-entropy rows: float exponentials on AVX-512 and NEON, else the double reference */
@@ -264,8 +267,8 @@ attn_status attn_ctx_describe(attn_ctx *ctx, char *buf, size_t cap, size_t *need
         k->flash_bf16_widen ? "widened to float, float microkernels" : k->flash_bf16->name);
     put(&t, "fp16 weights: %s\n",
         k->has_f16 ? "AVX512_FP16" : "converted to float by plain C (no AVX512_FP16)");
-    put(&t, "quantized weights: %s kernels, int8 activations: %s\n", k->quant->name,
-        k->quant8->name);
+    put(&t, "quantized weights: %s kernels, int8 activations: %s, int16 activations: %s\n",
+        k->quant->name, k->quant8->name, k->quant16 ? k->quant16->name : "none (float)");
     const char *why = NULL;
     int bf16 = attn__auto_bf16(k, id->vendor, &why);
     put(&t, "matmul precision (auto): %s: %s\n", bf16 ? "bf16 products" : "float", why);

@@ -64,6 +64,43 @@ void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K, int
         }
 }
 
+/* ---- activations as int16 --------------------------------------------------------------------- */
+void attn__q16act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K, int16_t *q,
+                           int64_t ldq, float *d, float *sx, int64_t ldb) {
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t b = 0; b < K / 32; b++) {
+            const float *xb = x + i * ldx + 32 * b;
+            int16_t *qb = q + i * ldq + 32 * b;
+            float amax = 0.0f, s = 0.0f;
+            for (int j = 0; j < 32; j++) {
+                s += xb[j];
+                amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
+            }
+            float db = amax / 32767.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+            if (!(id <= FLT_MAX)) db = 0.0f, id = 0.0f; /* max|x| < ~3.6e-34: a zero block */
+            for (int j = 0; j < 32; j++) {
+                /* roundf(y) clamped to [-32767, 32767], NaN to 0, as the int8 rounding: the
+                 * fraction y - trunc(y) is exact for |y| < 2^23 */
+                const float y = xb[j] * id;
+                int v;
+                if (!(y == y)) v = 0;
+                else if (y > 32767.0f) v = 32767;
+                else if (y < -32767.0f) v = -32767;
+                else {
+                    v = (int)y;
+                    const float f = y - (float)v;
+                    v += (f >= 0.5f) - (f <= -0.5f);
+                }
+                qb[j] = (int16_t)v;
+            }
+            if (!(s - s == 0.0f)) db = NAN; /* a NaN or an infinity in the block: y is NaN */
+            d[i * ldb + b] = db;
+            sx[i * ldb + b] = s;
+        }
+        for (int64_t b = K / 32; b < ldb; b++) d[i * ldb + b] = sx[i * ldb + b] = 0.0f;
+    }
+}
+
 /* ---- the driver ---------------------------------------------------------------------------- */
 typedef struct qjob {
     int type;
@@ -78,6 +115,8 @@ typedef struct qjob {
     attn__qmv_fn mv, mvw;
     attn__qmv8_fn mv8, mvw8;
     attn__q8act xa;
+    attn__qmv16_fn mv16;
+    attn__q16act xa16;
     /* GEMM path */
     const attn__gemm_kernel *kr;
     attn__qdq_fn dq;
@@ -105,12 +144,16 @@ static void mv_task(void *arg, int64_t begin, int64_t end, int tid) {
     const uint8_t *w = j->W + (size_t)begin * j->rb;
     /* up to ATTN__QMV_MAX vectors per kernel call (ATTN__QMV_WIDE on a wide kernel); the rows
      * of the chunk stay in cache */
-    const int wide = j->mv8 ? j->mvw8 != NULL : j->mvw != NULL;
+    const int wide = j->mv16 ? 0 : j->mv8 ? j->mvw8 != NULL : j->mvw != NULL;
     const int64_t step = wide && j->M > ATTN__QMV_MAX ? ATTN__QMV_WIDE : ATTN__QMV_MAX;
     for (int64_t i0 = 0; i0 < j->M; i0 += step) {
         const int64_t m = j->M - i0 < step ? j->M - i0 : step;
         float *y = j->Y + i0 * j->ldy + begin;
-        if (j->mv8) {
+        if (j->mv16) {
+            attn__q16act xa = j->xa16;
+            xa.q += i0 * xa.ldq, xa.d += i0 * xa.ldb, xa.sx += i0 * xa.ldb;
+            j->mv16(w, j->rb, end - begin, j->nb, &xa, m, y, j->ldy);
+        } else if (j->mv8) {
             attn__q8act xa = j->xa;
             xa.q += i0 * xa.ldq, xa.dsx += i0 * 2 * xa.ldb, xa.sq += i0 * 2 * xa.ldb;
             (step > ATTN__QMV_MAX ? j->mvw8 : j->mv8)(w, j->rb, end - begin, j->nb, &xa, m, y,
@@ -270,16 +313,34 @@ static attn_status mm_run(attn_ctx *ctx, qjob *j, int n) {
     return ATTN_OK;
 }
 
-/* The matrix-vector set-up of jobs j[0 .. n) sharing X (M rows of K): each on the int8
- * kernel of its type where act asks for int8 and the type has one (X rounded once, in the
+/* The matrix-vector set-up of jobs j[0 .. n) sharing X (M rows of K): each on the int16 or
+ * int8 kernel of its type where act asks for it and the type has one (X rounded once, in the
  * workspace), else on the float kernel -- as attn__qlinear decides for each alone. */
 static attn_status mv_init(attn_ctx *ctx, qjob *j, int n, int act) {
     const attn__quant_kernels *kq = ctx->kern.quant, *k8 = ctx->kern.quant8,
                               *ref = attn__quant_kernels_ref();
     const int64_t K = j[0].K, M = j[0].M, nbx = K / 32;
     const int q8 = (act & 15) == ATTN__QACT_Q8 && K % 32 == 0;
+    const int q16 = (act & 15) == ATTN__QACT_Q16 && K % 32 == 0 && ctx->kern.quant16;
     attn__q8act xa = {0};
+    attn__q16act xa16 = {0};
     for (int i = 0; i < n; i++) {
+        j[i].mv16 = q16 ? ctx->kern.quant16->mv16[j[i].type] : NULL;
+        if (j[i].mv16) {
+            if (!xa16.q) {
+                const int64_t ldb = (nbx + 7) / 8 * 8;
+                int16_t *q;
+                float *d, *sx;
+                ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * K), sizeof(int16_t), (void **)&q));
+                ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * ldb), sizeof(float), (void **)&d));
+                ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * ldb), sizeof(float), (void **)&sx));
+                attn__q16act_quantize(j[0].X, j[0].ldx, M, K, q, K, d, sx, ldb);
+                xa16 = (attn__q16act){q, d, sx, K, ldb};
+            }
+            j[i].xa16 = xa16;
+            j[i].mv8 = j[i].mvw8 = NULL;
+            continue;
+        }
         /* a type the int8 set leaves out: its plain C int8 kernel (no wide one) */
         j[i].mv8 = !q8 ? NULL : k8->mv8[j[i].type] ? k8->mv8[j[i].type] : ref->mv8[j[i].type];
         j[i].mvw8 = j[i].mv8 && k8->mv8[j[i].type] ? k8->mvw8[j[i].type] : NULL;

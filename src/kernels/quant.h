@@ -123,6 +123,23 @@ ATTN__HIDDEN void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, i
                                        int8_t *q, int64_t ldq, float *dsx, int32_t *sq,
                                        int64_t ldb);
 
+/* ---- activations as int16 (the ATTN__QACT_Q16 path) ------------------------------------------
+ * Block b of 32 values of a vector: d_b = max|x| / 32767 (0 for a zero block and for max|x| <
+ * ~3.6e-34, where 1 / d_b would overflow), q_j = x_j * (1 / d_b) rounded to the nearest
+ * integer (halves away from zero) in [-32767, 32767], and the float sum of its x (in order),
+ * for the mins of Q4_1, Q5_1, Q4_K and Q5_K.  A block holding a NaN or an infinity gets
+ * d_b = NaN.  Vector i: q[i * ldq + k]; d[i * ldb + b], sx[i * ldb + b], with ldb >= K / 32
+ * rounded up to a multiple of 8 and the entries past K / 32 zero (kernels read 8 blocks at a
+ * time). */
+typedef struct attn__q16act {
+    const int16_t *q;
+    const float *d, *sx;
+    int64_t ldq, ldb;
+} attn__q16act;
+ATTN__HIDDEN void attn__q16act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K,
+                                        int16_t *q, int64_t ldq, float *d, float *sx,
+                                        int64_t ldb);
+
 /* ---- kernels per instruction set ----------------------------------------------------------
  * W holds `rows` rows of rb bytes, each nb blocks of the type (K = nb * block_elems).
  *   dq:  dequantizes nb blocks to floats: exactly attn__dequant_ref's bits.
@@ -155,6 +172,12 @@ typedef void (*attn__qmv_fn)(const uint8_t *w, size_t rb, int64_t rows, int64_t 
                              const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy);
 typedef void (*attn__qmv8_fn)(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                               const attn__q8act *xa, int64_t m, float *y, int64_t ldy);
+/*   mv16: the same on int16 activations (attn__q16act), up to ATTN__QMV_MAX vectors: integer
+ *        dot products of each group's quants with the activation quants (exact), times the
+ *        group's scale and the block's d in float, mins times the float sums of x; NULL where
+ *        the set has none (float activations then). */
+typedef void (*attn__qmv16_fn)(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                               const attn__q16act *xa, int64_t m, float *y, int64_t ldy);
 
 /* The reference dequantizer of one type (NULL for an unknown type). */
 ATTN__HIDDEN attn__qdq_fn attn__dequant_ref_fn(int type);
@@ -168,6 +191,7 @@ typedef struct attn__quant_kernels {
     attn__qmv_fn mvw[ATTN__QT_MAX];  /* up to ATTN__QMV_WIDE vectors, or NULL */
     attn__qmv8_fn mvw8[ATTN__QT_MAX]; /* mv8 for up to ATTN__QMV_WIDE vectors (the same bits
                                          per vector), or NULL */
+    attn__qmv16_fn mv16[ATTN__QT_MAX]; /* int16 activations (ctx->kern.quant16), or NULL */
 } attn__quant_kernels;
 
 /* The plain C table (all types, float and int8 paths) and the SIMD ones: NULL when the build
@@ -186,6 +210,8 @@ ATTN__HIDDEN void attn__qmv_q6k_avx2(const uint8_t *w, size_t rb, int64_t rows, 
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_vnni(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avxvnni(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2_int8(void);
+/* int16 activations on AVX2 (VPMADDWD), also the AVX-512 sets' (ctx->kern.quant16) */
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2_int16(void);
 /* AArch64: NEON (float activations) and SDOT (int8 activations; needs ATTN__CPU_DOTPROD) */
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_neon(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_dotprod(void);
@@ -197,6 +223,8 @@ enum {
     ATTN__QACT_DEFAULT = 0, /* the measured default (docs/kernels.md): float */
     ATTN__QACT_F32 = 1,     /* float activations (mv) */
     ATTN__QACT_Q8 = 2,      /* activations rounded to int8 per block of 32 (mv8) */
+    ATTN__QACT_Q16 = 3,     /* activations rounded to int16 per block of 32 (mv16; float
+                               where the set or the type has none) */
     /* flag, or-ed with one of the above: the matrix-vector kernels for every M, so that a
      * row's result never depends on M (what a KV-cache decoder needs to give the same bits
      * token by token as for a whole prompt); prefill 2-2.5x slower than the GEMM path

@@ -292,6 +292,7 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},
     {0},
+    {0},
 };
 
 #endif

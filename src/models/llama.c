@@ -141,11 +141,14 @@ static int64_t w_bytes(const attn__weight *w) {
 
 attn_status attn_llm_set_activations(attn_llm *m, attn_qact act) {
     if (!m) return ATTN_E_INVALID;
-    if (act != ATTN_QACT_DEFAULT && act != ATTN_QACT_F32 && act != ATTN_QACT_Q8)
+    if (act != ATTN_QACT_DEFAULT && act != ATTN_QACT_F32 && act != ATTN_QACT_Q8 &&
+        act != ATTN_QACT_Q16)
         return ATTN_E_INVALID;
-    const int a = act == ATTN_QACT_Q8 ? ATTN__QACT_Q8 : ATTN__QACT_F32;
+    const int a = act == ATTN_QACT_Q8    ? ATTN__QACT_Q8
+                  : act == ATTN_QACT_Q16 ? ATTN__QACT_Q16
+                                         : ATTN__QACT_F32;
     m->lm_head.act = a;
-    for (int64_t i = 0; i < m->cfg.num_layers; i++) {
+    for (int64_t i = 0; m->layers && i < m->cfg.num_layers; i++) {
         attn__block *l = &m->layers[i];
         attn__weight *w[7] = {&l->at[0].q, &l->at[0].k, &l->at[0].v, &l->at[0].o,
                              &l->mlp.gate, &l->mlp.up, &l->mlp.down};

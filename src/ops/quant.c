@@ -80,7 +80,9 @@ attn_status attn_qlinear(attn_ctx *ctx, int type, const void *w, size_t w_bytes,
     int64_t be, bb;
     size_t rb = 0, need = 0, xf = 0, yf = 0;
     ATTN_TRY(block_of(ctx, fn, type, &be, &bb));
-    ATTN_FAIL_IF(act != ATTN_QACT_DEFAULT && act != ATTN_QACT_F32 && act != ATTN_QACT_Q8, ctx,
+    ATTN_FAIL_IF(act != ATTN_QACT_DEFAULT && act != ATTN_QACT_F32 && act != ATTN_QACT_Q8 &&
+                     act != ATTN_QACT_Q16,
+                 ctx,
                  ATTN_E_INVALID, "%s: unknown activation precision %d", fn, (int)act);
     ATTN_FAIL_IF(N < 0 || M < 0, ctx, ATTN_E_INVALID, "%s: negative size (N %lld, M %lld)", fn,
                  (long long)N, (long long)M);

@@ -337,6 +337,7 @@ static const attn__quant_kernels REF = {
      [ATTN_Q_IQ4_XS] = mv8_iq4_xs},
     {0},
     {0},
+    {0},
 };
 
 const attn__quant_kernels *attn__quant_kernels_ref(void) { return &REF; }

@@ -103,4 +103,30 @@ static inline void attn__xsum32(const float *x, int64_t ng, float *xs) {
     }
 }
 
+/* the halves at b + off + bb j of n <= 8 blocks as floats in lane j (0 beyond n): packed in
+ * integer registers, one conversion (the integer ALUs are idle in these kernels; 8 scalar
+ * F16C conversions cost 16 vector operations) */
+static inline __attribute__((always_inline)) __m256 attn__halves8(const uint8_t *b, int bb, int off, int n) {
+    uint64_t u[2] = {0, 0};
+    for (int j = 0; j < n; j++) {
+        uint16_t h;
+        memcpy(&h, b + off + (size_t)bb * j, 2);
+        u[j >> 2] |= (uint64_t)h << (16 * (j & 3));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)u[1], (long long)u[0]));
+}
+/* n a constant in each call */
+static inline __attribute__((always_inline)) __m256 attn__halves8n(const uint8_t *b, int bb, int off, int n) {
+    switch (n) {
+    case 1: return attn__halves8(b, bb, off, 1);
+    case 2: return attn__halves8(b, bb, off, 2);
+    case 3: return attn__halves8(b, bb, off, 3);
+    case 4: return attn__halves8(b, bb, off, 4);
+    case 5: return attn__halves8(b, bb, off, 5);
+    case 6: return attn__halves8(b, bb, off, 6);
+    case 7: return attn__halves8(b, bb, off, 7);
+    default: return attn__halves8(b, bb, off, 8);
+    }
+}
+
 #endif

@@ -413,7 +413,7 @@ void attn__qmv_q6k_avx2(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, c
  * shift), the others take their 32 quants as bytes (prep_T's way).  Zen 4, one thread, rows of
  * 1024 (in cache): Q4_0 7.6 -> 10.0 GB/s, Q4_1 8.0 -> 10.3, Q5_0 7.8 -> 8.0, Q5_1 8.0 -> 8.1,
  * Q8_0 19.5 -> 21.5, IQ4_NL 7.4 -> 7.7; two threads, Q4_1 rows of 576: 15.1 -> 18.9, Q8_0:
- * 35.5 -> 37.9.  The scales of a chunk of 8 blocks: halves8. */
+ * 35.5 -> 37.9.  The scales of a chunk of 8 blocks: attn__halves8 (kquant_avx2.h). */
 INLINE void q32f_q4_0(const uint8_t *b, __m256 q[4]) { /* elements 0-7 / 16-23 from bytes 0-7 */
     const __m256i v0 = _mm256_cvtepu8_epi32(ld64(b + 2)), v1 = _mm256_cvtepu8_epi32(ld64(b + 10));
     const __m256i m15 = _mm256_set1_epi32(15);
@@ -440,30 +440,6 @@ INLINE void q32f_iq4_nl(const uint8_t *b, __m256 q[4]) {
 }
 INLINE void q32f_q8_0(const uint8_t *b, __m256 q[4]) {
     for (int t = 0; t < 4; t++) q[t] = s8f(ld64(b + 2 + 8 * t));
-}
-/* the halves at b + off + bb j of n <= 8 blocks as floats in lane j (0 beyond n): packed in
- * integer registers, one conversion (the integer ALUs are idle in these kernels; 8 scalar
- * F16C conversions cost 16 vector operations) */
-INLINE __m256 halves8(const uint8_t *b, int bb, int off, int n) {
-    uint64_t u[2] = {0, 0};
-    for (int j = 0; j < n; j++) {
-        uint16_t h;
-        memcpy(&h, b + off + (size_t)bb * j, 2);
-        u[j >> 2] |= (uint64_t)h << (16 * (j & 3));
-    }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)u[1], (long long)u[0]));
-}
-INLINE __m256 halves8n(const uint8_t *b, int bb, int off, int n) { /* n a constant in each */
-    switch (n) {
-    case 1: return halves8(b, bb, off, 1);
-    case 2: return halves8(b, bb, off, 2);
-    case 3: return halves8(b, bb, off, 3);
-    case 4: return halves8(b, bb, off, 4);
-    case 5: return halves8(b, bb, off, 5);
-    case 6: return halves8(b, bb, off, 6);
-    case 7: return halves8(b, bb, off, 7);
-    default: return halves8(b, bb, off, 8);
-    }
 }
 /* the mins m_j of 8 blocks from their scales (MIN32 0: none, 1: 8 d, 2: - the block's m) */
 #define MIN32_q4_0 1
@@ -498,12 +474,12 @@ INLINE __m256 halves8n(const uint8_t *b, int bb, int off, int n) { /* n a consta
             for (int i_ = 0; i_ < M; i_++) acc0[i_] = acc1[i_] = _mm256_setzero_ps();         \
             for (int64_t k0 = 0; k0 < nb; k0 += 8) {                                          \
                 const int n = nb - k0 < 8 ? (int)(nb - k0) : 8;                               \
-                const __m256 dv = halves8n(b, (BB), 0, n);                                     \
+                const __m256 dv = attn__halves8n(b, (BB), 0, n);                                     \
                 _mm256_store_ps(sd, dv);                                                      \
                 if (MIN32_##T) {                                                              \
                     const __m256 mv = MIN32_##T == 1                                          \
                         ? _mm256_mul_ps(_mm256_set1_ps(8.0f), dv)                             \
-                        : _mm256_sub_ps(_mm256_setzero_ps(), halves8n(b, (BB), 2, n));         \
+                        : _mm256_sub_ps(_mm256_setzero_ps(), attn__halves8n(b, (BB), 2, n));         \
                     for (int i_ = 0; i_ < M; i_++)                                            \
                         acc0[i_] = _mm256_fnmadd_ps(mv, _mm256_loadu_ps(xs + i_ * ATTN__XS_MAX * 8 + k0), acc0[i_]); \
                 }                                                                             \
@@ -682,6 +658,7 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_IQ4_XS] = mv_iq4_xs},
     {0},
     {[ATTN_Q_Q2_K] = mvw_q2_k, [ATTN_Q_Q3_K] = mvw_q3_k, [ATTN_Q_IQ4_XS] = mvw_iq4_xs},
+    {0},
     {0},
 };
 

@@ -715,6 +715,7 @@ DEFW(iq4_xs, 256)
       [ATTN_Q_Q5_1] = mvw_q5_1, [ATTN_Q_Q8_0] = mvw_q8_0, [ATTN_Q_Q2_K] = mvw_q2_k,            \
       [ATTN_Q_Q3_K] = mvw_q3_k, [ATTN_Q_Q6_K] = MVW_Q6K, [ATTN_Q_IQ4_NL] = mvw_iq4_nl,         \
       [ATTN_Q_IQ4_XS] = mvw_iq4_xs},                                                          \
+     {0},                                                                                    \
      {0}}
 
 static const attn__quant_kernels TABLE = TABLE_INIT("avx512", mv_q6_k, mvw_q6_k);
