@@ -214,38 +214,39 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
 DEFK45(mv16_q4_k, 0)
 DEFK45(mv16_q5_k, 1)
 
-/* ---- Q6_K: 16 groups of 16, d sc_g (q - 32): groups 0-7 and 8-15 in two reductions --------- */
+/* ---- Q6_K: 16 groups of 16, d sc_g (q - 32): groups 0-7, then 8-15, each half reduced and
+ * scaled before the next is read (fewer vectors live for m > 1) -------------------------------- */
 INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                    const attn__q16act *xa, const int M, float *y, int64_t ldy) {
-    const __m256i m32 = _mm256_set1_epi16(32);
-    const __m256i lo4 = _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0), hi4 = _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4);
+    const __m256i pairs[2] = {_mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0),
+                              _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4)};
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *b = w + (size_t)r * rb;
         __m256 acc[ATTN__QMV_MAX][2];
         for (int i = 0; i < M; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++, b += 210) {
             for (int p = 0; p < 210; p += 64) _mm_prefetch((const char *)b + PF_DIST + p, _MM_HINT_T0);
-            __m256i h[2][ATTN__QMV_MAX][4];
-            for (int z = 0; z < 8; z++) { /* elements 32 z ..: groups 2 z, 2 z + 1 */
-                const __m256i u = attn__q6k_ubytes32(b, z);
-                const __m256i w0 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)), m32);
-                const __m256i w1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(u, 1)), m32);
-                for (int i = 0; i < M; i++) {
-                    const int16_t *x = xa->q + i * xa->ldq + 256 * k + 32 * z;
-                    h[z >> 2][i][z & 3] = _mm256_hadd_epi32(dot16(w0, x), dot16(w1, x + 16));
-                }
-            }
             const __m256 d = _mm256_set1_ps(h2f(b + 208));
-            const __m256 ds0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                                    _mm_loadl_epi64((const __m128i *)(const void *)(b + 192)))));
-            const __m256 ds1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                                    _mm_loadl_epi64((const __m128i *)(const void *)(b + 200)))));
-            for (int i = 0; i < M; i++) {
-                const __m256 dx = _mm256_loadu_ps(xa->d + i * xa->ldb + 8 * k); /* block j: groups 2 j, 2 j + 1 */
-                const __m256 s0 = _mm256_mul_ps(ds0, _mm256_permutevar8x32_ps(dx, lo4));
-                const __m256 s1 = _mm256_mul_ps(ds1, _mm256_permutevar8x32_ps(dx, hi4));
-                acc[i][0] = _mm256_fmadd_ps(s0, _mm256_cvtepi32_ps(red8(h[0][i])), acc[i][0]);
-                acc[i][1] = _mm256_fmadd_ps(s1, _mm256_cvtepi32_ps(red8(h[1][i])), acc[i][1]);
+            for (int half = 0; half < 2; half++) {
+                __m256i h[ATTN__QMV_MAX][4];
+                for (int zz = 0; zz < 4; zz++) { /* elements 32 z ..: groups 2 z, 2 z + 1 */
+                    const int z = 4 * half + zz;
+                    const __m256i u = attn__q6k_bytes32(b, z); /* q - 32 as int8 */
+                    const __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(u));
+                    const __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(u, 1));
+                    for (int i = 0; i < M; i++) {
+                        const int16_t *x = xa->q + i * xa->ldq + 256 * k + 32 * z;
+                        h[i][zz] = _mm256_hadd_epi32(dot16(w0, x), dot16(w1, x + 16));
+                    }
+                }
+                /* d sc_g of groups 8 half .. 8 half + 7 */
+                const __m256 ds = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                    _mm_loadl_epi64((const __m128i *)(const void *)(b + 192 + 8 * half)))));
+                for (int i = 0; i < M; i++) { /* block j of the superblock: groups 2 j, 2 j + 1 */
+                    const __m256 dx = _mm256_loadu_ps(xa->d + i * xa->ldb + 8 * k);
+                    const __m256 sc = _mm256_mul_ps(ds, _mm256_permutevar8x32_ps(dx, pairs[half]));
+                    acc[i][half] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(red8(h[i])), acc[i][half]);
+                }
             }
         }
         for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(_mm256_add_ps(acc[i][0], acc[i][1]));
