@@ -583,6 +583,13 @@ static void test_public(void) {
     TU_CHECK(memcmp(y, y2, sizeof y) == 0, "attn_qlinear default != float activations");
     TU_STATUS(attn_qlinear(ctx, ATTN_Q_Q4_1, w, wb, N, K, x, 100, M, b, y, N, ATTN_QACT_Q8),
               ATTN_OK, ctx);
+    TU_STATUS(attn_qlinear(ctx, ATTN_Q_Q4_1, w, wb, N, K, x, 100, M, b, y, N, ATTN_QACT_Q16),
+              ATTN_OK, ctx);
+    TU_STATUS(attn__qlinear(ctx, ATTN_Q_Q4_1, w, N, K, x, 100, M, b, NULL, y2, N, ATTN__QACT_Q16),
+              ATTN_OK, ctx);
+    TU_CHECK(memcmp(y, y2, sizeof y) == 0, "attn_qlinear ATTN_QACT_Q16 != int16 activations");
+    TU_STATUS(attn_qlinear(ctx, ATTN_Q_Q4_1, w, wb, N, K, x, 100, M, b, y, N, (attn_qact)4),
+              ATTN_E_INVALID, ctx);
     TU_STATUS(attn_qlinear(NULL, ATTN_Q_Q4_1, w, wb, N, K, x, 100, M, b, y, N, 0), ATTN_E_INVALID,
               NULL);
     TU_STATUS(attn_qlinear(ctx, 4, w, wb, N, K, x, 100, M, b, y, N, 0), ATTN_E_UNSUPPORTED, ctx);
