@@ -179,7 +179,7 @@ typedef struct attn_cli_opt {
                     "activations of the quantized matrix-vector products\n"                  \
                     "(decoding): f32 (default: exact dequantized weights),\n"                 \
                     "int16 (x86: rounded to 2^-16 of each block of 32,\n"                     \
-                    "1.2-1.6x faster) or int8 (llama.cpp's precision)")
+                    "1.1-1.3x faster decoding) or int8 (llama.cpp's precision)")
 /* the loader flags of an ATTN_OPT_MMAP choice */
 #define ATTN_CLI_MMAP_FLAGS(v)                                                               \
     ((v) == 1 ? ATTN_LLM_LOAD_MMAP : (v) == 2 ? ATTN_LLM_LOAD_NO_MMAP : 0u)
