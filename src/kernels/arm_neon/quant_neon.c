@@ -432,6 +432,7 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_F16] = mvw_f16, [ATTN_Q_BF16] = mvw_bf16, [ATTN_Q_IQ4_NL] = mvw_iq4_nl,
      [ATTN_Q_IQ4_XS] = mvw_iq4_xs, [ATTN_Q_Q2_K] = mvw_q2_k, [ATTN_Q_Q3_K] = mvw_q3_k},
     {0},
+    {0},
 };
 
 const attn__quant_kernels *attn__quant_kernels_neon(void) { return &TABLE; }
