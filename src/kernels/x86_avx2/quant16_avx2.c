@@ -227,8 +227,10 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
         for (int64_t k = 0; k < nb; k++, b += 210) {
             for (int p = 0; p < 210; p += 64) _mm_prefetch((const char *)b + PF_DIST + p, _MM_HINT_T0);
             const __m256 d = _mm256_set1_ps(h2f(b + 208));
+            _Pragma("GCC unroll 2")
             for (int half = 0; half < 2; half++) {
                 __m256i h[ATTN__QMV_MAX][4];
+                _Pragma("GCC unroll 4")
                 for (int zz = 0; zz < 4; zz++) { /* elements 32 z ..: groups 2 z, 2 z + 1 */
                     const int z = 4 * half + zz;
                     const __m256i u = attn__q6k_bytes32(b, z); /* q - 32 as int8 */
