@@ -183,10 +183,16 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
     TU_CHECK(k->quant == (qk ? qk : attn__quant_kernels_ref()), "%s: quant table not %s", what, n);
     TU_CHECK(isa != ATTN__ISA_REF || k->quant8 == attn__quant_kernels_ref(),
              "%s: int8 quant kernels on the plain C set", what);
-    /* int16 activations: the 256-bit VPMADDWD kernels on both x86 sets, none elsewhere */
-    const attn__quant_kernels *q16 = isa == ATTN__ISA_AVX512 || isa == ATTN__ISA_AVX2
-                                         ? attn__quant_kernels_avx2_int16()
-                                         : NULL;
+    /* int16 activations on both x86 sets, none elsewhere: VPDPWSSD where the int8 set took
+     * VPDPBUSD of the same extension (AVX512_VNNI, AVX-VNNI), else VPMADDWD */
+    const int x86 = isa == ATTN__ISA_AVX512 || isa == ATTN__ISA_AVX2;
+    const attn__quant_kernels *q16 =
+        !x86 ? NULL
+        : k->quant8 == attn__quant_kernels_vnni() && attn__quant_kernels_vnni_int16()
+            ? attn__quant_kernels_vnni_int16()
+        : k->quant8 == attn__quant_kernels_avxvnni() && attn__quant_kernels_avxvnni_int16()
+            ? attn__quant_kernels_avxvnni_int16()
+            : attn__quant_kernels_avx2_int16();
     TU_CHECK(k->quant16 == q16, "%s: int16 quant kernels %s", what,
              k->quant16 ? k->quant16->name : "none");
     /* ARM: SDOT int8 kernels on the NEON set exactly where the CPU has the dot products */
@@ -341,18 +347,28 @@ static void made_up_cpus(void) {
     if (b512) {
         attn__kernels_select(&k, ATTN__ISA_AVX512, wide | ATTN__CPU_AVX512_VNNI, &env);
         TU_CHECK(k.quant8 == (q8v ? q8v : q8r), "AVX512_VNNI: int8 quant kernels");
+        TU_CHECK(k.quant16 == (attn__quant_kernels_vnni_int16() ? attn__quant_kernels_vnni_int16()
+                                                                : attn__quant_kernels_avx2_int16()),
+                 "AVX512_VNNI: int16 quant kernels");
         attn__kernels_select(&k, ATTN__ISA_AVX512, x512 | ATTN__CPU_AVX512_VNNI, &env);
         TU_CHECK(k.quant8 == q82, "AVX512_VNNI without BW/DQ/VL taken");
         attn__kernels_select(&k, ATTN__ISA_AVX512, wide | ATTN__CPU_AVX_VNNI, &env);
         TU_CHECK(k.quant8 == (q8a ? q8a : q82), "AVX-512 set with AVX-VNNI only");
         attn__kernels_select(&k, ATTN__ISA_AVX512, wide, &env);
         TU_CHECK(k.quant8 == q82, "AVX-512 set without VNNI: int8 quant kernels");
+        TU_CHECK(k.quant16 == attn__quant_kernels_avx2_int16(),
+                 "AVX-512 set without VNNI: int16 quant kernels");
     }
     if (b2) {
         attn__kernels_select(&k, ATTN__ISA_AVX2, avx2 | ATTN__CPU_AVX_VNNI, &env);
         TU_CHECK(k.quant8 == (q8a ? q8a : q82), "AVX-VNNI: int8 quant kernels");
+        TU_CHECK(k.quant16 == (attn__quant_kernels_avxvnni_int16() ? attn__quant_kernels_avxvnni_int16()
+                                                                   : attn__quant_kernels_avx2_int16()),
+                 "AVX-VNNI: int16 quant kernels");
         attn__kernels_select(&k, ATTN__ISA_AVX2, wide | ATTN__CPU_AVX512_VNNI, &env);
         TU_CHECK(k.quant8 == q82, "AVX2 set took the AVX512_VNNI kernels");
+        TU_CHECK(k.quant16 == attn__quant_kernels_avx2_int16(),
+                 "AVX2 set took the AVX512_VNNI int16 kernels");
         attn__kernels_select(&k, ATTN__ISA_AVX2, avx2, &env);
         TU_CHECK(k.quant8 == q82, "AVX2 without VNNI: int8 quant kernels");
     }

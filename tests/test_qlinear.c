@@ -858,6 +858,64 @@ static void test_x86_int8_sets(void) {
     attn_ctx_free(c);
 }
 
+/* ---- the x86 int16 sets one by one -------------------------------------------------------------
+ * attn__qlinear runs the int16 set the CPU's best instructions give (VPDPWSSD of AVX512_VNNI or
+ * AVX-VNNI, else VPMADDWD; test_kernels holds it to the oracle); here every x86 int16 set this
+ * machine runs, on every type of the plain AVX2 set, m = 1 .. ATTN__QMV_MAX: the same bits as
+ * the plain AVX2 set (one body, quant16_256.h; the integer lanes are exact), and fewer vectors
+ * the same bits as four. */
+static void test_x86_int16_sets(void) {
+    const attn__quant_kernels *sets[3] = {attn__quant_kernels_avx2_int16(),
+                                          attn__quant_kernels_avxvnni_int16(),
+                                          attn__quant_kernels_vnni_int16()};
+    const unsigned need[3] = {ATTN__CPU_AVX2, ATTN__CPU_AVX2 | ATTN__CPU_AVX_VNNI,
+                              ATTN__CPU_AVX2 | ATTN__CPU_AVX512F | ATTN__CPU_AVX512BW |
+                                  ATTN__CPU_AVX512DQ | ATTN__CPU_AVX512VL | ATTN__CPU_AVX512_VNNI};
+    const char *names[3] = {"test_qlinear: AVX2 int16 kernels", "test_qlinear: AVX-VNNI int16 kernels",
+                            "test_qlinear: AVX512_VNNI int16 kernels"};
+    if (!sets[0] || !tu_isa_ok(need[0], names[0])) return;
+    for (int s = 1; s < 3; s++)
+        if (sets[s] && !tu_isa_ok(need[s], names[s])) sets[s] = NULL;
+    attn_ctx *c = tu_ctx(1);
+    const int64_t N = 13, K = 1280, M = ATTN__QMV_MAX, ldb = (K / 32 + 7) / 8 * 8;
+    float *x = malloc(sizeof(float) * (size_t)(M * K));
+    int16_t *xq = malloc(sizeof(int16_t) * (size_t)(M * K));
+    float *d = malloc(sizeof(float) * (size_t)(M * ldb)), *sx = malloc(sizeof(float) * (size_t)(M * ldb));
+    tu_fill(x, (size_t)(M * K), 4344, -2, 2);
+    for (int64_t k = 0; k < M * K; k += 61) x[k] *= 20.0f; /* a few large channels */
+    attn__q16act_quantize(x, K, M, K, xq, K, d, sx, ldb);
+    const attn__q16act xa = {xq, d, sx, K, ldb};
+    int n = 0;
+    for (int type = 0; type < ATTN__QT_MAX; type++) {
+        if (!sets[0]->mv16[type]) continue;
+        size_t wb;
+        unsigned char *w = make_weights(c, type, N, K, 91 + (uint64_t)type, &wb);
+        const size_t rb = wb / (size_t)N;
+        int64_t be = 1;
+        attn_qtype_block(type, &be, NULL);
+        float y0[ATTN__QMV_MAX * 13] = {0};
+        sets[0]->mv16[type](w + rb, rb, N - 1, K / be, &xa, M, y0, N); /* rows 1 .. N - 1 */
+        for (int s = 0; s < 3; s++) {
+            if (!sets[s]) continue;
+            TU_CHECK(sets[s]->mv16[type] != NULL, "%s: no %s kernel", names[s] + 14,
+                     attn_qtype_name(type));
+            if (!sets[s]->mv16[type]) continue;
+            for (int64_t m = 1; m <= M; m++) {
+                float y1[ATTN__QMV_MAX * 13] = {0};
+                sets[s]->mv16[type](w + rb, rb, N - 1, K / be, &xa, m, y1, N);
+                TU_CHECK(!memcmp(y1, y0, sizeof(float) * (size_t)(m * N - 1)),
+                         "%s %s: m = %lld differs from the AVX2 set's m = 4", names[s] + 14,
+                         attn_qtype_name(type), (long long)m);
+                n++;
+            }
+        }
+        free(w);
+    }
+    printf("test_qlinear: %d x86 int16 kernel runs\n", n);
+    free(x), free(xq), free(d), free(sx);
+    attn_ctx_free(c);
+}
+
 /* ---- a type a SIMD set leaves out ---------------------------------------------------------------
  * The context's own sets with the IQ4 (and Q4_0) entries removed, as on a set that lacks a
  * type: attn__qlinear must take the plain C kernels, float and int8, so the matrix-vector
@@ -965,6 +1023,7 @@ int main(void) {
     test_arm_bits();
     test_fallback();
     test_x86_int8_sets();
+    test_x86_int16_sets();
     test_kernels();
     test_multi();
     test_public();

@@ -143,9 +143,13 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     if (!k->quant8 && neon && (cpu & i8mm) == i8mm) k->quant8 = attn__quant_kernels_i8mm();
     if (!k->quant8 && neon && (cpu & ATTN__CPU_DOTPROD)) k->quant8 = attn__quant_kernels_dotprod();
     if (!k->quant8) k->quant8 = attn__quant_kernels_ref();
-    /* int16 activations: VPMADDWD on 256-bit vectors for the AVX2 and AVX-512 sets (Zen 4
-     * runs 512-bit operations as two halves); none elsewhere (float activations then) */
-    k->quant16 = x512 || x2 ? attn__quant_kernels_avx2_int16() : NULL;
+    /* int16 activations on 256-bit vectors for the AVX2 and AVX-512 sets (Zen 4 runs 512-bit
+     * operations as two halves): VPDPWSSD where the CPU has AVX512_VNNI (with BW/DQ/VL, the
+     * AVX-512 set) or AVX-VNNI, else VPMADDWD; the same bits.  None elsewhere (float then). */
+    k->quant16 = x512 && (cpu & vnni) == vnni ? attn__quant_kernels_vnni_int16() : NULL;
+    if (!k->quant16 && (x512 || x2) && (cpu & ATTN__CPU_AVX_VNNI))
+        k->quant16 = attn__quant_kernels_avxvnni_int16();
+    if (!k->quant16 && (x512 || x2)) k->quant16 = attn__quant_kernels_avx2_int16();
     /* the same bits either way: the instruction set only changes the speed */
     k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;
     /* cross-entropy rows: float exponentials on AVX-512 and NEON, else the double reference */

@@ -210,8 +210,11 @@ ATTN__HIDDEN void attn__qmv_q6k_avx2(const uint8_t *w, size_t rb, int64_t rows, 
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_vnni(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avxvnni(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2_int8(void);
-/* int16 activations on AVX2 (VPMADDWD), also the AVX-512 sets' (ctx->kern.quant16) */
+/* int16 activations (ctx->kern.quant16) on 256-bit vectors: VPMADDWD (AVX2), VPDPWSSD of
+ * AVX512_VNNI (AVX512VL) and of AVX-VNNI; the same bits (quant16_256.h) */
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avx2_int16(void);
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_vnni_int16(void);
+ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_avxvnni_int16(void);
 /* AArch64: NEON (float activations) and SDOT (int8 activations; needs ATTN__CPU_DOTPROD) */
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_neon(void);
 ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_dotprod(void);

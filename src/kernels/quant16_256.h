@@ -1,0 +1,285 @@
+/* The quantized linear product on int16 activations (quant.h, mv16: ATTN_QACT_Q16) on 256-bit
+ * vectors, shared by three sets that differ only in dp2(w0, x0, w1, x1), the sum of two
+ * VPMADDWD (16 products of 16-bit integers in pairs into 8 int32 lanes each):
+ *   x86_avx2/quant16_avx2.c          VPMADDWD twice and VPADDD (plain AVX2);
+ *   x86_avx512vnni/quant16_vnni.c    VPDPWSSD twice (AVX512_VNNI with AVX512VL, 256-bit);
+ *   x86_avxvnni/quant16_avxvnni.c    VPDPWSSD twice (AVX-VNNI, VEX).
+ * The int32 lanes are the same (no saturation: VPDPWSSD wraps, and no lane comes near 2^31),
+ * so are the bits.  The includer defines Q16_256_NAME and dp2, then includes this file once;
+ * dispatch.c picks the table for ctx->kern.quant16 (AVX2 and AVX-512 contexts).
+ *
+ * Each block of 32 activations is rounded to int16 with its own scale (attn__q16act_quantize:
+ * d = max|x| / 32767, so an element moves by at most d / 2, 2^-16 of the block's largest), and
+ * each weight group's integer quants meet the activation quants in VPMADDWD: 16 products in
+ * pairs into 8 int32 lanes, exact (|q| <= 128, |x_q| <= 32767: a block's sum stays below
+ * 32 * 128 * 32767 < 2^31).  The 8 groups of a chunk (8 blocks, or a K-quant superblock)
+ * are reduced across lanes into one vector, group j in lane j (red8: integer, exact), converted
+ * once, and multiplied by the groups' scales times the blocks' activation scales in one FMA;
+ * mins (Q4_1, Q5_1, Q4_K, Q5_K) times the float sums of the unrounded x in another.  Offsets
+ * (Q4_0's 8, Q5_0's 16, Q6_K's 32) are subtracted from the quants as 16-bit integers.  Per 32
+ * Q4_K weights: a widening load, a mask or a shift, two VPMADDWD and an add, against the float
+ * kernels' two loads, two masks, four conversions and four FMAs (quant_avx2.c).
+ *
+ * Bits: every row is summed in one fixed order whatever m and the row range (threads split
+ * rows), so results do not depend on the thread count.  Error against the exact product:
+ * sum_b (d_b / 2) sum_{k in b} |w_nk| from the rounding of x, and float rounding of the
+ * scaled sums (test_qlinear's oracle rounds x as the library does and bounds the rest).
+ */
+#ifndef ATTN_QUANT16_256_BODY
+#define ATTN_QUANT16_256_BODY
+#include <string.h>
+
+#include "x86_avx2/kquant_avx2.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define PF_DIST 2048 /* bytes ahead of the weights to fetch */
+
+INLINE float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+INLINE __m128i ld128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
+INLINE __m256i lx(const int16_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+INLINE float hsum8(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
+}
+/* the products of 16 int16 weights with 16 activation quants, in pairs: 8 int32 lanes */
+INLINE __m256i dot16(__m256i w, const int16_t *x) { return _mm256_madd_epi16(w, lx(x)); }
+/* dot16(w0, x0) + dot16(w1, x1): the includer's dp2 (two VPMADDWD and an add, or VPDPWSSD) */
+INLINE __m256i dot32(__m256i w0, const int16_t *x0, __m256i w1, const int16_t *x1) {
+    return dp2(w0, lx(x0), w1, lx(x1));
+}
+/* pairs of group vectors reduced as they come (h = hadd(s_2j, s_2j+1)), then lane j of the
+ * result: the sum of group j's 8 lanes.  Integer, exact. */
+INLINE __m256i red8(const __m256i h[4]) {
+    const __m256i a = _mm256_hadd_epi32(h[0], h[1]), b = _mm256_hadd_epi32(h[2], h[3]);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* ---- 32-element types ------------------------------------------------------------------------ */
+enum { T40, T41, T50, T51, T80 };
+
+/* bit j of u (16 bits) as 16 in lane j */
+INLINE __m256i bit16(uint32_t u) {
+    const __m256i sel = _mm256_set_epi16((short)0x8000, 0x4000, 0x2000, 0x1000, 0x800, 0x400, 0x200,
+                                         0x100, 0x80, 0x40, 0x20, 0x10, 8, 4, 2, 1);
+    const __m256i v = _mm256_and_si256(_mm256_set1_epi16((short)(u & 0xffff)), sel);
+    return _mm256_and_si256(_mm256_cmpeq_epi16(v, sel), _mm256_set1_epi16(16));
+}
+
+/* the 32 quants of block b as int16 (offsets subtracted): elements 0-15 in w[0], 16-31 in w[1] */
+INLINE void w32(int t, const uint8_t *b, __m256i w[2]) {
+    if (t == T80) {
+        w[0] = _mm256_cvtepi8_epi16(ld128(b + 2));
+        w[1] = _mm256_cvtepi8_epi16(ld128(b + 18));
+        return;
+    }
+    const int qs = t == T40 ? 2 : t == T41 ? 4 : t == T50 ? 6 : 8;
+    const __m256i v = _mm256_cvtepu8_epi16(ld128(b + qs)); /* byte j: elements j, 16 + j */
+    w[0] = _mm256_and_si256(v, _mm256_set1_epi16(15));
+    w[1] = _mm256_srli_epi16(v, 4);
+    if (t == T50 || t == T51) {
+        uint32_t qh;
+        memcpy(&qh, b + (t == T50 ? 2 : 4), 4);
+        w[0] = _mm256_or_si256(w[0], bit16(qh));
+        w[1] = _mm256_or_si256(w[1], bit16(qh >> 16));
+    }
+    const int off = t == T40 ? 8 : t == T50 ? 16 : 0;
+    if (off) {
+        w[0] = _mm256_sub_epi16(w[0], _mm256_set1_epi16((short)off));
+        w[1] = _mm256_sub_epi16(w[1], _mm256_set1_epi16((short)off));
+    }
+}
+
+/* n <= 8 blocks at b (block k0 of the row) times the M vectors into acc[i] */
+INLINE void chunk32(int t, size_t bb, const uint8_t *b, int64_t k0, int n,
+                    const attn__q16act *xa, const int M, __m256 *acc) {
+    __m256i h[ATTN__QMV_MAX][4];
+    for (int p = 0; p < 4; p++) {
+        __m256i s[2][ATTN__QMV_MAX];
+        for (int e = 0; e < 2; e++) {
+            const int j = 2 * p + e;
+            if (j >= n) {
+                for (int i = 0; i < M; i++) s[e][i] = _mm256_setzero_si256();
+                continue;
+            }
+            _mm_prefetch((const char *)b + PF_DIST + bb * (size_t)j, _MM_HINT_T0);
+            __m256i w[2];
+            w32(t, b + bb * (size_t)j, w);
+            for (int i = 0; i < M; i++) {
+                const int16_t *x = xa->q + i * xa->ldq + 32 * (k0 + j);
+                s[e][i] = dot32(w[0], x, w[1], x + 16);
+            }
+        }
+        for (int i = 0; i < M; i++) h[i][p] = _mm256_hadd_epi32(s[0][i], s[1][i]);
+    }
+    const __m256 dv = attn__halves8n(b, (int)bb, 0, n);
+    const int mins = t == T41 || t == T51;
+    const __m256 mv = mins ? attn__halves8n(b, (int)bb, 2, n) : _mm256_setzero_ps();
+    for (int i = 0; i < M; i++) {
+        const __m256 sc = _mm256_mul_ps(dv, _mm256_loadu_ps(xa->d + i * xa->ldb + k0));
+        acc[i] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(red8(h[i])), acc[i]);
+        if (mins) acc[i] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xa->sx + i * xa->ldb + k0), acc[i]);
+    }
+}
+
+INLINE void rows32(int t, size_t bb, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                   const attn__q16act *xa, const int M, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
+        int64_t k0 = 0;
+        for (; k0 + 8 <= nb; k0 += 8, b += 8 * bb) chunk32(t, bb, b, k0, 8, xa, M, acc);
+        switch (nb - k0) { /* the last blocks, n a constant in each */
+        case 1: chunk32(t, bb, b, k0, 1, xa, M, acc); break;
+        case 2: chunk32(t, bb, b, k0, 2, xa, M, acc); break;
+        case 3: chunk32(t, bb, b, k0, 3, xa, M, acc); break;
+        case 4: chunk32(t, bb, b, k0, 4, xa, M, acc); break;
+        case 5: chunk32(t, bb, b, k0, 5, xa, M, acc); break;
+        case 6: chunk32(t, bb, b, k0, 6, xa, M, acc); break;
+        case 7: chunk32(t, bb, b, k0, 7, xa, M, acc); break;
+        default: break;
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]);
+    }
+}
+
+#define DEF32(name, T, BB)                                                                    \
+    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
+                     const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {              \
+        switch (m) {                                                                          \
+        case 1: rows32(T, BB, w, rb, rows, nb, xa, 1, y, ldy); break;                         \
+        case 2: rows32(T, BB, w, rb, rows, nb, xa, 2, y, ldy); break;                         \
+        case 3: rows32(T, BB, w, rb, rows, nb, xa, 3, y, ldy); break;                         \
+        default: rows32(T, BB, w, rb, rows, nb, xa, 4, y, ldy); break;                        \
+        }                                                                                     \
+    }
+DEF32(mv16_q4_0, T40, 18)
+DEF32(mv16_q4_1, T41, 20)
+DEF32(mv16_q5_0, T50, 22)
+DEF32(mv16_q5_1, T51, 24)
+DEF32(mv16_q8_0, T80, 34)
+
+/* ---- Q4_K, Q5_K: 8 groups of 32, scale s_g and min m_g: s_g sum q x - m_g X_g -------------- */
+INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                    const attn__q16act *xa, const int M, float *y, int64_t ldy) {
+    const size_t bb = five ? 176 : 144;
+    const __m256i m15 = _mm256_set1_epi16(15), m16 = _mm256_set1_epi16(16);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX], accm[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = accm[i] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++, b += bb) {
+            for (size_t p = 0; p < bb; p += 64) _mm_prefetch((const char *)b + PF_DIST + p, _MM_HINT_T0);
+            const uint8_t *qs = b + (five ? 48 : 16);
+            __m256i hb0 = _mm256_setzero_si256(), hb1 = _mm256_setzero_si256();
+            if (five) hb0 = _mm256_cvtepu8_epi16(ld128(b + 16)), hb1 = _mm256_cvtepu8_epi16(ld128(b + 32));
+            __m256i h[ATTN__QMV_MAX][4];
+            for (int c = 0; c < 4; c++) { /* groups 2 c (low nibbles), 2 c + 1 (high) */
+                const __m256i v0 = _mm256_cvtepu8_epi16(ld128(qs + 32 * c));
+                const __m256i v1 = _mm256_cvtepu8_epi16(ld128(qs + 32 * c + 16));
+                __m256i l0 = _mm256_and_si256(v0, m15), l1 = _mm256_and_si256(v1, m15);
+                __m256i u0 = _mm256_srli_epi16(v0, 4), u1 = _mm256_srli_epi16(v1, 4);
+                if (five) { /* bits 2 c and 2 c + 1 of qh[j] to bit 4 */
+                    const int a = 2 * c;
+#define B4(v, s) _mm256_and_si256((s) <= 4 ? _mm256_slli_epi16(v, 4 - (s)) : _mm256_srli_epi16(v, (s) - 4), m16)
+                    l0 = _mm256_or_si256(l0, B4(hb0, a)), l1 = _mm256_or_si256(l1, B4(hb1, a));
+                    u0 = _mm256_or_si256(u0, B4(hb0, a + 1)), u1 = _mm256_or_si256(u1, B4(hb1, a + 1));
+#undef B4
+                }
+                for (int i = 0; i < M; i++) {
+                    const int16_t *x = xa->q + i * xa->ldq + 256 * k + 64 * c;
+                    const __m256i sl = dot32(l0, x, l1, x + 16);
+                    const __m256i su = dot32(u0, x + 32, u1, x + 48);
+                    h[i][c] = _mm256_hadd_epi32(sl, su);
+                }
+            }
+            __m256 ds, dm;
+            attn__k4_scales8(b, &ds, &dm);
+            for (int i = 0; i < M; i++) {
+                const __m256 sc = _mm256_mul_ps(ds, _mm256_loadu_ps(xa->d + i * xa->ldb + 8 * k));
+                acc[i] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(red8(h[i])), acc[i]);
+                accm[i] = _mm256_fmadd_ps(dm, _mm256_loadu_ps(xa->sx + i * xa->ldb + 8 * k), accm[i]);
+            }
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]) - hsum8(accm[i]);
+    }
+}
+
+#define DEFK45(name, FIVE)                                                                    \
+    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
+                     const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {              \
+        switch (m) {                                                                          \
+        case 1: rowsk45(FIVE, w, rb, rows, nb, xa, 1, y, ldy); break;                         \
+        case 2: rowsk45(FIVE, w, rb, rows, nb, xa, 2, y, ldy); break;                         \
+        case 3: rowsk45(FIVE, w, rb, rows, nb, xa, 3, y, ldy); break;                         \
+        default: rowsk45(FIVE, w, rb, rows, nb, xa, 4, y, ldy); break;                        \
+        }                                                                                     \
+    }
+DEFK45(mv16_q4_k, 0)
+DEFK45(mv16_q5_k, 1)
+
+/* ---- Q6_K: 16 groups of 16, d sc_g (q - 32): groups 0-7, then 8-15, each half reduced and
+ * scaled before the next is read (fewer vectors live for m > 1) -------------------------------- */
+INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                   const attn__q16act *xa, const int M, float *y, int64_t ldy) {
+    const __m256i pairs[2] = {_mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0),
+                              _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4)};
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX][2];
+        for (int i = 0; i < M; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++, b += 210) {
+            for (int p = 0; p < 210; p += 64) _mm_prefetch((const char *)b + PF_DIST + p, _MM_HINT_T0);
+            const __m256 d = _mm256_set1_ps(h2f(b + 208));
+            _Pragma("GCC unroll 2")
+            for (int half = 0; half < 2; half++) {
+                __m256i h[ATTN__QMV_MAX][4];
+                _Pragma("GCC unroll 4")
+                for (int zz = 0; zz < 4; zz++) { /* elements 32 z ..: groups 2 z, 2 z + 1 */
+                    const int z = 4 * half + zz;
+                    const __m256i u = attn__q6k_bytes32(b, z); /* q - 32 as int8 */
+                    const __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(u));
+                    const __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(u, 1));
+                    for (int i = 0; i < M; i++) {
+                        const int16_t *x = xa->q + i * xa->ldq + 256 * k + 32 * z;
+                        h[i][zz] = _mm256_hadd_epi32(dot16(w0, x), dot16(w1, x + 16));
+                    }
+                }
+                /* d sc_g of groups 8 half .. 8 half + 7 */
+                const __m256 ds = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                    _mm_loadl_epi64((const __m128i *)(const void *)(b + 192 + 8 * half)))));
+                for (int i = 0; i < M; i++) { /* block j of the superblock: groups 2 j, 2 j + 1 */
+                    const __m256 dx = _mm256_loadu_ps(xa->d + i * xa->ldb + 8 * k);
+                    const __m256 sc = _mm256_mul_ps(ds, _mm256_permutevar8x32_ps(dx, pairs[half]));
+                    acc[i][half] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(red8(h[i])), acc[i][half]);
+                }
+            }
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(_mm256_add_ps(acc[i][0], acc[i][1]));
+    }
+}
+
+static void mv16_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                      const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {
+    switch (m) {
+    case 1: rowsq6(w, rb, rows, nb, xa, 1, y, ldy); break;
+    case 2: rowsq6(w, rb, rows, nb, xa, 2, y, ldy); break;
+    case 3: rowsq6(w, rb, rows, nb, xa, 3, y, ldy); break;
+    default: rowsq6(w, rb, rows, nb, xa, 4, y, ldy); break;
+    }
+}
+
+static const attn__quant_kernels TABLE = {
+    .name = Q16_256_NAME,
+    .mv16 = {[ATTN_Q_Q4_0] = mv16_q4_0, [ATTN_Q_Q4_1] = mv16_q4_1, [ATTN_Q_Q5_0] = mv16_q5_0,
+             [ATTN_Q_Q5_1] = mv16_q5_1, [ATTN_Q_Q8_0] = mv16_q8_0, [ATTN_Q_Q4_K] = mv16_q4_k,
+             [ATTN_Q_Q5_K] = mv16_q5_k, [ATTN_Q_Q6_K] = mv16_q6_k},
+};
+
+#endif
