@@ -12,13 +12,19 @@
  * in magnitude (attn__q8act_quantize: scale max|x| / 127), so |u0 s0 + u1 s1| <= 2 * 128 * 127
  * = 32512 < 32767.
  *
- * Per group: the lanes converted to float and multiplied by the group's scale (weight scale
- * times activation scale, rounded to float) into one float accumulator per activation vector;
- * offsets (- 8, - 16, - 32) subtracted as integers (a second dot product of the constant with
- * the activation quants); mins (Q4_1, Q5_1) times the float sums of x into a scalar, in order;
- * Q4_K's and Q5_K's into a vector accumulator, a superblock's 8 groups in its 8 lanes (rowsk45).
- * Row sum: the 8 lanes reduced in a fixed order, plus the scalar (minus the mins' lanes reduced
- * the same way).  Q8_0
+ * Per chunk of 8 groups (8 blocks of the 32-element types, a Q4_K / Q5_K superblock, half a
+ * Q6_K superblock): the groups' int32 lanes reduced across lanes as they come (VPHADDD in
+ * pairs, then a cross-lane add: one vector, a group per lane, exact), offsets (- 8, - 16,
+ * - 32) subtracted as integers (the offset times the activation quants' integer sums), one
+ * conversion and one FMA by the groups' weight scales times activation scales (rounded to
+ * float) into one float accumulator per activation vector; mins (Q4_1, Q5_1, Q4_K, Q5_K)
+ * times the float sums of x by one more FMA (Q4_K's and Q5_K's into a second accumulator).
+ * Row sum: the 8 lanes reduced in a fixed order (minus the mins' lanes reduced the same way).
+ * The reductions replaced a conversion, a scale broadcast and an FMA per group: Zen 4, AVX2,
+ * one thread, rows of 1024 in cache, GB/s of weights, m = 1: Q4_K 13.7 -> 16.2, Q6_K 18.6 ->
+ * 21.2, Q4_0 14.5 -> 17.2, Q4_1 15.1 -> 17.0, Q5_0 12.9 -> 14.6, Q5_1 13.3 -> 15.0, Q8_0 29.9
+ * -> 33.1, Q5_K 14.2 -> 15.2; m = 4: Q6_K 5.7 -> 8.1, Q4_K 5.9 -> 6.2, Q5_0 5.1 -> 5.7, but
+ * Q5_K 6.3 -> 5.6, Q8_0 9.8 -> 9.6, Q4_1 5.9 -> 5.7 (more vectors live).  Q8_0
  * weights are signed: |w| times x with w's sign (VPSIGNB); so are IQ4_NL's and IQ4_XS's, their
  * nibbles first looked up in the 16 int8 levels (VPSHUFB).  The terms are those of the plain C
  * kernel (ref/quant_kern_ref.c) in another order. */
@@ -65,48 +71,112 @@ INLINE __m256i iq4_lut(__m256i nibbles) {
                                nibbles);
 }
 
+/* the activation scales d_g and float sums s_g of groups g0 .. g0 + 7, stored [d, s] per group,
+ * as two vectors (lane j: group g0 + j) */
+INLINE void xa_ds8(const float *a, __m256 *d, __m256 *s) {
+    const __m256 u = _mm256_loadu_ps(a), v = _mm256_loadu_ps(a + 8); /* d0 s0 .. d3 s3 | d4 s4 .. */
+    const __m256 e = _mm256_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0)); /* d0 d1 d4 d5 d2 d3 d6 d7 */
+    const __m256 o = _mm256_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m256i ord = _mm256_set_epi32(7, 6, 3, 2, 5, 4, 1, 0);
+    *d = _mm256_permutevar8x32_ps(e, ord);
+    *s = _mm256_permutevar8x32_ps(o, ord);
+}
+
+/* the quants of block b as bytes (Q4_0's offset 8 and Q5_0's 16 not subtracted); signed types
+ * (Q8_0, IQ4_NL) multiply |v| by x with v's sign */
+INLINE __m256i q32(int t, const uint8_t *b) {
+    switch (t) {
+    case T40: return nib(b + 2);
+    case T41: return nib(b + 4);
+    case T50: {
+        uint32_t qh;
+        memcpy(&qh, b + 2, 4);
+        return _mm256_or_si256(nib(b + 6), bit4(qh));
+    }
+    case T51: {
+        uint32_t qh;
+        memcpy(&qh, b + 4, 4);
+        return _mm256_or_si256(nib(b + 8), bit4(qh));
+    }
+    case TNL: return iq4_lut(nib(b + 2));
+    default: return ld256(b + 2);
+    }
+}
+
+/* n <= 8 blocks at b (block k0 of the row) times the M vectors into acc[i]: each block's dot
+ * (8 int32 lanes) reduced as pairs come (VPHADDD), the 8 blocks' sums in lanes 0-7 (one more
+ * VPHADDD, a cross-lane add), the offsets times the activation quants' sums (sq) subtracted as
+ * integers, one conversion and one FMA by the weight scales times the activation scales; the
+ * mins (Q4_1, Q5_1) times the float sums of x in one more */
+INLINE void chunk8(int t, size_t bb, const uint8_t *b, int64_t k0, int n, const attn__q8act *xa,
+                   const int M, __m256 *acc) {
+    const int sgn = t == T80 || t == TNL; /* signed weights: |w| times x with w's sign */
+    const int off = t == T40 ? 8 : t == T50 ? 16 : 0;
+    __m256i hp[ATTN__QMV_MAX][4], zs[ATTN__QMV_MAX];
+    for (int i = 0; i < M; i++) zs[i] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        __m256i v = _mm256_setzero_si256();
+        if (j < n) {
+            _mm_prefetch((const char *)b + PF + bb * (size_t)j, _MM_HINT_T0);
+            v = q32(t, b + bb * (size_t)j);
+        }
+        const __m256i av = sgn ? _mm256_abs_epi8(v) : v;
+        for (int i = 0; i < M; i++) {
+            __m256i s = _mm256_setzero_si256();
+            if (j < n) {
+                const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * (k0 + j)));
+                s = dp(av, sgn ? _mm256_sign_epi8(xq, v) : xq);
+            }
+            if (j & 1) hp[i][j >> 1] = _mm256_hadd_epi32(zs[i], s);
+            else zs[i] = s;
+        }
+    }
+    const __m256 dv = attn__halves8n(b, (int)bb, 0, n); /* kquant_avx2.h */
+    const __m256 mv = t == T41 || t == T51 ? attn__halves8n(b, (int)bb, 2, n) : _mm256_setzero_ps();
+    for (int i = 0; i < M; i++) {
+        const __m256i a = _mm256_hadd_epi32(hp[i][0], hp[i][1]), c = _mm256_hadd_epi32(hp[i][2], hp[i][3]);
+        __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
+                                       _mm256_permute2x128_si256(a, c, 0x31));
+        const float *ds = xa->dsx + i * 2 * xa->ldb + 2 * k0;
+        const int32_t *sqp = xa->sq + i * 2 * xa->ldb + 2 * k0;
+        float dxf[16] = {0};
+        int32_t sqf[16] = {0};
+        if (n < 8) { /* past the row's blocks: zeros */
+            memcpy(dxf, ds, sizeof(float) * 2 * (size_t)n);
+            memcpy(sqf, sqp, sizeof(int32_t) * 2 * (size_t)n);
+            ds = dxf, sqp = sqf;
+        }
+        __m256 dx, sx;
+        xa_ds8(ds, &dx, &sx);
+        if (off) { /* off = 8 or 16: a shift */
+            const __m256i p = _mm256_hadd_epi32(ld256((const uint8_t *)sqp), ld256((const uint8_t *)(sqp + 8)));
+            const __m256i bs = _mm256_permutevar8x32_epi32(p, _mm256_set_epi32(7, 6, 3, 2, 5, 4, 1, 0));
+            tot = _mm256_sub_epi32(tot, _mm256_slli_epi32(bs, off == 8 ? 3 : 4));
+        }
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dv, dx), acc[i]);
+        if (t == T41 || t == T51) acc[i] = _mm256_fmadd_ps(mv, sx, acc[i]);
+    }
+}
+
 INLINE void rows32(int t, size_t bb, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                    const attn__q8act *xa, const int M, float *y, int64_t ldy) {
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *b = w + (size_t)r * rb;
         __m256 acc[ATTN__QMV_MAX];
-        float ms[ATTN__QMV_MAX];
-        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps(), ms[i] = 0.0f;
-        for (int64_t k = 0; k < nb; k++, b += bb) {
-            _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
-            __m256i v;
-            float d, m = 0.0f;
-            int off = 0;
-            switch (t) {
-            case T40: v = nib(b + 2), d = h2f(b), off = 8; break;
-            case T41: v = nib(b + 4), d = h2f(b), m = h2f(b + 2); break;
-            case T50: {
-                uint32_t qh;
-                memcpy(&qh, b + 2, 4);
-                v = _mm256_or_si256(nib(b + 6), bit4(qh)), d = h2f(b), off = 16;
-                break;
-            }
-            case T51: {
-                uint32_t qh;
-                memcpy(&qh, b + 4, 4);
-                v = _mm256_or_si256(nib(b + 8), bit4(qh)), d = h2f(b), m = h2f(b + 2);
-                break;
-            }
-            case TNL: v = iq4_lut(nib(b + 2)), d = h2f(b); break;
-            default: v = ld256(b + 2), d = h2f(b); break;
-            }
-            const int sgn = t == T80 || t == TNL; /* signed weights: |w| times x with w's sign */
-            const __m256i av = sgn ? _mm256_abs_epi8(v) : v;
-            for (int i = 0; i < M; i++) {
-                const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * k));
-                const float *a = xa->dsx + i * 2 * xa->ldb + 2 * k;
-                __m256i s = dp(av, sgn ? _mm256_sign_epi8(xq, v) : xq);
-                if (off) s = _mm256_sub_epi32(s, dp(_mm256_set1_epi8((char)off), xq));
-                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a[0]), acc[i]);
-                if (t == T41 || t == T51) ms[i] += m * a[1];
-            }
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
+        int64_t k0 = 0;
+        for (; k0 + 8 <= nb; k0 += 8, b += 8 * bb) chunk8(t, bb, b, k0, 8, xa, M, acc);
+        switch (nb - k0) { /* the last blocks, n a constant in each */
+        case 1: chunk8(t, bb, b, k0, 1, xa, M, acc); break;
+        case 2: chunk8(t, bb, b, k0, 2, xa, M, acc); break;
+        case 3: chunk8(t, bb, b, k0, 3, xa, M, acc); break;
+        case 4: chunk8(t, bb, b, k0, 4, xa, M, acc); break;
+        case 5: chunk8(t, bb, b, k0, 5, xa, M, acc); break;
+        case 6: chunk8(t, bb, b, k0, 6, xa, M, acc); break;
+        case 7: chunk8(t, bb, b, k0, 7, xa, M, acc); break;
+        default: break;
         }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]) + ms[i];
+        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]);
     }
 }
 
@@ -166,17 +236,6 @@ static void mv8_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
 }
 
 /* ---- Q4_K, Q5_K: 8 groups of 32 with a scale and a min ------------------------------------- */
-/* the activation scales d_g and float sums s_g of groups g0 .. g0 + 7, stored [d, s] per group,
- * as two vectors (lane j: group g0 + j) */
-INLINE void xa_ds8(const float *a, __m256 *d, __m256 *s) {
-    const __m256 u = _mm256_loadu_ps(a), v = _mm256_loadu_ps(a + 8); /* d0 s0 .. d3 s3 | d4 s4 .. */
-    const __m256 e = _mm256_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0)); /* d0 d1 d4 d5 d2 d3 d6 d7 */
-    const __m256 o = _mm256_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1));
-    const __m256i ord = _mm256_set_epi32(7, 6, 3, 2, 5, 4, 1, 0);
-    *d = _mm256_permutevar8x32_ps(e, ord);
-    *s = _mm256_permutevar8x32_ps(o, ord);
-}
-
 /* Per superblock: the 8 group scales ds_j d_x,j in one vector (each group's lanes times its lane
  * j, broadcast by VPERMPS), the mins dm_j s_x,j into a vector accumulator by one FMA, summed
  * across lanes at the end of the row: no scalar chain through every group of the row. */
@@ -201,6 +260,8 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
             }
             const uint8_t *qs = b + (five ? 48 : 16);
             const __m256i qh = five ? ld256(b + 16) : _mm256_setzero_si256();
+            __m256i hp[ATTN__QMV_MAX][4], gs[ATTN__QMV_MAX];
+            for (int i = 0; i < M; i++) gs[i] = _mm256_setzero_si256(); /* set at even s */
             for (int s = 0; s < 8; s++) {
                 const __m256i q = ld256(qs + 32 * (s >> 1));
                 __m256i v = _mm256_and_si256((s & 1) ? _mm256_srli_epi16(q, 4) : q, _mm256_set1_epi8(15));
@@ -212,9 +273,16 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
                 for (int i = 0; i < M; i++) {
                     const int64_t g = 8 * k + s;
                     const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * g));
-                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp(v, xq)),
-                                             _mm256_permutevar8x32_ps(sc[i], _mm256_set1_epi32(s)), acc[i]);
+                    const __m256i d = dp(v, xq);
+                    if (s & 1) hp[i][s >> 1] = _mm256_hadd_epi32(gs[i], d);
+                    else gs[i] = d;
                 }
+            }
+            for (int i = 0; i < M; i++) {
+                const __m256i a = _mm256_hadd_epi32(hp[i][0], hp[i][1]), c = _mm256_hadd_epi32(hp[i][2], hp[i][3]);
+                const __m256i t = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
+                                                   _mm256_permute2x128_si256(a, c, 0x31));
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), sc[i], acc[i]);
             }
         }
         for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]) - hsum8(accm[i]);
@@ -249,19 +317,34 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
                                      _mm_loadl_epi64((const __m128i *)(const void *)(b + 192))))),
                 _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                                      _mm_loadl_epi64((const __m128i *)(const void *)(b + 200)))))};
-            for (int z = 0; z < 8; z++) { /* elements 32 z .. 32 z + 31 */
-                const __m256i v = attn__q6k_ubytes32(b, z); /* kquant_avx2.h */
+            /* per half superblock (groups 8 h .. 8 h + 7): each 32 elements' dot, its two groups
+             * of 16 in lanes 0-3 and 4-7, reduced by two VPHADDD into one vector, even groups in
+             * lanes 0-3, odd ones in 4-7 (ORD); the offset 32 times the activation quants' sums
+             * of the groups (sq) subtracted as integers; one conversion, one FMA */
+            const __m256i ord = _mm256_set_epi32(7, 5, 3, 1, 6, 4, 2, 0);
+            const __m256i evn = _mm256_set_epi32(6, 4, 2, 0, 6, 4, 2, 0);
+            for (int h = 0; h < 2; h++) {
+                __m256i hp[ATTN__QMV_MAX][2], zs[ATTN__QMV_MAX];
+                for (int i = 0; i < M; i++) zs[i] = _mm256_setzero_si256(); /* set at even zz */
+                for (int zz = 0; zz < 4; zz++) {
+                    const int z = 4 * h + zz; /* elements 32 z .. 32 z + 31 */
+                    const __m256i v = attn__q6k_ubytes32(b, z); /* kquant_avx2.h */
+                    for (int i = 0; i < M; i++) {
+                        const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * (8 * k + z)));
+                        const __m256i dq = dp(v, xq);
+                        if (zz & 1) hp[i][zz >> 1] = _mm256_hadd_epi32(zs[i], dq);
+                        else zs[i] = dq;
+                    }
+                }
+                const __m256 dsh = _mm256_permutevar8x32_ps(ds[h], ord);
                 for (int i = 0; i < M; i++) {
-                    const int64_t g = 8 * k + z; /* activation block */
-                    const __m256i xq = ld256((const uint8_t *)(xa->q + i * xa->ldq + 32 * g));
-                    const float dx = xa->dsx[i * 2 * xa->ldb + 2 * g];
-                    const __m256i s = _mm256_sub_epi32(dp(v, xq), dp(_mm256_set1_epi8(32), xq));
-                    const __m256 sc = _mm256_mul_ps( /* groups 2 z, 2 z + 1 in lanes 0-3, 4-7 */
-                    _mm256_permutevar8x32_ps(ds[z >> 2], _mm256_set_epi32(
-                        2 * (z & 3) + 1, 2 * (z & 3) + 1, 2 * (z & 3) + 1, 2 * (z & 3) + 1, 2 * (z & 3),
-                        2 * (z & 3), 2 * (z & 3), 2 * (z & 3))),
-                    _mm256_set1_ps(dx));
-                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[i]);
+                    const int64_t g0 = 8 * k + 4 * h; /* the half's first activation block */
+                    const __m256i sq = _mm256_permutevar8x32_epi32(
+                        _mm256_loadu_si256((const __m256i *)(const void *)(xa->sq + i * 2 * xa->ldb + 2 * g0)), ord);
+                    const __m256i t = _mm256_sub_epi32(_mm256_hadd_epi32(hp[i][0], hp[i][1]),
+                                                       _mm256_slli_epi32(sq, 5));
+                    const __m256 dx = _mm256_permutevar8x32_ps(_mm256_loadu_ps(xa->dsx + i * 2 * xa->ldb + 2 * g0), evn);
+                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dsh, dx), acc[i]);
                 }
             }
         }
