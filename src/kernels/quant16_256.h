@@ -13,7 +13,7 @@
  * each weight group's integer quants meet the activation quants in VPMADDWD: 16 products in
  * pairs into 8 int32 lanes, exact (|q| <= 128, |x_q| <= 32767: a block's sum stays below
  * 32 * 128 * 32767 < 2^31).  The 8 groups of a chunk (8 blocks, or a K-quant superblock)
- * are reduced across lanes into one vector, group j in lane j (red8: integer, exact), converted
+ * are reduced across lanes into one vector, group j in lane j (attn__red8: integer, exact), converted
  * once, and multiplied by the groups' scales times the blocks' activation scales in one FMA;
  * mins (Q4_1, Q5_1, Q4_K, Q5_K) times the float sums of the unrounded x in another.  Offsets
  * (Q4_0's 8, Q5_0's 16, Q6_K's 32) are subtracted from the quants as 16-bit integers.  Per 32
@@ -34,32 +34,14 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PF_DIST 2048 /* bytes ahead of the weights to fetch */
 
-INLINE float h2f(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
 INLINE __m128i ld128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
 INLINE __m256i lx(const int16_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
-INLINE float hsum8(__m256 v) {
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
-}
 /* the products of 16 int16 weights with 16 activation quants, in pairs: 8 int32 lanes */
 INLINE __m256i dot16(__m256i w, const int16_t *x) { return _mm256_madd_epi16(w, lx(x)); }
 /* dot16(w0, x0) + dot16(w1, x1): the includer's dp2 (two VPMADDWD and an add, or VPDPWSSD) */
 INLINE __m256i dot32(__m256i w0, const int16_t *x0, __m256i w1, const int16_t *x1) {
     return dp2(w0, lx(x0), w1, lx(x1));
 }
-/* pairs of group vectors reduced as they come (h = hadd(s_2j, s_2j+1)), then lane j of the
- * result: the sum of group j's 8 lanes.  Integer, exact. */
-INLINE __m256i red8(const __m256i h[4]) {
-    const __m256i a = _mm256_hadd_epi32(h[0], h[1]), b = _mm256_hadd_epi32(h[2], h[3]);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
-}
-
 /* ---- 32-element types ------------------------------------------------------------------------ */
 enum { T40, T41, T50, T51, T80 };
 
@@ -122,42 +104,19 @@ INLINE void chunk32(int t, size_t bb, const uint8_t *b, int64_t k0, int n,
     const __m256 mv = mins ? attn__halves8n(b, (int)bb, 2, n) : _mm256_setzero_ps();
     for (int i = 0; i < M; i++) {
         const __m256 sc = _mm256_mul_ps(dv, _mm256_loadu_ps(xa->d + i * xa->ldb + k0));
-        acc[i] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(red8(h[i])), acc[i]);
+        acc[i] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(attn__red8(h[i])), acc[i]);
         if (mins) acc[i] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xa->sx + i * xa->ldb + k0), acc[i]);
     }
 }
 
-INLINE void rows32(int t, size_t bb, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                   const attn__q16act *xa, const int M, float *y, int64_t ldy) {
-    for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *b = w + (size_t)r * rb;
-        __m256 acc[ATTN__QMV_MAX];
-        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
-        int64_t k0 = 0;
-        for (; k0 + 8 <= nb; k0 += 8, b += 8 * bb) chunk32(t, bb, b, k0, 8, xa, M, acc);
-        switch (nb - k0) { /* the last blocks, n a constant in each */
-        case 1: chunk32(t, bb, b, k0, 1, xa, M, acc); break;
-        case 2: chunk32(t, bb, b, k0, 2, xa, M, acc); break;
-        case 3: chunk32(t, bb, b, k0, 3, xa, M, acc); break;
-        case 4: chunk32(t, bb, b, k0, 4, xa, M, acc); break;
-        case 5: chunk32(t, bb, b, k0, 5, xa, M, acc); break;
-        case 6: chunk32(t, bb, b, k0, 6, xa, M, acc); break;
-        case 7: chunk32(t, bb, b, k0, 7, xa, M, acc); break;
-        default: break;
-        }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]);
-    }
-}
-
+ATTN__ROWS8(rows32, chunk32, attn__q16act) /* kquant_avx2.h */
+#define ROWS32_CALL(M) rows32(t_, bb_, w, rb, rows, nb, xa, M, y, ldy)
 #define DEF32(name, T, BB)                                                                    \
     static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
                      const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {              \
-        switch (m) {                                                                          \
-        case 1: rows32(T, BB, w, rb, rows, nb, xa, 1, y, ldy); break;                         \
-        case 2: rows32(T, BB, w, rb, rows, nb, xa, 2, y, ldy); break;                         \
-        case 3: rows32(T, BB, w, rb, rows, nb, xa, 3, y, ldy); break;                         \
-        default: rows32(T, BB, w, rb, rows, nb, xa, 4, y, ldy); break;                        \
-        }                                                                                     \
+        const int t_ = (T);                                                                   \
+        const size_t bb_ = (BB);                                                              \
+        ATTN__QMV_SWITCH(m, ROWS32_CALL)                                                      \
     }
 DEF32(mv16_q4_0, T40, 18)
 DEF32(mv16_q4_1, T41, 20)
@@ -203,23 +162,20 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
             attn__k4_scales8(b, &ds, &dm);
             for (int i = 0; i < M; i++) {
                 const __m256 sc = _mm256_mul_ps(ds, _mm256_loadu_ps(xa->d + i * xa->ldb + 8 * k));
-                acc[i] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(red8(h[i])), acc[i]);
+                acc[i] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(attn__red8(h[i])), acc[i]);
                 accm[i] = _mm256_fmadd_ps(dm, _mm256_loadu_ps(xa->sx + i * xa->ldb + 8 * k), accm[i]);
             }
         }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]) - hsum8(accm[i]);
+        for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]) - attn__hsum8(accm[i]);
     }
 }
 
+#define ROWSK45_CALL(M) rowsk45(five_, w, rb, rows, nb, xa, M, y, ldy)
 #define DEFK45(name, FIVE)                                                                    \
     static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
                      const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {              \
-        switch (m) {                                                                          \
-        case 1: rowsk45(FIVE, w, rb, rows, nb, xa, 1, y, ldy); break;                         \
-        case 2: rowsk45(FIVE, w, rb, rows, nb, xa, 2, y, ldy); break;                         \
-        case 3: rowsk45(FIVE, w, rb, rows, nb, xa, 3, y, ldy); break;                         \
-        default: rowsk45(FIVE, w, rb, rows, nb, xa, 4, y, ldy); break;                        \
-        }                                                                                     \
+        const int five_ = (FIVE);                                                             \
+        ATTN__QMV_SWITCH(m, ROWSK45_CALL)                                                     \
     }
 DEFK45(mv16_q4_k, 0)
 DEFK45(mv16_q5_k, 1)
@@ -236,7 +192,7 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
         for (int i = 0; i < M; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++, b += 210) {
             for (int p = 0; p < 210; p += 64) _mm_prefetch((const char *)b + PF_DIST + p, _MM_HINT_T0);
-            const __m256 d = _mm256_set1_ps(h2f(b + 208));
+            const __m256 d = _mm256_set1_ps(attn__h2f(b + 208));
             _Pragma("GCC unroll 2")
             for (int half = 0; half < 2; half++) {
                 __m256i h[ATTN__QMV_MAX][4];
@@ -257,22 +213,18 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                 for (int i = 0; i < M; i++) { /* block j of the superblock: groups 2 j, 2 j + 1 */
                     const __m256 dx = _mm256_loadu_ps(xa->d + i * xa->ldb + 8 * k);
                     const __m256 sc = _mm256_mul_ps(ds, _mm256_permutevar8x32_ps(dx, pairs[half]));
-                    acc[i][half] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(red8(h[i])), acc[i][half]);
+                    acc[i][half] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(attn__red8(h[i])), acc[i][half]);
                 }
             }
         }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(_mm256_add_ps(acc[i][0], acc[i][1]));
+        for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(_mm256_add_ps(acc[i][0], acc[i][1]));
     }
 }
 
+#define ROWSQ6_CALL(M) rowsq6(w, rb, rows, nb, xa, M, y, ldy)
 static void mv16_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                       const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {
-    switch (m) {
-    case 1: rowsq6(w, rb, rows, nb, xa, 1, y, ldy); break;
-    case 2: rowsq6(w, rb, rows, nb, xa, 2, y, ldy); break;
-    case 3: rowsq6(w, rb, rows, nb, xa, 3, y, ldy); break;
-    default: rowsq6(w, rb, rows, nb, xa, 4, y, ldy); break;
-    }
+    ATTN__QMV_SWITCH(m, ROWSQ6_CALL)
 }
 
 static const attn__quant_kernels TABLE = {

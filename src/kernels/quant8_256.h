@@ -35,19 +35,9 @@
 
 #include "x86_avx2/kquant_avx2.h"
 
-INLINE float h2f(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
 INLINE __m128i ld128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
 INLINE __m256i ld256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
 
-INLINE float hsum8(__m256 v) {
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
-}
 
 /* the 32 nibbles of 16 bytes in element order */
 INLINE __m256i nib(const uint8_t *qs) {
@@ -134,9 +124,7 @@ INLINE void chunk8(int t, size_t bb, const uint8_t *b, int64_t k0, int n, const 
     const __m256 dv = attn__halves8n(b, (int)bb, 0, n); /* kquant_avx2.h */
     const __m256 mv = t == T41 || t == T51 ? attn__halves8n(b, (int)bb, 2, n) : _mm256_setzero_ps();
     for (int i = 0; i < M; i++) {
-        const __m256i a = _mm256_hadd_epi32(hp[i][0], hp[i][1]), c = _mm256_hadd_epi32(hp[i][2], hp[i][3]);
-        __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
-                                       _mm256_permute2x128_si256(a, c, 0x31));
+        __m256i tot = attn__red8(hp[i]); /* x86_avx2/kquant_avx2.h */
         const float *ds = xa->dsx + i * 2 * xa->ldb + 2 * k0;
         const int32_t *sqp = xa->sq + i * 2 * xa->ldb + 2 * k0;
         float dxf[16] = {0};
@@ -158,37 +146,14 @@ INLINE void chunk8(int t, size_t bb, const uint8_t *b, int64_t k0, int n, const 
     }
 }
 
-INLINE void rows32(int t, size_t bb, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                   const attn__q8act *xa, const int M, float *y, int64_t ldy) {
-    for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *b = w + (size_t)r * rb;
-        __m256 acc[ATTN__QMV_MAX];
-        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
-        int64_t k0 = 0;
-        for (; k0 + 8 <= nb; k0 += 8, b += 8 * bb) chunk8(t, bb, b, k0, 8, xa, M, acc);
-        switch (nb - k0) { /* the last blocks, n a constant in each */
-        case 1: chunk8(t, bb, b, k0, 1, xa, M, acc); break;
-        case 2: chunk8(t, bb, b, k0, 2, xa, M, acc); break;
-        case 3: chunk8(t, bb, b, k0, 3, xa, M, acc); break;
-        case 4: chunk8(t, bb, b, k0, 4, xa, M, acc); break;
-        case 5: chunk8(t, bb, b, k0, 5, xa, M, acc); break;
-        case 6: chunk8(t, bb, b, k0, 6, xa, M, acc); break;
-        case 7: chunk8(t, bb, b, k0, 7, xa, M, acc); break;
-        default: break;
-        }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]);
-    }
-}
-
+ATTN__ROWS8(rows32, chunk8, attn__q8act) /* x86_avx2/kquant_avx2.h */
+#define ROWS32_CALL(M) rows32(t_, bb_, w, rb, rows, nb, xa, M, y, ldy)
 #define DEF32(name, T, BB)                                                                    \
     static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
                      const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
-        switch (m) {                                                                          \
-        case 1: rows32(T, BB, w, rb, rows, nb, xa, 1, y, ldy); break;                         \
-        case 2: rows32(T, BB, w, rb, rows, nb, xa, 2, y, ldy); break;                         \
-        case 3: rows32(T, BB, w, rb, rows, nb, xa, 3, y, ldy); break;                         \
-        default: rows32(T, BB, w, rb, rows, nb, xa, 4, y, ldy); break;                        \
-        }                                                                                     \
+        const int t_ = (T);                                                                   \
+        const size_t bb_ = (BB);                                                              \
+        ATTN__QMV_SWITCH(m, ROWS32_CALL)                                                      \
     }
 DEF32(mv8_q4_0, T40, 18)
 DEF32(mv8_q4_1, T41, 20)
@@ -208,7 +173,7 @@ INLINE void rowsxs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
             _mm_prefetch((const char *)b + PF, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)b + PF + 128, _MM_HINT_T0);
-            const float d = h2f(b);
+            const float d = attn__h2f(b);
             for (int s = 0; s < 8; s++) {
                 const float ds = d * (float)attn__iq4xs_scale(b, s);
                 const __m256i v = iq4_lut(nib(b + 8 + 16 * s)), av = _mm256_abs_epi8(v);
@@ -221,7 +186,7 @@ INLINE void rowsxs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
                 }
             }
         }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]);
+        for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]);
     }
 }
 
@@ -279,13 +244,10 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
                 }
             }
             for (int i = 0; i < M; i++) {
-                const __m256i a = _mm256_hadd_epi32(hp[i][0], hp[i][1]), c = _mm256_hadd_epi32(hp[i][2], hp[i][3]);
-                const __m256i t = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
-                                                   _mm256_permute2x128_si256(a, c, 0x31));
-                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), sc[i], acc[i]);
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(attn__red8(hp[i])), sc[i], acc[i]);
             }
         }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]) - hsum8(accm[i]);
+        for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]) - attn__hsum8(accm[i]);
     }
 }
 
@@ -311,7 +273,7 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
         for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++, b += 210) {
             for (int p = 0; p < 256; p += 64) _mm_prefetch((const char *)b + PF + p, _MM_HINT_T0);
-            const __m256 d = _mm256_set1_ps(h2f(b + 208));
+            const __m256 d = _mm256_set1_ps(attn__h2f(b + 208));
             const __m256 ds[2] = { /* d sc_g, lane g & 7 of ds[g >> 3] */
                 _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                                      _mm_loadl_epi64((const __m128i *)(const void *)(b + 192))))),
@@ -348,7 +310,7 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
                 }
             }
         }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = hsum8(acc[i]);
+        for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]);
     }
 }
 

@@ -2,7 +2,7 @@
  * shared by the three x86 int8 sets: x86_avx2/quant8_avx2.c and x86_avxvnni/quant_avxvnni.c
  * (through quant8_256.h), x86_avx512vnni/quant_vnni.c (256-bit VPDPBUSD of AVX512VL).  The
  * includer defines `dp(u, s)` (32 unsigned weight bytes times 32 signed activation bytes into
- * 8 int32 lanes of 4 products each, exactly), h2f and ld256, then includes this file once.
+ * 8 int32 lanes of 4 products each, exactly) and ld256, then includes this file once (attn__h2f: kquant_avx2.h).
  *
  * Per block of 32 of x (the weight's groups 2 j and 2 j + 1 of 16), the 32 weight quants as
  * unsigned bytes (Q2_K q in [0, 3]; Q3_K ql | h << 2 in [0, 7], the offset 4 subtracted as
@@ -52,7 +52,7 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
                 sc[1] = _mm256_cvtepu8_epi32(_mm_and_si128(_mm_srli_si128(s16, 8), _mm_set1_epi8(15)));
                 mnb = _mm256_broadcastsi128_si256(_mm_and_si128(_mm_srli_epi16(s16, 4), _mm_set1_epi8(15)));
             }
-            const float d = h2f(b + (three ? 108 : 80)), dmin = three ? 0.0f : h2f(b + 82);
+            const float d = attn__h2f(b + (three ? 108 : 80)), dmin = three ? 0.0f : attn__h2f(b + 82);
             const __m256i hm = three ? ld256(b) : _mm256_setzero_si256();
             for (int j = 0; j < 8; j++) {
                 __m256i v = k23_bits2(b + (three ? 32 : 16), j);

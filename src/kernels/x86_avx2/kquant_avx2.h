@@ -8,6 +8,19 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The half at p as a float (F16C); the sum of a vector's 8 lanes in a fixed order,
+ * ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) */
+static inline __attribute__((always_inline)) float attn__h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+static inline __attribute__((always_inline)) float attn__hsum8(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
+}
+
 /* Q4_K / Q5_K: the 8 scales d sc_j and mins dmin mn_j (lane j).  With A = s[j] and
  * B = s[4 + j] (s = the 12 bytes at b + 4), lanes j < 4 take sc = A & 63, mn = B & 63, lanes
  * j >= 4 sc = (B & 15) | ((s[j - 4] >> 2) & 48), mn = (B >> 4) | ((A >> 2) & 48); d and dmin
@@ -128,5 +141,40 @@ static inline __attribute__((always_inline)) __m256 attn__halves8n(const uint8_t
     default: return attn__halves8(b, bb, off, 8);
     }
 }
+
+/* The integer kernels' reduction (../quant8_256.h, ../quant16_256.h): the int32 lanes of 8 group
+ * vectors s_0 .. s_7, given as h[p] = VPHADDD(s_2p, s_2p+1), into one vector whose lane j is
+ * the sum of s_j's lanes (exact). */
+static inline __attribute__((always_inline)) __m256i attn__red8(const __m256i h[4]) {
+    const __m256i a = _mm256_hadd_epi32(h[0], h[1]), b = _mm256_hadd_epi32(h[2], h[3]);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+/* Their row loop over the 32-element types: NAME(t, bb, w, rb, rows, nb, xa, M, y, ldy) runs
+ * CHUNK(t, bb, b, k0, n, xa, M, acc) on 8 blocks at a time (the last n < 8 a constant in each
+ * call) into one float accumulator per vector, and stores attn__hsum8 of each. */
+#define ATTN__ROWS8(NAME, CHUNK, ACT)                                                         \
+    static inline __attribute__((always_inline)) void NAME(                                   \
+        int t, size_t bb, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,              \
+        const ACT *xa, const int M, float *y, int64_t ldy) {                                  \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            const uint8_t *b = w + (size_t)r * rb;                                            \
+            __m256 acc[ATTN__QMV_MAX];                                                        \
+            for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();                         \
+            int64_t k0 = 0;                                                                   \
+            for (; k0 + 8 <= nb; k0 += 8, b += 8 * bb) CHUNK(t, bb, b, k0, 8, xa, M, acc);    \
+            switch (nb - k0) {                                                                \
+            case 1: CHUNK(t, bb, b, k0, 1, xa, M, acc); break;                                \
+            case 2: CHUNK(t, bb, b, k0, 2, xa, M, acc); break;                                \
+            case 3: CHUNK(t, bb, b, k0, 3, xa, M, acc); break;                                \
+            case 4: CHUNK(t, bb, b, k0, 4, xa, M, acc); break;                                \
+            case 5: CHUNK(t, bb, b, k0, 5, xa, M, acc); break;                                \
+            case 6: CHUNK(t, bb, b, k0, 6, xa, M, acc); break;                                \
+            case 7: CHUNK(t, bb, b, k0, 7, xa, M, acc); break;                                \
+            default: break;                                                                   \
+            }                                                                                 \
+            for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]);                       \
+        }                                                                                     \
+    }
 
 #endif

@@ -27,11 +27,6 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PF_DIST 2048 /* bytes ahead of the weights to fetch */
 
-INLINE float h2f(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
 INLINE __m128i ld64(const uint8_t *p) { return _mm_loadl_epi64((const __m128i *)(const void *)p); }
 INLINE __m128i ld128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
 INLINE __m256 u8f(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
@@ -69,28 +64,28 @@ INLINE __m256i bits32(const uint8_t *p) {
 }
 
 INLINE void prep_q4_0(const uint8_t *b, bst *s) {
-    s->d = h2f(b);
+    s->d = attn__h2f(b);
     s->q = _mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8));
 }
 INLINE void prep_q4_1(const uint8_t *b, bst *s) {
-    s->d = h2f(b), s->m = h2f(b + 2);
+    s->d = attn__h2f(b), s->m = attn__h2f(b + 2);
     s->q = nibbles32(b + 4);
 }
 /* 5-bit: bit e of qh is bit 4 of element e; Q5_0 subtracts 16: the nibble, less 16 where the
  * bit is clear */
 INLINE void prep_q5_0(const uint8_t *b, bst *s) {
-    s->d = h2f(b);
+    s->d = attn__h2f(b);
     s->q = _mm256_sub_epi8(nibbles32(b + 6), _mm256_andnot_si256(bits32(b + 2), _mm256_set1_epi8(16)));
 }
 INLINE void prep_q5_1(const uint8_t *b, bst *s) {
-    s->d = h2f(b), s->m = h2f(b + 2);
+    s->d = attn__h2f(b), s->m = attn__h2f(b + 2);
     s->q = _mm256_or_si256(nibbles32(b + 8), _mm256_and_si256(bits32(b + 4), _mm256_set1_epi8(16)));
 }
-INLINE void prep_q8_0(const uint8_t *b, bst *s) { s->d = h2f(b); } /* get reads the quants */
+INLINE void prep_q8_0(const uint8_t *b, bst *s) { s->d = attn__h2f(b); } /* get reads the quants */
 
 /* IQ4: nibbles through the 16-entry int8 table of levels (PSHUFB, the table in both lanes) */
 INLINE void prep_iq4_nl(const uint8_t *b, bst *s) {
-    s->d = h2f(b);
+    s->d = attn__h2f(b);
     s->q = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(ld128((const uint8_t *)attn__iq4_values)),
                                nibbles32(b + 2));
 }
@@ -129,7 +124,7 @@ INLINE void k4_scales(const uint8_t *b, bst *st) { /* 8 lanes at once (kquant_av
 #define prep_q4_k k4_scales
 #define prep_q5_k k4_scales
 INLINE void prep_q6_k(const uint8_t *b, bst *st) {
-    const __m256 d = _mm256_set1_ps(h2f(b + 208));
+    const __m256 d = _mm256_set1_ps(attn__h2f(b + 208));
     _mm256_storeu_ps(st->ds, _mm256_mul_ps(d, s8f(ld64(b + 192))));
     _mm256_storeu_ps(st->ds + 8, _mm256_mul_ps(d, s8f(ld64(b + 200))));
 }
@@ -138,7 +133,7 @@ INLINE void prep_q6_k(const uint8_t *b, bst *st) {
  * group t / 2: 2-bit field (t >> 2) & 3 of bytes 8 (t & 3) .. of the 32 at 16 + 32 (t >> 4),
  * fl(fl(dl q) - ml) */
 INLINE void prep_q2_k(const uint8_t *b, bst *st) {
-    const __m256 d = _mm256_set1_ps(h2f(b + 80)), dmin = _mm256_set1_ps(h2f(b + 82));
+    const __m256 d = _mm256_set1_ps(attn__h2f(b + 80)), dmin = _mm256_set1_ps(attn__h2f(b + 82));
     for (int h = 0; h < 2; h++) {
         const __m256i sc = _mm256_cvtepu8_epi32(ld64(b + 8 * h));
         _mm256_storeu_ps(st->ds + 8 * h,
@@ -158,7 +153,7 @@ INLINE __m256 get_q2_k(const uint8_t *b, const bst *st, int t) {
  * shift 4 (g >> 3), high 2 from byte 8 + (g & 3), shift 2 (g >> 2)); the value
  * dl (ql - 4 (1 - h)), ql as Q2_K's (qs at 32), h bit t >> 2 of hmask bytes 8 (t & 3) .. */
 INLINE void prep_q3_k(const uint8_t *b, bst *st) { /* d (sc - 32), 8 groups at a time */
-    const __m256 d = _mm256_set1_ps(h2f(b + 108));
+    const __m256 d = _mm256_set1_ps(attn__h2f(b + 108));
     __m256i sc[2];
     attn__q3k_scales16(b, sc);
     for (int h = 0; h < 2; h++) _mm256_storeu_ps(st->ds + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc[h])));
@@ -172,7 +167,7 @@ INLINE __m256 get_q3_k(const uint8_t *b, const bst *st, int t) {
 
 /* IQ4_XS: t = 0 .. 31, group s = t / 4 of 32: its 16 bytes, low nibbles then high */
 INLINE void prep_iq4_xs(const uint8_t *b, bst *st) {
-    const float d = h2f(b);
+    const float d = attn__h2f(b);
     for (int s = 0; s < 8; s++) st->ds[s] = d * (float)attn__iq4xs_scale(b, s);
 }
 INLINE __m256 get_iq4_xs(const uint8_t *b, const bst *st, int t) {
@@ -208,15 +203,10 @@ INLINE __m256 get_q6_k(const uint8_t *b, const bst *st, int t) {
             acc[i_][s] = _mm256_fmadd_ps((w), _mm256_loadu_ps(x + i_ * ldx + (off)), acc[i_][s]); \
     } while (0)
 
-INLINE float hsum8(__m256 v) { /* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) */
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
-}
 
 #define STORE_M(M)                                                                            \
     for (int i_ = 0; i_ < (M); i_++)                                                          \
-    y[i_ * ldy + r] = hsum8(                                                                  \
+    y[i_ * ldy + r] = attn__hsum8(                                                                  \
         _mm256_add_ps(_mm256_add_ps(acc[i_][0], acc[i_][1]), _mm256_add_ps(acc[i_][2], acc[i_][3])))
 
 #define DEFQ(T, BE, BB)                                                                       \
@@ -310,7 +300,7 @@ INLINE void k4f_q5_k(const uint8_t *b, int c, int t, __m256 *lo, __m256 *hi) {
 }
 
 /* acc[i][0] takes the even groups and the mins, acc[i][1] the odd groups; the row's sum
- * hsum8(acc[i][0] + acc[i][1]) */
+ * attn__hsum8(acc[i][0] + acc[i][1]) */
 #define DEFK4F(T, BB)                                                                         \
     INLINE void rowsf_##T(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const float *x, \
                           int64_t ldx, const int M, const float *xs, float *y, int64_t ldy) { \
@@ -351,7 +341,7 @@ INLINE void k4f_q5_k(const uint8_t *b, int c, int t, __m256 *lo, __m256 *hi) {
                     }                                                                         \
                 }                                                                             \
             }                                                                                 \
-            for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = hsum8(_mm256_add_ps(acc[i_][0], acc[i_][1])); \
+            for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = attn__hsum8(_mm256_add_ps(acc[i_][0], acc[i_][1])); \
         }                                                                                     \
     }
 DEFK4F(q4_k, 144)
@@ -387,7 +377,7 @@ INLINE void rowsf_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, co
                 }
             }
         }
-        for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = hsum8(_mm256_add_ps(acc[i_][0], acc[i_][1]));
+        for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = attn__hsum8(_mm256_add_ps(acc[i_][0], acc[i_][1]));
     }
 }
 /* exported: the AVX-512 set takes it on Zen 4 (quant.h, attn__quant_kernels_avx512_zen4) */
@@ -493,7 +483,7 @@ INLINE void q32f_q8_0(const uint8_t *b, __m256 q[4]) {
                 if (j < n) blk32f_##T(b + (BB) * j, sd[j], x0 + 32 * j, ldx, M, acc0);        \
                 b += (BB) * n;                                                                \
             }                                                                                 \
-            for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = hsum8(_mm256_add_ps(acc0[i_], acc1[i_])); \
+            for (int i_ = 0; i_ < M; i_++) y[i_ * ldy + r] = attn__hsum8(_mm256_add_ps(acc0[i_], acc1[i_])); \
         }                                                                                     \
     }
 DEF32F(q4_0, 18)
@@ -573,7 +563,7 @@ INLINE float el_f32(const uint8_t *b, int64_t k) {
     memcpy(&f, b + 4 * k, 4);
     return f;
 }
-INLINE float el_f16(const uint8_t *b, int64_t k) { return h2f(b + 2 * k); }
+INLINE float el_f16(const uint8_t *b, int64_t k) { return attn__h2f(b + 2 * k); }
 INLINE float el_bf16(const uint8_t *b, int64_t k) {
     uint32_t u = (uint32_t)(b[2 * k] | b[2 * k + 1] << 8) << 16;
     float f;
