@@ -2,7 +2,8 @@
  * shared by the three x86 int8 sets: x86_avx2/quant8_avx2.c and x86_avxvnni/quant_avxvnni.c
  * (through quant8_256.h), x86_avx512vnni/quant_vnni.c (256-bit VPDPBUSD of AVX512VL).  The
  * includer defines `dp(u, s)` (32 unsigned weight bytes times 32 signed activation bytes into
- * 8 int32 lanes of 4 products each, exactly) and ld256, then includes this file once (attn__h2f: kquant_avx2.h).
+ * 8 int32 lanes of 4 products each, exactly) and ld256, then includes this file once
+ * (attn__h2f: kquant_avx2.h).
  *
  * Per block of 32 of x (the weight's groups 2 j and 2 j + 1 of 16), the 32 weight quants as
  * unsigned bytes (Q2_K q in [0, 3]; Q3_K ql | h << 2 in [0, 7], the offset 4 subtracted as
