@@ -99,11 +99,12 @@ static inline __m256i attn__q6k_bytes32(const uint8_t *b, int z) {
             attn__xsum32(x + i_ * ldx, nb * (GPB), xi);                                       \
             for (int64_t j = nb * (GPB); j % 8; j++) xi[j] = 0.0f;                            \
         }                                                                                     \
+        const float *xs_ = (NEEDX) ? xs : NULL; /* not read without mins */                 \
         switch (M) {                                                                          \
-        case 1: rowsf_##T(w, rb, rows, nb, x, ldx, 1, xs, y, ldy); break;                     \
-        case 2: rowsf_##T(w, rb, rows, nb, x, ldx, 2, xs, y, ldy); break;                     \
-        case 3: rowsf_##T(w, rb, rows, nb, x, ldx, 3, xs, y, ldy); break;                     \
-        default: rowsf_##T(w, rb, rows, nb, x, ldx, 4, xs, y, ldy); break;                    \
+        case 1: rowsf_##T(w, rb, rows, nb, x, ldx, 1, xs_, y, ldy); break;                    \
+        case 2: rowsf_##T(w, rb, rows, nb, x, ldx, 2, xs_, y, ldy); break;                    \
+        case 3: rowsf_##T(w, rb, rows, nb, x, ldx, 3, xs_, y, ldy); break;                    \
+        default: rowsf_##T(w, rb, rows, nb, x, ldx, 4, xs_, y, ldy); break;                   \
         }                                                                                     \
     }
 static inline void attn__xsum32(const float *x, int64_t ng, float *xs) {
