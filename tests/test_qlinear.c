@@ -916,6 +916,52 @@ static void test_x86_int16_sets(void) {
     attn_ctx_free(c);
 }
 
+/* ---- the int16 rounding of activations at its edges ------------------------------------------
+ * attn__q16act_quantize on blocks whose largest value is tiny (below ~9.6e-35 a zero block:
+ * 1 / d would overflow), normal, +-32767 d exactly, infinite or NaN (d NaN), and the padding
+ * of d and sx past K / 32 zero; then attn__qlinear on such rows: finite where x is, NaN in the
+ * rows that hold a NaN or an infinity. */
+static void test_q16_edges(void) {
+    const int64_t K = 5 * 32, ldb = 8;
+    float x[5 * 32], d[8], sx[8];
+    int16_t q[5 * 32];
+    for (int j = 0; j < 32; j++) {
+        x[j] = (j - 16) * 1e-36f;      /* tiny: a zero block */
+        x[32 + j] = (j - 16) * 1e-30f; /* small but normal */
+        x[64 + j] = (float)(j - 16);   /* max 16: x = q d to rounding */
+        x[96 + j] = j == 5 ? INFINITY : 1.0f;
+        x[128 + j] = j == 7 ? NAN : 1.0f;
+    }
+    for (int b = 0; b < 8; b++) d[b] = sx[b] = -1.0f;
+    attn__q16act_quantize(x, K, 1, K, q, K, d, sx, ldb);
+    int zero = 1;
+    for (int j = 0; j < 32; j++) zero &= q[j] == 0;
+    TU_CHECK(d[0] == 0.0f && zero, "tiny block: d %g, not a zero block", d[0]);
+    TU_CHECK(d[1] > 0.0f && q[32] == -32767 && q[32 + 31] == (int16_t)lrint(15.0 / 16.0 * 32767),
+             "1e-30 block: d %g q %d %d", d[1], q[32], q[63]);
+    TU_CHECK(d[2] == 16.0f / 32767.0f && q[64] == -32767 && q[64 + 16] == 0, "block of max 16");
+    TU_CHECK(isnan(d[3]) && isnan(d[4]), "inf / NaN blocks: d %g %g", d[3], d[4]);
+    TU_CHECK(d[5] == 0.0f && d[6] == 0.0f && d[7] == 0.0f && sx[5] == 0.0f && sx[7] == 0.0f,
+             "padding past K / 32 not zero");
+    /* through attn__qlinear: rows of x with these blocks, Q8_0 weights of 5 blocks */
+    attn_ctx *c = tu_ctx(2);
+    size_t wb;
+    unsigned char *w = make_weights(c, ATTN_Q_Q8_0, 7, K, 3, &wb);
+    float xs[3 * 5 * 32], y[3 * 7];
+    for (int64_t k = 0; k < K; k++) {
+        xs[k] = k < 64 ? x[k] : 0.5f;                        /* tiny and small blocks */
+        xs[K + k] = x[k] == x[k] && k < 96 ? x[k] : 0.25f;   /* finite */
+        xs[2 * K + k] = x[k];                                 /* with inf and NaN */
+    }
+    TU_STATUS(attn__qlinear(c, ATTN_Q_Q8_0, w, 7, K, xs, K, 3, NULL, NULL, y, 7, ATTN__QACT_Q16),
+              ATTN_OK, c);
+    int fin = 1, nan = 1;
+    for (int n = 0; n < 7; n++) fin &= isfinite(y[n]) && isfinite(y[7 + n]), nan &= isnan(y[14 + n]);
+    TU_CHECK(fin && nan, "int16 rows: finite x must give finite y, inf / NaN rows NaN");
+    free(w);
+    attn_ctx_free(c);
+}
+
 /* ---- a type a SIMD set leaves out ---------------------------------------------------------------
  * The context's own sets with the IQ4 (and Q4_0) entries removed, as on a set that lacks a
  * type: attn__qlinear must take the plain C kernels, float and int8, so the matrix-vector
@@ -1024,6 +1070,7 @@ int main(void) {
     test_fallback();
     test_x86_int8_sets();
     test_x86_int16_sets();
+    test_q16_edges();
     test_kernels();
     test_multi();
     test_public();

@@ -77,7 +77,7 @@ void attn__q16act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K, in
                 amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
             }
             float db = amax / 32767.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
-            if (!(id <= FLT_MAX)) db = 0.0f, id = 0.0f; /* max|x| < ~3.6e-34: a zero block */
+            if (!(id <= FLT_MAX)) db = 0.0f, id = 0.0f; /* max|x| < ~9.6e-35: a zero block */
             for (int j = 0; j < 32; j++) {
                 /* roundf(y) clamped to [-32767, 32767], NaN to 0, as the int8 rounding: the
                  * fraction y - trunc(y) is exact for |y| < 2^23 */

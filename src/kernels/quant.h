@@ -125,7 +125,7 @@ ATTN__HIDDEN void attn__q8act_quantize(const float *x, int64_t ldx, int64_t m, i
 
 /* ---- activations as int16 (the ATTN__QACT_Q16 path) ------------------------------------------
  * Block b of 32 values of a vector: d_b = max|x| / 32767 (0 for a zero block and for max|x| <
- * ~3.6e-34, where 1 / d_b would overflow), q_j = x_j * (1 / d_b) rounded to the nearest
+ * ~9.6e-35, where 1 / d_b would overflow), q_j = x_j * (1 / d_b) rounded to the nearest
  * integer (halves away from zero) in [-32767, 32767], and the float sum of its x (in order),
  * for the mins of Q4_1, Q5_1, Q4_K and Q5_K.  A block holding a NaN or an infinity gets
  * d_b = NaN.  Vector i: q[i * ldq + k]; d[i * ldb + b], sx[i * ldb + b], with ldb >= K / 32
