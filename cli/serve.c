@@ -46,7 +46,7 @@ typedef enum MHD_Result MHD_Result_t;
 static struct {
     const char *model, *embed, *host, *api_key, *template_file;
     long long port, parallel, ctx, queue, threads;
-    int insecure, cache_bf16, quiet, mmap;
+    int insecure, cache_bf16, quiet, mmap, act;
     attn_server *srv;
 } S;
 
@@ -218,6 +218,7 @@ int attn_cmd_serve(int argc, char **argv) {
                      "context (KV cache) of each slot in tokens (default: the\n"
                      "model's, at most 4096)"),
         ATTN_OPT_FLAG("cache-bf16", 0, &S.cache_bf16, "keep the KV caches in bfloat16"),
+        ATTN_OPT_ACT(&S.act),
         ATTN_OPT_INT("queue", 0, &S.queue, 1, 1 << 20, "N",
                      "requests waiting for a slot at most; more get 503\n"
                      "(default 64)"),
@@ -283,6 +284,7 @@ int attn_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "attn serve: %s has no tokenizer\n", S.model);
         goto out;
     }
+    if (S.act) attn_llm_set_activations(m, S.act == 1 ? ATTN_QACT_Q8 : ATTN_QACT_Q16);
     if (S.template_file && !attn_cli_chat_template(cmd, sctx, m, S.template_file)) goto out;
     if (S.embed && (st = attn_bert_load(sctx, S.embed, &bert))) {
         attn_cli_fail(sctx, cmd, st);

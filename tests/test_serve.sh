@@ -351,6 +351,24 @@ code=$(curl -s -o "$T/out" -w '%{http_code}' "${URL}v1/embeddings" \
 [ "$code" = 404 ] || fail "embeddings without --embed: $code, not 404"
 stop_server
 
+# --act int16: the server's greedy completion equals attn generate --act int16's
+start_server "$T/log4" --model $G --act int16 --parallel 1 --ctx 128
+python3 - "$URL" "$ATTN" "$G" <<'PY' || fail "--act int16 (above)"
+import json, subprocess, sys, urllib.request
+url, a, g = sys.argv[1:]
+body = {"prompt": "The quick brown fox", "max_tokens": 24, "temperature": 0}
+req = urllib.request.Request(url + "v1/completions", data=json.dumps(body).encode())
+with urllib.request.urlopen(req, timeout=120) as r:
+    got = json.loads(r.read())["choices"][0]["text"]
+out = subprocess.run([a, "generate", "--model", g, "--prompt", body["prompt"], "--tokens", "24",
+                      "--temperature", "0", "-q", "-t", "1", "--act", "int16"], check=True,
+                     capture_output=True).stdout.decode("utf-8")[:-1]
+if got != out:
+    print("FAIL: serve --act int16 %r, attn generate --act int16 %r" % (got, out))
+    sys.exit(1)
+PY
+stop_server
+
 # --template: a template attn does not recognise stops the server before it listens
 run 1 "$ATTN" serve --model $G --port 0 \
     --template fixtures/chat/templates/refused/Qwen-QwQ-32B.jinja
