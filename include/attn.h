@@ -1579,10 +1579,10 @@ typedef enum attn_qact {
     /* activations rounded to int16 per block of 32 (scale d = max|x| / 32767, float), exact
      * integer dot products (VPMADDWD): adds up to sum_b (d_b / 2) sum_{k in b} |w_nk|, each
      * element of x moved by at most 2^-16 of its block's largest (measured 3-5e-5 rms of y,
-     * 300 times closer to the float product than int8), and on x86 runs at 1.4-1.9x the
-     * float kernels' rate, 0.7-1.1x the int8 ones' (docs/kernels.md).  For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-     * Q4_K, Q5_K, Q6_K on CPUs with AVX2; other types, and CPUs without AVX2, use float
-     * activations. */
+     * 300 times closer to the float product than int8), and on x86 runs at 1.2-2x the float
+     * kernels' rate, 0.7-1.1x the int8 ones' (docs/kernels.md).  For Q4_0, Q4_1, Q5_0, Q5_1,
+     * Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS on CPUs with AVX2; other types,
+     * and CPUs without AVX2, use float activations. */
     ATTN_QACT_Q16 = 3
 } attn_qact;
 

@@ -5,7 +5,9 @@
  *   x86_avx512vnni/quant16_vnni.c    VPDPWSSD twice (AVX512_VNNI with AVX512VL, 256-bit);
  *   x86_avxvnni/quant16_avxvnni.c    VPDPWSSD twice (AVX-VNNI, VEX).
  * The int32 lanes are the same (no saturation: VPDPWSSD wraps, and no lane comes near 2^31),
- * so are the bits.  The includer defines Q16_256_NAME and dp2, then includes this file once;
+ * so are the bits.  Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (chunks of 8 blocks), Q4_K,
+ * Q5_K, IQ4_XS (a superblock's 8 groups of 32), Q6_K, Q2_K, Q3_K (16 groups of 16, in halves
+ * of 8).  The includer defines Q16_256_NAME and dp2, then includes this file once;
  * dispatch.c picks the table for ctx->kern.quant16 (AVX2 and AVX-512 contexts).
  *
  * Each block of 32 activations is rounded to int16 with its own scale (attn__q16act_quantize:
@@ -43,7 +45,7 @@ INLINE __m256i dot32(__m256i w0, const int16_t *x0, __m256i w1, const int16_t *x
     return dp2(w0, lx(x0), w1, lx(x1));
 }
 /* ---- 32-element types ------------------------------------------------------------------------ */
-enum { T40, T41, T50, T51, T80 };
+enum { T40, T41, T50, T51, T80, TNL };
 
 /* bit j of u (16 bits) as 16 in lane j */
 INLINE __m256i bit16(uint32_t u) {
@@ -54,7 +56,20 @@ INLINE __m256i bit16(uint32_t u) {
 }
 
 /* the 32 quants of block b as int16 (offsets subtracted): elements 0-15 in w[0], 16-31 in w[1] */
+/* IQ4_NL / IQ4_XS: 16 bytes of nibbles (elements j and 16 + j in byte j) through the 16 int8
+ * levels (VPSHUFB), widened: elements 0-15 in w[0], 16-31 in w[1] */
+INLINE void iq4w(const uint8_t *qs, __m256i w[2]) {
+    const __m128i lut = _mm_loadu_si128((const __m128i *)(const void *)attn__iq4_values);
+    const __m128i q = ld128(qs), m = _mm_set1_epi8(15);
+    w[0] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(lut, _mm_and_si128(q, m)));
+    w[1] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(q, 4), m)));
+}
+
 INLINE void w32(int t, const uint8_t *b, __m256i w[2]) {
+    if (t == TNL) {
+        iq4w(b + 2, w);
+        return;
+    }
     if (t == T80) {
         w[0] = _mm256_cvtepi8_epi16(ld128(b + 2));
         w[1] = _mm256_cvtepi8_epi16(ld128(b + 18));
@@ -123,6 +138,7 @@ DEF32(mv16_q4_1, T41, 20)
 DEF32(mv16_q5_0, T50, 22)
 DEF32(mv16_q5_1, T51, 24)
 DEF32(mv16_q8_0, T80, 34)
+DEF32(mv16_iq4_nl, TNL, 18)
 
 /* ---- Q4_K, Q5_K: 8 groups of 32, scale s_g and min m_g: s_g sum q x - m_g X_g -------------- */
 INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
@@ -227,11 +243,145 @@ static void mv16_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
     ATTN__QMV_SWITCH(m, ROWSQ6_CALL)
 }
 
+/* ---- IQ4_XS: 8 groups of 32, signed 6-bit scales, the IQ4_NL levels ------------------------ */
+INLINE void rowsxs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const attn__q16act *xa,
+                   const int M, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++, b += 136) {
+            for (int p = 0; p < 136; p += 64) _mm_prefetch((const char *)b + PF_DIST + p, _MM_HINT_T0);
+            __m256i h[ATTN__QMV_MAX][4], e[ATTN__QMV_MAX];
+            for (int i = 0; i < M; i++) e[i] = _mm256_setzero_si256();
+            for (int g = 0; g < 8; g++) {
+                __m256i wv[2];
+                iq4w(b + 8 + 16 * g, wv);
+                for (int i = 0; i < M; i++) {
+                    const int16_t *x = xa->q + i * xa->ldq + 256 * k + 32 * g;
+                    const __m256i s = dot32(wv[0], x, wv[1], x + 16);
+                    if (g & 1) h[i][g >> 1] = _mm256_hadd_epi32(e[i], s);
+                    else e[i] = s;
+                }
+            }
+            /* d ls_g: ls = (sl[g / 2] >> 4 (g % 2) & 15 | (sh >> 2 g & 3) << 4) - 32 */
+            uint32_t sl;
+            memcpy(&sl, b + 4, 4);
+            const __m256i lo = _mm256_and_si256(
+                _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi32_si128((int)sl)),
+                                                              _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0)),
+                                  _mm256_set_epi32(4, 0, 4, 0, 4, 0, 4, 0)),
+                _mm256_set1_epi32(15));
+            const __m256i hi = _mm256_and_si256(
+                _mm256_srlv_epi32(_mm256_set1_epi32(attn__load_u16(b + 2)),
+                                  _mm256_set_epi32(14, 12, 10, 8, 6, 4, 2, 0)),
+                _mm256_set1_epi32(3));
+            const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
+                                                _mm256_set1_epi32(32));
+            const __m256 dls = _mm256_mul_ps(_mm256_set1_ps(attn__h2f(b)), _mm256_cvtepi32_ps(ls));
+            for (int i = 0; i < M; i++) {
+                const __m256 sc = _mm256_mul_ps(dls, _mm256_loadu_ps(xa->d + i * xa->ldb + 8 * k));
+                acc[i] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(attn__red8(h[i])), acc[i]);
+            }
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]);
+    }
+}
+#define ROWSXS_CALL(M) rowsxs(w, rb, rows, nb, xa, M, y, ldy)
+static void mv16_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                        const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {
+    ATTN__QMV_SWITCH(m, ROWSXS_CALL)
+}
+
+/* ---- Q2_K, Q3_K: 16 groups of 16 with integer scales ---------------------------------------
+ * Element 32 j + l: the 2-bit field j & 3 of qs[32 (j >> 2) + l] (Q3_K: with bit j of
+ * hmask[l] as its third bit, - 4); group 2 j + (l >> 4).  Q2_K: weight d sc_g q - dmin m_g, the
+ * mins times the group's integer sum of the activation quants (one more VPMADDWD by ones);
+ * Q3_K: d sc_g (q - 4), sc_g signed 6-bit.  Groups 0-7 and 8-15 reduced as Q6_K's. */
+INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                    const attn__q16act *xa, const int M, float *y, int64_t ldy) {
+    const size_t bb = three ? 110 : 84;
+    const __m256i pairs[2] = {_mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0),
+                              _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4)};
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++, b += bb) {
+            for (size_t p = 0; p < bb; p += 64) _mm_prefetch((const char *)b + PF_DIST + p, _MM_HINT_T0);
+            __m256 sc[2], mn[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+            if (three) {
+                __m256i s3[2];
+                attn__q3k_scales16(b, s3); /* kquant_avx2.h */
+                const __m256 d = _mm256_set1_ps(attn__h2f(b + 108));
+                sc[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s3[0]));
+                sc[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s3[1]));
+            } else {
+                const __m128i s16 = _mm_loadu_si128((const __m128i *)(const void *)b);
+                const __m256 d = _mm256_set1_ps(attn__h2f(b + 80)), dm = _mm256_set1_ps(attn__h2f(b + 82));
+                const __m128i lo = _mm_and_si128(s16, _mm_set1_epi8(15));
+                const __m128i hi = _mm_and_si128(_mm_srli_epi16(s16, 4), _mm_set1_epi8(15));
+                sc[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)));
+                sc[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))));
+                mn[0] = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)));
+                mn[1] = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))));
+            }
+            const uint8_t *qs = b + (three ? 32 : 16);
+            const __m256i hm = three ? _mm256_loadu_si256((const __m256i *)(const void *)b) : _mm256_setzero_si256();
+            for (int half = 0; half < 2; half++) {
+                __m256i h[ATTN__QMV_MAX][4], hx[ATTN__QMV_MAX][4];
+                for (int jj = 0; jj < 4; jj++) {
+                    const int j = 4 * half + jj; /* elements 32 j ..: groups 2 j, 2 j + 1 */
+                    __m256i v = _mm256_and_si256(
+                        _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * (j >> 2))),
+                                         _mm_cvtsi32_si128(2 * (j & 3))),
+                        _mm256_set1_epi8(3));
+                    if (three)
+                        v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(
+                            _mm256_srl_epi16(hm, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1)), 2));
+                    __m256i w0 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v));
+                    __m256i w1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(v, 1));
+                    if (three) {
+                        w0 = _mm256_sub_epi16(w0, _mm256_set1_epi16(4));
+                        w1 = _mm256_sub_epi16(w1, _mm256_set1_epi16(4));
+                    }
+                    for (int i = 0; i < M; i++) {
+                        const int16_t *x = xa->q + i * xa->ldq + 256 * k + 32 * j;
+                        h[i][jj] = _mm256_hadd_epi32(dot16(w0, x), dot16(w1, x + 16));
+                        if (!three) hx[i][jj] = _mm256_hadd_epi32(dot16(ones, x), dot16(ones, x + 16));
+                    }
+                }
+                for (int i = 0; i < M; i++) { /* block j of the superblock: groups 2 j, 2 j + 1 */
+                    const __m256 dx = _mm256_permutevar8x32_ps(_mm256_loadu_ps(xa->d + i * xa->ldb + 8 * k),
+                                                               pairs[half]);
+                    acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(sc[half], dx),
+                                             _mm256_cvtepi32_ps(attn__red8(h[i])), acc[i]);
+                    if (!three)
+                        acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(mn[half], dx),
+                                                  _mm256_cvtepi32_ps(attn__red8(hx[i])), acc[i]);
+                }
+            }
+        }
+        for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]);
+    }
+}
+#define ROWSK23_CALL(M) rowsk23(three_, w, rb, rows, nb, xa, M, y, ldy)
+#define DEFK23(name, THREE)                                                                   \
+    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
+                     const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {              \
+        const int three_ = (THREE);                                                           \
+        ATTN__QMV_SWITCH(m, ROWSK23_CALL)                                                     \
+    }
+DEFK23(mv16_q2_k, 0)
+DEFK23(mv16_q3_k, 1)
+
 static const attn__quant_kernels TABLE = {
     .name = Q16_256_NAME,
     .mv16 = {[ATTN_Q_Q4_0] = mv16_q4_0, [ATTN_Q_Q4_1] = mv16_q4_1, [ATTN_Q_Q5_0] = mv16_q5_0,
              [ATTN_Q_Q5_1] = mv16_q5_1, [ATTN_Q_Q8_0] = mv16_q8_0, [ATTN_Q_Q4_K] = mv16_q4_k,
-             [ATTN_Q_Q5_K] = mv16_q5_k, [ATTN_Q_Q6_K] = mv16_q6_k},
+             [ATTN_Q_Q5_K] = mv16_q5_k, [ATTN_Q_Q6_K] = mv16_q6_k, [ATTN_Q_IQ4_NL] = mv16_iq4_nl,
+             [ATTN_Q_IQ4_XS] = mv16_iq4_xs, [ATTN_Q_Q2_K] = mv16_q2_k, [ATTN_Q_Q3_K] = mv16_q3_k},
 };
 
 #endif
