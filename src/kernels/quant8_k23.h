@@ -20,12 +20,6 @@
 
 #include "x86_avx2/kquant_avx2.h"
 
-INLINE float k23_hsum8(__m256 v) { /* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)) */
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
-}
-
 /* the 2-bit fields (j & 3) of the 32 bytes at qs + 32 (j >> 2): elements 32 j .. 32 j + 31 */
 INLINE __m256i k23_bits2(const uint8_t *qs, int j) {
     return _mm256_and_si256(_mm256_srl_epi16(ld256(qs + 32 * (j >> 2)), _mm_cvtsi32_si128(2 * (j & 3))),
@@ -80,7 +74,7 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
                 }
             }
         }
-        for (int i = 0; i < M; i++) y[i * ldy + r] = k23_hsum8(acc[i]) - k23_hsum8(am[i]);
+        for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]) - attn__hsum8(am[i]);
     }
 }
 
