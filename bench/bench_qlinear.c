@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
                 double a = attn_bench_now_s();
                 for (int i = 0; i < nm; i++)
                     attn__qlinear(ctx, ty[i], ws[i], Ns[i], Ks[i], x, Ks[i], M, NULL, NULL, y, Ns[i],
-                                  acts[a_]);
+                                  acts[a_] | rowwise);
                 tt[a_][n] = attn_bench_now_s() - a;
             }
             n++;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """attn's llama path against transformers on the same GGUF file (issue 12's exactness check).
 
-  llm_vs_hf.py ATTN MODEL.gguf [--tokens 64] [--threads 2] [--json]
+  llm_vs_hf.py ATTN MODEL.gguf [--tokens 64] [--threads 2] [--act f32|auto|int16|int8] [--json]
 
 transformers reads the file with AutoModelForCausalLM.from_pretrained(dir, gguf_file=...), which
 dequantizes every tensor to float32 (and un-permutes q/k), and runs it in float32.  For each of
@@ -10,8 +10,9 @@ prompt position, one forward pass) and generates greedily (`--temperature 0 --id
 ids go into transformers (model(ids).logits, and generate(do_sample=False)), so the comparison
 is of the model, not of the two tokenizers (reported apart: whether transformers' own tokenizer
 gives the same ids; transformers' GGUF loader does not know the "smollm" pre-tokenizer and skips
-its digit split).  attn runs twice: --f32 (weights dequantized at load) and its default
-(quantized blocks read by the kernels).  Reported: max |logit error| / max |logit| per prompt
+its digit split).  attn runs twice: --f32 (weights dequantized at load) and on the quantized
+blocks read by the kernels, with --act (default f32: the exact product; attn's own default,
+auto, rounds the decoding's activations to int16 on x86).  Reported: max |logit error| / max |logit| per prompt
 and over all, and whether the greedy continuations are identical (up to the first end token).
 """
 import argparse
@@ -54,7 +55,7 @@ def attn_run(a, prompt, f32, tmp, model=None):
     out = os.path.join(tmp, "lg.safetensors")
     cmd = [a.attn, "generate", "--model", model or a.model, "--prompt", prompt, "--tokens",
            str(a.tokens), "--temperature", "0", "--ids", "--logits", out, "-q", "--threads",
-           str(a.threads)] + (["--f32"] if f32 else [])
+           str(a.threads), "--act", a.act] + (["--f32"] if f32 else [])
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     t, _ = read_safetensors(out)
     gen = [int(x) for x in r.stdout.split()]
@@ -67,6 +68,8 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--act", default="f32", choices=("f32", "auto", "int16", "int8"),
+                    help="attn's activations in the quantized matrix-vector products")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--hf-folder", action="store_true",
                     help="also save transformers' model as a Hugging Face folder (config.json, "

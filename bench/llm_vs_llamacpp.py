@@ -2,7 +2,7 @@
 """attn bench --op llm against llama.cpp's llama-bench on the same GGUF file, in one run.
 
     llm_vs_llamacpp.py ATTN LLAMA_BENCH --model FILE.gguf [--threads 2] [--rounds 3]
-                       [--prompt-len 512] [--gen 128] [--act f32|int8|int16] [--json]
+                       [--prompt-len 512] [--gen 128] [--act auto|f32|int8|int16] [--json]
 
 ATTN is the attn program, LLAMA_BENCH llama.cpp's llama-bench (build it from the llama.cpp
 that llama-cpp-python vendors, with native flags: docs/llm.md says how).  Each round runs, in
@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
-    ap.add_argument("--act", default="f32", choices=("f32", "int8", "int16"),
+    ap.add_argument("--act", default="auto", choices=("auto", "f32", "int8", "int16"),
                     help="attn's activations in the matrix-vector products (attn bench --act)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()

@@ -284,7 +284,7 @@ int attn_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "attn serve: %s has no tokenizer\n", S.model);
         goto out;
     }
-    if (S.act) attn_llm_set_activations(m, S.act == 1 ? ATTN_QACT_Q8 : ATTN_QACT_Q16);
+    if (S.act) attn_llm_set_activations(m, (attn_qact)S.act); /* ATTN_OPT_ACT's order */
     if (S.template_file && !attn_cli_chat_template(cmd, sctx, m, S.template_file)) goto out;
     if (S.embed && (st = attn_bert_load(sctx, S.embed, &bert))) {
         attn_cli_fail(sctx, cmd, st);

@@ -175,11 +175,13 @@ typedef struct attn_cli_opt {
     "a GGUF file (llama architecture) or a Hugging Face llama folder\n"                      \
     "(config.json, model.safetensors, tokenizer.json); required"
 #define ATTN_OPT_ACT(dst)                                                                    \
-    ATTN_OPT_CHOICE("act", 0, dst, "f32|int8|int16", "P",                                    \
+    ATTN_OPT_CHOICE("act", 0, dst, "auto|f32|int8|int16", "P",                               \
                     "activations of the quantized matrix-vector products\n"                  \
-                    "(decoding): f32 (default: exact dequantized weights),\n"                 \
-                    "int16 (x86: rounded to 2^-16 of each block of 32,\n"                     \
-                    "1.1-1.3x faster decoding) or int8 (llama.cpp's precision)")
+                    "(decoding): auto (default: int16 where the CPU has its\n"               \
+                    "kernels, x86 with AVX2; else f32), f32 (exact: the\n"                  \
+                    "dequantized weights' product to float rounding), int16\n"              \
+                    "(rounded to 2^-16 of each block of 32) or int8\n"                      \
+                    "(llama.cpp's precision)")
 /* the loader flags of an ATTN_OPT_MMAP choice */
 #define ATTN_CLI_MMAP_FLAGS(v)                                                               \
     ((v) == 1 ? ATTN_LLM_LOAD_MMAP : (v) == 2 ? ATTN_LLM_LOAD_NO_MMAP : 0u)
@@ -256,7 +258,7 @@ int attn_cli_plot_logs(const char *cmd, const attn_cli_plot *p);
  * or 1 after printing the problem. */
 int attn_cli_train_chart(const char *cmd, const char *log, const char *svg);
 
-/* A language model with its tokenizer (attn_llm_load with flags; act 1: int8 activations, 2: int16, from
+/* A language model with its tokenizer (attn_llm_load with flags; act: an attn_qact, from
  * ATTN_OPT_ACT).  Prints the problem and returns 0 on failure, else 1. */
 int attn_cli_llm_load(const char *cmd, attn_ctx *ctx, const char *path, unsigned flags, int act,
                       attn_llm **m);

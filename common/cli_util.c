@@ -180,8 +180,7 @@ int attn_cli_llm_load(const char *cmd, attn_ctx *ctx, const char *path, unsigned
         attn_cli_fail(ctx, cmd, st);
         return 0;
     }
-    if (act == 1) attn_llm_set_activations(*m, ATTN_QACT_Q8);
-    if (act == 2) attn_llm_set_activations(*m, ATTN_QACT_Q16);
+    if (act) attn_llm_set_activations(*m, (attn_qact)act); /* ATTN_OPT_ACT's order */
     if (!attn_llm_tokenizer(*m)) {
         fprintf(stderr, "attn %s: %s has no tokenizer (tokenizer.json, or tokenizer.ggml.* "
                         "keys)\n", cmd, path);

@@ -1559,7 +1559,10 @@ ATTN_API attn_status attn_quantize(attn_ctx *ctx, int type, const float *src, in
 
 /* Precision of the activations in attn_qlinear's matrix-vector products (M <= 8). */
 typedef enum attn_qact {
-    ATTN_QACT_DEFAULT = 0, /* the measured default: ATTN_QACT_F32 (docs/kernels.md) */
+    /* the measured default (docs/kernels.md): ATTN_QACT_Q16 where the CPU has its kernels (x86
+     * with AVX2: faster than float for every type there), else ATTN_QACT_F32.  Ask for
+     * ATTN_QACT_F32 for the dequantized weights' product to float rounding. */
+    ATTN_QACT_DEFAULT = 0,
     /* float activations: the activations are not rounded; each weight is taken exactly, as
      * attn_dequantize gives it, and multiplied in float, so only the order of the float sums
      * differs from dequantizing then multiplying: |error| <= ~K 2^-24 sum_k |w_nk x_mk|.  On
@@ -2271,10 +2274,12 @@ ATTN_API attn_status attn_llm_get_special(const attn_llm *m, attn_llm_special *s
  * output head (the tied embedding counted once), in their stored types. */
 ATTN_API int64_t attn_llm_weight_bytes(const attn_llm *m);
 /* Precision of the activations in the model's matrix-vector products (decoding and prompts of
- * at most 8 tokens), as attn_qlinear's act: ATTN_QACT_F32 (the default: every quantized
- * weight dequantized exactly, float sums; the logits agree with the F32-dequantized model to
- * rounding), ATTN_QACT_Q16 (activations rounded to int16 per block of 32: on x86 1.1-1.3x
- * faster decoding, logits within ~1e-3 of max|logit| on SmolLM2-135M) or ATTN_QACT_Q8 (activations rounded to int8 per block of 32, integer dot
+ * at most 8 tokens), as attn_qlinear's act: ATTN_QACT_DEFAULT (what a loaded model has:
+ * ATTN_QACT_Q16 where the CPU has its kernels, x86 with AVX2, else ATTN_QACT_F32),
+ * ATTN_QACT_F32 (exact: every quantized weight dequantized exactly, float sums; the logits
+ * agree with the F32-dequantized model to rounding), ATTN_QACT_Q16 (activations rounded to
+ * int16 per block of 32: on x86 1.1-1.3x faster decoding than F32, logits within ~1e-3 of
+ * max|logit| on SmolLM2-135M) or ATTN_QACT_Q8 (activations rounded to int8 per block of 32, integer dot
  * products, llama.cpp's precision: ~10% faster decoding with VNNI, but on SmolLM2-135M the
  * logits move by up to 9% of max|logit| and greedy continuations leave the float path's
  * within 2-20 tokens; docs/llm.md).  F32, F16 and BF16 weights always use float

@@ -30,7 +30,23 @@ generate)
     run 0 "$ATTN" generate --model $G --prompt "hello" --tokens 12 --seed 5 --top-k 20 -q
     cmp -s "$T/b" "$T/out" || fail "the same seed gave another text"
     run 0 "$ATTN" generate --model $G --prompt "hello" --tokens 200 --ctx 16 -q
-    run 0 "$ATTN" generate --model $G --prompt "hello" --tokens 3 --cache-bf16 --f32 -q ;;
+    run 0 "$ATTN" generate --model $G --prompt "hello" --tokens 3 --cache-bf16 --f32 -q
+    # --act: the default (auto) is int16 where the CPU has its kernels (attn info --cpu names
+    # the table), else f32; the prompt's logits (5 tokens: the matrix-vector kernels) tell
+    for act in default auto int16 f32; do
+        A=(--act $act); [ $act = default ] && A=()
+        run 0 "$ATTN" generate --model $G --prompt "hello" --tokens 1 -q --logits "$T/$act.st" "${A[@]}"
+    done
+    cmp -s "$T/default.st" "$T/auto.st" || fail "--act auto differs from the default"
+    cmp -s "$T/default.st" "$T/int16.st" || fail "the default's logits are not int16's"
+    run 0 "$ATTN" info --cpu
+    if grep -q "int16 activations: none" "$T/out"; then
+        cmp -s "$T/default.st" "$T/f32.st" || fail "no int16 kernels, yet the default is not f32"
+    else
+        cmp -s "$T/default.st" "$T/f32.st" && fail "int16 kernels, yet the default gives f32's logits"
+    fi
+    run 2 "$ATTN" generate --model $G --prompt "hello" --act int4
+    grep -q "one of auto, f32, int8, int16" "$T/err" || fail "--act int4: no list of choices" ;;
 chat)
     printf 'a\nb\n' | timeout 300 "$ATTN" chat --model $G --tokens 4 --seed 3 \
         >"$T/out" 2>"$T/err" || fail "exit status $?"

@@ -327,7 +327,8 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
     const int rowwise = M <= ATTN__QMV_ROWS || (act & ATTN__QLIN_ROWWISE);
     const int int8 = (act & 15) == ATTN__QACT_Q8 && rowwise && has_q8(qc->type) && K % 32 == 0;
     q8x *xq = int8 ? malloc((size_t)(K / 32) * sizeof(q8x)) : NULL;
-    const int int16 = (act & 15) == ATTN__QACT_Q16 && rowwise && has_q16(c1, qc->type) && K % 32 == 0;
+    const int int16 = ((act & 15) == ATTN__QACT_Q16 || (act & 15) == ATTN__QACT_DEFAULT) &&
+                      rowwise && has_q16(c1, qc->type) && K % 32 == 0;
     double *xh = int16 ? malloc((size_t)K * sizeof(double)) : NULL;
     double worst = 0, worst8 = 0;
     for (int64_t i = 0; i < M; i++) {
@@ -578,9 +579,15 @@ static void test_public(void) {
     tu_fill(b, 40, 7, -1, 1);
     TU_STATUS(attn_qlinear(ctx, ATTN_Q_Q4_1, w, wb, N, K, x, 100, M, b, y, N, ATTN_QACT_DEFAULT),
               ATTN_OK, ctx);
+    /* the default: int16 where the CPU has its kernels, else float (as ATTN__QACT_Q16 asks) */
+    TU_STATUS(attn__qlinear(ctx, ATTN_Q_Q4_1, w, N, K, x, 100, M, b, NULL, y2, N, ATTN__QACT_Q16),
+              ATTN_OK, ctx);
+    TU_CHECK(memcmp(y, y2, sizeof y) == 0, "attn_qlinear default != int16 activations");
     TU_STATUS(attn__qlinear(ctx, ATTN_Q_Q4_1, w, N, K, x, 100, M, b, NULL, y2, N, ATTN__QACT_F32),
               ATTN_OK, ctx);
-    TU_CHECK(memcmp(y, y2, sizeof y) == 0, "attn_qlinear default != float activations");
+    TU_CHECK(!has_q16(ctx, ATTN_Q_Q4_1) == !memcmp(y, y2, sizeof y),
+             "attn_qlinear default: float activations %s", has_q16(ctx, ATTN_Q_Q4_1) ?
+             "on a CPU with int16 kernels" : "expected");
     TU_STATUS(attn_qlinear(ctx, ATTN_Q_Q4_1, w, wb, N, K, x, 100, M, b, y, N, ATTN_QACT_Q8),
               ATTN_OK, ctx);
     TU_STATUS(attn_qlinear(ctx, ATTN_Q_Q4_1, w, wb, N, K, x, 100, M, b, y, N, ATTN_QACT_Q16),

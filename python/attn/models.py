@@ -187,16 +187,18 @@ class LLM:
 
     def __init__(self, path: PathLike, *, dequantize: bool = False,
                  context_length: Optional[int] = None, kv_cache: str = "float32",
-                 mmap: bool = False, vocab_only: bool = False, activations: str = "float32"):
+                 mmap: bool = False, vocab_only: bool = False, activations: str = "auto"):
         """A GGUF file is read into memory (huge pages on Linux: generation streams the
         matrices faster), and may then change; mmap=True maps it instead (faster to load, pages
         shared between processes, but a mapped file truncated while in use kills the process
         with SIGBUS, as with every memory-mapped reader).  vocab_only=True reads the tokenizer,
         chat template and special ids alone, of any architecture (tokenize, detokenize,
         format_chat work; generating raises).  activations: the precision of the activations
-        in the quantized matrix-vector products (decoding): "float32" (exact), "int16"
-        (rounded to 2^-16 of each block of 32; faster on x86) or "int8" (llama.cpp's
-        precision; attn.h ATTN_QACT_*)."""
+        in the quantized matrix-vector products (decoding): "auto" (the default: "int16"
+        where the CPU has its kernels, x86 with AVX2, else "float32"), "float32" (exact: the
+        dequantized weights' product to float rounding), "int16" (rounded to 2^-16 of each
+        block of 32; 1.1-1.3x faster decoding on x86, logits within ~1e-3 of the exact ones)
+        or "int8" (llama.cpp's precision; attn.h ATTN_QACT_*)."""
         if not isinstance(mmap, bool):
             raise TypeError(f"attn.LLM: mmap must be True or False, not {mmap!r}")
         if not isinstance(vocab_only, bool):
@@ -205,9 +207,9 @@ class LLM:
             context_length = _int("context_length", context_length, 1, 2**31 - 1)
         if kv_cache not in ("float32", "bfloat16"):
             raise ValueError("attn: kv_cache is 'float32' or 'bfloat16'")
-        acts = {"float32": 1, "int8": 2, "int16": 3}  # ATTN_QACT_F32, _Q8, _Q16
+        acts = {"auto": 0, "float32": 1, "int8": 2, "int16": 3}  # ATTN_QACT_*
         if activations not in acts:
-            raise ValueError("attn: activations is 'float32', 'int16' or 'int8'")
+            raise ValueError("attn: activations is 'auto', 'float32', 'int16' or 'int8'")
         p = _path(path)
         c = _lib.ctx()
         ptr = c_void_p()
@@ -216,7 +218,7 @@ class LLM:
         _lib.check(_lib.attn_llm_load(c, p, flags, byref(ptr)), c)
         self._ptr = ptr
         self._free = _lib.attn_llm_free
-        if activations != "float32":
+        if activations != "auto":
             _lib.check(_lib.attn_llm_set_activations(ptr, acts[activations]), c)
         self._bpe = _lib.attn_llm_tokenizer(ptr)
         sp = _lib.LlmSpecial()

@@ -321,7 +321,10 @@ static attn_status mv_init(attn_ctx *ctx, qjob *j, int n, int act) {
                               *ref = attn__quant_kernels_ref();
     const int64_t K = j[0].K, M = j[0].M, nbx = K / 32;
     const int q8 = (act & 15) == ATTN__QACT_Q8 && K % 32 == 0;
-    const int q16 = (act & 15) == ATTN__QACT_Q16 && K % 32 == 0 && ctx->kern.quant16;
+    /* the default: int16 where this CPU has its kernels (x86 with AVX2: faster than float
+     * for every type, docs/kernels.md), else float */
+    const int q16 = ((act & 15) == ATTN__QACT_Q16 || (act & 15) == ATTN__QACT_DEFAULT) &&
+                    K % 32 == 0 && ctx->kern.quant16;
     attn__q8act xa = {0};
     attn__q16act xa16 = {0};
     for (int i = 0; i < n; i++) {

@@ -223,7 +223,8 @@ ATTN__HIDDEN const attn__quant_kernels *attn__quant_kernels_i8mm(void);
 
 /* ---- the linear product ------------------------------------------------------------------- */
 enum {
-    ATTN__QACT_DEFAULT = 0, /* the measured default (docs/kernels.md): float */
+    ATTN__QACT_DEFAULT = 0, /* the measured default (docs/kernels.md): int16 where the CPU
+                               has the int16 kernels (ctx->kern.quant16), else float */
     ATTN__QACT_F32 = 1,     /* float activations (mv) */
     ATTN__QACT_Q8 = 2,      /* activations rounded to int8 per block of 32 (mv8) */
     ATTN__QACT_Q16 = 3,     /* activations rounded to int16 per block of 32 (mv16; float
@@ -241,8 +242,9 @@ enum {
 /* Y[i * ldy + n] = (sum_k X[i * ldx + k] deq(W)[n, k] + bias[n]) + R[i * N + n] for i < M,
  * n < N (bias and R may be NULL: no term; R, a residual, is [M, N] contiguous and may not
  * overlap Y): W is N rows of K elements (K a multiple of the block), row-major, rows back to
- * back.  act: ATTN__QACT_*, optionally | ATTN__QLIN_ROWWISE.  M <= ATTN__QMV_ROWS runs the matrix-vector kernels (act chooses the float or the
- * int8 path; float where the type has no int8 kernel), larger M the float GEMM microkernels
+ * back.  act: ATTN__QACT_*, optionally | ATTN__QLIN_ROWWISE.  M <= ATTN__QMV_ROWS runs the
+ * matrix-vector kernels (act chooses the float, int16 or int8 path; float where the type or
+ * the CPU has no such kernel), larger M the float GEMM microkernels
  * on dequantized panels: Y is then bit for bit attn__gemm(X, deq(W)^T) (+ bias, rounded once)
  * on the same context.  Threads split the N outputs only (weight rows): the same bits for
  * every thread count.  Workspace (context, released on return): the int8 path M K bytes and

@@ -146,7 +146,8 @@ attn_status attn_llm_set_activations(attn_llm *m, attn_qact act) {
         return ATTN_E_INVALID;
     const int a = act == ATTN_QACT_Q8    ? ATTN__QACT_Q8
                   : act == ATTN_QACT_Q16 ? ATTN__QACT_Q16
-                                         : ATTN__QACT_F32;
+                  : act == ATTN_QACT_F32 ? ATTN__QACT_F32
+                                         : ATTN__QACT_DEFAULT;
     m->lm_head.act = a;
     for (int64_t i = 0; m->layers && i < m->cfg.num_layers; i++) {
         attn__block *l = &m->layers[i];
