@@ -279,6 +279,10 @@ static void q16_block(const float *x, double *xh) {
 static int has_q16(const attn_ctx *c, int type) {
     return c->kern.quant16 && c->kern.quant16->mv16[type];
 }
+/* the int16 GEMM (prompts) for type on c's set */
+static int has_g16(const attn_ctx *c, int type) {
+    return c->kern.gemm16 && attn__gemm16_group(type) && has_q16(c, type);
+}
 static double row_min16(int type, const unsigned char *row, int64_t k) {
     return type == ATTN_Q_Q4_0 ? 0.0 : row_min(type, row, k);
 }
@@ -327,8 +331,9 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
     const int rowwise = M <= ATTN__QMV_ROWS || (act & ATTN__QLIN_ROWWISE);
     const int int8 = (act & 15) == ATTN__QACT_Q8 && rowwise && has_q8(qc->type) && K % 32 == 0;
     q8x *xq = int8 ? malloc((size_t)(K / 32) * sizeof(q8x)) : NULL;
+    /* int16: the matrix-vector kernels, or for more rows the int16 GEMM (VNNI sets) */
     const int int16 = ((act & 15) == ATTN__QACT_Q16 || (act & 15) == ATTN__QACT_DEFAULT) &&
-                      rowwise && has_q16(c1, qc->type) && K % 32 == 0;
+                      (rowwise ? has_q16(c1, qc->type) : has_g16(c1, qc->type)) && K % 32 == 0;
     double *xh = int16 ? malloc((size_t)K * sizeof(double)) : NULL;
     double worst = 0, worst8 = 0;
     for (int64_t i = 0; i < M; i++) {
@@ -399,8 +404,8 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
                          (long long)i, (long long)n, got, s, tol);
         }
     }
-    /* the GEMM path is attn__gemm on the dequantized weights, bit for bit */
-    if (!rowwise) {
+    /* the float GEMM path is attn__gemm on the dequantized weights, bit for bit */
+    if (!rowwise && !int16) {
         float *yg = malloc((size_t)(M * ldy) * sizeof(float));
         TU_STATUS(attn__gemm(c1, 0, 1, M, N, K, 1.0f, x, ldx, deq, K, 0.0f, yg, ldy), ATTN_OK, c1);
         int64_t dg = -1;
@@ -418,13 +423,15 @@ static int run_case(attn_ctx *c1, attn_ctx *c2, const qcase *qc, int act, uint64
         fails += dg >= 0;
         free(yg);
     }
-    /* the matrix-vector path: each row as computed alone (M = 1) */
-    if (rowwise) {
+    /* the matrix-vector path and the int16 GEMM: each row as computed alone (M = 1; on the
+     * GEMM, as the last row of a prompt is: ATTN__QLIN_GEMM) */
+    if (rowwise || int16) {
         int64_t dr = -1;
         float *y0 = malloc((size_t)N * sizeof(float));
         for (int64_t i = 0; i < M && dr < 0; i++) {
             TU_STATUS(attn__qlinear(c2, qc->type, w, N, K, x + i * ldx, ldx, 1, b,
-                                    R ? R + i * N : NULL, y0, N, act),
+                                    R ? R + i * N : NULL, y0, N,
+                                    rowwise ? act : act | ATTN__QLIN_GEMM),
                       ATTN_OK, c2);
             if (memcmp(y0, y1 + i * ldy, (size_t)N * sizeof(float)) != 0) dr = i;
         }
@@ -488,7 +495,7 @@ static void test_kernels(void) {
                         run_case(c1, c2, &qc, ATTN__QACT_Q8, seed);
                         ncases++;
                     }
-                    if (Ms[mi] <= ATTN__QMV_ROWS && has_q16(c1, type)) {
+                    if (Ms[mi] <= ATTN__QMV_ROWS ? has_q16(c1, type) : has_g16(c1, type)) {
                         run_case(c1, c2, &qc, ATTN__QACT_Q16, seed);
                         ncases++;
                     }

@@ -62,6 +62,7 @@ typedef struct attn__kernels {
     const struct attn__quant_kernels *quant;  /* quantized weights, float activations (quant.h) */
     const struct attn__quant_kernels *quant8; /* the same with int8 activations (quant.h) */
     const struct attn__quant_kernels *quant16; /* int16 activations, or NULL: float then */
+    const struct attn__gemm16 *gemm16; /* int16 GEMM of prompts (quant.h), or NULL: float */
     attn__dropout_row_fn dropout_row;                  /* dropout multipliers (kernels.h) */
     void (*ce_row)(const float *, int64_t, int64_t, double, double, float *, double *,
                    double *);                          /* cross-entropy row (kernels.h) */

@@ -150,6 +150,10 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     if (!k->quant16 && (x512 || x2) && (cpu & ATTN__CPU_AVX_VNNI))
         k->quant16 = attn__quant_kernels_avxvnni_int16();
     if (!k->quant16 && (x512 || x2)) k->quant16 = attn__quant_kernels_avx2_int16();
+    /* prompts on int16 activations: VPDPWSSD does twice a float FMA's multiply-adds; without
+     * VNNI (VPMADDWD + VPADDD) no faster than the float GEMM, which runs them then */
+    k->gemm16 = k->quant16 && k->quant16 == attn__quant_kernels_vnni_int16() ? attn__gemm16_vnni()
+                                                                            : NULL;
     /* the same bits either way: the instruction set only changes the speed */
     k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;
     /* cross-entropy rows: float exponentials on AVX-512 and NEON, else the double reference */
@@ -271,8 +275,10 @@ attn_status attn_ctx_describe(attn_ctx *ctx, char *buf, size_t cap, size_t *need
         k->flash_bf16_widen ? "widened to float, float microkernels" : k->flash_bf16->name);
     put(&t, "fp16 weights: %s\n",
         k->has_f16 ? "AVX512_FP16" : "converted to float by plain C (no AVX512_FP16)");
-    put(&t, "quantized weights: %s kernels, int8 activations: %s, int16 activations: %s\n",
-        k->quant->name, k->quant8->name, k->quant16 ? k->quant16->name : "none (float)");
+    put(&t, "quantized weights: %s kernels, int8 activations: %s, int16 activations: %s, "
+            "int16 prompts: %s\n",
+        k->quant->name, k->quant8->name, k->quant16 ? k->quant16->name : "none (float)",
+        k->gemm16 ? k->gemm16->name : "none (the float GEMM)");
     const char *why = NULL;
     int bf16 = attn__auto_bf16(k, id->vendor, &why);
     put(&t, "matmul precision (auto): %s: %s\n", bf16 ? "bf16 products" : "float", why);

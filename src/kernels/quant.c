@@ -313,6 +313,105 @@ static attn_status mm_run(attn_ctx *ctx, qjob *j, int n) {
     return ATTN_OK;
 }
 
+/* ---- the int16 GEMM path (prompts on int16 activations: quant.h, attn__gemm16) ------------ */
+typedef struct q16mm {
+    const qjob *j;
+    int n;
+    int64_t off[ATTN__QLIN_PARTS + 1]; /* first panel of each part */
+    const attn__gemm16 *g;
+    attn__q16act xa;
+    const float *X;
+    int64_t ldx, K;
+    int16_t *q;
+    float *d, *sx;
+    char *ws; /* per thread: the panel (wq, ws, wm) and 16 K int16 of unpacked rows */
+    size_t stride;
+} q16mm;
+
+/* Whether job j runs on the int16 GEMM: act asks for int16 (or the default), the context has
+ * the kernel and the type has panels. */
+static int mm16_ok(const attn_ctx *ctx, const qjob *j, int act) {
+    return ctx->kern.gemm16 && j->K % 32 == 0 && attn__gemm16_group(j->type) &&
+           ((act & 15) == ATTN__QACT_Q16 || (act & 15) == ATTN__QACT_DEFAULT);
+}
+
+static void q16x_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const q16mm *q = arg;
+    (void)tid;
+    attn__q16act_quantize(q->X + begin * q->ldx, q->ldx, end - begin, q->K, q->q + begin * q->K,
+                          q->K, q->d + begin * q->xa.ldb, q->sx + begin * q->xa.ldb, q->xa.ldb);
+}
+
+static void mm16_task(void *arg, int64_t begin, int64_t end, int tid) {
+    const q16mm *q = arg;
+    const int64_t K = q->K, M = q->j[0].M, ngm = K / 16; /* the most groups of a type */
+    int32_t *wq = (int32_t *)(void *)(q->ws + (size_t)tid * q->stride);
+    float *ws = (float *)(void *)(wq + K / 2 * 16), *wm = ws + 16 * ngm;
+    int16_t *tmp = (int16_t *)(void *)(wm + 16 * ngm);
+    const int mr = q->g->mr;
+    for (int i = 0; i < q->n; i++) {
+        const qjob *j = q->j + i;
+        const int G = attn__gemm16_group(j->type);
+        float *m = attn__gemm16_mins(j->type) ? wm : NULL;
+        for (int64_t p = begin > q->off[i] ? begin : q->off[i]; p < end && p < q->off[i + 1];
+             p++) {
+            const int64_t n0 = (p - q->off[i]) * 16, nv = j->N - n0 < 16 ? j->N - n0 : 16;
+            q->g->pack(j->type, j->W + (size_t)n0 * j->rb, j->rb, nv, K, wq, ws, m, tmp);
+            for (int64_t i0 = 0; i0 < M; i0 += mr) {
+                attn__q16act xa = q->xa;
+                xa.q += i0 * xa.ldq, xa.d += i0 * xa.ldb, xa.sx += i0 * xa.ldb;
+                q->g->ukr(M - i0 < mr ? (int)(M - i0) : mr, K, G, wq, ws, m, &xa,
+                          j->Y + i0 * j->ldy + n0, j->ldy, nv);
+            }
+            add_bias(j, n0, n0 + nv);
+        }
+    }
+}
+
+/* The int16 GEMM of jobs j[0 .. n) sharing X: X rounded once (rows over the threads), then
+ * panels of 16 weight rows of every part over the threads, each unpacked once and run against
+ * every row of X.  A row's bits do not depend on M, the panels' owners or the thread count. */
+static attn_status mm16_run(attn_ctx *ctx, qjob *j, int n) {
+    const int64_t M = j[0].M, K = j[0].K, ldb = (K / 32 + 7) / 8 * 8, ngm = K / 16;
+    q16mm q = {j, n, {0}, ctx->kern.gemm16, {0}, j[0].X, j[0].ldx, K, NULL, NULL, NULL, NULL, 0};
+    double flops = 0.0;
+    for (int i = 0; i < n; i++) {
+        q.off[i + 1] = q.off[i] + (j[i].N + 15) / 16;
+        flops += (double)M * (double)j[i].N * (double)K;
+    }
+    const int serial = flops < 262144.0;
+    const int width = serial ? 1 : attn__parallel_width(ctx, q.off[n]);
+    ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * K), sizeof(int16_t), (void **)&q.q));
+    ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * ldb), sizeof(float), (void **)&q.d));
+    ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * ldb), sizeof(float), (void **)&q.sx));
+    /* per thread: wq (K / 2 x 16 int32), ws and wm (K / 16 x 16 floats each at most), the
+     * unpacked rows (16 K int16), 64-byte multiples */
+    q.stride = ((size_t)K * 32 + (size_t)ngm * 128 + (size_t)K * 32 + 63) / 64 * 64;
+    void *wsp;
+    ATTN_TRY(attn__ws_alloc(ctx, q.stride * (size_t)width + 64, 1, &wsp));
+    q.ws = (char *)align64(wsp);
+    q.xa = (attn__q16act){q.q, q.d, q.sx, K, ldb};
+    run(ctx, serial || M < 16, M, q16x_task, &q);
+    run(ctx, serial, q.off[n], mm16_task, &q);
+    return ATTN_OK;
+}
+
+/* The GEMM path of jobs j[0 .. n) sharing X: the parts the int16 GEMM takes (mm16_ok) on it,
+ * the others on the float GEMM, so each part gets the bits of a call of its own. */
+static attn_status mm_any(attn_ctx *ctx, qjob *j, int n, int act) {
+    qjob a[ATTN__QLIN_PARTS], b[ATTN__QLIN_PARTS];
+    int na = 0, nb = 0;
+    for (int i = 0; i < n; i++) {
+        if (mm16_ok(ctx, j + i, act))
+            a[na++] = j[i];
+        else
+            b[nb++] = j[i];
+    }
+    if (na) ATTN_TRY(mm16_run(ctx, a, na));
+    if (nb) ATTN_TRY(mm_run(ctx, b, nb));
+    return ATTN_OK;
+}
+
 /* The matrix-vector set-up of jobs j[0 .. n) sharing X (M rows of K): each on the int16 or
  * int8 kernel of its type where act asks for it and the type has one (X rounded once, in the
  * workspace), else on the float kernel -- as attn__qlinear decides for each alone. */
@@ -407,7 +506,7 @@ attn_status attn__qlinear_multi(attn_ctx *ctx, int n, const attn__qlin_part *p, 
     attn__mark mark = attn__ws_mark(ctx);
     attn_status st;
     if ((M > ATTN__QMV_ROWS || (act & ATTN__QLIN_GEMM)) && !(act & ATTN__QLIN_ROWWISE)) {
-        st = mm_run(ctx, j, n);
+        st = mm_any(ctx, j, n, act);
         goto done;
     }
     ATTN_TRYG(mv_init(ctx, j, n, act));
@@ -438,7 +537,7 @@ attn_status attn__qlinear(attn_ctx *ctx, int type, const void *W, int64_t N, int
         run(ctx, (double)N * (double)j.rb * (double)M < 65536.0, N, mv_task, &j);
         goto done;
     }
-    st = mm_run(ctx, &j, 1);
+    st = mm_any(ctx, &j, 1, act);
 done:
     attn__ws_release(ctx, mark);
     return st;

@@ -194,6 +194,46 @@ typedef struct attn__quant_kernels {
     attn__qmv16_fn mv16[ATTN__QT_MAX]; /* int16 activations (ctx->kern.quant16), or NULL */
 } attn__quant_kernels;
 
+/* ---- the int16 GEMM: prompts on int16 activations -------------------------------------------
+ * More than ATTN__QMV_ROWS rows on int16 activations, where the set has it (AVX512_VNNI:
+ * one VPDPWSSD does twice the multiply-adds of a float FMA of the same width).  A panel is
+ * 16 weight rows (16 columns of Y) over all of K: wq [K / 2][16] int32, lane n of row p the
+ * pair (q_{n,2p}, q_{n,2p+1}) as two int16 (low, high); ws [K / G][16] the groups' float
+ * scales and wm [K / G][16] their mins (w = s q - m; NULL where the type has none).  Groups
+ * of G = 32 elements (16 for Q6_K, whose scales are per 16), each with its own integer sums.
+ *   pack(type, w, rb, nv, K, wq, ws, wm, tmp): the nv <= 16 rows w, w + rb, ... (the other
+ *        lanes zero); tmp holds 16 K int16
+ *   ukr(mr, K, G, wq, ws, wm, xa, y, ldy, nv): rows 0 .. mr - 1 of xa (mr <= the set's mr)
+ *        times the panel, columns 0 .. nv - 1 of y: y_in = sum_g (ws_gn d_{i,b(g)}) isum_ign
+ *        - wm_gn sx_ig, in group order (isum exact: |q| <= 128, so a group's sum of 32
+ *        products stays below 2^31); each y_in is computed the same way whatever mr, the row's
+ *        slot and nv, so a row's bits do not depend on the other rows. */
+typedef struct attn__gemm16 {
+    const char *name;
+    int mr;
+    void (*pack)(int type, const uint8_t *w, size_t rb, int64_t nv, int64_t K, int32_t *wq,
+                 float *ws, float *wm, int16_t *tmp);
+    void (*ukr)(int mr, int64_t K, int G, const int32_t *wq, const float *ws, const float *wm,
+                const attn__q16act *xa, float *y, int64_t ldy, int64_t nv);
+} attn__gemm16;
+/* The group length of type's int16 GEMM panels (32, or 16 for Q6_K), 0 for a type without
+ * them (Q2_K, Q3_K and the float types: the float GEMM then); whether they carry mins. */
+static inline int attn__gemm16_group(int type) {
+    switch (type) {
+    case ATTN_Q_Q4_0: case ATTN_Q_Q4_1: case ATTN_Q_Q5_0: case ATTN_Q_Q5_1: case ATTN_Q_Q8_0:
+    case ATTN_Q_Q4_K: case ATTN_Q_Q5_K: case ATTN_Q_IQ4_NL: case ATTN_Q_IQ4_XS: return 32;
+    case ATTN_Q_Q6_K: return 16;
+    default: return 0;
+    }
+}
+static inline int attn__gemm16_mins(int type) {
+    return type == ATTN_Q_Q4_1 || type == ATTN_Q_Q5_1 || type == ATTN_Q_Q4_K ||
+           type == ATTN_Q_Q5_K;
+}
+/* AVX512_VNNI (NULL where the build has none); ctx->kern.gemm16 where the int16 table is
+ * the AVX512_VNNI one */
+ATTN__HIDDEN const attn__gemm16 *attn__gemm16_vnni(void);
+
 /* The plain C table (all types, float and int8 paths) and the SIMD ones: NULL when the build
  * could not compile them; their entries are NULL for types they leave to the plain C ones
  * (dispatch.c fills those in). */

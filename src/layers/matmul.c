@@ -78,11 +78,12 @@ static void epi_pass(attn_ctx *ctx, const epi_job *j, float *y, int64_t ldy, int
     attn__parallel_for(ctx, M, pass_task, &p);
 }
 
-/* The GEMM path's flags: sequences of more than ATTN__QMV_ROWS rows stay on it even when
- * fewer rows are computed (a prompt's last rows), so those rows get their bits */
-static int gemm_act(int64_t T) {
-    return T > ATTN__QMV_ROWS && T != ATTN__MM_GEMM ? ATTN__QACT_DEFAULT | ATTN__QLIN_GEMM
-                                                    : ATTN__QACT_DEFAULT;
+/* The GEMM path's flags: the weight's activation precision (int16 prompts where the CPU has
+ * the int16 GEMM and act asks for int16 or the default, else float); sequences of more than
+ * ATTN__QMV_ROWS rows stay on the GEMM even when fewer rows are computed (a prompt's last
+ * rows), so those rows get their bits */
+static int gemm_act(int64_t T, int act) {
+    return T > ATTN__QMV_ROWS && T != ATTN__MM_GEMM ? act | ATTN__QLIN_GEMM : act;
 }
 
 attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, int64_t ldx,
@@ -106,7 +107,7 @@ attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, i
          * panels: the kernel adds b and a residual, a pass does the rest */
         const float *rk = e->kind == ATTN__EPI_RES ? r : NULL;
         ATTN_TRY(attn__qlinear(ctx, t, w->data, N, K, x, ldx, M, b, rk, y, ldy,
-                               rowwise ? w->act | ATTN__QLIN_ROWWISE : gemm_act(T)));
+                               rowwise ? w->act | ATTN__QLIN_ROWWISE : gemm_act(T, w->act)));
         if ((e->kind == ATTN__EPI_NONE || e->kind == ATTN__EPI_RES) && !e->ymax) return ATTN_OK;
         const epi_job j = {ctx->kern.ew, e->kind, e->act, NULL,
                            e->kind == ATTN__EPI_RES_LN ? r : NULL, e->ln, N, e->ymax, e->aout,
@@ -155,8 +156,8 @@ attn_status attn__matmul_n(attn_ctx *ctx, int n, const attn__weight *const *w, c
     int joint = n <= ATTN__QLIN_PARTS;
     for (int i = 0; i < n && joint; i++) {
         const attn__wtype *tr = attn__wtype_of(w[i]->type);
-        joint = tr && !tr->panels &&
-                (rowwise ? w[i]->act == w[0]->act : w[i]->type != ATTN_Q_F32);
+        joint = tr && !tr->panels && w[i]->act == w[0]->act &&
+                (rowwise || w[i]->type != ATTN_Q_F32);
         if (w[i]->K != w[0]->K) return attn__fail(ctx, ATTN_E_SHAPE, "attn__matmul_n: K");
     }
     if (!joint) {
@@ -172,7 +173,7 @@ attn_status attn__matmul_n(attn_ctx *ctx, int n, const attn__weight *const *w, c
         p[i] = (attn__qlin_part){w[i]->type, w[i]->data, w[i]->N, w[i]->bias,
                                  r ? r[i] : NULL, y[i], ldy[i]};
     return attn__qlinear_multi(ctx, n, p, w[0]->K, x, ldx, M,
-                               rowwise ? w[0]->act | ATTN__QLIN_ROWWISE : gemm_act(T));
+                               rowwise ? w[0]->act | ATTN__QLIN_ROWWISE : gemm_act(T, w[0]->act));
 }
 
 attn_status attn__matmul_bwd(attn_ctx *ctx, const attn__weight *w, const float *x, int64_t ldx,
