@@ -926,6 +926,32 @@ static void test_x86_int16_sets(void) {
         free(w);
     }
     printf("test_qlinear: %d x86 int16 kernel runs\n", n);
+    /* each set's quantizer (q16x) against attn__q16act_quantize, bit for bit: these rows, and
+     * blocks of edge values (zeros of both signs, tiny, +-inf, NaN, halves to round) */
+    for (int64_t k = 0; k < 32; k++) {
+        x[k] = k % 2 ? -0.0f : 0.0f;
+        x[32 + k] = (float)(k - 16) * 1e-36f;
+        x[64 + k] = k == 3 ? INFINITY : k == 9 ? -INFINITY : (float)k;
+        x[96 + k] = k == 30 ? NAN : (float)k * 0.5f - 7.75f;
+        x[128 + k] = (float)k * 0.5f - 8.0f; /* ties: y = +-(n + 1/2) d^-1 scaled */
+        x[160 + k] = k == 0 ? 1e30f : 1e-30f;
+    }
+    int16_t *q2 = malloc(sizeof(int16_t) * (size_t)(M * K));
+    float *d2 = malloc(sizeof(float) * (size_t)(M * ldb)), *s2 = malloc(sizeof(float) * (size_t)(M * ldb));
+    attn__q16act_quantize(x, K, M, K, xq, K, d, sx, ldb);
+    for (int s = 0; s < 3; s++) {
+        if (!sets[s]) continue;
+        TU_CHECK(sets[s]->q16x != NULL, "%s: no quantizer", names[s] + 14);
+        if (!sets[s]->q16x) continue;
+        memset(q2, 0x5a, sizeof(int16_t) * (size_t)(M * K));
+        for (int64_t i = 0; i < M * ldb; i++) d2[i] = s2[i] = -3.0f;
+        sets[s]->q16x(x, K, M, K, q2, K, d2, s2, ldb);
+        TU_CHECK(!memcmp(q2, xq, sizeof(int16_t) * (size_t)(M * K)) &&
+                     !memcmp(d2, d, sizeof(float) * (size_t)(M * ldb)) &&
+                     !memcmp(s2, sx, sizeof(float) * (size_t)(M * ldb)),
+                 "%s: the quantizer's bits differ from attn__q16act_quantize's", names[s] + 14);
+    }
+    free(q2), free(d2), free(s2);
     free(x), free(xq), free(d), free(sx);
     attn_ctx_free(c);
 }

@@ -71,27 +71,32 @@ void attn__q16act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K, in
         for (int64_t b = 0; b < K / 32; b++) {
             const float *xb = x + i * ldx + 32 * b;
             int16_t *qb = q + i * ldq + 32 * b;
-            float amax = 0.0f, s = 0.0f;
-            for (int j = 0; j < 32; j++) {
-                s += xb[j];
-                amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
-            }
+            /* the largest |x| (a NaN never wins: it gives the block NaN below) and the sum, as
+             * 8 partial sums of every 8th element combined pairwise: loops a compiler turns
+             * into vector operations, the same bits either way */
+            float p[8], mx[8];
+            for (int l = 0; l < 8; l++) p[l] = 0.0f, mx[l] = 0.0f;
+            for (int t = 0; t < 4; t++)
+                for (int l = 0; l < 8; l++) {
+                    const float v = xb[8 * t + l], a = fabsf(v);
+                    p[l] += v;
+                    mx[l] = a > mx[l] ? a : mx[l];
+                }
+            const float s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+            float amax = 0.0f;
+            for (int l = 0; l < 8; l++) amax = mx[l] > amax ? mx[l] : amax;
             float db = amax / 32767.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
             if (!(id <= FLT_MAX)) db = 0.0f, id = 0.0f; /* max|x| < ~9.6e-35: a zero block */
             for (int j = 0; j < 32; j++) {
-                /* roundf(y) clamped to [-32767, 32767], NaN to 0, as the int8 rounding: the
+                /* roundf(y) clamped to [-32767, 32767], NaN to 0, without branches: the
                  * fraction y - trunc(y) is exact for |y| < 2^23 */
-                const float y = xb[j] * id;
-                int v;
-                if (!(y == y)) v = 0;
-                else if (y > 32767.0f) v = 32767;
-                else if (y < -32767.0f) v = -32767;
-                else {
-                    v = (int)y;
-                    const float f = y - (float)v;
-                    v += (f >= 0.5f) - (f <= -0.5f);
-                }
-                qb[j] = (int16_t)v;
+                float y = xb[j] * id;
+                y = y == y ? y : 0.0f;
+                y = y > 32767.0f ? 32767.0f : y;
+                y = y < -32767.0f ? -32767.0f : y;
+                const int t = (int)y;
+                const float f = y - (float)t;
+                qb[j] = (int16_t)(t + (f >= 0.5f) - (f <= -0.5f));
             }
             if (!(s - s == 0.0f)) db = NAN; /* a NaN or an infinity in the block: y is NaN */
             d[i * ldb + b] = db;
@@ -326,6 +331,8 @@ typedef struct q16mm {
     float *d, *sx;
     char *ws; /* per thread: the panel (wq, ws, wm) and 16 K int16 of unpacked rows */
     size_t stride;
+    void (*q16x)(const float *, int64_t, int64_t, int64_t, int16_t *, int64_t, float *, float *,
+                 int64_t);
 } q16mm;
 
 /* Whether job j runs on the int16 GEMM: act asks for int16 (or the default), the context has
@@ -338,8 +345,8 @@ static int mm16_ok(const attn_ctx *ctx, const qjob *j, int act) {
 static void q16x_task(void *arg, int64_t begin, int64_t end, int tid) {
     const q16mm *q = arg;
     (void)tid;
-    attn__q16act_quantize(q->X + begin * q->ldx, q->ldx, end - begin, q->K, q->q + begin * q->K,
-                          q->K, q->d + begin * q->xa.ldb, q->sx + begin * q->xa.ldb, q->xa.ldb);
+    q->q16x(q->X + begin * q->ldx, q->ldx, end - begin, q->K, q->q + begin * q->K, q->K,
+            q->d + begin * q->xa.ldb, q->sx + begin * q->xa.ldb, q->xa.ldb);
 }
 
 static void mm16_task(void *arg, int64_t begin, int64_t end, int tid) {
@@ -373,7 +380,8 @@ static void mm16_task(void *arg, int64_t begin, int64_t end, int tid) {
  * every row of X.  A row's bits do not depend on M, the panels' owners or the thread count. */
 static attn_status mm16_run(attn_ctx *ctx, qjob *j, int n) {
     const int64_t M = j[0].M, K = j[0].K, ldb = (K / 32 + 7) / 8 * 8, ngm = K / 16;
-    q16mm q = {j, n, {0}, ctx->kern.gemm16, {0}, j[0].X, j[0].ldx, K, NULL, NULL, NULL, NULL, 0};
+    q16mm q = {j, n, {0}, ctx->kern.gemm16, {0}, j[0].X, j[0].ldx, K, NULL, NULL, NULL, NULL, 0,
+               ctx->kern.quant16->q16x ? ctx->kern.quant16->q16x : attn__q16act_quantize};
     double flops = 0.0;
     for (int i = 0; i < n; i++) {
         q.off[i + 1] = q.off[i] + (j[i].N + 15) / 16;
@@ -436,7 +444,8 @@ static attn_status mv_init(attn_ctx *ctx, qjob *j, int n, int act) {
                 ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * K), sizeof(int16_t), (void **)&q));
                 ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * ldb), sizeof(float), (void **)&d));
                 ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * ldb), sizeof(float), (void **)&sx));
-                attn__q16act_quantize(j[0].X, j[0].ldx, M, K, q, K, d, sx, ldb);
+                (ctx->kern.quant16->q16x ? ctx->kern.quant16->q16x : attn__q16act_quantize)(
+                    j[0].X, j[0].ldx, M, K, q, K, d, sx, ldb);
                 xa16 = (attn__q16act){q, d, sx, K, ldb};
             }
             j[i].xa16 = xa16;

@@ -192,6 +192,9 @@ typedef struct attn__quant_kernels {
     attn__qmv8_fn mvw8[ATTN__QT_MAX]; /* mv8 for up to ATTN__QMV_WIDE vectors (the same bits
                                          per vector), or NULL */
     attn__qmv16_fn mv16[ATTN__QT_MAX]; /* int16 activations (ctx->kern.quant16), or NULL */
+    /* the int16 tables' attn__q16act_quantize, the same bits (NULL in the others) */
+    void (*q16x)(const float *x, int64_t ldx, int64_t m, int64_t K, int16_t *q, int64_t ldq,
+                 float *d, float *sx, int64_t ldb);
 } attn__quant_kernels;
 
 /* ---- the int16 GEMM: prompts on int16 activations -------------------------------------------

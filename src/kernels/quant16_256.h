@@ -29,6 +29,8 @@
  */
 #ifndef ATTN_QUANT16_256_BODY
 #define ATTN_QUANT16_256_BODY
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include "x86_avx2/kquant_avx2.h"
@@ -376,8 +378,60 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
 DEFK23(mv16_q2_k, 0)
 DEFK23(mv16_q3_k, 1)
 
+/* ---- attn__q16act_quantize on 8 lanes, the same bits: the partial sums and maxima of lane l
+ * over elements l, l + 8, l + 16, l + 24 in that order, the sums' pairwise tree by two
+ * horizontal adds and one across the halves; the rounding without branches (NaN to 0, clamp,
+ * truncate, and the fraction's comparisons) */
+static void q16x(const float *x, int64_t ldx, int64_t m, int64_t K, int16_t *q, int64_t ldq,
+                 float *d, float *sx, int64_t ldb) {
+    const __m256 c = _mm256_set1_ps(32767.0f), nc = _mm256_set1_ps(-32767.0f);
+    const __m256 half = _mm256_set1_ps(0.5f), nhalf = _mm256_set1_ps(-0.5f);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t b = 0; b < K / 32; b++) {
+            const float *xb = x + i * ldx + 32 * b;
+            __m256 v[4], p = _mm256_setzero_ps(), mx = _mm256_setzero_ps();
+            for (int t = 0; t < 4; t++) {
+                v[t] = _mm256_loadu_ps(xb + 8 * t);
+                p = _mm256_add_ps(p, v[t]);
+                mx = _mm256_max_ps(_mm256_and_ps(v[t], absm), mx);
+            }
+            const __m256 h = _mm256_hadd_ps(p, p), hh = _mm256_hadd_ps(h, h);
+            const float s = _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(hh),
+                                                     _mm256_extractf128_ps(hh, 1)));
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+            const float amax = _mm_cvtss_f32(m4);
+            float db = amax / 32767.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+            if (!(id <= FLT_MAX)) db = 0.0f, id = 0.0f; /* as attn__q16act_quantize */
+            const __m256 iv = _mm256_set1_ps(id);
+            __m256i r[4];
+            for (int t = 0; t < 4; t++) {
+                __m256 y = _mm256_mul_ps(v[t], iv);
+                y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q));
+                y = _mm256_max_ps(nc, _mm256_min_ps(c, y));
+                const __m256i tr = _mm256_cvttps_epi32(y);
+                const __m256 f = _mm256_sub_ps(y, _mm256_cvtepi32_ps(tr));
+                const __m256i ge = _mm256_castps_si256(_mm256_cmp_ps(f, half, _CMP_GE_OQ));
+                const __m256i le = _mm256_castps_si256(_mm256_cmp_ps(f, nhalf, _CMP_LE_OQ));
+                r[t] = _mm256_add_epi32(_mm256_sub_epi32(tr, ge), le);
+            }
+            int16_t *qb = q + i * ldq + 32 * b;
+            for (int t = 0; t < 2; t++) /* packs works per 128-bit half: put them back in order */
+                _mm256_storeu_si256((__m256i *)(void *)(qb + 16 * t),
+                                    _mm256_permute4x64_epi64(_mm256_packs_epi32(r[2 * t], r[2 * t + 1]), 0xD8));
+            if (!(s - s == 0.0f)) db = NAN;
+            d[i * ldb + b] = db;
+            sx[i * ldb + b] = s;
+        }
+        for (int64_t b = K / 32; b < ldb; b++) d[i * ldb + b] = sx[i * ldb + b] = 0.0f;
+    }
+}
+
 static const attn__quant_kernels TABLE = {
     .name = Q16_256_NAME,
+    .q16x = q16x,
     .mv16 = {[ATTN_Q_Q4_0] = mv16_q4_0, [ATTN_Q_Q4_1] = mv16_q4_1, [ATTN_Q_Q5_0] = mv16_q5_0,
              [ATTN_Q_Q5_1] = mv16_q5_1, [ATTN_Q_Q8_0] = mv16_q8_0, [ATTN_Q_Q4_K] = mv16_q4_k,
              [ATTN_Q_Q5_K] = mv16_q5_k, [ATTN_Q_Q6_K] = mv16_q6_k, [ATTN_Q_IQ4_NL] = mv16_iq4_nl,

@@ -338,6 +338,7 @@ static const attn__quant_kernels TABLE = {
     {0},
     {0},
     {0},
+    NULL, /* q16x */
 };
 
 #endif

@@ -200,6 +200,7 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_K] = mv8_q5_k, [ATTN_Q_Q6_K] = mv8_q6_k, [ATTN_Q_IQ4_NL] = mv8_iq4_nl,
      [ATTN_Q_IQ4_XS] = mv8_iq4_xs, [ATTN_Q_Q2_K] = mv8_q2_k, [ATTN_Q_Q3_K] = mv8_q3_k},
     {0},
+    NULL, /* q16x */
 };
 
 const attn__quant_kernels *attn__quant_kernels_dotprod(void) { return &TABLE; }

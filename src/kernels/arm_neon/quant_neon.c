@@ -433,6 +433,7 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_IQ4_XS] = mvw_iq4_xs, [ATTN_Q_Q2_K] = mvw_q2_k, [ATTN_Q_Q3_K] = mvw_q3_k},
     {0},
     {0},
+    NULL, /* q16x */
 };
 
 const attn__quant_kernels *attn__quant_kernels_neon(void) { return &TABLE; }

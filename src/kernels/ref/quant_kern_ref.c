@@ -338,6 +338,7 @@ static const attn__quant_kernels REF = {
     {0},
     {0},
     {0},
+    NULL, /* q16x */
 };
 
 const attn__quant_kernels *attn__quant_kernels_ref(void) { return &REF; }

@@ -650,6 +650,7 @@ static const attn__quant_kernels TABLE = {
     {[ATTN_Q_Q2_K] = mvw_q2_k, [ATTN_Q_Q3_K] = mvw_q3_k, [ATTN_Q_IQ4_XS] = mvw_iq4_xs},
     {0},
     {0},
+    NULL, /* q16x */
 };
 
 const attn__quant_kernels *attn__quant_kernels_avx2(void) { return &TABLE; }

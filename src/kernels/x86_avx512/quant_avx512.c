@@ -716,7 +716,8 @@ DEFW(iq4_xs, 256)
       [ATTN_Q_Q3_K] = mvw_q3_k, [ATTN_Q_Q6_K] = MVW_Q6K, [ATTN_Q_IQ4_NL] = mvw_iq4_nl,         \
       [ATTN_Q_IQ4_XS] = mvw_iq4_xs},                                                          \
      {0},                                                                                    \
-     {0}}
+     {0},                                                                                     \
+     NULL}
 
 static const attn__quant_kernels TABLE = TABLE_INIT("avx512", mv_q6_k, mvw_q6_k);
 const attn__quant_kernels *attn__quant_kernels_avx512(void) { return &TABLE; }

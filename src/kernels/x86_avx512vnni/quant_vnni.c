@@ -402,6 +402,7 @@ static const attn__quant_kernels TABLE = {
      [ATTN_Q_Q5_K] = mvw8_q5_k, [ATTN_Q_Q6_K] = mvw8_q6_k, [ATTN_Q_IQ4_NL] = mvw8_iq4_nl,
      [ATTN_Q_IQ4_XS] = mvw8_iq4_xs},
     {0},
+    NULL, /* q16x */
 };
 
 const attn__quant_kernels *attn__quant_kernels_vnni(void) { return &TABLE; }
