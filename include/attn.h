@@ -1595,9 +1595,14 @@ typedef enum attn_qact {
  * block_bytes), read in place: no dequantized copy is made.  bias may be NULL.
  *   M <= 8 (decoding, a few sequences): matrix-vector kernels that read the weights once, at
  *     close to the memory's bandwidth; act chooses the activation precision (above).
- *   M > 8 (prompts): the weights are dequantized panel by panel (each weight once per call)
- *     into the float GEMM's microkernels; the result is that of the float GEMM on the
- *     dequantized matrix, bit for bit, plus the bias (act is not used).
+ *   M > 8 (prompts): with ATTN_QACT_F32 or ATTN_QACT_Q8, on CPUs without AVX512_VNNI, and
+ *     for F32, F16, BF16, Q2_K and Q3_K weights, the weights are dequantized panel by panel
+ *     (each weight once per call) into the float GEMM's microkernels; the result is that of
+ *     the float GEMM on the dequantized matrix, bit for bit, plus the bias.  With
+ *     ATTN_QACT_Q16 or ATTN_QACT_DEFAULT on a CPU with AVX512_VNNI, x is rounded to int16 per
+ *     block of 32 as for M <= 8 and multiplied on VPDPWSSD, 1.4-1.5x the float GEMM's rate
+ *     (the same error bound as ATTN_QACT_Q16 above; each row's result does not depend on the
+ *     other rows).
  * Threads split the N outputs only: results are bit-identical for every thread count (and
  * may differ in the last bits between instruction sets, as the float GEMM does).  x and bias
  * must be finite (ATTN_E_NONFINITE) unless ATTN_CTX_NO_FINITE_CHECK; the weights are not
@@ -2283,7 +2288,8 @@ ATTN_API int64_t attn_llm_weight_bytes(const attn_llm *m);
  * products, llama.cpp's precision: ~10% faster decoding with VNNI, but on SmolLM2-135M the
  * logits move by up to 9% of max|logit| and greedy continuations leave the float path's
  * within 2-20 tokens; docs/llm.md).  F32, F16 and BF16 weights always use float
- * activations; longer prompts always run the float GEMM.  Set it between calls, not while a
+ * activations; longer prompts run attn_qlinear's GEMM path: int16 with ATTN_QACT_Q16 or the default
+ * where the CPU has AVX512_VNNI, else float.  Set it between calls, not while a
  * session of the model is in use on another thread.  ATTN_E_INVALID for NULL or an unknown
  * value (no context: the model has none). */
 ATTN_API attn_status attn_llm_set_activations(attn_llm *m, attn_qact act);

@@ -13,6 +13,11 @@
  *                       of kc, in order, beta 0 then 1 -- the tile computation of attn__gemm,
  *                       so Y is attn__gemm(X, deq(W)^T) bit for bit, for any thread count.
  *                       Each weight is dequantized once per call.
+ *                       On int16 activations (ATTN__QACT_Q16 or the default) where the context
+ *                       has the int16 GEMM (AVX512_VNNI, ctx->kern.gemm16) and the type has
+ *                       panels: X rounded to int16 rows once, panels of 16 weight rows
+ *                       unpacked to int16 pairs and multiplied on VPDPWSSD (quant.h,
+ *                       attn__gemm16), each part of a multi call on its own path.
  * Threads split output columns (weight rows) only, never K. */
 #include "quant.h"
 
