@@ -15,7 +15,7 @@
  *                       Each weight is dequantized once per call.
  *                       On int16 activations (ATTN__QACT_Q16 or the default) where the context
  *                       has the int16 GEMM (AVX512_VNNI, ctx->kern.gemm16) and the type has
- *                       panels: X rounded to int16 rows once, panels of 16 weight rows
+ *                       panels: X rounded to int16 rows once, panels of np weight rows
  *                       unpacked to int16 pairs and multiplied on VPDPWSSD (quant.h,
  *                       attn__gemm16), each part of a multi call on its own path.
  * Threads split output columns (weight rows) only, never K. */
@@ -334,7 +334,7 @@ typedef struct q16mm {
     int64_t ldx, K;
     int16_t *q;
     float *d, *sx;
-    char *ws; /* per thread: the panel (wq, ws, wm) and 16 K int16 of unpacked rows */
+    char *ws; /* per thread: the panel (wq, ws, wm) and np K int16 of unpacked rows */
     size_t stride;
     void (*q16x)(const float *, int64_t, int64_t, int64_t, int16_t *, int64_t, float *, float *,
                  int64_t);
@@ -356,10 +356,10 @@ static void q16x_task(void *arg, int64_t begin, int64_t end, int tid) {
 
 static void mm16_task(void *arg, int64_t begin, int64_t end, int tid) {
     const q16mm *q = arg;
-    const int64_t K = q->K, M = q->j[0].M, ngm = K / 16; /* the most groups of a type */
+    const int64_t K = q->K, M = q->j[0].M, ngm = K / 16, np = q->g->np; /* ngm: most groups */
     int32_t *wq = (int32_t *)(void *)(q->ws + (size_t)tid * q->stride);
-    float *ws = (float *)(void *)(wq + K / 2 * 16), *wm = ws + 16 * ngm;
-    int16_t *tmp = (int16_t *)(void *)(wm + 16 * ngm);
+    float *ws = (float *)(void *)(wq + K / 2 * np), *wm = ws + np * ngm;
+    int16_t *tmp = (int16_t *)(void *)(wm + np * ngm);
     const int mr = q->g->mr;
     for (int i = 0; i < q->n; i++) {
         const qjob *j = q->j + i;
@@ -367,7 +367,7 @@ static void mm16_task(void *arg, int64_t begin, int64_t end, int tid) {
         float *m = attn__gemm16_mins(j->type) ? wm : NULL;
         for (int64_t p = begin > q->off[i] ? begin : q->off[i]; p < end && p < q->off[i + 1];
              p++) {
-            const int64_t n0 = (p - q->off[i]) * 16, nv = j->N - n0 < 16 ? j->N - n0 : 16;
+            const int64_t n0 = (p - q->off[i]) * np, nv = j->N - n0 < np ? j->N - n0 : np;
             q->g->pack(j->type, j->W + (size_t)n0 * j->rb, j->rb, nv, K, wq, ws, m, tmp);
             for (int64_t i0 = 0; i0 < M; i0 += mr) {
                 attn__q16act xa = q->xa;
@@ -384,12 +384,13 @@ static void mm16_task(void *arg, int64_t begin, int64_t end, int tid) {
  * panels of 16 weight rows of every part over the threads, each unpacked once and run against
  * every row of X.  A row's bits do not depend on M, the panels' owners or the thread count. */
 static attn_status mm16_run(attn_ctx *ctx, qjob *j, int n) {
-    const int64_t M = j[0].M, K = j[0].K, ldb = (K / 32 + 7) / 8 * 8, ngm = K / 16;
+    const int64_t M = j[0].M, K = j[0].K, ldb = (K / 32 + 7) / 8 * 8, ngm = K / 16,
+                  np = ctx->kern.gemm16->np;
     q16mm q = {j, n, {0}, ctx->kern.gemm16, {0}, j[0].X, j[0].ldx, K, NULL, NULL, NULL, NULL, 0,
                ctx->kern.quant16->q16x ? ctx->kern.quant16->q16x : attn__q16act_quantize};
     double flops = 0.0;
     for (int i = 0; i < n; i++) {
-        q.off[i + 1] = q.off[i] + (j[i].N + 15) / 16;
+        q.off[i + 1] = q.off[i] + (j[i].N + np - 1) / np;
         flops += (double)M * (double)j[i].N * (double)K;
     }
     const int serial = flops < 262144.0;
@@ -397,9 +398,9 @@ static attn_status mm16_run(attn_ctx *ctx, qjob *j, int n) {
     ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * K), sizeof(int16_t), (void **)&q.q));
     ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * ldb), sizeof(float), (void **)&q.d));
     ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * ldb), sizeof(float), (void **)&q.sx));
-    /* per thread: wq (K / 2 x 16 int32), ws and wm (K / 16 x 16 floats each at most), the
-     * unpacked rows (16 K int16), 64-byte multiples */
-    q.stride = ((size_t)K * 32 + (size_t)ngm * 128 + (size_t)K * 32 + 63) / 64 * 64;
+    /* per thread: wq (K / 2 x np int32), ws and wm (K / 16 x np floats each at most), the
+     * unpacked rows (np K int16), 64-byte multiples */
+    q.stride = ((size_t)K * 2 * (size_t)np + (size_t)ngm * 8 * (size_t)np + (size_t)K * 2 * (size_t)np + 63) / 64 * 64;
     void *wsp;
     ATTN_TRY(attn__ws_alloc(ctx, q.stride * (size_t)width + 64, 1, &wsp));
     q.ws = (char *)align64(wsp);

@@ -200,12 +200,12 @@ typedef struct attn__quant_kernels {
 /* ---- the int16 GEMM: prompts on int16 activations -------------------------------------------
  * More than ATTN__QMV_ROWS rows on int16 activations, where the set has it (AVX512_VNNI:
  * one VPDPWSSD does twice the multiply-adds of a float FMA of the same width).  A panel is
- * 16 weight rows (16 columns of Y) over all of K: wq [K / 2][16] int32, lane n of row p the
- * pair (q_{n,2p}, q_{n,2p+1}) as two int16 (low, high); ws [K / G][16] the groups' float
- * scales and wm [K / G][16] their mins (w = s q - m; NULL where the type has none).  Groups
+ * np weight rows (np columns of Y) over all of K: wq [K / 2][np] int32, lane n of row p the
+ * pair (q_{n,2p}, q_{n,2p+1}) as two int16 (low, high); ws [K / G][np] the groups' float
+ * scales and wm [K / G][np] their mins (w = s q - m; NULL where the type has none).  Groups
  * of G = 32 elements (16 for Q6_K, whose scales are per 16), each with its own integer sums.
- *   pack(type, w, rb, nv, K, wq, ws, wm, tmp): the nv <= 16 rows w, w + rb, ... (the other
- *        lanes zero); tmp holds 16 K int16
+ *   pack(type, w, rb, nv, K, wq, ws, wm, tmp): the nv <= np rows w, w + rb, ... (the other
+ *        lanes zero); tmp holds np K int16
  *   ukr(mr, K, G, wq, ws, wm, xa, y, ldy, nv): rows 0 .. mr - 1 of xa (mr <= the set's mr)
  *        times the panel, columns 0 .. nv - 1 of y: y_in = sum_g (ws_gn d_{i,b(g)}) isum_ign
  *        - wm_gn sx_ig, in group order (isum exact: |q| <= 128, so a group's sum of 32
@@ -213,7 +213,7 @@ typedef struct attn__quant_kernels {
  *        slot and nv, so a row's bits do not depend on the other rows. */
 typedef struct attn__gemm16 {
     const char *name;
-    int mr;
+    int mr, np; /* rows of X and weight rows (columns of Y) per tile */
     void (*pack)(int type, const uint8_t *w, size_t rb, int64_t nv, int64_t K, int32_t *wq,
                  float *ws, float *wm, int16_t *tmp);
     void (*ukr)(int mr, int64_t K, int G, const int32_t *wq, const float *ws, const float *wm,

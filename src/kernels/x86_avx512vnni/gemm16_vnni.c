@@ -1,17 +1,19 @@
 /* The int16 GEMM of AVX512_VNNI (quant.h, attn__gemm16): prompts on int16 activations.
  *
- * Lanes are columns of Y (weight rows), as in the float GEMM: a panel of 16 weight rows holds,
- * for each pair of k, one 32-bit lane per row with its two quants as int16 (pack).  The
- * microkernel broadcasts a row's pair of int16 activations and multiplies it into two vectors
- * of 8 lanes with VPDPWSSD (256-bit, AVX512VL: 16 multiply-adds per instruction, a float FMA of
- * the same width does 8), summing each group of 32 (or 16) k in int32, exactly; then per group
- * one conversion, the product of the group's scales with the row's block scale d, and one FMA
- * into the float accumulators, and the mins times the float block sums of x in another.  Rows
- * of X are read in place from attn__q16act_quantize's int16 rows (no packing of A).  Each
- * output is summed in one fixed order whatever the tile holds, so a row gives the same bits
- * alone or among others, and for any thread count.
+ * Lanes are columns of Y (weight rows), as in the float GEMM: a panel of 32 weight rows holds,
+ * for each pair of k, one 32-bit lane per row with its two quants as int16 (pack, after
+ * dec_row unpacked each row).  The 6 x 32 microkernel (gemm16_body.h) broadcasts a row's pair
+ * of int16 activations and multiplies it into two vectors of 16 lanes with VPDPWSSD (32
+ * multiply-adds per instruction, a float FMA of the same width does 16), summing each group of
+ * 32 (Q6_K: 16) k in int32, exactly; then per group one conversion, the product of the group's
+ * scales with the row's block scale d, and one FMA into the float accumulators, and the mins
+ * times the float block sums of x in another.  Rows of X are read in place from the int16 rows
+ * of the activations' quantizer (no packing of A).  Each output is summed in one fixed order
+ * whatever the tile holds, so a row gives the same bits alone or among others, and for any
+ * thread count.
  *
- * Built with the AVX512_VNNI flags (CMakeLists.txt); quant16_vnni.c's table points here. */
+ * Built with the AVX512_VNNI flags (CMakeLists.txt); dispatch.c takes it with the AVX512_VNNI
+ * int16 table. */
 #include "../quant.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__FMA__) && \
@@ -48,15 +50,16 @@ INLINE uint32_t le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Row b (K elements of type) into q[K]; group g's scale to s[16 g], its min to m[16 g] (m
+/* Row b (K elements of type) into q[K]; group g's scale to s[ns g], its min to m[ns g] (m
  * NULL: not written) */
-static void dec_row(int type, const uint8_t *b, int64_t K, int16_t *q, float *s, float *m) {
+static void dec_row(int type, const uint8_t *b, int64_t K, int16_t *q, float *s, float *m,
+                    const int64_t ns) {
     switch (type) {
     case ATTN_Q_Q4_0: case ATTN_Q_Q5_0: case ATTN_Q_IQ4_NL:
         for (int64_t k = 0; k < K / 32; k++) {
             const int five = type == ATTN_Q_Q5_0;
             const uint8_t *blk = b + (size_t)k * (five ? 22 : 18);
-            s[16 * k] = attn__load_half(blk);
+            s[ns * k] = attn__load_half(blk);
             if (type == ATTN_Q_IQ4_NL)
                 for (int j = 0; j < 16; j++) {
                     q[32 * k + j] = attn__iq4_values[blk[2 + j] & 15];
@@ -70,15 +73,15 @@ static void dec_row(int type, const uint8_t *b, int64_t K, int16_t *q, float *s,
         for (int64_t k = 0; k < K / 32; k++) {
             const int five = type == ATTN_Q_Q5_1;
             const uint8_t *blk = b + (size_t)k * (five ? 24 : 20);
-            s[16 * k] = attn__load_half(blk);
-            if (m) m[16 * k] = -attn__load_half(blk + 2); /* w = d q + m */
+            s[ns * k] = attn__load_half(blk);
+            if (m) m[ns * k] = -attn__load_half(blk + 2); /* w = d q + m */
             nib32(blk + (five ? 8 : 4), five ? le32(blk + 4) : 0, 0, q + 32 * k);
         }
         return;
     case ATTN_Q_Q8_0:
         for (int64_t k = 0; k < K / 32; k++) {
             const uint8_t *blk = b + (size_t)k * 34;
-            s[16 * k] = attn__load_half(blk);
+            s[ns * k] = attn__load_half(blk);
             for (int j = 0; j < 32; j++) q[32 * k + j] = (int8_t)blk[2 + j];
         }
         return;
@@ -91,8 +94,8 @@ static void dec_row(int type, const uint8_t *b, int64_t K, int16_t *q, float *s,
             for (int g = 0; g < 8; g++) {
                 int sc, mn;
                 k4_scale_min(blk + 4, g, &sc, &mn);
-                s[16 * (8 * k + g)] = d * (float)sc;
-                if (m) m[16 * (8 * k + g)] = dmin * (float)mn;
+                s[ns * (8 * k + g)] = d * (float)sc;
+                if (m) m[ns * (8 * k + g)] = dmin * (float)mn;
                 int16_t *qg = q + 256 * k + 32 * g;
                 const int sh = 4 * (g & 1);
                 for (int j = 0; j < 32; j++)
@@ -106,7 +109,7 @@ static void dec_row(int type, const uint8_t *b, int64_t K, int16_t *q, float *s,
             const uint8_t *blk = b + (size_t)k * 210, *ql = blk, *qh = blk + 128;
             const int8_t *sc = (const int8_t *)(blk + 192);
             const float d = attn__load_half(blk + 208);
-            for (int g = 0; g < 16; g++) s[16 * (16 * k + g)] = d * (float)sc[g];
+            for (int g = 0; g < 16; g++) s[ns * (16 * k + g)] = d * (float)sc[g];
             int16_t *qk = q + 256 * k;
             for (int h = 0; h < 2; h++) /* halves of 128: ql 64 bytes, qh 32 */
                 for (int r = 0; r < 4; r++) /* quarters of 32 within the half */
@@ -123,7 +126,7 @@ static void dec_row(int type, const uint8_t *b, int64_t K, int16_t *q, float *s,
             const uint8_t *blk = b + (size_t)k * 136;
             const float d = attn__load_half(blk);
             for (int g = 0; g < 8; g++) {
-                s[16 * (8 * k + g)] = d * (float)attn__iq4xs_scale(blk, g);
+                s[ns * (8 * k + g)] = d * (float)attn__iq4xs_scale(blk, g);
                 const uint8_t *qs = blk + 8 + 16 * g;
                 int16_t *qg = q + 256 * k + 32 * g;
                 for (int j = 0; j < 16; j++) {
@@ -138,114 +141,36 @@ static void dec_row(int type, const uint8_t *b, int64_t K, int16_t *q, float *s,
     }
 }
 
-static void pack16(int type, const uint8_t *w, size_t rb, int64_t nv, int64_t K, int32_t *wq,
-                   float *ws, float *wm, int16_t *tmp) {
-    const int G = attn__gemm16_group(type);
-    const int64_t ng = K / G;
-    memset(ws, 0, sizeof(float) * (size_t)(16 * ng));
-    if (wm) memset(wm, 0, sizeof(float) * (size_t)(16 * ng));
-    for (int64_t r = 0; r < 16; r++) {
-        int16_t *q = tmp + r * K;
-        if (r >= nv) {
-            memset(q, 0, sizeof(int16_t) * (size_t)K);
-            continue;
-        }
-        dec_row(type, w + (size_t)r * rb, K, q, ws + r, wm ? wm + r : NULL);
-    }
-    /* the 16 rows of K / 2 int32 pairs, transposed: wq[p][n] = pair p of row n */
-    for (int64_t p0 = 0; p0 < K / 2; p0 += 8)
-        for (int h = 0; h < 2; h++) {
-            __m256 t[8];
-            for (int i = 0; i < 8; i++)
-                t[i] = _mm256_loadu_ps((const float *)(const void *)(tmp + (8 * h + i) * K + 2 * p0));
-            attn__tr8(t);
-            for (int c = 0; c < 8; c++)
-                _mm256_storeu_ps((float *)(void *)(wq + (p0 + c) * 16 + 8 * h), t[c]);
-        }
-}
-
-/* ---- the microkernel ----------------------------------------------------------------------- */
 INLINE int32_t pair(const int16_t *x) {
     int32_t v;
     memcpy(&v, x, 4);
     return v;
 }
 
-INLINE void kern(const int R, const int G, const int MINS, int64_t K, const int32_t *wq,
-                 const float *ws, const float *wm, const attn__q16act *xa, float *y,
-                 int64_t ldy, int64_t nv) {
-    enum { NP = 16 };
-    const int gp = G / 2;
-    __m256 acc[MR][2];
-    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < K / G; g++) {
-        __m256i ia[MR][2];
-        for (int i = 0; i < R; i++) ia[i][0] = ia[i][1] = _mm256_setzero_si256();
-        const int32_t *w = wq + g * gp * NP;
-        const int16_t *x0 = xa->q + g * G;
-#pragma GCC unroll 16
-        for (int p = 0; p < gp; p++) {
-            const __m256i b0 = _mm256_loadu_si256((const __m256i *)(const void *)(w + p * NP));
-            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)(w + p * NP + 8));
-            for (int i = 0; i < R; i++) {
-                const __m256i xb = _mm256_set1_epi32(pair(x0 + i * xa->ldq + 2 * p));
-                ia[i][0] = _mm256_dpwssd_epi32(ia[i][0], xb, b0);
-                ia[i][1] = _mm256_dpwssd_epi32(ia[i][1], xb, b1);
-            }
-        }
-        const __m256 s0 = _mm256_loadu_ps(ws + g * NP), s1 = _mm256_loadu_ps(ws + g * NP + 8);
-        const int64_t bx = g * G / 32;
-        for (int i = 0; i < R; i++) {
-            const __m256 f = _mm256_set1_ps(xa->d[i * xa->ldb + bx]);
-            acc[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[i][0]), _mm256_mul_ps(s0, f), acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[i][1]), _mm256_mul_ps(s1, f), acc[i][1]);
-        }
-        if (MINS) {
-            const __m256 m0 = _mm256_loadu_ps(wm + g * NP), m1 = _mm256_loadu_ps(wm + g * NP + 8);
-            for (int i = 0; i < R; i++) {
-                const __m256 sv = _mm256_set1_ps(xa->sx[i * xa->ldb + g]);
-                acc[i][0] = _mm256_fnmadd_ps(m0, sv, acc[i][0]);
-                acc[i][1] = _mm256_fnmadd_ps(m1, sv, acc[i][1]);
-            }
-        }
-    }
-    for (int i = 0; i < R; i++) {
-        if (nv == NP) {
-            _mm256_storeu_ps(y + i * ldy, acc[i][0]);
-            _mm256_storeu_ps(y + i * ldy + 8, acc[i][1]);
-        } else {
-            float t[NP];
-            _mm256_storeu_ps(t, acc[i][0]);
-            _mm256_storeu_ps(t + 8, acc[i][1]);
-            memcpy(y + i * ldy, t, sizeof(float) * (size_t)nv);
-        }
-    }
-}
+/* 512-bit: panels of 32 columns.  The same body at 256 bits (panels of 16) ran as fast on AMD
+ * Zen 4, which splits a 512-bit operation in two (512 x 2816 x 1024, one thread: Q4_K 17.5
+ * against 17.6 ms, Q6_K 18.4 / 18.3, Q8_0 16.6 / 16.6), and Intel's 512-bit units do twice
+ * its work per instruction; the body's macros leave room for a 256-bit AVX-VNNI one. */
+#define NP 32
+#define SFX _512
+#define VI __m512i
+#define VF __m512
+#define ZEROI _mm512_setzero_si512
+#define ZEROF _mm512_setzero_ps
+#define LOADI(p) _mm512_loadu_si512((const void *)(p))
+#define LOADF _mm512_loadu_ps
+#define STOREF _mm512_storeu_ps
+#define SET1I _mm512_set1_epi32
+#define SET1F _mm512_set1_ps
+#define DPW _mm512_dpwssd_epi32
+#define CVT _mm512_cvtepi32_ps
+#define MUL _mm512_mul_ps
+#define FMA _mm512_fmadd_ps
+#define FNMA _mm512_fnmadd_ps
+#include "gemm16_body.h"
 
-#define KCALL(R)                                                                              \
-    do {                                                                                      \
-        if (G == 16)                                                                          \
-            kern(R, 16, 0, K, wq, ws, wm, xa, y, ldy, nv);                                    \
-        else if (wm)                                                                          \
-            kern(R, 32, 1, K, wq, ws, wm, xa, y, ldy, nv);                                    \
-        else                                                                                  \
-            kern(R, 32, 0, K, wq, ws, wm, xa, y, ldy, nv);                                    \
-    } while (0)
-
-static void ukr16(int mr, int64_t K, int G, const int32_t *wq, const float *ws, const float *wm,
-                  const attn__q16act *xa, float *y, int64_t ldy, int64_t nv) {
-    switch (mr) {
-    case 1: KCALL(1); break;
-    case 2: KCALL(2); break;
-    case 3: KCALL(3); break;
-    case 4: KCALL(4); break;
-    case 5: KCALL(5); break;
-    default: KCALL(6); break;
-    }
-}
-
-static const attn__gemm16 GEMM16 = {"avx512_vnni_int16_gemm", MR, pack16, ukr16};
-const attn__gemm16 *attn__gemm16_vnni(void) { return &GEMM16; }
+static const attn__gemm16 G512 = {"avx512_vnni_int16_gemm", MR, 32, pack_512, ukr_512};
+const attn__gemm16 *attn__gemm16_vnni(void) { return &G512; }
 
 #else
 const attn__gemm16 *attn__gemm16_vnni(void) { return NULL; }
