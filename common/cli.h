@@ -176,12 +176,12 @@ typedef struct attn_cli_opt {
     "(config.json, model.safetensors, tokenizer.json); required"
 #define ATTN_OPT_ACT(dst)                                                                    \
     ATTN_OPT_CHOICE("act", 0, dst, "auto|f32|int8|int16", "P",                               \
-                    "activations of the quantized matrix-vector products\n"                  \
-                    "(decoding): auto (default: int16 where the CPU has its\n"               \
-                    "kernels, x86 with AVX2; else f32), f32 (exact: the\n"                  \
-                    "dequantized weights' product to float rounding), int16\n"              \
-                    "(rounded to 2^-16 of each block of 32) or int8\n"                      \
-                    "(llama.cpp's precision)")
+                    "activations of the quantized products: auto (default:\n"                \
+                    "int16 where the CPU has its kernels: decoding on x86 with\n"            \
+                    "AVX2, prompts with AVX512_VNNI; else f32), f32 (exact:\n"               \
+                    "the dequantized weights' product to float rounding),\n"                 \
+                    "int16 (rounded to 2^-16 of each block of 32) or int8\n"                 \
+                    "(llama.cpp's precision; decoding only)")
 /* the loader flags of an ATTN_OPT_MMAP choice */
 #define ATTN_CLI_MMAP_FLAGS(v)                                                               \
     ((v) == 1 ? ATTN_LLM_LOAD_MMAP : (v) == 2 ? ATTN_LLM_LOAD_NO_MMAP : 0u)
