@@ -339,7 +339,10 @@ static void check_gemma3(void) {
                "skipped\n");
         return;
     }
-    for (int threads = 1; threads <= 2; threads++) {
+    /* float activations (the exact product) on 1 and 2 threads, then the default (int16 where
+     * the CPU has its kernels: within 1e-3, its greedy tokens counted, not required) */
+    for (int pass = 0; pass < 3; pass++) {
+        const int threads = pass == 0 ? 1 : 2, dflt = pass == 2;
         attn_ctx *ctx = tu_ctx(threads);
         attn_llm *m = NULL;
         FILE *f = fopen("fixtures/gemma3_ref.txt", "r");
@@ -349,6 +352,7 @@ static void check_gemma3(void) {
             attn_ctx_free(ctx);
             return;
         }
+        if (!dflt) TU_STATUS(attn_llm_set_activations(m, ATTN_QACT_F32), ATTN_OK, ctx);
         attn_llm_config c;
         attn_llm_get_info(m, &c);
         TU_CHECK(c.qk_norm && c.sandwich_norm && c.mlp_act == 1 && c.sliding_window == 512 &&
@@ -386,7 +390,7 @@ static void check_gemma3(void) {
         const int64_t Vv = c.vocab_size;
         int32_t ids[1024], gr[64];
         int last_only = 0; /* a long prompt: the last position's logits (a session's prefill) */
-        int64_t n = 0, ng = 0, prompts = 0;
+        int64_t n = 0, ng = 0, prompts = 0, same = 0;
         double mx = 0, worst = 0;
         float *lg = NULL;
         char *l;
@@ -436,9 +440,10 @@ static void check_gemma3(void) {
                             break;
                     }
                 }
-                TU_CHECK(g == ng, "Gemma 3 prompt %lld (%d threads): greedy differs from "
-                         "transformers' at token %lld", (long long)prompts, threads,
+                TU_CHECK(g == ng || dflt, "Gemma 3 prompt %lld (%d threads): greedy differs "
+                         "from transformers' at token %lld", (long long)prompts, threads,
                          (long long)g);
+                same += g == ng;
                 attn_llm_session_free(s);
                 free(row);
                 prompts++;
@@ -448,11 +453,12 @@ static void check_gemma3(void) {
         fclose(f);
         free(lg);
         TU_CHECK(prompts >= 5, "Gemma 3: %lld prompts in the fixture", (long long)prompts);
-        TU_CHECK(worst <= 1e-4, "Gemma 3: logits %.3g of max|logit| from transformers'", worst);
-        printf("  Gemma 3 270M Q4_K_M (%d threads): %lld prompts (one of 700 tokens, past the "
-               "sliding window), logits within %.2e of max|logit|, greedy tokens as "
-               "transformers'\n", threads,
-               (long long)prompts, worst);
+        TU_CHECK(worst <= (dflt ? 1e-3 : 1e-4), "Gemma 3%s: logits %.3g of max|logit| from "
+                 "transformers'", dflt ? " (default activations)" : "", worst);
+        printf("  Gemma 3 270M Q4_K_M (%d threads, %s activations): %lld prompts (one of 700 "
+               "tokens, past the sliding window), logits within %.2e of max|logit|, greedy "
+               "tokens as transformers' in %lld\n", threads, dflt ? "default" : "f32",
+               (long long)prompts, worst, (long long)same);
         attn_llm_free(m);
         attn_ctx_free(ctx);
     }
