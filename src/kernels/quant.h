@@ -160,6 +160,14 @@ ATTN__HIDDEN void attn__q16act_quantize(const float *x, int64_t ldx, int64_t m, 
     case 3: CALL(3); break;                                                                   \
     default: CALL(4); break;                                                                  \
     }
+/* A matrix-vector kernel's entry on activations of type XA (attn__q8act, attn__q16act): the
+ * kernel's signature, SETUP (declarations CALL uses; may be empty), then ATTN__QMV_SWITCH */
+#define ATTN__QMV_ENTRY(name, XA, SETUP, CALL)                                                \
+    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const XA *xa,     \
+                     int64_t m, float *y, int64_t ldy) {                                      \
+        SETUP                                                                                 \
+        ATTN__QMV_SWITCH(m, CALL)                                                             \
+    }
 /*   mvw: mv for up to ATTN__QMV_WIDE vectors in one pass over the weights, the same bits per
  *        vector as mv (each weight row dequantized once for all of them; NULL where the set
  *        has none: mv on groups of ATTN__QMV_MAX) */

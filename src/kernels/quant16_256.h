@@ -129,12 +129,7 @@ INLINE void chunk32(int t, size_t bb, const uint8_t *b, int64_t k0, int n,
 ATTN__ROWS8(rows32, chunk32, attn__q16act) /* kquant_avx2.h */
 #define ROWS32_CALL(M) rows32(t_, bb_, w, rb, rows, nb, xa, M, y, ldy)
 #define DEF32(name, T, BB)                                                                    \
-    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
-                     const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {              \
-        const int t_ = (T);                                                                   \
-        const size_t bb_ = (BB);                                                              \
-        ATTN__QMV_SWITCH(m, ROWS32_CALL)                                                      \
-    }
+    ATTN__QMV_ENTRY(name, attn__q16act, const int t_ = (T); const size_t bb_ = (BB);, ROWS32_CALL)
 DEF32(mv16_q4_0, T40, 18)
 DEF32(mv16_q4_1, T41, 20)
 DEF32(mv16_q5_0, T50, 22)
@@ -190,11 +185,7 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
 
 #define ROWSK45_CALL(M) rowsk45(five_, w, rb, rows, nb, xa, M, y, ldy)
 #define DEFK45(name, FIVE)                                                                    \
-    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
-                     const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {              \
-        const int five_ = (FIVE);                                                             \
-        ATTN__QMV_SWITCH(m, ROWSK45_CALL)                                                     \
-    }
+    ATTN__QMV_ENTRY(name, attn__q16act, const int five_ = (FIVE);, ROWSK45_CALL)
 DEFK45(mv16_q4_k, 0)
 DEFK45(mv16_q5_k, 1)
 
@@ -240,10 +231,7 @@ INLINE void rowsq6(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
 }
 
 #define ROWSQ6_CALL(M) rowsq6(w, rb, rows, nb, xa, M, y, ldy)
-static void mv16_q6_k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                      const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {
-    ATTN__QMV_SWITCH(m, ROWSQ6_CALL)
-}
+ATTN__QMV_ENTRY(mv16_q6_k, attn__q16act, , ROWSQ6_CALL)
 
 /* ---- IQ4_XS: 8 groups of 32, signed 6-bit scales, the IQ4_NL levels ------------------------ */
 INLINE void rowsxs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const attn__q16act *xa,
@@ -290,10 +278,7 @@ INLINE void rowsxs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
     }
 }
 #define ROWSXS_CALL(M) rowsxs(w, rb, rows, nb, xa, M, y, ldy)
-static void mv16_iq4_xs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                        const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {
-    ATTN__QMV_SWITCH(m, ROWSXS_CALL)
-}
+ATTN__QMV_ENTRY(mv16_iq4_xs, attn__q16act, , ROWSXS_CALL)
 
 /* ---- Q2_K, Q3_K: 16 groups of 16 with integer scales ---------------------------------------
  * Element 32 j + l: the 2-bit field j & 3 of qs[32 (j >> 2) + l] (Q3_K: with bit j of
@@ -370,11 +355,7 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
 }
 #define ROWSK23_CALL(M) rowsk23(three_, w, rb, rows, nb, xa, M, y, ldy)
 #define DEFK23(name, THREE)                                                                   \
-    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
-                     const attn__q16act *xa, int64_t m, float *y, int64_t ldy) {              \
-        const int three_ = (THREE);                                                           \
-        ATTN__QMV_SWITCH(m, ROWSK23_CALL)                                                     \
-    }
+    ATTN__QMV_ENTRY(name, attn__q16act, const int three_ = (THREE);, ROWSK23_CALL)
 DEFK23(mv16_q2_k, 0)
 DEFK23(mv16_q3_k, 1)
 

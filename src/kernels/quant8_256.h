@@ -149,12 +149,7 @@ INLINE void chunk8(int t, size_t bb, const uint8_t *b, int64_t k0, int n, const 
 ATTN__ROWS8(rows32, chunk8, attn__q8act) /* x86_avx2/kquant_avx2.h */
 #define ROWS32_CALL(M) rows32(t_, bb_, w, rb, rows, nb, xa, M, y, ldy)
 #define DEF32(name, T, BB)                                                                    \
-    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
-                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
-        const int t_ = (T);                                                                   \
-        const size_t bb_ = (BB);                                                              \
-        ATTN__QMV_SWITCH(m, ROWS32_CALL)                                                      \
-    }
+    ATTN__QMV_ENTRY(name, attn__q8act, const int t_ = (T); const size_t bb_ = (BB);, ROWS32_CALL)
 DEF32(mv8_q4_0, T40, 18)
 DEF32(mv8_q4_1, T41, 20)
 DEF32(mv8_q5_0, T50, 22)
@@ -251,16 +246,9 @@ INLINE void rowsk45(int five, const uint8_t *w, size_t rb, int64_t rows, int64_t
     }
 }
 
+#define ROWSK45_CALL(M) rowsk45(five_, w, rb, rows, nb, xa, M, y, ldy)
 #define DEFK45(name, FIVE)                                                                    \
-    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
-                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
-        switch (m) {                                                                          \
-        case 1: rowsk45(FIVE, w, rb, rows, nb, xa, 1, y, ldy); break;                         \
-        case 2: rowsk45(FIVE, w, rb, rows, nb, xa, 2, y, ldy); break;                         \
-        case 3: rowsk45(FIVE, w, rb, rows, nb, xa, 3, y, ldy); break;                         \
-        default: rowsk45(FIVE, w, rb, rows, nb, xa, 4, y, ldy); break;                        \
-        }                                                                                     \
-    }
+    ATTN__QMV_ENTRY(name, attn__q8act, const int five_ = (FIVE);, ROWSK45_CALL)
 DEFK45(mv8_q4_k, 0)
 DEFK45(mv8_q5_k, 1)
 

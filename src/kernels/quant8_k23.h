@@ -79,15 +79,7 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
 }
 
 #define K23_CALL(M) rowsk23(three, w, rb, rows, nb, xa, M, y, ldy)
-INLINE void mv8_k23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                    const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {
-    ATTN__QMV_SWITCH(m, K23_CALL)
-}
-#define DEFK23(name, THREE)                                                                   \
-    static void name(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,                   \
-                     const attn__q8act *xa, int64_t m, float *y, int64_t ldy) {               \
-        mv8_k23(THREE, w, rb, rows, nb, xa, m, y, ldy);                                       \
-    }
+#define DEFK23(name, THREE) ATTN__QMV_ENTRY(name, attn__q8act, const int three = (THREE);, K23_CALL)
 DEFK23(mv8_q2_k, 0)
 DEFK23(mv8_q3_k, 1)
 
