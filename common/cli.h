@@ -53,6 +53,8 @@ int attn_cli_mpi_init(const char *cmd, int *rank, int *size);
 #include <stddef.h>
 /* Prints "attn CMD: message (STATUS)" to stderr; returns 1. */
 int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st);
+/* The same line after TAG (NULL: none), e.g. "[rank 1 of 3] "; written to stderr at once. */
+int attn_cli_fail_tagged(attn_ctx *ctx, const char *tag, const char *cmd, attn_status st);
 /* Whole-string decimal parse within [lo, hi]; 1 on success. */
 int attn_cli_parse_i64(const char *s, long long lo, long long hi, long long *v);
 int attn_cli_parse_f(const char *s, double lo, double hi, double *v);

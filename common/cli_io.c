@@ -402,11 +402,23 @@ size_t attn_cli_put_escaped(FILE *f, const char *s) {
     return out;
 }
 
-int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
-    fprintf(stderr, "attn %s: ", cmd);
-    attn_cli_put_escaped(stderr, attn_ctx_errmsg(ctx)); /* it may quote a file's bytes */
-    fprintf(stderr, " (%s)\n", attn_status_name(st));
+int attn_cli_fail_tagged(attn_ctx *ctx, const char *tag, const char *cmd, attn_status st) {
+    /* the line is built first and goes out in one write, so that the lines of processes
+     * sharing a stderr (MPI ranks) do not interleave */
+    char *line = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&line, &len);
+    FILE *f = m ? m : stderr;
+    fprintf(f, "%sattn %s: ", tag ? tag : "", cmd);
+    attn_cli_put_escaped(f, attn_ctx_errmsg(ctx)); /* it may quote a file's bytes */
+    fprintf(f, " (%s)\n", attn_status_name(st));
+    if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
+    free(line);
     return 1;
+}
+
+int attn_cli_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
+    return attn_cli_fail_tagged(ctx, NULL, cmd, st);
 }
 
 int attn_cli_close_stdout(const char *cmd, int rc) {

@@ -383,8 +383,9 @@ int attn_cli_dp_fail(attn_ctx *ctx, const char *cmd, attn_status st) {
         /* a timeout (or an MPI error) is this rank's own story: every rank tells it; the rest
          * (refusals, bad input) every rank meets alike and rank 0 tells */
         if (st == ATTN_E_TIMEOUT || st == ATTN_E_IO || g.rank == 0) {
-            fprintf(stderr, "[rank %d of %d] ", g.rank, g.size);
-            attn_cli_fail(ctx, cmd, st);
+            char tag[48];
+            snprintf(tag, sizeof tag, "[rank %d of %d] ", g.rank, g.size);
+            attn_cli_fail_tagged(ctx, tag, cmd, st);
         }
         if (st == ATTN_E_TIMEOUT || st == ATTN_E_IO) {
             fflush(stderr);
