@@ -140,7 +140,20 @@ double attn_bench_fma_peak_at(int threads, int lanes, long iters, int rounds,
     if (lanes == 0) lanes = 1;
     name = lanes == 16 ? "avx512f" : lanes == 8 ? "avx2+fma" : lanes == 4 ? "neon" : "scalar";
     if (isa) *isa = name;
-    if (iters <= 0) iters = lanes == 1 ? 4000000L : lanes == 4 ? 2000000L : 8000000L;
+    if (iters <= 0) {
+        iters = lanes == 1 ? 4000000L : lanes == 4 ? 2000000L : 8000000L;
+        /* a round takes about 13 ms on a core at full rate; where it would take far longer
+         * (an emulator such as qemu, a scalar build) a probe of 1/64 of it scales the rounds
+         * down to about 50 ms each, so that every bench command stays quick there */
+        peak_job probe = {.lanes = lanes, .n = iters / 64};
+        double t0 = attn_bench_now_s();
+        peak_thread(&probe);
+        double round_s = (attn_bench_now_s() - t0) * 64;
+        if (round_s > 0.05) {
+            double scaled = (double)iters * 0.05 / round_s;
+            iters = scaled < 1000 ? 1000 : (long)scaled;
+        }
+    }
     peak_job *jobs = calloc((size_t)threads, sizeof *jobs);
     pthread_t *tid = calloc((size_t)threads, sizeof *tid);
     char *started = calloc((size_t)threads, 1);
