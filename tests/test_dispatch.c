@@ -195,10 +195,11 @@ static void check_tables(const attn__kernels *k, int isa, const char *what) {
             : attn__quant_kernels_avx2_int16();
     TU_CHECK(k->quant16 == q16, "%s: int16 quant kernels %s", what,
              k->quant16 ? k->quant16->name : "none");
-    /* the int16 GEMM of prompts exactly with the AVX512_VNNI int16 table (VPDPWSSD: twice a
-     * float FMA's multiply-adds; VPMADDWD would be no faster than the float GEMM) */
-    const attn__gemm16 *g16 =
-        q16 && q16 == attn__quant_kernels_vnni_int16() ? attn__gemm16_vnni() : NULL;
+    /* the int16 GEMM of prompts of the int16 table's instructions */
+    const attn__gemm16 *g16 = !q16                                         ? NULL
+                              : q16 == attn__quant_kernels_vnni_int16()    ? attn__gemm16_vnni()
+                              : q16 == attn__quant_kernels_avxvnni_int16() ? attn__gemm16_avxvnni()
+                                                                           : attn__gemm16_avx2();
     TU_CHECK(k->gemm16 == g16, "%s: int16 GEMM %s", what, k->gemm16 ? k->gemm16->name : "none");
     /* ARM: SDOT int8 kernels on the NEON set exactly where the CPU has the dot products */
     const int sdot = isa == ATTN__ISA_NEON && (attn__cpu_features() & ATTN__CPU_DOTPROD) &&
@@ -364,7 +365,7 @@ static void made_up_cpus(void) {
         TU_CHECK(k.quant8 == q82, "AVX-512 set without VNNI: int8 quant kernels");
         TU_CHECK(k.quant16 == attn__quant_kernels_avx2_int16(),
                  "AVX-512 set without VNNI: int16 quant kernels");
-        TU_CHECK(!k.gemm16, "AVX-512 set without VNNI: an int16 GEMM");
+        TU_CHECK(k.gemm16 == attn__gemm16_avx2(), "AVX-512 set without VNNI: int16 GEMM");
     }
     if (b2) {
         attn__kernels_select(&k, ATTN__ISA_AVX2, avx2 | ATTN__CPU_AVX_VNNI, &env);
@@ -372,11 +373,14 @@ static void made_up_cpus(void) {
         TU_CHECK(k.quant16 == (attn__quant_kernels_avxvnni_int16() ? attn__quant_kernels_avxvnni_int16()
                                                                    : attn__quant_kernels_avx2_int16()),
                  "AVX-VNNI: int16 quant kernels");
+        TU_CHECK(k.gemm16 == (attn__quant_kernels_avxvnni_int16() ? attn__gemm16_avxvnni()
+                                                                  : attn__gemm16_avx2()),
+                 "AVX-VNNI: int16 GEMM");
         attn__kernels_select(&k, ATTN__ISA_AVX2, wide | ATTN__CPU_AVX512_VNNI, &env);
         TU_CHECK(k.quant8 == q82, "AVX2 set took the AVX512_VNNI kernels");
         TU_CHECK(k.quant16 == attn__quant_kernels_avx2_int16(),
                  "AVX2 set took the AVX512_VNNI int16 kernels");
-        TU_CHECK(!k.gemm16, "AVX2 set took the AVX512_VNNI int16 GEMM");
+        TU_CHECK(k.gemm16 == attn__gemm16_avx2(), "AVX2 set took the AVX512_VNNI int16 GEMM");
         attn__kernels_select(&k, ATTN__ISA_AVX2, avx2, &env);
         TU_CHECK(k.quant8 == q82, "AVX2 without VNNI: int8 quant kernels");
     }

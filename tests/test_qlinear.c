@@ -878,6 +878,85 @@ static void test_x86_int8_sets(void) {
  * machine runs, on every type of the plain AVX2 set, m = 1 .. ATTN__QMV_MAX: the same bits as
  * the plain AVX2 set (one body, quant16_256.h; the integer lanes are exact), and fewer vectors
  * the same bits as four. */
+/* Y = X W^T through one int16 GEMM's pack and ukr, as quant.c drives it (panels of np rows
+ * of W, tiles of mr rows of X) */
+static void gemm16_run(const attn__gemm16 *g, int type, const unsigned char *w, size_t rb,
+                       int64_t N, int64_t K, const attn__q16act *xa, int64_t M, float *y,
+                       int64_t ldy) {
+    const int G = attn__gemm16_group(type), np = g->np;
+    int32_t *wq = malloc(sizeof(int32_t) * (size_t)(np * K / 2));
+    float *ws = malloc(sizeof(float) * (size_t)(np * (K / G))),
+          *wm = malloc(sizeof(float) * (size_t)(np * (K / G)));
+    int16_t *tmp = malloc(sizeof(int16_t) * (size_t)(np * K));
+    float *mins = attn__gemm16_mins(type) ? wm : NULL;
+    for (int64_t n0 = 0; n0 < N; n0 += np) {
+        const int64_t nv = N - n0 < np ? N - n0 : np;
+        g->pack(type, w + (size_t)n0 * rb, rb, nv, K, wq, ws, mins, tmp);
+        for (int64_t i0 = 0; i0 < M; i0 += g->mr) {
+            attn__q16act xi = *xa;
+            xi.q += i0 * xi.ldq, xi.d += i0 * xi.ldb, xi.sx += i0 * xi.ldb;
+            const int mr = (int)(M - i0 < g->mr ? M - i0 : g->mr);
+            g->ukr(mr, K, G, wq, ws, mins, &xi, y + i0 * ldy + n0, ldy, nv);
+        }
+    }
+    free(wq), free(ws), free(wm), free(tmp);
+}
+
+/* Every int16 GEMM this CPU runs (the plain AVX2 one always with AVX2: it carries the AVX-VNNI
+ * one's logic, whose VPDPWSSD gives the same int32 lanes) gives the same bits on every type,
+ * for M = 9 and N = 37 (partial tiles and panels); test_kernels holds the picked one to the
+ * int16 oracle. */
+static void gemm16_sets(attn_ctx *c, int64_t K) {
+    const attn__gemm16 *gs[3] = {attn__gemm16_avx2(), attn__gemm16_avxvnni(), attn__gemm16_vnni()};
+    const unsigned need[3] = {ATTN__CPU_AVX2, ATTN__CPU_AVX2 | ATTN__CPU_AVX_VNNI,
+                              TU_CPU_AVX512_WIDE | ATTN__CPU_AVX512_VNNI};
+    const char *names[3] = {"test_qlinear: AVX2 int16 GEMM", "test_qlinear: AVX-VNNI int16 GEMM",
+                            "test_qlinear: AVX512_VNNI int16 GEMM"};
+    TU_CHECK(gs[0] != NULL, "no plain AVX2 int16 GEMM in an x86 build with AVX2");
+    if (!gs[0]) return;
+    for (int s = 1; s < 3; s++)
+        if (gs[s] && !tu_isa_ok(need[s], names[s])) gs[s] = NULL;
+    const int64_t M = 9, N = 37, ldb = (K / 32 + 7) / 8 * 8, ldy = N + 3;
+    float *x = malloc(sizeof(float) * (size_t)(M * K));
+    int16_t *xq = malloc(sizeof(int16_t) * (size_t)(M * K));
+    float *d = malloc(sizeof(float) * (size_t)(M * ldb)), *sx = malloc(sizeof(float) * (size_t)(M * ldb));
+    tu_fill(x, (size_t)(M * K), 4345, -2, 2);
+    for (int64_t k = 0; k < M * K; k += 61) x[k] *= 20.0f; /* a few large channels */
+    attn__q16act_quantize(x, K, M, K, xq, K, d, sx, ldb);
+    const attn__q16act xa = {xq, d, sx, K, ldb};
+    float *y0 = malloc(sizeof(float) * (size_t)(M * ldy)), *y1 = malloc(sizeof(float) * (size_t)(M * ldy));
+    int n = 0;
+    for (int type = 0; type < ATTN__QT_MAX; type++) {
+        if (!attn__gemm16_group(type)) continue;
+        size_t wb;
+        unsigned char *w = make_weights(c, type, N, K, 77 + (uint64_t)type, &wb);
+        const size_t rb = wb / (size_t)N;
+        for (int64_t i = 0; i < M * ldy; i++) y0[i] = -7.0f;
+        gemm16_run(gs[0], type, w, rb, N, K, &xa, M, y0, ldy);
+        int finite = 1;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                finite &= isfinite(y0[i * ldy + j]) && y0[i * ldy + j] != -7.0f;
+            }
+        TU_CHECK(finite, "%s %s: an output not written or not finite", names[0] + 14,
+                 attn_qtype_name(type));
+        for (int s = 1; s < 3; s++) {
+            if (!gs[s]) continue;
+            for (int64_t i = 0; i < M * ldy; i++) y1[i] = -7.0f;
+            gemm16_run(gs[s], type, w, rb, N, K, &xa, M, y1, ldy);
+            int64_t bad = -1;
+            for (int64_t i = 0; i < M && bad < 0; i++)
+                if (memcmp(y1 + i * ldy, y0 + i * ldy, sizeof(float) * (size_t)N)) bad = i;
+            TU_CHECK(bad < 0, "%s %s: row %lld differs from the AVX2 GEMM's", names[s] + 14,
+                     attn_qtype_name(type), (long long)bad);
+            n++;
+        }
+        free(w);
+    }
+    printf("test_qlinear: %d x86 int16 GEMM comparisons\n", n);
+    free(x), free(xq), free(d), free(sx), free(y0), free(y1);
+}
+
 static void test_x86_int16_sets(void) {
     const attn__quant_kernels *sets[3] = {attn__quant_kernels_avx2_int16(),
                                           attn__quant_kernels_avxvnni_int16(),
@@ -926,6 +1005,7 @@ static void test_x86_int16_sets(void) {
         free(w);
     }
     printf("test_qlinear: %d x86 int16 kernel runs\n", n);
+    gemm16_sets(c, K);
     /* each set's quantizer (q16x) against attn__q16act_quantize, bit for bit: these rows, and
      * blocks of edge values (zeros of both signs, tiny, +-inf, NaN, halves to round) */
     for (int64_t k = 0; k < 32; k++) {

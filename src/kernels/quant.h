@@ -241,9 +241,11 @@ static inline int attn__gemm16_mins(int type) {
     return type == ATTN_Q_Q4_1 || type == ATTN_Q_Q5_1 || type == ATTN_Q_Q4_K ||
            type == ATTN_Q_Q5_K;
 }
-/* AVX512_VNNI (NULL where the build has none); ctx->kern.gemm16 where the int16 table is
- * the AVX512_VNNI one */
-ATTN__HIDDEN const attn__gemm16 *attn__gemm16_vnni(void);
+/* The sets' int16 GEMMs (NULL where the build has none; gemm16_body.h, the same bits):
+ * ctx->kern.gemm16 follows the int16 table (dispatch.c) */
+ATTN__HIDDEN const attn__gemm16 *attn__gemm16_vnni(void);    /* AVX512_VNNI, 512-bit */
+ATTN__HIDDEN const attn__gemm16 *attn__gemm16_avxvnni(void); /* AVX-VNNI, 256-bit */
+ATTN__HIDDEN const attn__gemm16 *attn__gemm16_avx2(void);    /* VPMADDWD + VPADDD, 256-bit */
 
 /* The plain C table (all types, float and int8 paths) and the SIMD ones: NULL when the build
  * could not compile them; their entries are NULL for types they leave to the plain C ones
