@@ -179,8 +179,8 @@ typedef struct attn_cli_opt {
 #define ATTN_OPT_ACT(dst)                                                                    \
     ATTN_OPT_CHOICE("act", 0, dst, "auto|f32|int8|int16", "P",                               \
                     "activations of the quantized products: auto (default:\n"                \
-                    "int16 where the CPU has its kernels: decoding on x86 with\n"            \
-                    "AVX2, prompts with AVX512_VNNI; else f32), f32 (exact:\n"               \
+                    "int16 where the CPU has its kernels: decoding and\n"                   \
+                    "prompts on x86 with AVX2; else f32), f32 (exact:\n"                     \
                     "the dequantized weights' product to float rounding),\n"                 \
                     "int16 (rounded to 2^-16 of each block of 32) or int8\n"                 \
                     "(llama.cpp's precision; decoding only)")

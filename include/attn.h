@@ -1595,14 +1595,14 @@ typedef enum attn_qact {
  * block_bytes), read in place: no dequantized copy is made.  bias may be NULL.
  *   M <= 8 (decoding, a few sequences): matrix-vector kernels that read the weights once, at
  *     close to the memory's bandwidth; act chooses the activation precision (above).
- *   M > 8 (prompts): with ATTN_QACT_F32 or ATTN_QACT_Q8, on CPUs without AVX512_VNNI, and
- *     for F32, F16, BF16, Q2_K and Q3_K weights, the weights are dequantized panel by panel
+ *   M > 8 (prompts): with ATTN_QACT_F32 or ATTN_QACT_Q8, on CPUs without AVX2, and for
+ *     F32, F16, BF16, Q2_K and Q3_K weights, the weights are dequantized panel by panel
  *     (each weight once per call) into the float GEMM's microkernels; the result is that of
  *     the float GEMM on the dequantized matrix, bit for bit, plus the bias.  With
- *     ATTN_QACT_Q16 or ATTN_QACT_DEFAULT on a CPU with AVX512_VNNI, x is rounded to int16 per
- *     block of 32 as for M <= 8 and multiplied on VPDPWSSD, 1.4-1.5x the float GEMM's rate
- *     (the same error bound as ATTN_QACT_Q16 above; each row's result does not depend on the
- *     other rows).
+ *     ATTN_QACT_Q16 or ATTN_QACT_DEFAULT on x86 with AVX2, x is rounded to int16 per block of
+ *     32 as for M <= 8 and multiplied in integers (VPDPWSSD with AVX512_VNNI or AVX-VNNI,
+ *     else VPMADDWD), 1.3-1.6x the float GEMM's rate (the same error bound as ATTN_QACT_Q16
+ *     above; each row's result does not depend on the other rows, nor on the instructions).
  * Threads split the N outputs only: results are bit-identical for every thread count (and
  * may differ in the last bits between instruction sets, as the float GEMM does).  x and bias
  * must be finite (ATTN_E_NONFINITE) unless ATTN_CTX_NO_FINITE_CHECK; the weights are not

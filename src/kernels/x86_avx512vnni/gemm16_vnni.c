@@ -8,10 +8,10 @@
     defined(__F16C__)
 #include <immintrin.h>
 
-/* 512-bit: panels of 32 columns.  The same body at 256 bits (panels of 16) ran as fast on AMD
- * Zen 4, which splits a 512-bit operation in two (512 x 2816 x 1024, one thread: Q4_K 17.5
- * against 17.6 ms, Q6_K 18.4 / 18.3, Q8_0 16.6 / 16.6), and Intel's 512-bit units do twice
- * its work per instruction; the body's macros leave room for a 256-bit AVX-VNNI one. */
+/* 512-bit: panels of 32 columns.  The 256-bit instance (panels of 16) ran as fast on AMD Zen
+ * 4, which splits a 512-bit operation in two (512 x 2816 x 1024, one thread: Q4_K 17.5 against
+ * 17.6 ms, Q6_K 18.4 / 18.3, Q8_0 16.6 / 16.6), and Intel's 512-bit units do twice its work
+ * per instruction. */
 #define MR 6
 #define NP 32
 #define SFX _512
