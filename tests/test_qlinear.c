@@ -878,6 +878,29 @@ static void test_x86_int8_sets(void) {
  * machine runs, on every type of the plain AVX2 set, m = 1 .. ATTN__QMV_MAX: the same bits as
  * the plain AVX2 set (one body, quant16_256.h; the integer lanes are exact), and fewer vectors
  * the same bits as four. */
+/* M rows of K activations (uniform in [-2, 2], every 61st element 20x larger: a few large
+ * channels) and their int16 rounding, as the library's quantizer gives it */
+typedef struct q16rows {
+    float *x, *d, *sx;
+    int16_t *q;
+    int64_t ldb;
+    attn__q16act xa;
+} q16rows;
+static q16rows q16_rows(int64_t M, int64_t K, uint64_t seed) {
+    q16rows r;
+    r.ldb = (K / 32 + 7) / 8 * 8;
+    r.x = malloc(sizeof(float) * (size_t)(M * K));
+    r.q = malloc(sizeof(int16_t) * (size_t)(M * K));
+    r.d = malloc(sizeof(float) * (size_t)(M * r.ldb));
+    r.sx = malloc(sizeof(float) * (size_t)(M * r.ldb));
+    tu_fill(r.x, (size_t)(M * K), seed, -2, 2);
+    for (int64_t k = 0; k < M * K; k += 61) r.x[k] *= 20.0f;
+    attn__q16act_quantize(r.x, K, M, K, r.q, K, r.d, r.sx, r.ldb);
+    r.xa = (attn__q16act){r.q, r.d, r.sx, K, r.ldb};
+    return r;
+}
+static void q16_rows_free(q16rows *r) { free(r->x), free(r->q), free(r->d), free(r->sx); }
+
 /* Y = X W^T through one int16 GEMM's pack and ukr, as quant.c drives it (panels of np rows
  * of W, tiles of mr rows of X) */
 static void gemm16_run(const attn__gemm16 *g, int type, const unsigned char *w, size_t rb,
@@ -916,14 +939,9 @@ static void gemm16_sets(attn_ctx *c, int64_t K) {
     if (!gs[0]) return;
     for (int s = 1; s < 3; s++)
         if (gs[s] && !tu_isa_ok(need[s], names[s])) gs[s] = NULL;
-    const int64_t M = 9, N = 37, ldb = (K / 32 + 7) / 8 * 8, ldy = N + 3;
-    float *x = malloc(sizeof(float) * (size_t)(M * K));
-    int16_t *xq = malloc(sizeof(int16_t) * (size_t)(M * K));
-    float *d = malloc(sizeof(float) * (size_t)(M * ldb)), *sx = malloc(sizeof(float) * (size_t)(M * ldb));
-    tu_fill(x, (size_t)(M * K), 4345, -2, 2);
-    for (int64_t k = 0; k < M * K; k += 61) x[k] *= 20.0f; /* a few large channels */
-    attn__q16act_quantize(x, K, M, K, xq, K, d, sx, ldb);
-    const attn__q16act xa = {xq, d, sx, K, ldb};
+    const int64_t M = 9, N = 37, ldy = N + 3;
+    q16rows r = q16_rows(M, K, 4345);
+    const attn__q16act xa = r.xa;
     float *y0 = malloc(sizeof(float) * (size_t)(M * ldy)), *y1 = malloc(sizeof(float) * (size_t)(M * ldy));
     int n = 0;
     for (int type = 0; type < ATTN__QT_MAX; type++) {
@@ -954,7 +972,8 @@ static void gemm16_sets(attn_ctx *c, int64_t K) {
         free(w);
     }
     printf("test_qlinear: %d x86 int16 GEMM comparisons\n", n);
-    free(x), free(xq), free(d), free(sx), free(y0), free(y1);
+    q16_rows_free(&r);
+    free(y0), free(y1);
 }
 
 static void test_x86_int16_sets(void) {
@@ -970,14 +989,12 @@ static void test_x86_int16_sets(void) {
     for (int s = 1; s < 3; s++)
         if (sets[s] && !tu_isa_ok(need[s], names[s])) sets[s] = NULL;
     attn_ctx *c = tu_ctx(1);
-    const int64_t N = 13, K = 1280, M = ATTN__QMV_MAX, ldb = (K / 32 + 7) / 8 * 8;
-    float *x = malloc(sizeof(float) * (size_t)(M * K));
-    int16_t *xq = malloc(sizeof(int16_t) * (size_t)(M * K));
-    float *d = malloc(sizeof(float) * (size_t)(M * ldb)), *sx = malloc(sizeof(float) * (size_t)(M * ldb));
-    tu_fill(x, (size_t)(M * K), 4344, -2, 2);
-    for (int64_t k = 0; k < M * K; k += 61) x[k] *= 20.0f; /* a few large channels */
-    attn__q16act_quantize(x, K, M, K, xq, K, d, sx, ldb);
-    const attn__q16act xa = {xq, d, sx, K, ldb};
+    const int64_t N = 13, K = 1280, M = ATTN__QMV_MAX;
+    q16rows r = q16_rows(M, K, 4344);
+    const attn__q16act xa = r.xa;
+    float *x = r.x, *d = r.d, *sx = r.sx;
+    int16_t *xq = r.q;
+    const int64_t ldb = r.ldb;
     int n = 0;
     for (int type = 0; type < ATTN__QT_MAX; type++) {
         if (!sets[0]->mv16[type]) continue;
@@ -1032,7 +1049,7 @@ static void test_x86_int16_sets(void) {
                  "%s: the quantizer's bits differ from attn__q16act_quantize's", names[s] + 14);
     }
     free(q2), free(d2), free(s2);
-    free(x), free(xq), free(d), free(sx);
+    q16_rows_free(&r);
     attn_ctx_free(c);
 }
 

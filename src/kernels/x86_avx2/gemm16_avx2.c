@@ -17,10 +17,9 @@ static inline __attribute__((always_inline)) __m256i dpw(__m256i acc, __m256i a,
     return r;
 }
 #define DPW dpw
+#define GEMM16_NAME "avx2_int16_gemm"
+#define GEMM16_FN attn__gemm16_avx2
 #include "../gemm16_256.h"
-
-static const attn__gemm16 G256 = {"avx2_int16_gemm", MR, NP, pack_256, ukr_256};
-const attn__gemm16 *attn__gemm16_avx2(void) { return &G256; }
 
 #else
 const attn__gemm16 *attn__gemm16_avx2(void) { return NULL; }

@@ -10,10 +10,9 @@
 
 #define MR 4
 #define DPW _mm256_dpwssd_avx_epi32
+#define GEMM16_NAME "avxvnni_int16_gemm"
+#define GEMM16_FN attn__gemm16_avxvnni
 #include "../gemm16_256.h"
-
-static const attn__gemm16 G256 = {"avxvnni_int16_gemm", MR, NP, pack_256, ukr_256};
-const attn__gemm16 *attn__gemm16_avxvnni(void) { return &G256; }
 
 #else
 const attn__gemm16 *attn__gemm16_avxvnni(void) { return NULL; }
