@@ -1601,8 +1601,9 @@ typedef enum attn_qact {
  *     the float GEMM on the dequantized matrix, bit for bit, plus the bias.  With
  *     ATTN_QACT_Q16 or ATTN_QACT_DEFAULT on x86 with AVX2, x is rounded to int16 per block of
  *     32 as for M <= 8 and multiplied in integers (VPDPWSSD with AVX512_VNNI or AVX-VNNI,
- *     else VPMADDWD), 1.3-1.6x the float GEMM's rate (the same error bound as ATTN_QACT_Q16
- *     above; each row's result does not depend on the other rows, nor on the instructions).
+ *     else VPMADDWD), faster than the float GEMM (docs/kernels.md; the same error bound as
+ *     ATTN_QACT_Q16 above; each row's result does not depend on the other rows, nor on the
+ *     instructions).
  * Threads split the N outputs only: results are bit-identical for every thread count (and
  * may differ in the last bits between instruction sets, as the float GEMM does).  x and bias
  * must be finite (ATTN_E_NONFINITE) unless ATTN_CTX_NO_FINITE_CHECK; the weights are not
