@@ -1596,7 +1596,7 @@ typedef enum attn_qact {
  *   M <= 8 (decoding, a few sequences): matrix-vector kernels that read the weights once, at
  *     close to the memory's bandwidth; act chooses the activation precision (above).
  *   M > 8 (prompts): with ATTN_QACT_F32 or ATTN_QACT_Q8, on CPUs without AVX2, and for
- *     F32, F16, BF16, Q2_K and Q3_K weights, the weights are dequantized panel by panel
+ *     F32, F16, BF16 and Q2_K weights, the weights are dequantized panel by panel
  *     (each weight once per call) into the float GEMM's microkernels; the result is that of
  *     the float GEMM on the dequantized matrix, bit for bit, plus the bias.  With
  *     ATTN_QACT_Q16 or ATTN_QACT_DEFAULT on x86 with AVX2, x is rounded to int16 per block of

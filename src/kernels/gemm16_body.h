@@ -7,7 +7,7 @@
  * for each pair of k, one 32-bit lane per row with its two quants as int16 (pack, after
  * dec_row unpacked each row).  The microkernel broadcasts a row's pair of int16 activations
  * and multiplies it into two vectors of NP / 2 lanes (DPW: VPDPWSSD, or VPMADDWD and VPADDD:
- * the same int32 lanes), summing each group of 32 (Q6_K: 16) k in int32, exactly; then per
+ * the same int32 lanes), summing each group of 32 (Q3_K, Q6_K: 16) k in int32, exactly; then per
  * group one conversion, the product of the group's scales with the row's block scale d, and
  * one FMA into the float accumulators, and the mins times the float block sums of x in
  * another.  Rows of X are read in place from the int16 rows of the activations' quantizer (no
@@ -119,6 +119,22 @@ static void dec_row(int type, const uint8_t *b, int64_t K, int16_t *q, float *s,
                             (int16_t)((((ql[64 * h + l] >> (4 * (r >> 1))) & 15) |
                                        ((qh[32 * h + j] >> (2 * r)) & 3) << 4) - 32);
                     }
+        }
+        return;
+    case ATTN_Q_Q3_K: /* 16 groups of 16: d (6-bit scale - 32), q = 2 low bits - 4 (1 - high) */
+        for (int64_t k = 0; k < K / 256; k++) {
+            const uint8_t *blk = b + (size_t)k * 110, *hm = blk, *qs = blk + 32, *sc = blk + 96;
+            const float d = attn__load_half(blk + 108);
+            for (int g = 0; g < 16; g++) {
+                const int lo = (sc[g & 7] >> (4 * (g >> 3))) & 15;
+                const int hi = (sc[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+                s[ns * (16 * k + g)] = d * (float)((lo | hi << 4) - 32);
+                const uint8_t *ql = qs + 32 * (g >> 3) + 16 * (g & 1), *h = hm + 16 * (g & 1);
+                const int sh = 2 * ((g >> 1) & 3), hs = g >> 1;
+                for (int l = 0; l < 16; l++)
+                    q[256 * k + 16 * g + l] =
+                        (int16_t)(((ql[l] >> sh) & 3) - ((((h[l] >> hs) & 1) ^ 1) << 2));
+            }
         }
         return;
     case ATTN_Q_IQ4_XS:

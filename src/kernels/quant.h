@@ -227,13 +227,14 @@ typedef struct attn__gemm16 {
     void (*ukr)(int mr, int64_t K, int G, const int32_t *wq, const float *ws, const float *wm,
                 const attn__q16act *xa, float *y, int64_t ldy, int64_t nv);
 } attn__gemm16;
-/* The group length of type's int16 GEMM panels (32, or 16 for Q6_K), 0 for a type without
- * them (Q2_K, Q3_K and the float types: the float GEMM then); whether they carry mins. */
+/* The group length of type's int16 GEMM panels (32, or 16 for Q3_K and Q6_K), 0 for a type
+ * without them (Q2_K, whose mins go by groups of 16, and the float types: the float GEMM
+ * then); whether they carry mins (by block of 32 of x). */
 static inline int attn__gemm16_group(int type) {
     switch (type) {
     case ATTN_Q_Q4_0: case ATTN_Q_Q4_1: case ATTN_Q_Q5_0: case ATTN_Q_Q5_1: case ATTN_Q_Q8_0:
     case ATTN_Q_Q4_K: case ATTN_Q_Q5_K: case ATTN_Q_IQ4_NL: case ATTN_Q_IQ4_XS: return 32;
-    case ATTN_Q_Q6_K: return 16;
+    case ATTN_Q_Q3_K: case ATTN_Q_Q6_K: return 16;
     default: return 0;
     }
 }
