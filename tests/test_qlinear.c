@@ -976,6 +976,34 @@ static void gemm16_sets(attn_ctx *c, int64_t K) {
     free(y0), free(y1);
 }
 
+/* Q2_K's int16 kernels take the group sums of x (its mins) from their entry for rows of at
+ * most 256 superblocks (ATTN__XS_MAX) and sum them per row beyond, the same values: a row of
+ * 257 superblocks whose last 256 are zero (d = dmin = 0: exact zero terms) gives the bits of
+ * its first superblock alone. */
+static void q2k_long_rows(attn_ctx *c, const attn__quant_kernels *const *sets,
+                          const char *const *names) {
+    const int64_t N = 5, nb = 257, K = 256 * nb;
+    size_t wb;
+    unsigned char *w1 = make_weights(c, ATTN_Q_Q2_K, N, 256, 4242, &wb);
+    const size_t rb1 = wb / (size_t)N, rb = rb1 * (size_t)nb;
+    unsigned char *wl = calloc((size_t)N, rb);
+    for (int64_t r = 0; r < N; r++) memcpy(wl + (size_t)r * rb, w1 + (size_t)r * rb1, rb1);
+    q16rows x = q16_rows(ATTN__QMV_MAX, K, 4243);
+    for (int s = 0; s < 3; s++) {
+        if (!sets[s] || !sets[s]->mv16[ATTN_Q_Q2_K]) continue;
+        for (int64_t m = 1; m <= ATTN__QMV_MAX; m++) {
+            float y0[ATTN__QMV_MAX * 5], y1[ATTN__QMV_MAX * 5];
+            sets[s]->mv16[ATTN_Q_Q2_K](w1, rb1, N, 1, &x.xa, m, y0, N);
+            sets[s]->mv16[ATTN_Q_Q2_K](wl, rb, N, nb, &x.xa, m, y1, N);
+            TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)(m * N)),
+                     "%s Q2_K: a row of 257 superblocks differs from its first alone (m = %lld)",
+                     names[s] + 14, (long long)m);
+        }
+    }
+    q16_rows_free(&x);
+    free(w1), free(wl);
+}
+
 static void test_x86_int16_sets(void) {
     const attn__quant_kernels *sets[3] = {attn__quant_kernels_avx2_int16(),
                                           attn__quant_kernels_avxvnni_int16(),
@@ -1022,6 +1050,7 @@ static void test_x86_int16_sets(void) {
         free(w);
     }
     printf("test_qlinear: %d x86 int16 kernel runs\n", n);
+    q2k_long_rows(c, sets, names);
     gemm16_sets(c, K);
     /* each set's quantizer (q16x) against attn__q16act_quantize, bit for bit: these rows, and
      * blocks of edge values (zeros of both signs, tiny, +-inf, NaN, halves to round) */

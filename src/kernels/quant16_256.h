@@ -283,10 +283,25 @@ ATTN__QMV_ENTRY(mv16_iq4_xs, attn__q16act, , ROWSXS_CALL)
 /* ---- Q2_K, Q3_K: 16 groups of 16 with integer scales ---------------------------------------
  * Element 32 j + l: the 2-bit field j & 3 of qs[32 (j >> 2) + l] (Q3_K: with bit j of
  * hmask[l] as its third bit, - 4); group 2 j + (l >> 4).  Q2_K: weight d sc_g q - dmin m_g, the
- * mins times the group's integer sum of the activation quants (one more VPMADDWD by ones);
- * Q3_K: d sc_g (q - 4), sc_g signed 6-bit.  Groups 0-7 and 8-15 reduced as Q6_K's. */
+ * mins times the group's integer sum of the activation quants; Q3_K: d sc_g (q - 4), sc_g
+ * signed 6-bit.  Groups 0-7 and 8-15 reduced as Q6_K's.  Q2_K's sums of the activation quants
+ * by group do not depend on the weight row: the entry computes them once per call and vector
+ * (xs, as floats: exact, |sum| <= 16 x 32767), for rows of at most ATTN__XS_MAX superblocks;
+ * longer rows (xs NULL) sum them per row with VPMADDWD by ones, the same values. */
+#define K23_XS (ATTN__QMV_MAX * ATTN__XS_MAX * 16)
+INLINE const float *k23_xsums(const attn__q16act *xa, int64_t m, int64_t nb, float *xs) {
+    if (nb > ATTN__XS_MAX) return NULL;
+    for (int64_t i = 0; i < m && i < ATTN__QMV_MAX; i++)
+        for (int64_t g = 0; g < 16 * nb; g++) {
+            const int16_t *x = xa->q + i * xa->ldq + 16 * g;
+            int32_t t = 0;
+            for (int l = 0; l < 16; l++) t += x[l];
+            xs[i * ATTN__XS_MAX * 16 + g] = (float)t;
+        }
+    return xs;
+}
 INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                    const attn__q16act *xa, const int M, float *y, int64_t ldy) {
+                    const attn__q16act *xa, const float *xs, const int M, float *y, int64_t ldy) {
     const size_t bb = three ? 110 : 84;
     const __m256i pairs[2] = {_mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0),
                               _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4)};
@@ -316,8 +331,10 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
             }
             const uint8_t *qs = b + (three ? 32 : 16);
             const __m256i hm = three ? _mm256_loadu_si256((const __m256i *)(const void *)b) : _mm256_setzero_si256();
+            _Pragma("GCC unroll 2")
             for (int half = 0; half < 2; half++) {
                 __m256i h[ATTN__QMV_MAX][4], hx[ATTN__QMV_MAX][4];
+                _Pragma("GCC unroll 4")
                 for (int jj = 0; jj < 4; jj++) {
                     const int j = 4 * half + jj; /* elements 32 j ..: groups 2 j, 2 j + 1 */
                     __m256i v = _mm256_and_si256(
@@ -336,7 +353,8 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
                     for (int i = 0; i < M; i++) {
                         const int16_t *x = xa->q + i * xa->ldq + 256 * k + 32 * j;
                         h[i][jj] = _mm256_hadd_epi32(dot16(w0, x), dot16(w1, x + 16));
-                        if (!three) hx[i][jj] = _mm256_hadd_epi32(dot16(ones, x), dot16(ones, x + 16));
+                        if (!three && !xs)
+                            hx[i][jj] = _mm256_hadd_epi32(dot16(ones, x), dot16(ones, x + 16));
                     }
                 }
                 for (int i = 0; i < M; i++) { /* block j of the superblock: groups 2 j, 2 j + 1 */
@@ -345,17 +363,21 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
                     acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(sc[half], dx),
                                              _mm256_cvtepi32_ps(attn__red8(h[i])), acc[i]);
                     if (!three)
-                        acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(mn[half], dx),
-                                                  _mm256_cvtepi32_ps(attn__red8(hx[i])), acc[i]);
+                        acc[i] = _mm256_fnmadd_ps(
+                            _mm256_mul_ps(mn[half], dx),
+                            xs ? _mm256_loadu_ps(xs + i * ATTN__XS_MAX * 16 + 16 * k + 8 * half)
+                               : _mm256_cvtepi32_ps(attn__red8(hx[i])),
+                            acc[i]);
                 }
             }
         }
         for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]);
     }
 }
-#define ROWSK23_CALL(M) rowsk23(three_, w, rb, rows, nb, xa, M, y, ldy)
+#define ROWSK23_CALL(M) rowsk23(three_, w, rb, rows, nb, xa, xs_, M, y, ldy)
 #define DEFK23(name, THREE)                                                                   \
-    ATTN__QMV_ENTRY(name, attn__q16act, const int three_ = (THREE);, ROWSK23_CALL)
+    ATTN__QMV_ENTRY(name, attn__q16act, const int three_ = (THREE); float xsb_[(THREE) ? 1 : K23_XS]; \
+                    const float *xs_ = three_ ? NULL : k23_xsums(xa, m, nb, xsb_);, ROWSK23_CALL)
 DEFK23(mv16_q2_k, 0)
 DEFK23(mv16_q3_k, 1)
 
