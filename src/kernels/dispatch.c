@@ -152,7 +152,7 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
     if (!k->quant16 && (x512 || x2)) k->quant16 = attn__quant_kernels_avx2_int16();
     /* prompts on int16 activations: the int16 GEMM of the int16 table's instructions, even
      * without VNNI: VPMADDWD and VPADDD keep the multiply pipes busy while the adds go to
-     * others, 1.30-1.35x the float GEMM on Zen 4's AVX2 set (docs/kernels.md) */
+     * others, 1.30-1.38x the float GEMM on Zen 4's AVX2 set (docs/kernels.md) */
     k->gemm16 = !k->quant16                                            ? NULL
                 : k->quant16 == attn__quant_kernels_vnni_int16()       ? attn__gemm16_vnni()
                 : k->quant16 == attn__quant_kernels_avxvnni_int16()    ? attn__gemm16_avxvnni()

@@ -1,8 +1,9 @@
 /* gemm16_body.h on 256-bit vectors: panels of 16 weight rows (pack_256, ukr_256).  The
  * includer (x86_avx2/gemm16_avx2.c, x86_avxvnni/gemm16_avxvnni.c) defines MR, DPW(acc, a,
  * b) (the int32 lanes acc + the pairwise products of the int16 lanes of a and b), GEMM16_NAME
- * and GEMM16_FN (the table's name and accessor), then includes this file once.  16 YMM registers: MR rows take 2 MR integer accumulators in the group
- * loop, the float ones wait in memory (one load and store per group). */
+ * and GEMM16_FN (the table's name and accessor), then includes this file once.  With 16 YMM
+ * registers, MR rows keep 2 MR integer accumulators in the group loop and the float ones
+ * wait in memory (one load and store per group). */
 #define NP 16
 #define SFX _256
 #define VI __m256i
