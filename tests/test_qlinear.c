@@ -995,6 +995,10 @@ static void q2k_long_rows(attn_ctx *c, const attn__quant_kernels *const *sets,
             float y0[ATTN__QMV_MAX * 5], y1[ATTN__QMV_MAX * 5];
             sets[s]->mv16[ATTN_Q_Q2_K](w1, rb1, N, 1, &x.xa, m, y0, N);
             sets[s]->mv16[ATTN_Q_Q2_K](wl, rb, N, nb, &x.xa, m, y1, N);
+            int finite = 1;
+            for (int64_t i = 0; i < m * N; i++) finite &= isfinite(y0[i]) != 0;
+            TU_CHECK(finite, "%s Q2_K: an output not finite (m = %lld)", names[s] + 14,
+                     (long long)m);
             TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)(m * N)),
                      "%s Q2_K: a row of 257 superblocks differs from its first alone (m = %lld)",
                      names[s] + 14, (long long)m);
