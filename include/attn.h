@@ -1490,8 +1490,11 @@ ATTN_API attn_status attn_bert_embed(attn_ctx *ctx, const attn_bert *b,
                                      const char *const *texts, int64_t n, float *out);
 /* Precision of the encoder's matrix products (the four nn.Linear of each layer, ~95% of the
  * arithmetic); everything else (embeddings, attention, layer norm, GELU, pooling) stays float.
- * The weights are rounded and packed once, here (a copy kept next to the float matrices, half
- * their size; ATTN_F32 frees it); each product rounds its activations the same way.
+ * The weights are packed once, here (a copy kept next to the float matrices) in the layout the
+ * products read: half their size rounded for the 16-bit types; for ATTN_F32 the float GEMM's
+ * panels at their full size (attn_bert_load does this: the float products then skip packing
+ * the weights on each call, with the same bits; where that copy cannot be allocated the float
+ * matrices serve alone).  Each product rounds its activations the same way.
  *   ATTN_F32 (the default): float weights and products, the accuracy stated above.
  *   ATTN_F16: the fast one where the CPU has AVX512_FP16 (Sapphire Rapids and later): rows of
  *     x and columns of W scaled by powers of two into [0.5, 1), rounded to IEEE half, fp16

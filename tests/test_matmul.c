@@ -1,5 +1,5 @@
 /* The one linear door (attn__matmul, src/layers/matmul.c): every epilogue on every kind of
- * storage type (F32 rows, GGML F16 rows, Q8_0 and Q4_1 blocks, the BF16 and F16 panels) on both
+ * storage type (F32 rows, GGML F16 rows, Q8_0 and Q4_1 blocks, the BF16, F16 and F32 panels) on both
  * kernel paths (T <= 8 rows per sequence: the matrix-vector kernels; longer: the GEMM; the
  * panels always take the GEMM), outputs with a row stride other than N, on 1 and
  * 2 threads (bit-identical); attn__matmul_n against single products; attn__matmul_bwd against
@@ -22,6 +22,7 @@
 
 #include "testutil.h"
 #include "internal.h"
+#include "../src/kernels/gemm.h"
 #include "../src/kernels/ref/ref_f64.h"
 #include "../src/layers/layers.h"
 
@@ -32,9 +33,10 @@
 
 static double gelu(double u) { return 0.5 * u * (1.0 + erf(u / sqrt(2.0))); }
 
-/* The weight W [N, K] stored as type in buf (at least N K 4 + 64 bytes). */
+/* The weight W [N, K] stored as type in buf (at least BUF bytes). */
+#define BUF ((N + 32) * K * 4 + 256)
 static int make(attn_ctx *ctx, int type, const float *W, void *buf, attn__weight *w) {
-    if (type == ATTN__W_BF16P || type == ATTN__W_F16P)
+    if (type == ATTN__W_BF16P || type == ATTN__W_F16P || type == ATTN__W_F32P)
         return TU_STATUS(attn__weight_pack(ctx, type, W, N, K, buf, "test", w), ATTN_OK, ctx);
     int64_t be, bb;
     attn_qtype_block(type, &be, &bb);
@@ -91,7 +93,7 @@ static attn__epi epilogue(int ek, const float *r, const attn__ln *ln, float *yma
 
 static void epilogues(attn_ctx *c1, attn_ctx *c2) {
     static const int types[] = {ATTN_Q_F32, ATTN_Q_F16, ATTN_Q_Q8_0, ATTN_Q_Q4_1, ATTN__W_BF16P,
-                                ATTN__W_F16P};
+                                ATTN__W_F16P, ATTN__W_F32P};
     float *W = malloc(N * K * sizeof(float)), *x = malloc(MMAX * K * sizeof(float));
     float b[N], lw[N], lb[N], *r = malloc(MMAX * N * sizeof(float));
     float *t = malloc(MMAX * N * sizeof(float)), *y1 = malloc(MMAX * LDY * sizeof(float));
@@ -100,7 +102,7 @@ static void epilogues(attn_ctx *c1, attn_ctx *c2) {
     uint16_t k1[MMAX * 3], k2[MMAX * 3]; /* ReLU masks: ceil(N / 16) words per row */
     float *a1 = malloc(MMAX * N * sizeof(float)), *a2 = malloc(MMAX * N * sizeof(float));
     float *aref = malloc(MMAX * N * sizeof(float)), m1[MMAX], m2[MMAX], rmax[MMAX];
-    unsigned char *buf = malloc(N * K * 4 + 64);
+    unsigned char *buf = malloc(BUF);
     tu_fill(W, N * K, 1, -0.2f, 0.2f);
     tu_fill(x, MMAX * K, 2, -1, 1);
     tu_fill(b, N, 3, -0.5f, 0.5f);
@@ -156,11 +158,78 @@ static void epilogues(attn_ctx *c1, attn_ctx *c2) {
             }
         }
     }
-    printf("  epilogues: %d cases (6 storage types x 2 shapes, the row types on both paths, x %d "
+    printf("  epilogues: %d cases (7 storage types x 2 shapes, the row types on both paths, x %d "
            "epilogues) within 2e-5, 1 and 2 threads identical\n", cases, E_COUNT);
-    TU_CHECK(cases == 6 * 2 * E_COUNT, "only %d cases ran", cases);
+    TU_CHECK(cases == 7 * 2 * E_COUNT, "only %d cases ran", cases);
     free(W), free(x), free(r), free(t), free(y1), free(y2), free(ref), free(a1), free(a2);
     free(aref), free(buf), free(yc);
+}
+
+/* F32 panels (packed once for the context's kernel set) give the F32 rows' bits on every path:
+ * the GEMM over several K chunks and N blocks of every set (kc <= 384, nc <= 1536) and edge
+ * tiles, with and without an epilogue, on 1 and 2 threads; a few rows per sequence (the
+ * matrix-vector kernels); a context with bf16 products; panels packed for another kernel set
+ * (the rows serve).  A wrong panel order or a chunk read from the wrong place changes sums. */
+static void f32_panels(attn_ctx *c1, attn_ctx *c2) {
+    enum { NB = 1560 + 13, KB = 800 + 3, MB = 17 };
+    float *W = malloc((size_t)NB * KB * sizeof(float)), *x = malloc(MB * KB * sizeof(float));
+    float *b = malloc(NB * sizeof(float)), *y0 = malloc(MB * NB * sizeof(float));
+    float *y1 = malloc(MB * NB * sizeof(float));
+    size_t bytes = 0;
+    TU_STATUS(attn__weight_size(c1, ATTN__W_F32P, NB, KB, &bytes), ATTN_OK, c1);
+    unsigned char *buf = malloc(bytes);
+    tu_fill(W, (size_t)NB * KB, 21, -0.2f, 0.2f);
+    tu_fill(x, MB * KB, 22, -1, 1);
+    tu_fill(b, NB, 23, -0.5f, 0.5f);
+    attn__weight wp;
+    TU_STATUS(attn__weight_pack(c1, ATTN__W_F32P, W, NB, KB, buf, "test", &wp), ATTN_OK, c1);
+    wp.bias = b;
+    const attn__weight wr = attn__weight_f32(W, b, NB, KB);
+    const attn__epi gelu = {ATTN__EPI_ACT, ATTN_ACT_GELU, NULL, NULL, NULL, NULL, NULL, NULL};
+    int cases = 0;
+    attn_ctx *cs[2] = {c1, c2};
+    const int64_t MT[3][2] = {{MB, MB}, {5, MB}, {3, 1}}; /* GEMM, a sequence's last rows, rows */
+    for (int ci = 0; ci < 2; ci++)
+        for (int mi = 0; mi < 3; mi++)
+            for (int ei = 0; ei < 2; ei++) {
+                const int64_t M = MT[mi][0], T = MT[mi][1];
+                const attn__epi *e = ei ? &gelu : NULL;
+                for (int64_t i = 0; i < M * NB; i++) y0[i] = y1[i] = NAN;
+                TU_STATUS(attn__matmul(cs[ci], &wr, x, KB, M, T, e, y0, NB), ATTN_OK, cs[ci]);
+                TU_STATUS(attn__matmul(cs[ci], &wp, x, KB, M, T, e, y1, NB), ATTN_OK, cs[ci]);
+                TU_CHECK(!memcmp(y0, y1, (size_t)(M * NB) * sizeof(float)),
+                         "F32 panels: %d threads, M %lld T %lld, %s: not the rows' bits",
+                         ci + 1, (long long)M, (long long)T, ei ? "GELU" : "no epilogue");
+                cases++;
+            }
+    /* packed for another set: the rows (a header naming the plain C table) */
+    attn__f32p other = *(const attn__f32p *)wp.data;
+    other.kernel = other.kernel == attn__gemm_kernel_ref() ? (const void *)&other
+                                                           : (const void *)attn__gemm_kernel_ref();
+    other.panels = NULL; /* must not be read */
+    attn__weight wo = wp;
+    wo.data = &other;
+    TU_STATUS(attn__matmul(c2, &wr, x, KB, MB, MB, NULL, y0, NB), ATTN_OK, c2);
+    TU_STATUS(attn__matmul(c2, &wo, x, KB, MB, MB, NULL, y1, NB), ATTN_OK, c2);
+    TU_CHECK(!memcmp(y0, y1, (size_t)(MB * NB) * sizeof(float)),
+             "F32 panels of another kernel set: not the rows' bits");
+    attn_ctx_params p;
+    memset(&p, 0, sizeof p);
+    p.threads = 2, p.flags = ATTN_CTX_BF16_MATMUL;
+    attn_ctx *cb = NULL;
+    TU_STATUS(attn_ctx_create(&p, &cb), ATTN_OK, NULL);
+    if (cb) {
+        TU_STATUS(attn__matmul(cb, &wr, x, KB, MB, MB, NULL, y0, NB), ATTN_OK, cb);
+        TU_STATUS(attn__matmul(cb, &wp, x, KB, MB, MB, NULL, y1, NB), ATTN_OK, cb);
+        TU_CHECK(!memcmp(y0, y1, (size_t)(MB * NB) * sizeof(float)),
+                 "F32 panels on a bf16 context: not the rows' bits");
+        attn_ctx_free(cb);
+    }
+    TU_STATUS(attn__weight_trainable(c1, &wp, "w"), ATTN_E_UNSUPPORTED, c1);
+    printf("  F32 panels: %d cases (GEMM over %d x %d, a sequence's last rows, the matrix-vector "
+           "rows; 1 and 2 threads; with GELU and without), another set, a bf16 context: the F32 "
+           "rows' bits\n", cases, NB, KB);
+    free(W), free(x), free(b), free(y0), free(y1), free(buf);
 }
 
 /* attn__matmul_n: each part exactly a single product with its residual (the same bits). */
@@ -169,7 +238,7 @@ static void several(attn_ctx *c) {
     tu_fill(W, 3 * N * K, 7, -0.2f, 0.2f);
     tu_fill(x, 4 * K, 8, -1, 1);
     tu_fill(r, 4 * N, 9, -1, 1);
-    unsigned char *q = malloc(N * K * 4 + 64);
+    unsigned char *q = malloc(BUF);
     attn__weight w[3];
     w[0] = attn__weight_f32(W, NULL, N, K);
     w[1] = attn__weight_f32(W + N * K, NULL, N, K);
@@ -240,6 +309,7 @@ int main(void) {
     attn_ctx *c1 = tu_ctx(1), *c2 = tu_ctx(2);
     if (!c1 || !c2) return 1;
     epilogues(c1, c2);
+    f32_panels(c1, c2);
     several(c2);
     backward(c2);
     attn_ctx_free(c1);

@@ -40,6 +40,7 @@ typedef struct attn__gemm_job {
     int64_t nb_panels; /* B micro-panels in the block */
     int64_t m_panels;  /* A micro-panels in M */
     float *bpack;      /* nb_panels x (kc x nr) */
+    const float *bw;   /* or NULL: B packed once (attn__gemm_pack_weight), block by block */
     float *apack;      /* per thread slot (tid): mr x kc */
     int64_t apack_stride;
     const attn__row_epi *epi; /* run by the rows task on finished micro-panels, or NULL */
@@ -129,6 +130,15 @@ static void attn__gemm_tile(const attn__gemm_job *g, const float *a, const float
     for (int64_t i = 0; i < mv; i++) memcpy(c + i * g->ldc, t + i * nr, sizeof(float) * (size_t)nv);
 }
 
+/* The packed B micro-panel p of the current block: from the per-call packing, or from the
+ * weight packed once in the same order (attn__gemm_pack_weight: the blocks of nc columns, each
+ * K chunk of a block as the per-call packing lays it out). */
+static const float *attn__gemm_bpanel(const attn__gemm_job *g, int64_t p) {
+    const int nr = g->kr->nr;
+    const float *block = g->bw ? g->bw + g->jc * g->K + g->pc * g->nb_panels * nr : g->bpack;
+    return block + p * g->kc * nr;
+}
+
 static void attn__gemm_pack_b_task(void *arg, int64_t begin, int64_t end, int tid) {
     const attn__gemm_job *g = arg;
     (void)tid;
@@ -141,7 +151,6 @@ static void attn__gemm_rows_task(void *arg, int64_t begin, int64_t end, int tid)
     const attn__gemm_job *g = arg;
     const int mr = g->kr->mr, nr = g->kr->nr;
     float *a = g->apack + tid * g->apack_stride;
-    const int64_t panel = g->kc * nr;
     for (int64_t r = begin; r < end; r++) {
         attn__gemm_pack_a(g, r * mr, a);
         /* rows of the next micro-panel (its source is row-major when A is not transposed),
@@ -151,7 +160,7 @@ static void attn__gemm_rows_task(void *arg, int64_t begin, int64_t end, int tid)
         const float *nx = pf ? g->A + (r + 1) * mr * g->lda + g->pc : NULL;
         for (int64_t p = 0; p < g->nb_panels; p++) {
             const int64_t r0 = p * nmv / g->nb_panels, r1 = (p + 1) * nmv / g->nb_panels;
-            attn__gemm_tile(g, a, g->bpack + p * panel, r * mr, g->jc + p * nr,
+            attn__gemm_tile(g, a, attn__gemm_bpanel(g, p), r * mr, g->jc + p * nr,
                             nx ? nx + r0 * g->lda : NULL, r1 - r0);
         }
         if (g->epi) {
@@ -172,11 +181,10 @@ static void attn__gemm_cols_task(void *arg, int64_t begin, int64_t end, int tid)
     const attn__gemm_job *g = arg;
     const int mr = g->kr->mr, nr = g->kr->nr;
     float *a = g->apack + tid * g->apack_stride;
-    const int64_t panel = g->kc * nr;
     for (int64_t r = 0; r < g->m_panels; r++) {
         attn__gemm_pack_a(g, r * mr, a);
         for (int64_t p = begin; p < end; p++)
-            attn__gemm_tile(g, a, g->bpack + p * panel, r * mr, g->jc + p * nr, NULL, 0);
+            attn__gemm_tile(g, a, attn__gemm_bpanel(g, p), r * mr, g->jc + p * nr, NULL, 0);
     }
 }
 
@@ -219,10 +227,12 @@ static void attn__gemm_epi_pass(attn_ctx *ctx, attn__gemm_job *g, int64_t M) {
         attn__parallel_for(ctx, M, attn__gemm_epi_task, g);
 }
 
-attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t N,
-                           int64_t K, float alpha, const float *A, int64_t lda, const float *B,
-                           int64_t ldb, float beta, float *C, int64_t ldc,
-                           const attn__row_epi *epi) {
+/* attn__gemm_epi, or with bw (transB) B's panels packed once instead of packing B. */
+static attn_status attn__gemm_run_all(attn_ctx *ctx, int transA, int transB, int64_t M,
+                                      int64_t N, int64_t K, float alpha, const float *A,
+                                      int64_t lda, const float *B, int64_t ldb, const float *bw,
+                                      float beta, float *C, int64_t ldc,
+                                      const attn__row_epi *epi) {
     if (M <= 0 || N <= 0) return ATTN_OK;
     if (K <= 0 || alpha == 0.0f) {
         attn__gemm_scale(C, ldc, M, N, beta);
@@ -242,7 +252,7 @@ attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, int64_t M, int
     g.transB = transB != 0;
     g.M = M, g.N = N, g.K = K;
     g.alpha = alpha;
-    g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
+    g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc, g.bw = bw;
     g.m_panels = (M + kr->mr - 1) / kr->mr;
     /* below ~2^18 multiply-adds (a few microseconds) two pool dispatches per block cost more
      * than they save; the result is the same either way */
@@ -257,7 +267,8 @@ attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, int64_t M, int
     g.apack_stride = (kr->mr * kc_max + 15) / 16 * 16; /* keep each 64-byte aligned */
     /* 16 spare floats: the pointers are re-aligned to 64 bytes here rather than trusting the
      * workspace's alignment after a release */
-    st = attn__ws_alloc(ctx, (size_t)(kc_max * nc_max + 16), sizeof(float), (void **)&bpack);
+    st = attn__ws_alloc(ctx, bw ? 16 : (size_t)(kc_max * nc_max + 16), sizeof(float),
+                        (void **)&bpack);
     if (st == ATTN_OK)
         st = attn__ws_alloc(ctx, (size_t)(g.apack_stride * threads + 16), sizeof(float),
                             (void **)&apack);
@@ -287,7 +298,7 @@ attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, int64_t M, int
             g.kc = K - pc < kr->kc ? K - pc : kr->kc;
             g.beta = pc == 0 ? beta : 1.0f;
             g.epi = fused && pc + g.kc == K ? epi : NULL;
-            attn__gemm_run(ctx, &g, g.nb_panels, attn__gemm_pack_b_task);
+            if (!bw) attn__gemm_run(ctx, &g, g.nb_panels, attn__gemm_pack_b_task);
             if (split_cols)
                 attn__gemm_run(ctx, &g, g.nb_panels, attn__gemm_cols_task);
             else
@@ -300,4 +311,41 @@ attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, int64_t M, int
     }
     attn__ws_release(ctx, mark);
     return ATTN_OK;
+}
+
+attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, int64_t M, int64_t N,
+                           int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                           int64_t ldb, float beta, float *C, int64_t ldc,
+                           const attn__row_epi *epi) {
+    return attn__gemm_run_all(ctx, transA, transB, M, N, K, alpha, A, lda, B, ldb, NULL, beta, C,
+                              ldc, epi);
+}
+
+int64_t attn__gemm_weight_floats(const attn__gemm_kernel *kr, int64_t N, int64_t K) {
+    if (N <= 0 || K <= 0) return 0;
+    const int64_t panels = N / kr->nr + (N % kr->nr != 0);
+    return panels > INT64_MAX / kr->nr / K ? -1 : panels * kr->nr * K;
+}
+
+void attn__gemm_pack_weight(const attn__gemm_kernel *kr, const float *W, int64_t N, int64_t K,
+                            float *dst) {
+    const int nr = kr->nr;
+    for (int64_t jc = 0; jc < N; jc += kr->nc) { /* as attn__gemm_epi's blocks and chunks */
+        const int64_t nc = N - jc < kr->nc ? N - jc : kr->nc, np = (nc + nr - 1) / nr;
+        for (int64_t pc = 0; pc < K; pc += kr->kc) {
+            const int64_t kc = K - pc < kr->kc ? K - pc : kr->kc;
+            for (int64_t p = 0; p < np; p++) { /* W [N, K]: a panel's K values are contiguous */
+                const int64_t j0 = jc + p * nr;
+                attn__gemm_pack_panel(kr, 0, 0, kc, W + j0 * K + pc, K,
+                                      N - j0 < nr ? N - j0 : nr,
+                                      dst + jc * K + pc * np * nr + p * kc * nr);
+            }
+        }
+    }
+}
+
+attn_status attn__gemm_packed(attn_ctx *ctx, int64_t M, int64_t N, int64_t K, const float *A,
+                              int64_t lda, const float *bw, float beta, float *C, int64_t ldc,
+                              const attn__row_epi *epi) {
+    return attn__gemm_run_all(ctx, 0, 1, M, N, K, 1.0f, A, lda, NULL, K, bw, beta, C, ldc, epi);
 }

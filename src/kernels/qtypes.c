@@ -24,6 +24,7 @@ static const attn__wtype QTYPES[] = {
     {ATTN_Q_IQ4_NL, "IQ4_NL", 32, 18, 0}, {ATTN_Q_IQ4_XS, "IQ4_XS", 256, 136, 0},
     {ATTN_Q_BF16, "BF16", 1, 2, 0},
     {ATTN__W_BF16P, "BF16 panels", 1, 2, 1},  {ATTN__W_F16P, "F16 panels", 1, 2, 1},
+    {ATTN__W_F32P, "F32 panels", 1, 4, 1},
 };
 
 const attn__wtype *attn__wtype_of(int type) {

@@ -44,7 +44,7 @@
  * The weight storage types of attn__weight (layers.h): the GGML numbers of attn_qtype (rows of
  * blocks, as GGUF files store them) and the packed panels of the 16-bit GEMMs (gemm_bf16.h,
  * gemm_f16.h), which no file holds and the public attn_qtype_* calls do not name. */
-enum { ATTN__W_BF16P = 40, ATTN__W_F16P = 41 };
+enum { ATTN__W_BF16P = 40, ATTN__W_F16P = 41, ATTN__W_F32P = 42 };
 typedef struct attn__wtype {
     int type;
     const char *name;

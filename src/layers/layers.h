@@ -198,20 +198,32 @@ typedef struct attn__weight {
     int act;           /* ATTN__QACT_* of its matrix-vector products on GGML rows (0: default) */
 } attn__weight;
 
+/* ATTN__W_F32P, a float weight for inference: its float rows (which must outlive it) and
+ * the float GEMM's B panels packed once for one kernel set (attn__gemm_pack_weight), so that
+ * no product packs it again.  It gives the F32 weight's bits on every path: the GEMM on
+ * contexts of that set reads the panels, everything else (a few rows per sequence, bf16
+ * products, another set) reads the rows.  data points at this header. */
+typedef struct attn__f32p {
+    const float *rows;  /* W [N, K] */
+    const float *panels;
+    const void *kernel; /* the attn__gemm_kernel it was packed for */
+} attn__f32p;
+
 static inline attn__weight attn__weight_f32(const float *W, const float *b, int64_t N,
                                             int64_t K) {
     attn__weight w = {ATTN_Q_F32, W, N, K, b, 0};
     return w;
 }
-/* The packed type that runs a float weight as dtype (ATTN_F32: ATTN_Q_F32; ATTN_BF16 and
- * ATTN_F16: the panels); -1 for another dtype. */
+/* The packed type that runs a float weight as dtype (ATTN_F32: ATTN__W_F32P; ATTN_BF16 and
+ * ATTN_F16: the 16-bit panels); -1 for another dtype. */
 ATTN__HIDDEN int attn__wtype_packed(attn_dtype dtype);
 /* Bytes of W [N, K] stored as type (ATTN_E_OVERFLOW; ATTN_E_UNSUPPORTED for a type that
  * attn__weight_pack cannot write: F32 and the panels can). */
 ATTN__HIDDEN attn_status attn__weight_size(attn_ctx *ctx, int type, int64_t N, int64_t K,
                                            size_t *bytes);
-/* Writes the float W [N, K] as type into dst (attn__weight_size bytes) and describes it in *out
- * (bias NULL, act 0).  F16 panels refuse (ATTN_E_NONFINITE, naming what) a finite weight past
+/* Writes the float W [N, K] as type into dst (attn__weight_size bytes, on the same context for
+ * F32P, whose panels follow ctx's kernel set and which keeps a pointer to W) and describes it
+ * in *out (bias NULL, act 0).  F16 panels refuse (ATTN_E_NONFINITE, naming what) a finite weight past
  * the F16 range, which would become an infinity; other types cannot fail. */
 ATTN__HIDDEN attn_status attn__weight_pack(attn_ctx *ctx, int type, const float *W, int64_t N,
                                            int64_t K, void *dst, const char *what,

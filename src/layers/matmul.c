@@ -95,6 +95,15 @@ attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, i
     const attn__wtype *tr = attn__wtype_of(w->type);
     ATTN_FAIL_IF(!tr, ctx, ATTN_E_UNSUPPORTED, "a weight of storage type %d has no kernels",
                  w->type);
+    if (w->type == ATTN__W_F32P) {
+        const attn__f32p *h = w->data;
+        if (T <= ATTN__QMV_ROWS || h->kernel != (const void *)ctx->kern.gemm ||
+            (ctx->flags & ATTN_CTX_BF16_MATMUL)) { /* what the panels are not for: the rows */
+            attn__weight r = *w;
+            r.type = ATTN_Q_F32, r.data = h->rows;
+            return attn__matmul(ctx, &r, x, ldx, M, T, e, y, ldy);
+        }
+    }
     const int64_t K = w->K, N = w->N;
     const float *b = w->bias;
     const float *r = e->kind == ATTN__EPI_RES || e->kind == ATTN__EPI_RES_LN ? e->r : NULL;
@@ -115,7 +124,7 @@ attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, i
         epi_pass(ctx, &j, y, ldy, M);
         return ATTN_OK;
     }
-    const int f32 = t == ATTN_Q_F32;
+    const int f32 = t == ATTN_Q_F32 || t == ATTN__W_F32P;
     /* what the product leaves to the epilogue: the 16-bit kernels add b and r themselves */
     epi_job j = {ctx->kern.ew, e->kind, e->act, f32 ? b : NULL, f32 ? r : NULL, e->ln, N,
                  e->ymax, e->aout, relu_mask};
@@ -142,6 +151,9 @@ attn_status attn__matmul(attn_ctx *ctx, const attn__weight *w, const float *x, i
         return ATTN_OK;
     }
     const int need = b || r || e->kind == ATTN__EPI_RES_LN || e->kind == ATTN__EPI_ACT || e->ymax;
+    if (t == ATTN__W_F32P)
+        return attn__gemm_packed(ctx, M, N, K, x, ldx, ((const attn__f32p *)w->data)->panels,
+                                 0.0f, y, ldy, need ? &re : NULL);
     return attn__linear_epi(ctx, x, ldx, w->data, need ? &re : NULL, y, ldy, M, K, N);
 }
 

@@ -10,7 +10,7 @@
 #include "layers.h"
 
 int attn__wtype_packed(attn_dtype dtype) {
-    return dtype == ATTN_F32 ? ATTN_Q_F32
+    return dtype == ATTN_F32 ? ATTN__W_F32P
            : dtype == ATTN_BF16 ? ATTN__W_BF16P
            : dtype == ATTN_F16  ? ATTN__W_F16P
                                 : -1;
@@ -25,6 +25,10 @@ attn_status attn__weight_size(attn_ctx *ctx, int type, int64_t N, int64_t K, siz
     if (ok && type == ATTN__W_F16P) {
         sz = attn__f16_packed_size(K, N);
         ok = sz != 0;
+    } else if (ok && type == ATTN__W_F32P) { /* the header, 64 bytes to align, the panels */
+        int64_t nf = attn__gemm_weight_floats(ctx->kern.gemm, N, K);
+        ok = nf > 0 && attn__mul_size((size_t)nf, sizeof(float), &sz) &&
+             attn__add_size(sz, sizeof(attn__f32p) + 64, &sz);
     } else if (ok && type == ATTN__W_BF16P) {
         sz = attn__bf16_packed_size(K, N);
         ok = sz != 0 && attn__mul_size(sz, sizeof(attn__bf16), &sz);
@@ -47,7 +51,13 @@ attn_status attn__weight_pack(attn_ctx *ctx, int type, const float *W, int64_t N
                          "%s holds the weight %g, which overflows F16", what, (double)W[i]);
     if (type == ATTN__W_F16P) attn__f16_pack_weight(W, K, N, dst);
     else if (type == ATTN__W_BF16P) attn__bf16_pack_weight(W, K, N, (attn__bf16 *)dst);
-    else memcpy(dst, W, bytes);
+    else if (type == ATTN__W_F32P) {
+        attn__f32p *h = dst;
+        uintptr_t at = (uintptr_t)(h + 1);
+        float *panels = (float *)(void *)(at + ((64 - (at & 63)) & 63));
+        attn__gemm_pack_weight(ctx->kern.gemm, W, N, K, panels);
+        h->rows = W, h->panels = panels, h->kernel = ctx->kern.gemm;
+    } else memcpy(dst, W, bytes);
     *out = (attn__weight){type, dst, N, K, NULL, 0};
     return ATTN_OK;
 }

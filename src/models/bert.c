@@ -36,12 +36,16 @@ struct attn_bert {
     attn_bert_info info;
     attn_bpe *tok; /* the tokenizer (attn_bpe_load_wordpiece) */
     int32_t cls, sep, pad;
-    /* attn_bert_set_dtype(ATTN_BF16 / ATTN_F16): the four matrices of each layer (in_proj,
-     * attention output, intermediate, output) rounded and packed (attn__weight_pack), described
-     * in the encoder layers' attn__weight (pw) */
+    /* the four matrices of each layer (in_proj, attention output, intermediate, output)
+     * packed (attn__weight_pack) as the dtype runs them: F32 (from the load) the float GEMM's
+     * panels beside the rows, BF16 / F16 (attn_bert_set_dtype) rounded; described in the
+     * encoder layers' attn__weight (pw) */
     attn_dtype dtype;
     void *lw; /* all packed matrices */
 };
+
+static void use_rows(attn_bert *b);
+static attn_status pack_layers(attn_ctx *ctx, attn_bert *b, attn_dtype dtype);
 
 static void bfree(attn_bert *b, void *p) {
     if (p) b->free(b->alloc_user, p);
@@ -504,8 +508,29 @@ attn_status attn_bert_load(attn_ctx *ctx, const char *dir, attn_bert **out) {
         attn_bert_free(b);
         return st;
     }
+    use_rows(b);
+    if (pack_layers(ctx, b, ATTN_F32)) { /* a cache: the rows serve without it */
+        attn_ctx_clear_error(ctx);
+        use_rows(b);
+    }
     *out = b;
     return ATTN_OK;
+}
+
+/* The four matrices of each layer as the float rows themselves (no packed copy). */
+static void use_rows(attn_bert *b) {
+    bert_impl *q = b->m->impl;
+    const attn__weight f32 = {ATTN_Q_F32, NULL, 0, 0, NULL, 0};
+    const int64_t E = b->info.hidden_size;
+    for (int64_t li = 0; li < b->info.num_layers; li++) {
+        attn__block *e = &q->layers[li].enc;
+        attn__attention *a = &e->at[0]; /* q's data and bias start the stacked ones */
+        a->qkv = attn__weight_f32(a->q.data, a->q.bias, 3 * E, E);
+        a->o = attn__weight_f32(q->layers[li].ao.weight, q->layers[li].ao.bias, E, E);
+        e->l1.pw = e->l2.pw = f32;
+    }
+    bfree(b, b->lw);
+    b->lw = NULL, b->dtype = ATTN_F32;
 }
 
 attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
@@ -513,22 +538,19 @@ attn_status attn_bert_set_dtype(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
     ATTN_FAIL_IF(dtype != ATTN_F32 && dtype != ATTN_BF16 && dtype != ATTN_F16, ctx,
                  ATTN_E_UNSUPPORTED, "attn_bert_set_dtype: only f32, bf16 and f16 (got %s)",
                  attn_dtype_name(dtype));
-    if (dtype == b->dtype) return ATTN_OK;
-    if (dtype == ATTN_F32) {
-        bert_impl *q = b->m->impl;
-        const attn__weight f32 = {ATTN_Q_F32, NULL, 0, 0, NULL, 0};
-        const int64_t E = b->info.hidden_size;
-        for (int64_t li = 0; li < b->info.num_layers; li++) {
-            attn__block *e = &q->layers[li].enc;
-            attn__attention *a = &e->at[0]; /* q's data and bias start the stacked ones */
-            a->qkv = attn__weight_f32(a->q.data, a->q.bias, 3 * E, E);
-            a->o = attn__weight_f32(q->layers[li].ao.weight, q->layers[li].ao.bias, E, E);
-            e->l1.pw = e->l2.pw = f32;
-        }
-        bfree(b, b->lw);
-        b->lw = NULL, b->dtype = ATTN_F32;
+    if (dtype == b->dtype && (b->lw || dtype != ATTN_F32)) return ATTN_OK;
+    attn_status st = pack_layers(ctx, b, dtype);
+    if (st && dtype == ATTN_F32) { /* the panels are a cache: without room, the rows */
+        attn_ctx_clear_error(ctx);
+        use_rows(b);
         return ATTN_OK;
     }
+    return st;
+}
+
+/* The four matrices of each layer packed as dtype's type (attn__wtype_packed) into one block
+ * lw; F32: the float GEMM's panels beside the rows (the same bits, no packing per product). */
+static attn_status pack_layers(attn_ctx *ctx, attn_bert *b, attn_dtype dtype) {
     bert_impl *q = b->m->impl;
     const int type = attn__wtype_packed(dtype);
     const int64_t E = b->info.hidden_size, I = b->info.intermediate_size;
