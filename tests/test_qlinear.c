@@ -881,8 +881,9 @@ static void test_x86_int8_sets(void) {
 /* M rows of K activations (uniform in [-2, 2], every 61st element 20x larger: a few large
  * channels) and their int16 rounding, as the library's quantizer gives it */
 typedef struct q16rows {
-    float *x, *d, *sx;
+    float *x, *d, *sx, *gs;
     int16_t *q;
+    uint8_t *qb;
     int64_t ldb;
     attn__q16act xa;
 } q16rows;
@@ -896,10 +897,15 @@ static q16rows q16_rows(int64_t M, int64_t K, uint64_t seed) {
     tu_fill(r.x, (size_t)(M * K), seed, -2, 2);
     for (int64_t k = 0; k < M * K; k += 61) r.x[k] *= 20.0f;
     attn__q16act_quantize(r.x, K, M, K, r.q, K, r.d, r.sx, r.ldb);
-    r.xa = (attn__q16act){r.q, r.d, r.sx, K, r.ldb};
+    r.xa = (attn__q16act){r.q, r.d, r.sx, K, r.ldb, NULL, NULL};
+    r.qb = malloc((size_t)(M * K) * 2);
+    r.gs = malloc(sizeof(float) * (size_t)(M * 2 * r.ldb));
+    attn__q16act_split(&r.xa, M, K, r.qb, r.gs);
     return r;
 }
-static void q16_rows_free(q16rows *r) { free(r->x), free(r->q), free(r->d), free(r->sx); }
+static void q16_rows_free(q16rows *r) {
+    free(r->x), free(r->q), free(r->d), free(r->sx), free(r->qb), free(r->gs);
+}
 
 /* Y = X W^T through one int16 GEMM's pack and ukr, as quant.c drives it (panels of np rows
  * of W, tiles of mr rows of X) */
@@ -976,10 +982,10 @@ static void gemm16_sets(attn_ctx *c, int64_t K) {
     free(y0), free(y1);
 }
 
-/* Q2_K's int16 kernels take the group sums of x (its mins) from their entry for rows of at
- * most 256 superblocks (ATTN__XS_MAX) and sum them per row beyond, the same values: a row of
- * 257 superblocks whose last 256 are zero (d = dmin = 0: exact zero terms) gives the bits of
- * its first superblock alone. */
+/* Q2_K's int16 kernels on a long row (257 superblocks: the split activations and their group
+ * sums indexed past 256 superblocks, where an earlier version summed per row): a row whose last
+ * 256 superblocks are zero (d = dmin = 0: exact zero terms) gives the bits of its first
+ * superblock alone. */
 static void q2k_long_rows(attn_ctx *c, const attn__quant_kernels *const *sets,
                           const char *const *names) {
     const int64_t N = 5, nb = 257, K = 256 * nb;

@@ -111,6 +111,25 @@ void attn__q16act_quantize(const float *x, int64_t ldx, int64_t m, int64_t K, in
     }
 }
 
+void attn__q16act_split(attn__q16act *xa, int64_t m, int64_t K, uint8_t *qb, float *gs) {
+    for (int64_t i = 0; i < m; i++) {
+        const int16_t *q = xa->q + i * xa->ldq;
+        uint8_t *o = qb + i * 2 * xa->ldq;
+        for (int64_t b = 0; b < K / 32; b++)
+            for (int l = 0; l < 32; l++) {
+                const int v = q[32 * b + l];
+                o[64 * b + l] = (uint8_t)(v & 255);
+                o[64 * b + 32 + l] = (uint8_t)(int8_t)((v - (v & 255)) / 256);
+            }
+        for (int64_t g = 0; g < K / 16; g++) {
+            int32_t t = 0;
+            for (int l = 0; l < 16; l++) t += q[16 * g + l];
+            gs[i * 2 * xa->ldb + g] = (float)t * xa->d[i * xa->ldb + g / 2];
+        }
+    }
+    xa->qb = qb, xa->gs = gs;
+}
+
 /* ---- the driver ---------------------------------------------------------------------------- */
 typedef struct qjob {
     int type;
@@ -162,6 +181,7 @@ static void mv_task(void *arg, int64_t begin, int64_t end, int tid) {
         if (j->mv16) {
             attn__q16act xa = j->xa16;
             xa.q += i0 * xa.ldq, xa.d += i0 * xa.ldb, xa.sx += i0 * xa.ldb;
+            if (xa.qb) xa.qb += i0 * 2 * xa.ldq, xa.gs += i0 * 2 * xa.ldb;
             j->mv16(w, j->rb, end - begin, j->nb, &xa, m, y, j->ldy);
         } else if (j->mv8) {
             attn__q8act xa = j->xa;
@@ -404,7 +424,7 @@ static attn_status mm16_run(attn_ctx *ctx, qjob *j, int n) {
     void *wsp;
     ATTN_TRY(attn__ws_alloc(ctx, q.stride * (size_t)width + 64, 1, &wsp));
     q.ws = (char *)align64(wsp);
-    q.xa = (attn__q16act){q.q, q.d, q.sx, K, ldb};
+    q.xa = (attn__q16act){q.q, q.d, q.sx, K, ldb, NULL, NULL};
     run(ctx, serial || M < 16, M, q16x_task, &q);
     run(ctx, serial, q.off[n], mm16_task, &q);
     return ATTN_OK;
@@ -452,7 +472,16 @@ static attn_status mv_init(attn_ctx *ctx, qjob *j, int n, int act) {
                 ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * ldb), sizeof(float), (void **)&sx));
                 (ctx->kern.quant16->q16x ? ctx->kern.quant16->q16x : attn__q16act_quantize)(
                     j[0].X, j[0].ldx, M, K, q, K, d, sx, ldb);
-                xa16 = (attn__q16act){q, d, sx, K, ldb};
+                xa16 = (attn__q16act){q, d, sx, K, ldb, NULL, NULL};
+            }
+            if (j[i].type == ATTN_Q_Q2_K && !xa16.qb) {
+                uint8_t *qb;
+                float *gs;
+                ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * K), 2, (void **)&qb));
+                ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * 2 * xa16.ldb), sizeof(float),
+                                        (void **)&gs));
+                attn__q16act_split(&xa16, M, K, qb, gs);
+                for (int p = 0; p < i; p++) j[p].xa16 = xa16;
             }
             j[i].xa16 = xa16;
             j[i].mv8 = j[i].mvw8 = NULL;

@@ -6,8 +6,9 @@
  *   x86_avxvnni/quant16_avxvnni.c    VPDPWSSD twice (AVX-VNNI, VEX).
  * The int32 lanes are the same (no saturation: VPDPWSSD wraps, and no lane comes near 2^31),
  * so are the bits.  Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (chunks of 8 blocks), Q4_K,
- * Q5_K, IQ4_XS (a superblock's 8 groups of 32), Q6_K, Q2_K, Q3_K (16 groups of 16, in halves
- * of 8).  The includer defines Q16_256_NAME and dp2, then includes this file once;
+ * Q5_K, IQ4_XS (a superblock's 8 groups of 32), Q6_K, Q3_K (16 groups of 16, in halves of 8);
+ * Q2_K on the activation quants split into bytes (its own note below).  The includer defines
+ * Q16_256_NAME and dp2, then includes this file once;
  * dispatch.c picks the table for ctx->kern.quant16 (AVX2 and AVX-512 contexts).
  *
  * Each block of 32 activations is rounded to int16 with its own scale (attn__q16act_quantize:
@@ -280,60 +281,101 @@ INLINE void rowsxs(const uint8_t *w, size_t rb, int64_t rows, int64_t nb, const 
 #define ROWSXS_CALL(M) rowsxs(w, rb, rows, nb, xa, M, y, ldy)
 ATTN__QMV_ENTRY(mv16_iq4_xs, attn__q16act, , ROWSXS_CALL)
 
-/* ---- Q2_K, Q3_K: 16 groups of 16 with integer scales ---------------------------------------
- * Element 32 j + l: the 2-bit field j & 3 of qs[32 (j >> 2) + l] (Q3_K: with bit j of
- * hmask[l] as its third bit, - 4); group 2 j + (l >> 4).  Q2_K: weight d sc_g q - dmin m_g, the
- * mins times the group's integer sum of the activation quants; Q3_K: d sc_g (q - 4), sc_g
- * signed 6-bit.  Groups 0-7 and 8-15 reduced as Q6_K's.  Q2_K's sums of the activation quants
- * by group do not depend on the weight row: the entry computes them once per call and vector
- * (xs, as floats: exact, |sum| <= 16 x 32767), for rows of at most ATTN__XS_MAX superblocks;
- * longer rows (xs NULL) sum them per row with VPMADDWD by ones, the same values. */
-#define K23_XS (ATTN__QMV_MAX * ATTN__XS_MAX * 16)
-INLINE const float *k23_xsums(const attn__q16act *xa, int64_t m, int64_t nb, float *xs) {
-    if (nb > ATTN__XS_MAX) return NULL;
-    for (int64_t i = 0; i < m && i < ATTN__QMV_MAX; i++)
-        for (int64_t g = 0; g < 16 * nb; g++) {
-            const int16_t *x = xa->q + i * xa->ldq + 16 * g;
-            int32_t t = 0;
-            for (int l = 0; l < 16; l++) t += x[l];
-            xs[i * ATTN__XS_MAX * 16 + g] = (float)t;
+/* ---- Q2_K on the split activations (quant.h: attn__q16act's qb and gs) ---------------------
+ * Element 32 j + l of a superblock: the 2-bit field j & 3 of qs[32 (j >> 2) + l], group 2 j +
+ * (l >> 4); weight d sc_g q - dmin m_g.  Each activation quant is 256 hi + lo (lo unsigned,
+ * hi signed bytes), so VPMADDUBSW pairs the weight quants (0 .. 3) with each byte: lo q as
+ * unsigned times signed, q hi as unsigned times signed (pairs within 2 x 255 x 3, no
+ * saturation).  VPMADDWD by the groups' scales (block j: sc_2j in the low 128 bits, sc_2j+1 in
+ * the high, one VPERMD) turns the pairs into int32 lanes of 4 weights each, the high part
+ * shifted by 8 and added: sum of sc q x_q exactly (|lane| < 6.0e6, so the conversion is exact
+ * too).  Per superblock: s = sum over its 8 blocks of float(lanes) d_x,b (FMA, in block
+ * order), acc += d s, then acc -= dmin (sum over groups of m_g gs_g) (gs: the groups' integer
+ * sums of x quants times d_x, made once per call).  No horizontal work until the row's end. */
+INLINE void rowsq2k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                    const attn__q16act *xa, const int M, float *y, int64_t ldy) {
+    const __m256i idx[4] = {_mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0),
+                            _mm256_set_epi32(3, 3, 3, 3, 2, 2, 2, 2),
+                            _mm256_set_epi32(5, 5, 5, 5, 4, 4, 4, 4),
+                            _mm256_set_epi32(7, 7, 7, 7, 6, 6, 6, 6)};
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *b = w + (size_t)r * rb;
+        __m256 acc[ATTN__QMV_MAX];
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++, b += 84) {
+            _mm_prefetch((const char *)b + PF_DIST, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + PF_DIST + 64, _MM_HINT_T0);
+            const __m128i s16 = ld128(b);
+            const __m128i sc8 = _mm_and_si128(s16, _mm_set1_epi8(15));
+            const __m128i mn8 = _mm_and_si128(_mm_srli_epi16(s16, 4), _mm_set1_epi8(15));
+            __m256i sc32[2] = {_mm256_cvtepu8_epi32(sc8), _mm256_cvtepu8_epi32(_mm_srli_si128(sc8, 8))};
+            for (int h = 0; h < 2; h++) /* each group's scale in both int16 halves of its lane */
+                sc32[h] = _mm256_or_si256(sc32[h], _mm256_slli_epi32(sc32[h], 16));
+            const __m256 d = _mm256_set1_ps(attn__h2f(b + 80)), dm = _mm256_set1_ps(attn__h2f(b + 82));
+            const uint8_t *qs = b + 16;
+            __m256 sb[ATTN__QMV_MAX];
+            _Pragma("GCC unroll 8")
+            for (int j = 0; j < 8; j++) {
+                const __m256i v = _mm256_and_si256(
+                    _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * (j >> 2))),
+                                     _mm_cvtsi32_si128(2 * (j & 3))),
+                    m3);
+                const __m256i sc = _mm256_permutevar8x32_epi32(sc32[j >> 2], idx[j & 3]);
+                for (int i = 0; i < M; i++) {
+                    const uint8_t *xb = xa->qb + i * 2 * xa->ldq + 64 * (8 * k + j);
+                    const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)xb);
+                    const __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 32));
+                    const __m256i pl = _mm256_maddubs_epi16(lo, v), ph = _mm256_maddubs_epi16(v, hi);
+                    const __m256i t = _mm256_add_epi32(_mm256_madd_epi16(pl, sc),
+                                                       _mm256_slli_epi32(_mm256_madd_epi16(ph, sc), 8));
+                    const __m256 dx = _mm256_broadcast_ss(xa->d + i * xa->ldb + 8 * k + j);
+                    sb[i] = j ? _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), dx, sb[i])
+                              : _mm256_mul_ps(_mm256_cvtepi32_ps(t), dx);
+                }
+            }
+            const __m256 mna = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn8));
+            const __m256 mnb = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mn8, 8)));
+            for (int i = 0; i < M; i++) {
+                const float *g = xa->gs + i * 2 * xa->ldb + 16 * k;
+                const __m256 mins = _mm256_fmadd_ps(mnb, _mm256_loadu_ps(g + 8),
+                                                    _mm256_mul_ps(mna, _mm256_loadu_ps(g)));
+                acc[i] = _mm256_fmadd_ps(d, sb[i], acc[i]);
+                acc[i] = _mm256_fnmadd_ps(dm, mins, acc[i]);
+            }
         }
-    return xs;
+        for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]);
+    }
 }
-INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
-                    const attn__q16act *xa, const float *xs, const int M, float *y, int64_t ldy) {
-    const size_t bb = three ? 110 : 84;
+#define ROWSQ2K_CALL(M) rowsq2k(w, rb, rows, nb, xa, M, y, ldy)
+ATTN__QMV_ENTRY(mv16_q2_k, attn__q16act, , ROWSQ2K_CALL)
+
+/* ---- Q3_K: 16 groups of 16 with signed 6-bit scales ------------------------------------------
+ * Element 32 j + l: the 2-bit field j & 3 of qs[32 (j >> 2) + l] with bit j of hmask[l] as its
+ * third bit, - 4; group 2 j + (l >> 4); weight d sc_g (q - 4).  Groups 0-7 and 8-15 reduced
+ * as Q6_K's.  (Q2_K's split form measured no faster here for one vector, slower for four.) */
+INLINE void rowsq3k(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
+                    const attn__q16act *xa, const int M, float *y, int64_t ldy) {
+    const size_t bb = 110;
     const __m256i pairs[2] = {_mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0),
                               _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4)};
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *b = w + (size_t)r * rb;
         __m256 acc[ATTN__QMV_MAX];
         for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++, b += bb) {
             for (size_t p = 0; p < bb; p += 64) _mm_prefetch((const char *)b + PF_DIST + p, _MM_HINT_T0);
-            __m256 sc[2], mn[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-            if (three) {
-                __m256i s3[2];
-                attn__q3k_scales16(b, s3); /* kquant_avx2.h */
-                const __m256 d = _mm256_set1_ps(attn__h2f(b + 108));
-                sc[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s3[0]));
-                sc[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s3[1]));
-            } else {
-                const __m128i s16 = _mm_loadu_si128((const __m128i *)(const void *)b);
-                const __m256 d = _mm256_set1_ps(attn__h2f(b + 80)), dm = _mm256_set1_ps(attn__h2f(b + 82));
-                const __m128i lo = _mm_and_si128(s16, _mm_set1_epi8(15));
-                const __m128i hi = _mm_and_si128(_mm_srli_epi16(s16, 4), _mm_set1_epi8(15));
-                sc[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)));
-                sc[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))));
-                mn[0] = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)));
-                mn[1] = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))));
-            }
-            const uint8_t *qs = b + (three ? 32 : 16);
-            const __m256i hm = three ? _mm256_loadu_si256((const __m256i *)(const void *)b) : _mm256_setzero_si256();
+            __m256 sc[2];
+            __m256i s3[2];
+            attn__q3k_scales16(b, s3); /* kquant_avx2.h */
+            const __m256 d = _mm256_set1_ps(attn__h2f(b + 108));
+            sc[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s3[0]));
+            sc[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s3[1]));
+            const uint8_t *qs = b + 32;
+            const __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)b);
             _Pragma("GCC unroll 2")
             for (int half = 0; half < 2; half++) {
-                __m256i h[ATTN__QMV_MAX][4], hx[ATTN__QMV_MAX][4];
+                __m256i h[ATTN__QMV_MAX][4];
                 _Pragma("GCC unroll 4")
                 for (int jj = 0; jj < 4; jj++) {
                     const int j = 4 * half + jj; /* elements 32 j ..: groups 2 j, 2 j + 1 */
@@ -341,20 +383,15 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
                         _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * (j >> 2))),
                                          _mm_cvtsi32_si128(2 * (j & 3))),
                         _mm256_set1_epi8(3));
-                    if (three)
-                        v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(
-                            _mm256_srl_epi16(hm, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1)), 2));
-                    __m256i w0 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v));
-                    __m256i w1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(v, 1));
-                    if (three) {
-                        w0 = _mm256_sub_epi16(w0, _mm256_set1_epi16(4));
-                        w1 = _mm256_sub_epi16(w1, _mm256_set1_epi16(4));
-                    }
+                    v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(
+                        _mm256_srl_epi16(hm, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1)), 2));
+                    const __m256i w0 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)),
+                                                        _mm256_set1_epi16(4));
+                    const __m256i w1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(v, 1)),
+                                                        _mm256_set1_epi16(4));
                     for (int i = 0; i < M; i++) {
                         const int16_t *x = xa->q + i * xa->ldq + 256 * k + 32 * j;
                         h[i][jj] = _mm256_hadd_epi32(dot16(w0, x), dot16(w1, x + 16));
-                        if (!three && !xs)
-                            hx[i][jj] = _mm256_hadd_epi32(dot16(ones, x), dot16(ones, x + 16));
                     }
                 }
                 for (int i = 0; i < M; i++) { /* block j of the superblock: groups 2 j, 2 j + 1 */
@@ -362,24 +399,14 @@ INLINE void rowsk23(int three, const uint8_t *w, size_t rb, int64_t rows, int64_
                                                                pairs[half]);
                     acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(sc[half], dx),
                                              _mm256_cvtepi32_ps(attn__red8(h[i])), acc[i]);
-                    if (!three)
-                        acc[i] = _mm256_fnmadd_ps(
-                            _mm256_mul_ps(mn[half], dx),
-                            xs ? _mm256_loadu_ps(xs + i * ATTN__XS_MAX * 16 + 16 * k + 8 * half)
-                               : _mm256_cvtepi32_ps(attn__red8(hx[i])),
-                            acc[i]);
                 }
             }
         }
         for (int i = 0; i < M; i++) y[i * ldy + r] = attn__hsum8(acc[i]);
     }
 }
-#define ROWSK23_CALL(M) rowsk23(three_, w, rb, rows, nb, xa, xs_, M, y, ldy)
-#define DEFK23(name, THREE)                                                                   \
-    ATTN__QMV_ENTRY(name, attn__q16act, const int three_ = (THREE); float xsb_[(THREE) ? 1 : K23_XS]; \
-                    const float *xs_ = three_ ? NULL : k23_xsums(xa, m, nb, xsb_);, ROWSK23_CALL)
-DEFK23(mv16_q2_k, 0)
-DEFK23(mv16_q3_k, 1)
+#define ROWSQ3K_CALL(M) rowsq3k(w, rb, rows, nb, xa, M, y, ldy)
+ATTN__QMV_ENTRY(mv16_q3_k, attn__q16act, , ROWSQ3K_CALL)
 
 /* ---- attn__q16act_quantize on 8 lanes, the same bits: the partial sums and maxima of lane l
  * over elements l, l + 8, l + 16, l + 24 in that order, the sums' pairwise tree by two
