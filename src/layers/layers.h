@@ -188,10 +188,11 @@ ATTN__HIDDEN attn_status attn__module_expect(attn_ctx *ctx, const attn_module *m
  * Storage types are the GGML numbers of attn_qtype (ATTN_Q_F32: row-major float; ATTN_Q_F16,
  * ATTN_Q_BF16 and the quantized block types: rows of blocks as GGUF files store them, read in
  * place), plus the packed panels of the 16-bit GEMMs (gemm_bf16.h, gemm_f16.h: their arithmetic
- * and error are stated there), which only a float weight packed by attn__weight_pack has.
+ * and error are stated there) and of the float GEMM (attn__f32p below), which only a float
+ * weight packed by attn__weight_pack has.
  * Their traits (attn__wtype_of) are kernels/qtypes.c's one table. */
 typedef struct attn__weight {
-    int type;          /* an attn_qtype number, ATTN__W_BF16P or ATTN__W_F16P (quant.h) */
+    int type;          /* an attn_qtype number, ATTN__W_BF16P, ATTN__W_F16P or ATTN__W_F32P */
     const void *data;  /* NULL: not set */
     int64_t N, K;      /* output and input features */
     const float *bias; /* [N] or NULL */
