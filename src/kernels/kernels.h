@@ -288,8 +288,9 @@ ATTN__HIDDEN attn_status attn__gemm_epi(attn_ctx *ctx, int transA, int transB, i
 
 /* B packed once: a weight W [N, K] (C = A W^T) as the float GEMM's B micro-panels of the kernel
  * set kr (gemm.h) in the order attn__gemm_epi packs them per call (blocks of nc rows of W, each
- * K chunk of kc steps of a block as its panels of nr, zeros past N).  attn__gemm_packed on a context whose set is kr gives the same bits as attn__gemm_epi(ctx,
- * 0, 1, ...) on W, for every thread count, without packing B per call (an inference weight).
+ * K chunk of kc steps of a block as its panels of nr, zeros past N).  attn__gemm_packed on a
+ * context whose set is kr gives the same bits as attn__gemm_epi(ctx, 0, 1, ...) on W, for
+ * every thread count, without packing B per call (an inference weight).
  * Floats of the packed form: ceil(N / nr) nr K; 0 for an empty W, -1 when that overflows. */
 struct attn__gemm_kernel;
 ATTN__HIDDEN int64_t attn__gemm_weight_floats(const struct attn__gemm_kernel *kr, int64_t N,

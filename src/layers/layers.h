@@ -224,8 +224,8 @@ ATTN__HIDDEN attn_status attn__weight_size(attn_ctx *ctx, int type, int64_t N, i
                                            size_t *bytes);
 /* Writes the float W [N, K] as type into dst (attn__weight_size bytes, on the same context for
  * F32P, whose panels follow ctx's kernel set and which keeps a pointer to W) and describes it
- * in *out (bias NULL, act 0).  F16 panels refuse (ATTN_E_NONFINITE, naming what) a finite weight past
- * the F16 range, which would become an infinity; other types cannot fail. */
+ * in *out (bias NULL, act 0).  F16 panels refuse (ATTN_E_NONFINITE, naming what) a finite
+ * weight past the F16 range, which would become an infinity; other types cannot fail. */
 ATTN__HIDDEN attn_status attn__weight_pack(attn_ctx *ctx, int type, const float *W, int64_t N,
                                            int64_t K, void *dst, const char *what,
                                            attn__weight *out);
