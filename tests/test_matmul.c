@@ -1,7 +1,7 @@
 /* The one linear door (attn__matmul, src/layers/matmul.c): every epilogue on every kind of
- * storage type (F32 rows, GGML F16 rows, Q8_0 and Q4_1 blocks, the BF16, F16 and F32 panels) on both
- * kernel paths (T <= 8 rows per sequence: the matrix-vector kernels; longer: the GEMM; the
- * panels always take the GEMM), outputs with a row stride other than N, on 1 and
+ * storage type (F32 rows, GGML F16 rows, Q8_0 and Q4_1 blocks, the BF16, F16 and F32 panels) on
+ * both kernel paths (T <= 8 rows per sequence: the matrix-vector kernels; longer: the GEMM; the
+ * 16-bit panels always take the GEMM, the F32 ones read their rows on the other path), outputs with a row stride other than N, on 1 and
  * 2 threads (bit-identical); attn__matmul_n against single products; attn__matmul_bwd against
  * the double reference; the refusals (a product's backward on a quantized weight, a storage type
  * without kernels).
@@ -169,7 +169,10 @@ static void epilogues(attn_ctx *c1, attn_ctx *c2) {
  * the GEMM over several K chunks and N blocks of every set (kc <= 384, nc <= 1536) and edge
  * tiles, with and without an epilogue, on 1 and 2 threads; a few rows per sequence (the
  * matrix-vector kernels); a context with bf16 products; panels packed for another kernel set
- * (the rows serve).  A wrong panel order or a chunk read from the wrong place changes sums. */
+ * (the rows serve).  A wrong panel order or a chunk read from the wrong place changes sums.
+ * The panels' product without epilogue is also held to x W^T + b in double (tolerance 1e-5 of
+ * sum_k |x W| + |b|: float sums of 803 terms), every output finite (a NaN fails), so that two
+ * paths failing alike cannot pass. */
 static void f32_panels(attn_ctx *c1, attn_ctx *c2) {
     enum { NB = 1560 + 13, KB = 800 + 3, MB = 17 };
     float *W = malloc((size_t)NB * KB * sizeof(float)), *x = malloc(MB * KB * sizeof(float));
@@ -200,6 +203,25 @@ static void f32_panels(attn_ctx *c1, attn_ctx *c2) {
                 TU_CHECK(!memcmp(y0, y1, (size_t)(M * NB) * sizeof(float)),
                          "F32 panels: %d threads, M %lld T %lld, %s: not the rows' bits",
                          ci + 1, (long long)M, (long long)T, ei ? "GELU" : "no epilogue");
+                if (ei == 0) { /* against double: x W^T + b */
+                    int bad = 0;
+                    for (int64_t m = 0; m < M && !bad; m++)
+                        for (int64_t n = 0; n < NB; n++) {
+                            double s = b[n], a = fabs((double)b[n]);
+                            for (int64_t k = 0; k < KB; k++) {
+                                const double p = (double)x[m * KB + k] * W[n * KB + k];
+                                s += p, a += fabs(p);
+                            }
+                            const double got = y1[m * NB + n];
+                            if (!(fabs(got - s) <= 1e-5 * a)) {
+                                TU_CHECK(0, "F32 panels: y[%lld][%lld] = %g, double gives %g "
+                                         "(M %lld T %lld, %d threads)", (long long)m,
+                                         (long long)n, got, s, (long long)M, (long long)T, ci + 1);
+                                bad = 1;
+                                break;
+                            }
+                        }
+                }
                 cases++;
             }
     /* packed for another set: the rows (a header naming the plain C table) */
