@@ -982,36 +982,40 @@ static void gemm16_sets(attn_ctx *c, int64_t K) {
     free(y0), free(y1);
 }
 
-/* Q2_K's int16 kernels on a long row (257 superblocks: the split activations and their group
- * sums indexed past 256 superblocks, where an earlier version summed per row): a row whose last
- * 256 superblocks are zero (d = dmin = 0: exact zero terms) gives the bits of its first
- * superblock alone. */
-static void q2k_long_rows(attn_ctx *c, const attn__quant_kernels *const *sets,
+/* The int16 kernels on the split activations (Q2_K, Q3_K, Q6_K) on a long row (257
+ * superblocks: the split activations and their group sums indexed past 256 superblocks, where
+ * an earlier version summed per row): a row whose last 256 superblocks are zero (d = dmin = 0:
+ * exact zero terms) gives the bits of its first superblock alone. */
+static void k16_long_rows(attn_ctx *c, const attn__quant_kernels *const *sets,
                           const char *const *names) {
     const int64_t N = 5, nb = 257, K = 256 * nb;
-    size_t wb;
-    unsigned char *w1 = make_weights(c, ATTN_Q_Q2_K, N, 256, 4242, &wb);
-    const size_t rb1 = wb / (size_t)N, rb = rb1 * (size_t)nb;
-    unsigned char *wl = calloc((size_t)N, rb);
-    for (int64_t r = 0; r < N; r++) memcpy(wl + (size_t)r * rb, w1 + (size_t)r * rb1, rb1);
     q16rows x = q16_rows(ATTN__QMV_MAX, K, 4243);
-    for (int s = 0; s < 3; s++) {
-        if (!sets[s] || !sets[s]->mv16[ATTN_Q_Q2_K]) continue;
-        for (int64_t m = 1; m <= ATTN__QMV_MAX; m++) {
-            float y0[ATTN__QMV_MAX * 5], y1[ATTN__QMV_MAX * 5];
-            sets[s]->mv16[ATTN_Q_Q2_K](w1, rb1, N, 1, &x.xa, m, y0, N);
-            sets[s]->mv16[ATTN_Q_Q2_K](wl, rb, N, nb, &x.xa, m, y1, N);
-            int finite = 1;
-            for (int64_t i = 0; i < m * N; i++) finite &= isfinite(y0[i]) != 0;
-            TU_CHECK(finite, "%s Q2_K: an output not finite (m = %lld)", names[s] + 14,
-                     (long long)m);
-            TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)(m * N)),
-                     "%s Q2_K: a row of 257 superblocks differs from its first alone (m = %lld)",
-                     names[s] + 14, (long long)m);
+    const int types[] = {ATTN_Q_Q2_K, ATTN_Q_Q3_K, ATTN_Q_Q6_K};
+    for (int ti = 0; ti < 3; ti++) {
+        const int type = types[ti];
+        size_t wb;
+        unsigned char *w1 = make_weights(c, type, N, 256, 4242, &wb);
+        const size_t rb1 = wb / (size_t)N, rb = rb1 * (size_t)nb;
+        unsigned char *wl = calloc((size_t)N, rb);
+        for (int64_t r = 0; r < N; r++) memcpy(wl + (size_t)r * rb, w1 + (size_t)r * rb1, rb1);
+        for (int s = 0; s < 3; s++) {
+            if (!sets[s] || !sets[s]->mv16[type]) continue;
+            for (int64_t m = 1; m <= ATTN__QMV_MAX; m++) {
+                float y0[ATTN__QMV_MAX * 5], y1[ATTN__QMV_MAX * 5];
+                sets[s]->mv16[type](w1, rb1, N, 1, &x.xa, m, y0, N);
+                sets[s]->mv16[type](wl, rb, N, nb, &x.xa, m, y1, N);
+                int finite = 1;
+                for (int64_t i = 0; i < m * N; i++) finite &= isfinite(y0[i]) != 0;
+                TU_CHECK(finite, "%s %s: an output not finite (m = %lld)", names[s] + 14,
+                         attn_qtype_name(type), (long long)m);
+                TU_CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)(m * N)),
+                         "%s %s: a row of 257 superblocks differs from its first alone (m = %lld)",
+                         names[s] + 14, attn_qtype_name(type), (long long)m);
+            }
         }
+        free(w1), free(wl);
     }
     q16_rows_free(&x);
-    free(w1), free(wl);
 }
 
 static void test_x86_int16_sets(void) {
@@ -1060,7 +1064,7 @@ static void test_x86_int16_sets(void) {
         free(w);
     }
     printf("test_qlinear: %d x86 int16 kernel runs\n", n);
-    q2k_long_rows(c, sets, names);
+    k16_long_rows(c, sets, names);
     gemm16_sets(c, K);
     /* each set's quantizer (q16x) against attn__q16act_quantize, bit for bit: these rows, and
      * blocks of edge values (zeros of both signs, tiny, +-inf, NaN, halves to round) */

@@ -474,7 +474,7 @@ static attn_status mv_init(attn_ctx *ctx, qjob *j, int n, int act) {
                     j[0].X, j[0].ldx, M, K, q, K, d, sx, ldb);
                 xa16 = (attn__q16act){q, d, sx, K, ldb, NULL, NULL};
             }
-            if (j[i].type == ATTN_Q_Q2_K && !xa16.qb) {
+            if (attn__q16_split_type(j[i].type) && !xa16.qb) {
                 uint8_t *qb;
                 float *gs;
                 ATTN_TRY(attn__ws_alloc(ctx, (size_t)(M * K), 2, (void **)&qb));

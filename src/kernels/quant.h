@@ -135,7 +135,7 @@ typedef struct attn__q16act {
     const int16_t *q;
     const float *d, *sx;
     int64_t ldq, ldb;
-    /* the split form that Q2_K's kernels read (attn__q16act_split; NULL until made): per
+    /* the split form that the Q2_K, Q3_K and Q6_K kernels read (attn__q16act_split; NULL until made): per
      * vector i at qb + 2 i ldq, each block b of 32 quants as the 32 low bytes q & 255
      * (unsigned) then the 32 high bytes q >> 8 (signed, in [-128, 127]): q = 256 hi + lo; at
      * gs + 2 i ldb, each group g of 16 as (float) (sum of its 16 quants) times d of its block
@@ -150,6 +150,10 @@ ATTN__HIDDEN void attn__q16act_quantize(const float *x, int64_t ldx, int64_t m, 
  * (m 2 ldb floats) and points xa at them. */
 ATTN__HIDDEN void attn__q16act_split(attn__q16act *xa, int64_t m, int64_t K, uint8_t *qb,
                                      float *gs);
+/* whether type's int16 kernels read the split form (Q2_K, Q3_K, Q6_K: 16 groups of 16) */
+static inline int attn__q16_split_type(int type) {
+    return type == ATTN_Q_Q2_K || type == ATTN_Q_Q3_K || type == ATTN_Q_Q6_K;
+}
 
 /* ---- kernels per instruction set ----------------------------------------------------------
  * W holds `rows` rows of rb bytes, each nb blocks of the type (K = nb * block_elems).
@@ -194,8 +198,9 @@ typedef void (*attn__qmv8_fn)(const uint8_t *w, size_t rb, int64_t rows, int64_t
 /*   mv16: the same on int16 activations (attn__q16act), up to ATTN__QMV_MAX vectors: integer
  *        dot products of each group's quants with the activation quants (exact), times the
  *        group's scale and the block's d in float, mins times the float sums of x; NULL where
- *        the set has none (float activations then).  The x86 sets' Q2_K kernel reads xa's
- *        split form, which the caller makes first (attn__q16act_split). */
+ *        the set has none (float activations then).  The x86 sets' Q2_K, Q3_K and Q6_K
+ *        kernels read xa's split form, which the caller makes first (attn__q16act_split;
+ *        attn__q16_split_type says which types need it). */
 typedef void (*attn__qmv16_fn)(const uint8_t *w, size_t rb, int64_t rows, int64_t nb,
                                const attn__q16act *xa, int64_t m, float *y, int64_t ldy);
 
