@@ -1447,10 +1447,11 @@ ATTN_API float attn_lr_warmup_cosine(int64_t step, int64_t warmup, int64_t total
  * as ordinary text (attn_bpe_encode with ATTN_BPE_PARSE_SPECIAL takes them as tokens);
  * token_type_ids are all 0.
 
- * attn_bert_embed tokenises, batches (32 texts, sorted by length, padded, key padding masks),
- * runs the encoder, pools over the real tokens and normalises when configured:
- * out [n, hidden_size] row-major.  Results do not depend on the batch or the thread count
- * beyond float rounding (bit-identical across thread counts).  GELU's erf is Abramowitz &
+ * attn_bert_embed tokenises, batches (32 texts, sorted by length; a batch's tokens packed back
+ * to back, each text attending to its own tokens alone: no padding is computed), runs the
+ * encoder, pools over the tokens and normalises when configured: out [n, hidden_size]
+ * row-major.  A text's embedding has the same bits whatever the other texts of the call and
+ * whatever the thread count.  GELU's erf is Abramowitz &
  * Stegun 7.1.28 (|error| <= 3e-7), vectorisable; against sentence-transformers the
  * all-MiniLM-L6-v2 embeddings differ by under 3e-7 (tests/test_bert.c).  A loaded attn_bert is
  * read-only: several contexts may use it at once, one per thread.

@@ -143,13 +143,12 @@ class SentenceEncoder:
         """Embeddings ``[n, dim]`` float32 (``[dim]`` for one string), as
         sentence-transformers' ``encode``; the rows come back in the order of ``sentences``.
         The library sorts the texts of a call by their number of tokens and runs them 32 at a
-        time, each batch padded to its longest text with key padding masks; a text's embedding
-        depends on the other texts of its batch only through float rounding (the padded length
-        changes the order of a few sums: 1 ulp).  So the texts, sorted by length, go to it in
+        time, a batch's tokens packed back to back (no padding computed); a text's embedding
+        has the same bits whatever the other texts.  The texts, sorted by length, go to it in
         calls of ``max(batch_size, 1024)`` (of ``batch_size`` when it is below 32, which then
-        also bounds the library's batches): fewer calls, and batches of nearly equal token
-        counts (all-MiniLM-L6-v2, 512 sentences: 7% fewer padded tokens than batches of 32 by
-        characters, and 1.07-1.25x the sentences per second).
+        also bounds the library's batches): fewer calls (1.07-1.25x the sentences per second
+        when the library still padded its batches, which then held texts of nearly equal
+        lengths).
         dtype: "f32" (default: the constructor's), "f16" or "bf16" for the encoder's matrix
         products (attn_bert_set_dtype: faster or smaller, less accurate)."""
         single = isinstance(sentences, str)

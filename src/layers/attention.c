@@ -397,6 +397,11 @@ attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attention *a, const a
         return attn__fail(ctx, ATTN_E_INVALID,
                           "internal: a KV cache for other than a "
                           "self-attention");
+    if (io->nseq && (rec || weights || !one || B != 1 || io->kv || io->mask || io->kpm ||
+                     a->rope || (io->rng && io->rng->training && a->dropout > 0.0f)))
+        return attn__fail(ctx, ATTN_E_INVALID,
+                          "internal: packed sequences are for a plain self-attention's "
+                          "inference");
     attn__mark mk = attn__ws_mark(ctx);
     float *qp, *kp, *vp, *ao, *w = NULL;
     int64_t ldq, ldk;
@@ -427,6 +432,26 @@ attn_status attn__attention_fwd(attn_ctx *ctx, const attn__attention *a, const a
         qk_rows(ctx, a, io, qp, ldq, kp, ldk);
     if (io->kv) { /* each sequence over its own cache */
         ATTN_TRYG(attend_caches(ctx, a, io, qp, ldq, kp, vp, ldk, ao));
+    } else if (io->nseq) { /* each packed sequence over its own rows */
+        int64_t rows = 0;
+        for (int64_t i = 0; i < io->nseq && rows >= 0; i++)
+            rows = io->seql[i] < 0 || io->seql[i] > L - rows ? -1 : rows + io->seql[i];
+        if (rows != L) {
+            st = attn__fail(ctx, ATTN_E_INVALID, "internal: packed sequences' lengths do not "
+                                                 "sum to the rows");
+            goto done;
+        }
+        for (int64_t i = 0, r = 0; i < io->nseq; r += io->seql[i++]) {
+            attn__sdpa_args s;
+            const int64_t n = io->seql[i];
+            attn__sdpa_heads(&s, 1, H, n, n, D, D, qp + r * ldq, ldq, kp + r * ldk, ldk,
+                             vp + r * ldk, ldk, ao + r * HD, HD);
+            s.Hkv = a->Hkv;
+            s.causal = io->causal;
+            score_opts(a, &s);
+            s.rows = io->rows;
+            if (n) ATTN_TRYG(attn__sdpa(ctx, &s));
+        }
     } else {
         attn__sdpa_args s;
         attn__sdpa_heads(&s, B, H, L, Sx, D, D, qp, ldq, kp, ldk, vp, ldk, ao, HD);

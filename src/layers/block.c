@@ -71,6 +71,7 @@ static attn__attn_io attn_io(const attn__block_io *io, int s, const float *in) {
     attn__attn_io a = attn__attn_io_mha(in, in, in, io->B, io->T, io->T, io->kpm, io->mask,
                                         io->causal, io->rng);
     a.rope = io->rope, a.kv = io->kv, a.nkv = io->nkv, a.last_rows = io->last_rows;
+    a.seql = io->seql, a.nseq = io->nseq;
     return a;
 }
 

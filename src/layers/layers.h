@@ -466,6 +466,11 @@ typedef struct attn__attn_io {
                     * (out: one row per sequence), its bits as among all its rows (every
                     * sequence of more than ATTN__DECODE_MAX_L rows); the caches get every
                     * row's keys and values */
+    /* packed sequences (self-attention without a cache, inference): B = 1, L = S = the sum of
+     * seql[0 .. nseq - 1], and sequence i (its seql[i] rows after the previous ones) attends
+     * to its own rows alone, with no padding computed; no masks, RoPE, dropout or records */
+    const int64_t *seql;
+    int64_t nseq;
 } attn__attn_io;
 
 /* The io of nn.MultiheadAttention's arguments (is_causal: top-left; no RoPE, no cache). */
@@ -584,6 +589,8 @@ typedef struct attn__block_io {
     attn__kv *kv;
     int64_t nkv; /* attn__attn_io's: kv holds nkv sequences of kv[i].len rows */
     int last_rows; /* with kv: out holds only each sequence's last row (attn__attn_io's) */
+    const int64_t *seql; /* packed sequences (attn__attn_io's): B = 1, T = the sum of seql */
+    int64_t nseq;
     const float *mem;
     const attn_mask *mmask, *mkpm;
     float *cross_w;

@@ -650,29 +650,30 @@ attn_status attn_bert_tokenize(attn_ctx *ctx, const attn_bert *b, const char *te
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
-/* x [B, L, E] from ids [B, L]; pad [B, L] 1 = padding (a key padding mask).  The embeddings
- * and their layer norm, then per layer the shared encoder layer (post-norm, GELU):
+/* x [sum len, E] from the ids of n sequences packed back to back (sequence i: its len[i] rows
+ * after the previous ones, positions from 0): the embeddings and their layer norm, then per
+ * layer the shared encoder layer (post-norm, GELU):
  *   h = LN((ao Wo^T + bo) + x);  x = LN((gelu(h W1^T + b1) W2^T + b2) + h)
  * with bias, residual, GELU and layer norm in the epilogues of the products, on the weights
- * attn_bert_set_dtype packed (attn__matmul). */
+ * attn_bert_set_dtype packed (attn__matmul).  Each sequence attends to its own rows alone
+ * (packed sequences: no padding rows are computed), and every other step is row by row, so a
+ * text's bits do not depend on the others of its batch. */
 static attn_status encode(attn_ctx *ctx, const attn_bert *b, const int32_t *ids,
-                          const unsigned char *pad, int64_t B, int64_t L, float *x) {
+                          const int64_t *len, int64_t n, float *x) {
     const bert_impl *q = b->m->impl;
-    int64_t E = b->info.hidden_size, M = B * L;
-    for (int64_t r = 0; r < M; r++) {
-        const float *we = q->wemb + (int64_t)ids[r] * E, *pe = q->pemb + (r % L) * E;
-        float *xr = x + r * E;
-        for (int64_t e = 0; e < E; e++) xr[e] = (we[e] + q->temb[e]) + pe[e];
-    }
+    const int64_t E = b->info.hidden_size;
+    int64_t M = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < len[i]; j++, M++) {
+            const float *we = q->wemb + (int64_t)ids[M] * E, *pe = q->pemb + j * E;
+            float *xr = x + M * E;
+            for (int64_t e = 0; e < E; e++) xr[e] = (we[e] + q->temb[e]) + pe[e];
+        }
     attn__ln_fwd(ctx, &q->eln, x, x, M);
-    int any_pad = 0; /* without padding the attention needs no mask (saves adding zeros) */
-    for (int64_t r = 0; r < M && !any_pad; r++) any_pad = pad[r] != 0;
-    const int64_t ps[2] = {B, L};
-    const attn_mask kpm = {ATTN_MASK_BLOCK, attn_tensor_make((void *)pad, ATTN_U8, 2, ps)};
     attn__rng rng = {0, 0, 0, 0, 0}; /* inference: no dropout */
     attn__block_io io;
     memset(&io, 0, sizeof io);
-    io.B = B, io.T = L, io.kpm = any_pad ? &kpm : NULL, io.rng = &rng;
+    io.B = 1, io.T = M, io.seql = len, io.nseq = n, io.rng = &rng;
     for (int64_t li = 0; li < b->info.num_layers; li++)
         ATTN_TRY(attn__block_fwd(ctx, &q->layers[li].enc, x, x, &io, NULL));
     return ATTN_OK;
@@ -697,10 +698,10 @@ attn_status attn_bert_embed(attn_ctx *ctx, const attn_bert *b, const char *const
     int32_t *ids = attn__malloc(ctx, (size_t)(n * Lmax) * sizeof *ids);
     len_idx *order = attn__malloc(ctx, (size_t)n * sizeof *order);
     int32_t *bid = attn__malloc(ctx, (size_t)(BS * Lmax) * sizeof *bid);
-    unsigned char *pad = attn__malloc(ctx, (size_t)(BS * Lmax));
+    int64_t *blen = attn__malloc(ctx, (size_t)BS * sizeof *blen);
     float *x = attn__malloc(ctx, (size_t)(BS * Lmax * E) * sizeof *x);
     attn_status st = ATTN_OK;
-    if (!ids || !order || !bid || !pad || !x) {
+    if (!ids || !order || !bid || !blen || !x) {
         st = attn__fail(ctx, ATTN_E_NOMEM, "out of memory (attn_bert_embed)");
         goto done;
     }
@@ -709,22 +710,21 @@ attn_status attn_bert_embed(attn_ctx *ctx, const attn_bert *b, const char *const
         if ((st = attn_bert_tokenize(ctx, b, texts[i], ids + i * Lmax, Lmax, &k))) goto done;
         order[i].len = k, order[i].idx = i;
     }
+    /* batches of similar lengths; a batch's products run on its tokens packed (no padding) */
     qsort(order, (size_t)n, sizeof *order, by_len_desc);
     for (int64_t s0 = 0; s0 < n; s0 += BS) {
-        int64_t B = n - s0 < BS ? n - s0 : BS, L = order[s0].len;
+        const int64_t B = n - s0 < BS ? n - s0 : BS;
+        int64_t M = 0;
         for (int64_t r = 0; r < B; r++) {
             const len_idx *o = &order[s0 + r];
-            for (int64_t j = 0; j < L; j++) {
-                int in = j < o->len;
-                bid[r * L + j] = in ? ids[o->idx * Lmax + j] : b->pad;
-                pad[r * L + j] = (unsigned char)!in;
-            }
+            memcpy(bid + M, ids + o->idx * Lmax, (size_t)o->len * sizeof *bid);
+            blen[r] = o->len, M += o->len;
         }
-        if ((st = encode(ctx, b, bid, pad, B, L, x))) goto done;
-        for (int64_t r = 0; r < B; r++) {
+        if ((st = encode(ctx, b, bid, blen, B, x))) goto done;
+        const float *xr = x;
+        for (int64_t r = 0; r < B; xr += order[s0 + r].len * E, r++) {
             const len_idx *o = &order[s0 + r];
             float *y = out + o->idx * E;
-            const float *xr = x + r * L * E;
             for (int64_t e = 0; e < E; e++) {
                 if (b->info.pooling == ATTN_BERT_POOL_CLS) {
                     y[e] = xr[e];
@@ -748,7 +748,7 @@ attn_status attn_bert_embed(attn_ctx *ctx, const attn_bert *b, const char *const
         }
     }
 done:
-    attn__free(ctx, ids), attn__free(ctx, order), attn__free(ctx, bid), attn__free(ctx, pad);
+    attn__free(ctx, ids), attn__free(ctx, order), attn__free(ctx, bid), attn__free(ctx, blen);
     attn__free(ctx, x);
     return st;
 }
