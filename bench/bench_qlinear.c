@@ -3,6 +3,7 @@
  *
  *   bench_qlinear [--threads T] [--isa ref|avx2|avx512] [--type Q4_1] [--act f32|q8|q16|both]
  *                 [--mode bw|mv|model|mm]  (--act both: f32 and q8 alternately) [--N n] [--K k] [--M m] [--secs s]
+ *                 [--vnni 0]  (the plain AVX2 int8 and int16 kernels instead of the VNNI ones)
  *
  *   bw     a streaming read of 1 GiB on --threads threads (the memory's read bandwidth)
  *   mv     y = W x for one N x K matrix of --type, W larger than the caches by default (1 GiB
@@ -62,7 +63,7 @@ static unsigned char *weights(int type, int64_t N, int64_t K, size_t *bytes) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 2, act = ATTN__QACT_F32, both = 0, rowwise = 0;
+    int threads = 2, act = ATTN__QACT_F32, both = 0, rowwise = 0, vnni = 1;
     const char *isa = NULL, *mode = "mv", *tname = "Q4_1";
     int64_t N = -1, K = -1, M = -1;
     double secs = 0.5;
@@ -79,6 +80,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--K")) K = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--M")) M = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--secs")) secs = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--vnni")) vnni = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--rowwise")) rowwise = atoi(argv[i + 1]) ? ATTN__QLIN_ROWWISE : 0;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -99,6 +101,13 @@ int main(int argc, char **argv) {
         int want = !strcmp(isa, "ref") ? ATTN__ISA_REF : !strcmp(isa, "avx2") ? ATTN__ISA_AVX2 : ATTN__ISA_AVX512;
         if (!attn__isa_set(ctx, want)) fprintf(stderr, "cannot run %s\n", isa);
     }
+    if (!vnni && ctx->kern.quant16) {
+        /* VPMADDUBSW / VPMADDWD + VPADDD: what a CPU without AVX-VNNI or AVX512_VNNI runs */
+        ctx->kern.quant8 = attn__quant_kernels_avx2_int8();
+        ctx->kern.quant16 = attn__quant_kernels_avx2_int16();
+        ctx->kern.gemm16 = attn__gemm16_avx2();
+    }
+    printf("int8 activations: %s, int16: %s\n", ctx->kern.quant8->name, ctx->kern.quant16 ? ctx->kern.quant16->name : "none");
     int n;
     if (!strcmp(mode, "bw")) {
         /* the read bandwidth probe of attn bench --op decode and --op llm */
