@@ -80,7 +80,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--K")) K = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--M")) M = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--secs")) secs = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--vnni")) vnni = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--vnni")) {
+            if (strcmp(argv[i + 1], "0") && strcmp(argv[i + 1], "1")) {
+                fprintf(stderr, "--vnni takes 0 or 1\n");
+                return 2;
+            }
+            vnni = argv[i + 1][0] == '1';
+        }
         else if (!strcmp(argv[i], "--rowwise")) rowwise = atoi(argv[i + 1]) ? ATTN__QLIN_ROWWISE : 0;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
@@ -101,11 +107,16 @@ int main(int argc, char **argv) {
         int want = !strcmp(isa, "ref") ? ATTN__ISA_REF : !strcmp(isa, "avx2") ? ATTN__ISA_AVX2 : ATTN__ISA_AVX512;
         if (!attn__isa_set(ctx, want)) fprintf(stderr, "cannot run %s\n", isa);
     }
-    if (!vnni && ctx->kern.quant16) {
+    /* an x86 context (int16 kernels chosen) on a CPU with AVX2, whose plain kernels were built */
+    if (!vnni && ctx->kern.quant16 && attn__quant_kernels_avx2_int8() &&
+        attn__quant_kernels_avx2_int16() && attn__gemm16_avx2()) {
         /* VPMADDUBSW / VPMADDWD + VPADDD: what a CPU without AVX-VNNI or AVX512_VNNI runs */
         ctx->kern.quant8 = attn__quant_kernels_avx2_int8();
         ctx->kern.quant16 = attn__quant_kernels_avx2_int16();
         ctx->kern.gemm16 = attn__gemm16_avx2();
+    } else if (!vnni) {
+        fprintf(stderr, "--vnni 0: no plain AVX2 integer kernels in this context\n");
+        return 2;
     }
     printf("int8 activations: %s, int16: %s\n", ctx->kern.quant8->name, ctx->kern.quant16 ? ctx->kern.quant16->name : "none");
     int n;
