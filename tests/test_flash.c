@@ -386,21 +386,23 @@ static void rows_alone(attn_ctx *ctx) {
     for (int isa = 0; isa < ATTN__ISA_COUNT && !tu_failures; isa++) {
         if (!tu_each_set(isa, "test_flash: rows alone")) continue;
         TU_CHECK(attn__isa_set(ctx, isa), "isa_set");
-        for (int mode = 0; mode < 3; mode++)
+        for (int mode = 0; mode < 3; mode++) {
+            attn__sdpa_args all;
+            tu_sdpa_args_bhld(&all, H, L, S, D,
+                              mode ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE, 0.125f);
+            if (mode == 2) all.window = 1, all.window_left = 600, all.window_right = 0;
+            all.q = r.q, all.k = r.k, all.v = r.v, all.o = r.o;
+            TU_STATUS(attn__flash_fwd(ctx, &all), ATTN_OK, ctx);
             for (int t = 0; t < TU_RA_NL; t++) {
                 const int64_t n = tu_rows_alone_lasts[t];
-                attn__sdpa_args a;
-                tu_sdpa_args_bhld(&a, H, L, S, D,
-                                  mode ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE, 0.125f);
-                if (mode == 2) a.window = 1, a.window_left = 600, a.window_right = 0;
-                a.q = r.q, a.k = r.k, a.v = r.v, a.o = r.o;
-                TU_STATUS(attn__flash_fwd(ctx, &a), ATTN_OK, ctx);
+                attn__sdpa_args a = all;
                 a.L = n, a.o = r.o1, a.q = r.q + (L - n) * D; /* the last n rows, same strides */
                 TU_STATUS(attn__flash_fwd(ctx, &a), ATTN_OK, ctx);
                 TU_CHECK(!tu_rows_alone_differ(&r, n),
                          "rows alone (%s, mode %d): the last %lld rows differ from their bits "
                          "among all %d", attn__isa_name(isa), mode, (long long)n, (int)L);
             }
+        }
     }
     attn__isa_set(ctx, ATTN__ISA_DEFAULT);
     tu_rows_alone_free(&r);
