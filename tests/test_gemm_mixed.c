@@ -90,15 +90,27 @@ static void check_case(attn_ctx **ctxs, const attn__mixed_kernel *k, const gcase
     float *C = run(ctxs[0], k, c, A, B, C0, epi);
     int bad = 0, badf = 0, badpad = 0;
     double worst = 0;
+    /* op(A) by rows and op(B) by columns, as floats and rounded to bf16, in double */
+    double *Af = malloc(sizeof(double) * (size_t)(M * K + 1)), *Ar = malloc(sizeof(double) * (size_t)(M * K + 1));
+    double *Bf = malloc(sizeof(double) * (size_t)(N * K + 1)), *Br = malloc(sizeof(double) * (size_t)(N * K + 1));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t kk = 0; kk < K; kk++) {
+            const float a = c->ta ? A[kk * lda + i] : A[i * lda + kk];
+            Af[i * K + kk] = a, Ar[i * K + kk] = bfr(a);
+        }
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t kk = 0; kk < K; kk++) {
+            const float b = c->tb ? B[j * ldb + kk] : B[kk * ldb + j];
+            Bf[j * K + kk] = b, Br[j * K + kk] = bfr(b);
+        }
     for (int64_t i = 0; i < M; i++) {
         for (int64_t j = 0; j < N; j++) {
             double e = 0, s = 0, ef = 0, sf = 0;
+            const double *af = Af + i * K, *ar = Ar + i * K, *bf = Bf + j * K, *br = Br + j * K;
             for (int64_t kk = 0; kk < K; kk++) {
-                float a = c->ta ? A[kk * lda + i] : A[i * lda + kk];
-                float b = c->tb ? B[j * ldb + kk] : B[kk * ldb + j];
-                double p = bfr(a) * bfr(b);
+                const double p = ar[kk] * br[kk], pf = af[kk] * bf[kk];
                 e += p, s += fabs(p);
-                ef += (double)a * b, sf += fabs((double)a * b);
+                ef += pf, sf += fabs(pf);
             }
             if (c->beta) e += C0[i * ldc + j], ef += C0[i * ldc + j], s += fabs(C0[i * ldc + j]);
             double got = C[i * ldc + j] - (epi ? 1000.0 * (double)(i + 1) : 0.0);
@@ -113,6 +125,7 @@ static void check_case(attn_ctx **ctxs, const attn__mixed_kernel *k, const gcase
         }
         for (int64_t j = N; j < ldc; j++) badpad += C[i * ldc + j] != C0[i * ldc + j];
     }
+    free(Af), free(Ar), free(Bf), free(Br);
     TU_CHECK(!bad && !badf && !badpad,
              "%s ta=%d tb=%d M=%lld N=%lld K=%lld pad=%lld beta=%d epi=%d: %d outside the bound "
              "(rounded operands), %d (float operands), %d padding values changed; worst %.3g",

@@ -36,12 +36,21 @@
 static void ref_mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
                    const float *B, int64_t ldb, float *C, int64_t ldc, int accum,
                    const float *cs) {
+    /* each output's sum in k order, as one dot product would take it, but a row of B at a
+     * time (unit stride, so that the compiler can vectorize over j) in column strips of acc */
+    enum { W = 256 };
+    float acc[W];
     for (int64_t i = 0; i < m; i++) {
         float *c = C + i * ldc;
-        for (int64_t j = 0; j < n; j++) {
-            float acc = 0.0f;
-            for (int64_t k = 0; k < K; k++) acc += A[i * ars + k * acs] * B[k * ldb + j];
-            c[j] = accum ? (cs ? cs[i] : 1.0f) * c[j] + acc : acc;
+        for (int64_t j0 = 0; j0 < n; j0 += W) {
+            const int64_t w = n - j0 < W ? n - j0 : W;
+            for (int64_t j = 0; j < w; j++) acc[j] = 0.0f;
+            for (int64_t k = 0; k < K; k++) {
+                const float a = A[i * ars + k * acs], *b = B + k * ldb + j0;
+                for (int64_t j = 0; j < w; j++) acc[j] += a * b[j];
+            }
+            for (int64_t j = 0; j < w; j++)
+                c[j0 + j] = accum ? (cs ? cs[i] : 1.0f) * c[j0 + j] + acc[j] : acc[j];
         }
     }
 }
