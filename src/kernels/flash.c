@@ -36,21 +36,27 @@
 static void ref_mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
                    const float *B, int64_t ldb, float *C, int64_t ldc, int accum,
                    const float *cs) {
-    /* each output's sum in k order, as one dot product would take it, but a row of B at a
-     * time (unit stride, so that the compiler can vectorize over j) in column strips of acc */
-    enum { W = 256 };
-    float acc[W];
+    /* each output's sum in k order, as one dot product would take it, eight columns at a time
+     * in registers (B read along its rows) */
     for (int64_t i = 0; i < m; i++) {
         float *c = C + i * ldc;
-        for (int64_t j0 = 0; j0 < n; j0 += W) {
-            const int64_t w = n - j0 < W ? n - j0 : W;
-            for (int64_t j = 0; j < w; j++) acc[j] = 0.0f;
-            for (int64_t k = 0; k < K; k++) {
-                const float a = A[i * ars + k * acs], *b = B + k * ldb + j0;
-                for (int64_t j = 0; j < w; j++) acc[j] += a * b[j];
+        const float *a = A + i * ars, f = accum ? (cs ? cs[i] : 1.0f) : 0.0f;
+        int64_t j = 0;
+        for (; j + 8 <= n; j += 8) {
+            float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+            const float *b = B + j;
+            for (int64_t k = 0; k < K; k++, b += ldb) {
+                const float x = a[k * acs];
+                s0 += x * b[0], s1 += x * b[1], s2 += x * b[2], s3 += x * b[3];
+                s4 += x * b[4], s5 += x * b[5], s6 += x * b[6], s7 += x * b[7];
             }
-            for (int64_t j = 0; j < w; j++)
-                c[j0 + j] = accum ? (cs ? cs[i] : 1.0f) * c[j0 + j] + acc[j] : acc[j];
+            const float sv[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+            for (int u = 0; u < 8; u++) c[j + u] = accum ? f * c[j + u] + sv[u] : sv[u];
+        }
+        for (; j < n; j++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k++) acc += a[k * acs] * B[k * ldb + j];
+            c[j] = accum ? f * c[j] + acc : acc;
         }
     }
 }
