@@ -38,7 +38,7 @@ static void one(int64_t N, int64_t C, float ls, int all_ignored) {
     for (int64_t n = 0; n < N; n++) count += t[n] != -100;
     const double inv = count ? 1.0 / (double)count : 0.0;
     float lf = 0.0f, *df = malloc(sizeof(float) * (size_t)(N * C));
-    for (int isa = tu_quick(NULL) ? 1 : 0; isa < 2 && df; isa++)
+    for (int isa = tu_emulated() ? 1 : 0; isa < 2 && df; isa++)
         for (int i = 0; i < 4; i++) {
             if (tu_quick(NULL) && i != 0 && i != 2) continue;
             attn_ctx *ctx = tu_ctx(threads[i]);

@@ -226,7 +226,7 @@ int tu_set_ok(int isa, const char *what) {
 
 int tu_each_set(int isa, const char *what) {
     if (!tu_set_ok(isa, what)) return 0;
-    if (isa != ATTN__ISA_REF || !tu_quick(NULL) || !tu_set_ok(ATTN__ISA_AVX2, what)) return 1;
+    if (isa != ATTN__ISA_REF || !tu_emulated() || !tu_set_ok(ATTN__ISA_AVX2, what)) return 1;
     char full[160];
     snprintf(full, sizeof full, "%s (ref set)", what);
     if (first_refusal(full, 0))
@@ -239,11 +239,17 @@ int tu_quick(const char *what) {
     const char *q = getenv("ATTN_TEST_QUICK");
     const int quick = q && *q && strcmp(q, "0") != 0;
     if (quick && !said && what) {
-        printf("%s: ATTN_TEST_QUICK: a smaller run (for an emulator)\n", what);
+        printf("%s: ATTN_TEST_QUICK: a smaller run (%s)\n", what,
+               tu_emulated() ? "for an emulator" : "every set, guard pages kept");
         fflush(stdout);
         said = 1;
     }
     return quick;
+}
+
+int tu_emulated(void) {
+    const char *q = getenv("ATTN_TEST_QUICK");
+    return q && *q && strcmp(q, "0") != 0 && strcmp(q, "sizes") != 0;
 }
 
 void *tu_guarded_alloc(tu_guarded *g, size_t bytes, int guard) {
@@ -272,7 +278,9 @@ void tu_guarded_free(tu_guarded *g) {
 
 int tu_guard_ok(const char *what) {
 #if defined(__x86_64__) || defined(_M_X64)
-    return !tu_quick(what);
+    const int emulated = tu_emulated();
+    if (emulated) tu_quick(what);
+    return !emulated;
 #else
     (void)what;
     return 1;

@@ -66,8 +66,13 @@ unsigned tu_isa_features(void);
 #define TU_CPU_AMX_BF16 (TU_CPU_AVX512_BF16 | ATTN__CPU_AMX_TILE | ATTN__CPU_AMX_BF16) /* x86_amx */
 /* 1 when ATTN_TEST_QUICK is set (and not "0"): the tests that are slow under an emulator
  * (tests/CMakeLists.txt ATTN_TEST_EMULATOR sets it) run fewer or smaller cases.  The first
- * call with a what (the test's name; NULL: say nothing) prints one line saying so. */
+ * call with a what (the test's name; NULL: say nothing) prints one line saying so.
+ * tu_emulated: 1 for any other value than "sizes" (the emulator's ATTN_TEST_QUICK=1): the
+ * plain C set is left out where a SIMD set runs (tu_each_set) and no guard pages on x86
+ * (tu_guard_ok).  ATTN_TEST_QUICK=sizes, the smaller cases alone, is for a native build that
+ * runs slowly (the sanitized tree of .ci/run): every set, guard pages kept. */
 int tu_quick(const char *what);
+int tu_emulated(void);
 /* Bytes that end where an inaccessible page starts, so that a read past their end faults (mmap
  * where the system has it, else plain malloc); guard 0 leaves the page readable.  Free with
  * tu_guarded_free (accepts a failed allocation).  tu_guard_ok(what): whether to guard: not
