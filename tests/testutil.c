@@ -234,10 +234,15 @@ int tu_each_set(int isa, const char *what) {
     return 0;
 }
 
+/* ATTN_TEST_QUICK's value when it asks for a smaller run (set, not empty, not "0"), else NULL */
+static const char *quick_value(void) {
+    const char *q = getenv("ATTN_TEST_QUICK");
+    return q && *q && strcmp(q, "0") != 0 ? q : NULL;
+}
+
 int tu_quick(const char *what) {
     static int said;
-    const char *q = getenv("ATTN_TEST_QUICK");
-    const int quick = q && *q && strcmp(q, "0") != 0;
+    const int quick = quick_value() != NULL;
     if (quick && !said && what) {
         printf("%s: ATTN_TEST_QUICK: a smaller run (%s)\n", what,
                tu_emulated() ? "for an emulator" : "every set, guard pages kept");
@@ -248,8 +253,8 @@ int tu_quick(const char *what) {
 }
 
 int tu_emulated(void) {
-    const char *q = getenv("ATTN_TEST_QUICK");
-    return q && *q && strcmp(q, "0") != 0 && strcmp(q, "sizes") != 0;
+    const char *q = quick_value();
+    return q && strcmp(q, "sizes") != 0;
 }
 
 void *tu_guarded_alloc(tu_guarded *g, size_t bytes, int guard) {
