@@ -120,6 +120,9 @@ static void zero_rows(const attn__sdpa_args *a, const float *o, const float *lse
 /* The case of a with q, k, v (nq, nk, nv floats, NaN outside the views) rounded to bf16:
  * attn__decode_bf16 against the bf16 oracle and the bf16 fused forward, every ISA, 1-3
  * threads; o, lse: buffers of no, nl floats per thread count. */
+/* the thread counts compared: 1, 2 and 3 (ctx[0..2]), or 1 and 3 under ATTN_TEST_QUICK */
+static int tstep = 1;
+
 static void run_bf16(attn_ctx *ctx[3], const tcase *c, const attn__sdpa_args *a, const float *q,
                      size_t nq, const float *k, size_t nk, const float *v, size_t nv, float *o[3],
                      float *lse[3], size_t no, size_t nl, float *scratch) {
@@ -140,7 +143,8 @@ static void run_bf16(attn_ctx *ctx[3], const tcase *c, const attn__sdpa_args *a,
                  (long long)a->L, (long long)a->S, (long long)a->D, (long long)a->Dv,
                  (int)c->causal, c->maskcfg, c->layout, c->window, (long long)c->wl,
                  (long long)c->wr, c->alibi, (double)c->softcap);
-        for (int t = 0; t < 3; t++) {
+        TU_CHECK(attn__isa_set(ctx[1], isa), "isa_set"); /* the flash below (tstep 2 too) */
+        for (int t = 0; t < 3; t += tstep) {
             TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
             attn__sdpa_args f = r;
             memset(o[t], 0xff, 4 * no);
@@ -156,7 +160,7 @@ static void run_bf16(attn_ctx *ctx[3], const tcase *c, const attn__sdpa_args *a,
         e = rel_err(lse[0], lse_ref, nl);
         worst16_lse = e > worst16_lse ? e : worst16_lse;
         zero_rows(a, o[0], lse_ref, what);
-        for (int t = 1; t < 3; t++) {
+        for (int t = tstep; t < 3; t += tstep) {
             TU_CHECK(memcmp(o[t], o[0], 4 * no) == 0, "out differs with %d threads %s", t + 1,
                      what);
             TU_CHECK(memcmp(lse[t], lse[0], 4 * nl) == 0, "lse differs with %d threads %s",
@@ -232,7 +236,8 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
                  (long long)S, (long long)Smax, (long long)D, (long long)Dv, (long long)pad,
                  (int)c->causal, c->maskcfg, c->layout, c->window, (long long)c->wl,
                  (long long)c->wr, c->alibi, (double)c->softcap);
-        for (int t = 0; t < 3; t++) {
+        TU_CHECK(attn__isa_set(ctx[1], isa), "isa_set"); /* attn__sdpa below (tstep 2 too) */
+        for (int t = 0; t < 3; t += tstep) {
             TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
             attn__sdpa_args f = a;
             memset(o[t], 0xff, 4 * no); /* NaN: every element must be written */
@@ -266,7 +271,7 @@ static void run_case(attn_ctx *ctx[3], const tcase *c, uint64_t seed) {
         e = tu_max_err(lse[0], lse_ref, nl, &m) / (m > 1 ? m : 1);
         if (e > worst) worst = e;
         zero_rows(&a, o[0], lse_ref, what); /* rows that see no key: exactly zeros and -inf */
-        for (int t = 1; t < 3; t++) {
+        for (int t = tstep; t < 3; t += tstep) {
             TU_CHECK(memcmp(o[t], o[0], 4 * no) == 0, "out differs with %d threads %s", t + 1,
                      what);
             TU_CHECK(memcmp(lse[t], lse[0], 4 * nl) == 0, "lse differs with %d threads %s",
@@ -432,7 +437,7 @@ static void multi(attn_ctx *ctx[3]) {
         }
         for (int isa = 0; isa < ATTN__ISA_COUNT; isa++) {
             if (!tu_each_set(isa, "test_decode: multi")) continue;
-            for (int t = 0; t < 3; t++) {
+            for (int t = 0; t < 3; t += tstep) {
                 TU_CHECK(attn__isa_set(ctx[t], isa), "isa_set");
                 attn__sdpa_args b[NP];
                 attn__decode_job jobs[NP];
@@ -466,9 +471,10 @@ static void multi(attn_ctx *ctx[3]) {
 
 int main(void) {
     /* ATTN_TEST_QUICK (an emulator): each cache length with two query lengths, 8 heads at
-     * most, a third of the odd decode shapes and none on the longest cache, no plain C set
-     * (tu_each_set) */
+     * most, a third of the odd decode shapes and none on the longest cache, 1 and 3 threads,
+     * no plain C set (tu_each_set) */
     const int quick = tu_quick("test_decode");
+    if (quick) tstep = 2;
     attn_ctx *ctx[3] = {tu_ctx(1), tu_ctx(2), tu_ctx(3)};
     refusals(ctx[0]);
     bf16_rounding(ctx[1]);

@@ -287,7 +287,9 @@ static void check_last_rows(attn_ctx *ctx, attn_llm *m, const char *what, int64_
 /* The model at path (a folder or a GGUF file) against r: forward and session, threads 1, 2. */
 static void check(const fam *f, const char *path, int gguf, const ref *r) {
     float *out[2] = {NULL, NULL};
-    for (int threads = 1; threads <= 2; threads++) {
+    /* ATTN_TEST_QUICK (an emulator): the folder on 1 thread alone (the file on both) */
+    const int nthreads = tu_quick("test_llm_families") && !gguf ? 1 : 2;
+    for (int threads = 1; threads <= nthreads; threads++) {
         attn_ctx *ctx = tu_ctx(threads);
         attn_llm *m = NULL;
         if (!ctx || !TU_STATUS(gguf ? attn_llm_load_gguf(ctx, path, 0, &m)

@@ -464,6 +464,9 @@ static int write_attn_checkpoint(const char *path) {
 /* ---- (d) determinism ------------------------------------------------------------------------- */
 /* 3 steps with dropout 0.1 from the trajectory's initial weights on a larger batch (so that
  * the matrix products are split among threads). */
+/* the dropout runs' batch: 32 sequences, 8 under ATTN_TEST_QUICK (an emulator) */
+static int64_t dropout_batch(void) { return tu_quick(NULL) ? 8 : 32; }
+
 static int dropout_run(int threads, float *losses, float **weights, size_t *numel,
                        float *eval_loss) {
     attn_ctx_params p;
@@ -482,8 +485,9 @@ static int dropout_run(int threads, float *losses, float **weights, size_t *nume
          TU_STATUS(attn_module_load(c, m, st, NULL, 1), ATTN_OK, c) &&
          TU_STATUS(attn_module_enable_grad(c, m), ATTN_OK, c) &&
          TU_STATUS(attn_adamw_create(c, m, NULL, &opt), ATTN_OK, c);
-    enum { B = 32, S = 16, T = 15 };
-    static int64_t src[B * S], tin[B * T], tout[B * T];
+    enum { BMAX = 32, S = 16, T = 15 };
+    static int64_t src[BMAX * S], tin[BMAX * T], tout[BMAX * T];
+    const int64_t B = dropout_batch(); /* 32, or 8 under ATTN_TEST_QUICK (an emulator) */
     train_setup t = {m, opt, 1.0f, 0.1f, 0};
     for (int k = 0; ok && k < 3; k++) {
         float gn;
@@ -520,9 +524,9 @@ static void test_dropout_threads(void) {
                  "(%.9g %.9g %.9g vs %.9g %.9g %.9g)", l1[0], l1[1], l1[2], l2[0], l2[1], l2[2]);
         TU_CHECK(same_w, "dropout training: weights differ between 1 and 2 threads");
         TU_CHECK(l1[0] != e1, "dropout had no effect on the loss");
-        printf("determinism: 3 steps of dropout-0.1 training (B=32), 1 vs 2 threads: losses %s, "
-               "%zu weights %s (losses %.6f %.6f %.6f; step 1 without dropout %.6f)\n",
-               same_l ? "bit-identical" : "DIFFER", n1, same_w ? "bit-identical" : "DIFFER",
+        printf("determinism: 3 steps of dropout-0.1 training (B=%lld), 1 vs 2 threads: losses "
+               "%s, %zu weights %s (losses %.6f %.6f %.6f; step 1 without dropout %.6f)\n",
+               (long long)dropout_batch(), same_l ? "bit-identical" : "DIFFER", n1, same_w ? "bit-identical" : "DIFFER",
                l1[0], l1[1], l1[2], e1);
     }
     free(w1);

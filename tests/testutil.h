@@ -95,7 +95,8 @@ char *tu_read_line(FILE *f);
 /* Central differences (step 2e-3) of loss(arg) at up to `samples` positions of the float array
  * p[n] (all of them when n <= samples, else positions drawn with seed) against the analytic
  * gradient ga: a check fails when max |fd - ga| > 2e-2 max(1, max |fd|); NaN fails.  what
- * names the array.  With ATTN_TEST_VERBOSE set, prints the error. */
+ * names the array.  With ATTN_TEST_VERBOSE set, prints the error.  Under an emulator
+ * (tu_emulated) half the samples, rounded up. */
 void tu_fd_check(double (*loss)(void *arg), void *arg, const char *what, float *p,
                  const float *ga, int64_t n, int samples, uint64_t seed);
 
