@@ -117,12 +117,12 @@ static void zero_rows(const attn__sdpa_args *a, const float *o, const float *lse
             }
 }
 
-/* The case of a with q, k, v (nq, nk, nv floats, NaN outside the views) rounded to bf16:
- * attn__decode_bf16 against the bf16 oracle and the bf16 fused forward, every ISA, 1-3
- * threads; o, lse: buffers of no, nl floats per thread count. */
 /* the thread counts compared: 1, 2 and 3 (ctx[0..2]), or 1 and 3 under ATTN_TEST_QUICK */
 static int tstep = 1;
 
+/* The case of a with q, k, v (nq, nk, nv floats, NaN outside the views) rounded to bf16:
+ * attn__decode_bf16 against the bf16 oracle and the bf16 fused forward, every ISA, 1-3
+ * threads; o, lse: buffers of no, nl floats per thread count. */
 static void run_bf16(attn_ctx *ctx[3], const tcase *c, const attn__sdpa_args *a, const float *q,
                      size_t nq, const float *k, size_t nk, const float *v, size_t nv, float *o[3],
                      float *lse[3], size_t no, size_t nl, float *scratch) {

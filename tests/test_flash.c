@@ -414,8 +414,8 @@ int main(void) {
     /* ATTN_TEST_QUICK (an emulator): every kernel path once, not every size: the random cases
      * (one batch, one key/value head) until each mask kind ran, the cheaper long ones (one
      * key/value head) and staircases (one head, 3 threads), rows alone without the plain
-     * bottom-right mode (the window's is), 1 and 3 threads, no plain C set (tu_each_set).  The native runs compare every set on
-     * every case. */
+     * bottom-right mode (the window's is), 1 and 3 threads, no plain C set (tu_each_set).
+     * The native runs compare every set on every case. */
     quick = tu_quick("test_flash");
     if (quick) nctx = 2, nthr[1] = 3;
     attn_ctx *ctx[3] = {tu_ctx(nthr[0]), tu_ctx(nthr[1]), tu_ctx(nthr[2])};

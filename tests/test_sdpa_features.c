@@ -634,8 +634,8 @@ static void random_case(tcase *c, uint64_t *rs, int t) {
 
 int main(void) {
     /* ATTN_TEST_QUICK (an emulator): a tenth of the reference cases (plain C, which the native
-     * runs cover), an eighth of the random fast cases with rows of 97 at most, one batch and 2 heads
-     * at most, three of the fixed ones, 1 and 3 threads, no plain C set (tu_each_set) */
+     * runs cover), an eighth of the random fast cases with rows of 97 at most, one batch and
+     * 2 heads at most, three of the fixed ones, 1 and 3 threads, no plain C set (tu_each_set) */
     const int quick = tu_quick("test_sdpa_features");
     if (quick) nctx = 2, nthr[1] = 3;
     attn_ctx *ctx[3] = {tu_ctx(nthr[0]), tu_ctx(nthr[1]), tu_ctx(nthr[2])};

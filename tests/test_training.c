@@ -526,7 +526,8 @@ static void test_dropout_threads(void) {
         TU_CHECK(l1[0] != e1, "dropout had no effect on the loss");
         printf("determinism: 3 steps of dropout-0.1 training (B=%lld), 1 vs 2 threads: losses "
                "%s, %zu weights %s (losses %.6f %.6f %.6f; step 1 without dropout %.6f)\n",
-               (long long)dropout_batch(), same_l ? "bit-identical" : "DIFFER", n1, same_w ? "bit-identical" : "DIFFER",
+               (long long)dropout_batch(), same_l ? "bit-identical" : "DIFFER", n1,
+               same_w ? "bit-identical" : "DIFFER",
                l1[0], l1[1], l1[2], e1);
     }
     free(w1);
