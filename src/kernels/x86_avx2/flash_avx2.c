@@ -40,13 +40,6 @@ static inline __attribute__((always_inline)) void block(int mr, int64_t K, const
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars,
                 *a5 = A + 5 * ars;
-#define ROW(r)                                                                                \
-    if (mr > r) {                                                                             \
-        __m256 x = _mm256_broadcast_ss(a##r);                                                 \
-        c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                           \
-        c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                           \
-        a##r += acs;                                                                          \
-    }
     if (acs == 1) { /* rows of A contiguous in k (Q K^T, P V): one index for all six */
 #define ROW1(r)                                                                               \
     if (mr > r) {                                                                             \
@@ -60,13 +53,24 @@ static inline __attribute__((always_inline)) void block(int mr, int64_t K, const
             ROW1(0) ROW1(1) ROW1(2) ROW1(3) ROW1(4) ROW1(5)
         }
 #undef ROW1
-    } else
+    } else {
+        /* strided A (dV += P^T dO, dK += dS^T Q): one pointer advanced by acs, the rows at
+         * fixed offsets r ars from it (six pointers advanced each k step put six integer adds
+         * beside the twelve FMAs, and some took the FMA ports) */
+        const float *ak = A;
+#define ROWT(r)                                                                               \
+    if (mr > r) {                                                                             \
+        __m256 x = _mm256_broadcast_ss(ak + r * ars);                                         \
+        c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                           \
+        c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                           \
+    }
         for (int64_t k = 0; k < K; k++) {
             __m256 b0 = _mm256_loadu_ps(B), b1 = _mm256_loadu_ps(B + 8);
-            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-            B += ldb;
+            ROWT(0) ROWT(1) ROWT(2) ROWT(3) ROWT(4) ROWT(5)
+            B += ldb, ak += acs;
         }
-#undef ROW
+#undef ROWT
+    }
 #define OUT(r)                                                                                \
     if (mr > r) store_row(C + r * ldc, c##r##0, c##r##1, accum, cs ? cs[r] : 1.0f);
 #define OUTM(r)                                                                               \
