@@ -169,15 +169,21 @@ static void errors(attn_ctx *ctx) {
     TU_STATUS(attn__flash_bwd(ctx, &a, &g, lse), ATTN_E_UNSUPPORTED, ctx);
 }
 
+/* The plain C table, then each ISA's where this build and CPU have it (else NULL: the
+ * skip is said once per set) */
+static void kernel_sets(const char *what, const attn__flash_kernels *ks[4]) {
+    ks[0] = attn__flash_kernels_ref();
+    ks[1] = tu_set_ok(ATTN__ISA_AVX2, what) ? attn__flash_kernels_avx2() : NULL;
+    ks[2] = tu_set_ok(ATTN__ISA_AVX512, what) ? attn__flash_kernels_avx512() : NULL;
+    ks[3] = tu_set_ok(ATTN__ISA_NEON, what) ? attn__flash_kernels_neon() : NULL;
+}
+
 /* The transpose microkernel of every ISA against the plain C one: values, zero padding to
  * whole 16 x 16 blocks, and nothing written beyond them (a canary). */
 static void transposes(void) {
     const char *what = "test_flash: transposes";
-    const attn__flash_kernels *ks[4] = {
-        attn__flash_kernels_ref(),
-        tu_set_ok(ATTN__ISA_AVX2, what) ? attn__flash_kernels_avx2() : NULL,
-        tu_set_ok(ATTN__ISA_AVX512, what) ? attn__flash_kernels_avx512() : NULL,
-        tu_set_ok(ATTN__ISA_NEON, what) ? attn__flash_kernels_neon() : NULL};
+    const attn__flash_kernels *ks[4];
+    kernel_sets(what, ks);
     uint64_t rs = 77;
     int nt = 0;
     for (int t = 0; t < 300 && !tu_failures; t++) {
@@ -215,11 +221,8 @@ static void transposes(void) {
  * infinities pass through as in the loop. */
 static void rowdots(void) {
     const char *what = "test_flash: row dot products";
-    const attn__flash_kernels *ks[4] = {
-        attn__flash_kernels_ref(),
-        tu_set_ok(ATTN__ISA_AVX2, what) ? attn__flash_kernels_avx2() : NULL,
-        tu_set_ok(ATTN__ISA_AVX512, what) ? attn__flash_kernels_avx512() : NULL,
-        tu_set_ok(ATTN__ISA_NEON, what) ? attn__flash_kernels_neon() : NULL};
+    const attn__flash_kernels *ks[4];
+    kernel_sets(what, ks);
     uint64_t rs = 91;
     int nt = 0;
     for (int t = 0; t < 200 && !tu_failures; t++) {
@@ -250,6 +253,58 @@ static void rowdots(void) {
         free(a), free(b), free(want), free(got);
     }
     printf("rowdots: %d cases identical to the plain loop\n", nt);
+}
+
+/* The backward's fused epilogues of every ISA that has them (mmexp, mmds) against mm and the
+ * same set's separate passes (smax and expsum; ds), bit for bit: row counts across the block
+ * heights, widths of 16 to 112 columns (AVX-512's whole groups of 64 and the rest), strided
+ * rows, rows whose lse is -inf, large scores whose weights flush to 0, and nothing written past
+ * the n columns (a canary). */
+static void fused_epilogues(void) {
+    const char *what = "test_flash: fused backward epilogues";
+    const attn__flash_kernels *ks[4];
+    kernel_sets(what, ks);
+    uint64_t rs = 131;
+    int nt = 0;
+    for (int t = 0; t < (quick ? 24 : 80) && !tu_failures; t++) {
+        int64_t m = 1 + (int64_t)(tu_rand(&rs) % 40), n = 16 * (1 + (int64_t)(tu_rand(&rs) % 7));
+        int64_t K = 1 + (int64_t)(tu_rand(&rs) % 70), lda = K + (int64_t)(tu_rand(&rs) % 3);
+        int64_t ldb = n + 16 * (int64_t)(tu_rand(&rs) % 2), ldc = n + 16 * (t % 2);
+        int64_t ldp = n + 16 * ((t / 2) % 2);
+        size_t nc = (size_t)(m * ldc);
+        float *A = malloc(4 * (size_t)(m * lda)), *B = malloc(4 * (size_t)(K * ldb));
+        float *P = malloc(4 * (size_t)(m * ldp)), *ev = malloc(4 * (size_t)m);
+        float *mx = malloc(4 * (size_t)m), *want = malloc(4 * nc), *got = malloc(4 * nc);
+        tu_fill(A, (size_t)(m * lda), 1100 + (uint64_t)t, -2, 2);
+        tu_fill(B, (size_t)(K * ldb), 1300 + (uint64_t)t, -2, 2);
+        tu_fill(P, (size_t)(m * ldp), 1500 + (uint64_t)t, 0, 1);
+        tu_fill(ev, (size_t)m, 1700 + (uint64_t)t, -3, 3);
+        if (t % 4 == 1) ev[m / 2] = -INFINITY;
+        if (t % 4 == 2) ev[0] = 400.0f; /* weights below 2^-126: 0 */
+        const float scale = 0.37f;
+        for (int k = 0; k < 4; k++) {
+            if (!ks[k] || !ks[k]->mmexp) continue;
+            for (int e = 0; e < 2; e++) {
+                for (size_t i = 0; i < nc; i++) want[i] = got[i] = 12345.0f;
+                ks[k]->mm(m, n, K, A, lda, 1, B, ldb, want, ldc, 0, NULL);
+                if (e == 0) {
+                    ks[k]->smax(want, ldc, m, n, NULL, scale, mx);
+                    ks[k]->expsum(want, ldc, m, n, ev, NULL);
+                    ks[k]->mmexp(m, n, K, A, lda, B, ldb, got, ldc, scale, ev);
+                } else {
+                    for (int64_t r = 0; r < m; r++)
+                        ks[k]->ds(P + r * ldp, want + r * ldc, NULL, ev[r], scale, n);
+                    ks[k]->mmds(m, n, K, A, lda, B, ldb, got, ldc, P, ldp, ev, scale);
+                }
+                TU_CHECK(memcmp(got, want, 4 * nc) == 0,
+                         "%s (isa %d): m %lld n %lld K %lld", e ? "mmds" : "mmexp", ks[k]->isa,
+                         (long long)m, (long long)n, (long long)K);
+                nt++;
+            }
+        }
+        free(A), free(B), free(P), free(ev), free(mx), free(want), free(got);
+    }
+    printf("fused epilogues: %d cases identical to mm and the separate passes\n", nt);
 }
 
 /* Empty batches, heads or queries (the public calls refuse them; the kernels must not divide
@@ -423,6 +478,7 @@ int main(void) {
     empty(ctx[1]);
     transposes();
     rowdots();
+    fused_epilogues();
     uint64_t rs = 2024;
     const int64_t lens[] = {1, 3, 17, 63, 64, 65, 127, 129, 5, 100};
     const int64_t dims[] = {1, 8, 16, 17, 64, 33, 64, 80};

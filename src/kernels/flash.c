@@ -13,7 +13,10 @@
  *   one (fwd_short_task).
  * Backward (FlashAttention-2), per (query tile, key tile) block, from the saved lse:
  *   P = exp(S - lse), W = P * keep, dP = (dO V^T) * keep, dS = scale P (dP - delta) with
- *   delta_i = dO_i . O_i;  dV += W^T dO,  dK += dS^T Q,  dQ += dS K.
+ *   delta_i = dO_i . O_i;  dV += W^T dO,  dK += dS^T Q,  dQ += dS K.  Where the table has
+ *   them and no mask, soft cap or ALiBi applies, P comes from the S product's epilogue (mmexp,
+ *   rows that see every key of the tile) and, without dropout, dS from the dP product's
+ *   (mmds): the same bits as the separate passes.
  * dK/dV of a key tile accumulate over (head of the group, query tile) in that order, dQ of a
  * query tile over key tiles in order; both schemes below (one pass per (b, kv head), or a dK/dV
  * pass over key tiles then a dQ pass over query tiles) make exactly the same microkernel calls
@@ -146,7 +149,7 @@ void attn__flash_rowdot_c(const float *a, int64_t lda, const float *b, int64_t l
 
 static const attn__flash_kernels ref_kernels = {
     ATTN__ISA_REF, ref_mm,    ref_smax,         ref_expsum,          ref_vexp, ref_ds,
-    ref_softcap,   ref_alibi, attn__flash_tr_c, attn__flash_rowdot_c, NULL};
+    ref_softcap,   ref_alibi, attn__flash_tr_c, attn__flash_rowdot_c, NULL, NULL, NULL};
 
 const attn__flash_kernels *attn__flash_kernels_ref(void) { return &ref_kernels; }
 
@@ -1005,10 +1008,19 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
     int any = 0;
     for (int64_t u = 0; u < nrun; u++) {
         int64_t ra = run_a[u], rows = run_b[u] - ra, nc = run_n[u];
-        kr->mm(rows, nc, a->D, Q + ra * ldq, ldq, 1, f->Kt + tile * Dp * BN, BN, P + ra * BN, BN,
-               0, NULL);
-        block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, P + ra * BN, nvalid, mx + ra,
-                        dt + ra * BN);
+        /* where every row sees every key of the run, P = exp(scale S - lse) in the product's
+         * epilogue (mmexp: the bits of mm, smax and expsum) */
+        int fused = kr->mmexp && f->plain && all_visible(f, i0 + ra, rows, j0, nc);
+        if (fused) {
+            kr->mmexp(rows, nc, a->D, Q + ra * ldq, ldq, f->Kt + tile * Dp * BN, BN,
+                      P + ra * BN, BN, a->scale, lse + ra);
+            for (int64_t r = ra; r < ra + rows; r++) mx[r] = 0.0f; /* each row sees keys */
+        } else {
+            kr->mm(rows, nc, a->D, Q + ra * ldq, ldq, 1, f->Kt + tile * Dp * BN, BN, P + ra * BN,
+                   BN, 0, NULL);
+            block_scores_dt(f, b, h, i0 + ra, rows, j0, kn, BN, nc, P + ra * BN, nvalid, mx + ra,
+                            dt + ra * BN);
+        }
         for (int64_t r = ra; r < ra + rows; r++) {
             any |= mx[r] != -INFINITY && lse[r] != -INFINITY;
             if (f->dropout) {
@@ -1018,13 +1030,21 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
             }
         }
         /* P = exp(S - lse); rows with lse = -inf give 0 */
-        kr->expsum(P + ra * BN, BN, rows, nc, lse + ra, NULL);
+        if (!fused) kr->expsum(P + ra * BN, BN, rows, nc, lse + ra, NULL);
     }
     if (!any) return; /* every weight of the block is 0: nothing flows */
+    /* dS = scale P (dP - delta) in the dP product's epilogue (mmds: the bits of mm and ds)
+     * unless dropout's multipliers, the soft cap's derivative or the delta recomputation
+     * (which needs dP itself) come between */
+    int fds = kr->mmds && f->plain && !f->dropout && !delta_acc;
     for (int64_t u = 0; u < nrun; u++) {
         int64_t ra = run_a[u], rows = run_b[u] - ra, nc = run_n[u];
-        kr->mm(rows, nc, a->Dv, dO + ra * ldo, ldo, 1, f->Vt + tile * Dvp * BN, BN, dP + ra * BN,
-               BN, 0, NULL);
+        if (fds)
+            kr->mmds(rows, nc, a->Dv, dO + ra * ldo, ldo, f->Vt + tile * Dvp * BN, BN,
+                     dP + ra * BN, BN, P + ra * BN, BN, delta + ra, a->scale);
+        else
+            kr->mm(rows, nc, a->Dv, dO + ra * ldo, ldo, 1, f->Vt + tile * Dvp * BN, BN,
+                   dP + ra * BN, BN, 0, NULL);
         if (nc < BN) /* the columns no row of the run sees: zero weights */
             for (int64_t r = ra; r < ra + rows; r++) {
                 memset(P + r * BN + nc, 0, sizeof(float) * (size_t)(BN - nc));
@@ -1064,7 +1084,7 @@ static void bwd_block(const fl *f, float *blk, int64_t b, int64_t h, int64_t qt,
                    dV + ja * ldd[1], ldd[1], 1, NULL);
         }
     }
-    for (int64_t u = 0; u < nrun; u++)
+    for (int64_t u = 0; u < nrun && !fds; u++)
         for (int64_t r = run_a[u]; r < run_b[u]; r++)
             kr->ds(P + r * BN, dP + r * BN, f->dropout ? keep + r * BN : NULL, delta[r], a->scale,
                    run_n[u]);

@@ -68,7 +68,14 @@ ATTN__HIDDEN attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a
  *         bits of the plain loop (attn__flash_rowdot_c) in every version.
  * mmsmax: (may be NULL) mm(m, n, K, A, ars, 1, B, ldb, C, ldc, 0, NULL) then smax(C, ldc, m,
  *         n, NULL, scale, mx) in one pass over the tile (the forward's scores when every key of
- *         the tile is visible to every row): exactly their bits. */
+ *         the tile is visible to every row): exactly their bits.
+ * mmexp:  (may be NULL) mm(m, n, K, A, ars, 1, B, ldb, C, ldc, 0, NULL), then smax(C, ldc, m,
+ *         n, NULL, scale, .) and expsum(C, ldc, m, n, lse, NULL) in one pass over the tile (the
+ *         backward's weights P = exp(scale S - lse) where every key of the tile is visible):
+ *         exactly their bits.
+ * mmds:   (may be NULL) mm(m, n, K, A, ars, 1, B, ldb, C, ldc, 0, NULL), then ds(P + r*ldp,
+ *         C + r*ldc, NULL, delta[r], scale, n) for each row r < m, in one pass over the tile
+ *         (the backward's dS from dO V^T without dropout): exactly their bits. */
 typedef struct attn__flash_kernels {
     int isa;
     void (*mm)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
@@ -88,7 +95,27 @@ typedef struct attn__flash_kernels {
                    int64_t d, float *out);
     void (*mmsmax)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, const float *B,
                    int64_t ldb, float *C, int64_t ldc, float scale, float *mx);
+    void (*mmexp)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, const float *B,
+                  int64_t ldb, float *C, int64_t ldc, float scale, const float *lse);
+    void (*mmds)(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, const float *B,
+                 int64_t ldb, float *C, int64_t ldc, const float *P, int64_t ldp,
+                 const float *delta, float scale);
 } attn__flash_kernels;
+
+/* The table's mmexp and mmds (static) over a set's own
+ * fn(int ep, m, n, K, A, ars, B, ldb, C, ldc, scale, ev, P, ldp): ep 2 (ev = lse, P unused)
+ * or ep 3 (ev = delta). */
+#define ATTN__FLASH_MMEP_ENTRIES(fn)                                                          \
+    static void mmexp(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,            \
+                      const float *B, int64_t ldb, float *C, int64_t ldc, float scale,         \
+                      const float *lse) {                                                      \
+        fn(2, m, n, K, A, ars, B, ldb, C, ldc, scale, lse, NULL, 0);                           \
+    }                                                                                         \
+    static void mmds(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,             \
+                     const float *B, int64_t ldb, float *C, int64_t ldc, const float *P,       \
+                     int64_t ldp, const float *delta, float scale) {                           \
+        fn(3, m, n, K, A, ars, B, ldb, C, ldc, scale, delta, P, ldp);                          \
+    }
 
 /* The plain C transpose and row dot products (the table's tr, rowdot for ISAs without their
  * own). */

@@ -320,7 +320,7 @@ static void alibi(float *s, int64_t ld, int64_t rows, int64_t n, float slope, fl
 
 static const attn__flash_kernels kernels = {3 /* ATTN__ISA_NEON */, mm, smax, expsum, vexp, ds,
                                             softcap, alibi, attn__flash_tr_c,
-                                            attn__flash_rowdot_c, mmsmax};
+                                            attn__flash_rowdot_c, mmsmax, NULL, NULL};
 
 const attn__flash_kernels *attn__flash_kernels_neon(void) { return &kernels; }
 

@@ -29,13 +29,17 @@ static inline __attribute__((always_inline)) void store_row(float *c, __m256 a0,
     _mm256_storeu_ps(c + 8, a1);
 }
 
-/* vm != NULL (the scores' product, mmsmax): C = sc * the sums, and each row's maxima vector
- * vm[8r .. 8r+8) = max(max(vm, C[r][0..8)), C[r][8..16)), smax's order of maxima. */
+/* The epilogue ep: 0 stores C (accum, cs); 1 (the scores' product, mmsmax): C = sc * the sums,
+ * and each row's maxima vector vm[8r .. 8r+8) = max(max(vm, C[r][0..8)), C[r][8..16)), smax's
+ * order of maxima; 2 (mmexp): exp(sc C - ev[r]) as smax and expsum form it; 3 (mmds): dS =
+ * sc P (C - ev[r]) in ds's order. */
 static inline __attribute__((always_inline)) void block(int mr, int64_t K, const float *A,
                                                         int64_t ars, int64_t acs,
                                                         const float *B, int64_t ldb, float *C,
                                                         int64_t ldc, int accum,
-                                                        const float *cs, float sc, float *vm) {
+                                                        const float *cs, float sc, int ep,
+                                                        float *vm, const float *ev,
+                                                        const float *P, int64_t ldp) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars,
@@ -81,13 +85,42 @@ static inline __attribute__((always_inline)) void block(int mr, int64_t K, const
         v = _mm256_max_ps(_mm256_loadu_ps(vm + 8 * r), c##r##0);                              \
         _mm256_storeu_ps(vm + 8 * r, _mm256_max_ps(v, c##r##1));                              \
     }
-    if (vm) {
+#define OUTE(r)                                                                               \
+    if (mr > r) {                                                                             \
+        float *c = C + r * ldc;                                                               \
+        if (ev[r] == -INFINITY) {                                                             \
+            __m256 zero = _mm256_setzero_ps();                                                \
+            _mm256_storeu_ps(c, zero), _mm256_storeu_ps(c + 8, zero);                         \
+        } else {                                                                              \
+            __m256 v = _mm256_set1_ps(sc), m = _mm256_set1_ps(ev[r]);                         \
+            __m256 l2e = _mm256_set1_ps(1.44269504088896341f);                                \
+            __m256 x0 = _mm256_mul_ps(c##r##0, v), x1 = _mm256_mul_ps(c##r##1, v);            \
+            _mm256_storeu_ps(c, attn__exp2_8(_mm256_mul_ps(_mm256_sub_ps(x0, m), l2e)));      \
+            _mm256_storeu_ps(c + 8, attn__exp2_8(_mm256_mul_ps(_mm256_sub_ps(x1, m), l2e)));  \
+        }                                                                                     \
+    }
+#define OUTD(r)                                                                               \
+    if (mr > r) {                                                                             \
+        __m256 v = _mm256_set1_ps(sc), d = _mm256_set1_ps(ev[r]);                             \
+        const float *p = P + r * ldp;                                                         \
+        __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(p), _mm256_sub_ps(c##r##0, d));             \
+        __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(p + 8), _mm256_sub_ps(c##r##1, d));         \
+        _mm256_storeu_ps(C + r * ldc, _mm256_mul_ps(v, x0));                                  \
+        _mm256_storeu_ps(C + r * ldc + 8, _mm256_mul_ps(v, x1));                              \
+    }
+    if (ep == 1) {
         OUTM(0) OUTM(1) OUTM(2) OUTM(3) OUTM(4) OUTM(5)
+    } else if (ep == 2) {
+        OUTE(0) OUTE(1) OUTE(2) OUTE(3) OUTE(4) OUTE(5)
+    } else if (ep == 3) {
+        OUTD(0) OUTD(1) OUTD(2) OUTD(3) OUTD(4) OUTD(5)
     } else {
         OUT(0) OUT(1) OUT(2) OUT(3) OUT(4) OUT(5)
     }
 #undef OUT
 #undef OUTM
+#undef OUTE
+#undef OUTD
 }
 
 typedef void (*blk_fn)(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
@@ -97,11 +130,21 @@ typedef void (*blkm_fn)(int64_t, const float *, int64_t, const float *, int64_t,
 #define INST(R)                                                                               \
     static void blk_##R(int64_t K, const float *A, int64_t ars, int64_t acs, const float *B,    \
                         int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {       \
-        block(R, K, A, ars, acs, B, ldb, C, ldc, accum, cs, 0.0f, NULL);                        \
+        block(R, K, A, ars, acs, B, ldb, C, ldc, accum, cs, 0.0f, 0, NULL, NULL, NULL, 0);      \
     }                                                                                         \
     static void blkm_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
                          float *C, int64_t ldc, float sc, float *vm) {                          \
-        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, vm);                                \
+        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 1, vm, NULL, NULL, 0);              \
+    }                                                                                         \
+    static void blke_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
+                         float *C, int64_t ldc, float sc, const float *ev, const float *P,      \
+                         int64_t ldp) {                                                         \
+        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 2, NULL, ev, P, ldp);               \
+    }                                                                                         \
+    static void blkd_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
+                         float *C, int64_t ldc, float sc, const float *ev, const float *P,      \
+                         int64_t ldp) {                                                         \
+        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 3, NULL, ev, P, ldp);               \
     }
 INST(1)
 INST(2)
@@ -111,6 +154,29 @@ INST(5)
 INST(6)
 static const blk_fn blk_table[MR] = {blk_1, blk_2, blk_3, blk_4, blk_5, blk_6};
 static const blkm_fn blkm_table[MR] = {blkm_1, blkm_2, blkm_3, blkm_4, blkm_5, blkm_6};
+typedef void (*blke_fn)(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t,
+                        float, const float *, const float *, int64_t);
+static const blke_fn blke_table[MR] = {blke_1, blke_2, blke_3, blke_4, blke_5, blke_6};
+static const blke_fn blkd_table[MR] = {blkd_1, blkd_2, blkd_3, blkd_4, blkd_5, blkd_6};
+
+/* mmexp (ep 2) and mmds (ep 3): mm (acs = 1, no accumulation) with the backward's epilogue:
+ * the same bits as mm and the separate passes */
+static void mmep(int ep, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                 const float *B, int64_t ldb, float *C, int64_t ldc, float scale, const float *ev,
+                 const float *P, int64_t ldp) {
+    int64_t nb = (m + MR - 1) / MR, i0 = 0;
+    for (int64_t bi = 0; bi < nb; bi++) {
+        int mr = (int)((m - i0) / (nb - bi));
+        mr += (m - i0) % (nb - bi) != 0;
+        const blke_fn fn = ep == 2 ? blke_table[mr - 1] : blkd_table[mr - 1];
+        for (int64_t j0 = 0; j0 < n; j0 += 16)
+            fn(K, A + i0 * ars, ars, B + j0, ldb, C + i0 * ldc + j0, ldc, scale, ev + i0,
+               P ? P + i0 * ldp + j0 : NULL, ldp);
+        i0 += mr;
+    }
+}
+
+ATTN__FLASH_MMEP_ENTRIES(mmep)
 
 static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
                const float *B, int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {
@@ -338,7 +404,8 @@ static void rowdot(const float *a, int64_t lda, const float *b, int64_t ldb, int
 }
 
 static const attn__flash_kernels kernels = {1 /* ATTN__ISA_AVX2 */, mm, smax, expsum, vexp, ds,
-                                            softcap, alibi, tr, rowdot, mmsmax};
+                                            softcap, alibi, tr, rowdot, mmsmax, mmexp,
+                                            mmds};
 
 const attn__flash_kernels *attn__flash_kernels_avx2(void) { return &kernels; }
 

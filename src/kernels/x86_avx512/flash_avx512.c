@@ -30,14 +30,24 @@
 #define LOADB(Bp)                                                                             \
     __m512 b0 = _mm512_loadu_ps(Bp), b1 = nv > 1 ? _mm512_loadu_ps(Bp + 16) : z,              \
            b2 = nv > 2 ? _mm512_loadu_ps(Bp + 32) : z, b3 = nv > 3 ? _mm512_loadu_ps(Bp + 48) : z
-/* one row's four vectors, stored (or scaled and their maxima taken) */
+/* one row's four vectors, stored (or scaled and their maxima taken, or the backward's
+ * weights or dS formed from them) */
 #define OUT4(r)                                                                               \
     if (mr > r) {                                                                             \
         float *c = C + r * ldc;                                                               \
-        if (vm) {                                                                             \
+        if (ep == 1) {                                                                        \
             __m512 m = _mm512_loadu_ps(vm + 16 * r);                                          \
             OUTM(r, 0) OUTM(r, 1) OUTM(r, 2) OUTM(r, 3)                                       \
             _mm512_storeu_ps(vm + 16 * r, m);                                                 \
+        } else if (ep == 2 && ev[r] == -INFINITY) {                                           \
+            for (int v = 0; v < nv; v++) _mm512_storeu_ps(c + 16 * v, z);                     \
+        } else if (ep == 2) {                                                                 \
+            __m512 m = _mm512_set1_ps(-ev[r] * 1.44269504088896341f);                         \
+            OUTE(r, 0) OUTE(r, 1) OUTE(r, 2) OUTE(r, 3)                                       \
+        } else if (ep == 3) {                                                                 \
+            __m512 d = _mm512_set1_ps(ev[r]);                                                 \
+            const float *p = P + r * ldp;                                                     \
+            OUTD(r, 0) OUTD(r, 1) OUTD(r, 2) OUTD(r, 3)                                       \
         } else {                                                                              \
             __m512 s = _mm512_set1_ps(cs ? cs[r] : 1.0f);                                     \
             OUTA(r, 0) OUTA(r, 1) OUTA(r, 2) OUTA(r, 3)                                       \
@@ -49,6 +59,18 @@
         _mm512_storeu_ps(c + 16 * v, c##r##v);                                                \
         m = _mm512_max_ps(m, c##r##v);                                                        \
     }
+/* exp(sc C - ev[r]) as expsum forms it from smax's sc C: 2^(x log2 e - ev[r] log2 e) */
+#define OUTE(r, v)                                                                            \
+    if (nv > v) {                                                                             \
+        __m512 x = _mm512_mul_ps(c##r##v, scv);                                               \
+        _mm512_storeu_ps(c + 16 * v, attn__exp2_16(_mm512_fmadd_ps(x, l2e, m)));             \
+    }
+/* sc P (C - ev[r]), ds's operations in ds's order */
+#define OUTD(r, v)                                                                            \
+    if (nv > v) {                                                                             \
+        __m512 x = _mm512_mul_ps(_mm512_loadu_ps(p + 16 * v), _mm512_sub_ps(c##r##v, d));      \
+        _mm512_storeu_ps(c + 16 * v, _mm512_mul_ps(scv, x));                                  \
+    }
 #define OUTA(r, v)                                                                            \
     if (nv > v) {                                                                             \
         if (accum) c##r##v = _mm512_fmadd_ps(s, _mm512_loadu_ps(c + 16 * v), c##r##v);        \
@@ -59,7 +81,8 @@ static inline __attribute__((always_inline)) void block(int unit, int mr, int nv
                                                         int64_t acs, const float *B,
                                                         int64_t ldb, float *C, int64_t ldc,
                                                         int accum, const float *cs, float sc,
-                                                        float *vm) {
+                                                        int ep, float *vm, const float *ev,
+                                                        const float *P, int64_t ldp) {
     const __m512 z = _mm512_setzero_ps();
     __m512 ACC4(0), ACC4(1), ACC4(2), ACC4(3), ACC4(4), ACC4(5), ACC4(6), ACC4(7), ACC4(8),
         ACC4(9), ACC4(10), ACC4(11);
@@ -98,8 +121,8 @@ static inline __attribute__((always_inline)) void block(int unit, int mr, int nv
             B += ldb;
         }
     }
-    __m512 scv = _mm512_set1_ps(sc);
-    (void)scv;
+    __m512 scv = _mm512_set1_ps(sc), l2e = _mm512_set1_ps(1.44269504088896341f);
+    (void)scv, (void)l2e;
     OUT4(0) OUT4(1) OUT4(2) OUT4(3) OUT4(4) OUT4(5) OUT4(6) OUT4(7) OUT4(8) OUT4(9) OUT4(10)
     OUT4(11)
 }
@@ -108,6 +131,8 @@ static inline __attribute__((always_inline)) void block(int unit, int mr, int nv
 #undef LOADB
 #undef OUT4
 #undef OUTM
+#undef OUTE
+#undef OUTD
 #undef OUTA
 
 typedef void (*blk_fn)(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
@@ -118,17 +143,40 @@ typedef void (*blkm_fn)(int64_t, const float *, int64_t, const float *, int64_t,
     static void blk_##R##_##V(int64_t K, const float *A, int64_t ars, int64_t acs,              \
                               const float *B, int64_t ldb, float *C, int64_t ldc, int accum,    \
                               const float *cs) {                                                \
-        block(1, R, V, K, A, ars, 1, B, ldb, C, ldc, accum, cs, 0.0f, NULL);                    \
+        block(1, R, V, K, A, ars, 1, B, ldb, C, ldc, accum, cs, 0.0f, 0, NULL, NULL, NULL, 0);  \
     }                                                                                         \
     static void blkt_##R##_##V(int64_t K, const float *A, int64_t ars, int64_t acs,             \
                                const float *B, int64_t ldb, float *C, int64_t ldc, int accum,   \
                                const float *cs) {                                               \
-        block(0, R, V, K, A, ars, acs, B, ldb, C, ldc, accum, cs, 0.0f, NULL);                  \
+        block(0, R, V, K, A, ars, acs, B, ldb, C, ldc, accum, cs, 0.0f, 0, NULL, NULL, NULL,    \
+              0);                                                                             \
     }                                                                                         \
     static void blkm_##R##_##V(int64_t K, const float *A, int64_t ars, const float *B,          \
                                int64_t ldb, float *C, int64_t ldc, float sc, float *vm) {       \
-        block(1, R, V, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, vm);                          \
+        block(1, R, V, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 1, vm, NULL, NULL, 0);        \
     }
+/* the backward's fused epilogues (ep 2: blke, ep 3: blkd), whole groups of 64 columns only */
+typedef void (*blke_fn)(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t,
+                        float, const float *, const float *, int64_t);
+#define INSTE(R)                                                                              \
+    static void blke_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
+                         float *C, int64_t ldc, float sc, const float *ev, const float *P,      \
+                         int64_t ldp) {                                                         \
+        block(1, R, 4, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 2, NULL, ev, P, ldp);         \
+    }                                                                                         \
+    static void blkd_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
+                         float *C, int64_t ldc, float sc, const float *ev, const float *P,      \
+                         int64_t ldp) {                                                         \
+        block(1, R, 4, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 3, NULL, ev, P, ldp);         \
+    }
+INSTE(1)
+INSTE(2)
+INSTE(3)
+INSTE(4)
+INSTE(5)
+INSTE(6)
+static const blke_fn blke_table[6] = {blke_1, blke_2, blke_3, blke_4, blke_5, blke_6};
+static const blke_fn blkd_table[6] = {blkd_1, blkd_2, blkd_3, blkd_4, blkd_5, blkd_6};
 #define INST_R(R) INST(R, 1) INST(R, 2) INST(R, 3) INST(R, 4)
 #define INST_R2(R) INST(R, 1) INST(R, 2) INST(R, 3)
 #define INST_R3(R) INST(R, 1) INST(R, 2)
@@ -225,6 +273,44 @@ static void smax(float *s, int64_t ld, int64_t rows, int64_t n, const int64_t *n
         mx[r] = _mm512_reduce_max_ps(m);
     }
 }
+
+static void expsum(float *s, int64_t ld, int64_t rows, int64_t n, const float *mx, float *sum);
+static void ds(const float *p, float *dp, const float *keep, float delta, float scale, int64_t n);
+
+/* mmexp (ep 2) and mmds (ep 3): mm (acs = 1, no accumulation) with the backward's epilogue in
+ * the blocks of whole groups of 64 columns; the columns after the last whole group by mm and
+ * the separate passes (smax and expsum, or ds): the same bits either way */
+static void mmep(int ep, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                 const float *B, int64_t ldb, float *C, int64_t ldc, float scale, const float *ev,
+                 const float *P, int64_t ldp) {
+    int64_t n64 = n & ~(int64_t)63;
+    for (int64_t j0 = 0; j0 < n64; j0 += 64) {
+        int64_t nb = (m + 5) / 6, i0 = 0;
+        for (int64_t bi = 0; bi < nb; bi++) {
+            int mr = (int)((m - i0) / (nb - bi));
+            mr += (m - i0) % (nb - bi) != 0;
+            const blke_fn fn = ep == 2 ? blke_table[mr - 1] : blkd_table[mr - 1];
+            fn(K, A + i0 * ars, ars, B + j0, ldb, C + i0 * ldc + j0, ldc, scale, ev + i0,
+               P ? P + i0 * ldp + j0 : NULL, ldp);
+            i0 += mr;
+        }
+    }
+    if (n64 == n) return;
+    mm(m, n - n64, K, A, ars, 1, B + n64, ldb, C + n64, ldc, 0, NULL);
+    for (int64_t r0 = 0; r0 < m; r0 += 64) {
+        int64_t rows = m - r0 < 64 ? m - r0 : 64;
+        float mx[64];
+        if (ep == 2) {
+            smax(C + r0 * ldc + n64, ldc, rows, n - n64, NULL, scale, mx);
+            expsum(C + r0 * ldc + n64, ldc, rows, n - n64, ev + r0, NULL);
+        } else {
+            for (int64_t r = r0; r < r0 + rows; r++)
+                ds(P + r * ldp + n64, C + r * ldc + n64, NULL, ev[r], scale, n - n64);
+        }
+    }
+}
+
+ATTN__FLASH_MMEP_ENTRIES(mmep)
 
 static void expsum(float *s, int64_t ld, int64_t rows, int64_t n, const float *mx, float *sum) {
     const float log2e = 1.44269504088896341f;
@@ -366,7 +452,8 @@ static void rowdot(const float *a, int64_t lda, const float *b, int64_t ldb, int
 }
 
 static const attn__flash_kernels kernels = {2 /* ATTN__ISA_AVX512 */, mm, smax, expsum, vexp,
-                                            ds, softcap, alibi, tr, rowdot, mmsmax};
+                                            ds, softcap, alibi, tr, rowdot, mmsmax,
+                                            mmexp, mmds};
 
 const attn__flash_kernels *attn__flash_kernels_avx512(void) { return &kernels; }
 
