@@ -102,6 +102,45 @@ typedef struct attn__flash_kernels {
                  const float *delta, float scale);
 } attn__flash_kernels;
 
+/* A register block of the fused epilogues: (K, A, ars, B, ldb, C, ldc, scale, ev, P, ldp) */
+typedef void (*attn__flash_blke_fn)(int64_t, const float *, int64_t, const float *, int64_t,
+                                    float *, int64_t, float, const float *, const float *,
+                                    int64_t);
+
+/* blke_R and blkd_R (static): the ep 2 and ep 3 blocks of R rows over a set's own
+ * block(R, K, A, ars, acs, B, ldb, C, ldc, accum, cs, sc, ep, vm, ev, P, ldp) */
+#define ATTN__FLASH_EP_BLOCKS(R)                                                              \
+    static void blke_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
+                         float *C, int64_t ldc, float sc, const float *ev, const float *P,      \
+                         int64_t ldp) {                                                         \
+        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 2, NULL, ev, P, ldp);               \
+    }                                                                                         \
+    static void blkd_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
+                         float *C, int64_t ldc, float sc, const float *ev, const float *P,      \
+                         int64_t ldp) {                                                         \
+        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 3, NULL, ev, P, ldp);               \
+    }
+
+/* mmep (static) for a set whose blocks are 16 columns wide and 1 .. mr_max rows high (etab,
+ * dtab: the ep 2 and ep 3 blocks by height): rows in blocks of near-equal height, as its mm;
+ * then the table's entries */
+#define ATTN__FLASH_MMEP_ROWS(mr_max, etab, dtab)                                             \
+    static void mmep(int ep, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,     \
+                     const float *B, int64_t ldb, float *C, int64_t ldc, float scale,          \
+                     const float *ev, const float *P, int64_t ldp) {                           \
+        int64_t nb = (m + (mr_max) - 1) / (mr_max), i0 = 0;                                    \
+        for (int64_t bi = 0; bi < nb; bi++) {                                                 \
+            int mr = (int)((m - i0) / (nb - bi));                                             \
+            mr += (m - i0) % (nb - bi) != 0;                                                  \
+            const attn__flash_blke_fn fn = ep == 2 ? etab[mr - 1] : dtab[mr - 1];             \
+            for (int64_t j0 = 0; j0 < n; j0 += 16)                                            \
+                fn(K, A + i0 * ars, ars, B + j0, ldb, C + i0 * ldc + j0, ldc, scale, ev + i0,  \
+                   P ? P + i0 * ldp + j0 : NULL, ldp);                                         \
+            i0 += mr;                                                                         \
+        }                                                                                     \
+    }                                                                                         \
+    ATTN__FLASH_MMEP_ENTRIES(mmep)
+
 /* The table's mmexp and mmds (static) over a set's own
  * fn(int ep, m, n, K, A, ars, B, ldb, C, ldc, scale, ev, P, ldp): ep 2 (ev = lse, P unused)
  * or ep 3 (ev = delta). */

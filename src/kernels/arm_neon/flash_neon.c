@@ -2,9 +2,10 @@
  * forward's and the backward's tile products as a 5 x 16 register block (20 q-register
  * accumulators; each k step loads the four vectors of B's row and one value of A per row, and
  * issues 20 FMLA by element), also with the scores' scale and row maxima in its epilogue
- * (mmsmax); the softmax weights' exp as 2^t (exp2_4: shift-rounding, degree-6 polynomial,
- * exponent bits); a general vector exp (exp_4: Cody-Waite reduction, degree-7 polynomial) for
- * the rescaling factors and tanh; the backward's dS step, the soft cap and ALiBi.  The
+ * (mmsmax), or with the backward's weights or dS formed there (mmexp, mmds); the softmax
+ * weights' exp as 2^t (exp2_4: shift-rounding, degree-6 polynomial, exponent bits); a general
+ * vector exp (exp_4: Cody-Waite reduction, degree-7 polynomial) for the rescaling factors and
+ * tanh; the backward's dS step, the soft cap and ALiBi.  The
  * transpose and the row dot products are the plain C ones (their bits are fixed by flash.h).
  * Every output element of the products is one fused multiply-add chain over k in order, so the
  * block shape never changes a bit.  Cost on paper in docs/kernels.md ("ARM64").  Compiled
@@ -20,13 +21,19 @@
  * on every k step). */
 #define MR 5
 
-/* vm != NULL (the scores' product, mmsmax): C = sc * the sums and each row's maxima vector
- * vm[4r .. 4r+4) = max over the block's four vectors, the order smax uses. */
+static inline float32x4_t exp2_4(float32x4_t t);
+
+/* The epilogue ep: 0 stores C (accum, cs); 1 (the scores' product, mmsmax): C = sc * the sums
+ * and each row's maxima vector vm[4r .. 4r+4) = max over the block's four vectors, the order
+ * smax uses; 2 (mmexp): exp(sc C - ev[r]) as smax and expsum form it; 3 (mmds): dS =
+ * sc P (C - ev[r]) in ds's order. */
 static inline __attribute__((always_inline)) void block(int mr, int64_t K, const float *A,
                                                         int64_t ars, int64_t acs,
                                                         const float *B, int64_t ldb, float *C,
                                                         int64_t ldc, int accum,
-                                                        const float *cs, float sc, float *vm) {
+                                                        const float *cs, float sc, int ep,
+                                                        float *vm, const float *ev,
+                                                        const float *P, int64_t ldp) {
     const float32x4_t z = vdupq_n_f32(0.0f);
     float32x4_t c00 = z, c01 = z, c02 = z, c03 = z, c10 = z, c11 = z, c12 = z, c13 = z;
     float32x4_t c20 = z, c21 = z, c22 = z, c23 = z, c30 = z, c31 = z, c32 = z, c33 = z;
@@ -86,14 +93,45 @@ static inline __attribute__((always_inline)) void block(int mr, int64_t K, const
         m = vmaxq_f32(m, c##r##1), m = vmaxq_f32(m, c##r##2);                                 \
         vst1q_f32(vm + 4 * r, vmaxq_f32(m, c##r##3));                                         \
     }
-    if (vm) {
+#define EXPV(r, u)                                                                            \
+    vst1q_f32(c + 4 * u,                                                                      \
+              exp2_4(vmulq_n_f32(vsubq_f32(vmulq_f32(c##r##u, v), m), 1.44269504088896341f)));
+#define OUTE(r)                                                                               \
+    if (mr > r) {                                                                             \
+        float *c = C + r * ldc;                                                               \
+        if (ev[r] == -INFINITY) {                                                             \
+            vst1q_f32(c, z), vst1q_f32(c + 4, z), vst1q_f32(c + 8, z), vst1q_f32(c + 12, z);  \
+        } else {                                                                              \
+            const float32x4_t v = vdupq_n_f32(sc), m = vdupq_n_f32(ev[r]);                    \
+            EXPV(r, 0) EXPV(r, 1) EXPV(r, 2) EXPV(r, 3)                                       \
+        }                                                                                     \
+    }
+#define DSV(r, u)                                                                             \
+    vst1q_f32(c + 4 * u,                                                                      \
+              vmulq_n_f32(vmulq_f32(vld1q_f32(p + 4 * u), vsubq_f32(c##r##u, d)), sc));
+#define OUTD(r)                                                                               \
+    if (mr > r) {                                                                             \
+        float *c = C + r * ldc;                                                               \
+        const float *p = P + r * ldp;                                                         \
+        const float32x4_t d = vdupq_n_f32(ev[r]);                                             \
+        DSV(r, 0) DSV(r, 1) DSV(r, 2) DSV(r, 3)                                               \
+    }
+    if (ep == 1) {
         OUTM(0) OUTM(1) OUTM(2) OUTM(3) OUTM(4)
+    } else if (ep == 2) {
+        OUTE(0) OUTE(1) OUTE(2) OUTE(3) OUTE(4)
+    } else if (ep == 3) {
+        OUTD(0) OUTD(1) OUTD(2) OUTD(3) OUTD(4)
     } else {
         OUT(0) OUT(1) OUT(2) OUT(3) OUT(4)
     }
 #undef ST
 #undef OUT
 #undef OUTM
+#undef EXPV
+#undef OUTE
+#undef DSV
+#undef OUTD
 }
 
 typedef void (*blk_fn)(int64_t, const float *, int64_t, int64_t, const float *, int64_t, float *,
@@ -103,12 +141,13 @@ typedef void (*blkm_fn)(int64_t, const float *, int64_t, const float *, int64_t,
 #define INST(R)                                                                               \
     static void blk_##R(int64_t K, const float *A, int64_t ars, int64_t acs, const float *B,    \
                         int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {       \
-        block(R, K, A, ars, acs, B, ldb, C, ldc, accum, cs, 0.0f, NULL);                        \
+        block(R, K, A, ars, acs, B, ldb, C, ldc, accum, cs, 0.0f, 0, NULL, NULL, NULL, 0);      \
     }                                                                                         \
     static void blkm_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
                          float *C, int64_t ldc, float sc, float *vm) {                          \
-        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, vm);                                \
-    }
+        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 1, vm, NULL, NULL, 0);              \
+    }                                                                                         \
+    ATTN__FLASH_EP_BLOCKS(R)
 INST(1)
 INST(2)
 INST(3)
@@ -116,6 +155,9 @@ INST(4)
 INST(5)
 static const blk_fn blk_table[MR] = {blk_1, blk_2, blk_3, blk_4, blk_5};
 static const blkm_fn blkm_table[MR] = {blkm_1, blkm_2, blkm_3, blkm_4, blkm_5};
+static const attn__flash_blke_fn blke_table[MR] = {blke_1, blke_2, blke_3, blke_4, blke_5};
+static const attn__flash_blke_fn blkd_table[MR] = {blkd_1, blkd_2, blkd_3, blkd_4, blkd_5};
+ATTN__FLASH_MMEP_ROWS(MR, blke_table, blkd_table)
 
 static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
                const float *B, int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {
@@ -320,7 +362,7 @@ static void alibi(float *s, int64_t ld, int64_t rows, int64_t n, float slope, fl
 
 static const attn__flash_kernels kernels = {3 /* ATTN__ISA_NEON */, mm, smax, expsum, vexp, ds,
                                             softcap, alibi, attn__flash_tr_c,
-                                            attn__flash_rowdot_c, mmsmax, NULL, NULL};
+                                            attn__flash_rowdot_c, mmsmax, mmexp, mmds};
 
 const attn__flash_kernels *attn__flash_kernels_neon(void) { return &kernels; }
 

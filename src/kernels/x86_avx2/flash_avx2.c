@@ -136,16 +136,7 @@ typedef void (*blkm_fn)(int64_t, const float *, int64_t, const float *, int64_t,
                          float *C, int64_t ldc, float sc, float *vm) {                          \
         block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 1, vm, NULL, NULL, 0);              \
     }                                                                                         \
-    static void blke_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
-                         float *C, int64_t ldc, float sc, const float *ev, const float *P,      \
-                         int64_t ldp) {                                                         \
-        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 2, NULL, ev, P, ldp);               \
-    }                                                                                         \
-    static void blkd_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
-                         float *C, int64_t ldc, float sc, const float *ev, const float *P,      \
-                         int64_t ldp) {                                                         \
-        block(R, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 3, NULL, ev, P, ldp);               \
-    }
+    ATTN__FLASH_EP_BLOCKS(R)
 INST(1)
 INST(2)
 INST(3)
@@ -154,29 +145,9 @@ INST(5)
 INST(6)
 static const blk_fn blk_table[MR] = {blk_1, blk_2, blk_3, blk_4, blk_5, blk_6};
 static const blkm_fn blkm_table[MR] = {blkm_1, blkm_2, blkm_3, blkm_4, blkm_5, blkm_6};
-typedef void (*blke_fn)(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t,
-                        float, const float *, const float *, int64_t);
-static const blke_fn blke_table[MR] = {blke_1, blke_2, blke_3, blke_4, blke_5, blke_6};
-static const blke_fn blkd_table[MR] = {blkd_1, blkd_2, blkd_3, blkd_4, blkd_5, blkd_6};
-
-/* mmexp (ep 2) and mmds (ep 3): mm (acs = 1, no accumulation) with the backward's epilogue:
- * the same bits as mm and the separate passes */
-static void mmep(int ep, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
-                 const float *B, int64_t ldb, float *C, int64_t ldc, float scale, const float *ev,
-                 const float *P, int64_t ldp) {
-    int64_t nb = (m + MR - 1) / MR, i0 = 0;
-    for (int64_t bi = 0; bi < nb; bi++) {
-        int mr = (int)((m - i0) / (nb - bi));
-        mr += (m - i0) % (nb - bi) != 0;
-        const blke_fn fn = ep == 2 ? blke_table[mr - 1] : blkd_table[mr - 1];
-        for (int64_t j0 = 0; j0 < n; j0 += 16)
-            fn(K, A + i0 * ars, ars, B + j0, ldb, C + i0 * ldc + j0, ldc, scale, ev + i0,
-               P ? P + i0 * ldp + j0 : NULL, ldp);
-        i0 += mr;
-    }
-}
-
-ATTN__FLASH_MMEP_ENTRIES(mmep)
+static const attn__flash_blke_fn blke_table[MR] = {blke_1, blke_2, blke_3, blke_4, blke_5, blke_6};
+static const attn__flash_blke_fn blkd_table[MR] = {blkd_1, blkd_2, blkd_3, blkd_4, blkd_5, blkd_6};
+ATTN__FLASH_MMEP_ROWS(MR, blke_table, blkd_table)
 
 static void mm(int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t acs,
                const float *B, int64_t ldb, float *C, int64_t ldc, int accum, const float *cs) {

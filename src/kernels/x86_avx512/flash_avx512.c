@@ -156,8 +156,6 @@ typedef void (*blkm_fn)(int64_t, const float *, int64_t, const float *, int64_t,
         block(1, R, V, K, A, ars, 1, B, ldb, C, ldc, 0, NULL, sc, 1, vm, NULL, NULL, 0);        \
     }
 /* the backward's fused epilogues (ep 2: blke, ep 3: blkd), whole groups of 64 columns only */
-typedef void (*blke_fn)(int64_t, const float *, int64_t, const float *, int64_t, float *, int64_t,
-                        float, const float *, const float *, int64_t);
 #define INSTE(R)                                                                              \
     static void blke_##R(int64_t K, const float *A, int64_t ars, const float *B, int64_t ldb,   \
                          float *C, int64_t ldc, float sc, const float *ev, const float *P,      \
@@ -175,8 +173,8 @@ INSTE(3)
 INSTE(4)
 INSTE(5)
 INSTE(6)
-static const blke_fn blke_table[6] = {blke_1, blke_2, blke_3, blke_4, blke_5, blke_6};
-static const blke_fn blkd_table[6] = {blkd_1, blkd_2, blkd_3, blkd_4, blkd_5, blkd_6};
+static const attn__flash_blke_fn blke_table[6] = {blke_1, blke_2, blke_3, blke_4, blke_5, blke_6};
+static const attn__flash_blke_fn blkd_table[6] = {blkd_1, blkd_2, blkd_3, blkd_4, blkd_5, blkd_6};
 #define INST_R(R) INST(R, 1) INST(R, 2) INST(R, 3) INST(R, 4)
 #define INST_R2(R) INST(R, 1) INST(R, 2) INST(R, 3)
 #define INST_R3(R) INST(R, 1) INST(R, 2)
@@ -289,7 +287,7 @@ static void mmep(int ep, int64_t m, int64_t n, int64_t K, const float *A, int64_
         for (int64_t bi = 0; bi < nb; bi++) {
             int mr = (int)((m - i0) / (nb - bi));
             mr += (m - i0) % (nb - bi) != 0;
-            const blke_fn fn = ep == 2 ? blke_table[mr - 1] : blkd_table[mr - 1];
+            const attn__flash_blke_fn fn = ep == 2 ? blke_table[mr - 1] : blkd_table[mr - 1];
             fn(K, A + i0 * ars, ars, B + j0, ldb, C + i0 * ldc + j0, ldc, scale, ev + i0,
                P ? P + i0 * ldp + j0 : NULL, ldp);
             i0 += mr;
