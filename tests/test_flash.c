@@ -258,8 +258,8 @@ static void rowdots(void) {
 /* The backward's fused epilogues of every ISA that has them (mmexp, mmds) against mm and the
  * same set's separate passes (smax and expsum; ds), bit for bit: row counts across the block
  * heights, widths of 16 to 112 columns (AVX-512's whole groups of 64 and the rest), strided
- * rows, rows whose lse is -inf, large scores whose weights flush to 0, and nothing written past
- * the n columns (a canary). */
+ * rows, rows whose lse is -inf, large scores whose weights flush to 0, a NaN score that must
+ * reach the output, and nothing written past the n columns (a canary, half the cases). */
 static void fused_epilogues(void) {
     const char *what = "test_flash: fused backward epilogues";
     const attn__flash_kernels *ks[4];
@@ -281,6 +281,7 @@ static void fused_epilogues(void) {
         tu_fill(ev, (size_t)m, 1700 + (uint64_t)t, -3, 3);
         if (t % 4 == 1) ev[m / 2] = -INFINITY;
         if (t % 4 == 2) ev[0] = 400.0f; /* weights below 2^-126: 0 */
+        if (t % 4 == 3) A[0] = NAN;     /* a NaN score: row 0 must stay NaN, not become 0 */
         const float scale = 0.37f;
         for (int k = 0; k < 4; k++) {
             if (!ks[k] || !ks[k]->mmexp) continue;
@@ -299,6 +300,10 @@ static void fused_epilogues(void) {
                 TU_CHECK(memcmp(got, want, 4 * nc) == 0,
                          "%s (isa %d): m %lld n %lld K %lld", e ? "mmds" : "mmexp", ks[k]->isa,
                          (long long)m, (long long)n, (long long)K);
+                if (t % 4 == 3)
+                    for (int64_t j = 0; j < n; j++)
+                        TU_CHECK(isnan(got[j]), "%s (isa %d): NaN score lost at column %lld",
+                                 e ? "mmds" : "mmexp", ks[k]->isa, (long long)j);
                 nt++;
             }
         }
