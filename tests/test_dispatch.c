@@ -267,8 +267,8 @@ static void isa_env(void) {
 
 /* made-up CPUs: what each combination of features gets */
 static void made_up_cpus(void) {
-    const unsigned avx2 = ATTN__CPU_AVX2, x512 = avx2 | ATTN__CPU_AVX512F,
-                   wide = x512 | ATTN__CPU_AVX512BW | ATTN__CPU_AVX512DQ | ATTN__CPU_AVX512VL,
+    const unsigned avx2 = ATTN__CPU_AVX2, x512 = avx2 | ATTN__CPU_AVX512F | ATTN__CPU_AVX512DQ,
+                   wide = x512 | ATTN__CPU_AVX512BW | ATTN__CPU_AVX512VL,
                    bf = wide | ATTN__CPU_AVX512_BF16, fp = wide | ATTN__CPU_AVX512_FP16;
     int b2 = attn__gemm_kernel_avx2() != NULL, b512 = attn__gemm_kernel_avx512() != NULL;
     /* ISA levels: AVX-512F alone (no AVX2 + FMA) runs nothing above plain C */
@@ -277,6 +277,10 @@ static void made_up_cpus(void) {
     TU_CHECK(attn__isa_best(avx2, -1) == (b2 ? ATTN__ISA_AVX2 : ATTN__ISA_REF), "AVX2 CPU");
     TU_CHECK(attn__isa_best(x512, -1) == (b512 ? ATTN__ISA_AVX512 : b2 ? ATTN__ISA_AVX2 : 0),
              "AVX-512 CPU");
+    /* AVX-512F without DQ (Xeon Phi): the AVX-512 set's exponentials need VREDUCEPS */
+    TU_CHECK(attn__isa_best(avx2 | ATTN__CPU_AVX512F, -1) ==
+                 (b2 ? ATTN__ISA_AVX2 : ATTN__ISA_REF),
+             "AVX-512F without AVX512DQ: not the AVX2 set");
     /* a forced set the CPU lacks: the best one below it */
     TU_CHECK(attn__isa_best(avx2, ATTN__ISA_AVX512) == (b2 ? ATTN__ISA_AVX2 : ATTN__ISA_REF),
              "ATTN_ISA=avx512 on an AVX2 CPU");

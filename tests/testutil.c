@@ -210,7 +210,8 @@ int tu_isa_ok(unsigned need, const char *what) {
 }
 
 int tu_set_ok(int isa, const char *what) {
-    const unsigned need = isa == ATTN__ISA_AVX512 ? ATTN__CPU_AVX2 | ATTN__CPU_AVX512F
+    const unsigned need = isa == ATTN__ISA_AVX512
+                              ? ATTN__CPU_AVX2 | ATTN__CPU_AVX512F | ATTN__CPU_AVX512DQ
                           : isa == ATTN__ISA_AVX2 ? ATTN__CPU_AVX2
                           : isa == ATTN__ISA_NEON ? ATTN__CPU_NEON
                                                   : 0u;

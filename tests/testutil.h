@@ -41,7 +41,7 @@ attn_ctx *tu_ctx(int threads);
  *                          ATTN_ISA=ref: all of them), so that ATTN_ISA=avx2 tests as on an
  *                          AVX2 CPU;
  *   tu_set_ok(isa, what)   the same for a whole kernel set (dispatch.h ATTN__ISA_*: ref always,
- *                          avx2 needs AVX2 (with FMA, F16C), avx512 AVX2 and AVX512F), also 0
+ *                          avx2 needs AVX2 (with FMA, F16C), avx512 AVX2, AVX512F and DQ), also 0
  *                          for a set the build left out; the set's name is added to what;
  *   tu_each_set(isa, what) the loops over the sets: tu_set_ok, and under ATTN_TEST_QUICK (an
  *                          emulator) not the plain C set where a SIMD set runs (the emulated

@@ -43,7 +43,8 @@ int attn__isa_runs(int isa, unsigned cpu) {
     switch (isa) {
     case ATTN__ISA_REF: return 1;
     case ATTN__ISA_AVX2: return (cpu & ATTN__CPU_AVX2) != 0;
-    case ATTN__ISA_AVX512: return (cpu & ATTN__CPU_AVX2) && (cpu & ATTN__CPU_AVX512F);
+    case ATTN__ISA_AVX512:
+        return (cpu & ATTN__CPU_AVX2) && (cpu & ATTN__CPU_AVX512F) && (cpu & ATTN__CPU_AVX512DQ);
     case ATTN__ISA_NEON: return (cpu & ATTN__CPU_NEON) != 0;
     default: return 0;
     }

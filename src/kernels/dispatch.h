@@ -30,7 +30,7 @@
 enum {
     ATTN__ISA_REF = 0,    /* plain C */
     ATTN__ISA_AVX2 = 1,   /* AVX2 + FMA (x86_avx2/) */
-    ATTN__ISA_AVX512 = 2, /* AVX-512F, with AVX2 + FMA (x86_avx512/) */
+    ATTN__ISA_AVX512 = 2, /* AVX-512F and DQ, with AVX2 + FMA (x86_avx512/) */
     ATTN__ISA_NEON = 3,   /* AArch64 Advanced SIMD (arm_neon/; SDOT kernels in arm_dotprod/) */
     ATTN__ISA_COUNT = 4,
     ATTN__ISA_DEFAULT = -1 /* attn__isa_set: the set the context was created with */
@@ -39,7 +39,8 @@ enum {
 /* "ref", "avx2", "avx512", "neon" (or "?"). */
 ATTN__HIDDEN const char *attn__isa_name(int isa);
 /* 1 when the set is compiled in and a CPU with the features cpu (ATTN__CPU_* bits) can run
- * it: AVX2 needs ATTN__CPU_AVX2, AVX-512 needs ATTN__CPU_AVX2 and ATTN__CPU_AVX512F, NEON
+ * it: AVX2 needs ATTN__CPU_AVX2, AVX-512 needs ATTN__CPU_AVX2, ATTN__CPU_AVX512F and
+ * ATTN__CPU_AVX512DQ (every AVX-512 CPU but the Xeon Phi: they take AVX2), NEON
  * needs ATTN__CPU_NEON (and an AArch64 build). */
 ATTN__HIDDEN int attn__isa_runs(int isa, unsigned cpu);
 /* attn__isa_runs on this machine. */

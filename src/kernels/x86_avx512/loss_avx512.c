@@ -1,5 +1,5 @@
 /* Cross-entropy row on AVX-512 (contract and bounds in ../kernels.h, attn__ce_row_fn): the
- * maximum in float, exp(x - max) by attn__exp2_16 (relative error < 1.3e-7 plus the rounding of
+ * maximum in float, exp(x - max) by attn__exp2_16 (relative error < 1e-7 plus the rounding of
  * its argument), the sums of the exponentials and of the logits in double (16 lanes, folded in a
  * fixed order), log once per row in double.  The gradient (p_c - eps / C) inv in float, the
  * target's value in double.  Rows are independent: the same bits for every thread count. */
