@@ -100,7 +100,7 @@ def cpu_info(attn, env):
     return info
 
 
-def sdpa_rows(a, env, kind):
+def sdpa_rows(a, env):
     rows = []
     base = [sys.executable, os.path.join(HERE, "attn_vs_torch.py"), a.attn, "--len",
             str(a.len), "--threads", str(a.threads), "--repeat", "3", "--rounds", str(a.rounds)]
@@ -122,7 +122,7 @@ def sdpa_rows(a, env, kind):
     return rows
 
 
-def step_rows(a, env, kind, auto):
+def step_rows(a, env, auto):
     rows = []
     dt = "bf16" if auto == "bf16" else "f32"
     log(f"  encoder step ({dt}) ...")
@@ -244,19 +244,20 @@ def main():
     base_env = dict(os.environ)
     native = cpu_info(a.attn, base_env)
     sets = [s for s in a.sets.split(",") if s]
-    if native.get("best") == "avx2" and "avx2" in sets:  # an AVX2-only CPU: one set
-        sets = ["native"]
+    if native.get("best") != "avx512" and "avx2" in sets:
+        sets = ["native"]  # an AVX2-only CPU (or one without AVX2): its one set
     res = {"cpu": native, "threads": a.threads, "rounds": a.rounds, "sets": {}}
     for s in sets:
         env = dict(base_env, **AVX2_CAPS) if s == "avx2" else dict(base_env)
         info = cpu_info(a.attn, env) if s == "avx2" else native
-        kind = "avx2" if info.get("set") == "avx2" else "avx512"
+        # the goals of the rows: none for a CPU without AVX2 (plain C kernels)
+        kind = info.get("set") if info.get("set") in ("avx2", "avx512") else None
         log(f"set {s}: attn's {info.get('set')} kernels, auto = {info.get('auto')}")
         rows = []
         if "sdpa" in only:
-            rows += sdpa_rows(a, env, kind)
+            rows += sdpa_rows(a, env)
         if "step" in only:
-            rows += step_rows(a, env, kind, info.get("auto"))
+            rows += step_rows(a, env, info.get("auto"))
         if "vit" in only:
             rows += vit_rows(a, env)
         if "llm" in only:
