@@ -18,6 +18,9 @@ a training step's forward and backward on both sides (parameter gradients includ
 --rounds R (not gpt-step): R rounds, each running attn then PyTorch (PyTorch's model built
 once); prints every round and then the medians over rounds of both times and of the ratio:
 on a machine whose speed drifts, one pair of medians can land on different sides of a drift.
+Each round's attn run measures the FMA peak in its own process first; the median ratio of the
+rounds whose probe came within 10% of the best probe (the machine at full speed) follows,
+and the median share of the peak over the rounds.
 
 gpt-step: attn writes its initial weights and its batch (--save-init); the PyTorch twin (the
 same GPT built from nn.TransformerEncoderLayer, norm_first, GELU, causal, LM head tied to the
@@ -295,17 +298,29 @@ def main():
         first = cfg["results"][0]
         ms = first["median_ms"]
         if nrounds > 0:
-            attn_ms = []
-            turns = [lambda: attn_ms.append(attn_run(attn, args)["results"][0]["median_ms"])
-                     for _ in range(nrounds)]
+            runs = []  # each round's attn bench record (its time, and its own FMA probe)
+            turns = [lambda: runs.append(attn_run(attn, args)) for _ in range(nrounds)]
             torch_list = torch_ms(cfg, opt(args, "--repeat", 5), turns)
+            attn_ms = [r["results"][0]["median_ms"] for r in runs]
+            probes = [r["fma_peak_gflops"] for r in runs]
             for r, (a, t) in enumerate(zip(attn_ms, torch_list)):
-                print(f"  round {r + 1}: attn {a:.2f} ms, torch {t:.2f} ms, {t / a:.2f}x",
-                      flush=True)
+                print(f"  round {r + 1}: attn {a:.2f} ms, torch {t:.2f} ms, {t / a:.2f}x "
+                      f"(FMA probe {probes[r]:.0f} GFLOP/s)", flush=True)
             ms, tm = statistics.median(attn_ms), statistics.median(torch_list)
-            ratio = statistics.median([t / a for a, t in zip(attn_ms, torch_list)])
+            ratios = [t / a for a, t in zip(attn_ms, torch_list)]
+            ratio = statistics.median(ratios)
             print(f"  medians over {nrounds} rounds: attn {ms:.2f} ms, torch {tm:.2f} ms; "
                   f"median ratio {ratio:.2f}x", flush=True)
+            if cfg["op"] != "decode":
+                print("  median share of the FMA peak over rounds: "
+                      f"{statistics.median(r['results'][0]['pct_peak'] for r in runs):.0f}% "
+                      "(each run against the probe of its own process)", flush=True)
+            # A shared machine's speed drifts for minutes at a time (other guests on the same
+            # cores): the rounds whose FMA probe came within 10% of the best one ran on a
+            # machine at full speed
+            quiet = [q for q, p in zip(ratios, probes) if p >= 0.9 * max(probes)]
+            print(f"  rounds at full speed (FMA probe within 10% of its best): {len(quiet)} of "
+                  f"{nrounds}, median ratio {statistics.median(quiet):.2f}x", flush=True)
         else:
             tm = torch_ms(cfg, opt(args, "--repeat", 5))
         if cfg["op"] == "decode":
