@@ -1242,9 +1242,9 @@ static void onepass_task(void *arg, int64_t begin, int64_t end, int tid) {
     const attn__sdpa_args *a = f->a;
     const attn__sdpa_grads *g = f->g;
     float *ws = f->scratch + (int64_t)tid * f->per_thread;
-    float *dQ = g->dq ? ws + BLK_FLOATS + BN * f->Dp + BN * f->Dvp : NULL;
-    int64_t dqn = f->group * f->nqt * BM * f->Dp;
     int qd = dq_direct(f);
+    float *dQ = g->dq && !qd ? ws + BLK_FLOATS + BN * f->Dp + BN * f->Dvp : NULL;
+    int64_t dqn = f->group * f->nqt * BM * f->Dp;
     for (int64_t t = begin; t < end; t++) {
         int64_t b = t / a->Hkv, hk = t % a->Hkv;
         if (qd) { /* the group's heads of dq, accumulated in place */
@@ -1288,13 +1288,18 @@ attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn_
     ATTN_TRYG(attn__ws_f32(ctx, &f.delta, a->B * a->H, a->L, 1, 1));
     attn__parallel_for(ctx, nkv, pack_kv_task, &f);
     {
-        /* one pass over (b, kv head) when that alone keeps every thread busy */
-        int64_t nbk = a->B * a->Hkv;
-        int onepass = g->dq && nbk >= 4 * (int64_t)attn__parallel_width(ctx, nbk);
+        /* one pass over (b, kv head) when that alone keeps every thread busy, and always on
+         * one thread (the two passes form P and dS twice: at B = 1, H = 1, L = S = 4096, one
+         * thread, 37-41% of the FMA peak against 74% for H = 12 in one pass) */
+        int64_t nbk = a->B * a->Hkv, most = nkv > nq ? nkv : nq;
+        int threads = attn__parallel_width(ctx, nbk > most ? nbk : most);
+        int onepass = g->dq && (threads == 1 || nbk >= 4 * (int64_t)threads);
         int64_t n1 = onepass ? nbk : nkv;
         int width = attn__parallel_width(ctx, n1 > nq ? n1 : nq);
+        /* dQ of the group's heads in scratch unless accumulated in place (dq_direct) */
         f.per_thread = BLK_FLOATS + BN * f.Dp + BN * f.Dvp +
-                       (onepass ? f.group * f.nqt * BM * f.Dp : BM * f.Dp);
+                       (onepass ? (dq_direct(&f) ? 0 : f.group * f.nqt * BM * f.Dp)
+                                : BM * f.Dp);
         ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, width, f.per_thread, 1, 1));
         attn__parallel_for(ctx, nq, pack_q_task, &f);
         if (onepass) {
