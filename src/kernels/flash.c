@@ -1288,12 +1288,13 @@ attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn_
     ATTN_TRYG(attn__ws_f32(ctx, &f.delta, a->B * a->H, a->L, 1, 1));
     attn__parallel_for(ctx, nkv, pack_kv_task, &f);
     {
-        /* one pass over (b, kv head) when that alone keeps every thread busy, and always on
-         * one thread (the two passes form P and dS twice: at B = 1, H = 1, L = S = 4096, one
-         * thread, 37-41% of the FMA peak against 74% for H = 12 in one pass) */
+        /* one pass over (b, kv head), or two passes that split finer but form P and dS
+         * twice (7 products for 5): one pass when its rounds of whole heads cost no more,
+         * ceil(nbk / threads) * 5 <= nbk / threads * 7 (so always on one thread: at B = 1,
+         * H = 1, L = S = 4096, one thread, the two passes ran at 37-41% of the FMA peak) */
         int64_t nbk = a->B * a->Hkv, most = nkv > nq ? nkv : nq;
-        int threads = attn__parallel_width(ctx, nbk > most ? nbk : most);
-        int onepass = g->dq && (threads == 1 || nbk >= 4 * (int64_t)threads);
+        int64_t threads = attn__parallel_width(ctx, nbk > most ? nbk : most);
+        int onepass = g->dq && 5 * ((nbk + threads - 1) / threads) * threads <= 7 * nbk;
         int64_t n1 = onepass ? nbk : nkv;
         int width = attn__parallel_width(ctx, n1 > nq ? n1 : nq);
         /* dQ of the group's heads in scratch unless accumulated in place (dq_direct) */
