@@ -1289,18 +1289,20 @@ attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn_
     attn__parallel_for(ctx, nkv, pack_kv_task, &f);
     {
         /* one pass over (b, kv head), or two passes that split finer but form P and dS
-         * twice (7 products for 5): one pass when its rounds of whole heads cost no more,
-         * ceil(nbk / threads) * 5 <= nbk / threads * 7 (so always on one thread: at B = 1,
-         * H = 1, L = S = 4096, one thread, the two passes ran at 37-41% of the FMA peak) */
+         * twice (7 products for 5).  With dQ accumulated in place (dq_direct), one pass when
+         * its rounds of whole heads cost no more, ceil(nbk / threads) * 5 <= nbk / threads * 7
+         * (so always on one thread: at B = 1, H = 1, L = S = 4096, one thread, the two passes
+         * ran at 37-41% of the FMA peak); else, since one pass then holds each thread's dQ of
+         * a whole group of heads in scratch, only when nbk alone keeps every thread busy */
         int64_t nbk = a->B * a->Hkv, most = nkv > nq ? nkv : nq;
         int64_t threads = attn__parallel_width(ctx, nbk > most ? nbk : most);
-        int onepass = g->dq && 5 * ((nbk + threads - 1) / threads) * threads <= 7 * nbk;
+        int qd = dq_direct(&f);
+        int onepass = g->dq && (qd ? 5 * ((nbk + threads - 1) / threads) * threads <= 7 * nbk
+                                   : nbk >= 4 * (int64_t)attn__parallel_width(ctx, nbk));
         int64_t n1 = onepass ? nbk : nkv;
         int width = attn__parallel_width(ctx, n1 > nq ? n1 : nq);
-        /* dQ of the group's heads in scratch unless accumulated in place (dq_direct) */
         f.per_thread = BLK_FLOATS + BN * f.Dp + BN * f.Dvp +
-                       (onepass ? (dq_direct(&f) ? 0 : f.group * f.nqt * BM * f.Dp)
-                                : BM * f.Dp);
+                       (onepass ? (qd ? 0 : f.group * f.nqt * BM * f.Dp) : BM * f.Dp);
         ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, width, f.per_thread, 1, 1));
         attn__parallel_for(ctx, nq, pack_q_task, &f);
         if (onepass) {
