@@ -2,7 +2,7 @@
 """Every speed target of the x86 issue (#33) on the CPU at hand, in one command.
 
     x86_targets.py ATTN [--sets native,avx2] [--threads 2] [--rounds 3] [--len 4096]
-                   [--only sdpa,step,vit,llm,minilm] [--smollm2 FILE.gguf]
+                   [--only gemm,sdpa,step,vit,llm,minilm] [--smollm2 FILE.gguf]
                    [--llama-bench-native PATH] [--llama-bench-avx2 PATH] [--minilm DIR]
                    [--fashion-mnist DIR] [--vit-limit 12800] [--json]
 
@@ -33,6 +33,12 @@ Rows, each with its target from the issue (the native rows of an AVX-512 CPU tak
   llm     SmolLM2-135M Q4_1 against llama.cpp (llm_vs_llamacpp.py): prompt 512, generation.
   minilm  all-MiniLM-L6-v2, 512 sentences: attn's SentenceEncoder against
           sentence-transformers (python -m attn.bench --only embed).
+  gemm    no goal: what the host lets a float product reach, beside the shares of the peak
+          above.  The 1024 x 768 x 3072 linear product of `attn info --cpu` (attn's float
+          kernels, and the FMA probe, in one process) and the same product in PyTorch
+          (torch.nn.functional.linear, MKL or oneDNN, the same threads and caps) in turn, each
+          as a share of that round's probe: where PyTorch's own product reaches only 60% of the
+          probe, 80% of it is out of anyone's reach on that host.
 A row whose inputs are missing says what to install or give, and is left out; nothing is
 fetched.  On a machine whose speed drifts (a shared VM), only ratios taken in one command mean
 much, and more rounds help: docs/kernels.md gives every figure measured so far, with its CPU.
@@ -228,11 +234,46 @@ def minilm_rows(a, env):
                   f"{r['sentence_transformers']['sentences_per_s']:.0f} sentences/s")]
 
 
+TORCH_LINEAR = """
+import statistics, sys, time, torch
+torch.set_num_threads(int(sys.argv[1]))
+x, w = torch.rand(1024, 768) * 2 - 1, torch.rand(3072, 768) * 2 - 1
+ts = []
+for i in range(8):
+    t0 = time.perf_counter()
+    torch.nn.functional.linear(x, w)
+    ts.append(time.perf_counter() - t0)
+print(2.0 * 1024 * 768 * 3072 / statistics.median(ts[1:]) / 1e9)
+"""
+
+
+def gemm_rows(a, env):
+    """attn's float linear product and PyTorch's, each against the FMA probe of the round."""
+    attn_share, torch_share = [], []
+    for r in range(a.rounds):
+        log(f"  float GEMM, round {r + 1} ...")
+        out = run([a.attn, "bench", "--op", "cpu", "--json", "--threads", str(a.threads),
+                   "--repeat", "7"], env)
+        tout = run([sys.executable, "-c", TORCH_LINEAR, str(a.threads)], env)
+        if out is None:
+            return []
+        j = json.loads(out)
+        attn_share.append(100.0 * j["f32_gflops"] / j["fma_peak_gflops"])
+        if tout is not None:
+            torch_share.append(100.0 * float(tout.strip()) / j["fma_peak_gflops"])
+    rows = [("float GEMM % of peak, attn", statistics.median(attn_share), "%",
+             "1024 x 768 x 3072, median over rounds")]
+    if torch_share:
+        rows.append(("float GEMM % of peak, PyTorch", statistics.median(torch_share), "%",
+                     "the same product and probe: what the host allows"))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("attn")
     ap.add_argument("--sets", default="native,avx2")
-    ap.add_argument("--only", default="sdpa,step,vit,llm,minilm")
+    ap.add_argument("--only", default="gemm,sdpa,step,vit,llm,minilm")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--len", type=int, default=4096)
@@ -260,6 +301,8 @@ def main():
         kind = info.get("set") if info.get("set") in ("avx2", "avx512") else None
         log(f"set {s}: attn's {info.get('set')} kernels, auto = {info.get('auto')}")
         rows = []
+        if "gemm" in only:
+            rows += gemm_rows(a, env)
         if "sdpa" in only:
             rows += sdpa_rows(a, env)
         if "step" in only:
