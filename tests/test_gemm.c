@@ -384,7 +384,7 @@ static void test_pool(void) {
 }
 
 /* Row epilogues (attn__gemm_epi, attn__linear): run inside the GEMM on finished micro-panels
- * (one column block, rows split) or as a pass afterwards (wide N, few rows, K = 0); either way
+ * (the last column block, rows split) or as a pass afterwards (wide N, few rows, K = 0); either way
  * the bits of the plain product followed by the same row operation, for 1 and 3 threads. */
 typedef struct epi_arg {
     const float *b;

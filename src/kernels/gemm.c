@@ -291,8 +291,9 @@ static attn_status attn__gemm_run_all(attn_ctx *ctx, int transA, int transB, int
         int64_t cost_rows = (g.m_panels + w_rows - 1) / w_rows * g.nb_panels;
         int64_t cost_cols = (g.nb_panels + w_cols - 1) / w_cols * g.m_panels;
         int split_cols = cost_cols * 10 < cost_rows * 9;
-        /* the epilogue inside: when one block holds every column and rows are split */
-        if (epi && jc == 0 && g.nc == N && !split_cols) fused = 1;
+        /* the epilogue inside: in the last block of columns when rows are split (a row panel
+         * is then final once its last K chunk is done, the earlier blocks' columns too) */
+        if (epi && jc + g.nc == N && !split_cols) fused = 1;
         for (int64_t pc = 0; pc < K; pc += kr->kc) {
             g.pc = pc;
             g.kc = K - pc < kr->kc ? K - pc : kr->kc;

@@ -126,7 +126,7 @@ static void attn__pack_b_avx2(int contig, int64_t kc, const float *src, int64_t 
 }
 
 static const attn__gemm_kernel attn__avx2_table = {
-    ATTN__ISA_AVX2, MR, NR, 256, 1536, attn__gemm_ukr_avx2, attn__pack_a_avx2, attn__pack_b_avx2,
+    ATTN__ISA_AVX2, MR, NR, 256, 768, attn__gemm_ukr_avx2, attn__pack_a_avx2, attn__pack_b_avx2,
     NULL};
 
 const attn__gemm_kernel *attn__gemm_kernel_avx2(void) { return &attn__avx2_table; }

@@ -166,7 +166,7 @@ static void attn__pack_b_avx512(int contig, int64_t kc, const float *src, int64_
 }
 
 static const attn__gemm_kernel attn__avx512_table = {
-    ATTN__ISA_AVX512,      MR, NR, 384, 1024, attn__gemm_ukr_avx512, attn__pack_a_avx512,
+    ATTN__ISA_AVX512,      MR, NR, 384, 768,  attn__gemm_ukr_avx512, attn__pack_a_avx512,
     attn__pack_b_avx512,   attn__gemm_ukr_pf_avx512};
 
 const attn__gemm_kernel *attn__gemm_kernel_avx512(void) { return &attn__avx512_table; }
