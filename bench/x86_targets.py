@@ -29,7 +29,8 @@ Rows, each with its target from the issue (the native rows of an AVX-512 CPU tak
           `attn info --cpu` says auto picks) against PyTorch's f32 step, and with bf16 chosen
           the default against attn's own f32 (never slower).
   vit     `attn train vit` (the first --vit-limit images, 1 epoch) with its default precision
-          against --dtype f32, alternating, --rounds pairs.
+          against --dtype f32, alternating, --rounds pairs (when the default is f32, one
+          run that shows it: the ratio of two runs of the same products is noise).
   llm     SmolLM2-135M Q4_1 against llama.cpp (llm_vs_llamacpp.py): prompt 512, generation.
   minilm  all-MiniLM-L6-v2, 512 sentences: attn's SentenceEncoder against
           sentence-transformers (python -m attn.bench --only embed).
@@ -181,6 +182,10 @@ def vit_rows(a, env):
                 rates[which].append(j["train_images_per_s"])
                 if which == "default":
                     dtype = j["dtype"]
+                    if dtype == "f32":  # the default is --dtype f32: its ratio would be noise
+                        return [("train vit, default / --dtype f32", 1.0, "x",
+                                 f"auto = f32: the same products; {rates['default'][0]:.0f} "
+                                 "images/s")]
     ratio = statistics.median(d / f for d, f in zip(rates["default"], rates["f32"]))
     return [("train vit, default / --dtype f32", ratio, "x",
              f"default {statistics.median(rates['default']):.0f} images/s ({dtype}), f32 "
