@@ -246,16 +246,19 @@ static int row_has_keys(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t 
  * whose log-sum-exp is NaN or +inf, or -inf (the look of a fully masked row) although the row
  * has visible keys, had a score past the float range (the kernels differ in what they make
  * of it: NaN, or zeros); an output row that is not finite had its weighted sum of values
- * overflow.  One value of lse and of out per row: O(B H L), never a pass over L x S.  Off
- * with ATTN_CTX_NO_FINITE_CHECK, as rows_finite. */
-static attn_status sdpa_overflow(attn_ctx *ctx, const char *fn, const attn__sdpa_args *a) {
+ * overflow.  One value of lse and of out per row (of lse alone when out was checked whole,
+ * o_checked): O(B H L), never a pass over L x S.  Off with ATTN_CTX_NO_FINITE_CHECK, as
+ * rows_finite. */
+static attn_status sdpa_overflow(attn_ctx *ctx, const char *fn, const attn__sdpa_args *a,
+                                 int o_checked) {
     if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
     for (int64_t b = 0; b < a->B; b++)
         for (int64_t h = 0; h < a->H; h++)
             for (int64_t i = 0; i < a->L; i++) {
                 float l = a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]];
-                float o = a->o[b * a->os[0] + h * a->os[1] + i * a->os[2]];
                 if (isfinite(l) || (l == -INFINITY && !row_has_keys(a, b, h, i))) {
+                    if (o_checked) continue;
+                    float o = a->o[b * a->os[0] + h * a->os[1] + i * a->os[2]];
                     ATTN_FAIL_IF(!isfinite(o), ctx, ATTN_E_NONFINITE,
                                  "%s: out is %s at (b, h, i) = (%lld, %lld, %lld): the weighted "
                                  "sum of the values overflows float; scale the values",
@@ -326,7 +329,7 @@ attn_status attn__sdpa_call(attn_ctx *ctx, const char *fn, const attn_tensor *q,
     /* the fast kernels (attn__sdpa_path chooses); the reference stays the oracle */
     if (q->dtype == ATTN_BF16) ATTN_TRYG(attn__sdpa_bf16(ctx, &a, q->data, k->data, v->data));
     else ATTN_TRYG(attn__sdpa(ctx, &a));
-    st = sdpa_overflow(ctx, fn, &a);
+    st = sdpa_overflow(ctx, fn, &a, 0);
 done:
     attn__ws_release(ctx, mk);
     return st;
@@ -446,8 +449,9 @@ attn_status attn__sdpa_backward_call(attn_ctx *ctx, const char *fn, const attn_t
         memset(g.dmask, 0, (size_t)n * sizeof(float));
         dmask_strides(dmask, g.dms);
     }
-    if (a.o) { /* a saved forward: a row it lost to overflow has lse -inf but visible keys */
-        ATTN_TRYG(sdpa_overflow(ctx, fn, &a));
+    if (a.o) { /* a saved forward: a row it lost to overflow has lse -inf but visible keys
+                * (out and lse were checked finite above, lse but for -inf) */
+        ATTN_TRYG(sdpa_overflow(ctx, fn, &a, 1));
     } else if (!(ctx->flags & ATTN_CTX_NO_FINITE_CHECK) &&
                attn__sdpa_bwd_path(&a, &g) == ATTN__SDPA_FLASH) {
         /* The fused backward starts from the forward's out and lse, which it would recompute
@@ -462,7 +466,7 @@ attn_status attn__sdpa_backward_call(attn_ctx *ctx, const char *fn, const attn_t
         f.w = NULL;
         if (attn__sdpa_mixed_bwd_ok(ctx, &a, &g)) ATTN_TRYG(attn__sdpa_mixed(ctx, &f));
         else ATTN_TRYG(attn__flash_fwd(ctx, &f));
-        ATTN_TRYG(sdpa_overflow(ctx, fn, &f));
+        ATTN_TRYG(sdpa_overflow(ctx, fn, &f, 0));
         a.o = f.o, a.lse = f.lse;
         memcpy(a.os, f.os, sizeof a.os);
         memcpy(a.ls, f.ls, sizeof a.ls);
