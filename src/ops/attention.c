@@ -15,21 +15,26 @@ attn_sdpa_options attn_sdpa_defaults(void) {
     return o;
 }
 
-/* Scores that overflow float (review F7b).  The inputs are finite (checked), so a row of the
- * result can only be non-finite when a score, or the weighted sum of the values, overflowed.
- * This reads element 0 of each row of a contiguous [rows, width] result: O(rows), never a pass
- * over the scores.  ATTN_CTX_NO_FINITE_CHECK turns it off with the input check (NaN inputs
- * then give NaN results, as they always did). */
+/* Scores that overflow float (review F7b).  The inputs are finite (checked), so the result
+ * can only be non-finite when a score, or a sum of products, overflowed.  The whole
+ * contiguous [rows, width] result is scanned as attn__check_finite scans an input (in
+ * parallel, at memory bandwidth): reading element 0 of each row instead cost a cache miss a
+ * row, 2.3% of a two-thread backward at L = 4096, H = 12, and saw only the first column.
+ * ATTN_CTX_NO_FINITE_CHECK turns it off with the input check (NaN inputs then give NaN
+ * results, as they always did). */
 static attn_status rows_finite(attn_ctx *ctx, const char *fn, const char *what, const float *p,
                                int64_t rows, int64_t width) {
     if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
-    for (int64_t r = 0; r < rows; r++)
-        if (!isfinite(p[r * width]))
-            return attn__fail(ctx, ATTN_E_NONFINITE,
-                              "%s: %s row %lld is %s: the scores (or a sum of products) "
-                              "overflow float; scale the inputs",
-                              fn, what, (long long)r, isnan(p[r * width]) ? "NaN" : "infinite");
-    return ATTN_OK;
+    int64_t shape[2] = {rows, width};
+    attn_tensor t = attn_tensor_make((void *)(uintptr_t)p, ATTN_F32, 2, shape);
+    if (attn__check_finite(ctx, &t, what, 0) == ATTN_OK) return ATTN_OK;
+    int64_t i = 0, n = rows * width;
+    while (i < n && isfinite(p[i])) i++; /* the first one, for the message */
+    return attn__fail(ctx, ATTN_E_NONFINITE,
+                      "%s: %s row %lld is %s: the scores (or a sum of products) overflow float; "
+                      "scale the inputs",
+                      fn, what, (long long)(i / (width > 0 ? width : 1)),
+                      i < n && isnan(p[i]) ? "NaN" : "infinite");
 }
 
 attn_status attn_simple_self_attention(attn_ctx *ctx, const attn_tensor *X, attn_normalize norm,
