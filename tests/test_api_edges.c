@@ -647,6 +647,11 @@ static void test_overflow_more(attn_ctx *ctx) {
     EXPECT(ctx, attn_sdpa(ctx, &Q, &K, &V, NULL, NULL, &O, NULL, NULL), ATTN_E_NONFINITE,
            "the weighted sum of the values overflows float");
     tu_fill(v, SS * DD, 33, -1, 1);
+    /* in one column past the first only (a check of element 0 of each row missed it) */
+    for (int j = 0; j < SS; j++) v[j * DD + 3] = 3e38f;
+    EXPECT(ctx, attn_sdpa(ctx, &Q, &K, &V, NULL, NULL, &O, NULL, NULL), ATTN_E_NONFINITE,
+           "out is infinite at (b, h, i) = (0, 0, 0): the weighted sum of the values overflows");
+    tu_fill(v, SS * DD, 33, -1, 1);
     /* varlen: each sequence is checked */
     int32_t cu[3] = {0, 30, LL};
     attn_tensor CU = attn_tensor_make(cu, ATTN_I32, 1, (int64_t[]){3});

@@ -250,10 +250,11 @@ static int row_has_keys(const attn__sdpa_args *a, int64_t b, int64_t h, int64_t 
 /* Scores that overflow float (review F7b) after a forward that wrote a->o and a->lse: a row
  * whose log-sum-exp is NaN or +inf, or -inf (the look of a fully masked row) although the row
  * has visible keys, had a score past the float range (the kernels differ in what they make
- * of it: NaN, or zeros); an output row that is not finite had its weighted sum of values
- * overflow.  One value of lse and of out per row (of lse alone when out was checked whole,
- * o_checked): O(B H L), never a pass over L x S.  Off with ATTN_CTX_NO_FINITE_CHECK, as
- * rows_finite. */
+ * of it: NaN, or zeros); then, unless out was checked whole already (o_checked), an element
+ * of out that is not finite had its weighted sum of values overflow.  One value of lse per
+ * row, and out scanned as attn__check_finite scans an input (in parallel, at memory
+ * bandwidth; element 0 of each row read one by one cost a cache miss a row): never a pass
+ * over L x S.  Off with ATTN_CTX_NO_FINITE_CHECK, as rows_finite. */
 static attn_status sdpa_overflow(attn_ctx *ctx, const char *fn, const attn__sdpa_args *a,
                                  int o_checked) {
     if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
@@ -261,22 +262,31 @@ static attn_status sdpa_overflow(attn_ctx *ctx, const char *fn, const attn__sdpa
         for (int64_t h = 0; h < a->H; h++)
             for (int64_t i = 0; i < a->L; i++) {
                 float l = a->lse[b * a->ls[0] + h * a->ls[1] + i * a->ls[2]];
-                if (isfinite(l) || (l == -INFINITY && !row_has_keys(a, b, h, i))) {
-                    if (o_checked) continue;
-                    float o = a->o[b * a->os[0] + h * a->os[1] + i * a->os[2]];
-                    ATTN_FAIL_IF(!isfinite(o), ctx, ATTN_E_NONFINITE,
-                                 "%s: out is %s at (b, h, i) = (%lld, %lld, %lld): the weighted "
-                                 "sum of the values overflows float; scale the values",
-                                 fn, isnan(o) ? "NaN" : "infinite", (long long)b, (long long)h,
-                                 (long long)i);
-                    continue;
-                }
+                if (isfinite(l) || (l == -INFINITY && !row_has_keys(a, b, h, i))) continue;
                 return attn__fail(ctx, ATTN_E_NONFINITE,
                                   "%s: scores overflow float (row max is infinite, or too large "
                                   "for the exponential) at (b, h, i) = (%lld, %lld, %lld); scale "
                                   "the inputs",
                                   fn, (long long)b, (long long)h, (long long)i);
             }
+    if (o_checked) return ATTN_OK;
+    int64_t oshape[4] = {a->B, a->H, a->L, a->Dv};
+    attn_tensor o = attn_tensor_make((void *)(uintptr_t)a->o, ATTN_F32, 4, oshape);
+    memcpy(o.stride, a->os, sizeof a->os);
+    if (attn__check_finite(ctx, &o, "out", 0) == ATTN_OK) return ATTN_OK;
+    for (int64_t b = 0; b < a->B; b++) /* the first one, for the message */
+        for (int64_t h = 0; h < a->H; h++)
+            for (int64_t i = 0; i < a->L; i++)
+                for (int64_t e = 0; e < a->Dv; e++) {
+                    float x = a->o[b * a->os[0] + h * a->os[1] + i * a->os[2] + e * a->os[3]];
+                    if (!isfinite(x))
+                        return attn__fail(ctx, ATTN_E_NONFINITE,
+                                          "%s: out is %s at (b, h, i) = (%lld, %lld, %lld): the "
+                                          "weighted sum of the values overflows float; scale "
+                                          "the values",
+                                          fn, isnan(x) ? "NaN" : "infinite", (long long)b,
+                                          (long long)h, (long long)i);
+                }
     return ATTN_OK;
 }
 
