@@ -20,7 +20,9 @@
  * dK/dV of a key tile accumulate over (head of the group, query tile) in that order, dQ of a
  * query tile over key tiles in order; both schemes below (one pass per (b, kv head), or a dK/dV
  * pass over key tiles then a dQ pass over query tiles) make exactly the same microkernel calls
- * per output element, so the choice (by available parallelism) never changes a bit.
+ * per output element, so the choice (by available parallelism) never changes a bit.  The
+ * one-pass scheme takes the key tiles KT_RUN at a time against each query tile (dkdv_tiles):
+ * still the same calls per element, in the same order.
  *
  * Operands are packed once per call into the workspace, zero padded: K^T tiles [Dp][BN],
  * K tiles [BN][Dp], V tiles [BN][Dvp], V^T tiles [Dvp][BN], Q and dO tiles [BM][Dp|Dvp]
@@ -1171,36 +1173,60 @@ static void store_rows(const float *src, int64_t w, int64_t n, int64_t d, float 
             for (int64_t e = 0; e < d; e++) dst[r * rs + e * cs] = src[r * w + e];
 }
 
-/* dK, dV of key tile kt of (b, hk): heads of the group, then query tiles, in order; with dQ
- * (one-pass scheme) also accumulates dQ: head hh of the group's rows at dQ + hh * hsq, row
- * stride ldq. */
-static void dkdv_tile(const fl *f, float *ws, int64_t b, int64_t hk, int64_t kt, float *dQ,
-                      int64_t hsq, int64_t ldq) {
+/* dK, dV of the nt (1 or KT_RUN) key tiles from kt0 of (b, hk): heads of the group, then
+ * query tiles, in order, and each query tile against the tiles in turn; with dQ (one-pass
+ * scheme) also accumulates dQ: head hh of the group's rows at dQ + hh * hsq, row stride ldq.
+ * A tile's dK and dV see the query tiles in the same order whatever nt, and a row of dQ the
+ * key tiles in order: the bits of one tile at a time.  Tiles side by side share each query
+ * tile's Q, dO and dQ while they are in L1/L2 (one head's Q, dO and dQ at L = 4096, 3 MB,
+ * stream from L3 once per run of tiles instead of once per tile). */
+#define KT_RUN 2
+static void dkdv_tiles(const fl *f, float *ws, int64_t b, int64_t hk, int64_t kt0, int64_t nt,
+                       float *dQ, int64_t hsq, int64_t ldq) {
     const attn__sdpa_args *a = f->a;
     const attn__sdpa_grads *g = f->g;
-    float *blk = ws, *dK = blk + BLK_FLOATS, *dV = dK + BN * f->Dp;
-    int64_t j0 = kt * BN, kn = a->S - j0 < BN ? a->S - j0 : BN;
+    float *blk = ws, *dK[KT_RUN], *dV[KT_RUN];
+    int64_t kn[KT_RUN], ldd[KT_RUN][3];
     int kd = dk_direct(f), vd = dv_direct(f);
-    int64_t ldd[3] = {f->Dp, f->Dvp, ldq};
-    if (kd) dK = g->dk + b * g->dks[0] + hk * g->dks[1] + j0 * g->dks[2], ldd[0] = g->dks[2];
-    if (vd) dV = g->dv + b * g->dvs[0] + hk * g->dvs[1] + j0 * g->dvs[2], ldd[1] = g->dvs[2];
-    if (kd) zero_rows(dK, ldd[0], kn, a->D);
-    else memset(dK, 0, sizeof(float) * (size_t)(BN * f->Dp));
-    if (vd) zero_rows(dV, ldd[1], kn, a->Dv);
-    else memset(dV, 0, sizeof(float) * (size_t)(BN * f->Dvp));
-    for (int64_t hh = 0; hh < f->group; hh++)
-        for (int64_t qt = 0; qt < f->nqt; qt++) {
-            if (!live(f, qt, kt)) continue;
-            bwd_block(f, blk, b, hk * f->group + hh, qt, kt, g->dk ? dK : NULL,
-                      g->dv ? dV : NULL, dQ ? dQ + hh * hsq + qt * BM * ldq : NULL, ldd, NULL);
+    for (int64_t i = 0; i < nt; i++) {
+        int64_t j0 = (kt0 + i) * BN;
+        kn[i] = a->S - j0 < BN ? a->S - j0 : BN;
+        dK[i] = blk + BLK_FLOATS + i * (BN * f->Dp + BN * f->Dvp), dV[i] = dK[i] + BN * f->Dp;
+        ldd[i][0] = f->Dp, ldd[i][1] = f->Dvp, ldd[i][2] = ldq;
+        if (kd) {
+            dK[i] = g->dk + b * g->dks[0] + hk * g->dks[1] + j0 * g->dks[2];
+            ldd[i][0] = g->dks[2];
+            zero_rows(dK[i], ldd[i][0], kn[i], a->D);
+        } else {
+            memset(dK[i], 0, sizeof(float) * (size_t)(BN * f->Dp));
         }
-    if (g->dk && !kd)
-        store_rows(dK, f->Dp, kn, a->D, g->dk + b * g->dks[0] + hk * g->dks[1] + j0 * g->dks[2],
-                   g->dks[2], g->dks[3]);
-    if (g->dv && !vd)
-        store_rows(dV, f->Dvp, kn, a->Dv,
-                   g->dv + b * g->dvs[0] + hk * g->dvs[1] + j0 * g->dvs[2], g->dvs[2],
-                   g->dvs[3]);
+        if (vd) {
+            dV[i] = g->dv + b * g->dvs[0] + hk * g->dvs[1] + j0 * g->dvs[2];
+            ldd[i][1] = g->dvs[2];
+            zero_rows(dV[i], ldd[i][1], kn[i], a->Dv);
+        } else {
+            memset(dV[i], 0, sizeof(float) * (size_t)(BN * f->Dvp));
+        }
+    }
+    for (int64_t hh = 0; hh < f->group; hh++)
+        for (int64_t qt = 0; qt < f->nqt; qt++)
+            for (int64_t i = 0; i < nt; i++) {
+                if (!live(f, qt, kt0 + i)) continue;
+                bwd_block(f, blk, b, hk * f->group + hh, qt, kt0 + i, g->dk ? dK[i] : NULL,
+                          g->dv ? dV[i] : NULL, dQ ? dQ + hh * hsq + qt * BM * ldq : NULL,
+                          ldd[i], NULL);
+            }
+    for (int64_t i = 0; i < nt; i++) {
+        int64_t j0 = (kt0 + i) * BN;
+        if (g->dk && !kd)
+            store_rows(dK[i], f->Dp, kn[i], a->D,
+                       g->dk + b * g->dks[0] + hk * g->dks[1] + j0 * g->dks[2], g->dks[2],
+                       g->dks[3]);
+        if (g->dv && !vd)
+            store_rows(dV[i], f->Dvp, kn[i], a->Dv,
+                       g->dv + b * g->dvs[0] + hk * g->dvs[1] + j0 * g->dvs[2], g->dvs[2],
+                       g->dvs[3]);
+    }
 }
 
 /* Two-pass scheme, pass 1: task = (b, hk, kt). */
@@ -1209,7 +1235,7 @@ static void dkdv_task(void *arg, int64_t begin, int64_t end, int tid) {
     float *ws = f->scratch + (int64_t)tid * f->per_thread;
     for (int64_t t = begin; t < end; t++) {
         int64_t bk = t / f->nkt, kt = t % f->nkt;
-        dkdv_tile(f, ws, bk / f->a->Hkv, bk % f->a->Hkv, kt, NULL, 0, 0);
+        dkdv_tiles(f, ws, bk / f->a->Hkv, bk % f->a->Hkv, kt, 1, NULL, 0, 0);
     }
 }
 
@@ -1243,7 +1269,7 @@ static void onepass_task(void *arg, int64_t begin, int64_t end, int tid) {
     const attn__sdpa_grads *g = f->g;
     float *ws = f->scratch + (int64_t)tid * f->per_thread;
     int qd = dq_direct(f);
-    float *dQ = g->dq && !qd ? ws + BLK_FLOATS + BN * f->Dp + BN * f->Dvp : NULL;
+    float *dQ = g->dq && !qd ? ws + BLK_FLOATS + KT_RUN * (BN * f->Dp + BN * f->Dvp) : NULL;
     int64_t dqn = f->group * f->nqt * BM * f->Dp;
     for (int64_t t = begin; t < end; t++) {
         int64_t b = t / a->Hkv, hk = t % a->Hkv;
@@ -1251,13 +1277,15 @@ static void onepass_task(void *arg, int64_t begin, int64_t end, int tid) {
             float *dq = g->dq + b * g->dqs[0] + hk * f->group * g->dqs[1];
             for (int64_t hh = 0; hh < f->group; hh++)
                 zero_rows(dq + hh * g->dqs[1], g->dqs[2], a->L, a->D);
-            for (int64_t kt = 0; kt < f->nkt; kt++)
-                dkdv_tile(f, ws, b, hk, kt, dq, g->dqs[1], g->dqs[2]);
+            for (int64_t kt = 0; kt < f->nkt; kt += KT_RUN)
+                dkdv_tiles(f, ws, b, hk, kt, f->nkt - kt < KT_RUN ? f->nkt - kt : KT_RUN, dq,
+                           g->dqs[1], g->dqs[2]);
             continue;
         }
         if (dQ) memset(dQ, 0, sizeof(float) * (size_t)dqn);
-        for (int64_t kt = 0; kt < f->nkt; kt++)
-            dkdv_tile(f, ws, b, hk, kt, dQ, f->nqt * BM * f->Dp, f->Dp);
+        for (int64_t kt = 0; kt < f->nkt; kt += KT_RUN)
+            dkdv_tiles(f, ws, b, hk, kt, f->nkt - kt < KT_RUN ? f->nkt - kt : KT_RUN, dQ,
+                       f->nqt * BM * f->Dp, f->Dp);
         if (dQ)
             for (int64_t hh = 0; hh < f->group; hh++) {
                 int64_t h = hk * f->group + hh;
@@ -1301,7 +1329,7 @@ attn_status attn__flash_bwd(attn_ctx *ctx, const attn__sdpa_args *a, const attn_
                                    : nbk >= 4 * (int64_t)attn__parallel_width(ctx, nbk));
         int64_t n1 = onepass ? nbk : nkv;
         int width = attn__parallel_width(ctx, n1 > nq ? n1 : nq);
-        f.per_thread = BLK_FLOATS + BN * f.Dp + BN * f.Dvp +
+        f.per_thread = BLK_FLOATS + KT_RUN * (BN * f.Dp + BN * f.Dvp) +
                        (onepass ? (qd ? 0 : f.group * f.nqt * BM * f.Dp) : BM * f.Dp);
         ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, width, f.per_thread, 1, 1));
         attn__parallel_for(ctx, nq, pack_q_task, &f);
