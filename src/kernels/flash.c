@@ -1181,6 +1181,21 @@ static void store_rows(const float *src, int64_t w, int64_t n, int64_t d, float 
  * tile's Q, dO and dQ while they are in L1/L2 (one head's Q, dO and dQ at L = 4096, 3 MB,
  * stream from L3 once per run of tiles instead of once per tile). */
 #define KT_RUN 2
+/* The kn rows of a key tile's gradient (dK or dV: d values, padded to dp), zeroed: in the
+ * output itself (direct; row stride *ld) or in the scratch tile sc (row stride dp). */
+static float *grad_tile(int direct, float *out, const int64_t st[4], int64_t b, int64_t hk,
+                        int64_t j0, int64_t kn, int64_t d, int64_t dp, float *sc, int64_t *ld) {
+    if (!direct) {
+        *ld = dp;
+        memset(sc, 0, sizeof(float) * (size_t)(BN * dp));
+        return sc;
+    }
+    float *t = out + b * st[0] + hk * st[1] + j0 * st[2];
+    *ld = st[2];
+    zero_rows(t, *ld, kn, d);
+    return t;
+}
+
 static void dkdv_tiles(const fl *f, float *ws, int64_t b, int64_t hk, int64_t kt0, int64_t nt,
                        float *dQ, int64_t hsq, int64_t ldq) {
     const attn__sdpa_args *a = f->a;
@@ -1191,22 +1206,11 @@ static void dkdv_tiles(const fl *f, float *ws, int64_t b, int64_t hk, int64_t kt
     for (int64_t i = 0; i < nt; i++) {
         int64_t j0 = (kt0 + i) * BN;
         kn[i] = a->S - j0 < BN ? a->S - j0 : BN;
-        dK[i] = blk + BLK_FLOATS + i * (BN * f->Dp + BN * f->Dvp), dV[i] = dK[i] + BN * f->Dp;
-        ldd[i][0] = f->Dp, ldd[i][1] = f->Dvp, ldd[i][2] = ldq;
-        if (kd) {
-            dK[i] = g->dk + b * g->dks[0] + hk * g->dks[1] + j0 * g->dks[2];
-            ldd[i][0] = g->dks[2];
-            zero_rows(dK[i], ldd[i][0], kn[i], a->D);
-        } else {
-            memset(dK[i], 0, sizeof(float) * (size_t)(BN * f->Dp));
-        }
-        if (vd) {
-            dV[i] = g->dv + b * g->dvs[0] + hk * g->dvs[1] + j0 * g->dvs[2];
-            ldd[i][1] = g->dvs[2];
-            zero_rows(dV[i], ldd[i][1], kn[i], a->Dv);
-        } else {
-            memset(dV[i], 0, sizeof(float) * (size_t)(BN * f->Dvp));
-        }
+        float *sc = blk + BLK_FLOATS + i * (BN * f->Dp + BN * f->Dvp);
+        dK[i] = grad_tile(kd, g->dk, g->dks, b, hk, j0, kn[i], a->D, f->Dp, sc, &ldd[i][0]);
+        dV[i] = grad_tile(vd, g->dv, g->dvs, b, hk, j0, kn[i], a->Dv, f->Dvp, sc + BN * f->Dp,
+                          &ldd[i][1]);
+        ldd[i][2] = ldq;
     }
     for (int64_t hh = 0; hh < f->group; hh++)
         for (int64_t qt = 0; qt < f->nqt; qt++)
