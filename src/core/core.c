@@ -618,10 +618,8 @@ static void fin_task(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
-attn_status attn__check_finite(attn_ctx *ctx, const attn_tensor *t, const char *what,
-                               int allow_neg_inf) {
-    if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
-    if (!t || !t->data || t->dtype != ATTN_F32) return ATTN_OK;
+int64_t attn__find_nonfinite(attn_ctx *ctx, const attn_tensor *t, int allow_neg_inf) {
+    if (!t || !t->data || t->dtype != ATTN_F32) return -1;
     const float *p = t->data;
     int64_t bad = -1;
     if (attn_tensor_is_contiguous(t)) {
@@ -635,19 +633,29 @@ attn_status attn__check_finite(attn_ctx *ctx, const attn_tensor *t, const char *
                 bad = first_nonfinite(p, i0, n - i0 < FIN_PIECE ? n : i0 + FIN_PIECE,
                                       allow_neg_inf);
             }
-        } else {
-            bad = first_nonfinite(p, 0, n, allow_neg_inf);
+            return bad;
         }
-    } else {
-        ATTN__FOR_EACH(t, off, {
-            float x = p[off];
-            if (bad < 0 && !isfinite(x) && !(allow_neg_inf && x == -INFINITY)) bad = off;
-        });
+        return first_nonfinite(p, 0, n, allow_neg_inf);
     }
-    if (bad >= 0)
-        return attn__fail(ctx, ATTN_E_NONFINITE, "%s contains %s", what,
-                          isnan(p[bad]) ? "NaN" : "an infinity");
-    return ATTN_OK;
+    int64_t idx = 0; /* row-major index of the element at off */
+    ATTN__FOR_EACH(t, off, {
+        float x = p[off];
+        if (bad < 0 && !isfinite(x) && !(allow_neg_inf && x == -INFINITY)) bad = idx;
+        idx++;
+    });
+    return bad;
+}
+
+attn_status attn__check_finite(attn_ctx *ctx, const attn_tensor *t, const char *what,
+                               int allow_neg_inf) {
+    if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
+    int64_t bad = attn__find_nonfinite(ctx, t, allow_neg_inf);
+    if (bad < 0) return ATTN_OK;
+    int64_t idx[4] = {0, 0, 0, 0}, r = bad;
+    for (int d = t->ndim - 1; d >= 0; d--) idx[d] = r % t->shape[d], r /= t->shape[d];
+    const float x = ((const float *)t->data)[attn__off(t, idx)];
+    return attn__fail(ctx, ATTN_E_NONFINITE, "%s contains %s", what,
+                      isnan(x) ? "NaN" : "an infinity");
 }
 
 attn_status attn__contig(attn_ctx *ctx, const attn_tensor *t, const float **out) {

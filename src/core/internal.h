@@ -213,6 +213,11 @@ ATTN__HIDDEN attn_status attn__check(attn_ctx *ctx, const attn_tensor *t, const 
 /* Shape must equal the given list (n dims). */
 ATTN__HIDDEN attn_status attn__check_shape(attn_ctx *ctx, const attn_tensor *t,
                                            const char *what, int n, const int64_t *shape);
+/* The row-major index of the first NaN/+-Inf element of an F32 view (-inf allowed with
+ * allow_neg_inf), or -1; contiguous views are scanned in parallel (the same answer for any
+ * thread count).  Not subject to ATTN_CTX_NO_FINITE_CHECK. */
+ATTN__HIDDEN int64_t attn__find_nonfinite(attn_ctx *ctx, const attn_tensor *t,
+                                          int allow_neg_inf);
 /* NaN/+-Inf scan of an F32 view (allow_neg_inf for additive masks), unless disabled. */
 ATTN__HIDDEN attn_status attn__check_finite(attn_ctx *ctx, const attn_tensor *t,
                                             const char *what, int allow_neg_inf);

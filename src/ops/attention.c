@@ -27,14 +27,12 @@ static attn_status rows_finite(attn_ctx *ctx, const char *fn, const char *what, 
     if (ctx->flags & ATTN_CTX_NO_FINITE_CHECK) return ATTN_OK;
     int64_t shape[2] = {rows, width};
     attn_tensor t = attn_tensor_make((void *)(uintptr_t)p, ATTN_F32, 2, shape);
-    if (attn__check_finite(ctx, &t, what, 0) == ATTN_OK) return ATTN_OK;
-    int64_t i = 0, n = rows * width;
-    while (i < n && isfinite(p[i])) i++; /* the first one, for the message */
+    int64_t i = attn__find_nonfinite(ctx, &t, 0);
+    if (i < 0) return ATTN_OK;
     return attn__fail(ctx, ATTN_E_NONFINITE,
                       "%s: %s row %lld is %s: the scores (or a sum of products) overflow float; "
                       "scale the inputs",
-                      fn, what, (long long)(i / (width > 0 ? width : 1)),
-                      i < n && isnan(p[i]) ? "NaN" : "infinite");
+                      fn, what, (long long)(i / width), isnan(p[i]) ? "NaN" : "infinite");
 }
 
 attn_status attn_simple_self_attention(attn_ctx *ctx, const attn_tensor *X, attn_normalize norm,
@@ -273,21 +271,15 @@ static attn_status sdpa_overflow(attn_ctx *ctx, const char *fn, const attn__sdpa
     int64_t oshape[4] = {a->B, a->H, a->L, a->Dv};
     attn_tensor o = attn_tensor_make((void *)(uintptr_t)a->o, ATTN_F32, 4, oshape);
     memcpy(o.stride, a->os, sizeof a->os);
-    if (attn__check_finite(ctx, &o, "out", 0) == ATTN_OK) return ATTN_OK;
-    for (int64_t b = 0; b < a->B; b++) /* the first one, for the message */
-        for (int64_t h = 0; h < a->H; h++)
-            for (int64_t i = 0; i < a->L; i++)
-                for (int64_t e = 0; e < a->Dv; e++) {
-                    float x = a->o[b * a->os[0] + h * a->os[1] + i * a->os[2] + e * a->os[3]];
-                    if (!isfinite(x))
-                        return attn__fail(ctx, ATTN_E_NONFINITE,
-                                          "%s: out is %s at (b, h, i) = (%lld, %lld, %lld): the "
-                                          "weighted sum of the values overflows float; scale "
-                                          "the values",
-                                          fn, isnan(x) ? "NaN" : "infinite", (long long)b,
-                                          (long long)h, (long long)i);
-                }
-    return ATTN_OK;
+    int64_t bad = attn__find_nonfinite(ctx, &o, 0);
+    if (bad < 0) return ATTN_OK;
+    int64_t row = bad / a->Dv, i = row % a->L, h = row / a->L % a->H, b = row / a->L / a->H;
+    float x = a->o[b * a->os[0] + h * a->os[1] + i * a->os[2] + bad % a->Dv * a->os[3]];
+    return attn__fail(ctx, ATTN_E_NONFINITE,
+                      "%s: out is %s at (b, h, i) = (%lld, %lld, %lld): the weighted sum of the "
+                      "values overflows float; scale the values",
+                      fn, isnan(x) ? "NaN" : "infinite", (long long)b, (long long)h,
+                      (long long)i);
 }
 
 attn_status attn__sdpa_call(attn_ctx *ctx, const char *fn, const attn_tensor *q,
