@@ -751,6 +751,46 @@ static void test_residual_adds(void) {
     attn_ctx_free(c[0]), attn_ctx_free(c[1]);
 }
 
+
+/* The finite checks' scan (attn__nonfinite_fn): each set against plain C, and plain C against
+ * isfinite, for NaN (quiet, signalling, negative), +-inf and the largest finite floats at every
+ * position of lengths 0 .. 140 (whole vectors and every tail), from aligned and unaligned
+ * starts. */
+static void test_nonfinite(void) {
+    attn__nonfinite_fn fn[4] = {attn__nonfinite_c, NULL, NULL, NULL};
+    const char *name[4] = {"c", "avx512", "avx2", "neon"};
+    if (tu_set_ok(ATTN__ISA_AVX512, "test_ew: nonfinite")) fn[1] = attn__nonfinite_avx512();
+    if (tu_set_ok(ATTN__ISA_AVX2, "test_ew: nonfinite")) fn[2] = attn__nonfinite_avx2();
+    if (tu_set_ok(ATTN__ISA_NEON, "test_ew: nonfinite")) fn[3] = attn__nonfinite_neon();
+    const uint32_t special[] = {0x7fc00000u, 0x7f800001u, 0xffc00000u, 0x7f800000u,
+                                0xff800000u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u};
+    float buf[160];
+    int bad, checked = 0;
+    for (int f = 0; f < 4; f++) {
+        if (!fn[f]) continue;
+        bad = 0;
+        for (int off = 0; off < 3; off++)
+            for (int n = 0; n <= 140; n++) {
+                float *p = buf + off;
+                for (int i = 0; i < n; i++) p[i] = (float)(i % 7) - 3.0f;
+                buf[off + n] = NAN; /* past the end: never read */
+                if (off) buf[off - 1] = INFINITY; /* before the start: never read */
+                bad += fn[f](p, n) != 0;
+                for (int pos = 0; pos < n; pos++)
+                    for (size_t s = 0; s < sizeof special / sizeof *special; s++) {
+                        const float keep = p[pos];
+                        memcpy(p + pos, &special[s], sizeof(float));
+                        const int want = !isfinite(p[pos]);
+                        bad += (fn[f](p, n) != 0) != want;
+                        p[pos] = keep;
+                        checked++;
+                    }
+            }
+        TU_CHECK(bad == 0, "nonfinite %s: %d wrong answers", name[f], bad);
+    }
+    TU_CHECK(checked > 0, "nonfinite: nothing checked");
+}
+
 int main(void) {
     const attn__ew_kernel *fast =
         tu_set_ok(ATTN__ISA_AVX512, "test_ew: row kernels") ? attn__ew_kernel_avx512() : NULL;
@@ -774,5 +814,6 @@ int main(void) {
     test_threads();
     test_backward();
     test_residual_adds();
+    test_nonfinite();
     return tu_finish("test_ew");
 }

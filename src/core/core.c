@@ -578,16 +578,15 @@ attn_status attn__check_outputs(attn_ctx *ctx, const char *fn, const attn__arg *
 /* The first element of p[i0, i1) that is NaN or infinite (-inf allowed when allow_neg_inf),
  * or -1: blocks of 1024 scanned branch-free (all exponent bits set: an infinity or a NaN), only
  * a block that has one scanned again for the first that counts. */
-static int64_t first_nonfinite(const float *p, int64_t i0, int64_t i1, int allow_neg_inf) {
-    for (int64_t b0 = i0; b0 < i1; b0 += 1024) {
-        int64_t b1 = i1 - b0 < 1024 ? i1 : b0 + 1024;
-        uint32_t any = 0;
-        for (int64_t i = b0; i < b1; i++) {
-            uint32_t u;
-            memcpy(&u, p + i, sizeof u);
-            any |= (u & 0x7f800000u) == 0x7f800000u;
-        }
-        for (int64_t i = b0; any && i < b1; i++)
+/* The first non-finite element of p[i0, i1) (-inf allowed with allow_neg_inf), or -1: blocks
+ * of 4096 floats through the context's scan (any: 1 when a block holds a NaN or an infinity),
+ * the element found in the first such block (a -inf alone, where allowed, goes on). */
+static int64_t first_nonfinite(attn__nonfinite_fn any, const float *p, int64_t i0, int64_t i1,
+                               int allow_neg_inf) {
+    for (int64_t b0 = i0; b0 < i1; b0 += 4096) {
+        int64_t b1 = i1 - b0 < 4096 ? i1 : b0 + 4096;
+        if (!any(p + b0, b1 - b0)) continue;
+        for (int64_t i = b0; i < b1; i++)
             if (!isfinite(p[i]) && !(allow_neg_inf && p[i] == -INFINITY)) return i;
     }
     return -1;
@@ -598,6 +597,7 @@ static int64_t first_nonfinite(const float *p, int64_t i0, int64_t i1, int allow
  * count); the first piece is scanned again for the element. */
 #define FIN_PIECE 32768
 typedef struct fin_job {
+    attn__nonfinite_fn any;
     const float *p;
     int64_t n;
     int allow_neg_inf;
@@ -610,7 +610,7 @@ static void fin_task(void *arg, int64_t begin, int64_t end, int tid) {
     for (int64_t t = begin; t < end; t++) {
         if (t > atomic_load_explicit(&j->first, memory_order_relaxed)) return;
         int64_t i0 = t * FIN_PIECE, i1 = j->n - i0 < FIN_PIECE ? j->n : i0 + FIN_PIECE;
-        if (first_nonfinite(j->p, i0, i1, j->allow_neg_inf) < 0) continue;
+        if (first_nonfinite(j->any, j->p, i0, i1, j->allow_neg_inf) < 0) continue;
         int64_t cur = atomic_load(&j->first);
         while (t < cur && !atomic_compare_exchange_weak(&j->first, &cur, t)) {
         }
@@ -622,20 +622,21 @@ int64_t attn__find_nonfinite(attn_ctx *ctx, const attn_tensor *t, int allow_neg_
     if (!t || !t->data || t->dtype != ATTN_F32) return -1;
     const float *p = t->data;
     int64_t bad = -1;
+    attn__nonfinite_fn any = ctx->kern.nonfinite; /* set by attn__kernels_init */
     if (attn_tensor_is_contiguous(t)) {
         int64_t n = attn_tensor_numel(t), pieces = (n + FIN_PIECE - 1) / FIN_PIECE;
         if (pieces >= 4 && attn__parallel_width(ctx, pieces) > 1) {
-            fin_job j = {p, n, allow_neg_inf, INT64_MAX};
+            fin_job j = {any, p, n, allow_neg_inf, INT64_MAX};
             attn__parallel_for(ctx, pieces, fin_task, &j);
             int64_t first = atomic_load(&j.first);
             if (first != INT64_MAX) {
                 int64_t i0 = first * FIN_PIECE;
-                bad = first_nonfinite(p, i0, n - i0 < FIN_PIECE ? n : i0 + FIN_PIECE,
+                bad = first_nonfinite(any, p, i0, n - i0 < FIN_PIECE ? n : i0 + FIN_PIECE,
                                       allow_neg_inf);
             }
             return bad;
         }
-        return first_nonfinite(p, 0, n, allow_neg_inf);
+        return first_nonfinite(any, p, 0, n, allow_neg_inf);
     }
     int64_t idx = 0; /* row-major index of the element at off */
     ATTN__FOR_EACH(t, off, {

@@ -37,6 +37,9 @@ ATTN__HIDDEN void attn__philox(const uint32_t ctr[4], const uint32_t key[2], uin
  * gemm_bf16.h, gemm_f16.h); core only names them. */
 typedef void (*attn__dropout_row_fn)(uint64_t seed, uint64_t offset, uint64_t idx, int64_t n,
                                      float p, float scale, float *out); /* kernels.h */
+/* 1 when one of the n floats at p (any alignment) is a NaN or an infinity (its exponent bits
+ * all ones), else 0 (ew.h: attn__nonfinite_c and its SIMD versions; always set). */
+typedef int (*attn__nonfinite_fn)(const float *p, int64_t n);
 
 /* The ATTN_* overrides, read from the environment once, at attn_ctx_create. */
 typedef struct attn__kernel_env {
@@ -64,6 +67,7 @@ typedef struct attn__kernels {
     const struct attn__quant_kernels *quant16; /* int16 activations, or NULL: float then */
     const struct attn__gemm16 *gemm16; /* int16 GEMM of prompts (quant.h), or NULL: float */
     attn__dropout_row_fn dropout_row;                  /* dropout multipliers (kernels.h) */
+    attn__nonfinite_fn nonfinite; /* the scan of the finite checks (ew.h) */
     void (*ce_row)(const float *, int64_t, int64_t, double, double, float *, double *,
                    double *);                          /* cross-entropy row (kernels.h) */
     int has_bf16; /* gemm_bf16 and flash_bf16 are the AVX512_BF16 kernels */

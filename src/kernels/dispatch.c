@@ -161,6 +161,12 @@ void attn__kernels_select(attn__kernels *k, int isa, unsigned cpu, const attn__k
                                                                        : NULL;
     /* the same bits either way: the instruction set only changes the speed */
     k->dropout_row = x512 ? attn__dropout_row_simd : attn__dropout_row_c;
+    /* the finite checks' scan: a yes/no, the same answer in every version */
+    k->nonfinite = x512 ? attn__nonfinite_avx512()
+                   : x2 ? attn__nonfinite_avx2()
+                   : neon ? attn__nonfinite_neon()
+                          : NULL;
+    if (!k->nonfinite) k->nonfinite = attn__nonfinite_c;
     /* cross-entropy rows: float exponentials on AVX-512 and NEON, else the double reference */
     k->ce_row = x512 ? attn__ce_row_avx512() : neon ? attn__ce_row_neon() : NULL;
     if (!k->ce_row) k->ce_row = attn__cross_entropy_row_ref;

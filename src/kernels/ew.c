@@ -172,6 +172,16 @@ static const attn__ew_kernel attn__ew_ref = {add_ln_ref,        bias_gelu_ref,
 
 const attn__ew_kernel *attn__ew_kernel_ref(void) { return &attn__ew_ref; }
 
+int attn__nonfinite_c(const float *p, int64_t n) {
+    uint32_t any = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, p + i, sizeof u);
+        any |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return (int)any;
+}
+
 typedef struct ew_job {
     const attn__ew_kernel *k;
     const float *x; /* add_ln: the rows to copy into y first (NULL: in place) */

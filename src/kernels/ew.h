@@ -177,6 +177,15 @@ typedef struct attn__ew_kernel {
 } attn__ew_kernel;
 
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_ref(void);
+
+/* The scan behind every finite check (attn__nonfinite_fn, internal.h): 1 when some float of
+ * p[0, n) has all its exponent bits set (NaN, +-inf).  Plain C, and per set a version that
+ * takes the largest magnitude's bits as an unsigned maximum over whole vectors (NULL where the
+ * set is not compiled): at memory bandwidth where the C loop (SSE2 at best) was not. */
+ATTN__HIDDEN int attn__nonfinite_c(const float *p, int64_t n);
+ATTN__HIDDEN attn__nonfinite_fn attn__nonfinite_avx512(void);
+ATTN__HIDDEN attn__nonfinite_fn attn__nonfinite_avx2(void);
+ATTN__HIDDEN attn__nonfinite_fn attn__nonfinite_neon(void);
 /* NULL when not compiled with AVX-512, resp. AVX2 + FMA. */
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_avx512(void);
 ATTN__HIDDEN const attn__ew_kernel *attn__ew_kernel_avx2(void);

@@ -454,6 +454,23 @@ static const attn__ew_kernel attn__ew_neon = {add_ln_neon,    bias_gelu_neon,   
 
 const attn__ew_kernel *attn__ew_kernel_neon(void) { return &attn__ew_neon; }
 
+/* as the x86 versions: the magnitudes' bits, four running unsigned maxima, 16 floats a step */
+static int nonfinite_neon(const float *p, int64_t n) {
+    const uint32x4_t abs = vdupq_n_u32(0x7fffffffu);
+    uint32x4_t m0 = vdupq_n_u32(0), m1 = m0, m2 = m0, m3 = m0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = vmaxq_u32(m0, vandq_u32(vreinterpretq_u32_f32(vld1q_f32(p + i)), abs));
+        m1 = vmaxq_u32(m1, vandq_u32(vreinterpretq_u32_f32(vld1q_f32(p + i + 4)), abs));
+        m2 = vmaxq_u32(m2, vandq_u32(vreinterpretq_u32_f32(vld1q_f32(p + i + 8)), abs));
+        m3 = vmaxq_u32(m3, vandq_u32(vreinterpretq_u32_f32(vld1q_f32(p + i + 12)), abs));
+    }
+    m0 = vmaxq_u32(vmaxq_u32(m0, m1), vmaxq_u32(m2, m3));
+    return (vmaxvq_u32(m0) >= 0x7f800000u) | attn__nonfinite_c(p + i, n - i);
+}
+attn__nonfinite_fn attn__nonfinite_neon(void) { return nonfinite_neon; }
+
 #else
 const attn__ew_kernel *attn__ew_kernel_neon(void) { return 0; }
+attn__nonfinite_fn attn__nonfinite_neon(void) { return 0; }
 #endif

@@ -341,6 +341,28 @@ static const attn__ew_kernel attn__ew_avx512 = {add_ln_avx512,    bias_gelu_avx5
 
 const attn__ew_kernel *attn__ew_kernel_avx512(void) { return &attn__ew_avx512; }
 
+/* the magnitudes' bits (sign cleared) as unsigned integers: NaN and inf are the only ones at or
+ * above 0x7f800000; four running maxima, 64 floats a step */
+static int nonfinite_avx512(const float *p, int64_t n) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+    __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(p + i), abs));
+        m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512(p + i + 16), abs));
+        m2 = _mm512_max_epu32(m2, _mm512_and_si512(_mm512_loadu_si512(p + i + 32), abs));
+        m3 = _mm512_max_epu32(m3, _mm512_and_si512(_mm512_loadu_si512(p + i + 48), abs));
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 k = m16(n - i);
+        m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_maskz_loadu_epi32(k, p + i), abs));
+    }
+    m0 = _mm512_max_epu32(_mm512_max_epu32(m0, m1), _mm512_max_epu32(m2, m3));
+    return _mm512_cmpge_epu32_mask(m0, _mm512_set1_epi32(0x7f800000)) != 0;
+}
+attn__nonfinite_fn attn__nonfinite_avx512(void) { return nonfinite_avx512; }
+
 #else
 const attn__ew_kernel *attn__ew_kernel_avx512(void) { return 0; }
+attn__nonfinite_fn attn__nonfinite_avx512(void) { return 0; }
 #endif
