@@ -520,12 +520,15 @@ int main(void) {
         {2, 4, 1, 300, 200, 32, 48, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0.0f, 1, 0, 0},
         {1, 3, 3, 257, 257, 64, 64, ATTN_CAUSAL_TOP_LEFT, 0, 0.0f, 0, 0, 0},
         {2, 2, 2, 130, 190, 64, 64, ATTN_CAUSAL_TOP_LEFT, 4, 0.0f, 0, 0, 0},
+        /* wide heads (D + Dv > 256): key tiles in groups of 2 (Gemma 3's D = 256) */
+        {1, 2, 1, 300, 700, 256, 256, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0.0f, 0, 0, 0},
+        {1, 2, 2, 260, 600, 160, 112, ATTN_CAUSAL_NONE, 2, 0.1f, 1, 0, 0},
         /* uniform weights: the kept set must be the reference's exactly */
         {1, 2, 1, 33, 37, 16, 16, ATTN_CAUSAL_NONE, 0, 0.3f, 0, 1, 0},
         {2, 2, 2, 70, 130, 8, 8, ATTN_CAUSAL_NONE, 0, 0.5f, 0, 1, 0},
     };
     /* the ones ATTN_TEST_QUICK keeps */
-    static const unsigned char big_quick[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1};
+    static const unsigned char big_quick[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1};
     for (size_t i = 0; i < sizeof big / sizeof big[0] && !tu_failures; i++) {
         if (quick && !big_quick[i]) continue;
         tcase b = big[i];

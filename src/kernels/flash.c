@@ -939,7 +939,11 @@ static attn_status flash_fwd(attn_ctx *ctx, const attn__sdpa_args *a,
         f.pg_off = f.per_thread, f.per_thread += 48 * f.kg * BN / 2;
     }
     if (!(f.kb && !f.widen)) { /* fp32 products: key-tile groups (fwd_groups) */
-        f.kg32 = 8; /* 512 keys (L = S = 4096, 2 threads: 1-2% faster, causal 15%; 16: the same) */
+        /* 512 keys up to D + Dv = 256 (D = 64, L = S = 4096, 2 threads: 1-2% faster than one
+         * tile, causal 15%; 16: the same; D = 128: 4 the same); 128 keys beyond, where 512
+         * keys of K^T and V take 1 MB or more of the core's L2 (D = 256, L = 1024 .. 4096: 2-9%
+         * faster than 8 tiles, causal 6-10%; 4 tiles in between; docs/kernels.md) */
+        f.kg32 = f.Dp + f.Dvp > 256 ? 2 : 8;
         f.s32_off = f.per_thread, f.per_thread += SR * f.kg32 * BN;
     }
     ATTN_TRYG(attn__ws_f32(ctx, &f.scratch, width, f.per_thread, 1, 1));
