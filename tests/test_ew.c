@@ -751,7 +751,6 @@ static void test_residual_adds(void) {
     attn_ctx_free(c[0]), attn_ctx_free(c[1]);
 }
 
-
 /* The finite checks' scan (attn__nonfinite_fn): each set against plain C, and plain C against
  * isfinite, for NaN (quiet, signalling, negative), +-inf and the largest finite floats at every
  * position of lengths 0 .. 140 (whole vectors and every tail), from aligned and unaligned

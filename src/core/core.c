@@ -575,9 +575,6 @@ attn_status attn__check_outputs(attn_ctx *ctx, const char *fn, const attn__arg *
                     }                                                                         \
     } while (0)
 
-/* The first element of p[i0, i1) that is NaN or infinite (-inf allowed when allow_neg_inf),
- * or -1: blocks of 1024 scanned branch-free (all exponent bits set: an infinity or a NaN), only
- * a block that has one scanned again for the first that counts. */
 /* The first non-finite element of p[i0, i1) (-inf allowed with allow_neg_inf), or -1: blocks
  * of 4096 floats through the context's scan (any: 1 when a block holds a NaN or an infinity),
  * the element found in the first such block (a -inf alone, where allowed, goes on). */

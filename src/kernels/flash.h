@@ -5,12 +5,13 @@
  * both alignments, sliding window, ALiBi, soft cap, GQA/MQA, dropout on the attn_dropout_keep
  * stream, lse, zero rows for fully masked queries), but the L x S score matrix is never
  * materialised: queries are processed in tiles of ATTN__FLASH_BM rows against key tiles of
- * ATTN__FLASH_BN keys with an online softmax (fp32: one step per group of 8 key tiles, 2 for D + Dv > 256,
- * aligned from key 0, so a row's bits are its own whatever its tile; tiles outside the causal mask or
- * the window are skipped, and a tile on the causal diagonal is computed as a staircase of row
- * strips on the columns they see: the same bits as the full tile); only per-tile (per-group)
- * blocks live in the workspace.  Any strides are accepted (operands are packed, or read in place when their rows
- * are unit-stride and D, Dv are multiples of 16).
+ * ATTN__FLASH_BN keys with an online softmax (fp32: one step per group of 8 key tiles, 2 for
+ * D + Dv > 256, aligned from key 0, so a row's bits are its own whatever its tile; tiles
+ * outside the causal mask or the window are skipped, and a tile on the causal diagonal is
+ * computed as a staircase of row strips on the columns they see: the same bits as the full
+ * tile); only per-tile (per-group) blocks live in the workspace.  Any strides are accepted
+ * (operands are packed, or read in place when their rows are unit-stride and D, Dv are
+ * multiples of 16).
  *
  * Threads: the forward splits (batch, head, query tile), the heaviest causal tiles first; the
  * backward computes dK/dV per key tile (query tiles and heads visited in a fixed order) and dQ

@@ -405,19 +405,19 @@ static const attn__ew_kernel attn__ew_avx2 = {add_ln_avx2,      bias_gelu_avx2,
 
 const attn__ew_kernel *attn__ew_kernel_avx2(void) { return &attn__ew_avx2; }
 
-/* as the AVX-512 version: the magnitudes' bits, four running unsigned maxima, 32 floats a step */
+/* as the AVX-512 version: the magnitudes' bits, four running unsigned maxima, 32 floats a
+ * step (the tail in plain C) */
+static inline __m256i mag8(const float *p) {
+    return _mm256_and_si256(_mm256_loadu_si256((const void *)p), _mm256_set1_epi32(0x7fffffff));
+}
 static int nonfinite_avx2(const float *p, int64_t n) {
-    const __m256i abs = _mm256_set1_epi32(0x7fffffff);
     __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        m0 = _mm256_max_epu32(m0, _mm256_and_si256(_mm256_loadu_si256((const void *)(p + i)), abs));
-        m1 = _mm256_max_epu32(m1,
-                              _mm256_and_si256(_mm256_loadu_si256((const void *)(p + i + 8)), abs));
-        m2 = _mm256_max_epu32(m2,
-                              _mm256_and_si256(_mm256_loadu_si256((const void *)(p + i + 16)), abs));
-        m3 = _mm256_max_epu32(m3,
-                              _mm256_and_si256(_mm256_loadu_si256((const void *)(p + i + 24)), abs));
+        m0 = _mm256_max_epu32(m0, mag8(p + i));
+        m1 = _mm256_max_epu32(m1, mag8(p + i + 8));
+        m2 = _mm256_max_epu32(m2, mag8(p + i + 16));
+        m3 = _mm256_max_epu32(m3, mag8(p + i + 24));
     }
     m0 = _mm256_max_epu32(_mm256_max_epu32(m0, m1), _mm256_max_epu32(m2, m3));
     /* some lane >= 0x7f800000: max(lane, 0x7f800000) == lane */
