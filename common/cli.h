@@ -223,8 +223,8 @@ int attn_cli_usage_error(const attn_cli_spec *spec, const char *fmt, ...)
     ;
 
 /* ---- contexts, input and output (common/cli_util.c, common/cli_io.c) ------------------------- */
-/* threads as given by --threads: 0 becomes attn_cpu_count() (the CPUs this process may run
- * on). */
+/* threads as given by --threads: 0 becomes attn_cpu_default_threads() (one per physical core
+ * this process may run on, within its cgroup's CPU quota). */
 int attn_cli_threads(long long threads);
 /* A context with attn_cli_threads(threads) threads and flags.  Prints the problem and returns
  * 1 on failure, else 0. */

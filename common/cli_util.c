@@ -19,11 +19,11 @@ int attn_cli_threads(long long threads) {
         /* ranks of a data-parallel run (attn train under mpirun): the cores this rank is bound
          * to, else the node's shared among its ranks */
         long online = sysconf(_SC_NPROCESSORS_ONLN);
-        int cpus = attn_cpu_count(), t = online > 0 && cpus < online ? cpus
-                                                                   : cpus / attn_cli_dp_local();
+        int cpus = attn_cpu_count(), cores = attn_cpu_default_threads();
+        int t = online > 0 && cpus < online ? cores : cores / attn_cli_dp_local();
         return t < 1 ? 1 : t;
     }
-    return threads <= 0 ? attn_cpu_count() : threads > 1024 ? 1024 : (int)threads;
+    return threads <= 0 ? attn_cpu_default_threads() : threads > 1024 ? 1024 : (int)threads;
 }
 
 int attn_cli_ctx(const char *cmd, long long threads, unsigned flags, attn_ctx **ctx) {

@@ -188,8 +188,8 @@ enum {
 
 typedef struct attn_ctx_params {
     int threads;            /* threads, the caller's among them: 1 = the calling thread
-                             * alone; 0 = attn_cpu_count() (all the CPUs this process may
-                             * run on) */
+                             * alone; 0 = attn_cpu_default_threads() (one per physical core
+                             * this process may run on, within its cgroup's CPU quota) */
     attn_alloc_fn alloc;    /* NULL = malloc */
     attn_free_fn free;      /* NULL = free; must be set together with alloc */
     void *alloc_user;       /* passed to alloc/free */
@@ -219,8 +219,17 @@ ATTN_API attn_status attn_ctx_status(const attn_ctx *ctx);
 ATTN_API void attn_ctx_clear_error(attn_ctx *ctx);
 ATTN_API int attn_ctx_threads(const attn_ctx *ctx);
 /* The CPUs this process may run on (its affinity mask on Linux, else the online CPUs), in
- * [1, 1024]: the thread count of a context created with threads 0. */
+ * [1, 1024]. */
 ATTN_API int attn_cpu_count(void);
+/* The thread count of a context created with threads 0, in [1, 1024]: one thread per physical
+ * core among the CPUs this process may run on (the two or more hardware threads of an SMT core
+ * share its multiply units, so a second thread there adds no arithmetic: the choice of PyTorch
+ * and llama.cpp), and no more than the CPU quota of its cgroup rounded up (a container limited
+ * to 2 CPUs on a 64-core host gets 2 threads, not 64 contending for 2 CPUs' time).  Linux reads
+ * sysfs (topology/thread_siblings_list) and the cgroup (v2 cpu.max, v1 cpu.cfs_quota_us);
+ * elsewhere, or where those cannot be read, attn_cpu_count().  attn_ctx_describe says what it
+ * found. */
+ATTN_API int attn_cpu_default_threads(void);
 /* The context's flags as resolved by attn_ctx_create: ATTN_CTX_AUTO_MATMUL is replaced by
  * ATTN_CTX_BF16_MATMUL or by nothing (0 for ctx NULL). */
 ATTN_API unsigned attn_ctx_flags(const attn_ctx *ctx);

@@ -56,16 +56,21 @@ static void test_flags(void) {
     TU_CHECK(attn_ctx_create(&p, &ctx) == ATTN_OK && ctx, "the known flag refused");
     TU_CHECK(strcmp(attn_ctx_errmsg(NULL), "no context") == 0, "stale create message: %s",
              attn_ctx_errmsg(NULL));
-    /* threads 0: every CPU the process may run on (ctest also runs this test under taskset
-     * with one CPU: test_api_edges_one_cpu) */
+    /* threads 0: one per core the process may run on (tests/test_cpu_threads.c; ctest also
+     * runs this test under taskset with one CPU: test_api_edges_one_cpu) */
     TU_CHECK(attn_cpu_count() >= 1 && attn_cpu_count() <= 1024, "attn_cpu_count %d",
              attn_cpu_count());
-    TU_CHECK(attn_ctx_threads(ctx) == attn_cpu_count(), "threads 0 gave %d threads, %d CPUs",
-             attn_ctx_threads(ctx), attn_cpu_count());
+    TU_CHECK(attn_cpu_default_threads() >= 1 && attn_cpu_default_threads() <= attn_cpu_count(),
+             "attn_cpu_default_threads %d, %d CPUs", attn_cpu_default_threads(),
+             attn_cpu_count());
+    TU_CHECK(attn_ctx_threads(ctx) == attn_cpu_default_threads(),
+             "threads 0 gave %d threads, the default is %d", attn_ctx_threads(ctx),
+             attn_cpu_default_threads());
     if (getenv("ATTN_TEST_CPUS"))
-        TU_CHECK(attn_cpu_count() == atoi(getenv("ATTN_TEST_CPUS")),
-                 "attn_cpu_count %d under an affinity of %s CPUs", attn_cpu_count(),
-                 getenv("ATTN_TEST_CPUS"));
+        TU_CHECK(attn_cpu_count() == atoi(getenv("ATTN_TEST_CPUS")) &&
+                     attn_cpu_default_threads() == 1,
+                 "attn_cpu_count %d, default threads %d under an affinity of %s CPUs",
+                 attn_cpu_count(), attn_cpu_default_threads(), getenv("ATTN_TEST_CPUS"));
     attn_ctx_free(ctx);
 
     ctx = tu_ctx(1);

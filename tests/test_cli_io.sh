@@ -256,7 +256,7 @@ help_every)        # -h and --help on every command: usage and an example, exit 
     run 0 "$ATTN" --help
     out_has "exit status"
     out_has "^  2  usage error"
-    out_has "every core this process may" ;;
+    out_has "one per physical core this process may" ;;
 opt_equals)        # --opt=value is --opt value
     run 0 "$ATTN" walkthrough --section 2
     mv "$T/out" "$T/a"

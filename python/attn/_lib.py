@@ -4,9 +4,10 @@ Everything here is private; the public names are re-exported by ``attn/__init__.
 
 Contexts: attn's C contract is "one context per thread at a time" (attn.h, Conventions,
 Threads).  The package keeps one context per Python thread (``threading.local``), created on
-first use with the thread count of :func:`set_num_threads` (default: all the CPUs the process
-may run on) and freed when the thread ends.  ctypes releases the GIL during every foreign call,
-so Python threads really run attn calls in parallel, each on its own context and worker pool.
+first use with the thread count of :func:`set_num_threads` (default: one per physical core the
+process may run on) and freed when the thread ends.  ctypes releases the GIL during every
+foreign call, so Python threads really run attn calls in parallel, each on its own context and
+worker pool.
 """
 from __future__ import annotations
 
@@ -155,6 +156,7 @@ attn_ctx_free = _fn("attn_ctx_free", None, P)
 attn_ctx_errmsg = _fn("attn_ctx_errmsg", c_char_p, P)
 attn_ctx_threads = _fn("attn_ctx_threads", c_int, P)
 attn_cpu_count = _fn("attn_cpu_count", c_int)
+attn_cpu_default_threads = _fn("attn_cpu_default_threads", c_int)
 attn_ctx_describe = _fn("attn_ctx_describe", _S, P, ctypes.c_char_p, ctypes.c_size_t,
                         POINTER(ctypes.c_size_t))
 attn_sdpa_defaults = _fn("attn_sdpa_defaults", SdpaOptions)
@@ -307,7 +309,7 @@ def check(status: int, ctx) -> None:
 # contexts: one per Python thread
 # --------------------------------------------------------------------------------------------
 _lock = threading.Lock()
-_num_threads = 0          # 0: attn_cpu_count()
+_num_threads = 0          # 0: attn_cpu_default_threads()
 _generation = 0           # bumped by set_num_threads: contexts of older generations are remade
 _tls = threading.local()
 
@@ -368,8 +370,9 @@ def context() -> _Context:
 
 
 def set_num_threads(n: int) -> None:
-    """Threads each attn call uses (the calling thread among them); 0 = all the CPUs this
-    process may run on (the default).  Takes effect on each thread's next call."""
+    """Threads each attn call uses (the calling thread among them); 0 = one per physical core
+    this process may run on, within its cgroup's CPU quota (the default:
+    :func:`default_threads`).  Takes effect on each thread's next call."""
     global _num_threads, _generation
     if isinstance(n, bool) or not hasattr(n, "__index__"):
         raise TypeError(f"attn.set_num_threads: n must be an integer, not {type(n).__name__}")
@@ -387,7 +390,14 @@ def get_num_threads() -> int:
 
 
 def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity mask)."""
     return int(attn_cpu_count())
+
+
+def default_threads() -> int:
+    """The threads a call uses by default: one per physical core this process may run on
+    (SMT siblings count once), no more than its cgroup's CPU quota (attn_cpu_default_threads)."""
+    return int(attn_cpu_default_threads())
 
 
 def cpu_info() -> str:

@@ -23,7 +23,9 @@ def test_loaded_from_the_installed_package():
 
 
 def test_threads():
-    assert attn.get_num_threads() == attn.cpu_count()
+    # one per physical core, within the cgroup's CPU quota (attn_cpu_default_threads)
+    assert 1 <= attn.default_threads() <= attn.cpu_count()
+    assert attn.get_num_threads() == attn.default_threads()
     try:
         attn.set_num_threads(1)
         assert attn.get_num_threads() == 1
@@ -31,13 +33,14 @@ def test_threads():
             attn.set_num_threads(-1)
     finally:
         attn.set_num_threads(0)
-    assert attn.get_num_threads() == attn.cpu_count()
+    assert attn.get_num_threads() == attn.default_threads()
 
 
 def test_cpu_info():
     text = attn.cpu_info()
     assert text.startswith("cpu: ")
     assert "matmul precision (auto): " in text
+    assert f"{attn.default_threads()} by default (one per physical core" in text
     assert text.endswith("\n") and "\0" not in text
     # the same text from a second call (the choice is a fixed table, not a timing)
     assert attn.cpu_info() == text

@@ -185,7 +185,7 @@ attn_status attn_ctx_create(const attn_ctx_params *params, attn_ctx **out) {
     attn_ctx *c = p.alloc(p.alloc_user, sizeof *c);
     if (!c) return create_fail(ATTN_E_NOMEM, "attn_ctx_create: out of memory");
     memset(c, 0, sizeof *c);
-    c->threads = p.threads > 0 ? p.threads : attn_cpu_count();
+    c->threads = p.threads > 0 ? p.threads : attn_cpu_default_threads();
     c->alloc = p.alloc;
     c->free = p.free;
     c->alloc_user = p.alloc_user;

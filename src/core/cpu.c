@@ -1,6 +1,9 @@
 /* CPU feature detection (cpu.h): CPUID and XGETBV once per process. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sched.h>
 #include <unistd.h>
@@ -186,4 +189,193 @@ int attn_cpu_count(void) {
 #endif
     if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
+/* ---- the default thread count ------------------------------------------------------------ */
+#define PATH_CAP 4096
+
+/* root + a + b as one path in buf (0: too long) */
+static int path3(char *buf, const char *root, const char *a, const char *b) {
+    int k = snprintf(buf, PATH_CAP, "%s%s%s", root, a, b);
+    return k > 0 && k < PATH_CAP;
+}
+
+/* Up to cap - 1 bytes of a small file, NUL-terminated; the length, or -1 */
+static int read_small(const char *path, char *buf, int cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int len = 0;
+    while (len < cap - 1) {
+        ssize_t r = read(fd, buf + len, (size_t)(cap - 1 - len));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        len += (int)r;
+    }
+    close(fd);
+    buf[len] = 0;
+    return len;
+}
+
+/* A decimal number of at most 18 digits at *p (advanced past it); -1 if there is none */
+static long long number(const char **p) {
+    long long v = 0;
+    int d = 0;
+    while (**p >= '0' && **p <= '9' && d < 18) v = v * 10 + (*(*p)++ - '0'), d++;
+    return d == 0 || (**p >= '0' && **p <= '9') ? -1 : v;
+}
+
+/* The smallest CPU of a CPU list such as "0-3,8,10-11" (sysfs's thread_siblings_list); -1 if
+ * it is not one */
+static long long list_min(const char *s) {
+    long long lo = -1;
+    for (;;) {
+        long long a = number(&s), b = a;
+        if (a < 0) return -1;
+        if (*s == '-') {
+            s++;
+            if ((b = number(&s)) < a) return -1;
+        }
+        if (lo < 0 || a < lo) lo = a;
+        if (*s == ',') {
+            s++;
+            continue;
+        }
+        return *s == '\n' || *s == 0 ? lo : -1;
+    }
+}
+
+/* CPUs of a bandwidth limit of quota microseconds per period (rounded up), 0 when there is
+ * none ("max", -1) or it does not parse */
+static int limit_cpus(long long quota, long long period) {
+    if (quota <= 0 || period <= 0) return 0;
+    long long c = quota / period + (quota % period != 0);
+    return c > 1 << 20 ? 1 << 20 : (int)c;
+}
+
+/* The smallest limit from dir up to top (both under the same root; dir starts with top):
+ * v2 reads each level's cpu.max ("max 100000" or "200000 100000"), v1 cpu.cfs_quota_us and
+ * cpu.cfs_period_us.  0: none. */
+static int quota_up(char *dir, size_t top, int v2) {
+    int best = 0;
+    char path[PATH_CAP], text[128];
+    for (;;) {
+        int c = 0;
+        if (v2) {
+            if (path3(path, dir, "/cpu.max", "") && read_small(path, text, sizeof text) > 0) {
+                const char *q = text;
+                long long quota = number(&q), period = -1;
+                if (quota >= 0 && *q == ' ') q++, period = number(&q);
+                c = limit_cpus(quota, period);
+            }
+        } else if (path3(path, dir, "/cpu.cfs_quota_us", "") &&
+                   read_small(path, text, sizeof text) > 0) {
+            const char *q = text;
+            long long quota = number(&q); /* -1: none ("-1" does not parse as a number) */
+            if (quota > 0 && path3(path, dir, "/cpu.cfs_period_us", "") &&
+                read_small(path, text, sizeof text) > 0) {
+                q = text;
+                c = limit_cpus(quota, number(&q));
+            }
+        }
+        if (c > 0 && (best == 0 || c < best)) best = c;
+        size_t len = strlen(dir);
+        if (len <= top) return best;
+        while (len > top && dir[len - 1] != '/') len--; /* up one level */
+        while (len > top && dir[len - 1] == '/') len--;
+        dir[len] = 0;
+    }
+}
+
+/* The CPU limit of the process's cgroup, 0 when there is none (or it cannot be read) */
+static int cgroup_quota(const char *root) {
+    char path[PATH_CAP], text[4096], dir[PATH_CAP];
+    if (!path3(path, root, "/proc/self/cgroup", "") || read_small(path, text, sizeof text) <= 0)
+        return 0;
+    int best = 0;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        /* "hierarchy-id:controllers:path" */
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2 || c2[1] != '/') continue;
+        *c1 = *c2 = 0;
+        const char *ctl = c1 + 1, *cg = c2 + 1;
+        int q = 0;
+        if (strcmp(line, "0") == 0 && *ctl == 0) { /* cgroup v2 */
+            size_t top = strlen(root) + strlen("/sys/fs/cgroup");
+            if (path3(dir, root, "/sys/fs/cgroup", strcmp(cg, "/") ? cg : ""))
+                q = quota_up(dir, top, 1);
+        } else { /* v1: the line whose controllers name cpu */
+            int cpu = 0;
+            for (const char *t = ctl; *t;) {
+                size_t w = strcspn(t, ",");
+                if (w == 3 && strncmp(t, "cpu", 3) == 0) cpu = 1;
+                t += w + (t[w] == ',');
+            }
+            if (!cpu) continue;
+            static const char *const mounts[] = {"/sys/fs/cgroup/cpu,cpuacct",
+                                                 "/sys/fs/cgroup/cpu"};
+            for (int m = 0; m < 2 && q == 0; m++) {
+                size_t top = strlen(root) + strlen(mounts[m]);
+                /* the cgroup's folder; inside a container the mount root is its cgroup */
+                if (path3(dir, root, mounts[m], strcmp(cg, "/") ? cg : ""))
+                    q = quota_up(dir, top, 0);
+                if (q == 0 && path3(dir, root, mounts[m], "")) q = quota_up(dir, top, 0);
+            }
+        }
+        if (q > 0 && (best == 0 || q < best)) best = q;
+    }
+    return best;
+}
+
+void attn__cpu_threads_at(const char *root, const unsigned char *allowed, int n,
+                          attn__cpu_threads *out) {
+    memset(out, 0, sizeof *out);
+    unsigned char seen[1024];
+    if (n > 1024) n = 1024;
+    memset(seen, 0, sizeof seen);
+    for (int c = 0; c < n; c++) {
+        if (!allowed[c]) continue;
+        out->allowed++;
+        char path[PATH_CAP], text[512], cpu[32];
+        long long key = c;
+        snprintf(cpu, sizeof cpu, "/cpu%d", c);
+        if (path3(path, root, "/sys/devices/system/cpu", cpu) &&
+            strlen(path) + 40 < PATH_CAP) {
+            strcat(path, "/topology/thread_siblings_list");
+            if (read_small(path, text, sizeof text) > 0) {
+                long long lo = list_min(text);
+                if (lo >= 0 && lo <= c) key = lo; /* the core's first CPU (its list holds c) */
+            }
+        }
+        if (!seen[key]) seen[key] = 1, out->cores++;
+    }
+    if (out->allowed == 0) out->allowed = out->cores = 1;
+    out->quota = cgroup_quota(root);
+    out->threads = out->quota > 0 && out->quota < out->cores ? out->quota : out->cores;
+    if (out->threads < 1) out->threads = 1;
+}
+
+void attn__cpu_threads_here(attn__cpu_threads *out) {
+#ifdef __linux__
+    cpu_set_t set;
+    unsigned char allowed[1024];
+    int n = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        n = CPU_SETSIZE < 1024 ? CPU_SETSIZE : 1024;
+        for (int c = 0; c < n; c++) allowed[c] = CPU_ISSET(c, &set) != 0;
+    }
+    if (n > 0) {
+        attn__cpu_threads_at("", allowed, n, out);
+        return;
+    }
+#endif
+    memset(out, 0, sizeof *out);
+    out->allowed = out->cores = out->threads = attn_cpu_count();
+}
+
+int attn_cpu_default_threads(void) {
+    attn__cpu_threads t;
+    attn__cpu_threads_here(&t);
+    return t.threads < 1 ? 1 : t.threads > 1024 ? 1024 : t.threads;
 }

@@ -54,4 +54,22 @@ ATTN__HIDDEN const attn__cpu_id *attn__cpu_identity(void);
  * of /proc/cpuinfo), or NULL for anything that is not a single known bit. */
 ATTN__HIDDEN const char *attn__cpu_feature_name(unsigned bit);
 
+/* The default thread count (attn_cpu_default_threads) and what it follows from.  root: ""
+ * for this machine, else a folder that stands for / (tests: fake sysfs and procfs trees).
+ * allowed[c] != 0 for each CPU c < n this process may run on.  Linux: a core is the CPUs of
+ * one topology/thread_siblings_list (SMT siblings count once; a CPU whose list cannot be read
+ * is its own core); the quota is the smallest CPU bandwidth limit of the process's cgroup and
+ * its ancestors (cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us), rounded up to
+ * whole CPUs.  Files missing or malformed count as no information, never as an error. */
+typedef struct attn__cpu_threads {
+    int allowed; /* CPUs this process may run on */
+    int cores;   /* physical cores among them */
+    int quota;   /* the cgroup's CPU limit rounded up, 0: none */
+    int threads; /* min(cores, quota), at least 1 */
+} attn__cpu_threads;
+ATTN__HIDDEN void attn__cpu_threads_at(const char *root, const unsigned char *allowed, int n,
+                                       attn__cpu_threads *out);
+/* attn__cpu_threads_at for this process and machine (non-Linux: cores = allowed, no quota). */
+ATTN__HIDDEN void attn__cpu_threads_here(attn__cpu_threads *out);
+
 #endif

@@ -295,6 +295,13 @@ attn_status attn_ctx_describe(attn_ctx *ctx, char *buf, size_t cap, size_t *need
     put(&t, "matmul precision (auto): %s: %s\n", bf16 ? "bf16 products" : "float", why);
     put(&t, "this context: %s products\n",
         (ctx->flags & ATTN_CTX_BF16_MATMUL) ? "bf16" : "float");
+    attn__cpu_threads th;
+    attn__cpu_threads_here(&th);
+    put(&t, "threads: %d in this context, %d by default (one per physical core: %d CPUs this "
+            "process may run on, %d cores, ",
+        ctx->threads, th.threads, th.allowed, th.cores);
+    if (th.quota > 0) put(&t, "a cgroup CPU quota of %d)\n", th.quota);
+    else put(&t, "no cgroup CPU quota)\n");
     if (need) *need = t.len;
     if (cap && t.len >= cap) {
         buf[cap - 1] = 0;
