@@ -298,8 +298,11 @@ double_dash)       # -- ends the options: what follows is text, even "-x"
     out_has "^-?[0-9]"
     run 0 "$ATTN" embed --model $BERT hi --json
     out_has '^\{"index": 0' ;;
-threads_default)   # 0 = every core the process may use, and the default
-    n=$(nproc)
+threads_default)   # 0 = one per core the process may use (within its CPU quota), the default
+    run 0 "$ATTN" info --cpu
+    n=$(sed -n 's/.* \([0-9][0-9]*\) by default (one per physical core.*/\1/p' "$T/out")
+    [ -n "$n" ] && [ "$n" -ge 1 ] && [ "$n" -le "$(nproc)" ] ||
+        fail "attn info --cpu: no default thread count in [1, nproc]"
     run 0 "$ATTN" bench --len 16 --heads 1 --repeat 1 --no-ref --json
     out_has "\"threads\": $n,"
     run 0 "$ATTN" bench --len 16 --heads 1 --repeat 1 --no-ref --json -t 0
