@@ -13,9 +13,10 @@
  * Which thread runs a chunk never matters: chunks are independent, and a thread runs one chunk
  * at a time, so scratch indexed by the thread's slot (tid) is never shared.
  *
- * Waiting.  Idle workers spin on the ticket, then sleep on a condition variable; the caller
- * spins on the done count (yielding the CPU after a while, in case a worker was woken onto the
- * caller's own CPU), then sleeps.  The sleep hand-offs use sequentially consistent atomics
+ * Waiting.  Idle workers spin on the ticket (yielding the CPU after 20 microseconds, in case
+ * the caller shares it), then sleep on a condition variable; the caller spins on the done
+ * count (yielding the CPU after a while, in case a worker was woken onto the caller's own CPU),
+ * then sleeps.  The sleep hand-offs use sequentially consistent atomics
  * (publish, then look for sleepers; announce sleeping, then look again) so that no wake-up is
  * lost. */
 #define _POSIX_C_SOURCE 200809L
@@ -37,8 +38,15 @@
 #endif
 
 /* A worker spins this long for the next job before sleeping (back-to-back jobs, e.g. the
- * blocks of one GEMM, then start without a system call). */
+ * blocks of one GEMM, then start without a system call): with pause for the first
+ * ATTN__WORKER_PAUSE_NS, then with sched_yield, which returns at once on a CPU of its own but
+ * hands a shared one to the thread that has work.  Where two of the pool's threads share a CPU
+ * (more threads than CPUs: taskset, another busy process, a hybrid CPU's scheduler), a worker
+ * that spun without yielding for its whole millisecond held the CPU from the caller, who was
+ * about to publish the next job: SmolLM2 generation ran at half the speed of one thread
+ * (docs/kernels.md, "How a context picks its kernels"). */
 #define ATTN__WORKER_SPIN_NS 1000000
+#define ATTN__WORKER_PAUSE_NS 20000
 /* The caller spins with pause this long for running chunks, then with sched_yield up to
  * ATTN__CALLER_SLEEP_NS, then sleeps. */
 #define ATTN__CALLER_PAUSE_NS 20000
@@ -119,15 +127,18 @@ static void attn__claim_all(struct attn__pool *p, uint64_t t, int slot) {
 /* Waits until the ticket's generation differs from seen; returns the ticket. */
 static uint64_t attn__wait_job(struct attn__pool *p, uint32_t seen) {
     int64_t t0 = 0;
+    int yielding = 0;
     for (unsigned i = 0;; i++) {
         uint64_t t = atomic_load_explicit(&p->ticket, memory_order_acquire);
         if (ATTN__T_GEN(t) != seen) return t;
-        if ((i & 63) == 63) {
+        if ((i & 63) == 63 || yielding) {
             int64_t now = attn__now_ns();
             if (!t0) t0 = now;
             else if (now - t0 > ATTN__WORKER_SPIN_NS) break;
+            yielding = now - t0 > ATTN__WORKER_PAUSE_NS;
         }
-        ATTN__RELAX();
+        if (yielding) sched_yield();
+        else ATTN__RELAX();
     }
     uint64_t t;
     pthread_mutex_lock(&p->mu);

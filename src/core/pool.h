@@ -17,8 +17,9 @@
  * Scheduling.  There are up to ATTN__POOL_OVERSPLIT chunks per thread, claimed one at a time
  * by the caller and the workers, so a worker that is slow to wake or shares its core with
  * another process costs parallelism, not latency.  Idle workers spin up to 1 ms for the next
- * job, so back-to-back jobs start without a system call, then sleep on a condition variable;
- * the caller spins (then yields) up to 2 ms for running chunks, then sleeps. */
+ * job (yielding the CPU after 20 us), so back-to-back jobs start without a system call, then
+ * sleep on a condition variable; the caller spins (then yields) up to 2 ms for running chunks,
+ * then sleeps. */
 #ifndef ATTN_POOL_H
 #define ATTN_POOL_H
 #include "internal.h"
