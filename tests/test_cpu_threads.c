@@ -106,61 +106,52 @@ int main(void) {
     t = run(all, 8);
     EXPECT(t, 8, 4, 0, 4);
 
-    /* no SMT, cgroup v2: the process's own cpu.max "150000 100000" (1.5 CPUs: 2), an
-     * ancestor's "max", and the limit of an ancestor that is lower still */
-    fresh();
-    topology(8, 0);
-    put("proc/self/cgroup", "0::/kube/pod1/app\n");
-    put("sys/fs/cgroup/kube/pod1/app/cpu.max", "150000 100000\n");
-    put("sys/fs/cgroup/kube/pod1/cpu.max", "max 100000\n");
-    t = run(all, 8);
-    EXPECT(t, 8, 8, 2, 2);
-    put("sys/fs/cgroup/kube/cpu.max", "100000 100000\n");
-    t = run(all, 8);
-    EXPECT(t, 8, 8, 1, 1);
-    /* a quota above the cores leaves the cores */
-    fresh();
-    topology(4, 0);
-    put("proc/self/cgroup", "0::/\n");
-    put("sys/fs/cgroup/cpu.max", "800000 100000\n");
-    t = run(all, 4);
-    EXPECT(t, 4, 4, 8, 4);
-    /* inside a container's namespace: "0::/" and the limit at the mount root */
-    put("sys/fs/cgroup/cpu.max", "200000 100000\n");
-    t = run(all, 4);
-    EXPECT(t, 4, 4, 2, 2);
-    /* "max" alone: no limit */
-    put("sys/fs/cgroup/cpu.max", "max 100000\n");
-    t = run(all, 4);
-    EXPECT(t, 4, 4, 0, 4);
-
-    /* cgroup v1: cpu,cpuacct with a quota of 250 ms per 100 ms (3 CPUs), -1 for none; and the
-     * container case where the path does not exist below the mount */
-    fresh();
-    topology(8, 0);
-    put("proc/self/cgroup", "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n");
-    put("sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "250000\n");
-    put("sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
-    t = run(all, 8);
-    EXPECT(t, 8, 8, 3, 3);
-    put("sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
-    t = run(all, 8);
-    EXPECT(t, 8, 8, 0, 8);
-    fresh();
-    topology(8, 0);
-    put("proc/self/cgroup", "4:cpuacct,cpu:/docker/abc\n");
-    put("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "50000\n"); /* half a CPU: 1 */
-    put("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
-    t = run(all, 8);
-    EXPECT(t, 8, 8, 1, 1);
-    /* "cpuset" alone is not "cpu" */
-    fresh();
-    topology(8, 0);
-    put("proc/self/cgroup", "3:cpuset:/x\n");
-    put("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "100000\n");
-    put("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
-    t = run(all, 8);
-    EXPECT(t, 8, 8, 0, 8);
+    /* cgroup limits on 8 (or 4) CPUs without SMT: the files of a case are written in order
+     * into one fresh tree, then the quota and threads checked after each step marked check */
+    static const struct quota_step {
+        int fresh, ncpu;       /* fresh: a new tree (with ncpu CPUs) first */
+        const char *path, *text;
+        int check, quota;      /* check: the expected quota after this file (0: none) */
+    } steps[] = {
+        /* v2: the process's own cpu.max "150000 100000" (1.5 CPUs: 2) under an ancestor's
+         * "max"; then an ancestor's limit lower still */
+        {1, 8, "proc/self/cgroup", "0::/kube/pod1/app\n", 0, 0},
+        {0, 8, "sys/fs/cgroup/kube/pod1/app/cpu.max", "150000 100000\n", 0, 0},
+        {0, 8, "sys/fs/cgroup/kube/pod1/cpu.max", "max 100000\n", 1, 2},
+        {0, 8, "sys/fs/cgroup/kube/cpu.max", "100000 100000\n", 1, 1},
+        /* v2 inside a container's namespace ("0::/", the limit at the mount root): above the
+         * cores (the cores stay), below them, "max" */
+        {1, 4, "proc/self/cgroup", "0::/\n", 0, 0},
+        {0, 4, "sys/fs/cgroup/cpu.max", "800000 100000\n", 1, 8},
+        {0, 4, "sys/fs/cgroup/cpu.max", "200000 100000\n", 1, 2},
+        {0, 4, "sys/fs/cgroup/cpu.max", "max 100000\n", 1, 0},
+        /* v1 cpu,cpuacct: 250 ms per 100 ms (3 CPUs), then -1 (none) */
+        {1, 8, "proc/self/cgroup", "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n", 0, 0},
+        {0, 8, "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "250000\n", 0, 0},
+        {0, 8, "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n", 1, 3},
+        {0, 8, "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n", 1, 0},
+        /* v1 in a container: the path is not below the "cpu" mount, whose root has half a
+         * CPU (1) */
+        {1, 8, "proc/self/cgroup", "4:cpuacct,cpu:/docker/abc\n", 0, 0},
+        {0, 8, "sys/fs/cgroup/cpu/cpu.cfs_quota_us", "50000\n", 0, 0},
+        {0, 8, "sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n", 1, 1},
+        /* "cpuset" alone is not "cpu" */
+        {1, 8, "proc/self/cgroup", "3:cpuset:/x\n", 0, 0},
+        {0, 8, "sys/fs/cgroup/cpu/cpu.cfs_quota_us", "100000\n", 0, 0},
+        {0, 8, "sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        const struct quota_step *q = &steps[i];
+        if (q->fresh) fresh(), topology(q->ncpu, 0);
+        put(q->path, q->text);
+        if (!q->check) continue;
+        t = run(all, q->ncpu);
+        const int th = q->quota && q->quota < q->ncpu ? q->quota : q->ncpu;
+        TU_CHECK(t.allowed == q->ncpu && t.cores == q->ncpu && t.quota == q->quota &&
+                     t.threads == th,
+                 "step %zu (%s = %s): quota %d threads %d, expected %d %d", i, q->path,
+                 q->text, t.quota, t.threads, q->quota, th);
+    }
 
     /* malformed files: no information, never 0 threads or a crash */
     static const char *const bad_lists[] = {"", "x", "3-1", "-1", "1,", "99999999999999999999",
