@@ -192,7 +192,7 @@ int attn_cpu_count(void) {
 }
 
 /* ---- the default thread count ------------------------------------------------------------ */
-#define PATH_CAP 4096
+#define PATH_CAP 1024
 
 /* root + a + b as one path in buf (0: too long) */
 static int path3(char *buf, const char *root, const char *a, const char *b) {
@@ -328,8 +328,9 @@ static int cgroup_quota(const char *root) {
     return best;
 }
 
-void attn__cpu_threads_at(const char *root, const unsigned char *allowed, int n,
-                          attn__cpu_threads *out) {
+/* allowed, cores: as attn__cpu_threads (quota and threads not set) */
+static void count_cores(const char *root, const unsigned char *allowed, int n,
+                        attn__cpu_threads *out) {
     memset(out, 0, sizeof *out);
     unsigned char seen[1024];
     if (n > 1024) n = 1024;
@@ -351,10 +352,27 @@ void attn__cpu_threads_at(const char *root, const unsigned char *allowed, int n,
         if (!seen[key]) seen[key] = 1, out->cores++;
     }
     if (out->allowed == 0) out->allowed = out->cores = 1;
-    out->quota = cgroup_quota(root);
+}
+
+/* the threads from the cores and the quota */
+static void finish(attn__cpu_threads *out, int quota) {
+    out->quota = quota;
     out->threads = out->quota > 0 && out->quota < out->cores ? out->quota : out->cores;
     if (out->threads < 1) out->threads = 1;
 }
+
+void attn__cpu_threads_at(const char *root, const unsigned char *allowed, int n,
+                          attn__cpu_threads *out) {
+    count_cores(root, allowed, n, out);
+    finish(out, cgroup_quota(root));
+}
+
+/* The cores of the last affinity mask seen (reading a sysfs file per CPU costs ~5 us each: a
+ * context made per thread on a machine of hundreds of CPUs would pay milliseconds) */
+static pthread_mutex_t cores_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char cores_mask[1024];
+static int cores_n = -1;
+static attn__cpu_threads cores_last;
 
 void attn__cpu_threads_here(attn__cpu_threads *out) {
 #ifdef __linux__
@@ -366,7 +384,16 @@ void attn__cpu_threads_here(attn__cpu_threads *out) {
         for (int c = 0; c < n; c++) allowed[c] = CPU_ISSET(c, &set) != 0;
     }
     if (n > 0) {
-        attn__cpu_threads_at("", allowed, n, out);
+        pthread_mutex_lock(&cores_mu);
+        if (cores_n == n && memcmp(cores_mask, allowed, (size_t)n) == 0) {
+            *out = cores_last;
+        } else {
+            count_cores("", allowed, n, out);
+            memcpy(cores_mask, allowed, (size_t)n);
+            cores_n = n, cores_last = *out;
+        }
+        pthread_mutex_unlock(&cores_mu);
+        finish(out, cgroup_quota("")); /* read each time: a limit may change */
         return;
     }
 #endif
