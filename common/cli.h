@@ -194,10 +194,11 @@ typedef struct attn_cli_opt {
     {name, s, ATTN_CLI_NUM, dst, arg, help, 0, 0, lo, hi, NULL}
 #define ATTN_OPT_CHOICE(name, s, dst, choices, arg, help)                                     \
     {name, s, ATTN_CLI_CHOICE, dst, arg, help, 0, 0, 0, 0, choices}
-/* The same --threads everywhere: 0 (the default) = every core this process may use. */
+/* The same --threads everywhere: 0 (the default) = one per physical core this process may use
+ * (attn_cpu_default_threads). */
 #define ATTN_OPT_THREADS(dst)                                                                 \
     ATTN_OPT_INT("threads", 't', dst, 0, 1024, "N",                                           \
-                 "worker threads (default 0: every core this process may use)")
+                 "worker threads (default 0: one per core this process may use)")
 #define ATTN_OPT_END {NULL, 0, ATTN_CLI_FLAG, NULL, NULL, NULL, 0, 0, 0, 0, NULL}
 
 /* A command's options and help.  usage: one or more lines, each a command line ("attn embed
