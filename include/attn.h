@@ -224,8 +224,8 @@ ATTN_API int attn_cpu_count(void);
 /* The thread count of a context created with threads 0, in [1, 1024]: one thread per physical
  * core among the CPUs this process may run on (the two or more hardware threads of an SMT core
  * share its multiply units, so a second thread there adds no arithmetic; llama.cpp counts
- * physical cores too), and no more than the CPU quota of its cgroup rounded up (a container limited
- * to 2 CPUs on a 64-core host gets 2 threads, not 64 contending for 2 CPUs' time).  Linux reads
+ * physical cores too), and no more than the CPU quota of its cgroup rounded up (a container
+ * limited to 2 CPUs on a 64-core host gets 2 threads, not 64 contending for 2 CPUs' time).  Linux reads
  * sysfs (topology/thread_siblings_list) and the cgroup (v2 cpu.max, v1 cpu.cfs_quota_us);
  * elsewhere, or where those cannot be read, attn_cpu_count().  attn_ctx_describe says what it
  * found. */

@@ -192,6 +192,28 @@ int main(void) {
         t = run(all, 4);
         EXPECT(t, 4, 4, 0, 4);
     }
+    /* a FIFO with no writer where cpu.max and a sibling list should be, and a folder where
+     * /proc/self/cgroup should be: not read (no hang), no information */
+    {
+        fresh();
+        topology(2, 0);
+        put("proc/self/cgroup", "0::/f\n");
+        put("sys/fs/cgroup/f", NULL);
+        char fifo[1024];
+        snprintf(fifo, sizeof fifo, "%s/sys/fs/cgroup/f/cpu.max", root);
+        TU_CHECK(mkfifo(fifo, 0644) == 0, "mkfifo %s", fifo);
+        snprintf(fifo, sizeof fifo, "%s/sys/devices/system/cpu/cpu1/topology/thread_siblings_list",
+                 root);
+        remove(fifo);
+        TU_CHECK(mkfifo(fifo, 0644) == 0, "mkfifo %s", fifo);
+        t = run(all, 2);
+        EXPECT(t, 2, 2, 0, 2);
+        fresh();
+        topology(2, 0);
+        put("proc/self/cgroup", NULL);
+        t = run(all, 2);
+        EXPECT(t, 2, 2, 0, 2);
+    }
     /* a path as long as the buffers: refused quietly */
     {
         fresh();

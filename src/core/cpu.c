@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/syscall.h>
@@ -200,10 +201,18 @@ static int path3(char *buf, const char *root, const char *a, const char *b) {
     return k > 0 && k < PATH_CAP;
 }
 
-/* Up to cap - 1 bytes of a small file, NUL-terminated; the length, or -1 */
+/* Up to cap - 1 bytes of a small file, NUL-terminated; the length, or -1.  Opened without
+ * blocking and refused unless a regular file, as attn__file_read does (file.h); not that
+ * function itself, which sizes the file with fstat (procfs says 0 bytes) and needs a context
+ * (this runs before one exists). */
 static int read_small(const char *path, char *buf, int cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
     int len = 0;
     while (len < cap - 1) {
         ssize_t r = read(fd, buf + len, (size_t)(cap - 1 - len));
